@@ -1,0 +1,34 @@
+//! Where acknowledged writes go to survive a restart.
+//!
+//! Every write of a group produces an ordered batch of [`Event`]s; the group hands that batch
+//! to its backend before it acknowledges the write or publishes it to watchers. The in-memory
+//! backend keeps nothing. A durable backend appends the batch to a log (and may group-commit
+//! batches of many groups into one fsync); the store's write path is already shaped for it.
+
+use crate::error::Result;
+use crate::event::Event;
+use std::sync::Arc;
+
+/// Persistence for the changes of resource groups.
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    /// Makes one write's changes durable, in order. An error aborts the write: nothing of it
+    /// is applied or published.
+    fn append(&self, group: &str, changes: &[Arc<Event>]) -> Result<()>;
+
+    /// Forgets a dropped group.
+    fn drop_group(&self, group: &str) -> Result<()>;
+}
+
+/// Keeps nothing: for `--ephemeral` runs and tests.
+#[derive(Debug, Default)]
+pub struct MemoryBackend;
+
+impl Backend for MemoryBackend {
+    fn append(&self, _group: &str, _changes: &[Arc<Event>]) -> Result<()> {
+        Ok(())
+    }
+
+    fn drop_group(&self, _group: &str) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,815 @@
+//! A resource group: one independent object space (a simulated cluster, or the management
+//! plane) with its own resourceVersion counter, event window and watchers.
+//!
+//! All state sits behind one std `Mutex` per group. Critical sections are short (a map
+//! insert, an `Arc` clone of a persistent map for a list snapshot), and groups share nothing,
+//! so thousands of groups never contend with each other. Watchers receive events through a
+//! bounded broadcast channel: a watcher that falls behind is cut off (it sees
+//! [`WatchError::Lagged`]) instead of slowing writers down.
+
+use crate::backend::Backend;
+use crate::error::{Result, StoreError};
+use crate::event::{Event, EventType};
+use crate::object::{format_time, meta_mut, read_meta, seal, spec_equal, ObjectKey, StoredObject};
+use crate::StoreConfig;
+use imbl::OrdMap;
+use infrasim_clock::SharedClock;
+use serde_json::{json, Value};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::broadcast;
+
+/// The finalizer kube-apiserver adds for foreground cascading deletion.
+pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+/// The finalizer kube-apiserver adds for orphaning deletion.
+pub const ORPHAN_FINALIZER: &str = "orphan";
+
+/// Selectable fields extracted by the API layer; see [`StoredObject::fields`].
+pub type Fields = Arc<[(Box<str>, Box<str>)]>;
+
+/// The objects of one resource, by key. A persistent map: cloning it is O(1), which is what
+/// makes list snapshots cheap and lets lists iterate without holding the group lock.
+pub type ResourceMap = OrdMap<ObjectKey, Arc<StoredObject>>;
+
+/// How deleting an owner treats its dependents (`propagationPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Propagation {
+    /// Delete the owner now; the garbage collector deletes dependents afterwards.
+    #[default]
+    Background,
+    /// Keep the owner (with the `foregroundDeletion` finalizer) until the dependents that
+    /// block owner deletion are gone.
+    Foreground,
+    /// Delete the owner and strip its ownerReference from every dependent.
+    Orphan,
+}
+
+/// Preconditions and policy of a delete.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    pub propagation: Propagation,
+    pub precondition_uid: Option<String>,
+    pub precondition_resource_version: Option<u64>,
+}
+
+/// What a delete did.
+#[derive(Debug, Clone)]
+pub enum DeleteOutcome {
+    /// The object is gone; this is its last state.
+    Deleted(Arc<StoredObject>),
+    /// The object is marked for deletion (`deletionTimestamp`) and waits on finalizers.
+    Pending(Arc<StoredObject>),
+}
+
+impl DeleteOutcome {
+    /// The object the outcome carries.
+    pub fn object(&self) -> &Arc<StoredObject> {
+        match self {
+            DeleteOutcome::Deleted(o) | DeleteOutcome::Pending(o) => o,
+        }
+    }
+}
+
+/// Which state a list reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadAt {
+    /// The newest state.
+    Latest,
+    /// The newest state, which must be at least this resourceVersion.
+    NotOlderThan(u64),
+    /// Exactly the state at this resourceVersion (rebuilt from the event window).
+    Exact(u64),
+}
+
+/// A consistent view of one resource.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub resource_version: u64,
+    pub objects: ResourceMap,
+}
+
+/// Why a watch stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchError {
+    /// The watcher fell too far behind and was cut off; it should resume from the last
+    /// resourceVersion it saw.
+    Lagged,
+    /// The group was dropped.
+    Closed,
+}
+
+/// A started watch: the events already in the window after the requested resourceVersion,
+/// then the live stream. Both are taken under the group lock, so together they have no gap and
+/// no duplicate.
+#[derive(Debug)]
+pub struct Watch {
+    /// Events the window holds after the requested resourceVersion, oldest first.
+    pub backlog: Vec<Arc<Event>>,
+    /// The resourceVersion the watch starts after.
+    pub start: u64,
+    receiver: broadcast::Receiver<Arc<Event>>,
+}
+
+impl Watch {
+    /// The next live event.
+    pub async fn next(&mut self) -> std::result::Result<Arc<Event>, WatchError> {
+        match self.receiver.recv().await {
+            Ok(e) => Ok(e),
+            Err(broadcast::error::RecvError::Lagged(_)) => Err(WatchError::Lagged),
+            Err(broadcast::error::RecvError::Closed) => Err(WatchError::Closed),
+        }
+    }
+}
+
+/// One resource group.
+#[derive(Debug)]
+pub struct Group {
+    name: Arc<str>,
+    state: Mutex<GroupState>,
+    events: broadcast::Sender<Arc<Event>>,
+    clock: SharedClock,
+    backend: Arc<dyn Backend>,
+    config: StoreConfig,
+}
+
+#[derive(Debug, Default)]
+struct GroupState {
+    resource_version: u64,
+    resources: HashMap<Arc<str>, ResourceMap>,
+    window: VecDeque<Arc<Event>>,
+    /// The newest resourceVersion that has left the window (0 while nothing has).
+    evicted_through: u64,
+    /// Every object by uid, for owner lookups.
+    by_uid: HashMap<Arc<str>, (Arc<str>, ObjectKey)>,
+    /// Owner uid → its dependents.
+    dependents: HashMap<Arc<str>, BTreeSet<(Arc<str>, ObjectKey)>>,
+}
+
+impl Group {
+    pub(crate) fn new(
+        name: &str,
+        clock: SharedClock,
+        backend: Arc<dyn Backend>,
+        config: StoreConfig,
+    ) -> Self {
+        let (events, _) = broadcast::channel(config.watcher_buffer.max(1));
+        Group {
+            name: Arc::from(name),
+            state: Mutex::new(GroupState::default()),
+            events,
+            clock,
+            backend,
+            config,
+        }
+    }
+
+    /// The group's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The newest resourceVersion written in this group.
+    pub fn resource_version(&self) -> u64 {
+        self.lock().resource_version
+    }
+
+    fn lock(&self) -> MutexGuard<'_, GroupState> {
+        // A panic while holding the lock cannot leave a half-applied write behind: writes are
+        // undone on error before the lock is released. So a poisoned lock is still consistent.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` as one write: its changes are persisted, then published, atomically.
+    fn write<T>(&self, f: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
+        let mut state = self.lock();
+        let mut txn = Txn {
+            state: &mut state,
+            pending: Vec::new(),
+            now: format_time(self.clock.now()),
+        };
+        let result = f(&mut txn);
+        let pending = std::mem::take(&mut txn.pending);
+        let result = result.and_then(|v| {
+            if pending.is_empty() {
+                return Ok(v);
+            }
+            self.backend.append(&self.name, &pending).map(|_| v)
+        });
+        match result {
+            Ok(v) => {
+                for event in pending {
+                    state.window.push_back(event.clone());
+                    // No receivers is fine; lagging receivers are their own problem.
+                    let _ = self.events.send(event);
+                }
+                while state.window.len() > self.config.watch_window {
+                    if let Some(old) = state.window.pop_front() {
+                        state.evicted_through = old.resource_version;
+                    }
+                }
+                Ok(v)
+            }
+            Err(e) => {
+                undo(&mut state, &pending);
+                Err(e)
+            }
+        }
+    }
+
+    /// Creates an object. Sets `uid`, `creationTimestamp`, `generation` and
+    /// `resourceVersion`; refuses an existing key.
+    pub fn create(&self, resource: &str, object: Value, fields: Fields) -> Result<Arc<StoredObject>> {
+        self.write(|txn| txn.create(resource, object, fields))
+    }
+
+    /// Replaces an object. `expected` is the resourceVersion the caller read (a stale one is a
+    /// conflict); `None` means unconditional. A write that changes nothing is not a write: the
+    /// current object comes back with its resourceVersion unchanged.
+    pub fn update(
+        &self,
+        resource: &str,
+        object: Value,
+        fields: Fields,
+        expected: Option<u64>,
+    ) -> Result<Arc<StoredObject>> {
+        self.write(|txn| txn.update(resource, object, fields, expected))
+    }
+
+    /// Deletes an object, honouring finalizers and the propagation policy.
+    pub fn delete(&self, resource: &str, key: &ObjectKey, options: &DeleteOptions) -> Result<DeleteOutcome> {
+        self.write(|txn| txn.delete(resource, key, options))
+    }
+
+    /// One object.
+    pub fn get(&self, resource: &str, key: &ObjectKey) -> Option<Arc<StoredObject>> {
+        self.lock().resources.get(resource)?.get(key).cloned()
+    }
+
+    /// The resources that currently hold at least one object.
+    pub fn resources(&self) -> Vec<Arc<str>> {
+        self.lock()
+            .resources
+            .iter()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(r, _)| r.clone())
+            .collect()
+    }
+
+    /// A snapshot of one resource at the requested point.
+    pub fn snapshot(&self, resource: &str, at: ReadAt) -> Result<Snapshot> {
+        let (objects, current, replay) = {
+            let state = self.lock();
+            let objects = state.resources.get(resource).cloned().unwrap_or_default();
+            let current = state.resource_version;
+            let requested = match at {
+                ReadAt::Latest => None,
+                ReadAt::NotOlderThan(rv) | ReadAt::Exact(rv) if rv > current => {
+                    return Err(StoreError::TooLargeResourceVersion { requested: rv, current });
+                }
+                ReadAt::NotOlderThan(_) => None,
+                ReadAt::Exact(rv) if rv < state.evicted_through => {
+                    return Err(StoreError::Expired {
+                        requested: rv,
+                        oldest_available: state.evicted_through,
+                    });
+                }
+                ReadAt::Exact(rv) => Some(rv),
+            };
+            // Copy out (Arc clones) only the events to roll back; replay them unlocked.
+            let replay: Vec<Arc<Event>> = match requested {
+                Some(rv) => state
+                    .window
+                    .iter()
+                    .rev()
+                    .take_while(|e| e.resource_version > rv)
+                    .filter(|e| &*e.resource == resource)
+                    .cloned()
+                    .collect(),
+                None => Vec::new(),
+            };
+            let version = requested.unwrap_or(current);
+            (objects, version, replay)
+        };
+        let mut objects = objects;
+        for event in replay {
+            match &event.previous {
+                Some(prev) => {
+                    objects.insert(event.key.clone(), prev.clone());
+                }
+                None => {
+                    objects.remove(&event.key);
+                }
+            }
+        }
+        Ok(Snapshot {
+            resource_version: current,
+            objects,
+        })
+    }
+
+    /// Starts a watch on the whole group after resourceVersion `from` (`None`: from now).
+    pub fn watch(&self, from: Option<u64>) -> Result<Watch> {
+        let state = self.lock();
+        let receiver = self.events.subscribe();
+        let current = state.resource_version;
+        let start = match from {
+            None => current,
+            Some(rv) if rv > current => {
+                return Err(StoreError::TooLargeResourceVersion { requested: rv, current });
+            }
+            Some(rv) if rv < state.evicted_through => {
+                return Err(StoreError::Expired {
+                    requested: rv,
+                    oldest_available: state.evicted_through,
+                });
+            }
+            Some(rv) => rv,
+        };
+        let first = state.window.partition_point(|e| e.resource_version <= start);
+        let backlog = state.window.range(first..).cloned().collect();
+        Ok(Watch {
+            backlog,
+            start,
+            receiver,
+        })
+    }
+
+    /// A snapshot of `resource` and a watch starting exactly after it.
+    pub fn snapshot_and_watch(&self, resource: &str) -> (Snapshot, Watch) {
+        let state = self.lock();
+        let receiver = self.events.subscribe();
+        let snapshot = Snapshot {
+            resource_version: state.resource_version,
+            objects: state.resources.get(resource).cloned().unwrap_or_default(),
+        };
+        let watch = Watch {
+            backlog: Vec::new(),
+            start: state.resource_version,
+            receiver,
+        };
+        (snapshot, watch)
+    }
+
+    /// The oldest resourceVersion a watch or an exact read can still start from.
+    pub fn oldest_resumable(&self) -> u64 {
+        self.lock().evicted_through
+    }
+}
+
+/// Reverts applied-but-not-persisted changes, newest first.
+fn undo(state: &mut GroupState, pending: &[Arc<Event>]) {
+    for event in pending.iter().rev() {
+        let now = state
+            .resources
+            .get(&event.resource)
+            .and_then(|m| m.get(&event.key))
+            .cloned();
+        if let Some(now) = &now {
+            unindex(state, &event.resource, now);
+        }
+        let map = state.resources.entry(event.resource.clone()).or_default();
+        match &event.previous {
+            Some(prev) => {
+                map.insert(event.key.clone(), prev.clone());
+                index(state, &event.resource, prev);
+            }
+            None => {
+                map.remove(&event.key);
+            }
+        }
+        state.resource_version = event.resource_version - 1;
+    }
+}
+
+fn index(state: &mut GroupState, resource: &Arc<str>, object: &StoredObject) {
+    let key = object.meta.key();
+    state
+        .by_uid
+        .insert(object.meta.uid.clone(), (resource.clone(), key.clone()));
+    for owner in &object.meta.owner_references {
+        state
+            .dependents
+            .entry(owner.uid.clone())
+            .or_default()
+            .insert((resource.clone(), key.clone()));
+    }
+}
+
+fn unindex(state: &mut GroupState, resource: &Arc<str>, object: &StoredObject) {
+    state.by_uid.remove(&object.meta.uid);
+    let entry = (resource.clone(), object.meta.key());
+    for owner in &object.meta.owner_references {
+        if let Some(set) = state.dependents.get_mut(&owner.uid) {
+            set.remove(&entry);
+            if set.is_empty() {
+                state.dependents.remove(&owner.uid);
+            }
+        }
+    }
+}
+
+/// One write in progress: mutations apply to the state at once and are recorded as events, so
+/// that a failed persist can undo them.
+struct Txn<'a> {
+    state: &'a mut GroupState,
+    pending: Vec<Arc<Event>>,
+    now: String,
+}
+
+impl Txn<'_> {
+    fn current(&self, resource: &str, key: &ObjectKey) -> Option<Arc<StoredObject>> {
+        self.state.resources.get(resource)?.get(key).cloned()
+    }
+
+    fn resource_name(&self, resource: &str) -> Arc<str> {
+        self.state
+            .resources
+            .get_key_value(resource)
+            .map(|(k, _)| k.clone())
+            .unwrap_or_else(|| Arc::from(resource))
+    }
+
+    /// Stamps a new resourceVersion on `value`, stores it and records the event.
+    fn put(
+        &mut self,
+        resource: &str,
+        mut value: Value,
+        fields: Fields,
+        previous: Option<Arc<StoredObject>>,
+    ) -> Result<Arc<StoredObject>> {
+        let rv = self.state.resource_version + 1;
+        meta_mut(&mut value).insert("resourceVersion".into(), Value::String(rv.to_string()));
+        let object = seal(&value, fields)?;
+        let resource = self.resource_name(resource);
+        let key = object.meta.key();
+        if let Some(prev) = &previous {
+            unindex(self.state, &resource, prev);
+        }
+        index(self.state, &resource, &object);
+        self.state
+            .resources
+            .entry(resource.clone())
+            .or_default()
+            .insert(key.clone(), object.clone());
+        self.state.resource_version = rv;
+        let event_type = if previous.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        self.pending.push(Arc::new(Event {
+            resource_version: rv,
+            event_type,
+            resource,
+            key,
+            object: object.clone(),
+            previous,
+        }));
+        Ok(object)
+    }
+
+    /// Removes an object for good, then lets the garbage collector react.
+    fn remove(&mut self, resource: &str, current: Arc<StoredObject>) -> Result<Arc<StoredObject>> {
+        let rv = self.state.resource_version + 1;
+        let mut value = current.to_value()?;
+        meta_mut(&mut value).insert("resourceVersion".into(), Value::String(rv.to_string()));
+        let last = seal(&value, current.fields.clone())?;
+        let resource = self.resource_name(resource);
+        let key = current.meta.key();
+        unindex(self.state, &resource, &current);
+        if let Some(map) = self.state.resources.get_mut(&resource) {
+            map.remove(&key);
+        }
+        self.state.resource_version = rv;
+        self.pending.push(Arc::new(Event {
+            resource_version: rv,
+            event_type: EventType::Deleted,
+            resource,
+            key,
+            object: last.clone(),
+            previous: Some(current),
+        }));
+        self.collect_garbage(&last)?;
+        Ok(last)
+    }
+
+    /// Rewrites the metadata of a stored object (deletion marks, finalizers, owner refs).
+    fn edit_meta(
+        &mut self,
+        resource: &str,
+        current: &Arc<StoredObject>,
+        edit: impl FnOnce(&mut serde_json::Map<String, Value>),
+    ) -> Result<Arc<StoredObject>> {
+        let mut value = current.to_value()?;
+        edit(meta_mut(&mut value));
+        self.put(resource, value, current.fields.clone(), Some(current.clone()))
+    }
+
+    fn create(&mut self, resource: &str, mut value: Value, fields: Fields) -> Result<Arc<StoredObject>> {
+        let meta = read_meta(&value);
+        let key = meta.key();
+        if self.current(resource, &key).is_some() {
+            return Err(StoreError::AlreadyExists {
+                resource: resource.to_string(),
+                name: key.name.to_string(),
+            });
+        }
+        let now = self.now.clone();
+        let m = meta_mut(&mut value);
+        m.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+        m.insert("creationTimestamp".into(), Value::String(now));
+        m.insert("generation".into(), json!(1));
+        m.remove("deletionTimestamp");
+        m.remove("deletionGracePeriodSeconds");
+        self.put(resource, value, fields, None)
+    }
+
+    fn update(
+        &mut self,
+        resource: &str,
+        mut value: Value,
+        fields: Fields,
+        expected: Option<u64>,
+    ) -> Result<Arc<StoredObject>> {
+        let new_meta = read_meta(&value);
+        let key = new_meta.key();
+        let current = self.current(resource, &key).ok_or_else(|| StoreError::NotFound {
+            resource: resource.to_string(),
+            name: key.name.to_string(),
+        })?;
+        let conflict = |message: String| StoreError::Conflict {
+            resource: resource.to_string(),
+            name: key.name.to_string(),
+            message,
+        };
+        if let Some(rv) = expected {
+            if rv != current.meta.resource_version {
+                return Err(conflict(format!(
+                    "Operation cannot be fulfilled on {resource} \"{}\": the object has been modified; please apply your changes to the latest version and try again",
+                    key.name
+                )));
+            }
+        }
+        if !new_meta.uid.is_empty() && new_meta.uid != current.meta.uid {
+            return Err(conflict(format!(
+                "Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                new_meta.uid, current.meta.uid
+            )));
+        }
+        if current.meta.deletion_timestamp.is_some() {
+            if let Some(added) = new_meta
+                .finalizers
+                .iter()
+                .find(|f| !current.meta.finalizers.contains(f))
+            {
+                return Err(StoreError::Invalid {
+                    resource: resource.to_string(),
+                    name: key.name.to_string(),
+                    message: format!(
+                        "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers [\"{added}\"]"
+                    ),
+                });
+            }
+        }
+        let old = current.to_value()?;
+        // Fields the server owns are carried over whatever the client sent.
+        let old_meta = old.get("metadata").cloned().unwrap_or(Value::Null);
+        let generation = if spec_equal(&old, &value) {
+            current.meta.generation
+        } else {
+            current.meta.generation + 1
+        };
+        let m = meta_mut(&mut value);
+        for owned in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"] {
+            match old_meta.get(owned) {
+                Some(v) => m.insert(owned.into(), v.clone()),
+                None => m.remove(owned),
+            };
+        }
+        m.insert("generation".into(), json!(generation));
+        m.insert(
+            "resourceVersion".into(),
+            Value::String(current.meta.resource_version.to_string()),
+        );
+        if value == old {
+            return Ok(current);
+        }
+        let updated = self.put(resource, value, fields, Some(current))?;
+        if updated.meta.deletion_timestamp.is_some() && updated.meta.finalizers.is_empty() {
+            return self.remove(resource, updated);
+        }
+        Ok(updated)
+    }
+
+    fn delete(&mut self, resource: &str, key: &ObjectKey, options: &DeleteOptions) -> Result<DeleteOutcome> {
+        let current = self.current(resource, key).ok_or_else(|| StoreError::NotFound {
+            resource: resource.to_string(),
+            name: key.name.to_string(),
+        })?;
+        let conflict = |message: String| StoreError::Conflict {
+            resource: resource.to_string(),
+            name: key.name.to_string(),
+            message,
+        };
+        if let Some(uid) = &options.precondition_uid {
+            if **uid != *current.meta.uid {
+                return Err(conflict(format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    current.meta.uid
+                )));
+            }
+        }
+        if let Some(rv) = options.precondition_resource_version {
+            if rv != current.meta.resource_version {
+                return Err(conflict(format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    current.meta.resource_version
+                )));
+            }
+        }
+        self.delete_object(resource, current, options.propagation)
+    }
+
+    fn delete_object(
+        &mut self,
+        resource: &str,
+        current: Arc<StoredObject>,
+        propagation: Propagation,
+    ) -> Result<DeleteOutcome> {
+        if current.meta.deletion_timestamp.is_some() {
+            // Already being deleted: a repeated delete changes nothing.
+            return Ok(DeleteOutcome::Pending(current));
+        }
+        let uid = current.meta.uid.clone();
+        let dependents = |state: &GroupState| -> Vec<(Arc<str>, ObjectKey)> {
+            state
+                .dependents
+                .get(&uid)
+                .map(|s| s.iter().cloned().collect())
+                .unwrap_or_default()
+        };
+        match propagation {
+            Propagation::Orphan => {
+                for (dep_resource, dep_key) in dependents(self.state) {
+                    if let Some(dep) = self.current(&dep_resource, &dep_key) {
+                        self.edit_meta(&dep_resource, &dep, |m| strip_owner(m, &uid))?;
+                    }
+                }
+                self.finish_or_mark(resource, current, None)
+            }
+            Propagation::Background => self.finish_or_mark(resource, current, None),
+            Propagation::Foreground => {
+                let deps = dependents(self.state);
+                if deps.is_empty() {
+                    return self.finish_or_mark(resource, current, None);
+                }
+                let marked = self.mark_deleting(resource, &current, Some(FOREGROUND_FINALIZER))?;
+                for (dep_resource, dep_key) in deps {
+                    if let Some(dep) = self.current(&dep_resource, &dep_key) {
+                        self.delete_object(&dep_resource, dep, Propagation::Background)?;
+                    }
+                }
+                // The last dependent's removal may already have finished the owner.
+                match self.current(resource, &marked.meta.key()) {
+                    Some(owner) => {
+                        self.release_foreground(resource, owner.clone())?;
+                        match self.current(resource, &owner.meta.key()) {
+                            Some(still) => Ok(DeleteOutcome::Pending(still)),
+                            None => Ok(DeleteOutcome::Deleted(self.last_state(resource, &owner))),
+                        }
+                    }
+                    None => Ok(DeleteOutcome::Deleted(self.last_state(resource, &marked))),
+                }
+            }
+        }
+    }
+
+    /// The final state of an object removed within this transaction.
+    fn last_state(&self, resource: &str, object: &Arc<StoredObject>) -> Arc<StoredObject> {
+        self.pending
+            .iter()
+            .rev()
+            .find(|e| {
+                e.event_type == EventType::Deleted && &*e.resource == resource && e.key == object.meta.key()
+            })
+            .map(|e| e.object.clone())
+            .unwrap_or_else(|| object.clone())
+    }
+
+    /// Removes the object now if nothing holds it, else marks it for deletion.
+    fn finish_or_mark(
+        &mut self,
+        resource: &str,
+        current: Arc<StoredObject>,
+        extra_finalizer: Option<&str>,
+    ) -> Result<DeleteOutcome> {
+        if current.meta.finalizers.is_empty() && extra_finalizer.is_none() {
+            return Ok(DeleteOutcome::Deleted(self.remove(resource, current)?));
+        }
+        Ok(DeleteOutcome::Pending(self.mark_deleting(resource, &current, extra_finalizer)?))
+    }
+
+    fn mark_deleting(
+        &mut self,
+        resource: &str,
+        current: &Arc<StoredObject>,
+        extra_finalizer: Option<&str>,
+    ) -> Result<Arc<StoredObject>> {
+        let now = self.now.clone();
+        self.edit_meta(resource, current, |m| {
+            m.insert("deletionTimestamp".into(), Value::String(now));
+            m.insert("deletionGracePeriodSeconds".into(), json!(0));
+            if let Some(f) = extra_finalizer {
+                let list = m.entry("finalizers").or_insert_with(|| json!([]));
+                if let Some(list) = list.as_array_mut() {
+                    if !list.iter().any(|v| v.as_str() == Some(f)) {
+                        list.push(Value::String(f.to_string()));
+                    }
+                }
+            }
+        })
+    }
+
+    /// Drops the `foregroundDeletion` finalizer once no dependent blocks the owner, and
+    /// removes the owner if that was its last finalizer.
+    fn release_foreground(&mut self, resource: &str, owner: Arc<StoredObject>) -> Result<()> {
+        if owner.meta.deletion_timestamp.is_none()
+            || !owner.meta.finalizers.iter().any(|f| f == FOREGROUND_FINALIZER)
+        {
+            return Ok(());
+        }
+        let uid = owner.meta.uid.clone();
+        let blocked = self
+            .state
+            .dependents
+            .get(&uid)
+            .map(|deps| {
+                deps.iter().any(|(r, k)| {
+                    self.current(r, k).is_some_and(|d| {
+                        d.meta
+                            .owner_references
+                            .iter()
+                            .any(|o| o.uid == uid && o.block_owner_deletion)
+                    })
+                })
+            })
+            .unwrap_or(false);
+        if blocked {
+            return Ok(());
+        }
+        let released = self.edit_meta(resource, &owner, |m| {
+            if let Some(list) = m.get_mut("finalizers").and_then(Value::as_array_mut) {
+                list.retain(|v| v.as_str() != Some(FOREGROUND_FINALIZER));
+                if list.is_empty() {
+                    m.remove("finalizers");
+                }
+            }
+        })?;
+        if released.meta.finalizers.is_empty() {
+            self.remove(resource, released)?;
+        }
+        Ok(())
+    }
+
+    /// Reacts to the removal of `removed`: deletes dependents left without owners, and lets
+    /// owners waiting in foreground deletion finish.
+    fn collect_garbage(&mut self, removed: &StoredObject) -> Result<()> {
+        let orphans: Vec<(Arc<str>, ObjectKey)> = self
+            .state
+            .dependents
+            .get(&removed.meta.uid)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        for (dep_resource, dep_key) in orphans {
+            let Some(dep) = self.current(&dep_resource, &dep_key) else {
+                continue;
+            };
+            let owner_alive = dep
+                .meta
+                .owner_references
+                .iter()
+                .any(|o| self.state.by_uid.contains_key(&o.uid));
+            if !owner_alive {
+                self.delete_object(&dep_resource, dep, Propagation::Background)?;
+            }
+        }
+        for owner_ref in &removed.meta.owner_references {
+            let Some((owner_resource, owner_key)) = self.state.by_uid.get(&owner_ref.uid).cloned() else {
+                continue;
+            };
+            if let Some(owner) = self.current(&owner_resource, &owner_key) {
+                self.release_foreground(&owner_resource, owner)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn strip_owner(meta: &mut serde_json::Map<String, Value>, uid: &str) {
+    if let Some(list) = meta.get_mut("ownerReferences").and_then(Value::as_array_mut) {
+        list.retain(|r| r.get("uid").and_then(Value::as_str) != Some(uid));
+        if list.is_empty() {
+            meta.remove("ownerReferences");
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! Stored objects: the serialized bytes of an object plus the metadata the store reasons about.
+//!
+//! An object is encoded once, when it is written; reads and watch events hand out the same
+//! bytes (`Arc`-shared), so a GET or a watch fan-out never re-encodes anything.
+
+use bytes::Bytes;
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Where an object lives inside one resource: its namespace (empty for cluster-scoped
+/// objects) and name. Ordered by namespace then name, as Kubernetes lists them.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+}
+
+impl ObjectKey {
+    /// A key; `namespace` is `""` for cluster-scoped objects.
+    pub fn new(namespace: &str, name: &str) -> Self {
+        ObjectKey {
+            namespace: Arc::from(namespace),
+            name: Arc::from(name),
+        }
+    }
+}
+
+/// One entry of `metadata.ownerReferences`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerRef {
+    pub uid: Arc<str>,
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    pub controller: bool,
+    pub block_owner_deletion: bool,
+}
+
+/// The parts of `metadata` the store reads and maintains.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    pub name: Arc<str>,
+    pub namespace: Arc<str>,
+    pub uid: Arc<str>,
+    pub resource_version: u64,
+    pub generation: i64,
+    pub creation_timestamp: DateTime<Utc>,
+    pub deletion_timestamp: Option<DateTime<Utc>>,
+    pub labels: BTreeMap<String, String>,
+    pub finalizers: Vec<String>,
+    pub owner_references: Vec<OwnerRef>,
+}
+
+impl ObjectMeta {
+    /// The object's key.
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
+    }
+}
+
+/// An object as the store keeps it.
+#[derive(Debug, Clone)]
+pub struct StoredObject {
+    /// Parsed metadata (kept in step with `bytes`).
+    pub meta: ObjectMeta,
+    /// Extra selectable fields (`spec.nodeName`, `status.phase`, …) extracted by the API layer
+    /// when the object was written, so field selectors never parse the object.
+    pub fields: Arc<[(Box<str>, Box<str>)]>,
+    /// The object, JSON-encoded, `metadata` included.
+    pub bytes: Bytes,
+}
+
+impl StoredObject {
+    /// The object decoded as JSON.
+    pub fn to_value(&self) -> serde_json::Result<Value> {
+        serde_json::from_slice(&self.bytes)
+    }
+
+    /// The value of a selectable field: `metadata.name` and `metadata.namespace` always, the
+    /// rest when the API layer extracted them.
+    pub fn field(&self, path: &str) -> Option<&str> {
+        match path {
+            "metadata.name" => Some(&self.meta.name),
+            "metadata.namespace" => Some(&self.meta.namespace),
+            _ => self
+                .fields
+                .iter()
+                .find(|(k, _)| &**k == path)
+                .map(|(_, v)| &**v),
+        }
+    }
+}
+
+/// Formats a timestamp as Kubernetes does (RFC 3339, seconds, `Z`).
+pub fn format_time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn parse_time(v: Option<&Value>) -> Option<DateTime<Utc>> {
+    v.and_then(Value::as_str)
+        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// Reads the store-relevant metadata out of an object. Missing fields read as empty; the API
+/// layer validates names before anything reaches the store.
+pub(crate) fn read_meta(object: &Value) -> ObjectMeta {
+    let empty = Map::new();
+    let meta = object
+        .get("metadata")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let str_of = |k: &str| meta.get(k).and_then(Value::as_str).unwrap_or("");
+    let labels = meta
+        .get("labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let finalizers = meta
+        .get("finalizers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let owner_references = meta
+        .get("ownerReferences")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| {
+                    let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                    let uid = s("uid");
+                    if uid.is_empty() {
+                        return None;
+                    }
+                    Some(OwnerRef {
+                        uid: Arc::from(uid.as_str()),
+                        api_version: s("apiVersion"),
+                        kind: s("kind"),
+                        name: s("name"),
+                        controller: r.get("controller").and_then(Value::as_bool).unwrap_or(false),
+                        block_owner_deletion: r
+                            .get("blockOwnerDeletion")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    ObjectMeta {
+        name: Arc::from(str_of("name")),
+        namespace: Arc::from(str_of("namespace")),
+        uid: Arc::from(str_of("uid")),
+        resource_version: str_of("resourceVersion").parse().unwrap_or(0),
+        generation: meta.get("generation").and_then(Value::as_i64).unwrap_or(0),
+        creation_timestamp: parse_time(meta.get("creationTimestamp")).unwrap_or_default(),
+        deletion_timestamp: parse_time(meta.get("deletionTimestamp")),
+        labels,
+        finalizers,
+        owner_references,
+    }
+}
+
+/// The `metadata` object of `object`, created if missing.
+pub(crate) fn meta_mut(object: &mut Value) -> &mut Map<String, Value> {
+    if !object.is_object() {
+        *object = Value::Object(Map::new());
+    }
+    let root = object.as_object_mut().expect("just made an object");
+    let meta = root
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    meta.as_object_mut().expect("just made an object")
+}
+
+/// Everything but `metadata` and `status`: what `generation` tracks.
+pub(crate) fn spec_equal(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let relevant = |k: &String| k != "metadata" && k != "status";
+    let mut ak = a.keys().filter(|k| relevant(k));
+    let bk: Vec<_> = b.keys().filter(|k| relevant(k)).collect();
+    if ak.clone().count() != bk.len() {
+        return false;
+    }
+    ak.all(|k| b.get(k) == a.get(k))
+}
+
+/// Builds a stored object from a value whose metadata the store has already set.
+pub(crate) fn seal(value: &Value, fields: Arc<[(Box<str>, Box<str>)]>) -> serde_json::Result<Arc<StoredObject>> {
+    let bytes = Bytes::from(serde_json::to_vec(value)?);
+    Ok(Arc::new(StoredObject {
+        meta: read_meta(value),
+        fields,
+        bytes,
+    }))
+}

@@ -1,0 +1,119 @@
+//! The store handle: a registry of resource groups sharing a clock and a backend.
+
+use crate::backend::{Backend, MemoryBackend};
+use crate::error::{Result, StoreError};
+use crate::group::Group;
+use infrasim_clock::{SharedClock, SystemClock};
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+/// Tunables of every group in a store.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreConfig {
+    /// How many change events a group keeps for watch resumption and exact reads. A watch
+    /// from an older resourceVersion gets `Expired` (HTTP 410).
+    pub watch_window: usize,
+    /// How many undelivered events a watcher may have queued before it is cut off.
+    pub watcher_buffer: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            watch_window: 10_000,
+            watcher_buffer: 4_096,
+        }
+    }
+}
+
+/// A cheap, cloneable handle to the store.
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    // The lock is taken only to create, find or drop a group; never on a read or write
+    // of objects, which lock their own group alone.
+    groups: RwLock<HashMap<String, Arc<Group>>>,
+    clock: SharedClock,
+    backend: Arc<dyn Backend>,
+    config: StoreConfig,
+}
+
+impl Store {
+    /// A store over `backend`, reading time from `clock`.
+    pub fn new(config: StoreConfig, clock: SharedClock, backend: Arc<dyn Backend>) -> Self {
+        Store {
+            inner: Arc::new(Inner {
+                groups: RwLock::new(HashMap::new()),
+                clock,
+                backend,
+                config,
+            }),
+        }
+    }
+
+    /// An in-memory store on the system clock.
+    pub fn in_memory(config: StoreConfig) -> Self {
+        Store::new(config, SystemClock::shared(), Arc::new(MemoryBackend))
+    }
+
+    /// The clock the store stamps objects with.
+    pub fn clock(&self) -> &SharedClock {
+        &self.inner.clock
+    }
+
+    /// Creates a new, empty group.
+    pub fn create_group(&self, name: &str) -> Result<Arc<Group>> {
+        let mut groups = self.inner.groups.write().unwrap_or_else(|p| p.into_inner());
+        if groups.contains_key(name) {
+            return Err(StoreError::GroupExists(name.to_string()));
+        }
+        let group = Arc::new(Group::new(
+            name,
+            self.inner.clock.clone(),
+            self.inner.backend.clone(),
+            self.inner.config,
+        ));
+        groups.insert(name.to_string(), group.clone());
+        Ok(group)
+    }
+
+    /// The group called `name`.
+    pub fn group(&self, name: &str) -> Option<Arc<Group>> {
+        self.inner
+            .groups
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Drops a group and everything in it. Its watchers see their stream close once the last
+    /// handle to the group is gone.
+    pub fn drop_group(&self, name: &str) -> Result<()> {
+        let removed = self
+            .inner
+            .groups
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+        match removed {
+            Some(_) => self.inner.backend.drop_group(name),
+            None => Err(StoreError::GroupNotFound(name.to_string())),
+        }
+    }
+
+    /// The names of all groups.
+    pub fn group_names(&self) -> Vec<String> {
+        self.inner
+            .groups
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+}
