@@ -104,7 +104,8 @@ impl Clock for FakeClock {
     }
 
     fn sleep(&self, duration: Duration) -> futures_sleep::Sleep {
-        let deadline = self.now() + chrono::Duration::from_std(duration).unwrap_or(chrono::Duration::MAX);
+        let deadline =
+            self.now() + chrono::Duration::from_std(duration).unwrap_or(chrono::Duration::MAX);
         futures_sleep::Sleep::fake(self.inner.changed.subscribe(), deadline)
     }
 }
@@ -130,7 +131,10 @@ pub mod futures_sleep {
             }
         }
 
-        pub(crate) fn fake(mut changes: watch::Receiver<DateTime<Utc>>, deadline: DateTime<Utc>) -> Self {
+        pub(crate) fn fake(
+            mut changes: watch::Receiver<DateTime<Utc>>,
+            deadline: DateTime<Utc>,
+        ) -> Self {
             Sleep {
                 inner: Box::pin(async move {
                     loop {
@@ -178,7 +182,10 @@ mod tests {
         sleep.await;
     }
 
-    async fn futures_poll_once<F: std::future::Future + Unpin>(f: &mut F) -> std::task::Poll<F::Output> {
-        std::future::poll_fn(|cx| std::task::Poll::Ready(std::pin::Pin::new(&mut *f).poll(cx))).await
+    async fn futures_poll_once<F: std::future::Future + Unpin>(
+        f: &mut F,
+    ) -> std::task::Poll<F::Output> {
+        std::future::poll_fn(|cx| std::task::Poll::Ready(std::pin::Pin::new(&mut *f).poll(cx)))
+            .await
     }
 }

@@ -24,7 +24,10 @@ pub enum StoreError {
 
     /// The requested resourceVersion has left the event window.
     #[error("too old resource version: {requested} ({oldest_available})")]
-    Expired { requested: u64, oldest_available: u64 },
+    Expired {
+        requested: u64,
+        oldest_available: u64,
+    },
 
     /// The requested resourceVersion is newer than anything the group has written.
     #[error("Too large resource version: {requested}, current: {current}")]

@@ -10,7 +10,9 @@
 use crate::backend::Backend;
 use crate::error::{Result, StoreError};
 use crate::event::{Event, EventType};
-use crate::object::{format_time, meta_mut, read_meta, seal, spec_equal, ObjectKey, StoredObject};
+use crate::object::{
+    format_time, meta_mut, read_meta, seal, spec_equal, Derived, ObjectKey, StoredObject,
+};
 use crate::StoreConfig;
 use imbl::OrdMap;
 use infrasim_clock::SharedClock;
@@ -24,8 +26,8 @@ pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 /// The finalizer kube-apiserver adds for orphaning deletion.
 pub const ORPHAN_FINALIZER: &str = "orphan";
 
-/// Selectable fields extracted by the API layer; see [`StoredObject::fields`].
-pub type Fields = Arc<[(Box<str>, Box<str>)]>;
+/// What the API layer derived from an object; see [`Derived`].
+pub type Fields = Arc<Derived>;
 
 /// The objects of one resource, by key. A persistent map: cloning it is O(1), which is what
 /// makes list snapshots cheap and lets lists iterate without holding the group lock.
@@ -218,7 +220,12 @@ impl Group {
 
     /// Creates an object. Sets `uid`, `creationTimestamp`, `generation` and
     /// `resourceVersion`; refuses an existing key.
-    pub fn create(&self, resource: &str, object: Value, fields: Fields) -> Result<Arc<StoredObject>> {
+    pub fn create(
+        &self,
+        resource: &str,
+        object: Value,
+        fields: Fields,
+    ) -> Result<Arc<StoredObject>> {
         self.write(|txn| txn.create(resource, object, fields))
     }
 
@@ -236,7 +243,12 @@ impl Group {
     }
 
     /// Deletes an object, honouring finalizers and the propagation policy.
-    pub fn delete(&self, resource: &str, key: &ObjectKey, options: &DeleteOptions) -> Result<DeleteOutcome> {
+    pub fn delete(
+        &self,
+        resource: &str,
+        key: &ObjectKey,
+        options: &DeleteOptions,
+    ) -> Result<DeleteOutcome> {
         self.write(|txn| txn.delete(resource, key, options))
     }
 
@@ -264,7 +276,10 @@ impl Group {
             let requested = match at {
                 ReadAt::Latest => None,
                 ReadAt::NotOlderThan(rv) | ReadAt::Exact(rv) if rv > current => {
-                    return Err(StoreError::TooLargeResourceVersion { requested: rv, current });
+                    return Err(StoreError::TooLargeResourceVersion {
+                        requested: rv,
+                        current,
+                    });
                 }
                 ReadAt::NotOlderThan(_) => None,
                 ReadAt::Exact(rv) if rv < state.evicted_through => {
@@ -315,7 +330,10 @@ impl Group {
         let start = match from {
             None => current,
             Some(rv) if rv > current => {
-                return Err(StoreError::TooLargeResourceVersion { requested: rv, current });
+                return Err(StoreError::TooLargeResourceVersion {
+                    requested: rv,
+                    current,
+                });
             }
             Some(rv) if rv < state.evicted_through => {
                 return Err(StoreError::Expired {
@@ -325,7 +343,9 @@ impl Group {
             }
             Some(rv) => rv,
         };
-        let first = state.window.partition_point(|e| e.resource_version <= start);
+        let first = state
+            .window
+            .partition_point(|e| e.resource_version <= start);
         let backlog = state.window.range(first..).cloned().collect();
         Ok(Watch {
             backlog,
@@ -473,7 +493,7 @@ impl Txn<'_> {
         let rv = self.state.resource_version + 1;
         let mut value = current.to_value()?;
         meta_mut(&mut value).insert("resourceVersion".into(), Value::String(rv.to_string()));
-        let last = seal(&value, current.fields.clone())?;
+        let last = seal(&value, current.derived.clone())?;
         let resource = self.resource_name(resource);
         let key = current.meta.key();
         unindex(self.state, &resource, &current);
@@ -502,10 +522,20 @@ impl Txn<'_> {
     ) -> Result<Arc<StoredObject>> {
         let mut value = current.to_value()?;
         edit(meta_mut(&mut value));
-        self.put(resource, value, current.fields.clone(), Some(current.clone()))
+        self.put(
+            resource,
+            value,
+            current.derived.clone(),
+            Some(current.clone()),
+        )
     }
 
-    fn create(&mut self, resource: &str, mut value: Value, fields: Fields) -> Result<Arc<StoredObject>> {
+    fn create(
+        &mut self,
+        resource: &str,
+        mut value: Value,
+        fields: Fields,
+    ) -> Result<Arc<StoredObject>> {
         let meta = read_meta(&value);
         let key = meta.key();
         if self.current(resource, &key).is_some() {
@@ -516,7 +546,10 @@ impl Txn<'_> {
         }
         let now = self.now.clone();
         let m = meta_mut(&mut value);
-        m.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+        m.insert(
+            "uid".into(),
+            Value::String(uuid::Uuid::new_v4().to_string()),
+        );
         m.insert("creationTimestamp".into(), Value::String(now));
         m.insert("generation".into(), json!(1));
         m.remove("deletionTimestamp");
@@ -533,10 +566,12 @@ impl Txn<'_> {
     ) -> Result<Arc<StoredObject>> {
         let new_meta = read_meta(&value);
         let key = new_meta.key();
-        let current = self.current(resource, &key).ok_or_else(|| StoreError::NotFound {
-            resource: resource.to_string(),
-            name: key.name.to_string(),
-        })?;
+        let current = self
+            .current(resource, &key)
+            .ok_or_else(|| StoreError::NotFound {
+                resource: resource.to_string(),
+                name: key.name.to_string(),
+            })?;
         let conflict = |message: String| StoreError::Conflict {
             resource: resource.to_string(),
             name: key.name.to_string(),
@@ -580,7 +615,12 @@ impl Txn<'_> {
             current.meta.generation + 1
         };
         let m = meta_mut(&mut value);
-        for owned in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"] {
+        for owned in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ] {
             match old_meta.get(owned) {
                 Some(v) => m.insert(owned.into(), v.clone()),
                 None => m.remove(owned),
@@ -595,17 +635,24 @@ impl Txn<'_> {
             return Ok(current);
         }
         let updated = self.put(resource, value, fields, Some(current))?;
-        if updated.meta.deletion_timestamp.is_some() && updated.meta.finalizers.is_empty() {
+        if updated.meta.deletion_timestamp.is_some() && updated.releasable() {
             return self.remove(resource, updated);
         }
         Ok(updated)
     }
 
-    fn delete(&mut self, resource: &str, key: &ObjectKey, options: &DeleteOptions) -> Result<DeleteOutcome> {
-        let current = self.current(resource, key).ok_or_else(|| StoreError::NotFound {
-            resource: resource.to_string(),
-            name: key.name.to_string(),
-        })?;
+    fn delete(
+        &mut self,
+        resource: &str,
+        key: &ObjectKey,
+        options: &DeleteOptions,
+    ) -> Result<DeleteOutcome> {
+        let current = self
+            .current(resource, key)
+            .ok_or_else(|| StoreError::NotFound {
+                resource: resource.to_string(),
+                name: key.name.to_string(),
+            })?;
         let conflict = |message: String| StoreError::Conflict {
             resource: resource.to_string(),
             name: key.name.to_string(),
@@ -690,7 +737,9 @@ impl Txn<'_> {
             .iter()
             .rev()
             .find(|e| {
-                e.event_type == EventType::Deleted && &*e.resource == resource && e.key == object.meta.key()
+                e.event_type == EventType::Deleted
+                    && &*e.resource == resource
+                    && e.key == object.meta.key()
             })
             .map(|e| e.object.clone())
             .unwrap_or_else(|| object.clone())
@@ -703,10 +752,14 @@ impl Txn<'_> {
         current: Arc<StoredObject>,
         extra_finalizer: Option<&str>,
     ) -> Result<DeleteOutcome> {
-        if current.meta.finalizers.is_empty() && extra_finalizer.is_none() {
+        if current.releasable() && extra_finalizer.is_none() {
             return Ok(DeleteOutcome::Deleted(self.remove(resource, current)?));
         }
-        Ok(DeleteOutcome::Pending(self.mark_deleting(resource, &current, extra_finalizer)?))
+        Ok(DeleteOutcome::Pending(self.mark_deleting(
+            resource,
+            &current,
+            extra_finalizer,
+        )?))
     }
 
     fn mark_deleting(
@@ -734,7 +787,11 @@ impl Txn<'_> {
     /// removes the owner if that was its last finalizer.
     fn release_foreground(&mut self, resource: &str, owner: Arc<StoredObject>) -> Result<()> {
         if owner.meta.deletion_timestamp.is_none()
-            || !owner.meta.finalizers.iter().any(|f| f == FOREGROUND_FINALIZER)
+            || !owner
+                .meta
+                .finalizers
+                .iter()
+                .any(|f| f == FOREGROUND_FINALIZER)
         {
             return Ok(());
         }
@@ -765,7 +822,7 @@ impl Txn<'_> {
                 }
             }
         })?;
-        if released.meta.finalizers.is_empty() {
+        if released.releasable() {
             self.remove(resource, released)?;
         }
         Ok(())
@@ -794,7 +851,8 @@ impl Txn<'_> {
             }
         }
         for owner_ref in &removed.meta.owner_references {
-            let Some((owner_resource, owner_key)) = self.state.by_uid.get(&owner_ref.uid).cloned() else {
+            let Some((owner_resource, owner_key)) = self.state.by_uid.get(&owner_ref.uid).cloned()
+            else {
                 continue;
             };
             if let Some(owner) = self.current(&owner_resource, &owner_key) {
@@ -806,7 +864,10 @@ impl Txn<'_> {
 }
 
 fn strip_owner(meta: &mut serde_json::Map<String, Value>, uid: &str) {
-    if let Some(list) = meta.get_mut("ownerReferences").and_then(Value::as_array_mut) {
+    if let Some(list) = meta
+        .get_mut("ownerReferences")
+        .and_then(Value::as_array_mut)
+    {
         list.retain(|r| r.get("uid").and_then(Value::as_str) != Some(uid));
         if list.is_empty() {
             meta.remove("ownerReferences");

@@ -35,5 +35,5 @@ pub use group::{
     DeleteOptions, DeleteOutcome, Fields, Group, Propagation, ReadAt, ResourceMap, Snapshot, Watch,
     WatchError, FOREGROUND_FINALIZER, ORPHAN_FINALIZER,
 };
-pub use object::{format_time, ObjectKey, ObjectMeta, OwnerRef, StoredObject};
+pub use object::{format_time, Derived, ObjectKey, ObjectMeta, OwnerRef, StoredObject};
 pub use store::{Store, StoreConfig};

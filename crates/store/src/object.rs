@@ -68,9 +68,8 @@ impl ObjectMeta {
 pub struct StoredObject {
     /// Parsed metadata (kept in step with `bytes`).
     pub meta: ObjectMeta,
-    /// Extra selectable fields (`spec.nodeName`, `status.phase`, …) extracted by the API layer
-    /// when the object was written, so field selectors never parse the object.
-    pub fields: Arc<[(Box<str>, Box<str>)]>,
+    /// What the API layer derived from the object when it was written.
+    pub derived: Arc<Derived>,
     /// The object, JSON-encoded, `metadata` included.
     pub bytes: Bytes,
 }
@@ -88,11 +87,31 @@ impl StoredObject {
             "metadata.name" => Some(&self.meta.name),
             "metadata.namespace" => Some(&self.meta.namespace),
             _ => self
+                .derived
                 .fields
                 .iter()
                 .find(|(k, _)| &**k == path)
                 .map(|(_, v)| &**v),
         }
+    }
+}
+
+/// Facts about an object that only the API layer knows how to read, computed when it is
+/// written and kept beside it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Derived {
+    /// Extra selectable fields (`spec.nodeName`, `status.phase`, …), so field selectors never
+    /// parse the object.
+    pub fields: Vec<(Box<str>, Box<str>)>,
+    /// The kind itself holds deletion back, beyond `metadata.finalizers` (a namespace's
+    /// `spec.finalizers`): once marked for deletion, the object stays until this clears.
+    pub held: bool,
+}
+
+impl StoredObject {
+    /// Whether nothing holds the object back from removal once it is marked for deletion.
+    pub fn releasable(&self) -> bool {
+        self.meta.finalizers.is_empty() && !self.derived.held
     }
 }
 
@@ -150,7 +169,10 @@ pub(crate) fn read_meta(object: &Value) -> ObjectMeta {
                         api_version: s("apiVersion"),
                         kind: s("kind"),
                         name: s("name"),
-                        controller: r.get("controller").and_then(Value::as_bool).unwrap_or(false),
+                        controller: r
+                            .get("controller")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false),
                         block_owner_deletion: r
                             .get("blockOwnerDeletion")
                             .and_then(Value::as_bool)
@@ -204,11 +226,11 @@ pub(crate) fn spec_equal(a: &Value, b: &Value) -> bool {
 }
 
 /// Builds a stored object from a value whose metadata the store has already set.
-pub(crate) fn seal(value: &Value, fields: Arc<[(Box<str>, Box<str>)]>) -> serde_json::Result<Arc<StoredObject>> {
+pub(crate) fn seal(value: &Value, derived: Arc<Derived>) -> serde_json::Result<Arc<StoredObject>> {
     let bytes = Bytes::from(serde_json::to_vec(value)?);
     Ok(Arc::new(StoredObject {
         meta: read_meta(value),
-        fields,
+        derived,
         bytes,
     }))
 }

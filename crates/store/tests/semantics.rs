@@ -32,44 +32,70 @@ fn with_meta(mut v: Value, meta: Value) -> Value {
 #[test]
 fn create_sets_server_metadata_and_refuses_duplicates() {
     let g = group(100);
-    let a = g.create("configmaps", cm("a", "1"), Default::default()).unwrap();
+    let a = g
+        .create("configmaps", cm("a", "1"), Default::default())
+        .unwrap();
     assert_eq!(a.meta.resource_version, 1);
     assert_eq!(a.meta.generation, 1);
     assert_eq!(a.meta.uid.len(), 36);
     let v = a.to_value().unwrap();
     assert_eq!(v["metadata"]["resourceVersion"], "1");
-    assert!(v["metadata"]["creationTimestamp"].as_str().unwrap().ends_with('Z'));
-    let err = g.create("configmaps", cm("a", "2"), Default::default()).unwrap_err();
+    assert!(v["metadata"]["creationTimestamp"]
+        .as_str()
+        .unwrap()
+        .ends_with('Z'));
+    let err = g
+        .create("configmaps", cm("a", "2"), Default::default())
+        .unwrap_err();
     assert!(matches!(err, StoreError::AlreadyExists { .. }), "{err:?}");
     // Another resource with the same key is independent.
-    g.create("secrets", cm("a", "1"), Default::default()).unwrap();
+    g.create("secrets", cm("a", "1"), Default::default())
+        .unwrap();
     assert_eq!(g.resource_version(), 2);
 }
 
 #[test]
 fn stale_update_conflicts_and_generation_tracks_spec_only() {
     let g = group(100);
-    let a = g.create("configmaps", cm("a", "1"), Default::default()).unwrap();
+    let a = g
+        .create("configmaps", cm("a", "1"), Default::default())
+        .unwrap();
     let b = g
-        .update("configmaps", cm("a", "2"), Default::default(), Some(a.meta.resource_version))
+        .update(
+            "configmaps",
+            cm("a", "2"),
+            Default::default(),
+            Some(a.meta.resource_version),
+        )
         .unwrap();
     assert_eq!(b.meta.generation, 2);
     assert_eq!(b.meta.uid, a.meta.uid);
     assert_eq!(b.meta.creation_timestamp, a.meta.creation_timestamp);
     let err = g
-        .update("configmaps", cm("a", "3"), Default::default(), Some(a.meta.resource_version))
+        .update(
+            "configmaps",
+            cm("a", "3"),
+            Default::default(),
+            Some(a.meta.resource_version),
+        )
         .unwrap_err();
     assert!(matches!(err, StoreError::Conflict { .. }), "{err:?}");
     // A status-only change leaves generation alone.
     let mut with_status = cm("a", "2");
     with_status["status"] = json!({"phase": "x"});
-    let c = g.update("configmaps", with_status.clone(), Default::default(), None).unwrap();
+    let c = g
+        .update("configmaps", with_status.clone(), Default::default(), None)
+        .unwrap();
     assert_eq!(c.meta.generation, 2);
     assert!(c.meta.resource_version > b.meta.resource_version);
     // Writing the same thing again is not a write.
-    let d = g.update("configmaps", with_status, Default::default(), None).unwrap();
+    let d = g
+        .update("configmaps", with_status, Default::default(), None)
+        .unwrap();
     assert_eq!(d.meta.resource_version, c.meta.resource_version);
-    let err = g.update("configmaps", cm("missing", "1"), Default::default(), None).unwrap_err();
+    let err = g
+        .update("configmaps", cm("missing", "1"), Default::default(), None)
+        .unwrap_err();
     assert!(matches!(err, StoreError::NotFound { .. }));
 }
 
@@ -77,17 +103,20 @@ fn stale_update_conflicts_and_generation_tracks_spec_only() {
 async fn watch_resumes_without_gap_or_duplicate_and_expires_outside_window() {
     let g = group(5);
     for i in 0..3 {
-        g.create("configmaps", cm(&format!("c{i}"), "1"), Default::default()).unwrap();
+        g.create("configmaps", cm(&format!("c{i}"), "1"), Default::default())
+            .unwrap();
     }
     let mut w = g.watch(Some(1)).unwrap();
     let backlog: Vec<u64> = w.backlog.iter().map(|e| e.resource_version).collect();
     assert_eq!(backlog, vec![2, 3]);
-    g.create("configmaps", cm("c3", "1"), Default::default()).unwrap();
+    g.create("configmaps", cm("c3", "1"), Default::default())
+        .unwrap();
     let live = w.next().await.unwrap();
     assert_eq!(live.resource_version, 4);
     assert_eq!(live.event_type, EventType::Added);
     for i in 4..10 {
-        g.create("configmaps", cm(&format!("c{i}"), "1"), Default::default()).unwrap();
+        g.create("configmaps", cm(&format!("c{i}"), "1"), Default::default())
+            .unwrap();
     }
     // 10 events written, window of 5: events 6..=10 remain, so resuming after 5 works
     // and after 4 does not.
@@ -101,7 +130,8 @@ async fn slow_watcher_is_cut_off_without_blocking_writers() {
     let g = group(1000);
     let mut w = g.watch(None).unwrap();
     for i in 0..200 {
-        g.create("configmaps", cm(&format!("c{i}"), "1"), Default::default()).unwrap();
+        g.create("configmaps", cm(&format!("c{i}"), "1"), Default::default())
+            .unwrap();
     }
     assert_eq!(w.next().await.unwrap_err(), WatchError::Lagged);
 }
@@ -109,18 +139,29 @@ async fn slow_watcher_is_cut_off_without_blocking_writers() {
 #[test]
 fn exact_snapshot_rebuilds_the_past() {
     let g = group(100);
-    g.create("configmaps", cm("a", "1"), Default::default()).unwrap();
-    g.create("configmaps", cm("b", "1"), Default::default()).unwrap();
-    g.update("configmaps", cm("a", "2"), Default::default(), None).unwrap();
-    g.delete("configmaps", &key("b"), &DeleteOptions::default()).unwrap();
-    g.create("configmaps", cm("c", "1"), Default::default()).unwrap();
+    g.create("configmaps", cm("a", "1"), Default::default())
+        .unwrap();
+    g.create("configmaps", cm("b", "1"), Default::default())
+        .unwrap();
+    g.update("configmaps", cm("a", "2"), Default::default(), None)
+        .unwrap();
+    g.delete("configmaps", &key("b"), &DeleteOptions::default())
+        .unwrap();
+    g.create("configmaps", cm("c", "1"), Default::default())
+        .unwrap();
     let past = g.snapshot("configmaps", ReadAt::Exact(2)).unwrap();
     let names: Vec<&str> = past.objects.keys().map(|k| &*k.name).collect();
     assert_eq!(names, vec!["a", "b"]);
     let a = past.objects.get(&key("a")).unwrap().to_value().unwrap();
     assert_eq!(a["data"]["k"], "1");
     let now = g.snapshot("configmaps", ReadAt::Latest).unwrap();
-    assert_eq!(now.objects.keys().map(|k| k.name.to_string()).collect::<Vec<_>>(), vec!["a", "c"]);
+    assert_eq!(
+        now.objects
+            .keys()
+            .map(|k| k.name.to_string())
+            .collect::<Vec<_>>(),
+        vec!["a", "c"]
+    );
     assert!(matches!(
         g.snapshot("configmaps", ReadAt::Exact(99)),
         Err(StoreError::TooLargeResourceVersion { .. })
@@ -132,18 +173,26 @@ fn finalizers_hold_deletion_until_removed() {
     let g = group(100);
     let held = with_meta(cm("a", "1"), json!({"finalizers": ["example.com/hold"]}));
     g.create("configmaps", held, Default::default()).unwrap();
-    let out = g.delete("configmaps", &key("a"), &DeleteOptions::default()).unwrap();
-    let DeleteOutcome::Pending(obj) = out else { panic!("expected pending") };
+    let out = g
+        .delete("configmaps", &key("a"), &DeleteOptions::default())
+        .unwrap();
+    let DeleteOutcome::Pending(obj) = out else {
+        panic!("expected pending")
+    };
     assert!(obj.meta.deletion_timestamp.is_some());
     assert!(g.get("configmaps", &key("a")).is_some());
     // No new finalizer may be added while deleting.
-    let more = with_meta(cm("a", "1"), json!({"finalizers": ["example.com/hold", "x/y"]}));
+    let more = with_meta(
+        cm("a", "1"),
+        json!({"finalizers": ["example.com/hold", "x/y"]}),
+    );
     assert!(matches!(
         g.update("configmaps", more, Default::default(), None),
         Err(StoreError::Invalid { .. })
     ));
     let released = with_meta(cm("a", "1"), json!({"finalizers": []}));
-    g.update("configmaps", released, Default::default(), None).unwrap();
+    g.update("configmaps", released, Default::default(), None)
+        .unwrap();
     assert!(g.get("configmaps", &key("a")).is_none());
 }
 
@@ -158,10 +207,21 @@ fn owned_by(name: &str, owner: &StoredObject, block: bool) -> Value {
 #[test]
 fn background_deletion_collects_dependents_recursively() {
     let g = group(100);
-    let owner = g.create("configmaps", cm("owner", "1"), Default::default()).unwrap();
-    let child = g.create("pods", owned_by("child", &owner, false), Default::default()).unwrap();
-    g.create("secrets", owned_by("grandchild", &child, false), Default::default()).unwrap();
-    let out = g.delete("configmaps", &key("owner"), &DeleteOptions::default()).unwrap();
+    let owner = g
+        .create("configmaps", cm("owner", "1"), Default::default())
+        .unwrap();
+    let child = g
+        .create("pods", owned_by("child", &owner, false), Default::default())
+        .unwrap();
+    g.create(
+        "secrets",
+        owned_by("grandchild", &child, false),
+        Default::default(),
+    )
+    .unwrap();
+    let out = g
+        .delete("configmaps", &key("owner"), &DeleteOptions::default())
+        .unwrap();
     assert!(matches!(out, DeleteOutcome::Deleted(_)));
     assert!(g.get("pods", &key("child")).is_none());
     assert!(g.get("secrets", &key("grandchild")).is_none());
@@ -170,39 +230,53 @@ fn background_deletion_collects_dependents_recursively() {
 #[test]
 fn dependent_with_a_living_second_owner_survives() {
     let g = group(100);
-    let a = g.create("configmaps", cm("a", "1"), Default::default()).unwrap();
-    let b = g.create("configmaps", cm("b", "1"), Default::default()).unwrap();
+    let a = g
+        .create("configmaps", cm("a", "1"), Default::default())
+        .unwrap();
+    let b = g
+        .create("configmaps", cm("b", "1"), Default::default())
+        .unwrap();
     let mut dep = owned_by("dep", &a, false);
     dep["metadata"]["ownerReferences"]
         .as_array_mut()
         .unwrap()
         .push(json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "b", "uid": &*b.meta.uid}));
     g.create("pods", dep, Default::default()).unwrap();
-    g.delete("configmaps", &key("a"), &DeleteOptions::default()).unwrap();
+    g.delete("configmaps", &key("a"), &DeleteOptions::default())
+        .unwrap();
     assert!(g.get("pods", &key("dep")).is_some());
-    g.delete("configmaps", &key("b"), &DeleteOptions::default()).unwrap();
+    g.delete("configmaps", &key("b"), &DeleteOptions::default())
+        .unwrap();
     assert!(g.get("pods", &key("dep")).is_none());
 }
 
 #[test]
 fn foreground_deletion_waits_for_blocking_dependents() {
     let g = group(100);
-    let owner = g.create("configmaps", cm("owner", "1"), Default::default()).unwrap();
-    let held = with_meta(owned_by("child", &owner, true), json!({"finalizers": ["x/hold"]}));
+    let owner = g
+        .create("configmaps", cm("owner", "1"), Default::default())
+        .unwrap();
+    let held = with_meta(
+        owned_by("child", &owner, true),
+        json!({"finalizers": ["x/hold"]}),
+    );
     g.create("pods", held, Default::default()).unwrap();
     let opts = DeleteOptions {
         propagation: Propagation::Foreground,
         ..Default::default()
     };
     let out = g.delete("configmaps", &key("owner"), &opts).unwrap();
-    let DeleteOutcome::Pending(o) = out else { panic!("owner must wait") };
+    let DeleteOutcome::Pending(o) = out else {
+        panic!("owner must wait")
+    };
     assert!(o.meta.finalizers.iter().any(|f| f == FOREGROUND_FINALIZER));
     let child = g.get("pods", &key("child")).unwrap();
     assert!(child.meta.deletion_timestamp.is_some());
     // Releasing the child's finalizer removes it, which releases the owner.
     let mut released = child.to_value().unwrap();
     released["metadata"]["finalizers"] = json!([]);
-    g.update("pods", released, Default::default(), None).unwrap();
+    g.update("pods", released, Default::default(), None)
+        .unwrap();
     assert!(g.get("pods", &key("child")).is_none());
     assert!(g.get("configmaps", &key("owner")).is_none());
 }
@@ -210,8 +284,11 @@ fn foreground_deletion_waits_for_blocking_dependents() {
 #[test]
 fn orphan_deletion_strips_owner_references() {
     let g = group(100);
-    let owner = g.create("configmaps", cm("owner", "1"), Default::default()).unwrap();
-    g.create("pods", owned_by("child", &owner, true), Default::default()).unwrap();
+    let owner = g
+        .create("configmaps", cm("owner", "1"), Default::default())
+        .unwrap();
+    g.create("pods", owned_by("child", &owner, true), Default::default())
+        .unwrap();
     let opts = DeleteOptions {
         propagation: Propagation::Orphan,
         ..Default::default()
@@ -227,12 +304,17 @@ fn orphan_deletion_strips_owner_references() {
 #[test]
 fn delete_preconditions_are_checked() {
     let g = group(100);
-    let a = g.create("configmaps", cm("a", "1"), Default::default()).unwrap();
+    let a = g
+        .create("configmaps", cm("a", "1"), Default::default())
+        .unwrap();
     let wrong = DeleteOptions {
         precondition_uid: Some("nope".into()),
         ..Default::default()
     };
-    assert!(matches!(g.delete("configmaps", &key("a"), &wrong), Err(StoreError::Conflict { .. })));
+    assert!(matches!(
+        g.delete("configmaps", &key("a"), &wrong),
+        Err(StoreError::Conflict { .. })
+    ));
     let right = DeleteOptions {
         precondition_resource_version: Some(a.meta.resource_version),
         ..Default::default()
@@ -276,10 +358,14 @@ fn groups_are_independent() {
     let store = Store::in_memory(StoreConfig::default());
     let a = store.create_group("a").unwrap();
     let b = store.create_group("b").unwrap();
-    a.create("configmaps", cm("x", "1"), Default::default()).unwrap();
+    a.create("configmaps", cm("x", "1"), Default::default())
+        .unwrap();
     assert!(b.get("configmaps", &key("x")).is_none());
     assert_eq!(b.resource_version(), 0);
-    assert!(matches!(store.create_group("a"), Err(StoreError::GroupExists(_))));
+    assert!(matches!(
+        store.create_group("a"),
+        Err(StoreError::GroupExists(_))
+    ));
     store.drop_group("a").unwrap();
     assert!(store.group("a").is_none());
 }

@@ -1,0 +1,36 @@
+//! The `infrasim` command: wires the crates together behind a CLI.
+
+mod up;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+/// Simulated infrastructure for Kubernetes cluster lifecycle tools.
+#[derive(Debug, Parser)]
+#[command(name = "infrasim", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start the embedded management plane (a Kubernetes-compatible API server).
+    Up(up::UpArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("INFRASIM_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    match cli.command {
+        Command::Up(args) => runtime.block_on(up::run(args)),
+    }
+}

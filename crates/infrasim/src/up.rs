@@ -1,0 +1,154 @@
+//! `infrasim up`: the embedded management plane on loopback, and an admin kubeconfig.
+
+use anyhow::Context;
+use clap::Args;
+use infrasim_clock::SystemClock;
+use infrasim_kube_api::kubeconfig::{self, KubeconfigSpec};
+use infrasim_kube_api::pki::{write_private, CertificateAuthority};
+use infrasim_kube_api::{ApiConfig, ApiServer};
+use infrasim_store::{MemoryBackend, Store, StoreConfig};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Address to listen on (loopback unless you say otherwise).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// Where state (the CA, the kubeconfig) is kept.
+    #[arg(long, env = "INFRASIM_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Where to write the admin kubeconfig (default: DATA_DIR/kubeconfig).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Keep everything in memory: a fresh CA every start, nothing written but the kubeconfig.
+    #[arg(long)]
+    ephemeral: bool,
+    /// Change events kept for watch resumption; older resourceVersions get 410 Gone.
+    #[arg(long, default_value_t = 10_000)]
+    watch_window: usize,
+}
+
+/// The default data directory: `$XDG_DATA_HOME/infrasim` or `~/.local/share/infrasim`.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(xdg).join("infrasim");
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    home.join(".local/share/infrasim")
+}
+
+pub async fn run(args: UpArgs) -> anyhow::Result<()> {
+    let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    let kubeconfig_path = args
+        .kubeconfig
+        .clone()
+        .unwrap_or_else(|| data_dir.join("kubeconfig"));
+    let ca = if args.ephemeral {
+        CertificateAuthority::generate("infrasim-management-ca")?
+    } else {
+        CertificateAuthority::load_or_generate(&data_dir.join("pki"), "infrasim-management-ca")
+            .with_context(|| format!("loading the CA from {}", data_dir.display()))?
+    };
+
+    let clock = SystemClock::shared();
+    let store = Store::new(
+        StoreConfig {
+            watch_window: args.watch_window.max(1),
+            ..StoreConfig::default()
+        },
+        clock.clone(),
+        Arc::new(MemoryBackend),
+    );
+    let group = store.create_group("management")?;
+    let server = ApiServer::new(group, ca.clone(), clock, ApiConfig::default());
+
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let local = listener.local_addr()?;
+    let mut ips: Vec<IpAddr> = vec![
+        IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(Ipv6Addr::LOCALHOST),
+        IpAddr::V4(Ipv4Addr::new(10, 96, 0, 1)),
+    ];
+    if !local.ip().is_unspecified() && !ips.contains(&local.ip()) {
+        ips.push(local.ip());
+    }
+    let dns: Vec<String> = [
+        "localhost",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let serving = ca.serving_cert("kube-apiserver", &dns, &ips)?;
+    let tls = server.tls_config(&serving)?;
+
+    let admin = ca.client_cert("kubernetes-admin", &["system:masters"])?;
+    let host = if local.ip().is_unspecified() {
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    } else {
+        local.ip()
+    };
+    let server_url = format!("https://{}", SocketAddr::new(host, local.port()));
+    let config = kubeconfig::render(&KubeconfigSpec {
+        cluster_name: "infrasim",
+        user_name: "kubernetes-admin",
+        server: &server_url,
+        ca_pem: &ca.cert_pem,
+        client_cert_pem: &admin.cert_pem,
+        client_key_pem: &admin.key_pem,
+        tls_server_name: None,
+    });
+    if let Some(parent) = kubeconfig_path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    write_private(&kubeconfig_path, &config)
+        .with_context(|| format!("writing {}", kubeconfig_path.display()))?;
+
+    println!("infrasim management plane listening on {server_url}");
+    println!("kubeconfig: {}", kubeconfig_path.display());
+    println!("export KUBECONFIG={}", kubeconfig_path.display());
+    if !args.ephemeral {
+        // Said plainly: the durable backend is not there yet.
+        println!("note: objects are kept in memory for now; they do not survive a restart");
+    }
+    tracing::info!(%local, "serving");
+    server.serve(listener, tls, shutdown_signal()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

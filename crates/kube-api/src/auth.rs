@@ -1,0 +1,68 @@
+//! Authentication: who is asking. A client certificate signed by the server's CA names a user
+//! (CN) and groups (O); a bearer token maps to an identity registered with the server.
+//! Requests with neither are refused with 401. Authorization (RBAC) is a later layer; until
+//! it lands every authenticated identity acts as an administrator.
+
+use rustls::pki_types::CertificateDer;
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+/// An authenticated user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub user: String,
+    pub groups: Vec<String>,
+}
+
+impl Identity {
+    /// Reads CN and O from a verified client certificate.
+    pub fn from_certificate(cert: &CertificateDer<'_>) -> Option<Identity> {
+        let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+        let subject = parsed.subject();
+        let user = subject
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok())?
+            .to_string();
+        let mut groups: Vec<String> = subject
+            .iter_organization()
+            .filter_map(|o| o.as_str().ok().map(str::to_string))
+            .collect();
+        groups.push("system:authenticated".into());
+        Some(Identity { user, groups })
+    }
+}
+
+/// Bearer tokens the server accepts.
+#[derive(Debug, Default)]
+pub struct TokenAuthenticator {
+    // Read on every token-authenticated request, written when a token is added: an RwLock
+    // keeps readers from serializing.
+    tokens: RwLock<HashMap<String, Identity>>,
+}
+
+impl TokenAuthenticator {
+    /// Accepts `token` as `identity` from now on.
+    pub fn add(&self, token: &str, identity: Identity) {
+        self.tokens
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(token.to_string(), identity);
+    }
+
+    /// The identity of an `Authorization` header value, if it carries a known bearer token.
+    pub fn authenticate(&self, authorization: &str) -> Option<Identity> {
+        let token = authorization
+            .strip_prefix("Bearer ")
+            .or_else(|| authorization.strip_prefix("bearer "))?
+            .trim();
+        if token.is_empty() {
+            return None;
+        }
+        self.tokens
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(token)
+            .cloned()
+    }
+}

@@ -1,0 +1,642 @@
+//! get, create, update (PUT), patch, delete and deletecollection of single resources.
+
+use crate::handler::Ctx;
+use crate::http::{json_bytes, json_typed, json_value, Format, HandlerResult};
+use crate::status::ApiError;
+use crate::table::{self, IncludeObject};
+use crate::{defaults, namespaces, selectors, validation};
+use infrasim_store::{
+    DeleteOptions, DeleteOutcome, Derived, ObjectKey, Propagation, ReadAt, StoredObject,
+};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// The facts the store keeps beside an object of this kind.
+pub(crate) fn derive(kind: &str, value: &Value) -> Arc<Derived> {
+    let held = kind == "Namespace"
+        && value
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+    Arc::new(Derived {
+        fields: selectors::extract_fields(kind, value),
+        held,
+    })
+}
+
+/// One object as a response, JSON or a one-row Table.
+pub(crate) fn render(ctx: &Ctx, object: &StoredObject, code: u16) -> HandlerResult {
+    match ctx.format {
+        Format::Table(api_version) => {
+            let include = IncludeObject::parse(ctx.query.get("includeObject"))
+                .map_err(ApiError::bad_request)?;
+            let value = object
+                .to_value()
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            let row = table::row(ctx.info.kind, &value, include, ctx.state.clock.now());
+            let mut t = table::table(
+                ctx.info.kind,
+                vec![row],
+                json!({"resourceVersion": object.meta.resource_version.to_string()}),
+                true,
+            );
+            t["apiVersion"] = json!(api_version);
+            Ok(json_typed(
+                code,
+                serde_json::to_vec(&t).unwrap_or_default(),
+                "application/json",
+            ))
+        }
+        _ => Ok(json_bytes(code, object.bytes.clone())),
+    }
+}
+
+fn key(ctx: &Ctx) -> ObjectKey {
+    ObjectKey::new(ctx.namespace(), ctx.path.name.as_deref().unwrap_or(""))
+}
+
+fn store_err(ctx: &Ctx) -> impl Fn(infrasim_store::StoreError) -> ApiError + '_ {
+    move |e| ApiError::from_store(e, ctx.info.group, ctx.info.plural)
+}
+
+pub(crate) fn get(ctx: &Ctx) -> HandlerResult {
+    let name = ctx.path.name.as_deref().unwrap_or("");
+    let object = ctx
+        .state
+        .group
+        .get(&ctx.info.store_key, &key(ctx))
+        .ok_or_else(|| ApiError::object_not_found(ctx.info.group, ctx.info.plural, name))?;
+    render(ctx, &object, 200)
+}
+
+/// Decodes a request body (JSON, or YAML as kube-apiserver also accepts).
+pub(crate) fn decode_body(ctx: &Ctx, body: &[u8]) -> Result<Value, ApiError> {
+    let content_type = ctx
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    let value: Value = match media {
+        "application/json" | "" | "*/*" => serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("error decoding request body as JSON: {e}"))
+        })?,
+        "application/yaml" => serde_yaml::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("error decoding request body as YAML: {e}"))
+        })?,
+        other => return Err(ApiError::unsupported_media_type(other)),
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(value)
+}
+
+fn check_dry_run(ctx: &Ctx) -> Result<(), ApiError> {
+    match ctx.query.get("dryRun") {
+        None | Some("") => Ok(()),
+        Some("All") => Err(ApiError::bad_request(
+            "dryRun is not supported by this server yet; the request was not applied",
+        )),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+        ))),
+    }
+}
+
+/// Fills or checks `apiVersion`, `kind`, and `metadata.namespace` against the URL.
+fn check_identity(ctx: &Ctx, value: &mut Value) -> Result<(), ApiError> {
+    let info = &ctx.info;
+    let obj = value
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("the request body must be a JSON object"))?;
+    match obj.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => {
+            obj.insert("apiVersion".into(), json!(info.api_version));
+        }
+        Some(v) if v == info.api_version => {}
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({})",
+                info.api_version
+            )))
+        }
+    }
+    match obj.get("kind").and_then(Value::as_str) {
+        None | Some("") => {
+            obj.insert("kind".into(), json!(info.kind));
+        }
+        Some(k) if k == info.kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                info.kind
+            )))
+        }
+    }
+    let meta = obj
+        .entry("metadata")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+    if info.namespaced {
+        let url_ns = ctx.namespace();
+        match meta.get("namespace").and_then(Value::as_str) {
+            None | Some("") => {
+                meta.insert("namespace".into(), json!(url_ns));
+            }
+            Some(ns) if ns == url_ns => {}
+            Some(_) => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ))
+            }
+        }
+    } else {
+        meta.remove("namespace");
+    }
+    Ok(())
+}
+
+/// Decodes into the kind's type (dropping unknown fields) and applies `fieldValidation`:
+/// `Strict` refuses unknown fields, `Warn` (the default) reports them in `Warning` headers,
+/// `Ignore` drops them silently.
+fn normalize(ctx: &Ctx, value: Value, warnings: &mut Vec<String>) -> Result<Value, ApiError> {
+    let directive = ctx.query.get("fieldValidation").unwrap_or("Warn");
+    if !matches!(directive, "Ignore" | "Warn" | "Strict" | "") {
+        return Err(ApiError::bad_request(format!(
+            "fieldValidation: Unsupported value: {directive:?}: supported values: \"Ignore\", \"Warn\", \"Strict\""
+        )));
+    }
+    let normalized = (ctx.info.normalize)(value.clone()).map_err(|e| {
+        ApiError::bad_request(format!(
+            "error decoding {} {}: {e}",
+            ctx.info.kind,
+            ctx.path.name.as_deref().unwrap_or("")
+        ))
+    })?;
+    if directive != "Ignore" {
+        let mut unknown = Vec::new();
+        unknown_fields(&value, &normalized, "", &mut unknown);
+        if !unknown.is_empty() {
+            if directive == "Strict" {
+                let list: Vec<String> = unknown
+                    .iter()
+                    .map(|f| format!("unknown field \"{f}\""))
+                    .collect();
+                return Err(ApiError::bad_request(format!(
+                    "strict decoding error: {}",
+                    list.join(", ")
+                )));
+            }
+            warnings.extend(
+                unknown
+                    .into_iter()
+                    .map(|f| format!("unknown field \"{f}\"")),
+            );
+        }
+    }
+    Ok(normalized)
+}
+
+/// Paths present in `input` but dropped by decoding (`spec.containers[0].bogus`).
+fn unknown_fields(input: &Value, decoded: &Value, prefix: &str, out: &mut Vec<String>) {
+    match (input, decoded) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in a {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                match b.get(k) {
+                    Some(d) => unknown_fields(v, d, &path, out),
+                    None if v.is_null() => {}
+                    None => out.push(path),
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for (i, (v, d)) in a.iter().zip(b).enumerate() {
+                unknown_fields(v, d, &format!("{prefix}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Adds `Warning` headers (RFC 7234 code 299, as kube-apiserver sends them).
+fn with_warnings(result: HandlerResult, warnings: &[String]) -> HandlerResult {
+    let mut resp = result?;
+    for w in warnings {
+        let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = http::HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            resp.headers_mut().append(http::header::WARNING, v);
+        }
+    }
+    Ok(resp)
+}
+
+fn name_of(value: &Value) -> String {
+    value
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+pub(crate) fn create(ctx: &Ctx, body: &[u8]) -> HandlerResult {
+    check_dry_run(ctx)?;
+    let mut value = decode_body(ctx, body)?;
+    check_identity(ctx, &mut value)?;
+    if value
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|rv| !rv.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    let generate = value
+        .pointer("/metadata/generateName")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if ctx.info.namespaced {
+        namespaces::ensure_writable(
+            &ctx.state,
+            ctx.namespace(),
+            ctx.info.plural,
+            &name_of(&value),
+        )?;
+    }
+    let mut warnings = Vec::new();
+    let mut value = normalize(ctx, value, &mut warnings)?;
+    if ctx.info.has_status {
+        // Status is the system's to write; a create cannot set it.
+        if let Some(o) = value.as_object_mut() {
+            o.remove("status");
+        }
+    }
+    defaults::apply(&ctx.state, ctx.info.kind, &mut value);
+    // generateName: try a few random suffixes, as kube-apiserver's name generator does.
+    for attempt in 0..8 {
+        if name_of(&value).is_empty() && !generate.is_empty() {
+            value["metadata"]["name"] = json!(format!("{generate}{}", random_suffix()));
+        }
+        validation::validate(ctx.info.kind, ctx.info.group, &value)?;
+        let derived = derive(ctx.info.kind, &value);
+        match ctx
+            .state
+            .group
+            .create(&ctx.info.store_key, value.clone(), derived)
+        {
+            Ok(created) => {
+                if ctx.info.kind == "Namespace" {
+                    namespaces::populate(&ctx.state, &created.meta.name);
+                }
+                return with_warnings(render(ctx, &created, 201), &warnings);
+            }
+            Err(infrasim_store::StoreError::AlreadyExists { .. })
+                if !generate.is_empty() && attempt < 7 =>
+            {
+                value["metadata"]["name"] = json!("");
+            }
+            Err(e) => return Err(store_err(ctx)(e)),
+        }
+    }
+    Err(ApiError::internal("could not generate a unique name"))
+}
+
+/// Five characters from the alphabet kube-apiserver's name generator uses.
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5)
+        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+fn expected_version(value: &Value) -> Result<Option<u64>, ApiError> {
+    match value
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+    {
+        None | Some("") => Ok(None),
+        Some(rv) => rv
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| ApiError::bad_request(format!("invalid resource version {rv:?}"))),
+    }
+}
+
+/// Builds the object to store from the client's `incoming` and the `current` object: the
+/// main resource keeps the stored status; the status subresource keeps everything else.
+fn merge_for_update(ctx: &Ctx, current: &Value, mut incoming: Value) -> Value {
+    if ctx.path.subresource.as_deref() == Some("status") {
+        let mut merged = current.clone();
+        merged["status"] = incoming.get("status").cloned().unwrap_or(Value::Null);
+        if merged["status"].is_null() {
+            if let Some(o) = merged.as_object_mut() {
+                o.remove("status");
+            }
+        }
+        if let Some(rv) = incoming.pointer("/metadata/resourceVersion") {
+            merged["metadata"]["resourceVersion"] = rv.clone();
+        } else if let Some(m) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+        }
+        return merged;
+    }
+    if ctx.info.has_status {
+        match current.get("status") {
+            Some(s) => incoming["status"] = s.clone(),
+            None => {
+                if let Some(o) = incoming.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+    }
+    incoming
+}
+
+pub(crate) fn update(ctx: &Ctx, body: &[u8]) -> HandlerResult {
+    check_dry_run(ctx)?;
+    let mut value = decode_body(ctx, body)?;
+    check_identity(ctx, &mut value)?;
+    let url_name = ctx.path.name.as_deref().unwrap_or("");
+    let body_name = name_of(&value);
+    if body_name.is_empty() {
+        value["metadata"]["name"] = json!(url_name);
+    } else if body_name != url_name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({url_name})"
+        )));
+    }
+    let mut warnings = Vec::new();
+    let value = normalize(ctx, value, &mut warnings)?;
+    let expected = expected_version(&value)?;
+    let current = ctx
+        .state
+        .group
+        .get(&ctx.info.store_key, &key(ctx))
+        .ok_or_else(|| ApiError::object_not_found(ctx.info.group, ctx.info.plural, url_name))?;
+    let current_value = current
+        .to_value()
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let value = merge_for_update(ctx, &current_value, value);
+    with_warnings(store_update(ctx, value, expected), &warnings)
+}
+
+fn store_update(ctx: &Ctx, mut value: Value, expected: Option<u64>) -> HandlerResult {
+    defaults::apply(&ctx.state, ctx.info.kind, &mut value);
+    validation::validate(ctx.info.kind, ctx.info.group, &value)?;
+    let derived = derive(ctx.info.kind, &value);
+    let updated = ctx
+        .state
+        .group
+        .update(&ctx.info.store_key, value, derived, expected)
+        .map_err(store_err(ctx))?;
+    render(ctx, &updated, 200)
+}
+
+pub(crate) fn patch(ctx: &Ctx, body: &[u8]) -> HandlerResult {
+    check_dry_run(ctx)?;
+    let content_type = ctx
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    let patch: PatchBody = match media {
+        "application/merge-patch+json" => PatchBody::Merge(
+            serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
+        ),
+        "application/json-patch+json" => PatchBody::Json(
+            serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding JSON patch: {e}")))?,
+        ),
+        other => {
+            return Err(ApiError::unsupported_media_type(other).with_details(json!({
+                "causes": [{"reason": "UnsupportedPatchType",
+                            "message": "this server supports JSON merge patch and JSON patch; strategic merge patch and server-side apply are not implemented yet"}]
+            })))
+        }
+    };
+    let name = ctx.path.name.as_deref().unwrap_or("");
+    // Retry on conflict when the patch itself does not pin a resourceVersion, as
+    // kube-apiserver does: a patch applies to whatever version is current.
+    let pinned = match &patch {
+        PatchBody::Merge(p) => expected_version(p)?,
+        PatchBody::Json(_) => None,
+    };
+    for _ in 0..16 {
+        let current = ctx
+            .state
+            .group
+            .get(&ctx.info.store_key, &key(ctx))
+            .ok_or_else(|| ApiError::object_not_found(ctx.info.group, ctx.info.plural, name))?;
+        let current_value = current
+            .to_value()
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let mut patched = current_value.clone();
+        match &patch {
+            PatchBody::Merge(p) => json_patch::merge(&mut patched, p),
+            PatchBody::Json(p) => json_patch::patch(&mut patched, p).map_err(|e| {
+                ApiError::new_unprocessable(format!("the JSON patch could not be applied: {e}"))
+            })?,
+        }
+        check_identity(ctx, &mut patched)?;
+        if name_of(&patched) != name {
+            return Err(ApiError::bad_request(
+                "the name of the object may not be changed by a patch",
+            ));
+        }
+        let mut warnings = Vec::new();
+        let patched = normalize(ctx, patched, &mut warnings)?;
+        let patched = merge_for_update(ctx, &current_value, patched);
+        let expected = pinned.or(Some(current.meta.resource_version));
+        match store_update(ctx, patched, expected) {
+            Err(e) if e.code == 409 && e.reason == "Conflict" && pinned.is_none() => continue,
+            other => return with_warnings(other, &warnings),
+        }
+    }
+    Err(ApiError::conflict(
+        "too many concurrent writes to this object; try again",
+    ))
+}
+
+/// Reads `DeleteOptions` from the body and query.
+fn delete_options(ctx: &Ctx, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+    let opts: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
+    };
+    let from_body = |k: &str| opts.get(k).and_then(Value::as_str).map(str::to_string);
+    if opts
+        .get("dryRun")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "dryRun is not supported by this server yet; the request was not applied",
+        ));
+    }
+    check_dry_run(ctx)?;
+    let policy = from_body("propagationPolicy")
+        .or_else(|| ctx.query.get("propagationPolicy").map(str::to_string));
+    let orphan = opts
+        .get("orphanDependents")
+        .and_then(Value::as_bool)
+        .or_else(|| ctx.query.flag("orphanDependents").ok().filter(|b| *b));
+    let propagation = match (policy.as_deref(), orphan) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "DeleteOptions",
+                "",
+                vec![("propagationPolicy".into(), "Invalid value: \"null\": orphanDependents and deletionPropagation cannot be both set".into())],
+            ))
+        }
+        (Some("Background"), _) => Propagation::Background,
+        (Some("Foreground"), _) => Propagation::Foreground,
+        (Some("Orphan"), _) | (None, Some(true)) => Propagation::Orphan,
+        (None, _) => Propagation::Background,
+        (Some(other), _) => {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "DeleteOptions",
+                "",
+                vec![(
+                    "propagationPolicy".into(),
+                    format!("Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""),
+                )],
+            ))
+        }
+    };
+    let precondition_resource_version = match opts
+        .pointer("/preconditions/resourceVersion")
+        .and_then(Value::as_str)
+    {
+        Some(rv) => Some(
+            rv.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version {rv:?}")))?,
+        ),
+        None => None,
+    };
+    Ok(DeleteOptions {
+        propagation,
+        precondition_uid: opts
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        precondition_resource_version,
+    })
+}
+
+pub(crate) async fn delete(ctx: &Ctx, body: &[u8]) -> HandlerResult {
+    let options = delete_options(ctx, body)?;
+    let name = ctx.path.name.as_deref().unwrap_or("");
+    if ctx.info.kind == "Namespace" {
+        namespaces::check_deletable(name)?;
+    }
+    let outcome = ctx
+        .state
+        .group
+        .delete(&ctx.info.store_key, &key(ctx), &options)
+        .map_err(store_err(ctx))?;
+    match outcome {
+        DeleteOutcome::Pending(object) => {
+            if ctx.info.kind == "Namespace" {
+                let object = namespaces::begin_termination(&ctx.state, name).unwrap_or(object);
+                return render(ctx, &object, 200);
+            }
+            render(ctx, &object, 200)
+        }
+        DeleteOutcome::Deleted(object) => {
+            if ctx.info.kind == "Pod" {
+                return render(ctx, &object, 200);
+            }
+            Ok(json_value(
+                200,
+                &json!({
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "details": {"name": name, "group": ctx.info.group, "kind": ctx.info.plural, "uid": &*object.meta.uid},
+                }),
+            ))
+        }
+    }
+}
+
+pub(crate) fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
+    let options = delete_options(ctx, body)?;
+    let labels = selectors::LabelSelector::parse(ctx.query.get("labelSelector").unwrap_or(""))
+        .map_err(ApiError::bad_request)?;
+    let fields = selectors::FieldSelector::parse(
+        ctx.query.get("fieldSelector").unwrap_or(""),
+        ctx.info.kind,
+    )
+    .map_err(ApiError::bad_request)?;
+    let snapshot = ctx
+        .state
+        .group
+        .snapshot(&ctx.info.store_key, ReadAt::Latest)
+        .map_err(store_err(ctx))?;
+    let ns = ctx.namespace();
+    let mut deleted = Vec::new();
+    for (key, object) in snapshot.objects.iter() {
+        if ctx.info.namespaced && !ns.is_empty() && &*key.namespace != ns {
+            continue;
+        }
+        if !labels.matches(&object.meta.labels) || !fields.matches(object) {
+            continue;
+        }
+        if ctx.info.kind == "Namespace" && namespaces::check_deletable(&key.name).is_err() {
+            continue;
+        }
+        match ctx.state.group.delete(&ctx.info.store_key, key, &options) {
+            Ok(outcome) => {
+                if ctx.info.kind == "Namespace" && matches!(outcome, DeleteOutcome::Pending(_)) {
+                    namespaces::begin_termination(&ctx.state, &key.name);
+                }
+                deleted.push(outcome.object().clone());
+            }
+            Err(infrasim_store::StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(store_err(ctx)(e)),
+        }
+    }
+    let mut out =
+        Vec::with_capacity(deleted.iter().map(|o| o.bytes.len() + 1).sum::<usize>() + 128);
+    out.extend_from_slice(
+        format!(
+            "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
+            ctx.info.list_kind,
+            ctx.info.api_version,
+            ctx.state.group.resource_version()
+        )
+        .as_bytes(),
+    );
+    for (i, o) in deleted.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&o.bytes);
+    }
+    out.extend_from_slice(b"]}");
+    Ok(json_bytes(200, out))
+}
+
+/// The two patch formats served so far.
+enum PatchBody {
+    /// RFC 7386 JSON merge patch.
+    Merge(Value),
+    /// RFC 6902 JSON patch.
+    Json(json_patch::Patch),
+}

@@ -1,0 +1,249 @@
+//! Defaulting, as kube-apiserver's defaulters and admission plugins fill fields a client left
+//! out. Only fields clients read back are filled; each function is idempotent, so it runs on
+//! create and on update alike.
+
+use crate::server::State;
+use infrasim_store::ReadAt;
+use serde_json::{json, Map, Value};
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+
+/// Applies the defaults of `kind` to `object`.
+pub(crate) fn apply(state: &State, kind: &str, object: &mut Value) {
+    match kind {
+        "Namespace" => namespace(object),
+        "Pod" => {
+            if let Some(spec) = object.get_mut("spec") {
+                pod_spec(spec);
+            }
+            let status = ensure(object, "status");
+            status.entry("phase").or_insert(json!("Pending"));
+            let qos = qos_class(object);
+            ensure(object, "status")
+                .entry("qosClass")
+                .or_insert(json!(qos));
+        }
+        "Service" => service(state, object),
+        "Secret" => {
+            if let Some(o) = object.as_object_mut() {
+                o.entry("type").or_insert(json!("Opaque"));
+            }
+        }
+        "Deployment" => {
+            let spec = ensure(object, "spec");
+            spec.entry("replicas").or_insert(json!(1));
+            spec.entry("revisionHistoryLimit").or_insert(json!(10));
+            spec.entry("progressDeadlineSeconds").or_insert(json!(600));
+            spec.entry("strategy").or_insert(json!({
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}
+            }));
+            template(object);
+        }
+        "ReplicaSet" | "StatefulSet" => {
+            ensure(object, "spec").entry("replicas").or_insert(json!(1));
+            if kind == "StatefulSet" {
+                let spec = ensure(object, "spec");
+                spec.entry("podManagementPolicy")
+                    .or_insert(json!("OrderedReady"));
+                spec.entry("revisionHistoryLimit").or_insert(json!(10));
+                spec.entry("updateStrategy").or_insert(json!({
+                    "type": "RollingUpdate", "rollingUpdate": {"partition": 0}
+                }));
+            }
+            template(object);
+        }
+        "DaemonSet" => {
+            let spec = ensure(object, "spec");
+            spec.entry("revisionHistoryLimit").or_insert(json!(10));
+            spec.entry("updateStrategy").or_insert(json!({
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}
+            }));
+            template(object);
+        }
+        _ => {}
+    }
+}
+
+fn ensure<'a>(object: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
+    if !object.is_object() {
+        *object = json!({});
+    }
+    let entry = object
+        .as_object_mut()
+        .expect("made an object above")
+        .entry(key)
+        .or_insert_with(|| json!({}));
+    if !entry.is_object() {
+        *entry = json!({});
+    }
+    entry.as_object_mut().expect("made an object above")
+}
+
+fn namespace(object: &mut Value) {
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    // kube-apiserver labels every namespace with its own name.
+    let meta = ensure(object, "metadata");
+    let labels = meta.entry("labels").or_insert_with(|| json!({}));
+    if let Some(l) = labels.as_object_mut() {
+        l.insert("kubernetes.io/metadata.name".into(), json!(name));
+    }
+    let spec = ensure(object, "spec");
+    spec.entry("finalizers").or_insert(json!(["kubernetes"]));
+    let status = ensure(object, "status");
+    status.entry("phase").or_insert(json!("Active"));
+}
+
+fn template(object: &mut Value) {
+    if let Some(spec) = object.pointer_mut("/spec/template/spec") {
+        pod_spec(spec);
+    }
+}
+
+fn pod_spec(spec: &mut Value) {
+    let Some(s) = spec.as_object_mut() else {
+        return;
+    };
+    s.entry("restartPolicy").or_insert(json!("Always"));
+    s.entry("dnsPolicy").or_insert(json!("ClusterFirst"));
+    s.entry("schedulerName")
+        .or_insert(json!("default-scheduler"));
+    s.entry("terminationGracePeriodSeconds")
+        .or_insert(json!(30));
+    s.entry("securityContext").or_insert(json!({}));
+    s.entry("enableServiceLinks").or_insert(json!(true));
+    s.entry("serviceAccountName").or_insert(json!("default"));
+    s.entry("preemptionPolicy")
+        .or_insert(json!("PreemptLowerPriority"));
+    s.entry("priority").or_insert(json!(0));
+    for list in ["containers", "initContainers"] {
+        if let Some(cs) = s.get_mut(list).and_then(Value::as_array_mut) {
+            for c in cs.iter_mut().filter_map(Value::as_object_mut) {
+                let image = c
+                    .get("image")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                let tag = image
+                    .rsplit('/')
+                    .next()
+                    .and_then(|last| last.split_once(':'))
+                    .map(|(_, t)| t);
+                let policy = match tag {
+                    None | Some("latest") => "Always",
+                    Some(_) => "IfNotPresent",
+                };
+                c.entry("imagePullPolicy").or_insert(json!(policy));
+                c.entry("terminationMessagePath")
+                    .or_insert(json!("/dev/termination-log"));
+                c.entry("terminationMessagePolicy").or_insert(json!("File"));
+                c.entry("resources").or_insert(json!({}));
+                if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+                    for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                        p.entry("protocol").or_insert(json!("TCP"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn qos_class(pod: &Value) -> &'static str {
+    let containers = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let has = |c: &Value, k: &str| {
+        c.pointer(&format!("/resources/{k}"))
+            .and_then(Value::as_object)
+            .is_some_and(|m| !m.is_empty())
+    };
+    if containers
+        .iter()
+        .all(|c| !has(c, "requests") && !has(c, "limits"))
+    {
+        return "BestEffort";
+    }
+    let guaranteed = containers.iter().all(|c| {
+        let limits = c.pointer("/resources/limits");
+        let requests = c.pointer("/resources/requests");
+        has(c, "limits")
+            && limits.and_then(|l| l.get("cpu")).is_some()
+            && limits.and_then(|l| l.get("memory")).is_some()
+            && requests.is_none_or(|r| r == limits.unwrap_or(&Value::Null))
+    });
+    if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+/// The service CIDR kube-apiserver uses by default (10.96.0.0/12); `.1` is the
+/// `kubernetes` Service's.
+const SERVICE_BASE: u32 = u32::from_be_bytes([10, 96, 0, 0]);
+const SERVICE_SIZE: u32 = 1 << 20;
+
+fn service(state: &State, object: &mut Value) {
+    let spec = ensure(object, "spec");
+    spec.entry("type").or_insert(json!("ClusterIP"));
+    spec.entry("sessionAffinity").or_insert(json!("None"));
+    spec.entry("internalTrafficPolicy")
+        .or_insert(json!("Cluster"));
+    spec.entry("ipFamilies").or_insert(json!(["IPv4"]));
+    spec.entry("ipFamilyPolicy").or_insert(json!("SingleStack"));
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            p.entry("protocol").or_insert(json!("TCP"));
+            if let Some(port) = p.get("port").cloned() {
+                p.entry("targetPort").or_insert(port);
+            }
+        }
+    }
+    let ty = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_string();
+    let needs_ip = ty != "ExternalName"
+        && spec
+            .get("clusterIP")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty);
+    if needs_ip {
+        if let Some(ip) = allocate_service_ip(state) {
+            spec.insert("clusterIP".into(), json!(ip.to_string()));
+        }
+    }
+    if let Some(ip) = spec.get("clusterIP").cloned() {
+        spec.entry("clusterIPs").or_insert(json!([ip]));
+    }
+    ensure(object, "status")
+        .entry("loadBalancer")
+        .or_insert(json!({}));
+}
+
+/// The lowest free address of the service range, reading the Services in the store.
+fn allocate_service_ip(state: &State) -> Option<Ipv4Addr> {
+    let snapshot = state.group.snapshot("services", ReadAt::Latest).ok()?;
+    let used: HashSet<String> = snapshot
+        .objects
+        .values()
+        .filter_map(|s| {
+            s.to_value()
+                .ok()?
+                .pointer("/spec/clusterIP")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .collect();
+    (10..SERVICE_SIZE - 1)
+        .map(|offset| Ipv4Addr::from(SERVICE_BASE + offset))
+        .find(|ip| !used.contains(&ip.to_string()))
+}

@@ -1,0 +1,192 @@
+//! Discovery: `/version`, `/api`, `/apis`, group and group/version documents, in the legacy
+//! form and the aggregated (`apidiscovery.k8s.io/v2`) form kubectl asks for first.
+
+use crate::http::{json_typed, json_value, Format, HandlerResult};
+use crate::resources::ResourceInfo;
+use crate::server::State;
+use crate::status::ApiError;
+use http::Response;
+use serde_json::{json, Value};
+
+pub(crate) fn version(state: &State) -> Value {
+    let v = state.config.kubernetes_version.trim_start_matches('v');
+    let mut parts = v.split('.');
+    let major = parts.next().unwrap_or("1");
+    let minor = parts.next().unwrap_or("0");
+    json!({
+        "major": major,
+        "minor": minor,
+        "gitVersion": format!("v{v}"),
+        "gitCommit": "infrasim",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": concat!("infrasim ", env!("CARGO_PKG_VERSION")),
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, if cfg!(target_arch = "x86_64") { "amd64" } else { std::env::consts::ARCH }),
+    })
+}
+
+fn resource_entry(r: &ResourceInfo) -> Value {
+    let mut v = json!({
+        "name": r.plural,
+        "singularName": r.singular,
+        "namespaced": r.namespaced,
+        "kind": r.kind,
+        "verbs": r.verbs(),
+    });
+    if !r.short_names.is_empty() {
+        v["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        v["categories"] = json!(r.categories);
+    }
+    v
+}
+
+fn status_entry(r: &ResourceInfo) -> Value {
+    json!({
+        "name": format!("{}/status", r.plural),
+        "singularName": "",
+        "namespaced": r.namespaced,
+        "kind": r.kind,
+        "verbs": ["get", "patch", "update"],
+    })
+}
+
+fn aggregated_resource(r: &ResourceInfo) -> Value {
+    let mut v = json!({
+        "resource": r.plural,
+        "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
+        "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": r.singular,
+        "verbs": r.verbs(),
+    });
+    if !r.short_names.is_empty() {
+        v["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        v["categories"] = json!(r.categories);
+    }
+    if r.has_status {
+        v["subresources"] = json!([{
+            "subresource": "status",
+            "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
+            "verbs": ["get", "patch", "update"],
+        }]);
+    }
+    v
+}
+
+fn aggregated(state: &State, core: bool, version: &str) -> Response<crate::http::Body> {
+    let items: Vec<Value> = state
+        .registry
+        .groups()
+        .into_iter()
+        .filter(|(g, _)| g.is_empty() == core)
+        .map(|(group, versions)| {
+            let versions: Vec<Value> = versions
+                .iter()
+                .map(|v| {
+                    json!({
+                        "version": v,
+                        "resources": state.registry.in_group_version(group, v).map(|r| aggregated_resource(r)).collect::<Vec<_>>(),
+                        "freshness": "Current",
+                    })
+                })
+                .collect();
+            json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": versions})
+        })
+        .collect();
+    let body = json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+        "metadata": {},
+        "items": items,
+    });
+    json_typed(
+        200,
+        serde_json::to_vec(&body).unwrap_or_default(),
+        &format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"),
+    )
+}
+
+pub(crate) fn core_group(state: &State, format: Format) -> Response<crate::http::Body> {
+    if let Format::AggregatedDiscovery(v) = format {
+        return aggregated(state, true, v);
+    }
+    json_value(
+        200,
+        &json!({
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}],
+        }),
+    )
+}
+
+fn group_document(group: &str, versions: &[&str]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .collect();
+    json!({
+        "name": group,
+        "versions": vs,
+        "preferredVersion": vs.first().cloned().unwrap_or(Value::Null),
+    })
+}
+
+pub(crate) fn groups(state: &State, format: Format) -> Response<crate::http::Body> {
+    if let Format::AggregatedDiscovery(v) = format {
+        return aggregated(state, false, v);
+    }
+    let groups: Vec<Value> = state
+        .registry
+        .groups()
+        .into_iter()
+        .filter(|(g, _)| !g.is_empty())
+        .map(|(g, versions)| group_document(g, &versions))
+        .collect();
+    json_value(
+        200,
+        &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}),
+    )
+}
+
+pub(crate) fn group(state: &State, group: &str) -> HandlerResult {
+    let versions = state
+        .registry
+        .groups()
+        .into_iter()
+        .find(|(g, _)| *g == group && !g.is_empty())
+        .map(|(_, v)| v)
+        .ok_or_else(|| ApiError::not_found("the server could not find the requested resource"))?;
+    let mut doc = group_document(group, &versions);
+    doc["kind"] = json!("APIGroup");
+    doc["apiVersion"] = json!("v1");
+    Ok(json_value(200, &doc))
+}
+
+pub(crate) fn group_version(state: &State, group: &str, version: &str) -> HandlerResult {
+    let mut resources = Vec::new();
+    for r in state.registry.in_group_version(group, version) {
+        resources.push(resource_entry(r));
+        if r.has_status {
+            resources.push(status_entry(r));
+        }
+    }
+    if resources.is_empty() {
+        return Err(ApiError::not_found(
+            "the server could not find the requested resource",
+        ));
+    }
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Ok(json_value(
+        200,
+        &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}),
+    ))
+}

@@ -1,0 +1,202 @@
+//! Request dispatch: authenticate, route, negotiate, and call the handler for the verb.
+
+use crate::auth::Identity;
+use crate::http::{error_response, json_value, negotiate, read_body, Body, Format, HandlerResult};
+use crate::request::{route, Query, ResourcePath, Route};
+use crate::resources::ResourceInfo;
+use crate::server::State;
+use crate::status::ApiError;
+use crate::{crud, discovery, list, watch};
+use http::{Method, Request, Response};
+use serde_json::json;
+use std::sync::Arc;
+
+/// Everything a resource handler needs about one request.
+pub(crate) struct Ctx {
+    pub state: Arc<State>,
+    pub info: Arc<ResourceInfo>,
+    pub path: ResourcePath,
+    pub query: Query,
+    pub format: Format,
+    pub headers: http::HeaderMap,
+}
+
+impl Ctx {
+    /// The namespace of the request (empty for cluster-scoped resources).
+    pub fn namespace(&self) -> &str {
+        self.path.namespace.as_deref().unwrap_or("")
+    }
+}
+
+pub(crate) async fn handle<B>(
+    state: Arc<State>,
+    req: Request<B>,
+    cert_identity: Option<Identity>,
+) -> Response<Body>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let identity = cert_identity.or_else(|| {
+        req.headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| state.tokens.authenticate(v))
+    });
+    let Some(identity) = identity else {
+        return error_response(&ApiError::unauthorized());
+    };
+    let method = req.method().clone();
+    let uri = req.uri().clone();
+    let user = identity.user.clone();
+    let result = dispatch(state, req).await;
+    let resp = result.unwrap_or_else(|e| error_response(&e));
+    tracing::debug!(%method, path = uri.path(), %user, status = resp.status().as_u16(), "request");
+    resp
+}
+
+async fn dispatch<B>(state: Arc<State>, req: Request<B>) -> HandlerResult
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let (parts, body) = req.into_parts();
+    let negotiated = negotiate(&parts.headers);
+    let format = || {
+        negotiated.ok_or_else(|| {
+            ApiError::not_acceptable(
+                parts
+                    .headers
+                    .get(http::header::ACCEPT)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or(""),
+            )
+        })
+    };
+    let query = Query::parse(parts.uri.query());
+    let get_only = |m: &Method| {
+        if m == Method::GET || m == Method::HEAD {
+            Ok(())
+        } else {
+            Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({m})"
+            )))
+        }
+    };
+    match route(parts.uri.path()) {
+        Route::Health => {
+            get_only(&parts.method)?;
+            Ok(crate::http::json_typed(
+                200,
+                "ok",
+                "text/plain; charset=utf-8",
+            ))
+        }
+        Route::Version => {
+            get_only(&parts.method)?;
+            Ok(json_value(200, &discovery::version(&state)))
+        }
+        Route::CoreGroup => {
+            get_only(&parts.method)?;
+            Ok(discovery::core_group(&state, format()?))
+        }
+        Route::Groups => {
+            get_only(&parts.method)?;
+            Ok(discovery::groups(&state, format()?))
+        }
+        Route::Group(group) => {
+            get_only(&parts.method)?;
+            discovery::group(&state, &group)
+        }
+        Route::GroupVersion { group, version } => {
+            get_only(&parts.method)?;
+            discovery::group_version(&state, &group, &version)
+        }
+        Route::OpenApi(rest) => {
+            get_only(&parts.method)?;
+            crate::openapi::serve(&state, &rest)
+        }
+        Route::Unknown => Err(not_found_path()),
+        Route::Resource(path) => {
+            let info = state
+                .registry
+                .find(&path.group, &path.version, &path.resource)
+                .cloned()
+                .ok_or_else(not_found_path)?;
+            if !info.namespaced && path.namespace.is_some() {
+                return Err(not_found_path());
+            }
+            let max_body = state.config.max_body_bytes;
+            let format = format()?;
+            let ctx = Ctx {
+                state,
+                info,
+                path,
+                query,
+                format,
+                headers: parts.headers,
+            };
+            let method = parts.method;
+            let needs_body = method == Method::POST
+                || method == Method::PUT
+                || method == Method::PATCH
+                || method == Method::DELETE;
+            let body = if needs_body {
+                read_body(body, &ctx.headers, max_body).await?
+            } else {
+                bytes::Bytes::new()
+            };
+            resource(ctx, method, body).await
+        }
+    }
+}
+
+fn not_found_path() -> ApiError {
+    ApiError::not_found("the server could not find the requested resource")
+        .with_details(json!({"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]}))
+}
+
+async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult {
+    let sub = ctx.path.subresource.clone();
+    let has_name = ctx.path.name.is_some();
+    let cluster_wide_namespaced = ctx.info.namespaced && ctx.path.namespace.is_none();
+    match sub.as_deref() {
+        None => {}
+        Some("status") if ctx.info.has_status => {}
+        Some(other) => {
+            return Err(ApiError::not_found(format!(
+                "the server could not find the requested resource ({} {}/{other})",
+                ctx.info.plural,
+                ctx.path.name.as_deref().unwrap_or("")
+            )))
+        }
+    }
+    if cluster_wide_namespaced && (has_name || method != Method::GET) {
+        return Err(if has_name {
+            not_found_path()
+        } else {
+            ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            )
+        });
+    }
+    let watching =
+        ctx.path.watch_prefix || ctx.query.flag("watch").map_err(ApiError::bad_request)?;
+    match (method, has_name, sub.is_some()) {
+        (Method::GET, false, false) if watching => watch::watch(ctx).await,
+        (Method::GET, false, false) => list::list(&ctx),
+        (Method::GET, true, _) if watching => {
+            // Watching one object: a watch with a name field selector, as kube-apiserver does.
+            watch::watch(ctx).await
+        }
+        (Method::GET, true, _) => crud::get(&ctx),
+        (Method::POST, false, false) => crud::create(&ctx, &body),
+        (Method::PUT, true, _) => crud::update(&ctx, &body),
+        (Method::PATCH, true, _) => crud::patch(&ctx, &body),
+        (Method::DELETE, true, false) => crud::delete(&ctx, &body).await,
+        (Method::DELETE, false, false) => crud::delete_collection(&ctx, &body),
+        _ => Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        )),
+    }
+}

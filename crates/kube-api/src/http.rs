@@ -1,0 +1,145 @@
+//! HTTP plumbing shared by the handlers: the response body type, JSON and Status responses,
+//! bounded body reading, and content negotiation.
+
+use crate::status::ApiError;
+use bytes::Bytes;
+use http::{HeaderMap, Response, StatusCode};
+use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full, Limited};
+use std::convert::Infallible;
+
+/// The body of every response: a full buffer or a stream (watch).
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// A handler's result: a response, or an error rendered as a `Status`.
+pub type HandlerResult = Result<Response<Body>, ApiError>;
+
+/// A complete body.
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).boxed_unsync()
+}
+
+/// A JSON response with `code`.
+pub fn json_bytes(code: u16, bytes: impl Into<Bytes>) -> Response<Body> {
+    json_typed(code, bytes, "application/json")
+}
+
+/// A response with an explicit JSON content type (Tables, aggregated discovery).
+pub fn json_typed(code: u16, bytes: impl Into<Bytes>, content_type: &str) -> Response<Body> {
+    let mut resp = Response::new(full(bytes));
+    *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if let Ok(v) = content_type.parse() {
+        resp.headers_mut().insert(http::header::CONTENT_TYPE, v);
+    }
+    resp
+}
+
+/// A JSON value as a response.
+pub fn json_value(code: u16, value: &serde_json::Value) -> Response<Body> {
+    // Serializing a `Value` cannot fail.
+    json_bytes(code, serde_json::to_vec(value).unwrap_or_default())
+}
+
+/// An error as a `Status` response.
+pub fn error_response(err: &ApiError) -> Response<Body> {
+    json_value(err.code, &err.to_status())
+}
+
+/// Reads a request body of at most `limit` bytes; a larger one is a 413.
+pub async fn read_body<B>(body: B, headers: &HeaderMap, limit: usize) -> Result<Bytes, ApiError>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    if let Some(len) = headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        if len > limit as u64 {
+            return Err(ApiError::too_large(limit));
+        }
+    }
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::too_large(limit)),
+        Err(e) => Err(ApiError::bad_request(format!("reading request body: {e}"))),
+    }
+}
+
+/// How the client wants the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Plain JSON objects.
+    Json,
+    /// `meta.k8s.io` Tables (`kubectl get`), in the named API version.
+    Table(&'static str),
+    /// Aggregated discovery (`apidiscovery.k8s.io/v2` or `v2beta1`).
+    AggregatedDiscovery(&'static str),
+}
+
+/// Picks the first media type in `Accept` the server can produce. `None` when only
+/// unsupported types (protobuf, CBOR) are acceptable.
+pub fn negotiate(headers: &HeaderMap) -> Option<Format> {
+    let accept = headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if accept.trim().is_empty() {
+        return Some(Format::Json);
+    }
+    for item in accept.split(',') {
+        let mut parts = item.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("");
+        let params: Vec<(&str, &str)> = parts.filter_map(|p| p.split_once('=')).collect();
+        let param = |k: &str| params.iter().find(|(pk, _)| *pk == k).map(|(_, v)| *v);
+        if media != "application/json" && media != "*/*" && media != "application/*" {
+            continue;
+        }
+        match (param("as"), param("g"), param("v")) {
+            (None, _, _) => return Some(Format::Json),
+            (Some("Table"), Some("meta.k8s.io"), Some("v1")) => {
+                return Some(Format::Table("meta.k8s.io/v1"))
+            }
+            (Some("Table"), Some("meta.k8s.io"), Some("v1beta1")) => {
+                return Some(Format::Table("meta.k8s.io/v1beta1"))
+            }
+            (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some("v2")) => {
+                return Some(Format::AggregatedDiscovery("v2"))
+            }
+            (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some("v2beta1")) => {
+                return Some(Format::AggregatedDiscovery("v2beta1"))
+            }
+            _ => continue,
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accept(s: &str) -> Option<Format> {
+        let mut h = HeaderMap::new();
+        h.insert(http::header::ACCEPT, s.parse().unwrap());
+        negotiate(&h)
+    }
+
+    #[test]
+    fn kubectl_accept_headers() {
+        assert_eq!(
+            accept("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"),
+            Some(Format::Table("meta.k8s.io/v1"))
+        );
+        assert_eq!(
+            accept("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"),
+            Some(Format::AggregatedDiscovery("v2"))
+        );
+        assert_eq!(
+            accept("application/vnd.kubernetes.protobuf, */*"),
+            Some(Format::Json)
+        );
+        assert_eq!(accept("application/vnd.kubernetes.protobuf"), None);
+        assert_eq!(accept("application/json;as=Foo;g=x;v=y"), None);
+    }
+}

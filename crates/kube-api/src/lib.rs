@@ -1,0 +1,45 @@
+//! The Kubernetes HTTP API over an infrasim store group.
+//!
+//! [`ApiServer`] serves one [`infrasim_store::Group`] the way kube-apiserver serves etcd:
+//! discovery, CRUD, list and watch with selectors and pagination, merge and JSON patches,
+//! Tables for `kubectl get`, namespace lifecycle, `Status` errors with kube-apiserver's codes,
+//! TLS with client-certificate and bearer-token authentication.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use infrasim_kube_api::{ApiConfig, ApiServer, pki::CertificateAuthority};
+//! use infrasim_store::{Store, StoreConfig};
+//!
+//! let store = Store::in_memory(StoreConfig::default());
+//! let group = store.create_group("management")?;
+//! let ca = CertificateAuthority::generate("infrasim-ca")?;
+//! let server = ApiServer::new(group, ca.clone(), store.clock().clone(), ApiConfig::default());
+//! let cert = ca.serving_cert("kube-apiserver", &["localhost".into()], &["127.0.0.1".parse()?])?;
+//! let tls = server.tls_config(&cert)?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:6443").await?;
+//! server.serve(listener, tls, std::future::pending()).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod auth;
+mod crud;
+mod defaults;
+mod discovery;
+mod handler;
+pub mod http;
+pub mod kubeconfig;
+mod list;
+mod namespaces;
+mod openapi;
+pub mod pki;
+pub mod request;
+pub mod resources;
+pub mod selectors;
+mod server;
+pub mod status;
+pub mod table;
+pub mod validation;
+mod watch;
+
+pub use auth::Identity;
+pub use server::{tls_config, ApiConfig, ApiServer, ServeError};

@@ -1,0 +1,231 @@
+//! list: selectors, `limit`/`continue` pagination over a consistent snapshot, and the
+//! `resourceVersion` / `resourceVersionMatch` semantics of kube-apiserver.
+
+use crate::handler::Ctx;
+use crate::http::{json_bytes, json_typed, Format, HandlerResult};
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::status::ApiError;
+use crate::table::{self, IncludeObject};
+use base64::Engine;
+use infrasim_store::{ObjectKey, ReadAt, StoredObject};
+use serde_json::{json, Value};
+use std::ops::Bound;
+
+/// Which objects a list or watch selects: namespace, labels, fields.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Filter {
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+}
+
+impl Filter {
+    pub fn from_ctx(ctx: &Ctx) -> Result<Self, ApiError> {
+        let labels = LabelSelector::parse(ctx.query.get("labelSelector").unwrap_or(""))
+            .map_err(ApiError::bad_request)?;
+        let fields =
+            FieldSelector::parse(ctx.query.get("fieldSelector").unwrap_or(""), ctx.info.kind)
+                .map_err(ApiError::bad_request)?;
+        Ok(Filter {
+            namespace: ctx.path.namespace.clone().filter(|_| ctx.info.namespaced),
+            name: ctx.path.name.clone(),
+            labels,
+            fields,
+        })
+    }
+
+    pub fn matches(&self, object: &StoredObject) -> bool {
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| *object.meta.namespace == *ns)
+            && self.name.as_deref().is_none_or(|n| *object.meta.name == *n)
+            && self.labels.matches(&object.meta.labels)
+            && self.fields.matches(object)
+    }
+
+    fn has_selectors(&self) -> bool {
+        !self.labels.is_empty() || !self.fields.is_empty()
+    }
+}
+
+/// What a continue token carries: the snapshot's resourceVersion and the last key served.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    v: String,
+    rv: u64,
+    ns: String,
+    name: String,
+}
+
+fn encode_continue(rv: u64, key: &ObjectKey) -> String {
+    let token = ContinueToken {
+        v: "meta.k8s.io/v1".into(),
+        rv,
+        ns: key.namespace.to_string(),
+        name: key.name.to_string(),
+    };
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(&token).unwrap_or_default())
+}
+
+fn decode_continue(token: &str) -> Result<ContinueToken, ApiError> {
+    let bad = || ApiError::bad_request("continue key is not valid: invalid continue token");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token.trim_end_matches('='))
+        .map_err(|_| bad())?;
+    let token: ContinueToken = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    if token.v != "meta.k8s.io/v1" {
+        return Err(bad());
+    }
+    Ok(token)
+}
+
+/// The read point of a list, from `resourceVersion` and `resourceVersionMatch`.
+pub(crate) fn read_at(ctx: &Ctx) -> Result<ReadAt, ApiError> {
+    let rv = ctx.query.get("resourceVersion").filter(|s| !s.is_empty());
+    let matching = ctx
+        .query
+        .get("resourceVersionMatch")
+        .filter(|s| !s.is_empty());
+    let parse = |s: &str| {
+        s.parse::<u64>()
+            .map_err(|_| ApiError::bad_request(format!("invalid resource version {s:?}")))
+    };
+    match (rv, matching) {
+        (None, None) => Ok(ReadAt::Latest),
+        (None, Some(_)) => Err(ApiError::bad_request(
+            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+        )),
+        (Some("0"), Some("Exact")) => Err(ApiError::bad_request(
+            "resourceVersionMatch \"Exact\" is forbidden for resourceVersion \"0\"",
+        )),
+        (Some("0"), _) => Ok(ReadAt::Latest),
+        (Some(rv), None | Some("NotOlderThan")) => Ok(ReadAt::NotOlderThan(parse(rv)?)),
+        (Some(rv), Some("Exact")) => Ok(ReadAt::Exact(parse(rv)?)),
+        (Some(_), Some(other)) => Err(ApiError::bad_request(format!(
+            "resourceVersionMatch: Unsupported value: {other:?}: supported values: \"Exact\", \"NotOlderThan\""
+        ))),
+    }
+}
+
+pub(crate) fn list(ctx: &Ctx) -> HandlerResult {
+    let filter = Filter::from_ctx(ctx)?;
+    let limit = ctx
+        .query
+        .number("limit")
+        .map_err(ApiError::bad_request)?
+        .filter(|l| *l > 0)
+        .map(|l| l as usize);
+    let token = match ctx.query.get("continue").filter(|s| !s.is_empty()) {
+        Some(t) => {
+            if ctx
+                .query
+                .get("resourceVersion")
+                .is_some_and(|rv| !rv.is_empty() && rv != "0")
+            {
+                return Err(ApiError::bad_request(
+                    "specifying resource version is not allowed when using continue",
+                ));
+            }
+            Some(decode_continue(t)?)
+        }
+        None => None,
+    };
+    let at = match &token {
+        Some(t) => ReadAt::Exact(t.rv),
+        None => read_at(ctx)?,
+    };
+    let snapshot = ctx
+        .state
+        .group
+        .snapshot(&ctx.info.store_key, at)
+        .map_err(|e| match (e, &token) {
+            (infrasim_store::StoreError::Expired { .. }, Some(_)) => ApiError::gone(
+                "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+            ),
+            (e, _) => ApiError::from_store(e, ctx.info.group, ctx.info.plural),
+        })?;
+
+    // Where iteration starts: after the continue key, else at the namespace's first key.
+    let start = match (&token, &filter.namespace) {
+        (Some(t), _) => Bound::Excluded(ObjectKey::new(&t.ns, &t.name)),
+        (None, Some(ns)) => Bound::Included(ObjectKey::new(ns, "")),
+        (None, None) => Bound::Unbounded,
+    };
+    let in_namespace = |k: &ObjectKey| {
+        filter
+            .namespace
+            .as_deref()
+            .is_none_or(|ns| *k.namespace == *ns)
+    };
+    let mut items: Vec<&std::sync::Arc<StoredObject>> = Vec::new();
+    let mut next_key = None;
+    let mut remaining = 0usize;
+    let mut iter = snapshot
+        .objects
+        .range((start, Bound::Unbounded))
+        .take_while(|(k, _)| in_namespace(k))
+        .filter(|(_, o)| filter.matches(o));
+    for (key, object) in iter.by_ref() {
+        if limit.is_some_and(|l| items.len() >= l) {
+            // One more match exists: the page is full and a continue token is due.
+            remaining = 1;
+            break;
+        }
+        items.push(object);
+        next_key = Some(key.clone());
+    }
+    let continue_token = if remaining > 0 {
+        next_key.map(|k| encode_continue(snapshot.resource_version, &k))
+    } else {
+        None
+    };
+    let mut meta = json!({"resourceVersion": snapshot.resource_version.to_string()});
+    if let Some(c) = &continue_token {
+        meta["continue"] = json!(c);
+        if !filter.has_selectors() {
+            meta["remainingItemCount"] = json!(remaining + iter.count());
+        }
+    }
+
+    match ctx.format {
+        Format::Table(api_version) => {
+            let include = IncludeObject::parse(ctx.query.get("includeObject"))
+                .map_err(ApiError::bad_request)?;
+            let now = ctx.state.clock.now();
+            let rows: Vec<Value> = items
+                .iter()
+                .filter_map(|o| o.to_value().ok())
+                .map(|v| table::row(ctx.info.kind, &v, include, now))
+                .collect();
+            let mut t = table::table(ctx.info.kind, rows, meta, true);
+            t["apiVersion"] = json!(api_version);
+            Ok(json_typed(
+                200,
+                serde_json::to_vec(&t).unwrap_or_default(),
+                "application/json",
+            ))
+        }
+        _ => {
+            // Stitch the stored bytes together: no object is decoded or re-encoded.
+            let size: usize = items.iter().map(|o| o.bytes.len() + 1).sum();
+            let mut out = Vec::with_capacity(size + 256);
+            out.extend_from_slice(b"{\"kind\":\"");
+            out.extend_from_slice(ctx.info.list_kind.as_bytes());
+            out.extend_from_slice(b"\",\"apiVersion\":\"");
+            out.extend_from_slice(ctx.info.api_version.as_bytes());
+            out.extend_from_slice(b"\",\"metadata\":");
+            out.extend_from_slice(&serde_json::to_vec(&meta).unwrap_or_default());
+            out.extend_from_slice(b",\"items\":[");
+            for (i, o) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(&o.bytes);
+            }
+            out.extend_from_slice(b"]}");
+            Ok(json_bytes(200, out))
+        }
+    }
+}

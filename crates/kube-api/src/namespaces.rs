@@ -1,0 +1,215 @@
+//! Namespace lifecycle, as kube-apiserver and kube-controller-manager run it: the initial
+//! namespaces, a `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap in every
+//! namespace, refusing content in a terminating namespace, and deleting a namespace's content
+//! before the namespace itself.
+
+use crate::crud::derive;
+use crate::server::State;
+use crate::status::ApiError;
+use infrasim_store::{DeleteOptions, ObjectKey, ReadAt, StoreError, StoredObject};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Namespaces every cluster starts with.
+pub const INITIAL: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+/// Namespaces kube-apiserver refuses to delete.
+const UNDELETABLE: [&str; 3] = ["default", "kube-system", "kube-public"];
+
+/// Creates the initial namespaces and the `kubernetes` Service if the group is new; resumes
+/// the deletion of namespaces that were terminating.
+pub(crate) fn bootstrap(state: &Arc<State>) {
+    for name in INITIAL {
+        let ns = json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        });
+        match state
+            .group
+            .create("namespaces", ns.clone(), derive("Namespace", &ns))
+        {
+            Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
+            Err(e) => tracing::error!(namespace = name, error = %e, "creating initial namespace"),
+        }
+        populate(state, name);
+    }
+    let service = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kubernetes", "namespace": "default",
+                      "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1"],
+                  "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+                  "sessionAffinity": "None", "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+                  "internalTrafficPolicy": "Cluster"},
+        "status": {"loadBalancer": {}},
+    });
+    let _ = state
+        .group
+        .create("services", service.clone(), derive("Service", &service));
+    if let Ok(snapshot) = state.group.snapshot("namespaces", ReadAt::Latest) {
+        for ns in snapshot.objects.values() {
+            if ns.meta.deletion_timestamp.is_some() {
+                spawn_finalizer(state.clone(), ns.meta.name.to_string());
+            }
+        }
+    }
+}
+
+/// Creates the `default` ServiceAccount and `kube-root-ca.crt` ConfigMap of a namespace, as
+/// the service-account and root-CA publisher controllers do.
+pub(crate) fn populate(state: &State, namespace: &str) {
+    let sa = json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "default", "namespace": namespace},
+    });
+    let ca = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "kube-root-ca.crt", "namespace": namespace,
+                      "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
+        "data": {"ca.crt": state.ca.cert_pem},
+    });
+    for (resource, object) in [("serviceaccounts", sa), ("configmaps", ca)] {
+        match state.group.create(resource, object, Default::default()) {
+            Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
+            Err(e) => tracing::warn!(namespace, resource, error = %e, "populating namespace"),
+        }
+    }
+}
+
+/// Refuses writes into a namespace that does not exist or is being deleted.
+pub(crate) fn ensure_writable(
+    state: &State,
+    namespace: &str,
+    plural: &str,
+    name: &str,
+) -> Result<(), ApiError> {
+    let ns = state
+        .group
+        .get("namespaces", &ObjectKey::new("", namespace))
+        .ok_or_else(|| ApiError::object_not_found("", "namespaces", namespace))?;
+    if ns.meta.deletion_timestamp.is_some() {
+        return Err(ApiError::forbidden(format!(
+            "{plural} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated"
+        ))
+        .with_details(json!({"name": name, "kind": plural, "causes": [{
+            "reason": "NamespaceTerminating",
+            "message": format!("namespace {namespace} is being terminated"),
+            "field": "metadata.namespace"
+        }]})));
+    }
+    Ok(())
+}
+
+/// Refuses the deletion of the namespaces the system needs.
+pub(crate) fn check_deletable(name: &str) -> Result<(), ApiError> {
+    if UNDELETABLE.contains(&name) {
+        return Err(ApiError::forbidden(format!(
+            "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
+        )));
+    }
+    Ok(())
+}
+
+/// Marks a namespace Terminating (status.phase) and starts deleting its content.
+pub(crate) fn begin_termination(state: &Arc<State>, name: &str) -> Option<Arc<StoredObject>> {
+    let marked = edit_namespace(state, name, |ns| {
+        ns["status"]["phase"] = json!("Terminating");
+    });
+    spawn_finalizer(state.clone(), name.to_string());
+    marked
+}
+
+/// Rewrites a namespace through the store, retrying on conflicts with concurrent writers.
+fn edit_namespace(
+    state: &State,
+    name: &str,
+    edit: impl Fn(&mut Value),
+) -> Option<Arc<StoredObject>> {
+    for _ in 0..16 {
+        let current = state.group.get("namespaces", &ObjectKey::new("", name))?;
+        let mut value = current.to_value().ok()?;
+        edit(&mut value);
+        let derived = derive("Namespace", &value);
+        match state.group.update(
+            "namespaces",
+            value,
+            derived,
+            Some(current.meta.resource_version),
+        ) {
+            Ok(updated) => return Some(updated),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+fn spawn_finalizer(state: Arc<State>, name: String) {
+    {
+        let mut running = state.terminating.lock().unwrap_or_else(|p| p.into_inner());
+        if !running.insert(name.clone()) {
+            return;
+        }
+    }
+    tokio::spawn(async move {
+        finalize(&state, &name).await;
+        state
+            .terminating
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&name);
+    });
+}
+
+/// Deletes everything in the namespace, waits for finalizers, then releases the namespace.
+async fn finalize(state: &State, name: &str) {
+    loop {
+        // Subscribe before scanning, so a change made during the scan still wakes us.
+        let Ok(mut changes) = state.group.watch(None) else {
+            return;
+        };
+        let mut remaining = 0usize;
+        for info in state.registry.all().iter().filter(|r| r.namespaced) {
+            let Ok(snapshot) = state.group.snapshot(&info.store_key, ReadAt::Latest) else {
+                continue;
+            };
+            let start = ObjectKey::new(name, "");
+            for (key, object) in snapshot.objects.range(start..) {
+                if &*key.namespace != name {
+                    break;
+                }
+                remaining += 1;
+                if object.meta.deletion_timestamp.is_none() {
+                    let _ = state
+                        .group
+                        .delete(&info.store_key, key, &DeleteOptions::default());
+                }
+            }
+        }
+        if remaining == 0 {
+            edit_namespace(state, name, |ns| {
+                if let Some(f) = ns
+                    .pointer_mut("/spec/finalizers")
+                    .and_then(Value::as_array_mut)
+                {
+                    f.retain(|v| v.as_str() != Some("kubernetes"));
+                }
+            });
+            return;
+        }
+        if state
+            .group
+            .get("namespaces", &ObjectKey::new("", name))
+            .is_none()
+        {
+            return;
+        }
+        // Wait for something to change (a finalizer removed), with a periodic re-check.
+        tokio::select! {
+            _ = changes.next() => {}
+            _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+        }
+    }
+}

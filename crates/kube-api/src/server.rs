@@ -1,0 +1,234 @@
+//! The API server: shared state, the request entry point, and the TLS listener.
+
+use crate::auth::{Identity, TokenAuthenticator};
+use crate::http::{error_response, Body};
+use crate::pki::{CertificateAuthority, KeyedCert};
+use crate::resources::Registry;
+use crate::status::ApiError;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use infrasim_clock::SharedClock;
+use infrasim_store::Group;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use std::collections::HashSet;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+/// Tunables of an API server.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// The largest request body accepted (kube-apiserver: 3 MiB).
+    pub max_body_bytes: usize,
+    /// How often a watch that asked for bookmarks gets one.
+    pub bookmark_interval: Duration,
+    /// The Kubernetes version reported by `/version` (`v1.33.0`).
+    pub kubernetes_version: String,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            max_body_bytes: 3 * 1024 * 1024,
+            bookmark_interval: Duration::from_secs(30),
+            kubernetes_version: "v1.33.0".into(),
+        }
+    }
+}
+
+/// A failure to start serving.
+#[derive(Debug, Error)]
+pub enum ServeError {
+    #[error("TLS configuration: {0}")]
+    Tls(String),
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Everything a request handler reads.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub group: Arc<Group>,
+    pub registry: Arc<Registry>,
+    pub tokens: TokenAuthenticator,
+    pub ca: CertificateAuthority,
+    pub clock: SharedClock,
+    pub config: ApiConfig,
+    /// Namespaces whose content is being deleted by a running task.
+    pub terminating: Mutex<HashSet<String>>,
+}
+
+/// A Kubernetes API server over one store group. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ApiServer {
+    pub(crate) state: Arc<State>,
+}
+
+impl ApiServer {
+    /// A server over `group`, creating the initial namespaces (and their default objects)
+    /// if the group has none. Must run inside a tokio runtime: namespace deletion runs as
+    /// tasks.
+    pub fn new(
+        group: Arc<Group>,
+        ca: CertificateAuthority,
+        clock: SharedClock,
+        config: ApiConfig,
+    ) -> Self {
+        let server = ApiServer {
+            state: Arc::new(State {
+                group,
+                registry: Arc::new(Registry::builtin()),
+                tokens: TokenAuthenticator::default(),
+                ca,
+                clock,
+                config,
+                terminating: Mutex::new(HashSet::new()),
+            }),
+        };
+        crate::namespaces::bootstrap(&server.state);
+        server
+    }
+
+    /// The CA that signs this server's certificates and its clients'.
+    pub fn ca(&self) -> &CertificateAuthority {
+        &self.state.ca
+    }
+
+    /// The store group this server serves.
+    pub fn group(&self) -> &Arc<Group> {
+        &self.state.group
+    }
+
+    /// Accepts `token` as a bearer token for `identity`.
+    pub fn add_token(&self, token: &str, identity: Identity) {
+        self.state.tokens.add(token, identity);
+    }
+
+    /// Handles one request from a client already identified by its certificate (or not).
+    /// Never panics into the connection: a panic in a handler becomes a 500 Status.
+    pub async fn handle<B>(
+        &self,
+        req: http::Request<B>,
+        cert_identity: Option<Identity>,
+    ) -> http::Response<Body>
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        let state = self.state.clone();
+        let fut = crate::handler::handle(state, req, cert_identity);
+        match futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(fut)).await {
+            Ok(resp) => resp,
+            Err(_) => {
+                tracing::error!("request handler panicked");
+                error_response(&ApiError::internal(
+                    "an internal error occurred while handling the request",
+                ))
+            }
+        }
+    }
+
+    /// A rustls configuration serving `cert` and verifying client certificates against the
+    /// server's CA (clients without one may still use a bearer token).
+    pub fn tls_config(&self, cert: &KeyedCert) -> Result<Arc<rustls::ServerConfig>, ServeError> {
+        tls_config(&self.state.ca, cert)
+    }
+
+    /// Serves HTTPS on `listener` until `shutdown` completes.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        tls: Arc<rustls::ServerConfig>,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ServeError> {
+        let acceptor = TlsAcceptor::from(tls);
+        tokio::pin!(shutdown);
+        loop {
+            let (tcp, peer) = tokio::select! {
+                _ = &mut shutdown => return Ok(()),
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off, do not spin.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let server = self.clone();
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                if let Err(e) = server.serve_connection(acceptor, tcp, peer).await {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
+            });
+        }
+    }
+
+    async fn serve_connection(
+        self,
+        acceptor: TlsAcceptor,
+        tcp: tokio::net::TcpStream,
+        peer: SocketAddr,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let _ = tcp.set_nodelay(true);
+        let tls = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await??;
+        let identity = tls
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|certs| certs.first())
+            .and_then(Identity::from_certificate);
+        tracing::trace!(%peer, ?identity, "connection");
+        let service = service_fn(move |req: http::Request<Incoming>| {
+            let server = self.clone();
+            let identity = identity.clone();
+            async move { Ok::<_, std::convert::Infallible>(server.handle(req, identity).await) }
+        });
+        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+            .serve_connection_with_upgrades(TokioIo::new(tls), service)
+            .await?;
+        Ok(())
+    }
+}
+
+/// The TLS configuration of a server whose clients present certificates signed by `ca`.
+pub fn tls_config(
+    ca: &CertificateAuthority,
+    cert: &KeyedCert,
+) -> Result<Arc<rustls::ServerConfig>, ServeError> {
+    let tls_err = |e: &dyn std::fmt::Display| ServeError::Tls(e.to_string());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for ca_cert in parse_certs(&ca.cert_pem)? {
+        roots.add(ca_cert).map_err(|e| tls_err(&e))?;
+    }
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| tls_err(&e))?;
+    let chain = parse_certs(&cert.cert_pem)?;
+    let key = PrivateKeyDer::from_pem_slice(cert.key_pem.as_bytes()).map_err(|e| tls_err(&e))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_err(&e))?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .map_err(|e| tls_err(&e))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+fn parse_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, ServeError> {
+    CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ServeError::Tls(e.to_string()))
+}

@@ -1,0 +1,190 @@
+//! API errors, rendered as Kubernetes `Status` objects with kube-apiserver's reasons and codes.
+
+use infrasim_store::StoreError;
+use serde_json::{json, Value};
+
+/// An error answer: HTTP code, `Status.reason`, message and optional details.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// Adds `details` (name, group, kind, causes).
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(404, "NotFound", message)
+    }
+
+    /// A missing object, with the details kube-apiserver gives.
+    pub fn object_not_found(group: &str, plural: &str, name: &str) -> Self {
+        Self::not_found(format!("{} \"{name}\" not found", qualified(group, plural)))
+            .with_details(json!({"name": name, "group": group, "kind": plural}))
+    }
+
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        Self::new(405, "MethodNotAllowed", message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(409, "Conflict", message)
+    }
+
+    pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", qualified(group, plural)),
+        )
+        .with_details(json!({"name": name, "group": group, "kind": plural}))
+    }
+
+    pub fn gone(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {content_type:?})"),
+        )
+    }
+
+    pub fn not_acceptable(accept: &str) -> Self {
+        Self::new(
+            406,
+            "NotAcceptable",
+            format!("the server was unable to respond with a content type that the client supports (requested {accept:?})"),
+        )
+    }
+
+    /// 422 with one cause per invalid field.
+    pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<(String, String)>) -> Self {
+        let summary: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+        let causes: Vec<Value> = causes
+            .iter()
+            .map(|(field, message)| json!({"reason": "FieldValueInvalid", "message": message, "field": field}))
+            .collect();
+        let qualified_kind = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        Self::new(
+            422,
+            "Invalid",
+            format!(
+                "{qualified_kind} \"{name}\" is invalid: {}",
+                summary.join(", ")
+            ),
+        )
+        .with_details(json!({"name": name, "group": group, "kind": kind, "causes": causes}))
+    }
+
+    /// 422 without field causes (a patch that cannot apply).
+    pub fn new_unprocessable(message: impl Into<String>) -> Self {
+        Self::new(422, "Invalid", message)
+    }
+
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::new(504, "Timeout", message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    /// The `Status` object.
+    pub fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            status["details"] = d.clone();
+        }
+        status
+    }
+
+    /// Maps a store error for a request on `group`/`plural`.
+    pub fn from_store(err: StoreError, group: &str, plural: &str) -> Self {
+        match err {
+            StoreError::NotFound { name, .. } => Self::object_not_found(group, plural, &name),
+            StoreError::AlreadyExists { name, .. } => Self::already_exists(group, plural, &name),
+            StoreError::Conflict { name, message, .. } => {
+                Self::conflict(message).with_details(json!({"name": name, "group": group, "kind": plural}))
+            }
+            StoreError::Expired {
+                requested,
+                oldest_available,
+            } => Self::gone(format!(
+                "too old resource version: {requested} ({oldest_available})"
+            )),
+            StoreError::TooLargeResourceVersion { requested, current } => Self::timeout(format!(
+                "Too large resource version: {requested}, current: {current}"
+            ))
+            .with_details(json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1})),
+            StoreError::Invalid { name, message, .. } => {
+                let kind = plural;
+                Self::new(
+                    422,
+                    "Invalid",
+                    format!("{} \"{name}\" is invalid: {message}", qualified(group, kind)),
+                )
+                .with_details(json!({"name": name, "group": group, "kind": kind}))
+            }
+            other => Self::internal(other.to_string()),
+        }
+    }
+}
+
+/// `plural.group`, or `plural` for the core group.
+pub fn qualified(group: &str, plural: &str) -> String {
+    if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    }
+}

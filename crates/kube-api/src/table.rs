@@ -1,0 +1,732 @@
+//! Server-side printing: `meta.k8s.io/v1` Tables with the columns kube-apiserver's printers
+//! give each built-in kind, which is what `kubectl get` shows.
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+
+/// One column: name, type, and priority (0 = default output, 1 = only with `-o wide`).
+struct Column(&'static str, &'static str, u8);
+
+const NAME: Column = Column("Name", "string", 0);
+const AGE: Column = Column("Age", "string", 0);
+
+fn columns(kind: &str) -> Vec<Column> {
+    use Column as C;
+    match kind {
+        "Pod" => vec![
+            NAME,
+            C("Ready", "string", 0),
+            C("Status", "string", 0),
+            C("Restarts", "string", 0),
+            AGE,
+            C("IP", "string", 1),
+            C("Node", "string", 1),
+            C("Nominated Node", "string", 1),
+            C("Readiness Gates", "string", 1),
+        ],
+        "Namespace" => vec![NAME, C("Status", "string", 0), AGE],
+        "Node" => vec![
+            NAME,
+            C("Status", "string", 0),
+            C("Roles", "string", 0),
+            AGE,
+            C("Version", "string", 0),
+            C("Internal-IP", "string", 1),
+            C("External-IP", "string", 1),
+            C("OS-Image", "string", 1),
+            C("Kernel-Version", "string", 1),
+            C("Container-Runtime", "string", 1),
+        ],
+        "Service" => vec![
+            NAME,
+            C("Type", "string", 0),
+            C("Cluster-IP", "string", 0),
+            C("External-IP", "string", 0),
+            C("Port(s)", "string", 0),
+            AGE,
+            C("Selector", "string", 1),
+        ],
+        "Endpoints" => vec![NAME, C("Endpoints", "string", 0), AGE],
+        "ConfigMap" => vec![NAME, C("Data", "integer", 0), AGE],
+        "Secret" => vec![NAME, C("Type", "string", 0), C("Data", "integer", 0), AGE],
+        "ServiceAccount" => vec![NAME, C("Secrets", "integer", 0), AGE],
+        "Deployment" => vec![
+            NAME,
+            C("Ready", "string", 0),
+            C("Up-to-date", "integer", 0),
+            C("Available", "integer", 0),
+            AGE,
+            C("Containers", "string", 1),
+            C("Images", "string", 1),
+            C("Selector", "string", 1),
+        ],
+        "ReplicaSet" => vec![
+            NAME,
+            C("Desired", "integer", 0),
+            C("Current", "integer", 0),
+            C("Ready", "integer", 0),
+            AGE,
+            C("Containers", "string", 1),
+            C("Images", "string", 1),
+            C("Selector", "string", 1),
+        ],
+        "DaemonSet" => vec![
+            NAME,
+            C("Desired", "integer", 0),
+            C("Current", "integer", 0),
+            C("Ready", "integer", 0),
+            C("Up-to-date", "integer", 0),
+            C("Available", "integer", 0),
+            C("Node Selector", "string", 0),
+            AGE,
+            C("Containers", "string", 1),
+            C("Images", "string", 1),
+            C("Selector", "string", 1),
+        ],
+        "StatefulSet" => vec![
+            NAME,
+            C("Ready", "string", 0),
+            AGE,
+            C("Containers", "string", 1),
+            C("Images", "string", 1),
+        ],
+        "Lease" => vec![NAME, C("Holder", "string", 0), AGE],
+        "Event" => vec![
+            C("Last Seen", "string", 0),
+            C("Type", "string", 0),
+            C("Reason", "string", 0),
+            C("Object", "string", 0),
+            C("Message", "string", 0),
+        ],
+        "PodDisruptionBudget" => vec![
+            NAME,
+            C("Min Available", "string", 0),
+            C("Max Unavailable", "string", 0),
+            C("Allowed Disruptions", "integer", 0),
+            AGE,
+        ],
+        "StorageClass" => vec![
+            NAME,
+            C("Provisioner", "string", 0),
+            C("ReclaimPolicy", "string", 0),
+            C("VolumeBindingMode", "string", 0),
+            C("AllowVolumeExpansion", "string", 0),
+            AGE,
+        ],
+        "RoleBinding" | "ClusterRoleBinding" => vec![NAME, C("Role", "string", 0), AGE],
+        "EndpointSlice" => vec![
+            NAME,
+            C("AddressType", "string", 0),
+            C("Ports", "string", 0),
+            C("Endpoints", "string", 0),
+            AGE,
+        ],
+        _ => vec![NAME, C("Created At", "date", 0)],
+    }
+}
+
+/// Kubernetes' short human durations (`45s`, `3m20s`, `5h`, `12d`).
+pub fn human_duration(d: chrono::Duration) -> String {
+    let seconds = d.num_seconds();
+    if seconds < -1 {
+        return "<invalid>".into();
+    }
+    if seconds < 0 {
+        return "0s".into();
+    }
+    if seconds < 60 * 2 {
+        return format!("{seconds}s");
+    }
+    let minutes = seconds / 60;
+    if minutes < 10 {
+        let s = seconds % 60;
+        return if s == 0 {
+            format!("{minutes}m")
+        } else {
+            format!("{minutes}m{s}s")
+        };
+    }
+    if minutes < 60 * 3 {
+        return format!("{minutes}m");
+    }
+    let hours = minutes / 60;
+    if hours < 8 {
+        let m = minutes % 60;
+        return if m == 0 {
+            format!("{hours}h")
+        } else {
+            format!("{hours}h{m}m")
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        let h = hours % 24;
+        let days = hours / 24;
+        return if h == 0 {
+            format!("{days}d")
+        } else {
+            format!("{days}d{h}h")
+        };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        let days = hours / 24;
+        let dy = days % 365;
+        return if dy == 0 {
+            format!("{}y", days / 365)
+        } else {
+            format!("{}y{dy}d", days / 365)
+        };
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
+fn s<'a>(v: &'a Value, path: &str) -> &'a str {
+    path.split('.')
+        .try_fold(v, |v, k| v.get(k))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+fn n(v: &Value, path: &str) -> i64 {
+    path.split('.')
+        .try_fold(v, |v, k| v.get(k))
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+}
+
+fn arr<'a>(v: &'a Value, path: &str) -> &'a [Value] {
+    path.split('.')
+        .try_fold(v, |v, k| v.get(k))
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+fn count(v: &Value, path: &str) -> usize {
+    match path.split('.').try_fold(v, |v, k| v.get(k)) {
+        Some(Value::Object(m)) => m.len(),
+        Some(Value::Array(a)) => a.len(),
+        _ => 0,
+    }
+}
+
+fn or_none(s: String) -> String {
+    if s.is_empty() {
+        "<none>".into()
+    } else {
+        s
+    }
+}
+
+fn age(v: &Value, now: DateTime<Utc>) -> Value {
+    let created = s(v, "metadata.creationTimestamp");
+    match DateTime::parse_from_rfc3339(created) {
+        Ok(t) => json!(human_duration(now - t.with_timezone(&Utc))),
+        Err(_) => json!("<unknown>"),
+    }
+}
+
+fn containers_images(v: &Value, spec: &str) -> (Value, Value) {
+    let cs = arr(v, spec);
+    let names: Vec<&str> = cs.iter().map(|c| s(c, "name")).collect();
+    let images: Vec<&str> = cs.iter().map(|c| s(c, "image")).collect();
+    (json!(names.join(",")), json!(images.join(",")))
+}
+
+fn selector_string(sel: Option<&Value>) -> String {
+    let Some(sel) = sel else { return String::new() };
+    let mut parts: Vec<String> = Vec::new();
+    let labels = sel.get("matchLabels").unwrap_or(sel);
+    if let Some(m) = labels.as_object() {
+        for (k, v) in m {
+            if let Some(v) = v.as_str() {
+                parts.push(format!("{k}={v}"));
+            }
+        }
+    }
+    for e in arr(sel, "matchExpressions") {
+        let values: Vec<&str> = arr(e, "values").iter().filter_map(Value::as_str).collect();
+        let key = s(e, "key");
+        parts.push(match s(e, "operator") {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            op => format!("{key} {op}"),
+        });
+    }
+    parts.join(",")
+}
+
+fn pod_status(v: &Value) -> (String, String, i64) {
+    let statuses = arr(v, "status.containerStatuses");
+    let total = arr(v, "spec.containers").len();
+    let ready = statuses
+        .iter()
+        .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
+        .count();
+    let restarts: i64 = statuses.iter().map(|c| n(c, "restartCount")).sum();
+    let mut reason = s(v, "status.phase").to_string();
+    if !s(v, "status.reason").is_empty() {
+        reason = s(v, "status.reason").to_string();
+    }
+    for c in statuses.iter().rev() {
+        let waiting = s(c, "state.waiting.reason");
+        let terminated = s(c, "state.terminated.reason");
+        if !waiting.is_empty() {
+            reason = waiting.to_string();
+        } else if !terminated.is_empty() {
+            reason = terminated.to_string();
+        }
+    }
+    if v.pointer("/metadata/deletionTimestamp").is_some() {
+        reason = "Terminating".into();
+    }
+    if reason.is_empty() {
+        reason = "Pending".into();
+    }
+    (format!("{ready}/{total}"), reason, restarts)
+}
+
+fn node_status(v: &Value) -> String {
+    let ready = arr(v, "status.conditions")
+        .iter()
+        .find(|c| s(c, "type") == "Ready")
+        .map(|c| {
+            if s(c, "status") == "True" {
+                "Ready"
+            } else {
+                "NotReady"
+            }
+        })
+        .unwrap_or("Unknown");
+    if v.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+        format!("{ready},SchedulingDisabled")
+    } else {
+        ready.to_string()
+    }
+}
+
+fn node_roles(v: &Value) -> String {
+    let mut roles: Vec<String> = v
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.keys()
+                .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
+                .filter(|r| !r.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    roles.sort();
+    or_none(roles.join(","))
+}
+
+fn node_address(v: &Value, kind: &str) -> String {
+    or_none(
+        arr(v, "status.addresses")
+            .iter()
+            .find(|a| s(a, "type") == kind)
+            .map(|a| s(a, "address").to_string())
+            .unwrap_or_default(),
+    )
+}
+
+fn service_ports(v: &Value) -> String {
+    let ports: Vec<String> = arr(v, "spec.ports")
+        .iter()
+        .map(|p| {
+            let proto = match s(p, "protocol") {
+                "" => "TCP",
+                other => other,
+            };
+            match n(p, "nodePort") {
+                0 => format!("{}/{proto}", n(p, "port")),
+                np => format!("{}:{np}/{proto}", n(p, "port")),
+            }
+        })
+        .collect();
+    or_none(ports.join(","))
+}
+
+fn cells(kind: &str, v: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let name = json!(s(v, "metadata.name"));
+    match kind {
+        "Pod" => {
+            let (ready, status, restarts) = pod_status(v);
+            let gates = arr(v, "spec.readinessGates");
+            vec![
+                name,
+                json!(ready),
+                json!(status),
+                json!(restarts.to_string()),
+                age(v, now),
+                json!(or_none(s(v, "status.podIP").to_string())),
+                json!(or_none(s(v, "spec.nodeName").to_string())),
+                json!(or_none(s(v, "status.nominatedNodeName").to_string())),
+                json!(if gates.is_empty() {
+                    "<none>".to_string()
+                } else {
+                    format!("0/{}", gates.len())
+                }),
+            ]
+        }
+        "Namespace" => vec![name, json!(s(v, "status.phase")), age(v, now)],
+        "Node" => vec![
+            name,
+            json!(node_status(v)),
+            json!(node_roles(v)),
+            age(v, now),
+            json!(s(v, "status.nodeInfo.kubeletVersion")),
+            json!(node_address(v, "InternalIP")),
+            json!(node_address(v, "ExternalIP")),
+            json!(or_none(s(v, "status.nodeInfo.osImage").to_string())),
+            json!(or_none(s(v, "status.nodeInfo.kernelVersion").to_string())),
+            json!(or_none(
+                s(v, "status.nodeInfo.containerRuntimeVersion").to_string()
+            )),
+        ],
+        "Service" => {
+            let external: Vec<String> = arr(v, "status.loadBalancer.ingress")
+                .iter()
+                .map(|i| s(i, "ip").to_string())
+                .chain(
+                    arr(v, "spec.externalIPs")
+                        .iter()
+                        .filter_map(|i| i.as_str().map(str::to_string)),
+                )
+                .collect();
+            let ty = match s(v, "spec.type") {
+                "" => "ClusterIP",
+                t => t,
+            };
+            let external = if external.is_empty() && ty == "LoadBalancer" {
+                "<pending>".to_string()
+            } else {
+                or_none(external.join(","))
+            };
+            vec![
+                name,
+                json!(ty),
+                json!(or_none(s(v, "spec.clusterIP").to_string())),
+                json!(external),
+                json!(service_ports(v)),
+                age(v, now),
+                json!(or_none(selector_string(v.pointer("/spec/selector")))),
+            ]
+        }
+        "Endpoints" => {
+            let eps: Vec<String> = arr(v, "subsets")
+                .iter()
+                .flat_map(|ss| {
+                    let ports: Vec<i64> = arr(ss, "ports").iter().map(|p| n(p, "port")).collect();
+                    arr(ss, "addresses")
+                        .iter()
+                        .flat_map(move |a| {
+                            let ip = s(a, "ip").to_string();
+                            if ports.is_empty() {
+                                vec![ip]
+                            } else {
+                                ports.iter().map(|p| format!("{ip}:{p}")).collect()
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            vec![name, json!(or_none(eps.join(","))), age(v, now)]
+        }
+        "ConfigMap" => vec![
+            name,
+            json!(count(v, "data") + count(v, "binaryData")),
+            age(v, now),
+        ],
+        "Secret" => vec![
+            name,
+            json!(match s(v, "type") {
+                "" => "Opaque",
+                t => t,
+            }),
+            json!(count(v, "data")),
+            age(v, now),
+        ],
+        "ServiceAccount" => vec![name, json!(count(v, "secrets")), age(v, now)],
+        "Deployment" => {
+            let (c, i) = containers_images(v, "spec.template.spec.containers");
+            vec![
+                name,
+                json!(format!(
+                    "{}/{}",
+                    n(v, "status.readyReplicas"),
+                    v.pointer("/spec/replicas")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(1)
+                )),
+                json!(n(v, "status.updatedReplicas")),
+                json!(n(v, "status.availableReplicas")),
+                age(v, now),
+                c,
+                i,
+                json!(selector_string(v.pointer("/spec/selector"))),
+            ]
+        }
+        "ReplicaSet" => {
+            let (c, i) = containers_images(v, "spec.template.spec.containers");
+            vec![
+                name,
+                json!(v
+                    .pointer("/spec/replicas")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(1)),
+                json!(n(v, "status.replicas")),
+                json!(n(v, "status.readyReplicas")),
+                age(v, now),
+                c,
+                i,
+                json!(selector_string(v.pointer("/spec/selector"))),
+            ]
+        }
+        "DaemonSet" => {
+            let (c, i) = containers_images(v, "spec.template.spec.containers");
+            vec![
+                name,
+                json!(n(v, "status.desiredNumberScheduled")),
+                json!(n(v, "status.currentNumberScheduled")),
+                json!(n(v, "status.numberReady")),
+                json!(n(v, "status.updatedNumberScheduled")),
+                json!(n(v, "status.numberAvailable")),
+                json!(or_none(selector_string(
+                    v.pointer("/spec/template/spec/nodeSelector")
+                ))),
+                age(v, now),
+                c,
+                i,
+                json!(selector_string(v.pointer("/spec/selector"))),
+            ]
+        }
+        "StatefulSet" => {
+            let (c, i) = containers_images(v, "spec.template.spec.containers");
+            vec![
+                name,
+                json!(format!(
+                    "{}/{}",
+                    n(v, "status.readyReplicas"),
+                    v.pointer("/spec/replicas")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(1)
+                )),
+                age(v, now),
+                c,
+                i,
+            ]
+        }
+        "Lease" => vec![
+            name,
+            json!(or_none(s(v, "spec.holderIdentity").to_string())),
+            age(v, now),
+        ],
+        "Event" => {
+            let last = [
+                s(v, "lastTimestamp"),
+                s(v, "eventTime"),
+                s(v, "metadata.creationTimestamp"),
+            ]
+            .into_iter()
+            .find(|t| !t.is_empty())
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| human_duration(now - t.with_timezone(&Utc)))
+            .unwrap_or_else(|| "<unknown>".into());
+            vec![
+                json!(last),
+                json!(s(v, "type")),
+                json!(s(v, "reason")),
+                json!(format!(
+                    "{}/{}",
+                    s(v, "involvedObject.kind").to_ascii_lowercase(),
+                    s(v, "involvedObject.name")
+                )),
+                json!(s(v, "message").trim()),
+            ]
+        }
+        "PodDisruptionBudget" => {
+            let iv = |p: &str| match v.pointer(p) {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => "N/A".into(),
+            };
+            vec![
+                name,
+                json!(iv("/spec/minAvailable")),
+                json!(iv("/spec/maxUnavailable")),
+                json!(n(v, "status.disruptionsAllowed")),
+                age(v, now),
+            ]
+        }
+        "StorageClass" => {
+            let name = if v
+                .pointer("/metadata/annotations/storageclass.kubernetes.io~1is-default-class")
+                == Some(&json!("true"))
+            {
+                json!(format!("{} (default)", s(v, "metadata.name")))
+            } else {
+                name
+            };
+            vec![
+                name,
+                json!(s(v, "provisioner")),
+                json!(match s(v, "reclaimPolicy") {
+                    "" => "Delete",
+                    p => p,
+                }),
+                json!(match s(v, "volumeBindingMode") {
+                    "" => "Immediate",
+                    m => m,
+                }),
+                json!(v
+                    .get("allowVolumeExpansion")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+                    .to_string()),
+                age(v, now),
+            ]
+        }
+        "RoleBinding" | "ClusterRoleBinding" => vec![
+            name,
+            json!(format!("{}/{}", s(v, "roleRef.kind"), s(v, "roleRef.name"))),
+            age(v, now),
+        ],
+        "EndpointSlice" => {
+            let ports: Vec<String> = arr(v, "ports")
+                .iter()
+                .map(|p| n(p, "port").to_string())
+                .collect();
+            let addrs: Vec<&str> = arr(v, "endpoints")
+                .iter()
+                .flat_map(|e| arr(e, "addresses").iter().filter_map(Value::as_str))
+                .collect();
+            vec![
+                name,
+                json!(s(v, "addressType")),
+                json!(if ports.is_empty() {
+                    "<unset>".to_string()
+                } else {
+                    ports.join(",")
+                }),
+                json!(or_none(addrs.join(","))),
+                age(v, now),
+            ]
+        }
+        _ => vec![name, json!(s(v, "metadata.creationTimestamp"))],
+    }
+}
+
+/// What a Table row carries besides its cells (`includeObject`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IncludeObject {
+    None,
+    #[default]
+    Metadata,
+    Object,
+}
+
+impl IncludeObject {
+    pub fn parse(s: Option<&str>) -> Result<Self, String> {
+        match s {
+            None | Some("") | Some("Metadata") => Ok(IncludeObject::Metadata),
+            Some("None") => Ok(IncludeObject::None),
+            Some("Object") => Ok(IncludeObject::Object),
+            Some(other) => Err(format!("includeObject: Unsupported value: {other:?}: supported values: \"Metadata\", \"None\", \"Object\"")),
+        }
+    }
+}
+
+/// The column definitions of a kind.
+pub fn column_definitions(kind: &str) -> Value {
+    Value::Array(
+        columns(kind)
+            .into_iter()
+            .map(|Column(name, ty, priority)| {
+                let format = if name == "Name" { "name" } else { "" };
+                json!({"name": name, "type": ty, "format": format, "description": "", "priority": priority})
+            })
+            .collect(),
+    )
+}
+
+/// One row for an object.
+pub fn row(kind: &str, object: &Value, include: IncludeObject, now: DateTime<Utc>) -> Value {
+    let mut row = json!({"cells": cells(kind, object, now)});
+    match include {
+        IncludeObject::None => {}
+        IncludeObject::Object => row["object"] = object.clone(),
+        IncludeObject::Metadata => {
+            row["object"] = json!({
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": object.get("metadata").cloned().unwrap_or(Value::Null),
+            })
+        }
+    }
+    row
+}
+
+/// A whole Table.
+pub fn table(kind: &str, rows: Vec<Value>, list_meta: Value, with_columns: bool) -> Value {
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": list_meta,
+        "columnDefinitions": if with_columns { column_definitions(kind) } else { Value::Array(vec![]) },
+        "rows": rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_durations_match_kubectl() {
+        let d = chrono::Duration::seconds;
+        assert_eq!(human_duration(d(5)), "5s");
+        assert_eq!(human_duration(d(119)), "119s");
+        assert_eq!(human_duration(d(200)), "3m20s");
+        assert_eq!(human_duration(d(600)), "10m");
+        assert_eq!(human_duration(d(3 * 3600 + 60)), "3h1m");
+        assert_eq!(human_duration(d(30 * 3600)), "30h");
+        assert_eq!(human_duration(d(3 * 86400 + 7200)), "3d2h");
+    }
+
+    #[test]
+    fn pod_row_shows_ready_status_and_node() {
+        let pod = json!({
+            "metadata": {"name": "web", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}], "nodeName": "n1"},
+            "status": {"phase": "Running", "podIP": "10.0.0.5", "containerStatuses": [
+                {"name": "a", "ready": true, "restartCount": 1},
+                {"name": "b", "ready": false, "restartCount": 2, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
+            ]}
+        });
+        let now: DateTime<Utc> = "2026-01-01T00:01:00Z".parse().unwrap();
+        let r = row("Pod", &pod, IncludeObject::None, now);
+        assert_eq!(
+            r["cells"],
+            json!([
+                "web",
+                "1/2",
+                "CrashLoopBackOff",
+                "3",
+                "60s",
+                "10.0.0.5",
+                "n1",
+                "<none>",
+                "<none>"
+            ])
+        );
+    }
+}

@@ -1,0 +1,152 @@
+//! Validation of what every object must satisfy: its name, per the rule its kind uses, and
+//! its labels. Failures are 422 Invalid with one cause per field, as kube-apiserver reports.
+
+use crate::status::ApiError;
+use serde_json::Value;
+
+/// DNS-1123 subdomain: lower-case alphanumerics, `-` and `.`, alphanumeric at both ends.
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
+}
+
+/// DNS-1123 label: at most 63 lower-case alphanumerics or `-`, alphanumeric at both ends.
+pub fn is_dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// DNS-1035 label: a DNS-1123 label that starts with a letter.
+pub fn is_dns1035_label(s: &str) -> bool {
+    is_dns1123_label(s) && s.starts_with(|c: char| c.is_ascii_lowercase())
+}
+
+/// A name usable as a path segment (RBAC names such as `system:controller:x`).
+pub fn is_path_segment_name(s: &str) -> bool {
+    !s.is_empty() && s != "." && s != ".." && !s.contains('/') && !s.contains('%')
+}
+
+fn name_problem(kind: &str, name: &str) -> Option<String> {
+    let (ok, rule) = match kind {
+        "Namespace" => (
+            is_dns1123_label(name),
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+        ),
+        "Service" => (
+            is_dns1035_label(name),
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+        ),
+        "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding" => (
+            is_path_segment_name(name),
+            "may not be '.' or '..' and may not contain '/' or '%'",
+        ),
+        _ => (
+            is_dns1123_subdomain(name),
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        ),
+    };
+    (!ok).then(|| format!("Invalid value: \"{name}\": {rule}"))
+}
+
+fn label_key_ok(key: &str) -> bool {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    name_ok && prefix.is_none_or(is_dns1123_subdomain)
+}
+
+fn label_value_ok(value: &str) -> bool {
+    value.is_empty()
+        || (value.len() <= 63
+            && value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            && value.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && value.ends_with(|c: char| c.is_ascii_alphanumeric()))
+}
+
+/// Checks the metadata rules every object must satisfy.
+pub fn validate(kind: &str, group: &str, object: &Value) -> Result<(), ApiError> {
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let mut causes = Vec::new();
+    if name.is_empty() {
+        causes.push((
+            "metadata.name".to_string(),
+            "Required value: name or generateName is required".to_string(),
+        ));
+    } else if let Some(problem) = name_problem(kind, name) {
+        causes.push(("metadata.name".to_string(), problem));
+    }
+    if let Some(labels) = object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+    {
+        for (k, v) in labels {
+            if !label_key_ok(k) {
+                causes.push((
+                    "metadata.labels".to_string(),
+                    format!("Invalid value: \"{k}\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"),
+                ));
+            }
+            match v.as_str() {
+                Some(s) if label_value_ok(s) => {}
+                _ => causes.push((
+                    format!("metadata.labels"),
+                    format!("Invalid value: {v}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"),
+                )),
+            }
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(group, kind, name, causes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names_follow_their_kind_rules() {
+        assert!(validate("ConfigMap", "", &json!({"metadata": {"name": "a.b-c"}})).is_ok());
+        let err =
+            validate("ConfigMap", "", &json!({"metadata": {"name": "Bad_Name"}})).unwrap_err();
+        assert_eq!(err.code, 422);
+        assert_eq!(
+            err.details.as_ref().unwrap()["causes"][0]["field"],
+            "metadata.name"
+        );
+        assert!(validate("Namespace", "", &json!({"metadata": {"name": "a.b"}})).is_err());
+        assert!(validate("Service", "", &json!({"metadata": {"name": "1abc"}})).is_err());
+        assert!(validate(
+            "ClusterRole",
+            "rbac.authorization.k8s.io",
+            &json!({"metadata": {"name": "system:x"}})
+        )
+        .is_ok());
+        assert!(validate("Pod", "", &json!({"metadata": {}})).is_err());
+        assert!(validate(
+            "Pod",
+            "",
+            &json!({"metadata": {"name": "p", "labels": {"a": "-x"}}})
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,292 @@
+//! watch: a chunked stream of `{"type": ..., "object": ...}` lines, filtered by namespace,
+//! labels and fields; resumes from a resourceVersion in the window with no gap and no
+//! duplicate; synthetic ADDED events for the initial state; bookmarks; `sendInitialEvents`.
+//!
+//! The stream owns its [`Watch`] directly (no task per watcher): when the client goes away
+//! the body is dropped and with it the subscription.
+
+use crate::handler::Ctx;
+use crate::http::{Format, HandlerResult};
+use crate::list::Filter;
+use crate::resources::ResourceInfo;
+use crate::status::ApiError;
+use crate::table::{self, IncludeObject};
+use bytes::Bytes;
+use futures::StreamExt;
+use http::Response;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use infrasim_clock::SharedClock;
+use infrasim_store::{Event, EventType, StoreError, StoredObject, Watch};
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How a watch renders its objects.
+#[derive(Clone, Copy)]
+enum Render {
+    Json,
+    Table {
+        api_version: &'static str,
+        include: IncludeObject,
+    },
+}
+
+struct WatchStream {
+    pending: VecDeque<Bytes>,
+    watch: Option<Watch>,
+    filter: Filter,
+    info: Arc<ResourceInfo>,
+    render: Render,
+    clock: SharedClock,
+    columns_sent: bool,
+    deadline: Instant,
+    bookmark_every: Option<Duration>,
+    next_bookmark: Instant,
+    last_rv: u64,
+}
+
+impl WatchStream {
+    /// Turns a store event into what this watcher should see, if anything: objects moving
+    /// into the selection are ADDED, moving out are DELETED.
+    fn translate<'e>(&self, event: &'e Event) -> Option<(&'static str, &'e Arc<StoredObject>)> {
+        if *event.resource != *self.info.store_key {
+            return None;
+        }
+        let now = self.filter.matches(&event.object);
+        let before = event
+            .previous
+            .as_ref()
+            .is_some_and(|p| self.filter.matches(p));
+        let ty = match (event.event_type, before, now) {
+            (EventType::Added, _, true) => "ADDED",
+            (EventType::Modified, true, true) => "MODIFIED",
+            (EventType::Modified, false, true) => "ADDED",
+            (EventType::Modified, true, false) => "DELETED",
+            (EventType::Deleted, _, true) => "DELETED",
+            _ => return None,
+        };
+        Some((ty, &event.object))
+    }
+
+    fn line(&mut self, ty: &str, object: &StoredObject) -> Bytes {
+        match self.render {
+            Render::Json => {
+                let mut out = Vec::with_capacity(object.bytes.len() + 32);
+                out.extend_from_slice(b"{\"type\":\"");
+                out.extend_from_slice(ty.as_bytes());
+                out.extend_from_slice(b"\",\"object\":");
+                out.extend_from_slice(&object.bytes);
+                out.extend_from_slice(b"}\n");
+                Bytes::from(out)
+            }
+            Render::Table {
+                api_version,
+                include,
+            } => {
+                let value = object.to_value().unwrap_or(Value::Null);
+                let row = table::row(self.info.kind, &value, include, self.clock.now());
+                let mut t = table::table(
+                    self.info.kind,
+                    vec![row],
+                    json!({"resourceVersion": object.meta.resource_version.to_string()}),
+                    !self.columns_sent,
+                );
+                self.columns_sent = true;
+                t["apiVersion"] = json!(api_version);
+                value_line(ty, &t)
+            }
+        }
+    }
+
+    fn bookmark(&self, initial_events_end: bool) -> Bytes {
+        let mut meta =
+            json!({"resourceVersion": self.last_rv.to_string(), "creationTimestamp": null});
+        if initial_events_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        value_line(
+            "BOOKMARK",
+            &json!({"kind": self.info.kind, "apiVersion": self.info.api_version, "metadata": meta}),
+        )
+    }
+
+    async fn next(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(line) = self.pending.pop_front() {
+                return Some(line);
+            }
+            let watch = self.watch.as_mut()?;
+            let bookmarks = self.bookmark_every.is_some();
+            tokio::select! {
+                event = watch.next() => match event {
+                    Ok(event) => {
+                        self.last_rv = event.resource_version;
+                        if let Some((ty, object)) = self.translate(&event) {
+                            let object = object.clone();
+                            return Some(self.line(ty, &object));
+                        }
+                    }
+                    // Cut off (too slow) or the group is gone: end the stream; the client
+                    // resumes from the last resourceVersion it saw.
+                    Err(_) => {
+                        self.watch = None;
+                        return None;
+                    }
+                },
+                _ = tokio::time::sleep_until(self.deadline) => {
+                    self.watch = None;
+                    return None;
+                }
+                _ = tokio::time::sleep_until(self.next_bookmark), if bookmarks => {
+                    self.next_bookmark += self.bookmark_every.unwrap_or(Duration::from_secs(60));
+                    return Some(self.bookmark(false));
+                }
+            }
+        }
+    }
+}
+
+fn value_line(ty: &str, object: &Value) -> Bytes {
+    let mut out = serde_json::to_vec(&json!({"type": ty, "object": object})).unwrap_or_default();
+    out.push(b'\n');
+    Bytes::from(out)
+}
+
+pub(crate) async fn watch(ctx: Ctx) -> HandlerResult {
+    let filter = Filter::from_ctx(&ctx)?;
+    let bookmarks = ctx
+        .query
+        .flag("allowWatchBookmarks")
+        .map_err(ApiError::bad_request)?;
+    let send_initial = match ctx.query.get("sendInitialEvents") {
+        None | Some("") => None,
+        Some(_) => Some(
+            ctx.query
+                .flag("sendInitialEvents")
+                .map_err(ApiError::bad_request)?,
+        ),
+    };
+    let timeout = ctx
+        .query
+        .number("timeoutSeconds")
+        .map_err(ApiError::bad_request)?
+        .filter(|t| *t > 0)
+        .map(|t| Duration::from_secs(t as u64))
+        .unwrap_or(Duration::from_secs(1800));
+    let render = match ctx.format {
+        Format::Table(api_version) => Render::Table {
+            api_version,
+            include: IncludeObject::parse(ctx.query.get("includeObject"))
+                .map_err(ApiError::bad_request)?,
+        },
+        _ => Render::Json,
+    };
+    let rv = ctx.query.get("resourceVersion").filter(|s| !s.is_empty());
+    if send_initial == Some(true) {
+        if ctx.query.get("resourceVersionMatch") != Some("NotOlderThan") {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "ListOptions",
+                "",
+                vec![(
+                    "resourceVersionMatch".into(),
+                    "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan".into(),
+                )],
+            ));
+        }
+        if !bookmarks {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "ListOptions",
+                "",
+                vec![(
+                    "allowWatchBookmarks".into(),
+                    "Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true"
+                        .into(),
+                )],
+            ));
+        }
+    }
+    let group = &ctx.state.group;
+    let mut stream = WatchStream {
+        pending: VecDeque::new(),
+        watch: None,
+        filter,
+        info: ctx.info.clone(),
+        render,
+        clock: ctx.state.clock.clone(),
+        columns_sent: false,
+        deadline: Instant::now() + timeout,
+        bookmark_every: bookmarks.then_some(ctx.state.config.bookmark_interval),
+        next_bookmark: Instant::now() + ctx.state.config.bookmark_interval,
+        last_rv: 0,
+    };
+    // Initial state as synthetic ADDED events: when asked (sendInitialEvents), or by default
+    // when no resourceVersion (or "0") is given.
+    let initial = match (send_initial, rv) {
+        (Some(s), _) => s,
+        (None, None | Some("0")) => true,
+        (None, Some(_)) => false,
+    };
+    let resume_from = match rv {
+        Some("0") | None => None,
+        Some(v) => Some(
+            v.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version {v:?}")))?,
+        ),
+    };
+    if initial {
+        let (snapshot, watch) = group.snapshot_and_watch(&ctx.info.store_key);
+        stream.last_rv = snapshot.resource_version;
+        for object in snapshot.objects.values() {
+            if stream.filter.matches(object) {
+                let line = stream.line("ADDED", object);
+                stream.pending.push_back(line);
+            }
+        }
+        if send_initial == Some(true) {
+            let line = stream.bookmark(true);
+            stream.pending.push_back(line);
+        }
+        stream.watch = Some(watch);
+    } else {
+        match group.watch(resume_from) {
+            Ok(watch) => {
+                stream.last_rv = watch.start;
+                for event in &watch.backlog {
+                    stream.last_rv = event.resource_version;
+                    if let Some((ty, object)) = stream.translate(event) {
+                        let object = object.clone();
+                        let line = stream.line(ty, &object);
+                        stream.pending.push_back(line);
+                    }
+                }
+                stream.watch = Some(watch);
+            }
+            Err(e @ StoreError::Expired { .. }) => {
+                // As kube-apiserver's watch cache does: a 200 stream with one ERROR event.
+                let status = ApiError::from_store(e, ctx.info.group, ctx.info.plural).to_status();
+                stream.pending.push_back(value_line("ERROR", &status));
+            }
+            Err(e) => return Err(ApiError::from_store(e, ctx.info.group, ctx.info.plural)),
+        }
+    }
+    let body = futures::stream::unfold(stream, |mut s| async move {
+        let line = s.next().await?;
+        Some((Ok::<_, std::convert::Infallible>(Frame::data(line)), s))
+    })
+    .boxed();
+    let mut resp = Response::new(StreamBody::new(body).boxed_unsync());
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-cache, private"),
+    );
+    Ok(resp)
+}
