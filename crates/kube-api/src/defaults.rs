@@ -34,10 +34,17 @@ pub(crate) fn apply(state: &State, kind: &str, object: &mut Value) {
             spec.entry("replicas").or_insert(json!(1));
             spec.entry("revisionHistoryLimit").or_insert(json!(10));
             spec.entry("progressDeadlineSeconds").or_insert(json!(600));
-            spec.entry("strategy").or_insert(json!({
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}
-            }));
+            let strategy = spec.entry("strategy").or_insert_with(|| json!({}));
+            if let Some(st) = strategy.as_object_mut() {
+                st.entry("type").or_insert(json!("RollingUpdate"));
+                if st.get("type") == Some(&json!("RollingUpdate")) {
+                    let ru = st.entry("rollingUpdate").or_insert_with(|| json!({}));
+                    if let Some(ru) = ru.as_object_mut() {
+                        ru.entry("maxSurge").or_insert(json!("25%"));
+                        ru.entry("maxUnavailable").or_insert(json!("25%"));
+                    }
+                }
+            }
             template(object);
         }
         "ReplicaSet" | "StatefulSet" => {

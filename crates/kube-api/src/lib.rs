@@ -32,6 +32,7 @@ mod list;
 mod namespaces;
 mod openapi;
 pub mod pki;
+pub mod protobuf;
 pub mod request;
 pub mod resources;
 pub mod selectors;

@@ -1,0 +1,221 @@
+//! The protobuf decoder against an encoder nobody here wrote: k8s-pb's prost types.
+
+use infrasim_kube_api::protobuf::{decode, ProtoError};
+use k8s_pb::api::apps::v1 as apps;
+use k8s_pb::api::core::v1 as core;
+use k8s_pb::apimachinery::pkg::api::resource::Quantity;
+use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
+use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
+use prost::Message;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
+    let unknown = Unknown {
+        type_meta: Some(TypeMeta {
+            api_version: Some(api_version.into()),
+            kind: Some(kind.into()),
+        }),
+        raw: Some(raw),
+        content_encoding: Some(String::new()),
+        content_type: Some(String::new()),
+    };
+    let mut out = b"k8s\0".to_vec();
+    out.extend(unknown.encode_to_vec());
+    out
+}
+
+fn s(v: &str) -> Option<String> {
+    Some(v.to_string())
+}
+
+#[test]
+fn a_deployment_round_trips_with_kubernetes_json_names() {
+    let container = core::Container {
+        name: s("web"),
+        image: s("nginx:1.27"),
+        command: vec!["nginx".into()],
+        ports: vec![core::ContainerPort {
+            container_port: Some(80),
+            protocol: s("TCP"),
+            ..Default::default()
+        }],
+        env: vec![core::EnvVar {
+            name: s("PASSWORD"),
+            value_from: Some(core::EnvVarSource {
+                secret_key_ref: Some(core::SecretKeySelector {
+                    local_object_reference: Some(core::LocalObjectReference { name: s("creds") }),
+                    key: s("pw"),
+                    optional: Some(false),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        resources: Some(core::ResourceRequirements {
+            limits: BTreeMap::from([("cpu".to_string(), Quantity { string: s("500m") })]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let deployment = apps::Deployment {
+        metadata: Some(meta::ObjectMeta {
+            name: s("web"),
+            namespace: s("demo"),
+            labels: BTreeMap::from([("app".to_string(), "web".to_string())]),
+            owner_references: vec![meta::OwnerReference {
+                api_version: s("v1"),
+                kind: s("ConfigMap"),
+                name: s("owner"),
+                uid: s("1234"),
+                controller: Some(true),
+                block_owner_deletion: None,
+            }],
+            ..Default::default()
+        }),
+        spec: Some(apps::DeploymentSpec {
+            replicas: Some(0),
+            selector: Some(meta::LabelSelector {
+                match_labels: BTreeMap::from([("app".to_string(), "web".to_string())]),
+                ..Default::default()
+            }),
+            template: Some(core::PodTemplateSpec {
+                metadata: Some(meta::ObjectMeta {
+                    labels: BTreeMap::from([("app".to_string(), "web".to_string())]),
+                    creation_timestamp: Some(meta::Time::default()),
+                    ..Default::default()
+                }),
+                spec: Some(core::PodSpec {
+                    containers: vec![container],
+                    volumes: vec![core::Volume {
+                        name: s("config"),
+                        volume_source: Some(core::VolumeSource {
+                            config_map: Some(core::ConfigMapVolumeSource {
+                                local_object_reference: Some(core::LocalObjectReference {
+                                    name: s("settings"),
+                                }),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        }),
+                    }],
+                    node_selector: BTreeMap::from([("disk".to_string(), "ssd".to_string())]),
+                    ..Default::default()
+                }),
+            }),
+            strategy: Some(apps::DeploymentStrategy {
+                r#type: s("RollingUpdate"),
+                rolling_update: Some(apps::RollingUpdateDeployment {
+                    max_unavailable: Some(IntOrString {
+                        r#type: Some(0),
+                        int_val: Some(1),
+                        str_val: None,
+                    }),
+                    max_surge: Some(IntOrString {
+                        r#type: Some(1),
+                        int_val: None,
+                        str_val: s("30%"),
+                    }),
+                }),
+            }),
+            ..Default::default()
+        }),
+        status: Some(apps::DeploymentStatus {
+            replicas: Some(3),
+            ..Default::default()
+        }),
+    };
+    let value = decode(&envelope(
+        "apps/v1",
+        "Deployment",
+        deployment.encode_to_vec(),
+    ))
+    .unwrap();
+    assert_eq!(value["apiVersion"], "apps/v1");
+    assert_eq!(value["kind"], "Deployment");
+    assert_eq!(value["metadata"]["name"], "web");
+    assert_eq!(value["metadata"]["labels"], json!({"app": "web"}));
+    assert_eq!(value["metadata"]["ownerReferences"][0]["controller"], true);
+    assert_eq!(value["metadata"]["ownerReferences"][0]["apiVersion"], "v1");
+    // A pointer field keeps its zero value: replicas 0 is not "unset".
+    assert_eq!(value["spec"]["replicas"], 0);
+    assert_eq!(
+        value["spec"]["strategy"]["rollingUpdate"],
+        json!({"maxUnavailable": 1, "maxSurge": "30%"})
+    );
+    // An empty Time is an absent timestamp.
+    assert!(value["spec"]["template"]["metadata"]
+        .get("creationTimestamp")
+        .is_none());
+    let pod = &value["spec"]["template"]["spec"];
+    assert_eq!(pod["nodeSelector"], json!({"disk": "ssd"}));
+    // Inlined Go members land in their parent.
+    assert_eq!(
+        pod["volumes"][0],
+        json!({"name": "config", "configMap": {"name": "settings"}})
+    );
+    let c = &pod["containers"][0];
+    assert_eq!(c["name"], "web");
+    assert_eq!(c["command"], json!(["nginx"]));
+    assert_eq!(
+        c["ports"],
+        json!([{"containerPort": 80, "protocol": "TCP"}])
+    );
+    assert_eq!(
+        c["env"][0]["valueFrom"]["secretKeyRef"],
+        json!({"name": "creds", "key": "pw", "optional": false})
+    );
+    assert_eq!(c["resources"]["limits"], json!({"cpu": "500m"}));
+    // Status is the server's: ignored on decode.
+    assert!(value.get("status").is_none());
+}
+
+#[test]
+fn secrets_carry_bytes_as_base64_and_configmaps_as_text() {
+    let secret = core::Secret {
+        metadata: Some(meta::ObjectMeta {
+            name: s("s"),
+            ..Default::default()
+        }),
+        data: BTreeMap::from([("pw".to_string(), b"hunter2".to_vec())]),
+        r#type: s("Opaque"),
+        ..Default::default()
+    };
+    let v = decode(&envelope("v1", "Secret", secret.encode_to_vec())).unwrap();
+    assert_eq!(v["data"]["pw"], "aHVudGVyMg==");
+    assert_eq!(v["type"], "Opaque");
+}
+
+#[test]
+fn unsupported_and_malformed_bodies_are_refused_clearly() {
+    let node = core::Node::default();
+    assert_eq!(
+        decode(&envelope("v1", "Node", node.encode_to_vec())),
+        Err(ProtoError::UnsupportedKind("Node".into()))
+    );
+    // A PodSpec field the schema does not list (affinity, 18) is named, not dropped.
+    let pod = core::Pod {
+        spec: Some(core::PodSpec {
+            affinity: Some(core::Affinity::default()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    assert_eq!(
+        decode(&envelope("v1", "Pod", pod.encode_to_vec())),
+        Err(ProtoError::UnknownField {
+            message: "PodSpec",
+            number: 18
+        })
+    );
+    assert_eq!(decode(b"{\"kind\":\"Pod\"}"), Err(ProtoError::NoMagic));
+    let mut truncated = envelope(
+        "v1",
+        "ConfigMap",
+        core::ConfigMap::default().encode_to_vec(),
+    );
+    truncated.push(0x12);
+    truncated.push(0x7f);
+    assert_eq!(decode(&truncated), Err(ProtoError::Malformed));
+}
