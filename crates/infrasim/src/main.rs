@@ -1,5 +1,6 @@
 //! The `infrasim` command: wires the crates together behind a CLI.
 
+mod bench;
 mod up;
 
 use clap::{Parser, Subcommand};
@@ -17,6 +18,8 @@ struct Cli {
 enum Command {
     /// Start the embedded management plane (a Kubernetes-compatible API server).
     Up(up::UpArgs),
+    /// Measure the servers against baselines and print a table.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -32,5 +35,6 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     match cli.command {
         Command::Up(args) => runtime.block_on(up::run(args)),
+        Command::Bench(args) => runtime.block_on(bench::run(args)),
     }
 }

@@ -105,7 +105,7 @@ pub fn validate(kind: &str, group: &str, object: &Value) -> Result<(), ApiError>
             match v.as_str() {
                 Some(s) if label_value_ok(s) => {}
                 _ => causes.push((
-                    format!("metadata.labels"),
+                    "metadata.labels".to_string(),
                     format!("Invalid value: {v}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"),
                 )),
             }
