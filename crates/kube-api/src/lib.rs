@@ -25,6 +25,7 @@ pub mod auth;
 mod crud;
 mod defaults;
 mod discovery;
+pub mod fuzzing;
 mod handler;
 pub mod http;
 pub mod kubeconfig;
