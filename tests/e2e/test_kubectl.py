@@ -1,0 +1,117 @@
+"""kubectl (the machine's, unmodified) against the embedded management plane."""
+
+import json
+import subprocess
+import time
+
+from conftest import wait_for
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  nodeName: node-1
+  containers:
+  - name: nginx
+    image: nginx:1.27
+"""
+
+
+def header(output):
+    return output.splitlines()[0].split()
+
+
+def test_create_from_file_and_get_columns(plane, ns, tmp_path):
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(POD)
+    out = plane.kubectl("-n", ns, "create", "-f", str(manifest)).stdout
+    assert out.strip() == "pod/web created"
+    got = plane.kubectl("-n", ns, "get", "pods").stdout
+    assert header(got) == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert got.splitlines()[1].split()[:4] == ["web", "0/1", "Pending", "0"]
+    wide = plane.kubectl("-n", ns, "get", "pods", "-o", "wide").stdout
+    assert header(wide)[:9] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE"]
+    assert "node-1" in wide.splitlines()[1].split()
+
+
+def test_server_side_validation_refuses_unknown_fields(plane, ns, tmp_path):
+    manifest = tmp_path / "bad.yaml"
+    manifest.write_text(POD.replace("  nodeName: node-1\n", "  nodeName: node-1\n  bogusField: 1\n"))
+    proc = plane.kubectl("-n", ns, "create", "-f", str(manifest), check=False)
+    assert proc.returncode != 0
+    assert 'unknown field "spec.bogusField"' in proc.stderr
+
+
+def test_typed_creates_use_protobuf(plane, ns):
+    # These kubectl commands send protobuf bodies through client-go's typed clients.
+    plane.kubectl("-n", ns, "create", "configmap", "settings", "--from-literal=a=1", "--from-literal=b=2")
+    plane.kubectl("-n", ns, "create", "secret", "generic", "creds", "--from-literal=pw=hunter2")
+    plane.kubectl("-n", ns, "create", "deployment", "web", "--image=nginx:1.27", "--replicas=3")
+    plane.kubectl("-n", ns, "run", "shell", "--image=busybox", "--labels=role=shell", "--", "sleep", "60")
+    cms = plane.kubectl("-n", ns, "get", "configmaps").stdout
+    assert header(cms) == ["NAME", "DATA", "AGE"]
+    assert any(line.split()[:2] == ["settings", "2"] for line in cms.splitlines())
+    secret = json.loads(plane.kubectl("-n", ns, "get", "secret", "creds", "-o", "json").stdout)
+    assert secret["data"]["pw"] == "aHVudGVyMg=="
+    deploy = json.loads(plane.kubectl("-n", ns, "get", "deployment", "web", "-o", "json").stdout)
+    assert deploy["spec"]["replicas"] == 3
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
+    pod = json.loads(plane.kubectl("-n", ns, "get", "pod", "shell", "-o", "json").stdout)
+    assert pod["spec"]["containers"][0]["args"] == ["sleep", "60"]
+    assert pod["metadata"]["labels"] == {"role": "shell"}
+    assert header(plane.kubectl("-n", ns, "get", "deployments").stdout) == [
+        "NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]
+
+
+def test_get_watch_sees_a_change_made_meanwhile(plane, ns):
+    plane.kubectl("-n", ns, "create", "configmap", "before")
+    proc = subprocess.Popen(
+        ["kubectl", "--kubeconfig", plane.kubeconfig, "-n", ns, "get", "configmaps", "-w",
+         "--request-timeout=8s"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        plane.kubectl("-n", ns, "create", "configmap", "during")
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    names = [line.split()[0] for line in out.splitlines()[1:] if line.strip()]
+    assert "before" in names and "during" in names
+
+
+def test_describe_label_and_delete(plane, ns, tmp_path):
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(POD)
+    plane.kubectl("-n", ns, "create", "-f", str(manifest))
+    described = plane.kubectl("-n", ns, "describe", "pod", "web").stdout
+    assert "Name:             web" in described
+    assert f"Namespace:        {ns}" in described
+    assert "nginx:1.27" in described
+    plane.kubectl("-n", ns, "label", "pod", "web", "tier=front")
+    selected = plane.kubectl("-n", ns, "get", "pods", "-l", "tier=front", "-o", "name").stdout
+    assert selected.strip() == "pod/web"
+    plane.kubectl("-n", ns, "delete", "pod", "web")
+    assert plane.kubectl("-n", ns, "get", "pods", "-o", "name").stdout.strip() == ""
+
+
+def test_api_resources(plane):
+    out = plane.kubectl("api-resources").stdout
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    assert rows["pods"][1:] == ["po", "v1", "true", "Pod"]
+    assert rows["deployments"][1:] == ["deploy", "apps/v1", "true", "Deployment"]
+    assert rows["configmaps"][1:] == ["cm", "v1", "true", "ConfigMap"]
+    assert rows["namespaces"][1:] == ["ns", "v1", "false", "Namespace"]
+    assert rows["leases"][1:] == ["coordination.k8s.io/v1", "true", "Lease"]
+
+
+def test_create_and_delete_namespace(plane):
+    plane.kubectl("create", "namespace", "kc-ns")
+    listed = plane.kubectl("get", "namespaces").stdout
+    assert header(listed) == ["NAME", "STATUS", "AGE"]
+    assert any(line.split()[:2] == ["kc-ns", "Active"] for line in listed.splitlines())
+    plane.kubectl("-n", "kc-ns", "create", "configmap", "inside")
+    plane.kubectl("delete", "namespace", "kc-ns", "--wait=true", "--timeout=30s")
+    wait_for(lambda: plane.kubectl("get", "namespace", "kc-ns", check=False).returncode != 0)
