@@ -101,6 +101,17 @@ impl WatchStream {
         }
     }
 
+    /// The line for a store event, if this watcher sees it. The plain JSON encoding of an
+    /// untranslated event is shared by every watcher through the event's cache.
+    fn event_line(&mut self, event: &Event) -> Option<Bytes> {
+        let (ty, object) = self.translate(event)?;
+        if matches!(self.render, Render::Json) && ty == event.event_type.as_str() {
+            return Some(event.encoded.get_or_init(|| self.line(ty, object)).clone());
+        }
+        let object = object.clone();
+        Some(self.line(ty, &object))
+    }
+
     fn bookmark(&self, initial_events_end: bool) -> Bytes {
         let mut meta =
             json!({"resourceVersion": self.last_rv.to_string(), "creationTimestamp": null});
@@ -124,9 +135,8 @@ impl WatchStream {
                 event = watch.next() => match event {
                     Ok(event) => {
                         self.last_rv = event.resource_version;
-                        if let Some((ty, object)) = self.translate(&event) {
-                            let object = object.clone();
-                            return Some(self.line(ty, &object));
+                        if let Some(line) = self.event_line(&event) {
+                            return Some(line);
                         }
                     }
                     // Cut off (too slow) or the group is gone: end the stream; the client
@@ -258,9 +268,7 @@ pub(crate) async fn watch(ctx: Ctx) -> HandlerResult {
                 stream.last_rv = watch.start;
                 for event in &watch.backlog {
                     stream.last_rv = event.resource_version;
-                    if let Some((ty, object)) = stream.translate(event) {
-                        let object = object.clone();
-                        let line = stream.line(ty, &object);
+                    if let Some(line) = stream.event_line(event) {
                         stream.pending.push_back(line);
                     }
                 }

@@ -212,3 +212,138 @@ async fn authentication_is_required_and_scoped_to_the_ca() {
     );
     assert!(stranger.list(&ListParams::default()).await.is_err());
 }
+
+#[tokio::test]
+async fn streaming_lists_use_send_initial_events() {
+    let t = TestServer::start(10_000).await;
+    let client = t.client().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    for i in 0..5 {
+        cms.create(&PostParams::default(), &configmap(&format!("s{i}"), "x"))
+            .await
+            .unwrap();
+    }
+    let mut stream = watcher(cms.clone(), watcher::Config::default().streaming_lists()).boxed();
+    let mut initial = Vec::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(10), stream.try_next())
+            .await
+            .expect("watcher stalled")
+            .unwrap()
+            .expect("stream ended");
+        match event {
+            watcher::Event::Init => {}
+            watcher::Event::InitApply(cm) => initial.push(cm.name_any()),
+            watcher::Event::InitDone => break,
+            other => panic!("unexpected event before InitDone: {other:?}"),
+        }
+    }
+    initial.sort();
+    assert_eq!(
+        initial,
+        vec!["kube-root-ca.crt", "s0", "s1", "s2", "s3", "s4"]
+    );
+    // After the initial state, live changes follow on the same stream.
+    cms.create(&PostParams::default(), &configmap("later", "x"))
+        .await
+        .unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(10), stream.try_next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(next, Some(watcher::Event::Apply(cm)) if cm.name_any() == "later"));
+}
+
+async fn raw(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (u16, serde_json::Value) {
+    use http_body_util::BodyExt;
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::CONTENT_TYPE, content_type)
+        .body(kube::client::Body::from(body))
+        .unwrap();
+    let resp = client.send(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn bad_requests_get_status_objects_with_kube_codes() {
+    let t = TestServer::start(100).await;
+    let client = t.client().await;
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let (code, status) = raw(
+        &client,
+        "POST",
+        cms,
+        "application/json",
+        b"{not json".to_vec(),
+    )
+    .await;
+    assert_eq!(
+        (code, status["kind"].as_str(), status["reason"].as_str()),
+        (400, Some("Status"), Some("BadRequest"))
+    );
+    let (code, status) = raw(&client, "POST", cms, "text/plain", b"hello".to_vec()).await;
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (415, Some("UnsupportedMediaType"))
+    );
+    let big = format!(
+        "{{\"metadata\":{{\"name\":\"big\"}},\"data\":{{\"k\":\"{}\"}}}}",
+        "x".repeat(4 << 20)
+    );
+    let (code, status) = raw(&client, "POST", cms, "application/json", big.into_bytes()).await;
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (413, Some("RequestEntityTooLarge"))
+    );
+    let (code, status) = raw(
+        &client,
+        "POST",
+        &format!("{cms}/x"),
+        "application/json",
+        b"{}".to_vec(),
+    )
+    .await;
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (405, Some("MethodNotAllowed"))
+    );
+    let (code, _) = raw(
+        &client,
+        "GET",
+        "/apis/nonexistent.example.com/v1/things",
+        "application/json",
+        vec![],
+    )
+    .await;
+    assert_eq!(code, 404);
+    let wrong_kind = br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}"#.to_vec();
+    let (code, status) = raw(&client, "POST", cms, "application/json", wrong_kind).await;
+    assert_eq!(code, 400, "{status}");
+    let strict = br#"{"metadata":{"name":"x"},"data":{},"bogus":1}"#.to_vec();
+    let (code, status) = raw(
+        &client,
+        "POST",
+        &format!("{cms}?fieldValidation=Strict"),
+        "application/json",
+        strict,
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert!(status["message"]
+        .as_str()
+        .unwrap()
+        .contains("unknown field \"bogus\""));
+}

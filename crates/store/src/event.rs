@@ -1,7 +1,8 @@
 //! Change events: what a watch delivers and what the event window keeps.
 
 use crate::object::{ObjectKey, StoredObject};
-use std::sync::Arc;
+use bytes::Bytes;
+use std::sync::{Arc, OnceLock};
 
 /// The kind of change, named as Kubernetes watch events name them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,4 +39,7 @@ pub struct Event {
     /// The object before the change, `None` for a creation. Lets the store rebuild a past
     /// snapshot for consistent pagination and exact-resourceVersion lists.
     pub previous: Option<Arc<StoredObject>>,
+    /// The API layer's wire encoding of this event, made once by the first watcher that needs
+    /// it and shared by the rest: a thousand watchers cost one encoding, not a thousand.
+    pub encoded: OnceLock<Bytes>,
 }

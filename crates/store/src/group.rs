@@ -484,6 +484,7 @@ impl Txn<'_> {
             key,
             object: object.clone(),
             previous,
+            encoded: Default::default(),
         }));
         Ok(object)
     }
@@ -508,6 +509,7 @@ impl Txn<'_> {
             key,
             object: last.clone(),
             previous: Some(current),
+            encoded: Default::default(),
         }));
         self.collect_garbage(&last)?;
         Ok(last)
