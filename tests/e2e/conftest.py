@@ -25,12 +25,13 @@ def free_port():
 class Plane:
     """One `infrasim up --ephemeral` process and its admin kubeconfig."""
 
-    def __init__(self, workdir, *extra):
+    def __init__(self, workdir, *extra, ephemeral=True):
         self.port = free_port()
         self.kubeconfig = str(workdir / "kubeconfig")
         self.log = open(workdir / "infrasim.log", "w")
+        mode = ["--ephemeral"] if ephemeral else []
         self.proc = subprocess.Popen(
-            [BINARY, "up", "--ephemeral", "--listen", f"127.0.0.1:{self.port}",
+            [BINARY, "up", *mode, "--listen", f"127.0.0.1:{self.port}",
              "--kubeconfig", self.kubeconfig, *extra],
             stdout=self.log, stderr=subprocess.STDOUT,
         )
@@ -63,12 +64,15 @@ class Plane:
         return proc
 
     def stop(self):
+        """SIGTERM, as a service manager would; returns the exit code."""
         self.proc.terminate()
         try:
-            self.proc.wait(timeout=10)
+            code = self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            code = None
         self.log.close()
+        return code
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,64 @@
+"""`infrasim up` as a process: its data directory, its kubeconfig, its shutdown."""
+
+import re
+
+import pytest
+import urllib3
+import yaml
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from conftest import Plane
+
+
+def test_sigterm_stops_cleanly(tmp_path):
+    plane = Plane(tmp_path)
+    assert plane.core().list_namespace().items
+    assert plane.stop() == 0
+
+
+def test_the_ca_in_the_data_dir_keeps_old_kubeconfigs_valid(tmp_path):
+    data = tmp_path / "data"
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    first = Plane(tmp_path / "one", "--data-dir", str(data), ephemeral=False)
+    old = open(first.kubeconfig).read()
+    assert first.stop() == 0
+    assert (data / "pki" / "ca.crt").exists() and (data / "pki" / "ca.key").exists()
+
+    second = Plane(tmp_path / "two", "--data-dir", str(data), ephemeral=False)
+    try:
+        # The first run's admin credentials, pointed at the second run's port.
+        moved = re.sub(r"https://127\.0\.0\.1:\d+", f"https://127.0.0.1:{second.port}", old)
+        path = tmp_path / "old-kubeconfig"
+        path.write_text(moved)
+        api = client.CoreV1Api(config.new_client_from_config(config_file=str(path)))
+        names = sorted(n.metadata.name for n in api.list_namespace().items)
+        assert names == ["default", "kube-node-lease", "kube-public", "kube-system"]
+    finally:
+        second.stop()
+
+
+def test_one_planes_credentials_never_open_another(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = Plane(tmp_path / "a")
+    b = Plane(tmp_path / "b")
+    try:
+        # Trust b's CA (so the server side decides), but present a's admin certificate.
+        kc_a = yaml.safe_load(open(a.kubeconfig))
+        kc_b = yaml.safe_load(open(b.kubeconfig))
+        kc_b["users"] = kc_a["users"]
+        kc_b["users"][0]["name"] = kc_b["contexts"][0]["context"]["user"]
+        path = tmp_path / "mixed"
+        path.write_text(yaml.safe_dump(kc_b))
+        api = client.CoreV1Api(config.new_client_from_config(config_file=str(path)))
+        with pytest.raises((ApiException, urllib3.exceptions.HTTPError, OSError)) as refused:
+            api.list_namespace(_request_timeout=5)
+        if isinstance(refused.value, ApiException):
+            assert refused.value.status == 401
+        # b's own credentials work, so the refusal was about a's certificate.
+        assert b.core().list_namespace().items
+    finally:
+        a.stop()
+        b.stop()
