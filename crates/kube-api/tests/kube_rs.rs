@@ -347,3 +347,72 @@ async fn bad_requests_get_status_objects_with_kube_codes() {
         .unwrap()
         .contains("unknown field \"bogus\""));
 }
+
+#[tokio::test]
+async fn bookmarks_carry_the_latest_resource_version() {
+    let config = infrasim_kube_api::ApiConfig {
+        bookmark_interval: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let t = TestServer::start_with(100, config).await;
+    let client = t.client().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let start = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = cms
+        .watch(&WatchParams::default().timeout(10), &start)
+        .await
+        .unwrap()
+        .boxed();
+    // A change to another resource moves the group's resourceVersion without an event here;
+    // the bookmark tells the watcher it may resume from there.
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+    }))
+    .unwrap();
+    let created = pods.create(&PostParams::default(), &pod).await.unwrap();
+    let bookmark = tokio::time::timeout(Duration::from_secs(5), stream.try_next())
+        .await
+        .expect("no bookmark")
+        .unwrap();
+    match bookmark {
+        Some(WatchEvent::Bookmark(b)) => assert_eq!(
+            b.metadata.resource_version,
+            created.resource_version().unwrap()
+        ),
+        other => panic!("expected a bookmark, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn delete_collection_removes_only_the_selected() {
+    let t = TestServer::start(1000).await;
+    let client = t.client().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    for (name, app) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        let mut cm = configmap(name, "1");
+        cm.metadata.labels = Some(BTreeMap::from([("app".to_string(), app.to_string())]));
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    cms.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("app=x"),
+    )
+    .await
+    .unwrap();
+    let left: Vec<String> = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    assert_eq!(left, vec!["c", "kube-root-ca.crt"]);
+}

@@ -15,18 +15,17 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start(window: usize) -> TestServer {
+        Self::start_with(window, ApiConfig::default()).await
+    }
+
+    pub async fn start_with(window: usize, api_config: ApiConfig) -> TestServer {
         let store = Store::in_memory(StoreConfig {
             watch_window: window,
             ..StoreConfig::default()
         });
         let group = store.create_group("test").unwrap();
         let ca = CertificateAuthority::generate("test-ca").unwrap();
-        let server = ApiServer::new(
-            group,
-            ca.clone(),
-            store.clock().clone(),
-            ApiConfig::default(),
-        );
+        let server = ApiServer::new(group, ca.clone(), store.clock().clone(), api_config);
         let cert = ca
             .serving_cert(
                 "kube-apiserver",
