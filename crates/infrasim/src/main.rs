@@ -2,6 +2,7 @@
 
 mod bench;
 mod up;
+mod vcsim;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -18,8 +19,34 @@ struct Cli {
 enum Command {
     /// Start the embedded management plane (a Kubernetes-compatible API server).
     Up(up::UpArgs),
+    /// Serve one vSphere simulator (SOAP at /sdk).
+    Vcsim(vcsim::VcsimArgs),
     /// Measure the servers against baselines and print a table.
     Bench(bench::BenchArgs),
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -36,5 +63,6 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Up(args) => runtime.block_on(up::run(args)),
         Command::Bench(args) => runtime.block_on(bench::run(args)),
+        Command::Vcsim(args) => runtime.block_on(vcsim::run(args)),
     }
 }

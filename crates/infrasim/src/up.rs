@@ -125,30 +125,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         println!("note: objects are kept in memory for now; they do not survive a restart");
     }
     tracing::info!(%local, "serving");
-    server.serve(listener, tls, shutdown_signal()).await?;
+    server
+        .serve(listener, tls, crate::shutdown_signal())
+        .await?;
     tracing::info!("stopped");
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
 }

@@ -1,0 +1,130 @@
+//! `infrasim vcsim`: one vSphere simulator on loopback.
+
+use anyhow::Context;
+use clap::Args;
+use infrasim_clock::SystemClock;
+use infrasim_vsphere_sim::server::{self, ServerCert};
+use infrasim_vsphere_sim::{Flavor, Model, SimConfig, Simulator};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
+
+#[derive(Debug, Args)]
+pub struct VcsimArgs {
+    /// Address to listen on (loopback unless you say otherwise).
+    #[arg(long, default_value = "127.0.0.1:8989")]
+    listen: SocketAddr,
+    /// The one user name accepted.
+    #[arg(long, default_value = "administrator@vsphere.local")]
+    username: String,
+    /// The one password accepted (generated and printed when not given).
+    #[arg(long, env = "INFRASIM_VCSIM_PASSWORD")]
+    password: Option<String>,
+    /// Datacenters.
+    #[arg(long, default_value_t = 1)]
+    datacenters: usize,
+    /// Clusters per datacenter.
+    #[arg(long, default_value_t = 1)]
+    clusters: usize,
+    /// Hosts per cluster.
+    #[arg(long, default_value_t = 3)]
+    hosts: usize,
+    /// Standalone hosts per datacenter.
+    #[arg(long, default_value_t = 1)]
+    standalone_hosts: usize,
+    /// VMs per standalone host and per resource pool.
+    #[arg(long, default_value_t = 2)]
+    vms: usize,
+    /// Datastores per datacenter.
+    #[arg(long, default_value_t = 1)]
+    datastores: usize,
+    /// Extra resource pools per cluster.
+    #[arg(long, default_value_t = 0)]
+    pools: usize,
+    /// Distributed port groups per datacenter.
+    #[arg(long, default_value_t = 1)]
+    portgroups: usize,
+    /// Simulate a single ESXi host instead of a vCenter.
+    #[arg(long)]
+    esx: bool,
+    /// Report vCenter 7.0 instead of 8.0.
+    #[arg(long)]
+    vcenter7: bool,
+    /// Minutes an idle session lives.
+    #[arg(long, default_value_t = 30)]
+    session_idle_minutes: u64,
+}
+
+fn generated_password() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..20].to_string()
+}
+
+/// Percent-encodes the characters a URL's userinfo may not hold.
+fn userinfo(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+pub async fn run(args: VcsimArgs) -> anyhow::Result<()> {
+    let password = args.password.clone().unwrap_or_else(generated_password);
+    let flavor = match (args.esx, args.vcenter7) {
+        (true, _) => Flavor::Esx8,
+        (false, true) => Flavor::VCenter7,
+        (false, false) => Flavor::VCenter8,
+    };
+    let config = SimConfig {
+        username: args.username.clone(),
+        password: password.clone(),
+        session_idle: Duration::from_secs(args.session_idle_minutes.max(1) * 60),
+        flavor,
+        model: Model {
+            datacenters: args.datacenters,
+            clusters: args.clusters,
+            hosts_per_cluster: args.hosts,
+            standalone_hosts: args.standalone_hosts,
+            vms: args.vms,
+            datastores: args.datastores,
+            pools: args.pools,
+            portgroups: args.portgroups,
+            esx: args.esx,
+        },
+        ..SimConfig::default()
+    };
+    let sim = Simulator::new(config, SystemClock::shared());
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let local = listener.local_addr()?;
+    let mut ips = vec![
+        IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(Ipv6Addr::LOCALHOST),
+    ];
+    if !local.ip().is_unspecified() && !ips.contains(&local.ip()) {
+        ips.push(local.ip());
+    }
+    let cert = ServerCert::self_signed(&["localhost"], &ips)?;
+    let host = if local.ip().is_unspecified() {
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    } else {
+        local.ip()
+    };
+    let addr = SocketAddr::new(host, local.port());
+    println!(
+        "export GOVC_URL=https://{}:{}@{addr}/sdk",
+        userinfo(&args.username),
+        userinfo(&password)
+    );
+    println!("export GOVC_INSECURE=1");
+    println!("export GOVC_USERNAME={}", args.username);
+    println!("export GOVC_PASSWORD={password}");
+    println!("# TLS thumbprint (SHA-256): {}", cert.thumbprint_sha256);
+    println!("# TLS thumbprint (SHA-1): {}", cert.thumbprint_sha1);
+    tracing::info!(%local, "vSphere simulator serving");
+    server::serve(sim, listener, &cert, crate::shutdown_signal()).await?;
+    Ok(())
+}

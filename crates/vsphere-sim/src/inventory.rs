@@ -1,0 +1,875 @@
+//! The managed objects of one simulator and the generator of its starting inventory.
+//!
+//! The model flags follow govmomi's VPX model, so the same numbers give the same names:
+//! `DC0`, `DC0_C0`, `DC0_C0_H0`, `DC0_C0_RP0_VM0`, `DC0_H0`, `DC0_H0_VM0`, `LocalDS_0`,
+//! `VM Network`, `DC0_DVPG0`.
+
+use crate::value::{mor_array, string_array, Data, Moref, Val};
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, HashMap};
+
+/// What the generated inventory contains (per datacenter, cluster, host or pool).
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub datacenters: usize,
+    pub clusters: usize,
+    pub hosts_per_cluster: usize,
+    pub standalone_hosts: usize,
+    /// VMs per standalone host and per resource pool (govmomi's `Machine`).
+    pub vms: usize,
+    pub datastores: usize,
+    /// Extra resource pools per cluster, besides the root pool.
+    pub pools: usize,
+    /// Distributed port groups per datacenter.
+    pub portgroups: usize,
+    /// A single-host ESX model instead of a vCenter.
+    pub esx: bool,
+}
+
+impl Default for Model {
+    fn default() -> Self {
+        Model {
+            datacenters: 1,
+            clusters: 1,
+            hosts_per_cluster: 3,
+            standalone_hosts: 1,
+            vms: 2,
+            datastores: 1,
+            pools: 0,
+            portgroups: 1,
+            esx: false,
+        }
+    }
+}
+
+/// One managed object: its reference and its properties by top-level name.
+#[derive(Debug, Clone)]
+pub struct ManagedObject {
+    pub moref: Moref,
+    pub props: BTreeMap<String, Val>,
+}
+
+impl ManagedObject {
+    pub fn new(ty: &str, value: &str) -> Self {
+        ManagedObject {
+            moref: Moref::new(ty, value),
+            props: BTreeMap::new(),
+        }
+    }
+
+    pub fn set(&mut self, name: &str, value: impl Into<Val>) {
+        self.props.insert(name.to_string(), value.into());
+    }
+
+    pub fn name(&self) -> &str {
+        self.props.get("name").and_then(Val::as_str).unwrap_or("")
+    }
+
+    /// The value at a property path (`summary.runtime.powerState`).
+    pub fn path(&self, path: &str) -> Option<&Val> {
+        let (head, rest) = path.split_once('.').unwrap_or((path, ""));
+        let top = self.props.get(head)?;
+        if rest.is_empty() {
+            Some(top)
+        } else {
+            top.path(rest)
+        }
+    }
+
+    /// Appends a reference to a list property.
+    pub fn push_mor(&mut self, prop: &str, m: Moref) {
+        match self.props.get_mut(prop) {
+            Some(Val::Array(_, items)) => items.push(Val::Mor(m)),
+            _ => {
+                self.props.insert(prop.to_string(), mor_array([m]));
+            }
+        }
+    }
+}
+
+/// Whether type `ty` is `base` or derives from it, in the vim25 hierarchy.
+pub fn is_a(ty: &str, base: &str) -> bool {
+    if ty == base {
+        return true;
+    }
+    let parent = match ty {
+        "ClusterComputeResource" => "ComputeResource",
+        "VirtualApp" => "ResourcePool",
+        "DistributedVirtualPortgroup" | "OpaqueNetwork" => "Network",
+        "VmwareDistributedVirtualSwitch" => "DistributedVirtualSwitch",
+        "StoragePod" => "Folder",
+        "Folder"
+        | "Datacenter"
+        | "ComputeResource"
+        | "HostSystem"
+        | "ResourcePool"
+        | "VirtualMachine"
+        | "Datastore"
+        | "Network"
+        | "DistributedVirtualSwitch" => "ManagedEntity",
+        "ContainerView" | "ListView" | "InventoryView" => "ManagedObjectView",
+        "ManagedObjectView" => "View",
+        _ => return false,
+    };
+    is_a(parent, base)
+}
+
+/// All managed objects of one simulator.
+#[derive(Debug, Default)]
+pub struct Inventory {
+    objects: HashMap<String, ManagedObject>,
+    next_id: u64,
+}
+
+impl Inventory {
+    /// A fresh reference value with vCenter's prefix for the type (`vm-17`).
+    pub fn next_value(&mut self, prefix: &str) -> String {
+        self.next_id += 1;
+        format!("{prefix}-{}", self.next_id)
+    }
+
+    pub fn insert(&mut self, object: ManagedObject) {
+        self.objects.insert(object.moref.value.clone(), object);
+    }
+
+    pub fn get(&self, m: &Moref) -> Option<&ManagedObject> {
+        self.objects.get(&m.value).filter(|o| o.moref.ty == m.ty)
+    }
+
+    pub fn get_mut(&mut self, m: &Moref) -> Option<&mut ManagedObject> {
+        self.objects
+            .get_mut(&m.value)
+            .filter(|o| o.moref.ty == m.ty)
+    }
+
+    /// Finds an object by value alone (the type attribute may name a base type).
+    pub fn by_value(&self, value: &str) -> Option<&ManagedObject> {
+        self.objects.get(value)
+    }
+
+    pub fn remove(&mut self, m: &Moref) -> Option<ManagedObject> {
+        self.objects.remove(&m.value)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &ManagedObject> {
+        self.objects.values()
+    }
+
+    /// The direct children of a managed entity, in inventory order.
+    pub fn children(&self, m: &Moref) -> Vec<Moref> {
+        let Some(o) = self.get(m) else {
+            return Vec::new();
+        };
+        let props: &[&str] = match o.moref.ty.as_str() {
+            "Folder" => &["childEntity"],
+            "Datacenter" => &["vmFolder", "hostFolder", "datastoreFolder", "networkFolder"],
+            "ComputeResource" | "ClusterComputeResource" => &["host", "resourcePool"],
+            "ResourcePool" | "VirtualApp" => &["resourcePool", "vm"],
+            _ => &[],
+        };
+        props
+            .iter()
+            .filter_map(|p| o.props.get(*p))
+            .flat_map(Val::morefs)
+            .collect()
+    }
+
+    /// The inventory path of an entity (`/DC0/vm/DC0_H0_VM0`).
+    pub fn path_of(&self, m: &Moref) -> String {
+        let mut parts = Vec::new();
+        let mut cur = self.get(m);
+        while let Some(o) = cur {
+            let parent = o.props.get("parent").and_then(Val::as_mor);
+            if parent.is_none() {
+                break; // the root folder has no name in paths
+            }
+            parts.push(o.name().to_string());
+            cur = parent.and_then(|p| self.get(p));
+        }
+        parts.reverse();
+        format!("/{}", parts.join("/"))
+    }
+}
+
+/// Well-known references of every simulator.
+pub mod refs {
+    use crate::value::Moref;
+
+    pub fn service_instance() -> Moref {
+        Moref::new("ServiceInstance", "ServiceInstance")
+    }
+    pub fn root_folder() -> Moref {
+        Moref::new("Folder", "group-d1")
+    }
+    pub fn property_collector() -> Moref {
+        Moref::new("PropertyCollector", "propertyCollector")
+    }
+    pub fn view_manager() -> Moref {
+        Moref::new("ViewManager", "ViewManager")
+    }
+    pub fn session_manager() -> Moref {
+        Moref::new("SessionManager", "SessionManager")
+    }
+    pub fn search_index() -> Moref {
+        Moref::new("SearchIndex", "SearchIndex")
+    }
+}
+
+fn enum_val(ty: &'static str, v: &str) -> Val {
+    Val::Enum(ty, v.to_string())
+}
+
+fn folder(
+    inv: &mut Inventory,
+    prefix: &str,
+    name: &str,
+    parent: &Moref,
+    child_types: &[&str],
+) -> Moref {
+    let value = if prefix == "group-d" && parent.value.is_empty() {
+        "group-d1".to_string()
+    } else {
+        inv.next_value(prefix)
+    };
+    let mut f = ManagedObject::new("Folder", &value);
+    f.set("name", name);
+    if !parent.value.is_empty() {
+        f.set("parent", parent.clone());
+    }
+    f.set("childEntity", mor_array([]));
+    f.set("childType", string_array(child_types.iter().copied()));
+    f.set("overallStatus", enum_val("ManagedEntityStatus", "green"));
+    let m = f.moref.clone();
+    inv.insert(f);
+    m
+}
+
+fn link(inv: &mut Inventory, parent: &Moref, prop: &str, child: &Moref) {
+    if let Some(p) = inv.get_mut(parent) {
+        p.push_mor(prop, child.clone());
+    }
+}
+
+/// Deterministic UUIDs derived from a name, so the same model gives the same UUIDs.
+pub fn uuid_for(name: &str, salt: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut bytes = [0u8; 16];
+    for (i, b) in bytes.iter_mut().enumerate() {
+        for c in name.bytes().chain(salt.bytes()).chain([i as u8]) {
+            h ^= u64::from(c);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        *b = (h >> 24) as u8;
+    }
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// Everything a generated host or VM needs to know about where it lives.
+struct Placement {
+    vm_folder: Moref,
+    datastores: Vec<Moref>,
+    network: Moref,
+}
+
+fn host(inv: &mut Inventory, name: &str, parent: &Moref, place: &Placement) -> Moref {
+    let value = inv.next_value("host");
+    let mut h = ManagedObject::new("HostSystem", &value);
+    let m = h.moref.clone();
+    h.set("name", name);
+    h.set("parent", parent.clone());
+    h.set("overallStatus", enum_val("ManagedEntityStatus", "green"));
+    let runtime = Data::new("HostRuntimeInfo")
+        .with(
+            "connectionState",
+            enum_val("HostSystemConnectionState", "connected"),
+        )
+        .with("powerState", enum_val("HostSystemPowerState", "poweredOn"))
+        .with("inMaintenanceMode", false);
+    let hardware = Data::new("HostHardwareSummary")
+        .with("vendor", "VMware, Inc. (infrasim)")
+        .with("model", "VMware Virtual Platform")
+        .with("uuid", uuid_for(name, "host"))
+        .with("memorySize", 4i64 * 1024 * 1024 * 1024)
+        .with("cpuModel", "Intel(R) Xeon(R) CPU (simulated)")
+        .with("cpuMhz", 2294)
+        .with("numCpuPkgs", 2i32)
+        .with("numCpuCores", 2i32)
+        .with("numCpuThreads", 2i32)
+        .with("numNics", 1i32)
+        .with("numHBAs", 1i32);
+    let summary = Data::new("HostListSummary")
+        .with("host", m.clone())
+        .with("hardware", hardware)
+        .with("runtime", runtime.clone())
+        .with(
+            "config",
+            Data::new("HostConfigSummary")
+                .with("name", name)
+                .with("port", 443i32)
+                .with("vmotionEnabled", false)
+                .with("faultToleranceEnabled", false),
+        )
+        .with("quickStats", Data::new("HostListSummaryQuickStats"))
+        .with("overallStatus", enum_val("ManagedEntityStatus", "green"))
+        .with("rebootRequired", false)
+        .with("managementServerIp", "127.0.0.1");
+    h.set("summary", summary);
+    h.set("runtime", runtime);
+    h.set("vm", mor_array([]));
+    h.set("datastore", mor_array(place.datastores.iter().cloned()));
+    h.set("network", mor_array([place.network.clone()]));
+    inv.insert(h);
+    link(inv, &place.network, "host", &m);
+    m
+}
+
+fn resource_pool(inv: &mut Inventory, name: &str, parent: &Moref, owner: &Moref) -> Moref {
+    let value = inv.next_value("resgroup");
+    let mut p = ManagedObject::new("ResourcePool", &value);
+    p.set("name", name);
+    p.set("parent", parent.clone());
+    p.set("owner", owner.clone());
+    p.set("resourcePool", mor_array([]));
+    p.set("vm", mor_array([]));
+    p.set("overallStatus", enum_val("ManagedEntityStatus", "green"));
+    let m = p.moref.clone();
+    inv.insert(p);
+    m
+}
+
+/// Where a VM is created: its host, resource pool, folder, datastore and network.
+#[derive(Debug, Clone)]
+pub struct VmPlacement {
+    pub host: Moref,
+    pub pool: Moref,
+    pub folder: Moref,
+    pub datastore: Moref,
+    pub network: Moref,
+}
+
+/// Creates a powered-on VM named `name` at `at`.
+pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTime<Utc>) -> Moref {
+    let VmPlacement {
+        host,
+        pool,
+        folder,
+        datastore,
+        network,
+    } = at;
+    let value = inv.next_value("vm");
+    let m = Moref::new("VirtualMachine", &value);
+    let ds_name = inv
+        .get(datastore)
+        .map(|d| d.name().to_string())
+        .unwrap_or_default();
+    let net_name = inv
+        .get(network)
+        .map(|d| d.name().to_string())
+        .unwrap_or_default();
+    let uuid = uuid_for(name, "bios");
+    let instance_uuid = uuid_for(name, "instance");
+    let vmx = format!("[{ds_name}] {name}/{name}.vmx");
+    let mac = {
+        let u = uuid_for(name, "mac");
+        format!("00:50:56:{}:{}:{}", &u[0..2], &u[2..4], &u[4..6])
+    };
+    let disk = Data::new("VirtualDisk")
+        .with("key", 204i32)
+        .with(
+            "deviceInfo",
+            Data::new("Description")
+                .with("label", "Hard disk 1")
+                .with("summary", "10,485,760 KB"),
+        )
+        .with(
+            "backing",
+            Data::new("VirtualDiskFlatVer2BackingInfo")
+                .with("fileName", format!("[{ds_name}] {name}/{name}.vmdk"))
+                .with("datastore", datastore.clone())
+                .with("diskMode", "persistent")
+                .with("thinProvisioned", true),
+        )
+        .with("controllerKey", 202i32)
+        .with("unitNumber", 0i32)
+        .with("capacityInKB", 10_485_760i64)
+        .with("capacityInBytes", 10_737_418_240i64);
+    let nic = Data::new("VirtualVmxnet3")
+        .with("key", 4000i32)
+        .with(
+            "deviceInfo",
+            Data::new("Description")
+                .with("label", "Network adapter 1")
+                .with("summary", net_name.as_str()),
+        )
+        .with(
+            "backing",
+            Data::new("VirtualEthernetCardNetworkBackingInfo")
+                .with("deviceName", net_name.as_str())
+                .with("network", network.clone()),
+        )
+        .with("controllerKey", 100i32)
+        .with("unitNumber", 7i32)
+        .with("addressType", "generated")
+        .with("macAddress", mac.as_str());
+    let controller = Data::new("ParaVirtualSCSIController")
+        .with("key", 202i32)
+        .with(
+            "deviceInfo",
+            Data::new("Description")
+                .with("label", "SCSI controller 0")
+                .with("summary", "VMware paravirtual SCSI"),
+        )
+        .with("controllerKey", 100i32)
+        .with("unitNumber", 3i32)
+        .with("busNumber", 0i32)
+        .with("device", Val::Array("int", vec![Val::Int(204)]))
+        .with(
+            "sharedBus",
+            Val::Enum("VirtualSCSISharing", "noSharing".into()),
+        );
+    let hardware = Data::new("VirtualHardware")
+        .with("numCPU", 1i32)
+        .with("numCoresPerSocket", 1i32)
+        .with("memoryMB", 32i32)
+        .with("virtualICH7MPresent", false)
+        .with("virtualSMCPresent", false)
+        .with(
+            "device",
+            Val::Array(
+                "VirtualDevice",
+                vec![Val::Data(controller), Val::Data(disk), Val::Data(nic)],
+            ),
+        );
+    let config = Data::new("VirtualMachineConfigInfo")
+        .with("changeVersion", now.to_rfc3339())
+        .with("modified", now)
+        .with("name", name)
+        .with("guestFullName", "Other (32-bit)")
+        .with("version", "vmx-13")
+        .with("uuid", uuid.as_str())
+        .with("createDate", now)
+        .with("instanceUuid", instance_uuid.as_str())
+        .with("template", false)
+        .with("guestId", "otherGuest")
+        .with("alternateGuestName", "")
+        .with(
+            "files",
+            Data::new("VirtualMachineFileInfo").with("vmPathName", vmx.as_str()),
+        )
+        .with("hardware", hardware)
+        .with("extraConfig", Val::Array("OptionValue", vec![]));
+    let runtime = Data::new("VirtualMachineRuntimeInfo")
+        .with("host", host.clone())
+        .with(
+            "connectionState",
+            enum_val("VirtualMachineConnectionState", "connected"),
+        )
+        .with(
+            "powerState",
+            enum_val("VirtualMachinePowerState", "poweredOn"),
+        )
+        .with("bootTime", now)
+        .with("maxCpuUsage", 2294i32)
+        .with("maxMemoryUsage", 32i32);
+    let guest = Data::new("GuestInfo")
+        .with(
+            "toolsStatus",
+            enum_val("VirtualMachineToolsStatus", "toolsNotInstalled"),
+        )
+        .with("toolsRunningStatus", "guestToolsNotRunning")
+        .with("guestState", "notRunning")
+        .with("net", Val::Array("GuestNicInfo", vec![]));
+    let summary = Data::new("VirtualMachineSummary")
+        .with("vm", m.clone())
+        .with("runtime", runtime.clone())
+        .with(
+            "guest",
+            Data::new("VirtualMachineGuestSummary")
+                .with(
+                    "toolsStatus",
+                    enum_val("VirtualMachineToolsStatus", "toolsNotInstalled"),
+                )
+                .with("toolsRunningStatus", "guestToolsNotRunning"),
+        )
+        .with(
+            "config",
+            Data::new("VirtualMachineConfigSummary")
+                .with("name", name)
+                .with("template", false)
+                .with("vmPathName", vmx.as_str())
+                .with("memorySizeMB", 32i32)
+                .with("numCpu", 1i32)
+                .with("numEthernetCards", 1i32)
+                .with("numVirtualDisks", 1i32)
+                .with("uuid", uuid.as_str())
+                .with("instanceUuid", instance_uuid.as_str())
+                .with("guestId", "otherGuest")
+                .with("guestFullName", "Other (32-bit)"),
+        )
+        .with("quickStats", Data::new("VirtualMachineQuickStats"))
+        .with("overallStatus", enum_val("ManagedEntityStatus", "green"));
+    let mut vm = ManagedObject::new("VirtualMachine", &value);
+    vm.set("name", name);
+    vm.set("parent", folder.clone());
+    vm.set("resourcePool", pool.clone());
+    vm.set("runtime", runtime);
+    vm.set("summary", summary);
+    vm.set("config", config);
+    vm.set("guest", guest);
+    vm.set("datastore", mor_array([datastore.clone()]));
+    vm.set("network", mor_array([network.clone()]));
+    vm.set("overallStatus", enum_val("ManagedEntityStatus", "green"));
+    inv.insert(vm);
+    link(inv, folder, "childEntity", &m);
+    link(inv, pool, "vm", &m);
+    link(inv, host, "vm", &m);
+    link(inv, datastore, "vm", &m);
+    link(inv, network, "vm", &m);
+    m
+}
+
+/// Builds the starting inventory of a model.
+pub fn generate(model: &Model, now: DateTime<Utc>) -> Inventory {
+    let mut inv = Inventory::default();
+    let root = folder(
+        &mut inv,
+        "group-d",
+        "Datacenters",
+        &Moref::new("Folder", ""),
+        &["Folder", "Datacenter"],
+    );
+    let datacenters = if model.esx { 1 } else { model.datacenters };
+    for d in 0..datacenters {
+        let dc_name = if model.esx {
+            "ha-datacenter".to_string()
+        } else {
+            format!("DC{d}")
+        };
+        let dc_value = inv.next_value("datacenter");
+        let dc = Moref::new("Datacenter", &dc_value);
+        let vm_folder = folder(
+            &mut inv,
+            "group-v",
+            "vm",
+            &dc,
+            &["Folder", "VirtualMachine", "VirtualApp"],
+        );
+        let host_folder = folder(
+            &mut inv,
+            "group-h",
+            "host",
+            &dc,
+            &["Folder", "ComputeResource"],
+        );
+        let ds_folder = folder(
+            &mut inv,
+            "group-s",
+            "datastore",
+            &dc,
+            &["Folder", "Datastore", "StoragePod"],
+        );
+        let net_folder = folder(
+            &mut inv,
+            "group-n",
+            "network",
+            &dc,
+            &["Folder", "Network", "DistributedVirtualSwitch"],
+        );
+        let mut dco = ManagedObject::new("Datacenter", &dc_value);
+        dco.set("name", dc_name.as_str());
+        dco.set("parent", root.clone());
+        dco.set("vmFolder", vm_folder.clone());
+        dco.set("hostFolder", host_folder.clone());
+        dco.set("datastoreFolder", ds_folder.clone());
+        dco.set("networkFolder", net_folder.clone());
+        dco.set("datastore", mor_array([]));
+        dco.set("network", mor_array([]));
+        dco.set("overallStatus", enum_val("ManagedEntityStatus", "green"));
+        inv.insert(dco);
+        link(&mut inv, &root, "childEntity", &dc);
+
+        // Storage and networks first: hosts and VMs refer to them.
+        let mut datastores = Vec::new();
+        for s in 0..model.datastores.max(1) {
+            let value = inv.next_value("datastore");
+            let name = format!("LocalDS_{s}");
+            let mut ds = ManagedObject::new("Datastore", &value);
+            let m = ds.moref.clone();
+            let url = format!(
+                "ds:///vmfs/volumes/{}/",
+                uuid_for(&format!("{dc_name}/{name}"), "ds")
+            );
+            ds.set("name", name.as_str());
+            ds.set("parent", ds_folder.clone());
+            ds.set(
+                "summary",
+                Data::new("DatastoreSummary")
+                    .with("datastore", m.clone())
+                    .with("name", name.as_str())
+                    .with("url", url.as_str())
+                    .with("capacity", 1i64 << 40)
+                    .with("freeSpace", 1i64 << 39)
+                    .with("type", "VMFS")
+                    .with("accessible", true)
+                    .with("multipleHostAccess", true)
+                    .with("maintenanceMode", "normal"),
+            );
+            ds.set(
+                "info",
+                Data::new("VmfsDatastoreInfo")
+                    .with("name", name.as_str())
+                    .with("url", url.as_str())
+                    .with("freeSpace", 1i64 << 39)
+                    .with("maxFileSize", 1i64 << 40),
+            );
+            ds.set("vm", mor_array([]));
+            ds.set("overallStatus", enum_val("ManagedEntityStatus", "green"));
+            inv.insert(ds);
+            link(&mut inv, &ds_folder, "childEntity", &m);
+            link(&mut inv, &dc, "datastore", &m);
+            datastores.push(m);
+        }
+        let net_value = inv.next_value("network");
+        let mut net = ManagedObject::new("Network", &net_value);
+        let network = net.moref.clone();
+        net.set("name", "VM Network");
+        net.set("parent", net_folder.clone());
+        net.set(
+            "summary",
+            Data::new("NetworkSummary")
+                .with("network", network.clone())
+                .with("name", "VM Network")
+                .with("accessible", true),
+        );
+        net.set("host", mor_array([]));
+        net.set("vm", mor_array([]));
+        net.set("overallStatus", enum_val("ManagedEntityStatus", "green"));
+        inv.insert(net);
+        link(&mut inv, &net_folder, "childEntity", &network);
+        link(&mut inv, &dc, "network", &network);
+        if !model.esx && model.portgroups > 0 {
+            let dvs_value = inv.next_value("dvs");
+            let mut dvs = ManagedObject::new("VmwareDistributedVirtualSwitch", &dvs_value);
+            let dvs_ref = dvs.moref.clone();
+            dvs.set("name", format!("{dc_name}_DVS"));
+            dvs.set("parent", net_folder.clone());
+            dvs.set("uuid", uuid_for(&format!("{dc_name}_DVS"), "dvs"));
+            dvs.set("portgroup", mor_array([]));
+            inv.insert(dvs);
+            link(&mut inv, &net_folder, "childEntity", &dvs_ref);
+            for p in 0..model.portgroups {
+                let value = inv.next_value("dvportgroup");
+                let name = format!("{dc_name}_DVPG{p}");
+                let mut pg = ManagedObject::new("DistributedVirtualPortgroup", &value);
+                let m = pg.moref.clone();
+                pg.set("name", name.as_str());
+                pg.set("parent", net_folder.clone());
+                pg.set("key", value.as_str());
+                pg.set(
+                    "summary",
+                    Data::new("NetworkSummary")
+                        .with("network", m.clone())
+                        .with("name", name.as_str())
+                        .with("accessible", true),
+                );
+                pg.set(
+                    "config",
+                    Data::new("DVPortgroupConfigInfo")
+                        .with("key", value.as_str())
+                        .with("name", name.as_str())
+                        .with("numPorts", 0i32)
+                        .with("distributedVirtualSwitch", dvs_ref.clone())
+                        .with("type", "earlyBinding"),
+                );
+                pg.set("host", mor_array([]));
+                pg.set("vm", mor_array([]));
+                inv.insert(pg);
+                link(&mut inv, &net_folder, "childEntity", &m);
+                link(&mut inv, &dc, "network", &m);
+                link(&mut inv, &dvs_ref, "portgroup", &m);
+            }
+        }
+        let place = Placement {
+            vm_folder: vm_folder.clone(),
+            datastores: datastores.clone(),
+            network: network.clone(),
+        };
+
+        // Standalone hosts: a ComputeResource holding one host and a root pool.
+        let standalone = if model.esx { 1 } else { model.standalone_hosts };
+        for h in 0..standalone {
+            let name = if model.esx {
+                "localhost.localdomain".to_string()
+            } else {
+                format!("{dc_name}_H{h}")
+            };
+            let cr_value = inv.next_value("domain-s");
+            let cr = Moref::new("ComputeResource", &cr_value);
+            let host_ref = host(&mut inv, &name, &cr, &place);
+            let pool = resource_pool(&mut inv, "Resources", &cr, &cr);
+            let mut cro = ManagedObject::new("ComputeResource", &cr_value);
+            cro.set("name", name.as_str());
+            cro.set("parent", host_folder.clone());
+            cro.set("host", mor_array([host_ref.clone()]));
+            cro.set("resourcePool", pool.clone());
+            cro.set("datastore", mor_array(datastores.iter().cloned()));
+            cro.set("network", mor_array([network.clone()]));
+            cro.set("overallStatus", enum_val("ManagedEntityStatus", "green"));
+            inv.insert(cro);
+            link(&mut inv, &host_folder, "childEntity", &cr);
+            for v in 0..model.vms {
+                let vm_name = format!("{name}_VM{v}");
+                create_vm(
+                    &mut inv,
+                    &vm_name,
+                    &VmPlacement {
+                        host: host_ref.clone(),
+                        pool: pool.clone(),
+                        folder: place.vm_folder.clone(),
+                        datastore: datastores[0].clone(),
+                        network: network.clone(),
+                    },
+                    now,
+                );
+            }
+        }
+        if model.esx {
+            continue;
+        }
+        for c in 0..model.clusters {
+            let name = format!("{dc_name}_C{c}");
+            let cl_value = inv.next_value("domain-c");
+            let cl = Moref::new("ClusterComputeResource", &cl_value);
+            let mut hosts = Vec::new();
+            for h in 0..model.hosts_per_cluster {
+                hosts.push(host(&mut inv, &format!("{name}_H{h}"), &cl, &place));
+            }
+            let root_pool = resource_pool(&mut inv, "Resources", &cl, &cl);
+            let mut clo = ManagedObject::new("ClusterComputeResource", &cl_value);
+            clo.set("name", name.as_str());
+            clo.set("parent", host_folder.clone());
+            clo.set("host", mor_array(hosts.iter().cloned()));
+            clo.set("resourcePool", root_pool.clone());
+            clo.set("datastore", mor_array(datastores.iter().cloned()));
+            clo.set("network", mor_array([network.clone()]));
+            clo.set("overallStatus", enum_val("ManagedEntityStatus", "green"));
+            clo.set(
+                "summary",
+                Data::new("ClusterComputeResourceSummary")
+                    .with("totalCpu", 2294 * 2 * hosts.len() as i32)
+                    .with(
+                        "totalMemory",
+                        4i64 * 1024 * 1024 * 1024 * hosts.len() as i64,
+                    )
+                    .with("numCpuCores", 2 * hosts.len() as i16 as i32)
+                    .with("numCpuThreads", 2 * hosts.len() as i32)
+                    .with("effectiveCpu", 2294 * 2 * hosts.len() as i32)
+                    .with("effectiveMemory", 4096i64 * hosts.len() as i64)
+                    .with("numHosts", hosts.len() as i32)
+                    .with("numEffectiveHosts", hosts.len() as i32)
+                    .with("overallStatus", enum_val("ManagedEntityStatus", "green")),
+            );
+            inv.insert(clo);
+            link(&mut inv, &host_folder, "childEntity", &cl);
+            let mut pools = vec![root_pool.clone()];
+            for p in 1..=model.pools {
+                let child = resource_pool(&mut inv, &format!("{name}_RP{p}"), &root_pool, &cl);
+                link(&mut inv, &root_pool, "resourcePool", &child);
+                pools.push(child);
+            }
+            let mut turn = 0;
+            for (p, pool) in pools.iter().enumerate() {
+                for v in 0..model.vms {
+                    let host_ref = hosts.get(turn % hosts.len().max(1)).cloned();
+                    turn += 1;
+                    if let Some(host_ref) = host_ref {
+                        let vm_name = format!("{name}_RP{p}_VM{v}");
+                        create_vm(
+                            &mut inv,
+                            &vm_name,
+                            &VmPlacement {
+                                host: host_ref.clone(),
+                                pool: pool.clone(),
+                                folder: place.vm_folder.clone(),
+                                datastore: datastores[0].clone(),
+                                network: network.clone(),
+                            },
+                            now,
+                        );
+                    }
+                }
+            }
+        }
+    }
+    inv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_model_has_vcsims_names() {
+        let inv = generate(&Model::default(), Utc::now());
+        let mut names: Vec<(String, String)> = inv
+            .iter()
+            .filter(|o| {
+                matches!(
+                    o.moref.ty.as_str(),
+                    "VirtualMachine"
+                        | "HostSystem"
+                        | "ClusterComputeResource"
+                        | "Datacenter"
+                        | "Datastore"
+                )
+            })
+            .map(|o| (o.moref.ty.clone(), o.name().to_string()))
+            .collect();
+        names.sort();
+        let vms: Vec<&str> = names
+            .iter()
+            .filter(|(t, _)| t == "VirtualMachine")
+            .map(|(_, n)| n.as_str())
+            .collect();
+        assert_eq!(
+            vms,
+            vec![
+                "DC0_C0_RP0_VM0",
+                "DC0_C0_RP0_VM1",
+                "DC0_H0_VM0",
+                "DC0_H0_VM1"
+            ]
+        );
+        let hosts: Vec<&str> = names
+            .iter()
+            .filter(|(t, _)| t == "HostSystem")
+            .map(|(_, n)| n.as_str())
+            .collect();
+        assert_eq!(hosts, vec!["DC0_C0_H0", "DC0_C0_H1", "DC0_C0_H2", "DC0_H0"]);
+        assert!(names.contains(&("Datastore".into(), "LocalDS_0".into())));
+        assert!(names.contains(&("ClusterComputeResource".into(), "DC0_C0".into())));
+        let vm = inv.iter().find(|o| o.name() == "DC0_H0_VM0").unwrap();
+        assert_eq!(inv.path_of(&vm.moref), "/DC0/vm/DC0_H0_VM0");
+        assert_eq!(
+            vm.path("summary.runtime.powerState").and_then(Val::as_str),
+            Some("poweredOn")
+        );
+    }
+
+    #[test]
+    fn types_follow_the_vim_hierarchy() {
+        assert!(is_a("ClusterComputeResource", "ManagedEntity"));
+        assert!(is_a("DistributedVirtualPortgroup", "Network"));
+        assert!(!is_a("Datastore", "Network"));
+    }
+}

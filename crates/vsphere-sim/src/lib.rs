@@ -1,0 +1,29 @@
+//! A vSphere Web Services simulator: the vim25 object model, an inventory generator with
+//! govmomi's VPX model semantics, the SOAP codec, sessions, PropertyCollector and views,
+//! served over HTTPS at `/sdk`, so pyvmomi and govmomi talk to it unchanged.
+//!
+//! One file per managed-object type (`service_instance`, `session_manager`,
+//! `property_collector`, `view_manager`, `search_index`); the inventory generator apart from
+//! request dispatch (`inventory`); values and their encoding in `value`; the envelope in `soap`.
+//!
+//! ```
+//! use infrasim_vsphere_sim::{Simulator, SimConfig};
+//! let sim = Simulator::new(SimConfig::default(), infrasim_clock::SystemClock::shared());
+//! let vms = sim.with_inventory(|inv| inv.iter().filter(|o| o.moref.ty == "VirtualMachine").count());
+//! assert_eq!(vms, 4);
+//! ```
+
+pub mod fault;
+pub mod inventory;
+mod property_collector;
+mod search_index;
+pub mod server;
+mod service_instance;
+mod session_manager;
+pub mod simulator;
+pub mod soap;
+pub mod value;
+mod view_manager;
+
+pub use inventory::Model;
+pub use simulator::{Flavor, Reply, SimConfig, Simulator};

@@ -1,0 +1,370 @@
+//! PropertyCollector: RetrieveProperties, RetrievePropertiesEx with `maxObjects` paging,
+//! ContinueRetrievePropertiesEx, CancelRetrievePropertiesEx; TraversalSpec and named
+//! SelectionSpec recursion; nested property paths; and `Fetch`, the one-property read
+//! pyvmomi uses for attribute access.
+
+use crate::fault::Fault;
+use crate::inventory::{is_a, refs, ManagedObject};
+use crate::simulator::{Call, PendingResult, State};
+use crate::soap::Element;
+use crate::value::{mor_array, write_element, Moref, Val};
+use crate::{service_instance, session_manager, view_manager};
+use std::collections::{HashMap, HashSet};
+
+#[derive(Debug, Clone)]
+struct PropertySpec {
+    ty: String,
+    all: bool,
+    paths: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+enum Selection {
+    Named(String),
+    Traversal(Traversal),
+}
+
+#[derive(Debug, Clone)]
+struct Traversal {
+    ty: String,
+    path: String,
+    skip: bool,
+    select: Vec<Selection>,
+}
+
+#[derive(Debug, Clone)]
+struct ObjectSpec {
+    obj: Moref,
+    skip: bool,
+    select: Vec<Selection>,
+}
+
+#[derive(Debug, Clone)]
+struct FilterSpec {
+    props: Vec<PropertySpec>,
+    objects: Vec<ObjectSpec>,
+    /// Named traversal specs anywhere in the filter, for SelectionSpec references.
+    named: HashMap<String, Traversal>,
+}
+
+fn parse_selection(el: &Element, named: &mut HashMap<String, Traversal>) -> Selection {
+    let is_traversal =
+        el.xsi_type.as_deref() == Some("TraversalSpec") || el.child("path").is_some();
+    if !is_traversal {
+        return Selection::Named(el.text_of("name").unwrap_or("").to_string());
+    }
+    let t = Traversal {
+        ty: el.text_of("type").unwrap_or("").to_string(),
+        path: el.text_of("path").unwrap_or("").to_string(),
+        skip: el.flag("skip").unwrap_or(false),
+        select: el
+            .children_named("selectSet")
+            .map(|s| parse_selection(s, named))
+            .collect(),
+    };
+    if let Some(name) = el.text_of("name").filter(|n| !n.is_empty()) {
+        named.insert(name.to_string(), t.clone());
+    }
+    Selection::Traversal(t)
+}
+
+fn parse_filter(el: &Element) -> Result<FilterSpec, Fault> {
+    let mut named = HashMap::new();
+    let props = el
+        .children_named("propSet")
+        .map(|p| PropertySpec {
+            ty: p.text_of("type").unwrap_or("").to_string(),
+            all: p.flag("all").unwrap_or(false),
+            paths: p
+                .children_named("pathSet")
+                .map(|c| c.text.trim().to_string())
+                .collect(),
+        })
+        .collect();
+    let mut objects = Vec::new();
+    for o in el.children_named("objectSet") {
+        let obj = o
+            .child("obj")
+            .and_then(Element::moref)
+            .ok_or_else(|| Fault::invalid_argument("objectSet.obj"))?;
+        objects.push(ObjectSpec {
+            obj,
+            skip: o.flag("skip").unwrap_or(false),
+            select: o
+                .children_named("selectSet")
+                .map(|s| parse_selection(s, &mut named))
+                .collect(),
+        });
+    }
+    Ok(FilterSpec {
+        props,
+        objects,
+        named,
+    })
+}
+
+/// A property's value, including those computed at read time.
+pub(crate) fn property(
+    state: &State,
+    call: &Call<'_>,
+    obj: &ManagedObject,
+    path: &str,
+) -> Option<Val> {
+    let (head, rest) = path.split_once('.').unwrap_or((path, ""));
+    let dynamic = match (obj.moref.ty.as_str(), head) {
+        ("ContainerView", "view") => Some(mor_array(view_manager::view_contents(state, obj))),
+        ("SessionManager", "currentSession") => call
+            .session
+            .as_ref()
+            .and_then(|k| state.sessions.get(k))
+            .map(|s| Val::Data(session_manager::user_session(s))),
+        ("ServiceInstance", "content") => Some(Val::Data(service_instance::service_content(call))),
+        ("ServiceInstance", "serverClock") => Some(Val::Time(call.now)),
+        _ => None,
+    };
+    match dynamic {
+        Some(v) if rest.is_empty() => Some(v),
+        Some(v) => v.path(rest).cloned(),
+        None => obj.path(path).cloned(),
+    }
+}
+
+/// The objects a filter selects, in traversal order, each once.
+fn collect(state: &State, spec: &FilterSpec) -> Result<Vec<Moref>, Fault> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    let mut walked = HashSet::new();
+    for o in &spec.objects {
+        if state.inventory.by_value(&o.obj.value).is_none() {
+            return Err(Fault::not_found(&o.obj));
+        }
+        if !o.skip && seen.insert(o.obj.value.clone()) {
+            out.push(o.obj.clone());
+        }
+        walk(
+            state,
+            spec,
+            &o.obj,
+            &o.select,
+            &mut out,
+            &mut seen,
+            &mut walked,
+            0,
+        );
+    }
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn walk(
+    state: &State,
+    spec: &FilterSpec,
+    from: &Moref,
+    select: &[Selection],
+    out: &mut Vec<Moref>,
+    seen: &mut HashSet<String>,
+    walked: &mut HashSet<(String, String)>,
+    depth: usize,
+) {
+    if depth > 64 {
+        return;
+    }
+    let Some(obj) = state.inventory.by_value(&from.value) else {
+        return;
+    };
+    for sel in select {
+        let t = match sel {
+            Selection::Traversal(t) => t,
+            Selection::Named(name) => match spec.named.get(name) {
+                Some(t) => t,
+                None => continue,
+            },
+        };
+        if !is_a(&obj.moref.ty, &t.ty) {
+            continue;
+        }
+        // Each (object, traversal) pair is walked once: specs are often recursive.
+        if !walked.insert((obj.moref.value.clone(), format!("{}.{}", t.ty, t.path))) {
+            continue;
+        }
+        let targets = match obj.moref.ty.as_str() {
+            "ContainerView" if t.path == "view" => view_manager::view_contents(state, obj),
+            _ => obj.path(&t.path).map(Val::morefs).unwrap_or_default(),
+        };
+        for target in targets {
+            if state.inventory.by_value(&target.value).is_none() {
+                continue;
+            }
+            if !t.skip && seen.insert(target.value.clone()) {
+                out.push(target.clone());
+            }
+            walk(
+                state,
+                spec,
+                &target,
+                &t.select,
+                out,
+                seen,
+                walked,
+                depth + 1,
+            );
+        }
+    }
+}
+
+/// The body of one ObjectContent (its `obj` and `propSet`s), rendered.
+fn object_content(state: &State, call: &Call<'_>, spec: &FilterSpec, m: &Moref) -> Option<String> {
+    let obj = state.inventory.by_value(&m.value)?;
+    let wanted: Vec<&PropertySpec> = spec
+        .props
+        .iter()
+        .filter(|p| is_a(&obj.moref.ty, &p.ty))
+        .collect();
+    if wanted.is_empty() {
+        return None;
+    }
+    let mut out = String::new();
+    write_element(&mut out, "obj", &Val::Mor(obj.moref.clone()), false);
+    let mut done = HashSet::new();
+    for p in wanted {
+        let paths: Vec<String> = if p.all {
+            obj.props.keys().cloned().collect()
+        } else {
+            p.paths.clone()
+        };
+        for path in paths {
+            if !done.insert(path.clone()) {
+                continue;
+            }
+            if let Some(v) = property(state, call, obj, &path) {
+                out.push_str("<propSet><name>");
+                out.push_str(&crate::value::escape(&path));
+                out.push_str("</name>");
+                write_element(&mut out, "val", &v, true);
+                out.push_str("</propSet>");
+            }
+        }
+    }
+    Some(out)
+}
+
+fn retrieve(state: &State, call: &Call<'_>, args: &Element) -> Result<Vec<String>, Fault> {
+    let mut results = Vec::new();
+    let mut seen = HashSet::new();
+    for spec_el in args.children_named("specSet") {
+        let spec = parse_filter(spec_el)?;
+        for m in collect(state, &spec)? {
+            if seen.contains(&m.value) {
+                continue;
+            }
+            if let Some(rendered) = object_content(state, call, &spec, &m) {
+                seen.insert(m.value.clone());
+                results.push(rendered);
+            }
+        }
+    }
+    Ok(results)
+}
+
+/// Renders one page of a RetrieveResult, keeping the rest under a token.
+fn page(state: &mut State, call: &Call<'_>, mut objects: Vec<String>, page_size: usize) -> String {
+    if objects.is_empty() {
+        return String::new();
+    }
+    let rest = if page_size > 0 && objects.len() > page_size {
+        objects.split_off(page_size)
+    } else {
+        Vec::new()
+    };
+    let mut out = String::from("<returnval>");
+    if !rest.is_empty() {
+        state.next_token += 1;
+        let token = state.next_token.to_string();
+        out.push_str(&format!("<token>{token}</token>"));
+        state.pending.insert(
+            token,
+            PendingResult {
+                session: call.session.clone().unwrap_or_default(),
+                page: page_size,
+                remaining: rest,
+            },
+        );
+    }
+    for o in objects {
+        out.push_str("<objects>");
+        out.push_str(&o);
+        out.push_str("</objects>");
+    }
+    out.push_str("</returnval>");
+    out
+}
+
+pub(crate) fn dispatch(
+    state: &mut State,
+    call: &mut Call<'_>,
+    method: &str,
+    args: &Element,
+) -> Option<Result<String, Fault>> {
+    Some(match method {
+        "RetrieveProperties" | "RetrieveContents" => retrieve(state, call, args).map(|r| {
+            r.iter()
+                .map(|o| format!("<returnval>{o}</returnval>"))
+                .collect::<String>()
+        }),
+        "RetrievePropertiesEx" => {
+            let max = args
+                .child("options")
+                .and_then(|o| o.text_of("maxObjects"))
+                .and_then(|n| n.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            retrieve(state, call, args).map(|r| page(state, call, r, max))
+        }
+        "ContinueRetrievePropertiesEx" => {
+            let token = args.text_of("token").unwrap_or("").trim().to_string();
+            let session = call.session.clone().unwrap_or_default();
+            match state.pending.remove(&token) {
+                Some(p) if p.session == session => {
+                    let size = p.page;
+                    Ok(page(state, call, p.remaining, size))
+                }
+                _ => Err(Fault::invalid_argument("token")),
+            }
+        }
+        "CancelRetrievePropertiesEx" => {
+            let token = args.text_of("token").unwrap_or("").trim().to_string();
+            state.pending.remove(&token);
+            Ok(String::new())
+        }
+        _ => return None,
+    })
+}
+
+/// `Fetch`: one property of one object; a list comes back as repeated `returnval`s.
+pub(crate) fn fetch(
+    state: &State,
+    call: &Call<'_>,
+    this: &Moref,
+    args: &Element,
+) -> Result<String, Fault> {
+    let prop = args.text_of("prop").unwrap_or("").trim();
+    let obj = state
+        .inventory
+        .by_value(&this.value)
+        .ok_or_else(|| Fault::not_found(this))?;
+    let value = property(state, call, obj, prop);
+    let mut out = String::new();
+    match value {
+        None => {
+            if obj.moref == refs::service_instance() && prop.is_empty() {
+                return Err(Fault::invalid_property(prop));
+            }
+        }
+        Some(Val::Array(_, items)) => {
+            for item in &items {
+                write_element(&mut out, "returnval", item, !matches!(item, Val::Mor(_)));
+            }
+        }
+        Some(v) => write_element(&mut out, "returnval", &v, true),
+    }
+    Ok(out)
+}

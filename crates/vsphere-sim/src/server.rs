@@ -1,0 +1,238 @@
+//! HTTPS for one simulator: SOAP at `/sdk`, and the version documents clients read before
+//! they speak SOAP (`/sdk/vimServiceVersions.xml`, `/sdk/vimService.wsdl`).
+
+use crate::simulator::Simulator;
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair, SanType};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use std::future::Future;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use thiserror::Error;
+use tokio::net::TcpListener;
+
+/// The largest SOAP request accepted.
+pub const MAX_BODY: usize = 16 * 1024 * 1024;
+
+/// A failure to set up TLS or to serve.
+#[derive(Debug, Error)]
+pub enum ServerError {
+    #[error("TLS: {0}")]
+    Tls(String),
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A serving certificate and what clients pin it by.
+#[derive(Clone)]
+pub struct ServerCert {
+    pub cert_pem: String,
+    key_pem: String,
+    /// SHA-256 of the DER certificate, colon-separated upper-case hex (as govc prints it).
+    pub thumbprint_sha256: String,
+    /// SHA-1 of the DER certificate, colon-separated upper-case hex.
+    pub thumbprint_sha1: String,
+}
+
+impl std::fmt::Debug for ServerCert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerCert")
+            .field("thumbprint_sha256", &self.thumbprint_sha256)
+            .finish_non_exhaustive()
+    }
+}
+
+fn colon_hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+impl ServerCert {
+    /// A self-signed ECDSA P-256 certificate for the given names and addresses.
+    pub fn self_signed(dns: &[&str], ips: &[IpAddr]) -> Result<Self, ServerError> {
+        let err = |e: rcgen::Error| ServerError::Tls(e.to_string());
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(err)?;
+        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+        params.distinguished_name = DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "infrasim vcsim");
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, "infrasim");
+        for d in dns {
+            params
+                .subject_alt_names
+                .push(SanType::DnsName((*d).to_string().try_into().map_err(err)?));
+        }
+        for ip in ips {
+            params.subject_alt_names.push(SanType::IpAddress(*ip));
+        }
+        let cert = params.self_signed(&key).map_err(err)?;
+        let der = cert.der().to_vec();
+        Ok(ServerCert {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            thumbprint_sha256: colon_hex(
+                ring::digest::digest(&ring::digest::SHA256, &der).as_ref(),
+            ),
+            thumbprint_sha1: colon_hex(
+                ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &der).as_ref(),
+            ),
+        })
+    }
+
+    fn tls_config(&self) -> Result<Arc<rustls::ServerConfig>, ServerError> {
+        let tls = |e: &dyn std::fmt::Display| ServerError::Tls(e.to_string());
+        let chain: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(self.cert_pem.as_bytes())
+                .collect::<Result<_, _>>()
+                .map_err(|e| tls(&e))?;
+        let key = PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes()).map_err(|e| tls(&e))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| tls(&e))?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|e| tls(&e))?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+}
+
+/// The versions document pyvmomi reads to pick its API version.
+pub fn service_versions(api: &str) -> String {
+    let prior = [
+        "8.0.2.0", "8.0.1.0", "8.0.0.2", "8.0.0.1", "8.0.0.0", "7.0.3.2", "7.0.3.1", "7.0.3.0",
+        "7.0.2.1", "7.0.2.0", "7.0.1.1", "7.0.1.0", "7.0.0.2", "7.0.0.1", "7.0.0.0", "6.9.1",
+        "6.8.7", "6.7.3", "6.7.2", "6.7.1", "6.7", "6.5", "6.0", "5.5", "5.1", "5.0", "4.1", "4.0",
+    ];
+    let prior: String = prior
+        .iter()
+        .filter(|v| **v != api && version_le(v, api))
+        .map(|v| format!("<version>{v}</version>"))
+        .collect();
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\" ?>\n<namespaces version=\"1.0\">\n <namespace>\n  <name>urn:vim25</name>\n  <version>{api}</version>\n  <priorVersions>{prior}</priorVersions>\n </namespace>\n</namespaces>\n"
+    )
+}
+
+fn version_le(a: &str, b: &str) -> bool {
+    let parse = |s: &str| {
+        s.split('.')
+            .map(|p| p.parse::<u32>().unwrap_or(0))
+            .collect::<Vec<_>>()
+    };
+    parse(a) <= parse(b)
+}
+
+fn reply(status: u16, content_type: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(body.into()));
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if let Ok(v) = content_type.parse() {
+        resp.headers_mut().insert(http::header::CONTENT_TYPE, v);
+    }
+    resp
+}
+
+/// Handles one HTTP request for a simulator.
+pub async fn handle<B>(sim: &Simulator, req: Request<B>) -> Response<Full<Bytes>>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let api = match sim.config().flavor {
+        crate::Flavor::VCenter7 => "7.0.3.0",
+        _ => "8.0.3.0",
+    };
+    let path = req.uri().path().trim_end_matches('/').to_string();
+    match (req.method().clone(), path.as_str()) {
+        (Method::GET, "/sdk/vimServiceVersions.xml") => reply(200, "text/xml; charset=utf-8", service_versions(api)),
+        (Method::GET, "/sdk/vimService.wsdl") => reply(
+            200,
+            "text/xml; charset=utf-8",
+            format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\" ?>\n<definitions targetNamespace=\"urn:vim25Service\" xmlns=\"http://schemas.xmlsoap.org/wsdl/\" xmlns:interface=\"urn:vim25\">\n <import location=\"vim.wsdl\" namespace=\"urn:vim25\"/>\n <service name=\"VimService\">\n  <port binding=\"interface:VimBinding\" name=\"VimPort\">\n   <soap:address location=\"https://localhost/sdk\" xmlns:soap=\"http://schemas.xmlsoap.org/wsdl/soap/\"/>\n  </port>\n </service>\n</definitions>\n<!-- apiVersion {api} -->\n"
+            ),
+        ),
+        (Method::POST, "/sdk") => {
+            let cookie = req
+                .headers()
+                .get(http::header::COOKIE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let agent = req
+                .headers()
+                .get(http::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(_) => {
+                    let f = crate::fault::Fault::invalid_request("the request body is too large or was cut off");
+                    return reply(500, "text/xml; charset=utf-8", crate::soap::fault(&f));
+                }
+            };
+            let text = String::from_utf8_lossy(&body);
+            let r = sim.handle(&text, cookie.as_deref(), &agent);
+            let mut resp = reply(r.status, "text/xml; charset=utf-8", r.body);
+            if let Some(c) = r.set_cookie.and_then(|c| c.parse().ok()) {
+                resp.headers_mut().insert(http::header::SET_COOKIE, c);
+            }
+            resp
+        }
+        _ => reply(404, "text/plain", "not found"),
+    }
+}
+
+/// Serves `sim` over HTTPS on `listener` until `shutdown` completes.
+pub async fn serve(
+    sim: Simulator,
+    listener: TcpListener,
+    cert: &ServerCert,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServerError> {
+    let acceptor = tokio_rustls::TlsAcceptor::from(cert.tls_config()?);
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, _) = tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let acceptor = acceptor.clone();
+        let sim = sim.clone();
+        tokio::spawn(async move {
+            let _ = tcp.set_nodelay(true);
+            let Ok(Ok(tls)) =
+                tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
+            else {
+                return;
+            };
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let sim = sim.clone();
+                async move { Ok::<_, std::convert::Infallible>(handle(&sim, req).await) }
+            });
+            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(tls), service)
+                .await;
+        });
+    }
+}

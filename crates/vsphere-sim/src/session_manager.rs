@@ -1,0 +1,100 @@
+//! SessionManager: Login, Logout, SessionIsActive, AcquireCloneTicket, and idle expiry.
+
+use crate::fault::Fault;
+use crate::simulator::{Call, Session, SimConfig, State};
+use crate::soap::Element;
+use crate::value::{write_element, Data, Val};
+use chrono::{DateTime, Utc};
+
+/// Validates a session key and marks it active; expired sessions are removed.
+pub(crate) fn touch(
+    state: &mut State,
+    config: &SimConfig,
+    key: &str,
+    now: DateTime<Utc>,
+) -> Option<String> {
+    let idle = chrono::Duration::from_std(config.session_idle).unwrap_or(chrono::Duration::MAX);
+    let session = state.sessions.get_mut(key)?;
+    if now - session.last_active > idle {
+        state.sessions.remove(key);
+        state.pending.retain(|_, p| p.session != key);
+        return None;
+    }
+    session.last_active = now;
+    session.call_count += 1;
+    Some(key.to_string())
+}
+
+/// The UserSession data object of a session.
+pub(crate) fn user_session(s: &Session) -> Data {
+    Data::new("UserSession")
+        .with("key", s.key.as_str())
+        .with("userName", s.user.as_str())
+        .with("fullName", s.user.as_str())
+        .with("loginTime", s.login_time)
+        .with("lastActiveTime", s.last_active)
+        .with("locale", "en")
+        .with("messageLocale", "en")
+        .with("extensionSession", false)
+        .with("ipAddress", "127.0.0.1")
+        .with("userAgent", s.user_agent.as_str())
+        .with("callCount", s.call_count)
+}
+
+pub(crate) fn dispatch(
+    state: &mut State,
+    call: &mut Call<'_>,
+    method: &str,
+    args: &Element,
+) -> Option<Result<String, Fault>> {
+    Some(match method {
+        "Login" => login(state, call, args),
+        "Logout" => {
+            if let Some(key) = call.session.take() {
+                state.sessions.remove(&key);
+                state.pending.retain(|_, p| p.session != key);
+            }
+            Ok(String::new())
+        }
+        "SessionIsActive" => {
+            let key = args.text_of("sessionID").unwrap_or("");
+            let user = args.text_of("userName").unwrap_or("");
+            let active = state.sessions.get(key).is_some_and(|s| s.user == user);
+            let mut out = String::new();
+            write_element(&mut out, "returnval", &Val::Bool(active), false);
+            Ok(out)
+        }
+        "AcquireCloneTicket" => Err(Fault::not_supported(
+            "clone tickets are not supported by this simulator",
+        )),
+        _ => return None,
+    })
+}
+
+fn login(state: &mut State, call: &mut Call<'_>, args: &Element) -> Result<String, Fault> {
+    let user = args.text_of("userName").unwrap_or("");
+    let password = args.text_of("password").unwrap_or("");
+    if user != call.config.username || password != call.config.password {
+        return Err(Fault::invalid_login());
+    }
+    let key = uuid::Uuid::new_v4().to_string();
+    let session = Session {
+        key: key.clone(),
+        user: user.to_string(),
+        login_time: call.now,
+        last_active: call.now,
+        user_agent: call.user_agent.to_string(),
+        call_count: 0,
+    };
+    let mut out = String::new();
+    write_element(
+        &mut out,
+        "returnval",
+        &Val::Data(user_session(&session)),
+        false,
+    );
+    state.sessions.insert(key.clone(), session);
+    call.session = Some(key.clone());
+    call.set_session = Some(key);
+    Ok(out)
+}

@@ -1,0 +1,344 @@
+//! vSphere values: managed object references, data objects, arrays, enums and scalars, and
+//! their SOAP encoding.
+//!
+//! A value is written either as a field of a data object (`<name>…</name>`, arrays as
+//! repeated elements) or where the schema says `xsd:anyType` (PropertyCollector's `val`,
+//! `Fetch`'s result), which needs an `xsi:type` on everything.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use std::fmt::Write;
+
+/// A managed object reference (`<obj type="VirtualMachine">vm-42</obj>`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Moref {
+    pub ty: String,
+    pub value: String,
+}
+
+impl Moref {
+    pub fn new(ty: &str, value: &str) -> Self {
+        Moref {
+            ty: ty.to_string(),
+            value: value.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Moref {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.ty, self.value)
+    }
+}
+
+/// A data object: its vSphere type name and its fields in schema order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Data {
+    pub ty: String,
+    pub fields: Vec<(String, Val)>,
+}
+
+impl Data {
+    pub fn new(ty: &str) -> Self {
+        Data {
+            ty: ty.to_string(),
+            fields: Vec::new(),
+        }
+    }
+
+    /// Adds a field (builder style).
+    pub fn with(mut self, name: &str, value: impl Into<Val>) -> Self {
+        self.set(name, value);
+        self
+    }
+
+    /// Sets a field, replacing an existing one in place.
+    pub fn set(&mut self, name: &str, value: impl Into<Val>) {
+        let value = value.into();
+        match self.fields.iter_mut().find(|(n, _)| n == name) {
+            Some((_, v)) => *v = value,
+            None => self.fields.push((name.to_string(), value)),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Val> {
+        self.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut Val> {
+        self.fields
+            .iter_mut()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
+    }
+}
+
+/// Any vSphere value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val {
+    Str(String),
+    Bool(bool),
+    Int(i32),
+    Long(i64),
+    Double(f64),
+    Time(DateTime<Utc>),
+    /// An enum value with its enum type name (`VirtualMachinePowerState`).
+    Enum(&'static str, String),
+    Mor(Moref),
+    Data(Data),
+    /// A list, with the wire name of its item type (`string`, `ManagedObjectReference`,
+    /// `VirtualDevice`), which names the `ArrayOf…` type.
+    Array(&'static str, Vec<Val>),
+}
+
+impl From<&str> for Val {
+    fn from(s: &str) -> Self {
+        Val::Str(s.to_string())
+    }
+}
+impl From<String> for Val {
+    fn from(s: String) -> Self {
+        Val::Str(s)
+    }
+}
+impl From<bool> for Val {
+    fn from(b: bool) -> Self {
+        Val::Bool(b)
+    }
+}
+impl From<i32> for Val {
+    fn from(n: i32) -> Self {
+        Val::Int(n)
+    }
+}
+impl From<i64> for Val {
+    fn from(n: i64) -> Self {
+        Val::Long(n)
+    }
+}
+impl From<Moref> for Val {
+    fn from(m: Moref) -> Self {
+        Val::Mor(m)
+    }
+}
+impl From<Data> for Val {
+    fn from(d: Data) -> Self {
+        Val::Data(d)
+    }
+}
+impl From<DateTime<Utc>> for Val {
+    fn from(t: DateTime<Utc>) -> Self {
+        Val::Time(t)
+    }
+}
+
+/// A list of references.
+pub fn mor_array(items: impl IntoIterator<Item = Moref>) -> Val {
+    Val::Array(
+        "ManagedObjectReference",
+        items.into_iter().map(Val::Mor).collect(),
+    )
+}
+
+/// A list of strings.
+pub fn string_array<S: Into<String>>(items: impl IntoIterator<Item = S>) -> Val {
+    Val::Array(
+        "string",
+        items.into_iter().map(|s| Val::Str(s.into())).collect(),
+    )
+}
+
+impl Val {
+    /// The `xsi:type` of the value where the schema allows any type.
+    pub fn xsi_type(&self) -> String {
+        match self {
+            Val::Str(_) => "xsd:string".into(),
+            Val::Bool(_) => "xsd:boolean".into(),
+            Val::Int(_) => "xsd:int".into(),
+            Val::Long(_) => "xsd:long".into(),
+            Val::Double(_) => "xsd:double".into(),
+            Val::Time(_) => "xsd:dateTime".into(),
+            Val::Enum(ty, _) => (*ty).into(),
+            Val::Mor(_) => "ManagedObjectReference".into(),
+            Val::Data(d) => d.ty.clone(),
+            Val::Array(item, _) => {
+                let mut chars = item.chars();
+                let first = chars.next().map(|c| c.to_ascii_uppercase()).unwrap_or('X');
+                format!("ArrayOf{first}{}", chars.as_str())
+            }
+        }
+    }
+
+    /// The value at a dotted path (`runtime.powerState`) inside this value.
+    pub fn path(&self, path: &str) -> Option<&Val> {
+        path.split('.')
+            .filter(|s| !s.is_empty())
+            .try_fold(self, |v, seg| match v {
+                Val::Data(d) => d.get(seg),
+                _ => None,
+            })
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Val::Str(s) | Val::Enum(_, s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_mor(&self) -> Option<&Moref> {
+        match self {
+            Val::Mor(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The references a value holds (itself, or the items of a reference list).
+    pub fn morefs(&self) -> Vec<Moref> {
+        match self {
+            Val::Mor(m) => vec![m.clone()],
+            Val::Array(_, items) => items.iter().filter_map(|v| v.as_mor().cloned()).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Escapes text for XML content and attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn scalar_text(v: &Val) -> Option<String> {
+    Some(match v {
+        Val::Str(s) | Val::Enum(_, s) => escape(s),
+        Val::Bool(b) => b.to_string(),
+        Val::Int(n) => n.to_string(),
+        Val::Long(n) => n.to_string(),
+        Val::Double(n) => n.to_string(),
+        Val::Time(t) => t.to_rfc3339_opts(SecondsFormat::Micros, true),
+        Val::Mor(m) => escape(&m.value),
+        _ => return None,
+    })
+}
+
+/// Writes `value` as element `name`. `typed` adds `xsi:type` (anyType positions); data
+/// objects always carry it, since their fields may be declared as a base type.
+pub fn write_element(out: &mut String, name: &str, value: &Val, typed: bool) {
+    let ty = |v: &Val| {
+        if typed || matches!(v, Val::Data(_)) {
+            format!(" xsi:type=\"{}\"", escape(&v.xsi_type()))
+        } else {
+            String::new()
+        }
+    };
+    match value {
+        Val::Mor(m) => {
+            let _ = write!(
+                out,
+                "<{name}{} type=\"{}\">{}</{name}>",
+                ty(value),
+                escape(&m.ty),
+                escape(&m.value)
+            );
+        }
+        Val::Data(d) => {
+            let _ = write!(out, "<{name}{}>", ty(value));
+            write_fields(out, d);
+            let _ = write!(out, "</{name}>");
+        }
+        Val::Array(item, items) => {
+            // Only in anyType positions is an array one element (`ArrayOfX` of `<X>`s); as a
+            // field it is repeated elements, written by `write_fields`.
+            let _ = write!(out, "<{name}{}>", ty(value));
+            for v in items {
+                write_element(
+                    out,
+                    item,
+                    v,
+                    !matches!(v, Val::Mor(_)) && matches!(v, Val::Data(_)),
+                );
+            }
+            let _ = write!(out, "</{name}>");
+        }
+        scalar => {
+            let text = scalar_text(scalar).unwrap_or_default();
+            let _ = write!(out, "<{name}{}>{text}</{name}>", ty(value));
+        }
+    }
+}
+
+/// Writes the fields of a data object; list fields as repeated elements.
+pub fn write_fields(out: &mut String, data: &Data) {
+    for (name, value) in &data.fields {
+        match value {
+            Val::Array(_, items) => {
+                for item in items {
+                    write_element(out, name, item, false);
+                }
+            }
+            v => write_element(out, name, v, false),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_typed_values_carry_xsi_types() {
+        let mut out = String::new();
+        write_element(&mut out, "val", &Val::Str("a&b".into()), true);
+        assert_eq!(out, r#"<val xsi:type="xsd:string">a&amp;b</val>"#);
+        out.clear();
+        write_element(
+            &mut out,
+            "val",
+            &mor_array([Moref::new("Folder", "group-v3")]),
+            true,
+        );
+        assert_eq!(
+            out,
+            r#"<val xsi:type="ArrayOfManagedObjectReference"><ManagedObjectReference type="Folder">group-v3</ManagedObjectReference></val>"#
+        );
+    }
+
+    #[test]
+    fn data_fields_repeat_list_elements() {
+        let d = Data::new("GuestNicInfo")
+            .with("network", "VM Network")
+            .with("ipAddress", string_array(["10.0.0.1", "fe80::1"]));
+        let mut out = String::new();
+        write_element(&mut out, "net", &Val::Data(d), false);
+        assert_eq!(
+            out,
+            r#"<net xsi:type="GuestNicInfo"><network>VM Network</network><ipAddress>10.0.0.1</ipAddress><ipAddress>fe80::1</ipAddress></net>"#
+        );
+    }
+
+    #[test]
+    fn paths_walk_nested_data() {
+        let v = Val::Data(Data::new("VirtualMachineSummary").with(
+            "runtime",
+            Data::new("VirtualMachineRuntimeInfo").with(
+                "powerState",
+                Val::Enum("VirtualMachinePowerState", "poweredOn".into()),
+            ),
+        ));
+        assert_eq!(
+            v.path("runtime.powerState").and_then(Val::as_str),
+            Some("poweredOn")
+        );
+        assert!(v.path("runtime.nothing").is_none());
+    }
+}
