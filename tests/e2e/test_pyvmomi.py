@@ -204,3 +204,126 @@ def test_model_flags_follow_govmomi_semantics(tmp_path):
         assert sorted({d.name for d in ds.view}) == ["LocalDS_0", "LocalDS_1"]
     finally:
         v.stop()
+
+
+def wait_until(predicate, timeout=15):
+    deadline = time.time() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.time() < deadline, "condition not reached in time"
+        time.sleep(0.05)
+
+
+def test_capv_clone_flow(tmp_path):
+    """What CAPV does to a vCenter: template by path, clone with guestinfo, reconfigure,
+    power on, wait for an IP, power off, destroy."""
+    import base64
+
+    from pyVim.task import WaitForTask
+
+    v = Vcsim(tmp_path)
+    try:
+        si = v.connect()
+        c = si.RetrieveContent()
+        template = c.searchIndex.FindByInventoryPath("DC0/vm/DC0_H0_VM0")
+        WaitForTask(template.PowerOffVM_Task())
+        template.MarkAsTemplate()
+        assert template.config.template is True
+        with pytest.raises(vim.fault.InvalidState):
+            WaitForTask(template.PowerOnVM_Task())
+
+        pool = c.searchIndex.FindByInventoryPath("DC0/host/DC0_C0/Resources")
+        datastore = c.searchIndex.FindByInventoryPath("DC0/datastore/LocalDS_0")
+        folder = c.searchIndex.FindByInventoryPath("DC0/vm")
+        userdata = base64.b64encode(b"#cloud-config\nhostname: capv-1\n").decode()
+        spec = vim.vm.CloneSpec(
+            location=vim.vm.RelocateSpec(pool=pool, datastore=datastore),
+            powerOn=False, template=False,
+            config=vim.vm.ConfigSpec(
+                numCPUs=2, memoryMB=4096, instanceUuid="2b1a53c0-8c2e-4c8e-9a3b-000000000001",
+                extraConfig=[vim.option.OptionValue(key="guestinfo.userdata", value=userdata),
+                             vim.option.OptionValue(key="guestinfo.userdata.encoding", value="base64")]))
+        task = template.CloneVM_Task(folder=folder, name="capv-1", spec=spec)
+        WaitForTask(task)
+        assert task.info.state == "success"
+        vm = task.info.result
+        assert vm.name == "capv-1"
+        assert (vm.config.hardware.numCPU, vm.config.hardware.memoryMB) == (2, 4096)
+        assert vm.summary.config.numCpu == 2
+        assert vm.config.instanceUuid == "2b1a53c0-8c2e-4c8e-9a3b-000000000001"
+        assert vm.config.uuid != template.config.uuid
+        extra = {o.key: o.value for o in vm.config.extraConfig}
+        assert extra["guestinfo.userdata"] == userdata
+        assert extra["guestinfo.userdata.encoding"] == "base64"
+        assert vm.resourcePool == pool and vm.runtime.host.parent == pool.owner
+        assert vm.runtime.powerState == "poweredOff"
+        assert c.searchIndex.FindByUuid(None, vm.config.instanceUuid, True, True) == vm
+
+        WaitForTask(vm.ReconfigVM_Task(vim.vm.ConfigSpec(
+            extraConfig=[vim.option.OptionValue(key="guestinfo.metadata", value="bWV0YQ==")])))
+        assert {o.key for o in vm.config.extraConfig} >= {"guestinfo.metadata", "guestinfo.userdata"}
+
+        WaitForTask(vm.PowerOnVM_Task())
+        nets = wait_until(lambda: [n for n in (vm.guest.net or []) if n.ipAddress])
+        mac = [d.macAddress for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualEthernetCard)]
+        assert nets[0].macAddress == mac[0]
+        assert vm.guest.ipAddress == nets[0].ipAddress[0]
+        assert vm.guest.toolsRunningStatus == "guestToolsRunning"
+
+        with pytest.raises(vim.fault.InvalidPowerState):
+            WaitForTask(vm.PowerOnVM_Task())
+        with pytest.raises(vim.fault.DuplicateName):
+            WaitForTask(template.CloneVM_Task(folder=folder, name="capv-1", spec=spec))
+        with pytest.raises(vim.fault.InvalidPowerState):
+            WaitForTask(vm.Destroy_Task())
+
+        WaitForTask(vm.PowerOffVM_Task())
+        assert vm.guest.ipAddress is None
+        WaitForTask(vm.Destroy_Task())
+        assert c.searchIndex.FindByInventoryPath("DC0/vm/capv-1") is None
+        with pytest.raises(vmodl.fault.ManagedObjectNotFound):
+            vm.name
+    finally:
+        v.stop()
+
+
+def test_two_clones_get_distinct_ips_and_macs(tmp_path):
+    from pyVim.task import WaitForTask
+
+    v = Vcsim(tmp_path)
+    try:
+        si = v.connect()
+        c = si.RetrieveContent()
+        source = c.searchIndex.FindByInventoryPath("DC0/vm/DC0_C0_RP0_VM0")
+        folder = c.searchIndex.FindByInventoryPath("DC0/vm")
+        vms = []
+        for name in ("a", "b"):
+            task = source.CloneVM_Task(folder=folder, name=name, spec=vim.vm.CloneSpec(
+                location=vim.vm.RelocateSpec(), powerOn=True, template=False))
+            WaitForTask(task)
+            vms.append(task.info.result)
+        ips = [wait_until(lambda vm=vm: vm.guest.ipAddress) for vm in vms]
+        assert len(set(ips)) == 2
+        macs = [vm.guest.net[0].macAddress for vm in vms]
+        assert len(set(macs)) == 2
+    finally:
+        v.stop()
+
+
+def test_task_states_are_observable_with_a_delay(tmp_path):
+    v = Vcsim(tmp_path, "--task-delay-ms", "1500")
+    try:
+        si = v.connect()
+        vm = si.RetrieveContent().searchIndex.FindByInventoryPath("DC0/vm/DC0_H0_VM1")
+        task = vm.PowerOffVM_Task()
+        assert task.info.state in ("queued", "running")
+        wait_until(lambda: task.info.state == "running", timeout=10)
+        assert vm.runtime.powerState == "poweredOn", "the operation runs when the task completes"
+        wait_until(lambda: task.info.state == "success", timeout=10)
+        assert vm.runtime.powerState == "poweredOff"
+        tm = si.RetrieveContent().taskManager
+        assert task in tm.recentTask
+    finally:
+        v.stop()

@@ -52,6 +52,12 @@ pub struct VcsimArgs {
     /// Minutes an idle session lives.
     #[arg(long, default_value_t = 30)]
     session_idle_minutes: u64,
+    /// Milliseconds a task stays queued and running before it completes.
+    #[arg(long, default_value_t = 0)]
+    task_delay_ms: u64,
+    /// Milliseconds after power-on before the guest reports tools and IP addresses.
+    #[arg(long, default_value_t = 200)]
+    guest_delay_ms: u64,
 }
 
 fn generated_password() -> String {
@@ -93,6 +99,8 @@ pub async fn run(args: VcsimArgs) -> anyhow::Result<()> {
             portgroups: args.portgroups,
             esx: args.esx,
         },
+        task_delay: Duration::from_millis(args.task_delay_ms),
+        guest_delay: Duration::from_millis(args.guest_delay_ms),
         ..SimConfig::default()
     };
     let sim = Simulator::new(config, SystemClock::shared());

@@ -24,6 +24,11 @@ impl Fault {
         }
     }
 
+    /// A fault of any vim25 type, fields to be added by the caller.
+    pub fn new_pub(ty: &'static str, message: impl Into<String>) -> Self {
+        Fault::new(ty, message)
+    }
+
     pub fn not_authenticated(object: &Moref) -> Self {
         let mut f = Fault::new("NotAuthenticated", "The session is not authenticated.");
         f.fields = f

@@ -122,10 +122,15 @@ pub struct Inventory {
 }
 
 impl Inventory {
-    /// A fresh reference value with vCenter's prefix for the type (`vm-17`).
+    /// A fresh reference value with vCenter's prefix for the type: `vm-17` for `vm`, and
+    /// `group-v3` / `domain-c7` for prefixes that already end in their letter.
     pub fn next_value(&mut self, prefix: &str) -> String {
         self.next_id += 1;
-        format!("{prefix}-{}", self.next_id)
+        if prefix.starts_with("group-") || prefix.starts_with("domain-") {
+            format!("{prefix}{}", self.next_id)
+        } else {
+            format!("{prefix}-{}", self.next_id)
+        }
     }
 
     pub fn insert(&mut self, object: ManagedObject) {
@@ -212,6 +217,9 @@ pub mod refs {
     }
     pub fn search_index() -> Moref {
         Moref::new("SearchIndex", "SearchIndex")
+    }
+    pub fn task_manager() -> Moref {
+        Moref::new("TaskManager", "TaskManager")
     }
 }
 

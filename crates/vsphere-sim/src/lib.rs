@@ -15,6 +15,7 @@
 
 pub mod fault;
 pub mod inventory;
+mod managed_entity;
 mod property_collector;
 mod search_index;
 pub mod server;
@@ -22,8 +23,10 @@ mod service_instance;
 mod session_manager;
 pub mod simulator;
 pub mod soap;
+mod task;
 pub mod value;
 mod view_manager;
+mod virtual_machine;
 
 pub use inventory::Model;
 pub use simulator::{Flavor, Reply, SimConfig, Simulator};

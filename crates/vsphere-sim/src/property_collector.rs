@@ -368,3 +368,254 @@ pub(crate) fn fetch(
     }
     Ok(out)
 }
+
+/// A property filter created with CreateFilter.
+#[derive(Debug, Clone)]
+pub(crate) struct Filter {
+    pub session: String,
+    pub collector: String,
+    pub spec: Element,
+}
+
+/// What a collector last reported, per filter, per object, per property (rendered values).
+#[derive(Debug, Default)]
+pub(crate) struct Reported {
+    pub version: u64,
+    pub last: HashMap<String, HashMap<String, (Moref, Vec<(String, String)>)>>,
+}
+
+/// How long a call may wait: `maxWaitSeconds` for WaitForUpdatesEx (none: forever), zero for
+/// everything else.
+pub(crate) fn max_wait(req: &crate::soap::Request) -> Option<chrono::Duration> {
+    match req.method.as_str() {
+        "WaitForUpdatesEx" => req
+            .args
+            .child("options")
+            .and_then(|o| o.text_of("maxWaitSeconds"))
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .map(|s| chrono::Duration::seconds(s.max(0))),
+        "WaitForUpdates" => None,
+        _ => Some(chrono::Duration::zero()),
+    }
+}
+
+pub(crate) fn destroy_filter(state: &mut State, this: &Moref) -> Result<String, Fault> {
+    state.filters.remove(&this.value);
+    state.inventory.remove(this);
+    for r in state.updates.values_mut() {
+        r.last.remove(&this.value);
+    }
+    Ok(String::new())
+}
+
+/// The collector methods that create filters and wait for updates.
+pub(crate) fn wait_methods(
+    state: &mut State,
+    call: &Call<'_>,
+    collector: &Moref,
+    method: &str,
+    args: &Element,
+    expired: bool,
+) -> Option<Result<crate::simulator::Flow, Fault>> {
+    use crate::simulator::Flow;
+    let session = call.session.clone().unwrap_or_default();
+    Some(match method {
+        "CreateFilter" => {
+            let Some(spec) = args.child("spec") else {
+                return Some(Err(Fault::invalid_argument("spec")));
+            };
+            // Validate now, as vCenter does: a bad object is the caller's fault.
+            if let Err(f) = parse_filter(spec).and_then(|s| collect(state, &s)) {
+                return Some(Err(f));
+            }
+            let n = state.inventory.next_value("filter");
+            let value = format!("session[{session}]{n}");
+            let mut f = ManagedObject::new("PropertyFilter", &value);
+            f.set(
+                "partialUpdates",
+                args.flag("partialUpdates").unwrap_or(false),
+            );
+            state.inventory.insert(f);
+            state.filters.insert(
+                value.clone(),
+                Filter {
+                    session: session.clone(),
+                    collector: collector.value.clone(),
+                    spec: spec.clone(),
+                },
+            );
+            let mut out = String::new();
+            write_element(
+                &mut out,
+                "returnval",
+                &Val::Mor(Moref::new("PropertyFilter", &value)),
+                false,
+            );
+            Ok(Flow::Done(out))
+        }
+        "CreatePropertyCollector" => {
+            let n = state.inventory.next_value("collector");
+            let value = format!("session[{session}]{n}");
+            state
+                .inventory
+                .insert(ManagedObject::new("PropertyCollector", &value));
+            let mut out = String::new();
+            write_element(
+                &mut out,
+                "returnval",
+                &Val::Mor(Moref::new("PropertyCollector", &value)),
+                false,
+            );
+            Ok(Flow::Done(out))
+        }
+        "DestroyPropertyCollector" => {
+            if *collector != refs::property_collector() {
+                state.inventory.remove(collector);
+                let dead: Vec<String> = state
+                    .filters
+                    .iter()
+                    .filter(|(_, f)| f.collector == collector.value)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for k in dead {
+                    state.filters.remove(&k);
+                    state.inventory.remove(&Moref::new("PropertyFilter", &k));
+                }
+            }
+            Ok(Flow::Done(String::new()))
+        }
+        "CancelWaitForUpdates" => {
+            state.cancelled.insert((session, collector.value.clone()));
+            Ok(Flow::Done(String::new()))
+        }
+        "WaitForUpdatesEx" | "WaitForUpdates" | "CheckForUpdates" => {
+            let key = (session.clone(), collector.value.clone());
+            if state.cancelled.remove(&key) {
+                return Some(Err(Fault::new_pub(
+                    "RequestCanceled",
+                    "The task was canceled by a user.",
+                )));
+            }
+            match updates(state, call, &key) {
+                Ok(Some(xml)) => Ok(Flow::Done(xml)),
+                Ok(None) if expired || method == "CheckForUpdates" => Ok(Flow::Done(String::new())),
+                Ok(None) => Ok(Flow::Wait),
+                Err(f) => Err(f),
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// The changes since the collector last reported, as an UpdateSet, or `None` if nothing changed.
+fn updates(
+    state: &mut State,
+    call: &Call<'_>,
+    key: &(String, String),
+) -> Result<Option<String>, Fault> {
+    let filters: Vec<(String, Filter)> = state
+        .filters
+        .iter()
+        .filter(|(_, f)| f.session == key.0 && f.collector == key.1)
+        .map(|(k, f)| (k.clone(), f.clone()))
+        .collect();
+    let mut filter_sets = String::new();
+    let mut fresh: Vec<(String, HashMap<String, (Moref, Vec<(String, String)>)>)> = Vec::new();
+    for (name, filter) in filters {
+        let spec = parse_filter(&filter.spec)?;
+        let objects = collect(state, &spec).unwrap_or_default();
+        let mut now_values: HashMap<String, (Moref, Vec<(String, String)>)> = HashMap::new();
+        for m in objects {
+            let Some(obj) = state.inventory.by_value(&m.value) else {
+                continue;
+            };
+            let wanted: Vec<&PropertySpec> = spec
+                .props
+                .iter()
+                .filter(|p| is_a(&obj.moref.ty, &p.ty))
+                .collect();
+            if wanted.is_empty() {
+                continue;
+            }
+            let mut values = Vec::new();
+            for p in wanted {
+                let paths: Vec<String> = if p.all {
+                    obj.props.keys().cloned().collect()
+                } else {
+                    p.paths.clone()
+                };
+                for path in paths {
+                    if values.iter().any(|(n, _)| *n == path) {
+                        continue;
+                    }
+                    let mut rendered = String::new();
+                    if let Some(v) = property(state, call, obj, &path) {
+                        write_element(&mut rendered, "val", &v, true);
+                    }
+                    values.push((path, rendered));
+                }
+            }
+            now_values.insert(m.value.clone(), (obj.moref.clone(), values));
+        }
+        let before = state.updates.get(key).and_then(|r| r.last.get(&name));
+        let mut object_set = String::new();
+        for (value, (m, props)) in &now_values {
+            let old = before.and_then(|b| b.get(value));
+            let kind = if old.is_some() { "modify" } else { "enter" };
+            let mut changes = String::new();
+            for (path, rendered) in props {
+                let unchanged =
+                    old.is_some_and(|(_, o)| o.iter().any(|(p, r)| p == path && r == rendered));
+                if unchanged || (old.is_none() && rendered.is_empty()) {
+                    continue;
+                }
+                changes.push_str("<changeSet><name>");
+                changes.push_str(&crate::value::escape(path));
+                changes.push_str("</name><op>assign</op>");
+                changes.push_str(rendered);
+                changes.push_str("</changeSet>");
+            }
+            if old.is_none() || !changes.is_empty() {
+                object_set.push_str("<objectSet><kind>");
+                object_set.push_str(kind);
+                object_set.push_str("</kind>");
+                write_element(&mut object_set, "obj", &Val::Mor(m.clone()), false);
+                object_set.push_str(&changes);
+                object_set.push_str("</objectSet>");
+            }
+        }
+        if let Some(b) = before {
+            for (value, (m, _)) in b {
+                if !now_values.contains_key(value) {
+                    object_set.push_str("<objectSet><kind>leave</kind>");
+                    write_element(&mut object_set, "obj", &Val::Mor(m.clone()), false);
+                    object_set.push_str("</objectSet>");
+                }
+            }
+        }
+        if !object_set.is_empty() {
+            filter_sets.push_str("<filterSet>");
+            write_element(
+                &mut filter_sets,
+                "filter",
+                &Val::Mor(Moref::new("PropertyFilter", &name)),
+                false,
+            );
+            filter_sets.push_str(&object_set);
+            filter_sets.push_str("</filterSet>");
+        }
+        fresh.push((name, now_values));
+    }
+    if filter_sets.is_empty() {
+        return Ok(None);
+    }
+    let reported = state.updates.entry(key.clone()).or_default();
+    reported.version += 1;
+    for (name, values) in fresh {
+        reported.last.insert(name, values);
+    }
+    Ok(Some(format!(
+        "<returnval><version>{}</version>{filter_sets}</returnval>",
+        reported.version
+    )))
+}

@@ -16,6 +16,7 @@ pub fn install_managers(inv: &mut Inventory) {
     ] {
         inv.insert(ManagedObject::new(&m.ty, &m.value));
     }
+    crate::task::install(inv);
 }
 
 /// `about`: what the simulator claims to be.
@@ -87,6 +88,7 @@ pub fn service_content(call: &Call<'_>) -> Data {
         .with("about", about(call))
         .with("sessionManager", mor(refs::session_manager()))
         .with("searchIndex", mor(refs::search_index()))
+        .with("taskManager", mor(refs::task_manager()))
 }
 
 pub fn retrieve_service_content(call: &Call<'_>) -> String {

@@ -8,6 +8,7 @@
 use crate::fault::Fault;
 use crate::inventory::{self, refs, Inventory, Model};
 use crate::soap::{self, Request};
+use crate::task::{Operation, Scheduled};
 use crate::value::Moref;
 use crate::{property_collector, service_instance, session_manager, view_manager};
 use chrono::{DateTime, Utc};
@@ -38,6 +39,11 @@ pub struct SimConfig {
     pub model: Model,
     /// The instance UUID vCenter reports in `about.instanceUuid`.
     pub instance_uuid: String,
+    /// How long a task stays queued and running before its operation completes (half
+    /// queued, half running), so clients can observe both states.
+    pub task_delay: Duration,
+    /// How long after power-on a guest reports tools running and its IP addresses.
+    pub guest_delay: Duration,
 }
 
 impl Default for SimConfig {
@@ -49,6 +55,8 @@ impl Default for SimConfig {
             flavor: Flavor::VCenter8,
             model: Model::default(),
             instance_uuid: inventory::uuid_for("infrasim", "instance"),
+            task_delay: Duration::ZERO,
+            guest_delay: Duration::from_millis(200),
         }
     }
 }
@@ -73,12 +81,96 @@ pub(crate) struct PendingResult {
 }
 
 /// Everything behind the simulator's lock.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct State {
     pub inventory: Inventory,
     pub sessions: HashMap<String, Session>,
     pub pending: HashMap<String, PendingResult>,
     pub next_token: u64,
+    /// Work due at a time: task steps, guests coming up. Ordered by (time, sequence).
+    pub timeline: Vec<(DateTime<Utc>, u64, Scheduled)>,
+    pub timeline_seq: u64,
+    pub chain: u64,
+    pub boot_count: u64,
+    /// The latest boot of each VM, so a stale GuestReady (from before a reset) is ignored.
+    pub boots: HashMap<String, u64>,
+    /// Fixed IPs from CustomizeVM_Task, applied at the next power-on.
+    pub fixed_ips: HashMap<String, String>,
+    /// Addresses handed out, per (VM, NIC index), and the next free host number per network.
+    pub ips: HashMap<(String, usize), String>,
+    pub ip_next: HashMap<String, u32>,
+    pub network_index: HashMap<String, u32>,
+    pub filters: HashMap<String, property_collector::Filter>,
+    pub updates: HashMap<(String, String), property_collector::Reported>,
+    /// Collectors whose waiting WaitForUpdates a CancelWaitForUpdates asked to return.
+    pub cancelled: std::collections::HashSet<(String, String)>,
+}
+
+impl State {
+    pub fn schedule(&mut self, at: DateTime<Utc>, what: Scheduled) {
+        self.timeline_seq += 1;
+        self.timeline.push((at, self.timeline_seq, what));
+    }
+
+    pub fn next_chain_id(&mut self) -> u64 {
+        self.chain += 1;
+        self.chain
+    }
+
+    /// The earliest scheduled time, if any.
+    pub fn next_due(&self) -> Option<DateTime<Utc>> {
+        self.timeline.iter().map(|(t, _, _)| *t).min()
+    }
+
+    /// Runs everything due by now, in order (running may schedule more).
+    pub fn run_due(&mut self, call: &Call<'_>) {
+        loop {
+            let next = self
+                .timeline
+                .iter()
+                .enumerate()
+                .filter(|(_, (t, _, _))| *t <= call.now)
+                .min_by_key(|(_, (t, seq, _))| (*t, *seq))
+                .map(|(i, _)| i);
+            let Some(i) = next else { return };
+            let (_, _, what) = self.timeline.remove(i);
+            match what {
+                Scheduled::Start { task } => crate::task::mark_running(self, &task, call.now),
+                Scheduled::Run { task, op } => {
+                    let outcome = match op {
+                        Operation::Vm(op) => crate::virtual_machine::run(self, call, op),
+                        Operation::Rename { entity, name } => {
+                            crate::managed_entity::rename(self, &entity, &name)
+                        }
+                        Operation::Destroy { entity } => {
+                            crate::managed_entity::destroy(self, &entity)
+                        }
+                    };
+                    crate::task::complete(self, &task, outcome, call.now);
+                }
+                Scheduled::GuestReady { vm, boot } => {
+                    crate::virtual_machine::guest_ready(self, &vm, boot)
+                }
+            }
+        }
+    }
+
+    /// The IP of a VM's NIC: stable across reboots, unique within its network.
+    pub fn ip_for(&mut self, vm: &str, nic: usize, network: &Moref) -> String {
+        if let Some(ip) = self.ips.get(&(vm.to_string(), nic)) {
+            return ip.clone();
+        }
+        let count = self.network_index.len() as u32;
+        let index = *self
+            .network_index
+            .entry(network.value.clone())
+            .or_insert(count);
+        let n = self.ip_next.entry(network.value.clone()).or_insert(0);
+        let ip = crate::virtual_machine::allocate_ip(index, *n);
+        *n += 1;
+        self.ips.insert((vm.to_string(), nic), ip.clone());
+        ip
+    }
 }
 
 /// What a SOAP call needs besides its arguments.
@@ -109,6 +201,8 @@ pub struct Simulator {
     config: Arc<SimConfig>,
     clock: SharedClock,
     state: Arc<Mutex<State>>,
+    /// Wakes WaitForUpdates calls after any request that may have changed something.
+    changed: Arc<tokio::sync::Notify>,
 }
 
 impl Simulator {
@@ -124,10 +218,9 @@ impl Simulator {
             clock,
             state: Arc::new(Mutex::new(State {
                 inventory,
-                sessions: HashMap::new(),
-                pending: HashMap::new(),
-                next_token: 0,
+                ..State::default()
             })),
+            changed: Arc::new(tokio::sync::Notify::new()),
         }
     }
 
@@ -147,34 +240,75 @@ impl Simulator {
     }
 
     /// Handles one SOAP request body with the request's `Cookie` and `User-Agent` headers.
-    pub fn handle(&self, body: &str, cookie: Option<&str>, user_agent: &str) -> Reply {
+    /// WaitForUpdates calls wait here (without the lock) until something changes, their
+    /// `maxWaitSeconds` runs out, or the next scheduled event is due.
+    pub async fn handle(&self, body: &str, cookie: Option<&str>, user_agent: &str) -> Reply {
         let request = match soap::parse(body) {
             Ok(r) => r,
             Err(f) => return fault_reply(&f),
         };
-        let now = self.clock.now();
-        let mut state = self.lock();
-        let session = cookie
-            .and_then(session_cookie)
-            .and_then(|key| session_manager::touch(&mut state, &self.config, &key, now));
-        let mut call = Call {
-            config: &self.config,
-            now,
-            session,
-            user_agent,
-            set_session: None,
-        };
-        match dispatch(&mut state, &mut call, &request) {
-            Ok(inner) => Reply {
-                status: 200,
-                body: soap::response(&request.method, &inner),
-                set_cookie: call
-                    .set_session
-                    .map(|key| format!("{COOKIE}=\"{key}\"; Path=/; HttpOnly; Secure;")),
-            },
-            Err(f) => fault_reply(&f),
+        let started = self.clock.now();
+        let max_wait = property_collector::max_wait(&request);
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let now = self.clock.now();
+            let expired = max_wait.is_some_and(|w| now >= started + w);
+            let (result, set_session, next_due) = {
+                let mut state = self.lock();
+                let session = cookie
+                    .and_then(session_cookie)
+                    .and_then(|key| session_manager::touch(&mut state, &self.config, &key, now));
+                let mut call = Call {
+                    config: &self.config,
+                    now,
+                    session,
+                    user_agent,
+                    set_session: None,
+                };
+                state.run_due(&call);
+                let result = dispatch(&mut state, &mut call, &request, expired);
+                (result, call.set_session, state.next_due())
+            };
+            match result {
+                Ok(Flow::Done(inner)) => {
+                    self.changed.notify_waiters();
+                    return Reply {
+                        status: 200,
+                        body: soap::response(&request.method, &inner),
+                        set_cookie: set_session
+                            .map(|key| format!("{COOKIE}=\"{key}\"; Path=/; HttpOnly; Secure;")),
+                    };
+                }
+                Err(f) => {
+                    self.changed.notify_waiters();
+                    return fault_reply(&f);
+                }
+                Ok(Flow::Wait) => {
+                    let mut wake = max_wait.map(|w| started + w);
+                    if let Some(due) = next_due {
+                        wake = Some(wake.map_or(due, |w| w.min(due)));
+                    }
+                    let sleep = wake
+                        .map(|w| (w - now).to_std().unwrap_or_default())
+                        .unwrap_or(Duration::from_secs(3600));
+                    tokio::select! {
+                        _ = &mut notified => {}
+                        _ = self.clock.sleep(sleep) => {}
+                    }
+                }
+            }
         }
     }
+}
+
+/// What a dispatched call came to.
+pub(crate) enum Flow {
+    /// The response body.
+    Done(String),
+    /// Nothing to report yet (WaitForUpdates): wait and try again.
+    Wait,
 }
 
 fn fault_reply(f: &Fault) -> Reply {
@@ -205,7 +339,12 @@ fn anonymous(method: &str) -> bool {
     )
 }
 
-fn dispatch(state: &mut State, call: &mut Call<'_>, req: &Request) -> Result<String, Fault> {
+fn dispatch(
+    state: &mut State,
+    call: &mut Call<'_>,
+    req: &Request,
+    expired: bool,
+) -> Result<Flow, Fault> {
     let this = req
         .this
         .clone()
@@ -221,7 +360,14 @@ fn dispatch(state: &mut State, call: &mut Call<'_>, req: &Request) -> Result<Str
         return Err(Fault::not_found(&this));
     }
     let not_found = || Fault::method_not_found(&this, &req.method);
-    match (this.ty.as_str(), req.method.as_str()) {
+    if this.ty == "PropertyCollector" {
+        if let Some(flow) =
+            property_collector::wait_methods(state, call, &this, &req.method, &req.args, expired)
+        {
+            return flow;
+        }
+    }
+    let done = match (this.ty.as_str(), req.method.as_str()) {
         (_, "Fetch") => property_collector::fetch(state, call, &this, &req.args),
         ("ServiceInstance", "RetrieveServiceContent") => {
             Ok(service_instance::retrieve_service_content(call))
@@ -240,8 +386,30 @@ fn dispatch(state: &mut State, call: &mut Call<'_>, req: &Request) -> Result<Str
         ("SearchIndex", m) => {
             crate::search_index::dispatch(state, m, &req.args).ok_or_else(not_found)?
         }
+        ("VirtualMachine", m) => {
+            match crate::virtual_machine::dispatch(state, call, &this, m, &req.args) {
+                Some(r) => r,
+                None => crate::managed_entity::dispatch(state, call, &this, m, &req.args)
+                    .ok_or_else(not_found)?,
+            }
+        }
+        (
+            "Folder"
+            | "Datacenter"
+            | "ResourcePool"
+            | "ClusterComputeResource"
+            | "ComputeResource"
+            | "HostSystem"
+            | "Datastore",
+            m,
+        ) => crate::managed_entity::dispatch(state, call, &this, m, &req.args)
+            .ok_or_else(not_found)?,
+        ("PropertyFilter", "DestroyPropertyFilter") => {
+            property_collector::destroy_filter(state, &this)
+        }
         _ => Err(not_found()),
-    }
+    };
+    done.map(Flow::Done)
 }
 
 /// A moref from a required argument.

@@ -88,6 +88,14 @@ pub enum Val {
     /// A list, with the wire name of its item type (`string`, `ManagedObjectReference`,
     /// `VirtualDevice`), which names the `ArrayOf…` type.
     Array(&'static str, Vec<Val>),
+    /// A value in a field the schema declares `xsd:anyType` (`TaskInfo.result`,
+    /// `OptionValue.value`): written with its `xsi:type` wherever it appears.
+    Any(Box<Val>),
+}
+
+/// Marks a value as sitting in an `xsd:anyType` field.
+pub fn any(v: impl Into<Val>) -> Val {
+    Val::Any(Box::new(v.into()))
 }
 
 impl From<&str> for Val {
@@ -160,6 +168,7 @@ impl Val {
             Val::Enum(ty, _) => (*ty).into(),
             Val::Mor(_) => "ManagedObjectReference".into(),
             Val::Data(d) => d.ty.clone(),
+            Val::Any(inner) => inner.xsi_type(),
             Val::Array(item, _) => {
                 let mut chars = item.chars();
                 let first = chars.next().map(|c| c.to_ascii_uppercase()).unwrap_or('X');
@@ -174,6 +183,10 @@ impl Val {
             .filter(|s| !s.is_empty())
             .try_fold(self, |v, seg| match v {
                 Val::Data(d) => d.get(seg),
+                Val::Any(inner) => match &**inner {
+                    Val::Data(d) => d.get(seg),
+                    _ => None,
+                },
                 _ => None,
             })
     }
@@ -181,6 +194,7 @@ impl Val {
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Val::Str(s) | Val::Enum(_, s) => Some(s),
+            Val::Any(inner) => inner.as_str(),
             _ => None,
         }
     }
@@ -188,6 +202,7 @@ impl Val {
     pub fn as_mor(&self) -> Option<&Moref> {
         match self {
             Val::Mor(m) => Some(m),
+            Val::Any(inner) => inner.as_mor(),
             _ => None,
         }
     }
@@ -234,6 +249,9 @@ fn scalar_text(v: &Val) -> Option<String> {
 /// Writes `value` as element `name`. `typed` adds `xsi:type` (anyType positions); data
 /// objects always carry it, since their fields may be declared as a base type.
 pub fn write_element(out: &mut String, name: &str, value: &Val, typed: bool) {
+    if let Val::Any(inner) = value {
+        return write_element(out, name, inner, true);
+    }
     let ty = |v: &Val| {
         if typed || matches!(v, Val::Data(_)) {
             format!(" xsi:type=\"{}\"", escape(&v.xsi_type()))

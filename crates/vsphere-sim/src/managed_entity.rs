@@ -1,0 +1,145 @@
+//! ManagedEntity methods every inventory object shares: Rename_Task and Destroy_Task.
+
+use crate::fault::Fault;
+use crate::simulator::{Call, State};
+use crate::soap::Element;
+use crate::task::{self, Operation};
+use crate::value::{Moref, Val};
+
+pub(crate) fn duplicate_name(name: &str, parent: &Moref) -> Fault {
+    let mut f = Fault::new_pub(
+        "DuplicateName",
+        format!("The name '{name}' already exists."),
+    );
+    f.fields = f.fields.with("name", name).with("object", parent.clone());
+    f
+}
+
+pub(crate) fn dispatch(
+    state: &mut State,
+    call: &mut Call<'_>,
+    this: &Moref,
+    method: &str,
+    args: &Element,
+) -> Option<Result<String, Fault>> {
+    Some(match method {
+        "Rename_Task" => {
+            let name = args.text_of("newName").unwrap_or("").trim().to_string();
+            if name.is_empty() {
+                return Some(Err(Fault::invalid_argument("newName")));
+            }
+            Ok(task::start(
+                state,
+                call,
+                this,
+                &format!("{}.rename", this.ty),
+                Operation::Rename {
+                    entity: this.clone(),
+                    name,
+                },
+            ))
+        }
+        "Destroy_Task" => Ok(task::start(
+            state,
+            call,
+            this,
+            &format!("{}.destroy", this.ty),
+            Operation::Destroy {
+                entity: this.clone(),
+            },
+        )),
+        _ => return None,
+    })
+}
+
+pub(crate) fn rename(state: &mut State, entity: &Moref, name: &str) -> Result<Option<Val>, Fault> {
+    let parent = state
+        .inventory
+        .get(entity)
+        .ok_or_else(|| Fault::not_found(entity))?
+        .props
+        .get("parent")
+        .and_then(Val::as_mor)
+        .cloned();
+    if let Some(parent) = &parent {
+        let taken = state
+            .inventory
+            .children(parent)
+            .iter()
+            .any(|c| c != entity && state.inventory.get(c).is_some_and(|o| o.name() == name));
+        if taken {
+            return Err(duplicate_name(name, parent));
+        }
+    }
+    let Some(o) = state.inventory.get_mut(entity) else {
+        return Err(Fault::not_found(entity));
+    };
+    o.set("name", name);
+    if let Some(Val::Data(c)) = o.props.get_mut("config") {
+        if c.get("name").is_some() {
+            c.set("name", name);
+        }
+    }
+    if let Some(Val::Data(s)) = o.props.get_mut("summary") {
+        if let Some(Val::Data(c)) = s.get_mut("config") {
+            c.set("name", name);
+        }
+    }
+    Ok(None)
+}
+
+pub(crate) fn destroy(state: &mut State, entity: &Moref) -> Result<Option<Val>, Fault> {
+    let obj = state
+        .inventory
+        .get(entity)
+        .cloned()
+        .ok_or_else(|| Fault::not_found(entity))?;
+    match entity.ty.as_str() {
+        "VirtualMachine" => {
+            let ps = crate::virtual_machine::power_state(state, entity);
+            if ps == "poweredOn" {
+                return Err(crate::virtual_machine::invalid_power_state(
+                    &ps,
+                    "poweredOff",
+                ));
+            }
+        }
+        "Folder" | "ResourcePool" => {
+            if !state.inventory.children(entity).is_empty() && entity.ty == "Folder" {
+                return Err(Fault::new_pub("ResourceInUse", "The folder is not empty."));
+            }
+        }
+        _ => {
+            return Err(Fault::not_supported(&format!(
+                "destroying a {} is not supported",
+                entity.ty
+            )))
+        }
+    }
+    // Unlink from everything that lists it.
+    let mut holders: Vec<Moref> = Vec::new();
+    for prop in ["parent", "resourcePool"] {
+        if let Some(m) = obj.props.get(prop).and_then(Val::as_mor) {
+            holders.push(m.clone());
+        }
+    }
+    if let Some(h) = obj.path("runtime.host").and_then(Val::as_mor) {
+        holders.push(h.clone());
+    }
+    for prop in ["datastore", "network"] {
+        if let Some(v) = obj.props.get(prop) {
+            holders.extend(v.morefs());
+        }
+    }
+    for holder in holders {
+        if let Some(h) = state.inventory.get_mut(&holder) {
+            for list in ["childEntity", "vm", "resourcePool"] {
+                if let Some(Val::Array(_, items)) = h.props.get_mut(list) {
+                    items.retain(|v| v.as_mor() != Some(entity));
+                }
+            }
+        }
+    }
+    state.inventory.remove(entity);
+    Ok(None)
+}

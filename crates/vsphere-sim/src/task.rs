@@ -1,0 +1,152 @@
+//! Task and TaskManager: asynchronous operations that move queued → running → success or
+//! error, visible through PropertyCollector and WaitForUpdatesEx.
+//!
+//! A task-returning method validates its target, creates the Task, and schedules the
+//! operation on the simulator's timeline at `now + delay`. The operation runs (and the task
+//! completes) when a request arrives at or after that time, or when a WaitForUpdatesEx sleeping
+//! until then wakes up. With a zero delay it runs before the method returns.
+
+use crate::fault::Fault;
+use crate::inventory::ManagedObject;
+use crate::simulator::{Call, State};
+use crate::value::{mor_array, write_element, Data, Moref, Val};
+use chrono::{DateTime, Utc};
+
+/// An operation a task performs when it runs.
+#[derive(Debug, Clone)]
+pub(crate) enum Operation {
+    Vm(crate::virtual_machine::VmOp),
+    Rename { entity: Moref, name: String },
+    Destroy { entity: Moref },
+}
+
+/// Something the timeline does at a given time.
+#[derive(Debug, Clone)]
+pub(crate) enum Scheduled {
+    /// Start a queued task.
+    Start { task: Moref },
+    /// Run a task's operation and complete it.
+    Run { task: Moref, op: Operation },
+    /// A powered-on VM's guest comes up: tools running, IP addresses.
+    GuestReady { vm: Moref, boot: u64 },
+}
+
+fn enum_state(s: &str) -> Val {
+    Val::Enum("TaskInfoState", s.to_string())
+}
+
+/// Creates a Task for `description_id` on `entity` and schedules `op`.
+pub(crate) fn start(
+    state: &mut State,
+    call: &Call<'_>,
+    entity: &Moref,
+    description_id: &str,
+    op: Operation,
+) -> String {
+    let value = state.inventory.next_value("task");
+    let task = Moref::new("Task", &value);
+    let entity_name = state
+        .inventory
+        .get(entity)
+        .map(|o| o.name().to_string())
+        .unwrap_or_default();
+    let info = Data::new("TaskInfo")
+        .with("key", value.as_str())
+        .with("task", task.clone())
+        .with("descriptionId", description_id)
+        .with("entity", entity.clone())
+        .with("entityName", entity_name.as_str())
+        .with("state", enum_state("queued"))
+        .with("cancelled", false)
+        .with("cancelable", false)
+        .with(
+            "reason",
+            Data::new("TaskReasonUser").with("userName", call.config.username.as_str()),
+        )
+        .with("queueTime", call.now)
+        .with("eventChainId", state.next_chain_id() as i32);
+    let mut t = ManagedObject::new("Task", &value);
+    t.set("info", info);
+    state.inventory.insert(t);
+    if let Some(tm) = state
+        .inventory
+        .get_mut(&crate::inventory::refs::task_manager())
+    {
+        tm.push_mor("recentTask", task.clone());
+    }
+    let delay = call.config.task_delay;
+    let half = chrono::Duration::from_std(delay / 2).unwrap_or_default();
+    let full = chrono::Duration::from_std(delay).unwrap_or_default();
+    state.schedule(call.now + half, Scheduled::Start { task: task.clone() });
+    state.schedule(
+        call.now + full,
+        Scheduled::Run {
+            task: task.clone(),
+            op,
+        },
+    );
+    state.run_due(call);
+    let mut out = String::new();
+    write_element(&mut out, "returnval", &Val::Mor(task), false);
+    out
+}
+
+fn info_mut<'a>(state: &'a mut State, task: &Moref) -> Option<&'a mut Data> {
+    match state.inventory.get_mut(task)?.props.get_mut("info") {
+        Some(Val::Data(d)) => Some(d),
+        _ => None,
+    }
+}
+
+/// Marks a task running.
+pub(crate) fn mark_running(state: &mut State, task: &Moref, now: DateTime<Utc>) {
+    if let Some(info) = info_mut(state, task) {
+        if info.get("state").and_then(Val::as_str) == Some("queued") {
+            info.set("state", enum_state("running"));
+            info.set("startTime", now);
+            info.set("progress", 0i32);
+        }
+    }
+}
+
+/// Completes a task with the operation's outcome.
+pub(crate) fn complete(
+    state: &mut State,
+    task: &Moref,
+    outcome: Result<Option<Val>, Fault>,
+    now: DateTime<Utc>,
+) {
+    mark_running(state, task, now);
+    let Some(info) = info_mut(state, task) else {
+        return;
+    };
+    info.set("progress", 100i32);
+    info.set("completeTime", now);
+    match outcome {
+        Ok(result) => {
+            info.set("state", enum_state("success"));
+            if let Some(r) = result {
+                info.set("result", crate::value::any(r));
+            }
+        }
+        Err(fault) => {
+            info.set("state", enum_state("error"));
+            let mut detail = fault.fields.clone();
+            detail.ty = fault.ty.to_string();
+            info.set(
+                "error",
+                Data::new("LocalizedMethodFault")
+                    .with("fault", detail)
+                    .with("localizedMessage", fault.message.as_str()),
+            );
+        }
+    }
+}
+
+/// Installs the TaskManager.
+pub(crate) fn install(inv: &mut crate::inventory::Inventory) {
+    let m = crate::inventory::refs::task_manager();
+    let mut tm = ManagedObject::new(&m.ty, &m.value);
+    tm.set("recentTask", mor_array([]));
+    inv.insert(tm);
+}

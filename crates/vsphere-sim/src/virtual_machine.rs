@@ -1,0 +1,755 @@
+//! VirtualMachine: power operations, guest simulation (tools, IP and MAC per NIC), reconfigure,
+//! clone, template marking, destroy.
+
+use crate::fault::Fault;
+use crate::inventory::{create_vm, is_a, VmPlacement};
+use crate::simulator::{arg_moref, Call, State};
+use crate::soap::Element;
+use crate::task::{self, Operation, Scheduled};
+use crate::value::{string_array, Data, Moref, Val};
+use chrono::{DateTime, Utc};
+use std::net::Ipv4Addr;
+
+/// The VM operations tasks run.
+#[derive(Debug, Clone)]
+pub(crate) enum VmOp {
+    PowerOn(Moref),
+    PowerOff(Moref),
+    Reset(Moref),
+    Suspend(Moref),
+    Reconfigure(Moref, Element),
+    Clone {
+        source: Moref,
+        folder: Moref,
+        name: String,
+        spec: Element,
+    },
+}
+
+fn enum_val(ty: &'static str, v: &str) -> Val {
+    Val::Enum(ty, v.to_string())
+}
+
+pub(crate) fn dispatch(
+    state: &mut State,
+    call: &mut Call<'_>,
+    this: &Moref,
+    method: &str,
+    args: &Element,
+) -> Option<Result<String, Fault>> {
+    let vm = this.clone();
+    let op = |o: VmOp| Operation::Vm(o);
+    Some(match method {
+        "PowerOnVM_Task" => Ok(task::start(
+            state,
+            call,
+            &vm,
+            "VirtualMachine.powerOn",
+            op(VmOp::PowerOn(vm.clone())),
+        )),
+        "PowerOffVM_Task" => Ok(task::start(
+            state,
+            call,
+            &vm,
+            "VirtualMachine.powerOff",
+            op(VmOp::PowerOff(vm.clone())),
+        )),
+        "ResetVM_Task" => Ok(task::start(
+            state,
+            call,
+            &vm,
+            "VirtualMachine.reset",
+            op(VmOp::Reset(vm.clone())),
+        )),
+        "SuspendVM_Task" => Ok(task::start(
+            state,
+            call,
+            &vm,
+            "VirtualMachine.suspend",
+            op(VmOp::Suspend(vm.clone())),
+        )),
+        "ReconfigVM_Task" => match args.child("spec") {
+            Some(spec) => Ok(task::start(
+                state,
+                call,
+                &vm,
+                "VirtualMachine.reconfigure",
+                op(VmOp::Reconfigure(vm.clone(), spec.clone())),
+            )),
+            None => Err(Fault::invalid_argument("spec")),
+        },
+        "CloneVM_Task" => clone_vm(state, call, &vm, args),
+        "ShutdownGuest" | "StandbyGuest" => require_tools(state, &vm).map(|_| {
+            set_power(state, &vm, "poweredOff", call.now);
+            String::new()
+        }),
+        "RebootGuest" => require_tools(state, &vm).map(|_| {
+            set_power(state, &vm, "poweredOn", call.now);
+            schedule_guest(state, call, &vm);
+            String::new()
+        }),
+        "MarkAsTemplate" => {
+            if power_state(state, &vm) != "poweredOff" {
+                return Some(Err(invalid_power_state(
+                    &power_state(state, &vm),
+                    "poweredOff",
+                )));
+            }
+            set_template(state, &vm, true);
+            Ok(String::new())
+        }
+        "MarkAsVirtualMachine" => arg_moref(args, "pool").map(|pool| {
+            set_template(state, &vm, false);
+            if let Some(o) = state.inventory.get_mut(&vm) {
+                o.set("resourcePool", pool.clone());
+            }
+            String::new()
+        }),
+        _ => return None,
+    })
+}
+
+fn require_tools(state: &State, vm: &Moref) -> Result<(), Fault> {
+    let running = state
+        .inventory
+        .get(vm)
+        .and_then(|o| o.path("guest.toolsRunningStatus"))
+        .and_then(Val::as_str)
+        == Some("guestToolsRunning");
+    if running {
+        Ok(())
+    } else {
+        Err(Fault::new_pub("ToolsUnavailable", "Cannot complete operation because VMware Tools is not running in this virtual machine."))
+    }
+}
+
+pub(crate) fn invalid_power_state(existing: &str, requested: &str) -> Fault {
+    let mut f = Fault::new_pub(
+        "InvalidPowerState",
+        format!(
+            "The attempted operation cannot be performed in the current state ({}).",
+            human(existing)
+        ),
+    );
+    f.fields = f
+        .fields
+        .with(
+            "requestedState",
+            enum_val("VirtualMachinePowerState", requested),
+        )
+        .with(
+            "existingState",
+            enum_val("VirtualMachinePowerState", existing),
+        );
+    f
+}
+
+fn human(state: &str) -> &str {
+    match state {
+        "poweredOn" => "Powered on",
+        "poweredOff" => "Powered off",
+        "suspended" => "Suspended",
+        other => other,
+    }
+}
+
+pub(crate) fn power_state(state: &State, vm: &Moref) -> String {
+    state
+        .inventory
+        .get(vm)
+        .and_then(|o| o.path("runtime.powerState"))
+        .and_then(Val::as_str)
+        .unwrap_or("poweredOff")
+        .to_string()
+}
+
+fn data_mut<'a>(o: &'a mut crate::inventory::ManagedObject, prop: &str) -> Option<&'a mut Data> {
+    match o.props.get_mut(prop) {
+        Some(Val::Data(d)) => Some(d),
+        _ => None,
+    }
+}
+
+fn nested_mut<'a>(d: &'a mut Data, name: &str) -> Option<&'a mut Data> {
+    match d.get_mut(name) {
+        Some(Val::Data(inner)) => Some(inner),
+        _ => None,
+    }
+}
+
+/// Sets the power state everywhere it shows, and the guest state that follows from it.
+pub(crate) fn set_power(state: &mut State, vm: &Moref, ps: &str, now: DateTime<Utc>) {
+    let Some(o) = state.inventory.get_mut(vm) else {
+        return;
+    };
+    let ps_val = enum_val("VirtualMachinePowerState", ps);
+    if let Some(rt) = data_mut(o, "runtime") {
+        rt.set("powerState", ps_val.clone());
+        if ps == "poweredOn" {
+            rt.set("bootTime", now);
+        }
+    }
+    if let Some(rt) = data_mut(o, "summary").and_then(|s| nested_mut(s, "runtime")) {
+        rt.set("powerState", ps_val);
+        if ps == "poweredOn" {
+            rt.set("bootTime", now);
+        }
+    }
+    if ps != "poweredOn" {
+        guest_down(o);
+    }
+}
+
+fn guest_down(o: &mut crate::inventory::ManagedObject) {
+    if let Some(g) = data_mut(o, "guest") {
+        g.set("toolsRunningStatus", "guestToolsNotRunning");
+        g.set("guestState", "notRunning");
+        g.fields
+            .retain(|(n, _)| n != "ipAddress" && n != "hostName");
+        g.set("net", Val::Array("GuestNicInfo", vec![]));
+    }
+    if let Some(g) = data_mut(o, "summary").and_then(|s| nested_mut(s, "guest")) {
+        g.set("toolsRunningStatus", "guestToolsNotRunning");
+        g.fields
+            .retain(|(n, _)| n != "ipAddress" && n != "hostName");
+    }
+}
+
+fn set_template(state: &mut State, vm: &Moref, template: bool) {
+    let Some(o) = state.inventory.get_mut(vm) else {
+        return;
+    };
+    if let Some(c) = data_mut(o, "config") {
+        c.set("template", template);
+    }
+    if let Some(c) = data_mut(o, "summary").and_then(|s| nested_mut(s, "config")) {
+        c.set("template", template);
+    }
+}
+
+/// Schedules the guest coming up after the configured boot delay.
+fn schedule_guest(state: &mut State, call: &Call<'_>, vm: &Moref) {
+    state.boot_count += 1;
+    let boot = state.boot_count;
+    state.boots.insert(vm.value.clone(), boot);
+    let at = call.now + chrono::Duration::from_std(call.config.guest_delay).unwrap_or_default();
+    state.schedule(
+        at,
+        Scheduled::GuestReady {
+            vm: vm.clone(),
+            boot,
+        },
+    );
+}
+
+/// The guest is up: tools running, an IP per NIC from its network's pool.
+pub(crate) fn guest_ready(state: &mut State, vm: &Moref, boot: u64) {
+    if state.boots.get(&vm.value) != Some(&boot) || power_state(state, vm) != "poweredOn" {
+        return;
+    }
+    let nics: Vec<(i32, String, Moref, String)> = state
+        .inventory
+        .get(vm)
+        .and_then(|o| o.path("config.hardware.device"))
+        .map(|d| match d {
+            Val::Array(_, items) => items
+                .iter()
+                .filter_map(|dev| {
+                    let Val::Data(dev) = dev else { return None };
+                    let mac = dev.get("macAddress")?.as_str()?.to_string();
+                    let key = match dev.get("key") {
+                        Some(Val::Int(k)) => *k,
+                        _ => 0,
+                    };
+                    let backing = match dev.get("backing") {
+                        Some(Val::Data(b)) => b,
+                        _ => return None,
+                    };
+                    let network = backing.get("network").and_then(Val::as_mor).cloned()?;
+                    let name = backing
+                        .get("deviceName")
+                        .and_then(Val::as_str)
+                        .unwrap_or("")
+                        .to_string();
+                    Some((key, mac, network, name))
+                })
+                .collect(),
+            _ => Vec::new(),
+        })
+        .unwrap_or_default();
+    let mut nets = Vec::new();
+    let mut first_ip = None;
+    for (i, (key, mac, network, name)) in nics.into_iter().enumerate() {
+        let ip = match (i, state.fixed_ips.get(&vm.value).cloned()) {
+            (0, Some(fixed)) => fixed,
+            _ => state.ip_for(&vm.value, i, &network),
+        };
+        first_ip.get_or_insert_with(|| ip.clone());
+        nets.push(Val::Data(
+            Data::new("GuestNicInfo")
+                .with("network", name.as_str())
+                .with("ipAddress", string_array([ip.clone()]))
+                .with("macAddress", mac.as_str())
+                .with("connected", true)
+                .with("deviceConfigId", key),
+        ));
+    }
+    let Some(o) = state.inventory.get_mut(vm) else {
+        return;
+    };
+    let host_name = o.name().to_string();
+    if let Some(g) = data_mut(o, "guest") {
+        g.set(
+            "toolsStatus",
+            enum_val("VirtualMachineToolsStatus", "toolsOk"),
+        );
+        g.set("toolsRunningStatus", "guestToolsRunning");
+        g.set("guestState", "running");
+        g.set("hostName", host_name.as_str());
+        if let Some(ip) = &first_ip {
+            g.set("ipAddress", ip.as_str());
+        }
+        g.set("net", Val::Array("GuestNicInfo", nets));
+    }
+    if let Some(g) = data_mut(o, "summary").and_then(|s| nested_mut(s, "guest")) {
+        g.set(
+            "toolsStatus",
+            enum_val("VirtualMachineToolsStatus", "toolsOk"),
+        );
+        g.set("toolsRunningStatus", "guestToolsRunning");
+        g.set("hostName", host_name.as_str());
+        if let Some(ip) = &first_ip {
+            g.set("ipAddress", ip.as_str());
+        }
+    }
+}
+
+/// Runs a VM operation for its task.
+pub(crate) fn run(state: &mut State, call: &Call<'_>, op: VmOp) -> Result<Option<Val>, Fault> {
+    match op {
+        VmOp::PowerOn(vm) => {
+            let ps = power_state(state, &vm);
+            if ps == "poweredOn" {
+                return Err(invalid_power_state(&ps, "poweredOn"));
+            }
+            if is_template(state, &vm) {
+                return Err(Fault::new_pub(
+                    "InvalidState",
+                    "The operation is not allowed in the current state of a template.",
+                ));
+            }
+            set_power(state, &vm, "poweredOn", call.now);
+            schedule_guest(state, call, &vm);
+            Ok(None)
+        }
+        VmOp::PowerOff(vm) => {
+            let ps = power_state(state, &vm);
+            if ps == "poweredOff" {
+                return Err(invalid_power_state(&ps, "poweredOff"));
+            }
+            set_power(state, &vm, "poweredOff", call.now);
+            Ok(None)
+        }
+        VmOp::Reset(vm) => {
+            let ps = power_state(state, &vm);
+            if ps != "poweredOn" {
+                return Err(invalid_power_state(&ps, "poweredOn"));
+            }
+            set_power(state, &vm, "poweredOn", call.now);
+            if let Some(o) = state.inventory.get_mut(&vm) {
+                guest_down(o);
+            }
+            schedule_guest(state, call, &vm);
+            Ok(None)
+        }
+        VmOp::Suspend(vm) => {
+            let ps = power_state(state, &vm);
+            if ps != "poweredOn" {
+                return Err(invalid_power_state(&ps, "poweredOn"));
+            }
+            set_power(state, &vm, "suspended", call.now);
+            Ok(None)
+        }
+        VmOp::Reconfigure(vm, spec) => {
+            reconfigure(state, &vm, &spec)?;
+            Ok(None)
+        }
+        VmOp::Clone {
+            source,
+            folder,
+            name,
+            spec,
+        } => clone_now(state, call, &source, &folder, &name, &spec).map(|m| Some(Val::Mor(m))),
+    }
+}
+
+fn is_template(state: &State, vm: &Moref) -> bool {
+    matches!(
+        state
+            .inventory
+            .get(vm)
+            .and_then(|o| o.path("config.template")),
+        Some(Val::Bool(true))
+    )
+}
+
+fn set_hardware(
+    state: &mut State,
+    vm: &Moref,
+    field: &str,
+    summary_field: Option<&str>,
+    value: i32,
+) {
+    let Some(o) = state.inventory.get_mut(vm) else {
+        return;
+    };
+    if let Some(h) = data_mut(o, "config").and_then(|c| nested_mut(c, "hardware")) {
+        h.set(field, value);
+    }
+    if let (Some(summary_field), Some(c)) = (
+        summary_field,
+        data_mut(o, "summary").and_then(|s| nested_mut(s, "config")),
+    ) {
+        c.set(summary_field, value);
+    }
+}
+
+/// Applies a VirtualMachineConfigSpec.
+pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Result<(), Fault> {
+    let int = |name: &str| {
+        spec.text_of(name)
+            .and_then(|t| t.trim().parse::<i32>().ok())
+    };
+    if let Some(n) = int("numCPUs") {
+        if n < 1 {
+            return Err(Fault::invalid_argument("spec.numCPUs"));
+        }
+        set_hardware(state, vm, "numCPU", Some("numCpu"), n);
+    }
+    if let Some(n) = int("numCoresPerSocket") {
+        set_hardware(state, vm, "numCoresPerSocket", None, n);
+    }
+    if let Some(n) = int("memoryMB") {
+        if n < 1 {
+            return Err(Fault::invalid_argument("spec.memoryMB"));
+        }
+        set_hardware(state, vm, "memoryMB", Some("memorySizeMB"), n);
+    }
+    let Some(o) = state.inventory.get_mut(vm) else {
+        return Err(Fault::not_found(vm));
+    };
+    if let Some(annotation) = spec.text_of("annotation") {
+        if let Some(c) = data_mut(o, "config") {
+            c.set("annotation", annotation);
+        }
+    }
+    for (field, summary) in [("instanceUuid", "instanceUuid"), ("uuid", "uuid")] {
+        if let Some(v) = spec.text_of(field).map(str::trim).filter(|v| !v.is_empty()) {
+            if let Some(c) = data_mut(o, "config") {
+                c.set(field, v);
+            }
+            if let Some(c) = data_mut(o, "summary").and_then(|s| nested_mut(s, "config")) {
+                c.set(summary, v);
+            }
+        }
+    }
+    // extraConfig: set or (with an empty value) remove keys.
+    let options: Vec<(String, String)> = spec
+        .children_named("extraConfig")
+        .map(|o| {
+            (
+                o.text_of("key").unwrap_or("").to_string(),
+                o.text_of("value").unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    if !options.is_empty() {
+        if let Some(c) = data_mut(o, "config") {
+            let mut current: Vec<Val> = match c.get("extraConfig") {
+                Some(Val::Array(_, items)) => items.clone(),
+                _ => Vec::new(),
+            };
+            for (key, value) in options {
+                current.retain(|v| v.path("key").and_then(Val::as_str) != Some(key.as_str()));
+                if !value.is_empty() {
+                    current.push(Val::Data(
+                        Data::new("OptionValue")
+                            .with("key", key.as_str())
+                            .with("value", crate::value::any(value.as_str())),
+                    ));
+                }
+            }
+            c.set("extraConfig", Val::Array("OptionValue", current));
+        }
+    }
+    // deviceChange: edits of disk capacity, NICs added and removed.
+    for change in spec.children_named("deviceChange") {
+        let operation = change.text_of("operation").unwrap_or("").trim().to_string();
+        let Some(device) = change.child("device") else {
+            continue;
+        };
+        let key = device
+            .text_of("key")
+            .and_then(|k| k.trim().parse::<i32>().ok());
+        let Some(hw) = data_mut(o, "config").and_then(|c| nested_mut(c, "hardware")) else {
+            continue;
+        };
+        let mut devices: Vec<Val> = match hw.get("device") {
+            Some(Val::Array(_, items)) => items.clone(),
+            _ => Vec::new(),
+        };
+        let key_of = |v: &Val| match v.path("key") {
+            Some(Val::Int(k)) => Some(*k),
+            _ => None,
+        };
+        match operation.as_str() {
+            "edit" => {
+                for d in devices.iter_mut() {
+                    if key_of(d) == key {
+                        if let Val::Data(dd) = d {
+                            for field in ["capacityInKB", "capacityInBytes"] {
+                                if let Some(n) = device
+                                    .text_of(field)
+                                    .and_then(|t| t.trim().parse::<i64>().ok())
+                                {
+                                    dd.set(field, n);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            "remove" => devices.retain(|d| key_of(d) != key),
+            "add" => {
+                let ty = device
+                    .xsi_type
+                    .clone()
+                    .unwrap_or_else(|| "VirtualDevice".into());
+                if ty.starts_with("Virtual")
+                    && device.child("backing").is_some()
+                    && (ty.contains("Vmxnet") || ty.contains("E1000") || ty.contains("Ethernet"))
+                {
+                    let next_key = devices
+                        .iter()
+                        .filter_map(key_of)
+                        .filter(|k| (4000..5000).contains(k))
+                        .max()
+                        .unwrap_or(3999)
+                        + 1;
+                    let backing = device.child("backing");
+                    let network = backing
+                        .and_then(|b| b.child("network"))
+                        .and_then(Element::moref);
+                    let dev_name = backing
+                        .and_then(|b| b.text_of("deviceName"))
+                        .unwrap_or("")
+                        .to_string();
+                    let mac = device
+                        .text_of("macAddress")
+                        .map(str::to_string)
+                        .filter(|m| !m.is_empty())
+                        .unwrap_or_else(|| {
+                            let u = uuid::Uuid::new_v4().simple().to_string();
+                            format!("00:50:56:{}:{}:{}", &u[0..2], &u[2..4], &u[4..6])
+                        });
+                    let mut b = Data::new("VirtualEthernetCardNetworkBackingInfo")
+                        .with("deviceName", dev_name.as_str());
+                    if let Some(n) = network {
+                        b = b.with("network", n);
+                    }
+                    devices.push(Val::Data(
+                        Data::new(if ty == "VirtualEthernetCard" {
+                            "VirtualVmxnet3"
+                        } else {
+                            &ty
+                        })
+                        .with("key", next_key)
+                        .with(
+                            "deviceInfo",
+                            Data::new("Description")
+                                .with("label", format!("Network adapter {}", next_key - 3999))
+                                .with("summary", dev_name.as_str()),
+                        )
+                        .with("backing", b)
+                        .with("controllerKey", 100i32)
+                        .with("addressType", "generated")
+                        .with("macAddress", mac.as_str()),
+                    ));
+                }
+            }
+            _ => {}
+        }
+        hw.set("device", Val::Array("VirtualDevice", devices));
+    }
+    Ok(())
+}
+
+fn clone_vm(
+    state: &mut State,
+    call: &mut Call<'_>,
+    source: &Moref,
+    args: &Element,
+) -> Result<String, Fault> {
+    let folder = arg_moref(args, "folder")?;
+    let name = args.text_of("name").unwrap_or("").trim().to_string();
+    let spec = args
+        .child("spec")
+        .cloned()
+        .ok_or_else(|| Fault::invalid_argument("spec"))?;
+    if name.is_empty() {
+        return Err(Fault::invalid_argument("name"));
+    }
+    match state.inventory.by_value(&folder.value) {
+        Some(f) if f.moref.ty == "Folder" => {}
+        _ => return Err(Fault::not_found(&folder)),
+    }
+    Ok(task::start(
+        state,
+        call,
+        source,
+        "VirtualMachine.clone",
+        Operation::Vm(VmOp::Clone {
+            source: source.clone(),
+            folder,
+            name,
+            spec,
+        }),
+    ))
+}
+
+fn clone_now(
+    state: &mut State,
+    call: &Call<'_>,
+    source: &Moref,
+    folder: &Moref,
+    name: &str,
+    spec: &Element,
+) -> Result<Moref, Fault> {
+    let src = state
+        .inventory
+        .get(source)
+        .cloned()
+        .ok_or_else(|| Fault::not_found(source))?;
+    let duplicate = state
+        .inventory
+        .children(folder)
+        .iter()
+        .any(|c| state.inventory.get(c).is_some_and(|o| o.name() == name));
+    if duplicate {
+        return Err(crate::managed_entity::duplicate_name(name, folder));
+    }
+    let location = spec.child("location");
+    let loc = |n: &str| location.and_then(|l| l.child(n)).and_then(Element::moref);
+    let pool = loc("pool").or_else(|| src.props.get("resourcePool").and_then(Val::as_mor).cloned());
+    let Some(pool) = pool else {
+        return Err(Fault::invalid_argument("spec.location.pool"));
+    };
+    if !state
+        .inventory
+        .by_value(&pool.value)
+        .is_some_and(|p| is_a(&p.moref.ty, "ResourcePool"))
+    {
+        return Err(Fault::not_found(&pool));
+    }
+    let host = match loc("host") {
+        Some(h) => h,
+        None => {
+            let owner = state
+                .inventory
+                .get(&pool)
+                .and_then(|p| p.props.get("owner"))
+                .and_then(Val::as_mor)
+                .cloned();
+            let src_host = src.path("runtime.host").and_then(Val::as_mor).cloned();
+            let owner_hosts = owner
+                .and_then(|o| {
+                    state
+                        .inventory
+                        .by_value(&o.value)
+                        .and_then(|o| o.props.get("host"))
+                        .map(Val::morefs)
+                })
+                .unwrap_or_default();
+            match src_host {
+                Some(h) if owner_hosts.contains(&h) => h,
+                _ => owner_hosts
+                    .first()
+                    .cloned()
+                    .ok_or_else(|| Fault::invalid_argument("spec.location.host"))?,
+            }
+        }
+    };
+    let datastore = loc("datastore")
+        .or_else(|| {
+            src.props
+                .get("datastore")
+                .map(Val::morefs)
+                .and_then(|d| d.first().cloned())
+        })
+        .ok_or_else(|| Fault::invalid_argument("spec.location.datastore"))?;
+    if state.inventory.by_value(&datastore.value).is_none() {
+        return Err(Fault::not_found(&datastore));
+    }
+    let network = src
+        .props
+        .get("network")
+        .map(Val::morefs)
+        .and_then(|n| n.first().cloned())
+        .ok_or_else(|| Fault::invalid_argument("source network"))?;
+    let at = VmPlacement {
+        host,
+        pool,
+        folder: folder.clone(),
+        datastore,
+        network,
+    };
+    let vm = create_vm(&mut state.inventory, name, &at, call.now);
+    // A fresh instance UUID per clone; a BIOS UUID too, unless the spec names them.
+    let fresh = uuid::Uuid::new_v4().to_string();
+    let fresh_bios = uuid::Uuid::new_v4().to_string();
+    let copy = |path: &str| src.path(path).cloned();
+    if let Some(o) = state.inventory.get_mut(&vm) {
+        if let Some(c) = data_mut(o, "config") {
+            c.set("instanceUuid", fresh.as_str());
+            c.set("uuid", fresh_bios.as_str());
+            for f in ["guestId", "guestFullName"] {
+                if let Some(v) = copy(&format!("config.{f}")) {
+                    c.set(f, v);
+                }
+            }
+            if let Some(v) = copy("config.extraConfig") {
+                c.set("extraConfig", v);
+            }
+        }
+        if let Some(c) = data_mut(o, "summary").and_then(|s| nested_mut(s, "config")) {
+            c.set("instanceUuid", fresh.as_str());
+            c.set("uuid", fresh_bios.as_str());
+        }
+    }
+    for (hw, summary) in [
+        ("numCPU", Some("numCpu")),
+        ("memoryMB", Some("memorySizeMB")),
+        ("numCoresPerSocket", None),
+    ] {
+        if let Some(Val::Int(n)) = copy(&format!("config.hardware.{hw}")) {
+            set_hardware(state, &vm, hw, summary, n);
+        }
+    }
+    set_power(state, &vm, "poweredOff", call.now);
+    if let Some(config) = spec.child("config") {
+        reconfigure(state, &vm, config)?;
+    }
+    if spec.flag("template").unwrap_or(false) {
+        set_template(state, &vm, true);
+    } else if spec.flag("powerOn").unwrap_or(false) {
+        set_power(state, &vm, "poweredOn", call.now);
+        schedule_guest(state, call, &vm);
+    }
+    Ok(vm)
+}
+
+/// A per-network IP pool: `10.<network>.<n / 250>.<n % 250 + 2>`, stable per VM and NIC.
+pub(crate) fn allocate_ip(network_index: u32, n: u32) -> String {
+    let base = u32::from(Ipv4Addr::new(10, 0, 0, 0)) + ((network_index % 256) << 16);
+    Ipv4Addr::from(base + (n / 250) * 256 + n % 250 + 2).to_string()
+}
