@@ -377,11 +377,16 @@ pub(crate) struct Filter {
     pub spec: Element,
 }
 
+/// The rendered property values of one object: (path, `<val>` XML).
+type ObjectValues = (Moref, Vec<(String, String)>);
+/// Per object value, what a filter reported.
+type FilterValues = HashMap<String, ObjectValues>;
+
 /// What a collector last reported, per filter, per object, per property (rendered values).
 #[derive(Debug, Default)]
 pub(crate) struct Reported {
     pub version: u64,
-    pub last: HashMap<String, HashMap<String, (Moref, Vec<(String, String)>)>>,
+    pub last: HashMap<String, FilterValues>,
 }
 
 /// How long a call may wait: `maxWaitSeconds` for WaitForUpdatesEx (none: forever), zero for
@@ -520,11 +525,11 @@ fn updates(
         .map(|(k, f)| (k.clone(), f.clone()))
         .collect();
     let mut filter_sets = String::new();
-    let mut fresh: Vec<(String, HashMap<String, (Moref, Vec<(String, String)>)>)> = Vec::new();
+    let mut fresh: Vec<(String, FilterValues)> = Vec::new();
     for (name, filter) in filters {
         let spec = parse_filter(&filter.spec)?;
         let objects = collect(state, &spec).unwrap_or_default();
-        let mut now_values: HashMap<String, (Moref, Vec<(String, String)>)> = HashMap::new();
+        let mut now_values: FilterValues = HashMap::new();
         for m in objects {
             let Some(obj) = state.inventory.by_value(&m.value) else {
                 continue;

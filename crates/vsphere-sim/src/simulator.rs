@@ -137,7 +137,7 @@ impl State {
             match what {
                 Scheduled::Start { task } => crate::task::mark_running(self, &task, call.now),
                 Scheduled::Run { task, op } => {
-                    let outcome = match op {
+                    let outcome = match *op {
                         Operation::Vm(op) => crate::virtual_machine::run(self, call, op),
                         Operation::Rename { entity, name } => {
                             crate::managed_entity::rename(self, &entity, &name)

@@ -26,7 +26,7 @@ pub(crate) enum Scheduled {
     /// Start a queued task.
     Start { task: Moref },
     /// Run a task's operation and complete it.
-    Run { task: Moref, op: Operation },
+    Run { task: Moref, op: Box<Operation> },
     /// A powered-on VM's guest comes up: tools running, IP addresses.
     GuestReady { vm: Moref, boot: u64 },
 }
@@ -82,7 +82,7 @@ pub(crate) fn start(
         call.now + full,
         Scheduled::Run {
             task: task.clone(),
-            op,
+            op: Box::new(op),
         },
     );
     state.run_due(call);
