@@ -1,0 +1,186 @@
+// govmomi-e2e drives a vSphere endpoint the way CAPV and govc users do, through govmomi
+// (Debian's golang-github-vmware-govmomi-dev), and exits non-zero on the first surprise.
+//
+// Usage: govmomi-e2e -url https://user:pass@127.0.0.1:8989/sdk
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/vmware/govmomi"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+func check(step string, err error) {
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL %s: %v\n", step, err)
+		os.Exit(1)
+	}
+}
+
+func expect(step string, ok bool, format string, args ...interface{}) {
+	if !ok {
+		fmt.Fprintf(os.Stderr, "FAIL %s: "+format+"\n", append([]interface{}{step}, args...)...)
+		os.Exit(1)
+	}
+	fmt.Printf("ok %s\n", step)
+}
+
+func main() {
+	raw := flag.String("url", "", "vSphere SDK URL with credentials")
+	flag.Parse()
+	u, err := url.Parse(*raw)
+	check("parse url", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+
+	c, err := govmomi.NewClient(ctx, u, true)
+	check("login", err)
+	about := c.ServiceContent.About
+	expect("about", about.ApiType == "VirtualCenter" && strings.HasPrefix(about.ApiVersion, "8.0"), "%s %s", about.ApiType, about.ApiVersion)
+
+	// ls-style listing with the Finder, as govc does.
+	finder := find.NewFinder(c.Client, true)
+	dc, err := finder.Datacenter(ctx, "DC0")
+	check("datacenter", err)
+	finder.SetDatacenter(dc)
+	vms, err := finder.VirtualMachineList(ctx, "*")
+	check("vm list", err)
+	var names []string
+	for _, vm := range vms {
+		names = append(names, vm.Name())
+	}
+	sort.Strings(names)
+	expect("ls vm", strings.Join(names, ",") == "DC0_C0_RP0_VM0,DC0_C0_RP0_VM1,DC0_H0_VM0,DC0_H0_VM1", "%v", names)
+	hosts, err := finder.HostSystemList(ctx, "*/*")
+	check("host list", err)
+	expect("ls host", len(hosts) == 4, "%d hosts", len(hosts))
+
+	// object.collect-style property reads through a container view.
+	m := view.NewManager(c.Client)
+	cv, err := m.CreateContainerView(ctx, c.ServiceContent.RootFolder, []string{"VirtualMachine"}, true)
+	check("container view", err)
+	var mvms []mo.VirtualMachine
+	check("retrieve", cv.Retrieve(ctx, []string{"VirtualMachine"}, []string{"name", "summary", "config.hardware.device"}, &mvms))
+	expect("retrieve summaries", len(mvms) == 4 && mvms[0].Summary.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn, "%d vms", len(mvms))
+	_ = cv.Destroy(ctx)
+
+	// CAPV's clone flow.
+	template, err := finder.VirtualMachine(ctx, "DC0/vm/DC0_H0_VM0")
+	check("find template", err)
+	task, err := template.PowerOff(ctx)
+	check("power off template", err)
+	check("power off template wait", task.Wait(ctx))
+	check("mark as template", template.MarkAsTemplate(ctx))
+	folders, err := dc.Folders(ctx)
+	check("folders", err)
+	pool, err := finder.ResourcePool(ctx, "DC0_C0/Resources")
+	check("pool", err)
+	ds, err := finder.Datastore(ctx, "LocalDS_0")
+	check("datastore", err)
+	poolRef, dsRef := pool.Reference(), ds.Reference()
+	spec := types.VirtualMachineCloneSpec{
+		Location: types.VirtualMachineRelocateSpec{Pool: &poolRef, Datastore: &dsRef},
+		PowerOn:  false,
+		Template: false,
+		Config: &types.VirtualMachineConfigSpec{
+			NumCPUs:      2,
+			MemoryMB:     2048,
+			InstanceUuid: "6f0d4a9e-0000-4000-8000-000000000042",
+			ExtraConfig: []types.BaseOptionValue{
+				&types.OptionValue{Key: "guestinfo.userdata", Value: "I2Nsb3VkLWNvbmZpZw=="},
+				&types.OptionValue{Key: "guestinfo.userdata.encoding", Value: "base64"},
+			},
+		},
+	}
+	task, err = template.Clone(ctx, folders.VmFolder, "capv-go", spec)
+	check("clone", err)
+	info, err := task.WaitForResult(ctx, nil)
+	check("clone wait", err)
+	ref, ok := info.Result.(types.ManagedObjectReference)
+	expect("clone result", ok && ref.Type == "VirtualMachine", "%#v", info.Result)
+	vm := object.NewVirtualMachine(c.Client, ref)
+
+	var cloned mo.VirtualMachine
+	check("read clone", vm.Properties(ctx, ref, []string{"config", "summary"}, &cloned))
+	extra := map[string]string{}
+	for _, o := range cloned.Config.ExtraConfig {
+		ov := o.GetOptionValue()
+		extra[ov.Key] = fmt.Sprint(ov.Value)
+	}
+	expect("clone config", cloned.Config.Hardware.NumCPU == 2 && cloned.Config.Hardware.MemoryMB == 2048 &&
+		cloned.Config.InstanceUuid == "6f0d4a9e-0000-4000-8000-000000000042" && extra["guestinfo.userdata.encoding"] == "base64",
+		"%+v %v", cloned.Config.Hardware, extra)
+
+	task, err = vm.Reconfigure(ctx, types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{
+		&types.OptionValue{Key: "guestinfo.metadata", Value: "bWV0YQ=="}}})
+	check("reconfigure", err)
+	check("reconfigure wait", task.Wait(ctx))
+
+	task, err = vm.PowerOn(ctx)
+	check("power on", err)
+	check("power on wait", task.Wait(ctx))
+
+	// Wait for an IP in guest.net, as CAPV does.
+	var ip string
+	pc := property.DefaultCollector(c.Client)
+	err = property.Wait(ctx, pc, ref, []string{"guest.net"}, func(changes []types.PropertyChange) bool {
+		for _, ch := range changes {
+			nics, _ := ch.Val.(types.ArrayOfGuestNicInfo)
+			for _, nic := range nics.GuestNicInfo {
+				if len(nic.IpAddress) > 0 {
+					ip = nic.IpAddress[0]
+					return true
+				}
+			}
+		}
+		return false
+	})
+	check("wait for ip", err)
+	expect("guest ip", strings.HasPrefix(ip, "10."), "ip %q", ip)
+
+	// Powering on twice is a task error of the right fault type.
+	task, err = vm.PowerOn(ctx)
+	check("power on again", err)
+	_, err = task.WaitForResult(ctx, nil)
+	_, isPowerState := func() (interface{}, bool) {
+		if err == nil {
+			return nil, false
+		}
+		if terr, ok := err.(taskError); ok {
+			_, ok := terr.Fault().(*types.InvalidPowerState)
+			return nil, ok
+		}
+		return nil, strings.Contains(err.Error(), "current state")
+	}()
+	expect("invalid power state", isPowerState, "%v", err)
+
+	task, err = vm.PowerOff(ctx)
+	check("power off", err)
+	check("power off wait", task.Wait(ctx))
+	task, err = vm.Destroy(ctx)
+	check("destroy", err)
+	check("destroy wait", task.Wait(ctx))
+	_, err = finder.VirtualMachine(ctx, "DC0/vm/capv-go")
+	expect("destroyed", err != nil, "clone still found")
+
+	check("logout", c.Logout(ctx))
+	fmt.Println("PASS")
+}
+
+// taskError is what govmomi's task package returns for a task that ended in error.
+type taskError interface {
+	Fault() types.BaseMethodFault
+}
