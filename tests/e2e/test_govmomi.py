@@ -32,7 +32,8 @@ def test_govmomi_capv_flow_and_govc_style_reads(govmomi_client, tmp_path):
         steps = [line for line in proc.stdout.splitlines() if line.startswith("ok ")]
         assert steps == [
             "ok about", "ok ls vm", "ok ls host", "ok retrieve summaries", "ok clone result",
-            "ok clone config", "ok guest ip", "ok invalid power state", "ok destroyed",
+            "ok clone config", "ok guest ip", "ok invalid power state", "ok events", "ok snapshots",
+            "ok destroyed",
         ]
         assert proc.stdout.strip().endswith("PASS")
     finally:

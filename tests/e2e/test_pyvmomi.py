@@ -327,3 +327,113 @@ def test_task_states_are_observable_with_a_delay(tmp_path):
         assert task in tm.recentTask
     finally:
         v.stop()
+
+
+def test_snapshots_create_revert_remove(tmp_path):
+    from pyVim.task import WaitForTask
+
+    v = Vcsim(tmp_path)
+    try:
+        si = v.connect()
+        c = si.RetrieveContent()
+        vm = c.searchIndex.FindByInventoryPath("DC0/vm/DC0_H0_VM0")
+        assert vm.snapshot is None
+        t = vm.CreateSnapshot_Task(name="base", description="before", memory=False, quiesce=False)
+        WaitForTask(t)
+        base = t.info.result
+        assert isinstance(base, vim.vm.Snapshot)
+        WaitForTask(vm.ReconfigVM_Task(vim.vm.ConfigSpec(numCPUs=4)))
+        t = vm.CreateSnapshot_Task(name="four-cpus", description="", memory=False, quiesce=False)
+        WaitForTask(t)
+        child = t.info.result
+        tree = vm.snapshot.rootSnapshotList
+        assert [s.name for s in tree] == ["base"]
+        assert [s.name for s in tree[0].childSnapshotList] == ["four-cpus"]
+        assert vm.snapshot.currentSnapshot == child
+        assert vm.rootSnapshot == [base]
+
+        WaitForTask(base.RevertToSnapshot_Task())
+        assert vm.config.hardware.numCPU == 1
+        assert vm.snapshot.currentSnapshot == base
+        WaitForTask(vm.ReconfigVM_Task(vim.vm.ConfigSpec(numCPUs=8)))
+        WaitForTask(vm.RevertToCurrentSnapshot_Task())
+        assert vm.config.hardware.numCPU == 1
+
+        WaitForTask(base.RemoveSnapshot_Task(removeChildren=False))
+        assert [s.name for s in vm.snapshot.rootSnapshotList] == ["four-cpus"]
+        WaitForTask(vm.RemoveAllSnapshots_Task())
+        assert vm.snapshot is None
+        with pytest.raises(vmodl.fault.ManagedObjectNotFound):
+            child.config
+    finally:
+        v.stop()
+
+
+def test_events_record_what_methods_did(tmp_path):
+    from pyVim.task import WaitForTask
+
+    v = Vcsim(tmp_path)
+    try:
+        si = v.connect()
+        c = si.RetrieveContent()
+        vm = c.searchIndex.FindByInventoryPath("DC0/vm/DC0_H0_VM1")
+        WaitForTask(vm.PowerOffVM_Task())
+        WaitForTask(vm.PowerOnVM_Task())
+        em = c.eventManager
+        filt = vim.event.EventFilterSpec(entity=vim.event.EventFilterSpec.ByEntity(entity=vm, recursion="self"))
+        events = em.QueryEvents(filt)
+        kinds = [type(e).__name__ for e in events]
+        assert kinds[:2] == ["vim.event.VmPoweredOnEvent", "vim.event.VmPoweredOffEvent"]
+        assert events[0].vm.vm == vm and events[0].vm.name == "DC0_H0_VM1"
+        assert events[0].datacenter.name == "DC0"
+        logins = em.QueryEvents(vim.event.EventFilterSpec(type=[vim.event.UserLoginSessionEvent]))
+        assert logins and all(isinstance(e, vim.event.UserLoginSessionEvent) for e in logins)
+        # Recursive queries from the datacenter see VM events too.
+        dc = c.searchIndex.FindByInventoryPath("DC0")
+        assert any(isinstance(e, vim.event.VmPoweredOnEvent)
+                   for e in em.QueryEvents(vim.event.EventFilterSpec(
+                       entity=vim.event.EventFilterSpec.ByEntity(entity=dc, recursion="all"))))
+    finally:
+        v.stop()
+
+
+def test_folders_pools_moves_and_customized_ip(tmp_path):
+    from pyVim.task import WaitForTask
+
+    v = Vcsim(tmp_path)
+    try:
+        si = v.connect()
+        c = si.RetrieveContent()
+        vm_folder = c.searchIndex.FindByInventoryPath("DC0/vm")
+        capi = vm_folder.CreateFolder("capi")
+        assert c.searchIndex.FindByInventoryPath("DC0/vm/capi") == capi
+        with pytest.raises(vim.fault.DuplicateName):
+            vm_folder.CreateFolder("capi")
+        root_pool = c.searchIndex.FindByInventoryPath("DC0/host/DC0_C0/Resources")
+        def allocation():
+            return vim.ResourceAllocationInfo(reservation=0, limit=-1, expandableReservation=True,
+                                              shares=vim.SharesInfo(level="normal", shares=0))
+        tenant = root_pool.CreateResourcePool(
+            "tenant", vim.ResourceConfigSpec(cpuAllocation=allocation(), memoryAllocation=allocation()))
+        assert tenant.parent == root_pool and tenant.owner.name == "DC0_C0"
+
+        vm = c.searchIndex.FindByInventoryPath("DC0/vm/DC0_C0_RP0_VM1")
+        WaitForTask(capi.MoveIntoFolder_Task([vm]))
+        assert vm.parent == capi
+        assert c.searchIndex.FindByInventoryPath("DC0/vm/capi/DC0_C0_RP0_VM1") == vm
+
+        WaitForTask(vm.PowerOffVM_Task())
+        fixed = vim.vm.customization.Specification(
+            nicSettingMap=[vim.vm.customization.AdapterMapping(
+                adapter=vim.vm.customization.IPSettings(ip=vim.vm.customization.FixedIp(ipAddress="192.168.77.10")))],
+            identity=vim.vm.customization.LinuxPrep(hostName=vim.vm.customization.FixedName(name="vm1"), domain="local"),
+            globalIPSettings=vim.vm.customization.GlobalIPSettings())
+        WaitForTask(vm.CustomizeVM_Task(fixed))
+        WaitForTask(vm.PowerOnVM_Task())
+        assert wait_until(lambda: vm.guest.ipAddress) == "192.168.77.10"
+        assert c.searchIndex.FindByIp(None, "192.168.77.10", True) == vm
+        assert c.searchIndex.FindByDnsName(None, "DC0_C0_RP0_VM1", True) == vm
+        with pytest.raises(vim.fault.InvalidPowerState):
+            WaitForTask(vm.CustomizeVM_Task(fixed))
+    finally:
+        v.stop()

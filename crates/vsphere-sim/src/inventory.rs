@@ -218,6 +218,9 @@ pub mod refs {
     pub fn search_index() -> Moref {
         Moref::new("SearchIndex", "SearchIndex")
     }
+    pub fn event_manager() -> Moref {
+        Moref::new("EventManager", "EventManager")
+    }
     pub fn task_manager() -> Moref {
         Moref::new("TaskManager", "TaskManager")
     }

@@ -13,7 +13,9 @@
 //! assert_eq!(vms, 4);
 //! ```
 
+mod event_manager;
 pub mod fault;
+mod folder;
 pub mod inventory;
 mod managed_entity;
 mod property_collector;
@@ -22,6 +24,7 @@ pub mod server;
 mod service_instance;
 mod session_manager;
 pub mod simulator;
+mod snapshot;
 pub mod soap;
 mod task;
 pub mod value;

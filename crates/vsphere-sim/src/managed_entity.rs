@@ -88,7 +88,11 @@ pub(crate) fn rename(state: &mut State, entity: &Moref, name: &str) -> Result<Op
     Ok(None)
 }
 
-pub(crate) fn destroy(state: &mut State, entity: &Moref) -> Result<Option<Val>, Fault> {
+pub(crate) fn destroy(
+    state: &mut State,
+    call: &Call<'_>,
+    entity: &Moref,
+) -> Result<Option<Val>, Fault> {
     let obj = state
         .inventory
         .get(entity)
@@ -140,6 +144,22 @@ pub(crate) fn destroy(state: &mut State, entity: &Moref) -> Result<Option<Val>, 
             }
         }
     }
+    if entity.ty == "VirtualMachine" {
+        let message = format!("Removed {} on {}", obj.name(), host_name(state, &obj));
+        crate::event_manager::emit(state, call, "VmRemovedEvent", Some(entity), message);
+        for n in state.snapshots.remove(&entity.value).unwrap_or_default() {
+            state.inventory.remove(&n.moref);
+        }
+        state.current_snapshot.remove(&entity.value);
+    }
     state.inventory.remove(entity);
     Ok(None)
+}
+
+fn host_name(state: &State, obj: &crate::inventory::ManagedObject) -> String {
+    obj.path("runtime.host")
+        .and_then(Val::as_mor)
+        .and_then(|h| state.inventory.get(h))
+        .map(|h| h.name().to_string())
+        .unwrap_or_default()
 }

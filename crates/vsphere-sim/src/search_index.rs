@@ -23,6 +23,36 @@ pub(crate) fn dispatch(
                 .into_iter()
                 .find(|c| state.inventory.get(c).is_some_and(|o| o.name() == name)))
         }),
+        "FindByIp" | "FindByDnsName" | "FindAllByIp" | "FindAllByDnsName" => {
+            let (field, wanted) = if method.contains("Ip") {
+                (
+                    "guest.ipAddress",
+                    args.text_of("ip").unwrap_or("").trim().to_string(),
+                )
+            } else {
+                (
+                    "guest.hostName",
+                    args.text_of("dnsName").unwrap_or("").trim().to_string(),
+                )
+            };
+            let vm_search = args.flag("vmSearch").unwrap_or(true);
+            let found: Vec<Moref> = state
+                .inventory
+                .iter()
+                .filter(|o| vm_search && o.moref.ty == "VirtualMachine")
+                .filter(|o| o.path(field).and_then(Val::as_str) == Some(wanted.as_str()))
+                .map(|o| o.moref.clone())
+                .collect();
+            if method.starts_with("FindAll") {
+                let mut out = String::new();
+                for m in found {
+                    write_element(&mut out, "returnval", &Val::Mor(m), false);
+                }
+                Ok(out)
+            } else {
+                Ok(one(found.into_iter().next()))
+            }
+        }
         "FindByUuid" | "FindAllByUuid" => {
             let uuid = args
                 .text_of("uuid")

@@ -17,6 +17,7 @@ pub fn install_managers(inv: &mut Inventory) {
         inv.insert(ManagedObject::new(&m.ty, &m.value));
     }
     crate::task::install(inv);
+    crate::event_manager::install(inv);
 }
 
 /// `about`: what the simulator claims to be.
@@ -89,6 +90,7 @@ pub fn service_content(call: &Call<'_>) -> Data {
         .with("sessionManager", mor(refs::session_manager()))
         .with("searchIndex", mor(refs::search_index()))
         .with("taskManager", mor(refs::task_manager()))
+        .with("eventManager", mor(refs::event_manager()))
 }
 
 pub fn retrieve_service_content(call: &Call<'_>) -> String {

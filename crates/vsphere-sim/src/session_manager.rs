@@ -50,6 +50,20 @@ pub(crate) fn dispatch(
     Some(match method {
         "Login" => login(state, call, args),
         "Logout" => {
+            if let Some(user) = call
+                .session
+                .as_ref()
+                .and_then(|k| state.sessions.get(k))
+                .map(|s| s.user.clone())
+            {
+                crate::event_manager::emit(
+                    state,
+                    call,
+                    "UserLogoutSessionEvent",
+                    None,
+                    format!("User {user} logged out"),
+                );
+            }
             if let Some(key) = call.session.take() {
                 state.sessions.remove(&key);
                 state.pending.retain(|_, p| p.session != key);
@@ -94,6 +108,13 @@ fn login(state: &mut State, call: &mut Call<'_>, args: &Element) -> Result<Strin
         false,
     );
     state.sessions.insert(key.clone(), session);
+    crate::event_manager::emit(
+        state,
+        call,
+        "UserLoginSessionEvent",
+        None,
+        format!("User {user}@127.0.0.1 logged in as {}", call.user_agent),
+    );
     call.session = Some(key.clone());
     call.set_session = Some(key);
     Ok(out)

@@ -104,6 +104,11 @@ pub(crate) struct State {
     pub updates: HashMap<(String, String), property_collector::Reported>,
     /// Collectors whose waiting WaitForUpdates a CancelWaitForUpdates asked to return.
     pub cancelled: std::collections::HashSet<(String, String)>,
+    pub event_key: u64,
+    /// Events, oldest first, with the entity each is about.
+    pub events: Vec<(Option<Moref>, crate::value::Data)>,
+    pub snapshots: HashMap<String, Vec<crate::snapshot::SnapNode>>,
+    pub current_snapshot: HashMap<String, Moref>,
 }
 
 impl State {
@@ -143,7 +148,11 @@ impl State {
                             crate::managed_entity::rename(self, &entity, &name)
                         }
                         Operation::Destroy { entity } => {
-                            crate::managed_entity::destroy(self, &entity)
+                            crate::managed_entity::destroy(self, call, &entity)
+                        }
+                        Operation::Snapshot(op) => crate::snapshot::run(self, call, op),
+                        Operation::MoveInto { folder, list } => {
+                            crate::folder::move_into(self, &folder, &list)
                         }
                     };
                     crate::task::complete(self, &task, outcome, call.now);
@@ -387,11 +396,28 @@ fn dispatch(
             crate::search_index::dispatch(state, m, &req.args).ok_or_else(not_found)?
         }
         ("VirtualMachine", m) => {
-            match crate::virtual_machine::dispatch(state, call, &this, m, &req.args) {
+            match crate::virtual_machine::dispatch(state, call, &this, m, &req.args)
+                .or_else(|| crate::snapshot::dispatch_vm(state, call, &this, m, &req.args))
+            {
                 Some(r) => r,
                 None => crate::managed_entity::dispatch(state, call, &this, m, &req.args)
                     .ok_or_else(not_found)?,
             }
+        }
+        ("VirtualMachineSnapshot", m) => {
+            crate::snapshot::dispatch_snapshot(state, call, &this, m, &req.args)
+                .ok_or_else(not_found)?
+        }
+        ("EventManager", m) => {
+            crate::event_manager::dispatch(state, m, &req.args).ok_or_else(not_found)?
+        }
+        ("Folder" | "ResourcePool", m)
+            if matches!(
+                m,
+                "CreateFolder" | "MoveIntoFolder_Task" | "CreateResourcePool"
+            ) =>
+        {
+            crate::folder::dispatch(state, call, &this, m, &req.args).ok_or_else(not_found)?
         }
         (
             "Folder"

@@ -18,6 +18,8 @@ pub(crate) enum Operation {
     Vm(crate::virtual_machine::VmOp),
     Rename { entity: Moref, name: String },
     Destroy { entity: Moref },
+    Snapshot(crate::snapshot::SnapOp),
+    MoveInto { folder: Moref, list: Vec<Moref> },
 }
 
 /// Something the timeline does at a given time.

@@ -18,6 +18,8 @@ pub(crate) enum VmOp {
     Reset(Moref),
     Suspend(Moref),
     Reconfigure(Moref, Element),
+    Customize(Moref, Element),
+    Upgrade(Moref, Option<String>),
     Clone {
         source: Moref,
         folder: Moref,
@@ -79,6 +81,26 @@ pub(crate) fn dispatch(
             None => Err(Fault::invalid_argument("spec")),
         },
         "CloneVM_Task" => clone_vm(state, call, &vm, args),
+        "CustomizeVM_Task" => match args.child("spec") {
+            Some(spec) => Ok(task::start(
+                state,
+                call,
+                &vm,
+                "VirtualMachine.customize",
+                op(VmOp::Customize(vm.clone(), spec.clone())),
+            )),
+            None => Err(Fault::invalid_argument("spec")),
+        },
+        "UpgradeVM_Task" => {
+            let version = args.text_of("version").map(str::to_string);
+            Ok(task::start(
+                state,
+                call,
+                &vm,
+                "VirtualMachine.upgradeVirtualHardware",
+                op(VmOp::Upgrade(vm.clone(), version)),
+            ))
+        }
         "ShutdownGuest" | "StandbyGuest" => require_tools(state, &vm).map(|_| {
             set_power(state, &vm, "poweredOff", call.now);
             String::new()
@@ -340,6 +362,14 @@ pub(crate) fn run(state: &mut State, call: &Call<'_>, op: VmOp) -> Result<Option
             }
             set_power(state, &vm, "poweredOn", call.now);
             schedule_guest(state, call, &vm);
+            let name = vm_name(state, &vm);
+            emit(
+                state,
+                call,
+                "VmPoweredOnEvent",
+                &vm,
+                format!("{name} is powered on"),
+            );
             Ok(None)
         }
         VmOp::PowerOff(vm) => {
@@ -348,6 +378,14 @@ pub(crate) fn run(state: &mut State, call: &Call<'_>, op: VmOp) -> Result<Option
                 return Err(invalid_power_state(&ps, "poweredOff"));
             }
             set_power(state, &vm, "poweredOff", call.now);
+            let name = vm_name(state, &vm);
+            emit(
+                state,
+                call,
+                "VmPoweredOffEvent",
+                &vm,
+                format!("{name} is powered off"),
+            );
             Ok(None)
         }
         VmOp::Reset(vm) => {
@@ -368,10 +406,72 @@ pub(crate) fn run(state: &mut State, call: &Call<'_>, op: VmOp) -> Result<Option
                 return Err(invalid_power_state(&ps, "poweredOn"));
             }
             set_power(state, &vm, "suspended", call.now);
+            let name = vm_name(state, &vm);
+            emit(
+                state,
+                call,
+                "VmSuspendedEvent",
+                &vm,
+                format!("{name} is suspended"),
+            );
             Ok(None)
         }
         VmOp::Reconfigure(vm, spec) => {
             reconfigure(state, &vm, &spec)?;
+            let name = vm_name(state, &vm);
+            emit(
+                state,
+                call,
+                "VmReconfiguredEvent",
+                &vm,
+                format!("Reconfigured {name}"),
+            );
+            Ok(None)
+        }
+        VmOp::Customize(vm, spec) => {
+            let ps = power_state(state, &vm);
+            if ps != "poweredOff" {
+                return Err(invalid_power_state(&ps, "poweredOff"));
+            }
+            // The first NIC's fixed address, applied when the guest next comes up.
+            let fixed = spec
+                .children_named("nicSettingMap")
+                .next()
+                .and_then(|m| m.child("adapter"))
+                .and_then(|a| a.child("ip"))
+                .filter(|ip| ip.xsi_type.as_deref() == Some("CustomizationFixedIp"))
+                .and_then(|ip| ip.text_of("ipAddress"))
+                .map(|s| s.trim().to_string());
+            match fixed {
+                Some(ip) => {
+                    state.fixed_ips.insert(vm.value.clone(), ip);
+                }
+                None => {
+                    state.fixed_ips.remove(&vm.value);
+                }
+            }
+            let name = vm_name(state, &vm);
+            emit(
+                state,
+                call,
+                "CustomizationStartedEvent",
+                &vm,
+                format!("Started customization of VM {name}"),
+            );
+            Ok(None)
+        }
+        VmOp::Upgrade(vm, version) => {
+            let ps = power_state(state, &vm);
+            if ps != "poweredOff" {
+                return Err(invalid_power_state(&ps, "poweredOff"));
+            }
+            if let Some(c) = state
+                .inventory
+                .get_mut(&vm)
+                .and_then(|o| data_mut(o, "config"))
+            {
+                c.set("version", version.unwrap_or_else(|| "vmx-21".into()));
+            }
             Ok(None)
         }
         VmOp::Clone {
@@ -379,8 +479,31 @@ pub(crate) fn run(state: &mut State, call: &Call<'_>, op: VmOp) -> Result<Option
             folder,
             name,
             spec,
-        } => clone_now(state, call, &source, &folder, &name, &spec).map(|m| Some(Val::Mor(m))),
+        } => {
+            let vm = clone_now(state, call, &source, &folder, &name, &spec)?;
+            let source_name = vm_name(state, &source);
+            emit(
+                state,
+                call,
+                "VmClonedEvent",
+                &vm,
+                format!("Clone of {source_name} completed"),
+            );
+            Ok(Some(Val::Mor(vm)))
+        }
     }
+}
+
+fn vm_name(state: &State, vm: &Moref) -> String {
+    state
+        .inventory
+        .get(vm)
+        .map(|o| o.name().to_string())
+        .unwrap_or_default()
+}
+
+fn emit(state: &mut State, call: &Call<'_>, ty: &str, vm: &Moref, message: String) {
+    crate::event_manager::emit(state, call, ty, Some(vm), message);
 }
 
 fn is_template(state: &State, vm: &Moref) -> bool {

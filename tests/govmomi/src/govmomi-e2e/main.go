@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi"
+	"github.com/vmware/govmomi/event"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
@@ -166,6 +167,33 @@ func main() {
 		return nil, strings.Contains(err.Error(), "current state")
 	}()
 	expect("invalid power state", isPowerState, "%v", err)
+
+	// What govc users do next: events and snapshots.
+	events, err := event.NewManager(c.Client).QueryEvents(ctx, types.EventFilterSpec{
+		Entity: &types.EventFilterSpecByEntity{Entity: ref, Recursion: types.EventFilterSpecRecursionOptionSelf},
+	})
+	check("events", err)
+	var poweredOn bool
+	for _, e := range events {
+		if _, ok := e.(*types.VmPoweredOnEvent); ok {
+			poweredOn = e.GetEvent().Vm.Vm == ref
+		}
+	}
+	expect("events", poweredOn, "%d events, no VmPoweredOnEvent for the clone", len(events))
+
+	task, err = vm.CreateSnapshot(ctx, "before-upgrade", "", false, false)
+	check("snapshot", err)
+	check("snapshot wait", task.Wait(ctx))
+	snap, err := vm.FindSnapshot(ctx, "before-upgrade")
+	check("find snapshot", err)
+	task, err = vm.RevertToCurrentSnapshot(ctx, true)
+	check("revert", err)
+	check("revert wait", task.Wait(ctx))
+	task, err = vm.RemoveSnapshot(ctx, "before-upgrade", false, nil)
+	check("remove snapshot", err)
+	check("remove snapshot wait", task.Wait(ctx))
+	_, err = vm.FindSnapshot(ctx, "before-upgrade")
+	expect("snapshots", snap.Type == "VirtualMachineSnapshot" && err != nil, "%v %v", snap, err)
 
 	task, err = vm.PowerOff(ctx)
 	check("power off", err)

@@ -1,0 +1,162 @@
+//! Folder and ResourcePool creation and moves: CreateFolder, MoveIntoFolder_Task,
+//! CreateResourcePool.
+
+use crate::fault::Fault;
+use crate::inventory::{is_a, ManagedObject};
+use crate::managed_entity::duplicate_name;
+use crate::simulator::{Call, State};
+use crate::soap::Element;
+use crate::task::{self, Operation};
+use crate::value::{mor_array, write_element, Moref, Val};
+
+fn name_taken(state: &State, parent: &Moref, name: &str) -> bool {
+    state
+        .inventory
+        .children(parent)
+        .iter()
+        .any(|c| state.inventory.get(c).is_some_and(|o| o.name() == name))
+}
+
+pub(crate) fn dispatch(
+    state: &mut State,
+    call: &mut Call<'_>,
+    this: &Moref,
+    method: &str,
+    args: &Element,
+) -> Option<Result<String, Fault>> {
+    Some(match (this.ty.as_str(), method) {
+        ("Folder", "CreateFolder") => {
+            create_folder(state, this, args.text_of("name").unwrap_or("").trim())
+        }
+        ("Folder", "MoveIntoFolder_Task") => {
+            let list: Vec<Moref> = args
+                .children_named("list")
+                .filter_map(Element::moref)
+                .collect();
+            Ok(task::start(
+                state,
+                call,
+                this,
+                "Folder.moveInto",
+                Operation::MoveInto {
+                    folder: this.clone(),
+                    list,
+                },
+            ))
+        }
+        ("ResourcePool", "CreateResourcePool") => {
+            create_pool(state, this, args.text_of("name").unwrap_or("").trim())
+        }
+        _ => return None,
+    })
+}
+
+fn create_folder(state: &mut State, parent: &Moref, name: &str) -> Result<String, Fault> {
+    if name.is_empty() {
+        return Err(Fault::invalid_argument("name"));
+    }
+    if name_taken(state, parent, name) {
+        return Err(duplicate_name(name, parent));
+    }
+    let child_type = state
+        .inventory
+        .get(parent)
+        .and_then(|p| p.props.get("childType"))
+        .cloned();
+    let prefix = match parent.value.chars().nth(6) {
+        Some(c @ ('v' | 'h' | 's' | 'n' | 'd')) if parent.value.starts_with("group-") => {
+            format!("group-{c}")
+        }
+        _ => "group-v".to_string(),
+    };
+    let value = state.inventory.next_value(&prefix);
+    let mut f = ManagedObject::new("Folder", &value);
+    f.set("name", name);
+    f.set("parent", parent.clone());
+    f.set("childEntity", mor_array([]));
+    if let Some(ct) = child_type {
+        f.set("childType", ct);
+    }
+    f.set(
+        "overallStatus",
+        Val::Enum("ManagedEntityStatus", "green".into()),
+    );
+    let m = f.moref.clone();
+    state.inventory.insert(f);
+    if let Some(p) = state.inventory.get_mut(parent) {
+        p.push_mor("childEntity", m.clone());
+    }
+    let mut out = String::new();
+    write_element(&mut out, "returnval", &Val::Mor(m), false);
+    Ok(out)
+}
+
+fn create_pool(state: &mut State, parent: &Moref, name: &str) -> Result<String, Fault> {
+    if name.is_empty() {
+        return Err(Fault::invalid_argument("name"));
+    }
+    if name_taken(state, parent, name) {
+        return Err(duplicate_name(name, parent));
+    }
+    let owner = state
+        .inventory
+        .get(parent)
+        .and_then(|p| p.props.get("owner"))
+        .cloned();
+    let value = state.inventory.next_value("resgroup");
+    let mut p = ManagedObject::new("ResourcePool", &value);
+    p.set("name", name);
+    p.set("parent", parent.clone());
+    if let Some(o) = owner {
+        p.set("owner", o);
+    }
+    p.set("resourcePool", mor_array([]));
+    p.set("vm", mor_array([]));
+    p.set(
+        "overallStatus",
+        Val::Enum("ManagedEntityStatus", "green".into()),
+    );
+    let m = p.moref.clone();
+    state.inventory.insert(p);
+    if let Some(parent) = state.inventory.get_mut(parent) {
+        parent.push_mor("resourcePool", m.clone());
+    }
+    let mut out = String::new();
+    write_element(&mut out, "returnval", &Val::Mor(m), false);
+    Ok(out)
+}
+
+/// Moves entities into a folder (the MoveIntoFolder_Task operation).
+pub(crate) fn move_into(
+    state: &mut State,
+    folder: &Moref,
+    list: &[Moref],
+) -> Result<Option<Val>, Fault> {
+    for m in list {
+        let obj = state
+            .inventory
+            .get(m)
+            .cloned()
+            .ok_or_else(|| Fault::not_found(m))?;
+        if !(is_a(&m.ty, "VirtualMachine") || m.ty == "Folder") {
+            return Err(Fault::invalid_argument("list"));
+        }
+        if name_taken(state, folder, obj.name()) {
+            return Err(duplicate_name(obj.name(), folder));
+        }
+        if let Some(old) = obj.props.get("parent").and_then(Val::as_mor).cloned() {
+            if let Some(o) = state.inventory.get_mut(&old) {
+                if let Some(Val::Array(_, items)) = o.props.get_mut("childEntity") {
+                    items.retain(|v| v.as_mor() != Some(m));
+                }
+            }
+        }
+        if let Some(o) = state.inventory.get_mut(m) {
+            o.set("parent", folder.clone());
+        }
+        if let Some(f) = state.inventory.get_mut(folder) {
+            f.push_mor("childEntity", m.clone());
+        }
+    }
+    Ok(None)
+}
