@@ -16,6 +16,7 @@
 mod event_manager;
 pub mod fault;
 mod folder;
+pub mod fuzzing;
 pub mod inventory;
 mod managed_entity;
 mod property_collector;

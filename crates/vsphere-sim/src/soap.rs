@@ -83,8 +83,44 @@ fn convert(node: roxmltree::Node<'_, '_>, depth: usize) -> Result<Element, Fault
     Ok(el)
 }
 
+/// The deepest element nesting accepted. SOAP requests nest a few levels; a document nested
+/// thousands deep is an attack on the parser's stack, refused before parsing.
+const MAX_DEPTH: usize = 128;
+
+/// The element nesting depth of a document, by a quick scan (comments, CDATA and
+/// declarations are skipped; attribute values cannot contain `<`).
+fn nesting_depth(body: &str) -> usize {
+    let bytes = body.as_bytes();
+    let (mut depth, mut max, mut i) = (0usize, 0usize, 0usize);
+    while i < bytes.len() {
+        if bytes[i] != b'<' {
+            i += 1;
+            continue;
+        }
+        match bytes.get(i + 1) {
+            Some(b'/') => depth = depth.saturating_sub(1),
+            Some(b'!') | Some(b'?') => {}
+            _ => {
+                let end = bytes[i..].iter().position(|b| *b == b'>').map(|p| i + p);
+                let self_closing = end.is_some_and(|e| e > 0 && bytes[e - 1] == b'/');
+                if !self_closing {
+                    depth += 1;
+                    max = max.max(depth);
+                }
+            }
+        }
+        i += 1;
+    }
+    max
+}
+
 /// Parses a SOAP request body.
 pub fn parse(body: &str) -> Result<Request, Fault> {
+    if nesting_depth(body) > MAX_DEPTH {
+        return Err(Fault::invalid_request(
+            "the request nests elements too deeply",
+        ));
+    }
     let doc = roxmltree::Document::parse(body)
         .map_err(|e| Fault::invalid_request(&format!("malformed XML: {e}")))?;
     let root = doc.root_element();

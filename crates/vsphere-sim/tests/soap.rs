@@ -1,0 +1,170 @@
+//! The simulator through its SOAP entry point: sessions that expire on an injected clock,
+//! WaitForUpdatesEx timing out and waking, and faults for bad requests.
+
+use infrasim_clock::FakeClock;
+use infrasim_vsphere_sim::{SimConfig, Simulator};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn envelope(body: &str) -> String {
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xmlns:xsd="http://www.w3.org/2001/XMLSchema"><soapenv:Body>{body}</soapenv:Body></soapenv:Envelope>"#
+    )
+}
+
+fn sim(clock: &FakeClock) -> Simulator {
+    let config = SimConfig {
+        password: "pw".into(),
+        session_idle: Duration::from_secs(600),
+        ..SimConfig::default()
+    };
+    Simulator::new(config, Arc::new(clock.clone()))
+}
+
+async fn login(s: &Simulator) -> String {
+    let r = s
+        .handle(
+            &envelope(r#"<Login xmlns="urn:vim25"><_this type="SessionManager">SessionManager</_this><userName>administrator@vsphere.local</userName><password>pw</password></Login>"#),
+            None,
+            "test",
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.set_cookie.expect("login sets the session cookie")
+}
+
+fn fetch_root_children() -> String {
+    envelope(
+        r#"<Fetch xmlns="urn:vim25"><_this type="Folder">group-d1</_this><prop>childEntity</prop></Fetch>"#,
+    )
+}
+
+#[tokio::test]
+async fn idle_sessions_expire_on_the_simulators_clock() {
+    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+    let s = sim(&clock);
+    let cookie = login(&s).await;
+    let ok = s
+        .handle(&fetch_root_children(), Some(&cookie), "test")
+        .await;
+    assert_eq!(ok.status, 200);
+    assert!(ok.body.contains(r#"type="Datacenter""#), "{}", ok.body);
+    // Activity keeps it alive; idleness past the limit ends it.
+    clock.advance(Duration::from_secs(500));
+    assert_eq!(
+        s.handle(&fetch_root_children(), Some(&cookie), "test")
+            .await
+            .status,
+        200
+    );
+    clock.advance(Duration::from_secs(601));
+    let expired = s
+        .handle(&fetch_root_children(), Some(&cookie), "test")
+        .await;
+    assert_eq!(expired.status, 500);
+    assert!(
+        expired.body.contains(r#"xsi:type="NotAuthenticated""#),
+        "{}",
+        expired.body
+    );
+}
+
+#[tokio::test]
+async fn wrong_credentials_and_missing_sessions_fault() {
+    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+    let s = sim(&clock);
+    let bad = s
+        .handle(
+            &envelope(r#"<Login xmlns="urn:vim25"><_this type="SessionManager">SessionManager</_this><userName>administrator@vsphere.local</userName><password>nope</password></Login>"#),
+            None,
+            "test",
+        )
+        .await;
+    assert!(bad.body.contains(r#"xsi:type="InvalidLogin""#));
+    assert!(bad.set_cookie.is_none());
+    let anonymous = s.handle(&fetch_root_children(), None, "test").await;
+    assert!(anonymous.body.contains(r#"xsi:type="NotAuthenticated""#));
+    let forged = s
+        .handle(
+            &fetch_root_children(),
+            Some("vmware_soap_session=\"forged\""),
+            "test",
+        )
+        .await;
+    assert!(forged.body.contains(r#"xsi:type="NotAuthenticated""#));
+}
+
+#[tokio::test]
+async fn unknown_methods_objects_and_bodies_fault_cleanly() {
+    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+    let s = sim(&clock);
+    let cookie = login(&s).await;
+    let missing = s
+        .handle(
+            &envelope(r#"<Fetch xmlns="urn:vim25"><_this type="VirtualMachine">vm-424242</_this><prop>name</prop></Fetch>"#),
+            Some(&cookie),
+            "t",
+        )
+        .await;
+    assert!(missing.body.contains(r#"xsi:type="ManagedObjectNotFound""#));
+    assert!(missing
+        .body
+        .contains(r#"<obj type="VirtualMachine">vm-424242</obj>"#));
+    let unknown = s
+        .handle(&envelope(r#"<Frobnicate xmlns="urn:vim25"><_this type="Folder">group-d1</_this></Frobnicate>"#), Some(&cookie), "t")
+        .await;
+    assert!(unknown.body.contains(r#"xsi:type="MethodNotFound""#));
+    for junk in ["", "<", "<soapenv:Envelope>", &"<a>".repeat(10_000)] {
+        let r = s.handle(junk, Some(&cookie), "t").await;
+        assert_eq!(r.status, 500);
+        assert!(r.body.contains("ClientFaultCode"), "{junk:.20}: {}", r.body);
+    }
+}
+
+#[tokio::test]
+async fn wait_for_updates_ex_times_out_then_wakes_on_a_change() {
+    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+    let s = sim(&clock);
+    let cookie = login(&s).await;
+    let filter = s
+        .handle(
+            &envelope(r#"<CreateFilter xmlns="urn:vim25"><_this type="PropertyCollector">propertyCollector</_this><spec><propSet><type>VirtualMachine</type><pathSet>runtime.powerState</pathSet></propSet><objectSet><obj type="VirtualMachine">vm-13</obj></objectSet></spec><partialUpdates>false</partialUpdates></CreateFilter>"#),
+            Some(&cookie),
+            "t",
+        )
+        .await;
+    assert_eq!(filter.status, 200, "{}", filter.body);
+    let wait = |version: &str, max: u32| {
+        envelope(&format!(
+            r#"<WaitForUpdatesEx xmlns="urn:vim25"><_this type="PropertyCollector">propertyCollector</_this><version>{version}</version><options><maxWaitSeconds>{max}</maxWaitSeconds></options></WaitForUpdatesEx>"#
+        ))
+    };
+    let first = s.handle(&wait("", 0), Some(&cookie), "t").await;
+    assert!(first.body.contains("<kind>enter</kind>"), "{}", first.body);
+    assert!(first.body.contains("poweredOn"));
+    // Nothing changed: with maxWaitSeconds 0 the answer is empty at once.
+    let none = s.handle(&wait("1", 0), Some(&cookie), "t").await;
+    assert!(!none.body.contains("<returnval>"), "{}", none.body);
+    // A waiting call wakes when another session's write changes the property.
+    let waiter = {
+        let s = s.clone();
+        let cookie = cookie.clone();
+        let body = wait("1", 600);
+        tokio::spawn(async move { s.handle(&body, Some(&cookie), "t").await })
+    };
+    tokio::task::yield_now().await;
+    let off = s
+        .handle(
+            &envelope(r#"<PowerOffVM_Task xmlns="urn:vim25"><_this type="VirtualMachine">vm-13</_this></PowerOffVM_Task>"#),
+            Some(&cookie),
+            "t",
+        )
+        .await;
+    assert!(off.body.contains(r#"type="Task""#), "{}", off.body);
+    let woke = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(woke.body.contains("<kind>modify</kind>"), "{}", woke.body);
+    assert!(woke.body.contains("poweredOff"));
+}
