@@ -437,3 +437,28 @@ def test_folders_pools_moves_and_customized_ip(tmp_path):
             WaitForTask(vm.CustomizeVM_Task(fixed))
     finally:
         v.stop()
+
+
+def test_vcenter7_negotiates_api_7(tmp_path):
+    v = Vcsim(tmp_path, "--vcenter7")
+    try:
+        si = v.connect()
+        about = si.RetrieveContent().about
+        assert about.apiVersion == "7.0.3.0" and about.version == "7.0.3"
+        # pyvmomi settled on the newest version the server lists.
+        assert si._stub.version == "vim.version.v7_0_3_0"
+    finally:
+        v.stop()
+
+
+def test_esx_model_is_a_single_host(tmp_path):
+    v = Vcsim(tmp_path, "--esx")
+    try:
+        si = v.connect()
+        c = si.RetrieveContent()
+        assert c.about.apiType == "HostAgent"
+        view = c.viewManager.CreateContainerView(c.rootFolder, [vim.HostSystem], True)
+        assert [h.name for h in view.view] == ["localhost.localdomain"]
+        assert c.rootFolder.childEntity[0].name == "ha-datacenter"
+    finally:
+        v.stop()
