@@ -86,7 +86,15 @@ pub(crate) fn emit(
         event.set("template", false);
     }
     state.events.push((entity.cloned(), event));
+    // Keep the newest events only, as vCenter's retention does.
+    if state.events.len() > MAX_EVENTS {
+        let excess = state.events.len() - MAX_EVENTS;
+        state.events.drain(..excess);
+    }
 }
+
+/// How many events the simulator keeps.
+const MAX_EVENTS: usize = 10_000;
 
 pub(crate) fn dispatch(
     state: &mut State,

@@ -33,6 +33,9 @@ pub(crate) enum Scheduled {
     GuestReady { vm: Moref, boot: u64 },
 }
 
+/// How many tasks the simulator remembers.
+const MAX_TASKS: usize = 1000;
+
 fn enum_state(s: &str) -> Val {
     Val::Enum("TaskInfoState", s.to_string())
 }
@@ -70,11 +73,24 @@ pub(crate) fn start(
     let mut t = ManagedObject::new("Task", &value);
     t.set("info", info);
     state.inventory.insert(t);
+    // Completed tasks are kept for a while, then forgotten, as vCenter ages them out; the
+    // bound keeps a long-running simulator's memory flat.
+    let mut expired = Vec::new();
     if let Some(tm) = state
         .inventory
         .get_mut(&crate::inventory::refs::task_manager())
     {
         tm.push_mor("recentTask", task.clone());
+        if let Some(Val::Array(_, items)) = tm.props.get_mut("recentTask") {
+            while items.len() > MAX_TASKS {
+                if let Val::Mor(old) = items.remove(0) {
+                    expired.push(old);
+                }
+            }
+        }
+    }
+    for old in expired {
+        state.inventory.remove(&old);
     }
     let delay = call.config.task_delay;
     let half = chrono::Duration::from_std(delay / 2).unwrap_or_default();
