@@ -16,13 +16,31 @@ pub(crate) fn touch(
     let idle = chrono::Duration::from_std(config.session_idle).unwrap_or(chrono::Duration::MAX);
     let session = state.sessions.get_mut(key)?;
     if now - session.last_active > idle {
-        state.sessions.remove(key);
-        state.pending.retain(|_, p| p.session != key);
+        end_session(state, key);
         return None;
     }
     session.last_active = now;
     session.call_count += 1;
     Some(key.to_string())
+}
+
+/// Forgets a session and everything scoped to it: paged results, views, filters and the
+/// collectors it created, as vCenter does at logout.
+fn end_session(state: &mut State, key: &str) {
+    state.sessions.remove(key);
+    state.pending.retain(|_, p| p.session != key);
+    state.filters.retain(|_, f| f.session != key);
+    state.updates.retain(|(s, _), _| s != key);
+    let prefix = format!("session[{key}]");
+    let scoped: Vec<crate::value::Moref> = state
+        .inventory
+        .iter()
+        .filter(|o| o.moref.value.starts_with(&prefix))
+        .map(|o| o.moref.clone())
+        .collect();
+    for m in scoped {
+        state.inventory.remove(&m);
+    }
 }
 
 /// The UserSession data object of a session.
@@ -65,8 +83,7 @@ pub(crate) fn dispatch(
                 );
             }
             if let Some(key) = call.session.take() {
-                state.sessions.remove(&key);
-                state.pending.retain(|_, p| p.session != key);
+                end_session(state, &key);
             }
             Ok(String::new())
         }
