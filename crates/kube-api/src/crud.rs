@@ -3,6 +3,7 @@
 use crate::handler::Ctx;
 use crate::http::{json_bytes, json_typed, json_value, Format, HandlerResult};
 use crate::protobuf::{self, ProtoError};
+use crate::resources::NormalizeError;
 use crate::status::ApiError;
 use crate::table::{self, IncludeObject};
 use crate::{defaults, namespaces, selectors, validation};
@@ -34,9 +35,9 @@ pub(crate) fn render(ctx: &Ctx, object: &StoredObject, code: u16) -> HandlerResu
             let value = object
                 .to_value()
                 .map_err(|e| ApiError::internal(e.to_string()))?;
-            let row = table::row(ctx.info.kind, &value, include, ctx.state.clock.now());
+            let row = table::row(&ctx.info, &value, include, ctx.state.clock.now());
             let mut t = table::table(
-                ctx.info.kind,
+                &ctx.info,
                 vec![row],
                 json!({"resourceVersion": object.meta.resource_version.to_string()}),
                 true,
@@ -57,7 +58,7 @@ fn key(ctx: &Ctx) -> ObjectKey {
 }
 
 fn store_err(ctx: &Ctx) -> impl Fn(infrasim_store::StoreError) -> ApiError + '_ {
-    move |e| ApiError::from_store(e, ctx.info.group, ctx.info.plural)
+    move |e| ApiError::from_store(e, &ctx.info.group, &ctx.info.plural)
 }
 
 pub(crate) fn get(ctx: &Ctx) -> HandlerResult {
@@ -66,7 +67,7 @@ pub(crate) fn get(ctx: &Ctx) -> HandlerResult {
         .state
         .group
         .get(&ctx.info.store_key, &key(ctx))
-        .ok_or_else(|| ApiError::object_not_found(ctx.info.group, ctx.info.plural, name))?;
+        .ok_or_else(|| ApiError::object_not_found(&ctx.info.group, &ctx.info.plural, name))?;
     render(ctx, &object, 200)
 }
 
@@ -185,12 +186,21 @@ fn normalize(ctx: &Ctx, value: Value, warnings: &mut Vec<String>) -> Result<Valu
             "fieldValidation: Unsupported value: {directive:?}: supported values: \"Ignore\", \"Warn\", \"Strict\""
         )));
     }
-    let normalized = (ctx.info.normalize)(value.clone()).map_err(|e| {
-        ApiError::bad_request(format!(
+    let normalized = ctx.info.normalize(value.clone()).map_err(|e| match e {
+        NormalizeError::Decode(e) => ApiError::bad_request(format!(
             "error decoding {} {}: {e}",
-            ctx.info.kind,
+            &ctx.info.kind,
             ctx.path.name.as_deref().unwrap_or("")
-        ))
+        )),
+        NormalizeError::Invalid(causes) => ApiError::invalid(
+            &ctx.info.group,
+            &ctx.info.kind,
+            value
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+            causes,
+        ),
     })?;
     if directive != "Ignore" {
         let mut unknown = Vec::new();
@@ -284,7 +294,7 @@ pub(crate) fn create(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         namespaces::ensure_writable(
             &ctx.state,
             ctx.namespace(),
-            ctx.info.plural,
+            &ctx.info.plural,
             &name_of(&value),
         )?;
     }
@@ -296,22 +306,39 @@ pub(crate) fn create(ctx: &Ctx, body: &[u8]) -> HandlerResult {
             o.remove("status");
         }
     }
-    defaults::apply(&ctx.state, ctx.info.kind, &mut value);
+    defaults::apply(&ctx.state, &ctx.info.kind, &mut value);
+    let is_crd = ctx.info.kind == "CustomResourceDefinition" && !ctx.info.custom;
+    if is_crd {
+        let causes = crate::crd::validate(&value);
+        if !causes.is_empty() {
+            return Err(crate::crd::invalid(&name_of(&value), causes));
+        }
+        crate::crd::add_finalizer(&mut value);
+    }
     // generateName: try a few random suffixes, as kube-apiserver's name generator does.
     for attempt in 0..8 {
         if name_of(&value).is_empty() && !generate.is_empty() {
             value["metadata"]["name"] = json!(format!("{generate}{}", random_suffix()));
         }
-        validation::validate(ctx.info.kind, ctx.info.group, &value)?;
-        let derived = derive(ctx.info.kind, &value);
+        validation::validate(&ctx.info.kind, &ctx.info.group, &value)?;
+        let derived = derive(&ctx.info.kind, &value);
         match ctx
             .state
             .group
             .create(&ctx.info.store_key, value.clone(), derived)
         {
             Ok(created) => {
-                if ctx.info.kind == "Namespace" {
+                if ctx.info.kind == "Namespace" && !ctx.info.custom {
                     namespaces::populate(&ctx.state, &created.meta.name);
+                }
+                if is_crd {
+                    crate::crd::register(&ctx.state, &created.meta.name);
+                    let fresh = ctx
+                        .state
+                        .group
+                        .get(&ctx.info.store_key, &created.meta.key())
+                        .unwrap_or(created);
+                    return with_warnings(render(ctx, &fresh, 201), &warnings);
                 }
                 return with_warnings(render(ctx, &created, 201), &warnings);
             }
@@ -398,7 +425,7 @@ pub(crate) fn update(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         .state
         .group
         .get(&ctx.info.store_key, &key(ctx))
-        .ok_or_else(|| ApiError::object_not_found(ctx.info.group, ctx.info.plural, url_name))?;
+        .ok_or_else(|| ApiError::object_not_found(&ctx.info.group, &ctx.info.plural, url_name))?;
     let current_value = current
         .to_value()
         .map_err(|e| ApiError::internal(e.to_string()))?;
@@ -407,14 +434,31 @@ pub(crate) fn update(ctx: &Ctx, body: &[u8]) -> HandlerResult {
 }
 
 fn store_update(ctx: &Ctx, mut value: Value, expected: Option<u64>) -> HandlerResult {
-    defaults::apply(&ctx.state, ctx.info.kind, &mut value);
-    validation::validate(ctx.info.kind, ctx.info.group, &value)?;
-    let derived = derive(ctx.info.kind, &value);
+    defaults::apply(&ctx.state, &ctx.info.kind, &mut value);
+    validation::validate(&ctx.info.kind, &ctx.info.group, &value)?;
+    let is_crd = ctx.info.kind == "CustomResourceDefinition" && !ctx.info.custom;
+    if is_crd && ctx.path.subresource.is_none() {
+        let causes = crate::crd::validate(&value);
+        if !causes.is_empty() {
+            return Err(crate::crd::invalid(&name_of(&value), causes));
+        }
+    }
+    let derived = derive(&ctx.info.kind, &value);
     let updated = ctx
         .state
         .group
         .update(&ctx.info.store_key, value, derived, expected)
         .map_err(store_err(ctx))?;
+    if is_crd {
+        crate::crd::register(&ctx.state, &updated.meta.name);
+        if let Some(fresh) = ctx
+            .state
+            .group
+            .get(&ctx.info.store_key, &updated.meta.key())
+        {
+            return render(ctx, &fresh, 200);
+        }
+    }
     render(ctx, &updated, 200)
 }
 
@@ -452,7 +496,7 @@ pub(crate) fn patch(ctx: &Ctx, body: &[u8]) -> HandlerResult {
             .state
             .group
             .get(&ctx.info.store_key, &key(ctx))
-            .ok_or_else(|| ApiError::object_not_found(ctx.info.group, ctx.info.plural, name))?;
+            .ok_or_else(|| ApiError::object_not_found(&ctx.info.group, &ctx.info.plural, name))?;
         let current_value = current
             .to_value()
             .map_err(|e| ApiError::internal(e.to_string()))?;
@@ -566,7 +610,10 @@ pub(crate) async fn delete(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         .map_err(store_err(ctx))?;
     match outcome {
         DeleteOutcome::Pending(object) => {
-            if ctx.info.kind == "Namespace" {
+            if ctx.info.kind == "CustomResourceDefinition" && !ctx.info.custom {
+                crate::crd::spawn_cleanup(ctx.state.clone(), name.to_string());
+            }
+            if ctx.info.kind == "Namespace" && !ctx.info.custom {
                 let object = namespaces::begin_termination(&ctx.state, name).unwrap_or(object);
                 return render(ctx, &object, 200);
             }
@@ -583,7 +630,7 @@ pub(crate) async fn delete(ctx: &Ctx, body: &[u8]) -> HandlerResult {
                     "apiVersion": "v1",
                     "metadata": {},
                     "status": "Success",
-                    "details": {"name": name, "group": ctx.info.group, "kind": ctx.info.plural, "uid": &*object.meta.uid},
+                    "details": {"name": name, "group": &ctx.info.group, "kind": &ctx.info.plural, "uid": &*object.meta.uid},
                 }),
             ))
         }
@@ -596,7 +643,7 @@ pub(crate) fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         .map_err(ApiError::bad_request)?;
     let fields = selectors::FieldSelector::parse(
         ctx.query.get("fieldSelector").unwrap_or(""),
-        ctx.info.kind,
+        &ctx.info.kind,
     )
     .map_err(ApiError::bad_request)?;
     let snapshot = ctx
@@ -632,8 +679,8 @@ pub(crate) fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     out.extend_from_slice(
         format!(
             "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
-            ctx.info.list_kind,
-            ctx.info.api_version,
+            &ctx.info.list_kind,
+            &ctx.info.api_version,
             ctx.state.group.resource_version()
         )
         .as_bytes(),

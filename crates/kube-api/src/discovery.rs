@@ -89,7 +89,7 @@ fn aggregated(state: &State, core: bool, version: &str) -> Response<crate::http:
                 .map(|v| {
                     json!({
                         "version": v,
-                        "resources": state.registry.in_group_version(group, v).map(|r| aggregated_resource(r)).collect::<Vec<_>>(),
+                        "resources": state.registry.in_group_version(&group, v).iter().map(|r| aggregated_resource(r)).collect::<Vec<_>>(),
                         "freshness": "Current",
                     })
                 })
@@ -124,7 +124,7 @@ pub(crate) fn core_group(state: &State, format: Format) -> Response<crate::http:
     )
 }
 
-fn group_document(group: &str, versions: &[&str]) -> Value {
+fn group_document(group: &str, versions: &[String]) -> Value {
     let vs: Vec<Value> = versions
         .iter()
         .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
@@ -145,7 +145,7 @@ pub(crate) fn groups(state: &State, format: Format) -> Response<crate::http::Bod
         .groups()
         .into_iter()
         .filter(|(g, _)| !g.is_empty())
-        .map(|(g, versions)| group_document(g, &versions))
+        .map(|(g, versions)| group_document(&g, &versions))
         .collect();
     json_value(
         200,
@@ -170,9 +170,9 @@ pub(crate) fn group(state: &State, group: &str) -> HandlerResult {
 pub(crate) fn group_version(state: &State, group: &str, version: &str) -> HandlerResult {
     let mut resources = Vec::new();
     for r in state.registry.in_group_version(group, version) {
-        resources.push(resource_entry(r));
+        resources.push(resource_entry(&r));
         if r.has_status {
-            resources.push(status_entry(r));
+            resources.push(status_entry(&r));
         }
     }
     if resources.is_empty() {

@@ -121,7 +121,6 @@ where
             let info = state
                 .registry
                 .find(&path.group, &path.version, &path.resource)
-                .cloned()
                 .ok_or_else(not_found_path)?;
             if !info.namespaced && path.namespace.is_some() {
                 return Err(not_found_path());
@@ -166,7 +165,7 @@ async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult
         Some(other) => {
             return Err(ApiError::not_found(format!(
                 "the server could not find the requested resource ({} {}/{other})",
-                ctx.info.plural,
+                &ctx.info.plural,
                 ctx.path.name.as_deref().unwrap_or("")
             )))
         }

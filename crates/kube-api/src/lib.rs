@@ -22,6 +22,7 @@
 //! ```
 
 pub mod auth;
+pub mod crd;
 mod crud;
 mod defaults;
 mod discovery;

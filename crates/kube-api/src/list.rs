@@ -25,7 +25,7 @@ impl Filter {
         let labels = LabelSelector::parse(ctx.query.get("labelSelector").unwrap_or(""))
             .map_err(ApiError::bad_request)?;
         let fields =
-            FieldSelector::parse(ctx.query.get("fieldSelector").unwrap_or(""), ctx.info.kind)
+            FieldSelector::parse(ctx.query.get("fieldSelector").unwrap_or(""), &ctx.info.kind)
                 .map_err(ApiError::bad_request)?;
         Ok(Filter {
             namespace: ctx.path.namespace.clone().filter(|_| ctx.info.namespaced),
@@ -144,7 +144,7 @@ pub(crate) fn list(ctx: &Ctx) -> HandlerResult {
             (infrasim_store::StoreError::Expired { .. }, Some(_)) => ApiError::gone(
                 "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
             ),
-            (e, _) => ApiError::from_store(e, ctx.info.group, ctx.info.plural),
+            (e, _) => ApiError::from_store(e, &ctx.info.group, &ctx.info.plural),
         })?;
 
     // Where iteration starts: after the continue key, else at the namespace's first key.
@@ -197,9 +197,9 @@ pub(crate) fn list(ctx: &Ctx) -> HandlerResult {
             let rows: Vec<Value> = items
                 .iter()
                 .filter_map(|o| o.to_value().ok())
-                .map(|v| table::row(ctx.info.kind, &v, include, now))
+                .map(|v| table::row(&ctx.info, &v, include, now))
                 .collect();
-            let mut t = table::table(ctx.info.kind, rows, meta, true);
+            let mut t = table::table(&ctx.info, rows, meta, true);
             t["apiVersion"] = json!(api_version);
             Ok(json_typed(
                 200,

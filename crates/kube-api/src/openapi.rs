@@ -26,7 +26,7 @@ pub(crate) fn serve(state: &State, rest: &str) -> HandlerResult {
         let mut paths = Map::new();
         for (group, versions) in state.registry.groups() {
             for version in versions {
-                let p = gv_path(group, version);
+                let p = gv_path(&group, &version);
                 paths.insert(
                     p.clone(),
                     json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={}", hash(state))}),
@@ -51,7 +51,7 @@ pub(crate) fn serve(state: &State, rest: &str) -> HandlerResult {
     };
     let mut paths = Map::new();
     for r in state.registry.in_group_version(&group, &version) {
-        add_paths(&mut paths, r);
+        add_paths(&mut paths, &r);
     }
     if paths.is_empty() {
         return Err(ApiError::not_found(
@@ -90,7 +90,7 @@ fn operation(r: &ResourceInfo, action: &str, id: &str, params: &[&str]) -> Value
 }
 
 fn add_paths(paths: &mut Map<String, Value>, r: &ResourceInfo) {
-    let base = format!("/{}", gv_path(r.group, r.version));
+    let base = format!("/{}", gv_path(&r.group, &r.version));
     let collection = if r.namespaced {
         format!("{base}/namespaces/{{namespace}}/{}", r.plural)
     } else {

@@ -15,40 +15,79 @@ use k8s_openapi::{ListableResource, NamespaceResourceScope, Resource};
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::Value;
 use std::any::TypeId;
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
 
-/// Decodes a request body into the kind's Rust type and back: this validates field types and
-/// drops unknown fields, as kube-apiserver's decoding into Go structs does.
-pub type Normalize = fn(Value) -> Result<Value, String>;
+/// How a kind's request bodies are validated and pruned.
+#[derive(Clone)]
+pub enum Normalize {
+    /// Decode into the kind's Rust type and back: this validates field types and drops
+    /// unknown fields, as kube-apiserver's decoding into Go structs does.
+    Typed(fn(Value) -> Result<Value, String>),
+    /// A CustomResourceDefinition version's structural schema: validate, prune, default.
+    Schema(Arc<crate::crd::schema::Schema>),
+}
+
+impl std::fmt::Debug for Normalize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Normalize::Typed(_) => f.write_str("Typed"),
+            Normalize::Schema(_) => f.write_str("Schema"),
+        }
+    }
+}
+
+/// Why a body was refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NormalizeError {
+    /// It does not decode into the kind's type (400).
+    Decode(String),
+    /// It breaks the schema: (field, message) causes (422).
+    Invalid(Vec<(String, String)>),
+}
+
+/// A printer column of a custom resource (`additionalPrinterColumns`).
+#[derive(Debug, Clone)]
+pub struct PrinterColumn {
+    pub name: String,
+    pub ty: String,
+    pub json_path: String,
+    pub priority: i64,
+    pub description: String,
+}
 
 /// One served resource.
 #[derive(Debug)]
 pub struct ResourceInfo {
-    pub group: &'static str,
-    pub version: &'static str,
-    pub api_version: &'static str,
-    pub kind: &'static str,
-    pub list_kind: &'static str,
+    pub group: String,
+    pub version: String,
+    pub api_version: String,
+    pub kind: String,
+    pub list_kind: String,
     /// The plural name used in URLs (`pods`).
-    pub plural: &'static str,
+    pub plural: String,
     /// The lower-case kind (`pod`).
     pub singular: String,
     pub namespaced: bool,
-    pub short_names: &'static [&'static str],
-    pub categories: &'static [&'static str],
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
     /// Whether the resource has a `status` subresource (and so a main-resource update keeps
     /// the stored status).
     pub has_status: bool,
-    /// The key of the resource inside a store group (`pods`, `deployments.apps`).
+    /// The key of the resource inside a store group (`pods`, `deployments.apps`). All versions
+    /// of a custom resource share it: one stored object, served in every version.
     pub store_key: String,
     pub normalize: Normalize,
+    /// Printer columns of a custom resource; built-in kinds have theirs in `table`.
+    pub printer_columns: Option<Vec<PrinterColumn>>,
+    /// Whether this is a custom resource (served from a CustomResourceDefinition).
+    pub custom: bool,
 }
 
 impl ResourceInfo {
     /// `group/version`, or `version` for the core group.
-    pub fn group_version(&self) -> &'static str {
-        self.api_version
+    pub fn group_version(&self) -> &str {
+        &self.api_version
     }
 
     /// The verbs the resource supports, as discovery lists them.
@@ -64,18 +103,24 @@ impl ResourceInfo {
             "watch",
         ]
     }
+
+    /// Validates and prunes a body (types, unknown fields, schema defaults).
+    pub fn normalize(&self, value: Value) -> Result<Value, NormalizeError> {
+        match &self.normalize {
+            Normalize::Typed(f) => f(value).map_err(NormalizeError::Decode),
+            Normalize::Schema(schema) => schema.normalize(value).map_err(|e| match e {
+                crate::crd::schema::SchemaError::Invalid(causes) => NormalizeError::Invalid(causes),
+            }),
+        }
+    }
 }
 
-fn normalize<K: DeserializeOwned + Serialize>(value: Value) -> Result<Value, String> {
+fn typed<K: DeserializeOwned + Serialize>(value: Value) -> Result<Value, String> {
     let typed: K = serde_json::from_value(value).map_err(|e| e.to_string())?;
     serde_json::to_value(typed).map_err(|e| e.to_string())
 }
 
-fn info<K>(
-    short_names: &'static [&'static str],
-    categories: &'static [&'static str],
-    has_status: bool,
-) -> ResourceInfo
+fn info<K>(short_names: &[&str], categories: &[&str], has_status: bool) -> ResourceInfo
 where
     K: Resource + ListableResource + DeserializeOwned + Serialize + 'static,
 {
@@ -85,30 +130,34 @@ where
         format!("{}.{}", K::URL_PATH_SEGMENT, K::GROUP)
     };
     ResourceInfo {
-        group: K::GROUP,
-        version: K::VERSION,
-        api_version: K::API_VERSION,
-        kind: K::KIND,
-        list_kind: K::LIST_KIND,
-        plural: K::URL_PATH_SEGMENT,
+        group: K::GROUP.into(),
+        version: K::VERSION.into(),
+        api_version: K::API_VERSION.into(),
+        kind: K::KIND.into(),
+        list_kind: K::LIST_KIND.into(),
+        plural: K::URL_PATH_SEGMENT.into(),
         singular: K::KIND.to_ascii_lowercase(),
         namespaced: TypeId::of::<K::Scope>() == TypeId::of::<NamespaceResourceScope>(),
-        short_names,
-        categories,
+        short_names: short_names.iter().map(|s| s.to_string()).collect(),
+        categories: categories.iter().map(|s| s.to_string()).collect(),
         has_status,
         store_key,
-        normalize: normalize::<K>,
+        normalize: Normalize::Typed(typed::<K>),
+        printer_columns: None,
+        custom: false,
     }
 }
 
 const ALL: &[&str] = &["all"];
 const NONE: &[&str] = &[];
 
-/// Every resource the server knows, looked up by URL or by store key.
+/// Every resource the server knows: the built-in kinds, and custom resources registered and
+/// removed at run time as CustomResourceDefinitions come and go.
 #[derive(Debug)]
 pub struct Registry {
-    list: Vec<Arc<ResourceInfo>>,
-    by_path: HashMap<(String, String, String), Arc<ResourceInfo>>,
+    builtin: Vec<Arc<ResourceInfo>>,
+    // Read on every request, written when a CRD changes: an RwLock keeps readers parallel.
+    custom: RwLock<Vec<Arc<ResourceInfo>>>,
 }
 
 impl Registry {
@@ -159,69 +208,74 @@ impl Registry {
                 true,
             ),
         ];
-        let list: Vec<Arc<ResourceInfo>> = list.into_iter().map(Arc::new).collect();
-        let by_path = list
-            .iter()
-            .map(|r| {
-                (
-                    (
-                        r.group.to_string(),
-                        r.version.to_string(),
-                        r.plural.to_string(),
-                    ),
-                    r.clone(),
-                )
-            })
-            .collect();
-        Registry { list, by_path }
+        Registry {
+            builtin: list.into_iter().map(Arc::new).collect(),
+            custom: RwLock::new(Vec::new()),
+        }
+    }
+
+    fn custom(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<ResourceInfo>>> {
+        self.custom.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The resource served at `/apis/{group}/{version}/{plural}` (group `""` for `/api`).
-    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<ResourceInfo>> {
-        self.by_path
-            .get(&(group.to_string(), version.to_string(), plural.to_string()))
-    }
-
-    /// The resource of a kind.
-    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<&Arc<ResourceInfo>> {
-        self.list
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceInfo>> {
+        let hit =
+            |r: &&Arc<ResourceInfo>| r.group == group && r.version == version && r.plural == plural;
+        self.builtin
             .iter()
-            .find(|r| r.api_version == api_version && r.kind == kind)
+            .find(hit)
+            .cloned()
+            .or_else(|| self.custom().iter().find(hit).cloned())
     }
 
-    /// All resources, in registration order.
-    pub fn all(&self) -> &[Arc<ResourceInfo>] {
-        &self.list
+    /// All resources: built-in first, then custom ones in registration order.
+    pub fn all(&self) -> Vec<Arc<ResourceInfo>> {
+        let mut all = self.builtin.clone();
+        all.extend(self.custom().iter().cloned());
+        all
+    }
+
+    /// Replaces the custom resources registered under `crd_name` (all versions of one CRD).
+    pub fn set_custom(&self, crd_name: &str, versions: Vec<ResourceInfo>) {
+        let mut custom = self.custom.write().unwrap_or_else(|p| p.into_inner());
+        custom.retain(|r| format!("{}.{}", r.plural, r.group) != crd_name);
+        custom.extend(versions.into_iter().map(Arc::new));
+    }
+
+    /// Removes the custom resources of a CRD.
+    pub fn remove_custom(&self, crd_name: &str) {
+        self.set_custom(crd_name, Vec::new());
     }
 
     /// The served groups and their versions, core group (`""`) first, in registration order.
-    pub fn groups(&self) -> Vec<(&'static str, Vec<&'static str>)> {
-        let mut order: Vec<&'static str> = Vec::new();
-        let mut versions: BTreeMap<&'static str, Vec<&'static str>> = BTreeMap::new();
-        for r in &self.list {
+    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut order: Vec<String> = Vec::new();
+        let mut versions: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for r in self.all() {
             if !order.contains(&r.group) {
-                order.push(r.group);
+                order.push(r.group.clone());
             }
-            let v = versions.entry(r.group).or_default();
+            let v = versions.entry(r.group.clone()).or_default();
             if !v.contains(&r.version) {
-                v.push(r.version);
+                v.push(r.version.clone());
             }
         }
         order
             .into_iter()
-            .map(|g| (g, versions.remove(g).unwrap_or_default()))
+            .map(|g| {
+                let v = versions.remove(&g).unwrap_or_default();
+                (g, v)
+            })
             .collect()
     }
 
     /// The resources of one group/version.
-    pub fn in_group_version<'a>(
-        &'a self,
-        group: &'a str,
-        version: &'a str,
-    ) -> impl Iterator<Item = &'a Arc<ResourceInfo>> + 'a {
-        self.list
-            .iter()
-            .filter(move |r| r.group == group && r.version == version)
+    pub fn in_group_version(&self, group: &str, version: &str) -> Vec<Arc<ResourceInfo>> {
+        self.all()
+            .into_iter()
+            .filter(|r| r.group == group && r.version == version)
+            .collect()
     }
 }
 
@@ -253,14 +307,15 @@ mod tests {
     fn normalize_drops_unknown_fields_and_rejects_wrong_types() {
         let reg = Registry::builtin();
         let cm = reg.find("", "v1", "configmaps").unwrap();
-        let v = (cm.normalize)(serde_json::json!({
-            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"},
-            "data": {"k": "v"}, "bogus": 1
-        }))
-        .unwrap();
+        let v = cm
+            .normalize(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"},
+                "data": {"k": "v"}, "bogus": 1
+            }))
+            .unwrap();
         assert!(v.get("bogus").is_none());
         assert_eq!(v["data"]["k"], "v");
-        let err = (cm.normalize)(serde_json::json!({
+        let err = cm.normalize(serde_json::json!({
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": 5}
         }));
         assert!(err.is_err());

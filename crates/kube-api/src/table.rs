@@ -1,6 +1,7 @@
 //! Server-side printing: `meta.k8s.io/v1` Tables with the columns kube-apiserver's printers
 //! give each built-in kind, which is what `kubectl get` shows.
 
+use crate::resources::{PrinterColumn, ResourceInfo};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
@@ -667,10 +668,20 @@ impl IncludeObject {
     }
 }
 
-/// The column definitions of a kind.
-pub fn column_definitions(kind: &str) -> Value {
+/// The column definitions of a resource.
+pub fn column_definitions(info: &ResourceInfo) -> Value {
+    if let Some(columns) = &info.printer_columns {
+        let mut defs = vec![
+            json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0}),
+        ];
+        for c in columns {
+            defs.push(json!({"name": c.name, "type": c.ty, "format": "", "description": c.description, "priority": c.priority}));
+        }
+        defs.push(json!({"name": "Age", "type": "date", "format": "", "description": "CreationTimestamp is a timestamp representing the server time when this object was created.", "priority": 0}));
+        return Value::Array(defs);
+    }
     Value::Array(
-        columns(kind)
+        columns(&info.kind)
             .into_iter()
             .map(|Column(name, ty, priority)| {
                 let format = if name == "Name" { "name" } else { "" };
@@ -680,9 +691,89 @@ pub fn column_definitions(kind: &str) -> Value {
     )
 }
 
+/// Evaluates the JSONPath forms printer columns use: `.a.b`, `.a[0].b`, and
+/// `.a[?(@.type=="Ready")].status`.
+pub fn json_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut cur = v;
+    let mut rest = path
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .trim_start_matches('$');
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let key = &r[..end];
+            if !key.is_empty() {
+                cur = cur.get(key)?;
+            }
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            let inner = &r[..end];
+            rest = &r[end + 1..];
+            if let Ok(i) = inner.parse::<usize>() {
+                cur = cur.get(i)?;
+            } else if let Some(filter) =
+                inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')'))
+            {
+                let (field, want) = filter.split_once("==")?;
+                let want = want.trim().trim_matches(|c| c == '"' || c == '\'');
+                cur = cur.as_array()?.iter().find(|item| {
+                    item.get(field.trim()).map(|x| match x {
+                        Value::String(s) => s == want,
+                        other => scalar_text(other) == want,
+                    }) == Some(true)
+                })?;
+            } else {
+                return None;
+            }
+        } else {
+            return None;
+        }
+    }
+    Some(cur)
+}
+
+/// A non-string scalar as JSONPath filters compare it (`3`, `true`).
+fn scalar_text(v: &Value) -> String {
+    v.to_string()
+}
+
+fn custom_cells(
+    info: &ResourceInfo,
+    columns: &[PrinterColumn],
+    v: &Value,
+    now: DateTime<Utc>,
+) -> Vec<Value> {
+    let mut cells = vec![json!(s(v, "metadata.name"))];
+    for c in columns {
+        let found = json_path(v, &c.json_path);
+        cells.push(match (c.ty.as_str(), found) {
+            (_, None) => Value::Null,
+            ("date", Some(Value::String(t))) => DateTime::parse_from_rfc3339(t)
+                .map(|t| json!(human_duration(now - t.with_timezone(&Utc))))
+                .unwrap_or(Value::Null),
+            (_, Some(x)) => x.clone(),
+        });
+    }
+    cells.push(age(v, now));
+    let _ = info;
+    cells
+}
+
 /// One row for an object.
-pub fn row(kind: &str, object: &Value, include: IncludeObject, now: DateTime<Utc>) -> Value {
-    let mut row = json!({"cells": cells(kind, object, now)});
+pub fn row(
+    info: &ResourceInfo,
+    object: &Value,
+    include: IncludeObject,
+    now: DateTime<Utc>,
+) -> Value {
+    let cells = match &info.printer_columns {
+        Some(columns) => custom_cells(info, columns, object, now),
+        None => cells(&info.kind, object, now),
+    };
+    let mut row = json!({"cells": cells});
     match include {
         IncludeObject::None => {}
         IncludeObject::Object => row["object"] = object.clone(),
@@ -698,12 +789,12 @@ pub fn row(kind: &str, object: &Value, include: IncludeObject, now: DateTime<Utc
 }
 
 /// A whole Table.
-pub fn table(kind: &str, rows: Vec<Value>, list_meta: Value, with_columns: bool) -> Value {
+pub fn table(info: &ResourceInfo, rows: Vec<Value>, list_meta: Value, with_columns: bool) -> Value {
     json!({
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": list_meta,
-        "columnDefinitions": if with_columns { column_definitions(kind) } else { Value::Array(vec![]) },
+        "columnDefinitions": if with_columns { column_definitions(info) } else { Value::Array(vec![]) },
         "rows": rows,
     })
 }
@@ -735,7 +826,9 @@ mod tests {
             ]}
         });
         let now: DateTime<Utc> = "2026-01-01T00:01:00Z".parse().unwrap();
-        let r = row("Pod", &pod, IncludeObject::None, now);
+        let reg = crate::resources::Registry::builtin();
+        let pods = reg.find("", "v1", "pods").unwrap();
+        let r = row(&pods, &pod, IncludeObject::None, now);
         assert_eq!(
             r["cells"],
             json!([
@@ -750,5 +843,28 @@ mod tests {
                 "<none>"
             ])
         );
+    }
+}
+
+#[cfg(test)]
+mod json_path_tests {
+    use super::json_path;
+    use serde_json::json;
+
+    #[test]
+    fn printer_column_paths() {
+        let v = json!({"spec": {"replicas": 3, "items": [{"n": "a"}]},
+                       "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "X", "status": "False"}]}});
+        assert_eq!(json_path(&v, ".spec.replicas"), Some(&json!(3)));
+        assert_eq!(json_path(&v, ".spec.items[0].n"), Some(&json!("a")));
+        assert_eq!(
+            json_path(&v, ".status.conditions[?(@.type==\"Ready\")].status"),
+            Some(&json!("True"))
+        );
+        assert_eq!(
+            json_path(&v, ".status.conditions[?(@.type=='X')].status"),
+            Some(&json!("False"))
+        );
+        assert_eq!(json_path(&v, ".spec.missing"), None);
     }
 }

@@ -87,9 +87,9 @@ impl WatchStream {
                 include,
             } => {
                 let value = object.to_value().unwrap_or(Value::Null);
-                let row = table::row(self.info.kind, &value, include, self.clock.now());
+                let row = table::row(&self.info, &value, include, self.clock.now());
                 let mut t = table::table(
-                    self.info.kind,
+                    &self.info,
                     vec![row],
                     json!({"resourceVersion": object.meta.resource_version.to_string()}),
                     !self.columns_sent,
@@ -120,7 +120,7 @@ impl WatchStream {
         }
         value_line(
             "BOOKMARK",
-            &json!({"kind": self.info.kind, "apiVersion": self.info.api_version, "metadata": meta}),
+            &json!({"kind": &self.info.kind, "apiVersion": &self.info.api_version, "metadata": meta}),
         )
     }
 
@@ -276,10 +276,10 @@ pub(crate) async fn watch(ctx: Ctx) -> HandlerResult {
             }
             Err(e @ StoreError::Expired { .. }) => {
                 // As kube-apiserver's watch cache does: a 200 stream with one ERROR event.
-                let status = ApiError::from_store(e, ctx.info.group, ctx.info.plural).to_status();
+                let status = ApiError::from_store(e, &ctx.info.group, &ctx.info.plural).to_status();
                 stream.pending.push_back(value_line("ERROR", &status));
             }
-            Err(e) => return Err(ApiError::from_store(e, ctx.info.group, ctx.info.plural)),
+            Err(e) => return Err(ApiError::from_store(e, &ctx.info.group, &ctx.info.plural)),
         }
     }
     let body = futures::stream::unfold(stream, |mut s| async move {

@@ -1,0 +1,326 @@
+//! CustomResourceDefinitions: registering their resources at run time (discovery, routing,
+//! OpenAPI and tables follow at once), their `Established` and `NamesAccepted` conditions,
+//! and the cleanup of their objects when one is deleted.
+
+pub mod schema;
+
+use crate::crud::derive;
+use crate::resources::{Normalize, PrinterColumn, ResourceInfo};
+use crate::server::State;
+use crate::status::ApiError;
+use infrasim_store::{DeleteOptions, ObjectKey, ReadAt, StoreError};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The finalizer kube-apiserver puts on every CRD so its objects go before it does.
+pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+const STORE_KEY: &str = "customresourcedefinitions.apiextensions.k8s.io";
+
+fn s<'a>(v: &'a Value, path: &str) -> &'a str {
+    v.pointer(path).and_then(Value::as_str).unwrap_or("")
+}
+
+fn strings(v: &Value, path: &str) -> Vec<String> {
+    v.pointer(path)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Checks what kube-apiserver checks of a CRD before storing it; returns the 422 causes.
+pub(crate) fn validate(crd: &Value) -> Vec<(String, String)> {
+    let mut causes = Vec::new();
+    let group = s(crd, "/spec/group");
+    let plural = s(crd, "/spec/names/plural");
+    let name = s(crd, "/metadata/name");
+    if group.is_empty() || !group.contains('.') {
+        causes.push((
+            "spec.group".into(),
+            format!("Invalid value: \"{group}\": should be a domain with at least one dot"),
+        ));
+    }
+    if plural.is_empty() {
+        causes.push(("spec.names.plural".into(), "Required value".into()));
+    }
+    if s(crd, "/spec/names/kind").is_empty() {
+        causes.push(("spec.names.kind".into(), "Required value".into()));
+    }
+    if name != format!("{plural}.{group}") {
+        causes.push((
+            "metadata.name".into(),
+            format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
+        ));
+    }
+    if !matches!(s(crd, "/spec/scope"), "Namespaced" | "Cluster") {
+        causes.push((
+            "spec.scope".into(),
+            format!(
+                "Unsupported value: \"{}\": supported values: \"Cluster\", \"Namespaced\"",
+                s(crd, "/spec/scope")
+            ),
+        ));
+    }
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if versions.is_empty() {
+        causes.push((
+            "spec.versions".into(),
+            "Invalid value: null: must have exactly one version marked as storage version".into(),
+        ));
+    }
+    let storage = versions
+        .iter()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .count();
+    if !versions.is_empty() && storage != 1 {
+        causes.push((
+            "spec.versions".into(),
+            "Invalid value: must have exactly one version marked as storage version".into(),
+        ));
+    }
+    for (i, v) in versions.iter().enumerate() {
+        if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
+            if let Err(e) = schema::Schema::from_openapi(schema) {
+                causes.push((
+                    format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                    format!("Invalid value: {e}"),
+                ));
+            }
+        }
+    }
+    causes
+}
+
+/// The resources a CRD serves, one per served version.
+fn resources(crd: &Value) -> Vec<ResourceInfo> {
+    let group = s(crd, "/spec/group").to_string();
+    let plural = s(crd, "/spec/names/plural").to_string();
+    let kind = s(crd, "/spec/names/kind").to_string();
+    let singular = match s(crd, "/spec/names/singular") {
+        "" => kind.to_ascii_lowercase(),
+        x => x.to_string(),
+    };
+    let list_kind = match s(crd, "/spec/names/listKind") {
+        "" => format!("{kind}List"),
+        x => x.to_string(),
+    };
+    let namespaced = s(crd, "/spec/scope") == "Namespaced";
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    versions
+        .iter()
+        .filter(|v| v.get("served").and_then(Value::as_bool).unwrap_or(true))
+        .filter_map(|v| {
+            let version = v.get("name")?.as_str()?.to_string();
+            let schema = v
+                .pointer("/schema/openAPIV3Schema")
+                .cloned()
+                .unwrap_or_else(
+                    || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+                );
+            let schema = schema::Schema::from_openapi(&schema).ok()?;
+            let columns = v
+                .get("additionalPrinterColumns")
+                .and_then(Value::as_array)
+                .map(|cols| {
+                    cols.iter()
+                        .map(|c| PrinterColumn {
+                            name: s(c, "/name").to_string(),
+                            ty: s(c, "/type").to_string(),
+                            json_path: s(c, "/jsonPath").to_string(),
+                            priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                            description: s(c, "/description").to_string(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some(ResourceInfo {
+                api_version: format!("{group}/{version}"),
+                group: group.clone(),
+                version,
+                kind: kind.clone(),
+                list_kind: list_kind.clone(),
+                plural: plural.clone(),
+                singular: singular.clone(),
+                namespaced,
+                short_names: strings(crd, "/spec/names/shortNames"),
+                categories: strings(crd, "/spec/names/categories"),
+                has_status: v.pointer("/subresources/status").is_some(),
+                store_key: format!("{plural}.{group}"),
+                normalize: Normalize::Schema(Arc::new(schema)),
+                printer_columns: Some(columns),
+                custom: true,
+            })
+        })
+        .collect()
+}
+
+/// Serves a stored CRD's resources and marks it Established.
+pub(crate) fn register(state: &State, name: &str) {
+    let Some(stored) = state.group.get(STORE_KEY, &ObjectKey::new("", name)) else {
+        return;
+    };
+    let Ok(crd) = stored.to_value() else { return };
+    if crd.pointer("/metadata/deletionTimestamp").is_none() {
+        state.registry.set_custom(name, resources(&crd));
+    }
+    // Status: names accepted, established, the storage version recorded.
+    for _ in 0..16 {
+        let Some(current) = state.group.get(STORE_KEY, &ObjectKey::new("", name)) else {
+            return;
+        };
+        let Ok(mut value) = current.to_value() else {
+            return;
+        };
+        let now = infrasim_store::format_time(state.clock.now());
+        let storage: Vec<Value> = value
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .map(|vs| {
+                vs.iter()
+                    .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+                    .filter_map(|v| v.get("name").cloned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let condition = |ty: &str, reason: &str, message: &str| json!({"type": ty, "status": "True", "lastTransitionTime": now, "reason": reason, "message": message});
+        let mut stored_versions = value
+            .pointer("/status/storedVersions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for v in storage {
+            if !stored_versions.contains(&v) {
+                stored_versions.push(v);
+            }
+        }
+        let status = json!({
+            "conditions": [
+                condition("NamesAccepted", "NoConflicts", "no conflicts found"),
+                condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+            ],
+            "acceptedNames": value.pointer("/spec/names").cloned().unwrap_or(json!({})),
+            "storedVersions": stored_versions,
+        });
+        // Keep condition times stable across re-registration when nothing changed.
+        let same = value.get("status").is_some_and(|old| {
+            old.get("acceptedNames") == status.get("acceptedNames")
+                && old.get("storedVersions") == status.get("storedVersions")
+        });
+        if same {
+            return;
+        }
+        value["status"] = status;
+        let derived = derive("CustomResourceDefinition", &value);
+        match state.group.update(
+            STORE_KEY,
+            value,
+            derived,
+            Some(current.meta.resource_version),
+        ) {
+            Err(StoreError::Conflict { .. }) => continue,
+            _ => return,
+        }
+    }
+}
+
+/// Registers every stored CRD (at start-up).
+pub(crate) fn register_all(state: &Arc<State>) {
+    if let Ok(snapshot) = state.group.snapshot(STORE_KEY, ReadAt::Latest) {
+        for crd in snapshot.objects.values() {
+            register(state, &crd.meta.name);
+            if crd.meta.deletion_timestamp.is_some() {
+                spawn_cleanup(state.clone(), crd.meta.name.to_string());
+            }
+        }
+    }
+}
+
+/// The finalizer every new CRD gets.
+pub(crate) fn add_finalizer(crd: &mut Value) {
+    let meta = &mut crd["metadata"];
+    let list = meta
+        .as_object_mut()
+        .map(|m| m.entry("finalizers").or_insert_with(|| json!([])));
+    if let Some(Value::Array(list)) = list {
+        if !list.iter().any(|f| f.as_str() == Some(CLEANUP_FINALIZER)) {
+            list.push(json!(CLEANUP_FINALIZER));
+        }
+    }
+}
+
+/// Deletes a terminating CRD's objects, then releases it and stops serving its resources.
+pub(crate) fn spawn_cleanup(state: Arc<State>, name: String) {
+    tokio::spawn(async move {
+        let store_key = name.clone();
+        loop {
+            let Ok(mut changes) = state.group.watch(None) else {
+                return;
+            };
+            let Ok(snapshot) = state.group.snapshot(&store_key, ReadAt::Latest) else {
+                return;
+            };
+            for (key, object) in snapshot.objects.iter() {
+                if object.meta.deletion_timestamp.is_none() {
+                    let _ = state
+                        .group
+                        .delete(&store_key, key, &DeleteOptions::default());
+                }
+            }
+            if snapshot.objects.is_empty() {
+                break;
+            }
+            tokio::select! {
+                _ = changes.next() => {}
+                _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+            }
+        }
+        state.registry.remove_custom(&name);
+        for _ in 0..16 {
+            let Some(current) = state.group.get(STORE_KEY, &ObjectKey::new("", &name)) else {
+                return;
+            };
+            let Ok(mut value) = current.to_value() else {
+                return;
+            };
+            if let Some(list) = value
+                .pointer_mut("/metadata/finalizers")
+                .and_then(Value::as_array_mut)
+            {
+                list.retain(|f| f.as_str() != Some(CLEANUP_FINALIZER));
+            }
+            let derived = derive("CustomResourceDefinition", &value);
+            match state.group.update(
+                STORE_KEY,
+                value,
+                derived,
+                Some(current.meta.resource_version),
+            ) {
+                Err(StoreError::Conflict { .. }) => continue,
+                _ => return,
+            }
+        }
+    });
+}
+
+/// A CRD failed validation: 422 with its causes.
+pub(crate) fn invalid(name: &str, causes: Vec<(String, String)>) -> ApiError {
+    ApiError::invalid(
+        "apiextensions.k8s.io",
+        "CustomResourceDefinition",
+        name,
+        causes,
+    )
+}

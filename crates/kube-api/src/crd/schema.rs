@@ -1,0 +1,395 @@
+//! Structural schemas of CustomResourceDefinition versions: validation with kube-apiserver's
+//! field paths and messages, pruning of unknown fields, and defaulting.
+//!
+//! Written here rather than taken from a JSON Schema crate: Kubernetes' structural schemas add
+//! pruning, defaulting and the `x-kubernetes-*` extensions, and clients read the exact error
+//! wording, which a general validator does not produce.
+
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// One schema node.
+#[derive(Debug, Clone, Default)]
+pub struct Node {
+    ty: Option<String>,
+    properties: BTreeMap<String, Node>,
+    additional: Option<Box<Node>>,
+    items: Option<Box<Node>>,
+    required: Vec<String>,
+    enumeration: Vec<Value>,
+    default: Option<Value>,
+    preserve_unknown: bool,
+    int_or_string: bool,
+    embedded_resource: bool,
+    nullable: bool,
+    minimum: Option<f64>,
+    maximum: Option<f64>,
+    min_length: Option<u64>,
+    max_length: Option<u64>,
+    min_items: Option<u64>,
+    max_items: Option<u64>,
+}
+
+/// A CRD version's schema.
+#[derive(Debug, Clone)]
+pub struct Schema {
+    root: Node,
+}
+
+/// Why a body does not fit its schema.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SchemaError {
+    /// Field-level problems: (field path, message), as 422 causes.
+    Invalid(Vec<(String, String)>),
+}
+
+fn parse(v: &Value, depth: usize) -> Result<Node, String> {
+    if depth > 64 {
+        return Err("schema nests too deeply".into());
+    }
+    let Some(o) = v.as_object() else {
+        return Ok(Node::default());
+    };
+    let num = |k: &str| o.get(k).and_then(Value::as_f64);
+    let uint = |k: &str| o.get(k).and_then(Value::as_u64);
+    let flag = |k: &str| o.get(k).and_then(Value::as_bool).unwrap_or(false);
+    let mut n = Node {
+        ty: o.get("type").and_then(Value::as_str).map(str::to_string),
+        required: o
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        enumeration: o
+            .get("enum")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        default: o.get("default").cloned(),
+        preserve_unknown: flag("x-kubernetes-preserve-unknown-fields"),
+        int_or_string: flag("x-kubernetes-int-or-string"),
+        embedded_resource: flag("x-kubernetes-embedded-resource"),
+        nullable: flag("nullable"),
+        minimum: num("minimum"),
+        maximum: num("maximum"),
+        min_length: uint("minLength"),
+        max_length: uint("maxLength"),
+        min_items: uint("minItems"),
+        max_items: uint("maxItems"),
+        ..Node::default()
+    };
+    if let Some(props) = o.get("properties").and_then(Value::as_object) {
+        for (k, child) in props {
+            n.properties.insert(k.clone(), parse(child, depth + 1)?);
+        }
+    }
+    match o.get("additionalProperties") {
+        Some(Value::Object(_)) => {
+            n.additional = Some(Box::new(parse(&o["additionalProperties"], depth + 1)?))
+        }
+        Some(Value::Bool(true)) => n.preserve_unknown = true,
+        _ => {}
+    }
+    if let Some(items) = o.get("items") {
+        n.items = Some(Box::new(parse(items, depth + 1)?));
+    }
+    Ok(n)
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("\"{s}\""),
+        other => other.to_string(),
+    }
+}
+
+impl Schema {
+    /// A schema from a version's `schema.openAPIV3Schema`.
+    pub fn from_openapi(v: &Value) -> Result<Schema, String> {
+        Ok(Schema { root: parse(v, 0)? })
+    }
+
+    /// Prunes, defaults and validates a custom object. `apiVersion`, `kind` and `metadata`
+    /// are the server's to check and pass through.
+    pub fn normalize(&self, mut object: Value) -> Result<Value, SchemaError> {
+        let mut errors = Vec::new();
+        let Some(obj) = object.as_object_mut() else {
+            return Err(SchemaError::Invalid(vec![(
+                "<root>".into(),
+                "must be an object".into(),
+            )]));
+        };
+        let system: Map<String, Value> = ["apiVersion", "kind", "metadata"]
+            .iter()
+            .filter_map(|k| obj.remove(*k).map(|v| (k.to_string(), v)))
+            .collect();
+        let mut rest = Value::Object(std::mem::take(obj));
+        walk(&self.root, &mut rest, "", &mut errors, true);
+        if !errors.is_empty() {
+            return Err(SchemaError::Invalid(errors));
+        }
+        let mut out = system;
+        if let Value::Object(m) = rest {
+            out.extend(m);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+fn join(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() {
+        key.to_string()
+    } else {
+        format!("{prefix}.{key}")
+    }
+}
+
+/// Prunes and defaults `value` in place and records validation errors at `path`.
+fn walk(
+    node: &Node,
+    value: &mut Value,
+    path: &str,
+    errors: &mut Vec<(String, String)>,
+    root: bool,
+) {
+    if value.is_null() {
+        if !node.nullable && !root {
+            errors.push((
+                path.to_string(),
+                format!(
+                    "Invalid value: \"null\": {path} in body must be of type {}: \"null\"",
+                    node.ty.as_deref().unwrap_or("object")
+                ),
+            ));
+        }
+        return;
+    }
+    if node.int_or_string {
+        if !(value.is_string() || value.is_i64() || value.is_u64()) {
+            errors.push((
+                path.to_string(),
+                format!(
+                    "Invalid value: {}: {path} in body must be of type integer,string: {:?}",
+                    show(value),
+                    type_name(value)
+                ),
+            ));
+        }
+        return;
+    }
+    if let Some(ty) = node.ty.as_deref() {
+        let actual = type_name(value);
+        let ok = actual == ty || (ty == "number" && actual == "integer");
+        if !ok {
+            errors.push((path.to_string(), format!("Invalid value: \"{actual}\": {path} in body must be of type {ty}: \"{actual}\"")));
+            return;
+        }
+    }
+    if !node.enumeration.is_empty() && !node.enumeration.contains(value) {
+        let supported: Vec<String> = node.enumeration.iter().map(show).collect();
+        errors.push((
+            path.to_string(),
+            format!(
+                "Unsupported value: {}: supported values: {}",
+                show(value),
+                supported.join(", ")
+            ),
+        ));
+    }
+    match value {
+        Value::Object(map) => object(node, map, path, errors, root),
+        Value::Array(items) => {
+            let len = items.len() as u64;
+            if node.min_items.is_some_and(|m| len < m) {
+                errors.push((
+                    path.to_string(),
+                    format!(
+                        "Invalid value: {len}: {path} in body should have at least {} items",
+                        node.min_items.unwrap_or(0)
+                    ),
+                ));
+            }
+            if node.max_items.is_some_and(|m| len > m) {
+                errors.push((
+                    path.to_string(),
+                    format!(
+                        "Too many: {len}: must have at most {} items",
+                        node.max_items.unwrap_or(0)
+                    ),
+                ));
+            }
+            if let Some(item) = &node.items {
+                for (i, v) in items.iter_mut().enumerate() {
+                    walk(item, v, &format!("{path}[{i}]"), errors, false);
+                }
+            }
+        }
+        Value::String(s) => {
+            let len = s.chars().count() as u64;
+            if node.min_length.is_some_and(|m| len < m) {
+                errors.push((
+                    path.to_string(),
+                    format!(
+                        "Invalid value: \"{s}\": {path} in body should be at least {} chars long",
+                        node.min_length.unwrap_or(0)
+                    ),
+                ));
+            }
+            if node.max_length.is_some_and(|m| len > m) {
+                errors.push((
+                    path.to_string(),
+                    format!(
+                        "Too long: may not be more than {} bytes",
+                        node.max_length.unwrap_or(0)
+                    ),
+                ));
+            }
+        }
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(0.0);
+            if let Some(min) = node.minimum.filter(|m| x < *m) {
+                errors.push((path.to_string(), format!("Invalid value: {n}: {path} in body should be greater than or equal to {min}")));
+            }
+            if let Some(max) = node.maximum.filter(|m| x > *m) {
+                errors.push((
+                    path.to_string(),
+                    format!(
+                        "Invalid value: {n}: {path} in body should be less than or equal to {max}"
+                    ),
+                ));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn object(
+    node: &Node,
+    map: &mut Map<String, Value>,
+    path: &str,
+    errors: &mut Vec<(String, String)>,
+    root: bool,
+) {
+    // Embedded resources keep their own apiVersion, kind and metadata.
+    let keep_system = node.embedded_resource;
+    // Defaults first, so required checks see them.
+    for (k, child) in &node.properties {
+        if !map.contains_key(k) {
+            if let Some(d) = &child.default {
+                map.insert(k.clone(), d.clone());
+            }
+        }
+    }
+    // Prune what the schema does not know, unless told to keep it.
+    if !node.preserve_unknown {
+        let known = |k: &String| {
+            node.properties.contains_key(k)
+                || node.additional.is_some()
+                || (keep_system && matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+        };
+        map.retain(|k, _| known(k));
+    }
+    for req in &node.required {
+        if !map.contains_key(req) {
+            let p = join(path, req);
+            errors.push((p, "Required value".to_string()));
+        }
+    }
+    for (k, v) in map.iter_mut() {
+        let p = join(path, k);
+        if let Some(child) = node.properties.get(k) {
+            walk(child, v, &p, errors, false);
+        } else if let Some(additional) = &node.additional {
+            walk(additional, v, &p, errors, false);
+        }
+    }
+    let _ = root;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Schema {
+        Schema::from_openapi(&json!({
+            "type": "object",
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "required": ["image"],
+                    "properties": {
+                        "image": {"type": "string", "minLength": 1},
+                        "replicas": {"type": "integer", "minimum": 0, "maximum": 10, "default": 1},
+                        "mode": {"type": "string", "enum": ["fast", "safe"]},
+                        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "port": {"x-kubernetes-int-or-string": true},
+                        "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+                    }
+                },
+                "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn prunes_defaults_and_keeps_what_it_should() {
+        let out = schema()
+            .normalize(json!({
+                "apiVersion": "x/v1", "kind": "W", "metadata": {"name": "a"},
+                "spec": {"image": "nginx", "bogus": 1, "labels": {"a": "b"}, "port": "http",
+                         "extra": {"anything": {"goes": true}}},
+                "unknownTop": true
+            }))
+            .unwrap();
+        assert_eq!(out["spec"]["replicas"], 1);
+        assert!(out["spec"].get("bogus").is_none());
+        assert!(out.get("unknownTop").is_none());
+        assert_eq!(out["spec"]["extra"]["anything"]["goes"], true);
+        assert_eq!(out["metadata"]["name"], "a");
+        assert_eq!(out["spec"]["labels"]["a"], "b");
+    }
+
+    #[test]
+    fn reports_field_paths_like_kube_apiserver() {
+        let err = schema()
+            .normalize(json!({"spec": {"replicas": "three", "mode": "slow", "labels": {"a": 1}}}))
+            .unwrap_err();
+        let SchemaError::Invalid(causes) = err;
+        let fields: Vec<&str> = causes.iter().map(|(f, _)| f.as_str()).collect();
+        assert!(fields.contains(&"spec.image"), "{causes:?}");
+        assert!(fields.contains(&"spec.replicas"));
+        assert!(fields.contains(&"spec.mode"));
+        assert!(fields.contains(&"spec.labels.a"));
+        let replicas = causes.iter().find(|(f, _)| f == "spec.replicas").unwrap();
+        assert_eq!(
+            replicas.1,
+            "Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\""
+        );
+        let err = schema()
+            .normalize(json!({"spec": {"image": "x", "replicas": 11}}))
+            .unwrap_err();
+        let SchemaError::Invalid(causes) = err;
+        assert_eq!(
+            causes[0].1,
+            "Invalid value: 11: spec.replicas in body should be less than or equal to 10"
+        );
+    }
+}

@@ -1,0 +1,162 @@
+"""CustomResourceDefinitions registered at run time, through kubectl and the Python client."""
+
+import json
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from conftest import wait_for
+
+CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.e2e.example.com
+spec:
+  group: e2e.example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget, shortNames: [gd], categories: [all]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size}
+    - {name: Ready, type: string, jsonPath: '.status.conditions[?(@.type=="Ready")].status'}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [size]
+            properties:
+              size: {type: integer, minimum: 1, maximum: 10}
+              color: {type: string, default: blue, enum: [blue, red]}
+          status:
+            type: object
+            properties:
+              conditions:
+                type: array
+                items:
+                  type: object
+                  properties:
+                    type: {type: string}
+                    status: {type: string}
+"""
+
+GROUP, VERSION, PLURAL = "e2e.example.com", "v1", "gadgets"
+
+
+@pytest.fixture(scope="module")
+def crd(plane, tmp_path_factory):
+    path = tmp_path_factory.mktemp("crd") / "crd.yaml"
+    path.write_text(CRD)
+    out = plane.kubectl("apply", "-f", str(path)).stdout
+    assert "created" in out
+    plane.kubectl("wait", "--for=condition=Established", "crd/gadgets.e2e.example.com", "--timeout=20s")
+    return path
+
+
+def gadget(name, size, **spec):
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Gadget", "metadata": {"name": name},
+            "spec": {"size": size, **spec}}
+
+
+def test_crd_is_established_and_discoverable(plane, crd):
+    got = json.loads(plane.kubectl("get", "crd", "gadgets.e2e.example.com", "-o", "json").stdout)
+    conditions = {c["type"]: c["status"] for c in got["status"]["conditions"]}
+    assert conditions == {"NamesAccepted": "True", "Established": "True"}
+    assert got["status"]["acceptedNames"]["kind"] == "Gadget"
+    assert got["status"]["storedVersions"] == ["v1"]
+    resources = plane.kubectl("api-resources", "--api-group", GROUP).stdout.splitlines()
+    assert resources[1].split() == ["gadgets", "gd", "e2e.example.com/v1", "true", "Gadget"]
+
+
+def test_custom_objects_crud_defaults_and_validation(plane, ns, crd):
+    api = client.CustomObjectsApi(plane.api())
+    created = api.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, gadget("g1", 3, junk=True))
+    assert created["spec"] == {"size": 3, "color": "blue"}, "defaulted and pruned"
+    assert created["metadata"]["uid"] and created["metadata"]["generation"] == 1
+    got = api.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "g1")
+    got["spec"]["size"] = 4
+    replaced = api.replace_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "g1", got)
+    assert replaced["metadata"]["generation"] == 2
+    with pytest.raises(ApiException) as e:
+        api.replace_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "g1", got)
+    assert e.value.status == 409
+
+    for bad, field in [(gadget("b1", "big"), "spec.size"), (gadget("b2", 11), "spec.size"),
+                       (gadget("b3", 1, color="green"), "spec.color"),
+                       ({"apiVersion": f"{GROUP}/{VERSION}", "kind": "Gadget", "metadata": {"name": "b4"}, "spec": {}},
+                        "spec.size")]:
+        with pytest.raises(ApiException) as e:
+            api.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, bad)
+        assert e.value.status == 422, bad
+        body = json.loads(e.value.body)
+        assert body["reason"] == "Invalid"
+        assert field in [c["field"] for c in body["details"]["causes"]]
+
+    items = api.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]
+    assert [i["metadata"]["name"] for i in items] == ["g1"]
+    api.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "g1")
+    assert api.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"] == []
+
+
+def test_status_subresource_leaves_spec_and_generation_alone(plane, ns, crd):
+    api = client.CustomObjectsApi(plane.api())
+    api.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, gadget("s1", 2))
+    obj = api.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "s1")
+    obj["spec"]["size"] = 9
+    obj["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    updated = api.replace_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, "s1", obj)
+    assert updated["spec"]["size"] == 2
+    assert updated["metadata"]["generation"] == 1
+    assert updated["status"]["conditions"][0]["status"] == "True"
+    # The main resource ignores status.
+    obj = api.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "s1")
+    obj["status"] = {"conditions": []}
+    kept = api.replace_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "s1", obj)
+    assert kept["status"]["conditions"][0]["type"] == "Ready"
+
+
+def test_kubectl_shows_printer_columns_and_categories(plane, ns, crd, tmp_path):
+    manifest = tmp_path / "g.yaml"
+    manifest.write_text(json.dumps(gadget("shown", 5)))
+    plane.kubectl("-n", ns, "apply", "-f", str(manifest))
+    out = plane.kubectl("-n", ns, "get", "gadgets").stdout.splitlines()
+    assert out[0].split() == ["NAME", "SIZE", "READY", "AGE"]
+    assert out[1].split()[:2] == ["shown", "5"]
+    plane.kubectl("-n", ns, "patch", "gd", "shown", "--subresource=status", "--type=merge",
+                  "-p", '{"status":{"conditions":[{"type":"Ready","status":"True"}]}}')
+    assert plane.kubectl("-n", ns, "get", "gd", "shown").stdout.splitlines()[1].split()[:3] == ["shown", "5", "True"]
+    assert "gadget.e2e.example.com/shown" in plane.kubectl("-n", ns, "get", "all").stdout
+    plane.kubectl("-n", ns, "wait", "--for=jsonpath={.status.conditions[0].status}=True", "gd/shown", "--timeout=10s")
+
+
+def test_deleting_a_crd_deletes_its_objects_then_stops_serving(plane, tmp_path):
+    crd = CRD.replace("gadgets", "doodads").replace("Gadget", "Doodad").replace("gadget", "doodad") \
+             .replace("[gd]", "[dd]")
+    path = tmp_path / "crd.yaml"
+    path.write_text(crd)
+    plane.kubectl("apply", "-f", str(path))
+    plane.kubectl("wait", "--for=condition=Established", "crd/doodads.e2e.example.com", "--timeout=20s")
+    api = client.CustomObjectsApi(plane.api())
+    api.create_namespaced_custom_object(GROUP, VERSION, "default", "doodads",
+                                        {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Doodad",
+                                         "metadata": {"name": "d1"}, "spec": {"size": 1}})
+    plane.kubectl("delete", "crd", "doodads.e2e.example.com", "--wait=true", "--timeout=30s")
+
+    def gone():
+        try:
+            api.list_namespaced_custom_object(GROUP, VERSION, "default", "doodads")
+            return False
+        except ApiException as e:
+            return e.status == 404
+    wait_for(gone)
+    # Recreating it starts empty.
+    plane.kubectl("apply", "-f", str(path))
+    plane.kubectl("wait", "--for=condition=Established", "crd/doodads.e2e.example.com", "--timeout=20s")
+    assert api.list_namespaced_custom_object(GROUP, VERSION, "default", "doodads")["items"] == []
