@@ -19,6 +19,8 @@ pub(crate) struct Ctx {
     pub query: Query,
     pub format: Format,
     pub headers: http::HeaderMap,
+    /// Who is asking (after impersonation).
+    pub identity: Identity,
 }
 
 impl Ctx {
@@ -46,16 +48,30 @@ where
     let Some(identity) = identity else {
         return error_response(&ApiError::unauthorized());
     };
+    let identity = match crate::authz::impersonate(&state, identity, req.headers()) {
+        Ok(i) => i,
+        Err(e) => return error_response(&e),
+    };
     let method = req.method().clone();
     let uri = req.uri().clone();
     let user = identity.user.clone();
-    let result = dispatch(state, req).await;
+    let attrs = crate::authz::attributes(
+        &method,
+        uri.path(),
+        &route(uri.path()),
+        &Query::parse(uri.query()),
+    );
+    if let Err(e) = crate::authz::authorize(&state, &identity, &attrs) {
+        tracing::debug!(%method, path = uri.path(), %user, "forbidden");
+        return error_response(&e);
+    }
+    let result = dispatch(state, req, identity).await;
     let resp = result.unwrap_or_else(|e| error_response(&e));
     tracing::debug!(%method, path = uri.path(), %user, status = resp.status().as_u16(), "request");
     resp
 }
 
-async fn dispatch<B>(state: Arc<State>, req: Request<B>) -> HandlerResult
+async fn dispatch<B>(state: Arc<State>, req: Request<B>, identity: Identity) -> HandlerResult
 where
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: std::error::Error + Send + Sync + 'static,
@@ -134,6 +150,7 @@ where
                 query,
                 format,
                 headers: parts.headers,
+                identity,
             };
             let method = parts.method;
             let needs_body = method == Method::POST
@@ -156,6 +173,22 @@ fn not_found_path() -> ApiError {
 }
 
 async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult {
+    if ctx.info.ephemeral {
+        return match (method, ctx.path.name.is_some()) {
+            (Method::POST, false) => crate::access_review::create(&ctx, &body),
+            _ => Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            )),
+        };
+    }
+    if ctx.info.kind == "ServiceAccount" && ctx.path.subresource.as_deref() == Some("token") {
+        return match method {
+            Method::POST => crate::access_review::token_request(&ctx, &body),
+            _ => Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            )),
+        };
+    }
     let sub = ctx.path.subresource.clone();
     let has_name = ctx.path.name.is_some();
     let cluster_wide_namespaced = ctx.info.namespaced && ctx.path.namespace.is_none();

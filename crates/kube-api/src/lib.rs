@@ -21,7 +21,9 @@
 //! # Ok(()) }
 //! ```
 
+mod access_review;
 pub mod auth;
+pub mod authz;
 pub mod crd;
 mod crud;
 mod defaults;

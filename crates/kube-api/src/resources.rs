@@ -6,7 +6,8 @@
 //! types and are listed here as kube-apiserver publishes them.
 
 use k8s_openapi::api::{
-    apps::v1 as apps, batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
+    apps::v1 as apps, authentication::v1 as authentication, authorization::v1 as authorization,
+    batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
     discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
     policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
 };
@@ -82,6 +83,8 @@ pub struct ResourceInfo {
     pub printer_columns: Option<Vec<PrinterColumn>>,
     /// Whether this is a custom resource (served from a CustomResourceDefinition).
     pub custom: bool,
+    /// A create-only resource that is computed, never stored (access reviews).
+    pub ephemeral: bool,
 }
 
 impl ResourceInfo {
@@ -92,6 +95,9 @@ impl ResourceInfo {
 
     /// The verbs the resource supports, as discovery lists them.
     pub fn verbs(&self) -> &'static [&'static str] {
+        if self.ephemeral {
+            return &["create"];
+        }
         &[
             "create",
             "delete",
@@ -145,6 +151,32 @@ where
         normalize: Normalize::Typed(typed::<K>),
         printer_columns: None,
         custom: false,
+        ephemeral: false,
+    }
+}
+
+/// A create-only kind that is computed, not stored (SelfSubjectAccessReview and the like).
+fn ephemeral<K>() -> ResourceInfo
+where
+    K: Resource + DeserializeOwned + Serialize + 'static,
+{
+    ResourceInfo {
+        group: K::GROUP.into(),
+        version: K::VERSION.into(),
+        api_version: K::API_VERSION.into(),
+        kind: K::KIND.into(),
+        list_kind: format!("{}List", K::KIND),
+        plural: K::URL_PATH_SEGMENT.into(),
+        singular: K::KIND.to_ascii_lowercase(),
+        namespaced: TypeId::of::<K::Scope>() == TypeId::of::<NamespaceResourceScope>(),
+        short_names: Vec::new(),
+        categories: Vec::new(),
+        has_status: false,
+        store_key: String::new(),
+        normalize: Normalize::Typed(typed::<K>),
+        printer_columns: None,
+        custom: false,
+        ephemeral: true,
     }
 }
 
@@ -207,6 +239,10 @@ impl Registry {
                 &["api-extensions"],
                 true,
             ),
+            ephemeral::<authorization::SelfSubjectAccessReview>(),
+            ephemeral::<authorization::SubjectAccessReview>(),
+            ephemeral::<authorization::LocalSubjectAccessReview>(),
+            ephemeral::<authentication::SelfSubjectReview>(),
         ];
         Registry {
             builtin: list.into_iter().map(Arc::new).collect(),

@@ -93,6 +93,7 @@ impl ApiServer {
             }),
         };
         crate::namespaces::bootstrap(&server.state);
+        crate::authz::bootstrap(&server.state);
         crate::crd::register_all(&server.state);
         server
     }

@@ -416,3 +416,51 @@ async fn delete_collection_removes_only_the_selected() {
         .collect();
     assert_eq!(left, vec!["c", "kube-root-ca.crt"]);
 }
+
+#[tokio::test]
+async fn a_non_admin_certificate_gets_exactly_its_bindings() {
+    let t = TestServer::start(1000).await;
+    let admin = t.client().await;
+    let alice = t.client_with_cert_from(&t.ca, "alice", &["team-a"]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(alice.clone(), "default");
+    match cms.list(&ListParams::default()).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!((s.code, s.reason.as_str()), (403, "Forbidden"));
+            assert!(
+                s.message
+                    .contains("User \"alice\" cannot list resource \"configmaps\""),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("expected 403, got {other:?}"),
+    }
+    // Bind the group, not the user: group membership comes from the certificate's O.
+    let binding: k8s_openapi::api::rbac::v1::RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "team-a-view", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "team-a"}]
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin, "default")
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let names: Vec<String> = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    assert_eq!(names, vec!["kube-root-ca.crt"]);
+    assert!(matches!(
+        cms.create(&PostParams::default(), &configmap("nope", "1")).await,
+        Err(kube::Error::Api(s)) if s.code == 403
+    ));
+    let other_ns: Api<ConfigMap> = Api::namespaced(alice, "kube-system");
+    assert!(
+        matches!(other_ns.list(&ListParams::default()).await, Err(kube::Error::Api(s)) if s.code == 403)
+    );
+}

@@ -162,6 +162,7 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
                 normalize: Normalize::Schema(Arc::new(schema)),
                 printer_columns: Some(columns),
                 custom: true,
+                ephemeral: false,
             })
         })
         .collect()

@@ -81,6 +81,17 @@ RoleRef: 1 apiGroup s; 2 kind s; 3 name s
 PodDisruptionBudget: 1 metadata ObjectMeta; 2 spec PodDisruptionBudgetSpec; 3 status -
 PodDisruptionBudgetSpec: 1 minAvailable IntOrString; 2 selector LabelSelector; 3 maxUnavailable IntOrString; 4 unhealthyPodEvictionPolicy s!
 PriorityClass: 1 metadata ObjectMeta; 2 value i32; 3 globalDefault b; 4 description s; 5 preemptionPolicy s!
+SelfSubjectAccessReview: 1 metadata ObjectMeta; 2 spec SelfSubjectAccessReviewSpec; 3 status -
+SelfSubjectAccessReviewSpec: 1 resourceAttributes ResourceAttributes; 2 nonResourceAttributes NonResourceAttributes
+SubjectAccessReview: 1 metadata ObjectMeta; 2 spec SubjectAccessReviewSpec; 3 status -
+LocalSubjectAccessReview: 1 metadata ObjectMeta; 2 spec SubjectAccessReviewSpec; 3 status -
+SubjectAccessReviewSpec: 1 resourceAttributes ResourceAttributes; 2 nonResourceAttributes NonResourceAttributes; 3 user s; 4 groups []s; 5 extra -; 6 uid s
+ResourceAttributes: 1 namespace s; 2 verb s; 3 group s; 4 version s; 5 resource s; 6 subresource s; 7 name s; 8 fieldSelector -; 9 labelSelector -
+NonResourceAttributes: 1 path s; 2 verb s
+SelfSubjectReview: 1 metadata ObjectMeta; 2 status -
+TokenRequest: 1 metadata ObjectMeta; 2 spec TokenRequestSpec; 3 status -
+TokenRequestSpec: 1 audiences []s; 3 boundObjectRef BoundObjectReference; 4 expirationSeconds i64!
+BoundObjectReference: 1 kind s; 2 apiVersion s; 3 name s; 4 uid s
 "#;
 
 /// The type of a field.
@@ -145,6 +156,11 @@ pub fn for_kind(kind: &str) -> Option<&'static Message> {
         "PodDisruptionBudget",
         "PriorityClass",
         "DeleteOptions",
+        "SelfSubjectAccessReview",
+        "SubjectAccessReview",
+        "LocalSubjectAccessReview",
+        "SelfSubjectReview",
+        "TokenRequest",
     ];
     if !KINDS.contains(&kind) {
         return None;

@@ -1,0 +1,567 @@
+//! Authorization: RBAC as kube-apiserver evaluates it (Roles, ClusterRoles with aggregation,
+//! RoleBindings, ClusterRoleBindings, the `system:masters` group), request attributes, and
+//! impersonation; plus the bootstrap roles every cluster starts with.
+
+use crate::auth::Identity;
+use crate::crud::derive;
+use crate::request::{Query, Route};
+use crate::selectors::LabelSelector;
+use crate::server::State;
+use crate::status::ApiError;
+use infrasim_store::{ReadAt, StoreError};
+use serde_json::{json, Value};
+
+/// What a request asks to do, in RBAC's terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attributes {
+    pub verb: String,
+    /// Resource requests: API group, resource, subresource, namespace, name.
+    pub resource: Option<ResourceAttributes>,
+    /// The path, for non-resource requests (`/healthz`, `/apis`).
+    pub path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResourceAttributes {
+    pub group: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// The attributes of a request.
+pub(crate) fn attributes(
+    method: &http::Method,
+    path: &str,
+    route: &Route,
+    query: &Query,
+) -> Attributes {
+    let Route::Resource(p) = route else {
+        return Attributes {
+            verb: method.as_str().to_ascii_lowercase(),
+            resource: None,
+            path: path.to_string(),
+        };
+    };
+    let watching = p.watch_prefix || query.flag("watch").unwrap_or(false);
+    let verb = match (method.as_str(), p.name.is_some()) {
+        ("GET" | "HEAD", _) if watching => "watch",
+        ("GET" | "HEAD", true) => "get",
+        ("GET" | "HEAD", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        (other, _) => {
+            return Attributes {
+                verb: other.to_ascii_lowercase(),
+                resource: None,
+                path: path.to_string(),
+            }
+        }
+    };
+    // A namespace's own requests are in that namespace, as kube-apiserver's resolver has it.
+    let namespace = match (&p.namespace, p.resource.as_str(), &p.name) {
+        (Some(ns), _, _) => ns.clone(),
+        (None, "namespaces", Some(name)) => name.clone(),
+        _ => String::new(),
+    };
+    Attributes {
+        verb: verb.to_string(),
+        resource: Some(ResourceAttributes {
+            group: p.group.clone(),
+            resource: p.resource.clone(),
+            subresource: p.subresource.clone().unwrap_or_default(),
+            namespace,
+            name: p.name.clone().unwrap_or_default(),
+        }),
+        path: path.to_string(),
+    }
+}
+
+fn strings(v: &Value, key: &str) -> Vec<String> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn rule_allows(rule: &Value, attrs: &Attributes) -> bool {
+    let verbs = strings(rule, "verbs");
+    if !verbs.iter().any(|v| v == "*" || *v == attrs.verb) {
+        return false;
+    }
+    match &attrs.resource {
+        Some(r) => {
+            let groups = strings(rule, "apiGroups");
+            if !groups.iter().any(|g| g == "*" || *g == r.group) {
+                return false;
+            }
+            let wanted = if r.subresource.is_empty() {
+                r.resource.clone()
+            } else {
+                format!("{}/{}", r.resource, r.subresource)
+            };
+            let resources = strings(rule, "resources");
+            let resource_ok = resources.iter().any(|res| {
+                res == "*"
+                    || *res == wanted
+                    || (!r.subresource.is_empty() && *res == format!("*/{}", r.subresource))
+            });
+            if !resource_ok {
+                return false;
+            }
+            let names = strings(rule, "resourceNames");
+            names.is_empty() || (!r.name.is_empty() && names.contains(&r.name))
+        }
+        None => strings(rule, "nonResourceURLs").iter().any(|u| {
+            u == "*"
+                || *u == attrs.path
+                || (u.ends_with('*') && attrs.path.starts_with(u.trim_end_matches('*')))
+        }),
+    }
+}
+
+fn subject_matches(subject: &Value, who: &Identity, binding_namespace: &str) -> bool {
+    let s = |k: &str| subject.get(k).and_then(Value::as_str).unwrap_or("");
+    match s("kind") {
+        "User" => s("name") == who.user,
+        "Group" => who.groups.iter().any(|g| g == s("name")),
+        "ServiceAccount" => {
+            let ns = if s("namespace").is_empty() {
+                binding_namespace
+            } else {
+                s("namespace")
+            };
+            who.user == format!("system:serviceaccount:{ns}:{}", s("name"))
+        }
+        _ => false,
+    }
+}
+
+fn objects(state: &State, resource: &str) -> Vec<Value> {
+    state
+        .group
+        .snapshot(resource, ReadAt::Latest)
+        .map(|s| {
+            s.objects
+                .values()
+                .filter_map(|o| o.to_value().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The rules of a ClusterRole, aggregated ones included.
+fn cluster_role_rules(roles: &[Value], name: &str) -> Vec<Value> {
+    let Some(role) = roles
+        .iter()
+        .find(|r| r.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
+    else {
+        return Vec::new();
+    };
+    let mut rules: Vec<Value> = role
+        .get("rules")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(selectors) = role
+        .pointer("/aggregationRule/clusterRoleSelectors")
+        .and_then(Value::as_array)
+    {
+        for sel in selectors {
+            let expr: Vec<String> = sel
+                .get("matchLabels")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| v.as_str().map(|v| format!("{k}={v}")))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let Ok(selector) = LabelSelector::parse(&expr.join(",")) else {
+                continue;
+            };
+            for other in roles {
+                let labels = other
+                    .pointer("/metadata/labels")
+                    .and_then(Value::as_object)
+                    .map(|m| {
+                        m.iter()
+                            .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if !selector.is_empty()
+                    && selector.matches(&labels)
+                    && other.get("aggregationRule").is_none()
+                {
+                    rules.extend(
+                        other
+                            .get("rules")
+                            .and_then(Value::as_array)
+                            .cloned()
+                            .unwrap_or_default(),
+                    );
+                }
+            }
+        }
+    }
+    rules
+}
+
+/// Whether `who` may do `attrs`, and why (the binding that allowed it).
+pub(crate) fn allowed(state: &State, who: &Identity, attrs: &Attributes) -> (bool, String) {
+    if who.groups.iter().any(|g| g == "system:masters") {
+        return (true, "member of system:masters".into());
+    }
+    let cluster_roles = objects(state, "clusterroles.rbac.authorization.k8s.io");
+    for binding in objects(state, "clusterrolebindings.rbac.authorization.k8s.io") {
+        let subjects = binding
+            .get("subjects")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if !subjects.iter().any(|s| subject_matches(s, who, "")) {
+            continue;
+        }
+        let role = binding
+            .pointer("/roleRef/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if cluster_role_rules(&cluster_roles, role)
+            .iter()
+            .any(|r| rule_allows(r, attrs))
+        {
+            let name = binding
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            return (
+                true,
+                format!("RBAC: allowed by ClusterRoleBinding \"{name}\" of ClusterRole \"{role}\""),
+            );
+        }
+    }
+    let namespace = attrs
+        .resource
+        .as_ref()
+        .map(|r| r.namespace.as_str())
+        .unwrap_or("");
+    if !namespace.is_empty() {
+        let roles = objects(state, "roles.rbac.authorization.k8s.io");
+        for binding in objects(state, "rolebindings.rbac.authorization.k8s.io") {
+            if binding
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                != Some(namespace)
+            {
+                continue;
+            }
+            let subjects = binding
+                .get("subjects")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if !subjects.iter().any(|s| subject_matches(s, who, namespace)) {
+                continue;
+            }
+            let kind = binding
+                .pointer("/roleRef/kind")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let role = binding
+                .pointer("/roleRef/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let rules = if kind == "ClusterRole" {
+                cluster_role_rules(&cluster_roles, role)
+            } else {
+                roles
+                    .iter()
+                    .find(|r| {
+                        r.pointer("/metadata/name").and_then(Value::as_str) == Some(role)
+                            && r.pointer("/metadata/namespace").and_then(Value::as_str)
+                                == Some(namespace)
+                    })
+                    .and_then(|r| r.get("rules").and_then(Value::as_array).cloned())
+                    .unwrap_or_default()
+            };
+            if rules.iter().any(|r| rule_allows(r, attrs)) {
+                let name = binding
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                return (
+                    true,
+                    format!(
+                        "RBAC: allowed by RoleBinding \"{name}/{namespace}\" of {kind} \"{role}\""
+                    ),
+                );
+            }
+        }
+    }
+    (false, String::new())
+}
+
+/// Refuses what RBAC does not allow, with kube-apiserver's message.
+pub(crate) fn authorize(state: &State, who: &Identity, attrs: &Attributes) -> Result<(), ApiError> {
+    if allowed(state, who, attrs).0 {
+        return Ok(());
+    }
+    Err(forbidden(who, attrs))
+}
+
+fn forbidden(who: &Identity, attrs: &Attributes) -> ApiError {
+    match &attrs.resource {
+        Some(r) => {
+            let resource = if r.subresource.is_empty() {
+                r.resource.clone()
+            } else {
+                format!("{}/{}", r.resource, r.subresource)
+            };
+            let qualified = if r.group.is_empty() {
+                r.resource.clone()
+            } else {
+                format!("{}.{}", r.resource, r.group)
+            };
+            let subject = if r.name.is_empty() {
+                qualified.clone()
+            } else {
+                format!("{qualified} \"{}\"", r.name)
+            };
+            let scope = if r.namespace.is_empty() {
+                "at the cluster scope".to_string()
+            } else {
+                format!("in the namespace \"{}\"", r.namespace)
+            };
+            ApiError::forbidden(format!(
+                "{subject} is forbidden: User \"{}\" cannot {} resource \"{resource}\" in API group \"{}\" {scope}",
+                who.user, attrs.verb, r.group
+            ))
+            .with_details(json!({"name": r.name, "group": r.group, "kind": r.resource}))
+        }
+        None => ApiError::forbidden(format!(
+            "forbidden: User \"{}\" cannot {} path \"{}\"",
+            who.user, attrs.verb, attrs.path
+        )),
+    }
+}
+
+/// Applies `Impersonate-User` / `Impersonate-Group` headers, if the requester may.
+pub(crate) fn impersonate(
+    state: &State,
+    who: Identity,
+    headers: &http::HeaderMap,
+) -> Result<Identity, ApiError> {
+    let Some(user) = headers
+        .get("impersonate-user")
+        .and_then(|v| v.to_str().ok())
+    else {
+        if headers.contains_key("impersonate-group") {
+            return Err(ApiError::internal(
+                "requested impersonation of groups without impersonating a user",
+            ));
+        }
+        return Ok(who);
+    };
+    let groups: Vec<String> = headers
+        .get_all("impersonate-group")
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_string))
+        .collect();
+    let check = |resource: &str, name: &str, namespace: &str| {
+        let attrs = Attributes {
+            verb: "impersonate".into(),
+            resource: Some(ResourceAttributes {
+                group: String::new(),
+                resource: resource.into(),
+                namespace: namespace.into(),
+                name: name.into(),
+                ..Default::default()
+            }),
+            path: String::new(),
+        };
+        authorize(state, &who, &attrs)
+    };
+    match user
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|r| r.split_once(':'))
+    {
+        Some((ns, sa)) => check("serviceaccounts", sa, ns)?,
+        None => check("users", user, "")?,
+    }
+    for g in &groups {
+        check("groups", g, "")?;
+    }
+    let mut all_groups = groups;
+    if let Some((ns, _)) = user
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|r| r.split_once(':'))
+    {
+        all_groups.push("system:serviceaccounts".into());
+        all_groups.push(format!("system:serviceaccounts:{ns}"));
+    }
+    if !all_groups.iter().any(|g| g == "system:authenticated") {
+        all_groups.push("system:authenticated".into());
+    }
+    Ok(Identity {
+        user: user.to_string(),
+        groups: all_groups,
+    })
+}
+
+fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
+    json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
+}
+
+const READ: &[&str] = &["get", "list", "watch"];
+const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
+
+/// Creates the roles and bindings kube-apiserver bootstraps, if missing.
+pub(crate) fn bootstrap(state: &State) {
+    let workloads_core = &[
+        "pods",
+        "pods/log",
+        "pods/status",
+        "services",
+        "services/status",
+        "endpoints",
+        "configmaps",
+        "persistentvolumeclaims",
+        "persistentvolumeclaims/status",
+        "replicationcontrollers",
+        "replicationcontrollers/scale",
+        "events",
+        "serviceaccounts",
+        "limitranges",
+        "resourcequotas",
+        "resourcequotas/status",
+        "namespaces",
+        "namespaces/status",
+        "bindings",
+    ][..];
+    let workloads_apps = &[
+        "deployments",
+        "deployments/scale",
+        "deployments/status",
+        "daemonsets",
+        "daemonsets/status",
+        "statefulsets",
+        "statefulsets/scale",
+        "statefulsets/status",
+        "replicasets",
+        "replicasets/scale",
+        "replicasets/status",
+        "controllerrevisions",
+    ][..];
+    let agg = |to: &[&str]| {
+        to.iter()
+            .map(|t| {
+                (
+                    format!("rbac.authorization.k8s.io/aggregate-to-{t}"),
+                    json!("true"),
+                )
+            })
+            .collect::<serde_json::Map<String, Value>>()
+    };
+    let roles = vec![
+        json!({"metadata": {"name": "cluster-admin"}, "rules": [
+            rule(&["*"], &["*"], &["*"]), {"nonResourceURLs": ["*"], "verbs": ["*"]}]}),
+        json!({"metadata": {"name": "admin"}, "aggregationRule": {"clusterRoleSelectors": [
+            {"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-admin": "true"}}]}, "rules": []}),
+        json!({"metadata": {"name": "edit", "labels": agg(&["admin"])}, "aggregationRule": {"clusterRoleSelectors": [
+            {"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-edit": "true"}}]}, "rules": []}),
+        json!({"metadata": {"name": "view", "labels": agg(&["admin", "edit"])}, "aggregationRule": {"clusterRoleSelectors": [
+            {"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}}]}, "rules": []}),
+        json!({"metadata": {"name": "system:aggregate-to-view", "labels": agg(&["view", "edit", "admin"])}, "rules": [
+            rule(&[""], workloads_core, READ), rule(&["apps"], workloads_apps, READ),
+            rule(&["batch"], &["jobs", "cronjobs", "jobs/status", "cronjobs/status"], READ),
+            rule(&["policy"], &["poddisruptionbudgets", "poddisruptionbudgets/status"], READ),
+            rule(&["networking.k8s.io"], &["ingresses", "ingresses/status", "networkpolicies"], READ),
+            rule(&["discovery.k8s.io"], &["endpointslices"], READ),
+            rule(&["coordination.k8s.io"], &["leases"], READ)]}),
+        json!({"metadata": {"name": "system:aggregate-to-edit", "labels": agg(&["edit", "admin"])}, "rules": [
+            rule(&[""], &["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "pods/eviction",
+                          "services", "services/proxy", "endpoints", "configmaps", "secrets", "persistentvolumeclaims",
+                          "replicationcontrollers", "replicationcontrollers/scale", "serviceaccounts",
+                          "serviceaccounts/token", "events"], WRITE),
+            rule(&[""], &["secrets"], READ),
+            rule(&["apps"], workloads_apps, WRITE),
+            rule(&["batch"], &["jobs", "cronjobs"], WRITE),
+            rule(&["policy"], &["poddisruptionbudgets"], WRITE),
+            rule(&["networking.k8s.io"], &["ingresses", "networkpolicies"], WRITE),
+            rule(&["coordination.k8s.io"], &["leases"], WRITE)]}),
+        json!({"metadata": {"name": "system:aggregate-to-admin", "labels": agg(&["admin"])}, "rules": [
+            rule(&["rbac.authorization.k8s.io"], &["roles", "rolebindings"], &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]),
+            rule(&["authorization.k8s.io"], &["localsubjectaccessreviews"], &["create"])]}),
+        json!({"metadata": {"name": "system:discovery"}, "rules": [
+            {"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/readyz",
+                                 "/openapi", "/openapi/*", "/version", "/version/"], "verbs": ["get"]}]}),
+        json!({"metadata": {"name": "system:basic-user"}, "rules": [
+            rule(&["authorization.k8s.io"], &["selfsubjectaccessreviews", "selfsubjectrulesreviews"], &["create"]),
+            rule(&["authentication.k8s.io"], &["selfsubjectreviews"], &["create"])]}),
+        json!({"metadata": {"name": "system:public-info-viewer"}, "rules": [
+            {"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]}]}),
+    ];
+    let bindings = vec![
+        ("cluster-admin", "cluster-admin", "system:masters"),
+        (
+            "system:discovery",
+            "system:discovery",
+            "system:authenticated",
+        ),
+        (
+            "system:basic-user",
+            "system:basic-user",
+            "system:authenticated",
+        ),
+        (
+            "system:public-info-viewer",
+            "system:public-info-viewer",
+            "system:authenticated",
+        ),
+    ];
+    let bootstrap_label = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
+    for mut role in roles {
+        role["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
+        role["kind"] = json!("ClusterRole");
+        let labels = role["metadata"].get("labels").cloned().unwrap_or(json!({}));
+        let mut merged = bootstrap_label.clone();
+        if let (Some(m), Some(l)) = (merged.as_object_mut(), labels.as_object()) {
+            m.extend(l.clone());
+        }
+        role["metadata"]["labels"] = merged;
+        let derived = derive("ClusterRole", &role);
+        match state
+            .group
+            .create("clusterroles.rbac.authorization.k8s.io", role, derived)
+        {
+            Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
+            Err(e) => tracing::warn!(error = %e, "bootstrapping a cluster role"),
+        }
+    }
+    for (name, role, group) in bindings {
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": bootstrap_label},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+        });
+        let derived = derive("ClusterRoleBinding", &binding);
+        match state.group.create(
+            "clusterrolebindings.rbac.authorization.k8s.io",
+            binding,
+            derived,
+        ) {
+            Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
+            Err(e) => tracing::warn!(error = %e, "bootstrapping a cluster role binding"),
+        }
+    }
+}
