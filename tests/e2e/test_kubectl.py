@@ -115,3 +115,31 @@ def test_create_and_delete_namespace(plane):
     plane.kubectl("-n", "kc-ns", "create", "configmap", "inside")
     plane.kubectl("delete", "namespace", "kc-ns", "--wait=true", "--timeout=30s")
     wait_for(lambda: plane.kubectl("get", "namespace", "kc-ns", check=False).returncode != 0)
+
+
+def test_scale_subresource(plane, ns):
+    plane.kubectl("-n", ns, "create", "deployment", "web", "--image=nginx", "--replicas=2")
+    plane.kubectl("-n", ns, "scale", "deployment", "web", "--replicas=5")
+    d = json.loads(plane.kubectl("-n", ns, "get", "deployment", "web", "-o", "json").stdout)
+    assert d["spec"]["replicas"] == 5
+    assert d["metadata"]["generation"] == 2
+    scale = json.loads(plane.kubectl("get", "--raw", f"/apis/apps/v1/namespaces/{ns}/deployments/web/scale").stdout)
+    assert scale["kind"] == "Scale" and scale["spec"]["replicas"] == 5
+    assert scale["status"]["selector"] == "app=web"
+    proc = plane.kubectl("-n", ns, "scale", "deployment", "web", "--replicas=-1", check=False)
+    assert proc.returncode != 0
+
+
+def test_server_side_dry_run_changes_nothing(plane, ns):
+    out = plane.kubectl("-n", ns, "create", "configmap", "dry", "--from-literal=a=b", "--dry-run=server",
+                        "-o", "json").stdout
+    would = json.loads(out)
+    assert would["data"] == {"a": "b"} and would["metadata"]["uid"]
+    assert plane.kubectl("-n", ns, "get", "configmap", "dry", check=False).returncode != 0
+    plane.kubectl("-n", ns, "create", "configmap", "real")
+    assert "server dry run" in plane.kubectl("-n", ns, "delete", "configmap", "real", "--dry-run=server").stdout
+    plane.kubectl("-n", ns, "label", "configmap", "real", "x=y", "--dry-run=server")
+    real = json.loads(plane.kubectl("-n", ns, "get", "configmap", "real", "-o", "json").stdout)
+    assert "labels" not in real["metadata"]
+    proc = plane.kubectl("-n", ns, "create", "configmap", "real", "--dry-run=server", check=False)
+    assert "AlreadyExists" in proc.stderr or "already exists" in proc.stderr

@@ -110,12 +110,11 @@ fn decode_media(content_type: &str, body: &[u8]) -> Result<Value, ApiError> {
     }
 }
 
-fn check_dry_run(ctx: &Ctx) -> Result<(), ApiError> {
+/// Whether the request is a dry run (`dryRun=All`): checked and computed in full, not applied.
+fn dry_run(ctx: &Ctx) -> Result<bool, ApiError> {
     match ctx.query.get("dryRun") {
-        None | Some("") => Ok(()),
-        Some("All") => Err(ApiError::bad_request(
-            "dryRun is not supported by this server yet; the request was not applied",
-        )),
+        None | Some("") => Ok(false),
+        Some("All") => Ok(true),
         Some(other) => Err(ApiError::bad_request(format!(
             "dryRun: Unsupported value: {other:?}: supported values: \"All\""
         ))),
@@ -273,7 +272,7 @@ fn name_of(value: &Value) -> String {
 }
 
 pub(crate) fn create(ctx: &Ctx, body: &[u8]) -> HandlerResult {
-    check_dry_run(ctx)?;
+    let dry = dry_run(ctx)?;
     let mut value = decode_body(ctx, body)?;
     check_identity(ctx, &mut value)?;
     if value
@@ -322,6 +321,14 @@ pub(crate) fn create(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         }
         validation::validate(&ctx.info.kind, &ctx.info.group, &value)?;
         let derived = derive(&ctx.info.kind, &value);
+        if dry {
+            let would = ctx
+                .state
+                .group
+                .create_dry_run(&ctx.info.store_key, value.clone(), derived)
+                .map_err(store_err(ctx))?;
+            return with_warnings(render(ctx, &would, 201), &warnings);
+        }
         match ctx
             .state
             .group
@@ -406,7 +413,7 @@ fn merge_for_update(ctx: &Ctx, current: &Value, mut incoming: Value) -> Value {
 }
 
 pub(crate) fn update(ctx: &Ctx, body: &[u8]) -> HandlerResult {
-    check_dry_run(ctx)?;
+    dry_run(ctx)?;
     let mut value = decode_body(ctx, body)?;
     check_identity(ctx, &mut value)?;
     let url_name = ctx.path.name.as_deref().unwrap_or("");
@@ -444,6 +451,14 @@ fn store_update(ctx: &Ctx, mut value: Value, expected: Option<u64>) -> HandlerRe
         }
     }
     let derived = derive(&ctx.info.kind, &value);
+    if dry_run(ctx)? {
+        let would = ctx
+            .state
+            .group
+            .update_dry_run(&ctx.info.store_key, value, derived, expected)
+            .map_err(store_err(ctx))?;
+        return render(ctx, &would, 200);
+    }
     let updated = ctx
         .state
         .group
@@ -463,7 +478,7 @@ fn store_update(ctx: &Ctx, mut value: Value, expected: Option<u64>) -> HandlerRe
 }
 
 pub(crate) fn patch(ctx: &Ctx, body: &[u8]) -> HandlerResult {
-    check_dry_run(ctx)?;
+    dry_run(ctx)?;
     let content_type = ctx
         .headers
         .get(http::header::CONTENT_TYPE)
@@ -536,16 +551,7 @@ fn delete_options(ctx: &Ctx, body: &[u8]) -> Result<DeleteOptions, ApiError> {
             .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
     };
     let from_body = |k: &str| opts.get(k).and_then(Value::as_str).map(str::to_string);
-    if opts
-        .get("dryRun")
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty())
-    {
-        return Err(ApiError::bad_request(
-            "dryRun is not supported by this server yet; the request was not applied",
-        ));
-    }
-    check_dry_run(ctx)?;
+    dry_run(ctx)?;
     let policy = from_body("propagationPolicy")
         .or_else(|| ctx.query.get("propagationPolicy").map(str::to_string));
     let orphan = opts
@@ -597,8 +603,25 @@ fn delete_options(ctx: &Ctx, body: &[u8]) -> Result<DeleteOptions, ApiError> {
     })
 }
 
+/// A delete is a dry run when the query or the DeleteOptions body says `All`.
+fn delete_is_dry(ctx: &Ctx, body: &[u8]) -> Result<bool, ApiError> {
+    let from_body = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("dryRun").and_then(Value::as_array).cloned())
+        .is_some_and(|a| a.iter().any(|x| x.as_str() == Some("All")));
+    Ok(from_body || dry_run(ctx)?)
+}
+
 pub(crate) async fn delete(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     let options = delete_options(ctx, body)?;
+    if delete_is_dry(ctx, body)? {
+        let outcome = ctx
+            .state
+            .group
+            .delete_dry_run(&ctx.info.store_key, &key(ctx), &options)
+            .map_err(store_err(ctx))?;
+        return render(ctx, outcome.object(), 200);
+    }
     let name = ctx.path.name.as_deref().unwrap_or("");
     if ctx.info.kind == "Namespace" {
         namespaces::check_deletable(name)?;
@@ -639,6 +662,7 @@ pub(crate) async fn delete(ctx: &Ctx, body: &[u8]) -> HandlerResult {
 
 pub(crate) fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     let options = delete_options(ctx, body)?;
+    let dry = delete_is_dry(ctx, body)?;
     let labels = selectors::LabelSelector::parse(ctx.query.get("labelSelector").unwrap_or(""))
         .map_err(ApiError::bad_request)?;
     let fields = selectors::FieldSelector::parse(
@@ -663,7 +687,15 @@ pub(crate) fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         if ctx.info.kind == "Namespace" && namespaces::check_deletable(&key.name).is_err() {
             continue;
         }
-        match ctx.state.group.delete(&ctx.info.store_key, key, &options) {
+        let result = if dry {
+            ctx.state
+                .group
+                .delete_dry_run(&ctx.info.store_key, key, &options)
+        } else {
+            ctx.state.group.delete(&ctx.info.store_key, key, &options)
+        };
+        match result {
+            Ok(outcome) if dry => deleted.push(outcome.object().clone()),
             Ok(outcome) => {
                 if ctx.info.kind == "Namespace" && matches!(outcome, DeleteOutcome::Pending(_)) {
                     namespaces::begin_termination(&ctx.state, &key.name);

@@ -67,12 +67,23 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
     if !r.categories.is_empty() {
         v["categories"] = json!(r.categories);
     }
+    let mut subresources = Vec::new();
     if r.has_status {
-        v["subresources"] = json!([{
+        subresources.push(json!({
             "subresource": "status",
             "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
             "verbs": ["get", "patch", "update"],
-        }]);
+        }));
+    }
+    if r.scale.is_some() {
+        subresources.push(json!({
+            "subresource": "scale",
+            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+            "verbs": ["get", "patch", "update"],
+        }));
+    }
+    if !subresources.is_empty() {
+        v["subresources"] = Value::Array(subresources);
     }
     v
 }
@@ -173,6 +184,10 @@ pub(crate) fn group_version(state: &State, group: &str, version: &str) -> Handle
         resources.push(resource_entry(&r));
         if r.has_status {
             resources.push(status_entry(&r));
+        }
+        if r.scale.is_some() {
+            resources.push(json!({"name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced,
+                                  "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
         }
     }
     if resources.is_empty() {

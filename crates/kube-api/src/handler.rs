@@ -189,6 +189,9 @@ async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult
             )),
         };
     }
+    if ctx.path.subresource.as_deref() == Some("scale") && ctx.path.name.is_some() {
+        return crate::scale::handle(&ctx, &method, &body);
+    }
     let sub = ctx.path.subresource.clone();
     let has_name = ctx.path.name.is_some();
     let cluster_wide_namespaced = ctx.info.namespaced && ctx.path.namespace.is_none();

@@ -39,6 +39,7 @@ pub mod pki;
 pub mod protobuf;
 pub mod request;
 pub mod resources;
+mod scale;
 pub mod selectors;
 mod server;
 pub mod status;

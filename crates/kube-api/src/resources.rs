@@ -85,6 +85,27 @@ pub struct ResourceInfo {
     pub custom: bool,
     /// A create-only resource that is computed, never stored (access reviews).
     pub ephemeral: bool,
+    /// Where the `scale` subresource reads and writes replicas, if the resource has one.
+    pub scale: Option<ScalePaths>,
+}
+
+/// The paths behind a `scale` subresource (as a CRD's `subresources.scale` names them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalePaths {
+    pub spec: String,
+    pub status: String,
+    /// `.spec.selector` (a LabelSelector, for built-ins) or a string field path.
+    pub selector: Option<String>,
+}
+
+impl ScalePaths {
+    fn workload() -> Self {
+        ScalePaths {
+            spec: ".spec.replicas".into(),
+            status: ".status.replicas".into(),
+            selector: Some(".spec.selector".into()),
+        }
+    }
 }
 
 impl ResourceInfo {
@@ -152,6 +173,11 @@ where
         printer_columns: None,
         custom: false,
         ephemeral: false,
+        scale: matches!(
+            K::KIND,
+            "Deployment" | "ReplicaSet" | "StatefulSet" | "ReplicationController"
+        )
+        .then(ScalePaths::workload),
     }
 }
 
@@ -177,6 +203,7 @@ where
         printer_columns: None,
         custom: false,
         ephemeral: true,
+        scale: None,
     }
 }
 

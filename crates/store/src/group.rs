@@ -183,6 +183,16 @@ impl Group {
 
     /// Runs `f` as one write: its changes are persisted, then published, atomically.
     fn write<T>(&self, f: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
+        self.write_mode(false, f)
+    }
+
+    /// Runs `f` as a write that is checked and computed in full, then undone: nothing is
+    /// persisted or published (`dryRun=All`).
+    fn dry_run<T>(&self, f: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
+        self.write_mode(true, f)
+    }
+
+    fn write_mode<T>(&self, dry: bool, f: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
         let mut state = self.lock();
         let mut txn = Txn {
             state: &mut state,
@@ -191,6 +201,10 @@ impl Group {
         };
         let result = f(&mut txn);
         let pending = std::mem::take(&mut txn.pending);
+        if dry {
+            undo(&mut state, &pending);
+            return result;
+        }
         let result = result.and_then(|v| {
             if pending.is_empty() {
                 return Ok(v);
@@ -250,6 +264,37 @@ impl Group {
         options: &DeleteOptions,
     ) -> Result<DeleteOutcome> {
         self.write(|txn| txn.delete(resource, key, options))
+    }
+
+    /// What [`Group::create`] would store, without storing it.
+    pub fn create_dry_run(
+        &self,
+        resource: &str,
+        object: Value,
+        fields: Fields,
+    ) -> Result<Arc<StoredObject>> {
+        self.dry_run(|txn| txn.create(resource, object, fields))
+    }
+
+    /// What [`Group::update`] would store, without storing it.
+    pub fn update_dry_run(
+        &self,
+        resource: &str,
+        object: Value,
+        fields: Fields,
+        expected: Option<u64>,
+    ) -> Result<Arc<StoredObject>> {
+        self.dry_run(|txn| txn.update(resource, object, fields, expected))
+    }
+
+    /// What [`Group::delete`] would do, without doing it.
+    pub fn delete_dry_run(
+        &self,
+        resource: &str,
+        key: &ObjectKey,
+        options: &DeleteOptions,
+    ) -> Result<DeleteOutcome> {
+        self.dry_run(|txn| txn.delete(resource, key, options))
     }
 
     /// One object.

@@ -369,3 +369,39 @@ fn groups_are_independent() {
     store.drop_group("a").unwrap();
     assert!(store.group("a").is_none());
 }
+
+#[test]
+fn dry_runs_compute_everything_and_keep_nothing() {
+    let g = group(100);
+    let a = g
+        .create_dry_run("configmaps", cm("a", "1"), Default::default())
+        .unwrap();
+    assert_eq!(a.meta.generation, 1);
+    assert!(!a.meta.uid.is_empty());
+    assert!(g.get("configmaps", &key("a")).is_none());
+    assert_eq!(g.resource_version(), 0);
+    let real = g
+        .create("configmaps", cm("a", "1"), Default::default())
+        .unwrap();
+    let changed = g
+        .update_dry_run(
+            "configmaps",
+            cm("a", "2"),
+            Default::default(),
+            Some(real.meta.resource_version),
+        )
+        .unwrap();
+    assert_eq!(changed.meta.generation, 2);
+    assert!(matches!(
+        g.update_dry_run("configmaps", cm("a", "2"), Default::default(), Some(999)),
+        Err(StoreError::Conflict { .. })
+    ));
+    assert!(matches!(
+        g.delete_dry_run("configmaps", &key("a"), &DeleteOptions::default())
+            .unwrap(),
+        DeleteOutcome::Deleted(_)
+    ));
+    let still = g.get("configmaps", &key("a")).unwrap();
+    assert_eq!(still.meta.resource_version, real.meta.resource_version);
+    assert_eq!(still.to_value().unwrap()["data"]["k"], "1");
+}

@@ -163,6 +163,16 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
                 printer_columns: Some(columns),
                 custom: true,
                 ephemeral: false,
+                scale: v
+                    .pointer("/subresources/scale")
+                    .map(|sc| crate::resources::ScalePaths {
+                        spec: s(sc, "/specReplicasPath").to_string(),
+                        status: s(sc, "/statusReplicasPath").to_string(),
+                        selector: sc
+                            .get("labelSelectorPath")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                    }),
             })
         })
         .collect()

@@ -1,0 +1,201 @@
+//! The `scale` subresource (autoscaling/v1 Scale) of deployments, replicasets, statefulsets,
+//! replicationcontrollers, and custom resources that declare one.
+
+use crate::crud::{decode_body, derive};
+use crate::handler::Ctx;
+use crate::http::{json_value, HandlerResult};
+use crate::resources::ScalePaths;
+use crate::status::ApiError;
+use infrasim_store::{ObjectKey, StoreError};
+use serde_json::{json, Value};
+
+fn pointer(path: &str) -> String {
+    path.trim_start_matches('.')
+        .split('.')
+        .fold(String::new(), |acc, seg| format!("{acc}/{seg}"))
+}
+
+/// The label selector of a built-in workload as a string (`app=web,tier in (a)`).
+fn selector_string(sel: &Value) -> String {
+    let mut parts: Vec<String> = sel
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| format!("{k}={v}")))
+                .collect()
+        })
+        .unwrap_or_default();
+    for e in sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
+        let values: Vec<&str> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        parts.push(
+            match e.get("operator").and_then(Value::as_str).unwrap_or("") {
+                "In" => format!("{key} in ({})", values.join(",")),
+                "NotIn" => format!("{key} notin ({})", values.join(",")),
+                "Exists" => key.to_string(),
+                "DoesNotExist" => format!("!{key}"),
+                _ => continue,
+            },
+        );
+    }
+    parts.join(",")
+}
+
+fn to_scale(object: &Value, paths: &ScalePaths) -> Value {
+    let replicas = object
+        .pointer(&pointer(&paths.spec))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let status_replicas = object
+        .pointer(&pointer(&paths.status))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let selector = match &paths.selector {
+        Some(p) if p == ".spec.selector" => object
+            .pointer("/spec/selector")
+            .map(selector_string)
+            .unwrap_or_default(),
+        Some(p) => object
+            .pointer(&pointer(p))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        None => String::new(),
+    };
+    let meta = object.get("metadata").cloned().unwrap_or(json!({}));
+    let mut status = json!({"replicas": status_replicas});
+    if !selector.is_empty() {
+        status["selector"] = json!(selector);
+    }
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"), "creationTimestamp": meta.get("creationTimestamp"),
+        },
+        "spec": {"replicas": replicas},
+        "status": status,
+    })
+}
+
+fn set_path(object: &mut Value, path: &str, value: Value) {
+    let segments: Vec<&str> = path.trim_start_matches('.').split('.').collect();
+    let mut cur = object;
+    for seg in &segments[..segments.len().saturating_sub(1)] {
+        if !cur.get(*seg).is_some_and(Value::is_object) {
+            cur[*seg] = json!({});
+        }
+        cur = &mut cur[*seg];
+    }
+    if let Some(last) = segments.last() {
+        cur[*last] = value;
+    }
+}
+
+/// GET, PUT or PATCH of `…/scale`.
+pub(crate) fn handle(ctx: &Ctx, method: &http::Method, body: &[u8]) -> HandlerResult {
+    let Some(paths) = ctx.info.scale.clone() else {
+        return Err(ApiError::not_found(
+            "the server could not find the requested resource",
+        ));
+    };
+    let name = ctx.path.name.as_deref().unwrap_or("");
+    let key = ObjectKey::new(ctx.namespace(), name);
+    for _ in 0..16 {
+        let current = ctx
+            .state
+            .group
+            .get(&ctx.info.store_key, &key)
+            .ok_or_else(|| ApiError::object_not_found(&ctx.info.group, &ctx.info.plural, name))?;
+        let object = current
+            .to_value()
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let scale = to_scale(&object, &paths);
+        let (wanted, pinned) = match *method {
+            http::Method::GET => return Ok(json_value(200, &scale)),
+            http::Method::PUT => {
+                let body = decode_body(ctx, body)?;
+                let rv = body
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .and_then(|s| s.parse::<u64>().ok());
+                (body, rv)
+            }
+            http::Method::PATCH => {
+                let content_type = ctx
+                    .headers
+                    .get(http::header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                let mut patched = scale.clone();
+                let patch: Value = serde_json::from_slice(body)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+                if content_type.starts_with("application/json-patch+json") {
+                    let p: json_patch::Patch = serde_json::from_value(patch)
+                        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                    json_patch::patch(&mut patched, &p)
+                        .map_err(|e| ApiError::new_unprocessable(e.to_string()))?;
+                } else {
+                    // Merge and strategic merge are the same on a Scale: it has no lists.
+                    json_patch::merge(&mut patched, &patch);
+                }
+                (patched, None)
+            }
+            _ => {
+                return Err(ApiError::method_not_allowed(
+                    "the server does not allow this method on the requested resource",
+                ))
+            }
+        };
+        let replicas = wanted
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        if replicas < 0 {
+            return Err(ApiError::invalid(
+                "autoscaling",
+                "Scale",
+                name,
+                vec![(
+                    "spec.replicas".into(),
+                    format!("Invalid value: {replicas}: must be greater than or equal to 0"),
+                )],
+            ));
+        }
+        let mut updated = object.clone();
+        set_path(&mut updated, &paths.spec, json!(replicas));
+        let derived = derive(&ctx.info.kind, &updated);
+        let expected = pinned.or(Some(current.meta.resource_version));
+        match ctx
+            .state
+            .group
+            .update(&ctx.info.store_key, updated, derived, expected)
+        {
+            Ok(stored) => {
+                let value = stored
+                    .to_value()
+                    .map_err(|e| ApiError::internal(e.to_string()))?;
+                return Ok(json_value(200, &to_scale(&value, &paths)));
+            }
+            Err(StoreError::Conflict { .. }) if pinned.is_none() => continue,
+            Err(e) => return Err(ApiError::from_store(e, &ctx.info.group, &ctx.info.plural)),
+        }
+    }
+    Err(ApiError::conflict(
+        "too many concurrent writes to this object; try again",
+    ))
+}
