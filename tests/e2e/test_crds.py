@@ -160,3 +160,10 @@ def test_deleting_a_crd_deletes_its_objects_then_stops_serving(plane, tmp_path):
     plane.kubectl("apply", "-f", str(path))
     plane.kubectl("wait", "--for=condition=Established", "crd/doodads.e2e.example.com", "--timeout=20s")
     assert api.list_namespaced_custom_object(GROUP, VERSION, "default", "doodads")["items"] == []
+
+
+def test_explain_a_crd_field(plane, crd):
+    out = plane.kubectl("explain", "gadgets.spec").stdout
+    assert "KIND:       Gadget" in out
+    assert "size\t<integer> -required-" in out or "size	<integer>" in out
+    assert "color\t<string>" in out

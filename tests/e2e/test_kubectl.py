@@ -143,3 +143,11 @@ def test_server_side_dry_run_changes_nothing(plane, ns):
     assert "labels" not in real["metadata"]
     proc = plane.kubectl("-n", ns, "create", "configmap", "real", "--dry-run=server", check=False)
     assert "AlreadyExists" in proc.stderr or "already exists" in proc.stderr
+
+
+def test_explain_reads_the_openapi_schemas(plane):
+    out = plane.kubectl("explain", "pod.spec.containers.image").stdout
+    assert "FIELD: image <string>" in out
+    assert "Container image name" in out
+    out = plane.kubectl("explain", "deployments.spec.strategy", "--api-version=apps/v1").stdout
+    assert "rollingUpdate" in out and "<Object>" in out

@@ -6,7 +6,7 @@
 //! the engine's OpenAPI work, built from k8s-openapi's schemas.
 
 use crate::http::{json_value, HandlerResult};
-use crate::resources::ResourceInfo;
+use crate::resources::{ResourceInfo, SchemaSource};
 use crate::server::State;
 use crate::status::ApiError;
 use serde_json::{json, Map, Value};
@@ -50,8 +50,9 @@ pub(crate) fn serve(state: &State, rest: &str) -> HandlerResult {
         }
     };
     let mut paths = Map::new();
-    for r in state.registry.in_group_version(&group, &version) {
-        add_paths(&mut paths, &r);
+    let resources = state.registry.in_group_version(&group, &version);
+    for r in &resources {
+        add_paths(&mut paths, r);
     }
     if paths.is_empty() {
         return Err(ApiError::not_found(
@@ -64,9 +65,53 @@ pub(crate) fn serve(state: &State, rest: &str) -> HandlerResult {
             "openapi": "3.0.0",
             "info": {"title": "Kubernetes", "version": state.config.kubernetes_version},
             "paths": paths,
-            "components": {"schemas": {}},
+            "components": {"schemas": schemas(&resources)},
         }),
     ))
+}
+
+/// The component schemas of a group/version: k8s-openapi's schemas for built-in kinds (with
+/// everything they reference), each CRD version's own schema, and on each kind the
+/// `x-kubernetes-group-version-kind` extension `kubectl explain` finds it by.
+fn schemas(resources: &[std::sync::Arc<ResourceInfo>]) -> Value {
+    let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
+    let mut kinds: Vec<(String, &ResourceInfo)> = Vec::new();
+    let mut inline = Map::new();
+    for r in resources {
+        match &r.schema {
+            SchemaSource::Typed(f) => {
+                let reference = f(&mut generator);
+                if let Some(name) = reference
+                    .get("$ref")
+                    .and_then(Value::as_str)
+                    .and_then(|s| s.rsplit('/').next())
+                {
+                    kinds.push((name.to_string(), r));
+                }
+            }
+            SchemaSource::Inline(schema) => {
+                let name = format!("{}.{}.{}", reverse_domain(&r.group), r.version, r.kind);
+                let mut schema = schema.clone();
+                schema["x-kubernetes-group-version-kind"] =
+                    json!([{"group": r.group, "version": r.version, "kind": r.kind}]);
+                inline.insert(name, schema);
+            }
+        }
+    }
+    let mut definitions = generator.take_definitions(true);
+    for (name, r) in kinds {
+        if let Some(schema) = definitions.get_mut(&name) {
+            schema["x-kubernetes-group-version-kind"] =
+                json!([{"group": r.group, "version": r.version, "kind": r.kind}]);
+        }
+    }
+    definitions.extend(inline);
+    Value::Object(definitions)
+}
+
+/// `example.com` → `com.example`, as Kubernetes names CRD schemas.
+fn reverse_domain(group: &str) -> String {
+    group.split('.').rev().collect::<Vec<_>>().join(".")
 }
 
 /// A stable tag for the documents: they change only with the binary.

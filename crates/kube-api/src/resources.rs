@@ -87,6 +87,31 @@ pub struct ResourceInfo {
     pub ephemeral: bool,
     /// Where the `scale` subresource reads and writes replicas, if the resource has one.
     pub scale: Option<ScalePaths>,
+    /// The kind's OpenAPI schema: a reference into the generator's definitions for built-in
+    /// kinds (from k8s-openapi), the version's `openAPIV3Schema` for custom ones.
+    pub schema: SchemaSource,
+}
+
+/// Where a resource's OpenAPI schema comes from.
+#[derive(Clone)]
+pub enum SchemaSource {
+    /// k8s-openapi's JsonSchema for the kind: adds the definitions it needs, returns a `$ref`.
+    Typed(fn(&mut schemars::SchemaGenerator) -> schemars::Schema),
+    /// A CRD version's schema.
+    Inline(Value),
+}
+
+impl std::fmt::Debug for SchemaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SchemaSource::Typed(_) => "Typed",
+            SchemaSource::Inline(_) => "Inline",
+        })
+    }
+}
+
+fn schema_of<K: schemars::JsonSchema>(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    g.subschema_for::<K>()
 }
 
 /// The paths behind a `scale` subresource (as a CRD's `subresources.scale` names them).
@@ -149,7 +174,7 @@ fn typed<K: DeserializeOwned + Serialize>(value: Value) -> Result<Value, String>
 
 fn info<K>(short_names: &[&str], categories: &[&str], has_status: bool) -> ResourceInfo
 where
-    K: Resource + ListableResource + DeserializeOwned + Serialize + 'static,
+    K: Resource + ListableResource + DeserializeOwned + Serialize + schemars::JsonSchema + 'static,
 {
     let store_key = if K::GROUP.is_empty() {
         K::URL_PATH_SEGMENT.to_string()
@@ -178,13 +203,14 @@ where
             "Deployment" | "ReplicaSet" | "StatefulSet" | "ReplicationController"
         )
         .then(ScalePaths::workload),
+        schema: SchemaSource::Typed(schema_of::<K>),
     }
 }
 
 /// A create-only kind that is computed, not stored (SelfSubjectAccessReview and the like).
 fn ephemeral<K>() -> ResourceInfo
 where
-    K: Resource + DeserializeOwned + Serialize + 'static,
+    K: Resource + DeserializeOwned + Serialize + schemars::JsonSchema + 'static,
 {
     ResourceInfo {
         group: K::GROUP.into(),
@@ -204,6 +230,7 @@ where
         custom: false,
         ephemeral: true,
         scale: None,
+        schema: SchemaSource::Typed(schema_of::<K>),
     }
 }
 

@@ -130,6 +130,7 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
                 .unwrap_or_else(
                     || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
                 );
+            let openapi = schema.clone();
             let schema = schema::Schema::from_openapi(&schema).ok()?;
             let columns = v
                 .get("additionalPrinterColumns")
@@ -173,6 +174,7 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
                             .and_then(Value::as_str)
                             .map(str::to_string),
                     }),
+                schema: crate::resources::SchemaSource::Inline(openapi),
             })
         })
         .collect()
