@@ -150,4 +150,5 @@ def test_explain_reads_the_openapi_schemas(plane):
     assert "FIELD: image <string>" in out
     assert "Container image name" in out
     out = plane.kubectl("explain", "deployments.spec.strategy", "--api-version=apps/v1").stdout
-    assert "rollingUpdate" in out and "<Object>" in out
+    assert "FIELD: strategy <DeploymentStrategy>" in out
+    assert "rollingUpdate\t<RollingUpdateDeployment>" in out
