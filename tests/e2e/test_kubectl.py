@@ -152,3 +152,45 @@ def test_explain_reads_the_openapi_schemas(plane):
     out = plane.kubectl("explain", "deployments.spec.strategy", "--api-version=apps/v1").stdout
     assert "FIELD: strategy <DeploymentStrategy>" in out
     assert "rollingUpdate\t<RollingUpdateDeployment>" in out
+
+
+DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app, labels: {app: app}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: app}}
+  template:
+    metadata: {labels: {app: app}}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.25
+        env: [{name: A, value: "1"}]
+      - name: sidecar
+        image: busybox
+"""
+
+
+def test_apply_twice_set_image_restart_and_diff(plane, ns, tmp_path):
+    manifest = tmp_path / "d.yaml"
+    manifest.write_text(DEPLOYMENT)
+    assert "created" in plane.kubectl("-n", ns, "apply", "-f", str(manifest)).stdout
+    # Re-applying a changed manifest is a strategic merge patch.
+    manifest.write_text(DEPLOYMENT.replace("nginx:1.25", "nginx:1.27").replace("replicas: 2", "replicas: 3"))
+    assert "configured" in plane.kubectl("-n", ns, "apply", "-f", str(manifest)).stdout
+    d = json.loads(plane.kubectl("-n", ns, "get", "deploy", "app", "-o", "json").stdout)
+    containers = d["spec"]["template"]["spec"]["containers"]
+    assert [c["image"] for c in containers] == ["nginx:1.27", "busybox"]
+    assert d["spec"]["replicas"] == 3 and d["metadata"]["generation"] == 2
+    assert "unchanged" in plane.kubectl("-n", ns, "apply", "-f", str(manifest)).stdout
+    plane.kubectl("-n", ns, "set", "image", "deploy/app", "web=nginx:1.28")
+    plane.kubectl("-n", ns, "rollout", "restart", "deploy/app")
+    d = json.loads(plane.kubectl("-n", ns, "get", "deploy", "app", "-o", "json").stdout)
+    web = d["spec"]["template"]["spec"]["containers"][0]
+    assert web["image"] == "nginx:1.28" and web["env"] == [{"name": "A", "value": "1"}]
+    assert "kubectl.kubernetes.io/restartedAt" in d["spec"]["template"]["metadata"]["annotations"]
+    diff = plane.kubectl("-n", ns, "diff", "-f", str(manifest), check=False)
+    assert diff.returncode == 1, diff.stderr
+    assert "-        image: nginx:1.28" in diff.stdout and "+        image: nginx:1.27" in diff.stdout

@@ -489,13 +489,16 @@ pub(crate) fn patch(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         "application/merge-patch+json" => PatchBody::Merge(
             serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
         ),
+        "application/strategic-merge-patch+json" if !ctx.info.custom => PatchBody::Strategic(
+            serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
+        ),
         "application/json-patch+json" => PatchBody::Json(
             serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding JSON patch: {e}")))?,
         ),
         other => {
             return Err(ApiError::unsupported_media_type(other).with_details(json!({
                 "causes": [{"reason": "UnsupportedPatchType",
-                            "message": "this server supports JSON merge patch and JSON patch; strategic merge patch and server-side apply are not implemented yet"}]
+                            "message": "this server supports JSON merge patch, JSON patch and (for built-in kinds, as kube-apiserver) strategic merge patch; server-side apply is not implemented yet"}]
             })))
         }
     };
@@ -503,7 +506,7 @@ pub(crate) fn patch(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     // Retry on conflict when the patch itself does not pin a resourceVersion, as
     // kube-apiserver does: a patch applies to whatever version is current.
     let pinned = match &patch {
-        PatchBody::Merge(p) => expected_version(p)?,
+        PatchBody::Merge(p) | PatchBody::Strategic(p) => expected_version(p)?,
         PatchBody::Json(_) => None,
     };
     for _ in 0..16 {
@@ -518,6 +521,11 @@ pub(crate) fn patch(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         let mut patched = current_value.clone();
         match &patch {
             PatchBody::Merge(p) => json_patch::merge(&mut patched, p),
+            PatchBody::Strategic(p) => crate::strategic::apply(&mut patched, p).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "the strategic merge patch could not be applied: {e}"
+                ))
+            })?,
             PatchBody::Json(p) => json_patch::patch(&mut patched, p).map_err(|e| {
                 ApiError::new_unprocessable(format!("the JSON patch could not be applied: {e}"))
             })?,
@@ -733,4 +741,6 @@ enum PatchBody {
     Merge(Value),
     /// RFC 6902 JSON patch.
     Json(json_patch::Patch),
+    /// Kubernetes strategic merge patch (built-in kinds).
+    Strategic(Value),
 }

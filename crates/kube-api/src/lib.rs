@@ -43,6 +43,7 @@ mod scale;
 pub mod selectors;
 mod server;
 pub mod status;
+pub mod strategic;
 pub mod table;
 pub mod validation;
 mod watch;
