@@ -298,3 +298,45 @@ def test_deployments_keep_spec_generation_and_status(plane, ns):
     patched = apps.patch_namespaced_deployment(
         "web", ns, [{"op": "add", "path": "/metadata/labels/p", "value": "1"}])
     assert patched.metadata.labels == {"touched": "yes", "p": "1"}
+
+
+def deployment(name, containers):
+    return client.V1Deployment(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1DeploymentSpec(
+            replicas=1,
+            selector=client.V1LabelSelector(match_labels={"app": name}),
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels={"app": name}),
+                spec=client.V1PodSpec(containers=containers))))
+
+
+def test_strategic_merge_patch_merges_containers_by_name(plane, ns):
+    apps = client.AppsV1Api(plane.api())
+    apps.create_namespaced_deployment(ns, deployment("smp", [
+        client.V1Container(name="web", image="nginx:1", env=[client.V1EnvVar(name="A", value="1")]),
+        client.V1Container(name="side", image="busybox")]))
+    # A dict body is sent as a strategic merge patch by the Python client.
+    patched = apps.patch_namespaced_deployment("smp", ns, {"spec": {"template": {"spec": {"containers": [
+        {"name": "web", "image": "nginx:2", "env": [{"name": "B", "value": "2"}]}]}}}})
+    containers = patched.spec.template.spec.containers
+    assert [(c.name, c.image) for c in containers] == [("web", "nginx:2"), ("side", "busybox")]
+    assert [(e.name, e.value) for e in containers[0].env] == [("A", "1"), ("B", "2")]
+    assert patched.metadata.generation == 2
+
+
+def test_builtin_status_and_scale_subresources(plane, ns):
+    apps = client.AppsV1Api(plane.api())
+    apps.create_namespaced_deployment(ns, deployment("sub", [client.V1Container(name="c", image="nginx")]))
+    current = apps.read_namespaced_deployment("sub", ns)
+    current.spec.replicas = 7
+    current.status = client.V1DeploymentStatus(replicas=1, ready_replicas=1, observed_generation=1)
+    after = apps.replace_namespaced_deployment_status("sub", ns, current)
+    assert after.spec.replicas == 1, "status updates ignore spec"
+    assert after.status.ready_replicas == 1
+    assert after.metadata.generation == 1
+    scale = apps.read_namespaced_deployment_scale("sub", ns)
+    assert scale.spec.replicas == 1 and scale.status.selector == "app=sub"
+    scaled = apps.patch_namespaced_deployment_scale("sub", ns, {"spec": {"replicas": 4}})
+    assert scaled.spec.replicas == 4
+    assert apps.read_namespaced_deployment("sub", ns).spec.replicas == 4
