@@ -194,3 +194,25 @@ def test_apply_twice_set_image_restart_and_diff(plane, ns, tmp_path):
     diff = plane.kubectl("-n", ns, "diff", "-f", str(manifest), check=False)
     assert diff.returncode == 1, diff.stderr
     assert "-        image: nginx:1.28" in diff.stdout and "+        image: nginx:1.27" in diff.stdout
+
+
+def test_server_side_apply_conflicts_and_force(plane, ns, tmp_path):
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ssa}\ndata: {a: '1', b: '2'}\n")
+    assert "serverside-applied" in plane.kubectl("-n", ns, "apply", "--server-side", "-f", str(manifest)).stdout
+    other = tmp_path / "cm2.yaml"
+    other.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ssa}\ndata: {a: '9'}\n")
+    proc = plane.kubectl("-n", ns, "apply", "--server-side", "--field-manager=other", "-f", str(other), check=False)
+    assert proc.returncode != 0
+    assert 'Apply failed with 1 conflict: conflict with "kubectl": .data.a' in proc.stderr
+    plane.kubectl("-n", ns, "apply", "--server-side", "--field-manager=other", "--force-conflicts", "-f", str(other))
+    cm = json.loads(plane.kubectl("-n", ns, "get", "cm", "ssa", "-o", "json", "--show-managed-fields").stdout)
+    assert cm["data"] == {"a": "9", "b": "2"}
+    owners = {m["manager"]: m["fieldsV1"] for m in cm["metadata"]["managedFields"]}
+    assert owners["other"] == {"f:data": {"f:a": {}}}
+    assert owners["kubectl"] == {"f:data": {"f:b": {}}}
+    # Dropping a field from the applied configuration removes it.
+    manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ssa}\ndata: {}\n")
+    plane.kubectl("-n", ns, "apply", "--server-side", "-f", str(manifest))
+    cm = json.loads(plane.kubectl("-n", ns, "get", "cm", "ssa", "-o", "json").stdout)
+    assert cm["data"] == {"a": "9"}

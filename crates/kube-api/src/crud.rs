@@ -272,8 +272,23 @@ fn name_of(value: &Value) -> String {
 }
 
 pub(crate) fn create(ctx: &Ctx, body: &[u8]) -> HandlerResult {
-    let dry = dry_run(ctx)?;
     let mut value = decode_body(ctx, body)?;
+    let manager = field_manager(ctx);
+    let now = infrasim_store::format_time(ctx.state.clock.now());
+    crate::apply::record_update(
+        None,
+        &mut value,
+        &manager,
+        &ctx.info.api_version,
+        &now,
+        !ctx.info.custom,
+    );
+    create_value(ctx, value)
+}
+
+/// Creates an object from a decoded body (a create, or an apply that creates).
+fn create_value(ctx: &Ctx, mut value: Value) -> HandlerResult {
+    let dry = dry_run(ctx)?;
     check_identity(ctx, &mut value)?;
     if value
         .pointer("/metadata/resourceVersion")
@@ -492,6 +507,9 @@ pub(crate) fn patch(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         "application/strategic-merge-patch+json" if !ctx.info.custom => PatchBody::Strategic(
             serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
         ),
+        "application/apply-patch+yaml" | "application/apply-patch+cbor" => {
+            return server_side_apply(ctx, body);
+        }
         "application/json-patch+json" => PatchBody::Json(
             serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding JSON patch: {e}")))?,
         ),
@@ -538,7 +556,8 @@ pub(crate) fn patch(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         }
         let mut warnings = Vec::new();
         let patched = normalize(ctx, patched, &mut warnings)?;
-        let patched = merge_for_update(ctx, &current_value, patched);
+        let mut patched = merge_for_update(ctx, &current_value, patched);
+        record(ctx, &current_value, &mut patched);
         let expected = pinned.or(Some(current.meta.resource_version));
         match store_update(ctx, patched, expected) {
             Err(e) if e.code == 409 && e.reason == "Conflict" && pinned.is_none() => continue,
@@ -733,6 +752,139 @@ pub(crate) fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     }
     out.extend_from_slice(b"]}");
     Ok(json_bytes(200, out))
+}
+
+/// Records the fields an update changed as owned by its manager (`Update` operation).
+fn record(ctx: &Ctx, old: &Value, new: &mut Value) {
+    // The client's managedFields are not trusted; ownership is derived from the change.
+    if let (Some(m), Some(o)) = (
+        new.get_mut("metadata").and_then(Value::as_object_mut),
+        old.pointer("/metadata/managedFields"),
+    ) {
+        m.insert("managedFields".into(), o.clone());
+    }
+    let now = infrasim_store::format_time(ctx.state.clock.now());
+    crate::apply::record_update(
+        Some(old),
+        new,
+        &field_manager(ctx),
+        &ctx.info.api_version,
+        &now,
+        !ctx.info.custom,
+    );
+}
+
+/// The field manager of a write: `fieldManager`, else the client's name from its User-Agent
+/// (`kubectl/v1.32.0 (linux/amd64)` → `kubectl`), as kube-apiserver derives it.
+fn field_manager(ctx: &Ctx) -> String {
+    if let Some(m) = ctx.query.get("fieldManager").filter(|m| !m.is_empty()) {
+        return m.to_string();
+    }
+    ctx.headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ua| ua.split('/').next())
+        .filter(|s| !s.is_empty())
+        .unwrap_or("unknown")
+        .to_string()
+}
+
+/// Server-side apply (`application/apply-patch+yaml`): create or merge the applied
+/// configuration, tracking field ownership per manager; conflicts are 409 unless `force`.
+fn server_side_apply(ctx: &Ctx, body: &[u8]) -> HandlerResult {
+    let manager = ctx
+        .query
+        .get("fieldManager")
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "meta.k8s.io",
+                "PatchOptions",
+                "",
+                vec![(
+                    "fieldManager".into(),
+                    "Required value: is required for apply patch".into(),
+                )],
+            )
+        })?;
+    let force = ctx.query.flag("force").map_err(ApiError::bad_request)?;
+    let mut config: Value = serde_yaml::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    if !config.is_object() {
+        return Err(ApiError::bad_request(
+            "the applied configuration must be an object",
+        ));
+    }
+    check_identity(ctx, &mut config)?;
+    let name = ctx.path.name.as_deref().unwrap_or("");
+    if name_of(&config) != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({}) does not match the name on the URL ({name})",
+            name_of(&config)
+        )));
+    }
+    let builtin = !ctx.info.custom;
+    let now = infrasim_store::format_time(ctx.state.clock.now());
+    for _ in 0..16 {
+        let current = ctx.state.group.get(&ctx.info.store_key, &key(ctx));
+        let current_value = match &current {
+            Some(c) => Some(
+                c.to_value()
+                    .map_err(|e| ApiError::internal(e.to_string()))?,
+            ),
+            None => None,
+        };
+        let merged = match crate::apply::apply(
+            current_value.as_ref(),
+            &config,
+            manager,
+            force,
+            &now,
+            builtin,
+        )
+        .map_err(|e| {
+            ApiError::bad_request(format!(
+                "the applied configuration could not be merged: {e}"
+            ))
+        })? {
+            crate::apply::Applied::Merged(v) => v,
+            crate::apply::Applied::Conflicts(conflicts) => {
+                let n = conflicts.len();
+                let lines: Vec<String> = conflicts
+                    .iter()
+                    .map(|(m, f)| format!("conflict with \"{m}\": {f}"))
+                    .collect();
+                let causes: Vec<Value> = conflicts
+                    .iter()
+                    .map(|(m, f)| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{m}\""), "field": f}))
+                    .collect();
+                return Err(ApiError::conflict(format!(
+                    "Apply failed with {n} conflict{}: {}",
+                    if n == 1 { "" } else { "s" },
+                    lines.join(", ")
+                ))
+                .with_details(json!({"name": name, "group": ctx.info.group, "kind": ctx.info.plural, "causes": causes})));
+            }
+        };
+        let Some(current) = current else {
+            // Apply to create: the ordinary create path, with the ownership already recorded.
+            return create_value(ctx, merged);
+        };
+        let mut warnings = Vec::new();
+        let normalized = normalize(ctx, merged, &mut warnings)?;
+        let value = merge_for_update(
+            ctx,
+            current_value.as_ref().unwrap_or(&Value::Null),
+            normalized,
+        );
+        match store_update(ctx, value, Some(current.meta.resource_version)) {
+            Err(e) if e.code == 409 && e.reason == "Conflict" => continue,
+            other => return with_warnings(other, &warnings),
+        }
+    }
+    Err(ApiError::conflict(
+        "too many concurrent writes to this object; try again",
+    ))
 }
 
 /// The two patch formats served so far.

@@ -22,6 +22,7 @@
 //! ```
 
 mod access_review;
+pub mod apply;
 pub mod auth;
 pub mod authz;
 pub mod crd;

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 /// How a list field merges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ListStrategy {
+pub enum ListKind {
     /// Items are objects matched by this key.
     Key(&'static str),
     /// Primitive values, unioned.
@@ -23,8 +23,12 @@ enum ListStrategy {
 }
 
 /// The strategy of list field `name` whose parent field is `parent`.
-fn strategy(parent: &str, name: &str) -> ListStrategy {
-    use ListStrategy::*;
+pub fn list_key(parent: &str, name: &str) -> ListKind {
+    strategy(parent, name)
+}
+
+fn strategy(parent: &str, name: &str) -> ListKind {
+    use ListKind::*;
     match (parent, name) {
         ("containers" | "initContainers" | "ephemeralContainers", "ports") => Key("containerPort"),
         ("spec", "ports") => Key("port"),
@@ -155,8 +159,8 @@ fn merge_list(current: Value, patch: &[Value], parent: &str, name: &str) -> Resu
         _ => Vec::new(),
     };
     match strategy(parent, name) {
-        ListStrategy::Replace => Ok(Value::Array(patch.iter().map(strip_directives).collect())),
-        ListStrategy::Union => {
+        ListKind::Replace => Ok(Value::Array(patch.iter().map(strip_directives).collect())),
+        ListKind::Union => {
             for v in patch {
                 if !current.contains(v) {
                     current.push(v.clone());
@@ -164,7 +168,7 @@ fn merge_list(current: Value, patch: &[Value], parent: &str, name: &str) -> Resu
             }
             Ok(Value::Array(current))
         }
-        ListStrategy::Key(key) => {
+        ListKind::Key(key) => {
             for item in patch {
                 let Some(obj) = item.as_object() else {
                     return Err(format!(
@@ -202,9 +206,9 @@ fn merge_list(current: Value, patch: &[Value], parent: &str, name: &str) -> Resu
 }
 
 /// Orders a list as `$setElementOrder` says; items it does not name keep their place after.
-fn reorder(list: &mut Vec<Value>, order: &[Value], strategy: ListStrategy) {
+fn reorder(list: &mut Vec<Value>, order: &[Value], strategy: ListKind) {
     let id = |v: &Value| match strategy {
-        ListStrategy::Key(k) => v.get(k).cloned(),
+        ListKind::Key(k) => v.get(k).cloned(),
         _ => Some(v.clone()),
     };
     let wanted: Vec<Value> = order.iter().filter_map(&id).collect();

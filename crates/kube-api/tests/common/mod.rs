@@ -1,3 +1,4 @@
+#![allow(dead_code)] // Each test binary uses part of these helpers.
 //! Starts an API server on a loopback port for a test and hands out client configurations.
 
 use infrasim_kube_api::kubeconfig::{self, KubeconfigSpec};

@@ -1,0 +1,498 @@
+//! Server-side apply and field ownership: `managedFields` entries per manager (`Apply` and
+//! `Update` operations, `FieldsV1` sets), conflicts when an applier claims a field another
+//! manager set to a different value (409 unless `force=true`), and removal of fields an
+//! applier stopped applying.
+//!
+//! Paths follow FieldsV1: `f:name` for a field, `k:{"name":"web"}` for a list item by its
+//! merge key, `v:"x"` for a member of a primitive set. List semantics come from the same
+//! table as strategic merge patch; custom resources use plain maps and atomic lists.
+
+use crate::strategic::{list_key, ListKind};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeSet;
+
+/// One path into an object, as FieldsV1 segments.
+pub type FieldPath = Vec<String>;
+
+/// The set of leaf paths an object (an applied configuration, or a change) sets.
+pub fn field_set(object: &Value, builtin: bool) -> BTreeSet<FieldPath> {
+    let mut out = BTreeSet::new();
+    if let Some(m) = object.as_object() {
+        for (k, v) in m {
+            if matches!(k.as_str(), "apiVersion" | "kind") {
+                continue;
+            }
+            if k == "metadata" {
+                // Of metadata, only labels and annotations are owned.
+                for part in ["labels", "annotations"] {
+                    if let Some(Value::Object(entries)) = v.get(part) {
+                        for ek in entries.keys() {
+                            out.insert(vec![
+                                "f:metadata".into(),
+                                format!("f:{part}"),
+                                format!("f:{ek}"),
+                            ]);
+                        }
+                    }
+                }
+                continue;
+            }
+            walk(v, &mut vec![format!("f:{k}")], "", k, builtin, &mut out);
+        }
+    }
+    out
+}
+
+fn walk(
+    v: &Value,
+    path: &mut FieldPath,
+    parent: &str,
+    name: &str,
+    builtin: bool,
+    out: &mut BTreeSet<FieldPath>,
+) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, child) in m {
+                path.push(format!("f:{k}"));
+                walk(child, path, name, k, builtin, out);
+                path.pop();
+            }
+        }
+        Value::Array(items) if builtin => match list_key(parent, name) {
+            ListKind::Key(key) => {
+                for item in items {
+                    let Some(id) = item.get(key) else { continue };
+                    path.push(format!("k:{}", json!({ key: id })));
+                    out.insert(path.clone());
+                    if let Some(m) = item.as_object() {
+                        for (k, child) in m {
+                            path.push(format!("f:{k}"));
+                            walk(child, path, name, k, builtin, out);
+                            path.pop();
+                        }
+                    }
+                    path.pop();
+                }
+            }
+            ListKind::Union => {
+                for item in items {
+                    path.push(format!("v:{item}"));
+                    out.insert(path.clone());
+                    path.pop();
+                }
+            }
+            ListKind::Replace => {
+                out.insert(path.clone());
+            }
+        },
+        _ => {
+            out.insert(path.clone());
+        }
+    }
+}
+
+/// The value at a path, if the object has it.
+pub fn value_at<'a>(object: &'a Value, path: &[String]) -> Option<&'a Value> {
+    let mut cur = object;
+    for seg in path {
+        if let Some(f) = seg.strip_prefix("f:") {
+            cur = cur.get(f)?;
+        } else if let Some(k) = seg.strip_prefix("k:") {
+            let wanted: Map<String, Value> = serde_json::from_str(k).ok()?;
+            cur = cur
+                .as_array()?
+                .iter()
+                .find(|item| wanted.iter().all(|(key, val)| item.get(key) == Some(val)))?;
+        } else if let Some(v) = seg.strip_prefix("v:") {
+            let wanted: Value = serde_json::from_str(v).ok()?;
+            cur = cur.as_array()?.iter().find(|item| **item == wanted)?;
+        } else {
+            return None;
+        }
+    }
+    Some(cur)
+}
+
+/// Removes the value at a path (a field, a keyed item, a set member).
+pub fn remove_at(object: &mut Value, path: &[String]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut cur = object;
+    for seg in parents {
+        let next = if let Some(f) = seg.strip_prefix("f:") {
+            cur.get_mut(f)
+        } else if let Some(k) = seg.strip_prefix("k:") {
+            let wanted: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
+            cur.as_array_mut().and_then(|a| {
+                a.iter_mut()
+                    .find(|item| wanted.iter().all(|(key, val)| item.get(key) == Some(val)))
+            })
+        } else {
+            None
+        };
+        match next {
+            Some(n) => cur = n,
+            None => return,
+        }
+    }
+    if let Some(f) = last.strip_prefix("f:") {
+        if let Some(m) = cur.as_object_mut() {
+            m.remove(f);
+        }
+    } else if let Some(k) = last.strip_prefix("k:") {
+        let wanted: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
+        if let Some(a) = cur.as_array_mut() {
+            a.retain(|item| !wanted.iter().all(|(key, val)| item.get(key) == Some(val)));
+        }
+    } else if let Some(v) = last.strip_prefix("v:") {
+        if let (Ok(wanted), Some(a)) = (serde_json::from_str::<Value>(v), cur.as_array_mut()) {
+            a.retain(|item| *item != wanted);
+        }
+    }
+}
+
+/// FieldsV1 JSON for a set of paths.
+pub fn to_fields_v1(set: &BTreeSet<FieldPath>) -> Value {
+    let mut root = Map::new();
+    for path in set {
+        let mut cur = &mut root;
+        for (i, seg) in path.iter().enumerate() {
+            let entry = cur.entry(seg.clone()).or_insert_with(|| json!({}));
+            if seg.starts_with("k:") && i + 1 == path.len() {
+                if let Some(m) = entry.as_object_mut() {
+                    m.entry(".").or_insert_with(|| json!({}));
+                }
+            }
+            cur = match entry.as_object_mut() {
+                Some(m) => m,
+                None => break,
+            };
+        }
+    }
+    Value::Object(root)
+}
+
+/// Paths of a FieldsV1 value.
+pub fn from_fields_v1(v: &Value) -> BTreeSet<FieldPath> {
+    fn go(v: &Value, path: &mut FieldPath, out: &mut BTreeSet<FieldPath>) {
+        let Some(m) = v.as_object() else { return };
+        let children: Vec<(&String, &Value)> =
+            m.iter().filter(|(k, _)| k.as_str() != ".").collect();
+        if (children.is_empty() || m.contains_key(".")) && !path.is_empty() {
+            out.insert(path.clone());
+        }
+        for (k, child) in children {
+            path.push(k.clone());
+            go(child, path, out);
+            path.pop();
+        }
+    }
+    let mut out = BTreeSet::new();
+    go(v, &mut Vec::new(), &mut out);
+    out
+}
+
+/// A path in kube-apiserver's conflict notation (`.spec.replicas`).
+pub fn display(path: &[String]) -> String {
+    path.iter()
+        .map(|seg| {
+            if let Some(f) = seg.strip_prefix("f:") {
+                format!(".{f}")
+            } else if let Some(k) = seg.strip_prefix("k:") {
+                format!(
+                    "[{}]",
+                    k.trim_start_matches('{')
+                        .trim_end_matches('}')
+                        .replace(':', "=")
+                )
+            } else if let Some(v) = seg.strip_prefix("v:") {
+                format!("[={v}]")
+            } else {
+                seg.clone()
+            }
+        })
+        .collect()
+}
+
+/// One `managedFields` entry.
+#[derive(Debug, Clone)]
+pub struct Managed {
+    pub manager: String,
+    pub operation: String,
+    pub api_version: String,
+    pub time: String,
+    pub subresource: String,
+    pub fields: BTreeSet<FieldPath>,
+}
+
+pub fn read_managed(object: &Value) -> Vec<Managed> {
+    object
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .map(|entries| {
+            entries
+                .iter()
+                .map(|e| Managed {
+                    manager: e
+                        .get("manager")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    operation: e
+                        .get("operation")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Update")
+                        .to_string(),
+                    api_version: e
+                        .get("apiVersion")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    time: e
+                        .get("time")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    subresource: e
+                        .get("subresource")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    fields: e.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn write_managed(object: &mut Value, managed: &[Managed]) {
+    let entries: Vec<Value> = managed
+        .iter()
+        .filter(|m| !m.fields.is_empty())
+        .map(|m| {
+            let mut e = json!({
+                "manager": m.manager, "operation": m.operation, "apiVersion": m.api_version,
+                "time": m.time, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(&m.fields),
+            });
+            if !m.subresource.is_empty() {
+                e["subresource"] = json!(m.subresource);
+            }
+            e
+        })
+        .collect();
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        if entries.is_empty() {
+            meta.remove("managedFields");
+        } else {
+            meta.insert("managedFields".into(), Value::Array(entries));
+        }
+    }
+}
+
+/// Records that `manager` changed the fields that differ between `old` and `new` (an
+/// `Update`), taking them from whoever owned them.
+pub fn record_update(
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    api_version: &str,
+    now: &str,
+    builtin: bool,
+) {
+    let mut managed = old.map(read_managed).unwrap_or_default();
+    let new_set = field_set(new, builtin);
+    let changed: BTreeSet<FieldPath> = match old {
+        None => new_set,
+        Some(old) => new_set
+            .into_iter()
+            .filter(|p| value_at(old, p) != value_at(new, p))
+            .collect(),
+    };
+    if changed.is_empty() && old.is_some() {
+        write_managed(new, &managed);
+        return;
+    }
+    for m in managed.iter_mut() {
+        m.fields.retain(|p| !changed.contains(p));
+    }
+    match managed
+        .iter_mut()
+        .find(|m| m.manager == manager && m.operation == "Update")
+    {
+        Some(m) => {
+            m.fields.extend(changed);
+            m.time = now.to_string();
+        }
+        None => managed.push(Managed {
+            manager: manager.to_string(),
+            operation: "Update".into(),
+            api_version: api_version.to_string(),
+            time: now.to_string(),
+            subresource: String::new(),
+            fields: changed,
+        }),
+    }
+    write_managed(new, &managed);
+}
+
+/// The outcome of an apply: the merged object, or the conflicting (manager, path) pairs.
+pub enum Applied {
+    Merged(Value),
+    Conflicts(Vec<(String, String)>),
+}
+
+/// Applies `config` for `manager` onto `current` (or creates from it).
+pub fn apply(
+    current: Option<&Value>,
+    config: &Value,
+    manager: &str,
+    force: bool,
+    now: &str,
+    builtin: bool,
+) -> Result<Applied, String> {
+    let api_version = config
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let wanted = field_set(config, builtin);
+    let Some(current) = current else {
+        let mut created = config.clone();
+        let managed = vec![Managed {
+            manager: manager.to_string(),
+            operation: "Apply".into(),
+            api_version,
+            time: now.to_string(),
+            subresource: String::new(),
+            fields: wanted,
+        }];
+        write_managed(&mut created, &managed);
+        return Ok(Applied::Merged(created));
+    };
+    let mut managed = read_managed(current);
+    // Conflicts: fields others own whose value this apply would change.
+    let mut conflicts = Vec::new();
+    for other in managed
+        .iter()
+        .filter(|m| !(m.manager == manager && m.operation == "Apply"))
+    {
+        for path in wanted.intersection(&other.fields) {
+            if value_at(current, path) != value_at(config, path) {
+                conflicts.push((other.manager.clone(), display(path)));
+            }
+        }
+    }
+    if !conflicts.is_empty() && !force {
+        return Ok(Applied::Conflicts(conflicts));
+    }
+    // Merge the configuration in.
+    let mut merged = current.clone();
+    if builtin {
+        crate::strategic::apply(&mut merged, &strip_managed(config))?;
+    } else {
+        json_patch::merge(&mut merged, &strip_managed(config));
+    }
+    // Fields this manager applied before and no longer applies, owned by nobody else, go.
+    let previous: BTreeSet<FieldPath> = managed
+        .iter()
+        .filter(|m| m.manager == manager && m.operation == "Apply")
+        .flat_map(|m| m.fields.iter().cloned())
+        .collect();
+    for path in previous.difference(&wanted) {
+        let owned_elsewhere = managed
+            .iter()
+            .any(|m| !(m.manager == manager && m.operation == "Apply") && m.fields.contains(path));
+        if !owned_elsewhere {
+            remove_at(&mut merged, path);
+        }
+    }
+    // Ownership: this manager now owns exactly what it applied; forced fields leave others.
+    for m in managed.iter_mut() {
+        if !(m.manager == manager && m.operation == "Apply") {
+            m.fields
+                .retain(|p| !wanted.contains(p) || value_at(current, p) == value_at(config, p));
+        }
+    }
+    managed.retain(|m| !(m.manager == manager && m.operation == "Apply"));
+    managed.push(Managed {
+        manager: manager.to_string(),
+        operation: "Apply".into(),
+        api_version,
+        time: now.to_string(),
+        subresource: String::new(),
+        fields: wanted,
+    });
+    write_managed(&mut merged, &managed);
+    Ok(Applied::Merged(merged))
+}
+
+fn strip_managed(config: &Value) -> Value {
+    let mut c = config.clone();
+    if let Some(meta) = c.get_mut("metadata").and_then(Value::as_object_mut) {
+        for k in [
+            "managedFields",
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "generation",
+        ] {
+            meta.remove(k);
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_round_trip_through_fields_v1() {
+        let obj = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "labels": {"a": "b"}},
+                         "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "web", "image": "x"}]}}}});
+        let set = field_set(&obj, true);
+        let v1 = to_fields_v1(&set);
+        assert_eq!(
+            v1["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"web\"}"]["f:image"],
+            json!({})
+        );
+        assert_eq!(from_fields_v1(&v1), set);
+    }
+
+    #[test]
+    fn conflicts_then_force_moves_ownership() {
+        let base = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "1"}});
+        let Applied::Merged(a) = apply(None, &base, "alice", false, "t", true).unwrap() else {
+            panic!()
+        };
+        let mut bob = base.clone();
+        bob["data"]["k"] = json!("2");
+        match apply(Some(&a), &bob, "bob", false, "t", true).unwrap() {
+            Applied::Conflicts(c) => {
+                assert_eq!(c, vec![("alice".to_string(), ".data.k".to_string())])
+            }
+            Applied::Merged(_) => panic!("expected a conflict"),
+        }
+        let Applied::Merged(b) = apply(Some(&a), &bob, "bob", true, "t", true).unwrap() else {
+            panic!()
+        };
+        assert_eq!(b["data"]["k"], "2");
+        let managers: Vec<String> = read_managed(&b).iter().map(|m| m.manager.clone()).collect();
+        assert_eq!(managers, vec!["bob"]);
+    }
+
+    #[test]
+    fn fields_no_longer_applied_are_removed() {
+        let v1 = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}});
+        let Applied::Merged(obj) = apply(None, &v1, "m", false, "t", true).unwrap() else {
+            panic!()
+        };
+        let v2 = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
+        let Applied::Merged(obj) = apply(Some(&obj), &v2, "m", false, "t", true).unwrap() else {
+            panic!()
+        };
+        assert_eq!(obj["data"], json!({"a": "1"}));
+    }
+}
