@@ -167,3 +167,36 @@ def test_explain_a_crd_field(plane, crd):
     assert "KIND:       Gadget" in out
     assert "size\t<integer> -required-" in out or "size	<integer>" in out
     assert "color\t<string>" in out
+
+
+def test_several_versions_share_one_stored_object(plane, tmp_path):
+    crd = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: things.multi.example.com}
+spec:
+  group: multi.example.com
+  scope: Namespaced
+  names: {plural: things, singular: thing, kind: Thing}
+  versions:
+  - {name: v1beta1, served: true, storage: false, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+"""
+    path = tmp_path / "crd.yaml"
+    path.write_text(crd)
+    plane.kubectl("apply", "-f", str(path))
+    plane.kubectl("wait", "--for=condition=Established", "crd/things.multi.example.com", "--timeout=20s")
+    api = client.CustomObjectsApi(plane.api())
+    made = api.create_namespaced_custom_object("multi.example.com", "v1beta1", "default", "things",
+                                               {"apiVersion": "multi.example.com/v1beta1", "kind": "Thing",
+                                                "metadata": {"name": "t"}, "spec": {"x": 1}})
+    assert made["apiVersion"] == "multi.example.com/v1beta1"
+    as_v1 = api.get_namespaced_custom_object("multi.example.com", "v1", "default", "things", "t")
+    assert as_v1["apiVersion"] == "multi.example.com/v1" and as_v1["spec"] == {"x": 1}
+    listed = api.list_namespaced_custom_object("multi.example.com", "v1beta1", "default", "things")["items"]
+    assert [i["apiVersion"] for i in listed] == ["multi.example.com/v1beta1"]
+    patched = api.patch_namespaced_custom_object("multi.example.com", "v1beta1", "default", "things", "t",
+                                                 {"spec": {"x": 2}})
+    assert patched["apiVersion"] == "multi.example.com/v1beta1" and patched["spec"]["x"] == 2
+    stored = json.loads(plane.kubectl("get", "crd", "things.multi.example.com", "-o", "json").stdout)
+    assert stored["status"]["storedVersions"] == ["v1"]

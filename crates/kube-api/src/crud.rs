@@ -49,7 +49,7 @@ pub(crate) fn render(ctx: &Ctx, object: &StoredObject, code: u16) -> HandlerResu
                 "application/json",
             ))
         }
-        _ => Ok(json_bytes(code, object.bytes.clone())),
+        _ => Ok(json_bytes(code, ctx.info.served_bytes(&object.bytes))),
     }
 }
 
@@ -321,6 +321,7 @@ fn create_value(ctx: &Ctx, mut value: Value) -> HandlerResult {
         }
     }
     defaults::apply(&ctx.state, &ctx.info.kind, &mut value);
+    to_storage_version(ctx, &mut value);
     let is_crd = ctx.info.kind == "CustomResourceDefinition" && !ctx.info.custom;
     if is_crd {
         let causes = crate::crd::validate(&value);
@@ -455,7 +456,15 @@ pub(crate) fn update(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     with_warnings(store_update(ctx, value, expected), &warnings)
 }
 
+/// Custom objects are stored in their CRD's storage version.
+fn to_storage_version(ctx: &Ctx, value: &mut Value) {
+    if let Some(v) = &ctx.info.storage_version {
+        value["apiVersion"] = Value::String(v.clone());
+    }
+}
+
 fn store_update(ctx: &Ctx, mut value: Value, expected: Option<u64>) -> HandlerResult {
+    to_storage_version(ctx, &mut value);
     defaults::apply(&ctx.state, &ctx.info.kind, &mut value);
     validation::validate(&ctx.info.kind, &ctx.info.group, &value)?;
     let is_crd = ctx.info.kind == "CustomResourceDefinition" && !ctx.info.custom;
@@ -537,6 +546,10 @@ pub(crate) fn patch(ctx: &Ctx, body: &[u8]) -> HandlerResult {
             .to_value()
             .map_err(|e| ApiError::internal(e.to_string()))?;
         let mut patched = current_value.clone();
+        if ctx.info.custom {
+            // Patch in the version the client speaks; stored in the storage version after.
+            patched["apiVersion"] = Value::String(ctx.info.api_version.clone());
+        }
         match &patch {
             PatchBody::Merge(p) => json_patch::merge(&mut patched, p),
             PatchBody::Strategic(p) => crate::strategic::apply(&mut patched, p).map_err(|e| {
@@ -748,7 +761,7 @@ pub(crate) fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(&o.bytes);
+        out.extend_from_slice(&ctx.info.served_bytes(&o.bytes));
     }
     out.extend_from_slice(b"]}");
     Ok(json_bytes(200, out))

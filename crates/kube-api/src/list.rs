@@ -196,7 +196,9 @@ pub(crate) fn list(ctx: &Ctx) -> HandlerResult {
             let now = ctx.state.clock.now();
             let rows: Vec<Value> = items
                 .iter()
-                .filter_map(|o| o.to_value().ok())
+                .filter_map(|o| {
+                    serde_json::from_slice::<Value>(&ctx.info.served_bytes(&o.bytes)).ok()
+                })
                 .map(|v| table::row(&ctx.info, &v, include, now))
                 .collect();
             let mut t = table::table(&ctx.info, rows, meta, true);
@@ -222,7 +224,7 @@ pub(crate) fn list(ctx: &Ctx) -> HandlerResult {
                 if i > 0 {
                     out.push(b',');
                 }
-                out.extend_from_slice(&o.bytes);
+                out.extend_from_slice(&ctx.info.served_bytes(&o.bytes));
             }
             out.extend_from_slice(b"]}");
             Ok(json_bytes(200, out))

@@ -87,6 +87,8 @@ pub struct ResourceInfo {
     pub ephemeral: bool,
     /// Where the `scale` subresource reads and writes replicas, if the resource has one.
     pub scale: Option<ScalePaths>,
+    /// The version custom objects are stored in (`None` for built-ins).
+    pub storage_version: Option<String>,
     /// The kind's OpenAPI schema: a reference into the generator's definitions for built-in
     /// kinds (from k8s-openapi), the version's `openAPIV3Schema` for custom ones.
     pub schema: SchemaSource,
@@ -156,6 +158,28 @@ impl ResourceInfo {
         ]
     }
 
+    /// An object's bytes as this resource serves them: custom resources are stored in their
+    /// storage version and served in any version (conversion `None`: only `apiVersion`
+    /// changes). Built-in objects pass through untouched.
+    pub fn served_bytes(&self, bytes: &bytes::Bytes) -> bytes::Bytes {
+        if !self.custom {
+            return bytes.clone();
+        }
+        let prefix = format!("{{\"apiVersion\":\"{}\"", self.api_version);
+        if bytes.starts_with(prefix.as_bytes()) {
+            return bytes.clone();
+        }
+        match serde_json::from_slice::<Value>(bytes) {
+            Ok(mut v) => {
+                v["apiVersion"] = Value::String(self.api_version.clone());
+                serde_json::to_vec(&v)
+                    .map(bytes::Bytes::from)
+                    .unwrap_or_else(|_| bytes.clone())
+            }
+            Err(_) => bytes.clone(),
+        }
+    }
+
     /// Validates and prunes a body (types, unknown fields, schema defaults).
     pub fn normalize(&self, value: Value) -> Result<Value, NormalizeError> {
         match &self.normalize {
@@ -204,6 +228,7 @@ where
         )
         .then(ScalePaths::workload),
         schema: SchemaSource::Typed(schema_of::<K>),
+        storage_version: None,
     }
 }
 
@@ -231,6 +256,7 @@ where
         ephemeral: true,
         scale: None,
         schema: SchemaSource::Typed(schema_of::<K>),
+        storage_version: None,
     }
 }
 

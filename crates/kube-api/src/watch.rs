@@ -78,7 +78,7 @@ impl WatchStream {
                 out.extend_from_slice(b"{\"type\":\"");
                 out.extend_from_slice(ty.as_bytes());
                 out.extend_from_slice(b"\",\"object\":");
-                out.extend_from_slice(&object.bytes);
+                out.extend_from_slice(&self.info.served_bytes(&object.bytes));
                 out.extend_from_slice(b"}\n");
                 Bytes::from(out)
             }
@@ -105,7 +105,11 @@ impl WatchStream {
     /// untranslated event is shared by every watcher through the event's cache.
     fn event_line(&mut self, event: &Event) -> Option<Bytes> {
         let (ty, object) = self.translate(event)?;
-        if matches!(self.render, Render::Json) && ty == event.event_type.as_str() {
+        // The shared encoding is in the stored version: only a watcher of that version uses it.
+        let stored_version = !self.info.custom
+            || self.info.storage_version.as_deref() == Some(self.info.api_version.as_str());
+        if matches!(self.render, Render::Json) && ty == event.event_type.as_str() && stored_version
+        {
             return Some(event.encoded.get_or_init(|| self.line(ty, object)).clone());
         }
         let object = object.clone();

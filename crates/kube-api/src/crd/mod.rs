@@ -114,6 +114,15 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
         x => x.to_string(),
     };
     let namespaced = s(crd, "/spec/scope") == "Namespaced";
+    let storage = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .and_then(|vs| {
+            vs.iter()
+                .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        })
+        .and_then(|v| v.get("name").and_then(Value::as_str))
+        .map(|v| format!("{group}/{v}"));
     let versions = crd
         .pointer("/spec/versions")
         .and_then(Value::as_array)
@@ -175,6 +184,7 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
                             .map(str::to_string),
                     }),
                 schema: crate::resources::SchemaSource::Inline(openapi),
+                storage_version: storage.clone(),
             })
         })
         .collect()
