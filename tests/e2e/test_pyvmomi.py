@@ -462,3 +462,43 @@ def test_esx_model_is_a_single_host(tmp_path):
         assert c.rootFolder.childEntity[0].name == "ha-datacenter"
     finally:
         v.stop()
+
+
+def test_create_vm_custom_fields_and_linked_clone(tmp_path):
+    from pyVim.task import WaitForTask
+
+    v = Vcsim(tmp_path)
+    try:
+        si = v.connect()
+        c = si.RetrieveContent()
+        folder = c.searchIndex.FindByInventoryPath("DC0/vm")
+        pool = c.searchIndex.FindByInventoryPath("DC0/host/DC0_C0/Resources")
+        config = vim.vm.ConfigSpec(name="fresh", numCPUs=2, memoryMB=1024, guestId="ubuntu64Guest",
+                                   files=vim.vm.FileInfo(vmPathName="[LocalDS_0]"))
+        task = folder.CreateVM_Task(config=config, pool=pool)
+        WaitForTask(task)
+        fresh = task.info.result
+        assert fresh.name == "fresh" and fresh.config.hardware.numCPU == 2
+        assert fresh.runtime.powerState == "poweredOff" and fresh.config.guestId == "ubuntu64Guest"
+        with pytest.raises(vim.fault.DuplicateName):
+            WaitForTask(folder.CreateVM_Task(config=config, pool=pool))
+
+        fields = c.customFieldsManager
+        owner = fields.AddCustomFieldDef(name="owner", moType=vim.VirtualMachine)
+        fields.SetField(entity=fresh, key=owner.key, value="team-a")
+        assert [(f.key, f.value) for f in fresh.customValue] == [(owner.key, "team-a")]
+        assert [f.name for f in fields.field] == ["owner"]
+
+        source = c.searchIndex.FindByInventoryPath("DC0/vm/DC0_H0_VM0")
+        t = source.CreateSnapshot_Task(name="golden", description="", memory=False, quiesce=False)
+        WaitForTask(t)
+        snap = t.info.result
+        WaitForTask(source.ReconfigVM_Task(vim.vm.ConfigSpec(numCPUs=6)))
+        t = source.CloneVM_Task(folder=folder, name="linked", spec=vim.vm.CloneSpec(
+            location=vim.vm.RelocateSpec(diskMoveType="createNewChildDiskBacking"),
+            snapshot=snap, powerOn=False, template=False))
+        WaitForTask(t)
+        linked = t.info.result
+        assert linked.config.hardware.numCPU == 1, "a linked clone starts from the snapshot"
+    finally:
+        v.stop()

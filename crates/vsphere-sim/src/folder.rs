@@ -47,6 +47,28 @@ pub(crate) fn dispatch(
         ("ResourcePool", "CreateResourcePool") => {
             create_pool(state, this, args.text_of("name").unwrap_or("").trim())
         }
+        ("Folder", "CreateVM_Task") => {
+            let Some(config) = args.child("config").cloned() else {
+                return Some(Err(Fault::invalid_argument("config")));
+            };
+            let pool = match crate::simulator::arg_moref(args, "pool") {
+                Ok(p) => p,
+                Err(f) => return Some(Err(f)),
+            };
+            let host = args.child("host").and_then(Element::moref);
+            Ok(task::start(
+                state,
+                call,
+                this,
+                "Folder.createVm",
+                Operation::CreateVm {
+                    folder: this.clone(),
+                    config,
+                    pool,
+                    host,
+                },
+            ))
+        }
         _ => return None,
     })
 }
@@ -159,4 +181,93 @@ pub(crate) fn move_into(
         }
     }
     Ok(None)
+}
+
+/// Creates a VM from a VirtualMachineConfigSpec (the CreateVM_Task operation).
+pub(crate) fn create_vm(
+    state: &mut State,
+    call: &Call<'_>,
+    folder: &Moref,
+    config: &Element,
+    pool: &Moref,
+    host: Option<&Moref>,
+) -> Result<Option<Val>, Fault> {
+    let name = config.text_of("name").unwrap_or("").trim().to_string();
+    if name.is_empty() {
+        return Err(Fault::invalid_argument("config.name"));
+    }
+    if name_taken(state, folder, &name) {
+        return Err(duplicate_name(&name, folder));
+    }
+    if !state
+        .inventory
+        .by_value(&pool.value)
+        .is_some_and(|p| is_a(&p.moref.ty, "ResourcePool"))
+    {
+        return Err(Fault::not_found(pool));
+    }
+    let owner = state
+        .inventory
+        .get(pool)
+        .and_then(|p| p.props.get("owner"))
+        .and_then(Val::as_mor)
+        .cloned();
+    let owner_obj = owner
+        .as_ref()
+        .and_then(|o| state.inventory.by_value(&o.value))
+        .cloned();
+    let host = match host {
+        Some(h) => h.clone(),
+        None => owner_obj
+            .as_ref()
+            .and_then(|o| o.props.get("host"))
+            .map(Val::morefs)
+            .and_then(|h| h.first().cloned())
+            .ok_or_else(|| Fault::invalid_argument("host"))?,
+    };
+    // The datastore named in `files.vmPathName` ("[LocalDS_0] …"), else the cluster's first.
+    let wanted_ds = config
+        .child("files")
+        .and_then(|f| f.text_of("vmPathName"))
+        .and_then(|p| p.trim().strip_prefix('['))
+        .and_then(|p| p.split(']').next())
+        .map(str::to_string);
+    let datastores = owner_obj
+        .as_ref()
+        .and_then(|o| o.props.get("datastore"))
+        .map(Val::morefs)
+        .unwrap_or_default();
+    let datastore = datastores
+        .iter()
+        .find(|d| {
+            wanted_ds
+                .as_deref()
+                .is_none_or(|w| state.inventory.get(d).is_some_and(|o| o.name() == w))
+        })
+        .cloned()
+        .ok_or_else(|| Fault::invalid_argument("config.files.vmPathName"))?;
+    let network = owner_obj
+        .as_ref()
+        .and_then(|o| o.props.get("network"))
+        .map(Val::morefs)
+        .and_then(|n| n.first().cloned())
+        .ok_or_else(|| Fault::invalid_argument("network"))?;
+    let at = crate::inventory::VmPlacement {
+        host,
+        pool: pool.clone(),
+        folder: folder.clone(),
+        datastore,
+        network,
+    };
+    let vm = crate::inventory::create_vm(&mut state.inventory, &name, &at, call.now);
+    crate::virtual_machine::set_power(state, &vm, "poweredOff", call.now);
+    crate::virtual_machine::reconfigure(state, &vm, config)?;
+    crate::event_manager::emit(
+        state,
+        call,
+        "VmCreatedEvent",
+        Some(&vm),
+        format!("Created virtual machine {name}"),
+    );
+    Ok(Some(Val::Mor(vm)))
 }

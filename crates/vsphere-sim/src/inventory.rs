@@ -218,6 +218,9 @@ pub mod refs {
     pub fn search_index() -> Moref {
         Moref::new("SearchIndex", "SearchIndex")
     }
+    pub fn custom_fields_manager() -> Moref {
+        Moref::new("CustomFieldsManager", "CustomFieldsManager")
+    }
     pub fn event_manager() -> Moref {
         Moref::new("EventManager", "EventManager")
     }

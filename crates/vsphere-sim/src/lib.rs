@@ -13,6 +13,7 @@
 //! assert_eq!(vms, 4);
 //! ```
 
+mod custom_fields;
 mod event_manager;
 pub mod fault;
 mod folder;

@@ -18,6 +18,7 @@ pub fn install_managers(inv: &mut Inventory) {
     }
     crate::task::install(inv);
     crate::event_manager::install(inv);
+    crate::custom_fields::install(inv);
 }
 
 /// `about`: what the simulator claims to be.
@@ -91,6 +92,7 @@ pub fn service_content(call: &Call<'_>) -> Data {
         .with("searchIndex", mor(refs::search_index()))
         .with("taskManager", mor(refs::task_manager()))
         .with("eventManager", mor(refs::event_manager()))
+        .with("customFieldsManager", mor(refs::custom_fields_manager()))
 }
 
 pub fn retrieve_service_content(call: &Call<'_>) -> String {

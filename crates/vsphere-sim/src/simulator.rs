@@ -154,6 +154,19 @@ impl State {
                         Operation::MoveInto { folder, list } => {
                             crate::folder::move_into(self, &folder, &list)
                         }
+                        Operation::CreateVm {
+                            folder,
+                            config,
+                            pool,
+                            host,
+                        } => crate::folder::create_vm(
+                            self,
+                            call,
+                            &folder,
+                            &config,
+                            &pool,
+                            host.as_ref(),
+                        ),
                     };
                     crate::task::complete(self, &task, outcome, call.now);
                 }
@@ -408,13 +421,16 @@ fn dispatch(
             crate::snapshot::dispatch_snapshot(state, call, &this, m, &req.args)
                 .ok_or_else(not_found)?
         }
+        ("CustomFieldsManager", m) => {
+            crate::custom_fields::dispatch(state, m, &req.args).ok_or_else(not_found)?
+        }
         ("EventManager", m) => {
             crate::event_manager::dispatch(state, m, &req.args).ok_or_else(not_found)?
         }
         ("Folder" | "ResourcePool", m)
             if matches!(
                 m,
-                "CreateFolder" | "MoveIntoFolder_Task" | "CreateResourcePool"
+                "CreateFolder" | "MoveIntoFolder_Task" | "CreateResourcePool" | "CreateVM_Task"
             ) =>
         {
             crate::folder::dispatch(state, call, &this, m, &req.args).ok_or_else(not_found)?

@@ -16,10 +16,24 @@ use chrono::{DateTime, Utc};
 #[derive(Debug, Clone)]
 pub(crate) enum Operation {
     Vm(crate::virtual_machine::VmOp),
-    Rename { entity: Moref, name: String },
-    Destroy { entity: Moref },
+    Rename {
+        entity: Moref,
+        name: String,
+    },
+    Destroy {
+        entity: Moref,
+    },
     Snapshot(crate::snapshot::SnapOp),
-    MoveInto { folder: Moref, list: Vec<Moref> },
+    MoveInto {
+        folder: Moref,
+        list: Vec<Moref>,
+    },
+    CreateVm {
+        folder: Moref,
+        config: crate::soap::Element,
+        pool: Moref,
+        host: Option<Moref>,
+    },
 }
 
 /// Something the timeline does at a given time.

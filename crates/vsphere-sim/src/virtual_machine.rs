@@ -566,7 +566,11 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
             c.set("annotation", annotation);
         }
     }
-    for (field, summary) in [("instanceUuid", "instanceUuid"), ("uuid", "uuid")] {
+    for (field, summary) in [
+        ("instanceUuid", "instanceUuid"),
+        ("uuid", "uuid"),
+        ("guestId", "guestId"),
+    ] {
         if let Some(v) = spec.text_of(field).map(str::trim).filter(|v| !v.is_empty()) {
             if let Some(c) = data_mut(o, "config") {
                 c.set(field, v);
@@ -748,11 +752,24 @@ fn clone_now(
     name: &str,
     spec: &Element,
 ) -> Result<Moref, Fault> {
-    let src = state
+    let mut src = state
         .inventory
         .get(source)
         .cloned()
         .ok_or_else(|| Fault::not_found(source))?;
+    // A linked clone starts from a snapshot's configuration, not the VM's current one.
+    if let Some(snapshot) = spec.child("snapshot").and_then(Element::moref) {
+        let snap = state
+            .inventory
+            .get(&snapshot)
+            .ok_or_else(|| Fault::not_found(&snapshot))?;
+        if snap.props.get("vm").and_then(Val::as_mor) != Some(source) {
+            return Err(Fault::invalid_argument("spec.snapshot"));
+        }
+        if let Some(config) = snap.props.get("config").cloned() {
+            src.set("config", config);
+        }
+    }
     let duplicate = state
         .inventory
         .children(folder)

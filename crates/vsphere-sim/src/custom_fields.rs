@@ -1,0 +1,153 @@
+//! CustomFieldsManager: custom attribute definitions and their values on entities
+//! (`customValue`, `availableField`), as govc `fields.*` and CAPV's tagging fallbacks use.
+
+use crate::fault::Fault;
+use crate::inventory::ManagedObject;
+use crate::simulator::{arg_moref, State};
+use crate::soap::Element;
+use crate::value::{write_element, Data, Val};
+
+pub(crate) fn install(inv: &mut crate::inventory::Inventory) {
+    let m = crate::inventory::refs::custom_fields_manager();
+    let mut o = ManagedObject::new(&m.ty, &m.value);
+    o.set("field", Val::Array("CustomFieldDef", vec![]));
+    inv.insert(o);
+}
+
+fn definitions(state: &State) -> Vec<Data> {
+    match state
+        .inventory
+        .get(&crate::inventory::refs::custom_fields_manager())
+        .and_then(|o| o.props.get("field"))
+    {
+        Some(Val::Array(_, items)) => items
+            .iter()
+            .filter_map(|v| match v {
+                Val::Data(d) => Some(d.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn set_definitions(state: &mut State, defs: Vec<Data>) {
+    if let Some(o) = state
+        .inventory
+        .get_mut(&crate::inventory::refs::custom_fields_manager())
+    {
+        o.set(
+            "field",
+            Val::Array("CustomFieldDef", defs.into_iter().map(Val::Data).collect()),
+        );
+    }
+}
+
+pub(crate) fn dispatch(
+    state: &mut State,
+    method: &str,
+    args: &Element,
+) -> Option<Result<String, Fault>> {
+    Some(match method {
+        "AddCustomFieldDef" => {
+            let name = args.text_of("name").unwrap_or("").trim().to_string();
+            let mo_type = args.text_of("moType").unwrap_or("").trim().to_string();
+            let mut defs = definitions(state);
+            if name.is_empty() {
+                return Some(Err(Fault::invalid_argument("name")));
+            }
+            if defs
+                .iter()
+                .any(|d| d.get("name").and_then(Val::as_str) == Some(name.as_str()))
+            {
+                return Some(Err(crate::managed_entity::duplicate_name(
+                    &name,
+                    &crate::inventory::refs::custom_fields_manager(),
+                )));
+            }
+            let key = defs
+                .iter()
+                .filter_map(|d| match d.get("key") {
+                    Some(Val::Int(k)) => Some(*k),
+                    _ => None,
+                })
+                .max()
+                .unwrap_or(0)
+                + 1;
+            let privileges = || {
+                Data::new("PrivilegePolicyDef")
+                    .with("createPrivilege", "System.View")
+                    .with("readPrivilege", "System.View")
+                    .with("updatePrivilege", "System.View")
+                    .with("deletePrivilege", "System.View")
+            };
+            let def = Data::new("CustomFieldDef")
+                .with("key", key)
+                .with("name", name.as_str())
+                .with("type", "string")
+                .with("managedObjectType", mo_type.as_str())
+                .with("fieldDefPrivileges", privileges())
+                .with("fieldInstancePrivileges", privileges());
+            defs.push(def.clone());
+            set_definitions(state, defs);
+            let mut out = String::new();
+            write_element(&mut out, "returnval", &Val::Data(def), false);
+            Ok(out)
+        }
+        "RemoveCustomFieldDef" => {
+            let key = args
+                .text_of("key")
+                .and_then(|k| k.trim().parse::<i32>().ok())
+                .unwrap_or(-1);
+            let mut defs = definitions(state);
+            let before = defs.len();
+            defs.retain(|d| d.get("key") != Some(&Val::Int(key)));
+            if defs.len() == before {
+                return Some(Err(Fault::invalid_argument("key")));
+            }
+            set_definitions(state, defs);
+            Ok(String::new())
+        }
+        "SetField" => {
+            let entity = match arg_moref(args, "entity") {
+                Ok(e) => e,
+                Err(f) => return Some(Err(f)),
+            };
+            let key = args
+                .text_of("key")
+                .and_then(|k| k.trim().parse::<i32>().ok())
+                .unwrap_or(-1);
+            let value = args.text_of("value").unwrap_or("").to_string();
+            let defs = definitions(state);
+            if !defs.iter().any(|d| d.get("key") == Some(&Val::Int(key))) {
+                return Some(Err(Fault::invalid_argument("key")));
+            }
+            let Some(o) = state.inventory.get_mut(&entity) else {
+                return Some(Err(Fault::not_found(&entity)));
+            };
+            let mut values: Vec<Val> = match o.props.get("customValue") {
+                Some(Val::Array(_, items)) => items.clone(),
+                _ => Vec::new(),
+            };
+            values.retain(|v| v.path("key") != Some(&Val::Int(key)));
+            if !value.is_empty() {
+                values.push(Val::Data(
+                    Data::new("CustomFieldStringValue")
+                        .with("key", key)
+                        .with("value", value.as_str()),
+                ));
+            }
+            o.set(
+                "customValue",
+                Val::Array("CustomFieldValue", values.clone()),
+            );
+            o.set("value", Val::Array("CustomFieldValue", values));
+            o.set(
+                "availableField",
+                Val::Array("CustomFieldDef", defs.into_iter().map(Val::Data).collect()),
+            );
+            Ok(String::new())
+        }
+        _ => return None,
+    })
+}
