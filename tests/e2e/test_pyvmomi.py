@@ -502,3 +502,16 @@ def test_create_vm_custom_fields_and_linked_clone(tmp_path):
         assert linked.config.hardware.numCPU == 1, "a linked clone starts from the snapshot"
     finally:
         v.stop()
+
+
+def test_folder_model_places_datacenters_and_content_in_folders(tmp_path):
+    v = Vcsim(tmp_path, "--datacenters", "2", "--folders", "1", "--standalone-hosts", "0", "--vms", "1")
+    try:
+        si = v.connect()
+        s = si.RetrieveContent().searchIndex
+        assert s.FindByInventoryPath("DC0/vm/DC0_C0_RP0_VM0") is not None, "DC0 stays at the root"
+        assert s.FindByInventoryPath("F0/DC1/vm/F0/DC1_C0_RP0_VM0") is not None
+        assert s.FindByInventoryPath("F0/DC1/host/F0/DC1_C0") is not None
+        assert s.FindByInventoryPath("F0/DC1/datastore/F0/LocalDS_0") is not None
+    finally:
+        v.stop()

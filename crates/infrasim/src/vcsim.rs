@@ -43,6 +43,9 @@ pub struct VcsimArgs {
     /// Distributed port groups per datacenter.
     #[arg(long, default_value_t = 1)]
     portgroups: usize,
+    /// Datacenters (the last ones) placed in a folder, with their content in subfolders.
+    #[arg(long, default_value_t = 0)]
+    folders: usize,
     /// Simulate a single ESXi host instead of a vCenter.
     #[arg(long)]
     esx: bool,
@@ -97,6 +100,7 @@ pub async fn run(args: VcsimArgs) -> anyhow::Result<()> {
             datastores: args.datastores,
             pools: args.pools,
             portgroups: args.portgroups,
+            folders: args.folders,
             esx: args.esx,
         },
         task_delay: Duration::from_millis(args.task_delay_ms),

@@ -22,6 +22,8 @@ pub struct Model {
     pub pools: usize,
     /// Distributed port groups per datacenter.
     pub portgroups: usize,
+    /// How many datacenters (the last ones) sit inside a folder (govmomi's `Folder`).
+    pub folders: usize,
     /// A single-host ESX model instead of a vCenter.
     pub esx: bool,
 }
@@ -37,6 +39,7 @@ impl Default for Model {
             datastores: 1,
             pools: 0,
             portgroups: 1,
+            folders: 0,
             esx: false,
         }
     }
@@ -563,7 +566,24 @@ pub fn generate(model: &Model, now: DateTime<Utc>) -> Inventory {
         &["Folder", "Datacenter"],
     );
     let datacenters = if model.esx { 1 } else { model.datacenters };
+    let mut nfolder = 0;
     for d in 0..datacenters {
+        // govmomi's Folder model: the last N datacenters sit in a folder F<n> under the root,
+        // and what they hold goes into F<n> subfolders of their vm/host/datastore/network.
+        let in_folder = !model.esx && nfolder < model.folders && d + model.folders >= datacenters;
+        let parent = if in_folder {
+            let f = folder(
+                &mut inv,
+                "group-d",
+                &format!("F{nfolder}"),
+                &root,
+                &["Folder", "Datacenter"],
+            );
+            link(&mut inv, &root, "childEntity", &f);
+            f
+        } else {
+            root.clone()
+        };
         let dc_name = if model.esx {
             "ha-datacenter".to_string()
         } else {
@@ -601,7 +621,7 @@ pub fn generate(model: &Model, now: DateTime<Utc>) -> Inventory {
         );
         let mut dco = ManagedObject::new("Datacenter", &dc_value);
         dco.set("name", dc_name.as_str());
-        dco.set("parent", root.clone());
+        dco.set("parent", parent.clone());
         dco.set("vmFolder", vm_folder.clone());
         dco.set("hostFolder", host_folder.clone());
         dco.set("datastoreFolder", ds_folder.clone());
@@ -610,7 +630,31 @@ pub fn generate(model: &Model, now: DateTime<Utc>) -> Inventory {
         dco.set("network", mor_array([]));
         dco.set("overallStatus", enum_val("ManagedEntityStatus", "green"));
         inv.insert(dco);
-        link(&mut inv, &root, "childEntity", &dc);
+        link(&mut inv, &parent, "childEntity", &dc);
+        let (vm_folder, host_folder, ds_folder, net_folder) = if in_folder {
+            let name = format!("F{nfolder}");
+            nfolder += 1;
+            let sub = |inv: &mut Inventory, prefix: &str, parent: &Moref| {
+                let child_type = inv
+                    .get(parent)
+                    .and_then(|p| p.props.get("childType"))
+                    .cloned();
+                let f = folder(inv, prefix, &name, parent, &[]);
+                if let (Some(ct), Some(o)) = (child_type, inv.get_mut(&f)) {
+                    o.set("childType", ct);
+                }
+                link(inv, parent, "childEntity", &f);
+                f
+            };
+            (
+                sub(&mut inv, "group-v", &vm_folder),
+                sub(&mut inv, "group-h", &host_folder),
+                sub(&mut inv, "group-s", &ds_folder),
+                sub(&mut inv, "group-n", &net_folder),
+            )
+        } else {
+            (vm_folder, host_folder, ds_folder, net_folder)
+        };
 
         // Storage and networks first: hosts and VMs refer to them.
         let mut datastores = Vec::new();
