@@ -200,3 +200,12 @@ spec:
     assert patched["apiVersion"] == "multi.example.com/v1beta1" and patched["spec"]["x"] == 2
     stored = json.loads(plane.kubectl("get", "crd", "things.multi.example.com", "-o", "json").stdout)
     assert stored["status"]["storedVersions"] == ["v1"]
+
+
+def test_wait_for_a_condition_on_a_custom_resource(plane, ns, crd):
+    api = client.CustomObjectsApi(plane.api())
+    api.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, gadget("waited", 2))
+    api.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, "waited",
+                                              {"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    out = plane.kubectl("-n", ns, "wait", "--for=condition=Ready", "gadget/waited", "--timeout=10s").stdout
+    assert "condition met" in out
