@@ -1,6 +1,7 @@
 //! The `infrasim` command: wires the crates together behind a CLI.
 
 mod bench;
+mod fleet;
 mod up;
 mod vcsim;
 
@@ -19,6 +20,8 @@ struct Cli {
 enum Command {
     /// Start the embedded management plane (a Kubernetes-compatible API server).
     Up(up::UpArgs),
+    /// Host N simulated workload clusters, each with an admin kubeconfig.
+    Fleet(fleet::FleetArgs),
     /// Serve one vSphere simulator (SOAP at /sdk).
     Vcsim(vcsim::VcsimArgs),
     /// Measure the servers against baselines and print a table.
@@ -64,5 +67,6 @@ fn main() -> anyhow::Result<()> {
         Command::Up(args) => runtime.block_on(up::run(args)),
         Command::Bench(args) => runtime.block_on(bench::run(args)),
         Command::Vcsim(args) => runtime.block_on(vcsim::run(args)),
+        Command::Fleet(args) => runtime.block_on(fleet::run(args)),
     }
 }

@@ -27,6 +27,27 @@ pub mod auth;
 pub mod authz;
 pub mod crd;
 mod crud;
+
+/// Writing objects into a group the way the API would, for code that seeds clusters.
+pub mod crud_support {
+    use infrasim_store::{Group, StoreError};
+    use serde_json::Value;
+
+    /// Creates `object` in `resource` with the selectable fields its kind has; an existing
+    /// object of that name is left as it is.
+    pub fn store_object(group: &Group, resource: &str, object: Value) {
+        let kind = object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let derived = crate::crud::derive(&kind, &object);
+        match group.create(resource, object, derived) {
+            Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
+            Err(e) => tracing::warn!(resource, error = %e, "seeding an object"),
+        }
+    }
+}
 mod defaults;
 mod discovery;
 pub mod fuzzing;

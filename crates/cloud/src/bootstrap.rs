@@ -1,0 +1,270 @@
+//! What kubeadm leaves in a cluster, written straight into the cluster's store: Nodes (Ready,
+//! with the control-plane label and taint), their Leases, the static pods of each control-plane
+//! node, kubeadm's ConfigMaps and RBAC, the `kubernetes` EndpointSlice, kube-proxy and CoreDNS.
+
+use infrasim_kube_api::crud_support::store_object;
+use infrasim_store::Group;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// The shape of a simulated cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterShape {
+    pub name: String,
+    pub control_planes: usize,
+    pub workers: usize,
+    pub kubernetes_version: String,
+}
+
+/// Node names: `<cluster>-control-plane-<i>` and `<cluster>-worker-<i>`.
+pub fn node_names(shape: &ClusterShape) -> Vec<(String, bool)> {
+    let mut names: Vec<(String, bool)> = (0..shape.control_planes)
+        .map(|i| (format!("{}-control-plane-{i}", shape.name), true))
+        .collect();
+    names.extend((0..shape.workers).map(|i| (format!("{}-worker-{i}", shape.name), false)));
+    names
+}
+
+fn node_ip(cluster_index: u32, node_index: usize) -> String {
+    format!(
+        "10.{}.{}.{}",
+        200 + (cluster_index / 256) % 50,
+        cluster_index % 256,
+        node_index + 10
+    )
+}
+
+fn node(shape: &ClusterShape, name: &str, control_plane: bool, ip: &str, now: &str) -> Value {
+    let mut labels = json!({
+        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
+    });
+    let mut spec = json!({"providerID": format!("in-memory://{name}"), "podCIDR": "10.244.0.0/24"});
+    if control_plane {
+        labels["node-role.kubernetes.io/control-plane"] = json!("");
+        labels["node.kubernetes.io/exclude-from-external-load-balancers"] = json!("");
+        spec["taints"] =
+            json!([{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]);
+    }
+    let condition = |ty: &str, status: &str, reason: &str, message: &str| json!({"type": ty, "status": status, "lastHeartbeatTime": now, "lastTransitionTime": now, "reason": reason, "message": message});
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels,
+                     "annotations": {"kubeadm.alpha.kubernetes.io/cri-socket": "unix:///var/run/containerd/containerd.sock",
+                                     "node.alpha.kubernetes.io/ttl": "0"}},
+        "spec": spec,
+        "status": {
+            "capacity": {"cpu": "2", "memory": "4029056Ki", "pods": "110", "ephemeral-storage": "41152812Ki"},
+            "allocatable": {"cpu": "2", "memory": "3926656Ki", "pods": "110", "ephemeral-storage": "37926431477"},
+            "conditions": [
+                condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+            ],
+            "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
+            "nodeInfo": {
+                "machineID": uuid::Uuid::new_v4().simple().to_string(),
+                "systemUUID": uuid::Uuid::new_v4().to_string(),
+                "bootID": uuid::Uuid::new_v4().to_string(),
+                "kernelVersion": "6.1.0-infrasim", "osImage": "Ubuntu 22.04.4 LTS (infrasim)",
+                "containerRuntimeVersion": "containerd://1.7.18",
+                "kubeletVersion": shape.kubernetes_version, "kubeProxyVersion": shape.kubernetes_version,
+                "operatingSystem": "linux", "architecture": "amd64",
+            },
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        }
+    })
+}
+
+/// A pod the bootstrap writes as already running.
+struct RunningPod<'a> {
+    name: &'a str,
+    node: &'a str,
+    ip: &'a str,
+    host_network: bool,
+    labels: Value,
+    image: &'a str,
+    container: &'a str,
+}
+
+fn running_pod(p: RunningPod<'_>, now: &str) -> Value {
+    let RunningPod {
+        name,
+        node,
+        ip,
+        host_network,
+        labels,
+        image,
+        container,
+    } = p;
+    let ready = |ty: &str| json!({"type": ty, "status": "True", "lastProbeTime": null, "lastTransitionTime": now});
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "kube-system", "labels": labels},
+        "spec": {
+            "nodeName": node, "hostNetwork": host_network, "priorityClassName": "system-node-critical", "priority": 2000001000,
+            "containers": [{"name": container, "image": image}],
+            "tolerations": [{"operator": "Exists", "effect": "NoExecute"}],
+        },
+        "status": {
+            "phase": "Running", "hostIP": ip, "podIP": ip, "podIPs": [{"ip": ip}], "startTime": now, "qosClass": "Burstable",
+            "conditions": [ready("PodReadyToStartContainers"), ready("Initialized"), ready("Ready"), ready("ContainersReady"), ready("PodScheduled")],
+            "containerStatuses": [{
+                "name": container, "ready": true, "started": true, "restartCount": 0, "image": image,
+                "imageID": format!("{image}@sha256:{}", uuid::Uuid::new_v4().simple()),
+                "containerID": format!("containerd://{}", uuid::Uuid::new_v4().simple()),
+                "state": {"running": {"startedAt": now}},
+            }],
+        }
+    })
+}
+
+/// The ClusterConfiguration kubeadm records in `kubeadm-config`.
+fn cluster_configuration(shape: &ClusterShape, endpoint: &str) -> String {
+    format!(
+        "apiServer: {{}}\napiVersion: kubeadm.k8s.io/v1beta3\ncertificatesDir: /etc/kubernetes/pki\nclusterName: {name}\ncontrolPlaneEndpoint: {endpoint}\ncontrollerManager: {{}}\ndns: {{}}\netcd:\n  local:\n    dataDir: /var/lib/etcd\nimageRepository: registry.k8s.io\nkind: ClusterConfiguration\nkubernetesVersion: {version}\nnetworking:\n  dnsDomain: cluster.local\n  podSubnet: 10.244.0.0/16\n  serviceSubnet: 10.96.0.0/12\nscheduler: {{}}\n",
+        name = shape.name,
+        version = shape.kubernetes_version,
+    )
+}
+
+/// Writes the bootstrapped cluster into `group`.
+pub fn bootstrap(
+    group: &Arc<Group>,
+    shape: &ClusterShape,
+    cluster_index: u32,
+    endpoint: &str,
+    ca_pem: &str,
+    now: &str,
+) {
+    let version = &shape.kubernetes_version;
+    let mut objects: Vec<(&str, Value)> = Vec::new();
+    for (i, (name, control_plane)) in node_names(shape).into_iter().enumerate() {
+        let ip = node_ip(cluster_index, i);
+        objects.push(("nodes", node(shape, &name, control_plane, &ip, now)));
+        objects.push((
+            "leases.coordination.k8s.io",
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                   "metadata": {"name": name, "namespace": "kube-node-lease"},
+                   "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now.replace('Z', ".000000Z")}}),
+        ));
+        if control_plane {
+            for component in [
+                "etcd",
+                "kube-apiserver",
+                "kube-controller-manager",
+                "kube-scheduler",
+            ] {
+                let image = format!(
+                    "registry.k8s.io/{component}:{}",
+                    if component == "etcd" {
+                        "3.5.15-0".to_string()
+                    } else {
+                        version.clone()
+                    }
+                );
+                objects.push((
+                    "pods",
+                    running_pod(
+                        RunningPod {
+                            name: &format!("{component}-{name}"),
+                            node: &name,
+                            ip: &ip,
+                            host_network: true,
+                            labels: json!({"component": component, "tier": "control-plane"}),
+                            image: &image,
+                            container: component,
+                        },
+                        now,
+                    ),
+                ));
+            }
+        }
+        objects.push((
+            "pods",
+            running_pod(RunningPod { name: &format!(
+                    "kube-proxy-{}",
+                    &uuid::Uuid::new_v4().simple().to_string()[..5]
+                ), node: &name, ip: &ip, host_network: true, labels: json!({"k8s-app": "kube-proxy", "controller-revision-hash": "7b9c8d6f5"}), image: &format!("registry.k8s.io/kube-proxy:{version}"), container: "kube-proxy" }, now),
+        ));
+    }
+    let first_node = node_names(shape)
+        .first()
+        .map(|(n, _)| n.clone())
+        .unwrap_or_default();
+    for i in 0..2 {
+        objects.push((
+            "pods",
+            running_pod(
+                RunningPod {
+                    name: &format!(
+                        "coredns-76f75df574-{}",
+                        &uuid::Uuid::new_v4().simple().to_string()[..5]
+                    ),
+                    node: &first_node,
+                    ip: &format!("10.244.0.{}", i + 2),
+                    host_network: false,
+                    labels: json!({"k8s-app": "kube-dns", "pod-template-hash": "76f75df574"}),
+                    image: "registry.k8s.io/coredns/coredns:v1.11.1",
+                    container: "coredns",
+                },
+                now,
+            ),
+        ));
+    }
+    let nodes = (shape.control_planes + shape.workers) as i64;
+    objects.extend([
+        ("configmaps", json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kubeadm-config", "namespace": "kube-system"},
+            "data": {"ClusterConfiguration": cluster_configuration(shape, endpoint)}})),
+        ("configmaps", json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kubelet-config", "namespace": "kube-system"},
+            "data": {"kubelet": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\nclusterDNS:\n- 10.96.0.10\nclusterDomain: cluster.local\n"}})),
+        ("configmaps", json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cluster-info", "namespace": "kube-public"},
+            "data": {"kubeconfig": format!("apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: https://{endpoint}\n  name: \"\"\ncontexts: null\ncurrent-context: \"\"\nkind: Config\npreferences: {{}}\nusers: null\n", base64_encode(ca_pem))}})),
+        ("configmaps", json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "coredns", "namespace": "kube-system"},
+            "data": {"Corefile": ".:53 {\n    errors\n    health\n    ready\n    kubernetes cluster.local in-addr.arpa ip6.arpa {\n       pods insecure\n       fallthrough in-addr.arpa ip6.arpa\n    }\n    forward . /etc/resolv.conf\n    cache 30\n    loop\n    reload\n    loadbalance\n}\n"}})),
+        ("configmaps", json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kube-proxy", "namespace": "kube-system", "labels": {"app": "kube-proxy"}},
+            "data": {"config.conf": "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: iptables\n"}})),
+        ("clusterroles.rbac.authorization.k8s.io", json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "kubeadm:get-nodes"}, "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]})),
+        ("daemonsets.apps", json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "kube-proxy", "namespace": "kube-system", "labels": {"k8s-app": "kube-proxy"}, "generation": 1},
+            "spec": {"selector": {"matchLabels": {"k8s-app": "kube-proxy"}},
+                     "template": {"metadata": {"labels": {"k8s-app": "kube-proxy"}},
+                                  "spec": {"containers": [{"name": "kube-proxy", "image": format!("registry.k8s.io/kube-proxy:{version}")}],
+                                           "hostNetwork": true, "priorityClassName": "system-node-critical"}}},
+            "status": {"currentNumberScheduled": nodes, "desiredNumberScheduled": nodes, "numberAvailable": nodes,
+                       "numberReady": nodes, "updatedNumberScheduled": nodes, "observedGeneration": 1, "numberMisscheduled": 0}})),
+        ("deployments.apps", json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "coredns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                     "template": {"metadata": {"labels": {"k8s-app": "kube-dns"}},
+                                  "spec": {"containers": [{"name": "coredns", "image": "registry.k8s.io/coredns/coredns:v1.11.1"}],
+                                           "priorityClassName": "system-cluster-critical"}}},
+            "status": {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 2, "observedGeneration": 1,
+                       "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "lastUpdateTime": now, "lastTransitionTime": now}]}})),
+        ("services", json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}},
+            "spec": {"clusterIP": "10.96.0.10", "selector": {"k8s-app": "kube-dns"},
+                     "ports": [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+                               {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53}]}})),
+        ("endpointslices.discovery.k8s.io", json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"kubernetes.io/service-name": "kubernetes"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [node_ip(cluster_index, 0)], "conditions": {"ready": true}}],
+            "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]})),
+    ]);
+    for (resource, object) in objects {
+        store_object(group, resource, object);
+    }
+}
+
+fn base64_encode(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
+}

@@ -1,0 +1,265 @@
+//! Simulated workload clusters: each one a resource group served by the `kube-api` engine on
+//! its own control-plane endpoint (a port from a range, on loopback unless told otherwise),
+//! with its own PKI, brought up as kubeadm leaves a cluster.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use infrasim_cloud::{Cloud, CloudConfig, ClusterShape};
+//! let cloud = Cloud::new(CloudConfig::default());
+//! let cluster = cloud
+//!     .create_cluster(ClusterShape {
+//!         name: "c1".into(),
+//!         control_planes: 1,
+//!         workers: 2,
+//!         kubernetes_version: "v1.31.0".into(),
+//!     })
+//!     .await?;
+//! println!("{}", cluster.kubeconfig);
+//! # Ok(()) }
+//! ```
+
+mod bootstrap;
+
+pub use bootstrap::{node_names, ClusterShape};
+
+use infrasim_clock::{SharedClock, SystemClock};
+use infrasim_kube_api::kubeconfig::{self, KubeconfigSpec};
+use infrasim_kube_api::pki::{CertificateAuthority, PkiError};
+use infrasim_kube_api::{ApiConfig, ApiServer, ServeError};
+use infrasim_store::{Store, StoreConfig, StoreError};
+use std::collections::{BTreeSet, HashMap};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::ops::RangeInclusive;
+use std::sync::{Arc, Mutex};
+use thiserror::Error;
+use tokio::sync::oneshot;
+
+/// Why a cluster could not be created.
+#[derive(Debug, Error)]
+pub enum CloudError {
+    #[error("cluster {0:?} already exists")]
+    Exists(String),
+    #[error("no free port in {0:?}")]
+    NoPort(RangeInclusive<u16>),
+    #[error(transparent)]
+    Pki(#[from] PkiError),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Where endpoints listen.
+#[derive(Debug, Clone)]
+pub struct CloudConfig {
+    /// The address endpoints bind and advertise (loopback by default).
+    pub advertise: IpAddr,
+    /// The ports control-plane endpoints take, lowest free first.
+    pub ports: RangeInclusive<u16>,
+    /// Change events each cluster keeps for watch resumption.
+    pub watch_window: usize,
+}
+
+impl Default for CloudConfig {
+    fn default() -> Self {
+        CloudConfig {
+            advertise: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            ports: 20000..=24000,
+            watch_window: 1000,
+        }
+    }
+}
+
+/// A running cluster, as its users reach it.
+#[derive(Debug, Clone)]
+pub struct ClusterInfo {
+    pub name: String,
+    pub endpoint: SocketAddr,
+    /// An admin kubeconfig (client certificate signed by the cluster's own CA).
+    pub kubeconfig: String,
+    pub nodes: usize,
+}
+
+struct Running {
+    info: ClusterInfo,
+    _stop: oneshot::Sender<()>,
+}
+
+/// Many clusters in one process.
+pub struct Cloud {
+    config: CloudConfig,
+    clock: SharedClock,
+    store: Store,
+    clusters: Mutex<HashMap<String, Running>>,
+    ports: Mutex<BTreeSet<u16>>,
+}
+
+impl Cloud {
+    pub fn new(config: CloudConfig) -> Self {
+        let store = Store::in_memory(StoreConfig {
+            watch_window: config.watch_window,
+            watcher_buffer: 1024,
+        });
+        Cloud {
+            config,
+            clock: SystemClock::shared(),
+            store,
+            clusters: Mutex::new(HashMap::new()),
+            ports: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// Binds the lowest free port of the range (skipping ports other programs hold).
+    async fn bind(&self) -> Result<tokio::net::TcpListener, CloudError> {
+        for port in self.config.ports.clone() {
+            {
+                let mut taken = self.ports.lock().unwrap_or_else(|p| p.into_inner());
+                if taken.contains(&port) {
+                    continue;
+                }
+                taken.insert(port);
+            }
+            match tokio::net::TcpListener::bind(SocketAddr::new(self.config.advertise, port)).await
+            {
+                Ok(l) => return Ok(l),
+                Err(_) => {
+                    self.ports
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&port);
+                }
+            }
+        }
+        Err(CloudError::NoPort(self.config.ports.clone()))
+    }
+
+    /// Creates, bootstraps and serves a cluster.
+    pub async fn create_cluster(&self, shape: ClusterShape) -> Result<ClusterInfo, CloudError> {
+        if self
+            .clusters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&shape.name)
+        {
+            return Err(CloudError::Exists(shape.name));
+        }
+        let group = self
+            .store
+            .create_group(&format!("cluster/{}", shape.name))?;
+        let ca = CertificateAuthority::generate(&format!("{}-ca", shape.name))?;
+        let listener = self.bind().await?;
+        let endpoint = listener.local_addr().map_err(ServeError::from)?;
+        let index = self
+            .clusters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len() as u32;
+        let now = infrasim_store::format_time(self.clock.now());
+        let server = ApiServer::new(
+            group.clone(),
+            ca.clone(),
+            self.clock.clone(),
+            ApiConfig {
+                kubernetes_version: shape.kubernetes_version.clone(),
+                ..ApiConfig::default()
+            },
+        );
+        bootstrap::bootstrap(
+            &group,
+            &shape,
+            index,
+            &endpoint.to_string(),
+            &ca.cert_pem,
+            &now,
+        );
+        // The serving certificate carries the SANs kubeadm gives an API server.
+        let dns: Vec<String> = [
+            "localhost".to_string(),
+            "kubernetes".into(),
+            "kubernetes.default".into(),
+            "kubernetes.default.svc".into(),
+            "kubernetes.default.svc.cluster.local".into(),
+        ]
+        .into_iter()
+        .chain(
+            node_names(&shape)
+                .into_iter()
+                .filter(|(_, cp)| *cp)
+                .map(|(n, _)| n),
+        )
+        .collect();
+        let ips = vec![
+            self.config.advertise,
+            IpAddr::V4(Ipv4Addr::new(10, 96, 0, 1)),
+        ];
+        let serving = ca.serving_cert("kube-apiserver", &dns, &ips)?;
+        let tls = server.tls_config(&serving)?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(server.serve(listener, tls, async move {
+            let _ = stopped.await;
+        }));
+        let admin = ca.client_cert("kubernetes-admin", &["system:masters"])?;
+        let kubeconfig = kubeconfig::render(&KubeconfigSpec {
+            cluster_name: &shape.name,
+            user_name: &format!("{}-admin", shape.name),
+            server: &format!("https://{endpoint}"),
+            ca_pem: &ca.cert_pem,
+            client_cert_pem: &admin.cert_pem,
+            client_key_pem: &admin.key_pem,
+            tls_server_name: None,
+        });
+        let info = ClusterInfo {
+            name: shape.name.clone(),
+            endpoint,
+            kubeconfig,
+            nodes: shape.control_planes + shape.workers,
+        };
+        self.clusters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                shape.name.clone(),
+                Running {
+                    info: info.clone(),
+                    _stop: stop,
+                },
+            );
+        Ok(info)
+    }
+
+    /// Stops serving a cluster and drops its objects; its port becomes free again.
+    pub fn delete_cluster(&self, name: &str) -> bool {
+        let removed = self
+            .clusters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+        match removed {
+            Some(r) => {
+                self.ports
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&r.info.endpoint.port());
+                let _ = self.store.drop_group(&format!("cluster/{name}"));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The running clusters, by name.
+    pub fn clusters(&self) -> Vec<ClusterInfo> {
+        let mut all: Vec<ClusterInfo> = self
+            .clusters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|r| r.info.clone())
+            .collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+}
+
+/// A shared cloud.
+pub type SharedCloud = Arc<Cloud>;

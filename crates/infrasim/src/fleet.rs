@@ -1,0 +1,77 @@
+//! `infrasim fleet`: N simulated clusters straight from flags, with an admin kubeconfig each.
+
+use clap::Args;
+use infrasim_cloud::{Cloud, CloudConfig, ClusterShape};
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    /// How many clusters.
+    #[arg(long, default_value_t = 3)]
+    count: usize,
+    /// Control-plane nodes per cluster.
+    #[arg(long, default_value_t = 1)]
+    control_planes: usize,
+    /// Worker nodes per cluster.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Cluster names are PREFIX-0, PREFIX-1, …
+    #[arg(long, default_value = "sim")]
+    name_prefix: String,
+    /// The Kubernetes version the clusters report.
+    #[arg(long, default_value = "v1.31.0")]
+    kubernetes_version: String,
+    /// Where to write `<name>.kubeconfig` files.
+    #[arg(long, default_value = "./fleet")]
+    out: PathBuf,
+    /// The address endpoints listen on and advertise.
+    #[arg(long, default_value = "127.0.0.1")]
+    advertise_address: IpAddr,
+    /// First port of the endpoint range.
+    #[arg(long, default_value_t = 20000)]
+    port_min: u16,
+    /// Last port of the endpoint range.
+    #[arg(long, default_value_t = 24000)]
+    port_max: u16,
+}
+
+pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
+    let cloud = Cloud::new(CloudConfig {
+        advertise: args.advertise_address,
+        ports: args.port_min..=args.port_max,
+        ..CloudConfig::default()
+    });
+    std::fs::create_dir_all(&args.out)?;
+    for i in 0..args.count {
+        let name = format!("{}-{i}", args.name_prefix);
+        let info = cloud
+            .create_cluster(ClusterShape {
+                name: name.clone(),
+                control_planes: args.control_planes.max(1),
+                workers: args.workers,
+                kubernetes_version: args.kubernetes_version.clone(),
+            })
+            .await?;
+        let path = args.out.join(format!("{name}.kubeconfig"));
+        infrasim_kube_api::pki::write_private(&path, &info.kubeconfig)?;
+        eprint!("\rclusters up: {}/{}", i + 1, args.count);
+    }
+    eprintln!();
+    println!(
+        "{:<24} {:<24} {:>11}  KUBECONFIG",
+        "NAME", "ENDPOINT", "NODES READY"
+    );
+    for c in cloud.clusters() {
+        println!(
+            "{:<24} {:<24} {:>11}  {}",
+            c.name,
+            format!("https://{}", c.endpoint),
+            format!("{}/{}", c.nodes, c.nodes),
+            args.out.join(format!("{}.kubeconfig", c.name)).display()
+        );
+    }
+    println!("fleet ready; Ctrl-C stops it");
+    crate::shutdown_signal().await;
+    Ok(())
+}

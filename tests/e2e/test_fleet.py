@@ -1,0 +1,92 @@
+"""`infrasim fleet`: simulated workload clusters, through kubectl and the Python client."""
+
+import os
+import subprocess
+import time
+
+import pytest
+import urllib3
+import yaml
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from conftest import BINARY, free_port
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fleet")
+    base = free_port()
+    proc = subprocess.Popen(
+        [BINARY, "fleet", "--count", "2", "--control-planes", "1", "--workers", "2", "--name-prefix", "wl",
+         "--out", str(out), "--port-min", str(base), "--port-max", str(base + 50)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    deadline = time.time() + 30
+    lines = []
+    while not lines or lines[-1] != "fleet ready; Ctrl-C stops it":
+        assert time.time() < deadline and proc.poll() is None, f"fleet did not start: {lines}"
+        lines.append(proc.stdout.readline().strip())
+    yield out, lines
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def kubectl(kubeconfig, *args):
+    return subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), *args], capture_output=True, text=True, timeout=30)
+
+
+def test_table_and_kubeconfigs(fleet):
+    out, lines = fleet
+    table = [l.split() for l in lines if l.startswith("wl-")]
+    assert [(row[0], row[2]) for row in table] == [("wl-0", "3/3"), ("wl-1", "3/3")]
+    assert os.path.exists(out / "wl-0.kubeconfig") and os.path.exists(out / "wl-1.kubeconfig")
+
+
+def test_nodes_and_static_pods(fleet):
+    out, _ = fleet
+    nodes = kubectl(out / "wl-0.kubeconfig", "get", "nodes").stdout.splitlines()
+    assert nodes[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    rows = {line.split()[0]: line.split() for line in nodes[1:]}
+    assert rows["wl-0-control-plane-0"][1:3] == ["Ready", "control-plane"]
+    assert rows["wl-0-worker-1"][1:3] == ["Ready", "<none>"]
+    assert all(r[4] == "v1.31.0" for r in rows.values())
+    pods = kubectl(out / "wl-0.kubeconfig", "-n", "kube-system", "get", "pods").stdout.splitlines()[1:]
+    status = {p.split()[0]: p.split()[1:3] for p in pods}
+    for component in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]:
+        assert status[f"{component}-wl-0-control-plane-0"] == ["1/1", "Running"]
+    assert sum(1 for name in status if name.startswith("kube-proxy-")) == 3
+    assert sum(1 for name in status if name.startswith("coredns-")) == 2
+
+
+def test_python_client_sees_kubeadm_objects(fleet):
+    out, _ = fleet
+    api = config.new_client_from_config(config_file=str(out / "wl-1.kubeconfig"))
+    core = client.CoreV1Api(api)
+    cps = core.list_node(label_selector="node-role.kubernetes.io/control-plane")
+    assert [n.metadata.name for n in cps.items] == ["wl-1-control-plane-0"]
+    assert cps.items[0].spec.taints[0].effect == "NoSchedule"
+    assert cps.items[0].spec.provider_id == "in-memory://wl-1-control-plane-0"
+    on_worker = core.list_namespaced_pod("kube-system", field_selector="spec.nodeName=wl-1-worker-0")
+    assert [p.metadata.name.startswith("kube-proxy-") for p in on_worker.items] == [True]
+    cm = core.read_namespaced_config_map("kubeadm-config", "kube-system")
+    assert "clusterName: wl-1" in cm.data["ClusterConfiguration"]
+    assert "kubernetesVersion: v1.31.0" in cm.data["ClusterConfiguration"]
+    assert core.read_namespaced_config_map("cluster-info", "kube-public").data["kubeconfig"]
+    apps = client.AppsV1Api(api)
+    assert apps.read_namespaced_deployment("coredns", "kube-system").status.ready_replicas == 2
+    assert apps.read_namespaced_daemon_set("kube-proxy", "kube-system").status.number_ready == 3
+
+
+def test_one_clusters_credentials_never_open_another(fleet):
+    out, _ = fleet
+    a = yaml.safe_load(open(out / "wl-0.kubeconfig"))
+    b = yaml.safe_load(open(out / "wl-1.kubeconfig"))
+    mixed = dict(b)
+    mixed["users"] = [{"name": b["users"][0]["name"], "user": a["users"][0]["user"]}]
+    path = out / "mixed.kubeconfig"
+    path.write_text(yaml.safe_dump(mixed))
+    api = client.CoreV1Api(config.new_client_from_config(config_file=str(path)))
+    with pytest.raises((ApiException, urllib3.exceptions.HTTPError, OSError)) as refused:
+        api.list_node(_request_timeout=5)
+    if isinstance(refused.value, ApiException):
+        assert refused.value.status == 401
