@@ -15,44 +15,6 @@ fn pointer(path: &str) -> String {
         .fold(String::new(), |acc, seg| format!("{acc}/{seg}"))
 }
 
-/// The label selector of a built-in workload as a string (`app=web,tier in (a)`).
-fn selector_string(sel: &Value) -> String {
-    let mut parts: Vec<String> = sel
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| format!("{k}={v}")))
-                .collect()
-        })
-        .unwrap_or_default();
-    for e in sel
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
-        let values: Vec<&str> = e
-            .get("values")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        parts.push(
-            match e.get("operator").and_then(Value::as_str).unwrap_or("") {
-                "In" => format!("{key} in ({})", values.join(",")),
-                "NotIn" => format!("{key} notin ({})", values.join(",")),
-                "Exists" => key.to_string(),
-                "DoesNotExist" => format!("!{key}"),
-                _ => continue,
-            },
-        );
-    }
-    parts.join(",")
-}
-
 fn to_scale(object: &Value, paths: &ScalePaths) -> Value {
     let replicas = object
         .pointer(&pointer(&paths.spec))
@@ -63,10 +25,9 @@ fn to_scale(object: &Value, paths: &ScalePaths) -> Value {
         .and_then(Value::as_i64)
         .unwrap_or(0);
     let selector = match &paths.selector {
-        Some(p) if p == ".spec.selector" => object
-            .pointer("/spec/selector")
-            .map(selector_string)
-            .unwrap_or_default(),
+        Some(p) if p == ".spec.selector" => {
+            crate::table::selector_string(object.pointer("/spec/selector"))
+        }
         Some(p) => object
             .pointer(&pointer(p))
             .and_then(Value::as_str)

@@ -261,7 +261,8 @@ fn containers_images(v: &Value, spec: &str) -> (Value, Value) {
     (json!(names.join(",")), json!(images.join(",")))
 }
 
-fn selector_string(sel: Option<&Value>) -> String {
+/// A label selector as the string kubectl shows (`app=web,tier in (a,b),!legacy`).
+pub(crate) fn selector_string(sel: Option<&Value>) -> String {
     let Some(sel) = sel else { return String::new() };
     let mut parts: Vec<String> = Vec::new();
     let labels = sel.get("matchLabels").unwrap_or(sel);
