@@ -130,7 +130,7 @@ where
         }
         Route::OpenApi(rest) => {
             get_only(&parts.method)?;
-            crate::openapi::serve(&state, &rest)
+            crate::openapi::serve(&state, &rest, &parts.headers)
         }
         Route::Unknown => Err(not_found_path()),
         Route::Resource(path) => {

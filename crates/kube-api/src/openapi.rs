@@ -20,8 +20,11 @@ fn gv_path(group: &str, version: &str) -> String {
 }
 
 /// `GET /openapi/v3` or `/openapi/v3/{api/v1 | apis/g/v}`.
-pub(crate) fn serve(state: &State, rest: &str) -> HandlerResult {
+pub(crate) fn serve(state: &State, rest: &str, headers: &http::HeaderMap) -> HandlerResult {
     let rest = rest.trim_matches('/');
+    if rest == "v2" {
+        return serve_v2(state, headers);
+    }
     if rest.is_empty() || rest == "v3" {
         let mut paths = Map::new();
         for (group, versions) in state.registry.groups() {
@@ -74,7 +77,14 @@ pub(crate) fn serve(state: &State, rest: &str) -> HandlerResult {
 /// everything they reference), each CRD version's own schema, and on each kind the
 /// `x-kubernetes-group-version-kind` extension `kubectl explain` finds it by.
 fn schemas(resources: &[std::sync::Arc<ResourceInfo>]) -> Value {
-    let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
+    schemas_with(resources, schemars::generate::SchemaSettings::openapi3())
+}
+
+fn schemas_with(
+    resources: &[std::sync::Arc<ResourceInfo>],
+    settings: schemars::generate::SchemaSettings,
+) -> Value {
+    let mut generator = settings.into_generator();
     let mut kinds: Vec<(String, &ResourceInfo)> = Vec::new();
     let mut inline = Map::new();
     for r in resources {
@@ -107,6 +117,61 @@ fn schemas(resources: &[std::sync::Arc<ResourceInfo>]) -> Value {
     }
     definitions.extend(inline);
     Value::Object(definitions)
+}
+
+/// `GET /openapi/v2`: the Swagger 2.0 document of every served kind, in JSON. Clients that
+/// accept only the protobuf encoding get 406 (and kubectl then reads `/openapi/v3`).
+fn serve_v2(state: &State, headers: &http::HeaderMap) -> HandlerResult {
+    let accept = headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let json_ok = accept.trim().is_empty()
+        || accept.split(',').any(|a| {
+            let media = a.split(';').next().unwrap_or("").trim();
+            matches!(media, "application/json" | "*/*" | "application/*")
+        });
+    if !json_ok {
+        return Err(ApiError::not_acceptable(accept));
+    }
+    let resources = state.registry.all();
+    let mut paths = Map::new();
+    for r in &resources {
+        add_paths(&mut paths, r);
+    }
+    // Swagger 2.0 parameters carry their type directly, not in a schema.
+    for path in paths.values_mut() {
+        for op in path
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|m| m.values_mut())
+        {
+            for param in op
+                .get_mut("parameters")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(schema) = param.as_object_mut().and_then(|p| p.remove("schema")) {
+                    if let (Some(p), Some(schema)) = (param.as_object_mut(), schema.as_object()) {
+                        p.extend(schema.clone());
+                    }
+                }
+            }
+        }
+    }
+    let mut settings = schemars::generate::SchemaSettings::draft07();
+    settings.definitions_path = "/definitions".into();
+    let definitions = schemas_with(&resources, settings);
+    Ok(json_value(
+        200,
+        &json!({
+            "swagger": "2.0",
+            "info": {"title": "Kubernetes", "version": state.config.kubernetes_version},
+            "paths": paths,
+            "definitions": definitions,
+        }),
+    ))
 }
 
 /// `example.com` → `com.example`, as Kubernetes names CRD schemas.
