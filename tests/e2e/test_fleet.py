@@ -19,6 +19,7 @@ def fleet(tmp_path_factory):
     base = free_port()
     proc = subprocess.Popen(
         [BINARY, "fleet", "--count", "2", "--control-planes", "1", "--workers", "2", "--name-prefix", "wl",
+         "--startup", "50ms", "--jitter", "0.5",
          "--out", str(out), "--port-min", str(base), "--port-max", str(base + 50)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     deadline = time.time() + 30

@@ -5,7 +5,6 @@
 use infrasim_kube_api::crud_support::store_object;
 use infrasim_store::Group;
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 /// The shape of a simulated cluster.
 #[derive(Debug, Clone)]
@@ -14,6 +13,23 @@ pub struct ClusterShape {
     pub control_planes: usize,
     pub workers: usize,
     pub kubernetes_version: String,
+    /// How long each bootstrap phase takes (zero: the cluster is up at once).
+    pub startup: std::time::Duration,
+    /// Each phase takes `startup + rand[0,1) * jitter * startup`, as CAPIM's machines do.
+    pub jitter: f64,
+}
+
+impl Default for ClusterShape {
+    fn default() -> Self {
+        ClusterShape {
+            name: String::new(),
+            control_planes: 1,
+            workers: 0,
+            kubernetes_version: "v1.31.0".into(),
+            startup: std::time::Duration::ZERO,
+            jitter: 0.0,
+        }
+    }
 }
 
 /// Node names: `<cluster>-control-plane-<i>` and `<cluster>-worker-<i>`.
@@ -129,17 +145,74 @@ fn cluster_configuration(shape: &ClusterShape, endpoint: &str) -> String {
     )
 }
 
-/// Writes the bootstrapped cluster into `group`.
-pub fn bootstrap(
-    group: &Arc<Group>,
+/// The phases a cluster comes up in, as kubeadm and CAPIM order them.
+pub const PHASES: [&str; 7] = [
+    "nodes",
+    "etcd",
+    "kube-apiserver",
+    "scheduler and controller-manager",
+    "kubeadm objects",
+    "kube-proxy",
+    "CoreDNS",
+];
+
+/// The phase after which the control-plane endpoint serves.
+pub const API_SERVER_PHASE: usize = 2;
+
+fn phase_of(resource: &str, object: &Value) -> usize {
+    let label = |k: &str| {
+        object
+            .pointer(&format!("/metadata/labels/{k}"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    match resource {
+        "nodes" | "leases.coordination.k8s.io" => 0,
+        "pods" => match (label("component"), label("k8s-app")) {
+            ("etcd", _) => 1,
+            ("kube-apiserver", _) => 2,
+            ("kube-scheduler" | "kube-controller-manager", _) => 3,
+            (_, "kube-proxy") => 5,
+            _ => 6,
+        },
+        "daemonsets.apps" => 5,
+        "configmaps" if name == "kube-proxy" => 5,
+        "configmaps" if name == "coredns" => 6,
+        "deployments.apps" | "services" => 6,
+        _ => 4,
+    }
+}
+
+/// The bootstrap objects grouped by phase.
+pub fn phases(group_objects: Vec<(&'static str, Value)>) -> Vec<Vec<(&'static str, Value)>> {
+    let mut out: Vec<Vec<(&'static str, Value)>> = vec![Vec::new(); PHASES.len()];
+    for (resource, object) in group_objects {
+        out[phase_of(resource, &object)].push((resource, object));
+    }
+    out
+}
+
+/// Writes one phase's objects.
+pub fn write_phase(group: &Group, objects: Vec<(&'static str, Value)>) {
+    for (resource, object) in objects {
+        store_object(group, resource, object);
+    }
+}
+
+/// Every bootstrap object, in phase order within each kind.
+pub fn objects(
     shape: &ClusterShape,
     cluster_index: u32,
     endpoint: &str,
     ca_pem: &str,
     now: &str,
-) {
+) -> Vec<(&'static str, Value)> {
     let version = &shape.kubernetes_version;
-    let mut objects: Vec<(&str, Value)> = Vec::new();
+    let mut objects: Vec<(&'static str, Value)> = Vec::new();
     for (i, (name, control_plane)) in node_names(shape).into_iter().enumerate() {
         let ip = node_ip(cluster_index, i);
         objects.push(("nodes", node(shape, &name, control_plane, &ip, now)));
@@ -259,9 +332,7 @@ pub fn bootstrap(
             "endpoints": [{"addresses": [node_ip(cluster_index, 0)], "conditions": {"ready": true}}],
             "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]})),
     ]);
-    for (resource, object) in objects {
-        store_object(group, resource, object);
-    }
+    objects
 }
 
 fn base64_encode(s: &str) -> String {

@@ -12,6 +12,7 @@
 //!         control_planes: 1,
 //!         workers: 2,
 //!         kubernetes_version: "v1.31.0".into(),
+//!         ..ClusterShape::default()
 //!     })
 //!     .await?;
 //! println!("{}", cluster.kubeconfig);
@@ -20,7 +21,7 @@
 
 mod bootstrap;
 
-pub use bootstrap::{node_names, ClusterShape};
+pub use bootstrap::{node_names, ClusterShape, API_SERVER_PHASE, PHASES};
 
 use infrasim_clock::{SharedClock, SystemClock};
 use infrasim_kube_api::kubeconfig::{self, KubeconfigSpec};
@@ -30,6 +31,7 @@ use infrasim_store::{Store, StoreConfig, StoreError};
 use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::ops::RangeInclusive;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use thiserror::Error;
 use tokio::sync::oneshot;
@@ -82,6 +84,8 @@ pub struct ClusterInfo {
 
 struct Running {
     info: ClusterInfo,
+    /// Bootstrap phases completed (of `PHASES.len()`).
+    progress: Arc<AtomicUsize>,
     _stop: oneshot::Sender<()>,
 }
 
@@ -96,13 +100,22 @@ pub struct Cloud {
 
 impl Cloud {
     pub fn new(config: CloudConfig) -> Self {
-        let store = Store::in_memory(StoreConfig {
-            watch_window: config.watch_window,
-            watcher_buffer: 1024,
-        });
+        Self::with_clock(config, SystemClock::shared())
+    }
+
+    /// A cloud whose startup delays and timestamps read `clock` (tests pass a fake one).
+    pub fn with_clock(config: CloudConfig, clock: SharedClock) -> Self {
+        let store = Store::new(
+            StoreConfig {
+                watch_window: config.watch_window,
+                watcher_buffer: 1024,
+            },
+            clock.clone(),
+            Arc::new(infrasim_store::MemoryBackend),
+        );
         Cloud {
             config,
-            clock: SystemClock::shared(),
+            clock,
             store,
             clusters: Mutex::new(HashMap::new()),
             ports: Mutex::new(BTreeSet::new()),
@@ -133,7 +146,9 @@ impl Cloud {
         Err(CloudError::NoPort(self.config.ports.clone()))
     }
 
-    /// Creates, bootstraps and serves a cluster.
+    /// Creates, bootstraps and serves a cluster. With a zero `startup` it is up at once;
+    /// otherwise it comes up phase by phase on the cloud's clock (see [`PHASES`]), and its
+    /// endpoint opens with the API server phase.
     pub async fn create_cluster(&self, shape: ClusterShape) -> Result<ClusterInfo, CloudError> {
         if self
             .clusters
@@ -164,14 +179,6 @@ impl Cloud {
                 ..ApiConfig::default()
             },
         );
-        bootstrap::bootstrap(
-            &group,
-            &shape,
-            index,
-            &endpoint.to_string(),
-            &ca.cert_pem,
-            &now,
-        );
         // The serving certificate carries the SANs kubeadm gives an API server.
         let dns: Vec<String> = [
             "localhost".to_string(),
@@ -195,9 +202,30 @@ impl Cloud {
         let serving = ca.serving_cert("kube-apiserver", &dns, &ips)?;
         let tls = server.tls_config(&serving)?;
         let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(server.serve(listener, tls, async move {
-            let _ = stopped.await;
-        }));
+        let progress = Arc::new(AtomicUsize::new(0));
+        let objects = bootstrap::objects(&shape, index, &endpoint.to_string(), &ca.cert_pem, &now);
+        if shape.startup.is_zero() {
+            bootstrap::write_phase(&group, objects);
+            progress.store(PHASES.len(), Ordering::SeqCst);
+            tokio::spawn(server.serve(listener, tls, async move {
+                let _ = stopped.await;
+            }));
+        } else {
+            // Until the API server phase, connections are refused, as with a real endpoint.
+            drop(listener);
+            tokio::spawn(run_phases(Phased {
+                phases: bootstrap::phases(objects),
+                group,
+                server,
+                tls,
+                endpoint,
+                clock: self.clock.clone(),
+                startup: shape.startup,
+                jitter: shape.jitter.max(0.0),
+                progress: progress.clone(),
+                stopped,
+            }));
+        }
         let admin = ca.client_cert("kubernetes-admin", &["system:masters"])?;
         let kubeconfig = kubeconfig::render(&KubeconfigSpec {
             cluster_name: &shape.name,
@@ -221,10 +249,20 @@ impl Cloud {
                 shape.name.clone(),
                 Running {
                     info: info.clone(),
+                    progress,
                     _stop: stop,
                 },
             );
         Ok(info)
+    }
+
+    /// How many bootstrap phases a cluster has completed (of [`PHASES`]`.len()`).
+    pub fn progress(&self, name: &str) -> Option<usize> {
+        self.clusters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .map(|r| r.progress.load(Ordering::SeqCst))
     }
 
     /// Stops serving a cluster and drops its objects; its port becomes free again.
@@ -259,6 +297,54 @@ impl Cloud {
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }
+}
+
+/// What a phased bootstrap needs.
+struct Phased {
+    phases: Vec<Vec<(&'static str, serde_json::Value)>>,
+    group: Arc<infrasim_store::Group>,
+    server: ApiServer,
+    tls: Arc<rustls::ServerConfig>,
+    endpoint: SocketAddr,
+    clock: SharedClock,
+    startup: std::time::Duration,
+    jitter: f64,
+    progress: Arc<AtomicUsize>,
+    stopped: oneshot::Receiver<()>,
+}
+
+/// Writes the phases one after another, each after `startup + rand·jitter·startup`, and
+/// opens the endpoint with the API server phase. Ends (closing the endpoint) when the
+/// cluster is deleted.
+async fn run_phases(mut p: Phased) {
+    let mut serving: Option<oneshot::Sender<()>> = None;
+    let phases = std::mem::take(&mut p.phases);
+    for (i, phase) in phases.into_iter().enumerate() {
+        let delay = p.startup + p.startup.mul_f64(p.jitter * rand::random::<f64>());
+        tokio::select! {
+            _ = p.clock.sleep(delay) => {}
+            _ = &mut p.stopped => return,
+        }
+        bootstrap::write_phase(&p.group, phase);
+        if i == API_SERVER_PHASE {
+            match tokio::net::TcpListener::bind(p.endpoint).await {
+                Ok(listener) => {
+                    let (tx, rx) = oneshot::channel::<()>();
+                    tokio::spawn(p.server.clone().serve(listener, p.tls.clone(), async move {
+                        let _ = rx.await;
+                    }));
+                    serving = Some(tx);
+                }
+                Err(e) => {
+                    tracing::error!(endpoint = %p.endpoint, error = %e, "the endpoint could not be opened");
+                    return;
+                }
+            }
+        }
+        p.progress.store(i + 1, Ordering::SeqCst);
+    }
+    let _ = (&mut p.stopped).await;
+    drop(serving);
 }
 
 /// A shared cloud.

@@ -8,6 +8,7 @@ fn shape(name: &str) -> ClusterShape {
         control_planes: 3,
         workers: 1,
         kubernetes_version: "v1.30.2".into(),
+        ..ClusterShape::default()
     }
 }
 
@@ -51,4 +52,55 @@ fn node_names_follow_the_shape() {
             ("x-worker-0".to_string(), false),
         ]
     );
+}
+
+#[tokio::test]
+async fn clusters_come_up_phase_by_phase_on_the_clock() {
+    use infrasim_clock::FakeClock;
+    use infrasim_cloud::{API_SERVER_PHASE, PHASES};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+    let cloud = Cloud::with_clock(
+        CloudConfig {
+            ports: 23600..=23620,
+            ..CloudConfig::default()
+        },
+        Arc::new(clock.clone()),
+    );
+    let info = cloud
+        .create_cluster(ClusterShape {
+            name: "slow".into(),
+            startup: Duration::from_secs(10),
+            ..ClusterShape::default()
+        })
+        .await
+        .unwrap();
+    // Lets the bootstrap task run up to its next sleep.
+    async fn settle() {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    settle().await;
+    assert_eq!(cloud.progress("slow"), Some(0));
+    // Before the API server phase the endpoint refuses connections.
+    assert!(tokio::net::TcpStream::connect(info.endpoint).await.is_err());
+    for (phase, name) in PHASES.iter().enumerate() {
+        clock.advance(Duration::from_secs(10));
+        settle().await;
+        assert_eq!(
+            cloud.progress("slow"),
+            Some(phase + 1),
+            "after phase {name}"
+        );
+        let open = tokio::net::TcpStream::connect(info.endpoint).await.is_ok();
+        assert_eq!(
+            open,
+            phase >= API_SERVER_PHASE,
+            "endpoint open after phase {name}"
+        );
+    }
 }

@@ -30,6 +30,7 @@ async fn kubeadm_control_plane_reads_and_writes() {
             control_planes: 3,
             workers: 1,
             kubernetes_version: "v1.31.0".into(),
+            ..ClusterShape::default()
         })
         .await
         .unwrap();

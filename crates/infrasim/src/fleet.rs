@@ -1,7 +1,7 @@
 //! `infrasim fleet`: N simulated clusters straight from flags, with an admin kubeconfig each.
 
 use clap::Args;
-use infrasim_cloud::{Cloud, CloudConfig, ClusterShape};
+use infrasim_cloud::{Cloud, CloudConfig, ClusterShape, PHASES};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
@@ -19,6 +19,12 @@ pub struct FleetArgs {
     /// Cluster names are PREFIX-0, PREFIX-1, …
     #[arg(long, default_value = "sim")]
     name_prefix: String,
+    /// How long each bootstrap phase takes (`0`, `500ms`, `2s`, `1m`); 0: up at once.
+    #[arg(long, default_value = "0", value_parser = parse_duration)]
+    startup: std::time::Duration,
+    /// Random extra per phase, as a fraction of --startup (delay = d + rand·jitter·d).
+    #[arg(long, default_value_t = 0.0)]
+    jitter: f64,
     /// The Kubernetes version the clusters report.
     #[arg(long, default_value = "v1.31.0")]
     kubernetes_version: String,
@@ -51,11 +57,28 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
                 control_planes: args.control_planes.max(1),
                 workers: args.workers,
                 kubernetes_version: args.kubernetes_version.clone(),
+                startup: args.startup,
+                jitter: args.jitter,
             })
             .await?;
         let path = args.out.join(format!("{name}.kubeconfig"));
         infrasim_kube_api::pki::write_private(&path, &info.kubeconfig)?;
-        eprint!("\rclusters up: {}/{}", i + 1, args.count);
+        eprint!("\rclusters created: {}/{}", i + 1, args.count);
+    }
+    eprintln!();
+    // Wait for every cluster to finish its bootstrap phases, showing how far they are.
+    let total = args.count * PHASES.len();
+    loop {
+        let done: usize = cloud
+            .clusters()
+            .iter()
+            .filter_map(|c| cloud.progress(&c.name))
+            .sum();
+        eprint!("\rbootstrap phases done: {done}/{total}");
+        if done >= total {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     eprintln!();
     println!(
@@ -74,4 +97,26 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
     println!("fleet ready; Ctrl-C stops it");
     crate::shutdown_signal().await;
     Ok(())
+}
+
+/// `0`, `250ms`, `2s`, `1.5s`, `3m`; a bare number is seconds.
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let (number, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?}"))?;
+    let seconds = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => return Err(format!("invalid duration unit in {s:?} (use ms, s or m)")),
+    };
+    if !(0.0..=86_400.0).contains(&seconds) {
+        return Err(format!("duration {s:?} out of range"));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
 }
