@@ -91,3 +91,19 @@ def test_one_clusters_credentials_never_open_another(fleet):
         api.list_node(_request_timeout=5)
     if isinstance(refused.value, ApiException):
         assert refused.value.status == 401
+
+
+def test_logs_and_exec_answer_honestly(fleet):
+    out, _ = fleet
+    kc = out / "wl-0.kubeconfig"
+    pod = [l.split()[0] for l in kubectl(kc, "-n", "kube-system", "get", "pods").stdout.splitlines()[1:]
+           if l.startswith("coredns-")][0]
+    logs = kubectl(kc, "-n", "kube-system", "logs", pod)
+    assert logs.returncode == 0
+    assert f"container coredns of pod kube-system/{pod} is simulated" in logs.stdout
+    exec_ = subprocess.run(["kubectl", "--kubeconfig", str(kc), "-n", "kube-system", "exec", pod, "--", "ls"],
+                           capture_output=True, text=True, timeout=30)
+    assert exec_.returncode != 0
+    assert "simulated by infrasim" in exec_.stderr and "exec is not possible" in exec_.stderr
+    bad = kubectl(kc, "-n", "kube-system", "logs", pod, "-c", "nope")
+    assert bad.returncode != 0 and "container nope is not valid" in bad.stderr

@@ -189,6 +189,19 @@ async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult
             )),
         };
     }
+    if ctx.info.kind == "Pod" && !ctx.info.custom {
+        match ctx.path.subresource.as_deref() {
+            Some("log") if method == Method::GET => return crate::pod_log::log(&ctx),
+            Some("exec" | "attach" | "portforward") => {
+                let name = ctx.path.name.clone().unwrap_or_default();
+                return Err(ApiError::bad_request(format!(
+                    "pods \"{name}\" is simulated by infrasim: no container process runs, so {} is not possible",
+                    ctx.path.subresource.as_deref().unwrap_or("")
+                )));
+            }
+            _ => {}
+        }
+    }
     if ctx.path.subresource.as_deref() == Some("scale") && ctx.path.name.is_some() {
         return crate::scale::handle(&ctx, &method, &body);
     }

@@ -58,6 +58,7 @@ mod list;
 mod namespaces;
 mod openapi;
 pub mod pki;
+mod pod_log;
 pub mod protobuf;
 pub mod request;
 pub mod resources;
