@@ -452,7 +452,10 @@ pub(crate) fn update(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     let current_value = current
         .to_value()
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    let value = merge_for_update(ctx, &current_value, value);
+    let mut value = merge_for_update(ctx, &current_value, value);
+    defaults::apply(&ctx.state, &ctx.info.kind, &mut value);
+    validation::validate_update(&ctx.info.kind, &ctx.info.group, &current_value, &value)?;
+    record(ctx, &current_value, &mut value);
     with_warnings(store_update(ctx, value, expected), &warnings)
 }
 
@@ -570,6 +573,8 @@ pub(crate) fn patch(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         let mut warnings = Vec::new();
         let patched = normalize(ctx, patched, &mut warnings)?;
         let mut patched = merge_for_update(ctx, &current_value, patched);
+        defaults::apply(&ctx.state, &ctx.info.kind, &mut patched);
+        validation::validate_update(&ctx.info.kind, &ctx.info.group, &current_value, &patched)?;
         record(ctx, &current_value, &mut patched);
         let expected = pinned.or(Some(current.meta.resource_version));
         match store_update(ctx, patched, expected) {

@@ -27,6 +27,20 @@ pub(crate) fn apply(state: &State, kind: &str, object: &mut Value) {
         "Secret" => {
             if let Some(o) = object.as_object_mut() {
                 o.entry("type").or_insert(json!("Opaque"));
+                // stringData is write-only: it is folded into data, base64-encoded.
+                if let Some(Value::Object(strings)) = o.remove("stringData") {
+                    use base64::Engine;
+                    let data = o.entry("data").or_insert_with(|| json!({}));
+                    if let Some(d) = data.as_object_mut() {
+                        for (k, v) in strings {
+                            let text = v.as_str().unwrap_or_default().to_string();
+                            d.insert(
+                                k,
+                                json!(base64::engine::general_purpose::STANDARD.encode(text)),
+                            );
+                        }
+                    }
+                }
             }
         }
         "Deployment" => {

@@ -118,6 +118,46 @@ pub fn validate(kind: &str, group: &str, object: &Value) -> Result<(), ApiError>
     }
 }
 
+/// Checks what an update may not change: the data of an immutable ConfigMap or Secret.
+pub fn validate_update(kind: &str, group: &str, old: &Value, new: &Value) -> Result<(), ApiError> {
+    if !matches!(kind, "ConfigMap" | "Secret") || !group.is_empty() {
+        return Ok(());
+    }
+    if old.get("immutable").and_then(Value::as_bool) != Some(true) {
+        return Ok(());
+    }
+    let name = new
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let mut causes = Vec::new();
+    if new.get("immutable").and_then(Value::as_bool) != Some(true) {
+        causes.push((
+            "immutable".to_string(),
+            "Forbidden: field is immutable when `immutable` is set".to_string(),
+        ));
+    }
+    for field in ["data", "binaryData", "stringData"] {
+        let (o, n) = (
+            old.get(field).filter(|v| !v.is_null()),
+            new.get(field).filter(|v| !v.is_null()),
+        );
+        let empty =
+            |v: Option<&Value>| v.is_none_or(|v| v.as_object().is_some_and(|m| m.is_empty()));
+        if o != n && !(empty(o) && empty(n)) {
+            causes.push((
+                field.to_string(),
+                "Forbidden: field is immutable when `immutable` is set".to_string(),
+            ));
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(group, kind, name, causes))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
