@@ -1,12 +1,19 @@
-"""The Python `kubernetes` client (PyPI) against the embedded management plane."""
+"""The Python `kubernetes` client (PyPI) against `infrasim up`.
 
+Expected values are kube-apiserver's: status codes, Status reasons and messages, defaults,
+watch and list semantics. Waits poll with a bounded deadline; nothing asserts on durations.
+"""
+
+import base64
+import json
 import threading
 
 import pytest
+import yaml
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
-from conftest import wait_for
+from conftest import gone, unique, wait_for
 
 
 def cm(name, data=None, labels=None, **meta):
@@ -14,38 +21,254 @@ def cm(name, data=None, labels=None, **meta):
         metadata=client.V1ObjectMeta(name=name, labels=labels, **meta), data=data or {"k": "v"})
 
 
-def test_crud_round_trip(plane, ns):
+def pod(name, node=None, image="nginx:1.27", **meta):
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name, **meta),
+        spec=client.V1PodSpec(node_name=node, containers=[client.V1Container(name="c", image=image)]))
+
+
+def status_of(excinfo):
+    """The Status object an ApiException carries, decoded."""
+    return json.loads(excinfo.value.body)
+
+
+# --- CRUD ---------------------------------------------------------------------------------
+
+
+def test_configmap_crud_round_trip(plane, ns):
     core = plane.core()
     created = core.create_namespaced_config_map(ns, cm("a", {"x": "1"}))
     assert created.metadata.uid and created.metadata.resource_version
+    assert created.metadata.namespace == ns
     assert created.metadata.creation_timestamp is not None
     got = core.read_namespaced_config_map("a", ns)
     assert got.data == {"x": "1"}
+    assert got.metadata.uid == created.metadata.uid
     got.data["x"] = "2"
     replaced = core.replace_namespaced_config_map("a", ns, got)
     assert replaced.data == {"x": "2"}
+    assert replaced.metadata.uid == created.metadata.uid
     assert int(replaced.metadata.resource_version) > int(created.metadata.resource_version)
-    core.delete_namespaced_config_map("a", ns)
+    assert [c.metadata.name for c in core.list_namespaced_config_map(ns).items] == ["a", "kube-root-ca.crt"]
+    deleted = core.delete_namespaced_config_map("a", ns)
+    # Objects without graceful deletion answer a delete with a Success Status.
+    assert deleted.status == "Success"
+    assert (deleted.details.name, deleted.details.kind) == ("a", "configmaps")
+    assert deleted.details.uid == created.metadata.uid
     with pytest.raises(ApiException) as e:
         core.read_namespaced_config_map("a", ns)
     assert e.value.status == 404
 
 
-def test_errors_are_status_objects_with_the_right_codes(plane, ns):
+def test_pod_crud_and_registry_defaults(plane, ns):
     core = plane.core()
-    core.create_namespaced_config_map(ns, cm("dup"))
+    p = core.create_namespaced_pod(ns, pod("p", image="nginx:1.27"))
+    assert p.status.phase == "Pending"
+    assert p.status.qos_class == "BestEffort"
+    assert p.spec.restart_policy == "Always"
+    assert p.spec.dns_policy == "ClusterFirst"
+    assert p.spec.scheduler_name == "default-scheduler"
+    assert p.spec.termination_grace_period_seconds == 30
+    assert p.spec.security_context is not None
+    c = p.spec.containers[0]
+    assert c.image_pull_policy == "IfNotPresent"
+    assert c.termination_message_path == "/dev/termination-log"
+    assert c.termination_message_policy == "File"
+    latest = core.create_namespaced_pod(ns, pod("latest", image="busybox"))
+    assert latest.spec.containers[0].image_pull_policy == "Always"
+    core.delete_namespaced_pod("latest", ns)
+    wait_for(lambda: gone(lambda: core.read_namespaced_pod("latest", ns)), what="unscheduled pod deleted")
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: pod spec immutability is not enforced yet")
+def test_pod_spec_is_immutable_but_for_images(plane, ns):
+    core = plane.core()
+    p = core.create_namespaced_pod(ns, pod("p", image="nginx:1.27"))
+    # An image change is one of the few pod spec updates allowed ...
+    p.spec.containers[0].image = "nginx:1.28"
+    p = core.replace_namespaced_pod("p", ns, p)
+    assert p.spec.containers[0].image == "nginx:1.28"
+    # ... a command change is not.
+    p.spec.containers[0].command = ["sleep", "1"]
+    with pytest.raises(ApiException) as e:
+        core.replace_namespaced_pod("p", ns, p)
+    assert e.value.status == 422
+    assert "pod updates may not change fields other than" in e.value.body
+    assert core.read_namespaced_pod("p", ns).spec.containers[0].command is None
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: DefaultTolerationSeconds admission is not implemented yet")
+def test_pod_admission_defaults(plane, ns):
+    # What kube-apiserver's default admission plugins (ServiceAccount, DefaultTolerationSeconds,
+    # Priority) add to every pod.
+    p = plane.core().create_namespaced_pod(ns, pod("adm"))
+    assert p.spec.service_account_name == "default"
+    assert p.spec.priority == 0
+    tolerations = {(t.key, t.effect, t.toleration_seconds) for t in p.spec.tolerations or []}
+    assert ("node.kubernetes.io/not-ready", "NoExecute", 300) in tolerations
+    assert ("node.kubernetes.io/unreachable", "NoExecute", 300) in tolerations
+
+
+def test_service_defaults_and_cluster_ips(plane, ns):
+    core = plane.core()
+    svc = core.create_namespaced_service(ns, client.V1Service(
+        metadata=client.V1ObjectMeta(name="web"),
+        spec=client.V1ServiceSpec(selector={"app": "web"}, ports=[client.V1ServicePort(port=80)])))
+    assert svc.spec.type == "ClusterIP"
+    assert svc.spec.cluster_ip and svc.spec.cluster_ip != "None"
+    # The attribute is cluster_i_ps or cluster_ips depending on the client release.
+    assert svc.to_dict()["spec"].get("cluster_ips", svc.to_dict()["spec"].get("cluster_i_ps")) == [svc.spec.cluster_ip]
+    assert svc.spec.session_affinity == "None"
+    assert svc.spec.ip_families == ["IPv4"] and svc.spec.ip_family_policy == "SingleStack"
+    assert svc.spec.internal_traffic_policy == "Cluster"
+    assert svc.spec.ports[0].protocol == "TCP" and svc.spec.ports[0].target_port == 80
+    other = core.create_namespaced_service(ns, client.V1Service(
+        metadata=client.V1ObjectMeta(name="db"), spec=client.V1ServiceSpec(ports=[client.V1ServicePort(port=5432)])))
+    assert other.spec.cluster_ip != svc.spec.cluster_ip
+    headless = core.create_namespaced_service(ns, client.V1Service(
+        metadata=client.V1ObjectMeta(name="headless"),
+        spec=client.V1ServiceSpec(cluster_ip="None", ports=[client.V1ServicePort(port=80)])))
+    assert headless.spec.cluster_ip == "None"
+
+
+def test_secret_string_data_becomes_data(plane, ns):
+    core = plane.core()
+    secret = core.create_namespaced_secret(ns, client.V1Secret(
+        metadata=client.V1ObjectMeta(name="s"), string_data={"pw": "hunter2"}))
+    assert secret.type == "Opaque"
+    assert secret.data == {"pw": base64.b64encode(b"hunter2").decode()}
+    assert secret.string_data is None
+    assert core.read_namespaced_secret("s", ns).data == secret.data
+
+
+def test_serviceaccount_and_node_crud(plane, ns):
+    core = plane.core()
+    sa = core.create_namespaced_service_account(ns, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="robot")))
+    assert sa.metadata.namespace == ns
+    assert sorted(s.metadata.name for s in core.list_namespaced_service_account(ns).items) == ["default", "robot"]
+
+    node_name = unique("node")
+    node = core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=node_name, labels={"e2e": "yes"})))
+    assert node.metadata.namespace is None
+    assert [n.metadata.name for n in core.list_node(field_selector=f"metadata.name={node_name}").items] == [node_name]
+    core.delete_node(node_name)
+    wait_for(lambda: gone(lambda: core.read_node(node_name)), what="node deleted")
+
+
+def test_deployment_defaults(plane, ns):
+    apps = client.AppsV1Api(plane.api())
+    d = apps.create_namespaced_deployment(ns, client.V1Deployment(
+        metadata=client.V1ObjectMeta(name="d"),
+        spec=client.V1DeploymentSpec(
+            selector=client.V1LabelSelector(match_labels={"app": "d"}),
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels={"app": "d"}),
+                spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="nginx:1.27")])))))
+    assert d.spec.replicas == 1
+    assert d.spec.strategy.type == "RollingUpdate"
+    assert (d.spec.strategy.rolling_update.max_surge, d.spec.strategy.rolling_update.max_unavailable) == ("25%", "25%")
+    assert d.spec.revision_history_limit == 10
+    assert d.spec.progress_deadline_seconds == 600
+    assert d.spec.template.spec.restart_policy == "Always"
+    assert d.metadata.generation == 1
+
+
+def test_update_semantics(plane, ns):
+    core = plane.core()
+    core.create_namespaced_config_map(ns, cm("u"))
+    # No resourceVersion in the body: an unconditional update, allowed for configmaps.
+    body = cm("u", {"k": "unconditional"})
+    assert core.replace_namespaced_config_map("u", ns, body).data == {"k": "unconditional"}
+    # Configmaps are not created by an update.
+    with pytest.raises(ApiException) as e:
+        core.replace_namespaced_config_map("absent", ns, cm("absent"))
+    assert e.value.status == 404
+    # The name in the body must be the one in the URL.
+    with pytest.raises(ApiException) as e:
+        core.replace_namespaced_config_map("u", ns, cm("other"))
+    assert e.value.status == 400
+    assert status_of(e)["reason"] == "BadRequest"
+    assert "does not match the name on the URL" in status_of(e)["message"]
+    # And the namespace in the body the one in the URL.
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_config_map(ns, cm("wrong-ns", namespace="default"))
+    assert e.value.status == 400
+    assert "the namespace of the provided object does not match the namespace sent on the request" in e.value.body
+
+
+def test_generate_name(plane, ns):
+    made = plane.core().create_namespaced_config_map(ns, cm(None, generate_name="gen-"))
+    assert made.metadata.name.startswith("gen-") and len(made.metadata.name) == len("gen-") + 5
+    assert made.metadata.generate_name == "gen-"
+
+
+def test_immutable_configmap(plane, ns):
+    core = plane.core()
+    frozen = core.create_namespaced_config_map(ns, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="frozen"), data={"a": "1"}, immutable=True))
+    frozen.data = {"a": "2"}
+    with pytest.raises(ApiException) as e:
+        core.replace_namespaced_config_map("frozen", ns, frozen)
+    assert e.value.status == 422
+    assert "field is immutable when `immutable` is set" in e.value.body
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+def test_errors_are_status_objects_with_kube_apiserver_reasons(plane, ns):
+    core = plane.core()
+    created = core.create_namespaced_config_map(ns, cm("dup"))
     with pytest.raises(ApiException) as e:
         core.create_namespaced_config_map(ns, cm("dup"))
-    assert e.value.status == 409 and '"reason":"AlreadyExists"' in e.value.body
+    s = status_of(e)
+    assert (e.value.status, s["kind"], s["status"], s["reason"], s["code"]) == (409, "Status", "Failure", "AlreadyExists", 409)
+    assert s["message"] == 'configmaps "dup" already exists'
+    assert (s["details"]["name"], s["details"]["kind"]) == ("dup", "configmaps")
+    assert core.read_namespaced_config_map("dup", ns).metadata.uid == created.metadata.uid
+
     with pytest.raises(ApiException) as e:
         core.create_namespaced_config_map(ns, cm("Not_A_Name"))
-    assert e.value.status == 422 and '"reason":"Invalid"' in e.value.body
+    s = status_of(e)
+    assert (e.value.status, s["reason"]) == (422, "Invalid")
+    assert s["message"].startswith(
+        'ConfigMap "Not_A_Name" is invalid: metadata.name: Invalid value: "Not_A_Name": '
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters")
+    assert (s["details"]["name"], s["details"]["kind"]) == ("Not_A_Name", "ConfigMap")
+    assert [(c["reason"], c["field"]) for c in s["details"]["causes"]] == [("FieldValueInvalid", "metadata.name")]
+
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_config_map(ns, client.V1ConfigMap(metadata=client.V1ObjectMeta()))
+    assert e.value.status == 422
+    assert "name or generateName is required" in e.value.body
+
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_config_map(ns, cm("badlabel", labels={"bad key": "v"}))
+    assert e.value.status == 422
+    assert [c["field"] for c in status_of(e)["details"]["causes"]] == ["metadata.labels"]
+
     with pytest.raises(ApiException) as e:
         core.read_namespaced_pod("nope", ns)
-    assert e.value.status == 404 and '"reason":"NotFound"' in e.value.body
+    s = status_of(e)
+    assert (e.value.status, s["reason"], s["message"]) == (404, "NotFound", 'pods "nope" not found')
+    assert (s["details"]["name"], s["details"]["kind"]) == ("nope", "pods")
+
     with pytest.raises(ApiException) as e:
         core.create_namespaced_config_map("no-such-namespace", cm("x"))
     assert e.value.status == 404
+    assert status_of(e)["message"] == 'namespaces "no-such-namespace" not found'
+
+
+def test_raw_protocol_errors(plane, ns):
+    status, body = plane.raw("GET", f"/api/v1/namespaces/{ns}/gizmos")
+    assert status == 404
+    assert (body["kind"], body["reason"]) == ("Status", "NotFound")
+    assert body["message"] == "the server could not find the requested resource"
+    status, body = plane.raw("POST", f"/api/v1/namespaces/{ns}/configmaps", body="not an object")
+    assert status == 400 and body["reason"] == "BadRequest"
+    status, body = plane.raw("POST", f"/api/v1/namespaces/{ns}/configmaps/named",
+                             body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "named"}})
+    assert status == 405 and body["reason"] == "MethodNotAllowed"
 
 
 def test_anonymous_requests_get_401(plane):
@@ -55,6 +278,12 @@ def test_anonymous_requests_get_401(plane):
     with pytest.raises(ApiException) as e:
         client.CoreV1Api(client.ApiClient(cfg)).list_namespace()
     assert e.value.status == 401
+    s = status_of(e)
+    assert (s["kind"], s["status"], s["reason"], s["message"], s["code"]) == (
+        "Status", "Failure", "Unauthorized", "Unauthorized", 401)
+
+
+# --- optimistic concurrency ---------------------------------------------------------------
 
 
 def test_stale_update_conflicts(plane, ns):
@@ -65,35 +294,57 @@ def test_stale_update_conflicts(plane, ns):
     first.data = {"k": "two"}
     with pytest.raises(ApiException) as e:
         core.replace_namespaced_config_map("c", ns, first)
-    assert e.value.status == 409
+    s = status_of(e)
+    assert (e.value.status, s["reason"]) == (409, "Conflict")
+    assert s["message"] == ('Operation cannot be fulfilled on configmaps "c": the object has been modified; '
+                            "please apply your changes to the latest version and try again")
+    assert (s["details"]["name"], s["details"]["kind"]) == ("c", "configmaps")
     assert core.read_namespaced_config_map("c", ns).data == {"k": "one"}
 
 
 def test_concurrent_read_modify_write_loses_no_increment(plane, ns):
     core = plane.core()
     core.create_namespaced_config_map(ns, cm("counter", {"n": "0"}))
-    threads, per_thread = 4, 15
-    conflicts = []
+    threads, per_thread = 5, 12
+    errors = []
 
     def worker():
-        api = plane.core()
-        for _ in range(per_thread):
-            while True:
-                current = api.read_namespaced_config_map("counter", ns)
-                current.data["n"] = str(int(current.data["n"]) + 1)
-                try:
-                    api.replace_namespaced_config_map("counter", ns, current)
-                    break
-                except ApiException as e:
-                    assert e.status == 409
-                    conflicts.append(1)
+        api = plane.core()  # one ApiClient (connection pool) per thread
+        try:
+            for _ in range(per_thread):
+                for _attempt in range(500):
+                    current = api.read_namespaced_config_map("counter", ns)
+                    current.data["n"] = str(int(current.data["n"]) + 1)
+                    try:
+                        api.replace_namespaced_config_map("counter", ns, current)
+                        break
+                    except ApiException as e:
+                        if e.status != 409:
+                            raise
+                else:
+                    raise AssertionError("500 conflicts in a row")
+        except Exception as e:  # noqa: BLE001 - reported in the main thread
+            errors.append(e)
 
     ts = [threading.Thread(target=worker) for _ in range(threads)]
     for t in ts:
         t.start()
     for t in ts:
-        t.join()
+        t.join(timeout=120)
+    assert not errors, errors
     assert core.read_namespaced_config_map("counter", ns).data["n"] == str(threads * per_thread)
+
+
+# --- watch --------------------------------------------------------------------------------
+
+
+def cm_path(ns):
+    return f"/api/v1/namespaces/{ns}/configmaps"
+
+
+def summary(events):
+    return [(e["type"], e["object"]["metadata"].get("name"), int(e["object"]["metadata"]["resourceVersion"]))
+            for e in events]
 
 
 def test_watch_resumes_with_no_gap_and_no_duplicate(plane, ns):
@@ -101,6 +352,9 @@ def test_watch_resumes_with_no_gap_and_no_duplicate(plane, ns):
     start = core.list_namespaced_config_map(ns).metadata.resource_version
     for i in range(6):
         core.create_namespaced_config_map(ns, cm(f"w{i}"))
+    w1 = core.read_namespaced_config_map("w1", ns)
+    w1.data = {"k": "changed"}
+    core.replace_namespaced_config_map("w1", ns, w1)
     core.delete_namespaced_config_map("w0", ns)
 
     def events_from(rv, count):
@@ -113,43 +367,224 @@ def test_watch_resumes_with_no_gap_and_no_duplicate(plane, ns):
         return seen
 
     # The namespace's own default objects were created before `start`; only ours follow.
-    full = events_from(start, 7)
-    assert [t for t, _, _ in full] == ["ADDED"] * 6 + ["DELETED"]
+    full = events_from(start, 8)
+    assert [(t, n) for t, n, _ in full] == [("ADDED", f"w{i}") for i in range(6)] + [
+        ("MODIFIED", "w1"), ("DELETED", "w0")]
     versions = [rv for _, _, rv in full]
     assert versions == sorted(set(versions)), "strictly increasing, no duplicate"
-    # Resume from the middle: exactly the tail, nothing skipped, nothing repeated.
-    tail = events_from(str(versions[2]), 4)
-    assert tail == full[3:]
+    assert versions[0] > int(start)
+    # Resume from each point: exactly the tail, nothing skipped, nothing repeated.
+    for i in (0, 2, 5, 6):
+        assert events_from(str(versions[i]), len(full) - i - 1) == full[i + 1:]
 
 
-def test_expired_resource_version_is_410(small_plane):
+def test_watch_without_resource_version_starts_with_the_current_state(plane, ns):
+    core = plane.core()
+    core.create_namespaced_config_map(ns, cm("before"))
+    events = plane.watch_events(cm_path(ns), {}, count=2, timeout=5)
+    assert sorted((e["type"], e["object"]["metadata"]["name"]) for e in events) == [
+        ("ADDED", "before"), ("ADDED", "kube-root-ca.crt")]
+
+
+def test_watch_with_selectors_sees_objects_enter_and_leave(plane, ns):
+    core = plane.core()
+    start = core.list_namespaced_config_map(ns).metadata.resource_version
+    core.create_namespaced_config_map(ns, cm("x", labels={"app": "a"}))
+    core.create_namespaced_config_map(ns, cm("y", labels={"app": "a"}))
+    x = core.read_namespaced_config_map("x", ns)
+    x.metadata.labels = {"app": "b"}
+    x = core.replace_namespaced_config_map("x", ns, x)
+    x.metadata.labels = {"app": "a"}
+    core.replace_namespaced_config_map("x", ns, x)
+    by_label = plane.watch_events(cm_path(ns), {"resourceVersion": start, "labelSelector": "app=a"}, count=4, timeout=5)
+    # Leaving the selector is a DELETED event for this watcher, entering again an ADDED.
+    assert [(t, n) for t, n, _ in summary(by_label)] == [
+        ("ADDED", "x"), ("ADDED", "y"), ("DELETED", "x"), ("ADDED", "x")]
+    by_name = plane.watch_events(cm_path(ns), {"resourceVersion": start, "fieldSelector": "metadata.name=y"},
+                                 timeout=3)
+    assert [(t, n) for t, n, _ in summary(by_name)] == [("ADDED", "y")]
+
+
+def test_send_initial_events_ends_with_a_bookmark(plane, ns):
+    core = plane.core()
+    core.create_namespaced_config_map(ns, cm("one"))
+    events = plane.watch_events(cm_path(ns), {
+        "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "allowWatchBookmarks": "true"},
+        until=lambda e: e["type"] == "BOOKMARK", timeout=10)
+    assert sorted((e["type"], e["object"]["metadata"]["name"]) for e in events[:-1]) == [
+        ("ADDED", "kube-root-ca.crt"), ("ADDED", "one")]
+    mark = events[-1]
+    assert mark["type"] == "BOOKMARK"
+    assert (mark["object"]["kind"], mark["object"]["apiVersion"]) == ("ConfigMap", "v1")
+    assert mark["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert int(mark["object"]["metadata"]["resourceVersion"]) >= max(
+        int(e["object"]["metadata"]["resourceVersion"]) for e in events[:-1])
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: no bookmark just before timeoutSeconds yet")
+def test_bookmark_before_the_watch_times_out(plane, ns):
+    # kube-apiserver sends a bookmark shortly (2 s) before a watch's timeoutSeconds, so a
+    # client can resume from it; client-go's reflectors rely on that.
+    core = plane.core()
+    rv = core.list_namespaced_config_map(ns).metadata.resource_version
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=unique("elsewhere"))))
+    events = plane.watch_events(cm_path(ns), {"resourceVersion": rv, "allowWatchBookmarks": "true"}, timeout=6)
+    marks = [e for e in events if e["type"] == "BOOKMARK"]
+    assert marks, f"no BOOKMARK in {summary(events)}"
+    assert int(marks[-1]["object"]["metadata"]["resourceVersion"]) >= int(rv)
+
+
+def test_expired_resource_version_is_410_in_the_watch_stream(small_plane):
     core = small_plane.core()
-    name = "expiry"
+    name = unique("expiry")
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     first = core.create_namespaced_config_map(name, cm("e0"))
     for i in range(1, 40):
         core.create_namespaced_config_map(name, cm(f"e{i}"))
+    old = first.metadata.resource_version
+    # Through the client's watch helper: an ApiException with 410.
     with pytest.raises(ApiException) as e:
-        for _ in watch.Watch().stream(core.list_namespaced_config_map, name,
-                                      resource_version=first.metadata.resource_version, timeout_seconds=5):
+        for _ in watch.Watch().stream(core.list_namespaced_config_map, name, resource_version=old, timeout_seconds=5):
             pass
     assert e.value.status == 410
+    # On the wire, as kube-apiserver does it: 200, then one ERROR event carrying a 410 Status.
+    events = small_plane.watch_events(cm_path(name), {"resourceVersion": old}, timeout=5)
+    assert len(events) == 1 and events[0]["type"] == "ERROR"
+    s = events[0]["object"]
+    assert (s["kind"], s["apiVersion"], s["status"], s["code"], s["reason"]) == ("Status", "v1", "Failure", 410, "Expired")
+    assert s["message"].startswith("too old resource version: ")
+    # A recent resourceVersion still resumes on the same server.
+    recent = core.list_namespaced_config_map(name).metadata.resource_version
+    core.create_namespaced_config_map(name, cm("fresh"))
+    events = small_plane.watch_events(cm_path(name), {"resourceVersion": recent}, count=1, timeout=5)
+    assert [(t, n) for t, n, _ in summary(events)] == [("ADDED", "fresh")]
+
+
+def test_exact_list_at_an_expired_resource_version_is_410(small_plane):
+    core = small_plane.core()
+    name = unique("exact")
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    old = core.create_namespaced_config_map(name, cm("x0")).metadata.resource_version
+    for i in range(1, 40):
+        core.create_namespaced_config_map(name, cm(f"x{i}"))
+    status, body = small_plane.raw("GET", cm_path(name), {"resourceVersion": old, "resourceVersionMatch": "Exact"})
+    assert (status, body["reason"]) == (410, "Expired")
+
+
+# --- lists --------------------------------------------------------------------------------
+
+
+def paged(list_fn, **kw):
+    names, token, pages, versions = [], None, 0, set()
+    while True:
+        page = list_fn(_continue=token, **kw)
+        pages += 1
+        names += [i.metadata.name for i in page.items]
+        versions.add(page.metadata.resource_version)
+        token = page.metadata._continue
+        if not token:
+            return names, pages, versions
+        assert pages < 100, "continue tokens never end"
 
 
 def test_pagination_covers_every_item_exactly_once(plane, ns):
     core = plane.core()
     for i in range(23):
         core.create_namespaced_config_map(ns, cm(f"p{i:02d}", labels={"page": "yes"}))
-    names, token, pages = [], None, 0
+    names, pages, versions = paged(lambda **kw: core.list_namespaced_config_map(ns, **kw),
+                                   label_selector="page=yes", limit=5)
+    assert pages == 5
+    assert names == [f"p{i:02d}" for i in range(23)]
+    assert len(versions) == 1, "every page is served from the first page's snapshot"
+    exact = core.list_namespaced_config_map(ns, label_selector="page=yes", limit=23)
+    assert len(exact.items) == 23 and not exact.metadata._continue
+    first = core.list_namespaced_config_map(ns, limit=5)
+    # Without selectors kube-apiserver counts what remains: 23 + kube-root-ca.crt - 5.
+    assert first.metadata.remaining_item_count == 19
+
+
+def test_continue_lists_a_consistent_snapshot(plane, ns):
+    core = plane.core()
+    for i in range(10):
+        core.create_namespaced_config_map(ns, cm(f"s{i}"))
+    page = core.list_namespaced_config_map(ns, limit=4)
+    assert [i.metadata.name for i in page.items] == ["kube-root-ca.crt", "s0", "s1", "s2"]
+    # Changes after the first page are not seen by its continuation.
+    core.delete_namespaced_config_map("s7", ns)
+    core.create_namespaced_config_map(ns, cm("s5a"))
+    names, token = [], page.metadata._continue
+    while token:
+        nxt = core.list_namespaced_config_map(ns, limit=4, _continue=token)
+        assert nxt.metadata.resource_version == page.metadata.resource_version
+        names += [i.metadata.name for i in nxt.items]
+        token = nxt.metadata._continue
+    assert names == [f"s{i}" for i in range(3, 10)]
+    # A fresh list sees them.
+    assert "s5a" in [i.metadata.name for i in core.list_namespaced_config_map(ns).items]
+
+
+def test_pagination_across_namespaces(plane):
+    core = plane.core()
+    spaces = sorted(unique("pg") for _ in range(3))
+    for space in spaces:
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=space)))
+        for i in range(4):
+            core.create_namespaced_config_map(space, cm(f"c{i}", labels={"e2e-pages": "across"}))
+    got = []
+    token = None
     while True:
-        page = core.list_namespaced_config_map(ns, label_selector="page=yes", limit=5, _continue=token)
-        pages += 1
-        names += [i.metadata.name for i in page.items]
+        page = core.list_config_map_for_all_namespaces(label_selector="e2e-pages=across", limit=5, _continue=token)
+        got += [(i.metadata.namespace, i.metadata.name) for i in page.items]
         token = page.metadata._continue
         if not token:
             break
-    assert pages == 5
-    assert names == [f"p{i:02d}" for i in range(23)]
+    assert got == [(space, f"c{i}") for space in spaces for i in range(4)]
+
+
+def test_deletecollection_honours_selectors(plane, ns):
+    core = plane.core()
+    for name, tier in [("a", "x"), ("b", "x"), ("c", "y")]:
+        core.create_namespaced_config_map(ns, cm(name, labels={"tier": tier}))
+    status, body = plane.raw("DELETE", cm_path(ns), {"labelSelector": "tier=x"})
+    assert status == 200
+    assert sorted(i.metadata.name for i in core.list_namespaced_config_map(ns).items) == ["c", "kube-root-ca.crt"]
+
+
+def test_delete_preconditions(plane, ns):
+    core = plane.core()
+    made = core.create_namespaced_config_map(ns, cm("pre"))
+    with pytest.raises(ApiException) as e:
+        core.delete_namespaced_config_map("pre", ns, body=client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(uid="00000000-0000-0000-0000-000000000000")))
+    assert e.value.status == 409 and status_of(e)["reason"] == "Conflict"
+    assert "Precondition failed: UID in precondition: 00000000-0000-0000-0000-000000000000" in status_of(e)["message"]
+    made.data = {"k": "newer"}
+    core.replace_namespaced_config_map("pre", ns, made)
+    with pytest.raises(ApiException) as e:
+        core.delete_namespaced_config_map("pre", ns, body=client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(resource_version=made.metadata.resource_version)))
+    assert e.value.status == 409
+    core.delete_namespaced_config_map("pre", ns, body=client.V1DeleteOptions(
+        preconditions=client.V1Preconditions(uid=made.metadata.uid)))
+    assert gone(lambda: core.read_namespaced_config_map("pre", ns))
+
+
+def test_watch_across_namespaces_in_order(plane):
+    core = plane.core()
+    a, b = unique("wa"), unique("wb")
+    before = core.list_namespace().metadata.resource_version
+    for space in (a, b):
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=space)))
+    start = core.list_config_map_for_all_namespaces(limit=1).metadata.resource_version
+    core.create_namespaced_config_map(b, cm("one", labels={"e2e-watch": "across"}))
+    core.create_namespaced_config_map(a, cm("two", labels={"e2e-watch": "across"}))
+    core.delete_namespaced_config_map("one", b)
+    events = plane.watch_events("/api/v1/configmaps", {"resourceVersion": start, "labelSelector": "e2e-watch=across"},
+                                count=3, timeout=5)
+    assert [(e["type"], e["object"]["metadata"]["namespace"], e["object"]["metadata"]["name"]) for e in events] == [
+        ("ADDED", b, "one"), ("ADDED", a, "two"), ("DELETED", b, "one")]
+    ns_events = plane.watch_events("/api/v1/namespaces", {"resourceVersion": before}, count=2, timeout=5)
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in ns_events] == [("ADDED", a), ("ADDED", b)]
 
 
 def test_label_and_field_selectors(plane, ns):
@@ -162,33 +597,86 @@ def test_label_and_field_selectors(plane, ns):
         return sorted(i.metadata.name for i in core.list_namespaced_config_map(ns, **kw).items)
 
     assert names(label_selector="app=web") == ["a"]
+    assert names(label_selector="app==web") == ["a"]
+    assert names(label_selector="app!=web") == ["b", "c", "kube-root-ca.crt"]
     assert names(label_selector="app!=web,app") == ["b", "c"]
     assert names(label_selector="app in (web,db)") == ["a", "b"]
+    assert names(label_selector="app notin (web,db)") == ["c", "kube-root-ca.crt"]
     assert names(label_selector="app notin (web,db),app") == ["c"]
     assert names(label_selector="tier") == ["a"]
+    assert names(label_selector="!legacy") == ["a", "b", "kube-root-ca.crt"]
     assert names(label_selector="!legacy,app") == ["a", "b"]
+    assert names(label_selector="app in (web,cache),tier notin (back)") == ["a", "c"]
     assert names(field_selector="metadata.name=b") == ["b"]
+    assert names(field_selector="metadata.name==b") == ["b"]
     assert names(field_selector="metadata.name!=b", label_selector="app") == ["a", "c"]
+    assert names(field_selector=f"metadata.namespace={ns},metadata.name=c") == ["c"]
+    everywhere = core.list_config_map_for_all_namespaces(field_selector=f"metadata.namespace={ns}").items
+    assert sorted(i.metadata.name for i in everywhere) == ["a", "b", "c", "kube-root-ca.crt"]
+    assert {i.metadata.namespace for i in everywhere} == {ns}
+
+    with pytest.raises(ApiException) as e:
+        core.list_namespaced_config_map(ns, label_selector="app in (web")
+    assert e.value.status == 400
     with pytest.raises(ApiException) as e:
         core.list_namespaced_config_map(ns, field_selector="spec.nodeName=x")
+    assert e.value.status == 400 and status_of(e)["reason"] == "BadRequest"
+    with pytest.raises(ApiException) as e:
+        core.list_namespaced_pod(ns, field_selector="spec.bogus=x")
     assert e.value.status == 400
+    assert status_of(e)["message"] == "field label not supported: spec.bogus"
 
-    for name, node, phase in [("p1", "n1", None), ("p2", "n2", None)]:
-        core.create_namespaced_pod(ns, client.V1Pod(
-            metadata=client.V1ObjectMeta(name=name),
-            spec=client.V1PodSpec(node_name=node, containers=[client.V1Container(name="c", image="busybox")])))
-    pods = core.list_namespaced_pod(ns, field_selector="spec.nodeName=n2").items
-    assert [p.metadata.name for p in pods] == ["p2"]
-    assert len(core.list_namespaced_pod(ns, field_selector="status.phase=Pending").items) == 2
-    assert core.list_namespaced_pod(ns, field_selector="status.phase=Running").items == []
+
+def test_pod_field_selectors(plane, ns):
+    core = plane.core()
+    n1, n2 = unique("n1"), unique("n2")  # node names no other test uses: the server is shared
+    core.create_namespaced_pod(ns, pod("p1", node=n1))
+    core.create_namespaced_pod(ns, pod("p2", node=n2))
+    core.create_namespaced_pod(ns, pod("p3"))
+    p3 = core.read_namespaced_pod_status("p3", ns)
+    p3.status.phase = "Running"
+    core.replace_namespaced_pod_status("p3", ns, p3)
+
+    def names(selector):
+        return sorted(p.metadata.name for p in core.list_namespaced_pod(ns, field_selector=selector).items)
+
+    assert names(f"spec.nodeName={n2}") == ["p2"]
+    assert names("spec.nodeName=") == ["p3"]  # unscheduled, as the scheduler lists them
+    assert names("spec.nodeName!=") == ["p1", "p2"]
+    assert names("status.phase=Pending") == ["p1", "p2"]
+    assert names("status.phase=Running") == ["p3"]
+    assert names(f"status.phase!=Running,spec.nodeName={n1}") == ["p1"]
+    everywhere = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={n1}").items
+    assert [(p.metadata.namespace, p.metadata.name) for p in everywhere] == [(ns, "p1")]
+
+
+# --- deletion: finalizers, owners, namespaces --------------------------------------------
 
 
 def test_finalizers_block_deletion(plane, ns):
     core = plane.core()
     core.create_namespaced_config_map(ns, cm("held", finalizers=["example.com/hold"]))
-    core.delete_namespaced_config_map("held", ns)
+    # The answer to a delete that has to wait is the object itself, marked for deletion.
+    status, body = plane.raw("DELETE", f"{cm_path(ns)}/held")
+    assert status == 200 and body["kind"] == "ConfigMap"
+    assert body["metadata"]["deletionTimestamp"]
     held = core.read_namespaced_config_map("held", ns)
     assert held.metadata.deletion_timestamp is not None
+    assert held.metadata.deletion_grace_period_seconds == 0
+    assert held.metadata.finalizers == ["example.com/hold"]
+    # Deleting it again changes nothing and is not an error.
+    status, body = plane.raw("DELETE", f"{cm_path(ns)}/held")
+    assert status == 200 and body["metadata"]["name"] == "held"
+    # No new finalizer may be added once deletion started.
+    held.metadata.finalizers = ["example.com/hold", "example.com/another"]
+    with pytest.raises(ApiException) as e:
+        core.replace_namespaced_config_map("held", ns, held)
+    assert e.value.status == 422
+    assert "no new finalizers can be added if the object is being deleted" in e.value.body
+    held = core.read_namespaced_config_map("held", ns)
+    held.data = {"k": "still writable"}
+    held = core.replace_namespaced_config_map("held", ns, held)
+    assert held.data == {"k": "still writable"}
     held.metadata.finalizers = []
     core.replace_namespaced_config_map("held", ns, held)
     with pytest.raises(ApiException) as e:
@@ -196,25 +684,49 @@ def test_finalizers_block_deletion(plane, ns):
     assert e.value.status == 404
 
 
-def owner_ref(owner, block=False):
-    return [client.V1OwnerReference(api_version="v1", kind="ConfigMap", name=owner.metadata.name,
+def owner_ref(owner, block=None, kind="ConfigMap", api_version="v1"):
+    return [client.V1OwnerReference(api_version=api_version, kind=kind, name=owner.metadata.name,
                                     uid=owner.metadata.uid, block_owner_deletion=block)]
-
-
-def gone(read):
-    try:
-        read()
-        return False
-    except ApiException as e:
-        return e.status == 404
 
 
 def test_owner_gc_background(plane, ns):
     core = plane.core()
     owner = core.create_namespaced_config_map(ns, cm("owner"))
     core.create_namespaced_config_map(ns, cm("dep", owner_references=owner_ref(owner)))
+    core.create_namespaced_pod(ns, pod("dep-pod", owner_references=owner_ref(owner)))
+    core.create_namespaced_config_map(ns, cm("bystander"))
     core.delete_namespaced_config_map("owner", ns, propagation_policy="Background")
-    wait_for(lambda: gone(lambda: core.read_namespaced_config_map("dep", ns)))
+    # The owner goes at once; its dependents (of any kind) after it.
+    assert gone(lambda: core.read_namespaced_config_map("owner", ns))
+    wait_for(lambda: gone(lambda: core.read_namespaced_config_map("dep", ns)), what="configmap dependent collected")
+    wait_for(lambda: gone(lambda: core.read_namespaced_pod("dep-pod", ns)), what="pod dependent collected")
+    assert core.read_namespaced_config_map("bystander", ns).metadata.name == "bystander"
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: GC does not strip references to a deleted owner yet")
+def test_owner_gc_keeps_dependents_with_another_live_owner(plane, ns):
+    core = plane.core()
+    a = core.create_namespaced_config_map(ns, cm("owner-a"))
+    b = core.create_namespaced_config_map(ns, cm("owner-b"))
+    core.create_namespaced_config_map(ns, cm("shared", owner_references=owner_ref(a) + owner_ref(b)))
+    core.delete_namespaced_config_map("owner-a", ns)
+
+    def only_b_left():
+        refs = core.read_namespaced_config_map("shared", ns).metadata.owner_references or []
+        return [r.name for r in refs] == ["owner-b"]
+
+    wait_for(only_b_left, what="dangling reference to owner-a removed from the dependent")
+    core.delete_namespaced_config_map("owner-b", ns)
+    wait_for(lambda: gone(lambda: core.read_namespaced_config_map("shared", ns)), what="dependent collected")
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: GC does not collect dangling ownerReferences yet")
+def test_owner_gc_collects_dependents_of_an_owner_that_never_existed(plane, ns):
+    core = plane.core()
+    ghost = cm("ghost")
+    ghost.metadata.uid = "00000000-0000-0000-0000-00000000abcd"
+    core.create_namespaced_config_map(ns, cm("orphaned", owner_references=owner_ref(ghost)))
+    wait_for(lambda: gone(lambda: core.read_namespaced_config_map("orphaned", ns)), what="dangling dependent collected")
 
 
 def test_owner_gc_foreground_waits_for_blocking_dependents(plane, ns):
@@ -224,54 +736,131 @@ def test_owner_gc_foreground_waits_for_blocking_dependents(plane, ns):
         ns, cm("dep", owner_references=owner_ref(owner, block=True), finalizers=["example.com/hold"]))
     core.delete_namespaced_config_map("owner", ns, propagation_policy="Foreground")
     waiting = core.read_namespaced_config_map("owner", ns)
-    assert "foregroundDeletion" in waiting.metadata.finalizers
+    assert waiting.metadata.finalizers == ["foregroundDeletion"]
     assert waiting.metadata.deletion_timestamp is not None
+    wait_for(lambda: core.read_namespaced_config_map("dep", ns).metadata.deletion_timestamp,
+             what="dependent marked for deletion")
+    # The owner waits while its blocking dependent exists.
+    assert core.read_namespaced_config_map("owner", ns).metadata.finalizers == ["foregroundDeletion"]
     dep = core.read_namespaced_config_map("dep", ns)
-    assert dep.metadata.deletion_timestamp is not None
     dep.metadata.finalizers = []
     core.replace_namespaced_config_map("dep", ns, dep)
-    wait_for(lambda: gone(lambda: core.read_namespaced_config_map("owner", ns)))
+    wait_for(lambda: gone(lambda: core.read_namespaced_config_map("dep", ns)), what="dependent deleted")
+    wait_for(lambda: gone(lambda: core.read_namespaced_config_map("owner", ns)), what="owner deleted after dependent")
+
+
+def test_owner_gc_foreground_without_blockers_deletes_everything(plane, ns):
+    core = plane.core()
+    owner = core.create_namespaced_config_map(ns, cm("owner"))
+    for i in range(3):
+        core.create_namespaced_config_map(ns, cm(f"dep{i}", owner_references=owner_ref(owner, block=True)))
+    core.delete_namespaced_config_map("owner", ns, propagation_policy="Foreground")
+    wait_for(lambda: gone(lambda: core.read_namespaced_config_map("owner", ns)), what="owner deleted")
+    assert all(gone(lambda i=i: core.read_namespaced_config_map(f"dep{i}", ns)) for i in range(3)), \
+        "foreground: the owner goes only after its blocking dependents"
 
 
 def test_owner_gc_orphan_keeps_dependents(plane, ns):
     core = plane.core()
     owner = core.create_namespaced_config_map(ns, cm("owner"))
     core.create_namespaced_config_map(ns, cm("dep", owner_references=owner_ref(owner)))
+    core.create_namespaced_config_map(ns, cm("dep2", owner_references=owner_ref(owner)))
     core.delete_namespaced_config_map("owner", ns, propagation_policy="Orphan")
-    wait_for(lambda: gone(lambda: core.read_namespaced_config_map("owner", ns)))
-    dep = core.read_namespaced_config_map("dep", ns)
-    assert not dep.metadata.owner_references
+    wait_for(lambda: gone(lambda: core.read_namespaced_config_map("owner", ns)), what="owner deleted")
+    for name in ("dep", "dep2"):
+        dep = core.read_namespaced_config_map(name, ns)
+        assert not dep.metadata.owner_references
+        assert dep.metadata.deletion_timestamp is None
 
 
-def test_new_namespace_has_default_service_account_and_root_ca(plane, ns):
+def test_new_namespace_is_active_with_default_service_account_and_root_ca(plane, ns):
     core = plane.core()
+    namespace = core.read_namespace(ns)
+    assert namespace.status.phase == "Active"
+    assert namespace.spec.finalizers == ["kubernetes"]
+    assert namespace.metadata.labels["kubernetes.io/metadata.name"] == ns
     assert core.read_namespaced_service_account("default", ns).metadata.name == "default"
     ca = core.read_namespaced_config_map("kube-root-ca.crt", ns)
-    assert ca.data["ca.crt"].startswith("-----BEGIN CERTIFICATE-----")
-    assert core.read_namespace(ns).metadata.labels["kubernetes.io/metadata.name"] == ns
+    kubeconfig = yaml.safe_load(open(plane.kubeconfig))
+    cluster_ca = base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]).decode()
+    assert ca.data["ca.crt"].strip() == cluster_ca.strip(), "kube-root-ca.crt holds the cluster CA"
+
+
+def test_system_namespaces_and_their_defaults(plane):
+    core = plane.core()
+    names = {n.metadata.name for n in core.list_namespace().items}
+    assert {"default", "kube-system", "kube-public", "kube-node-lease"} <= names
+    for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
+        assert core.read_namespaced_service_account("default", name).metadata.name == "default"
+        assert "ca.crt" in core.read_namespaced_config_map("kube-root-ca.crt", name).data
+
+
+def test_default_namespace_has_the_kubernetes_service(plane):
+    svc = plane.core().read_namespaced_service("kubernetes", "default")
+    assert svc.spec.type == "ClusterIP"
+    assert [(p.name, p.port, p.protocol) for p in svc.spec.ports] == [("https", 443, "TCP")]
+    assert svc.metadata.labels == {"component": "apiserver", "provider": "kubernetes"}
 
 
 def test_namespace_deletion_removes_content_then_namespace(plane, ns):
     core = plane.core()
     core.create_namespaced_config_map(ns, cm("plain"))
+    core.create_namespaced_pod(ns, pod("p"))
     core.create_namespaced_config_map(ns, cm("held", finalizers=["example.com/hold"]))
-    core.delete_namespace(ns)
+    status, body = plane.raw("DELETE", f"/api/v1/namespaces/{ns}")
+    assert status == 200 and body["kind"] == "Namespace"
+    assert body["status"]["phase"] == "Terminating" and body["metadata"]["deletionTimestamp"]
     terminating = core.read_namespace(ns)
     assert terminating.status.phase == "Terminating"
-    wait_for(lambda: gone(lambda: core.read_namespaced_config_map("plain", ns)))
+    assert terminating.metadata.deletion_timestamp is not None
+    wait_for(lambda: gone(lambda: core.read_namespaced_config_map("plain", ns)), what="content deleted")
+    wait_for(lambda: gone(lambda: core.read_namespaced_pod("p", ns)), what="pod deleted")
+    wait_for(lambda: gone(lambda: core.read_namespaced_service_account("default", ns)), what="default SA deleted")
     with pytest.raises(ApiException) as e:
         core.create_namespaced_config_map(ns, cm("late"))
-    assert e.value.status == 403
+    s = status_of(e)
+    assert (e.value.status, s["reason"]) == (403, "Forbidden")
+    assert s["message"] == (f'configmaps "late" is forbidden: unable to create new content in namespace {ns} '
+                            "because it is being terminated")
+    # The held object keeps the namespace Terminating until its finalizer goes.
+    held = core.read_namespaced_config_map("held", ns)
+    assert held.metadata.deletion_timestamp is not None
+    assert core.read_namespace(ns).status.phase == "Terminating"
+    held.metadata.finalizers = []
+    core.replace_namespaced_config_map("held", ns, held)
+    wait_for(lambda: gone(lambda: core.read_namespace(ns)), what="namespace deleted")
+    assert core.list_namespaced_config_map(ns).items == []
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: namespace termination conditions are not set yet")
+def test_terminating_namespace_reports_remaining_finalizers(plane, ns):
+    # The namespace controller's conditions while content with finalizers remains.
+    core = plane.core()
+    core.create_namespaced_config_map(ns, cm("held", finalizers=["example.com/hold"]))
+    core.delete_namespace(ns)
+
+    def condition():
+        conds = {c.type: c for c in core.read_namespace(ns).status.conditions or []}
+        c = conds.get("NamespaceFinalizersRemaining")
+        return c if c and c.status == "True" else None
+
+    c = wait_for(condition, what="NamespaceFinalizersRemaining=True")
+    assert c.reason == "SomeFinalizersRemain"
+    assert c.message == "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances"
     held = core.read_namespaced_config_map("held", ns)
     held.metadata.finalizers = []
     core.replace_namespaced_config_map("held", ns, held)
-    wait_for(lambda: gone(lambda: core.read_namespace(ns)))
+    wait_for(lambda: gone(lambda: core.read_namespace(ns)), what="namespace deleted")
 
 
 def test_system_namespaces_cannot_be_deleted(plane):
     with pytest.raises(ApiException) as e:
         plane.core().delete_namespace("kube-system")
     assert e.value.status == 403
+    assert plane.core().read_namespace("kube-system").status.phase == "Active"
+
+
+# --- writes beyond create/update (PATCH and subresources) ---------------------------------
 
 
 def test_deployments_keep_spec_generation_and_status(plane, ns):
