@@ -68,7 +68,8 @@ def test_python_client_sees_kubeadm_objects(fleet):
     assert cps.items[0].spec.taints[0].effect == "NoSchedule"
     assert cps.items[0].spec.provider_id == "in-memory://wl-1-control-plane-0"
     on_worker = core.list_namespaced_pod("kube-system", field_selector="spec.nodeName=wl-1-worker-0")
-    assert [p.metadata.name.startswith("kube-proxy-") for p in on_worker.items] == [True]
+    assert sum(p.metadata.name.startswith("kube-proxy-") for p in on_worker.items) == 1
+    assert all(p.status.phase == "Running" for p in on_worker.items)
     cm = core.read_namespaced_config_map("kubeadm-config", "kube-system")
     assert "clusterName: wl-1" in cm.data["ClusterConfiguration"]
     assert "kubernetesVersion: v1.31.0" in cm.data["ClusterConfiguration"]
@@ -107,3 +108,77 @@ def test_logs_and_exec_answer_honestly(fleet):
     assert "simulated by infrasim" in exec_.stderr and "exec is not possible" in exec_.stderr
     bad = kubectl(kc, "-n", "kube-system", "logs", pod, "-c", "nope")
     assert bad.returncode != 0 and "container nope is not valid" in bad.stderr
+
+
+def wait_for(what, check, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"never happened: {what}")
+
+
+def test_deployment_pods_run_on_workers_scale_and_go(fleet):
+    out, _ = fleet
+    kc = out / "wl-1.kubeconfig"
+    assert kubectl(kc, "create", "deployment", "web", "--image=nginx:1.27", "--replicas=3").returncode == 0
+    rollout = kubectl(kc, "rollout", "status", "deployment/web", "--timeout=25s")
+    assert rollout.returncode == 0 and 'deployment "web" successfully rolled out' in rollout.stdout
+    rows = [l.split() for l in kubectl(kc, "get", "pods", "-l", "app=web", "-o", "wide").stdout.splitlines()[1:]]
+    assert len(rows) == 3
+    for name, ready, status, _restarts, _age, ip, node, *_ in rows:
+        assert name.startswith("web-") and (ready, status) == ("1/1", "Running")
+        assert node.startswith("wl-1-worker-") and ip.startswith("10.244.")
+    deploy = kubectl(kc, "get", "deployment", "web").stdout.splitlines()
+    assert deploy[1].split()[:4] == ["web", "3/3", "3", "3"]
+    # A new image rolls out to a second ReplicaSet; the old one is scaled to zero.
+    assert kubectl(kc, "set", "image", "deployment/web", "nginx=nginx:1.28").returncode == 0
+    assert kubectl(kc, "rollout", "status", "deployment/web", "--timeout=25s").returncode == 0
+    rs = {l.split()[0]: l.split()[1:4] for l in kubectl(kc, "get", "rs", "-l", "app=web").stdout.splitlines()[1:]}
+    assert sorted(rs.values()) == [["0", "0", "0"], ["3", "3", "3"]]
+    images = kubectl(kc, "get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].spec.containers[0].image}").stdout
+    assert images.split() == ["nginx:1.28"] * 3
+    assert kubectl(kc, "scale", "deployment/web", "--replicas=1").returncode == 0
+    wait_for("scaled to one pod",
+             lambda: len(kubectl(kc, "get", "pods", "-l", "app=web", "-o", "name").stdout.split()) == 1)
+    assert kubectl(kc, "delete", "deployment", "web").returncode == 0
+    wait_for("pods and replicasets collected",
+             lambda: kubectl(kc, "get", "pods,rs", "-l", "app=web", "-o", "name").stdout.strip() == "")
+
+
+def test_unschedulable_pod_says_why(fleet):
+    out, _ = fleet
+    kc = out / "wl-1.kubeconfig"
+    overrides = '{"spec":{"containers":[{"name":"big","image":"busybox","resources":{"requests":{"cpu":"64"}}}]}}'
+    assert kubectl(kc, "run", "big", "--image=busybox", f"--overrides={overrides}").returncode == 0
+    jsonpath = '{.status.conditions[?(@.type=="PodScheduled")].message}'
+    wait_for("the scheduler gives up on it",
+             lambda: "Insufficient cpu" in kubectl(kc, "get", "pod", "big", "-o", f"jsonpath={jsonpath}").stdout)
+    message = kubectl(kc, "get", "pod", "big", "-o", f"jsonpath={jsonpath}").stdout
+    assert message.startswith("0/3 nodes are available: 2 Insufficient cpu, "
+                              "1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }.")
+    assert kubectl(kc, "get", "pod", "big").stdout.splitlines()[1].split()[1:3] == ["0/1", "Pending"]
+    # A pod that tolerates the taint and selects the control-plane node runs there.
+    overrides = ('{"spec":{"nodeSelector":{"node-role.kubernetes.io/control-plane":""},'
+                 '"tolerations":[{"key":"node-role.kubernetes.io/control-plane","effect":"NoSchedule"}]}}')
+    assert kubectl(kc, "run", "cp", "--image=busybox", f"--overrides={overrides}").returncode == 0
+    assert kubectl(kc, "wait", "--for=condition=Ready", "pod/cp", "--timeout=25s").returncode == 0
+    assert kubectl(kc, "get", "pod", "cp", "-o", "jsonpath={.spec.nodeName}").stdout == "wl-1-control-plane-0"
+    kubectl(kc, "delete", "pod", "big", "cp")
+
+
+def test_python_client_watches_nodes(fleet):
+    from kubernetes import watch
+    out, _ = fleet
+    core = client.CoreV1Api(config.new_client_from_config(config_file=str(out / "wl-0.kubeconfig")))
+    rv = core.list_node().metadata.resource_version
+    core.patch_node("wl-0-worker-0", {"metadata": {"labels": {"e2e-watch": "seen"}}})
+    w = watch.Watch()
+    seen = None
+    for event in w.stream(core.list_node, resource_version=rv, timeout_seconds=10):
+        if event["object"].metadata.labels.get("e2e-watch") == "seen":
+            seen = event
+            w.stop()
+    assert seen is not None and seen["type"] == "MODIFIED"
+    assert seen["object"].metadata.name == "wl-0-worker-0"

@@ -17,6 +17,8 @@ pub struct ClusterShape {
     pub startup: std::time::Duration,
     /// Each phase takes `startup + rand[0,1) * jitter * startup`, as CAPIM's machines do.
     pub jitter: f64,
+    /// How the cluster's kubelets start pods and renew leases.
+    pub workloads: crate::WorkloadConfig,
 }
 
 impl Default for ClusterShape {
@@ -28,6 +30,7 @@ impl Default for ClusterShape {
             kubernetes_version: "v1.31.0".into(),
             startup: std::time::Duration::ZERO,
             jitter: 0.0,
+            workloads: crate::WorkloadConfig::default(),
         }
     }
 }
@@ -50,12 +53,19 @@ fn node_ip(cluster_index: u32, node_index: usize) -> String {
     )
 }
 
-fn node(shape: &ClusterShape, name: &str, control_plane: bool, ip: &str, now: &str) -> Value {
+fn node(
+    shape: &ClusterShape,
+    name: &str,
+    control_plane: bool,
+    ip: &str,
+    index: usize,
+    now: &str,
+) -> Value {
     let mut labels = json!({
         "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
         "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
     });
-    let mut spec = json!({"providerID": format!("in-memory://{name}"), "podCIDR": "10.244.0.0/24"});
+    let mut spec = json!({"providerID": format!("in-memory://{name}"), "podCIDR": format!("10.244.{index}.0/24"), "podCIDRs": [format!("10.244.{index}.0/24")]});
     if control_plane {
         labels["node-role.kubernetes.io/control-plane"] = json!("");
         labels["node.kubernetes.io/exclude-from-external-load-balancers"] = json!("");
@@ -215,7 +225,7 @@ pub fn objects(
     let mut objects: Vec<(&'static str, Value)> = Vec::new();
     for (i, (name, control_plane)) in node_names(shape).into_iter().enumerate() {
         let ip = node_ip(cluster_index, i);
-        objects.push(("nodes", node(shape, &name, control_plane, &ip, now)));
+        objects.push(("nodes", node(shape, &name, control_plane, &ip, i, now)));
         objects.push((
             "leases.coordination.k8s.io",
             json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -254,39 +264,7 @@ pub fn objects(
                 ));
             }
         }
-        objects.push((
-            "pods",
-            running_pod(RunningPod { name: &format!(
-                    "kube-proxy-{}",
-                    &uuid::Uuid::new_v4().simple().to_string()[..5]
-                ), node: &name, ip: &ip, host_network: true, labels: json!({"k8s-app": "kube-proxy", "controller-revision-hash": "7b9c8d6f5"}), image: &format!("registry.k8s.io/kube-proxy:{version}"), container: "kube-proxy" }, now),
-        ));
     }
-    let first_node = node_names(shape)
-        .first()
-        .map(|(n, _)| n.clone())
-        .unwrap_or_default();
-    for i in 0..2 {
-        objects.push((
-            "pods",
-            running_pod(
-                RunningPod {
-                    name: &format!(
-                        "coredns-76f75df574-{}",
-                        &uuid::Uuid::new_v4().simple().to_string()[..5]
-                    ),
-                    node: &first_node,
-                    ip: &format!("10.244.0.{}", i + 2),
-                    host_network: false,
-                    labels: json!({"k8s-app": "kube-dns", "pod-template-hash": "76f75df574"}),
-                    image: "registry.k8s.io/coredns/coredns:v1.11.1",
-                    container: "coredns",
-                },
-                now,
-            ),
-        ));
-    }
-    let nodes = (shape.control_planes + shape.workers) as i64;
     objects.extend([
         ("configmaps", json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "kubeadm-config", "namespace": "kube-system"},
@@ -305,22 +283,40 @@ pub fn objects(
             "data": {"config.conf": "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: iptables\n"}})),
         ("clusterroles.rbac.authorization.k8s.io", json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": "kubeadm:get-nodes"}, "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]})),
+        // kube-proxy and CoreDNS as kubeadm writes them; the cluster's controllers create,
+        // schedule and start their pods (see `workloads`).
         ("daemonsets.apps", json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
-            "metadata": {"name": "kube-proxy", "namespace": "kube-system", "labels": {"k8s-app": "kube-proxy"}, "generation": 1},
+            "metadata": {"name": "kube-proxy", "namespace": "kube-system", "labels": {"k8s-app": "kube-proxy"}},
             "spec": {"selector": {"matchLabels": {"k8s-app": "kube-proxy"}},
+                     "revisionHistoryLimit": 10,
+                     "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
                      "template": {"metadata": {"labels": {"k8s-app": "kube-proxy"}},
-                                  "spec": {"containers": [{"name": "kube-proxy", "image": format!("registry.k8s.io/kube-proxy:{version}")}],
-                                           "hostNetwork": true, "priorityClassName": "system-node-critical"}}},
-            "status": {"currentNumberScheduled": nodes, "desiredNumberScheduled": nodes, "numberAvailable": nodes,
-                       "numberReady": nodes, "updatedNumberScheduled": nodes, "observedGeneration": 1, "numberMisscheduled": 0}})),
+                                  "spec": {"containers": [{"name": "kube-proxy", "image": format!("registry.k8s.io/kube-proxy:{version}"),
+                                                           "command": ["/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=$(NODE_NAME)"],
+                                                           "imagePullPolicy": "IfNotPresent", "securityContext": {"privileged": true}}],
+                                           "hostNetwork": true, "priorityClassName": "system-node-critical",
+                                           "serviceAccountName": "kube-proxy", "nodeSelector": {"kubernetes.io/os": "linux"},
+                                           "tolerations": [{"operator": "Exists"}],
+                                           "restartPolicy": "Always", "dnsPolicy": "ClusterFirst", "schedulerName": "default-scheduler",
+                                           "terminationGracePeriodSeconds": 30}}}})),
         ("deployments.apps", json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "coredns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}},
             "spec": {"replicas": 2, "selector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                     "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600,
+                     "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 1}},
                      "template": {"metadata": {"labels": {"k8s-app": "kube-dns"}},
-                                  "spec": {"containers": [{"name": "coredns", "image": "registry.k8s.io/coredns/coredns:v1.11.1"}],
-                                           "priorityClassName": "system-cluster-critical"}}},
-            "status": {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 2, "observedGeneration": 1,
-                       "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "lastUpdateTime": now, "lastTransitionTime": now}]}})),
+                                  "spec": {"containers": [{"name": "coredns", "image": "registry.k8s.io/coredns/coredns:v1.11.3",
+                                                           "args": ["-conf", "/etc/coredns/Corefile"], "imagePullPolicy": "IfNotPresent",
+                                                           "ports": [{"containerPort": 53, "name": "dns", "protocol": "UDP"},
+                                                                     {"containerPort": 53, "name": "dns-tcp", "protocol": "TCP"},
+                                                                     {"containerPort": 9153, "name": "metrics", "protocol": "TCP"}],
+                                                           "resources": {"limits": {"memory": "170Mi"}, "requests": {"cpu": "100m", "memory": "70Mi"}}}],
+                                           "priorityClassName": "system-cluster-critical", "serviceAccountName": "coredns",
+                                           "dnsPolicy": "Default", "nodeSelector": {"kubernetes.io/os": "linux"},
+                                           "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"},
+                                                           {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}],
+                                           "restartPolicy": "Always", "schedulerName": "default-scheduler",
+                                           "terminationGracePeriodSeconds": 30}}}})),
         ("services", json!({"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}},
             "spec": {"clusterIP": "10.96.0.10", "selector": {"k8s-app": "kube-dns"},

@@ -20,8 +20,10 @@
 //! ```
 
 mod bootstrap;
+pub mod workloads;
 
 pub use bootstrap::{node_names, ClusterShape, API_SERVER_PHASE, PHASES};
+pub use workloads::WorkloadConfig;
 
 use infrasim_clock::{SharedClock, SystemClock};
 use infrasim_kube_api::kubeconfig::{self, KubeconfigSpec};
@@ -86,7 +88,9 @@ struct Running {
     info: ClusterInfo,
     /// Bootstrap phases completed (of `PHASES.len()`).
     progress: Arc<AtomicUsize>,
+    group: Arc<infrasim_store::Group>,
     _stop: oneshot::Sender<()>,
+    _stop_workloads: oneshot::Sender<()>,
 }
 
 /// Many clusters in one process.
@@ -202,6 +206,14 @@ impl Cloud {
         let serving = ca.serving_cert("kube-apiserver", &dns, &ips)?;
         let tls = server.tls_config(&serving)?;
         let (stop, stopped) = oneshot::channel::<()>();
+        // kube-controller-manager, kube-scheduler and the kubelets, for this cluster.
+        let (stop_workloads, workloads_stopped) = oneshot::channel::<()>();
+        tokio::spawn(workloads::run(
+            group.clone(),
+            self.clock.clone(),
+            shape.workloads.clone(),
+            workloads_stopped,
+        ));
         let progress = Arc::new(AtomicUsize::new(0));
         let objects = bootstrap::objects(&shape, index, &endpoint.to_string(), &ca.cert_pem, &now);
         if shape.startup.is_zero() {
@@ -215,7 +227,7 @@ impl Cloud {
             drop(listener);
             tokio::spawn(run_phases(Phased {
                 phases: bootstrap::phases(objects),
-                group,
+                group: group.clone(),
                 server,
                 tls,
                 endpoint,
@@ -250,7 +262,9 @@ impl Cloud {
                 Running {
                     info: info.clone(),
                     progress,
+                    group,
                     _stop: stop,
+                    _stop_workloads: stop_workloads,
                 },
             );
         Ok(info)
@@ -263,6 +277,44 @@ impl Cloud {
             .unwrap_or_else(|p| p.into_inner())
             .get(name)
             .map(|r| r.progress.load(Ordering::SeqCst))
+    }
+
+    /// Whether a cluster is up: every bootstrap phase done and every Deployment and DaemonSet
+    /// of `kube-system` (CoreDNS, kube-proxy) fully available.
+    pub fn ready(&self, name: &str) -> bool {
+        let clusters = self.clusters.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(r) = clusters.get(name) else {
+            return false;
+        };
+        if r.progress.load(Ordering::SeqCst) < PHASES.len() {
+            return false;
+        }
+        let available = |resource: &str, want: &str, have: &str| {
+            r.group
+                .snapshot(resource, infrasim_store::ReadAt::Latest)
+                .map(|s| {
+                    s.objects.values().all(|o| {
+                        if &*o.meta.namespace != "kube-system" {
+                            return true;
+                        }
+                        let Ok(v) = o.to_value() else { return false };
+                        let get = |p: &str| v.pointer(p).and_then(serde_json::Value::as_i64);
+                        let want = get(want).unwrap_or(1);
+                        get(have).unwrap_or(0) >= want
+                            && get("/status/observedGeneration") >= get("/metadata/generation")
+                    })
+                })
+                .unwrap_or(false)
+        };
+        available(
+            "deployments.apps",
+            "/spec/replicas",
+            "/status/availableReplicas",
+        ) && available(
+            "daemonsets.apps",
+            "/status/desiredNumberScheduled",
+            "/status/numberAvailable",
+        )
     }
 
     /// Stops serving a cluster and drops its objects; its port becomes free again.

@@ -34,6 +34,14 @@ async fn kubeadm_control_plane_reads_and_writes() {
         })
         .await
         .unwrap();
+    // Its controllers schedule and start CoreDNS and kube-proxy first.
+    for _ in 0..200 {
+        if cloud.ready("kcp") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(cloud.ready("kcp"), "the cluster came up");
     let c = client(&cluster.kubeconfig).await;
 
     // Health and discovery.

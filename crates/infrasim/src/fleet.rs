@@ -1,7 +1,7 @@
 //! `infrasim fleet`: N simulated clusters straight from flags, with an admin kubeconfig each.
 
 use clap::Args;
-use infrasim_cloud::{Cloud, CloudConfig, ClusterShape, PHASES};
+use infrasim_cloud::{Cloud, CloudConfig, ClusterShape, WorkloadConfig, PHASES};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
@@ -25,6 +25,12 @@ pub struct FleetArgs {
     /// Random extra per phase, as a fraction of --startup (delay = d + rand·jitter·d).
     #[arg(long, default_value_t = 0.0)]
     jitter: f64,
+    /// How long a pod bound to a node takes to become Running and Ready.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pod_startup: std::time::Duration,
+    /// How often each node's kubelet renews its Lease (0: never).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    lease_renewal: std::time::Duration,
     /// The Kubernetes version the clusters report.
     #[arg(long, default_value = "v1.31.0")]
     kubernetes_version: String,
@@ -59,6 +65,10 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
                 kubernetes_version: args.kubernetes_version.clone(),
                 startup: args.startup,
                 jitter: args.jitter,
+                workloads: WorkloadConfig {
+                    pod_startup: args.pod_startup,
+                    lease_renewal: args.lease_renewal,
+                },
             })
             .await?;
         let path = args.out.join(format!("{name}.kubeconfig"));
@@ -75,7 +85,8 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
             .filter_map(|c| cloud.progress(&c.name))
             .sum();
         eprint!("\rbootstrap phases done: {done}/{total}");
-        if done >= total {
+        // Up means bootstrapped with CoreDNS and kube-proxy running, as kubectl would see it.
+        if done >= total && cloud.clusters().iter().all(|c| cloud.ready(&c.name)) {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;

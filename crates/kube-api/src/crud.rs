@@ -314,8 +314,9 @@ fn create_value(ctx: &Ctx, mut value: Value) -> HandlerResult {
     }
     let mut warnings = Vec::new();
     let mut value = normalize(ctx, value, &mut warnings)?;
-    if ctx.info.has_status {
-        // Status is the system's to write; a create cannot set it.
+    // Status is the system's to write; a create cannot set it. Nodes are the exception, as in
+    // kube-apiserver: a kubelet registers its node with capacity and conditions in one create.
+    if ctx.info.has_status && (ctx.info.kind != "Node" || ctx.info.custom) {
         if let Some(o) = value.as_object_mut() {
             o.remove("status");
         }

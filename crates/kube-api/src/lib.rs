@@ -47,6 +47,36 @@ pub mod crud_support {
             Err(e) => tracing::warn!(resource, error = %e, "seeding an object"),
         }
     }
+
+    fn kind_of(object: &Value) -> String {
+        object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    }
+
+    /// Creates `object` in `resource`, with its kind's selectable fields; for in-process
+    /// controllers, which write as kube-controller-manager does but without HTTP.
+    pub fn create(
+        group: &Group,
+        resource: &str,
+        object: Value,
+    ) -> Result<std::sync::Arc<infrasim_store::StoredObject>, StoreError> {
+        let derived = crate::crud::derive(&kind_of(&object), &object);
+        group.create(resource, object, derived)
+    }
+
+    /// Replaces `object` in `resource` if it is still at resourceVersion `expected`.
+    pub fn update(
+        group: &Group,
+        resource: &str,
+        object: Value,
+        expected: u64,
+    ) -> Result<std::sync::Arc<infrasim_store::StoredObject>, StoreError> {
+        let derived = crate::crud::derive(&kind_of(&object), &object);
+        group.update(resource, object, derived, Some(expected))
+    }
 }
 mod defaults;
 mod discovery;

@@ -121,6 +121,16 @@ impl Watch {
             Err(broadcast::error::RecvError::Closed) => Err(WatchError::Closed),
         }
     }
+
+    /// The next live event if one is already waiting (`Ok(None)` if none is).
+    pub fn try_next(&mut self) -> std::result::Result<Option<Arc<Event>>, WatchError> {
+        match self.receiver.try_recv() {
+            Ok(e) => Ok(Some(e)),
+            Err(broadcast::error::TryRecvError::Empty) => Ok(None),
+            Err(broadcast::error::TryRecvError::Lagged(_)) => Err(WatchError::Lagged),
+            Err(broadcast::error::TryRecvError::Closed) => Err(WatchError::Closed),
+        }
+    }
 }
 
 /// One resource group.

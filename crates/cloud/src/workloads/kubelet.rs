@@ -1,0 +1,381 @@
+//! The kubelets of a simulated cluster: a pod bound to one of its nodes is accepted at once
+//! (Pending, containers `ContainerCreating`, a start time and the host IP), and after the
+//! configured startup delay its containers "run": phase Running, a pod IP from the node's pod
+//! CIDR, every condition True, container statuses as containerd reports them. Each node's Lease
+//! in `kube-node-lease` is renewed on the kubelet's cadence.
+
+use super::scheduler::set_condition;
+use super::{condition, Cluster, Obj, WorkloadConfig};
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::net::Ipv4Addr;
+
+/// A pod waiting for its containers to start.
+type Starting = (DateTime<Utc>, String, String, String);
+
+pub(super) struct Kubelet {
+    config: WorkloadConfig,
+    /// (when, namespace, name, uid), earliest first.
+    starting: BTreeSet<Starting>,
+    /// Uids in `starting`, so a pass does not schedule a pod twice.
+    scheduled: HashSet<String>,
+    next_lease_renewal: Option<DateTime<Utc>>,
+}
+
+impl Kubelet {
+    pub fn new(config: WorkloadConfig) -> Self {
+        Kubelet {
+            config,
+            starting: BTreeSet::new(),
+            scheduled: HashSet::new(),
+            next_lease_renewal: None,
+        }
+    }
+
+    /// When the next timer is due.
+    pub fn next_deadline(&self) -> Option<DateTime<Utc>> {
+        let start = self.starting.first().map(|s| s.0);
+        match (start, self.next_lease_renewal) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Starts the pods whose time has come and renews leases when due. The writes bring
+    /// their own events, so no extra pass is asked for.
+    pub fn on_timers(&mut self, c: &Cluster) -> bool {
+        let now = c.now();
+        while let Some(first) = self.starting.first().cloned() {
+            if first.0 > now {
+                break;
+            }
+            self.starting.remove(&first);
+            self.scheduled.remove(&first.3);
+            start(c, &first.1, &first.2, &first.3);
+        }
+        if self.next_lease_renewal.is_some_and(|at| at <= now) {
+            renew_leases(c);
+            self.next_lease_renewal = Some(now + chrono_duration(self.config.lease_renewal));
+        }
+        false
+    }
+
+    /// Accepts the pods newly bound to this cluster's nodes and schedules their start.
+    pub fn sync_pods(&mut self, c: &Cluster) {
+        let now = c.now();
+        if self.next_lease_renewal.is_none() && !self.config.lease_renewal.is_zero() {
+            self.next_lease_renewal = Some(now + chrono_duration(self.config.lease_renewal));
+        }
+        let nodes: HashMap<String, Obj> = c
+            .list("nodes")
+            .into_iter()
+            .map(|n| (n.name().to_string(), n))
+            .collect();
+        for pod in c.list("pods") {
+            let node_name = pod.str("/spec/nodeName");
+            let Some(node) = nodes.get(node_name) else {
+                continue;
+            };
+            if pod.deleting() || pod.str("/status/phase") != "Pending" {
+                continue;
+            }
+            let started_at = match pod
+                .value
+                .pointer("/status/startTime")
+                .and_then(Value::as_str)
+                .and_then(|t| t.parse::<DateTime<Utc>>().ok())
+            {
+                Some(t) => t,
+                None => {
+                    if !accept(c, &pod, node) {
+                        continue;
+                    }
+                    now
+                }
+            };
+            if self.scheduled.contains(pod.uid()) {
+                continue;
+            }
+            let at = started_at + chrono_duration(self.config.pod_startup);
+            if at <= now {
+                start(c, pod.namespace(), pod.name(), pod.uid());
+            } else {
+                self.scheduled.insert(pod.uid().to_string());
+                self.starting.insert((
+                    at,
+                    pod.namespace().to_string(),
+                    pod.name().to_string(),
+                    pod.uid().to_string(),
+                ));
+            }
+        }
+    }
+}
+
+fn chrono_duration(d: std::time::Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+}
+
+fn node_ip(node: &Obj) -> String {
+    node.value
+        .pointer("/status/addresses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|a| a.get("type").and_then(Value::as_str) == Some("InternalIP"))
+        .and_then(|a| a.get("address"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+fn container_names(pod: &Value, list: &str) -> Vec<(String, String)> {
+    pod.pointer(&format!("/spec/{list}"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (
+                c.get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                c.get("image")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The kubelet has seen the pod: it records when and where, and its containers are created.
+fn accept(c: &Cluster, pod: &Obj, node: &Obj) -> bool {
+    let now = infrasim_store::format_time(c.now());
+    let mut next = pod.value.clone();
+    let containers = container_names(&pod.value, "containers");
+    let names: Vec<&str> = containers.iter().map(|(n, _)| n.as_str()).collect();
+    let unready = format!("containers with unready status: [{}]", names.join(" "));
+    let host_ip = node_ip(node);
+    let status = &mut next["status"];
+    status["phase"] = json!("Pending");
+    status["hostIP"] = json!(host_ip);
+    status["hostIPs"] = json!([{"ip": host_ip}]);
+    status["startTime"] = json!(now);
+    status["containerStatuses"] = json!(containers
+        .iter()
+        .map(|(name, image)| json!({
+            "name": name, "image": image, "imageID": "", "ready": false, "started": false,
+            "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}},
+        }))
+        .collect::<Vec<_>>());
+    let previous = pod.value.pointer("/status/conditions").cloned();
+    let previous = previous.as_ref();
+    for cond in [
+        condition(
+            previous,
+            "PodReadyToStartContainers",
+            "False",
+            "",
+            "",
+            &now,
+            false,
+        ),
+        condition(previous, "Initialized", "True", "", "", &now, false),
+        condition(
+            previous,
+            "Ready",
+            "False",
+            "ContainersNotReady",
+            &unready,
+            &now,
+            false,
+        ),
+        condition(
+            previous,
+            "ContainersReady",
+            "False",
+            "ContainersNotReady",
+            &unready,
+            &now,
+            false,
+        ),
+        condition(previous, "PodScheduled", "True", "", "", &now, false),
+    ] {
+        set_condition(&mut next, cond);
+    }
+    c.update("pods", next, pod.rv)
+}
+
+/// The pod's containers are running: Running and Ready, with an IP.
+fn start(c: &Cluster, namespace: &str, name: &str, uid: &str) {
+    let Some(pod) = c.get("pods", namespace, name) else {
+        return;
+    };
+    if pod.uid() != uid || pod.deleting() || pod.str("/status/phase") != "Pending" {
+        return;
+    }
+    let Some(node) = c.get("nodes", "", pod.str("/spec/nodeName")) else {
+        return;
+    };
+    let now = infrasim_store::format_time(c.now());
+    let ip = if pod.value.pointer("/spec/hostNetwork") == Some(&json!(true)) {
+        node_ip(&node)
+    } else {
+        allocate_pod_ip(c, &node)
+    };
+    let mut next = pod.value.clone();
+    let status = &mut next["status"];
+    status["phase"] = json!("Running");
+    status["podIP"] = json!(ip);
+    status["podIPs"] = json!([{"ip": ip}]);
+    let running = |(name, image): &(String, String)| {
+        let full = full_image(image);
+        json!({
+            "name": name, "image": full,
+            "imageID": format!("{}@sha256:{}", full.rsplit_once(':').map_or(full.as_str(), |(repo, _)| repo), digest(image)),
+            "containerID": format!("containerd://{}", digest(&format!("{uid}/{name}"))),
+            "ready": true, "started": true, "restartCount": 0,
+            "state": {"running": {"startedAt": now}},
+        })
+    };
+    status["containerStatuses"] = json!(container_names(&pod.value, "containers")
+        .iter()
+        .map(running)
+        .collect::<Vec<_>>());
+    let init = container_names(&pod.value, "initContainers");
+    if !init.is_empty() {
+        status["initContainerStatuses"] = json!(init
+            .iter()
+            .map(|(name, image)| json!({
+                "name": name, "image": full_image(image), "imageID": "", "ready": true, "restartCount": 0,
+                "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}},
+            }))
+            .collect::<Vec<_>>());
+    }
+    let previous = pod.value.pointer("/status/conditions").cloned();
+    let previous = previous.as_ref();
+    for ty in [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ] {
+        set_condition(
+            &mut next,
+            condition(previous, ty, "True", "", "", &now, false),
+        );
+    }
+    c.update("pods", next, pod.rv);
+}
+
+/// The lowest free address of the node's pod CIDR (from .2; .1 is the bridge's).
+fn allocate_pod_ip(c: &Cluster, node: &Obj) -> String {
+    let cidr = node.str("/spec/podCIDR");
+    let base: Ipv4Addr = cidr
+        .split('/')
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(Ipv4Addr::new(10, 244, 0, 0));
+    let used: HashSet<String> = c
+        .list("pods")
+        .iter()
+        .filter(|p| p.str("/spec/nodeName") == node.name())
+        .map(|p| p.str("/status/podIP").to_string())
+        .collect();
+    let base = u32::from(base);
+    (2..255u32)
+        .map(|host| Ipv4Addr::from(base + host).to_string())
+        .find(|ip| !used.contains(ip))
+        .unwrap_or_else(|| Ipv4Addr::from(base + 254).to_string())
+}
+
+/// An image reference as containerd reports it (`nginx` → `docker.io/library/nginx:latest`).
+fn full_image(image: &str) -> String {
+    let (name, tagged) = match image.rsplit_once('/') {
+        Some((_, last)) => (image.to_string(), last.contains(':') || last.contains('@')),
+        None => (
+            image.to_string(),
+            image.contains(':') || image.contains('@'),
+        ),
+    };
+    let first = name.split('/').next().unwrap_or("");
+    let qualified = if !name.contains('/') {
+        format!("docker.io/library/{name}")
+    } else if !(first.contains('.') || first.contains(':') || first == "localhost") {
+        format!("docker.io/{name}")
+    } else {
+        name
+    };
+    if tagged {
+        qualified
+    } else {
+        format!("{qualified}:latest")
+    }
+}
+
+/// A stable fake sha256 digest of `seed` (64 hex digits).
+fn digest(seed: &str) -> String {
+    let mut out = String::with_capacity(64);
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for round in 0..4u8 {
+        for b in seed.bytes().chain([round]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        out.push_str(&format!("{h:016x}"));
+    }
+    out
+}
+
+/// Renews every node's Lease, as each kubelet does on its cadence.
+fn renew_leases(c: &Cluster) {
+    let nodes: HashSet<String> = c
+        .list("nodes")
+        .iter()
+        .map(|n| n.name().to_string())
+        .collect();
+    let now = c.now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+    for lease in c.list("leases.coordination.k8s.io") {
+        if lease.namespace() != "kube-node-lease" || !nodes.contains(lease.name()) {
+            continue;
+        }
+        let mut next = lease.value.clone();
+        next["spec"]["renewTime"] = json!(now);
+        c.update("leases.coordination.k8s.io", next, lease.rv);
+    }
+}
+
+/// The QoS class kube-apiserver computes from a pod spec's requests and limits.
+pub(crate) fn qos_class(spec: &Value) -> &'static str {
+    let containers: Vec<&Value> = spec
+        .get("containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .collect();
+    let has =
+        |c: &Value, what: &str, res: &str| c.pointer(&format!("/resources/{what}/{res}")).is_some();
+    if containers.iter().all(|c| {
+        !has(c, "requests", "cpu")
+            && !has(c, "requests", "memory")
+            && !has(c, "limits", "cpu")
+            && !has(c, "limits", "memory")
+    }) {
+        return "BestEffort";
+    }
+    let guaranteed = containers.iter().all(|c| {
+        ["cpu", "memory"].iter().all(|res| {
+            let limit = c.pointer(&format!("/resources/limits/{res}"));
+            let request = c.pointer(&format!("/resources/requests/{res}")).or(limit);
+            limit.is_some() && request == limit
+        })
+    });
+    if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}

@@ -1,0 +1,427 @@
+//! What keeps workloads alive inside a simulated cluster: kube-controller-manager's Deployment,
+//! ReplicaSet and DaemonSet controllers, kube-scheduler, and the kubelets, in miniature.
+//!
+//! One task per cluster watches the cluster's resource group in-process (no HTTP, no client
+//! cache) and, whenever a workload object, a pod or a node changes, runs every controller over
+//! the current objects. The controllers are level-triggered and idempotent, as Kubernetes'
+//! are: a pass that finds nothing to do writes nothing, so the events of a pass's own writes
+//! settle after one more pass. A cluster holds tens of objects, so reading them all per pass is
+//! cheaper than keeping indexes up to date, and there is no cache to go stale.
+//!
+//! Time (pod startup, lease renewal) reads the cloud's injected clock; tests move a fake one.
+
+mod daemonset;
+mod deployment;
+mod kubelet;
+mod replicaset;
+mod scheduler;
+
+use chrono::{DateTime, Utc};
+use infrasim_clock::SharedClock;
+use infrasim_kube_api::crud_support;
+use infrasim_kube_api::selectors::LabelRequirement;
+use infrasim_store::{DeleteOptions, Group, ObjectKey, ReadAt, StoreError, WatchError};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// How a cluster's simulated kubelets behave.
+#[derive(Debug, Clone)]
+pub struct WorkloadConfig {
+    /// How long a pod bound to a node takes to become Running and Ready (its containers
+    /// "start"); zero starts them at once.
+    pub pod_startup: Duration,
+    /// How often each node's kubelet renews its Lease in `kube-node-lease` (kubelets renew
+    /// every 10 s); zero turns renewal off.
+    pub lease_renewal: Duration,
+}
+
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        WorkloadConfig {
+            pod_startup: Duration::from_secs(1),
+            lease_renewal: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The resources whose changes make the controllers look again.
+const WATCHED: [&str; 5] = [
+    "deployments.apps",
+    "replicasets.apps",
+    "daemonsets.apps",
+    "pods",
+    "nodes",
+];
+
+/// Runs the controllers of one cluster until `stop` fires (or its sender is dropped).
+pub async fn run(
+    group: Arc<Group>,
+    clock: SharedClock,
+    config: WorkloadConfig,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let mut controllers = Controllers {
+        cluster: Cluster {
+            group: group.clone(),
+            clock: clock.clone(),
+        },
+        kubelet: kubelet::Kubelet::new(config),
+    };
+    let mut watch = match group.watch(None) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::error!(group = group.name(), error = %e, "workload controllers cannot watch");
+            return;
+        }
+    };
+    let mut dirty = true;
+    loop {
+        if dirty {
+            dirty = false;
+            controllers.pass();
+        }
+        let now = clock.now();
+        let wait = controllers
+            .kubelet
+            .next_deadline()
+            .map(|at| (at - now).to_std().unwrap_or(Duration::ZERO))
+            .unwrap_or(Duration::from_secs(3600));
+        tokio::select! {
+            _ = &mut stop => return,
+            event = watch.next() => match event {
+                Ok(e) => dirty |= WATCHED.contains(&&*e.resource),
+                Err(WatchError::Lagged) => {
+                    // Cut off behind a burst: start again from now and look at everything.
+                    match group.watch(None) {
+                        Ok(w) => watch = w,
+                        Err(_) => return,
+                    }
+                    dirty = true;
+                }
+                Err(WatchError::Closed) => return,
+            },
+            _ = clock.sleep(wait) => {
+                dirty |= controllers.kubelet.on_timers(&controllers.cluster);
+            }
+        }
+        // Take every event already queued before running a pass: a burst costs one pass.
+        loop {
+            match watch.try_next() {
+                Ok(Some(e)) => dirty |= WATCHED.contains(&&*e.resource),
+                Ok(None) => break,
+                Err(WatchError::Lagged) => {
+                    if let Ok(w) = group.watch(None) {
+                        watch = w;
+                    }
+                    dirty = true;
+                    break;
+                }
+                Err(WatchError::Closed) => return,
+            }
+        }
+    }
+}
+
+struct Controllers {
+    cluster: Cluster,
+    kubelet: kubelet::Kubelet,
+}
+
+impl Controllers {
+    /// One pass of every controller, in the order their outputs feed each other.
+    fn pass(&mut self) {
+        let c = &self.cluster;
+        deployment::reconcile(c);
+        replicaset::reconcile(c);
+        daemonset::reconcile(c);
+        scheduler::schedule(c);
+        self.kubelet.sync_pods(c);
+        // Statuses last, so they count what this pass created and started.
+        replicaset::update_status(c);
+        daemonset::update_status(c);
+        deployment::update_status(c);
+    }
+}
+
+/// A cluster's objects, as the controllers read and write them.
+pub(crate) struct Cluster {
+    group: Arc<Group>,
+    clock: SharedClock,
+}
+
+/// An object read for a pass: its JSON and the resourceVersion to write against.
+#[derive(Debug, Clone)]
+pub(crate) struct Obj {
+    pub value: Value,
+    pub rv: u64,
+}
+
+impl Obj {
+    pub fn str(&self, pointer: &str) -> &str {
+        self.value
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+    pub fn int(&self, pointer: &str) -> Option<i64> {
+        self.value.pointer(pointer).and_then(Value::as_i64)
+    }
+    pub fn name(&self) -> &str {
+        self.str("/metadata/name")
+    }
+    pub fn namespace(&self) -> &str {
+        self.str("/metadata/namespace")
+    }
+    pub fn uid(&self) -> &str {
+        self.str("/metadata/uid")
+    }
+    pub fn deleting(&self) -> bool {
+        self.value.pointer("/metadata/deletionTimestamp").is_some()
+    }
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        string_map(self.value.pointer("/metadata/labels"))
+    }
+    /// The uid of the object's controller (the ownerReference with `controller: true`).
+    pub fn controller_uid(&self) -> Option<&str> {
+        self.value
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)?
+            .iter()
+            .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+            .and_then(|r| r.get("uid"))
+            .and_then(Value::as_str)
+    }
+}
+
+pub(crate) fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
+    v.and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Cluster {
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// Every object of `resource`, decoded.
+    pub fn list(&self, resource: &str) -> Vec<Obj> {
+        let Ok(snapshot) = self.group.snapshot(resource, ReadAt::Latest) else {
+            return Vec::new();
+        };
+        snapshot
+            .objects
+            .values()
+            .filter_map(|o| {
+                Some(Obj {
+                    value: o.to_value().ok()?,
+                    rv: o.meta.resource_version,
+                })
+            })
+            .collect()
+    }
+
+    pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Obj> {
+        let o = self.group.get(resource, &ObjectKey::new(namespace, name))?;
+        Some(Obj {
+            value: o.to_value().ok()?,
+            rv: o.meta.resource_version,
+        })
+    }
+
+    pub fn create(&self, resource: &str, object: Value) -> Option<Obj> {
+        match crud_support::create(&self.group, resource, object) {
+            Ok(o) => Some(Obj {
+                value: o.to_value().ok()?,
+                rv: o.meta.resource_version,
+            }),
+            Err(e) => {
+                tracing::debug!(resource, error = %e, "controller create");
+                None
+            }
+        }
+    }
+
+    /// Writes `object` over the version read as `rv`. A conflict means someone wrote in
+    /// between; the event of that write brings another pass, which sees it.
+    pub fn update(&self, resource: &str, object: Value, rv: u64) -> bool {
+        match crud_support::update(&self.group, resource, object, rv) {
+            Ok(_) => true,
+            Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound { .. }) => false,
+            Err(e) => {
+                tracing::debug!(resource, error = %e, "controller update");
+                false
+            }
+        }
+    }
+
+    /// Writes `status` into the object if it differs from what is there.
+    pub fn set_status(&self, resource: &str, obj: &Obj, status: Value) {
+        if obj.value.get("status") == Some(&status) {
+            return;
+        }
+        let mut next = obj.value.clone();
+        next["status"] = status;
+        self.update(resource, next, obj.rv);
+    }
+
+    pub fn delete(&self, resource: &str, namespace: &str, name: &str) {
+        let _ = self.group.delete(
+            resource,
+            &ObjectKey::new(namespace, name),
+            &DeleteOptions::default(),
+        );
+    }
+}
+
+/// Kubernetes' alphabet for generated name suffixes and hashes: no vowels (no words), no
+/// look-alike characters.
+const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// A random suffix of `n` characters, as `generateName` appends.
+pub(crate) fn random_suffix(n: usize) -> String {
+    (0..n)
+        .map(|_| ALPHABET[rand::random::<u32>() as usize % ALPHABET.len()] as char)
+        .collect()
+}
+
+/// A stable short hash of a pod template, rendered as Deployments' `pod-template-hash` and
+/// DaemonSets' `controller-revision-hash` are: FNV-1a over the template, its decimal digits
+/// mapped through the alphabet above.
+pub(crate) fn template_hash(template: &Value) -> String {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in template.to_string().bytes() {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash.to_string()
+        .bytes()
+        .map(|d| ALPHABET[usize::from(d - b'0') % ALPHABET.len()] as char)
+        .collect()
+}
+
+/// One `matchExpressions` entry (label selectors and node selector terms share the shape).
+pub(crate) fn requirement(e: &Value, key_field: &str) -> Option<LabelRequirement> {
+    let key = e.get(key_field)?.as_str()?.to_string();
+    let values: Vec<String> = e
+        .get("values")
+        .and_then(Value::as_array)
+        .map(|vs| {
+            vs.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let number = || values.first().and_then(|v| v.parse::<i64>().ok());
+    Some(match e.get("operator")?.as_str()? {
+        "In" => LabelRequirement::In(key, values),
+        "NotIn" => LabelRequirement::NotIn(key, values),
+        "Exists" => LabelRequirement::Exists(key),
+        "DoesNotExist" => LabelRequirement::NotExists(key),
+        "Gt" => LabelRequirement::GreaterThan(key, number()?),
+        "Lt" => LabelRequirement::LessThan(key, number()?),
+        _ => return None,
+    })
+}
+
+/// The ownerReference a controller puts on what it creates.
+pub(crate) fn controller_ref(owner: &Obj, api_version: &str, kind: &str) -> Value {
+    json!({
+        "apiVersion": api_version, "kind": kind, "name": owner.name(), "uid": owner.uid(),
+        "controller": true, "blockOwnerDeletion": true,
+    })
+}
+
+/// Whether a pod counts as Ready (its Ready condition is True).
+pub(crate) fn pod_ready(pod: &Obj) -> bool {
+    condition_true(&pod.value, "Ready")
+}
+
+pub(crate) fn condition_true(object: &Value, ty: &str) -> bool {
+    object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.get("type").and_then(Value::as_str) == Some(ty)
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+}
+
+/// Builds a pod from a workload's template, owned by the workload.
+pub(crate) fn pod_from_template(
+    template: &Value,
+    namespace: &str,
+    generate_prefix: &str,
+    owner: Value,
+    extra_labels: &[(&str, String)],
+) -> Value {
+    let mut labels = template
+        .pointer("/metadata/labels")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    for (k, v) in extra_labels {
+        labels[*k] = json!(v);
+    }
+    let mut metadata = json!({
+        "name": format!("{generate_prefix}{}", random_suffix(5)),
+        "generateName": generate_prefix,
+        "namespace": namespace,
+        "labels": labels,
+        "ownerReferences": [owner],
+    });
+    if let Some(a) = template.pointer("/metadata/annotations") {
+        metadata["annotations"] = a.clone();
+    }
+    let spec = template.get("spec").cloned().unwrap_or_else(|| json!({}));
+    let qos = kubelet::qos_class(&spec);
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": metadata,
+        "spec": spec,
+        "status": {"phase": "Pending", "qosClass": qos},
+    })
+}
+
+/// A condition for a status, keeping the transition time of an unchanged one.
+pub(crate) fn condition(
+    previous: Option<&Value>,
+    ty: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: &str,
+    with_update_time: bool,
+) -> Value {
+    let old = previous
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(ty));
+    let same_status = old.and_then(|c| c.get("status")).and_then(Value::as_str) == Some(status);
+    let same_reason = old.and_then(|c| c.get("reason")).and_then(Value::as_str) == Some(reason)
+        && old.and_then(|c| c.get("message")).and_then(Value::as_str) == Some(message);
+    let transition = match old.and_then(|c| c.get("lastTransitionTime")) {
+        Some(t) if same_status => t.clone(),
+        _ => json!(now),
+    };
+    let mut c = json!({
+        "type": ty, "status": status, "reason": reason, "message": message,
+        "lastTransitionTime": transition,
+    });
+    if with_update_time {
+        c["lastUpdateTime"] = match old.and_then(|c| c.get("lastUpdateTime")) {
+            Some(t) if same_status && same_reason => t.clone(),
+            _ => json!(now),
+        };
+    }
+    c
+}

@@ -1,0 +1,306 @@
+//! kube-scheduler in miniature: binds each pending pod to a node that fits it (Ready and
+//! schedulable, taints tolerated, `nodeSelector` and required node affinity matched, room for
+//! one more pod and for its CPU and memory requests), preferring the least loaded node, and
+//! tells why in the `PodScheduled` condition when none fits, in kube-scheduler's words.
+
+use super::{condition, requirement, string_map, Cluster, Obj};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+
+/// What is already placed on a node.
+#[derive(Debug, Default, Clone, Copy)]
+struct Usage {
+    pods: i64,
+    cpu_milli: f64,
+    memory: f64,
+}
+
+/// A pod's demands: its containers' requests (limits stand in for missing requests, as the
+/// API server defaults them).
+fn requests(pod: &Value) -> (f64, f64) {
+    let mut cpu = 0.0;
+    let mut memory = 0.0;
+    for c in pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let res = c.get("resources");
+        let get = |name: &str| {
+            res.and_then(|r| r.pointer(&format!("/requests/{name}")))
+                .or_else(|| res.and_then(|r| r.pointer(&format!("/limits/{name}"))))
+        };
+        cpu += get("cpu").map(quantity).unwrap_or(0.0) * 1000.0;
+        memory += get("memory").map(quantity).unwrap_or(0.0);
+    }
+    (cpu, memory)
+}
+
+/// A resource quantity (`100m`, `2`, `1.5Gi`, `4029056Ki`, `1e3`) as a plain number.
+pub(crate) fn quantity(v: &Value) -> f64 {
+    let s = match v {
+        Value::Number(n) => return n.as_f64().unwrap_or(0.0),
+        Value::String(s) => s.trim(),
+        _ => return 0.0,
+    };
+    const SUFFIXES: [(&str, f64); 14] = [
+        ("Ki", 1024.0),
+        ("Mi", 1048576.0),
+        ("Gi", 1073741824.0),
+        ("Ti", 1099511627776.0),
+        ("Pi", 1125899906842624.0),
+        ("Ei", 1152921504606846976.0),
+        ("n", 1e-9),
+        ("u", 1e-6),
+        ("m", 1e-3),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+        ("P", 1e15),
+    ];
+    for (suffix, factor) in SUFFIXES {
+        if let Some(number) = s.strip_suffix(suffix) {
+            return number.parse::<f64>().unwrap_or(0.0) * factor;
+        }
+    }
+    if let Some(number) = s.strip_suffix('E') {
+        return number.parse::<f64>().unwrap_or(0.0) * 1e18;
+    }
+    s.parse::<f64>().unwrap_or(0.0)
+}
+
+/// Whether `toleration` tolerates `taint`.
+pub(crate) fn tolerates(toleration: &Value, taint: &Value) -> bool {
+    let get = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let effect = get(toleration, "effect");
+    if !effect.is_empty() && effect != get(taint, "effect") {
+        return false;
+    }
+    let key = get(toleration, "key");
+    match get(toleration, "operator").as_str() {
+        "Exists" => key.is_empty() || key == get(taint, "key"),
+        _ => key == get(taint, "key") && get(toleration, "value") == get(taint, "value"),
+    }
+}
+
+/// The first scheduling-relevant taint (NoSchedule or NoExecute) `pod_spec` does not tolerate.
+pub(crate) fn untolerated_taint<'a>(pod_spec: &Value, node: &'a Value) -> Option<&'a Value> {
+    let tolerations = pod_spec
+        .get("tolerations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    node.pointer("/spec/taints")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|t| {
+            matches!(
+                t.get("effect").and_then(Value::as_str),
+                Some("NoSchedule" | "NoExecute")
+            )
+        })
+        .find(|t| !tolerations.iter().any(|tol| tolerates(tol, t)))
+}
+
+/// Whether the node matches the pod's `nodeSelector` and required node affinity.
+pub(crate) fn selects_node(pod_spec: &Value, node: &Value) -> bool {
+    let labels = string_map(node.pointer("/metadata/labels"));
+    let selector = string_map(pod_spec.get("nodeSelector"));
+    if selector.iter().any(|(k, v)| labels.get(k) != Some(v)) {
+        return false;
+    }
+    let Some(terms) = pod_spec
+        .pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")
+        .and_then(Value::as_array)
+    else {
+        return true;
+    };
+    let name = node
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let fields = BTreeMap::from([("metadata.name".to_string(), name.to_string())]);
+    // Terms are ORed; within a term every expression must hold; an empty term matches nothing.
+    terms.iter().any(|term| {
+        let exprs = term.get("matchExpressions").and_then(Value::as_array);
+        let field_exprs = term.get("matchFields").and_then(Value::as_array);
+        if exprs.is_none_or(|e| e.is_empty()) && field_exprs.is_none_or(|e| e.is_empty()) {
+            return false;
+        }
+        exprs.into_iter().flatten().all(|e| {
+            requirement(e, "key").is_some_and(|r| {
+                infrasim_kube_api::selectors::LabelSelector(vec![r]).matches(&labels)
+            })
+        }) && field_exprs.into_iter().flatten().all(|e| {
+            requirement(e, "key").is_some_and(|r| {
+                infrasim_kube_api::selectors::LabelSelector(vec![r]).matches(&fields)
+            })
+        })
+    })
+}
+
+/// Why `node` cannot take `pod`, in kube-scheduler's phrasing, or `None` if it can.
+fn misfit(pod: &Value, demand: (f64, f64), node: &Obj, used: Usage) -> Option<String> {
+    let spec = pod.get("spec").unwrap_or(&Value::Null);
+    if node.value.pointer("/spec/unschedulable") == Some(&json!(true)) {
+        return Some("node(s) were unschedulable".into());
+    }
+    // The node lifecycle controller taints a node that is not Ready; daemons tolerate it.
+    let not_ready = json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"});
+    if !super::condition_true(&node.value, "Ready")
+        && !spec
+            .get("tolerations")
+            .and_then(Value::as_array)
+            .is_some_and(|ts| ts.iter().any(|t| tolerates(t, &not_ready)))
+    {
+        return Some("node(s) had untolerated taint {node.kubernetes.io/not-ready: }".into());
+    }
+    if let Some(taint) = untolerated_taint(spec, &node.value) {
+        return Some(format!(
+            "node(s) had untolerated taint {{{}: {}}}",
+            taint.get("key").and_then(Value::as_str).unwrap_or(""),
+            taint.get("value").and_then(Value::as_str).unwrap_or("")
+        ));
+    }
+    if !selects_node(spec, &node.value) {
+        return Some("node(s) didn't match Pod's node affinity/selector".into());
+    }
+    let allocatable = |name: &str| {
+        node.value
+            .pointer(&format!("/status/allocatable/{name}"))
+            .map(quantity)
+    };
+    if allocatable("pods").is_some_and(|max| (used.pods + 1) as f64 > max) {
+        return Some("Too many pods".into());
+    }
+    if allocatable("cpu").is_some_and(|max| used.cpu_milli + demand.0 > max * 1000.0 + 1e-6) {
+        return Some("Insufficient cpu".into());
+    }
+    if allocatable("memory").is_some_and(|max| used.memory + demand.1 > max) {
+        return Some("Insufficient memory".into());
+    }
+    None
+}
+
+/// Binds every pending pod it can.
+pub(super) fn schedule(c: &Cluster) {
+    let pods = c.list("pods");
+    let mut pending: Vec<&Obj> = pods
+        .iter()
+        .filter(|p| {
+            p.str("/spec/nodeName").is_empty()
+                && !p.deleting()
+                && matches!(p.str("/spec/schedulerName"), "" | "default-scheduler")
+                && !matches!(p.str("/status/phase"), "Succeeded" | "Failed")
+        })
+        .collect();
+    if pending.is_empty() {
+        return;
+    }
+    pending.sort_by(|a, b| {
+        (a.str("/metadata/creationTimestamp"), a.name())
+            .cmp(&(b.str("/metadata/creationTimestamp"), b.name()))
+    });
+    let nodes = c.list("nodes");
+    let mut usage: HashMap<String, Usage> = HashMap::new();
+    for p in &pods {
+        let node = p.str("/spec/nodeName");
+        if node.is_empty() || matches!(p.str("/status/phase"), "Succeeded" | "Failed") {
+            continue;
+        }
+        let (cpu, memory) = requests(&p.value);
+        let u = usage.entry(node.to_string()).or_default();
+        u.pods += 1;
+        u.cpu_milli += cpu;
+        u.memory += memory;
+    }
+    let now = infrasim_store::format_time(c.now());
+    for pod in pending {
+        let demand = requests(&pod.value);
+        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+        let mut best: Option<(&Obj, i64)> = None;
+        for node in &nodes {
+            let used = usage.get(node.name()).copied().unwrap_or_default();
+            match misfit(&pod.value, demand, node, used) {
+                Some(reason) => *reasons.entry(reason).or_default() += 1,
+                None => {
+                    if best.is_none_or(|(_, pods)| used.pods < pods) {
+                        best = Some((node, used.pods));
+                    }
+                }
+            }
+        }
+        let previous = pod.value.pointer("/status/conditions");
+        match best {
+            Some((node, _)) => {
+                let mut bound = pod.value.clone();
+                bound["spec"]["nodeName"] = json!(node.name());
+                set_condition(
+                    &mut bound,
+                    condition(previous, "PodScheduled", "True", "", "", &now, false),
+                );
+                if c.update("pods", bound, pod.rv) {
+                    let u = usage.entry(node.name().to_string()).or_default();
+                    u.pods += 1;
+                    u.cpu_milli += demand.0;
+                    u.memory += demand.1;
+                }
+            }
+            None => {
+                let detail: Vec<String> = reasons
+                    .iter()
+                    .map(|(reason, n)| format!("{n} {reason}"))
+                    .collect();
+                let message = format!(
+                    "0/{} nodes are available: {}. preemption: 0/{} nodes are available: {} Preemption is not helpful for scheduling.",
+                    nodes.len(),
+                    if detail.is_empty() { "no nodes registered".to_string() } else { detail.join(", ") },
+                    nodes.len(),
+                    nodes.len(),
+                );
+                let mut next = pod.value.clone();
+                set_condition(
+                    &mut next,
+                    condition(
+                        previous,
+                        "PodScheduled",
+                        "False",
+                        "Unschedulable",
+                        &message,
+                        &now,
+                        false,
+                    ),
+                );
+                if next != pod.value {
+                    c.update("pods", next, pod.rv);
+                }
+            }
+        }
+    }
+}
+
+/// Replaces (or adds) the condition of the same type in `object`'s status, dropping the empty
+/// reason and message kube-scheduler leaves out.
+pub(crate) fn set_condition(object: &mut Value, mut cond: Value) {
+    if let Some(c) = cond.as_object_mut() {
+        c.retain(|_, v| v.as_str() != Some(""));
+        c.entry("lastProbeTime").or_insert(Value::Null);
+    }
+    if !object["status"].is_object() {
+        object["status"] = json!({});
+    }
+    let ty = cond.get("type").cloned();
+    let conditions = &mut object["status"]["conditions"];
+    if !conditions.is_array() {
+        *conditions = json!([]);
+    }
+    if let Some(list) = conditions.as_array_mut() {
+        match list.iter_mut().find(|c| c.get("type") == ty.as_ref()) {
+            Some(existing) => *existing = cond,
+            None => list.push(cond),
+        }
+    }
+}
