@@ -155,116 +155,166 @@ fn cluster_configuration(shape: &ClusterShape, endpoint: &str) -> String {
     )
 }
 
-/// The phases a cluster comes up in, as kubeadm and CAPIM order them.
-pub const PHASES: [&str; 7] = [
-    "nodes",
+/// The steps a control-plane machine goes through, each after its own startup delay.
+pub const CONTROL_PLANE_PHASES: [&str; 5] = [
+    "VM",
+    "Node",
     "etcd",
     "kube-apiserver",
     "scheduler and controller-manager",
-    "kubeadm objects",
-    "kube-proxy",
-    "CoreDNS",
 ];
 
-/// The phase after which the control-plane endpoint serves.
-pub const API_SERVER_PHASE: usize = 2;
+/// The steps a worker machine goes through (it joins once an API server serves).
+pub const WORKER_PHASES: [&str; 2] = ["VM", "Node"];
 
-fn phase_of(resource: &str, object: &Value) -> usize {
-    let label = |k: &str| {
-        object
-            .pointer(&format!("/metadata/labels/{k}"))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-    };
-    let name = object
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    match resource {
-        "nodes" | "leases.coordination.k8s.io" => 0,
-        "pods" => match (label("component"), label("k8s-app")) {
-            ("etcd", _) => 1,
-            ("kube-apiserver", _) => 2,
-            ("kube-scheduler" | "kube-controller-manager", _) => 3,
-            (_, "kube-proxy") => 5,
-            _ => 6,
-        },
-        "daemonsets.apps" => 5,
-        "configmaps" if name == "kube-proxy" => 5,
-        "configmaps" if name == "coredns" => 6,
-        "deployments.apps" | "services" => 6,
-        _ => 4,
+/// The step of a control-plane machine after which its API server serves; the first one opens
+/// the cluster's endpoint.
+pub const API_SERVER_PHASE: usize = 3;
+
+/// What `kubeadm init` does last, once the first API server serves.
+pub const ADDON_PHASES: [&str; 3] = ["kubeadm objects", "kube-proxy", "CoreDNS"];
+
+/// The static pods of a control-plane node, in the order they come up.
+pub const STATIC_PODS: [&str; 4] = [
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+];
+
+/// A machine of a cluster: its node's name, role, and index (which fixes its addresses).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Machine {
+    pub name: String,
+    pub control_plane: bool,
+    pub index: usize,
+}
+
+impl Machine {
+    /// The steps this machine goes through.
+    pub fn phases(&self) -> &'static [&'static str] {
+        if self.control_plane {
+            &CONTROL_PLANE_PHASES
+        } else {
+            &WORKER_PHASES
+        }
     }
 }
 
-/// The bootstrap objects grouped by phase.
-pub fn phases(group_objects: Vec<(&'static str, Value)>) -> Vec<Vec<(&'static str, Value)>> {
-    let mut out: Vec<Vec<(&'static str, Value)>> = vec![Vec::new(); PHASES.len()];
-    for (resource, object) in group_objects {
-        out[phase_of(resource, &object)].push((resource, object));
-    }
-    out
-}
-
-/// Writes one phase's objects.
+/// Writes one step's objects.
 pub fn write_phase(group: &Group, objects: Vec<(&'static str, Value)>) {
     for (resource, object) in objects {
         store_object(group, resource, object);
     }
 }
 
-/// Every bootstrap object, in phase order within each kind.
-pub fn objects(
+/// The node's InternalIP.
+pub fn machine_ip(cluster_index: u32, machine: &Machine) -> String {
+    node_ip(cluster_index, machine.index)
+}
+
+/// What step `step` of `machine` adds to the cluster.
+pub fn machine_phase(
     shape: &ClusterShape,
     cluster_index: u32,
+    machine: &Machine,
+    step: usize,
+    now: &str,
+) -> Vec<(&'static str, Value)> {
+    let ip = machine_ip(cluster_index, machine);
+    let name = &machine.name;
+    let static_pod = |component: &str| {
+        let image = format!(
+            "registry.k8s.io/{component}:{}",
+            if component == "etcd" {
+                "3.5.15-0"
+            } else {
+                shape.kubernetes_version.as_str()
+            }
+        );
+        (
+            "pods",
+            running_pod(
+                RunningPod {
+                    name: &format!("{component}-{name}"),
+                    node: name,
+                    ip: &ip,
+                    host_network: true,
+                    labels: json!({"component": component, "tier": "control-plane"}),
+                    image: &image,
+                    container: component,
+                },
+                now,
+            ),
+        )
+    };
+    match step {
+        1 => vec![
+            (
+                "nodes",
+                node(shape, name, machine.control_plane, &ip, machine.index, now),
+            ),
+            (
+                "leases.coordination.k8s.io",
+                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                       "metadata": {"name": name, "namespace": "kube-node-lease"},
+                       "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now.replace('Z', ".000000Z")}}),
+            ),
+        ],
+        2 if machine.control_plane => vec![static_pod("etcd")],
+        3 if machine.control_plane => vec![static_pod("kube-apiserver")],
+        4 if machine.control_plane => vec![
+            static_pod("kube-controller-manager"),
+            static_pod("kube-scheduler"),
+        ],
+        _ => Vec::new(),
+    }
+}
+
+/// The `default/kubernetes` EndpointSlice: one endpoint per serving API server.
+pub fn kubernetes_endpoints(api_server_ips: &[String]) -> Value {
+    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"kubernetes.io/service-name": "kubernetes"}},
+        "addressType": "IPv4",
+        "endpoints": api_server_ips.iter().map(|ip| json!({"addresses": [ip], "conditions": {"ready": true}})).collect::<Vec<_>>(),
+        "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]})
+}
+
+/// What addon step `step` adds (see [`ADDON_PHASES`]).
+pub fn addon_phase(
+    shape: &ClusterShape,
     endpoint: &str,
     ca_pem: &str,
-    now: &str,
+    api_server_ips: &[String],
+    step: usize,
+) -> Vec<(&'static str, Value)> {
+    let mut all = addons(shape, endpoint, ca_pem, api_server_ips);
+    all.retain(|(resource, object)| addon_step_of(resource, object) == step);
+    all
+}
+
+fn addon_step_of(resource: &str, object: &Value) -> usize {
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    match resource {
+        "daemonsets.apps" => 1,
+        "configmaps" if name == "kube-proxy" => 1,
+        "configmaps" if name == "coredns" => 2,
+        "deployments.apps" | "services" => 2,
+        _ => 0,
+    }
+}
+
+fn addons(
+    shape: &ClusterShape,
+    endpoint: &str,
+    ca_pem: &str,
+    api_server_ips: &[String],
 ) -> Vec<(&'static str, Value)> {
     let version = &shape.kubernetes_version;
     let mut objects: Vec<(&'static str, Value)> = Vec::new();
-    for (i, (name, control_plane)) in node_names(shape).into_iter().enumerate() {
-        let ip = node_ip(cluster_index, i);
-        objects.push(("nodes", node(shape, &name, control_plane, &ip, i, now)));
-        objects.push((
-            "leases.coordination.k8s.io",
-            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                   "metadata": {"name": name, "namespace": "kube-node-lease"},
-                   "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now.replace('Z', ".000000Z")}}),
-        ));
-        if control_plane {
-            for component in [
-                "etcd",
-                "kube-apiserver",
-                "kube-controller-manager",
-                "kube-scheduler",
-            ] {
-                let image = format!(
-                    "registry.k8s.io/{component}:{}",
-                    if component == "etcd" {
-                        "3.5.15-0".to_string()
-                    } else {
-                        version.clone()
-                    }
-                );
-                objects.push((
-                    "pods",
-                    running_pod(
-                        RunningPod {
-                            name: &format!("{component}-{name}"),
-                            node: &name,
-                            ip: &ip,
-                            host_network: true,
-                            labels: json!({"component": component, "tier": "control-plane"}),
-                            image: &image,
-                            container: component,
-                        },
-                        now,
-                    ),
-                ));
-            }
-        }
-    }
     objects.extend([
         ("configmaps", json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "kubeadm-config", "namespace": "kube-system"},
@@ -322,11 +372,7 @@ pub fn objects(
             "spec": {"clusterIP": "10.96.0.10", "selector": {"k8s-app": "kube-dns"},
                      "ports": [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
                                {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53}]}})),
-        ("endpointslices.discovery.k8s.io", json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"kubernetes.io/service-name": "kubernetes"}},
-            "addressType": "IPv4",
-            "endpoints": [{"addresses": [node_ip(cluster_index, 0)], "conditions": {"ready": true}}],
-            "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]})),
+        ("endpointslices.discovery.k8s.io", kubernetes_endpoints(api_server_ips)),
     ]);
     objects
 }

@@ -20,9 +20,14 @@
 //! ```
 
 mod bootstrap;
+mod machines;
 pub mod workloads;
 
-pub use bootstrap::{node_names, ClusterShape, API_SERVER_PHASE, PHASES};
+pub use bootstrap::{
+    node_names, ClusterShape, Machine, ADDON_PHASES, API_SERVER_PHASE, CONTROL_PLANE_PHASES,
+    WORKER_PHASES,
+};
+pub use machines::Progress;
 pub use workloads::WorkloadConfig;
 
 use infrasim_clock::{SharedClock, SystemClock};
@@ -33,7 +38,6 @@ use infrasim_store::{Store, StoreConfig, StoreError};
 use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::ops::RangeInclusive;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use thiserror::Error;
 use tokio::sync::oneshot;
@@ -43,6 +47,10 @@ use tokio::sync::oneshot;
 pub enum CloudError {
     #[error("cluster {0:?} already exists")]
     Exists(String),
+    #[error("no cluster {0:?}")]
+    NoCluster(String),
+    #[error("machine {0:?} already exists")]
+    MachineExists(String),
     #[error("no free port in {0:?}")]
     NoPort(RangeInclusive<u16>),
     #[error(transparent)]
@@ -86,10 +94,8 @@ pub struct ClusterInfo {
 
 struct Running {
     info: ClusterInfo,
-    /// Bootstrap phases completed (of `PHASES.len()`).
-    progress: Arc<AtomicUsize>,
-    group: Arc<infrasim_store::Group>,
-    _stop: oneshot::Sender<()>,
+    runtime: Arc<machines::Runtime>,
+    /// Dropping it stops the cluster's controllers.
     _stop_workloads: oneshot::Sender<()>,
 }
 
@@ -173,7 +179,6 @@ impl Cloud {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .len() as u32;
-        let now = infrasim_store::format_time(self.clock.now());
         let server = ApiServer::new(
             group.clone(),
             ca.clone(),
@@ -205,7 +210,6 @@ impl Cloud {
         ];
         let serving = ca.serving_cert("kube-apiserver", &dns, &ips)?;
         let tls = server.tls_config(&serving)?;
-        let (stop, stopped) = oneshot::channel::<()>();
         // kube-controller-manager, kube-scheduler and the kubelets, for this cluster.
         let (stop_workloads, workloads_stopped) = oneshot::channel::<()>();
         tokio::spawn(workloads::run(
@@ -214,30 +218,17 @@ impl Cloud {
             shape.workloads.clone(),
             workloads_stopped,
         ));
-        let progress = Arc::new(AtomicUsize::new(0));
-        let objects = bootstrap::objects(&shape, index, &endpoint.to_string(), &ca.cert_pem, &now);
-        if shape.startup.is_zero() {
-            bootstrap::write_phase(&group, objects);
-            progress.store(PHASES.len(), Ordering::SeqCst);
-            tokio::spawn(server.serve(listener, tls, async move {
-                let _ = stopped.await;
-            }));
-        } else {
-            // Until the API server phase, connections are refused, as with a real endpoint.
-            drop(listener);
-            tokio::spawn(run_phases(Phased {
-                phases: bootstrap::phases(objects),
-                group: group.clone(),
-                server,
-                tls,
-                endpoint,
-                clock: self.clock.clone(),
-                startup: shape.startup,
-                jitter: shape.jitter.max(0.0),
-                progress: progress.clone(),
-                stopped,
-            }));
-        }
+        let runtime = machines::Runtime::new(
+            shape.clone(),
+            index,
+            group,
+            self.clock.clone(),
+            server,
+            tls,
+            listener,
+            endpoint,
+            ca.cert_pem.clone(),
+        );
         let admin = ca.client_cert("kubernetes-admin", &["system:masters"])?;
         let kubeconfig = kubeconfig::render(&KubeconfigSpec {
             cluster_name: &shape.name,
@@ -261,22 +252,54 @@ impl Cloud {
                 shape.name.clone(),
                 Running {
                     info: info.clone(),
-                    progress,
-                    group,
-                    _stop: stop,
+                    runtime: runtime.clone(),
                     _stop_workloads: stop_workloads,
                 },
             );
+        // Control planes first (the first initializes the cluster), then workers.
+        for (name, control_plane) in node_names(&shape) {
+            runtime.add_machine(&name, control_plane).await?;
+        }
         Ok(info)
     }
 
-    /// How many bootstrap phases a cluster has completed (of [`PHASES`]`.len()`).
-    pub fn progress(&self, name: &str) -> Option<usize> {
+    fn runtime(&self, name: &str) -> Option<Arc<machines::Runtime>> {
         self.clusters
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(name)
-            .map(|r| r.progress.load(Ordering::SeqCst))
+            .map(|r| r.runtime.clone())
+    }
+
+    /// How far a cluster has come up: steps done of all its machines' and addons' steps.
+    pub fn progress(&self, name: &str) -> Option<Progress> {
+        Some(self.runtime(name)?.progress())
+    }
+
+    /// A cluster's machines, in creation order, with the steps each has done.
+    pub fn machines(&self, name: &str) -> Option<Vec<(Machine, usize)>> {
+        Some(self.runtime(name)?.machines())
+    }
+
+    /// Adds a machine to a cluster (a control-plane machine joins the control plane) and
+    /// brings it up step by step, as `kubeadm join` would.
+    pub async fn add_machine(
+        &self,
+        cluster: &str,
+        machine: &str,
+        control_plane: bool,
+    ) -> Result<Machine, CloudError> {
+        let runtime = self
+            .runtime(cluster)
+            .ok_or_else(|| CloudError::NoCluster(cluster.to_string()))?;
+        runtime.add_machine(machine, control_plane).await
+    }
+
+    /// Removes a machine from a cluster, undoing its steps in reverse; the endpoint closes
+    /// with the last API server. `false` if there is no such machine.
+    pub fn remove_machine(&self, cluster: &str, machine: &str) -> bool {
+        self.runtime(cluster)
+            .is_some_and(|r| r.remove_machine(machine))
     }
 
     /// Whether a cluster is up: every bootstrap phase done and every Deployment and DaemonSet
@@ -286,11 +309,12 @@ impl Cloud {
         let Some(r) = clusters.get(name) else {
             return false;
         };
-        if r.progress.load(Ordering::SeqCst) < PHASES.len() {
+        if !r.runtime.progress().complete() {
             return false;
         }
         let available = |resource: &str, want: &str, have: &str| {
-            r.group
+            r.runtime
+                .group
                 .snapshot(resource, infrasim_store::ReadAt::Latest)
                 .map(|s| {
                     s.objects.values().all(|o| {
@@ -326,6 +350,7 @@ impl Cloud {
             .remove(name);
         match removed {
             Some(r) => {
+                r.runtime.shutdown();
                 self.ports
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -349,54 +374,6 @@ impl Cloud {
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }
-}
-
-/// What a phased bootstrap needs.
-struct Phased {
-    phases: Vec<Vec<(&'static str, serde_json::Value)>>,
-    group: Arc<infrasim_store::Group>,
-    server: ApiServer,
-    tls: Arc<rustls::ServerConfig>,
-    endpoint: SocketAddr,
-    clock: SharedClock,
-    startup: std::time::Duration,
-    jitter: f64,
-    progress: Arc<AtomicUsize>,
-    stopped: oneshot::Receiver<()>,
-}
-
-/// Writes the phases one after another, each after `startup + rand·jitter·startup`, and
-/// opens the endpoint with the API server phase. Ends (closing the endpoint) when the
-/// cluster is deleted.
-async fn run_phases(mut p: Phased) {
-    let mut serving: Option<oneshot::Sender<()>> = None;
-    let phases = std::mem::take(&mut p.phases);
-    for (i, phase) in phases.into_iter().enumerate() {
-        let delay = p.startup + p.startup.mul_f64(p.jitter * rand::random::<f64>());
-        tokio::select! {
-            _ = p.clock.sleep(delay) => {}
-            _ = &mut p.stopped => return,
-        }
-        bootstrap::write_phase(&p.group, phase);
-        if i == API_SERVER_PHASE {
-            match tokio::net::TcpListener::bind(p.endpoint).await {
-                Ok(listener) => {
-                    let (tx, rx) = oneshot::channel::<()>();
-                    tokio::spawn(p.server.clone().serve(listener, p.tls.clone(), async move {
-                        let _ = rx.await;
-                    }));
-                    serving = Some(tx);
-                }
-                Err(e) => {
-                    tracing::error!(endpoint = %p.endpoint, error = %e, "the endpoint could not be opened");
-                    return;
-                }
-            }
-        }
-        p.progress.store(i + 1, Ordering::SeqCst);
-    }
-    let _ = (&mut p.stopped).await;
-    drop(serving);
 }
 
 /// A shared cloud.

@@ -54,10 +54,29 @@ fn node_names_follow_the_shape() {
     );
 }
 
+async fn client(kubeconfig: &str) -> kube::Client {
+    let kc = kube::config::Kubeconfig::from_yaml(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+/// Lets the cluster's tasks run up to their next sleep on the fake clock.
+async fn settle() {
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+}
+
 #[tokio::test]
-async fn clusters_come_up_phase_by_phase_on_the_clock() {
+async fn machines_come_up_step_by_step_and_go_in_reverse() {
     use infrasim_clock::FakeClock;
-    use infrasim_cloud::{API_SERVER_PHASE, PHASES};
+    use infrasim_cloud::Progress;
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use kube::api::{Api, ListParams};
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -72,35 +91,105 @@ async fn clusters_come_up_phase_by_phase_on_the_clock() {
     let info = cloud
         .create_cluster(ClusterShape {
             name: "slow".into(),
+            control_planes: 1,
+            workers: 1,
             startup: Duration::from_secs(10),
             ..ClusterShape::default()
         })
         .await
         .unwrap();
-    // Lets the bootstrap task run up to its next sleep.
-    async fn settle() {
-        for _ in 0..20 {
-            tokio::task::yield_now().await;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let open = || async { tokio::net::TcpStream::connect(info.endpoint).await.is_ok() };
+    let done = |n: usize| Some(Progress { done: n, total: 10 });
     settle().await;
-    assert_eq!(cloud.progress("slow"), Some(0));
-    // Before the API server phase the endpoint refuses connections.
-    assert!(tokio::net::TcpStream::connect(info.endpoint).await.is_err());
-    for (phase, name) in PHASES.iter().enumerate() {
+    // Control plane: VM, Node, etcd, kube-apiserver, scheduler+controller-manager (5);
+    // worker: VM, Node (2); addons (3).
+    assert_eq!(cloud.progress("slow"), done(0));
+    // Step by step on the clock; the endpoint opens with the first API server, and then the
+    // worker joins and the addons start, in parallel.
+    let expected = [
+        (1, false),
+        (2, false),
+        (3, false),
+        (4, true),
+        (7, true),
+        (9, true),
+        (10, true),
+    ];
+    for (step, (progress, serving)) in expected.into_iter().enumerate() {
         clock.advance(Duration::from_secs(10));
         settle().await;
         assert_eq!(
             cloud.progress("slow"),
-            Some(phase + 1),
-            "after phase {name}"
+            done(progress),
+            "after {} s",
+            (step + 1) * 10
         );
-        let open = tokio::net::TcpStream::connect(info.endpoint).await.is_ok();
         assert_eq!(
-            open,
-            phase >= API_SERVER_PHASE,
-            "endpoint open after phase {name}"
+            open().await,
+            serving,
+            "endpoint after {} s",
+            (step + 1) * 10
         );
     }
+    let c = client(&info.kubeconfig).await;
+    let nodes: Api<Node> = Api::all(c.clone());
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "kube-system");
+    let slices: Api<EndpointSlice> = Api::namespaced(c.clone(), "default");
+    assert_eq!(
+        nodes
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        2
+    );
+    let static_pods = ListParams::default().labels("tier=control-plane");
+    assert_eq!(pods.list(&static_pods).await.unwrap().items.len(), 4);
+
+    // A second control-plane machine joins at once (an API server serves) and comes up.
+    cloud
+        .add_machine("slow", "slow-control-plane-1", true)
+        .await
+        .unwrap();
+    settle().await;
+    for _ in 0..5 {
+        clock.advance(Duration::from_secs(10));
+        settle().await;
+    }
+    assert_eq!(
+        cloud.progress("slow"),
+        Some(Progress {
+            done: 15,
+            total: 15
+        })
+    );
+    assert_eq!(pods.list(&static_pods).await.unwrap().items.len(), 8);
+    let endpoints = |s: EndpointSlice| s.endpoints.len();
+    assert_eq!(endpoints(slices.get("kubernetes").await.unwrap()), 2);
+
+    // Removing the first control plane leaves the endpoint to the second.
+    assert!(cloud.remove_machine("slow", "slow-control-plane-0"));
+    settle().await;
+    assert!(open().await);
+    assert_eq!(pods.list(&static_pods).await.unwrap().items.len(), 4);
+    assert!(nodes
+        .get_opt("slow-control-plane-0")
+        .await
+        .unwrap()
+        .is_none());
+    // Its kube-proxy pod is collected with its node.
+    let on_removed = ListParams::default().fields("spec.nodeName=slow-control-plane-0");
+    assert!(pods.list(&on_removed).await.unwrap().items.is_empty());
+    assert_eq!(endpoints(slices.get("kubernetes").await.unwrap()), 1);
+    // The worker goes, then the last API server: the endpoint closes with it.
+    assert!(cloud.remove_machine("slow", "slow-worker-0"));
+    assert!(cloud.remove_machine("slow", "slow-control-plane-1"));
+    assert!(!cloud.remove_machine("slow", "slow-control-plane-1"));
+    settle().await;
+    assert!(
+        !open().await,
+        "the endpoint closed with the last API server"
+    );
+    assert_eq!(cloud.machines("slow").unwrap().len(), 0);
 }

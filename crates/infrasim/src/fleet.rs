@@ -1,7 +1,7 @@
 //! `infrasim fleet`: N simulated clusters straight from flags, with an admin kubeconfig each.
 
 use clap::Args;
-use infrasim_cloud::{Cloud, CloudConfig, ClusterShape, WorkloadConfig, PHASES};
+use infrasim_cloud::{Cloud, CloudConfig, ClusterShape, WorkloadConfig};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
@@ -77,14 +77,13 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
     }
     eprintln!();
     // Wait for every cluster to finish its bootstrap phases, showing how far they are.
-    let total = args.count * PHASES.len();
     loop {
-        let done: usize = cloud
+        let (done, total) = cloud
             .clusters()
             .iter()
             .filter_map(|c| cloud.progress(&c.name))
-            .sum();
-        eprint!("\rbootstrap phases done: {done}/{total}");
+            .fold((0, 0), |(d, t), p| (d + p.done, t + p.total));
+        eprint!("\rbootstrap steps done: {done}/{total}");
         // Up means bootstrapped with CoreDNS and kube-proxy running, as kubectl would see it.
         if done >= total && cloud.clusters().iter().all(|c| cloud.ready(&c.name)) {
             break;

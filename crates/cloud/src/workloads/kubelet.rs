@@ -330,6 +330,22 @@ fn digest(seed: &str) -> String {
     out
 }
 
+/// Deletes the pods bound to nodes that no longer exist, as kube-controller-manager's pod
+/// garbage collector does; their controllers then replace them elsewhere.
+pub(super) fn collect_orphans(c: &Cluster) {
+    let nodes: HashSet<String> = c
+        .list("nodes")
+        .iter()
+        .map(|n| n.name().to_string())
+        .collect();
+    for pod in c.list("pods") {
+        let node = pod.str("/spec/nodeName");
+        if !node.is_empty() && !nodes.contains(node) {
+            c.delete("pods", pod.namespace(), pod.name());
+        }
+    }
+}
+
 /// Renews every node's Lease, as each kubelet does on its cadence.
 fn renew_leases(c: &Cluster) {
     let nodes: HashSet<String> = c

@@ -134,6 +134,7 @@ impl Controllers {
     /// One pass of every controller, in the order their outputs feed each other.
     fn pass(&mut self) {
         let c = &self.cluster;
+        kubelet::collect_orphans(c);
         deployment::reconcile(c);
         replicaset::reconcile(c);
         daemonset::reconcile(c);

@@ -1,0 +1,372 @@
+//! A cluster's machines coming and going, as kubeadm brings them up and Cluster API tears them
+//! down.
+//!
+//! Each machine walks its own steps ([`CONTROL_PLANE_PHASES`] or [`WORKER_PHASES`]), each
+//! after `startup + rand·jitter·startup` on the cloud's clock. The first control-plane machine
+//! initializes the cluster; every other machine joins once an API server serves, as `kubeadm
+//! join` needs one. The first API server opens the control-plane endpoint and starts the
+//! addon steps ([`ADDON_PHASES`]); removing machines undoes their steps in reverse, and the
+//! endpoint closes with the last API server.
+
+use crate::bootstrap::{
+    self, kubernetes_endpoints, machine_ip, Machine, ADDON_PHASES, API_SERVER_PHASE, STATIC_PODS,
+};
+use crate::{CloudError, ClusterShape};
+use infrasim_clock::SharedClock;
+use infrasim_kube_api::ApiServer;
+use infrasim_store::{DeleteOptions, Group, ObjectKey};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::{oneshot, watch};
+
+/// How far a cluster has come up: steps done of all its machines' and addons' steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub done: usize,
+    pub total: usize,
+}
+
+impl Progress {
+    pub fn complete(&self) -> bool {
+        self.done >= self.total
+    }
+}
+
+struct MachineState {
+    machine: Machine,
+    done: usize,
+    task: Option<tokio::task::AbortHandle>,
+}
+
+#[derive(Default)]
+struct State {
+    machines: BTreeMap<String, MachineState>,
+    next_index: usize,
+    /// Machines whose API server serves, with their node IPs.
+    api_servers: BTreeMap<String, String>,
+    /// Dropping it stops the endpoint's accept loop.
+    serving: Option<oneshot::Sender<()>>,
+    /// The endpoint's listener, bound when the cluster was created so the port is ours, for
+    /// a cluster that comes up at once.
+    reserved: Option<tokio::net::TcpListener>,
+    addons_started: bool,
+    addons_done: usize,
+    addons_task: Option<tokio::task::AbortHandle>,
+}
+
+/// What one cluster's machines share.
+pub(crate) struct Runtime {
+    pub shape: ClusterShape,
+    pub cluster_index: u32,
+    pub group: Arc<Group>,
+    pub clock: SharedClock,
+    pub server: ApiServer,
+    pub tls: Arc<rustls::ServerConfig>,
+    pub endpoint: SocketAddr,
+    pub ca_pem: String,
+    state: Mutex<State>,
+    api_up: watch::Sender<bool>,
+}
+
+impl Runtime {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        shape: ClusterShape,
+        cluster_index: u32,
+        group: Arc<Group>,
+        clock: SharedClock,
+        server: ApiServer,
+        tls: Arc<rustls::ServerConfig>,
+        listener: tokio::net::TcpListener,
+        endpoint: SocketAddr,
+        ca_pem: String,
+    ) -> Arc<Self> {
+        // A cluster that comes up step by step refuses connections until its first API
+        // server serves; its port stays reserved in the cloud's port set meanwhile.
+        let reserved = shape.startup.is_zero().then_some(listener);
+        Arc::new(Runtime {
+            shape,
+            cluster_index,
+            group,
+            clock,
+            server,
+            tls,
+            endpoint,
+            ca_pem,
+            state: Mutex::new(State {
+                reserved,
+                ..State::default()
+            }),
+            api_up: watch::channel(false).0,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn delay(&self) -> std::time::Duration {
+        let d = self.shape.startup;
+        d + d.mul_f64(self.shape.jitter.max(0.0) * rand::random::<f64>())
+    }
+
+    fn now(&self) -> String {
+        infrasim_store::format_time(self.clock.now())
+    }
+
+    /// Adds a machine and starts bringing it up. The first control-plane machine initializes
+    /// the cluster; any other waits for a serving API server before it joins.
+    pub async fn add_machine(
+        self: &Arc<Self>,
+        name: &str,
+        control_plane: bool,
+    ) -> Result<Machine, CloudError> {
+        let (machine, joins) = {
+            let mut state = self.lock();
+            if state.machines.contains_key(name) {
+                return Err(CloudError::MachineExists(name.to_string()));
+            }
+            let initializes =
+                control_plane && !state.machines.values().any(|m| m.machine.control_plane);
+            let machine = Machine {
+                name: name.to_string(),
+                control_plane,
+                index: state.next_index,
+            };
+            state.next_index += 1;
+            state.machines.insert(
+                name.to_string(),
+                MachineState {
+                    machine: machine.clone(),
+                    done: 0,
+                    task: None,
+                },
+            );
+            (machine, !initializes)
+        };
+        if self.shape.startup.is_zero() && (!joins || *self.api_up.borrow()) {
+            // Up at once: every step now, in order.
+            self.clone().run_machine(machine.clone(), false).await;
+        } else {
+            let task = tokio::spawn(self.clone().run_machine(machine.clone(), joins));
+            if let Some(m) = self.lock().machines.get_mut(name) {
+                m.task = Some(task.abort_handle());
+            }
+        }
+        Ok(machine)
+    }
+
+    async fn run_machine(self: Arc<Self>, machine: Machine, joins: bool) {
+        if joins {
+            let mut up = self.api_up.subscribe();
+            if up.wait_for(|up| *up).await.is_err() {
+                return;
+            }
+        }
+        for step in 0..machine.phases().len() {
+            if !self.shape.startup.is_zero() {
+                self.clock.sleep(self.delay()).await;
+            }
+            if !self.lock().machines.contains_key(&machine.name) {
+                return; // removed meanwhile
+            }
+            bootstrap::write_phase(
+                &self.group,
+                bootstrap::machine_phase(
+                    &self.shape,
+                    self.cluster_index,
+                    &machine,
+                    step,
+                    &self.now(),
+                ),
+            );
+            if machine.control_plane && step == API_SERVER_PHASE {
+                self.api_server_started(&machine).await;
+            }
+            if let Some(m) = self.lock().machines.get_mut(&machine.name) {
+                m.done = step + 1;
+            }
+        }
+    }
+
+    async fn api_server_started(self: &Arc<Self>, machine: &Machine) {
+        let (first, start_addons, reserved) = {
+            let mut state = self.lock();
+            state.api_servers.insert(
+                machine.name.clone(),
+                machine_ip(self.cluster_index, machine),
+            );
+            let first = state.serving.is_none();
+            let start_addons = !state.addons_started;
+            state.addons_started = true;
+            (first, start_addons, state.reserved.take())
+        };
+        if first {
+            let listener = match reserved {
+                Some(l) => Ok(l),
+                None => tokio::net::TcpListener::bind(self.endpoint).await,
+            };
+            match listener {
+                Ok(listener) => {
+                    let (tx, rx) = oneshot::channel::<()>();
+                    tokio::spawn(self.server.clone().serve(
+                        listener,
+                        self.tls.clone(),
+                        async move {
+                            let _ = rx.await;
+                        },
+                    ));
+                    self.lock().serving = Some(tx);
+                }
+                Err(e) => {
+                    tracing::error!(endpoint = %self.endpoint, error = %e, "the endpoint could not be opened");
+                }
+            }
+        }
+        self.update_kubernetes_endpoints();
+        self.api_up.send_replace(true);
+        if start_addons {
+            if self.shape.startup.is_zero() {
+                self.clone().run_addons().await;
+            } else {
+                let task = tokio::spawn(self.clone().run_addons());
+                self.lock().addons_task = Some(task.abort_handle());
+            }
+        }
+    }
+
+    async fn run_addons(self: Arc<Self>) {
+        for step in 0..ADDON_PHASES.len() {
+            if !self.shape.startup.is_zero() {
+                self.clock.sleep(self.delay()).await;
+            }
+            let ips: Vec<String> = self.lock().api_servers.values().cloned().collect();
+            bootstrap::write_phase(
+                &self.group,
+                bootstrap::addon_phase(
+                    &self.shape,
+                    &self.endpoint.to_string(),
+                    &self.ca_pem,
+                    &ips,
+                    step,
+                ),
+            );
+            self.lock().addons_done = step + 1;
+        }
+    }
+
+    /// Keeps `default/kubernetes` listing the serving API servers (once it exists).
+    fn update_kubernetes_endpoints(&self) {
+        let ips: Vec<String> = self.lock().api_servers.values().cloned().collect();
+        let key = ObjectKey::new("default", "kubernetes");
+        let resource = "endpointslices.discovery.k8s.io";
+        let Some(current) = self.group.get(resource, &key) else {
+            return;
+        };
+        let mut next = kubernetes_endpoints(&ips);
+        if let Ok(old) = current.to_value() {
+            next["metadata"] = old["metadata"].clone();
+        }
+        let _ = infrasim_kube_api::crud_support::update(
+            &self.group,
+            resource,
+            next,
+            current.meta.resource_version,
+        );
+    }
+
+    /// Removes a machine, undoing its steps in reverse: its control-plane pods (the endpoint
+    /// closes if this was the last API server), then its Node and Lease. The pods bound to the
+    /// node are collected by the cluster's controllers, as kube-controller-manager's pod GC
+    /// does.
+    pub fn remove_machine(&self, name: &str) -> bool {
+        let Some(removed) = self.lock().machines.remove(name) else {
+            return false;
+        };
+        if let Some(task) = removed.task {
+            task.abort();
+        }
+        let delete = |resource: &str, namespace: &str, object: &str| {
+            let _ = self.group.delete(
+                resource,
+                &ObjectKey::new(namespace, object),
+                &DeleteOptions::default(),
+            );
+        };
+        if removed.machine.control_plane {
+            for component in STATIC_PODS.iter().rev() {
+                delete("pods", "kube-system", &format!("{component}-{name}"));
+                if *component == "kube-apiserver" {
+                    self.api_server_stopped(name);
+                }
+            }
+        }
+        delete("leases.coordination.k8s.io", "kube-node-lease", name);
+        delete("nodes", "", name);
+        true
+    }
+
+    fn api_server_stopped(&self, name: &str) {
+        let closing = {
+            let mut state = self.lock();
+            if state.api_servers.remove(name).is_none() {
+                return;
+            }
+            if state.api_servers.is_empty() {
+                state.serving.take()
+            } else {
+                None
+            }
+        };
+        if let Some(stop) = closing {
+            drop(stop);
+            self.api_up.send_replace(false);
+        } else {
+            self.update_kubernetes_endpoints();
+        }
+    }
+
+    /// Removes every machine, the last created first, and stops the addon steps.
+    pub fn shutdown(&self) {
+        let mut machines: Vec<Machine> = self
+            .lock()
+            .machines
+            .values()
+            .map(|m| m.machine.clone())
+            .collect();
+        machines.sort_by_key(|m| std::cmp::Reverse(m.index));
+        for m in machines {
+            self.remove_machine(&m.name);
+        }
+        let mut state = self.lock();
+        if let Some(task) = state.addons_task.take() {
+            task.abort();
+        }
+        state.serving = None;
+        state.reserved = None;
+    }
+
+    pub fn progress(&self) -> Progress {
+        let state = self.lock();
+        let (done, total) = state
+            .machines
+            .values()
+            .fold((state.addons_done, ADDON_PHASES.len()), |(d, t), m| {
+                (d + m.done, t + m.machine.phases().len())
+            });
+        Progress { done, total }
+    }
+
+    /// The machines, in creation order, with the steps each has done.
+    pub fn machines(&self) -> Vec<(Machine, usize)> {
+        let mut all: Vec<(Machine, usize)> = self
+            .lock()
+            .machines
+            .values()
+            .map(|m| (m.machine.clone(), m.done))
+            .collect();
+        all.sort_by_key(|(m, _)| m.index);
+        all
+    }
+}
