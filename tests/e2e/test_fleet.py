@@ -182,3 +182,39 @@ def test_python_client_watches_nodes(fleet):
             w.stop()
     assert seen is not None and seen["type"] == "MODIFIED"
     assert seen["object"].metadata.name == "wl-0-worker-0"
+
+
+def test_drain_honours_disruption_budgets(fleet):
+    out, _ = fleet
+    kc = out / "wl-0.kubeconfig"
+    assert kubectl(kc, "create", "deployment", "guarded", "--image=nginx", "--replicas=2").returncode == 0
+    assert kubectl(kc, "create", "pdb", "guarded", "--selector=app=guarded", "--min-available=2").returncode == 0
+    assert kubectl(kc, "rollout", "status", "deployment/guarded", "--timeout=25s").returncode == 0
+    wait_for("the budget's status",
+             lambda: kubectl(kc, "get", "pdb", "guarded", "-o", "jsonpath={.status.currentHealthy}").stdout == "2")
+    assert kubectl(kc, "get", "pdb", "guarded").stdout.splitlines()[1].split()[1:4] == ["2", "N/A", "0"]
+    # The Python client's eviction of a guarded pod gets 429 with the budget's cause.
+    core = client.CoreV1Api(config.new_client_from_config(config_file=str(kc)))
+    pod = core.list_namespaced_pod("default", label_selector="app=guarded").items[0]
+    body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod.metadata.name, namespace="default"))
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_pod_eviction(pod.metadata.name, "default", body)
+    assert refused.value.status == 429
+    assert "violate the pod's disruption budget" in refused.value.body
+    assert "The disruption budget guarded needs 2 healthy pods and has 2 currently" in refused.value.body
+    # kubectl drain cordons the node and keeps retrying the guarded pod until it gives up.
+    node = pod.spec.node_name
+    blocked = kubectl(kc, "drain", node, "--ignore-daemonsets", "--timeout=4s")
+    assert blocked.returncode != 0
+    assert "SchedulingDisabled" in kubectl(kc, "get", "node", node).stdout
+    # Without the budget the drain evicts; the Deployment replaces the pod on another node.
+    assert kubectl(kc, "delete", "pdb", "guarded").returncode == 0
+    drained = kubectl(kc, "drain", node, "--ignore-daemonsets", "--timeout=20s")
+    assert drained.returncode == 0 and f"node/{node} drained" in drained.stdout
+    assert kubectl(kc, "rollout", "status", "deployment/guarded", "--timeout=25s").returncode == 0
+    nodes = kubectl(kc, "get", "pods", "-l", "app=guarded", "-o", "jsonpath={.items[*].spec.nodeName}").stdout.split()
+    assert len(nodes) == 2 and node not in nodes
+    on_node = kubectl(kc, "get", "pods", "-A", "--field-selector", f"spec.nodeName={node}", "-o", "name").stdout.split()
+    assert all("kube-proxy-" in p for p in on_node), on_node
+    assert kubectl(kc, "uncordon", node).returncode == 0
+    kubectl(kc, "delete", "deployment", "guarded")

@@ -53,6 +53,28 @@ fn status_entry(r: &ResourceInfo) -> Value {
     })
 }
 
+/// The pod subresources served beyond `status`: (name, group, version, kind, verbs).
+const POD_SUBRESOURCES: [(&str, &str, &str, &str, &[&str]); 2] = [
+    ("eviction", "policy", "v1", "Eviction", &["create"]),
+    ("log", "", "v1", "Pod", &["get"]),
+];
+
+fn pod_subresources(
+    r: &ResourceInfo,
+) -> &'static [(
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+)] {
+    if r.kind == "Pod" && r.group.is_empty() && !r.custom {
+        &POD_SUBRESOURCES
+    } else {
+        &[]
+    }
+}
+
 fn aggregated_resource(r: &ResourceInfo) -> Value {
     let mut v = json!({
         "resource": r.plural,
@@ -80,6 +102,13 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
             "subresource": "scale",
             "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
             "verbs": ["get", "patch", "update"],
+        }));
+    }
+    for (name, group, version, kind, verbs) in pod_subresources(r) {
+        subresources.push(json!({
+            "subresource": name,
+            "responseKind": {"group": group, "version": version, "kind": kind},
+            "verbs": verbs,
         }));
     }
     if !subresources.is_empty() {
@@ -188,6 +217,15 @@ pub(crate) fn group_version(state: &State, group: &str, version: &str) -> Handle
         if r.scale.is_some() {
             resources.push(json!({"name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced,
                                   "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
+        }
+        for (name, group, version, kind, verbs) in pod_subresources(&r) {
+            let mut entry = json!({"name": format!("{}/{name}", r.plural), "singularName": "", "namespaced": true,
+                                   "kind": kind, "verbs": verbs});
+            if !group.is_empty() {
+                entry["group"] = json!(group);
+                entry["version"] = json!(version);
+            }
+            resources.push(entry);
         }
     }
     if resources.is_empty() {

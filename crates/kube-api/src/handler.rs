@@ -192,6 +192,9 @@ async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult
     if ctx.info.kind == "Pod" && !ctx.info.custom {
         match ctx.path.subresource.as_deref() {
             Some("log") if method == Method::GET => return crate::pod_log::log(&ctx),
+            Some("eviction") if method == Method::POST && ctx.path.name.is_some() => {
+                return crate::eviction::evict(&ctx, &body)
+            }
             Some("exec" | "attach" | "portforward") => {
                 let name = ctx.path.name.clone().unwrap_or_default();
                 return Err(ApiError::bad_request(format!(

@@ -27,6 +27,7 @@ pub mod auth;
 pub mod authz;
 pub mod crd;
 mod crud;
+pub mod eviction;
 
 /// Writing objects into a group the way the API would, for code that seeds clusters.
 pub mod crud_support {

@@ -123,6 +123,12 @@ impl ApiError {
         Self::new(422, "Invalid", message)
     }
 
+    /// 429: the request is refused for now and may be retried (an eviction a disruption
+    /// budget forbids).
+    pub fn too_many_requests(message: impl Into<String>) -> Self {
+        Self::new(429, "TooManyRequests", message)
+    }
+
     pub fn timeout(message: impl Into<String>) -> Self {
         Self::new(504, "Timeout", message)
     }

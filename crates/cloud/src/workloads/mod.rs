@@ -1,5 +1,6 @@
 //! What keeps workloads alive inside a simulated cluster: kube-controller-manager's Deployment,
-//! ReplicaSet and DaemonSet controllers, kube-scheduler, and the kubelets, in miniature.
+//! ReplicaSet, DaemonSet, disruption and pod-GC controllers, kube-scheduler, and the kubelets,
+//! in miniature.
 //!
 //! One task per cluster watches the cluster's resource group in-process (no HTTP, no client
 //! cache) and, whenever a workload object, a pod or a node changes, runs every controller over
@@ -12,6 +13,7 @@
 
 mod daemonset;
 mod deployment;
+mod disruption;
 mod kubelet;
 mod replicaset;
 mod scheduler;
@@ -48,7 +50,8 @@ impl Default for WorkloadConfig {
 }
 
 /// The resources whose changes make the controllers look again.
-const WATCHED: [&str; 5] = [
+const WATCHED: [&str; 6] = [
+    "poddisruptionbudgets.policy",
     "deployments.apps",
     "replicasets.apps",
     "daemonsets.apps",
@@ -144,6 +147,7 @@ impl Controllers {
         replicaset::update_status(c);
         daemonset::update_status(c);
         deployment::update_status(c);
+        disruption::update_status(c);
     }
 }
 

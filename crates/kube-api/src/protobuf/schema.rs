@@ -89,6 +89,7 @@ SubjectAccessReviewSpec: 1 resourceAttributes ResourceAttributes; 2 nonResourceA
 ResourceAttributes: 1 namespace s; 2 verb s; 3 group s; 4 version s; 5 resource s; 6 subresource s; 7 name s; 8 fieldSelector -; 9 labelSelector -
 NonResourceAttributes: 1 path s; 2 verb s
 SelfSubjectReview: 1 metadata ObjectMeta; 2 status -
+Eviction: 1 metadata ObjectMeta; 2 deleteOptions DeleteOptions
 TokenRequest: 1 metadata ObjectMeta; 2 spec TokenRequestSpec; 3 status -
 TokenRequestSpec: 1 audiences []s; 3 boundObjectRef BoundObjectReference; 4 expirationSeconds i64!
 BoundObjectReference: 1 kind s; 2 apiVersion s; 3 name s; 4 uid s
@@ -161,6 +162,7 @@ pub fn for_kind(kind: &str) -> Option<&'static Message> {
         "LocalSubjectAccessReview",
         "SelfSubjectReview",
         "TokenRequest",
+        "Eviction",
     ];
     if !KINDS.contains(&kind) {
         return None;

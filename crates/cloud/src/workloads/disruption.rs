@@ -1,0 +1,61 @@
+//! The disruption controller: keeps each PodDisruptionBudget's status (expected, healthy and
+//! desired pods, disruptions allowed) as kube-controller-manager does, for `kubectl get pdb`
+//! and for tools that read budgets before they drain.
+
+use super::{condition, Cluster};
+use infrasim_kube_api::eviction::budget;
+use serde_json::{json, Value};
+
+const RESOURCE: &str = "poddisruptionbudgets.policy";
+
+pub(super) fn update_status(c: &Cluster) {
+    let pdbs = c.list(RESOURCE);
+    if pdbs.is_empty() {
+        return;
+    }
+    let pods: Vec<Value> = c.list("pods").into_iter().map(|p| p.value).collect();
+    let now = infrasim_store::format_time(c.now());
+    for pdb in pdbs {
+        let in_namespace: Vec<Value> = pods
+            .iter()
+            .filter(|p| {
+                p.pointer("/metadata/namespace").and_then(Value::as_str) == Some(pdb.namespace())
+            })
+            .cloned()
+            .collect();
+        let b = budget(&pdb.value, &in_namespace);
+        let generation = pdb.int("/metadata/generation").unwrap_or(1);
+        let previous = pdb.value.pointer("/status/conditions");
+        let mut allowed = if b.allowed() > 0 {
+            condition(
+                previous,
+                "DisruptionAllowed",
+                "True",
+                "SufficientPods",
+                "",
+                &now,
+                false,
+            )
+        } else {
+            condition(
+                previous,
+                "DisruptionAllowed",
+                "False",
+                "InsufficientPods",
+                "",
+                &now,
+                false,
+            )
+        };
+        allowed["observedGeneration"] = json!(generation);
+        let status = json!({
+            "observedGeneration": generation,
+            "disruptionsAllowed": b.allowed(),
+            "currentHealthy": b.healthy,
+            "desiredHealthy": b.desired,
+            "expectedPods": b.expected,
+            "conditions": [allowed],
+        });
+        c.set_status(RESOURCE, &pdb, status);
+    }
+}

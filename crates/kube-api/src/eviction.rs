@@ -1,0 +1,208 @@
+//! The `pods/eviction` subresource, through which `kubectl drain` and Cluster API's Machine
+//! controller remove pods: a delete that first asks the pod's PodDisruptionBudget, and answers
+//! 429 when the budget allows no disruption (the drainer then retries).
+//!
+//! The budget is computed from the pods themselves at the time of the request (expected pods
+//! match the selector, healthy ones are Ready), so eviction is right whether or not anything
+//! maintains the budgets' status.
+
+use crate::crud::decode_body;
+use crate::handler::Ctx;
+use crate::http::{json_value, HandlerResult};
+use crate::status::ApiError;
+use infrasim_store::{DeleteOptions, ObjectKey, ReadAt, StoreError};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// What a PodDisruptionBudget allows right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Pods the budget covers.
+    pub expected: i64,
+    /// Of those, the Ready ones.
+    pub healthy: i64,
+    /// How many must stay healthy.
+    pub desired: i64,
+}
+
+impl Budget {
+    /// How many pods may be disrupted now.
+    pub fn allowed(&self) -> i64 {
+        (self.healthy - self.desired).max(0)
+    }
+}
+
+fn labels(v: Option<&Value>) -> BTreeMap<String, String> {
+    v.and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether a `metav1.LabelSelector` selects `pod_labels`. An empty selector selects every pod
+/// of the namespace (policy/v1 semantics); a malformed one selects none.
+pub fn selects(selector: Option<&Value>, pod_labels: &BTreeMap<String, String>) -> bool {
+    let Some(selector) = selector else {
+        return false;
+    };
+    let query = crate::table::selector_string(Some(selector));
+    crate::selectors::LabelSelector::parse(&query).is_ok_and(|s| s.matches(pod_labels))
+}
+
+fn ready(pod: &Value) -> bool {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.get("type").and_then(Value::as_str) == Some("Ready")
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+}
+
+/// An `IntOrString` against `total`; percentages round up, as the disruption controller does.
+fn scaled(v: &Value, total: i64) -> i64 {
+    match v {
+        Value::Number(n) => n.as_i64().unwrap_or(0),
+        Value::String(s) => s
+            .strip_suffix('%')
+            .and_then(|p| p.parse::<i64>().ok())
+            .map(|p| (p * total + 99) / 100)
+            .unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// The budget `pdb` sets over `pods` (the pods of its namespace).
+pub fn budget(pdb: &Value, pods: &[Value]) -> Budget {
+    let selector = pdb.pointer("/spec/selector");
+    let covered: Vec<&Value> = pods
+        .iter()
+        .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
+        .filter(|p| selects(selector, &labels(p.pointer("/metadata/labels"))))
+        .collect();
+    let expected = covered.len() as i64;
+    let healthy = covered.iter().filter(|p| ready(p)).count() as i64;
+    let desired = match (
+        pdb.pointer("/spec/minAvailable"),
+        pdb.pointer("/spec/maxUnavailable"),
+    ) {
+        (Some(min), _) => scaled(min, expected),
+        (None, Some(max)) => (expected - scaled(max, expected)).max(0),
+        (None, None) => 0,
+    };
+    Budget {
+        expected,
+        healthy,
+        desired,
+    }
+}
+
+/// POST `pods/<name>/eviction`.
+pub(crate) fn evict(ctx: &Ctx, body: &[u8]) -> HandlerResult {
+    let name = ctx.path.name.as_deref().unwrap_or("");
+    let namespace = ctx.namespace();
+    let eviction = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        decode_body(ctx, body)?
+    };
+    if let Some(other) = eviction.pointer("/metadata/name").and_then(Value::as_str) {
+        if other != name {
+            return Err(ApiError::bad_request(format!(
+                "name in URL does not match name in Eviction object: {name} != {other}"
+            )));
+        }
+    }
+    let group = &ctx.state.group;
+    let pod = group
+        .get("pods", &ObjectKey::new(namespace, name))
+        .ok_or_else(|| ApiError::object_not_found("", "pods", name))?;
+    let pod_value = pod
+        .to_value()
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let phase = pod_value
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    // A pod that is finished, not yet running or already going disrupts nothing.
+    let exempt = matches!(phase, "Succeeded" | "Failed" | "Pending")
+        || pod.meta.deletion_timestamp.is_some();
+    if !exempt {
+        let of_namespace = |resource: &str| -> Vec<Value> {
+            group
+                .snapshot(resource, ReadAt::Latest)
+                .map(|s| {
+                    s.objects
+                        .iter()
+                        .filter(|(k, _)| &*k.namespace == namespace)
+                        .filter_map(|(_, o)| o.to_value().ok())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let pod_labels = labels(pod_value.pointer("/metadata/labels"));
+        let pdbs: Vec<Value> = of_namespace("poddisruptionbudgets.policy")
+            .into_iter()
+            .filter(|pdb| selects(pdb.pointer("/spec/selector"), &pod_labels))
+            .collect();
+        if pdbs.len() > 1 {
+            return Err(ApiError::internal(
+                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+            ));
+        }
+        if let Some(pdb) = pdbs.first() {
+            let b = budget(pdb, &of_namespace("pods"));
+            // An unhealthy pod may go while the budget holds (IfHealthyBudget, the default).
+            let allowed = if ready(&pod_value) {
+                b.allowed() > 0
+            } else {
+                b.healthy >= b.desired
+            };
+            if !allowed {
+                let pdb_name = pdb
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                return Err(ApiError::too_many_requests(
+                    "Cannot evict pod as it would violate the pod's disruption budget.",
+                )
+                .with_details(json!({"causes": [{
+                    "reason": "DisruptionBudget",
+                    "message": format!("The disruption budget {pdb_name} needs {} healthy pods and has {} currently", b.desired, b.healthy),
+                }]})));
+            }
+        }
+    }
+    let dry_run = ctx.query.get("dryRun") == Some("All")
+        || eviction
+            .pointer("/deleteOptions/dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|v| v.as_str() == Some("All")));
+    let options = DeleteOptions {
+        precondition_uid: eviction
+            .pointer("/deleteOptions/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        ..DeleteOptions::default()
+    };
+    let key = ObjectKey::new(namespace, name);
+    let result = if dry_run {
+        group.delete_dry_run("pods", &key, &options).map(|_| ())
+    } else {
+        group.delete("pods", &key, &options).map(|_| ())
+    };
+    match result {
+        Ok(()) => Ok(json_value(
+            201,
+            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+        )),
+        Err(e @ StoreError::Conflict { .. }) | Err(e @ StoreError::NotFound { .. }) => {
+            Err(ApiError::from_store(e, "", "pods"))
+        }
+        Err(e) => Err(ApiError::internal(e.to_string())),
+    }
+}
