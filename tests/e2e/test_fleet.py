@@ -218,3 +218,28 @@ def test_drain_honours_disruption_budgets(fleet):
     assert all("kube-proxy-" in p for p in on_node), on_node
     assert kubectl(kc, "uncordon", node).returncode == 0
     kubectl(kc, "delete", "deployment", "guarded")
+
+
+def test_statefulset_pods_come_in_order_with_stable_names(fleet):
+    out, _ = fleet
+    kc = out / "wl-0.kubeconfig"
+    manifest = out / "sts.yaml"
+    manifest.write_text(yaml.safe_dump({
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
+        "spec": {"serviceName": "db", "replicas": 3, "selector": {"matchLabels": {"app": "db"}},
+                 "template": {"metadata": {"labels": {"app": "db"}},
+                              "spec": {"containers": [{"name": "pg", "image": "postgres:16"}]}}}}))
+    assert kubectl(kc, "apply", "-f", str(manifest)).returncode == 0
+    rollout = kubectl(kc, "rollout", "status", "statefulset/db", "--timeout=25s")
+    assert rollout.returncode == 0, rollout.stderr
+    rows = [l.split() for l in kubectl(kc, "get", "pods", "-l", "app=db").stdout.splitlines()[1:]]
+    assert [(r[0], r[1], r[2]) for r in rows] == [(f"db-{i}", "1/1", "Running") for i in range(3)]
+    # OrderedReady: each pod started only after the one before it was Ready.
+    started = [kubectl(kc, "get", "pod", f"db-{i}", "-o", "jsonpath={.metadata.creationTimestamp}").stdout
+               for i in range(3)]
+    assert started == sorted(started)
+    assert kubectl(kc, "get", "pod", "db-1", "-o", "jsonpath={.spec.hostname}.{.spec.subdomain}").stdout == "db-1.db"
+    assert kubectl(kc, "scale", "statefulset/db", "--replicas=1").returncode == 0
+    wait_for("scaled down from the top",
+             lambda: kubectl(kc, "get", "pods", "-l", "app=db", "-o", "name").stdout.split() == ["pod/db-0"])
+    kubectl(kc, "delete", "statefulset", "db")

@@ -1,5 +1,5 @@
 //! What keeps workloads alive inside a simulated cluster: kube-controller-manager's Deployment,
-//! ReplicaSet, DaemonSet, disruption and pod-GC controllers, kube-scheduler, and the kubelets,
+//! ReplicaSet, DaemonSet, StatefulSet, disruption and pod-GC controllers, kube-scheduler, and the kubelets,
 //! in miniature.
 //!
 //! One task per cluster watches the cluster's resource group in-process (no HTTP, no client
@@ -17,6 +17,7 @@ mod disruption;
 mod kubelet;
 mod replicaset;
 mod scheduler;
+mod statefulset;
 
 use chrono::{DateTime, Utc};
 use infrasim_clock::SharedClock;
@@ -50,8 +51,9 @@ impl Default for WorkloadConfig {
 }
 
 /// The resources whose changes make the controllers look again.
-const WATCHED: [&str; 6] = [
+const WATCHED: [&str; 7] = [
     "poddisruptionbudgets.policy",
+    "statefulsets.apps",
     "deployments.apps",
     "replicasets.apps",
     "daemonsets.apps",
@@ -141,11 +143,13 @@ impl Controllers {
         deployment::reconcile(c);
         replicaset::reconcile(c);
         daemonset::reconcile(c);
+        statefulset::reconcile(c);
         scheduler::schedule(c);
         self.kubelet.sync_pods(c);
         // Statuses last, so they count what this pass created and started.
         replicaset::update_status(c);
         daemonset::update_status(c);
+        statefulset::update_status(c);
         deployment::update_status(c);
         disruption::update_status(c);
     }
