@@ -91,13 +91,13 @@ fn revision_hash(ds: &Obj) -> String {
 pub(super) fn reconcile(c: &Cluster) {
     let pods = c.list("pods");
     let nodes = c.list("nodes");
-    for ds in c.list(RESOURCE) {
+    for ds in c.list(RESOURCE).iter() {
         if ds.deleting() {
             continue;
         }
-        let spec = daemon_spec(&ds);
-        let hash = revision_hash(&ds);
-        let mut by_node = owned_by_node(&ds, &pods);
+        let spec = daemon_spec(ds);
+        let hash = revision_hash(ds);
+        let mut by_node = owned_by_node(ds, &pods);
         let template = ds
             .value
             .pointer("/spec/template")
@@ -106,7 +106,7 @@ pub(super) fn reconcile(c: &Cluster) {
         let generation = ds.int("/metadata/generation").unwrap_or(1);
         let mut unavailable = 0;
         let mut outdated: Vec<&Obj> = Vec::new();
-        for node in &nodes {
+        for node in nodes.iter() {
             let here = by_node.remove(node.name()).unwrap_or_default();
             if !should_run(&spec, node) {
                 for p in here {
@@ -120,7 +120,7 @@ pub(super) fn reconcile(c: &Cluster) {
                         &template,
                         ds.namespace(),
                         &format!("{}-", ds.name()),
-                        controller_ref(&ds, "apps/v1", "DaemonSet"),
+                        controller_ref(ds, "apps/v1", "DaemonSet"),
                         &[
                             ("controller-revision-hash", hash.clone()),
                             ("pod-template-generation", generation.to_string()),
@@ -188,12 +188,12 @@ pub(super) fn reconcile(c: &Cluster) {
 pub(super) fn update_status(c: &Cluster) {
     let pods = c.list("pods");
     let nodes = c.list("nodes");
-    for ds in c.list(RESOURCE) {
-        let spec = daemon_spec(&ds);
-        let hash = revision_hash(&ds);
-        let by_node = owned_by_node(&ds, &pods);
+    for ds in c.list(RESOURCE).iter() {
+        let spec = daemon_spec(ds);
+        let hash = revision_hash(ds);
+        let by_node = owned_by_node(ds, &pods);
         let (mut desired, mut current, mut misscheduled, mut ready, mut updated) = (0, 0, 0, 0, 0);
-        for node in &nodes {
+        for node in nodes.iter() {
             let here = by_node.get(node.name()).map(Vec::as_slice).unwrap_or(&[]);
             let scheduled = here.iter().any(|p| !p.str("/spec/nodeName").is_empty());
             if should_run(&spec, node) {
@@ -236,6 +236,6 @@ pub(super) fn update_status(c: &Cluster) {
                 }
             }
         }
-        c.set_status(RESOURCE, &ds, status);
+        c.set_status(RESOURCE, ds, status);
     }
 }

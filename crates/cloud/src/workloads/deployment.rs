@@ -102,7 +102,7 @@ fn scale(c: &Cluster, rs: &Obj, replicas: i64, desired: i64, max: i64, rev: Opti
 /// Rolls every Deployment one step towards its template and size.
 pub(super) fn reconcile(c: &Cluster) {
     let all = c.list(REPLICASETS);
-    for d in c.list(RESOURCE) {
+    for d in c.list(RESOURCE).iter() {
         if d.deleting() {
             continue;
         }
@@ -113,7 +113,7 @@ pub(super) fn reconcile(c: &Cluster) {
             .cloned()
             .unwrap_or_else(|| json!({}));
         let hash = template_hash(&template);
-        let rss = owned(&d, &all);
+        let rss = owned(d, &all);
         let max_revision = rss.iter().map(|rs| revision(rs)).max().unwrap_or(0);
         let new = rss
             .iter()
@@ -125,7 +125,7 @@ pub(super) fn reconcile(c: &Cluster) {
             .copied()
             .collect();
         let old_total: i64 = olds.iter().map(|rs| spec_replicas(rs)).sum();
-        let (surge, unavailable) = rolling_limits(&d, desired);
+        let (surge, unavailable) = rolling_limits(d, desired);
         let paused = d.value.pointer("/spec/paused") == Some(&json!(true));
         let Some(new) = new else {
             if paused {
@@ -141,7 +141,7 @@ pub(super) fn reconcile(c: &Cluster) {
             };
             create_replicaset(
                 c,
-                &d,
+                d,
                 &template,
                 &hash,
                 initial,
@@ -287,14 +287,14 @@ fn create_replicaset(
 pub(super) fn update_status(c: &Cluster) {
     let all = c.list(REPLICASETS);
     let now = infrasim_store::format_time(c.now());
-    for d in c.list(RESOURCE) {
+    for d in c.list(RESOURCE).iter() {
         let desired = d.int("/spec/replicas").unwrap_or(1).max(0);
         let hash = d
             .value
             .pointer("/spec/template")
             .map(template_hash)
             .unwrap_or_default();
-        let rss = owned(&d, &all);
+        let rss = owned(d, &all);
         let new = rss
             .iter()
             .find(|rs| rs.labels().get("pod-template-hash") == Some(&hash));
@@ -303,7 +303,7 @@ pub(super) fn update_status(c: &Cluster) {
         let ready = sum("/status/readyReplicas");
         let available = sum("/status/availableReplicas");
         let updated = new.and_then(|rs| rs.int("/status/replicas")).unwrap_or(0);
-        let (_, max_unavailable) = rolling_limits(&d, desired);
+        let (_, max_unavailable) = rolling_limits(d, desired);
         let generation = d.int("/metadata/generation").unwrap_or(1);
         let previous = d.value.pointer("/status/conditions");
         let available_condition = if available >= desired - max_unavailable {
@@ -379,6 +379,6 @@ pub(super) fn update_status(c: &Cluster) {
         if let Some(s) = status.as_object_mut() {
             s.retain(|_, v| v.as_i64() != Some(0));
         }
-        c.set_status(RESOURCE, &d, status);
+        c.set_status(RESOURCE, d, status);
     }
 }

@@ -13,9 +13,9 @@ pub(super) fn update_status(c: &Cluster) {
     if pdbs.is_empty() {
         return;
     }
-    let pods: Vec<Value> = c.list("pods").into_iter().map(|p| p.value).collect();
+    let pods: Vec<Value> = c.list("pods").iter().map(|p| p.value.clone()).collect();
     let now = infrasim_store::format_time(c.now());
-    for pdb in pdbs {
+    for pdb in pdbs.iter() {
         let in_namespace: Vec<Value> = pods
             .iter()
             .filter(|p| {
@@ -56,6 +56,6 @@ pub(super) fn update_status(c: &Cluster) {
             "expectedPods": b.expected,
             "conditions": [allowed],
         });
-        c.set_status(RESOURCE, &pdb, status);
+        c.set_status(RESOURCE, pdb, status);
     }
 }

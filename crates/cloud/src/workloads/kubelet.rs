@@ -46,13 +46,14 @@ impl Kubelet {
     /// their own events, so no extra pass is asked for.
     pub fn on_timers(&mut self, c: &Cluster) -> bool {
         let now = c.now();
+        let mut ips = IpBook::default();
         while let Some(first) = self.starting.first().cloned() {
             if first.0 > now {
                 break;
             }
             self.starting.remove(&first);
             self.scheduled.remove(&first.3);
-            start(c, &first.1, &first.2, &first.3);
+            start(c, &first.1, &first.2, &first.3, &mut ips);
         }
         if self.next_lease_renewal.is_some_and(|at| at <= now) {
             renew_leases(c);
@@ -67,12 +68,10 @@ impl Kubelet {
         if self.next_lease_renewal.is_none() && !self.config.lease_renewal.is_zero() {
             self.next_lease_renewal = Some(now + chrono_duration(self.config.lease_renewal));
         }
-        let nodes: HashMap<String, Obj> = c
-            .list("nodes")
-            .into_iter()
-            .map(|n| (n.name().to_string(), n))
-            .collect();
-        for pod in c.list("pods") {
+        let mut ips = IpBook::default();
+        let nodes = c.list("nodes");
+        let nodes: HashMap<&str, &Obj> = nodes.iter().map(|n| (n.name(), n)).collect();
+        for pod in c.list("pods").iter() {
             let node_name = pod.str("/spec/nodeName");
             let Some(node) = nodes.get(node_name) else {
                 continue;
@@ -88,7 +87,7 @@ impl Kubelet {
             {
                 Some(t) => t,
                 None => {
-                    if !accept(c, &pod, node) {
+                    if !accept(c, pod, node) {
                         continue;
                     }
                     now
@@ -99,7 +98,7 @@ impl Kubelet {
             }
             let at = started_at + chrono_duration(self.config.pod_startup);
             if at <= now {
-                start(c, pod.namespace(), pod.name(), pod.uid());
+                start(c, pod.namespace(), pod.name(), pod.uid(), &mut ips);
             } else {
                 self.scheduled.insert(pod.uid().to_string());
                 self.starting.insert((
@@ -209,7 +208,7 @@ fn accept(c: &Cluster, pod: &Obj, node: &Obj) -> bool {
 }
 
 /// The pod's containers are running: Running and Ready, with an IP.
-fn start(c: &Cluster, namespace: &str, name: &str, uid: &str) {
+fn start(c: &Cluster, namespace: &str, name: &str, uid: &str, ips: &mut IpBook) {
     let Some(pod) = c.get("pods", namespace, name) else {
         return;
     };
@@ -223,7 +222,7 @@ fn start(c: &Cluster, namespace: &str, name: &str, uid: &str) {
     let ip = if pod.value.pointer("/spec/hostNetwork") == Some(&json!(true)) {
         node_ip(&node)
     } else {
-        allocate_pod_ip(c, &node)
+        ips.allocate(c, &node)
     };
     let mut next = pod.value.clone();
     let status = &mut next["status"];
@@ -271,25 +270,43 @@ fn start(c: &Cluster, namespace: &str, name: &str, uid: &str) {
     c.update("pods", next, pod.rv);
 }
 
-/// The lowest free address of the node's pod CIDR (from .2; .1 is the bridge's).
-fn allocate_pod_ip(c: &Cluster, node: &Obj) -> String {
-    let cidr = node.str("/spec/podCIDR");
-    let base: Ipv4Addr = cidr
-        .split('/')
-        .next()
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(Ipv4Addr::new(10, 244, 0, 0));
-    let used: HashSet<String> = c
-        .list("pods")
-        .iter()
-        .filter(|p| p.str("/spec/nodeName") == node.name())
-        .map(|p| p.str("/status/podIP").to_string())
-        .collect();
-    let base = u32::from(base);
-    (2..255u32)
-        .map(|host| Ipv4Addr::from(base + host).to_string())
-        .find(|ip| !used.contains(ip))
-        .unwrap_or_else(|| Ipv4Addr::from(base + 254).to_string())
+/// Pod IPs in use per node, read once per batch of starts (not once per pod: a thousand pods
+/// starting together would otherwise read the pods a thousand times).
+#[derive(Default)]
+struct IpBook {
+    used: Option<HashMap<String, HashSet<String>>>,
+}
+
+impl IpBook {
+    /// The lowest free address of the node's pod CIDR (from .2; .1 is the bridge's).
+    fn allocate(&mut self, c: &Cluster, node: &Obj) -> String {
+        let used = self.used.get_or_insert_with(|| {
+            let mut used: HashMap<String, HashSet<String>> = HashMap::new();
+            for p in c.list("pods").iter() {
+                let ip = p.str("/status/podIP");
+                if !ip.is_empty() {
+                    used.entry(p.str("/spec/nodeName").to_string())
+                        .or_default()
+                        .insert(ip.to_string());
+                }
+            }
+            used
+        });
+        let on_node = used.entry(node.name().to_string()).or_default();
+        let base: Ipv4Addr = node
+            .str("/spec/podCIDR")
+            .split('/')
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(Ipv4Addr::new(10, 244, 0, 0));
+        let base = u32::from(base);
+        let ip = (2..255u32)
+            .map(|host| Ipv4Addr::from(base + host).to_string())
+            .find(|ip| !on_node.contains(ip))
+            .unwrap_or_else(|| Ipv4Addr::from(base + 254).to_string());
+        on_node.insert(ip.clone());
+        ip
+    }
 }
 
 /// An image reference as containerd reports it (`nginx` → `docker.io/library/nginx:latest`).
@@ -338,7 +355,7 @@ pub(super) fn collect_orphans(c: &Cluster) {
         .iter()
         .map(|n| n.name().to_string())
         .collect();
-    for pod in c.list("pods") {
+    for pod in c.list("pods").iter() {
         let node = pod.str("/spec/nodeName");
         if !node.is_empty() && !nodes.contains(node) {
             c.delete("pods", pod.namespace(), pod.name());
@@ -354,7 +371,7 @@ fn renew_leases(c: &Cluster) {
         .map(|n| n.name().to_string())
         .collect();
     let now = c.now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
-    for lease in c.list("leases.coordination.k8s.io") {
+    for lease in c.list("leases.coordination.k8s.io").iter() {
         if lease.namespace() != "kube-node-lease" || !nodes.contains(lease.name()) {
             continue;
         }

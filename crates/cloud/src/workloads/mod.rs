@@ -25,8 +25,8 @@ use infrasim_kube_api::crud_support;
 use infrasim_kube_api::selectors::LabelRequirement;
 use infrasim_store::{DeleteOptions, Group, ObjectKey, ReadAt, StoreError, WatchError};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
@@ -72,6 +72,7 @@ pub async fn run(
         cluster: Cluster {
             group: group.clone(),
             clock: clock.clone(),
+            lists: Mutex::new(HashMap::new()),
         },
         kubelet: kubelet::Kubelet::new(config),
     };
@@ -159,7 +160,13 @@ impl Controllers {
 pub(crate) struct Cluster {
     group: Arc<Group>,
     clock: SharedClock,
+    /// Decoded lists by resource, valid while the group's resourceVersion stays where it was
+    /// read: the controllers of one pass read pods many times, and decode them once.
+    lists: Mutex<HashMap<String, CachedList>>,
 }
+
+/// A decoded list and the group resourceVersion it was read at.
+type CachedList = (u64, Arc<Vec<Obj>>);
 
 /// An object read for a pass: its JSON and the resourceVersion to write against.
 #[derive(Debug, Clone)]
@@ -221,20 +228,34 @@ impl Cluster {
     }
 
     /// Every object of `resource`, decoded.
-    pub fn list(&self, resource: &str) -> Vec<Obj> {
+    pub fn list(&self, resource: &str) -> Arc<Vec<Obj>> {
+        let current = self.group.resource_version();
+        let mut lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((rv, list)) = lists.get(resource) {
+            if *rv == current {
+                return list.clone();
+            }
+        }
         let Ok(snapshot) = self.group.snapshot(resource, ReadAt::Latest) else {
-            return Vec::new();
+            return Arc::new(Vec::new());
         };
-        snapshot
-            .objects
-            .values()
-            .filter_map(|o| {
-                Some(Obj {
-                    value: o.to_value().ok()?,
-                    rv: o.meta.resource_version,
+        let list: Arc<Vec<Obj>> = Arc::new(
+            snapshot
+                .objects
+                .values()
+                .filter_map(|o| {
+                    Some(Obj {
+                        value: o.to_value().ok()?,
+                        rv: o.meta.resource_version,
+                    })
                 })
-            })
-            .collect()
+                .collect(),
+        );
+        lists.insert(
+            resource.to_string(),
+            (snapshot.resource_version, list.clone()),
+        );
+        list
     }
 
     pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Obj> {

@@ -22,12 +22,12 @@ fn owned_pods<'a>(rs: &Obj, pods: &'a [Obj]) -> Vec<&'a Obj> {
 /// Creates missing pods and deletes surplus ones.
 pub(super) fn reconcile(c: &Cluster) {
     let pods = c.list("pods");
-    for rs in c.list(RESOURCE) {
+    for rs in c.list(RESOURCE).iter() {
         if rs.deleting() {
             continue;
         }
         let want = rs.int("/spec/replicas").unwrap_or(1).max(0);
-        let mut owned = owned_pods(&rs, &pods);
+        let mut owned = owned_pods(rs, &pods);
         let have = owned.len() as i64;
         if have < want {
             let template = rs
@@ -35,7 +35,7 @@ pub(super) fn reconcile(c: &Cluster) {
                 .pointer("/spec/template")
                 .cloned()
                 .unwrap_or_else(|| json!({}));
-            let owner = controller_ref(&rs, "apps/v1", "ReplicaSet");
+            let owner = controller_ref(rs, "apps/v1", "ReplicaSet");
             for _ in 0..(want - have).min(BURST) {
                 let pod = pod_from_template(
                     &template,
@@ -67,8 +67,8 @@ pub(super) fn reconcile(c: &Cluster) {
 /// Counts what each ReplicaSet's pods are doing into its status.
 pub(super) fn update_status(c: &Cluster) {
     let pods = c.list("pods");
-    for rs in c.list(RESOURCE) {
-        let owned = owned_pods(&rs, &pods);
+    for rs in c.list(RESOURCE).iter() {
+        let owned = owned_pods(rs, &pods);
         let template_labels = string_map(rs.value.pointer("/spec/template/metadata/labels"));
         let ready = owned.iter().filter(|p| pod_ready(p)).count();
         let fully_labeled = owned
@@ -91,6 +91,6 @@ pub(super) fn update_status(c: &Cluster) {
         if let Some(s) = status.as_object_mut() {
             s.retain(|k, v| k == "replicas" || v.as_i64() != Some(0));
         }
-        c.set_status(RESOURCE, &rs, status);
+        c.set_status(RESOURCE, rs, status);
     }
 }

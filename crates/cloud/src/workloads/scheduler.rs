@@ -206,7 +206,7 @@ pub(super) fn schedule(c: &Cluster) {
     });
     let nodes = c.list("nodes");
     let mut usage: HashMap<String, Usage> = HashMap::new();
-    for p in &pods {
+    for p in pods.iter() {
         let node = p.str("/spec/nodeName");
         if node.is_empty() || matches!(p.str("/status/phase"), "Succeeded" | "Failed") {
             continue;
@@ -222,7 +222,7 @@ pub(super) fn schedule(c: &Cluster) {
         let demand = requests(&pod.value);
         let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
         let mut best: Option<(&Obj, i64)> = None;
-        for node in &nodes {
+        for node in nodes.iter() {
             let used = usage.get(node.name()).copied().unwrap_or_default();
             match misfit(&pod.value, demand, node, used) {
                 Some(reason) => *reasons.entry(reason).or_default() += 1,

@@ -44,14 +44,14 @@ fn revision_of(pod: &Obj) -> String {
 
 pub(super) fn reconcile(c: &Cluster) {
     let pods = c.list("pods");
-    for sts in c.list(RESOURCE) {
+    for sts in c.list(RESOURCE).iter() {
         if sts.deleting() {
             continue;
         }
         let replicas = sts.int("/spec/replicas").unwrap_or(1).max(0);
         let ordered = sts.str("/spec/podManagementPolicy") != "Parallel";
-        let revision = update_revision(&sts);
-        let pods_by_ordinal = owned(&sts, &pods);
+        let revision = update_revision(sts);
+        let pods_by_ordinal = owned(sts, &pods);
         let template = sts
             .value
             .pointer("/spec/template")
@@ -68,7 +68,7 @@ pub(super) fn reconcile(c: &Cluster) {
                         &template,
                         sts.namespace(),
                         &format!("{}-", sts.name()),
-                        controller_ref(&sts, "apps/v1", "StatefulSet"),
+                        controller_ref(sts, "apps/v1", "StatefulSet"),
                         &[
                             ("controller-revision-hash", revision.clone()),
                             ("statefulset.kubernetes.io/pod-name", name.clone()),
@@ -125,9 +125,9 @@ pub(super) fn reconcile(c: &Cluster) {
 
 pub(super) fn update_status(c: &Cluster) {
     let pods = c.list("pods");
-    for sts in c.list(RESOURCE) {
-        let revision = update_revision(&sts);
-        let pods_by_ordinal = owned(&sts, &pods);
+    for sts in c.list(RESOURCE).iter() {
+        let revision = update_revision(sts);
+        let pods_by_ordinal = owned(sts, &pods);
         let count = pods_by_ordinal.len() as i64;
         let ready = pods_by_ordinal.values().filter(|p| pod_ready(p)).count() as i64;
         let updated = pods_by_ordinal
@@ -165,6 +165,6 @@ pub(super) fn update_status(c: &Cluster) {
                 ) || v.as_i64() != Some(0)
             });
         }
-        c.set_status(RESOURCE, &sts, status);
+        c.set_status(RESOURCE, sts, status);
     }
 }
