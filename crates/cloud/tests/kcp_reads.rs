@@ -165,3 +165,119 @@ async fn kubeadm_control_plane_reads_and_writes() {
         other => panic!("expected a node modification, got {other:?}"),
     }
 }
+
+/// What Cluster API's Machine controller does to a workload cluster when it deletes a machine:
+/// find the Node by providerID, cordon it, evict its pods through `pods/eviction` (leaving
+/// DaemonSet pods), wait for them to go, delete the Node.
+#[tokio::test]
+async fn machine_controller_drains_and_deletes_a_node() {
+    use kube::api::{DeleteParams, EvictParams};
+    let cloud = Cloud::new(CloudConfig {
+        ports: 23570..=23590,
+        ..CloudConfig::default()
+    });
+    let cluster = cloud
+        .create_cluster(ClusterShape {
+            name: "drain".into(),
+            control_planes: 1,
+            workers: 2,
+            workloads: infrasim_cloud::WorkloadConfig {
+                pod_startup: Duration::ZERO,
+                ..Default::default()
+            },
+            ..ClusterShape::default()
+        })
+        .await
+        .unwrap();
+    let c = client(&cluster.kubeconfig).await;
+    let nodes: Api<Node> = Api::all(c.clone());
+    let all_pods: Api<Pod> = Api::all(c.clone());
+    for _ in 0..200 {
+        if cloud.ready("drain") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    // The node of the machine, by providerID.
+    let node = nodes
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|n| {
+            n.spec.as_ref().and_then(|s| s.provider_id.as_deref())
+                == Some("in-memory://drain-worker-0")
+        })
+        .unwrap();
+    let name = node.metadata.name.clone().unwrap();
+    let cordon = serde_json::json!({"spec": {"unschedulable": true, "taints": [
+        {"key": "node.cluster.x-k8s.io/uninitialized", "effect": "NoSchedule"}]}});
+    nodes
+        .patch(&name, &PatchParams::default(), &Patch::Strategic(&cordon))
+        .await
+        .unwrap();
+    let on_node = ListParams::default().fields(&format!("spec.nodeName={name}"));
+    let is_daemon = |p: &Pod| {
+        p.metadata
+            .owner_references
+            .as_ref()
+            .is_some_and(|o| o.iter().any(|r| r.kind == "DaemonSet"))
+    };
+    let evictable: Vec<Pod> = all_pods
+        .list(&on_node)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| !is_daemon(p))
+        .collect();
+    assert!(!evictable.is_empty(), "CoreDNS runs on the workers");
+    for p in &evictable {
+        let ns: Api<Pod> = Api::namespaced(c.clone(), p.metadata.namespace.as_deref().unwrap());
+        ns.evict(p.metadata.name.as_deref().unwrap(), &EvictParams::default())
+            .await
+            .unwrap();
+    }
+    // Evicted pods are replaced elsewhere; the cordoned node takes none of them back.
+    for _ in 0..200 {
+        let left = all_pods.list(&on_node).await.unwrap().items;
+        if left.iter().all(is_daemon) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(all_pods
+        .list(&on_node)
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .all(is_daemon));
+    let deploys: Api<Deployment> = Api::namespaced(c.clone(), "kube-system");
+    for _ in 0..200 {
+        let s = deploys.get("coredns").await.unwrap().status.unwrap();
+        if s.available_replicas == Some(2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let dns = Api::<Pod>::namespaced(c.clone(), "kube-system")
+        .list(&ListParams::default().labels("k8s-app=kube-dns"))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(dns.len(), 2);
+    assert!(dns
+        .iter()
+        .all(|p| p.spec.as_ref().unwrap().node_name.as_deref() == Some("drain-worker-1")));
+    nodes.delete(&name, &DeleteParams::default()).await.unwrap();
+    // Its kube-proxy pod goes with it.
+    for _ in 0..200 {
+        if all_pods.list(&on_node).await.unwrap().items.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(all_pods.list(&on_node).await.unwrap().items.is_empty());
+}
