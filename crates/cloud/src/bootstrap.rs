@@ -182,12 +182,64 @@ pub const STATIC_PODS: [&str; 4] = [
     "kube-scheduler",
 ];
 
-/// A machine of a cluster: its node's name, role, and index (which fixes its addresses).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How long a provisioning step takes: `startup + rand[0,1)·jitter·startup`, as CAPIM's
+/// InMemoryMachine `behaviour` states it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Provisioning {
+    pub startup: std::time::Duration,
+    pub jitter: f64,
+}
+
+impl Provisioning {
+    /// One draw of the step's duration.
+    pub fn delay(&self) -> std::time::Duration {
+        self.startup
+            .mul_f64(1.0 + self.jitter.max(0.0) * rand::random::<f64>())
+    }
+}
+
+/// How a machine's steps are timed: the VM, the Node, etcd and the API server each take their
+/// own time (the scheduler and controller-manager follow the API server at once).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MachineBehaviour {
+    pub vm: Provisioning,
+    pub node: Provisioning,
+    pub etcd: Provisioning,
+    pub api_server: Provisioning,
+}
+
+impl MachineBehaviour {
+    /// Every step timed alike.
+    pub fn uniform(startup: std::time::Duration, jitter: f64) -> Self {
+        let p = Provisioning { startup, jitter };
+        MachineBehaviour {
+            vm: p,
+            node: p,
+            etcd: p,
+            api_server: p,
+        }
+    }
+
+    /// The timing of step `step` (see [`CONTROL_PLANE_PHASES`]).
+    pub fn step(&self, step: usize) -> Provisioning {
+        match step {
+            0 => self.vm,
+            1 => self.node,
+            2 => self.etcd,
+            3 => self.api_server,
+            _ => Provisioning::default(),
+        }
+    }
+}
+
+/// A machine of a cluster: its node's name, role, index (which fixes its addresses) and the
+/// timing of its steps.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Machine {
     pub name: String,
     pub control_plane: bool,
     pub index: usize,
+    pub behaviour: MachineBehaviour,
 }
 
 impl Machine {
@@ -380,4 +432,57 @@ fn addons(
 fn base64_encode(s: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn delays_stay_within_the_jitter() {
+        let p = Provisioning {
+            startup: Duration::from_secs(10),
+            jitter: 0.5,
+        };
+        for _ in 0..1000 {
+            let d = p.delay();
+            assert!(
+                d >= Duration::from_secs(10) && d < Duration::from_secs(15),
+                "{d:?}"
+            );
+        }
+        let fixed = Provisioning {
+            startup: Duration::from_secs(3),
+            jitter: 0.0,
+        };
+        assert_eq!(fixed.delay(), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn each_step_takes_its_own_time() {
+        let b = MachineBehaviour {
+            vm: Provisioning {
+                startup: Duration::from_secs(1),
+                jitter: 0.0,
+            },
+            node: Provisioning {
+                startup: Duration::from_secs(2),
+                jitter: 0.0,
+            },
+            etcd: Provisioning {
+                startup: Duration::from_secs(3),
+                jitter: 0.0,
+            },
+            api_server: Provisioning {
+                startup: Duration::from_secs(4),
+                jitter: 0.0,
+            },
+        };
+        let steps: Vec<u64> = (0..CONTROL_PLANE_PHASES.len())
+            .map(|i| b.step(i).delay().as_secs())
+            .collect();
+        // The scheduler and controller-manager come with the API server.
+        assert_eq!(steps, vec![1, 2, 3, 4, 0]);
+    }
 }

@@ -24,8 +24,8 @@ mod machines;
 pub mod workloads;
 
 pub use bootstrap::{
-    node_names, ClusterShape, Machine, ADDON_PHASES, API_SERVER_PHASE, CONTROL_PLANE_PHASES,
-    WORKER_PHASES,
+    node_names, ClusterShape, Machine, MachineBehaviour, Provisioning, ADDON_PHASES,
+    API_SERVER_PHASE, CONTROL_PLANE_PHASES, WORKER_PHASES,
 };
 pub use machines::Progress;
 pub use workloads::WorkloadConfig;
@@ -257,8 +257,9 @@ impl Cloud {
                 },
             );
         // Control planes first (the first initializes the cluster), then workers.
+        let behaviour = MachineBehaviour::uniform(shape.startup, shape.jitter);
         for (name, control_plane) in node_names(&shape) {
-            runtime.add_machine(&name, control_plane).await?;
+            runtime.add_machine(&name, control_plane, behaviour).await?;
         }
         Ok(info)
     }
@@ -288,11 +289,12 @@ impl Cloud {
         cluster: &str,
         machine: &str,
         control_plane: bool,
+        behaviour: MachineBehaviour,
     ) -> Result<Machine, CloudError> {
         let runtime = self
             .runtime(cluster)
             .ok_or_else(|| CloudError::NoCluster(cluster.to_string()))?;
-        runtime.add_machine(machine, control_plane).await
+        runtime.add_machine(machine, control_plane, behaviour).await
     }
 
     /// Removes a machine from a cluster, undoing its steps in reverse; the endpoint closes

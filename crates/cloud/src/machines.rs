@@ -9,7 +9,8 @@
 //! endpoint closes with the last API server.
 
 use crate::bootstrap::{
-    self, kubernetes_endpoints, machine_ip, Machine, ADDON_PHASES, API_SERVER_PHASE, STATIC_PODS,
+    self, kubernetes_endpoints, machine_ip, Machine, MachineBehaviour, Provisioning, ADDON_PHASES,
+    API_SERVER_PHASE, STATIC_PODS,
 };
 use crate::{CloudError, ClusterShape};
 use infrasim_clock::SharedClock;
@@ -106,9 +107,13 @@ impl Runtime {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn delay(&self) -> std::time::Duration {
-        let d = self.shape.startup;
-        d + d.mul_f64(self.shape.jitter.max(0.0) * rand::random::<f64>())
+    /// The addon steps take the cluster's startup time.
+    fn addon_delay(&self) -> std::time::Duration {
+        Provisioning {
+            startup: self.shape.startup,
+            jitter: self.shape.jitter,
+        }
+        .delay()
     }
 
     fn now(&self) -> String {
@@ -121,6 +126,7 @@ impl Runtime {
         self: &Arc<Self>,
         name: &str,
         control_plane: bool,
+        behaviour: MachineBehaviour,
     ) -> Result<Machine, CloudError> {
         let (machine, joins) = {
             let mut state = self.lock();
@@ -133,6 +139,7 @@ impl Runtime {
                 name: name.to_string(),
                 control_plane,
                 index: state.next_index,
+                behaviour,
             };
             state.next_index += 1;
             state.machines.insert(
@@ -145,7 +152,8 @@ impl Runtime {
             );
             (machine, !initializes)
         };
-        if self.shape.startup.is_zero() && (!joins || *self.api_up.borrow()) {
+        let instant = (0..machine.phases().len()).all(|i| behaviour.step(i).startup.is_zero());
+        if instant && (!joins || *self.api_up.borrow()) {
             // Up at once: every step now, in order.
             self.clone().run_machine(machine.clone(), false).await;
         } else {
@@ -165,8 +173,9 @@ impl Runtime {
             }
         }
         for step in 0..machine.phases().len() {
-            if !self.shape.startup.is_zero() {
-                self.clock.sleep(self.delay()).await;
+            let delay = machine.behaviour.step(step).delay();
+            if !delay.is_zero() {
+                self.clock.sleep(delay).await;
             }
             if !self.lock().machines.contains_key(&machine.name) {
                 return; // removed meanwhile
@@ -239,7 +248,7 @@ impl Runtime {
     async fn run_addons(self: Arc<Self>) {
         for step in 0..ADDON_PHASES.len() {
             if !self.shape.startup.is_zero() {
-                self.clock.sleep(self.delay()).await;
+                self.clock.sleep(self.addon_delay()).await;
             }
             let ips: Vec<String> = self.lock().api_servers.values().cloned().collect();
             bootstrap::write_phase(

@@ -106,11 +106,12 @@ async fn machines_come_up_step_by_step_and_go_in_reverse() {
     assert_eq!(cloud.progress("slow"), done(0));
     // Step by step on the clock; the endpoint opens with the first API server, and then the
     // worker joins and the addons start, in parallel.
+    // The scheduler and controller-manager follow the API server at once.
     let expected = [
         (1, false),
         (2, false),
         (3, false),
-        (4, true),
+        (5, true),
         (7, true),
         (9, true),
         (10, true),
@@ -149,11 +150,16 @@ async fn machines_come_up_step_by_step_and_go_in_reverse() {
 
     // A second control-plane machine joins at once (an API server serves) and comes up.
     cloud
-        .add_machine("slow", "slow-control-plane-1", true)
+        .add_machine(
+            "slow",
+            "slow-control-plane-1",
+            true,
+            infrasim_cloud::MachineBehaviour::uniform(Duration::from_secs(10), 0.0),
+        )
         .await
         .unwrap();
     settle().await;
-    for _ in 0..5 {
+    for _ in 0..4 {
         clock.advance(Duration::from_secs(10));
         settle().await;
     }
