@@ -31,6 +31,11 @@ pub struct FleetArgs {
     /// How often each node's kubelet renews its Lease (0: never).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     lease_renewal: std::time::Duration,
+    /// Change events each cluster keeps for watch resumption (older resourceVersions get
+    /// 410 Gone, and clients relist). Lease renewals alone add one event per node every
+    /// --lease-renewal, so this bounds each cluster's memory.
+    #[arg(long, default_value_t = 200)]
+    watch_window: usize,
     /// The Kubernetes version the clusters report.
     #[arg(long, default_value = "v1.31.0")]
     kubernetes_version: String,
@@ -52,7 +57,7 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
     let cloud = Cloud::new(CloudConfig {
         advertise: args.advertise_address,
         ports: args.port_min..=args.port_max,
-        ..CloudConfig::default()
+        watch_window: args.watch_window.max(1),
     });
     std::fs::create_dir_all(&args.out)?;
     for i in 0..args.count {
