@@ -261,3 +261,33 @@ def test_anonymous_requests_are_refused(fleet):
     assert refused.value.code == 401
     body = refused.value.read().decode()
     assert '"reason":"Unauthorized"' in body.replace(" ", "")
+
+
+def test_services_list_their_pods_as_endpoints(fleet):
+    out, _ = fleet
+    kc = out / "wl-1.kubeconfig"
+    dns = kubectl(kc, "-n", "kube-system", "describe", "service", "kube-dns")
+    assert dns.returncode == 0, dns.stderr
+    endpoints = [l.split()[1] for l in dns.stdout.splitlines() if l.startswith("Endpoints:")]
+    # One line per port (dns/UDP, dns-tcp/TCP), each with both CoreDNS pods.
+    assert len(endpoints) == 2 and all(len(e.split(",")) == 2 and e.endswith(":53") for e in endpoints)
+    assert kubectl(kc, "create", "deployment", "api", "--image=nginx", "--replicas=2", "--port=80").returncode == 0
+    assert kubectl(kc, "expose", "deployment", "api", "--port=8080", "--target-port=80").returncode == 0
+    assert kubectl(kc, "rollout", "status", "deployment/api", "--timeout=25s").returncode == 0
+    ips = sorted(kubectl(kc, "get", "pods", "-l", "app=api", "-o", "jsonpath={.items[*].status.podIP}").stdout.split())
+    want = ",".join(f"{ip}:80" for ip in ips)
+    wait_for("the service's endpoints",
+             lambda: kubectl(kc, "get", "endpoints", "api", "-o", "jsonpath={.subsets[0].addresses[*].ip}").stdout.split() == ips)
+    described = kubectl(kc, "describe", "service", "api")
+    assert described.returncode == 0, described.stderr
+    assert f"Endpoints:                {want}" in described.stdout
+    slices = kubectl(kc, "get", "endpointslices", "-l", "kubernetes.io/service-name=api").stdout.splitlines()
+    assert len(slices) == 2 and slices[1].split()[1:3] == ["IPv4", "80"]
+    # Scaling to zero empties them; deleting the Service removes them.
+    assert kubectl(kc, "scale", "deployment/api", "--replicas=0").returncode == 0
+    wait_for("no endpoints", lambda: kubectl(kc, "get", "endpoints", "api", "-o", "jsonpath={.subsets}").stdout == "")
+    assert kubectl(kc, "delete", "service", "api").returncode == 0
+    wait_for("endpoints gone", lambda: kubectl(kc, "get", "endpoints", "api").returncode != 0)
+    wait_for("slices gone", lambda: kubectl(kc, "get", "endpointslices", "-l",
+                                            "kubernetes.io/service-name=api", "-o", "name").stdout.strip() == "")
+    kubectl(kc, "delete", "deployment", "api")

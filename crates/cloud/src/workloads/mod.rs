@@ -1,5 +1,5 @@
 //! What keeps workloads alive inside a simulated cluster: kube-controller-manager's Deployment,
-//! ReplicaSet, DaemonSet, StatefulSet, disruption and pod-GC controllers, kube-scheduler, and the kubelets,
+//! ReplicaSet, DaemonSet, StatefulSet, endpoints, disruption and pod-GC controllers, kube-scheduler, and the kubelets,
 //! in miniature.
 //!
 //! One task per cluster watches the cluster's resource group in-process (no HTTP, no client
@@ -14,6 +14,7 @@
 mod daemonset;
 mod deployment;
 mod disruption;
+mod endpoints;
 mod kubelet;
 mod replicaset;
 mod scheduler;
@@ -51,7 +52,8 @@ impl Default for WorkloadConfig {
 }
 
 /// The resources whose changes make the controllers look again.
-const WATCHED: [&str; 7] = [
+const WATCHED: [&str; 8] = [
+    "services",
     "poddisruptionbudgets.policy",
     "statefulsets.apps",
     "deployments.apps",
@@ -153,6 +155,7 @@ impl Controllers {
         statefulset::update_status(c);
         deployment::update_status(c);
         disruption::update_status(c);
+        endpoints::reconcile(c);
     }
 }
 
