@@ -130,6 +130,11 @@ def test_deployment_pods_run_on_workers_scale_and_go(fleet):
     for name, ready, status, _restarts, _age, ip, node, *_ in rows:
         assert name.startswith("web-") and (ready, status) == ("1/1", "Running")
         assert node.startswith("wl-1-worker-") and ip.startswith("10.244.")
+    described = kubectl(kc, "describe", "pod", rows[0][0]).stdout
+    assert f"Successfully assigned default/{rows[0][0]} to {rows[0][6]}" in described
+    assert "Started container nginx" in described
+    events = kubectl(kc, "get", "events", "--field-selector", "involvedObject.kind=Deployment,involvedObject.name=web")
+    assert "ScalingReplicaSet" in events.stdout and "to 3" in events.stdout
     deploy = kubectl(kc, "get", "deployment", "web").stdout.splitlines()
     assert deploy[1].split()[:4] == ["web", "3/3", "3", "3"]
     # A new image rolls out to a second ReplicaSet; the old one is scaled to zero.

@@ -5,7 +5,7 @@ use infrasim_clock::FakeClock;
 use infrasim_cloud::{Cloud, CloudConfig, ClusterShape, WorkloadConfig};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use std::sync::Arc;
@@ -63,6 +63,7 @@ async fn deployments_daemonsets_scheduling_and_kubelets() {
             workloads: WorkloadConfig {
                 pod_startup: Duration::from_secs(5),
                 lease_renewal: Duration::from_secs(10),
+                event_ttl: Duration::from_secs(3600),
             },
             ..ClusterShape::default()
         })
@@ -188,6 +189,18 @@ async fn deployments_daemonsets_scheduling_and_kubelets() {
         .map(|p| p.status.as_ref().unwrap().pod_ip.clone().unwrap())
         .collect();
     assert_eq!(ips.len(), 3, "distinct pod IPs: {ips:?}");
+    // What happened to a pod is told by events, in order.
+    let events: Api<Event> = Api::namespaced(c.clone(), "default");
+    let first = l[0].metadata.name.clone().unwrap();
+    let told: Vec<String> = events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={first}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| e.reason.unwrap_or_default())
+        .collect();
+    assert_eq!(told, ["Scheduled", "Pulled", "Created", "Started"]);
     assert!(ips.iter().all(|ip| ip.starts_with("10.244.")));
     let d = deployments.get("web").await.unwrap();
     let conditions = d.status.unwrap().conditions.unwrap();
@@ -336,6 +349,24 @@ async fn deployments_daemonsets_scheduling_and_kubelets() {
             .renew_time
             .unwrap()
             != before
+    })
+    .await;
+
+    // Events lapse after their TTL.
+    assert!(!events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .is_empty());
+    clock.advance(Duration::from_secs(3600 + 60));
+    eventually("events expired", || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
     })
     .await;
 

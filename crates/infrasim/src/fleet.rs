@@ -73,6 +73,7 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
                 workloads: WorkloadConfig {
                     pod_startup: args.pod_startup,
                     lease_renewal: args.lease_renewal,
+                    ..WorkloadConfig::default()
                 },
             })
             .await?;

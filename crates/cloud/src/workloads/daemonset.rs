@@ -3,6 +3,7 @@
 //! scheduler then binds it there), replaced node by node within `maxUnavailable` when the
 //! template changes, and counted into the status `kubectl rollout status ds` reads.
 
+use super::events;
 use super::scheduler::{selects_node, untolerated_taint};
 use super::{controller_ref, pod_from_template, pod_ready, template_hash, Cluster, Obj};
 use serde_json::{json, Value};
@@ -133,7 +134,15 @@ pub(super) fn reconcile(c: &Cluster) {
                             {"key": "metadata.name", "operator": "In", "values": [node.name()]}
                         ]}]
                     });
-                    c.create("pods", pod);
+                    if let Some(created) = c.create("pods", pod) {
+                        c.event(
+                            ds,
+                            events::DAEMONSETS,
+                            false,
+                            "SuccessfulCreate",
+                            &format!("Created pod: {}", created.name()),
+                        );
+                    }
                     unavailable += 1;
                 }
                 Some((keep, surplus)) => {

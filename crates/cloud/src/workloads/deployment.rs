@@ -4,6 +4,7 @@
 //! status (`updatedReplicas`, `availableReplicas`, the Available and Progressing conditions)
 //! that `kubectl rollout status` and multi-cluster health checks read.
 
+use super::events;
 use super::{condition, template_hash, Cluster, Obj};
 use serde_json::{json, Value};
 
@@ -82,7 +83,7 @@ fn available(rs: &Obj) -> i64 {
 
 /// Sets a ReplicaSet's replicas (and the annotations recording the Deployment's size and
 /// revision) if they differ.
-fn scale(c: &Cluster, rs: &Obj, replicas: i64, desired: i64, max: i64, rev: Option<i64>) {
+fn scale(c: &Cluster, d: &Obj, rs: &Obj, replicas: i64, desired: i64, max: i64, rev: Option<i64>) {
     let mut next = rs.value.clone();
     next["spec"]["replicas"] = json!(replicas);
     let annotations = &mut next["metadata"]["annotations"];
@@ -94,8 +95,21 @@ fn scale(c: &Cluster, rs: &Obj, replicas: i64, desired: i64, max: i64, rev: Opti
     if let Some(r) = rev {
         annotations[REVISION] = json!(r.to_string());
     }
-    if next != rs.value {
-        c.update(REPLICASETS, next, rs.rv);
+    if next != rs.value && c.update(REPLICASETS, next, rs.rv) {
+        let from = spec_replicas(rs);
+        if from != replicas {
+            let direction = if replicas > from { "up" } else { "down" };
+            c.event(
+                d,
+                events::DEPLOYMENTS,
+                false,
+                "ScalingReplicaSet",
+                &format!(
+                    "Scaled {direction} replica set {} from {from} to {replicas}",
+                    rs.name()
+                ),
+            );
+        }
     }
 }
 
@@ -176,7 +190,7 @@ pub(super) fn reconcile(c: &Cluster) {
         if d.str("/spec/strategy/type") == "Recreate" {
             if olds.iter().any(|rs| spec_replicas(rs) > 0) {
                 for rs in &olds {
-                    scale(c, rs, 0, desired, desired, None);
+                    scale(c, d, rs, 0, desired, desired, None);
                 }
                 continue;
             }
@@ -186,7 +200,7 @@ pub(super) fn reconcile(c: &Cluster) {
             {
                 continue; // Recreate waits for the old pods to be gone.
             }
-            scale(c, new, desired, desired, desired, rev);
+            scale(c, d, new, desired, desired, desired, rev);
             continue;
         }
         // Scale the new ReplicaSet up within maxSurge (or straight down to size).
@@ -197,7 +211,7 @@ pub(super) fn reconcile(c: &Cluster) {
             let room = desired + surge - (old_total + current_new);
             current_new + room.clamp(0, desired - current_new)
         };
-        scale(c, new, target_new, desired, desired + surge, rev);
+        scale(c, d, new, target_new, desired, desired + surge, rev);
         // Scale old ones down while at least desired - maxUnavailable pods stay available.
         let all_pods = old_total + current_new;
         let new_unavailable = (current_new - available(new)).max(0);
@@ -210,6 +224,7 @@ pub(super) fn reconcile(c: &Cluster) {
             if down > 0 {
                 scale(
                     c,
+                    d,
                     rs,
                     spec_replicas(rs) - down,
                     desired,
@@ -280,7 +295,20 @@ fn create_replicaset(
         },
         "spec": spec,
     });
-    c.create(REPLICASETS, rs);
+    if let Some(created) = c.create(REPLICASETS, rs) {
+        if replicas > 0 {
+            c.event(
+                d,
+                events::DEPLOYMENTS,
+                false,
+                "ScalingReplicaSet",
+                &format!(
+                    "Scaled up replica set {} from 0 to {replicas}",
+                    created.name()
+                ),
+            );
+        }
+    }
 }
 
 /// Sums the ReplicaSets into each Deployment's status and conditions.

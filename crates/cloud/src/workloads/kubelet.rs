@@ -4,6 +4,7 @@
 //! CIDR, every condition True, container statuses as containerd reports them. Each node's Lease
 //! in `kube-node-lease` is renewed on the kubelet's cadence.
 
+use super::events::Source;
 use super::scheduler::set_condition;
 use super::{condition, Cluster, Obj, WorkloadConfig};
 use chrono::{DateTime, Utc};
@@ -267,7 +268,34 @@ fn start(c: &Cluster, namespace: &str, name: &str, uid: &str, ips: &mut IpBook) 
             condition(previous, ty, "True", "", "", &now, false),
         );
     }
-    c.update("pods", next, pod.rv);
+    if c.update("pods", next, pod.rv) {
+        let node_name = node.name().to_string();
+        let source = Source {
+            component: "kubelet",
+            host: Some(&node_name),
+        };
+        for (container, image) in container_names(&pod.value, "initContainers")
+            .iter()
+            .chain(container_names(&pod.value, "containers").iter())
+        {
+            let pulled = format!("Container image \"{image}\" already present on machine");
+            c.event(&pod, source, false, "Pulled", &pulled);
+            c.event(
+                &pod,
+                source,
+                false,
+                "Created",
+                &format!("Created container {container}"),
+            );
+            c.event(
+                &pod,
+                source,
+                false,
+                "Started",
+                &format!("Started container {container}"),
+            );
+        }
+    }
 }
 
 /// Pod IPs in use per node, read once per batch of starts (not once per pod: a thousand pods

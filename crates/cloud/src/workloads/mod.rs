@@ -15,6 +15,7 @@ mod daemonset;
 mod deployment;
 mod disruption;
 mod endpoints;
+mod events;
 mod kubelet;
 mod replicaset;
 mod scheduler;
@@ -40,6 +41,8 @@ pub struct WorkloadConfig {
     /// How often each node's kubelet renews its Lease in `kube-node-lease` (kubelets renew
     /// every 10 s); zero turns renewal off.
     pub lease_renewal: Duration,
+    /// How long events are kept (kube-apiserver's `--event-ttl`, one hour by default).
+    pub event_ttl: Duration,
 }
 
 impl Default for WorkloadConfig {
@@ -47,6 +50,7 @@ impl Default for WorkloadConfig {
         WorkloadConfig {
             pod_startup: Duration::from_secs(1),
             lease_renewal: Duration::from_secs(10),
+            event_ttl: Duration::from_secs(3600),
         }
     }
 }
@@ -76,8 +80,12 @@ pub async fn run(
             clock: clock.clone(),
             lists: Mutex::new(HashMap::new()),
         },
-        kubelet: kubelet::Kubelet::new(config),
+        kubelet: kubelet::Kubelet::new(config.clone()),
     };
+    // Events are swept at least every minute (sooner with a shorter TTL).
+    let event_ttl = chrono::Duration::from_std(config.event_ttl).unwrap_or(chrono::Duration::MAX);
+    let sweep_every = event_ttl.min(chrono::Duration::seconds(60));
+    let mut next_sweep = clock.now() + sweep_every;
     let mut watch = match group.watch(None) {
         Ok(w) => w,
         Err(e) => {
@@ -92,11 +100,11 @@ pub async fn run(
             controllers.pass();
         }
         let now = clock.now();
-        let wait = controllers
+        let next = controllers
             .kubelet
             .next_deadline()
-            .map(|at| (at - now).to_std().unwrap_or(Duration::ZERO))
-            .unwrap_or(Duration::from_secs(3600));
+            .map_or(next_sweep, |at| at.min(next_sweep));
+        let wait = (next - now).to_std().unwrap_or(Duration::ZERO);
         tokio::select! {
             _ = &mut stop => return,
             event = watch.next() => match event {
@@ -113,6 +121,11 @@ pub async fn run(
             },
             _ = clock.sleep(wait) => {
                 dirty |= controllers.kubelet.on_timers(&controllers.cluster);
+                let now = clock.now();
+                if now >= next_sweep {
+                    events::expire(&controllers.cluster, now - event_ttl);
+                    next_sweep = now + sweep_every;
+                }
             }
         }
         // Take every event already queued before running a pass: a burst costs one pass.

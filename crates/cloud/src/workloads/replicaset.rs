@@ -1,6 +1,7 @@
 //! The ReplicaSet controller: keeps `spec.replicas` pods from the template, deleting the least
 //! useful first when there are too many, and reports how many exist, are ready and available.
 
+use super::events;
 use super::{controller_ref, pod_from_template, pod_ready, string_map, Cluster, Obj};
 use serde_json::json;
 
@@ -44,7 +45,15 @@ pub(super) fn reconcile(c: &Cluster) {
                     owner.clone(),
                     &[],
                 );
-                c.create("pods", pod);
+                if let Some(created) = c.create("pods", pod) {
+                    c.event(
+                        rs,
+                        events::REPLICASETS,
+                        false,
+                        "SuccessfulCreate",
+                        &format!("Created pod: {}", created.name()),
+                    );
+                }
             }
         } else if have > want {
             // Delete the pods that matter least first: unscheduled, then not running, then
@@ -59,6 +68,13 @@ pub(super) fn reconcile(c: &Cluster) {
             });
             for p in owned.iter().take((have - want) as usize) {
                 c.delete("pods", p.namespace(), p.name());
+                c.event(
+                    rs,
+                    events::REPLICASETS,
+                    false,
+                    "SuccessfulDelete",
+                    &format!("Deleted pod: {}", p.name()),
+                );
             }
         }
     }

@@ -3,6 +3,7 @@
 //! one more pod and for its CPU and memory requests), preferring the least loaded node, and
 //! tells why in the `PodScheduled` condition when none fits, in kube-scheduler's words.
 
+use super::events;
 use super::{condition, requirement, string_map, Cluster, Obj};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -243,6 +244,18 @@ pub(super) fn schedule(c: &Cluster) {
                     condition(previous, "PodScheduled", "True", "", "", &now, false),
                 );
                 if c.update("pods", bound, pod.rv) {
+                    c.event(
+                        pod,
+                        events::SCHEDULER,
+                        false,
+                        "Scheduled",
+                        &format!(
+                            "Successfully assigned {}/{} to {}",
+                            pod.namespace(),
+                            pod.name(),
+                            node.name()
+                        ),
+                    );
                     let u = usage.entry(node.name().to_string()).or_default();
                     u.pods += 1;
                     u.cpu_milli += demand.0;
@@ -274,8 +287,8 @@ pub(super) fn schedule(c: &Cluster) {
                         false,
                     ),
                 );
-                if next != pod.value {
-                    c.update("pods", next, pod.rv);
+                if next != pod.value && c.update("pods", next, pod.rv) {
+                    c.event(pod, events::SCHEDULER, true, "FailedScheduling", &message);
                 }
             }
         }

@@ -4,6 +4,7 @@
 //! changes; the status carries the current and update revisions `kubectl rollout status`
 //! compares.
 
+use super::events;
 use super::{controller_ref, pod_from_template, pod_ready, template_hash, Cluster, Obj};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -83,7 +84,15 @@ pub(super) fn reconcile(c: &Cluster) {
                     if !sts.str("/spec/serviceName").is_empty() {
                         pod["spec"]["subdomain"] = json!(sts.str("/spec/serviceName"));
                     }
-                    c.create("pods", pod);
+                    if c.create("pods", pod).is_some() {
+                        c.event(
+                            sts,
+                            events::STATEFULSETS,
+                            false,
+                            "SuccessfulCreate",
+                            &format!("create Pod {name} in StatefulSet {} successful", sts.name()),
+                        );
+                    }
                     if ordered {
                         break;
                     }
@@ -98,6 +107,17 @@ pub(super) fn reconcile(c: &Cluster) {
             .collect();
         for p in surplus.iter().take(if ordered { 1 } else { usize::MAX }) {
             c.delete("pods", p.namespace(), p.name());
+            c.event(
+                sts,
+                events::STATEFULSETS,
+                false,
+                "SuccessfulDelete",
+                &format!(
+                    "delete Pod {} in StatefulSet {} successful",
+                    p.name(),
+                    sts.name()
+                ),
+            );
         }
         if !surplus.is_empty() {
             continue;
