@@ -1,10 +1,14 @@
 //! Simulated workload clusters: each one a resource group served by the `kube-api` engine on
 //! its own control-plane endpoint (a port from a range, on loopback unless told otherwise),
-//! with its own PKI, brought up as kubeadm leaves a cluster.
+//! with its own PKI, brought up machine by machine as kubeadm would (see `machines`), and kept
+//! alive by kube-controller-manager, kube-scheduler and kubelets in miniature (see
+//! [`workloads`]).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! use infrasim_cloud::{Cloud, CloudConfig, ClusterShape};
+//! use infrasim_cloud::{Cloud, CloudConfig, ClusterShape, MachineBehaviour};
+//! use std::time::Duration;
+//!
 //! let cloud = Cloud::new(CloudConfig::default());
 //! let cluster = cloud
 //!     .create_cluster(ClusterShape {
@@ -16,6 +20,11 @@
 //!     })
 //!     .await?;
 //! println!("{}", cluster.kubeconfig);
+//!
+//! // Grow it by a worker that takes 2 s (+ up to 50%) per step, then shrink it again.
+//! let slow = MachineBehaviour::uniform(Duration::from_secs(2), 0.5);
+//! cloud.add_machine("c1", "c1-worker-2", false, slow).await?;
+//! cloud.remove_machine("c1", "c1-worker-2");
 //! # Ok(()) }
 //! ```
 
