@@ -296,3 +296,30 @@ def test_services_list_their_pods_as_endpoints(fleet):
     wait_for("slices gone", lambda: kubectl(kc, "get", "endpointslices", "-l",
                                             "kubernetes.io/service-name=api", "-o", "name").stdout.strip() == "")
     kubectl(kc, "delete", "deployment", "api")
+
+
+def test_jobs_run_to_completion(fleet):
+    out, _ = fleet
+    kc = out / "wl-0.kubeconfig"
+    assert kubectl(kc, "create", "job", "once", "--image=busybox", "--", "true").returncode == 0
+    assert kubectl(kc, "wait", "--for=condition=complete", "job/once", "--timeout=25s").returncode == 0
+    row = kubectl(kc, "get", "job", "once").stdout.splitlines()[1].split()
+    assert row[:3] == ["once", "Complete", "1/1"]
+    pod = kubectl(kc, "get", "pods", "-l", "job-name=once").stdout.splitlines()[1].split()
+    assert pod[1:3] == ["0/1", "Completed"]
+    # Five completions, two at a time.
+    manifest = out / "job.yaml"
+    manifest.write_text(yaml.safe_dump({
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "five"},
+        "spec": {"completions": 5, "parallelism": 2,
+                 "template": {"spec": {"restartPolicy": "Never",
+                                       "containers": [{"name": "c", "image": "busybox", "command": ["true"]}]}}}}))
+    assert kubectl(kc, "apply", "-f", str(manifest)).returncode == 0
+    active = kubectl(kc, "get", "job", "five", "-o", "jsonpath={.status.active}").stdout
+    assert active in ("", "1", "2")
+    assert kubectl(kc, "wait", "--for=condition=complete", "job/five", "--timeout=30s").returncode == 0
+    assert kubectl(kc, "get", "job", "five", "-o", "jsonpath={.status.succeeded}").stdout == "5"
+    created = kubectl(kc, "get", "events", "--field-selector",
+                      "involvedObject.name=five,reason=SuccessfulCreate", "-o", "name").stdout.split()
+    assert len(created) == 5
+    kubectl(kc, "delete", "job", "once", "five")

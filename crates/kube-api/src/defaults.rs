@@ -74,6 +74,30 @@ pub(crate) fn apply(state: &State, kind: &str, object: &mut Value) {
             }
             template(object);
         }
+        "Job" => {
+            let spec = ensure(object, "spec");
+            // Neither set: one pod to run once. Only parallelism set: a work queue.
+            if !spec.contains_key("completions") && !spec.contains_key("parallelism") {
+                spec.insert("completions".into(), json!(1));
+            }
+            spec.entry("parallelism").or_insert(json!(1));
+            spec.entry("backoffLimit").or_insert(json!(6));
+            spec.entry("completionMode").or_insert(json!("NonIndexed"));
+            spec.entry("suspend").or_insert(json!(false));
+            spec.entry("podReplacementPolicy")
+                .or_insert(json!("TerminatingOrFailed"));
+            template(object);
+        }
+        "CronJob" => {
+            let spec = ensure(object, "spec");
+            spec.entry("concurrencyPolicy").or_insert(json!("Allow"));
+            spec.entry("suspend").or_insert(json!(false));
+            spec.entry("successfulJobsHistoryLimit").or_insert(json!(3));
+            spec.entry("failedJobsHistoryLimit").or_insert(json!(1));
+            if let Some(job_spec) = object.pointer_mut("/spec/jobTemplate/spec/template/spec") {
+                pod_spec(job_spec);
+            }
+        }
         "DaemonSet" => {
             let spec = ensure(object, "spec");
             spec.entry("revisionHistoryLimit").or_insert(json!(10));

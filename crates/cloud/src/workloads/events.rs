@@ -31,6 +31,10 @@ pub(crate) const DAEMONSETS: Source<'static> = Source {
     component: "daemonset-controller",
     host: None,
 };
+pub(crate) const JOBS: Source<'static> = Source {
+    component: "job-controller",
+    host: None,
+};
 pub(crate) const STATEFULSETS: Source<'static> = Source {
     component: "statefulset-controller",
     host: None,

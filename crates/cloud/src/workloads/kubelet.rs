@@ -2,7 +2,8 @@
 //! (Pending, containers `ContainerCreating`, a start time and the host IP), and after the
 //! configured startup delay its containers "run": phase Running, a pod IP from the node's pod
 //! CIDR, every condition True, container statuses as containerd reports them. Each node's Lease
-//! in `kube-node-lease` is renewed on the kubelet's cadence.
+//! in `kube-node-lease` is renewed on the kubelet's cadence. A Job's pod, meant to run to
+//! completion, finishes (Succeeded, exit code 0) as long after it started as it took to start.
 
 use super::events::Source;
 use super::scheduler::set_condition;
@@ -12,15 +13,22 @@ use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::Ipv4Addr;
 
-/// A pod waiting for its containers to start.
-type Starting = (DateTime<Utc>, String, String, String);
+/// What a kubelet will do to a pod when its time comes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Action {
+    Start,
+    Finish,
+}
+
+/// (when, action, namespace, name, uid).
+type Timer = (DateTime<Utc>, Action, String, String, String);
 
 pub(super) struct Kubelet {
     config: WorkloadConfig,
-    /// (when, namespace, name, uid), earliest first.
-    starting: BTreeSet<Starting>,
-    /// Uids in `starting`, so a pass does not schedule a pod twice.
-    scheduled: HashSet<String>,
+    /// Pending actions, earliest first.
+    timers: BTreeSet<Timer>,
+    /// (action, uid) of the pending actions, so a pass does not schedule one twice.
+    scheduled: HashSet<(Action, String)>,
     next_lease_renewal: Option<DateTime<Utc>>,
 }
 
@@ -28,7 +36,7 @@ impl Kubelet {
     pub fn new(config: WorkloadConfig) -> Self {
         Kubelet {
             config,
-            starting: BTreeSet::new(),
+            timers: BTreeSet::new(),
             scheduled: HashSet::new(),
             next_lease_renewal: None,
         }
@@ -36,7 +44,7 @@ impl Kubelet {
 
     /// When the next timer is due.
     pub fn next_deadline(&self) -> Option<DateTime<Utc>> {
-        let start = self.starting.first().map(|s| s.0);
+        let start = self.timers.first().map(|s| s.0);
         match (start, self.next_lease_renewal) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -48,13 +56,17 @@ impl Kubelet {
     pub fn on_timers(&mut self, c: &Cluster) -> bool {
         let now = c.now();
         let mut ips = IpBook::default();
-        while let Some(first) = self.starting.first().cloned() {
+        while let Some(first) = self.timers.first().cloned() {
             if first.0 > now {
                 break;
             }
-            self.starting.remove(&first);
-            self.scheduled.remove(&first.3);
-            start(c, &first.1, &first.2, &first.3, &mut ips);
+            self.timers.remove(&first);
+            let (_, action, namespace, name, uid) = first;
+            self.scheduled.remove(&(action, uid.clone()));
+            match action {
+                Action::Start => start(c, &namespace, &name, &uid, &mut ips),
+                Action::Finish => finish(c, &namespace, &name, &uid),
+            }
         }
         if self.next_lease_renewal.is_some_and(|at| at <= now) {
             renew_leases(c);
@@ -77,7 +89,20 @@ impl Kubelet {
             let Some(node) = nodes.get(node_name) else {
                 continue;
             };
-            if pod.deleting() || pod.str("/status/phase") != "Pending" {
+            if pod.deleting() {
+                continue;
+            }
+            if pod.str("/status/phase") == "Running" && runs_to_completion(pod) {
+                let started = pod
+                    .value
+                    .pointer("/status/containerStatuses/0/state/running/startedAt")
+                    .and_then(Value::as_str)
+                    .and_then(|t| t.parse::<DateTime<Utc>>().ok())
+                    .unwrap_or(now);
+                self.schedule(c, pod, Action::Finish, started, &mut ips);
+                continue;
+            }
+            if pod.str("/status/phase") != "Pending" {
                 continue;
             }
             let started_at = match pod
@@ -94,23 +119,102 @@ impl Kubelet {
                     now
                 }
             };
-            if self.scheduled.contains(pod.uid()) {
-                continue;
-            }
-            let at = started_at + chrono_duration(self.config.pod_startup);
-            if at <= now {
-                start(c, pod.namespace(), pod.name(), pod.uid(), &mut ips);
-            } else {
-                self.scheduled.insert(pod.uid().to_string());
-                self.starting.insert((
-                    at,
-                    pod.namespace().to_string(),
-                    pod.name().to_string(),
-                    pod.uid().to_string(),
-                ));
-            }
+            self.schedule(c, pod, Action::Start, started_at, &mut ips);
         }
     }
+
+    /// Does `action` to `pod` `pod_startup` after `since`: now if that time has passed,
+    /// otherwise on a timer.
+    fn schedule(
+        &mut self,
+        c: &Cluster,
+        pod: &Obj,
+        action: Action,
+        since: DateTime<Utc>,
+        ips: &mut IpBook,
+    ) {
+        let key = (action, pod.uid().to_string());
+        if self.scheduled.contains(&key) {
+            return;
+        }
+        let at = since + chrono_duration(self.config.pod_startup);
+        if at <= c.now() {
+            match action {
+                Action::Start => start(c, pod.namespace(), pod.name(), pod.uid(), ips),
+                Action::Finish => finish(c, pod.namespace(), pod.name(), pod.uid()),
+            }
+        } else {
+            self.scheduled.insert(key);
+            self.timers.insert((
+                at,
+                action,
+                pod.namespace().to_string(),
+                pod.name().to_string(),
+                pod.uid().to_string(),
+            ));
+        }
+    }
+}
+
+/// Whether a pod's containers exit on their own: a Job's pods (their restart policy is Never
+/// or OnFailure) do; everything else runs until deleted.
+fn runs_to_completion(pod: &Obj) -> bool {
+    pod.str("/spec/restartPolicy") != "Always"
+        && pod
+            .value
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|refs| {
+                refs.iter().any(|r| {
+                    r.get("kind").and_then(Value::as_str) == Some("Job")
+                        && r.get("controller").and_then(Value::as_bool) == Some(true)
+                })
+            })
+}
+
+/// The pod's containers exited 0: Succeeded, no longer Ready.
+fn finish(c: &Cluster, namespace: &str, name: &str, uid: &str) {
+    let Some(pod) = c.get("pods", namespace, name) else {
+        return;
+    };
+    if pod.uid() != uid || pod.deleting() || pod.str("/status/phase") != "Running" {
+        return;
+    }
+    let now = infrasim_store::format_time(c.now());
+    let mut next = pod.value.clone();
+    next["status"]["phase"] = json!("Succeeded");
+    if let Some(statuses) = next["status"]["containerStatuses"].as_array_mut() {
+        for s in statuses.iter_mut() {
+            let started = s
+                .pointer("/state/running/startedAt")
+                .cloned()
+                .unwrap_or_else(|| json!(now));
+            s["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": now}});
+            s["ready"] = json!(false);
+            s["started"] = json!(false);
+        }
+    }
+    let previous = pod.value.pointer("/status/conditions").cloned();
+    let previous = previous.as_ref();
+    for ty in ["Ready", "ContainersReady"] {
+        set_condition(
+            &mut next,
+            condition(previous, ty, "False", "PodCompleted", "", &now, false),
+        );
+    }
+    set_condition(
+        &mut next,
+        condition(
+            previous,
+            "PodReadyToStartContainers",
+            "False",
+            "",
+            "",
+            &now,
+            false,
+        ),
+    );
+    c.update("pods", next, pod.rv);
 }
 
 fn chrono_duration(d: std::time::Duration) -> chrono::Duration {

@@ -1,5 +1,5 @@
 //! What keeps workloads alive inside a simulated cluster: kube-controller-manager's Deployment,
-//! ReplicaSet, DaemonSet, StatefulSet, endpoints, disruption and pod-GC controllers, kube-scheduler, and the kubelets,
+//! ReplicaSet, DaemonSet, StatefulSet, Job, endpoints, disruption and pod-GC controllers, kube-scheduler, and the kubelets,
 //! in miniature.
 //!
 //! One task per cluster watches the cluster's resource group in-process (no HTTP, no client
@@ -16,6 +16,7 @@ mod deployment;
 mod disruption;
 mod endpoints;
 mod events;
+mod job;
 mod kubelet;
 mod replicaset;
 mod scheduler;
@@ -56,7 +57,8 @@ impl Default for WorkloadConfig {
 }
 
 /// The resources whose changes make the controllers look again.
-const WATCHED: [&str; 8] = [
+const WATCHED: [&str; 9] = [
+    "jobs.batch",
     "services",
     "poddisruptionbudgets.policy",
     "statefulsets.apps",
@@ -160,6 +162,7 @@ impl Controllers {
         replicaset::reconcile(c);
         daemonset::reconcile(c);
         statefulset::reconcile(c);
+        job::reconcile(c);
         scheduler::schedule(c);
         self.kubelet.sync_pods(c);
         // Statuses last, so they count what this pass created and started.

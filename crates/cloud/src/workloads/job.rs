@@ -1,0 +1,191 @@
+//! The Job controller: runs up to `parallelism` pods at a time until `completions` of them have
+//! succeeded (or, without `completions`, until one has and none is left running), gives up
+//! after `backoffLimit` failures or `activeDeadlineSeconds`, honours `suspend`, and reports
+//! `active` / `ready` / `succeeded` / `failed` and the Complete or Failed condition that
+//! `kubectl wait --for=condition=complete` waits for. (Pods of a Job finish on their own: see
+//! the kubelet.)
+
+use super::events;
+use super::{
+    condition, condition_true, controller_ref, pod_from_template, pod_ready, Cluster, Obj,
+};
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+
+const RESOURCE: &str = "jobs.batch";
+
+fn owned<'a>(job: &Obj, pods: &'a [Obj]) -> Vec<&'a Obj> {
+    pods.iter()
+        .filter(|p| p.namespace() == job.namespace() && p.controller_uid() == Some(job.uid()))
+        .collect()
+}
+
+fn finished(job: &Obj) -> bool {
+    condition_true(&job.value, "Complete") || condition_true(&job.value, "Failed")
+}
+
+pub(super) fn reconcile(c: &Cluster) {
+    let jobs = c.list(RESOURCE);
+    if jobs.is_empty() {
+        return;
+    }
+    let pods = c.list("pods");
+    let now = c.now();
+    let now_text = infrasim_store::format_time(now);
+    for job in jobs.iter() {
+        if job.deleting() || finished(job) {
+            continue;
+        }
+        let owned = owned(job, &pods);
+        let phase = |p: &&Obj, want: &str| p.str("/status/phase") == want;
+        let succeeded = owned.iter().filter(|p| phase(p, "Succeeded")).count() as i64;
+        let failed = owned.iter().filter(|p| phase(p, "Failed")).count() as i64;
+        let active: Vec<&&Obj> = owned
+            .iter()
+            .filter(|p| !phase(p, "Succeeded") && !phase(p, "Failed") && !p.deleting())
+            .collect();
+        let completions = job.int("/spec/completions");
+        let parallelism = job.int("/spec/parallelism").unwrap_or(1).max(0);
+        let backoff_limit = job.int("/spec/backoffLimit").unwrap_or(6);
+        let start_time = job
+            .value
+            .pointer("/status/startTime")
+            .and_then(Value::as_str)
+            .and_then(|t| t.parse::<DateTime<Utc>>().ok());
+        let past_deadline = match (job.int("/spec/activeDeadlineSeconds"), start_time) {
+            (Some(limit), Some(started)) => now >= started + chrono::Duration::seconds(limit),
+            _ => false,
+        };
+        let done = match completions {
+            Some(n) => succeeded >= n,
+            None => succeeded >= 1 && active.is_empty(),
+        };
+        let failure = if failed > backoff_limit {
+            Some((
+                "BackoffLimitExceeded",
+                "Job has reached the specified backoff limit",
+            ))
+        } else if past_deadline {
+            Some((
+                "DeadlineExceeded",
+                "Job was active longer than specified deadline",
+            ))
+        } else {
+            None
+        };
+        let mut status = job
+            .value
+            .get("status")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        if !status.is_object() {
+            status = json!({});
+        }
+        let previous = job.value.pointer("/status/conditions").cloned();
+        let previous = previous.as_ref();
+        if let Some((reason, message)) = failure {
+            for p in &active {
+                c.delete("pods", p.namespace(), p.name());
+            }
+            status["conditions"] = json!([
+                condition(
+                    previous,
+                    "FailureTarget",
+                    "True",
+                    reason,
+                    message,
+                    &now_text,
+                    false
+                ),
+                condition(previous, "Failed", "True", reason, message, &now_text, false),
+            ]);
+            status["active"] = json!(0);
+            c.event(job, events::JOBS, true, reason, message);
+        } else if done {
+            // Work-queue Jobs stop the rest once one pod has succeeded.
+            for p in &active {
+                c.delete("pods", p.namespace(), p.name());
+            }
+            status["conditions"] = json!([
+                condition(
+                    previous,
+                    "SuccessCriteriaMet",
+                    "True",
+                    "CompletionsReached",
+                    "Reached expected number of succeeded pods",
+                    &now_text,
+                    false
+                ),
+                condition(
+                    previous,
+                    "Complete",
+                    "True",
+                    "CompletionsReached",
+                    "Reached expected number of succeeded pods",
+                    &now_text,
+                    false
+                ),
+            ]);
+            status["completionTime"] = json!(now_text);
+            status["active"] = json!(0);
+            c.event(job, events::JOBS, false, "Completed", "Job completed");
+        } else if job.value.pointer("/spec/suspend") == Some(&json!(true)) {
+            for p in &active {
+                c.delete("pods", p.namespace(), p.name());
+            }
+            status["active"] = json!(0);
+        } else {
+            let remaining = completions.map_or(parallelism, |n| (n - succeeded).max(0));
+            let want = parallelism.min(remaining);
+            let have = active.len() as i64;
+            if have < want {
+                let template = job
+                    .value
+                    .pointer("/spec/template")
+                    .cloned()
+                    .unwrap_or_else(|| json!({}));
+                for _ in 0..(want - have) {
+                    let pod = pod_from_template(
+                        &template,
+                        job.namespace(),
+                        &format!("{}-", job.name()),
+                        controller_ref(job, "batch/v1", "Job"),
+                        &[
+                            ("batch.kubernetes.io/job-name", job.name().to_string()),
+                            ("job-name", job.name().to_string()),
+                            ("batch.kubernetes.io/controller-uid", job.uid().to_string()),
+                            ("controller-uid", job.uid().to_string()),
+                        ],
+                    );
+                    if let Some(created) = c.create("pods", pod) {
+                        c.event(
+                            job,
+                            events::JOBS,
+                            false,
+                            "SuccessfulCreate",
+                            &format!("Created pod: {}", created.name()),
+                        );
+                    }
+                }
+            }
+            status["active"] = json!(want.max(have));
+            if start_time.is_none() {
+                status["startTime"] = json!(now_text);
+            }
+        }
+        status["succeeded"] = json!(succeeded);
+        status["failed"] = json!(failed);
+        status["ready"] = json!(active.iter().filter(|p| pod_ready(p)).count());
+        status["terminating"] = json!(0);
+        status["uncountedTerminatedPods"] = json!({});
+        if let Some(s) = status.as_object_mut() {
+            s.retain(|k, v| {
+                matches!(
+                    k.as_str(),
+                    "ready" | "terminating" | "uncountedTerminatedPods"
+                ) || v.as_i64() != Some(0)
+            });
+        }
+        c.set_status(RESOURCE, job, status);
+    }
+}
