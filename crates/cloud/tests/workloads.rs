@@ -370,6 +370,25 @@ async fn deployments_daemonsets_scheduling_and_kubelets() {
     })
     .await;
 
+    // Kubelets report their node's status every five minutes: heartbeats move on.
+    let heartbeat = |n: Node| {
+        n.status
+            .unwrap()
+            .conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap()
+            .last_heartbeat_time
+            .unwrap()
+            .0
+    };
+    eventually("node heartbeats", || async {
+        let beat = heartbeat(nodes.get("wl-worker-0").await.unwrap());
+        beat > "2030-01-01T00:30:00Z".parse().unwrap()
+    })
+    .await;
+
     // Deleting the Deployment takes its ReplicaSets and pods with it.
     deployments
         .delete("web", &DeleteParams::default())

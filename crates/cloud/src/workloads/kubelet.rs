@@ -30,7 +30,12 @@ pub(super) struct Kubelet {
     /// (action, uid) of the pending actions, so a pass does not schedule one twice.
     scheduled: HashSet<(Action, String)>,
     next_lease_renewal: Option<DateTime<Utc>>,
+    /// When the kubelets next report their nodes' status although nothing changed.
+    next_status_report: Option<DateTime<Utc>>,
 }
+
+/// How often a kubelet reports an unchanged node status (`nodeStatusReportFrequency`).
+const STATUS_REPORT_EVERY: chrono::Duration = chrono::Duration::minutes(5);
 
 impl Kubelet {
     pub fn new(config: WorkloadConfig) -> Self {
@@ -39,16 +44,20 @@ impl Kubelet {
             timers: BTreeSet::new(),
             scheduled: HashSet::new(),
             next_lease_renewal: None,
+            next_status_report: None,
         }
     }
 
     /// When the next timer is due.
     pub fn next_deadline(&self) -> Option<DateTime<Utc>> {
-        let start = self.timers.first().map(|s| s.0);
-        match (start, self.next_lease_renewal) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.timers.first().map(|s| s.0),
+            self.next_lease_renewal,
+            self.next_status_report,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Starts the pods whose time has come and renews leases when due. The writes bring
@@ -72,6 +81,10 @@ impl Kubelet {
             renew_leases(c);
             self.next_lease_renewal = Some(now + chrono_duration(self.config.lease_renewal));
         }
+        if self.next_status_report.is_some_and(|at| at <= now) {
+            report_node_status(c);
+            self.next_status_report = Some(now + STATUS_REPORT_EVERY);
+        }
         false
     }
 
@@ -80,6 +93,7 @@ impl Kubelet {
         let now = c.now();
         if self.next_lease_renewal.is_none() && !self.config.lease_renewal.is_zero() {
             self.next_lease_renewal = Some(now + chrono_duration(self.config.lease_renewal));
+            self.next_status_report = Some(now + STATUS_REPORT_EVERY);
         }
         let mut ips = IpBook::default();
         let nodes = c.list("nodes");
@@ -492,6 +506,24 @@ pub(super) fn collect_orphans(c: &Cluster) {
         if !node.is_empty() && !nodes.contains(node) {
             c.delete("pods", pod.namespace(), pod.name());
         }
+    }
+}
+
+/// Every kubelet reports its node's status again: the conditions' heartbeat times move on.
+fn report_node_status(c: &Cluster) {
+    let now = infrasim_store::format_time(c.now());
+    for node in c.list("nodes").iter() {
+        let mut next = node.value.clone();
+        let Some(conditions) = next
+            .pointer_mut("/status/conditions")
+            .and_then(Value::as_array_mut)
+        else {
+            continue;
+        };
+        for condition in conditions.iter_mut() {
+            condition["lastHeartbeatTime"] = json!(now);
+        }
+        c.update("nodes", next, node.rv);
     }
 }
 
