@@ -1,5 +1,7 @@
 //! Clusters come and go; their endpoints are reused.
 
+mod common;
+use common::client;
 use infrasim_cloud::{Cloud, CloudConfig, ClusterShape};
 
 fn shape(name: &str) -> ClusterShape {
@@ -52,14 +54,6 @@ fn node_names_follow_the_shape() {
             ("x-worker-0".to_string(), false),
         ]
     );
-}
-
-async fn client(kubeconfig: &str) -> kube::Client {
-    let kc = kube::config::Kubeconfig::from_yaml(kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(config).unwrap()
 }
 
 /// Lets the cluster's tasks run up to their next sleep on the fake clock.

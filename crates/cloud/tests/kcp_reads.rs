@@ -1,22 +1,16 @@
 //! What Cluster API's KubeadmControlPlane controller reads and writes on a workload cluster,
 //! played with kube-rs against a simulated one.
 
+mod common;
+use common::client;
 use futures::{StreamExt, TryStreamExt};
 use infrasim_cloud::{Cloud, CloudConfig, ClusterShape};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use kube::{Api, Client};
+use kube::Api;
 use std::time::Duration;
-
-async fn client(kubeconfig: &str) -> Client {
-    let kc = kube::config::Kubeconfig::from_yaml(kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    Client::try_from(config).unwrap()
-}
 
 #[tokio::test]
 async fn kubeadm_control_plane_reads_and_writes() {

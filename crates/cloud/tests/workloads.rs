@@ -1,38 +1,18 @@
 //! Workloads behave inside a simulated cluster, driven by kube-rs over the cluster's endpoint
 //! while a fake clock decides when containers start and leases are renewed.
 
+mod common;
+use common::client;
+use common::eventually;
 use infrasim_clock::FakeClock;
 use infrasim_cloud::{Cloud, CloudConfig, ClusterShape, WorkloadConfig};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use kube::Api;
 use std::sync::Arc;
 use std::time::Duration;
-
-async fn client(kubeconfig: &str) -> Client {
-    let kc = kube::config::Kubeconfig::from_yaml(kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    Client::try_from(config).unwrap()
-}
-
-/// Polls `check` (on the real clock: the controllers run in their own task) until it holds.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..200 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("never true: {what}");
-}
 
 fn phases(pods: &[Pod]) -> Vec<String> {
     pods.iter()
