@@ -19,6 +19,8 @@ pub struct ClusterShape {
     pub jitter: f64,
     /// How the cluster's kubelets start pods and renew leases.
     pub workloads: crate::WorkloadConfig,
+    /// Certificate authorities and keys to use instead of generated ones.
+    pub pki: crate::SuppliedPki,
 }
 
 impl Default for ClusterShape {
@@ -31,6 +33,7 @@ impl Default for ClusterShape {
             startup: std::time::Duration::ZERO,
             jitter: 0.0,
             workloads: crate::WorkloadConfig::default(),
+            pki: crate::SuppliedPki::default(),
         }
     }
 }

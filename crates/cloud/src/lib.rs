@@ -30,6 +30,7 @@
 
 mod bootstrap;
 mod machines;
+mod pki;
 pub mod workloads;
 
 pub use bootstrap::{
@@ -37,11 +38,12 @@ pub use bootstrap::{
     API_SERVER_PHASE, CONTROL_PLANE_PHASES, WORKER_PHASES,
 };
 pub use machines::Progress;
+pub use pki::{CertAndKey, ClusterPki, SuppliedPki};
 pub use workloads::WorkloadConfig;
 
 use infrasim_clock::{SharedClock, SystemClock};
 use infrasim_kube_api::kubeconfig::{self, KubeconfigSpec};
-use infrasim_kube_api::pki::{CertificateAuthority, PkiError};
+use infrasim_kube_api::pki::PkiError;
 use infrasim_kube_api::{ApiConfig, ApiServer, ServeError};
 use infrasim_store::{Store, StoreConfig, StoreError};
 use std::collections::{BTreeSet, HashMap};
@@ -103,6 +105,7 @@ pub struct ClusterInfo {
 
 struct Running {
     info: ClusterInfo,
+    pki: ClusterPki,
     runtime: Arc<machines::Runtime>,
     /// Dropping it stops the cluster's controllers.
     _stop_workloads: oneshot::Sender<()>,
@@ -177,26 +180,9 @@ impl Cloud {
         {
             return Err(CloudError::Exists(shape.name));
         }
-        let group = self
-            .store
-            .create_group(&format!("cluster/{}", shape.name))?;
-        let ca = CertificateAuthority::generate(&format!("{}-ca", shape.name))?;
-        let listener = self.bind().await?;
-        let endpoint = listener.local_addr().map_err(ServeError::from)?;
-        let index = self
-            .clusters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len() as u32;
-        let server = ApiServer::new(
-            group.clone(),
-            ca.clone(),
-            self.clock.clone(),
-            ApiConfig {
-                kubernetes_version: shape.kubernetes_version.clone(),
-                ..ApiConfig::default()
-            },
-        );
+        // Everything that can fail without side effects first: the PKI and certificates.
+        let pki = ClusterPki::new(&shape.pki)?;
+        let ca = pki.ca.clone();
         // The serving certificate carries the SANs kubeadm gives an API server.
         let dns: Vec<String> = [
             "localhost".to_string(),
@@ -218,7 +204,44 @@ impl Cloud {
             IpAddr::V4(Ipv4Addr::new(10, 96, 0, 1)),
         ];
         let serving = ca.serving_cert("kube-apiserver", &dns, &ips)?;
-        let tls = server.tls_config(&serving)?;
+        let admin = ca.client_cert("kubernetes-admin", &["system:masters"])?;
+        let listener = self.bind().await?;
+        let endpoint = listener.local_addr().map_err(ServeError::from)?;
+        let release_port = || {
+            self.ports
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&endpoint.port());
+        };
+        let group = match self.store.create_group(&format!("cluster/{}", shape.name)) {
+            Ok(g) => g,
+            Err(e) => {
+                release_port();
+                return Err(e.into());
+            }
+        };
+        let index = self
+            .clusters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len() as u32;
+        let server = ApiServer::new(
+            group.clone(),
+            ca.clone(),
+            self.clock.clone(),
+            ApiConfig {
+                kubernetes_version: shape.kubernetes_version.clone(),
+                ..ApiConfig::default()
+            },
+        );
+        let tls = match server.tls_config(&serving) {
+            Ok(t) => t,
+            Err(e) => {
+                release_port();
+                let _ = self.store.drop_group(&format!("cluster/{}", shape.name));
+                return Err(e.into());
+            }
+        };
         // kube-controller-manager, kube-scheduler and the kubelets, for this cluster.
         let (stop_workloads, workloads_stopped) = oneshot::channel::<()>();
         tokio::spawn(workloads::run(
@@ -238,7 +261,6 @@ impl Cloud {
             endpoint,
             ca.cert_pem.clone(),
         );
-        let admin = ca.client_cert("kubernetes-admin", &["system:masters"])?;
         let kubeconfig = kubeconfig::render(&KubeconfigSpec {
             cluster_name: &shape.name,
             user_name: &format!("{}-admin", shape.name),
@@ -261,6 +283,7 @@ impl Cloud {
                 shape.name.clone(),
                 Running {
                     info: info.clone(),
+                    pki,
                     runtime: runtime.clone(),
                     _stop_workloads: stop_workloads,
                 },
@@ -279,6 +302,16 @@ impl Cloud {
             .unwrap_or_else(|p| p.into_inner())
             .get(name)
             .map(|r| r.runtime.clone())
+    }
+
+    /// A cluster's certificate authorities and service-account key (what Cluster API keeps
+    /// in the cluster's secrets).
+    pub fn pki(&self, name: &str) -> Option<ClusterPki> {
+        self.clusters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .map(|r| r.pki.clone())
     }
 
     /// How far a cluster has come up: steps done of all its machines' and addons' steps.

@@ -75,6 +75,7 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
                     lease_renewal: args.lease_renewal,
                     ..WorkloadConfig::default()
                 },
+                ..ClusterShape::default()
             })
             .await?;
         let path = args.out.join(format!("{name}.kubeconfig"));
