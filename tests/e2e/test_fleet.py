@@ -19,7 +19,7 @@ def fleet(tmp_path_factory):
     base = free_port()
     proc = subprocess.Popen(
         [BINARY, "fleet", "--count", "2", "--control-planes", "1", "--workers", "2", "--name-prefix", "wl",
-         "--startup", "50ms", "--jitter", "0.5",
+         "--startup", "50ms", "--jitter", "0.5", "--shared-port", str(free_port()),
          "--out", str(out), "--port-min", str(base), "--port-max", str(base + 50)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     deadline = time.time() + 30
@@ -323,3 +323,27 @@ def test_jobs_run_to_completion(fleet):
                       "involvedObject.name=five,reason=SuccessfulCreate", "-o", "name").stdout.split()
     assert len(created) == 5
     kubectl(kc, "delete", "job", "once", "five")
+
+
+def test_one_shared_port_serves_every_cluster_by_server_name(fleet):
+    out, lines = fleet
+    assert any(l.startswith("shared endpoint https://127.0.0.1:") for l in lines)
+    servers = set()
+    for name in ["wl-0", "wl-1"]:
+        kc = out / f"{name}.sni.kubeconfig"
+        config_doc = yaml.safe_load(open(kc))
+        cluster = config_doc["clusters"][0]["cluster"]
+        assert cluster["tls-server-name"] == f"{name}.clusters.infrasim"
+        servers.add(cluster["server"])
+        nodes = kubectl(kc, "get", "nodes", "-o", "name")
+        assert nodes.returncode == 0, nodes.stderr
+        assert sorted(nodes.stdout.split()) == [f"node/{name}-control-plane-0", f"node/{name}-worker-0",
+                                                f"node/{name}-worker-1"]
+    assert len(servers) == 1  # one port for both
+    # A name no cluster answers to gets no connection.
+    stray = yaml.safe_load(open(out / "wl-0.sni.kubeconfig"))
+    stray["clusters"][0]["cluster"]["tls-server-name"] = "nowhere.clusters.infrasim"
+    path = out / "stray.kubeconfig"
+    path.write_text(yaml.safe_dump(stray))
+    refused = kubectl(path, "get", "nodes", "--request-timeout=5s")
+    assert refused.returncode != 0

@@ -31,6 +31,7 @@
 mod bootstrap;
 mod machines;
 mod pki;
+mod sni;
 pub mod workloads;
 
 pub use bootstrap::{
@@ -39,6 +40,7 @@ pub use bootstrap::{
 };
 pub use machines::Progress;
 pub use pki::{CertAndKey, ClusterPki, SuppliedPki};
+pub use sni::{server_name, SNI_SUFFIX};
 pub use workloads::WorkloadConfig;
 
 use infrasim_clock::{SharedClock, SystemClock};
@@ -100,6 +102,9 @@ pub struct ClusterInfo {
     pub endpoint: SocketAddr,
     /// An admin kubeconfig (client certificate signed by the cluster's own CA).
     pub kubeconfig: String,
+    /// The same credentials through the shared listener (`tls-server-name` picks the
+    /// cluster), when the cloud has one.
+    pub shared_kubeconfig: Option<String>,
     pub nodes: usize,
 }
 
@@ -118,6 +123,8 @@ pub struct Cloud {
     store: Store,
     clusters: Mutex<HashMap<String, Running>>,
     ports: Mutex<BTreeSet<u16>>,
+    router: Arc<sni::Router>,
+    shared: Mutex<Option<SocketAddr>>,
 }
 
 impl Cloud {
@@ -141,7 +148,22 @@ impl Cloud {
             store,
             clusters: Mutex::new(HashMap::new()),
             ports: Mutex::new(BTreeSet::new()),
+            router: Arc::new(sni::Router::default()),
+            shared: Mutex::new(None),
         }
+    }
+
+    /// Opens the shared listener on `port` of the advertise address (0: any free port):
+    /// every cluster is then also reachable there by TLS server name
+    /// ([`server_name`]). Clusters created afterwards get a `shared_kubeconfig`.
+    pub async fn listen_shared(&self, port: u16) -> Result<SocketAddr, CloudError> {
+        let listener = tokio::net::TcpListener::bind(SocketAddr::new(self.config.advertise, port))
+            .await
+            .map_err(ServeError::from)?;
+        let addr = listener.local_addr().map_err(ServeError::from)?;
+        tokio::spawn(self.router.clone().serve(listener));
+        *self.shared.lock().unwrap_or_else(|p| p.into_inner()) = Some(addr);
+        Ok(addr)
     }
 
     /// Binds the lowest free port of the range (skipping ports other programs hold).
@@ -186,6 +208,7 @@ impl Cloud {
         // The serving certificate carries the SANs kubeadm gives an API server.
         let dns: Vec<String> = [
             "localhost".to_string(),
+            sni::server_name(&shape.name),
             "kubernetes".into(),
             "kubernetes.default".into(),
             "kubernetes.default.svc".into(),
@@ -252,6 +275,7 @@ impl Cloud {
         ));
         let runtime = machines::Runtime::new(
             shape.clone(),
+            self.router.clone(),
             index,
             group,
             self.clock.clone(),
@@ -270,10 +294,24 @@ impl Cloud {
             client_key_pem: &admin.key_pem,
             tls_server_name: None,
         });
+        let shared = *self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let sni_name = sni::server_name(&shape.name);
+        let shared_kubeconfig = shared.map(|addr| {
+            kubeconfig::render(&KubeconfigSpec {
+                cluster_name: &shape.name,
+                user_name: &format!("{}-admin", shape.name),
+                server: &format!("https://{addr}"),
+                ca_pem: &ca.cert_pem,
+                client_cert_pem: &admin.cert_pem,
+                client_key_pem: &admin.key_pem,
+                tls_server_name: Some(&sni_name),
+            })
+        });
         let info = ClusterInfo {
             name: shape.name.clone(),
             endpoint,
             kubeconfig,
+            shared_kubeconfig,
             nodes: shape.control_planes + shape.workers,
         };
         self.clusters

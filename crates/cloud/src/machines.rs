@@ -12,6 +12,7 @@ use crate::bootstrap::{
     self, kubernetes_endpoints, machine_ip, Machine, MachineBehaviour, Provisioning, ADDON_PHASES,
     API_SERVER_PHASE, STATIC_PODS,
 };
+use crate::sni::Router;
 use crate::{CloudError, ClusterShape};
 use infrasim_clock::SharedClock;
 use infrasim_kube_api::ApiServer;
@@ -46,8 +47,10 @@ struct State {
     next_index: usize,
     /// Machines whose API server serves, with their node IPs.
     api_servers: BTreeMap<String, String>,
-    /// Dropping it stops the endpoint's accept loop.
+    /// Dropping it stops the endpoint's accept loop (and its connections).
     serving: Option<oneshot::Sender<()>>,
+    /// Dropping it closes the cluster's connections through the shared listener.
+    shared_route: Option<watch::Sender<()>>,
     /// The endpoint's listener, bound when the cluster was created so the port is ours, for
     /// a cluster that comes up at once.
     reserved: Option<tokio::net::TcpListener>,
@@ -59,6 +62,8 @@ struct State {
 /// What one cluster's machines share.
 pub(crate) struct Runtime {
     pub shape: ClusterShape,
+    /// The shared listener's routes: the cluster is there while its endpoint is open.
+    pub router: Arc<Router>,
     pub cluster_index: u32,
     pub group: Arc<Group>,
     pub clock: SharedClock,
@@ -74,6 +79,7 @@ impl Runtime {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         shape: ClusterShape,
+        router: Arc<Router>,
         cluster_index: u32,
         group: Arc<Group>,
         clock: SharedClock,
@@ -88,6 +94,7 @@ impl Runtime {
         let reserved = shape.startup.is_zero().then_some(listener);
         Arc::new(Runtime {
             shape,
+            router,
             cluster_index,
             group,
             clock,
@@ -226,7 +233,12 @@ impl Runtime {
                             let _ = rx.await;
                         },
                     ));
-                    self.lock().serving = Some(tx);
+                    let route =
+                        self.router
+                            .insert(&self.shape.name, self.server.clone(), self.tls.clone());
+                    let mut state = self.lock();
+                    state.serving = Some(tx);
+                    state.shared_route = Some(route);
                 }
                 Err(e) => {
                     tracing::error!(endpoint = %self.endpoint, error = %e, "the endpoint could not be opened");
@@ -323,6 +335,7 @@ impl Runtime {
                 return;
             }
             if state.api_servers.is_empty() {
+                state.shared_route = None;
                 state.serving.take()
             } else {
                 None
@@ -330,6 +343,7 @@ impl Runtime {
         };
         if let Some(stop) = closing {
             drop(stop);
+            self.router.remove(&self.shape.name);
             self.api_up.send_replace(false);
         } else {
             self.update_kubernetes_endpoints();
@@ -353,7 +367,9 @@ impl Runtime {
             task.abort();
         }
         state.serving = None;
+        state.shared_route = None;
         state.reserved = None;
+        self.router.remove(&self.shape.name);
     }
 
     pub fn progress(&self) -> Progress {

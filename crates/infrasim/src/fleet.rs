@@ -1,6 +1,7 @@
 //! `infrasim fleet`: N simulated clusters straight from flags, with an admin kubeconfig each.
 
 use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use infrasim_cloud::{Cloud, CloudConfig, ClusterShape, WorkloadConfig};
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -51,6 +52,10 @@ pub struct FleetArgs {
     /// Last port of the endpoint range.
     #[arg(long, default_value_t = 24000)]
     port_max: u16,
+    /// Also serve every cluster on this one port, choosing the cluster by TLS server name
+    /// (`<name>.clusters.infrasim`), and write `DIR/<name>.sni.kubeconfig` for it.
+    #[arg(long)]
+    shared_port: Option<u16>,
 }
 
 pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
@@ -60,6 +65,19 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
         watch_window: args.watch_window.max(1),
     });
     std::fs::create_dir_all(&args.out)?;
+    let shared = match args.shared_port {
+        Some(port) => Some(cloud.listen_shared(port).await?),
+        None => None,
+    };
+    // A progress bar on a terminal; nothing on a pipe, where the table below is the output.
+    let bar =
+        ProgressBar::with_draw_target(Some((args.count * 2) as u64), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg:<22} [{bar:40}] {pos}/{len} ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_message("creating clusters");
     for i in 0..args.count {
         let name = format!("{}-{i}", args.name_prefix);
         let info = cloud
@@ -80,24 +98,25 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
             .await?;
         let path = args.out.join(format!("{name}.kubeconfig"));
         infrasim_kube_api::pki::write_private(&path, &info.kubeconfig)?;
-        eprint!("\rclusters created: {}/{}", i + 1, args.count);
+        if let Some(kc) = &info.shared_kubeconfig {
+            let path = args.out.join(format!("{name}.sni.kubeconfig"));
+            infrasim_kube_api::pki::write_private(&path, kc)?;
+        }
+        bar.inc(1);
     }
-    eprintln!();
-    // Wait for every cluster to finish its bootstrap phases, showing how far they are.
+    // Then until every cluster is up: bootstrapped, with CoreDNS and kube-proxy running, as
+    // kubectl would see it.
+    bar.set_message("bringing clusters up");
     loop {
-        let (done, total) = cloud
-            .clusters()
-            .iter()
-            .filter_map(|c| cloud.progress(&c.name))
-            .fold((0, 0), |(d, t), p| (d + p.done, t + p.total));
-        eprint!("\rbootstrap steps done: {done}/{total}");
-        // Up means bootstrapped with CoreDNS and kube-proxy running, as kubectl would see it.
-        if done >= total && cloud.clusters().iter().all(|c| cloud.ready(&c.name)) {
+        let clusters = cloud.clusters();
+        let up = clusters.iter().filter(|c| cloud.ready(&c.name)).count();
+        bar.set_position((args.count + up) as u64);
+        if up == clusters.len() {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    eprintln!();
+    bar.finish_and_clear();
     println!(
         "{:<24} {:<24} {:>11}  KUBECONFIG",
         "NAME", "ENDPOINT", "NODES READY"
@@ -109,6 +128,13 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
             format!("https://{}", c.endpoint),
             format!("{}/{}", c.nodes, c.nodes),
             args.out.join(format!("{}.kubeconfig", c.name)).display()
+        );
+    }
+    if let Some(addr) = shared {
+        println!(
+            "shared endpoint https://{addr}: every cluster by TLS server name <name>.{} ({}/<name>.sni.kubeconfig)",
+            infrasim_cloud::SNI_SUFFIX,
+            args.out.display()
         );
     }
     println!("fleet ready; Ctrl-C stops it");

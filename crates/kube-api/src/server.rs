@@ -143,7 +143,8 @@ impl ApiServer {
         tls_config(&self.state.ca, cert)
     }
 
-    /// Serves HTTPS on `listener` until `shutdown` completes.
+    /// Serves HTTPS on `listener` until `shutdown` completes; then the listener closes and so
+    /// do the connections it accepted, as when an API server goes away.
     pub async fn serve(
         self,
         listener: TcpListener,
@@ -151,6 +152,8 @@ impl ApiServer {
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), ServeError> {
         let acceptor = TlsAcceptor::from(tls);
+        // Dropped on return: every connection task sees it and ends.
+        let (_closing, closed) = tokio::sync::watch::channel(());
         tokio::pin!(shutdown);
         loop {
             let (tcp, peer) = tokio::select! {
@@ -167,9 +170,16 @@ impl ApiServer {
             };
             let server = self.clone();
             let acceptor = acceptor.clone();
+            let mut closed = closed.clone();
             tokio::spawn(async move {
-                if let Err(e) = server.serve_connection(acceptor, tcp, peer).await {
-                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                tokio::select! {
+                    result = server.serve_connection(acceptor, tcp, peer) => {
+                        if let Err(e) = result {
+                            tracing::debug!(%peer, error = %e, "connection ended with an error");
+                        }
+                    }
+                    // The listener is gone: drop the connection.
+                    _ = closed.changed() => {}
                 }
             });
         }
@@ -183,6 +193,17 @@ impl ApiServer {
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let _ = tcp.set_nodelay(true);
         let tls = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await??;
+        self.serve_established(tls, peer).await
+    }
+
+    /// Serves one connection whose TLS handshake is done (with this server's configuration;
+    /// a listener shared by several servers picks the server by the client's server name
+    /// first). The client is identified by the certificate it presented, if any.
+    pub async fn serve_established(
+        self,
+        tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+        peer: SocketAddr,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let identity = tls
             .get_ref()
             .1
