@@ -80,7 +80,6 @@ def test_pod_crud_and_registry_defaults(plane, ns):
     wait_for(lambda: gone(lambda: core.read_namespaced_pod("latest", ns)), what="unscheduled pod deleted")
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: pod spec immutability is not enforced yet")
 def test_pod_spec_is_immutable_but_for_images(plane, ns):
     core = plane.core()
     p = core.create_namespaced_pod(ns, pod("p", image="nginx:1.27"))
@@ -97,7 +96,6 @@ def test_pod_spec_is_immutable_but_for_images(plane, ns):
     assert core.read_namespaced_pod("p", ns).spec.containers[0].command is None
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: DefaultTolerationSeconds admission is not implemented yet")
 def test_pod_admission_defaults(plane, ns):
     # What kube-apiserver's default admission plugins (ServiceAccount, DefaultTolerationSeconds,
     # Priority) add to every pod.

@@ -15,6 +15,7 @@ pub(crate) fn apply(state: &State, kind: &str, object: &mut Value) {
         "Pod" => {
             if let Some(spec) = object.get_mut("spec") {
                 pod_spec(spec);
+                default_toleration_seconds(spec);
             }
             let status = ensure(object, "status");
             status.entry("phase").or_insert(json!("Pending"));
@@ -194,6 +195,33 @@ fn pod_spec(spec: &mut Value) {
                     }
                 }
             }
+        }
+    }
+}
+
+/// The DefaultTolerationSeconds admission plugin: a pod that does not say how long it
+/// tolerates its node being not ready or unreachable tolerates each for 300 seconds, after
+/// which the node lifecycle controller evicts it.
+pub(crate) fn default_toleration_seconds(spec: &mut Value) {
+    let Some(s) = spec.as_object_mut() else {
+        return;
+    };
+    let tolerations = s.entry("tolerations").or_insert_with(|| json!([]));
+    let Some(list) = tolerations.as_array_mut() else {
+        return;
+    };
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        let covered = list.iter().any(|t| {
+            let effect = t.get("effect").and_then(Value::as_str).unwrap_or("");
+            let k = t.get("key").and_then(Value::as_str).unwrap_or("");
+            let exists = t.get("operator").and_then(Value::as_str) == Some("Exists");
+            (effect.is_empty() || effect == "NoExecute") && (k == key || (k.is_empty() && exists))
+        });
+        if !covered {
+            list.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
         }
     }
 }

@@ -57,6 +57,14 @@ pub mod crud_support {
             .to_string()
     }
 
+    /// What kube-apiserver's admission adds to a pod a controller creates (the tolerations
+    /// of DefaultTolerationSeconds), for controllers that write pods in-process.
+    pub fn admit_pod(pod: &mut Value) {
+        if let Some(spec) = pod.get_mut("spec") {
+            crate::defaults::default_toleration_seconds(spec);
+        }
+    }
+
     /// Creates `object` in `resource`, with its kind's selectable fields; for in-process
     /// controllers, which write as kube-controller-manager does but without HTTP.
     pub fn create(

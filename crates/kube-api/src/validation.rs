@@ -2,7 +2,7 @@
 //! its labels. Failures are 422 Invalid with one cause per field, as kube-apiserver reports.
 
 use crate::status::ApiError;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// DNS-1123 subdomain: lower-case alphanumerics, `-` and `.`, alphanumeric at both ends.
 pub fn is_dns1123_subdomain(s: &str) -> bool {
@@ -118,8 +118,102 @@ pub fn validate(kind: &str, group: &str, object: &Value) -> Result<(), ApiError>
     }
 }
 
-/// Checks what an update may not change: the data of an immutable ConfigMap or Secret.
+/// What kube-apiserver says when a pod update changes more than it may.
+const POD_UPDATE_FORBIDDEN: &str = "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
+
+/// A pod's spec with what an update may change put back as it was, so what remains must be
+/// equal: container and init-container images, a lowered (or first) positive
+/// activeDeadlineSeconds, added tolerations, removed scheduling gates, a negative grace period
+/// raised to 1.
+fn pod_spec_masked(old: &Value, new: &Value) -> Value {
+    let mut masked = new.clone();
+    for list in ["containers", "initContainers"] {
+        let (Some(old_list), Some(new_list)) = (
+            old.get(list).and_then(Value::as_array),
+            masked.get_mut(list).and_then(Value::as_array_mut),
+        ) else {
+            continue;
+        };
+        if old_list.len() == new_list.len() {
+            for (o, n) in old_list.iter().zip(new_list.iter_mut()) {
+                if let Some(image) = o.get("image") {
+                    n["image"] = image.clone();
+                }
+            }
+        }
+    }
+    let deadline = |v: &Value| v.get("activeDeadlineSeconds").and_then(Value::as_i64);
+    if let Some(n) = deadline(new) {
+        if n > 0 && deadline(old).is_none_or(|o| n <= o) {
+            match old.get("activeDeadlineSeconds") {
+                Some(o) => masked["activeDeadlineSeconds"] = o.clone(),
+                None => {
+                    if let Some(m) = masked.as_object_mut() {
+                        m.remove("activeDeadlineSeconds");
+                    }
+                }
+            }
+        }
+    }
+    let list = |v: &Value, k: &str| {
+        v.get(k)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (old_tol, new_tol) = (list(old, "tolerations"), list(new, "tolerations"));
+    if old_tol.iter().all(|t| new_tol.contains(t)) {
+        masked["tolerations"] = json!(old_tol);
+    }
+    let (old_gates, new_gates) = (list(old, "schedulingGates"), list(new, "schedulingGates"));
+    if new_gates.iter().all(|g| old_gates.contains(g)) {
+        masked["schedulingGates"] = json!(old_gates);
+    }
+    let grace = |v: &Value| {
+        v.get("terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+    };
+    if grace(old).is_some_and(|g| g < 0) && grace(new) == Some(1) {
+        masked["terminationGracePeriodSeconds"] = old["terminationGracePeriodSeconds"].clone();
+    }
+    // Absent and empty lists compare equal.
+    for k in ["tolerations", "schedulingGates"] {
+        if masked
+            .get(k)
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.is_empty())
+            && old.get(k).is_none()
+        {
+            if let Some(m) = masked.as_object_mut() {
+                m.remove(k);
+            }
+        }
+    }
+    masked
+}
+
+/// Checks what an update may not change: most of a pod's spec, the data of an immutable
+/// ConfigMap or Secret.
 pub fn validate_update(kind: &str, group: &str, old: &Value, new: &Value) -> Result<(), ApiError> {
+    if kind == "Pod" && group.is_empty() {
+        let (old_spec, new_spec) = (
+            old.get("spec").cloned().unwrap_or(Value::Null),
+            new.get("spec").cloned().unwrap_or(Value::Null),
+        );
+        if pod_spec_masked(&old_spec, &new_spec) != old_spec {
+            let name = new
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            return Err(ApiError::invalid(
+                group,
+                kind,
+                name,
+                vec![("spec".to_string(), POD_UPDATE_FORBIDDEN.to_string())],
+            ));
+        }
+        return Ok(());
+    }
     if !matches!(kind, "ConfigMap" | "Secret") || !group.is_empty() {
         return Ok(());
     }
@@ -162,6 +256,37 @@ pub fn validate_update(kind: &str, group: &str, old: &Value, new: &Value) -> Res
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn pod_updates_change_only_what_kube_apiserver_allows() {
+        let pod = |spec: Value| json!({"metadata": {"name": "p"}, "spec": spec});
+        let old = pod(json!({
+            "containers": [{"name": "c", "image": "nginx:1"}],
+            "tolerations": [{"key": "a", "operator": "Exists"}],
+            "activeDeadlineSeconds": 100,
+        }));
+        let allowed = [json!({"containers": [{"name": "c", "image": "nginx:2"}],
+                   "tolerations": [{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "Exists"}],
+                   "activeDeadlineSeconds": 50})];
+        for spec in allowed {
+            assert!(validate_update("Pod", "", &old, &pod(spec)).is_ok());
+        }
+        let forbidden = [
+            // another command, a removed toleration, a raised deadline, another container
+            json!({"containers": [{"name": "c", "image": "nginx:1", "command": ["sh"]}],
+                   "tolerations": [{"key": "a", "operator": "Exists"}], "activeDeadlineSeconds": 100}),
+            json!({"containers": [{"name": "c", "image": "nginx:1"}], "activeDeadlineSeconds": 100}),
+            json!({"containers": [{"name": "c", "image": "nginx:1"}],
+                   "tolerations": [{"key": "a", "operator": "Exists"}], "activeDeadlineSeconds": 200}),
+            json!({"containers": [{"name": "c", "image": "nginx:1"}, {"name": "d", "image": "x"}],
+                   "tolerations": [{"key": "a", "operator": "Exists"}], "activeDeadlineSeconds": 100}),
+        ];
+        for spec in forbidden {
+            let err = validate_update("Pod", "", &old, &pod(spec.clone())).unwrap_err();
+            assert_eq!(err.code, 422, "{spec}");
+            assert!(err.message.contains("pod updates may not change fields"));
+        }
+    }
 
     #[test]
     fn names_follow_their_kind_rules() {

@@ -432,12 +432,14 @@ pub(crate) fn pod_from_template(
     }
     let spec = template.get("spec").cloned().unwrap_or_else(|| json!({}));
     let qos = kubelet::qos_class(&spec);
-    json!({
+    let mut pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": metadata,
         "spec": spec,
         "status": {"phase": "Pending", "qosClass": qos},
-    })
+    });
+    crud_support::admit_pod(&mut pod);
+    pod
 }
 
 /// A condition for a status, keeping the transition time of an unchanged one.
