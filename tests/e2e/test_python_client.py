@@ -701,7 +701,6 @@ def test_owner_gc_background(plane, ns):
     assert core.read_namespaced_config_map("bystander", ns).metadata.name == "bystander"
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: GC does not strip references to a deleted owner yet")
 def test_owner_gc_keeps_dependents_with_another_live_owner(plane, ns):
     core = plane.core()
     a = core.create_namespaced_config_map(ns, cm("owner-a"))
@@ -718,7 +717,6 @@ def test_owner_gc_keeps_dependents_with_another_live_owner(plane, ns):
     wait_for(lambda: gone(lambda: core.read_namespaced_config_map("shared", ns)), what="dependent collected")
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: GC does not collect dangling ownerReferences yet")
 def test_owner_gc_collects_dependents_of_an_owner_that_never_existed(plane, ns):
     core = plane.core()
     ghost = cm("ghost")

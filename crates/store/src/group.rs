@@ -611,7 +611,37 @@ impl Txn<'_> {
         m.insert("generation".into(), json!(1));
         m.remove("deletionTimestamp");
         m.remove("deletionGracePeriodSeconds");
-        self.put(resource, value, fields, None)
+        let created = self.put(resource, value, fields, None)?;
+        self.check_owners(resource, created)
+    }
+
+    /// What the garbage collector does with an object whose ownerReferences name owners that
+    /// do not exist (any more, or ever): with no owner left it is collected; otherwise the
+    /// dangling references are removed. Runs when the references are written; an owner's
+    /// later removal is handled by [`Txn::collect_garbage`].
+    fn check_owners(
+        &mut self,
+        resource: &str,
+        object: Arc<StoredObject>,
+    ) -> Result<Arc<StoredObject>> {
+        let refs = &object.meta.owner_references;
+        let dangling: Vec<Arc<str>> = refs
+            .iter()
+            .filter(|r| r.uid != object.meta.uid && !self.state.by_uid.contains_key(&r.uid))
+            .map(|r| r.uid.clone())
+            .collect();
+        if dangling.is_empty() {
+            return Ok(object);
+        }
+        if dangling.len() == refs.len() {
+            self.delete_object(resource, object.clone(), Propagation::Background)?;
+            return Ok(object);
+        }
+        self.edit_meta(resource, &object, |m| {
+            for uid in &dangling {
+                strip_owner(m, uid);
+            }
+        })
     }
 
     fn update(
@@ -691,9 +721,13 @@ impl Txn<'_> {
         if value == old {
             return Ok(current);
         }
+        let owners_changed = new_meta.owner_references != current.meta.owner_references;
         let updated = self.put(resource, value, fields, Some(current))?;
         if updated.meta.deletion_timestamp.is_some() && updated.releasable() {
             return self.remove(resource, updated);
+        }
+        if owners_changed {
+            return self.check_owners(resource, updated);
         }
         Ok(updated)
     }
@@ -903,7 +937,11 @@ impl Txn<'_> {
                 .owner_references
                 .iter()
                 .any(|o| self.state.by_uid.contains_key(&o.uid));
-            if !owner_alive {
+            if owner_alive {
+                // Another owner lives on: only the reference to the removed one goes.
+                let uid = removed.meta.uid.clone();
+                self.edit_meta(&dep_resource, &dep, |m| strip_owner(m, &uid))?;
+            } else {
                 self.delete_object(&dep_resource, dep, Propagation::Background)?;
             }
         }

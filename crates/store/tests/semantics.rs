@@ -244,7 +244,15 @@ fn dependent_with_a_living_second_owner_survives() {
     g.create("pods", dep, Default::default()).unwrap();
     g.delete("configmaps", &key("a"), &DeleteOptions::default())
         .unwrap();
-    assert!(g.get("pods", &key("dep")).is_some());
+    // It survives, without its reference to the deleted owner.
+    let dep = g.get("pods", &key("dep")).unwrap();
+    let owners: Vec<&str> = dep
+        .meta
+        .owner_references
+        .iter()
+        .map(|o| o.name.as_str())
+        .collect();
+    assert_eq!(owners, ["b"]);
     g.delete("configmaps", &key("b"), &DeleteOptions::default())
         .unwrap();
     assert!(g.get("pods", &key("dep")).is_none());
@@ -404,4 +412,29 @@ fn dry_runs_compute_everything_and_keep_nothing() {
     let still = g.get("configmaps", &key("a")).unwrap();
     assert_eq!(still.meta.resource_version, real.meta.resource_version);
     assert_eq!(still.to_value().unwrap()["data"]["k"], "1");
+}
+
+#[test]
+fn references_to_owners_that_do_not_exist_are_collected() {
+    let g = group(100);
+    let live = g
+        .create("configmaps", cm("live", "1"), Default::default())
+        .unwrap();
+    let ghost =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost", "uid": "no-such-uid"});
+    // Every owner missing: the dependent is collected as soon as it is written.
+    let mut orphan = cm("orphan", "1");
+    orphan["metadata"]["ownerReferences"] = json!([ghost.clone()]);
+    g.create("pods", orphan, Default::default()).unwrap();
+    assert!(g.get("pods", &key("orphan")).is_none());
+    // One owner lives: only the dangling reference goes.
+    let mut half = owned_by("half", &live, false);
+    half["metadata"]["ownerReferences"]
+        .as_array_mut()
+        .unwrap()
+        .push(ghost);
+    g.create("pods", half, Default::default()).unwrap();
+    let half = g.get("pods", &key("half")).unwrap();
+    assert_eq!(half.meta.owner_references.len(), 1);
+    assert_eq!(half.meta.owner_references[0].name, "live");
 }
