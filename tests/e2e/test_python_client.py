@@ -419,7 +419,6 @@ def test_send_initial_events_ends_with_a_bookmark(plane, ns):
         int(e["object"]["metadata"]["resourceVersion"]) for e in events[:-1])
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: no bookmark just before timeoutSeconds yet")
 def test_bookmark_before_the_watch_times_out(plane, ns):
     # kube-apiserver sends a bookmark shortly (2 s) before a watch's timeoutSeconds, so a
     # client can resume from it; client-go's reflectors rely on that.

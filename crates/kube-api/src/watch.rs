@@ -45,8 +45,14 @@ struct WatchStream {
     deadline: Instant,
     bookmark_every: Option<Duration>,
     next_bookmark: Instant,
+    /// When the bookmark that precedes the timeout goes out (kube-apiserver sends one shortly
+    /// before `timeoutSeconds`, so a client resumes from the freshest resourceVersion).
+    last_bookmark: Option<Instant>,
     last_rv: u64,
 }
+
+/// How long before a watch's deadline its last bookmark goes out.
+const LAST_BOOKMARK_LEAD: Duration = Duration::from_secs(2);
 
 impl WatchStream {
     /// Turns a store event into what this watcher should see, if anything: objects moving
@@ -156,6 +162,13 @@ impl WatchStream {
                 }
                 _ = tokio::time::sleep_until(self.next_bookmark), if bookmarks => {
                     self.next_bookmark += self.bookmark_every.unwrap_or(Duration::from_secs(60));
+                    match self.last_bookmark {
+                        Some(last) if self.next_bookmark >= last => {
+                            self.next_bookmark = last;
+                            self.last_bookmark = None;
+                        }
+                        _ => {}
+                    }
                     return Some(self.bookmark(false));
                 }
             }
@@ -225,6 +238,16 @@ pub(crate) async fn watch(ctx: Ctx) -> HandlerResult {
         }
     }
     let group = &ctx.state.group;
+    let started = Instant::now();
+    let deadline = started + timeout;
+    let last_bookmark = deadline
+        .checked_sub(LAST_BOOKMARK_LEAD)
+        .filter(|t| *t > started);
+    let first_bookmark = started + ctx.state.config.bookmark_interval;
+    let (next_bookmark, last_bookmark) = match last_bookmark {
+        Some(last) if last <= first_bookmark => (last, None),
+        other => (first_bookmark, other),
+    };
     let mut stream = WatchStream {
         pending: VecDeque::new(),
         watch: None,
@@ -233,9 +256,10 @@ pub(crate) async fn watch(ctx: Ctx) -> HandlerResult {
         render,
         clock: ctx.state.clock.clone(),
         columns_sent: false,
-        deadline: Instant::now() + timeout,
+        deadline,
         bookmark_every: bookmarks.then_some(ctx.state.config.bookmark_interval),
-        next_bookmark: Instant::now() + ctx.state.config.bookmark_interval,
+        next_bookmark,
+        last_bookmark,
         last_rv: 0,
     };
     // Initial state as synthetic ADDED events: when asked (sendInitialEvents), or by default
