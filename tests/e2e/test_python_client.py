@@ -827,7 +827,6 @@ def test_namespace_deletion_removes_content_then_namespace(plane, ns):
     assert core.list_namespaced_config_map(ns).items == []
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: namespace termination conditions are not set yet")
 def test_terminating_namespace_reports_remaining_finalizers(plane, ns):
     # The namespace controller's conditions while content with finalizers remains.
     core = plane.core()

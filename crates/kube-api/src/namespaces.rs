@@ -8,6 +8,7 @@ use crate::server::State;
 use crate::status::ApiError;
 use infrasim_store::{DeleteOptions, ObjectKey, ReadAt, StoreError, StoredObject};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -171,6 +172,10 @@ async fn finalize(state: &State, name: &str) {
             return;
         };
         let mut remaining = 0usize;
+        // Per resource (`plural.group`) and per finalizer, what is left: the namespace's
+        // conditions say so while deletion waits.
+        let mut by_resource: BTreeMap<String, usize> = BTreeMap::new();
+        let mut by_finalizer: BTreeMap<String, usize> = BTreeMap::new();
         for info in state.registry.all().iter().filter(|r| r.namespaced) {
             let Ok(snapshot) = state.group.snapshot(&info.store_key, ReadAt::Latest) else {
                 continue;
@@ -181,6 +186,12 @@ async fn finalize(state: &State, name: &str) {
                     break;
                 }
                 remaining += 1;
+                *by_resource
+                    .entry(format!("{}.{}", info.plural, info.group))
+                    .or_default() += 1;
+                for f in &object.meta.finalizers {
+                    *by_finalizer.entry(f.clone()).or_default() += 1;
+                }
                 if object.meta.deletion_timestamp.is_none() {
                     let _ = state
                         .group
@@ -188,6 +199,9 @@ async fn finalize(state: &State, name: &str) {
                 }
             }
         }
+        let now = infrasim_store::format_time(state.clock.now());
+        let conditions = termination_conditions(&by_resource, &by_finalizer);
+        edit_namespace(state, name, |ns| set_conditions(ns, &conditions, &now));
         if remaining == 0 {
             edit_namespace(state, name, |ns| {
                 if let Some(f) = ns
@@ -212,4 +226,109 @@ async fn finalize(state: &State, name: &str) {
             _ = tokio::time::sleep(Duration::from_secs(2)) => {}
         }
     }
+}
+
+/// The namespace controller's conditions on a terminating namespace: nothing failed, and
+/// what content (and which finalizers) remain.
+fn termination_conditions(
+    by_resource: &BTreeMap<String, usize>,
+    by_finalizer: &BTreeMap<String, usize>,
+) -> Vec<(&'static str, &'static str, &'static str, String)> {
+    let remaining = if by_resource.is_empty() {
+        (
+            "False",
+            "ContentRemoved",
+            "All content successfully removed".to_string(),
+        )
+    } else {
+        let list: Vec<String> = by_resource
+            .iter()
+            .map(|(r, n)| format!("{r} has {n} resource instances"))
+            .collect();
+        (
+            "True",
+            "SomeResourcesRemain",
+            format!("Some resources are remaining: {}", list.join(", ")),
+        )
+    };
+    let finalizers = if by_finalizer.is_empty() {
+        (
+            "False",
+            "ContentHasNoFinalizers",
+            "All content-preserving finalizers finished".to_string(),
+        )
+    } else {
+        let list: Vec<String> = by_finalizer
+            .iter()
+            .map(|(f, n)| format!("{f} in {n} resource instances"))
+            .collect();
+        (
+            "True",
+            "SomeFinalizersRemain",
+            format!(
+                "Some content in the namespace has finalizers remaining: {}",
+                list.join(", ")
+            ),
+        )
+    };
+    vec![
+        (
+            "NamespaceDeletionDiscoveryFailure",
+            "False",
+            "ResourcesDiscovered",
+            "All resources successfully discovered".to_string(),
+        ),
+        (
+            "NamespaceDeletionGroupVersionParsingFailure",
+            "False",
+            "ParsedGroupVersions",
+            "All legacy kube types successfully parsed".to_string(),
+        ),
+        (
+            "NamespaceDeletionContentFailure",
+            "False",
+            "ContentDeleted",
+            "All content successfully deleted, may be waiting on finalization".to_string(),
+        ),
+        (
+            "NamespaceContentRemaining",
+            remaining.0,
+            remaining.1,
+            remaining.2,
+        ),
+        (
+            "NamespaceFinalizersRemaining",
+            finalizers.0,
+            finalizers.1,
+            finalizers.2,
+        ),
+    ]
+}
+
+/// Writes `conditions` into the namespace's status, keeping the transition time of a
+/// condition whose status did not change (so an unchanged state writes nothing).
+fn set_conditions(
+    ns: &mut Value,
+    conditions: &[(&'static str, &'static str, &'static str, String)],
+    now: &str,
+) {
+    let old = ns
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let list: Vec<Value> = conditions
+        .iter()
+        .map(|(ty, status, reason, message)| {
+            let previous = old
+                .iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some(ty));
+            let since = previous
+                .filter(|c| c.get("status").and_then(Value::as_str) == Some(status))
+                .and_then(|c| c.get("lastTransitionTime").cloned())
+                .unwrap_or_else(|| json!(now));
+            json!({"type": ty, "status": status, "reason": reason, "message": message, "lastTransitionTime": since})
+        })
+        .collect();
+    ns["status"]["conditions"] = json!(list);
 }
