@@ -132,8 +132,8 @@ pub(crate) fn token_request(ctx: &Ctx, body: &[u8]) -> HandlerResult {
             "system:authenticated".into(),
         ],
     };
-    ctx.state.tokens.add(&token, identity);
     let expires = ctx.state.clock.now() + chrono::Duration::seconds(seconds);
+    ctx.state.tokens.add_expiring(&token, identity, expires);
     request["apiVersion"] = json!("authentication.k8s.io/v1");
     request["kind"] = json!("TokenRequest");
     request["metadata"] = json!({"name": name, "namespace": namespace, "creationTimestamp": null});

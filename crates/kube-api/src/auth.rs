@@ -1,8 +1,9 @@
 //! Authentication: who is asking. A client certificate signed by the server's CA names a user
-//! (CN) and groups (O); a bearer token maps to an identity registered with the server.
-//! Requests with neither are refused with 401. Authorization (RBAC) is a later layer; until
-//! it lands every authenticated identity acts as an administrator.
+//! (CN) and groups (O); a bearer token maps to an identity registered with the server, until
+//! the token expires (ServiceAccount tokens from TokenRequest do). Requests with neither are
+//! refused with 401. What an identity may do is `authz`'s question.
 
+use chrono::{DateTime, Utc};
 use rustls::pki_types::CertificateDer;
 use std::collections::HashMap;
 use std::sync::RwLock;
@@ -38,20 +39,30 @@ impl Identity {
 pub struct TokenAuthenticator {
     // Read on every token-authenticated request, written when a token is added: an RwLock
     // keeps readers from serializing.
-    tokens: RwLock<HashMap<String, Identity>>,
+    tokens: RwLock<HashMap<String, (Identity, Option<DateTime<Utc>>)>>,
 }
 
 impl TokenAuthenticator {
     /// Accepts `token` as `identity` from now on.
     pub fn add(&self, token: &str, identity: Identity) {
+        self.insert(token, identity, None);
+    }
+
+    /// Accepts `token` as `identity` until `expires`.
+    pub fn add_expiring(&self, token: &str, identity: Identity, expires: DateTime<Utc>) {
+        self.insert(token, identity, Some(expires));
+    }
+
+    fn insert(&self, token: &str, identity: Identity, expires: Option<DateTime<Utc>>) {
         self.tokens
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(token.to_string(), identity);
+            .insert(token.to_string(), (identity, expires));
     }
 
-    /// The identity of an `Authorization` header value, if it carries a known bearer token.
-    pub fn authenticate(&self, authorization: &str) -> Option<Identity> {
+    /// The identity of an `Authorization` header value at time `now`, if it carries a known
+    /// bearer token that has not expired. Expired tokens are forgotten.
+    pub fn authenticate(&self, authorization: &str, now: DateTime<Utc>) -> Option<Identity> {
         let token = authorization
             .strip_prefix("Bearer ")
             .or_else(|| authorization.strip_prefix("bearer "))?
@@ -59,10 +70,20 @@ impl TokenAuthenticator {
         if token.is_empty() {
             return None;
         }
-        self.tokens
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(token)
-            .cloned()
+        let expired = {
+            let tokens = self.tokens.read().unwrap_or_else(|p| p.into_inner());
+            match tokens.get(token)? {
+                (identity, None) => return Some(identity.clone()),
+                (identity, Some(expires)) if now < *expires => return Some(identity.clone()),
+                _ => true,
+            }
+        };
+        if expired {
+            self.tokens
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(token);
+        }
+        None
     }
 }

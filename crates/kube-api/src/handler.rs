@@ -43,7 +43,7 @@ where
         req.headers()
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| state.tokens.authenticate(v))
+            .and_then(|v| state.tokens.authenticate(v, state.clock.now()))
     });
     let Some(identity) = identity else {
         return error_response(&ApiError::unauthorized());

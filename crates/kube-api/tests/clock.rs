@@ -94,3 +94,72 @@ async fn timestamps_and_ages_follow_the_injected_clock() {
         "2030-01-01T03:05:00Z"
     );
 }
+
+/// A request with a bearer token and no client certificate: its status and body.
+async fn call_with_token(
+    server: &ApiServer,
+    path: &str,
+    token: &str,
+    body: &str,
+) -> (u16, serde_json::Value) {
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(path)
+        .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(bytes::Bytes::from(body.to_string())))
+        .unwrap();
+    let resp = server.handle(req, None).await;
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or_default())
+}
+
+#[tokio::test]
+async fn service_account_tokens_expire_on_the_clock() {
+    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+    let store = Store::new(
+        StoreConfig::default(),
+        Arc::new(clock.clone()),
+        Arc::new(MemoryBackend),
+    );
+    let group = store.create_group("g").unwrap();
+    let ca = CertificateAuthority::generate("ca").unwrap();
+    let server = ApiServer::new(group, ca, Arc::new(clock.clone()), ApiConfig::default());
+    call(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/serviceaccounts",
+        "application/json",
+        r#"{"metadata":{"name":"robot"}}"#,
+    )
+    .await;
+    let issued = call(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/serviceaccounts/robot/token",
+        "application/json",
+        r#"{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":600}}"#,
+    )
+    .await;
+    assert_eq!(
+        issued["status"]["expirationTimestamp"],
+        "2030-01-01T00:10:00Z"
+    );
+    let token = issued["status"]["token"].as_str().unwrap().to_string();
+    let review = r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#;
+    let path = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
+    let (status, who) = call_with_token(&server, path, &token, review).await;
+    assert_eq!(status, 201);
+    assert_eq!(
+        who["status"]["userInfo"]["username"],
+        "system:serviceaccount:default:robot"
+    );
+    // A second before expiry it still works; at expiry it no longer does.
+    clock.advance(Duration::from_secs(599));
+    assert_eq!(call_with_token(&server, path, &token, review).await.0, 201);
+    clock.advance(Duration::from_secs(1));
+    let (status, refused) = call_with_token(&server, path, &token, review).await;
+    assert_eq!(status, 401);
+    assert_eq!(refused["reason"], "Unauthorized");
+}
