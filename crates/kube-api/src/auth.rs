@@ -34,12 +34,15 @@ impl Identity {
     }
 }
 
+/// A token's identity and, if it expires, when.
+type Registered = (Identity, Option<DateTime<Utc>>);
+
 /// Bearer tokens the server accepts.
 #[derive(Debug, Default)]
 pub struct TokenAuthenticator {
     // Read on every token-authenticated request, written when a token is added: an RwLock
     // keeps readers from serializing.
-    tokens: RwLock<HashMap<String, (Identity, Option<DateTime<Utc>>)>>,
+    tokens: RwLock<HashMap<String, Registered>>,
 }
 
 impl TokenAuthenticator {
