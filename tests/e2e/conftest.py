@@ -105,14 +105,14 @@ class Plane:
                 f"kubectl {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}\n{proc.stdout}")
         return proc
 
-    def _request(self, method, path, query=None, body=None, api=None, timeout=15, stream=False):
+    def _request(self, method, path, query=None, body=None, api=None, timeout=15, stream=False, headers=None):
         """An HTTP request with the credentials of a kubernetes ApiClient's configuration, but
         through urllib3 itself: the client's own request plumbing differs between releases."""
         cfg = (api or self.client).configuration
         pool = urllib3.PoolManager(
             cert_reqs="CERT_REQUIRED" if cfg.verify_ssl else "CERT_NONE",
             ca_certs=cfg.ssl_ca_cert, cert_file=cfg.cert_file, key_file=cfg.key_file)
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", **(headers or {})}
         token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
         if token:
             headers["Authorization"] = token if token.startswith("Bearer ") else f"Bearer {token}"

@@ -169,6 +169,14 @@ def test_explain_a_crd_field(plane, crd):
     assert "color\t<string>" in out
 
 
+def test_explain_a_crd_field_from_the_protobuf_openapi_v2(plane, crd):
+    # --output=plaintext-openapiv2 reads /openapi/v2 in gnostic's protobuf encoding.
+    out = plane.kubectl("explain", "gadgets.spec", "--output=plaintext-openapiv2").stdout
+    assert "KIND:     Gadget" in out
+    assert "RESOURCE: spec <Object>" in out
+    assert "size\t<integer>" in out and "color\t<string>" in out
+
+
 def test_several_versions_share_one_stored_object(plane, tmp_path):
     crd = """
 apiVersion: apiextensions.k8s.io/v1

@@ -211,6 +211,28 @@ def test_explain_reads_the_openapi_schemas(plane):
     assert "rollingUpdate\t<RollingUpdateDeployment>" in out
 
 
+def test_explain_reads_the_protobuf_openapi_v2(plane):
+    # kubectl's v2 explainer fetches /openapi/v2 as protobuf (gnostic's openapi.v2.Document).
+    out = plane.kubectl("explain", "pods.spec.containers", "--output=plaintext-openapiv2").stdout
+    assert "RESOURCE: containers <[]Object>" in out
+    assert "List of containers belonging to the pod." in out
+    assert "image\t<string>" in out
+    out = plane.kubectl("explain", "deployment.spec.strategy", "--output=plaintext-openapiv2").stdout
+    assert "VERSION:  apps/v1" in out and "RESOURCE: strategy <Object>" in out
+    assert "rollingUpdate\t<Object>" in out
+
+
+def test_openapi_v2_answers_json_or_protobuf_as_asked(plane):
+    json_doc = plane._request("GET", "/openapi/v2", headers={"Accept": "application/json"})
+    assert json_doc.status == 200 and json_doc.headers["Content-Type"].startswith("application/json")
+    proto = plane._request("GET", "/openapi/v2",
+                      headers={"Accept": "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"})
+    assert proto.status == 200 and proto.headers["Content-Type"] == "application/octet-stream"
+    assert b"io.k8s.api.core.v1.Pod" in proto.data
+    refused = plane._request("GET", "/openapi/v2", headers={"Accept": "application/xml"})
+    assert refused.status == 406
+
+
 DEPLOYMENT = """
 apiVersion: apps/v1
 kind: Deployment

@@ -96,6 +96,7 @@ pub mod kubeconfig;
 mod list;
 mod namespaces;
 mod openapi;
+mod openapi_v2_proto;
 pub mod pki;
 mod pod_log;
 pub mod protobuf;

@@ -1,9 +1,9 @@
-//! `/openapi/v3`: the index of group/version documents and, per group/version, the paths and
-//! operations served, with the `x-kubernetes-group-version-kind` extensions and the
-//! `fieldValidation` parameter kubectl looks for before it relies on server-side validation.
-//!
-//! Component schemas (what `kubectl explain` reads) are not generated yet: they arrive with
-//! the engine's OpenAPI work, built from k8s-openapi's schemas.
+//! OpenAPI. `/openapi/v3`: the index of group/version documents and, per group/version, the
+//! paths and operations served (with the `x-kubernetes-group-version-kind` extensions and the
+//! `fieldValidation` parameter kubectl looks for before it relies on server-side validation)
+//! and the component schemas `kubectl explain` reads: k8s-openapi's schemas for built-in kinds,
+//! each CRD version's own. `/openapi/v2`: the same as one Swagger 2.0 document, in JSON or in
+//! gnostic's protobuf encoding (see `openapi_v2_proto`).
 
 use crate::http::{json_value, HandlerResult};
 use crate::resources::{ResourceInfo, SchemaSource};
@@ -119,21 +119,47 @@ fn schemas_with(
     Value::Object(definitions)
 }
 
-/// `GET /openapi/v2`: the Swagger 2.0 document of every served kind, in JSON. Clients that
-/// accept only the protobuf encoding get 406 (and kubectl then reads `/openapi/v3`).
+/// The media type of the protobuf encoding, and the older spelling clients still send.
+const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+const V2_PROTOBUF_OLD: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// `GET /openapi/v2`: the Swagger 2.0 document of every served kind, in JSON or, for clients
+/// that ask for it (client-go's `OpenAPISchema()`), in gnostic's protobuf encoding. The first
+/// acceptable media type of `Accept` wins.
 fn serve_v2(state: &State, headers: &http::HeaderMap) -> HandlerResult {
     let accept = headers
         .get(http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let json_ok = accept.trim().is_empty()
-        || accept.split(',').any(|a| {
-            let media = a.split(';').next().unwrap_or("").trim();
-            matches!(media, "application/json" | "*/*" | "application/*")
-        });
-    if !json_ok {
+    let wanted = if accept.trim().is_empty() {
+        Some(false)
+    } else {
+        accept
+            .split(',')
+            .find_map(|a| match a.split(';').next().unwrap_or("").trim() {
+                "application/json" | "*/*" | "application/*" => Some(false),
+                V2_PROTOBUF | V2_PROTOBUF_OLD => Some(true),
+                _ => None,
+            })
+    };
+    let Some(protobuf) = wanted else {
         return Err(ApiError::not_acceptable(accept));
+    };
+    let doc = v2_document(state);
+    if protobuf {
+        // kube-apiserver answers the protobuf flavour as octet-stream: the `@` of the media
+        // type clients ask for is not valid in a Content-Type, and client-go parses it.
+        return Ok(crate::http::json_typed(
+            200,
+            crate::openapi_v2_proto::encode(&doc),
+            "application/octet-stream",
+        ));
     }
+    Ok(json_value(200, &doc))
+}
+
+/// The Swagger 2.0 document of every served kind.
+fn v2_document(state: &State) -> Value {
     let resources = state.registry.all();
     let mut paths = Map::new();
     for r in &resources {
@@ -162,16 +188,42 @@ fn serve_v2(state: &State, headers: &http::HeaderMap) -> HandlerResult {
     }
     let mut settings = schemars::generate::SchemaSettings::draft07();
     settings.definitions_path = "/definitions".into();
-    let definitions = schemas_with(&resources, settings);
-    Ok(json_value(
-        200,
-        &json!({
-            "swagger": "2.0",
-            "info": {"title": "Kubernetes", "version": state.config.kubernetes_version},
-            "paths": paths,
-            "definitions": definitions,
-        }),
-    ))
+    let mut definitions = schemas_with(&resources, settings);
+    swagger2_refs(&mut definitions);
+    json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": state.config.kubernetes_version},
+        "paths": paths,
+        "definitions": definitions,
+    })
+}
+
+/// Swagger 2.0 as Kubernetes writes it: a field that refers to a definition carries `$ref`
+/// beside its description, where JSON Schema draft 7 (what schemars writes) wraps the reference
+/// in a one-element `allOf`. Readers of the v2 document (kube-openapi's proto models, behind
+/// `kubectl explain --output=plaintext-openapiv2`) only follow a direct `$ref`.
+fn swagger2_refs(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            let single_ref = m
+                .get("allOf")
+                .and_then(Value::as_array)
+                .filter(|a| a.len() == 1)
+                .and_then(|a| a[0].as_object())
+                .filter(|o| o.len() == 1)
+                .and_then(|o| o.get("$ref"))
+                .cloned();
+            if let Some(reference) = single_ref {
+                m.remove("allOf");
+                m.insert("$ref".into(), reference);
+            }
+            for child in m.values_mut() {
+                swagger2_refs(child);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(swagger2_refs),
+        _ => {}
+    }
 }
 
 /// `example.com` → `com.example`, as Kubernetes names CRD schemas.

@@ -41,13 +41,24 @@ async fn v2_and_v3_documents_describe_the_kinds() {
     assert!(
         v2["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"].is_object()
     );
+    // Protobuf when asked for it (the body is not JSON, so `get` reads it as null); an
+    // unknown media type is 406.
     let (code, _) = get(
         &server,
         "/openapi/v2",
         "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
     )
     .await;
+    assert_eq!(code, 200);
+    let (code, _) = get(&server, "/openapi/v2", "application/xml").await;
     assert_eq!(code, 406);
+    // Swagger 2.0 puts $ref beside a field's description (no allOf), as kube-apiserver does.
+    let spec = &deployment["properties"]["spec"];
+    assert_eq!(
+        spec["$ref"],
+        "#/definitions/io.k8s.api.apps.v1.DeploymentSpec"
+    );
+    assert!(spec.get("allOf").is_none());
 
     let (code, index) = get(&server, "/openapi/v3", "application/json").await;
     assert_eq!(code, 200);
