@@ -74,6 +74,11 @@ def test_python_client_sees_kubeadm_objects(fleet):
     assert "clusterName: wl-1" in cm.data["ClusterConfiguration"]
     assert "kubernetesVersion: v1.31.0" in cm.data["ClusterConfiguration"]
     assert core.read_namespaced_config_map("cluster-info", "kube-public").data["kubeconfig"]
+    rbac = client.RbacAuthorizationV1Api(api)
+    binding = rbac.read_cluster_role_binding("kubeadm:get-nodes")
+    assert binding.role_ref.name == "kubeadm:get-nodes"
+    assert binding.subjects[0].name == "system:bootstrappers:kubeadm:default-node-token"
+    assert rbac.read_cluster_role("kubeadm:get-nodes").rules[0].resources == ["nodes"]
     apps = client.AppsV1Api(api)
     assert apps.read_namespaced_deployment("coredns", "kube-system").status.ready_replicas == 2
     assert apps.read_namespaced_daemon_set("kube-proxy", "kube-system").status.number_ready == 3

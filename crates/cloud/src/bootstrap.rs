@@ -388,6 +388,10 @@ fn addons(
             "data": {"config.conf": "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: iptables\n"}})),
         ("clusterroles.rbac.authorization.k8s.io", json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": "kubeadm:get-nodes"}, "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]})),
+        ("clusterrolebindings.rbac.authorization.k8s.io", json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "kubeadm:get-nodes"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kubeadm:get-nodes"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:bootstrappers:kubeadm:default-node-token"}]})),
         // kube-proxy and CoreDNS as kubeadm writes them; the cluster's controllers create,
         // schedule and start their pods (see `workloads`).
         ("daemonsets.apps", json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
