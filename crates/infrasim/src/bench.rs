@@ -263,6 +263,18 @@ async fn api(args: ApiBenchArgs) -> anyhow::Result<()> {
     let target = group.create("configmaps", cm("target".into()), Default::default())?;
     let admin = ca.client_cert("kubernetes-admin", &["system:masters"])?;
     let client = Arc::new(Client::new(&ca, &admin, false)?);
+    // A user RBAC decides for: the bootstrap `view` ClusterRole (aggregated), bound in the
+    // namespace; every request of theirs is evaluated against all bindings.
+    let reader = ca.client_cert("bench-reader", &[])?;
+    let reader_client = Arc::new(Client::new(&ca, &reader, false)?);
+    group.create(
+        "rolebindings.rbac.authorization.k8s.io",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "bench-reader", "namespace": "bench"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bench-reader"}]}),
+        Default::default(),
+    )?;
 
     println!(
         "infrasim bench api: {} s per scenario, {} connections, {} objects, {} watchers x {} events",
@@ -279,11 +291,17 @@ async fn api(args: ApiBenchArgs) -> anyhow::Result<()> {
     // The bare server returns exactly the bytes the API server would, so both move the same
     // payload over the same TLS.
     let list_body = collect(&client, addr, list_path).await?;
-    for (name, path, body) in [
-        ("GET one object", get_path, target.bytes.clone()),
-        ("LIST all objects", list_path, list_body),
+    for (name, path, body, who) in [
+        ("GET one object", get_path, target.bytes.clone(), &client),
+        (
+            "GET as an RBAC user",
+            get_path,
+            target.bytes.clone(),
+            &reader_client,
+        ),
+        ("LIST all objects", list_path, list_body, &client),
     ] {
-        let ours = load(&client, addr, path, args.connections, args.seconds).await?;
+        let ours = load(who, addr, path, args.connections, args.seconds).await?;
         let bare_addr = bare_server(tls.clone(), body).await?;
         let bare = load(&client, bare_addr, "/", args.connections, args.seconds).await?;
         println!(

@@ -10,6 +10,7 @@ use crate::server::State;
 use crate::status::ApiError;
 use infrasim_store::{ReadAt, StoreError};
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// What a request asks to do, in RBAC's terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,17 +146,63 @@ fn subject_matches(subject: &Value, who: &Identity, binding_namespace: &str) -> 
     }
 }
 
-fn objects(state: &State, resource: &str) -> Vec<Value> {
-    state
-        .group
-        .snapshot(resource, ReadAt::Latest)
-        .map(|s| {
-            s.objects
+const RBAC_RESOURCES: [&str; 4] = [
+    "clusterroles.rbac.authorization.k8s.io",
+    "clusterrolebindings.rbac.authorization.k8s.io",
+    "roles.rbac.authorization.k8s.io",
+    "rolebindings.rbac.authorization.k8s.io",
+];
+
+/// The RBAC objects, decoded, in the order of [`RBAC_RESOURCES`].
+#[derive(Debug, Default)]
+pub(crate) struct RbacObjects {
+    lists: [Vec<Value>; 4],
+}
+
+/// What identifies the content of one resource's snapshot without decoding it: how many
+/// objects, and the largest and the sum of their resourceVersions (any write changes one).
+type Fingerprint = [(usize, u64, u64); 4];
+
+/// The decoded RBAC objects, kept until one of them changes: every non-admin request reads
+/// them, and decoding a few hundred roles per request would dominate its cost.
+#[derive(Debug, Default)]
+pub(crate) struct RbacCache {
+    cached: std::sync::Mutex<Option<(Fingerprint, Arc<RbacObjects>)>>,
+}
+
+fn rbac_objects(state: &State) -> Arc<RbacObjects> {
+    let snapshots: Vec<_> = RBAC_RESOURCES
+        .iter()
+        .map(|r| state.group.snapshot(r, ReadAt::Latest).ok())
+        .collect();
+    let mut fingerprint: Fingerprint = [(0, 0, 0); 4];
+    for (fp, snapshot) in fingerprint.iter_mut().zip(&snapshots) {
+        if let Some(s) = snapshot {
+            *fp = s.objects.values().fold((0, 0, 0), |(n, max, sum), o| {
+                let rv = o.meta.resource_version;
+                (n + 1, max.max(rv), sum.wrapping_add(rv))
+            });
+        }
+    }
+    let mut cache = state.rbac.cached.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((fp, objects)) = cache.as_ref() {
+        if *fp == fingerprint {
+            return objects.clone();
+        }
+    }
+    let mut lists: [Vec<Value>; 4] = Default::default();
+    for (list, snapshot) in lists.iter_mut().zip(&snapshots) {
+        if let Some(s) = snapshot {
+            *list = s
+                .objects
                 .values()
                 .filter_map(|o| o.to_value().ok())
-                .collect()
-        })
-        .unwrap_or_default()
+                .collect();
+        }
+    }
+    let objects = Arc::new(RbacObjects { lists });
+    *cache = Some((fingerprint, objects.clone()));
+    objects
 }
 
 /// The rules of a ClusterRole, aggregated ones included.
@@ -221,8 +268,9 @@ pub(crate) fn allowed(state: &State, who: &Identity, attrs: &Attributes) -> (boo
     if who.groups.iter().any(|g| g == "system:masters") {
         return (true, "member of system:masters".into());
     }
-    let cluster_roles = objects(state, "clusterroles.rbac.authorization.k8s.io");
-    for binding in objects(state, "clusterrolebindings.rbac.authorization.k8s.io") {
+    let rbac = rbac_objects(state);
+    let [cluster_roles, cluster_role_bindings, roles, role_bindings] = &rbac.lists;
+    for binding in cluster_role_bindings {
         let subjects = binding
             .get("subjects")
             .and_then(Value::as_array)
@@ -235,7 +283,7 @@ pub(crate) fn allowed(state: &State, who: &Identity, attrs: &Attributes) -> (boo
             .pointer("/roleRef/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        if cluster_role_rules(&cluster_roles, role)
+        if cluster_role_rules(cluster_roles, role)
             .iter()
             .any(|r| rule_allows(r, attrs))
         {
@@ -255,8 +303,7 @@ pub(crate) fn allowed(state: &State, who: &Identity, attrs: &Attributes) -> (boo
         .map(|r| r.namespace.as_str())
         .unwrap_or("");
     if !namespace.is_empty() {
-        let roles = objects(state, "roles.rbac.authorization.k8s.io");
-        for binding in objects(state, "rolebindings.rbac.authorization.k8s.io") {
+        for binding in role_bindings {
             if binding
                 .pointer("/metadata/namespace")
                 .and_then(Value::as_str)
@@ -281,7 +328,7 @@ pub(crate) fn allowed(state: &State, who: &Identity, attrs: &Attributes) -> (boo
                 .and_then(Value::as_str)
                 .unwrap_or("");
             let rules = if kind == "ClusterRole" {
-                cluster_role_rules(&cluster_roles, role)
+                cluster_role_rules(cluster_roles, role)
             } else {
                 roles
                     .iter()

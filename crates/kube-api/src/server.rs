@@ -63,6 +63,8 @@ pub(crate) struct State {
     pub config: ApiConfig,
     /// Namespaces whose content is being deleted by a running task.
     pub terminating: Mutex<HashSet<String>>,
+    /// The decoded RBAC objects, until one changes.
+    pub rbac: crate::authz::RbacCache,
 }
 
 /// A Kubernetes API server over one store group. Cheap to clone.
@@ -90,6 +92,7 @@ impl ApiServer {
                 clock,
                 config,
                 terminating: Mutex::new(HashSet::new()),
+                rbac: Default::default(),
             }),
         };
         crate::namespaces::bootstrap(&server.state);
