@@ -101,6 +101,9 @@ pub async fn run(
             dirty = false;
             controllers.pass();
         }
+        // Decoded lists serve one pass; kept between passes they would hold every cluster's
+        // objects twice (as bytes in the store, as JSON values here).
+        controllers.cluster.forget_lists();
         let now = clock.now();
         let next = controllers
             .kubelet
@@ -246,7 +249,15 @@ impl Cluster {
         self.clock.now()
     }
 
-    /// Every object of `resource`, decoded.
+    /// Drops the decoded lists.
+    pub fn forget_lists(&self) {
+        self.lists
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    /// Every object of `resource`, decoded (once per pass while nothing changes).
     pub fn list(&self, resource: &str) -> Arc<Vec<Obj>> {
         let current = self.group.resource_version();
         let mut lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
