@@ -251,10 +251,7 @@ impl Cluster {
 
     /// Drops the decoded lists.
     pub fn forget_lists(&self) {
-        self.lists
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.lists.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
     /// Every object of `resource`, decoded (once per pass while nothing changes).
