@@ -352,3 +352,24 @@ def test_one_shared_port_serves_every_cluster_by_server_name(fleet):
     path.write_text(yaml.safe_dump(stray))
     refused = kubectl(path, "get", "nodes", "--request-timeout=5s")
     assert refused.returncode != 0
+
+
+def test_daemonset_history_and_undo(fleet):
+    out, _ = fleet
+    kc = out / "wl-1.kubeconfig"
+    ks = ["-n", "kube-system"]
+    history = kubectl(kc, *ks, "rollout", "history", "daemonset/kube-proxy").stdout.split()
+    assert "REVISION" in history and "1" in history
+    assert kubectl(kc, *ks, "set", "image", "daemonset/kube-proxy",
+                   "kube-proxy=registry.k8s.io/kube-proxy:v1.31.1").returncode == 0
+    assert kubectl(kc, *ks, "rollout", "status", "daemonset/kube-proxy", "--timeout=30s").returncode == 0
+    images = kubectl(kc, *ks, "get", "pods", "-l", "k8s-app=kube-proxy",
+                     "-o", "jsonpath={.items[*].spec.containers[0].image}").stdout.split()
+    assert images == ["registry.k8s.io/kube-proxy:v1.31.1"] * 3
+    revisions = kubectl(kc, *ks, "get", "controllerrevisions", "-o", "jsonpath={.items[*].revision}").stdout.split()
+    assert sorted(revisions) == ["1", "2"]
+    assert kubectl(kc, *ks, "rollout", "undo", "daemonset/kube-proxy").returncode == 0
+    assert kubectl(kc, *ks, "rollout", "status", "daemonset/kube-proxy", "--timeout=30s").returncode == 0
+    image = kubectl(kc, *ks, "get", "daemonset", "kube-proxy", "-o",
+                    "jsonpath={.spec.template.spec.containers[0].image}").stdout
+    assert image == "registry.k8s.io/kube-proxy:v1.31.0"

@@ -102,6 +102,12 @@ fn columns(kind: &str) -> Vec<Column> {
             C("Images", "string", 1),
             C("Selector", "string", 1),
         ],
+        "ControllerRevision" => vec![
+            NAME,
+            C("Controller", "string", 0),
+            C("Revision", "integer", 0),
+            AGE,
+        ],
         "CronJob" => vec![
             NAME,
             C("Schedule", "string", 0),
@@ -531,6 +537,28 @@ fn cells(kind: &str, v: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 c,
                 i,
                 json!(selector_string(v.pointer("/spec/selector"))),
+            ]
+        }
+        "ControllerRevision" => {
+            let controller = arr(v, "metadata.ownerReferences")
+                .iter()
+                .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+                .map(|r| {
+                    let group = s(r, "apiVersion").split('/').rev().nth(1).unwrap_or("");
+                    let kind = s(r, "kind").to_lowercase();
+                    let kind = if group.is_empty() {
+                        kind
+                    } else {
+                        format!("{kind}.{group}")
+                    };
+                    format!("{kind}/{}", s(r, "name"))
+                })
+                .unwrap_or_else(|| "<none>".into());
+            vec![
+                name,
+                json!(controller),
+                json!(v.get("revision").and_then(Value::as_i64).unwrap_or(0)),
+                age(v, now),
             ]
         }
         "Job" => {

@@ -98,6 +98,7 @@ pub(super) fn reconcile(c: &Cluster) {
         }
         let spec = daemon_spec(ds);
         let hash = revision_hash(ds);
+        super::record_revision(c, ds, "DaemonSet", &hash);
         let mut by_node = owned_by_node(ds, &pods);
         let template = ds
             .value

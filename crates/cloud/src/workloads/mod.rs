@@ -484,3 +484,52 @@ pub(crate) fn condition(
     }
     c
 }
+
+/// Records the pod template of a DaemonSet or StatefulSet as a ControllerRevision named
+/// `<owner>-<hash>` (what `kubectl rollout history` and `rollout undo` read), the newest
+/// revision number going to the current template (a rollback renumbers an old one).
+pub(crate) fn record_revision(c: &Cluster, owner: &Obj, kind: &str, hash: &str) {
+    const RESOURCE: &str = "controllerrevisions.apps";
+    let name = format!("{}-{hash}", owner.name());
+    let revisions = c.list(RESOURCE);
+    let owned: Vec<&Obj> = revisions
+        .iter()
+        .filter(|r| r.namespace() == owner.namespace() && r.controller_uid() == Some(owner.uid()))
+        .collect();
+    let newest = owned
+        .iter()
+        .filter_map(|r| r.int("/revision"))
+        .max()
+        .unwrap_or(0);
+    match owned.iter().find(|r| r.name() == name) {
+        Some(current) if current.int("/revision") == Some(newest) => {}
+        Some(current) => {
+            let mut next = current.value.clone();
+            next["revision"] = json!(newest + 1);
+            c.update(RESOURCE, next, current.rv);
+        }
+        None => {
+            let mut template = owner
+                .value
+                .pointer("/spec/template")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            template["$patch"] = json!("replace");
+            let mut labels = template
+                .pointer("/metadata/labels")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            labels["controller-revision-hash"] = json!(hash);
+            c.create(
+                RESOURCE,
+                json!({
+                    "apiVersion": "apps/v1", "kind": "ControllerRevision",
+                    "metadata": {"name": name, "namespace": owner.namespace(), "labels": labels,
+                                 "ownerReferences": [controller_ref(owner, "apps/v1", kind)]},
+                    "data": {"spec": {"template": template}},
+                    "revision": newest + 1,
+                }),
+            );
+        }
+    }
+}

@@ -52,6 +52,9 @@ pub(super) fn reconcile(c: &Cluster) {
         let replicas = sts.int("/spec/replicas").unwrap_or(1).max(0);
         let ordered = sts.str("/spec/podManagementPolicy") != "Parallel";
         let revision = update_revision(sts);
+        if let Some(hash) = revision.strip_prefix(&format!("{}-", sts.name())) {
+            super::record_revision(c, sts, "StatefulSet", hash);
+        }
         let pods_by_ordinal = owned(sts, &pods);
         let template = sts
             .value
