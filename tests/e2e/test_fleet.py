@@ -373,3 +373,6 @@ def test_daemonset_history_and_undo(fleet):
     image = kubectl(kc, *ks, "get", "daemonset", "kube-proxy", "-o",
                     "jsonpath={.spec.template.spec.containers[0].image}").stdout
     assert image == "registry.k8s.io/kube-proxy:v1.31.0"
+    # The first template is current again: its revision is renumbered, not duplicated.
+    revisions = kubectl(kc, *ks, "get", "controllerrevisions", "-o", "jsonpath={.items[*].revision}").stdout.split()
+    assert sorted(revisions) == ["2", "3"]

@@ -11,6 +11,14 @@ use std::net::Ipv4Addr;
 /// Applies the defaults of `kind` to `object`.
 pub(crate) fn apply(state: &State, kind: &str, object: &mut Value) {
     match kind {
+        "Service" => service(state, object),
+        _ => apply_stateless(kind, object),
+    }
+}
+
+/// The defaults that need nothing but the object (all but a Service's cluster IP).
+pub(crate) fn apply_stateless(kind: &str, object: &mut Value) {
+    match kind {
         "Namespace" => namespace(object),
         "Pod" => {
             if let Some(spec) = object.get_mut("spec") {
@@ -24,7 +32,6 @@ pub(crate) fn apply(state: &State, kind: &str, object: &mut Value) {
                 .entry("qosClass")
                 .or_insert(json!(qos));
         }
-        "Service" => service(state, object),
         "Secret" => {
             if let Some(o) = object.as_object_mut() {
                 o.entry("type").or_insert(json!("Opaque"));

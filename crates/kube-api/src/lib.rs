@@ -34,14 +34,16 @@ pub mod crud_support {
     use infrasim_store::{Group, StoreError};
     use serde_json::Value;
 
-    /// Creates `object` in `resource` with the selectable fields its kind has; an existing
-    /// object of that name is left as it is.
-    pub fn store_object(group: &Group, resource: &str, object: Value) {
+    /// Creates `object` in `resource`, defaulted as the API would default it (but for a
+    /// Service's cluster IP, which the object must carry) and with the selectable fields its
+    /// kind has; an existing object of that name is left as it is.
+    pub fn store_object(group: &Group, resource: &str, mut object: Value) {
         let kind = object
             .get("kind")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
+        crate::defaults::apply_stateless(&kind, &mut object);
         let derived = crate::crud::derive(&kind, &object);
         match group.create(resource, object, derived) {
             Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
