@@ -389,3 +389,70 @@ async fn deployments_daemonsets_scheduling_and_kubelets() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_job_fails_at_its_deadline_even_when_nothing_else_happens() {
+    use k8s_openapi::api::batch::v1::Job;
+    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+    let cloud = Cloud::with_clock(
+        CloudConfig {
+            ports: 23730..=23740,
+            ..CloudConfig::default()
+        },
+        Arc::new(clock.clone()),
+    );
+    let info = cloud
+        .create_cluster(ClusterShape {
+            name: "deadline".into(),
+            workers: 1,
+            workloads: WorkloadConfig {
+                // Its pod would finish only after 100 s: the deadline comes first.
+                pod_startup: Duration::from_secs(100),
+                lease_renewal: Duration::ZERO,
+                event_ttl: Duration::from_secs(3600),
+            },
+            ..ClusterShape::default()
+        })
+        .await
+        .unwrap();
+    let c = client(&info.kubeconfig).await;
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let job: Job = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "slow"},
+        "spec": {"activeDeadlineSeconds": 10, "template": {"spec": {"restartPolicy": "Never",
+                 "containers": [{"name": "c", "image": "busybox"}]}}}
+    }))
+    .unwrap();
+    jobs.create(&PostParams::default(), &job).await.unwrap();
+    eventually("the job started a pod", || async {
+        let s = jobs.get("slow").await.unwrap().status.unwrap_or_default();
+        s.start_time.is_some() && s.active == Some(1)
+    })
+    .await;
+    clock.advance(Duration::from_secs(10));
+    eventually("the job failed at its deadline", || async {
+        let conditions = jobs
+            .get("slow")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .conditions
+            .unwrap_or_default();
+        conditions.iter().any(|c| {
+            c.type_ == "Failed"
+                && c.status == "True"
+                && c.reason.as_deref() == Some("DeadlineExceeded")
+        })
+    })
+    .await;
+    eventually("its pod is gone", || async {
+        pods.list(&ListParams::default().labels("job-name=slow"))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    })
+    .await;
+}

@@ -53,7 +53,12 @@ pub(super) fn reconcile(c: &Cluster) {
             .and_then(Value::as_str)
             .and_then(|t| t.parse::<DateTime<Utc>>().ok());
         let past_deadline = match (job.int("/spec/activeDeadlineSeconds"), start_time) {
-            (Some(limit), Some(started)) => now >= started + chrono::Duration::seconds(limit),
+            (Some(limit), Some(started)) => {
+                let deadline = started + chrono::Duration::seconds(limit);
+                // Nothing else may happen in the cluster by then: ask for a pass at it.
+                c.wake_at(deadline);
+                now >= deadline
+            }
             _ => false,
         };
         let done = match completions {

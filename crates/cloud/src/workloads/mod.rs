@@ -81,6 +81,7 @@ pub async fn run(
             group: group.clone(),
             clock: clock.clone(),
             lists: Mutex::new(HashMap::new()),
+            wake_at: Mutex::new(None),
         },
         kubelet: kubelet::Kubelet::new(config.clone()),
     };
@@ -105,10 +106,13 @@ pub async fn run(
         // objects twice (as bytes in the store, as JSON values here).
         controllers.cluster.forget_lists();
         let now = clock.now();
-        let next = controllers
-            .kubelet
-            .next_deadline()
-            .map_or(next_sweep, |at| at.min(next_sweep));
+        let next = [
+            controllers.kubelet.next_deadline(),
+            controllers.cluster.take_wake_at(),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(next_sweep, |a, b| a.min(b));
         let wait = (next - now).to_std().unwrap_or(Duration::ZERO);
         tokio::select! {
             _ = &mut stop => return,
@@ -125,6 +129,8 @@ pub async fn run(
                 Err(WatchError::Closed) => return,
             },
             _ = clock.sleep(wait) => {
+                // A controller asked to look again at this time (a Job's deadline).
+                dirty |= controllers.cluster.wake_requested(next);
                 dirty |= controllers.kubelet.on_timers(&controllers.cluster);
                 let now = clock.now();
                 if now >= next_sweep {
@@ -185,6 +191,9 @@ pub(crate) struct Cluster {
     /// Decoded lists by resource, valid while the group's resourceVersion stays where it was
     /// read: the controllers of one pass read pods many times, and decode them once.
     lists: Mutex<HashMap<String, CachedList>>,
+    /// The earliest time a controller asked for another pass (and whether that time has been
+    /// handed to the loop's timer).
+    wake_at: Mutex<Option<(DateTime<Utc>, bool)>>,
 }
 
 /// A decoded list and the group resourceVersion it was read at.
@@ -247,6 +256,37 @@ pub(crate) fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
 impl Cluster {
     pub fn now(&self) -> DateTime<Utc> {
         self.clock.now()
+    }
+
+    /// Asks for a pass at `at` even if nothing changes by then (time-based conditions, such
+    /// as a Job's `activeDeadlineSeconds`).
+    pub fn wake_at(&self, at: DateTime<Utc>) {
+        let mut wake = self.wake_at.lock().unwrap_or_else(|p| p.into_inner());
+        match *wake {
+            Some((current, _)) if current <= at => {}
+            _ => *wake = Some((at, false)),
+        }
+    }
+
+    /// The requested wake-up time, for the loop's timer.
+    fn take_wake_at(&self) -> Option<DateTime<Utc>> {
+        let mut wake = self.wake_at.lock().unwrap_or_else(|p| p.into_inner());
+        wake.as_mut().map(|(at, handed)| {
+            *handed = true;
+            *at
+        })
+    }
+
+    /// Whether the timer that fired was a requested wake-up (then it is consumed).
+    fn wake_requested(&self, fired: DateTime<Utc>) -> bool {
+        let mut wake = self.wake_at.lock().unwrap_or_else(|p| p.into_inner());
+        match *wake {
+            Some((at, true)) if at <= fired.max(self.now()) => {
+                *wake = None;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Drops the decoded lists.
