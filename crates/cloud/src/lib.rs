@@ -334,22 +334,23 @@ impl Cloud {
         Ok(info)
     }
 
-    fn runtime(&self, name: &str) -> Option<Arc<machines::Runtime>> {
+    /// Reads something of a running cluster, under the registry lock.
+    fn with_cluster<T>(&self, name: &str, read: impl FnOnce(&Running) -> T) -> Option<T> {
         self.clusters
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(name)
-            .map(|r| r.runtime.clone())
+            .map(read)
+    }
+
+    fn runtime(&self, name: &str) -> Option<Arc<machines::Runtime>> {
+        self.with_cluster(name, |r| r.runtime.clone())
     }
 
     /// A cluster's certificate authorities and service-account key (what Cluster API keeps
     /// in the cluster's secrets).
     pub fn pki(&self, name: &str) -> Option<ClusterPki> {
-        self.clusters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .map(|r| r.pki.clone())
+        self.with_cluster(name, |r| r.pki.clone())
     }
 
     /// How far a cluster has come up: steps done of all its machines' and addons' steps.
@@ -387,15 +388,16 @@ impl Cloud {
     /// Whether a cluster is up: every bootstrap phase done and every Deployment and DaemonSet
     /// of `kube-system` (CoreDNS, kube-proxy) fully available.
     pub fn ready(&self, name: &str) -> bool {
-        let clusters = self.clusters.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(r) = clusters.get(name) else {
+        // Read outside the registry lock: decoding the workloads must not hold up every
+        // other cluster's calls.
+        let Some(runtime) = self.runtime(name) else {
             return false;
         };
-        if !r.runtime.progress().complete() {
+        if !runtime.progress().complete() {
             return false;
         }
         let available = |resource: &str, want: &str, have: &str| {
-            r.runtime
+            runtime
                 .group
                 .snapshot(resource, infrasim_store::ReadAt::Latest)
                 .map(|s| {

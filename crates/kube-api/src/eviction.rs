@@ -10,6 +10,7 @@ use crate::crud::decode_body;
 use crate::handler::Ctx;
 use crate::http::{json_value, HandlerResult};
 use crate::status::ApiError;
+use crate::values::{condition_true, int_or_percent, string_map};
 use infrasim_store::{DeleteOptions, ObjectKey, ReadAt, StoreError};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -32,48 +33,13 @@ impl Budget {
     }
 }
 
-fn labels(v: Option<&Value>) -> BTreeMap<String, String> {
-    v.and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Whether a `metav1.LabelSelector` selects `pod_labels`. An empty selector selects every pod
 /// of the namespace (policy/v1 semantics); a malformed one selects none.
 pub fn selects(selector: Option<&Value>, pod_labels: &BTreeMap<String, String>) -> bool {
     let Some(selector) = selector else {
         return false;
     };
-    let query = crate::table::selector_string(Some(selector));
-    crate::selectors::LabelSelector::parse(&query).is_ok_and(|s| s.matches(pod_labels))
-}
-
-fn ready(pod: &Value) -> bool {
-    pod.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .any(|c| {
-            c.get("type").and_then(Value::as_str) == Some("Ready")
-                && c.get("status").and_then(Value::as_str) == Some("True")
-        })
-}
-
-/// An `IntOrString` against `total`; percentages round up, as the disruption controller does.
-fn scaled(v: &Value, total: i64) -> i64 {
-    match v {
-        Value::Number(n) => n.as_i64().unwrap_or(0),
-        Value::String(s) => s
-            .strip_suffix('%')
-            .and_then(|p| p.parse::<i64>().ok())
-            .map(|p| (p * total + 99) / 100)
-            .unwrap_or(0),
-        _ => 0,
-    }
+    crate::selectors::LabelSelector::from_api(selector).is_some_and(|s| s.matches(pod_labels))
 }
 
 /// The budget `pdb` sets over `pods` (the pods of its namespace).
@@ -82,16 +48,21 @@ pub fn budget(pdb: &Value, pods: &[Value]) -> Budget {
     let covered: Vec<&Value> = pods
         .iter()
         .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
-        .filter(|p| selects(selector, &labels(p.pointer("/metadata/labels"))))
+        .filter(|p| selects(selector, &string_map(p.pointer("/metadata/labels"))))
         .collect();
     let expected = covered.len() as i64;
-    let healthy = covered.iter().filter(|p| ready(p)).count() as i64;
+    let healthy = covered
+        .iter()
+        .filter(|p| condition_true(p, "Ready"))
+        .count() as i64;
     let desired = match (
         pdb.pointer("/spec/minAvailable"),
         pdb.pointer("/spec/maxUnavailable"),
     ) {
-        (Some(min), _) => scaled(min, expected),
-        (None, Some(max)) => (expected - scaled(max, expected)).max(0),
+        (Some(min), _) => int_or_percent(Some(min), expected, true).unwrap_or(0),
+        (None, Some(max)) => {
+            (expected - int_or_percent(Some(max), expected, true).unwrap_or(0)).max(0)
+        }
         (None, None) => 0,
     };
     Budget {
@@ -144,7 +115,7 @@ pub(crate) fn evict(ctx: &Ctx, body: &[u8]) -> HandlerResult {
                 })
                 .unwrap_or_default()
         };
-        let pod_labels = labels(pod_value.pointer("/metadata/labels"));
+        let pod_labels = string_map(pod_value.pointer("/metadata/labels"));
         let pdbs: Vec<Value> = of_namespace("poddisruptionbudgets.policy")
             .into_iter()
             .filter(|pdb| selects(pdb.pointer("/spec/selector"), &pod_labels))
@@ -157,7 +128,7 @@ pub(crate) fn evict(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         if let Some(pdb) = pdbs.first() {
             let b = budget(pdb, &of_namespace("pods"));
             // An unhealthy pod may go while the budget holds (IfHealthyBudget, the default).
-            let allowed = if ready(&pod_value) {
+            let allowed = if condition_true(&pod_value, "Ready") {
                 b.allowed() > 0
             } else {
                 b.healthy >= b.desired

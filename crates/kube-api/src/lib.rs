@@ -38,11 +38,7 @@ pub mod crud_support {
     /// Service's cluster IP, which the object must carry) and with the selectable fields its
     /// kind has; an existing object of that name is left as it is.
     pub fn store_object(group: &Group, resource: &str, mut object: Value) {
-        let kind = object
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let kind = kind_of(&object);
         crate::defaults::apply_stateless(&kind, &mut object);
         let derived = crate::crud::derive(&kind, &object);
         match group.create(resource, object, derived) {
@@ -111,6 +107,7 @@ pub mod status;
 pub mod strategic;
 pub mod table;
 pub mod validation;
+pub mod values;
 mod watch;
 
 pub use auth::Identity;

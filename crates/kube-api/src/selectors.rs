@@ -22,6 +22,31 @@ pub enum LabelRequirement {
 }
 
 impl LabelRequirement {
+    /// One `matchExpressions` entry of a `metav1.LabelSelector` (node selector terms share the
+    /// shape, with `Gt` and `Lt`); `None` if it is malformed.
+    pub fn from_expression(e: &Value) -> Option<Self> {
+        let key = e.get("key")?.as_str()?.to_string();
+        let values: Vec<String> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .map(|vs| {
+                vs.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let number = || values.first().and_then(|v| v.parse::<i64>().ok());
+        Some(match e.get("operator")?.as_str()? {
+            "In" => LabelRequirement::In(key, values),
+            "NotIn" => LabelRequirement::NotIn(key, values),
+            "Exists" => LabelRequirement::Exists(key),
+            "DoesNotExist" => LabelRequirement::NotExists(key),
+            "Gt" => LabelRequirement::GreaterThan(key, number()?),
+            "Lt" => LabelRequirement::LessThan(key, number()?),
+            _ => return None,
+        })
+    }
+
     fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         match self {
             LabelRequirement::Equals(k, v) => labels.get(k) == Some(v),
@@ -47,6 +72,25 @@ impl LabelRequirement {
 pub struct LabelSelector(pub Vec<LabelRequirement>);
 
 impl LabelSelector {
+    /// A `metav1.LabelSelector` object (`matchLabels` and `matchExpressions`); `None` if an
+    /// expression is malformed. An empty one selects everything.
+    pub fn from_api(selector: &Value) -> Option<Self> {
+        let mut reqs: Vec<LabelRequirement> =
+            crate::values::string_map(selector.get("matchLabels"))
+                .into_iter()
+                .map(|(k, v)| LabelRequirement::Equals(k, v))
+                .collect();
+        for e in selector
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            reqs.push(LabelRequirement::from_expression(e)?);
+        }
+        Some(LabelSelector(reqs))
+    }
+
     /// Parses the query-string form (`app=web,tier!=db,env in (a,b),!legacy`).
     pub fn parse(input: &str) -> Result<Self, String> {
         let mut reqs = Vec::new();

@@ -8,6 +8,24 @@ use infrasim_store::{MemoryBackend, Store, StoreConfig};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Sends `req` as `identity` (none: only what the request itself carries); status and body.
+async fn send(
+    server: &ApiServer,
+    req: http::request::Builder,
+    body: &str,
+    identity: Option<Identity>,
+) -> (u16, serde_json::Value) {
+    let req = req
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(bytes::Bytes::from(body.to_string())))
+        .unwrap();
+    let resp = server.handle(req, identity).await;
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or_default())
+}
+
+/// A request as an administrator: its body.
 async fn call(
     server: &ApiServer,
     method: &str,
@@ -18,22 +36,16 @@ async fn call(
     let req = http::Request::builder()
         .method(method)
         .uri(path)
-        .header(http::header::ACCEPT, accept)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(bytes::Bytes::from(body.to_string())))
-        .unwrap();
+        .header(http::header::ACCEPT, accept);
     let admin = Identity {
         user: "admin".into(),
         groups: vec!["system:masters".into()],
     };
-    let resp = server.handle(req, Some(admin)).await;
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    serde_json::from_slice(&bytes).unwrap()
+    send(server, req, body, Some(admin)).await.1
 }
 
-#[tokio::test]
-async fn timestamps_and_ages_follow_the_injected_clock() {
-    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+/// An API server over a fresh group whose clock is `clock`.
+fn server_on(clock: &FakeClock) -> ApiServer {
     let store = Store::new(
         StoreConfig::default(),
         Arc::new(clock.clone()),
@@ -41,7 +53,13 @@ async fn timestamps_and_ages_follow_the_injected_clock() {
     );
     let group = store.create_group("g").unwrap();
     let ca = CertificateAuthority::generate("ca").unwrap();
-    let server = ApiServer::new(group, ca, Arc::new(clock.clone()), ApiConfig::default());
+    ApiServer::new(group, ca, Arc::new(clock.clone()), ApiConfig::default())
+}
+
+#[tokio::test]
+async fn timestamps_and_ages_follow_the_injected_clock() {
+    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+    let server = server_on(&clock);
 
     let created = call(
         &server,
@@ -95,7 +113,7 @@ async fn timestamps_and_ages_follow_the_injected_clock() {
     );
 }
 
-/// A request with a bearer token and no client certificate: its status and body.
+/// A POST with a bearer token and no client certificate: its status and body.
 async fn call_with_token(
     server: &ApiServer,
     path: &str,
@@ -105,27 +123,14 @@ async fn call_with_token(
     let req = http::Request::builder()
         .method("POST")
         .uri(path)
-        .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(bytes::Bytes::from(body.to_string())))
-        .unwrap();
-    let resp = server.handle(req, None).await;
-    let status = resp.status().as_u16();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or_default())
+        .header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+    send(server, req, body, None).await
 }
 
 #[tokio::test]
 async fn service_account_tokens_expire_on_the_clock() {
     let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
-    let store = Store::new(
-        StoreConfig::default(),
-        Arc::new(clock.clone()),
-        Arc::new(MemoryBackend),
-    );
-    let group = store.create_group("g").unwrap();
-    let ca = CertificateAuthority::generate("ca").unwrap();
-    let server = ApiServer::new(group, ca, Arc::new(clock.clone()), ApiConfig::default());
+    let server = server_on(&clock);
     call(
         &server,
         "POST",

@@ -6,6 +6,7 @@
 use super::events;
 use super::scheduler::{selects_node, untolerated_taint};
 use super::{controller_ref, pod_from_template, pod_ready, template_hash, Cluster, Obj};
+use infrasim_kube_api::values::int_or_percent;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -166,17 +167,14 @@ pub(super) fn reconcile(c: &Cluster) {
         // RollingUpdate: replace outdated pods while at most maxUnavailable are unavailable;
         // not-ready outdated pods go first, as they cost no availability.
         if ds.str("/spec/updateStrategy/type") != "OnDelete" {
-            let max_unavailable = match ds
+            let limit = ds
                 .value
-                .pointer("/spec/updateStrategy/rollingUpdate/maxUnavailable")
-            {
-                Some(Value::Number(n)) => n.as_i64().unwrap_or(1),
-                Some(Value::String(s)) => s
-                    .strip_suffix('%')
-                    .and_then(|p| p.parse::<i64>().ok())
-                    .map(|p| (p * nodes.len() as i64 / 100).max(1))
-                    .unwrap_or(1),
-                _ => 1,
+                .pointer("/spec/updateStrategy/rollingUpdate/maxUnavailable");
+            // A percentage rounds down but never to zero; absent means one.
+            let max_unavailable = match int_or_percent(limit, nodes.len() as i64, false) {
+                Some(n) if limit.is_some_and(Value::is_string) => n.max(1),
+                Some(n) => n,
+                None => 1,
             };
             outdated.sort_by_key(|p| pod_ready(p));
             let mut budget = max_unavailable - unavailable;

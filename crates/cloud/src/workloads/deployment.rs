@@ -6,6 +6,7 @@
 
 use super::events;
 use super::{condition, template_hash, Cluster, Obj};
+use infrasim_kube_api::values::int_or_percent;
 use serde_json::{json, Value};
 
 const RESOURCE: &str = "deployments.apps";
@@ -35,19 +36,6 @@ fn owned<'a>(d: &Obj, all: &'a [Obj]) -> Vec<&'a Obj> {
     rss
 }
 
-/// An `IntOrString` (`3` or `"25%"`) resolved against `total`, rounding up or down.
-fn scaled(value: Option<&Value>, total: i64, round_up: bool) -> i64 {
-    match value {
-        Some(Value::Number(n)) => n.as_i64().unwrap_or(0),
-        Some(Value::String(s)) => match s.strip_suffix('%').and_then(|p| p.parse::<i64>().ok()) {
-            Some(percent) if round_up => (percent * total + 99) / 100,
-            Some(percent) => percent * total / 100,
-            None => s.parse().unwrap_or(0),
-        },
-        _ => 0,
-    }
-}
-
 /// `(maxSurge, maxUnavailable)` for `desired` replicas; both zero would deadlock a rollout, so
 /// kube-controller-manager then allows one unavailable pod, and so do we.
 fn rolling_limits(d: &Obj, desired: i64) -> (i64, i64) {
@@ -55,17 +43,19 @@ fn rolling_limits(d: &Obj, desired: i64) -> (i64, i64) {
         return (0, 0);
     }
     let ru = d.value.pointer("/spec/strategy/rollingUpdate");
-    let surge = scaled(
+    let surge = int_or_percent(
         ru.and_then(|r| r.get("maxSurge")).or(Some(&json!("25%"))),
         desired,
         true,
-    );
-    let unavailable = scaled(
+    )
+    .unwrap_or(0);
+    let unavailable = int_or_percent(
         ru.and_then(|r| r.get("maxUnavailable"))
             .or(Some(&json!("25%"))),
         desired,
         false,
-    );
+    )
+    .unwrap_or(0);
     if surge == 0 && unavailable == 0 {
         (0, 1)
     } else {

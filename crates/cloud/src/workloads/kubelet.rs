@@ -186,14 +186,18 @@ fn runs_to_completion(pod: &Obj) -> bool {
             })
 }
 
+/// The pod a timer was set for, if it is still that pod (same uid), not being deleted, and
+/// still in `phase`.
+fn timed_pod(c: &Cluster, namespace: &str, name: &str, uid: &str, phase: &str) -> Option<Obj> {
+    let pod = c.get("pods", namespace, name)?;
+    (pod.uid() == uid && !pod.deleting() && pod.str("/status/phase") == phase).then_some(pod)
+}
+
 /// The pod's containers exited 0: Succeeded, no longer Ready.
 fn finish(c: &Cluster, namespace: &str, name: &str, uid: &str) {
-    let Some(pod) = c.get("pods", namespace, name) else {
+    let Some(pod) = timed_pod(c, namespace, name, uid, "Running") else {
         return;
     };
-    if pod.uid() != uid || pod.deleting() || pod.str("/status/phase") != "Running" {
-        return;
-    }
     let now = infrasim_store::format_time(c.now());
     let mut next = pod.value.clone();
     next["status"]["phase"] = json!("Succeeded");
@@ -328,12 +332,9 @@ fn accept(c: &Cluster, pod: &Obj, node: &Obj) -> bool {
 
 /// The pod's containers are running: Running and Ready, with an IP.
 fn start(c: &Cluster, namespace: &str, name: &str, uid: &str, ips: &mut IpBook) {
-    let Some(pod) = c.get("pods", namespace, name) else {
+    let Some(pod) = timed_pod(c, namespace, name, uid, "Pending") else {
         return;
     };
-    if pod.uid() != uid || pod.deleting() || pod.str("/status/phase") != "Pending" {
-        return;
-    }
     let Some(node) = c.get("nodes", "", pod.str("/spec/nodeName")) else {
         return;
     };

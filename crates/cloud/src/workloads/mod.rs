@@ -25,7 +25,7 @@ mod statefulset;
 use chrono::{DateTime, Utc};
 use infrasim_clock::SharedClock;
 use infrasim_kube_api::crud_support;
-use infrasim_kube_api::selectors::LabelRequirement;
+pub(crate) use infrasim_kube_api::values::{condition_true, string_map};
 use infrasim_store::{DeleteOptions, Group, ObjectKey, ReadAt, StoreError, WatchError};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -243,16 +243,6 @@ impl Obj {
     }
 }
 
-pub(crate) fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
-    v.and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 impl Cluster {
     pub fn now(&self) -> DateTime<Utc> {
         self.clock.now()
@@ -404,30 +394,6 @@ pub(crate) fn template_hash(template: &Value) -> String {
         .collect()
 }
 
-/// One `matchExpressions` entry (label selectors and node selector terms share the shape).
-pub(crate) fn requirement(e: &Value, key_field: &str) -> Option<LabelRequirement> {
-    let key = e.get(key_field)?.as_str()?.to_string();
-    let values: Vec<String> = e
-        .get("values")
-        .and_then(Value::as_array)
-        .map(|vs| {
-            vs.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    let number = || values.first().and_then(|v| v.parse::<i64>().ok());
-    Some(match e.get("operator")?.as_str()? {
-        "In" => LabelRequirement::In(key, values),
-        "NotIn" => LabelRequirement::NotIn(key, values),
-        "Exists" => LabelRequirement::Exists(key),
-        "DoesNotExist" => LabelRequirement::NotExists(key),
-        "Gt" => LabelRequirement::GreaterThan(key, number()?),
-        "Lt" => LabelRequirement::LessThan(key, number()?),
-        _ => return None,
-    })
-}
-
 /// The ownerReference a controller puts on what it creates.
 pub(crate) fn controller_ref(owner: &Obj, api_version: &str, kind: &str) -> Value {
     json!({
@@ -439,18 +405,6 @@ pub(crate) fn controller_ref(owner: &Obj, api_version: &str, kind: &str) -> Valu
 /// Whether a pod counts as Ready (its Ready condition is True).
 pub(crate) fn pod_ready(pod: &Obj) -> bool {
     condition_true(&pod.value, "Ready")
-}
-
-pub(crate) fn condition_true(object: &Value, ty: &str) -> bool {
-    object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .any(|c| {
-            c.get("type").and_then(Value::as_str) == Some(ty)
-                && c.get("status").and_then(Value::as_str) == Some("True")
-        })
 }
 
 /// Builds a pod from a workload's template, owned by the workload.

@@ -4,7 +4,8 @@
 //! tells why in the `PodScheduled` condition when none fits, in kube-scheduler's words.
 
 use super::events;
-use super::{condition, requirement, string_map, Cluster, Obj};
+use super::{condition, string_map, Cluster, Obj};
+use infrasim_kube_api::selectors::{LabelRequirement, LabelSelector};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 
@@ -132,13 +133,11 @@ pub(crate) fn selects_node(pod_spec: &Value, node: &Value) -> bool {
             return false;
         }
         exprs.into_iter().flatten().all(|e| {
-            requirement(e, "key").is_some_and(|r| {
-                infrasim_kube_api::selectors::LabelSelector(vec![r]).matches(&labels)
-            })
+            LabelRequirement::from_expression(e)
+                .is_some_and(|r| LabelSelector(vec![r]).matches(&labels))
         }) && field_exprs.into_iter().flatten().all(|e| {
-            requirement(e, "key").is_some_and(|r| {
-                infrasim_kube_api::selectors::LabelSelector(vec![r]).matches(&fields)
-            })
+            LabelRequirement::from_expression(e)
+                .is_some_and(|r| LabelSelector(vec![r]).matches(&fields))
         })
     })
 }
