@@ -343,15 +343,41 @@ pub enum Applied {
     Conflicts(Vec<(String, String)>),
 }
 
-/// Applies `config` for `manager` onto `current` (or creates from it).
+/// Who applies, and how.
+#[derive(Debug, Clone, Copy)]
+pub struct Applier<'a> {
+    pub manager: &'a str,
+    /// `""` for the main resource, `"status"` for the status subresource: one manager's
+    /// applies to each are owned apart, as kube-apiserver records them.
+    pub subresource: &'a str,
+    /// Take fields other managers own instead of reporting conflicts.
+    pub force: bool,
+    /// The time recorded in `managedFields`.
+    pub now: &'a str,
+    /// Built-in kinds merge lists by their strategic merge keys; custom ones replace them.
+    pub builtin: bool,
+}
+
+impl Applier<'_> {
+    /// Whether `m` is this applier's own `Apply` entry.
+    fn owns(&self, m: &Managed) -> bool {
+        m.manager == self.manager && m.operation == "Apply" && m.subresource == self.subresource
+    }
+}
+
+/// Applies `config` for `applier` onto `current` (or creates from it).
 pub fn apply(
     current: Option<&Value>,
     config: &Value,
-    manager: &str,
-    force: bool,
-    now: &str,
-    builtin: bool,
+    applier: &Applier<'_>,
 ) -> Result<Applied, String> {
+    let Applier {
+        manager,
+        subresource,
+        force,
+        now,
+        builtin,
+    } = *applier;
     let api_version = config
         .get("apiVersion")
         .and_then(Value::as_str)
@@ -365,7 +391,7 @@ pub fn apply(
             operation: "Apply".into(),
             api_version,
             time: now.to_string(),
-            subresource: String::new(),
+            subresource: subresource.to_string(),
             fields: wanted,
         }];
         write_managed(&mut created, &managed);
@@ -374,10 +400,7 @@ pub fn apply(
     let mut managed = read_managed(current);
     // Conflicts: fields others own whose value this apply would change.
     let mut conflicts = Vec::new();
-    for other in managed
-        .iter()
-        .filter(|m| !(m.manager == manager && m.operation == "Apply"))
-    {
+    for other in managed.iter().filter(|m| !applier.owns(m)) {
         for path in wanted.intersection(&other.fields) {
             if value_at(current, path) != value_at(config, path) {
                 conflicts.push((other.manager.clone(), display(path)));
@@ -397,31 +420,31 @@ pub fn apply(
     // Fields this manager applied before and no longer applies, owned by nobody else, go.
     let previous: BTreeSet<FieldPath> = managed
         .iter()
-        .filter(|m| m.manager == manager && m.operation == "Apply")
+        .filter(|m| applier.owns(m))
         .flat_map(|m| m.fields.iter().cloned())
         .collect();
     for path in previous.difference(&wanted) {
         let owned_elsewhere = managed
             .iter()
-            .any(|m| !(m.manager == manager && m.operation == "Apply") && m.fields.contains(path));
+            .any(|m| !applier.owns(m) && m.fields.contains(path));
         if !owned_elsewhere {
             remove_at(&mut merged, path);
         }
     }
     // Ownership: this manager now owns exactly what it applied; forced fields leave others.
     for m in managed.iter_mut() {
-        if !(m.manager == manager && m.operation == "Apply") {
+        if !applier.owns(m) {
             m.fields
                 .retain(|p| !wanted.contains(p) || value_at(current, p) == value_at(config, p));
         }
     }
-    managed.retain(|m| !(m.manager == manager && m.operation == "Apply"));
+    managed.retain(|m| !applier.owns(m));
     managed.push(Managed {
         manager: manager.to_string(),
         operation: "Apply".into(),
         api_version,
         time: now.to_string(),
-        subresource: String::new(),
+        subresource: subresource.to_string(),
         fields: wanted,
     });
     write_managed(&mut merged, &managed);
@@ -448,6 +471,42 @@ fn strip_managed(config: &Value) -> Value {
 mod tests {
     use super::*;
 
+    fn by(manager: &str, force: bool) -> Applier<'_> {
+        Applier {
+            manager,
+            subresource: "",
+            force,
+            now: "t",
+            builtin: true,
+        }
+    }
+
+    #[test]
+    fn a_status_apply_leaves_the_same_managers_spec_alone() {
+        let spec = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "k"}, "spec": {"version": "v1"}});
+        let Applied::Merged(obj) = apply(None, &spec, &by("ctl", false)).unwrap() else {
+            panic!()
+        };
+        let status = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "k"}, "status": {"ready": true}});
+        let on_status = Applier {
+            subresource: "status",
+            ..by("ctl", false)
+        };
+        let Applied::Merged(obj) = apply(Some(&obj), &status, &on_status).unwrap() else {
+            panic!()
+        };
+        assert_eq!(obj["spec"]["version"], "v1");
+        assert_eq!(obj["status"]["ready"], true);
+        let entries: Vec<(String, String)> = read_managed(&obj)
+            .into_iter()
+            .map(|m| (m.manager, m.subresource))
+            .collect();
+        assert_eq!(
+            entries,
+            vec![("ctl".into(), "".into()), ("ctl".into(), "status".into())]
+        );
+    }
+
     #[test]
     fn fields_round_trip_through_fields_v1() {
         let obj = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "labels": {"a": "b"}},
@@ -464,18 +523,18 @@ mod tests {
     #[test]
     fn conflicts_then_force_moves_ownership() {
         let base = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "1"}});
-        let Applied::Merged(a) = apply(None, &base, "alice", false, "t", true).unwrap() else {
+        let Applied::Merged(a) = apply(None, &base, &by("alice", false)).unwrap() else {
             panic!()
         };
         let mut bob = base.clone();
         bob["data"]["k"] = json!("2");
-        match apply(Some(&a), &bob, "bob", false, "t", true).unwrap() {
+        match apply(Some(&a), &bob, &by("bob", false)).unwrap() {
             Applied::Conflicts(c) => {
                 assert_eq!(c, vec![("alice".to_string(), ".data.k".to_string())])
             }
             Applied::Merged(_) => panic!("expected a conflict"),
         }
-        let Applied::Merged(b) = apply(Some(&a), &bob, "bob", true, "t", true).unwrap() else {
+        let Applied::Merged(b) = apply(Some(&a), &bob, &by("bob", true)).unwrap() else {
             panic!()
         };
         assert_eq!(b["data"]["k"], "2");
@@ -486,11 +545,11 @@ mod tests {
     #[test]
     fn fields_no_longer_applied_are_removed() {
         let v1 = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}});
-        let Applied::Merged(obj) = apply(None, &v1, "m", false, "t", true).unwrap() else {
+        let Applied::Merged(obj) = apply(None, &v1, &by("m", false)).unwrap() else {
             panic!()
         };
         let v2 = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
-        let Applied::Merged(obj) = apply(Some(&obj), &v2, "m", false, "t", true).unwrap() else {
+        let Applied::Merged(obj) = apply(Some(&obj), &v2, &by("m", false)).unwrap() else {
             panic!()
         };
         assert_eq!(obj["data"], json!({"a": "1"}));

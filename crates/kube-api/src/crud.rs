@@ -414,6 +414,10 @@ fn merge_for_update(ctx: &Ctx, current: &Value, mut incoming: Value) -> Value {
         } else if let Some(m) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
         }
+        // An apply through status computed the new ownership (an update recomputes it).
+        if let Some(managed) = incoming.pointer("/metadata/managedFields") {
+            merged["metadata"]["managedFields"] = managed.clone();
+        }
         return merged;
     }
     if ctx.info.has_status {
@@ -836,12 +840,18 @@ fn server_side_apply(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     }
     check_identity(ctx, &mut config)?;
     let name = ctx.path.name.as_deref().unwrap_or("");
+    // kube-apiserver takes the name from the URL when the applied configuration has none.
+    if name_of(&config).is_empty() {
+        config["metadata"]["name"] = json!(name);
+    }
     if name_of(&config) != name {
         return Err(ApiError::bad_request(format!(
             "the name of the object ({}) does not match the name on the URL ({name})",
             name_of(&config)
         )));
     }
+    let subresource = ctx.path.subresource.clone().unwrap_or_default();
+    reset_fields(ctx, &mut config, &subresource);
     let builtin = !ctx.info.custom;
     let now = infrasim_store::format_time(ctx.state.clock.now());
     for _ in 0..16 {
@@ -853,13 +863,23 @@ fn server_side_apply(ctx: &Ctx, body: &[u8]) -> HandlerResult {
             ),
             None => None,
         };
+        if current.is_none() && !subresource.is_empty() {
+            return Err(ApiError::object_not_found(
+                &ctx.info.group,
+                &ctx.info.plural,
+                name,
+            ));
+        }
         let merged = match crate::apply::apply(
             current_value.as_ref(),
             &config,
-            manager,
-            force,
-            &now,
-            builtin,
+            &crate::apply::Applier {
+                manager,
+                subresource: &subresource,
+                force,
+                now: &now,
+                builtin,
+            },
         )
         .map_err(|e| {
             ApiError::bad_request(format!(
@@ -904,6 +924,23 @@ fn server_side_apply(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     Err(ApiError::conflict(
         "too many concurrent writes to this object; try again",
     ))
+}
+
+/// What an apply may set, as kube-apiserver's strategies reset the rest: through `status`
+/// only the status (and the identity of the object); through the main resource everything
+/// but the status, for kinds that have a status subresource.
+fn reset_fields(ctx: &Ctx, config: &mut Value, subresource: &str) {
+    let Some(obj) = config.as_object_mut() else {
+        return;
+    };
+    if subresource == "status" {
+        obj.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status"));
+        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.retain(|k, _| matches!(k.as_str(), "name" | "namespace" | "resourceVersion"));
+        }
+    } else if ctx.info.has_status && subresource.is_empty() {
+        obj.remove("status");
+    }
 }
 
 /// The two patch formats served so far.

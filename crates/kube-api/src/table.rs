@@ -780,7 +780,11 @@ pub fn column_definitions(info: &ResourceInfo) -> Value {
         for c in columns {
             defs.push(json!({"name": c.name, "type": c.ty, "format": "", "description": c.description, "priority": c.priority}));
         }
-        defs.push(json!({"name": "Age", "type": "date", "format": "", "description": "CreationTimestamp is a timestamp representing the server time when this object was created.", "priority": 0}));
+        // kube-apiserver prints a CRD's own columns after Name and nothing else; Age only
+        // when the CRD defines no columns (its defaulting adds that one).
+        if columns.is_empty() {
+            defs.push(json!({"name": "Age", "type": "date", "format": "", "description": "CreationTimestamp is a timestamp representing the server time when this object was created.", "priority": 0}));
+        }
         return Value::Array(defs);
     }
     Value::Array(
@@ -794,8 +798,29 @@ pub fn column_definitions(info: &ResourceInfo) -> Value {
     )
 }
 
-/// Evaluates the JSONPath forms printer columns use: `.a.b`, `.a[0].b`, and
-/// `.a[?(@.type=="Ready")].status`.
+/// The end of a dotted key: the first `.` or `[` not escaped by a backslash.
+fn key_end(r: &str) -> usize {
+    let bytes = r.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'.' | b'[' => return i,
+            _ => i += 1,
+        }
+    }
+    r.len()
+}
+
+/// A key as written in a path, with `\.` read as a dot (label keys such as
+/// `cluster\.x-k8s\.io/cluster-name`).
+fn unescape_key(key: &str) -> String {
+    key.replace("\\.", ".")
+}
+
+/// Evaluates the JSONPath forms printer columns use: `.a.b`, `.a[0].b`,
+/// `.a[?(@.type=="Ready")].status`, and keys with dots either escaped (`.a.b\.c`) or quoted
+/// (`.a['b\.c/d']`), as Cluster API's CRDs name label keys.
 pub fn json_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
     let mut cur = v;
     let mut rest = path
@@ -805,17 +830,27 @@ pub fn json_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
         .trim_start_matches('$');
     while !rest.is_empty() {
         if let Some(r) = rest.strip_prefix('.') {
-            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let end = key_end(r);
             let key = &r[..end];
             if !key.is_empty() {
-                cur = cur.get(key)?;
+                cur = cur.get(unescape_key(key))?;
             }
             rest = &r[end..];
         } else if let Some(r) = rest.strip_prefix('[') {
-            let end = r.find(']')?;
+            // A quoted key may hold `]`; find the closing quote first.
+            let quoted = r.starts_with('\'') || r.starts_with('"');
+            let end = if quoted {
+                // The closing quote, then `]` right after it.
+                let close = r[1..].find(&r[..1])? + 1;
+                (r.as_bytes().get(close + 1) == Some(&b']')).then_some(close + 1)?
+            } else {
+                r.find(']')?
+            };
             let inner = &r[..end];
             rest = &r[end + 1..];
-            if let Ok(i) = inner.parse::<usize>() {
+            if quoted {
+                cur = cur.get(unescape_key(&inner[1..inner.len() - 1]))?;
+            } else if let Ok(i) = inner.parse::<usize>() {
                 cur = cur.get(i)?;
             } else if let Some(filter) =
                 inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')'))
@@ -860,7 +895,9 @@ fn custom_cells(
             (_, Some(x)) => x.clone(),
         });
     }
-    cells.push(age(v, now));
+    if columns.is_empty() {
+        cells.push(age(v, now));
+    }
     let _ = info;
     cells
 }
@@ -969,5 +1006,28 @@ mod json_path_tests {
             Some(&json!("False"))
         );
         assert_eq!(json_path(&v, ".spec.missing"), None);
+    }
+
+    #[test]
+    fn label_keys_with_escaped_or_quoted_dots() {
+        let v = json!({"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": "c1"},
+                                    "ownerReferences": [{"kind": "Machine", "name": "m1"}]}});
+        assert_eq!(
+            json_path(&v, ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']"),
+            Some(&json!("c1"))
+        );
+        assert_eq!(
+            json_path(&v, ".metadata.labels.cluster\\.x-k8s\\.io/cluster-name"),
+            Some(&json!("c1"))
+        );
+        assert_eq!(
+            json_path(&v, ".metadata.labels[\"cluster.x-k8s.io/cluster-name\"]"),
+            Some(&json!("c1"))
+        );
+        assert_eq!(
+            json_path(&v, ".metadata.ownerReferences[?(@.kind==\"Machine\")].name"),
+            Some(&json!("m1"))
+        );
+        assert_eq!(json_path(&v, ".metadata.labels['x"), None);
     }
 }

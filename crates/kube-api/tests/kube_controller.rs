@@ -125,3 +125,64 @@ async fn a_controller_reconciles_custom_resources() {
     assert_eq!(a.spec.target, 3);
     assert_eq!(a.metadata.generation, Some(1));
 }
+
+/// A kube-rs controller commonly applies an object's spec and then its status with one field
+/// manager, the status apply naming no object (kube-apiserver takes the name from the URL).
+/// The status apply must leave the spec, and the manager's ownership of it, alone.
+#[tokio::test]
+async fn one_manager_applies_spec_then_status_without_a_name() {
+    let t = TestServer::start(10_000).await;
+    let client = t.client().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.patch(
+        "counters.infrasim.test",
+        &PatchParams::apply("infrasim-test").force(),
+        &Patch::Apply(Counter::crd()),
+    )
+    .await
+    .unwrap();
+    let counters: Api<Counter> = Api::namespaced(client.clone(), "default");
+    let spec = serde_json::json!({"apiVersion": "infrasim.test/v1", "kind": "Counter",
+                                  "metadata": {"name": "c"}, "spec": {"target": 7}});
+    let mut created = None;
+    for _ in 0..100 {
+        // The CRD is served once it is Established.
+        match counters
+            .patch("c", &PatchParams::apply("ctl"), &Patch::Apply(&spec))
+            .await
+        {
+            Ok(c) => {
+                created = Some(c);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    assert!(created.is_some(), "the spec was applied");
+    let status = serde_json::json!({"apiVersion": "infrasim.test/v1", "kind": "Counter",
+                                    "status": {"seen": 7}});
+    let after = counters
+        .patch_status("c", &PatchParams::apply("ctl"), &Patch::Apply(&status))
+        .await
+        .expect("a status apply by the spec's manager succeeds");
+    assert_eq!(after.spec.target, 7);
+    assert_eq!(after.status.map(|s| s.seen), Some(7));
+    let entries: Vec<(String, Option<String>)> = after
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| (m.manager.unwrap_or_default(), m.subresource))
+        .collect();
+    assert!(entries.contains(&("ctl".into(), None)), "{entries:?}");
+    assert!(
+        entries.contains(&("ctl".into(), Some("status".into()))),
+        "{entries:?}"
+    );
+    // Applying the spec again (without status) keeps the status.
+    let again = counters
+        .patch("c", &PatchParams::apply("ctl"), &Patch::Apply(&spec))
+        .await
+        .unwrap();
+    assert_eq!(again.status.map(|s| s.seen), Some(7));
+}
