@@ -21,6 +21,16 @@ pub struct ClusterShape {
     pub workloads: crate::WorkloadConfig,
     /// Certificate authorities and keys to use instead of generated ones.
     pub pki: crate::SuppliedPki,
+    /// The name kubeadm records as `clusterName` (default: `name`); a cloud key such as
+    /// `<cluster>.<namespace>` is not what a Cluster API user calls the cluster.
+    pub cluster_name: Option<String>,
+}
+
+impl ClusterShape {
+    /// The cluster's name as kubeadm records it.
+    pub fn kubeadm_name(&self) -> &str {
+        self.cluster_name.as_deref().unwrap_or(&self.name)
+    }
 }
 
 impl Default for ClusterShape {
@@ -34,6 +44,7 @@ impl Default for ClusterShape {
             jitter: 0.0,
             workloads: crate::WorkloadConfig::default(),
             pki: crate::SuppliedPki::default(),
+            cluster_name: None,
         }
     }
 }
@@ -56,14 +67,8 @@ fn node_ip(cluster_index: u32, node_index: usize) -> String {
     )
 }
 
-fn node(
-    shape: &ClusterShape,
-    name: &str,
-    control_plane: bool,
-    ip: &str,
-    index: usize,
-    now: &str,
-) -> Value {
+fn node(machine: &Machine, version: &str, ip: &str, now: &str) -> Value {
+    let (name, control_plane, index) = (&machine.name, machine.control_plane, machine.index);
     let mut labels = json!({
         "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
         "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
@@ -98,7 +103,7 @@ fn node(
                 "bootID": uuid::Uuid::new_v4().to_string(),
                 "kernelVersion": "6.1.0-infrasim", "osImage": "Ubuntu 22.04.4 LTS (infrasim)",
                 "containerRuntimeVersion": "containerd://1.7.18",
-                "kubeletVersion": shape.kubernetes_version, "kubeProxyVersion": shape.kubernetes_version,
+                "kubeletVersion": version, "kubeProxyVersion": version,
                 "operatingSystem": "linux", "architecture": "amd64",
             },
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
@@ -153,7 +158,7 @@ fn running_pod(p: RunningPod<'_>, now: &str) -> Value {
 fn cluster_configuration(shape: &ClusterShape, endpoint: &str) -> String {
     format!(
         "apiServer: {{}}\napiVersion: kubeadm.k8s.io/v1beta3\ncertificatesDir: /etc/kubernetes/pki\nclusterName: {name}\ncontrolPlaneEndpoint: {endpoint}\ncontrollerManager: {{}}\ndns: {{}}\netcd:\n  local:\n    dataDir: /var/lib/etcd\nimageRepository: registry.k8s.io\nkind: ClusterConfiguration\nkubernetesVersion: {version}\nnetworking:\n  dnsDomain: cluster.local\n  podSubnet: 10.244.0.0/16\n  serviceSubnet: 10.96.0.0/12\nscheduler: {{}}\n",
-        name = shape.name,
+        name = shape.kubeadm_name(),
         version = shape.kubernetes_version,
     )
 }
@@ -243,9 +248,19 @@ pub struct Machine {
     pub control_plane: bool,
     pub index: usize,
     pub behaviour: MachineBehaviour,
+    /// The machine's own Kubernetes version (its kubelet and static pods), when it differs
+    /// from the cluster's, as during a rolling upgrade.
+    pub kubernetes_version: Option<String>,
 }
 
 impl Machine {
+    /// The Kubernetes version the machine runs.
+    pub fn version<'a>(&'a self, shape: &'a ClusterShape) -> &'a str {
+        self.kubernetes_version
+            .as_deref()
+            .unwrap_or(&shape.kubernetes_version)
+    }
+
     /// The steps this machine goes through.
     pub fn phases(&self) -> &'static [&'static str] {
         if self.control_plane {
@@ -284,7 +299,7 @@ pub fn machine_phase(
             if component == "etcd" {
                 "3.5.15-0"
             } else {
-                shape.kubernetes_version.as_str()
+                machine.version(shape)
             }
         );
         (
@@ -305,10 +320,7 @@ pub fn machine_phase(
     };
     match step {
         1 => vec![
-            (
-                "nodes",
-                node(shape, name, machine.control_plane, &ip, machine.index, now),
-            ),
+            ("nodes", node(machine, machine.version(shape), &ip, now)),
             (
                 "leases.coordination.k8s.io",
                 json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",

@@ -66,6 +66,8 @@ pub enum CloudError {
     MachineExists(String),
     #[error("no free port in {0:?}")]
     NoPort(RangeInclusive<u16>),
+    #[error("port {0} is taken or outside the endpoint range")]
+    PortTaken(u16),
     #[error(transparent)]
     Pki(#[from] PkiError),
     #[error(transparent)]
@@ -123,6 +125,9 @@ pub struct Cloud {
     store: Store,
     clusters: Mutex<HashMap<String, Running>>,
     ports: Mutex<BTreeSet<u16>>,
+    /// Endpoints reserved for clusters not created yet (Cluster API's infrastructure cluster
+    /// takes its endpoint before the control plane has certificates): bound, not served.
+    reserved: Mutex<HashMap<String, tokio::net::TcpListener>>,
     router: Arc<sni::Router>,
     shared: Mutex<Option<SocketAddr>>,
 }
@@ -148,6 +153,7 @@ impl Cloud {
             store,
             clusters: Mutex::new(HashMap::new()),
             ports: Mutex::new(BTreeSet::new()),
+            reserved: Mutex::new(HashMap::new()),
             router: Arc::new(sni::Router::default()),
             shared: Mutex::new(None),
         }
@@ -164,6 +170,89 @@ impl Cloud {
         tokio::spawn(self.router.clone().serve(listener));
         *self.shared.lock().unwrap_or_else(|p| p.into_inner()) = Some(addr);
         Ok(addr)
+    }
+
+    /// The address endpoints listen on and clients are told.
+    pub fn advertise_address(&self) -> IpAddr {
+        self.config.advertise
+    }
+
+    /// Reserves an endpoint for cluster `name` before it is created: `port` if given (a
+    /// cluster coming back after a restart keeps its endpoint) or the lowest free one. The
+    /// endpoint of a reserved or running cluster is returned as it is.
+    pub async fn reserve_endpoint(
+        &self,
+        name: &str,
+        port: Option<u16>,
+    ) -> Result<SocketAddr, CloudError> {
+        if let Some(info) = self.with_cluster(name, |r| r.info.endpoint) {
+            return Ok(info);
+        }
+        if let Some(addr) = self
+            .reserved
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .and_then(|l| l.local_addr().ok())
+        {
+            return Ok(addr);
+        }
+        let listener = match port {
+            Some(port) => self.bind_port(port).await?,
+            None => self.bind().await?,
+        };
+        let addr = listener.local_addr().map_err(ServeError::from)?;
+        let mut reserved = self.reserved.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(other) = reserved.get(name).and_then(|l| l.local_addr().ok()) {
+            // Reserved meanwhile by a concurrent call: keep that one.
+            self.free_port(addr.port());
+            return Ok(other);
+        }
+        reserved.insert(name.to_string(), listener);
+        Ok(addr)
+    }
+
+    /// Gives up an endpoint reserved for a cluster that was never created.
+    pub fn release_endpoint(&self, name: &str) -> bool {
+        let released = self
+            .reserved
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+        match released.and_then(|l| l.local_addr().ok()) {
+            Some(addr) => {
+                self.free_port(addr.port());
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn free_port(&self, port: u16) {
+        self.ports
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&port);
+    }
+
+    /// Binds `port` of the advertise address, which must be in the cloud's range and free.
+    async fn bind_port(&self, port: u16) -> Result<tokio::net::TcpListener, CloudError> {
+        if !self.config.ports.contains(&port)
+            || !self
+                .ports
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(port)
+        {
+            return Err(CloudError::PortTaken(port));
+        }
+        match tokio::net::TcpListener::bind(SocketAddr::new(self.config.advertise, port)).await {
+            Ok(l) => Ok(l),
+            Err(_) => {
+                self.free_port(port);
+                Err(CloudError::PortTaken(port))
+            }
+        }
     }
 
     /// Binds the lowest free port of the range (skipping ports other programs hold).
@@ -228,7 +317,15 @@ impl Cloud {
         ];
         let serving = ca.serving_cert("kube-apiserver", &dns, &ips)?;
         let admin = ca.client_cert("kubernetes-admin", &["system:masters"])?;
-        let listener = self.bind().await?;
+        let reserved = self
+            .reserved
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&shape.name);
+        let listener = match reserved {
+            Some(l) => l,
+            None => self.bind().await?,
+        };
         let endpoint = listener.local_addr().map_err(ServeError::from)?;
         let release_port = || {
             self.ports
@@ -378,6 +475,42 @@ impl Cloud {
         runtime.add_machine(machine, control_plane, behaviour).await
     }
 
+    /// Does step `step` of a machine now (see [`CONTROL_PLANE_PHASES`] and
+    /// [`WORKER_PHASES`]), registering the machine on its first step; a step already done is
+    /// left alone. For controllers that time the steps themselves, as Cluster API's
+    /// in-memory provider does. Returns how many of its steps the machine has done.
+    pub async fn run_machine_step(
+        &self,
+        cluster: &str,
+        machine: &str,
+        control_plane: bool,
+        kubernetes_version: Option<&str>,
+        step: usize,
+    ) -> Result<usize, CloudError> {
+        let runtime = self
+            .runtime(cluster)
+            .ok_or_else(|| CloudError::NoCluster(cluster.to_string()))?;
+        runtime
+            .run_step(machine, control_plane, kubernetes_version, step)
+            .await
+    }
+
+    /// Whether cluster `name` exists.
+    pub fn has_cluster(&self, name: &str) -> bool {
+        self.with_cluster(name, |_| ()).is_some()
+    }
+
+    /// The endpoint of a running cluster, or the one reserved for it.
+    pub fn endpoint(&self, name: &str) -> Option<SocketAddr> {
+        self.with_cluster(name, |r| r.info.endpoint).or_else(|| {
+            self.reserved
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(name)
+                .and_then(|l| l.local_addr().ok())
+        })
+    }
+
     /// Removes a machine from a cluster, undoing its steps in reverse; the endpoint closes
     /// with the last API server. `false` if there is no such machine.
     pub fn remove_machine(&self, cluster: &str, machine: &str) -> bool {
@@ -425,8 +558,14 @@ impl Cloud {
         )
     }
 
-    /// Stops serving a cluster and drops its objects; its port becomes free again.
+    /// Stops serving a cluster and drops its objects; its port becomes free again (as does
+    /// an endpoint only reserved for it).
     pub fn delete_cluster(&self, name: &str) -> bool {
+        let released = self.release_endpoint(name);
+        self.delete_running(name) || released
+    }
+
+    fn delete_running(&self, name: &str) -> bool {
         let removed = self
             .clusters
             .lock()

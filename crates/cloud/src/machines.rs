@@ -37,8 +37,16 @@ impl Progress {
 
 struct MachineState {
     machine: Machine,
-    done: usize,
+    /// The steps done, one bit each: a controller that times steps itself may bring the API
+    /// server up before etcd, as Cluster API's in-memory machines do.
+    done: u8,
     task: Option<tokio::task::AbortHandle>,
+}
+
+impl MachineState {
+    fn steps_done(&self) -> usize {
+        self.done.count_ones() as usize
+    }
 }
 
 #[derive(Default)]
@@ -142,21 +150,7 @@ impl Runtime {
             }
             let initializes =
                 control_plane && !state.machines.values().any(|m| m.machine.control_plane);
-            let machine = Machine {
-                name: name.to_string(),
-                control_plane,
-                index: state.next_index,
-                behaviour,
-            };
-            state.next_index += 1;
-            state.machines.insert(
-                name.to_string(),
-                MachineState {
-                    machine: machine.clone(),
-                    done: 0,
-                    task: None,
-                },
-            );
+            let machine = Self::register(&mut state, name, control_plane, behaviour, None);
             (machine, !initializes)
         };
         let instant = (0..machine.phases().len()).all(|i| behaviour.step(i).startup.is_zero());
@@ -170,6 +164,96 @@ impl Runtime {
             }
         }
         Ok(machine)
+    }
+
+    /// Records a new machine, with the next index (which fixes its addresses).
+    fn register(
+        state: &mut State,
+        name: &str,
+        control_plane: bool,
+        behaviour: MachineBehaviour,
+        kubernetes_version: Option<String>,
+    ) -> Machine {
+        let machine = Machine {
+            name: name.to_string(),
+            control_plane,
+            index: state.next_index,
+            behaviour,
+            kubernetes_version,
+        };
+        state.next_index += 1;
+        state.machines.insert(
+            name.to_string(),
+            MachineState {
+                machine: machine.clone(),
+                done: 0,
+                task: None,
+            },
+        );
+        machine
+    }
+
+    /// Does step `step` of machine `name` now, if it is not done yet, registering the machine
+    /// on its first step: for a controller that times the steps itself (Cluster API's
+    /// in-memory machines). The API server step brings the scheduler and controller-manager
+    /// with it. Returns the steps the machine has done.
+    pub async fn run_step(
+        self: &Arc<Self>,
+        name: &str,
+        control_plane: bool,
+        kubernetes_version: Option<&str>,
+        step: usize,
+    ) -> Result<usize, CloudError> {
+        let machine = {
+            let mut state = self.lock();
+            match state.machines.get(name) {
+                Some(m) if m.machine.control_plane != control_plane => {
+                    return Err(CloudError::MachineExists(name.to_string()))
+                }
+                Some(m) => m.machine.clone(),
+                None => Self::register(
+                    &mut state,
+                    name,
+                    control_plane,
+                    MachineBehaviour::default(),
+                    kubernetes_version.map(str::to_string),
+                ),
+            }
+        };
+        let steps: &[usize] = if control_plane && step == API_SERVER_PHASE {
+            &[API_SERVER_PHASE, API_SERVER_PHASE + 1]
+        } else {
+            std::slice::from_ref(&step)
+        };
+        for &step in steps.iter().filter(|s| **s < machine.phases().len()) {
+            let already = self
+                .lock()
+                .machines
+                .get(name)
+                .is_some_and(|m| m.done & (1 << step) != 0);
+            if !already {
+                self.do_step(&machine, step).await;
+            }
+        }
+        Ok(self
+            .lock()
+            .machines
+            .get(name)
+            .map_or(0, MachineState::steps_done))
+    }
+
+    /// Writes one step's objects and records it as done.
+    async fn do_step(self: &Arc<Self>, machine: &Machine, step: usize) {
+        bootstrap::write_phase(
+            &self.group,
+            bootstrap::machine_phase(&self.shape, self.cluster_index, machine, step, &self.now()),
+        );
+        if machine.control_plane && step == API_SERVER_PHASE {
+            self.api_server_started(machine).await;
+        }
+        if let Some(m) = self.lock().machines.get_mut(&machine.name) {
+            m.done |= 1 << step;
+        }
     }
 
     async fn run_machine(self: Arc<Self>, machine: Machine, joins: bool) {
@@ -187,22 +271,7 @@ impl Runtime {
             if !self.lock().machines.contains_key(&machine.name) {
                 return; // removed meanwhile
             }
-            bootstrap::write_phase(
-                &self.group,
-                bootstrap::machine_phase(
-                    &self.shape,
-                    self.cluster_index,
-                    &machine,
-                    step,
-                    &self.now(),
-                ),
-            );
-            if machine.control_plane && step == API_SERVER_PHASE {
-                self.api_server_started(&machine).await;
-            }
-            if let Some(m) = self.lock().machines.get_mut(&machine.name) {
-                m.done = step + 1;
-            }
+            self.do_step(&machine, step).await;
         }
     }
 
@@ -378,7 +447,7 @@ impl Runtime {
             .machines
             .values()
             .fold((state.addons_done, ADDON_PHASES.len()), |(d, t), m| {
-                (d + m.done, t + m.machine.phases().len())
+                (d + m.steps_done(), t + m.machine.phases().len())
             });
         Progress { done, total }
     }
@@ -389,7 +458,7 @@ impl Runtime {
             .lock()
             .machines
             .values()
-            .map(|m| (m.machine.clone(), m.done))
+            .map(|m| (m.machine.clone(), m.steps_done()))
             .collect();
         all.sort_by_key(|(m, _)| m.index);
         all

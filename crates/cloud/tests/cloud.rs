@@ -193,3 +193,129 @@ async fn machines_come_up_step_by_step_and_go_in_reverse() {
     );
     assert_eq!(cloud.machines("slow").unwrap().len(), 0);
 }
+
+/// Cluster API's way: the endpoint is reserved first, the cluster created later with the
+/// certificates Cluster API made, and a controller walks each machine's steps itself.
+#[tokio::test]
+async fn a_reserved_endpoint_then_machines_driven_step_by_step() {
+    use infrasim_cloud::{CloudError, API_SERVER_PHASE};
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::api::{Api, ListParams};
+
+    let cloud = Cloud::new(CloudConfig {
+        ports: 23700..=23720,
+        ..CloudConfig::default()
+    });
+    let endpoint = cloud.reserve_endpoint("w1.ns", None).await.unwrap();
+    assert_eq!(
+        cloud.reserve_endpoint("w1.ns", None).await.unwrap(),
+        endpoint
+    );
+    assert_eq!(cloud.endpoint("w1.ns"), Some(endpoint));
+    // The port is held: another reservation gets another one, and asking for it fails.
+    let other = cloud.reserve_endpoint("w2.ns", None).await.unwrap();
+    assert_ne!(other.port(), endpoint.port());
+    assert!(matches!(
+        cloud.reserve_endpoint("w3.ns", Some(endpoint.port())).await,
+        Err(CloudError::PortTaken(_))
+    ));
+    assert!(cloud.release_endpoint("w2.ns"));
+    assert_eq!(
+        cloud
+            .reserve_endpoint("w3.ns", Some(other.port()))
+            .await
+            .unwrap(),
+        other
+    );
+
+    let info = cloud
+        .create_cluster(ClusterShape {
+            name: "w1.ns".into(),
+            control_planes: 0,
+            workers: 0,
+            cluster_name: Some("w1".into()),
+            ..shape("w1.ns")
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        info.endpoint, endpoint,
+        "the cluster serves the reserved endpoint"
+    );
+    assert!(matches!(
+        cloud.run_machine_step("nope", "m", true, None, 0).await,
+        Err(CloudError::NoCluster(_))
+    ));
+    // VM and Node of the control plane; then its API server before etcd.
+    for step in [0, 1] {
+        cloud
+            .run_machine_step("w1.ns", "cp-a", true, Some("v1.31.1"), step)
+            .await
+            .unwrap();
+    }
+    let done = cloud
+        .run_machine_step("w1.ns", "cp-a", true, Some("v1.31.1"), API_SERVER_PHASE)
+        .await
+        .unwrap();
+    assert_eq!(
+        done, 4,
+        "VM, Node, API server, scheduler and controller-manager"
+    );
+    // Doing a step twice changes nothing.
+    let again = cloud
+        .run_machine_step("w1.ns", "cp-a", true, None, API_SERVER_PHASE)
+        .await
+        .unwrap();
+    assert_eq!(again, 4);
+    cloud
+        .run_machine_step("w1.ns", "cp-a", true, None, 2)
+        .await
+        .unwrap();
+    cloud
+        .run_machine_step("w1.ns", "worker-a", false, Some("v1.31.1"), 1)
+        .await
+        .unwrap();
+
+    let c = common::client(&info.kubeconfig).await;
+    let nodes: Api<Node> = Api::all(c.clone());
+    let node = nodes.get("cp-a").await.unwrap();
+    let version = node
+        .status
+        .and_then(|s| s.node_info)
+        .map(|i| i.kubelet_version);
+    assert_eq!(version.as_deref(), Some("v1.31.1"));
+    assert!(nodes.get("worker-a").await.is_ok());
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "kube-system");
+    let mut names: Vec<String> = pods
+        .list(&ListParams::default().labels("tier=control-plane"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "etcd-cp-a",
+            "kube-apiserver-cp-a",
+            "kube-controller-manager-cp-a",
+            "kube-scheduler-cp-a"
+        ]
+    );
+    let kubeadm: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(c, "kube-system");
+    let config = kubeadm.get("kubeadm-config").await.unwrap();
+    let text = config
+        .data
+        .and_then(|d| d.get("ClusterConfiguration").cloned())
+        .unwrap_or_default();
+    assert!(text.contains("clusterName: w1\n"), "{text}");
+
+    assert!(cloud.delete_cluster("w1.ns"));
+    assert!(
+        cloud.delete_cluster("w3.ns"),
+        "a reservation is released too"
+    );
+    assert!(!cloud.delete_cluster("w3.ns"));
+}
