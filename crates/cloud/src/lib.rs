@@ -495,6 +495,17 @@ impl Cloud {
             .await
     }
 
+    /// The InternalIP of a machine's node (fixed when the machine is registered).
+    pub fn machine_address(&self, cluster: &str, machine: &str) -> Option<String> {
+        let runtime = self.runtime(cluster)?;
+        let index = runtime.cluster_index;
+        runtime
+            .machines()
+            .into_iter()
+            .find(|(m, _)| m.name == machine)
+            .map(|(m, _)| bootstrap::machine_ip(index, &m))
+    }
+
     /// Whether cluster `name` exists.
     pub fn has_cluster(&self, name: &str) -> bool {
         self.with_cluster(name, |_| ()).is_some()

@@ -28,6 +28,22 @@ pub struct UpArgs {
     /// Change events kept for watch resumption; older resourceVersions get 410 Gone.
     #[arg(long, default_value_t = 10_000)]
     watch_window: usize,
+    /// Which controllers run in the plane: `all` (the Cluster API in-memory provider), or
+    /// `none` (the bare API server).
+    #[arg(long, default_value = "all", value_parser = ["all", "none"])]
+    controllers: String,
+    /// The address workload clusters' endpoints listen on and advertise.
+    #[arg(long, default_value = "127.0.0.1")]
+    advertise_address: IpAddr,
+    /// First port of the workload clusters' endpoint range.
+    #[arg(long, default_value_t = 20000)]
+    port_min: u16,
+    /// Last port of the workload clusters' endpoint range.
+    #[arg(long, default_value_t = 24000)]
+    port_max: u16,
+    /// Change events each workload cluster keeps for watch resumption.
+    #[arg(long, default_value_t = 1000)]
+    cluster_watch_window: usize,
 }
 
 /// The default data directory: `$XDG_DATA_HOME/infrasim` or `~/.local/share/infrasim`.
@@ -64,7 +80,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         Arc::new(MemoryBackend),
     );
     let group = store.create_group("management")?;
-    let server = ApiServer::new(group, ca.clone(), clock, ApiConfig::default());
+    let server = ApiServer::new(group, ca.clone(), clock.clone(), ApiConfig::default());
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -124,10 +140,49 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         // Said plainly: the durable backend is not there yet.
         println!("note: objects are kept in memory for now; they do not survive a restart");
     }
+    if args.controllers == "all" {
+        start_controllers(&args, &server, clock).await?;
+    }
     tracing::info!(%local, "serving");
     server
         .serve(listener, tls, crate::shutdown_signal())
         .await?;
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// Installs the controllers' CRDs into the plane and runs the controllers in this process,
+/// over the engine's in-process service (no socket, no TLS between them).
+async fn start_controllers(
+    args: &UpArgs,
+    server: &ApiServer,
+    clock: infrasim_clock::SharedClock,
+) -> anyhow::Result<()> {
+    use infrasim_cloud::{Cloud, CloudConfig};
+    use infrasim_controllers::{capi, crds, Context};
+    let identity = infrasim_kube_api::Identity {
+        user: "system:infrasim-controllers".into(),
+        groups: vec!["system:masters".into()],
+    };
+    let client = kube::Client::new(server.local_service(identity), "default");
+    let mut all = crds::provider();
+    all.extend(crds::core());
+    crds::install(&client, &all)
+        .await
+        .context("installing the controllers' CRDs")?;
+    let cloud = Arc::new(Cloud::with_clock(
+        CloudConfig {
+            advertise: args.advertise_address,
+            ports: args.port_min..=args.port_max,
+            watch_window: args.cluster_watch_window.max(1),
+        },
+        clock.clone(),
+    ));
+    let ctx = Context::new(client, cloud, clock);
+    tokio::spawn(capi::infra::run(ctx, None));
+    println!(
+        "controllers: Cluster API in-memory provider (InMemory*, Dev*); workload endpoints on {}:{}-{}",
+        args.advertise_address, args.port_min, args.port_max
+    );
     Ok(())
 }

@@ -565,7 +565,7 @@ pub(crate) fn patch(ctx: &Ctx, body: &[u8]) -> HandlerResult {
                     "the strategic merge patch could not be applied: {e}"
                 ))
             })?,
-            PatchBody::Json(p) => json_patch::patch(&mut patched, p).map_err(|e| {
+            PatchBody::Json(p) => apply_json_patch(&mut patched, p).map_err(|e| {
                 ApiError::new_unprocessable(format!("the JSON patch could not be applied: {e}"))
             })?,
         }
@@ -590,6 +590,25 @@ pub(crate) fn patch(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     Err(ApiError::conflict(
         "too many concurrent writes to this object; try again",
     ))
+}
+
+/// Applies an RFC 6902 patch as kube-apiserver's JSON patch library does: a `test` of `null`
+/// passes where the path does not exist (kube-rs's finalizer helper tests that
+/// `/metadata/finalizers` is absent that way before adding the first one). Operations apply
+/// one by one; the caller discards the document if one fails.
+fn apply_json_patch(
+    doc: &mut Value,
+    patch: &json_patch::Patch,
+) -> Result<(), json_patch::PatchError> {
+    for op in &patch.0 {
+        if let json_patch::PatchOperation::Test(t) = op {
+            if t.value.is_null() && doc.pointer(t.path.as_str()).is_none() {
+                continue;
+            }
+        }
+        json_patch::patch(doc, std::slice::from_ref(op))?;
+    }
+    Ok(())
 }
 
 /// Reads `DeleteOptions` from the body and query.

@@ -111,4 +111,4 @@ pub mod values;
 mod watch;
 
 pub use auth::Identity;
-pub use server::{tls_config, ApiConfig, ApiServer, ServeError};
+pub use server::{tls_config, ApiConfig, ApiServer, LocalService, ServeError};

@@ -226,6 +226,51 @@ impl ApiServer {
     }
 }
 
+impl ApiServer {
+    /// This server as a tower service for clients in the same process (the controllers
+    /// inside `infrasim up` build a `kube::Client` over it): every request is made as
+    /// `identity`, with no socket and no TLS between them, and goes through the same
+    /// authorization, admission and storage as a request over the network.
+    pub fn local_service(&self, identity: Identity) -> LocalService {
+        LocalService {
+            server: self.clone(),
+            identity,
+        }
+    }
+}
+
+/// See [`ApiServer::local_service`].
+#[derive(Debug, Clone)]
+pub struct LocalService {
+    server: ApiServer,
+    identity: Identity,
+}
+
+impl<B> tower_service::Service<http::Request<B>> for LocalService
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send + 'static>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let server = self.server.clone();
+        let identity = self.identity.clone();
+        Box::pin(async move { Ok(server.handle(req, Some(identity)).await) })
+    }
+}
+
 /// The TLS configuration of a server whose clients present certificates signed by `ca`.
 pub fn tls_config(
     ca: &CertificateAuthority,

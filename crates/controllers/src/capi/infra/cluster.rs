@@ -1,0 +1,155 @@
+//! The infrastructure cluster reconciler: reserves the cluster's control-plane endpoint on
+//! the simulated cloud and reports the cluster provisioned; deleting it frees the endpoint and
+//! the workload cluster behind it.
+
+use super::{
+    apply_status, cloud_key, owner_named, paused_message, Error, InfraCluster, InfraStatus,
+    Reconciler,
+};
+use crate::capi::core::Cluster;
+use crate::conditions::{self, Condition};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{finalizer, Event};
+use kube::ResourceExt;
+use serde_json::json;
+use std::sync::Arc;
+
+pub(super) async fn reconcile<K: InfraCluster>(
+    obj: Arc<K>,
+    r: Arc<Reconciler<K>>,
+) -> Result<Action, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(r.ctx.client.clone(), &ns);
+    // Nothing is reserved before Cluster API's Cluster owns the object.
+    if owner_named(&*obj, "Cluster").is_none() && obj.meta().deletion_timestamp.is_none() {
+        return Ok(Action::await_change());
+    }
+    finalizer(&api, K::FINALIZER, obj, |event| async {
+        match event {
+            Event::Apply(obj) => apply(obj, &r, &api).await,
+            Event::Cleanup(obj) => cleanup(obj, &r).await,
+        }
+    })
+    .await
+    .map_err(|e| match e {
+        kube::runtime::finalizer::Error::ApplyFailed(e)
+        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
+        other => Error::Finalizer(other.to_string()),
+    })
+}
+
+async fn apply<K: InfraCluster>(
+    obj: Arc<K>,
+    r: &Reconciler<K>,
+    api: &Api<K>,
+) -> Result<Action, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let Some(cluster_name) = owner_named(&*obj, "Cluster") else {
+        return Ok(Action::await_change());
+    };
+    let clusters: Api<Cluster> = Api::namespaced(r.ctx.client.clone(), &ns);
+    let Some(cluster) = clusters.get_opt(&cluster_name).await? else {
+        return Ok(Action::await_change());
+    };
+    let now = r.ctx.now();
+    let mut conds = obj.current_conditions();
+    if let Some(why) = paused_message(&*obj, cluster.paused()) {
+        conditions::set(
+            &mut conds,
+            Condition::new("Paused", true, "Paused", why),
+            now,
+        );
+        let view = InfraStatus {
+            provisioned: provisioned(&*obj),
+            conditions: conds,
+            ..InfraStatus::default()
+        };
+        apply_status(api, &obj, &view).await?;
+        return Ok(Action::await_change());
+    }
+    conditions::set(
+        &mut conds,
+        Condition::new("Paused", false, "NotPaused", ""),
+        now,
+    );
+    if let Some(why) = obj.unsupported() {
+        if conditions::find(&conds, "Ready").is_none_or(|c| c.reason != "UnsupportedBackend") {
+            r.ctx
+                .event(&*obj, true, "UnsupportedBackend", why.clone())
+                .await;
+        }
+        conditions::set(
+            &mut conds,
+            Condition::new("Ready", false, "UnsupportedBackend", why),
+            now,
+        );
+        conditions::sort(&mut conds);
+        let view = InfraStatus {
+            conditions: conds,
+            ..InfraStatus::default()
+        };
+        apply_status(api, &obj, &view).await?;
+        return Ok(Action::await_change());
+    }
+    let key = cloud_key(&cluster_name, &ns);
+    let wanted = obj
+        .endpoint()
+        .filter(|e| e.port != 0)
+        .map(|e| e.port as u16);
+    let endpoint = r.ctx.cloud.reserve_endpoint(&key, wanted).await?;
+    let host = r.ctx.cloud.advertise_address().to_string();
+    if obj.endpoint().is_none_or(|e| !e.is_valid()) {
+        // The endpoint is spec, set once: a merge patch leaves every other field (and its
+        // owner, such as Cluster API's topology controller) alone.
+        let patch =
+            json!({"spec": {"controlPlaneEndpoint": {"host": host, "port": endpoint.port()}}});
+        api.patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+        r.ctx
+            .event(
+                &*obj,
+                false,
+                "EndpointReserved",
+                format!("control plane endpoint {host}:{} reserved", endpoint.port()),
+            )
+            .await;
+    }
+    conditions::set(&mut conds, Condition::new("Ready", true, "Ready", ""), now);
+    conditions::sort(&mut conds);
+    let view = InfraStatus {
+        provisioned: true,
+        conditions: conds,
+        failure_domains: Some(obj.failure_domains()).filter(|f| !f.is_empty()),
+        ..InfraStatus::default()
+    };
+    apply_status(api, &obj, &view).await?;
+    Ok(Action::await_change())
+}
+
+fn provisioned<K: InfraCluster>(obj: &K) -> bool {
+    conditions::is_true(&obj.current_conditions(), "Ready")
+}
+
+async fn cleanup<K: InfraCluster>(obj: Arc<K>, r: &Reconciler<K>) -> Result<Action, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    if let Some(cluster) = owner_named(&*obj, "Cluster")
+        .or_else(|| obj.labels().get(crate::capi::CLUSTER_NAME_LABEL).cloned())
+    {
+        if r.ctx.cloud.delete_cluster(&cloud_key(&cluster, &ns)) {
+            r.ctx
+                .event(
+                    &*obj,
+                    false,
+                    "EndpointReleased",
+                    format!("the workload cluster of {cluster} is gone and its endpoint is free"),
+                )
+                .await;
+        }
+    }
+    Ok(Action::await_change())
+}

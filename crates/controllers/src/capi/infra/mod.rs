@@ -1,0 +1,385 @@
+//! Cluster API's in-memory infrastructure provider: one implementation behind two spellings
+//! of its kinds (the seed's `InMemory*` and upstream's `Dev*` with the in-memory backend).
+//!
+//! The cluster reconciler reserves a control-plane endpoint on the simulated cloud; the
+//! machine reconciler walks each machine's steps (VM, Node, etcd, API server) on the injected
+//! clock and makes them real in the cloud's workload cluster, which it creates on the first
+//! machine with the certificate authorities Cluster API keeps in the cluster's secrets.
+
+mod cluster;
+mod machine;
+pub mod timing;
+pub mod types;
+
+use crate::capi::core::{ApiEndpoint, FailureDomain, MachineAddress};
+use crate::conditions::{self, Condition};
+use crate::context::Context;
+use crate::wakeups::Wakeups;
+use futures::StreamExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::core::NamespaceResourceScope;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+use types::*;
+
+/// The field manager the provider writes status under.
+pub const MANAGER: &str = "infrasim-in-memory-provider";
+
+/// Why a reconcile failed (it is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Cloud(#[from] infrasim_cloud::CloudError),
+    #[error("{0}")]
+    Finalizer(String),
+}
+
+/// What the provider's reconcilers need of an object, whichever its spelling.
+pub trait InfraObject:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// The finalizer this kind carries while the cloud holds something for it.
+    const FINALIZER: &'static str;
+    /// Why the object cannot be simulated (a docker backend), if it cannot.
+    fn unsupported(&self) -> Option<String>;
+    /// The v1beta2 conditions it has.
+    fn current_conditions(&self) -> Vec<Condition>;
+    /// The status to apply, in this spelling.
+    fn status(view: &InfraStatus) -> Value;
+}
+
+/// An infrastructure cluster.
+pub trait InfraCluster: InfraObject {
+    fn endpoint(&self) -> Option<&ApiEndpoint>;
+    fn failure_domains(&self) -> Vec<FailureDomain>;
+}
+
+/// An infrastructure machine.
+pub trait InfraMachine: InfraObject {
+    fn provider_id(&self) -> Option<&str>;
+    fn behaviour(&self) -> Option<&MachineBehaviour>;
+}
+
+/// The provider's status of an object, before it is spelled out for its kind.
+#[derive(Debug, Clone, Default)]
+pub struct InfraStatus {
+    pub provisioned: bool,
+    /// v1beta2 conditions (Ready first, Paused last).
+    pub conditions: Vec<Condition>,
+    pub failure_domains: Option<Vec<FailureDomain>>,
+    pub addresses: Option<Vec<MachineAddress>>,
+    pub failure_domain: Option<String>,
+}
+
+/// The fields both spellings put in status the same way.
+fn common_status(view: &InfraStatus) -> Value {
+    let mut status = json!({
+        "ready": view.provisioned,
+        "initialization": {"provisioned": view.provisioned},
+    });
+    if let Some(fd) = &view.failure_domains {
+        status["failureDomains"] = json!(fd);
+    }
+    if let Some(a) = &view.addresses {
+        status["addresses"] = json!(a);
+    }
+    if let Some(fd) = &view.failure_domain {
+        status["failureDomain"] = json!(fd);
+    }
+    status
+}
+
+/// The seed's layout: v1beta1 conditions in `conditions`, v1beta2 ones in `v1beta2`.
+fn seed_status(view: &InfraStatus) -> Value {
+    let mut status = common_status(view);
+    status["conditions"] = json!(conditions::to_v1beta1(&view.conditions));
+    status["v1beta2"] = json!({"conditions": view.conditions});
+    status
+}
+
+/// Upstream's v1beta2 layout: v1beta2 conditions, v1beta1 ones under `deprecated`.
+fn dev_status(view: &InfraStatus) -> Value {
+    let mut status = common_status(view);
+    status["conditions"] = json!(view.conditions);
+    status["deprecated"] =
+        json!({"v1beta1": {"conditions": conditions::to_v1beta1(&view.conditions)}});
+    status
+}
+
+fn docker_refused(kind: &str) -> String {
+    format!(
+        "only the in-memory backend is simulated: this {kind} asks for the docker backend \
+         (spec.backend.docker), which needs a Docker engine; use spec.backend.inMemory"
+    )
+}
+
+impl InfraObject for InMemoryCluster {
+    const FINALIZER: &'static str = "inmemorycluster.infrastructure.cluster.x-k8s.io";
+    fn unsupported(&self) -> Option<String> {
+        None
+    }
+    fn current_conditions(&self) -> Vec<Condition> {
+        self.status
+            .as_ref()
+            .and_then(|s| s.v1beta2.as_ref())
+            .and_then(|v| v.conditions.clone())
+            .unwrap_or_default()
+    }
+    fn status(view: &InfraStatus) -> Value {
+        seed_status(view)
+    }
+}
+
+impl InfraCluster for InMemoryCluster {
+    fn endpoint(&self) -> Option<&ApiEndpoint> {
+        self.spec.control_plane_endpoint.as_ref()
+    }
+    fn failure_domains(&self) -> Vec<FailureDomain> {
+        self.spec.failure_domains.clone().unwrap_or_default()
+    }
+}
+
+impl InfraObject for DevCluster {
+    const FINALIZER: &'static str = "devcluster.infrastructure.cluster.x-k8s.io";
+    fn unsupported(&self) -> Option<String> {
+        (self.spec.backend.in_memory.is_none()).then(|| docker_refused("DevCluster"))
+    }
+    fn current_conditions(&self) -> Vec<Condition> {
+        self.status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default()
+    }
+    fn status(view: &InfraStatus) -> Value {
+        dev_status(view)
+    }
+}
+
+impl InfraCluster for DevCluster {
+    fn endpoint(&self) -> Option<&ApiEndpoint> {
+        self.spec.control_plane_endpoint.as_ref()
+    }
+    fn failure_domains(&self) -> Vec<FailureDomain> {
+        self.spec
+            .backend
+            .in_memory
+            .as_ref()
+            .and_then(|m| m.failure_domains.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl InfraObject for InMemoryMachine {
+    const FINALIZER: &'static str = "inmemorymachine.infrastructure.cluster.x-k8s.io";
+    fn unsupported(&self) -> Option<String> {
+        None
+    }
+    fn current_conditions(&self) -> Vec<Condition> {
+        self.status
+            .as_ref()
+            .and_then(|s| s.v1beta2.as_ref())
+            .and_then(|v| v.conditions.clone())
+            .unwrap_or_default()
+    }
+    fn status(view: &InfraStatus) -> Value {
+        seed_status(view)
+    }
+}
+
+impl InfraMachine for InMemoryMachine {
+    fn provider_id(&self) -> Option<&str> {
+        self.spec.provider_id.as_deref()
+    }
+    fn behaviour(&self) -> Option<&MachineBehaviour> {
+        self.spec.behaviour.as_ref()
+    }
+}
+
+impl InfraObject for DevMachine {
+    const FINALIZER: &'static str = "devmachine.infrastructure.cluster.x-k8s.io";
+    fn unsupported(&self) -> Option<String> {
+        (self.spec.backend.in_memory.is_none()).then(|| docker_refused("DevMachine"))
+    }
+    fn current_conditions(&self) -> Vec<Condition> {
+        self.status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default()
+    }
+    fn status(view: &InfraStatus) -> Value {
+        dev_status(view)
+    }
+}
+
+impl InfraMachine for DevMachine {
+    fn provider_id(&self) -> Option<&str> {
+        self.spec.provider_id.as_deref()
+    }
+    fn behaviour(&self) -> Option<&MachineBehaviour> {
+        self.spec.backend.in_memory.as_ref()
+    }
+}
+
+/// The key of a Cluster's workload cluster in the cloud: `<cluster>.<namespace>`, which is
+/// also a DNS name (the cluster's name on a shared SNI listener).
+pub fn cloud_key(cluster: &str, namespace: &str) -> String {
+    format!("{cluster}.{namespace}")
+}
+
+/// The name of the Cluster that owns `obj` (its owner reference of kind Cluster).
+fn owner_named<K: Resource>(obj: &K, kind: &str) -> Option<String> {
+    obj.owner_references()
+        .iter()
+        .find(|o| o.kind == kind && o.api_version.starts_with("cluster.x-k8s.io/"))
+        .map(|o| o.name.clone())
+}
+
+/// Whether `obj` or its cluster is paused, and the message Cluster API gives the reason.
+fn paused_message<K: Resource<DynamicType = ()>>(obj: &K, cluster_paused: bool) -> Option<String> {
+    let mut why = Vec::new();
+    if cluster_paused {
+        why.push("Cluster spec.paused is set to true".to_string());
+    }
+    if obj
+        .annotations()
+        .contains_key(crate::capi::PAUSED_ANNOTATION)
+    {
+        why.push(format!(
+            "{} has the cluster.x-k8s.io/paused annotation",
+            K::kind(&())
+        ));
+    }
+    (!why.is_empty()).then(|| why.join(", "))
+}
+
+/// Applies `view` as the object's status (server-side apply under [`MANAGER`], so it takes
+/// only the status fields the provider owns and never a stale copy of anything else).
+async fn apply_status<K: InfraObject>(
+    api: &Api<K>,
+    obj: &K,
+    view: &InfraStatus,
+) -> Result<(), Error> {
+    let body = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": K::status(view),
+    });
+    api.patch_status(
+        &obj.name_any(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The per-kind controller state: the shared context and this kind's wakeups.
+pub struct Reconciler<K: Resource<DynamicType = ()>> {
+    pub ctx: Context,
+    pub wakeups: Wakeups<K>,
+}
+
+fn error_policy<K: Resource<DynamicType = ()>>(
+    obj: Arc<K>,
+    err: &Error,
+    _: Arc<Reconciler<K>>,
+) -> Action {
+    tracing::warn!(kind = %K::kind(&()), name = %obj.name_any(), error = %err, "reconcile failed");
+    Action::requeue(Duration::from_secs(2))
+}
+
+/// Where the provider watches: every namespace, or one.
+fn api_for<K>(ctx: &Context, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    }
+}
+
+/// Runs the provider's four controllers until the process ends.
+pub async fn run(ctx: Context, namespace: Option<String>) {
+    let ns = namespace.as_deref();
+    futures::join!(
+        run_clusters::<InMemoryCluster>(ctx.clone(), ns),
+        run_clusters::<DevCluster>(ctx.clone(), ns),
+        run_machines::<InMemoryMachine>(ctx.clone(), ns),
+        run_machines::<DevMachine>(ctx.clone(), ns),
+    );
+}
+
+async fn run_clusters<K: InfraCluster>(ctx: Context, namespace: Option<&str>) {
+    let (wakeups, due) = Wakeups::new(ctx.clock.clone());
+    let clusters: Api<crate::capi::core::Cluster> = api_for(&ctx, namespace);
+    Controller::new(api_for::<K>(&ctx, namespace), watcher::Config::default())
+        .watches(clusters, watcher::Config::default(), |c| {
+            let ns = c.namespace().unwrap_or_default();
+            c.spec
+                .infrastructure_ref
+                .filter(|r| r.kind == K::kind(&()))
+                .map(|r| kube::runtime::reflector::ObjectRef::new(&r.name).within(&ns))
+        })
+        .reconcile_on(due)
+        .run(
+            cluster::reconcile::<K>,
+            error_policy::<K>,
+            Arc::new(Reconciler { ctx, wakeups }),
+        )
+        .for_each(|_| async {})
+        .await;
+}
+
+async fn run_machines<K: InfraMachine>(ctx: Context, namespace: Option<&str>) {
+    let (wakeups, due) = Wakeups::new(ctx.clock.clone());
+    let machines: Api<crate::capi::core::Machine> = api_for(&ctx, namespace);
+    let clusters: Api<crate::capi::core::Cluster> = api_for(&ctx, namespace);
+    let controller = Controller::new(api_for::<K>(&ctx, namespace), watcher::Config::default());
+    let store = controller.store();
+    controller
+        .watches(machines, watcher::Config::default(), |m| {
+            let ns = m.namespace().unwrap_or_default();
+            let r = &m.spec.infrastructure_ref;
+            (r.kind == K::kind(&()))
+                .then(|| kube::runtime::reflector::ObjectRef::new(&r.name).within(&ns))
+        })
+        // A cluster's infrastructure or control plane coming up opens its machines' gates.
+        .watches(clusters, watcher::Config::default(), move |c| {
+            let ns = c.namespace().unwrap_or_default();
+            let name = c.name_any();
+            store
+                .state()
+                .into_iter()
+                .filter(|m| {
+                    m.namespace().as_deref() == Some(ns.as_str())
+                        && m.labels().get(crate::capi::CLUSTER_NAME_LABEL) == Some(&name)
+                })
+                .map(|m| kube::runtime::reflector::ObjectRef::from_obj(&*m))
+                .collect::<Vec<_>>()
+        })
+        .reconcile_on(due)
+        .run(
+            machine::reconcile::<K>,
+            error_policy::<K>,
+            Arc::new(Reconciler { ctx, wakeups }),
+        )
+        .for_each(|_| async {})
+        .await;
+}

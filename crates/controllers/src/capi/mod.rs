@@ -1,0 +1,18 @@
+//! Cluster API: the in-memory infrastructure provider (`infra`) and the core objects it reads
+//! (`core`), with the labels and annotations Cluster API gives meaning to.
+
+pub mod core;
+pub mod infra;
+
+/// The label naming an object's Cluster.
+pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+/// The label (value `""`) of control-plane Machines and what belongs to them.
+pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
+/// The annotation that pauses reconciliation of one object.
+pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+/// The provider name clusterctl knows this provider by (a label on its CRDs).
+pub const PROVIDER_LABEL_VALUE: &str = "infrastructure-in-memory";
+/// Cluster API's API group.
+pub const CORE_GROUP: &str = "cluster.x-k8s.io";
+/// The infrastructure providers' API group.
+pub const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";

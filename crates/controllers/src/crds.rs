@@ -1,0 +1,157 @@
+//! The CustomResourceDefinitions the controllers serve, generated from their Rust types (the
+//! one source of the YAML in `deploy/`), and their installation into a management plane.
+
+use crate::capi::{core, infra::types as infra};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::CustomResourceExt;
+use std::time::Duration;
+
+/// The in-memory provider's CRDs (both spellings, and their templates).
+pub fn provider() -> Vec<CustomResourceDefinition> {
+    vec![
+        infra::InMemoryCluster::crd(),
+        infra::InMemoryMachine::crd(),
+        infra::InMemoryClusterTemplate::crd(),
+        infra::InMemoryMachineTemplate::crd(),
+        infra::DevCluster::crd(),
+        infra::DevMachine::crd(),
+        infra::DevClusterTemplate::crd(),
+        infra::DevMachineTemplate::crd(),
+    ]
+}
+
+/// The Cluster API core kinds the stand-in serves.
+pub fn core() -> Vec<CustomResourceDefinition> {
+    vec![core::Cluster::crd(), core::Machine::crd()]
+}
+
+/// Every CRD, as YAML documents separated by `---`.
+pub fn to_yaml(crds: &[CustomResourceDefinition]) -> Result<String, serde_yaml::Error> {
+    let mut out = String::new();
+    for crd in crds {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(crd)?);
+    }
+    Ok(out)
+}
+
+/// Why CRDs could not be installed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("applying CRD {name}: {source}")]
+    Apply { name: String, source: kube::Error },
+    #[error("CRD {0} did not become Established")]
+    NotEstablished(String),
+}
+
+/// Applies `crds` (server-side, as their owner) and waits until each is Established.
+pub async fn install(
+    client: &kube::Client,
+    crds: &[CustomResourceDefinition],
+) -> Result<(), InstallError> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(
+            &name,
+            &PatchParams::apply("infrasim-crds").force(),
+            &Patch::Apply(crd),
+        )
+        .await
+        .map_err(|source| InstallError::Apply {
+            name: name.clone(),
+            source,
+        })?;
+    }
+    for crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let mut established = false;
+        for _ in 0..200 {
+            let current = api.get_opt(&name).await.ok().flatten();
+            established = current
+                .and_then(|c| c.status)
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        if !established {
+            return Err(InstallError::NotEstablished(name));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    /// kube-apiserver refuses a schema node with both `properties` and
+    /// `additionalProperties`; every node must have a type unless it preserves unknown fields.
+    fn structural(v: &Value, path: &str, problems: &mut Vec<String>) {
+        let Some(o) = v.as_object() else { return };
+        if o.contains_key("properties") && o.contains_key("additionalProperties") {
+            problems.push(format!("{path}: properties and additionalProperties"));
+        }
+        if !o.contains_key("type")
+            && !o.contains_key("x-kubernetes-preserve-unknown-fields")
+            && !o.contains_key("x-kubernetes-int-or-string")
+        {
+            problems.push(format!("{path}: no type"));
+        }
+        for (k, child) in o
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            structural(child, &format!("{path}.{k}"), problems);
+        }
+        if let Some(items) = o.get("items") {
+            structural(items, &format!("{path}[]"), problems);
+        }
+        if let Some(Value::Object(_)) = o.get("additionalProperties") {
+            structural(&o["additionalProperties"], &format!("{path}{{}}"), problems);
+        }
+    }
+
+    #[test]
+    fn every_crd_is_structural_and_labelled() {
+        for crd in provider().into_iter().chain(core()) {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            let v = serde_json::to_value(&crd).unwrap();
+            let schema = &v["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+            let mut problems = Vec::new();
+            structural(schema, &name, &mut problems);
+            assert!(problems.is_empty(), "{problems:#?}");
+            if crd.spec.group == "infrastructure.cluster.x-k8s.io" {
+                let labels = crd.metadata.labels.clone().unwrap_or_default();
+                let version = &crd.spec.versions[0].name;
+                assert_eq!(
+                    labels.get("cluster.x-k8s.io/v1beta2"),
+                    Some(version),
+                    "{name}"
+                );
+                assert_eq!(
+                    labels.get("cluster.x-k8s.io/v1beta1"),
+                    Some(version),
+                    "{name}"
+                );
+                assert_eq!(
+                    labels.get("cluster.x-k8s.io/provider").map(String::as_str),
+                    Some("infrastructure-in-memory")
+                );
+                assert_eq!(
+                    crd.spec.names.categories.as_deref(),
+                    Some(&["cluster-api".to_string()][..])
+                );
+            }
+        }
+    }
+}
