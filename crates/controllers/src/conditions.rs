@@ -146,16 +146,54 @@ pub fn summary(
     }
 }
 
-/// The order Cluster API sorts conditions in: the summary conditions first, `Paused` and
-/// `Deleting` last, the rest as given.
+/// The order Cluster API sorts conditions in: summaries first, then the conditions of the
+/// object's parts, `Paused` and `Deleting` last; any other type (readiness gates, a
+/// provider's own steps) before those two, in the order given.
+const ORDER: [&str; 36] = [
+    "Available",
+    "Ready",
+    "UpToDate",
+    "RemoteConnectionProbe",
+    "BootstrapConfigReady",
+    "InfrastructureReady",
+    "ControlPlaneInitialized",
+    "ControlPlaneAvailable",
+    "WorkersAvailable",
+    "CertificatesAvailable",
+    "Initialized",
+    "EtcdClusterHealthy",
+    "ControlPlaneComponentsHealthy",
+    "NodeHealthy",
+    "NodeReady",
+    "NodeKubeadmLabelsAndTaintsSet",
+    "EtcdPodHealthy",
+    "EtcdMemberHealthy",
+    "APIServerPodHealthy",
+    "ControllerManagerPodHealthy",
+    "SchedulerPodHealthy",
+    "HealthCheckSucceeded",
+    "OwnerRemediated",
+    "TopologyReconciled",
+    "Updating",
+    "RollingOut",
+    "Remediating",
+    "ScalingDown",
+    "ScalingUp",
+    "MachinesReady",
+    "ControlPlaneMachinesReady",
+    "WorkerMachinesReady",
+    "MachinesUpToDate",
+    "ControlPlaneMachinesUpToDate",
+    "WorkerMachinesUpToDate",
+    "DataSecretAvailable",
+];
+
+/// Sorts conditions in Cluster API's order (see [`ORDER`]).
 pub fn sort(conditions: &mut [Condition]) {
     let rank = |t: &str| match t {
-        "Available" => 0,
-        "Ready" => 1,
-        "UpToDate" => 2,
-        "Paused" => 101,
-        "Deleting" => 102,
-        _ => 50,
+        "Paused" => 1001,
+        "Deleting" => 1002,
+        t => ORDER.iter().position(|o| *o == t).unwrap_or(1000),
     };
     conditions.sort_by_key(|c| rank(&c.type_));
 }

@@ -23,7 +23,18 @@ pub fn provider() -> Vec<CustomResourceDefinition> {
 
 /// The Cluster API core kinds the stand-in serves.
 pub fn core() -> Vec<CustomResourceDefinition> {
-    vec![core::Cluster::crd(), core::Machine::crd()]
+    vec![
+        core::Cluster::crd(),
+        core::ClusterClass::crd(),
+        core::Machine::crd(),
+        core::MachineSet::crd(),
+        core::MachineDeployment::crd(),
+        core::MachineHealthCheck::crd(),
+        core::KubeadmControlPlane::crd(),
+        core::KubeadmControlPlaneTemplate::crd(),
+        core::KubeadmConfig::crd(),
+        core::KubeadmConfigTemplate::crd(),
+    ]
 }
 
 /// Every CRD, as YAML documents separated by `---`.

@@ -32,6 +32,10 @@ pub struct UpArgs {
     /// `none` (the bare API server).
     #[arg(long, default_value = "all", value_parser = ["all", "none"])]
     controllers: String,
+    /// Cluster API's core: `embedded` (the stand-in's controllers and CRDs run here) or
+    /// `external` (real Cluster API controllers manage the plane; the stand-in stays off).
+    #[arg(long, default_value = "embedded", value_parser = ["embedded", "external"])]
+    capi_core: String,
     /// The address workload clusters' endpoints listen on and advertise.
     #[arg(long, default_value = "127.0.0.1")]
     advertise_address: IpAddr,
@@ -165,8 +169,11 @@ async fn start_controllers(
         groups: vec!["system:masters".into()],
     };
     let client = kube::Client::new(server.local_service(identity), "default");
+    let embedded_core = args.capi_core == "embedded";
     let mut all = crds::provider();
-    all.extend(crds::core());
+    if embedded_core {
+        all.extend(crds::core());
+    }
     crds::install(&client, &all)
         .await
         .context("installing the controllers' CRDs")?;
@@ -179,10 +186,16 @@ async fn start_controllers(
         clock.clone(),
     ));
     let ctx = Context::new(client, cloud, clock);
-    tokio::spawn(capi::infra::run(ctx, None));
+    tokio::spawn(capi::infra::run(ctx.clone(), None));
+    if embedded_core {
+        tokio::spawn(capi::standin::run(ctx, None));
+    }
     println!(
-        "controllers: Cluster API in-memory provider (InMemory*, Dev*); workload endpoints on {}:{}-{}",
-        args.advertise_address, args.port_min, args.port_max
+        "controllers: Cluster API in-memory provider (InMemory*, Dev*){}; workload endpoints on {}:{}-{}",
+        if embedded_core { " and the embedded Cluster API core" } else { "; Cluster API core: external" },
+        args.advertise_address,
+        args.port_min,
+        args.port_max
     );
     Ok(())
 }

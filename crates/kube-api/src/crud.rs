@@ -49,6 +49,15 @@ pub(crate) fn render(ctx: &Ctx, object: &StoredObject, code: u16) -> HandlerResu
                 "application/json",
             ))
         }
+        Format::Metadata(api_version) => {
+            let value = object
+                .to_value()
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            Ok(json_value(
+                code,
+                &crate::http::partial_metadata(&value, api_version),
+            ))
+        }
         _ => Ok(json_bytes(code, ctx.info.served_bytes(&object.bytes))),
     }
 }

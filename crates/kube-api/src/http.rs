@@ -75,6 +75,19 @@ pub enum Format {
     Table(&'static str),
     /// Aggregated discovery (`apidiscovery.k8s.io/v2` or `v2beta1`).
     AggregatedDiscovery(&'static str),
+    /// Metadata only (`PartialObjectMetadata` and `PartialObjectMetadataList` in the named
+    /// `meta.k8s.io` version), as metadata watchers (kube-rs `owns`, controller-runtime's
+    /// metadata client) read objects they only need the owners and labels of.
+    Metadata(&'static str),
+}
+
+/// An object's metadata alone, as `PartialObjectMetadata` in `api_version`.
+pub fn partial_metadata(object: &serde_json::Value, api_version: &str) -> serde_json::Value {
+    serde_json::json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": api_version,
+        "metadata": object.get("metadata").cloned().unwrap_or(serde_json::Value::Null),
+    })
 }
 
 /// Picks the first media type in `Accept` the server can produce. `None` when only
@@ -109,6 +122,16 @@ pub fn negotiate(headers: &HeaderMap) -> Option<Format> {
             (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some("v2beta1")) => {
                 return Some(Format::AggregatedDiscovery("v2beta1"))
             }
+            (
+                Some("PartialObjectMetadata" | "PartialObjectMetadataList"),
+                Some("meta.k8s.io"),
+                Some("v1"),
+            ) => return Some(Format::Metadata("meta.k8s.io/v1")),
+            (
+                Some("PartialObjectMetadata" | "PartialObjectMetadataList"),
+                Some("meta.k8s.io"),
+                Some("v1beta1"),
+            ) => return Some(Format::Metadata("meta.k8s.io/v1beta1")),
             _ => continue,
         }
     }
@@ -138,6 +161,10 @@ mod tests {
         assert_eq!(
             accept("application/vnd.kubernetes.protobuf, */*"),
             Some(Format::Json)
+        );
+        assert_eq!(
+            accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"),
+            Some(Format::Metadata("meta.k8s.io/v1"))
         );
         assert_eq!(accept("application/vnd.kubernetes.protobuf"), None);
         assert_eq!(accept("application/json;as=Foo;g=x;v=y"), None);

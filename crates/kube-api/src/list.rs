@@ -209,6 +209,19 @@ pub(crate) fn list(ctx: &Ctx) -> HandlerResult {
                 "application/json",
             ))
         }
+        Format::Metadata(api_version) => {
+            let items: Vec<Value> = items
+                .iter()
+                .filter_map(|o| o.to_value().ok())
+                .map(|v| crate::http::partial_metadata(&v, api_version))
+                .collect();
+            let list = json!({"kind": "PartialObjectMetadataList", "apiVersion": api_version,
+                              "metadata": meta, "items": items});
+            Ok(json_bytes(
+                200,
+                serde_json::to_vec(&list).unwrap_or_default(),
+            ))
+        }
         _ => {
             // Stitch the stored bytes together: no object is decoded or re-encoded.
             let size: usize = items.iter().map(|o| o.bytes.len() + 1).sum();

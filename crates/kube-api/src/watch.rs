@@ -28,6 +28,8 @@ use tokio::time::Instant;
 #[derive(Clone, Copy)]
 enum Render {
     Json,
+    /// `PartialObjectMetadata` in the named version.
+    Metadata(&'static str),
     Table {
         api_version: &'static str,
         include: IncludeObject,
@@ -88,6 +90,10 @@ impl WatchStream {
                 out.extend_from_slice(b"}\n");
                 Bytes::from(out)
             }
+            Render::Metadata(api_version) => {
+                let value = object.to_value().unwrap_or(Value::Null);
+                value_line(ty, &crate::http::partial_metadata(&value, api_version))
+            }
             Render::Table {
                 api_version,
                 include,
@@ -128,9 +134,13 @@ impl WatchStream {
         if initial_events_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
+        let (kind, api_version) = match self.render {
+            Render::Metadata(v) => ("PartialObjectMetadata", v),
+            _ => (self.info.kind.as_str(), self.info.api_version.as_str()),
+        };
         value_line(
             "BOOKMARK",
-            &json!({"kind": &self.info.kind, "apiVersion": &self.info.api_version, "metadata": meta}),
+            &json!({"kind": kind, "apiVersion": api_version, "metadata": meta}),
         )
     }
 
@@ -209,6 +219,7 @@ pub(crate) async fn watch(ctx: Ctx) -> HandlerResult {
             include: IncludeObject::parse(ctx.query.get("includeObject"))
                 .map_err(ApiError::bad_request)?,
         },
+        Format::Metadata(api_version) => Render::Metadata(api_version),
         _ => Render::Json,
     };
     let rv = ctx.query.get("resourceVersion").filter(|s| !s.is_empty());

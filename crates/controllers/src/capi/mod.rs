@@ -1,8 +1,11 @@
-//! Cluster API: the in-memory infrastructure provider (`infra`) and the core objects it reads
-//! (`core`), with the labels and annotations Cluster API gives meaning to.
+//! Cluster API: the in-memory infrastructure provider (`infra`), the core kinds (`core`) and an
+//! embedded stand-in for the core's controllers (`standin`), with the labels and annotations
+//! Cluster API gives meaning to.
 
 pub mod core;
 pub mod infra;
+pub mod standin;
+pub mod templates;
 
 /// The label naming an object's Cluster.
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";

@@ -80,3 +80,33 @@ where
     }
     panic!("never happened: {what}");
 }
+
+/// Server-side applies every document of `yaml` (in `namespace` unless a document names
+/// one), as `kubectl apply --server-side` would.
+pub async fn apply_yaml(client: &kube::Client, yaml: &str, namespace: &str) {
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+    for doc in infrasim_controllers::capi::templates::documents(yaml).unwrap() {
+        let api_version = doc["apiVersion"].as_str().unwrap().to_string();
+        let kind = doc["kind"].as_str().unwrap().to_string();
+        let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(group, version, &kind),
+            &infrasim_controllers::capi::standin::objects::plural(&kind),
+        );
+        let ns = doc["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or(namespace)
+            .to_string();
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+        let name = doc["metadata"]["name"].as_str().unwrap().to_string();
+        let mut body = doc.clone();
+        body["metadata"]["namespace"] = serde_json::json!(ns);
+        api.patch(
+            &name,
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"));
+    }
+}

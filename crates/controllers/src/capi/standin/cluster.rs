@@ -1,0 +1,661 @@
+//! The Cluster controller: builds a topology Cluster from its ClusterClass (see
+//! [`super::topology`]), owns the infrastructure cluster and the control plane, copies what
+//! they report (endpoint, failure domains, initialization, replica counts), sums the workers,
+//! and keeps the phase and the conditions Cluster API users wait on (`Available`,
+//! `InfrastructureReady`, `ControlPlaneInitialized`, `ControlPlaneAvailable`, …). Deletion
+//! goes workers, control plane, infrastructure, then the Cluster.
+
+use super::objects::{adopt, contract_flag, owner_ref};
+use super::{
+    apply_status, ensure_finalizer, paused, remove_finalizer, watched, Core, Error, Reconciler,
+};
+use crate::capi::core::{
+    ApiEndpoint, Cluster, ClusterClass, ClusterInitialization, ClusterStatus, FailureDomain,
+    KubeadmControlPlane, Machine, MachineDeployment, MachineSet, ReplicaCounts,
+};
+use crate::capi::infra::types::{DevCluster, InMemoryCluster};
+use crate::capi::CLUSTER_NAME_LABEL;
+use crate::conditions::{self, Condition};
+use futures::StreamExt;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::ResourceExt;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub const FINALIZER: &str = "cluster.cluster.x-k8s.io";
+
+pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
+    let client = core.ctx.client.clone();
+    let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
+    let controller = Controller::new(
+        watched::<Cluster>(&client, namespace),
+        watcher::Config::default(),
+    );
+    let store = controller.store();
+    let cfg = watcher::Config::default;
+    controller
+        .owns(watched::<DevCluster>(&client, namespace), cfg())
+        .owns(watched::<InMemoryCluster>(&client, namespace), cfg())
+        .owns(watched::<KubeadmControlPlane>(&client, namespace), cfg())
+        .owns(watched::<MachineDeployment>(&client, namespace), cfg())
+        .watches(watched::<Machine>(&client, namespace), cfg(), |m| {
+            let ns = m.namespace().unwrap_or_default();
+            Some(ObjectRef::new(&m.spec.cluster_name).within(&ns))
+        })
+        .watches(
+            watched::<ClusterClass>(&client, namespace),
+            cfg(),
+            move |class| {
+                let ns = class.namespace().unwrap_or_default();
+                let name = class.name_any();
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|c| {
+                        c.spec.topology.as_ref().is_some_and(|t| {
+                            t.class_ref.name == name
+                                && t.class_ref
+                                    .namespace
+                                    .as_deref()
+                                    .unwrap_or(c.namespace().as_deref().unwrap_or(""))
+                                    == ns
+                        })
+                    })
+                    .map(|c| ObjectRef::from_obj(&*c))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .reconcile_on(due)
+        .run(
+            reconcile,
+            super::error_policy,
+            Arc::new(Reconciler { core, wakeups }),
+        )
+        .for_each(|_| async {})
+        .await;
+}
+
+async fn reconcile(c: Arc<Cluster>, r: Arc<Reconciler<Cluster>>) -> Result<Action, Error> {
+    let ns = c.namespace().unwrap_or_default();
+    let api: Api<Cluster> = r.api(&ns);
+    if c.metadata.deletion_timestamp.is_some() {
+        return delete(&c, &r, &api).await;
+    }
+    if ensure_finalizer(&api, &*c, FINALIZER).await? {
+        return Ok(Action::await_change());
+    }
+    let now = r.core.ctx.now();
+    let mut status = c.status.clone().unwrap_or_default();
+    let mut conds = status.conditions.take().unwrap_or_default();
+    if let Some(why) = paused(&*c, c.paused()) {
+        conditions::set(
+            &mut conds,
+            Condition::new("Paused", true, "Paused", why),
+            now,
+        );
+        status.conditions = Some(conds);
+        apply_status(&api, &c.name_any(), &status).await?;
+        return Ok(Action::await_change());
+    }
+    conditions::set(
+        &mut conds,
+        Condition::new("Paused", false, "NotPaused", ""),
+        now,
+    );
+    let mut cluster = (*c).clone();
+    if cluster.spec.topology.is_some() {
+        let topology = super::topology::reconcile(&mut cluster, &r).await?;
+        conditions::set(&mut conds, topology, now);
+    }
+    let infra = infrastructure(&cluster, &r).await?;
+    let cp = control_plane(&cluster, &r).await?;
+    copy_endpoint(&cluster, &api, &infra, &cp).await?;
+    let workers = workers(&cluster, &r).await?;
+    let probe = probe(
+        &cluster,
+        &r,
+        cp.initialized || status_flag(&cluster, |i| i.control_plane_initialized),
+    )
+    .await;
+    let status = compose(&cluster, &r, conds, &infra, &cp, &workers, probe).await;
+    apply_status(&api, &cluster.name_any(), &status).await?;
+    Ok(Action::await_change())
+}
+
+fn status_flag(c: &Cluster, f: fn(&ClusterInitialization) -> Option<bool>) -> bool {
+    c.status
+        .as_ref()
+        .and_then(|s| s.initialization.as_ref())
+        .and_then(f)
+        .unwrap_or(false)
+}
+
+/// What the infrastructure cluster says.
+struct InfraState {
+    provisioned: bool,
+    endpoint: Option<ApiEndpoint>,
+    failure_domains: Option<Vec<FailureDomain>>,
+    condition: Condition,
+}
+
+/// Owns the infrastructure cluster and reads it.
+async fn infrastructure(c: &Cluster, r: &Reconciler<Cluster>) -> Result<InfraState, Error> {
+    let Some(infra_ref) = &c.spec.infrastructure_ref else {
+        let waiting = c.spec.topology.is_some();
+        return Ok(InfraState {
+            provisioned: !waiting,
+            endpoint: None,
+            failure_domains: None,
+            condition: if waiting {
+                Condition::new(
+                    "InfrastructureReady",
+                    false,
+                    "ObjectDoesNotExist",
+                    "Waiting for cluster topology to be reconciled",
+                )
+            } else {
+                Condition::new("InfrastructureReady", true, "Ready", "")
+            },
+        });
+    };
+    let ns = c.namespace().unwrap_or_default();
+    let api = r.core.resolver.api(&r.client(), &ns, infra_ref).await?;
+    let Some(obj) = api.get_opt(&infra_ref.name).await? else {
+        let was = status_flag(c, |i| i.infrastructure_provisioned);
+        let (reason, message) = if was {
+            (
+                "ObjectDeleted",
+                format!(
+                    "{} has been deleted while the cluster still exists",
+                    infra_ref.kind
+                ),
+            )
+        } else {
+            (
+                "ObjectDoesNotExist",
+                format!("{} does not exist", infra_ref.kind),
+            )
+        };
+        return Ok(InfraState {
+            provisioned: false,
+            endpoint: None,
+            failure_domains: None,
+            condition: Condition::new("InfrastructureReady", false, reason, message),
+        });
+    };
+    let labels = BTreeMap::from([(CLUSTER_NAME_LABEL.to_string(), c.name_any())]);
+    adopt(
+        &api,
+        &obj,
+        &owner_ref(c, c.spec.topology.is_some()),
+        &labels,
+        &[],
+    )
+    .await?;
+    let provisioned = contract_flag(&obj, "provisioned", "ready");
+    let endpoint: Option<ApiEndpoint> = obj
+        .data
+        .pointer("/spec/controlPlaneEndpoint")
+        .and_then(|e| serde_json::from_value(e.clone()).ok());
+    Ok(InfraState {
+        provisioned,
+        endpoint: endpoint.filter(ApiEndpoint::is_valid),
+        failure_domains: failure_domains(&obj),
+        condition: mirror(
+            &obj,
+            "InfrastructureReady",
+            provisioned,
+            &infra_ref.kind,
+            "status.initialization.provisioned",
+            ("Ready", "NotReady"),
+        ),
+    })
+}
+
+/// `status.failureDomains` of an infrastructure cluster: a list (v1beta2) or a map (v1beta1).
+fn failure_domains(obj: &DynamicObject) -> Option<Vec<FailureDomain>> {
+    let v = obj.data.pointer("/status/failureDomains")?;
+    let mut list: Vec<FailureDomain> = match v {
+        Value::Array(_) => serde_json::from_value(v.clone()).ok()?,
+        Value::Object(m) => m
+            .iter()
+            .map(|(name, fd)| FailureDomain {
+                name: name.clone(),
+                control_plane: fd.get("controlPlane").and_then(Value::as_bool),
+                attributes: fd
+                    .get("attributes")
+                    .and_then(|a| serde_json::from_value(a.clone()).ok())
+                    .unwrap_or_default(),
+            })
+            .collect(),
+        _ => return None,
+    };
+    for fd in &mut list {
+        fd.control_plane.get_or_insert(false);
+    }
+    list.sort_by(|a, b| a.name.cmp(&b.name));
+    Some(list)
+}
+
+/// A condition mirroring `ty_source` (`Ready` or `Available`) of a referenced object, or its
+/// contract flag when it reports no such condition.
+fn mirror(
+    obj: &DynamicObject,
+    ty: &str,
+    flag: bool,
+    kind: &str,
+    path: &str,
+    source: (&str, &str),
+) -> Condition {
+    let (good, bad) = source;
+    let found = obj
+        .data
+        .pointer("/status/conditions")
+        .and_then(|c| serde_json::from_value::<Vec<Condition>>(c.clone()).ok())
+        .and_then(|c| conditions::find(&c, good).cloned());
+    match found {
+        Some(s) => Condition {
+            status: s.status.clone(),
+            ..Condition::new(
+                ty,
+                false,
+                if s.is_true() { good } else { bad },
+                s.message.clone(),
+            )
+        },
+        None if flag => Condition::new(ty, true, good, ""),
+        None => Condition::new(ty, false, bad, format!("{kind} {path} is false")),
+    }
+}
+
+/// What the control plane says.
+struct ControlPlaneState {
+    initialized: bool,
+    endpoint: Option<ApiEndpoint>,
+    counts: Option<ReplicaCounts>,
+    available: Condition,
+}
+
+async fn control_plane(c: &Cluster, r: &Reconciler<Cluster>) -> Result<ControlPlaneState, Error> {
+    let missing = |reason: &str, message: String| ControlPlaneState {
+        initialized: false,
+        endpoint: None,
+        counts: None,
+        available: Condition::new("ControlPlaneAvailable", false, reason, message),
+    };
+    let Some(cp_ref) = &c.spec.control_plane_ref else {
+        return Ok(missing(
+            "ObjectDoesNotExist",
+            "Waiting for a control plane".into(),
+        ));
+    };
+    let ns = c.namespace().unwrap_or_default();
+    let api = r.core.resolver.api(&r.client(), &ns, cp_ref).await?;
+    let Some(obj) = api.get_opt(&cp_ref.name).await? else {
+        return Ok(missing(
+            "ObjectDoesNotExist",
+            format!("{} does not exist", cp_ref.kind),
+        ));
+    };
+    let labels = BTreeMap::from([(CLUSTER_NAME_LABEL.to_string(), c.name_any())]);
+    adopt(
+        &api,
+        &obj,
+        &owner_ref(c, c.spec.topology.is_some()),
+        &labels,
+        &[],
+    )
+    .await?;
+    let initialized = contract_flag(&obj, "controlPlaneInitialized", "initialized");
+    let int = |p: &str| {
+        obj.data
+            .pointer(p)
+            .and_then(Value::as_i64)
+            .map(|n| n as i32)
+    };
+    Ok(ControlPlaneState {
+        initialized,
+        endpoint: obj
+            .data
+            .pointer("/spec/controlPlaneEndpoint")
+            .and_then(|e| serde_json::from_value::<ApiEndpoint>(e.clone()).ok())
+            .filter(ApiEndpoint::is_valid),
+        counts: Some(ReplicaCounts {
+            desired_replicas: int("/spec/replicas"),
+            replicas: int("/status/replicas"),
+            ready_replicas: int("/status/readyReplicas"),
+            available_replicas: int("/status/availableReplicas"),
+            up_to_date_replicas: int("/status/upToDateReplicas").or(int("/status/updatedReplicas")),
+        }),
+        available: mirror(
+            &obj,
+            "ControlPlaneAvailable",
+            initialized,
+            &cp_ref.kind,
+            "status.initialization.controlPlaneInitialized",
+            ("Available", "NotAvailable"),
+        ),
+    })
+}
+
+/// The endpoint, copied once: from the infrastructure cluster, or else the control plane.
+async fn copy_endpoint(
+    c: &Cluster,
+    api: &Api<Cluster>,
+    infra: &InfraState,
+    cp: &ControlPlaneState,
+) -> Result<(), Error> {
+    if c.spec
+        .control_plane_endpoint
+        .as_ref()
+        .is_some_and(ApiEndpoint::is_valid)
+    {
+        return Ok(());
+    }
+    let from = if infra.provisioned {
+        infra.endpoint.clone()
+    } else {
+        None
+    }
+    .or_else(|| cp.endpoint.clone());
+    if let Some(e) = from {
+        let patch = json!({"spec": {"controlPlaneEndpoint": {"host": e.host, "port": e.port}}});
+        api.patch(
+            &c.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The workers: MachineDeployments' counts, and whether they are available.
+struct WorkersState {
+    counts: ReplicaCounts,
+    condition: Condition,
+}
+
+async fn workers(c: &Cluster, r: &Reconciler<Cluster>) -> Result<WorkersState, Error> {
+    let ns = c.namespace().unwrap_or_default();
+    let selector = format!("{CLUSTER_NAME_LABEL}={}", c.name_any());
+    let mds = r
+        .api::<MachineDeployment>(&ns)
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    let mut counts = ReplicaCounts::default();
+    let add = |a: &mut Option<i32>, b: Option<i32>| *a = Some(a.unwrap_or(0) + b.unwrap_or(0));
+    let mut unavailable = Vec::new();
+    for md in mds.iter().filter(|m| m.spec.cluster_name == c.name_any()) {
+        let s = md.status.clone().unwrap_or_default();
+        add(
+            &mut counts.desired_replicas,
+            Some(md.spec.replicas.unwrap_or(1)),
+        );
+        add(&mut counts.replicas, s.replicas);
+        add(&mut counts.ready_replicas, s.ready_replicas);
+        add(&mut counts.available_replicas, s.available_replicas);
+        add(&mut counts.up_to_date_replicas, s.up_to_date_replicas);
+        let available = s
+            .conditions
+            .as_deref()
+            .is_some_and(|c| conditions::is_true(c, "Available"));
+        if !available {
+            unavailable.push(format!(
+                "* MachineDeployment {}: not available",
+                md.name_any()
+            ));
+        }
+    }
+    let condition = if mds.is_empty() {
+        Condition::new("WorkersAvailable", true, "NoWorkers", "")
+    } else if unavailable.is_empty() {
+        Condition::new("WorkersAvailable", true, "Available", "")
+    } else {
+        Condition::new(
+            "WorkersAvailable",
+            false,
+            "NotAvailable",
+            unavailable.join("\n"),
+        )
+    };
+    Ok(WorkersState { counts, condition })
+}
+
+/// Whether the workload cluster answers through its kubeconfig.
+async fn probe(c: &Cluster, r: &Reconciler<Cluster>, initialized: bool) -> Condition {
+    if !initialized {
+        return Condition::new(
+            "RemoteConnectionProbe",
+            false,
+            "ProbeFailed",
+            "Remote connection not established yet",
+        );
+    }
+    let ns = c.namespace().unwrap_or_default();
+    match r.core.workloads.get(&r.client(), &ns, &c.name_any()).await {
+        Ok(client) => match client.apiserver_version().await {
+            Ok(_) => Condition::new("RemoteConnectionProbe", true, "ProbeSucceeded", ""),
+            Err(e) => Condition::new("RemoteConnectionProbe", false, "ProbeFailed", e.to_string()),
+        },
+        Err(e) => Condition::new("RemoteConnectionProbe", false, "ProbeFailed", e.to_string()),
+    }
+}
+
+async fn compose(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+    mut conds: Vec<Condition>,
+    infra: &InfraState,
+    cp: &ControlPlaneState,
+    workers: &WorkersState,
+    probe: Condition,
+) -> ClusterStatus {
+    let now = r.core.ctx.now();
+    let previous = c.status.clone().unwrap_or_default();
+    let infra_done = infra.provisioned || status_flag(c, |i| i.infrastructure_provisioned);
+    let cp_done = cp.initialized || status_flag(c, |i| i.control_plane_initialized);
+    let initialized = if cp_done {
+        Condition::new("ControlPlaneInitialized", true, "Initialized", "")
+    } else {
+        Condition::new(
+            "ControlPlaneInitialized",
+            false,
+            "NotInitialized",
+            "Control plane not yet initialized",
+        )
+    };
+    for cond in [
+        &infra.condition,
+        &initialized,
+        &cp.available,
+        &workers.condition,
+        &probe,
+    ] {
+        conditions::set(&mut conds, cond.clone(), now);
+    }
+    conditions::set(
+        &mut conds,
+        Condition::new("Deleting", false, "NotDeleting", ""),
+        now,
+    );
+    // TopologyReconciled counts against availability only when reconciling failed.
+    let topology = conditions::find(&conds, "TopologyReconciled")
+        .cloned()
+        .map(|mut t| {
+            if !t.is_true()
+                && !matches!(
+                    t.reason.as_str(),
+                    "ReconcileFailed" | "ClusterClassNotReconciled"
+                )
+            {
+                t.status = "True".into();
+            }
+            t
+        });
+    let mut inputs = vec![&probe, &infra.condition, &cp.available, &workers.condition];
+    if let Some(t) = &topology {
+        inputs.push(t);
+    }
+    let available = conditions::summary(
+        "Available",
+        &inputs,
+        ("NotAvailable", "AvailableUnknown", "Available"),
+    );
+    conditions::set(&mut conds, available, now);
+    conditions::sort(&mut conds);
+    let endpoint_set = c
+        .spec
+        .control_plane_endpoint
+        .as_ref()
+        .is_some_and(ApiEndpoint::is_valid)
+        || infra.endpoint.is_some();
+    let phase = if infra_done && endpoint_set {
+        "Provisioned"
+    } else if c.spec.infrastructure_ref.is_some() || c.spec.control_plane_ref.is_some() {
+        "Provisioning"
+    } else {
+        "Pending"
+    };
+    if previous.phase.as_deref() != Some(phase) {
+        r.core
+            .ctx
+            .event(
+                c,
+                false,
+                phase,
+                format!("Cluster {} is {phase}", c.name_any()),
+            )
+            .await;
+    }
+    ClusterStatus {
+        phase: Some(phase.into()),
+        initialization: Some(ClusterInitialization {
+            infrastructure_provisioned: Some(infra_done),
+            control_plane_initialized: Some(cp_done),
+        }),
+        control_plane: cp.counts.clone(),
+        workers: Some(workers.counts.clone()),
+        failure_domains: infra.failure_domains.clone().or(previous.failure_domains),
+        conditions: Some(conds),
+        observed_generation: c.metadata.generation,
+        deprecated: None,
+    }
+}
+
+/// Deletion: workers first, then the control plane, then the infrastructure cluster.
+async fn delete(c: &Cluster, r: &Reconciler<Cluster>, api: &Api<Cluster>) -> Result<Action, Error> {
+    if !c.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(Action::await_change());
+    }
+    let ns = c.namespace().unwrap_or_default();
+    let selector = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={}", c.name_any()));
+    let mds = r.api::<MachineDeployment>(&ns).list(&selector).await?.items;
+    for md in mds
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+    {
+        r.api::<MachineDeployment>(&ns)
+            .delete(&md.name_any(), &DeleteParams::default())
+            .await?;
+    }
+    let sets = r.api::<MachineSet>(&ns).list(&selector).await?.items;
+    for s in sets.iter().filter(|s| {
+        s.metadata.deletion_timestamp.is_none()
+            && !s
+                .owner_references()
+                .iter()
+                .any(|o| o.kind == "MachineDeployment")
+    }) {
+        r.api::<MachineSet>(&ns)
+            .delete(&s.name_any(), &DeleteParams::default())
+            .await?;
+    }
+    let machines = r.api::<Machine>(&ns).list(&selector).await?.items;
+    let workers: Vec<&Machine> = machines.iter().filter(|m| !m.is_control_plane()).collect();
+    for m in workers
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none() && m.owner_references().is_empty())
+    {
+        r.api::<Machine>(&ns)
+            .delete(&m.name_any(), &DeleteParams::default())
+            .await?;
+    }
+    if !mds.is_empty() || !workers.is_empty() {
+        let why = format!(
+            "Waiting for {} MachineDeployments and {} worker Machines to be deleted",
+            mds.len(),
+            workers.len()
+        );
+        return deleting(c, r, api, "WaitingForWorkersDeletion", why).await;
+    }
+    for (reference, reason) in [
+        (
+            c.spec.control_plane_ref.clone(),
+            "WaitingForControlPlaneDeletion",
+        ),
+        (
+            c.spec.infrastructure_ref.clone(),
+            "WaitingForInfrastructureDeletion",
+        ),
+    ] {
+        let Some(reference) = reference else { continue };
+        let Ok(obj_api) = r.core.resolver.api(&r.client(), &ns, &reference).await else {
+            continue;
+        };
+        if let Some(obj) = obj_api.get_opt(&reference.name).await? {
+            if obj.metadata.deletion_timestamp.is_none() {
+                obj_api
+                    .delete(&reference.name, &DeleteParams::default())
+                    .await?;
+            }
+            return deleting(
+                c,
+                r,
+                api,
+                reason,
+                format!("Waiting for {} to be deleted", reference.kind),
+            )
+            .await;
+        }
+    }
+    r.core.workloads.forget(&ns, &c.name_any());
+    r.core
+        .ctx
+        .event(
+            c,
+            false,
+            "Deleted",
+            format!("Cluster {} has been deleted", c.name_any()),
+        )
+        .await;
+    remove_finalizer(api, c, FINALIZER).await?;
+    Ok(Action::await_change())
+}
+
+async fn deleting(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+    api: &Api<Cluster>,
+    reason: &str,
+    message: String,
+) -> Result<Action, Error> {
+    let now = r.core.ctx.now();
+    let mut status = c.status.clone().unwrap_or_default();
+    let mut conds = status.conditions.take().unwrap_or_default();
+    conditions::set(
+        &mut conds,
+        Condition::new("Deleting", true, reason, message),
+        now,
+    );
+    conditions::sort(&mut conds);
+    status.conditions = Some(conds);
+    status.phase = Some("Deleting".into());
+    apply_status(api, &c.name_any(), &status).await?;
+    Ok(Action::await_change())
+}

@@ -1,0 +1,110 @@
+//! The MachineHealthCheck controller, reporting: which Machines a check targets and how many
+//! are healthy (their Node healthy and the Machine ready). It does not remediate: a simulated
+//! node fails only when a test makes it, and remediation is not part of this stand-in yet.
+
+use super::{apply_status, watched, Core, Error, Reconciler};
+use crate::capi::core::{Machine, MachineHealthCheck, MachineHealthCheckStatus};
+use crate::conditions::{self, Condition};
+use futures::StreamExt;
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::ResourceExt;
+use std::sync::Arc;
+
+pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
+    let client = core.ctx.client.clone();
+    let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
+    let controller = Controller::new(
+        watched::<MachineHealthCheck>(&client, namespace),
+        watcher::Config::default(),
+    );
+    let store = controller.store();
+    controller
+        .watches(
+            watched::<Machine>(&client, namespace),
+            watcher::Config::default(),
+            move |m| {
+                let ns = m.namespace().unwrap_or_default();
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|h| {
+                        h.namespace().as_deref() == Some(ns.as_str())
+                            && h.spec.cluster_name == m.spec.cluster_name
+                    })
+                    .map(|h| ObjectRef::from_obj(&*h))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .reconcile_on(due)
+        .run(
+            reconcile,
+            super::error_policy,
+            Arc::new(Reconciler { core, wakeups }),
+        )
+        .for_each(|_| async {})
+        .await;
+}
+
+async fn reconcile(
+    mhc: Arc<MachineHealthCheck>,
+    r: Arc<Reconciler<MachineHealthCheck>>,
+) -> Result<Action, Error> {
+    if mhc.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let ns = mhc.namespace().unwrap_or_default();
+    let selector = super::machineset::selector_string(&mhc.spec.selector);
+    let machines = r
+        .api::<Machine>(&ns)
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    let targets: Vec<&Machine> = machines
+        .iter()
+        .filter(|m| m.spec.cluster_name == mhc.spec.cluster_name)
+        .collect();
+    let healthy = targets
+        .iter()
+        .filter(|m| {
+            let c = m
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.clone())
+                .unwrap_or_default();
+            conditions::is_true(&c, "NodeHealthy")
+        })
+        .count() as i32;
+    let now = r.core.ctx.now();
+    let mut conds = mhc
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    conditions::set(
+        &mut conds,
+        Condition::new("RemediationAllowed", true, "RemediationAllowed", ""),
+        now,
+    );
+    conditions::set(
+        &mut conds,
+        Condition::new("Paused", false, "NotPaused", ""),
+        now,
+    );
+    conditions::sort(&mut conds);
+    let mut names: Vec<String> = targets.iter().map(|m| m.name_any()).collect();
+    names.sort();
+    let status = MachineHealthCheckStatus {
+        expected_machines: Some(targets.len() as i32),
+        current_healthy: Some(healthy),
+        remediations_allowed: Some(targets.len() as i32),
+        targets: Some(names),
+        conditions: Some(conds),
+        observed_generation: mhc.metadata.generation,
+    };
+    let api: Api<MachineHealthCheck> = r.api(&ns);
+    apply_status(&api, &mhc.name_any(), &status).await?;
+    Ok(Action::await_change())
+}

@@ -1,0 +1,261 @@
+//! The KubeadmConfig controller (Cluster API's kubeadm bootstrap provider): writes each
+//! Machine's bootstrap data secret once the cluster's infrastructure is ready. One control-
+//! plane machine initializes the cluster (`kubeadm init`, serialized by the `<cluster>-lock`
+//! ConfigMap); every other machine joins, so it waits for the control plane to be
+//! initialized.
+
+use super::certs::SECRET_TYPE;
+use super::objects::owner_ref;
+use super::{apply_status, paused, watched, Core, Error, Reconciler};
+use crate::capi::core::{BootstrapInitialization, Cluster, KubeadmConfig, Machine};
+use crate::conditions::{self, Condition};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::ResourceExt;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
+    let client = core.ctx.client.clone();
+    let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
+    let controller = Controller::new(
+        watched::<KubeadmConfig>(&client, namespace),
+        watcher::Config::default(),
+    );
+    let store = controller.store();
+    controller
+        .watches(
+            watched::<Machine>(&client, namespace),
+            watcher::Config::default(),
+            |m| {
+                let ns = m.namespace().unwrap_or_default();
+                m.spec
+                    .bootstrap
+                    .config_ref
+                    .filter(|r| r.kind == "KubeadmConfig")
+                    .map(|r| ObjectRef::new(&r.name).within(&ns))
+            },
+        )
+        // The control plane's initialization lets the joining machines go.
+        .watches(
+            watched::<Cluster>(&client, namespace),
+            watcher::Config::default(),
+            move |c| {
+                let ns = c.namespace().unwrap_or_default();
+                let name = c.name_any();
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|k| {
+                        k.namespace().as_deref() == Some(ns.as_str())
+                            && k.labels().get(crate::capi::CLUSTER_NAME_LABEL) == Some(&name)
+                    })
+                    .map(|k| ObjectRef::from_obj(&*k))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .reconcile_on(due)
+        .run(
+            reconcile,
+            super::error_policy,
+            Arc::new(Reconciler { core, wakeups }),
+        )
+        .for_each(|_| async {})
+        .await;
+}
+
+/// The Machine a config belongs to (its owner reference of kind Machine).
+fn owner_machine(config: &KubeadmConfig) -> Option<String> {
+    config
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "Machine")
+        .map(|o| o.name.clone())
+}
+
+async fn reconcile(
+    config: Arc<KubeadmConfig>,
+    r: Arc<Reconciler<KubeadmConfig>>,
+) -> Result<Action, Error> {
+    let ns = config.namespace().unwrap_or_default();
+    if config.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let Some(machine_name) = owner_machine(&config) else {
+        return Ok(Action::await_change());
+    };
+    let Some(machine) = r.api::<Machine>(&ns).get_opt(&machine_name).await? else {
+        return Ok(Action::await_change());
+    };
+    let Some(cluster) = r
+        .api::<Cluster>(&ns)
+        .get_opt(&machine.spec.cluster_name)
+        .await?
+    else {
+        return Ok(Action::await_change());
+    };
+    let api: Api<KubeadmConfig> = r.api(&ns);
+    let now = r.core.ctx.now();
+    let mut status = config.status.clone().unwrap_or_default();
+    let mut conds = status.conditions.take().unwrap_or_default();
+    if let Some(why) = paused(&*config, cluster.paused()) {
+        conditions::set(
+            &mut conds,
+            Condition::new("Paused", true, "Paused", why),
+            now,
+        );
+        status.conditions = Some(conds);
+        apply_status(&api, &config.name_any(), &status).await?;
+        return Ok(Action::await_change());
+    }
+    conditions::set(
+        &mut conds,
+        Condition::new("Paused", false, "NotPaused", ""),
+        now,
+    );
+    let written = status
+        .initialization
+        .as_ref()
+        .and_then(|i| i.data_secret_created)
+        .unwrap_or(false);
+    let wait = if written {
+        None
+    } else if !cluster.infrastructure_provisioned() {
+        Some("Waiting for Cluster status.infrastructureReady to be true")
+    } else if !cluster.control_plane_initialized()
+        && !may_init(&config, &machine, &r, &cluster).await?
+    {
+        Some("Waiting for Cluster control plane to be initialized")
+    } else {
+        None
+    };
+    let name = config.name_any();
+    if let Some(why) = wait {
+        conditions::set(
+            &mut conds,
+            Condition::new("DataSecretAvailable", false, "NotAvailable", why),
+            now,
+        );
+    } else if !written {
+        write_data(&r, &config, &machine, &cluster).await?;
+        status.data_secret_name = Some(name.clone());
+        status.initialization = Some(BootstrapInitialization {
+            data_secret_created: Some(true),
+        });
+        conditions::set(
+            &mut conds,
+            Condition::new("DataSecretAvailable", true, "Available", ""),
+            now,
+        );
+        r.core
+            .ctx
+            .event(
+                &*config,
+                false,
+                "DataSecretCreated",
+                format!("bootstrap data written to Secret {name}"),
+            )
+            .await;
+    }
+    conditions::set(
+        &mut conds,
+        Condition::new("CertificatesAvailable", true, "Available", ""),
+        now,
+    );
+    let inputs: Vec<Condition> = ["DataSecretAvailable", "CertificatesAvailable"]
+        .iter()
+        .filter_map(|t| conditions::find(&conds, t).cloned())
+        .collect();
+    let refs: Vec<&Condition> = inputs.iter().collect();
+    conditions::set(
+        &mut conds,
+        conditions::summary("Ready", &refs, ("NotReady", "ReadyUnknown", "Ready")),
+        now,
+    );
+    conditions::sort(&mut conds);
+    status.conditions = Some(conds);
+    status.observed_generation = config.metadata.generation;
+    apply_status(&api, &name, &status).await?;
+    Ok(Action::await_change())
+}
+
+/// Whether this machine may run `kubeadm init`: a control-plane machine whose config inits
+/// (it has an `initConfiguration`, or no `joinConfiguration`), holding the cluster's init lock.
+async fn may_init(
+    config: &KubeadmConfig,
+    machine: &Machine,
+    r: &Reconciler<KubeadmConfig>,
+    cluster: &Cluster,
+) -> Result<bool, Error> {
+    let fields = &config.spec.fields;
+    let inits =
+        fields.contains_key("initConfiguration") || !fields.contains_key("joinConfiguration");
+    if !machine.is_control_plane() || !inits {
+        return Ok(false);
+    }
+    let ns = cluster.namespace().unwrap_or_default();
+    let locks: Api<ConfigMap> = r.api(&ns);
+    let lock_name = format!("{}-lock", cluster.name_any());
+    let lock: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": lock_name, "ownerReferences": [owner_ref(cluster, false)]},
+        "data": {"lock-information": json!({"machineName": machine.name_any()}).to_string()},
+    }))
+    .map_err(kube::Error::SerdeError)?;
+    match locks.create(&PostParams::default(), &lock).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            let holder = locks
+                .get_opt(&lock_name)
+                .await?
+                .and_then(|l| l.data)
+                .and_then(|d| d.get("lock-information").cloned())
+                .and_then(|i| serde_json::from_str::<Value>(&i).ok())
+                .and_then(|i| i["machineName"].as_str().map(str::to_string));
+            Ok(holder.as_deref() == Some(machine.name_any().as_str()))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The bootstrap data: what cloud-init would run on the machine (nothing runs it here; it
+/// names the kubeadm step and carries the config's files, as real bootstrap data would).
+async fn write_data(
+    r: &Reconciler<KubeadmConfig>,
+    config: &KubeadmConfig,
+    machine: &Machine,
+    cluster: &Cluster,
+) -> Result<(), Error> {
+    let ns = config.namespace().unwrap_or_default();
+    let step = if config.spec.fields.contains_key("joinConfiguration")
+        && cluster.control_plane_initialized()
+    {
+        "kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml"
+    } else {
+        "kubeadm init --config /run/kubeadm/kubeadm.yaml"
+    };
+    let spec_yaml = serde_yaml::to_string(&config.spec.fields).unwrap_or_default();
+    let value = format!(
+        "## template: jinja\n#cloud-config\n# Machine {machine} of Cluster {cluster} (simulated by infrasim)\nwrite_files:\n- path: /run/kubeadm/kubeadm-config.yaml\n  owner: root:root\n  permissions: '0640'\n  content: |\n{spec}runcmd:\n  - '{step}'\n",
+        machine = machine.name_any(),
+        cluster = cluster.name_any(),
+        spec = spec_yaml.lines().map(|l| format!("    {l}\n")).collect::<String>(),
+    );
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": config.name_any(), "namespace": ns,
+                     "labels": {crate::capi::CLUSTER_NAME_LABEL: cluster.name_any()},
+                     "ownerReferences": [owner_ref(config, true)]},
+        "type": SECRET_TYPE,
+        "stringData": {"value": value, "format": "cloud-config"},
+    }))
+    .map_err(kube::Error::SerdeError)?;
+    let secrets: Api<Secret> = r.api(&ns);
+    match secrets.create(&PostParams::default(), &secret).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}

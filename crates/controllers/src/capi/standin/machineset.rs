@@ -1,0 +1,394 @@
+//! The MachineSet controller: keeps `spec.replicas` Machines of its template, each with a
+//! bootstrap config and an infrastructure machine cloned from the template's templates;
+//! removes the excess (deletion order `Random`, `Newest` or `Oldest`, machines marked for
+//! deletion first).
+
+use super::objects::{clone_template, owner_ref, random_suffix, CloneSpec};
+use super::{
+    apply_status, ensure_finalizer, paused, remove_finalizer, watched, Core, Error, Reconciler,
+};
+use crate::capi::core::{Cluster, ContractRef, Machine, MachineSet, ReplicaStatus};
+use crate::capi::CLUSTER_NAME_LABEL;
+use crate::conditions::{self, Condition};
+use futures::StreamExt;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::ResourceExt;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub const FINALIZER: &str = "cluster.x-k8s.io/machineset";
+pub const SET_NAME_LABEL: &str = "cluster.x-k8s.io/set-name";
+pub const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
+const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
+
+pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
+    let client = core.ctx.client.clone();
+    let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
+    Controller::new(
+        watched::<MachineSet>(&client, namespace),
+        watcher::Config::default(),
+    )
+    .owns(
+        watched::<Machine>(&client, namespace),
+        watcher::Config::default(),
+    )
+    .reconcile_on(due)
+    .run(
+        reconcile,
+        super::error_policy,
+        Arc::new(Reconciler { core, wakeups }),
+    )
+    .for_each(|_| async {})
+    .await;
+}
+
+/// The Machines a set controls, oldest first.
+pub(super) async fn owned_machines(
+    api: &Api<Machine>,
+    ms: &MachineSet,
+) -> Result<Vec<Machine>, kube::Error> {
+    let selector = format!("{CLUSTER_NAME_LABEL}={}", ms.spec.cluster_name);
+    let uid = ms.uid().unwrap_or_default();
+    let mut list: Vec<Machine> = api
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .into_iter()
+        .filter(|m| {
+            m.owner_references()
+                .iter()
+                .any(|o| o.uid == uid && o.controller == Some(true))
+        })
+        .collect();
+    list.sort_by_key(|m| {
+        (
+            m.metadata.creation_timestamp.clone().map(|t| t.0),
+            m.name_any(),
+        )
+    });
+    Ok(list)
+}
+
+async fn reconcile(ms: Arc<MachineSet>, r: Arc<Reconciler<MachineSet>>) -> Result<Action, Error> {
+    let ns = ms.namespace().unwrap_or_default();
+    let api: Api<MachineSet> = r.api(&ns);
+    let machines_api: Api<Machine> = r.api(&ns);
+    let machines = owned_machines(&machines_api, &ms).await?;
+    if ms.metadata.deletion_timestamp.is_some() {
+        for m in machines
+            .iter()
+            .filter(|m| m.metadata.deletion_timestamp.is_none())
+        {
+            machines_api
+                .delete(&m.name_any(), &DeleteParams::default())
+                .await?;
+        }
+        if machines.is_empty() {
+            remove_finalizer(&api, &*ms, FINALIZER).await?;
+        }
+        return Ok(Action::await_change());
+    }
+    if ensure_finalizer(&api, &*ms, FINALIZER).await? {
+        return Ok(Action::await_change());
+    }
+    let cluster = r.api::<Cluster>(&ns).get_opt(&ms.spec.cluster_name).await?;
+    let now = r.core.ctx.now();
+    let mut status = ms.status.clone().unwrap_or_default();
+    let mut conds = status.conditions.take().unwrap_or_default();
+    if let Some(why) = paused(&*ms, cluster.as_ref().is_some_and(Cluster::paused)) {
+        conditions::set(
+            &mut conds,
+            Condition::new("Paused", true, "Paused", why),
+            now,
+        );
+        status.conditions = Some(conds);
+        apply_status(&api, &ms.name_any(), &status).await?;
+        return Ok(Action::await_change());
+    }
+    conditions::set(
+        &mut conds,
+        Condition::new("Paused", false, "NotPaused", ""),
+        now,
+    );
+    let desired = ms.spec.replicas.unwrap_or(1).max(0) as usize;
+    let active: Vec<&Machine> = machines
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .collect();
+    if active.len() < desired {
+        for _ in active.len()..desired {
+            create_machine(&ms, &r).await?;
+        }
+    } else if active.len() > desired {
+        for m in pick_for_deletion(&ms, &active, active.len() - desired) {
+            machines_api
+                .delete(&m.name_any(), &DeleteParams::default())
+                .await?;
+            r.core
+                .ctx
+                .event(
+                    &*ms,
+                    false,
+                    "SuccessfulDelete",
+                    format!("Deleted Machine {}", m.name_any()),
+                )
+                .await;
+        }
+    }
+    let status = replica_status(
+        &ms.spec.selector,
+        &machines,
+        desired as i32,
+        conds,
+        now,
+        ms.metadata.generation,
+    );
+    apply_status(&api, &ms.name_any(), &status).await?;
+    Ok(Action::await_change())
+}
+
+/// The machines to delete: marked ones first, then not ready ones, then by the set's order.
+fn pick_for_deletion<'a>(ms: &MachineSet, active: &[&'a Machine], n: usize) -> Vec<&'a Machine> {
+    let order = ms
+        .spec
+        .deletion
+        .as_ref()
+        .and_then(|d| d.order.clone())
+        .unwrap_or_default();
+    let ready = |m: &Machine| {
+        m.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .is_some_and(|c| conditions::is_true(c, "Ready"))
+    };
+    let mut ranked: Vec<(u8, usize, &Machine)> = active
+        .iter()
+        .enumerate()
+        .map(|(age, m)| {
+            let class = if m.annotations().contains_key(DELETE_MACHINE_ANNOTATION) {
+                0
+            } else if !ready(m) {
+                1
+            } else {
+                2
+            };
+            // `active` is oldest first.
+            let rank = match order.as_str() {
+                "Oldest" => age,
+                "Newest" => usize::MAX - age,
+                _ => rand::random_range(0..usize::MAX),
+            };
+            (class, rank, *m)
+        })
+        .collect();
+    ranked.sort_by_key(|(class, rank, _)| (*class, *rank));
+    ranked.into_iter().take(n).map(|(_, _, m)| m).collect()
+}
+
+/// Creates one Machine of the set, with its bootstrap config and infrastructure machine.
+async fn create_machine(ms: &MachineSet, r: &Reconciler<MachineSet>) -> Result<(), Error> {
+    let ns = ms.namespace().unwrap_or_default();
+    let name = format!("{}-{}", ms.name_any(), random_suffix());
+    let template = &ms.spec.template;
+    let meta = template.metadata.clone().unwrap_or_default();
+    let mut labels = meta.labels.clone();
+    labels.insert(CLUSTER_NAME_LABEL.into(), ms.spec.cluster_name.clone());
+    labels.insert(SET_NAME_LABEL.into(), ms.name_any());
+    if let Some(md) = ms.labels().get(DEPLOYMENT_NAME_LABEL) {
+        labels.insert(DEPLOYMENT_NAME_LABEL.into(), md.clone());
+    }
+    let mut spec = template.spec.clone();
+    spec.cluster_name = ms.spec.cluster_name.clone();
+    spec.infrastructure_ref = clone_from(
+        r,
+        &ns,
+        &template.spec.infrastructure_ref,
+        &name,
+        &labels,
+        &meta.annotations,
+        ms,
+    )
+    .await?;
+    if let Some(config) = &template.spec.bootstrap.config_ref {
+        spec.bootstrap.config_ref =
+            Some(clone_from(r, &ns, config, &name, &labels, &meta.annotations, ms).await?);
+    }
+    let machine: Machine = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+        "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": meta.annotations,
+                     "ownerReferences": [owner_ref(ms, true)], "finalizers": [super::machine::FINALIZER]},
+        "spec": spec,
+    }))
+    .map_err(kube::Error::SerdeError)?;
+    match r
+        .api::<Machine>(&ns)
+        .create(&PostParams::default(), &machine)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    r.core
+        .ctx
+        .event(
+            ms,
+            false,
+            "SuccessfulCreate",
+            format!("Created Machine {name}"),
+        )
+        .await;
+    Ok(())
+}
+
+/// Clones the object a template reference of the set's template points at.
+async fn clone_from(
+    r: &Reconciler<MachineSet>,
+    ns: &str,
+    template_ref: &ContractRef,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+    ms: &MachineSet,
+) -> Result<ContractRef, Error> {
+    let template = r
+        .core
+        .resolver
+        .get(&r.client(), ns, template_ref)
+        .await?
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "{} {} does not exist",
+                template_ref.kind, template_ref.name
+            ))
+        })?;
+    Ok(clone_template(
+        &r.client(),
+        ns,
+        &template,
+        CloneSpec {
+            name,
+            labels: labels.clone(),
+            annotations: annotations.clone(),
+            owner: Some(owner_ref(ms, false)),
+            spec_overrides: None,
+        },
+    )
+    .await?)
+}
+
+/// Replica counts and conditions of a set of machines.
+pub(super) fn replica_status(
+    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    machines: &[Machine],
+    desired: i32,
+    mut conds: Vec<Condition>,
+    now: chrono::DateTime<chrono::Utc>,
+    generation: Option<i64>,
+) -> ReplicaStatus {
+    let has = |m: &Machine, t: &str| {
+        m.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .is_some_and(|c| conditions::is_true(c, t))
+    };
+    let count = |t: &str| machines.iter().filter(|m| has(m, t)).count() as i32;
+    let (ready, available, up_to_date) = (count("Ready"), count("Available"), count("UpToDate"));
+    let total = machines.len() as i32;
+    let aggregate = |ty: &str, n: i32, good: &str, bad: &str| {
+        if total == 0 {
+            Condition::new(ty, true, "NoReplicas", "")
+        } else if n == total {
+            Condition::new(ty, true, good, "")
+        } else {
+            Condition::new(ty, false, bad, format!("{} of {total} Machines", total - n))
+        }
+    };
+    conditions::set(
+        &mut conds,
+        aggregate("MachinesReady", ready, "Ready", "NotReady"),
+        now,
+    );
+    conditions::set(
+        &mut conds,
+        aggregate("MachinesUpToDate", up_to_date, "UpToDate", "NotUpToDate"),
+        now,
+    );
+    let up = total < desired;
+    let down = total > desired;
+    conditions::set(
+        &mut conds,
+        Condition::new(
+            "ScalingUp",
+            up,
+            if up { "ScalingUp" } else { "NotScalingUp" },
+            if up {
+                format!("Scaling up from {total} to {desired} replicas")
+            } else {
+                String::new()
+            },
+        ),
+        now,
+    );
+    conditions::set(
+        &mut conds,
+        Condition::new(
+            "ScalingDown",
+            down,
+            if down {
+                "ScalingDown"
+            } else {
+                "NotScalingDown"
+            },
+            if down {
+                format!("Scaling down from {total} to {desired} replicas")
+            } else {
+                String::new()
+            },
+        ),
+        now,
+    );
+    conditions::set(
+        &mut conds,
+        Condition::new("Deleting", false, "NotDeleting", ""),
+        now,
+    );
+    conditions::sort(&mut conds);
+    ReplicaStatus {
+        replicas: Some(total),
+        ready_replicas: Some(ready),
+        available_replicas: Some(available),
+        up_to_date_replicas: Some(up_to_date),
+        selector: Some(selector_string(selector)),
+        phase: None,
+        conditions: Some(conds),
+        observed_generation: generation,
+        deprecated: None,
+    }
+}
+
+/// A label selector as the scale subresource shows it (`a=b,c in (d)`).
+pub(super) fn selector_string(
+    s: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+) -> String {
+    let mut parts: Vec<String> = s
+        .match_labels
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for e in s.match_expressions.clone().unwrap_or_default() {
+        let values = e.values.unwrap_or_default().join(",");
+        parts.push(match e.operator.as_str() {
+            "In" => format!("{} in ({values})", e.key),
+            "NotIn" => format!("{} notin ({values})", e.key),
+            "Exists" => e.key.clone(),
+            _ => format!("!{}", e.key),
+        });
+    }
+    parts.join(",")
+}

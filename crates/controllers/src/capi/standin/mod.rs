@@ -1,0 +1,208 @@
+//! An embedded stand-in for Cluster API's core controllers, so `infrasim up` makes clusters
+//! from Cluster API objects without the real (Go) controllers: Cluster (with topology from a
+//! ClusterClass), Machine, MachineSet, MachineDeployment, MachineHealthCheck (status),
+//! KubeadmControlPlane and KubeadmConfig, doing what upstream's do at the level a provider
+//! and a user can observe. When real Cluster API manages the plane it is switched off
+//! (`--capi-core=external`); it never fights them.
+//!
+//! Each controller is a `kube::runtime::Controller` over the typed kind (see
+//! [`crate::capi::core`]), reading referenced provider objects by contract (see [`objects`])
+//! and workload clusters through their kubeconfig secrets (see [`workload`]).
+
+pub mod certs;
+mod cluster;
+mod healthcheck;
+mod kcp;
+mod kubeadm_config;
+mod machine;
+mod machinedeployment;
+mod machineset;
+pub mod objects;
+mod topology;
+pub mod workload;
+
+use crate::context::Context;
+use crate::wakeups::Wakeups;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::json;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The field manager the stand-in writes status under.
+pub const MANAGER: &str = "infrasim-capi-core";
+
+/// Why a reconcile failed (it is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Ref(#[from] objects::RefError),
+    #[error(transparent)]
+    Cert(#[from] certs::CertError),
+    #[error(transparent)]
+    Workload(#[from] workload::WorkloadError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// What the stand-in's controllers share.
+pub struct Core {
+    pub ctx: Context,
+    pub resolver: objects::Resolver,
+    pub workloads: workload::WorkloadClients,
+}
+
+/// One controller's state: the shared core and this kind's wakeups.
+pub struct Reconciler<K: Resource<DynamicType = ()>> {
+    pub core: Arc<Core>,
+    pub wakeups: Wakeups<K>,
+}
+
+impl<K: Resource<DynamicType = ()>> Reconciler<K> {
+    fn client(&self) -> kube::Client {
+        self.core.ctx.client.clone()
+    }
+
+    fn api<T>(&self, namespace: &str) -> Api<T>
+    where
+        T: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
+    {
+        Api::namespaced(self.client(), namespace)
+    }
+}
+
+fn error_policy<K: Resource<DynamicType = ()>>(
+    obj: Arc<K>,
+    err: &Error,
+    _: Arc<Reconciler<K>>,
+) -> Action {
+    tracing::warn!(kind = %K::kind(&()), name = %obj.name_any(), error = %err, "reconcile failed");
+    Action::requeue(Duration::from_secs(2))
+}
+
+/// Adds `finalizer` if the object lacks it; `true` if it was added (the reconcile then ends,
+/// and the write's own event brings the next one).
+async fn ensure_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<bool, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    if obj.finalizers().iter().any(|f| f == finalizer) {
+        return Ok(false);
+    }
+    let mut all = obj.finalizers().to_vec();
+    all.push(finalizer.to_string());
+    let patch = json!({"metadata": {"finalizers": all, "resourceVersion": obj.resource_version()}});
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(true)
+}
+
+/// Removes `finalizer` (the object goes once none is left).
+async fn remove_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    if !obj.finalizers().iter().any(|f| f == finalizer) {
+        return Ok(());
+    }
+    let rest: Vec<&String> = obj
+        .finalizers()
+        .iter()
+        .filter(|f| *f != finalizer)
+        .collect();
+    let patch =
+        json!({"metadata": {"finalizers": rest, "resourceVersion": obj.resource_version()}});
+    match api
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Applies `status` under [`MANAGER`] (server-side apply: only the stand-in's own status
+/// fields, never a stale copy of anything else).
+async fn apply_status<K, S>(api: &Api<K>, name: &str, status: &S) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    S: Serialize,
+{
+    let body = json!({"apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": status});
+    match api
+        .patch_status(
+            name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Gone meanwhile (its finalizer was the last): nothing to report on.
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The `Paused` condition's message, if the object or its cluster is paused.
+fn paused<K: Resource<DynamicType = ()>>(obj: &K, cluster_paused: bool) -> Option<String> {
+    let mut why = Vec::new();
+    if cluster_paused {
+        why.push("Cluster spec.paused is set to true".to_string());
+    }
+    if obj
+        .annotations()
+        .contains_key(crate::capi::PAUSED_ANNOTATION)
+    {
+        why.push(format!(
+            "{} has the cluster.x-k8s.io/paused annotation",
+            K::kind(&())
+        ));
+    }
+    (!why.is_empty()).then(|| why.join(", "))
+}
+
+/// Where the controllers watch: every namespace, or one.
+fn watched<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Runs the stand-in's controllers until the process ends.
+pub async fn run(ctx: Context, namespace: Option<String>) {
+    let core = Arc::new(Core {
+        ctx,
+        resolver: objects::Resolver::default(),
+        workloads: workload::WorkloadClients::default(),
+    });
+    let ns = namespace.as_deref();
+    futures::join!(
+        cluster::run(core.clone(), ns),
+        machine::run(core.clone(), ns),
+        kubeadm_config::run(core.clone(), ns),
+        kcp::run(core.clone(), ns),
+        machineset::run(core.clone(), ns),
+        machinedeployment::run(core.clone(), ns),
+        healthcheck::run(core.clone(), ns),
+    );
+}

@@ -1,0 +1,563 @@
+//! A Cluster's topology made real from its ClusterClass: the infrastructure cluster and the
+//! control plane (with its machines' infrastructure template) cloned from the class's
+//! templates, then, once the control plane is initialized, one MachineDeployment per
+//! topology entry with its own copies of the bootstrap and infrastructure templates, and the
+//! class's health checks. Replica and version changes flow down (the control plane first,
+//! the workers once it runs the new version). The class's patches and variables are not
+//! applied: the `TopologyReconciled` condition says so rather than ignoring them silently.
+
+use super::objects::{
+    clone_template, copy_template, owner_ref, random_suffix, template_api, CloneSpec,
+};
+use super::{Error, Reconciler};
+use crate::capi::core::{
+    Cluster, ClusterClass, ContractRef, KubeadmControlPlane, MachineDeployment,
+    MachineDeploymentClass, MachineDeploymentTopology, MachineHealthCheck, TemplateRef,
+};
+use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use crate::conditions::Condition;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+pub const OWNED_LABEL: &str = "topology.cluster.x-k8s.io/owned";
+pub const DEPLOYMENT_LABEL: &str = "topology.cluster.x-k8s.io/deployment-name";
+
+fn contract(t: &TemplateRef) -> ContractRef {
+    ContractRef {
+        api_group: t
+            .api_version
+            .split_once('/')
+            .map(|(g, _)| g)
+            .unwrap_or("")
+            .to_string(),
+        kind: t.kind.clone(),
+        name: t.name.clone(),
+    }
+}
+
+fn owned_labels(c: &Cluster) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (CLUSTER_NAME_LABEL.to_string(), c.name_any()),
+        (OWNED_LABEL.to_string(), String::new()),
+    ])
+}
+
+/// Reconciles the topology; the returned condition is the Cluster's `TopologyReconciled`.
+/// `c` gets the references set on the Cluster meanwhile.
+pub(super) async fn reconcile(
+    c: &mut Cluster,
+    r: &Reconciler<Cluster>,
+) -> Result<Condition, Error> {
+    let ns = c.namespace().unwrap_or_default();
+    let Some(topology) = c.spec.topology.clone() else {
+        return Ok(Condition::new(
+            "TopologyReconciled",
+            true,
+            "ReconcileSucceeded",
+            "",
+        ));
+    };
+    let class_ns = topology
+        .class_ref
+        .namespace
+        .clone()
+        .unwrap_or_else(|| ns.clone());
+    let classes: Api<ClusterClass> = Api::namespaced(r.client(), &class_ns);
+    let Some(class) = classes.get_opt(&topology.class_ref.name).await? else {
+        let why = format!(
+            "ClusterClass {class_ns}/{} not found",
+            topology.class_ref.name
+        );
+        return Ok(Condition::new(
+            "TopologyReconciled",
+            false,
+            "ReconcileFailed",
+            why,
+        ));
+    };
+    let failed = |e: Error| {
+        Condition::new(
+            "TopologyReconciled",
+            false,
+            "ReconcileFailed",
+            e.to_string(),
+        )
+    };
+    if let Err(e) = infrastructure(c, r, &class).await {
+        return Ok(failed(e));
+    }
+    if let Err(e) = control_plane(c, r, &class).await {
+        return Ok(failed(e));
+    }
+    let initialized = c.control_plane_initialized();
+    let kcp = match &c.spec.control_plane_ref {
+        Some(cp) => r.api::<KubeadmControlPlane>(&ns).get_opt(&cp.name).await?,
+        None => None,
+    };
+    let cp_version = kcp
+        .as_ref()
+        .and_then(|k| k.status.as_ref())
+        .and_then(|s| s.version.clone());
+    let cp_upgraded = cp_version.as_deref() == Some(topology.version.as_str())
+        && kcp
+            .as_ref()
+            .is_some_and(|k| k.spec.version == topology.version);
+    let mut pending = Vec::new();
+    if initialized {
+        let wanted = topology
+            .workers
+            .as_ref()
+            .map(|w| w.machine_deployments.clone())
+            .unwrap_or_default();
+        if let Err(e) = machine_deployments(c, r, &class, &wanted, cp_upgraded, &mut pending).await
+        {
+            return Ok(failed(e));
+        }
+    } else {
+        pending.push(
+            "MachineDeployments are created once the control plane is initialized".to_string(),
+        );
+    }
+    if let Err(e) = health_checks(c, r, &class, kcp.as_ref()).await {
+        return Ok(failed(e));
+    }
+    Ok(condition(
+        c,
+        &class,
+        &topology.version,
+        cp_upgraded,
+        pending,
+    ))
+}
+
+fn condition(
+    c: &Cluster,
+    class: &ClusterClass,
+    version: &str,
+    cp_upgraded: bool,
+    pending: Vec<String>,
+) -> Condition {
+    let patches = class.spec.patches.as_ref().map_or(0, Vec::len);
+    let variables = class.spec.variables.as_ref().map_or(0, Vec::len);
+    let set = c
+        .spec
+        .topology
+        .as_ref()
+        .and_then(|t| t.variables.as_ref())
+        .map_or(0, Vec::len);
+    if !cp_upgraded && c.control_plane_initialized() {
+        return Condition::new(
+            "TopologyReconciled",
+            false,
+            "ClusterUpgrading",
+            format!("Cluster is upgrading to {version}\n* Control plane upgrading"),
+        );
+    }
+    if patches + variables + set > 0 {
+        return Condition::new(
+            "TopologyReconciled",
+            false,
+            "PatchesAndVariablesNotSupported",
+            format!(
+                "infrasim's Cluster API stand-in does not apply ClusterClass patches or variables: the cluster \
+                 was built from the templates as written (ClusterClass {} has {patches} patches and {variables} \
+                 variables; the Cluster sets {set}). Run the real Cluster API controllers (infrasim up --capi-core=external) for them.",
+                class.name_any()
+            ),
+        );
+    }
+    if let Some(first) = pending.first() {
+        return Condition::new(
+            "TopologyReconciled",
+            false,
+            "ClusterCreating",
+            first.clone(),
+        );
+    }
+    Condition::new("TopologyReconciled", true, "ReconcileSucceeded", "")
+}
+
+/// Sets `field` (`infrastructureRef` or `controlPlaneRef`) on the Cluster.
+async fn set_ref(
+    c: &mut Cluster,
+    r: &Reconciler<Cluster>,
+    field: &str,
+    reference: &ContractRef,
+) -> Result<(), Error> {
+    let api: Api<Cluster> = r.api(&c.namespace().unwrap_or_default());
+    let mut labels = owned_labels(c);
+    labels.extend(c.labels().clone());
+    let patch = json!({"metadata": {"labels": labels}, "spec": {field: reference}});
+    *c = api
+        .patch(
+            &c.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(())
+}
+
+async fn infrastructure(
+    c: &mut Cluster,
+    r: &Reconciler<Cluster>,
+    class: &ClusterClass,
+) -> Result<(), Error> {
+    if c.spec.infrastructure_ref.is_some() {
+        return Ok(());
+    }
+    let ns = c.namespace().unwrap_or_default();
+    let template_ref = &class.spec.infrastructure.template_ref;
+    let template = template_api(&r.client(), &ns, template_ref)
+        .get_opt(&template_ref.name)
+        .await?
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "{} {} not found",
+                template_ref.kind, template_ref.name
+            ))
+        })?;
+    let name = format!("{}-{}", c.name_any(), random_suffix());
+    let created = clone_template(
+        &r.client(),
+        &ns,
+        &template,
+        CloneSpec {
+            name: &name,
+            labels: owned_labels(c),
+            annotations: BTreeMap::new(),
+            owner: Some(owner_ref(c, true)),
+            spec_overrides: None,
+        },
+    )
+    .await?;
+    set_ref(c, r, "infrastructureRef", &created).await
+}
+
+async fn control_plane(
+    c: &mut Cluster,
+    r: &Reconciler<Cluster>,
+    class: &ClusterClass,
+) -> Result<(), Error> {
+    let ns = c.namespace().unwrap_or_default();
+    let topology = c.spec.topology.clone().unwrap_or_default();
+    let replicas = topology.control_plane.as_ref().and_then(|cp| cp.replicas);
+    if let Some(cp_ref) = c.spec.control_plane_ref.clone() {
+        // Replicas and version flow down.
+        let api: Api<KubeadmControlPlane> = r.api(&ns);
+        let Some(kcp) = api.get_opt(&cp_ref.name).await? else {
+            return Ok(());
+        };
+        let mut spec = serde_json::Map::new();
+        if kcp.spec.version != topology.version {
+            spec.insert("version".into(), json!(topology.version));
+        }
+        if replicas.is_some() && kcp.spec.replicas != replicas {
+            spec.insert("replicas".into(), json!(replicas));
+        }
+        if !spec.is_empty() {
+            api.patch(
+                &cp_ref.name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": spec})),
+            )
+            .await?;
+        }
+        return Ok(());
+    }
+    let mut labels = owned_labels(c);
+    // The control plane's machines get the class's and the topology's metadata.
+    let mut machine_labels = labels.clone();
+    let mut machine_annotations = BTreeMap::new();
+    for meta in [
+        class.spec.control_plane.metadata.clone(),
+        topology
+            .control_plane
+            .as_ref()
+            .and_then(|t| t.metadata.clone()),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        machine_labels.extend(meta.labels);
+        machine_annotations.extend(meta.annotations);
+    }
+    let mut machine_template =
+        json!({"metadata": {"labels": machine_labels, "annotations": machine_annotations}});
+    if let Some(infra) = &class.spec.control_plane.machine_infrastructure {
+        let source = template_api(&r.client(), &ns, &infra.template_ref)
+            .get_opt(&infra.template_ref.name)
+            .await?
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "{} {} not found",
+                    infra.template_ref.kind, infra.template_ref.name
+                ))
+            })?;
+        let copy = copy_template(
+            &r.client(),
+            &ns,
+            &source,
+            &format!("{}-{}", c.name_any(), random_suffix()),
+            &labels,
+            owner_ref(c, false),
+        )
+        .await?;
+        machine_template["spec"] = json!({"infrastructureRef": contract(&copy)});
+    }
+    let template_ref = &class.spec.control_plane.template_ref;
+    let template = template_api(&r.client(), &ns, template_ref)
+        .get_opt(&template_ref.name)
+        .await?
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "{} {} not found",
+                template_ref.kind, template_ref.name
+            ))
+        })?;
+    let mut overrides = json!({"version": topology.version, "machineTemplate": machine_template});
+    if let Some(n) = replicas {
+        overrides["replicas"] = json!(n);
+    }
+    labels.extend(BTreeMap::new());
+    let created = clone_template(
+        &r.client(),
+        &ns,
+        &template,
+        CloneSpec {
+            name: &format!("{}-{}", c.name_any(), random_suffix()),
+            labels,
+            annotations: BTreeMap::new(),
+            owner: Some(owner_ref(c, true)),
+            spec_overrides: Some(overrides),
+        },
+    )
+    .await?;
+    set_ref(c, r, "controlPlaneRef", &created).await
+}
+
+/// One MachineDeployment per topology entry; entries removed from the topology go.
+async fn machine_deployments(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+    class: &ClusterClass,
+    wanted: &[MachineDeploymentTopology],
+    cp_upgraded: bool,
+    pending: &mut Vec<String>,
+) -> Result<(), Error> {
+    let ns = c.namespace().unwrap_or_default();
+    let api: Api<MachineDeployment> = r.api(&ns);
+    let selector = format!("{CLUSTER_NAME_LABEL}={},{OWNED_LABEL}", c.name_any());
+    let existing = api
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    let version = c
+        .spec
+        .topology
+        .as_ref()
+        .map(|t| t.version.clone())
+        .unwrap_or_default();
+    for md in wanted {
+        let current = existing
+            .iter()
+            .find(|e| e.labels().get(DEPLOYMENT_LABEL) == Some(&md.name));
+        match current {
+            None => create_md(c, r, class, md).await?,
+            Some(current) => {
+                let mut spec = serde_json::Map::new();
+                if md.replicas.is_some() && current.spec.replicas != md.replicas {
+                    spec.insert("replicas".into(), json!(md.replicas));
+                }
+                if current.spec.template.spec.version.as_deref() != Some(version.as_str()) {
+                    if cp_upgraded {
+                        spec.insert("template".into(), json!({"spec": {"version": version}}));
+                    } else {
+                        pending.push(format!(
+                            "MachineDeployment {} upgrades after the control plane",
+                            md.name
+                        ));
+                    }
+                }
+                if !spec.is_empty() {
+                    api.patch(
+                        &current.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(&json!({"spec": spec})),
+                    )
+                    .await?;
+                }
+            }
+        }
+    }
+    for gone in existing.iter().filter(|e| {
+        e.metadata.deletion_timestamp.is_none()
+            && !wanted
+                .iter()
+                .any(|w| e.labels().get(DEPLOYMENT_LABEL) == Some(&w.name))
+    }) {
+        api.delete(&gone.name_any(), &DeleteParams::default())
+            .await?;
+    }
+    Ok(())
+}
+
+async fn create_md(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+    class: &ClusterClass,
+    md: &MachineDeploymentTopology,
+) -> Result<(), Error> {
+    let ns = c.namespace().unwrap_or_default();
+    let md_class: &MachineDeploymentClass = class
+        .spec
+        .workers
+        .as_ref()
+        .and_then(|w| w.machine_deployments.iter().find(|m| m.class == md.class))
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "MachineDeploymentClass {} not found in ClusterClass {}",
+                md.class,
+                class.name_any()
+            ))
+        })?;
+    let mut labels = owned_labels(c);
+    labels.insert(DEPLOYMENT_LABEL.into(), md.name.clone());
+    let copy = |t: TemplateRef| {
+        let labels = labels.clone();
+        let ns = ns.clone();
+        async move {
+            let source = template_api(&r.client(), &ns, &t)
+                .get_opt(&t.name)
+                .await?
+                .ok_or_else(|| Error::Invalid(format!("{} {} not found", t.kind, t.name)))?;
+            let name = format!("{}-{}-{}", c.name_any(), md.name, random_suffix());
+            Ok::<_, Error>(
+                copy_template(
+                    &r.client(),
+                    &ns,
+                    &source,
+                    &name,
+                    &labels,
+                    owner_ref(c, false),
+                )
+                .await?,
+            )
+        }
+    };
+    let bootstrap = copy(md_class.bootstrap.template_ref.clone()).await?;
+    let infra = copy(md_class.infrastructure.template_ref.clone()).await?;
+    let mut template_labels = labels.clone();
+    let mut template_annotations = BTreeMap::new();
+    for meta in [md_class.metadata.clone(), md.metadata.clone()]
+        .into_iter()
+        .flatten()
+    {
+        template_labels.extend(meta.labels);
+        template_annotations.extend(meta.annotations);
+    }
+    let version = c.spec.topology.as_ref().map(|t| t.version.clone());
+    let object: MachineDeployment = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+        "metadata": {"name": format!("{}-{}-{}", c.name_any(), md.name, random_suffix()), "namespace": ns,
+                     "labels": labels, "ownerReferences": [owner_ref(c, false)]},
+        "spec": {
+            "clusterName": c.name_any(), "replicas": md.replicas.unwrap_or(1),
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": template_labels, "annotations": template_annotations},
+                         "spec": {"clusterName": c.name_any(), "version": version,
+                                  "bootstrap": {"configRef": contract(&bootstrap)},
+                                  "infrastructureRef": contract(&infra),
+                                  "failureDomain": md.failure_domain}},
+        },
+    }))
+    .map_err(kube::Error::SerdeError)?;
+    r.api::<MachineDeployment>(&ns)
+        .create(&PostParams::default(), &object)
+        .await?;
+    Ok(())
+}
+
+/// The class's health checks: one for the control plane, one per MachineDeployment that has
+/// one, named after what they watch.
+async fn health_checks(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+    class: &ClusterClass,
+    kcp: Option<&KubeadmControlPlane>,
+) -> Result<(), Error> {
+    let ns = c.namespace().unwrap_or_default();
+    let mut wanted: Vec<(String, BTreeMap<String, String>, Value)> = Vec::new();
+    if let (Some(check), Some(kcp)) = (&class.spec.control_plane.health_check, kcp) {
+        let selector = BTreeMap::from([
+            (CLUSTER_NAME_LABEL.to_string(), c.name_any()),
+            (CONTROL_PLANE_LABEL.to_string(), String::new()),
+        ]);
+        wanted.push((kcp.name_any(), selector, check.clone()));
+    }
+    let selector = format!("{CLUSTER_NAME_LABEL}={},{OWNED_LABEL}", c.name_any());
+    let mds = r
+        .api::<MachineDeployment>(&ns)
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    for md in &mds {
+        let topology_name = md
+            .labels()
+            .get(DEPLOYMENT_LABEL)
+            .cloned()
+            .unwrap_or_default();
+        let class_name = c
+            .spec
+            .topology
+            .as_ref()
+            .and_then(|t| t.workers.as_ref())
+            .and_then(|w| {
+                w.machine_deployments
+                    .iter()
+                    .find(|m| m.name == topology_name)
+            })
+            .map(|m| m.class.clone());
+        let check = class
+            .spec
+            .workers
+            .as_ref()
+            .and_then(|w| {
+                w.machine_deployments
+                    .iter()
+                    .find(|m| Some(&m.class) == class_name.as_ref())
+            })
+            .and_then(|m| m.health_check.clone());
+        if let Some(check) = check {
+            let labels = md.spec.selector.match_labels.clone().unwrap_or_default();
+            wanted.push((md.name_any(), labels, check));
+        }
+    }
+    let api: Api<MachineHealthCheck> = r.api(&ns);
+    for (name, selector, check) in wanted {
+        if api.get_opt(&name).await?.is_some() {
+            continue;
+        }
+        let mut spec = json!({"clusterName": c.name_any(), "selector": {"matchLabels": selector}});
+        if let Some(checks) = check.get("checks") {
+            spec["checks"] = checks.clone();
+        }
+        if let Some(remediation) = check.get("remediation") {
+            spec["remediation"] = remediation.clone();
+        }
+        let mhc: MachineHealthCheck = serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineHealthCheck",
+            "metadata": {"name": name, "namespace": ns, "labels": owned_labels(c), "ownerReferences": [owner_ref(c, false)]},
+            "spec": spec,
+        }))
+        .map_err(kube::Error::SerdeError)?;
+        match api.create(&PostParams::default(), &mhc).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}

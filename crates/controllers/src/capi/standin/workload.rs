@@ -1,0 +1,84 @@
+//! Clients of workload clusters, made from the `<cluster>-kubeconfig` secret as Cluster API's
+//! controllers make theirs: what they read there (Nodes, kubeadm's ConfigMap) and change
+//! (cordons, evictions, kube-proxy) goes through the cluster's own endpoint and credentials.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::{Client, ResourceExt};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Why a workload cluster cannot be reached.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error("no kubeconfig secret {0} yet")]
+    NoSecret(String),
+    #[error("the kubeconfig in {secret} is unusable: {why}")]
+    Unusable { secret: String, why: String },
+}
+
+/// One client per workload cluster, kept while its kubeconfig secret is unchanged.
+#[derive(Default)]
+pub struct WorkloadClients {
+    clients: Mutex<HashMap<(String, String), (String, Client)>>,
+}
+
+impl WorkloadClients {
+    /// A client of cluster `name` in `namespace`.
+    pub async fn get(
+        &self,
+        mgmt: &Client,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Client, WorkloadError> {
+        let secret_name = format!("{name}-kubeconfig");
+        let secrets: Api<Secret> = Api::namespaced(mgmt.clone(), namespace);
+        let secret = secrets
+            .get_opt(&secret_name)
+            .await?
+            .ok_or_else(|| WorkloadError::NoSecret(secret_name.clone()))?;
+        let version = secret.resource_version().unwrap_or_default();
+        let key = (namespace.to_string(), name.to_string());
+        if let Some((v, c)) = self
+            .clients
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            if *v == version {
+                return Ok(c.clone());
+            }
+        }
+        let unusable = |why: String| WorkloadError::Unusable {
+            secret: secret_name.clone(),
+            why,
+        };
+        let yaml = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get("value"))
+            .and_then(|b| String::from_utf8(b.0.clone()).ok())
+            .ok_or_else(|| unusable("no `value` key".into()))?;
+        let kubeconfig =
+            kube::config::Kubeconfig::from_yaml(&yaml).map_err(|e| unusable(e.to_string()))?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .map_err(|e| unusable(e.to_string()))?;
+        let client = Client::try_from(config).map_err(|e| unusable(e.to_string()))?;
+        self.clients
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, (version, client.clone()));
+        Ok(client)
+    }
+
+    /// Forgets a cluster's client (the cluster is gone).
+    pub fn forget(&self, namespace: &str, name: &str) {
+        self.clients
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(namespace.to_string(), name.to_string()));
+    }
+}

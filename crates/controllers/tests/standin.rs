@@ -1,0 +1,289 @@
+//! The provider with the embedded Cluster API core stand-in: clusters declared from the
+//! built-in templates come up, scale, upgrade and go, as a Cluster API user sees them.
+
+mod common;
+
+use common::{apply_yaml, eventually, Plane};
+use infrasim_controllers::capi::core::{
+    Cluster, KubeadmControlPlane, Machine, MachineDeployment, MachineSet,
+};
+use infrasim_controllers::capi::templates::{self, substitute};
+use infrasim_controllers::capi::{infra, standin};
+use infrasim_controllers::crds;
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::ResourceExt;
+use serde_json::json;
+use std::collections::HashMap;
+
+const NS: &str = "default";
+
+async fn setup(ports: std::ops::RangeInclusive<u16>) -> Plane {
+    let plane = Plane::start(ports).await;
+    let mut all = crds::provider();
+    all.extend(crds::core());
+    crds::install(&plane.client, &all).await.unwrap();
+    tokio::spawn(infra::run(plane.ctx.clone(), None));
+    tokio::spawn(standin::run(plane.ctx.clone(), None));
+    plane
+}
+
+/// Template variables: machines that come up at once.
+fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    let mut v: HashMap<String, String> = [
+        ("VM_STARTUP", "0s"),
+        ("NODE_STARTUP", "0s"),
+        ("ETCD_STARTUP", "0s"),
+        ("API_SERVER_STARTUP", "0s"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    v.extend(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    v
+}
+
+fn condition(c: &Cluster, ty: &str) -> Option<(String, String)> {
+    c.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|x| x.type_ == ty)
+        .map(|x| (x.status.clone(), x.reason.clone()))
+}
+
+/// A client of the workload cluster from its `<cluster>-kubeconfig` secret.
+async fn workload(plane: &Plane, cluster: &str) -> kube::Client {
+    let secrets: Api<Secret> = Api::namespaced(plane.client.clone(), NS);
+    let secret = secrets.get(&format!("{cluster}-kubeconfig")).await.unwrap();
+    let yaml = String::from_utf8(secret.data.unwrap()["value"].0.clone()).unwrap();
+    let kc = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+/// Waits until the cluster is Available with `cp` + `workers` Ready nodes running `version`.
+async fn wait_for(plane: &Plane, cluster: &str, cp: usize, workers: usize, version: &str) {
+    let clusters: Api<Cluster> = Api::namespaced(plane.client.clone(), NS);
+    eventually(&format!("{cluster} is Available"), || async {
+        let c = clusters.get(cluster).await.ok()?;
+        (condition(&c, "Available").map(|a| a.0) == Some("True".into())).then_some(())
+    })
+    .await;
+    let nodes: Api<Node> = Api::all(workload(plane, cluster).await);
+    let machines: Api<Machine> = Api::namespaced(plane.client.clone(), NS);
+    eventually(
+        &format!("{cluster} has {cp}+{workers} nodes at {version}"),
+        || async {
+            let list = nodes.list(&ListParams::default()).await.ok()?.items;
+            let at_version = |n: &Node| {
+                n.status
+                    .as_ref()?
+                    .node_info
+                    .as_ref()
+                    .map(|i| i.kubelet_version == version)
+            };
+            let cps = list
+                .iter()
+                .filter(|n| {
+                    n.labels()
+                        .contains_key("node-role.kubernetes.io/control-plane")
+                })
+                .count();
+            let ms = machines
+                .list(
+                    &ListParams::default()
+                        .labels(&format!("cluster.x-k8s.io/cluster-name={cluster}")),
+                )
+                .await
+                .ok()?
+                .items;
+            let ready = ms.iter().filter(|m| {
+                m.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|x| x.type_ == "Ready" && x.status == "True"))
+            });
+            (cps == cp
+                && list.len() == cp + workers
+                && list.iter().all(|n| at_version(n) == Some(true))
+                && ms.len() == cp + workers
+                && ready.count() == cp + workers)
+                .then_some(())
+        },
+    )
+    .await;
+    for n in nodes.list(&ListParams::default()).await.unwrap() {
+        let id = n
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.clone())
+            .unwrap_or_default();
+        assert_eq!(id, format!("in-memory://{}", n.name_any()));
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_class_cluster_comes_up_scales_upgrades_and_goes() {
+    let plane = setup(23900..=23940).await;
+    apply_yaml(
+        &plane.client,
+        &substitute(templates::CLUSTERCLASS_IN_MEMORY, &vars(&[])).unwrap(),
+        NS,
+    )
+    .await;
+    let cluster_vars = vars(&[
+        ("CLUSTER_NAME", "t1"),
+        ("CONTROL_PLANE_MACHINE_COUNT", "3"),
+        ("WORKER_MACHINE_COUNT", "2"),
+        ("KUBERNETES_VERSION", "v1.31.2"),
+    ]);
+    apply_yaml(
+        &plane.client,
+        &substitute(templates::CLUSTER_IN_MEMORY, &cluster_vars).unwrap(),
+        NS,
+    )
+    .await;
+    wait_for(&plane, "t1", 3, 2, "v1.31.2").await;
+
+    let clusters: Api<Cluster> = Api::namespaced(plane.client.clone(), NS);
+    let c = clusters.get("t1").await.unwrap();
+    assert_eq!(
+        c.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Provisioned")
+    );
+    for ty in [
+        "InfrastructureReady",
+        "ControlPlaneInitialized",
+        "ControlPlaneAvailable",
+        "WorkersAvailable",
+        "TopologyReconciled",
+    ] {
+        assert_eq!(
+            condition(&c, ty).map(|x| x.0),
+            Some("True".into()),
+            "{ty}: {:?}",
+            condition(&c, ty)
+        );
+    }
+    let kcps: Api<KubeadmControlPlane> = Api::namespaced(plane.client.clone(), NS);
+    let kcp = kcps
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    assert_eq!(
+        kcp.annotations()
+            .get("cluster.x-k8s.io/cloned-from-name")
+            .map(String::as_str),
+        Some("in-memory-control-plane")
+    );
+    let s = kcp.status.clone().unwrap();
+    assert_eq!(
+        (s.replicas, s.ready_replicas, s.up_to_date_replicas),
+        (Some(3), Some(3), Some(3))
+    );
+
+    // Scale the workers through the topology.
+    let topology = |cp: i32, w: i32, v: &str| {
+        json!({"spec": {"topology": {"version": v,
+        "controlPlane": {"replicas": cp},
+        "workers": {"machineDeployments": [{"class": "default-worker", "name": "md-0", "replicas": w}]}}}})
+    };
+    clusters
+        .patch(
+            "t1",
+            &PatchParams::default(),
+            &Patch::Merge(&topology(3, 3, "v1.31.2")),
+        )
+        .await
+        .unwrap();
+    wait_for(&plane, "t1", 3, 3, "v1.31.2").await;
+
+    // A version bump rolls the control plane one machine at a time, then the workers.
+    clusters
+        .patch(
+            "t1",
+            &PatchParams::default(),
+            &Patch::Merge(&topology(3, 3, "v1.32.0")),
+        )
+        .await
+        .unwrap();
+    wait_for(&plane, "t1", 3, 3, "v1.32.0").await;
+    let machines: Api<Machine> = Api::namespaced(plane.client.clone(), NS);
+    let all = machines.list(&ListParams::default()).await.unwrap().items;
+    assert!(all
+        .iter()
+        .all(|m| m.spec.version.as_deref() == Some("v1.32.0")));
+
+    // Deleting the Cluster removes every object and closes the endpoint.
+    let endpoint = c.spec.control_plane_endpoint.clone().unwrap();
+    clusters
+        .delete("t1", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the cluster and its machines are gone", || async {
+        let gone = clusters.get_opt("t1").await.ok()?.is_none()
+            && machines
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .is_empty()
+            && kcps
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .is_empty();
+        gone.then_some(())
+    })
+    .await;
+    assert!(!plane.cloud.has_cluster("t1.default"));
+    assert!(
+        tokio::net::TcpStream::connect(("127.0.0.1", endpoint.port as u16))
+            .await
+            .is_err(),
+        "the endpoint is closed"
+    );
+}
+
+#[tokio::test]
+async fn the_seed_kinds_without_a_class_scale_through_the_machine_deployment() {
+    let plane = setup(23950..=23990).await;
+    let v = vars(&[("CLUSTER_NAME", "d1"), ("WORKER_MACHINE_COUNT", "1")]);
+    apply_yaml(
+        &plane.client,
+        &substitute(templates::CLUSTER_IN_MEMORY_DEVELOPMENT, &v).unwrap(),
+        NS,
+    )
+    .await;
+    wait_for(&plane, "d1", 1, 1, "v1.31.2").await;
+    let mds: Api<MachineDeployment> = Api::namespaced(plane.client.clone(), NS);
+    // `kubectl scale machinedeployment` goes through the scale subresource.
+    mds.patch_scale(
+        "d1-md-0",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"replicas": 3}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&plane, "d1", 1, 3, "v1.31.2").await;
+    mds.patch_scale(
+        "d1-md-0",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"replicas": 1}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&plane, "d1", 1, 1, "v1.31.2").await;
+    let sets: Api<MachineSet> = Api::namespaced(plane.client.clone(), NS);
+    assert_eq!(
+        sets.list(&ListParams::default()).await.unwrap().items.len(),
+        1
+    );
+}
