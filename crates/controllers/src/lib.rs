@@ -13,7 +13,43 @@ pub mod capi;
 pub mod conditions;
 pub mod context;
 pub mod crds;
+pub mod deploy;
+pub mod leader;
 mod schema;
 pub mod wakeups;
 
 pub use context::Context;
+
+/// Which controllers a process runs.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    /// Watch one namespace only (all when `None`).
+    pub namespace: Option<String>,
+    /// Run the embedded Cluster API core stand-in beside the provider (off when real Cluster
+    /// API controllers manage the plane).
+    pub capi_core: bool,
+}
+
+impl Selection {
+    /// The CRDs the selected controllers serve.
+    pub fn crds(
+        &self,
+    ) -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
+    {
+        let mut all = crds::provider();
+        if self.capi_core {
+            all.extend(crds::core());
+        }
+        all
+    }
+}
+
+/// Runs the selected controllers until the process ends.
+pub async fn run(ctx: Context, selection: Selection) {
+    let provider = capi::infra::run(ctx.clone(), selection.namespace.clone());
+    if selection.capi_core {
+        futures::join!(provider, capi::standin::run(ctx, selection.namespace));
+    } else {
+        provider.await;
+    }
+}

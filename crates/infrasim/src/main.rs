@@ -1,6 +1,8 @@
 //! The `infrasim` command: wires the crates together behind a CLI.
 
 mod bench;
+mod cluster;
+mod controller;
 mod fleet;
 mod up;
 mod vcsim;
@@ -20,8 +22,17 @@ struct Cli {
 enum Command {
     /// Start the embedded management plane (a Kubernetes-compatible API server).
     Up(up::UpArgs),
+    /// Cluster API clusters through the management plane: create, list, kubeconfig, delete.
+    Cluster(cluster::ClusterArgs),
+    /// Run the Cluster API in-memory provider (and the core stand-in) against any cluster.
+    Controller(controller::ControllerArgs),
     /// Host N simulated workload clusters, each with an admin kubeconfig.
     Fleet(fleet::FleetArgs),
+    /// Print generated manifests: clusterctl's provider files, or the CRDs.
+    Manifests {
+        #[arg(value_parser = ["components", "metadata", "crds", "core-crds"])]
+        which: String,
+    },
     /// Serve one vSphere simulator (SOAP at /sdk).
     Vcsim(vcsim::VcsimArgs),
     /// Measure the servers against baselines and print a table.
@@ -68,5 +79,18 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => runtime.block_on(bench::run(args)),
         Command::Vcsim(args) => runtime.block_on(vcsim::run(args)),
         Command::Fleet(args) => runtime.block_on(fleet::run(args)),
+        Command::Cluster(args) => runtime.block_on(cluster::run(args)),
+        Command::Manifests { which } => {
+            use infrasim_controllers::{crds, deploy};
+            let text = match which.as_str() {
+                "components" => deploy::components()?,
+                "metadata" => deploy::metadata(),
+                "crds" => crds::to_yaml(&crds::provider())?,
+                _ => crds::to_yaml(&crds::core())?,
+            };
+            print!("{text}");
+            Ok(())
+        }
+        Command::Controller(args) => runtime.block_on(controller::run(args)),
     }
 }

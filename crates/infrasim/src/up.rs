@@ -163,18 +163,17 @@ async fn start_controllers(
     clock: infrasim_clock::SharedClock,
 ) -> anyhow::Result<()> {
     use infrasim_cloud::{Cloud, CloudConfig};
-    use infrasim_controllers::{capi, crds, Context};
+    use infrasim_controllers::{crds, Context, Selection};
     let identity = infrasim_kube_api::Identity {
         user: "system:infrasim-controllers".into(),
         groups: vec!["system:masters".into()],
     };
     let client = kube::Client::new(server.local_service(identity), "default");
-    let embedded_core = args.capi_core == "embedded";
-    let mut all = crds::provider();
-    if embedded_core {
-        all.extend(crds::core());
-    }
-    crds::install(&client, &all)
+    let selection = Selection {
+        namespace: None,
+        capi_core: args.capi_core == "embedded",
+    };
+    crds::install(&client, &selection.crds())
         .await
         .context("installing the controllers' CRDs")?;
     let cloud = Arc::new(Cloud::with_clock(
@@ -185,17 +184,16 @@ async fn start_controllers(
         },
         clock.clone(),
     ));
-    let ctx = Context::new(client, cloud, clock);
-    tokio::spawn(capi::infra::run(ctx.clone(), None));
-    if embedded_core {
-        tokio::spawn(capi::standin::run(ctx, None));
-    }
     println!(
         "controllers: Cluster API in-memory provider (InMemory*, Dev*){}; workload endpoints on {}:{}-{}",
-        if embedded_core { " and the embedded Cluster API core" } else { "; Cluster API core: external" },
+        if selection.capi_core { " and the embedded Cluster API core" } else { "; Cluster API core: external" },
         args.advertise_address,
         args.port_min,
         args.port_max
     );
+    tokio::spawn(infrasim_controllers::run(
+        Context::new(client, cloud, clock),
+        selection,
+    ));
     Ok(())
 }

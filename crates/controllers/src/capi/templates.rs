@@ -66,6 +66,62 @@ pub fn documents(text: &str) -> Result<Vec<serde_json::Value>, serde_yaml::Error
     Ok(out)
 }
 
+/// Server-side applies every document of `yaml` (in `namespace` unless a document names
+/// one) under `manager`, as `kubectl apply --server-side --force-conflicts` would.
+pub async fn apply(
+    client: &kube::Client,
+    yaml: &str,
+    namespace: &str,
+    manager: &str,
+) -> Result<(), ApplyError> {
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+    for mut doc in documents(yaml)? {
+        let field = |p: &str| {
+            doc.pointer(p)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+        };
+        let (Some(api_version), Some(kind), Some(name)) = (
+            field("/apiVersion"),
+            field("/kind"),
+            field("/metadata/name"),
+        ) else {
+            return Err(ApplyError::Incomplete);
+        };
+        let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(group, version, &kind),
+            &crate::capi::standin::objects::plural(&kind),
+        );
+        let ns = field("/metadata/namespace").unwrap_or_else(|| namespace.to_string());
+        doc["metadata"]["namespace"] = serde_json::json!(ns);
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+        api.patch(
+            &name,
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(&doc),
+        )
+        .await
+        .map_err(|source| ApplyError::Kube { kind, name, source })?;
+    }
+    Ok(())
+}
+
+/// Why a template could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(transparent)]
+    Yaml(#[from] serde_yaml::Error),
+    #[error("a document lacks apiVersion, kind or metadata.name")]
+    Incomplete,
+    #[error("applying {kind} {name}: {source}")]
+    Kube {
+        kind: String,
+        name: String,
+        source: kube::Error,
+    },
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -97,7 +97,32 @@ async fn apply<K: InfraCluster>(
         .endpoint()
         .filter(|e| e.port != 0)
         .map(|e| e.port as u16);
-    let endpoint = r.ctx.cloud.reserve_endpoint(&key, wanted).await?;
+    let endpoint = match r.ctx.cloud.reserve_endpoint(&key, wanted).await {
+        Ok(e) => e,
+        Err(e) => {
+            // Its recorded port is taken (by another program, or outside this process's
+            // range after a move): say so where users look, and try again later.
+            let why = format!("the control plane endpoint cannot be served: {e}");
+            if conditions::find(&conds, "Ready").is_none_or(|c| c.message != why) {
+                r.ctx
+                    .event(&*obj, true, "EndpointUnavailable", why.clone())
+                    .await;
+            }
+            conditions::set(
+                &mut conds,
+                Condition::new("Ready", false, "EndpointUnavailable", why),
+                now,
+            );
+            conditions::sort(&mut conds);
+            let view = InfraStatus {
+                provisioned: false,
+                conditions: conds,
+                ..InfraStatus::default()
+            };
+            apply_status(api, &obj, &view).await?;
+            return Ok(Action::requeue(std::time::Duration::from_secs(10)));
+        }
+    };
     let host = r.ctx.cloud.advertise_address().to_string();
     if obj.endpoint().is_none_or(|e| !e.is_valid()) {
         // The endpoint is spec, set once: a merge patch leaves every other field (and its

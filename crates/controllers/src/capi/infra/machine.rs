@@ -131,20 +131,22 @@ async fn apply<K: InfraMachine>(
     .filter(|(ty, _)| conditions::is_true(&plan.conditions, ty))
     .map(|(_, step)| step)
     .collect();
-    if !steps.is_empty() {
-        ensure_cloud_cluster(r, &cluster, &key, version.as_deref()).await?;
-        for step in steps {
-            r.ctx
-                .cloud
-                .run_machine_step(
-                    &key,
-                    &obj.name_any(),
-                    control_plane,
-                    version.as_deref(),
-                    step,
-                )
-                .await?;
-        }
+    if let Err(e) = make_real(
+        r,
+        &cluster,
+        &key,
+        &obj.name_any(),
+        control_plane,
+        version.as_deref(),
+        &steps,
+    )
+    .await
+    {
+        // The cloud cannot do the step (its endpoint's port is taken, say): tell the user,
+        // keep the conditions as they were, and try again later.
+        let why = format!("the simulated cloud could not provision the machine: {e}");
+        refuse(&*obj, r, api, previous, "InternalError", why).await?;
+        return Ok(Action::requeue(std::time::Duration::from_secs(10)));
     }
     announce(&*obj, r, &previous, &plan.conditions).await;
     if plan.provisioned && obj.provider_id().is_none() {
@@ -185,6 +187,30 @@ async fn apply<K: InfraMachine>(
         r.wakeups.at(ObjectRef::from_obj(&*obj), next);
     }
     Ok(Action::await_change())
+}
+
+/// Does the cloud steps the plan says are done (a step done before is left as it is),
+/// creating the workload cluster first if needed.
+async fn make_real<K: InfraMachine>(
+    r: &Reconciler<K>,
+    cluster: &Cluster,
+    key: &str,
+    machine: &str,
+    control_plane: bool,
+    version: Option<&str>,
+    steps: &[usize],
+) -> Result<(), Error> {
+    if steps.is_empty() {
+        return Ok(());
+    }
+    ensure_cloud_cluster(r, cluster, key, version).await?;
+    for step in steps {
+        r.ctx
+            .cloud
+            .run_machine_step(key, machine, control_plane, version, *step)
+            .await?;
+    }
+    Ok(())
 }
 
 /// The provider ID of a machine: `in-memory://<name>`, as its Node carries it.

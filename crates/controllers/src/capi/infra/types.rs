@@ -94,12 +94,6 @@ pub struct V1Beta1Status {
         description = "Cluster"
     ),
     printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.ready",
-        description = "Cluster infrastructure is ready"
-    ),
-    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp",
@@ -367,12 +361,6 @@ pub struct DevMachineBackend {
         type_ = "string",
         json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",
         description = "Cluster"
-    ),
-    printcolumn(
-        name = "Machine",
-        type_ = "string",
-        json_path = ".metadata.ownerReferences[?(@.kind==\"Machine\")].name",
-        description = "Machine object which owns this DevMachine"
     ),
     printcolumn(
         name = "Provider ID",

@@ -1,0 +1,128 @@
+//! `infrasim controller`: the Cluster API in-memory provider (and, unless real Cluster API
+//! runs there, the core stand-in) against any Kubernetes cluster, hosting the simulated
+//! workload clusters in this process; one replica leads at a time, through a Lease.
+
+use anyhow::Context as _;
+use clap::Args;
+use infrasim_clock::SystemClock;
+use infrasim_cloud::{Cloud, CloudConfig};
+use infrasim_controllers::{crds, leader::Elector, Context, Selection};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// The management cluster (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Watch this namespace only (default: all).
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Cluster API's core: `embedded` (the stand-in runs here) or `external` (real Cluster
+    /// API controllers manage the cluster).
+    #[arg(long, default_value = "embedded", value_parser = ["embedded", "external"])]
+    capi_core: String,
+    /// Apply the CRDs of the controllers that run (server-side, forced) before starting.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    install_crds: bool,
+    /// Elect a leader through a Lease, so replicas can run side by side.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// Where the Lease lives.
+    #[arg(long, default_value = "default")]
+    leader_election_namespace: String,
+    /// The address workload clusters' endpoints listen on and advertise.
+    #[arg(long, default_value = "127.0.0.1")]
+    advertise_address: IpAddr,
+    /// First port of the workload clusters' endpoint range.
+    #[arg(long, default_value_t = 20000)]
+    port_min: u16,
+    /// Last port of the workload clusters' endpoint range.
+    #[arg(long, default_value_t = 24000)]
+    port_max: u16,
+    /// Change events each workload cluster keeps for watch resumption.
+    #[arg(long, default_value_t = 1000)]
+    cluster_watch_window: usize,
+}
+
+/// A client of the cluster a kubeconfig (or the environment) points at.
+pub async fn client_from(path: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let config = match path {
+        Some(p) => {
+            let kc = kube::config::Kubeconfig::read_from(p)
+                .with_context(|| format!("reading {}", p.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
+    let client = client_from(args.kubeconfig.as_deref()).await?;
+    let selection = Selection {
+        namespace: args.namespace.clone(),
+        capi_core: args.capi_core == "embedded",
+    };
+    if args.install_crds {
+        crds::install(&client, &selection.crds())
+            .await
+            .context("installing the CRDs")?;
+    }
+    let clock = SystemClock::shared();
+    let elector = args.leader_elect.then(|| {
+        let identity = format!(
+            "{}_{}",
+            std::env::var("HOSTNAME").unwrap_or_else(|_| "infrasim".into()),
+            uuid::Uuid::new_v4()
+        );
+        Elector::new(
+            client.clone(),
+            &args.leader_election_namespace,
+            "infrasim-controller",
+            &identity,
+            clock.clone(),
+        )
+    });
+    if let Some(e) = &elector {
+        println!(
+            "waiting to lead (Lease {}/infrasim-controller)",
+            args.leader_election_namespace
+        );
+        e.acquire().await.context("leader election")?;
+    }
+    let cloud = Arc::new(Cloud::with_clock(
+        CloudConfig {
+            advertise: args.advertise_address,
+            ports: args.port_min..=args.port_max,
+            watch_window: args.cluster_watch_window.max(1),
+        },
+        clock.clone(),
+    ));
+    let ctx = Context::new(client, cloud, clock);
+    println!(
+        "controllers: Cluster API in-memory provider{}{}",
+        if selection.capi_core {
+            " and the embedded Cluster API core"
+        } else {
+            ""
+        },
+        args.namespace
+            .as_deref()
+            .map(|n| format!(" in namespace {n}"))
+            .unwrap_or_default()
+    );
+    let lost = async {
+        match &elector {
+            Some(e) => e.keep().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = infrasim_controllers::run(ctx, selection) => {}
+        _ = lost => anyhow::bail!("leadership lost: stopping, as a controller must"),
+        _ = crate::shutdown_signal() => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,212 @@
+"""Cluster API on `infrasim up`, driven as a new user would: kubectl applies the ClusterClass and
+cluster templates in deploy/templates (after the usual variable substitution), waits for the
+Cluster's `Available` and the Machines' `Ready`, reads the workload cluster through the
+kubeconfig secret Cluster API keeps, scales, upgrades and deletes. The embedded provider and
+Cluster API core stand-in do the work; nothing here talks to them but kubectl and the API.
+"""
+
+import base64
+import json
+import re
+import socket
+import subprocess
+
+import pytest
+
+from conftest import BINARY, ROOT, Plane, unique, wait_for
+
+TEMPLATES = ROOT / "deploy" / "templates"
+# Short machine steps: fast tests that still walk every step on the clock.
+FAST = {"VM_STARTUP": "300ms", "NODE_STARTUP": "100ms", "ETCD_STARTUP": "100ms",
+        "API_SERVER_STARTUP": "100ms"}
+
+
+def render(name, **variables):
+    """clusterctl's substitution: ${VAR}, ${VAR:=default}, ${VAR:-default}."""
+    text = (TEMPLATES / name).read_text()
+
+    def sub(m):
+        var, default = m.group(1), m.group(3)
+        if variables.get(var):
+            return str(variables[var])
+        if default is not None:
+            return default
+        raise KeyError(f"template {name} needs {var}")
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:?[=-](.*?))?\}", sub, text)
+
+
+@pytest.fixture(scope="module")
+def capi(tmp_path_factory):
+    p = Plane(tmp_path_factory.mktemp("capi"), "--port-min", "22500", "--port-max", "22600")
+    yield p
+    p.stop()
+
+
+def apply(plane, ns, text):
+    plane.kubectl("-n", ns, "apply", "--server-side", "-f", "-", input=text)
+
+
+def workload(plane, ns, cluster, tmp_path, *args):
+    """kubectl against the workload cluster, with the kubeconfig from `<cluster>-kubeconfig`."""
+    path = tmp_path / f"{cluster}.kubeconfig"
+    secret = json.loads(plane.kubectl("-n", ns, "get", "secret", f"{cluster}-kubeconfig", "-o", "json").stdout)
+    path.write_bytes(base64.b64decode(secret["data"]["value"]))
+    return subprocess.run(["kubectl", "--kubeconfig", str(path), *args], capture_output=True, text=True, timeout=30)
+
+
+def nodes(plane, ns, cluster, tmp_path):
+    out = workload(plane, ns, cluster, tmp_path, "get", "nodes", "-o", "json")
+    if out.returncode != 0:
+        return []
+    return json.loads(out.stdout)["items"]
+
+
+def ready_nodes(plane, ns, cluster, tmp_path, count, version):
+    def check():
+        items = nodes(plane, ns, cluster, tmp_path)
+        ok = [n for n in items
+              if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])
+              and n["status"]["nodeInfo"]["kubeletVersion"] == version]
+        return items if len(items) == count and len(ok) == count else None
+    return wait_for(check, timeout=120, interval=0.3, what=f"{count} Ready nodes at {version}")
+
+
+def wait_available(plane, ns, cluster):
+    plane.kubectl("-n", ns, "wait", "--for=condition=Available", f"cluster/{cluster}", "--timeout=120s", timeout=130)
+
+
+def condition(obj, ty):
+    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == ty), {})
+
+
+def test_a_cluster_class_cluster_comes_up_scales_upgrades_and_goes(capi, tmp_path):
+    ns = unique("capi")
+    capi.kubectl("create", "namespace", ns)
+    apply(capi, ns, render("clusterclass-in-memory.yaml", **FAST))
+    apply(capi, ns, render("cluster-template-in-memory.yaml", CLUSTER_NAME="c1", NAMESPACE=ns,
+                           CONTROL_PLANE_MACHINE_COUNT=3, WORKER_MACHINE_COUNT=2,
+                           KUBERNETES_VERSION="v1.31.2"))
+    wait_available(capi, ns, "c1")
+    capi.kubectl("-n", ns, "wait", "--for=condition=Ready", "machines", "-l",
+                 "cluster.x-k8s.io/cluster-name=c1", "--timeout=60s", timeout=70)
+    items = ready_nodes(capi, ns, "c1", tmp_path, 5, "v1.31.2")
+    assert all(n["spec"]["providerID"] == f"in-memory://{n['metadata']['name']}" for n in items)
+    control_planes = [n for n in items if "node-role.kubernetes.io/control-plane" in n["metadata"]["labels"]]
+    assert len(control_planes) == 3
+
+    # The columns upstream prints, and the topology's objects.
+    header = capi.kubectl("-n", ns, "get", "kcp").stdout.splitlines()[0].split()
+    assert header == ["NAME", "CLUSTER", "AVAILABLE", "DESIRED", "CURRENT", "READY", "AVAILABLE",
+                      "UP-TO-DATE", "INITIALIZED", "AGE", "VERSION"]
+    header = capi.kubectl("-n", ns, "get", "devmachines").stdout.splitlines()[0].split()
+    assert header == ["NAME", "CLUSTER", "FAILURE", "DOMAIN", "PROVISIONED", "AGE"]
+    cluster = json.loads(capi.kubectl("-n", ns, "get", "cluster", "c1", "-o", "json").stdout)
+    assert cluster["status"]["phase"] == "Provisioned"
+    for ty in ["InfrastructureReady", "ControlPlaneInitialized", "ControlPlaneAvailable",
+               "WorkersAvailable", "TopologyReconciled", "RemoteConnectionProbe"]:
+        assert condition(cluster, ty).get("status") == "True", (ty, condition(cluster, ty))
+    endpoint = cluster["spec"]["controlPlaneEndpoint"]
+    assert endpoint["host"] == "127.0.0.1" and 22500 <= endpoint["port"] <= 22600
+    secrets = capi.kubectl("-n", ns, "get", "secrets", "-o", "name").stdout.split()
+    for purpose in ["ca", "etcd", "proxy", "sa", "kubeconfig"]:
+        assert f"secret/c1-{purpose}" in secrets
+
+    # Scale the workers through the topology.
+    def topology(workers, version):
+        return json.dumps({"spec": {"topology": {"version": version,
+            "workers": {"machineDeployments": [{"class": "default-worker", "name": "md-0", "replicas": workers}]}}}})
+    capi.kubectl("-n", ns, "patch", "cluster", "c1", "--type=merge", "-p", topology(3, "v1.31.2"))
+    ready_nodes(capi, ns, "c1", tmp_path, 6, "v1.31.2")
+
+    # A version bump rolls the control plane, one machine at a time, then the workers.
+    capi.kubectl("-n", ns, "patch", "cluster", "c1", "--type=merge", "-p", topology(3, "v1.32.0"))
+    ready_nodes(capi, ns, "c1", tmp_path, 6, "v1.32.0")
+    wait_available(capi, ns, "c1")
+
+    # Deleting the Cluster removes every object and closes the endpoint.
+    capi.kubectl("-n", ns, "delete", "cluster", "c1", "--timeout=120s", timeout=130)
+    for kind in ["machines", "kcp", "machinedeployments", "devclusters", "devmachines", "kubeadmconfigs"]:
+        assert capi.kubectl("-n", ns, "get", kind, "-o", "name").stdout.strip() == "", kind
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", endpoint["port"]), timeout=2).close()
+
+
+def test_the_seed_kinds_scale_with_kubectl_scale(capi, tmp_path):
+    ns = unique("seed")
+    capi.kubectl("create", "namespace", ns)
+    apply(capi, ns, render("cluster-template-in-memory-development.yaml", CLUSTER_NAME="c2",
+                           NAMESPACE=ns, WORKER_MACHINE_COUNT=1, **FAST))
+    wait_available(capi, ns, "c2")
+    ready_nodes(capi, ns, "c2", tmp_path, 2, "v1.31.2")
+    header = capi.kubectl("-n", ns, "get", "inmemorymachines").stdout.splitlines()[0].split()
+    assert header == ["NAME", "CLUSTER", "MACHINE", "PROVIDERID", "READY", "AGE"]
+    capi.kubectl("-n", ns, "scale", "machinedeployment", "c2-md-0", "--replicas=3")
+    ready_nodes(capi, ns, "c2", tmp_path, 4, "v1.31.2")
+    capi.kubectl("-n", ns, "scale", "machinedeployment", "c2-md-0", "--replicas=1")
+    ready_nodes(capi, ns, "c2", tmp_path, 2, "v1.31.2")
+    machines = json.loads(capi.kubectl("-n", ns, "get", "machines", "-o", "json").stdout)["items"]
+    assert len(machines) == 2
+    capi.kubectl("-n", ns, "delete", "cluster", "c2", "--timeout=120s", timeout=130)
+    assert capi.kubectl("-n", ns, "get", "inmemorymachines", "-o", "name").stdout.strip() == ""
+
+
+def test_the_cluster_cli(capi, tmp_path):
+    ns = unique("cli")
+    capi.kubectl("create", "namespace", ns)
+    cli = [BINARY, "cluster", "--kubeconfig", capi.kubeconfig, "-n", ns]
+    out = subprocess.run([*cli, "create", "k1", "--control-planes", "1", "--workers", "2",
+                          "--step-startup", "100ms"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "is Available" in out.stdout
+    listed = subprocess.run([*cli, "list"], capture_output=True, text=True, timeout=30).stdout.splitlines()
+    assert listed[0].split()[:4] == ["NAME", "CLASS", "PHASE", "AVAILABLE"]
+    assert listed[1].split()[:6] == ["k1", "in-memory", "Provisioned", "True", "1/1", "2/2"]
+    kubeconfig = subprocess.run([*cli, "kubeconfig", "k1"], capture_output=True, text=True, timeout=30).stdout
+    path = tmp_path / "k1.kubeconfig"
+    path.write_text(kubeconfig)
+    got = subprocess.run(["kubectl", "--kubeconfig", str(path), "get", "nodes", "-o", "name"],
+                         capture_output=True, text=True, timeout=30)
+    assert len(got.stdout.split()) == 3, got.stderr
+    out = subprocess.run([*cli, "delete", "k1"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "deleted" in out.stdout, out.stderr
+    assert subprocess.run([*cli, "delete", "k1"], capture_output=True, text=True, timeout=30).returncode != 0
+
+
+def test_the_provider_components_apply_as_clusterctl_would(capi):
+    capi.kubectl("create", "namespace", "infrasim-system", check=False)
+    out = capi.kubectl("apply", "--server-side", "--dry-run=server", "-f",
+                       str(ROOT / "deploy" / "infrastructure-components.yaml")).stdout
+    assert "deployment.apps/infrasim-controller-manager serverside-applied (server dry run)" in out
+    docs = (ROOT / "deploy" / "infrastructure-components.yaml").read_text()
+    assert "name: manager" in docs
+    metadata = (ROOT / "deploy" / "metadata.yaml").read_text()
+    assert "contract: v1beta2" in metadata
+
+
+def test_infrasim_controller_against_another_plane_with_leader_election(tmp_path):
+    workdir = tmp_path / "bare"
+    workdir.mkdir()
+    bare = Plane(workdir, "--controllers", "none")
+    procs = []
+    try:
+        for lo in (22700, 22800):
+            log = open(tmp_path / f"controller-{lo}.log", "w")
+            procs.append(subprocess.Popen(
+                [BINARY, "controller", "--kubeconfig", bare.kubeconfig, "--port-min", str(lo),
+                 "--port-max", str(lo + 50)], stdout=log, stderr=subprocess.STDOUT))
+        holder = wait_for(lambda: json.loads(bare.kubectl("get", "lease", "infrasim-controller", "-o", "json",
+                                                          check=False).stdout or "{}").get("spec", {}).get("holderIdentity"),
+                          timeout=30, what="a leader")
+        assert holder
+        out = subprocess.run([BINARY, "cluster", "--kubeconfig", bare.kubeconfig, "create", "x1",
+                              "--step-startup", "0s"], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr + "\n".join(
+            (tmp_path / f"controller-{lo}.log").read_text() for lo in (22700, 22800))
+        # One replica serves the endpoint: the other waits for the lease.
+        port = json.loads(bare.kubectl("get", "cluster", "x1", "-o", "json").stdout)["spec"]["controlPlaneEndpoint"]["port"]
+        assert 22700 <= port <= 22750 or 22800 <= port <= 22850
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(timeout=10)
+        bare.stop()
