@@ -14,7 +14,9 @@ pub mod conditions;
 pub mod context;
 pub mod crds;
 pub mod deploy;
+mod finalizers;
 pub mod leader;
+pub mod metrics;
 mod schema;
 pub mod wakeups;
 

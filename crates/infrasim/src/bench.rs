@@ -34,6 +34,9 @@ pub struct BenchArgs {
 enum BenchWhat {
     /// GET, LIST and watch fan-out against the API server and a bare server.
     Api(ApiBenchArgs),
+    /// N Cluster API clusters through the embedded plane: time until Available, reconciles
+    /// per second, peak RSS.
+    Capi(crate::bench_capi::CapiBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -58,6 +61,7 @@ struct ApiBenchArgs {
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.what {
         BenchWhat::Api(a) => api(a).await,
+        BenchWhat::Capi(a) => crate::bench_capi::run(a).await,
     }
 }
 

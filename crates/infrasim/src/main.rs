@@ -1,6 +1,7 @@
 //! The `infrasim` command: wires the crates together behind a CLI.
 
 mod bench;
+mod bench_capi;
 mod cluster;
 mod controller;
 mod fleet;

@@ -438,6 +438,26 @@ pub fn apply(
                 .retain(|p| !wanted.contains(p) || value_at(current, p) == value_at(config, p));
         }
     }
+    // An apply that changes neither the object nor who owns what is no write at all, as in
+    // kube-apiserver: the entry keeps its time, so the store sees an unchanged object and
+    // keeps its resourceVersion (controllers that apply status on every reconcile would
+    // otherwise wake each other forever).
+    let unchanged = without_managed(&merged) == without_managed(current)
+        && managed
+            .iter()
+            .find(|m| applier.owns(m))
+            .is_some_and(|m| m.fields == wanted)
+        && read_managed(current)
+            .iter()
+            .filter(|m| !applier.owns(m))
+            .map(|m| &m.fields)
+            .eq(managed
+                .iter()
+                .filter(|m| !applier.owns(m))
+                .map(|m| &m.fields));
+    if unchanged {
+        return Ok(Applied::Merged(current.clone()));
+    }
     managed.retain(|m| !applier.owns(m));
     managed.push(Managed {
         manager: manager.to_string(),
@@ -449,6 +469,14 @@ pub fn apply(
     });
     write_managed(&mut merged, &managed);
     Ok(Applied::Merged(merged))
+}
+
+fn without_managed(object: &Value) -> Value {
+    let mut o = object.clone();
+    if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    o
 }
 
 fn strip_managed(config: &Value) -> Value {
@@ -540,6 +568,28 @@ mod tests {
         assert_eq!(b["data"]["k"], "2");
         let managers: Vec<String> = read_managed(&b).iter().map(|m| m.manager.clone()).collect();
         assert_eq!(managers, vec!["bob"]);
+    }
+
+    #[test]
+    fn an_apply_that_changes_nothing_keeps_the_object_as_it_is() {
+        let v1 = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
+        let Applied::Merged(obj) = apply(None, &v1, &by("m", false)).unwrap() else {
+            panic!()
+        };
+        let later = Applier {
+            now: "later",
+            ..by("m", false)
+        };
+        let Applied::Merged(again) = apply(Some(&obj), &v1, &later).unwrap() else {
+            panic!()
+        };
+        assert_eq!(again, obj, "same object, same managedFields time");
+        let mut v2 = v1.clone();
+        v2["data"]["a"] = json!("2");
+        let Applied::Merged(changed) = apply(Some(&obj), &v2, &later).unwrap() else {
+            panic!()
+        };
+        assert_eq!(read_managed(&changed)[0].time, "later");
     }
 
     #[test]

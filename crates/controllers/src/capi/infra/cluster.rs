@@ -10,7 +10,6 @@ use crate::capi::core::Cluster;
 use crate::conditions::{self, Condition};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{finalizer, Event};
 use kube::ResourceExt;
 use serde_json::json;
 use std::sync::Arc;
@@ -19,24 +18,24 @@ pub(super) async fn reconcile<K: InfraCluster>(
     obj: Arc<K>,
     r: Arc<Reconciler<K>>,
 ) -> Result<Action, Error> {
+    crate::metrics::reconciled();
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<K> = Api::namespaced(r.ctx.client.clone(), &ns);
     // Nothing is reserved before Cluster API's Cluster owns the object.
     if owner_named(&*obj, "Cluster").is_none() && obj.meta().deletion_timestamp.is_none() {
         return Ok(Action::await_change());
     }
-    finalizer(&api, K::FINALIZER, obj, |event| async {
-        match event {
-            Event::Apply(obj) => apply(obj, &r, &api).await,
-            Event::Cleanup(obj) => cleanup(obj, &r).await,
+    if obj.meta().deletion_timestamp.is_some() {
+        if obj.finalizers().iter().any(|f| f == K::FINALIZER) {
+            cleanup(obj.clone(), &r).await?;
+            crate::finalizers::remove(&api, &*obj, K::FINALIZER).await?;
         }
-    })
-    .await
-    .map_err(|e| match e {
-        kube::runtime::finalizer::Error::ApplyFailed(e)
-        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
-        other => Error::Finalizer(other.to_string()),
-    })
+        return Ok(Action::await_change());
+    }
+    if crate::finalizers::ensure(&api, &*obj, K::FINALIZER).await? {
+        return Ok(Action::await_change());
+    }
+    apply(obj, &r, &api).await
 }
 
 async fn apply<K: InfraCluster>(

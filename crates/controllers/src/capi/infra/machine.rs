@@ -16,7 +16,6 @@ use infrasim_cloud::{CertAndKey, ClusterShape, SuppliedPki, API_SERVER_PHASE};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{finalizer, Event};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -31,23 +30,23 @@ pub(super) async fn reconcile<K: InfraMachine>(
     obj: Arc<K>,
     r: Arc<Reconciler<K>>,
 ) -> Result<Action, Error> {
+    crate::metrics::reconciled();
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<K> = Api::namespaced(r.ctx.client.clone(), &ns);
     if owner_named(&*obj, "Machine").is_none() && obj.meta().deletion_timestamp.is_none() {
         return Ok(Action::await_change());
     }
-    finalizer(&api, K::FINALIZER, obj, |event| async {
-        match event {
-            Event::Apply(obj) => apply(obj, &r, &api).await,
-            Event::Cleanup(obj) => cleanup(obj, &r).await,
+    if obj.meta().deletion_timestamp.is_some() {
+        if obj.finalizers().iter().any(|f| f == K::FINALIZER) {
+            cleanup(obj.clone(), &r).await?;
+            crate::finalizers::remove(&api, &*obj, K::FINALIZER).await?;
         }
-    })
-    .await
-    .map_err(|e| match e {
-        kube::runtime::finalizer::Error::ApplyFailed(e)
-        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
-        other => Error::Finalizer(other.to_string()),
-    })
+        return Ok(Action::await_change());
+    }
+    if crate::finalizers::ensure(&api, &*obj, K::FINALIZER).await? {
+        return Ok(Action::await_change());
+    }
+    apply(obj, &r, &api).await
 }
 
 /// The Machine and Cluster an infrastructure machine belongs to.

@@ -80,6 +80,7 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
 }
 
 async fn reconcile(c: Arc<Cluster>, r: Arc<Reconciler<Cluster>>) -> Result<Action, Error> {
+    crate::metrics::reconciled();
     let ns = c.namespace().unwrap_or_default();
     let api: Api<Cluster> = r.api(&ns);
     if c.metadata.deletion_timestamp.is_some() {
@@ -108,6 +109,9 @@ async fn reconcile(c: Arc<Cluster>, r: Arc<Reconciler<Cluster>>) -> Result<Actio
     );
     let mut cluster = (*c).clone();
     if cluster.spec.topology.is_some() {
+        // What the topology creates hangs on the Cluster's references: read them as they
+        // are now, not as the cache last saw them.
+        cluster = api.get(&c.name_any()).await?;
         let topology = super::topology::reconcile(&mut cluster, &r).await?;
         conditions::set(&mut conds, topology, now);
     }

@@ -52,6 +52,7 @@ async fn reconcile(
     mhc: Arc<MachineHealthCheck>,
     r: Arc<Reconciler<MachineHealthCheck>>,
 ) -> Result<Action, Error> {
+    crate::metrics::reconciled();
     if mhc.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }

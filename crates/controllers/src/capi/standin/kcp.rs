@@ -95,6 +95,7 @@ async fn reconcile(
     kcp: Arc<KubeadmControlPlane>,
     r: Arc<Reconciler<KubeadmControlPlane>>,
 ) -> Result<Action, Error> {
+    crate::metrics::reconciled();
     let ns = kcp.namespace().unwrap_or_default();
     let api: Api<KubeadmControlPlane> = r.api(&ns);
     let Some(cluster_name) = kcp

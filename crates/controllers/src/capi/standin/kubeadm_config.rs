@@ -81,6 +81,7 @@ async fn reconcile(
     config: Arc<KubeadmConfig>,
     r: Arc<Reconciler<KubeadmConfig>>,
 ) -> Result<Action, Error> {
+    crate::metrics::reconciled();
     let ns = config.namespace().unwrap_or_default();
     if config.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());

@@ -77,6 +77,7 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
 }
 
 async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Action, Error> {
+    crate::metrics::reconciled();
     let ns = m.namespace().unwrap_or_default();
     let api: Api<Machine> = r.api(&ns);
     let cluster = r.api::<Cluster>(&ns).get_opt(&m.spec.cluster_name).await?;

@@ -104,6 +104,7 @@ async fn reconcile(
     md: Arc<MachineDeployment>,
     r: Arc<Reconciler<MachineDeployment>>,
 ) -> Result<Action, Error> {
+    crate::metrics::reconciled();
     let ns = md.namespace().unwrap_or_default();
     let api: Api<MachineDeployment> = r.api(&ns);
     let sets_api: Api<MachineSet> = r.api(&ns);

@@ -73,6 +73,7 @@ pub(super) async fn owned_machines(
 }
 
 async fn reconcile(ms: Arc<MachineSet>, r: Arc<Reconciler<MachineSet>>) -> Result<Action, Error> {
+    crate::metrics::reconciled();
     let ns = ms.namespace().unwrap_or_default();
     let api: Api<MachineSet> = r.api(&ns);
     let machines_api: Api<Machine> = r.api(&ns);

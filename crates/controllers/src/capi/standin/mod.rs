@@ -86,55 +86,7 @@ fn error_policy<K: Resource<DynamicType = ()>>(
     Action::requeue(Duration::from_secs(2))
 }
 
-/// Adds `finalizer` if the object lacks it; `true` if it was added (the reconcile then ends,
-/// and the write's own event brings the next one).
-async fn ensure_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<bool, kube::Error>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
-{
-    if obj.finalizers().iter().any(|f| f == finalizer) {
-        return Ok(false);
-    }
-    let mut all = obj.finalizers().to_vec();
-    all.push(finalizer.to_string());
-    let patch = json!({"metadata": {"finalizers": all, "resourceVersion": obj.resource_version()}});
-    api.patch(
-        &obj.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(true)
-}
-
-/// Removes `finalizer` (the object goes once none is left).
-async fn remove_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), kube::Error>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
-{
-    if !obj.finalizers().iter().any(|f| f == finalizer) {
-        return Ok(());
-    }
-    let rest: Vec<&String> = obj
-        .finalizers()
-        .iter()
-        .filter(|f| *f != finalizer)
-        .collect();
-    let patch =
-        json!({"metadata": {"finalizers": rest, "resourceVersion": obj.resource_version()}});
-    match api
-        .patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e),
-    }
-}
+pub(crate) use crate::finalizers::{ensure as ensure_finalizer, remove as remove_finalizer};
 
 /// Applies `status` under [`MANAGER`] (server-side apply: only the stand-in's own status
 /// fields, never a stale copy of anything else).

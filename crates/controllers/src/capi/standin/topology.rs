@@ -200,6 +200,44 @@ async fn set_ref(
     Ok(())
 }
 
+/// An object of the kind `template_ref` makes that this Cluster's topology made before (its
+/// labels, and the Cluster as its controller): a reconcile that read the Cluster before the
+/// reference to it was written must find it, not make a second one.
+async fn made_before(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+    template_ref: &TemplateRef,
+) -> Result<Option<ContractRef>, Error> {
+    let ns = c.namespace().unwrap_or_default();
+    let kind = template_ref
+        .kind
+        .strip_suffix("Template")
+        .unwrap_or(&template_ref.kind);
+    let made = TemplateRef {
+        kind: kind.to_string(),
+        ..template_ref.clone()
+    };
+    let selector = format!("{CLUSTER_NAME_LABEL}={},{OWNED_LABEL}", c.name_any());
+    let uid = c.uid().unwrap_or_default();
+    let mut found: Vec<_> = template_api(&r.client(), &ns, &made)
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .into_iter()
+        .filter(|o| {
+            o.owner_references()
+                .iter()
+                .any(|x| x.uid == uid && x.controller == Some(true))
+        })
+        .collect();
+    found.sort_by_key(|o| o.metadata.creation_timestamp.clone().map(|t| t.0));
+    Ok(found.first().map(|o| ContractRef {
+        api_group: contract(&made).api_group,
+        kind: kind.to_string(),
+        name: o.name_any(),
+    }))
+}
+
 async fn infrastructure(
     c: &mut Cluster,
     r: &Reconciler<Cluster>,
@@ -210,6 +248,9 @@ async fn infrastructure(
     }
     let ns = c.namespace().unwrap_or_default();
     let template_ref = &class.spec.infrastructure.template_ref;
+    if let Some(existing) = made_before(c, r, template_ref).await? {
+        return set_ref(c, r, "infrastructureRef", &existing).await;
+    }
     let template = template_api(&r.client(), &ns, template_ref)
         .get_opt(&template_ref.name)
         .await?
@@ -266,6 +307,9 @@ async fn control_plane(
             .await?;
         }
         return Ok(());
+    }
+    if let Some(existing) = made_before(c, r, &class.spec.control_plane.template_ref).await? {
+        return set_ref(c, r, "controlPlaneRef", &existing).await;
     }
     let mut labels = owned_labels(c);
     // The control plane's machines get the class's and the topology's metadata.
