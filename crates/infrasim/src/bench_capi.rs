@@ -217,4 +217,10 @@ fn print_table(args: &CapiBenchArgs, declared: Duration, available: Duration, re
         rss as f64 / 1e3 / args.clusters.max(1) as f64
     );
     println!("| target (issue 10) | {target} |");
+    let per_kind: Vec<String> = infrasim_controllers::metrics::by_kind()
+        .into_iter()
+        .map(|(k, n)| format!("{k} {:.1}", n as f64 / args.clusters.max(1) as f64))
+        .collect();
+    println!();
+    println!("reconciles per cluster, by kind: {}", per_kind.join(", "));
 }

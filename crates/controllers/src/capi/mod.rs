@@ -6,6 +6,7 @@ pub mod core;
 pub mod infra;
 pub mod standin;
 pub mod templates;
+pub mod triggers;
 
 /// The label naming an object's Cluster.
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";

@@ -12,6 +12,7 @@ pub mod timing;
 pub mod types;
 
 use crate::capi::core::{ApiEndpoint, FailureDomain, MachineAddress};
+use crate::capi::triggers::{cluster_gates, filtered, machine_spec};
 use crate::conditions::{self, Condition};
 use crate::context::Context;
 use crate::wakeups::Wakeups;
@@ -236,6 +237,16 @@ impl InfraMachine for DevMachine {
     }
 }
 
+/// The kind's name for the metrics (`'static`, as the counters keep it).
+fn infra_kind<K: InfraObject>() -> &'static str {
+    match K::FINALIZER {
+        f if f.starts_with("inmemorycluster") => "InMemoryCluster",
+        f if f.starts_with("inmemorymachine") => "InMemoryMachine",
+        f if f.starts_with("devcluster") => "DevCluster",
+        _ => "DevMachine",
+    }
+}
+
 /// The key of a Cluster's workload cluster in the cloud: `<cluster>.<namespace>`, which is
 /// also a DNS name (the cluster's name on a shared SNI listener).
 pub fn cloud_key(cluster: &str, namespace: &str) -> String {
@@ -269,16 +280,22 @@ fn paused_message<K: Resource<DynamicType = ()>>(obj: &K, cluster_paused: bool) 
 }
 
 /// Applies `view` as the object's status (server-side apply under [`MANAGER`], so it takes
-/// only the status fields the provider owns and never a stale copy of anything else).
+/// only the status fields the provider owns and never a stale copy of anything else), unless
+/// the object already has exactly that status.
 async fn apply_status<K: InfraObject>(
     api: &Api<K>,
     obj: &K,
     view: &InfraStatus,
 ) -> Result<(), Error> {
+    let wanted = K::status(view);
+    let current = serde_json::to_value(obj).map_err(kube::Error::SerdeError)?;
+    if current.get("status") == Some(&wanted) {
+        return Ok(());
+    }
     let body = json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
-        "status": K::status(view),
+        "status": wanted,
     });
     api.patch_status(
         &obj.name_any(),
@@ -330,7 +347,7 @@ async fn run_clusters<K: InfraCluster>(ctx: Context, namespace: Option<&str>) {
     let (wakeups, due) = Wakeups::new(ctx.clock.clone());
     let clusters: Api<crate::capi::core::Cluster> = api_for(&ctx, namespace);
     Controller::new(api_for::<K>(&ctx, namespace), watcher::Config::default())
-        .watches(clusters, watcher::Config::default(), |c| {
+        .watches_stream(filtered(clusters, cluster_gates), |c| {
             let ns = c.namespace().unwrap_or_default();
             c.spec
                 .infrastructure_ref
@@ -354,14 +371,14 @@ async fn run_machines<K: InfraMachine>(ctx: Context, namespace: Option<&str>) {
     let controller = Controller::new(api_for::<K>(&ctx, namespace), watcher::Config::default());
     let store = controller.store();
     controller
-        .watches(machines, watcher::Config::default(), |m| {
+        .watches_stream(filtered(machines, machine_spec), |m| {
             let ns = m.namespace().unwrap_or_default();
             let r = &m.spec.infrastructure_ref;
             (r.kind == K::kind(&()))
                 .then(|| kube::runtime::reflector::ObjectRef::new(&r.name).within(&ns))
         })
         // A cluster's infrastructure or control plane coming up opens its machines' gates.
-        .watches(clusters, watcher::Config::default(), move |c| {
+        .watches_stream(filtered(clusters, cluster_gates), move |c| {
             let ns = c.namespace().unwrap_or_default();
             let name = c.name_any();
             store

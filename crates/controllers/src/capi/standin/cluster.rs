@@ -27,6 +27,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub const FINALIZER: &str = "cluster.cluster.x-k8s.io";
+/// How long a successful probe of the workload cluster stands.
+const PROBE_INTERVAL_SECONDS: i64 = 10;
 
 pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let client = core.ctx.client.clone();
@@ -42,10 +44,6 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
         .owns(watched::<InMemoryCluster>(&client, namespace), cfg())
         .owns(watched::<KubeadmControlPlane>(&client, namespace), cfg())
         .owns(watched::<MachineDeployment>(&client, namespace), cfg())
-        .watches(watched::<Machine>(&client, namespace), cfg(), |m| {
-            let ns = m.namespace().unwrap_or_default();
-            Some(ObjectRef::new(&m.spec.cluster_name).within(&ns))
-        })
         .watches(
             watched::<ClusterClass>(&client, namespace),
             cfg(),
@@ -80,7 +78,7 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
 }
 
 async fn reconcile(c: Arc<Cluster>, r: Arc<Reconciler<Cluster>>) -> Result<Action, Error> {
-    crate::metrics::reconciled();
+    crate::metrics::reconciled("Cluster");
     let ns = c.namespace().unwrap_or_default();
     let api: Api<Cluster> = r.api(&ns);
     if c.metadata.deletion_timestamp.is_some() {
@@ -99,7 +97,7 @@ async fn reconcile(c: Arc<Cluster>, r: Arc<Reconciler<Cluster>>) -> Result<Actio
             now,
         );
         status.conditions = Some(conds);
-        apply_status(&api, &c.name_any(), &status).await?;
+        apply_status(&api, &*c, &status).await?;
         return Ok(Action::await_change());
     }
     conditions::set(
@@ -126,7 +124,7 @@ async fn reconcile(c: Arc<Cluster>, r: Arc<Reconciler<Cluster>>) -> Result<Actio
     )
     .await;
     let status = compose(&cluster, &r, conds, &infra, &cp, &workers, probe).await;
-    apply_status(&api, &cluster.name_any(), &status).await?;
+    apply_status(&api, &cluster, &status).await?;
     Ok(Action::await_change())
 }
 
@@ -442,9 +440,28 @@ async fn probe(c: &Cluster, r: &Reconciler<Cluster>, initialized: bool) -> Condi
         );
     }
     let ns = c.namespace().unwrap_or_default();
+    let uid = c.uid().unwrap_or_default();
+    let now = r.core.ctx.now();
+    let last = r
+        .core
+        .probed
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&uid)
+        .copied();
+    if last.is_some_and(|t| now - t < chrono::Duration::seconds(PROBE_INTERVAL_SECONDS)) {
+        return Condition::new("RemoteConnectionProbe", true, "ProbeSucceeded", "");
+    }
     match r.core.workloads.get(&r.client(), &ns, &c.name_any()).await {
         Ok(client) => match client.apiserver_version().await {
-            Ok(_) => Condition::new("RemoteConnectionProbe", true, "ProbeSucceeded", ""),
+            Ok(_) => {
+                r.core
+                    .probed
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(uid, now);
+                Condition::new("RemoteConnectionProbe", true, "ProbeSucceeded", "")
+            }
             Err(e) => Condition::new("RemoteConnectionProbe", false, "ProbeFailed", e.to_string()),
         },
         Err(e) => Condition::new("RemoteConnectionProbe", false, "ProbeFailed", e.to_string()),
@@ -630,6 +647,11 @@ async fn delete(c: &Cluster, r: &Reconciler<Cluster>, api: &Api<Cluster>) -> Res
     }
     r.core.workloads.forget(&ns, &c.name_any());
     r.core
+        .probed
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&c.uid().unwrap_or_default());
+    r.core
         .ctx
         .event(
             c,
@@ -660,6 +682,6 @@ async fn deleting(
     conditions::sort(&mut conds);
     status.conditions = Some(conds);
     status.phase = Some("Deleting".into());
-    apply_status(api, &c.name_any(), &status).await?;
+    apply_status(api, c, &status).await?;
     Ok(Action::await_change())
 }

@@ -22,9 +22,11 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     );
     let store = controller.store();
     controller
-        .watches(
-            watched::<Machine>(&client, namespace),
-            watcher::Config::default(),
+        .watches_stream(
+            crate::capi::triggers::filtered(
+                watched::<Machine>(&client, namespace),
+                crate::capi::triggers::machine_summary,
+            ),
             move |m| {
                 let ns = m.namespace().unwrap_or_default();
                 store
@@ -52,7 +54,7 @@ async fn reconcile(
     mhc: Arc<MachineHealthCheck>,
     r: Arc<Reconciler<MachineHealthCheck>>,
 ) -> Result<Action, Error> {
-    crate::metrics::reconciled();
+    crate::metrics::reconciled("MachineHealthCheck");
     if mhc.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
@@ -106,6 +108,6 @@ async fn reconcile(
         observed_generation: mhc.metadata.generation,
     };
     let api: Api<MachineHealthCheck> = r.api(&ns);
-    apply_status(&api, &mhc.name_any(), &status).await?;
+    apply_status(&api, &*mhc, &status).await?;
     Ok(Action::await_change())
 }

@@ -41,13 +41,15 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
         watched::<KubeadmControlPlane>(&client, namespace),
         watcher::Config::default(),
     )
-    .owns(
+    .owns_stream(crate::capi::triggers::filtered(
         watched::<Machine>(&client, namespace),
-        watcher::Config::default(),
-    )
-    .watches(
-        watched::<Cluster>(&client, namespace),
-        watcher::Config::default(),
+        crate::capi::triggers::machine_summary,
+    ))
+    .watches_stream(
+        crate::capi::triggers::filtered(
+            watched::<Cluster>(&client, namespace),
+            crate::capi::triggers::cluster_gates,
+        ),
         |c| {
             let ns = c.namespace().unwrap_or_default();
             c.spec
@@ -95,7 +97,7 @@ async fn reconcile(
     kcp: Arc<KubeadmControlPlane>,
     r: Arc<Reconciler<KubeadmControlPlane>>,
 ) -> Result<Action, Error> {
-    crate::metrics::reconciled();
+    crate::metrics::reconciled("KubeadmControlPlane");
     let ns = kcp.namespace().unwrap_or_default();
     let api: Api<KubeadmControlPlane> = r.api(&ns);
     let Some(cluster_name) = kcp
@@ -126,7 +128,7 @@ async fn reconcile(
             now,
         );
         status.conditions = Some(conds);
-        apply_status(&api, &kcp.name_any(), &status).await?;
+        apply_status(&api, &*kcp, &status).await?;
         return Ok(Action::await_change());
     }
     conditions::set(
@@ -142,7 +144,7 @@ async fn reconcile(
         .unwrap_or(false);
     let outcome = provision(&kcp, &r, &cluster, &machines, &mut initialized, &mut conds).await?;
     let status = compute_status(&kcp, &r, &cluster_name, &machines, initialized, conds).await?;
-    apply_status(&api, &kcp.name_any(), &status).await?;
+    apply_status(&api, &*kcp, &status).await?;
     Ok(outcome)
 }
 
@@ -836,6 +838,6 @@ async fn delete(
     );
     conditions::sort(&mut conds);
     status.conditions = Some(conds);
-    apply_status(api, &kcp.name_any(), &status).await?;
+    apply_status(api, kcp, &status).await?;
     Ok(Action::await_change())
 }

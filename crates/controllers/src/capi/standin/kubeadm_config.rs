@@ -28,9 +28,11 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     );
     let store = controller.store();
     controller
-        .watches(
-            watched::<Machine>(&client, namespace),
-            watcher::Config::default(),
+        .watches_stream(
+            crate::capi::triggers::filtered(
+                watched::<Machine>(&client, namespace),
+                crate::capi::triggers::machine_spec,
+            ),
             |m| {
                 let ns = m.namespace().unwrap_or_default();
                 m.spec
@@ -41,9 +43,11 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
             },
         )
         // The control plane's initialization lets the joining machines go.
-        .watches(
-            watched::<Cluster>(&client, namespace),
-            watcher::Config::default(),
+        .watches_stream(
+            crate::capi::triggers::filtered(
+                watched::<Cluster>(&client, namespace),
+                crate::capi::triggers::cluster_gates,
+            ),
             move |c| {
                 let ns = c.namespace().unwrap_or_default();
                 let name = c.name_any();
@@ -81,7 +85,7 @@ async fn reconcile(
     config: Arc<KubeadmConfig>,
     r: Arc<Reconciler<KubeadmConfig>>,
 ) -> Result<Action, Error> {
-    crate::metrics::reconciled();
+    crate::metrics::reconciled("KubeadmConfig");
     let ns = config.namespace().unwrap_or_default();
     if config.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
@@ -110,7 +114,7 @@ async fn reconcile(
             now,
         );
         status.conditions = Some(conds);
-        apply_status(&api, &config.name_any(), &status).await?;
+        apply_status(&api, &*config, &status).await?;
         return Ok(Action::await_change());
     }
     conditions::set(
@@ -180,7 +184,7 @@ async fn reconcile(
     conditions::sort(&mut conds);
     status.conditions = Some(conds);
     status.observed_generation = config.metadata.generation;
-    apply_status(&api, &name, &status).await?;
+    apply_status(&api, &*config, &status).await?;
     Ok(Action::await_change())
 }
 

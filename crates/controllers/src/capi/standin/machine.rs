@@ -11,8 +11,10 @@ use super::{
 use crate::capi::core::{
     Cluster, Machine, MachineAddress, MachineInitialization, MachineStatus, NodeRef,
 };
+use crate::capi::core::{KubeadmControlPlane, MachineDeployment};
 use crate::capi::infra::types::{DevMachine, InMemoryMachine};
 use crate::capi::standin::objects::RefError;
+use crate::capi::triggers::{cluster_gates, control_plane_rollout, deployment_rollout, filtered};
 use crate::conditions::{self, Condition};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -50,20 +52,52 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
             watched::<crate::capi::core::KubeadmConfig>(&client, namespace),
             watcher::Config::default(),
         )
-        .watches(
-            watched::<Cluster>(&client, namespace),
-            watcher::Config::default(),
-            move |c| {
-                let ns = c.namespace().unwrap_or_default();
-                let name = c.name_any();
-                store
-                    .state()
-                    .into_iter()
-                    .filter(|m| {
-                        m.namespace().as_deref() == Some(ns.as_str()) && m.spec.cluster_name == name
-                    })
-                    .map(|m| ObjectRef::from_obj(&*m))
-                    .collect::<Vec<_>>()
+        .watches_stream(
+            filtered(watched::<Cluster>(&client, namespace), cluster_gates),
+            {
+                let store = store.clone();
+                move |c| {
+                    let ns = c.namespace().unwrap_or_default();
+                    let name = c.name_any();
+                    store
+                        .state()
+                        .into_iter()
+                        .filter(|m| {
+                            m.namespace().as_deref() == Some(ns.as_str())
+                                && m.spec.cluster_name == name
+                        })
+                        .map(|m| ObjectRef::from_obj(&*m))
+                        .collect::<Vec<_>>()
+                }
+            },
+        )
+        // A control plane or deployment rolling out makes its Machines out of date.
+        .watches_stream(
+            filtered(
+                watched::<KubeadmControlPlane>(&client, namespace),
+                control_plane_rollout,
+            ),
+            {
+                let store = store.clone();
+                move |k| {
+                    let ns = k.namespace().unwrap_or_default();
+                    let name = k.name_any();
+                    labelled(&store, &ns, super::kcp::CONTROL_PLANE_NAME_LABEL, &name)
+                }
+            },
+        )
+        .watches_stream(
+            filtered(
+                watched::<MachineDeployment>(&client, namespace),
+                deployment_rollout,
+            ),
+            {
+                let store = store.clone();
+                move |md| {
+                    let ns = md.namespace().unwrap_or_default();
+                    let name = md.name_any();
+                    labelled(&store, &ns, super::machineset::DEPLOYMENT_NAME_LABEL, &name)
+                }
             },
         )
         .reconcile_on(due)
@@ -76,8 +110,26 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
         .await;
 }
 
+/// The Machines of `namespace` whose label `key` is `value`.
+fn labelled(
+    store: &kube::runtime::reflector::Store<Machine>,
+    namespace: &str,
+    key: &str,
+    value: &str,
+) -> Vec<ObjectRef<Machine>> {
+    store
+        .state()
+        .into_iter()
+        .filter(|m| {
+            m.namespace().as_deref() == Some(namespace)
+                && m.labels().get(key).map(String::as_str) == Some(value)
+        })
+        .map(|m| ObjectRef::from_obj(&*m))
+        .collect()
+}
+
 async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Action, Error> {
-    crate::metrics::reconciled();
+    crate::metrics::reconciled("Machine");
     let ns = m.namespace().unwrap_or_default();
     let api: Api<Machine> = r.api(&ns);
     let cluster = r.api::<Cluster>(&ns).get_opt(&m.spec.cluster_name).await?;
@@ -106,7 +158,7 @@ async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Actio
             conditions: Some(conds),
             ..m.status.clone().unwrap_or_default()
         };
-        apply_status(&api, &m.name_any(), &status).await?;
+        apply_status(&api, &*m, &status).await?;
         return Ok(Action::await_change());
     }
     if m.labels().get(crate::capi::CLUSTER_NAME_LABEL) != Some(&m.spec.cluster_name) {
@@ -132,7 +184,7 @@ async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Actio
         })
     };
     let status = status(&m, &r, conds, &bootstrap, &infra, &node).await;
-    apply_status(&api, &m.name_any(), &status).await?;
+    apply_status(&api, &*m, &status).await?;
     Ok(Action::await_change())
 }
 
@@ -713,7 +765,7 @@ async fn deleting(
     conditions::sort(&mut conds);
     status.conditions = Some(conds);
     status.phase = Some("Deleting".into());
-    apply_status(api, &m.name_any(), &status).await?;
+    apply_status(api, m, &status).await?;
     if reason == "DrainingNode" {
         // An eviction a budget refused is tried again shortly (on the injected clock).
         r.wakeups

@@ -104,7 +104,7 @@ async fn reconcile(
     md: Arc<MachineDeployment>,
     r: Arc<Reconciler<MachineDeployment>>,
 ) -> Result<Action, Error> {
-    crate::metrics::reconciled();
+    crate::metrics::reconciled("MachineDeployment");
     let ns = md.namespace().unwrap_or_default();
     let api: Api<MachineDeployment> = r.api(&ns);
     let sets_api: Api<MachineSet> = r.api(&ns);
@@ -140,7 +140,7 @@ async fn reconcile(
             now,
         );
         status.conditions = Some(conds);
-        apply_status(&api, &md.name_any(), &status).await?;
+        apply_status(&api, &*md, &status).await?;
         return Ok(Action::await_change());
     }
     conditions::set(
@@ -159,7 +159,7 @@ async fn reconcile(
     let old: Vec<&MachineSet> = sets.iter().filter(|s| s.uid() != new.uid()).collect();
     roll(&md, &sets_api, &new, &old).await?;
     let status = deployment_status(&md, &r, &sets, conds).await?;
-    apply_status(&api, &md.name_any(), &status).await?;
+    apply_status(&api, &*md, &status).await?;
     Ok(Action::await_change())
 }
 

@@ -31,10 +31,10 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
         watched::<MachineSet>(&client, namespace),
         watcher::Config::default(),
     )
-    .owns(
+    .owns_stream(crate::capi::triggers::filtered(
         watched::<Machine>(&client, namespace),
-        watcher::Config::default(),
-    )
+        crate::capi::triggers::machine_summary,
+    ))
     .reconcile_on(due)
     .run(
         reconcile,
@@ -73,7 +73,7 @@ pub(super) async fn owned_machines(
 }
 
 async fn reconcile(ms: Arc<MachineSet>, r: Arc<Reconciler<MachineSet>>) -> Result<Action, Error> {
-    crate::metrics::reconciled();
+    crate::metrics::reconciled("MachineSet");
     let ns = ms.namespace().unwrap_or_default();
     let api: Api<MachineSet> = r.api(&ns);
     let machines_api: Api<Machine> = r.api(&ns);
@@ -106,7 +106,7 @@ async fn reconcile(ms: Arc<MachineSet>, r: Arc<Reconciler<MachineSet>>) -> Resul
             now,
         );
         status.conditions = Some(conds);
-        apply_status(&api, &ms.name_any(), &status).await?;
+        apply_status(&api, &*ms, &status).await?;
         return Ok(Action::await_change());
     }
     conditions::set(
@@ -147,7 +147,7 @@ async fn reconcile(ms: Arc<MachineSet>, r: Arc<Reconciler<MachineSet>>) -> Resul
         now,
         ms.metadata.generation,
     );
-    apply_status(&api, &ms.name_any(), &status).await?;
+    apply_status(&api, &*ms, &status).await?;
     Ok(Action::await_change())
 }
 

@@ -56,6 +56,10 @@ pub struct Core {
     pub ctx: Context,
     pub resolver: objects::Resolver,
     pub workloads: workload::WorkloadClients,
+    /// When each cluster last answered a probe (by Cluster uid): a cluster that answered
+    /// recently is not asked again on every reconcile, as Cluster API's cluster cache probes
+    /// on an interval.
+    pub probed: std::sync::Mutex<std::collections::HashMap<String, chrono::DateTime<chrono::Utc>>>,
 }
 
 /// One controller's state: the shared core and this kind's wakeups.
@@ -88,17 +92,24 @@ fn error_policy<K: Resource<DynamicType = ()>>(
 
 pub(crate) use crate::finalizers::{ensure as ensure_finalizer, remove as remove_finalizer};
 
-/// Applies `status` under [`MANAGER`] (server-side apply: only the stand-in's own status
-/// fields, never a stale copy of anything else).
-async fn apply_status<K, S>(api: &Api<K>, name: &str, status: &S) -> Result<(), kube::Error>
+/// Applies `status` to `obj` under [`MANAGER`] (server-side apply: only the stand-in's own
+/// status fields, never a stale copy of anything else), unless `obj` already has it: most
+/// reconciles find nothing new, and a write they need not make is one nobody else has to
+/// wake for.
+async fn apply_status<K, S>(api: &Api<K>, obj: &K, status: &S) -> Result<(), kube::Error>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
     S: Serialize,
 {
-    let body = json!({"apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": status});
+    let wanted = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
+    let current = serde_json::to_value(obj).map_err(kube::Error::SerdeError)?;
+    if current.get("status") == Some(&wanted) {
+        return Ok(());
+    }
+    let body = json!({"apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": wanted});
     match api
         .patch_status(
-            name,
+            &obj.name_any(),
             &PatchParams::apply(MANAGER).force(),
             &Patch::Apply(&body),
         )
@@ -146,6 +157,7 @@ pub async fn run(ctx: Context, namespace: Option<String>) {
         ctx,
         resolver: objects::Resolver::default(),
         workloads: workload::WorkloadClients::default(),
+        probed: Default::default(),
     });
     let ns = namespace.as_deref();
     futures::join!(

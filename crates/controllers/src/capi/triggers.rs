@@ -1,0 +1,139 @@
+//! What of a related object a controller reacts to. A Cluster's status changes many times
+//! while it comes up; each change would wake every Machine, bootstrap config and
+//! infrastructure machine of the cluster, which need only know whether the cluster's
+//! infrastructure is provisioned, its control plane initialized, or it is paused. These
+//! predicates hash just that, and `kube::runtime`'s predicate filter passes an object on only
+//! when its hash changes, so a cluster of N machines costs O(N) reconciles, not O(N²).
+
+use crate::capi::core::{Cluster, KubeadmControlPlane, Machine, MachineDeployment};
+use futures::Stream;
+use kube::api::Api;
+use kube::runtime::watcher;
+use kube::runtime::WatchStreamExt;
+use kube::ResourceExt;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+fn hash(value: impl Hash) -> Option<u64> {
+    let mut h = DefaultHasher::new();
+    value.hash(&mut h);
+    Some(h.finish())
+}
+
+/// The gates a Cluster opens for what belongs to it.
+pub fn cluster_gates(c: &Cluster) -> Option<u64> {
+    hash((
+        c.uid(),
+        c.infrastructure_provisioned(),
+        c.control_plane_initialized(),
+        c.paused(),
+        c.annotations().contains_key(crate::capi::PAUSED_ANNOTATION),
+        c.metadata.deletion_timestamp.is_some(),
+        c.spec
+            .control_plane_endpoint
+            .as_ref()
+            .map(|e| (&e.host, e.port)),
+        c.spec.infrastructure_ref.as_ref().map(|r| &r.name),
+        c.spec.control_plane_ref.as_ref().map(|r| &r.name),
+    ))
+}
+
+/// What a Machine's bootstrap config and infrastructure machine need of it: its spec, labels,
+/// annotations (the bootstrapped mark, pausing), and deletion.
+pub fn machine_spec(m: &Machine) -> Option<u64> {
+    hash((
+        m.uid(),
+        serde_json::to_string(&m.spec).unwrap_or_default(),
+        m.labels(),
+        m.annotations(),
+        m.metadata.deletion_timestamp.is_some(),
+    ))
+}
+
+/// What an owner of Machines counts: their readiness, availability, being up to date, their
+/// Node, and their deletion (with the hooks that hold it).
+pub fn machine_summary(m: &Machine) -> Option<u64> {
+    let status = m.status.as_ref();
+    let conds: Vec<(String, String, String)> = status
+        .and_then(|s| s.conditions.as_ref())
+        .map(|c| {
+            c.iter()
+                .filter(|c| {
+                    matches!(
+                        c.type_.as_str(),
+                        "Ready" | "Available" | "UpToDate" | "Deleting" | "NodeHealthy"
+                    )
+                })
+                .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    hash((
+        m.uid(),
+        conds,
+        status.and_then(|s| s.node_ref.as_ref()).map(|n| &n.name),
+        status.and_then(|s| s.phase.as_ref()),
+        status
+            .and_then(|s| s.node_info.as_ref())
+            .and_then(|i| i.get("kubeletVersion"))
+            .map(|v| v.to_string()),
+        &m.spec.provider_id,
+        &m.spec.version,
+        m.annotations(),
+        m.metadata.deletion_timestamp.is_some(),
+    ))
+}
+
+/// What makes a control plane's Machines up to date or not: its version and the template of
+/// their infrastructure.
+pub fn control_plane_rollout(k: &KubeadmControlPlane) -> Option<u64> {
+    hash((
+        k.uid(),
+        &k.spec.version,
+        &k.spec.machine_template.spec.infrastructure_ref.name,
+    ))
+}
+
+/// What makes a deployment's Machines up to date or not: its Machine template.
+pub fn deployment_rollout(md: &MachineDeployment) -> Option<u64> {
+    hash((
+        md.uid(),
+        serde_json::to_string(&md.spec.template.spec).unwrap_or_default(),
+    ))
+}
+
+/// A watch of `api` that passes an object on when `predicate` of it changes, and always when
+/// it is deleted (kube-runtime's own predicate filter drops deletions whose last state hashed
+/// the same, and an owner must hear that its Machine is gone).
+pub fn filtered<K>(
+    api: Api<K>,
+    predicate: fn(&K) -> Option<u64>,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send,
+{
+    use futures::StreamExt;
+    use std::collections::HashMap;
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .scan(HashMap::<String, Option<u64>>::new(), move |seen, event| {
+            let out = match event {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                    let key = o.uid().unwrap_or_default();
+                    let hash = predicate(&o);
+                    match seen.insert(key, hash) {
+                        Some(old) if old == hash && hash.is_some() => None,
+                        _ => Some(Ok(o)),
+                    }
+                }
+                Ok(watcher::Event::Delete(o)) => {
+                    seen.remove(&o.uid().unwrap_or_default());
+                    Some(Ok(o))
+                }
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+                Err(e) => Some(Err(e)),
+            };
+            futures::future::ready(Some(out))
+        })
+        .filter_map(futures::future::ready)
+}
