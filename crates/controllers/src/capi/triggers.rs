@@ -101,9 +101,27 @@ pub fn deployment_rollout(md: &MachineDeployment) -> Option<u64> {
     ))
 }
 
-/// A watch of `api` that passes an object on when `predicate` of it changes, and always when
-/// it is deleted (kube-runtime's own predicate filter drops deletions whose last state hashed
-/// the same, and an owner must hear that its Machine is gone).
+/// What a controller reacts to of its own objects: their spec (`generation`) and metadata,
+/// not their status, which it writes itself (a status write would otherwise wake it for
+/// nothing). Deadlines come through the controller's wakeups; related objects through their
+/// own watches.
+pub fn spec_and_metadata<K: kube::Resource>(o: &K) -> Option<u64> {
+    let meta = o.meta();
+    hash((
+        &meta.uid,
+        meta.generation,
+        &meta.labels,
+        &meta.annotations,
+        &meta.finalizers,
+        meta.deletion_timestamp.is_some(),
+        meta.owner_references
+            .as_ref()
+            .map(|o| o.iter().map(|r| (&r.uid, r.controller)).collect::<Vec<_>>()),
+    ))
+}
+
+/// A watch of `api` that passes an object on when `predicate` of it changes (see
+/// [`only_changes`]).
 pub fn filtered<K>(
     api: Api<K>,
     predicate: fn(&K) -> Option<u64>,
@@ -112,10 +130,52 @@ where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send,
 {
+    only_changes(
+        watcher(api, watcher::Config::default()).default_backoff(),
+        predicate,
+    )
+}
+
+/// A controller's own kind: the reflector that keeps its cache, and the objects whose spec or
+/// metadata changed (see [`spec_and_metadata`]), for `Controller::for_stream`.
+pub fn own<K>(
+    api: Api<K>,
+) -> (
+    kube::runtime::reflector::Store<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = kube::runtime::reflector::store();
+    let events = kube::runtime::reflector(
+        writer,
+        watcher(api, watcher::Config::default()).default_backoff(),
+    );
+    (reader, only_changes(events, spec_and_metadata::<K>))
+}
+
+/// Passes an object on when `predicate` of it changes, and always when it is deleted
+/// (kube-runtime's own predicate filter drops deletions whose last state hashed the same, and
+/// an owner must hear that its Machine is gone).
+pub fn only_changes<K, S>(
+    events: S,
+    predicate: fn(&K) -> Option<u64>,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: kube::Resource + Send + 'static,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
     use futures::StreamExt;
     use std::collections::HashMap;
-    watcher(api, watcher::Config::default())
-        .default_backoff()
+    events
         .scan(HashMap::<String, Option<u64>>::new(), move |seen, event| {
             let out = match event {
                 Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {

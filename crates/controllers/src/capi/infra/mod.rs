@@ -20,7 +20,6 @@ use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::NamespaceResourceScope;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -346,7 +345,8 @@ pub async fn run(ctx: Context, namespace: Option<String>) {
 async fn run_clusters<K: InfraCluster>(ctx: Context, namespace: Option<&str>) {
     let (wakeups, due) = Wakeups::new(ctx.clock.clone());
     let clusters: Api<crate::capi::core::Cluster> = api_for(&ctx, namespace);
-    Controller::new(api_for::<K>(&ctx, namespace), watcher::Config::default())
+    let (reader, changes) = crate::capi::triggers::own(api_for::<K>(&ctx, namespace));
+    Controller::for_stream(changes, reader)
         .watches_stream(filtered(clusters, cluster_gates), |c| {
             let ns = c.namespace().unwrap_or_default();
             c.spec
@@ -368,7 +368,8 @@ async fn run_machines<K: InfraMachine>(ctx: Context, namespace: Option<&str>) {
     let (wakeups, due) = Wakeups::new(ctx.clock.clone());
     let machines: Api<crate::capi::core::Machine> = api_for(&ctx, namespace);
     let clusters: Api<crate::capi::core::Cluster> = api_for(&ctx, namespace);
-    let controller = Controller::new(api_for::<K>(&ctx, namespace), watcher::Config::default());
+    let (reader, changes) = crate::capi::triggers::own(api_for::<K>(&ctx, namespace));
+    let controller = Controller::for_stream(changes, reader);
     let store = controller.store();
     controller
         .watches_stream(filtered(machines, machine_spec), |m| {

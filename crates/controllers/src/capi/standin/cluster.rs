@@ -18,7 +18,7 @@ use crate::capi::CLUSTER_NAME_LABEL;
 use crate::conditions::{self, Condition};
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::ResourceExt;
@@ -33,10 +33,7 @@ const PROBE_INTERVAL_SECONDS: i64 = 10;
 pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let client = core.ctx.client.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
-    let controller = Controller::new(
-        watched::<Cluster>(&client, namespace),
-        watcher::Config::default(),
-    );
+    let controller = super::controller_for::<Cluster>(&client, namespace);
     let store = controller.store();
     let cfg = watcher::Config::default;
     controller

@@ -7,19 +7,15 @@ use crate::capi::core::{Machine, MachineHealthCheck, MachineHealthCheckStatus};
 use crate::conditions::{self, Condition};
 use futures::StreamExt;
 use kube::api::{Api, ListParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use kube::ResourceExt;
 use std::sync::Arc;
 
 pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let client = core.ctx.client.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
-    let controller = Controller::new(
-        watched::<MachineHealthCheck>(&client, namespace),
-        watcher::Config::default(),
-    );
+    let controller = super::controller_for::<MachineHealthCheck>(&client, namespace);
     let store = controller.store();
     controller
         .watches_stream(

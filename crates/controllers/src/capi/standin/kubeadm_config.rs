@@ -12,9 +12,8 @@ use crate::conditions::{self, Condition};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, PostParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use kube::ResourceExt;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -22,10 +21,7 @@ use std::sync::Arc;
 pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let client = core.ctx.client.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
-    let controller = Controller::new(
-        watched::<KubeadmConfig>(&client, namespace),
-        watcher::Config::default(),
-    );
+    let controller = super::controller_for::<KubeadmConfig>(&client, namespace);
     let store = controller.store();
     controller
         .watches_stream(

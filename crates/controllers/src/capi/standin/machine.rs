@@ -19,7 +19,7 @@ use crate::conditions::{self, Condition};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::ResourceExt;
@@ -34,10 +34,7 @@ const PRE_TERMINATE_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8
 pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let client = core.ctx.client.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
-    let controller = Controller::new(
-        watched::<Machine>(&client, namespace),
-        watcher::Config::default(),
-    );
+    let controller = super::controller_for::<Machine>(&client, namespace);
     let store = controller.store();
     controller
         .owns(

@@ -15,7 +15,7 @@ use crate::conditions::{self, Condition};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::watcher;
 use kube::ResourceExt;
 use serde_json::json;
@@ -28,22 +28,19 @@ const TEMPLATE_HASH_LABEL: &str = "machine-template-hash";
 pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let client = core.ctx.client.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
-    Controller::new(
-        watched::<MachineDeployment>(&client, namespace),
-        watcher::Config::default(),
-    )
-    .owns(
-        watched::<MachineSet>(&client, namespace),
-        watcher::Config::default(),
-    )
-    .reconcile_on(due)
-    .run(
-        reconcile,
-        super::error_policy,
-        Arc::new(Reconciler { core, wakeups }),
-    )
-    .for_each(|_| async {})
-    .await;
+    super::controller_for::<MachineDeployment>(&client, namespace)
+        .owns(
+            watched::<MachineSet>(&client, namespace),
+            watcher::Config::default(),
+        )
+        .reconcile_on(due)
+        .run(
+            reconcile,
+            super::error_policy,
+            Arc::new(Reconciler { core, wakeups }),
+        )
+        .for_each(|_| async {})
+        .await;
 }
 
 /// What makes two Machine templates the same rollout: version, bootstrap, infrastructure and

@@ -151,6 +151,22 @@ where
     }
 }
 
+/// A controller of kind `K` woken by changes of its objects' spec and metadata (not of the
+/// status it writes itself), watching every namespace or one.
+fn controller_for<K>(client: &kube::Client, namespace: Option<&str>) -> kube::runtime::Controller<K>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, changes) = crate::capi::triggers::own(watched::<K>(client, namespace));
+    kube::runtime::Controller::for_stream(changes, reader)
+}
+
 /// Runs the stand-in's controllers until the process ends.
 pub async fn run(ctx: Context, namespace: Option<String>) {
     let core = Arc::new(Core {
