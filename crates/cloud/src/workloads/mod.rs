@@ -196,8 +196,33 @@ pub(crate) struct Cluster {
     wake_at: Mutex<Option<(DateTime<Utc>, bool)>>,
 }
 
-/// A decoded list and the group resourceVersion it was read at.
-type CachedList = (u64, Arc<Vec<Obj>>);
+/// A decoded list and the state of the resource it was decoded from.
+struct CachedList {
+    fingerprint: Fingerprint,
+    list: Arc<Vec<Obj>>,
+}
+
+/// What identifies the state of one resource's objects without decoding them: resourceVersions
+/// only grow, so any create or update raises the newest one, and a delete alone lowers the
+/// count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fingerprint {
+    count: usize,
+    newest: u64,
+}
+
+impl Fingerprint {
+    fn of(objects: &infrasim_store::ResourceMap) -> Self {
+        Fingerprint {
+            count: objects.len(),
+            newest: objects
+                .values()
+                .map(|o| o.meta.resource_version)
+                .max()
+                .unwrap_or(0),
+        }
+    }
+}
 
 /// An object read for a pass: its JSON and the resourceVersion to write against.
 #[derive(Debug, Clone)]
@@ -284,33 +309,43 @@ impl Cluster {
         self.lists.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
-    /// Every object of `resource`, decoded (once per pass while nothing changes).
+    /// Every object of `resource`, decoded. Within a pass a list is decoded again only when
+    /// that resource changed, and then only the objects that changed: the controllers of one
+    /// pass read pods a dozen times, and each write of the pass would otherwise make every
+    /// later reader decode every pod again.
     pub fn list(&self, resource: &str) -> Arc<Vec<Obj>> {
-        let current = self.group.resource_version();
-        let mut lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((rv, list)) = lists.get(resource) {
-            if *rv == current {
-                return list.clone();
-            }
-        }
         let Ok(snapshot) = self.group.snapshot(resource, ReadAt::Latest) else {
             return Arc::new(Vec::new());
         };
+        let fingerprint = Fingerprint::of(&snapshot.objects);
+        let mut lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
+        let previous = match lists.get(resource) {
+            Some(cached) if cached.fingerprint == fingerprint => return cached.list.clone(),
+            Some(cached) => cached.list.clone(),
+            None => Arc::new(Vec::new()),
+        };
+        // A resourceVersion names one version of one object in the group, so an object whose
+        // version was decoded before is reused as it is.
+        let decoded: HashMap<u64, &Obj> = previous.iter().map(|o| (o.rv, o)).collect();
         let list: Arc<Vec<Obj>> = Arc::new(
             snapshot
                 .objects
                 .values()
-                .filter_map(|o| {
-                    Some(Obj {
+                .filter_map(|o| match decoded.get(&o.meta.resource_version) {
+                    Some(known) => Some((*known).clone()),
+                    None => Some(Obj {
                         value: o.to_value().ok()?,
                         rv: o.meta.resource_version,
-                    })
+                    }),
                 })
                 .collect(),
         );
         lists.insert(
             resource.to_string(),
-            (snapshot.resource_version, list.clone()),
+            CachedList {
+                fingerprint,
+                list: list.clone(),
+            },
         );
         list
     }
@@ -525,5 +560,66 @@ pub(crate) fn record_revision(c: &Cluster, owner: &Obj, kind: &str, hash: &str) 
                 }),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infrasim_clock::FakeClock;
+    use infrasim_store::{MemoryBackend, Store, StoreConfig};
+
+    fn cluster() -> (Store, Cluster) {
+        let clock: SharedClock = Arc::new(FakeClock::new(Utc::now()));
+        let store = Store::new(
+            StoreConfig::default(),
+            clock.clone(),
+            Arc::new(MemoryBackend),
+        );
+        let group = store.create_group("test").expect("group");
+        let cluster = Cluster {
+            group,
+            clock,
+            lists: Mutex::new(HashMap::new()),
+            wake_at: Mutex::new(None),
+        };
+        (store, cluster)
+    }
+
+    fn config_map(name: &str, value: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "default"}, "data": {"k": value}})
+    }
+
+    #[test]
+    fn lists_follow_every_change_of_their_resource() {
+        let (_store, c) = cluster();
+        c.create("configmaps", config_map("a", "1"));
+        c.create("configmaps", config_map("b", "1"));
+        assert_eq!(c.list("configmaps").len(), 2);
+        // A write to another resource leaves the decoded list as it was.
+        let before = c.list("configmaps");
+        c.create(
+            "secrets",
+            json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "s", "namespace": "default"}}),
+        );
+        assert!(Arc::ptr_eq(&before, &c.list("configmaps")));
+        // An update shows, and the untouched object is the one decoded before.
+        let a = c.get("configmaps", "default", "a").expect("a");
+        let mut next = a.value.clone();
+        next["data"]["k"] = json!("2");
+        assert!(c.update("configmaps", next, a.rv));
+        let after = c.list("configmaps");
+        let values: Vec<&str> = after.iter().map(|o| o.str("/data/k")).collect();
+        assert_eq!(values, ["2", "1"]);
+        // A delete alone (the count falls, the newest version stays) shows too.
+        c.delete("configmaps", "default", "b");
+        let names: Vec<String> = c
+            .list("configmaps")
+            .iter()
+            .map(|o| o.name().to_string())
+            .collect();
+        assert_eq!(names, ["a"]);
     }
 }
