@@ -136,11 +136,15 @@ pub(crate) fn list(ctx: &Ctx) -> HandlerResult {
         Some(t) => ReadAt::Exact(t.rv),
         None => read_at(ctx)?,
     };
-    let snapshot = ctx
-        .state
-        .group
-        .snapshot(&ctx.info.store_key, at)
-        .map_err(|e| match (e, &token) {
+    let group = &ctx.state.group;
+    let store_key = &ctx.info.store_key;
+    // With a required label, the store's label index reads only the objects carrying it; the
+    // whole filter still runs over them below.
+    let snapshot = match filter.labels.required_label() {
+        Some((key, value)) => group.snapshot_labelled(store_key, at, key, value),
+        None => group.snapshot(store_key, at),
+    }
+    .map_err(|e| match (e, &token) {
             (infrasim_store::StoreError::Expired { .. }, Some(_)) => ApiError::gone(
                 "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
             ),

@@ -108,6 +108,16 @@ impl LabelSelector {
         self.0.is_empty()
     }
 
+    /// One label every selected object must carry (`k=v`, or `k in (v)`), for the store's
+    /// label index to narrow a list before the whole selector is applied.
+    pub fn required_label(&self) -> Option<(&str, &str)> {
+        self.0.iter().find_map(|r| match r {
+            LabelRequirement::Equals(k, v) => Some((k.as_str(), v.as_str())),
+            LabelRequirement::In(k, vs) if vs.len() == 1 => Some((k.as_str(), vs[0].as_str())),
+            _ => None,
+        })
+    }
+
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.0.iter().all(|r| r.matches(labels))
     }
@@ -367,6 +377,20 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn a_required_label_is_an_equality_or_a_single_value_set() {
+        let required = |s: &str| {
+            LabelSelector::parse(s)
+                .unwrap()
+                .required_label()
+                .map(|(k, v)| format!("{k}={v}"))
+        };
+        assert_eq!(required("a!=1,b=2").as_deref(), Some("b=2"));
+        assert_eq!(required("a in (x)").as_deref(), Some("a=x"));
+        assert_eq!(required("a in (x,y),!b,c!=d"), None);
+        assert_eq!(required(""), None);
     }
 
     #[test]

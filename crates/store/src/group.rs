@@ -155,6 +155,16 @@ struct GroupState {
     by_uid: HashMap<Arc<str>, (Arc<str>, ObjectKey)>,
     /// Owner uid → its dependents.
     dependents: HashMap<Arc<str>, BTreeSet<(Arc<str>, ObjectKey)>>,
+    /// Resource → `key=value` → the objects carrying that label. Controllers list their
+    /// children by one label (Cluster API's `cluster.x-k8s.io/cluster-name`, a workload's
+    /// selector), and scanning every object of a resource for it made each list cost as much
+    /// as the whole resource: at thousands of clusters in one namespace, lists dominated.
+    by_label: HashMap<Arc<str>, HashMap<String, BTreeSet<ObjectKey>>>,
+}
+
+/// The `by_label` key of one label (`=` cannot appear in a label key or value).
+fn label_key(key: &str, value: &str) -> String {
+    format!("{key}={value}")
 }
 
 impl Group {
@@ -377,6 +387,47 @@ impl Group {
         })
     }
 
+    /// A snapshot that holds at least every object of `resource` labelled `key=value`, read as
+    /// [`Group::snapshot`] reads: at the latest version it holds exactly those objects (from
+    /// the label index, without looking at the others); at an exact older version, where the
+    /// index does not reach, it is the whole resource. Callers filter either way.
+    pub fn snapshot_labelled(
+        &self,
+        resource: &str,
+        at: ReadAt,
+        key: &str,
+        value: &str,
+    ) -> Result<Snapshot> {
+        if let ReadAt::Exact(_) = at {
+            return self.snapshot(resource, at);
+        }
+        let state = self.lock();
+        if let ReadAt::NotOlderThan(rv) = at {
+            if rv > state.resource_version {
+                return Err(StoreError::TooLargeResourceVersion {
+                    requested: rv,
+                    current: state.resource_version,
+                });
+            }
+        }
+        let all = state.resources.get(resource);
+        let keys = state
+            .by_label
+            .get(resource)
+            .and_then(|labels| labels.get(&label_key(key, value)));
+        let objects: ResourceMap = match (all, keys) {
+            (Some(all), Some(keys)) => keys
+                .iter()
+                .filter_map(|k| Some((k.clone(), all.get(k)?.clone())))
+                .collect(),
+            _ => ResourceMap::new(),
+        };
+        Ok(Snapshot {
+            resource_version: state.resource_version,
+            objects,
+        })
+    }
+
     /// Starts a watch on the whole group after resourceVersion `from` (`None`: from now).
     pub fn watch(&self, from: Option<u64>) -> Result<Watch> {
         let state = self.lock();
@@ -458,6 +509,15 @@ fn undo(state: &mut GroupState, pending: &[Arc<Event>]) {
 
 fn index(state: &mut GroupState, resource: &Arc<str>, object: &StoredObject) {
     let key = object.meta.key();
+    if !object.meta.labels.is_empty() {
+        let labels = state.by_label.entry(resource.clone()).or_default();
+        for (k, v) in &object.meta.labels {
+            labels
+                .entry(label_key(k, v))
+                .or_default()
+                .insert(key.clone());
+        }
+    }
     state
         .by_uid
         .insert(object.meta.uid.clone(), (resource.clone(), key.clone()));
@@ -473,6 +533,17 @@ fn index(state: &mut GroupState, resource: &Arc<str>, object: &StoredObject) {
 fn unindex(state: &mut GroupState, resource: &Arc<str>, object: &StoredObject) {
     state.by_uid.remove(&object.meta.uid);
     let entry = (resource.clone(), object.meta.key());
+    if let Some(labels) = state.by_label.get_mut(resource) {
+        for (k, v) in &object.meta.labels {
+            let label = label_key(k, v);
+            if let Some(set) = labels.get_mut(&label) {
+                set.remove(&entry.1);
+                if set.is_empty() {
+                    labels.remove(&label);
+                }
+            }
+        }
+    }
     for owner in &object.meta.owner_references {
         if let Some(set) = state.dependents.get_mut(&owner.uid) {
             set.remove(&entry);

@@ -438,3 +438,67 @@ fn references_to_owners_that_do_not_exist_are_collected() {
     assert_eq!(half.meta.owner_references.len(), 1);
     assert_eq!(half.meta.owner_references[0].name, "live");
 }
+
+fn names(s: &Snapshot) -> Vec<String> {
+    s.objects.keys().map(|k| k.name.to_string()).collect()
+}
+
+#[test]
+fn labelled_snapshots_follow_labels_through_every_write() {
+    let g = group(100);
+    let labelled = |name: &str, cluster: &str| {
+        with_meta(
+            cm(name, "1"),
+            json!({"labels": {"cluster": cluster, "role": "w"}}),
+        )
+    };
+    g.create("configmaps", labelled("a", "one"), Default::default())
+        .unwrap();
+    let b = g
+        .create("configmaps", labelled("b", "two"), Default::default())
+        .unwrap();
+    g.create("configmaps", labelled("c", "one"), Default::default())
+        .unwrap();
+    g.create("secrets", labelled("s", "one"), Default::default())
+        .unwrap();
+    let one = |g: &Group| {
+        names(
+            &g.snapshot_labelled("configmaps", ReadAt::Latest, "cluster", "one")
+                .unwrap(),
+        )
+    };
+    assert_eq!(one(&g), ["a", "c"]);
+    // A relabel moves the object; a dry run and a refused write move nothing.
+    g.update_dry_run(
+        "configmaps",
+        labelled("b", "one"),
+        Default::default(),
+        Some(b.meta.resource_version),
+    )
+    .unwrap();
+    assert_eq!(one(&g), ["a", "c"]);
+    g.update(
+        "configmaps",
+        labelled("b", "one"),
+        Default::default(),
+        Some(b.meta.resource_version),
+    )
+    .unwrap();
+    assert_eq!(one(&g), ["a", "b", "c"]);
+    g.delete("configmaps", &key("a"), &DeleteOptions::default())
+        .unwrap();
+    assert_eq!(one(&g), ["b", "c"]);
+    let two = g
+        .snapshot_labelled("configmaps", ReadAt::Latest, "cluster", "two")
+        .unwrap();
+    assert!(two.objects.is_empty());
+    // An exact older version is beyond the index: the whole resource, for the caller to filter.
+    let past = g
+        .snapshot_labelled("configmaps", ReadAt::Exact(2), "cluster", "one")
+        .unwrap();
+    assert_eq!(names(&past), ["a", "b"]);
+    assert!(matches!(
+        g.snapshot_labelled("configmaps", ReadAt::NotOlderThan(999), "cluster", "one"),
+        Err(StoreError::TooLargeResourceVersion { .. })
+    ));
+}
