@@ -17,7 +17,7 @@ use http::Response;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use infrasim_clock::SharedClock;
-use infrasim_store::{Event, EventType, StoreError, StoredObject, Watch};
+use infrasim_store::{Event, EventType, Group, StoreError, StoredObject, Watch, WatchError};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -39,6 +39,8 @@ enum Render {
 struct WatchStream {
     pending: VecDeque<Bytes>,
     watch: Option<Watch>,
+    /// Where the watch came from, to pick it up again after it was cut off.
+    group: Arc<Group>,
     filter: Filter,
     info: Arc<ResourceInfo>,
     render: Render,
@@ -128,6 +130,17 @@ impl WatchStream {
         Some(self.line(ty, &object))
     }
 
+    /// Queues the lines of the events a (re)started watch replays from the window.
+    fn take_backlog(&mut self, watch: &Watch) {
+        self.last_rv = watch.start;
+        for event in &watch.backlog {
+            self.last_rv = event.resource_version;
+            if let Some(line) = self.event_line(event) {
+                self.pending.push_back(line);
+            }
+        }
+    }
+
     fn bookmark(&self, initial_events_end: bool) -> Bytes {
         let mut meta =
             json!({"resourceVersion": self.last_rv.to_string(), "creationTimestamp": null});
@@ -159,9 +172,23 @@ impl WatchStream {
                             return Some(line);
                         }
                     }
-                    // Cut off (too slow) or the group is gone: end the stream; the client
-                    // resumes from the last resourceVersion it saw.
-                    Err(_) => {
+                    // Cut off behind a burst of writes: pick up again from the window
+                    // where this stream stopped (it has seen every event up to `last_rv`),
+                    // so the client sees no gap and needs no relist. Only when the window
+                    // has moved past that point does the stream end; the client then
+                    // resumes, gets 410 Gone and lists again, as with kube-apiserver.
+                    Err(WatchError::Lagged) => {
+                        self.watch = None;
+                        if let Ok(watch) = self.group.watch(Some(self.last_rv)) {
+                            self.take_backlog(&watch);
+                            self.watch = Some(watch);
+                        }
+                        if self.watch.is_none() {
+                            return None;
+                        }
+                    }
+                    // The group is gone.
+                    Err(WatchError::Closed) => {
                         self.watch = None;
                         return None;
                     }
@@ -262,6 +289,7 @@ pub(crate) async fn watch(ctx: Ctx) -> HandlerResult {
     let mut stream = WatchStream {
         pending: VecDeque::new(),
         watch: None,
+        group: group.clone(),
         filter,
         info: ctx.info.clone(),
         render,
@@ -304,13 +332,7 @@ pub(crate) async fn watch(ctx: Ctx) -> HandlerResult {
     } else {
         match group.watch(resume_from) {
             Ok(watch) => {
-                stream.last_rv = watch.start;
-                for event in &watch.backlog {
-                    stream.last_rv = event.resource_version;
-                    if let Some(line) = stream.event_line(event) {
-                        stream.pending.push_back(line);
-                    }
-                }
+                stream.take_backlog(&watch);
                 stream.watch = Some(watch);
             }
             Err(e @ StoreError::Expired { .. }) => {

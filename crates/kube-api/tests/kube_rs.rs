@@ -114,6 +114,50 @@ async fn watch_sees_every_change_and_resumes() {
 }
 
 #[tokio::test]
+async fn a_watch_cut_off_behind_a_burst_picks_up_from_the_window() {
+    // A watcher buffer of 8 events, and 200 writes made before the watch can read any: the
+    // watch is cut off, and must continue from the window with nothing lost.
+    let t = TestServer::start_with_store(
+        infrasim_store::StoreConfig {
+            watch_window: 10_000,
+            watcher_buffer: 8,
+        },
+        Default::default(),
+    )
+    .await;
+    let client = t.client().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let start = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let stream = cms
+        .watch(&WatchParams::default().timeout(10), &start)
+        .await
+        .unwrap();
+    for i in 0..200 {
+        let mut cm = serde_json::to_value(configmap(&format!("burst-{i:03}"), "1")).unwrap();
+        cm["metadata"]["namespace"] = "default".into();
+        t.group
+            .create("configmaps", cm, Default::default())
+            .unwrap();
+    }
+    let events: Vec<_> = stream.take(200).try_collect().await.unwrap();
+    let names: Vec<String> = events
+        .iter()
+        .map(|e| match e {
+            WatchEvent::Added(cm) => cm.metadata.name.clone().unwrap_or_default(),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    let expected: Vec<String> = (0..200).map(|i| format!("burst-{i:03}")).collect();
+    assert_eq!(names, expected);
+}
+
+#[tokio::test]
 async fn runtime_watcher_sees_every_object() {
     let t = TestServer::start(10_000).await;
     let client = t.client().await;

@@ -9,6 +9,8 @@ use std::net::SocketAddr;
 
 pub struct TestServer {
     pub server: ApiServer,
+    /// The store group behind the server, for tests that write under the API.
+    pub group: std::sync::Arc<infrasim_store::Group>,
     pub addr: SocketAddr,
     pub ca: CertificateAuthority,
     _shutdown: tokio::sync::oneshot::Sender<()>,
@@ -20,13 +22,18 @@ impl TestServer {
     }
 
     pub async fn start_with(window: usize, api_config: ApiConfig) -> TestServer {
-        let store = Store::in_memory(StoreConfig {
+        let store = StoreConfig {
             watch_window: window,
             ..StoreConfig::default()
-        });
+        };
+        Self::start_with_store(store, api_config).await
+    }
+
+    pub async fn start_with_store(config: StoreConfig, api_config: ApiConfig) -> TestServer {
+        let store = Store::in_memory(config);
         let group = store.create_group("test").unwrap();
         let ca = CertificateAuthority::generate("test-ca").unwrap();
-        let server = ApiServer::new(group, ca.clone(), store.clock().clone(), api_config);
+        let server = ApiServer::new(group.clone(), ca.clone(), store.clock().clone(), api_config);
         let cert = ca
             .serving_cert(
                 "kube-apiserver",
@@ -43,6 +50,7 @@ impl TestServer {
         }));
         TestServer {
             server,
+            group,
             addr,
             ca,
             _shutdown: tx,
