@@ -179,13 +179,9 @@ impl WatchStream {
                     // resumes, gets 410 Gone and lists again, as with kube-apiserver.
                     Err(WatchError::Lagged) => {
                         self.watch = None;
-                        if let Ok(watch) = self.group.watch(Some(self.last_rv)) {
-                            self.take_backlog(&watch);
-                            self.watch = Some(watch);
-                        }
-                        if self.watch.is_none() {
-                            return None;
-                        }
+                        let watch = self.group.watch(Some(self.last_rv)).ok()?;
+                        self.take_backlog(&watch);
+                        self.watch = Some(watch);
                     }
                     // The group is gone.
                     Err(WatchError::Closed) => {
