@@ -62,10 +62,10 @@ fn peak_rss() -> u64 {
 /// The embedded plane: the engine, a client over its in-process service, the controllers.
 async fn plane(args: &CapiBenchArgs) -> anyhow::Result<kube::Client> {
     let clock = SystemClock::shared();
-    // Larger than `infrasim up`'s defaults (10,000 and 4,096): with those, the burst of a
-    // thousand clusters declared at once cuts the controllers' watches off faster than they
-    // resume: at 1,000 clusters the plane sat mostly idle, not Available after 11 minutes
-    // (a known gap of the watch path, left for the engine).
+    // Larger than `infrasim up`'s defaults (10,000 and 4,096). With those, the burst of a
+    // thousand clusters declared at once puts the controllers' watches more than the window
+    // behind; each then gets 410, relists and backs off, and the last clusters wait on the
+    // backoff (892 of 1,000 Available after 200 s, the process mostly idle): a known gap.
     let store = Store::new(
         StoreConfig {
             watch_window: 100_000,

@@ -179,7 +179,7 @@ impl WatchStream {
                     // resumes, gets 410 Gone and lists again, as with kube-apiserver.
                     Err(WatchError::Lagged) => {
                         self.watch = None;
-                        let watch = self.group.watch(Some(self.last_rv)).ok()?;
+                        let watch = self.group.watch_resource(&self.info.store_key, Some(self.last_rv)).ok()?;
                         self.take_backlog(&watch);
                         self.watch = Some(watch);
                     }
@@ -326,7 +326,7 @@ pub(crate) async fn watch(ctx: Ctx) -> HandlerResult {
         }
         stream.watch = Some(watch);
     } else {
-        match group.watch(resume_from) {
+        match group.watch_resource(&ctx.info.store_key, resume_from) {
             Ok(watch) => {
                 stream.take_backlog(&watch);
                 stream.watch = Some(watch);

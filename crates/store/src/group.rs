@@ -151,6 +151,11 @@ struct GroupState {
     window: VecDeque<Arc<Event>>,
     /// The newest resourceVersion that has left the window (0 while nothing has).
     evicted_through: u64,
+    /// The same, per resource: the newest resourceVersion of that resource's events that has
+    /// left the window. kube-apiserver keeps a watch cache per resource, so a quiet resource's
+    /// watchers can resume from an old resourceVersion however busy the others are; judged by
+    /// the group-wide mark, they were sent 410 and relisted under any burst.
+    evicted_by_resource: HashMap<Arc<str>, u64>,
     /// Every object by uid, for owner lookups.
     by_uid: HashMap<Arc<str>, (Arc<str>, ObjectKey)>,
     /// Owner uid → its dependents.
@@ -241,6 +246,9 @@ impl Group {
                 while state.window.len() > self.config.watch_window {
                     if let Some(old) = state.window.pop_front() {
                         state.evicted_through = old.resource_version;
+                        state
+                            .evicted_by_resource
+                            .insert(old.resource.clone(), old.resource_version);
                     }
                 }
                 Ok(v)
@@ -347,10 +355,10 @@ impl Group {
                     });
                 }
                 ReadAt::NotOlderThan(_) => None,
-                ReadAt::Exact(rv) if rv < state.evicted_through => {
+                ReadAt::Exact(rv) if rv < state.oldest_for(resource) => {
                     return Err(StoreError::Expired {
                         requested: rv,
-                        oldest_available: state.evicted_through,
+                        oldest_available: state.oldest_for(resource),
                     });
                 }
                 ReadAt::Exact(rv) => Some(rv),
@@ -430,9 +438,24 @@ impl Group {
 
     /// Starts a watch on the whole group after resourceVersion `from` (`None`: from now).
     pub fn watch(&self, from: Option<u64>) -> Result<Watch> {
+        self.watch_from(None, from)
+    }
+
+    /// Starts a watch for one resource's events after resourceVersion `from`. It can start
+    /// from further back than [`Group::watch`]: only the events of `resource` need to be in
+    /// the window. The watch still carries every event of the group; the caller filters.
+    pub fn watch_resource(&self, resource: &str, from: Option<u64>) -> Result<Watch> {
+        self.watch_from(Some(resource), from)
+    }
+
+    fn watch_from(&self, resource: Option<&str>, from: Option<u64>) -> Result<Watch> {
         let state = self.lock();
         let receiver = self.events.subscribe();
         let current = state.resource_version;
+        let oldest = match resource {
+            Some(r) => state.oldest_for(r),
+            None => state.evicted_through,
+        };
         let start = match from {
             None => current,
             Some(rv) if rv > current => {
@@ -441,10 +464,10 @@ impl Group {
                     current,
                 });
             }
-            Some(rv) if rv < state.evicted_through => {
+            Some(rv) if rv < oldest => {
                 return Err(StoreError::Expired {
                     requested: rv,
-                    oldest_available: state.evicted_through,
+                    oldest_available: oldest,
                 });
             }
             Some(rv) => rv,
@@ -483,6 +506,13 @@ impl Group {
 }
 
 /// Reverts applied-but-not-persisted changes, newest first.
+impl GroupState {
+    /// The oldest resourceVersion from which `resource`'s events are all still in the window.
+    fn oldest_for(&self, resource: &str) -> u64 {
+        self.evicted_by_resource.get(resource).copied().unwrap_or(0)
+    }
+}
+
 fn undo(state: &mut GroupState, pending: &[Arc<Event>]) {
     for event in pending.iter().rev() {
         let now = state

@@ -502,3 +502,37 @@ fn labelled_snapshots_follow_labels_through_every_write() {
         Err(StoreError::TooLargeResourceVersion { .. })
     ));
 }
+
+#[test]
+fn a_quiet_resource_resumes_from_before_a_burst_of_others() {
+    let g = group(3);
+    g.create("configmaps", cm("quiet", "1"), Default::default())
+        .unwrap();
+    for i in 0..5 {
+        g.create("secrets", cm(&format!("s{i}"), "1"), Default::default())
+            .unwrap();
+    }
+    // The window holds rv 4..=6: the group as a whole cannot go back to rv 1 ...
+    assert!(matches!(g.watch(Some(1)), Err(StoreError::Expired { .. })));
+    assert!(matches!(
+        g.watch_resource("secrets", Some(1)),
+        Err(StoreError::Expired { .. })
+    ));
+    // ... but no configmap event after rv 1 has left it, so a configmap watcher can.
+    let w = g.watch_resource("configmaps", Some(1)).unwrap();
+    assert_eq!(w.start, 1);
+    assert!(w.backlog.iter().all(|e| &*e.resource == "secrets"));
+    let past = g.snapshot("configmaps", ReadAt::Exact(1)).unwrap();
+    assert_eq!(names(&past), ["quiet"]);
+    // Once a configmap event is evicted, older configmap versions are gone too.
+    g.create("configmaps", cm("second", "1"), Default::default())
+        .unwrap();
+    for i in 5..9 {
+        g.create("secrets", cm(&format!("s{i}"), "1"), Default::default())
+            .unwrap();
+    }
+    assert!(matches!(
+        g.watch_resource("configmaps", Some(1)),
+        Err(StoreError::Expired { .. })
+    ));
+}
