@@ -149,10 +149,8 @@ struct GroupState {
     resource_version: u64,
     resources: HashMap<Arc<str>, ResourceMap>,
     window: VecDeque<Arc<Event>>,
-    /// The newest resourceVersion that has left the window (0 while nothing has).
-    evicted_through: u64,
-    /// The same, per resource: the newest resourceVersion of that resource's events that has
-    /// left the window. kube-apiserver keeps a watch cache per resource, so a quiet resource's
+    /// Per resource, the newest resourceVersion of that resource's events that has left the
+    /// window (absent while none has). kube-apiserver keeps a watch cache per resource, so a quiet resource's
     /// watchers can resume from an old resourceVersion however busy the others are; judged by
     /// the group-wide mark, they were sent 410 and relisted under any burst.
     evicted_by_resource: HashMap<Arc<str>, u64>,
@@ -245,7 +243,6 @@ impl Group {
                 }
                 while state.window.len() > self.config.watch_window {
                     if let Some(old) = state.window.pop_front() {
-                        state.evicted_through = old.resource_version;
                         state
                             .evicted_by_resource
                             .insert(old.resource.clone(), old.resource_version);
@@ -346,23 +343,7 @@ impl Group {
             let state = self.lock();
             let objects = state.resources.get(resource).cloned().unwrap_or_default();
             let current = state.resource_version;
-            let requested = match at {
-                ReadAt::Latest => None,
-                ReadAt::NotOlderThan(rv) | ReadAt::Exact(rv) if rv > current => {
-                    return Err(StoreError::TooLargeResourceVersion {
-                        requested: rv,
-                        current,
-                    });
-                }
-                ReadAt::NotOlderThan(_) => None,
-                ReadAt::Exact(rv) if rv < state.oldest_for(resource) => {
-                    return Err(StoreError::Expired {
-                        requested: rv,
-                        oldest_available: state.oldest_for(resource),
-                    });
-                }
-                ReadAt::Exact(rv) => Some(rv),
-            };
+            let requested = state.requested(resource, at)?;
             // Copy out (Arc clones) only the events to roll back; replay them unlocked.
             let replay: Vec<Arc<Event>> = match requested {
                 Some(rv) => state
@@ -406,17 +387,10 @@ impl Group {
         key: &str,
         value: &str,
     ) -> Result<Snapshot> {
-        if let ReadAt::Exact(_) = at {
-            return self.snapshot(resource, at);
-        }
         let state = self.lock();
-        if let ReadAt::NotOlderThan(rv) = at {
-            if rv > state.resource_version {
-                return Err(StoreError::TooLargeResourceVersion {
-                    requested: rv,
-                    current: state.resource_version,
-                });
-            }
+        if state.requested(resource, at)?.is_some() {
+            drop(state);
+            return self.snapshot(resource, at);
         }
         let all = state.resources.get(resource);
         let keys = state
@@ -454,7 +428,7 @@ impl Group {
         let current = state.resource_version;
         let oldest = match resource {
             Some(r) => state.oldest_for(r),
-            None => state.evicted_through,
+            None => state.evicted_through(),
         };
         let start = match from {
             None => current,
@@ -501,7 +475,7 @@ impl Group {
 
     /// The oldest resourceVersion a watch or an exact read can still start from.
     pub fn oldest_resumable(&self) -> u64 {
-        self.lock().evicted_through
+        self.lock().evicted_through()
     }
 }
 
@@ -510,6 +484,36 @@ impl GroupState {
     /// The oldest resourceVersion from which `resource`'s events are all still in the window.
     fn oldest_for(&self, resource: &str) -> u64 {
         self.evicted_by_resource.get(resource).copied().unwrap_or(0)
+    }
+
+    /// The newest resourceVersion of any resource that has left the window (0 while none has).
+    fn evicted_through(&self) -> u64 {
+        self.evicted_by_resource
+            .values()
+            .max()
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The past version a read of `resource` at `at` asks for (`None`: the latest), or why it
+    /// cannot be served.
+    fn requested(&self, resource: &str, at: ReadAt) -> Result<Option<u64>> {
+        let current = self.resource_version;
+        match at {
+            ReadAt::Latest => Ok(None),
+            ReadAt::NotOlderThan(rv) | ReadAt::Exact(rv) if rv > current => {
+                Err(StoreError::TooLargeResourceVersion {
+                    requested: rv,
+                    current,
+                })
+            }
+            ReadAt::NotOlderThan(_) => Ok(None),
+            ReadAt::Exact(rv) if rv < self.oldest_for(resource) => Err(StoreError::Expired {
+                requested: rv,
+                oldest_available: self.oldest_for(resource),
+            }),
+            ReadAt::Exact(rv) => Ok(Some(rv)),
+        }
     }
 }
 

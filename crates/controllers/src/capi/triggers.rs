@@ -8,8 +8,9 @@
 use crate::capi::core::{Cluster, KubeadmControlPlane, Machine, MachineDeployment};
 use futures::Stream;
 use kube::api::Api;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::{watcher, Controller};
 use kube::ResourceExt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -136,14 +137,10 @@ where
     )
 }
 
-/// A controller's own kind: the reflector that keeps its cache, and the objects whose spec or
-/// metadata changed (see [`spec_and_metadata`]), for `Controller::for_stream`.
-pub fn own<K>(
-    api: Api<K>,
-) -> (
-    kube::runtime::reflector::Store<K>,
-    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-)
+/// A controller of `api`'s kind woken by changes of its objects' spec and metadata (see
+/// [`spec_and_metadata`]), not by the status it writes itself; its reflector keeps the cache
+/// `Controller::store` hands out.
+pub fn controller<K>(api: Api<K>) -> Controller<K>
 where
     K: kube::Resource
         + Clone
@@ -152,14 +149,32 @@ where
         + Send
         + Sync
         + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    K::DynamicType: Default + Eq + Hash + Clone + std::fmt::Debug + Unpin + Send + Sync,
 {
     let (reader, writer) = kube::runtime::reflector::store();
     let events = kube::runtime::reflector(
         writer,
         watcher(api, watcher::Config::default()).default_backoff(),
     );
-    (reader, only_changes(events, spec_and_metadata::<K>))
+    Controller::for_stream(only_changes(events, spec_and_metadata::<K>), reader)
+}
+
+/// The cached objects of `namespace` whose label `key` is `value`: what a related object's
+/// change maps to when the kind finds its owner by label.
+pub fn labelled<K>(store: &Store<K>, namespace: &str, key: &str, value: &str) -> Vec<ObjectRef<K>>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+{
+    store
+        .state()
+        .into_iter()
+        .filter(|o| {
+            o.namespace().as_deref() == Some(namespace)
+                && o.labels().get(key).map(String::as_str) == Some(value)
+        })
+        .map(|o| ObjectRef::from_obj(&*o))
+        .collect()
 }
 
 /// Passes an object on when `predicate` of it changes, and always when it is deleted

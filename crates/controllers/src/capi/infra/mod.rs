@@ -12,14 +12,14 @@ pub mod timing;
 pub mod types;
 
 use crate::capi::core::{ApiEndpoint, FailureDomain, MachineAddress};
-use crate::capi::triggers::{cluster_gates, filtered, machine_spec};
+use crate::capi::triggers::{cluster_gates, filtered, labelled, machine_spec};
 use crate::conditions::{self, Condition};
 use crate::context::Context;
 use crate::wakeups::Wakeups;
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::NamespaceResourceScope;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -345,8 +345,7 @@ pub async fn run(ctx: Context, namespace: Option<String>) {
 async fn run_clusters<K: InfraCluster>(ctx: Context, namespace: Option<&str>) {
     let (wakeups, due) = Wakeups::new(ctx.clock.clone());
     let clusters: Api<crate::capi::core::Cluster> = api_for(&ctx, namespace);
-    let (reader, changes) = crate::capi::triggers::own(api_for::<K>(&ctx, namespace));
-    Controller::for_stream(changes, reader)
+    crate::capi::triggers::controller(api_for::<K>(&ctx, namespace))
         .watches_stream(filtered(clusters, cluster_gates), |c| {
             let ns = c.namespace().unwrap_or_default();
             c.spec
@@ -368,8 +367,7 @@ async fn run_machines<K: InfraMachine>(ctx: Context, namespace: Option<&str>) {
     let (wakeups, due) = Wakeups::new(ctx.clock.clone());
     let machines: Api<crate::capi::core::Machine> = api_for(&ctx, namespace);
     let clusters: Api<crate::capi::core::Cluster> = api_for(&ctx, namespace);
-    let (reader, changes) = crate::capi::triggers::own(api_for::<K>(&ctx, namespace));
-    let controller = Controller::for_stream(changes, reader);
+    let controller = crate::capi::triggers::controller(api_for::<K>(&ctx, namespace));
     let store = controller.store();
     controller
         .watches_stream(filtered(machines, machine_spec), |m| {
@@ -381,16 +379,7 @@ async fn run_machines<K: InfraMachine>(ctx: Context, namespace: Option<&str>) {
         // A cluster's infrastructure or control plane coming up opens its machines' gates.
         .watches_stream(filtered(clusters, cluster_gates), move |c| {
             let ns = c.namespace().unwrap_or_default();
-            let name = c.name_any();
-            store
-                .state()
-                .into_iter()
-                .filter(|m| {
-                    m.namespace().as_deref() == Some(ns.as_str())
-                        && m.labels().get(crate::capi::CLUSTER_NAME_LABEL) == Some(&name)
-                })
-                .map(|m| kube::runtime::reflector::ObjectRef::from_obj(&*m))
-                .collect::<Vec<_>>()
+            labelled(&store, &ns, crate::capi::CLUSTER_NAME_LABEL, &c.name_any())
         })
         .reconcile_on(due)
         .run(

@@ -46,16 +46,12 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
             ),
             move |c| {
                 let ns = c.namespace().unwrap_or_default();
-                let name = c.name_any();
-                store
-                    .state()
-                    .into_iter()
-                    .filter(|k| {
-                        k.namespace().as_deref() == Some(ns.as_str())
-                            && k.labels().get(crate::capi::CLUSTER_NAME_LABEL) == Some(&name)
-                    })
-                    .map(|k| ObjectRef::from_obj(&*k))
-                    .collect::<Vec<_>>()
+                crate::capi::triggers::labelled(
+                    &store,
+                    &ns,
+                    crate::capi::CLUSTER_NAME_LABEL,
+                    &c.name_any(),
+                )
             },
         )
         .reconcile_on(due)

@@ -14,7 +14,9 @@ use crate::capi::core::{
 use crate::capi::core::{KubeadmControlPlane, MachineDeployment};
 use crate::capi::infra::types::{DevMachine, InMemoryMachine};
 use crate::capi::standin::objects::RefError;
-use crate::capi::triggers::{cluster_gates, control_plane_rollout, deployment_rollout, filtered};
+use crate::capi::triggers::{
+    cluster_gates, control_plane_rollout, deployment_rollout, filtered, labelled,
+};
 use crate::conditions::{self, Condition};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -105,24 +107,6 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
         )
         .for_each(|_| async {})
         .await;
-}
-
-/// The Machines of `namespace` whose label `key` is `value`.
-fn labelled(
-    store: &kube::runtime::reflector::Store<Machine>,
-    namespace: &str,
-    key: &str,
-    value: &str,
-) -> Vec<ObjectRef<Machine>> {
-    store
-        .state()
-        .into_iter()
-        .filter(|m| {
-            m.namespace().as_deref() == Some(namespace)
-                && m.labels().get(key).map(String::as_str) == Some(value)
-        })
-        .map(|m| ObjectRef::from_obj(&*m))
-        .collect()
 }
 
 async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Action, Error> {

@@ -163,8 +163,7 @@ where
         + Sync
         + 'static,
 {
-    let (reader, changes) = crate::capi::triggers::own(watched::<K>(client, namespace));
-    kube::runtime::Controller::for_stream(changes, reader)
+    crate::capi::triggers::controller(watched::<K>(client, namespace))
 }
 
 /// Runs the stand-in's controllers until the process ends.
