@@ -142,7 +142,9 @@ impl Cloud {
         let store = Store::new(
             StoreConfig {
                 watch_window: config.watch_window,
-                watcher_buffer: 1024,
+                // A watcher cut off behind the buffer resumes from the window, so a buffer
+                // longer than the window only keeps old events (and their objects) alive.
+                watcher_buffer: config.watch_window.clamp(16, 1024),
             },
             clock.clone(),
             Arc::new(infrasim_store::MemoryBackend),

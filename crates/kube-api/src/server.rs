@@ -295,6 +295,9 @@ pub fn tls_config(
         .with_single_cert(chain, key)
         .map_err(|e| tls_err(&e))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    // rustls sizes its session cache for 256 clients up front; a simulated cluster's API
+    // server has a handful (its controllers, a kubectl), and thousands of them run at once.
+    config.session_storage = rustls::server::ServerSessionMemoryCache::new(16);
     Ok(Arc::new(config))
 }
 

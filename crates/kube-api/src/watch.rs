@@ -115,19 +115,13 @@ impl WatchStream {
         }
     }
 
-    /// The line for a store event, if this watcher sees it. The plain JSON encoding of an
-    /// untranslated event is shared by every watcher through the event's cache.
+    /// The line for a store event, if this watcher sees it. Each watcher copies the stored
+    /// bytes into its own line rather than sharing one encoding through the event: a cached
+    /// line would live as long as the event stays in the window, doubling what the window
+    /// holds, while the copy is a memcpy per watcher that is freed once the line is sent.
     fn event_line(&mut self, event: &Event) -> Option<Bytes> {
         let (ty, object) = self.translate(event)?;
-        // The shared encoding is in the stored version: only a watcher of that version uses it.
-        let stored_version = !self.info.custom
-            || self.info.storage_version.as_deref() == Some(self.info.api_version.as_str());
-        if matches!(self.render, Render::Json) && ty == event.event_type.as_str() && stored_version
-        {
-            return Some(event.encoded.get_or_init(|| self.line(ty, object)).clone());
-        }
-        let object = object.clone();
-        Some(self.line(ty, &object))
+        Some(self.line(ty, object))
     }
 
     /// Queues the lines of the events a (re)started watch replays from the window.

@@ -1,8 +1,7 @@
 //! Change events: what a watch delivers and what the event window keeps.
 
 use crate::object::{ObjectKey, StoredObject};
-use bytes::Bytes;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// The kind of change, named as Kubernetes watch events name them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +38,4 @@ pub struct Event {
     /// The object before the change, `None` for a creation. Lets the store rebuild a past
     /// snapshot for consistent pagination and exact-resourceVersion lists.
     pub previous: Option<Arc<StoredObject>>,
-    /// The API layer's wire encoding of this event, made once by the first watcher that needs
-    /// it and shared by the rest: a thousand watchers cost one encoding, not a thousand.
-    pub encoded: OnceLock<Bytes>,
 }

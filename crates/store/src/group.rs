@@ -644,7 +644,6 @@ impl Txn<'_> {
             key,
             object: object.clone(),
             previous,
-            encoded: Default::default(),
         }));
         Ok(object)
     }
@@ -669,7 +668,6 @@ impl Txn<'_> {
             key,
             object: last.clone(),
             previous: Some(current),
-            encoded: Default::default(),
         }));
         self.collect_garbage(&last)?;
         Ok(last)

@@ -152,9 +152,13 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + std::fmt::Debug + Unpin + Send + Sync,
 {
     let (reader, writer) = kube::runtime::reflector::store();
+    // No controller here reads managedFields, and they are the bulk of a cached object's
+    // metadata (a tree of field sets per manager): the cache keeps objects without them.
     let events = kube::runtime::reflector(
         writer,
-        watcher(api, watcher::Config::default()).default_backoff(),
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(|o: &mut K| o.meta_mut().managed_fields = None),
     );
     Controller::for_stream(only_changes(events, spec_and_metadata::<K>), reader)
 }
