@@ -3,6 +3,7 @@
 //! Cluster API gives meaning to.
 
 pub mod core;
+pub mod index;
 pub mod infra;
 pub mod standin;
 pub mod templates;

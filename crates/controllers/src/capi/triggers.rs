@@ -6,9 +6,9 @@
 //! when its hash changes, so a cluster of N machines costs O(N) reconciles, not O(N²).
 
 use crate::capi::core::{Cluster, KubeadmControlPlane, Machine, MachineDeployment};
+use crate::capi::index::Index;
 use futures::Stream;
 use kube::api::Api;
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::{watcher, Controller};
 use kube::ResourceExt;
@@ -151,34 +151,49 @@ where
         + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + std::fmt::Debug + Unpin + Send + Sync,
 {
+    build(api, None)
+}
+
+/// [`controller`], with `index` kept in step with its cache.
+pub fn indexed_controller<K>(api: Api<K>, index: &Index<K>) -> Controller<K>
+where
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + std::fmt::Debug + Unpin + Send + Sync,
+{
+    build(api, Some(index.clone()))
+}
+
+fn build<K>(api: Api<K>, index: Option<Index<K>>) -> Controller<K>
+where
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + std::fmt::Debug + Unpin + Send + Sync,
+{
+    use futures::TryStreamExt;
     let (reader, writer) = kube::runtime::reflector::store();
     // No controller here reads managedFields, and they are the bulk of a cached object's
     // metadata (a tree of field sets per manager): the cache keeps objects without them.
-    let events = kube::runtime::reflector(
-        writer,
-        watcher(api, watcher::Config::default())
-            .default_backoff()
-            .modify(|o: &mut K| o.meta_mut().managed_fields = None),
-    );
+    let events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+        .inspect_ok(move |event| {
+            if let Some(index) = &index {
+                index.observe(event);
+            }
+        });
+    let events = kube::runtime::reflector(writer, events);
     Controller::for_stream(only_changes(events, spec_and_metadata::<K>), reader)
-}
-
-/// The cached objects of `namespace` whose label `key` is `value`: what a related object's
-/// change maps to when the kind finds its owner by label.
-pub fn labelled<K>(store: &Store<K>, namespace: &str, key: &str, value: &str) -> Vec<ObjectRef<K>>
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone,
-{
-    store
-        .state()
-        .into_iter()
-        .filter(|o| {
-            o.namespace().as_deref() == Some(namespace)
-                && o.labels().get(key).map(String::as_str) == Some(value)
-        })
-        .map(|o| ObjectRef::from_obj(&*o))
-        .collect()
 }
 
 /// Passes an object on when `predicate` of it changes, and always when it is deleted

@@ -12,7 +12,8 @@ pub mod timing;
 pub mod types;
 
 use crate::capi::core::{ApiEndpoint, FailureDomain, MachineAddress};
-use crate::capi::triggers::{cluster_gates, filtered, labelled, machine_spec};
+use crate::capi::index::{label_key, label_keys, Index};
+use crate::capi::triggers::{cluster_gates, filtered, machine_spec};
 use crate::conditions::{self, Condition};
 use crate::context::Context;
 use crate::wakeups::Wakeups;
@@ -367,9 +368,8 @@ async fn run_machines<K: InfraMachine>(ctx: Context, namespace: Option<&str>) {
     let (wakeups, due) = Wakeups::new(ctx.clock.clone());
     let machines: Api<crate::capi::core::Machine> = api_for(&ctx, namespace);
     let clusters: Api<crate::capi::core::Cluster> = api_for(&ctx, namespace);
-    let controller = crate::capi::triggers::controller(api_for::<K>(&ctx, namespace));
-    let store = controller.store();
-    controller
+    let by_cluster = Index::new(|m: &K| label_keys(m, &[crate::capi::CLUSTER_NAME_LABEL]));
+    crate::capi::triggers::indexed_controller(api_for::<K>(&ctx, namespace), &by_cluster)
         .watches_stream(filtered(machines, machine_spec), |m| {
             let ns = m.namespace().unwrap_or_default();
             let r = &m.spec.infrastructure_ref;
@@ -379,7 +379,10 @@ async fn run_machines<K: InfraMachine>(ctx: Context, namespace: Option<&str>) {
         // A cluster's infrastructure or control plane coming up opens its machines' gates.
         .watches_stream(filtered(clusters, cluster_gates), move |c| {
             let ns = c.namespace().unwrap_or_default();
-            labelled(&store, &ns, crate::capi::CLUSTER_NAME_LABEL, &c.name_any())
+            by_cluster.lookup(
+                &ns,
+                &label_key(crate::capi::CLUSTER_NAME_LABEL, &c.name_any()),
+            )
         })
         .reconcile_on(due)
         .run(

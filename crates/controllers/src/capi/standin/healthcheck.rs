@@ -4,20 +4,19 @@
 
 use super::{apply_status, watched, Core, Error, Reconciler};
 use crate::capi::core::{Machine, MachineHealthCheck, MachineHealthCheckStatus};
+use crate::capi::index::Index;
 use crate::conditions::{self, Condition};
 use futures::StreamExt;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 use std::sync::Arc;
 
 pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let client = core.ctx.client.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
-    let controller = super::controller_for::<MachineHealthCheck>(&client, namespace);
-    let store = controller.store();
-    controller
+    let by_cluster = Index::new(|h: &MachineHealthCheck| vec![h.spec.cluster_name.clone()]);
+    crate::capi::triggers::indexed_controller(watched(&client, namespace), &by_cluster)
         .watches_stream(
             crate::capi::triggers::filtered(
                 watched::<Machine>(&client, namespace),
@@ -25,15 +24,7 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
             ),
             move |m| {
                 let ns = m.namespace().unwrap_or_default();
-                store
-                    .state()
-                    .into_iter()
-                    .filter(|h| {
-                        h.namespace().as_deref() == Some(ns.as_str())
-                            && h.spec.cluster_name == m.spec.cluster_name
-                    })
-                    .map(|h| ObjectRef::from_obj(&*h))
-                    .collect::<Vec<_>>()
+                by_cluster.lookup(&ns, &m.spec.cluster_name)
             },
         )
         .reconcile_on(due)

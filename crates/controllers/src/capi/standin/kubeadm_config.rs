@@ -8,6 +8,8 @@ use super::certs::SECRET_TYPE;
 use super::objects::owner_ref;
 use super::{apply_status, paused, watched, Core, Error, Reconciler};
 use crate::capi::core::{BootstrapInitialization, Cluster, KubeadmConfig, Machine};
+use crate::capi::index::{label_key, label_keys, Index};
+use crate::capi::CLUSTER_NAME_LABEL;
 use crate::conditions::{self, Condition};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -21,9 +23,8 @@ use std::sync::Arc;
 pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let client = core.ctx.client.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
-    let controller = super::controller_for::<KubeadmConfig>(&client, namespace);
-    let store = controller.store();
-    controller
+    let by_cluster = Index::new(|c: &KubeadmConfig| label_keys(c, &[CLUSTER_NAME_LABEL]));
+    crate::capi::triggers::indexed_controller(watched(&client, namespace), &by_cluster)
         .watches_stream(
             crate::capi::triggers::filtered(
                 watched::<Machine>(&client, namespace),
@@ -46,12 +47,7 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
             ),
             move |c| {
                 let ns = c.namespace().unwrap_or_default();
-                crate::capi::triggers::labelled(
-                    &store,
-                    &ns,
-                    crate::capi::CLUSTER_NAME_LABEL,
-                    &c.name_any(),
-                )
+                by_cluster.lookup(&ns, &label_key(CLUSTER_NAME_LABEL, &c.name_any()))
             },
         )
         .reconcile_on(due)

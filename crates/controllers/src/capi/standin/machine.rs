@@ -12,11 +12,10 @@ use crate::capi::core::{
     Cluster, Machine, MachineAddress, MachineInitialization, MachineStatus, NodeRef,
 };
 use crate::capi::core::{KubeadmControlPlane, MachineDeployment};
+use crate::capi::index::{label_key, label_keys, Index};
 use crate::capi::infra::types::{DevMachine, InMemoryMachine};
 use crate::capi::standin::objects::RefError;
-use crate::capi::triggers::{
-    cluster_gates, control_plane_rollout, deployment_rollout, filtered, labelled,
-};
+use crate::capi::triggers::{cluster_gates, control_plane_rollout, deployment_rollout, filtered};
 use crate::conditions::{self, Condition};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -36,9 +35,8 @@ const PRE_TERMINATE_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8
 pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let client = core.ctx.client.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
-    let controller = super::controller_for::<Machine>(&client, namespace);
-    let store = controller.store();
-    controller
+    let index = Index::new(machine_keys);
+    crate::capi::triggers::indexed_controller(watched(&client, namespace), &index)
         .owns(
             watched::<DevMachine>(&client, namespace),
             watcher::Config::default(),
@@ -54,19 +52,10 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
         .watches_stream(
             filtered(watched::<Cluster>(&client, namespace), cluster_gates),
             {
-                let store = store.clone();
+                let index = index.clone();
                 move |c| {
                     let ns = c.namespace().unwrap_or_default();
-                    let name = c.name_any();
-                    store
-                        .state()
-                        .into_iter()
-                        .filter(|m| {
-                            m.namespace().as_deref() == Some(ns.as_str())
-                                && m.spec.cluster_name == name
-                        })
-                        .map(|m| ObjectRef::from_obj(&*m))
-                        .collect::<Vec<_>>()
+                    index.lookup(&ns, &cluster_key(&c.name_any()))
                 }
             },
         )
@@ -77,11 +66,11 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
                 control_plane_rollout,
             ),
             {
-                let store = store.clone();
+                let index = index.clone();
                 move |k| {
                     let ns = k.namespace().unwrap_or_default();
-                    let name = k.name_any();
-                    labelled(&store, &ns, super::kcp::CONTROL_PLANE_NAME_LABEL, &name)
+                    let key = label_key(super::kcp::CONTROL_PLANE_NAME_LABEL, &k.name_any());
+                    index.lookup(&ns, &key)
                 }
             },
         )
@@ -90,13 +79,10 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
                 watched::<MachineDeployment>(&client, namespace),
                 deployment_rollout,
             ),
-            {
-                let store = store.clone();
-                move |md| {
-                    let ns = md.namespace().unwrap_or_default();
-                    let name = md.name_any();
-                    labelled(&store, &ns, super::machineset::DEPLOYMENT_NAME_LABEL, &name)
-                }
+            move |md| {
+                let ns = md.namespace().unwrap_or_default();
+                let key = label_key(super::machineset::DEPLOYMENT_NAME_LABEL, &md.name_any());
+                index.lookup(&ns, &key)
             },
         )
         .reconcile_on(due)
@@ -107,6 +93,26 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
         )
         .for_each(|_| async {})
         .await;
+}
+
+/// The index key of the Machines of a Cluster (`spec.clusterName`, which every Machine has,
+/// rather than the label, which a hand-written Machine may lack).
+fn cluster_key(cluster: &str) -> String {
+    format!("spec.clusterName={cluster}")
+}
+
+/// What a Machine is found by when a related object changes: its Cluster, its control plane,
+/// its MachineDeployment.
+fn machine_keys(m: &Machine) -> Vec<String> {
+    let mut keys = label_keys(
+        m,
+        &[
+            super::kcp::CONTROL_PLANE_NAME_LABEL,
+            super::machineset::DEPLOYMENT_NAME_LABEL,
+        ],
+    );
+    keys.push(cluster_key(&m.spec.cluster_name));
+    keys
 }
 
 async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Action, Error> {
