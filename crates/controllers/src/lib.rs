@@ -19,6 +19,7 @@ pub mod leader;
 pub mod metrics;
 mod schema;
 pub mod wakeups;
+pub mod writes;
 
 pub use context::Context;
 

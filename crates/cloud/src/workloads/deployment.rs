@@ -74,7 +74,7 @@ fn available(rs: &Obj) -> i64 {
 /// Sets a ReplicaSet's replicas (and the annotations recording the Deployment's size and
 /// revision) if they differ.
 fn scale(c: &Cluster, d: &Obj, rs: &Obj, replicas: i64, desired: i64, max: i64, rev: Option<i64>) {
-    let mut next = rs.value.clone();
+    let mut next = Value::clone(&rs.value);
     next["spec"]["replicas"] = json!(replicas);
     let annotations = &mut next["metadata"]["annotations"];
     if !annotations.is_object() {
@@ -85,7 +85,7 @@ fn scale(c: &Cluster, d: &Obj, rs: &Obj, replicas: i64, desired: i64, max: i64, 
     if let Some(r) = rev {
         annotations[REVISION] = json!(r.to_string());
     }
-    if next != rs.value && c.update(REPLICASETS, next, rs.rv) {
+    if next != *rs.value && c.update(REPLICASETS, next, rs.rv) {
         let from = spec_replicas(rs);
         if from != replicas {
             let direction = if replicas > from { "up" } else { "down" };
@@ -169,7 +169,7 @@ pub(super) fn reconcile(c: &Cluster) {
             .and_then(Value::as_str)
             != Some(&current)
         {
-            let mut next = d.value.clone();
+            let mut next = Value::clone(&d.value);
             if !next["metadata"]["annotations"].is_object() {
                 next["metadata"]["annotations"] = json!({});
             }

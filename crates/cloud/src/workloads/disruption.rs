@@ -13,7 +13,11 @@ pub(super) fn update_status(c: &Cluster) {
     if pdbs.is_empty() {
         return;
     }
-    let pods: Vec<Value> = c.list("pods").iter().map(|p| p.value.clone()).collect();
+    let pods: Vec<Value> = c
+        .list("pods")
+        .iter()
+        .map(|p| Value::clone(&p.value))
+        .collect();
     let now = infrasim_store::format_time(c.now());
     for pdb in pdbs.iter() {
         let in_namespace: Vec<Value> = pods

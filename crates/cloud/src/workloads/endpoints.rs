@@ -147,7 +147,7 @@ pub(super) fn reconcile(c: &Cluster) {
                 c.create("endpoints", endpoints);
             }
             Some(old) if old.value.get("subsets").unwrap_or(&json!([])) != &subsets => {
-                let mut next = old.value.clone();
+                let mut next = Value::clone(&old.value);
                 match next.as_object_mut() {
                     Some(o) if selected.is_empty() => {
                         o.remove("subsets");
@@ -215,7 +215,7 @@ pub(super) fn reconcile(c: &Cluster) {
                 if old.value.get("endpoints").unwrap_or(&json!([])) != &endpoints_value
                     || old.value.get("ports").unwrap_or(&json!([])) != &ports_value =>
             {
-                let mut next = old.value.clone();
+                let mut next = Value::clone(&old.value);
                 next["endpoints"] = endpoints_value;
                 next["ports"] = ports_value;
                 c.update(SLICES, next, old.rv);

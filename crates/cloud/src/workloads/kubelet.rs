@@ -199,7 +199,7 @@ fn finish(c: &Cluster, namespace: &str, name: &str, uid: &str) {
         return;
     };
     let now = infrasim_store::format_time(c.now());
-    let mut next = pod.value.clone();
+    let mut next = Value::clone(&pod.value);
     next["status"]["phase"] = json!("Succeeded");
     if let Some(statuses) = next["status"]["containerStatuses"].as_array_mut() {
         for s in statuses.iter_mut() {
@@ -275,7 +275,7 @@ fn container_names(pod: &Value, list: &str) -> Vec<(String, String)> {
 /// The kubelet has seen the pod: it records when and where, and its containers are created.
 fn accept(c: &Cluster, pod: &Obj, node: &Obj) -> bool {
     let now = infrasim_store::format_time(c.now());
-    let mut next = pod.value.clone();
+    let mut next = Value::clone(&pod.value);
     let containers = container_names(&pod.value, "containers");
     let names: Vec<&str> = containers.iter().map(|(n, _)| n.as_str()).collect();
     let unready = format!("containers with unready status: [{}]", names.join(" "));
@@ -344,7 +344,7 @@ fn start(c: &Cluster, namespace: &str, name: &str, uid: &str, ips: &mut IpBook) 
     } else {
         ips.allocate(c, &node)
     };
-    let mut next = pod.value.clone();
+    let mut next = Value::clone(&pod.value);
     let status = &mut next["status"];
     status["phase"] = json!("Running");
     status["podIP"] = json!(ip);
@@ -514,7 +514,7 @@ pub(super) fn collect_orphans(c: &Cluster) {
 fn report_node_status(c: &Cluster) {
     let now = infrasim_store::format_time(c.now());
     for node in c.list("nodes").iter() {
-        let mut next = node.value.clone();
+        let mut next = Value::clone(&node.value);
         let Some(conditions) = next
             .pointer_mut("/status/conditions")
             .and_then(Value::as_array_mut)
@@ -540,7 +540,7 @@ fn renew_leases(c: &Cluster) {
         if lease.namespace() != "kube-node-lease" || !nodes.contains(lease.name()) {
             continue;
         }
-        let mut next = lease.value.clone();
+        let mut next = Value::clone(&lease.value);
         next["spec"]["renewTime"] = json!(now);
         c.update("leases.coordination.k8s.io", next, lease.rv);
     }

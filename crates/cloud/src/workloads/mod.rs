@@ -227,7 +227,8 @@ impl Fingerprint {
 /// An object read for a pass: its JSON and the resourceVersion to write against.
 #[derive(Debug, Clone)]
 pub(crate) struct Obj {
-    pub value: Value,
+    /// Shared: a list reused across the passes' readers hands out the same decoded object.
+    pub value: Arc<Value>,
     pub rv: u64,
 }
 
@@ -334,7 +335,7 @@ impl Cluster {
                 .filter_map(|o| match decoded.get(&o.meta.resource_version) {
                     Some(known) => Some((*known).clone()),
                     None => Some(Obj {
-                        value: o.to_value().ok()?,
+                        value: Arc::new(o.to_value().ok()?),
                         rv: o.meta.resource_version,
                     }),
                 })
@@ -353,7 +354,7 @@ impl Cluster {
     pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Obj> {
         let o = self.group.get(resource, &ObjectKey::new(namespace, name))?;
         Some(Obj {
-            value: o.to_value().ok()?,
+            value: Arc::new(o.to_value().ok()?),
             rv: o.meta.resource_version,
         })
     }
@@ -361,7 +362,7 @@ impl Cluster {
     pub fn create(&self, resource: &str, object: Value) -> Option<Obj> {
         match crud_support::create(&self.group, resource, object) {
             Ok(o) => Some(Obj {
-                value: o.to_value().ok()?,
+                value: Arc::new(o.to_value().ok()?),
                 rv: o.meta.resource_version,
             }),
             Err(e) => {
@@ -389,7 +390,7 @@ impl Cluster {
         if obj.value.get("status") == Some(&status) {
             return;
         }
-        let mut next = obj.value.clone();
+        let mut next = Value::clone(&obj.value);
         next["status"] = status;
         self.update(resource, next, obj.rv);
     }
@@ -533,7 +534,7 @@ pub(crate) fn record_revision(c: &Cluster, owner: &Obj, kind: &str, hash: &str) 
     match owned.iter().find(|r| r.name() == name) {
         Some(current) if current.int("/revision") == Some(newest) => {}
         Some(current) => {
-            let mut next = current.value.clone();
+            let mut next = Value::clone(&current.value);
             next["revision"] = json!(newest + 1);
             c.update(RESOURCE, next, current.rv);
         }
@@ -607,7 +608,7 @@ mod tests {
         assert!(Arc::ptr_eq(&before, &c.list("configmaps")));
         // An update shows, and the untouched object is the one decoded before.
         let a = c.get("configmaps", "default", "a").expect("a");
-        let mut next = a.value.clone();
+        let mut next = Value::clone(&a.value);
         next["data"]["k"] = json!("2");
         assert!(c.update("configmaps", next, a.rv));
         let after = c.list("configmaps");

@@ -236,7 +236,7 @@ pub(super) fn schedule(c: &Cluster) {
         let previous = pod.value.pointer("/status/conditions");
         match best {
             Some((node, _)) => {
-                let mut bound = pod.value.clone();
+                let mut bound = Value::clone(&pod.value);
                 bound["spec"]["nodeName"] = json!(node.name());
                 set_condition(
                     &mut bound,
@@ -273,7 +273,7 @@ pub(super) fn schedule(c: &Cluster) {
                     nodes.len(),
                     nodes.len(),
                 );
-                let mut next = pod.value.clone();
+                let mut next = Value::clone(&pod.value);
                 set_condition(
                     &mut next,
                     condition(
@@ -286,7 +286,7 @@ pub(super) fn schedule(c: &Cluster) {
                         false,
                     ),
                 );
-                if next != pod.value && c.update("pods", next, pod.rv) {
+                if next != *pod.value && c.update("pods", next, pod.rv) {
                     c.event(pod, events::SCHEDULER, true, "FailedScheduling", &message);
                 }
             }

@@ -18,7 +18,7 @@ use crate::conditions::{self, Condition};
 use crate::context::Context;
 use crate::wakeups::Wakeups;
 use futures::StreamExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::core::NamespaceResourceScope;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
@@ -297,12 +297,7 @@ async fn apply_status<K: InfraObject>(
         "kind": K::kind(&()),
         "status": wanted,
     });
-    api.patch_status(
-        &obj.name_any(),
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(&body),
-    )
-    .await?;
+    crate::writes::apply_status(api, &obj.name_any(), MANAGER, &body).await?;
     Ok(())
 }
 

@@ -23,7 +23,7 @@ pub mod workload;
 
 use crate::context::Context;
 use crate::wakeups::Wakeups;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -107,14 +107,7 @@ where
         return Ok(());
     }
     let body = json!({"apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": wanted});
-    match api
-        .patch_status(
-            &obj.name_any(),
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&body),
-        )
-        .await
-    {
+    match crate::writes::apply_status(api, &obj.name_any(), MANAGER, &body).await {
         Ok(_) => Ok(()),
         // Gone meanwhile (its finalizer was the last): nothing to report on.
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
