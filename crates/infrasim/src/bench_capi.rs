@@ -44,6 +44,13 @@ pub struct CapiBenchArgs {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 1800)]
     timeout: u64,
+    /// Events the management plane's watch window keeps (`infrasim up` keeps 10,000).
+    #[arg(long, default_value_t = 100_000)]
+    watch_window: usize,
+    /// Events a management-plane watcher may fall behind before it resumes from the window
+    /// (`infrasim up` allows 4,096).
+    #[arg(long, default_value_t = 65_536)]
+    watcher_buffer: usize,
 }
 
 /// Peak resident memory of this process (VmHWM), in bytes.
@@ -62,14 +69,12 @@ fn peak_rss() -> u64 {
 /// The embedded plane: the engine, a client over its in-process service, the controllers.
 async fn plane(args: &CapiBenchArgs) -> anyhow::Result<kube::Client> {
     let clock = SystemClock::shared();
-    // Larger than `infrasim up`'s defaults (10,000 and 4,096). With those, the burst of a
-    // thousand clusters declared at once puts the controllers' watches more than the window
-    // behind; each then gets 410, relists and backs off, and the last clusters wait on the
-    // backoff (892 of 1,000 Available after 200 s, the process mostly idle): a known gap.
+    // Larger than `infrasim up`'s defaults (10,000 and 4,096) unless told otherwise: see the
+    // README on what a burst of clusters does to watches that fall behind the window.
     let store = Store::new(
         StoreConfig {
-            watch_window: 100_000,
-            watcher_buffer: 65_536,
+            watch_window: args.watch_window.max(1),
+            watcher_buffer: args.watcher_buffer.max(1),
         },
         clock.clone(),
         Arc::new(MemoryBackend),
@@ -166,18 +171,30 @@ pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
         std::pin::pin!(watcher(clusters, watcher::Config::default()).applied_objects());
     let mut ready: HashSet<String> = HashSet::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout);
+    let mut report = tokio::time::interval(Duration::from_secs(10));
     let available = loop {
-        let next = tokio::time::timeout_at(deadline, events.try_next()).await;
+        let next = tokio::select! {
+            next = tokio::time::timeout_at(deadline, events.try_next()) => next,
+            _ = report.tick() => {
+                if bar.is_hidden() {
+                    eprintln!("{}/{} clusters Available after {:.0} s", ready.len(), args.clusters, started.elapsed().as_secs_f64());
+                }
+                continue;
+            }
+        };
         let cluster = match next {
             Ok(Ok(Some(c))) => c,
             Ok(Ok(None)) => anyhow::bail!("the watch of Clusters ended"),
             Ok(Err(e)) => return Err(e).context("watching Clusters"),
-            Err(_) => anyhow::bail!(
-                "only {} of {} clusters Available after {}s",
-                ready.len(),
-                args.clusters,
-                args.timeout
-            ),
+            Err(_) => {
+                eprint!("{}", diagnose(&client, &ready).await);
+                anyhow::bail!(
+                    "only {} of {} clusters Available after {}s",
+                    ready.len(),
+                    args.clusters,
+                    args.timeout
+                )
+            }
         };
         if is_available(&cluster) {
             ready.insert(cluster.name_any());
@@ -193,6 +210,77 @@ pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
     let reconciles = infrasim_controllers::metrics::reconciles() - reconciles_before;
     print_table(&args, declared, available, reconciles);
     Ok(())
+}
+
+/// What holds back the clusters that are not Available: how many wait on each reason of
+/// their `Available` condition, and the conditions of one of them, to start from.
+async fn diagnose(client: &kube::Client, ready: &HashSet<String>) -> String {
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), "default");
+    let Ok(list) = clusters.list(&Default::default()).await else {
+        return "cannot list Clusters\n".into();
+    };
+    let stuck: Vec<&Cluster> = list
+        .items
+        .iter()
+        .filter(|c| !ready.contains(&c.name_any()))
+        .collect();
+    let mut reasons: HashMap<String, usize> = HashMap::new();
+    for c in &stuck {
+        let conditions = c.status.as_ref().and_then(|s| s.conditions.as_deref());
+        let reason = conditions
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Available"))
+            .map_or("no Available condition".to_string(), |c| {
+                format!("{} {}: {}", c.status, c.reason, c.message)
+            });
+        *reasons.entry(reason).or_default() += 1;
+    }
+    let mut out = String::new();
+    for (reason, n) in reasons {
+        out.push_str(&format!("{n} clusters: {reason}\n"));
+    }
+    if let Some(c) = stuck.first() {
+        out.push_str(&format!(
+            "{}: {}\n",
+            c.name_any(),
+            serde_json::to_string(&c.status).unwrap_or_default()
+        ));
+        out.push_str(&machines_of(client, &c.name_any()).await);
+    }
+    out
+}
+
+/// One line per Machine of `cluster`: its phase and the conditions that are not True.
+async fn machines_of(client: &kube::Client, cluster: &str) -> String {
+    use infrasim_controllers::capi::core::Machine;
+    let machines: Api<Machine> = Api::namespaced(client.clone(), "default");
+    let selector = format!(
+        "{}={cluster}",
+        infrasim_controllers::capi::CLUSTER_NAME_LABEL
+    );
+    let Ok(list) = machines
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+    else {
+        return "cannot list Machines\n".into();
+    };
+    let mut out = String::new();
+    for m in list.items {
+        let status = m.status.as_ref();
+        let failing: Vec<String> = status
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default()
+            .iter()
+            .filter(|c| c.status != "True")
+            .map(|c| format!("{}={} {} {}", c.type_, c.status, c.reason, c.message))
+            .collect();
+        out.push_str(&format!(
+            "  Machine {} phase {:?}: {}\n",
+            m.name_any(),
+            status.and_then(|s| s.phase.as_deref()),
+            failing.join("; ")
+        ));
+    }
+    out
 }
 
 fn is_available(c: &Cluster) -> bool {

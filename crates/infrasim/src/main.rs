@@ -70,6 +70,16 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// Raises the soft limit on open files to the hard limit, as Go programs (kube-apiserver, govc)
+/// do at start: every simulated cluster holds a listening socket and its clients' connections,
+/// and a soft limit of 1,024 would stop a fleet at a few hundred clusters.
+fn raise_open_file_limit() {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::debug!(limit, "open file limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open file limit"),
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -78,6 +88,7 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    raise_open_file_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

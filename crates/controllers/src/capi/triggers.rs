@@ -224,10 +224,70 @@ where
                     seen.remove(&o.uid().unwrap_or_default());
                     Some(Ok(o))
                 }
-                Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
-                Err(e) => Some(Err(e)),
+                // A relist means the watch may have missed events, and with them wakeups
+                // whose targets were not yet in the controller's cache (kube-runtime drops a
+                // request for an object it has not cached): every object goes through
+                // again, as an informer re-delivers every object after a relist. Kept across
+                // relists, the hashes lost such wakeups for good, and a burst of clusters
+                // under `infrasim up`'s window left the first ones waiting forever.
+                Ok(watcher::Event::Init) => {
+                    tracing::debug!(kind = std::any::type_name::<K>(), "relist");
+                    seen.clear();
+                    None
+                }
+                Ok(watcher::Event::InitDone) => None,
+                Err(e) => {
+                    tracing::debug!(kind = std::any::type_name::<K>(), error = %e, "watch error");
+                    Some(Err(e))
+                }
             };
             futures::future::ready(Some(out))
         })
         .filter_map(futures::future::ready)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+
+    fn map(uid: &str, generation: i64) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(uid.into()),
+                uid: Some(uid.into()),
+                generation: Some(generation),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    async fn passed(events: Vec<watcher::Event<ConfigMap>>) -> Vec<String> {
+        let stream = futures::stream::iter(events.into_iter().map(Ok));
+        only_changes(stream, spec_and_metadata::<ConfigMap>)
+            .filter_map(|r| async move { r.ok().map(|o| o.name_any()) })
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn unchanged_objects_pass_once_until_a_relist() {
+        use watcher::Event::*;
+        let out = passed(vec![
+            Apply(map("a", 1)),
+            Apply(map("a", 1)),
+            Apply(map("a", 2)),
+            // After a relist every object goes through again, changed or not.
+            Init,
+            InitApply(map("a", 2)),
+            InitDone,
+            Apply(map("a", 2)),
+            Delete(map("a", 2)),
+        ])
+        .await;
+        assert_eq!(out, ["a", "a", "a", "a"]);
+    }
 }

@@ -7,6 +7,14 @@ use kube::api::Api;
 use kube::{Client, ResourceExt};
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
+
+/// How long a connection to a workload cluster stays open unused. A controller reaches a
+/// cluster in bursts while its machines come up and rarely after; kube's default client keeps
+/// idle connections with no timer to close them, so ten thousand clusters would hold twenty
+/// thousand sockets (both ends live in this process when the cloud is embedded) and run out
+/// of file descriptors.
+const IDLE_CONNECTION: Duration = Duration::from_secs(5);
 
 /// Why a workload cluster cannot be reached.
 #[derive(Debug, thiserror::Error)]
@@ -66,7 +74,7 @@ impl WorkloadClients {
         let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
             .await
             .map_err(|e| unusable(e.to_string()))?;
-        let client = Client::try_from(config).map_err(|e| unusable(e.to_string()))?;
+        let client = connect(config).map_err(|e| unusable(e.to_string()))?;
         self.clients
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -81,4 +89,22 @@ impl WorkloadClients {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&(namespace.to_string(), name.to_string()));
     }
+}
+
+/// A client for `config` whose idle connections close after [`IDLE_CONNECTION`]: kube's
+/// default stack (base URI, credentials, TLS from the kubeconfig) over a connection pool with a
+/// timer.
+fn connect(config: kube::Config) -> Result<Client, kube::Error> {
+    use kube::client::ConfigExt;
+    let https = config.rustls_https_connector()?;
+    let pool = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .pool_timer(hyper_util::rt::TokioTimer::new())
+        .pool_idle_timeout(IDLE_CONNECTION)
+        .build::<_, kube::client::Body>(https);
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .map_err(tower::BoxError::from)
+        .service(pool);
+    Ok(Client::new(service, config.default_namespace))
 }
