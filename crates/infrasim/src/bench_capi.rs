@@ -230,7 +230,10 @@ async fn diagnose(client: &kube::Client, ready: &HashSet<String>) -> String {
         let reason = conditions
             .and_then(|cs| cs.iter().find(|c| c.type_ == "Available"))
             .map_or("no Available condition".to_string(), |c| {
-                format!("{} {}: {}", c.status, c.reason, c.message)
+                // The message names the cluster's objects: group by its first line's shape.
+                let first = c.message.lines().next().unwrap_or("");
+                let shape = first.split(':').next().unwrap_or(first);
+                format!("{} {}: {shape}", c.status, c.reason)
             });
         *reasons.entry(reason).or_default() += 1;
     }
@@ -264,6 +267,21 @@ async fn machines_of(client: &kube::Client, cluster: &str) -> String {
         return "cannot list Machines\n".into();
     };
     let mut out = String::new();
+    let sets: Api<infrasim_controllers::capi::core::MachineSet> =
+        Api::namespaced(client.clone(), "default");
+    if let Ok(sets) = sets
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+    {
+        for ms in sets.items {
+            out.push_str(&format!(
+                "  MachineSet {} replicas {:?} status {}\n",
+                ms.name_any(),
+                ms.spec.replicas,
+                serde_json::to_string(&ms.status).unwrap_or_default()
+            ));
+        }
+    }
     for m in list.items {
         let status = m.status.as_ref();
         let failing: Vec<String> = status

@@ -114,14 +114,14 @@ async fn reconcile(c: Arc<Cluster>, r: Arc<Reconciler<Cluster>>) -> Result<Actio
     let cp = control_plane(&cluster, &r).await?;
     copy_endpoint(&cluster, &api, &infra, &cp).await?;
     let workers = workers(&cluster, &r).await?;
-    let probe = probe(
-        &cluster,
-        &r,
-        cp.initialized || status_flag(&cluster, |i| i.control_plane_initialized),
-    )
-    .await;
+    let initialized = cp.initialized || status_flag(&cluster, |i| i.control_plane_initialized);
+    let probe = probe(&cluster, &r, initialized).await;
+    let unreachable = probe.status == "False" && probe.reason == "ProbeFailed" && initialized;
     let status = compose(&cluster, &r, conds, &infra, &cp, &workers, probe).await;
     apply_status(&api, &cluster, &status).await?;
+    if unreachable {
+        return Ok(Action::requeue(super::RECONNECT_AFTER));
+    }
     Ok(Action::await_change())
 }
 

@@ -172,6 +172,9 @@ async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Actio
     };
     let status = status(&m, &r, conds, &bootstrap, &infra, &node).await;
     apply_status(&api, &*m, &status).await?;
+    if node.unreachable {
+        return Ok(Action::requeue(super::RECONNECT_AFTER));
+    }
     Ok(Action::await_change())
 }
 
@@ -381,6 +384,9 @@ struct NodeState {
     node_info: Option<Value>,
     ready: Condition,
     healthy: Condition,
+    /// The workload cluster could not be asked: look again later, since no event will say
+    /// when it answers again.
+    unreachable: bool,
 }
 
 impl NodeState {
@@ -390,7 +396,16 @@ impl NodeState {
             node_info: None,
             ready: Condition::unknown("NodeReady", "InspectionFailed", why.clone()),
             healthy: Condition::unknown("NodeHealthy", "InspectionFailed", why),
+            unreachable: false,
         }
+    }
+
+    fn unreachable(why: String) -> Self {
+        let mut s = NodeState::waiting(why);
+        s.ready.reason = "ConnectionDown".into();
+        s.healthy.reason = "ConnectionDown".into();
+        s.unreachable = true;
+        s
     }
 }
 
@@ -408,12 +423,7 @@ async fn node(
         .await
     {
         Ok(c) => c,
-        Err(e) => {
-            let mut s = NodeState::waiting(e.to_string());
-            s.ready.reason = "ConnectionDown".into();
-            s.healthy.reason = "ConnectionDown".into();
-            return s;
-        }
+        Err(e) => return NodeState::unreachable(e.to_string()),
     };
     let nodes: Api<Node> = Api::all(client);
     // The node named after the machine is the usual answer; any node may carry the ID.
@@ -425,17 +435,24 @@ async fn node(
         .or_else(|| provider_id.rsplit('/').next().map(str::to_string));
     let mut found = None;
     if let Some(name) = by_name {
-        if let Ok(Some(n)) = nodes.get_opt(&name).await {
-            if n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id) {
-                found = Some(n);
+        match nodes.get_opt(&name).await {
+            Ok(Some(n)) => {
+                if n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id) {
+                    found = Some(n);
+                }
             }
+            Ok(None) => {}
+            Err(e) => return NodeState::unreachable(e.to_string()),
         }
     }
     if found.is_none() {
-        if let Ok(list) = nodes.list(&ListParams::default()).await {
-            found = list.items.into_iter().find(|n| {
-                n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id)
-            });
+        match nodes.list(&ListParams::default()).await {
+            Ok(list) => {
+                found = list.items.into_iter().find(|n| {
+                    n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id)
+                });
+            }
+            Err(e) => return NodeState::unreachable(e.to_string()),
         }
     }
     let Some(node) = found else {
@@ -488,6 +505,7 @@ fn node_state(node: &Node) -> NodeState {
         node_info: status.node_info.and_then(|i| serde_json::to_value(i).ok()),
         ready,
         healthy,
+        unreachable: false,
     }
 }
 

@@ -81,6 +81,10 @@ impl<K: Resource<DynamicType = ()>> Reconciler<K> {
     }
 }
 
+/// How soon a workload cluster that did not answer is asked again, as Cluster API's cluster
+/// cache probes an unreachable cluster every 10 s: no event will say when it answers.
+const RECONNECT_AFTER: Duration = Duration::from_secs(10);
+
 fn error_policy<K: Resource<DynamicType = ()>>(
     obj: Arc<K>,
     err: &Error,
