@@ -8,29 +8,8 @@ use kube::core::Request;
 use kube::Resource;
 use serde::Serialize;
 
-/// Patches `name` (its `subresource` when given) and checks that the server accepted it.
-pub async fn patch<K, P>(
-    api: &Api<K>,
-    name: &str,
-    subresource: Option<&str>,
-    params: &PatchParams,
-    patch: &Patch<P>,
-) -> Result<(), kube::Error>
-where
-    K: Resource + Clone,
-    P: Serialize + std::fmt::Debug,
-{
-    let request = Request::new(api.resource_url());
-    let request = match subresource {
-        Some(sub) => request.patch_subresource(sub, name, params, patch),
-        None => request.patch(name, params, patch),
-    }
-    .map_err(kube::Error::BuildRequest)?;
-    api.clone().into_client().request_text(request).await?;
-    Ok(())
-}
-
-/// Server-side applies `body` to `name`'s status as `manager`, taking over conflicting fields.
+/// Server-side applies `body` to `name`'s status as `manager`, taking over conflicting
+/// fields, and checks that the server accepted it.
 pub async fn apply_status<K, P>(
     api: &Api<K>,
     name: &str,
@@ -42,5 +21,9 @@ where
     P: Serialize + std::fmt::Debug,
 {
     let params = PatchParams::apply(manager).force();
-    patch(api, name, Some("status"), &params, &Patch::Apply(body)).await
+    let request = Request::new(api.resource_url())
+        .patch_subresource("status", name, &params, &Patch::Apply(body))
+        .map_err(kube::Error::BuildRequest)?;
+    api.clone().into_client().request_text(request).await?;
+    Ok(())
 }

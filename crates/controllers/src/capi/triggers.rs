@@ -139,37 +139,8 @@ where
 
 /// A controller of `api`'s kind woken by changes of its objects' spec and metadata (see
 /// [`spec_and_metadata`]), not by the status it writes itself; its reflector keeps the cache
-/// `Controller::store` hands out.
-pub fn controller<K>(api: Api<K>) -> Controller<K>
-where
-    K: kube::Resource
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + std::fmt::Debug + Unpin + Send + Sync,
-{
-    build(api, None)
-}
-
-/// [`controller`], with `index` kept in step with its cache.
-pub fn indexed_controller<K>(api: Api<K>, index: &Index<K>) -> Controller<K>
-where
-    K: kube::Resource
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + std::fmt::Debug + Unpin + Send + Sync,
-{
-    build(api, Some(index.clone()))
-}
-
-fn build<K>(api: Api<K>, index: Option<Index<K>>) -> Controller<K>
+/// `Controller::store` hands out, and `index`, when given, is kept in step with that cache.
+pub fn controller<K>(api: Api<K>, index: Option<&Index<K>>) -> Controller<K>
 where
     K: kube::Resource
         + Clone
@@ -181,6 +152,7 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + std::fmt::Debug + Unpin + Send + Sync,
 {
     use futures::TryStreamExt;
+    let index = index.cloned();
     let (reader, writer) = kube::runtime::reflector::store();
     // No controller here reads managedFields, and they are the bulk of a cached object's
     // metadata (a tree of field sets per manager): the cache keeps objects without them.

@@ -341,7 +341,7 @@ pub async fn run(ctx: Context, namespace: Option<String>) {
 async fn run_clusters<K: InfraCluster>(ctx: Context, namespace: Option<&str>) {
     let (wakeups, due) = Wakeups::new(ctx.clock.clone());
     let clusters: Api<crate::capi::core::Cluster> = api_for(&ctx, namespace);
-    crate::capi::triggers::controller(api_for::<K>(&ctx, namespace))
+    crate::capi::triggers::controller(api_for::<K>(&ctx, namespace), None)
         .watches_stream(filtered(clusters, cluster_gates), |c| {
             let ns = c.namespace().unwrap_or_default();
             c.spec
@@ -364,7 +364,7 @@ async fn run_machines<K: InfraMachine>(ctx: Context, namespace: Option<&str>) {
     let machines: Api<crate::capi::core::Machine> = api_for(&ctx, namespace);
     let clusters: Api<crate::capi::core::Cluster> = api_for(&ctx, namespace);
     let by_cluster = Index::new(|m: &K| label_keys(m, &[crate::capi::CLUSTER_NAME_LABEL]));
-    crate::capi::triggers::indexed_controller(api_for::<K>(&ctx, namespace), &by_cluster)
+    crate::capi::triggers::controller(api_for::<K>(&ctx, namespace), Some(&by_cluster))
         .watches_stream(filtered(machines, machine_spec), |m| {
             let ns = m.namespace().unwrap_or_default();
             let r = &m.spec.infrastructure_ref;

@@ -16,7 +16,7 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let client = core.ctx.client.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
     let by_cluster = Index::new(|h: &MachineHealthCheck| vec![h.spec.cluster_name.clone()]);
-    crate::capi::triggers::indexed_controller(watched(&client, namespace), &by_cluster)
+    crate::capi::triggers::controller(watched(&client, namespace), Some(&by_cluster))
         .watches_stream(
             crate::capi::triggers::filtered(
                 watched::<Machine>(&client, namespace),

@@ -36,7 +36,7 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let client = core.ctx.client.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
     let index = Index::new(machine_keys);
-    crate::capi::triggers::indexed_controller(watched(&client, namespace), &index)
+    crate::capi::triggers::controller(watched(&client, namespace), Some(&index))
         .owns(
             watched::<DevMachine>(&client, namespace),
             watcher::Config::default(),

@@ -160,7 +160,7 @@ where
         + Sync
         + 'static,
 {
-    crate::capi::triggers::controller(watched::<K>(client, namespace))
+    crate::capi::triggers::controller(watched::<K>(client, namespace), None)
 }
 
 /// Runs the stand-in's controllers until the process ends.
