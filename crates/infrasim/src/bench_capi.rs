@@ -177,7 +177,7 @@ pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
             next = tokio::time::timeout_at(deadline, events.try_next()) => next,
             _ = report.tick() => {
                 if bar.is_hidden() {
-                    eprintln!("{}/{} clusters Available after {:.0} s", ready.len(), args.clusters, started.elapsed().as_secs_f64());
+                    eprintln!("{}/{} clusters Available after {:.0} s ({})", ready.len(), args.clusters, started.elapsed().as_secs_f64(), watch_health());
                 }
                 continue;
             }
@@ -348,4 +348,20 @@ fn print_table(args: &CapiBenchArgs, declared: Duration, available: Duration, re
         .collect();
     println!();
     println!("reconciles per cluster, by kind: {}", per_kind.join(", "));
+    println!("{}", watch_health());
+}
+
+/// How the controllers' watches fared: lists and relists per kind (one list per watch when
+/// no watch fell out of the server's window), and reconcile requests dropped for an object
+/// not yet cached.
+fn watch_health() -> String {
+    let lists: Vec<String> = infrasim_controllers::metrics::relists()
+        .into_iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    format!(
+        "lists by kind: {}; requests for uncached objects: {}",
+        lists.join(", "),
+        infrasim_controllers::metrics::drops()
+    )
 }

@@ -168,9 +168,37 @@ where
     Controller::for_stream(only_changes(events, spec_and_metadata::<K>), reader)
 }
 
+/// Runs a controller's outcomes to the end, counting the requests kube-runtime dropped for
+/// want of a cached object (see [`crate::metrics::dropped`]); reconcile failures are logged
+/// and retried by the error policies.
+pub async fn run_to_end<T, R: 'static, Q: 'static>(
+    outcomes: impl Stream<Item = Result<T, kube::runtime::controller::Error<R, Q>>>,
+) {
+    use futures::StreamExt;
+    outcomes
+        .for_each(|outcome| {
+            if let Err(kube::runtime::controller::Error::ObjectNotFound(_)) = outcome {
+                crate::metrics::dropped();
+            }
+            futures::future::ready(())
+        })
+        .await
+}
+
 /// Passes an object on when `predicate` of it changes, and always when it is deleted
 /// (kube-runtime's own predicate filter drops deletions whose last state hashed the same, and
 /// an owner must hear that its Machine is gone).
+///
+/// A relist sends every object through again, as an informer re-delivers every object after
+/// one: the watch may have missed events, and with them wakeups whose targets were not yet in
+/// the controller's cache. Kept across relists, the hashes lost such wakeups for good, and a
+/// burst of clusters under `infrasim up`'s window left the first ones waiting forever.
+///
+/// The relisted objects go through only when the relist is done. Until then the reflector
+/// keeps them aside and its cache still holds the state before the relist, so a reconcile
+/// asked for an object created while the watch was down finds nothing, and kube-runtime drops
+/// the request (`ObjectNotFound`) for good. At ten thousand clusters watches fall behind their
+/// window, and this left clusters waiting for a bootstrap config that was never reconciled.
 pub fn only_changes<K, S>(
     events: S,
     predicate: fn(&K) -> Option<u64>,
@@ -180,42 +208,74 @@ where
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 {
     use futures::StreamExt;
-    use std::collections::HashMap;
     events
-        .scan(HashMap::<String, Option<u64>>::new(), move |seen, event| {
-            let out = match event {
-                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
-                    let key = o.uid().unwrap_or_default();
-                    let hash = predicate(&o);
-                    match seen.insert(key, hash) {
-                        Some(old) if old == hash && hash.is_some() => None,
-                        _ => Some(Ok(o)),
-                    }
-                }
-                Ok(watcher::Event::Delete(o)) => {
-                    seen.remove(&o.uid().unwrap_or_default());
-                    Some(Ok(o))
-                }
-                // A relist means the watch may have missed events, and with them wakeups
-                // whose targets were not yet in the controller's cache (kube-runtime drops a
-                // request for an object it has not cached): every object goes through
-                // again, as an informer re-delivers every object after a relist. Kept across
-                // relists, the hashes lost such wakeups for good, and a burst of clusters
-                // under `infrasim up`'s window left the first ones waiting forever.
-                Ok(watcher::Event::Init) => {
-                    tracing::debug!(kind = std::any::type_name::<K>(), "relist");
-                    seen.clear();
-                    None
-                }
-                Ok(watcher::Event::InitDone) => None,
-                Err(e) => {
-                    tracing::debug!(kind = std::any::type_name::<K>(), error = %e, "watch error");
-                    Some(Err(e))
-                }
-            };
-            futures::future::ready(Some(out))
+        .scan(Changes::<K>::new(predicate), move |changes, event| {
+            futures::future::ready(Some(changes.pass(event)))
         })
-        .filter_map(futures::future::ready)
+        .flat_map(futures::stream::iter)
+}
+
+/// The state of [`only_changes`]: the last hash of every object, and the objects of a relist
+/// under way.
+struct Changes<K> {
+    predicate: fn(&K) -> Option<u64>,
+    seen: std::collections::HashMap<String, Option<u64>>,
+    relisted: Option<Vec<K>>,
+}
+
+impl<K: kube::Resource> Changes<K> {
+    fn new(predicate: fn(&K) -> Option<u64>) -> Self {
+        Changes {
+            predicate,
+            seen: Default::default(),
+            relisted: None,
+        }
+    }
+
+    /// What of `event` goes on to the controller, now.
+    fn pass(
+        &mut self,
+        event: Result<watcher::Event<K>, watcher::Error>,
+    ) -> Vec<Result<K, watcher::Error>> {
+        match event {
+            Ok(watcher::Event::Apply(o)) => {
+                let key = o.uid().unwrap_or_default();
+                let hash = (self.predicate)(&o);
+                match self.seen.insert(key, hash) {
+                    Some(old) if old == hash && hash.is_some() => vec![],
+                    _ => vec![Ok(o)],
+                }
+            }
+            Ok(watcher::Event::Delete(o)) => {
+                self.seen.remove(&o.uid().unwrap_or_default());
+                vec![Ok(o)]
+            }
+            Ok(watcher::Event::Init) => {
+                tracing::debug!(kind = std::any::type_name::<K>(), "relist");
+                crate::metrics::relisted(std::any::type_name::<K>());
+                self.seen.clear();
+                self.relisted = Some(Vec::new());
+                vec![]
+            }
+            Ok(watcher::Event::InitApply(o)) => {
+                let hash = (self.predicate)(&o);
+                self.seen.insert(o.uid().unwrap_or_default(), hash);
+                self.relisted.get_or_insert_with(Vec::new).push(o);
+                vec![]
+            }
+            Ok(watcher::Event::InitDone) => self
+                .relisted
+                .take()
+                .unwrap_or_default()
+                .into_iter()
+                .map(Ok)
+                .collect(),
+            Err(e) => {
+                tracing::debug!(kind = std::any::type_name::<K>(), error = %e, "watch error");
+                vec![Err(e)]
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -261,5 +321,33 @@ mod tests {
         ])
         .await;
         assert_eq!(out, ["a", "a", "a", "a"]);
+    }
+
+    /// The reflector swaps a relist into its cache only at `InitDone`: an object passed on
+    /// before then would be looked up in the old cache and dropped if it is new.
+    #[tokio::test]
+    async fn relisted_objects_pass_when_the_relist_is_done() {
+        use watcher::Event::*;
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let mut out = Box::pin(only_changes(rx, spec_and_metadata::<ConfigMap>));
+        for event in [
+            Apply(map("a", 1)),
+            Init,
+            InitApply(map("a", 1)),
+            InitApply(map("b", 1)),
+        ] {
+            tx.unbounded_send(Ok(event)).unwrap();
+        }
+        let first = out.next().await.unwrap().unwrap();
+        assert_eq!(first.name_any(), "a");
+        let early = futures::FutureExt::now_or_never(out.next());
+        assert!(
+            early.is_none(),
+            "passed before the relist was done: {early:?}"
+        );
+        tx.unbounded_send(Ok(InitDone)).unwrap();
+        let a = out.next().await.unwrap().unwrap();
+        let b = out.next().await.unwrap().unwrap();
+        assert_eq!((a.name_any(), b.name_any()), ("a".into(), "b".into()));
     }
 }

@@ -17,7 +17,6 @@ use crate::capi::triggers::{cluster_gates, filtered, machine_spec};
 use crate::conditions::{self, Condition};
 use crate::context::Context;
 use crate::wakeups::Wakeups;
-use futures::StreamExt;
 use kube::api::Api;
 use kube::core::NamespaceResourceScope;
 use kube::runtime::controller::Action;
@@ -341,22 +340,23 @@ pub async fn run(ctx: Context, namespace: Option<String>) {
 async fn run_clusters<K: InfraCluster>(ctx: Context, namespace: Option<&str>) {
     let (wakeups, due) = Wakeups::new(ctx.clock.clone());
     let clusters: Api<crate::capi::core::Cluster> = api_for(&ctx, namespace);
-    crate::capi::triggers::controller(api_for::<K>(&ctx, namespace), None)
-        .watches_stream(filtered(clusters, cluster_gates), |c| {
-            let ns = c.namespace().unwrap_or_default();
-            c.spec
-                .infrastructure_ref
-                .filter(|r| r.kind == K::kind(&()))
-                .map(|r| kube::runtime::reflector::ObjectRef::new(&r.name).within(&ns))
-        })
-        .reconcile_on(due)
-        .run(
-            cluster::reconcile::<K>,
-            error_policy::<K>,
-            Arc::new(Reconciler { ctx, wakeups }),
-        )
-        .for_each(|_| async {})
-        .await;
+    crate::capi::triggers::run_to_end(
+        crate::capi::triggers::controller(api_for::<K>(&ctx, namespace), None)
+            .watches_stream(filtered(clusters, cluster_gates), |c| {
+                let ns = c.namespace().unwrap_or_default();
+                c.spec
+                    .infrastructure_ref
+                    .filter(|r| r.kind == K::kind(&()))
+                    .map(|r| kube::runtime::reflector::ObjectRef::new(&r.name).within(&ns))
+            })
+            .reconcile_on(due)
+            .run(
+                cluster::reconcile::<K>,
+                error_policy::<K>,
+                Arc::new(Reconciler { ctx, wakeups }),
+            ),
+    )
+    .await;
 }
 
 async fn run_machines<K: InfraMachine>(ctx: Context, namespace: Option<&str>) {
@@ -364,27 +364,28 @@ async fn run_machines<K: InfraMachine>(ctx: Context, namespace: Option<&str>) {
     let machines: Api<crate::capi::core::Machine> = api_for(&ctx, namespace);
     let clusters: Api<crate::capi::core::Cluster> = api_for(&ctx, namespace);
     let by_cluster = Index::new(|m: &K| label_keys(m, &[crate::capi::CLUSTER_NAME_LABEL]));
-    crate::capi::triggers::controller(api_for::<K>(&ctx, namespace), Some(&by_cluster))
-        .watches_stream(filtered(machines, machine_spec), |m| {
-            let ns = m.namespace().unwrap_or_default();
-            let r = &m.spec.infrastructure_ref;
-            (r.kind == K::kind(&()))
-                .then(|| kube::runtime::reflector::ObjectRef::new(&r.name).within(&ns))
-        })
-        // A cluster's infrastructure or control plane coming up opens its machines' gates.
-        .watches_stream(filtered(clusters, cluster_gates), move |c| {
-            let ns = c.namespace().unwrap_or_default();
-            by_cluster.lookup(
-                &ns,
-                &label_key(crate::capi::CLUSTER_NAME_LABEL, &c.name_any()),
-            )
-        })
-        .reconcile_on(due)
-        .run(
-            machine::reconcile::<K>,
-            error_policy::<K>,
-            Arc::new(Reconciler { ctx, wakeups }),
-        )
-        .for_each(|_| async {})
-        .await;
+    crate::capi::triggers::run_to_end(
+        crate::capi::triggers::controller(api_for::<K>(&ctx, namespace), Some(&by_cluster))
+            .watches_stream(filtered(machines, machine_spec), |m| {
+                let ns = m.namespace().unwrap_or_default();
+                let r = &m.spec.infrastructure_ref;
+                (r.kind == K::kind(&()))
+                    .then(|| kube::runtime::reflector::ObjectRef::new(&r.name).within(&ns))
+            })
+            // A cluster's infrastructure or control plane coming up opens its machines' gates.
+            .watches_stream(filtered(clusters, cluster_gates), move |c| {
+                let ns = c.namespace().unwrap_or_default();
+                by_cluster.lookup(
+                    &ns,
+                    &label_key(crate::capi::CLUSTER_NAME_LABEL, &c.name_any()),
+                )
+            })
+            .reconcile_on(due)
+            .run(
+                machine::reconcile::<K>,
+                error_policy::<K>,
+                Arc::new(Reconciler { ctx, wakeups }),
+            ),
+    )
+    .await;
 }

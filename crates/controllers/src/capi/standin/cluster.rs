@@ -16,7 +16,6 @@ use crate::capi::core::{
 use crate::capi::infra::types::{DevCluster, InMemoryCluster};
 use crate::capi::CLUSTER_NAME_LABEL;
 use crate::conditions::{self, Condition};
-use futures::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -36,42 +35,43 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let controller = super::controller_for::<Cluster>(&client, namespace);
     let store = controller.store();
     let cfg = watcher::Config::default;
-    controller
-        .owns(watched::<DevCluster>(&client, namespace), cfg())
-        .owns(watched::<InMemoryCluster>(&client, namespace), cfg())
-        .owns(watched::<KubeadmControlPlane>(&client, namespace), cfg())
-        .owns(watched::<MachineDeployment>(&client, namespace), cfg())
-        .watches(
-            watched::<ClusterClass>(&client, namespace),
-            cfg(),
-            move |class| {
-                let ns = class.namespace().unwrap_or_default();
-                let name = class.name_any();
-                store
-                    .state()
-                    .into_iter()
-                    .filter(|c| {
-                        c.spec.topology.as_ref().is_some_and(|t| {
-                            t.class_ref.name == name
-                                && t.class_ref
-                                    .namespace
-                                    .as_deref()
-                                    .unwrap_or(c.namespace().as_deref().unwrap_or(""))
-                                    == ns
+    crate::capi::triggers::run_to_end(
+        controller
+            .owns(watched::<DevCluster>(&client, namespace), cfg())
+            .owns(watched::<InMemoryCluster>(&client, namespace), cfg())
+            .owns(watched::<KubeadmControlPlane>(&client, namespace), cfg())
+            .owns(watched::<MachineDeployment>(&client, namespace), cfg())
+            .watches(
+                watched::<ClusterClass>(&client, namespace),
+                cfg(),
+                move |class| {
+                    let ns = class.namespace().unwrap_or_default();
+                    let name = class.name_any();
+                    store
+                        .state()
+                        .into_iter()
+                        .filter(|c| {
+                            c.spec.topology.as_ref().is_some_and(|t| {
+                                t.class_ref.name == name
+                                    && t.class_ref
+                                        .namespace
+                                        .as_deref()
+                                        .unwrap_or(c.namespace().as_deref().unwrap_or(""))
+                                        == ns
+                            })
                         })
-                    })
-                    .map(|c| ObjectRef::from_obj(&*c))
-                    .collect::<Vec<_>>()
-            },
-        )
-        .reconcile_on(due)
-        .run(
-            reconcile,
-            super::error_policy,
-            Arc::new(Reconciler { core, wakeups }),
-        )
-        .for_each(|_| async {})
-        .await;
+                        .map(|c| ObjectRef::from_obj(&*c))
+                        .collect::<Vec<_>>()
+                },
+            )
+            .reconcile_on(due)
+            .run(
+                reconcile,
+                super::error_policy,
+                Arc::new(Reconciler { core, wakeups }),
+            ),
+    )
+    .await;
 }
 
 async fn reconcile(c: Arc<Cluster>, r: Arc<Reconciler<Cluster>>) -> Result<Action, Error> {

@@ -6,7 +6,6 @@ use super::{apply_status, watched, Core, Error, Reconciler};
 use crate::capi::core::{Machine, MachineHealthCheck, MachineHealthCheckStatus};
 use crate::capi::index::Index;
 use crate::conditions::{self, Condition};
-use futures::StreamExt;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
@@ -16,25 +15,26 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let client = core.ctx.client.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
     let by_cluster = Index::new(|h: &MachineHealthCheck| vec![h.spec.cluster_name.clone()]);
-    crate::capi::triggers::controller(watched(&client, namespace), Some(&by_cluster))
-        .watches_stream(
-            crate::capi::triggers::filtered(
-                watched::<Machine>(&client, namespace),
-                crate::capi::triggers::machine_summary,
+    crate::capi::triggers::run_to_end(
+        crate::capi::triggers::controller(watched(&client, namespace), Some(&by_cluster))
+            .watches_stream(
+                crate::capi::triggers::filtered(
+                    watched::<Machine>(&client, namespace),
+                    crate::capi::triggers::machine_summary,
+                ),
+                move |m| {
+                    let ns = m.namespace().unwrap_or_default();
+                    by_cluster.lookup(&ns, &m.spec.cluster_name)
+                },
+            )
+            .reconcile_on(due)
+            .run(
+                reconcile,
+                super::error_policy,
+                Arc::new(Reconciler { core, wakeups }),
             ),
-            move |m| {
-                let ns = m.namespace().unwrap_or_default();
-                by_cluster.lookup(&ns, &m.spec.cluster_name)
-            },
-        )
-        .reconcile_on(due)
-        .run(
-            reconcile,
-            super::error_policy,
-            Arc::new(Reconciler { core, wakeups }),
-        )
-        .for_each(|_| async {})
-        .await;
+    )
+    .await;
 }
 
 async fn reconcile(

@@ -15,7 +15,6 @@ use crate::capi::core::{
 };
 use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
 use crate::conditions::{self, Condition};
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -36,32 +35,33 @@ pub const CONTROL_PLANE_NAME_LABEL: &str = "cluster.x-k8s.io/control-plane-name"
 pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let client = core.ctx.client.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
-    super::controller_for::<KubeadmControlPlane>(&client, namespace)
-        .owns_stream(crate::capi::triggers::filtered(
-            watched::<Machine>(&client, namespace),
-            crate::capi::triggers::machine_summary,
-        ))
-        .watches_stream(
-            crate::capi::triggers::filtered(
-                watched::<Cluster>(&client, namespace),
-                crate::capi::triggers::cluster_gates,
+    crate::capi::triggers::run_to_end(
+        super::controller_for::<KubeadmControlPlane>(&client, namespace)
+            .owns_stream(crate::capi::triggers::filtered(
+                watched::<Machine>(&client, namespace),
+                crate::capi::triggers::machine_summary,
+            ))
+            .watches_stream(
+                crate::capi::triggers::filtered(
+                    watched::<Cluster>(&client, namespace),
+                    crate::capi::triggers::cluster_gates,
+                ),
+                |c| {
+                    let ns = c.namespace().unwrap_or_default();
+                    c.spec
+                        .control_plane_ref
+                        .filter(|r| r.kind == "KubeadmControlPlane")
+                        .map(|r| ObjectRef::new(&r.name).within(&ns))
+                },
+            )
+            .reconcile_on(due)
+            .run(
+                reconcile,
+                super::error_policy,
+                Arc::new(Reconciler { core, wakeups }),
             ),
-            |c| {
-                let ns = c.namespace().unwrap_or_default();
-                c.spec
-                    .control_plane_ref
-                    .filter(|r| r.kind == "KubeadmControlPlane")
-                    .map(|r| ObjectRef::new(&r.name).within(&ns))
-            },
-        )
-        .reconcile_on(due)
-        .run(
-            reconcile,
-            super::error_policy,
-            Arc::new(Reconciler { core, wakeups }),
-        )
-        .for_each(|_| async {})
-        .await;
+    )
+    .await;
 }
 
 /// The control plane's Machines, oldest first.

@@ -11,7 +11,6 @@ use crate::capi::core::{BootstrapInitialization, Cluster, KubeadmConfig, Machine
 use crate::capi::index::{label_key, label_keys, Index};
 use crate::capi::CLUSTER_NAME_LABEL;
 use crate::conditions::{self, Condition};
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
@@ -24,40 +23,41 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let client = core.ctx.client.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
     let by_cluster = Index::new(|c: &KubeadmConfig| label_keys(c, &[CLUSTER_NAME_LABEL]));
-    crate::capi::triggers::controller(watched(&client, namespace), Some(&by_cluster))
-        .watches_stream(
-            crate::capi::triggers::filtered(
-                watched::<Machine>(&client, namespace),
-                crate::capi::triggers::machine_spec,
+    crate::capi::triggers::run_to_end(
+        crate::capi::triggers::controller(watched(&client, namespace), Some(&by_cluster))
+            .watches_stream(
+                crate::capi::triggers::filtered(
+                    watched::<Machine>(&client, namespace),
+                    crate::capi::triggers::machine_spec,
+                ),
+                |m| {
+                    let ns = m.namespace().unwrap_or_default();
+                    m.spec
+                        .bootstrap
+                        .config_ref
+                        .filter(|r| r.kind == "KubeadmConfig")
+                        .map(|r| ObjectRef::new(&r.name).within(&ns))
+                },
+            )
+            // The control plane's initialization lets the joining machines go.
+            .watches_stream(
+                crate::capi::triggers::filtered(
+                    watched::<Cluster>(&client, namespace),
+                    crate::capi::triggers::cluster_gates,
+                ),
+                move |c| {
+                    let ns = c.namespace().unwrap_or_default();
+                    by_cluster.lookup(&ns, &label_key(CLUSTER_NAME_LABEL, &c.name_any()))
+                },
+            )
+            .reconcile_on(due)
+            .run(
+                reconcile,
+                super::error_policy,
+                Arc::new(Reconciler { core, wakeups }),
             ),
-            |m| {
-                let ns = m.namespace().unwrap_or_default();
-                m.spec
-                    .bootstrap
-                    .config_ref
-                    .filter(|r| r.kind == "KubeadmConfig")
-                    .map(|r| ObjectRef::new(&r.name).within(&ns))
-            },
-        )
-        // The control plane's initialization lets the joining machines go.
-        .watches_stream(
-            crate::capi::triggers::filtered(
-                watched::<Cluster>(&client, namespace),
-                crate::capi::triggers::cluster_gates,
-            ),
-            move |c| {
-                let ns = c.namespace().unwrap_or_default();
-                by_cluster.lookup(&ns, &label_key(CLUSTER_NAME_LABEL, &c.name_any()))
-            },
-        )
-        .reconcile_on(due)
-        .run(
-            reconcile,
-            super::error_policy,
-            Arc::new(Reconciler { core, wakeups }),
-        )
-        .for_each(|_| async {})
-        .await;
+    )
+    .await;
 }
 
 /// The Machine a config belongs to (its owner reference of kind Machine).

@@ -17,7 +17,6 @@ use crate::capi::infra::types::{DevMachine, InMemoryMachine};
 use crate::capi::standin::objects::RefError;
 use crate::capi::triggers::{cluster_gates, control_plane_rollout, deployment_rollout, filtered};
 use crate::conditions::{self, Condition};
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -36,63 +35,64 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let client = core.ctx.client.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
     let index = Index::new(machine_keys);
-    crate::capi::triggers::controller(watched(&client, namespace), Some(&index))
-        .owns(
-            watched::<DevMachine>(&client, namespace),
-            watcher::Config::default(),
-        )
-        .owns(
-            watched::<InMemoryMachine>(&client, namespace),
-            watcher::Config::default(),
-        )
-        .owns(
-            watched::<crate::capi::core::KubeadmConfig>(&client, namespace),
-            watcher::Config::default(),
-        )
-        .watches_stream(
-            filtered(watched::<Cluster>(&client, namespace), cluster_gates),
-            {
-                let index = index.clone();
-                move |c| {
-                    let ns = c.namespace().unwrap_or_default();
-                    index.lookup(&ns, &cluster_key(&c.name_any()))
-                }
-            },
-        )
-        // A control plane or deployment rolling out makes its Machines out of date.
-        .watches_stream(
-            filtered(
-                watched::<KubeadmControlPlane>(&client, namespace),
-                control_plane_rollout,
-            ),
-            {
-                let index = index.clone();
-                move |k| {
-                    let ns = k.namespace().unwrap_or_default();
-                    let key = label_key(super::kcp::CONTROL_PLANE_NAME_LABEL, &k.name_any());
+    crate::capi::triggers::run_to_end(
+        crate::capi::triggers::controller(watched(&client, namespace), Some(&index))
+            .owns(
+                watched::<DevMachine>(&client, namespace),
+                watcher::Config::default(),
+            )
+            .owns(
+                watched::<InMemoryMachine>(&client, namespace),
+                watcher::Config::default(),
+            )
+            .owns(
+                watched::<crate::capi::core::KubeadmConfig>(&client, namespace),
+                watcher::Config::default(),
+            )
+            .watches_stream(
+                filtered(watched::<Cluster>(&client, namespace), cluster_gates),
+                {
+                    let index = index.clone();
+                    move |c| {
+                        let ns = c.namespace().unwrap_or_default();
+                        index.lookup(&ns, &cluster_key(&c.name_any()))
+                    }
+                },
+            )
+            // A control plane or deployment rolling out makes its Machines out of date.
+            .watches_stream(
+                filtered(
+                    watched::<KubeadmControlPlane>(&client, namespace),
+                    control_plane_rollout,
+                ),
+                {
+                    let index = index.clone();
+                    move |k| {
+                        let ns = k.namespace().unwrap_or_default();
+                        let key = label_key(super::kcp::CONTROL_PLANE_NAME_LABEL, &k.name_any());
+                        index.lookup(&ns, &key)
+                    }
+                },
+            )
+            .watches_stream(
+                filtered(
+                    watched::<MachineDeployment>(&client, namespace),
+                    deployment_rollout,
+                ),
+                move |md| {
+                    let ns = md.namespace().unwrap_or_default();
+                    let key = label_key(super::machineset::DEPLOYMENT_NAME_LABEL, &md.name_any());
                     index.lookup(&ns, &key)
-                }
-            },
-        )
-        .watches_stream(
-            filtered(
-                watched::<MachineDeployment>(&client, namespace),
-                deployment_rollout,
+                },
+            )
+            .reconcile_on(due)
+            .run(
+                reconcile,
+                super::error_policy,
+                Arc::new(Reconciler { core, wakeups }),
             ),
-            move |md| {
-                let ns = md.namespace().unwrap_or_default();
-                let key = label_key(super::machineset::DEPLOYMENT_NAME_LABEL, &md.name_any());
-                index.lookup(&ns, &key)
-            },
-        )
-        .reconcile_on(due)
-        .run(
-            reconcile,
-            super::error_policy,
-            Arc::new(Reconciler { core, wakeups }),
-        )
-        .for_each(|_| async {})
-        .await;
+    )
+    .await;
 }
 
 /// The index key of the Machines of a Cluster (`spec.clusterName`, which every Machine has,

@@ -12,7 +12,6 @@ use crate::capi::core::{
 };
 use crate::capi::CLUSTER_NAME_LABEL;
 use crate::conditions::{self, Condition};
-use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
@@ -28,19 +27,20 @@ const TEMPLATE_HASH_LABEL: &str = "machine-template-hash";
 pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let client = core.ctx.client.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
-    super::controller_for::<MachineDeployment>(&client, namespace)
-        .owns(
-            watched::<MachineSet>(&client, namespace),
-            watcher::Config::default(),
-        )
-        .reconcile_on(due)
-        .run(
-            reconcile,
-            super::error_policy,
-            Arc::new(Reconciler { core, wakeups }),
-        )
-        .for_each(|_| async {})
-        .await;
+    crate::capi::triggers::run_to_end(
+        super::controller_for::<MachineDeployment>(&client, namespace)
+            .owns(
+                watched::<MachineSet>(&client, namespace),
+                watcher::Config::default(),
+            )
+            .reconcile_on(due)
+            .run(
+                reconcile,
+                super::error_policy,
+                Arc::new(Reconciler { core, wakeups }),
+            ),
+    )
+    .await;
 }
 
 /// What makes two Machine templates the same rollout: version, bootstrap, infrastructure and

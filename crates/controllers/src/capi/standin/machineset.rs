@@ -10,7 +10,6 @@ use super::{
 use crate::capi::core::{Cluster, ContractRef, Machine, MachineSet, ReplicaStatus};
 use crate::capi::CLUSTER_NAME_LABEL;
 use crate::conditions::{self, Condition};
-use futures::StreamExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
@@ -26,19 +25,20 @@ const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
 pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
     let client = core.ctx.client.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
-    super::controller_for::<MachineSet>(&client, namespace)
-        .owns_stream(crate::capi::triggers::filtered(
-            watched::<Machine>(&client, namespace),
-            crate::capi::triggers::machine_summary,
-        ))
-        .reconcile_on(due)
-        .run(
-            reconcile,
-            super::error_policy,
-            Arc::new(Reconciler { core, wakeups }),
-        )
-        .for_each(|_| async {})
-        .await;
+    crate::capi::triggers::run_to_end(
+        super::controller_for::<MachineSet>(&client, namespace)
+            .owns_stream(crate::capi::triggers::filtered(
+                watched::<Machine>(&client, namespace),
+                crate::capi::triggers::machine_summary,
+            ))
+            .reconcile_on(due)
+            .run(
+                reconcile,
+                super::error_policy,
+                Arc::new(Reconciler { core, wakeups }),
+            ),
+    )
+    .await;
 }
 
 /// The Machines a set controls, oldest first.
