@@ -188,6 +188,7 @@ pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
             Ok(Err(e)) => return Err(e).context("watching Clusters"),
             Err(_) => {
                 eprint!("{}", diagnose(&client, &ready).await);
+                eprintln!("{}", work_done(args.clusters));
                 anyhow::bail!(
                     "only {} of {} clusters Available after {}s",
                     ready.len(),
@@ -342,13 +343,21 @@ fn print_table(args: &CapiBenchArgs, declared: Duration, available: Duration, re
         rss as f64 / 1e3 / args.clusters.max(1) as f64
     );
     println!("| target (issue 10) | {target} |");
+    println!();
+    println!("{}", work_done(args.clusters));
+}
+
+/// The controllers' work so far: reconciles per cluster by kind, and how their watches fared.
+fn work_done(clusters: usize) -> String {
     let per_kind: Vec<String> = infrasim_controllers::metrics::by_kind()
         .into_iter()
-        .map(|(k, n)| format!("{k} {:.1}", n as f64 / args.clusters.max(1) as f64))
+        .map(|(k, n)| format!("{k} {:.1}", n as f64 / clusters.max(1) as f64))
         .collect();
-    println!();
-    println!("reconciles per cluster, by kind: {}", per_kind.join(", "));
-    println!("{}", watch_health());
+    format!(
+        "reconciles per cluster, by kind: {}\n{}",
+        per_kind.join(", "),
+        watch_health()
+    )
 }
 
 /// How the controllers' watches fared: lists and relists per kind (one list per watch when

@@ -16,6 +16,15 @@ use std::time::Duration;
 /// of file descriptors.
 const IDLE_CONNECTION: Duration = Duration::from_secs(5);
 
+/// How long connecting (TCP and TLS) to a workload cluster may take, and how long a connection
+/// may stay silent while an answer is due. Without them a request to a cluster that accepted
+/// the TCP connection but never answers (a listener out of file descriptors leaves connections
+/// in its backlog) waits forever, and kube-runtime runs nothing else for that object while its
+/// reconcile waits: at ten thousand clusters this left Machines stuck for good. kube's default
+/// client sets such timeouts on its connector; ours is built by hand for the idle timer.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const SILENCE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Why a workload cluster cannot be reached.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
@@ -92,11 +101,14 @@ impl WorkloadClients {
 }
 
 /// A client for `config` whose idle connections close after [`IDLE_CONNECTION`]: kube's
-/// default stack (base URI, credentials, TLS from the kubeconfig) over a connection pool with a
-/// timer.
+/// default stack (base URI, credentials, TLS from the kubeconfig, connect and read timeouts)
+/// over a connection pool with a timer.
 fn connect(config: kube::Config) -> Result<Client, kube::Error> {
     use kube::client::ConfigExt;
-    let https = config.rustls_https_connector()?;
+    let mut https = hyper_timeout::TimeoutConnector::new(config.rustls_https_connector()?);
+    https.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    https.set_read_timeout(Some(SILENCE_TIMEOUT));
+    https.set_write_timeout(Some(SILENCE_TIMEOUT));
     let pool = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .pool_timer(hyper_util::rt::TokioTimer::new())
         .pool_idle_timeout(IDLE_CONNECTION)
@@ -107,4 +119,32 @@ fn connect(config: kube::Config) -> Result<Client, kube::Error> {
         .map_err(tower::BoxError::from)
         .service(pool);
     Ok(Client::new(service, config.default_namespace))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+
+    /// A server that takes the TCP connection and never says a word: the request fails once
+    /// the connect timeout passes instead of waiting forever. The clock is paused, so the test
+    /// waits no real time: it fails by the outer hour running out first.
+    #[tokio::test(start_paused = true)]
+    async fn a_cluster_that_never_answers_fails_the_request() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let silent = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        let mut config = kube::Config::new(format!("https://127.0.0.1:{port}").parse().unwrap());
+        config.accept_invalid_certs = true;
+        let nodes: Api<Node> = Api::all(connect(config).unwrap());
+        let outcome = tokio::time::timeout(Duration::from_secs(3600), nodes.get_opt("n")).await;
+        silent.abort();
+        let answer = outcome.expect("the request was still waiting after an hour");
+        assert!(answer.is_err(), "a silent server answered: {answer:?}");
+    }
 }
