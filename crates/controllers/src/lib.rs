@@ -15,6 +15,7 @@ pub mod context;
 pub mod crds;
 pub mod deploy;
 mod finalizers;
+pub mod informers;
 pub mod leader;
 pub mod metrics;
 mod schema;
@@ -49,9 +50,13 @@ impl Selection {
 
 /// Runs the selected controllers until the process ends.
 pub async fn run(ctx: Context, selection: Selection) {
-    let provider = capi::infra::run(ctx.clone(), selection.namespace.clone());
+    let informers = std::sync::Arc::new(informers::Informers::new(
+        ctx.client.clone(),
+        selection.namespace.clone(),
+    ));
+    let provider = capi::infra::run(ctx.clone(), informers.clone());
     if selection.capi_core {
-        futures::join!(provider, capi::standin::run(ctx, selection.namespace));
+        futures::join!(provider, capi::standin::run(ctx, informers));
     } else {
         provider.await;
     }

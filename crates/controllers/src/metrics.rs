@@ -6,17 +6,51 @@ use std::sync::Mutex;
 
 static RECONCILES: AtomicU64 = AtomicU64::new(0);
 static BY_KIND: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
-static RELISTS: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
+static RELISTS: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
 static DROPPED: AtomicU64 = AtomicU64::new(0);
+static RUNNING: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
 
-/// Counts one reconcile of a `kind` object (every controller calls it first thing).
-pub fn reconciled(kind: &'static str) {
+/// Counts one reconcile of a `kind` object (every controller calls it first thing), and
+/// counts it as running until the returned guard drops.
+pub fn reconciled(kind: &'static str) -> Running {
     RECONCILES.fetch_add(1, Ordering::Relaxed);
     *BY_KIND
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .entry(kind)
         .or_default() += 1;
+    *RUNNING
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(kind)
+        .or_default() += 1;
+    Running { kind }
+}
+
+/// A reconcile under way; see [`reconciled`].
+#[must_use]
+pub struct Running {
+    kind: &'static str,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = running.get_mut(self.kind) {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
+/// Reconciles under way, per kind: on an idle process, a reconcile that never ends.
+pub fn running() -> BTreeMap<&'static str, u64> {
+    RUNNING
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| (*k, *n))
+        .collect()
 }
 
 /// Reconciles so far, by every controller of this process.
@@ -29,19 +63,18 @@ pub fn by_kind() -> BTreeMap<&'static str, u64> {
     BY_KIND.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
-/// Counts one relist of a watch of `kind` (a watch that fell out of the server's window, or
-/// the first list).
-pub fn relisted(kind: &'static str) {
-    let short = kind.rsplit("::").next().unwrap_or(kind);
+/// Counts one list of a watch of `kind`: its first, or a relist after it fell out of the
+/// server's window.
+pub fn relisted(kind: String) {
     *RELISTS
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .entry(short)
+        .entry(kind)
         .or_default() += 1;
 }
 
-/// Lists and relists so far, per kind, over every controller's watches.
-pub fn relists() -> BTreeMap<&'static str, u64> {
+/// Lists so far, per kind, over every watch of the process.
+pub fn relists() -> BTreeMap<String, u64> {
     RELISTS.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
 

@@ -25,7 +25,11 @@ async fn setup(ports: std::ops::RangeInclusive<u16>) -> Plane {
     let mut all = crds::provider();
     all.extend(crds::core());
     crds::install(&plane.client, &all).await.unwrap();
-    tokio::spawn(infra::run(plane.ctx.clone(), None));
+    let informers = std::sync::Arc::new(infrasim_controllers::informers::Informers::new(
+        plane.client.clone(),
+        None,
+    ));
+    tokio::spawn(infra::run(plane.ctx.clone(), informers.clone()));
     plane
 }
 

@@ -368,9 +368,14 @@ fn watch_health() -> String {
         .into_iter()
         .map(|(k, n)| format!("{k} {n}"))
         .collect();
+    let running: Vec<String> = infrasim_controllers::metrics::running()
+        .into_iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
     format!(
-        "lists by kind: {}; requests for uncached objects: {}",
+        "lists by kind: {}; requests for uncached objects: {}; reconciles running: {}",
         lists.join(", "),
-        infrasim_controllers::metrics::drops()
+        infrasim_controllers::metrics::drops(),
+        running.join(", ")
     )
 }

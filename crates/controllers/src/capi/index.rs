@@ -122,7 +122,7 @@ where
     }
 
     /// Brings the index in step with one watch event.
-    pub fn observe(&self, event: &watcher::Event<K>) {
+    pub fn observe(&self, event: &watcher::Event<Arc<K>>) {
         let mut state = self.state();
         match event {
             watcher::Event::Init => state.relisting = Some(Table::default()),
@@ -139,7 +139,7 @@ where
                 }
             }
             watcher::Event::Apply(o) => state.live.insert(o, (self.keys)(o)),
-            watcher::Event::Delete(o) => state.live.remove(&ObjectRef::from_obj(o)),
+            watcher::Event::Delete(o) => state.live.remove(&ObjectRef::from_obj(&**o)),
         }
     }
 
@@ -203,13 +203,13 @@ mod tests {
     #[test]
     fn objects_move_between_keys_and_leave_on_delete() {
         let index = index();
-        index.observe(&watcher::Event::Apply(map("a", "one")));
-        index.observe(&watcher::Event::Apply(map("b", "one")));
+        index.observe(&watcher::Event::Apply(Arc::new(map("a", "one"))));
+        index.observe(&watcher::Event::Apply(Arc::new(map("b", "one"))));
         assert_eq!(names(&index, "cluster=one"), ["a", "b"]);
-        index.observe(&watcher::Event::Apply(map("b", "two")));
+        index.observe(&watcher::Event::Apply(Arc::new(map("b", "two"))));
         assert_eq!(names(&index, "cluster=one"), ["a"]);
         assert_eq!(names(&index, "cluster=two"), ["b"]);
-        index.observe(&watcher::Event::Delete(map("a", "one")));
+        index.observe(&watcher::Event::Delete(Arc::new(map("a", "one"))));
         assert!(names(&index, "cluster=one").is_empty());
         assert!(index.lookup("other", "cluster=two").is_empty());
     }
@@ -217,9 +217,9 @@ mod tests {
     #[test]
     fn a_relist_replaces_what_the_index_held() {
         let index = index();
-        index.observe(&watcher::Event::Apply(map("gone", "one")));
+        index.observe(&watcher::Event::Apply(Arc::new(map("gone", "one"))));
         index.observe(&watcher::Event::Init);
-        index.observe(&watcher::Event::InitApply(map("kept", "one")));
+        index.observe(&watcher::Event::InitApply(Arc::new(map("kept", "one"))));
         // Until the relist is done, lookups answer from what was there.
         assert_eq!(names(&index, "cluster=one"), ["gone"]);
         index.observe(&watcher::Event::InitDone);

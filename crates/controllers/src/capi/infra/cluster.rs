@@ -18,7 +18,7 @@ pub(super) async fn reconcile<K: InfraCluster>(
     obj: Arc<K>,
     r: Arc<Reconciler<K>>,
 ) -> Result<Action, Error> {
-    crate::metrics::reconciled(super::infra_kind::<K>());
+    let _running = crate::metrics::reconciled(super::infra_kind::<K>());
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<K> = Api::namespaced(r.ctx.client.clone(), &ns);
     // Nothing is reserved before Cluster API's Cluster owns the object.

@@ -30,7 +30,7 @@ pub(super) async fn reconcile<K: InfraMachine>(
     obj: Arc<K>,
     r: Arc<Reconciler<K>>,
 ) -> Result<Action, Error> {
-    crate::metrics::reconciled(super::infra_kind::<K>());
+    let _running = crate::metrics::reconciled(super::infra_kind::<K>());
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<K> = Api::namespaced(r.ctx.client.clone(), &ns);
     if owner_named(&*obj, "Machine").is_none() && obj.meta().deletion_timestamp.is_none() {

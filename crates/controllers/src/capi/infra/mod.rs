@@ -16,6 +16,7 @@ use crate::capi::index::{label_key, label_keys, Index};
 use crate::capi::triggers::{cluster_gates, filtered, machine_spec};
 use crate::conditions::{self, Condition};
 use crate::context::Context;
+use crate::informers::Informers;
 use crate::wakeups::Wakeups;
 use kube::api::Api;
 use kube::core::NamespaceResourceScope;
@@ -315,37 +316,26 @@ fn error_policy<K: Resource<DynamicType = ()>>(
     Action::requeue(Duration::from_secs(2))
 }
 
-/// Where the provider watches: every namespace, or one.
-fn api_for<K>(ctx: &Context, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    }
-}
-
-/// Runs the provider's four controllers until the process ends.
-pub async fn run(ctx: Context, namespace: Option<String>) {
-    let ns = namespace.as_deref();
+/// Runs the provider's four controllers until the process ends, on the process's informers.
+pub async fn run(ctx: Context, informers: Arc<Informers>) {
     futures::join!(
-        run_clusters::<InMemoryCluster>(ctx.clone(), ns),
-        run_clusters::<DevCluster>(ctx.clone(), ns),
-        run_machines::<InMemoryMachine>(ctx.clone(), ns),
-        run_machines::<DevMachine>(ctx.clone(), ns),
+        run_clusters::<InMemoryCluster>(ctx.clone(), &informers),
+        run_clusters::<DevCluster>(ctx.clone(), &informers),
+        run_machines::<InMemoryMachine>(ctx.clone(), &informers),
+        run_machines::<DevMachine>(ctx.clone(), &informers),
     );
 }
 
-async fn run_clusters<K: InfraCluster>(ctx: Context, namespace: Option<&str>) {
+async fn run_clusters<K: InfraCluster>(ctx: Context, informers: &Informers) {
     let (wakeups, due) = Wakeups::new(ctx.clock.clone());
-    let clusters: Api<crate::capi::core::Cluster> = api_for(&ctx, namespace);
+    let clusters = informers.of::<crate::capi::core::Cluster>();
     crate::capi::triggers::run_to_end(
-        crate::capi::triggers::controller(api_for::<K>(&ctx, namespace), None)
-            .watches_stream(filtered(clusters, cluster_gates), |c| {
+        crate::capi::triggers::controller(&informers.of::<K>(), None)
+            .watches_shared_stream(filtered(&clusters, cluster_gates), |c| {
                 let ns = c.namespace().unwrap_or_default();
                 c.spec
                     .infrastructure_ref
+                    .as_ref()
                     .filter(|r| r.kind == K::kind(&()))
                     .map(|r| kube::runtime::reflector::ObjectRef::new(&r.name).within(&ns))
             })
@@ -359,21 +349,21 @@ async fn run_clusters<K: InfraCluster>(ctx: Context, namespace: Option<&str>) {
     .await;
 }
 
-async fn run_machines<K: InfraMachine>(ctx: Context, namespace: Option<&str>) {
+async fn run_machines<K: InfraMachine>(ctx: Context, informers: &Informers) {
     let (wakeups, due) = Wakeups::new(ctx.clock.clone());
-    let machines: Api<crate::capi::core::Machine> = api_for(&ctx, namespace);
-    let clusters: Api<crate::capi::core::Cluster> = api_for(&ctx, namespace);
+    let machines = informers.of::<crate::capi::core::Machine>();
+    let clusters = informers.of::<crate::capi::core::Cluster>();
     let by_cluster = Index::new(|m: &K| label_keys(m, &[crate::capi::CLUSTER_NAME_LABEL]));
     crate::capi::triggers::run_to_end(
-        crate::capi::triggers::controller(api_for::<K>(&ctx, namespace), Some(&by_cluster))
-            .watches_stream(filtered(machines, machine_spec), |m| {
+        crate::capi::triggers::controller(&informers.of::<K>(), Some(&by_cluster))
+            .watches_shared_stream(filtered(&machines, machine_spec), |m| {
                 let ns = m.namespace().unwrap_or_default();
                 let r = &m.spec.infrastructure_ref;
                 (r.kind == K::kind(&()))
                     .then(|| kube::runtime::reflector::ObjectRef::new(&r.name).within(&ns))
             })
             // A cluster's infrastructure or control plane coming up opens its machines' gates.
-            .watches_stream(filtered(clusters, cluster_gates), move |c| {
+            .watches_shared_stream(filtered(&clusters, cluster_gates), move |c| {
                 let ns = c.namespace().unwrap_or_default();
                 by_cluster.lookup(
                     &ns,

@@ -6,9 +6,7 @@
 //! goes workers, control plane, infrastructure, then the Cluster.
 
 use super::objects::{adopt, contract_flag, owner_ref};
-use super::{
-    apply_status, ensure_finalizer, paused, remove_finalizer, watched, Core, Error, Reconciler,
-};
+use super::{apply_status, ensure_finalizer, paused, remove_finalizer, Core, Error, Reconciler};
 use crate::capi::core::{
     ApiEndpoint, Cluster, ClusterClass, ClusterInitialization, ClusterStatus, FailureDomain,
     KubeadmControlPlane, Machine, MachineDeployment, MachineSet, ReplicaCounts,
@@ -19,7 +17,6 @@ use crate::conditions::{self, Condition};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use kube::ResourceExt;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -29,53 +26,51 @@ pub const FINALIZER: &str = "cluster.cluster.x-k8s.io";
 /// How long a successful probe of the workload cluster stands.
 const PROBE_INTERVAL_SECONDS: i64 = 10;
 
-pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
-    let client = core.ctx.client.clone();
+pub(super) async fn run(core: Arc<Core>) {
+    use crate::capi::triggers::every_change;
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
-    let controller = super::controller_for::<Cluster>(&client, namespace);
+    let informers = &core.informers;
+    let controller = super::controller_for::<Cluster>(&core);
     let store = controller.store();
-    let cfg = watcher::Config::default;
-    crate::capi::triggers::run_to_end(
-        controller
-            .owns(watched::<DevCluster>(&client, namespace), cfg())
-            .owns(watched::<InMemoryCluster>(&client, namespace), cfg())
-            .owns(watched::<KubeadmControlPlane>(&client, namespace), cfg())
-            .owns(watched::<MachineDeployment>(&client, namespace), cfg())
-            .watches(
-                watched::<ClusterClass>(&client, namespace),
-                cfg(),
-                move |class| {
-                    let ns = class.namespace().unwrap_or_default();
-                    let name = class.name_any();
-                    store
-                        .state()
-                        .into_iter()
-                        .filter(|c| {
-                            c.spec.topology.as_ref().is_some_and(|t| {
-                                t.class_ref.name == name
-                                    && t.class_ref
-                                        .namespace
-                                        .as_deref()
-                                        .unwrap_or(c.namespace().as_deref().unwrap_or(""))
-                                        == ns
-                            })
-                        })
-                        .map(|c| ObjectRef::from_obj(&*c))
-                        .collect::<Vec<_>>()
-                },
-            )
-            .reconcile_on(due)
-            .run(
-                reconcile,
-                super::error_policy,
-                Arc::new(Reconciler { core, wakeups }),
-            ),
-    )
-    .await;
+    let classes = informers.of::<ClusterClass>();
+    let run = controller
+        .owns_shared_stream(every_change(&informers.of::<DevCluster>()))
+        .owns_shared_stream(every_change(&informers.of::<InMemoryCluster>()))
+        .owns_shared_stream(every_change(&informers.of::<KubeadmControlPlane>()))
+        .owns_shared_stream(every_change(&informers.of::<MachineDeployment>()))
+        .watches_shared_stream(every_change(&classes), move |class| {
+            let ns = class.namespace().unwrap_or_default();
+            let name = class.name_any();
+            store
+                .state()
+                .into_iter()
+                .filter(|c| {
+                    c.spec.topology.as_ref().is_some_and(|t| {
+                        t.class_ref.name == name
+                            && t.class_ref
+                                .namespace
+                                .as_deref()
+                                .unwrap_or(c.namespace().as_deref().unwrap_or(""))
+                                == ns
+                    })
+                })
+                .map(|c| ObjectRef::from_obj(&*c))
+                .collect::<Vec<_>>()
+        })
+        .reconcile_on(due)
+        .run(
+            reconcile,
+            super::error_policy,
+            Arc::new(Reconciler {
+                core: core.clone(),
+                wakeups,
+            }),
+        );
+    crate::capi::triggers::run_to_end(run).await;
 }
 
 async fn reconcile(c: Arc<Cluster>, r: Arc<Reconciler<Cluster>>) -> Result<Action, Error> {
-    crate::metrics::reconciled("Cluster");
+    let _running = crate::metrics::reconciled("Cluster");
     let ns = c.namespace().unwrap_or_default();
     let api: Api<Cluster> = r.api(&ns);
     if c.metadata.deletion_timestamp.is_some() {

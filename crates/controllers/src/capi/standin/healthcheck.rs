@@ -2,7 +2,7 @@
 //! are healthy (their Node healthy and the Machine ready). It does not remediate: a simulated
 //! node fails only when a test makes it, and remediation is not part of this stand-in yet.
 
-use super::{apply_status, watched, Core, Error, Reconciler};
+use super::{apply_status, Core, Error, Reconciler};
 use crate::capi::core::{Machine, MachineHealthCheck, MachineHealthCheckStatus};
 use crate::capi::index::Index;
 use crate::conditions::{self, Condition};
@@ -11,15 +11,15 @@ use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use std::sync::Arc;
 
-pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
-    let client = core.ctx.client.clone();
+pub(super) async fn run(core: Arc<Core>) {
+    let informers = core.informers.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
     let by_cluster = Index::new(|h: &MachineHealthCheck| vec![h.spec.cluster_name.clone()]);
     crate::capi::triggers::run_to_end(
-        crate::capi::triggers::controller(watched(&client, namespace), Some(&by_cluster))
-            .watches_stream(
+        crate::capi::triggers::controller(&informers.of(), Some(&by_cluster))
+            .watches_shared_stream(
                 crate::capi::triggers::filtered(
-                    watched::<Machine>(&client, namespace),
+                    &informers.of::<Machine>(),
                     crate::capi::triggers::machine_summary,
                 ),
                 move |m| {
@@ -41,7 +41,7 @@ async fn reconcile(
     mhc: Arc<MachineHealthCheck>,
     r: Arc<Reconciler<MachineHealthCheck>>,
 ) -> Result<Action, Error> {
-    crate::metrics::reconciled("MachineHealthCheck");
+    let _running = crate::metrics::reconciled("MachineHealthCheck");
     if mhc.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }

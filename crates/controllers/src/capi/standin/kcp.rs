@@ -6,9 +6,7 @@
 
 use super::certs;
 use super::objects::{clone_template, owner_ref, random_suffix, CloneSpec, CLONED_FROM_NAME};
-use super::{
-    apply_status, ensure_finalizer, paused, remove_finalizer, watched, Core, Error, Reconciler,
-};
+use super::{apply_status, ensure_finalizer, paused, remove_finalizer, Core, Error, Reconciler};
 use crate::capi::core::{
     Cluster, ContractRef, ControlPlaneInitialization, KubeadmConfig, KubeadmControlPlane,
     KubeadmControlPlaneStatus, Machine, VersionCount,
@@ -32,24 +30,25 @@ pub const FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
 pub const CLEANUP_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup";
 pub const CONTROL_PLANE_NAME_LABEL: &str = "cluster.x-k8s.io/control-plane-name";
 
-pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
-    let client = core.ctx.client.clone();
+pub(super) async fn run(core: Arc<Core>) {
+    let informers = core.informers.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
     crate::capi::triggers::run_to_end(
-        super::controller_for::<KubeadmControlPlane>(&client, namespace)
-            .owns_stream(crate::capi::triggers::filtered(
-                watched::<Machine>(&client, namespace),
+        crate::capi::triggers::controller(&informers.of::<KubeadmControlPlane>(), None)
+            .owns_shared_stream(crate::capi::triggers::filtered(
+                &informers.of::<Machine>(),
                 crate::capi::triggers::machine_summary,
             ))
-            .watches_stream(
+            .watches_shared_stream(
                 crate::capi::triggers::filtered(
-                    watched::<Cluster>(&client, namespace),
+                    &informers.of::<Cluster>(),
                     crate::capi::triggers::cluster_gates,
                 ),
                 |c| {
                     let ns = c.namespace().unwrap_or_default();
                     c.spec
                         .control_plane_ref
+                        .as_ref()
                         .filter(|r| r.kind == "KubeadmControlPlane")
                         .map(|r| ObjectRef::new(&r.name).within(&ns))
                 },
@@ -93,7 +92,7 @@ async fn reconcile(
     kcp: Arc<KubeadmControlPlane>,
     r: Arc<Reconciler<KubeadmControlPlane>>,
 ) -> Result<Action, Error> {
-    crate::metrics::reconciled("KubeadmControlPlane");
+    let _running = crate::metrics::reconciled("KubeadmControlPlane");
     let ns = kcp.namespace().unwrap_or_default();
     let api: Api<KubeadmControlPlane> = r.api(&ns);
     let Some(cluster_name) = kcp

@@ -6,7 +6,7 @@
 
 use super::certs::SECRET_TYPE;
 use super::objects::owner_ref;
-use super::{apply_status, paused, watched, Core, Error, Reconciler};
+use super::{apply_status, paused, Core, Error, Reconciler};
 use crate::capi::core::{BootstrapInitialization, Cluster, KubeadmConfig, Machine};
 use crate::capi::index::{label_key, label_keys, Index};
 use crate::capi::CLUSTER_NAME_LABEL;
@@ -19,15 +19,15 @@ use kube::ResourceExt;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
-    let client = core.ctx.client.clone();
+pub(super) async fn run(core: Arc<Core>) {
+    let informers = core.informers.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
     let by_cluster = Index::new(|c: &KubeadmConfig| label_keys(c, &[CLUSTER_NAME_LABEL]));
     crate::capi::triggers::run_to_end(
-        crate::capi::triggers::controller(watched(&client, namespace), Some(&by_cluster))
-            .watches_stream(
+        crate::capi::triggers::controller(&informers.of(), Some(&by_cluster))
+            .watches_shared_stream(
                 crate::capi::triggers::filtered(
-                    watched::<Machine>(&client, namespace),
+                    &informers.of::<Machine>(),
                     crate::capi::triggers::machine_spec,
                 ),
                 |m| {
@@ -35,14 +35,15 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
                     m.spec
                         .bootstrap
                         .config_ref
+                        .as_ref()
                         .filter(|r| r.kind == "KubeadmConfig")
                         .map(|r| ObjectRef::new(&r.name).within(&ns))
                 },
             )
             // The control plane's initialization lets the joining machines go.
-            .watches_stream(
+            .watches_shared_stream(
                 crate::capi::triggers::filtered(
-                    watched::<Cluster>(&client, namespace),
+                    &informers.of::<Cluster>(),
                     crate::capi::triggers::cluster_gates,
                 ),
                 move |c| {
@@ -73,7 +74,7 @@ async fn reconcile(
     config: Arc<KubeadmConfig>,
     r: Arc<Reconciler<KubeadmConfig>>,
 ) -> Result<Action, Error> {
-    crate::metrics::reconciled("KubeadmConfig");
+    let _running = crate::metrics::reconciled("KubeadmConfig");
     let ns = config.namespace().unwrap_or_default();
     if config.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());

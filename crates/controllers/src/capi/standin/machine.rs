@@ -5,9 +5,7 @@
 //! the Node.
 
 use super::objects::{adopt, contract_flag, owner_ref};
-use super::{
-    apply_status, ensure_finalizer, paused, remove_finalizer, watched, Core, Error, Reconciler,
-};
+use super::{apply_status, ensure_finalizer, paused, remove_finalizer, Core, Error, Reconciler};
 use crate::capi::core::{
     Cluster, Machine, MachineAddress, MachineInitialization, MachineStatus, NodeRef,
 };
@@ -21,7 +19,6 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use kube::ResourceExt;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -31,38 +28,32 @@ pub const FINALIZER: &str = "machine.cluster.x-k8s.io";
 const PRE_DRAIN_HOOK: &str = "pre-drain.delete.hook.machine.cluster.x-k8s.io";
 const PRE_TERMINATE_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io";
 
-pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
-    let client = core.ctx.client.clone();
+pub(super) async fn run(core: Arc<Core>) {
+    let informers = core.informers.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
     let index = Index::new(machine_keys);
     crate::capi::triggers::run_to_end(
-        crate::capi::triggers::controller(watched(&client, namespace), Some(&index))
-            .owns(
-                watched::<DevMachine>(&client, namespace),
-                watcher::Config::default(),
-            )
-            .owns(
-                watched::<InMemoryMachine>(&client, namespace),
-                watcher::Config::default(),
-            )
-            .owns(
-                watched::<crate::capi::core::KubeadmConfig>(&client, namespace),
-                watcher::Config::default(),
-            )
-            .watches_stream(
-                filtered(watched::<Cluster>(&client, namespace), cluster_gates),
-                {
-                    let index = index.clone();
-                    move |c| {
-                        let ns = c.namespace().unwrap_or_default();
-                        index.lookup(&ns, &cluster_key(&c.name_any()))
-                    }
-                },
-            )
+        crate::capi::triggers::controller(&informers.of(), Some(&index))
+            .owns_shared_stream(crate::capi::triggers::every_change(
+                &informers.of::<DevMachine>(),
+            ))
+            .owns_shared_stream(crate::capi::triggers::every_change(
+                &informers.of::<InMemoryMachine>(),
+            ))
+            .owns_shared_stream(crate::capi::triggers::every_change(
+                &informers.of::<crate::capi::core::KubeadmConfig>(),
+            ))
+            .watches_shared_stream(filtered(&informers.of::<Cluster>(), cluster_gates), {
+                let index = index.clone();
+                move |c| {
+                    let ns = c.namespace().unwrap_or_default();
+                    index.lookup(&ns, &cluster_key(&c.name_any()))
+                }
+            })
             // A control plane or deployment rolling out makes its Machines out of date.
-            .watches_stream(
+            .watches_shared_stream(
                 filtered(
-                    watched::<KubeadmControlPlane>(&client, namespace),
+                    &informers.of::<KubeadmControlPlane>(),
                     control_plane_rollout,
                 ),
                 {
@@ -74,11 +65,8 @@ pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
                     }
                 },
             )
-            .watches_stream(
-                filtered(
-                    watched::<MachineDeployment>(&client, namespace),
-                    deployment_rollout,
-                ),
+            .watches_shared_stream(
+                filtered(&informers.of::<MachineDeployment>(), deployment_rollout),
                 move |md| {
                     let ns = md.namespace().unwrap_or_default();
                     let key = label_key(super::machineset::DEPLOYMENT_NAME_LABEL, &md.name_any());
@@ -116,7 +104,7 @@ fn machine_keys(m: &Machine) -> Vec<String> {
 }
 
 async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Action, Error> {
-    crate::metrics::reconciled("Machine");
+    let _running = crate::metrics::reconciled("Machine");
     let ns = m.namespace().unwrap_or_default();
     let api: Api<Machine> = r.api(&ns);
     let cluster = r.api::<Cluster>(&ns).get_opt(&m.spec.cluster_name).await?;
@@ -170,6 +158,17 @@ async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Actio
             "Waiting for Cluster control plane to be initialized".to_string()
         })
     };
+    if node.unreachable
+        && m.status
+            .as_ref()
+            .and_then(|s| s.node_ref.as_ref())
+            .is_none()
+    {
+        // The cached Machine may be older than our last write, which may have named its
+        // Node: a status built on it would drop the nodeRef (server-side apply removes what
+        // the manager no longer sets). Ask again later and write nothing meanwhile.
+        return Ok(Action::requeue(super::RECONNECT_AFTER));
+    }
     let status = status(&m, &r, conds, &bootstrap, &infra, &node).await;
     apply_status(&api, &*m, &status).await?;
     if node.unreachable {
@@ -551,7 +550,10 @@ async fn status(
         conditions::set(&mut conds, up, now);
     }
     conditions::sort(&mut conds);
-    let phase = if n.node_ref.is_some() && i.provisioned {
+    let previous = m.status.clone().unwrap_or_default();
+    // A Node once found stays the Machine's Node while its cluster cannot be asked.
+    let node_ref = n.node_ref.clone().or(previous.node_ref.clone());
+    let phase = if node_ref.is_some() && i.provisioned {
         "Running"
     } else if m.spec.provider_id.is_some() || i.provider_id.is_some() {
         "Provisioned"
@@ -560,7 +562,6 @@ async fn status(
     } else {
         "Pending"
     };
-    let previous = m.status.clone().unwrap_or_default();
     let last_updated = if previous.phase.as_deref() == Some(phase) {
         previous.last_updated.clone()
     } else {
@@ -568,7 +569,7 @@ async fn status(
     };
     MachineStatus {
         phase: Some(phase.into()),
-        node_ref: n.node_ref.clone().or(previous.node_ref),
+        node_ref,
         node_info: n.node_info.clone().or(previous.node_info),
         addresses: i.addresses.clone(),
         failure_domain: i

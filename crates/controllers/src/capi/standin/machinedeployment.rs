@@ -4,9 +4,7 @@
 
 use super::machineset::{replica_status, selector_string, DEPLOYMENT_NAME_LABEL};
 use super::objects::{owner_ref, random_suffix, with_owner};
-use super::{
-    apply_status, ensure_finalizer, paused, remove_finalizer, watched, Core, Error, Reconciler,
-};
+use super::{apply_status, ensure_finalizer, paused, remove_finalizer, Core, Error, Reconciler};
 use crate::capi::core::{
     Cluster, Machine, MachineDeployment, MachineSet, MachineSpec, ReplicaStatus,
 };
@@ -15,7 +13,6 @@ use crate::conditions::{self, Condition};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::watcher;
 use kube::ResourceExt;
 use serde_json::json;
 use std::hash::{Hash, Hasher};
@@ -24,15 +21,14 @@ use std::sync::Arc;
 pub const FINALIZER: &str = "cluster.x-k8s.io/machinedeployment";
 const TEMPLATE_HASH_LABEL: &str = "machine-template-hash";
 
-pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
-    let client = core.ctx.client.clone();
+pub(super) async fn run(core: Arc<Core>) {
+    let informers = core.informers.clone();
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
     crate::capi::triggers::run_to_end(
-        super::controller_for::<MachineDeployment>(&client, namespace)
-            .owns(
-                watched::<MachineSet>(&client, namespace),
-                watcher::Config::default(),
-            )
+        crate::capi::triggers::controller(&informers.of::<MachineDeployment>(), None)
+            .owns_shared_stream(crate::capi::triggers::every_change(
+                &informers.of::<MachineSet>(),
+            ))
             .reconcile_on(due)
             .run(
                 reconcile,
@@ -101,7 +97,7 @@ async fn reconcile(
     md: Arc<MachineDeployment>,
     r: Arc<Reconciler<MachineDeployment>>,
 ) -> Result<Action, Error> {
-    crate::metrics::reconciled("MachineDeployment");
+    let _running = crate::metrics::reconciled("MachineDeployment");
     let ns = md.namespace().unwrap_or_default();
     let api: Api<MachineDeployment> = r.api(&ns);
     let sets_api: Api<MachineSet> = r.api(&ns);

@@ -4,9 +4,7 @@
 //! deletion first).
 
 use super::objects::{clone_template, owner_ref, random_suffix, CloneSpec};
-use super::{
-    apply_status, ensure_finalizer, paused, remove_finalizer, watched, Core, Error, Reconciler,
-};
+use super::{apply_status, ensure_finalizer, paused, remove_finalizer, Core, Error, Reconciler};
 use crate::capi::core::{Cluster, ContractRef, Machine, MachineSet, ReplicaStatus};
 use crate::capi::CLUSTER_NAME_LABEL;
 use crate::conditions::{self, Condition};
@@ -22,23 +20,24 @@ pub const SET_NAME_LABEL: &str = "cluster.x-k8s.io/set-name";
 pub const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
 const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
 
-pub(super) async fn run(core: Arc<Core>, namespace: Option<&str>) {
-    let client = core.ctx.client.clone();
+pub(super) async fn run(core: Arc<Core>) {
     let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
-    crate::capi::triggers::run_to_end(
-        super::controller_for::<MachineSet>(&client, namespace)
-            .owns_stream(crate::capi::triggers::filtered(
-                watched::<Machine>(&client, namespace),
-                crate::capi::triggers::machine_summary,
-            ))
-            .reconcile_on(due)
-            .run(
-                reconcile,
-                super::error_policy,
-                Arc::new(Reconciler { core, wakeups }),
-            ),
-    )
-    .await;
+    let machines = core.informers.of::<Machine>();
+    let run = super::controller_for::<MachineSet>(&core)
+        .owns_shared_stream(crate::capi::triggers::filtered(
+            &machines,
+            crate::capi::triggers::machine_summary,
+        ))
+        .reconcile_on(due)
+        .run(
+            reconcile,
+            super::error_policy,
+            Arc::new(Reconciler {
+                core: core.clone(),
+                wakeups,
+            }),
+        );
+    crate::capi::triggers::run_to_end(run).await;
 }
 
 /// The Machines a set controls, oldest first.
@@ -69,7 +68,7 @@ pub(super) async fn owned_machines(
 }
 
 async fn reconcile(ms: Arc<MachineSet>, r: Arc<Reconciler<MachineSet>>) -> Result<Action, Error> {
-    crate::metrics::reconciled("MachineSet");
+    let _running = crate::metrics::reconciled("MachineSet");
     let ns = ms.namespace().unwrap_or_default();
     let api: Api<MachineSet> = r.api(&ns);
     let machines_api: Api<Machine> = r.api(&ns);

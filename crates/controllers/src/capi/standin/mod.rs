@@ -54,6 +54,8 @@ pub enum Error {
 /// What the stand-in's controllers share.
 pub struct Core {
     pub ctx: Context,
+    /// The process's watches, one per kind, that every controller here subscribes to.
+    pub informers: Arc<crate::informers::Informers>,
     pub resolver: objects::Resolver,
     pub workloads: workload::WorkloadClients,
     /// When each cluster last answered a probe (by Cluster uid): a cluster that answered
@@ -137,48 +139,28 @@ fn paused<K: Resource<DynamicType = ()>>(obj: &K, cluster_paused: bool) -> Optio
     (!why.is_empty()).then(|| why.join(", "))
 }
 
-/// Where the controllers watch: every namespace, or one.
-fn watched<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
 /// A controller of kind `K` woken by changes of its objects' spec and metadata (not of the
-/// status it writes itself), watching every namespace or one.
-fn controller_for<K>(client: &kube::Client, namespace: Option<&str>) -> kube::runtime::Controller<K>
-where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    crate::capi::triggers::controller(watched::<K>(client, namespace), None)
+/// status it writes itself).
+fn controller_for<K: crate::informers::Watched>(core: &Core) -> kube::runtime::Controller<K> {
+    crate::capi::triggers::controller(&core.informers.of::<K>(), None)
 }
 
 /// Runs the stand-in's controllers until the process ends.
-pub async fn run(ctx: Context, namespace: Option<String>) {
+pub async fn run(ctx: Context, informers: Arc<crate::informers::Informers>) {
     let core = Arc::new(Core {
         ctx,
+        informers,
         resolver: objects::Resolver::default(),
         workloads: workload::WorkloadClients::default(),
         probed: Default::default(),
     });
-    let ns = namespace.as_deref();
     futures::join!(
-        cluster::run(core.clone(), ns),
-        machine::run(core.clone(), ns),
-        kubeadm_config::run(core.clone(), ns),
-        kcp::run(core.clone(), ns),
-        machineset::run(core.clone(), ns),
-        machinedeployment::run(core.clone(), ns),
-        healthcheck::run(core.clone(), ns),
+        cluster::run(core.clone()),
+        machine::run(core.clone()),
+        kubeadm_config::run(core.clone()),
+        kcp::run(core.clone()),
+        machineset::run(core.clone()),
+        machinedeployment::run(core.clone()),
+        healthcheck::run(core.clone()),
     );
 }

@@ -1,0 +1,334 @@
+//! One watch per kind, shared by every controller of the process, as client-go's shared
+//! informers share theirs. kube-runtime gives each controller its own watches: a Machine
+//! change was decoded by seven watchers (one per controller that cares about Machines), the
+//! management plane encoded it seven times, and seven caches fell out of its watch window
+//! apart, each relisting tens of thousands of objects. Here a kind has one watch, one cache
+//! (the reflector store every controller of the kind reads) and a fan-out of its events to
+//! the controllers subscribed to it.
+//!
+//! The fan-out queues are unbounded: the watch is read as fast as it is decoded, so the
+//! management plane never drops it for being slow, and a busy controller only holds shared
+//! pointers to objects it has yet to look at. kube-runtime's own shared streams would do
+//! the rest but pass no deletions on, and an owner must hear that its Machine is gone.
+
+use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
+use futures::StreamExt;
+use kube::api::Api;
+use kube::core::NamespaceResourceScope;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, watcher, Event};
+use kube::runtime::WatchStreamExt;
+use kube::Resource;
+use serde::de::DeserializeOwned;
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// What an informer needs of a kind.
+pub trait Watched:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// The informers of one process: one per kind, made on first use. Dropping the last handle
+/// stops their watches.
+pub struct Informers {
+    client: kube::Client,
+    namespace: Option<String>,
+    kinds: Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
+    watches: Mutex<Vec<tokio::task::AbortHandle>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing here holds an invariant that a panic halfway could break.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Informers {
+    /// Informers watching `namespace` (every namespace when `None`) through `client`.
+    pub fn new(client: kube::Client, namespace: Option<String>) -> Self {
+        Informers {
+            client,
+            namespace,
+            kinds: Mutex::new(HashMap::new()),
+            watches: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The informer of kind `K`, whose watch starts the first time it is asked for.
+    pub fn of<K: Watched>(&self) -> Informer<K> {
+        let mut kinds = lock(&self.kinds);
+        if let Some(informer) = kinds
+            .get(&TypeId::of::<K>())
+            .and_then(|b| b.downcast_ref::<Informer<K>>())
+        {
+            return informer.clone();
+        }
+        let api = match &self.namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        };
+        let (store, writer) = reflector::store();
+        let informer = Informer {
+            store,
+            hub: Arc::new(Mutex::new(Hub {
+                phase: Phase::NotStarted,
+                subscribers: Vec::new(),
+            })),
+        };
+        let watch = tokio::spawn(drive(api, writer, informer.clone()));
+        lock(&self.watches).push(watch.abort_handle());
+        kinds.insert(TypeId::of::<K>(), Box::new(informer.clone()));
+        informer
+    }
+}
+
+impl Drop for Informers {
+    fn drop(&mut self) {
+        for watch in lock(&self.watches).drain(..) {
+            watch.abort();
+        }
+    }
+}
+
+/// One kind's cache and the controllers subscribed to its events. Cheap to clone.
+pub struct Informer<K: Watched> {
+    store: Store<K>,
+    hub: Arc<Mutex<Hub<K>>>,
+}
+
+impl<K: Watched> Clone for Informer<K> {
+    fn clone(&self) -> Self {
+        Informer {
+            store: self.store.clone(),
+            hub: self.hub.clone(),
+        }
+    }
+}
+
+/// Where the watch is: before its first list, listing, or following changes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    NotStarted,
+    Listing,
+    Live,
+}
+
+struct Hub<K> {
+    phase: Phase,
+    subscribers: Vec<Subscriber<K>>,
+}
+
+struct Subscriber<K> {
+    events: UnboundedSender<Event<Arc<K>>>,
+    /// Subscribed while a list was under way: it missed that list's first objects, so it
+    /// gets the whole cache when the list is done.
+    joined_listing: bool,
+}
+
+impl<K: Watched> Informer<K> {
+    /// The kind's cache, kept by the informer's watch.
+    pub fn store(&self) -> Store<K> {
+        self.store.clone()
+    }
+
+    /// The kind's watch events from now on. A subscriber that comes after the first list
+    /// gets the cache as a list of its own (`Init`, `InitApply` of every object, `InitDone`),
+    /// so it starts from every object, as a watch of its own would.
+    pub fn subscribe(&self) -> UnboundedReceiver<Event<Arc<K>>> {
+        let (tx, rx) = unbounded();
+        let mut hub = lock(&self.hub);
+        let mut joined_listing = false;
+        match hub.phase {
+            Phase::NotStarted => {}
+            Phase::Listing => {
+                let _ = tx.unbounded_send(Event::Init);
+                joined_listing = true;
+            }
+            Phase::Live => {
+                let _ = tx.unbounded_send(Event::Init);
+                for object in self.store.state() {
+                    let _ = tx.unbounded_send(Event::InitApply(object));
+                }
+                let _ = tx.unbounded_send(Event::InitDone);
+            }
+        }
+        hub.subscribers.push(Subscriber {
+            events: tx,
+            joined_listing,
+        });
+        rx
+    }
+}
+
+impl<K: Watched> Hub<K> {
+    /// Sends one event (already in the cache) to every subscriber still listening.
+    fn publish(&mut self, event: Event<K>, store: &Store<K>) {
+        let shared = match event {
+            Event::Apply(o) => Event::Apply(Arc::new(o)),
+            Event::Delete(o) => Event::Delete(Arc::new(o)),
+            Event::InitApply(o) => Event::InitApply(Arc::new(o)),
+            Event::Init => {
+                self.phase = Phase::Listing;
+                crate::metrics::relisted(K::kind(&()).into_owned());
+                Event::Init
+            }
+            Event::InitDone => {
+                self.phase = Phase::Live;
+                for late in self.subscribers.iter_mut().filter(|s| s.joined_listing) {
+                    for object in store.state() {
+                        let _ = late.events.unbounded_send(Event::InitApply(object));
+                    }
+                    late.joined_listing = false;
+                }
+                Event::InitDone
+            }
+        };
+        self.subscribers
+            .retain(|s| s.events.unbounded_send(shared.clone()).is_ok());
+    }
+}
+
+/// Follows the kind's watch for good: each event goes into the cache first, then to the
+/// subscribers, so whatever a subscriber hears of is already in the cache its controller
+/// reads.
+async fn drive<K: Watched>(
+    api: Api<K>,
+    mut writer: reflector::store::Writer<K>,
+    informer: Informer<K>,
+) {
+    // No controller here reads managedFields, and they are the bulk of a cached object's
+    // metadata (a tree of field sets per manager): the cache keeps objects without them.
+    let events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(|o: &mut K| o.meta_mut().managed_fields = None);
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(e) => {
+                // The watcher backs off and lists again by itself.
+                tracing::debug!(kind = %K::kind(&()), error = %e, "watch error");
+                continue;
+            }
+        };
+        let mut hub = lock(&informer.hub);
+        writer.apply_watcher_event(&event);
+        hub.publish(event, &informer.store);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+    use kube::ResourceExt;
+
+    fn map(name: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn informer() -> (Informer<ConfigMap>, reflector::store::Writer<ConfigMap>) {
+        let (store, writer) = reflector::store();
+        let informer = Informer {
+            store,
+            hub: Arc::new(Mutex::new(Hub {
+                phase: Phase::NotStarted,
+                subscribers: Vec::new(),
+            })),
+        };
+        (informer, writer)
+    }
+
+    fn feed(
+        i: &Informer<ConfigMap>,
+        w: &mut reflector::store::Writer<ConfigMap>,
+        e: Event<ConfigMap>,
+    ) {
+        let mut hub = lock(&i.hub);
+        w.apply_watcher_event(&e);
+        hub.publish(e, &i.store);
+    }
+
+    /// What a subscriber has been sent so far, as `kind:name` strings.
+    fn heard(rx: &mut UnboundedReceiver<Event<Arc<ConfigMap>>>) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(e) = rx.try_recv() {
+            out.push(match e {
+                Event::Init => "init".to_string(),
+                Event::InitApply(o) => format!("listed:{}", o.name_any()),
+                Event::InitDone => "done".to_string(),
+                Event::Apply(o) => format!("applied:{}", o.name_any()),
+                Event::Delete(o) => format!("deleted:{}", o.name_any()),
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn every_subscriber_hears_every_event_deletions_included() {
+        let (i, mut w) = informer();
+        let (mut a, mut b) = (i.subscribe(), i.subscribe());
+        feed(&i, &mut w, Event::Init);
+        feed(&i, &mut w, Event::InitApply(map("x")));
+        feed(&i, &mut w, Event::InitDone);
+        feed(&i, &mut w, Event::Delete(map("x")));
+        let want = ["init", "listed:x", "done", "deleted:x"];
+        assert_eq!(heard(&mut a), want);
+        assert_eq!(heard(&mut b), want);
+        assert!(i.store().state().is_empty());
+    }
+
+    #[test]
+    fn a_late_subscriber_starts_from_the_whole_cache() {
+        let (i, mut w) = informer();
+        feed(&i, &mut w, Event::Init);
+        feed(&i, &mut w, Event::InitApply(map("x")));
+        let mut mid_list = i.subscribe();
+        feed(&i, &mut w, Event::InitApply(map("y")));
+        feed(&i, &mut w, Event::InitDone);
+        let mut live = i.subscribe();
+        feed(&i, &mut w, Event::Apply(map("z")));
+        let mut mid = heard(&mut mid_list);
+        // The list's own `y`, then the whole cache once the list is done.
+        assert_eq!(mid.remove(0), "init");
+        assert_eq!(mid.remove(0), "listed:y");
+        assert_eq!(mid.pop().as_deref(), Some("applied:z"));
+        assert_eq!(mid.pop().as_deref(), Some("done"));
+        mid.sort();
+        assert_eq!(mid, ["listed:x", "listed:y"]);
+        let mut late = heard(&mut live);
+        assert_eq!(late.first().map(String::as_str), Some("init"));
+        assert_eq!(late.pop().as_deref(), Some("applied:z"));
+        assert_eq!(late.pop().as_deref(), Some("done"));
+        late.remove(0);
+        late.sort();
+        assert_eq!(late, ["listed:x", "listed:y"]);
+    }
+}
