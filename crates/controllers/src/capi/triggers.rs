@@ -159,9 +159,10 @@ pub fn controller<K: Watched>(informer: &Informer<K>, index: Option<&Index<K>>) 
 /// starts at once, and at ten thousand clusters thousands of reconciles were in flight, each
 /// holding its objects, requests and connections. Capped, requests for an object that waits
 /// its turn merge into one run, as they do in controller-runtime's work queue (whose
-/// `MaxConcurrentReconciles` Cluster API sets per controller). Measured with `bench capi`:
-/// 1,000 clusters took 98 s of CPU capped at 32, 110 s uncapped; 64 brought 10,000 clusters
-/// up in 598 s.
+/// `MaxConcurrentReconciles` Cluster API sets per controller). Measured with `bench capi` at
+/// 1,000 clusters: 110 s of CPU uncapped, 98 s at 32, 103-109 s at 64; at 64, 10,000
+/// clusters were Available in 598 s and 651 s (a cap of 32 risks idling behind reconciles
+/// that wait on an unreachable workload cluster).
 const CONCURRENCY: u16 = 64;
 
 /// Runs a controller's outcomes to the end, counting the requests kube-runtime dropped for
