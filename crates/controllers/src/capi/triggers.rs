@@ -84,6 +84,18 @@ pub fn machine_summary(m: &Machine) -> Option<u64> {
     ))
 }
 
+/// What a health check counts of a Machine: whether its selector and cluster still take it
+/// in (labels, cluster), and whether its Node is healthy. A Machine's status changes a dozen
+/// times while it comes up; its health check needs to hear of one or two of them.
+pub fn machine_health(m: &Machine) -> Option<u64> {
+    let healthy = m
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .is_some_and(|c| crate::conditions::is_true(c, "NodeHealthy"));
+    hash((m.uid(), m.labels(), &m.spec.cluster_name, healthy))
+}
+
 /// What makes a control plane's Machines up to date or not: its version and the template of
 /// their infrastructure.
 pub fn control_plane_rollout(k: &KubeadmControlPlane) -> Option<u64> {

@@ -20,7 +20,7 @@ pub(super) async fn run(core: Arc<Core>) {
             .watches_shared_stream(
                 crate::capi::triggers::filtered(
                     &informers.of::<Machine>(),
-                    crate::capi::triggers::machine_summary,
+                    crate::capi::triggers::machine_health,
                 ),
                 move |m| {
                     let ns = m.namespace().unwrap_or_default();
