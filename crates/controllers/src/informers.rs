@@ -86,14 +86,7 @@ impl Informers {
             Some(ns) => Api::namespaced(self.client.clone(), ns),
             None => Api::all(self.client.clone()),
         };
-        let (store, writer) = reflector::store();
-        let informer = Informer {
-            store,
-            hub: Arc::new(Mutex::new(Hub {
-                phase: Phase::NotStarted,
-                subscribers: Vec::new(),
-            })),
-        };
+        let (informer, writer) = Informer::unstarted();
         let watch = tokio::spawn(drive(api, writer, informer.clone()));
         lock(&self.watches).push(watch.abort_handle());
         kinds.insert(TypeId::of::<K>(), Box::new(informer.clone()));
@@ -145,6 +138,20 @@ struct Subscriber<K> {
 }
 
 impl<K: Watched> Informer<K> {
+    /// An informer with an empty cache, and the writer its watch fills the cache with.
+    fn unstarted() -> (Self, reflector::store::Writer<K>) {
+        let (store, writer) = reflector::store();
+        let hub = Hub {
+            phase: Phase::NotStarted,
+            subscribers: Vec::new(),
+        };
+        let informer = Informer {
+            store,
+            hub: Arc::new(Mutex::new(hub)),
+        };
+        (informer, writer)
+    }
+
     /// The kind's cache, kept by the informer's watch.
     pub fn store(&self) -> Store<K> {
         self.store.clone()
@@ -193,11 +200,14 @@ impl<K: Watched> Hub<K> {
             }
             Event::InitDone => {
                 self.phase = Phase::Live;
-                for late in self.subscribers.iter_mut().filter(|s| s.joined_listing) {
-                    for object in store.state() {
-                        let _ = late.events.unbounded_send(Event::InitApply(object));
+                if self.subscribers.iter().any(|s| s.joined_listing) {
+                    let everything = store.state();
+                    for late in self.subscribers.iter_mut().filter(|s| s.joined_listing) {
+                        for object in &everything {
+                            let _ = late.events.unbounded_send(Event::InitApply(object.clone()));
+                        }
+                        late.joined_listing = false;
                     }
-                    late.joined_listing = false;
                 }
                 Event::InitDone
             }
@@ -254,18 +264,6 @@ mod tests {
         }
     }
 
-    fn informer() -> (Informer<ConfigMap>, reflector::store::Writer<ConfigMap>) {
-        let (store, writer) = reflector::store();
-        let informer = Informer {
-            store,
-            hub: Arc::new(Mutex::new(Hub {
-                phase: Phase::NotStarted,
-                subscribers: Vec::new(),
-            })),
-        };
-        (informer, writer)
-    }
-
     fn feed(
         i: &Informer<ConfigMap>,
         w: &mut reflector::store::Writer<ConfigMap>,
@@ -293,7 +291,7 @@ mod tests {
 
     #[test]
     fn every_subscriber_hears_every_event_deletions_included() {
-        let (i, mut w) = informer();
+        let (i, mut w) = Informer::unstarted();
         let (mut a, mut b) = (i.subscribe(), i.subscribe());
         feed(&i, &mut w, Event::Init);
         feed(&i, &mut w, Event::InitApply(map("x")));
@@ -307,7 +305,7 @@ mod tests {
 
     #[test]
     fn a_late_subscriber_starts_from_the_whole_cache() {
-        let (i, mut w) = informer();
+        let (i, mut w) = Informer::unstarted();
         feed(&i, &mut w, Event::Init);
         feed(&i, &mut w, Event::InitApply(map("x")));
         let mut mid_list = i.subscribe();

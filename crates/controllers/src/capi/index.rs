@@ -4,8 +4,9 @@
 //! would otherwise walk every Machine of every cluster, which at ten thousand clusters is most
 //! of the controllers' work.
 //!
-//! The index is fed by the same watch events as the reflector, in the same order, so it holds
-//! what the cache holds.
+//! The index is fed by the events its controller hears from the kind's informer, in order: it
+//! holds what the controller has heard of, which the shared cache already holds (the informer
+//! fills the cache before it passes an event on).
 
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;

@@ -2,8 +2,8 @@
 //! while it comes up; each change would wake every Machine, bootstrap config and
 //! infrastructure machine of the cluster, which need only know whether the cluster's
 //! infrastructure is provisioned, its control plane initialized, or it is paused. These
-//! predicates hash just that, and `kube::runtime`'s predicate filter passes an object on only
-//! when its hash changes, so a cluster of N machines costs O(N) reconciles, not O(N²).
+//! predicates hash just that, and [`only_changes`] passes an object on only when its hash
+//! changes, so a cluster of N machines costs O(N) reconciles, not O(N²).
 
 use crate::capi::core::{Cluster, KubeadmControlPlane, Machine, MachineDeployment};
 use crate::capi::index::Index;
@@ -228,7 +228,7 @@ where
 /// under way.
 struct Changes<K> {
     predicate: fn(&K) -> Option<u64>,
-    seen: std::collections::HashMap<String, Option<u64>>,
+    seen: std::collections::HashMap<String, u64>,
     relisted: Option<Vec<Arc<K>>>,
 }
 
@@ -245,10 +245,12 @@ impl<K: kube::Resource> Changes<K> {
     fn pass(&mut self, event: watcher::Event<Arc<K>>) -> Vec<Arc<K>> {
         match event {
             watcher::Event::Apply(o) => {
-                let key = o.uid().unwrap_or_default();
-                let hash = (self.predicate)(&o);
-                match self.seen.insert(key, hash) {
-                    Some(old) if old == hash && hash.is_some() => vec![],
+                // No hash (as for `every_change`): every change passes, nothing to remember.
+                let Some(hash) = (self.predicate)(&o) else {
+                    return vec![o];
+                };
+                match self.seen.insert(o.uid().unwrap_or_default(), hash) {
+                    Some(old) if old == hash => vec![],
                     _ => vec![o],
                 }
             }
@@ -262,8 +264,9 @@ impl<K: kube::Resource> Changes<K> {
                 vec![]
             }
             watcher::Event::InitApply(o) => {
-                let hash = (self.predicate)(&o);
-                self.seen.insert(o.uid().unwrap_or_default(), hash);
+                if let Some(hash) = (self.predicate)(&o) {
+                    self.seen.insert(o.uid().unwrap_or_default(), hash);
+                }
                 self.relisted.get_or_insert_with(Vec::new).push(o);
                 vec![]
             }

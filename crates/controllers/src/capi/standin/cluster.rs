@@ -28,12 +28,11 @@ const PROBE_INTERVAL_SECONDS: i64 = 10;
 
 pub(super) async fn run(core: Arc<Core>) {
     use crate::capi::triggers::every_change;
-    let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
     let informers = &core.informers;
     let controller = super::controller_for::<Cluster>(&core);
     let store = controller.store();
     let classes = informers.of::<ClusterClass>();
-    let run = controller
+    let controller = controller
         .owns_shared_stream(every_change(&informers.of::<DevCluster>()))
         .owns_shared_stream(every_change(&informers.of::<InMemoryCluster>()))
         .owns_shared_stream(every_change(&informers.of::<KubeadmControlPlane>()))
@@ -56,17 +55,8 @@ pub(super) async fn run(core: Arc<Core>) {
                 })
                 .map(|c| ObjectRef::from_obj(&*c))
                 .collect::<Vec<_>>()
-        })
-        .reconcile_on(due)
-        .run(
-            reconcile,
-            super::error_policy,
-            Arc::new(Reconciler {
-                core: core.clone(),
-                wakeups,
-            }),
-        );
-    crate::capi::triggers::run_to_end(run).await;
+        });
+    super::serve(controller, core, reconcile).await;
 }
 
 async fn reconcile(c: Arc<Cluster>, r: Arc<Reconciler<Cluster>>) -> Result<Action, Error> {

@@ -13,28 +13,19 @@ use std::sync::Arc;
 
 pub(super) async fn run(core: Arc<Core>) {
     let informers = core.informers.clone();
-    let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
     let by_cluster = Index::new(|h: &MachineHealthCheck| vec![h.spec.cluster_name.clone()]);
-    crate::capi::triggers::run_to_end(
-        crate::capi::triggers::controller(&informers.of(), Some(&by_cluster))
-            .watches_shared_stream(
-                crate::capi::triggers::filtered(
-                    &informers.of::<Machine>(),
-                    crate::capi::triggers::machine_health,
-                ),
-                move |m| {
-                    let ns = m.namespace().unwrap_or_default();
-                    by_cluster.lookup(&ns, &m.spec.cluster_name)
-                },
-            )
-            .reconcile_on(due)
-            .run(
-                reconcile,
-                super::error_policy,
-                Arc::new(Reconciler { core, wakeups }),
+    let controller = crate::capi::triggers::controller(&informers.of(), Some(&by_cluster))
+        .watches_shared_stream(
+            crate::capi::triggers::filtered(
+                &informers.of::<Machine>(),
+                crate::capi::triggers::machine_health,
             ),
-    )
-    .await;
+            move |m| {
+                let ns = m.namespace().unwrap_or_default();
+                by_cluster.lookup(&ns, &m.spec.cluster_name)
+            },
+        );
+    super::serve(controller, core, reconcile).await;
 }
 
 async fn reconcile(

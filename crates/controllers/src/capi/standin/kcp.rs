@@ -32,35 +32,26 @@ pub const CONTROL_PLANE_NAME_LABEL: &str = "cluster.x-k8s.io/control-plane-name"
 
 pub(super) async fn run(core: Arc<Core>) {
     let informers = core.informers.clone();
-    let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
-    crate::capi::triggers::run_to_end(
-        crate::capi::triggers::controller(&informers.of::<KubeadmControlPlane>(), None)
-            .owns_shared_stream(crate::capi::triggers::filtered(
-                &informers.of::<Machine>(),
-                crate::capi::triggers::machine_summary,
-            ))
-            .watches_shared_stream(
-                crate::capi::triggers::filtered(
-                    &informers.of::<Cluster>(),
-                    crate::capi::triggers::cluster_gates,
-                ),
-                |c| {
-                    let ns = c.namespace().unwrap_or_default();
-                    c.spec
-                        .control_plane_ref
-                        .as_ref()
-                        .filter(|r| r.kind == "KubeadmControlPlane")
-                        .map(|r| ObjectRef::new(&r.name).within(&ns))
-                },
-            )
-            .reconcile_on(due)
-            .run(
-                reconcile,
-                super::error_policy,
-                Arc::new(Reconciler { core, wakeups }),
+    let controller = super::controller_for::<KubeadmControlPlane>(&core)
+        .owns_shared_stream(crate::capi::triggers::filtered(
+            &informers.of::<Machine>(),
+            crate::capi::triggers::machine_summary,
+        ))
+        .watches_shared_stream(
+            crate::capi::triggers::filtered(
+                &informers.of::<Cluster>(),
+                crate::capi::triggers::cluster_gates,
             ),
-    )
-    .await;
+            |c| {
+                let ns = c.namespace().unwrap_or_default();
+                c.spec
+                    .control_plane_ref
+                    .as_ref()
+                    .filter(|r| r.kind == "KubeadmControlPlane")
+                    .map(|r| ObjectRef::new(&r.name).within(&ns))
+            },
+        );
+    super::serve(controller, core, reconcile).await;
 }
 
 /// The control plane's Machines, oldest first.

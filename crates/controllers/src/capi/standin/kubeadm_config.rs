@@ -21,44 +21,35 @@ use std::sync::Arc;
 
 pub(super) async fn run(core: Arc<Core>) {
     let informers = core.informers.clone();
-    let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
     let by_cluster = Index::new(|c: &KubeadmConfig| label_keys(c, &[CLUSTER_NAME_LABEL]));
-    crate::capi::triggers::run_to_end(
-        crate::capi::triggers::controller(&informers.of(), Some(&by_cluster))
-            .watches_shared_stream(
-                crate::capi::triggers::filtered(
-                    &informers.of::<Machine>(),
-                    crate::capi::triggers::machine_spec,
-                ),
-                |m| {
-                    let ns = m.namespace().unwrap_or_default();
-                    m.spec
-                        .bootstrap
-                        .config_ref
-                        .as_ref()
-                        .filter(|r| r.kind == "KubeadmConfig")
-                        .map(|r| ObjectRef::new(&r.name).within(&ns))
-                },
-            )
-            // The control plane's initialization lets the joining machines go.
-            .watches_shared_stream(
-                crate::capi::triggers::filtered(
-                    &informers.of::<Cluster>(),
-                    crate::capi::triggers::cluster_gates,
-                ),
-                move |c| {
-                    let ns = c.namespace().unwrap_or_default();
-                    by_cluster.lookup(&ns, &label_key(CLUSTER_NAME_LABEL, &c.name_any()))
-                },
-            )
-            .reconcile_on(due)
-            .run(
-                reconcile,
-                super::error_policy,
-                Arc::new(Reconciler { core, wakeups }),
+    let controller = crate::capi::triggers::controller(&informers.of(), Some(&by_cluster))
+        .watches_shared_stream(
+            crate::capi::triggers::filtered(
+                &informers.of::<Machine>(),
+                crate::capi::triggers::machine_spec,
             ),
-    )
-    .await;
+            |m| {
+                let ns = m.namespace().unwrap_or_default();
+                m.spec
+                    .bootstrap
+                    .config_ref
+                    .as_ref()
+                    .filter(|r| r.kind == "KubeadmConfig")
+                    .map(|r| ObjectRef::new(&r.name).within(&ns))
+            },
+        )
+        // The control plane's initialization lets the joining machines go.
+        .watches_shared_stream(
+            crate::capi::triggers::filtered(
+                &informers.of::<Cluster>(),
+                crate::capi::triggers::cluster_gates,
+            ),
+            move |c| {
+                let ns = c.namespace().unwrap_or_default();
+                by_cluster.lookup(&ns, &label_key(CLUSTER_NAME_LABEL, &c.name_any()))
+            },
+        );
+    super::serve(controller, core, reconcile).await;
 }
 
 /// The Machine a config belongs to (its owner reference of kind Machine).

@@ -30,57 +30,48 @@ const PRE_TERMINATE_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8
 
 pub(super) async fn run(core: Arc<Core>) {
     let informers = core.informers.clone();
-    let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
     let index = Index::new(machine_keys);
-    crate::capi::triggers::run_to_end(
-        crate::capi::triggers::controller(&informers.of(), Some(&index))
-            .owns_shared_stream(crate::capi::triggers::every_change(
-                &informers.of::<DevMachine>(),
-            ))
-            .owns_shared_stream(crate::capi::triggers::every_change(
-                &informers.of::<InMemoryMachine>(),
-            ))
-            .owns_shared_stream(crate::capi::triggers::every_change(
-                &informers.of::<crate::capi::core::KubeadmConfig>(),
-            ))
-            .watches_shared_stream(filtered(&informers.of::<Cluster>(), cluster_gates), {
-                let index = index.clone();
-                move |c| {
-                    let ns = c.namespace().unwrap_or_default();
-                    index.lookup(&ns, &cluster_key(&c.name_any()))
-                }
-            })
-            // A control plane or deployment rolling out makes its Machines out of date.
-            .watches_shared_stream(
-                filtered(
-                    &informers.of::<KubeadmControlPlane>(),
-                    control_plane_rollout,
-                ),
-                {
-                    let index = index.clone();
-                    move |k| {
-                        let ns = k.namespace().unwrap_or_default();
-                        let key = label_key(super::kcp::CONTROL_PLANE_NAME_LABEL, &k.name_any());
-                        index.lookup(&ns, &key)
-                    }
-                },
-            )
-            .watches_shared_stream(
-                filtered(&informers.of::<MachineDeployment>(), deployment_rollout),
-                move |md| {
-                    let ns = md.namespace().unwrap_or_default();
-                    let key = label_key(super::machineset::DEPLOYMENT_NAME_LABEL, &md.name_any());
-                    index.lookup(&ns, &key)
-                },
-            )
-            .reconcile_on(due)
-            .run(
-                reconcile,
-                super::error_policy,
-                Arc::new(Reconciler { core, wakeups }),
+    let controller = crate::capi::triggers::controller(&informers.of(), Some(&index))
+        .owns_shared_stream(crate::capi::triggers::every_change(
+            &informers.of::<DevMachine>(),
+        ))
+        .owns_shared_stream(crate::capi::triggers::every_change(
+            &informers.of::<InMemoryMachine>(),
+        ))
+        .owns_shared_stream(crate::capi::triggers::every_change(
+            &informers.of::<crate::capi::core::KubeadmConfig>(),
+        ))
+        .watches_shared_stream(filtered(&informers.of::<Cluster>(), cluster_gates), {
+            let index = index.clone();
+            move |c| {
+                let ns = c.namespace().unwrap_or_default();
+                index.lookup(&ns, &cluster_key(&c.name_any()))
+            }
+        })
+        // A control plane or deployment rolling out makes its Machines out of date.
+        .watches_shared_stream(
+            filtered(
+                &informers.of::<KubeadmControlPlane>(),
+                control_plane_rollout,
             ),
-    )
-    .await;
+            {
+                let index = index.clone();
+                move |k| {
+                    let ns = k.namespace().unwrap_or_default();
+                    let key = label_key(super::kcp::CONTROL_PLANE_NAME_LABEL, &k.name_any());
+                    index.lookup(&ns, &key)
+                }
+            },
+        )
+        .watches_shared_stream(
+            filtered(&informers.of::<MachineDeployment>(), deployment_rollout),
+            move |md| {
+                let ns = md.namespace().unwrap_or_default();
+                let key = label_key(super::machineset::DEPLOYMENT_NAME_LABEL, &md.name_any());
+                index.lookup(&ns, &key)
+            },
+        );
+    super::serve(controller, core, reconcile).await;
 }
 
 /// The index key of the Machines of a Cluster (`spec.clusterName`, which every Machine has,

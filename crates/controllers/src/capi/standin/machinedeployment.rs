@@ -23,20 +23,10 @@ const TEMPLATE_HASH_LABEL: &str = "machine-template-hash";
 
 pub(super) async fn run(core: Arc<Core>) {
     let informers = core.informers.clone();
-    let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
-    crate::capi::triggers::run_to_end(
-        crate::capi::triggers::controller(&informers.of::<MachineDeployment>(), None)
-            .owns_shared_stream(crate::capi::triggers::every_change(
-                &informers.of::<MachineSet>(),
-            ))
-            .reconcile_on(due)
-            .run(
-                reconcile,
-                super::error_policy,
-                Arc::new(Reconciler { core, wakeups }),
-            ),
-    )
-    .await;
+    let controller = super::controller_for::<MachineDeployment>(&core).owns_shared_stream(
+        crate::capi::triggers::every_change(&informers.of::<MachineSet>()),
+    );
+    super::serve(controller, core, reconcile).await;
 }
 
 /// What makes two Machine templates the same rollout: version, bootstrap, infrastructure and

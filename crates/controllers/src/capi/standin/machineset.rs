@@ -21,23 +21,11 @@ pub const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
 const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
 
 pub(super) async fn run(core: Arc<Core>) {
-    let (wakeups, due) = crate::wakeups::Wakeups::new(core.ctx.clock.clone());
     let machines = core.informers.of::<Machine>();
-    let run = super::controller_for::<MachineSet>(&core)
-        .owns_shared_stream(crate::capi::triggers::filtered(
-            &machines,
-            crate::capi::triggers::machine_summary,
-        ))
-        .reconcile_on(due)
-        .run(
-            reconcile,
-            super::error_policy,
-            Arc::new(Reconciler {
-                core: core.clone(),
-                wakeups,
-            }),
-        );
-    crate::capi::triggers::run_to_end(run).await;
+    let controller = super::controller_for::<MachineSet>(&core).owns_shared_stream(
+        crate::capi::triggers::filtered(&machines, crate::capi::triggers::machine_summary),
+    );
+    super::serve(controller, core, reconcile).await;
 }
 
 /// The Machines a set controls, oldest first.

@@ -145,6 +145,23 @@ fn controller_for<K: crate::informers::Watched>(core: &Core) -> kube::runtime::C
     crate::capi::triggers::controller(&core.informers.of::<K>(), None)
 }
 
+/// Runs `controller` with `reconcile` until the process ends, woken also by the deadlines
+/// its reconciles set ([`Wakeups`]) and retried by [`error_policy`].
+async fn serve<K, F, Fut>(controller: kube::runtime::Controller<K>, core: Arc<Core>, reconcile: F)
+where
+    K: crate::informers::Watched,
+    F: FnMut(Arc<K>, Arc<Reconciler<K>>) -> Fut,
+    Fut: std::future::Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    let (wakeups, due) = Wakeups::new(core.ctx.clock.clone());
+    crate::capi::triggers::run_to_end(controller.reconcile_on(due).run(
+        reconcile,
+        error_policy,
+        Arc::new(Reconciler { core, wakeups }),
+    ))
+    .await;
+}
+
 /// Runs the stand-in's controllers until the process ends.
 pub async fn run(ctx: Context, informers: Arc<crate::informers::Informers>) {
     let core = Arc::new(Core {
