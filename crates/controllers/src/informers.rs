@@ -14,12 +14,14 @@
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use futures::StreamExt;
 use kube::api::Api;
+use kube::api::{ApiResource, DynamicObject};
 use kube::core::NamespaceResourceScope;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, watcher, Event};
 use kube::runtime::WatchStreamExt;
 use kube::Resource;
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -30,6 +32,7 @@ pub trait Watched:
     Resource<DynamicType = (), Scope = NamespaceResourceScope>
     + Clone
     + DeserializeOwned
+    + Serialize
     + Debug
     + Send
     + Sync
@@ -41,6 +44,7 @@ impl<K> Watched for K where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
         + DeserializeOwned
+        + Serialize
         + Debug
         + Send
         + Sync
@@ -54,6 +58,9 @@ pub struct Informers {
     client: kube::Client,
     namespace: Option<String>,
     kinds: Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
+    /// The typed caches by apiVersion and kind, for readers that know a kind only by those
+    /// (the core reads provider objects by contract).
+    untyped: Mutex<HashMap<(String, String), UntypedView>>,
     watches: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
@@ -69,6 +76,7 @@ impl Informers {
             client,
             namespace,
             kinds: Mutex::new(HashMap::new()),
+            untyped: Mutex::new(HashMap::new()),
             watches: Mutex::new(Vec::new()),
         }
     }
@@ -90,8 +98,69 @@ impl Informers {
         let watch = tokio::spawn(drive(api, writer, informer.clone()));
         lock(&self.watches).push(watch.abort_handle());
         kinds.insert(TypeId::of::<K>(), Box::new(informer.clone()));
+        let store = informer.store.clone();
+        lock(&self.untyped).insert(
+            (K::api_version(&()).into_owned(), K::kind(&()).into_owned()),
+            Arc::new(move |namespace, name| {
+                let key = reflector::ObjectRef::new(name).within(namespace);
+                store.get(&key).and_then(|o| untyped(&*o))
+            }),
+        );
         informer
     }
+}
+
+impl Informers {
+    /// `name` in `namespace` as the kind's cache holds it, as controller-runtime's cached
+    /// client reads: the objects a controller looks up are the ones whose changes wake it, so
+    /// a copy a moment old is corrected by the event that follows, and a read costs no
+    /// request (a GET was a tenth of the process's CPU at 1,000 clusters). An object the
+    /// cache has not seen (created a moment ago, or before the first list) is asked of the
+    /// API server, so a miss never passes for "does not exist" while the watch catches up.
+    pub async fn get<K: Watched>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<K>>, kube::Error> {
+        let key = reflector::ObjectRef::new(name).within(namespace);
+        if let Some(cached) = self.of::<K>().store.get(&key) {
+            return Ok(Some(cached));
+        }
+        let api: Api<K> = Api::namespaced(self.client.clone(), namespace);
+        Ok(api.get_opt(name).await?.map(Arc::new))
+    }
+}
+
+impl Informers {
+    /// [`Informers::get`] for a kind known by its resource only: from the cache of a typed
+    /// informer of that apiVersion and kind if the process has one, else from the API server.
+    pub async fn get_untyped(
+        &self,
+        resource: &ApiResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<DynamicObject>, kube::Error> {
+        let view = lock(&self.untyped)
+            .get(&(resource.api_version.clone(), resource.kind.clone()))
+            .cloned();
+        if let Some(cached) = view.and_then(|read| read(namespace, name)) {
+            return Ok(Some(cached));
+        }
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, resource);
+        api.get_opt(name).await
+    }
+}
+
+/// A typed cache read as untyped objects.
+type UntypedView = Arc<dyn Fn(&str, &str) -> Option<DynamicObject> + Send + Sync>;
+
+/// `object` as an untyped object. The kinds cached here are the process's own, whose CRDs are
+/// generated from the same types, so the server keeps no field the type would drop.
+fn untyped<K: Serialize>(object: &K) -> Option<DynamicObject> {
+    serde_json::to_value(object)
+        .and_then(serde_json::from_value)
+        .ok()
 }
 
 impl Drop for Informers {
@@ -287,6 +356,23 @@ mod tests {
             });
         }
         out
+    }
+
+    #[test]
+    fn a_cached_object_reads_untyped_with_its_type_and_fields() {
+        let mut cm = map("x");
+        cm.data = Some([("k".to_string(), "v".to_string())].into());
+        let object = untyped(&cm).expect("a ConfigMap serializes");
+        let types = object.types.expect("apiVersion and kind are kept");
+        assert_eq!(
+            (types.api_version.as_str(), types.kind.as_str()),
+            ("v1", "ConfigMap")
+        );
+        assert_eq!(object.metadata.namespace.as_deref(), Some("ns"));
+        assert_eq!(
+            object.data.pointer("/data/k"),
+            Some(&serde_json::json!("v"))
+        );
     }
 
     #[test]

@@ -47,8 +47,7 @@ async fn apply<K: InfraCluster>(
     let Some(cluster_name) = owner_named(&*obj, "Cluster") else {
         return Ok(Action::await_change());
     };
-    let clusters: Api<Cluster> = Api::namespaced(r.ctx.client.clone(), &ns);
-    let Some(cluster) = clusters.get_opt(&cluster_name).await? else {
+    let Some(cluster) = r.informers.get::<Cluster>(&ns, &cluster_name).await? else {
         return Ok(Action::await_change());
     };
     let now = r.ctx.now();

@@ -51,8 +51,8 @@ pub(super) async fn reconcile<K: InfraMachine>(
 
 /// The Machine and Cluster an infrastructure machine belongs to.
 struct Owners {
-    machine: Machine,
-    cluster: Cluster,
+    machine: Arc<Machine>,
+    cluster: Arc<Cluster>,
 }
 
 async fn owners<K: InfraMachine>(obj: &K, r: &Reconciler<K>) -> Result<Option<Owners>, Error> {
@@ -60,12 +60,14 @@ async fn owners<K: InfraMachine>(obj: &K, r: &Reconciler<K>) -> Result<Option<Ow
     let Some(machine_name) = owner_named(obj, "Machine") else {
         return Ok(None);
     };
-    let machines: Api<Machine> = Api::namespaced(r.ctx.client.clone(), &ns);
-    let Some(machine) = machines.get_opt(&machine_name).await? else {
+    let Some(machine) = r.informers.get::<Machine>(&ns, &machine_name).await? else {
         return Ok(None);
     };
-    let clusters: Api<Cluster> = Api::namespaced(r.ctx.client.clone(), &ns);
-    let Some(cluster) = clusters.get_opt(&machine.spec.cluster_name).await? else {
+    let Some(cluster) = r
+        .informers
+        .get::<Cluster>(&ns, &machine.spec.cluster_name)
+        .await?
+    else {
         return Ok(None);
     };
     Ok(Some(Owners { machine, cluster }))

@@ -305,6 +305,8 @@ async fn apply_status<K: InfraObject>(
 pub struct Reconciler<K: Resource<DynamicType = ()>> {
     pub ctx: Context,
     pub wakeups: Wakeups<K>,
+    /// The process's caches, which the owners (Machines, Clusters) are read from.
+    pub informers: Arc<Informers>,
 }
 
 fn error_policy<K: Resource<DynamicType = ()>>(
@@ -326,7 +328,7 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
     );
 }
 
-async fn run_clusters<K: InfraCluster>(ctx: Context, informers: &Informers) {
+async fn run_clusters<K: InfraCluster>(ctx: Context, informers: &Arc<Informers>) {
     let (wakeups, due) = Wakeups::new(ctx.clock.clone());
     let clusters = informers.of::<crate::capi::core::Cluster>();
     crate::capi::triggers::run_to_end(
@@ -343,13 +345,17 @@ async fn run_clusters<K: InfraCluster>(ctx: Context, informers: &Informers) {
             .run(
                 cluster::reconcile::<K>,
                 error_policy::<K>,
-                Arc::new(Reconciler { ctx, wakeups }),
+                Arc::new(Reconciler {
+                    ctx,
+                    wakeups,
+                    informers: informers.clone(),
+                }),
             ),
     )
     .await;
 }
 
-async fn run_machines<K: InfraMachine>(ctx: Context, informers: &Informers) {
+async fn run_machines<K: InfraMachine>(ctx: Context, informers: &Arc<Informers>) {
     let (wakeups, due) = Wakeups::new(ctx.clock.clone());
     let machines = informers.of::<crate::capi::core::Machine>();
     let clusters = informers.of::<crate::capi::core::Cluster>();
@@ -374,7 +380,11 @@ async fn run_machines<K: InfraMachine>(ctx: Context, informers: &Informers) {
             .run(
                 machine::reconcile::<K>,
                 error_policy::<K>,
-                Arc::new(Reconciler { ctx, wakeups }),
+                Arc::new(Reconciler {
+                    ctx,
+                    wakeups,
+                    informers: informers.clone(),
+                }),
             ),
     )
     .await;

@@ -148,7 +148,7 @@ async fn infrastructure(c: &Cluster, r: &Reconciler<Cluster>) -> Result<InfraSta
     };
     let ns = c.namespace().unwrap_or_default();
     let api = r.core.resolver.api(&r.client(), &ns, infra_ref).await?;
-    let Some(obj) = api.get_opt(&infra_ref.name).await? else {
+    let Some(obj) = r.core.read(&ns, infra_ref).await? else {
         let was = status_flag(c, |i| i.infrastructure_provisioned);
         let (reason, message) = if was {
             (
@@ -279,7 +279,7 @@ async fn control_plane(c: &Cluster, r: &Reconciler<Cluster>) -> Result<ControlPl
     };
     let ns = c.namespace().unwrap_or_default();
     let api = r.core.resolver.api(&r.client(), &ns, cp_ref).await?;
-    let Some(obj) = api.get_opt(&cp_ref.name).await? else {
+    let Some(obj) = r.core.read(&ns, cp_ref).await? else {
         return Ok(missing(
             "ObjectDoesNotExist",
             format!("{} does not exist", cp_ref.kind),

@@ -94,7 +94,7 @@ async fn reconcile(
     else {
         return Ok(Action::await_change());
     };
-    let cluster = r.api::<Cluster>(&ns).get_opt(&cluster_name).await?;
+    let cluster = r.core.informers.get::<Cluster>(&ns, &cluster_name).await?;
     if kcp.metadata.deletion_timestamp.is_some() {
         return delete(&kcp, &r, &api, &cluster_name).await;
     }
@@ -307,12 +307,7 @@ async fn infra_template(
     m: &Machine,
 ) -> Option<String> {
     let ns = m.namespace().unwrap_or_default();
-    let obj = r
-        .core
-        .resolver
-        .get(&r.core.ctx.client, &ns, &m.spec.infrastructure_ref)
-        .await
-        .ok()??;
+    let obj = r.core.read(&ns, &m.spec.infrastructure_ref).await.ok()??;
     obj.annotations().get(CLONED_FROM_NAME).cloned()
 }
 
@@ -327,8 +322,9 @@ pub(super) async fn up_to_date(m: &Machine, r: &Reconciler<Machine>) -> Option<C
     match owner.kind.as_str() {
         "KubeadmControlPlane" => {
             let kcp = r
-                .api::<KubeadmControlPlane>(&ns)
-                .get_opt(&owner.name)
+                .core
+                .informers
+                .get::<KubeadmControlPlane>(&ns, &owner.name)
                 .await
                 .ok()??;
             let template = infra_template(r, m).await;

@@ -73,12 +73,13 @@ async fn reconcile(
     let Some(machine_name) = owner_machine(&config) else {
         return Ok(Action::await_change());
     };
-    let Some(machine) = r.api::<Machine>(&ns).get_opt(&machine_name).await? else {
+    let Some(machine) = r.core.informers.get::<Machine>(&ns, &machine_name).await? else {
         return Ok(Action::await_change());
     };
     let Some(cluster) = r
-        .api::<Cluster>(&ns)
-        .get_opt(&machine.spec.cluster_name)
+        .core
+        .informers
+        .get::<Cluster>(&ns, &machine.spec.cluster_name)
         .await?
     else {
         return Ok(Action::await_change());

@@ -98,9 +98,13 @@ async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Actio
     let _running = crate::metrics::reconciled("Machine");
     let ns = m.namespace().unwrap_or_default();
     let api: Api<Machine> = r.api(&ns);
-    let cluster = r.api::<Cluster>(&ns).get_opt(&m.spec.cluster_name).await?;
+    let cluster = r
+        .core
+        .informers
+        .get::<Cluster>(&ns, &m.spec.cluster_name)
+        .await?;
     if m.metadata.deletion_timestamp.is_some() {
-        return delete(&m, &r, &api, cluster.as_ref()).await;
+        return delete(&m, &r, &api, cluster.as_deref()).await;
     }
     if ensure_finalizer(&api, &*m, FINALIZER).await? {
         return Ok(Action::await_change());
@@ -199,7 +203,7 @@ async fn bootstrap(
         });
     };
     let api = r.core.resolver.api(&r.client(), ns, config_ref).await?;
-    let Some(config) = api.get_opt(&config_ref.name).await? else {
+    let Some(config) = r.core.read(ns, config_ref).await? else {
         return Ok(BootstrapState {
             data_secret_name: m.spec.bootstrap.data_secret_name.clone(),
             condition: Condition::new(
@@ -284,7 +288,7 @@ async fn infrastructure(
 ) -> Result<InfraState, Error> {
     let infra_ref = &m.spec.infrastructure_ref;
     let api = r.core.resolver.api(&r.client(), ns, infra_ref).await?;
-    let Some(infra) = api.get_opt(&infra_ref.name).await? else {
+    let Some(infra) = r.core.read(ns, infra_ref).await? else {
         return Ok(InfraState {
             provisioned: false,
             provider_id: m.spec.provider_id.clone(),

@@ -109,7 +109,12 @@ async fn reconcile(
     if ensure_finalizer(&api, &*md, FINALIZER).await? {
         return Ok(Action::await_change());
     }
-    let Some(cluster) = r.api::<Cluster>(&ns).get_opt(&md.spec.cluster_name).await? else {
+    let Some(cluster) = r
+        .core
+        .informers
+        .get::<Cluster>(&ns, &md.spec.cluster_name)
+        .await?
+    else {
         return Ok(Action::await_change());
     };
     adopt_by_cluster(&api, &md, &cluster).await?;
@@ -368,7 +373,7 @@ pub(super) async fn up_to_date(
     set: &str,
 ) -> Option<Condition> {
     let ns = m.namespace().unwrap_or_default();
-    let ms = r.api::<MachineSet>(&ns).get_opt(set).await.ok()??;
+    let ms = r.core.informers.get::<MachineSet>(&ns, set).await.ok()??;
     let md_name = ms
         .owner_references()
         .iter()
@@ -376,8 +381,9 @@ pub(super) async fn up_to_date(
         .name
         .clone();
     let md = r
-        .api::<MachineDeployment>(&ns)
-        .get_opt(&md_name)
+        .core
+        .informers
+        .get::<MachineDeployment>(&ns, &md_name)
         .await
         .ok()??;
     let (have, want) = (&ms.spec.template.spec, &md.spec.template.spec);

@@ -78,11 +78,15 @@ async fn reconcile(ms: Arc<MachineSet>, r: Arc<Reconciler<MachineSet>>) -> Resul
     if ensure_finalizer(&api, &*ms, FINALIZER).await? {
         return Ok(Action::await_change());
     }
-    let cluster = r.api::<Cluster>(&ns).get_opt(&ms.spec.cluster_name).await?;
+    let cluster = r
+        .core
+        .informers
+        .get::<Cluster>(&ns, &ms.spec.cluster_name)
+        .await?;
     let now = r.core.ctx.now();
     let mut status = ms.status.clone().unwrap_or_default();
     let mut conds = status.conditions.take().unwrap_or_default();
-    if let Some(why) = paused(&*ms, cluster.as_ref().is_some_and(Cluster::paused)) {
+    if let Some(why) = paused(&*ms, cluster.as_deref().is_some_and(Cluster::paused)) {
         conditions::set(
             &mut conds,
             Condition::new("Paused", true, "Paused", why),

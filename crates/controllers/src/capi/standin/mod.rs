@@ -64,6 +64,25 @@ pub struct Core {
     pub probed: std::sync::Mutex<std::collections::HashMap<String, chrono::DateTime<chrono::Utc>>>,
 }
 
+impl Core {
+    /// The object a contract reference points at, from the process's caches where one holds
+    /// its kind (see [`crate::informers::Informers::get_untyped`]).
+    pub async fn read(
+        &self,
+        namespace: &str,
+        r: &crate::capi::core::ContractRef,
+    ) -> Result<Option<kube::api::DynamicObject>, objects::RefError> {
+        let resource = self
+            .resolver
+            .resolve(&self.ctx.client, &r.api_group, &r.kind)
+            .await?;
+        Ok(self
+            .informers
+            .get_untyped(&resource, namespace, &r.name)
+            .await?)
+    }
+}
+
 /// One controller's state: the shared core and this kind's wakeups.
 pub struct Reconciler<K: Resource<DynamicType = ()>> {
     pub core: Arc<Core>,

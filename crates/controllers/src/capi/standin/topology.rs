@@ -93,7 +93,12 @@ pub(super) async fn reconcile(
     }
     let initialized = c.control_plane_initialized();
     let kcp = match &c.spec.control_plane_ref {
-        Some(cp) => r.api::<KubeadmControlPlane>(&ns).get_opt(&cp.name).await?,
+        Some(cp) => {
+            r.core
+                .informers
+                .get::<KubeadmControlPlane>(&ns, &cp.name)
+                .await?
+        }
         None => None,
     };
     let cp_version = kcp
@@ -120,7 +125,7 @@ pub(super) async fn reconcile(
             "MachineDeployments are created once the control plane is initialized".to_string(),
         );
     }
-    if let Err(e) = health_checks(c, r, &class, kcp.as_ref()).await {
+    if let Err(e) = health_checks(c, r, &class, kcp.as_deref()).await {
         return Ok(failed(e));
     }
     Ok(condition(
@@ -288,7 +293,13 @@ async fn control_plane(
     if let Some(cp_ref) = c.spec.control_plane_ref.clone() {
         // Replicas and version flow down.
         let api: Api<KubeadmControlPlane> = r.api(&ns);
-        let Some(kcp) = api.get_opt(&cp_ref.name).await? else {
+        // From the cache: a copy a moment old only repeats a patch of the same values.
+        let Some(kcp) = r
+            .core
+            .informers
+            .get::<KubeadmControlPlane>(&ns, &cp_ref.name)
+            .await?
+        else {
             return Ok(());
         };
         let mut spec = serde_json::Map::new();
