@@ -29,6 +29,7 @@
 //! ```
 
 mod bootstrap;
+pub mod etcd;
 mod machines;
 mod pki;
 mod sni;
@@ -44,6 +45,7 @@ pub use sni::{server_name, SNI_SUFFIX};
 pub use workloads::WorkloadConfig;
 
 use infrasim_clock::{SharedClock, SystemClock};
+use infrasim_etcd_sim::EtcdCluster;
 use infrasim_kube_api::kubeconfig::{self, KubeconfigSpec};
 use infrasim_kube_api::pki::PkiError;
 use infrasim_kube_api::{ApiConfig, ApiServer, ServeError};
@@ -130,6 +132,8 @@ pub struct Cloud {
     reserved: Mutex<HashMap<String, tokio::net::TcpListener>>,
     router: Arc<sni::Router>,
     shared: Mutex<Option<SocketAddr>>,
+    /// The next cluster's number (see [`machines::RuntimeConfig::cluster_index`]).
+    next_index: std::sync::atomic::AtomicU32,
 }
 
 impl Cloud {
@@ -158,6 +162,7 @@ impl Cloud {
             reserved: Mutex::new(HashMap::new()),
             router: Arc::new(sni::Router::default()),
             shared: Mutex::new(None),
+            next_index: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -342,11 +347,11 @@ impl Cloud {
                 return Err(e.into());
             }
         };
+        // Never reused: a cluster's node addresses must not repeat another's, even one
+        // deleted before it was created.
         let index = self
-            .clusters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len() as u32;
+            .next_index
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let server = ApiServer::new(
             group.clone(),
             ca.clone(),
@@ -356,7 +361,11 @@ impl Cloud {
                 ..ApiConfig::default()
             },
         );
-        let tls = match server.tls_config(&serving) {
+        let etcd = EtcdCluster::new(self.clock.clone());
+        let tls = match server
+            .set_sidecar(etcd::sidecar(&etcd, &pki.etcd_ca.cert_pem))
+            .and_then(|()| server.tls_config(&serving))
+        {
             Ok(t) => t,
             Err(e) => {
                 release_port();
@@ -372,18 +381,19 @@ impl Cloud {
             shape.workloads.clone(),
             workloads_stopped,
         ));
-        let runtime = machines::Runtime::new(
-            shape.clone(),
-            self.router.clone(),
-            index,
+        let runtime = machines::Runtime::new(machines::RuntimeConfig {
+            shape: shape.clone(),
+            router: self.router.clone(),
+            cluster_index: index,
             group,
-            self.clock.clone(),
+            clock: self.clock.clone(),
             server,
             tls,
             listener,
             endpoint,
-            ca.cert_pem.clone(),
-        );
+            ca_pem: ca.cert_pem.clone(),
+            etcd,
+        });
         let kubeconfig = kubeconfig::render(&KubeconfigSpec {
             cluster_name: &shape.name,
             user_name: &format!("{}-admin", shape.name),
@@ -444,6 +454,11 @@ impl Cloud {
 
     fn runtime(&self, name: &str) -> Option<Arc<machines::Runtime>> {
         self.with_cluster(name, |r| r.runtime.clone())
+    }
+
+    /// A cluster's etcd (its members follow the control-plane machines).
+    pub fn etcd(&self, name: &str) -> Option<EtcdCluster> {
+        self.with_cluster(name, |r| r.runtime.etcd.clone())
     }
 
     /// A cluster's certificate authorities and service-account key (what Cluster API keeps

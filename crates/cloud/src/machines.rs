@@ -10,11 +10,12 @@
 
 use crate::bootstrap::{
     self, kubernetes_endpoints, machine_ip, Machine, MachineBehaviour, Provisioning, ADDON_PHASES,
-    API_SERVER_PHASE, STATIC_PODS,
+    API_SERVER_PHASE, ETCD_PHASE, STATIC_PODS,
 };
 use crate::sni::Router;
 use crate::{CloudError, ClusterShape};
 use infrasim_clock::SharedClock;
+use infrasim_etcd_sim::EtcdCluster;
 use infrasim_kube_api::ApiServer;
 use infrasim_store::{DeleteOptions, Group, ObjectKey};
 use std::collections::BTreeMap;
@@ -67,10 +68,28 @@ struct State {
     addons_task: Option<tokio::task::AbortHandle>,
 }
 
+/// What a cluster's runtime is made of (see [`Runtime::new`]).
+pub(crate) struct RuntimeConfig {
+    pub shape: ClusterShape,
+    /// The shared listener's routes: the cluster is there while its endpoint is open.
+    pub router: Arc<Router>,
+    /// The cluster's number in the cloud, which fixes its node addresses.
+    pub cluster_index: u32,
+    pub group: Arc<Group>,
+    pub clock: SharedClock,
+    pub server: ApiServer,
+    pub tls: Arc<rustls::ServerConfig>,
+    /// The endpoint's listener, bound by the cloud so the port is the cluster's.
+    pub listener: tokio::net::TcpListener,
+    pub endpoint: SocketAddr,
+    pub ca_pem: String,
+    /// The cluster's etcd, whose members follow the control-plane machines.
+    pub etcd: EtcdCluster,
+}
+
 /// What one cluster's machines share.
 pub(crate) struct Runtime {
     pub shape: ClusterShape,
-    /// The shared listener's routes: the cluster is there while its endpoint is open.
     pub router: Arc<Router>,
     pub cluster_index: u32,
     pub group: Arc<Group>,
@@ -79,37 +98,27 @@ pub(crate) struct Runtime {
     pub tls: Arc<rustls::ServerConfig>,
     pub endpoint: SocketAddr,
     pub ca_pem: String,
+    pub etcd: EtcdCluster,
     state: Mutex<State>,
     api_up: watch::Sender<bool>,
 }
 
 impl Runtime {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        shape: ClusterShape,
-        router: Arc<Router>,
-        cluster_index: u32,
-        group: Arc<Group>,
-        clock: SharedClock,
-        server: ApiServer,
-        tls: Arc<rustls::ServerConfig>,
-        listener: tokio::net::TcpListener,
-        endpoint: SocketAddr,
-        ca_pem: String,
-    ) -> Arc<Self> {
+    pub fn new(config: RuntimeConfig) -> Arc<Self> {
         // A cluster that comes up step by step refuses connections until its first API
         // server serves; its port stays reserved in the cloud's port set meanwhile.
-        let reserved = shape.startup.is_zero().then_some(listener);
+        let reserved = config.shape.startup.is_zero().then_some(config.listener);
         Arc::new(Runtime {
-            shape,
-            router,
-            cluster_index,
-            group,
-            clock,
-            server,
-            tls,
-            endpoint,
-            ca_pem,
+            shape: config.shape,
+            router: config.router,
+            cluster_index: config.cluster_index,
+            group: config.group,
+            clock: config.clock,
+            server: config.server,
+            tls: config.tls,
+            endpoint: config.endpoint,
+            ca_pem: config.ca_pem,
+            etcd: config.etcd,
             state: Mutex::new(State {
                 reserved,
                 ..State::default()
@@ -248,6 +257,10 @@ impl Runtime {
             &self.group,
             bootstrap::machine_phase(&self.shape, self.cluster_index, machine, step, &self.now()),
         );
+        if machine.control_plane && step == ETCD_PHASE {
+            let (peer, client) = crate::etcd::member_urls(&machine_ip(self.cluster_index, machine));
+            self.etcd.start_member(&machine.name, &peer, &client);
+        }
         if machine.control_plane && step == API_SERVER_PHASE {
             self.api_server_started(machine).await;
         }
@@ -391,6 +404,9 @@ impl Runtime {
                     self.api_server_stopped(name);
                 }
             }
+            // Its etcd member goes with it (the last member stays: a cluster keeps its
+            // etcd until the cluster goes).
+            let _ = self.etcd.remove_member_named(name);
         }
         delete("leases.coordination.k8s.io", "kube-node-lease", name);
         delete("nodes", "", name);

@@ -56,7 +56,9 @@ impl std::fmt::Debug for EtcdCluster {
 impl EtcdCluster {
     /// An empty cluster (no members yet) whose leases expire on `clock`.
     pub fn new(clock: SharedClock) -> Self {
-        let (events, _) = broadcast::channel(256);
+        // Watches that fall behind catch up from the history, so a short queue will do (thousands
+        // of clusters each have one).
+        let (events, _) = broadcast::channel(16);
         EtcdCluster {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {

@@ -38,6 +38,20 @@ impl MemberService {
             .add_service(MaintenanceServer::new(self))
     }
 
+    /// Answers one gRPC request (an HTTP/2 request with `content-type: application/grpc`)
+    /// as this member, for a server that hands its gRPC requests over.
+    pub async fn handle<B>(self, req: http::Request<B>) -> http::Response<tonic::body::Body>
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send,
+    {
+        use tonic::codegen::Service;
+        match self.routes().call(req).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    }
+
     pub(crate) fn header(&self, state: &State) -> pb::ResponseHeader {
         pb::ResponseHeader {
             cluster_id: state.members.cluster_id,

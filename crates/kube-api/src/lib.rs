@@ -103,6 +103,7 @@ pub mod resources;
 mod scale;
 pub mod selectors;
 mod server;
+pub mod sidecar;
 pub mod status;
 pub mod strategic;
 pub mod table;
@@ -112,3 +113,4 @@ mod watch;
 
 pub use auth::Identity;
 pub use server::{tls_config, ApiConfig, ApiServer, LocalService, ServeError};
+pub use sidecar::{Sidecar, SidecarBody, SidecarError, SidecarService};

@@ -4,6 +4,7 @@ use crate::auth::{Identity, TokenAuthenticator};
 use crate::http::{error_response, Body};
 use crate::pki::{CertificateAuthority, KeyedCert};
 use crate::resources::Registry;
+use crate::sidecar::{EndpointBody, Issuer, Sidecar};
 use crate::status::ApiError;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -52,6 +53,14 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
 }
 
+/// A sidecar and the CAs that decide who reaches which side.
+#[derive(Debug)]
+pub(crate) struct SidecarRoute {
+    sidecar: Sidecar,
+    sidecar_ca: Issuer,
+    api_ca: Issuer,
+}
+
 /// Everything a request handler reads.
 #[derive(Debug)]
 pub(crate) struct State {
@@ -65,6 +74,9 @@ pub(crate) struct State {
     pub terminating: Mutex<HashSet<String>>,
     /// The decoded RBAC objects, until one changes.
     pub rbac: crate::authz::RbacCache,
+    /// A protocol served beside the API, with the issuers that tell its clients from the
+    /// API's (set once, before the TLS configuration is made).
+    pub sidecar: std::sync::OnceLock<SidecarRoute>,
 }
 
 /// A Kubernetes API server over one store group. Cheap to clone.
@@ -93,6 +105,7 @@ impl ApiServer {
                 config,
                 terminating: Mutex::new(HashSet::new()),
                 rbac: Default::default(),
+                sidecar: std::sync::OnceLock::new(),
             }),
         };
         crate::namespaces::bootstrap(&server.state);
@@ -141,9 +154,28 @@ impl ApiServer {
     }
 
     /// A rustls configuration serving `cert` and verifying client certificates against the
-    /// server's CA (clients without one may still use a bearer token).
+    /// server's CA (clients without one may still use a bearer token), and against the
+    /// sidecar's CA if it has one.
     pub fn tls_config(&self, cert: &KeyedCert) -> Result<Arc<rustls::ServerConfig>, ServeError> {
-        tls_config(&self.state.ca, cert)
+        let mut cas = vec![self.state.ca.cert_pem.as_str()];
+        if let Some(route) = self.state.sidecar.get() {
+            cas.push(route.sidecar.client_ca_pem.as_str());
+        }
+        tls_config_for(&cas, cert)
+    }
+
+    /// Serves `sidecar` beside the API on this server's connections. Set it before making
+    /// the TLS configuration, which must accept the sidecar's client certificates.
+    pub fn set_sidecar(&self, sidecar: Sidecar) -> Result<(), ServeError> {
+        let route = SidecarRoute {
+            sidecar_ca: Issuer::new(&sidecar.client_ca_pem)?,
+            api_ca: Issuer::new(&self.state.ca.cert_pem)?,
+            sidecar,
+        };
+        self.state
+            .sidecar
+            .set(route)
+            .map_err(|_| ServeError::Tls("the server already has a sidecar".into()))
     }
 
     /// Serves HTTPS on `listener` until `shutdown` completes; then the listener closes and so
@@ -207,22 +239,56 @@ impl ApiServer {
         tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
         peer: SocketAddr,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        let identity = tls
+        let chain: Vec<CertificateDer<'static>> = tls
             .get_ref()
             .1
             .peer_certificates()
-            .and_then(|certs| certs.first())
+            .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
+            .unwrap_or_default();
+        let sidecar = self.state.sidecar.get();
+        // With a sidecar the handshake accepted either CA's certificates: only the API's CA
+        // makes an API identity, only the sidecar's opens the sidecar.
+        let api_cert = sidecar.is_none_or(|route| route.api_ca.issued(&chain));
+        let sidecar_cert = sidecar.is_some_and(|route| route.sidecar_ca.issued(&chain));
+        let identity = chain
+            .first()
+            .filter(|_| api_cert)
             .and_then(Identity::from_certificate);
         tracing::trace!(%peer, ?identity, "connection");
         let service = service_fn(move |req: http::Request<Incoming>| {
             let server = self.clone();
             let identity = identity.clone();
-            async move { Ok::<_, std::convert::Infallible>(server.handle(req, identity).await) }
+            async move {
+                Ok::<_, std::convert::Infallible>(server.route(req, identity, sidecar_cert).await)
+            }
         });
         hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
             .serve_connection_with_upgrades(TokioIo::new(tls), service)
             .await?;
         Ok(())
+    }
+}
+
+impl ApiServer {
+    /// Sends a request of a connection to the sidecar (if it is one, and the connection's
+    /// certificate may use it) or to the API.
+    async fn route(
+        &self,
+        req: http::Request<Incoming>,
+        identity: Option<Identity>,
+        sidecar_cert: bool,
+    ) -> http::Response<EndpointBody> {
+        let sidecar = self
+            .state
+            .sidecar
+            .get()
+            .filter(|r| crate::sidecar::wants(&r.sidecar, &req))
+            .map(|r| (r.sidecar.service.clone(), r.sidecar.refuse));
+        match sidecar {
+            Some((serve, _)) if sidecar_cert => serve(req).await.map(EndpointBody::Sidecar),
+            Some((_, refuse)) => refuse().map(EndpointBody::Sidecar),
+            None => self.handle(req, identity).await.map(EndpointBody::Api),
+        }
     }
 }
 
@@ -276,11 +342,19 @@ pub fn tls_config(
     ca: &CertificateAuthority,
     cert: &KeyedCert,
 ) -> Result<Arc<rustls::ServerConfig>, ServeError> {
+    tls_config_for(&[&ca.cert_pem], cert)
+}
+
+/// The TLS configuration of a server whose clients present certificates signed by any of
+/// `cas` (PEM).
+fn tls_config_for(cas: &[&str], cert: &KeyedCert) -> Result<Arc<rustls::ServerConfig>, ServeError> {
     let tls_err = |e: &dyn std::fmt::Display| ServeError::Tls(e.to_string());
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
-    for ca_cert in parse_certs(&ca.cert_pem)? {
-        roots.add(ca_cert).map_err(|e| tls_err(&e))?;
+    for ca_pem in cas {
+        for ca_cert in parse_certs(ca_pem)? {
+            roots.add(ca_cert).map_err(|e| tls_err(&e))?;
+        }
     }
     let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .allow_unauthenticated()
@@ -301,7 +375,7 @@ pub fn tls_config(
     Ok(Arc::new(config))
 }
 
-fn parse_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, ServeError> {
+pub(crate) fn parse_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, ServeError> {
     CertificateDer::pem_slice_iter(pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| ServeError::Tls(e.to_string()))

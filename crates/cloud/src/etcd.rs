@@ -1,0 +1,61 @@
+//! A cluster's etcd: one simulated etcd cluster per workload cluster, whose members follow
+//! the control-plane machines (a member starts with a machine's etcd step, named after its
+//! node, and goes with the machine), reached on the cluster's endpoint by gRPC requests.
+//!
+//! The endpoint is a load balancer in front of the control planes in Cluster API's clusters;
+//! here the member that answers there is the leader. Only client certificates of the etcd CA
+//! reach etcd, as kubeadm configures it (see kube-api's sidecar).
+
+use http_body_util::BodyExt;
+use infrasim_etcd_sim::{EtcdCluster, MemberService};
+use infrasim_kube_api::{Sidecar, SidecarBody, SidecarError};
+use std::sync::Arc;
+
+/// etcd's client port, as kubeadm's static pod serves it.
+pub const CLIENT_PORT: u16 = 2379;
+/// etcd's peer port.
+pub const PEER_PORT: u16 = 2380;
+
+/// The URLs member `ip` advertises: (peer, client).
+pub fn member_urls(ip: &str) -> (String, String) {
+    (
+        format!("https://{ip}:{PEER_PORT}"),
+        format!("https://{ip}:{CLIENT_PORT}"),
+    )
+}
+
+/// The endpoint's gRPC side, answered by `etcd`'s leader, open to certificates of `etcd_ca_pem`.
+pub fn sidecar(etcd: &EtcdCluster, etcd_ca_pem: &str) -> Sidecar {
+    let etcd = etcd.clone();
+    Sidecar {
+        content_type: "application/grpc",
+        client_ca_pem: etcd_ca_pem.to_string(),
+        service: Arc::new(move |req| {
+            let etcd = etcd.clone();
+            Box::pin(async move {
+                let Some(leader) = etcd.leader() else {
+                    return boxed(tonic_status(tonic::Status::unavailable(
+                        "etcdserver: no leader (no control-plane machine has started etcd yet)",
+                    )));
+                };
+                boxed(MemberService::new(etcd, leader).handle(req).await)
+            })
+        }),
+        refuse: || {
+            boxed(tonic_status(tonic::Status::unauthenticated(
+                "etcd accepts only client certificates signed by the cluster's etcd CA",
+            )))
+        },
+    }
+}
+
+fn tonic_status(status: tonic::Status) -> http::Response<tonic::body::Body> {
+    status.into_http()
+}
+
+fn boxed(response: http::Response<tonic::body::Body>) -> http::Response<SidecarBody> {
+    response.map(|body| {
+        body.map_err(|status| SidecarError(Box::new(status)))
+            .boxed_unsync()
+    })
+}

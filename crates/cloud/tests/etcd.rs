@@ -1,0 +1,153 @@
+//! Each cluster's etcd: members follow the control-plane machines, and etcdctl 3.4 (Debian's
+//! etcd-client) reaches them on the cluster's endpoint with etcd client certificates, while
+//! the API keeps its own clients apart.
+
+mod common;
+use infrasim_cloud::{Cloud, CloudConfig, ClusterShape};
+use std::path::{Path, PathBuf};
+
+fn shape(name: &str) -> ClusterShape {
+    ClusterShape {
+        name: name.into(),
+        control_planes: 3,
+        workers: 1,
+        kubernetes_version: "v1.31.0".into(),
+        ..ClusterShape::default()
+    }
+}
+
+fn cloud() -> Cloud {
+    Cloud::new(CloudConfig {
+        ports: 23500..=23540,
+        ..CloudConfig::default()
+    })
+}
+
+/// Writes the CA that signs the endpoint, and a client certificate of `ca` for etcdctl.
+fn credentials(dir: &Path, endpoint_ca: &str, ca: &infrasim_kube_api::pki::CertificateAuthority) {
+    std::fs::create_dir_all(dir).expect("temp dir");
+    let client = ca
+        .client_cert("kube-apiserver-etcd-client", &[])
+        .expect("a client certificate");
+    std::fs::write(dir.join("ca.crt"), endpoint_ca).expect("write");
+    std::fs::write(dir.join("client.crt"), client.cert_pem).expect("write");
+    std::fs::write(dir.join("client.key"), client.key_pem).expect("write");
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("infrasim-etcd-{name}-{}", std::process::id()))
+}
+
+async fn etcdctl(endpoint: &str, dir: &Path, args: &[&str]) -> std::process::Output {
+    tokio::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints=https://{endpoint}"))
+        .arg(format!("--cacert={}", dir.join("ca.crt").display()))
+        .arg(format!("--cert={}", dir.join("client.crt").display()))
+        .arg(format!("--key={}", dir.join("client.key").display()))
+        .arg("--command-timeout=10s")
+        .args(args)
+        .output()
+        .await
+        .expect("etcdctl runs (Debian's etcd-client; scripts/test-all installs it)")
+}
+
+#[tokio::test]
+async fn members_follow_the_control_plane_machines() {
+    let cloud = cloud();
+    cloud.create_cluster(shape("m")).await.expect("a cluster");
+    let etcd = cloud.etcd("m").expect("the cluster has etcd");
+    for n in 0..3 {
+        let name = format!("m-control-plane-{n}");
+        let member = etcd
+            .member_named(&name)
+            .expect("a member per control plane");
+        assert_eq!(member.client_urls.len(), 1);
+        assert!(
+            member.peer_urls[0].ends_with(":2380"),
+            "{:?}",
+            member.peer_urls
+        );
+    }
+    assert!(etcd.member_named("m-worker-0").is_none());
+    let first = etcd.member_named("m-control-plane-0").map(|m| m.id);
+    assert_eq!(etcd.leader(), first);
+    assert!(cloud.remove_machine("m", "m-control-plane-0"));
+    assert!(etcd.member_named("m-control-plane-0").is_none());
+    let leader = etcd.leader().expect("another member leads");
+    assert_ne!(Some(leader), first);
+    assert!(cloud.delete_cluster("m"));
+}
+
+#[tokio::test]
+async fn etcdctl_reaches_etcd_on_the_endpoint_with_etcd_certificates_only() {
+    let cloud = cloud();
+    let info = cloud.create_cluster(shape("e")).await.expect("a cluster");
+    let pki = cloud.pki("e").expect("the cluster's PKI");
+    let endpoint = info.endpoint.to_string();
+
+    let etcd_dir = temp_dir("etcd");
+    credentials(&etcd_dir, &pki.ca.cert_pem, &pki.etcd_ca);
+    let out = etcdctl(&endpoint, &etcd_dir, &["member", "list"]).await;
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for n in 0..3 {
+        assert!(listed.contains(&format!("e-control-plane-{n}")), "{listed}");
+    }
+    let put = etcdctl(&endpoint, &etcd_dir, &["put", "k", "v"]).await;
+    assert!(
+        put.status.success(),
+        "{}",
+        String::from_utf8_lossy(&put.stderr)
+    );
+
+    // A Kubernetes client certificate (of the cluster CA) does not open etcd.
+    let api_dir = temp_dir("api");
+    credentials(&api_dir, &pki.ca.cert_pem, &pki.ca);
+    let refused = etcdctl(&endpoint, &api_dir, &["member", "list"]).await;
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && said.contains("etcd CA"),
+        "{said}"
+    );
+
+    // And an etcd client certificate is nobody to the Kubernetes API.
+    let etcd_client = pki
+        .etcd_ca
+        .client_cert("kubernetes-admin", &["system:masters"])
+        .expect("a certificate");
+    let kubeconfig =
+        infrasim_kube_api::kubeconfig::render(&infrasim_kube_api::kubeconfig::KubeconfigSpec {
+            cluster_name: "e",
+            user_name: "etcd-client",
+            server: &format!("https://{endpoint}"),
+            ca_pem: &pki.ca.cert_pem,
+            client_cert_pem: &etcd_client.cert_pem,
+            client_key_pem: &etcd_client.key_pem,
+            tls_server_name: None,
+        });
+    let client = common::client(&kubeconfig).await;
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+    match nodes.list(&Default::default()).await {
+        Err(kube::Error::Api(e)) => assert!(e.code == 401 || e.code == 403, "{e:?}"),
+        other => panic!("an etcd certificate listed nodes: {other:?}"),
+    }
+    // The cluster's own admin still works.
+    let admin = common::client(&info.kubeconfig).await;
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(admin);
+    assert_eq!(
+        nodes
+            .list(&Default::default())
+            .await
+            .expect("nodes")
+            .items
+            .len(),
+        4
+    );
+    let _ = std::fs::remove_dir_all(etcd_dir);
+    let _ = std::fs::remove_dir_all(api_dir);
+}
