@@ -376,3 +376,27 @@ def test_daemonset_history_and_undo(fleet):
     # The first template is current again: its revision is renumbered, not duplicated.
     revisions = kubectl(kc, *ks, "get", "controllerrevisions", "-o", "jsonpath={.items[*].revision}").stdout.split()
     assert sorted(revisions) == ["2", "3"]
+
+
+def test_etcdctl_reaches_each_clusters_etcd_with_the_files_fleet_writes(fleet):
+    out, lines = fleet
+    table = {l.split()[0]: l.split()[1] for l in lines if l.startswith("wl-")}
+    endpoint = table["wl-0"]
+    files = out / "wl-0-etcd"
+    etcdctl = ["etcdctl", f"--endpoints={endpoint}", f"--cacert={files / 'ca.crt'}",
+               f"--cert={files / 'client.crt'}", f"--key={files / 'client.key'}", "--command-timeout=10s"]
+    env = {**os.environ, "ETCDCTL_API": "3"}
+    members = subprocess.run([*etcdctl, "member", "list"], capture_output=True, text=True, timeout=30, env=env)
+    assert members.returncode == 0, members.stderr
+    assert ", started, wl-0-control-plane-0, https://" in members.stdout
+    status = subprocess.run([*etcdctl, "endpoint", "status", "-w", "json"], capture_output=True, text=True,
+                            timeout=30, env=env)
+    assert status.returncode == 0, status.stderr
+    assert '"version":"3.5.16"' in status.stdout
+    # wl-1's etcd files do not open wl-0's etcd: each cluster has its own etcd CA.
+    other = out / "wl-1-etcd"
+    crossed = subprocess.run(["etcdctl", f"--endpoints={endpoint}", f"--cacert={files / 'ca.crt'}",
+                              f"--cert={other / 'client.crt'}", f"--key={other / 'client.key'}",
+                              "--command-timeout=5s", "member", "list"],
+                             capture_output=True, text=True, timeout=30, env=env)
+    assert crossed.returncode != 0

@@ -16,6 +16,40 @@ pub const CLIENT_PORT: u16 = 2379;
 /// etcd's peer port.
 pub const PEER_PORT: u16 = 2380;
 
+/// What etcdctl needs to reach a cluster's etcd: a CA bundle that verifies the endpoint (the
+/// cluster CA) and the members' own serving certificates (the etcd CA), and a client
+/// certificate of the etcd CA.
+#[derive(Clone)]
+pub struct EtcdCredentials {
+    pub ca_bundle_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl EtcdCredentials {
+    /// Signs a client certificate for `user` with the cluster's etcd CA.
+    pub fn new(
+        pki: &crate::ClusterPki,
+        user: &str,
+    ) -> Result<Self, infrasim_kube_api::pki::PkiError> {
+        let client = pki.etcd_ca.client_cert(user, &[])?;
+        Ok(EtcdCredentials {
+            ca_bundle_pem: format!("{}{}", pki.ca.cert_pem, pki.etcd_ca.cert_pem),
+            cert_pem: client.cert_pem,
+            key_pem: client.key_pem,
+        })
+    }
+
+    /// Writes `ca.crt`, `client.crt` and `client.key` (owner-only) into `dir`, for
+    /// `etcdctl --cacert DIR/ca.crt --cert DIR/client.crt --key DIR/client.key`.
+    pub fn write(&self, dir: &std::path::Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("ca.crt"), &self.ca_bundle_pem)?;
+        infrasim_kube_api::pki::write_private(&dir.join("client.crt"), &self.cert_pem)?;
+        infrasim_kube_api::pki::write_private(&dir.join("client.key"), &self.key_pem)
+    }
+}
+
 /// The URLs member `ip` advertises: (peer, client).
 pub fn member_urls(ip: &str) -> (String, String) {
     (

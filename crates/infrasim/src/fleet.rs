@@ -2,6 +2,7 @@
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use infrasim_cloud::etcd::EtcdCredentials;
 use infrasim_cloud::{Cloud, CloudConfig, ClusterShape, WorkloadConfig};
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -102,6 +103,11 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
             let path = args.out.join(format!("{name}.sni.kubeconfig"));
             infrasim_kube_api::pki::write_private(&path, kc)?;
         }
+        // etcdctl's files: `--cacert DIR/<name>-etcd/ca.crt --cert .../client.crt --key ...`.
+        if let Some(pki) = cloud.pki(&name) {
+            EtcdCredentials::new(&pki, "infrasim-etcdctl")?
+                .write(&args.out.join(format!("{name}-etcd")))?;
+        }
         bar.inc(1);
     }
     // Then until every cluster is up: bootstrapped, with CoreDNS and kube-proxy running, as
@@ -137,6 +143,10 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
             args.out.display()
         );
     }
+    println!(
+        "etcd on each endpoint: etcdctl --endpoints https://<endpoint> --cacert {dir}/<name>-etcd/ca.crt --cert {dir}/<name>-etcd/client.crt --key {dir}/<name>-etcd/client.key",
+        dir = args.out.display()
+    );
     println!("fleet ready; Ctrl-C stops it");
     crate::shutdown_signal().await;
     Ok(())
