@@ -224,6 +224,38 @@ async fn a_cluster_class_cluster_comes_up_scales_upgrades_and_goes() {
         .iter()
         .all(|m| m.spec.version.as_deref() == Some("v1.32.0")));
 
+    // etcd's members are the control-plane machines' nodes, the replaced ones removed.
+    let etcd = plane.cloud.etcd("t1.default").expect("the cluster's etcd");
+    let nodes: Vec<String> = all
+        .iter()
+        .filter(|m| m.is_control_plane())
+        .filter_map(|m| Some(m.status.as_ref()?.node_ref.as_ref()?.name.clone()))
+        .collect();
+    assert_eq!(nodes.len(), 3);
+    for node in &nodes {
+        assert!(
+            etcd.member_named(node).is_some(),
+            "{node} is an etcd member"
+        );
+    }
+    assert_eq!(etcd.lock().members.list().len(), 3);
+    // The control plane's etcd client, through the cluster's endpoint with a certificate of
+    // the `t1-etcd` CA: removing the leader's member moves leadership off it first.
+    let leader = etcd.leader().expect("a leader");
+    let leading = nodes
+        .iter()
+        .find(|n| etcd.member_named(n).map(|m| m.id) == Some(leader))
+        .expect("the leader is a control plane's member")
+        .clone();
+    standin::etcd::remove_member(&plane.client, NS, "t1", &leading)
+        .await
+        .expect("etcd answers on the endpoint");
+    assert!(etcd.member_named(&leading).is_none());
+    let heir = etcd.leader().expect("leadership moved");
+    assert!(nodes
+        .iter()
+        .any(|n| n != &leading && etcd.member_named(n).map(|m| m.id) == Some(heir)));
+
     // Deleting the Cluster removes every object and closes the endpoint.
     let endpoint = c.spec.control_plane_endpoint.clone().unwrap();
     clusters

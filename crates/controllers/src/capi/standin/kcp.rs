@@ -247,8 +247,9 @@ async fn kubeadm_config_exists(r: &Reconciler<KubeadmControlPlane>, cluster: &Cl
     matches!(cms.get_opt("kubeadm-config").await, Ok(Some(_)))
 }
 
-/// Lets deleting machines go once they wait on the control plane's pre-terminate hook: their
-/// etcd member goes with their static pods when the infrastructure machine is deleted.
+/// Lets deleting machines go once they wait on the control plane's pre-terminate hook, after
+/// removing their etcd member (and moving etcd's leadership off it) through the cluster's
+/// etcd API, as upstream's control plane does.
 async fn release_cleanup_hooks(
     r: &Reconciler<KubeadmControlPlane>,
     machines: &[Machine],
@@ -264,7 +265,12 @@ async fn release_cleanup_hooks(
             .and_then(|c| conditions::find(c, "Deleting").cloned())
             .is_some_and(|c| c.reason == "WaitingForPreTerminateHook");
         if waiting && m.annotations().contains_key(CLEANUP_HOOK) {
-            let api: Api<Machine> = r.api(&m.namespace().unwrap_or_default());
+            let ns = m.namespace().unwrap_or_default();
+            if let Some(node) = m.status.as_ref().and_then(|s| s.node_ref.as_ref()) {
+                super::etcd::remove_member(&r.client(), &ns, &m.spec.cluster_name, &node.name)
+                    .await?;
+            }
+            let api: Api<Machine> = r.api(&ns);
             let patch = json!({"metadata": {"annotations": {CLEANUP_HOOK: null}}});
             api.patch(
                 &m.name_any(),

@@ -11,6 +11,7 @@
 
 pub mod certs;
 mod cluster;
+pub mod etcd;
 mod healthcheck;
 mod kcp;
 mod kubeadm_config;
@@ -47,6 +48,8 @@ pub enum Error {
     Cert(#[from] certs::CertError),
     #[error(transparent)]
     Workload(#[from] workload::WorkloadError),
+    #[error(transparent)]
+    Etcd(#[from] etcd::EtcdError),
     #[error("{0}")]
     Invalid(String),
 }
