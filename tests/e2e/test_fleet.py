@@ -400,3 +400,44 @@ def test_etcdctl_reaches_each_clusters_etcd_with_the_files_fleet_writes(fleet):
                               "--command-timeout=5s", "member", "list"],
                              capture_output=True, text=True, timeout=30, env=env)
     assert crossed.returncode != 0
+
+
+def test_python_client_port_forwards_to_an_etcd_member(fleet):
+    """The Python client's portforward (WebSocket, v4.channel.k8s.io) to etcd-<node>:2379
+    reaches that member's etcd: a TLS handshake with the member's own certificate (signed by
+    the etcd CA, naming the node), HTTP/2 negotiated, and etcd's first SETTINGS frame back."""
+    import socket
+    import ssl
+
+    from kubernetes.stream import portforward
+
+    out, _ = fleet
+    api = client.CoreV1Api(config.new_client_from_config(str(out / "wl-0.kubeconfig")))
+    node = "wl-0-control-plane-0"
+    pf = portforward(api.connect_get_namespaced_pod_portforward, f"etcd-{node}", "kube-system",
+                     ports="2379")
+    sock = pf.socket(2379)
+    sock.setblocking(True)
+    sock.settimeout(10)
+    files = out / "wl-0-etcd"
+    ctx = ssl.create_default_context(cafile=str(files / "ca.crt"))
+    ctx.load_cert_chain(str(files / "client.crt"), str(files / "client.key"))
+    ctx.set_alpn_protocols(["h2"])
+    tls = ctx.wrap_socket(sock, server_hostname="localhost")
+    subject = dict(x[0] for x in tls.getpeercert()["subject"])
+    assert subject["commonName"] == node
+    assert tls.selected_alpn_protocol() == "h2"
+    tls.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+    frame = tls.recv(9)
+    assert len(frame) == 9 and frame[3] == 0x04, frame  # a SETTINGS frame
+    tls.close()
+    pf.close()
+
+    # A pod where nothing listens gets its error on the error channel, not a hang.
+    pf = portforward(api.connect_get_namespaced_pod_portforward, f"kube-apiserver-{node}", "kube-system",
+                     ports="2379")
+    deadline = time.time() + 10
+    while pf.error(2379) is None and time.time() < deadline:
+        time.sleep(0.1)
+    assert "nothing listens" in (pf.error(2379) or ""), pf.error(2379)
+    pf.close()

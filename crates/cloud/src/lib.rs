@@ -362,6 +362,7 @@ impl Cloud {
             },
         );
         let etcd = EtcdCluster::new(self.clock.clone());
+        server.set_port_forwarder(etcd::port_forwarder(&etcd, pki.etcd_ca.clone()));
         let tls = match server
             .set_sidecar(etcd::sidecar(&etcd, &pki.etcd_ca.cert_pem))
             .and_then(|()| server.tls_config(&serving))

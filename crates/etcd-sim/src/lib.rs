@@ -22,7 +22,7 @@ mod watch;
 
 pub use cluster::EtcdCluster;
 pub use keyspace::KeyError;
-pub use listener::{serve, tls_config};
+pub use listener::{serve, serve_connection, tls_config};
 pub use members::{Member, MemberError};
 pub use service::{MemberService, ETCD_VERSION};
 

@@ -17,7 +17,6 @@ pub async fn serve(
     tls: Arc<rustls::ServerConfig>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
-    let acceptor = TlsAcceptor::from(tls);
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -31,22 +30,36 @@ pub async fn serve(
                 }
             },
         };
-        let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(routes.clone());
-        tokio::spawn(async move {
-            let Ok(Ok(tls)) =
-                tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
-            else {
-                tracing::debug!(%peer, "etcd TLS handshake failed");
-                return;
-            };
-            let served = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(tls), service)
-                .await;
-            if let Err(e) = served {
-                tracing::debug!(%peer, error = %e, "etcd connection ended with an error");
-            }
-        });
+        tokio::spawn(serve_connection(
+            routes.clone(),
+            tcp,
+            tls.clone(),
+            peer.to_string(),
+        ));
+    }
+}
+
+/// Serves one client connection (a socket, or the stream of a port-forward): the TLS
+/// handshake with `tls`, then HTTP/2 until the client goes.
+pub async fn serve_connection<IO>(
+    routes: tonic::service::Routes,
+    io: IO,
+    tls: Arc<rustls::ServerConfig>,
+    peer: String,
+) where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let acceptor = TlsAcceptor::from(tls);
+    let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(io)).await
+    else {
+        tracing::debug!(%peer, "etcd TLS handshake failed");
+        return;
+    };
+    let served = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+        .serve_connection(TokioIo::new(tls), TowerToHyperService::new(routes))
+        .await;
+    if let Err(e) = served {
+        tracing::debug!(%peer, error = %e, "etcd connection ended with an error");
     }
 }
 

@@ -76,7 +76,19 @@ where
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: std::error::Error + Send + Sync + 'static,
 {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    if let Route::Resource(p) = route(parts.uri.path()) {
+        if let (true, Some(ns), Some(pod)) = (
+            p.group.is_empty()
+                && p.resource == "pods"
+                && p.subresource.as_deref() == Some("portforward"),
+            p.namespace.as_deref(),
+            p.name.as_deref(),
+        ) {
+            let forwarder = state.port_forwarder.get().map(|f| &f.0);
+            return Ok(crate::portforward::handle(forwarder, &mut parts, ns, pod));
+        }
+    }
     let negotiated = negotiate(&parts.headers);
     let format = || {
         negotiated.ok_or_else(|| {
@@ -195,7 +207,7 @@ async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult
             Some("eviction") if method == Method::POST && ctx.path.name.is_some() => {
                 return crate::eviction::evict(&ctx, &body)
             }
-            Some("exec" | "attach" | "portforward") => {
+            Some("exec" | "attach") => {
                 let name = ctx.path.name.clone().unwrap_or_default();
                 return Err(ApiError::bad_request(format!(
                     "pods \"{name}\" is simulated by infrasim: no container process runs, so {} is not possible",

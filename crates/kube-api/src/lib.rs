@@ -97,6 +97,7 @@ mod openapi;
 mod openapi_v2_proto;
 pub mod pki;
 mod pod_log;
+pub mod portforward;
 pub mod protobuf;
 pub mod request;
 pub mod resources;

@@ -53,6 +53,15 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
 }
 
+/// What `pods/portforward` reaches (a closure, so its debug form is only its name).
+pub(crate) struct Forwarder(pub crate::portforward::PortForwarder);
+
+impl std::fmt::Debug for Forwarder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PortForwarder")
+    }
+}
+
 /// A sidecar and the CAs that decide who reaches which side.
 #[derive(Debug)]
 pub(crate) struct SidecarRoute {
@@ -77,6 +86,8 @@ pub(crate) struct State {
     /// A protocol served beside the API, with the issuers that tell its clients from the
     /// API's (set once, before the TLS configuration is made).
     pub sidecar: std::sync::OnceLock<SidecarRoute>,
+    /// What `pods/portforward` reaches, if anything listens in this server's pods.
+    pub port_forwarder: std::sync::OnceLock<Forwarder>,
 }
 
 /// A Kubernetes API server over one store group. Cheap to clone.
@@ -106,6 +117,7 @@ impl ApiServer {
                 terminating: Mutex::new(HashSet::new()),
                 rbac: Default::default(),
                 sidecar: std::sync::OnceLock::new(),
+                port_forwarder: std::sync::OnceLock::new(),
             }),
         };
         crate::namespaces::bootstrap(&server.state);
@@ -162,6 +174,12 @@ impl ApiServer {
             cas.push(route.sidecar.client_ca_pem.as_str());
         }
         tls_config_for(&cas, cert)
+    }
+
+    /// Lets `pods/{name}/portforward` reach what `forwarder` opens (once; later calls are
+    /// ignored).
+    pub fn set_port_forwarder(&self, forwarder: crate::portforward::PortForwarder) {
+        let _ = self.state.port_forwarder.set(Forwarder(forwarder));
     }
 
     /// Serves `sidecar` beside the API on this server's connections. Set it before making

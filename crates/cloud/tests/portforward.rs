@@ -1,0 +1,129 @@
+//! `pods/portforward` with kube-rs (WebSocket, Kubernetes' channel protocol): a forward to
+//! `etcd-<node>:2379` reaches that member's etcd over TLS, with its own serving certificate
+//! signed by the etcd CA; other pods and ports get their error on the error channel.
+
+mod common;
+use infrasim_cloud::{Cloud, CloudConfig, ClusterShape};
+use infrasim_etcd_sim::pb::etcdserverpb::cluster_client::ClusterClient;
+use infrasim_etcd_sim::pb::etcdserverpb::maintenance_client::MaintenanceClient;
+use infrasim_etcd_sim::pb::etcdserverpb::{MemberListRequest, StatusRequest};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use std::sync::{Arc, Mutex};
+
+fn shape(name: &str) -> ClusterShape {
+    ClusterShape {
+        name: name.into(),
+        control_planes: 3,
+        workers: 1,
+        kubernetes_version: "v1.31.0".into(),
+        ..ClusterShape::default()
+    }
+}
+
+/// A gRPC channel over `stream`: TLS trusting `ca`, presenting `client` (PEM cert, key).
+async fn grpc_over<S>(
+    stream: S,
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> tonic::transport::Channel
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(ca.expect("CA PEM")).expect("a root");
+    }
+    let chain: Vec<_> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .expect("cert PEM");
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).expect("key PEM");
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("TLS versions")
+    .with_root_certificates(roots)
+    .with_client_auth_cert(chain, key)
+    .expect("client auth");
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("localhost").expect("a name"), stream)
+        .await
+        .expect("the member's certificate is signed by the etcd CA and names localhost");
+    let once = Arc::new(Mutex::new(Some(tls)));
+    tonic::transport::Endpoint::from_static("http://etcd.port-forward")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let stream = once.lock().unwrap().take();
+            async move {
+                stream
+                    .map(hyper_util::rt::TokioIo::new)
+                    .ok_or_else(|| std::io::Error::other("one connection per forward"))
+            }
+        }))
+        .await
+        .expect("HTTP/2 over the forwarded TLS stream")
+}
+
+#[tokio::test]
+async fn a_forward_to_an_etcd_pod_reaches_that_member() {
+    let cloud = Cloud::new(CloudConfig {
+        ports: 23560..=23580,
+        ..CloudConfig::default()
+    });
+    let info = cloud.create_cluster(shape("pf")).await.expect("a cluster");
+    let pki = cloud.pki("pf").expect("PKI");
+    let etcd = cloud.etcd("pf").expect("etcd");
+    let client = common::client(&info.kubeconfig).await;
+    let pods: Api<Pod> = Api::namespaced(client, "kube-system");
+    let etcd_client = pki
+        .etcd_ca
+        .client_cert("kube-apiserver-etcd-client", &[])
+        .expect("a client certificate");
+
+    // The second control plane's member answers, not the leader.
+    let node = "pf-control-plane-1";
+    let mut forward = pods
+        .portforward(&format!("etcd-{node}"), &[2379])
+        .await
+        .expect("the upgrade is accepted");
+    let stream = forward.take_stream(2379).expect("a stream for 2379");
+    let channel = grpc_over(
+        stream,
+        &pki.etcd_ca.cert_pem,
+        &etcd_client.cert_pem,
+        &etcd_client.key_pem,
+    )
+    .await;
+    let member = etcd.member_named(node).expect("a member").id;
+    let status = MaintenanceClient::new(channel.clone())
+        .status(StatusRequest::default())
+        .await
+        .expect("Status")
+        .into_inner();
+    assert_eq!(status.header.map(|h| h.member_id), Some(member));
+    assert_ne!(status.leader, member);
+    let members = ClusterClient::new(channel)
+        .member_list(MemberListRequest::default())
+        .await
+        .expect("MemberList")
+        .into_inner()
+        .members;
+    assert_eq!(members.len(), 3);
+    drop(forward);
+
+    // A pod where nothing listens: the error travels on the port's error channel.
+    let mut refused = pods
+        .portforward("kube-apiserver-pf-control-plane-0", &[2379])
+        .await
+        .expect("the upgrade is accepted");
+    let error = refused
+        .take_error(2379)
+        .expect("an error channel")
+        .await
+        .expect("an error");
+    assert!(error.contains("nothing listens"), "{error}");
+}
