@@ -266,8 +266,10 @@ impl ApiServer {
         let sidecar = self.state.sidecar.get();
         // With a sidecar the handshake accepted either CA's certificates: only the API's CA
         // makes an API identity, only the sidecar's opens the sidecar.
-        let api_cert = sidecar.is_none_or(|route| route.api_ca.issued(&chain));
-        let sidecar_cert = sidecar.is_some_and(|route| route.sidecar_ca.issued(&chain));
+        let (api_cert, sidecar_cert) = match sidecar {
+            None => (true, false),
+            Some(route) => crate::sidecar::issued_by(&route.api_ca, &route.sidecar_ca, &chain),
+        };
         let identity = chain
             .first()
             .filter(|_| api_cert)
