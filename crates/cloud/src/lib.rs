@@ -29,6 +29,7 @@
 //! ```
 
 mod bootstrap;
+mod create;
 pub mod etcd;
 mod machines;
 mod pki;
@@ -46,9 +47,8 @@ pub use workloads::WorkloadConfig;
 
 use infrasim_clock::{SharedClock, SystemClock};
 use infrasim_etcd_sim::EtcdCluster;
-use infrasim_kube_api::kubeconfig::{self, KubeconfigSpec};
 use infrasim_kube_api::pki::PkiError;
-use infrasim_kube_api::{ApiConfig, ApiServer, ServeError};
+use infrasim_kube_api::ServeError;
 use infrasim_store::{Store, StoreConfig, StoreError};
 use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -126,6 +126,8 @@ pub struct Cloud {
     clock: SharedClock,
     store: Store,
     clusters: Mutex<HashMap<String, Running>>,
+    /// Clusters being created (see [`create::Pending`]).
+    creating: Mutex<BTreeSet<String>>,
     ports: Mutex<BTreeSet<u16>>,
     /// Endpoints reserved for clusters not created yet (Cluster API's infrastructure cluster
     /// takes its endpoint before the control plane has certificates): bound, not served.
@@ -158,6 +160,7 @@ impl Cloud {
             clock,
             store,
             clusters: Mutex::new(HashMap::new()),
+            creating: Mutex::new(BTreeSet::new()),
             ports: Mutex::new(BTreeSet::new()),
             reserved: Mutex::new(HashMap::new()),
             router: Arc::new(sni::Router::default()),
@@ -235,6 +238,18 @@ impl Cloud {
         }
     }
 
+    fn lock_clusters(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
+        self.clusters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_creating(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        self.creating.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_reserved(&self) -> std::sync::MutexGuard<'_, HashMap<String, tokio::net::TcpListener>> {
+        self.reserved.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn free_port(&self, port: u16) {
         self.ports
             .lock()
@@ -284,164 +299,6 @@ impl Cloud {
             }
         }
         Err(CloudError::NoPort(self.config.ports.clone()))
-    }
-
-    /// Creates, bootstraps and serves a cluster. With a zero `startup` it is up at once;
-    /// otherwise it comes up phase by phase on the cloud's clock (see [`PHASES`]), and its
-    /// endpoint opens with the API server phase.
-    pub async fn create_cluster(&self, shape: ClusterShape) -> Result<ClusterInfo, CloudError> {
-        if self
-            .clusters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(&shape.name)
-        {
-            return Err(CloudError::Exists(shape.name));
-        }
-        // Everything that can fail without side effects first: the PKI and certificates.
-        let pki = ClusterPki::new(&shape.pki)?;
-        let ca = pki.ca.clone();
-        // The serving certificate carries the SANs kubeadm gives an API server.
-        let dns: Vec<String> = [
-            "localhost".to_string(),
-            sni::server_name(&shape.name),
-            "kubernetes".into(),
-            "kubernetes.default".into(),
-            "kubernetes.default.svc".into(),
-            "kubernetes.default.svc.cluster.local".into(),
-        ]
-        .into_iter()
-        .chain(
-            node_names(&shape)
-                .into_iter()
-                .filter(|(_, cp)| *cp)
-                .map(|(n, _)| n),
-        )
-        .collect();
-        let ips = vec![
-            self.config.advertise,
-            IpAddr::V4(Ipv4Addr::new(10, 96, 0, 1)),
-        ];
-        let serving = ca.serving_cert("kube-apiserver", &dns, &ips)?;
-        let admin = ca.client_cert("kubernetes-admin", &["system:masters"])?;
-        let reserved = self
-            .reserved
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&shape.name);
-        let listener = match reserved {
-            Some(l) => l,
-            None => self.bind().await?,
-        };
-        let endpoint = listener.local_addr().map_err(ServeError::from)?;
-        let release_port = || {
-            self.ports
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&endpoint.port());
-        };
-        let group = match self.store.create_group(&format!("cluster/{}", shape.name)) {
-            Ok(g) => g,
-            Err(e) => {
-                release_port();
-                return Err(e.into());
-            }
-        };
-        // Never reused: a cluster's node addresses must not repeat another's, even one
-        // deleted before it was created.
-        let index = self
-            .next_index
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let server = ApiServer::new(
-            group.clone(),
-            ca.clone(),
-            self.clock.clone(),
-            ApiConfig {
-                kubernetes_version: shape.kubernetes_version.clone(),
-                ..ApiConfig::default()
-            },
-        );
-        let etcd = EtcdCluster::new(self.clock.clone());
-        server.set_port_forwarder(etcd::port_forwarder(&etcd, pki.etcd_ca.clone()));
-        let tls = match server
-            .set_sidecar(etcd::sidecar(&etcd, &pki.etcd_ca.cert_pem))
-            .and_then(|()| server.tls_config(&serving))
-        {
-            Ok(t) => t,
-            Err(e) => {
-                release_port();
-                let _ = self.store.drop_group(&format!("cluster/{}", shape.name));
-                return Err(e.into());
-            }
-        };
-        // kube-controller-manager, kube-scheduler and the kubelets, for this cluster.
-        let (stop_workloads, workloads_stopped) = oneshot::channel::<()>();
-        tokio::spawn(workloads::run(
-            group.clone(),
-            self.clock.clone(),
-            shape.workloads.clone(),
-            workloads_stopped,
-        ));
-        let runtime = machines::Runtime::new(machines::RuntimeConfig {
-            shape: shape.clone(),
-            router: self.router.clone(),
-            cluster_index: index,
-            group,
-            clock: self.clock.clone(),
-            server,
-            tls,
-            listener,
-            endpoint,
-            ca_pem: ca.cert_pem.clone(),
-            etcd,
-        });
-        let kubeconfig = kubeconfig::render(&KubeconfigSpec {
-            cluster_name: &shape.name,
-            user_name: &format!("{}-admin", shape.name),
-            server: &format!("https://{endpoint}"),
-            ca_pem: &ca.cert_pem,
-            client_cert_pem: &admin.cert_pem,
-            client_key_pem: &admin.key_pem,
-            tls_server_name: None,
-        });
-        let shared = *self.shared.lock().unwrap_or_else(|p| p.into_inner());
-        let sni_name = sni::server_name(&shape.name);
-        let shared_kubeconfig = shared.map(|addr| {
-            kubeconfig::render(&KubeconfigSpec {
-                cluster_name: &shape.name,
-                user_name: &format!("{}-admin", shape.name),
-                server: &format!("https://{addr}"),
-                ca_pem: &ca.cert_pem,
-                client_cert_pem: &admin.cert_pem,
-                client_key_pem: &admin.key_pem,
-                tls_server_name: Some(&sni_name),
-            })
-        });
-        let info = ClusterInfo {
-            name: shape.name.clone(),
-            endpoint,
-            kubeconfig,
-            shared_kubeconfig,
-            nodes: shape.control_planes + shape.workers,
-        };
-        self.clusters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(
-                shape.name.clone(),
-                Running {
-                    info: info.clone(),
-                    pki,
-                    runtime: runtime.clone(),
-                    _stop_workloads: stop_workloads,
-                },
-            );
-        // Control planes first (the first initializes the cluster), then workers.
-        let behaviour = MachineBehaviour::uniform(shape.startup, shape.jitter);
-        for (name, control_plane) in node_names(&shape) {
-            runtime.add_machine(&name, control_plane, behaviour).await?;
-        }
-        Ok(info)
     }
 
     /// Reads something of a running cluster, under the registry lock.
@@ -607,7 +464,7 @@ impl Cloud {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(&r.info.endpoint.port());
-                let _ = self.store.drop_group(&format!("cluster/{name}"));
+                let _ = self.store.drop_group(&create::group_name(name));
                 true
             }
             None => false,

@@ -319,3 +319,39 @@ async fn a_reserved_endpoint_then_machines_driven_step_by_step() {
     );
     assert!(!cloud.delete_cluster("w3.ns"));
 }
+
+#[tokio::test]
+async fn a_creation_that_fails_leaves_nothing_behind() {
+    let cloud = Cloud::new(CloudConfig {
+        ports: 23470..=23470,
+        ..CloudConfig::default()
+    });
+    cloud.create_cluster(shape("a")).await.unwrap();
+    assert!(matches!(
+        cloud.create_cluster(shape("b")).await,
+        Err(infrasim_cloud::CloudError::NoPort(_))
+    ));
+    // Neither the name nor anything else is held by the failed attempt.
+    assert!(cloud.delete_cluster("a"));
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let b = cloud.create_cluster(shape("b")).await.unwrap();
+    assert_eq!(b.endpoint.port(), 23470);
+}
+
+#[tokio::test]
+async fn two_creations_of_one_name_make_one_cluster() {
+    let cloud = Cloud::new(CloudConfig {
+        ports: 23475..=23479,
+        ..CloudConfig::default()
+    });
+    let (one, two) = tokio::join!(
+        cloud.create_cluster(shape("x")),
+        cloud.create_cluster(shape("x"))
+    );
+    assert_eq!(one.is_ok() as u8 + two.is_ok() as u8, 1);
+    assert!(matches!(
+        one.and(two),
+        Err(infrasim_cloud::CloudError::Exists(_))
+    ));
+    assert_eq!(cloud.clusters().len(), 1);
+}

@@ -1,0 +1,248 @@
+//! Creating a cluster, in steps that cannot leak half of one: what a cluster takes as it is
+//! made (its name, its endpoint's port and listener, its store group) is held by a
+//! [`Pending`], which gives it all back if creation stops before [`Pending::commit`]: a
+//! reserved endpoint goes back to its reservation, a port bound here is freed, the group is
+//! dropped. After the commit nothing can fail.
+
+use crate::machines::{Runtime, RuntimeConfig};
+use crate::pki::ClusterPki;
+use crate::{etcd, sni, workloads, Cloud, CloudError, ClusterInfo, ClusterShape, Running};
+use crate::{node_names, MachineBehaviour};
+use infrasim_etcd_sim::EtcdCluster;
+use infrasim_kube_api::kubeconfig::{self, KubeconfigSpec};
+use infrasim_kube_api::pki::KeyedCert;
+use infrasim_kube_api::{ApiConfig, ApiServer, ServeError};
+use infrasim_store::Group;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+/// What a cluster being created has taken so far.
+pub(crate) struct Pending<'a> {
+    cloud: &'a Cloud,
+    name: String,
+    listener: Option<TcpListener>,
+    /// The listener was the cluster's reservation (it goes back there on failure).
+    reserved: bool,
+    group: bool,
+    committed: bool,
+}
+
+impl<'a> Pending<'a> {
+    /// Claims `name`, refused if a cluster of that name exists or is being created.
+    pub fn claim(cloud: &'a Cloud, name: &str) -> Result<Self, CloudError> {
+        let taken = cloud.lock_clusters().contains_key(name)
+            || !cloud.lock_creating().insert(name.to_string());
+        if taken {
+            return Err(CloudError::Exists(name.to_string()));
+        }
+        Ok(Pending {
+            cloud,
+            name: name.to_string(),
+            listener: None,
+            reserved: false,
+            group: false,
+            committed: false,
+        })
+    }
+
+    /// The cluster's endpoint: its reservation if it has one, else the lowest free port.
+    pub async fn endpoint(&mut self) -> Result<SocketAddr, CloudError> {
+        let reserved = self.cloud.lock_reserved().remove(&self.name);
+        let listener = match reserved {
+            Some(l) => {
+                self.reserved = true;
+                l
+            }
+            None => self.cloud.bind().await?,
+        };
+        let addr = listener.local_addr().map_err(ServeError::from);
+        self.listener = Some(listener);
+        Ok(addr?)
+    }
+
+    /// The cluster's store group.
+    pub fn group(&mut self) -> Result<Arc<Group>, CloudError> {
+        let group = self.cloud.store.create_group(&group_name(&self.name))?;
+        self.group = true;
+        Ok(group)
+    }
+
+    /// The endpoint's listener, for the runtime that serves it: taken only once nothing
+    /// else can fail.
+    fn take_listener(&mut self) -> Option<TcpListener> {
+        self.listener.take()
+    }
+
+    /// Registers the running cluster: from here on it is the cloud's to delete.
+    pub fn commit(mut self, running: Running) {
+        self.cloud.lock_creating().remove(&self.name);
+        self.cloud
+            .lock_clusters()
+            .insert(self.name.clone(), running);
+        self.committed = true;
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if self.committed {
+            return;
+        }
+        self.cloud.lock_creating().remove(&self.name);
+        if let Some(listener) = self.listener.take() {
+            if self.reserved {
+                self.cloud
+                    .lock_reserved()
+                    .insert(self.name.clone(), listener);
+            } else if let Ok(addr) = listener.local_addr() {
+                self.cloud.free_port(addr.port());
+            }
+        }
+        if self.group {
+            let _ = self.cloud.store.drop_group(&group_name(&self.name));
+        }
+    }
+}
+
+pub(crate) fn group_name(cluster: &str) -> String {
+    format!("cluster/{cluster}")
+}
+
+/// The API server's serving certificate and the admin's client certificate.
+struct Certificates {
+    serving: KeyedCert,
+    admin: KeyedCert,
+}
+
+impl Certificates {
+    /// The serving certificate carries the SANs kubeadm gives an API server.
+    fn new(pki: &ClusterPki, shape: &ClusterShape, advertise: IpAddr) -> Result<Self, CloudError> {
+        let dns: Vec<String> = [
+            "localhost".to_string(),
+            sni::server_name(&shape.name),
+            "kubernetes".into(),
+            "kubernetes.default".into(),
+            "kubernetes.default.svc".into(),
+            "kubernetes.default.svc.cluster.local".into(),
+        ]
+        .into_iter()
+        .chain(
+            node_names(shape)
+                .into_iter()
+                .filter(|(_, cp)| *cp)
+                .map(|(n, _)| n),
+        )
+        .collect();
+        let ips = vec![advertise, IpAddr::V4(Ipv4Addr::new(10, 96, 0, 1))];
+        Ok(Certificates {
+            serving: pki.ca.serving_cert("kube-apiserver", &dns, &ips)?,
+            admin: pki
+                .ca
+                .client_cert("kubernetes-admin", &["system:masters"])?,
+        })
+    }
+}
+
+impl Cloud {
+    /// Creates, bootstraps and serves a cluster. With a zero `startup` it is up at once;
+    /// otherwise it comes up phase by phase on the cloud's clock, and its endpoint opens with
+    /// the API server phase.
+    pub async fn create_cluster(&self, shape: ClusterShape) -> Result<ClusterInfo, CloudError> {
+        // Everything that can fail without side effects first: the PKI and certificates.
+        let pki = ClusterPki::new(&shape.pki)?;
+        let certs = Certificates::new(&pki, &shape, self.config.advertise)?;
+        let mut pending = Pending::claim(self, &shape.name)?;
+        let endpoint = pending.endpoint().await?;
+        let group = pending.group()?;
+        let server = ApiServer::new(
+            group.clone(),
+            pki.ca.clone(),
+            self.clock.clone(),
+            ApiConfig {
+                kubernetes_version: shape.kubernetes_version.clone(),
+                ..ApiConfig::default()
+            },
+        );
+        let etcd = EtcdCluster::new(self.clock.clone());
+        server.set_port_forwarder(etcd::port_forwarder(&etcd, pki.etcd_ca.clone()));
+        server.set_sidecar(etcd::sidecar(&etcd, &pki.etcd_ca.cert_pem))?;
+        let tls = server.tls_config(&certs.serving)?;
+        let Some(listener) = pending.take_listener() else {
+            return Err(CloudError::Serve(ServeError::Tls(
+                "the endpoint was lost".into(),
+            )));
+        };
+        // Nothing fails from here on.
+        let runtime = Runtime::new(RuntimeConfig {
+            shape: shape.clone(),
+            router: self.router.clone(),
+            // Never reused: a cluster's node addresses must not repeat another's, even one
+            // deleted before it was created.
+            cluster_index: self
+                .next_index
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            group: group.clone(),
+            clock: self.clock.clone(),
+            server,
+            tls,
+            listener,
+            endpoint,
+            ca_pem: pki.ca.cert_pem.clone(),
+            etcd,
+        });
+        let info = self.cluster_info(&shape, endpoint, &pki, &certs.admin);
+        // kube-controller-manager, kube-scheduler and the kubelets, for this cluster.
+        let (stop_workloads, workloads_stopped) = oneshot::channel::<()>();
+        tokio::spawn(workloads::run(
+            group,
+            self.clock.clone(),
+            shape.workloads.clone(),
+            workloads_stopped,
+        ));
+        pending.commit(Running {
+            info: info.clone(),
+            pki,
+            runtime: runtime.clone(),
+            _stop_workloads: stop_workloads,
+        });
+        // Control planes first (the first initializes the cluster), then workers.
+        let behaviour = MachineBehaviour::uniform(shape.startup, shape.jitter);
+        for (name, control_plane) in node_names(&shape) {
+            runtime.add_machine(&name, control_plane, behaviour).await?;
+        }
+        Ok(info)
+    }
+
+    /// How users reach a new cluster: its endpoint and admin kubeconfigs.
+    fn cluster_info(
+        &self,
+        shape: &ClusterShape,
+        endpoint: SocketAddr,
+        pki: &ClusterPki,
+        admin: &KeyedCert,
+    ) -> ClusterInfo {
+        let render = |server: &str, tls_server_name: Option<&str>| {
+            kubeconfig::render(&KubeconfigSpec {
+                cluster_name: &shape.name,
+                user_name: &format!("{}-admin", shape.name),
+                server,
+                ca_pem: &pki.ca.cert_pem,
+                client_cert_pem: &admin.cert_pem,
+                client_key_pem: &admin.key_pem,
+                tls_server_name,
+            })
+        };
+        let shared = *self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let sni_name = sni::server_name(&shape.name);
+        ClusterInfo {
+            name: shape.name.clone(),
+            endpoint,
+            kubeconfig: render(&format!("https://{endpoint}"), None),
+            shared_kubeconfig: shared
+                .map(|addr| render(&format!("https://{addr}"), Some(&sni_name))),
+            nodes: shape.control_planes + shape.workers,
+        }
+    }
+}
