@@ -166,9 +166,15 @@ impl Cloud {
             },
         );
         let etcd = EtcdCluster::new(self.clock.clone());
-        server.set_port_forwarder(etcd::port_forwarder(&etcd, pki.etcd_ca.clone()));
         server.set_sidecar(etcd::sidecar(&etcd, &pki.etcd_ca.cert_pem))?;
         let tls = server.tls_config(&certs.serving)?;
+        server.set_port_forwarder(crate::portforward::forwarder(crate::portforward::Targets {
+            group: group.clone(),
+            etcd: etcd.clone(),
+            etcd_ca: pki.etcd_ca.clone(),
+            server: server.downgrade(),
+            api_tls: tls.clone(),
+        }));
         let Some(listener) = pending.take_listener() else {
             return Err(CloudError::Serve(ServeError::Tls(
                 "the endpoint was lost".into(),

@@ -9,11 +9,9 @@
 use http_body_util::BodyExt;
 use infrasim_etcd_sim::{EtcdCluster, MemberService};
 use infrasim_kube_api::pki::CertificateAuthority;
-use infrasim_kube_api::portforward::PortForwarder;
 use infrasim_kube_api::{Sidecar, SidecarBody, SidecarError};
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// etcd's client port, as kubeadm's static pod serves it.
 pub const CLIENT_PORT: u16 = 2379;
@@ -98,57 +96,9 @@ fn boxed(response: http::Response<tonic::body::Body>) -> http::Response<SidecarB
     })
 }
 
-/// What `pods/portforward` reaches in a cluster: port 2379 of `etcd-<node>` (in
-/// `kube-system`) is that member's etcd over TLS, with the member's own serving certificate
-/// signed by the etcd CA and client certificates of that CA required, as kubeadm's etcd pod
-/// serves. Anything else is refused with the reason, as the kubelet reports one.
-pub fn port_forwarder(etcd: &EtcdCluster, etcd_ca: CertificateAuthority) -> PortForwarder {
-    let etcd = etcd.clone();
-    // A member's serving configuration, made on its first forward.
-    let configs: Mutex<HashMap<u64, Arc<rustls::ServerConfig>>> = Mutex::new(HashMap::new());
-    Arc::new(move |namespace, pod, port| {
-        let Some(node) = pod
-            .strip_prefix("etcd-")
-            .filter(|_| namespace == "kube-system")
-        else {
-            return Err(format!(
-                "pod {namespace}/{pod} is simulated by infrasim: nothing listens on port {port} (only etcd-<node> pods serve, on {CLIENT_PORT})"
-            ));
-        };
-        let member = etcd.member_named(node).ok_or_else(|| {
-            format!("pod {namespace}/{pod} is not running: {node} has no etcd member")
-        })?;
-        if port != CLIENT_PORT {
-            return Err(format!(
-                "error forwarding port {port} to pod {pod}: nothing listens there (etcd serves clients on {CLIENT_PORT})"
-            ));
-        }
-        let tls = {
-            let mut configs = configs.lock().unwrap_or_else(|p| p.into_inner());
-            match configs.get(&member.id) {
-                Some(tls) => tls.clone(),
-                None => {
-                    let tls = member_tls(&etcd_ca, node, &member.client_urls)?;
-                    configs.insert(member.id, tls.clone());
-                    tls
-                }
-            }
-        };
-        let (client, server) = tokio::io::duplex(64 * 1024);
-        let routes = MemberService::new(etcd.clone(), member.id).routes();
-        tokio::spawn(infrasim_etcd_sim::serve_connection(
-            routes,
-            server,
-            tls,
-            format!("port-forward to {pod}"),
-        ));
-        Ok(Box::pin(client))
-    })
-}
-
 /// The serving configuration of member `node`: kubeadm's etcd server certificate SANs (the
 /// node's name, localhost, loopback and the node's address).
-fn member_tls(
+pub(crate) fn member_tls(
     ca: &CertificateAuthority,
     node: &str,
     client_urls: &[String],

@@ -33,6 +33,7 @@ mod create;
 pub mod etcd;
 mod machines;
 mod pki;
+pub mod portforward;
 mod sni;
 pub mod workloads;
 

@@ -33,23 +33,7 @@ async fn grpc_over<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(ca.expect("CA PEM")).expect("a root");
-    }
-    let chain: Vec<_> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
-        .collect::<Result<_, _>>()
-        .expect("cert PEM");
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).expect("key PEM");
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("TLS versions")
-    .with_root_certificates(roots)
-    .with_client_auth_cert(chain, key)
-    .expect("client auth");
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    let config = client_tls(ca_pem, cert_pem, key_pem, vec![b"h2".to_vec()]);
     let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(ServerName::try_from("localhost").expect("a name"), stream)
         .await
@@ -68,8 +52,65 @@ where
         .expect("HTTP/2 over the forwarded TLS stream")
 }
 
+/// A GET of `path` over `stream` (HTTP/1.1 in TLS trusting `ca`, presenting `cert`); the body.
+async fn get_over<S>(stream: S, ca_pem: &str, cert_pem: &str, key_pem: &str, path: &str) -> String
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    use http_body_util::BodyExt;
+    let config = client_tls(ca_pem, cert_pem, key_pem, vec![]);
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("localhost").expect("a name"), stream)
+        .await
+        .expect("the API server's certificate is signed by the cluster CA");
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .expect("HTTP/1.1");
+    tokio::spawn(connection);
+    let request = http::Request::get(path)
+        .header("host", "localhost")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .expect("a request");
+    let response = sender.send_request(request).await.expect("an answer");
+    assert_eq!(response.status(), 200);
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("a body")
+        .to_bytes();
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+fn client_tls(
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+    alpn: Vec<Vec<u8>>,
+) -> rustls::ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(ca.expect("CA PEM")).expect("a root");
+    }
+    let chain: Vec<_> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .expect("cert PEM");
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).expect("key PEM");
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("TLS versions")
+    .with_root_certificates(roots)
+    .with_client_auth_cert(chain, key)
+    .expect("client auth");
+    config.alpn_protocols = alpn;
+    config
+}
+
 #[tokio::test]
-async fn a_forward_to_an_etcd_pod_reaches_that_member() {
+async fn forwards_reach_an_etcd_member_and_the_api_server() {
     let cloud = Cloud::new(CloudConfig {
         ports: 23560..=23580,
         ..CloudConfig::default()
@@ -115,6 +156,27 @@ async fn a_forward_to_an_etcd_pod_reaches_that_member() {
     assert_eq!(members.len(), 3);
     drop(forward);
 
+    // kube-apiserver-<node>:6443 is the API server behind its serving certificate.
+    let mut api = pods
+        .portforward("kube-apiserver-pf-control-plane-0", &[6443])
+        .await
+        .expect("the upgrade is accepted");
+    let stream = api.take_stream(6443).expect("a stream for 6443");
+    let admin = pki
+        .ca
+        .client_cert("kubernetes-admin", &["system:masters"])
+        .expect("an admin certificate");
+    let version = get_over(
+        stream,
+        &pki.ca.cert_pem,
+        &admin.cert_pem,
+        &admin.key_pem,
+        "/version",
+    )
+    .await;
+    assert!(version.contains("\"gitVersion\":\"v1.31.0\""), "{version}");
+    drop(api);
+
     // A pod where nothing listens: the error travels on the port's error channel.
     let mut refused = pods
         .portforward("kube-apiserver-pf-control-plane-0", &[2379])
@@ -126,4 +188,51 @@ async fn a_forward_to_an_etcd_pod_reaches_that_member() {
         .await
         .expect("an error");
     assert!(error.contains("nothing listens"), "{error}");
+}
+
+#[tokio::test]
+async fn a_thousand_forwards_leave_no_task_behind() {
+    let cloud = Cloud::new(CloudConfig {
+        ports: 23585..=23590,
+        ..CloudConfig::default()
+    });
+    let info = cloud
+        .create_cluster(shape("leak"))
+        .await
+        .expect("a cluster");
+    let pods: Api<Pod> = Api::namespaced(common::client(&info.kubeconfig).await, "kube-system");
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let settle = || async {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        metrics.num_alive_tasks()
+    };
+    let open_and_close = |n: usize| {
+        let pods = pods.clone();
+        async move {
+            for _ in 0..n {
+                let mut forward = pods
+                    .portforward("etcd-leak-control-plane-0", &[2379])
+                    .await
+                    .expect("the upgrade is accepted");
+                let stream = forward.take_stream(2379).expect("a stream");
+                drop(stream);
+                drop(forward);
+            }
+        }
+    };
+    // One round first, so the client's own pools and the server's lazy parts exist.
+    open_and_close(10).await;
+    let before = settle().await;
+    open_and_close(1000).await;
+    let mut after = settle().await;
+    for _ in 0..50 {
+        if after <= before {
+            break;
+        }
+        after = settle().await;
+    }
+    assert!(
+        after <= before,
+        "{before} tasks before 1,000 forwards, {after} after"
+    );
 }

@@ -113,5 +113,5 @@ pub mod values;
 mod watch;
 
 pub use auth::Identity;
-pub use server::{tls_config, ApiConfig, ApiServer, LocalService, ServeError};
+pub use server::{tls_config, ApiConfig, ApiServer, LocalService, ServeError, WeakApiServer};
 pub use sidecar::{Sidecar, SidecarBody, SidecarError, SidecarService};

@@ -96,6 +96,17 @@ pub struct ApiServer {
     pub(crate) state: Arc<State>,
 }
 
+/// See [`ApiServer::downgrade`].
+#[derive(Debug, Clone)]
+pub struct WeakApiServer(std::sync::Weak<State>);
+
+impl WeakApiServer {
+    /// The server, while it still exists.
+    pub fn upgrade(&self) -> Option<ApiServer> {
+        self.0.upgrade().map(|state| ApiServer { state })
+    }
+}
+
 impl ApiServer {
     /// A server over `group`, creating the initial namespaces (and their default objects)
     /// if the group has none. Must run inside a tokio runtime: namespace deletion runs as
@@ -124,6 +135,12 @@ impl ApiServer {
         crate::authz::bootstrap(&server.state);
         crate::crd::register_all(&server.state);
         server
+    }
+
+    /// A handle that does not keep the server alive (for what the server itself holds, such
+    /// as its port forwarder, which would otherwise keep it forever).
+    pub fn downgrade(&self) -> WeakApiServer {
+        WeakApiServer(Arc::downgrade(&self.state))
     }
 
     /// The CA that signs this server's certificates and its clients'.
@@ -252,11 +269,14 @@ impl ApiServer {
     /// Serves one connection whose TLS handshake is done (with this server's configuration;
     /// a listener shared by several servers picks the server by the client's server name
     /// first). The client is identified by the certificate it presented, if any.
-    pub async fn serve_established(
+    pub async fn serve_established<IO>(
         self,
-        tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+        tls: tokio_rustls::server::TlsStream<IO>,
         peer: SocketAddr,
-    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
         let chain: Vec<CertificateDer<'static>> = tls
             .get_ref()
             .1
