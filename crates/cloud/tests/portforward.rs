@@ -6,7 +6,10 @@ mod common;
 use infrasim_cloud::{Cloud, CloudConfig, ClusterShape};
 use infrasim_etcd_sim::pb::etcdserverpb::cluster_client::ClusterClient;
 use infrasim_etcd_sim::pb::etcdserverpb::maintenance_client::MaintenanceClient;
-use infrasim_etcd_sim::pb::etcdserverpb::{MemberListRequest, StatusRequest};
+use infrasim_etcd_sim::pb::etcdserverpb::{
+    alarm_request, AlarmRequest, MemberListRequest, MemberRemoveRequest, MoveLeaderRequest,
+    StatusRequest,
+};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use rustls::pki_types::pem::PemObject;
@@ -235,4 +238,118 @@ async fn a_thousand_forwards_leave_no_task_behind() {
         after <= before,
         "{before} tasks before 1,000 forwards, {after} after"
     );
+}
+
+/// A gRPC channel to `node`'s etcd member through a port-forward to its pod, as
+/// KubeadmControlPlane dials each member.
+async fn dial(
+    pods: &Api<Pod>,
+    node: &str,
+    pki: &infrasim_cloud::ClusterPki,
+) -> tonic::transport::Channel {
+    let mut forward = pods
+        .portforward(&format!("etcd-{node}"), &[2379])
+        .await
+        .expect("the upgrade is accepted");
+    let stream = forward.take_stream(2379).expect("a stream");
+    // The forward lives as long as its stream is read: keep the forwarder's task going.
+    tokio::spawn(async move {
+        let _ = forward.join().await;
+    });
+    let client = pki
+        .etcd_ca
+        .client_cert("kube-apiserver-etcd-client", &[])
+        .expect("a client certificate");
+    grpc_over(
+        stream,
+        &pki.etcd_ca.cert_pem,
+        &client.cert_pem,
+        &client.key_pem,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn kubeadm_control_planes_calls_scale_three_members_down_to_one() {
+    let cloud = Cloud::new(CloudConfig {
+        ports: 23591..=23595,
+        ..CloudConfig::default()
+    });
+    let info = cloud.create_cluster(shape("kcp")).await.expect("a cluster");
+    let pki = cloud.pki("kcp").expect("PKI");
+    let pods: Api<Pod> = Api::namespaced(common::client(&info.kubeconfig).await, "kube-system");
+    let nodes = [
+        "kcp-control-plane-0",
+        "kcp-control-plane-1",
+        "kcp-control-plane-2",
+    ];
+    let mut channels = Vec::new();
+    for node in nodes {
+        channels.push(dial(&pods, node, &pki).await);
+    }
+    // Status of every member: each answers as itself, and all agree on the leader.
+    let mut ids = Vec::new();
+    let mut leaders = Vec::new();
+    for channel in &channels {
+        let status = MaintenanceClient::new(channel.clone())
+            .status(StatusRequest::default())
+            .await
+            .expect("Status")
+            .into_inner();
+        ids.push(status.header.expect("a header").member_id);
+        leaders.push(status.leader);
+    }
+    assert!(leaders.iter().all(|l| *l == leaders[0]));
+    let leader = ids
+        .iter()
+        .position(|id| *id == leaders[0])
+        .expect("the leader is a member");
+    let alarms = MaintenanceClient::new(channels[0].clone())
+        .alarm(AlarmRequest {
+            action: alarm_request::AlarmAction::Get as i32,
+            ..Default::default()
+        })
+        .await
+        .expect("AlarmList")
+        .into_inner();
+    assert!(alarms.alarms.is_empty());
+
+    // Scale down to the last member: move leadership there (asked of the leader), then
+    // remove the other two.
+    let keep = (leader + 1) % 3;
+    MaintenanceClient::new(channels[leader].clone())
+        .move_leader(MoveLeaderRequest {
+            target_id: ids[keep],
+        })
+        .await
+        .expect("MoveLeader from the leader");
+    let mut cluster = ClusterClient::new(channels[keep].clone());
+    for gone in (0..3).filter(|i| *i != keep) {
+        cluster
+            .member_remove(MemberRemoveRequest { id: ids[gone] })
+            .await
+            .expect("MemberRemove");
+    }
+    let members = cluster
+        .member_list(MemberListRequest::default())
+        .await
+        .expect("MemberList")
+        .into_inner()
+        .members;
+    assert_eq!(
+        members.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(),
+        [nodes[keep]]
+    );
+    let status = MaintenanceClient::new(channels[keep].clone())
+        .status(StatusRequest::default())
+        .await
+        .expect("Status")
+        .into_inner();
+    assert_eq!(status.leader, ids[keep]);
+    // A removed member no longer answers.
+    let removed = (keep + 1) % 3;
+    assert!(MaintenanceClient::new(channels[removed].clone())
+        .status(StatusRequest::default())
+        .await
+        .is_err());
 }
