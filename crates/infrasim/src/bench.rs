@@ -37,6 +37,9 @@ enum BenchWhat {
     /// N Cluster API clusters through the embedded plane: time until Available, reconciles
     /// per second, peak RSS.
     Capi(crate::bench_capi::CapiBenchArgs),
+    /// etcd Status + MemberList per second through a cluster's endpoint and a port-forward,
+    /// against Debian's etcd server.
+    Etcd(crate::bench_etcd::EtcdBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -62,6 +65,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.what {
         BenchWhat::Api(a) => api(a).await,
         BenchWhat::Capi(a) => crate::bench_capi::run(a).await,
+        BenchWhat::Etcd(a) => crate::bench_etcd::run(a).await,
     }
 }
 
