@@ -168,6 +168,11 @@ impl KeySpace {
         h
     }
 
+    /// The current keys, in key order.
+    pub fn all(&self) -> impl Iterator<Item = &KeyValue> {
+        self.keys.values()
+    }
+
     /// Bytes the keys take, for Status's database size.
     pub fn size(&self) -> i64 {
         self.keys

@@ -18,6 +18,7 @@ mod lease;
 mod listener;
 mod members;
 mod service;
+mod snapshot;
 mod watch;
 
 pub use cluster::EtcdCluster;
