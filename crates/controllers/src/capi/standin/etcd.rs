@@ -91,11 +91,16 @@ async fn connect(
         .map_err(|e| missing(e.to_string()))?;
     let tls = tls(&ca_pem, &client.cert_pem, &client.key_pem)
         .map_err(|e| missing(format!("etcd client TLS: {e}")))?;
+    // Small writes go at once, as gRPC clients send them: with Nagle's algorithm on, each
+    // request's second frame waits for the server's delayed ACK (40 ms a call).
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_only()
         .enable_http2()
-        .build();
+        .wrap_connector(http);
     let channel = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .http2_only(true)
         .pool_idle_timeout(Duration::from_secs(5))
