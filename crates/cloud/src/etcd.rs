@@ -63,19 +63,32 @@ pub fn member_urls(ip: &str) -> (String, String) {
 /// The endpoint's gRPC side, answered by `etcd`'s leader, open to certificates of `etcd_ca_pem`.
 pub fn sidecar(etcd: &EtcdCluster, etcd_ca_pem: &str) -> Sidecar {
     let etcd = etcd.clone();
+    let routes: std::sync::Mutex<Option<(u64, tonic::service::Routes)>> = Default::default();
     Sidecar {
         content_type: "application/grpc",
         client_ca_pem: etcd_ca_pem.to_string(),
         service: Arc::new(move |req| {
-            let etcd = etcd.clone();
-            Box::pin(async move {
-                let Some(leader) = etcd.leader() else {
-                    return boxed(tonic_status(tonic::Status::unavailable(
+            let Some(leader) = etcd.leader() else {
+                return Box::pin(async {
+                    boxed(tonic_status(tonic::Status::unavailable(
                         "etcdserver: no leader (no control-plane machine has started etcd yet)",
-                    )));
-                };
-                boxed(MemberService::new(etcd, leader).handle(req).await)
-            })
+                    )))
+                });
+            };
+            // The leader's services, made again only when leadership moves: building them
+            // (five servers behind a router) cost more than answering a Status.
+            let routes = {
+                let mut cached = routes.lock().unwrap_or_else(|p| p.into_inner());
+                match &*cached {
+                    Some((id, routes)) if *id == leader => routes.clone(),
+                    _ => {
+                        let made = MemberService::new(etcd.clone(), leader).routes();
+                        *cached = Some((leader, made.clone()));
+                        made
+                    }
+                }
+            };
+            Box::pin(async move { boxed(infrasim_etcd_sim::handle(routes, req).await) })
         }),
         refuse: || {
             boxed(tonic_status(tonic::Status::unauthenticated(

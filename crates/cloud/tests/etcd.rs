@@ -3,18 +3,9 @@
 //! the API keeps its own clients apart.
 
 mod common;
-use infrasim_cloud::{Cloud, CloudConfig, ClusterShape};
+use common::three_control_planes as shape;
+use infrasim_cloud::{Cloud, CloudConfig};
 use std::path::{Path, PathBuf};
-
-fn shape(name: &str) -> ClusterShape {
-    ClusterShape {
-        name: name.into(),
-        control_planes: 3,
-        workers: 1,
-        kubernetes_version: "v1.31.0".into(),
-        ..ClusterShape::default()
-    }
-}
 
 fn cloud() -> Cloud {
     Cloud::new(CloudConfig {

@@ -3,7 +3,8 @@
 //! signed by the etcd CA; other pods and ports get their error on the error channel.
 
 mod common;
-use infrasim_cloud::{Cloud, CloudConfig, ClusterShape};
+use common::three_control_planes as shape;
+use infrasim_cloud::{Cloud, CloudConfig};
 use infrasim_etcd_sim::pb::etcdserverpb::cluster_client::ClusterClient;
 use infrasim_etcd_sim::pb::etcdserverpb::maintenance_client::MaintenanceClient;
 use infrasim_etcd_sim::pb::etcdserverpb::{
@@ -12,19 +13,8 @@ use infrasim_etcd_sim::pb::etcdserverpb::{
 };
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
 use std::sync::{Arc, Mutex};
-
-fn shape(name: &str) -> ClusterShape {
-    ClusterShape {
-        name: name.into(),
-        control_planes: 3,
-        workers: 1,
-        kubernetes_version: "v1.31.0".into(),
-        ..ClusterShape::default()
-    }
-}
 
 /// A gRPC channel over `stream`: TLS trusting `ca`, presenting `client` (PEM cert, key).
 async fn grpc_over<S>(
@@ -92,22 +82,11 @@ fn client_tls(
     key_pem: &str,
     alpn: Vec<Vec<u8>>,
 ) -> rustls::ClientConfig {
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(ca.expect("CA PEM")).expect("a root");
-    }
-    let chain: Vec<_> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
-        .collect::<Result<_, _>>()
-        .expect("cert PEM");
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).expect("key PEM");
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("TLS versions")
-    .with_root_certificates(roots)
-    .with_client_auth_cert(chain, key)
-    .expect("client auth");
+    let client = infrasim_kube_api::pki::KeyedCert {
+        cert_pem: cert_pem.into(),
+        key_pem: key_pem.into(),
+    };
+    let mut config = infrasim_kube_api::client_tls_config(ca_pem, &client).expect("client TLS");
     config.alpn_protocols = alpn;
     config
 }

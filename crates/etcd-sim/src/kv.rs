@@ -33,21 +33,11 @@ impl Kv for MemberService {
         &self,
         request: Request<pb::PutRequest>,
     ) -> Result<Response<pb::PutResponse>, Status> {
-        let mut state = self.cluster.lock();
         let put = request.into_inner();
-        let (prev, events) = {
-            let (keys, leases) = split(&mut state);
-            let mut revision = keys.begin();
-            let prev = put_key(&mut revision, leases, put)?;
-            (prev, revision.commit())
-        };
-        state.members.commit();
-        let header = self.header(&state);
-        drop(state);
-        self.cluster.publish(events);
+        let (prev_kv, header) = self.write(|revision, leases| put_key(revision, leases, put))?;
         Ok(Response::new(pb::PutResponse {
             header: Some(header),
-            prev_kv: prev,
+            prev_kv,
         }))
     }
 
@@ -55,20 +45,10 @@ impl Kv for MemberService {
         &self,
         request: Request<pb::DeleteRangeRequest>,
     ) -> Result<Response<pb::DeleteRangeResponse>, Status> {
-        let mut state = self.cluster.lock();
         let delete = request.into_inner();
-        let (mut response, events) = {
-            let (keys, leases) = split(&mut state);
-            let mut revision = keys.begin();
-            let response = delete_keys(&mut revision, leases, &delete);
-            (response, revision.commit())
-        };
-        if !events.is_empty() {
-            state.members.commit();
-        }
-        response.header = Some(self.header(&state));
-        drop(state);
-        self.cluster.publish(events);
+        let (mut response, header) =
+            self.write(|revision, leases| Ok(delete_keys(revision, leases, &delete)))?;
+        response.header = Some(header);
         Ok(Response::new(response))
     }
 
@@ -76,20 +56,10 @@ impl Kv for MemberService {
         &self,
         request: Request<pb::TxnRequest>,
     ) -> Result<Response<pb::TxnResponse>, Status> {
-        let mut state = self.cluster.lock();
         let txn = request.into_inner();
-        let (mut response, events) = {
-            let (keys, leases) = split(&mut state);
-            let mut revision = keys.begin();
-            let response = run_txn(&mut revision, leases, txn)?;
-            (response, revision.commit())
-        };
-        if !events.is_empty() {
-            state.members.commit();
-        }
-        response.header = Some(self.header(&state));
-        drop(state);
-        self.cluster.publish(events);
+        let (mut response, header) =
+            self.write(|revision, leases| run_txn(revision, leases, txn))?;
+        response.header = Some(header);
         Ok(Response::new(response))
     }
 
@@ -111,8 +81,29 @@ impl Kv for MemberService {
 
 type Leases = std::collections::BTreeMap<i64, crate::cluster::Lease>;
 
-fn split(state: &mut State) -> (&mut KeySpace, &mut Leases) {
-    (&mut state.keys, &mut state.leases)
+impl MemberService {
+    /// Runs `change` as one revision of the key space: commits it, counts it in raft's index
+    /// if it changed anything, and hands its events to the watches once the lock is released.
+    /// What `change` returned, and the header after it.
+    fn write<T>(
+        &self,
+        change: impl FnOnce(&mut Revision<'_>, &mut Leases) -> Result<T, Status>,
+    ) -> Result<(T, pb::ResponseHeader), Status> {
+        let mut state = self.cluster.lock();
+        let (out, events) = {
+            let State { keys, leases, .. } = &mut *state;
+            let mut revision = keys.begin();
+            let out = change(&mut revision, leases)?;
+            (out, revision.commit())
+        };
+        if !events.is_empty() {
+            state.members.commit();
+        }
+        let header = self.header(&state);
+        drop(state);
+        self.cluster.publish(events);
+        Ok((out, header))
+    }
 }
 
 /// A Range against the current keys (etcd keeps no old versions here: a read at an older

@@ -25,7 +25,7 @@ pub use cluster::EtcdCluster;
 pub use keyspace::KeyError;
 pub use listener::{serve, serve_connection, tls_config};
 pub use members::{Member, MemberError};
-pub use service::{MemberService, ETCD_VERSION};
+pub use service::{handle, MemberService, ETCD_VERSION};
 
 /// The generated messages, servers and clients.
 #[allow(clippy::all, missing_docs)]

@@ -38,20 +38,6 @@ impl MemberService {
             .add_service(MaintenanceServer::new(self))
     }
 
-    /// Answers one gRPC request (an HTTP/2 request with `content-type: application/grpc`)
-    /// as this member, for a server that hands its gRPC requests over.
-    pub async fn handle<B>(self, req: http::Request<B>) -> http::Response<tonic::body::Body>
-    where
-        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-        B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send,
-    {
-        use tonic::codegen::Service;
-        match self.routes().call(req).await {
-            Ok(response) => response,
-            Err(never) => match never {},
-        }
-    }
-
     pub(crate) fn header(&self, state: &State) -> pb::ResponseHeader {
         pb::ResponseHeader {
             cluster_id: state.members.cluster_id,
@@ -59,6 +45,19 @@ impl MemberService {
             revision: state.keys.revision(),
             raft_term: state.members.term(),
         }
+    }
+
+    /// Runs `change` (which may leave it as it is) on the membership, as this member (a
+    /// removed one answers nothing);
+    /// what it returned, the header after it, and the members after it.
+    fn with_members<T>(
+        &self,
+        change: impl FnOnce(&mut crate::members::Members) -> Result<T, MemberError>,
+    ) -> Result<(T, pb::ResponseHeader, Vec<pb::Member>), Status> {
+        let mut state = self.cluster.lock();
+        self.check_member(&state)?;
+        let out = change(&mut state.members).map_err(member_status)?;
+        Ok((out, self.header(&state), state.members.list()))
     }
 
     /// Fails if this member was removed: a removed member's etcd stops serving.
@@ -88,16 +87,11 @@ impl Cluster for MemberService {
         request: Request<pb::MemberAddRequest>,
     ) -> Result<Response<pb::MemberAddResponse>, Status> {
         let r = request.into_inner();
-        let mut state = self.cluster.lock();
-        self.check_member(&state)?;
-        let member = state
-            .members
-            .add(r.peer_ur_ls, r.is_learner)
-            .map_err(member_status)?;
+        let (member, header, members) = self.with_members(|m| m.add(r.peer_ur_ls, r.is_learner))?;
         Ok(Response::new(pb::MemberAddResponse {
-            header: Some(self.header(&state)),
+            header: Some(header),
             member: Some(member.to_pb()),
-            members: state.members.list(),
+            members,
         }))
     }
 
@@ -105,15 +99,11 @@ impl Cluster for MemberService {
         &self,
         request: Request<pb::MemberRemoveRequest>,
     ) -> Result<Response<pb::MemberRemoveResponse>, Status> {
-        let mut state = self.cluster.lock();
-        self.check_member(&state)?;
-        state
-            .members
-            .remove(request.get_ref().id)
-            .map_err(member_status)?;
+        let id = request.get_ref().id;
+        let ((), header, members) = self.with_members(|m| m.remove(id))?;
         Ok(Response::new(pb::MemberRemoveResponse {
-            header: Some(self.header(&state)),
-            members: state.members.list(),
+            header: Some(header),
+            members,
         }))
     }
 
@@ -122,15 +112,10 @@ impl Cluster for MemberService {
         request: Request<pb::MemberUpdateRequest>,
     ) -> Result<Response<pb::MemberUpdateResponse>, Status> {
         let r = request.into_inner();
-        let mut state = self.cluster.lock();
-        self.check_member(&state)?;
-        state
-            .members
-            .update(r.id, r.peer_ur_ls)
-            .map_err(member_status)?;
+        let ((), header, members) = self.with_members(|m| m.update(r.id, r.peer_ur_ls))?;
         Ok(Response::new(pb::MemberUpdateResponse {
-            header: Some(self.header(&state)),
-            members: state.members.list(),
+            header: Some(header),
+            members,
         }))
     }
 
@@ -138,11 +123,10 @@ impl Cluster for MemberService {
         &self,
         _: Request<pb::MemberListRequest>,
     ) -> Result<Response<pb::MemberListResponse>, Status> {
-        let state = self.cluster.lock();
-        self.check_member(&state)?;
+        let ((), header, members) = self.with_members(|_| Ok(()))?;
         Ok(Response::new(pb::MemberListResponse {
-            header: Some(self.header(&state)),
-            members: state.members.list(),
+            header: Some(header),
+            members,
         }))
     }
 
@@ -150,15 +134,11 @@ impl Cluster for MemberService {
         &self,
         request: Request<pb::MemberPromoteRequest>,
     ) -> Result<Response<pb::MemberPromoteResponse>, Status> {
-        let mut state = self.cluster.lock();
-        self.check_member(&state)?;
-        state
-            .members
-            .promote(request.get_ref().id)
-            .map_err(member_status)?;
+        let id = request.get_ref().id;
+        let ((), header, members) = self.with_members(|m| m.promote(id))?;
         Ok(Response::new(pb::MemberPromoteResponse {
-            header: Some(self.header(&state)),
-            members: state.members.list(),
+            header: Some(header),
+            members,
         }))
     }
 }
@@ -316,5 +296,23 @@ impl Maintenance for MemberService {
         Err(Status::failed_precondition(
             "etcdserver: invalid downgrade target version",
         ))
+    }
+}
+
+/// Answers one gRPC request (an HTTP/2 request with `content-type: application/grpc`) with
+/// `routes` (a member's, see [`MemberService::routes`]), for a server that hands its gRPC
+/// requests over.
+pub async fn handle<B>(
+    mut routes: tonic::service::Routes,
+    req: http::Request<B>,
+) -> http::Response<tonic::body::Body>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send,
+{
+    use tonic::codegen::Service;
+    match routes.call(req).await {
+        Ok(response) => response,
+        Err(never) => match never {},
     }
 }

@@ -16,8 +16,7 @@ use infrasim_clock::SystemClock;
 use infrasim_kube_api::pki::{CertificateAuthority, KeyedCert};
 use infrasim_kube_api::{tls_config, ApiConfig, ApiServer};
 use infrasim_store::{MemoryBackend, ObjectKey, Store, StoreConfig};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
 use serde_json::json;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -91,18 +90,7 @@ struct Client {
 
 impl Client {
     fn new(ca: &CertificateAuthority, cert: &KeyedCert, h2: bool) -> anyhow::Result<Self> {
-        let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_slice_iter(ca.cert_pem.as_bytes()) {
-            roots.add(c?)?;
-        }
-        let chain: Vec<CertificateDer<'static>> =
-            CertificateDer::pem_slice_iter(cert.cert_pem.as_bytes()).collect::<Result<_, _>>()?;
-        let key = PrivateKeyDer::from_pem_slice(cert.key_pem.as_bytes())?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots)
-            .with_client_auth_cert(chain, key)?;
+        let mut config = infrasim_kube_api::client_tls_config(&ca.cert_pem, cert)?;
         config.alpn_protocols = vec![if h2 {
             b"h2".to_vec()
         } else {

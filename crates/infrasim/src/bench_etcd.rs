@@ -12,8 +12,7 @@ use infrasim_etcd_sim::pb::etcdserverpb::maintenance_client::MaintenanceClient;
 use infrasim_etcd_sim::pb::etcdserverpb::{MemberListRequest, StatusRequest};
 use infrasim_kube_api::pki::{CertificateAuthority, KeyedCert};
 use k8s_openapi::api::core::v1::Pod;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -209,14 +208,9 @@ async fn nodelay_client(kubeconfig: &str) -> anyhow::Result<kube::Client> {
     http.enforce_http(false);
     http.set_nodelay(true);
     let https = config.rustls_https_connector_with_connector(http)?;
-    let pool = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build::<_, kube::client::Body>(https);
-    let service = tower::ServiceBuilder::new()
-        .layer(config.base_uri_layer())
-        .option_layer(config.auth_layer()?)
-        .map_err(tower::BoxError::from)
-        .service(pool);
-    Ok(kube::Client::new(service, config.default_namespace))
+    Ok(infrasim_controllers::capi::standin::workload::client_over(
+        &config, https,
+    )?)
 }
 
 /// An HTTP/2 gRPC channel over `stream` after a TLS handshake as `creds`.
@@ -224,19 +218,7 @@ async fn tls_channel<S>(stream: S, creds: &Credentials) -> anyhow::Result<Channe
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in CertificateDer::pem_slice_iter(creds.ca_pem.as_bytes()) {
-        roots.add(ca?)?;
-    }
-    let chain = CertificateDer::pem_slice_iter(creds.client.cert_pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()?;
-    let key = PrivateKeyDer::from_pem_slice(creds.client.key_pem.as_bytes())?;
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_root_certificates(roots)
-    .with_client_auth_cert(chain, key)?;
+    let mut config = infrasim_kube_api::client_tls_config(&creds.ca_pem, &creds.client)?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(ServerName::try_from("localhost")?, stream)

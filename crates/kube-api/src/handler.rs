@@ -77,7 +77,8 @@ where
     B::Error: std::error::Error + Send + Sync + 'static,
 {
     let (mut parts, body) = req.into_parts();
-    if let Route::Resource(p) = route(parts.uri.path()) {
+    let target = route(parts.uri.path());
+    if let Route::Resource(p) = &target {
         if let (true, Some(ns), Some(pod)) = (
             p.group.is_empty()
                 && p.resource == "pods"
@@ -111,7 +112,7 @@ where
             )))
         }
     };
-    match route(parts.uri.path()) {
+    match target {
         Route::Health => {
             get_only(&parts.method)?;
             Ok(crate::http::json_typed(

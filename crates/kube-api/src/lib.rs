@@ -113,5 +113,7 @@ pub mod values;
 mod watch;
 
 pub use auth::Identity;
-pub use server::{tls_config, ApiConfig, ApiServer, LocalService, ServeError, WeakApiServer};
+pub use server::{
+    client_tls_config, tls_config, ApiConfig, ApiServer, LocalService, ServeError, WeakApiServer,
+};
 pub use sidecar::{Sidecar, SidecarBody, SidecarError, SidecarService};

@@ -415,6 +415,29 @@ fn tls_config_for(cas: &[&str], cert: &KeyedCert) -> Result<Arc<rustls::ServerCo
     Ok(Arc::new(config))
 }
 
+/// A client's TLS configuration: servers verified against `ca_pem` (PEM, one or more CAs),
+/// `client` presented as the client certificate, no ALPN (callers that speak a protocol say
+/// which).
+pub fn client_tls_config(
+    ca_pem: &str,
+    client: &KeyedCert,
+) -> Result<rustls::ClientConfig, ServeError> {
+    let tls_err = |e: &dyn std::fmt::Display| ServeError::Tls(e.to_string());
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in parse_certs(ca_pem)? {
+        roots.add(ca).map_err(|e| tls_err(&e))?;
+    }
+    let chain = parse_certs(&client.cert_pem)?;
+    let key = PrivateKeyDer::from_pem_slice(client.key_pem.as_bytes()).map_err(|e| tls_err(&e))?;
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .and_then(|b| {
+            b.with_root_certificates(roots)
+                .with_client_auth_cert(chain, key)
+        })
+        .map_err(|e| tls_err(&e))
+}
+
 pub(crate) fn parse_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, ServeError> {
     CertificateDer::pem_slice_iter(pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()

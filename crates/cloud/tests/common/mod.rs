@@ -28,3 +28,14 @@ where
     }
     panic!("never true: {what}");
 }
+
+/// A cluster of three control planes and a worker, up at once.
+pub fn three_control_planes(name: &str) -> infrasim_cloud::ClusterShape {
+    infrasim_cloud::ClusterShape {
+        name: name.into(),
+        control_planes: 3,
+        workers: 1,
+        kubernetes_version: "v1.31.0".into(),
+        ..infrasim_cloud::ClusterShape::default()
+    }
+}

@@ -15,9 +15,6 @@ use infrasim_etcd_sim::pb::etcdserverpb::{
 use infrasim_kube_api::pki::CertificateAuthority;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Why the etcd of a cluster could not be asked.
@@ -89,7 +86,8 @@ async fn connect(
     let client = ca
         .client_cert("cluster-api.x-k8s.io-etcd-client", &[])
         .map_err(|e| missing(e.to_string()))?;
-    let tls = tls(&ca_pem, &client.cert_pem, &client.key_pem)
+    // No ALPN here: the connector offers h2 itself (and refuses a configuration that has some).
+    let tls = infrasim_kube_api::client_tls_config(&ca_pem, &client)
         .map_err(|e| missing(format!("etcd client TLS: {e}")))?;
     // Small writes go at once, as gRPC clients send them: with Nagle's algorithm on, each
     // request's second frame waits for the server's delayed ACK (40 ms a call).
@@ -107,23 +105,6 @@ async fn connect(
         .pool_timer(hyper_util::rt::TokioTimer::new())
         .build(https);
     Ok((channel, server))
-}
-
-fn tls(ca_pem: &str, cert_pem: &str, key_pem: &str) -> Result<rustls::ClientConfig, rustls::Error> {
-    let bad = |e: &dyn std::fmt::Display| rustls::Error::General(e.to_string());
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(ca.map_err(|e| bad(&e))?)?;
-    }
-    let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| bad(&e))?;
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| bad(&e))?;
-    // No ALPN here: the connector offers h2 itself (and refuses a configuration that has some).
-    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_client_auth_cert(chain, key)
 }
 
 /// Removes the etcd member named `node` from cluster `cluster`'s etcd, moving leadership to

@@ -109,16 +109,27 @@ fn connect(config: kube::Config) -> Result<Client, kube::Error> {
     https.set_connect_timeout(Some(CONNECT_TIMEOUT));
     https.set_read_timeout(Some(SILENCE_TIMEOUT));
     https.set_write_timeout(Some(SILENCE_TIMEOUT));
+    client_over(&config, https)
+}
+
+/// A client for `config` that connects with `connector` (which carries the TLS), through
+/// kube's layers (base URI, credentials), over a pool whose idle connections close after
+/// [`IDLE_CONNECTION`].
+pub fn client_over<C>(config: &kube::Config, connector: C) -> Result<Client, kube::Error>
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
+{
+    use kube::client::ConfigExt;
     let pool = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .pool_timer(hyper_util::rt::TokioTimer::new())
         .pool_idle_timeout(IDLE_CONNECTION)
-        .build::<_, kube::client::Body>(https);
+        .build::<_, kube::client::Body>(connector);
     let service = tower::ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .option_layer(config.auth_layer()?)
         .map_err(tower::BoxError::from)
         .service(pool);
-    Ok(Client::new(service, config.default_namespace))
+    Ok(Client::new(service, config.default_namespace.clone()))
 }
 
 #[cfg(test)]
