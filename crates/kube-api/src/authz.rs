@@ -554,6 +554,9 @@ pub(crate) fn bootstrap(state: &State) {
         json!({"metadata": {"name": "system:basic-user"}, "rules": [
             rule(&["authorization.k8s.io"], &["selfsubjectaccessreviews", "selfsubjectrulesreviews"], &["create"]),
             rule(&["authentication.k8s.io"], &["selfsubjectreviews"], &["create"])]}),
+        json!({"metadata": {"name": "system:monitoring"}, "rules": [
+            {"nonResourceURLs": ["/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/metrics/slis",
+                                 "/readyz", "/readyz/*"], "verbs": ["get"]}]}),
         json!({"metadata": {"name": "system:public-info-viewer"}, "rules": [
             {"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]}]}),
     ];
@@ -568,6 +571,11 @@ pub(crate) fn bootstrap(state: &State) {
             "system:basic-user",
             "system:basic-user",
             "system:authenticated",
+        ),
+        (
+            "system:monitoring",
+            "system:monitoring",
+            "system:monitoring",
         ),
         (
             "system:public-info-viewer",

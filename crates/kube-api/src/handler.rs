@@ -86,8 +86,13 @@ where
             p.namespace.as_deref(),
             p.name.as_deref(),
         ) {
-            let forwarder = state.port_forwarder.get().map(|f| &f.0);
-            return Ok(crate::portforward::handle(forwarder, &mut parts, ns, pod));
+            let request = crate::portforward::Request {
+                forwarder: state.port_forwarder.get().map(|f| &f.0),
+                sessions: &state.port_forwards,
+                namespace: ns,
+                pod,
+            };
+            return Ok(crate::portforward::handle(request, &mut parts));
         }
     }
     let negotiated = negotiate(&parts.headers);
@@ -119,6 +124,14 @@ where
                 200,
                 "ok",
                 "text/plain; charset=utf-8",
+            ))
+        }
+        Route::Metrics => {
+            get_only(&parts.method)?;
+            Ok(crate::http::json_typed(
+                200,
+                state.port_forwards.metrics(),
+                "text/plain; version=0.0.4; charset=utf-8",
             ))
         }
         Route::Version => {

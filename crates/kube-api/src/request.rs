@@ -11,6 +11,8 @@ pub enum Route {
     Health,
     /// `/version`.
     Version,
+    /// `/metrics`: Prometheus text.
+    Metrics,
     /// `/api`.
     CoreGroup,
     /// `/apis`.
@@ -66,6 +68,7 @@ pub fn route(path: &str) -> Route {
     match s.as_slice() {
         ["healthz" | "livez" | "readyz", ..] => Route::Health,
         ["version"] => Route::Version,
+        ["metrics"] => Route::Metrics,
         ["openapi", rest @ ..] => Route::OpenApi(rest.join("/")),
         ["api"] => Route::CoreGroup,
         ["apis"] => Route::Groups,

@@ -88,6 +88,8 @@ pub(crate) struct State {
     pub sidecar: std::sync::OnceLock<SidecarRoute>,
     /// What `pods/portforward` reaches, if anything listens in this server's pods.
     pub port_forwarder: std::sync::OnceLock<Forwarder>,
+    /// Port-forward sessions started, by protocol.
+    pub port_forwards: crate::portforward::Sessions,
 }
 
 /// A Kubernetes API server over one store group. Cheap to clone.
@@ -129,6 +131,7 @@ impl ApiServer {
                 rbac: Default::default(),
                 sidecar: std::sync::OnceLock::new(),
                 port_forwarder: std::sync::OnceLock::new(),
+                port_forwards: Default::default(),
             }),
         };
         crate::namespaces::bootstrap(&server.state);
@@ -191,6 +194,11 @@ impl ApiServer {
             cas.push(route.sidecar.client_ca_pem.as_str());
         }
         tls_config_for(&cas, cert)
+    }
+
+    /// Port-forward sessions started with `protocol` since the server started.
+    pub fn port_forward_sessions(&self, protocol: crate::portforward::Protocol) -> u64 {
+        self.state.port_forwards.count(protocol)
     }
 
     /// Lets `pods/{name}/portforward` reach what `forwarder` opens (once; later calls are
