@@ -292,3 +292,106 @@ async fn a_snapshot_saves_and_reads_back_as_etcds_backend_file() {
     assert_eq!(status["revision"].as_i64(), Some(4), "{status}");
     assert_eq!(status["totalKey"].as_i64(), Some(3), "{status}");
 }
+
+/// A port nobody listens on now.
+async fn free_port() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+#[tokio::test]
+async fn a_snapshot_restores_into_debians_etcd_which_then_serves_its_keys() {
+    let f = three_members().await;
+    for (k, v) in [("/a", "1"), ("/b", "2"), ("/a", "3")] {
+        f.run(0, &["put", k, v]).await;
+    }
+    let snapshot = f.dir.join("restore.db");
+    let data = f.dir.join("restored");
+    f.run(2, &["snapshot", "save", &snapshot.to_string_lossy()])
+        .await;
+    let (client, peer) = (free_port().await, free_port().await);
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    let client_url = format!("http://127.0.0.1:{client}");
+    let cluster = format!("restored={peer_url}");
+    let restore = tokio::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["snapshot", "restore", &snapshot.to_string_lossy()])
+        .arg(format!("--data-dir={}", data.display()))
+        .args(["--name=restored", &format!("--initial-cluster={cluster}")])
+        .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+        .output()
+        .await
+        .expect("etcdctl runs");
+    assert!(
+        restore.status.success(),
+        "{}",
+        String::from_utf8_lossy(&restore.stderr)
+    );
+    let _etcd = tokio::process::Command::new("etcd")
+        .arg(format!("--data-dir={}", data.display()))
+        .args(["--name=restored", &format!("--initial-cluster={cluster}")])
+        .arg(format!("--listen-peer-urls={peer_url}"))
+        .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+        .arg(format!("--listen-client-urls={client_url}"))
+        .arg(format!("--advertise-client-urls={client_url}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("etcd runs (Debian's etcd-server; scripts/test-all installs it)");
+    let get = || {
+        tokio::process::Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={client_url}"))
+            .args(["get", "--prefix", "/", "-w", "json"])
+            .output()
+    };
+    let mut answer = None;
+    for _ in 0..100 {
+        match get().await {
+            Ok(out) if out.status.success() => {
+                answer = Some(out.stdout);
+                break;
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+        }
+    }
+    let answer: Value =
+        serde_json::from_slice(&answer.expect("the restored etcd answers")).expect("JSON");
+    let kvs: Vec<(String, String)> = answer["kvs"]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .map(|kv| {
+            let text = |field: &str| {
+                let b64 = kv[field].as_str().unwrap_or("");
+                // etcdctl's JSON carries keys and values in base64.
+                use base64::Engine;
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .unwrap_or_default();
+                String::from_utf8(bytes).unwrap_or_default()
+            };
+            (text("key"), text("value"))
+        })
+        .collect();
+    assert_eq!(
+        kvs,
+        [
+            ("/a".to_string(), "3".to_string()),
+            ("/b".into(), "2".into())
+        ]
+    );
+    // The keys keep their history's revisions: /a last written at 4, /b at 3.
+    let revisions: Vec<i64> = answer["kvs"]
+        .as_array()
+        .map(|kvs| {
+            kvs.iter()
+                .filter_map(|kv| kv["mod_revision"].as_i64())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(revisions, [4, 3]);
+}
