@@ -4,8 +4,8 @@
 
 use crate::auth::Identity;
 use crate::authz::{self, Attributes, ResourceAttributes};
-use crate::crud::decode_body;
-use crate::handler::Ctx;
+use crate::codec::decode_body;
+use crate::context::Ctx;
 use crate::http::{json_value, HandlerResult};
 use crate::status::ApiError;
 use infrasim_store::ObjectKey;

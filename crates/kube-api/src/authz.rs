@@ -3,14 +3,13 @@
 //! impersonation; plus the bootstrap roles every cluster starts with.
 
 use crate::auth::Identity;
-use crate::crud::derive;
+use crate::object::derive;
 use crate::request::{Query, Route};
 use crate::selectors::LabelSelector;
-use crate::server::State;
+use crate::state::State;
 use crate::status::ApiError;
-use infrasim_store::{ReadAt, StoreError};
+use infrasim_store::StoreError;
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 /// What a request asks to do, in RBAC's terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,65 +145,6 @@ fn subject_matches(subject: &Value, who: &Identity, binding_namespace: &str) -> 
     }
 }
 
-const RBAC_RESOURCES: [&str; 4] = [
-    "clusterroles.rbac.authorization.k8s.io",
-    "clusterrolebindings.rbac.authorization.k8s.io",
-    "roles.rbac.authorization.k8s.io",
-    "rolebindings.rbac.authorization.k8s.io",
-];
-
-/// The RBAC objects, decoded, in the order of [`RBAC_RESOURCES`].
-#[derive(Debug, Default)]
-pub(crate) struct RbacObjects {
-    lists: [Vec<Value>; 4],
-}
-
-/// What identifies the content of one resource's snapshot without decoding it: how many
-/// objects, and the largest and the sum of their resourceVersions (any write changes one).
-type Fingerprint = [(usize, u64, u64); 4];
-
-/// The decoded RBAC objects, kept until one of them changes: every non-admin request reads
-/// them, and decoding a few hundred roles per request would dominate its cost.
-#[derive(Debug, Default)]
-pub(crate) struct RbacCache {
-    cached: std::sync::Mutex<Option<(Fingerprint, Arc<RbacObjects>)>>,
-}
-
-fn rbac_objects(state: &State) -> Arc<RbacObjects> {
-    let snapshots: Vec<_> = RBAC_RESOURCES
-        .iter()
-        .map(|r| state.group.snapshot(r, ReadAt::Latest).ok())
-        .collect();
-    let mut fingerprint: Fingerprint = [(0, 0, 0); 4];
-    for (fp, snapshot) in fingerprint.iter_mut().zip(&snapshots) {
-        if let Some(s) = snapshot {
-            *fp = s.objects.values().fold((0, 0, 0), |(n, max, sum), o| {
-                let rv = o.meta.resource_version;
-                (n + 1, max.max(rv), sum.wrapping_add(rv))
-            });
-        }
-    }
-    let mut cache = state.rbac.cached.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((fp, objects)) = cache.as_ref() {
-        if *fp == fingerprint {
-            return objects.clone();
-        }
-    }
-    let mut lists: [Vec<Value>; 4] = Default::default();
-    for (list, snapshot) in lists.iter_mut().zip(&snapshots) {
-        if let Some(s) = snapshot {
-            *list = s
-                .objects
-                .values()
-                .filter_map(|o| o.to_value().ok())
-                .collect();
-        }
-    }
-    let objects = Arc::new(RbacObjects { lists });
-    *cache = Some((fingerprint, objects.clone()));
-    objects
-}
-
 /// The rules of a ClusterRole, aggregated ones included.
 fn cluster_role_rules(roles: &[Value], name: &str) -> Vec<Value> {
     let Some(role) = roles
@@ -268,7 +208,7 @@ pub(crate) fn allowed(state: &State, who: &Identity, attrs: &Attributes) -> (boo
     if who.groups.iter().any(|g| g == "system:masters") {
         return (true, "member of system:masters".into());
     }
-    let rbac = rbac_objects(state);
+    let rbac = state.rbac.objects(&state.group);
     let [cluster_roles, cluster_role_bindings, roles, role_bindings] = &rbac.lists;
     for binding in cluster_role_bindings {
         let subjects = binding

@@ -2,7 +2,7 @@
 //! out. Only fields clients read back are filled; each function is idempotent, so it runs on
 //! create and on update alike.
 
-use crate::server::State;
+use crate::state::State;
 use infrasim_store::ReadAt;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;

@@ -3,7 +3,7 @@
 
 use crate::http::{json_typed, json_value, Format, HandlerResult};
 use crate::resources::ResourceInfo;
-use crate::server::State;
+use crate::state::State;
 use crate::status::ApiError;
 use http::Response;
 use serde_json::{json, Value};

@@ -6,8 +6,8 @@
 //! match the selector, healthy ones are Ready), so eviction is right whether or not anything
 //! maintains the budgets' status.
 
-use crate::crud::decode_body;
-use crate::handler::Ctx;
+use crate::codec::decode_body;
+use crate::context::Ctx;
 use crate::http::{json_value, HandlerResult};
 use crate::status::ApiError;
 use crate::values::{condition_true, int_or_percent, string_map};

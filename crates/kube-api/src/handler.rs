@@ -1,34 +1,16 @@
 //! Request dispatch: authenticate, route, negotiate, and call the handler for the verb.
 
 use crate::auth::Identity;
-use crate::http::{error_response, json_value, negotiate, read_body, Body, Format, HandlerResult};
-use crate::request::{route, Query, ResourcePath, Route};
-use crate::resources::ResourceInfo;
-use crate::server::State;
+use crate::context::Ctx;
+use crate::http::{error_response, json_value, negotiate, read_body, Body, HandlerResult};
+use crate::request::{route, Query, Route};
+use crate::state::State;
 use crate::status::ApiError;
-use crate::{crud, discovery, list, watch};
+use crate::verbs;
+use crate::{discovery, list, watch};
 use http::{Method, Request, Response};
 use serde_json::json;
 use std::sync::Arc;
-
-/// Everything a resource handler needs about one request.
-pub(crate) struct Ctx {
-    pub state: Arc<State>,
-    pub info: Arc<ResourceInfo>,
-    pub path: ResourcePath,
-    pub query: Query,
-    pub format: Format,
-    pub headers: http::HeaderMap,
-    /// Who is asking (after impersonation).
-    pub identity: Identity,
-}
-
-impl Ctx {
-    /// The namespace of the request (empty for cluster-scoped resources).
-    pub fn namespace(&self) -> &str {
-        self.path.namespace.as_deref().unwrap_or("")
-    }
-}
 
 pub(crate) async fn handle<B>(
     state: Arc<State>,
@@ -266,12 +248,15 @@ async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult
             // Watching one object: a watch with a name field selector, as kube-apiserver does.
             watch::watch(ctx).await
         }
-        (Method::GET, true, _) => crud::get(&ctx),
-        (Method::POST, false, false) => crud::create(&ctx, &body),
-        (Method::PUT, true, _) => crud::update(&ctx, &body),
-        (Method::PATCH, true, _) => crud::patch(&ctx, &body),
-        (Method::DELETE, true, false) => crud::delete(&ctx, &body).await,
-        (Method::DELETE, false, false) => crud::delete_collection(&ctx, &body),
+        (Method::GET, true, _) => verbs::get::get(&ctx),
+        (Method::POST, false, false) => verbs::create::create(&ctx, &body),
+        (Method::PUT, true, _) => verbs::update::update(&ctx, &body),
+        (Method::PATCH, true, _) if verbs::apply::requested(&ctx) => {
+            verbs::apply::apply(&ctx, &body)
+        }
+        (Method::PATCH, true, _) => verbs::patch::patch(&ctx, &body),
+        (Method::DELETE, true, false) => verbs::delete::delete(&ctx, &body).await,
+        (Method::DELETE, false, false) => verbs::delete::delete_collection(&ctx, &body),
         _ => Err(ApiError::method_not_allowed(
             "the server does not allow this method on the requested resource",
         )),

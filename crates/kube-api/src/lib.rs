@@ -25,9 +25,18 @@ mod access_review;
 pub mod apply;
 pub mod auth;
 pub mod authz;
+mod codec;
+mod context;
 pub mod crd;
-mod crud;
 pub mod eviction;
+mod filter;
+mod object;
+mod rbac_cache;
+pub mod schema;
+mod state;
+mod tls;
+mod verbs;
+mod write;
 
 /// Writing objects into a group the way the API would, for code that seeds clusters.
 pub mod crud_support {
@@ -40,7 +49,7 @@ pub mod crud_support {
     pub fn store_object(group: &Group, resource: &str, mut object: Value) {
         let kind = kind_of(&object);
         crate::defaults::apply_stateless(&kind, &mut object);
-        let derived = crate::crud::derive(&kind, &object);
+        let derived = crate::object::derive(&kind, &object);
         match group.create(resource, object, derived) {
             Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
             Err(e) => tracing::warn!(resource, error = %e, "seeding an object"),
@@ -70,7 +79,7 @@ pub mod crud_support {
         resource: &str,
         object: Value,
     ) -> Result<std::sync::Arc<infrasim_store::StoredObject>, StoreError> {
-        let derived = crate::crud::derive(&kind_of(&object), &object);
+        let derived = crate::object::derive(&kind_of(&object), &object);
         group.create(resource, object, derived)
     }
 
@@ -81,7 +90,7 @@ pub mod crud_support {
         object: Value,
         expected: u64,
     ) -> Result<std::sync::Arc<infrasim_store::StoredObject>, StoreError> {
-        let derived = crate::crud::derive(&kind_of(&object), &object);
+        let derived = crate::object::derive(&kind_of(&object), &object);
         group.update(resource, object, derived, Some(expected))
     }
 }
@@ -113,7 +122,7 @@ pub mod values;
 mod watch;
 
 pub use auth::Identity;
-pub use server::{
-    client_tls_config, tls_config, ApiConfig, ApiServer, LocalService, ServeError, WeakApiServer,
-};
+pub use server::{ApiServer, LocalService, WeakApiServer};
 pub use sidecar::{Sidecar, SidecarBody, SidecarError, SidecarService};
+pub use state::ApiConfig;
+pub use tls::{client_tls_config, tls_config, ServeError};

@@ -3,8 +3,8 @@
 //! namespace, refusing content in a terminating namespace, and deleting a namespace's content
 //! before the namespace itself.
 
-use crate::crud::derive;
-use crate::server::State;
+use crate::object::derive;
+use crate::state::State;
 use crate::status::ApiError;
 use infrasim_store::{DeleteOptions, ObjectKey, ReadAt, StoreError, StoredObject};
 use serde_json::{json, Value};

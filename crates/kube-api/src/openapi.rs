@@ -7,7 +7,7 @@
 
 use crate::http::{json_value, HandlerResult};
 use crate::resources::{ResourceInfo, SchemaSource};
-use crate::server::State;
+use crate::state::State;
 use crate::status::ApiError;
 use serde_json::{json, Map, Value};
 

@@ -1,7 +1,7 @@
 //! `pods/{name}/log`: simulated pods have no process, so their log is a short, honest note of
 //! what they are, in the container's name.
 
-use crate::handler::Ctx;
+use crate::context::Ctx;
 use crate::http::{json_typed, HandlerResult};
 use crate::status::ApiError;
 use infrasim_store::ObjectKey;

@@ -26,7 +26,7 @@ pub enum Normalize {
     /// unknown fields, as kube-apiserver's decoding into Go structs does.
     Typed(fn(Value) -> Result<Value, String>),
     /// A CustomResourceDefinition version's structural schema: validate, prune, default.
-    Schema(Arc<crate::crd::schema::Schema>),
+    Schema(Arc<crate::schema::Schema>),
 }
 
 impl std::fmt::Debug for Normalize {
@@ -185,7 +185,7 @@ impl ResourceInfo {
         match &self.normalize {
             Normalize::Typed(f) => f(value).map_err(NormalizeError::Decode),
             Normalize::Schema(schema) => schema.normalize(value).map_err(|e| match e {
-                crate::crd::schema::SchemaError::Invalid(causes) => NormalizeError::Invalid(causes),
+                crate::schema::SchemaError::Invalid(causes) => NormalizeError::Invalid(causes),
             }),
         }
     }

@@ -1,12 +1,13 @@
 //! The `scale` subresource (autoscaling/v1 Scale) of deployments, replicasets, statefulsets,
 //! replicationcontrollers, and custom resources that declare one.
 
-use crate::crud::{decode_body, derive};
-use crate::handler::Ctx;
+use crate::codec::decode_body;
+use crate::context::Ctx;
 use crate::http::{json_value, HandlerResult};
 use crate::resources::ScalePaths;
 use crate::status::ApiError;
-use infrasim_store::{ObjectKey, StoreError};
+use crate::write::{self, Operation, Ownership, Write, WriteError};
+use infrasim_store::ObjectKey;
 use serde_json::{json, Value};
 
 fn pointer(path: &str) -> String {
@@ -139,21 +140,25 @@ pub(crate) fn handle(ctx: &Ctx, method: &http::Method, body: &[u8]) -> HandlerRe
         }
         let mut updated = object.clone();
         set_path(&mut updated, &paths.spec, json!(replicas));
-        let derived = derive(&ctx.info.kind, &updated);
         let expected = pinned.or(Some(current.meta.resource_version));
-        match ctx
-            .state
-            .group
-            .update(&ctx.info.store_key, updated, derived, expected)
-        {
-            Ok(stored) => {
-                let value = stored
+        let write = Write {
+            operation: Operation::Update {
+                old: object,
+                expected,
+            },
+            object: updated,
+            ownership: Ownership::Record,
+        };
+        match write::persist(ctx, write) {
+            Ok(written) => {
+                let value = written
+                    .object
                     .to_value()
                     .map_err(|e| ApiError::internal(e.to_string()))?;
                 return Ok(json_value(200, &to_scale(&value, &paths)));
             }
-            Err(StoreError::Conflict { .. }) if pinned.is_none() => continue,
-            Err(e) => return Err(ApiError::from_store(e, &ctx.info.group, &ctx.info.plural)),
+            Err(WriteError::Stale(_)) if pinned.is_none() => continue,
+            Err(e) => return Err(e.into()),
         }
     }
     Err(ApiError::conflict(

@@ -1,96 +1,26 @@
-//! The API server: shared state, the request entry point, and the TLS listener.
+//! The API server: its handle, the request entry point, and the TLS listener.
 
 use crate::auth::{Identity, TokenAuthenticator};
 use crate::http::{error_response, Body};
 use crate::pki::{CertificateAuthority, KeyedCert};
 use crate::resources::Registry;
 use crate::sidecar::{EndpointBody, Issuer, Sidecar};
+use crate::state::{ApiConfig, Forwarder, SidecarRoute, State};
 use crate::status::ApiError;
+use crate::tls::{tls_config_for, ServeError};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use infrasim_clock::SharedClock;
 use infrasim_store::Group;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
+use rustls::pki_types::CertificateDer;
 use std::collections::HashSet;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
-
-/// Tunables of an API server.
-#[derive(Debug, Clone)]
-pub struct ApiConfig {
-    /// The largest request body accepted (kube-apiserver: 3 MiB).
-    pub max_body_bytes: usize,
-    /// How often a watch that asked for bookmarks gets one.
-    pub bookmark_interval: Duration,
-    /// The Kubernetes version reported by `/version` (`v1.33.0`).
-    pub kubernetes_version: String,
-}
-
-impl Default for ApiConfig {
-    fn default() -> Self {
-        ApiConfig {
-            max_body_bytes: 3 * 1024 * 1024,
-            bookmark_interval: Duration::from_secs(30),
-            kubernetes_version: "v1.33.0".into(),
-        }
-    }
-}
-
-/// A failure to start serving.
-#[derive(Debug, Error)]
-pub enum ServeError {
-    #[error("TLS configuration: {0}")]
-    Tls(String),
-    #[error("I/O: {0}")]
-    Io(#[from] std::io::Error),
-}
-
-/// What `pods/portforward` reaches (a closure, so its debug form is only its name).
-pub(crate) struct Forwarder(pub crate::portforward::PortForwarder);
-
-impl std::fmt::Debug for Forwarder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PortForwarder")
-    }
-}
-
-/// A sidecar and the CAs that decide who reaches which side.
-#[derive(Debug)]
-pub(crate) struct SidecarRoute {
-    sidecar: Sidecar,
-    sidecar_ca: Issuer,
-    api_ca: Issuer,
-}
-
-/// Everything a request handler reads.
-#[derive(Debug)]
-pub(crate) struct State {
-    pub group: Arc<Group>,
-    pub registry: Arc<Registry>,
-    pub tokens: TokenAuthenticator,
-    pub ca: CertificateAuthority,
-    pub clock: SharedClock,
-    pub config: ApiConfig,
-    /// Namespaces whose content is being deleted by a running task.
-    pub terminating: Mutex<HashSet<String>>,
-    /// The decoded RBAC objects, until one changes.
-    pub rbac: crate::authz::RbacCache,
-    /// A protocol served beside the API, with the issuers that tell its clients from the
-    /// API's (set once, before the TLS configuration is made).
-    pub sidecar: std::sync::OnceLock<SidecarRoute>,
-    /// What `pods/portforward` reaches, if anything listens in this server's pods.
-    pub port_forwarder: std::sync::OnceLock<Forwarder>,
-    /// Port-forward sessions started, by protocol.
-    pub port_forwards: crate::portforward::Sessions,
-}
 
 /// A Kubernetes API server over one store group. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -383,71 +313,4 @@ where
         let identity = self.identity.clone();
         Box::pin(async move { Ok(server.handle(req, Some(identity)).await) })
     }
-}
-
-/// The TLS configuration of a server whose clients present certificates signed by `ca`.
-pub fn tls_config(
-    ca: &CertificateAuthority,
-    cert: &KeyedCert,
-) -> Result<Arc<rustls::ServerConfig>, ServeError> {
-    tls_config_for(&[&ca.cert_pem], cert)
-}
-
-/// The TLS configuration of a server whose clients present certificates signed by any of
-/// `cas` (PEM).
-fn tls_config_for(cas: &[&str], cert: &KeyedCert) -> Result<Arc<rustls::ServerConfig>, ServeError> {
-    let tls_err = |e: &dyn std::fmt::Display| ServeError::Tls(e.to_string());
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for ca_pem in cas {
-        for ca_cert in parse_certs(ca_pem)? {
-            roots.add(ca_cert).map_err(|e| tls_err(&e))?;
-        }
-    }
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .allow_unauthenticated()
-        .build()
-        .map_err(|e| tls_err(&e))?;
-    let chain = parse_certs(&cert.cert_pem)?;
-    let key = PrivateKeyDer::from_pem_slice(cert.key_pem.as_bytes()).map_err(|e| tls_err(&e))?;
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| tls_err(&e))?
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(chain, key)
-        .map_err(|e| tls_err(&e))?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    // rustls sizes its session cache for 256 clients up front; a simulated cluster's API
-    // server has a handful (its controllers, a kubectl), and thousands of them run at once.
-    config.session_storage = rustls::server::ServerSessionMemoryCache::new(16);
-    Ok(Arc::new(config))
-}
-
-/// A client's TLS configuration: servers verified against `ca_pem` (PEM, one or more CAs),
-/// `client` presented as the client certificate, no ALPN (callers that speak a protocol say
-/// which).
-pub fn client_tls_config(
-    ca_pem: &str,
-    client: &KeyedCert,
-) -> Result<rustls::ClientConfig, ServeError> {
-    let tls_err = |e: &dyn std::fmt::Display| ServeError::Tls(e.to_string());
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in parse_certs(ca_pem)? {
-        roots.add(ca).map_err(|e| tls_err(&e))?;
-    }
-    let chain = parse_certs(&client.cert_pem)?;
-    let key = PrivateKeyDer::from_pem_slice(client.key_pem.as_bytes()).map_err(|e| tls_err(&e))?;
-    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .and_then(|b| {
-            b.with_root_certificates(roots)
-                .with_client_auth_cert(chain, key)
-        })
-        .map_err(|e| tls_err(&e))
-}
-
-pub(crate) fn parse_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, ServeError> {
-    CertificateDer::pem_slice_iter(pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| ServeError::Tls(e.to_string()))
 }

@@ -99,11 +99,11 @@ pub(crate) struct Issuer {
 }
 
 impl Issuer {
-    pub fn new(ca_pem: &str) -> Result<Self, crate::ServeError> {
-        let tls_err = |e: &dyn std::fmt::Display| crate::ServeError::Tls(e.to_string());
+    pub fn new(ca_pem: &str) -> Result<Self, crate::tls::ServeError> {
+        let tls_err = |e: &dyn std::fmt::Display| crate::tls::ServeError::Tls(e.to_string());
         let mut roots = rustls::RootCertStore::empty();
         let mut subject = Vec::new();
-        for ca in crate::server::parse_certs(ca_pem)? {
+        for ca in crate::tls::parse_certs(ca_pem)? {
             if subject.is_empty() {
                 subject = subject_of(&ca).unwrap_or_default();
             }
@@ -175,7 +175,7 @@ mod tests {
         let cert = ca
             .client_cert("someone", &[])
             .expect("a client certificate");
-        crate::server::parse_certs(&cert.cert_pem).expect("PEM")
+        crate::tls::parse_certs(&cert.cert_pem).expect("PEM")
     }
 
     fn issuer(ca: &CertificateAuthority) -> Issuer {

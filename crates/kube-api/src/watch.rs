@@ -5,9 +5,9 @@
 //! The stream owns its [`Watch`] directly (no task per watcher): when the client goes away
 //! the body is dropped and with it the subscription.
 
-use crate::handler::Ctx;
+use crate::context::Ctx;
+use crate::filter::Filter;
 use crate::http::{Format, HandlerResult};
-use crate::list::Filter;
 use crate::resources::ResourceInfo;
 use crate::status::ApiError;
 use crate::table::{self, IncludeObject};

@@ -2,11 +2,9 @@
 //! OpenAPI and tables follow at once), their `Established` and `NamesAccepted` conditions,
 //! and the cleanup of their objects when one is deleted.
 
-pub mod schema;
-
-use crate::crud::derive;
+use crate::object::derive;
 use crate::resources::{Normalize, PrinterColumn, ResourceInfo};
-use crate::server::State;
+use crate::state::State;
 use crate::status::ApiError;
 use infrasim_store::{DeleteOptions, ObjectKey, ReadAt, StoreError};
 use serde_json::{json, Value};
@@ -89,7 +87,7 @@ pub(crate) fn validate(crd: &Value) -> Vec<(String, String)> {
     }
     for (i, v) in versions.iter().enumerate() {
         if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
-            if let Err(e) = schema::Schema::from_openapi(schema) {
+            if let Err(e) = crate::schema::Schema::from_openapi(schema) {
                 causes.push((
                     format!("spec.versions[{i}].schema.openAPIV3Schema"),
                     format!("Invalid value: {e}"),
@@ -140,7 +138,7 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
                     || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
                 );
             let openapi = schema.clone();
-            let schema = schema::Schema::from_openapi(&schema).ok()?;
+            let schema = crate::schema::Schema::from_openapi(&schema).ok()?;
             let columns = v
                 .get("additionalPrinterColumns")
                 .and_then(Value::as_array)

@@ -1,0 +1,68 @@
+//! The RBAC objects (roles, cluster roles and their bindings) decoded for the authorizer, and
+//! kept until one of them changes.
+
+use infrasim_store::{Group, ReadAt};
+use serde_json::Value;
+use std::sync::Arc;
+
+const RBAC_RESOURCES: [&str; 4] = [
+    "clusterroles.rbac.authorization.k8s.io",
+    "clusterrolebindings.rbac.authorization.k8s.io",
+    "roles.rbac.authorization.k8s.io",
+    "rolebindings.rbac.authorization.k8s.io",
+];
+
+/// The RBAC objects, decoded, in the order of [`RBAC_RESOURCES`].
+#[derive(Debug, Default)]
+pub(crate) struct RbacObjects {
+    pub lists: [Vec<Value>; 4],
+}
+
+/// What identifies the content of one resource's snapshot without decoding it: how many
+/// objects, and the largest and the sum of their resourceVersions (any write changes one).
+type Fingerprint = [(usize, u64, u64); 4];
+
+/// The decoded RBAC objects, kept until one of them changes: every non-admin request reads
+/// them, and decoding a few hundred roles per request would dominate its cost.
+#[derive(Debug, Default)]
+pub(crate) struct RbacCache {
+    cached: std::sync::Mutex<Option<(Fingerprint, Arc<RbacObjects>)>>,
+}
+
+impl RbacCache {
+    /// The RBAC objects of `group` as they are now, decoded once per change.
+    pub fn objects(&self, group: &Group) -> Arc<RbacObjects> {
+        let snapshots: Vec<_> = RBAC_RESOURCES
+            .iter()
+            .map(|r| group.snapshot(r, ReadAt::Latest).ok())
+            .collect();
+        let mut fingerprint: Fingerprint = [(0, 0, 0); 4];
+        for (fp, snapshot) in fingerprint.iter_mut().zip(&snapshots) {
+            if let Some(s) = snapshot {
+                *fp = s.objects.values().fold((0, 0, 0), |(n, max, sum), o| {
+                    let rv = o.meta.resource_version;
+                    (n + 1, max.max(rv), sum.wrapping_add(rv))
+                });
+            }
+        }
+        let mut cache = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((fp, objects)) = cache.as_ref() {
+            if *fp == fingerprint {
+                return objects.clone();
+            }
+        }
+        let mut lists: [Vec<Value>; 4] = Default::default();
+        for (list, snapshot) in lists.iter_mut().zip(&snapshots) {
+            if let Some(s) = snapshot {
+                *list = s
+                    .objects
+                    .values()
+                    .filter_map(|o| o.to_value().ok())
+                    .collect();
+            }
+        }
+        let objects = Arc::new(RbacObjects { lists });
+        *cache = Some((fingerprint, objects.clone()));
+        objects
+    }
+}

@@ -1,0 +1,73 @@
+//! What every request handler reads: the server's shared [`State`], and its tunables.
+//! Below the handlers and the server alike, so that neither needs the other to name it.
+
+use crate::auth::TokenAuthenticator;
+use crate::pki::CertificateAuthority;
+use crate::rbac_cache::RbacCache;
+use crate::resources::Registry;
+use crate::sidecar::{Issuer, Sidecar};
+use infrasim_clock::SharedClock;
+use infrasim_store::Group;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Tunables of an API server.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// The largest request body accepted (kube-apiserver: 3 MiB).
+    pub max_body_bytes: usize,
+    /// How often a watch that asked for bookmarks gets one.
+    pub bookmark_interval: Duration,
+    /// The Kubernetes version reported by `/version` (`v1.33.0`).
+    pub kubernetes_version: String,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            max_body_bytes: 3 * 1024 * 1024,
+            bookmark_interval: Duration::from_secs(30),
+            kubernetes_version: "v1.33.0".into(),
+        }
+    }
+}
+
+/// What `pods/portforward` reaches (a closure, so its debug form is only its name).
+pub(crate) struct Forwarder(pub crate::portforward::PortForwarder);
+
+impl std::fmt::Debug for Forwarder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PortForwarder")
+    }
+}
+
+/// A sidecar and the CAs that decide who reaches which side.
+#[derive(Debug)]
+pub(crate) struct SidecarRoute {
+    pub sidecar: Sidecar,
+    pub sidecar_ca: Issuer,
+    pub api_ca: Issuer,
+}
+
+/// Everything a request handler reads.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub group: Arc<Group>,
+    pub registry: Arc<Registry>,
+    pub tokens: TokenAuthenticator,
+    pub ca: CertificateAuthority,
+    pub clock: SharedClock,
+    pub config: ApiConfig,
+    /// Namespaces whose content is being deleted by a running task.
+    pub terminating: Mutex<HashSet<String>>,
+    /// The decoded RBAC objects, until one changes.
+    pub rbac: RbacCache,
+    /// A protocol served beside the API, with the issuers that tell its clients from the
+    /// API's (set once, before the TLS configuration is made).
+    pub sidecar: std::sync::OnceLock<SidecarRoute>,
+    /// What `pods/portforward` reaches, if anything listens in this server's pods.
+    pub port_forwarder: std::sync::OnceLock<Forwarder>,
+    /// Port-forward sessions started, by protocol.
+    pub port_forwards: crate::portforward::Sessions,
+}

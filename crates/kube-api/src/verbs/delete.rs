@@ -1,0 +1,195 @@
+//! DELETE of one object (finalizers and propagation honoured, the deleted object or a
+//! Status in answer, as kube-apiserver's registry answers for the kind) and of a collection.
+
+use crate::context::Ctx;
+use crate::http::{json_bytes, json_value, HandlerResult};
+use crate::status::ApiError;
+use crate::write::input;
+use crate::{namespaces, selectors};
+use infrasim_store::{DeleteOptions, DeleteOutcome, Propagation, ReadAt};
+use serde_json::{json, Value};
+
+/// Reads `DeleteOptions` from the body and query.
+fn delete_options(ctx: &Ctx, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+    let opts: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
+    };
+    let from_body = |k: &str| opts.get(k).and_then(Value::as_str).map(str::to_string);
+    input::dry_run(ctx)?;
+    let policy = from_body("propagationPolicy")
+        .or_else(|| ctx.query.get("propagationPolicy").map(str::to_string));
+    let orphan = opts
+        .get("orphanDependents")
+        .and_then(Value::as_bool)
+        .or_else(|| ctx.query.flag("orphanDependents").ok().filter(|b| *b));
+    let propagation = match (policy.as_deref(), orphan) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "DeleteOptions",
+                "",
+                vec![("propagationPolicy".into(), "Invalid value: \"null\": orphanDependents and deletionPropagation cannot be both set".into())],
+            ))
+        }
+        (Some("Background"), _) => Propagation::Background,
+        (Some("Foreground"), _) => Propagation::Foreground,
+        (Some("Orphan"), _) | (None, Some(true)) => Propagation::Orphan,
+        (None, _) => Propagation::Background,
+        (Some(other), _) => {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "DeleteOptions",
+                "",
+                vec![(
+                    "propagationPolicy".into(),
+                    format!("Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""),
+                )],
+            ))
+        }
+    };
+    let precondition_resource_version = match opts
+        .pointer("/preconditions/resourceVersion")
+        .and_then(Value::as_str)
+    {
+        Some(rv) => Some(
+            rv.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version {rv:?}")))?,
+        ),
+        None => None,
+    };
+    Ok(DeleteOptions {
+        propagation,
+        precondition_uid: opts
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        precondition_resource_version,
+    })
+}
+
+/// A delete is a dry run when the query or the DeleteOptions body says `All`.
+fn delete_is_dry(ctx: &Ctx, body: &[u8]) -> Result<bool, ApiError> {
+    let from_body = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("dryRun").and_then(Value::as_array).cloned())
+        .is_some_and(|a| a.iter().any(|x| x.as_str() == Some("All")));
+    Ok(from_body || input::dry_run(ctx)?)
+}
+
+pub(crate) async fn delete(ctx: &Ctx, body: &[u8]) -> HandlerResult {
+    let options = delete_options(ctx, body)?;
+    if delete_is_dry(ctx, body)? {
+        let outcome = ctx
+            .state
+            .group
+            .delete_dry_run(&ctx.info.store_key, &ctx.key(), &options)
+            .map_err(|e| ctx.store_error(e))?;
+        return ctx.render(outcome.object(), 200);
+    }
+    let name = ctx.path.name.as_deref().unwrap_or("");
+    if ctx.info.kind == "Namespace" {
+        namespaces::check_deletable(name)?;
+    }
+    let outcome = ctx
+        .state
+        .group
+        .delete(&ctx.info.store_key, &ctx.key(), &options)
+        .map_err(|e| ctx.store_error(e))?;
+    match outcome {
+        DeleteOutcome::Pending(object) => {
+            if ctx.info.kind == "CustomResourceDefinition" && !ctx.info.custom {
+                crate::crd::spawn_cleanup(ctx.state.clone(), name.to_string());
+            }
+            if ctx.info.kind == "Namespace" && !ctx.info.custom {
+                let object = namespaces::begin_termination(&ctx.state, name).unwrap_or(object);
+                return ctx.render(&object, 200);
+            }
+            ctx.render(&object, 200)
+        }
+        DeleteOutcome::Deleted(object) => {
+            if ctx.info.kind == "Pod" {
+                return ctx.render(&object, 200);
+            }
+            Ok(json_value(
+                200,
+                &json!({
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "details": {"name": name, "group": &ctx.info.group, "kind": &ctx.info.plural, "uid": &*object.meta.uid},
+                }),
+            ))
+        }
+    }
+}
+
+pub(crate) fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
+    let options = delete_options(ctx, body)?;
+    let dry = delete_is_dry(ctx, body)?;
+    let labels = selectors::LabelSelector::parse(ctx.query.get("labelSelector").unwrap_or(""))
+        .map_err(ApiError::bad_request)?;
+    let fields = selectors::FieldSelector::parse(
+        ctx.query.get("fieldSelector").unwrap_or(""),
+        &ctx.info.kind,
+    )
+    .map_err(ApiError::bad_request)?;
+    let snapshot = ctx
+        .state
+        .group
+        .snapshot(&ctx.info.store_key, ReadAt::Latest)
+        .map_err(|e| ctx.store_error(e))?;
+    let ns = ctx.namespace();
+    let mut deleted = Vec::new();
+    for (key, object) in snapshot.objects.iter() {
+        if ctx.info.namespaced && !ns.is_empty() && &*key.namespace != ns {
+            continue;
+        }
+        if !labels.matches(&object.meta.labels) || !fields.matches(object) {
+            continue;
+        }
+        if ctx.info.kind == "Namespace" && namespaces::check_deletable(&key.name).is_err() {
+            continue;
+        }
+        let result = if dry {
+            ctx.state
+                .group
+                .delete_dry_run(&ctx.info.store_key, key, &options)
+        } else {
+            ctx.state.group.delete(&ctx.info.store_key, key, &options)
+        };
+        match result {
+            Ok(outcome) if dry => deleted.push(outcome.object().clone()),
+            Ok(outcome) => {
+                if ctx.info.kind == "Namespace" && matches!(outcome, DeleteOutcome::Pending(_)) {
+                    namespaces::begin_termination(&ctx.state, &key.name);
+                }
+                deleted.push(outcome.object().clone());
+            }
+            Err(infrasim_store::StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(ctx.store_error(e)),
+        }
+    }
+    let mut out =
+        Vec::with_capacity(deleted.iter().map(|o| o.bytes.len() + 1).sum::<usize>() + 128);
+    out.extend_from_slice(
+        format!(
+            "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
+            &ctx.info.list_kind,
+            &ctx.info.api_version,
+            ctx.state.group.resource_version()
+        )
+        .as_bytes(),
+    );
+    for (i, o) in deleted.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&ctx.info.served_bytes(&o.bytes));
+    }
+    out.extend_from_slice(b"]}");
+    Ok(json_bytes(200, out))
+}

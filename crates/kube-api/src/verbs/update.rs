@@ -1,0 +1,45 @@
+//! PUT: replace an object (or its status) with the one sent.
+
+use crate::codec::decode_body;
+use crate::context::Ctx;
+use crate::http::HandlerResult;
+use crate::object::name_of;
+use crate::status::ApiError;
+use crate::write::{self, input, Operation, Ownership, Write};
+use serde_json::json;
+
+pub(crate) fn update(ctx: &Ctx, body: &[u8]) -> HandlerResult {
+    input::dry_run(ctx)?;
+    let mut object = decode_body(ctx, body)?;
+    input::check_identity(ctx, &mut object)?;
+    let url_name = ctx.path.name.as_deref().unwrap_or("");
+    let body_name = name_of(&object);
+    if body_name.is_empty() {
+        object["metadata"]["name"] = json!(url_name);
+    } else if body_name != url_name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({url_name})"
+        )));
+    }
+    let mut warnings = Vec::new();
+    let object = input::normalize(ctx, object, &mut warnings)?;
+    let expected = input::expected_version(&object)?;
+    let current = ctx
+        .state
+        .group
+        .get(&ctx.info.store_key, &ctx.key())
+        .ok_or_else(|| ApiError::object_not_found(&ctx.info.group, &ctx.info.plural, url_name))?;
+    let old = current
+        .to_value()
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let written = write::persist(
+        ctx,
+        Write {
+            operation: Operation::Update { old, expected },
+            object,
+            ownership: Ownership::Record,
+        },
+    )
+    .map_err(ApiError::from)?;
+    input::with_warnings(ctx.render(&written.object, written.code()), &warnings)
+}

@@ -1,0 +1,246 @@
+//! The one write path. Create, update, patch, server-side apply and the scale subresource
+//! each turn their request into a [`Write`] (the object they want stored, and the one it
+//! replaces), and [`persist`] takes every write through the same steps, as kube-apiserver's
+//! registry does:
+//!
+//! 1. **prepare**: the kind's [`Strategy`] splits spec from status, defaults, and moves the
+//!    object to its storage version;
+//! 2. **admit**: the built-in admission that applies to every verb (no new objects in a
+//!    terminating namespace);
+//! 3. **own**: the field manager's ownership recorded (unless apply computed it already);
+//! 4. **validate**: the checks of any object of the kind, then those of the change;
+//! 5. **persist**: stored (or, in a dry run, computed and discarded), then what follows the
+//!    write for the kind.
+//!
+//! A verb can therefore not store what another verb would refuse.
+
+pub(crate) mod input;
+mod strategy;
+
+use crate::context::Ctx;
+use crate::namespaces;
+use crate::object::{derive, name_of};
+use crate::status::ApiError;
+use infrasim_store::{StoreError, StoredObject};
+use serde_json::{json, Value};
+use std::sync::Arc;
+pub(crate) use strategy::Strategy;
+
+/// Whether the write makes a new object or replaces one.
+pub(crate) enum Operation {
+    Create,
+    /// Replaces `old` (the object as read), if it is still at `expected` (unconditional
+    /// when `None`).
+    Update {
+        old: Value,
+        expected: Option<u64>,
+    },
+}
+
+/// Who owns the written fields.
+pub(crate) enum Ownership {
+    /// The request's field manager, for what this write changes (an `Update` operation).
+    Record,
+    /// Already in the object's `managedFields` (server-side apply computed them).
+    Computed,
+}
+
+/// One write, whatever verb asked for it.
+pub(crate) struct Write {
+    pub operation: Operation,
+    pub object: Value,
+    pub ownership: Ownership,
+}
+
+/// Why a write did not happen.
+#[derive(Debug)]
+pub(crate) enum WriteError {
+    /// The object changed since the write read it (its resourceVersion is stale): a verb
+    /// that did not pin a version reads the object again and retries.
+    Stale(ApiError),
+    /// Anything else: invalid, forbidden, gone, or a request that cannot be met.
+    Refused(ApiError),
+}
+
+impl From<ApiError> for WriteError {
+    fn from(e: ApiError) -> Self {
+        WriteError::Refused(e)
+    }
+}
+
+impl From<WriteError> for ApiError {
+    fn from(e: WriteError) -> Self {
+        match e {
+            WriteError::Stale(e) | WriteError::Refused(e) => e,
+        }
+    }
+}
+
+/// The stored object, and whether the write created it.
+pub(crate) struct Written {
+    pub object: Arc<StoredObject>,
+    pub created: bool,
+}
+
+impl Written {
+    /// The response status: 201 for a create, 200 otherwise.
+    pub fn code(&self) -> u16 {
+        if self.created {
+            201
+        } else {
+            200
+        }
+    }
+}
+
+/// Takes `write` through prepare, admit, own, validate and persist.
+pub(crate) fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteError> {
+    let dry = input::dry_run(ctx)?;
+    let strategy = Strategy::of(ctx);
+    let Write {
+        operation,
+        object,
+        ownership,
+    } = write;
+    match operation {
+        Operation::Create => {
+            let mut object = object;
+            strategy.prepare_for_create(&mut object);
+            admit_create(ctx, &object)?;
+            if let Ownership::Record = ownership {
+                own(ctx, None, &mut object);
+            }
+            Ok(create(ctx, &strategy, object, dry)?)
+        }
+        Operation::Update { old, expected } => {
+            let mut object = strategy.prepare_for_update(&old, object);
+            if let Ownership::Record = ownership {
+                own(ctx, Some(&old), &mut object);
+            }
+            strategy.validate_update(&old, &object)?;
+            let derived = derive(&ctx.info.kind, &object);
+            let group = &ctx.state.group;
+            let key = &ctx.info.store_key;
+            let stored = if dry {
+                group.update_dry_run(key, object, derived, expected)
+            } else {
+                group.update(key, object, derived, expected)
+            }
+            .map_err(|e| match e {
+                StoreError::Conflict { .. } => WriteError::Stale(ctx.store_error(e)),
+                e => WriteError::Refused(ctx.store_error(e)),
+            })?;
+            let object = if dry {
+                stored
+            } else {
+                strategy.after_write(stored, false)
+            };
+            Ok(Written {
+                object,
+                created: false,
+            })
+        }
+    }
+}
+
+/// NamespaceLifecycle: nothing new in a namespace that is being deleted (or does not exist).
+fn admit_create(ctx: &Ctx, object: &Value) -> Result<(), ApiError> {
+    if ctx.info.namespaced {
+        namespaces::ensure_writable(
+            &ctx.state,
+            ctx.namespace(),
+            &ctx.info.plural,
+            &name_of(object),
+        )?;
+    }
+    Ok(())
+}
+
+/// Records the fields this write changes as the request's field manager's (an `Update`).
+fn own(ctx: &Ctx, old: Option<&Value>, new: &mut Value) {
+    // The client's managedFields are not trusted; ownership is derived from the change.
+    match (new.get_mut("metadata").and_then(Value::as_object_mut), old) {
+        (Some(meta), Some(old)) => {
+            if let Some(managed) = old.pointer("/metadata/managedFields") {
+                meta.insert("managedFields".into(), managed.clone());
+            } else {
+                meta.remove("managedFields");
+            }
+        }
+        (Some(meta), None) => {
+            meta.remove("managedFields");
+        }
+        _ => {}
+    }
+    let now = infrasim_store::format_time(ctx.state.clock.now());
+    crate::apply::record_update(
+        old,
+        new,
+        &input::field_manager(ctx),
+        &ctx.info.api_version,
+        &now,
+        !ctx.info.custom,
+    );
+}
+
+/// Stores a new object; a `generateName` gets a few random suffixes, as kube-apiserver's
+/// name generator tries them.
+fn create(
+    ctx: &Ctx,
+    strategy: &Strategy,
+    mut object: Value,
+    dry: bool,
+) -> Result<Written, ApiError> {
+    if object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|rv| !rv.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    let generate = object
+        .pointer("/metadata/generateName")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let generated = name_of(&object).is_empty() && !generate.is_empty();
+    for attempt in 0..8 {
+        if generated {
+            object["metadata"]["name"] = json!(format!("{generate}{}", random_suffix()));
+        }
+        strategy.validate_create(&object)?;
+        let derived = derive(&ctx.info.kind, &object);
+        let group = &ctx.state.group;
+        let key = &ctx.info.store_key;
+        if dry {
+            let would = group
+                .create_dry_run(key, object, derived)
+                .map_err(|e| ctx.store_error(e))?;
+            return Ok(Written {
+                object: would,
+                created: true,
+            });
+        }
+        match group.create(key, object.clone(), derived) {
+            Ok(created) => {
+                return Ok(Written {
+                    object: strategy.after_write(created, true),
+                    created: true,
+                })
+            }
+            Err(StoreError::AlreadyExists { .. }) if generated && attempt < 7 => {}
+            Err(e) => return Err(ctx.store_error(e)),
+        }
+    }
+    Err(ApiError::internal("could not generate a unique name"))
+}
+
+/// Five characters from the alphabet kube-apiserver's name generator uses.
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5)
+        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
