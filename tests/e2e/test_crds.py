@@ -218,3 +218,86 @@ def test_wait_for_a_condition_on_a_custom_resource(plane, ns, crd):
                                               {"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
     out = plane.kubectl("-n", ns, "wait", "--for=condition=Ready", "gadget/waited", "--timeout=10s").stdout
     assert "condition met" in out
+
+
+PRIORITY_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.prio.example.com}
+spec:
+  group: prio.example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - {name: v1alpha1, served: true, storage: false, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+  - {name: v1beta1, served: true, storage: false, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+  - name: v1
+    served: true
+    storage: true
+    additionalPrinterColumns:
+    - {name: Size, type: integer, format: int32, jsonPath: .spec.size}
+    - {name: Name, type: string, priority: 1, jsonPath: .spec.name}
+    schema:
+      openAPIV3Schema:
+        type: object
+        required: [apiVersion, kind, metadata, spec]
+        properties:
+          apiVersion: {type: string}
+          kind: {type: string}
+          metadata:
+            type: object
+            properties:
+              name: {type: string, maxLength: 20}
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+              name: {type: string, pattern: '^[a-z]+$'}
+              ports:
+                type: array
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [name]
+                items:
+                  type: object
+                  required: [name]
+                  properties:
+                    name: {type: string}
+                    port: {type: integer}
+"""
+
+
+def test_versions_by_priority_wide_columns_patterns_and_list_map_keys(plane, tmp_path):
+    path = tmp_path / "crd.yaml"
+    path.write_text(PRIORITY_CRD)
+    plane.kubectl("apply", "-f", str(path))
+    plane.kubectl("wait", "--for=condition=Established", "crd/widgets.prio.example.com", "--timeout=20s")
+    # kube-apiserver lists a group's versions by priority (GA, then beta, then alpha); the
+    # first is the preferred one, which kubectl reads and explains in.
+    group = json.loads(plane.kubectl("get", "--raw", "/apis/prio.example.com").stdout)
+    assert [v["version"] for v in group["versions"]] == ["v1", "v1beta1", "v1alpha1"]
+    assert group["preferredVersion"]["version"] == "v1"
+    assert "VERSION:    v1\n" in plane.kubectl("explain", "widgets").stdout
+
+    def apply(name, spec):
+        manifest = tmp_path / f"{name}.json"
+        manifest.write_text(json.dumps({"apiVersion": "prio.example.com/v1", "kind": "Widget",
+                                        "metadata": {"name": name, "namespace": "default"},
+                                        "spec": spec}))
+        return plane.kubectl("apply", "-f", str(manifest), check=False)
+
+    # A schema that requires metadata (and describes only its name) takes ordinary objects.
+    made = apply("good", {"size": 3, "name": "abc", "ports": [{"name": "a"}, {"name": "b"}]})
+    assert made.returncode == 0, made.stderr
+    table = plane.kubectl("get", "widgets").stdout.splitlines()
+    assert table[0].split() == ["NAME", "SIZE"]
+    wide = plane.kubectl("get", "widgets", "-o", "wide").stdout.splitlines()
+    assert wide[0].split() == ["NAME", "SIZE", "NAME"] and wide[1].split() == ["good", "3", "abc"]
+
+    bad = apply("bad-name", {"name": "Not-Lower"})
+    assert bad.returncode != 0
+    assert "spec.name: Invalid value: \"Not-Lower\": spec.name in body should match '^[a-z]+$'" in bad.stderr
+    twice = apply("twice", {"ports": [{"name": "http", "port": 80}, {"name": "http", "port": 81}]})
+    assert twice.returncode != 0
+    assert 'spec.ports[1]: Duplicate value: map[string]interface {}{"name":"http"}' in twice.stderr
+    long = apply("a-name-longer-than-twenty", {})
+    assert long.returncode != 0 and "metadata.name" in long.stderr

@@ -119,6 +119,7 @@ pub mod strategic;
 pub mod table;
 pub mod validation;
 pub mod values;
+pub mod version;
 mod watch;
 
 pub use auth::Identity;

@@ -55,6 +55,8 @@ pub struct PrinterColumn {
     pub json_path: String,
     pub priority: i64,
     pub description: String,
+    /// The OpenAPI format (`int32`, `date-time`, `name`...), passed on to clients.
+    pub format: String,
 }
 
 /// One served resource.
@@ -364,7 +366,8 @@ impl Registry {
         self.set_custom(crd_name, Vec::new());
     }
 
-    /// The served groups and their versions, core group (`""`) first, in registration order.
+    /// The served groups, core group (`""`) first and the rest in registration order, each
+    /// with its versions by priority (see [`crate::version`]).
     pub fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut order: Vec<String> = Vec::new();
         let mut versions: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -380,7 +383,9 @@ impl Registry {
         order
             .into_iter()
             .map(|g| {
-                let v = versions.remove(&g).unwrap_or_default();
+                let mut v = versions.remove(&g).unwrap_or_default();
+                // Discovery lists a group's versions by priority; the first is preferred.
+                v.sort_by(|a, b| crate::version::priority_order(a, b));
                 (g, v)
             })
             .collect()

@@ -28,6 +28,12 @@ pub struct Node {
     max_length: Option<u64>,
     min_items: Option<u64>,
     max_items: Option<u64>,
+    /// `pattern`, compiled once (RE2 syntax, as kube-apiserver's Go regexp reads it).
+    pattern: Option<regex::Regex>,
+    /// `x-kubernetes-list-type`: `atomic` (the default), `set` or `map`.
+    list_type: Option<String>,
+    /// `x-kubernetes-list-map-keys` of a `map` list.
+    map_keys: Vec<String>,
 }
 
 /// A CRD version's schema.
@@ -80,6 +86,25 @@ fn parse(v: &Value, depth: usize) -> Result<Node, String> {
         max_length: uint("maxLength"),
         min_items: uint("minItems"),
         max_items: uint("maxItems"),
+        pattern: match o.get("pattern").and_then(Value::as_str) {
+            Some(p) => Some(
+                regex::Regex::new(p).map_err(|e| format!("pattern {p:?} does not compile: {e}"))?,
+            ),
+            None => None,
+        },
+        list_type: o
+            .get("x-kubernetes-list-type")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        map_keys: o
+            .get("x-kubernetes-list-map-keys")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
         ..Node::default()
     };
     if let Some(props) = o.get("properties").and_then(Value::as_object) {
@@ -141,6 +166,25 @@ impl Schema {
             .collect();
         let mut rest = Value::Object(std::mem::take(obj));
         walk(&self.root, &mut rest, "", &mut errors, true);
+        // Of what a schema says about `metadata`, kube-apiserver applies only its rules for
+        // `name` and `generateName`; the rest of metadata is ObjectMeta's to validate.
+        if let Some(meta) = self.root.properties.get("metadata") {
+            for field in ["name", "generateName"] {
+                if let (Some(rule), Some(value)) = (
+                    meta.properties.get(field),
+                    system.get("metadata").and_then(|m| m.get(field)),
+                ) {
+                    let mut value = value.clone();
+                    walk(
+                        rule,
+                        &mut value,
+                        &format!("metadata.{field}"),
+                        &mut errors,
+                        false,
+                    );
+                }
+            }
+        }
         if !errors.is_empty() {
             return Err(SchemaError::Invalid(errors));
         }
@@ -239,6 +283,7 @@ fn walk(
                     walk(item, v, &format!("{path}[{i}]"), errors, false);
                 }
             }
+            unique_items(node, items, path, errors);
         }
         Value::String(s) => {
             let len = s.chars().count() as u64;
@@ -248,6 +293,15 @@ fn walk(
                     format!(
                         "Invalid value: \"{s}\": {path} in body should be at least {} chars long",
                         node.min_length.unwrap_or(0)
+                    ),
+                ));
+            }
+            if let Some(pattern) = node.pattern.as_ref().filter(|p| !p.is_match(s)) {
+                errors.push((
+                    path.to_string(),
+                    format!(
+                        "Invalid value: \"{s}\": {path} in body should match '{}'",
+                        pattern.as_str()
                     ),
                 ));
             }
@@ -279,6 +333,49 @@ fn walk(
     }
 }
 
+/// `x-kubernetes-list-type: set` items and `map` items' keys must not repeat; each repeat is
+/// reported at its index, as kube-apiserver reports it.
+fn unique_items(node: &Node, items: &[Value], path: &str, errors: &mut Vec<(String, String)>) {
+    let key = |item: &Value| -> Value {
+        match node.list_type.as_deref() {
+            Some("map") => Value::Object(
+                node.map_keys
+                    .iter()
+                    .map(|k| (k.clone(), item.get(k).cloned().unwrap_or(Value::Null)))
+                    .collect(),
+            ),
+            _ => item.clone(),
+        }
+    };
+    if !matches!(node.list_type.as_deref(), Some("set" | "map")) {
+        return;
+    }
+    let mut seen: Vec<Value> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let k = key(item);
+        if seen.contains(&k) {
+            let shown = match &k {
+                Value::Object(m) if node.list_type.as_deref() == Some("map") => go_map(m),
+                other => show(other),
+            };
+            errors.push((format!("{path}[{i}]"), format!("Duplicate value: {shown}")));
+        } else {
+            seen.push(k);
+        }
+    }
+}
+
+/// A map's keys as Go prints a `map[string]interface{}` with `%#v` (keys sorted).
+fn go_map(m: &Map<String, Value>) -> String {
+    let mut keys: Vec<&String> = m.keys().collect();
+    keys.sort();
+    let pairs: Vec<String> = keys
+        .into_iter()
+        .map(|k| format!("\"{k}\":{}", show(&m[k])))
+        .collect();
+    format!("map[string]interface {{}}{{{}}}", pairs.join(", "))
+}
+
 fn object(
     node: &Node,
     map: &mut Map<String, Value>,
@@ -306,7 +403,10 @@ fn object(
         map.retain(|k, _| known(k));
     }
     for req in &node.required {
-        if !map.contains_key(req) {
+        // The object's apiVersion, kind and metadata are checked apart from its schema (see
+        // `Schema::normalize`), so a root schema that requires them is satisfied.
+        let system = root && matches!(req.as_str(), "apiVersion" | "kind" | "metadata");
+        if !system && !map.contains_key(req) {
             let p = join(path, req);
             errors.push((p, "Required value".to_string()));
         }
@@ -391,5 +491,81 @@ mod tests {
             causes[0].1,
             "Invalid value: 11: spec.replicas in body should be less than or equal to 10"
         );
+    }
+
+    #[test]
+    fn patterns_and_list_uniqueness_are_enforced_with_kube_apiservers_words() {
+        let schema = Schema::from_openapi(&json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "name": {"type": "string", "pattern": "^[a-z]+$"},
+                "tags": {"type": "array", "x-kubernetes-list-type": "set",
+                         "items": {"type": "string"}},
+                "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                          "x-kubernetes-list-map-keys": ["name"],
+                          "items": {"type": "object", "properties": {
+                              "name": {"type": "string"}, "port": {"type": "integer"}}}}
+            }}}
+        }))
+        .unwrap();
+        let err = schema
+            .normalize(json!({"spec": {
+                "name": "Not-Lower",
+                "tags": ["a", "b", "a"],
+                "ports": [{"name": "http", "port": 80}, {"name": "http", "port": 81}]
+            }}))
+            .unwrap_err();
+        let SchemaError::Invalid(causes) = err;
+        let found = |field: &str| {
+            causes
+                .iter()
+                .find(|(f, _)| f == field)
+                .map(|(_, m)| m.as_str())
+                .unwrap_or_else(|| panic!("no cause on {field}: {causes:?}"))
+        };
+        assert_eq!(
+            found("spec.name"),
+            "Invalid value: \"Not-Lower\": spec.name in body should match '^[a-z]+$'"
+        );
+        assert_eq!(found("spec.tags[2]"), "Duplicate value: \"a\"");
+        assert_eq!(
+            found("spec.ports[1]"),
+            "Duplicate value: map[string]interface {}{\"name\":\"http\"}"
+        );
+        assert!(schema
+            .normalize(json!({"spec": {"name": "ok", "tags": ["a", "b"],
+                                       "ports": [{"name": "a"}, {"name": "b"}]}}))
+            .is_ok());
+        // A pattern that does not compile makes the schema unusable, not every object valid.
+        assert!(Schema::from_openapi(&json!({"type": "string", "pattern": "("})).is_err());
+    }
+
+    #[test]
+    fn a_schema_that_describes_metadata_checks_only_name_and_generate_name() {
+        let schema = Schema::from_openapi(&json!({
+            "type": "object",
+            "required": ["apiVersion", "kind", "metadata", "spec"],
+            "properties": {
+                "apiVersion": {"type": "string"},
+                "kind": {"type": "string"},
+                "metadata": {"type": "object", "properties": {
+                    "name": {"type": "string", "maxLength": 8}}},
+                "spec": {"type": "object"}
+            }
+        }))
+        .unwrap();
+        let ok = schema.normalize(json!({"apiVersion": "x/v1", "kind": "W",
+            "metadata": {"name": "short", "labels": {"a": "b"}}, "spec": {}}));
+        let ok = ok.expect("metadata and the system fields satisfy the root's required list");
+        assert_eq!(ok["metadata"]["labels"]["a"], "b");
+        let long = schema.normalize(json!({"apiVersion": "x/v1", "kind": "W",
+            "metadata": {"name": "far-too-long"}, "spec": {}}));
+        let Err(SchemaError::Invalid(causes)) = long else {
+            panic!("a name longer than the schema allows passed");
+        };
+        assert_eq!(causes[0].0, "metadata.name");
+        let missing = schema.normalize(json!({"apiVersion": "x/v1", "kind": "W",
+            "metadata": {"name": "a"}}));
+        assert!(matches!(missing, Err(SchemaError::Invalid(c)) if c[0].0 == "spec"));
     }
 }

@@ -778,7 +778,7 @@ pub fn column_definitions(info: &ResourceInfo) -> Value {
             json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0}),
         ];
         for c in columns {
-            defs.push(json!({"name": c.name, "type": c.ty, "format": "", "description": c.description, "priority": c.priority}));
+            defs.push(json!({"name": c.name, "type": c.ty, "format": c.format, "description": c.description, "priority": c.priority}));
         }
         // kube-apiserver prints a CRD's own columns after Name and nothing else; Age only
         // when the CRD defines no columns (its defaulting adds that one).

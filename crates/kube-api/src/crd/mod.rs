@@ -150,6 +150,7 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
                             json_path: s(c, "/jsonPath").to_string(),
                             priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
                             description: s(c, "/description").to_string(),
+                            format: s(c, "/format").to_string(),
                         })
                         .collect()
                 })
