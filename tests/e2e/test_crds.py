@@ -301,3 +301,80 @@ def test_versions_by_priority_wide_columns_patterns_and_list_map_keys(plane, tmp
     assert 'spec.ports[1]: Duplicate value: map[string]interface {}{"name":"http"}' in twice.stderr
     long = apply("a-name-longer-than-twenty", {})
     assert long.returncode != 0 and "metadata.name" in long.stderr
+
+
+CEL_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: pools.cel.example.com}
+spec:
+  group: cel.example.com
+  scope: Namespaced
+  names: {plural: pools, singular: pool, kind: Pool}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: self.replicas <= self.maxReplicas
+              messageExpression: "'replicas ' + string(self.replicas) + ' is over maxReplicas ' + string(self.maxReplicas)"
+            - rule: "!has(self.zones) || self.zones.isSorted()"
+              message: zones must be sorted
+              fieldPath: .zones
+              reason: FieldValueForbidden
+            properties:
+              replicas: {type: integer}
+              maxReplicas: {type: integer}
+              zones: {type: array, items: {type: string}}
+              class:
+                type: string
+                x-kubernetes-validations:
+                - {rule: self == oldSelf, message: class is immutable}
+"""
+
+
+def test_cel_rules_refuse_what_kube_apiserver_refuses_on_every_verb(plane, tmp_path):
+    path = tmp_path / "crd.yaml"
+    path.write_text(CEL_CRD)
+    plane.kubectl("apply", "-f", str(path))
+    plane.kubectl("wait", "--for=condition=Established", "crd/pools.cel.example.com", "--timeout=20s")
+
+    def apply(spec, *flags):
+        manifest = tmp_path / "pool.json"
+        manifest.write_text(json.dumps({"apiVersion": "cel.example.com/v1", "kind": "Pool",
+                                        "metadata": {"name": "p", "namespace": "default"}, "spec": spec}))
+        return plane.kubectl("apply", *flags, "-f", str(manifest), check=False)
+
+    # Both failing rules in one 422, each with its own path and words.
+    bad = apply({"replicas": 5, "maxReplicas": 3, "zones": ["b", "a"], "class": "gold"})
+    assert bad.returncode != 0
+    assert 'spec: Invalid value: "object": replicas 5 is over maxReplicas 3' in bad.stderr, bad.stderr
+    assert "spec.zones: Forbidden: zones must be sorted" in bad.stderr, bad.stderr
+    good = apply({"replicas": 1, "maxReplicas": 3, "zones": ["a", "b"], "class": "gold"})
+    assert good.returncode == 0, good.stderr
+
+    # A transition rule: class may not change, through apply (client- and server-side),
+    # patch and replace alike; other fields still may.
+    changed = apply({"replicas": 2, "maxReplicas": 3, "zones": ["a", "b"], "class": "silver"})
+    assert 'spec.class: Invalid value: "string": class is immutable' in changed.stderr, changed.stderr
+    ssa = apply({"replicas": 2, "maxReplicas": 3, "zones": ["a", "b"], "class": "silver"},
+                "--server-side", "--force-conflicts")
+    assert "class is immutable" in ssa.stderr, ssa.stderr
+    patched = plane.kubectl("patch", "pool", "p", "--type=merge", "-p", '{"spec":{"class":"silver"}}',
+                            check=False)
+    assert "class is immutable" in patched.stderr, patched.stderr
+    scaled = plane.kubectl("patch", "pool", "p", "--type=merge", "-p", '{"spec":{"replicas":3}}')
+    assert scaled.returncode == 0
+
+    # A rule that does not compile makes the CRD itself invalid.
+    broken = CEL_CRD.replace("pools", "pits").replace("Pool", "Pit").replace("pool", "pit") \
+                    .replace("self == oldSelf", "self ===")
+    path.write_text(broken)
+    refused = plane.kubectl("apply", "-f", str(path), check=False)
+    assert refused.returncode != 0 and "x-kubernetes-validations[0]" in refused.stderr, refused.stderr

@@ -183,6 +183,15 @@ impl ResourceInfo {
     }
 
     /// Validates and prunes a body (types, unknown fields, schema defaults).
+    /// The failures of a custom kind's `x-kubernetes-validations` rules on `new`, replacing
+    /// `old` if an update (built-in kinds have none).
+    pub fn check_rules(&self, new: &Value, old: Option<&Value>) -> Vec<(String, String)> {
+        match &self.normalize {
+            Normalize::Typed(_) => Vec::new(),
+            Normalize::Schema(schema) => schema.check_rules(new, old),
+        }
+    }
+
     pub fn normalize(&self, value: Value) -> Result<Value, NormalizeError> {
         match &self.normalize {
             Normalize::Typed(f) => f(value).map_err(NormalizeError::Decode),

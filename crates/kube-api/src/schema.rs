@@ -7,6 +7,7 @@
 
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// One schema node.
 #[derive(Debug, Clone, Default)]
@@ -34,6 +35,10 @@ pub struct Node {
     list_type: Option<String>,
     /// `x-kubernetes-list-map-keys` of a `map` list.
     map_keys: Vec<String>,
+    /// `x-kubernetes-validations`, compiled.
+    rules: Arc<Vec<crate::rules::Rule>>,
+    /// Whether this node or one below it has rules (the rule walk skips the rest).
+    rules_below: bool,
 }
 
 /// A CRD version's schema.
@@ -122,6 +127,21 @@ fn parse(v: &Value, depth: usize) -> Result<Node, String> {
     if let Some(items) = o.get("items") {
         n.items = Some(Box::new(parse(items, depth + 1)?));
     }
+    if let Some(rules) = o.get("x-kubernetes-validations").and_then(Value::as_array) {
+        let compiled: Result<Vec<_>, String> = rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                crate::rules::Rule::compile(r)
+                    .map_err(|e| format!("x-kubernetes-validations[{i}].{e}"))
+            })
+            .collect();
+        n.rules = Arc::new(compiled?);
+    }
+    n.rules_below = !n.rules.is_empty()
+        || n.properties.values().any(|c| c.rules_below)
+        || n.additional.as_ref().is_some_and(|c| c.rules_below)
+        || n.items.as_ref().is_some_and(|c| c.rules_below);
     Ok(n)
 }
 
@@ -193,6 +213,66 @@ impl Schema {
             out.extend(m);
         }
         Ok(Value::Object(out))
+    }
+}
+
+impl Schema {
+    /// The `x-kubernetes-validations` failures of `new` (an object that passed
+    /// [`Schema::normalize`]), given the object it replaces, if any.
+    pub fn check_rules(&self, new: &Value, old: Option<&Value>) -> Vec<(String, String)> {
+        let mut errors = Vec::new();
+        if self.root.rules_below {
+            check_rules(&self.root, new, old, "", &mut errors);
+        }
+        errors
+    }
+}
+
+/// Runs the rules of `node` and below; `old` is the value at the same place before.
+fn check_rules(
+    node: &Node,
+    new: &Value,
+    old: Option<&Value>,
+    path: &str,
+    errors: &mut Vec<(String, String)>,
+) {
+    if !node.rules.is_empty() {
+        let ty = node.ty.as_deref().unwrap_or("object");
+        crate::rules::check(&node.rules, ty, path, new, old, errors);
+    }
+    match new {
+        Value::Object(map) => {
+            for (k, v) in map {
+                let child = node.properties.get(k).or(node.additional.as_deref());
+                if let Some(child) = child.filter(|c| c.rules_below) {
+                    let old = old.and_then(|o| o.get(k));
+                    check_rules(child, v, old, &join(path, k), errors);
+                }
+            }
+        }
+        Value::Array(items) => {
+            let Some(item) = node.items.as_deref().filter(|i| i.rules_below) else {
+                return;
+            };
+            for (i, v) in items.iter().enumerate() {
+                let old = old_item(node, v, old);
+                check_rules(item, v, old, &format!("{path}[{i}]"), errors);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The old item an item of a list corresponds to: the one with the same keys in a `map`
+/// list, the same value in a `set`; none in an atomic list, whose items have no identity.
+fn old_item<'a>(node: &Node, item: &Value, old: Option<&'a Value>) -> Option<&'a Value> {
+    let old = old?.as_array()?;
+    match node.list_type.as_deref() {
+        Some("map") => old
+            .iter()
+            .find(|o| node.map_keys.iter().all(|k| o.get(k) == item.get(k))),
+        Some("set") => old.iter().find(|o| *o == item),
+        _ => None,
     }
 }
 

@@ -117,14 +117,31 @@ impl<'a> Strategy<'a> {
 
     /// The checks of a new object.
     pub fn validate_create(&self, new: &Value) -> Result<(), ApiError> {
-        self.validate(new)
+        self.validate(new)?;
+        self.check_rules(new, None)
     }
 
     /// The checks of an updated object: those of any object, then those of the change
     /// (immutable fields), whichever verb made it.
     pub fn validate_update(&self, old: &Value, new: &Value) -> Result<(), ApiError> {
         self.validate(new)?;
-        validation::validate_update(&self.ctx.info.kind, &self.ctx.info.group, old, new)
+        validation::validate_update(&self.ctx.info.kind, &self.ctx.info.group, old, new)?;
+        self.check_rules(new, Some(old))
+    }
+
+    /// A custom kind's CEL rules (`x-kubernetes-validations`), all failures in one 422.
+    fn check_rules(&self, new: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+        let causes = self.ctx.info.check_rules(new, old);
+        if causes.is_empty() {
+            return Ok(());
+        }
+        let info = &self.ctx.info;
+        Err(ApiError::invalid(
+            &info.group,
+            &info.kind,
+            &name_of(new),
+            causes,
+        ))
     }
 
     fn validate(&self, new: &Value) -> Result<(), ApiError> {

@@ -1,0 +1,434 @@
+//! `x-kubernetes-validations`: CEL rules on a CRD schema's nodes, compiled with the schema and
+//! checked on every write of a custom object, as kube-apiserver checks them.
+//!
+//! A rule sees the node's value as `self` and, on an update, the value at the same place in
+//! the object as it was as `oldSelf`. A rule that reads `oldSelf` is a transition rule: it
+//! runs only where an old value exists, unless it says `optionalOldSelf`, in which case it
+//! also runs on creates with `oldSelf` null. A failing rule reports on the node's path (or
+//! its `fieldPath`) with its `message`, its `messageExpression`'s result, or `failed rule:
+//! <rule>`, in the form its `reason` names.
+//!
+//! CEL itself is the `cel` crate; here are the Kubernetes library functions real CRDs use on
+//! top of it (lists: `isSorted`, `sum`, `indexOf`, `lastIndexOf`; strings: `lowerAscii`,
+//! `upperAscii`, `trim`, `split`, `join`, `replace`, `substring`, `charAt`, `indexOf`,
+//! `lastIndexOf`; regex: `find`, `findAll`).
+
+use cel::extractors::{Arguments, This};
+use cel::{Context, ExecutionError, FunctionContext, Program, Value as Cel};
+use serde_json::Value;
+use std::sync::{Arc, LazyLock};
+
+/// One compiled rule.
+#[derive(Debug)]
+pub struct Rule {
+    source: String,
+    program: Program,
+    message: Option<String>,
+    message_expression: Option<Program>,
+    reason: Reason,
+    /// `fieldPath`, as a suffix of the node's path (`.spec.x` → `spec.x` under the node).
+    field_path: Option<String>,
+    transition: bool,
+    optional_old_self: bool,
+}
+
+/// How a failing rule is reported (`reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reason {
+    Invalid,
+    Forbidden,
+    Required,
+    Duplicate,
+}
+
+/// The functions every rule can call: CEL's standard ones and Kubernetes' libraries.
+static ROOT: LazyLock<Context<'static>> = LazyLock::new(|| {
+    let mut ctx = Context::default();
+    ctx.add_function("isSorted", is_sorted);
+    ctx.add_function("sum", sum);
+    ctx.add_function("indexOf", index_of);
+    ctx.add_function("lastIndexOf", last_index_of);
+    ctx.add_function("lowerAscii", |This(s): This<Arc<String>>| {
+        s.to_ascii_lowercase()
+    });
+    ctx.add_function("upperAscii", |This(s): This<Arc<String>>| {
+        s.to_ascii_uppercase()
+    });
+    ctx.add_function("trim", |This(s): This<Arc<String>>| s.trim().to_string());
+    ctx.add_function("split", split);
+    ctx.add_function("join", join);
+    ctx.add_function("replace", replace);
+    ctx.add_function("substring", substring);
+    ctx.add_function("charAt", char_at);
+    ctx.add_function("find", find);
+    ctx.add_function("findAll", find_all);
+    ctx
+});
+
+impl Rule {
+    /// A rule from one entry of `x-kubernetes-validations`; the reason it cannot compile.
+    pub fn compile(entry: &Value) -> Result<Rule, String> {
+        let text = |k: &str| entry.get(k).and_then(Value::as_str).map(str::to_string);
+        let source = text("rule").ok_or("rule: Required value")?;
+        let program = Program::compile(&source).map_err(|e| format!("compilation failed: {e}"))?;
+        let message_expression = match text("messageExpression") {
+            Some(m) => Some(
+                Program::compile(&m)
+                    .map_err(|e| format!("messageExpression compilation failed: {e}"))?,
+            ),
+            None => None,
+        };
+        let reason = match text("reason").as_deref() {
+            None | Some("FieldValueInvalid") => Reason::Invalid,
+            Some("FieldValueForbidden") => Reason::Forbidden,
+            Some("FieldValueRequired") => Reason::Required,
+            Some("FieldValueDuplicate") => Reason::Duplicate,
+            Some(other) => return Err(format!(
+                "reason: Unsupported value: \"{other}\": supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\""
+            )),
+        };
+        let transition = program.references().has_variable("oldSelf");
+        Ok(Rule {
+            message: text("message"),
+            message_expression,
+            reason,
+            field_path: text("fieldPath").map(|p| p.trim_start_matches('.').to_string()),
+            transition,
+            optional_old_self: entry
+                .get("optionalOldSelf")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            program,
+            source,
+        })
+    }
+
+    /// Whether the rule runs at a node whose old value is `old` (`None`: a create, or a
+    /// place the old object did not have).
+    fn applies(&self, old: Option<&Value>) -> bool {
+        !self.transition || old.is_some() || self.optional_old_self
+    }
+}
+
+/// Checks `rules` of a node of OpenAPI type `ty` at `path`: `(field, message)` per failure.
+pub fn check(
+    rules: &[Rule],
+    ty: &str,
+    path: &str,
+    new: &Value,
+    old: Option<&Value>,
+    errors: &mut Vec<(String, String)>,
+) {
+    let applicable: Vec<&Rule> = rules.iter().filter(|r| r.applies(old)).collect();
+    if applicable.is_empty() {
+        return;
+    }
+    let mut scope = ROOT.new_inner_scope();
+    scope.add_variable_from_value("self", to_cel(new));
+    scope.add_variable_from_value("oldSelf", old.map(to_cel).unwrap_or(Cel::Null));
+    for rule in applicable {
+        let failure = match rule.program.execute(&scope) {
+            Ok(Cel::Bool(true)) => continue,
+            Ok(Cel::Bool(false)) => message(rule, &scope),
+            Ok(other) => format!(
+                "rule evaluation error: the rule must return a bool, not {:?}",
+                other.type_of()
+            ),
+            Err(e) => format!("rule evaluation error: {e}"),
+        };
+        let field = match &rule.field_path {
+            Some(suffix) if path.is_empty() => suffix.clone(),
+            Some(suffix) => format!("{path}.{suffix}"),
+            None if path.is_empty() => "<root>".to_string(),
+            None => path.to_string(),
+        };
+        let text = match rule.reason {
+            Reason::Invalid => format!("Invalid value: \"{ty}\": {failure}"),
+            Reason::Forbidden => format!("Forbidden: {failure}"),
+            Reason::Required => format!("Required value: {failure}"),
+            Reason::Duplicate => format!("Duplicate value: \"{ty}\""),
+        };
+        errors.push((field, text));
+    }
+}
+
+/// A failed rule's message: its messageExpression's string if that yields a non-empty one,
+/// else its message, else the rule itself.
+fn message(rule: &Rule, scope: &Context) -> String {
+    if let Some(expression) = &rule.message_expression {
+        if let Ok(Cel::String(s)) = expression.execute(scope) {
+            if !s.trim().is_empty() {
+                return s.to_string();
+            }
+        }
+    }
+    rule.message
+        .clone()
+        .unwrap_or_else(|| format!("failed rule: {}", rule.source))
+}
+
+/// A JSON value as CEL sees it: integers are `int` (as Kubernetes' int64 fields), objects
+/// maps with string keys.
+fn to_cel(v: &Value) -> Cel {
+    match v {
+        Value::Null => Cel::Null,
+        Value::Bool(b) => Cel::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Cel::Int(i),
+            (None, Some(u)) => Cel::UInt(u),
+            _ => Cel::Float(n.as_f64().unwrap_or(0.0)),
+        },
+        Value::String(s) => Cel::String(Arc::new(s.clone())),
+        Value::Array(items) => Cel::List(Arc::new(items.iter().map(to_cel).collect())),
+        Value::Object(map) => Cel::Map(cel::objects::Map {
+            map: Arc::new(
+                map.iter()
+                    .map(|(k, v)| (cel::objects::Key::String(Arc::new(k.clone())), to_cel(v)))
+                    .collect(),
+            ),
+        }),
+    }
+}
+
+/// What a library function answers.
+type Answer = std::result::Result<Cel, ExecutionError>;
+
+fn is_sorted(This(list): This<Arc<Vec<Cel>>>) -> Answer {
+    Ok(Cel::Bool(list.windows(2).all(|w| {
+        w[0].partial_cmp(&w[1]).is_some_and(|o| o.is_le())
+    })))
+}
+
+fn sum(ftx: &FunctionContext, This(list): This<Arc<Vec<Cel>>>) -> Answer {
+    let mut total = match list.first() {
+        None | Some(Cel::Int(_)) => Cel::Int(0),
+        Some(Cel::UInt(_)) => Cel::UInt(0),
+        Some(Cel::Float(_)) => Cel::Float(0.0),
+        Some(other) => return Err(ftx.error(format!("cannot sum {:?}", other.type_of()))),
+    };
+    for x in list.iter() {
+        total = match (&total, x) {
+            (Cel::Int(a), Cel::Int(b)) => Cel::Int(a.checked_add(*b).ok_or(ftx.error("overflow"))?),
+            (Cel::UInt(a), Cel::UInt(b)) => {
+                Cel::UInt(a.checked_add(*b).ok_or(ftx.error("overflow"))?)
+            }
+            (Cel::Float(a), Cel::Float(b)) => Cel::Float(a + b),
+            _ => return Err(ftx.error("sum of mixed types")),
+        };
+    }
+    Ok(total)
+}
+
+/// `indexOf` of a list (an element) or of a string (a substring, in code points).
+fn index_of(ftx: &FunctionContext, This(this): This<Cel>, Arguments(args): Arguments) -> Answer {
+    position(ftx, this, &args, false)
+}
+
+fn last_index_of(
+    ftx: &FunctionContext,
+    This(this): This<Cel>,
+    Arguments(args): Arguments,
+) -> Answer {
+    position(ftx, this, &args, true)
+}
+
+fn position(ftx: &FunctionContext, this: Cel, args: &[Cel], last: bool) -> Answer {
+    let wanted = args
+        .first()
+        .ok_or_else(|| ftx.error("one argument expected"))?;
+    let found = match (&this, wanted) {
+        (Cel::List(list), x) => {
+            let mut hits = list
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| *v == x)
+                .map(|(i, _)| i);
+            if last {
+                hits.next_back()
+            } else {
+                hits.next()
+            }
+        }
+        (Cel::String(s), Cel::String(sub)) => {
+            let byte = if last {
+                s.rfind(sub.as_str())
+            } else {
+                s.find(sub.as_str())
+            };
+            byte.map(|b| s[..b].chars().count())
+        }
+        _ => return Err(ftx.error(format!("indexOf of {:?}", this.type_of()))),
+    };
+    Ok(Cel::Int(found.map(|i| i as i64).unwrap_or(-1)))
+}
+
+fn split(This(s): This<Arc<String>>, separator: Arc<String>) -> Answer {
+    Ok(Cel::List(Arc::new(
+        s.split(separator.as_str())
+            .map(|p| Cel::String(Arc::new(p.to_string())))
+            .collect(),
+    )))
+}
+
+fn join(
+    ftx: &FunctionContext,
+    This(list): This<Arc<Vec<Cel>>>,
+    Arguments(args): Arguments,
+) -> Answer {
+    let separator = match args.first() {
+        Some(Cel::String(s)) => s.to_string(),
+        None => String::new(),
+        Some(_) => return Err(ftx.error("the separator must be a string")),
+    };
+    let parts: std::result::Result<Vec<String>, ExecutionError> = list
+        .iter()
+        .map(|v| match v {
+            Cel::String(s) => Ok(s.to_string()),
+            _ => Err(ftx.error("join of a list that is not all strings")),
+        })
+        .collect();
+    Ok(Cel::String(Arc::new(parts?.join(&separator))))
+}
+
+fn replace(This(s): This<Arc<String>>, from: Arc<String>, to: Arc<String>) -> String {
+    s.replace(from.as_str(), to.as_str())
+}
+
+fn substring(
+    ftx: &FunctionContext,
+    This(s): This<Arc<String>>,
+    Arguments(args): Arguments,
+) -> Answer {
+    let chars: Vec<char> = s.chars().collect();
+    let index = |i: usize| -> std::result::Result<Option<usize>, ExecutionError> {
+        match args.get(i) {
+            Some(Cel::Int(n)) if *n >= 0 && (*n as usize) <= chars.len() => Ok(Some(*n as usize)),
+            None => Ok(None),
+            Some(other) => Err(ftx.error(format!("index out of range: {other:?}"))),
+        }
+    };
+    let start = index(0)?.ok_or_else(|| ftx.error("a start index is required"))?;
+    let end = index(1)?.unwrap_or(chars.len());
+    if start > end {
+        return Err(ftx.error(format!(
+            "invalid substring range. start: {start}, end: {end}"
+        )));
+    }
+    Ok(Cel::String(Arc::new(chars[start..end].iter().collect())))
+}
+
+fn char_at(ftx: &FunctionContext, This(s): This<Arc<String>>, i: i64) -> Answer {
+    let count = s.chars().count() as i64;
+    if i < 0 || i > count {
+        return Err(ftx.error(format!("index out of range: {i}")));
+    }
+    let c = s.chars().nth(i as usize).map(String::from);
+    Ok(Cel::String(Arc::new(c.unwrap_or_default())))
+}
+
+fn find(ftx: &FunctionContext, This(s): This<Arc<String>>, pattern: Arc<String>) -> Answer {
+    let re = regex::Regex::new(&pattern).map_err(|e| ftx.error(e))?;
+    let found = re.find(&s).map(|m| m.as_str().to_string());
+    Ok(Cel::String(Arc::new(found.unwrap_or_default())))
+}
+
+fn find_all(
+    ftx: &FunctionContext,
+    This(s): This<Arc<String>>,
+    Arguments(args): Arguments,
+) -> Answer {
+    let Some(Cel::String(pattern)) = args.first() else {
+        return Err(ftx.error("a regular expression is required"));
+    };
+    let re = regex::Regex::new(pattern).map_err(|e| ftx.error(e))?;
+    let limit = match args.get(1) {
+        Some(Cel::Int(n)) if *n >= 0 => *n as usize,
+        _ => usize::MAX,
+    };
+    Ok(Cel::List(Arc::new(
+        re.find_iter(&s)
+            .take(limit)
+            .map(|m| Cel::String(Arc::new(m.as_str().to_string())))
+            .collect(),
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(rule: Value, new: Value, old: Option<Value>) -> Vec<(String, String)> {
+        let rule = Rule::compile(&rule).expect("compiles");
+        let mut errors = Vec::new();
+        check(&[rule], "object", "spec", &new, old.as_ref(), &mut errors);
+        errors
+    }
+
+    #[test]
+    fn failing_rules_report_like_kube_apiserver() {
+        let rule = json!({"rule": "self.replicas <= self.maxReplicas"});
+        assert!(run(rule.clone(), json!({"replicas": 1, "maxReplicas": 2}), None).is_empty());
+        assert_eq!(
+            run(rule, json!({"replicas": 3, "maxReplicas": 2}), None),
+            [(
+                "spec".to_string(),
+                "Invalid value: \"object\": failed rule: self.replicas <= self.maxReplicas"
+                    .to_string()
+            )]
+        );
+        let with_message = json!({"rule": "self.replicas <= self.maxReplicas",
+            "messageExpression": "'replicas ' + string(self.replicas) + ' over the maximum'",
+            "reason": "FieldValueForbidden", "fieldPath": ".replicas"});
+        assert_eq!(
+            run(with_message, json!({"replicas": 3, "maxReplicas": 2}), None),
+            [(
+                "spec.replicas".to_string(),
+                "Forbidden: replicas 3 over the maximum".to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn transition_rules_run_only_where_there_is_an_old_value() {
+        let immutable = json!({"rule": "self == oldSelf", "message": "is immutable"});
+        assert!(run(immutable.clone(), json!("a"), None).is_empty());
+        assert!(run(immutable.clone(), json!("a"), Some(json!("a"))).is_empty());
+        assert_eq!(
+            run(immutable, json!("b"), Some(json!("a")))[0].1,
+            "Invalid value: \"object\": is immutable"
+        );
+        let optional =
+            json!({"rule": "oldSelf == null || self >= oldSelf", "optionalOldSelf": true});
+        assert!(run(optional.clone(), json!(1), None).is_empty());
+        assert_eq!(run(optional, json!(1), Some(json!(2))).len(), 1);
+    }
+
+    #[test]
+    fn kubernetes_library_functions() {
+        for rule in [
+            "[1, 2, 3].isSorted() && ![3, 1].isSorted()",
+            "[1, 2, 3].sum() == 6",
+            "[1, 2, 1].indexOf(1) == 0 && [1, 2, 1].lastIndexOf(1) == 2",
+            "'Hello'.lowerAscii() == 'hello' && 'Hello'.upperAscii() == 'HELLO'",
+            "' x '.trim() == 'x' && 'a,b'.split(',').join('-') == 'a-b'",
+            "'abcdef'.substring(1, 3) == 'bc' && 'abc'.charAt(1) == 'b'",
+            "'abc'.indexOf('c') == 2 && 'a.b.c'.replace('.', '/') == 'a/b/c'",
+            "'v1.2.3'.find('[0-9]+') == '1' && size('a1b22'.findAll('[0-9]+')) == 2",
+            "self.all(x, x > 0) && self.exists(x, x == 2) && self.map(x, x * 2) == [2, 4]",
+        ] {
+            let errors = run(json!({"rule": rule}), json!([1, 2]), None);
+            assert!(errors.is_empty(), "{rule}: {errors:?}");
+        }
+    }
+
+    #[test]
+    fn rules_that_cannot_compile_or_return_no_bool_are_errors() {
+        assert!(Rule::compile(&json!({"rule": "self.a ==="})).is_err());
+        assert!(Rule::compile(&json!({"rule": "true", "reason": "Nope"})).is_err());
+        let errors = run(json!({"rule": "self.missing > 1"}), json!({}), None);
+        assert!(errors[0].1.contains("rule evaluation error"), "{errors:?}");
+        let errors = run(json!({"rule": "1"}), json!({}), None);
+        assert!(errors[0].1.contains("must return a bool"), "{errors:?}");
+    }
+}
