@@ -42,13 +42,13 @@ enum BenchWhat {
 }
 
 #[derive(Debug, Args)]
-struct ApiBenchArgs {
+pub(crate) struct ApiBenchArgs {
     /// Seconds each throughput scenario runs.
     #[arg(long, default_value_t = 5)]
-    seconds: u64,
+    pub(crate) seconds: u64,
     /// Concurrent client connections for GET and LIST.
     #[arg(long, default_value_t = 16)]
-    connections: usize,
+    pub(crate) connections: usize,
     /// Objects in the listed collection.
     #[arg(long, default_value_t = 1000)]
     objects: usize,
@@ -69,11 +69,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 }
 
 /// Throughput and latency of one scenario.
-struct Load {
-    requests: usize,
-    per_second: f64,
-    p50: Duration,
-    p99: Duration,
+pub(crate) struct Load {
+    pub(crate) requests: usize,
+    pub(crate) per_second: f64,
+    pub(crate) p50: Duration,
+    pub(crate) p99: Duration,
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -84,7 +84,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
-struct Client {
+pub(crate) struct Client {
     tls: tokio_rustls::TlsConnector,
 }
 
@@ -113,10 +113,15 @@ impl Client {
             .await?)
     }
 
-    async fn http1(
+    pub(crate) async fn http1<B>(
         &self,
         addr: SocketAddr,
-    ) -> anyhow::Result<hyper::client::conn::http1::SendRequest<Empty<Bytes>>> {
+    ) -> anyhow::Result<hyper::client::conn::http1::SendRequest<B>>
+    where
+        B: hyper::body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let (send, conn) =
             hyper::client::conn::http1::handshake(TokioIo::new(self.tls(addr).await?)).await?;
         tokio::spawn(conn);
@@ -142,6 +147,18 @@ fn get(path: &str) -> anyhow::Result<http::Request<Empty<Bytes>>> {
         .header(http::header::HOST, "localhost")
         .header(http::header::ACCEPT, "application/json")
         .body(Empty::new())?)
+}
+
+/// Requests per second and latency percentiles of a load.
+pub(crate) fn summarize(mut all: Vec<Duration>, elapsed: Duration) -> Load {
+    all.sort();
+    let elapsed = elapsed.as_secs_f64().max(f64::EPSILON);
+    Load {
+        requests: all.len(),
+        per_second: all.len() as f64 / elapsed,
+        p50: percentile(&all, 0.5),
+        p99: percentile(&all, 0.99),
+    }
 }
 
 /// `connections` connections issuing GET `path` back to back for `seconds`.
@@ -174,14 +191,7 @@ async fn load(
     for t in tasks {
         all.extend(t.await??);
     }
-    let elapsed = started.elapsed().as_secs_f64().max(f64::EPSILON);
-    all.sort();
-    Ok(Load {
-        requests: all.len(),
-        per_second: all.len() as f64 / elapsed,
-        p50: percentile(&all, 0.5),
-        p99: percentile(&all, 0.99),
-    })
+    Ok(summarize(all, started.elapsed()))
 }
 
 /// A server that answers every request with the same bytes: the floor any API server stands on.
@@ -326,11 +336,12 @@ async fn api(args: ApiBenchArgs) -> anyhow::Result<()> {
         fmt(watch.p99),
         fmt(watch.max)
     );
+    crate::bench_cel::creates(&client, addr, &args).await?;
     let _ = target;
     Ok(())
 }
 
-fn fmt(d: Duration) -> String {
+pub(crate) fn fmt(d: Duration) -> String {
     if d < Duration::from_millis(1) {
         format!("{}us", d.as_micros())
     } else {

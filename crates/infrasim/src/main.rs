@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_capi;
+mod bench_cel;
 mod bench_etcd;
 mod cluster;
 mod controller;

@@ -1,0 +1,146 @@
+//! `bench api`'s write rows: creates per second of a custom object whose CRD has ten CEL
+//! validation rules, against the same object under a CRD with none, in the same run: what
+//! the rules cost on the write path.
+
+use crate::bench::{fmt, summarize, ApiBenchArgs, Client};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The ten rules: comparisons, string functions, list macros, and a transition rule (which
+/// a create skips, as kube-apiserver does).
+const RULES: [&str; 10] = [
+    "self.replicas <= self.maxReplicas",
+    "self.minReplicas <= self.replicas",
+    "self.name.startsWith('svc-')",
+    "size(self.name) <= 63",
+    "self.name.matches('^[a-z0-9-]+$')",
+    "self.tags.all(t, size(t) < 16)",
+    "self.tags.exists(t, t == 'bench')",
+    "self.ports.all(p, p.port > 0 && p.port < 65536)",
+    "self.ports.map(p, p.name).isSorted()",
+    "self.name == oldSelf.name",
+];
+
+fn crd(plural: &str, kind: &str, rules: bool) -> Value {
+    let validations: Vec<Value> = if rules {
+        RULES.iter().map(|r| json!({"rule": r})).collect()
+    } else {
+        Vec::new()
+    };
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.bench.example.com")},
+        "spec": {"group": "bench.example.com", "scope": "Namespaced",
+                 "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+                 "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                     "type": "object",
+                     "properties": {"spec": {
+                         "type": "object",
+                         "x-kubernetes-validations": validations,
+                         "properties": {
+                             "replicas": {"type": "integer"}, "minReplicas": {"type": "integer"},
+                             "maxReplicas": {"type": "integer"}, "name": {"type": "string"},
+                             "tags": {"type": "array", "items": {"type": "string"}},
+                             "ports": {"type": "array", "items": {"type": "object", "properties": {
+                                 "name": {"type": "string"}, "port": {"type": "integer"}}}}}}}}}}]}
+    })
+}
+
+fn object(kind: &str, name: &str) -> Value {
+    json!({"apiVersion": "bench.example.com/v1", "kind": kind,
+           "metadata": {"name": name, "namespace": "bench"},
+           "spec": {"replicas": 3, "minReplicas": 1, "maxReplicas": 5, "name": "svc-bench",
+                    "tags": ["bench", "cel", "rules"],
+                    "ports": [{"name": "grpc", "port": 9090}, {"name": "http", "port": 8080}]}})
+}
+
+async fn post(client: &Client, addr: SocketAddr, path: &str, body: &Value) -> anyhow::Result<()> {
+    let mut send = client.http1::<Full<Bytes>>(addr).await?;
+    let resp = send.send_request(request(path, body)?).await?;
+    let status = resp.status();
+    let text = resp.into_body().collect().await?.to_bytes();
+    anyhow::ensure!(
+        status.is_success(),
+        "POST {path}: {status}: {}",
+        String::from_utf8_lossy(&text)
+    );
+    Ok(())
+}
+
+fn request(path: &str, body: &Value) -> anyhow::Result<http::Request<Full<Bytes>>> {
+    Ok(http::Request::post(path)
+        .header(http::header::HOST, "localhost")
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(serde_json::to_vec(body)?)))?)
+}
+
+/// `connections` connections creating objects of `kind` back to back for `seconds`.
+async fn create_load(
+    client: &Arc<Client>,
+    addr: SocketAddr,
+    plural: &str,
+    kind: &str,
+    args: &ApiBenchArgs,
+) -> anyhow::Result<crate::bench::Load> {
+    let path = format!("/apis/bench.example.com/v1/namespaces/bench/{plural}");
+    let deadline = Instant::now() + Duration::from_secs(args.seconds);
+    let mut tasks = Vec::new();
+    for c in 0..args.connections {
+        let mut send = client.http1::<Full<Bytes>>(addr).await?;
+        let (path, kind) = (path.clone(), kind.to_string());
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            while Instant::now() < deadline {
+                let body = object(&kind, &format!("o-{c}-{}", latencies.len()));
+                let started = Instant::now();
+                let resp = send.send_request(request(&path, &body)?).await?;
+                anyhow::ensure!(resp.status().is_success(), "create: {}", resp.status());
+                resp.into_body().collect().await?;
+                latencies.push(started.elapsed());
+            }
+            Ok::<_, anyhow::Error>(latencies)
+        }));
+    }
+    let started = Instant::now();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    Ok(summarize(all, started.elapsed()))
+}
+
+/// Prints the two create rows and the ratio of the ruled one to the plain one.
+pub(crate) async fn creates(
+    client: &Arc<Client>,
+    addr: SocketAddr,
+    args: &ApiBenchArgs,
+) -> anyhow::Result<()> {
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    post(client, addr, crds, &crd("plains", "Plain", false)).await?;
+    post(client, addr, crds, &crd("ruleds", "Ruled", true)).await?;
+    let plain = create_load(client, addr, "plains", "Plain", args).await?;
+    let ruled = create_load(client, addr, "ruleds", "Ruled", args).await?;
+    println!();
+    println!(
+        "{:<30} {:>14} {:>10} {:>10}",
+        "custom object creates", "req/s", "p50", "p99"
+    );
+    for (name, load) in [("no rules", &plain), ("ten CEL rules", &ruled)] {
+        println!(
+            "{:<30} {:>14.0} {:>10} {:>10}",
+            name,
+            load.per_second,
+            fmt(load.p50),
+            fmt(load.p99)
+        );
+    }
+    println!(
+        "ten CEL rules / no rules: {:.2}",
+        ruled.per_second / plain.per_second.max(f64::EPSILON)
+    );
+    Ok(())
+}
