@@ -3,7 +3,8 @@
 //! 1.31) and the plain SPDY/3.1 upgrade it falls back to (`KUBECTL_PORT_FORWARD_WEBSOCKETS=
 //! false` forces it). kubectl falls back silently, so each test reads the server's
 //! `/metrics` to see which protocol was spoken. Through the forward, etcdctl 3.4 talks to
-//! an etcd member and kubectl to a control plane's API server.
+//! an etcd member (member list, endpoint status and health, alarms, put, get, watch,
+//! snapshot save) and kubectl to a control plane's API server.
 
 mod common;
 use common::three_control_planes as shape;
@@ -165,6 +166,7 @@ async fn etcdctl_through_kubectl(f: &Fixture, websockets: bool) {
     );
     let got = etcdctl(&f.dir, port, &["get", key, "--print-value-only"]).await;
     assert_eq!(got.trim(), "both ways");
+    watch_through(f, port, key).await;
     let snapshot = f.dir.join(format!("{}.db", key.trim_start_matches('/')));
     let saved = etcdctl(
         &f.dir,
@@ -175,6 +177,44 @@ async fn etcdctl_through_kubectl(f: &Fixture, websockets: bool) {
     assert!(saved.contains("Snapshot saved"), "{saved}");
     assert!(std::fs::metadata(&snapshot).map(|m| m.len()).unwrap_or(0) > 0);
     let _ = kubectl.kill().await;
+}
+
+/// `etcdctl watch` through the forward sees a put made through another connection of it.
+async fn watch_through(f: &Fixture, port: u16, key: &str) {
+    let mut watch = Command::new("etcdctl")
+        .arg(format!("--endpoints=https://127.0.0.1:{port}"))
+        .arg(format!("--cacert={}", f.dir.join("etcd-ca.crt").display()))
+        .arg(format!(
+            "--cert={}",
+            f.dir.join("etcd-client.crt").display()
+        ))
+        .arg(format!("--key={}", f.dir.join("etcd-client.key").display()))
+        .args(["watch", key])
+        .env("ETCDCTL_API", "3")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("etcdctl watch starts");
+    let mut lines = BufReader::new(watch.stdout.take().expect("stdout")).lines();
+    // The watch is registered once etcdctl has connected: put until it reports.
+    let mut seen = Vec::new();
+    for attempt in 0..50 {
+        let value = format!("watched-{attempt}");
+        etcdctl(&f.dir, port, &["put", key, &value]).await;
+        let next = tokio::time::timeout(Duration::from_millis(300), lines.next_line()).await;
+        if let Ok(Ok(Some(line))) = next {
+            seen.push(line);
+            break;
+        }
+    }
+    // etcdctl prints the event type, the key, then the value, a line each.
+    assert_eq!(seen.first().map(String::as_str), Some("PUT"), "{seen:?}");
+    let key_line = tokio::time::timeout(Duration::from_secs(5), lines.next_line()).await;
+    assert!(
+        matches!(key_line, Ok(Ok(Some(ref k))) if k == key),
+        "{key_line:?}"
+    );
+    let _ = watch.kill().await;
 }
 
 #[tokio::test]

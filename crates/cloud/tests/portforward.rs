@@ -101,7 +101,7 @@ async fn forwards_reach_an_etcd_member_and_the_api_server() {
     let pki = cloud.pki("pf").expect("PKI");
     let etcd = cloud.etcd("pf").expect("etcd");
     let client = common::client(&info.kubeconfig).await;
-    let pods: Api<Pod> = Api::namespaced(client, "kube-system");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
     let etcd_client = pki
         .etcd_ca
         .client_cert("kube-apiserver-etcd-client", &[])
@@ -128,6 +128,20 @@ async fn forwards_reach_an_etcd_member_and_the_api_server() {
         .expect("Status")
         .into_inner();
     assert_eq!(status.header.map(|h| h.member_id), Some(member));
+    // kube-rs speaks the WebSocket channel protocol; the server counted it so.
+    let metrics = client
+        .request_text(
+            http::Request::get("/metrics")
+                .body(Vec::new())
+                .expect("request"),
+        )
+        .await
+        .expect("/metrics");
+    assert!(
+        metrics
+            .contains("infrasim_port_forward_sessions_total{protocol=\"v4.channel.k8s.io\"} 1\n"),
+        "{metrics}"
+    );
     assert_ne!(status.leader, member);
     let members = ClusterClient::new(channel)
         .member_list(MemberListRequest::default())
