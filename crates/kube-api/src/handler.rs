@@ -214,7 +214,7 @@ async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult
         }
     }
     if ctx.path.subresource.as_deref() == Some("scale") && ctx.path.name.is_some() {
-        return crate::scale::handle(&ctx, &method, &body);
+        return crate::scale::handle(&ctx, &method, &body).await;
     }
     let sub = ctx.path.subresource.clone();
     let has_name = ctx.path.name.is_some();
@@ -249,12 +249,12 @@ async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult
             watch::watch(ctx).await
         }
         (Method::GET, true, _) => verbs::get::get(&ctx),
-        (Method::POST, false, false) => verbs::create::create(&ctx, &body),
-        (Method::PUT, true, _) => verbs::update::update(&ctx, &body),
+        (Method::POST, false, false) => verbs::create::create(&ctx, &body).await,
+        (Method::PUT, true, _) => verbs::update::update(&ctx, &body).await,
         (Method::PATCH, true, _) if verbs::apply::requested(&ctx) => {
-            verbs::apply::apply(&ctx, &body)
+            verbs::apply::apply(&ctx, &body).await
         }
-        (Method::PATCH, true, _) => verbs::patch::patch(&ctx, &body),
+        (Method::PATCH, true, _) => verbs::patch::patch(&ctx, &body).await,
         (Method::DELETE, true, false) => verbs::delete::delete(&ctx, &body).await,
         (Method::DELETE, false, false) => verbs::delete::delete_collection(&ctx, &body),
         _ => Err(ApiError::method_not_allowed(

@@ -22,6 +22,7 @@
 //! ```
 
 mod access_review;
+mod admission;
 pub mod apply;
 pub mod auth;
 pub mod authz;

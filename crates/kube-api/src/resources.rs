@@ -5,6 +5,7 @@
 //! they cannot drift from the Kubernetes types; short names and categories are not in those
 //! types and are listed here as kube-apiserver publishes them.
 
+use k8s_openapi::api::admissionregistration::v1 as admissionregistration;
 use k8s_openapi::api::{
     apps::v1 as apps, authentication::v1 as authentication, authorization::v1 as authorization,
     batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
@@ -325,6 +326,16 @@ impl Registry {
             info::<networking::IngressClass>(NONE, NONE, false),
             info::<networking::NetworkPolicy>(&["netpol"], NONE, false),
             info::<scheduling::PriorityClass>(&["pc"], NONE, false),
+            info::<admissionregistration::MutatingWebhookConfiguration>(
+                NONE,
+                &["api-extensions"],
+                false,
+            ),
+            info::<admissionregistration::ValidatingWebhookConfiguration>(
+                NONE,
+                &["api-extensions"],
+                false,
+            ),
             info::<apiextensions::CustomResourceDefinition>(
                 &["crd", "crds"],
                 &["api-extensions"],

@@ -110,6 +110,20 @@ impl Rule {
     }
 }
 
+/// Evaluates a boolean CEL `expression` with `variables` bound (admission match conditions).
+pub fn evaluate_bool(expression: &str, variables: &[(&str, Value)]) -> Result<bool, String> {
+    let program = Program::compile(expression).map_err(|e| e.to_string())?;
+    let mut scope = ROOT.new_inner_scope();
+    for (name, value) in variables {
+        scope.add_variable_from_value(*name, to_cel(value));
+    }
+    match program.execute(&scope) {
+        Ok(Cel::Bool(b)) => Ok(b),
+        Ok(other) => Err(format!("not a bool: {:?}", other.type_of())),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Checks `rules` of a node of OpenAPI type `ty` at `path`: `(field, message)` per failure.
 pub fn check(
     rules: &[Rule],

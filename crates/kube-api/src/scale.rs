@@ -68,7 +68,7 @@ fn set_path(object: &mut Value, path: &str, value: Value) {
 }
 
 /// GET, PUT or PATCH of `…/scale`.
-pub(crate) fn handle(ctx: &Ctx, method: &http::Method, body: &[u8]) -> HandlerResult {
+pub(crate) async fn handle(ctx: &Ctx, method: &http::Method, body: &[u8]) -> HandlerResult {
     let Some(paths) = ctx.info.scale.clone() else {
         return Err(ApiError::not_found(
             "the server could not find the requested resource",
@@ -149,7 +149,7 @@ pub(crate) fn handle(ctx: &Ctx, method: &http::Method, body: &[u8]) -> HandlerRe
             object: updated,
             ownership: Ownership::Record,
         };
-        match write::persist(ctx, write) {
+        match write::persist(ctx, write).await {
             Ok(written) => {
                 let value = written
                     .object

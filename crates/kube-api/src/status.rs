@@ -137,6 +137,28 @@ impl ApiError {
         Self::new(500, "InternalError", message)
     }
 
+    /// A refusal an admission webhook chose the code (and perhaps reason) of.
+    pub fn from_webhook(code: u16, reason: Option<&str>, message: impl Into<String>) -> Self {
+        const REASONS: [(u16, &str); 9] = [
+            (400, "BadRequest"),
+            (401, "Unauthorized"),
+            (403, "Forbidden"),
+            (404, "NotFound"),
+            (409, "Conflict"),
+            (422, "Invalid"),
+            (429, "TooManyRequests"),
+            (500, "InternalError"),
+            (503, "ServiceUnavailable"),
+        ];
+        let reason = REASONS
+            .iter()
+            .find(|(_, r)| Some(*r) == reason)
+            .or_else(|| REASONS.iter().find(|(c, _)| *c == code))
+            .map(|(_, r)| *r)
+            .unwrap_or("");
+        Self::new(code, reason, message)
+    }
+
     /// The `Status` object.
     pub fn to_status(&self) -> Value {
         let mut status = json!({

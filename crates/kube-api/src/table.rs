@@ -143,6 +143,9 @@ fn columns(kind: &str) -> Vec<Column> {
             AGE,
         ],
         "RoleBinding" | "ClusterRoleBinding" => vec![NAME, C("Role", "string", 0), AGE],
+        "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration" => {
+            vec![NAME, C("Webhooks", "integer", 0), AGE]
+        }
         "EndpointSlice" => vec![
             NAME,
             C("AddressType", "string", 0),
@@ -692,6 +695,9 @@ fn cells(kind: &str, v: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 json!(n(v, "status.disruptionsAllowed")),
                 age(v, now),
             ]
+        }
+        "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration" => {
+            vec![name, json!(arr(v, "webhooks").len()), age(v, now)]
         }
         "StorageClass" => {
             let name = if v

@@ -22,7 +22,7 @@ pub(crate) fn requested(ctx: &Ctx) -> bool {
     )
 }
 
-pub(crate) fn apply(ctx: &Ctx, body: &[u8]) -> HandlerResult {
+pub(crate) async fn apply(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     input::dry_run(ctx)?;
     let manager = ctx
         .query
@@ -42,7 +42,7 @@ pub(crate) fn apply(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     let force = ctx.query.flag("force").map_err(ApiError::bad_request)?;
     let config = configuration(ctx, body)?;
     for _ in 0..16 {
-        match apply_once(ctx, &config, manager, force) {
+        match apply_once(ctx, &config, manager, force).await {
             Err(WriteError::Stale(_)) => continue,
             other => return other.map_err(ApiError::from),
         }
@@ -104,7 +104,7 @@ fn reset_fields(ctx: &Ctx, config: &mut Value) {
 }
 
 /// Merges into the object as it is now and writes, once.
-fn apply_once(
+async fn apply_once(
     ctx: &Ctx,
     config: &Value,
     manager: &str,
@@ -163,7 +163,9 @@ fn apply_once(
             object,
             ownership: Ownership::Computed,
         },
-    )?;
+    )
+    .await?;
+    warnings.extend(written.warnings.iter().cloned());
     Ok(input::with_warnings(
         ctx.render(&written.object, written.code()),
         &warnings,

@@ -6,7 +6,7 @@ use crate::http::HandlerResult;
 use crate::status::ApiError;
 use crate::write::{self, input, Operation, Ownership, Write};
 
-pub(crate) fn create(ctx: &Ctx, body: &[u8]) -> HandlerResult {
+pub(crate) async fn create(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     input::dry_run(ctx)?;
     let mut object = decode_body(ctx, body)?;
     input::check_identity(ctx, &mut object)?;
@@ -20,6 +20,8 @@ pub(crate) fn create(ctx: &Ctx, body: &[u8]) -> HandlerResult {
             ownership: Ownership::Record,
         },
     )
+    .await
     .map_err(ApiError::from)?;
+    warnings.extend(written.warnings.iter().cloned());
     input::with_warnings(ctx.render(&written.object, written.code()), &warnings)
 }

@@ -5,7 +5,7 @@ use crate::context::Ctx;
 use crate::http::{json_bytes, json_value, HandlerResult};
 use crate::status::ApiError;
 use crate::write::input;
-use crate::{namespaces, selectors};
+use crate::{admission, namespaces, selectors};
 use infrasim_store::{DeleteOptions, DeleteOutcome, Propagation, ReadAt};
 use serde_json::{json, Value};
 
@@ -79,9 +79,31 @@ fn delete_is_dry(ctx: &Ctx, body: &[u8]) -> Result<bool, ApiError> {
     Ok(from_body || input::dry_run(ctx)?)
 }
 
+/// The validating webhooks' say on deleting the object the path names (if it exists: a
+/// missing one is the store's 404 to report); their warnings.
+async fn admit_delete(ctx: &Ctx, dry_run: bool) -> Result<Vec<String>, ApiError> {
+    let mut warnings = Vec::new();
+    let current = ctx
+        .state
+        .group
+        .get(&ctx.info.store_key, &ctx.key())
+        .and_then(|o| o.to_value().ok());
+    if let Some(old) = current {
+        let subject = admission::Subject {
+            operation: admission::Operation::Delete,
+            object: None,
+            old: Some(&old),
+            dry_run,
+        };
+        admission::validate(ctx, &subject, &mut warnings).await?;
+    }
+    Ok(warnings)
+}
+
 pub(crate) async fn delete(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     let options = delete_options(ctx, body)?;
     if delete_is_dry(ctx, body)? {
+        admit_delete(ctx, true).await?;
         let outcome = ctx
             .state
             .group
@@ -93,11 +115,18 @@ pub(crate) async fn delete(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     if ctx.info.kind == "Namespace" {
         namespaces::check_deletable(name)?;
     }
+    let warnings = admit_delete(ctx, false).await?;
     let outcome = ctx
         .state
         .group
         .delete(&ctx.info.store_key, &ctx.key(), &options)
         .map_err(|e| ctx.store_error(e))?;
+    input::with_warnings(answer(ctx, name, outcome), &warnings)
+}
+
+/// The answer to a delete: the object while finalizers hold it, else the deleted object for
+/// the kinds whose storage returns it, or a Success Status.
+fn answer(ctx: &Ctx, name: &str, outcome: DeleteOutcome) -> HandlerResult {
     match outcome {
         DeleteOutcome::Pending(object) => {
             if ctx.info.kind == "CustomResourceDefinition" && !ctx.info.custom {

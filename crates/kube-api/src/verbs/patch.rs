@@ -18,7 +18,7 @@ enum PatchBody {
     Strategic(Value),
 }
 
-pub(crate) fn patch(ctx: &Ctx, body: &[u8]) -> HandlerResult {
+pub(crate) async fn patch(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     input::dry_run(ctx)?;
     let content_type = ctx
         .headers
@@ -54,7 +54,7 @@ pub(crate) fn patch(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         PatchBody::Json(_) => None,
     };
     for _ in 0..16 {
-        match patch_once(ctx, &patch, pinned) {
+        match patch_once(ctx, &patch, pinned).await {
             Err(WriteError::Stale(_)) if pinned.is_none() => continue,
             other => return other.map_err(ApiError::from),
         }
@@ -65,7 +65,7 @@ pub(crate) fn patch(ctx: &Ctx, body: &[u8]) -> HandlerResult {
 }
 
 /// Patches the object as it is now, once.
-fn patch_once(
+async fn patch_once(
     ctx: &Ctx,
     patch: &PatchBody,
     pinned: Option<u64>,
@@ -111,7 +111,9 @@ fn patch_once(
             object,
             ownership: Ownership::Record,
         },
-    )?;
+    )
+    .await?;
+    warnings.extend(written.warnings.iter().cloned());
     Ok(input::with_warnings(
         ctx.render(&written.object, written.code()),
         &warnings,

@@ -8,7 +8,7 @@ use crate::status::ApiError;
 use crate::write::{self, input, Operation, Ownership, Write};
 use serde_json::json;
 
-pub(crate) fn update(ctx: &Ctx, body: &[u8]) -> HandlerResult {
+pub(crate) async fn update(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     input::dry_run(ctx)?;
     let mut object = decode_body(ctx, body)?;
     input::check_identity(ctx, &mut object)?;
@@ -40,6 +40,8 @@ pub(crate) fn update(ctx: &Ctx, body: &[u8]) -> HandlerResult {
             ownership: Ownership::Record,
         },
     )
+    .await
     .map_err(ApiError::from)?;
+    warnings.extend(written.warnings.iter().cloned());
     input::with_warnings(ctx.render(&written.object, written.code()), &warnings)
 }

@@ -18,9 +18,9 @@ pub(crate) mod input;
 mod strategy;
 
 use crate::context::Ctx;
-use crate::namespaces;
 use crate::object::{derive, name_of};
 use crate::status::ApiError;
+use crate::{admission, namespaces};
 use infrasim_store::{StoreError, StoredObject};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -80,6 +80,8 @@ impl From<WriteError> for ApiError {
 pub(crate) struct Written {
     pub object: Arc<StoredObject>,
     pub created: bool,
+    /// What admission webhooks warned of.
+    pub warnings: Vec<String>,
 }
 
 impl Written {
@@ -94,53 +96,99 @@ impl Written {
 }
 
 /// Takes `write` through prepare, admit, own, validate and persist.
-pub(crate) fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteError> {
+pub(crate) async fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteError> {
     let dry = input::dry_run(ctx)?;
     let strategy = Strategy::of(ctx);
+    let mut warnings = Vec::new();
     let Write {
         operation,
         object,
         ownership,
     } = write;
-    match operation {
+    let written = match operation {
         Operation::Create => {
             let mut object = object;
             strategy.prepare_for_create(&mut object);
             admit_create(ctx, &object)?;
+            let subject = |object| admission::Subject {
+                operation: admission::Operation::Create,
+                object,
+                old: None,
+                dry_run: dry,
+            };
+            let before = object.clone();
+            admission::mutate(ctx, &subject(None), &mut object, &mut warnings).await?;
+            if object != before {
+                object = renormalize(ctx, object)?;
+            }
             if let Ownership::Record = ownership {
                 own(ctx, None, &mut object);
             }
-            Ok(create(ctx, &strategy, object, dry)?)
+            create(ctx, &strategy, object, dry, &mut warnings).await?
         }
         Operation::Update { old, expected } => {
             let mut object = strategy.prepare_for_update(&old, object);
+            let subject = |object| admission::Subject {
+                operation: admission::Operation::Update,
+                object,
+                old: Some(&old),
+                dry_run: dry,
+            };
+            let before = object.clone();
+            admission::mutate(ctx, &subject(None), &mut object, &mut warnings).await?;
+            if object != before {
+                object = renormalize(ctx, object)?;
+            }
             if let Ownership::Record = ownership {
                 own(ctx, Some(&old), &mut object);
             }
             strategy.validate_update(&old, &object)?;
-            let derived = derive(&ctx.info.kind, &object);
-            let group = &ctx.state.group;
-            let key = &ctx.info.store_key;
-            let stored = if dry {
-                group.update_dry_run(key, object, derived, expected)
-            } else {
-                group.update(key, object, derived, expected)
-            }
-            .map_err(|e| match e {
-                StoreError::Conflict { .. } => WriteError::Stale(ctx.store_error(e)),
-                e => WriteError::Refused(ctx.store_error(e)),
-            })?;
-            let object = if dry {
-                stored
-            } else {
-                strategy.after_write(stored, false)
-            };
-            Ok(Written {
-                object,
-                created: false,
-            })
+            admission::validate(ctx, &subject(Some(&object)), &mut warnings).await?;
+            update(ctx, &strategy, object, expected, dry)?
         }
+    };
+    Ok(Written {
+        warnings,
+        ..written
+    })
+}
+
+/// What a mutating webhook changed, decoded again into the kind's type (so it can add
+/// nothing the kind does not have), as kube-apiserver decodes a patched object.
+fn renormalize(ctx: &Ctx, object: Value) -> Result<Value, ApiError> {
+    input::normalize(ctx, object, &mut Vec::new())
+}
+
+/// Replaces the stored object.
+fn update(
+    ctx: &Ctx,
+    strategy: &Strategy,
+    object: Value,
+    expected: Option<u64>,
+    dry: bool,
+) -> Result<Written, WriteError> {
+    let derived = derive(&ctx.info.kind, &object);
+    let group = &ctx.state.group;
+    let key = &ctx.info.store_key;
+    let stored = if dry {
+        group.update_dry_run(key, object, derived, expected)
+    } else {
+        group.update(key, object, derived, expected)
     }
+    .map_err(|e| match e {
+        StoreError::Conflict { .. } => WriteError::Stale(ctx.store_error(e)),
+        e => WriteError::Refused(ctx.store_error(e)),
+    })?;
+    let object = if dry {
+        stored
+    } else {
+        strategy.after_write(stored, false)
+    };
+    Ok(Written {
+        object,
+        created: false,
+        warnings: Vec::new(),
+    })
 }
 
 /// NamespaceLifecycle: nothing new in a namespace that is being deleted (or does not exist).
@@ -185,11 +233,12 @@ fn own(ctx: &Ctx, old: Option<&Value>, new: &mut Value) {
 
 /// Stores a new object; a `generateName` gets a few random suffixes, as kube-apiserver's
 /// name generator tries them.
-fn create(
+async fn create(
     ctx: &Ctx,
-    strategy: &Strategy,
+    strategy: &Strategy<'_>,
     mut object: Value,
     dry: bool,
+    warnings: &mut Vec<String>,
 ) -> Result<Written, ApiError> {
     if object
         .pointer("/metadata/resourceVersion")
@@ -211,6 +260,13 @@ fn create(
             object["metadata"]["name"] = json!(format!("{generate}{}", random_suffix()));
         }
         strategy.validate_create(&object)?;
+        let subject = admission::Subject {
+            operation: admission::Operation::Create,
+            object: Some(&object),
+            old: None,
+            dry_run: dry,
+        };
+        admission::validate(ctx, &subject, warnings).await?;
         let derived = derive(&ctx.info.kind, &object);
         let group = &ctx.state.group;
         let key = &ctx.info.store_key;
@@ -221,6 +277,7 @@ fn create(
             return Ok(Written {
                 object: would,
                 created: true,
+                warnings: Vec::new(),
             });
         }
         match group.create(key, object.clone(), derived) {
@@ -228,6 +285,7 @@ fn create(
                 return Ok(Written {
                     object: strategy.after_write(created, true),
                     created: true,
+                    warnings: Vec::new(),
                 })
             }
             Err(StoreError::AlreadyExists { .. }) if generated && attempt < 7 => {}

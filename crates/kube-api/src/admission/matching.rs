@@ -1,0 +1,183 @@
+//! Which webhooks a request goes to: a webhook's `rules` (operations, groups, versions,
+//! resources and subresources, scope), its `namespaceSelector` and `objectSelector`, and its
+//! `matchConditions` (CEL over `object`, `oldObject` and `request`).
+
+use super::{Subject, Webhook};
+use crate::context::Ctx;
+use crate::selectors::LabelSelector;
+use infrasim_store::ObjectKey;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// An admission operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Operation {
+    Create,
+    Update,
+    Delete,
+}
+
+impl Operation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+        }
+    }
+
+    /// The options kind a review names for this operation.
+    pub fn options_kind(self) -> &'static str {
+        match self {
+            Operation::Create => "CreateOptions",
+            Operation::Update => "UpdateOptions",
+            Operation::Delete => "DeleteOptions",
+        }
+    }
+}
+
+/// Whether `hook` is called for this request (`object` as it stands now).
+pub(crate) fn matches(
+    ctx: &Ctx,
+    hook: &Webhook,
+    subject: &Subject,
+    object: Option<&Value>,
+) -> bool {
+    let rules = hook.spec["rules"].as_array().cloned().unwrap_or_default();
+    rules
+        .iter()
+        .any(|r| rule_matches(ctx, r, subject.operation))
+        && namespace_selected(ctx, &hook.spec["namespaceSelector"], object)
+        && object_selected(&hook.spec["objectSelector"], object, subject.old)
+        && conditions_hold(ctx, hook, subject, object)
+}
+
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+fn rule_matches(ctx: &Ctx, rule: &Value, operation: Operation) -> bool {
+    let any = |list: Vec<&str>, want: &str| list.iter().any(|x| *x == "*" || *x == want);
+    let info = &ctx.info;
+    let resource = match ctx.path.subresource.as_deref() {
+        Some(sub) => format!("{}/{sub}", info.plural),
+        None => info.plural.clone(),
+    };
+    let resource_ok = strings(&rule["resources"]).iter().any(|r| {
+        *r == resource
+            || *r == "*/*"
+            || (*r == "*" && ctx.path.subresource.is_none())
+            || r.split_once('/').is_some_and(|(res, sub)| {
+                (res == "*" || res == info.plural)
+                    && (sub == "*" || Some(sub) == ctx.path.subresource.as_deref())
+                    && ctx.path.subresource.is_some()
+            })
+    });
+    let scope_ok = match rule["scope"].as_str().unwrap_or("*") {
+        "Cluster" => !info.namespaced,
+        "Namespaced" => info.namespaced,
+        _ => true,
+    };
+    any(strings(&rule["operations"]), operation.name())
+        && any(strings(&rule["apiGroups"]), &info.group)
+        && any(strings(&rule["apiVersions"]), &info.version)
+        && resource_ok
+        && scope_ok
+}
+
+fn labels(object: Option<&Value>) -> BTreeMap<String, String> {
+    object
+        .and_then(|o| o.pointer("/metadata/labels"))
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A `metav1.LabelSelector` (matchLabels and matchExpressions) against `labels`; an empty or
+/// absent selector matches everything.
+fn selected(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
+    let mut terms: Vec<String> = selector["matchLabels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| format!("{k}={v}")))
+                .collect()
+        })
+        .unwrap_or_default();
+    for expr in selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let key = expr["key"].as_str().unwrap_or("");
+        let values = strings(&expr["values"]).join(",");
+        terms.push(match expr["operator"].as_str().unwrap_or("") {
+            "In" => format!("{key} in ({values})"),
+            "NotIn" => format!("{key} notin ({values})"),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            _ => return false,
+        });
+    }
+    LabelSelector::parse(&terms.join(",")).is_ok_and(|s| s.matches(labels))
+}
+
+/// The namespace's labels decide for namespaced objects, a Namespace's own for itself;
+/// other cluster-scoped objects are always selected.
+fn namespace_selected(ctx: &Ctx, selector: &Value, object: Option<&Value>) -> bool {
+    if selector.is_null() {
+        return true;
+    }
+    if ctx.info.kind == "Namespace" && !ctx.info.custom {
+        return selected(selector, &labels(object));
+    }
+    if !ctx.info.namespaced {
+        return true;
+    }
+    let namespace = ctx
+        .state
+        .group
+        .get("namespaces", &ObjectKey::new("", ctx.namespace()))
+        .and_then(|ns| ns.to_value().ok());
+    selected(selector, &labels(namespace.as_ref()))
+}
+
+/// The object selector matches the new object or the old one.
+fn object_selected(selector: &Value, object: Option<&Value>, old: Option<&Value>) -> bool {
+    selector.is_null()
+        || (object.is_some() && selected(selector, &labels(object)))
+        || (old.is_some() && selected(selector, &labels(old)))
+}
+
+/// `matchConditions`: every expression must be true; one that errors counts as a match
+/// (the webhook then decides, as kube-apiserver leaves it to the failure policy).
+fn conditions_hold(ctx: &Ctx, hook: &Webhook, subject: &Subject, object: Option<&Value>) -> bool {
+    let Some(conditions) = hook.spec["matchConditions"].as_array() else {
+        return true;
+    };
+    let request = json!({
+        "operation": subject.operation.name(),
+        "namespace": ctx.namespace(),
+        "name": ctx.path.name.clone().unwrap_or_default(),
+        "userInfo": super::user_info(ctx),
+        "dryRun": subject.dry_run,
+    });
+    conditions.iter().all(|c| {
+        let expression = c["expression"].as_str().unwrap_or("true");
+        crate::rules::evaluate_bool(
+            expression,
+            &[
+                ("object", object.cloned().unwrap_or(Value::Null)),
+                ("oldObject", subject.old.cloned().unwrap_or(Value::Null)),
+                ("request", request.clone()),
+            ],
+        )
+        .unwrap_or(true)
+    })
+}

@@ -1,0 +1,167 @@
+//! Dynamic admission: the webhooks of `MutatingWebhookConfiguration`s and
+//! `ValidatingWebhookConfiguration`s (`admissionregistration.k8s.io/v1`), called with an
+//! `admission.k8s.io/v1` `AdmissionReview` as kube-apiserver calls them.
+//!
+//! The write path calls [`mutate`] after it has prepared an object (defaults applied) and
+//! [`validate`] after the kind's own validation, so a webhook sees what would be stored.
+//! Mutating webhooks run one after another in the order of their configurations' names and
+//! then their own, each seeing the previous ones' patches, and those that ask for it
+//! (`reinvocationPolicy: IfNeeded`) run once more if a later one changed the object;
+//! validating webhooks all see the final object. A webhook that cannot be reached, answers
+//! nonsense or takes longer than its `timeoutSeconds` fails the request, unless its
+//! `failurePolicy` is `Ignore`.
+
+mod call;
+mod matching;
+
+use crate::context::Ctx;
+use crate::status::ApiError;
+use infrasim_store::ReadAt;
+use serde_json::{json, Value};
+
+pub(crate) use matching::Operation;
+
+/// The object being admitted, and the one it replaces.
+pub(crate) struct Subject<'a> {
+    pub operation: Operation,
+    pub object: Option<&'a Value>,
+    pub old: Option<&'a Value>,
+    pub dry_run: bool,
+}
+
+/// One webhook of a configuration, with the name kube-apiserver reports it by.
+#[derive(Debug, Clone)]
+pub(crate) struct Webhook {
+    pub name: String,
+    pub spec: Value,
+}
+
+const MUTATING: &str = "mutatingwebhookconfigurations.admissionregistration.k8s.io";
+const VALIDATING: &str = "validatingwebhookconfigurations.admissionregistration.k8s.io";
+
+/// The webhooks of every configuration in `resource`, in the order they run.
+fn webhooks(ctx: &Ctx, resource: &str) -> Vec<Webhook> {
+    let Ok(snapshot) = ctx.state.group.snapshot(resource, ReadAt::Latest) else {
+        return Vec::new();
+    };
+    // The snapshot is ordered by key, and configurations are cluster-scoped: by name.
+    let mut hooks = Vec::new();
+    for object in snapshot.objects.values() {
+        let Ok(config) = object.to_value() else {
+            continue;
+        };
+        for spec in config["webhooks"].as_array().into_iter().flatten() {
+            hooks.push(Webhook {
+                name: spec["name"].as_str().unwrap_or("").to_string(),
+                spec: spec.clone(),
+            });
+        }
+    }
+    hooks
+}
+
+/// Whether the request's kind is one admission never applies to: the webhook
+/// configurations themselves, so that a broken webhook can always be removed.
+fn exempt(ctx: &Ctx) -> bool {
+    ctx.info.group == "admissionregistration.k8s.io"
+}
+
+/// Runs the mutating webhooks that match; the object as they leave it, and their warnings.
+pub(crate) async fn mutate(
+    ctx: &Ctx,
+    subject: &Subject<'_>,
+    object: &mut Value,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    if exempt(ctx) {
+        return Ok(());
+    }
+    let hooks: Vec<Webhook> = webhooks(ctx, MUTATING)
+        .into_iter()
+        .filter(|h| matching::matches(ctx, h, subject, Some(object)))
+        .collect();
+    if hooks.is_empty() {
+        return Ok(());
+    }
+    // The last webhook that changed the object, to know whom to run again.
+    let mut last_change = None;
+    for (i, hook) in hooks.iter().enumerate() {
+        if call_mutating(ctx, hook, subject, object, warnings).await? {
+            last_change = Some(i);
+        }
+    }
+    if let Some(last) = last_change {
+        for hook in hooks[..last].iter().filter(|h| reinvoked(h)) {
+            call_mutating(ctx, hook, subject, object, warnings).await?;
+        }
+    }
+    Ok(())
+}
+
+fn reinvoked(hook: &Webhook) -> bool {
+    hook.spec["reinvocationPolicy"].as_str() == Some("IfNeeded")
+}
+
+/// Calls one mutating webhook and applies its patch; whether the object changed.
+async fn call_mutating(
+    ctx: &Ctx,
+    hook: &Webhook,
+    subject: &Subject<'_>,
+    object: &mut Value,
+    warnings: &mut Vec<String>,
+) -> Result<bool, ApiError> {
+    let current = Subject {
+        object: Some(object),
+        ..*subject
+    };
+    let Some(response) = call::review(ctx, hook, &current).await? else {
+        return Ok(false);
+    };
+    warnings.extend(call::warnings(&response));
+    call::denied(hook, &response)?;
+    let Some(patch) = call::patch(hook, &response)? else {
+        return Ok(false);
+    };
+    let mut patched = object.clone();
+    json_patch::patch(&mut patched, &patch).map_err(|e| {
+        ApiError::internal(format!(
+            "admission webhook \"{}\" returned a patch that cannot be applied: {e}",
+            hook.name
+        ))
+    })?;
+    if patched == *object {
+        return Ok(false);
+    }
+    *object = patched;
+    Ok(true)
+}
+
+/// Runs the validating webhooks that match; their warnings, or the first refusal.
+pub(crate) async fn validate(
+    ctx: &Ctx,
+    subject: &Subject<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    if exempt(ctx) {
+        return Ok(());
+    }
+    let hooks: Vec<Webhook> = webhooks(ctx, VALIDATING)
+        .into_iter()
+        .filter(|h| matching::matches(ctx, h, subject, subject.object))
+        .collect();
+    // kube-apiserver calls them in parallel; their answers are read in order.
+    let calls = hooks.iter().map(|hook| call::review(ctx, hook, subject));
+    let answers = futures::future::join_all(calls).await;
+    for (hook, answer) in hooks.iter().zip(answers) {
+        if let Some(response) = answer? {
+            warnings.extend(call::warnings(&response));
+            call::denied(hook, &response)?;
+        }
+    }
+    Ok(())
+}
+
+/// The `userInfo` of the request, as a review carries it.
+fn user_info(ctx: &Ctx) -> Value {
+    json!({"username": ctx.identity.user, "groups": ctx.identity.groups})
+}

@@ -1,0 +1,312 @@
+//! Admission webhooks, called as kube-apiserver calls them: an HTTPS webhook server in the
+//! test (a certificate of its own CA, given to the configurations as `caBundle`), reached by
+//! `url` and through a selector-less Service and its EndpointSlice pointing at 127.0.0.1, the
+//! way a controller manager on the host registers its webhooks.
+
+use base64::Engine;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use infrasim_clock::SystemClock;
+use infrasim_kube_api::pki::CertificateAuthority;
+use infrasim_kube_api::{ApiConfig, ApiServer, Identity};
+use infrasim_store::{Store, StoreConfig};
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+
+/// Reviews the webhook server received: (path, request).
+type Seen = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// The webhook server: `/mutate` labels objects `mutated=true` and warns; `/validate`
+/// refuses a ConfigMap with a `forbidden` key (403) and the deletion of one labelled
+/// `protect=yes`.
+fn answer(path: &str, review: &Value) -> Value {
+    let request = &review["request"];
+    let uid = request["uid"].clone();
+    let object = &request["object"];
+    match path {
+        "/mutate" => {
+            let patch = if object.pointer("/metadata/labels").is_some() {
+                json!([{"op": "add", "path": "/metadata/labels/mutated", "value": "true"}])
+            } else {
+                json!([{"op": "add", "path": "/metadata/labels", "value": {"mutated": "true"}}])
+            };
+            let patch = base64::engine::general_purpose::STANDARD.encode(patch.to_string());
+            json!({"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": patch,
+                   "warnings": ["mutated by the test webhook"]})
+        }
+        _ => {
+            let forbidden = object.pointer("/data/forbidden").is_some();
+            let protected = request["operation"] == "DELETE"
+                && request.pointer("/oldObject/metadata/labels/protect") == Some(&json!("yes"));
+            if forbidden || protected {
+                let message = if forbidden {
+                    "forbidden key"
+                } else {
+                    "protected"
+                };
+                json!({"uid": uid, "allowed": false,
+                       "status": {"code": 403, "message": message}})
+            } else {
+                json!({"uid": uid, "allowed": true})
+            }
+        }
+    }
+}
+
+async fn webhook_server(ca: &CertificateAuthority, seen: Seen) -> u16 {
+    let cert = ca
+        .serving_cert(
+            "webhook",
+            &["webhook.default.svc".into()],
+            &["127.0.0.1".parse().expect("an IP")],
+        )
+        .expect("a serving certificate");
+    let certs = rustls::pki_types::CertificateDer::pem_slice_iter(cert.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .expect("PEM");
+    let key =
+        rustls::pki_types::PrivateKeyDer::from_pem_slice(cert.key_pem.as_bytes()).expect("key");
+    use rustls::pki_types::pem::PemObject;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .expect("TLS");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, seen) = (acceptor.clone(), seen.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(
+                    move |req: http::Request<hyper::body::Incoming>| {
+                        let seen = seen.clone();
+                        async move {
+                            let path = req.uri().path().to_string();
+                            let body = req
+                                .into_body()
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
+                            let review: Value = serde_json::from_slice(&body).unwrap_or_default();
+                            seen.lock()
+                                .expect("lock")
+                                .push((path.clone(), review["request"].clone()));
+                            let reply = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                                           "response": answer(&path, &review)});
+                            Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
+                                Bytes::from(reply.to_string()),
+                            )))
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    port
+}
+
+async fn send(
+    server: &ApiServer,
+    method: &str,
+    path: &str,
+    body: Value,
+) -> (u16, Value, Vec<String>) {
+    let content_type = if method == "PATCH" {
+        "application/merge-patch+json"
+    } else {
+        "application/json"
+    };
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::CONTENT_TYPE, content_type)
+        .body(Full::new(Bytes::from(body.to_string())))
+        .expect("a request");
+    let admin = Identity {
+        user: "admin".into(),
+        groups: vec!["system:masters".into()],
+    };
+    let resp = server.handle(req, Some(admin)).await;
+    let status = resp.status().as_u16();
+    let warnings = resp
+        .headers()
+        .get_all(http::header::WARNING)
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_string))
+        .collect();
+    let bytes = resp.into_body().collect().await.expect("a body").to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or_default(),
+        warnings,
+    )
+}
+
+fn webhook(name: &str, client: Value, operations: &[&str], policy: &str) -> Value {
+    json!({"name": name, "clientConfig": client, "sideEffects": "None",
+           "admissionReviewVersions": ["v1"], "failurePolicy": policy, "timeoutSeconds": 5,
+           "rules": [{"operations": operations, "apiGroups": [""], "apiVersions": ["v1"],
+                      "resources": ["configmaps"]}]})
+}
+
+#[tokio::test]
+async fn webhooks_mutate_refuse_warn_and_fail_as_their_policies_say() {
+    let store = Store::in_memory(StoreConfig::default());
+    let group = store.create_group("g").expect("a group");
+    let ca = CertificateAuthority::generate("ca").expect("a CA");
+    let server = ApiServer::new(
+        group,
+        ca.clone(),
+        SystemClock::shared(),
+        ApiConfig::default(),
+    );
+    let seen: Seen = Arc::default();
+    let webhook_ca = CertificateAuthority::generate("webhook-ca").expect("a CA");
+    let port = webhook_server(&webhook_ca, seen.clone()).await;
+    let bundle = base64::engine::general_purpose::STANDARD.encode(&webhook_ca.cert_pem);
+
+    // The mutating webhook through a selector-less Service and its EndpointSlice.
+    let created = [
+        (
+            "/api/v1/namespaces/default/services",
+            json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "webhook"}, "spec": {"ports": [{"name": "https", "port": 443}]}}),
+        ),
+        (
+            "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+            json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "webhook-1", "labels": {"kubernetes.io/service-name": "webhook"}},
+            "addressType": "IPv4", "ports": [{"name": "https", "port": port}],
+            "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}]}),
+        ),
+        (
+            "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+            json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "labeller"},
+            "webhooks": [webhook("mutate.example.com", json!({"caBundle": bundle,
+                "service": {"namespace": "default", "name": "webhook", "path": "/mutate"}}),
+                &["CREATE"], "Fail")]}),
+        ),
+        (
+            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+            json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "guard"},
+            "webhooks": [
+                webhook("validate.example.com", json!({"caBundle": bundle,
+                    "url": format!("https://127.0.0.1:{port}/validate")}),
+                    &["CREATE", "UPDATE", "DELETE"], "Fail"),
+                webhook("gone.example.com", json!({"caBundle": bundle,
+                    "url": "https://127.0.0.1:1/validate"}), &["CREATE"], "Ignore")]}),
+        ),
+    ];
+    for (path, body) in created {
+        let (status, answer, _) = send(&server, "POST", path, body).await;
+        assert_eq!(status, 201, "{path}: {answer}");
+    }
+
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let (status, made, warnings) = send(&server, "POST", cms,
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}})).await;
+    assert_eq!(status, 201, "{made}");
+    assert_eq!(
+        made["metadata"]["labels"]["mutated"], "true",
+        "the mutating webhook's patch"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("mutated by the test webhook")),
+        "{warnings:?}"
+    );
+    // The review named the operation, the user, and carried the object.
+    {
+        let seen = seen.lock().expect("lock");
+        let (_, review) = seen
+            .iter()
+            .find(|(p, _)| p == "/mutate")
+            .expect("the mutating webhook was called");
+        assert_eq!(review["operation"], "CREATE");
+        assert_eq!(review["userInfo"]["username"], "admin");
+        assert_eq!(review["object"]["data"]["k"], "v");
+        assert_eq!(
+            review["resource"],
+            json!({"group": "", "version": "v1", "resource": "configmaps"})
+        );
+    }
+
+    // The validating webhook refuses, with its code and words, whichever verb tries.
+    let forbidden = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"},
+                           "data": {"forbidden": "x"}});
+    let (status, refused, _) = send(&server, "POST", cms, forbidden).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "admission webhook \"validate.example.com\" denied the request: forbidden key"
+    );
+    let (status, _, _) = send(
+        &server,
+        "PATCH",
+        &format!("{cms}/a"),
+        json!({"data": {"forbidden": "x"}}),
+    )
+    .await;
+    assert_eq!(status, 403);
+    let mut replaced = made.clone();
+    replaced["data"]["forbidden"] = json!("x");
+    let (status, _, _) = send(&server, "PUT", &format!("{cms}/a"), replaced).await;
+    assert_eq!(status, 403);
+
+    // DELETE goes to the validating webhook with the old object.
+    let (status, _, _) = send(
+        &server,
+        "PATCH",
+        &format!("{cms}/a"),
+        json!({"metadata": {"labels": {"protect": "yes"}}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, refused, _) = send(&server, "DELETE", &format!("{cms}/a"), json!({})).await;
+    assert_eq!(
+        (status, refused["message"].as_str()),
+        (
+            403,
+            Some("admission webhook \"validate.example.com\" denied the request: protected")
+        )
+    );
+
+    // A webhook that cannot be reached fails the request unless its policy says Ignore.
+    let path = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/guard";
+    let (_, mut guard, _) = send(&server, "GET", path, json!({})).await;
+    guard["webhooks"][1]["failurePolicy"] = json!("Fail");
+    let (status, _, _) = send(&server, "PUT", path, guard).await;
+    assert_eq!(status, 200);
+    let (status, failed, _) = send(
+        &server,
+        "POST",
+        cms,
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}),
+    )
+    .await;
+    assert_eq!(status, 500, "{failed}");
+    let message = failed["message"].as_str().unwrap_or("");
+    assert!(
+        message.starts_with("Internal error occurred: failed calling webhook \"gone.example.com\""),
+        "{message}"
+    );
+}
