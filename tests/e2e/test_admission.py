@@ -1,0 +1,122 @@
+"""Admission webhooks with kubectl: a webhook server written here in Python (HTTPS with a
+certificate of a CA made with openssl), registered through a selector-less Service and its
+EndpointSlice pointing at 127.0.0.1, as a controller manager on the host registers its own."""
+
+import base64
+import json
+import ssl
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+
+def make_certs(tmp):
+    """A CA and a serving certificate for webhook.<ns>.svc and 127.0.0.1, with openssl."""
+    run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True, cwd=tmp)
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-keyout", "ca.key", "-out", "ca.crt", "-days", "1", "-subj", "/CN=webhook-ca")
+    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-keyout", "tls.key", "-out", "tls.csr", "-subj", "/CN=webhook")
+    (tmp / "san.ext").write_text("subjectAltName=DNS:webhook.default.svc,IP:127.0.0.1\n")
+    run("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+        "-out", "tls.crt", "-days", "1", "-extfile", "san.ext")
+    return tmp / "ca.crt", tmp / "tls.crt", tmp / "tls.key"
+
+
+class Webhook(BaseHTTPRequestHandler):
+    """/mutate labels every object admitted=by-python; /validate refuses a ConfigMap with a
+    `forbidden` key."""
+
+    seen = []
+
+    def do_POST(self):
+        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        request = review["request"]
+        Webhook.seen.append((self.path, request))
+        response = {"uid": request["uid"], "allowed": True}
+        if self.path == "/mutate":
+            labels = (request["object"].get("metadata") or {}).get("labels")
+            patch = ([{"op": "add", "path": "/metadata/labels/admitted", "value": "by-python"}] if labels
+                     else [{"op": "add", "path": "/metadata/labels", "value": {"admitted": "by-python"}}])
+            response.update(patchType="JSONPatch", patch=base64.b64encode(json.dumps(patch).encode()).decode())
+        elif "forbidden" in (request["object"].get("data") or {}):
+            response = {"uid": request["uid"], "allowed": False,
+                        "status": {"code": 422, "message": "the forbidden key is not allowed here"}}
+        body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                           "response": response}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def webhook_server(tmp_path):
+    ca, cert, key = make_certs(tmp_path)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Webhook)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1], base64.b64encode(ca.read_bytes()).decode()
+    server.shutdown()
+
+
+def test_webhooks_written_in_python_mutate_and_refuse(plane, ns, tmp_path, webhook_server):
+    port, bundle = webhook_server
+    plane.kubectl("label", "namespace", ns, "admission=python")
+    selector = {"matchLabels": {"admission": "python"}}
+    rules = [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"],
+              "resources": ["configmaps"]}]
+    hook = lambda name, client: {"name": name, "clientConfig": {"caBundle": bundle, **client},
+                                  "rules": rules, "namespaceSelector": selector, "sideEffects": "None",
+                                  "admissionReviewVersions": ["v1"], "failurePolicy": "Fail"}
+    manifests = [
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "webhook", "namespace": "default"},
+         "spec": {"ports": [{"name": "https", "port": 443}]}},
+        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+         "metadata": {"name": "webhook-host", "namespace": "default",
+                      "labels": {"kubernetes.io/service-name": "webhook"}},
+         "addressType": "IPv4", "ports": [{"name": "https", "port": port}],
+         "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}]},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+         "metadata": {"name": "python-labeller"},
+         "webhooks": [hook("label.python.example.com",
+                           {"service": {"namespace": "default", "name": "webhook", "path": "/mutate"}})]},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+         "metadata": {"name": "python-guard"},
+         "webhooks": [hook("guard.python.example.com", {"url": f"https://127.0.0.1:{port}/validate"})]},
+    ]
+    path = tmp_path / "webhooks.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests}))
+    plane.kubectl("apply", "-f", str(path))
+    try:
+        table = plane.kubectl("get", "validatingwebhookconfigurations", "python-guard").stdout.splitlines()
+        assert table[0].split() == ["NAME", "WEBHOOKS", "AGE"] and table[1].split()[:2] == ["python-guard", "1"]
+
+        plane.kubectl("-n", ns, "create", "configmap", "plain", "--from-literal=a=b")
+        labels = json.loads(plane.kubectl("-n", ns, "get", "configmap", "plain", "-o", "json").stdout)["metadata"]["labels"]
+        assert labels == {"admitted": "by-python"}
+        refused = plane.kubectl("-n", ns, "create", "configmap", "bad", "--from-literal=forbidden=1", check=False)
+        assert refused.returncode != 0
+        assert ('admission webhook "guard.python.example.com" denied the request: '
+                'the forbidden key is not allowed here') in refused.stderr, refused.stderr
+        patched = plane.kubectl("-n", ns, "patch", "configmap", "plain", "--type=merge",
+                                "-p", '{"data":{"forbidden":"1"}}', check=False)
+        assert "the forbidden key is not allowed here" in patched.stderr, patched.stderr
+        # Other namespaces are not selected: the webhooks never hear of them.
+        calls = len(Webhook.seen)
+        plane.kubectl("-n", "default", "create", "configmap", f"elsewhere-{ns}", "--from-literal=forbidden=1")
+        assert len(Webhook.seen) == calls
+        operations = {(p, r["operation"]) for p, r in Webhook.seen}
+        assert ("/mutate", "CREATE") in operations and ("/validate", "UPDATE") in operations
+    finally:
+        plane.kubectl("delete", "mutatingwebhookconfiguration", "python-labeller", check=False)
+        plane.kubectl("delete", "validatingwebhookconfiguration", "python-guard", check=False)
+        plane.kubectl("-n", "default", "delete", "configmap", f"elsewhere-{ns}", check=False)
