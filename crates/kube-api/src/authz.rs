@@ -5,7 +5,6 @@
 use crate::auth::Identity;
 use crate::object::derive;
 use crate::request::{Query, Route};
-use crate::selectors::LabelSelector;
 use crate::state::State;
 use crate::status::ApiError;
 use infrasim_store::StoreError;
@@ -81,51 +80,55 @@ pub(crate) fn attributes(
     }
 }
 
-fn strings(v: &Value, key: &str) -> Vec<String> {
+/// Whether any string of the array at `key` satisfies `want`.
+fn any_of(v: &Value, key: &str, want: impl Fn(&str) -> bool) -> bool {
     v.get(key)
         .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+        .is_some_and(|a| a.iter().filter_map(Value::as_str).any(want))
 }
 
 fn rule_allows(rule: &Value, attrs: &Attributes) -> bool {
-    let verbs = strings(rule, "verbs");
-    if !verbs.iter().any(|v| v == "*" || *v == attrs.verb) {
+    if !any_of(rule, "verbs", |v| v == "*" || v == attrs.verb) {
         return false;
     }
     match &attrs.resource {
         Some(r) => {
-            let groups = strings(rule, "apiGroups");
-            if !groups.iter().any(|g| g == "*" || *g == r.group) {
+            if !any_of(rule, "apiGroups", |g| g == "*" || g == r.group) {
                 return false;
             }
-            let wanted = if r.subresource.is_empty() {
-                r.resource.clone()
-            } else {
-                format!("{}/{}", r.resource, r.subresource)
-            };
-            let resources = strings(rule, "resources");
-            let resource_ok = resources.iter().any(|res| {
+            let resource_ok = any_of(rule, "resources", |res| {
                 res == "*"
-                    || *res == wanted
-                    || (!r.subresource.is_empty() && *res == format!("*/{}", r.subresource))
+                    || (r.subresource.is_empty() && res == r.resource)
+                    || (!r.subresource.is_empty()
+                        && res.split_once('/').is_some_and(|(a, b)| {
+                            (a == r.resource || a == "*") && b == r.subresource
+                        }))
             });
             if !resource_ok {
                 return false;
             }
-            let names = strings(rule, "resourceNames");
-            names.is_empty() || (!r.name.is_empty() && names.contains(&r.name))
+            let names = rule.get("resourceNames").and_then(Value::as_array);
+            match names {
+                Some(n) if !n.is_empty() => {
+                    !r.name.is_empty() && n.iter().any(|x| x.as_str() == Some(r.name.as_str()))
+                }
+                _ => true,
+            }
         }
-        None => strings(rule, "nonResourceURLs").iter().any(|u| {
+        None => any_of(rule, "nonResourceURLs", |u| {
             u == "*"
-                || *u == attrs.path
+                || u == attrs.path
                 || (u.ends_with('*') && attrs.path.starts_with(u.trim_end_matches('*')))
         }),
     }
+}
+
+/// Whether one of `binding`'s subjects is `who`.
+fn subjects_include(binding: &Value, who: &Identity, namespace: &str) -> bool {
+    binding
+        .get("subjects")
+        .and_then(Value::as_array)
+        .is_some_and(|s| s.iter().any(|s| subject_matches(s, who, namespace)))
 }
 
 fn subject_matches(subject: &Value, who: &Identity, binding_namespace: &str) -> bool {
@@ -145,85 +148,23 @@ fn subject_matches(subject: &Value, who: &Identity, binding_namespace: &str) -> 
     }
 }
 
-/// The rules of a ClusterRole, aggregated ones included.
-fn cluster_role_rules(roles: &[Value], name: &str) -> Vec<Value> {
-    let Some(role) = roles
-        .iter()
-        .find(|r| r.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
-    else {
-        return Vec::new();
-    };
-    let mut rules: Vec<Value> = role
-        .get("rules")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    if let Some(selectors) = role
-        .pointer("/aggregationRule/clusterRoleSelectors")
-        .and_then(Value::as_array)
-    {
-        for sel in selectors {
-            let expr: Vec<String> = sel
-                .get("matchLabels")
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .filter_map(|(k, v)| v.as_str().map(|v| format!("{k}={v}")))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let Ok(selector) = LabelSelector::parse(&expr.join(",")) else {
-                continue;
-            };
-            for other in roles {
-                let labels = other
-                    .pointer("/metadata/labels")
-                    .and_then(Value::as_object)
-                    .map(|m| {
-                        m.iter()
-                            .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if !selector.is_empty()
-                    && selector.matches(&labels)
-                    && other.get("aggregationRule").is_none()
-                {
-                    rules.extend(
-                        other
-                            .get("rules")
-                            .and_then(Value::as_array)
-                            .cloned()
-                            .unwrap_or_default(),
-                    );
-                }
-            }
-        }
-    }
-    rules
-}
-
 /// Whether `who` may do `attrs`, and why (the binding that allowed it).
 pub(crate) fn allowed(state: &State, who: &Identity, attrs: &Attributes) -> (bool, String) {
     if who.groups.iter().any(|g| g == "system:masters") {
         return (true, "member of system:masters".into());
     }
     let rbac = state.rbac.objects(&state.group);
-    let [cluster_roles, cluster_role_bindings, roles, role_bindings] = &rbac.lists;
+    let [_, cluster_role_bindings, roles, role_bindings] = &rbac.lists;
     for binding in cluster_role_bindings {
-        let subjects = binding
-            .get("subjects")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        if !subjects.iter().any(|s| subject_matches(s, who, "")) {
+        if !subjects_include(binding, who, "") {
             continue;
         }
         let role = binding
             .pointer("/roleRef/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        if cluster_role_rules(cluster_roles, role)
+        if rbac
+            .cluster_role_rules(role)
             .iter()
             .any(|r| rule_allows(r, attrs))
         {
@@ -251,12 +192,7 @@ pub(crate) fn allowed(state: &State, who: &Identity, attrs: &Attributes) -> (boo
             {
                 continue;
             }
-            let subjects = binding
-                .get("subjects")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            if !subjects.iter().any(|s| subject_matches(s, who, namespace)) {
+            if !subjects_include(binding, who, namespace) {
                 continue;
             }
             let kind = binding
@@ -267,17 +203,18 @@ pub(crate) fn allowed(state: &State, who: &Identity, attrs: &Attributes) -> (boo
                 .pointer("/roleRef/name")
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            let rules = if kind == "ClusterRole" {
-                cluster_role_rules(cluster_roles, role)
+            let own_rules;
+            let rules: &[Value] = if kind == "ClusterRole" {
+                rbac.cluster_role_rules(role)
             } else {
-                roles
-                    .iter()
-                    .find(|r| {
-                        r.pointer("/metadata/name").and_then(Value::as_str) == Some(role)
-                            && r.pointer("/metadata/namespace").and_then(Value::as_str)
-                                == Some(namespace)
-                    })
-                    .and_then(|r| r.get("rules").and_then(Value::as_array).cloned())
+                own_rules = roles.iter().find(|r| {
+                    r.pointer("/metadata/name").and_then(Value::as_str) == Some(role)
+                        && r.pointer("/metadata/namespace").and_then(Value::as_str)
+                            == Some(namespace)
+                });
+                own_rules
+                    .and_then(|r| r.get("rules").and_then(Value::as_array))
+                    .map(Vec::as_slice)
                     .unwrap_or_default()
             };
             if rules.iter().any(|r| rule_allows(r, attrs)) {

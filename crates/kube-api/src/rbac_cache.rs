@@ -1,8 +1,10 @@
 //! The RBAC objects (roles, cluster roles and their bindings) decoded for the authorizer, and
 //! kept until one of them changes.
 
+use crate::selectors::LabelSelector;
 use infrasim_store::{Group, ReadAt};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 const RBAC_RESOURCES: [&str; 4] = [
@@ -16,6 +18,31 @@ const RBAC_RESOURCES: [&str; 4] = [
 #[derive(Debug, Default)]
 pub(crate) struct RbacObjects {
     pub lists: [Vec<Value>; 4],
+    /// Each ClusterRole's rules with those it aggregates, resolved once per change rather
+    /// than per request.
+    cluster_rules: HashMap<String, Vec<Value>>,
+}
+
+impl RbacObjects {
+    fn new(lists: [Vec<Value>; 4]) -> Self {
+        let cluster_rules = lists[0]
+            .iter()
+            .filter_map(|r| r.pointer("/metadata/name").and_then(Value::as_str))
+            .map(|name| (name.to_string(), cluster_role_rules(&lists[0], name)))
+            .collect();
+        RbacObjects {
+            lists,
+            cluster_rules,
+        }
+    }
+
+    /// The rules of ClusterRole `name`, aggregated ones included (none if there is no such role).
+    pub fn cluster_role_rules(&self, name: &str) -> &[Value] {
+        self.cluster_rules
+            .get(name)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
 }
 
 /// What identifies the content of one resource's snapshot without decoding it: how many
@@ -61,8 +88,66 @@ impl RbacCache {
                     .collect();
             }
         }
-        let objects = Arc::new(RbacObjects { lists });
+        let objects = Arc::new(RbacObjects::new(lists));
         *cache = Some((fingerprint, objects.clone()));
         objects
     }
+}
+
+/// The rules of a ClusterRole, aggregated ones included.
+fn cluster_role_rules(roles: &[Value], name: &str) -> Vec<Value> {
+    let Some(role) = roles
+        .iter()
+        .find(|r| r.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
+    else {
+        return Vec::new();
+    };
+    let mut rules: Vec<Value> = role
+        .get("rules")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(selectors) = role
+        .pointer("/aggregationRule/clusterRoleSelectors")
+        .and_then(Value::as_array)
+    {
+        for sel in selectors {
+            let expr: Vec<String> = sel
+                .get("matchLabels")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| v.as_str().map(|v| format!("{k}={v}")))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let Ok(selector) = LabelSelector::parse(&expr.join(",")) else {
+                continue;
+            };
+            for other in roles {
+                let labels = other
+                    .pointer("/metadata/labels")
+                    .and_then(Value::as_object)
+                    .map(|m| {
+                        m.iter()
+                            .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if !selector.is_empty()
+                    && selector.matches(&labels)
+                    && other.get("aggregationRule").is_none()
+                {
+                    rules.extend(
+                        other
+                            .get("rules")
+                            .and_then(Value::as_array)
+                            .cloned()
+                            .unwrap_or_default(),
+                    );
+                }
+            }
+        }
+    }
+    rules
 }
