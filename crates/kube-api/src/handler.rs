@@ -243,12 +243,12 @@ async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult
         ctx.path.watch_prefix || ctx.query.flag("watch").map_err(ApiError::bad_request)?;
     match (method, has_name, sub.is_some()) {
         (Method::GET, false, false) if watching => watch::watch(ctx).await,
-        (Method::GET, false, false) => list::list(&ctx),
+        (Method::GET, false, false) => list::list(&ctx).await,
         (Method::GET, true, _) if watching => {
             // Watching one object: a watch with a name field selector, as kube-apiserver does.
             watch::watch(ctx).await
         }
-        (Method::GET, true, _) => verbs::get::get(&ctx),
+        (Method::GET, true, _) => verbs::get::get(&ctx).await,
         (Method::POST, false, false) => verbs::create::create(&ctx, &body).await,
         (Method::PUT, true, _) => verbs::update::update(&ctx, &body).await,
         (Method::PATCH, true, _) if verbs::apply::requested(&ctx) => {

@@ -28,6 +28,7 @@ pub mod auth;
 pub mod authz;
 mod codec;
 mod context;
+mod conversion;
 pub mod crd;
 pub mod eviction;
 mod filter;
@@ -123,6 +124,7 @@ pub mod validation;
 pub mod values;
 pub mod version;
 mod watch;
+mod webhook;
 
 pub use auth::Identity;
 pub use server::{ApiServer, LocalService, WeakApiServer};

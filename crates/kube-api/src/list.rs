@@ -71,7 +71,7 @@ pub(crate) fn read_at(ctx: &Ctx) -> Result<ReadAt, ApiError> {
     }
 }
 
-pub(crate) fn list(ctx: &Ctx) -> HandlerResult {
+pub(crate) async fn list(ctx: &Ctx) -> HandlerResult {
     let filter = Filter::from_ctx(ctx)?;
     let limit = ctx
         .query
@@ -155,6 +155,7 @@ pub(crate) fn list(ctx: &Ctx) -> HandlerResult {
         }
     }
 
+    let items = crate::conversion::served(ctx, items.into_iter().cloned().collect()).await?;
     match ctx.format {
         Format::Table(api_version) => {
             let include = IncludeObject::parse(ctx.query.get("includeObject"))

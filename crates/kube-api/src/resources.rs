@@ -92,6 +92,9 @@ pub struct ResourceInfo {
     pub scale: Option<ScalePaths>,
     /// The version custom objects are stored in (`None` for built-ins).
     pub storage_version: Option<String>,
+    /// A custom kind's conversion webhook (`clientConfig`), when its CRD's conversion
+    /// strategy is `Webhook`; without one, versions differ only in `apiVersion`.
+    pub conversion: Option<Arc<Value>>,
     /// The kind's OpenAPI schema: a reference into the generator's definitions for built-in
     /// kinds (from k8s-openapi), the version's `openAPIV3Schema` for custom ones.
     pub schema: SchemaSource,
@@ -183,7 +186,6 @@ impl ResourceInfo {
         }
     }
 
-    /// Validates and prunes a body (types, unknown fields, schema defaults).
     /// The failures of a custom kind's `x-kubernetes-validations` rules on `new`, replacing
     /// `old` if an update (built-in kinds have none).
     pub fn check_rules(&self, new: &Value, old: Option<&Value>) -> Vec<(String, String)> {
@@ -193,6 +195,7 @@ impl ResourceInfo {
         }
     }
 
+    /// Validates and prunes a body (types, unknown fields, schema defaults).
     pub fn normalize(&self, value: Value) -> Result<Value, NormalizeError> {
         match &self.normalize {
             Normalize::Typed(f) => f(value).map_err(NormalizeError::Decode),
@@ -241,6 +244,7 @@ where
         .then(ScalePaths::workload),
         schema: SchemaSource::Typed(schema_of::<K>),
         storage_version: None,
+        conversion: None,
     }
 }
 
@@ -269,6 +273,7 @@ where
         scale: None,
         schema: SchemaSource::Typed(schema_of::<K>),
         storage_version: None,
+        conversion: None,
     }
 }
 

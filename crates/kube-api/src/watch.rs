@@ -119,17 +119,33 @@ impl WatchStream {
     /// bytes into its own line rather than sharing one encoding through the event: a cached
     /// line would live as long as the event stays in the window, doubling what the window
     /// holds, while the copy is a memcpy per watcher that is freed once the line is sent.
-    fn event_line(&mut self, event: &Event) -> Option<Bytes> {
+    async fn event_line(&mut self, event: &Event) -> Option<Bytes> {
         let (ty, object) = self.translate(event)?;
-        Some(self.line(ty, object))
+        let object = object.clone();
+        Some(self.served_line(ty, object).await)
+    }
+
+    /// The line for `object`, in the version watched (a conversion webhook's failure is
+    /// the stream's ERROR event).
+    async fn served_line(&mut self, ty: &str, object: Arc<StoredObject>) -> Bytes {
+        if !crate::conversion::by_webhook(&self.info) {
+            return self.line(ty, &object);
+        }
+        match crate::conversion::served_from(&self.group, &self.info, vec![object]).await {
+            Ok(mut served) => match served.pop() {
+                Some(object) => self.line(ty, &object),
+                None => Bytes::new(),
+            },
+            Err(e) => value_line("ERROR", &e.to_status()),
+        }
     }
 
     /// Queues the lines of the events a (re)started watch replays from the window.
-    fn take_backlog(&mut self, watch: &Watch) {
+    async fn take_backlog(&mut self, watch: &Watch) {
         self.last_rv = watch.start;
         for event in &watch.backlog {
             self.last_rv = event.resource_version;
-            if let Some(line) = self.event_line(event) {
+            if let Some(line) = self.event_line(event).await {
                 self.pending.push_back(line);
             }
         }
@@ -162,7 +178,7 @@ impl WatchStream {
                 event = watch.next() => match event {
                     Ok(event) => {
                         self.last_rv = event.resource_version;
-                        if let Some(line) = self.event_line(&event) {
+                        if let Some(line) = self.event_line(&event).await {
                             return Some(line);
                         }
                     }
@@ -174,7 +190,7 @@ impl WatchStream {
                     Err(WatchError::Lagged) => {
                         self.watch = None;
                         let watch = self.group.watch_resource(&self.info.store_key, Some(self.last_rv)).ok()?;
-                        self.take_backlog(&watch);
+                        self.take_backlog(&watch).await;
                         self.watch = Some(watch);
                     }
                     // The group is gone.
@@ -310,7 +326,7 @@ pub(crate) async fn watch(ctx: Ctx) -> HandlerResult {
         stream.last_rv = snapshot.resource_version;
         for object in snapshot.objects.values() {
             if stream.filter.matches(object) {
-                let line = stream.line("ADDED", object);
+                let line = stream.served_line("ADDED", object.clone()).await;
                 stream.pending.push_back(line);
             }
         }
@@ -322,7 +338,7 @@ pub(crate) async fn watch(ctx: Ctx) -> HandlerResult {
     } else {
         match group.watch_resource(&ctx.info.store_key, resume_from) {
             Ok(watch) => {
-                stream.take_backlog(&watch);
+                stream.take_backlog(&watch).await;
                 stream.watch = Some(watch);
             }
             Err(e @ StoreError::Expired { .. }) => {

@@ -13,6 +13,8 @@ use infrasim_store::{Store, StoreConfig};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 
+mod common;
+
 /// Reviews the webhook server received: (path, request).
 type Seen = Arc<Mutex<Vec<(String, Value)>>>;
 
@@ -54,68 +56,14 @@ fn answer(path: &str, review: &Value) -> Value {
 }
 
 async fn webhook_server(ca: &CertificateAuthority, seen: Seen) -> u16 {
-    let cert = ca
-        .serving_cert(
-            "webhook",
-            &["webhook.default.svc".into()],
-            &["127.0.0.1".parse().expect("an IP")],
-        )
-        .expect("a serving certificate");
-    let certs = rustls::pki_types::CertificateDer::pem_slice_iter(cert.cert_pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .expect("PEM");
-    let key =
-        rustls::pki_types::PrivateKeyDer::from_pem_slice(cert.key_pem.as_bytes()).expect("key");
-    use rustls::pki_types::pem::PemObject;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("TLS versions")
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .expect("TLS");
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let (acceptor, seen) = (acceptor.clone(), seen.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let service = hyper::service::service_fn(
-                    move |req: http::Request<hyper::body::Incoming>| {
-                        let seen = seen.clone();
-                        async move {
-                            let path = req.uri().path().to_string();
-                            let body = req
-                                .into_body()
-                                .collect()
-                                .await
-                                .map(|b| b.to_bytes())
-                                .unwrap_or_default();
-                            let review: Value = serde_json::from_slice(&body).unwrap_or_default();
-                            seen.lock()
-                                .expect("lock")
-                                .push((path.clone(), review["request"].clone()));
-                            let reply = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                                           "response": answer(&path, &review)});
-                            Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
-                                Bytes::from(reply.to_string()),
-                            )))
-                        }
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                    .await;
-            });
-        }
-    });
-    port
+    common::https_json_server(ca, move |path, review| {
+        seen.lock()
+            .expect("lock")
+            .push((path.to_string(), review["request"].clone()));
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+               "response": answer(path, &review)})
+    })
+    .await
 }
 
 async fn send(

@@ -95,6 +95,32 @@ pub(crate) fn validate(crd: &Value) -> Vec<(String, String)> {
             }
         }
     }
+    match s(crd, "/spec/conversion/strategy") {
+        "" | "None" => {}
+        "Webhook" => {
+            let config = crd.pointer("/spec/conversion/webhook/clientConfig");
+            if config.is_none_or(|c| c.get("url").is_none() && c.get("service").is_none()) {
+                causes.push((
+                    "spec.conversion.webhook.clientConfig".into(),
+                    "Required value: required when strategy is set to Webhook".into(),
+                ));
+            }
+            let versions = crd.pointer("/spec/conversion/webhook/conversionReviewVersions");
+            if !versions
+                .and_then(Value::as_array)
+                .is_some_and(|v| v.iter().any(|v| v == "v1"))
+            {
+                causes.push((
+                    "spec.conversion.webhook.conversionReviewVersions".into(),
+                    "Unsupported value: must include at least one of v1".into(),
+                ));
+            }
+        }
+        other => causes.push((
+            "spec.conversion.strategy".into(),
+            format!("Unsupported value: \"{other}\": supported values: \"None\", \"Webhook\""),
+        )),
+    }
     causes
 }
 
@@ -121,6 +147,13 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
         })
         .and_then(|v| v.get("name").and_then(Value::as_str))
         .map(|v| format!("{group}/{v}"));
+    let conversion = (s(crd, "/spec/conversion/strategy") == "Webhook")
+        .then(|| {
+            crd.pointer("/spec/conversion/webhook/clientConfig")
+                .cloned()
+        })
+        .flatten()
+        .map(Arc::new);
     let versions = crd
         .pointer("/spec/versions")
         .and_then(Value::as_array)
@@ -184,6 +217,7 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
                     }),
                 schema: crate::resources::SchemaSource::Inline(openapi),
                 storage_version: storage.clone(),
+                conversion: conversion.clone(),
             })
         })
         .collect()

@@ -131,7 +131,15 @@ async fn apply_once(
         now: &now,
         builtin: !ctx.info.custom,
     };
-    let merged = match crate::apply::apply(old.as_ref(), config, &applier).map_err(|e| {
+    // Merged in the version the client speaks (a conversion webhook may shape it otherwise
+    // than the stored version).
+    let base = match &old {
+        Some(o) if crate::conversion::by_webhook(&ctx.info) => {
+            Some(crate::conversion::to_request_version(ctx, o.clone()).await?)
+        }
+        other => other.clone(),
+    };
+    let merged = match crate::apply::apply(base.as_ref(), config, &applier).map_err(|e| {
         ApiError::bad_request(format!(
             "the applied configuration could not be merged: {e}"
         ))
@@ -141,10 +149,11 @@ async fn apply_once(
             return Err(conflict_error(ctx, name, &conflicts).into())
         }
     };
-    if let (Some(current), Some(old)) = (&current, &old) {
-        if *old == merged {
+    if let (Some(current), Some(base)) = (&current, &base) {
+        if *base == merged {
             // Nothing to change (see `apply::apply`): answer with the object as it is.
-            return Ok(ctx.render(current, 200)?);
+            let current = crate::conversion::served_one(ctx, current.clone()).await?;
+            return Ok(ctx.render(&current, 200)?);
         }
     }
     let mut warnings = Vec::new();
@@ -166,8 +175,9 @@ async fn apply_once(
     )
     .await?;
     warnings.extend(written.warnings.iter().cloned());
+    let object = crate::conversion::served_one(ctx, written.object.clone()).await?;
     Ok(input::with_warnings(
-        ctx.render(&written.object, written.code()),
+        ctx.render(&object, written.code()),
         &warnings,
     )?)
 }

@@ -121,14 +121,15 @@ pub(crate) async fn delete(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         .group
         .delete(&ctx.info.store_key, &ctx.key(), &options)
         .map_err(|e| ctx.store_error(e))?;
-    input::with_warnings(answer(ctx, name, outcome), &warnings)
+    input::with_warnings(answer(ctx, name, outcome).await, &warnings)
 }
 
 /// The answer to a delete: the object while finalizers hold it, else the deleted object for
 /// the kinds whose storage returns it, or a Success Status.
-fn answer(ctx: &Ctx, name: &str, outcome: DeleteOutcome) -> HandlerResult {
+async fn answer(ctx: &Ctx, name: &str, outcome: DeleteOutcome) -> HandlerResult {
     match outcome {
         DeleteOutcome::Pending(object) => {
+            let object = crate::conversion::served_one(ctx, object).await?;
             if ctx.info.kind == "CustomResourceDefinition" && !ctx.info.custom {
                 crate::crd::spawn_cleanup(ctx.state.clone(), name.to_string());
             }
@@ -139,6 +140,7 @@ fn answer(ctx: &Ctx, name: &str, outcome: DeleteOutcome) -> HandlerResult {
             ctx.render(&object, 200)
         }
         DeleteOutcome::Deleted(object) => {
+            let object = crate::conversion::served_one(ctx, object).await?;
             if ctx.info.kind == "Pod" {
                 return ctx.render(&object, 200);
             }

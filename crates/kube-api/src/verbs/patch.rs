@@ -79,11 +79,12 @@ async fn patch_once(
     let old = current
         .to_value()
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    let mut patched = old.clone();
-    if ctx.info.custom {
-        // Patch in the version the client speaks; stored in the storage version after.
-        patched["apiVersion"] = Value::String(ctx.info.api_version.clone());
-    }
+    // Patch in the version the client speaks; stored in the storage version after.
+    let mut patched = if ctx.info.custom {
+        crate::conversion::to_request_version(ctx, old.clone()).await?
+    } else {
+        old.clone()
+    };
     match patch {
         PatchBody::Merge(p) => json_patch::merge(&mut patched, p),
         PatchBody::Strategic(p) => crate::strategic::apply(&mut patched, p).map_err(|e| {
@@ -114,8 +115,9 @@ async fn patch_once(
     )
     .await?;
     warnings.extend(written.warnings.iter().cloned());
+    let object = crate::conversion::served_one(ctx, written.object.clone()).await?;
     Ok(input::with_warnings(
-        ctx.render(&written.object, written.code()),
+        ctx.render(&object, written.code()),
         &warnings,
     )?)
 }

@@ -43,5 +43,6 @@ pub(crate) async fn update(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     .await
     .map_err(ApiError::from)?;
     warnings.extend(written.warnings.iter().cloned());
-    input::with_warnings(ctx.render(&written.object, written.code()), &warnings)
+    let object = crate::conversion::served_one(ctx, written.object.clone()).await?;
+    input::with_warnings(ctx.render(&object, written.code()), &warnings)
 }

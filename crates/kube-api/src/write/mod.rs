@@ -105,6 +105,7 @@ pub(crate) async fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteErr
         object,
         ownership,
     } = write;
+    let object = crate::conversion::to_storage(ctx, object).await?;
     let written = match operation {
         Operation::Create => {
             let mut object = object;

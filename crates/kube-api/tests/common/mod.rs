@@ -107,3 +107,71 @@ fn rustls_pem_to_der(pem: &str) -> Vec<u8> {
         .decode(body)
         .unwrap()
 }
+
+/// An HTTPS server on a loopback port answering each JSON POST with `answer(path, body)`,
+/// its certificate (for `webhook.default.svc` and 127.0.0.1) signed by `ca`: a webhook.
+pub async fn https_json_server<F>(ca: &CertificateAuthority, answer: F) -> u16
+where
+    F: Fn(&str, serde_json::Value) -> serde_json::Value + Send + Sync + 'static,
+{
+    use http_body_util::{BodyExt, Full};
+    use rustls::pki_types::pem::PemObject;
+    use std::sync::Arc;
+    let cert = ca
+        .serving_cert(
+            "webhook",
+            &["webhook.default.svc".into()],
+            &["127.0.0.1".parse().expect("an IP")],
+        )
+        .expect("a serving certificate");
+    let certs = rustls::pki_types::CertificateDer::pem_slice_iter(cert.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .expect("PEM");
+    let key =
+        rustls::pki_types::PrivateKeyDer::from_pem_slice(cert.key_pem.as_bytes()).expect("key");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .expect("TLS");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let answer = Arc::new(answer);
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, answer) = (acceptor.clone(), answer.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service =
+                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let answer = answer.clone();
+                        async move {
+                            let path = req.uri().path().to_string();
+                            let body = req
+                                .into_body()
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
+                            let body = serde_json::from_slice(&body).unwrap_or_default();
+                            let reply = answer(&path, body).to_string();
+                            Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
+                                bytes::Bytes::from(reply),
+                            )))
+                        }
+                    });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    port
+}

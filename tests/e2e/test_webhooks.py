@@ -1,6 +1,7 @@
-"""Admission webhooks with kubectl: a webhook server written here in Python (HTTPS with a
-certificate of a CA made with openssl), registered through a selector-less Service and its
-EndpointSlice pointing at 127.0.0.1, as a controller manager on the host registers its own."""
+"""Admission and conversion webhooks with kubectl: webhook servers written here in Python
+(HTTPS with a certificate of a CA made with openssl), registered through a selector-less
+Service and its EndpointSlice pointing at 127.0.0.1, as a controller manager on the host
+registers its own, or by URL."""
 
 import base64
 import json
@@ -56,15 +57,21 @@ class Webhook(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def webhook_server(tmp_path):
+def serve(tmp_path, handler):
+    """`handler` over HTTPS on a loopback port: the server, its port and the CA bundle."""
     ca, cert, key = make_certs(tmp_path)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Webhook)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1], base64.b64encode(ca.read_bytes()).decode()
+    return server, server.server_address[1], base64.b64encode(ca.read_bytes()).decode()
+
+
+@pytest.fixture
+def webhook_server(tmp_path):
+    server, port, bundle = serve(tmp_path, Webhook)
+    yield port, bundle
     server.shutdown()
 
 
@@ -120,3 +127,69 @@ def test_webhooks_written_in_python_mutate_and_refuse(plane, ns, tmp_path, webho
         plane.kubectl("delete", "mutatingwebhookconfiguration", "python-labeller", check=False)
         plane.kubectl("delete", "validatingwebhookconfiguration", "python-guard", check=False)
         plane.kubectl("-n", "default", "delete", "configmap", f"elsewhere-{ns}", check=False)
+
+
+class Converter(BaseHTTPRequestHandler):
+    """A ConversionReview answerer: v1 keeps `spec.size`, v2 `spec.dimensions.size`."""
+
+    def do_POST(self):
+        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        request = review["request"]
+        desired = request["desiredAPIVersion"]
+        converted = []
+        for obj in request["objects"]:
+            spec = obj.get("spec", {})
+            if desired.endswith("/v2") and "size" in spec:
+                spec = {"dimensions": {"size": spec["size"]}}
+            elif desired.endswith("/v1") and "dimensions" in spec:
+                spec = {"size": spec["dimensions"]["size"]}
+            converted.append({**obj, "apiVersion": desired, "spec": spec})
+        body = json.dumps({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                           "response": {"uid": request["uid"], "convertedObjects": converted,
+                                        "result": {"status": "Success"}}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_conversion_webhook_written_in_python_serves_each_version_its_shape(plane, ns, tmp_path):
+    server, port, bundle = serve(tmp_path, Converter)
+    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "boxes.convert.example.com"},
+           "spec": {"group": "convert.example.com", "scope": "Namespaced",
+                    "names": {"plural": "boxes", "singular": "box", "kind": "Box"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": schema},
+                                 {"name": "v2", "served": True, "storage": False, "schema": schema}],
+                    "conversion": {"strategy": "Webhook", "webhook": {
+                        "conversionReviewVersions": ["v1"],
+                        "clientConfig": {"url": f"https://127.0.0.1:{port}/convert", "caBundle": bundle}}}}}
+    path = tmp_path / "crd.json"
+    path.write_text(json.dumps(crd))
+    try:
+        plane.kubectl("apply", "-f", str(path))
+        plane.kubectl("wait", "--for=condition=Established", "crd/boxes.convert.example.com", "--timeout=20s")
+        box = tmp_path / "box.json"
+        box.write_text(json.dumps({"apiVersion": "convert.example.com/v1", "kind": "Box",
+                                   "metadata": {"name": "b", "namespace": ns}, "spec": {"size": 4}}))
+        plane.kubectl("apply", "-f", str(box))
+        # kubectl reads the preferred version (v2), which only the webhook can produce.
+        got = json.loads(plane.kubectl("-n", ns, "get", "box", "b", "-o", "json").stdout)
+        assert got["apiVersion"] == "convert.example.com/v2"
+        assert got["spec"] == {"dimensions": {"size": 4}}
+        as_v1 = json.loads(plane.kubectl("get", "--raw",
+                                         f"/apis/convert.example.com/v1/namespaces/{ns}/boxes/b").stdout)
+        assert as_v1["spec"] == {"size": 4}
+        plane.kubectl("-n", ns, "patch", "box", "b", "--type=merge", "-p",
+                      '{"spec":{"dimensions":{"size":9}}}')
+        as_v1 = json.loads(plane.kubectl("get", "--raw",
+                                         f"/apis/convert.example.com/v1/namespaces/{ns}/boxes/b").stdout)
+        assert as_v1["spec"] == {"size": 9}
+    finally:
+        plane.kubectl("delete", "crd", "boxes.convert.example.com", "--wait=false", check=False)
+        server.shutdown()

@@ -1,0 +1,176 @@
+//! Converting custom objects between their CRD's versions. With the conversion strategy
+//! `None` only `apiVersion` changes (done where bytes are served, see
+//! `ResourceInfo::served_bytes`); with `Webhook`, kube-apiserver sends the objects in a
+//! `ConversionReview` (`apiextensions.k8s.io/v1`) to the CRD's webhook, and so does this:
+//! writes are converted to the storage version before they are stored, and every object
+//! served (get, list, watch, and the answers of writes) to the version the client asked in.
+
+use crate::context::Ctx;
+use crate::resources::ResourceInfo;
+use crate::status::ApiError;
+use infrasim_store::Group;
+use infrasim_store::StoredObject;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a conversion webhook may take, as kube-apiserver allows it.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Whether objects served in `info`'s version must be converted by a webhook.
+pub(crate) fn by_webhook(info: &ResourceInfo) -> bool {
+    info.conversion.is_some() && info.storage_version.as_deref() != Some(info.api_version.as_str())
+}
+
+/// `objects` in `desired` (an apiVersion): those in another version go to the webhook in one
+/// review; the answer's objects must keep their identity and carry the desired version.
+pub(crate) async fn convert(
+    group: &Group,
+    info: &ResourceInfo,
+    mut objects: Vec<Value>,
+    desired: &str,
+) -> Result<Vec<Value>, ApiError> {
+    let Some(client_config) = &info.conversion else {
+        for o in &mut objects {
+            o["apiVersion"] = json!(desired);
+        }
+        return Ok(objects);
+    };
+    let pending: Vec<usize> = (0..objects.len())
+        .filter(|&i| objects[i]["apiVersion"].as_str() != Some(desired))
+        .collect();
+    if pending.is_empty() {
+        return Ok(objects);
+    }
+    let failed = |why: String| {
+        ApiError::internal(format!(
+            "conversion webhook for {}, Kind={} failed: {why}",
+            info.api_version, info.kind
+        ))
+    };
+    let uid = uuid::Uuid::new_v4().to_string();
+    let review = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": uid, "desiredAPIVersion": desired,
+                    "objects": pending.iter().map(|&i| objects[i].clone()).collect::<Vec<_>>()},
+    });
+    let answer = crate::webhook::call(group, client_config, &review, TIMEOUT)
+        .await
+        .map_err(failed)?;
+    let response = &answer["response"];
+    if response["uid"].as_str() != Some(uid.as_str()) {
+        return Err(failed(format!(
+            "expected response.uid={uid:?}, got {}",
+            response["uid"]
+        )));
+    }
+    if response.pointer("/result/status").and_then(Value::as_str) != Some("Success") {
+        let message = response.pointer("/result/message").and_then(Value::as_str);
+        return Err(failed(
+            message.unwrap_or("the webhook did not succeed").to_string(),
+        ));
+    }
+    let converted = response["convertedObjects"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if converted.len() != pending.len() {
+        return Err(failed(format!(
+            "expected {} converted objects, got {}",
+            pending.len(),
+            converted.len()
+        )));
+    }
+    for (&i, new) in pending.iter().zip(converted) {
+        check_identity(&objects[i], &new, desired).map_err(failed)?;
+        objects[i] = new;
+    }
+    Ok(objects)
+}
+
+/// A converted object must be the same object (name, namespace, uid) in the desired version.
+fn check_identity(old: &Value, new: &Value, desired: &str) -> Result<(), String> {
+    if new["apiVersion"].as_str() != Some(desired) {
+        return Err(format!(
+            "invalid converted object: apiVersion {} is not {desired}",
+            new["apiVersion"]
+        ));
+    }
+    for field in ["name", "namespace", "uid"] {
+        if old["metadata"][field] != new["metadata"][field] {
+            return Err(format!(
+                "invalid converted object: metadata.{field} changed"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `object` in the storage version, for a write.
+pub(crate) async fn to_storage(ctx: &Ctx, object: Value) -> Result<Value, ApiError> {
+    let info = &ctx.info;
+    match (&info.conversion, &info.storage_version) {
+        (Some(_), Some(storage)) => {
+            let mut converted = convert(&ctx.state.group, info, vec![object], storage).await?;
+            Ok(converted.pop().unwrap_or(Value::Null))
+        }
+        _ => Ok(object),
+    }
+}
+
+/// `object` in the version of the request, for a verb that works on it there (a patch).
+pub(crate) async fn to_request_version(ctx: &Ctx, object: Value) -> Result<Value, ApiError> {
+    let mut converted = convert(
+        &ctx.state.group,
+        &ctx.info,
+        vec![object],
+        &ctx.info.api_version,
+    )
+    .await?;
+    Ok(converted.pop().unwrap_or(Value::Null))
+}
+
+/// Stored objects as served in the request's version: the same objects when no webhook
+/// is involved, else new ones with the converted bytes (metadata as stored).
+pub(crate) async fn served(
+    ctx: &Ctx,
+    objects: Vec<Arc<StoredObject>>,
+) -> Result<Vec<Arc<StoredObject>>, ApiError> {
+    served_from(&ctx.state.group, &ctx.info, objects).await
+}
+
+/// [`served`], for a caller that holds the group and the resource rather than a request.
+pub(crate) async fn served_from(
+    group: &Group,
+    info: &ResourceInfo,
+    objects: Vec<Arc<StoredObject>>,
+) -> Result<Vec<Arc<StoredObject>>, ApiError> {
+    if !by_webhook(info) || objects.is_empty() {
+        return Ok(objects);
+    }
+    let values: Result<Vec<Value>, _> = objects.iter().map(|o| o.to_value()).collect();
+    let values = values.map_err(|e| ApiError::internal(e.to_string()))?;
+    let converted = convert(group, info, values, &info.api_version).await?;
+    Ok(objects
+        .iter()
+        .zip(converted)
+        .map(|(o, v)| {
+            Arc::new(StoredObject {
+                meta: o.meta.clone(),
+                derived: o.derived.clone(),
+                bytes: serde_json::to_vec(&v).unwrap_or_default().into(),
+            })
+        })
+        .collect())
+}
+
+/// One stored object as served in the request's version.
+pub(crate) async fn served_one(
+    ctx: &Ctx,
+    object: Arc<StoredObject>,
+) -> Result<Arc<StoredObject>, ApiError> {
+    let mut served = served(ctx, vec![object]).await?;
+    served
+        .pop()
+        .ok_or_else(|| ApiError::internal("conversion lost the object"))
+}

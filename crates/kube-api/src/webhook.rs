@@ -1,0 +1,184 @@
+//! Calling a webhook as kube-apiserver does, for admission and for conversion alike: JSON
+//! POSTed over HTTPS to its `url`, or to a ready endpoint of its `service` (through the
+//! Service's EndpointSlices, so a webhook server on the host can stand behind a selector-less
+//! Service), trusting the configuration's `caBundle`.
+
+use base64::Engine;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use infrasim_store::{Group, ObjectKey, ReadAt};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// POSTs `body` to the webhook `client_config` names and returns its JSON answer, or says
+/// why there is none, in kube-apiserver's words.
+pub(crate) async fn call(
+    group: &Group,
+    client_config: &Value,
+    body: &Value,
+    timeout: Duration,
+) -> Result<Value, String> {
+    let target = target(group, client_config)?;
+    tokio::time::timeout(timeout, post(client_config, &target, body))
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "context deadline exceeded after {}s",
+                timeout.as_secs()
+            ))
+        })
+}
+
+/// Where a webhook is served.
+struct Target {
+    /// `host:port` to connect to.
+    address: String,
+    /// The name its certificate must carry.
+    server_name: String,
+    path: String,
+}
+
+/// The webhook's address: its `url`, or its `service` resolved through EndpointSlices.
+fn target(group: &Group, config: &Value) -> Result<Target, String> {
+    if let Some(url) = config["url"].as_str() {
+        let rest = url
+            .strip_prefix("https://")
+            .ok_or_else(|| format!("webhook URL {url:?} must be https"))?;
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
+        let address = if authority.contains(':') {
+            authority.to_string()
+        } else {
+            format!("{authority}:443")
+        };
+        return Ok(Target {
+            address,
+            server_name: host.trim_matches(|c| c == '[' || c == ']').to_string(),
+            path: if path.is_empty() {
+                "/".into()
+            } else {
+                path.into()
+            },
+        });
+    }
+    let service = &config["service"];
+    let (namespace, name) = (
+        service["namespace"].as_str().unwrap_or(""),
+        service["name"].as_str().unwrap_or(""),
+    );
+    let port = service["port"].as_u64().unwrap_or(443);
+    let address = endpoint(group, namespace, name, port)?;
+    Ok(Target {
+        address,
+        server_name: format!("{name}.{namespace}.svc"),
+        path: service["path"].as_str().unwrap_or("/").to_string(),
+    })
+}
+
+/// A ready endpoint of Service `namespace/name` for its port `port`, from its EndpointSlices.
+fn endpoint(group: &Group, namespace: &str, name: &str, port: u64) -> Result<String, String> {
+    let svc = group
+        .get("services", &ObjectKey::new(namespace, name))
+        .and_then(|s| s.to_value().ok())
+        .ok_or_else(|| format!("service \"{name}\" not found"))?;
+    let service_port = svc["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["port"].as_u64() == Some(port))
+        .cloned()
+        .ok_or_else(|| format!("service {namespace}/{name} has no port {port}"))?;
+    let port_name = service_port["name"].as_str().unwrap_or("");
+    let slices = group
+        .snapshot("endpointslices.discovery.k8s.io", ReadAt::Latest)
+        .map_err(|e| e.to_string())?;
+    for slice in slices.objects.values() {
+        let Ok(slice) = slice.to_value() else {
+            continue;
+        };
+        let owned = slice.pointer("/metadata/namespace").and_then(Value::as_str) == Some(namespace)
+            && slice
+                .pointer("/metadata/labels/kubernetes.io~1service-name")
+                .and_then(Value::as_str)
+                == Some(name);
+        if !owned {
+            continue;
+        }
+        let target_port = slice["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["name"].as_str().unwrap_or("") == port_name)
+            .and_then(|p| p["port"].as_u64());
+        let ready = slice["endpoints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e.pointer("/conditions/ready").and_then(Value::as_bool) != Some(false));
+        if let (Some(port), Some(address)) =
+            (target_port, ready.and_then(|e| e["addresses"][0].as_str()))
+        {
+            return Ok(if address.contains(':') {
+                format!("[{address}]:{port}")
+            } else {
+                format!("{address}:{port}")
+            });
+        }
+    }
+    Err(format!("no endpoints available for service \"{name}\""))
+}
+
+/// POSTs `body` to the webhook over HTTPS, trusting the configuration's `caBundle`.
+async fn post(config: &Value, target: &Target, body: &Value) -> Result<Value, String> {
+    let url = format!("https://{}{}", target.address, target.path);
+    let fail = |e: &dyn std::fmt::Display| format!("failed to call webhook: Post \"{url}\": {e}");
+    let ca = base64::engine::general_purpose::STANDARD
+        .decode(config["caBundle"].as_str().unwrap_or(""))
+        .map_err(|e| fail(&e))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in crate::tls::parse_certs(&String::from_utf8_lossy(&ca)).map_err(|e| fail(&e))? {
+        roots.add(cert).map_err(|e| fail(&e))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| fail(&e))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from(target.server_name.clone())
+        .map_err(|e| fail(&e))?;
+    let tcp = tokio::net::TcpStream::connect(&target.address)
+        .await
+        .map_err(|e| fail(&e))?;
+    let _ = tcp.set_nodelay(true);
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(tls))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| fail(&e))?;
+    let (mut send, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| fail(&e))?;
+    tokio::spawn(conn);
+    let request = http::Request::post(target.path.as_str())
+        .header(http::header::HOST, target.server_name.as_str())
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::ACCEPT, "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .map_err(|e| fail(&e))?;
+    let response = send.send_request(request).await.map_err(|e| fail(&e))?;
+    let status = response.status();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| fail(&e))?
+        .to_bytes();
+    if !status.is_success() {
+        return Err(format!(
+            "failed to call webhook: the server responded with {status}"
+        ));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| format!("failed to decode the review: {e}"))
+}
