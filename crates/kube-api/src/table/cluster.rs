@@ -1,0 +1,152 @@
+//! Printers of the remaining built-in kinds: leases, disruption budgets, storage classes, RBAC bindings, webhook configurations, EndpointSlices.
+
+use super::*;
+
+pub(super) const LEASE: Printer = Printer {
+    kinds: &["Lease"],
+    columns: &[NAME, Column("Holder", "string", 0), AGE],
+    cells: lease,
+};
+
+fn lease(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let name = json!(s(v, "metadata.name"));
+    vec![
+        name,
+        json!(or_none(s(v, "spec.holderIdentity").to_string())),
+        age(v, now),
+    ]
+}
+
+pub(super) const POD_DISRUPTION_BUDGET: Printer = Printer {
+    kinds: &["PodDisruptionBudget"],
+    columns: &[
+        NAME,
+        Column("Min Available", "string", 0),
+        Column("Max Unavailable", "string", 0),
+        Column("Allowed Disruptions", "integer", 0),
+        AGE,
+    ],
+    cells: pod_disruption_budget,
+};
+
+fn pod_disruption_budget(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let name = json!(s(v, "metadata.name"));
+    let iv = |p: &str| match v.pointer(p) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => "N/A".into(),
+    };
+    vec![
+        name,
+        json!(iv("/spec/minAvailable")),
+        json!(iv("/spec/maxUnavailable")),
+        json!(n(v, "status.disruptionsAllowed")),
+        age(v, now),
+    ]
+}
+
+pub(super) const STORAGE_CLASS: Printer = Printer {
+    kinds: &["StorageClass"],
+    columns: &[
+        NAME,
+        Column("Provisioner", "string", 0),
+        Column("ReclaimPolicy", "string", 0),
+        Column("VolumeBindingMode", "string", 0),
+        Column("AllowVolumeExpansion", "string", 0),
+        AGE,
+    ],
+    cells: storage_class,
+};
+
+fn storage_class(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let name = json!(s(v, "metadata.name"));
+    let name = if v.pointer("/metadata/annotations/storageclass.kubernetes.io~1is-default-class")
+        == Some(&json!("true"))
+    {
+        json!(format!("{} (default)", s(v, "metadata.name")))
+    } else {
+        name
+    };
+    vec![
+        name,
+        json!(s(v, "provisioner")),
+        json!(match s(v, "reclaimPolicy") {
+            "" => "Delete",
+            p => p,
+        }),
+        json!(match s(v, "volumeBindingMode") {
+            "" => "Immediate",
+            m => m,
+        }),
+        json!(v
+            .get("allowVolumeExpansion")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+            .to_string()),
+        age(v, now),
+    ]
+}
+
+pub(super) const ROLE_BINDING: Printer = Printer {
+    kinds: &["RoleBinding", "ClusterRoleBinding"],
+    columns: &[NAME, Column("Role", "string", 0), AGE],
+    cells: role_binding,
+};
+
+fn role_binding(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let name = json!(s(v, "metadata.name"));
+    vec![
+        name,
+        json!(format!("{}/{}", s(v, "roleRef.kind"), s(v, "roleRef.name"))),
+        age(v, now),
+    ]
+}
+
+pub(super) const MUTATING_WEBHOOK_CONFIGURATION: Printer = Printer {
+    kinds: &[
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ],
+    columns: &[NAME, Column("Webhooks", "integer", 0), AGE],
+    cells: mutating_webhook_configuration,
+};
+
+fn mutating_webhook_configuration(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let name = json!(s(v, "metadata.name"));
+    vec![name, json!(arr(v, "webhooks").len()), age(v, now)]
+}
+
+pub(super) const ENDPOINT_SLICE: Printer = Printer {
+    kinds: &["EndpointSlice"],
+    columns: &[
+        NAME,
+        Column("AddressType", "string", 0),
+        Column("Ports", "string", 0),
+        Column("Endpoints", "string", 0),
+        AGE,
+    ],
+    cells: endpoint_slice,
+};
+
+fn endpoint_slice(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let name = json!(s(v, "metadata.name"));
+    let ports: Vec<String> = arr(v, "ports")
+        .iter()
+        .map(|p| n(p, "port").to_string())
+        .collect();
+    let addrs: Vec<&str> = arr(v, "endpoints")
+        .iter()
+        .flat_map(|e| arr(e, "addresses").iter().filter_map(Value::as_str))
+        .collect();
+    vec![
+        name,
+        json!(s(v, "addressType")),
+        json!(if ports.is_empty() {
+            "<unset>".to_string()
+        } else {
+            ports.join(",")
+        }),
+        json!(or_none(addrs.join(","))),
+        age(v, now),
+    ]
+}
