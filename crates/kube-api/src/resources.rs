@@ -341,6 +341,16 @@ impl Registry {
                 &["api-extensions"],
                 false,
             ),
+            info::<admissionregistration::ValidatingAdmissionPolicy>(
+                NONE,
+                &["api-extensions"],
+                true,
+            ),
+            info::<admissionregistration::ValidatingAdmissionPolicyBinding>(
+                NONE,
+                &["api-extensions"],
+                false,
+            ),
             info::<apiextensions::CustomResourceDefinition>(
                 &["crd", "crds"],
                 &["api-extensions"],

@@ -14,7 +14,8 @@
 //! `lastIndexOf`; regex: `find`, `findAll`).
 
 use cel::extractors::{Arguments, This};
-use cel::{Context, ExecutionError, FunctionContext, Program, Value as Cel};
+pub use cel::Value as Cel;
+use cel::{Context, ExecutionError, FunctionContext, Program};
 use serde_json::Value;
 use std::sync::{Arc, LazyLock};
 
@@ -112,16 +113,22 @@ impl Rule {
 
 /// Evaluates a boolean CEL `expression` with `variables` bound (admission match conditions).
 pub fn evaluate_bool(expression: &str, variables: &[(&str, Value)]) -> Result<bool, String> {
+    let bound: Vec<(&str, Cel)> = variables.iter().map(|(n, v)| (*n, to_cel(v))).collect();
+    match evaluate(expression, &bound)? {
+        Cel::Bool(b) => Ok(b),
+        other => Err(format!("not a bool: {:?}", other.type_of())),
+    }
+}
+
+/// Evaluates a CEL `expression` with CEL values bound to names (admission policies, whose
+/// `variables` are themselves CEL values).
+pub fn evaluate(expression: &str, bound: &[(&str, Cel)]) -> Result<Cel, String> {
     let program = Program::compile(expression).map_err(|e| e.to_string())?;
     let mut scope = ROOT.new_inner_scope();
-    for (name, value) in variables {
-        scope.add_variable_from_value(*name, to_cel(value));
+    for (name, value) in bound {
+        scope.add_variable_from_value(*name, value.clone());
     }
-    match program.execute(&scope) {
-        Ok(Cel::Bool(b)) => Ok(b),
-        Ok(other) => Err(format!("not a bool: {:?}", other.type_of())),
-        Err(e) => Err(e.to_string()),
-    }
+    program.execute(&scope).map_err(|e| e.to_string())
 }
 
 /// Checks `rules` of a node of OpenAPI type `ty` at `path`: `(field, message)` per failure.
@@ -183,7 +190,7 @@ fn message(rule: &Rule, scope: &Context) -> String {
 
 /// A JSON value as CEL sees it: integers are `int` (as Kubernetes' int64 fields), objects
 /// maps with string keys.
-fn to_cel(v: &Value) -> Cel {
+pub fn to_cel(v: &Value) -> Cel {
     match v {
         Value::Null => Cel::Null,
         Value::Bool(b) => Cel::Bool(*b),

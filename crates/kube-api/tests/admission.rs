@@ -258,3 +258,89 @@ async fn webhooks_mutate_refuse_warn_and_fail_as_their_policies_say() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn validating_admission_policies_deny_and_warn_as_their_bindings_say() {
+    let store = Store::in_memory(StoreConfig::default());
+    let group = store.create_group("g").expect("a group");
+    let ca = CertificateAuthority::generate("ca").expect("a CA");
+    let server = ApiServer::new(group, ca, SystemClock::shared(), ApiConfig::default());
+    let rules = json!({"resourceRules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""],
+                                          "apiVersions": ["v1"], "resources": ["configmaps"]}]});
+    let vap = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
+    let vapb = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings";
+    let cms = "/api/v1/namespaces/default/configmaps";
+    for (path, body) in [
+        (
+            cms,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits"},
+                     "data": {"max": "2"}}),
+        ),
+        (
+            vap,
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": "max-keys"},
+            "spec": {"matchConstraints": rules, "failurePolicy": "Fail",
+                     "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+                     "matchConditions": [{"name": "not-the-limits", "expression": "object.metadata.name != 'limits'"}],
+                     "variables": [{"name": "keys", "expression": "has(object.data) ? size(object.data) : 0"}],
+                     "validations": [{"expression": "variables.keys <= int(params.data.max)",
+                                      "messageExpression": "'too many keys: ' + string(variables.keys)"}]}}),
+        ),
+        (
+            vapb,
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": "max-keys-binding"},
+            "spec": {"policyName": "max-keys", "validationActions": ["Deny"],
+                     "paramRef": {"name": "limits", "parameterNotFoundAction": "Deny"}}}),
+        ),
+        (
+            vap,
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": "labelled"},
+            "spec": {"matchConstraints": rules,
+                     "validations": [{"expression": "has(object.metadata.labels)", "message": "labels, please"}]}}),
+        ),
+        (
+            vapb,
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": "labelled-binding"},
+            "spec": {"policyName": "labelled", "validationActions": ["Warn"]}}),
+        ),
+    ] {
+        let (status, answer, _) = send(&server, "POST", path, body).await;
+        assert_eq!(status, 201, "{path}: {answer}");
+    }
+
+    let three = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"},
+                       "data": {"a": "1", "b": "2", "c": "3"}});
+    let (status, refused, _) = send(&server, "POST", cms, three).await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(refused["message"],
+               "ValidatingAdmissionPolicy 'max-keys' with binding 'max-keys-binding' denied request: too many keys: 3");
+    let two = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "small"},
+                     "data": {"a": "1", "b": "2"}});
+    let (status, made, warnings) = send(&server, "POST", cms, two).await;
+    assert_eq!(status, 201, "{made}");
+    assert!(warnings.iter().any(|w| w.contains(
+        "Validation failed for ValidatingAdmissionPolicy 'labelled' with binding 'labelled-binding': labels, please")),
+        "{warnings:?}");
+    // Without its parameters, a Deny binding refuses.
+    let (status, _, _) = send(&server, "DELETE", &format!("{cms}/limits"), json!({})).await;
+    assert_eq!(status, 200);
+    let (status, refused, _) = send(
+        &server,
+        "POST",
+        cms,
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "later"}}),
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no params found"),
+        "{refused}"
+    );
+}

@@ -58,7 +58,7 @@ fn strings(v: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-fn rule_matches(ctx: &Ctx, rule: &Value, operation: Operation) -> bool {
+pub(super) fn rule_matches(ctx: &Ctx, rule: &Value, operation: Operation) -> bool {
     let any = |list: Vec<&str>, want: &str| list.iter().any(|x| *x == "*" || *x == want);
     let info = &ctx.info;
     let resource = match ctx.path.subresource.as_deref() {
@@ -130,7 +130,7 @@ fn selected(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
 
 /// The namespace's labels decide for namespaced objects, a Namespace's own for itself;
 /// other cluster-scoped objects are always selected.
-fn namespace_selected(ctx: &Ctx, selector: &Value, object: Option<&Value>) -> bool {
+pub(super) fn namespace_selected(ctx: &Ctx, selector: &Value, object: Option<&Value>) -> bool {
     if selector.is_null() {
         return true;
     }
@@ -149,7 +149,11 @@ fn namespace_selected(ctx: &Ctx, selector: &Value, object: Option<&Value>) -> bo
 }
 
 /// The object selector matches the new object or the old one.
-fn object_selected(selector: &Value, object: Option<&Value>, old: Option<&Value>) -> bool {
+pub(super) fn object_selected(
+    selector: &Value,
+    object: Option<&Value>,
+    old: Option<&Value>,
+) -> bool {
     selector.is_null()
         || (object.is_some() && selected(selector, &labels(object)))
         || (old.is_some() && selected(selector, &labels(old)))

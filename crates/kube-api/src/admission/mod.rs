@@ -13,6 +13,7 @@
 
 mod call;
 mod matching;
+mod policy;
 
 use crate::context::Ctx;
 use crate::status::ApiError;
@@ -145,6 +146,8 @@ pub(crate) async fn validate(
     if exempt(ctx) {
         return Ok(());
     }
+    // In-process policies first: they cost no round trip.
+    policy::validate(ctx, subject, warnings)?;
     let hooks: Vec<Webhook> = webhooks(ctx, VALIDATING)
         .into_iter()
         .filter(|h| matching::matches(ctx, h, subject, subject.object))

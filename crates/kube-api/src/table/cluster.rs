@@ -150,3 +150,55 @@ fn endpoint_slice(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
         age(v, now),
     ]
 }
+
+pub(super) const VALIDATING_ADMISSION_POLICY: Printer = Printer {
+    kinds: &["ValidatingAdmissionPolicy"],
+    columns: &[
+        NAME,
+        Column("Validations", "integer", 0),
+        Column("ParamKind", "string", 0),
+        AGE,
+    ],
+    cells: validating_admission_policy,
+};
+
+fn validating_admission_policy(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let param_kind = match (
+        s(v, "spec.paramKind.apiVersion"),
+        s(v, "spec.paramKind.kind"),
+    ) {
+        ("", _) | (_, "") => "<unset>".to_string(),
+        (version, kind) => format!("{version}/{kind}"),
+    };
+    vec![
+        json!(s(v, "metadata.name")),
+        json!(count(v, "spec.validations")),
+        json!(param_kind),
+        age(v, now),
+    ]
+}
+
+pub(super) const VALIDATING_ADMISSION_POLICY_BINDING: Printer = Printer {
+    kinds: &["ValidatingAdmissionPolicyBinding"],
+    columns: &[
+        NAME,
+        Column("PolicyName", "string", 0),
+        Column("ParamRef", "string", 0),
+        AGE,
+    ],
+    cells: validating_admission_policy_binding,
+};
+
+fn validating_admission_policy_binding(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let param_ref = match (s(v, "spec.paramRef.namespace"), s(v, "spec.paramRef.name")) {
+        (_, "") => "<unset>".to_string(),
+        ("", name) => format!("*/{name}"),
+        (namespace, name) => format!("{namespace}/{name}"),
+    };
+    vec![
+        json!(s(v, "metadata.name")),
+        json!(s(v, "spec.policyName")),
+        json!(param_ref),
+        age(v, now),
+    ]
+}

@@ -62,6 +62,8 @@ const PRINTERS: &[&Printer] = &[
     &cluster::ROLE_BINDING,
     &cluster::MUTATING_WEBHOOK_CONFIGURATION,
     &cluster::ENDPOINT_SLICE,
+    &cluster::VALIDATING_ADMISSION_POLICY,
+    &cluster::VALIDATING_ADMISSION_POLICY_BINDING,
 ];
 
 fn printer(kind: &str) -> &'static Printer {
