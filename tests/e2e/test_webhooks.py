@@ -193,3 +193,39 @@ def test_a_conversion_webhook_written_in_python_serves_each_version_its_shape(pl
     finally:
         plane.kubectl("delete", "crd", "boxes.convert.example.com", "--wait=false", check=False)
         server.shutdown()
+
+
+def test_a_validating_admission_policy_refuses_through_kubectl(plane, ns, tmp_path):
+    plane.kubectl("label", "namespace", ns, "policy=replicas")
+    policy = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+              "metadata": {"name": f"replica-limit-{ns}"},
+              "spec": {"failurePolicy": "Fail",
+                       "matchConstraints": {"resourceRules": [{
+                           "apiGroups": ["apps"], "apiVersions": ["v1"],
+                           "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
+                       "validations": [{"expression": "object.spec.replicas <= 5",
+                                        "messageExpression": "'replicas must be at most 5, not ' + string(object.spec.replicas)"}]}}
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": {"name": f"replica-limit-{ns}"},
+               "spec": {"policyName": f"replica-limit-{ns}", "validationActions": ["Deny"],
+                        "matchResources": {"namespaceSelector": {"matchLabels": {"policy": "replicas"}}}}}
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [policy, binding]}))
+    plane.kubectl("apply", "-f", str(path))
+    try:
+        table = plane.kubectl("get", "validatingadmissionpolicies", f"replica-limit-{ns}").stdout.splitlines()
+        assert table[0].split() == ["NAME", "VALIDATIONS", "PARAMKIND", "AGE"]
+        plane.kubectl("-n", ns, "create", "deployment", "web", "--image=nginx", "--replicas=3")
+        # A patch of the deployment itself (a rule for `deployments` does not cover the
+        # `deployments/scale` subresource, in kube-apiserver as here).
+        scaled = plane.kubectl("-n", ns, "patch", "deployment", "web", "--type=merge",
+                               "-p", '{"spec":{"replicas":9}}', check=False)
+        assert scaled.returncode != 0
+        assert (f"ValidatingAdmissionPolicy 'replica-limit-{ns}' with binding 'replica-limit-{ns}' "
+                "denied request: replicas must be at most 5, not 9") in scaled.stderr, scaled.stderr
+        too_many = plane.kubectl("-n", ns, "create", "deployment", "big", "--image=nginx", "--replicas=6",
+                                 check=False)
+        assert "replicas must be at most 5, not 6" in too_many.stderr, too_many.stderr
+    finally:
+        plane.kubectl("delete", "validatingadmissionpolicybinding", f"replica-limit-{ns}", check=False)
+        plane.kubectl("delete", "validatingadmissionpolicy", f"replica-limit-{ns}", check=False)

@@ -37,9 +37,9 @@ pub(super) fn validate(
         else {
             continue;
         };
-        if !applies(ctx, &policy["spec"]["matchConstraints"], subject)
+        if !applies(ctx, &policy["spec"]["matchConstraints"], subject, true)
             || (!binding["spec"]["matchResources"].is_null()
-                && !applies(ctx, &binding["spec"]["matchResources"], subject))
+                && !applies(ctx, &binding["spec"]["matchResources"], subject, false))
         {
             continue;
         }
@@ -49,8 +49,10 @@ pub(super) fn validate(
 }
 
 /// `matchConstraints` / `matchResources`: a resource rule matches (with its resourceNames),
-/// no exclusion does, and the namespace and object selectors select.
-fn applies(ctx: &Ctx, constraints: &Value, subject: &Subject<'_>) -> bool {
+/// no exclusion does, and the namespace and object selectors select. A binding's
+/// `matchResources` without resource rules narrows by its selectors only (`rules_required`
+/// is false for it).
+fn applies(ctx: &Ctx, constraints: &Value, subject: &Subject<'_>, rules_required: bool) -> bool {
     let name = ctx.path.name.clone().unwrap_or_else(|| {
         subject
             .object
@@ -65,7 +67,8 @@ fn applies(ctx: &Ctx, constraints: &Value, subject: &Subject<'_>) -> bool {
             && names.is_none_or(|n| n.is_empty() || n.iter().any(|x| x == name.as_str()))
     };
     let rules = |key: &str| constraints[key].as_array().cloned().unwrap_or_default();
-    rules("resourceRules").iter().any(rule_applies)
+    let included = rules("resourceRules");
+    (included.iter().any(rule_applies) || (!rules_required && included.is_empty()))
         && !rules("excludeResourceRules").iter().any(rule_applies)
         && matching::namespace_selected(ctx, &constraints["namespaceSelector"], subject.object)
         && matching::object_selected(&constraints["objectSelector"], subject.object, subject.old)
