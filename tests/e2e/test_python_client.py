@@ -923,3 +923,17 @@ def test_builtin_status_and_scale_subresources(plane, ns):
     scaled = apps.patch_namespaced_deployment_scale("sub", ns, {"spec": {"replicas": 4}})
     assert scaled.spec.replicas == 4
     assert apps.read_namespaced_deployment("sub", ns).spec.replicas == 4
+
+
+def test_an_oversized_body_gets_a_413_status_not_a_cut_connection(plane, ns):
+    """The Python client sends the whole body before it reads the answer: the server must
+    read past its limit (discarding) so the client sees kube-apiserver's 413 Status."""
+    api = plane.core()
+    big = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="big"), data={"k": "x" * (8 << 20)})
+    with pytest.raises(ApiException) as refused:
+        api.create_namespaced_config_map(ns, big)
+    assert refused.value.status == 413, refused.value
+    status = json.loads(refused.value.body)
+    assert (status["kind"], status["reason"]) == ("Status", "RequestEntityTooLarge")
+    # The connection pool still works afterwards.
+    assert api.read_namespace(ns).metadata.name == ns

@@ -191,6 +191,22 @@ def test_malformed_xml_gets_a_soap_fault(vcsim):
     assert 'xsi:type="InvalidRequest"' in body
 
 
+def test_an_oversized_request_gets_a_413_soap_fault(vcsim):
+    """The whole body is sent before the answer is read (as urllib, pyvmomi and govmomi do):
+    the endpoint reads past its limit and answers 413 rather than cutting the connection."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    body = b"<soapenv:Envelope>" + b"x" * (20 << 20) + b"</soapenv:Envelope>"
+    req = urllib.request.Request(f"https://127.0.0.1:{vcsim.port}/sdk", data=body,
+                                 headers={"Content-Type": "text/xml"}, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, context=ctx, timeout=30)
+    assert e.value.code == 413
+    answer = e.value.read().decode()
+    assert 'xsi:type="InvalidRequest"' in answer and "larger than" in answer
+
+
 def test_model_flags_follow_govmomi_semantics(tmp_path):
     v = Vcsim(tmp_path, "--datacenters", "2", "--clusters", "2", "--hosts", "1", "--standalone-hosts", "0",
               "--vms", "1", "--pools", "1", "--datastores", "2")

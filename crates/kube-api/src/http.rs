@@ -4,7 +4,7 @@
 use crate::status::ApiError;
 use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
-use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full, Limited};
+use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use std::convert::Infallible;
 
 /// The body of every response: a full buffer or a stream (watch).
@@ -50,21 +50,42 @@ where
     B: http_body::Body<Data = Bytes>,
     B::Error: std::error::Error + Send + Sync + 'static,
 {
-    if let Some(len) = headers
+    let declared = headers
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        if len > limit as u64 {
-            return Err(ApiError::too_large(limit));
+        .and_then(|v| v.parse::<u64>().ok());
+    let mut body = std::pin::pin!(body);
+    let mut collected = bytes::BytesMut::new();
+    let mut over = declared.is_some_and(|len| len > limit as u64);
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame =
+            frame.map_err(|e| ApiError::bad_request(format!("reading request body: {e}")))?;
+        let Some(data) = frame.data_ref() else {
+            continue;
+        };
+        seen += data.len();
+        if over || seen > limit {
+            // Too large: read on, discarding, so a client that sends its whole body before
+            // reading the answer (most do) gets the 413 instead of a cut connection; past
+            // the drain limit the connection is cut after all.
+            over = true;
+            collected.clear();
+            if seen > DRAIN_LIMIT {
+                break;
+            }
+            continue;
         }
+        collected.extend_from_slice(data);
     }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::too_large(limit)),
-        Err(e) => Err(ApiError::bad_request(format!("reading request body: {e}"))),
+    if over {
+        return Err(ApiError::too_large(limit));
     }
+    Ok(collected.freeze())
 }
+
+/// How much of an oversized body is read (and dropped) before answering 413.
+const DRAIN_LIMIT: usize = 64 * 1024 * 1024;
 
 /// How the client wants the answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

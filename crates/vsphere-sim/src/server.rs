@@ -4,7 +4,7 @@
 use crate::simulator::Simulator;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair, SanType};
@@ -177,10 +177,16 @@ where
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("")
                 .to_string();
-            let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-                Ok(b) => b.to_bytes(),
-                Err(_) => {
-                    let f = crate::fault::Fault::invalid_request("the request body is too large or was cut off");
+            let body = match read_body(req.into_body()).await {
+                Ok(b) => b,
+                Err(Unread::TooLarge) => {
+                    let f = crate::fault::Fault::invalid_request(&format!(
+                        "the request body is larger than {MAX_BODY} bytes"
+                    ));
+                    return reply(413, "text/xml; charset=utf-8", crate::soap::fault(&f));
+                }
+                Err(Unread::Cut) => {
+                    let f = crate::fault::Fault::invalid_request("the request body was cut off");
                     return reply(500, "text/xml; charset=utf-8", crate::soap::fault(&f));
                 }
             };
@@ -195,6 +201,43 @@ where
         }
         _ => reply(404, "text/plain", "not found"),
     }
+}
+
+/// Why a request body was not read.
+enum Unread {
+    TooLarge,
+    Cut,
+}
+
+/// The request body, up to [`MAX_BODY`]. A larger one is read on and dropped (up to four
+/// times the limit) so that a client sending it all before reading the answer (pyvmomi,
+/// govmomi) gets the 413 fault rather than a reset connection.
+async fn read_body<B>(body: B) -> Result<Bytes, Unread>
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    let mut body = std::pin::pin!(body);
+    let mut collected = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| Unread::Cut)?;
+        let Some(data) = frame.data_ref() else {
+            continue;
+        };
+        seen += data.len();
+        if seen > MAX_BODY {
+            collected.clear();
+            if seen > 4 * MAX_BODY {
+                break;
+            }
+            continue;
+        }
+        collected.extend_from_slice(data);
+    }
+    if seen > MAX_BODY {
+        return Err(Unread::TooLarge);
+    }
+    Ok(collected.freeze())
 }
 
 /// Serves `sim` over HTTPS on `listener` until `shutdown` completes.
