@@ -31,6 +31,8 @@ pub struct Node {
     max_items: Option<u64>,
     /// `pattern`, compiled once (RE2 syntax, as kube-apiserver's Go regexp reads it).
     pattern: Option<regex::Regex>,
+    /// `format` of a string (`date-time`, `uuid`, `ipv4`...).
+    format: Option<String>,
     /// `x-kubernetes-list-type`: `atomic` (the default), `set` or `map`.
     list_type: Option<String>,
     /// `x-kubernetes-list-map-keys` of a `map` list.
@@ -97,6 +99,7 @@ fn parse(v: &Value, depth: usize) -> Result<Node, String> {
             ),
             None => None,
         },
+        format: o.get("format").and_then(Value::as_str).map(str::to_string),
         list_type: o
             .get("x-kubernetes-list-type")
             .and_then(Value::as_str)
@@ -376,6 +379,14 @@ fn walk(
                     ),
                 ));
             }
+            if let Some(format) = node.format.as_deref().filter(|f| !format_ok(f, s)) {
+                errors.push((
+                    path.to_string(),
+                    format!(
+                        "Invalid value: \"{s}\": {path} in body must be of type {format}: \"{s}\""
+                    ),
+                ));
+            }
             if let Some(pattern) = node.pattern.as_ref().filter(|p| !p.is_match(s)) {
                 errors.push((
                     path.to_string(),
@@ -410,6 +421,53 @@ fn walk(
             }
         }
         _ => {}
+    }
+}
+
+/// Whether `s` is a string of `format`, for the formats kube-apiserver checks; any other
+/// format is a description only.
+fn format_ok(format: &str, s: &str) -> bool {
+    use base64::Engine;
+    let hex_groups = |s: &str, lens: &[usize]| {
+        let parts: Vec<&str> = s.split('-').collect();
+        parts.len() == lens.len()
+            && parts
+                .iter()
+                .zip(lens)
+                .all(|(p, n)| p.len() == *n && p.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    match format {
+        "date-time" | "datetime" => chrono::DateTime::parse_from_rfc3339(s).is_ok(),
+        "date" => chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok(),
+        "byte" => base64::engine::general_purpose::STANDARD.decode(s).is_ok(),
+        "uuid" | "uuid3" | "uuid4" | "uuid5" => hex_groups(s, &[8, 4, 4, 4, 12]),
+        "ipv4" => s.parse::<std::net::Ipv4Addr>().is_ok(),
+        "ipv6" => s.parse::<std::net::Ipv6Addr>().is_ok(),
+        "cidr" => s.split_once('/').is_some_and(|(ip, bits)| {
+            let max = match ip.parse::<std::net::IpAddr>() {
+                Ok(std::net::IpAddr::V4(_)) => 32,
+                Ok(std::net::IpAddr::V6(_)) => 128,
+                Err(_) => return false,
+            };
+            bits.parse::<u8>().is_ok_and(|b| b <= max)
+        }),
+        "hostname" => {
+            !s.is_empty()
+                && s.len() <= 253
+                && s.split('.').all(|label| {
+                    !label.is_empty()
+                        && label.len() <= 63
+                        && label
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                        && !label.starts_with('-')
+                        && !label.ends_with('-')
+                })
+        }
+        "email" => s
+            .split_once('@')
+            .is_some_and(|(user, host)| !user.is_empty() && host.contains('.')),
+        _ => true,
     }
 }
 
@@ -647,5 +705,40 @@ mod tests {
         let missing = schema.normalize(json!({"apiVersion": "x/v1", "kind": "W",
             "metadata": {"name": "a"}}));
         assert!(matches!(missing, Err(SchemaError::Invalid(c)) if c[0].0 == "spec"));
+    }
+
+    #[test]
+    fn string_formats_are_checked_as_kube_apiserver_checks_them() {
+        for (format, good, bad) in [
+            ("date-time", "2026-11-24T10:00:00Z", "yesterday"),
+            ("date", "2026-11-24", "24/11/2026"),
+            ("byte", "aGVsbG8=", "not base64!"),
+            ("uuid", "0f8fad5b-d9cb-469f-a165-70867728950e", "0f8fad5b"),
+            ("ipv4", "10.0.0.1", "10.0.0.256"),
+            ("ipv6", "fd00::1", "fd00:::1"),
+            ("cidr", "10.0.0.0/8", "10.0.0.0/33"),
+            ("hostname", "node-1.example.com", "-bad-.example.com"),
+        ] {
+            assert!(format_ok(format, good), "{format}: {good}");
+            assert!(!format_ok(format, bad), "{format}: {bad}");
+        }
+        assert!(
+            format_ok("int32", "anything"),
+            "unknown formats describe only"
+        );
+        let schema = Schema::from_openapi(&json!({"type": "object", "properties": {
+            "when": {"type": "string", "format": "date-time"}}}))
+        .unwrap();
+        let Err(SchemaError::Invalid(causes)) = schema.normalize(json!({"when": "soon"})) else {
+            panic!("a bad date-time passed");
+        };
+        assert_eq!(
+            causes,
+            [(
+                "when".to_string(),
+                "Invalid value: \"soon\": when in body must be of type date-time: \"soon\""
+                    .to_string()
+            )]
+        );
     }
 }
