@@ -424,6 +424,30 @@ fn walk(
     }
 }
 
+/// An embedded resource (`x-kubernetes-embedded-resource`) names its kind and version, and
+/// its metadata is an object, as kube-apiserver checks it (an empty object is allowed: a
+/// template being built).
+fn embedded_identity(map: &Map<String, Value>, path: &str, errors: &mut Vec<(String, String)>) {
+    if map.is_empty() {
+        return;
+    }
+    for field in ["apiVersion", "kind"] {
+        match map.get(field) {
+            Some(Value::String(s)) if !s.is_empty() => {}
+            _ => errors.push((
+                join(path, field),
+                "Required value: must not be empty".to_string(),
+            )),
+        }
+    }
+    if map.get("metadata").is_some_and(|m| !m.is_object()) {
+        errors.push((
+            join(path, "metadata"),
+            "Invalid value: must be an object".to_string(),
+        ));
+    }
+}
+
 /// Whether `s` is a string of `format`, for the formats kube-apiserver checks; any other
 /// format is a description only.
 fn format_ok(format: &str, s: &str) -> bool {
@@ -539,6 +563,9 @@ fn object(
                 || (keep_system && matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
         };
         map.retain(|k, _| known(k));
+    }
+    if keep_system {
+        embedded_identity(map, path, errors);
     }
     for req in &node.required {
         // The object's apiVersion, kind and metadata are checked apart from its schema (see
@@ -738,6 +765,30 @@ mod tests {
                 "when".to_string(),
                 "Invalid value: \"soon\": when in body must be of type date-time: \"soon\""
                     .to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn embedded_resources_name_their_kind_and_version() {
+        let schema = Schema::from_openapi(&json!({"type": "object", "properties": {
+            "template": {"type": "object", "x-kubernetes-embedded-resource": true,
+                         "x-kubernetes-preserve-unknown-fields": true}}}))
+        .unwrap();
+        let ok = schema.normalize(json!({"template": {"apiVersion": "v1", "kind": "Pod",
+                                                      "metadata": {"name": "p"}}}));
+        assert_eq!(ok.unwrap()["template"]["metadata"]["name"], "p");
+        assert!(schema.normalize(json!({"template": {}})).is_ok());
+        let Err(SchemaError::Invalid(causes)) =
+            schema.normalize(json!({"template": {"kind": "Pod"}}))
+        else {
+            panic!("an embedded resource without apiVersion passed");
+        };
+        assert_eq!(
+            causes,
+            [(
+                "template.apiVersion".to_string(),
+                "Required value: must not be empty".to_string()
             )]
         );
     }
