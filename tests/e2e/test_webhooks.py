@@ -202,7 +202,8 @@ def test_a_validating_admission_policy_refuses_through_kubectl(plane, ns, tmp_pa
               "spec": {"failurePolicy": "Fail",
                        "matchConstraints": {"resourceRules": [{
                            "apiGroups": ["apps"], "apiVersions": ["v1"],
-                           "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
+                           "operations": ["CREATE", "UPDATE"],
+                           "resources": ["deployments", "deployments/scale"]}]},
                        "validations": [{"expression": "object.spec.replicas <= 5",
                                         "messageExpression": "'replicas must be at most 5, not ' + string(object.spec.replicas)"}]}}
     binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
@@ -216,10 +217,12 @@ def test_a_validating_admission_policy_refuses_through_kubectl(plane, ns, tmp_pa
         table = plane.kubectl("get", "validatingadmissionpolicies", f"replica-limit-{ns}").stdout.splitlines()
         assert table[0].split() == ["NAME", "VALIDATIONS", "PARAMKIND", "AGE"]
         plane.kubectl("-n", ns, "create", "deployment", "web", "--image=nginx", "--replicas=3")
-        # A patch of the deployment itself (a rule for `deployments` does not cover the
-        # `deployments/scale` subresource, in kube-apiserver as here).
-        scaled = plane.kubectl("-n", ns, "patch", "deployment", "web", "--type=merge",
-                               "-p", '{"spec":{"replicas":9}}', check=False)
+        patched = plane.kubectl("-n", ns, "patch", "deployment", "web", "--type=merge",
+                                "-p", '{"spec":{"replicas":9}}', check=False)
+        assert "replicas must be at most 5, not 9" in patched.stderr, patched.stderr
+        # Through the scale subresource the policy sees an autoscaling/v1 Scale, whose
+        # spec.replicas its expression reads alike.
+        scaled = plane.kubectl("-n", ns, "scale", "deployment", "web", "--replicas=9", check=False)
         assert scaled.returncode != 0
         assert (f"ValidatingAdmissionPolicy 'replica-limit-{ns}' with binding 'replica-limit-{ns}' "
                 "denied request: replicas must be at most 5, not 9") in scaled.stderr, scaled.stderr

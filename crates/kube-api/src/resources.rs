@@ -100,6 +100,58 @@ pub struct ResourceInfo {
     pub schema: SchemaSource,
 }
 
+/// A JSONPath of a scale path (`.spec.replicas`) as a JSON pointer (`/spec/replicas`).
+fn pointer(path: &str) -> String {
+    path.trim_start_matches('.')
+        .split('.')
+        .fold(String::new(), |acc, seg| format!("{acc}/{seg}"))
+}
+
+impl ScalePaths {
+    /// The autoscaling/v1 `Scale` of `object`: what `…/scale` serves, and what admission
+    /// sees of a write through it.
+    pub fn scale_of(&self, object: &Value) -> Value {
+        let paths = self;
+        let replicas = object
+            .pointer(&pointer(&paths.spec))
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let status_replicas = object
+            .pointer(&pointer(&paths.status))
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let selector = match &paths.selector {
+            Some(p) if p == ".spec.selector" => {
+                crate::selectors::selector_string(object.pointer("/spec/selector"))
+            }
+            Some(p) => object
+                .pointer(&pointer(p))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            None => String::new(),
+        };
+        let meta = object
+            .get("metadata")
+            .cloned()
+            .unwrap_or(serde_json::json!({}));
+        let mut status = serde_json::json!({"replicas": status_replicas});
+        if !selector.is_empty() {
+            status["selector"] = serde_json::json!(selector);
+        }
+        serde_json::json!({
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"), "creationTimestamp": meta.get("creationTimestamp"),
+            },
+            "spec": {"replicas": replicas},
+            "status": status,
+        })
+    }
+}
+
 /// Where a resource's OpenAPI schema comes from.
 #[derive(Clone)]
 pub enum SchemaSource {

@@ -4,54 +4,10 @@
 use crate::codec::decode_body;
 use crate::context::Ctx;
 use crate::http::{json_value, HandlerResult};
-use crate::resources::ScalePaths;
 use crate::status::ApiError;
 use crate::write::{self, Operation, Ownership, Write, WriteError};
 use infrasim_store::ObjectKey;
 use serde_json::{json, Value};
-
-fn pointer(path: &str) -> String {
-    path.trim_start_matches('.')
-        .split('.')
-        .fold(String::new(), |acc, seg| format!("{acc}/{seg}"))
-}
-
-fn to_scale(object: &Value, paths: &ScalePaths) -> Value {
-    let replicas = object
-        .pointer(&pointer(&paths.spec))
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
-    let status_replicas = object
-        .pointer(&pointer(&paths.status))
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
-    let selector = match &paths.selector {
-        Some(p) if p == ".spec.selector" => {
-            crate::table::selector_string(object.pointer("/spec/selector"))
-        }
-        Some(p) => object
-            .pointer(&pointer(p))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string(),
-        None => String::new(),
-    };
-    let meta = object.get("metadata").cloned().unwrap_or(json!({}));
-    let mut status = json!({"replicas": status_replicas});
-    if !selector.is_empty() {
-        status["selector"] = json!(selector);
-    }
-    json!({
-        "kind": "Scale",
-        "apiVersion": "autoscaling/v1",
-        "metadata": {
-            "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": meta.get("uid"),
-            "resourceVersion": meta.get("resourceVersion"), "creationTimestamp": meta.get("creationTimestamp"),
-        },
-        "spec": {"replicas": replicas},
-        "status": status,
-    })
-}
 
 fn set_path(object: &mut Value, path: &str, value: Value) {
     let segments: Vec<&str> = path.trim_start_matches('.').split('.').collect();
@@ -85,7 +41,7 @@ pub(crate) async fn handle(ctx: &Ctx, method: &http::Method, body: &[u8]) -> Han
         let object = current
             .to_value()
             .map_err(|e| ApiError::internal(e.to_string()))?;
-        let scale = to_scale(&object, &paths);
+        let scale = paths.scale_of(&object);
         let (wanted, pinned) = match *method {
             http::Method::GET => return Ok(json_value(200, &scale)),
             http::Method::PUT => {
@@ -155,7 +111,7 @@ pub(crate) async fn handle(ctx: &Ctx, method: &http::Method, body: &[u8]) -> Han
                     .object
                     .to_value()
                     .map_err(|e| ApiError::internal(e.to_string()))?;
-                return Ok(json_value(200, &to_scale(&value, &paths)));
+                return Ok(json_value(200, &paths.scale_of(&value)));
             }
             Err(WriteError::Stale(_)) if pinned.is_none() => continue,
             Err(e) => return Err(e.into()),

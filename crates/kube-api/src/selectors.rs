@@ -368,6 +368,40 @@ pub fn extract_fields(kind: &str, object: &Value) -> Vec<(Box<str>, Box<str>)> {
         .collect()
 }
 
+/// A label selector as the string kubectl shows (`app=web,tier in (a,b),!legacy`).
+pub(crate) fn selector_string(sel: Option<&serde_json::Value>) -> String {
+    let Some(sel) = sel else { return String::new() };
+    let mut parts: Vec<String> = Vec::new();
+    let labels = sel.get("matchLabels").unwrap_or(sel);
+    if let Some(m) = labels.as_object() {
+        for (k, v) in m {
+            if let Some(v) = v.as_str() {
+                parts.push(format!("{k}={v}"));
+            }
+        }
+    }
+    let exprs = sel
+        .get("matchExpressions")
+        .and_then(serde_json::Value::as_array);
+    for e in exprs.into_iter().flatten() {
+        let text = |k: &str| e.get(k).and_then(serde_json::Value::as_str).unwrap_or("");
+        let values: Vec<&str> = e
+            .get("values")
+            .and_then(serde_json::Value::as_array)
+            .map(|v| v.iter().filter_map(serde_json::Value::as_str).collect())
+            .unwrap_or_default();
+        let key = text("key");
+        parts.push(match text("operator") {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            op => format!("{key} {op}"),
+        });
+    }
+    parts.join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

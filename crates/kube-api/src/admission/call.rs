@@ -55,15 +55,8 @@ pub(super) async fn review(
 /// The `AdmissionReview` kube-apiserver sends, objects in the version the client spoke.
 fn request(ctx: &Ctx, subject: &Subject<'_>, uid: &str) -> Value {
     let info = &ctx.info;
-    let as_requested = |o: Option<&Value>| {
-        o.map(|o| {
-            let mut o = o.clone();
-            o["apiVersion"] = json!(info.api_version);
-            o
-        })
-        .unwrap_or(Value::Null)
-    };
-    let kind = json!({"group": info.group, "version": info.version, "kind": info.kind});
+    let as_requested = |o: Option<&Value>| super::seen(ctx, o);
+    let kind = super::admitted_kind(ctx);
     let resource = json!({"group": info.group, "version": info.version, "resource": info.plural});
     let mut request = json!({
         "uid": uid,

@@ -102,30 +102,8 @@ fn labels(object: Option<&Value>) -> BTreeMap<String, String> {
 /// A `metav1.LabelSelector` (matchLabels and matchExpressions) against `labels`; an empty or
 /// absent selector matches everything.
 fn selected(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
-    let mut terms: Vec<String> = selector["matchLabels"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| format!("{k}={v}")))
-                .collect()
-        })
-        .unwrap_or_default();
-    for expr in selector["matchExpressions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let key = expr["key"].as_str().unwrap_or("");
-        let values = strings(&expr["values"]).join(",");
-        terms.push(match expr["operator"].as_str().unwrap_or("") {
-            "In" => format!("{key} in ({values})"),
-            "NotIn" => format!("{key} notin ({values})"),
-            "Exists" => key.to_string(),
-            "DoesNotExist" => format!("!{key}"),
-            _ => return false,
-        });
-    }
-    LabelSelector::parse(&terms.join(",")).is_ok_and(|s| s.matches(labels))
+    let text = crate::selectors::selector_string(Some(selector));
+    LabelSelector::parse(&text).is_ok_and(|s| s.matches(labels))
 }
 
 /// The namespace's labels decide for namespaced objects, a Namespace's own for itself;

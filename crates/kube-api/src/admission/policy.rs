@@ -184,12 +184,12 @@ fn bindings<'a>(ctx: &Ctx, subject: &Subject<'_>, params: Value) -> Vec<(&'a str
         "name": ctx.path.name.clone().unwrap_or_default(),
         "userInfo": super::user_info(ctx),
         "dryRun": subject.dry_run,
-        "kind": {"group": ctx.info.group, "version": ctx.info.version, "kind": ctx.info.kind},
+        "kind": super::admitted_kind(ctx),
         "resource": {"group": ctx.info.group, "version": ctx.info.version, "resource": ctx.info.plural},
     });
     vec![
-        ("object", to_cel(subject.object.unwrap_or(&Value::Null))),
-        ("oldObject", to_cel(subject.old.unwrap_or(&Value::Null))),
+        ("object", to_cel(&super::seen(ctx, subject.object))),
+        ("oldObject", to_cel(&super::seen(ctx, subject.old))),
         ("request", to_cel(&request)),
         ("params", to_cel(&params)),
         ("namespaceObject", to_cel(&namespace)),

@@ -2,6 +2,7 @@
 //! give each built-in kind, which is what `kubectl get` shows.
 
 use crate::resources::{PrinterColumn, ResourceInfo};
+use crate::selectors::selector_string;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
@@ -189,32 +190,6 @@ fn containers_images(v: &Value, spec: &str) -> (Value, Value) {
     let names: Vec<&str> = cs.iter().map(|c| s(c, "name")).collect();
     let images: Vec<&str> = cs.iter().map(|c| s(c, "image")).collect();
     (json!(names.join(",")), json!(images.join(",")))
-}
-
-/// A label selector as the string kubectl shows (`app=web,tier in (a,b),!legacy`).
-pub(crate) fn selector_string(sel: Option<&Value>) -> String {
-    let Some(sel) = sel else { return String::new() };
-    let mut parts: Vec<String> = Vec::new();
-    let labels = sel.get("matchLabels").unwrap_or(sel);
-    if let Some(m) = labels.as_object() {
-        for (k, v) in m {
-            if let Some(v) = v.as_str() {
-                parts.push(format!("{k}={v}"));
-            }
-        }
-    }
-    for e in arr(sel, "matchExpressions") {
-        let values: Vec<&str> = arr(e, "values").iter().filter_map(Value::as_str).collect();
-        let key = s(e, "key");
-        parts.push(match s(e, "operator") {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.to_string(),
-            "DoesNotExist" => format!("!{key}"),
-            op => format!("{key} {op}"),
-        });
-    }
-    parts.join(",")
 }
 
 fn pod_status(v: &Value) -> (String, String, i64) {
