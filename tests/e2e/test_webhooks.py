@@ -26,6 +26,16 @@ def make_certs(tmp):
     return tmp / "ca.crt", tmp / "tls.crt", tmp / "tls.key"
 
 
+def reply(handler, review):
+    """Answers a webhook request with `review` as JSON."""
+    body = json.dumps(review).encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class Webhook(BaseHTTPRequestHandler):
     """/mutate labels every object admitted=by-python; /validate refuses a ConfigMap with a
     `forbidden` key."""
@@ -45,13 +55,7 @@ class Webhook(BaseHTTPRequestHandler):
         elif "forbidden" in (request["object"].get("data") or {}):
             response = {"uid": request["uid"], "allowed": False,
                         "status": {"code": 422, "message": "the forbidden key is not allowed here"}}
-        body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                           "response": response}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply(self, {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
 
     def log_message(self, *args):
         pass
@@ -144,14 +148,9 @@ class Converter(BaseHTTPRequestHandler):
             elif desired.endswith("/v1") and "dimensions" in spec:
                 spec = {"size": spec["dimensions"]["size"]}
             converted.append({**obj, "apiVersion": desired, "spec": spec})
-        body = json.dumps({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-                           "response": {"uid": request["uid"], "convertedObjects": converted,
-                                        "result": {"status": "Success"}}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply(self, {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                     "response": {"uid": request["uid"], "convertedObjects": converted,
+                                  "result": {"status": "Success"}}})
 
     def log_message(self, *args):
         pass

@@ -169,16 +169,37 @@ async fn load(
     connections: usize,
     seconds: u64,
 ) -> anyhow::Result<Load> {
+    let path = path.to_string();
+    load_with(client, addr, connections, seconds, move |_, _| get(&path)).await
+}
+
+/// `connections` connections sending the requests `make(connection, n)` builds back to back
+/// for `seconds`; each must succeed.
+pub(crate) async fn load_with<B, F>(
+    client: &Arc<Client>,
+    addr: SocketAddr,
+    connections: usize,
+    seconds: u64,
+    make: F,
+) -> anyhow::Result<Load>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    F: Fn(usize, usize) -> anyhow::Result<http::Request<B>> + Send + Sync + 'static,
+{
     let deadline = Instant::now() + Duration::from_secs(seconds);
+    let make = Arc::new(make);
     let mut tasks = Vec::new();
-    for _ in 0..connections {
-        let mut send = client.http1(addr).await?;
-        let path = path.to_string();
+    for c in 0..connections {
+        let mut send = client.http1::<B>(addr).await?;
+        let make = make.clone();
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             while Instant::now() < deadline {
+                let request = make(c, latencies.len())?;
                 let started = Instant::now();
-                let resp = send.send_request(get(&path)?).await?;
+                let resp = send.send_request(request).await?;
                 anyhow::ensure!(resp.status().is_success(), "status {}", resp.status());
                 resp.into_body().collect().await?;
                 latencies.push(started.elapsed());

@@ -2,13 +2,12 @@
 //! validation rules, against the same object under a CRD with none, in the same run: what
 //! the rules cost on the write path.
 
-use crate::bench::{fmt, summarize, ApiBenchArgs, Client};
+use crate::bench::{fmt, ApiBenchArgs, Client};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// The ten rules: comparisons, string functions, list macros, and a transition rule (which
 /// a create skips, as kube-apiserver does).
@@ -87,30 +86,11 @@ async fn create_load(
     args: &ApiBenchArgs,
 ) -> anyhow::Result<crate::bench::Load> {
     let path = format!("/apis/bench.example.com/v1/namespaces/bench/{plural}");
-    let deadline = Instant::now() + Duration::from_secs(args.seconds);
-    let mut tasks = Vec::new();
-    for c in 0..args.connections {
-        let mut send = client.http1::<Full<Bytes>>(addr).await?;
-        let (path, kind) = (path.clone(), kind.to_string());
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            while Instant::now() < deadline {
-                let body = object(&kind, &format!("o-{c}-{}", latencies.len()));
-                let started = Instant::now();
-                let resp = send.send_request(request(&path, &body)?).await?;
-                anyhow::ensure!(resp.status().is_success(), "create: {}", resp.status());
-                resp.into_body().collect().await?;
-                latencies.push(started.elapsed());
-            }
-            Ok::<_, anyhow::Error>(latencies)
-        }));
-    }
-    let started = Instant::now();
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await??);
-    }
-    Ok(summarize(all, started.elapsed()))
+    let kind = kind.to_string();
+    crate::bench::load_with(client, addr, args.connections, args.seconds, move |c, n| {
+        request(&path, &object(&kind, &format!("o-{c}-{n}")))
+    })
+    .await
 }
 
 /// Prints the two create rows and the ratio of the ruled one to the plain one.

@@ -4,11 +4,9 @@
 //! way a controller manager on the host registers its webhooks.
 
 use base64::Engine;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use infrasim_clock::SystemClock;
 use infrasim_kube_api::pki::CertificateAuthority;
-use infrasim_kube_api::{ApiConfig, ApiServer, Identity};
+use infrasim_kube_api::{ApiConfig, ApiServer};
 use infrasim_store::{Store, StoreConfig};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
@@ -77,30 +75,8 @@ async fn send(
     } else {
         "application/json"
     };
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header(http::header::CONTENT_TYPE, content_type)
-        .body(Full::new(Bytes::from(body.to_string())))
-        .expect("a request");
-    let admin = Identity {
-        user: "admin".into(),
-        groups: vec!["system:masters".into()],
-    };
-    let resp = server.handle(req, Some(admin)).await;
-    let status = resp.status().as_u16();
-    let warnings = resp
-        .headers()
-        .get_all(http::header::WARNING)
-        .iter()
-        .filter_map(|v| v.to_str().ok().map(str::to_string))
-        .collect();
-    let bytes = resp.into_body().collect().await.expect("a body").to_bytes();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or_default(),
-        warnings,
-    )
+    let answer = common::as_admin(server, method, path, content_type, body.to_string()).await;
+    (answer.status, answer.json(), answer.warnings)
 }
 
 fn webhook(name: &str, client: Value, operations: &[&str], policy: &str) -> Value {

@@ -3,11 +3,9 @@
 //! Every verb and every read speaks the version it was asked in, through the webhook.
 
 use base64::Engine;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use infrasim_clock::SystemClock;
 use infrasim_kube_api::pki::CertificateAuthority;
-use infrasim_kube_api::{ApiConfig, ApiServer, Identity};
+use infrasim_kube_api::{ApiConfig, ApiServer};
 use infrasim_store::{Store, StoreConfig};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,23 +38,8 @@ async fn send(server: &ApiServer, method: &str, path: &str, body: Value) -> (u16
     } else {
         "application/json"
     };
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header(http::header::CONTENT_TYPE, content_type)
-        .body(Full::new(Bytes::from(body.to_string())))
-        .expect("a request");
-    let admin = Identity {
-        user: "admin".into(),
-        groups: vec!["system:masters".into()],
-    };
-    let resp = server.handle(req, Some(admin)).await;
-    let status = resp.status().as_u16();
-    let bytes = resp.into_body().collect().await.expect("a body").to_bytes();
-    let text = String::from_utf8_lossy(&bytes).to_string();
-    // A watch answers with lines: the first is enough here.
-    let first = text.lines().next().unwrap_or("");
-    (status, serde_json::from_str(first).unwrap_or_default())
+    let answer = common::as_admin(server, method, path, content_type, body.to_string()).await;
+    (answer.status, answer.json())
 }
 
 #[tokio::test]

@@ -3,12 +3,13 @@
 //! with the same 422 and field, whether the change comes as a PUT, a merge patch, a JSON
 //! patch, a strategic merge patch or a server-side apply.
 
-use http_body_util::{BodyExt, Full};
 use infrasim_clock::SystemClock;
 use infrasim_kube_api::pki::CertificateAuthority;
-use infrasim_kube_api::{ApiConfig, ApiServer, Identity};
+use infrasim_kube_api::{ApiConfig, ApiServer};
 use infrasim_store::{Store, StoreConfig};
 use serde_json::{json, Value};
+
+mod common;
 
 fn server() -> ApiServer {
     let store = Store::in_memory(StoreConfig::default());
@@ -25,21 +26,8 @@ async fn send(
     content_type: &str,
     body: &Value,
 ) -> (u16, Value) {
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header(http::header::CONTENT_TYPE, content_type)
-        .header(http::header::USER_AGENT, "write-path-test/1.0")
-        .body(Full::new(bytes::Bytes::from(body.to_string())))
-        .expect("a request");
-    let admin = Identity {
-        user: "admin".into(),
-        groups: vec!["system:masters".into()],
-    };
-    let resp = server.handle(req, Some(admin)).await;
-    let status = resp.status().as_u16();
-    let bytes = resp.into_body().collect().await.expect("a body").to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or_default())
+    let answer = common::as_admin(server, method, path, content_type, body.to_string()).await;
+    (answer.status, answer.json())
 }
 
 /// The ways to change an object: each verb with the body that makes `changed` of `current`.

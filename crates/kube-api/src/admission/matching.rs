@@ -6,7 +6,7 @@ use super::{Subject, Webhook};
 use crate::context::Ctx;
 use crate::selectors::LabelSelector;
 use infrasim_store::ObjectKey;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// An admission operation.
@@ -143,13 +143,7 @@ fn conditions_hold(ctx: &Ctx, hook: &Webhook, subject: &Subject, object: Option<
     let Some(conditions) = hook.spec["matchConditions"].as_array() else {
         return true;
     };
-    let request = json!({
-        "operation": subject.operation.name(),
-        "namespace": ctx.namespace(),
-        "name": ctx.path.name.clone().unwrap_or_default(),
-        "userInfo": super::user_info(ctx),
-        "dryRun": subject.dry_run,
-    });
+    let request = super::request_attributes(ctx, subject);
     conditions.iter().all(|c| {
         let expression = c["expression"].as_str().unwrap_or("true");
         crate::rules::evaluate_bool(

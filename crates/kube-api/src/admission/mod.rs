@@ -197,6 +197,21 @@ fn admitted_kind(ctx: &Ctx) -> Value {
     json!({"group": info.group, "version": info.version, "kind": info.kind})
 }
 
+/// The `request` CEL expressions see (match conditions, policies): what is being done, to
+/// what, by whom.
+fn request_attributes(ctx: &Ctx, subject: &Subject<'_>) -> Value {
+    let info = &ctx.info;
+    json!({
+        "operation": subject.operation.name(),
+        "namespace": ctx.namespace(),
+        "name": ctx.path.name.clone().unwrap_or_default(),
+        "userInfo": user_info(ctx),
+        "dryRun": subject.dry_run,
+        "kind": admitted_kind(ctx),
+        "resource": {"group": info.group, "version": info.version, "resource": info.plural},
+    })
+}
+
 /// The `userInfo` of the request, as a review carries it.
 fn user_info(ctx: &Ctx) -> Value {
     json!({"username": ctx.identity.user, "groups": ctx.identity.groups})

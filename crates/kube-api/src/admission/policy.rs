@@ -9,7 +9,7 @@ use crate::context::Ctx;
 use crate::rules::{evaluate, to_cel, Cel};
 use crate::status::ApiError;
 use infrasim_store::{ObjectKey, ReadAt};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::Arc;
 
 const POLICIES: &str = "validatingadmissionpolicies.admissionregistration.k8s.io";
@@ -178,15 +178,7 @@ fn bindings<'a>(ctx: &Ctx, subject: &Subject<'_>, params: Value) -> Vec<(&'a str
         .get("namespaces", &ObjectKey::new("", ctx.namespace()))
         .and_then(|n| n.to_value().ok())
         .unwrap_or(Value::Null);
-    let request = json!({
-        "operation": subject.operation.name(),
-        "namespace": ctx.namespace(),
-        "name": ctx.path.name.clone().unwrap_or_default(),
-        "userInfo": super::user_info(ctx),
-        "dryRun": subject.dry_run,
-        "kind": super::admitted_kind(ctx),
-        "resource": {"group": ctx.info.group, "version": ctx.info.version, "resource": ctx.info.plural},
-    });
+    let request = super::request_attributes(ctx, subject);
     vec![
         ("object", to_cel(&super::seen(ctx, subject.object))),
         ("oldObject", to_cel(&super::seen(ctx, subject.old))),

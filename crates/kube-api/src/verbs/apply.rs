@@ -174,12 +174,7 @@ async fn apply_once(
         },
     )
     .await?;
-    warnings.extend(written.warnings.iter().cloned());
-    let object = crate::conversion::served_one(ctx, written.object.clone()).await?;
-    Ok(input::with_warnings(
-        ctx.render(&object, written.code()),
-        &warnings,
-    )?)
+    Ok(write::respond(ctx, written, warnings).await?)
 }
 
 /// The 409 of an apply whose fields other managers own.

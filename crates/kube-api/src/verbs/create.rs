@@ -22,7 +22,5 @@ pub(crate) async fn create(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     )
     .await
     .map_err(ApiError::from)?;
-    warnings.extend(written.warnings.iter().cloned());
-    let object = crate::conversion::served_one(ctx, written.object.clone()).await?;
-    input::with_warnings(ctx.render(&object, written.code()), &warnings)
+    write::respond(ctx, written, warnings).await
 }

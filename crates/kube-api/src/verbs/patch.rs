@@ -114,12 +114,7 @@ async fn patch_once(
         },
     )
     .await?;
-    warnings.extend(written.warnings.iter().cloned());
-    let object = crate::conversion::served_one(ctx, written.object.clone()).await?;
-    Ok(input::with_warnings(
-        ctx.render(&object, written.code()),
-        &warnings,
-    )?)
+    Ok(write::respond(ctx, written, warnings).await?)
 }
 
 /// Applies an RFC 6902 patch as kube-apiserver's JSON patch library does: a `test` of `null`

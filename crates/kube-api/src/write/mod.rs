@@ -18,6 +18,7 @@ pub(crate) mod input;
 mod strategy;
 
 use crate::context::Ctx;
+use crate::http::HandlerResult;
 use crate::object::{derive, name_of};
 use crate::status::ApiError;
 use crate::{admission, namespaces};
@@ -117,11 +118,7 @@ pub(crate) async fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteErr
                 old: None,
                 dry_run: dry,
             };
-            let before = object.clone();
-            admission::mutate(ctx, &subject(None), &mut object, &mut warnings).await?;
-            if object != before {
-                object = renormalize(ctx, object)?;
-            }
+            object = mutate(ctx, &subject(None), object, &mut warnings).await?;
             if let Ownership::Record = ownership {
                 own(ctx, None, &mut object);
             }
@@ -135,11 +132,7 @@ pub(crate) async fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteErr
                 old: Some(&old),
                 dry_run: dry,
             };
-            let before = object.clone();
-            admission::mutate(ctx, &subject(None), &mut object, &mut warnings).await?;
-            if object != before {
-                object = renormalize(ctx, object)?;
-            }
+            object = mutate(ctx, &subject(None), object, &mut warnings).await?;
             if let Ownership::Record = ownership {
                 own(ctx, Some(&old), &mut object);
             }
@@ -154,10 +147,34 @@ pub(crate) async fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteErr
     })
 }
 
-/// What a mutating webhook changed, decoded again into the kind's type (so it can add
-/// nothing the kind does not have), as kube-apiserver decodes a patched object.
-fn renormalize(ctx: &Ctx, object: Value) -> Result<Value, ApiError> {
+/// The object after the mutating webhooks; what they changed is decoded again into the
+/// kind's type (so they can add nothing the kind does not have), as kube-apiserver decodes
+/// a patched object.
+async fn mutate(
+    ctx: &Ctx,
+    subject: &admission::Subject<'_>,
+    mut object: Value,
+    warnings: &mut Vec<String>,
+) -> Result<Value, ApiError> {
+    let before = object.clone();
+    admission::mutate(ctx, subject, &mut object, warnings).await?;
+    if object == before {
+        return Ok(object);
+    }
     input::normalize(ctx, object, &mut Vec::new())
+}
+
+/// The answer to a write: the object in the version the client spoke (201 if created), with
+/// the warnings of decoding and of admission.
+pub(crate) async fn respond(
+    ctx: &Ctx,
+    written: Written,
+    mut warnings: Vec<String>,
+) -> HandlerResult {
+    warnings.extend(written.warnings.iter().cloned());
+    let code = written.code();
+    let object = crate::conversion::served_one(ctx, written.object).await?;
+    input::with_warnings(ctx.render(&object, code), &warnings)
 }
 
 /// Replaces the stored object.

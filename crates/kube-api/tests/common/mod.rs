@@ -175,3 +175,55 @@ where
     });
     port
 }
+
+/// What [`as_admin`] got back.
+pub struct Answer {
+    pub status: u16,
+    pub body: String,
+    /// The `Warning` headers.
+    pub warnings: Vec<String>,
+}
+
+impl Answer {
+    /// The body as JSON (the first line of a watch), or null.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(self.body.lines().next().unwrap_or("")).unwrap_or_default()
+    }
+}
+
+/// `method path` with `body` of `content_type`, handled in-process as an administrator
+/// (`system:masters`).
+pub async fn as_admin(
+    server: &ApiServer,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: String,
+) -> Answer {
+    use http_body_util::{BodyExt, Full};
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::CONTENT_TYPE, content_type)
+        .header(http::header::USER_AGENT, "infrasim-test/1.0")
+        .body(Full::new(bytes::Bytes::from(body)))
+        .expect("a request");
+    let admin = infrasim_kube_api::Identity {
+        user: "admin".into(),
+        groups: vec!["system:masters".into()],
+    };
+    let resp = server.handle(req, Some(admin)).await;
+    let status = resp.status().as_u16();
+    let warnings = resp
+        .headers()
+        .get_all(http::header::WARNING)
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_string))
+        .collect();
+    let bytes = resp.into_body().collect().await.expect("a body").to_bytes();
+    Answer {
+        status,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+        warnings,
+    }
+}
