@@ -108,6 +108,13 @@ def test_webhooks_written_in_python_mutate_and_refuse(plane, ns, tmp_path, webho
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests}))
     plane.kubectl("apply", "-f", str(path))
     try:
+        resources = plane.kubectl("api-resources", "--api-group=admissionregistration.k8s.io",
+                                  "-o", "name").stdout.split()
+        assert set(resources) >= {
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+            "validatingwebhookconfigurations.admissionregistration.k8s.io",
+            "validatingadmissionpolicies.admissionregistration.k8s.io",
+            "validatingadmissionpolicybindings.admissionregistration.k8s.io"}, resources
         table = plane.kubectl("get", "validatingwebhookconfigurations", "python-guard").stdout.splitlines()
         assert table[0].split() == ["NAME", "WEBHOOKS", "AGE"] and table[1].split()[:2] == ["python-guard", "1"]
 
