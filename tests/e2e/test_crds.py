@@ -372,6 +372,20 @@ def test_cel_rules_refuse_what_kube_apiserver_refuses_on_every_verb(plane, tmp_p
     scaled = plane.kubectl("patch", "pool", "p", "--type=merge", "-p", '{"spec":{"replicas":3}}')
     assert scaled.returncode == 0
 
+    # A rule calling a function this server lacks (Kubernetes' url library) is accepted with
+    # a warning and not enforced, rather than refusing every object.
+    lacking = CEL_CRD.replace("pools", "lakes").replace("Pool", "Lake").replace("pool", "lake") \
+                     .replace("self == oldSelf", "isURL(self)")
+    path.write_text(lacking)
+    warned = plane.kubectl("apply", "-f", str(path))
+    assert "not enforced by infrasim" in warned.stderr and "isURL" in warned.stderr, warned.stderr
+    plane.kubectl("wait", "--for=condition=Established", "crd/lakes.cel.example.com", "--timeout=20s")
+    lake = tmp_path / "lake.json"
+    lake.write_text(json.dumps({"apiVersion": "cel.example.com/v1", "kind": "Lake",
+                                "metadata": {"name": "l", "namespace": "default"},
+                                "spec": {"replicas": 1, "maxReplicas": 2, "class": "not a url"}}))
+    assert plane.kubectl("apply", "-f", str(lake), check=False).returncode == 0
+
     # A rule that does not compile makes the CRD itself invalid.
     broken = CEL_CRD.replace("pools", "pits").replace("Pool", "Pit").replace("pool", "pit") \
                     .replace("self == oldSelf", "self ===")

@@ -31,6 +31,68 @@ pub struct Rule {
     field_path: Option<String>,
     transition: bool,
     optional_old_self: bool,
+    /// Functions the rule calls that this server does not implement (Kubernetes' url,
+    /// quantity, format and ip libraries, say): such a rule is not enforced, rather than
+    /// refusing every object for want of a function kube-apiserver has.
+    pub unsupported: Vec<String>,
+}
+
+/// The named functions a rule may call: CEL's standard ones (as the `cel` crate registers
+/// them) and the Kubernetes library functions registered in [`ROOT`]. Operators and macros
+/// (`has`, `all`, `exists`, `map`, `filter`) are not calls by name.
+const KNOWN_FUNCTIONS: [&str; 38] = [
+    "contains",
+    "size",
+    "max",
+    "min",
+    "startsWith",
+    "endsWith",
+    "string",
+    "bytes",
+    "double",
+    "int",
+    "uint",
+    "matches",
+    "duration",
+    "timestamp",
+    "getFullYear",
+    "getMonth",
+    "getDayOfYear",
+    "getDayOfMonth",
+    "getDate",
+    "getDayOfWeek",
+    "getHours",
+    "getMinutes",
+    "getSeconds",
+    "getMilliseconds",
+    "isSorted",
+    "sum",
+    "indexOf",
+    "lastIndexOf",
+    "lowerAscii",
+    "upperAscii",
+    "trim",
+    "split",
+    "join",
+    "replace",
+    "substring",
+    "charAt",
+    "find",
+    "findAll",
+];
+
+/// The functions `program` calls by name that are not in [`KNOWN_FUNCTIONS`].
+fn unsupported(program: &Program) -> Vec<String> {
+    let mut names: Vec<String> = program
+        .references()
+        .functions()
+        .into_iter()
+        .filter(|f| f.starts_with(|c: char| c.is_ascii_alphabetic()))
+        .filter(|f| !KNOWN_FUNCTIONS.contains(f))
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names
 }
 
 /// How a failing rule is reported (`reason`).
@@ -89,7 +151,12 @@ impl Rule {
             )),
         };
         let transition = program.references().has_variable("oldSelf");
+        let unsupported = unsupported(&program);
+        if !unsupported.is_empty() {
+            tracing::warn!(rule = %source, functions = ?unsupported, "a CEL rule calls functions infrasim does not implement; it is not enforced");
+        }
         Ok(Rule {
+            unsupported,
             message: text("message"),
             message_expression,
             reason,
@@ -104,10 +171,15 @@ impl Rule {
         })
     }
 
+    /// The rule as written.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
     /// Whether the rule runs at a node whose old value is `old` (`None`: a create, or a
     /// place the old object did not have).
     fn applies(&self, old: Option<&Value>) -> bool {
-        !self.transition || old.is_some() || self.optional_old_self
+        self.unsupported.is_empty() && (!self.transition || old.is_some() || self.optional_old_self)
     }
 }
 
@@ -451,5 +523,25 @@ mod tests {
         assert!(errors[0].1.contains("rule evaluation error"), "{errors:?}");
         let errors = run(json!({"rule": "1"}), json!({}), None);
         assert!(errors[0].1.contains("must return a bool"), "{errors:?}");
+    }
+
+    #[test]
+    fn rules_calling_functions_not_implemented_here_are_not_enforced() {
+        let rule = Rule::compile(&json!({"rule": "isURL(self.endpoint) && self.size > 0"}))
+            .expect("compiles");
+        assert_eq!(rule.unsupported, ["isURL"]);
+        let mut errors = Vec::new();
+        check(
+            &[rule],
+            "object",
+            "spec",
+            &json!({"size": 0}),
+            None,
+            &mut errors,
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        let known = Rule::compile(&json!({"rule": "self.x.startsWith('a') && [1].all(i, i > 0)"}))
+            .expect("compiles");
+        assert!(known.unsupported.is_empty(), "{:?}", known.unsupported);
     }
 }

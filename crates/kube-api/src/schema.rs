@@ -220,6 +220,14 @@ impl Schema {
 }
 
 impl Schema {
+    /// The rules this server cannot enforce (they call functions it does not implement),
+    /// each as `path: rule (functions)`.
+    pub fn unenforced_rules(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        unenforced(&self.root, "", &mut out);
+        out
+    }
+
     /// The `x-kubernetes-validations` failures of `new` (an object that passed
     /// [`Schema::normalize`]), given the object it replaces, if any.
     pub fn check_rules(&self, new: &Value, old: Option<&Value>) -> Vec<(String, String)> {
@@ -228,6 +236,29 @@ impl Schema {
             check_rules(&self.root, new, old, "", &mut errors);
         }
         errors
+    }
+}
+
+fn unenforced(node: &Node, path: &str, out: &mut Vec<String>) {
+    if !node.rules_below {
+        return;
+    }
+    for rule in node.rules.iter().filter(|r| !r.unsupported.is_empty()) {
+        let at = if path.is_empty() { "<root>" } else { path };
+        out.push(format!(
+            "{at}: {} ({})",
+            rule.source(),
+            rule.unsupported.join(", ")
+        ));
+    }
+    for (k, child) in &node.properties {
+        unenforced(child, &join(path, k), out);
+    }
+    if let Some(child) = &node.additional {
+        unenforced(child, &join(path, "*"), out);
+    }
+    if let Some(child) = &node.items {
+        unenforced(child, &format!("{path}[*]"), out);
     }
 }
 

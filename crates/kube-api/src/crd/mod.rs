@@ -223,6 +223,25 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
         .collect()
 }
 
+/// Warnings for a CRD's author: the CEL rules this server will not enforce, because they
+/// call functions it does not implement.
+pub(crate) fn warnings(crd: &Value) -> Vec<String> {
+    let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
+    let mut out = Vec::new();
+    for v in versions.into_iter().flatten() {
+        let Some(schema) = v.pointer("/schema/openAPIV3Schema") else {
+            continue;
+        };
+        let name = v.get("name").and_then(Value::as_str).unwrap_or("");
+        if let Ok(schema) = crate::schema::Schema::from_openapi(schema) {
+            out.extend(schema.unenforced_rules().into_iter().map(|r| {
+                format!("version {name}: x-kubernetes-validations rule not enforced by infrasim, which lacks its functions: {r}")
+            }));
+        }
+    }
+    out
+}
+
 /// Serves a stored CRD's resources and marks it Established.
 pub(crate) fn register(state: &State, name: &str) {
     let Some(stored) = state.group.get(STORE_KEY, &ObjectKey::new("", name)) else {

@@ -122,6 +122,7 @@ pub(crate) async fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteErr
             if let Ownership::Record = ownership {
                 own(ctx, None, &mut object);
             }
+            warnings.extend(strategy.warnings(&object));
             create(ctx, &strategy, object, dry, &mut warnings).await?
         }
         Operation::Update { old, expected } => {
@@ -137,6 +138,7 @@ pub(crate) async fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteErr
                 own(ctx, Some(&old), &mut object);
             }
             strategy.validate_update(&old, &object)?;
+            warnings.extend(strategy.warnings(&object));
             admission::validate(ctx, &subject(Some(&object)), &mut warnings).await?;
             update(ctx, &strategy, object, expected, dry)?
         }

@@ -156,6 +156,15 @@ impl<'a> Strategy<'a> {
         Ok(())
     }
 
+    /// What the client should be warned of about `new` (a CRD's rules this server cannot
+    /// enforce).
+    pub fn warnings(&self, new: &Value) -> Vec<String> {
+        if self.special == Special::CustomResourceDefinition && !self.through_status() {
+            return crd::warnings(new);
+        }
+        Vec::new()
+    }
+
     /// What follows a stored write; the object as it stands after.
     pub fn after_write(&self, stored: Arc<StoredObject>, created: bool) -> Arc<StoredObject> {
         let state = &self.ctx.state;
