@@ -294,11 +294,6 @@ async fn kubectl_port_forward_reaches_a_control_planes_api_server_and_reports_er
 #[tokio::test]
 async fn a_thousand_connections_through_kubectl_leave_no_task_behind() {
     let f = fixture("pfl", 23631..=23640).await;
-    let metrics = tokio::runtime::Handle::current().metrics();
-    let settle = || async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        metrics.num_alive_tasks()
-    };
     for websockets in [true, false] {
         let (mut kubectl, port) =
             port_forward(&f.dir, websockets, "etcd-pfl-control-plane-0", 2379).await;
@@ -312,20 +307,8 @@ async fn a_thousand_connections_through_kubectl_leave_no_task_behind() {
                 drop(conn);
             }
         };
-        connect_and_close(10).await;
-        let before = settle().await;
-        connect_and_close(1000).await;
-        let mut after = settle().await;
-        for _ in 0..50 {
-            if after <= before {
-                break;
-            }
-            after = settle().await;
-        }
-        assert!(
-            after <= before,
-            "websockets={websockets}: {before} tasks before 1,000 forwarded connections, {after} after"
-        );
+        let what = format!("connections through kubectl (websockets={websockets})");
+        common::leaves_no_task(&what, connect_and_close).await;
         let _ = kubectl.kill().await;
     }
 }

@@ -35,6 +35,20 @@ impl Ctx {
         ObjectKey::new(self.namespace(), self.path.name.as_deref().unwrap_or(""))
     }
 
+    /// The object the path names, stored and decoded; 404 if there is none.
+    pub fn stored(&self) -> Result<(Arc<StoredObject>, serde_json::Value), ApiError> {
+        let name = self.path.name.as_deref().unwrap_or("");
+        let current = self
+            .state
+            .group
+            .get(&self.info.store_key, &self.key())
+            .ok_or_else(|| ApiError::object_not_found(&self.info.group, &self.info.plural, name))?;
+        let value = current
+            .to_value()
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        Ok((current, value))
+    }
+
     /// A store error as the API reports it for this resource.
     pub fn store_error(&self, e: infrasim_store::StoreError) -> ApiError {
         ApiError::from_store(e, &self.info.group, &self.info.plural)

@@ -17,7 +17,8 @@ use cel::extractors::{Arguments, This};
 pub use cel::Value as Cel;
 use cel::{Context, ExecutionError, FunctionContext, Program};
 use serde_json::Value;
-use std::sync::{Arc, LazyLock};
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
 
 /// One compiled rule.
 #[derive(Debug)]
@@ -195,12 +196,32 @@ pub fn evaluate_bool(expression: &str, variables: &[(&str, Value)]) -> Result<bo
 /// Evaluates a CEL `expression` with CEL values bound to names (admission policies, whose
 /// `variables` are themselves CEL values).
 pub fn evaluate(expression: &str, bound: &[(&str, Cel)]) -> Result<Cel, String> {
-    let program = Program::compile(expression).map_err(|e| e.to_string())?;
+    let program = compiled(expression)?;
     let mut scope = ROOT.new_inner_scope();
     for (name, value) in bound {
         scope.add_variable_from_value(*name, value.clone());
     }
     program.execute(&scope).map_err(|e| e.to_string())
+}
+
+/// Expressions of admission policies and match conditions, compiled once: they are read
+/// from stored objects on every write they apply to, and parsing is most of their cost.
+static PROGRAMS: LazyLock<Mutex<HashMap<String, Arc<Program>>>> = LazyLock::new(Default::default);
+
+/// Compiled expressions kept at most; past this the cache starts over (policies change rarely).
+const PROGRAMS_KEPT: usize = 4096;
+
+fn compiled(expression: &str) -> Result<Arc<Program>, String> {
+    let mut programs = PROGRAMS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(program) = programs.get(expression) {
+        return Ok(program.clone());
+    }
+    let program = Arc::new(Program::compile(expression).map_err(|e| e.to_string())?);
+    if programs.len() >= PROGRAMS_KEPT {
+        programs.clear();
+    }
+    programs.insert(expression.to_string(), program.clone());
+    Ok(program)
 }
 
 /// Checks `rules` of a node of OpenAPI type `ty` at `path`: `(field, message)` per failure.

@@ -66,17 +66,17 @@ fn parse(v: &Value, depth: usize) -> Result<Node, String> {
     let num = |k: &str| o.get(k).and_then(Value::as_f64);
     let uint = |k: &str| o.get(k).and_then(Value::as_u64);
     let flag = |k: &str| o.get(k).and_then(Value::as_bool).unwrap_or(false);
+    let strings = |k: &str| -> Vec<String> {
+        let items = o.get(k).and_then(Value::as_array);
+        items
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
     let mut n = Node {
         ty: o.get("type").and_then(Value::as_str).map(str::to_string),
-        required: o
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        required: strings("required"),
         enumeration: o
             .get("enum")
             .and_then(Value::as_array)
@@ -104,15 +104,7 @@ fn parse(v: &Value, depth: usize) -> Result<Node, String> {
             .get("x-kubernetes-list-type")
             .and_then(Value::as_str)
             .map(str::to_string),
-        map_keys: o
-            .get("x-kubernetes-list-map-keys")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        map_keys: strings("x-kubernetes-list-map-keys"),
         ..Node::default()
     };
     if let Some(props) = o.get("properties").and_then(Value::as_object) {

@@ -39,3 +39,32 @@ pub fn three_control_planes(name: &str) -> infrasim_cloud::ClusterShape {
         ..infrasim_cloud::ClusterShape::default()
     }
 }
+
+/// Runs `round(10)` (so pools and lazily built parts exist), then `round(1000)`, and asserts
+/// the runtime's live tasks settle back to where they were after the warm-up: nothing the
+/// thousand rounds started is left running.
+pub async fn leaves_no_task<F, Fut>(what: &str, round: F)
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let settle = || async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        metrics.num_alive_tasks()
+    };
+    round(10).await;
+    let before = settle().await;
+    round(1000).await;
+    let mut after = settle().await;
+    for _ in 0..50 {
+        if after <= before {
+            break;
+        }
+        after = settle().await;
+    }
+    assert!(
+        after <= before,
+        "{what}: {before} tasks before 1,000 rounds, {after} after"
+    );
+}

@@ -67,24 +67,25 @@ fn exempt(ctx: &Ctx) -> bool {
     ctx.info.group == "admissionregistration.k8s.io"
 }
 
-/// Runs the mutating webhooks that match; the object as they leave it, and their warnings.
+/// Runs the mutating webhooks that match on `object`, collecting their warnings; whether
+/// any of them changed it.
 pub(crate) async fn mutate(
     ctx: &Ctx,
     subject: &Subject<'_>,
     object: &mut Value,
     warnings: &mut Vec<String>,
-) -> Result<(), ApiError> {
+) -> Result<bool, ApiError> {
     // A Scale's mutations would have to be carried back into the object: not done here, so
     // mutating webhooks see no writes through `scale` (validating ones do).
     if exempt(ctx) || through_scale(ctx) {
-        return Ok(());
+        return Ok(false);
     }
     let hooks: Vec<Webhook> = webhooks(ctx, MUTATING)
         .into_iter()
         .filter(|h| matching::matches(ctx, h, subject, Some(object)))
         .collect();
     if hooks.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     // The last webhook that changed the object, to know whom to run again.
     let mut last_change = None;
@@ -98,7 +99,7 @@ pub(crate) async fn mutate(
             call_mutating(ctx, hook, subject, object, warnings).await?;
         }
     }
-    Ok(())
+    Ok(last_change.is_some())
 }
 
 fn reinvoked(hook: &Webhook) -> bool {
@@ -137,6 +138,17 @@ async fn call_mutating(
     }
     *object = patched;
     Ok(true)
+}
+
+/// Whether any validating policy binding or webhook configuration exists: a delete reads
+/// and decodes the object it admits only then.
+pub(crate) fn has_validators(ctx: &Ctx) -> bool {
+    [VALIDATING, policy::BINDINGS].iter().any(|resource| {
+        ctx.state
+            .group
+            .snapshot(resource, ReadAt::Latest)
+            .is_ok_and(|s| !s.objects.is_empty())
+    })
 }
 
 /// Runs the validating webhooks that match; their warnings, or the first refusal.

@@ -13,7 +13,7 @@ use serde_json::Value;
 use std::sync::Arc;
 
 const POLICIES: &str = "validatingadmissionpolicies.admissionregistration.k8s.io";
-const BINDINGS: &str = "validatingadmissionpolicybindings.admissionregistration.k8s.io";
+pub(super) const BINDINGS: &str = "validatingadmissionpolicybindings.admissionregistration.k8s.io";
 
 /// Checks every bound policy that matches the request.
 pub(super) fn validate(

@@ -83,6 +83,9 @@ fn delete_is_dry(ctx: &Ctx, body: &[u8]) -> Result<bool, ApiError> {
 /// missing one is the store's 404 to report); their warnings.
 async fn admit_delete(ctx: &Ctx, dry_run: bool) -> Result<Vec<String>, ApiError> {
     let mut warnings = Vec::new();
+    if !admission::has_validators(ctx) {
+        return Ok(warnings);
+    }
     let current = ctx
         .state
         .group

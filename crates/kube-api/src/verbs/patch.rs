@@ -71,14 +71,7 @@ async fn patch_once(
     pinned: Option<u64>,
 ) -> Result<http::Response<crate::http::Body>, WriteError> {
     let name = ctx.path.name.as_deref().unwrap_or("");
-    let current = ctx
-        .state
-        .group
-        .get(&ctx.info.store_key, &ctx.key())
-        .ok_or_else(|| ApiError::object_not_found(&ctx.info.group, &ctx.info.plural, name))?;
-    let old = current
-        .to_value()
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let (current, old) = ctx.stored()?;
     // Patch in the version the client speaks; stored in the storage version after.
     let mut patched = if ctx.info.custom {
         crate::conversion::to_request_version(ctx, old.clone()).await?

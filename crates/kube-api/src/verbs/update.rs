@@ -24,14 +24,7 @@ pub(crate) async fn update(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     let mut warnings = Vec::new();
     let object = input::normalize(ctx, object, &mut warnings)?;
     let expected = input::expected_version(&object)?;
-    let current = ctx
-        .state
-        .group
-        .get(&ctx.info.store_key, &ctx.key())
-        .ok_or_else(|| ApiError::object_not_found(&ctx.info.group, &ctx.info.plural, url_name))?;
-    let old = current
-        .to_value()
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let (_, old) = ctx.stored()?;
     let written = write::persist(
         ctx,
         Write {

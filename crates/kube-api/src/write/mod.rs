@@ -158,9 +158,7 @@ async fn mutate(
     mut object: Value,
     warnings: &mut Vec<String>,
 ) -> Result<Value, ApiError> {
-    let before = object.clone();
-    admission::mutate(ctx, subject, &mut object, warnings).await?;
-    if object == before {
+    if !admission::mutate(ctx, subject, &mut object, warnings).await? {
         return Ok(object);
     }
     input::normalize(ctx, object, &mut Vec::new())
