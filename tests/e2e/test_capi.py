@@ -6,6 +6,7 @@ Cluster API core stand-in do the work; nothing here talks to them but kubectl an
 """
 
 import base64
+import datetime
 import json
 import re
 import socket
@@ -129,6 +130,85 @@ def test_a_cluster_class_cluster_comes_up_scales_upgrades_and_goes(capi, tmp_pat
         assert capi.kubectl("-n", ns, "get", kind, "-o", "name").stdout.strip() == "", kind
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", endpoint["port"]), timeout=2).close()
+
+
+def machines_of(plane, ns, cluster):
+    out = plane.kubectl("-n", ns, "get", "machines", "-l", f"cluster.x-k8s.io/cluster-name={cluster}", "-o", "json")
+    return json.loads(out.stdout)["items"]
+
+
+def test_unhealthy_machines_are_remediated_by_their_owners(capi, tmp_path):
+    """A worker whose Node stays NotReady past the class's health-check timeout, and a
+    control-plane Machine marked by hand, are replaced: the topology's MachineHealthChecks
+    mark them, their MachineSet and KubeadmControlPlane delete them and make new ones."""
+    ns = unique("mhc")
+    capi.kubectl("create", "namespace", ns)
+    # The class's checks, with 20 s instead of 5 minutes for a Node to stay NotReady.
+    apply(capi, ns, render("clusterclass-in-memory.yaml", **FAST).replace("timeoutSeconds: 300", "timeoutSeconds: 20"))
+    apply(capi, ns, render("cluster-template-in-memory.yaml", CLUSTER_NAME="c2", NAMESPACE=ns,
+                           CONTROL_PLANE_MACHINE_COUNT=3, WORKER_MACHINE_COUNT=2,
+                           KUBERNETES_VERSION="v1.31.2"))
+    wait_available(capi, ns, "c2")
+    ready_nodes(capi, ns, "c2", tmp_path, 5, "v1.31.2")
+
+    def checks_count(expected):
+        items = json.loads(capi.kubectl("-n", ns, "get", "mhc", "-o", "json").stdout)["items"]
+        got = sorted((i.get("status", {}).get("expectedMachines"), i.get("status", {}).get("currentHealthy")) for i in items)
+        return got == expected
+    wait_for(lambda: checks_count([(2, 2), (3, 3)]), timeout=60, interval=0.3,
+             what="the health checks to count every Machine healthy")
+
+    # A worker's Node turns NotReady: 20 s later it fails the check.
+    workers = [m for m in machines_of(capi, ns, "c2") if "cluster.x-k8s.io/control-plane" not in m["metadata"]["labels"]]
+    sick = workers[0]
+    node = sick["status"]["nodeRef"]["name"]
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    patch = json.dumps({"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                                                   "message": "made sick by the test", "lastTransitionTime": now}]}})
+    out = workload(capi, ns, "c2", tmp_path, "patch", "node", node, "--subresource=status", "-p", patch)
+    assert out.returncode == 0, out.stderr
+
+    def marked():
+        m = next((m for m in machines_of(capi, ns, "c2") if m["metadata"]["name"] == sick["metadata"]["name"]), None)
+        return m is None or condition(m, "HealthCheckSucceeded").get("reason") == "UnhealthyNode"
+    wait_for(marked, timeout=60, interval=0.3, what="the sick worker to fail its health check")
+
+    def replaced(name):
+        names = [m["metadata"]["name"] for m in machines_of(capi, ns, "c2")]
+        return name not in names and len(names) == 5
+    wait_for(lambda: replaced(sick["metadata"]["name"]), timeout=60, interval=0.3,
+             what="the sick worker Machine to be replaced")
+    items = ready_nodes(capi, ns, "c2", tmp_path, 5, "v1.31.2")
+    assert node not in [n["metadata"]["name"] for n in items]
+    events = capi.kubectl("-n", ns, "get", "events", "-o", "json").stdout
+    assert "MachineMarkedUnhealthy" in events
+    assert f"Deleted Machine {sick['metadata']['name']} (remediating unhealthy Machine)" in events
+
+    # A control-plane Machine marked by hand: the class's control-plane check marks it, the
+    # control plane replaces it (keeping etcd's quorum), annotating the replacement.
+    cp = next(m for m in machines_of(capi, ns, "c2") if "cluster.x-k8s.io/control-plane" in m["metadata"]["labels"])
+    capi.kubectl("-n", ns, "annotate", "machine", cp["metadata"]["name"], "cluster.x-k8s.io/remediate-machine=")
+
+    def cp_replaced():
+        ms = machines_of(capi, ns, "c2")
+        cps = [m for m in ms if "cluster.x-k8s.io/control-plane" in m["metadata"]["labels"]]
+        if cp["metadata"]["name"] in [m["metadata"]["name"] for m in ms] or len(cps) != 3:
+            return None
+        return [m for m in cps if "controlplane.cluster.x-k8s.io/remediation-for" in m["metadata"].get("annotations", {})]
+    fresh = wait_for(cp_replaced, timeout=90, interval=0.3, what="the marked control-plane Machine to be replaced")
+    assert json.loads(fresh[0]["metadata"]["annotations"]["controlplane.cluster.x-k8s.io/remediation-for"])["machine"] \
+        == cp["metadata"]["name"]
+    items = ready_nodes(capi, ns, "c2", tmp_path, 5, "v1.31.2")
+    assert cp["status"]["nodeRef"]["name"] not in [n["metadata"]["name"] for n in items]
+    wait_for(lambda: "controlplane.cluster.x-k8s.io/remediation-in-progress" not in json.loads(
+        capi.kubectl("-n", ns, "get", "kcp", "-o", "json").stdout)["items"][0]["metadata"].get("annotations", {}),
+        timeout=30, interval=0.3, what="the control plane to end its remediation")
+    wait_available(capi, ns, "c2")
+    wait_for(lambda: all(condition(m, "HealthCheckSucceeded").get("status") == "True"
+                         and condition(m, "OwnerRemediated") == {} for m in machines_of(capi, ns, "c2")),
+             timeout=60, interval=0.3, what="every Machine to pass its health check, unmarked")
+    assert checks_count([(2, 2), (3, 3)])
+    capi.kubectl("-n", ns, "delete", "cluster", "c2", "--timeout=120s", timeout=130)
 
 
 def test_the_seed_kinds_scale_with_kubectl_scale(capi, tmp_path):

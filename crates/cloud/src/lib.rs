@@ -315,6 +315,13 @@ impl Cloud {
         self.with_cluster(name, |r| r.runtime.clone())
     }
 
+    /// A running cluster's store group: what its API server serves, for readers in this
+    /// process that would otherwise reach it through its endpoint (the controllers' cluster
+    /// cache follows Nodes here rather than holding a watch connection per cluster).
+    pub fn group(&self, name: &str) -> Option<Arc<infrasim_store::Group>> {
+        self.with_cluster(name, |r| r.runtime.group.clone())
+    }
+
     /// A cluster's etcd (its members follow the control-plane machines).
     pub fn etcd(&self, name: &str) -> Option<EtcdCluster> {
         self.with_cluster(name, |r| r.runtime.etcd.clone())

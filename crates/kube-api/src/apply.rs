@@ -5,8 +5,12 @@
 //!
 //! Paths follow FieldsV1: `f:name` for a field, `k:{"name":"web"}` for a list item by its
 //! merge key, `v:"x"` for a member of a primitive set. List semantics come from the same
-//! table as strategic merge patch; custom resources use plain maps and atomic lists.
+//! table as strategic merge patch for built-in kinds, and from the CRD schema's
+//! `x-kubernetes-list-type` / `x-kubernetes-list-map-keys` for custom ones (atomic where the
+//! schema says nothing), so two managers can each own their own `conditions` items of a
+//! custom object, as kube-apiserver lets them.
 
+use crate::schema::{ListMerge, Node, Schema};
 use crate::strategic::{list_key, ListKind};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
@@ -14,8 +18,17 @@ use std::collections::BTreeSet;
 /// One path into an object, as FieldsV1 segments.
 pub type FieldPath = Vec<String>;
 
+/// How an object's lists merge and are owned.
+#[derive(Debug, Clone, Copy)]
+pub enum Lists<'a> {
+    /// A built-in kind: strategic merge keys.
+    Builtin,
+    /// A custom kind: its version's schema, when it has one.
+    Custom(Option<&'a Schema>),
+}
+
 /// The set of leaf paths an object (an applied configuration, or a change) sets.
-pub fn field_set(object: &Value, builtin: bool) -> BTreeSet<FieldPath> {
+pub fn field_set(object: &Value, lists: Lists<'_>) -> BTreeSet<FieldPath> {
     let mut out = BTreeSet::new();
     if let Some(m) = object.as_object() {
         for (k, v) in m {
@@ -37,29 +50,29 @@ pub fn field_set(object: &Value, builtin: bool) -> BTreeSet<FieldPath> {
                 }
                 continue;
             }
-            walk(v, &mut vec![format!("f:{k}")], "", k, builtin, &mut out);
+            let mut path = vec![format!("f:{k}")];
+            match lists {
+                Lists::Builtin => walk(v, &mut path, "", k, &mut out),
+                Lists::Custom(schema) => {
+                    let node = schema.and_then(|s| s.root().field(k));
+                    walk_custom(v, &mut path, node, &mut out)
+                }
+            }
         }
     }
     out
 }
 
-fn walk(
-    v: &Value,
-    path: &mut FieldPath,
-    parent: &str,
-    name: &str,
-    builtin: bool,
-    out: &mut BTreeSet<FieldPath>,
-) {
+fn walk(v: &Value, path: &mut FieldPath, parent: &str, name: &str, out: &mut BTreeSet<FieldPath>) {
     match v {
         Value::Object(m) if !m.is_empty() => {
             for (k, child) in m {
                 path.push(format!("f:{k}"));
-                walk(child, path, name, k, builtin, out);
+                walk(child, path, name, k, out);
                 path.pop();
             }
         }
-        Value::Array(items) if builtin => match list_key(parent, name) {
+        Value::Array(items) => match list_key(parent, name) {
             ListKind::Key(key) => {
                 for item in items {
                     let Some(id) = item.get(key) else { continue };
@@ -68,20 +81,14 @@ fn walk(
                     if let Some(m) = item.as_object() {
                         for (k, child) in m {
                             path.push(format!("f:{k}"));
-                            walk(child, path, name, k, builtin, out);
+                            walk(child, path, name, k, out);
                             path.pop();
                         }
                     }
                     path.pop();
                 }
             }
-            ListKind::Union => {
-                for item in items {
-                    path.push(format!("v:{item}"));
-                    out.insert(path.clone());
-                    path.pop();
-                }
-            }
+            ListKind::Union => set_members(items, path, out),
             ListKind::Replace => {
                 out.insert(path.clone());
             }
@@ -89,6 +96,129 @@ fn walk(
         _ => {
             out.insert(path.clone());
         }
+    }
+}
+
+/// [`walk`] for a custom object, following its schema node by node (`None` once the schema
+/// says nothing more, where every list is atomic).
+fn walk_custom(
+    v: &Value,
+    path: &mut FieldPath,
+    node: Option<&Node>,
+    out: &mut BTreeSet<FieldPath>,
+) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, child) in m {
+                path.push(format!("f:{k}"));
+                walk_custom(child, path, node.and_then(|n| n.field(k)), out);
+                path.pop();
+            }
+        }
+        Value::Array(items) => match node.map(Node::list_merge) {
+            Some(ListMerge::Map(keys)) => {
+                let item_node = node.and_then(Node::items);
+                for item in items {
+                    let Some(id) = map_item_id(item, keys) else {
+                        continue;
+                    };
+                    path.push(format!("k:{id}"));
+                    out.insert(path.clone());
+                    if let Some(m) = item.as_object() {
+                        for (k, child) in m {
+                            path.push(format!("f:{k}"));
+                            walk_custom(child, path, item_node.and_then(|n| n.field(k)), out);
+                            path.pop();
+                        }
+                    }
+                    path.pop();
+                }
+            }
+            Some(ListMerge::Set) => set_members(items, path, out),
+            _ => {
+                out.insert(path.clone());
+            }
+        },
+        _ => {
+            out.insert(path.clone());
+        }
+    }
+}
+
+fn set_members(items: &[Value], path: &mut FieldPath, out: &mut BTreeSet<FieldPath>) {
+    for item in items {
+        path.push(format!("v:{item}"));
+        out.insert(path.clone());
+        path.pop();
+    }
+}
+
+/// A `map` list item's identity, its key fields as one JSON object (`{"type":"Ready"}`), as
+/// FieldsV1 names the item; `None` for an item without the keys.
+fn map_item_id(item: &Value, keys: &[String]) -> Option<Value> {
+    let mut id = Map::new();
+    for k in keys {
+        id.insert(k.clone(), item.get(k)?.clone());
+    }
+    Some(Value::Object(id))
+}
+
+/// Merges an applied configuration into a custom object: objects field by field (`null`
+/// removes), `map` lists item by item, `set` lists by union, other lists replaced.
+fn merge_custom(target: &mut Value, patch: &Value, node: Option<&Node>) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = Value::Object(Map::new());
+            }
+            let Some(t) = target.as_object_mut() else {
+                return;
+            };
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                    continue;
+                }
+                let slot = t.entry(k.clone()).or_insert(Value::Null);
+                merge_custom(slot, v, node.and_then(|n| n.field(k)));
+            }
+        }
+        Value::Array(items) => match node.map(Node::list_merge) {
+            Some(ListMerge::Map(keys)) => {
+                let mut current = match target.take() {
+                    Value::Array(a) => a,
+                    _ => Vec::new(),
+                };
+                let item_node = node.and_then(Node::items);
+                for item in items {
+                    let id = map_item_id(item, keys);
+                    let found = id.as_ref().and_then(|id| {
+                        current
+                            .iter()
+                            .position(|c| map_item_id(c, keys).as_ref() == Some(id))
+                    });
+                    match found {
+                        Some(i) => merge_custom(&mut current[i], item, item_node),
+                        None => current.push(item.clone()),
+                    }
+                }
+                *target = Value::Array(current);
+            }
+            Some(ListMerge::Set) => {
+                let mut current = match target.take() {
+                    Value::Array(a) => a,
+                    _ => Vec::new(),
+                };
+                for v in items {
+                    if !current.contains(v) {
+                        current.push(v.clone());
+                    }
+                }
+                *target = Value::Array(current);
+            }
+            _ => *target = patch.clone(),
+        },
+        other => *target = other.clone(),
     }
 }
 
@@ -201,12 +331,10 @@ pub fn display(path: &[String]) -> String {
             if let Some(f) = seg.strip_prefix("f:") {
                 format!(".{f}")
             } else if let Some(k) = seg.strip_prefix("k:") {
-                format!(
-                    "[{}]",
-                    k.trim_start_matches('{')
-                        .trim_end_matches('}')
-                        .replace(':', "=")
-                )
+                // As kube-apiserver prints an item's keys: `[name="web",port=80]`.
+                let keys: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
+                let pairs: Vec<String> = keys.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!("[{}]", pairs.join(","))
             } else if let Some(v) = seg.strip_prefix("v:") {
                 format!("[={v}]")
             } else {
@@ -299,10 +427,10 @@ pub fn record_update(
     manager: &str,
     api_version: &str,
     now: &str,
-    builtin: bool,
+    lists: Lists<'_>,
 ) {
     let mut managed = old.map(read_managed).unwrap_or_default();
-    let new_set = field_set(new, builtin);
+    let new_set = field_set(new, lists);
     let changed: BTreeSet<FieldPath> = match old {
         None => new_set,
         Some(old) => new_set
@@ -354,8 +482,8 @@ pub struct Applier<'a> {
     pub force: bool,
     /// The time recorded in `managedFields`.
     pub now: &'a str,
-    /// Built-in kinds merge lists by their strategic merge keys; custom ones replace them.
-    pub builtin: bool,
+    /// How the kind's lists merge.
+    pub lists: Lists<'a>,
 }
 
 impl Applier<'_> {
@@ -376,14 +504,14 @@ pub fn apply(
         subresource,
         force,
         now,
-        builtin,
+        lists,
     } = *applier;
     let api_version = config
         .get("apiVersion")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let wanted = field_set(config, builtin);
+    let wanted = field_set(config, lists);
     let Some(current) = current else {
         let mut created = config.clone();
         let managed = vec![Managed {
@@ -402,7 +530,7 @@ pub fn apply(
     let mut conflicts = Vec::new();
     for other in managed.iter().filter(|m| !applier.owns(m)) {
         for path in wanted.intersection(&other.fields) {
-            if value_at(current, path) != value_at(config, path) {
+            if !same_at(current, config, path) {
                 conflicts.push((other.manager.clone(), display(path)));
             }
         }
@@ -412,10 +540,29 @@ pub fn apply(
     }
     // Merge the configuration in.
     let mut merged = current.clone();
-    if builtin {
-        crate::strategic::apply(&mut merged, &strip_managed(config))?;
-    } else {
-        json_patch::merge(&mut merged, &strip_managed(config));
+    match lists {
+        Lists::Builtin => crate::strategic::apply(&mut merged, &strip_managed(config))?,
+        Lists::Custom(schema) => {
+            let config = strip_managed(config);
+            let Some(fields) = config.as_object() else {
+                return Err("the applied configuration is not an object".into());
+            };
+            let Some(target) = merged.as_object_mut() else {
+                return Err("the object is not an object".into());
+            };
+            for (k, v) in fields {
+                if v.is_null() {
+                    target.remove(k);
+                    continue;
+                }
+                let slot = target.entry(k.clone()).or_insert(Value::Null);
+                if k == "metadata" {
+                    json_patch::merge(slot, v);
+                } else {
+                    merge_custom(slot, v, schema.and_then(|s| s.root().field(k)));
+                }
+            }
+        }
     }
     // Fields this manager applied before and no longer applies, owned by nobody else, go.
     let previous: BTreeSet<FieldPath> = managed
@@ -427,7 +574,10 @@ pub fn apply(
         let owned_elsewhere = managed
             .iter()
             .any(|m| !applier.owns(m) && m.fields.contains(path));
-        if !owned_elsewhere {
+        // A path that now leads to fields applied (a list once owned whole, now by item after
+        // its schema gave it keys) is not the manager's to remove.
+        let still_applied = wanted.iter().any(|w| w.starts_with(path));
+        if !owned_elsewhere && !still_applied {
             remove_at(&mut merged, path);
         }
     }
@@ -435,7 +585,7 @@ pub fn apply(
     for m in managed.iter_mut() {
         if !applier.owns(m) {
             m.fields
-                .retain(|p| !wanted.contains(p) || value_at(current, p) == value_at(config, p));
+                .retain(|p| !wanted.contains(p) || same_at(current, config, p));
         }
     }
     // An apply that changes neither the object nor who owns what is no write at all, as in
@@ -469,6 +619,18 @@ pub fn apply(
     });
     write_managed(&mut merged, &managed);
     Ok(Applied::Merged(merged))
+}
+
+/// Whether two objects agree at `path`. For a list item (a `k:` path) that is its being
+/// there: its fields are paths of their own, so two managers that set different fields of
+/// one item both keep owning the item.
+fn same_at(a: &Value, b: &Value, path: &[String]) -> bool {
+    match path.last() {
+        Some(seg) if seg.starts_with("k:") => {
+            value_at(a, path).is_some() == value_at(b, path).is_some()
+        }
+        _ => value_at(a, path) == value_at(b, path),
+    }
 }
 
 fn without_managed(object: &Value) -> Value {
@@ -505,7 +667,7 @@ mod tests {
             subresource: "",
             force,
             now: "t",
-            builtin: true,
+            lists: Lists::Builtin,
         }
     }
 
@@ -539,7 +701,7 @@ mod tests {
     fn fields_round_trip_through_fields_v1() {
         let obj = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "labels": {"a": "b"}},
                          "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "web", "image": "x"}]}}}});
-        let set = field_set(&obj, true);
+        let set = field_set(&obj, Lists::Builtin);
         let v1 = to_fields_v1(&set);
         assert_eq!(
             v1["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"web\"}"]["f:image"],
@@ -603,5 +765,145 @@ mod tests {
             panic!()
         };
         assert_eq!(obj["data"], json!({"a": "1"}));
+    }
+
+    fn conditions_schema() -> Schema {
+        Schema::from_openapi(&json!({"type": "object", "properties": {"status": {"type": "object", "properties": {
+            "conditions": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
+                           "items": {"type": "object", "properties": {"type": {"type": "string"}, "status": {"type": "string"}}}},
+            "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+            "hosts": {"type": "array", "items": {"type": "string"}}}}}}))
+        .unwrap()
+    }
+
+    fn status_of(manager: &str, schema: &Schema, status: Value) -> (Value, Applier<'static>) {
+        let body =
+            json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "k"}, "status": status});
+        let manager: &'static str = Box::leak(manager.to_string().into_boxed_str());
+        let schema: &'static Schema = Box::leak(Box::new(schema.clone()));
+        (
+            body,
+            Applier {
+                manager,
+                subresource: "status",
+                force: true,
+                now: "t",
+                lists: Lists::Custom(Some(schema)),
+            },
+        )
+    }
+
+    fn types(obj: &Value) -> Vec<String> {
+        obj["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}={}",
+                    c["type"].as_str().unwrap(),
+                    c["status"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn managers_own_their_own_items_of_a_custom_map_list() {
+        let schema = conditions_schema();
+        let (body, ctl) = status_of(
+            "ctl",
+            &schema,
+            json!({"conditions": [{"type": "Ready", "status": "True"}], "hosts": ["a"], "tags": ["x"]}),
+        );
+        let Applied::Merged(obj) = apply(None, &body, &ctl).unwrap() else {
+            panic!()
+        };
+        let (body, mhc) = status_of(
+            "mhc",
+            &schema,
+            json!({"conditions": [{"type": "Healthy", "status": "False"}], "hosts": ["b"], "tags": ["y"]}),
+        );
+        let Applied::Merged(obj) = apply(Some(&obj), &body, &mhc).unwrap() else {
+            panic!()
+        };
+        assert_eq!(types(&obj), ["Ready=True", "Healthy=False"]);
+        assert_eq!(obj["status"]["tags"], json!(["x", "y"]), "a set is a union");
+        assert_eq!(
+            obj["status"]["hosts"],
+            json!(["b"]),
+            "an atomic list is replaced"
+        );
+        // The first manager applies again, its item changed: the other's item stays.
+        let (body, ctl) = status_of(
+            "ctl",
+            &schema,
+            json!({"conditions": [{"type": "Ready", "status": "False"}], "tags": ["x"]}),
+        );
+        let Applied::Merged(obj) = apply(Some(&obj), &body, &ctl).unwrap() else {
+            panic!()
+        };
+        assert_eq!(types(&obj), ["Ready=False", "Healthy=False"]);
+        // The second stops applying its item: only that item goes.
+        let (body, mhc) = status_of("mhc", &schema, json!({"tags": ["y"]}));
+        let Applied::Merged(obj) = apply(Some(&obj), &body, &mhc).unwrap() else {
+            panic!()
+        };
+        assert_eq!(types(&obj), ["Ready=False"]);
+        let owned = to_fields_v1(&read_managed(&obj)[0].fields);
+        assert_eq!(
+            owned["f:status"]["f:conditions"]["k:{\"type\":\"Ready\"}"]["f:status"],
+            json!({})
+        );
+    }
+
+    #[test]
+    fn an_item_another_manager_set_otherwise_conflicts() {
+        let schema = conditions_schema();
+        let (body, ctl) = status_of(
+            "ctl",
+            &schema,
+            json!({"conditions": [{"type": "Ready", "status": "True"}]}),
+        );
+        let Applied::Merged(obj) = apply(None, &body, &ctl).unwrap() else {
+            panic!()
+        };
+        let (body, other) = status_of(
+            "other",
+            &schema,
+            json!({"conditions": [{"type": "Ready", "status": "False"}]}),
+        );
+        let other = Applier {
+            force: false,
+            ..other
+        };
+        match apply(Some(&obj), &body, &other).unwrap() {
+            Applied::Conflicts(c) => {
+                assert_eq!(c[0].1, ".status.conditions[type=\"Ready\"].status")
+            }
+            Applied::Merged(_) => panic!("expected a conflict"),
+        }
+    }
+
+    #[test]
+    fn a_list_once_owned_whole_is_not_dropped_when_owned_by_item() {
+        let schema = conditions_schema();
+        // Written when the list was atomic: the manager owns `.status.conditions` whole.
+        let (body, ctl) = status_of(
+            "ctl",
+            &schema,
+            json!({"conditions": [{"type": "Ready", "status": "True"}]}),
+        );
+        let atomic = Applier {
+            lists: Lists::Custom(None),
+            ..ctl
+        };
+        let Applied::Merged(obj) = apply(None, &body, &atomic).unwrap() else {
+            panic!()
+        };
+        let Applied::Merged(obj) = apply(Some(&obj), &body, &ctl).unwrap() else {
+            panic!()
+        };
+        assert_eq!(types(&obj), ["Ready=True"]);
     }
 }

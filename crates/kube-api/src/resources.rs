@@ -247,6 +247,15 @@ impl ResourceInfo {
         }
     }
 
+    /// How the kind's lists merge and are owned under server-side apply.
+    pub fn lists(&self) -> crate::apply::Lists<'_> {
+        match &self.normalize {
+            _ if !self.custom => crate::apply::Lists::Builtin,
+            Normalize::Schema(schema) => crate::apply::Lists::Custom(Some(schema)),
+            Normalize::Typed(_) => crate::apply::Lists::Custom(None),
+        }
+    }
+
     /// Validates and prunes a body (types, unknown fields, schema defaults).
     pub fn normalize(&self, value: Value) -> Result<Value, NormalizeError> {
         match &self.normalize {

@@ -43,6 +43,39 @@ pub struct Node {
     rules_below: bool,
 }
 
+/// How server-side apply merges and owns a list, by its `x-kubernetes-list-type`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ListMerge<'a> {
+    /// Items are objects identified by these keys (`map`).
+    Map(&'a [String]),
+    /// Items are distinct scalars (`set`).
+    Set,
+    /// The list is one value (`atomic`, the default).
+    Atomic,
+}
+
+impl Node {
+    /// The schema of field `name` of an object this node describes: a property, or any key
+    /// of a map (`additionalProperties`).
+    pub fn field(&self, name: &str) -> Option<&Node> {
+        self.properties.get(name).or(self.additional.as_deref())
+    }
+
+    /// The schema of a list's items.
+    pub fn items(&self) -> Option<&Node> {
+        self.items.as_deref()
+    }
+
+    /// How a list this node describes merges.
+    pub fn list_merge(&self) -> ListMerge<'_> {
+        match self.list_type.as_deref() {
+            Some("map") if !self.map_keys.is_empty() => ListMerge::Map(&self.map_keys),
+            Some("set") => ListMerge::Set,
+            _ => ListMerge::Atomic,
+        }
+    }
+}
+
 /// A CRD version's schema.
 #[derive(Debug, Clone)]
 pub struct Schema {
@@ -160,6 +193,11 @@ fn show(v: &Value) -> String {
 }
 
 impl Schema {
+    /// The schema's root node (the object's).
+    pub fn root(&self) -> &Node {
+        &self.root
+    }
+
     /// A schema from a version's `schema.openAPIV3Schema`.
     pub fn from_openapi(v: &Value) -> Result<Schema, String> {
         Ok(Schema { root: parse(v, 0)? })

@@ -61,7 +61,13 @@ pub fn machine_summary(m: &Machine) -> Option<u64> {
                 .filter(|c| {
                     matches!(
                         c.type_.as_str(),
-                        "Ready" | "Available" | "UpToDate" | "Deleting" | "NodeHealthy"
+                        "Ready"
+                            | "Available"
+                            | "UpToDate"
+                            | "Deleting"
+                            | "NodeHealthy"
+                            | "HealthCheckSucceeded"
+                            | "OwnerRemediated"
                     )
                 })
                 .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
@@ -85,15 +91,66 @@ pub fn machine_summary(m: &Machine) -> Option<u64> {
 }
 
 /// What a health check counts of a Machine: whether its selector and cluster still take it
-/// in (labels, cluster), and whether its Node is healthy. A Machine's status changes a dozen
-/// times while it comes up; its health check needs to hear of one or two of them.
+/// in (labels, cluster), whether its Node is healthy, the annotations that mark or exempt it,
+/// and its conditions once it has a Node. A Machine's status changes a dozen times while it
+/// comes up; its health check needs to hear of a few of them.
 pub fn machine_health(m: &Machine) -> Option<u64> {
     let healthy = m
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_deref())
         .is_some_and(|c| crate::conditions::is_true(c, "NodeHealthy"));
-    hash((m.uid(), m.labels(), &m.spec.cluster_name, healthy))
+    let marks: Vec<(&String, &String)> = m
+        .annotations()
+        .iter()
+        .filter(|(k, _)| {
+            matches!(
+                k.as_str(),
+                "cluster.x-k8s.io/remediate-machine"
+                    | "cluster.x-k8s.io/skip-remediation"
+                    | "cluster.x-k8s.io/paused"
+            )
+        })
+        .collect();
+    let node = m
+        .status
+        .as_ref()
+        .and_then(|s| s.node_ref.as_ref())
+        .map(|n| &n.name);
+    // Once the Machine has its Node, any condition may be one a check watches
+    // (`unhealthyMachineConditions`); before, its conditions change with every boot step and
+    // only the startup timeout matters, which runs from InfrastructureReady.
+    let conds: Vec<(&str, &str)> = m
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .into_iter()
+        .flatten()
+        .filter(|c| node.is_some() || c.type_ == "InfrastructureReady")
+        .filter(|c| c.type_ != "Ready" && c.type_ != "Available")
+        .map(|c| (c.type_.as_str(), c.status.as_str()))
+        .collect();
+    hash((
+        m.uid(),
+        m.labels(),
+        &m.spec.cluster_name,
+        healthy,
+        marks,
+        node,
+        m.metadata.deletion_timestamp.is_some(),
+        conds,
+    ))
+}
+
+/// A Machine's health check verdict (`HealthCheckSucceeded`), which its Ready summarizes.
+pub fn health_verdict(m: &Machine) -> Option<u64> {
+    let verdict = m
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .and_then(|c| crate::conditions::find(c, "HealthCheckSucceeded"))
+        .map(|c| (c.status.clone(), c.reason.clone()));
+    hash((m.uid(), verdict))
 }
 
 /// What makes a control plane's Machines up to date or not: its version and the template of

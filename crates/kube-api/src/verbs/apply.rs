@@ -129,7 +129,7 @@ async fn apply_once(
         subresource: &subresource,
         force,
         now: &now,
-        builtin: !ctx.info.custom,
+        lists: ctx.info.lists(),
     };
     // Merged in the version the client speaks (a conversion webhook may shape it otherwise
     // than the stored version).

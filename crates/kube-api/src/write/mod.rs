@@ -245,7 +245,7 @@ fn own(ctx: &Ctx, old: Option<&Value>, new: &mut Value) {
         &input::field_manager(ctx),
         &ctx.info.api_version,
         &now,
-        !ctx.info.custom,
+        ctx.info.lists(),
     );
 }
 

@@ -213,6 +213,9 @@ async fn provision(
         *initialized = kubeadm_config_exists(r, cluster).await;
     }
     release_cleanup_hooks(r, machines).await?;
+    if super::kcp_remediation::remediate(kcp, r, machines, *initialized).await? {
+        return Ok(Action::await_change());
+    }
     let health = if *initialized {
         ("True", "Healthy", "")
     } else {
@@ -539,6 +542,12 @@ async fn create_machine(
     create_ignoring_conflict(&r.api::<KubeadmConfig>(&ns), &config).await?;
     let mut annotations: BTreeMap<String, String> = meta.annotations;
     annotations.insert(CLEANUP_HOOK.into(), String::new());
+    if let Some(data) = kcp
+        .annotations()
+        .get(super::kcp_remediation::IN_PROGRESS_ANNOTATION)
+    {
+        annotations.insert(super::kcp_remediation::FOR_ANNOTATION.into(), data.clone());
+    }
     let machine: Machine = serde_json::from_value(json!({
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
         "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": annotations,

@@ -65,13 +65,50 @@ pub(super) async fn run(core: Arc<Core>) {
         )
         .watches_shared_stream(
             filtered(&informers.of::<MachineDeployment>(), deployment_rollout),
-            move |md| {
-                let ns = md.namespace().unwrap_or_default();
-                let key = label_key(super::machineset::DEPLOYMENT_NAME_LABEL, &md.name_any());
-                index.lookup(&ns, &key)
+            {
+                let index = index.clone();
+                move |md| {
+                    let ns = md.namespace().unwrap_or_default();
+                    let key = label_key(super::machineset::DEPLOYMENT_NAME_LABEL, &md.name_any());
+                    index.lookup(&ns, &key)
+                }
             },
-        );
+        )
+        // Its health check's verdict counts towards its Ready.
+        .watches_shared_stream(
+            filtered(
+                &informers.of::<Machine>(),
+                crate::capi::triggers::health_verdict,
+            ),
+            |m| Some(ObjectRef::from_obj(&*m)),
+        )
+        // Its Node's conditions make its NodeHealthy.
+        .reconcile_on(node_changes(&core, index));
     super::serve(controller, core, reconcile).await;
+}
+
+/// The Machines whose Node changed, from the stand-in's cluster cache.
+fn node_changes(
+    core: &Core,
+    index: Index<Machine>,
+) -> impl futures::Stream<Item = ObjectRef<Machine>> + Send + 'static {
+    use futures::StreamExt;
+    futures::stream::unfold(core.nodes.subscribe(), |mut rx| async move {
+        rx.recv().await.map(|c| (c, rx))
+    })
+    .flat_map(move |c| {
+        let key = if c.node.is_empty() {
+            cluster_key(&c.cluster)
+        } else {
+            node_key(&c.cluster, &c.node)
+        };
+        futures::stream::iter(index.lookup(&c.namespace, &key))
+    })
+}
+
+/// The index key of the Machine whose Node is `node` in cluster `cluster`.
+fn node_key(cluster: &str, node: &str) -> String {
+    format!("node={cluster}/{node}")
 }
 
 /// The index key of the Machines of a Cluster (`spec.clusterName`, which every Machine has,
@@ -91,6 +128,9 @@ fn machine_keys(m: &Machine) -> Vec<String> {
         ],
     );
     keys.push(cluster_key(&m.spec.cluster_name));
+    if let Some(node) = m.status.as_ref().and_then(|s| s.node_ref.as_ref()) {
+        keys.push(node_key(&m.spec.cluster_name, &node.name));
+    }
     keys
 }
 
@@ -113,11 +153,12 @@ async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Actio
         return Ok(Action::await_change());
     };
     let now = r.core.ctx.now();
-    let mut conds = m
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
+    let mut conds = super::remediation::machines_own(
+        m.status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default(),
+    );
     if let Some(why) = paused(&*m, cluster.paused()) {
         conditions::set(
             &mut conds,
@@ -165,6 +206,9 @@ async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Actio
         return Ok(Action::requeue(super::RECONNECT_AFTER));
     }
     let status = status(&m, &r, conds, &bootstrap, &infra, &node).await;
+    if status.node_ref.is_some() {
+        r.core.nodes.follow(&ns, &m.spec.cluster_name);
+    }
     apply_status(&api, &*m, &status).await?;
     if node.unreachable {
         return Ok(Action::requeue(super::RECONNECT_AFTER));
@@ -525,8 +569,17 @@ async fn status(
         Condition::new("Paused", false, "NotPaused", ""),
         now,
     );
+    // The health check's verdict counts towards Ready once there is one, as upstream's
+    // Machine summarizes it.
+    let health_check = m
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .and_then(|c| conditions::find(c, "HealthCheckSucceeded"))
+        .cloned();
     let inputs: Vec<&Condition> = [&b.condition, &i.condition, &n.healthy]
         .into_iter()
+        .chain(health_check.as_ref())
         .collect();
     let ready = conditions::summary("Ready", &inputs, ("NotReady", "ReadyUnknown", "Ready"));
     let available = if ready.is_true() {
@@ -757,7 +810,7 @@ async fn deleting(
 ) -> Result<Action, Error> {
     let now = r.core.ctx.now();
     let mut status = m.status.clone().unwrap_or_default();
-    let mut conds = status.conditions.take().unwrap_or_default();
+    let mut conds = super::remediation::machines_own(status.conditions.take().unwrap_or_default());
     conditions::set(
         &mut conds,
         Condition::new("Deleting", true, reason, message),

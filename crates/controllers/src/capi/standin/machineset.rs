@@ -3,9 +3,13 @@
 //! removes the excess (deletion order `Random`, `Newest` or `Oldest`, machines marked for
 //! deletion first).
 
+use super::healthcheck::targets::REMEDIATE_ANNOTATION;
 use super::objects::{clone_template, owner_ref, random_suffix, CloneSpec};
+use super::remediation::{self, OWNER_MANAGER};
 use super::{apply_status, ensure_finalizer, paused, remove_finalizer, Core, Error, Reconciler};
-use crate::capi::core::{Cluster, ContractRef, Machine, MachineSet, ReplicaStatus};
+use crate::capi::core::{
+    Cluster, ContractRef, Machine, MachineDeployment, MachineSet, ReplicaStatus,
+};
 use crate::capi::CLUSTER_NAME_LABEL;
 use crate::conditions::{self, Condition};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -102,9 +106,11 @@ async fn reconcile(ms: Arc<MachineSet>, r: Arc<Reconciler<MachineSet>>) -> Resul
         now,
     );
     let desired = ms.spec.replicas.unwrap_or(1).max(0) as usize;
+    let remediated = remediate(&ms, &r, &machines).await?;
     let active: Vec<&Machine> = machines
         .iter()
         .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .filter(|m| !remediated.contains(&m.name_any()))
         .collect();
     if active.len() < desired {
         for _ in active.len()..desired {
@@ -136,6 +142,109 @@ async fn reconcile(ms: Arc<MachineSet>, r: Arc<Reconciler<MachineSet>>) -> Resul
     );
     apply_status(&api, &*ms, &status).await?;
     Ok(Action::await_change())
+}
+
+/// Owner remediation, as upstream's MachineSet does it: a Machine healthy again loses its
+/// `OwnerRemediated` condition; Machines that failed their health check and wait for their
+/// owner are deleted (the set then makes new ones), no more at once than the
+/// MachineDeployment's `spec.remediation.maxInFlight`. Returns the names of those deleted.
+async fn remediate(
+    ms: &MachineSet,
+    r: &Reconciler<MachineSet>,
+    machines: &[Machine],
+) -> Result<Vec<String>, Error> {
+    let ns = ms.namespace().unwrap_or_default();
+    let api: Api<Machine> = r.api(&ns);
+    let now = r.core.ctx.now();
+    for m in machines.iter().filter(|m| remediation::recovered(m)) {
+        remediation::set(&api, m, OWNER_MANAGER, vec![], now).await?;
+    }
+    let mut waiting: Vec<&Machine> = machines
+        .iter()
+        .filter(|m| remediation::to_remediate(m))
+        .collect();
+    if waiting.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Marked by hand first, then the oldest (`machines` is oldest first).
+    waiting.sort_by_key(|m| !m.annotations().contains_key(REMEDIATE_ANNOTATION));
+    let (limit, shown) = max_in_flight(ms, r).await;
+    let in_flight = machines
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_some())
+        .filter(|m| remediation::owner_reason(m) == Some("MachineDeleting"))
+        .count();
+    let room = limit.map_or(usize::MAX, |l| l.saturating_sub(in_flight));
+    let deferred = remediation::owner_condition(
+        "RemediationDeferred",
+        format!("Waiting because there are already too many remediations in progress (spec.strategy.remediation.maxInFlight is {shown})"),
+    );
+    let mut deleted = Vec::new();
+    for (i, m) in waiting.into_iter().enumerate() {
+        if i >= room {
+            remediation::set(&api, m, OWNER_MANAGER, vec![deferred.clone()], now).await?;
+            continue;
+        }
+        let deleting = remediation::owner_condition("MachineDeleting", "Machine is deleting");
+        remediation::set(&api, m, OWNER_MANAGER, vec![deleting], now).await?;
+        match api.delete(&m.name_any(), &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+        r.core
+            .ctx
+            .event(
+                ms,
+                false,
+                "SuccessfulDelete",
+                format!(
+                    "Deleted Machine {} (remediating unhealthy Machine)",
+                    m.name_any()
+                ),
+            )
+            .await;
+        deleted.push(m.name_any());
+    }
+    Ok(deleted)
+}
+
+/// The owning MachineDeployment's `spec.remediation.maxInFlight`, scaled to its replicas
+/// (rounded up), and as written; no limit without one.
+async fn max_in_flight(ms: &MachineSet, r: &Reconciler<MachineSet>) -> (Option<usize>, String) {
+    let ns = ms.namespace().unwrap_or_default();
+    let Some(owner) = ms
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "MachineDeployment")
+    else {
+        return (None, String::new());
+    };
+    let Ok(Some(md)) = r
+        .core
+        .informers
+        .get::<MachineDeployment>(&ns, &owner.name)
+        .await
+    else {
+        return (None, String::new());
+    };
+    let replicas = md.spec.replicas.unwrap_or(1).max(0) as i64;
+    match md
+        .spec
+        .remediation
+        .as_ref()
+        .and_then(|r| r.get("maxInFlight"))
+    {
+        Some(serde_json::Value::Number(n)) => {
+            (n.as_i64().map(|n| n.max(0) as usize), n.to_string())
+        }
+        Some(serde_json::Value::String(s)) => {
+            let percent = s.trim_end_matches('%').parse::<i64>().ok();
+            let scaled = percent.map(|p| ((p * replicas + 99) / 100).max(0) as usize);
+            (scaled, s.clone())
+        }
+        _ => (None, String::new()),
+    }
 }
 
 /// The machines to delete: marked ones first, then not ready ones, then by the set's order.

@@ -14,11 +14,14 @@ mod cluster;
 pub mod etcd;
 mod healthcheck;
 mod kcp;
+mod kcp_remediation;
 mod kubeadm_config;
 mod machine;
 mod machinedeployment;
 mod machineset;
+pub mod nodes;
 pub mod objects;
+mod remediation;
 mod topology;
 pub mod workload;
 
@@ -61,6 +64,8 @@ pub struct Core {
     pub informers: Arc<crate::informers::Informers>,
     pub resolver: objects::Resolver,
     pub workloads: workload::WorkloadClients,
+    /// The workload clusters' Nodes, and their changes (Cluster API's cluster cache).
+    pub nodes: nodes::NodeCache,
     /// When each cluster last answered a probe (by Cluster uid): a cluster that answered
     /// recently is not asked again on every reconcile, as Cluster API's cluster cache probes
     /// on an interval.
@@ -130,7 +135,18 @@ where
     S: Serialize,
 {
     let wanted = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
-    let current = serde_json::to_value(obj).map_err(kube::Error::SerdeError)?;
+    let mut current = serde_json::to_value(obj).map_err(kube::Error::SerdeError)?;
+    // Conditions other managers hold (a health check's on a Machine) are not this write's.
+    if let Some(conds) = current
+        .pointer_mut("/status/conditions")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        conds.retain(|c| {
+            !c.get("type")
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|t| remediation::NOT_THE_MACHINES.contains(&t))
+        });
+    }
     if current.get("status") == Some(&wanted) {
         return Ok(());
     }
@@ -186,11 +202,13 @@ where
 
 /// Runs the stand-in's controllers until the process ends.
 pub async fn run(ctx: Context, informers: Arc<crate::informers::Informers>) {
+    let nodes = nodes::NodeCache::new(ctx.cloud.clone());
     let core = Arc::new(Core {
         ctx,
         informers,
         resolver: objects::Resolver::default(),
         workloads: workload::WorkloadClients::default(),
+        nodes,
         probed: Default::default(),
     });
     futures::join!(

@@ -1,0 +1,382 @@
+//! The MachineHealthCheck controller: checks the Machines a health check selects (see
+//! [`targets`]), reports how many are healthy, and when remediation is allowed
+//! (`spec.remediation.triggerIf`) marks the failed ones for their owner (`OwnerRemediated`
+//! False), or hands them to an external remediation (`spec.remediation.templateRef`). The
+//! owners do the rest (see [`super::remediation`]). Node changes reach it through the
+//! stand-in's [`super::nodes::NodeCache`]; timeouts through the injected clock.
+
+mod external;
+pub mod targets;
+
+use super::remediation::{self, HEALTH_MANAGER, OWNER_MANAGER};
+use super::{apply_status, paused, Core, Error, Reconciler};
+use crate::capi::core::{Cluster, Machine, MachineHealthCheck, MachineHealthCheckStatus};
+use crate::capi::index::Index;
+use crate::capi::triggers::{cluster_gates, filtered, machine_health};
+use crate::conditions::{self, Condition};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::ResourceExt;
+use std::sync::Arc;
+use std::time::Duration;
+use targets::{NodeSeen, Verdict};
+
+/// How often a check whose cluster is not hosted here reads its Nodes again (no Node
+/// changes reach it from there).
+const POLL_ELSEWHERE: Duration = Duration::from_secs(30);
+
+pub(super) async fn run(core: Arc<Core>) {
+    let informers = core.informers.clone();
+    let by_cluster = Index::new(|h: &MachineHealthCheck| vec![h.spec.cluster_name.clone()]);
+    let node_changes = {
+        let by_cluster = by_cluster.clone();
+        let changes = core.nodes.subscribe();
+        futures::stream::unfold(
+            changes,
+            |mut rx| async move { rx.recv().await.map(|c| (c, rx)) },
+        )
+        .flat_map(move |c| futures::stream::iter(by_cluster.lookup(&c.namespace, &c.cluster)))
+    };
+    let controller = crate::capi::triggers::controller(&informers.of(), Some(&by_cluster))
+        .watches_shared_stream(filtered(&informers.of::<Machine>(), machine_health), {
+            let by_cluster = by_cluster.clone();
+            move |m| {
+                let ns = m.namespace().unwrap_or_default();
+                by_cluster.lookup(&ns, &m.spec.cluster_name)
+            }
+        })
+        .watches_shared_stream(
+            filtered(&informers.of::<Cluster>(), cluster_gates),
+            move |c| {
+                let ns = c.namespace().unwrap_or_default();
+                by_cluster.lookup(&ns, &c.name_any())
+            },
+        )
+        .reconcile_on(node_changes);
+    super::serve(controller, core, reconcile).await;
+}
+
+use futures::StreamExt;
+
+/// One checked target.
+struct Checked {
+    machine: Machine,
+    verdict: Verdict,
+}
+
+async fn reconcile(
+    mhc: Arc<MachineHealthCheck>,
+    r: Arc<Reconciler<MachineHealthCheck>>,
+) -> Result<Action, Error> {
+    let _running = crate::metrics::reconciled("MachineHealthCheck");
+    if mhc.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let ns = mhc.namespace().unwrap_or_default();
+    let api: Api<MachineHealthCheck> = r.api(&ns);
+    let Some(cluster) = r
+        .core
+        .informers
+        .get::<Cluster>(&ns, &mhc.spec.cluster_name)
+        .await?
+    else {
+        return Ok(Action::await_change());
+    };
+    let now = r.core.ctx.now();
+    let mut conds = mhc
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let paused_why = paused(&*mhc, cluster.paused());
+    conditions::set(
+        &mut conds,
+        match &paused_why {
+            Some(why) => Condition::new("Paused", true, "Paused", why.clone()),
+            None => Condition::new("Paused", false, "NotPaused", ""),
+        },
+        now,
+    );
+    if paused_why.is_some() {
+        let status = MachineHealthCheckStatus {
+            conditions: Some(conds),
+            ..mhc.status.clone().unwrap_or_default()
+        };
+        apply_status(&api, &*mhc, &status).await?;
+        return Ok(Action::await_change());
+    }
+    let checks = match targets::Checks::from_spec(mhc.spec.checks.as_ref()) {
+        Ok(c) => c,
+        Err(why) => return report_invalid(&api, &mhc, conds, why, now).await,
+    };
+    let (checked, elsewhere) = check_targets(&mhc, &r, &cluster, &checks).await?;
+    let total = checked.len() as i32;
+    let healthy = checked
+        .iter()
+        .filter(|c| c.verdict == Verdict::Healthy)
+        .count() as i32;
+    let (allowed, count) =
+        match targets::remediation_allowed(mhc.spec.remediation.as_ref(), total, total - healthy) {
+            Ok(a) => a,
+            Err(why) => return report_invalid(&api, &mhc, conds, why, now).await,
+        };
+    let unhealthy = checked
+        .iter()
+        .filter(|c| matches!(c.verdict, Verdict::Unhealthy { .. }))
+        .count();
+    if allowed {
+        conditions::set(
+            &mut conds,
+            Condition::new("RemediationAllowed", true, "RemediationAllowed", ""),
+            now,
+        );
+    } else {
+        let message = restricted_message(&mhc, total, unhealthy);
+        if unhealthy > 0 {
+            r.core
+                .ctx
+                .event(&*mhc, true, "RemediationRestricted", message.clone())
+                .await;
+        }
+        conditions::set(
+            &mut conds,
+            Condition::new("RemediationAllowed", false, "TooManyUnhealthy", message),
+            now,
+        );
+    }
+    mark_targets(&mhc, &r, &cluster, &checked, allowed).await?;
+    conditions::sort(&mut conds);
+    let mut names: Vec<String> = checked.iter().map(|c| c.machine.name_any()).collect();
+    names.sort();
+    let status = MachineHealthCheckStatus {
+        expected_machines: Some(total),
+        current_healthy: Some(healthy),
+        remediations_allowed: Some(if allowed { count.max(0) } else { 0 }),
+        targets: Some(names),
+        conditions: Some(conds),
+        observed_generation: mhc.metadata.generation,
+    };
+    apply_status(&api, &*mhc, &status).await?;
+    let next = checked
+        .iter()
+        .filter_map(|c| match c.verdict {
+            Verdict::Pending(at) => at,
+            _ => None,
+        })
+        .min();
+    if let Some(at) = next {
+        r.wakeups.at(ObjectRef::from_obj(&*mhc), at);
+    }
+    Ok(if elsewhere {
+        Action::requeue(POLL_ELSEWHERE)
+    } else {
+        Action::await_change()
+    })
+}
+
+/// The message of a `RemediationAllowed` False condition, in upstream's words.
+fn restricted_message(mhc: &MachineHealthCheck, total: i32, unhealthy: usize) -> String {
+    let trigger = mhc
+        .spec
+        .remediation
+        .as_ref()
+        .and_then(|r| r.get("triggerIf"));
+    match trigger
+        .and_then(|t| t.get("unhealthyInRange"))
+        .and_then(|v| v.as_str())
+    {
+        Some(range) => format!("Remediation is not allowed, the number of not started or unhealthy machines does not fall within the range (total: {total}, unhealthy: {unhealthy}, unhealthyRange: {range})"),
+        None => {
+            let max = trigger
+                .and_then(|t| t.get("unhealthyLessThanOrEqualTo"))
+                .map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))
+                .unwrap_or_else(|| "100%".into());
+            format!("Remediation is not allowed, the number of not started or unhealthy machines exceeds maxUnhealthy (total: {total}, unhealthy: {unhealthy}, maxUnhealthy: {max})")
+        }
+    }
+}
+
+/// A health check whose spec cannot be read: said in its `RemediationAllowed` condition
+/// rather than retried for ever.
+async fn report_invalid(
+    api: &Api<MachineHealthCheck>,
+    mhc: &MachineHealthCheck,
+    mut conds: Vec<Condition>,
+    why: String,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Action, Error> {
+    conditions::set(
+        &mut conds,
+        Condition::unknown("RemediationAllowed", "InternalError", why),
+        now,
+    );
+    conditions::sort(&mut conds);
+    let status = MachineHealthCheckStatus {
+        conditions: Some(conds),
+        ..mhc.status.clone().unwrap_or_default()
+    };
+    apply_status(api, mhc, &status).await?;
+    Ok(Action::await_change())
+}
+
+/// The check's targets (its selector's Machines of its cluster, but those paused or marked
+/// to skip remediation), each checked; and whether any Node was read from a cluster this
+/// process does not host.
+async fn check_targets(
+    mhc: &MachineHealthCheck,
+    r: &Reconciler<MachineHealthCheck>,
+    cluster: &Cluster,
+    checks: &targets::Checks,
+) -> Result<(Vec<Checked>, bool), Error> {
+    let ns = mhc.namespace().unwrap_or_default();
+    let mut selector = super::machineset::selector_string(&mhc.spec.selector);
+    let cluster_label = format!(
+        "{}={}",
+        crate::capi::CLUSTER_NAME_LABEL,
+        mhc.spec.cluster_name
+    );
+    selector = if selector.is_empty() {
+        cluster_label
+    } else {
+        format!("{selector},{cluster_label}")
+    };
+    let machines = r
+        .api::<Machine>(&ns)
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    let now = r.core.ctx.now();
+    let mut checked = Vec::new();
+    let mut elsewhere = false;
+    for m in machines.into_iter().filter(|m| {
+        m.spec.cluster_name == mhc.spec.cluster_name
+            && !m.annotations().contains_key(crate::capi::PAUSED_ANNOTATION)
+            && !m.annotations().contains_key(targets::SKIP_ANNOTATION)
+    }) {
+        let (node, remote) = node_seen(r, &ns, &mhc.spec.cluster_name, &m).await?;
+        elsewhere |= remote;
+        let verdict = targets::check(&m, &node, cluster, checks, now);
+        checked.push(Checked {
+            machine: m,
+            verdict,
+        });
+    }
+    if !checked.is_empty() {
+        r.core.nodes.follow(&ns, &mhc.spec.cluster_name);
+    }
+    Ok((checked, elsewhere))
+}
+
+/// The Machine's Node as its cluster has it, and whether it was read through the cluster's
+/// endpoint (a cluster this process does not host).
+async fn node_seen(
+    r: &Reconciler<MachineHealthCheck>,
+    ns: &str,
+    cluster: &str,
+    m: &Machine,
+) -> Result<(NodeSeen, bool), Error> {
+    let Some(name) = m
+        .status
+        .as_ref()
+        .and_then(|s| s.node_ref.as_ref())
+        .map(|n| n.name.clone())
+    else {
+        return Ok((NodeSeen::NotYet, false));
+    };
+    let (found, remote) = match r.core.nodes.get(ns, cluster, &name) {
+        Some(found) => (found, false),
+        None => {
+            let client = r.core.workloads.get(&r.client(), ns, cluster).await?;
+            (Api::<Node>::all(client).get_opt(&name).await?, true)
+        }
+    };
+    Ok((
+        match found {
+            Some(n) => NodeSeen::Found(n),
+            None => NodeSeen::Deleted(name),
+        },
+        remote,
+    ))
+}
+
+/// Writes each target's `HealthCheckSucceeded`; when remediation is allowed, hands the failed
+/// ones over (`OwnerRemediated`, or an external remediation request), and withdraws external
+/// requests for Machines that recovered.
+async fn mark_targets(
+    mhc: &MachineHealthCheck,
+    r: &Reconciler<MachineHealthCheck>,
+    cluster: &Cluster,
+    checked: &[Checked],
+    allowed: bool,
+) -> Result<(), Error> {
+    let ns = mhc.namespace().unwrap_or_default();
+    let api: Api<Machine> = r.api(&ns);
+    let now = r.core.ctx.now();
+    let template = external::template_ref(mhc);
+    for Checked {
+        machine: m,
+        verdict,
+    } in checked
+    {
+        match verdict {
+            Verdict::Pending(_) => {}
+            Verdict::Healthy => {
+                let ok = Condition::new("HealthCheckSucceeded", true, "HealthCheckSucceeded", "");
+                remediation::set(&api, m, HEALTH_MANAGER, vec![ok], now).await?;
+                if let Some(t) = &template {
+                    external::withdraw(r, m, t).await?;
+                }
+            }
+            Verdict::Unhealthy { reason, message } => {
+                let failed = Condition::new("HealthCheckSucceeded", false, reason, message.clone());
+                let mut mine = vec![failed];
+                let hand_over =
+                    allowed && !cluster.paused() && m.metadata.deletion_timestamp.is_none();
+                if hand_over && template.is_some() {
+                    mine.push(Condition::new(
+                        "ExternallyRemediated",
+                        false,
+                        "WaitingForRemediation",
+                        "Waiting for remediation",
+                    ));
+                }
+                remediation::set(&api, m, HEALTH_MANAGER, mine, now).await?;
+                if !hand_over {
+                    continue;
+                }
+                match &template {
+                    Some(t) => external::request(r, m, t).await?,
+                    None if remediation::owner_reason(m).is_none()
+                        || m.status
+                            .as_ref()
+                            .and_then(|s| s.conditions.as_deref())
+                            .is_some_and(|c| conditions::is_true(c, "OwnerRemediated")) =>
+                    {
+                        let waiting = remediation::owner_condition(
+                            "WaitingForRemediation",
+                            "Waiting for remediation",
+                        );
+                        remediation::set(&api, m, OWNER_MANAGER, vec![waiting], now).await?;
+                    }
+                    None => {}
+                }
+                r.core
+                    .ctx
+                    .event(
+                        m,
+                        false,
+                        "MachineMarkedUnhealthy",
+                        format!(
+                            "Machine {ns}/{} has been marked as unhealthy by {ns}/{}",
+                            m.name_any(),
+                            mhc.name_any()
+                        ),
+                    )
+                    .await;
+            }
+        }
+    }
+    Ok(())
+}
