@@ -294,7 +294,7 @@ async fn node_seen(
     };
     Ok((
         match found {
-            Some(n) => NodeSeen::Found(n),
+            Some(n) => NodeSeen::Found(Box::new(n)),
             None => NodeSeen::Deleted(name),
         },
         remote,

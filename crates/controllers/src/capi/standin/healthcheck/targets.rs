@@ -69,7 +69,7 @@ impl Checks {
 pub enum NodeSeen {
     /// The Machine has no `status.nodeRef` yet.
     NotYet,
-    Found(Node),
+    Found(Box<Node>),
     /// The Machine names a Node the cluster no longer has.
     Deleted(String),
 }
@@ -360,11 +360,11 @@ mod tests {
     }
 
     fn node(ready: &str, since: i64) -> NodeSeen {
-        NodeSeen::Found(serde_json::from_value(json!({
+        NodeSeen::Found(Box::new(serde_json::from_value(json!({
             "metadata": {"name": "n"},
             "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "KubeletNotReady",
                                        "lastTransitionTime": conditions::timestamp(t(since))}]}
-        })).unwrap())
+        })).unwrap()))
     }
 
     fn checks() -> Checks {
