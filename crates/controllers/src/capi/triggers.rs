@@ -142,13 +142,15 @@ pub fn machine_health(m: &Machine) -> Option<u64> {
     ))
 }
 
-/// A Machine's health check verdict (`HealthCheckSucceeded`), which its Ready summarizes.
+/// A Machine's failed health check (`HealthCheckSucceeded` not True), which its Ready
+/// summarizes. A first verdict of True changes nothing of Ready, so it wakes nobody.
 pub fn health_verdict(m: &Machine) -> Option<u64> {
     let verdict = m
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_deref())
         .and_then(|c| crate::conditions::find(c, "HealthCheckSucceeded"))
+        .filter(|c| !c.is_true())
         .map(|c| (c.status.clone(), c.reason.clone()));
     hash((m.uid(), verdict))
 }

@@ -454,16 +454,17 @@ async fn node(
     provider_id: &str,
 ) -> NodeState {
     let ns = cluster.namespace().unwrap_or_default();
-    let client = match r
+    // Read as upstream's Machine controller reads Nodes, from the cluster cache (see
+    // `super::nodes`), which for a cluster this process hosts is its store.
+    let nodes = match r
         .core
-        .workloads
-        .get(&r.client(), &ns, &cluster.name_any())
+        .nodes
+        .reader(&r.core.workloads, &r.client(), &ns, &cluster.name_any())
         .await
     {
-        Ok(c) => c,
+        Ok(reader) => reader,
         Err(e) => return NodeState::unreachable(e.to_string()),
     };
-    let nodes: Api<Node> = Api::all(client);
     // The node named after the machine is the usual answer; any node may carry the ID.
     let by_name = m
         .status
@@ -473,7 +474,7 @@ async fn node(
         .or_else(|| provider_id.rsplit('/').next().map(str::to_string));
     let mut found = None;
     if let Some(name) = by_name {
-        match nodes.get_opt(&name).await {
+        match nodes.get(&name).await {
             Ok(Some(n)) => {
                 if n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id) {
                     found = Some(n);
@@ -484,9 +485,9 @@ async fn node(
         }
     }
     if found.is_none() {
-        match nodes.list(&ListParams::default()).await {
+        match nodes.list().await {
             Ok(list) => {
-                found = list.items.into_iter().find(|n| {
+                found = list.into_iter().find(|n| {
                     n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id)
                 });
             }

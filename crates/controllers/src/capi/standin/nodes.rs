@@ -6,11 +6,13 @@
 //! that connection live in this process, so ten thousand clusters would hold twenty thousand
 //! more file descriptors and a TLS session each, which is what stopped earlier 10,000-cluster
 //! runs. What the cache reads is what the endpoint serves (the same store). A cluster hosted
-//! elsewhere is read through its kubeconfig instead (see [`NodeCache::get`]).
+//! elsewhere is read through its kubeconfig instead (see [`NodeCache::reader`]).
 
+use super::workload::{WorkloadClients, WorkloadError};
 use infrasim_cloud::Cloud;
-use infrasim_store::{Event, EventType, ObjectKey, WatchError};
+use infrasim_store::{Event, EventType, Group, ObjectKey, ReadAt, WatchError};
 use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
@@ -48,18 +50,23 @@ impl NodeCache {
         rx
     }
 
-    /// Node `name` of Cluster `namespace/cluster`: `None` when this process does not host the
-    /// cluster (the caller asks its endpoint), `Some(None)` when it has no such Node.
-    pub fn get(&self, namespace: &str, cluster: &str, name: &str) -> Option<Option<Node>> {
-        let group = self
+    /// A reader of Cluster `namespace/cluster`'s Nodes: its store when this process hosts it,
+    /// its endpoint (through the kubeconfig secret) otherwise.
+    pub async fn reader(
+        &self,
+        workloads: &WorkloadClients,
+        mgmt: &kube::Client,
+        namespace: &str,
+        cluster: &str,
+    ) -> Result<NodeReader, WorkloadError> {
+        if let Some(group) = self
             .cloud
-            .group(&crate::capi::infra::cloud_key(cluster, namespace))?;
-        let stored = group.get("nodes", &ObjectKey::new("", name));
-        Some(
-            stored
-                .and_then(|o| o.to_value().ok())
-                .and_then(|v| serde_json::from_value(v).ok()),
-        )
+            .group(&crate::capi::infra::cloud_key(cluster, namespace))
+        {
+            return Ok(NodeReader::Hosted(group));
+        }
+        let client = workloads.get(mgmt, namespace, cluster).await?;
+        Ok(NodeReader::Remote(Box::new(Api::all(client))))
     }
 
     /// Starts following Cluster `namespace/cluster`'s Nodes, if this process hosts it and
@@ -103,6 +110,42 @@ impl NodeCache {
             lock(&followed).remove(&id);
         });
     }
+}
+
+/// Reads one workload cluster's Nodes (see [`NodeCache::reader`]).
+pub enum NodeReader {
+    Hosted(Arc<Group>),
+    Remote(Box<Api<Node>>),
+}
+
+impl NodeReader {
+    /// Whether Nodes are read through the cluster's endpoint (no changes reach the cache).
+    pub fn is_remote(&self) -> bool {
+        matches!(self, NodeReader::Remote(_))
+    }
+
+    pub async fn get(&self, name: &str) -> Result<Option<Node>, kube::Error> {
+        match self {
+            NodeReader::Hosted(group) => Ok(group
+                .get("nodes", &ObjectKey::new("", name))
+                .and_then(|o| decode(&o))),
+            NodeReader::Remote(api) => api.get_opt(name).await,
+        }
+    }
+
+    pub async fn list(&self) -> Result<Vec<Node>, kube::Error> {
+        match self {
+            NodeReader::Hosted(group) => Ok(group
+                .snapshot("nodes", ReadAt::Latest)
+                .map(|s| s.objects.values().filter_map(|o| decode(o)).collect())
+                .unwrap_or_default()),
+            NodeReader::Remote(api) => Ok(api.list(&ListParams::default()).await?.items),
+        }
+    }
+}
+
+fn decode(o: &infrasim_store::StoredObject) -> Option<Node> {
+    serde_json::from_slice(&o.bytes).ok()
 }
 
 /// Whether an event is a Node coming, going, or changing a condition's status.

@@ -14,7 +14,6 @@ use crate::capi::core::{Cluster, Machine, MachineHealthCheck, MachineHealthCheck
 use crate::capi::index::Index;
 use crate::capi::triggers::{cluster_gates, filtered, machine_health};
 use crate::conditions::{self, Condition};
-use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -285,13 +284,13 @@ async fn node_seen(
     else {
         return Ok((NodeSeen::NotYet, false));
     };
-    let (found, remote) = match r.core.nodes.get(ns, cluster, &name) {
-        Some(found) => (found, false),
-        None => {
-            let client = r.core.workloads.get(&r.client(), ns, cluster).await?;
-            (Api::<Node>::all(client).get_opt(&name).await?, true)
-        }
-    };
+    let reader = r
+        .core
+        .nodes
+        .reader(&r.core.workloads, &r.client(), ns, cluster)
+        .await?;
+    let found = reader.get(&name).await?;
+    let remote = reader.is_remote();
     Ok((
         match found {
             Some(n) => NodeSeen::Found(Box::new(n)),
