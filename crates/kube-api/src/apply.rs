@@ -29,17 +29,33 @@ pub enum Lists<'a> {
 
 /// The set of leaf paths an object (an applied configuration, or a change) sets.
 pub fn field_set(object: &Value, lists: Lists<'_>) -> BTreeSet<FieldPath> {
+    paths(object, None, lists)
+}
+
+/// The paths of `new` whose value differs from `old`'s (what an update changes): the paths
+/// of [`field_set`], less those where both agree, found without visiting what is equal.
+pub fn changed_fields(old: &Value, new: &Value, lists: Lists<'_>) -> BTreeSet<FieldPath> {
+    paths(new, Some(old), lists)
+}
+
+/// The paths of `object`, less those at which `old` (when given) holds the same value.
+fn paths(object: &Value, old: Option<&Value>, lists: Lists<'_>) -> BTreeSet<FieldPath> {
     let mut out = BTreeSet::new();
     if let Some(m) = object.as_object() {
         for (k, v) in m {
             if matches!(k.as_str(), "apiVersion" | "kind") {
                 continue;
             }
+            let old = old.and_then(|o| o.get(k));
             if k == "metadata" {
                 // Of metadata, only labels and annotations are owned.
                 for part in ["labels", "annotations"] {
-                    if let Some(Value::Object(entries)) = v.get(part) {
-                        for ek in entries.keys() {
+                    let Some(Value::Object(entries)) = v.get(part) else {
+                        continue;
+                    };
+                    let before = old.and_then(|o| o.get(part));
+                    for (ek, ev) in entries {
+                        if before.and_then(|b| b.get(ek)) != Some(ev) {
                             out.insert(vec![
                                 "f:metadata".into(),
                                 format!("f:{part}"),
@@ -52,10 +68,10 @@ pub fn field_set(object: &Value, lists: Lists<'_>) -> BTreeSet<FieldPath> {
             }
             let mut path = vec![format!("f:{k}")];
             match lists {
-                Lists::Builtin => walk(v, &mut path, "", k, &mut out),
+                Lists::Builtin => walk(v, old, &mut path, "", k, &mut out),
                 Lists::Custom(schema) => {
                     let node = schema.and_then(|s| s.root().field(k));
-                    walk_custom(v, &mut path, node, &mut out)
+                    walk_custom(v, old, &mut path, node, &mut out)
                 }
             }
         }
@@ -63,12 +79,24 @@ pub fn field_set(object: &Value, lists: Lists<'_>) -> BTreeSet<FieldPath> {
     out
 }
 
-fn walk(v: &Value, path: &mut FieldPath, parent: &str, name: &str, out: &mut BTreeSet<FieldPath>) {
+/// Adds the leaf paths under `v` (at `path`) to `out`, skipping what `old`, the value at the
+/// same place in an older object, already holds.
+fn walk(
+    v: &Value,
+    old: Option<&Value>,
+    path: &mut FieldPath,
+    parent: &str,
+    name: &str,
+    out: &mut BTreeSet<FieldPath>,
+) {
+    if old == Some(v) {
+        return;
+    }
     match v {
         Value::Object(m) if !m.is_empty() => {
             for (k, child) in m {
                 path.push(format!("f:{k}"));
-                walk(child, path, name, k, out);
+                walk(child, old.and_then(|o| o.get(k)), path, name, k, out);
                 path.pop();
             }
         }
@@ -76,19 +104,25 @@ fn walk(v: &Value, path: &mut FieldPath, parent: &str, name: &str, out: &mut BTr
             ListKind::Key(key) => {
                 for item in items {
                     let Some(id) = item.get(key) else { continue };
+                    let before = old
+                        .and_then(Value::as_array)
+                        .and_then(|a| a.iter().find(|o| o.get(key) == Some(id)));
+                    if before == Some(item) {
+                        continue;
+                    }
                     path.push(format!("k:{}", json!({ key: id })));
                     out.insert(path.clone());
                     if let Some(m) = item.as_object() {
                         for (k, child) in m {
                             path.push(format!("f:{k}"));
-                            walk(child, path, name, k, out);
+                            walk(child, before.and_then(|b| b.get(k)), path, name, k, out);
                             path.pop();
                         }
                     }
                     path.pop();
                 }
             }
-            ListKind::Union => set_members(items, path, out),
+            ListKind::Union => set_members(items, old, path, out),
             ListKind::Replace => {
                 out.insert(path.clone());
             }
@@ -103,15 +137,20 @@ fn walk(v: &Value, path: &mut FieldPath, parent: &str, name: &str, out: &mut BTr
 /// says nothing more, where every list is atomic).
 fn walk_custom(
     v: &Value,
+    old: Option<&Value>,
     path: &mut FieldPath,
     node: Option<&Node>,
     out: &mut BTreeSet<FieldPath>,
 ) {
+    if old == Some(v) {
+        return;
+    }
     match v {
         Value::Object(m) if !m.is_empty() => {
             for (k, child) in m {
                 path.push(format!("f:{k}"));
-                walk_custom(child, path, node.and_then(|n| n.field(k)), out);
+                let old = old.and_then(|o| o.get(k));
+                walk_custom(child, old, path, node.and_then(|n| n.field(k)), out);
                 path.pop();
             }
         }
@@ -122,19 +161,27 @@ fn walk_custom(
                     let Some(id) = map_item_id(item, keys) else {
                         continue;
                     };
+                    let before = old.and_then(Value::as_array).and_then(|a| {
+                        a.iter()
+                            .find(|o| keys.iter().all(|k| o.get(k) == item.get(k)))
+                    });
+                    if before == Some(item) {
+                        continue;
+                    }
                     path.push(format!("k:{id}"));
                     out.insert(path.clone());
                     if let Some(m) = item.as_object() {
                         for (k, child) in m {
                             path.push(format!("f:{k}"));
-                            walk_custom(child, path, item_node.and_then(|n| n.field(k)), out);
+                            let old = before.and_then(|b| b.get(k));
+                            walk_custom(child, old, path, item_node.and_then(|n| n.field(k)), out);
                             path.pop();
                         }
                     }
                     path.pop();
                 }
             }
-            Some(ListMerge::Set) => set_members(items, path, out),
+            Some(ListMerge::Set) => set_members(items, old, path, out),
             _ => {
                 out.insert(path.clone());
             }
@@ -145,8 +192,17 @@ fn walk_custom(
     }
 }
 
-fn set_members(items: &[Value], path: &mut FieldPath, out: &mut BTreeSet<FieldPath>) {
+fn set_members(
+    items: &[Value],
+    old: Option<&Value>,
+    path: &mut FieldPath,
+    out: &mut BTreeSet<FieldPath>,
+) {
+    let before = old.and_then(Value::as_array);
     for item in items {
+        if before.is_some_and(|b| b.contains(item)) {
+            continue;
+        }
         path.push(format!("v:{item}"));
         out.insert(path.clone());
         path.pop();
@@ -399,17 +455,24 @@ pub fn write_managed(object: &mut Value, managed: &[Managed]) {
     let entries: Vec<Value> = managed
         .iter()
         .filter(|m| !m.fields.is_empty())
-        .map(|m| {
-            let mut e = json!({
-                "manager": m.manager, "operation": m.operation, "apiVersion": m.api_version,
-                "time": m.time, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(&m.fields),
-            });
-            if !m.subresource.is_empty() {
-                e["subresource"] = json!(m.subresource);
-            }
-            e
-        })
+        .map(entry)
         .collect();
+    set_entries(object, entries);
+}
+
+/// One `managedFields` entry as JSON.
+fn entry(m: &Managed) -> Value {
+    let mut e = json!({
+        "manager": m.manager, "operation": m.operation, "apiVersion": m.api_version,
+        "time": m.time, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(&m.fields),
+    });
+    if !m.subresource.is_empty() {
+        e["subresource"] = json!(m.subresource);
+    }
+    e
+}
+
+fn set_entries(object: &mut Value, entries: Vec<Value>) {
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         if entries.is_empty() {
             meta.remove("managedFields");
@@ -419,8 +482,66 @@ pub fn write_managed(object: &mut Value, managed: &[Managed]) {
     }
 }
 
+/// An object's `managedFields` entries as stored. Writes read them as JSON and parse the
+/// fields of only the entries they change: most writes leave most managers alone.
+fn entries_of(object: &Value) -> &[Value] {
+    object
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+fn entry_str<'a>(e: &'a Value, key: &str) -> &'a str {
+    e.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// An entry's operation (`Update` when it names none, as [`read_managed`] reads it).
+fn entry_operation(e: &Value) -> &str {
+    e.get("operation")
+        .and_then(Value::as_str)
+        .unwrap_or("Update")
+}
+
+/// Whether an entry's FieldsV1 holds `path`, read from its JSON tree directly (as
+/// [`from_fields_v1`] would list it).
+fn entry_holds(e: &Value, path: &[String]) -> bool {
+    let mut cur = match e.get("fieldsV1") {
+        Some(v) => v,
+        None => return false,
+    };
+    for seg in path {
+        match cur.get(seg) {
+            Some(next) => cur = next,
+            None => return false,
+        }
+    }
+    match cur.as_object() {
+        Some(m) => !path.is_empty() && (m.contains_key(".") || m.keys().all(|k| k == ".")),
+        None => false,
+    }
+}
+
+/// `e` without `paths` (`None` when nothing is left of it).
+fn entry_without(e: &Value, paths: &[&FieldPath]) -> Option<Value> {
+    if paths.is_empty() {
+        return Some(e.clone());
+    }
+    let mut fields = e.get("fieldsV1").map(from_fields_v1).unwrap_or_default();
+    for p in paths {
+        fields.remove(*p);
+    }
+    if fields.is_empty() {
+        return None;
+    }
+    let mut e = e.clone();
+    e["fieldsV1"] = to_fields_v1(&fields);
+    Some(e)
+}
+
 /// Records that `manager` changed the fields that differ between `old` and `new` (an
-/// `Update`), taking them from whoever owned them.
+/// `Update`), taking them from whoever owned them: `new`'s `managedFields` become `old`'s
+/// with that change (whatever the client sent).
 pub fn record_update(
     old: Option<&Value>,
     new: &mut Value,
@@ -429,45 +550,49 @@ pub fn record_update(
     now: &str,
     lists: Lists<'_>,
 ) {
-    let mut managed = old.map(read_managed).unwrap_or_default();
-    let new_set = field_set(new, lists);
-    let changed: BTreeSet<FieldPath> = match old {
-        None => new_set,
-        Some(old) => new_set
-            .into_iter()
-            .filter(|p| value_at(old, p) != value_at(new, p))
-            .collect(),
+    let entries = old.map(entries_of).unwrap_or(&[]);
+    let changed = match old {
+        None => field_set(new, lists),
+        Some(old) => changed_fields(old, new, lists),
     };
-    if changed.is_empty() && old.is_some() {
-        write_managed(new, &managed);
-        return;
-    }
-    for m in managed.iter_mut() {
-        m.fields.retain(|p| !changed.contains(p));
-    }
-    match managed
-        .iter_mut()
-        .find(|m| m.manager == manager && m.operation == "Update")
-    {
-        Some(m) => {
-            m.fields.extend(changed);
-            m.time = now.to_string();
+    let mine = |e: &Value| entry_str(e, "manager") == manager && entry_operation(e) == "Update";
+    let mut out = Vec::with_capacity(entries.len() + 1);
+    let mut found = false;
+    for e in entries {
+        if !changed.is_empty() && mine(e) && !found {
+            found = true;
+            let mut fields = e.get("fieldsV1").map(from_fields_v1).unwrap_or_default();
+            fields.extend(changed.iter().cloned());
+            let mut e = e.clone();
+            e["fieldsV1"] = to_fields_v1(&fields);
+            e["time"] = json!(now);
+            out.push(e);
+            continue;
         }
-        None => managed.push(Managed {
+        let taken: Vec<&FieldPath> = changed.iter().filter(|p| entry_holds(e, p)).collect();
+        out.extend(entry_without(e, &taken));
+    }
+    if !found && !changed.is_empty() {
+        out.push(entry(&Managed {
             manager: manager.to_string(),
             operation: "Update".into(),
             api_version: api_version.to_string(),
             time: now.to_string(),
             subresource: String::new(),
             fields: changed,
-        }),
+        }));
     }
-    write_managed(new, &managed);
+    set_entries(new, out);
 }
 
-/// The outcome of an apply: the merged object, or the conflicting (manager, path) pairs.
+/// The outcome of an apply: the merged object, nothing to change, or the conflicting
+/// (manager, path) pairs.
 pub enum Applied {
     Merged(Value),
+    /// The apply changes neither the object nor who owns what: no write at all, as in
+    /// kube-apiserver (the entry keeps its time, the object its resourceVersion, so
+    /// controllers that apply status on every reconcile do not wake each other forever).
+    Unchanged,
     Conflicts(Vec<(String, String)>),
 }
 
@@ -484,13 +609,6 @@ pub struct Applier<'a> {
     pub now: &'a str,
     /// How the kind's lists merge.
     pub lists: Lists<'a>,
-}
-
-impl Applier<'_> {
-    /// Whether `m` is this applier's own `Apply` entry.
-    fn owns(&self, m: &Managed) -> bool {
-        m.manager == self.manager && m.operation == "Apply" && m.subresource == self.subresource
-    }
 }
 
 /// Applies `config` for `applier` onto `current` (or creates from it).
@@ -525,29 +643,87 @@ pub fn apply(
         write_managed(&mut created, &managed);
         return Ok(Applied::Merged(created));
     };
-    let mut managed = read_managed(current);
+    let entries = entries_of(current);
+    let own = |e: &Value| {
+        entry_str(e, "manager") == manager
+            && entry_operation(e) == "Apply"
+            && entry_str(e, "subresource") == subresource
+    };
     // Conflicts: fields others own whose value this apply would change.
-    let mut conflicts = Vec::new();
-    for other in managed.iter().filter(|m| !applier.owns(m)) {
-        for path in wanted.intersection(&other.fields) {
-            if !same_at(current, config, path) {
-                conflicts.push((other.manager.clone(), display(path)));
+    let mut taken: Vec<(usize, &FieldPath)> = Vec::new();
+    for (i, e) in entries.iter().enumerate().filter(|(_, e)| !own(e)) {
+        for path in &wanted {
+            if entry_holds(e, path) && !same_at(current, config, path) {
+                taken.push((i, path));
             }
         }
     }
-    if !conflicts.is_empty() && !force {
+    if !taken.is_empty() && !force {
+        let conflicts = taken
+            .iter()
+            .map(|(i, p)| (entry_str(&entries[*i], "manager").to_string(), display(p)))
+            .collect();
         return Ok(Applied::Conflicts(conflicts));
     }
-    // Merge the configuration in.
     let mut merged = current.clone();
+    merge(&mut merged, config, lists)?;
+    // Fields this manager applied before and no longer applies, owned by nobody else, go.
+    let previous = entries
+        .iter()
+        .find(|e| own(e))
+        .and_then(|e| e.get("fieldsV1"))
+        .map(from_fields_v1);
+    for path in previous.iter().flat_map(|p| p.difference(&wanted)) {
+        let owned_elsewhere = entries.iter().any(|e| !own(e) && entry_holds(e, path));
+        // A path that now leads to fields applied (a list once owned whole, now by item after
+        // its schema gave it keys) is not the manager's to remove.
+        let still_applied = wanted
+            .range(path.clone()..)
+            .next()
+            .is_some_and(|w| w.starts_with(path));
+        if !owned_elsewhere && !still_applied {
+            remove_at(&mut merged, path);
+        }
+    }
+    if taken.is_empty() && previous.as_ref() == Some(&wanted) && same_but_managed(&merged, current)
+    {
+        return Ok(Applied::Unchanged);
+    }
+    // Ownership: this manager now owns exactly what it applied; forced fields leave others.
+    let mut out = Vec::with_capacity(entries.len() + 1);
+    for (i, e) in entries.iter().enumerate().filter(|(_, e)| !own(e)) {
+        let lost: Vec<&FieldPath> = taken
+            .iter()
+            .filter(|(j, _)| *j == i)
+            .map(|(_, p)| *p)
+            .collect();
+        out.extend(entry_without(e, &lost));
+    }
+    if !wanted.is_empty() {
+        out.push(entry(&Managed {
+            manager: manager.to_string(),
+            operation: "Apply".into(),
+            api_version,
+            time: now.to_string(),
+            subresource: subresource.to_string(),
+            fields: wanted,
+        }));
+    }
+    set_entries(&mut merged, out);
+    Ok(Applied::Merged(merged))
+}
+
+/// Merges an applied configuration into `target`: strategic merge for built-in kinds, the
+/// schema's list types for custom ones.
+fn merge(target: &mut Value, config: &Value, lists: Lists<'_>) -> Result<(), String> {
+    let config = strip_managed(config);
     match lists {
-        Lists::Builtin => crate::strategic::apply(&mut merged, &strip_managed(config))?,
+        Lists::Builtin => crate::strategic::apply(target, &config)?,
         Lists::Custom(schema) => {
-            let config = strip_managed(config);
             let Some(fields) = config.as_object() else {
                 return Err("the applied configuration is not an object".into());
             };
-            let Some(target) = merged.as_object_mut() else {
+            let Some(target) = target.as_object_mut() else {
                 return Err("the object is not an object".into());
             };
             for (k, v) in fields {
@@ -564,61 +740,32 @@ pub fn apply(
             }
         }
     }
-    // Fields this manager applied before and no longer applies, owned by nobody else, go.
-    let previous: BTreeSet<FieldPath> = managed
-        .iter()
-        .filter(|m| applier.owns(m))
-        .flat_map(|m| m.fields.iter().cloned())
-        .collect();
-    for path in previous.difference(&wanted) {
-        let owned_elsewhere = managed
-            .iter()
-            .any(|m| !applier.owns(m) && m.fields.contains(path));
-        // A path that now leads to fields applied (a list once owned whole, now by item after
-        // its schema gave it keys) is not the manager's to remove.
-        let still_applied = wanted.iter().any(|w| w.starts_with(path));
-        if !owned_elsewhere && !still_applied {
-            remove_at(&mut merged, path);
-        }
-    }
-    // Ownership: this manager now owns exactly what it applied; forced fields leave others.
-    for m in managed.iter_mut() {
-        if !applier.owns(m) {
-            m.fields
-                .retain(|p| !wanted.contains(p) || same_at(current, config, p));
-        }
-    }
-    // An apply that changes neither the object nor who owns what is no write at all, as in
-    // kube-apiserver: the entry keeps its time, so the store sees an unchanged object and
-    // keeps its resourceVersion (controllers that apply status on every reconcile would
-    // otherwise wake each other forever).
-    let unchanged = without_managed(&merged) == without_managed(current)
-        && managed
-            .iter()
-            .find(|m| applier.owns(m))
-            .is_some_and(|m| m.fields == wanted)
-        && read_managed(current)
-            .iter()
-            .filter(|m| !applier.owns(m))
-            .map(|m| &m.fields)
-            .eq(managed
-                .iter()
-                .filter(|m| !applier.owns(m))
-                .map(|m| &m.fields));
-    if unchanged {
-        return Ok(Applied::Merged(current.clone()));
-    }
-    managed.retain(|m| !applier.owns(m));
-    managed.push(Managed {
-        manager: manager.to_string(),
-        operation: "Apply".into(),
-        api_version,
-        time: now.to_string(),
-        subresource: subresource.to_string(),
-        fields: wanted,
-    });
-    write_managed(&mut merged, &managed);
-    Ok(Applied::Merged(merged))
+    Ok(())
+}
+
+/// Whether two objects are the same but for their `managedFields`, compared in place.
+fn same_but_managed(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let meta = |m: &Map<String, Value>| {
+        m.get("metadata")
+            .and_then(Value::as_object)
+            .map(|m| m.iter().filter(|(k, _)| *k != "managedFields").count())
+    };
+    a.len() == b.len()
+        && meta(a) == meta(b)
+        && a.iter().all(|(k, v)| match (k.as_str(), b.get(k)) {
+            (_, None) => false,
+            ("metadata", Some(w)) => match (v.as_object(), w.as_object()) {
+                (Some(x), Some(y)) => x
+                    .iter()
+                    .filter(|(k, _)| *k != "managedFields")
+                    .all(|(k, v)| y.get(k) == Some(v)),
+                _ => v == w,
+            },
+            (_, Some(w)) => v == w,
+        })
 }
 
 /// Whether two objects agree at `path`. For a list item (a `k:` path) that is its being
@@ -631,14 +778,6 @@ fn same_at(a: &Value, b: &Value, path: &[String]) -> bool {
         }
         _ => value_at(a, path) == value_at(b, path),
     }
-}
-
-fn without_managed(object: &Value) -> Value {
-    let mut o = object.clone();
-    if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-    }
-    o
 }
 
 fn strip_managed(config: &Value) -> Value {
@@ -722,7 +861,7 @@ mod tests {
             Applied::Conflicts(c) => {
                 assert_eq!(c, vec![("alice".to_string(), ".data.k".to_string())])
             }
-            Applied::Merged(_) => panic!("expected a conflict"),
+            _ => panic!("expected a conflict"),
         }
         let Applied::Merged(b) = apply(Some(&a), &bob, &by("bob", true)).unwrap() else {
             panic!()
@@ -742,10 +881,10 @@ mod tests {
             now: "later",
             ..by("m", false)
         };
-        let Applied::Merged(again) = apply(Some(&obj), &v1, &later).unwrap() else {
-            panic!()
-        };
-        assert_eq!(again, obj, "same object, same managedFields time");
+        assert!(
+            matches!(apply(Some(&obj), &v1, &later), Ok(Applied::Unchanged)),
+            "same object, same owners: no write"
+        );
         let mut v2 = v1.clone();
         v2["data"]["a"] = json!("2");
         let Applied::Merged(changed) = apply(Some(&obj), &v2, &later).unwrap() else {
@@ -881,7 +1020,7 @@ mod tests {
             Applied::Conflicts(c) => {
                 assert_eq!(c[0].1, ".status.conditions[type=\"Ready\"].status")
             }
-            Applied::Merged(_) => panic!("expected a conflict"),
+            _ => panic!("expected a conflict"),
         }
     }
 
@@ -905,5 +1044,132 @@ mod tests {
             panic!()
         };
         assert_eq!(types(&obj), ["Ready=True"]);
+    }
+
+    /// What an update changes, by definition: the new object's paths whose value differs.
+    fn changed_by_definition(old: &Value, new: &Value, lists: Lists<'_>) -> BTreeSet<FieldPath> {
+        field_set(new, lists)
+            .into_iter()
+            .filter(|p| value_at(old, p) != value_at(new, p))
+            .collect()
+    }
+
+    #[test]
+    fn changed_fields_are_the_paths_whose_value_differs() {
+        let schema = conditions_schema();
+        let old = json!({"metadata": {"name": "k", "labels": {"a": "1", "b": "2"}},
+            "spec": {"containers": [{"name": "web", "image": "v1", "ports": [{"containerPort": 80}]},
+                                    {"name": "side", "image": "s"}],
+                     "finalizers": ["x", "y"], "replicas": 1},
+            "status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "Synced", "status": "True"}],
+                       "tags": ["a"], "hosts": ["h1"], "nested": {"deep": {"x": 1}}}});
+        let mut new = old.clone();
+        new["metadata"]["labels"]["b"] = json!("3");
+        new["metadata"]["labels"]["c"] = json!("4");
+        new["spec"]["containers"][0]["image"] = json!("v2");
+        new["spec"]["containers"][1]["name"] = json!("other");
+        new["spec"]["finalizers"] = json!(["x", "z"]);
+        new["status"]["conditions"][0]["status"] = json!("True");
+        new["status"]["tags"] = json!(["a", "b"]);
+        new["status"]["hosts"] = json!(["h2"]);
+        new["status"]["nested"] = json!({"deep": {}});
+        for lists in [
+            Lists::Builtin,
+            Lists::Custom(Some(&schema)),
+            Lists::Custom(None),
+        ] {
+            let changed = changed_fields(&old, &new, lists);
+            assert_eq!(
+                changed,
+                changed_by_definition(&old, &new, lists),
+                "{lists:?}"
+            );
+            assert!(!changed.is_empty());
+            assert!(changed_fields(&old, &old, lists).is_empty());
+            assert_eq!(
+                changed_fields(&json!({}), &new, lists),
+                field_set(&new, lists)
+            );
+        }
+    }
+
+    #[test]
+    fn an_entry_holds_exactly_the_paths_its_fields_list() {
+        let schema = conditions_schema();
+        let obj = json!({"metadata": {"labels": {"a": "1"}}, "spec": {"x": {"y": 1}, "list": [1]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "tags": ["t"]}});
+        let fields = field_set(&obj, Lists::Custom(Some(&schema)));
+        let e = json!({"fieldsV1": to_fields_v1(&fields)});
+        for p in &fields {
+            assert!(entry_holds(&e, p), "{p:?}");
+        }
+        let parents = [
+            vec!["f:spec".to_string()],
+            vec!["f:spec".into(), "f:x".into()],
+        ];
+        for p in parents
+            .iter()
+            .chain([vec!["f:spec".into(), "f:z".into()]].iter())
+        {
+            assert!(!fields.contains(p) && !entry_holds(&e, p), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn an_update_takes_the_fields_it_changes_from_their_owners() {
+        let v1 = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}});
+        let Applied::Merged(obj) = apply(None, &v1, &by("applier", false)).unwrap() else {
+            panic!()
+        };
+        let mut edited = obj.clone();
+        edited["data"]["b"] = json!("3");
+        edited["data"]["c"] = json!("4");
+        record_update(
+            Some(&obj),
+            &mut edited,
+            "editor",
+            "v1",
+            "t2",
+            Lists::Builtin,
+        );
+        let owners: Vec<(String, Vec<String>)> = read_managed(&edited)
+            .into_iter()
+            .map(|m| (m.manager, m.fields.iter().map(|p| display(p)).collect()))
+            .collect();
+        assert_eq!(
+            owners,
+            vec![
+                ("applier".into(), vec![".data.a".into()]),
+                ("editor".into(), vec![".data.b".into(), ".data.c".into()]),
+            ]
+        );
+        // An update that changes nothing leaves every entry, times included, as it was.
+        let mut same = edited.clone();
+        record_update(
+            Some(&edited),
+            &mut same,
+            "editor",
+            "v1",
+            "t3",
+            Lists::Builtin,
+        );
+        assert_eq!(same, edited);
+        // The same manager's next change joins its entry.
+        let mut more = edited.clone();
+        more["data"]["a"] = json!("9");
+        record_update(
+            Some(&edited),
+            &mut more,
+            "editor",
+            "v1",
+            "t4",
+            Lists::Builtin,
+        );
+        let managed = read_managed(&more);
+        assert_eq!(managed.len(), 1, "the applier owned only .data.a");
+        assert_eq!(
+            (managed[0].fields.len(), managed[0].time.as_str()),
+            (3, "t4")
+        );
     }
 }

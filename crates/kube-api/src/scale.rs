@@ -99,6 +99,7 @@ pub(crate) async fn handle(ctx: &Ctx, method: &http::Method, body: &[u8]) -> Han
         let expected = pinned.or(Some(current.meta.resource_version));
         let write = Write {
             operation: Operation::Update {
+                read: current.clone(),
                 old: object,
                 expected,
             },

@@ -17,9 +17,17 @@ use crate::StoreConfig;
 use imbl::OrdMap;
 use infrasim_clock::SharedClock;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::broadcast;
+
+/// An object as a caller read it: the stored object and its decoded JSON.
+#[derive(Clone, Copy)]
+pub struct Read<'a> {
+    pub object: &'a Arc<StoredObject>,
+    pub value: &'a Value,
+}
 
 /// The finalizer kube-apiserver adds for foreground cascading deletion.
 pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
@@ -278,7 +286,27 @@ impl Group {
         fields: Fields,
         expected: Option<u64>,
     ) -> Result<Arc<StoredObject>> {
-        self.write(|txn| txn.update(resource, object, fields, expected))
+        self.write(|txn| txn.update(resource, object, fields, expected, None))
+    }
+
+    /// [`Group::update`] (or, when `dry`, [`Group::update_dry_run`]) for a caller that has
+    /// decoded the object it read: while that is still the stored object, the store compares
+    /// against the caller's copy rather than decoding the object again under its lock.
+    pub fn update_read(
+        &self,
+        resource: &str,
+        object: Value,
+        fields: Fields,
+        expected: Option<u64>,
+        read: Read<'_>,
+        dry: bool,
+    ) -> Result<Arc<StoredObject>> {
+        let f = |txn: &mut Txn<'_>| txn.update(resource, object, fields, expected, Some(read));
+        if dry {
+            self.dry_run(f)
+        } else {
+            self.write(f)
+        }
     }
 
     /// Deletes an object, honouring finalizers and the propagation policy.
@@ -309,7 +337,7 @@ impl Group {
         fields: Fields,
         expected: Option<u64>,
     ) -> Result<Arc<StoredObject>> {
-        self.dry_run(|txn| txn.update(resource, object, fields, expected))
+        self.dry_run(|txn| txn.update(resource, object, fields, expected, None))
     }
 
     /// What [`Group::delete`] would do, without doing it.
@@ -753,6 +781,7 @@ impl Txn<'_> {
         mut value: Value,
         fields: Fields,
         expected: Option<u64>,
+        read: Option<Read<'_>>,
     ) -> Result<Arc<StoredObject>> {
         let new_meta = read_meta(&value);
         let key = new_meta.key();
@@ -796,10 +825,14 @@ impl Txn<'_> {
                 });
             }
         }
-        let old = current.to_value()?;
+        let old = match read {
+            Some(read) if Arc::ptr_eq(read.object, &current) => Cow::Borrowed(read.value),
+            _ => Cow::Owned(current.to_value()?),
+        };
+        let old = old.as_ref();
         // Fields the server owns are carried over whatever the client sent.
         let old_meta = old.get("metadata").cloned().unwrap_or(Value::Null);
-        let generation = if spec_equal(&old, &value) {
+        let generation = if spec_equal(old, &value) {
             current.meta.generation
         } else {
             current.meta.generation + 1
@@ -821,7 +854,7 @@ impl Txn<'_> {
             "resourceVersion".into(),
             Value::String(current.meta.resource_version.to_string()),
         );
-        if value == old {
+        if value == *old {
             return Ok(current);
         }
         let owners_changed = new_meta.owner_references != current.meta.owner_references;

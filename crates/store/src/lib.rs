@@ -32,8 +32,8 @@ pub use backend::{Backend, MemoryBackend};
 pub use error::{Result, StoreError};
 pub use event::{Event, EventType};
 pub use group::{
-    DeleteOptions, DeleteOutcome, Fields, Group, Propagation, ReadAt, ResourceMap, Snapshot, Watch,
-    WatchError, FOREGROUND_FINALIZER, ORPHAN_FINALIZER,
+    DeleteOptions, DeleteOutcome, Fields, Group, Propagation, Read, ReadAt, ResourceMap, Snapshot,
+    Watch, WatchError, FOREGROUND_FINALIZER, ORPHAN_FINALIZER,
 };
 pub use object::{format_time, Derived, ObjectKey, ObjectMeta, OwnerRef, StoredObject};
 pub use store::{Store, StoreConfig};

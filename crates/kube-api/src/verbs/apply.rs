@@ -133,35 +133,38 @@ async fn apply_once(
     };
     // Merged in the version the client speaks (a conversion webhook may shape it otherwise
     // than the stored version).
-    let base = match &old {
+    let converted = match &old {
         Some(o) if crate::conversion::by_webhook(&ctx.info) => {
             Some(crate::conversion::to_request_version(ctx, o.clone()).await?)
         }
-        other => other.clone(),
+        _ => None,
     };
-    let merged = match crate::apply::apply(base.as_ref(), config, &applier).map_err(|e| {
+    let base = converted.as_ref().or(old.as_ref());
+    let merged = match crate::apply::apply(base, config, &applier).map_err(|e| {
         ApiError::bad_request(format!(
             "the applied configuration could not be merged: {e}"
         ))
     })? {
         crate::apply::Applied::Merged(v) => v,
+        crate::apply::Applied::Unchanged => {
+            // Nothing to change: answer with the object as it is.
+            let current = current.ok_or_else(|| {
+                ApiError::internal("an apply found nothing to change in no object")
+            })?;
+            let current = crate::conversion::served_one(ctx, current).await?;
+            return Ok(ctx.render(&current, 200)?);
+        }
         crate::apply::Applied::Conflicts(conflicts) => {
             return Err(conflict_error(ctx, name, &conflicts).into())
         }
     };
-    if let (Some(current), Some(base)) = (&current, &base) {
-        if *base == merged {
-            // Nothing to change (see `apply::apply`): answer with the object as it is.
-            let current = crate::conversion::served_one(ctx, current.clone()).await?;
-            return Ok(ctx.render(&current, 200)?);
-        }
-    }
     let mut warnings = Vec::new();
     let object = input::normalize(ctx, merged, &mut warnings)?;
     let operation = match (current, old) {
         (Some(current), Some(old)) => Operation::Update {
-            old,
             expected: Some(current.meta.resource_version),
+            read: current,
+            old,
         },
         _ => Operation::Create,
     };

@@ -101,7 +101,11 @@ async fn patch_once(
     let written = write::persist(
         ctx,
         Write {
-            operation: Operation::Update { old, expected },
+            operation: Operation::Update {
+                read: current,
+                old,
+                expected,
+            },
             object,
             ownership: Ownership::Record,
         },

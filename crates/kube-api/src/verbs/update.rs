@@ -24,11 +24,15 @@ pub(crate) async fn update(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     let mut warnings = Vec::new();
     let object = input::normalize(ctx, object, &mut warnings)?;
     let expected = input::expected_version(&object)?;
-    let (_, old) = ctx.stored()?;
+    let (read, old) = ctx.stored()?;
     let written = write::persist(
         ctx,
         Write {
-            operation: Operation::Update { old, expected },
+            operation: Operation::Update {
+                read,
+                old,
+                expected,
+            },
             object,
             ownership: Ownership::Record,
         },

@@ -22,7 +22,7 @@ use crate::http::HandlerResult;
 use crate::object::{derive, name_of};
 use crate::status::ApiError;
 use crate::{admission, namespaces};
-use infrasim_store::{StoreError, StoredObject};
+use infrasim_store::{Read, StoreError, StoredObject};
 use serde_json::{json, Value};
 use std::sync::Arc;
 pub(crate) use strategy::Strategy;
@@ -30,9 +30,10 @@ pub(crate) use strategy::Strategy;
 /// Whether the write makes a new object or replaces one.
 pub(crate) enum Operation {
     Create,
-    /// Replaces `old` (the object as read), if it is still at `expected` (unconditional
-    /// when `None`).
+    /// Replaces `old` (the object as read: `read` decoded), if it is still at `expected`
+    /// (unconditional when `None`).
     Update {
+        read: Arc<StoredObject>,
         old: Value,
         expected: Option<u64>,
     },
@@ -125,7 +126,11 @@ pub(crate) async fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteErr
             warnings.extend(strategy.warnings(&object));
             create(ctx, &strategy, object, dry, &mut warnings).await?
         }
-        Operation::Update { old, expected } => {
+        Operation::Update {
+            read,
+            old,
+            expected,
+        } => {
             let mut object = strategy.prepare_for_update(&old, object);
             let subject = |object| admission::Subject {
                 operation: admission::Operation::Update,
@@ -140,7 +145,11 @@ pub(crate) async fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteErr
             strategy.validate_update(&old, &object)?;
             warnings.extend(strategy.warnings(&object));
             admission::validate(ctx, &subject(Some(&object)), &mut warnings).await?;
-            update(ctx, &strategy, object, expected, dry)?
+            let read = Read {
+                object: &read,
+                value: &old,
+            };
+            update(ctx, &strategy, object, expected, read, dry)?
         }
     };
     Ok(Written {
@@ -183,20 +192,18 @@ fn update(
     strategy: &Strategy,
     object: Value,
     expected: Option<u64>,
+    read: Read<'_>,
     dry: bool,
 ) -> Result<Written, WriteError> {
     let derived = derive(&ctx.info.kind, &object);
-    let group = &ctx.state.group;
-    let key = &ctx.info.store_key;
-    let stored = if dry {
-        group.update_dry_run(key, object, derived, expected)
-    } else {
-        group.update(key, object, derived, expected)
-    }
-    .map_err(|e| match e {
-        StoreError::Conflict { .. } => WriteError::Stale(ctx.store_error(e)),
-        e => WriteError::Refused(ctx.store_error(e)),
-    })?;
+    let stored = ctx
+        .state
+        .group
+        .update_read(&ctx.info.store_key, object, derived, expected, read, dry)
+        .map_err(|e| match e {
+            StoreError::Conflict { .. } => WriteError::Stale(ctx.store_error(e)),
+            e => WriteError::Refused(ctx.store_error(e)),
+        })?;
     let object = if dry {
         stored
     } else {
@@ -224,20 +231,8 @@ fn admit_create(ctx: &Ctx, object: &Value) -> Result<(), ApiError> {
 
 /// Records the fields this write changes as the request's field manager's (an `Update`).
 fn own(ctx: &Ctx, old: Option<&Value>, new: &mut Value) {
-    // The client's managedFields are not trusted; ownership is derived from the change.
-    match (new.get_mut("metadata").and_then(Value::as_object_mut), old) {
-        (Some(meta), Some(old)) => {
-            if let Some(managed) = old.pointer("/metadata/managedFields") {
-                meta.insert("managedFields".into(), managed.clone());
-            } else {
-                meta.remove("managedFields");
-            }
-        }
-        (Some(meta), None) => {
-            meta.remove("managedFields");
-        }
-        _ => {}
-    }
+    // The client's managedFields are not trusted: record_update derives them from the
+    // change and the old object's.
     let now = infrasim_store::format_time(ctx.state.clock.now());
     crate::apply::record_update(
         old,
