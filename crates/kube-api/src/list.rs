@@ -100,11 +100,13 @@ pub(crate) async fn list(ctx: &Ctx) -> HandlerResult {
     };
     let group = &ctx.state.group;
     let store_key = &ctx.info.store_key;
-    // With a required label, the store's label index reads only the objects carrying it; the
-    // whole filter still runs over them below.
-    let snapshot = match filter.labels.required_label() {
-        Some((key, value)) => group.snapshot_labelled(store_key, at, key, value),
-        None => group.snapshot(store_key, at),
+    // With required labels, the store's label index reads only the objects carrying the rarest
+    // of them; the whole filter still runs over them below.
+    let required = filter.labels.required_labels();
+    let snapshot = if required.is_empty() {
+        group.snapshot(store_key, at)
+    } else {
+        group.snapshot_labelled(store_key, at, &required)
     }
     .map_err(|e| match (e, &token) {
             (infrasim_store::StoreError::Expired { .. }, Some(_)) => ApiError::gone(

@@ -108,14 +108,17 @@ impl LabelSelector {
         self.0.is_empty()
     }
 
-    /// One label every selected object must carry (`k=v`, or `k in (v)`), for the store's
+    /// The labels every selected object must carry (`k=v`, or `k in (v)`), for the store's
     /// label index to narrow a list before the whole selector is applied.
-    pub fn required_label(&self) -> Option<(&str, &str)> {
-        self.0.iter().find_map(|r| match r {
-            LabelRequirement::Equals(k, v) => Some((k.as_str(), v.as_str())),
-            LabelRequirement::In(k, vs) if vs.len() == 1 => Some((k.as_str(), vs[0].as_str())),
-            _ => None,
-        })
+    pub fn required_labels(&self) -> Vec<(&str, &str)> {
+        self.0
+            .iter()
+            .filter_map(|r| match r {
+                LabelRequirement::Equals(k, v) => Some((k.as_str(), v.as_str())),
+                LabelRequirement::In(k, vs) if vs.len() == 1 => Some((k.as_str(), vs[0].as_str())),
+                _ => None,
+            })
+            .collect()
     }
 
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
@@ -415,16 +418,18 @@ mod tests {
 
     #[test]
     fn a_required_label_is_an_equality_or_a_single_value_set() {
-        let required = |s: &str| {
+        let required = |s: &str| -> Vec<String> {
             LabelSelector::parse(s)
                 .unwrap()
-                .required_label()
+                .required_labels()
+                .into_iter()
                 .map(|(k, v)| format!("{k}={v}"))
+                .collect()
         };
-        assert_eq!(required("a!=1,b=2").as_deref(), Some("b=2"));
-        assert_eq!(required("a in (x)").as_deref(), Some("a=x"));
-        assert_eq!(required("a in (x,y),!b,c!=d"), None);
-        assert_eq!(required(""), None);
+        assert_eq!(required("a!=1,b=2"), ["b=2"]);
+        assert_eq!(required("a in (x),c=d"), ["a=x", "c=d"]);
+        assert!(required("a in (x,y),!b,c!=d").is_empty());
+        assert!(required("").is_empty());
     }
 
     #[test]

@@ -404,28 +404,31 @@ impl Group {
         })
     }
 
-    /// A snapshot that holds at least every object of `resource` labelled `key=value`, read as
-    /// [`Group::snapshot`] reads: at the latest version it holds exactly those objects (from
-    /// the label index, without looking at the others); at an exact older version, where the
+    /// A snapshot that holds at least every object of `resource` carrying all of `labels`
+    /// (`key=value` pairs), read as [`Group::snapshot`] reads: at the latest version it holds
+    /// the objects of the rarest of those labels (from the label index, without looking at
+    /// the others, so a selector that names a label every cluster shares and one of a single
+    /// cluster's reads that cluster's objects only); at an exact older version, where the
     /// index does not reach, it is the whole resource. Callers filter either way.
     pub fn snapshot_labelled(
         &self,
         resource: &str,
         at: ReadAt,
-        key: &str,
-        value: &str,
+        labels: &[(&str, &str)],
     ) -> Result<Snapshot> {
         let state = self.lock();
-        if state.requested(resource, at)?.is_some() {
+        if state.requested(resource, at)?.is_some() || labels.is_empty() {
             drop(state);
             return self.snapshot(resource, at);
         }
         let all = state.resources.get(resource);
-        let keys = state
-            .by_label
-            .get(resource)
-            .and_then(|labels| labels.get(&label_key(key, value)));
-        let objects: ResourceMap = match (all, keys) {
+        let index = state.by_label.get(resource);
+        let rarest = labels
+            .iter()
+            .map(|(k, v)| index.and_then(|labels| labels.get(&label_key(k, v))))
+            .min_by_key(|keys| keys.map_or(0, BTreeSet::len))
+            .flatten();
+        let objects: ResourceMap = match (all, rarest) {
             (Some(all), Some(keys)) => keys
                 .iter()
                 .filter_map(|k| Some((k.clone(), all.get(k)?.clone())))

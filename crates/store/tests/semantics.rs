@@ -463,11 +463,28 @@ fn labelled_snapshots_follow_labels_through_every_write() {
         .unwrap();
     let one = |g: &Group| {
         names(
-            &g.snapshot_labelled("configmaps", ReadAt::Latest, "cluster", "one")
+            &g.snapshot_labelled("configmaps", ReadAt::Latest, &[("cluster", "one")])
                 .unwrap(),
         )
     };
     assert_eq!(one(&g), ["a", "c"]);
+    // Of several required labels, the rarest narrows the read (every object has `role=w`).
+    let both = g
+        .snapshot_labelled(
+            "configmaps",
+            ReadAt::Latest,
+            &[("role", "w"), ("cluster", "two")],
+        )
+        .unwrap();
+    assert_eq!(names(&both), ["b"]);
+    let none = g
+        .snapshot_labelled(
+            "configmaps",
+            ReadAt::Latest,
+            &[("role", "w"), ("cluster", "z")],
+        )
+        .unwrap();
+    assert!(none.objects.is_empty());
     // A relabel moves the object; a dry run and a refused write move nothing.
     g.update_dry_run(
         "configmaps",
@@ -489,16 +506,20 @@ fn labelled_snapshots_follow_labels_through_every_write() {
         .unwrap();
     assert_eq!(one(&g), ["b", "c"]);
     let two = g
-        .snapshot_labelled("configmaps", ReadAt::Latest, "cluster", "two")
+        .snapshot_labelled("configmaps", ReadAt::Latest, &[("cluster", "two")])
         .unwrap();
     assert!(two.objects.is_empty());
     // An exact older version is beyond the index: the whole resource, for the caller to filter.
     let past = g
-        .snapshot_labelled("configmaps", ReadAt::Exact(2), "cluster", "one")
+        .snapshot_labelled("configmaps", ReadAt::Exact(2), &[("cluster", "one")])
         .unwrap();
     assert_eq!(names(&past), ["a", "b"]);
     assert!(matches!(
-        g.snapshot_labelled("configmaps", ReadAt::NotOlderThan(999), "cluster", "one"),
+        g.snapshot_labelled(
+            "configmaps",
+            ReadAt::NotOlderThan(999),
+            &[("cluster", "one")]
+        ),
         Err(StoreError::TooLargeResourceVersion { .. })
     ));
 }

@@ -27,9 +27,6 @@ pub struct Checks {
     pub unhealthy_node_conditions: Vec<UnhealthyCondition>,
     #[serde(default)]
     pub unhealthy_machine_conditions: Vec<UnhealthyCondition>,
-    /// CEL expressions; not evaluated here (see [`Checks::from_spec`]).
-    #[serde(default)]
-    pub unhealthy_expressions: Vec<Value>,
 }
 
 /// A condition type and status that, held for `timeoutSeconds`, makes a target unhealthy.
