@@ -3,6 +3,7 @@
 //! node, kubeadm's ConfigMaps and RBAC, the `kubernetes` EndpointSlice, kube-proxy and CoreDNS.
 
 use infrasim_kube_api::crud_support::store_object;
+use infrasim_kube_api::values::At;
 use infrasim_store::Group;
 use serde_json::{json, Value};
 
@@ -365,7 +366,7 @@ pub fn addon_phase(
 
 fn addon_step_of(resource: &str, object: &Value) -> usize {
     let name = object
-        .pointer("/metadata/name")
+        .at("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     match resource {

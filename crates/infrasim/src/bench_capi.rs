@@ -66,8 +66,38 @@ fn peak_rss() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Writes to the management plane by resource, counted from a watch of its group.
+type WriteCounts = Arc<std::sync::Mutex<HashMap<String, u64>>>;
+
+/// Counts every write of `group` by resource until the group goes away.
+fn count_writes(group: &Arc<infrasim_store::Group>) -> anyhow::Result<WriteCounts> {
+    let counts: WriteCounts = Arc::default();
+    let mut watch = group.watch(None)?;
+    let tally = counts.clone();
+    let group = group.clone();
+    tokio::spawn(async move {
+        loop {
+            let resource = match watch.next().await {
+                Ok(event) => event.resource.to_string(),
+                Err(infrasim_store::WatchError::Lagged) => match group.watch(None) {
+                    // Counted as such, so that a short count does not pass for the truth.
+                    Ok(w) => {
+                        watch = w;
+                        "(uncounted: the counter fell behind)".to_string()
+                    }
+                    Err(_) => return,
+                },
+                Err(infrasim_store::WatchError::Closed) => return,
+            };
+            let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
+            *t.entry(resource).or_default() += 1;
+        }
+    });
+    Ok(counts)
+}
+
 /// The embedded plane: the engine, a client over its in-process service, the controllers.
-async fn plane(args: &CapiBenchArgs) -> anyhow::Result<kube::Client> {
+async fn plane(args: &CapiBenchArgs) -> anyhow::Result<(kube::Client, WriteCounts, Arc<Cloud>)> {
     let clock = SystemClock::shared();
     // Larger than `infrasim up`'s defaults (10,000 and 4,096) unless told otherwise: see the
     // README on what a burst of clusters does to watches that fall behind the window.
@@ -80,6 +110,7 @@ async fn plane(args: &CapiBenchArgs) -> anyhow::Result<kube::Client> {
         Arc::new(MemoryBackend),
     );
     let group = store.create_group("management")?;
+    let writes = count_writes(&group)?;
     let ca = CertificateAuthority::generate("bench-ca")?;
     let server = ApiServer::new(group, ca, clock.clone(), ApiConfig::default());
     let identity = Identity {
@@ -101,12 +132,12 @@ async fn plane(args: &CapiBenchArgs) -> anyhow::Result<kube::Client> {
         clock.clone(),
     ));
     tokio::spawn(infrasim_controllers::run(
-        Context::new(client.clone(), cloud, clock),
+        Context::new(client.clone(), cloud.clone(), clock),
         selection,
     ));
     // The plane lives as long as the process: the bench exits when it is done.
     std::mem::forget(store);
-    Ok(client)
+    Ok((client, writes, cloud))
 }
 
 pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
@@ -117,7 +148,7 @@ pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
         args.clusters,
         args.clusters
     );
-    let client = plane(&args).await?;
+    let (client, writes, cloud) = plane(&args).await?;
     let mut vars: HashMap<String, String> = HashMap::from([
         (
             "CONTROL_PLANE_MACHINE_COUNT".into(),
@@ -210,6 +241,8 @@ pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
     bar.finish_and_clear();
     let reconciles = infrasim_controllers::metrics::reconciles() - reconciles_before;
     print_table(&args, declared, available, reconciles);
+    println!("{}", writes_done(&writes, args.clusters));
+    println!("{}", workload_writes(&cloud));
     Ok(())
 }
 
@@ -357,6 +390,39 @@ fn work_done(clusters: usize) -> String {
         "reconciles per cluster, by kind: {}\n{}",
         per_kind.join(", "),
         watch_health()
+    )
+}
+
+/// The management plane's writes per cluster, by resource, most first.
+fn writes_done(writes: &WriteCounts, clusters: usize) -> String {
+    let counts = writes.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let total: u64 = counts.values().sum();
+    let mut by_resource: Vec<(String, u64)> = counts.into_iter().collect();
+    by_resource.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let per = |n: u64| n as f64 / clusters.max(1) as f64;
+    let listed: Vec<String> = by_resource
+        .iter()
+        .map(|(r, n)| format!("{r} {:.1}", per(*n)))
+        .collect();
+    format!(
+        "management writes per cluster: {:.1} ({})",
+        per(total),
+        listed.join(", ")
+    )
+}
+
+/// The workload clusters' writes per cluster (their groups' resourceVersions: every write
+/// since each cluster started, its kubelets' lease renewals included).
+fn workload_writes(cloud: &Cloud) -> String {
+    let clusters = cloud.clusters();
+    let total: u64 = clusters
+        .iter()
+        .filter_map(|c| cloud.group(&c.name))
+        .map(|g| g.resource_version())
+        .sum();
+    format!(
+        "workload-cluster writes per cluster: {:.1}",
+        total as f64 / clusters.len().max(1) as f64
     )
 }
 

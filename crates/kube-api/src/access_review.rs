@@ -8,6 +8,7 @@ use crate::codec::decode_body;
 use crate::context::Ctx;
 use crate::http::{json_value, HandlerResult};
 use crate::status::ApiError;
+use crate::values::At;
 use infrasim_store::ObjectKey;
 use serde_json::{json, Value};
 
@@ -119,7 +120,7 @@ pub(crate) fn token_request(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         decode_body(ctx, body)?
     };
     let seconds = request
-        .pointer("/spec/expirationSeconds")
+        .at("/spec/expirationSeconds")
         .and_then(Value::as_i64)
         .unwrap_or(3600)
         .clamp(600, 48 * 3600);

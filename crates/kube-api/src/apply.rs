@@ -12,6 +12,7 @@
 
 use crate::schema::{ListMerge, Node, Schema};
 use crate::strategic::{list_key, ListKind};
+use crate::values::At;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
@@ -413,7 +414,7 @@ pub struct Managed {
 
 pub fn read_managed(object: &Value) -> Vec<Managed> {
     object
-        .pointer("/metadata/managedFields")
+        .at("/metadata/managedFields")
         .and_then(Value::as_array)
         .map(|entries| {
             entries
@@ -486,7 +487,7 @@ fn set_entries(object: &mut Value, entries: Vec<Value>) {
 /// fields of only the entries they change: most writes leave most managers alone.
 fn entries_of(object: &Value) -> &[Value] {
     object
-        .pointer("/metadata/managedFields")
+        .at("/metadata/managedFields")
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or(&[])

@@ -7,6 +7,7 @@ use crate::object::derive;
 use crate::request::{Query, Route};
 use crate::state::State;
 use crate::status::ApiError;
+use crate::values::At;
 use infrasim_store::StoreError;
 use serde_json::{json, Value};
 
@@ -160,7 +161,7 @@ pub(crate) fn allowed(state: &State, who: &Identity, attrs: &Attributes) -> (boo
             continue;
         }
         let role = binding
-            .pointer("/roleRef/name")
+            .at("/roleRef/name")
             .and_then(Value::as_str)
             .unwrap_or("");
         if rbac
@@ -169,7 +170,7 @@ pub(crate) fn allowed(state: &State, who: &Identity, attrs: &Attributes) -> (boo
             .any(|r| rule_allows(r, attrs))
         {
             let name = binding
-                .pointer("/metadata/name")
+                .at("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or("");
             return (
@@ -185,22 +186,18 @@ pub(crate) fn allowed(state: &State, who: &Identity, attrs: &Attributes) -> (boo
         .unwrap_or("");
     if !namespace.is_empty() {
         for binding in role_bindings {
-            if binding
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                != Some(namespace)
-            {
+            if binding.at("/metadata/namespace").and_then(Value::as_str) != Some(namespace) {
                 continue;
             }
             if !subjects_include(binding, who, namespace) {
                 continue;
             }
             let kind = binding
-                .pointer("/roleRef/kind")
+                .at("/roleRef/kind")
                 .and_then(Value::as_str)
                 .unwrap_or("");
             let role = binding
-                .pointer("/roleRef/name")
+                .at("/roleRef/name")
                 .and_then(Value::as_str)
                 .unwrap_or("");
             let own_rules;
@@ -208,9 +205,8 @@ pub(crate) fn allowed(state: &State, who: &Identity, attrs: &Attributes) -> (boo
                 rbac.cluster_role_rules(role)
             } else {
                 own_rules = roles.iter().find(|r| {
-                    r.pointer("/metadata/name").and_then(Value::as_str) == Some(role)
-                        && r.pointer("/metadata/namespace").and_then(Value::as_str)
-                            == Some(namespace)
+                    r.at("/metadata/name").and_then(Value::as_str) == Some(role)
+                        && r.at("/metadata/namespace").and_then(Value::as_str) == Some(namespace)
                 });
                 own_rules
                     .and_then(|r| r.get("rules").and_then(Value::as_array))
@@ -219,7 +215,7 @@ pub(crate) fn allowed(state: &State, who: &Identity, attrs: &Attributes) -> (boo
             };
             if rules.iter().any(|r| rule_allows(r, attrs)) {
                 let name = binding
-                    .pointer("/metadata/name")
+                    .at("/metadata/name")
                     .and_then(Value::as_str)
                     .unwrap_or("");
                 return (

@@ -8,6 +8,7 @@
 use crate::context::Ctx;
 use crate::resources::ResourceInfo;
 use crate::status::ApiError;
+use crate::values::At;
 use infrasim_store::Group;
 use infrasim_store::StoredObject;
 use serde_json::{json, Value};
@@ -64,8 +65,8 @@ pub(crate) async fn convert(
             response["uid"]
         )));
     }
-    if response.pointer("/result/status").and_then(Value::as_str) != Some("Success") {
-        let message = response.pointer("/result/message").and_then(Value::as_str);
+    if response.at("/result/status").and_then(Value::as_str) != Some("Success") {
+        let message = response.at("/result/message").and_then(Value::as_str);
         return Err(failed(
             message.unwrap_or("the webhook did not succeed").to_string(),
         ));

@@ -3,6 +3,7 @@
 //! create and on update alike.
 
 use crate::state::State;
+use crate::values::At;
 use infrasim_store::ReadAt;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
@@ -136,7 +137,7 @@ fn ensure<'a>(object: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
 
 fn namespace(object: &mut Value) {
     let name = object
-        .pointer("/metadata/name")
+        .at("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
@@ -235,12 +236,12 @@ pub(crate) fn default_toleration_seconds(spec: &mut Value) {
 
 fn qos_class(pod: &Value) -> &'static str {
     let containers = pod
-        .pointer("/spec/containers")
+        .at("/spec/containers")
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or(&[]);
     let has = |c: &Value, k: &str| {
-        c.pointer(&format!("/resources/{k}"))
+        c.at(&format!("/resources/{k}"))
             .and_then(Value::as_object)
             .is_some_and(|m| !m.is_empty())
     };
@@ -251,8 +252,8 @@ fn qos_class(pod: &Value) -> &'static str {
         return "BestEffort";
     }
     let guaranteed = containers.iter().all(|c| {
-        let limits = c.pointer("/resources/limits");
-        let requests = c.pointer("/resources/requests");
+        let limits = c.at("/resources/limits");
+        let requests = c.at("/resources/requests");
         has(c, "limits")
             && limits.and_then(|l| l.get("cpu")).is_some()
             && limits.and_then(|l| l.get("memory")).is_some()
@@ -318,7 +319,7 @@ fn allocate_service_ip(state: &State) -> Option<Ipv4Addr> {
         .filter_map(|s| {
             s.to_value()
                 .ok()?
-                .pointer("/spec/clusterIP")
+                .at("/spec/clusterIP")
                 .and_then(Value::as_str)
                 .map(str::to_string)
         })

@@ -10,6 +10,7 @@ use crate::codec::decode_body;
 use crate::context::Ctx;
 use crate::http::{json_value, HandlerResult};
 use crate::status::ApiError;
+use crate::values::At;
 use crate::values::{condition_true, int_or_percent, string_map};
 use infrasim_store::{DeleteOptions, ObjectKey, ReadAt, StoreError};
 use serde_json::{json, Value};
@@ -44,21 +45,18 @@ pub fn selects(selector: Option<&Value>, pod_labels: &BTreeMap<String, String>) 
 
 /// The budget `pdb` sets over `pods` (the pods of its namespace).
 pub fn budget(pdb: &Value, pods: &[Value]) -> Budget {
-    let selector = pdb.pointer("/spec/selector");
+    let selector = pdb.at("/spec/selector");
     let covered: Vec<&Value> = pods
         .iter()
-        .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
-        .filter(|p| selects(selector, &string_map(p.pointer("/metadata/labels"))))
+        .filter(|p| p.at("/metadata/deletionTimestamp").is_none())
+        .filter(|p| selects(selector, &string_map(p.at("/metadata/labels"))))
         .collect();
     let expected = covered.len() as i64;
     let healthy = covered
         .iter()
         .filter(|p| condition_true(p, "Ready"))
         .count() as i64;
-    let desired = match (
-        pdb.pointer("/spec/minAvailable"),
-        pdb.pointer("/spec/maxUnavailable"),
-    ) {
+    let desired = match (pdb.at("/spec/minAvailable"), pdb.at("/spec/maxUnavailable")) {
         (Some(min), _) => int_or_percent(Some(min), expected, true).unwrap_or(0),
         (None, Some(max)) => {
             (expected - int_or_percent(Some(max), expected, true).unwrap_or(0)).max(0)
@@ -81,7 +79,7 @@ pub(crate) fn evict(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     } else {
         decode_body(ctx, body)?
     };
-    if let Some(other) = eviction.pointer("/metadata/name").and_then(Value::as_str) {
+    if let Some(other) = eviction.at("/metadata/name").and_then(Value::as_str) {
         if other != name {
             return Err(ApiError::bad_request(format!(
                 "name in URL does not match name in Eviction object: {name} != {other}"
@@ -96,7 +94,7 @@ pub(crate) fn evict(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         .to_value()
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let phase = pod_value
-        .pointer("/status/phase")
+        .at("/status/phase")
         .and_then(Value::as_str)
         .unwrap_or("");
     // A pod that is finished, not yet running or already going disrupts nothing.
@@ -115,10 +113,10 @@ pub(crate) fn evict(ctx: &Ctx, body: &[u8]) -> HandlerResult {
                 })
                 .unwrap_or_default()
         };
-        let pod_labels = string_map(pod_value.pointer("/metadata/labels"));
+        let pod_labels = string_map(pod_value.at("/metadata/labels"));
         let pdbs: Vec<Value> = of_namespace("poddisruptionbudgets.policy")
             .into_iter()
-            .filter(|pdb| selects(pdb.pointer("/spec/selector"), &pod_labels))
+            .filter(|pdb| selects(pdb.at("/spec/selector"), &pod_labels))
             .collect();
         if pdbs.len() > 1 {
             return Err(ApiError::internal(
@@ -135,7 +133,7 @@ pub(crate) fn evict(ctx: &Ctx, body: &[u8]) -> HandlerResult {
             };
             if !allowed {
                 let pdb_name = pdb
-                    .pointer("/metadata/name")
+                    .at("/metadata/name")
                     .and_then(Value::as_str)
                     .unwrap_or("");
                 return Err(ApiError::too_many_requests(
@@ -150,12 +148,12 @@ pub(crate) fn evict(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     }
     let dry_run = ctx.query.get("dryRun") == Some("All")
         || eviction
-            .pointer("/deleteOptions/dryRun")
+            .at("/deleteOptions/dryRun")
             .and_then(Value::as_array)
             .is_some_and(|a| a.iter().any(|v| v.as_str() == Some("All")));
     let options = DeleteOptions {
         precondition_uid: eviction
-            .pointer("/deleteOptions/preconditions/uid")
+            .at("/deleteOptions/preconditions/uid")
             .and_then(Value::as_str)
             .map(str::to_string),
         ..DeleteOptions::default()

@@ -6,6 +6,7 @@
 use crate::object::derive;
 use crate::state::State;
 use crate::status::ApiError;
+use crate::values::At;
 use infrasim_store::{DeleteOptions, ObjectKey, ReadAt, StoreError, StoredObject};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -313,7 +314,7 @@ fn set_conditions(
     now: &str,
 ) {
     let old = ns
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();

@@ -2,6 +2,7 @@
 //! every layer that stores objects (the verbs, namespace and CRD lifecycles, RBAC bootstrap).
 
 use crate::selectors;
+use crate::values::At;
 use infrasim_store::Derived;
 use serde_json::Value;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use std::sync::Arc;
 pub(crate) fn derive(kind: &str, value: &Value) -> Arc<Derived> {
     let held = kind == "Namespace"
         && value
-            .pointer("/spec/finalizers")
+            .at("/spec/finalizers")
             .and_then(Value::as_array)
             .is_some_and(|f| !f.is_empty());
     Arc::new(Derived {
@@ -23,7 +24,7 @@ pub(crate) fn derive(kind: &str, value: &Value) -> Arc<Derived> {
 /// `metadata.name`, or empty.
 pub(crate) fn name_of(value: &Value) -> String {
     value
-        .pointer("/metadata/name")
+        .at("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string()

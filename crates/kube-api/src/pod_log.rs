@@ -4,6 +4,7 @@
 use crate::context::Ctx;
 use crate::http::{json_typed, HandlerResult};
 use crate::status::ApiError;
+use crate::values::At;
 use infrasim_store::ObjectKey;
 use serde_json::Value;
 
@@ -17,7 +18,7 @@ pub(crate) fn log(ctx: &Ctx) -> HandlerResult {
         .to_value()
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let containers: Vec<String> = pod
-        .pointer("/spec/containers")
+        .at("/spec/containers")
         .and_then(Value::as_array)
         .map(|cs| {
             cs.iter()
@@ -41,15 +42,15 @@ pub(crate) fn log(ctx: &Ctx) -> HandlerResult {
         }
     };
     let node = pod
-        .pointer("/spec/nodeName")
+        .at("/spec/nodeName")
         .and_then(Value::as_str)
         .unwrap_or("<unscheduled>");
     let phase = pod
-        .pointer("/status/phase")
+        .at("/status/phase")
         .and_then(Value::as_str)
         .unwrap_or("Pending");
     let started = pod
-        .pointer("/status/startTime")
+        .at("/status/startTime")
         .and_then(Value::as_str)
         .unwrap_or("");
     let body = format!(

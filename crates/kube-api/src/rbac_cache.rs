@@ -2,6 +2,7 @@
 //! kept until one of them changes.
 
 use crate::selectors::LabelSelector;
+use crate::values::At;
 use infrasim_store::{Group, ReadAt};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -27,7 +28,7 @@ impl RbacObjects {
     fn new(lists: [Vec<Value>; 4]) -> Self {
         let cluster_rules = lists[0]
             .iter()
-            .filter_map(|r| r.pointer("/metadata/name").and_then(Value::as_str))
+            .filter_map(|r| r.at("/metadata/name").and_then(Value::as_str))
             .map(|name| (name.to_string(), cluster_role_rules(&lists[0], name)))
             .collect();
         RbacObjects {
@@ -98,7 +99,7 @@ impl RbacCache {
 fn cluster_role_rules(roles: &[Value], name: &str) -> Vec<Value> {
     let Some(role) = roles
         .iter()
-        .find(|r| r.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
+        .find(|r| r.at("/metadata/name").and_then(Value::as_str) == Some(name))
     else {
         return Vec::new();
     };
@@ -108,7 +109,7 @@ fn cluster_role_rules(roles: &[Value], name: &str) -> Vec<Value> {
         .cloned()
         .unwrap_or_default();
     if let Some(selectors) = role
-        .pointer("/aggregationRule/clusterRoleSelectors")
+        .at("/aggregationRule/clusterRoleSelectors")
         .and_then(Value::as_array)
     {
         for sel in selectors {
@@ -126,7 +127,7 @@ fn cluster_role_rules(roles: &[Value], name: &str) -> Vec<Value> {
             };
             for other in roles {
                 let labels = other
-                    .pointer("/metadata/labels")
+                    .at("/metadata/labels")
                     .and_then(Value::as_object)
                     .map(|m| {
                         m.iter()

@@ -5,6 +5,7 @@
 //! they cannot drift from the Kubernetes types; short names and categories are not in those
 //! types and are listed here as kube-apiserver publishes them.
 
+use crate::values::At;
 use k8s_openapi::api::admissionregistration::v1 as admissionregistration;
 use k8s_openapi::api::{
     apps::v1 as apps, authentication::v1 as authentication, authorization::v1 as authorization,
@@ -113,19 +114,19 @@ impl ScalePaths {
     pub fn scale_of(&self, object: &Value) -> Value {
         let paths = self;
         let replicas = object
-            .pointer(&pointer(&paths.spec))
+            .at(&pointer(&paths.spec))
             .and_then(Value::as_i64)
             .unwrap_or(0);
         let status_replicas = object
-            .pointer(&pointer(&paths.status))
+            .at(&pointer(&paths.status))
             .and_then(Value::as_i64)
             .unwrap_or(0);
         let selector = match &paths.selector {
             Some(p) if p == ".spec.selector" => {
-                crate::selectors::selector_string(object.pointer("/spec/selector"))
+                crate::selectors::selector_string(object.at("/spec/selector"))
             }
             Some(p) => object
-                .pointer(&pointer(p))
+                .at(&pointer(p))
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string(),

@@ -5,6 +5,7 @@ use crate::codec::decode_body;
 use crate::context::Ctx;
 use crate::http::{json_value, HandlerResult};
 use crate::status::ApiError;
+use crate::values::At;
 use crate::write::{self, Operation, Ownership, Write, WriteError};
 use infrasim_store::ObjectKey;
 use serde_json::{json, Value};
@@ -47,7 +48,7 @@ pub(crate) async fn handle(ctx: &Ctx, method: &http::Method, body: &[u8]) -> Han
             http::Method::PUT => {
                 let body = decode_body(ctx, body)?;
                 let rv = body
-                    .pointer("/metadata/resourceVersion")
+                    .at("/metadata/resourceVersion")
                     .and_then(Value::as_str)
                     .filter(|s| !s.is_empty())
                     .and_then(|s| s.parse::<u64>().ok());
@@ -80,7 +81,7 @@ pub(crate) async fn handle(ctx: &Ctx, method: &http::Method, body: &[u8]) -> Han
             }
         };
         let replicas = wanted
-            .pointer("/spec/replicas")
+            .at("/spec/replicas")
             .and_then(Value::as_i64)
             .unwrap_or(0);
         if replicas < 0 {

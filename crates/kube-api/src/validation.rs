@@ -2,6 +2,7 @@
 //! its labels. Failures are 422 Invalid with one cause per field, as kube-apiserver reports.
 
 use crate::status::ApiError;
+use crate::values::At;
 use serde_json::{json, Value};
 
 /// DNS-1123 subdomain: lower-case alphanumerics, `-` and `.`, alphanumeric at both ends.
@@ -79,7 +80,7 @@ fn label_value_ok(value: &str) -> bool {
 /// Checks the metadata rules every object must satisfy.
 pub fn validate(kind: &str, group: &str, object: &Value) -> Result<(), ApiError> {
     let name = object
-        .pointer("/metadata/name")
+        .at("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     let mut causes = Vec::new();
@@ -91,10 +92,7 @@ pub fn validate(kind: &str, group: &str, object: &Value) -> Result<(), ApiError>
     } else if let Some(problem) = name_problem(kind, name) {
         causes.push(("metadata.name".to_string(), problem));
     }
-    if let Some(labels) = object
-        .pointer("/metadata/labels")
-        .and_then(Value::as_object)
-    {
+    if let Some(labels) = object.at("/metadata/labels").and_then(Value::as_object) {
         for (k, v) in labels {
             if !label_key_ok(k) {
                 causes.push((
@@ -202,7 +200,7 @@ pub fn validate_update(kind: &str, group: &str, old: &Value, new: &Value) -> Res
         );
         if pod_spec_masked(&old_spec, &new_spec) != old_spec {
             let name = new
-                .pointer("/metadata/name")
+                .at("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or("");
             return Err(ApiError::invalid(
@@ -221,7 +219,7 @@ pub fn validate_update(kind: &str, group: &str, old: &Value, new: &Value) -> Res
         return Ok(());
     }
     let name = new
-        .pointer("/metadata/name")
+        .at("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     let mut causes = Vec::new();

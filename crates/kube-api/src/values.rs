@@ -37,6 +37,41 @@ pub fn int_or_percent(v: Option<&Value>, total: i64, round_up: bool) -> Option<i
     }
 }
 
+/// JSON-pointer reads that allocate nothing. `serde_json::Value::pointer` unescapes every token
+/// into a new `String` (two `replace` calls each), and the controllers and the write path read
+/// a few pointers per object they touch: at ten thousand clusters that was a few percent of the
+/// CPU. Tokens with escapes (`~0`, `~1`) still go through serde_json.
+pub trait At {
+    /// The value at `pointer` (RFC 6901), as `Value::pointer` finds it.
+    fn at(&self, pointer: &str) -> Option<&Value>;
+}
+
+impl At for Value {
+    fn at(&self, pointer: &str) -> Option<&Value> {
+        if pointer.is_empty() {
+            return Some(self);
+        }
+        let rest = pointer.strip_prefix('/')?;
+        if rest.contains('~') {
+            return self.pointer(pointer);
+        }
+        rest.split('/')
+            .try_fold(self, |target, token| match target {
+                Value::Object(map) => map.get(token),
+                Value::Array(list) => array_index(token).and_then(|i| list.get(i)),
+                _ => None,
+            })
+    }
+}
+
+/// An array index token as RFC 6901 spells it: digits, no sign, no leading zero.
+fn array_index(token: &str) -> Option<usize> {
+    if token.starts_with('+') || (token.starts_with('0') && token.len() > 1) {
+        return None;
+    }
+    token.parse().ok()
+}
+
 /// Whether `object`'s status has the condition `ty` with status `True`.
 pub fn condition_true(object: &Value, ty: &str) -> bool {
     object
@@ -54,6 +89,28 @@ pub fn condition_true(object: &Value, ty: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn at_reads_what_pointer_reads() {
+        let v = json!({"a": {"b/c": 1, "m~n": 2, "list": [10, 11]}, "": 3});
+        for p in [
+            "",
+            "/a",
+            "/a/b~1c",
+            "/a/m~0n",
+            "/a/list/1",
+            "/a/list/01",
+            "/a/list/+1",
+            "/a/list/9",
+            "/a/missing",
+            "/",
+            "a",
+            "/a/list/x",
+        ] {
+            assert_eq!(v.at(p), v.pointer(p), "{p}");
+        }
+        assert_eq!(v.at("/a/list/1"), Some(&json!(11)));
+    }
 
     #[test]
     fn counts_and_percentages() {

@@ -3,6 +3,7 @@
 //! Service's EndpointSlices, so a webhook server on the host can stand behind a selector-less
 //! Service), trusting the configuration's `caBundle`.
 
+use crate::values::At;
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -97,9 +98,9 @@ fn endpoint(group: &Group, namespace: &str, name: &str, port: u64) -> Result<Str
         let Ok(slice) = slice.to_value() else {
             continue;
         };
-        let owned = slice.pointer("/metadata/namespace").and_then(Value::as_str) == Some(namespace)
+        let owned = slice.at("/metadata/namespace").and_then(Value::as_str) == Some(namespace)
             && slice
-                .pointer("/metadata/labels/kubernetes.io~1service-name")
+                .at("/metadata/labels/kubernetes.io~1service-name")
                 .and_then(Value::as_str)
                 == Some(name);
         if !owned {
@@ -115,7 +116,7 @@ fn endpoint(group: &Group, namespace: &str, name: &str, port: u64) -> Result<Str
             .as_array()
             .into_iter()
             .flatten()
-            .find(|e| e.pointer("/conditions/ready").and_then(Value::as_bool) != Some(false));
+            .find(|e| e.at("/conditions/ready").and_then(Value::as_bool) != Some(false));
         if let (Some(port), Some(address)) =
             (target_port, ready.and_then(|e| e["addresses"][0].as_str()))
         {

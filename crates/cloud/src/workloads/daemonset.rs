@@ -7,6 +7,7 @@ use super::events;
 use super::scheduler::{selects_node, untolerated_taint};
 use super::{controller_ref, pod_from_template, pod_ready, template_hash, Cluster, Obj};
 use infrasim_kube_api::values::int_or_percent;
+use infrasim_kube_api::values::At;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -42,7 +43,7 @@ fn with_daemon_tolerations(spec: &mut Value) {
 fn daemon_spec(ds: &Obj) -> Value {
     let mut spec = ds
         .value
-        .pointer("/spec/template/spec")
+        .at("/spec/template/spec")
         .cloned()
         .unwrap_or_else(|| json!({}));
     with_daemon_tolerations(&mut spec);
@@ -60,7 +61,7 @@ fn target_node(pod: &Obj) -> String {
         return bound.to_string();
     }
     pod.value
-        .pointer("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchFields/0/values/0")
+        .at("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchFields/0/values/0")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string()
@@ -84,7 +85,7 @@ fn owned_by_node<'a>(ds: &Obj, pods: &'a [Obj]) -> HashMap<String, Vec<&'a Obj>>
 
 fn revision_hash(ds: &Obj) -> String {
     ds.value
-        .pointer("/spec/template")
+        .at("/spec/template")
         .map(template_hash)
         .unwrap_or_default()
 }
@@ -103,7 +104,7 @@ pub(super) fn reconcile(c: &Cluster) {
         let mut by_node = owned_by_node(ds, &pods);
         let template = ds
             .value
-            .pointer("/spec/template")
+            .at("/spec/template")
             .cloned()
             .unwrap_or_else(|| json!({}));
         let generation = ds.int("/metadata/generation").unwrap_or(1);
@@ -169,7 +170,7 @@ pub(super) fn reconcile(c: &Cluster) {
         if ds.str("/spec/updateStrategy/type") != "OnDelete" {
             let limit = ds
                 .value
-                .pointer("/spec/updateStrategy/rollingUpdate/maxUnavailable");
+                .at("/spec/updateStrategy/rollingUpdate/maxUnavailable");
             // A percentage rounds down but never to zero; absent means one.
             let max_unavailable = match int_or_percent(limit, nodes.len() as i64, false) {
                 Some(n) if limit.is_some_and(Value::is_string) => n.max(1),

@@ -7,6 +7,7 @@
 use super::events;
 use super::{condition, template_hash, Cluster, Obj};
 use infrasim_kube_api::values::int_or_percent;
+use infrasim_kube_api::values::At;
 use serde_json::{json, Value};
 
 const RESOURCE: &str = "deployments.apps";
@@ -15,7 +16,7 @@ const REVISION: &str = "deployment.kubernetes.io/revision";
 
 fn revision(rs: &Obj) -> i64 {
     rs.value
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(|a| a.get(REVISION))
         .and_then(Value::as_str)
         .and_then(|r| r.parse().ok())
@@ -42,7 +43,7 @@ fn rolling_limits(d: &Obj, desired: i64) -> (i64, i64) {
     if d.str("/spec/strategy/type") == "Recreate" {
         return (0, 0);
     }
-    let ru = d.value.pointer("/spec/strategy/rollingUpdate");
+    let ru = d.value.at("/spec/strategy/rollingUpdate");
     let surge = int_or_percent(
         ru.and_then(|r| r.get("maxSurge")).or(Some(&json!("25%"))),
         desired,
@@ -113,7 +114,7 @@ pub(super) fn reconcile(c: &Cluster) {
         let desired = d.int("/spec/replicas").unwrap_or(1).max(0);
         let template = d
             .value
-            .pointer("/spec/template")
+            .at("/spec/template")
             .cloned()
             .unwrap_or_else(|| json!({}));
         let hash = template_hash(&template);
@@ -130,7 +131,7 @@ pub(super) fn reconcile(c: &Cluster) {
             .collect();
         let old_total: i64 = olds.iter().map(|rs| spec_replicas(rs)).sum();
         let (surge, unavailable) = rolling_limits(d, desired);
-        let paused = d.value.pointer("/spec/paused") == Some(&json!(true));
+        let paused = d.value.at("/spec/paused") == Some(&json!(true));
         let Some(new) = new else {
             if paused {
                 continue;
@@ -164,7 +165,7 @@ pub(super) fn reconcile(c: &Cluster) {
         // patches it).
         let current = rev.unwrap_or_else(|| revision(new)).to_string();
         if d.value
-            .pointer("/metadata/annotations")
+            .at("/metadata/annotations")
             .and_then(|a| a.get(REVISION))
             .and_then(Value::as_str)
             != Some(&current)
@@ -255,7 +256,7 @@ fn create_replicaset(
     template["metadata"]["labels"]["pod-template-hash"] = json!(hash);
     let mut selector = d
         .value
-        .pointer("/spec/selector")
+        .at("/spec/selector")
         .cloned()
         .unwrap_or_else(|| json!({}));
     if !selector["matchLabels"].is_object() {
@@ -309,7 +310,7 @@ pub(super) fn update_status(c: &Cluster) {
         let desired = d.int("/spec/replicas").unwrap_or(1).max(0);
         let hash = d
             .value
-            .pointer("/spec/template")
+            .at("/spec/template")
             .map(template_hash)
             .unwrap_or_default();
         let rss = owned(d, &all);
@@ -323,7 +324,7 @@ pub(super) fn update_status(c: &Cluster) {
         let updated = new.and_then(|rs| rs.int("/status/replicas")).unwrap_or(0);
         let (_, max_unavailable) = rolling_limits(d, desired);
         let generation = d.int("/metadata/generation").unwrap_or(1);
-        let previous = d.value.pointer("/status/conditions");
+        let previous = d.value.at("/status/conditions");
         let available_condition = if available >= desired - max_unavailable {
             condition(
                 previous,
@@ -347,7 +348,7 @@ pub(super) fn update_status(c: &Cluster) {
         };
         let complete = updated == desired && replicas == desired && available == desired;
         let progressing = match new {
-            _ if d.value.pointer("/spec/paused") == Some(&json!(true)) => condition(
+            _ if d.value.at("/spec/paused") == Some(&json!(true)) => condition(
                 previous,
                 "Progressing",
                 "Unknown",

@@ -4,6 +4,7 @@
 
 use super::{condition, Cluster};
 use infrasim_kube_api::eviction::budget;
+use infrasim_kube_api::values::At;
 use serde_json::{json, Value};
 
 const RESOURCE: &str = "poddisruptionbudgets.policy";
@@ -23,13 +24,13 @@ pub(super) fn update_status(c: &Cluster) {
         let in_namespace: Vec<Value> = pods
             .iter()
             .filter(|p| {
-                p.pointer("/metadata/namespace").and_then(Value::as_str) == Some(pdb.namespace())
+                p.at("/metadata/namespace").and_then(Value::as_str) == Some(pdb.namespace())
             })
             .cloned()
             .collect();
         let b = budget(&pdb.value, &in_namespace);
         let generation = pdb.int("/metadata/generation").unwrap_or(1);
-        let previous = pdb.value.pointer("/status/conditions");
+        let previous = pdb.value.at("/status/conditions");
         let mut allowed = if b.allowed() > 0 {
             condition(
                 previous,

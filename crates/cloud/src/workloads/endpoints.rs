@@ -4,6 +4,7 @@
 //! `kubectl get endpointslices` and service-health checks see what they would in a cluster.
 
 use super::{pod_ready, random_suffix, string_map, Cluster, Obj};
+use infrasim_kube_api::values::At;
 use serde_json::{json, Value};
 
 const SLICES: &str = "endpointslices.discovery.k8s.io";
@@ -23,7 +24,7 @@ fn target_port(service_port: &Value, pod: &Obj) -> i64 {
         Some(Value::Number(n)) => n.as_i64().unwrap_or(port),
         Some(Value::String(name)) => pod
             .value
-            .pointer("/spec/containers")
+            .at("/spec/containers")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
@@ -44,7 +45,7 @@ fn target_port(service_port: &Value, pod: &Obj) -> i64 {
 fn ports(service: &Obj, pod: Option<&Obj>) -> Vec<Value> {
     service
         .value
-        .pointer("/spec/ports")
+        .at("/spec/ports")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -86,7 +87,7 @@ pub(super) fn reconcile(c: &Cluster) {
     let pods = c.list("pods");
     let slices = c.list(SLICES);
     for svc in services.iter() {
-        let selector = string_map(svc.value.pointer("/spec/selector"));
+        let selector = string_map(svc.value.at("/spec/selector"));
         if selector.is_empty() || svc.str("/spec/type") == "ExternalName" || svc.deleting() {
             continue;
         }
@@ -131,7 +132,7 @@ pub(super) fn reconcile(c: &Cluster) {
         };
         let mut labels = svc
             .value
-            .pointer("/metadata/labels")
+            .at("/metadata/labels")
             .cloned()
             .unwrap_or_else(|| json!({}));
         labels[ENDPOINTS_MANAGED_BY] = json!(ENDPOINTS_CONTROLLER);

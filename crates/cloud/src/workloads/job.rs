@@ -10,6 +10,7 @@ use super::{
     condition, condition_true, controller_ref, pod_from_template, pod_ready, Cluster, Obj,
 };
 use chrono::{DateTime, Utc};
+use infrasim_kube_api::values::At;
 use serde_json::{json, Value};
 
 const RESOURCE: &str = "jobs.batch";
@@ -49,7 +50,7 @@ pub(super) fn reconcile(c: &Cluster) {
         let backoff_limit = job.int("/spec/backoffLimit").unwrap_or(6);
         let start_time = job
             .value
-            .pointer("/status/startTime")
+            .at("/status/startTime")
             .and_then(Value::as_str)
             .and_then(|t| t.parse::<DateTime<Utc>>().ok());
         let past_deadline = match (job.int("/spec/activeDeadlineSeconds"), start_time) {
@@ -86,7 +87,7 @@ pub(super) fn reconcile(c: &Cluster) {
         if !status.is_object() {
             status = json!({});
         }
-        let previous = job.value.pointer("/status/conditions").cloned();
+        let previous = job.value.at("/status/conditions").cloned();
         let previous = previous.as_ref();
         if let Some((reason, message)) = failure {
             for p in &active {
@@ -134,7 +135,7 @@ pub(super) fn reconcile(c: &Cluster) {
             status["completionTime"] = json!(now_text);
             status["active"] = json!(0);
             c.event(job, events::JOBS, false, "Completed", "Job completed");
-        } else if job.value.pointer("/spec/suspend") == Some(&json!(true)) {
+        } else if job.value.at("/spec/suspend") == Some(&json!(true)) {
             for p in &active {
                 c.delete("pods", p.namespace(), p.name());
             }
@@ -146,7 +147,7 @@ pub(super) fn reconcile(c: &Cluster) {
             if have < want {
                 let template = job
                     .value
-                    .pointer("/spec/template")
+                    .at("/spec/template")
                     .cloned()
                     .unwrap_or_else(|| json!({}));
                 for _ in 0..(want - have) {

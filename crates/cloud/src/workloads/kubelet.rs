@@ -9,6 +9,7 @@ use super::events::Source;
 use super::scheduler::set_condition;
 use super::{condition, Cluster, Obj, WorkloadConfig};
 use chrono::{DateTime, Utc};
+use infrasim_kube_api::values::At;
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::Ipv4Addr;
@@ -109,7 +110,7 @@ impl Kubelet {
             if pod.str("/status/phase") == "Running" && runs_to_completion(pod) {
                 let started = pod
                     .value
-                    .pointer("/status/containerStatuses/0/state/running/startedAt")
+                    .at("/status/containerStatuses/0/state/running/startedAt")
                     .and_then(Value::as_str)
                     .and_then(|t| t.parse::<DateTime<Utc>>().ok())
                     .unwrap_or(now);
@@ -121,7 +122,7 @@ impl Kubelet {
             }
             let started_at = match pod
                 .value
-                .pointer("/status/startTime")
+                .at("/status/startTime")
                 .and_then(Value::as_str)
                 .and_then(|t| t.parse::<DateTime<Utc>>().ok())
             {
@@ -176,7 +177,7 @@ fn runs_to_completion(pod: &Obj) -> bool {
     pod.str("/spec/restartPolicy") != "Always"
         && pod
             .value
-            .pointer("/metadata/ownerReferences")
+            .at("/metadata/ownerReferences")
             .and_then(Value::as_array)
             .is_some_and(|refs| {
                 refs.iter().any(|r| {
@@ -204,7 +205,7 @@ fn finish(c: &Cluster, namespace: &str, name: &str, uid: &str) {
     if let Some(statuses) = next["status"]["containerStatuses"].as_array_mut() {
         for s in statuses.iter_mut() {
             let started = s
-                .pointer("/state/running/startedAt")
+                .at("/state/running/startedAt")
                 .cloned()
                 .unwrap_or_else(|| json!(now));
             s["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": now}});
@@ -212,7 +213,7 @@ fn finish(c: &Cluster, namespace: &str, name: &str, uid: &str) {
             s["started"] = json!(false);
         }
     }
-    let previous = pod.value.pointer("/status/conditions").cloned();
+    let previous = pod.value.at("/status/conditions").cloned();
     let previous = previous.as_ref();
     for ty in ["Ready", "ContainersReady"] {
         set_condition(
@@ -241,7 +242,7 @@ fn chrono_duration(d: std::time::Duration) -> chrono::Duration {
 
 fn node_ip(node: &Obj) -> String {
     node.value
-        .pointer("/status/addresses")
+        .at("/status/addresses")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -253,7 +254,7 @@ fn node_ip(node: &Obj) -> String {
 }
 
 fn container_names(pod: &Value, list: &str) -> Vec<(String, String)> {
-    pod.pointer(&format!("/spec/{list}"))
+    pod.at(&format!("/spec/{list}"))
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -292,7 +293,7 @@ fn accept(c: &Cluster, pod: &Obj, node: &Obj) -> bool {
             "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}},
         }))
         .collect::<Vec<_>>());
-    let previous = pod.value.pointer("/status/conditions").cloned();
+    let previous = pod.value.at("/status/conditions").cloned();
     let previous = previous.as_ref();
     for cond in [
         condition(
@@ -339,7 +340,7 @@ fn start(c: &Cluster, namespace: &str, name: &str, uid: &str, ips: &mut IpBook) 
         return;
     };
     let now = infrasim_store::format_time(c.now());
-    let ip = if pod.value.pointer("/spec/hostNetwork") == Some(&json!(true)) {
+    let ip = if pod.value.at("/spec/hostNetwork") == Some(&json!(true)) {
         node_ip(&node)
     } else {
         ips.allocate(c, &node)
@@ -373,7 +374,7 @@ fn start(c: &Cluster, namespace: &str, name: &str, uid: &str, ips: &mut IpBook) 
             }))
             .collect::<Vec<_>>());
     }
-    let previous = pod.value.pointer("/status/conditions").cloned();
+    let previous = pod.value.at("/status/conditions").cloned();
     let previous = previous.as_ref();
     for ty in [
         "PodReadyToStartContainers",
@@ -528,18 +529,16 @@ fn report_node_status(c: &Cluster) {
     }
 }
 
-/// Renews every node's Lease, as each kubelet does on its cadence.
+/// Renews every node's Lease, as each kubelet does on its cadence. Runs every ten seconds in
+/// every cluster, idle ones included, so it decodes only the node leases it rewrites: node
+/// names come from the store's keys, not from decoded Nodes.
 fn renew_leases(c: &Cluster) {
-    let nodes: HashSet<String> = c
-        .list("nodes")
-        .iter()
-        .map(|n| n.name().to_string())
-        .collect();
+    let nodes = c.names("nodes", "");
     let now = c.now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
-    for lease in c.list("leases.coordination.k8s.io").iter() {
-        if lease.namespace() != "kube-node-lease" || !nodes.contains(lease.name()) {
+    for name in nodes {
+        let Some(lease) = c.get("leases.coordination.k8s.io", "kube-node-lease", &name) else {
             continue;
-        }
+        };
         let mut next = Value::clone(&lease.value);
         next["spec"]["renewTime"] = json!(now);
         c.update("leases.coordination.k8s.io", next, lease.rv);
@@ -555,7 +554,7 @@ pub(crate) fn qos_class(spec: &Value) -> &'static str {
         .flatten()
         .collect();
     let has =
-        |c: &Value, what: &str, res: &str| c.pointer(&format!("/resources/{what}/{res}")).is_some();
+        |c: &Value, what: &str, res: &str| c.at(&format!("/resources/{what}/{res}")).is_some();
     if containers.iter().all(|c| {
         !has(c, "requests", "cpu")
             && !has(c, "requests", "memory")
@@ -566,8 +565,8 @@ pub(crate) fn qos_class(spec: &Value) -> &'static str {
     }
     let guaranteed = containers.iter().all(|c| {
         ["cpu", "memory"].iter().all(|res| {
-            let limit = c.pointer(&format!("/resources/limits/{res}"));
-            let request = c.pointer(&format!("/resources/requests/{res}")).or(limit);
+            let limit = c.at(&format!("/resources/limits/{res}"));
+            let request = c.at(&format!("/resources/requests/{res}")).or(limit);
             limit.is_some() && request == limit
         })
     });

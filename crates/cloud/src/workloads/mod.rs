@@ -11,6 +11,7 @@
 //!
 //! Time (pod startup, lease renewal) reads the cloud's injected clock; tests move a fake one.
 
+use infrasim_kube_api::values::At;
 mod daemonset;
 mod deployment;
 mod disruption;
@@ -97,14 +98,17 @@ pub async fn run(
         }
     };
     let mut dirty = true;
+    // Decoded lists are kept while the cluster is busy, so that a pass decodes only what
+    // changed since the one before; once it has been quiet for LISTS_KEPT they are dropped,
+    // or they would hold every idle cluster's objects twice (as bytes in the store, as JSON
+    // values here). Real time, not the cluster's clock: this is about memory, not behaviour.
+    let mut forget_lists_at: Option<tokio::time::Instant> = None;
     loop {
         if dirty {
             dirty = false;
             controllers.pass();
+            forget_lists_at = Some(tokio::time::Instant::now() + LISTS_KEPT);
         }
-        // Decoded lists serve one pass; kept between passes they would hold every cluster's
-        // objects twice (as bytes in the store, as JSON values here).
-        controllers.cluster.forget_lists();
         let now = clock.now();
         let next = [
             controllers.kubelet.next_deadline(),
@@ -116,6 +120,10 @@ pub async fn run(
         let wait = (next - now).to_std().unwrap_or(Duration::ZERO);
         tokio::select! {
             _ = &mut stop => return,
+            _ = sleep_until(forget_lists_at) => {
+                controllers.cluster.forget_lists();
+                forget_lists_at = None;
+            }
             event = watch.next() => match event {
                 Ok(e) => dirty |= WATCHED.contains(&&*e.resource),
                 Err(WatchError::Lagged) => {
@@ -137,6 +145,8 @@ pub async fn run(
                     events::expire(&controllers.cluster, now - event_ttl);
                     next_sweep = now + sweep_every;
                 }
+                // The timers may have decoded lists (node status reports, the event sweep).
+                forget_lists_at.get_or_insert(tokio::time::Instant::now() + LISTS_KEPT);
             }
         }
         // Take every event already queued before running a pass: a burst costs one pass.
@@ -154,6 +164,17 @@ pub async fn run(
                 Err(WatchError::Closed) => return,
             }
         }
+    }
+}
+
+/// How long a cluster's decoded lists outlive its last pass.
+const LISTS_KEPT: Duration = Duration::from_secs(2);
+
+/// Sleeps until `at`, or forever when there is no `at`.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -234,13 +255,10 @@ pub(crate) struct Obj {
 
 impl Obj {
     pub fn str(&self, pointer: &str) -> &str {
-        self.value
-            .pointer(pointer)
-            .and_then(Value::as_str)
-            .unwrap_or("")
+        self.value.at(pointer).and_then(Value::as_str).unwrap_or("")
     }
     pub fn int(&self, pointer: &str) -> Option<i64> {
-        self.value.pointer(pointer).and_then(Value::as_i64)
+        self.value.at(pointer).and_then(Value::as_i64)
     }
     pub fn name(&self) -> &str {
         self.str("/metadata/name")
@@ -252,15 +270,15 @@ impl Obj {
         self.str("/metadata/uid")
     }
     pub fn deleting(&self) -> bool {
-        self.value.pointer("/metadata/deletionTimestamp").is_some()
+        self.value.at("/metadata/deletionTimestamp").is_some()
     }
     pub fn labels(&self) -> BTreeMap<String, String> {
-        string_map(self.value.pointer("/metadata/labels"))
+        string_map(self.value.at("/metadata/labels"))
     }
     /// The uid of the object's controller (the ownerReference with `controller: true`).
     pub fn controller_uid(&self) -> Option<&str> {
         self.value
-            .pointer("/metadata/ownerReferences")
+            .at("/metadata/ownerReferences")
             .and_then(Value::as_array)?
             .iter()
             .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
@@ -349,6 +367,38 @@ impl Cluster {
             },
         );
         list
+    }
+
+    /// The names of `resource`'s objects in `namespace`, read from the store's keys without
+    /// decoding an object.
+    pub fn names(&self, resource: &str, namespace: &str) -> Vec<String> {
+        let Ok(snapshot) = self.group.snapshot(resource, ReadAt::Latest) else {
+            return Vec::new();
+        };
+        snapshot
+            .objects
+            .keys()
+            .filter(|k| &*k.namespace == namespace)
+            .map(|k| k.name.to_string())
+            .collect()
+    }
+
+    /// The objects of `resource` created before `before`, decoded; the others are not.
+    pub fn created_before(&self, resource: &str, before: DateTime<Utc>) -> Vec<Obj> {
+        let Ok(snapshot) = self.group.snapshot(resource, ReadAt::Latest) else {
+            return Vec::new();
+        };
+        snapshot
+            .objects
+            .values()
+            .filter(|o| o.meta.creation_timestamp < before)
+            .filter_map(|o| {
+                Some(Obj {
+                    value: Arc::new(o.to_value().ok()?),
+                    rv: o.meta.resource_version,
+                })
+            })
+            .collect()
     }
 
     pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Obj> {
@@ -452,7 +502,7 @@ pub(crate) fn pod_from_template(
     extra_labels: &[(&str, String)],
 ) -> Value {
     let mut labels = template
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .cloned()
         .unwrap_or_else(|| json!({}));
     for (k, v) in extra_labels {
@@ -465,7 +515,7 @@ pub(crate) fn pod_from_template(
         "labels": labels,
         "ownerReferences": [owner],
     });
-    if let Some(a) = template.pointer("/metadata/annotations") {
+    if let Some(a) = template.at("/metadata/annotations") {
         metadata["annotations"] = a.clone();
     }
     let spec = template.get("spec").cloned().unwrap_or_else(|| json!({}));
@@ -541,12 +591,12 @@ pub(crate) fn record_revision(c: &Cluster, owner: &Obj, kind: &str, hash: &str) 
         None => {
             let mut template = owner
                 .value
-                .pointer("/spec/template")
+                .at("/spec/template")
                 .cloned()
                 .unwrap_or_else(|| json!({}));
             template["$patch"] = json!("replace");
             let mut labels = template
-                .pointer("/metadata/labels")
+                .at("/metadata/labels")
                 .cloned()
                 .unwrap_or_else(|| json!({}));
             labels["controller-revision-hash"] = json!(hash);

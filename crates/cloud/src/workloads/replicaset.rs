@@ -3,6 +3,7 @@
 
 use super::events;
 use super::{controller_ref, pod_from_template, pod_ready, string_map, Cluster, Obj};
+use infrasim_kube_api::values::At;
 use serde_json::json;
 
 const RESOURCE: &str = "replicasets.apps";
@@ -33,7 +34,7 @@ pub(super) fn reconcile(c: &Cluster) {
         if have < want {
             let template = rs
                 .value
-                .pointer("/spec/template")
+                .at("/spec/template")
                 .cloned()
                 .unwrap_or_else(|| json!({}));
             let owner = controller_ref(rs, "apps/v1", "ReplicaSet");
@@ -85,7 +86,7 @@ pub(super) fn update_status(c: &Cluster) {
     let pods = c.list("pods");
     for rs in c.list(RESOURCE).iter() {
         let owned = owned_pods(rs, &pods);
-        let template_labels = string_map(rs.value.pointer("/spec/template/metadata/labels"));
+        let template_labels = string_map(rs.value.at("/spec/template/metadata/labels"));
         let ready = owned.iter().filter(|p| pod_ready(p)).count();
         let fully_labeled = owned
             .iter()

@@ -6,6 +6,7 @@
 use super::events;
 use super::{condition, string_map, Cluster, Obj};
 use infrasim_kube_api::selectors::{LabelRequirement, LabelSelector};
+use infrasim_kube_api::values::At;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 
@@ -23,15 +24,15 @@ fn requests(pod: &Value) -> (f64, f64) {
     let mut cpu = 0.0;
     let mut memory = 0.0;
     for c in pod
-        .pointer("/spec/containers")
+        .at("/spec/containers")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
     {
         let res = c.get("resources");
         let get = |name: &str| {
-            res.and_then(|r| r.pointer(&format!("/requests/{name}")))
-                .or_else(|| res.and_then(|r| r.pointer(&format!("/limits/{name}"))))
+            res.and_then(|r| r.at(&format!("/requests/{name}")))
+                .or_else(|| res.and_then(|r| r.at(&format!("/limits/{name}"))))
         };
         cpu += get("cpu").map(quantity).unwrap_or(0.0) * 1000.0;
         memory += get("memory").map(quantity).unwrap_or(0.0);
@@ -94,7 +95,7 @@ pub(crate) fn untolerated_taint<'a>(pod_spec: &Value, node: &'a Value) -> Option
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    node.pointer("/spec/taints")
+    node.at("/spec/taints")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -109,19 +110,19 @@ pub(crate) fn untolerated_taint<'a>(pod_spec: &Value, node: &'a Value) -> Option
 
 /// Whether the node matches the pod's `nodeSelector` and required node affinity.
 pub(crate) fn selects_node(pod_spec: &Value, node: &Value) -> bool {
-    let labels = string_map(node.pointer("/metadata/labels"));
+    let labels = string_map(node.at("/metadata/labels"));
     let selector = string_map(pod_spec.get("nodeSelector"));
     if selector.iter().any(|(k, v)| labels.get(k) != Some(v)) {
         return false;
     }
     let Some(terms) = pod_spec
-        .pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")
+        .at("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")
         .and_then(Value::as_array)
     else {
         return true;
     };
     let name = node
-        .pointer("/metadata/name")
+        .at("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     let fields = BTreeMap::from([("metadata.name".to_string(), name.to_string())]);
@@ -145,7 +146,7 @@ pub(crate) fn selects_node(pod_spec: &Value, node: &Value) -> bool {
 /// Why `node` cannot take `pod`, in kube-scheduler's phrasing, or `None` if it can.
 fn misfit(pod: &Value, demand: (f64, f64), node: &Obj, used: Usage) -> Option<String> {
     let spec = pod.get("spec").unwrap_or(&Value::Null);
-    if node.value.pointer("/spec/unschedulable") == Some(&json!(true)) {
+    if node.value.at("/spec/unschedulable") == Some(&json!(true)) {
         return Some("node(s) were unschedulable".into());
     }
     // The node lifecycle controller taints a node that is not Ready; daemons tolerate it.
@@ -170,7 +171,7 @@ fn misfit(pod: &Value, demand: (f64, f64), node: &Obj, used: Usage) -> Option<St
     }
     let allocatable = |name: &str| {
         node.value
-            .pointer(&format!("/status/allocatable/{name}"))
+            .at(&format!("/status/allocatable/{name}"))
             .map(quantity)
     };
     if allocatable("pods").is_some_and(|max| (used.pods + 1) as f64 > max) {
@@ -233,7 +234,7 @@ pub(super) fn schedule(c: &Cluster) {
                 }
             }
         }
-        let previous = pod.value.pointer("/status/conditions");
+        let previous = pod.value.at("/status/conditions");
         match best {
             Some((node, _)) => {
                 let mut bound = Value::clone(&pod.value);

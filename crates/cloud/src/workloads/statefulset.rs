@@ -6,6 +6,7 @@
 
 use super::events;
 use super::{controller_ref, pod_from_template, pod_ready, template_hash, Cluster, Obj};
+use infrasim_kube_api::values::At;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -14,7 +15,7 @@ const RESOURCE: &str = "statefulsets.apps";
 fn update_revision(sts: &Obj) -> String {
     let hash = sts
         .value
-        .pointer("/spec/template")
+        .at("/spec/template")
         .map(template_hash)
         .unwrap_or_default();
     format!("{}-{hash}", sts.name())
@@ -58,7 +59,7 @@ pub(super) fn reconcile(c: &Cluster) {
         let pods_by_ordinal = owned(sts, &pods);
         let template = sts
             .value
-            .pointer("/spec/template")
+            .at("/spec/template")
             .cloned()
             .unwrap_or_else(|| json!({}));
         // Create the missing ordinals, in order; OrderedReady waits for each to be Ready.

@@ -1,6 +1,7 @@
 //! The cluster templates in `deploy/templates`, built in, and the `${VAR}` substitution
 //! clusterctl applies to them (`${VAR}`, and `${VAR:=default}` or `${VAR:-default}`).
 
+use infrasim_kube_api::values::At;
 use std::collections::HashMap;
 
 /// The ClusterClass `in-memory` and its templates.
@@ -77,7 +78,7 @@ pub async fn apply(
     use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
     for mut doc in documents(yaml)? {
         let field = |p: &str| {
-            doc.pointer(p)
+            doc.at(p)
                 .and_then(serde_json::Value::as_str)
                 .map(str::to_string)
         };

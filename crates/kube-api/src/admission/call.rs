@@ -4,6 +4,7 @@
 use super::{Subject, Webhook};
 use crate::context::Ctx;
 use crate::status::ApiError;
+use crate::values::At;
 use base64::Engine;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -62,7 +63,7 @@ fn request(ctx: &Ctx, subject: &Subject<'_>, uid: &str) -> Value {
         "uid": uid,
         "kind": kind, "resource": resource, "requestKind": kind, "requestResource": resource,
         "name": ctx.path.name.clone().or_else(|| subject.object.and_then(|o| {
-            o.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string)
+            o.at("/metadata/name").and_then(Value::as_str).map(str::to_string)
         })).unwrap_or_default(),
         "operation": subject.operation.name(),
         "userInfo": super::user_info(ctx),

@@ -5,6 +5,7 @@
 use super::{Subject, Webhook};
 use crate::context::Ctx;
 use crate::selectors::LabelSelector;
+use crate::values::At;
 use infrasim_store::ObjectKey;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -89,7 +90,7 @@ pub(super) fn rule_matches(ctx: &Ctx, rule: &Value, operation: Operation) -> boo
 
 fn labels(object: Option<&Value>) -> BTreeMap<String, String> {
     object
-        .and_then(|o| o.pointer("/metadata/labels"))
+        .and_then(|o| o.at("/metadata/labels"))
         .and_then(Value::as_object)
         .map(|m| {
             m.iter()

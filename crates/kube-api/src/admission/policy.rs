@@ -8,6 +8,7 @@ use super::{matching, Subject};
 use crate::context::Ctx;
 use crate::rules::{evaluate, to_cel, Cel};
 use crate::status::ApiError;
+use crate::values::At;
 use infrasim_store::{ObjectKey, ReadAt};
 use serde_json::Value;
 use std::sync::Arc;
@@ -56,7 +57,7 @@ fn applies(ctx: &Ctx, constraints: &Value, subject: &Subject<'_>, rules_required
     let name = ctx.path.name.clone().unwrap_or_else(|| {
         subject
             .object
-            .and_then(|o| o.pointer("/metadata/name"))
+            .and_then(|o| o.at("/metadata/name"))
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string()

@@ -6,6 +6,7 @@ use crate::object::derive;
 use crate::resources::{Normalize, PrinterColumn, ResourceInfo};
 use crate::state::State;
 use crate::status::ApiError;
+use crate::values::At;
 use infrasim_store::{DeleteOptions, ObjectKey, ReadAt, StoreError};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -17,11 +18,11 @@ pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io"
 const STORE_KEY: &str = "customresourcedefinitions.apiextensions.k8s.io";
 
 fn s<'a>(v: &'a Value, path: &str) -> &'a str {
-    v.pointer(path).and_then(Value::as_str).unwrap_or("")
+    v.at(path).and_then(Value::as_str).unwrap_or("")
 }
 
 fn strings(v: &Value, path: &str) -> Vec<String> {
-    v.pointer(path)
+    v.at(path)
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -65,7 +66,7 @@ pub(crate) fn validate(crd: &Value) -> Vec<(String, String)> {
         ));
     }
     let versions = crd
-        .pointer("/spec/versions")
+        .at("/spec/versions")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
@@ -86,7 +87,7 @@ pub(crate) fn validate(crd: &Value) -> Vec<(String, String)> {
         ));
     }
     for (i, v) in versions.iter().enumerate() {
-        if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
+        if let Some(schema) = v.at("/schema/openAPIV3Schema") {
             if let Err(e) = crate::schema::Schema::from_openapi(schema) {
                 causes.push((
                     format!("spec.versions[{i}].schema.openAPIV3Schema"),
@@ -98,14 +99,14 @@ pub(crate) fn validate(crd: &Value) -> Vec<(String, String)> {
     match s(crd, "/spec/conversion/strategy") {
         "" | "None" => {}
         "Webhook" => {
-            let config = crd.pointer("/spec/conversion/webhook/clientConfig");
+            let config = crd.at("/spec/conversion/webhook/clientConfig");
             if config.is_none_or(|c| c.get("url").is_none() && c.get("service").is_none()) {
                 causes.push((
                     "spec.conversion.webhook.clientConfig".into(),
                     "Required value: required when strategy is set to Webhook".into(),
                 ));
             }
-            let versions = crd.pointer("/spec/conversion/webhook/conversionReviewVersions");
+            let versions = crd.at("/spec/conversion/webhook/conversionReviewVersions");
             if !versions
                 .and_then(Value::as_array)
                 .is_some_and(|v| v.iter().any(|v| v == "v1"))
@@ -139,7 +140,7 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
     };
     let namespaced = s(crd, "/spec/scope") == "Namespaced";
     let storage = crd
-        .pointer("/spec/versions")
+        .at("/spec/versions")
         .and_then(Value::as_array)
         .and_then(|vs| {
             vs.iter()
@@ -148,14 +149,11 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
         .and_then(|v| v.get("name").and_then(Value::as_str))
         .map(|v| format!("{group}/{v}"));
     let conversion = (s(crd, "/spec/conversion/strategy") == "Webhook")
-        .then(|| {
-            crd.pointer("/spec/conversion/webhook/clientConfig")
-                .cloned()
-        })
+        .then(|| crd.at("/spec/conversion/webhook/clientConfig").cloned())
         .flatten()
         .map(Arc::new);
     let versions = crd
-        .pointer("/spec/versions")
+        .at("/spec/versions")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
@@ -164,12 +162,9 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
         .filter(|v| v.get("served").and_then(Value::as_bool).unwrap_or(true))
         .filter_map(|v| {
             let version = v.get("name")?.as_str()?.to_string();
-            let schema = v
-                .pointer("/schema/openAPIV3Schema")
-                .cloned()
-                .unwrap_or_else(
-                    || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
-                );
+            let schema = v.at("/schema/openAPIV3Schema").cloned().unwrap_or_else(
+                || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+            );
             let openapi = schema.clone();
             let schema = crate::schema::Schema::from_openapi(&schema).ok()?;
             let columns = v
@@ -199,14 +194,14 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
                 namespaced,
                 short_names: strings(crd, "/spec/names/shortNames"),
                 categories: strings(crd, "/spec/names/categories"),
-                has_status: v.pointer("/subresources/status").is_some(),
+                has_status: v.at("/subresources/status").is_some(),
                 store_key: format!("{plural}.{group}"),
                 normalize: Normalize::Schema(Arc::new(schema)),
                 printer_columns: Some(columns),
                 custom: true,
                 ephemeral: false,
                 scale: v
-                    .pointer("/subresources/scale")
+                    .at("/subresources/scale")
                     .map(|sc| crate::resources::ScalePaths {
                         spec: s(sc, "/specReplicasPath").to_string(),
                         status: s(sc, "/statusReplicasPath").to_string(),
@@ -226,10 +221,10 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
 /// Warnings for a CRD's author: the CEL rules this server will not enforce, because they
 /// call functions it does not implement.
 pub(crate) fn warnings(crd: &Value) -> Vec<String> {
-    let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
+    let versions = crd.at("/spec/versions").and_then(Value::as_array);
     let mut out = Vec::new();
     for v in versions.into_iter().flatten() {
-        let Some(schema) = v.pointer("/schema/openAPIV3Schema") else {
+        let Some(schema) = v.at("/schema/openAPIV3Schema") else {
             continue;
         };
         let name = v.get("name").and_then(Value::as_str).unwrap_or("");
@@ -248,7 +243,7 @@ pub(crate) fn register(state: &State, name: &str) {
         return;
     };
     let Ok(crd) = stored.to_value() else { return };
-    if crd.pointer("/metadata/deletionTimestamp").is_none() {
+    if crd.at("/metadata/deletionTimestamp").is_none() {
         state.registry.set_custom(name, resources(&crd));
     }
     // Status: names accepted, established, the storage version recorded.
@@ -261,7 +256,7 @@ pub(crate) fn register(state: &State, name: &str) {
         };
         let now = infrasim_store::format_time(state.clock.now());
         let storage: Vec<Value> = value
-            .pointer("/spec/versions")
+            .at("/spec/versions")
             .and_then(Value::as_array)
             .map(|vs| {
                 vs.iter()
@@ -272,7 +267,7 @@ pub(crate) fn register(state: &State, name: &str) {
             .unwrap_or_default();
         let condition = |ty: &str, reason: &str, message: &str| json!({"type": ty, "status": "True", "lastTransitionTime": now, "reason": reason, "message": message});
         let mut stored_versions = value
-            .pointer("/status/storedVersions")
+            .at("/status/storedVersions")
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
@@ -286,7 +281,7 @@ pub(crate) fn register(state: &State, name: &str) {
                 condition("NamesAccepted", "NoConflicts", "no conflicts found"),
                 condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
             ],
-            "acceptedNames": value.pointer("/spec/names").cloned().unwrap_or(json!({})),
+            "acceptedNames": value.at("/spec/names").cloned().unwrap_or(json!({})),
             "storedVersions": stored_versions,
         });
         // Keep condition times stable across re-registration when nothing changed.

@@ -1,6 +1,7 @@
 //! Printers of the `apps` group's kinds.
 
 use super::*;
+use crate::values::At;
 
 pub(super) const DEPLOYMENT: Printer = Printer {
     kinds: &["Deployment"],
@@ -25,16 +26,14 @@ fn deployment(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
         json!(format!(
             "{}/{}",
             n(v, "status.readyReplicas"),
-            v.pointer("/spec/replicas")
-                .and_then(Value::as_i64)
-                .unwrap_or(1)
+            v.at("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)
         )),
         json!(n(v, "status.updatedReplicas")),
         json!(n(v, "status.availableReplicas")),
         age(v, now),
         c,
         i,
-        json!(selector_string(v.pointer("/spec/selector"))),
+        json!(selector_string(v.at("/spec/selector"))),
     ]
 }
 
@@ -58,16 +57,13 @@ fn replica_set(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
     let (c, i) = containers_images(v, "spec.template.spec.containers");
     vec![
         name,
-        json!(v
-            .pointer("/spec/replicas")
-            .and_then(Value::as_i64)
-            .unwrap_or(1)),
+        json!(v.at("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)),
         json!(n(v, "status.replicas")),
         json!(n(v, "status.readyReplicas")),
         age(v, now),
         c,
         i,
-        json!(selector_string(v.pointer("/spec/selector"))),
+        json!(selector_string(v.at("/spec/selector"))),
     ]
 }
 
@@ -100,12 +96,12 @@ fn daemon_set(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
         json!(n(v, "status.updatedNumberScheduled")),
         json!(n(v, "status.numberAvailable")),
         json!(or_none(selector_string(
-            v.pointer("/spec/template/spec/nodeSelector")
+            v.at("/spec/template/spec/nodeSelector")
         ))),
         age(v, now),
         c,
         i,
-        json!(selector_string(v.pointer("/spec/selector"))),
+        json!(selector_string(v.at("/spec/selector"))),
     ]
 }
 
@@ -129,9 +125,7 @@ fn stateful_set(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
         json!(format!(
             "{}/{}",
             n(v, "status.readyReplicas"),
-            v.pointer("/spec/replicas")
-                .and_then(Value::as_i64)
-                .unwrap_or(1)
+            v.at("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)
         )),
         age(v, now),
         c,

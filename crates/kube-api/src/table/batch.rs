@@ -1,6 +1,7 @@
 //! Printers of the `batch` group's kinds.
 
 use super::*;
+use crate::values::At;
 
 pub(super) const JOB: Printer = Printer {
     kinds: &["Job"],
@@ -29,7 +30,7 @@ fn job(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
         "Complete"
     } else if has("Failed") {
         "Failed"
-    } else if v.pointer("/metadata/deletionTimestamp").is_some() {
+    } else if v.at("/metadata/deletionTimestamp").is_some() {
         "Terminating"
     } else if has("Suspended") {
         "Suspended"
@@ -41,9 +42,9 @@ fn job(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
         "Running"
     };
     let succeeded = n(v, "status.succeeded");
-    let completions = match v.pointer("/spec/completions").and_then(Value::as_i64) {
+    let completions = match v.at("/spec/completions").and_then(Value::as_i64) {
         Some(total) => format!("{succeeded}/{total}"),
-        None => match v.pointer("/spec/parallelism").and_then(Value::as_i64) {
+        None => match v.at("/spec/parallelism").and_then(Value::as_i64) {
             Some(p) if p > 1 => format!("{succeeded}/1 of {p}"),
             _ => format!("{succeeded}/1"),
         },
@@ -66,7 +67,7 @@ fn job(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
         age(v, now),
         c,
         i,
-        json!(selector_string(v.pointer("/spec/selector"))),
+        json!(selector_string(v.at("/spec/selector"))),
     ]
 }
 
@@ -98,7 +99,7 @@ fn cron_job(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
         json!(s(v, "spec.schedule")),
         json!(or_none(s(v, "spec.timeZone").to_string())),
         json!(v
-            .pointer("/spec/suspend")
+            .at("/spec/suspend")
             .and_then(Value::as_bool)
             .unwrap_or(false)),
         json!(arr(v, "status.active").len()),
@@ -106,8 +107,6 @@ fn cron_job(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
         age(v, now),
         c,
         i,
-        json!(selector_string(
-            v.pointer("/spec/jobTemplate/spec/selector")
-        )),
+        json!(selector_string(v.at("/spec/jobTemplate/spec/selector"))),
     ]
 }

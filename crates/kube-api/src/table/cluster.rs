@@ -1,6 +1,7 @@
 //! Printers of the remaining built-in kinds: leases, disruption budgets, storage classes, RBAC bindings, webhook configurations, EndpointSlices.
 
 use super::*;
+use crate::values::At;
 
 pub(super) const LEASE: Printer = Printer {
     kinds: &["Lease"],
@@ -31,7 +32,7 @@ pub(super) const POD_DISRUPTION_BUDGET: Printer = Printer {
 
 fn pod_disruption_budget(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
     let name = json!(s(v, "metadata.name"));
-    let iv = |p: &str| match v.pointer(p) {
+    let iv = |p: &str| match v.at(p) {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Number(n)) => n.to_string(),
         _ => "N/A".into(),
@@ -60,7 +61,7 @@ pub(super) const STORAGE_CLASS: Printer = Printer {
 
 fn storage_class(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
     let name = json!(s(v, "metadata.name"));
-    let name = if v.pointer("/metadata/annotations/storageclass.kubernetes.io~1is-default-class")
+    let name = if v.at("/metadata/annotations/storageclass.kubernetes.io~1is-default-class")
         == Some(&json!("true"))
     {
         json!(format!("{} (default)", s(v, "metadata.name")))

@@ -1,6 +1,7 @@
 //! Printers of the core group's kinds (`kubectl get pods`, `nodes`, `services`...).
 
 use super::*;
+use crate::values::At;
 
 pub(super) const POD: Printer = Printer {
     kinds: &["Pod"],
@@ -126,7 +127,7 @@ fn service(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
         json!(external),
         json!(service_ports(v)),
         age(v, now),
-        json!(or_none(selector_string(v.pointer("/spec/selector")))),
+        json!(or_none(selector_string(v.at("/spec/selector")))),
     ]
 }
 

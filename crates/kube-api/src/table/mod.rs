@@ -3,6 +3,7 @@
 
 use crate::resources::{PrinterColumn, ResourceInfo};
 use crate::selectors::selector_string;
+use crate::values::At;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
@@ -213,7 +214,7 @@ fn pod_status(v: &Value) -> (String, String, i64) {
             reason = terminated.to_string();
         }
     }
-    if v.pointer("/metadata/deletionTimestamp").is_some() {
+    if v.at("/metadata/deletionTimestamp").is_some() {
         reason = "Terminating".into();
     }
     if reason.is_empty() {
@@ -234,7 +235,7 @@ fn node_status(v: &Value) -> String {
             }
         })
         .unwrap_or("Unknown");
-    if v.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+    if v.at("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
         format!("{ready},SchedulingDisabled")
     } else {
         ready.to_string()
@@ -243,7 +244,7 @@ fn node_status(v: &Value) -> String {
 
 fn node_roles(v: &Value) -> String {
     let mut roles: Vec<String> = v
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .and_then(Value::as_object)
         .map(|m| {
             m.keys()

@@ -4,6 +4,7 @@
 use crate::context::Ctx;
 use crate::http::{json_bytes, json_value, HandlerResult};
 use crate::status::ApiError;
+use crate::values::At;
 use crate::write::input;
 use crate::{admission, namespaces, selectors};
 use infrasim_store::{DeleteOptions, DeleteOutcome, Propagation, ReadAt};
@@ -51,7 +52,7 @@ fn delete_options(ctx: &Ctx, body: &[u8]) -> Result<DeleteOptions, ApiError> {
         }
     };
     let precondition_resource_version = match opts
-        .pointer("/preconditions/resourceVersion")
+        .at("/preconditions/resourceVersion")
         .and_then(Value::as_str)
     {
         Some(rv) => Some(
@@ -63,7 +64,7 @@ fn delete_options(ctx: &Ctx, body: &[u8]) -> Result<DeleteOptions, ApiError> {
     Ok(DeleteOptions {
         propagation,
         precondition_uid: opts
-            .pointer("/preconditions/uid")
+            .at("/preconditions/uid")
             .and_then(Value::as_str)
             .map(str::to_string),
         precondition_resource_version,

@@ -5,6 +5,7 @@ use crate::context::Ctx;
 use crate::http::HandlerResult;
 use crate::object::name_of;
 use crate::status::ApiError;
+use crate::values::At;
 use crate::write::{self, input, Operation, Ownership, Write, WriteError};
 use serde_json::{json, Value};
 
@@ -124,7 +125,7 @@ fn apply_json_patch(
 ) -> Result<(), json_patch::PatchError> {
     for op in &patch.0 {
         if let json_patch::PatchOperation::Test(t) = op {
-            if t.value.is_null() && doc.pointer(t.path.as_str()).is_none() {
+            if t.value.is_null() && doc.at(t.path.as_str()).is_none() {
                 continue;
             }
         }

@@ -6,6 +6,7 @@ use crate::context::Ctx;
 use crate::http::HandlerResult;
 use crate::resources::NormalizeError;
 use crate::status::ApiError;
+use crate::values::At;
 use serde_json::{json, Value};
 
 /// Whether the request is a dry run (`dryRun=All`): checked and computed in full, not applied.
@@ -37,7 +38,7 @@ pub(crate) fn field_manager(ctx: &Ctx) -> String {
 /// The resourceVersion an object pins (a precondition), if any.
 pub(crate) fn expected_version(value: &Value) -> Result<Option<u64>, ApiError> {
     match value
-        .pointer("/metadata/resourceVersion")
+        .at("/metadata/resourceVersion")
         .and_then(Value::as_str)
     {
         None | Some("") => Ok(None),
@@ -118,7 +119,7 @@ pub(crate) fn normalize(
             &ctx.info.group,
             &ctx.info.kind,
             value
-                .pointer("/metadata/name")
+                .at("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or(""),
             causes,

@@ -14,6 +14,7 @@
 //!
 //! A verb can therefore not store what another verb would refuse.
 
+use crate::values::At;
 pub(crate) mod input;
 mod strategy;
 
@@ -254,7 +255,7 @@ async fn create(
     warnings: &mut Vec<String>,
 ) -> Result<Written, ApiError> {
     if object
-        .pointer("/metadata/resourceVersion")
+        .at("/metadata/resourceVersion")
         .and_then(Value::as_str)
         .is_some_and(|rv| !rv.is_empty())
     {
@@ -263,7 +264,7 @@ async fn create(
         ));
     }
     let generate = object
-        .pointer("/metadata/generateName")
+        .at("/metadata/generateName")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();

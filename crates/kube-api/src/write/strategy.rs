@@ -9,6 +9,7 @@
 use crate::context::Ctx;
 use crate::object::name_of;
 use crate::status::ApiError;
+use crate::values::At;
 use crate::{crd, defaults, namespaces, validation};
 use infrasim_store::StoredObject;
 use serde_json::Value;
@@ -91,13 +92,13 @@ impl<'a> Strategy<'a> {
                     o.remove("status");
                 }
             }
-            if let Some(rv) = incoming.pointer("/metadata/resourceVersion") {
+            if let Some(rv) = incoming.at("/metadata/resourceVersion") {
                 merged["metadata"]["resourceVersion"] = rv.clone();
             } else if let Some(m) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
                 m.remove("resourceVersion");
             }
             // An apply through status computed the new ownership (an update recomputes it).
-            if let Some(managed) = incoming.pointer("/metadata/managedFields") {
+            if let Some(managed) = incoming.at("/metadata/managedFields") {
                 merged["metadata"]["managedFields"] = managed.clone();
             }
             return merged;

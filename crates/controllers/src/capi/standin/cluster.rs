@@ -14,6 +14,7 @@ use crate::capi::core::{
 use crate::capi::infra::types::{DevCluster, InMemoryCluster};
 use crate::capi::CLUSTER_NAME_LABEL;
 use crate::conditions::{self, Condition};
+use infrasim_kube_api::values::At;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -183,7 +184,7 @@ async fn infrastructure(c: &Cluster, r: &Reconciler<Cluster>) -> Result<InfraSta
     let provisioned = contract_flag(&obj, "provisioned", "ready");
     let endpoint: Option<ApiEndpoint> = obj
         .data
-        .pointer("/spec/controlPlaneEndpoint")
+        .at("/spec/controlPlaneEndpoint")
         .and_then(|e| serde_json::from_value(e.clone()).ok());
     Ok(InfraState {
         provisioned,
@@ -202,7 +203,7 @@ async fn infrastructure(c: &Cluster, r: &Reconciler<Cluster>) -> Result<InfraSta
 
 /// `status.failureDomains` of an infrastructure cluster: a list (v1beta2) or a map (v1beta1).
 fn failure_domains(obj: &DynamicObject) -> Option<Vec<FailureDomain>> {
-    let v = obj.data.pointer("/status/failureDomains")?;
+    let v = obj.data.at("/status/failureDomains")?;
     let mut list: Vec<FailureDomain> = match v {
         Value::Array(_) => serde_json::from_value(v.clone()).ok()?,
         Value::Object(m) => m
@@ -238,7 +239,7 @@ fn mirror(
     let (good, bad) = source;
     let found = obj
         .data
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(|c| serde_json::from_value::<Vec<Condition>>(c.clone()).ok())
         .and_then(|c| conditions::find(&c, good).cloned());
     match found {
@@ -295,17 +296,12 @@ async fn control_plane(c: &Cluster, r: &Reconciler<Cluster>) -> Result<ControlPl
     )
     .await?;
     let initialized = contract_flag(&obj, "controlPlaneInitialized", "initialized");
-    let int = |p: &str| {
-        obj.data
-            .pointer(p)
-            .and_then(Value::as_i64)
-            .map(|n| n as i32)
-    };
+    let int = |p: &str| obj.data.at(p).and_then(Value::as_i64).map(|n| n as i32);
     Ok(ControlPlaneState {
         initialized,
         endpoint: obj
             .data
-            .pointer("/spec/controlPlaneEndpoint")
+            .at("/spec/controlPlaneEndpoint")
             .and_then(|e| serde_json::from_value::<ApiEndpoint>(e.clone()).ok())
             .filter(ApiEndpoint::is_valid),
         counts: Some(ReplicaCounts {

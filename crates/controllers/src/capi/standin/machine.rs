@@ -15,6 +15,7 @@ use crate::capi::infra::types::{DevMachine, InMemoryMachine};
 use crate::capi::standin::objects::RefError;
 use crate::capi::triggers::{cluster_gates, control_plane_rollout, deployment_rollout, filtered};
 use crate::conditions::{self, Condition};
+use infrasim_kube_api::values::At;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -275,7 +276,7 @@ async fn bootstrap(
         .then(|| {
             config
                 .data
-                .pointer("/status/dataSecretName")
+                .at("/status/dataSecretName")
                 .and_then(Value::as_str)
                 .map(str::to_string)
         })
@@ -297,7 +298,7 @@ async fn bootstrap(
 fn mirror(obj: &DynamicObject, ty: &str, flag: bool, kind: &str, path: &str) -> Condition {
     let ready = obj
         .data
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(|c| serde_json::from_value::<Vec<Condition>>(c.clone()).ok())
         .and_then(|c| conditions::find(&c, "Ready").cloned());
     match ready {
@@ -360,7 +361,7 @@ async fn infrastructure(
     .await?;
     let provider_id = infra
         .data
-        .pointer("/spec/providerID")
+        .at("/spec/providerID")
         .and_then(Value::as_str)
         .map(str::to_string);
     // The core waits for the provider ID before it counts the machine as provisioned.
@@ -369,12 +370,12 @@ async fn infrastructure(
         provisioned,
         addresses: infra
             .data
-            .pointer("/status/addresses")
+            .at("/status/addresses")
             .and_then(|a| serde_json::from_value(a.clone()).ok()),
         failure_domain: infra
             .data
-            .pointer("/status/failureDomain")
-            .or_else(|| infra.data.pointer("/spec/failureDomain"))
+            .at("/status/failureDomain")
+            .or_else(|| infra.data.at("/spec/failureDomain"))
             .and_then(Value::as_str)
             .map(str::to_string),
         condition: mirror(

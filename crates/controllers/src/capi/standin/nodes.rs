@@ -10,6 +10,7 @@
 
 use super::workload::{WorkloadClients, WorkloadError};
 use infrasim_cloud::Cloud;
+use infrasim_kube_api::values::At;
 use infrasim_store::{Event, EventType, Group, ObjectKey, ReadAt, WatchError};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
@@ -164,7 +165,7 @@ fn matches_health(e: &Event) -> bool {
 
 fn condition_statuses(node: Option<serde_json::Value>) -> Vec<(String, String)> {
     node.as_ref()
-        .and_then(|n| n.pointer("/status/conditions"))
+        .and_then(|n| n.at("/status/conditions"))
         .and_then(|c| c.as_array())
         .into_iter()
         .flatten()

@@ -3,6 +3,7 @@
 //! references, and cloning an object from its template, as the core does for any provider.
 
 use crate::capi::core::{ContractRef, TemplateRef};
+use infrasim_kube_api::values::At;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{
@@ -247,16 +248,16 @@ pub async fn clone_template(
         .unwrap_or(("", &types.api_version));
     let inner = template
         .data
-        .pointer("/spec/template")
+        .at("/spec/template")
         .cloned()
         .unwrap_or(json!({}));
     let mut labels: BTreeMap<String, String> = inner
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .and_then(|l| serde_json::from_value(l.clone()).ok())
         .unwrap_or_default();
     labels.extend(clone.labels);
     let mut annotations: BTreeMap<String, String> = inner
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(|a| serde_json::from_value(a.clone()).ok())
         .unwrap_or_default();
     annotations.extend(clone.annotations);
@@ -361,8 +362,8 @@ pub fn json_merge(target: &mut Value, patch: &Value) {
 /// `status.initialization.<field>` under the v1beta2 contract, or `status.<v1beta1>`.
 pub fn contract_flag(obj: &DynamicObject, v1beta2: &str, v1beta1: &str) -> bool {
     obj.data
-        .pointer(&format!("/status/initialization/{v1beta2}"))
-        .or_else(|| obj.data.pointer(&format!("/status/{v1beta1}")))
+        .at(&format!("/status/initialization/{v1beta2}"))
+        .or_else(|| obj.data.at(&format!("/status/{v1beta1}")))
         .and_then(Value::as_bool)
         .unwrap_or(false)
 }
