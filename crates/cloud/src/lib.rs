@@ -28,7 +28,6 @@
 //! # Ok(()) }
 //! ```
 
-use infrasim_kube_api::values::At;
 mod bootstrap;
 mod create;
 pub mod etcd;
@@ -42,6 +41,7 @@ pub use bootstrap::{
     node_names, ClusterShape, Machine, MachineBehaviour, Provisioning, ADDON_PHASES,
     API_SERVER_PHASE, CONTROL_PLANE_PHASES, WORKER_PHASES,
 };
+use infrasim_kube_api::values::At;
 pub use machines::Progress;
 pub use pki::{CertAndKey, ClusterPki, SuppliedPki};
 pub use sni::{server_name, SNI_SUFFIX};

@@ -612,6 +612,20 @@ pub struct Applier<'a> {
     pub lists: Lists<'a>,
 }
 
+impl Applier<'_> {
+    /// The applier's managedFields entry, owning `fields` of an object at `api_version`.
+    fn owning(&self, api_version: String, fields: BTreeSet<FieldPath>) -> Managed {
+        Managed {
+            manager: self.manager.to_string(),
+            operation: "Apply".into(),
+            api_version,
+            time: self.now.to_string(),
+            subresource: self.subresource.to_string(),
+            fields,
+        }
+    }
+}
+
 /// Applies `config` for `applier` onto `current` (or creates from it).
 pub fn apply(
     current: Option<&Value>,
@@ -622,8 +636,8 @@ pub fn apply(
         manager,
         subresource,
         force,
-        now,
         lists,
+        ..
     } = *applier;
     let api_version = config
         .get("apiVersion")
@@ -633,14 +647,7 @@ pub fn apply(
     let wanted = field_set(config, lists);
     let Some(current) = current else {
         let mut created = config.clone();
-        let managed = vec![Managed {
-            manager: manager.to_string(),
-            operation: "Apply".into(),
-            api_version,
-            time: now.to_string(),
-            subresource: subresource.to_string(),
-            fields: wanted,
-        }];
+        let managed = vec![applier.owning(api_version, wanted)];
         write_managed(&mut created, &managed);
         return Ok(Applied::Merged(created));
     };
@@ -701,14 +708,7 @@ pub fn apply(
         out.extend(entry_without(e, &lost));
     }
     if !wanted.is_empty() {
-        out.push(entry(&Managed {
-            manager: manager.to_string(),
-            operation: "Apply".into(),
-            api_version,
-            time: now.to_string(),
-            subresource: subresource.to_string(),
-            fields: wanted,
-        }));
+        out.push(entry(&applier.owning(api_version, wanted)));
     }
     set_entries(&mut merged, out);
     Ok(Applied::Merged(merged))

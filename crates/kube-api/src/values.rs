@@ -75,7 +75,7 @@ fn array_index(token: &str) -> Option<usize> {
 /// Whether `object`'s status has the condition `ty` with status `True`.
 pub fn condition_true(object: &Value, ty: &str) -> bool {
     object
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()

@@ -6,8 +6,7 @@
 use super::events;
 use super::scheduler::{selects_node, untolerated_taint};
 use super::{controller_ref, pod_from_template, pod_ready, template_hash, Cluster, Obj};
-use infrasim_kube_api::values::int_or_percent;
-use infrasim_kube_api::values::At;
+use infrasim_kube_api::values::{int_or_percent, At};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 

@@ -6,8 +6,7 @@
 
 use super::events;
 use super::{condition, template_hash, Cluster, Obj};
-use infrasim_kube_api::values::int_or_percent;
-use infrasim_kube_api::values::At;
+use infrasim_kube_api::values::{int_or_percent, At};
 use serde_json::{json, Value};
 
 const RESOURCE: &str = "deployments.apps";

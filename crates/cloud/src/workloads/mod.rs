@@ -11,7 +11,6 @@
 //!
 //! Time (pod startup, lease renewal) reads the cloud's injected clock; tests move a fake one.
 
-use infrasim_kube_api::values::At;
 mod daemonset;
 mod deployment;
 mod disruption;
@@ -26,6 +25,7 @@ mod statefulset;
 use chrono::{DateTime, Utc};
 use infrasim_clock::SharedClock;
 use infrasim_kube_api::crud_support;
+use infrasim_kube_api::values::At;
 pub(crate) use infrasim_kube_api::values::{condition_true, string_map};
 use infrasim_store::{DeleteOptions, Group, ObjectKey, ReadAt, StoreError, WatchError};
 use serde_json::{json, Value};
@@ -254,6 +254,14 @@ pub(crate) struct Obj {
 }
 
 impl Obj {
+    /// A stored object decoded (`None` if its bytes are not JSON, which the store never holds).
+    fn decode(o: &infrasim_store::StoredObject) -> Option<Obj> {
+        Some(Obj {
+            value: Arc::new(o.to_value().ok()?),
+            rv: o.meta.resource_version,
+        })
+    }
+
     pub fn str(&self, pointer: &str) -> &str {
         self.value.at(pointer).and_then(Value::as_str).unwrap_or("")
     }
@@ -352,10 +360,7 @@ impl Cluster {
                 .values()
                 .filter_map(|o| match decoded.get(&o.meta.resource_version) {
                     Some(known) => Some((*known).clone()),
-                    None => Some(Obj {
-                        value: Arc::new(o.to_value().ok()?),
-                        rv: o.meta.resource_version,
-                    }),
+                    None => Obj::decode(o),
                 })
                 .collect(),
         );
@@ -392,29 +397,18 @@ impl Cluster {
             .objects
             .values()
             .filter(|o| o.meta.creation_timestamp < before)
-            .filter_map(|o| {
-                Some(Obj {
-                    value: Arc::new(o.to_value().ok()?),
-                    rv: o.meta.resource_version,
-                })
-            })
+            .filter_map(|o| Obj::decode(o))
             .collect()
     }
 
     pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Obj> {
-        let o = self.group.get(resource, &ObjectKey::new(namespace, name))?;
-        Some(Obj {
-            value: Arc::new(o.to_value().ok()?),
-            rv: o.meta.resource_version,
-        })
+        let stored = self.group.get(resource, &ObjectKey::new(namespace, name))?;
+        Obj::decode(&stored)
     }
 
     pub fn create(&self, resource: &str, object: Value) -> Option<Obj> {
         match crud_support::create(&self.group, resource, object) {
-            Ok(o) => Some(Obj {
-                value: Arc::new(o.to_value().ok()?),
-                rv: o.meta.resource_version,
-            }),
+            Ok(o) => Obj::decode(&o),
             Err(e) => {
                 tracing::debug!(resource, error = %e, "controller create");
                 None

@@ -1,7 +1,6 @@
 //! Printers of the `apps` group's kinds.
 
 use super::*;
-use crate::values::At;
 
 pub(super) const DEPLOYMENT: Printer = Printer {
     kinds: &["Deployment"],

@@ -1,7 +1,6 @@
 //! Printers of the `batch` group's kinds.
 
 use super::*;
-use crate::values::At;
 
 pub(super) const JOB: Printer = Printer {
     kinds: &["Job"],

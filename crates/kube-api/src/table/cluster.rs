@@ -1,7 +1,6 @@
 //! Printers of the remaining built-in kinds: leases, disruption budgets, storage classes, RBAC bindings, webhook configurations, EndpointSlices.
 
 use super::*;
-use crate::values::At;
 
 pub(super) const LEASE: Printer = Printer {
     kinds: &["Lease"],

@@ -1,7 +1,6 @@
 //! Printers of the core group's kinds (`kubectl get pods`, `nodes`, `services`...).
 
 use super::*;
-use crate::values::At;
 
 pub(super) const POD: Printer = Printer {
     kinds: &["Pod"],

@@ -14,7 +14,6 @@
 //!
 //! A verb can therefore not store what another verb would refuse.
 
-use crate::values::At;
 pub(crate) mod input;
 mod strategy;
 
@@ -22,6 +21,7 @@ use crate::context::Ctx;
 use crate::http::HandlerResult;
 use crate::object::{derive, name_of};
 use crate::status::ApiError;
+use crate::values::At;
 use crate::{admission, namespaces};
 use infrasim_store::{Read, StoreError, StoredObject};
 use serde_json::{json, Value};
