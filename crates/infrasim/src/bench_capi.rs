@@ -51,6 +51,10 @@ pub struct CapiBenchArgs {
     /// (`infrasim up` allows 4,096).
     #[arg(long, default_value_t = 65_536)]
     watcher_buffer: usize,
+    /// Writes one line per management-plane write to this file: its resource, object and the
+    /// fields it changed (to find writes a controller could have spared).
+    #[arg(long)]
+    trace_writes: Option<std::path::PathBuf>,
 }
 
 /// Peak resident memory of this process (VmHWM), in bytes.
@@ -70,15 +74,31 @@ fn peak_rss() -> u64 {
 type WriteCounts = Arc<std::sync::Mutex<HashMap<String, u64>>>;
 
 /// Counts every write of `group` by resource until the group goes away.
-fn count_writes(group: &Arc<infrasim_store::Group>) -> anyhow::Result<WriteCounts> {
+fn count_writes(
+    group: &Arc<infrasim_store::Group>,
+    trace: Option<&std::path::Path>,
+) -> anyhow::Result<WriteCounts> {
     let counts: WriteCounts = Arc::default();
     let mut watch = group.watch(None)?;
     let tally = counts.clone();
     let group = group.clone();
+    let mut trace = match trace {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )),
+        None => None,
+    };
     tokio::spawn(async move {
         loop {
             let resource = match watch.next().await {
-                Ok(event) => event.resource.to_string(),
+                Ok(event) => {
+                    if let Some(out) = trace.as_mut() {
+                        use std::io::Write as _;
+                        let _ = writeln!(out, "{}", trace_line(&event));
+                        let _ = out.flush();
+                    }
+                    event.resource.to_string()
+                }
                 Err(infrasim_store::WatchError::Lagged) => match group.watch(None) {
                     // Counted as such, so that a short count does not pass for the truth.
                     Ok(w) => {
@@ -96,6 +116,76 @@ fn count_writes(group: &Arc<infrasim_store::Group>) -> anyhow::Result<WriteCount
     Ok(counts)
 }
 
+/// One write, for `--trace-writes`: resource, object, type, and the paths it changed.
+fn trace_line(event: &infrasim_store::Event) -> String {
+    let new = event.object.to_value().unwrap_or_default();
+    let old = event.previous.as_ref().and_then(|p| p.to_value().ok());
+    let mut changed = Vec::new();
+    if let Some(old) = &old {
+        changed_paths(old, &new, "", 0, &mut changed);
+    }
+    format!(
+        "{} {} {}/{} {:?} {}",
+        event.resource_version,
+        event.resource,
+        event.key.namespace,
+        event.key.name,
+        event.event_type,
+        changed.join(" ")
+    )
+}
+
+/// The paths (four levels deep at most) where `a` and `b` differ, but for the
+/// resourceVersion and managedFields, which every write changes.
+fn changed_paths(
+    a: &serde_json::Value,
+    b: &serde_json::Value,
+    prefix: &str,
+    depth: usize,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    if a == b
+        || matches!(
+            prefix,
+            ".metadata.resourceVersion" | ".metadata.managedFields"
+        )
+    {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) if depth < 4 => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let null = Value::Null;
+                let (p, q) = (x.get(k).unwrap_or(&null), y.get(k).unwrap_or(&null));
+                changed_paths(p, q, &format!("{prefix}.{k}"), depth + 1, out);
+            }
+        }
+        // Conditions, by type: which of them changed.
+        (Value::Array(x), Value::Array(y))
+            if x.iter().chain(y).all(|c| c.get("type").is_some()) =>
+        {
+            let types: std::collections::BTreeSet<&str> = x
+                .iter()
+                .chain(y)
+                .filter_map(|c| c.get("type").and_then(Value::as_str))
+                .collect();
+            for t in types {
+                let find = |list: &[Value]| {
+                    list.iter()
+                        .find(|c| c.get("type").and_then(Value::as_str) == Some(t))
+                        .cloned()
+                };
+                if find(x) != find(y) {
+                    out.push(format!("{prefix}[{t}]"));
+                }
+            }
+        }
+        _ => out.push(prefix.to_string()),
+    }
+}
+
 /// The embedded plane: the engine, a client over its in-process service, the controllers.
 async fn plane(args: &CapiBenchArgs) -> anyhow::Result<(kube::Client, WriteCounts, Arc<Cloud>)> {
     let clock = SystemClock::shared();
@@ -110,7 +200,7 @@ async fn plane(args: &CapiBenchArgs) -> anyhow::Result<(kube::Client, WriteCount
         Arc::new(MemoryBackend),
     );
     let group = store.create_group("management")?;
-    let writes = count_writes(&group)?;
+    let writes = count_writes(&group, args.trace_writes.as_deref())?;
     let ca = CertificateAuthority::generate("bench-ca")?;
     let server = ApiServer::new(group, ca, clock.clone(), ApiConfig::default());
     let identity = Identity {

@@ -95,6 +95,20 @@ pub mod crud_support {
         let derived = crate::object::derive(&kind_of(&object), &object);
         group.update(resource, object, derived, Some(expected))
     }
+
+    /// [`update`] over the object as `read` (stored and decoded): while it is still the
+    /// stored one, the store compares against the caller's decoded copy rather than
+    /// decoding it again.
+    pub fn update_read(
+        group: &Group,
+        resource: &str,
+        object: Value,
+        read: infrasim_store::Read<'_>,
+    ) -> Result<std::sync::Arc<infrasim_store::StoredObject>, StoreError> {
+        let derived = crate::object::derive(&kind_of(&object), &object);
+        let expected = read.object.meta.resource_version;
+        group.update_read(resource, object, derived, Some(expected), read, false)
+    }
 }
 mod defaults;
 mod discovery;

@@ -259,12 +259,74 @@ impl ResourceInfo {
 
     /// Validates and prunes a body (types, unknown fields, schema defaults).
     pub fn normalize(&self, value: Value) -> Result<Value, NormalizeError> {
+        self.normalize_reporting(value, false)
+            .map(|(value, _)| value)
+    }
+
+    /// [`ResourceInfo::normalize`], and (when `report_unknown`) the paths of the fields
+    /// decoding dropped because the kind does not have them (`spec.containers[0].bogus`).
+    pub fn normalize_reporting(
+        &self,
+        value: Value,
+        report_unknown: bool,
+    ) -> Result<(Value, Vec<String>), NormalizeError> {
         match &self.normalize {
-            Normalize::Typed(f) => f(value).map_err(NormalizeError::Decode),
-            Normalize::Schema(schema) => schema.normalize(value).map_err(|e| match e {
+            Normalize::Typed(f) => {
+                // Decoding into the type drops what it does not know without saying what:
+                // the input is kept to compare against, only when the caller asks.
+                let input = report_unknown.then(|| value.clone());
+                let decoded = f(value).map_err(NormalizeError::Decode)?;
+                let mut unknown = Vec::new();
+                if let Some(input) = &input {
+                    unknown_fields(input, &decoded, &FieldPath::Root, &mut unknown);
+                }
+                Ok((decoded, unknown))
+            }
+            // The schema walk prunes, so it can say what it pruned.
+            Normalize::Schema(schema) => schema.normalize_reporting(value).map_err(|e| match e {
                 crate::schema::SchemaError::Invalid(causes) => NormalizeError::Invalid(causes),
             }),
         }
+    }
+}
+
+/// Where [`unknown_fields`] is, spelled out only for a field it reports.
+enum FieldPath<'a> {
+    Root,
+    Key(&'a FieldPath<'a>, &'a str),
+    Index(&'a FieldPath<'a>, usize),
+}
+
+impl std::fmt::Display for FieldPath<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FieldPath::Root => Ok(()),
+            FieldPath::Key(FieldPath::Root, key) => f.write_str(key),
+            FieldPath::Key(parent, key) => write!(f, "{parent}.{key}"),
+            FieldPath::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
+    }
+}
+
+/// Paths present in `input` but dropped by decoding (`spec.containers[0].bogus`).
+fn unknown_fields(input: &Value, decoded: &Value, path: &FieldPath<'_>, out: &mut Vec<String>) {
+    match (input, decoded) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in a {
+                let path = FieldPath::Key(path, k);
+                match b.get(k) {
+                    Some(d) => unknown_fields(v, d, &path, out),
+                    None if v.is_null() => {}
+                    None => out.push(path.to_string()),
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for (i, (v, d)) in a.iter().zip(b).enumerate() {
+                unknown_fields(v, d, &FieldPath::Index(path, i), out);
+            }
+        }
+        _ => {}
     }
 }
 

@@ -205,8 +205,19 @@ impl Schema {
 
     /// Prunes, defaults and validates a custom object. `apiVersion`, `kind` and `metadata`
     /// are the server's to check and pass through.
-    pub fn normalize(&self, mut object: Value) -> Result<Value, SchemaError> {
+    pub fn normalize(&self, object: Value) -> Result<Value, SchemaError> {
+        self.normalize_reporting(object).map(|(value, _)| value)
+    }
+
+    /// [`Schema::normalize`], and the paths of the fields it pruned because the schema does
+    /// not know them (`spec.bogus`; fields set to null are not counted), for
+    /// `fieldValidation`.
+    pub fn normalize_reporting(
+        &self,
+        mut object: Value,
+    ) -> Result<(Value, Vec<String>), SchemaError> {
         let mut errors = Vec::new();
+        let mut pruned = Vec::new();
         let Some(obj) = object.as_object_mut() else {
             return Err(SchemaError::Invalid(vec![(
                 "<root>".into(),
@@ -218,7 +229,11 @@ impl Schema {
             .filter_map(|k| obj.remove(*k).map(|v| (k.to_string(), v)))
             .collect();
         let mut rest = Value::Object(std::mem::take(obj));
-        walk(&self.root, &mut rest, "", &mut errors, true);
+        let mut report = Report {
+            errors: &mut errors,
+            pruned: &mut pruned,
+        };
+        walk(&self.root, &mut rest, &Path::Root, &mut report, true);
         // Of what a schema says about `metadata`, kube-apiserver applies only its rules for
         // `name` and `generateName`; the rest of metadata is ObjectMeta's to validate.
         if let Some(meta) = self.root.properties.get("metadata") {
@@ -228,13 +243,8 @@ impl Schema {
                     system.get("metadata").and_then(|m| m.get(field)),
                 ) {
                     let mut value = value.clone();
-                    walk(
-                        rule,
-                        &mut value,
-                        &format!("metadata.{field}"),
-                        &mut errors,
-                        false,
-                    );
+                    let path = Path::Key(&Path::Key(&Path::Root, "metadata"), field);
+                    walk(rule, &mut value, &path, &mut report, false);
                 }
             }
         }
@@ -245,7 +255,40 @@ impl Schema {
         if let Value::Object(m) = rest {
             out.extend(m);
         }
-        Ok(Value::Object(out))
+        Ok((Value::Object(out), pruned))
+    }
+}
+
+/// Where a walk is in an object. Built on the stack as the walk descends and spelled out
+/// (`spec.items[0].name`) only when something is reported there: most objects are valid
+/// and known, so most paths are never spelled, and a walk allocates no string per field.
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    Root,
+    Key(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::Root => Ok(()),
+            Path::Key(Path::Root, key) => f.write_str(key),
+            Path::Key(parent, key) => write!(f, "{parent}.{key}"),
+            Path::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
+    }
+}
+
+/// What a walk finds: validation errors (path, message) and the paths of pruned fields.
+struct Report<'a> {
+    errors: &'a mut Vec<(String, String)>,
+    pruned: &'a mut Vec<String>,
+}
+
+impl Report<'_> {
+    fn error(&mut self, path: &Path<'_>, message: String) {
+        self.errors.push((path.to_string(), message));
     }
 }
 
@@ -349,35 +392,29 @@ fn join(prefix: &str, key: &str) -> String {
 }
 
 /// Prunes and defaults `value` in place and records validation errors at `path`.
-fn walk(
-    node: &Node,
-    value: &mut Value,
-    path: &str,
-    errors: &mut Vec<(String, String)>,
-    root: bool,
-) {
+fn walk(node: &Node, value: &mut Value, path: &Path<'_>, report: &mut Report<'_>, root: bool) {
     if value.is_null() {
         if !node.nullable && !root {
-            errors.push((
-                path.to_string(),
+            report.error(
+                path,
                 format!(
                     "Invalid value: \"null\": {path} in body must be of type {}: \"null\"",
                     node.ty.as_deref().unwrap_or("object")
                 ),
-            ));
+            );
         }
         return;
     }
     if node.int_or_string {
         if !(value.is_string() || value.is_i64() || value.is_u64()) {
-            errors.push((
-                path.to_string(),
+            report.error(
+                path,
                 format!(
                     "Invalid value: {}: {path} in body must be of type integer,string: {:?}",
                     show(value),
                     type_name(value)
                 ),
-            ));
+            );
         }
         return;
     }
@@ -385,100 +422,100 @@ fn walk(
         let actual = type_name(value);
         let ok = actual == ty || (ty == "number" && actual == "integer");
         if !ok {
-            errors.push((path.to_string(), format!("Invalid value: \"{actual}\": {path} in body must be of type {ty}: \"{actual}\"")));
+            report.error(path, format!("Invalid value: \"{actual}\": {path} in body must be of type {ty}: \"{actual}\""));
             return;
         }
     }
     if !node.enumeration.is_empty() && !node.enumeration.contains(value) {
         let supported: Vec<String> = node.enumeration.iter().map(show).collect();
-        errors.push((
-            path.to_string(),
+        report.error(
+            path,
             format!(
                 "Unsupported value: {}: supported values: {}",
                 show(value),
                 supported.join(", ")
             ),
-        ));
+        );
     }
     match value {
-        Value::Object(map) => object(node, map, path, errors, root),
+        Value::Object(map) => object(node, map, path, report, root),
         Value::Array(items) => {
             let len = items.len() as u64;
             if node.min_items.is_some_and(|m| len < m) {
-                errors.push((
-                    path.to_string(),
+                report.error(
+                    path,
                     format!(
                         "Invalid value: {len}: {path} in body should have at least {} items",
                         node.min_items.unwrap_or(0)
                     ),
-                ));
+                );
             }
             if node.max_items.is_some_and(|m| len > m) {
-                errors.push((
-                    path.to_string(),
+                report.error(
+                    path,
                     format!(
                         "Too many: {len}: must have at most {} items",
                         node.max_items.unwrap_or(0)
                     ),
-                ));
+                );
             }
             if let Some(item) = &node.items {
                 for (i, v) in items.iter_mut().enumerate() {
-                    walk(item, v, &format!("{path}[{i}]"), errors, false);
+                    walk(item, v, &Path::Index(path, i), report, false);
                 }
             }
-            unique_items(node, items, path, errors);
+            unique_items(node, items, path, report);
         }
         Value::String(s) => {
             let len = s.chars().count() as u64;
             if node.min_length.is_some_and(|m| len < m) {
-                errors.push((
-                    path.to_string(),
+                report.error(
+                    path,
                     format!(
                         "Invalid value: \"{s}\": {path} in body should be at least {} chars long",
                         node.min_length.unwrap_or(0)
                     ),
-                ));
+                );
             }
             if let Some(format) = node.format.as_deref().filter(|f| !format_ok(f, s)) {
-                errors.push((
-                    path.to_string(),
+                report.error(
+                    path,
                     format!(
                         "Invalid value: \"{s}\": {path} in body must be of type {format}: \"{s}\""
                     ),
-                ));
+                );
             }
             if let Some(pattern) = node.pattern.as_ref().filter(|p| !p.is_match(s)) {
-                errors.push((
-                    path.to_string(),
+                report.error(
+                    path,
                     format!(
                         "Invalid value: \"{s}\": {path} in body should match '{}'",
                         pattern.as_str()
                     ),
-                ));
+                );
             }
             if node.max_length.is_some_and(|m| len > m) {
-                errors.push((
-                    path.to_string(),
+                report.error(
+                    path,
                     format!(
                         "Too long: may not be more than {} bytes",
                         node.max_length.unwrap_or(0)
                     ),
-                ));
+                );
             }
         }
         Value::Number(n) => {
             let x = n.as_f64().unwrap_or(0.0);
             if let Some(min) = node.minimum.filter(|m| x < *m) {
-                errors.push((path.to_string(), format!("Invalid value: {n}: {path} in body should be greater than or equal to {min}")));
+                report.error(path, format!("Invalid value: {n}: {path} in body should be greater than or equal to {min}"));
             }
             if let Some(max) = node.maximum.filter(|m| x > *m) {
-                errors.push((
-                    path.to_string(),
+                report.error(
+                    path,
                     format!(
                         "Invalid value: {n}: {path} in body should be less than or equal to {max}"
                     ),
-                ));
+                );
             }
         }
         _ => {}
@@ -488,24 +525,24 @@ fn walk(
 /// An embedded resource (`x-kubernetes-embedded-resource`) names its kind and version, and
 /// its metadata is an object, as kube-apiserver checks it (an empty object is allowed: a
 /// template being built).
-fn embedded_identity(map: &Map<String, Value>, path: &str, errors: &mut Vec<(String, String)>) {
+fn embedded_identity(map: &Map<String, Value>, path: &Path<'_>, report: &mut Report<'_>) {
     if map.is_empty() {
         return;
     }
     for field in ["apiVersion", "kind"] {
         match map.get(field) {
             Some(Value::String(s)) if !s.is_empty() => {}
-            _ => errors.push((
-                join(path, field),
+            _ => report.error(
+                &Path::Key(path, field),
                 "Required value: must not be empty".to_string(),
-            )),
+            ),
         }
     }
     if map.get("metadata").is_some_and(|m| !m.is_object()) {
-        errors.push((
-            join(path, "metadata"),
+        report.error(
+            &Path::Key(path, "metadata"),
             "Invalid value: must be an object".to_string(),
-        ));
+        );
     }
 }
 
@@ -558,7 +595,7 @@ fn format_ok(format: &str, s: &str) -> bool {
 
 /// `x-kubernetes-list-type: set` items and `map` items' keys must not repeat; each repeat is
 /// reported at its index, as kube-apiserver reports it.
-fn unique_items(node: &Node, items: &[Value], path: &str, errors: &mut Vec<(String, String)>) {
+fn unique_items(node: &Node, items: &[Value], path: &Path<'_>, report: &mut Report<'_>) {
     let key = |item: &Value| -> Value {
         match node.list_type.as_deref() {
             Some("map") => Value::Object(
@@ -581,7 +618,7 @@ fn unique_items(node: &Node, items: &[Value], path: &str, errors: &mut Vec<(Stri
                 Value::Object(m) if node.list_type.as_deref() == Some("map") => go_map(m),
                 other => show(other),
             };
-            errors.push((format!("{path}[{i}]"), format!("Duplicate value: {shown}")));
+            report.error(&Path::Index(path, i), format!("Duplicate value: {shown}"));
         } else {
             seen.push(k);
         }
@@ -602,8 +639,8 @@ fn go_map(m: &Map<String, Value>) -> String {
 fn object(
     node: &Node,
     map: &mut Map<String, Value>,
-    path: &str,
-    errors: &mut Vec<(String, String)>,
+    path: &Path<'_>,
+    report: &mut Report<'_>,
     root: bool,
 ) {
     // Embedded resources keep their own apiVersion, kind and metadata.
@@ -617,35 +654,36 @@ fn object(
         }
     }
     // Prune what the schema does not know, unless told to keep it.
-    if !node.preserve_unknown {
+    if !node.preserve_unknown && node.additional.is_none() {
         let known = |k: &String| {
             node.properties.contains_key(k)
-                || node.additional.is_some()
                 || (keep_system && matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
         };
-        map.retain(|k, _| known(k));
+        map.retain(|k, v| {
+            let keep = known(k);
+            if !keep && !v.is_null() {
+                report.pruned.push(Path::Key(path, k).to_string());
+            }
+            keep
+        });
     }
     if keep_system {
-        embedded_identity(map, path, errors);
+        embedded_identity(map, path, report);
     }
     for req in &node.required {
         // The object's apiVersion, kind and metadata are checked apart from its schema (see
         // `Schema::normalize`), so a root schema that requires them is satisfied.
         let system = root && matches!(req.as_str(), "apiVersion" | "kind" | "metadata");
         if !system && !map.contains_key(req) {
-            let p = join(path, req);
-            errors.push((p, "Required value".to_string()));
+            report.error(&Path::Key(path, req), "Required value".to_string());
         }
     }
     for (k, v) in map.iter_mut() {
-        let p = join(path, k);
-        if let Some(child) = node.properties.get(k) {
-            walk(child, v, &p, errors, false);
-        } else if let Some(additional) = &node.additional {
-            walk(additional, v, &p, errors, false);
+        let child = node.properties.get(k).or(node.additional.as_deref());
+        if let Some(child) = child {
+            walk(child, v, &Path::Key(path, k), report, false);
         }
     }
-    let _ = root;
 }
 
 #[cfg(test)]
@@ -691,6 +729,35 @@ mod tests {
         assert_eq!(out["spec"]["extra"]["anything"]["goes"], true);
         assert_eq!(out["metadata"]["name"], "a");
         assert_eq!(out["spec"]["labels"]["a"], "b");
+    }
+
+    #[test]
+    fn says_which_fields_it_pruned() {
+        let s = Schema::from_openapi(&json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "items": {"type": "array", "items": {"type": "object", "properties": {
+                    "name": {"type": "string"}}}},
+                "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}
+        }))
+        .unwrap();
+        let (out, mut pruned) = s
+            .normalize_reporting(json!({
+                "metadata": {"name": "a", "bogusMeta": 1},
+                "spec": {"items": [{"name": "x"}, {"name": "y", "size": 3}],
+                         "gone": null, "extra": {"kept": 1}},
+                "top": "x"
+            }))
+            .unwrap();
+        // A field set to null is dropped without a word, as kube-apiserver drops it;
+        // metadata is ObjectMeta's to check, not the schema's.
+        pruned.sort();
+        assert_eq!(
+            pruned,
+            vec!["spec.items[1].size".to_string(), "top".to_string()]
+        );
+        assert_eq!(out["spec"]["extra"]["kept"], 1);
+        assert!(out["spec"]["items"][1].get("size").is_none());
     }
 
     #[test]

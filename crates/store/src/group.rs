@@ -653,10 +653,19 @@ impl Txn<'_> {
         let object = seal(&value, fields)?;
         let resource = self.resource_name(resource);
         let key = object.meta.key();
-        if let Some(prev) = &previous {
-            unindex(self.state, &resource, prev);
+        // Most writes (a status, a spec) leave what the indexes hold as it was; those need
+        // not touch them, which at scale means several ordered sets of thousands of keys.
+        let reindex = previous.as_ref().is_none_or(|prev| {
+            prev.meta.uid != object.meta.uid
+                || prev.meta.labels != object.meta.labels
+                || prev.meta.owner_references != object.meta.owner_references
+        });
+        if reindex {
+            if let Some(prev) = &previous {
+                unindex(self.state, &resource, prev);
+            }
+            index(self.state, &resource, &object);
         }
-        index(self.state, &resource, &object);
         self.state
             .resources
             .entry(resource.clone())

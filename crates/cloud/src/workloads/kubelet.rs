@@ -532,16 +532,26 @@ fn report_node_status(c: &Cluster) {
 /// Renews every node's Lease, as each kubelet does on its cadence. Runs every ten seconds in
 /// every cluster, idle ones included, so it decodes only the node leases it rewrites: node
 /// names come from the store's keys, not from decoded Nodes.
+const LEASES: &str = "leases.coordination.k8s.io";
+
 fn renew_leases(c: &Cluster) {
     let nodes = c.names("nodes", "");
     let now = c.now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
     for name in nodes {
-        let Some(lease) = c.get("leases.coordination.k8s.io", "kube-node-lease", &name) else {
+        // Every node of every cluster, every ten seconds: decoded once, not again to compare.
+        let Some(stored) = c.stored(LEASES, "kube-node-lease", &name) else {
             continue;
         };
-        let mut next = Value::clone(&lease.value);
+        let Ok(lease) = stored.to_value() else {
+            continue;
+        };
+        let mut next = lease.clone();
         next["spec"]["renewTime"] = json!(now);
-        c.update("leases.coordination.k8s.io", next, lease.rv);
+        let read = infrasim_store::Read {
+            object: &stored,
+            value: &lease,
+        };
+        c.update_read(LEASES, next, read);
     }
 }
 

@@ -406,6 +406,24 @@ impl Cluster {
         Obj::decode(&stored)
     }
 
+    /// One object as stored (not decoded).
+    pub fn stored(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<infrasim_store::StoredObject>> {
+        self.group.get(resource, &ObjectKey::new(namespace, name))
+    }
+
+    /// [`Cluster::update`] over the object as `read` (stored and decoded).
+    pub fn update_read(&self, resource: &str, object: Value, read: infrasim_store::Read<'_>) {
+        match crud_support::update_read(&self.group, resource, object, read) {
+            Ok(_) | Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound { .. }) => {}
+            Err(e) => tracing::debug!(resource, error = %e, "controller update"),
+        }
+    }
+
     pub fn create(&self, resource: &str, object: Value) -> Option<Obj> {
         match crud_support::create(&self.group, resource, object) {
             Ok(o) => Obj::decode(&o),

@@ -109,25 +109,26 @@ pub(crate) fn normalize(
             "fieldValidation: Unsupported value: {directive:?}: supported values: \"Ignore\", \"Warn\", \"Strict\""
         )));
     }
-    let normalized = ctx.info.normalize(value.clone()).map_err(|e| match e {
-        NormalizeError::Decode(e) => ApiError::bad_request(format!(
-            "error decoding {} {}: {e}",
-            &ctx.info.kind,
-            ctx.path.name.as_deref().unwrap_or("")
-        )),
-        NormalizeError::Invalid(causes) => ApiError::invalid(
-            &ctx.info.group,
-            &ctx.info.kind,
-            value
-                .at("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or(""),
-            causes,
-        ),
-    })?;
+    // Kept for an invalid object's 422, which names it.
+    let name = value
+        .at("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let (normalized, unknown) = ctx
+        .info
+        .normalize_reporting(value, directive != "Ignore")
+        .map_err(|e| match e {
+            NormalizeError::Decode(e) => ApiError::bad_request(format!(
+                "error decoding {} {}: {e}",
+                &ctx.info.kind,
+                ctx.path.name.as_deref().unwrap_or("")
+            )),
+            NormalizeError::Invalid(causes) => {
+                ApiError::invalid(&ctx.info.group, &ctx.info.kind, &name, causes)
+            }
+        })?;
     if directive != "Ignore" {
-        let mut unknown = Vec::new();
-        unknown_fields(&value, &normalized, "", &mut unknown);
         let unknown: Vec<String> = unknown
             .into_iter()
             .map(|f| format!("unknown field \"{f}\""))
@@ -141,32 +142,6 @@ pub(crate) fn normalize(
         warnings.extend(unknown);
     }
     Ok(normalized)
-}
-
-/// Paths present in `input` but dropped by decoding (`spec.containers[0].bogus`).
-fn unknown_fields(input: &Value, decoded: &Value, prefix: &str, out: &mut Vec<String>) {
-    match (input, decoded) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in a {
-                let path = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                match b.get(k) {
-                    Some(d) => unknown_fields(v, d, &path, out),
-                    None if v.is_null() => {}
-                    None => out.push(path),
-                }
-            }
-        }
-        (Value::Array(a), Value::Array(b)) => {
-            for (i, (v, d)) in a.iter().zip(b).enumerate() {
-                unknown_fields(v, d, &format!("{prefix}[{i}]"), out);
-            }
-        }
-        _ => {}
-    }
 }
 
 /// Adds `Warning` headers (RFC 7234 code 299, as kube-apiserver sends them).

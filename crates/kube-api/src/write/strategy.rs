@@ -9,7 +9,6 @@
 use crate::context::Ctx;
 use crate::object::name_of;
 use crate::status::ApiError;
-use crate::values::At;
 use crate::{crd, defaults, namespaces, validation};
 use infrasim_store::StoredObject;
 use serde_json::Value;
@@ -85,21 +84,27 @@ impl<'a> Strategy<'a> {
 
     fn split_status(&self, current: &Value, mut incoming: Value) -> Value {
         if self.through_status() {
+            // What the request brings is taken (it is ours), not copied.
+            let mut take = |pointer: &str| incoming.pointer_mut(pointer).map(Value::take);
+            let status = take("/status").unwrap_or(Value::Null);
+            let rv = take("/metadata/resourceVersion");
+            let managed = take("/metadata/managedFields");
             let mut merged = current.clone();
-            merged["status"] = incoming.get("status").cloned().unwrap_or(Value::Null);
-            if merged["status"].is_null() {
+            if status.is_null() {
                 if let Some(o) = merged.as_object_mut() {
                     o.remove("status");
                 }
+            } else {
+                merged["status"] = status;
             }
-            if let Some(rv) = incoming.at("/metadata/resourceVersion") {
-                merged["metadata"]["resourceVersion"] = rv.clone();
+            if let Some(rv) = rv {
+                merged["metadata"]["resourceVersion"] = rv;
             } else if let Some(m) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
                 m.remove("resourceVersion");
             }
             // An apply through status computed the new ownership (an update recomputes it).
-            if let Some(managed) = incoming.at("/metadata/managedFields") {
-                merged["metadata"]["managedFields"] = managed.clone();
+            if let Some(managed) = managed {
+                merged["metadata"]["managedFields"] = managed;
             }
             return merged;
         }

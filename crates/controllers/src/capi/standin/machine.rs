@@ -185,7 +185,11 @@ async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Actio
     }
     let bootstrap = bootstrap(&m, &r, &ns).await?;
     let infra = infrastructure(&m, &r, &ns).await?;
-    spec_updates(&m, &api, &bootstrap, &infra).await?;
+    // The status observes the spec as this reconcile leaves it, copied fields included:
+    // observing the generation before them would take one more write to catch up.
+    let generation = spec_updates(&m, &api, &bootstrap, &infra)
+        .await?
+        .or(m.metadata.generation);
     let node = if infra.provider_id.is_some() && cluster.control_plane_initialized() {
         node(&m, &r, &cluster, infra.provider_id.as_deref().unwrap_or("")).await
     } else {
@@ -207,6 +211,10 @@ async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Actio
         return Ok(Action::requeue(super::RECONNECT_AFTER));
     }
     let status = status(&m, &r, conds, &bootstrap, &infra, &node).await;
+    let status = MachineStatus {
+        observed_generation: generation,
+        ..status
+    };
     if status.node_ref.is_some() {
         r.core.nodes.follow(&ns, &m.spec.cluster_name);
     }
@@ -389,13 +397,14 @@ async fn infrastructure(
     })
 }
 
-/// Copies the bootstrap data secret name and the provider ID into the Machine's spec.
+/// Copies the bootstrap data secret name and the provider ID into the Machine's spec; the
+/// Machine's generation after, if it wrote.
 async fn spec_updates(
     m: &Machine,
     api: &Api<Machine>,
     b: &BootstrapState,
     i: &InfraState,
-) -> Result<(), Error> {
+) -> Result<Option<i64>, Error> {
     let mut spec = serde_json::Map::new();
     if b.data_secret_name.is_some() && m.spec.bootstrap.data_secret_name != b.data_secret_name {
         spec.insert(
@@ -406,15 +415,17 @@ async fn spec_updates(
     if i.provider_id.is_some() && m.spec.provider_id != i.provider_id {
         spec.insert("providerID".into(), json!(i.provider_id));
     }
-    if !spec.is_empty() {
-        api.patch(
+    if spec.is_empty() {
+        return Ok(None);
+    }
+    let patched = api
+        .patch(
             &m.name_any(),
             &PatchParams::default(),
             &Patch::Merge(&json!({"spec": spec})),
         )
         .await?;
-    }
-    Ok(())
+    Ok(patched.metadata.generation)
 }
 
 /// What the workload cluster says of the Machine's Node.
