@@ -157,10 +157,27 @@ type UntypedView = Arc<dyn Fn(&str, &str) -> Option<DynamicObject> + Send + Sync
 
 /// `object` as an untyped object. The kinds cached here are the process's own, whose CRDs are
 /// generated from the same types, so the server keeps no field the type would drop.
-fn untyped<K: Serialize>(object: &K) -> Option<DynamicObject> {
-    serde_json::to_value(object)
-        .and_then(serde_json::from_value)
-        .ok()
+fn untyped<K: Serialize + Resource>(object: &K) -> Option<DynamicObject> {
+    // The typed metadata is cloned rather than encoded and decoded again with the rest (its
+    // managedFields are most of an object's bytes), and the rest is taken from the encoding
+    // as it is: decoding a DynamicObject would buffer it whole to split its flattened fields.
+    let serde_json::Value::Object(mut data) = serde_json::to_value(object).ok()? else {
+        return None;
+    };
+    let mut text = |field: &str| match data.remove(field) {
+        Some(serde_json::Value::String(s)) => s,
+        _ => String::new(),
+    };
+    let types = kube::api::TypeMeta {
+        api_version: text("apiVersion"),
+        kind: text("kind"),
+    };
+    data.remove("metadata");
+    Some(DynamicObject {
+        types: Some(types),
+        metadata: object.meta().clone(),
+        data: serde_json::Value::Object(data),
+    })
 }
 
 impl Drop for Informers {

@@ -26,7 +26,7 @@ use std::sync::{Arc, RwLock};
 pub enum Normalize {
     /// Decode into the kind's Rust type and back: this validates field types and drops
     /// unknown fields, as kube-apiserver's decoding into Go structs does.
-    Typed(fn(Value) -> Result<Value, String>),
+    Typed(fn(&Value) -> Result<Value, String>),
     /// A CustomResourceDefinition version's structural schema: validate, prune, default.
     Schema(Arc<crate::schema::Schema>),
 }
@@ -272,13 +272,12 @@ impl ResourceInfo {
     ) -> Result<(Value, Vec<String>), NormalizeError> {
         match &self.normalize {
             Normalize::Typed(f) => {
-                // Decoding into the type drops what it does not know without saying what:
-                // the input is kept to compare against, only when the caller asks.
-                let input = report_unknown.then(|| value.clone());
-                let decoded = f(value).map_err(NormalizeError::Decode)?;
+                // Decoding into the type drops what it does not know without saying what: it
+                // reads the input in place, which is then compared with what came out.
+                let decoded = f(&value).map_err(NormalizeError::Decode)?;
                 let mut unknown = Vec::new();
-                if let Some(input) = &input {
-                    unknown_fields(input, &decoded, &FieldPath::Root, &mut unknown);
+                if report_unknown {
+                    unknown_fields(&value, &decoded, &FieldPath::Root, &mut unknown);
                 }
                 Ok((decoded, unknown))
             }
@@ -330,8 +329,8 @@ fn unknown_fields(input: &Value, decoded: &Value, path: &FieldPath<'_>, out: &mu
     }
 }
 
-fn typed<K: DeserializeOwned + Serialize>(value: Value) -> Result<Value, String> {
-    let typed: K = serde_json::from_value(value).map_err(|e| e.to_string())?;
+fn typed<K: DeserializeOwned + Serialize>(value: &Value) -> Result<Value, String> {
+    let typed = K::deserialize(value).map_err(|e| e.to_string())?;
     serde_json::to_value(typed).map_err(|e| e.to_string())
 }
 

@@ -842,8 +842,9 @@ impl Txn<'_> {
             _ => Cow::Owned(current.to_value()?),
         };
         let old = old.as_ref();
-        // Fields the server owns are carried over whatever the client sent.
-        let old_meta = old.get("metadata").cloned().unwrap_or(Value::Null);
+        // Fields the server owns are carried over whatever the client sent (read in place:
+        // the old metadata, managedFields and all, is not copied for four fields).
+        let old_meta = old.get("metadata").unwrap_or(&Value::Null);
         let generation = if spec_equal(old, &value) {
             current.meta.generation
         } else {

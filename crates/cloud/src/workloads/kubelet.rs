@@ -529,11 +529,11 @@ fn report_node_status(c: &Cluster) {
     }
 }
 
+const LEASES: &str = "leases.coordination.k8s.io";
+
 /// Renews every node's Lease, as each kubelet does on its cadence. Runs every ten seconds in
 /// every cluster, idle ones included, so it decodes only the node leases it rewrites: node
 /// names come from the store's keys, not from decoded Nodes.
-const LEASES: &str = "leases.coordination.k8s.io";
-
 fn renew_leases(c: &Cluster) {
     let nodes = c.names("nodes", "");
     let now = c.now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();

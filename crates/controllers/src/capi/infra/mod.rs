@@ -51,6 +51,7 @@ pub trait InfraObject:
     + Debug
     + Serialize
     + DeserializeOwned
+    + kube::core::object::HasStatus<Status: Serialize>
     + Send
     + Sync
     + 'static
@@ -62,7 +63,7 @@ pub trait InfraObject:
     /// The v1beta2 conditions it has.
     fn current_conditions(&self) -> Vec<Condition>;
     /// The status to apply, in this spelling.
-    fn status(view: &InfraStatus) -> Value;
+    fn status_for(view: &InfraStatus) -> Value;
 }
 
 /// An infrastructure cluster.
@@ -142,7 +143,7 @@ impl InfraObject for InMemoryCluster {
             .and_then(|v| v.conditions.clone())
             .unwrap_or_default()
     }
-    fn status(view: &InfraStatus) -> Value {
+    fn status_for(view: &InfraStatus) -> Value {
         seed_status(view)
     }
 }
@@ -167,7 +168,7 @@ impl InfraObject for DevCluster {
             .and_then(|s| s.conditions.clone())
             .unwrap_or_default()
     }
-    fn status(view: &InfraStatus) -> Value {
+    fn status_for(view: &InfraStatus) -> Value {
         dev_status(view)
     }
 }
@@ -198,7 +199,7 @@ impl InfraObject for InMemoryMachine {
             .and_then(|v| v.conditions.clone())
             .unwrap_or_default()
     }
-    fn status(view: &InfraStatus) -> Value {
+    fn status_for(view: &InfraStatus) -> Value {
         seed_status(view)
     }
 }
@@ -223,7 +224,7 @@ impl InfraObject for DevMachine {
             .and_then(|s| s.conditions.clone())
             .unwrap_or_default()
     }
-    fn status(view: &InfraStatus) -> Value {
+    fn status_for(view: &InfraStatus) -> Value {
         dev_status(view)
     }
 }
@@ -287,9 +288,10 @@ async fn apply_status<K: InfraObject>(
     obj: &K,
     view: &InfraStatus,
 ) -> Result<(), Error> {
-    let wanted = K::status(view);
-    let current = serde_json::to_value(obj).map_err(kube::Error::SerdeError)?;
-    if current.get("status") == Some(&wanted) {
+    let wanted = K::status_for(view);
+    // Only the status is encoded to compare, not the whole object.
+    let current = serde_json::to_value(obj.status()).map_err(kube::Error::SerdeError)?;
+    if current == wanted {
         return Ok(());
     }
     let body = json!({

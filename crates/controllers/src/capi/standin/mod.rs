@@ -131,14 +131,21 @@ pub(crate) use crate::finalizers::{ensure as ensure_finalizer, remove as remove_
 /// wake for.
 async fn apply_status<K, S>(api: &Api<K>, obj: &K, status: &S) -> Result<(), kube::Error>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + Debug
+        + kube::core::object::HasStatus<Status: Serialize>,
     S: Serialize,
 {
     let wanted = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
-    let mut current = serde_json::to_value(obj).map_err(kube::Error::SerdeError)?;
+    // Only the status is compared, so only the status is encoded (not the whole object and
+    // its managedFields, on every reconcile).
+    let mut current = serde_json::to_value(obj.status()).map_err(kube::Error::SerdeError)?;
     // Conditions other managers hold (a health check's on a Machine) are not this write's.
     if let Some(conds) = current
-        .pointer_mut("/status/conditions")
+        .pointer_mut("/conditions")
         .and_then(serde_json::Value::as_array_mut)
     {
         conds.retain(|c| {
@@ -147,7 +154,7 @@ where
                 .is_some_and(|t| remediation::NOT_THE_MACHINES.contains(&t))
         });
     }
-    if current.get("status") == Some(&wanted) {
+    if current == wanted {
         return Ok(());
     }
     let body = json!({"apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": wanted});
