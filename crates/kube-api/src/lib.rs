@@ -31,6 +31,7 @@ mod context;
 mod conversion;
 pub mod crd;
 pub mod eviction;
+mod field_path;
 mod filter;
 mod object;
 mod rbac_cache;

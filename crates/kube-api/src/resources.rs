@@ -5,6 +5,7 @@
 //! they cannot drift from the Kubernetes types; short names and categories are not in those
 //! types and are listed here as kube-apiserver publishes them.
 
+use crate::field_path::FieldPath;
 use crate::values::At;
 use k8s_openapi::api::admissionregistration::v1 as admissionregistration;
 use k8s_openapi::api::{
@@ -285,24 +286,6 @@ impl ResourceInfo {
             Normalize::Schema(schema) => schema.normalize_reporting(value).map_err(|e| match e {
                 crate::schema::SchemaError::Invalid(causes) => NormalizeError::Invalid(causes),
             }),
-        }
-    }
-}
-
-/// Where [`unknown_fields`] is, spelled out only for a field it reports.
-enum FieldPath<'a> {
-    Root,
-    Key(&'a FieldPath<'a>, &'a str),
-    Index(&'a FieldPath<'a>, usize),
-}
-
-impl std::fmt::Display for FieldPath<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FieldPath::Root => Ok(()),
-            FieldPath::Key(FieldPath::Root, key) => f.write_str(key),
-            FieldPath::Key(parent, key) => write!(f, "{parent}.{key}"),
-            FieldPath::Index(parent, i) => write!(f, "{parent}[{i}]"),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! pruning, defaulting and the `x-kubernetes-*` extensions, and clients read the exact error
 //! wording, which a general validator does not produce.
 
+use crate::field_path::FieldPath;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -233,7 +234,7 @@ impl Schema {
             errors: &mut errors,
             pruned: &mut pruned,
         };
-        walk(&self.root, &mut rest, &Path::Root, &mut report, true);
+        walk(&self.root, &mut rest, &FieldPath::Root, &mut report, true);
         // Of what a schema says about `metadata`, kube-apiserver applies only its rules for
         // `name` and `generateName`; the rest of metadata is ObjectMeta's to validate.
         if let Some(meta) = self.root.properties.get("metadata") {
@@ -243,7 +244,7 @@ impl Schema {
                     system.get("metadata").and_then(|m| m.get(field)),
                 ) {
                     let mut value = value.clone();
-                    let path = Path::Key(&Path::Key(&Path::Root, "metadata"), field);
+                    let path = FieldPath::Key(&FieldPath::Key(&FieldPath::Root, "metadata"), field);
                     walk(rule, &mut value, &path, &mut report, false);
                 }
             }
@@ -259,27 +260,6 @@ impl Schema {
     }
 }
 
-/// Where a walk is in an object. Built on the stack as the walk descends and spelled out
-/// (`spec.items[0].name`) only when something is reported there: most objects are valid
-/// and known, so most paths are never spelled, and a walk allocates no string per field.
-#[derive(Clone, Copy)]
-enum Path<'a> {
-    Root,
-    Key(&'a Path<'a>, &'a str),
-    Index(&'a Path<'a>, usize),
-}
-
-impl std::fmt::Display for Path<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Path::Root => Ok(()),
-            Path::Key(Path::Root, key) => f.write_str(key),
-            Path::Key(parent, key) => write!(f, "{parent}.{key}"),
-            Path::Index(parent, i) => write!(f, "{parent}[{i}]"),
-        }
-    }
-}
-
 /// What a walk finds: validation errors (path, message) and the paths of pruned fields.
 struct Report<'a> {
     errors: &'a mut Vec<(String, String)>,
@@ -287,7 +267,7 @@ struct Report<'a> {
 }
 
 impl Report<'_> {
-    fn error(&mut self, path: &Path<'_>, message: String) {
+    fn error(&mut self, path: &FieldPath<'_>, message: String) {
         self.errors.push((path.to_string(), message));
     }
 }
@@ -392,7 +372,7 @@ fn join(prefix: &str, key: &str) -> String {
 }
 
 /// Prunes and defaults `value` in place and records validation errors at `path`.
-fn walk(node: &Node, value: &mut Value, path: &Path<'_>, report: &mut Report<'_>, root: bool) {
+fn walk(node: &Node, value: &mut Value, path: &FieldPath<'_>, report: &mut Report<'_>, root: bool) {
     if value.is_null() {
         if !node.nullable && !root {
             report.error(
@@ -461,7 +441,7 @@ fn walk(node: &Node, value: &mut Value, path: &Path<'_>, report: &mut Report<'_>
             }
             if let Some(item) = &node.items {
                 for (i, v) in items.iter_mut().enumerate() {
-                    walk(item, v, &Path::Index(path, i), report, false);
+                    walk(item, v, &FieldPath::Index(path, i), report, false);
                 }
             }
             unique_items(node, items, path, report);
@@ -525,7 +505,7 @@ fn walk(node: &Node, value: &mut Value, path: &Path<'_>, report: &mut Report<'_>
 /// An embedded resource (`x-kubernetes-embedded-resource`) names its kind and version, and
 /// its metadata is an object, as kube-apiserver checks it (an empty object is allowed: a
 /// template being built).
-fn embedded_identity(map: &Map<String, Value>, path: &Path<'_>, report: &mut Report<'_>) {
+fn embedded_identity(map: &Map<String, Value>, path: &FieldPath<'_>, report: &mut Report<'_>) {
     if map.is_empty() {
         return;
     }
@@ -533,14 +513,14 @@ fn embedded_identity(map: &Map<String, Value>, path: &Path<'_>, report: &mut Rep
         match map.get(field) {
             Some(Value::String(s)) if !s.is_empty() => {}
             _ => report.error(
-                &Path::Key(path, field),
+                &FieldPath::Key(path, field),
                 "Required value: must not be empty".to_string(),
             ),
         }
     }
     if map.get("metadata").is_some_and(|m| !m.is_object()) {
         report.error(
-            &Path::Key(path, "metadata"),
+            &FieldPath::Key(path, "metadata"),
             "Invalid value: must be an object".to_string(),
         );
     }
@@ -595,7 +575,7 @@ fn format_ok(format: &str, s: &str) -> bool {
 
 /// `x-kubernetes-list-type: set` items and `map` items' keys must not repeat; each repeat is
 /// reported at its index, as kube-apiserver reports it.
-fn unique_items(node: &Node, items: &[Value], path: &Path<'_>, report: &mut Report<'_>) {
+fn unique_items(node: &Node, items: &[Value], path: &FieldPath<'_>, report: &mut Report<'_>) {
     let key = |item: &Value| -> Value {
         match node.list_type.as_deref() {
             Some("map") => Value::Object(
@@ -618,7 +598,10 @@ fn unique_items(node: &Node, items: &[Value], path: &Path<'_>, report: &mut Repo
                 Value::Object(m) if node.list_type.as_deref() == Some("map") => go_map(m),
                 other => show(other),
             };
-            report.error(&Path::Index(path, i), format!("Duplicate value: {shown}"));
+            report.error(
+                &FieldPath::Index(path, i),
+                format!("Duplicate value: {shown}"),
+            );
         } else {
             seen.push(k);
         }
@@ -639,7 +622,7 @@ fn go_map(m: &Map<String, Value>) -> String {
 fn object(
     node: &Node,
     map: &mut Map<String, Value>,
-    path: &Path<'_>,
+    path: &FieldPath<'_>,
     report: &mut Report<'_>,
     root: bool,
 ) {
@@ -662,7 +645,7 @@ fn object(
         map.retain(|k, v| {
             let keep = known(k);
             if !keep && !v.is_null() {
-                report.pruned.push(Path::Key(path, k).to_string());
+                report.pruned.push(FieldPath::Key(path, k).to_string());
             }
             keep
         });
@@ -675,13 +658,13 @@ fn object(
         // `Schema::normalize`), so a root schema that requires them is satisfied.
         let system = root && matches!(req.as_str(), "apiVersion" | "kind" | "metadata");
         if !system && !map.contains_key(req) {
-            report.error(&Path::Key(path, req), "Required value".to_string());
+            report.error(&FieldPath::Key(path, req), "Required value".to_string());
         }
     }
     for (k, v) in map.iter_mut() {
         let child = node.properties.get(k).or(node.additional.as_deref());
         if let Some(child) = child {
-            walk(child, v, &Path::Key(path, k), report, false);
+            walk(child, v, &FieldPath::Key(path, k), report, false);
         }
     }
 }

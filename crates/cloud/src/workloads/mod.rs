@@ -417,11 +417,16 @@ impl Cluster {
     }
 
     /// [`Cluster::update`] over the object as `read` (stored and decoded).
-    pub fn update_read(&self, resource: &str, object: Value, read: infrasim_store::Read<'_>) {
-        match crud_support::update_read(&self.group, resource, object, read) {
-            Ok(_) | Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound { .. }) => {}
-            Err(e) => tracing::debug!(resource, error = %e, "controller update"),
-        }
+    pub fn update_read(
+        &self,
+        resource: &str,
+        object: Value,
+        read: infrasim_store::Read<'_>,
+    ) -> bool {
+        written(
+            resource,
+            crud_support::update_read(&self.group, resource, object, read),
+        )
     }
 
     pub fn create(&self, resource: &str, object: Value) -> Option<Obj> {
@@ -437,14 +442,10 @@ impl Cluster {
     /// Writes `object` over the version read as `rv`. A conflict means someone wrote in
     /// between; the event of that write brings another pass, which sees it.
     pub fn update(&self, resource: &str, object: Value, rv: u64) -> bool {
-        match crud_support::update(&self.group, resource, object, rv) {
-            Ok(_) => true,
-            Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound { .. }) => false,
-            Err(e) => {
-                tracing::debug!(resource, error = %e, "controller update");
-                false
-            }
-        }
+        written(
+            resource,
+            crud_support::update(&self.group, resource, object, rv),
+        )
     }
 
     /// Writes `status` into the object if it differs from what is there.
@@ -463,6 +464,19 @@ impl Cluster {
             &ObjectKey::new(namespace, name),
             &DeleteOptions::default(),
         );
+    }
+}
+
+/// Whether a controller's update was stored. A conflict means someone wrote in between (the
+/// event of that write brings another pass, which sees it); a missing object was deleted.
+fn written(resource: &str, result: Result<Arc<infrasim_store::StoredObject>, StoreError>) -> bool {
+    match result {
+        Ok(_) => true,
+        Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound { .. }) => false,
+        Err(e) => {
+            tracing::debug!(resource, error = %e, "controller update");
+            false
+        }
     }
 }
 

@@ -210,11 +210,7 @@ async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Actio
         // the manager no longer sets). Ask again later and write nothing meanwhile.
         return Ok(Action::requeue(super::RECONNECT_AFTER));
     }
-    let status = status(&m, &r, conds, &bootstrap, &infra, &node).await;
-    let status = MachineStatus {
-        observed_generation: generation,
-        ..status
-    };
+    let status = status(&m, &r, conds, &bootstrap, &infra, &node, generation).await;
     if status.node_ref.is_some() {
         r.core.nodes.follow(&ns, &m.spec.cluster_name);
     }
@@ -567,6 +563,7 @@ async fn status(
     b: &BootstrapState,
     i: &InfraState,
     n: &NodeState,
+    observed_generation: Option<i64>,
 ) -> MachineStatus {
     let now = r.core.ctx.now();
     for c in [&b.condition, &i.condition, &n.ready, &n.healthy] {
@@ -643,7 +640,7 @@ async fn status(
         }),
         last_updated,
         conditions: Some(conds),
-        observed_generation: m.metadata.generation,
+        observed_generation,
         deletion: None,
         deprecated: None,
     }
