@@ -343,10 +343,24 @@ pub fn remove_at(object: &mut Value, path: &[String]) {
 /// FieldsV1 JSON for a set of paths.
 pub fn to_fields_v1(set: &BTreeSet<FieldPath>) -> Value {
     let mut root = Map::new();
-    for path in set {
-        let mut cur = &mut root;
+    add_paths(&mut root, set);
+    Value::Object(root)
+}
+
+/// Adds `paths` to a FieldsV1 tree in place: what [`from_fields_v1`] reads back is the
+/// tree's paths and `paths`, without listing the tree's paths to rebuild it.
+fn add_paths<'a>(root: &mut Map<String, Value>, paths: impl IntoIterator<Item = &'a FieldPath>) {
+    for path in paths {
+        let mut cur = &mut *root;
         for (i, seg) in path.iter().enumerate() {
-            let entry = cur.entry(seg.clone()).or_insert_with(|| json!({}));
+            // Looked up before inserting: most segments are there already, and `entry`
+            // would want the key copied even then.
+            if !cur.contains_key(seg.as_str()) {
+                cur.insert(seg.clone(), json!({}));
+            }
+            let Some(entry) = cur.get_mut(seg.as_str()) else {
+                break;
+            };
             if seg.starts_with("k:") && i + 1 == path.len() {
                 if let Some(m) = entry.as_object_mut() {
                     m.entry(".").or_insert_with(|| json!({}));
@@ -358,7 +372,6 @@ pub fn to_fields_v1(set: &BTreeSet<FieldPath>) -> Value {
             };
         }
     }
-    Value::Object(root)
 }
 
 /// Paths of a FieldsV1 value.
@@ -452,20 +465,16 @@ pub fn read_managed(object: &Value) -> Vec<Managed> {
         .unwrap_or_default()
 }
 
-pub fn write_managed(object: &mut Value, managed: &[Managed]) {
-    let entries: Vec<Value> = managed
-        .iter()
-        .filter(|m| !m.fields.is_empty())
-        .map(entry)
-        .collect();
-    set_entries(object, entries);
-}
-
 /// One `managedFields` entry as JSON.
 fn entry(m: &Managed) -> Value {
+    entry_json(m, to_fields_v1(&m.fields))
+}
+
+/// [`entry`] with its FieldsV1 tree already built (`m.fields` is not read).
+fn entry_json(m: &Managed, fields_v1: Value) -> Value {
     let mut e = json!({
         "manager": m.manager, "operation": m.operation, "apiVersion": m.api_version,
-        "time": m.time, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(&m.fields),
+        "time": m.time, "fieldsType": "FieldsV1", "fieldsV1": fields_v1,
     });
     if !m.subresource.is_empty() {
         e["subresource"] = json!(m.subresource);
@@ -562,10 +571,15 @@ pub fn record_update(
     for e in entries {
         if !changed.is_empty() && mine(e) && !found {
             found = true;
-            let mut fields = e.get("fieldsV1").map(from_fields_v1).unwrap_or_default();
-            fields.extend(changed.iter().cloned());
+            // The changed paths join the manager's tree where it stands (not listed out of it
+            // and rebuilt: most updates change a few fields of a large set).
             let mut e = e.clone();
-            e["fieldsV1"] = to_fields_v1(&fields);
+            if !e.get("fieldsV1").is_some_and(Value::is_object) {
+                e["fieldsV1"] = json!({});
+            }
+            if let Some(Value::Object(tree)) = e.get_mut("fieldsV1") {
+                add_paths(tree, &changed);
+            }
             e["time"] = json!(now);
             out.push(e);
             continue;
@@ -613,16 +627,19 @@ pub struct Applier<'a> {
 }
 
 impl Applier<'_> {
-    /// The applier's managedFields entry, owning `fields` of an object at `api_version`.
-    fn owning(&self, api_version: String, fields: BTreeSet<FieldPath>) -> Managed {
-        Managed {
-            manager: self.manager.to_string(),
-            operation: "Apply".into(),
-            api_version,
-            time: self.now.to_string(),
-            subresource: self.subresource.to_string(),
-            fields,
-        }
+    /// The applier's managedFields entry, owning `fields_v1` of an object at `api_version`.
+    fn entry(&self, api_version: String, fields_v1: Value) -> Value {
+        entry_json(
+            &Managed {
+                manager: self.manager.to_string(),
+                operation: "Apply".into(),
+                api_version,
+                time: self.now.to_string(),
+                subresource: self.subresource.to_string(),
+                fields: BTreeSet::new(),
+            },
+            fields_v1,
+        )
     }
 }
 
@@ -647,8 +664,11 @@ pub fn apply(
     let wanted = field_set(config, lists);
     let Some(current) = current else {
         let mut created = config.clone();
-        let managed = vec![applier.owning(api_version, wanted)];
-        write_managed(&mut created, &managed);
+        let entries = match wanted.is_empty() {
+            true => Vec::new(),
+            false => vec![applier.entry(api_version, to_fields_v1(&wanted))],
+        };
+        set_entries(&mut created, entries);
         return Ok(Applied::Merged(created));
     };
     let entries = entries_of(current);
@@ -675,12 +695,16 @@ pub fn apply(
     }
     let mut merged = current.clone();
     merge(&mut merged, config, lists)?;
-    // Fields this manager applied before and no longer applies, owned by nobody else, go.
-    let previous = entries
+    // The manager's new tree, compared with its old one as JSON first: an apply that sets
+    // the same fields as the last one (new values, most often) needs no set of old paths.
+    let wanted_v1 = to_fields_v1(&wanted);
+    let previous_v1 = entries
         .iter()
         .find(|e| own(e))
-        .and_then(|e| e.get("fieldsV1"))
-        .map(from_fields_v1);
+        .and_then(|e| e.get("fieldsV1"));
+    let same_fields = previous_v1 == Some(&wanted_v1);
+    let previous = previous_v1.filter(|_| !same_fields).map(from_fields_v1);
+    // Fields this manager applied before and no longer applies, owned by nobody else, go.
     for path in previous.iter().flat_map(|p| p.difference(&wanted)) {
         let owned_elsewhere = entries.iter().any(|e| !own(e) && entry_holds(e, path));
         // A path that now leads to fields applied (a list once owned whole, now by item after
@@ -693,8 +717,8 @@ pub fn apply(
             remove_at(&mut merged, path);
         }
     }
-    if taken.is_empty() && previous.as_ref() == Some(&wanted) && same_but_managed(&merged, current)
-    {
+    let previous_same = same_fields || previous.as_ref() == Some(&wanted);
+    if taken.is_empty() && previous_same && same_but_managed(&merged, current) {
         return Ok(Applied::Unchanged);
     }
     // Ownership: this manager now owns exactly what it applied; forced fields leave others.
@@ -708,7 +732,7 @@ pub fn apply(
         out.extend(entry_without(e, &lost));
     }
     if !wanted.is_empty() {
-        out.push(entry(&applier.owning(api_version, wanted)));
+        out.push(applier.entry(api_version, wanted_v1));
     }
     set_entries(&mut merged, out);
     Ok(Applied::Merged(merged))
@@ -1172,5 +1196,38 @@ mod tests {
             (managed[0].fields.len(), managed[0].time.as_str()),
             (3, "t4")
         );
+    }
+
+    #[test]
+    fn paths_added_to_a_tree_read_back_as_the_union() {
+        let path = |segs: &[&str]| segs.iter().map(|s| s.to_string()).collect::<FieldPath>();
+        let before: BTreeSet<FieldPath> = [
+            path(&["f:spec", "f:replicas"]),
+            path(&["f:status", "f:conditions", r#"k:{"type":"Ready"}"#]),
+            path(&[
+                "f:status",
+                "f:conditions",
+                r#"k:{"type":"Ready"}"#,
+                "f:status",
+            ]),
+        ]
+        .into();
+        let added: BTreeSet<FieldPath> = [
+            path(&[
+                "f:status",
+                "f:conditions",
+                r#"k:{"type":"Ready"}"#,
+                "f:reason",
+            ]),
+            path(&["f:status", "f:conditions", r#"k:{"type":"Synced"}"#]),
+            path(&["f:spec", "f:paused"]),
+        ]
+        .into();
+        let Value::Object(mut tree) = to_fields_v1(&before) else {
+            panic!("FieldsV1 is an object")
+        };
+        add_paths(&mut tree, &added);
+        let union: BTreeSet<FieldPath> = before.union(&added).cloned().collect();
+        assert_eq!(from_fields_v1(&Value::Object(tree)), union);
     }
 }

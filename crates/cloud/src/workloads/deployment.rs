@@ -85,7 +85,7 @@ fn scale(c: &Cluster, d: &Obj, rs: &Obj, replicas: i64, desired: i64, max: i64, 
     if let Some(r) = rev {
         annotations[REVISION] = json!(r.to_string());
     }
-    if next != *rs.value && c.update(REPLICASETS, next, rs.rv) {
+    if next != *rs.value && c.update(REPLICASETS, next, rs) {
         let from = spec_replicas(rs);
         if from != replicas {
             let direction = if replicas > from { "up" } else { "down" };
@@ -175,7 +175,7 @@ pub(super) fn reconcile(c: &Cluster) {
             }
             next["metadata"]["annotations"][REVISION] = json!(current);
             // On a conflict the next pass retries; nothing else depends on this write.
-            c.update(RESOURCE, next, d.rv);
+            c.update(RESOURCE, next, d);
         }
         if d.str("/spec/strategy/type") == "Recreate" {
             if olds.iter().any(|rs| spec_replicas(rs) > 0) {

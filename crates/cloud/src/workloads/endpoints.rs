@@ -155,7 +155,7 @@ pub(super) fn reconcile(c: &Cluster) {
                     }
                     _ => next["subsets"] = subsets,
                 }
-                c.update("endpoints", next, old.rv);
+                c.update("endpoints", next, &old);
             }
             Some(_) => {}
         }
@@ -219,7 +219,7 @@ pub(super) fn reconcile(c: &Cluster) {
                 let mut next = Value::clone(&old.value);
                 next["endpoints"] = endpoints_value;
                 next["ports"] = ports_value;
-                c.update(SLICES, next, old.rv);
+                c.update(SLICES, next, old);
             }
             Some(_) => {}
         }

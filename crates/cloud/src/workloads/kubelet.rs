@@ -233,7 +233,7 @@ fn finish(c: &Cluster, namespace: &str, name: &str, uid: &str) {
             false,
         ),
     );
-    c.update("pods", next, pod.rv);
+    c.update("pods", next, &pod);
 }
 
 fn chrono_duration(d: std::time::Duration) -> chrono::Duration {
@@ -328,7 +328,7 @@ fn accept(c: &Cluster, pod: &Obj, node: &Obj) -> bool {
     ] {
         set_condition(&mut next, cond);
     }
-    c.update("pods", next, pod.rv)
+    c.update("pods", next, pod)
 }
 
 /// The pod's containers are running: Running and Ready, with an IP.
@@ -388,7 +388,7 @@ fn start(c: &Cluster, namespace: &str, name: &str, uid: &str, ips: &mut IpBook) 
             condition(previous, ty, "True", "", "", &now, false),
         );
     }
-    if c.update("pods", next, pod.rv) {
+    if c.update("pods", next, &pod) {
         let node_name = node.name().to_string();
         let source = Source {
             component: "kubelet",
@@ -525,7 +525,7 @@ fn report_node_status(c: &Cluster) {
         for condition in conditions.iter_mut() {
             condition["lastHeartbeatTime"] = json!(now);
         }
-        c.update("nodes", next, node.rv);
+        c.update("nodes", next, node);
     }
 }
 

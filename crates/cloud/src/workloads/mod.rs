@@ -251,14 +251,18 @@ pub(crate) struct Obj {
     /// Shared: a list reused across the passes' readers hands out the same decoded object.
     pub value: Arc<Value>,
     pub rv: u64,
+    /// What `value` was decoded from: a write over it is compared against `value` instead
+    /// of decoding the stored object again.
+    stored: Arc<infrasim_store::StoredObject>,
 }
 
 impl Obj {
     /// A stored object decoded (`None` if its bytes are not JSON, which the store never holds).
-    fn decode(o: &infrasim_store::StoredObject) -> Option<Obj> {
+    fn decode(o: &Arc<infrasim_store::StoredObject>) -> Option<Obj> {
         Some(Obj {
             value: Arc::new(o.to_value().ok()?),
             rv: o.meta.resource_version,
+            stored: o.clone(),
         })
     }
 
@@ -397,7 +401,7 @@ impl Cluster {
             .objects
             .values()
             .filter(|o| o.meta.creation_timestamp < before)
-            .filter_map(|o| Obj::decode(o))
+            .filter_map(Obj::decode)
             .collect()
     }
 
@@ -439,13 +443,14 @@ impl Cluster {
         }
     }
 
-    /// Writes `object` over the version read as `rv`. A conflict means someone wrote in
-    /// between; the event of that write brings another pass, which sees it.
-    pub fn update(&self, resource: &str, object: Value, rv: u64) -> bool {
-        written(
-            resource,
-            crud_support::update(&self.group, resource, object, rv),
-        )
+    /// Writes `object` over the version `read`. A conflict means someone wrote in between;
+    /// the event of that write brings another pass, which sees it.
+    pub fn update(&self, resource: &str, object: Value, read: &Obj) -> bool {
+        let read = infrasim_store::Read {
+            object: &read.stored,
+            value: &read.value,
+        };
+        self.update_read(resource, object, read)
     }
 
     /// Writes `status` into the object if it differs from what is there.
@@ -455,7 +460,7 @@ impl Cluster {
         }
         let mut next = Value::clone(&obj.value);
         next["status"] = status;
-        self.update(resource, next, obj.rv);
+        self.update(resource, next, obj);
     }
 
     pub fn delete(&self, resource: &str, namespace: &str, name: &str) {
@@ -612,7 +617,7 @@ pub(crate) fn record_revision(c: &Cluster, owner: &Obj, kind: &str, hash: &str) 
         Some(current) => {
             let mut next = Value::clone(&current.value);
             next["revision"] = json!(newest + 1);
-            c.update(RESOURCE, next, current.rv);
+            c.update(RESOURCE, next, current);
         }
         None => {
             let mut template = owner
@@ -686,7 +691,7 @@ mod tests {
         let a = c.get("configmaps", "default", "a").expect("a");
         let mut next = Value::clone(&a.value);
         next["data"]["k"] = json!("2");
-        assert!(c.update("configmaps", next, a.rv));
+        assert!(c.update("configmaps", next, &a));
         let after = c.list("configmaps");
         let values: Vec<&str> = after.iter().map(|o| o.str("/data/k")).collect();
         assert_eq!(values, ["2", "1"]);

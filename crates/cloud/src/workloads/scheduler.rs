@@ -243,7 +243,7 @@ pub(super) fn schedule(c: &Cluster) {
                     &mut bound,
                     condition(previous, "PodScheduled", "True", "", "", &now, false),
                 );
-                if c.update("pods", bound, pod.rv) {
+                if c.update("pods", bound, pod) {
                     c.event(
                         pod,
                         events::SCHEDULER,
@@ -287,7 +287,7 @@ pub(super) fn schedule(c: &Cluster) {
                         false,
                     ),
                 );
-                if next != *pod.value && c.update("pods", next, pod.rv) {
+                if next != *pod.value && c.update("pods", next, pod) {
                     c.event(pod, events::SCHEDULER, true, "FailedScheduling", &message);
                 }
             }

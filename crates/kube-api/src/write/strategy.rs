@@ -84,29 +84,27 @@ impl<'a> Strategy<'a> {
 
     fn split_status(&self, current: &Value, mut incoming: Value) -> Value {
         if self.through_status() {
-            // What the request brings is taken (it is ours), not copied.
-            let mut take = |pointer: &str| incoming.pointer_mut(pointer).map(Value::take);
-            let status = take("/status").unwrap_or(Value::Null);
-            let rv = take("/metadata/resourceVersion");
-            let managed = take("/metadata/managedFields");
-            let mut merged = current.clone();
-            if status.is_null() {
-                if let Some(o) = merged.as_object_mut() {
+            // The request's status, resourceVersion and managedFields (an apply through
+            // status computed the new ownership; an update recomputes it), and the rest as
+            // stored. The request carries the rest already, mostly unchanged (a client sends
+            // the object it read, an apply merged onto it): compared, copied where it differs.
+            if incoming.get("status").is_some_and(Value::is_null) {
+                if let Some(o) = incoming.as_object_mut() {
                     o.remove("status");
                 }
-            } else {
-                merged["status"] = status;
             }
-            if let Some(rv) = rv {
-                merged["metadata"]["resourceVersion"] = rv;
-            } else if let Some(m) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
-                m.remove("resourceVersion");
+            keep_stored(&mut incoming, current, &["status", "metadata"]);
+            let meta = current.get("metadata").unwrap_or(&Value::Null);
+            match incoming.get_mut("metadata") {
+                Some(m) => keep_stored(m, meta, &["resourceVersion", "managedFields"]),
+                None => incoming["metadata"] = meta.clone(),
             }
-            // An apply through status computed the new ownership (an update recomputes it).
-            if let Some(managed) = managed {
-                merged["metadata"]["managedFields"] = managed;
+            if incoming.pointer("/metadata/managedFields").is_none() {
+                if let Some(managed) = meta.get("managedFields") {
+                    incoming["metadata"]["managedFields"] = managed.clone();
+                }
             }
-            return merged;
+            return incoming;
         }
         if self.ctx.info.has_status {
             match current.get("status") {
@@ -189,5 +187,56 @@ impl<'a> Strategy<'a> {
             }
             _ => stored,
         }
+    }
+}
+
+/// Makes `incoming` hold `stored`'s fields but for `except` (which it keeps as it has them):
+/// fields it lacks are copied in, fields it has that `stored` lacks go, and fields that
+/// differ are copied over; equal fields are left as they are, not copied.
+fn keep_stored(incoming: &mut Value, stored: &Value, except: &[&str]) {
+    let (Some(to), Some(from)) = (incoming.as_object_mut(), stored.as_object()) else {
+        let kept: Vec<(String, Value)> = except
+            .iter()
+            .filter_map(|k| Some((k.to_string(), incoming.get(*k)?.clone())))
+            .collect();
+        *incoming = stored.clone();
+        if let Some(o) = incoming.as_object_mut() {
+            o.extend(kept);
+        }
+        return;
+    };
+    to.retain(|k, _| except.contains(&k.as_str()) || from.contains_key(k));
+    for (k, v) in from {
+        if except.contains(&k.as_str()) {
+            continue;
+        }
+        match to.get_mut(k) {
+            Some(slot) if slot == v => {}
+            Some(slot) => *slot = v.clone(),
+            None => {
+                to.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keep_stored;
+    use serde_json::json;
+
+    #[test]
+    fn keeps_the_stored_fields_but_the_excepted_ones() {
+        let stored = json!({"spec": {"a": 1}, "kept": "x", "status": {"old": true}});
+        let mut incoming = json!({"spec": {"a": 2}, "extra": 1, "status": {"new": true}});
+        keep_stored(&mut incoming, &stored, &["status"]);
+        assert_eq!(
+            incoming,
+            json!({"spec": {"a": 1}, "kept": "x", "status": {"new": true}})
+        );
+        // An excepted field the request lacks stays absent (not copied from the stored one).
+        let mut bare = json!({"spec": {"a": 1}});
+        keep_stored(&mut bare, &stored, &["status"]);
+        assert_eq!(bare, json!({"spec": {"a": 1}, "kept": "x"}));
     }
 }
