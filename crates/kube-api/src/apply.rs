@@ -30,79 +30,116 @@ pub enum Lists<'a> {
 
 /// The set of leaf paths an object (an applied configuration, or a change) sets.
 pub fn field_set(object: &Value, lists: Lists<'_>) -> BTreeSet<FieldPath> {
-    paths(object, None, lists)
+    from_fields_v1(&Value::Object(field_tree(object, None, lists)))
 }
 
 /// The paths of `new` whose value differs from `old`'s (what an update changes): the paths
 /// of [`field_set`], less those where both agree, found without visiting what is equal.
 pub fn changed_fields(old: &Value, new: &Value, lists: Lists<'_>) -> BTreeSet<FieldPath> {
-    paths(new, Some(old), lists)
+    from_fields_v1(&Value::Object(field_tree(new, Some(old), lists)))
 }
 
-/// The paths of `object`, less those at which `old` (when given) holds the same value.
-fn paths(object: &Value, old: Option<&Value>, lists: Lists<'_>) -> BTreeSet<FieldPath> {
-    let mut out = BTreeSet::new();
-    if let Some(m) = object.as_object() {
-        for (k, v) in m {
-            if matches!(k.as_str(), "apiVersion" | "kind") {
-                continue;
+/// A FieldsV1 tree: a node's fields by segment (`f:name`, `k:{..}`, `v:..`), `{}` for a leaf,
+/// and `.` in a node that is itself a path and has fields under it (a list item). Writes
+/// build and compare these trees as they are stored; paths are listed only where a write
+/// has to take fields from another manager or drop fields it no longer applies.
+type Tree = Map<String, Value>;
+
+/// The FieldsV1 tree of `object`'s paths, less those at which `old` (when given) holds the
+/// same value.
+fn field_tree(object: &Value, old: Option<&Value>, lists: Lists<'_>) -> Tree {
+    let mut out = Tree::new();
+    let Some(m) = object.as_object() else {
+        return out;
+    };
+    for (k, v) in m {
+        if matches!(k.as_str(), "apiVersion" | "kind") {
+            continue;
+        }
+        let old = old.and_then(|o| o.get(k));
+        if k == "metadata" {
+            if let Some(owned) = metadata_tree(v, old) {
+                out.insert("f:metadata".into(), owned);
             }
-            let old = old.and_then(|o| o.get(k));
-            if k == "metadata" {
-                // Of metadata, only labels and annotations are owned.
-                for part in ["labels", "annotations"] {
-                    let Some(Value::Object(entries)) = v.get(part) else {
-                        continue;
-                    };
-                    let before = old.and_then(|o| o.get(part));
-                    for (ek, ev) in entries {
-                        if before.and_then(|b| b.get(ek)) != Some(ev) {
-                            out.insert(vec![
-                                "f:metadata".into(),
-                                format!("f:{part}"),
-                                format!("f:{ek}"),
-                            ]);
-                        }
-                    }
-                }
-                continue;
-            }
-            let mut path = vec![format!("f:{k}")];
-            match lists {
-                Lists::Builtin => walk(v, old, &mut path, "", k, &mut out),
-                Lists::Custom(schema) => {
-                    let node = schema.and_then(|s| s.root().field(k));
-                    walk_custom(v, old, &mut path, node, &mut out)
-                }
-            }
+            continue;
+        }
+        let node = match lists {
+            Lists::Builtin => builtin_tree(v, old, "", k),
+            Lists::Custom(schema) => custom_tree(v, old, schema.and_then(|s| s.root().field(k))),
+        };
+        if let Some(node) = node {
+            out.insert(format!("f:{k}"), node);
         }
     }
     out
 }
 
-/// Adds the leaf paths under `v` (at `path`) to `out`, skipping what `old`, the value at the
-/// same place in an older object, already holds.
-fn walk(
-    v: &Value,
-    old: Option<&Value>,
-    path: &mut FieldPath,
-    parent: &str,
-    name: &str,
-    out: &mut BTreeSet<FieldPath>,
-) {
+/// Of metadata, only labels and annotations are owned.
+fn metadata_tree(meta: &Value, old: Option<&Value>) -> Option<Value> {
+    let mut out = Tree::new();
+    for part in ["labels", "annotations"] {
+        let Some(Value::Object(entries)) = meta.get(part) else {
+            continue;
+        };
+        let before = old.and_then(|o| o.get(part));
+        let changed: Tree = entries
+            .iter()
+            .filter(|(ek, ev)| before.and_then(|b| b.get(ek.as_str())) != Some(*ev))
+            .map(|(ek, _)| (format!("f:{ek}"), leaf()))
+            .collect();
+        if !changed.is_empty() {
+            out.insert(format!("f:{part}"), Value::Object(changed));
+        }
+    }
+    node(out)
+}
+
+/// A path with nothing under it.
+fn leaf() -> Value {
+    Value::Object(Map::new())
+}
+
+/// A node holding `fields`, or nothing when no field under it is a path.
+fn node(fields: Tree) -> Option<Value> {
+    (!fields.is_empty()).then_some(Value::Object(fields))
+}
+
+/// A list item's node: the item itself (`.`) and its fields.
+fn item_node(fields: Tree) -> Value {
+    let mut item = fields;
+    item.insert(".".into(), leaf());
+    Value::Object(item)
+}
+
+/// Puts `node` at `key`, joining it with what is there (two items with one key).
+fn insert_node(tree: &mut Tree, key: String, node: Value) {
+    match (tree.get_mut(&key), node) {
+        (Some(Value::Object(there)), Value::Object(more)) => union(there, &more),
+        (_, node) => {
+            tree.insert(key, node);
+        }
+    }
+}
+
+/// The node of `v`'s paths (at a field named `name` of a field named `parent`), less what
+/// `old`, the value at the same place in an older object, already holds; `None` when there
+/// is none.
+fn builtin_tree(v: &Value, old: Option<&Value>, parent: &str, name: &str) -> Option<Value> {
     if old == Some(v) {
-        return;
+        return None;
     }
     match v {
-        Value::Object(m) if !m.is_empty() => {
-            for (k, child) in m {
-                path.push(format!("f:{k}"));
-                walk(child, old.and_then(|o| o.get(k)), path, name, k, out);
-                path.pop();
-            }
-        }
+        Value::Object(m) if !m.is_empty() => node(
+            m.iter()
+                .filter_map(|(k, child)| {
+                    let child = builtin_tree(child, old.and_then(|o| o.get(k)), name, k)?;
+                    Some((format!("f:{k}"), child))
+                })
+                .collect(),
+        ),
         Value::Array(items) => match list_key(parent, name) {
             ListKind::Key(key) => {
+                let mut out = Tree::new();
                 for item in items {
                     let Some(id) = item.get(key) else { continue };
                     let before = old
@@ -111,53 +148,51 @@ fn walk(
                     if before == Some(item) {
                         continue;
                     }
-                    path.push(format!("k:{}", json!({ key: id })));
-                    out.insert(path.clone());
-                    if let Some(m) = item.as_object() {
-                        for (k, child) in m {
-                            path.push(format!("f:{k}"));
-                            walk(child, before.and_then(|b| b.get(k)), path, name, k, out);
-                            path.pop();
-                        }
-                    }
-                    path.pop();
+                    let fields: Tree = item
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|(k, child)| {
+                            let child =
+                                builtin_tree(child, before.and_then(|b| b.get(k)), name, k)?;
+                            Some((format!("f:{k}"), child))
+                        })
+                        .collect();
+                    insert_node(
+                        &mut out,
+                        format!("k:{}", json!({ key: id })),
+                        item_node(fields),
+                    );
                 }
+                node(out)
             }
-            ListKind::Union => set_members(items, old, path, out),
-            ListKind::Replace => {
-                out.insert(path.clone());
-            }
+            ListKind::Union => set_tree(items, old),
+            ListKind::Replace => Some(leaf()),
         },
-        _ => {
-            out.insert(path.clone());
-        }
+        _ => Some(leaf()),
     }
 }
 
-/// [`walk`] for a custom object, following its schema node by node (`None` once the schema
-/// says nothing more, where every list is atomic).
-fn walk_custom(
-    v: &Value,
-    old: Option<&Value>,
-    path: &mut FieldPath,
-    node: Option<&Node>,
-    out: &mut BTreeSet<FieldPath>,
-) {
+/// [`builtin_tree`] for a custom object, following its schema node by node (`None` once the
+/// schema says nothing more, where every list is atomic).
+fn custom_tree(v: &Value, old: Option<&Value>, schema: Option<&Node>) -> Option<Value> {
     if old == Some(v) {
-        return;
+        return None;
     }
     match v {
-        Value::Object(m) if !m.is_empty() => {
-            for (k, child) in m {
-                path.push(format!("f:{k}"));
-                let old = old.and_then(|o| o.get(k));
-                walk_custom(child, old, path, node.and_then(|n| n.field(k)), out);
-                path.pop();
-            }
-        }
-        Value::Array(items) => match node.map(Node::list_merge) {
+        Value::Object(m) if !m.is_empty() => node(
+            m.iter()
+                .filter_map(|(k, child)| {
+                    let old = old.and_then(|o| o.get(k));
+                    let child = custom_tree(child, old, schema.and_then(|n| n.field(k)))?;
+                    Some((format!("f:{k}"), child))
+                })
+                .collect(),
+        ),
+        Value::Array(items) => match schema.map(Node::list_merge) {
             Some(ListMerge::Map(keys)) => {
-                let item_node = node.and_then(Node::items);
+                let item_schema = schema.and_then(Node::items);
+                let mut out = Tree::new();
                 for item in items {
                     let Some(id) = map_item_id(item, keys) else {
                         continue;
@@ -169,45 +204,78 @@ fn walk_custom(
                     if before == Some(item) {
                         continue;
                     }
-                    path.push(format!("k:{id}"));
-                    out.insert(path.clone());
-                    if let Some(m) = item.as_object() {
-                        for (k, child) in m {
-                            path.push(format!("f:{k}"));
+                    let fields: Tree = item
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|(k, child)| {
                             let old = before.and_then(|b| b.get(k));
-                            walk_custom(child, old, path, item_node.and_then(|n| n.field(k)), out);
-                            path.pop();
-                        }
-                    }
-                    path.pop();
+                            let field = item_schema.and_then(|n| n.field(k));
+                            Some((format!("f:{k}"), custom_tree(child, old, field)?))
+                        })
+                        .collect();
+                    insert_node(&mut out, format!("k:{id}"), item_node(fields));
                 }
+                node(out)
             }
-            Some(ListMerge::Set) => set_members(items, old, path, out),
-            _ => {
-                out.insert(path.clone());
-            }
+            Some(ListMerge::Set) => set_tree(items, old),
+            _ => Some(leaf()),
         },
-        _ => {
-            out.insert(path.clone());
+        _ => Some(leaf()),
+    }
+}
+
+/// The members of a primitive set that `old` lacks.
+fn set_tree(items: &[Value], old: Option<&Value>) -> Option<Value> {
+    let before = old.and_then(Value::as_array);
+    node(
+        items
+            .iter()
+            .filter(|item| !before.is_some_and(|b| b.contains(item)))
+            .map(|item| (format!("v:{item}"), leaf()))
+            .collect(),
+    )
+}
+
+/// Adds `more`'s paths to `tree` (what [`from_fields_v1`] reads back is the union).
+fn union(tree: &mut Tree, more: &Tree) {
+    for (k, v) in more {
+        match (tree.get_mut(k.as_str()), v) {
+            (Some(Value::Object(there)), Value::Object(m)) => union(there, m),
+            (Some(_), _) => {}
+            (None, v) => {
+                tree.insert(k.clone(), v.clone());
+            }
         }
     }
 }
 
-fn set_members(
-    items: &[Value],
-    old: Option<&Value>,
-    path: &mut FieldPath,
-    out: &mut BTreeSet<FieldPath>,
-) {
-    let before = old.and_then(Value::as_array);
-    for item in items {
-        if before.is_some_and(|b| b.contains(item)) {
-            continue;
+/// Whether a FieldsV1 node is itself a path (as [`from_fields_v1`] lists it).
+fn is_path(node: &Value) -> bool {
+    node.as_object()
+        .is_some_and(|m| m.contains_key(".") || m.keys().all(|k| k == "."))
+}
+
+/// The paths both trees hold, in order (the same order as a [`BTreeSet`] of them).
+fn common(a: &Value, b: &Tree) -> Vec<FieldPath> {
+    fn go(a: &Value, b: &Tree, path: &mut FieldPath, out: &mut Vec<FieldPath>) {
+        for (k, bv) in b {
+            let Some(av) = a.get(k.as_str()).filter(|_| k != ".") else {
+                continue;
+            };
+            path.push(k.clone());
+            if is_path(av) && is_path(bv) {
+                out.push(path.clone());
+            }
+            if let Some(bm) = bv.as_object() {
+                go(av, bm, path, out);
+            }
+            path.pop();
         }
-        path.push(format!("v:{item}"));
-        out.insert(path.clone());
-        path.pop();
     }
+    let mut out = Vec::new();
+    go(a, b, &mut Vec::new(), &mut out);
+    out
 }
 
 /// A `map` list item's identity, its key fields as one JSON object (`{"type":"Ready"}`), as
@@ -465,21 +533,28 @@ pub fn read_managed(object: &Value) -> Vec<Managed> {
         .unwrap_or_default()
 }
 
-/// One `managedFields` entry as JSON.
-fn entry(m: &Managed) -> Value {
-    entry_json(m, to_fields_v1(&m.fields))
+/// Who a `managedFields` entry names, and when.
+struct Header<'a> {
+    manager: &'a str,
+    operation: &'a str,
+    api_version: &'a str,
+    time: &'a str,
+    /// `""` for the main resource.
+    subresource: &'a str,
 }
 
-/// [`entry`] with its FieldsV1 tree already built (`m.fields` is not read).
-fn entry_json(m: &Managed, fields_v1: Value) -> Value {
-    let mut e = json!({
-        "manager": m.manager, "operation": m.operation, "apiVersion": m.api_version,
-        "time": m.time, "fieldsType": "FieldsV1", "fieldsV1": fields_v1,
-    });
-    if !m.subresource.is_empty() {
-        e["subresource"] = json!(m.subresource);
+impl Header<'_> {
+    /// The entry, owning the paths of a FieldsV1 tree.
+    fn entry(&self, fields_v1: Value) -> Value {
+        let mut e = json!({
+            "manager": self.manager, "operation": self.operation, "apiVersion": self.api_version,
+            "time": self.time, "fieldsType": "FieldsV1", "fieldsV1": fields_v1,
+        });
+        if !self.subresource.is_empty() {
+            e["subresource"] = json!(self.subresource);
+        }
+        e
     }
-    e
 }
 
 fn set_entries(object: &mut Value, entries: Vec<Value>) {
@@ -533,13 +608,13 @@ fn entry_holds(e: &Value, path: &[String]) -> bool {
 }
 
 /// `e` without `paths` (`None` when nothing is left of it).
-fn entry_without(e: &Value, paths: &[&FieldPath]) -> Option<Value> {
+fn entry_without(e: &Value, paths: &[FieldPath]) -> Option<Value> {
     if paths.is_empty() {
         return Some(e.clone());
     }
     let mut fields = e.get("fieldsV1").map(from_fields_v1).unwrap_or_default();
     for p in paths {
-        fields.remove(*p);
+        fields.remove(p);
     }
     if fields.is_empty() {
         return None;
@@ -561,41 +636,45 @@ pub fn record_update(
     lists: Lists<'_>,
 ) {
     let entries = old.map(entries_of).unwrap_or(&[]);
-    let changed = match old {
-        None => field_set(new, lists),
-        Some(old) => changed_fields(old, new, lists),
-    };
+    let changed = field_tree(new, old, lists);
+    if changed.is_empty() {
+        set_entries(new, entries.to_vec());
+        return;
+    }
     let mine = |e: &Value| entry_str(e, "manager") == manager && entry_operation(e) == "Update";
     let mut out = Vec::with_capacity(entries.len() + 1);
     let mut found = false;
     for e in entries {
-        if !changed.is_empty() && mine(e) && !found {
+        if mine(e) && !found {
             found = true;
             // The changed paths join the manager's tree where it stands (not listed out of it
             // and rebuilt: most updates change a few fields of a large set).
             let mut e = e.clone();
             if !e.get("fieldsV1").is_some_and(Value::is_object) {
-                e["fieldsV1"] = json!({});
+                e["fieldsV1"] = leaf();
             }
             if let Some(Value::Object(tree)) = e.get_mut("fieldsV1") {
-                add_paths(tree, &changed);
+                union(tree, &changed);
             }
             e["time"] = json!(now);
             out.push(e);
             continue;
         }
-        let taken: Vec<&FieldPath> = changed.iter().filter(|p| entry_holds(e, p)).collect();
+        let taken = e
+            .get("fieldsV1")
+            .map(|fields| common(fields, &changed))
+            .unwrap_or_default();
         out.extend(entry_without(e, &taken));
     }
-    if !found && !changed.is_empty() {
-        out.push(entry(&Managed {
-            manager: manager.to_string(),
-            operation: "Update".into(),
-            api_version: api_version.to_string(),
-            time: now.to_string(),
-            subresource: String::new(),
-            fields: changed,
-        }));
+    if !found {
+        let header = Header {
+            manager,
+            operation: "Update",
+            api_version,
+            time: now,
+            subresource: "",
+        };
+        out.push(header.entry(Value::Object(changed)));
     }
     set_entries(new, out);
 }
@@ -628,18 +707,15 @@ pub struct Applier<'a> {
 
 impl Applier<'_> {
     /// The applier's managedFields entry, owning `fields_v1` of an object at `api_version`.
-    fn entry(&self, api_version: String, fields_v1: Value) -> Value {
-        entry_json(
-            &Managed {
-                manager: self.manager.to_string(),
-                operation: "Apply".into(),
-                api_version,
-                time: self.now.to_string(),
-                subresource: self.subresource.to_string(),
-                fields: BTreeSet::new(),
-            },
-            fields_v1,
-        )
+    fn entry(&self, api_version: &str, fields_v1: Value) -> Value {
+        let header = Header {
+            manager: self.manager,
+            operation: "Apply",
+            api_version,
+            time: self.now,
+            subresource: self.subresource,
+        };
+        header.entry(fields_v1)
     }
 }
 
@@ -661,12 +737,12 @@ pub fn apply(
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let wanted = field_set(config, lists);
+    let wanted = field_tree(config, None, lists);
     let Some(current) = current else {
         let mut created = config.clone();
         let entries = match wanted.is_empty() {
             true => Vec::new(),
-            false => vec![applier.entry(api_version, to_fields_v1(&wanted))],
+            false => vec![applier.entry(&api_version, Value::Object(wanted))],
         };
         set_entries(&mut created, entries);
         return Ok(Applied::Merged(created));
@@ -678,10 +754,11 @@ pub fn apply(
             && entry_str(e, "subresource") == subresource
     };
     // Conflicts: fields others own whose value this apply would change.
-    let mut taken: Vec<(usize, &FieldPath)> = Vec::new();
+    let mut taken: Vec<(usize, FieldPath)> = Vec::new();
     for (i, e) in entries.iter().enumerate().filter(|(_, e)| !own(e)) {
-        for path in &wanted {
-            if entry_holds(e, path) && !same_at(current, config, path) {
+        let held = e.get("fieldsV1").map(|f| common(f, &wanted));
+        for path in held.into_iter().flatten() {
+            if !same_at(current, config, &path) {
                 taken.push((i, path));
             }
         }
@@ -695,17 +772,51 @@ pub fn apply(
     }
     let mut merged = current.clone();
     merge(&mut merged, config, lists)?;
-    // The manager's new tree, compared with its old one as JSON first: an apply that sets
-    // the same fields as the last one (new values, most often) needs no set of old paths.
-    let wanted_v1 = to_fields_v1(&wanted);
-    let previous_v1 = entries
+    let wanted = Value::Object(wanted);
+    let previous = entries
         .iter()
         .find(|e| own(e))
         .and_then(|e| e.get("fieldsV1"));
-    let same_fields = previous_v1 == Some(&wanted_v1);
-    let previous = previous_v1.filter(|_| !same_fields).map(from_fields_v1);
-    // Fields this manager applied before and no longer applies, owned by nobody else, go.
-    for path in previous.iter().flat_map(|p| p.difference(&wanted)) {
+    // An apply that sets the same fields as the last one (new values, most often) has
+    // nothing to drop: the trees are compared as they are, not listed.
+    let same_fields = match previous {
+        Some(previous) if *previous != wanted => {
+            drop_unapplied(&mut merged, entries, &own, previous, &wanted)
+        }
+        previous => previous.is_some(),
+    };
+    if taken.is_empty() && same_fields && same_but_managed(&merged, current) {
+        return Ok(Applied::Unchanged);
+    }
+    // Ownership: this manager now owns exactly what it applied; forced fields leave others.
+    let mut out = Vec::with_capacity(entries.len() + 1);
+    for (i, e) in entries.iter().enumerate().filter(|(_, e)| !own(e)) {
+        let lost: Vec<FieldPath> = taken
+            .iter()
+            .filter(|(j, _)| *j == i)
+            .map(|(_, p)| p.clone())
+            .collect();
+        out.extend(entry_without(e, &lost));
+    }
+    if wanted.as_object().is_some_and(|w| !w.is_empty()) {
+        out.push(applier.entry(&api_version, wanted));
+    }
+    set_entries(&mut merged, out);
+    Ok(Applied::Merged(merged))
+}
+
+/// Removes from `merged` the fields the applier applied before (`previous`) and no longer
+/// applies (`wanted`), but for those another manager owns; says whether both trees hold the
+/// same paths after all (written otherwise).
+fn drop_unapplied(
+    merged: &mut Value,
+    entries: &[Value],
+    own: &dyn Fn(&Value) -> bool,
+    previous: &Value,
+    wanted: &Value,
+) -> bool {
+    let (previous, wanted) = (from_fields_v1(previous), from_fields_v1(wanted));
+    for path in previous.difference(&wanted) {
         let owned_elsewhere = entries.iter().any(|e| !own(e) && entry_holds(e, path));
         // A path that now leads to fields applied (a list once owned whole, now by item after
         // its schema gave it keys) is not the manager's to remove.
@@ -714,28 +825,10 @@ pub fn apply(
             .next()
             .is_some_and(|w| w.starts_with(path));
         if !owned_elsewhere && !still_applied {
-            remove_at(&mut merged, path);
+            remove_at(merged, path);
         }
     }
-    let previous_same = same_fields || previous.as_ref() == Some(&wanted);
-    if taken.is_empty() && previous_same && same_but_managed(&merged, current) {
-        return Ok(Applied::Unchanged);
-    }
-    // Ownership: this manager now owns exactly what it applied; forced fields leave others.
-    let mut out = Vec::with_capacity(entries.len() + 1);
-    for (i, e) in entries.iter().enumerate().filter(|(_, e)| !own(e)) {
-        let lost: Vec<&FieldPath> = taken
-            .iter()
-            .filter(|(j, _)| *j == i)
-            .map(|(_, p)| *p)
-            .collect();
-        out.extend(entry_without(e, &lost));
-    }
-    if !wanted.is_empty() {
-        out.push(applier.entry(api_version, wanted_v1));
-    }
-    set_entries(&mut merged, out);
-    Ok(Applied::Merged(merged))
+    previous == wanted
 }
 
 /// Merges an applied configuration into `target`: strategic merge for built-in kinds, the
@@ -1229,5 +1322,28 @@ mod tests {
         add_paths(&mut tree, &added);
         let union: BTreeSet<FieldPath> = before.union(&added).cloned().collect();
         assert_eq!(from_fields_v1(&Value::Object(tree)), union);
+    }
+
+    #[test]
+    fn two_trees_share_the_paths_both_sets_hold() {
+        let schema = conditions_schema();
+        let lists = Lists::Custom(Some(&schema));
+        let mine = json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"x": {"y": 1, "z": 2}},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "Synced", "status": "True"}],
+                       "tags": ["t", "u"]}});
+        let theirs = json!({"metadata": {"labels": {"b": "9"}}, "spec": {"x": {"z": 3}, "w": 1},
+            "status": {"conditions": [{"type": "Ready", "reason": "R"}], "tags": ["u", "v"]}});
+        let tree = field_tree(&theirs, None, lists);
+        let held = json!(to_fields_v1(&field_set(&mine, lists)));
+        let by_sets: Vec<FieldPath> = field_set(&mine, lists)
+            .intersection(&field_set(&theirs, lists))
+            .cloned()
+            .collect();
+        assert_eq!(common(&held, &tree), by_sets);
+        assert!(by_sets
+            .iter()
+            .any(|p| p.last().is_some_and(|s| s.starts_with("k:"))));
+        // labels.b, spec.x.z, the Ready item and its key field, the set member "u".
+        assert_eq!(by_sets.len(), 5, "{by_sets:?}");
     }
 }
