@@ -104,9 +104,18 @@ fn node(fields: Tree) -> Option<Value> {
     (!fields.is_empty()).then_some(Value::Object(fields))
 }
 
-/// A list item's node: the item itself (`.`) and its fields.
-fn item_node(fields: Tree) -> Value {
-    let mut item = fields;
+/// The nodes of an object's fields, each from `child` (field name, value); fields without
+/// a path under them are left out.
+fn fields_tree(object: &Map<String, Value>, child: impl Fn(&str, &Value) -> Option<Value>) -> Tree {
+    object
+        .iter()
+        .filter_map(|(k, v)| Some((format!("f:{k}"), child(k, v)?)))
+        .collect()
+}
+
+/// A list item's node: the item itself (`.`) and its fields (none when it is no object).
+fn item_node(fields: Option<Tree>) -> Value {
+    let mut item = fields.unwrap_or_default();
     item.insert(".".into(), leaf());
     Value::Object(item)
 }
@@ -129,14 +138,9 @@ fn builtin_tree(v: &Value, old: Option<&Value>, parent: &str, name: &str) -> Opt
         return None;
     }
     match v {
-        Value::Object(m) if !m.is_empty() => node(
-            m.iter()
-                .filter_map(|(k, child)| {
-                    let child = builtin_tree(child, old.and_then(|o| o.get(k)), name, k)?;
-                    Some((format!("f:{k}"), child))
-                })
-                .collect(),
-        ),
+        Value::Object(m) if !m.is_empty() => node(fields_tree(m, |k, child| {
+            builtin_tree(child, old.and_then(|o| o.get(k)), name, k)
+        })),
         Value::Array(items) => match list_key(parent, name) {
             ListKind::Key(key) => {
                 let mut out = Tree::new();
@@ -148,16 +152,11 @@ fn builtin_tree(v: &Value, old: Option<&Value>, parent: &str, name: &str) -> Opt
                     if before == Some(item) {
                         continue;
                     }
-                    let fields: Tree = item
-                        .as_object()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|(k, child)| {
-                            let child =
-                                builtin_tree(child, before.and_then(|b| b.get(k)), name, k)?;
-                            Some((format!("f:{k}"), child))
+                    let fields = item.as_object().map(|m| {
+                        fields_tree(m, |k, child| {
+                            builtin_tree(child, before.and_then(|b| b.get(k)), name, k)
                         })
-                        .collect();
+                    });
                     insert_node(
                         &mut out,
                         format!("k:{}", json!({ key: id })),
@@ -180,15 +179,13 @@ fn custom_tree(v: &Value, old: Option<&Value>, schema: Option<&Node>) -> Option<
         return None;
     }
     match v {
-        Value::Object(m) if !m.is_empty() => node(
-            m.iter()
-                .filter_map(|(k, child)| {
-                    let old = old.and_then(|o| o.get(k));
-                    let child = custom_tree(child, old, schema.and_then(|n| n.field(k)))?;
-                    Some((format!("f:{k}"), child))
-                })
-                .collect(),
-        ),
+        Value::Object(m) if !m.is_empty() => node(fields_tree(m, |k, child| {
+            custom_tree(
+                child,
+                old.and_then(|o| o.get(k)),
+                schema.and_then(|n| n.field(k)),
+            )
+        })),
         Value::Array(items) => match schema.map(Node::list_merge) {
             Some(ListMerge::Map(keys)) => {
                 let item_schema = schema.and_then(Node::items);
@@ -204,16 +201,12 @@ fn custom_tree(v: &Value, old: Option<&Value>, schema: Option<&Node>) -> Option<
                     if before == Some(item) {
                         continue;
                     }
-                    let fields: Tree = item
-                        .as_object()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|(k, child)| {
+                    let fields = item.as_object().map(|m| {
+                        fields_tree(m, |k, child| {
                             let old = before.and_then(|b| b.get(k));
-                            let field = item_schema.and_then(|n| n.field(k));
-                            Some((format!("f:{k}"), custom_tree(child, old, field)?))
+                            custom_tree(child, old, item_schema.and_then(|n| n.field(k)))
                         })
-                        .collect();
+                    });
                     insert_node(&mut out, format!("k:{id}"), item_node(fields));
                 }
                 node(out)
@@ -411,15 +404,8 @@ pub fn remove_at(object: &mut Value, path: &[String]) {
 /// FieldsV1 JSON for a set of paths.
 pub fn to_fields_v1(set: &BTreeSet<FieldPath>) -> Value {
     let mut root = Map::new();
-    add_paths(&mut root, set);
-    Value::Object(root)
-}
-
-/// Adds `paths` to a FieldsV1 tree in place: what [`from_fields_v1`] reads back is the
-/// tree's paths and `paths`, without listing the tree's paths to rebuild it.
-fn add_paths<'a>(root: &mut Map<String, Value>, paths: impl IntoIterator<Item = &'a FieldPath>) {
-    for path in paths {
-        let mut cur = &mut *root;
+    for path in set {
+        let mut cur = &mut root;
         for (i, seg) in path.iter().enumerate() {
             // Looked up before inserting: most segments are there already, and `entry`
             // would want the key copied even then.
@@ -440,6 +426,7 @@ fn add_paths<'a>(root: &mut Map<String, Value>, paths: impl IntoIterator<Item = 
             };
         }
     }
+    Value::Object(root)
 }
 
 /// Paths of a FieldsV1 value.
@@ -601,10 +588,7 @@ fn entry_holds(e: &Value, path: &[String]) -> bool {
             None => return false,
         }
     }
-    match cur.as_object() {
-        Some(m) => !path.is_empty() && (m.contains_key(".") || m.keys().all(|k| k == ".")),
-        None => false,
-    }
+    !path.is_empty() && is_path(cur)
 }
 
 /// `e` without `paths` (`None` when nothing is left of it).
@@ -735,14 +719,13 @@ pub fn apply(
     let api_version = config
         .get("apiVersion")
         .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+        .unwrap_or("");
     let wanted = field_tree(config, None, lists);
     let Some(current) = current else {
         let mut created = config.clone();
         let entries = match wanted.is_empty() {
             true => Vec::new(),
-            false => vec![applier.entry(&api_version, Value::Object(wanted))],
+            false => vec![applier.entry(api_version, Value::Object(wanted))],
         };
         set_entries(&mut created, entries);
         return Ok(Applied::Merged(created));
@@ -799,7 +782,7 @@ pub fn apply(
         out.extend(entry_without(e, &lost));
     }
     if wanted.as_object().is_some_and(|w| !w.is_empty()) {
-        out.push(applier.entry(&api_version, wanted));
+        out.push(applier.entry(api_version, wanted));
     }
     set_entries(&mut merged, out);
     Ok(Applied::Merged(merged))
@@ -1316,10 +1299,12 @@ mod tests {
             path(&["f:spec", "f:paused"]),
         ]
         .into();
-        let Value::Object(mut tree) = to_fields_v1(&before) else {
+        let (Value::Object(mut tree), Value::Object(more)) =
+            (to_fields_v1(&before), to_fields_v1(&added))
+        else {
             panic!("FieldsV1 is an object")
         };
-        add_paths(&mut tree, &added);
+        union(&mut tree, &more);
         let union: BTreeSet<FieldPath> = before.union(&added).cloned().collect();
         assert_eq!(from_fields_v1(&Value::Object(tree)), union);
     }

@@ -250,7 +250,6 @@ impl Fingerprint {
 pub(crate) struct Obj {
     /// Shared: a list reused across the passes' readers hands out the same decoded object.
     pub value: Arc<Value>,
-    pub rv: u64,
     /// What `value` was decoded from: a write over it is compared against `value` instead
     /// of decoding the stored object again.
     stored: Arc<infrasim_store::StoredObject>,
@@ -261,9 +260,13 @@ impl Obj {
     fn decode(o: &Arc<infrasim_store::StoredObject>) -> Option<Obj> {
         Some(Obj {
             value: Arc::new(o.to_value().ok()?),
-            rv: o.meta.resource_version,
             stored: o.clone(),
         })
+    }
+
+    /// The resourceVersion it was read at.
+    pub fn rv(&self) -> u64 {
+        self.stored.meta.resource_version
     }
 
     pub fn str(&self, pointer: &str) -> &str {
@@ -357,7 +360,7 @@ impl Cluster {
         };
         // A resourceVersion names one version of one object in the group, so an object whose
         // version was decoded before is reused as it is.
-        let decoded: HashMap<u64, &Obj> = previous.iter().map(|o| (o.rv, o)).collect();
+        let decoded: HashMap<u64, &Obj> = previous.iter().map(|o| (o.rv(), o)).collect();
         let list: Arc<Vec<Obj>> = Arc::new(
             snapshot
                 .objects

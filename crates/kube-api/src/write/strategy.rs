@@ -95,9 +95,11 @@ impl<'a> Strategy<'a> {
             }
             keep_stored(&mut incoming, current, &["status", "metadata"]);
             let meta = current.get("metadata").unwrap_or(&Value::Null);
-            match incoming.get_mut("metadata") {
-                Some(m) => keep_stored(m, meta, &["resourceVersion", "managedFields"]),
-                None => incoming["metadata"] = meta.clone(),
+            if !incoming.get("metadata").is_some_and(Value::is_object) {
+                incoming["metadata"] = Value::Object(Default::default());
+            }
+            if let Some(m) = incoming.get_mut("metadata") {
+                keep_stored(m, meta, &["resourceVersion", "managedFields"]);
             }
             if incoming.pointer("/metadata/managedFields").is_none() {
                 if let Some(managed) = meta.get("managedFields") {
