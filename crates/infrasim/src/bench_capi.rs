@@ -25,6 +25,7 @@ use kube::ResourceExt;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
 
 #[derive(Debug, Args)]
 pub struct CapiBenchArgs {
@@ -187,7 +188,9 @@ fn changed_paths(
 }
 
 /// The embedded plane: the engine, a client over its in-process service, the controllers.
-async fn plane(args: &CapiBenchArgs) -> anyhow::Result<(kube::Client, WriteCounts, Arc<Cloud>)> {
+async fn plane(
+    args: &CapiBenchArgs,
+) -> anyhow::Result<(kube::Client, WriteCounts, Arc<Cloud>, JoinHandle<()>)> {
     let clock = SystemClock::shared();
     // Larger than `infrasim up`'s defaults (10,000 and 4,096) unless told otherwise: see the
     // README on what a burst of clusters does to watches that fall behind the window.
@@ -221,13 +224,13 @@ async fn plane(args: &CapiBenchArgs) -> anyhow::Result<(kube::Client, WriteCount
         },
         clock.clone(),
     ));
-    tokio::spawn(infrasim_controllers::run(
+    let controllers = tokio::spawn(infrasim_controllers::run(
         Context::new(client.clone(), cloud.clone(), clock),
         selection,
     ));
     // The plane lives as long as the process: the bench exits when it is done.
     std::mem::forget(store);
-    Ok((client, writes, cloud))
+    Ok((client, writes, cloud, controllers))
 }
 
 pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
@@ -238,7 +241,19 @@ pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
         args.clusters,
         args.clusters
     );
-    let (client, writes, cloud) = plane(&args).await?;
+    let (client, writes, cloud, controllers) = plane(&args).await?;
+    let measured = measure(&args, &client, &writes, &cloud).await;
+    crate::stop_controllers(controllers).await;
+    measured
+}
+
+/// Declares the clusters, waits for every one to be Available and prints the table.
+async fn measure(
+    args: &CapiBenchArgs,
+    client: &kube::Client,
+    writes: &WriteCounts,
+    cloud: &Cloud,
+) -> anyhow::Result<()> {
     let mut vars: HashMap<String, String> = HashMap::from([
         (
             "CONTROL_PLANE_MACHINE_COUNT".into(),
@@ -255,7 +270,7 @@ pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
         vars.insert(step.into(), "0s".into());
     }
     let class = templates::substitute(templates::CLUSTERCLASS_IN_MEMORY, &vars)?;
-    templates::apply(&client, &class, "default", "bench").await?;
+    templates::apply(client, &class, "default", "bench").await?;
     let started = Instant::now();
     let reconciles_before = infrasim_controllers::metrics::reconciles();
     let created = futures::stream::iter(0..args.clusters)
@@ -308,7 +323,7 @@ pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
             Ok(Ok(None)) => anyhow::bail!("the watch of Clusters ended"),
             Ok(Err(e)) => return Err(e).context("watching Clusters"),
             Err(_) => {
-                eprint!("{}", diagnose(&client, &ready).await);
+                eprint!("{}", diagnose(client, &ready).await);
                 eprintln!("{}", work_done(args.clusters));
                 anyhow::bail!(
                     "only {} of {} clusters Available after {}s",
@@ -330,9 +345,9 @@ pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
     };
     bar.finish_and_clear();
     let reconciles = infrasim_controllers::metrics::reconciles() - reconciles_before;
-    print_table(&args, declared, available, reconciles);
-    println!("{}", writes_done(&writes, args.clusters));
-    println!("{}", workload_writes(&cloud));
+    print_table(args, declared, available, reconciles);
+    println!("{}", writes_done(writes, args.clusters));
+    println!("{}", workload_writes(cloud));
     Ok(())
 }
 

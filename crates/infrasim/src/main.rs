@@ -49,6 +49,15 @@ enum Command {
 }
 
 /// Completes on Ctrl-C or SIGTERM.
+/// Stops the task running the controllers before the runtime goes away. Left to the
+/// runtime's shutdown, kube-runtime's controllers can be polled after the reconciles they
+/// spawned were cancelled under them, and its join handles unwrap that as a panic; aborted
+/// here, a controller is dropped whole with its reconciles.
+pub async fn stop_controllers(task: tokio::task::JoinHandle<()>) {
+    task.abort();
+    let _ = task.await;
+}
+
 pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]

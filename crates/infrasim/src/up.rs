@@ -144,24 +144,27 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         // Said plainly: the durable backend is not there yet.
         println!("note: objects are kept in memory for now; they do not survive a restart");
     }
-    if args.controllers == "all" {
-        start_controllers(&args, &server, clock).await?;
-    }
+    let controllers = match args.controllers.as_str() {
+        "all" => Some(start_controllers(&args, &server, clock).await?),
+        _ => None,
+    };
     tracing::info!(%local, "serving");
-    server
-        .serve(listener, tls, crate::shutdown_signal())
-        .await?;
+    let served = server.serve(listener, tls, crate::shutdown_signal()).await;
+    if let Some(task) = controllers {
+        crate::stop_controllers(task).await;
+    }
+    served?;
     tracing::info!("stopped");
     Ok(())
 }
 
 /// Installs the controllers' CRDs into the plane and runs the controllers in this process,
-/// over the engine's in-process service (no socket, no TLS between them).
+/// over the engine's in-process service (no socket, no TLS between them); the task runs them.
 async fn start_controllers(
     args: &UpArgs,
     server: &ApiServer,
     clock: infrasim_clock::SharedClock,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     use infrasim_cloud::{Cloud, CloudConfig};
     use infrasim_controllers::{crds, Context, Selection};
     let identity = infrasim_kube_api::Identity {
@@ -191,9 +194,8 @@ async fn start_controllers(
         args.port_min,
         args.port_max
     );
-    tokio::spawn(infrasim_controllers::run(
+    Ok(tokio::spawn(infrasim_controllers::run(
         Context::new(client, cloud, clock),
         selection,
-    ));
-    Ok(())
+    )))
 }
