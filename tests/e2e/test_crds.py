@@ -392,3 +392,67 @@ def test_cel_rules_refuse_what_kube_apiserver_refuses_on_every_verb(plane, tmp_p
     path.write_text(broken)
     refused = plane.kubectl("apply", "-f", str(path), check=False)
     assert refused.returncode != 0 and "x-kubernetes-validations[0]" in refused.stderr, refused.stderr
+
+
+QUANTITY_CIDR_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: slices.cel.example.com}
+spec:
+  group: cel.example.com
+  scope: Namespaced
+  names: {plural: slices, singular: slice, kind: Slice}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: quantity(self.request).compareTo(quantity(self.limit)) <= 0
+              message: request must not exceed limit
+            - rule: "!has(self.nodeIP) || cidr(self.podCIDR).containsIP(self.nodeIP)"
+              message: the node's address must be in the pod CIDR
+              fieldPath: .nodeIP
+            properties:
+              request: {type: string, x-kubernetes-validations: [{rule: isQuantity(self)}]}
+              limit: {type: string}
+              podCIDR:
+                type: string
+                x-kubernetes-validations:
+                - rule: isCIDR(self) && cidr(self).prefixLength() <= 24
+                  messageExpression: "'a CIDR of /24 or wider, not ' + self"
+              nodeIP: {type: string}
+"""
+
+
+def test_cel_quantity_ip_and_cidr_libraries(plane, tmp_path):
+    path = tmp_path / "crd.yaml"
+    path.write_text(QUANTITY_CIDR_CRD)
+    applied = plane.kubectl("apply", "-f", str(path))
+    assert "not enforced" not in applied.stderr, applied.stderr
+    plane.kubectl("wait", "--for=condition=Established", "crd/slices.cel.example.com", "--timeout=20s")
+
+    def apply(spec):
+        manifest = tmp_path / "slice.json"
+        manifest.write_text(json.dumps({"apiVersion": "cel.example.com/v1", "kind": "Slice",
+                                        "metadata": {"name": "s", "namespace": "default"}, "spec": spec}))
+        return plane.kubectl("apply", "--server-side", "-f", str(manifest), check=False)
+
+    # Quantities compare by value across suffixes: 1500Mi is under 2Gi, 1.5G is not under 1Gi.
+    good = apply({"request": "1500Mi", "limit": "2Gi", "podCIDR": "10.244.0.0/16", "nodeIP": "10.244.3.4"})
+    assert good.returncode == 0, good.stderr
+    bad = apply({"request": "1.5G", "limit": "1Gi", "podCIDR": "10.244.0.0/28", "nodeIP": "10.245.0.1"})
+    assert bad.returncode != 0
+    assert 'spec: Invalid value: "object": request must not exceed limit' in bad.stderr, bad.stderr
+    assert "spec.nodeIP: Invalid value: \"object\": the node's address must be in the pod CIDR" in bad.stderr, bad.stderr
+    assert 'spec.podCIDR: Invalid value: "string": a CIDR of /24 or wider, not 10.244.0.0/28' in bad.stderr, bad.stderr
+    # A string that is no quantity fails its own rule, and the rule that parses it reports why.
+    garbage = apply({"request": "12K", "limit": "2Gi", "podCIDR": "10.244.0.0/16"})
+    assert garbage.returncode != 0
+    assert 'spec.request: Invalid value: "string": failed rule: isQuantity(self)' in garbage.stderr, garbage.stderr
+    assert "unable to parse quantity's suffix" in garbage.stderr, garbage.stderr

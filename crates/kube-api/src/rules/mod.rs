@@ -11,7 +11,12 @@
 //! CEL itself is the `cel` crate; here are the Kubernetes library functions real CRDs use on
 //! top of it (lists: `isSorted`, `sum`, `indexOf`, `lastIndexOf`; strings: `lowerAscii`,
 //! `upperAscii`, `trim`, `split`, `join`, `replace`, `substring`, `charAt`, `indexOf`,
-//! `lastIndexOf`; regex: `find`, `findAll`).
+//! `lastIndexOf`; regex: `find`, `findAll`), and the quantity, IP and CIDR libraries in
+//! their own modules. The URL and format libraries are not here yet: a rule that calls them
+//! is not enforced (and says so in the log) rather than refusing every object.
+
+mod ip;
+mod quantity;
 
 use cel::extractors::{Arguments, This};
 pub use cel::Value as Cel;
@@ -32,15 +37,16 @@ pub struct Rule {
     field_path: Option<String>,
     transition: bool,
     optional_old_self: bool,
-    /// Functions the rule calls that this server does not implement (Kubernetes' url,
-    /// quantity, format and ip libraries, say): such a rule is not enforced, rather than
+    /// Functions the rule calls that this server does not implement (Kubernetes' url and
+    /// format libraries, say): such a rule is not enforced, rather than
     /// refusing every object for want of a function kube-apiserver has.
     pub unsupported: Vec<String>,
 }
 
 /// The named functions a rule may call: CEL's standard ones (as the `cel` crate registers
-/// them) and the Kubernetes library functions registered in [`ROOT`]. Operators and macros
-/// (`has`, `all`, `exists`, `map`, `filter`) are not calls by name.
+/// them) and the Kubernetes library functions registered in [`ROOT`] (with those of the
+/// `quantity` and `ip` modules). Operators and macros (`has`, `all`, `exists`, `map`,
+/// `filter`) are not calls by name.
 const KNOWN_FUNCTIONS: [&str; 38] = [
     "contains",
     "size",
@@ -89,7 +95,11 @@ fn unsupported(program: &Program) -> Vec<String> {
         .functions()
         .into_iter()
         .filter(|f| f.starts_with(|c: char| c.is_ascii_alphabetic()))
-        .filter(|f| !KNOWN_FUNCTIONS.contains(f))
+        .filter(|f| {
+            !(KNOWN_FUNCTIONS.contains(f)
+                || quantity::FUNCTIONS.contains(f)
+                || ip::FUNCTIONS.contains(f))
+        })
         .map(str::to_string)
         .collect();
     names.sort();
@@ -126,6 +136,8 @@ static ROOT: LazyLock<Context<'static>> = LazyLock::new(|| {
     ctx.add_function("charAt", char_at);
     ctx.add_function("find", find);
     ctx.add_function("findAll", find_all);
+    quantity::register(&mut ctx);
+    ip::register(&mut ctx);
     ctx
 });
 
@@ -534,6 +546,83 @@ mod tests {
             let errors = run(json!({"rule": rule}), json!([1, 2]), None);
             assert!(errors.is_empty(), "{rule}: {errors:?}");
         }
+    }
+
+    #[test]
+    fn quantity_library() {
+        for rule in [
+            "quantity('200M') == quantity('0.2G') && quantity('1Gi') != quantity('1G')",
+            "quantity('200M').compareTo(quantity('0.2G')) == 0",
+            "quantity('50M').compareTo(quantity('50Mi')) == -1",
+            "quantity('150Mi').isGreaterThan(quantity('100Mi'))",
+            "quantity('50M').isLessThan(quantity('100M'))",
+            "isQuantity('1.3Gi') && !isQuantity('200K') && !isQuantity('Three')",
+            "quantity('50k').asInteger() == 50000 && !quantity('1.5').isInteger()",
+            "quantity('50k').sub(20000).asApproximateFloat() == 30000.0",
+            "quantity('50k').add(20).sub(quantity('100k')).sub(-50000) == quantity('20')",
+            "quantity('-3').sign() == -1 && quantity('0').sign() == 0",
+            "quantity(self.limit).isGreaterThan(quantity(self.request))",
+        ] {
+            let errors = run(
+                json!({"rule": rule}),
+                json!({"limit": "2Gi", "request": "1500Mi"}),
+                None,
+            );
+            assert!(errors.is_empty(), "{rule}: {errors:?}");
+        }
+        let errors = run(
+            json!({"rule": "quantity(self.x).sign() >= 0"}),
+            json!({"x": "12K"}),
+            None,
+        );
+        assert!(
+            errors[0].1.contains("unable to parse quantity's suffix"),
+            "{errors:?}"
+        );
+        let errors = run(
+            json!({"rule": "quantity('9999999999999999999G').asInteger() > 0"}),
+            json!({}),
+            None,
+        );
+        assert!(
+            errors[0].1.contains("cannot convert value to integer"),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn ip_and_cidr_libraries() {
+        for rule in [
+            "isIP('10.0.0.1') && !isIP('10.0.0.01') && !isIP('::ffff:1.2.3.4')",
+            "ip('10.0.0.1').family() == 4 && ip('::1').family() == 6",
+            "ip('::1').isLoopback() && ip('0.0.0.0').isUnspecified()",
+            "ip('fe80::1').isLinkLocalUnicast() && ip('224.0.0.1').isLinkLocalMulticast()",
+            "ip('10.0.0.1').isGlobalUnicast() && !ip('127.0.0.1').isGlobalUnicast()",
+            "ip('2001:db8::1') == ip('2001:0db8:0:0::1')",
+            "ip.isCanonical('2001:db8::1') && !ip.isCanonical('2001:0db8::1')",
+            "cidr('10.0.0.0/8').containsIP('10.1.2.3') && !cidr('10.0.0.0/8').containsIP(ip('11.0.0.1'))",
+            "cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16') && !cidr('10.1.0.0/16').containsCIDR('10.0.0.0/8')",
+            "cidr('192.168.0.1/24').ip() == ip('192.168.0.1')",
+            "cidr('192.168.0.1/24').masked() == cidr('192.168.0.0/24')",
+            "cidr('192.168.0.0/24').prefixLength() == 24 && isCIDR('::/0') && !isCIDR('10.0.0.0/33')",
+            "self.pods.all(p, isCIDR(p)) && cidr(self.pods[0]).containsIP(self.node)",
+        ] {
+            let errors = run(
+                json!({"rule": rule}),
+                json!({"pods": ["10.244.0.0/16"], "node": "10.244.1.7"}),
+                None,
+            );
+            assert!(errors.is_empty(), "{rule}: {errors:?}");
+        }
+        let errors = run(
+            json!({"rule": "ip(self).family() == 4"}),
+            json!("10.0.0.1%eth0"),
+            None,
+        );
+        assert!(
+            errors[0].1.contains("zone value is not allowed"),
+            "{errors:?}"
+        );
     }
 
     #[test]
