@@ -217,10 +217,34 @@ struct Hub<K> {
 }
 
 struct Subscriber<K> {
-    events: UnboundedSender<Event<Arc<K>>>,
+    events: Sink<K>,
     /// Subscribed while a list was under way: it missed that list's first objects, so it
     /// gets the whole cache when the list is done.
     joined_listing: bool,
+}
+
+/// Where a subscriber's events go: a queue its controller reads when it runs, or a function
+/// called as the event is published (an index that must be in step with the cache before any
+/// controller hears of the event).
+enum Sink<K> {
+    Queue(UnboundedSender<Event<Arc<K>>>),
+    Call(Observer<K>),
+}
+
+/// A function called with every event of a kind, in order, as it is published.
+pub type Observer<K> = Arc<dyn Fn(&Event<Arc<K>>) + Send + Sync>;
+
+impl<K> Sink<K> {
+    /// Hands one event on; false once the receiving end is gone.
+    fn send(&self, event: Event<Arc<K>>) -> bool {
+        match self {
+            Sink::Queue(tx) => tx.unbounded_send(event).is_ok(),
+            Sink::Call(observe) => {
+                observe(&event);
+                true
+            }
+        }
+    }
 }
 
 impl<K: Watched> Informer<K> {
@@ -248,27 +272,43 @@ impl<K: Watched> Informer<K> {
     /// so it starts from every object, as a watch of its own would.
     pub fn subscribe(&self) -> UnboundedReceiver<Event<Arc<K>>> {
         let (tx, rx) = unbounded();
+        self.join(Sink::Queue(tx));
+        rx
+    }
+
+    /// Calls `observe` with the kind's events from now on, as [`Informer::subscribe`] would
+    /// queue them, but as each is published and before any queue hears of it: what it keeps
+    /// is up to date by the time a controller woken by the event reads it.
+    pub fn observe(&self, observe: Observer<K>) {
+        self.join(Sink::Call(observe));
+    }
+
+    /// Whether the cache holds every object (its first list is done).
+    pub fn is_live(&self) -> bool {
+        lock(&self.hub).phase == Phase::Live
+    }
+
+    fn join(&self, events: Sink<K>) {
         let mut hub = lock(&self.hub);
         let mut joined_listing = false;
         match hub.phase {
             Phase::NotStarted => {}
             Phase::Listing => {
-                let _ = tx.unbounded_send(Event::Init);
+                events.send(Event::Init);
                 joined_listing = true;
             }
             Phase::Live => {
-                let _ = tx.unbounded_send(Event::Init);
+                events.send(Event::Init);
                 for object in self.store.state() {
-                    let _ = tx.unbounded_send(Event::InitApply(object));
+                    events.send(Event::InitApply(object));
                 }
-                let _ = tx.unbounded_send(Event::InitDone);
+                events.send(Event::InitDone);
             }
         }
         hub.subscribers.push(Subscriber {
-            events: tx,
+            events,
             joined_listing,
         });
-        rx
     }
 }
 
@@ -290,7 +330,7 @@ impl<K: Watched> Hub<K> {
                     let everything = store.state();
                     for late in self.subscribers.iter_mut().filter(|s| s.joined_listing) {
                         for object in &everything {
-                            let _ = late.events.unbounded_send(Event::InitApply(object.clone()));
+                            late.events.send(Event::InitApply(object.clone()));
                         }
                         late.joined_listing = false;
                     }
@@ -298,8 +338,17 @@ impl<K: Watched> Hub<K> {
                 Event::InitDone
             }
         };
-        self.subscribers
-            .retain(|s| s.events.unbounded_send(shared.clone()).is_ok());
+        // Observers first: a controller may run the moment its queue has the event, and
+        // must find the indexes already in step.
+        for s in &self.subscribers {
+            if let Sink::Call(_) = s.events {
+                s.events.send(shared.clone());
+            }
+        }
+        self.subscribers.retain(|s| match s.events {
+            Sink::Call(_) => true,
+            Sink::Queue(_) => s.events.send(shared.clone()),
+        });
     }
 }
 
@@ -329,6 +378,24 @@ async fn drive<K: Watched>(
         let mut hub = lock(&informer.hub);
         writer.apply_watcher_event(&event);
         hub.publish(event, &informer.store);
+    }
+}
+
+/// An informer fed by hand, for tests of what is built on informers.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// An informer with no watch, and a function that plays its watch's events.
+    pub fn informer<K: Watched>() -> (Informer<K>, impl FnMut(Event<K>)) {
+        let (informer, mut writer) = Informer::unstarted();
+        let fed = informer.clone();
+        let feed = move |event: Event<K>| {
+            let mut hub = lock(&fed.hub);
+            writer.apply_watcher_event(&event);
+            hub.publish(event, &fed.store);
+        };
+        (informer, feed)
     }
 }
 
@@ -404,6 +471,33 @@ mod tests {
         assert_eq!(heard(&mut a), want);
         assert_eq!(heard(&mut b), want);
         assert!(i.store().state().is_empty());
+    }
+
+    #[test]
+    fn an_observer_starts_from_the_cache_and_hears_every_event_as_it_is_published() {
+        let (i, mut w) = Informer::unstarted();
+        feed(&i, &mut w, Event::Init);
+        feed(&i, &mut w, Event::InitApply(map("x")));
+        assert!(!i.is_live());
+        feed(&i, &mut w, Event::InitDone);
+        assert!(i.is_live());
+        let mut queue = i.subscribe();
+        heard(&mut queue);
+        // What the observer has heard, by the time `feed` returns.
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let log = seen.clone();
+        i.observe(Arc::new(move |e: &Event<Arc<ConfigMap>>| {
+            let what = match e {
+                Event::InitApply(o) => format!("listed:{}", o.name_any()),
+                Event::Apply(o) => format!("applied:{}", o.name_any()),
+                _ => return,
+            };
+            lock(&log).push(what);
+        }));
+        assert_eq!(*lock(&seen), ["listed:x"]);
+        feed(&i, &mut w, Event::Apply(map("y")));
+        assert_eq!(*lock(&seen), ["listed:x", "applied:y"]);
+        assert_eq!(heard(&mut queue), ["applied:y"]);
     }
 
     #[test]

@@ -362,12 +362,10 @@ struct WorkersState {
 
 async fn workers(c: &Cluster, r: &Reconciler<Cluster>) -> Result<WorkersState, Error> {
     let ns = c.namespace().unwrap_or_default();
-    let selector = format!("{CLUSTER_NAME_LABEL}={}", c.name_any());
-    let mds = r
-        .api::<MachineDeployment>(&ns)
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items;
+    let core = &r.core;
+    let mds = core
+        .in_cluster(&core.deployments, &ns, &c.name_any())
+        .await?;
     let mut counts = ReplicaCounts::default();
     let add = |a: &mut Option<i32>, b: Option<i32>| *a = Some(a.unwrap_or(0) + b.unwrap_or(0));
     let mut unavailable = Vec::new();

@@ -301,11 +301,20 @@ async fn deployment_status(
     conds: Vec<crate::conditions::Condition>,
 ) -> Result<ReplicaStatus, Error> {
     let ns = md.namespace().unwrap_or_default();
-    let machines_api: Api<Machine> = r.api(&ns);
-    let mut machines = Vec::new();
-    for s in sets {
-        machines.extend(super::machineset::owned_machines(&machines_api, s).await?);
-    }
+    // The sets' Machines, read from the shared cache: this only counts them.
+    let core = &r.core;
+    let sets: std::collections::HashSet<String> = sets.iter().filter_map(|s| s.uid()).collect();
+    let machines: Vec<Machine> = core
+        .in_cluster(&core.machines, &ns, &md.spec.cluster_name)
+        .await?
+        .iter()
+        .filter(|m| {
+            m.owner_references()
+                .iter()
+                .any(|o| o.controller == Some(true) && sets.contains(&o.uid))
+        })
+        .map(|m| (**m).clone())
+        .collect();
     let desired = md.spec.replicas.unwrap_or(1);
     let now = r.core.ctx.now();
     let mut status = replica_status(

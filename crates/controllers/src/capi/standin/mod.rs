@@ -25,9 +25,10 @@ mod remediation;
 mod topology;
 pub mod workload;
 
+use crate::capi::index::ByCluster;
 use crate::context::Context;
 use crate::wakeups::Wakeups;
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -70,6 +71,9 @@ pub struct Core {
     /// recently is not asked again on every reconcile, as Cluster API's cluster cache probes
     /// on an interval.
     pub probed: std::sync::Mutex<std::collections::HashMap<String, chrono::DateTime<chrono::Utc>>>,
+    /// Machines and MachineDeployments by cluster, for the controllers that only read them.
+    pub machines: ByCluster<crate::capi::core::Machine>,
+    pub deployments: ByCluster<crate::capi::core::MachineDeployment>,
 }
 
 impl Core {
@@ -88,6 +92,23 @@ impl Core {
             .informers
             .get_untyped(&resource, namespace, &r.name)
             .await?)
+    }
+
+    /// The objects of `cluster` in `namespace` that `by` indexes, from the shared cache once
+    /// it is filled, else listed by the cluster-name label.
+    pub async fn in_cluster<K: crate::informers::Watched>(
+        &self,
+        by: &ByCluster<K>,
+        namespace: &str,
+        cluster: &str,
+    ) -> Result<Vec<Arc<K>>, kube::Error> {
+        if let Some(found) = by.of(namespace, cluster) {
+            return Ok(found);
+        }
+        let api: Api<K> = Api::namespaced(self.ctx.client.clone(), namespace);
+        let selector = format!("{}={cluster}", crate::capi::CLUSTER_NAME_LABEL);
+        let listed = api.list(&ListParams::default().labels(&selector)).await?;
+        Ok(listed.items.into_iter().map(Arc::new).collect())
     }
 }
 
@@ -210,9 +231,13 @@ where
 /// Runs the stand-in's controllers until the process ends.
 pub async fn run(ctx: Context, informers: Arc<crate::informers::Informers>) {
     let nodes = nodes::NodeCache::new(ctx.cloud.clone());
+    let machines = ByCluster::new(informers.of());
+    let deployments = ByCluster::new(informers.of());
     let core = Arc::new(Core {
         ctx,
         informers,
+        machines,
+        deployments,
         resolver: objects::Resolver::default(),
         workloads: workload::WorkloadClients::default(),
         nodes,

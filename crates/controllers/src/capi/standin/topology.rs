@@ -552,13 +552,16 @@ async fn health_checks(
         ]);
         wanted.push((kcp.name_any(), selector, check.clone()));
     }
-    let selector = format!("{CLUSTER_NAME_LABEL}={},{OWNED_LABEL}", c.name_any());
-    let mds = r
-        .api::<MachineDeployment>(&ns)
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items;
-    for md in &mds {
+    // Read from the shared cache: a MachineDeployment made a moment ago and not there yet
+    // brings the Cluster back when it is (the Cluster owns it), and its check is made then.
+    let core = &r.core;
+    let mds = core
+        .in_cluster(&core.deployments, &ns, &c.name_any())
+        .await?;
+    for md in mds
+        .iter()
+        .filter(|md| md.labels().contains_key(OWNED_LABEL))
+    {
         let topology_name = md
             .labels()
             .get(DEPLOYMENT_LABEL)
@@ -592,7 +595,12 @@ async fn health_checks(
     }
     let api: Api<MachineHealthCheck> = r.api(&ns);
     for (name, selector, check) in wanted {
-        if api.get_opt(&name).await?.is_some() {
+        if core
+            .informers
+            .get::<MachineHealthCheck>(&ns, &name)
+            .await?
+            .is_some()
+        {
             continue;
         }
         let mut spec = json!({"clusterName": c.name_any(), "selector": {"matchLabels": selector}});

@@ -36,10 +36,23 @@ pub enum WorkloadError {
     Unusable { secret: String, why: String },
 }
 
+/// How long a client is handed out without reading its kubeconfig secret again. Cluster
+/// API's cluster cache reads the secret when it connects and keeps the connection; here the
+/// secret is looked at again now and then, so a rotated kubeconfig is picked up, but not on
+/// every reconcile (it was a sixth of the stand-in's requests).
+const SECRET_RECHECK: Duration = Duration::from_secs(10);
+
 /// One client per workload cluster, kept while its kubeconfig secret is unchanged.
 #[derive(Default)]
 pub struct WorkloadClients {
-    clients: Mutex<HashMap<(String, String), (String, Client)>>,
+    clients: Mutex<HashMap<(String, String), Known>>,
+}
+
+/// A cluster's client, the secret's resourceVersion it was made from and when that was read.
+struct Known {
+    version: String,
+    client: Client,
+    read_at: std::time::Instant,
 }
 
 impl WorkloadClients {
@@ -51,21 +64,22 @@ impl WorkloadClients {
         name: &str,
     ) -> Result<Client, WorkloadError> {
         let secret_name = format!("{name}-kubeconfig");
+        let key = (namespace.to_string(), name.to_string());
+        if let Some(known) = self.lock().get(&key) {
+            if known.read_at.elapsed() < SECRET_RECHECK {
+                return Ok(known.client.clone());
+            }
+        }
         let secrets: Api<Secret> = Api::namespaced(mgmt.clone(), namespace);
         let secret = secrets
             .get_opt(&secret_name)
             .await?
             .ok_or_else(|| WorkloadError::NoSecret(secret_name.clone()))?;
         let version = secret.resource_version().unwrap_or_default();
-        let key = (namespace.to_string(), name.to_string());
-        if let Some((v, c)) = self
-            .clients
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-        {
-            if *v == version {
-                return Ok(c.clone());
+        if let Some(known) = self.lock().get_mut(&key) {
+            if known.version == version {
+                known.read_at = std::time::Instant::now();
+                return Ok(known.client.clone());
             }
         }
         let unusable = |why: String| WorkloadError::Unusable {
@@ -84,18 +98,23 @@ impl WorkloadClients {
             .await
             .map_err(|e| unusable(e.to_string()))?;
         let client = connect(config).map_err(|e| unusable(e.to_string()))?;
-        self.clients
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, (version, client.clone()));
+        let known = Known {
+            version,
+            client: client.clone(),
+            read_at: std::time::Instant::now(),
+        };
+        self.lock().insert(key, known);
         Ok(client)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Known>> {
+        // The map holds no invariant a panic halfway could break.
+        self.clients.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Forgets a cluster's client (the cluster is gone).
     pub fn forget(&self, namespace: &str, name: &str) {
-        self.clients
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.lock()
             .remove(&(namespace.to_string(), name.to_string()));
     }
 }

@@ -14,7 +14,8 @@ use crate::capi::core::{Cluster, Machine, MachineHealthCheck, MachineHealthCheck
 use crate::capi::index::Index;
 use crate::capi::triggers::{cluster_gates, filtered, machine_health};
 use crate::conditions::{self, Condition};
-use kube::api::{Api, ListParams};
+use infrasim_kube_api::selectors::LabelSelector;
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
@@ -230,22 +231,16 @@ async fn check_targets(
     checks: &targets::Checks,
 ) -> Result<(Vec<Checked>, bool), Error> {
     let ns = mhc.namespace().unwrap_or_default();
-    let mut selector = super::machineset::selector_string(&mhc.spec.selector);
-    let cluster_label = format!(
-        "{}={}",
-        crate::capi::CLUSTER_NAME_LABEL,
-        mhc.spec.cluster_name
-    );
-    selector = if selector.is_empty() {
-        cluster_label
-    } else {
-        format!("{selector},{cluster_label}")
-    };
-    let machines = r
-        .api::<Machine>(&ns)
-        .list(&ListParams::default().labels(&selector))
+    let selector = super::machineset::selector_string(&mhc.spec.selector);
+    let selector = LabelSelector::parse(&selector).map_err(Error::Invalid)?;
+    let core = &r.core;
+    let machines: Vec<Machine> = core
+        .in_cluster(&core.machines, &ns, &mhc.spec.cluster_name)
         .await?
-        .items;
+        .iter()
+        .filter(|m| selector.matches(m.labels()))
+        .map(|m| (**m).clone())
+        .collect();
     let now = r.core.ctx.now();
     let mut checked = Vec::new();
     let mut elsewhere = false;
