@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, PostParams};
 use serde_json::json;
+use std::collections::HashMap;
 
 /// The secret type Cluster API gives the secrets it keeps.
 pub const SECRET_TYPE: &str = "cluster.x-k8s.io/secret";
@@ -53,6 +54,48 @@ fn field(s: &Secret, key: &str) -> Option<String> {
         .as_ref()
         .and_then(|d| d.get(key))
         .and_then(|b| String::from_utf8(b.0.clone()).ok())
+}
+
+/// How long certificates found complete are used without reading their secrets again.
+const RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The CAs of clusters whose certificate and kubeconfig secrets were all found a moment ago.
+/// A control plane reconciles often while its machines come up, and reading five secrets and
+/// parsing the CA on each pass was a tenth of the stand-in's requests; Cluster API reads them
+/// through a caching client. Looked at again after [`RECHECK`], and forgotten with the cluster.
+#[derive(Default)]
+pub struct Found {
+    cas: std::sync::Mutex<FoundCas>,
+}
+
+/// Each cluster's CA (by namespace and name) and when its secrets were found complete.
+type FoundCas = HashMap<(String, String), (CertificateAuthority, std::time::Instant)>;
+
+impl Found {
+    fn lock(&self) -> std::sync::MutexGuard<'_, FoundCas> {
+        // The map holds no invariant a panic halfway could break.
+        self.cas.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The CA of `cluster` if its secrets were found complete less than [`RECHECK`] ago.
+    pub fn get(&self, namespace: &str, cluster: &str) -> Option<CertificateAuthority> {
+        let key = (namespace.to_string(), cluster.to_string());
+        let cas = self.lock();
+        let (ca, at) = cas.get(&key)?;
+        (at.elapsed() < RECHECK).then(|| ca.clone())
+    }
+
+    /// Notes that `cluster`'s secrets are all there, with `ca` its CA.
+    pub fn remember(&self, namespace: &str, cluster: &str, ca: CertificateAuthority) {
+        let key = (namespace.to_string(), cluster.to_string());
+        self.lock().insert(key, (ca, std::time::Instant::now()));
+    }
+
+    /// Forgets a cluster (it is gone; one made again under its name has new certificates).
+    pub fn forget(&self, namespace: &str, cluster: &str) {
+        self.lock()
+            .remove(&(namespace.to_string(), cluster.to_string()));
+    }
 }
 
 /// Finds or makes the four certificate secrets; returns the cluster CA. With `generate`

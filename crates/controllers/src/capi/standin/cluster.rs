@@ -622,6 +622,7 @@ async fn delete(c: &Cluster, r: &Reconciler<Cluster>, api: &Api<Cluster>) -> Res
         }
     }
     r.core.workloads.forget(&ns, &c.name_any());
+    r.core.certificates.forget(&ns, &c.name_any());
     r.core
         .probed
         .lock()

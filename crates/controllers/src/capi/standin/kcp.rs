@@ -161,9 +161,14 @@ async fn provision(
     }
     let secrets: Api<Secret> = r.api(&ns);
     let owner = owner_ref(kcp, true);
-    let Some(ca) =
-        certs::lookup_or_generate(&secrets, &cluster.name_any(), &owner, !*initialized).await?
-    else {
+    let found = r.core.certificates.get(&ns, &cluster.name_any());
+    let ca = match found.clone() {
+        Some(ca) => Some(ca),
+        None => {
+            certs::lookup_or_generate(&secrets, &cluster.name_any(), &owner, !*initialized).await?
+        }
+    };
+    let Some(ca) = ca else {
         conditions::set(
             conds,
             Condition::new(
@@ -200,15 +205,18 @@ async fn provision(
         );
         return Ok(Action::await_change());
     };
-    certs::ensure_kubeconfig(
-        &secrets,
-        &cluster.name_any(),
-        &ca,
-        &endpoint.host,
-        endpoint.port,
-        &owner,
-    )
-    .await?;
+    if found.is_none() {
+        certs::ensure_kubeconfig(
+            &secrets,
+            &cluster.name_any(),
+            &ca,
+            &endpoint.host,
+            endpoint.port,
+            &owner,
+        )
+        .await?;
+        r.core.certificates.remember(&ns, &cluster.name_any(), ca);
+    }
     if !*initialized && machines.iter().any(|m| m.spec.provider_id.is_some()) {
         *initialized = kubeadm_config_exists(r, cluster).await;
     }

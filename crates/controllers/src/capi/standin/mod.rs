@@ -71,6 +71,8 @@ pub struct Core {
     /// recently is not asked again on every reconcile, as Cluster API's cluster cache probes
     /// on an interval.
     pub probed: std::sync::Mutex<std::collections::HashMap<String, chrono::DateTime<chrono::Utc>>>,
+    /// The clusters whose certificate secrets were found complete a moment ago.
+    pub certificates: certs::Found,
     /// Machines and MachineDeployments by cluster, for the controllers that only read them.
     pub machines: ByCluster<crate::capi::core::Machine>,
     pub deployments: ByCluster<crate::capi::core::MachineDeployment>,
@@ -236,6 +238,7 @@ pub async fn run(ctx: Context, informers: Arc<crate::informers::Informers>) {
     let core = Arc::new(Core {
         ctx,
         informers,
+        certificates: certs::Found::default(),
         machines,
         deployments,
         resolver: objects::Resolver::default(),
