@@ -64,8 +64,14 @@ pub(super) async fn reconcile(
         .namespace
         .clone()
         .unwrap_or_else(|| ns.clone());
-    let classes: Api<ClusterClass> = Api::namespaced(r.client(), &class_ns);
-    let Some(class) = classes.get_opt(&topology.class_ref.name).await? else {
+    // From the shared cache (the Cluster controller watches classes, so a change to one
+    // brings its Clusters back); a class the cache has not seen yet is asked for.
+    let class = r
+        .core
+        .informers
+        .get::<ClusterClass>(&class_ns, &topology.class_ref.name)
+        .await?;
+    let Some(class) = class else {
         let why = format!(
             "ClusterClass {class_ns}/{} not found",
             topology.class_ref.name
