@@ -170,6 +170,39 @@ def test_explain_a_crd_field(plane, crd):
     assert "color\t<string>" in out
 
 
+def test_explain_each_served_version_of_a_crd(plane, tmp_path):
+    # kubectl explains the preferred version by default and any served one when asked, each
+    # from that version's own schema.
+    path = tmp_path / "crd.yaml"
+    path.write_text("""
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.explain.example.com}
+spec:
+  group: explain.example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1beta1
+    served: true
+    storage: false
+    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, description: old spec,
+             properties: {size: {type: integer, description: the old size}}}}}}
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, description: new spec,
+             properties: {replicas: {type: integer, description: the replicas}}}}}}
+""")
+    plane.kubectl("apply", "-f", str(path))
+    plane.kubectl("wait", "--for=condition=Established", "crd/widgets.explain.example.com", "--timeout=20s")
+    preferred = plane.kubectl("explain", "widgets.spec").stdout
+    assert "VERSION:    v1\n" in preferred and "replicas\t<integer>" in preferred, preferred
+    older = plane.kubectl("explain", "widgets.spec", "--api-version=explain.example.com/v1beta1").stdout
+    assert "VERSION:    v1beta1" in older and "size\t<integer>" in older, older
+    assert "old spec" in older and "replicas" not in older, older
+
+
 def test_explain_a_crd_field_from_the_protobuf_openapi_v2(plane, crd):
     # --output=plaintext-openapiv2 reads /openapi/v2 in gnostic's protobuf encoding.
     out = plane.kubectl("explain", "gadgets.spec", "--output=plaintext-openapiv2").stdout
