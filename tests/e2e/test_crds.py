@@ -177,11 +177,11 @@ def test_explain_each_served_version_of_a_crd(plane, tmp_path):
     path.write_text("""
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: widgets.explain.example.com}
+metadata: {name: sprockets.explain.example.com}
 spec:
   group: explain.example.com
   scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget}
+  names: {plural: sprockets, singular: sprocket, kind: Sprocket}
   versions:
   - name: v1beta1
     served: true
@@ -195,10 +195,10 @@ spec:
              properties: {replicas: {type: integer, description: the replicas}}}}}}
 """)
     plane.kubectl("apply", "-f", str(path))
-    plane.kubectl("wait", "--for=condition=Established", "crd/widgets.explain.example.com", "--timeout=20s")
-    preferred = plane.kubectl("explain", "widgets.spec").stdout
+    plane.kubectl("wait", "--for=condition=Established", "crd/sprockets.explain.example.com", "--timeout=20s")
+    preferred = plane.kubectl("explain", "sprockets.spec").stdout
     assert "VERSION:    v1\n" in preferred and "replicas\t<integer>" in preferred, preferred
-    older = plane.kubectl("explain", "widgets.spec", "--api-version=explain.example.com/v1beta1").stdout
+    older = plane.kubectl("explain", "sprockets.spec", "--api-version=explain.example.com/v1beta1").stdout
     assert "VERSION:    v1beta1" in older and "size\t<integer>" in older, older
     assert "old spec" in older and "replicas" not in older, older
 
