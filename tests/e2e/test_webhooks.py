@@ -41,11 +41,16 @@ class Webhook(BaseHTTPRequestHandler):
     `forbidden` key."""
 
     seen = []
+    # Keep-alive, so that a caller that keeps its connections open can reuse them.
+    protocol_version = "HTTP/1.1"
+    # The client port of each call: fewer ports than calls means connections were reused.
+    ports = []
 
     def do_POST(self):
         review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         request = review["request"]
         Webhook.seen.append((self.path, request))
+        Webhook.ports.append(self.client_address[1])
         response = {"uid": request["uid"], "allowed": True}
         if self.path == "/mutate":
             labels = (request["object"].get("metadata") or {}).get("labels")
@@ -134,6 +139,8 @@ def test_webhooks_written_in_python_mutate_and_refuse(plane, ns, tmp_path, webho
         assert len(Webhook.seen) == calls
         operations = {(p, r["operation"]) for p, r in Webhook.seen}
         assert ("/mutate", "CREATE") in operations and ("/validate", "UPDATE") in operations
+        # As kube-apiserver does, the plane keeps its connections to a webhook open between calls.
+        assert len(set(Webhook.ports)) < len(Webhook.ports), Webhook.ports
     finally:
         plane.kubectl("delete", "mutatingwebhookconfiguration", "python-labeller", check=False)
         plane.kubectl("delete", "validatingwebhookconfiguration", "python-guard", check=False)

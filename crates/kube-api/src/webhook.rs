@@ -9,7 +9,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use infrasim_store::{Group, ObjectKey, ReadAt};
 use serde_json::Value;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 /// POSTs `body` to the webhook `client_config` names and returns its JSON answer, or says
@@ -130,45 +131,91 @@ fn endpoint(group: &Group, namespace: &str, name: &str, port: u64) -> Result<Str
     Err(format!("no endpoints available for service \"{name}\""))
 }
 
-/// POSTs `body` to the webhook over HTTPS, trusting the configuration's `caBundle`.
-async fn post(config: &Value, target: &Target, body: &Value) -> Result<Value, String> {
-    let url = format!("https://{}{}", target.address, target.path);
-    let fail = |e: &dyn std::fmt::Display| format!("failed to call webhook: Post \"{url}\": {e}");
+/// A pooled HTTPS client of one webhook.
+type Client = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Full<Bytes>,
+>;
+
+/// The clients of the webhooks called so far, by the `caBundle` they trust and the name their
+/// certificate must carry. kube-apiserver keeps its connections to a webhook open between
+/// calls; a TLS handshake per admission or conversion would cost more than the call.
+static CLIENTS: LazyLock<Mutex<HashMap<(String, String), Client>>> =
+    LazyLock::new(Default::default);
+
+/// Clients kept at most; past this the pool starts over (webhook configurations change rarely).
+const CLIENTS_KEPT: usize = 256;
+
+/// The client of webhooks trusting `ca_bundle` (base64 PEM) and serving as `server_name`.
+fn client(ca_bundle: &str, server_name: &str) -> Result<Client, String> {
+    let key = (ca_bundle.to_string(), server_name.to_string());
+    let mut clients = CLIENTS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(client) = clients.get(&key) {
+        return Ok(client.clone());
+    }
     let ca = base64::engine::general_purpose::STANDARD
-        .decode(config["caBundle"].as_str().unwrap_or(""))
-        .map_err(|e| fail(&e))?;
+        .decode(ca_bundle)
+        .map_err(|e| e.to_string())?;
     let mut roots = rustls::RootCertStore::empty();
-    for cert in crate::tls::parse_certs(&String::from_utf8_lossy(&ca)).map_err(|e| fail(&e))? {
-        roots.add(cert).map_err(|e| fail(&e))?;
+    for cert in crate::tls::parse_certs(&String::from_utf8_lossy(&ca)).map_err(|e| e.to_string())? {
+        roots.add(cert).map_err(|e| e.to_string())?;
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let tls = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| fail(&e))?
+        .map_err(|e| e.to_string())?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from(target.server_name.clone())
-        .map_err(|e| fail(&e))?;
-    let tcp = tokio::net::TcpStream::connect(&target.address)
-        .await
-        .map_err(|e| fail(&e))?;
-    let _ = tcp.set_nodelay(true);
-    let stream = tokio_rustls::TlsConnector::from(Arc::new(tls))
-        .connect(name, tcp)
-        .await
-        .map_err(|e| fail(&e))?;
-    let (mut send, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .map_err(|e| fail(&e))?;
-    tokio::spawn(conn);
-    let request = http::Request::post(target.path.as_str())
+    let name = rustls::pki_types::ServerName::try_from(server_name.to_string())
+        .map_err(|e| e.to_string())?;
+    // The address may be an endpoint's IP; the certificate names the Service (or the URL's
+    // host), so the name to verify is fixed rather than read from the address.
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_only()
+        .with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
+        .enable_http1()
+        .build();
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build(https);
+    if clients.len() >= CLIENTS_KEPT {
+        clients.clear();
+    }
+    clients.insert(key, client.clone());
+    Ok(client)
+}
+
+/// An error and its causes, as Go prints a wrapped error (`dial tcp: connection refused`).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+/// POSTs `body` to the webhook over HTTPS, trusting the configuration's `caBundle`.
+async fn post(config: &Value, target: &Target, body: &Value) -> Result<Value, String> {
+    let url = format!("https://{}{}", target.address, target.path);
+    let fail = |e: &dyn std::fmt::Display| format!("failed to call webhook: Post \"{url}\": {e}");
+    let client = client(
+        config["caBundle"].as_str().unwrap_or(""),
+        &target.server_name,
+    )
+    .map_err(|e| fail(&e))?;
+    let request = http::Request::post(url.as_str())
         .header(http::header::HOST, target.server_name.as_str())
         .header(http::header::CONTENT_TYPE, "application/json")
         .header(http::header::ACCEPT, "application/json")
         .body(Full::new(Bytes::from(body.to_string())))
         .map_err(|e| fail(&e))?;
-    let response = send.send_request(request).await.map_err(|e| fail(&e))?;
+    let response = client
+        .request(request)
+        .await
+        .map_err(|e| fail(&chain(&e)))?;
     let status = response.status();
     let bytes = response
         .into_body()
