@@ -4,13 +4,12 @@
 //! `containsIP`, `containsCIDR`, `ip`, `masked` and `prefixLength`. Parsing is as strict as
 //! kube-apiserver's (Go's netip): no zones, no IPv4-mapped IPv6, no leading zeros.
 //!
-//! As with quantities (see `quantity`), the `cel` crate has no opaque values, so an address
-//! is a one-entry map from `@ip` to its canonical text (so `==` compares addresses, not
-//! spellings) and a prefix one from `@cidr` to `address/length`, the address as written.
+//! Addresses and prefixes travel as typed values (see `typed` in the parent module): an
+//! address's text is its canonical form (so `==` compares addresses, not spellings), a
+//! prefix's is `address/length`, the address as written.
 
-use super::{Answer, Cel};
+use super::{typed, typed_text, Answer, Cel};
 use cel::extractors::{Arguments, This};
-use cel::objects::{Key, Map};
 use cel::{ExecutionError, FunctionContext};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -22,7 +21,7 @@ const LIBRARY_KEY: &str = "@ip-library";
 
 /// Registers the libraries' functions, and the `ip` receiver of `ip.isCanonical`.
 pub(super) fn register(ctx: &mut cel::Context<'static>) {
-    ctx.add_variable_from_value("ip", tagged(LIBRARY_KEY, String::new()));
+    ctx.add_variable_from_value("ip", typed(LIBRARY_KEY, String::new()));
     // `ip("…")` parses an address; `cidr("…").ip()` is a prefix's address.
     ctx.add_function(
         "ip",
@@ -39,7 +38,7 @@ pub(super) fn register(ctx: &mut cel::Context<'static>) {
     ctx.add_function(
         "isCanonical",
         |ftx: &FunctionContext, This(lib): This<Cel>, s: Arc<String>| {
-            if untag(&lib, LIBRARY_KEY).is_none() {
+            if typed_text(&lib, LIBRARY_KEY).is_none() {
                 return Err(ftx.error("no such overload"));
             }
             let addr = parse_ip(&s).map_err(|e| ftx.error(e))?;
@@ -100,42 +99,22 @@ pub(super) const FUNCTIONS: [&str; 15] = [
     "prefixLength",
 ];
 
-fn tagged(key: &str, text: String) -> Cel {
-    let entry = (
-        Key::String(Arc::new(key.into())),
-        Cel::String(Arc::new(text)),
-    );
-    Cel::Map(Map {
-        map: Arc::new([entry].into_iter().collect()),
-    })
-}
-
-fn untag<'a>(v: &'a Cel, key: &str) -> Option<&'a str> {
-    match v {
-        Cel::Map(m) if m.map.len() == 1 => match m.map.get(&Key::String(Arc::new(key.into()))) {
-            Some(Cel::String(s)) => Some(s.as_str()),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
 fn address_cel(addr: IpAddr) -> Cel {
-    tagged(IP_KEY, addr.to_string())
+    typed(IP_KEY, addr.to_string())
 }
 
 fn prefix_cel((addr, bits): (IpAddr, u8)) -> Cel {
-    tagged(CIDR_KEY, format!("{addr}/{bits}"))
+    typed(CIDR_KEY, format!("{addr}/{bits}"))
 }
 
 fn address(ftx: &FunctionContext, v: &Cel) -> Result<IpAddr, ExecutionError> {
-    untag(v, IP_KEY)
+    typed_text(v, IP_KEY)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| ftx.error("no such overload: not an IP address"))
 }
 
 fn prefix(ftx: &FunctionContext, v: &Cel) -> Result<(IpAddr, u8), ExecutionError> {
-    untag(v, CIDR_KEY)
+    typed_text(v, CIDR_KEY)
         .and_then(|s| parse_cidr(s).ok())
         .ok_or_else(|| ftx.error("no such overload: not a CIDR"))
 }

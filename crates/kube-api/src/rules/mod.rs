@@ -319,6 +319,33 @@ pub fn to_cel(v: &Value) -> Cel {
 /// What a library function answers.
 type Answer = std::result::Result<Cel, ExecutionError>;
 
+/// A value of a library type (a quantity, an IP address, a CIDR): the `cel` crate's values
+/// are a closed set with no opaque variant, so such a value travels as a map with one entry,
+/// from a key naming its type to its canonical text. Equal values are then equal maps, so
+/// `==` compares them by value.
+fn typed(key: &str, text: String) -> Cel {
+    let entry = (
+        cel::objects::Key::String(Arc::new(key.into())),
+        Cel::String(Arc::new(text)),
+    );
+    Cel::Map(cel::objects::Map {
+        map: Arc::new([entry].into_iter().collect()),
+    })
+}
+
+/// The canonical text of a value [`typed`] under `key`; `None` for anything else.
+fn typed_text<'a>(v: &'a Cel, key: &str) -> Option<&'a str> {
+    match v {
+        Cel::Map(m) if m.map.len() == 1 => {
+            match m.map.get(&cel::objects::Key::String(Arc::new(key.into()))) {
+                Some(Cel::String(s)) => Some(s.as_str()),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
 fn is_sorted(This(list): This<Arc<Vec<Cel>>>) -> Answer {
     Ok(Cel::Bool(list.windows(2).all(|w| {
         w[0].partial_cmp(&w[1]).is_some_and(|o| o.is_le())

@@ -3,21 +3,20 @@
 //! `isGreaterThan` and `compareTo`, over resource.Quantity's grammar (a decimal number, then a
 //! decimal SI suffix `n u m k M G T P E`, a binary one `Ki … Ei`, or an exponent `e3`/`E-2`).
 //!
-//! The `cel` crate's values have no opaque type, so a quantity travels as a one-entry map from
-//! [`KEY`] to its value in nano-units (kube-apiserver rounds every quantity up to 10^-9, so
-//! that is exact). Two quantities of one value are then the same map, and `==` compares
-//! them by value as Kubernetes' does (`quantity("200M") == quantity("0.2G")`). Values are
-//! i128 nano-units: past about 10^29 a quantity is refused as out of range (kube-apiserver's
-//! arbitrary-precision decimals go further; no real field does).
+//! A quantity travels as a typed value (see `typed` in the parent module) whose text is its
+//! value in nano-units (kube-apiserver rounds every quantity up to 10^-9, so that is exact):
+//! `==` then compares quantities by value as Kubernetes' does
+//! (`quantity("200M") == quantity("0.2G")`). Values are i128 nano-units: past about 10^29 a
+//! quantity is refused as out of range (kube-apiserver's arbitrary-precision decimals go
+//! further; no real field does).
 
-use super::{Answer, Cel};
+use super::{typed, typed_text, Answer, Cel};
 use cel::extractors::{Arguments, This};
-use cel::objects::{Key, Map};
 use cel::{ExecutionError, FunctionContext};
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-/// The key of the map a quantity travels as.
+/// The type key of a quantity value.
 const KEY: &str = "@quantity";
 
 /// Nano-units in one unit.
@@ -94,30 +93,19 @@ pub(super) const FUNCTIONS: [&str; 11] = [
 ];
 
 fn to_cel(nanos: i128) -> Cel {
-    let entry = (
-        Key::String(Arc::new(KEY.into())),
-        Cel::String(Arc::new(nanos.to_string())),
-    );
-    Cel::Map(Map {
-        map: Arc::new([entry].into_iter().collect()),
-    })
+    typed(KEY, nanos.to_string())
 }
 
 /// The nano-units of a quantity value; an error for anything else.
 fn from_cel(ftx: &FunctionContext, v: &Cel) -> Result<i128, ExecutionError> {
-    let nanos = match v {
-        Cel::Map(m) if m.map.len() == 1 => match m.map.get(&Key::String(Arc::new(KEY.into()))) {
-            Some(Cel::String(s)) => s.parse::<i128>().ok(),
-            _ => None,
-        },
-        _ => None,
-    };
-    nanos.ok_or_else(|| {
-        ftx.error(format!(
-            "no such overload: {:?} is not a quantity",
-            v.type_of()
-        ))
-    })
+    typed_text(v, KEY)
+        .and_then(|s| s.parse::<i128>().ok())
+        .ok_or_else(|| {
+            ftx.error(format!(
+                "no such overload: {:?} is not a quantity",
+                v.type_of()
+            ))
+        })
 }
 
 fn compare(ftx: &FunctionContext, a: &Cel, b: &Cel) -> Result<Ordering, ExecutionError> {
