@@ -160,8 +160,8 @@ where
 /// reads a cluster's Machines or MachineDeployments finds them here, as upstream's read from
 /// controller-runtime's cache, instead of listing them from the API server on every reconcile
 /// (two in five of the stand-in's requests were such lists). Controllers that create objects
-/// from what they count (MachineSet, KubeadmControlPlane) still list: a cache a moment behind
-/// their own creates would have them create again.
+/// from what they count (MachineSet, KubeadmControlPlane, the topology's MachineDeployments)
+/// still list: a cache a moment behind their own creates would have them create again.
 pub struct ByCluster<K: crate::informers::Watched> {
     index: Index<K>,
     informer: crate::informers::Informer<K>,

@@ -56,13 +56,11 @@ fn field(s: &Secret, key: &str) -> Option<String> {
         .and_then(|b| String::from_utf8(b.0.clone()).ok())
 }
 
-/// How long certificates found complete are used without reading their secrets again.
-const RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// The CAs of clusters whose certificate and kubeconfig secrets were all found a moment ago.
 /// A control plane reconciles often while its machines come up, and reading five secrets and
 /// parsing the CA on each pass was a tenth of the stand-in's requests; Cluster API reads them
-/// through a caching client. Looked at again after [`RECHECK`], and forgotten with the cluster.
+/// through a caching client. Looked at again after `workload::SECRET_RECHECK`, and forgotten
+/// with the cluster.
 #[derive(Default)]
 pub struct Found {
     cas: std::sync::Mutex<FoundCas>,
@@ -77,12 +75,12 @@ impl Found {
         self.cas.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The CA of `cluster` if its secrets were found complete less than [`RECHECK`] ago.
+    /// The CA of `cluster` if its secrets were found complete a moment ago.
     pub fn get(&self, namespace: &str, cluster: &str) -> Option<CertificateAuthority> {
         let key = (namespace.to_string(), cluster.to_string());
         let cas = self.lock();
         let (ca, at) = cas.get(&key)?;
-        (at.elapsed() < RECHECK).then(|| ca.clone())
+        (at.elapsed() < super::workload::SECRET_RECHECK).then(|| ca.clone())
     }
 
     /// Notes that `cluster`'s secrets are all there, with `ca` its CA.

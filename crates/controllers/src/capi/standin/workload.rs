@@ -36,11 +36,12 @@ pub enum WorkloadError {
     Unusable { secret: String, why: String },
 }
 
-/// How long a client is handed out without reading its kubeconfig secret again. Cluster
-/// API's cluster cache reads the secret when it connects and keeps the connection; here the
-/// secret is looked at again now and then, so a rotated kubeconfig is picked up, but not on
-/// every reconcile (it was a sixth of the stand-in's requests).
-const SECRET_RECHECK: Duration = Duration::from_secs(10);
+/// How long what was read from a cluster's secrets (a workload client made from the
+/// kubeconfig, the CA of the certificate secrets) is used without reading them again. Cluster
+/// API reads them when it connects, or through a caching client; here they are looked at again
+/// now and then, so a rotated secret is picked up, but not on every reconcile (the kubeconfig
+/// alone was a sixth of the stand-in's requests).
+pub(super) const SECRET_RECHECK: Duration = Duration::from_secs(10);
 
 /// One client per workload cluster, kept while its kubeconfig secret is unchanged.
 #[derive(Default)]
