@@ -136,6 +136,106 @@ def test_a_cluster_class_cluster_comes_up_scales_upgrades_and_goes(capi, tmp_pat
         socket.create_connection(("127.0.0.1", endpoint["port"]), timeout=2).close()
 
 
+V1BETA1_CLUSTER = """
+apiVersion: cluster.x-k8s.io/v1beta1
+kind: Cluster
+metadata:
+  name: old
+spec:
+  clusterNetwork:
+    pods:
+      cidrBlocks: ["192.168.0.0/16"]
+    serviceDomain: cluster.local
+  topology:
+    class: in-memory
+    version: v1.31.2
+    controlPlane:
+      replicas: 1
+      nodeDrainTimeout: 5m
+    workers:
+      machineDeployments:
+      - class: default-worker
+        name: md-0
+        replicas: 1
+        strategy:
+          type: RollingUpdate
+          rollingUpdate:
+            maxSurge: 1
+            deletePolicy: Oldest
+"""
+
+
+def test_a_v1beta1_cluster_works_beside_v1beta2(capi, tmp_path):
+    """Cluster API YAML of v1beta1 applies unchanged; the controllers (v1beta2) bring it up;
+    kubectl and the Python client read it, list it and watch it in either version, each in
+    its own shape, converted through the conversion webhook path in the plane's process."""
+    from kubernetes import client as k8s
+    ns = unique("v1b1")
+    capi.kubectl("create", "namespace", ns)
+    apply(capi, ns, render("clusterclass-in-memory.yaml", **FAST))
+    applied = capi.kubectl("-n", ns, "apply", "--server-side", "-f", "-", input=V1BETA1_CLUSTER)
+    assert "cluster.x-k8s.io/v1beta1 Cluster is deprecated; use cluster.x-k8s.io/v1beta2 Cluster" in applied.stderr
+    wait_available(capi, ns, "old")
+    ready_nodes(capi, ns, "old", tmp_path, 2, "v1.31.2")
+
+    # Stored and served in v1beta2 by default: the class is a reference, readiness the
+    # initialization flags, the topology's v1beta1 fields in their v1beta2 places.
+    hub = json.loads(capi.kubectl("-n", ns, "get", "clusters.v1beta2.cluster.x-k8s.io", "old", "-o", "json").stdout)
+    topology = hub["spec"]["topology"]
+    assert topology["classRef"] == {"name": "in-memory"} and "class" not in topology
+    assert topology["controlPlane"]["deletion"] == {"nodeDrainTimeoutSeconds": 300}
+    md = topology["workers"]["machineDeployments"][0]
+    assert md["rollout"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}
+    assert md["deletion"] == {"order": "Oldest"}
+    assert hub["status"]["initialization"] == {"infrastructureProvisioned": True, "controlPlaneInitialized": True}
+
+    # Read in v1beta1 by kubectl: v1beta1's shape, columns and references.
+    got = capi.kubectl("-n", ns, "get", "clusters.v1beta1.cluster.x-k8s.io", "old", "-o", "json")
+    assert "is deprecated" in got.stderr
+    old = json.loads(got.stdout)
+    assert old["apiVersion"] == "cluster.x-k8s.io/v1beta1"
+    assert old["metadata"]["uid"] == hub["metadata"]["uid"]
+    assert old["metadata"]["resourceVersion"] == hub["metadata"]["resourceVersion"]
+    topology = old["spec"]["topology"]
+    assert topology["class"] == "in-memory" and "classRef" not in topology
+    assert topology["controlPlane"]["nodeDrainTimeout"] == "5m0s"
+    assert topology["workers"]["machineDeployments"][0]["strategy"]["rollingUpdate"] == \
+        {"maxSurge": 1, "deletePolicy": "Oldest"}
+    for ref, group in [("infrastructureRef", "infrastructure.cluster.x-k8s.io"),
+                       ("controlPlaneRef", "controlplane.cluster.x-k8s.io")]:
+        assert old["spec"][ref]["apiVersion"] == group + "/v1beta2", old["spec"][ref]
+        assert old["spec"][ref]["namespace"] == ns
+        assert old["spec"][ref]["name"] == hub["spec"][ref]["name"]
+    status = old["status"]
+    assert status["infrastructureReady"] is True and status["controlPlaneReady"] is True
+    assert status["phase"] == "Provisioned"
+    assert condition({"status": status["v1beta2"]}, "Available")["status"] == "True"
+    assert status["v1beta2"]["controlPlane"]["readyReplicas"] == 1
+    assert "initialization" not in status and "deprecated" not in status
+    header = capi.kubectl("-n", ns, "get", "clusters.v1beta1.cluster.x-k8s.io").stdout.splitlines()[0].split()
+    assert header == ["NAME", "CLUSTERCLASS", "PHASE", "AGE", "VERSION"]
+
+    # The Python client lists and watches in v1beta1; a v1beta1 patch is stored for v1beta2.
+    custom = k8s.CustomObjectsApi(capi.api())
+    listed = custom.list_namespaced_custom_object("cluster.x-k8s.io", "v1beta1", ns, "clusters")
+    assert [c["spec"]["topology"]["class"] for c in listed["items"]] == ["in-memory"]
+    rv = listed["metadata"]["resourceVersion"]
+    custom.patch_namespaced_custom_object(
+        "cluster.x-k8s.io", "v1beta1", ns, "clusters", "old",
+        {"spec": {"topology": {"workers": {"machineDeployments": [
+            {"class": "default-worker", "name": "md-0", "replicas": 2}]}}}})
+    events = capi.watch_events(f"/apis/cluster.x-k8s.io/v1beta1/namespaces/{ns}/clusters",
+                               {"resourceVersion": rv}, count=1)
+    assert events[0]["type"] == "MODIFIED"
+    assert events[0]["object"]["apiVersion"] == "cluster.x-k8s.io/v1beta1"
+    assert events[0]["object"]["spec"]["topology"]["class"] == "in-memory"
+    ready_nodes(capi, ns, "old", tmp_path, 3, "v1.31.2")
+    hub = json.loads(capi.kubectl("-n", ns, "get", "cluster", "old", "-o", "json").stdout)
+    assert hub["spec"]["topology"]["workers"]["machineDeployments"][0]["replicas"] == 2
+    assert hub["spec"]["topology"]["classRef"] == {"name": "in-memory"}
+    capi.kubectl("-n", ns, "delete", "clusters.v1beta1.cluster.x-k8s.io", "old", "--timeout=120s", timeout=130)
+
+
 def machines_of(plane, ns, cluster):
     out = plane.kubectl("-n", ns, "get", "machines", "-l", f"cluster.x-k8s.io/cluster-name={cluster}", "-o", "json")
     return json.loads(out.stdout)["items"]

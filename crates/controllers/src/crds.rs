@@ -21,10 +21,17 @@ pub fn provider() -> Vec<CustomResourceDefinition> {
     ]
 }
 
-/// The Cluster API core kinds the stand-in serves.
-pub fn core() -> Vec<CustomResourceDefinition> {
+/// The Cluster API core kinds the stand-in serves; with `v1beta1`, the kinds that have a
+/// conversion are served in v1beta1 too, converted by the webhook `capi::conversion` serves
+/// (only a plane that reaches it can serve them: this process's embedded engine).
+pub fn core(v1beta1: bool) -> Vec<CustomResourceDefinition> {
+    let cluster = if v1beta1 {
+        with_v1beta1(core::Cluster::crd(), core::v1beta1::Cluster::crd())
+    } else {
+        core::Cluster::crd()
+    };
     vec![
-        core::Cluster::crd(),
+        cluster,
         core::ClusterClass::crd(),
         core::Machine::crd(),
         core::MachineSet::crd(),
@@ -35,6 +42,49 @@ pub fn core() -> Vec<CustomResourceDefinition> {
         core::KubeadmConfig::crd(),
         core::KubeadmConfigTemplate::crd(),
     ]
+}
+
+/// `hub` (v1beta2, stored) with `spoke`'s v1beta1 beside it, deprecated as upstream marks it,
+/// converted by Cluster API's webhook Service.
+fn with_v1beta1(
+    hub: CustomResourceDefinition,
+    spoke: CustomResourceDefinition,
+) -> CustomResourceDefinition {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        CustomResourceConversion, ServiceReference, WebhookClientConfig, WebhookConversion,
+    };
+    let mut crd = match kube::core::crd::merge_crds(vec![spoke, hub.clone()], "v1beta2") {
+        Ok(merged) => merged,
+        // Both come from this crate's types; a mismatch is a bug, served as v1beta2 alone.
+        Err(e) => {
+            tracing::error!(crd = ?hub.metadata.name, error = %e, "v1beta1 not served");
+            return hub;
+        }
+    };
+    // Upstream lists the versions oldest first.
+    crd.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
+    for version in &mut crd.spec.versions {
+        if version.name == "v1beta1" {
+            version.deprecated = Some(true);
+        }
+    }
+    use crate::capi::conversion::{PATH, SERVICE_NAME, SERVICE_NAMESPACE};
+    crd.spec.conversion = Some(CustomResourceConversion {
+        strategy: "Webhook".into(),
+        webhook: Some(WebhookConversion {
+            client_config: Some(WebhookClientConfig {
+                service: Some(ServiceReference {
+                    namespace: SERVICE_NAMESPACE.into(),
+                    name: SERVICE_NAME.into(),
+                    path: Some(PATH.into()),
+                    port: Some(443),
+                }),
+                ..Default::default()
+            }),
+            conversion_review_versions: vec!["v1".into()],
+        }),
+    });
+    crd
 }
 
 /// Every CRD, as YAML documents separated by `---`.
@@ -134,13 +184,15 @@ mod tests {
 
     #[test]
     fn every_crd_is_structural_and_labelled() {
-        for crd in provider().into_iter().chain(core()) {
+        for crd in provider().into_iter().chain(core(true)) {
             let name = crd.metadata.name.clone().unwrap_or_default();
             let v = serde_json::to_value(&crd).unwrap();
-            let schema = &v["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
-            let mut problems = Vec::new();
-            structural(schema, &name, &mut problems);
-            assert!(problems.is_empty(), "{problems:#?}");
+            for version in v["spec"]["versions"].as_array().unwrap() {
+                let schema = &version["schema"]["openAPIV3Schema"];
+                let mut problems = Vec::new();
+                structural(schema, &name, &mut problems);
+                assert!(problems.is_empty(), "{problems:#?}");
+            }
             if crd.spec.group == "infrastructure.cluster.x-k8s.io" {
                 let labels = crd.metadata.labels.clone().unwrap_or_default();
                 let version = &crd.spec.versions[0].name;
@@ -164,5 +216,30 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn cluster_is_served_in_v1beta1_beside_the_stored_v1beta2() {
+        let clusters = core(true).remove(0);
+        let versions: Vec<_> = clusters
+            .spec
+            .versions
+            .iter()
+            .map(|v| (v.name.as_str(), v.served, v.storage, v.deprecated))
+            .collect();
+        assert_eq!(
+            versions,
+            [
+                ("v1beta1", true, false, Some(true)),
+                ("v1beta2", true, true, None)
+            ]
+        );
+        let conversion = serde_json::to_value(&clusters.spec.conversion).unwrap();
+        assert_eq!(conversion["strategy"], "Webhook");
+        assert_eq!(
+            conversion["webhook"]["clientConfig"]["service"]["name"],
+            "capi-webhook-service"
+        );
+        assert_eq!(core(false).remove(0).spec.versions.len(), 1);
     }
 }

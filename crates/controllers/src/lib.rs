@@ -32,6 +32,9 @@ pub struct Selection {
     /// Run the embedded Cluster API core stand-in beside the provider (off when real Cluster
     /// API controllers manage the plane).
     pub capi_core: bool,
+    /// Serve the core kinds in Cluster API's v1beta1 too (see [`crds::core`]); the plane must
+    /// reach the conversion webhook [`capi::conversion::Converter`] in this process.
+    pub v1beta1: bool,
 }
 
 impl Selection {
@@ -42,7 +45,7 @@ impl Selection {
     {
         let mut all = crds::provider();
         if self.capi_core {
-            all.extend(crds::core());
+            all.extend(crds::core(self.v1beta1));
         }
         all
     }

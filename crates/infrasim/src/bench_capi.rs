@@ -214,7 +214,15 @@ async fn plane(
     let selection = Selection {
         namespace: None,
         capi_core: true,
+        v1beta1: true,
     };
+    server.serve_webhook_in_process(
+        infrasim_controllers::capi::conversion::SERVICE_NAMESPACE,
+        infrasim_controllers::capi::conversion::SERVICE_NAME,
+        Arc::new(infrasim_controllers::capi::conversion::Converter::new(
+            client.clone(),
+        )),
+    );
     crds::install(&client, &selection.crds()).await?;
     let cloud = Arc::new(Cloud::with_clock(
         CloudConfig {

@@ -64,6 +64,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let selection = Selection {
         namespace: args.namespace.clone(),
         capi_core: args.capi_core == "embedded",
+        // A plane elsewhere cannot reach the in-process conversion webhook.
+        v1beta1: false,
     };
     if args.install_crds {
         crds::install(&client, &selection.crds())

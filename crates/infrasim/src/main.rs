@@ -115,7 +115,7 @@ fn main() -> anyhow::Result<()> {
                 "components" => deploy::components()?,
                 "metadata" => deploy::metadata(),
                 "crds" => crds::to_yaml(&crds::provider())?,
-                _ => crds::to_yaml(&crds::core())?,
+                _ => crds::to_yaml(&crds::core(false))?,
             };
             print!("{text}");
             Ok(())

@@ -175,7 +175,15 @@ async fn start_controllers(
     let selection = Selection {
         namespace: None,
         capi_core: args.capi_core == "embedded",
+        v1beta1: true,
     };
+    server.serve_webhook_in_process(
+        infrasim_controllers::capi::conversion::SERVICE_NAMESPACE,
+        infrasim_controllers::capi::conversion::SERVICE_NAME,
+        Arc::new(infrasim_controllers::capi::conversion::Converter::new(
+            client.clone(),
+        )),
+    );
     crds::install(&client, &selection.crds())
         .await
         .context("installing the controllers' CRDs")?;

@@ -9,7 +9,7 @@ use crate::context::Ctx;
 use crate::resources::ResourceInfo;
 use crate::status::ApiError;
 use crate::values::At;
-use infrasim_store::Group;
+use crate::webhook::Reach;
 use infrasim_store::StoredObject;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -26,7 +26,7 @@ pub(crate) fn by_webhook(info: &ResourceInfo) -> bool {
 /// `objects` in `desired` (an apiVersion): those in another version go to the webhook in one
 /// review; the answer's objects must keep their identity and carry the desired version.
 pub(crate) async fn convert(
-    group: &Group,
+    reach: &Reach,
     info: &ResourceInfo,
     mut objects: Vec<Value>,
     desired: &str,
@@ -55,7 +55,7 @@ pub(crate) async fn convert(
         "request": {"uid": uid, "desiredAPIVersion": desired,
                     "objects": pending.iter().map(|&i| objects[i].clone()).collect::<Vec<_>>()},
     });
-    let answer = crate::webhook::call(group, client_config, &review, TIMEOUT)
+    let answer = crate::webhook::call(reach, client_config, &review, TIMEOUT)
         .await
         .map_err(failed)?;
     let response = &answer["response"];
@@ -112,7 +112,7 @@ pub(crate) async fn to_storage(ctx: &Ctx, object: Value) -> Result<Value, ApiErr
     let info = &ctx.info;
     match (&info.conversion, &info.storage_version) {
         (Some(_), Some(storage)) => {
-            let mut converted = convert(&ctx.state.group, info, vec![object], storage).await?;
+            let mut converted = convert(&ctx.state.webhooks(), info, vec![object], storage).await?;
             Ok(converted.pop().unwrap_or(Value::Null))
         }
         _ => Ok(object),
@@ -122,7 +122,7 @@ pub(crate) async fn to_storage(ctx: &Ctx, object: Value) -> Result<Value, ApiErr
 /// `object` in the version of the request, for a verb that works on it there (a patch).
 pub(crate) async fn to_request_version(ctx: &Ctx, object: Value) -> Result<Value, ApiError> {
     let mut converted = convert(
-        &ctx.state.group,
+        &ctx.state.webhooks(),
         &ctx.info,
         vec![object],
         &ctx.info.api_version,
@@ -137,12 +137,12 @@ pub(crate) async fn served(
     ctx: &Ctx,
     objects: Vec<Arc<StoredObject>>,
 ) -> Result<Vec<Arc<StoredObject>>, ApiError> {
-    served_from(&ctx.state.group, &ctx.info, objects).await
+    served_from(&ctx.state.webhooks(), &ctx.info, objects).await
 }
 
-/// [`served`], for a caller that holds the group and the resource rather than a request.
+/// [`served`], for a caller that holds the webhooks and the resource rather than a request.
 pub(crate) async fn served_from(
-    group: &Group,
+    reach: &Reach,
     info: &ResourceInfo,
     objects: Vec<Arc<StoredObject>>,
 ) -> Result<Vec<Arc<StoredObject>>, ApiError> {
@@ -151,7 +151,7 @@ pub(crate) async fn served_from(
     }
     let values: Result<Vec<Value>, _> = objects.iter().map(|o| o.to_value()).collect();
     let values = values.map_err(|e| ApiError::internal(e.to_string()))?;
-    let converted = convert(group, info, values, &info.api_version).await?;
+    let converted = convert(reach, info, values, &info.api_version).await?;
     Ok(objects
         .iter()
         .zip(converted)

@@ -161,6 +161,8 @@ where
                 identity,
             };
             let method = parts.method;
+            // kube-apiserver warns on every request to a deprecated version.
+            let deprecation = ctx.info.deprecation.clone();
             let needs_body = method == Method::POST
                 || method == Method::PUT
                 || method == Method::PATCH
@@ -170,7 +172,11 @@ where
             } else {
                 bytes::Bytes::new()
             };
-            resource(ctx, method, body).await
+            let answer = resource(ctx, method, body).await;
+            match deprecation {
+                Some(warning) => crate::write::input::with_warnings(answer, &[warning]),
+                None => answer,
+            }
         }
     }
 }

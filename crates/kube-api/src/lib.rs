@@ -139,7 +139,7 @@ pub mod validation;
 pub mod values;
 pub mod version;
 mod watch;
-mod webhook;
+pub mod webhook;
 
 pub use auth::Identity;
 pub use server::{ApiServer, LocalService, WeakApiServer};

@@ -97,6 +97,8 @@ pub struct ResourceInfo {
     /// A custom kind's conversion webhook (`clientConfig`), when its CRD's conversion
     /// strategy is `Webhook`; without one, versions differ only in `apiVersion`.
     pub conversion: Option<Arc<Value>>,
+    /// The warning every request to this version gets, when its CRD marks it deprecated.
+    pub deprecation: Option<String>,
     /// The kind's OpenAPI schema: a reference into the generator's definitions for built-in
     /// kinds (from k8s-openapi), the version's `openAPIV3Schema` for custom ones.
     pub schema: SchemaSource,
@@ -351,6 +353,7 @@ where
         schema: SchemaSource::Typed(schema_of::<K>),
         storage_version: None,
         conversion: None,
+        deprecation: None,
     }
 }
 
@@ -380,6 +383,7 @@ where
         schema: SchemaSource::Typed(schema_of::<K>),
         storage_version: None,
         conversion: None,
+        deprecation: None,
     }
 }
 

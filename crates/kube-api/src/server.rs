@@ -62,12 +62,24 @@ impl ApiServer {
                 sidecar: std::sync::OnceLock::new(),
                 port_forwarder: std::sync::OnceLock::new(),
                 port_forwards: Default::default(),
+                in_process_webhooks: Default::default(),
             }),
         };
         crate::namespaces::bootstrap(&server.state);
         crate::authz::bootstrap(&server.state);
         crate::crd::register_all(&server.state);
         server
+    }
+
+    /// Serves `hook` in this process as the webhook Service `namespace/name`: admission and
+    /// conversion webhooks configured with that Service reach it without a socket.
+    pub fn serve_webhook_in_process(
+        &self,
+        namespace: &str,
+        name: &str,
+        hook: Arc<dyn crate::webhook::InProcessWebhook>,
+    ) {
+        self.state.in_process_webhooks.insert(namespace, name, hook);
     }
 
     /// A handle that does not keep the server alive (for what the server itself holds, such

@@ -70,4 +70,16 @@ pub(crate) struct State {
     pub port_forwarder: std::sync::OnceLock<Forwarder>,
     /// Port-forward sessions started, by protocol.
     pub port_forwards: crate::portforward::Sessions,
+    /// Webhook servers that live in this process, by the Service they stand for.
+    pub in_process_webhooks: Arc<crate::webhook::InProcessWebhooks>,
+}
+
+impl State {
+    /// Where this server's webhooks are reached.
+    pub fn webhooks(&self) -> crate::webhook::Reach {
+        crate::webhook::Reach {
+            group: self.group.clone(),
+            in_process: self.in_process_webhooks.clone(),
+        }
+    }
 }

@@ -41,6 +41,8 @@ struct WatchStream {
     watch: Option<Watch>,
     /// Where the watch came from, to pick it up again after it was cut off.
     group: Arc<Group>,
+    /// Where a conversion webhook is reached.
+    webhooks: crate::webhook::Reach,
     filter: Filter,
     info: Arc<ResourceInfo>,
     render: Render,
@@ -131,7 +133,7 @@ impl WatchStream {
         if !crate::conversion::by_webhook(&self.info) {
             return self.line(ty, &object);
         }
-        match crate::conversion::served_from(&self.group, &self.info, vec![object]).await {
+        match crate::conversion::served_from(&self.webhooks, &self.info, vec![object]).await {
             Ok(mut served) => match served.pop() {
                 Some(object) => self.line(ty, &object),
                 None => Bytes::new(),
@@ -296,6 +298,7 @@ pub(crate) async fn watch(ctx: Ctx) -> HandlerResult {
         pending: VecDeque::new(),
         watch: None,
         group: group.clone(),
+        webhooks: ctx.state.webhooks(),
         filter,
         info: ctx.info.clone(),
         render,

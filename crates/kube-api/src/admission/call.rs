@@ -30,7 +30,7 @@ pub(super) async fn review(
         .unwrap_or(10)
         .clamp(1, 30);
     let outcome = crate::webhook::call(
-        &ctx.state.group,
+        &ctx.state.webhooks(),
         &hook.spec["clientConfig"],
         &body,
         Duration::from_secs(timeout),

@@ -213,9 +213,39 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
                 schema: crate::resources::SchemaSource::Inline(openapi),
                 storage_version: storage.clone(),
                 conversion: conversion.clone(),
+                deprecation: deprecation(crd, v),
             })
         })
         .collect()
+}
+
+/// The warning kube-apiserver gives for each request to a deprecated version `v` of `crd`:
+/// its `deprecationWarning`, or "<group>/<version> <Kind> is deprecated", naming the
+/// highest-priority served version that is not deprecated and ranks above it.
+fn deprecation(crd: &Value, v: &Value) -> Option<String> {
+    if v.get("deprecated").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    if let Some(text) = v.get("deprecationWarning").and_then(Value::as_str) {
+        return Some(text.to_string());
+    }
+    let (group, kind) = (s(crd, "/spec/group"), s(crd, "/spec/names/kind"));
+    let name = s(v, "/name");
+    let mut message = format!("{group}/{name} {kind} is deprecated");
+    let newer = crd
+        .at("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|o| o.get("served").and_then(Value::as_bool) != Some(false))
+        .filter(|o| o.get("deprecated").and_then(Value::as_bool) != Some(true))
+        .map(|o| s(o, "/name"))
+        .filter(|o| crate::version::priority_order(o, name).is_lt())
+        .min_by(|a, b| crate::version::priority_order(a, b));
+    if let Some(newer) = newer {
+        message.push_str(&format!("; use {group}/{newer} {kind}"));
+    }
+    Some(message)
 }
 
 /// Warnings for a CRD's author: the CEL rules this server will not enforce, because they
@@ -393,4 +423,42 @@ pub(crate) fn invalid(name: &str, causes: Vec<(String, String)>) -> ApiError {
         name,
         causes,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crd(versions: Value) -> Value {
+        json!({"spec": {"group": "example.com", "names": {"kind": "Widget"}, "versions": versions}})
+    }
+
+    #[test]
+    fn a_deprecated_version_names_the_best_newer_one() {
+        let c = crd(json!([
+            {"name": "v1alpha1", "deprecated": true},
+            {"name": "v1beta1", "served": true},
+            {"name": "v1", "served": true},
+            {"name": "v2", "served": false},
+        ]));
+        let versions = c.at("/spec/versions").unwrap().as_array().unwrap();
+        assert_eq!(
+            deprecation(&c, &versions[0]).as_deref(),
+            Some("example.com/v1alpha1 Widget is deprecated; use example.com/v1 Widget")
+        );
+        assert_eq!(deprecation(&c, &versions[1]), None);
+    }
+
+    #[test]
+    fn a_deprecation_warning_of_its_own_wins() {
+        let c = crd(json!([{"name": "v1", "deprecated": true, "deprecationWarning": "gone soon"}]));
+        let v = &c.at("/spec/versions").unwrap()[0];
+        assert_eq!(deprecation(&c, v).as_deref(), Some("gone soon"));
+        let c = crd(json!([{"name": "v1", "deprecated": true}]));
+        let v = &c.at("/spec/versions").unwrap()[0];
+        assert_eq!(
+            deprecation(&c, v).as_deref(),
+            Some("example.com/v1 Widget is deprecated")
+        );
+    }
 }

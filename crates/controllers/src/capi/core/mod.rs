@@ -9,6 +9,7 @@ mod kubeadm;
 mod machine;
 mod machineset;
 mod shared;
+pub mod v1beta1;
 
 pub use cluster::{
     ClassRef, Cluster, ClusterInitialization, ClusterSpec, ClusterStatus, ControlPlaneTopology,

@@ -1,0 +1,300 @@
+//! `Cluster` between v1beta1 and v1beta2, after upstream's conversion: references, the
+//! topology's class and health checks, readiness flags against `initialization`, failure
+//! domains as a map or a list, and which conditions sit where.
+
+use super::healthcheck;
+use super::{
+    carry, child, defined, insert_nonempty, namespace_of, take_object, to_contract_ref,
+    to_object_ref, Object, Versions,
+};
+use serde_json::{json, Value};
+
+const REFS: [&str; 2] = ["infrastructureRef", "controlPlaneRef"];
+
+pub(super) fn to_hub(o: &mut Object, _: &Versions) -> Result<(), String> {
+    if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+        for key in REFS {
+            if let Some(reference) = spec.get(key) {
+                let converted = to_contract_ref(reference);
+                spec.insert(key.into(), converted);
+            }
+        }
+        if let Some(topology) = spec.get_mut("topology").and_then(Value::as_object_mut) {
+            topology_to_hub(topology);
+        }
+    }
+    if let Some(status) = o.get_mut("status").and_then(Value::as_object_mut) {
+        status_to_hub(status);
+    }
+    Ok(())
+}
+
+pub(super) fn from_hub(o: &mut Object, versions: &Versions) -> Result<(), String> {
+    let namespace = namespace_of(o);
+    if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+        for key in REFS {
+            match spec.remove(key) {
+                Some(r) if defined(&r) => {
+                    spec.insert(key.into(), to_object_ref(&r, &namespace, versions));
+                }
+                _ => {}
+            }
+        }
+        if spec.get("paused") == Some(&json!(false)) {
+            spec.remove("paused");
+        }
+        if let Some(network) = take_object(spec, "clusterNetwork") {
+            insert_nonempty(spec, "clusterNetwork", network_from_hub(network));
+        }
+        if let Some(topology) = spec.get_mut("topology").and_then(Value::as_object_mut) {
+            topology_from_hub(topology, &namespace);
+        }
+    }
+    // v1beta1's readiness flags are never left out, so neither is its status.
+    status_from_hub(super::child(o, "status"));
+    Ok(())
+}
+
+fn topology_to_hub(t: &mut Object) {
+    let mut class_ref = Object::new();
+    carry(t, "class", &mut class_ref, "name");
+    carry(t, "classNamespace", &mut class_ref, "namespace");
+    t.insert("classRef".into(), Value::Object(class_ref));
+    t.remove("rolloutAfter");
+    if let Some(cp) = t.get_mut("controlPlane").and_then(Value::as_object_mut) {
+        if let Some(mhc) = take_object(cp, "machineHealthCheck") {
+            cp.insert(
+                "healthCheck".into(),
+                Value::Object(healthcheck::to_hub(mhc)),
+            );
+        }
+        healthcheck::timeouts_to_hub(cp);
+        variables_to_hub(cp);
+    }
+    for md in machine_deployments(t) {
+        machine_deployment_to_hub(md);
+    }
+    drop_definition_from(t.get_mut("variables"));
+}
+
+fn topology_from_hub(t: &mut Object, namespace: &str) {
+    if let Some(mut class_ref) = take_object(t, "classRef") {
+        carry(&mut class_ref, "name", t, "class");
+        if class_ref
+            .get("namespace")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty())
+        {
+            carry(&mut class_ref, "namespace", t, "classNamespace");
+        }
+    }
+    if let Some(cp) = t.get_mut("controlPlane").and_then(Value::as_object_mut) {
+        if let Some(hc) = take_object(cp, "healthCheck") {
+            insert_nonempty(
+                cp,
+                "machineHealthCheck",
+                healthcheck::from_hub(hc, namespace),
+            );
+        }
+        healthcheck::timeouts_from_hub(cp);
+    }
+    for md in machine_deployments(t) {
+        machine_deployment_from_hub(md, namespace);
+    }
+}
+
+/// The MachineDeployments of a topology's workers.
+fn machine_deployments(t: &mut Object) -> impl Iterator<Item = &mut Object> {
+    t.get_mut("workers")
+        .and_then(|w| w.get_mut("machineDeployments"))
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+}
+
+fn machine_deployment_to_hub(md: &mut Object) {
+    let mut health = take_object(md, "machineHealthCheck")
+        .map(healthcheck::to_hub)
+        .unwrap_or_default();
+    if let Some(mut strategy) = take_object(md, "strategy") {
+        let mut rollout_strategy = Object::new();
+        carry(&mut strategy, "type", &mut rollout_strategy, "type");
+        if let Some(mut rolling) = take_object(&mut strategy, "rollingUpdate") {
+            if let Some(policy) = rolling.remove("deletePolicy") {
+                child(md, "deletion").insert("order".into(), policy);
+            }
+            insert_nonempty(&mut rollout_strategy, "rollingUpdate", rolling);
+        }
+        if let Some(in_flight) = strategy
+            .get_mut("remediation")
+            .and_then(|r| r.as_object_mut())
+            .and_then(|r| r.remove("maxInFlight"))
+        {
+            child(&mut health, "remediation").insert("maxInFlight".into(), in_flight);
+        }
+        if !rollout_strategy.is_empty() {
+            child(md, "rollout").insert("strategy".into(), Value::Object(rollout_strategy));
+        }
+    }
+    insert_nonempty(md, "healthCheck", health);
+    healthcheck::timeouts_to_hub(md);
+    variables_to_hub(md);
+}
+
+fn machine_deployment_from_hub(md: &mut Object, namespace: &str) {
+    let mut strategy = Object::new();
+    if let Some(mut rollout) = take_object(md, "rollout") {
+        if let Some(mut rollout_strategy) = take_object(&mut rollout, "strategy") {
+            carry(&mut rollout_strategy, "type", &mut strategy, "type");
+            if let Some(rolling) = take_object(&mut rollout_strategy, "rollingUpdate") {
+                insert_nonempty(&mut strategy, "rollingUpdate", rolling);
+            }
+        }
+        insert_nonempty(md, "rollout", rollout);
+    }
+    let mut deletion = healthcheck::timeouts_from_hub(md);
+    if let Some(order) = deletion.remove("order") {
+        child(&mut strategy, "rollingUpdate").insert("deletePolicy".into(), order);
+    }
+    if let Some(mut hc) = take_object(md, "healthCheck") {
+        let in_flight = hc
+            .get_mut("remediation")
+            .and_then(Value::as_object_mut)
+            .and_then(|r| r.remove("maxInFlight"));
+        if let Some(in_flight) = in_flight {
+            child(&mut strategy, "remediation").insert("maxInFlight".into(), in_flight);
+        }
+        insert_nonempty(
+            md,
+            "machineHealthCheck",
+            healthcheck::from_hub(hc, namespace),
+        );
+    }
+    insert_nonempty(md, "strategy", strategy);
+    if md.get("failureDomain") == Some(&json!("")) {
+        md.remove("failureDomain");
+    }
+}
+
+/// v1beta2 variables have no `definitionFrom`; a control plane's or a MachineDeployment's
+/// `variables.overrides` are the same list.
+fn variables_to_hub(o: &mut Object) {
+    drop_definition_from(o.get_mut("variables").and_then(|v| v.get_mut("overrides")));
+}
+
+fn drop_definition_from(variables: Option<&mut Value>) {
+    for variable in variables
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        variable.remove("definitionFrom");
+    }
+}
+
+/// A v1beta2 cluster network as v1beta1 writes it: no zero port, no empty ranges.
+fn network_from_hub(mut network: Object) -> Object {
+    if network.get("apiServerPort") == Some(&json!(0)) {
+        network.remove("apiServerPort");
+    }
+    for ranges in ["services", "pods"] {
+        let empty = network
+            .get(ranges)
+            .and_then(|r| r.get("cidrBlocks"))
+            .and_then(Value::as_array)
+            .is_none_or(|b| b.is_empty());
+        if network.contains_key(ranges) && empty {
+            network.remove(ranges);
+        }
+    }
+    if network.get("serviceDomain") == Some(&json!("")) {
+        network.remove("serviceDomain");
+    }
+    network
+}
+
+fn status_to_hub(status: &mut Object) {
+    let mut v1beta1 = Object::new();
+    carry(status, "conditions", &mut v1beta1, "conditions");
+    carry(status, "failureReason", &mut v1beta1, "failureReason");
+    carry(status, "failureMessage", &mut v1beta1, "failureMessage");
+    if let Some(mut v1beta2) = take_object(status, "v1beta2") {
+        for key in ["conditions", "controlPlane", "workers"] {
+            carry(&mut v1beta2, key, status, key);
+        }
+    }
+    let mut initialization = Object::new();
+    for (flag, field) in [
+        ("infrastructureReady", "infrastructureProvisioned"),
+        ("controlPlaneReady", "controlPlaneInitialized"),
+    ] {
+        if status.remove(flag) == Some(json!(true)) {
+            initialization.insert(field.into(), json!(true));
+        }
+    }
+    insert_nonempty(status, "initialization", initialization);
+    if let Some(domains) = take_object(status, "failureDomains") {
+        // A map's keys come sorted, as upstream sorts the names.
+        let list: Vec<Value> = domains
+            .into_iter()
+            .map(|(name, spec)| {
+                let mut domain = json!({
+                    "name": name,
+                    "controlPlane": spec["controlPlane"].as_bool().unwrap_or(false),
+                });
+                if let Some(attributes) = spec.get("attributes") {
+                    domain["attributes"] = attributes.clone();
+                }
+                domain
+            })
+            .collect();
+        status.insert("failureDomains".into(), Value::Array(list));
+    }
+    if !v1beta1.is_empty() {
+        child(status, "deprecated").insert("v1beta1".into(), Value::Object(v1beta1));
+    }
+}
+
+fn status_from_hub(status: &mut Object) {
+    let mut v1beta2 = Object::new();
+    for key in ["conditions", "controlPlane", "workers"] {
+        carry(status, key, &mut v1beta2, key);
+    }
+    if let Some(mut deprecated) = take_object(status, "deprecated") {
+        if let Some(mut v1beta1) = take_object(&mut deprecated, "v1beta1") {
+            for key in ["conditions", "failureReason", "failureMessage"] {
+                carry(&mut v1beta1, key, status, key);
+            }
+        }
+    }
+    let initialization = take_object(status, "initialization").unwrap_or_default();
+    for (field, flag) in [
+        ("infrastructureProvisioned", "infrastructureReady"),
+        ("controlPlaneInitialized", "controlPlaneReady"),
+    ] {
+        let ready = initialization.get(field).and_then(Value::as_bool) == Some(true);
+        status.insert(flag.into(), json!(ready));
+    }
+    if let Some(Value::Array(domains)) = status.remove("failureDomains") {
+        let mut map = Object::new();
+        for mut domain in domains {
+            let Some(name) = domain["name"].as_str().map(str::to_string) else {
+                continue;
+            };
+            let mut spec = Object::new();
+            if domain["controlPlane"].as_bool() == Some(true) {
+                spec.insert("controlPlane".into(), json!(true));
+            }
+            if let Some(attributes) = domain.get_mut("attributes").map(Value::take) {
+                if attributes.as_object().is_some_and(|a| !a.is_empty()) {
+                    spec.insert("attributes".into(), attributes);
+                }
+            }
+            map.insert(name, Value::Object(spec));
+        }
+        status.insert("failureDomains".into(), Value::Object(map));
+    }
+    insert_nonempty(status, "v1beta2", v1beta2);
+}

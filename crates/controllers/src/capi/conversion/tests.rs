@@ -1,0 +1,175 @@
+use super::*;
+
+fn versions() -> Versions {
+    let mut v = Versions::default();
+    for (group, kind, version) in [
+        ("infrastructure.cluster.x-k8s.io", "DevCluster", "v1beta2"),
+        (
+            "controlplane.cluster.x-k8s.io",
+            "KubeadmControlPlane",
+            "v1beta2",
+        ),
+    ] {
+        v.known
+            .insert((group.into(), kind.into()), format!("{group}/{version}"));
+    }
+    v
+}
+
+fn v1beta1_cluster() -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+        "metadata": {"name": "c1", "namespace": "team-a", "uid": "u1"},
+        "spec": {
+            "clusterNetwork": {"pods": {"cidrBlocks": ["192.168.0.0/16"]}, "serviceDomain": "cluster.local"},
+            "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                                  "kind": "DevCluster", "name": "c1", "namespace": "team-a"},
+            "controlPlaneRef": {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta1",
+                                "kind": "KubeadmControlPlane", "name": "c1-cp"},
+            "topology": {
+                "class": "quick-start", "classNamespace": "classes", "version": "v1.33.0",
+                "controlPlane": {"replicas": 3, "nodeDrainTimeout": "10m",
+                                 "machineHealthCheck": {"enable": true, "maxUnhealthy": "40%",
+                                     "unhealthyConditions": [{"type": "Ready", "status": "False", "timeout": "5m"}]}},
+                "workers": {"machineDeployments": [{
+                    "class": "default-worker", "name": "md-0", "replicas": 2,
+                    "strategy": {"type": "RollingUpdate",
+                                 "rollingUpdate": {"maxSurge": 1, "deletePolicy": "Oldest"},
+                                 "remediation": {"maxInFlight": 2}},
+                }]},
+                "variables": [{"name": "region", "value": "eu", "definitionFrom": "x"}],
+            },
+        },
+        "status": {
+            "phase": "Provisioned", "infrastructureReady": true, "controlPlaneReady": false,
+            "failureDomains": {"fd-b": {"controlPlane": true}, "fd-a": {"attributes": {"rack": "1"}}},
+            "conditions": [{"type": "Ready", "status": "False", "severity": "Info",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            "v1beta2": {"conditions": [{"type": "Available", "status": "True", "reason": "Available",
+                                        "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                        "controlPlane": {"desiredReplicas": 3, "readyReplicas": 1}},
+        },
+    })
+}
+
+#[test]
+fn a_v1beta1_cluster_reaches_the_hub_as_upstream_converts_it() {
+    let hub = convert(v1beta1_cluster(), "cluster.x-k8s.io/v1beta2", &versions()).unwrap();
+    assert_eq!(hub["apiVersion"], "cluster.x-k8s.io/v1beta2");
+    let spec = &hub["spec"];
+    assert_eq!(
+        spec["infrastructureRef"],
+        json!({"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DevCluster", "name": "c1"})
+    );
+    assert_eq!(
+        spec["controlPlaneRef"]["apiGroup"],
+        "controlplane.cluster.x-k8s.io"
+    );
+    let topology = &spec["topology"];
+    assert_eq!(
+        topology["classRef"],
+        json!({"name": "quick-start", "namespace": "classes"})
+    );
+    assert!(topology.get("class").is_none());
+    let cp = &topology["controlPlane"];
+    assert_eq!(cp["deletion"]["nodeDrainTimeoutSeconds"], 600);
+    assert_eq!(cp["healthCheck"]["enabled"], true);
+    assert_eq!(
+        cp["healthCheck"]["remediation"]["triggerIf"]["unhealthyLessThanOrEqualTo"],
+        "40%"
+    );
+    assert_eq!(
+        cp["healthCheck"]["checks"]["unhealthyNodeConditions"][0],
+        json!({"type": "Ready", "status": "False", "timeoutSeconds": 300})
+    );
+    let md = &topology["workers"]["machineDeployments"][0];
+    assert_eq!(
+        md["rollout"]["strategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}})
+    );
+    assert_eq!(md["deletion"]["order"], "Oldest");
+    assert_eq!(md["healthCheck"]["remediation"]["maxInFlight"], 2);
+    assert!(topology["variables"][0].get("definitionFrom").is_none());
+
+    let status = &hub["status"];
+    assert_eq!(
+        status["initialization"],
+        json!({"infrastructureProvisioned": true})
+    );
+    assert!(status.get("infrastructureReady").is_none());
+    assert_eq!(
+        status["failureDomains"],
+        json!([{"name": "fd-a", "controlPlane": false, "attributes": {"rack": "1"}},
+               {"name": "fd-b", "controlPlane": true}])
+    );
+    assert_eq!(status["conditions"][0]["type"], "Available");
+    assert_eq!(
+        status["deprecated"]["v1beta1"]["conditions"][0]["severity"],
+        "Info"
+    );
+    assert_eq!(status["controlPlane"]["desiredReplicas"], 3);
+    assert!(status.get("v1beta2").is_none());
+}
+
+#[test]
+fn the_hub_goes_back_to_the_v1beta1_it_came_from() {
+    let original = v1beta1_cluster();
+    let hub = convert(original.clone(), "cluster.x-k8s.io/v1beta2", &versions()).unwrap();
+    let back = convert(hub, "cluster.x-k8s.io/v1beta1", &versions()).unwrap();
+    // What v1beta2 cannot hold is gone, as upstream drops it; references gain the contract's
+    // version and the object's namespace.
+    let mut expected = original;
+    expected["spec"]["infrastructureRef"]["apiVersion"] =
+        json!("infrastructure.cluster.x-k8s.io/v1beta2");
+    expected["spec"]["controlPlaneRef"] = json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2",
+        "kind": "KubeadmControlPlane", "name": "c1-cp", "namespace": "team-a"});
+    expected["spec"]["topology"]["variables"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("definitionFrom");
+    expected["spec"]["topology"]["controlPlane"]["nodeDrainTimeout"] = json!("10m0s");
+    expected["spec"]["topology"]["controlPlane"]["machineHealthCheck"]["unhealthyConditions"][0]
+        ["timeout"] = json!("5m0s");
+    assert_eq!(back, expected);
+}
+
+#[test]
+fn a_stand_in_status_reads_as_v1beta1_with_both_flags() {
+    let hub = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "c1", "namespace": "ns"},
+        "spec": {"infrastructureRef": {"apiGroup": "", "kind": "", "name": ""},
+                 "clusterNetwork": {"apiServerPort": 0, "services": {"cidrBlocks": []}}},
+    });
+    let v1 = convert(hub, "cluster.x-k8s.io/v1beta1", &versions()).unwrap();
+    assert_eq!(v1["spec"], json!({}));
+    assert_eq!(
+        v1["status"],
+        json!({"infrastructureReady": false, "controlPlaneReady": false})
+    );
+}
+
+#[test]
+fn an_unknown_referenced_kind_is_noted_for_resolution() {
+    let hub = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "c1", "namespace": "ns"},
+        "spec": {"infrastructureRef": {"apiGroup": "example.com", "kind": "Thing", "name": "t"}},
+    });
+    let v = versions();
+    convert(hub, "cluster.x-k8s.io/v1beta1", &v).unwrap();
+    let missing = v.missing.lock().unwrap().clone();
+    assert_eq!(
+        missing.into_iter().collect::<Vec<_>>(),
+        [("example.com".to_string(), "Thing".to_string())]
+    );
+}
+
+#[test]
+fn other_groups_and_versions_are_refused() {
+    let mut cluster = v1beta1_cluster();
+    assert!(convert(cluster.clone(), "example.com/v1", &versions()).is_err());
+    cluster["apiVersion"] = json!("cluster.x-k8s.io/v1alpha4");
+    let e = convert(cluster, "cluster.x-k8s.io/v1beta2", &versions()).unwrap_err();
+    assert!(e.contains("v1alpha4"), "{e}");
+}
