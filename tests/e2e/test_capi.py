@@ -215,6 +215,31 @@ def test_a_v1beta1_cluster_works_beside_v1beta2(capi, tmp_path):
     header = capi.kubectl("-n", ns, "get", "clusters.v1beta1.cluster.x-k8s.io").stdout.splitlines()[0].split()
     assert header == ["NAME", "CLUSTERCLASS", "PHASE", "AGE", "VERSION"]
 
+    # Its Machines and MachineDeployment in v1beta1: v1beta1's references, flags and counters.
+    mds = json.loads(capi.kubectl("-n", ns, "get", "machinedeployments.v1beta1.cluster.x-k8s.io", "-o", "json").stdout)
+    md = mds["items"][0]
+    assert md["apiVersion"] == "cluster.x-k8s.io/v1beta1"
+    template = md["spec"]["template"]["spec"]
+    assert template["infrastructureRef"]["apiVersion"] == "infrastructure.cluster.x-k8s.io/v1beta2"
+    assert template["bootstrap"]["configRef"]["apiVersion"] == "bootstrap.cluster.x-k8s.io/v1beta2"
+    assert md["spec"]["strategy"]["rollingUpdate"]["deletePolicy"] == "Oldest"
+    assert {k: md["status"][k] for k in ["replicas", "readyReplicas", "availableReplicas",
+                                          "updatedReplicas", "unavailableReplicas"]} == \
+        {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1, "unavailableReplicas": 0}
+    assert md["status"]["v1beta2"]["upToDateReplicas"] == 1
+    table = capi.kubectl("-n", ns, "get", "machinedeployments.v1beta1.cluster.x-k8s.io").stdout.splitlines()
+    assert table[0].split() == ["NAME", "CLUSTER", "REPLICAS", "READY", "UPDATED", "UNAVAILABLE", "PHASE", "AGE",
+                                "VERSION"]
+    assert table[1].split()[1:6] == ["old", "1", "1", "1", "0"]
+    machines = json.loads(capi.kubectl("-n", ns, "get", "machines.v1beta1.cluster.x-k8s.io", "-o", "json").stdout)
+    assert len(machines["items"]) == 2
+    for m in machines["items"]:
+        assert m["status"]["nodeRef"]["kind"] == "Node" and m["status"]["nodeRef"]["apiVersion"] == "v1"
+        assert m["status"]["bootstrapReady"] is True and m["status"]["infrastructureReady"] is True
+        assert m["spec"]["infrastructureRef"]["namespace"] == ns
+    sets = json.loads(capi.kubectl("-n", ns, "get", "machinesets.v1beta1.cluster.x-k8s.io", "-o", "json").stdout)
+    assert sets["items"][0]["status"]["fullyLabeledReplicas"] == 1
+
     # The Python client lists and watches in v1beta1; a v1beta1 patch is stored for v1beta2.
     custom = k8s.CustomObjectsApi(capi.api())
     listed = custom.list_namespaced_custom_object("cluster.x-k8s.io", "v1beta1", ns, "clusters")

@@ -25,17 +25,20 @@ pub fn provider() -> Vec<CustomResourceDefinition> {
 /// conversion are served in v1beta1 too, converted by the webhook `capi::conversion` serves
 /// (only a plane that reaches it can serve them: this process's embedded engine).
 pub fn core(v1beta1: bool) -> Vec<CustomResourceDefinition> {
-    let cluster = if v1beta1 {
-        with_v1beta1(core::Cluster::crd(), core::v1beta1::Cluster::crd())
-    } else {
-        core::Cluster::crd()
+    use core::v1beta1;
+    let both = |hub: CustomResourceDefinition, spoke: CustomResourceDefinition| match v1beta1 {
+        true => with_v1beta1(hub, spoke),
+        false => hub,
     };
     vec![
-        cluster,
+        both(core::Cluster::crd(), v1beta1::Cluster::crd()),
         core::ClusterClass::crd(),
-        core::Machine::crd(),
-        core::MachineSet::crd(),
-        core::MachineDeployment::crd(),
+        both(core::Machine::crd(), v1beta1::Machine::crd()),
+        both(core::MachineSet::crd(), v1beta1::MachineSet::crd()),
+        both(
+            core::MachineDeployment::crd(),
+            v1beta1::MachineDeployment::crd(),
+        ),
         core::MachineHealthCheck::crd(),
         core::KubeadmControlPlane::crd(),
         core::KubeadmControlPlaneTemplate::crd(),

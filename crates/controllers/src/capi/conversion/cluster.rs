@@ -2,11 +2,11 @@
 //! topology's class and health checks, readiness flags against `initialization`, failure
 //! domains as a map or a list, and which conditions sit where.
 
-use super::healthcheck;
 use super::{
     carry, child, defined, insert_nonempty, namespace_of, take_object, to_contract_ref,
     to_object_ref, Object, Versions,
 };
+use super::{healthcheck, machine};
 use serde_json::{json, Value};
 
 const REFS: [&str; 2] = ["infrastructureRef", "controlPlaneRef"];
@@ -117,25 +117,8 @@ fn machine_deployment_to_hub(md: &mut Object) {
     let mut health = take_object(md, "machineHealthCheck")
         .map(healthcheck::to_hub)
         .unwrap_or_default();
-    if let Some(mut strategy) = take_object(md, "strategy") {
-        let mut rollout_strategy = Object::new();
-        carry(&mut strategy, "type", &mut rollout_strategy, "type");
-        if let Some(mut rolling) = take_object(&mut strategy, "rollingUpdate") {
-            if let Some(policy) = rolling.remove("deletePolicy") {
-                child(md, "deletion").insert("order".into(), policy);
-            }
-            insert_nonempty(&mut rollout_strategy, "rollingUpdate", rolling);
-        }
-        if let Some(in_flight) = strategy
-            .get_mut("remediation")
-            .and_then(|r| r.as_object_mut())
-            .and_then(|r| r.remove("maxInFlight"))
-        {
-            child(&mut health, "remediation").insert("maxInFlight".into(), in_flight);
-        }
-        if !rollout_strategy.is_empty() {
-            child(md, "rollout").insert("strategy".into(), Value::Object(rollout_strategy));
-        }
+    if let Some(in_flight) = machine::strategy_to_hub(md) {
+        child(&mut health, "remediation").insert("maxInFlight".into(), in_flight);
     }
     insert_nonempty(md, "healthCheck", health);
     healthcheck::timeouts_to_hub(md);
@@ -143,35 +126,20 @@ fn machine_deployment_to_hub(md: &mut Object) {
 }
 
 fn machine_deployment_from_hub(md: &mut Object, namespace: &str) {
-    let mut strategy = Object::new();
-    if let Some(mut rollout) = take_object(md, "rollout") {
-        if let Some(mut rollout_strategy) = take_object(&mut rollout, "strategy") {
-            carry(&mut rollout_strategy, "type", &mut strategy, "type");
-            if let Some(rolling) = take_object(&mut rollout_strategy, "rollingUpdate") {
-                insert_nonempty(&mut strategy, "rollingUpdate", rolling);
-            }
-        }
-        insert_nonempty(md, "rollout", rollout);
-    }
-    let mut deletion = healthcheck::timeouts_from_hub(md);
-    if let Some(order) = deletion.remove("order") {
-        child(&mut strategy, "rollingUpdate").insert("deletePolicy".into(), order);
-    }
-    if let Some(mut hc) = take_object(md, "healthCheck") {
-        let in_flight = hc
-            .get_mut("remediation")
-            .and_then(Value::as_object_mut)
-            .and_then(|r| r.remove("maxInFlight"));
-        if let Some(in_flight) = in_flight {
-            child(&mut strategy, "remediation").insert("maxInFlight".into(), in_flight);
-        }
+    let mut health = take_object(md, "healthCheck");
+    let in_flight = health
+        .as_mut()
+        .and_then(|h| h.get_mut("remediation"))
+        .and_then(Value::as_object_mut)
+        .and_then(|r| r.remove("maxInFlight"));
+    machine::strategy_from_hub(md, in_flight);
+    if let Some(health) = health {
         insert_nonempty(
             md,
             "machineHealthCheck",
-            healthcheck::from_hub(hc, namespace),
+            healthcheck::from_hub(health, namespace),
         );
     }
-    insert_nonempty(md, "strategy", strategy);
     if md.get("failureDomain") == Some(&json!("")) {
         md.remove("failureDomain");
     }

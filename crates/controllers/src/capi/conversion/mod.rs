@@ -11,6 +11,7 @@
 mod cluster;
 mod duration;
 mod healthcheck;
+mod machine;
 
 use crate::capi::standin::objects::Resolver;
 use futures::future::BoxFuture;
@@ -44,13 +45,20 @@ fn conversion_of(group: &str, kind: &str) -> Option<KindConversion> {
             to_hub: cluster::to_hub,
             from_hub: cluster::from_hub,
         }),
+        (crate::capi::CORE_GROUP, "Machine") => Some(KindConversion {
+            to_hub: machine::machine_to_hub,
+            from_hub: machine::machine_from_hub,
+        }),
+        (crate::capi::CORE_GROUP, "MachineSet") => Some(KindConversion {
+            to_hub: machine::machine_set_to_hub,
+            from_hub: machine::machine_set_from_hub,
+        }),
+        (crate::capi::CORE_GROUP, "MachineDeployment") => Some(KindConversion {
+            to_hub: machine::machine_deployment_to_hub,
+            from_hub: machine::machine_deployment_from_hub,
+        }),
         _ => None,
     }
-}
-
-/// The kinds served in `v1beta1` too (their CRDs name the webhook).
-pub fn converted_kinds() -> &'static [(&'static str, &'static str)] {
-    &[(crate::capi::CORE_GROUP, "Cluster")]
 }
 
 /// The apiVersions of referenced kinds, as far as they are known; a conversion that meets an

@@ -173,3 +173,122 @@ fn other_groups_and_versions_are_refused() {
     let e = convert(cluster, "cluster.x-k8s.io/v1beta2", &versions()).unwrap_err();
     assert!(e.contains("v1alpha4"), "{e}");
 }
+
+fn v1beta1_machine_deployment() -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
+        "metadata": {"name": "md", "namespace": "team-a"},
+        "spec": {
+            "clusterName": "c1", "replicas": 3, "minReadySeconds": 10, "paused": true,
+            "rolloutAfter": "2026-01-01T00:00:00Z",
+            "selector": {"matchLabels": {"pool": "a"}},
+            "strategy": {"type": "RollingUpdate",
+                         "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1, "deletePolicy": "Newest"},
+                         "remediation": {"maxInFlight": "50%"}},
+            "machineNamingStrategy": {"template": "{{ .machineSet.name }}-{{ .random }}"},
+            "template": {"metadata": {"labels": {"pool": "a"}}, "spec": {
+                "clusterName": "c1", "version": "v1.33.0", "nodeDrainTimeout": "1m",
+                "bootstrap": {"configRef": {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta1",
+                                            "kind": "KubeadmConfigTemplate", "name": "t"}},
+                "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                                      "kind": "DevMachineTemplate", "name": "t"}}},
+        },
+        "status": {"replicas": 3, "readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2,
+                   "unavailableReplicas": 1, "phase": "Running",
+                   "v1beta2": {"readyReplicas": 2, "upToDateReplicas": 3}},
+    })
+}
+
+#[test]
+fn a_v1beta1_machine_deployment_reaches_the_hub_and_comes_back() {
+    let mut v = versions();
+    for (g, k) in [
+        ("bootstrap.cluster.x-k8s.io", "KubeadmConfigTemplate"),
+        ("infrastructure.cluster.x-k8s.io", "DevMachineTemplate"),
+    ] {
+        v.known.insert((g.into(), k.into()), format!("{g}/v1beta2"));
+    }
+    let hub = convert(v1beta1_machine_deployment(), "cluster.x-k8s.io/v1beta2", &v).unwrap();
+    let spec = &hub["spec"];
+    assert_eq!(
+        spec["rollout"],
+        json!({"after": "2026-01-01T00:00:00Z", "strategy": {"type": "RollingUpdate",
+               "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}})
+    );
+    assert_eq!(spec["deletion"], json!({"order": "Newest"}));
+    assert_eq!(spec["remediation"], json!({"maxInFlight": "50%"}));
+    assert_eq!(
+        spec["machineNaming"]["template"],
+        "{{ .machineSet.name }}-{{ .random }}"
+    );
+    let machine = &spec["template"]["spec"];
+    assert_eq!(machine["minReadySeconds"], 10);
+    assert_eq!(machine["deletion"], json!({"nodeDrainTimeoutSeconds": 60}));
+    assert_eq!(
+        machine["bootstrap"]["configRef"],
+        json!({"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate", "name": "t"})
+    );
+    let status = &hub["status"];
+    assert_eq!(status["readyReplicas"], 2);
+    assert_eq!(status["upToDateReplicas"], 3);
+    assert!(status.get("updatedReplicas").is_none());
+    assert_eq!(
+        status["deprecated"]["v1beta1"],
+        json!({"readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 3, "unavailableReplicas": 1})
+    );
+
+    let back = convert(hub, "cluster.x-k8s.io/v1beta1", &v).unwrap();
+    let mut expected = v1beta1_machine_deployment();
+    let template = &mut expected["spec"]["template"]["spec"];
+    template["nodeDrainTimeout"] = json!("1m0s");
+    for r in ["infrastructureRef", "bootstrap"] {
+        let reference = if r == "bootstrap" {
+            &mut template[r]["configRef"]
+        } else {
+            &mut template[r]
+        };
+        let api_version = reference["apiVersion"]
+            .as_str()
+            .unwrap()
+            .replace("v1beta1", "v1beta2");
+        reference["apiVersion"] = json!(api_version);
+        reference["namespace"] = json!("team-a");
+    }
+    assert_eq!(back, expected);
+}
+
+#[test]
+fn a_stand_in_machine_reads_as_v1beta1() {
+    let hub = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+        "metadata": {"name": "m", "namespace": "ns"},
+        "spec": {"clusterName": "c1", "providerID": "", "minReadySeconds": 0,
+                 "bootstrap": {"dataSecretName": "m-bootstrap"},
+                 "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                       "kind": "DevMachine", "name": "m"}},
+        "status": {"phase": "Updating", "nodeRef": {"name": "node-1"},
+                   "initialization": {"bootstrapDataSecretCreated": true},
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    });
+    let mut v = versions();
+    v.known.insert(
+        (
+            "infrastructure.cluster.x-k8s.io".into(),
+            "DevMachine".into(),
+        ),
+        "infrastructure.cluster.x-k8s.io/v1beta2".into(),
+    );
+    let old = convert(hub, "cluster.x-k8s.io/v1beta1", &v).unwrap();
+    assert_eq!(
+        old["spec"],
+        json!({"clusterName": "c1", "bootstrap": {"dataSecretName": "m-bootstrap"},
+               "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                                     "kind": "DevMachine", "namespace": "ns", "name": "m"}})
+    );
+    assert_eq!(
+        old["status"],
+        json!({"phase": "Running", "nodeRef": {"apiVersion": "v1", "kind": "Node", "name": "node-1"},
+               "bootstrapReady": true, "infrastructureReady": false,
+               "v1beta2": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    );
+}

@@ -360,6 +360,12 @@ async fn deployment_status(
     );
     conditions::sort(&mut conds);
     status.conditions = Some(conds);
+    status.deprecated = Some(serde_json::json!({"v1beta1": {
+        "readyReplicas": status.ready_replicas.unwrap_or(0),
+        "availableReplicas": available,
+        "updatedReplicas": up,
+        "unavailableReplicas": (desired - available).max(0),
+    }}));
     let current = status.replicas.unwrap_or(0);
     status.phase = Some(
         if desired == current {

@@ -463,7 +463,11 @@ pub(super) fn replica_status(
         phase: None,
         conditions: Some(conds),
         observed_generation: generation,
-        deprecated: None,
+        // The counters of v1beta1's meaning, which v1beta1 readers see at the top of the
+        // status (upstream keeps them here while it serves v1beta1).
+        deprecated: Some(serde_json::json!({"v1beta1": {
+            "readyReplicas": ready, "availableReplicas": available, "fullyLabeledReplicas": total,
+        }})),
     }
 }
 

@@ -432,6 +432,13 @@ async fn machine_deployments(
                 if md.replicas.is_some() && current.spec.replicas != md.replicas {
                     spec.insert("replicas".into(), json!(md.replicas));
                 }
+                let (policy, _) = md_policy(md);
+                let have = serde_json::to_value(&current.spec).unwrap_or_default();
+                for (key, wanted) in policy {
+                    if have.get(&key) != Some(&wanted) {
+                        spec.insert(key, wanted);
+                    }
+                }
                 if current.spec.template.spec.version.as_deref() != Some(version.as_str()) {
                     if cp_upgraded {
                         spec.insert("template".into(), json!({"spec": {"version": version}}));
@@ -520,7 +527,8 @@ async fn create_md(
         template_annotations.extend(meta.annotations);
     }
     let version = c.spec.topology.as_ref().map(|t| t.version.clone());
-    let object: MachineDeployment = serde_json::from_value(json!({
+    let (policy, machine_policy) = md_policy(md);
+    let mut object = json!({
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
         "metadata": {"name": format!("{}-{}-{}", c.name_any(), md.name, random_suffix()), "namespace": ns,
                      "labels": labels, "ownerReferences": [owner_ref(c, false)]},
@@ -533,12 +541,51 @@ async fn create_md(
                                   "infrastructureRef": contract(&infra),
                                   "failureDomain": md.failure_domain}},
         },
-    }))
-    .map_err(kube::Error::SerdeError)?;
+    });
+    if let Some(spec) = object["spec"].as_object_mut() {
+        spec.extend(policy);
+    }
+    if let Some(spec) = object["spec"]["template"]["spec"].as_object_mut() {
+        spec.extend(machine_policy);
+    }
+    let object: MachineDeployment =
+        serde_json::from_value(object).map_err(kube::Error::SerdeError)?;
     r.api::<MachineDeployment>(&ns)
         .create(&PostParams::default(), &object)
         .await?;
     Ok(())
+}
+
+/// What a topology's MachineDeployment says of how it rolls out and shrinks, as fields of
+/// the MachineDeployment's spec (`rollout.strategy`, `deletion.order`), and of its Machines
+/// (the node deletion timeouts, `minReadySeconds`) as fields of their template's spec.
+fn md_policy(
+    md: &MachineDeploymentTopology,
+) -> (
+    serde_json::Map<String, Value>,
+    serde_json::Map<String, Value>,
+) {
+    let (mut spec, mut machine) = (serde_json::Map::new(), serde_json::Map::new());
+    if let Some(strategy) = md.rest.get("rollout").and_then(|r| r.get("strategy")) {
+        spec.insert("rollout".into(), json!({"strategy": strategy}));
+    }
+    if let Some(deletion) = md.rest.get("deletion").and_then(Value::as_object) {
+        if let Some(order) = deletion.get("order") {
+            spec.insert("deletion".into(), json!({"order": order}));
+        }
+        let timeouts: serde_json::Map<String, Value> = deletion
+            .iter()
+            .filter(|(k, _)| k.as_str() != "order")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !timeouts.is_empty() {
+            machine.insert("deletion".into(), Value::Object(timeouts));
+        }
+    }
+    if let Some(min_ready) = md.rest.get("minReadySeconds") {
+        machine.insert("minReadySeconds".into(), min_ready.clone());
+    }
+    (spec, machine)
 }
 
 /// The class's health checks: one for the control plane, one per MachineDeployment that has

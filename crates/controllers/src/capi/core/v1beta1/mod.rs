@@ -4,8 +4,10 @@
 //! between the versions on the way in and out (see `capi::conversion`).
 
 mod cluster;
+mod machine;
 
 pub use cluster::Cluster;
+pub use machine::{Machine, MachineDeployment, MachineSet};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
