@@ -258,6 +258,26 @@ def test_a_v1beta1_cluster_works_beside_v1beta2(capi, tmp_path):
     hub = json.loads(capi.kubectl("-n", ns, "get", "cluster", "old", "-o", "json").stdout)
     assert hub["spec"]["topology"]["workers"]["machineDeployments"][0]["replicas"] == 2
     assert hub["spec"]["topology"]["classRef"] == {"name": "in-memory"}
+
+    # A v1beta1 MachineHealthCheck is checked by the stand-in, which reads v1beta2.
+    capi.kubectl("-n", ns, "apply", "-f", "-", input=json.dumps({
+        "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineHealthCheck",
+        "metadata": {"name": "old-nodes"},
+        "spec": {"clusterName": "old", "selector": {"matchLabels": {"cluster.x-k8s.io/cluster-name": "old"}},
+                 "maxUnhealthy": "100%", "nodeStartupTimeout": "10m",
+                 "unhealthyConditions": [{"type": "Ready", "status": "Unknown", "timeout": "5m"}]}}))
+    mhc = json.loads(capi.kubectl("-n", ns, "get", "machinehealthchecks.v1beta2.cluster.x-k8s.io", "old-nodes",
+                                  "-o", "json").stdout)
+    assert mhc["spec"]["checks"]["nodeStartupTimeoutSeconds"] == 600
+    assert mhc["spec"]["remediation"]["triggerIf"]["unhealthyLessThanOrEqualTo"] == "100%"
+
+    def checked():
+        out = capi.kubectl("-n", ns, "get", "machinehealthchecks.v1beta1.cluster.x-k8s.io", "old-nodes",
+                           "-o", "json").stdout
+        status = json.loads(out).get("status", {})
+        return status if status.get("expectedMachines") == 3 and status.get("currentHealthy") == 3 else None
+    status = wait_for(checked, timeout=30, interval=0.3, what="the v1beta1 health check's counts")
+    assert condition({"status": status["v1beta2"]}, "RemediationAllowed").get("status") == "True"
     capi.kubectl("-n", ns, "delete", "clusters.v1beta1.cluster.x-k8s.io", "old", "--timeout=120s", timeout=130)
 
 

@@ -39,7 +39,10 @@ pub fn core(v1beta1: bool) -> Vec<CustomResourceDefinition> {
             core::MachineDeployment::crd(),
             v1beta1::MachineDeployment::crd(),
         ),
-        core::MachineHealthCheck::crd(),
+        both(
+            core::MachineHealthCheck::crd(),
+            v1beta1::MachineHealthCheck::crd(),
+        ),
         core::KubeadmControlPlane::crd(),
         core::KubeadmControlPlaneTemplate::crd(),
         core::KubeadmConfig::crd(),

@@ -3,7 +3,7 @@
 //! `checks` / `remediation` groups and whole seconds in v1beta2.
 
 use super::duration::{from_seconds, to_seconds};
-use super::{carry, child, insert_nonempty, take_object, Object};
+use super::{carry, child, insert_nonempty, take_object, Object, Versions};
 use serde_json::{json, Value};
 
 /// A v1beta1 `machineHealthCheck` (of a topology) as v1beta2's `healthCheck`.
@@ -165,3 +165,52 @@ const TIMEOUTS: [&str; 3] = [
     "nodeVolumeDetachTimeout",
     "nodeDeletionTimeout",
 ];
+
+/// A `MachineHealthCheck` to v1beta2: its spec's flat checks and remediation grouped, its
+/// v1beta1 conditions under `deprecated`, the v1beta2 ones at the top.
+pub(super) fn machine_health_check_to_hub(o: &mut Object, _: &Versions) -> Result<(), String> {
+    if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+        let mut kept = Object::new();
+        for key in ["clusterName", "selector"] {
+            carry(spec, key, &mut kept, key);
+        }
+        let grouped = to_hub(std::mem::take(spec));
+        *spec = kept;
+        spec.extend(grouped);
+    }
+    if let Some(status) = o.get_mut("status").and_then(Value::as_object_mut) {
+        let old = status.remove("conditions");
+        if let Some(mut v1beta2) = take_object(status, "v1beta2") {
+            carry(&mut v1beta2, "conditions", status, "conditions");
+        }
+        if let Some(old) = old {
+            let deprecated = child(status, "deprecated");
+            child(deprecated, "v1beta1").insert("conditions".into(), old);
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn machine_health_check_from_hub(o: &mut Object, _: &Versions) -> Result<(), String> {
+    let namespace = super::namespace_of(o);
+    if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+        let mut grouped = Object::new();
+        for key in ["checks", "remediation"] {
+            carry(spec, key, &mut grouped, key);
+        }
+        spec.extend(from_hub(grouped, &namespace));
+    }
+    if let Some(status) = o.get_mut("status").and_then(Value::as_object_mut) {
+        let new = status.remove("conditions");
+        let old = take_object(status, "deprecated")
+            .and_then(|mut d| take_object(&mut d, "v1beta1"))
+            .and_then(|mut v| v.remove("conditions"));
+        if let Some(old) = old {
+            status.insert("conditions".into(), old);
+        }
+        if let Some(new) = new {
+            status.insert("v1beta2".into(), json!({"conditions": new}));
+        }
+    }
+    Ok(())
+}

@@ -45,6 +45,10 @@ fn conversion_of(group: &str, kind: &str) -> Option<KindConversion> {
             to_hub: cluster::to_hub,
             from_hub: cluster::from_hub,
         }),
+        (crate::capi::CORE_GROUP, "MachineHealthCheck") => Some(KindConversion {
+            to_hub: healthcheck::machine_health_check_to_hub,
+            from_hub: healthcheck::machine_health_check_from_hub,
+        }),
         (crate::capi::CORE_GROUP, "Machine") => Some(KindConversion {
             to_hub: machine::machine_to_hub,
             from_hub: machine::machine_from_hub,

@@ -292,3 +292,33 @@ fn a_stand_in_machine_reads_as_v1beta1() {
                "v1beta2": {"conditions": [{"type": "Ready", "status": "True"}]}})
     );
 }
+
+#[test]
+fn a_machine_health_check_groups_its_checks_and_back() {
+    let v1 = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineHealthCheck",
+        "metadata": {"name": "mhc", "namespace": "ns"},
+        "spec": {"clusterName": "c1", "selector": {"matchLabels": {"a": "b"}},
+                 "maxUnhealthy": "40%", "nodeStartupTimeout": "10m",
+                 "unhealthyConditions": [{"type": "Ready", "status": "Unknown", "timeout": "5m0s"}],
+                 "remediationTemplate": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                                         "kind": "DevRemediationTemplate", "name": "r", "namespace": "ns"}},
+        "status": {"expectedMachines": 3, "currentHealthy": 3,
+                   "v1beta2": {"conditions": [{"type": "RemediationAllowed", "status": "True"}]}},
+    });
+    let hub = convert(v1.clone(), "cluster.x-k8s.io/v1beta2", &versions()).unwrap();
+    assert_eq!(
+        hub["spec"],
+        json!({"clusterName": "c1", "selector": {"matchLabels": {"a": "b"}},
+               "checks": {"nodeStartupTimeoutSeconds": 600,
+                          "unhealthyNodeConditions": [{"type": "Ready", "status": "Unknown", "timeoutSeconds": 300}]},
+               "remediation": {"triggerIf": {"unhealthyLessThanOrEqualTo": "40%"},
+                               "templateRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                                               "kind": "DevRemediationTemplate", "name": "r"}}})
+    );
+    assert_eq!(hub["status"]["conditions"][0]["type"], "RemediationAllowed");
+    let mut back = convert(hub, "cluster.x-k8s.io/v1beta1", &versions()).unwrap();
+    assert_eq!(back["spec"]["nodeStartupTimeout"], "10m0s");
+    back["spec"]["nodeStartupTimeout"] = json!("10m");
+    assert_eq!(back, v1);
+}

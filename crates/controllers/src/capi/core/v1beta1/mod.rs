@@ -4,9 +4,11 @@
 //! between the versions on the way in and out (see `capi::conversion`).
 
 mod cluster;
+mod healthcheck;
 mod machine;
 
 pub use cluster::Cluster;
+pub use healthcheck::MachineHealthCheck;
 pub use machine::{Machine, MachineDeployment, MachineSet};
 
 use schemars::JsonSchema;
