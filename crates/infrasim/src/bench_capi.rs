@@ -216,13 +216,7 @@ async fn plane(
         capi_core: true,
         v1beta1: true,
     };
-    server.serve_webhook_in_process(
-        infrasim_controllers::capi::conversion::SERVICE_NAMESPACE,
-        infrasim_controllers::capi::conversion::SERVICE_NAME,
-        Arc::new(infrasim_controllers::capi::conversion::Converter::new(
-            client.clone(),
-        )),
-    );
+    infrasim_controllers::capi::conversion::serve_in(&server, client.clone());
     crds::install(&client, &selection.crds()).await?;
     let cloud = Arc::new(Cloud::with_clock(
         CloudConfig {

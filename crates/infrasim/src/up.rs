@@ -177,13 +177,7 @@ async fn start_controllers(
         capi_core: args.capi_core == "embedded",
         v1beta1: true,
     };
-    server.serve_webhook_in_process(
-        infrasim_controllers::capi::conversion::SERVICE_NAMESPACE,
-        infrasim_controllers::capi::conversion::SERVICE_NAME,
-        Arc::new(infrasim_controllers::capi::conversion::Converter::new(
-            client.clone(),
-        )),
-    );
+    infrasim_controllers::capi::conversion::serve_in(server, client.clone());
     crds::install(&client, &selection.crds())
         .await
         .context("installing the controllers' CRDs")?;

@@ -105,6 +105,13 @@ impl Converter {
     }
 }
 
+/// Serves the converter in `server`'s process as Cluster API's webhook Service, so the CRDs
+/// of [`crate::crds::core`] with v1beta1 reach it.
+pub fn serve_in(server: &infrasim_kube_api::ApiServer, client: kube::Client) {
+    let converter = Arc::new(Converter::new(client));
+    server.serve_webhook_in_process(SERVICE_NAMESPACE, SERVICE_NAME, converter);
+}
+
 impl InProcessWebhook for Converter {
     fn review(&self, path: &str, body: Value) -> BoxFuture<'static, Result<Value, String>> {
         let (client, resolver) = (self.client.clone(), self.resolver.clone());

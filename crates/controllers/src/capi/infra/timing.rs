@@ -79,7 +79,17 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
         total += number * seconds;
         rest = &rest[unit_end..];
     }
-    Ok(Duration::from_secs_f64(total))
+    Duration::try_from_secs_f64(total).map_err(|_| format!("duration {s:?} is out of range"))
+}
+
+/// A duration as Go's `time.Duration.String()` writes whole seconds: `5m0s`, `1h0m0s`, `30s`.
+pub fn go_duration(d: chrono::Duration) -> String {
+    let s = d.num_seconds();
+    match (s / 3600, (s % 3600) / 60, s % 60) {
+        (0, 0, sec) => format!("{sec}s"),
+        (0, m, sec) => format!("{m}m{sec}s"),
+        (h, m, sec) => format!("{h}h{m}m{sec}s"),
+    }
 }
 
 fn step(b: Option<&StepBehaviour>, what: &str) -> Result<StepTiming, String> {
@@ -295,6 +305,7 @@ mod tests {
         assert_eq!(parse_go_duration("0"), Ok(Duration::ZERO));
         assert!(parse_go_duration("10").is_err());
         assert!(parse_go_duration("10x").is_err());
+        assert!(parse_go_duration("99999999999999999999999h").is_err());
         let b = MachineBehaviour {
             vm: Some(StepBehaviour {
                 provisioning: Some(Provisioning {

@@ -435,7 +435,7 @@ async fn machine_deployments(
                 let (policy, _) = md_policy(md);
                 let have = serde_json::to_value(&current.spec).unwrap_or_default();
                 for (key, wanted) in policy {
-                    if have.get(&key) != Some(&wanted) {
+                    if !covers(have.get(&key), &wanted) {
                         spec.insert(key, wanted);
                     }
                 }
@@ -588,6 +588,17 @@ fn md_policy(
     (spec, machine)
 }
 
+/// Whether merge-patching `have` with `wanted` would change nothing (so no write is sent).
+fn covers(have: Option<&Value>, wanted: &Value) -> bool {
+    match (have, wanted) {
+        (Some(Value::Object(have)), Value::Object(wanted)) => {
+            wanted.iter().all(|(k, v)| covers(have.get(k), v))
+        }
+        (Some(have), wanted) => have == wanted,
+        (None, _) => false,
+    }
+}
+
 /// The class's health checks: one for the control plane, one per MachineDeployment that has
 /// one, named after what they watch.
 async fn health_checks(
@@ -676,4 +687,23 @@ async fn health_checks(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_already_in_place_needs_no_patch() {
+        let have = json!({"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}, "after": "x"});
+        assert!(covers(
+            Some(&have),
+            &json!({"strategy": {"type": "RollingUpdate"}})
+        ));
+        assert!(!covers(
+            Some(&have),
+            &json!({"strategy": {"rollingUpdate": {"maxSurge": 2}}})
+        ));
+        assert!(!covers(None, &json!({"order": "Oldest"})));
+    }
 }

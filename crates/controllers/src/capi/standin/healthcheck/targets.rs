@@ -5,6 +5,7 @@
 //! caller reads the objects and the injected clock.
 
 use crate::capi::core::{Cluster, Machine};
+use crate::capi::infra::timing::go_duration;
 use crate::conditions::{self, Condition};
 use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::api::core::v1::Node;
@@ -250,16 +251,6 @@ fn node_conditions(node: &Node) -> Vec<Condition> {
             observed_generation: None,
         })
         .collect()
-}
-
-/// A duration as Go's `time.Duration.String()` writes whole seconds: `5m0s`, `1h0m0s`, `30s`.
-pub fn go_duration(d: Duration) -> String {
-    let s = d.num_seconds();
-    match (s / 3600, (s % 3600) / 60, s % 60) {
-        (0, 0, sec) => format!("{sec}s"),
-        (0, m, sec) => format!("{m}m{sec}s"),
-        (h, m, sec) => format!("{h}h{m}m{sec}s"),
-    }
 }
 
 /// `spec.remediation.triggerIf`: whether remediation may go on with `unhealthy` of `total`
