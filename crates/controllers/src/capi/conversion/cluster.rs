@@ -3,16 +3,18 @@
 //! domains as a map or a list, and which conditions sit where.
 
 use super::{
-    carry, child, defined, insert_nonempty, namespace_of, take_object, to_contract_ref,
-    to_object_ref, Object, Versions,
+    at, bool_intent, carry, child, defined, failure_domains_from_hub, failure_domains_to_hub,
+    insert_nonempty, namespace_of, take_object, to_contract_ref, to_object_ref, Object, Restored,
+    Versions,
 };
 use super::{healthcheck, machine};
 use serde_json::{json, Value};
 
 const REFS: [&str; 2] = ["infrastructureRef", "controlPlaneRef"];
 
-pub(super) fn to_hub(o: &mut Object, _: &Versions) -> Result<(), String> {
+pub(super) fn to_hub(o: &mut Object, restored: Restored) -> Result<(), String> {
     if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+        bool_intent(spec, "paused", restored.and_then(|r| r.get("spec")));
         for key in REFS {
             if let Some(reference) = spec.get(key) {
                 let converted = to_contract_ref(reference);
@@ -24,7 +26,7 @@ pub(super) fn to_hub(o: &mut Object, _: &Versions) -> Result<(), String> {
         }
     }
     if let Some(status) = o.get_mut("status").and_then(Value::as_object_mut) {
-        status_to_hub(status);
+        status_to_hub(status, restored);
     }
     Ok(())
 }
@@ -183,7 +185,7 @@ fn network_from_hub(mut network: Object) -> Object {
     network
 }
 
-fn status_to_hub(status: &mut Object) {
+fn status_to_hub(status: &mut Object, restored: Restored) {
     let mut v1beta1 = Object::new();
     carry(status, "conditions", &mut v1beta1, "conditions");
     carry(status, "failureReason", &mut v1beta1, "failureReason");
@@ -194,32 +196,18 @@ fn status_to_hub(status: &mut Object) {
         }
     }
     let mut initialization = Object::new();
+    let before = restored.and_then(|r| at(r, &["status", "initialization"]));
     for (flag, field) in [
         ("infrastructureReady", "infrastructureProvisioned"),
         ("controlPlaneReady", "controlPlaneInitialized"),
     ] {
-        if status.remove(flag) == Some(json!(true)) {
-            initialization.insert(field.into(), json!(true));
+        if let Some(ready) = status.remove(flag) {
+            initialization.insert(field.into(), ready);
         }
+        bool_intent(&mut initialization, field, before);
     }
     insert_nonempty(status, "initialization", initialization);
-    if let Some(domains) = take_object(status, "failureDomains") {
-        // A map's keys come sorted, as upstream sorts the names.
-        let list: Vec<Value> = domains
-            .into_iter()
-            .map(|(name, spec)| {
-                let mut domain = json!({
-                    "name": name,
-                    "controlPlane": spec["controlPlane"].as_bool().unwrap_or(false),
-                });
-                if let Some(attributes) = spec.get("attributes") {
-                    domain["attributes"] = attributes.clone();
-                }
-                domain
-            })
-            .collect();
-        status.insert("failureDomains".into(), Value::Array(list));
-    }
+    failure_domains_to_hub(status);
     if !v1beta1.is_empty() {
         child(status, "deprecated").insert("v1beta1".into(), Value::Object(v1beta1));
     }
@@ -245,24 +233,6 @@ fn status_from_hub(status: &mut Object) {
         let ready = initialization.get(field).and_then(Value::as_bool) == Some(true);
         status.insert(flag.into(), json!(ready));
     }
-    if let Some(Value::Array(domains)) = status.remove("failureDomains") {
-        let mut map = Object::new();
-        for mut domain in domains {
-            let Some(name) = domain["name"].as_str().map(str::to_string) else {
-                continue;
-            };
-            let mut spec = Object::new();
-            if domain["controlPlane"].as_bool() == Some(true) {
-                spec.insert("controlPlane".into(), json!(true));
-            }
-            if let Some(attributes) = domain.get_mut("attributes").map(Value::take) {
-                if attributes.as_object().is_some_and(|a| !a.is_empty()) {
-                    spec.insert("attributes".into(), attributes);
-                }
-            }
-            map.insert(name, Value::Object(spec));
-        }
-        status.insert("failureDomains".into(), Value::Object(map));
-    }
+    failure_domains_from_hub(status);
     insert_nonempty(status, "v1beta2", v1beta2);
 }

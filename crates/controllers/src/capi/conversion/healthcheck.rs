@@ -3,7 +3,9 @@
 //! `checks` / `remediation` groups and whole seconds in v1beta2.
 
 use super::duration::{from_seconds, to_seconds};
-use super::{carry, child, insert_nonempty, take_object, Object, Versions};
+use super::{
+    at, carry, child, insert_nonempty, int_intent, take_object, Object, Restored, Versions,
+};
 use serde_json::{json, Value};
 
 /// A v1beta1 `machineHealthCheck` (of a topology) as v1beta2's `healthCheck`.
@@ -168,7 +170,10 @@ const TIMEOUTS: [&str; 3] = [
 
 /// A `MachineHealthCheck` to v1beta2: its spec's flat checks and remediation grouped, its
 /// v1beta1 conditions under `deprecated`, the v1beta2 ones at the top.
-pub(super) fn machine_health_check_to_hub(o: &mut Object, _: &Versions) -> Result<(), String> {
+pub(super) fn machine_health_check_to_hub(
+    o: &mut Object,
+    restored: Restored,
+) -> Result<(), String> {
     if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
         let mut kept = Object::new();
         for key in ["clusterName", "selector"] {
@@ -186,6 +191,10 @@ pub(super) fn machine_health_check_to_hub(o: &mut Object, _: &Versions) -> Resul
         if let Some(old) = old {
             let deprecated = child(status, "deprecated");
             child(deprecated, "v1beta1").insert("conditions".into(), old);
+        }
+        let before = restored.and_then(|r| at(r, &["status"]));
+        for counter in ["expectedMachines", "currentHealthy", "remediationsAllowed"] {
+            int_intent(status, counter, before);
         }
     }
     Ok(())

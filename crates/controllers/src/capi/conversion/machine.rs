@@ -6,22 +6,39 @@
 
 use super::healthcheck;
 use super::{
-    carry, child, defined, insert_nonempty, namespace_of, take_object, to_contract_ref,
-    to_object_ref, Object, Versions,
+    at, bool_intent, carry, child, defined, insert_nonempty, namespace_of, take_object,
+    to_contract_ref, to_object_ref, Object, Restored, Versions,
 };
 use serde_json::{json, Value};
 
-pub(super) fn machine_to_hub(o: &mut Object, _: &Versions) -> Result<(), String> {
+pub(super) fn machine_to_hub(o: &mut Object, restored: Restored) -> Result<(), String> {
     if let Some(spec) = spec_of(o) {
         spec_to_hub(spec);
+        // Only v1beta2 has it on a Machine: it comes back from the conversion data.
+        if let Some(min_ready) = restored.and_then(|r| at(r, &["spec", "minReadySeconds"])) {
+            spec.insert("minReadySeconds".into(), min_ready.clone());
+        }
     }
     if let Some(status) = o.get_mut("status").and_then(Value::as_object_mut) {
         if let Some(node) = take_object(status, "nodeRef") {
             let name = node.get("name").cloned().unwrap_or(json!(""));
             status.insert("nodeRef".into(), json!({"name": name}));
         }
-        flags_to_hub(status);
+        flags_to_hub(
+            status,
+            restored.and_then(|r| at(r, &["status", "initialization"])),
+        );
         conditions_to_hub(status, &["failureReason", "failureMessage"]);
+        // The phase (v1beta1 has no Updating) and failure domain the hub had, as upstream
+        // restores them.
+        if let Some(before) = restored.and_then(|r| r.get("status")) {
+            for key in ["phase", "failureDomain"] {
+                match before.get(key) {
+                    Some(v) => status.insert(key.into(), v.clone()),
+                    None => status.remove(key),
+                };
+            }
+        }
     }
     Ok(())
 }
@@ -55,7 +72,7 @@ pub(super) fn machine_from_hub(o: &mut Object, versions: &Versions) -> Result<()
     Ok(())
 }
 
-pub(super) fn machine_set_to_hub(o: &mut Object, _: &Versions) -> Result<(), String> {
+pub(super) fn machine_set_to_hub(o: &mut Object, _: Restored) -> Result<(), String> {
     if let Some(spec) = spec_of(o) {
         template_to_hub(spec);
         if let Some(policy) = spec.remove("deletePolicy") {
@@ -92,8 +109,9 @@ pub(super) fn machine_set_from_hub(o: &mut Object, versions: &Versions) -> Resul
     Ok(())
 }
 
-pub(super) fn machine_deployment_to_hub(o: &mut Object, _: &Versions) -> Result<(), String> {
+pub(super) fn machine_deployment_to_hub(o: &mut Object, restored: Restored) -> Result<(), String> {
     if let Some(spec) = spec_of(o) {
+        bool_intent(spec, "paused", restored.and_then(|r| r.get("spec")));
         template_to_hub(spec);
         if let Some(in_flight) = strategy_to_hub(spec) {
             child(spec, "remediation").insert("maxInFlight".into(), in_flight);
@@ -307,13 +325,15 @@ fn conditions_from_hub(status: &mut Object, old: &[&str], new: &[&str]) {
     insert_nonempty(status, "v1beta2", v1beta2);
 }
 
-/// A Machine's v1beta1 readiness flags as v1beta2's `initialization` (only what is true).
-fn flags_to_hub(status: &mut Object) {
+/// A Machine's v1beta1 readiness flags as v1beta2's `initialization`: what is true, and the
+/// false the hub had said (`before`, its restored `initialization`).
+fn flags_to_hub(status: &mut Object, before: Option<&Value>) {
     let mut initialization = Object::new();
     for (flag, field) in FLAGS {
-        if status.remove(flag) == Some(json!(true)) {
-            initialization.insert(field.into(), json!(true));
+        if let Some(ready) = status.remove(flag) {
+            initialization.insert(field.into(), ready);
         }
+        bool_intent(&mut initialization, field, before);
     }
     insert_nonempty(status, "initialization", initialization);
 }

@@ -9,8 +9,12 @@
 //! the referenced CRD's contract label, as upstream looks it up.
 
 mod cluster;
+mod cluster_class;
+mod control_plane;
+mod dev;
 mod duration;
 mod healthcheck;
+mod kubeadm;
 mod machine;
 
 use crate::capi::standin::objects::Resolver;
@@ -23,7 +27,15 @@ use std::sync::{Arc, Mutex};
 /// The Service Cluster API's CRDs name as their conversion webhook.
 pub const SERVICE_NAMESPACE: &str = "capi-system";
 pub const SERVICE_NAME: &str = "capi-webhook-service";
+/// The Service the in-memory provider's CRDs name (upstream's development provider has its
+/// own webhook); the same converter stands behind it.
+pub const PROVIDER_SERVICE_NAMESPACE: &str = "capim-system";
+pub const PROVIDER_SERVICE_NAME: &str = "capim-webhook-service";
 pub const PATH: &str = "/convert";
+
+/// Where a v1beta1 object carries what its hub version held (metadata aside), so that fields
+/// v1beta1 has no place for survive a v1beta1 client's round trip, as upstream keeps them.
+pub const DATA_ANNOTATION: &str = "cluster.x-k8s.io/conversion-data";
 
 /// The hub version every kind is stored in.
 const HUB: &str = "v1beta2";
@@ -32,37 +44,75 @@ const SPOKE: &str = "v1beta1";
 /// A JSON object being converted.
 type Object = Map<String, Value>;
 
-/// How one kind converts: from its spoke to the hub, and back.
+/// The hub object a v1beta1 object's conversion data held, if it carried any.
+type Restored<'a> = Option<&'a Value>;
+
+/// How one kind converts: from its spoke to the hub (with what the conversion data restores),
+/// and back; and whether the way back records the hub's data, as upstream does for every
+/// kind but MachineSet and DevClusterTemplate.
 struct KindConversion {
-    to_hub: fn(&mut Object, &Versions) -> Result<(), String>,
+    to_hub: fn(&mut Object, Restored) -> Result<(), String>,
     from_hub: fn(&mut Object, &Versions) -> Result<(), String>,
+    keeps_data: bool,
+}
+
+const fn kind(
+    to_hub: fn(&mut Object, Restored) -> Result<(), String>,
+    from_hub: fn(&mut Object, &Versions) -> Result<(), String>,
+) -> KindConversion {
+    KindConversion {
+        to_hub,
+        from_hub,
+        keeps_data: true,
+    }
 }
 
 /// The conversion of `group`/`kind`, if it has versions to convert between.
-fn conversion_of(group: &str, kind: &str) -> Option<KindConversion> {
-    match (group, kind) {
-        (crate::capi::CORE_GROUP, "Cluster") => Some(KindConversion {
-            to_hub: cluster::to_hub,
-            from_hub: cluster::from_hub,
-        }),
-        (crate::capi::CORE_GROUP, "MachineHealthCheck") => Some(KindConversion {
-            to_hub: healthcheck::machine_health_check_to_hub,
-            from_hub: healthcheck::machine_health_check_from_hub,
-        }),
-        (crate::capi::CORE_GROUP, "Machine") => Some(KindConversion {
-            to_hub: machine::machine_to_hub,
-            from_hub: machine::machine_from_hub,
-        }),
-        (crate::capi::CORE_GROUP, "MachineSet") => Some(KindConversion {
-            to_hub: machine::machine_set_to_hub,
-            from_hub: machine::machine_set_from_hub,
-        }),
-        (crate::capi::CORE_GROUP, "MachineDeployment") => Some(KindConversion {
-            to_hub: machine::machine_deployment_to_hub,
-            from_hub: machine::machine_deployment_from_hub,
-        }),
-        _ => None,
-    }
+fn conversion_of(group: &str, kind_name: &str) -> Option<KindConversion> {
+    use crate::capi::{CORE_GROUP, INFRA_GROUP};
+    const BOOTSTRAP: &str = "bootstrap.cluster.x-k8s.io";
+    const CONTROL_PLANE: &str = "controlplane.cluster.x-k8s.io";
+    let conversion = match (group, kind_name) {
+        (CORE_GROUP, "Cluster") => kind(cluster::to_hub, cluster::from_hub),
+        (CORE_GROUP, "ClusterClass") => kind(cluster_class::to_hub, cluster_class::from_hub),
+        (CORE_GROUP, "MachineHealthCheck") => kind(
+            healthcheck::machine_health_check_to_hub,
+            healthcheck::machine_health_check_from_hub,
+        ),
+        (CORE_GROUP, "Machine") => kind(machine::machine_to_hub, machine::machine_from_hub),
+        (CORE_GROUP, "MachineSet") => KindConversion {
+            keeps_data: false,
+            ..kind(machine::machine_set_to_hub, machine::machine_set_from_hub)
+        },
+        (CORE_GROUP, "MachineDeployment") => kind(
+            machine::machine_deployment_to_hub,
+            machine::machine_deployment_from_hub,
+        ),
+        (BOOTSTRAP, "KubeadmConfig") => kind(kubeadm::config_to_hub, kubeadm::config_from_hub),
+        (BOOTSTRAP, "KubeadmConfigTemplate") => kind(
+            kubeadm::config_template_to_hub,
+            kubeadm::config_template_from_hub,
+        ),
+        (CONTROL_PLANE, "KubeadmControlPlane") => kind(
+            control_plane::control_plane_to_hub,
+            control_plane::control_plane_from_hub,
+        ),
+        (CONTROL_PLANE, "KubeadmControlPlaneTemplate") => kind(
+            control_plane::template_to_hub,
+            control_plane::template_from_hub,
+        ),
+        (INFRA_GROUP, "DevCluster") => kind(dev::cluster_to_hub, dev::cluster_from_hub),
+        (INFRA_GROUP, "DevMachine") => kind(dev::machine_to_hub, dev::machine_from_hub),
+        (INFRA_GROUP, "DevClusterTemplate") => KindConversion {
+            keeps_data: false,
+            ..kind(dev::cluster_template_to_hub, dev::cluster_template_from_hub)
+        },
+        (INFRA_GROUP, "DevMachineTemplate") => {
+            kind(dev::machine_template_to_hub, dev::machine_template_from_hub)
+        }
+        _ => return None,
+    };
+    Some(conversion)
 }
 
 /// The apiVersions of referenced kinds, as far as they are known; a conversion that meets an
@@ -109,7 +159,8 @@ impl Converter {
 /// of [`crate::crds::core`] with v1beta1 reach it.
 pub fn serve_in(server: &infrasim_kube_api::ApiServer, client: kube::Client) {
     let converter = Arc::new(Converter::new(client));
-    server.serve_webhook_in_process(SERVICE_NAMESPACE, SERVICE_NAME, converter);
+    server.serve_webhook_in_process(SERVICE_NAMESPACE, SERVICE_NAME, converter.clone());
+    server.serve_webhook_in_process(PROVIDER_SERVICE_NAMESPACE, PROVIDER_SERVICE_NAME, converter);
 }
 
 impl InProcessWebhook for Converter {
@@ -193,13 +244,136 @@ fn convert(object: Value, desired: &str, versions: &Versions) -> Result<Value, S
         return Err(format!("cannot convert {kind} from {from} to {to}"));
     }
     if from == SPOKE && to != SPOKE {
-        (conversion.to_hub)(&mut object, versions)?;
+        let restored = take_conversion_data(&mut object)?;
+        (conversion.to_hub)(&mut object, restored.as_ref())?;
     }
     if to == SPOKE && from != SPOKE {
+        let data = conversion.keeps_data.then(|| conversion_data(&object));
         (conversion.from_hub)(&mut object, versions)?;
+        if let Some(data) = data {
+            let metadata = child(&mut object, "metadata");
+            child(metadata, "annotations").insert(DATA_ANNOTATION.into(), json!(data));
+        }
     }
     object.insert("apiVersion".into(), json!(desired));
     Ok(Value::Object(object))
+}
+
+/// The hub object as its conversion data records it: everything but its metadata, as JSON.
+fn conversion_data(hub: &Object) -> String {
+    let mut data = Object::new();
+    for key in ["kind", "apiVersion", "spec", "status"] {
+        if let Some(v) = hub.get(key) {
+            data.insert(key.into(), v.clone());
+        }
+    }
+    Value::Object(data).to_string()
+}
+
+/// The conversion data a v1beta1 object carries, taken off it (the hub never stores it).
+fn take_conversion_data(o: &mut Object) -> Result<Option<Value>, String> {
+    let data = o
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("annotations"))
+        .and_then(Value::as_object_mut)
+        .and_then(|a| a.remove(DATA_ANNOTATION));
+    if let Some(Value::Object(annotations)) = o.get("metadata").and_then(|m| m.get("annotations")) {
+        if annotations.is_empty() {
+            if let Some(metadata) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+                metadata.remove("annotations");
+            }
+        }
+    }
+    match data {
+        None => Ok(None),
+        Some(Value::String(text)) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| format!("failed to convert object: annotation {DATA_ANNOTATION}: {e}")),
+        Some(_) => Err(format!(
+            "failed to convert object: annotation {DATA_ANNOTATION} is not a string"
+        )),
+    }
+}
+
+/// The object at `path` of `o`, if every step is an object.
+fn object_at<'a>(o: &'a mut Object, path: &[&str]) -> Option<&'a mut Object> {
+    path.iter()
+        .try_fold(o, |o, key| o.get_mut(*key).and_then(Value::as_object_mut))
+}
+
+/// The value at `path` of `v`, if every step is there.
+fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |v, key| v.get(key))
+}
+
+/// A v1beta1 `bool` that the hub holds as a `*bool`: true stays; false (or absent, which Go
+/// reads the same) becomes the hub's `false` only where the hub had said `false` (`before`
+/// is the restored object holding `key`), and is left out otherwise, as upstream restores it.
+fn bool_intent(o: &mut Object, key: &str, before: Option<&Value>) {
+    if o.get(key) == Some(&json!(true)) {
+        return;
+    }
+    o.remove(key);
+    if before.and_then(|b| b.get(key)) == Some(&json!(false)) {
+        o.insert(key.into(), json!(false));
+    }
+}
+
+/// The same for a v1beta1 `int32` the hub holds as a `*int32`, with zero for false.
+fn int_intent(o: &mut Object, key: &str, before: Option<&Value>) {
+    if o.get(key).and_then(Value::as_i64).is_some_and(|n| n != 0) {
+        return;
+    }
+    o.remove(key);
+    if before.and_then(|b| b.get(key)) == Some(&json!(0)) {
+        o.insert(key.into(), json!(0));
+    }
+}
+
+/// `failureDomains` of `o` from v1beta1's map (name → spec) to v1beta2's list sorted by name.
+fn failure_domains_to_hub(o: &mut Object) {
+    let Some(domains) = take_object(o, "failureDomains") else {
+        return;
+    };
+    // A map's keys come sorted, as upstream sorts the names.
+    let list: Vec<Value> = domains
+        .into_iter()
+        .map(|(name, spec)| {
+            let mut domain = json!({
+                "name": name,
+                "controlPlane": spec["controlPlane"].as_bool().unwrap_or(false),
+            });
+            if let Some(attributes) = spec.get("attributes") {
+                domain["attributes"] = attributes.clone();
+            }
+            domain
+        })
+        .collect();
+    o.insert("failureDomains".into(), Value::Array(list));
+}
+
+/// The way back.
+fn failure_domains_from_hub(o: &mut Object) {
+    let Some(Value::Array(domains)) = o.remove("failureDomains") else {
+        return;
+    };
+    let mut map = Object::new();
+    for mut domain in domains {
+        let Some(name) = domain["name"].as_str().map(str::to_string) else {
+            continue;
+        };
+        let mut spec = Object::new();
+        if domain["controlPlane"].as_bool() == Some(true) {
+            spec.insert("controlPlane".into(), json!(true));
+        }
+        if let Some(attributes) = domain.get_mut("attributes").map(Value::take) {
+            if attributes.as_object().is_some_and(|a| !a.is_empty()) {
+                spec.insert("attributes".into(), attributes);
+            }
+        }
+        map.insert(name, Value::Object(spec));
+    }
+    o.insert("failureDomains".into(), Value::Object(map));
 }
 
 /// The object at `key` of `o`, made if absent (or not an object).
