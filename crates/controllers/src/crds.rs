@@ -7,54 +7,81 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::CustomResourceExt;
 use std::time::Duration;
 
-/// The in-memory provider's CRDs (both spellings, and their templates).
-pub fn provider() -> Vec<CustomResourceDefinition> {
+/// The in-memory provider's CRDs (both spellings, and their templates); with `v1beta1`, the
+/// Dev kinds are served in v1beta1 too, converted by the webhook `capi::conversion` serves
+/// for the provider (only a plane that reaches it can serve them: this process's engine).
+pub fn provider(v1beta1: bool) -> Vec<CustomResourceDefinition> {
+    use crate::capi::conversion::{PROVIDER_SERVICE_NAME, PROVIDER_SERVICE_NAMESPACE};
+    use crate::capi::infra::v1beta1 as old;
+    let service = (PROVIDER_SERVICE_NAMESPACE, PROVIDER_SERVICE_NAME);
+    let both = |hub: CustomResourceDefinition, spoke: CustomResourceDefinition| match v1beta1 {
+        true => with_v1beta1(hub, spoke, service),
+        false => hub,
+    };
     vec![
         infra::InMemoryCluster::crd(),
         infra::InMemoryMachine::crd(),
         infra::InMemoryClusterTemplate::crd(),
         infra::InMemoryMachineTemplate::crd(),
-        infra::DevCluster::crd(),
-        infra::DevMachine::crd(),
-        infra::DevClusterTemplate::crd(),
-        infra::DevMachineTemplate::crd(),
+        both(infra::DevCluster::crd(), old::DevCluster::crd()),
+        both(infra::DevMachine::crd(), old::DevMachine::crd()),
+        both(
+            infra::DevClusterTemplate::crd(),
+            old::DevClusterTemplate::crd(),
+        ),
+        both(
+            infra::DevMachineTemplate::crd(),
+            old::DevMachineTemplate::crd(),
+        ),
     ]
 }
 
-/// The Cluster API core kinds the stand-in serves; with `v1beta1`, the kinds that have a
-/// conversion are served in v1beta1 too, converted by the webhook `capi::conversion` serves
-/// (only a plane that reaches it can serve them: this process's embedded engine).
+/// The Cluster API core kinds the stand-in serves (and the kubeadm providers' kinds); with
+/// `v1beta1`, they are served in v1beta1 too, converted by the webhook `capi::conversion`
+/// serves (only a plane that reaches it can serve them: this process's embedded engine).
 pub fn core(v1beta1: bool) -> Vec<CustomResourceDefinition> {
-    use core::v1beta1;
+    use crate::capi::conversion::{SERVICE_NAME, SERVICE_NAMESPACE};
+    use core::v1beta1 as old;
     let both = |hub: CustomResourceDefinition, spoke: CustomResourceDefinition| match v1beta1 {
-        true => with_v1beta1(hub, spoke),
+        true => with_v1beta1(hub, spoke, (SERVICE_NAMESPACE, SERVICE_NAME)),
         false => hub,
     };
     vec![
-        both(core::Cluster::crd(), v1beta1::Cluster::crd()),
-        core::ClusterClass::crd(),
-        both(core::Machine::crd(), v1beta1::Machine::crd()),
-        both(core::MachineSet::crd(), v1beta1::MachineSet::crd()),
+        both(core::Cluster::crd(), old::Cluster::crd()),
+        both(core::ClusterClass::crd(), old::ClusterClass::crd()),
+        both(core::Machine::crd(), old::Machine::crd()),
+        both(core::MachineSet::crd(), old::MachineSet::crd()),
         both(
             core::MachineDeployment::crd(),
-            v1beta1::MachineDeployment::crd(),
+            old::MachineDeployment::crd(),
         ),
         both(
             core::MachineHealthCheck::crd(),
-            v1beta1::MachineHealthCheck::crd(),
+            old::MachineHealthCheck::crd(),
         ),
-        core::KubeadmControlPlane::crd(),
-        core::KubeadmControlPlaneTemplate::crd(),
-        core::KubeadmConfig::crd(),
-        core::KubeadmConfigTemplate::crd(),
+        both(
+            core::KubeadmControlPlane::crd(),
+            old::KubeadmControlPlane::crd(),
+        ),
+        both(
+            core::KubeadmControlPlaneTemplate::crd(),
+            old::KubeadmControlPlaneTemplate::crd(),
+        ),
+        both(core::KubeadmConfig::crd(), old::KubeadmConfig::crd()),
+        both(
+            core::KubeadmConfigTemplate::crd(),
+            old::KubeadmConfigTemplate::crd(),
+        ),
     ]
 }
 
 /// `hub` (v1beta2, stored) with `spoke`'s v1beta1 beside it, deprecated as upstream marks it,
-/// converted by Cluster API's webhook Service.
+/// converted by the webhook `service` (namespace, name). A provider's CRD (one with a v1beta2
+/// contract label) names v1beta1 as its version of the v1beta1 contract.
 fn with_v1beta1(
     hub: CustomResourceDefinition,
     spoke: CustomResourceDefinition,
+    service: (&str, &str),
 ) -> CustomResourceDefinition {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
         CustomResourceConversion, ServiceReference, WebhookClientConfig, WebhookConversion,
@@ -67,6 +94,13 @@ fn with_v1beta1(
             return hub;
         }
     };
+    // The merge keeps the first one's metadata: the hub's labels are the CRD's.
+    crd.metadata = hub.metadata.clone();
+    if let Some(labels) = crd.metadata.labels.as_mut() {
+        if labels.contains_key("cluster.x-k8s.io/v1beta2") {
+            labels.insert("cluster.x-k8s.io/v1beta1".into(), "v1beta1".into());
+        }
+    }
     // Upstream lists the versions oldest first.
     crd.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
     for version in &mut crd.spec.versions {
@@ -74,14 +108,14 @@ fn with_v1beta1(
             version.deprecated = Some(true);
         }
     }
-    use crate::capi::conversion::{PATH, SERVICE_NAME, SERVICE_NAMESPACE};
+    use crate::capi::conversion::PATH;
     crd.spec.conversion = Some(CustomResourceConversion {
         strategy: "Webhook".into(),
         webhook: Some(WebhookConversion {
             client_config: Some(WebhookClientConfig {
                 service: Some(ServiceReference {
-                    namespace: SERVICE_NAMESPACE.into(),
-                    name: SERVICE_NAME.into(),
+                    namespace: service.0.into(),
+                    name: service.1.into(),
                     path: Some(PATH.into()),
                     port: Some(443),
                 }),
@@ -190,7 +224,11 @@ mod tests {
 
     #[test]
     fn every_crd_is_structural_and_labelled() {
-        for crd in provider().into_iter().chain(core(true)) {
+        for crd in provider(false)
+            .into_iter()
+            .chain(provider(true))
+            .chain(core(true))
+        {
             let name = crd.metadata.name.clone().unwrap_or_default();
             let v = serde_json::to_value(&crd).unwrap();
             for version in v["spec"]["versions"].as_array().unwrap() {
@@ -201,15 +239,21 @@ mod tests {
             }
             if crd.spec.group == "infrastructure.cluster.x-k8s.io" {
                 let labels = crd.metadata.labels.clone().unwrap_or_default();
-                let version = &crd.spec.versions[0].name;
+                let versions = &crd.spec.versions;
+                let stored = versions.iter().find(|v| v.storage).map(|v| v.name.clone());
                 assert_eq!(
                     labels.get("cluster.x-k8s.io/v1beta2"),
-                    Some(version),
+                    stored.as_ref(),
                     "{name}"
                 );
+                // The v1beta1 contract's version is v1beta1 where that is served.
+                let v1beta1 = match versions.iter().any(|v| v.name == "v1beta1") {
+                    true => Some("v1beta1".to_string()),
+                    false => stored,
+                };
                 assert_eq!(
                     labels.get("cluster.x-k8s.io/v1beta1"),
-                    Some(version),
+                    v1beta1.as_ref(),
                     "{name}"
                 );
                 assert_eq!(

@@ -99,7 +99,7 @@ fn deployment() -> Value {
 pub fn components() -> Result<String, serde_yaml::Error> {
     let mut docs: Vec<Value> = vec![json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": NAMESPACE, "labels": labels()}})];
-    for crd in crds::provider() {
+    for crd in crds::provider(false) {
         docs.push(serde_json::to_value(&crd).unwrap_or(Value::Null));
     }
     docs.extend(rbac());

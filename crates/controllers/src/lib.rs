@@ -43,7 +43,7 @@ impl Selection {
         &self,
     ) -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
     {
-        let mut all = crds::provider();
+        let mut all = crds::provider(self.v1beta1);
         if self.capi_core {
             all.extend(crds::core(self.v1beta1));
         }

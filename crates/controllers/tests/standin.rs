@@ -20,7 +20,7 @@ const NS: &str = "default";
 
 async fn setup(ports: std::ops::RangeInclusive<u16>) -> Plane {
     let plane = Plane::start(ports).await;
-    let mut all = crds::provider();
+    let mut all = crds::provider(false);
     all.extend(crds::core(false));
     crds::install(&plane.client, &all).await.unwrap();
     let informers = std::sync::Arc::new(infrasim_controllers::informers::Informers::new(

@@ -114,7 +114,7 @@ fn main() -> anyhow::Result<()> {
             let text = match which.as_str() {
                 "components" => deploy::components()?,
                 "metadata" => deploy::metadata(),
-                "crds" => crds::to_yaml(&crds::provider())?,
+                "crds" => crds::to_yaml(&crds::provider(false))?,
                 _ => crds::to_yaml(&crds::core(false))?,
             };
             print!("{text}");

@@ -10,6 +10,7 @@ mod cluster;
 mod machine;
 pub mod timing;
 pub mod types;
+pub mod v1beta1;
 
 use crate::capi::core::{ApiEndpoint, FailureDomain, MachineAddress};
 use crate::capi::index::{label_key, label_keys, Index};

@@ -770,8 +770,19 @@ async fn compute_status(
         }),
         conditions: Some(conds),
         observed_generation: kcp.metadata.generation,
-        deprecated: None,
+        deprecated: Some(v1beta1_counters(machines.len() as i32, ready, up_to_date)),
     })
+}
+
+/// The counters of v1beta1's meaning upstream still keeps under `deprecated.v1beta1` (what a
+/// v1beta1 reader sees at the top of the status, and its `ready` derives from): machines
+/// ready, machines with the desired spec, and the rest unavailable.
+fn v1beta1_counters(machines: i32, ready: i32, up_to_date: i32) -> Value {
+    json!({"v1beta1": {
+        "readyReplicas": ready,
+        "updatedReplicas": up_to_date,
+        "unavailableReplicas": machines - ready,
+    }})
 }
 
 /// Orders versions as semver (`v1.9.0` before `v1.10.0`).

@@ -106,6 +106,28 @@ impl Resolver {
         Ok(Api::namespaced_with(client.clone(), namespace, &resource))
     }
 
+    /// The Api of the templates `r` names, at the version their CRD serves for the current
+    /// contract: a ClusterClass written in v1beta1 names its templates' v1beta1, and the
+    /// stand-in reads and clones them in the version it works in (upstream reads them at the
+    /// named version, reports the class's references as outdated, and stores the same
+    /// objects). A CRD with no contract label, or none at all, is read at the named version.
+    pub async fn template_api(
+        &self,
+        client: &Client,
+        namespace: &str,
+        r: &TemplateRef,
+    ) -> Result<Api<DynamicObject>, RefError> {
+        let group = r.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        match self.resolve(client, group, &r.kind).await {
+            Ok(resource) => Ok(Api::namespaced_with(client.clone(), namespace, &resource)),
+            Err(RefError::NoContract { .. }) => Ok(template_api(client, namespace, r)),
+            Err(RefError::Kube(kube::Error::Api(e))) if e.code == 404 => {
+                Ok(template_api(client, namespace, r))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Reads the object a contract reference points at.
     pub async fn get(
         &self,

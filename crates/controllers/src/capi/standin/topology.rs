@@ -6,9 +6,7 @@
 //! the workers once it runs the new version). The class's patches and variables are not
 //! applied: the `TopologyReconciled` condition says so rather than ignoring them silently.
 
-use super::objects::{
-    clone_template, copy_template, owner_ref, random_suffix, template_api, CloneSpec,
-};
+use super::objects::{clone_template, copy_template, owner_ref, random_suffix, CloneSpec};
 use super::{Error, Reconciler};
 use crate::capi::core::{
     Cluster, ClusterClass, ContractRef, KubeadmControlPlane, MachineDeployment,
@@ -230,7 +228,11 @@ async fn made_before(
     };
     let selector = format!("{CLUSTER_NAME_LABEL}={},{OWNED_LABEL}", c.name_any());
     let uid = c.uid().unwrap_or_default();
-    let mut found: Vec<_> = template_api(&r.client(), &ns, &made)
+    let mut found: Vec<_> = r
+        .core
+        .resolver
+        .template_api(&r.client(), &ns, &made)
+        .await?
         .list(&ListParams::default().labels(&selector))
         .await?
         .items
@@ -262,7 +264,11 @@ async fn infrastructure(
     if let Some(existing) = made_before(c, r, template_ref).await? {
         return set_ref(c, r, "infrastructureRef", &existing).await;
     }
-    let template = template_api(&r.client(), &ns, template_ref)
+    let template = r
+        .core
+        .resolver
+        .template_api(&r.client(), &ns, template_ref)
+        .await?
         .get_opt(&template_ref.name)
         .await?
         .ok_or_else(|| {
@@ -348,7 +354,11 @@ async fn control_plane(
     let mut machine_template =
         json!({"metadata": {"labels": machine_labels, "annotations": machine_annotations}});
     if let Some(infra) = &class.spec.control_plane.machine_infrastructure {
-        let source = template_api(&r.client(), &ns, &infra.template_ref)
+        let source = r
+            .core
+            .resolver
+            .template_api(&r.client(), &ns, &infra.template_ref)
+            .await?
             .get_opt(&infra.template_ref.name)
             .await?
             .ok_or_else(|| {
@@ -369,7 +379,11 @@ async fn control_plane(
         machine_template["spec"] = json!({"infrastructureRef": contract(&copy)});
     }
     let template_ref = &class.spec.control_plane.template_ref;
-    let template = template_api(&r.client(), &ns, template_ref)
+    let template = r
+        .core
+        .resolver
+        .template_api(&r.client(), &ns, template_ref)
+        .await?
         .get_opt(&template_ref.name)
         .await?
         .ok_or_else(|| {
@@ -497,7 +511,11 @@ async fn create_md(
         let labels = labels.clone();
         let ns = ns.clone();
         async move {
-            let source = template_api(&r.client(), &ns, &t)
+            let source = r
+                .core
+                .resolver
+                .template_api(&r.client(), &ns, &t)
+                .await?
                 .get_opt(&t.name)
                 .await?
                 .ok_or_else(|| Error::Invalid(format!("{} {} not found", t.kind, t.name)))?;

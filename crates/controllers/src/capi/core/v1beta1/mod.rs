@@ -1,15 +1,21 @@
-//! Cluster API's core kinds as `v1beta1` shaped them, served beside `v1beta2` so that Cluster
+//! Cluster API's core and kubeadm providers' kinds as `v1beta1` shaped them, served beside `v1beta2` so that Cluster
 //! API YAML and clients of either version work. The controllers never read these types: they
 //! give each kind's CRD its `v1beta1` schema and printer columns, and objects are converted
 //! between the versions on the way in and out (see `capi::conversion`).
 
 mod cluster;
+mod clusterclass;
 mod healthcheck;
+mod kubeadm;
 mod machine;
 
 pub use cluster::Cluster;
+pub use clusterclass::ClusterClass;
 pub use healthcheck::MachineHealthCheck;
-pub use machine::{Machine, MachineDeployment, MachineSet};
+pub use kubeadm::{
+    KubeadmConfig, KubeadmConfigTemplate, KubeadmControlPlane, KubeadmControlPlaneTemplate,
+};
+pub use machine::{ConditionsOnly, Machine, MachineDeployment, MachineSet};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
