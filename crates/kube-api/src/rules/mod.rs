@@ -11,12 +11,14 @@
 //! CEL itself is the `cel` crate; here are the Kubernetes library functions real CRDs use on
 //! top of it (lists: `isSorted`, `sum`, `indexOf`, `lastIndexOf`; strings: `lowerAscii`,
 //! `upperAscii`, `trim`, `split`, `join`, `replace`, `substring`, `charAt`, `indexOf`,
-//! `lastIndexOf`; regex: `find`, `findAll`), and the quantity, IP and CIDR libraries in
-//! their own modules. The URL and format libraries are not here yet: a rule that calls them
-//! is not enforced (and says so in the log) rather than refusing every object.
+//! `lastIndexOf`; regex: `find`, `findAll`), and the quantity, IP, CIDR and URL libraries in
+//! their own modules. The format library is not here yet: a rule that calls a function not
+//! implemented here is not enforced (and says so in the log) rather than refusing every
+//! object.
 
 mod ip;
 mod quantity;
+mod url;
 
 use cel::extractors::{Arguments, This};
 pub use cel::Value as Cel;
@@ -37,15 +39,15 @@ pub struct Rule {
     field_path: Option<String>,
     transition: bool,
     optional_old_self: bool,
-    /// Functions the rule calls that this server does not implement (Kubernetes' url and
-    /// format libraries, say): such a rule is not enforced, rather than
+    /// Functions the rule calls that this server does not implement (Kubernetes' format
+    /// library, say): such a rule is not enforced, rather than
     /// refusing every object for want of a function kube-apiserver has.
     pub unsupported: Vec<String>,
 }
 
 /// The named functions a rule may call: CEL's standard ones (as the `cel` crate registers
 /// them) and the Kubernetes library functions registered in [`ROOT`] (with those of the
-/// `quantity` and `ip` modules). Operators and macros (`has`, `all`, `exists`, `map`,
+/// `quantity`, `ip` and `url` modules). Operators and macros (`has`, `all`, `exists`, `map`,
 /// `filter`) are not calls by name.
 const KNOWN_FUNCTIONS: [&str; 38] = [
     "contains",
@@ -98,7 +100,8 @@ fn unsupported(program: &Program) -> Vec<String> {
         .filter(|f| {
             !(KNOWN_FUNCTIONS.contains(f)
                 || quantity::FUNCTIONS.contains(f)
-                || ip::FUNCTIONS.contains(f))
+                || ip::FUNCTIONS.contains(f)
+                || url::FUNCTIONS.contains(f))
         })
         .map(str::to_string)
         .collect();
@@ -138,6 +141,7 @@ static ROOT: LazyLock<Context<'static>> = LazyLock::new(|| {
     ctx.add_function("findAll", find_all);
     quantity::register(&mut ctx);
     ip::register(&mut ctx);
+    url::register(&mut ctx);
     ctx
 });
 
@@ -653,6 +657,54 @@ mod tests {
     }
 
     #[test]
+    fn url_library() {
+        // The examples of kube-apiserver's urls.go, each as a rule.
+        for rule in [
+            "isURL('https://user:pass@example.com:80/path?query=val#fragment')",
+            "isURL('/absolute-path')",
+            "!isURL('https://a:b:c/') && !isURL('../relative-path')",
+            "url('/path').getScheme() == ''",
+            "url('https://example.com/').getScheme() == 'https'",
+            "url('https://example.com:80/').getHost() == 'example.com:80'",
+            "url('https://example.com/').getHost() == 'example.com'",
+            "url('https://[::1]:80/').getHost() == '[::1]:80'",
+            "url('https://[::1]/').getHost() == '[::1]'",
+            "url('/path').getHost() == ''",
+            "url('https://example.com:80/').getHostname() == 'example.com'",
+            "url('https://127.0.0.1:80/').getHostname() == '127.0.0.1'",
+            "url('https://[::1]:80/').getHostname() == '::1'",
+            "url('/path').getHostname() == ''",
+            "url('https://example.com:80/').getPort() == '80'",
+            "url('https://example.com/').getPort() == ''",
+            "url('/path').getPort() == ''",
+            "url('https://example.com/path').getEscapedPath() == '/path'",
+            "url('https://example.com/path with spaces/').getEscapedPath() == '/path%20with%20spaces/'",
+            "url('https://example.com').getEscapedPath() == ''",
+            "url('https://example.com/path?k1=a&k2=b&k2=c').getQuery() == {'k1': ['a'], 'k2': ['b', 'c']}",
+            "url('https://example.com/path?key with spaces=value with spaces').getQuery() == {'key with spaces': ['value with spaces']}",
+            "url('https://example.com/path?').getQuery() == {}",
+            "url('https://example.com/path').getQuery() == {}",
+            "url('HTTPS://example.com/a b') == url('https://example.com/a%20b')",
+            "url('https://example.com/#x').getEscapedPath() == '/'",
+            "url(self.endpoint).getScheme() in ['http', 'https']",
+        ] {
+            let errors = run(
+                json!({"rule": rule}),
+                json!({"endpoint": "https://svc.ns:8443/hook"}),
+                None,
+            );
+            assert!(errors.is_empty(), "{rule}: {errors:?}");
+        }
+        for (rule, error) in [
+            ("url('https://a:b:c/').getHost() == ''", "URL parse error during conversion from string: parse \"https://a:b:c/\": invalid port \":c\" after host"),
+            ("url('../relative-path').getHost() == ''", "parse \"../relative-path\": invalid URI for request"),
+        ] {
+            let errors = run(json!({"rule": rule}), json!({}), None);
+            assert!(errors.len() == 1 && errors[0].1.contains(error), "{rule}: {errors:?}");
+        }
+    }
+
+    #[test]
     fn rules_that_cannot_compile_or_return_no_bool_are_errors() {
         assert!(Rule::compile(&json!({"rule": "self.a ==="})).is_err());
         assert!(Rule::compile(&json!({"rule": "true", "reason": "Nope"})).is_err());
@@ -664,9 +716,9 @@ mod tests {
 
     #[test]
     fn rules_calling_functions_not_implemented_here_are_not_enforced() {
-        let rule = Rule::compile(&json!({"rule": "isURL(self.endpoint) && self.size > 0"}))
+        let rule = Rule::compile(&json!({"rule": "self.endpoint.frobnicate() && self.size > 0"}))
             .expect("compiles");
-        assert_eq!(rule.unsupported, ["isURL"]);
+        assert_eq!(rule.unsupported, ["frobnicate"]);
         let mut errors = Vec::new();
         check(
             &[rule],
