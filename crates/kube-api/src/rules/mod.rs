@@ -11,12 +11,14 @@
 //! CEL itself is the `cel` crate; here are the Kubernetes library functions real CRDs use on
 //! top of it (lists: `isSorted`, `sum`, `indexOf`, `lastIndexOf`; strings: `lowerAscii`,
 //! `upperAscii`, `trim`, `split`, `join`, `replace`, `substring`, `charAt`, `indexOf`,
-//! `lastIndexOf`; regex: `find`, `findAll`), and the quantity, IP, CIDR and URL libraries in
-//! their own modules. The format library is not here yet: a rule that calls a function not
-//! implemented here is not enforced (and says so in the log) rather than refusing every
+//! `lastIndexOf`; regex: `find`, `findAll`), and the quantity, IP, CIDR, URL and format
+//! libraries and CEL's optional values in their own modules. A rule that calls a function
+//! not implemented here is not enforced (and says so in the log) rather than refusing every
 //! object.
 
+mod format;
 mod ip;
+mod optional;
 mod quantity;
 mod url;
 
@@ -39,15 +41,15 @@ pub struct Rule {
     field_path: Option<String>,
     transition: bool,
     optional_old_self: bool,
-    /// Functions the rule calls that this server does not implement (Kubernetes' format
-    /// library, say): such a rule is not enforced, rather than
-    /// refusing every object for want of a function kube-apiserver has.
+    /// Functions the rule calls that this server does not implement (Kubernetes' semver or
+    /// authz libraries, say): such a rule is not enforced, rather than refusing every object
+    /// for want of a function kube-apiserver has.
     pub unsupported: Vec<String>,
 }
 
 /// The named functions a rule may call: CEL's standard ones (as the `cel` crate registers
 /// them) and the Kubernetes library functions registered in [`ROOT`] (with those of the
-/// `quantity`, `ip` and `url` modules). Operators and macros (`has`, `all`, `exists`, `map`,
+/// `quantity`, `ip`, `url`, `optional` and `format` modules). Operators and macros (`has`, `all`, `exists`, `map`,
 /// `filter`) are not calls by name.
 const KNOWN_FUNCTIONS: [&str; 38] = [
     "contains",
@@ -101,7 +103,9 @@ fn unsupported(program: &Program) -> Vec<String> {
             !(KNOWN_FUNCTIONS.contains(f)
                 || quantity::FUNCTIONS.contains(f)
                 || ip::FUNCTIONS.contains(f)
-                || url::FUNCTIONS.contains(f))
+                || url::FUNCTIONS.contains(f)
+                || optional::FUNCTIONS.contains(f)
+                || format::is_function(f))
         })
         .map(str::to_string)
         .collect();
@@ -142,6 +146,8 @@ static ROOT: LazyLock<Context<'static>> = LazyLock::new(|| {
     quantity::register(&mut ctx);
     ip::register(&mut ctx);
     url::register(&mut ctx);
+    optional::register(&mut ctx);
+    format::register(&mut ctx);
     ctx
 });
 
@@ -702,6 +708,51 @@ mod tests {
             let errors = run(json!({"rule": rule}), json!({}), None);
             assert!(errors.len() == 1 && errors[0].1.contains(error), "{rule}: {errors:?}");
         }
+    }
+
+    #[test]
+    fn format_library_and_optionals() {
+        for rule in [
+            "!format.dns1123Label().validate(self.name).hasValue()",
+            "format.dns1123Label().validate(self.bad).hasValue()",
+            "format.named('dns1123Subdomain').value().validate('apiextensions.k8s.io') == optional.none()",
+            "!format.named('nope').hasValue() && format.named('uuid').hasValue()",
+            "format.dns1123Label().validate('a.b').value() == ['must not contain dots']",
+            "format.qualifiedName().validate('apiextensions.k8s.io/v1beta1').orValue(['ok']) == ['ok']",
+            "format.dns1123LabelPrefix().validate('my-label-prefix-') == optional.none()",
+            "format.dns1123SubdomainPrefix().validate('mysubdomain.prefix.-') == optional.none()",
+            "format.dns1035LabelPrefix().validate('my-label-prefix-') == optional.none()",
+            "format.dns1035Label().validate('my-label-name') == optional.none()",
+            "!format.labelValue().validate('my_value').hasValue()",
+            "!format.uri().validate('http://example.com').hasValue()",
+            "!format.uuid().validate('123e4567-e89b-12d3-a456-426614174000').hasValue()",
+            "!format.byte().validate('aGVsbG8=').hasValue()",
+            "!format.date().validate('2021-01-01').hasValue()",
+            "!format.datetime().validate('2021-01-01T00:00:00Z').hasValue()",
+            "format.uri() == format.named('uri').value() && format.uri() != format.uuid()",
+            "optional.of(1).value() == 1 && optional.none().orValue(2) == 2",
+            "optional.ofNonZeroValue('').or(optional.of('x')).value() == 'x'",
+            "optional.of(0).hasValue() && !optional.ofNonZeroValue(0).hasValue()",
+        ] {
+            let errors = run(json!({"rule": rule}), json!({"name": "web-1", "bad": "Web_1"}), None);
+            assert!(errors.is_empty(), "{rule}: {errors:?}");
+        }
+        let rule = json!({"rule": "!format.dns1123Label().validate(self).hasValue()",
+            "messageExpression": "format.dns1123Label().validate(self).value().join(', ')"});
+        let errors = run(rule, json!("a.b"), None);
+        assert_eq!(
+            errors[0].1,
+            "Invalid value: \"object\": must not contain dots"
+        );
+        let errors = run(
+            json!({"rule": "optional.none().value() == 1"}),
+            json!({}),
+            None,
+        );
+        assert!(
+            errors[0].1.contains("optional.none() dereference"),
+            "{errors:?}"
+        );
     }
 
     #[test]
