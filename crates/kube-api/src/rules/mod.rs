@@ -15,7 +15,13 @@
 //! libraries and CEL's optional values in their own modules. A rule that calls a function
 //! not implemented here is not enforced (and says so in the log) rather than refusing every
 //! object.
+//!
+//! Rules run metered (the `cost` module): one evaluation is cancelled past kube-apiserver's
+//! per-call cost limit, and an object's rules share its runtime budget, with
+//! kube-apiserver's errors. The estimated cost kube-apiserver checks when a CRD is written is
+//! not computed here: such a CRD is accepted, and its rules are still bounded when they run.
 
+mod cost;
 mod format;
 mod ip;
 mod optional;
@@ -33,9 +39,11 @@ use std::sync::{Arc, LazyLock, Mutex};
 #[derive(Debug)]
 pub struct Rule {
     source: String,
-    program: Program,
+    /// The rule, rewritten to count its cost as it runs.
+    metered: cost::Metered,
     message: Option<String>,
-    message_expression: Option<Program>,
+    /// `messageExpression`, as written and metered.
+    message_expression: Option<(String, cost::Metered)>,
     reason: Reason,
     /// `fieldPath`, as a suffix of the node's path (`.spec.x` → `spec.x` under the node).
     field_path: Option<String>,
@@ -148,6 +156,7 @@ static ROOT: LazyLock<Context<'static>> = LazyLock::new(|| {
     url::register(&mut ctx);
     optional::register(&mut ctx);
     format::register(&mut ctx);
+    cost::register(&mut ctx);
     ctx
 });
 
@@ -158,10 +167,11 @@ impl Rule {
         let source = text("rule").ok_or("rule: Required value")?;
         let program = Program::compile(&source).map_err(|e| format!("compilation failed: {e}"))?;
         let message_expression = match text("messageExpression") {
-            Some(m) => Some(
-                Program::compile(&m)
-                    .map_err(|e| format!("messageExpression compilation failed: {e}"))?,
-            ),
+            Some(m) => {
+                let compiled = Program::compile(&m)
+                    .map_err(|e| format!("messageExpression compilation failed: {e}"))?;
+                Some((m, cost::Metered::new(compiled.expression())))
+            }
             None => None,
         };
         let reason = match text("reason").as_deref() {
@@ -189,7 +199,7 @@ impl Rule {
                 .get("optionalOldSelf")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
-            program,
+            metered: cost::Metered::new(program.expression()),
             source,
         })
     }
@@ -197,6 +207,14 @@ impl Rule {
     /// The rule as written.
     pub fn source(&self) -> &str {
         &self.source
+    }
+
+    /// How kube-apiserver names the rule in errors about it: its message, else the rule.
+    fn error_string(&self) -> &str {
+        match self.message.as_deref().map(str::trim) {
+            Some(m) if !m.is_empty() => m,
+            _ => self.source.trim(),
+        }
     }
 
     /// Whether the rule runs at a node whose old value is `old` (`None`: a create, or a
@@ -246,7 +264,44 @@ fn compiled(expression: &str) -> Result<Arc<Program>, String> {
     Ok(program)
 }
 
+/// What is left of the cost budget of one object's rules (kube-apiserver's
+/// `RuntimeCELCostBudget`): each rule and messageExpression that runs spends what it cost;
+/// once it is spent, no further rule of the object runs.
+#[derive(Debug)]
+pub struct Budget(i64);
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget(cost::RUNTIME_BUDGET)
+    }
+}
+
+impl Budget {
+    /// Whether the budget ran out: no further rule runs.
+    pub fn exhausted(&self) -> bool {
+        self.0 < 0
+    }
+
+    /// Spends `cost`; false (and the budget exhausted) if that is more than is left.
+    fn spend(&mut self, cost: u64) -> bool {
+        match i64::try_from(cost) {
+            Ok(c) if c <= self.0 => {
+                self.0 -= c;
+                true
+            }
+            _ => {
+                self.0 = -1;
+                false
+            }
+        }
+    }
+}
+
+const OUT_OF_BUDGET: &str =
+    "validation failed due to running out of cost budget, no further validation rules will be run";
+
 /// Checks `rules` of a node of OpenAPI type `ty` at `path`: `(field, message)` per failure.
+/// Cost errors end the checking of the object, as `budget` then says.
 pub fn check(
     rules: &[Rule],
     ty: &str,
@@ -254,32 +309,60 @@ pub fn check(
     new: &Value,
     old: Option<&Value>,
     errors: &mut Vec<(String, String)>,
+    budget: &mut Budget,
 ) {
     let applicable: Vec<&Rule> = rules.iter().filter(|r| r.applies(old)).collect();
     if applicable.is_empty() {
+        return;
+    }
+    let node = if path.is_empty() { "<root>" } else { path };
+    let invalid = |detail: &str| format!("Invalid value: \"{ty}\": {detail}");
+    if budget.0 <= 0 {
+        budget.0 = -1;
+        errors.push((node.to_string(), invalid(OUT_OF_BUDGET)));
         return;
     }
     let mut scope = ROOT.new_inner_scope();
     scope.add_variable_from_value("self", to_cel(new));
     scope.add_variable_from_value("oldSelf", old.map(to_cel).unwrap_or(Cel::Null));
     for rule in applicable {
-        let failure = match rule.program.execute(&scope) {
+        let run = rule.metered.run(&scope, cost::PER_CALL_LIMIT);
+        if !budget.spend(run.cost) {
+            errors.push((node.to_string(), invalid(OUT_OF_BUDGET)));
+            return;
+        }
+        if run.exceeded {
+            budget.0 = -1;
+            let detail = format!(
+                "'{}': no further validation rules will be run due to call cost exceeds limit for rule: {}",
+                cost::LIMIT_EXCEEDED,
+                rule.error_string()
+            );
+            errors.push((node.to_string(), invalid(&detail)));
+            return;
+        }
+        let field = match &rule.field_path {
+            Some(suffix) if path.is_empty() => suffix.clone(),
+            Some(suffix) => format!("{path}.{suffix}"),
+            None => node.to_string(),
+        };
+        let failure = match run.result {
             Ok(Cel::Bool(true)) => continue,
-            Ok(Cel::Bool(false)) => message(rule, &scope),
+            Ok(Cel::Bool(false)) => match message(rule, &scope, budget) {
+                Ok(m) => m,
+                Err(detail) => {
+                    errors.push((field, invalid(&detail)));
+                    return;
+                }
+            },
             Ok(other) => format!(
                 "rule evaluation error: the rule must return a bool, not {:?}",
                 other.type_of()
             ),
             Err(e) => format!("rule evaluation error: {e}"),
         };
-        let field = match &rule.field_path {
-            Some(suffix) if path.is_empty() => suffix.clone(),
-            Some(suffix) => format!("{path}.{suffix}"),
-            None if path.is_empty() => "<root>".to_string(),
-            None => path.to_string(),
-        };
         let text = match rule.reason {
-            Reason::Invalid => format!("Invalid value: \"{ty}\": {failure}"),
+            Reason::Invalid => invalid(&failure),
             Reason::Forbidden => format!("Forbidden: {failure}"),
             Reason::Required => format!("Required value: {failure}"),
             Reason::Duplicate => format!("Duplicate value: \"{ty}\""),
@@ -289,18 +372,31 @@ pub fn check(
 }
 
 /// A failed rule's message: its messageExpression's string if that yields a non-empty one,
-/// else its message, else the rule itself.
-fn message(rule: &Rule, scope: &Context) -> String {
-    if let Some(expression) = &rule.message_expression {
-        if let Ok(Cel::String(s)) = expression.execute(scope) {
+/// else its message, else the rule itself. `Err` when the messageExpression's cost ends the
+/// checking (the budget is then exhausted).
+fn message(rule: &Rule, scope: &Context, budget: &mut Budget) -> Result<String, String> {
+    if let Some((source, expression)) = &rule.message_expression {
+        let run = expression.run(scope, cost::PER_CALL_LIMIT);
+        if !budget.spend(run.cost) {
+            return Err("messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run".to_string());
+        }
+        if run.exceeded {
+            budget.0 = -1;
+            return Err(format!(
+                "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
+                url::go_quote(source.as_bytes())
+            ));
+        }
+        if let Ok(Cel::String(s)) = run.result {
             if !s.trim().is_empty() {
-                return s.to_string();
+                return Ok(s.to_string());
             }
         }
     }
-    rule.message
+    Ok(rule
+        .message
         .clone()
-        .unwrap_or_else(|| format!("failed rule: {}", rule.source))
+        .unwrap_or_else(|| format!("failed rule: {}", rule.source)))
 }
 
 /// A JSON value as CEL sees it: integers are `int` (as Kubernetes' int64 fields), objects
@@ -524,7 +620,16 @@ mod tests {
     fn run(rule: Value, new: Value, old: Option<Value>) -> Vec<(String, String)> {
         let rule = Rule::compile(&rule).expect("compiles");
         let mut errors = Vec::new();
-        check(&[rule], "object", "spec", &new, old.as_ref(), &mut errors);
+        let mut budget = Budget::default();
+        check(
+            &[rule],
+            "object",
+            "spec",
+            &new,
+            old.as_ref(),
+            &mut errors,
+            &mut budget,
+        );
         errors
     }
 
@@ -756,6 +861,84 @@ mod tests {
     }
 
     #[test]
+    fn rules_over_the_cost_limit_are_cancelled_as_kube_apiserver_cancels_them() {
+        let nested = "self.all(x, self.all(y, self.all(z, true)))";
+        let list: Vec<i64> = (0..100).collect();
+        let rules = [
+            json!({"rule": nested, "message": " too costly "}),
+            json!({"rule": "false"}),
+        ];
+        let rules: Vec<Rule> = rules
+            .iter()
+            .map(|r| Rule::compile(r).expect("compiles"))
+            .collect();
+        let (mut errors, mut budget) = (Vec::new(), Budget::default());
+        check(
+            &rules,
+            "array",
+            "spec.items",
+            &json!(list),
+            None,
+            &mut errors,
+            &mut budget,
+        );
+        assert_eq!(
+            errors,
+            [(
+                "spec.items".to_string(),
+                "Invalid value: \"array\": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: too costly".to_string()
+            )]
+        );
+        assert!(budget.exhausted());
+        let small: Vec<i64> = (0..10).collect();
+        assert!(run(json!({"rule": nested}), json!(small), None).is_empty());
+        let costly_message = json!({"rule": "false", "fieldPath": ".x",
+            "messageExpression": format!("{nested} ? 'a' : 'b'")});
+        assert_eq!(
+            run(costly_message, json!(list), None),
+            [(
+                "spec.x".to_string(),
+                format!("Invalid value: \"object\": no further validation rules will be run due to call cost exceeds limit for messageExpression: \"{nested} ? 'a' : 'b'\"")
+            )]
+        );
+    }
+
+    #[test]
+    fn an_objects_rules_share_one_cost_budget() {
+        let rule = Rule::compile(&json!({"rule": "self.all(x, x >= 0)"})).expect("compiles");
+        let (mut errors, mut budget) = (Vec::new(), Budget(60));
+        let out = "Invalid value: \"array\": validation failed due to running out of cost budget, no further validation rules will be run";
+        // The walk over the object stops once the budget is exhausted, as schema.rs does.
+        for path in ["a", "b", "c"] {
+            if budget.exhausted() {
+                break;
+            }
+            check(
+                std::slice::from_ref(&rule),
+                "array",
+                path,
+                &json!((0..10).collect::<Vec<_>>()),
+                None,
+                &mut errors,
+                &mut budget,
+            );
+        }
+        assert_eq!(errors, [("b".to_string(), out.to_string())]);
+        assert!(budget.exhausted());
+        let mut budget = Budget(0);
+        check(
+            std::slice::from_ref(&rule),
+            "array",
+            "",
+            &json!([]),
+            None,
+            &mut errors,
+            &mut budget,
+        );
+        assert_eq!(errors[1], ("<root>".to_string(), out.to_string()));
+    }
+
+    #[test]
     fn rules_that_cannot_compile_or_return_no_bool_are_errors() {
         assert!(Rule::compile(&json!({"rule": "self.a ==="})).is_err());
         assert!(Rule::compile(&json!({"rule": "true", "reason": "Nope"})).is_err());
@@ -778,6 +961,7 @@ mod tests {
             &json!({"size": 0}),
             None,
             &mut errors,
+            &mut Budget::default(),
         );
         assert!(errors.is_empty(), "{errors:?}");
         let known = Rule::compile(&json!({"rule": "self.x.startsWith('a') && [1].all(i, i > 0)"}))
