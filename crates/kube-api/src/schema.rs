@@ -286,7 +286,8 @@ impl Schema {
     pub fn check_rules(&self, new: &Value, old: Option<&Value>) -> Vec<(String, String)> {
         let mut errors = Vec::new();
         if self.root.rules_below {
-            check_rules(&self.root, new, old, "", &mut errors);
+            let mut budget = crate::rules::Budget::default();
+            check_rules(&self.root, new, old, "", &mut errors, &mut budget);
         }
         errors
     }
@@ -315,25 +316,30 @@ fn unenforced(node: &Node, path: &str, out: &mut Vec<String>) {
     }
 }
 
-/// Runs the rules of `node` and below; `old` is the value at the same place before.
+/// Runs the rules of `node` and below; `old` is the value at the same place before. Stops
+/// once the object's cost budget is exhausted, as kube-apiserver does.
 fn check_rules(
     node: &Node,
     new: &Value,
     old: Option<&Value>,
     path: &str,
     errors: &mut Vec<(String, String)>,
+    budget: &mut crate::rules::Budget,
 ) {
     if !node.rules.is_empty() {
         let ty = node.ty.as_deref().unwrap_or("object");
-        crate::rules::check(&node.rules, ty, path, new, old, errors);
+        crate::rules::check(&node.rules, ty, path, new, old, errors, budget);
     }
     match new {
         Value::Object(map) => {
             for (k, v) in map {
                 let child = node.properties.get(k).or(node.additional.as_deref());
                 if let Some(child) = child.filter(|c| c.rules_below) {
+                    if budget.exhausted() {
+                        return;
+                    }
                     let old = old.and_then(|o| o.get(k));
-                    check_rules(child, v, old, &join(path, k), errors);
+                    check_rules(child, v, old, &join(path, k), errors, budget);
                 }
             }
         }
@@ -342,8 +348,11 @@ fn check_rules(
                 return;
             };
             for (i, v) in items.iter().enumerate() {
+                if budget.exhausted() {
+                    return;
+                }
                 let old = old_item(node, v, old);
-                check_rules(item, v, old, &format!("{path}[{i}]"), errors);
+                check_rules(item, v, old, &format!("{path}[{i}]"), errors, budget);
             }
         }
         _ => {}

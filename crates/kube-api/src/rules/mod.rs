@@ -11,12 +11,22 @@
 //! CEL itself is the `cel` crate; here are the Kubernetes library functions real CRDs use on
 //! top of it (lists: `isSorted`, `sum`, `indexOf`, `lastIndexOf`; strings: `lowerAscii`,
 //! `upperAscii`, `trim`, `split`, `join`, `replace`, `substring`, `charAt`, `indexOf`,
-//! `lastIndexOf`; regex: `find`, `findAll`), and the quantity, IP and CIDR libraries in
-//! their own modules. The URL and format libraries are not here yet: a rule that calls them
-//! is not enforced (and says so in the log) rather than refusing every object.
+//! `lastIndexOf`; regex: `find`, `findAll`), and the quantity, IP, CIDR, URL and format
+//! libraries and CEL's optional values in their own modules. A rule that calls a function
+//! not implemented here is not enforced (and says so in the log) rather than refusing every
+//! object.
+//!
+//! Rules run metered (the `cost` module): one evaluation is cancelled past kube-apiserver's
+//! per-call cost limit, and an object's rules share its runtime budget, with
+//! kube-apiserver's errors. The estimated cost kube-apiserver checks when a CRD is written is
+//! not computed here: such a CRD is accepted, and its rules are still bounded when they run.
 
+mod cost;
+mod format;
 mod ip;
+mod optional;
 mod quantity;
+mod url;
 
 use cel::extractors::{Arguments, This};
 pub use cel::Value as Cel;
@@ -29,23 +39,25 @@ use std::sync::{Arc, LazyLock, Mutex};
 #[derive(Debug)]
 pub struct Rule {
     source: String,
-    program: Program,
+    /// The rule, rewritten to count its cost as it runs.
+    metered: cost::Metered,
     message: Option<String>,
-    message_expression: Option<Program>,
+    /// `messageExpression`, as written and metered.
+    message_expression: Option<(String, cost::Metered)>,
     reason: Reason,
     /// `fieldPath`, as a suffix of the node's path (`.spec.x` → `spec.x` under the node).
     field_path: Option<String>,
     transition: bool,
     optional_old_self: bool,
-    /// Functions the rule calls that this server does not implement (Kubernetes' url and
-    /// format libraries, say): such a rule is not enforced, rather than
-    /// refusing every object for want of a function kube-apiserver has.
+    /// Functions the rule calls that this server does not implement (Kubernetes' semver or
+    /// authz libraries, say): such a rule is not enforced, rather than refusing every object
+    /// for want of a function kube-apiserver has.
     pub unsupported: Vec<String>,
 }
 
 /// The named functions a rule may call: CEL's standard ones (as the `cel` crate registers
 /// them) and the Kubernetes library functions registered in [`ROOT`] (with those of the
-/// `quantity` and `ip` modules). Operators and macros (`has`, `all`, `exists`, `map`,
+/// `quantity`, `ip`, `url`, `optional` and `format` modules). Operators and macros (`has`, `all`, `exists`, `map`,
 /// `filter`) are not calls by name.
 const KNOWN_FUNCTIONS: [&str; 38] = [
     "contains",
@@ -98,7 +110,10 @@ fn unsupported(program: &Program) -> Vec<String> {
         .filter(|f| {
             !(KNOWN_FUNCTIONS.contains(f)
                 || quantity::FUNCTIONS.contains(f)
-                || ip::FUNCTIONS.contains(f))
+                || ip::FUNCTIONS.contains(f)
+                || url::FUNCTIONS.contains(f)
+                || optional::FUNCTIONS.contains(f)
+                || format::is_function(f))
         })
         .map(str::to_string)
         .collect();
@@ -138,6 +153,10 @@ static ROOT: LazyLock<Context<'static>> = LazyLock::new(|| {
     ctx.add_function("findAll", find_all);
     quantity::register(&mut ctx);
     ip::register(&mut ctx);
+    url::register(&mut ctx);
+    optional::register(&mut ctx);
+    format::register(&mut ctx);
+    cost::register(&mut ctx);
     ctx
 });
 
@@ -148,10 +167,11 @@ impl Rule {
         let source = text("rule").ok_or("rule: Required value")?;
         let program = Program::compile(&source).map_err(|e| format!("compilation failed: {e}"))?;
         let message_expression = match text("messageExpression") {
-            Some(m) => Some(
-                Program::compile(&m)
-                    .map_err(|e| format!("messageExpression compilation failed: {e}"))?,
-            ),
+            Some(m) => {
+                let compiled = Program::compile(&m)
+                    .map_err(|e| format!("messageExpression compilation failed: {e}"))?;
+                Some((m, cost::Metered::new(compiled.expression())))
+            }
             None => None,
         };
         let reason = match text("reason").as_deref() {
@@ -179,7 +199,7 @@ impl Rule {
                 .get("optionalOldSelf")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
-            program,
+            metered: cost::Metered::new(program.expression()),
             source,
         })
     }
@@ -187,6 +207,14 @@ impl Rule {
     /// The rule as written.
     pub fn source(&self) -> &str {
         &self.source
+    }
+
+    /// How kube-apiserver names the rule in errors about it: its message, else the rule.
+    fn error_string(&self) -> &str {
+        match self.message.as_deref().map(str::trim) {
+            Some(m) if !m.is_empty() => m,
+            _ => self.source.trim(),
+        }
     }
 
     /// Whether the rule runs at a node whose old value is `old` (`None`: a create, or a
@@ -236,7 +264,44 @@ fn compiled(expression: &str) -> Result<Arc<Program>, String> {
     Ok(program)
 }
 
+/// What is left of the cost budget of one object's rules (kube-apiserver's
+/// `RuntimeCELCostBudget`): each rule and messageExpression that runs spends what it cost;
+/// once it is spent, no further rule of the object runs.
+#[derive(Debug)]
+pub struct Budget(i64);
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget(cost::RUNTIME_BUDGET)
+    }
+}
+
+impl Budget {
+    /// Whether the budget ran out: no further rule runs.
+    pub fn exhausted(&self) -> bool {
+        self.0 < 0
+    }
+
+    /// Spends `cost`; false (and the budget exhausted) if that is more than is left.
+    fn spend(&mut self, cost: u64) -> bool {
+        match i64::try_from(cost) {
+            Ok(c) if c <= self.0 => {
+                self.0 -= c;
+                true
+            }
+            _ => {
+                self.0 = -1;
+                false
+            }
+        }
+    }
+}
+
+const OUT_OF_BUDGET: &str =
+    "validation failed due to running out of cost budget, no further validation rules will be run";
+
 /// Checks `rules` of a node of OpenAPI type `ty` at `path`: `(field, message)` per failure.
+/// Cost errors end the checking of the object, as `budget` then says.
 pub fn check(
     rules: &[Rule],
     ty: &str,
@@ -244,32 +309,60 @@ pub fn check(
     new: &Value,
     old: Option<&Value>,
     errors: &mut Vec<(String, String)>,
+    budget: &mut Budget,
 ) {
     let applicable: Vec<&Rule> = rules.iter().filter(|r| r.applies(old)).collect();
     if applicable.is_empty() {
+        return;
+    }
+    let node = if path.is_empty() { "<root>" } else { path };
+    let invalid = |detail: &str| format!("Invalid value: \"{ty}\": {detail}");
+    if budget.0 <= 0 {
+        budget.0 = -1;
+        errors.push((node.to_string(), invalid(OUT_OF_BUDGET)));
         return;
     }
     let mut scope = ROOT.new_inner_scope();
     scope.add_variable_from_value("self", to_cel(new));
     scope.add_variable_from_value("oldSelf", old.map(to_cel).unwrap_or(Cel::Null));
     for rule in applicable {
-        let failure = match rule.program.execute(&scope) {
+        let run = rule.metered.run(&scope, cost::PER_CALL_LIMIT);
+        if !budget.spend(run.cost) {
+            errors.push((node.to_string(), invalid(OUT_OF_BUDGET)));
+            return;
+        }
+        if run.exceeded {
+            budget.0 = -1;
+            let detail = format!(
+                "'{}': no further validation rules will be run due to call cost exceeds limit for rule: {}",
+                cost::LIMIT_EXCEEDED,
+                rule.error_string()
+            );
+            errors.push((node.to_string(), invalid(&detail)));
+            return;
+        }
+        let field = match &rule.field_path {
+            Some(suffix) if path.is_empty() => suffix.clone(),
+            Some(suffix) => format!("{path}.{suffix}"),
+            None => node.to_string(),
+        };
+        let failure = match run.result {
             Ok(Cel::Bool(true)) => continue,
-            Ok(Cel::Bool(false)) => message(rule, &scope),
+            Ok(Cel::Bool(false)) => match message(rule, &scope, budget) {
+                Ok(m) => m,
+                Err(detail) => {
+                    errors.push((field, invalid(&detail)));
+                    return;
+                }
+            },
             Ok(other) => format!(
                 "rule evaluation error: the rule must return a bool, not {:?}",
                 other.type_of()
             ),
             Err(e) => format!("rule evaluation error: {e}"),
         };
-        let field = match &rule.field_path {
-            Some(suffix) if path.is_empty() => suffix.clone(),
-            Some(suffix) => format!("{path}.{suffix}"),
-            None if path.is_empty() => "<root>".to_string(),
-            None => path.to_string(),
-        };
         let text = match rule.reason {
-            Reason::Invalid => format!("Invalid value: \"{ty}\": {failure}"),
+            Reason::Invalid => invalid(&failure),
             Reason::Forbidden => format!("Forbidden: {failure}"),
             Reason::Required => format!("Required value: {failure}"),
             Reason::Duplicate => format!("Duplicate value: \"{ty}\""),
@@ -279,18 +372,31 @@ pub fn check(
 }
 
 /// A failed rule's message: its messageExpression's string if that yields a non-empty one,
-/// else its message, else the rule itself.
-fn message(rule: &Rule, scope: &Context) -> String {
-    if let Some(expression) = &rule.message_expression {
-        if let Ok(Cel::String(s)) = expression.execute(scope) {
+/// else its message, else the rule itself. `Err` when the messageExpression's cost ends the
+/// checking (the budget is then exhausted).
+fn message(rule: &Rule, scope: &Context, budget: &mut Budget) -> Result<String, String> {
+    if let Some((source, expression)) = &rule.message_expression {
+        let run = expression.run(scope, cost::PER_CALL_LIMIT);
+        if !budget.spend(run.cost) {
+            return Err("messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run".to_string());
+        }
+        if run.exceeded {
+            budget.0 = -1;
+            return Err(format!(
+                "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
+                url::go_quote(source.as_bytes())
+            ));
+        }
+        if let Ok(Cel::String(s)) = run.result {
             if !s.trim().is_empty() {
-                return s.to_string();
+                return Ok(s.to_string());
             }
         }
     }
-    rule.message
+    Ok(rule
+        .message
         .clone()
-        .unwrap_or_else(|| format!("failed rule: {}", rule.source))
+        .unwrap_or_else(|| format!("failed rule: {}", rule.source)))
 }
 
 /// A JSON value as CEL sees it: integers are `int` (as Kubernetes' int64 fields), objects
@@ -514,7 +620,16 @@ mod tests {
     fn run(rule: Value, new: Value, old: Option<Value>) -> Vec<(String, String)> {
         let rule = Rule::compile(&rule).expect("compiles");
         let mut errors = Vec::new();
-        check(&[rule], "object", "spec", &new, old.as_ref(), &mut errors);
+        let mut budget = Budget::default();
+        check(
+            &[rule],
+            "object",
+            "spec",
+            &new,
+            old.as_ref(),
+            &mut errors,
+            &mut budget,
+        );
         errors
     }
 
@@ -653,6 +768,177 @@ mod tests {
     }
 
     #[test]
+    fn url_library() {
+        // The examples of kube-apiserver's urls.go, each as a rule.
+        for rule in [
+            "isURL('https://user:pass@example.com:80/path?query=val#fragment')",
+            "isURL('/absolute-path')",
+            "!isURL('https://a:b:c/') && !isURL('../relative-path')",
+            "url('/path').getScheme() == ''",
+            "url('https://example.com/').getScheme() == 'https'",
+            "url('https://example.com:80/').getHost() == 'example.com:80'",
+            "url('https://example.com/').getHost() == 'example.com'",
+            "url('https://[::1]:80/').getHost() == '[::1]:80'",
+            "url('https://[::1]/').getHost() == '[::1]'",
+            "url('/path').getHost() == ''",
+            "url('https://example.com:80/').getHostname() == 'example.com'",
+            "url('https://127.0.0.1:80/').getHostname() == '127.0.0.1'",
+            "url('https://[::1]:80/').getHostname() == '::1'",
+            "url('/path').getHostname() == ''",
+            "url('https://example.com:80/').getPort() == '80'",
+            "url('https://example.com/').getPort() == ''",
+            "url('/path').getPort() == ''",
+            "url('https://example.com/path').getEscapedPath() == '/path'",
+            "url('https://example.com/path with spaces/').getEscapedPath() == '/path%20with%20spaces/'",
+            "url('https://example.com').getEscapedPath() == ''",
+            "url('https://example.com/path?k1=a&k2=b&k2=c').getQuery() == {'k1': ['a'], 'k2': ['b', 'c']}",
+            "url('https://example.com/path?key with spaces=value with spaces').getQuery() == {'key with spaces': ['value with spaces']}",
+            "url('https://example.com/path?').getQuery() == {}",
+            "url('https://example.com/path').getQuery() == {}",
+            "url('HTTPS://example.com/a b') == url('https://example.com/a%20b')",
+            "url('https://example.com/#x').getEscapedPath() == '/'",
+            "url(self.endpoint).getScheme() in ['http', 'https']",
+        ] {
+            let errors = run(
+                json!({"rule": rule}),
+                json!({"endpoint": "https://svc.ns:8443/hook"}),
+                None,
+            );
+            assert!(errors.is_empty(), "{rule}: {errors:?}");
+        }
+        for (rule, error) in [
+            ("url('https://a:b:c/').getHost() == ''", "URL parse error during conversion from string: parse \"https://a:b:c/\": invalid port \":c\" after host"),
+            ("url('../relative-path').getHost() == ''", "parse \"../relative-path\": invalid URI for request"),
+        ] {
+            let errors = run(json!({"rule": rule}), json!({}), None);
+            assert!(errors.len() == 1 && errors[0].1.contains(error), "{rule}: {errors:?}");
+        }
+    }
+
+    #[test]
+    fn format_library_and_optionals() {
+        for rule in [
+            "!format.dns1123Label().validate(self.name).hasValue()",
+            "format.dns1123Label().validate(self.bad).hasValue()",
+            "format.named('dns1123Subdomain').value().validate('apiextensions.k8s.io') == optional.none()",
+            "!format.named('nope').hasValue() && format.named('uuid').hasValue()",
+            "format.dns1123Label().validate('a.b').value() == ['must not contain dots']",
+            "format.qualifiedName().validate('apiextensions.k8s.io/v1beta1').orValue(['ok']) == ['ok']",
+            "format.dns1123LabelPrefix().validate('my-label-prefix-') == optional.none()",
+            "format.dns1123SubdomainPrefix().validate('mysubdomain.prefix.-') == optional.none()",
+            "format.dns1035LabelPrefix().validate('my-label-prefix-') == optional.none()",
+            "format.dns1035Label().validate('my-label-name') == optional.none()",
+            "!format.labelValue().validate('my_value').hasValue()",
+            "!format.uri().validate('http://example.com').hasValue()",
+            "!format.uuid().validate('123e4567-e89b-12d3-a456-426614174000').hasValue()",
+            "!format.byte().validate('aGVsbG8=').hasValue()",
+            "!format.date().validate('2021-01-01').hasValue()",
+            "!format.datetime().validate('2021-01-01T00:00:00Z').hasValue()",
+            "format.uri() == format.named('uri').value() && format.uri() != format.uuid()",
+            "optional.of(1).value() == 1 && optional.none().orValue(2) == 2",
+            "optional.ofNonZeroValue('').or(optional.of('x')).value() == 'x'",
+            "optional.of(0).hasValue() && !optional.ofNonZeroValue(0).hasValue()",
+        ] {
+            let errors = run(json!({"rule": rule}), json!({"name": "web-1", "bad": "Web_1"}), None);
+            assert!(errors.is_empty(), "{rule}: {errors:?}");
+        }
+        let rule = json!({"rule": "!format.dns1123Label().validate(self).hasValue()",
+            "messageExpression": "format.dns1123Label().validate(self).value().join(', ')"});
+        let errors = run(rule, json!("a.b"), None);
+        assert_eq!(
+            errors[0].1,
+            "Invalid value: \"object\": must not contain dots"
+        );
+        let errors = run(
+            json!({"rule": "optional.none().value() == 1"}),
+            json!({}),
+            None,
+        );
+        assert!(
+            errors[0].1.contains("optional.none() dereference"),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn rules_over_the_cost_limit_are_cancelled_as_kube_apiserver_cancels_them() {
+        let nested = "self.all(x, self.all(y, self.all(z, true)))";
+        let list: Vec<i64> = (0..100).collect();
+        let rules = [
+            json!({"rule": nested, "message": " too costly "}),
+            json!({"rule": "false"}),
+        ];
+        let rules: Vec<Rule> = rules
+            .iter()
+            .map(|r| Rule::compile(r).expect("compiles"))
+            .collect();
+        let (mut errors, mut budget) = (Vec::new(), Budget::default());
+        check(
+            &rules,
+            "array",
+            "spec.items",
+            &json!(list),
+            None,
+            &mut errors,
+            &mut budget,
+        );
+        assert_eq!(
+            errors,
+            [(
+                "spec.items".to_string(),
+                "Invalid value: \"array\": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: too costly".to_string()
+            )]
+        );
+        assert!(budget.exhausted());
+        let small: Vec<i64> = (0..10).collect();
+        assert!(run(json!({"rule": nested}), json!(small), None).is_empty());
+        let costly_message = json!({"rule": "false", "fieldPath": ".x",
+            "messageExpression": format!("{nested} ? 'a' : 'b'")});
+        assert_eq!(
+            run(costly_message, json!(list), None),
+            [(
+                "spec.x".to_string(),
+                format!("Invalid value: \"object\": no further validation rules will be run due to call cost exceeds limit for messageExpression: \"{nested} ? 'a' : 'b'\"")
+            )]
+        );
+    }
+
+    #[test]
+    fn an_objects_rules_share_one_cost_budget() {
+        let rule = Rule::compile(&json!({"rule": "self.all(x, x >= 0)"})).expect("compiles");
+        let (mut errors, mut budget) = (Vec::new(), Budget(60));
+        let out = "Invalid value: \"array\": validation failed due to running out of cost budget, no further validation rules will be run";
+        // The walk over the object stops once the budget is exhausted, as schema.rs does.
+        for path in ["a", "b", "c"] {
+            if budget.exhausted() {
+                break;
+            }
+            check(
+                std::slice::from_ref(&rule),
+                "array",
+                path,
+                &json!((0..10).collect::<Vec<_>>()),
+                None,
+                &mut errors,
+                &mut budget,
+            );
+        }
+        assert_eq!(errors, [("b".to_string(), out.to_string())]);
+        assert!(budget.exhausted());
+        let mut budget = Budget(0);
+        check(
+            std::slice::from_ref(&rule),
+            "array",
+            "",
+            &json!([]),
+            None,
+            &mut errors,
+            &mut budget,
+        );
+        assert_eq!(errors[1], ("<root>".to_string(), out.to_string()));
+    }
+
+    #[test]
     fn rules_that_cannot_compile_or_return_no_bool_are_errors() {
         assert!(Rule::compile(&json!({"rule": "self.a ==="})).is_err());
         assert!(Rule::compile(&json!({"rule": "true", "reason": "Nope"})).is_err());
@@ -664,9 +950,9 @@ mod tests {
 
     #[test]
     fn rules_calling_functions_not_implemented_here_are_not_enforced() {
-        let rule = Rule::compile(&json!({"rule": "isURL(self.endpoint) && self.size > 0"}))
+        let rule = Rule::compile(&json!({"rule": "self.endpoint.frobnicate() && self.size > 0"}))
             .expect("compiles");
-        assert_eq!(rule.unsupported, ["isURL"]);
+        assert_eq!(rule.unsupported, ["frobnicate"]);
         let mut errors = Vec::new();
         check(
             &[rule],
@@ -675,6 +961,7 @@ mod tests {
             &json!({"size": 0}),
             None,
             &mut errors,
+            &mut Budget::default(),
         );
         assert!(errors.is_empty(), "{errors:?}");
         let known = Rule::compile(&json!({"rule": "self.x.startsWith('a') && [1].all(i, i > 0)"}))
