@@ -300,6 +300,19 @@ def test_a_v1beta1_cluster_class_and_its_templates_apply_unchanged(capi, tmp_pat
                            WORKER_MACHINE_COUNT=2))
     wait_available(capi, ns, "v1b1")
     ready_nodes(capi, ns, "v1b1", tmp_path, 3, "v1.31.2")
+    # What a v1beta1-era script waits on: the v1beta1 Ready conditions upstream still writes.
+    for resource in ["clusters.v1beta1.cluster.x-k8s.io/v1b1",
+                     "kubeadmcontrolplanes.v1beta1.controlplane.cluster.x-k8s.io",
+                     "machinedeployments.v1beta1.cluster.x-k8s.io", "machines.v1beta1.cluster.x-k8s.io",
+                     "kubeadmconfigs.v1beta1.bootstrap.cluster.x-k8s.io"]:
+        target = [resource] if "/" in resource else [resource, "--all"]
+        capi.kubectl("-n", ns, "wait", "--for=condition=Ready", *target, "--timeout=60s", timeout=70)
+    old_cluster = json.loads(capi.kubectl("-n", ns, "get", "clusters.v1beta1.cluster.x-k8s.io", "v1b1",
+                                          "-o", "json").stdout)
+    assert {c["type"]: c["status"] for c in old_cluster["status"]["conditions"]} == {
+        "Ready": "True", "InfrastructureReady": "True", "ControlPlaneInitialized": "True",
+        "ControlPlaneReady": "True", "TopologyReconciled": "True"}
+    assert old_cluster["status"]["conditions"][0]["type"] == "Ready"
 
     # The class is stored in v1beta2's shape, its references as written (v1beta1).
     cc = json.loads(capi.kubectl("-n", ns, "get", "clusterclasses.v1beta2.cluster.x-k8s.io",
@@ -369,11 +382,20 @@ def test_a_v1beta1_cluster_class_and_its_templates_apply_unchanged(capi, tmp_pat
                      "timeouts": {"kubeletHealthCheckSeconds": 30}}}}}))
     custom = k8s.CustomObjectsApi(capi.api())
     group, version, plural = "controlplane.cluster.x-k8s.io", "v1beta1", "kubeadmcontrolplanes"
-    obj = custom.get_namespaced_custom_object(group, version, ns, plural, cp_name)
-    assert "cluster.x-k8s.io/conversion-data" in obj["metadata"]["annotations"]
-    assert "timeouts" not in obj["spec"]["kubeadmConfigSpec"].get("initConfiguration", {})
-    obj["metadata"].setdefault("labels", {})["touched-by"] = "v1beta1-client"
-    custom.replace_namespaced_custom_object(group, version, ns, plural, cp_name, obj)
+
+    def read_modify_write():
+        # As client-go's RetryOnConflict: the controllers write the status meanwhile.
+        obj = custom.get_namespaced_custom_object(group, version, ns, plural, cp_name)
+        assert "cluster.x-k8s.io/conversion-data" in obj["metadata"]["annotations"]
+        assert "timeouts" not in obj["spec"]["kubeadmConfigSpec"].get("initConfiguration", {})
+        obj["metadata"].setdefault("labels", {})["touched-by"] = "v1beta1-client"
+        try:
+            return custom.replace_namespaced_custom_object(group, version, ns, plural, cp_name, obj)
+        except k8s.ApiException as e:
+            if e.status != 409:
+                raise
+            return None
+    wait_for(read_modify_write, timeout=30, interval=0.2, what="a v1beta1 write without a conflict")
     kcp = json.loads(capi.kubectl("-n", ns, "get", "kubeadmcontrolplanes.v1beta2.controlplane.cluster.x-k8s.io",
                                   cp_name, "-o", "json").stdout)
     assert kcp["metadata"]["labels"]["touched-by"] == "v1beta1-client"

@@ -227,6 +227,107 @@ pub fn to_v1beta1(conditions: &[Condition]) -> Vec<V1Beta1Condition> {
         .collect()
 }
 
+/// One v1beta1 condition an object still writes, mirrored from a v1beta2 one: its v1beta1
+/// type, the v1beta2 type it follows, and its severity when False (`Error`, `Warning`,
+/// `Info`).
+pub struct Mirror(pub &'static str, pub &'static str, pub &'static str);
+
+/// The v1beta1 conditions upstream's controllers still write beside the v1beta2 ones (under
+/// `status.deprecated.v1beta1`, what v1beta1 readers see as `status.conditions`): each mirror
+/// whose v1beta2 condition exists, and `Ready` summarizing the `ready_of` ones as upstream's
+/// v1beta1 `SetSummary` does: False with the reason, severity and message of the most severe
+/// False input (the first in `ready_of` order among equals), else Unknown if any is, else
+/// True. Mirrors keep their v1beta2 transition times; `Ready` keeps `previous`'s while its
+/// status holds. Sorted as upstream sorts them: `Ready` first, then by type.
+pub fn v1beta1_conditions(
+    v1beta2: &[Condition],
+    mirrors: &[Mirror],
+    ready_of: &[&str],
+    previous: &[V1Beta1Condition],
+    now: DateTime<Utc>,
+) -> Vec<V1Beta1Condition> {
+    let mut out: Vec<V1Beta1Condition> = mirrors
+        .iter()
+        .filter_map(|Mirror(old, new, severity)| {
+            let c = find(v1beta2, new)?;
+            let (severity, reason, message) = match c.status.as_str() {
+                "True" => (String::new(), String::new(), String::new()),
+                "False" => (severity.to_string(), c.reason.clone(), c.message.clone()),
+                _ => (String::new(), c.reason.clone(), c.message.clone()),
+            };
+            // A condition made up for v1beta1 alone has no time of its own: it keeps the one
+            // it had while its status holds.
+            let since = match c.last_transition_time.is_empty() {
+                false => c.last_transition_time.clone(),
+                true => previous
+                    .iter()
+                    .find(|p| p.type_ == *old && p.status == c.status)
+                    .map(|p| p.last_transition_time.clone())
+                    .unwrap_or_else(|| timestamp(now)),
+            };
+            Some(V1Beta1Condition {
+                type_: old.to_string(),
+                status: c.status.clone(),
+                severity,
+                last_transition_time: since,
+                reason,
+                message,
+            })
+        })
+        .collect();
+    let mut ready = v1beta1_summary(&out, ready_of);
+    ready.last_transition_time = match previous.iter().find(|c| c.type_ == "Ready") {
+        Some(p) if p.status == ready.status && !p.last_transition_time.is_empty() => {
+            p.last_transition_time.clone()
+        }
+        _ => timestamp(now),
+    };
+    out.push(ready);
+    out.sort_by(|a, b| (a.type_ != "Ready", &a.type_).cmp(&(b.type_ != "Ready", &b.type_)));
+    out
+}
+
+/// v1beta1's `Ready` over the `inputs` of `conditions` that exist (no time set).
+fn v1beta1_summary(conditions: &[V1Beta1Condition], inputs: &[&str]) -> V1Beta1Condition {
+    let rank = |severity: &str| match severity {
+        "Error" => 0,
+        "Warning" => 1,
+        _ => 2,
+    };
+    let present: Vec<&V1Beta1Condition> = inputs
+        .iter()
+        .filter_map(|t| conditions.iter().find(|c| c.type_ == *t))
+        .collect();
+    let worst = present
+        .iter()
+        .filter(|c| c.status == "False")
+        .min_by_key(|c| rank(&c.severity))
+        .or_else(|| present.iter().find(|c| c.status == "Unknown"));
+    match worst {
+        Some(c) => V1Beta1Condition {
+            type_: "Ready".into(),
+            status: c.status.clone(),
+            severity: c.severity.clone(),
+            last_transition_time: String::new(),
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+        },
+        None => V1Beta1Condition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            ..V1Beta1Condition::default()
+        },
+    }
+}
+
+/// The v1beta1 conditions an object's `status.deprecated` holds (`[]` if none).
+pub fn deprecated_v1beta1(deprecated: Option<&serde_json::Value>) -> Vec<V1Beta1Condition> {
+    deprecated
+        .and_then(|d| d.pointer("/v1beta1/conditions"))
+        .and_then(|c| serde_json::from_value(c.clone()).ok())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,5 +390,64 @@ mod tests {
         assert_eq!(old[0].severity, "Info");
         assert_eq!(old[1].severity, "");
         assert_eq!(old[1].reason, "");
+    }
+
+    #[test]
+    fn v1beta1_conditions_mirror_and_summarize_as_upstream() {
+        let mut v1beta2 = Vec::new();
+        let t0 = at("2026-01-01T00:00:00Z");
+        set(
+            &mut v1beta2,
+            Condition::new("InfrastructureReady", true, "Ready", ""),
+            t0,
+        );
+        let waiting = Condition::new("ControlPlaneAvailable", false, "NotAvailable", "waiting");
+        set(&mut v1beta2, waiting, t0);
+        let mirrors = [
+            Mirror("InfrastructureReady", "InfrastructureReady", "Info"),
+            Mirror("ControlPlaneReady", "ControlPlaneAvailable", "Warning"),
+            Mirror("TopologyReconciled", "TopologyReconciled", "Info"),
+        ];
+        let ready_of = ["ControlPlaneReady", "InfrastructureReady"];
+        let t1 = at("2026-01-01T00:01:00Z");
+        let old = v1beta1_conditions(&v1beta2, &mirrors, &ready_of, &[], t1);
+        let types: Vec<&str> = old.iter().map(|c| c.type_.as_str()).collect();
+        // Ready first, then by type; a mirror without its v1beta2 condition is left out.
+        assert_eq!(types, ["Ready", "ControlPlaneReady", "InfrastructureReady"]);
+        assert_eq!(
+            (
+                old[0].status.as_str(),
+                old[0].severity.as_str(),
+                old[0].reason.as_str()
+            ),
+            ("False", "Warning", "NotAvailable")
+        );
+        assert_eq!(old[0].message, "waiting");
+        assert_eq!(old[0].last_transition_time, "2026-01-01T00:01:00Z");
+        assert_eq!(old[2].severity, "");
+        assert_eq!(old[2].last_transition_time, "2026-01-01T00:00:00Z");
+        // Ready keeps its time while its status holds, and moves when it changes.
+        let again = v1beta1_conditions(
+            &v1beta2,
+            &mirrors,
+            &ready_of,
+            &old,
+            at("2026-01-01T00:02:00Z"),
+        );
+        assert_eq!(again[0].last_transition_time, "2026-01-01T00:01:00Z");
+        set(
+            &mut v1beta2,
+            Condition::new("ControlPlaneAvailable", true, "Available", ""),
+            t1,
+        );
+        let up = v1beta1_conditions(
+            &v1beta2,
+            &mirrors,
+            &ready_of,
+            &again,
+            at("2026-01-01T00:03:00Z"),
+        );
+        assert_eq!((up[0].status.as_str(), up[0].reason.as_str()), ("True", ""));
+        assert_eq!(up[0].last_transition_time, "2026-01-01T00:03:00Z");
     }
 }

@@ -506,6 +506,13 @@ async fn compose(
     );
     conditions::set(&mut conds, available, now);
     conditions::sort(&mut conds);
+    let deprecated = super::v1beta1::deprecated(
+        &super::v1beta1::CLUSTER,
+        &conds,
+        Value::Null,
+        previous.deprecated.as_ref(),
+        now,
+    );
     let endpoint_set = c
         .spec
         .control_plane_endpoint
@@ -541,7 +548,7 @@ async fn compose(
         failure_domains: infra.failure_domains.clone().or(previous.failure_domains),
         conditions: Some(conds),
         observed_generation: c.metadata.generation,
-        deprecated: None,
+        deprecated: Some(deprecated),
     }
 }
 

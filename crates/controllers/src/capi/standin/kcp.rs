@@ -755,6 +755,13 @@ async fn compute_status(
         now,
     );
     conditions::sort(&mut conds);
+    let deprecated = super::v1beta1::deprecated(
+        &super::v1beta1::CONTROL_PLANE,
+        &conds,
+        v1beta1_counters(machines.len() as i32, ready, up_to_date),
+        kcp.status.as_ref().and_then(|s| s.deprecated.as_ref()),
+        now,
+    );
     Ok(KubeadmControlPlaneStatus {
         replicas: Some(machines.len() as i32),
         ready_replicas: Some(ready),
@@ -770,7 +777,7 @@ async fn compute_status(
         }),
         conditions: Some(conds),
         observed_generation: kcp.metadata.generation,
-        deprecated: Some(v1beta1_counters(machines.len() as i32, ready, up_to_date)),
+        deprecated: Some(deprecated),
     })
 }
 
@@ -778,11 +785,11 @@ async fn compute_status(
 /// v1beta1 reader sees at the top of the status, and its `ready` derives from): machines
 /// ready, machines with the desired spec, and the rest unavailable.
 fn v1beta1_counters(machines: i32, ready: i32, up_to_date: i32) -> Value {
-    json!({"v1beta1": {
+    json!({
         "readyReplicas": ready,
         "updatedReplicas": up_to_date,
         "unavailableReplicas": machines - ready,
-    }})
+    })
 }
 
 /// Orders versions as semver (`v1.9.0` before `v1.10.0`).

@@ -163,6 +163,13 @@ async fn reconcile(
         now,
     );
     conditions::sort(&mut conds);
+    status.deprecated = Some(super::v1beta1::deprecated(
+        &super::v1beta1::KUBEADM_CONFIG,
+        &conds,
+        serde_json::Value::Null,
+        config.status.as_ref().and_then(|s| s.deprecated.as_ref()),
+        now,
+    ));
     status.conditions = Some(conds);
     status.observed_generation = config.metadata.generation;
     apply_status(&api, &*config, &status).await?;

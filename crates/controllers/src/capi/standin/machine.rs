@@ -609,6 +609,13 @@ async fn status(
     }
     conditions::sort(&mut conds);
     let previous = m.status.clone().unwrap_or_default();
+    let deprecated = super::v1beta1::deprecated(
+        &super::v1beta1::MACHINE,
+        &conds,
+        serde_json::Value::Null,
+        previous.deprecated.as_ref(),
+        now,
+    );
     // A Node once found stays the Machine's Node while its cluster cannot be asked.
     let node_ref = n.node_ref.clone().or(previous.node_ref.clone());
     let phase = if node_ref.is_some() && i.provisioned {
@@ -642,7 +649,7 @@ async fn status(
         conditions: Some(conds),
         observed_generation,
         deletion: None,
-        deprecated: None,
+        deprecated: Some(deprecated),
     }
 }
 

@@ -324,6 +324,7 @@ async fn deployment_status(
         conds,
         now,
         md.metadata.generation,
+        None,
     );
     status.selector = Some(selector_string(&md.spec.selector));
     let rolling = md
@@ -359,13 +360,20 @@ async fn deployment_status(
         now,
     );
     conditions::sort(&mut conds);
-    status.conditions = Some(conds);
-    status.deprecated = Some(serde_json::json!({"v1beta1": {
+    let counters = serde_json::json!({
         "readyReplicas": status.ready_replicas.unwrap_or(0),
         "availableReplicas": available,
         "updatedReplicas": up,
         "unavailableReplicas": (desired - available).max(0),
-    }}));
+    });
+    status.deprecated = Some(super::v1beta1::deprecated(
+        &super::v1beta1::MACHINE_DEPLOYMENT,
+        &conds,
+        counters,
+        md.status.as_ref().and_then(|s| s.deprecated.as_ref()),
+        now,
+    ));
+    status.conditions = Some(conds);
     let current = status.replicas.unwrap_or(0);
     status.phase = Some(
         if desired == current {

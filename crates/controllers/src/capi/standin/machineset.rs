@@ -139,6 +139,7 @@ async fn reconcile(ms: Arc<MachineSet>, r: Arc<Reconciler<MachineSet>>) -> Resul
         conds,
         now,
         ms.metadata.generation,
+        ms.status.as_ref().and_then(|s| s.deprecated.as_ref()),
     );
     apply_status(&api, &*ms, &status).await?;
     Ok(Action::await_change())
@@ -385,6 +386,7 @@ pub(super) fn replica_status(
     mut conds: Vec<Condition>,
     now: chrono::DateTime<chrono::Utc>,
     generation: Option<i64>,
+    previous: Option<&serde_json::Value>,
 ) -> ReplicaStatus {
     let has = |m: &Machine, t: &str| {
         m.status
@@ -454,6 +456,18 @@ pub(super) fn replica_status(
         now,
     );
     conditions::sort(&mut conds);
+    // The counters of v1beta1's meaning, which v1beta1 readers see at the top of the status
+    // (upstream keeps them here while it serves v1beta1), and the v1beta1 conditions.
+    let counters = serde_json::json!({
+        "readyReplicas": ready, "availableReplicas": available, "fullyLabeledReplicas": total,
+    });
+    let deprecated = super::v1beta1::deprecated(
+        &super::v1beta1::MACHINE_SET,
+        &conds,
+        counters,
+        previous,
+        now,
+    );
     ReplicaStatus {
         replicas: Some(total),
         ready_replicas: Some(ready),
@@ -463,11 +477,7 @@ pub(super) fn replica_status(
         phase: None,
         conditions: Some(conds),
         observed_generation: generation,
-        // The counters of v1beta1's meaning, which v1beta1 readers see at the top of the
-        // status (upstream keeps them here while it serves v1beta1).
-        deprecated: Some(serde_json::json!({"v1beta1": {
-            "readyReplicas": ready, "availableReplicas": available, "fullyLabeledReplicas": total,
-        }})),
+        deprecated: Some(deprecated),
     }
 }
 
