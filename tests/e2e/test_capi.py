@@ -278,6 +278,8 @@ def test_a_v1beta1_cluster_works_beside_v1beta2(capi, tmp_path):
         return status if status.get("expectedMachines") == 3 and status.get("currentHealthy") == 3 else None
     status = wait_for(checked, timeout=30, interval=0.3, what="the v1beta1 health check's counts")
     assert condition({"status": status["v1beta2"]}, "RemediationAllowed").get("status") == "True"
+    # ...and the v1beta1 condition upstream still writes, in v1beta1's own place.
+    assert [(c["type"], c["status"]) for c in status["conditions"]] == [("RemediationAllowed", "True")]
     capi.kubectl("-n", ns, "delete", "clusters.v1beta1.cluster.x-k8s.io", "old", "--timeout=120s", timeout=130)
 
 

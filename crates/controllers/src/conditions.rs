@@ -275,14 +275,17 @@ pub fn v1beta1_conditions(
             })
         })
         .collect();
-    let mut ready = v1beta1_summary(&out, ready_of);
-    ready.last_transition_time = match previous.iter().find(|c| c.type_ == "Ready") {
-        Some(p) if p.status == ready.status && !p.last_transition_time.is_empty() => {
-            p.last_transition_time.clone()
-        }
-        _ => timestamp(now),
-    };
-    out.push(ready);
+    // A kind with nothing to summarize (a MachineHealthCheck) has no v1beta1 Ready.
+    if !ready_of.is_empty() {
+        let mut ready = v1beta1_summary(&out, ready_of);
+        ready.last_transition_time = match previous.iter().find(|c| c.type_ == "Ready") {
+            Some(p) if p.status == ready.status && !p.last_transition_time.is_empty() => {
+                p.last_transition_time.clone()
+            }
+            _ => timestamp(now),
+        };
+        out.push(ready);
+    }
     out.sort_by(|a, b| (a.type_ != "Ready", &a.type_).cmp(&(b.type_ != "Ready", &b.type_)));
     out
 }

@@ -73,4 +73,8 @@ pub struct MachineHealthCheckStatus {
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The v1beta1 conditions, as upstream keeps them while it serves v1beta1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    pub deprecated: Option<Value>,
 }

@@ -86,6 +86,15 @@ pub(super) const CONTROL_PLANE: Kind = Kind {
     ],
 };
 
+pub(super) const MACHINE_HEALTH_CHECK: Kind = Kind {
+    mirrors: &[Mirror(
+        "RemediationAllowed",
+        "RemediationAllowed",
+        "Warning",
+    )],
+    ready_of: &[],
+};
+
 pub(super) const KUBEADM_CONFIG: Kind = Kind {
     mirrors: &[
         Mirror("DataSecretAvailable", "DataSecretAvailable", "Info"),

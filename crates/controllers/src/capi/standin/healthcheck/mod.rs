@@ -150,6 +150,13 @@ async fn reconcile(
     conditions::sort(&mut conds);
     let mut names: Vec<String> = checked.iter().map(|c| c.machine.name_any()).collect();
     names.sort();
+    let deprecated = super::v1beta1::deprecated(
+        &super::v1beta1::MACHINE_HEALTH_CHECK,
+        &conds,
+        serde_json::Value::Null,
+        mhc.status.as_ref().and_then(|s| s.deprecated.as_ref()),
+        now,
+    );
     let status = MachineHealthCheckStatus {
         expected_machines: Some(total),
         current_healthy: Some(healthy),
@@ -157,6 +164,7 @@ async fn reconcile(
         targets: Some(names),
         conditions: Some(conds),
         observed_generation: mhc.metadata.generation,
+        deprecated: Some(deprecated),
     };
     apply_status(&api, &*mhc, &status).await?;
     let next = checked
