@@ -11,8 +11,9 @@
 //! CEL itself is the `cel` crate; here are the Kubernetes library functions real CRDs use on
 //! top of it (lists: `isSorted`, `sum`, `indexOf`, `lastIndexOf`; strings: `lowerAscii`,
 //! `upperAscii`, `trim`, `split`, `join`, `replace`, `substring`, `charAt`, `indexOf`,
-//! `lastIndexOf`; regex: `find`, `findAll`), and the quantity, IP, CIDR, URL and format
-//! libraries and CEL's optional values in their own modules. A rule that calls a function
+//! `lastIndexOf`; regex: `find`, `findAll`), and the quantity, IP, CIDR, URL, format and sets
+//! libraries and CEL's optional values in their own modules (`sets` also counts a string's
+//! `size` in code points, as kube-apiserver does). A rule that calls a function
 //! not implemented here is not enforced (and says so in the log) rather than refusing every
 //! object.
 //!
@@ -26,6 +27,7 @@ mod format;
 mod ip;
 mod optional;
 mod quantity;
+mod sets;
 mod url;
 
 use cel::extractors::{Arguments, This};
@@ -113,6 +115,7 @@ fn unsupported(program: &Program) -> Vec<String> {
                 || ip::FUNCTIONS.contains(f)
                 || url::FUNCTIONS.contains(f)
                 || optional::FUNCTIONS.contains(f)
+                || sets::FUNCTIONS.contains(f)
                 || format::is_function(f))
         })
         .map(str::to_string)
@@ -156,6 +159,7 @@ static ROOT: LazyLock<Context<'static>> = LazyLock::new(|| {
     url::register(&mut ctx);
     optional::register(&mut ctx);
     format::register(&mut ctx);
+    sets::register(&mut ctx);
     cost::register(&mut ctx);
     ctx
 });
