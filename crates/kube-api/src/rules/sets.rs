@@ -55,11 +55,11 @@ fn contains(
     }
 }
 
+/// A list a library function takes.
+type List = Arc<Vec<Cel>>;
+
 /// The two lists a library function was called with on the `sets` receiver.
-fn operands(
-    ftx: &FunctionContext,
-    lib: &Cel,
-) -> Result<(Arc<Vec<Cel>>, Arc<Vec<Cel>>), ExecutionError> {
+fn operands(ftx: &FunctionContext, lib: &Cel) -> Result<(List, List), ExecutionError> {
     if typed_text(lib, LIBRARY_KEY).is_none() {
         return Err(ftx.error("no such overload"));
     }
