@@ -18,12 +18,17 @@
 //!
 //! Rules run metered (the `cost` module): one evaluation is cancelled past kube-apiserver's
 //! per-call cost limit, and an object's rules share its runtime budget, with
-//! kube-apiserver's errors. The estimated cost kube-apiserver checks when a CRD is written is
-//! not computed here: such a CRD is accepted, and its rules are still bounded when they run.
+//! kube-apiserver's errors. Before that, when a CRD is written, each rule's worst-case cost
+//! is estimated from the bounds its schema sets (the `decl`, `estimate` and `limits`
+//! modules), and a CRD whose rules could cost too much is refused, as kube-apiserver
+//! refuses it.
 
 mod cost;
+mod decl;
+mod estimate;
 mod format;
 mod ip;
+mod limits;
 mod optional;
 mod quantity;
 mod url;
@@ -31,6 +36,7 @@ mod url;
 use cel::extractors::{Arguments, This};
 pub use cel::Value as Cel;
 use cel::{Context, ExecutionError, FunctionContext, Program};
+pub use limits::estimated_cost_errors;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
