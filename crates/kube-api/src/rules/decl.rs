@@ -7,6 +7,7 @@
 //! in the largest request kube-apiserver accepts (3 MiB): a list of 3 MiB of its items at
 //! their smallest, a string of 3 MiB. Scalars and objects have a bound of 0, as upstream
 //! leaves them; values the estimator computes (literals, results) carry their own sizes.
+//! The bounds are those of Kubernetes 1.33, the version this server reports.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -184,8 +185,9 @@ pub fn from_schema(schema: &Value, resource_root: bool) -> Option<Rc<Decl>> {
     let flag = |k: &str| schema.get(k).and_then(Value::as_bool).unwrap_or(false);
     let max_length = schema.get("maxLength").and_then(Value::as_i64);
     if flag("x-kubernetes-int-or-string") {
-        let max = max_length.map_or(UNBOUNDED_STRING, |m| positive(m).saturating_mul(4));
-        return Some(sized(Kind::Dyn, max, 1));
+        // Kubernetes 1.33 (the version this server is) ignores an int-or-string's
+        // `maxLength` here; later releases bound it.
+        return Some(sized(Kind::Dyn, UNBOUNDED_STRING, 1));
     }
     if resource_root && !has_type_and_object_meta(schema) {
         return from_schema(&with_type_and_object_meta(schema), false);

@@ -872,8 +872,9 @@ mod tests {
             "str": {"type": "string", "maxLength": 10},
             "separator": {"type": "string", "maxLength": 10}}});
         assert_eq!(cost(split, "self.str.split(self.separator) == []"), 22);
-        let int_or_string = json!({"x-kubernetes-int-or-string": true, "maxLength": 20});
-        assert_eq!(cost(int_or_string, "isQuantity(self)"), 9);
+        let int_or_strings = json!({"type": "array", "maxItems": 10,
+            "items": {"x-kubernetes-int-or-string": true, "maxLength": 20}});
+        assert_eq!(cost(int_or_strings, "self[0] == 5"), 3);
         let nested = json!({"type": "array", "items": {"type": "object",
             "additionalProperties": {"type": "object", "required": ["required"],
                 "properties": {"required": {"type": "string"}, "optional": {"type": "string"}}}}});
