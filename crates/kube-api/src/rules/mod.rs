@@ -365,7 +365,7 @@ pub fn check(
                 "rule evaluation error: the rule must return a bool, not {:?}",
                 other.type_of()
             ),
-            Err(e) => format!("rule evaluation error: {e}"),
+            Err(e) => evaluation_error(&e, rule),
         };
         let text = match rule.reason {
             Reason::Invalid => invalid(&failure),
@@ -375,6 +375,23 @@ pub fn check(
         };
         errors.push((field, text));
     }
+}
+
+/// kube-apiserver's words for a rule whose evaluation failed: cel-go's error, then the
+/// rule's message (or the rule).
+fn evaluation_error(e: &ExecutionError, rule: &Rule) -> String {
+    let error = match e {
+        ExecutionError::FunctionError { message, .. } => message.clone(),
+        ExecutionError::NoSuchKey(key) => format!("no such key: {key}"),
+        ExecutionError::NoSuchOverload => "no such overload".to_string(),
+        ExecutionError::DivisionByZero(_) => "division by zero".to_string(),
+        other => other.to_string(),
+    };
+    let rule = rule.error_string();
+    if error.starts_with("no such overload") {
+        return format!("'{error}': call arguments did not match a supported operator, function or macro signature for rule: {rule}");
+    }
+    format!("{error} evaluating rule: {rule}")
 }
 
 /// A failed rule's message: its messageExpression's string if that yields a non-empty one,
@@ -819,6 +836,16 @@ mod tests {
             let errors = run(json!({"rule": rule}), json!({}), None);
             assert!(errors.len() == 1 && errors[0].1.contains(error), "{rule}: {errors:?}");
         }
+        // As kube-apiserver words an evaluation error: cel-go's error, then the rule.
+        let errors = run(
+            json!({"rule": "url(self).getScheme() == 'https'", "message": "an https URL"}),
+            json!("../x"),
+            None,
+        );
+        assert_eq!(
+            errors[0].1,
+            "Invalid value: \"object\": URL parse error during conversion from string: parse \"../x\": invalid URI for request evaluating rule: an https URL"
+        );
     }
 
     #[test]
@@ -949,7 +976,10 @@ mod tests {
         assert!(Rule::compile(&json!({"rule": "self.a ==="})).is_err());
         assert!(Rule::compile(&json!({"rule": "true", "reason": "Nope"})).is_err());
         let errors = run(json!({"rule": "self.missing > 1"}), json!({}), None);
-        assert!(errors[0].1.contains("rule evaluation error"), "{errors:?}");
+        assert_eq!(
+            errors[0].1,
+            "Invalid value: \"object\": no such key: missing evaluating rule: self.missing > 1"
+        );
         let errors = run(json!({"rule": "1"}), json!({}), None);
         assert!(errors[0].1.contains("must return a bool"), "{errors:?}");
     }
