@@ -10,7 +10,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// The ten rules: comparisons, string functions, list macros, and a transition rule (which
-/// a create skips, as kube-apiserver does).
+/// a create skips, as kube-apiserver does). The schema bounds its strings and lists, as
+/// kube-apiserver's estimated cost limits require of rules that walk them.
 const RULES: [&str; 10] = [
     "self.replicas <= self.maxReplicas",
     "self.minReplicas <= self.replicas",
@@ -20,7 +21,7 @@ const RULES: [&str; 10] = [
     "self.tags.all(t, size(t) < 16)",
     "self.tags.exists(t, t == 'bench')",
     "self.ports.all(p, p.port > 0 && p.port < 65536)",
-    "self.ports.map(p, p.name).isSorted()",
+    "self.ports.all(p, self.ports.exists_one(q, q.name == p.name))",
     "self.name == oldSelf.name",
 ];
 
@@ -42,10 +43,12 @@ fn crd(plural: &str, kind: &str, rules: bool) -> Value {
                          "x-kubernetes-validations": validations,
                          "properties": {
                              "replicas": {"type": "integer"}, "minReplicas": {"type": "integer"},
-                             "maxReplicas": {"type": "integer"}, "name": {"type": "string"},
-                             "tags": {"type": "array", "items": {"type": "string"}},
-                             "ports": {"type": "array", "items": {"type": "object", "properties": {
-                                 "name": {"type": "string"}, "port": {"type": "integer"}}}}}}}}}}]}
+                             "maxReplicas": {"type": "integer"},
+                             "name": {"type": "string", "maxLength": 63},
+                             "tags": {"type": "array", "maxItems": 16,
+                                      "items": {"type": "string", "maxLength": 15}},
+                             "ports": {"type": "array", "maxItems": 16, "items": {"type": "object", "properties": {
+                                 "name": {"type": "string", "maxLength": 15}, "port": {"type": "integer"}}}}}}}}}}]}
     })
 }
 

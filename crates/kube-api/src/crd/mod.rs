@@ -86,16 +86,19 @@ pub(crate) fn validate(crd: &Value) -> Vec<(String, String)> {
             "Invalid value: must have exactly one version marked as storage version".into(),
         ));
     }
+    let mut compiled = Vec::new();
     for (i, v) in versions.iter().enumerate() {
         if let Some(schema) = v.at("/schema/openAPIV3Schema") {
-            if let Err(e) = crate::schema::Schema::from_openapi(schema) {
-                causes.push((
+            match crate::schema::Schema::from_openapi(schema) {
+                Ok(_) => compiled.push((i, schema)),
+                Err(e) => causes.push((
                     format!("spec.versions[{i}].schema.openAPIV3Schema"),
                     format!("Invalid value: {e}"),
-                ));
+                )),
             }
         }
     }
+    causes.extend(estimated_costs(&versions, &compiled));
     match s(crd, "/spec/conversion/strategy") {
         "" | "None" => {}
         "Webhook" => {
@@ -123,6 +126,28 @@ pub(crate) fn validate(crd: &Value) -> Vec<(String, String)> {
         )),
     }
     causes
+}
+
+/// The estimated-cost errors of the rules of the versions' schemas that compile
+/// (`(index, schema)`). kube-apiserver checks a schema all versions share once, as its
+/// internal form's top-level `spec.validation`, and others at their version.
+fn estimated_costs(versions: &[Value], compiled: &[(usize, &Value)]) -> Vec<(String, String)> {
+    let shared = !versions.is_empty()
+        && compiled.len() == versions.len()
+        && compiled.iter().all(|(_, s)| *s == compiled[0].1);
+    if shared {
+        return crate::rules::estimated_cost_errors(
+            compiled[0].1,
+            "spec.validation.openAPIV3Schema",
+        );
+    }
+    compiled
+        .iter()
+        .flat_map(|(i, schema)| {
+            let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
+            crate::rules::estimated_cost_errors(schema, &path)
+        })
+        .collect()
 }
 
 /// The resources a CRD serves, one per served version.
@@ -431,6 +456,54 @@ mod tests {
 
     fn crd(versions: Value) -> Value {
         json!({"spec": {"group": "example.com", "names": {"kind": "Widget"}, "versions": versions}})
+    }
+
+    #[test]
+    fn a_crd_whose_rules_could_cost_too_much_is_refused_at_its_schemas_path() {
+        let schema = |max_items: Option<u64>| {
+            let mut list = json!({"type": "array", "items": {"type": "array", "items": {"type": "string"}},
+                "x-kubernetes-validations": [{"rule": "self.all(x, x.all(y, y.startsWith('a')))"}]});
+            if let Some(m) = max_items {
+                list["maxItems"] = json!(m);
+                list["items"]["maxItems"] = json!(m);
+            }
+            json!({"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object",
+                "properties": {"lists": list}}}}})
+        };
+        let named = |versions: Value| {
+            let mut c = crd(versions);
+            c["metadata"] = json!({"name": "widgets.example.com"});
+            c["spec"]["names"]["plural"] = json!("widgets");
+            c["spec"]["scope"] = json!("Namespaced");
+            c
+        };
+        let one =
+            named(json!([{"name": "v1", "served": true, "storage": true, "schema": schema(None)}]));
+        let rule =
+            ".openAPIV3Schema.properties[spec].properties[lists].x-kubernetes-validations[0].rule";
+        let causes = validate(&one);
+        assert_eq!(causes[0].0, format!("spec.validation{rule}"), "{causes:?}");
+        assert!(causes[0].1.starts_with(
+            "Forbidden: estimated rule cost exceeds budget by factor of more than 100x"
+        ));
+        assert_eq!(
+            causes.last().map(|c| c.0.as_str()),
+            Some("spec.validation.openAPIV3Schema")
+        );
+        let bounded = named(
+            json!([{"name": "v1", "served": true, "storage": true, "schema": schema(Some(100))}]),
+        );
+        assert_eq!(validate(&bounded), []);
+        // Versions with schemas of their own are checked at their own paths.
+        let two = named(json!([
+            {"name": "v1", "served": true, "storage": true, "schema": schema(Some(100))},
+            {"name": "v2", "served": true, "storage": false, "schema": schema(None)}]));
+        let causes = validate(&two);
+        assert_eq!(
+            causes[0].0,
+            format!("spec.versions[1].schema{rule}"),
+            "{causes:?}"
+        );
     }
 
     #[test]

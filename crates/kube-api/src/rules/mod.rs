@@ -19,12 +19,17 @@
 //!
 //! Rules run metered (the `cost` module): one evaluation is cancelled past kube-apiserver's
 //! per-call cost limit, and an object's rules share its runtime budget, with
-//! kube-apiserver's errors. The estimated cost kube-apiserver checks when a CRD is written is
-//! not computed here: such a CRD is accepted, and its rules are still bounded when they run.
+//! kube-apiserver's errors. Before that, when a CRD is written, each rule's worst-case cost
+//! is estimated from the bounds its schema sets (the `decl`, `estimate` and `limits`
+//! modules), and a CRD whose rules could cost too much is refused, as kube-apiserver
+//! refuses it.
 
 mod cost;
+mod decl;
+mod estimate;
 mod format;
 mod ip;
+mod limits;
 mod optional;
 mod quantity;
 mod sets;
@@ -33,6 +38,7 @@ mod url;
 use cel::extractors::{Arguments, This};
 pub use cel::Value as Cel;
 use cel::{Context, ExecutionError, FunctionContext, Program};
+pub use limits::estimated_cost_errors;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -363,7 +369,7 @@ pub fn check(
                 "rule evaluation error: the rule must return a bool, not {:?}",
                 other.type_of()
             ),
-            Err(e) => format!("rule evaluation error: {e}"),
+            Err(e) => evaluation_error(&e, rule),
         };
         let text = match rule.reason {
             Reason::Invalid => invalid(&failure),
@@ -373,6 +379,23 @@ pub fn check(
         };
         errors.push((field, text));
     }
+}
+
+/// kube-apiserver's words for a rule whose evaluation failed: cel-go's error, then the
+/// rule's message (or the rule).
+fn evaluation_error(e: &ExecutionError, rule: &Rule) -> String {
+    let error = match e {
+        ExecutionError::FunctionError { message, .. } => message.clone(),
+        ExecutionError::NoSuchKey(key) => format!("no such key: {key}"),
+        ExecutionError::NoSuchOverload => "no such overload".to_string(),
+        ExecutionError::DivisionByZero(_) => "division by zero".to_string(),
+        other => other.to_string(),
+    };
+    let rule = rule.error_string();
+    if error.starts_with("no such overload") {
+        return format!("'{error}': call arguments did not match a supported operator, function or macro signature for rule: {rule}");
+    }
+    format!("{error} evaluating rule: {rule}")
 }
 
 /// A failed rule's message: its messageExpression's string if that yields a non-empty one,
@@ -817,6 +840,16 @@ mod tests {
             let errors = run(json!({"rule": rule}), json!({}), None);
             assert!(errors.len() == 1 && errors[0].1.contains(error), "{rule}: {errors:?}");
         }
+        // As kube-apiserver words an evaluation error: cel-go's error, then the rule.
+        let errors = run(
+            json!({"rule": "url(self).getScheme() == 'https'", "message": "an https URL"}),
+            json!("../x"),
+            None,
+        );
+        assert_eq!(
+            errors[0].1,
+            "Invalid value: \"object\": URL parse error during conversion from string: parse \"../x\": invalid URI for request evaluating rule: an https URL"
+        );
     }
 
     #[test]
@@ -947,7 +980,10 @@ mod tests {
         assert!(Rule::compile(&json!({"rule": "self.a ==="})).is_err());
         assert!(Rule::compile(&json!({"rule": "true", "reason": "Nope"})).is_err());
         let errors = run(json!({"rule": "self.missing > 1"}), json!({}), None);
-        assert!(errors[0].1.contains("rule evaluation error"), "{errors:?}");
+        assert_eq!(
+            errors[0].1,
+            "Invalid value: \"object\": no such key: missing evaluating rule: self.missing > 1"
+        );
         let errors = run(json!({"rule": "1"}), json!({}), None);
         assert!(errors[0].1.contains("must return a bool"), "{errors:?}");
     }
