@@ -562,6 +562,15 @@ fn ip_and_others(name: &str, call: &Call) -> Option<(u64, Rc<Decl>)> {
             Some((factor(checked, 128.0 * REGEX_LENGTH), optional_of(list)))
         }
         "format.named" => Some((1, optional_of(opaque("format")))),
+        // cel-go's sets extension: the call, and every element of one list compared with
+        // every one of the other (twice for equivalence).
+        "sets.contains" | "sets.intersects" => {
+            Some((add(1, mul(call.arg(0)?.max, call.arg(1)?.max)), bool_()))
+        }
+        "sets.equivalent" => Some((
+            add(1, mul(2, mul(call.arg(0)?.max, call.arg(1)?.max))),
+            bool_(),
+        )),
         "sign" | "asInteger" | "compareTo" | "major" | "minor" | "patch" => {
             Some((1, computed(Kind::Int)))
         }
@@ -839,6 +848,20 @@ mod tests {
         let objects = json!({"type": "array", "items": {"type": "object", "required": ["required"],
             "properties": {"required": {"type": "string"}, "optional": {"type": "string"}}}});
         assert_eq!(cost(objects, all), 555_128);
+    }
+
+    /// kube-apiserver's estimates for the sets library (apiserver `cost_test.go`).
+    #[test]
+    fn sets_estimates_match_kube_apiservers() {
+        let any = json!({"type": "string"});
+        assert_eq!(cost(any.clone(), "sets.intersects([1], [1])"), 22);
+        assert_eq!(cost(any.clone(), "sets.equivalent([1], [1u, 1.0])"), 25);
+        assert_eq!(cost(any, "sets.equivalent([1, 2, 3], [3u, 2.0, 1])"), 39);
+        // Over lists of the object, by their bounds.
+        assert_eq!(
+            cost(items("string", Some(10)), "sets.contains(self, self)"),
+            1 + 1 + 1 + 100
+        );
     }
 
     #[test]
