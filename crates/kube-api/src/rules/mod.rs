@@ -21,11 +21,13 @@
 //! kube-apiserver's errors. The estimated cost kube-apiserver checks when a CRD is written is
 //! not computed here: such a CRD is accepted, and its rules are still bounded when they run.
 
+pub mod check;
 mod cost;
 mod format;
 mod ip;
 mod optional;
 mod quantity;
+pub mod types;
 mod url;
 
 use cel::extractors::{Arguments, This};
@@ -34,6 +36,7 @@ use cel::{Context, ExecutionError, FunctionContext, Program};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
+pub use url::go_quote;
 
 /// One compiled rule.
 #[derive(Debug)]

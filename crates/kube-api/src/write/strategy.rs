@@ -9,7 +9,7 @@
 use crate::context::Ctx;
 use crate::object::name_of;
 use crate::status::ApiError;
-use crate::{crd, defaults, namespaces, validation};
+use crate::{admission, crd, defaults, namespaces, validation};
 use infrasim_store::StoredObject;
 use serde_json::Value;
 use std::sync::Arc;
@@ -157,6 +157,19 @@ impl<'a> Strategy<'a> {
             let causes = crd::validate(new);
             if !causes.is_empty() {
                 return Err(crd::invalid(&name_of(new), causes));
+            }
+        }
+        let info = &self.ctx.info;
+        if self.builtin() && info.group == "admissionregistration.k8s.io" && !self.through_status()
+        {
+            let causes = admission::validate_configuration(&info.kind, new);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(
+                    &info.group,
+                    &info.kind,
+                    &name_of(new),
+                    causes,
+                ));
             }
         }
         Ok(())
