@@ -389,6 +389,33 @@ async fn policies_are_validated_and_their_audit_annotations_evaluated() {
         let (status, made, _) = send(&server, "POST", vapb, binding(name, json!(["Audit"]))).await;
         assert_eq!(status, 201, "{made}");
     }
+    // The status controller's type checking: a field ConfigMaps lack is warned of, the spec's
+    // generation is observed, and the generation stays.
+    let typo = policy(
+        "typo",
+        "Fail",
+        json!({"validations": [{"expression": "has(object.dta)"}]}),
+    );
+    let (status, _, _) = send(&server, "POST", vap, typo).await;
+    assert_eq!(status, 201);
+    let (_, read, _) = send(&server, "GET", &format!("{vap}/typo"), json!({})).await;
+    assert_eq!(read["metadata"]["generation"], 1, "{read}");
+    assert_eq!(read["status"]["observedGeneration"], 1, "{read}");
+    assert_eq!(
+        read["status"]["typeChecking"]["expressionWarnings"],
+        json!([{
+        "fieldRef": "spec.validations[0].expression",
+        "warning": "/v1, Kind=ConfigMap: ERROR: <input>:1:11: undefined field 'dta'\n | has(object.dta)\n | ..........^\n"}])
+    );
+    let fixed = json!({"spec": {"validations": [{"expression": "has(object.data)"}]}});
+    let (status, patched, _) = send(&server, "PATCH", &format!("{vap}/typo"), fixed).await;
+    assert_eq!(status, 200, "{patched}");
+    assert_eq!(patched["metadata"]["generation"], 2, "{patched}");
+    assert_eq!(
+        patched["status"],
+        json!({"observedGeneration": 2, "typeChecking": {}})
+    );
+
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
     let (status, refused, _) = send(&server, "POST", cms, cm.clone()).await;
     assert_eq!(status, 422, "{refused}");

@@ -17,7 +17,7 @@ use infrasim_store::{ObjectKey, ReadAt};
 use serde_json::Value;
 use std::sync::Arc;
 
-const POLICIES: &str = "validatingadmissionpolicies.admissionregistration.k8s.io";
+pub(super) const POLICIES: &str = "validatingadmissionpolicies.admissionregistration.k8s.io";
 pub(super) const BINDINGS: &str = "validatingadmissionpolicybindings.admissionregistration.k8s.io";
 
 /// Checks every bound policy that matches the request.

@@ -20,6 +20,7 @@ enum Special {
     CustomResourceDefinition,
     Namespace,
     Node,
+    ValidatingAdmissionPolicy,
     None,
 }
 
@@ -35,6 +36,7 @@ impl<'a> Strategy<'a> {
             (false, "CustomResourceDefinition") => Special::CustomResourceDefinition,
             (false, "Namespace") => Special::Namespace,
             (false, "Node") => Special::Node,
+            (false, "ValidatingAdmissionPolicy") => Special::ValidatingAdmissionPolicy,
             _ => Special::None,
         };
         Strategy { ctx, special }
@@ -195,6 +197,14 @@ impl<'a> Strategy<'a> {
             Special::CustomResourceDefinition => {
                 // Registering writes the CRD's status (Established, accepted names).
                 crd::register(state, &stored.meta.name);
+                state
+                    .group
+                    .get(&self.ctx.info.store_key, &stored.meta.key())
+                    .unwrap_or(stored)
+            }
+            Special::ValidatingAdmissionPolicy => {
+                // The status controller's type checking, done at once rather than soon after.
+                admission::after_policy_write(state, &stored.meta.name);
                 state
                     .group
                     .get(&self.ctx.info.store_key, &stored.meta.key())
