@@ -396,4 +396,44 @@ mod tests {
         let w = warnings("object.metadata.name.startsWith('web') && has(object.metadata.labels)");
         assert_eq!(w.len(), 1, "only the messageExpression: {w:?}");
     }
+
+    #[test]
+    fn custom_schemas_become_types_as_schema_decl_type_makes_them() {
+        let schema = Schema {
+            definitions: Arc::new(Map::new()),
+        };
+        let crd = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "size": {"x-kubernetes-int-or-string": true},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "raw": {"x-kubernetes-preserve-unknown-fields": true},
+                "opaque": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "template": {"type": "object", "x-kubernetes-embedded-resource": true}}}}});
+        let ty = schema.decl_type(&crd, true, "Widget").expect("an object");
+        let env = [("object", ty)];
+        let typed = |source: &str| check(source, &env).map(|t| t.to_string());
+        assert_eq!(typed("object.spec.size").ok().as_deref(), Some("dyn"));
+        assert_eq!(
+            typed("object.spec.labels['a']").ok().as_deref(),
+            Some("string")
+        );
+        // What every resource has is there even when the schema does not say it.
+        assert_eq!(
+            typed("object.metadata.name").ok().as_deref(),
+            Some("string")
+        );
+        assert_eq!(
+            typed("object.spec.template.kind").ok().as_deref(),
+            Some("string")
+        );
+        // A property without a type is not exposed; an object's unknown fields are not.
+        for source in [
+            "object.spec.raw",
+            "object.spec.opaque.anything",
+            "object.metadata.labels",
+        ] {
+            let err = typed(source).err().unwrap_or_default();
+            assert!(err.contains("undefined field"), "{source}: {err}");
+        }
+    }
 }
