@@ -245,3 +245,92 @@ def test_a_validating_admission_policy_refuses_through_kubectl(plane, ns, tmp_pa
     finally:
         plane.kubectl("delete", "validatingadmissionpolicybinding", f"replica-limit-{ns}", check=False)
         plane.kubectl("delete", "validatingadmissionpolicy", f"replica-limit-{ns}", check=False)
+
+
+def policy_document(name, spec):
+    """A ValidatingAdmissionPolicy named `name` over the given spec, with Fail as its failure policy."""
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name}, "spec": {"failurePolicy": "Fail", **spec}}
+
+
+def apply_json(plane, tmp_path, document, check=True):
+    path = tmp_path / f"{document['metadata']['name']}.json"
+    path.write_text(json.dumps(document))
+    return plane.kubectl("apply", "-f", str(path), check=check)
+
+
+def test_a_policy_whose_expression_does_not_compile_is_refused_at_create(plane, ns, tmp_path):
+    name = f"broken-{ns}"
+    policy = policy_document(name, {
+        "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                                                "operations": ["CREATE"], "resources": ["deployments"]}]},
+        "validations": [{"expression": "object.spec.replicas >"}]})
+    refused = apply_json(plane, tmp_path, policy, check=False)
+    assert refused.returncode != 0
+    assert (f'The ValidatingAdmissionPolicy "{name}" is invalid: spec.validations[0].expression: '
+            'Invalid value: "object.spec.replicas >": compilation failed: ERROR: <input>:1:23: '
+            "Syntax error: mismatched input '<EOF>'") in refused.stderr, refused.stderr
+    # A result of the wrong type is refused too, as kube-apiserver refuses it.
+    policy["spec"]["validations"] = [{"expression": "object.spec.paused"}]
+    refused = apply_json(plane, tmp_path, policy, check=False)
+    assert ('spec.validations[0].expression: Invalid value: "object.spec.paused": '
+            "must evaluate to bool but got dyn") in refused.stderr, refused.stderr
+    missing = plane.kubectl("get", "validatingadmissionpolicy", name, check=False)
+    assert missing.returncode != 0 and "NotFound" in missing.stderr, missing.stderr
+
+
+def test_a_policy_with_a_typo_gets_a_type_checking_warning_in_its_status(plane, ns, tmp_path):
+    name = f"typo-{ns}"
+    policy = policy_document(name, {
+        "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                                                "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
+        "validations": [{"expression": "object.spec.replicass <= 5"},
+                        {"expression": "object.spec.replicas <= 5"}]})
+    apply_json(plane, tmp_path, policy)
+    try:
+        read = json.loads(plane.kubectl("get", "validatingadmissionpolicy", name, "-o", "json").stdout)
+        assert read["metadata"]["generation"] == 1
+        assert read["status"]["observedGeneration"] == 1
+        assert read["status"]["typeChecking"]["expressionWarnings"] == [{
+            "fieldRef": "spec.validations[0].expression",
+            "warning": ("apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'replicass'\n"
+                        " | object.spec.replicass <= 5\n | ...........^\n")}]
+        # Fixed, the warning goes and the new generation is observed.
+        policy["spec"]["validations"] = policy["spec"]["validations"][1:]
+        apply_json(plane, tmp_path, policy)
+        status = json.loads(plane.kubectl("get", "validatingadmissionpolicy", name, "-o",
+                                          "jsonpath={.status}").stdout)
+        assert status == {"observedGeneration": 2, "typeChecking": {}}, status
+    finally:
+        plane.kubectl("delete", "validatingadmissionpolicy", name, check=False)
+
+
+def test_an_audit_annotation_that_errs_refuses_requests_under_failure_policy_fail(plane, ns, tmp_path):
+    name = f"audit-{ns}"
+    plane.kubectl("label", "namespace", ns, f"audited={ns}")
+    policy = policy_document(name, {
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                "operations": ["CREATE"], "resources": ["configmaps"]}]},
+        "auditAnnotations": [{"key": "tier", "valueExpression": "'tier ' + object.data.tier"}]})
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": {"name": name},
+               "spec": {"policyName": name, "validationActions": ["Audit"],
+                        "matchResources": {"namespaceSelector": {"matchLabels": {"audited": ns}}}}}
+    apply_json(plane, tmp_path, policy)
+    apply_json(plane, tmp_path, binding)
+    try:
+        # With the key the annotation reads, the request is admitted (and annotated).
+        plane.kubectl("-n", ns, "create", "configmap", "tiered", "--from-literal=tier=gold")
+        # Without it the valueExpression errs, and under Fail the request is refused.
+        refused = plane.kubectl("-n", ns, "create", "configmap", "plain", "--from-literal=a=b", check=False)
+        assert refused.returncode != 0
+        assert (f"ValidatingAdmissionPolicy '{name}' with binding '{name}' denied request: "
+                "expression ''tier ' + object.data.tier' resulted in error: No such key: tier") in refused.stderr, \
+            refused.stderr
+        # Under Ignore the same error is left out and the request admitted.
+        policy["spec"]["failurePolicy"] = "Ignore"
+        apply_json(plane, tmp_path, policy)
+        plane.kubectl("-n", ns, "create", "configmap", "plain", "--from-literal=a=b")
+    finally:
+        plane.kubectl("delete", "validatingadmissionpolicybinding", name, check=False)
+        plane.kubectl("delete", "validatingadmissionpolicy", name, check=False)

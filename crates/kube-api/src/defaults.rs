@@ -21,6 +21,18 @@ pub(crate) fn apply(state: &State, kind: &str, object: &mut Value) {
 pub(crate) fn apply_stateless(kind: &str, object: &mut Value) {
     match kind {
         "Namespace" => namespace(object),
+        "ValidatingAdmissionPolicy" => {
+            let spec = ensure(object, "spec");
+            spec.entry("failurePolicy").or_insert(json!("Fail"));
+            if let Some(m) = spec.get_mut("matchConstraints") {
+                match_resources(m);
+            }
+        }
+        "ValidatingAdmissionPolicyBinding" => {
+            if let Some(m) = object.pointer_mut("/spec/matchResources") {
+                match_resources(m);
+            }
+        }
         "Pod" => {
             if let Some(spec) = object.get_mut("spec") {
                 pod_spec(spec);
@@ -117,6 +129,27 @@ pub(crate) fn apply_stateless(kind: &str, object: &mut Value) {
             template(object);
         }
         _ => {}
+    }
+}
+
+/// admissionregistration/v1's `MatchResources` defaults: `Equivalent` matching, empty
+/// selectors (everything), and rules over all scopes.
+fn match_resources(m: &mut Value) {
+    let Some(m) = m.as_object_mut() else { return };
+    m.entry("matchPolicy").or_insert(json!("Equivalent"));
+    m.entry("namespaceSelector").or_insert(json!({}));
+    m.entry("objectSelector").or_insert(json!({}));
+    for key in ["resourceRules", "excludeResourceRules"] {
+        for rule in m
+            .get_mut(key)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(rule) = rule.as_object_mut() {
+                rule.entry("scope").or_insert(json!("*"));
+            }
+        }
     }
 }
 

@@ -119,6 +119,26 @@ fn schemas_with(
     Value::Object(definitions)
 }
 
+/// One kind's schema as `/openapi/v3` publishes it, with the definitions its references
+/// (`#/components/schemas/<name>`) point into. A CRD's `metadata` is ObjectMeta's, as
+/// kube-apiserver publishes it for custom resources.
+pub(crate) fn kind_schema(r: &ResourceInfo) -> (Value, Map<String, Value>) {
+    let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
+    let root = match &r.schema {
+        SchemaSource::Typed(f) => Value::from(f(&mut generator)),
+        SchemaSource::Inline(schema) => {
+            let meta = generator
+                .subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>();
+            let mut schema = schema.clone();
+            if schema.is_object() {
+                schema["properties"]["metadata"] = Value::from(meta);
+            }
+            schema
+        }
+    };
+    (root, generator.take_definitions(true))
+}
+
 /// The media type of the protobuf encoding, and the older spelling clients still send.
 const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
 const V2_PROTOBUF_OLD: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";

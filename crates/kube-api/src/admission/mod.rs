@@ -14,6 +14,9 @@
 mod call;
 mod matching;
 mod policy;
+mod spec;
+mod status;
+mod typecheck;
 
 use crate::context::Ctx;
 use crate::status::ApiError;
@@ -21,6 +24,22 @@ use infrasim_store::ReadAt;
 use serde_json::{json, Value};
 
 pub(crate) use matching::Operation;
+
+/// What follows a stored write of a ValidatingAdmissionPolicy: its status, as
+/// kube-apiserver's status controller writes it.
+pub(crate) fn after_policy_write(state: &crate::state::State, name: &str) {
+    status::reconcile(state, name);
+}
+
+/// The write-time checks of the admission kinds kube-apiserver validates beyond their
+/// metadata: field causes of a ValidatingAdmissionPolicy or its binding (none for others).
+pub(crate) fn validate_configuration(kind: &str, object: &Value) -> Vec<(String, String)> {
+    match kind {
+        "ValidatingAdmissionPolicy" => spec::validate_policy(object),
+        "ValidatingAdmissionPolicyBinding" => spec::validate_binding(object),
+        _ => Vec::new(),
+    }
+}
 
 /// The object being admitted, and the one it replaces.
 pub(crate) struct Subject<'a> {

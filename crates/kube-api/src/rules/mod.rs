@@ -24,6 +24,7 @@
 //! modules), and a CRD whose rules could cost too much is refused, as kube-apiserver
 //! refuses it.
 
+pub mod check;
 mod cost;
 mod decl;
 mod estimate;
@@ -33,6 +34,7 @@ mod limits;
 mod optional;
 mod quantity;
 mod sets;
+pub mod types;
 mod url;
 
 use cel::extractors::{Arguments, This};
@@ -42,6 +44,7 @@ pub use limits::estimated_cost_errors;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
+pub use url::go_quote;
 
 /// One compiled rule.
 #[derive(Debug)]

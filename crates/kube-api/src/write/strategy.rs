@@ -9,7 +9,7 @@
 use crate::context::Ctx;
 use crate::object::name_of;
 use crate::status::ApiError;
-use crate::{crd, defaults, namespaces, validation};
+use crate::{admission, crd, defaults, namespaces, validation};
 use infrasim_store::StoredObject;
 use serde_json::Value;
 use std::sync::Arc;
@@ -20,6 +20,7 @@ enum Special {
     CustomResourceDefinition,
     Namespace,
     Node,
+    ValidatingAdmissionPolicy,
     None,
 }
 
@@ -35,6 +36,7 @@ impl<'a> Strategy<'a> {
             (false, "CustomResourceDefinition") => Special::CustomResourceDefinition,
             (false, "Namespace") => Special::Namespace,
             (false, "Node") => Special::Node,
+            (false, "ValidatingAdmissionPolicy") => Special::ValidatingAdmissionPolicy,
             _ => Special::None,
         };
         Strategy { ctx, special }
@@ -159,6 +161,19 @@ impl<'a> Strategy<'a> {
                 return Err(crd::invalid(&name_of(new), causes));
             }
         }
+        let info = &self.ctx.info;
+        if self.builtin() && info.group == "admissionregistration.k8s.io" && !self.through_status()
+        {
+            let causes = admission::validate_configuration(&info.kind, new);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(
+                    &info.group,
+                    &info.kind,
+                    &name_of(new),
+                    causes,
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -182,6 +197,14 @@ impl<'a> Strategy<'a> {
             Special::CustomResourceDefinition => {
                 // Registering writes the CRD's status (Established, accepted names).
                 crd::register(state, &stored.meta.name);
+                state
+                    .group
+                    .get(&self.ctx.info.store_key, &stored.meta.key())
+                    .unwrap_or(stored)
+            }
+            Special::ValidatingAdmissionPolicy => {
+                // The status controller's type checking, done at once rather than soon after.
+                admission::after_policy_write(state, &stored.meta.name);
                 state
                     .group
                     .get(&self.ctx.info.store_key, &stored.meta.key())
