@@ -60,6 +60,33 @@ def test_configmap_crud_round_trip(plane, ns):
     assert e.value.status == 404
 
 
+def test_delete_answers_with_the_object_only_where_kube_apiserver_does(plane, ns):
+    core = plane.core()
+    svc = core.create_namespaced_service(ns, client.V1Service(
+        metadata=client.V1ObjectMeta(name="s"),
+        spec=client.V1ServiceSpec(ports=[client.V1ServicePort(port=80)])))
+    # The client decodes whatever comes back into the declared type, so the kind tells what
+    # the server sent: kube-apiserver's service storage returns the deleted Service.
+    would = core.delete_namespaced_service("s", ns, dry_run="All")
+    assert (would.kind, would.metadata.uid) == ("Service", svc.metadata.uid)
+    assert would.metadata.resource_version == svc.metadata.resource_version
+    assert core.read_namespaced_service("s", ns).metadata.uid == svc.metadata.uid
+    deleted = core.delete_namespaced_service("s", ns)
+    assert isinstance(deleted, client.V1Service)
+    assert (deleted.kind, deleted.metadata.uid) == ("Service", svc.metadata.uid)
+    assert deleted.spec.ports[0].port == 80
+    sa = core.create_namespaced_service_account(ns, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="sa")))
+    deleted = core.delete_namespaced_service_account("sa", ns)
+    assert (deleted.kind, deleted.metadata.uid) == ("ServiceAccount", sa.metadata.uid)
+    # A ConfigMap's storage does not: a Success Status, dry run or not.
+    made = core.create_namespaced_config_map(ns, cm("c"))
+    for dry_run in ("All", None):
+        answer = core.delete_namespaced_config_map("c", ns, dry_run=dry_run)
+        assert isinstance(answer, client.V1Status)
+        assert (answer.kind, answer.status, answer.details.uid) == ("Status", "Success", made.metadata.uid)
+    assert gone(lambda: core.read_namespaced_config_map("c", ns))
+
+
 def test_pod_crud_and_registry_defaults(plane, ns):
     core = plane.core()
     p = core.create_namespaced_pod(ns, pod("p", image="nginx:1.27"))
@@ -544,6 +571,9 @@ def test_deletecollection_honours_selectors(plane, ns):
         core.create_namespaced_config_map(ns, cm(name, labels={"tier": tier}))
     status, body = plane.raw("DELETE", cm_path(ns), {"labelSelector": "tier=x"})
     assert status == 200
+    # The answer is the list of what it deleted, as kube-apiserver's DeleteCollection gives.
+    assert body["kind"] == "ConfigMapList"
+    assert sorted(i["metadata"]["name"] for i in body["items"]) == ["a", "b"]
     assert sorted(i.metadata.name for i in core.list_namespaced_config_map(ns).items) == ["c", "kube-root-ca.crt"]
 
 

@@ -340,14 +340,23 @@ impl Group {
         self.dry_run(|txn| txn.update(resource, object, fields, expected, None))
     }
 
-    /// What [`Group::delete`] would do, without doing it.
+    /// What [`Group::delete`] would do, without doing it; the object answered keeps its
+    /// stored resourceVersion, as kube-apiserver's dry-run delete reads the object and
+    /// writes nothing.
     pub fn delete_dry_run(
         &self,
         resource: &str,
         key: &ObjectKey,
         options: &DeleteOptions,
     ) -> Result<DeleteOutcome> {
-        self.dry_run(|txn| txn.delete(resource, key, options))
+        let (outcome, before) = self.dry_run(|txn| {
+            let before = txn.current(resource, key).map(|c| c.meta.resource_version);
+            Ok((txn.delete(resource, key, options)?, before))
+        })?;
+        Ok(match outcome {
+            DeleteOutcome::Deleted(o) => DeleteOutcome::Deleted(restamp(o, before)?),
+            DeleteOutcome::Pending(o) => DeleteOutcome::Pending(restamp(o, before)?),
+        })
     }
 
     /// One object.
@@ -625,6 +634,21 @@ struct Txn<'a> {
     state: &'a mut GroupState,
     pending: Vec<Arc<Event>>,
     now: String,
+}
+
+/// `object` with the resourceVersion `rv` (none: without one): a dry run's answer carries
+/// the version that is stored, not the one its undone write took.
+fn restamp(object: Arc<StoredObject>, rv: Option<u64>) -> Result<Arc<StoredObject>> {
+    if rv == Some(object.meta.resource_version) {
+        return Ok(object);
+    }
+    let mut value = object.to_value()?;
+    let meta = meta_mut(&mut value);
+    match rv {
+        Some(rv) => meta.insert("resourceVersion".into(), Value::String(rv.to_string())),
+        None => meta.remove("resourceVersion"),
+    };
+    Ok(seal(&value, object.derived.clone())?)
 }
 
 impl Txn<'_> {
