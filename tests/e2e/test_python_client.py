@@ -87,6 +87,22 @@ def test_delete_answers_with_the_object_only_where_kube_apiserver_does(plane, ns
     assert gone(lambda: core.read_namespaced_config_map("c", ns))
 
 
+def test_dry_run_answers_can_be_sent_back(plane, ns):
+    core = plane.core()
+    would = core.create_namespaced_config_map(ns, cm("dry", {"x": "1"}), dry_run="All")
+    # Nothing was stored, so no resourceVersion; the rest is what a real create fills in.
+    assert would.metadata.resource_version is None
+    assert would.metadata.uid and would.metadata.creation_timestamp and would.metadata.managed_fields
+    assert gone(lambda: core.read_namespaced_config_map("dry", ns))
+    created = core.create_namespaced_config_map(ns, would)
+    assert created.metadata.resource_version and created.data == {"x": "1"}
+    # A dry-run replace answers the change at the stored version, which stays current.
+    created.data = {"x": "2"}
+    changed = core.replace_namespaced_config_map("dry", ns, created, dry_run="All")
+    assert (changed.data, changed.metadata.resource_version) == ({"x": "2"}, created.metadata.resource_version)
+    assert core.replace_namespaced_config_map("dry", ns, changed).data == {"x": "2"}
+
+
 def test_pod_crud_and_registry_defaults(plane, ns):
     core = plane.core()
     p = core.create_namespaced_pod(ns, pod("p", image="nginx:1.27"))

@@ -1,7 +1,7 @@
-//! What a delete and a deletecollection answer, as kube-apiserver answers
+//! What a delete, a deletecollection and a dry-run write answer, as kube-apiserver answers
 //! them: the deleted object for the kinds whose storage sets `ReturnDeletedObject` and a
-//! Success Status for the others (dry run or not), the object while finalizers hold it, and
-//! the list read before a deletecollection.
+//! Success Status for the others (dry run or not), the object while finalizers hold it, the
+//! list read before a deletecollection, and a dry-run create without a `resourceVersion`.
 
 use infrasim_clock::SystemClock;
 use infrasim_kube_api::pki::CertificateAuthority;
@@ -231,4 +231,65 @@ async fn a_deletecollection_answers_with_the_list_it_read_before_deleting() {
     let (_, after) = send(&server, "GET", &selected, &json!({})).await;
     assert_eq!(after["items"].as_array().map(Vec::len), Some(1), "{after}");
     assert!(after["items"][0]["metadata"]["deletionTimestamp"].is_string());
+}
+
+#[tokio::test]
+async fn a_dry_run_create_answers_without_a_resource_version_and_can_be_created_for_real() {
+    let server = server();
+    let svcs = format!("{NS}/services");
+    let (status, would) = send(
+        &server,
+        "POST",
+        &format!("{svcs}?dryRun=All"),
+        &service("s"),
+    )
+    .await;
+    assert_eq!(status, 201, "{would}");
+    let meta = &would["metadata"];
+    assert!(meta.get("resourceVersion").is_none(), "{would}");
+    // The rest is filled in as a real create fills it in.
+    assert!(
+        meta["uid"].is_string() && meta["creationTimestamp"].is_string(),
+        "{would}"
+    );
+    assert!(meta["managedFields"].is_array(), "{would}");
+    let (status, _) = send(&server, "GET", &format!("{svcs}/s"), &json!({})).await;
+    assert_eq!(status, 404, "a dry run stores nothing");
+    let (status, created) = send(&server, "POST", &svcs, &would).await;
+    assert_eq!(
+        status, 201,
+        "the dry run's answer is a valid create: {created}"
+    );
+    assert!(created["metadata"]["resourceVersion"].is_string());
+}
+
+#[tokio::test]
+async fn dry_run_updates_and_patches_answer_at_the_stored_resource_version() {
+    let server = server();
+    let created = create(&server, &format!("{NS}/configmaps"), configmap("c")).await;
+    let at = format!("{NS}/configmaps/c");
+    let stored = &created["metadata"]["resourceVersion"];
+    let mut changed = created.clone();
+    changed["data"]["k"] = json!("put");
+    let (status, put) = send(&server, "PUT", &format!("{at}?dryRun=All"), &changed).await;
+    assert_eq!(status, 200, "{put}");
+    assert_eq!(
+        (&put["data"]["k"], &put["metadata"]["resourceVersion"]),
+        (&json!("put"), stored)
+    );
+    let patch = json!({"data": {"k": "patched"}});
+    let (status, patched) = send(&server, "PATCH", &format!("{at}?dryRun=All"), &patch).await;
+    assert_eq!(status, 200, "{patched}");
+    assert_eq!(
+        (
+            &patched["data"]["k"],
+            &patched["metadata"]["resourceVersion"]
+        ),
+        (&json!("patched"), stored)
+    );
+    let (_, now) = send(&server, "GET", &at, &json!({})).await;
+    assert_eq!(
+        (&now["data"]["k"], &now["metadata"]["resourceVersion"]),
+        (&json!("v"), stored)
+    );
 }

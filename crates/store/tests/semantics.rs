@@ -386,6 +386,11 @@ fn dry_runs_compute_everything_and_keep_nothing() {
         .unwrap();
     assert_eq!(a.meta.generation, 1);
     assert!(!a.meta.uid.is_empty());
+    // Nothing was written, so no version: the answer can be created for real.
+    assert_eq!(a.meta.resource_version, 0);
+    assert!(a.to_value().unwrap()["metadata"]
+        .get("resourceVersion")
+        .is_none());
     assert!(g.get("configmaps", &key("a")).is_none());
     assert_eq!(g.resource_version(), 0);
     let real = g
@@ -400,6 +405,12 @@ fn dry_runs_compute_everything_and_keep_nothing() {
         )
         .unwrap();
     assert_eq!(changed.meta.generation, 2);
+    // The dry update's answer carries the stored version, not the one its undone write took.
+    assert_eq!(changed.meta.resource_version, real.meta.resource_version);
+    assert_eq!(
+        changed.to_value().unwrap()["metadata"]["resourceVersion"],
+        real.meta.resource_version.to_string()
+    );
     assert!(matches!(
         g.update_dry_run("configmaps", cm("a", "2"), Default::default(), Some(999)),
         Err(StoreError::Conflict { .. })
