@@ -264,7 +264,7 @@ async fn a_dry_run_create_answers_without_a_resource_version_and_can_be_created_
 }
 
 #[tokio::test]
-async fn dry_run_updates_and_patches_answer_at_the_stored_resource_version() {
+async fn dry_run_updates_patches_and_applies_answer_at_the_stored_resource_version() {
     let server = server();
     let created = create(&server, &format!("{NS}/configmaps"), configmap("c")).await;
     let at = format!("{NS}/configmaps/c");
@@ -286,6 +286,26 @@ async fn dry_run_updates_and_patches_answer_at_the_stored_resource_version() {
             &patched["metadata"]["resourceVersion"]
         ),
         (&json!("patched"), stored)
+    );
+    let applied = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                         "data": {"k": "applied"}});
+    let uri = format!("{at}?dryRun=All&fieldManager=applier&force=true");
+    let answer = common::as_admin(
+        &server,
+        "PATCH",
+        &uri,
+        "application/apply-patch+yaml",
+        applied.to_string(),
+    )
+    .await;
+    let applied = answer.json();
+    assert_eq!(answer.status, 200, "{applied}");
+    assert_eq!(
+        (
+            &applied["data"]["k"],
+            &applied["metadata"]["resourceVersion"]
+        ),
+        (&json!("applied"), stored)
     );
     let (_, now) = send(&server, "GET", &at, &json!({})).await;
     assert_eq!(
