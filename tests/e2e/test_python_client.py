@@ -60,6 +60,49 @@ def test_configmap_crud_round_trip(plane, ns):
     assert e.value.status == 404
 
 
+def test_delete_answers_with_the_object_only_where_kube_apiserver_does(plane, ns):
+    core = plane.core()
+    svc = core.create_namespaced_service(ns, client.V1Service(
+        metadata=client.V1ObjectMeta(name="s"),
+        spec=client.V1ServiceSpec(ports=[client.V1ServicePort(port=80)])))
+    # The client decodes whatever comes back into the declared type, so the kind tells what
+    # the server sent: kube-apiserver's service storage returns the deleted Service.
+    would = core.delete_namespaced_service("s", ns, dry_run="All")
+    assert (would.kind, would.metadata.uid) == ("Service", svc.metadata.uid)
+    assert would.metadata.resource_version == svc.metadata.resource_version
+    assert core.read_namespaced_service("s", ns).metadata.uid == svc.metadata.uid
+    deleted = core.delete_namespaced_service("s", ns)
+    assert isinstance(deleted, client.V1Service)
+    assert (deleted.kind, deleted.metadata.uid) == ("Service", svc.metadata.uid)
+    assert deleted.spec.ports[0].port == 80
+    sa = core.create_namespaced_service_account(ns, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="sa")))
+    deleted = core.delete_namespaced_service_account("sa", ns)
+    assert (deleted.kind, deleted.metadata.uid) == ("ServiceAccount", sa.metadata.uid)
+    # A ConfigMap's storage does not: a Success Status, dry run or not.
+    made = core.create_namespaced_config_map(ns, cm("c"))
+    for dry_run in ("All", None):
+        answer = core.delete_namespaced_config_map("c", ns, dry_run=dry_run)
+        assert isinstance(answer, client.V1Status)
+        assert (answer.kind, answer.status, answer.details.uid) == ("Status", "Success", made.metadata.uid)
+    assert gone(lambda: core.read_namespaced_config_map("c", ns))
+
+
+def test_dry_run_answers_can_be_sent_back(plane, ns):
+    core = plane.core()
+    would = core.create_namespaced_config_map(ns, cm("dry", {"x": "1"}), dry_run="All")
+    # Nothing was stored, so no resourceVersion; the rest is what a real create fills in.
+    assert would.metadata.resource_version is None
+    assert would.metadata.uid and would.metadata.creation_timestamp and would.metadata.managed_fields
+    assert gone(lambda: core.read_namespaced_config_map("dry", ns))
+    created = core.create_namespaced_config_map(ns, would)
+    assert created.metadata.resource_version and created.data == {"x": "1"}
+    # A dry-run replace answers the change at the stored version, which stays current.
+    created.data = {"x": "2"}
+    changed = core.replace_namespaced_config_map("dry", ns, created, dry_run="All")
+    assert (changed.data, changed.metadata.resource_version) == ({"x": "2"}, created.metadata.resource_version)
+    assert core.replace_namespaced_config_map("dry", ns, changed).data == {"x": "2"}
+
+
 def test_pod_crud_and_registry_defaults(plane, ns):
     core = plane.core()
     p = core.create_namespaced_pod(ns, pod("p", image="nginx:1.27"))
@@ -544,6 +587,9 @@ def test_deletecollection_honours_selectors(plane, ns):
         core.create_namespaced_config_map(ns, cm(name, labels={"tier": tier}))
     status, body = plane.raw("DELETE", cm_path(ns), {"labelSelector": "tier=x"})
     assert status == 200
+    # The answer is the list of what it deleted, as kube-apiserver's DeleteCollection gives.
+    assert body["kind"] == "ConfigMapList"
+    assert sorted(i["metadata"]["name"] for i in body["items"]) == ["a", "b"]
     assert sorted(i.metadata.name for i in core.list_namespaced_config_map(ns).items) == ["c", "kube-root-ca.crt"]
 
 

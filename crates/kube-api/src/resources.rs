@@ -102,6 +102,12 @@ pub struct ResourceInfo {
     /// The kind's OpenAPI schema: a reference into the generator's definitions for built-in
     /// kinds (from k8s-openapi), the version's `openAPIV3Schema` for custom ones.
     pub schema: SchemaSource,
+    /// Whether a delete answers with the deleted object rather than a Success Status: the
+    /// kinds whose kube-apiserver storage sets `ReturnDeletedObject` (see
+    /// [`ResourceInfo::returning_deleted`]). Typed clients decode the answer as the kind
+    /// (the Python client's `delete_namespaced_service` returns a `V1Service`), so it must
+    /// be the one kube-apiserver gives. Custom resources never do.
+    pub returns_deleted: bool,
 }
 
 /// A JSONPath of a scale path (`.spec.replicas`) as a JSON pointer (`/spec/replicas`).
@@ -198,6 +204,12 @@ impl ScalePaths {
 }
 
 impl ResourceInfo {
+    /// Marks a built-in kind whose deletes answer with the deleted object.
+    fn returning_deleted(mut self) -> Self {
+        self.returns_deleted = true;
+        self
+    }
+
     /// `group/version`, or `version` for the core group.
     pub fn group_version(&self) -> &str {
         &self.api_version
@@ -354,6 +366,7 @@ where
         storage_version: None,
         conversion: None,
         deprecation: None,
+        returns_deleted: false,
     }
 }
 
@@ -384,6 +397,7 @@ where
         storage_version: None,
         conversion: None,
         deprecation: None,
+        returns_deleted: false,
     }
 }
 
@@ -400,23 +414,25 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The built-in kinds.
+    /// The built-in kinds. Those marked `returning_deleted` are the ones whose storage in
+    /// kube-apiserver (`pkg/registry/<group>/<resource>/storage/storage.go`) sets
+    /// `ReturnDeletedObject: true`; the rest answer a delete with a Success Status.
     pub fn builtin() -> Self {
         let list = vec![
-            info::<core::Namespace>(&["ns"], NONE, true),
+            info::<core::Namespace>(&["ns"], NONE, true).returning_deleted(),
             info::<core::Node>(&["no"], NONE, true),
-            info::<core::Pod>(&["po"], ALL, true),
-            info::<core::Service>(&["svc"], ALL, true),
+            info::<core::Pod>(&["po"], ALL, true).returning_deleted(),
+            info::<core::Service>(&["svc"], ALL, true).returning_deleted(),
             info::<core::Endpoints>(&["ep"], NONE, false),
             info::<core::ConfigMap>(&["cm"], NONE, false),
             info::<core::Secret>(NONE, NONE, false),
-            info::<core::ServiceAccount>(&["sa"], NONE, false),
+            info::<core::ServiceAccount>(&["sa"], NONE, false).returning_deleted(),
             info::<core::Event>(&["ev"], NONE, false),
-            info::<core::PersistentVolume>(&["pv"], NONE, true),
-            info::<core::PersistentVolumeClaim>(&["pvc"], NONE, true),
+            info::<core::PersistentVolume>(&["pv"], NONE, true).returning_deleted(),
+            info::<core::PersistentVolumeClaim>(&["pvc"], NONE, true).returning_deleted(),
             info::<core::LimitRange>(&["limits"], NONE, false),
-            info::<core::ResourceQuota>(&["quota"], NONE, true),
-            info::<core::PodTemplate>(NONE, NONE, false),
+            info::<core::ResourceQuota>(&["quota"], NONE, true).returning_deleted(),
+            info::<core::PodTemplate>(NONE, NONE, false).returning_deleted(),
             info::<core::ReplicationController>(&["rc"], ALL, true),
             info::<apps::Deployment>(&["deploy"], ALL, true),
             info::<apps::DaemonSet>(&["ds"], ALL, true),
@@ -431,10 +447,10 @@ impl Registry {
             info::<rbac::ClusterRoleBinding>(NONE, NONE, false),
             info::<coordination::Lease>(NONE, NONE, false),
             info::<policy::PodDisruptionBudget>(&["pdb"], NONE, true),
-            info::<storage::StorageClass>(&["sc"], NONE, false),
-            info::<storage::CSIDriver>(NONE, NONE, false),
-            info::<storage::CSINode>(NONE, NONE, false),
-            info::<storage::VolumeAttachment>(NONE, NONE, true),
+            info::<storage::StorageClass>(&["sc"], NONE, false).returning_deleted(),
+            info::<storage::CSIDriver>(NONE, NONE, false).returning_deleted(),
+            info::<storage::CSINode>(NONE, NONE, false).returning_deleted(),
+            info::<storage::VolumeAttachment>(NONE, NONE, true).returning_deleted(),
             info::<discovery::EndpointSlice>(NONE, NONE, false),
             info::<events::Event>(&["ev"], NONE, false),
             info::<networking::Ingress>(&["ing"], NONE, true),
@@ -567,6 +583,37 @@ mod tests {
             .unwrap();
         assert!(!crd.namespaced);
         assert_eq!(reg.groups()[0].0, "");
+    }
+
+    /// The kinds whose kube-apiserver storage sets `ReturnDeletedObject: true`, and only
+    /// those, answer a delete with the object.
+    #[test]
+    fn the_kinds_returning_deleted_objects_are_kube_apiservers() {
+        let reg = Registry::builtin();
+        let mut returning: Vec<&str> = reg
+            .builtin
+            .iter()
+            .filter(|r| r.returns_deleted)
+            .map(|r| r.kind.as_str())
+            .collect();
+        returning.sort_unstable();
+        assert_eq!(
+            returning,
+            [
+                "CSIDriver",
+                "CSINode",
+                "Namespace",
+                "PersistentVolume",
+                "PersistentVolumeClaim",
+                "Pod",
+                "PodTemplate",
+                "ResourceQuota",
+                "Service",
+                "ServiceAccount",
+                "StorageClass",
+                "VolumeAttachment",
+            ]
+        );
     }
 
     #[test]

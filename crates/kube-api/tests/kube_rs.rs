@@ -508,3 +508,43 @@ async fn a_non_admin_certificate_gets_exactly_its_bindings() {
         matches!(other_ns.list(&ListParams::default()).await, Err(kube::Error::Api(s)) if s.code == 403)
     );
 }
+
+/// kube-rs decodes a delete's answer as the kind (`Either::Left`) or as a Status
+/// (`Either::Right`) by its `kind`: a Service's delete answers with the Service, as
+/// kube-apiserver's service storage returns the deleted object, and a ConfigMap's with a
+/// Status.
+#[tokio::test]
+async fn a_delete_answers_with_the_object_or_a_status_as_the_kind_does() {
+    use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+    let t = TestServer::start(1_000).await;
+    let client = t.client().await;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let svc = Service {
+        metadata: kube::api::ObjectMeta {
+            name: Some("s".into()),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            ports: Some(vec![ServicePort {
+                port: 80,
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let created = services.create(&PostParams::default(), &svc).await.unwrap();
+    let answer = services
+        .delete("s", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deleted = answer.left().expect("the deleted Service, not a Status");
+    assert_eq!(deleted.uid(), created.uid());
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    cms.create(&PostParams::default(), &configmap("c", "1"))
+        .await
+        .unwrap();
+    let answer = cms.delete("c", &DeleteParams::default()).await.unwrap();
+    let status = answer.right().expect("a Status, not the ConfigMap");
+    assert!(status.is_success(), "{status:?}");
+}

@@ -301,12 +301,10 @@ impl Group {
         read: Read<'_>,
         dry: bool,
     ) -> Result<Arc<StoredObject>> {
-        let f = |txn: &mut Txn<'_>| txn.update(resource, object, fields, expected, Some(read));
         if dry {
-            self.dry_run(f)
-        } else {
-            self.write(f)
+            return self.update_dry(resource, object, fields, expected, Some(read));
         }
+        self.write(|txn| txn.update(resource, object, fields, expected, Some(read)))
     }
 
     /// Deletes an object, honouring finalizers and the propagation policy.
@@ -319,17 +317,22 @@ impl Group {
         self.write(|txn| txn.delete(resource, key, options))
     }
 
-    /// What [`Group::create`] would store, without storing it.
+    /// What [`Group::create`] would store, without storing it: uid, creationTimestamp and
+    /// generation set, but no resourceVersion, since nothing was written (kube-apiserver's
+    /// dry-run storage answers with the object as it was given to it), so the answer can be
+    /// sent back as a real create.
     pub fn create_dry_run(
         &self,
         resource: &str,
         object: Value,
         fields: Fields,
     ) -> Result<Arc<StoredObject>> {
-        self.dry_run(|txn| txn.create(resource, object, fields))
+        let would = self.dry_run(|txn| txn.create(resource, object, fields))?;
+        restamp(would, None)
     }
 
-    /// What [`Group::update`] would store, without storing it.
+    /// What [`Group::update`] would store, without storing it; it keeps the stored object's
+    /// resourceVersion, since no new one was written.
     pub fn update_dry_run(
         &self,
         resource: &str,
@@ -337,17 +340,45 @@ impl Group {
         fields: Fields,
         expected: Option<u64>,
     ) -> Result<Arc<StoredObject>> {
-        self.dry_run(|txn| txn.update(resource, object, fields, expected, None))
+        self.update_dry(resource, object, fields, expected, None)
     }
 
-    /// What [`Group::delete`] would do, without doing it.
+    fn update_dry(
+        &self,
+        resource: &str,
+        object: Value,
+        fields: Fields,
+        expected: Option<u64>,
+        read: Option<Read<'_>>,
+    ) -> Result<Arc<StoredObject>> {
+        let key = read_meta(&object).key();
+        let (would, before) = self.dry_run(|txn| {
+            let before = txn.current(resource, &key).map(|c| c.meta.resource_version);
+            Ok((
+                txn.update(resource, object, fields, expected, read)?,
+                before,
+            ))
+        })?;
+        restamp(would, before)
+    }
+
+    /// What [`Group::delete`] would do, without doing it; the object answered keeps its
+    /// stored resourceVersion, as kube-apiserver's dry-run delete reads the object and
+    /// writes nothing.
     pub fn delete_dry_run(
         &self,
         resource: &str,
         key: &ObjectKey,
         options: &DeleteOptions,
     ) -> Result<DeleteOutcome> {
-        self.dry_run(|txn| txn.delete(resource, key, options))
+        let (outcome, before) = self.dry_run(|txn| {
+            let before = txn.current(resource, key).map(|c| c.meta.resource_version);
+            Ok((txn.delete(resource, key, options)?, before))
+        })?;
+        Ok(match outcome {
+            DeleteOutcome::Deleted(o) => DeleteOutcome::Deleted(restamp(o, before)?),
+            DeleteOutcome::Pending(o) => DeleteOutcome::Pending(restamp(o, before)?),
+        })
     }
 
     /// One object.
@@ -625,6 +656,21 @@ struct Txn<'a> {
     state: &'a mut GroupState,
     pending: Vec<Arc<Event>>,
     now: String,
+}
+
+/// `object` with the resourceVersion `rv` (none: without one): a dry run's answer carries
+/// the version that is stored, not the one its undone write took.
+fn restamp(object: Arc<StoredObject>, rv: Option<u64>) -> Result<Arc<StoredObject>> {
+    if rv == Some(object.meta.resource_version) {
+        return Ok(object);
+    }
+    let mut value = object.to_value()?;
+    let meta = meta_mut(&mut value);
+    match rv {
+        Some(rv) => meta.insert("resourceVersion".into(), Value::String(rv.to_string())),
+        None => meta.remove("resourceVersion"),
+    };
+    Ok(seal(&value, object.derived.clone())?)
 }
 
 impl Txn<'_> {

@@ -386,6 +386,11 @@ fn dry_runs_compute_everything_and_keep_nothing() {
         .unwrap();
     assert_eq!(a.meta.generation, 1);
     assert!(!a.meta.uid.is_empty());
+    // Nothing was written, so no version: the answer can be created for real.
+    assert_eq!(a.meta.resource_version, 0);
+    assert!(a.to_value().unwrap()["metadata"]
+        .get("resourceVersion")
+        .is_none());
     assert!(g.get("configmaps", &key("a")).is_none());
     assert_eq!(g.resource_version(), 0);
     let real = g
@@ -400,18 +405,52 @@ fn dry_runs_compute_everything_and_keep_nothing() {
         )
         .unwrap();
     assert_eq!(changed.meta.generation, 2);
+    // The dry update's answer carries the stored version, not the one its undone write took.
+    assert_eq!(changed.meta.resource_version, real.meta.resource_version);
+    assert_eq!(
+        changed.to_value().unwrap()["metadata"]["resourceVersion"],
+        real.meta.resource_version.to_string()
+    );
     assert!(matches!(
         g.update_dry_run("configmaps", cm("a", "2"), Default::default(), Some(999)),
         Err(StoreError::Conflict { .. })
     ));
-    assert!(matches!(
-        g.delete_dry_run("configmaps", &key("a"), &DeleteOptions::default())
-            .unwrap(),
-        DeleteOutcome::Deleted(_)
-    ));
+    match g
+        .delete_dry_run("configmaps", &key("a"), &DeleteOptions::default())
+        .unwrap()
+    {
+        DeleteOutcome::Deleted(o) => {
+            assert_eq!(o.meta.resource_version, real.meta.resource_version)
+        }
+        other => panic!("expected Deleted, got {other:?}"),
+    }
     let still = g.get("configmaps", &key("a")).unwrap();
     assert_eq!(still.meta.resource_version, real.meta.resource_version);
     assert_eq!(still.to_value().unwrap()["data"]["k"], "1");
+}
+
+#[test]
+fn a_dry_delete_of_a_held_object_answers_it_marked_at_its_stored_version() {
+    let g = group(100);
+    let held = g
+        .create(
+            "configmaps",
+            with_meta(cm("f", "1"), json!({"finalizers": ["example.com/hold"]})),
+            Default::default(),
+        )
+        .unwrap();
+    match g
+        .delete_dry_run("configmaps", &key("f"), &DeleteOptions::default())
+        .unwrap()
+    {
+        DeleteOutcome::Pending(o) => {
+            assert!(o.meta.deletion_timestamp.is_some());
+            assert_eq!(o.meta.resource_version, held.meta.resource_version);
+        }
+        other => panic!("expected Pending, got {other:?}"),
+    }
+    let still = g.get("configmaps", &key("f")).unwrap();
+    assert!(still.meta.deletion_timestamp.is_none());
 }
 
 #[test]

@@ -239,6 +239,9 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
                 storage_version: storage.clone(),
                 conversion: conversion.clone(),
                 deprecation: deprecation(crd, v),
+                // apiextensions-apiserver's custom resource storage does not set
+                // ReturnDeletedObject: a delete answers with a Status.
+                returns_deleted: false,
             })
         })
         .collect()

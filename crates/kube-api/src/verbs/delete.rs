@@ -106,46 +106,46 @@ async fn admit_delete(ctx: &Ctx, dry_run: bool) -> Result<Vec<String>, ApiError>
 
 pub(crate) async fn delete(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     let options = delete_options(ctx, body)?;
-    if delete_is_dry(ctx, body)? {
-        admit_delete(ctx, true).await?;
-        let outcome = ctx
-            .state
-            .group
-            .delete_dry_run(&ctx.info.store_key, &ctx.key(), &options)
-            .map_err(|e| ctx.store_error(e))?;
-        return ctx.render(outcome.object(), 200);
-    }
     let name = ctx.path.name.as_deref().unwrap_or("");
-    if ctx.info.kind == "Namespace" {
+    // NamespaceLifecycle refuses a system namespace's deletion at admission, so a dry run
+    // is refused too.
+    if ctx.info.kind == "Namespace" && !ctx.info.custom {
         namespaces::check_deletable(name)?;
     }
-    let warnings = admit_delete(ctx, false).await?;
-    let outcome = ctx
-        .state
-        .group
-        .delete(&ctx.info.store_key, &ctx.key(), &options)
-        .map_err(|e| ctx.store_error(e))?;
-    input::with_warnings(answer(ctx, name, outcome).await, &warnings)
+    let dry = delete_is_dry(ctx, body)?;
+    let warnings = admit_delete(ctx, dry).await?;
+    let group = &ctx.state.group;
+    let outcome = if dry {
+        group.delete_dry_run(&ctx.info.store_key, &ctx.key(), &options)
+    } else {
+        group.delete(&ctx.info.store_key, &ctx.key(), &options)
+    }
+    .map_err(|e| ctx.store_error(e))?;
+    input::with_warnings(answer(ctx, name, outcome, dry).await, &warnings)
 }
 
-/// The answer to a delete: the object while finalizers hold it, else the deleted object for
-/// the kinds whose storage returns it, or a Success Status.
-async fn answer(ctx: &Ctx, name: &str, outcome: DeleteOutcome) -> HandlerResult {
+/// The answer to a delete, dry or not, as kube-apiserver's registry gives it: the object
+/// while finalizers hold it; once gone, the deleted object for the kinds whose storage
+/// returns it ([`crate::resources::ResourceInfo::returns_deleted`]), else a Success Status.
+async fn answer(ctx: &Ctx, name: &str, outcome: DeleteOutcome, dry: bool) -> HandlerResult {
     match outcome {
         DeleteOutcome::Pending(object) => {
             let object = crate::conversion::served_one(ctx, object).await?;
-            if ctx.info.kind == "CustomResourceDefinition" && !ctx.info.custom {
-                crate::crd::spawn_cleanup(ctx.state.clone(), name.to_string());
-            }
-            if ctx.info.kind == "Namespace" && !ctx.info.custom {
-                let object = namespaces::begin_termination(&ctx.state, name).unwrap_or(object);
-                return ctx.render(&object, 200);
+            // What follows a deletion's start is not for a dry run: nothing was marked.
+            if !dry && !ctx.info.custom {
+                if ctx.info.kind == "CustomResourceDefinition" {
+                    crate::crd::spawn_cleanup(ctx.state.clone(), name.to_string());
+                }
+                if ctx.info.kind == "Namespace" {
+                    let object = namespaces::begin_termination(&ctx.state, name).unwrap_or(object);
+                    return ctx.render(&object, 200);
+                }
             }
             ctx.render(&object, 200)
         }
         DeleteOutcome::Deleted(object) => {
             let object = crate::conversion::served_one(ctx, object).await?;
-            if ctx.info.kind == "Pod" {
+            if ctx.info.returns_deleted {
                 return ctx.render(&object, 200);
             }
             Ok(json_value(
@@ -197,16 +197,16 @@ pub(crate) fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
             ctx.state.group.delete(&ctx.info.store_key, key, &options)
         };
         match result {
-            Ok(outcome) if dry => deleted.push(outcome.object().clone()),
-            Ok(outcome) => {
-                if ctx.info.kind == "Namespace" && matches!(outcome, DeleteOutcome::Pending(_)) {
-                    namespaces::begin_termination(&ctx.state, &key.name);
-                }
-                deleted.push(outcome.object().clone());
+            Ok(DeleteOutcome::Pending(_)) if !dry && ctx.info.kind == "Namespace" => {
+                namespaces::begin_termination(&ctx.state, &key.name);
             }
-            Err(infrasim_store::StoreError::NotFound { .. }) => {}
+            // Gone already: kube-apiserver lists it all the same.
+            Ok(_) | Err(infrasim_store::StoreError::NotFound { .. }) => {}
             Err(e) => return Err(ctx.store_error(e)),
         }
+        // The answer is the list the deletions worked through, as it was read before them
+        // (kube-apiserver's DeleteCollection answers with that list, for every kind).
+        deleted.push(object.clone());
     }
     let mut out =
         Vec::with_capacity(deleted.iter().map(|o| o.bytes.len() + 1).sum::<usize>() + 128);
@@ -215,7 +215,7 @@ pub(crate) fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
             "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
             &ctx.info.list_kind,
             &ctx.info.api_version,
-            ctx.state.group.resource_version()
+            snapshot.resource_version
         )
         .as_bytes(),
     );
