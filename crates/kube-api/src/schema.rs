@@ -81,6 +81,9 @@ impl Node {
 #[derive(Debug, Clone)]
 pub struct Schema {
     root: Node,
+    /// Whether its rules could reach kube-apiserver's run-time cost limits, and so run
+    /// metered (see [`crate::rules::within_runtime_limits`]).
+    metered: bool,
 }
 
 /// Why a body does not fit its schema.
@@ -201,7 +204,9 @@ impl Schema {
 
     /// A schema from a version's `schema.openAPIV3Schema`.
     pub fn from_openapi(v: &Value) -> Result<Schema, String> {
-        Ok(Schema { root: parse(v, 0)? })
+        let root = parse(v, 0)?;
+        let metered = root.rules_below && !crate::rules::within_runtime_limits(v);
+        Ok(Schema { root, metered })
     }
 
     /// Prunes, defaults and validates a custom object. `apiVersion`, `kind` and `metadata`
@@ -286,7 +291,10 @@ impl Schema {
     pub fn check_rules(&self, new: &Value, old: Option<&Value>) -> Vec<(String, String)> {
         let mut errors = Vec::new();
         if self.root.rules_below {
-            let mut budget = crate::rules::Budget::default();
+            let mut budget = match self.metered {
+                true => crate::rules::Budget::default(),
+                false => crate::rules::Budget::unmetered(),
+            };
             check_rules(&self.root, new, old, "", &mut errors, &mut budget);
         }
         errors

@@ -40,6 +40,18 @@ pub fn estimated_cost_errors(schema: &Value, path: &str) -> Vec<(String, String)
     errors
 }
 
+/// Whether the rules of `schema` can never reach kube-apiserver's run-time limits: every
+/// rule and messageExpression estimated within the per-call limit, and all of them, each as
+/// often as it can run in one object, within the object's budget. cel-go's estimate bounds
+/// the cost it counts as a rule runs, so such rules need no metering (which costs a rule's
+/// evaluation about as much again).
+pub fn within_runtime_limits(schema: &Value) -> bool {
+    let mut walk = Walk::default();
+    walk.node(schema, decl::from_schema(schema, true), Some(1), "");
+    walk.single_max <= super::cost::PER_CALL_LIMIT
+        && walk.runtime_total <= super::cost::RUNTIME_BUDGET.unsigned_abs()
+}
+
 /// kube-apiserver's words for an estimate over its limit, with the factor it exceeds it by.
 fn over_budget(what: &str, cost: u64, limit: u64) -> String {
     let exceed = cost as f64 / limit as f64;
@@ -57,6 +69,11 @@ fn over_budget(what: &str, cost: u64, limit: u64) -> String {
 struct Walk {
     errors: Vec<(String, String)>,
     total: u64,
+    /// The costliest single evaluation of a rule or messageExpression.
+    single_max: u64,
+    /// What all of them can cost together in one object (messageExpressions included, each
+    /// as often as its rule can run).
+    runtime_total: u64,
     /// The costliest expressions (at least 1% of the schema's limit), costliest first.
     most_expensive: Vec<(String, u64)>,
 }
@@ -115,20 +132,30 @@ impl Walk {
     }
 
     fn rule(&mut self, rule: &Value, this: &Rc<Decl>, cardinality: Option<u64>, path: &str) {
-        let estimate = |key: &str| {
-            let source = rule.get(key).and_then(Value::as_str)?;
-            let program = cel::Program::compile(source).ok()?;
-            Some(max_cost(program.expression(), this))
-        };
-        if let Some(cost) = estimate("rule") {
-            // Times how often the rule can run in one object.
-            let times = cardinality.unwrap_or(MAX_REQUEST_BYTES / (this.min_json + 1));
-            let cost = cost.saturating_mul(times);
-            self.check(format!("{path}.rule"), "estimated rule cost", cost);
-        }
-        if let Some(cost) = estimate("messageExpression") {
-            let field = format!("{path}.messageExpression");
-            self.check(field, "estimated messageExpression cost", cost);
+        // How often the rule can run in one object.
+        let times = cardinality.unwrap_or(MAX_REQUEST_BYTES / (this.min_json + 1));
+        for key in ["rule", "messageExpression"] {
+            let Some(source) = rule.get(key).and_then(Value::as_str) else {
+                continue;
+            };
+            // One that does not compile is another error's to report (the CRD is refused).
+            let Ok(program) = cel::Program::compile(source) else {
+                self.single_max = u64::MAX;
+                continue;
+            };
+            let once = max_cost(program.expression(), this);
+            self.single_max = self.single_max.max(once);
+            let all = once.saturating_mul(times);
+            self.runtime_total = self.runtime_total.saturating_add(all);
+            // kube-apiserver limits a rule as often as it runs, a messageExpression once.
+            match key {
+                "rule" => self.check(format!("{path}.rule"), "estimated rule cost", all),
+                _ => self.check(
+                    format!("{path}.messageExpression"),
+                    "estimated messageExpression cost",
+                    once,
+                ),
+            }
         }
     }
 
@@ -193,6 +220,27 @@ mod tests {
             list["maxItems"] = json!(m);
         }
         json!({"type": "object", "properties": {"value": list}})
+    }
+
+    #[test]
+    fn bounded_rules_need_no_metering_and_others_do() {
+        // Bounded: each evaluation and all of them together stay within the limits.
+        assert!(within_runtime_limits(&nested(Some(10), Some(10), Some(10))));
+        // Unbounded lists: a single evaluation could exceed the per-call limit.
+        assert!(!within_runtime_limits(&nested(None, None, None)));
+        // Within the per-call limit each time, but not when it runs on every item of a list
+        // as long as a request can hold.
+        let many = json!({"type": "array", "items": {"type": "string", "maxLength": 1000,
+            "x-kubernetes-validations": [{"rule": "self.contains('abc')"}]}});
+        assert!(!within_runtime_limits(&many));
+        let few = json!({"type": "array", "maxItems": 100, "items": {"type": "string",
+            "maxLength": 1000, "x-kubernetes-validations": [{"rule": "self.contains('abc')"}]}});
+        assert!(within_runtime_limits(&few));
+        // A messageExpression counts too (a concatenation of strings as long as a request
+        // can hold, on each of 100 items).
+        let message = json!({"type": "array", "maxItems": 100, "items": {"type": "string",
+            "x-kubernetes-validations": [{"rule": "true", "messageExpression": "self + self"}]}});
+        assert!(!within_runtime_limits(&message));
     }
 
     /// kube-apiserver's own cases (apiextensions-apiserver `TestValidateCustomResourceDefinitionValidation`).

@@ -40,7 +40,7 @@ mod url;
 use cel::extractors::{Arguments, This};
 pub use cel::Value as Cel;
 use cel::{Context, ExecutionError, FunctionContext, Program};
-pub use limits::estimated_cost_errors;
+pub use limits::{estimated_cost_errors, within_runtime_limits};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -52,9 +52,11 @@ pub struct Rule {
     source: String,
     /// The rule, rewritten to count its cost as it runs.
     metered: cost::Metered,
+    /// The rule as compiled, for schemas whose rules cannot reach the limits.
+    plain: Program,
     message: Option<String>,
-    /// `messageExpression`, as written and metered.
-    message_expression: Option<(String, cost::Metered)>,
+    /// `messageExpression`: as written, metered, and as compiled.
+    message_expression: Option<(String, cost::Metered, Program)>,
     reason: Reason,
     /// `fieldPath`, as a suffix of the node's path (`.spec.x` → `spec.x` under the node).
     field_path: Option<String>,
@@ -183,7 +185,8 @@ impl Rule {
             Some(m) => {
                 let compiled = Program::compile(&m)
                     .map_err(|e| format!("messageExpression compilation failed: {e}"))?;
-                Some((m, cost::Metered::new(compiled.expression())))
+                let metered = cost::Metered::new(compiled.expression());
+                Some((m, metered, compiled))
             }
             None => None,
         };
@@ -213,6 +216,7 @@ impl Rule {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             metered: cost::Metered::new(program.expression()),
+            plain: program,
             source,
         })
     }
@@ -279,33 +283,61 @@ fn compiled(expression: &str) -> Result<Arc<Program>, String> {
 
 /// What is left of the cost budget of one object's rules (kube-apiserver's
 /// `RuntimeCELCostBudget`): each rule and messageExpression that runs spends what it cost;
-/// once it is spent, no further rule of the object runs.
+/// once it is spent, no further rule of the object runs. The rules of a schema whose
+/// estimates keep them within every limit ([`within_runtime_limits`]) run unmetered.
 #[derive(Debug)]
-pub struct Budget(i64);
+pub struct Budget {
+    left: i64,
+    metered: bool,
+}
 
 impl Default for Budget {
     fn default() -> Self {
-        Budget(cost::RUNTIME_BUDGET)
+        Budget {
+            left: cost::RUNTIME_BUDGET,
+            metered: true,
+        }
     }
 }
 
 impl Budget {
+    /// The budget of an object whose schema's rules cannot reach the limits: nothing to
+    /// count.
+    pub fn unmetered() -> Self {
+        Budget {
+            metered: false,
+            ..Budget::default()
+        }
+    }
+
     /// Whether the budget ran out: no further rule runs.
     pub fn exhausted(&self) -> bool {
-        self.0 < 0
+        self.left < 0
     }
 
     /// Spends `cost`; false (and the budget exhausted) if that is more than is left.
     fn spend(&mut self, cost: u64) -> bool {
         match i64::try_from(cost) {
-            Ok(c) if c <= self.0 => {
-                self.0 -= c;
+            Ok(c) if c <= self.left => {
+                self.left -= c;
                 true
             }
             _ => {
-                self.0 = -1;
+                self.left = -1;
                 false
             }
+        }
+    }
+
+    /// Runs `metered` (or `plain`, unmetered) in `scope`.
+    fn run(&self, metered: &cost::Metered, plain: &Program, scope: &Context) -> cost::Run {
+        match self.metered {
+            true => metered.run(scope, cost::PER_CALL_LIMIT),
+            false => cost::Run {
+                result: plain.execute(scope),
+                cost: 0,
+                exceeded: false,
+            },
         }
     }
 }
@@ -330,8 +362,8 @@ pub fn check(
     }
     let node = if path.is_empty() { "<root>" } else { path };
     let invalid = |detail: &str| format!("Invalid value: \"{ty}\": {detail}");
-    if budget.0 <= 0 {
-        budget.0 = -1;
+    if budget.left <= 0 {
+        budget.left = -1;
         errors.push((node.to_string(), invalid(OUT_OF_BUDGET)));
         return;
     }
@@ -339,13 +371,13 @@ pub fn check(
     scope.add_variable_from_value("self", to_cel(new));
     scope.add_variable_from_value("oldSelf", old.map(to_cel).unwrap_or(Cel::Null));
     for rule in applicable {
-        let run = rule.metered.run(&scope, cost::PER_CALL_LIMIT);
+        let run = budget.run(&rule.metered, &rule.plain, &scope);
         if !budget.spend(run.cost) {
             errors.push((node.to_string(), invalid(OUT_OF_BUDGET)));
             return;
         }
         if run.exceeded {
-            budget.0 = -1;
+            budget.left = -1;
             let detail = format!(
                 "'{}': no further validation rules will be run due to call cost exceeds limit for rule: {}",
                 cost::LIMIT_EXCEEDED,
@@ -405,13 +437,13 @@ fn evaluation_error(e: &ExecutionError, rule: &Rule) -> String {
 /// else its message, else the rule itself. `Err` when the messageExpression's cost ends the
 /// checking (the budget is then exhausted).
 fn message(rule: &Rule, scope: &Context, budget: &mut Budget) -> Result<String, String> {
-    if let Some((source, expression)) = &rule.message_expression {
-        let run = expression.run(scope, cost::PER_CALL_LIMIT);
+    if let Some((source, metered, plain)) = &rule.message_expression {
+        let run = budget.run(metered, plain, scope);
         if !budget.spend(run.cost) {
             return Err("messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run".to_string());
         }
         if run.exceeded {
-            budget.0 = -1;
+            budget.left = -1;
             return Err(format!(
                 "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
                 url::go_quote(source.as_bytes())
@@ -946,7 +978,13 @@ mod tests {
     #[test]
     fn an_objects_rules_share_one_cost_budget() {
         let rule = Rule::compile(&json!({"rule": "self.all(x, x >= 0)"})).expect("compiles");
-        let (mut errors, mut budget) = (Vec::new(), Budget(60));
+        let (mut errors, mut budget) = (
+            Vec::new(),
+            Budget {
+                left: 60,
+                metered: true,
+            },
+        );
         let out = "Invalid value: \"array\": validation failed due to running out of cost budget, no further validation rules will be run";
         // The walk over the object stops once the budget is exhausted, as schema.rs does.
         for path in ["a", "b", "c"] {
@@ -965,7 +1003,10 @@ mod tests {
         }
         assert_eq!(errors, [("b".to_string(), out.to_string())]);
         assert!(budget.exhausted());
-        let mut budget = Budget(0);
+        let mut budget = Budget {
+            left: 0,
+            metered: true,
+        };
         check(
             std::slice::from_ref(&rule),
             "array",
