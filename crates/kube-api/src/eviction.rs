@@ -8,7 +8,7 @@
 
 use crate::codec::decode_body;
 use crate::context::Ctx;
-use crate::http::{json_value, HandlerResult};
+use crate::http::{status_response, HandlerResult};
 use crate::status::ApiError;
 use crate::values::{condition_true, int_or_percent, string_map, At};
 use infrasim_store::{DeleteOptions, ObjectKey, ReadAt, StoreError};
@@ -164,7 +164,7 @@ pub(crate) fn evict(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         group.delete("pods", &key, &options).map(|_| ())
     };
     match result {
-        Ok(()) => Ok(json_value(
+        Ok(()) => Ok(status_response(
             201,
             &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
         )),

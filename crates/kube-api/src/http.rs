@@ -41,7 +41,12 @@ pub fn json_value(code: u16, value: &serde_json::Value) -> Response<Body> {
 
 /// An error as a `Status` response.
 pub fn error_response(err: &ApiError) -> Response<Body> {
-    json_value(err.code, &err.to_status())
+    status_response(err.code, &err.to_status())
+}
+
+/// A `Status` as a response, written as kube-apiserver writes it.
+pub fn status_response(code: u16, status: &serde_json::Value) -> Response<Body> {
+    json_bytes(code, crate::status::status_bytes(status))
 }
 
 /// Reads a request body of at most `limit` bytes; a larger one is a 413.

@@ -2,7 +2,7 @@
 //! Status in answer, as kube-apiserver's registry answers for the kind) and of a collection.
 
 use crate::context::Ctx;
-use crate::http::{json_bytes, json_value, HandlerResult};
+use crate::http::{json_bytes, status_response, HandlerResult};
 use crate::status::ApiError;
 use crate::values::At;
 use crate::write::input;
@@ -148,7 +148,7 @@ async fn answer(ctx: &Ctx, name: &str, outcome: DeleteOutcome, dry: bool) -> Han
             if ctx.info.returns_deleted {
                 return ctx.render(&object, 200);
             }
-            Ok(json_value(
+            Ok(status_response(
                 200,
                 &json!({
                     "kind": "Status",
