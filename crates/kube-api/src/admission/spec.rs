@@ -450,32 +450,9 @@ fn match_conditions(errors: &mut Errors, conditions: &[Value], scope: &Scope<'_>
 
 /// CEL's identifiers, less its reserved words.
 fn is_cel_identifier(name: &str) -> bool {
-    const RESERVED: [&str; 21] = [
-        "true",
-        "false",
-        "null",
-        "in",
-        "as",
-        "break",
-        "const",
-        "continue",
-        "else",
-        "for",
-        "function",
-        "if",
-        "import",
-        "let",
-        "loop",
-        "package",
-        "namespace",
-        "return",
-        "var",
-        "void",
-        "while",
-    ];
     name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !RESERVED.contains(&name)
+        && !crate::rules::RESERVED_WORDS.contains(&name)
 }
 
 /// The policy's variables, each compiled seeing those before it; their names and types.

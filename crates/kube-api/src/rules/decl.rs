@@ -135,7 +135,7 @@ fn unescape(name: &str) -> String {
     let Some(inner) = name.strip_prefix("__").and_then(|n| n.strip_suffix("__")) else {
         return unescape_parts(name);
     };
-    if !inner.contains("__") && RESERVED.contains(&inner) {
+    if !inner.contains("__") && reserved(inner) {
         return inner.to_string();
     }
     unescape_parts(name)
@@ -149,34 +149,13 @@ fn unescape_parts(name: &str) -> String {
         .replace('\u{0}', "__")
 }
 
-const RESERVED: [&str; 26] = [
-    "true",
-    "false",
-    "null",
-    "in",
-    "as",
-    "break",
-    "const",
-    "continue",
-    "else",
-    "for",
-    "function",
-    "if",
-    "import",
-    "let",
-    "loop",
-    "package",
-    "namespace",
-    "return",
-    "var",
-    "void",
-    "while",
-    "int",
-    "uint",
-    "double",
-    "bool",
-    "string",
-];
+/// CEL's type names, which a property spelled like one escapes too.
+const TYPE_NAMES: [&str; 5] = ["int", "uint", "double", "bool", "string"];
+
+/// Whether a property named `name` is escaped: CEL's reserved words and its type names.
+fn reserved(name: &str) -> bool {
+    super::RESERVED_WORDS.contains(&name) || TYPE_NAMES.contains(&name)
+}
 
 /// The type of values of `schema`; `None` where CEL sees none (a node without a type). A
 /// resource root (the schema's root, an embedded resource) also has `apiVersion`, `kind`

@@ -46,6 +46,32 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 pub use url::go_quote;
 
+/// CEL's reserved words: no identifier, and a schema's property spelled like one is escaped
+/// (`__in__`) to be named in a rule.
+pub const RESERVED_WORDS: [&str; 21] = [
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
 /// One compiled rule.
 #[derive(Debug)]
 pub struct Rule {

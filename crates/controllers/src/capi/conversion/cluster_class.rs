@@ -10,8 +10,8 @@
 //! - conditions sit as for the other kinds.
 
 use super::{
-    at, bool_intent, carry, child, healthcheck, insert_nonempty, machine, namespace_of, object_at,
-    take_object, Object, Restored, Versions,
+    at, bool_intent, carry, child, conditions_from_hub, conditions_to_hub, healthcheck,
+    insert_nonempty, machine, namespace_of, object_at, take_object, Object, Restored, Versions,
 };
 use serde_json::{json, Value};
 
@@ -358,10 +358,7 @@ fn drop_false_spec_flags(spec: &mut Object) {
 }
 
 fn status_to_hub(status: &mut Object, restored: Option<&Value>) {
-    let old = status.remove("conditions");
-    if let Some(mut v1beta2) = take_object(status, "v1beta2") {
-        carry(&mut v1beta2, "conditions", status, "conditions");
-    }
+    conditions_to_hub(status, &[], &[]);
     let restored_variables = restored
         .and_then(|r| r.get("variables"))
         .and_then(Value::as_array);
@@ -388,19 +385,10 @@ fn status_to_hub(status: &mut Object, restored: Option<&Value>) {
             }
         }
     }
-    if let Some(old) = old {
-        child(child(status, "deprecated"), "v1beta1").insert("conditions".into(), old);
-    }
 }
 
 fn status_from_hub(status: &mut Object) {
-    let new = status.remove("conditions");
-    let old = take_object(status, "deprecated")
-        .and_then(|mut d| take_object(&mut d, "v1beta1"))
-        .and_then(|mut v| v.remove("conditions"));
-    if let Some(old) = old {
-        status.insert("conditions".into(), old);
-    }
+    conditions_from_hub(status, &[], &[]);
     for variable in items(status, &["variables"]) {
         // A plain bool in v1beta1, always written.
         variable
@@ -413,8 +401,5 @@ fn status_from_hub(status: &mut Object) {
                 drop_false_flags(schema);
             }
         }
-    }
-    if let Some(new) = new {
-        status.insert("v1beta2".into(), json!({"conditions": new}));
     }
 }

@@ -14,13 +14,22 @@ use super::duration::{from_seconds, to_seconds};
 use super::healthcheck;
 use super::kubeadm::{config_spec_from_hub, config_spec_to_hub};
 use super::{
-    at, bool_intent, carry, child, defined, insert_nonempty, namespace_of, object_at, take_object,
-    to_contract_ref, to_object_ref, Object, Restored, Versions,
+    at, bool_intent, carry, child, conditions_from_hub, conditions_to_hub, defined,
+    insert_nonempty, namespace_of, object_at, take_object, to_contract_ref, to_object_ref, Object,
+    Restored, Versions,
 };
 use serde_json::{json, Value};
 
 /// The counters whose v1beta1 meaning v1beta2 keeps under `deprecated.v1beta1`.
 const OLD_COUNTERS: [&str; 3] = ["updatedReplicas", "readyReplicas", "unavailableReplicas"];
+/// All it keeps there (beside the conditions).
+const OLD_FIELDS: [&str; 5] = [
+    "failureReason",
+    "failureMessage",
+    "updatedReplicas",
+    "readyReplicas",
+    "unavailableReplicas",
+];
 /// The counters v1beta1 keeps under `status.v1beta2`.
 const NEW_COUNTERS: [&str; 3] = ["readyReplicas", "availableReplicas", "upToDateReplicas"];
 
@@ -217,18 +226,7 @@ fn spec_from_hub(spec: &mut Object) {
 }
 
 fn status_to_hub(status: &mut Object, restored: Restored) {
-    let mut v1beta1 = Object::new();
-    for key in ["conditions", "failureReason", "failureMessage"]
-        .iter()
-        .chain(&OLD_COUNTERS)
-    {
-        carry(status, key, &mut v1beta1, key);
-    }
-    if let Some(mut v1beta2) = take_object(status, "v1beta2") {
-        for key in std::iter::once(&"conditions").chain(&NEW_COUNTERS) {
-            carry(&mut v1beta2, key, status, key);
-        }
-    }
+    conditions_to_hub(status, &OLD_FIELDS, &NEW_COUNTERS);
     status.remove("ready");
     let initialized = status.remove("initialized") == Some(json!(true));
     let mut initialization = Object::new();
@@ -241,26 +239,10 @@ fn status_to_hub(status: &mut Object, restored: Restored) {
             last.insert("time".into(), time);
         }
     }
-    if !v1beta1.is_empty() {
-        child(status, "deprecated").insert("v1beta1".into(), Value::Object(v1beta1));
-    }
 }
 
 fn status_from_hub(status: &mut Object) {
-    let mut v1beta2 = Object::new();
-    for key in std::iter::once(&"conditions").chain(&NEW_COUNTERS) {
-        carry(status, key, &mut v1beta2, key);
-    }
-    if let Some(mut old) =
-        take_object(status, "deprecated").and_then(|mut d| take_object(&mut d, "v1beta1"))
-    {
-        for key in ["conditions", "failureReason", "failureMessage"]
-            .iter()
-            .chain(&OLD_COUNTERS)
-        {
-            carry(&mut old, key, status, key);
-        }
-    }
+    conditions_from_hub(status, &OLD_FIELDS, &NEW_COUNTERS);
     // v1beta1's counters and flags are never left out.
     for counter in std::iter::once(&"replicas").chain(&OLD_COUNTERS) {
         status.entry(*counter).or_insert(json!(0));
@@ -278,5 +260,4 @@ fn status_from_hub(status: &mut Object) {
     if status.get("version") == Some(&json!("")) {
         status.remove("version");
     }
-    insert_nonempty(status, "v1beta2", v1beta2);
 }

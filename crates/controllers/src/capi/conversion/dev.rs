@@ -9,10 +9,10 @@
 //! only, as upstream's hub has no `ready` (the provider writes it again on its next status).
 
 use super::{
-    at, bool_intent, carry, child, failure_domains_from_hub, failure_domains_to_hub, object_at,
-    take_object, Object, Restored, Versions,
+    at, bool_intent, child, conditions_from_hub, conditions_to_hub, failure_domains_from_hub,
+    failure_domains_to_hub, object_at, take_object, Object, Restored, Versions,
 };
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// `DevCluster` to v1beta2.
 pub(super) fn cluster_to_hub(o: &mut Object, restored: Restored) -> Result<(), String> {
@@ -99,10 +99,7 @@ fn drop_empty_provider_id(o: &mut Object, spec: &[&str]) {
 }
 
 fn status_to_hub(status: &mut Object, restored: Restored) {
-    let old = status.remove("conditions");
-    if let Some(mut v1beta2) = take_object(status, "v1beta2") {
-        carry(&mut v1beta2, "conditions", status, "conditions");
-    }
+    conditions_to_hub(status, &[], &[]);
     let ready = status.remove("ready") == Some(json!(true));
     let initialization = child(status, "initialization");
     initialization.insert("provisioned".into(), json!(ready));
@@ -111,28 +108,13 @@ fn status_to_hub(status: &mut Object, restored: Restored) {
     if initialization.is_empty() {
         status.remove("initialization");
     }
-    if let Some(old) = old {
-        child(child(status, "deprecated"), "v1beta1").insert("conditions".into(), old);
-    }
 }
 
 fn status_from_hub(status: &mut Object) {
-    let new = status.remove("conditions");
-    let old = take_object(status, "deprecated")
-        .and_then(|mut d| take_object(&mut d, "v1beta1"))
-        .and_then(|mut v| v.remove("conditions"));
-    if let Some(old) = old {
-        status.insert("conditions".into(), old);
-    }
+    conditions_from_hub(status, &[], &[]);
     let provisioned = take_object(status, "initialization")
         .and_then(|mut i| i.remove("provisioned"))
         .and_then(|p| p.as_bool())
         .unwrap_or(false);
     status.insert("ready".into(), json!(provisioned));
-    if let Some(new) = new {
-        status.insert(
-            "v1beta2".into(),
-            Value::Object(Object::from_iter([("conditions".to_string(), new)])),
-        );
-    }
 }

@@ -184,14 +184,7 @@ pub(super) fn machine_health_check_to_hub(
         spec.extend(grouped);
     }
     if let Some(status) = o.get_mut("status").and_then(Value::as_object_mut) {
-        let old = status.remove("conditions");
-        if let Some(mut v1beta2) = take_object(status, "v1beta2") {
-            carry(&mut v1beta2, "conditions", status, "conditions");
-        }
-        if let Some(old) = old {
-            let deprecated = child(status, "deprecated");
-            child(deprecated, "v1beta1").insert("conditions".into(), old);
-        }
+        super::conditions_to_hub(status, &[], &[]);
         let before = restored.and_then(|r| at(r, &["status"]));
         for counter in ["expectedMachines", "currentHealthy", "remediationsAllowed"] {
             int_intent(status, counter, before);
@@ -210,16 +203,7 @@ pub(super) fn machine_health_check_from_hub(o: &mut Object, _: &Versions) -> Res
         spec.extend(from_hub(grouped, &namespace));
     }
     if let Some(status) = o.get_mut("status").and_then(Value::as_object_mut) {
-        let new = status.remove("conditions");
-        let old = take_object(status, "deprecated")
-            .and_then(|mut d| take_object(&mut d, "v1beta1"))
-            .and_then(|mut v| v.remove("conditions"));
-        if let Some(old) = old {
-            status.insert("conditions".into(), old);
-        }
-        if let Some(new) = new {
-            status.insert("v1beta2".into(), json!({"conditions": new}));
-        }
+        super::conditions_from_hub(status, &[], &[]);
     }
     Ok(())
 }

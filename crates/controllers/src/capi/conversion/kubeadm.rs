@@ -15,9 +15,13 @@
 
 use super::duration::{from_seconds, to_seconds};
 use super::{
-    bool_intent, carry, child, insert_nonempty, object_at, take_object, Object, Restored, Versions,
+    bool_intent, child, conditions_from_hub, conditions_to_hub, insert_nonempty, object_at,
+    take_object, Object, Restored, Versions,
 };
 use serde_json::{json, Value};
+
+/// The failure fields v1beta2 keeps under `deprecated.v1beta1`.
+const FAILURE: [&str; 2] = ["failureReason", "failureMessage"];
 
 /// The control plane components whose `extraArgs` change shape.
 const COMPONENTS: [&str; 3] = ["apiServer", "controllerManager", "scheduler"];
@@ -151,36 +155,43 @@ fn restore_timeouts(spec: &mut Object, restored: &Value) {
     }
 }
 
+/// The booleans of a kubeadm spec that v1beta1 leaves out when false: the object holding
+/// each, and its name.
+const FLAGS: [(&[&str], &str); 4] = [
+    (
+        &["joinConfiguration", "discovery", "bootstrapToken"],
+        "unsafeSkipCAVerification",
+    ),
+    (
+        &[
+            "joinConfiguration",
+            "discovery",
+            "file",
+            "kubeConfig",
+            "cluster",
+        ],
+        "insecureSkipTLSVerify",
+    ),
+    (
+        &[
+            "joinConfiguration",
+            "discovery",
+            "file",
+            "kubeConfig",
+            "user",
+            "exec",
+        ],
+        "provideClusterInfo",
+    ),
+    (&["ignition", "containerLinuxConfig"], "strict"),
+];
+
 /// Booleans that v1beta1 leaves out when false, set to false where the hub had said so.
 fn restore_bool_intent(spec: &mut Object, restored: &Value) {
-    let token = ["joinConfiguration", "discovery", "bootstrapToken"];
-    if let Some(dst) = object_at(spec, &token) {
-        bool_intent(dst, "unsafeSkipCAVerification", at(restored, &token));
-    }
-    let cluster = [
-        "joinConfiguration",
-        "discovery",
-        "file",
-        "kubeConfig",
-        "cluster",
-    ];
-    if let Some(dst) = object_at(spec, &cluster) {
-        bool_intent(dst, "insecureSkipTLSVerify", at(restored, &cluster));
-    }
-    let exec = [
-        "joinConfiguration",
-        "discovery",
-        "file",
-        "kubeConfig",
-        "user",
-        "exec",
-    ];
-    if let Some(dst) = object_at(spec, &exec) {
-        bool_intent(dst, "provideClusterInfo", at(restored, &exec));
-    }
-    let ignition = ["ignition", "containerLinuxConfig"];
-    if let Some(dst) = object_at(spec, &ignition) {
-        bool_intent(dst, "strict", at(restored, &ignition));
+    for (path, flag) in FLAGS {
+        if let Some(dst) = object_at(spec, path) {
+            bool_intent(dst, flag, at(restored, path));
+        }
     }
     // Items are matched by their key, as upstream matches them.
     match_items(spec, restored, &["files"], "path", "append");
@@ -270,22 +281,13 @@ pub(super) fn config_to_hub(o: &mut Object, restored: Restored) -> Result<(), St
         config_spec_to_hub(spec, restored.and_then(|r| r.get("spec")));
     }
     if let Some(status) = object_at(o, &["status"]) {
-        let mut v1beta1 = Object::new();
-        for key in ["conditions", "failureReason", "failureMessage"] {
-            carry(status, key, &mut v1beta1, key);
-        }
-        if let Some(mut v1beta2) = take_object(status, "v1beta2") {
-            carry(&mut v1beta2, "conditions", status, "conditions");
-        }
+        conditions_to_hub(status, &FAILURE, &[]);
         let ready = status.remove("ready") == Some(json!(true));
         let before = restored.and_then(|r| at(r, &["status", "initialization"]));
         let mut initialization = Object::new();
         initialization.insert("dataSecretCreated".into(), json!(ready));
         bool_intent(&mut initialization, "dataSecretCreated", before);
         insert_nonempty(status, "initialization", initialization);
-        if !v1beta1.is_empty() {
-            child(status, "deprecated").insert("v1beta1".into(), Value::Object(v1beta1));
-        }
     }
     Ok(())
 }
@@ -296,22 +298,12 @@ pub(super) fn config_from_hub(o: &mut Object, _: &Versions) -> Result<(), String
         config_spec_from_hub(spec);
     }
     let status = child(o, "status");
-    let new = status.remove("conditions");
-    if let Some(mut v1beta1) =
-        take_object(status, "deprecated").and_then(|mut d| take_object(&mut d, "v1beta1"))
-    {
-        for key in ["conditions", "failureReason", "failureMessage"] {
-            carry(&mut v1beta1, key, status, key);
-        }
-    }
+    conditions_from_hub(status, &FAILURE, &[]);
     let initialization = take_object(status, "initialization").unwrap_or_default();
     let ready = initialization.get("dataSecretCreated") == Some(&json!(true));
     status.insert("ready".into(), json!(ready));
     if status.get("dataSecretName") == Some(&json!("")) {
         status.remove("dataSecretName");
-    }
-    if let Some(new) = new {
-        status.insert("v1beta2".into(), json!({"conditions": new}));
     }
     Ok(())
 }

@@ -6,8 +6,9 @@
 
 use super::healthcheck;
 use super::{
-    at, bool_intent, carry, child, defined, insert_nonempty, namespace_of, take_object,
-    to_contract_ref, to_object_ref, Object, Restored, Versions,
+    at, bool_intent, carry, child, conditions_from_hub, conditions_to_hub, defined,
+    insert_nonempty, namespace_of, take_object, to_contract_ref, to_object_ref, Object, Restored,
+    Versions,
 };
 use serde_json::{json, Value};
 
@@ -28,7 +29,7 @@ pub(super) fn machine_to_hub(o: &mut Object, restored: Restored) -> Result<(), S
             status,
             restored.and_then(|r| at(r, &["status", "initialization"])),
         );
-        conditions_to_hub(status, &["failureReason", "failureMessage"]);
+        conditions_to_hub(status, &["failureReason", "failureMessage"], &NEW_COUNTERS);
         // The phase (v1beta1 has no Updating) and failure domain the hub had, as upstream
         // restores them.
         if let Some(before) = restored.and_then(|r| r.get("status")) {
@@ -81,7 +82,7 @@ pub(super) fn machine_set_to_hub(o: &mut Object, _: Restored) -> Result<(), Stri
         carry_naming(spec, "machineNamingStrategy", "machineNaming");
     }
     if let Some(status) = o.get_mut("status").and_then(Value::as_object_mut) {
-        conditions_to_hub(status, &SET_COUNTERS);
+        conditions_to_hub(status, &SET_COUNTERS, &NEW_COUNTERS);
     }
     Ok(())
 }
@@ -125,7 +126,7 @@ pub(super) fn machine_deployment_to_hub(o: &mut Object, restored: Restored) -> R
         spec.remove("revisionHistoryLimit");
     }
     if let Some(status) = o.get_mut("status").and_then(Value::as_object_mut) {
-        conditions_to_hub(status, &DEPLOYMENT_COUNTERS);
+        conditions_to_hub(status, &DEPLOYMENT_COUNTERS, &NEW_COUNTERS);
     }
     Ok(())
 }
@@ -289,40 +290,6 @@ pub(super) fn strategy_from_hub(o: &mut Object, max_in_flight: Option<Value>) {
         child(&mut strategy, "remediation").insert("maxInFlight".into(), in_flight);
     }
     insert_nonempty(o, "strategy", strategy);
-}
-
-/// v1beta1's conditions and `old` fields of a status go under `deprecated.v1beta1`; what
-/// `status.v1beta2` held comes to the top.
-fn conditions_to_hub(status: &mut Object, old: &[&str]) {
-    let mut v1beta1 = Object::new();
-    for key in std::iter::once(&"conditions").chain(old) {
-        carry(status, key, &mut v1beta1, key);
-    }
-    if let Some(mut v1beta2) = take_object(status, "v1beta2") {
-        for key in std::iter::once(&"conditions").chain(&NEW_COUNTERS) {
-            carry(&mut v1beta2, key, status, key);
-        }
-    }
-    if !v1beta1.is_empty() {
-        child(status, "deprecated").insert("v1beta1".into(), Value::Object(v1beta1));
-    }
-}
-
-/// The way back: v1beta2's conditions and `new` counters go under `status.v1beta2`, and
-/// `deprecated.v1beta1` comes to the top.
-fn conditions_from_hub(status: &mut Object, old: &[&str], new: &[&str]) {
-    let mut v1beta2 = Object::new();
-    for key in std::iter::once(&"conditions").chain(new) {
-        carry(status, key, &mut v1beta2, key);
-    }
-    if let Some(mut deprecated) = take_object(status, "deprecated") {
-        if let Some(mut v1beta1) = take_object(&mut deprecated, "v1beta1") {
-            for key in std::iter::once(&"conditions").chain(old) {
-                carry(&mut v1beta1, key, status, key);
-            }
-        }
-    }
-    insert_nonempty(status, "v1beta2", v1beta2);
 }
 
 /// A Machine's v1beta1 readiness flags as v1beta2's `initialization`: what is true, and the

@@ -295,6 +295,41 @@ fn take_conversion_data(o: &mut Object) -> Result<Option<Value>, String> {
     }
 }
 
+/// A v1beta1 status's conditions to the hub: v1beta1's conditions and `old` fields (those
+/// whose v1beta1 meaning v1beta2 keeps aside) go under `deprecated.v1beta1`; what
+/// `status.v1beta2` held (its conditions and `new` fields) comes to the top.
+fn conditions_to_hub(status: &mut Object, old: &[&str], new: &[&str]) {
+    let mut v1beta1 = Object::new();
+    for key in std::iter::once(&"conditions").chain(old) {
+        carry(status, key, &mut v1beta1, key);
+    }
+    if let Some(mut v1beta2) = take_object(status, "v1beta2") {
+        for key in std::iter::once(&"conditions").chain(new) {
+            carry(&mut v1beta2, key, status, key);
+        }
+    }
+    if !v1beta1.is_empty() {
+        child(status, "deprecated").insert("v1beta1".into(), Value::Object(v1beta1));
+    }
+}
+
+/// The way back: the hub's conditions and `new` fields go under `status.v1beta2`, and
+/// `deprecated.v1beta1` (its conditions and `old` fields) comes to the top.
+fn conditions_from_hub(status: &mut Object, old: &[&str], new: &[&str]) {
+    let mut v1beta2 = Object::new();
+    for key in std::iter::once(&"conditions").chain(new) {
+        carry(status, key, &mut v1beta2, key);
+    }
+    if let Some(mut v1beta1) =
+        take_object(status, "deprecated").and_then(|mut d| take_object(&mut d, "v1beta1"))
+    {
+        for key in std::iter::once(&"conditions").chain(old) {
+            carry(&mut v1beta1, key, status, key);
+        }
+    }
+    insert_nonempty(status, "v1beta2", v1beta2);
+}
+
 /// The object at `path` of `o`, if every step is an object.
 fn object_at<'a>(o: &'a mut Object, path: &[&str]) -> Option<&'a mut Object> {
     path.iter()
