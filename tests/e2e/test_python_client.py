@@ -983,3 +983,39 @@ def test_an_oversized_body_gets_a_413_status_not_a_cut_connection(plane, ns):
     assert (status["kind"], status["reason"]) == ("Status", "RequestEntityTooLarge")
     # The connection pool still works afterwards.
     assert api.read_namespace(ns).metadata.name == ns
+
+
+def test_apiservices_as_the_aggregation_layer_keeps_them(plane):
+    """Every served group version has its local APIService (kubectl's columns, as in any
+    cluster); one naming a Service is stored with its port defaulted and said to be
+    unavailable in the availability controller's words; a second create is kube-apiserver's
+    409, byte for byte (the Python client's own suite compares it)."""
+    reg = client.ApiregistrationV1Api(plane.api())
+    apps = reg.read_api_service("v1.apps")
+    assert apps.spec.group == "apps" and apps.spec.service is None
+    assert [(c.type, c.status, c.reason) for c in apps.status.conditions] == [("Available", "True", "Local")]
+    table = plane.kubectl("get", "apiservices").stdout.splitlines()
+    assert table[0].split() == ["NAME", "SERVICE", "AVAILABLE", "AGE"]
+    assert any(line.split()[:3] == ["v1.", "Local", "True"] for line in table[1:]), table
+    assert any(line.startswith("v1beta2.cluster.x-k8s.io ") for line in table[1:]), table
+    name = f"v1alpha1.{unique('wardle')}.example.com"
+    body = {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": name},
+            "spec": {"group": name.split(".", 1)[1], "version": "v1alpha1", "insecureSkipTLSVerify": True,
+                     "groupPriorityMinimum": 1000, "versionPriority": 15,
+                     "service": {"namespace": "wardle", "name": "api"}}}
+    created = reg.create_api_service(body)
+    try:
+        assert created.spec.service.port == 443
+        condition = created.status.conditions[0]
+        assert (condition.status, condition.reason, condition.message) == \
+            ("False", "ServiceNotFound", 'service/api in "wardle" is not present')
+        with pytest.raises(ApiException) as again:
+            reg.create_api_service(body)
+        assert again.value.status == 409
+        assert again.value.body == (
+            '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+            f'"message":"apiservices.apiregistration.k8s.io \\"{name}\\" already exists",'
+            f'"reason":"AlreadyExists","details":{{"name":"{name}","group":"apiregistration.k8s.io",'
+            '"kind":"apiservices"},"code":409}\n')
+    finally:
+        reg.delete_api_service(name)

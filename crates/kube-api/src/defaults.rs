@@ -28,6 +28,15 @@ pub(crate) fn apply_stateless(kind: &str, object: &mut Value) {
                 match_resources(m);
             }
         }
+        "APIService" => {
+            // `SetDefaults_ServiceReference`: an aggregated API is served on 443.
+            if let Some(service) = object
+                .pointer_mut("/spec/service")
+                .and_then(Value::as_object_mut)
+            {
+                service.entry("port").or_insert(json!(443));
+            }
+        }
         "ValidatingAdmissionPolicyBinding" => {
             if let Some(m) = object.pointer_mut("/spec/matchResources") {
                 match_resources(m);

@@ -23,6 +23,7 @@
 
 mod access_review;
 mod admission;
+mod apiservices;
 pub mod apply;
 pub mod auth;
 pub mod authz;

@@ -15,6 +15,7 @@ use k8s_openapi::api::{
     policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
 use k8s_openapi::{ListableResource, NamespaceResourceScope, Resource};
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::Value;
@@ -477,6 +478,7 @@ impl Registry {
                 &["api-extensions"],
                 false,
             ),
+            info::<apiregistration::APIService>(NONE, &["api-extensions"], true),
             info::<apiextensions::CustomResourceDefinition>(
                 &["crd", "crds"],
                 &["api-extensions"],

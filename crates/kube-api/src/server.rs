@@ -68,6 +68,8 @@ impl ApiServer {
         crate::namespaces::bootstrap(&server.state);
         crate::authz::bootstrap(&server.state);
         crate::crd::register_all(&server.state);
+        crate::apiservices::bootstrap(&server.state);
+        crate::apiservices::sync_custom(&server.state);
         server
     }
 

@@ -303,6 +303,7 @@ pub(crate) fn register(state: &State, name: &str) {
     let Ok(crd) = stored.to_value() else { return };
     if crd.at("/metadata/deletionTimestamp").is_none() {
         state.registry.set_custom(name, resources(&crd));
+        crate::apiservices::register_custom(state);
     }
     // Status: names accepted, established, the storage version recorded.
     for _ in 0..16 {
@@ -416,6 +417,7 @@ pub(crate) fn spawn_cleanup(state: Arc<State>, name: String) {
             }
         }
         state.registry.remove_custom(&name);
+        crate::apiservices::sync_custom(&state);
         for _ in 0..16 {
             let Some(current) = state.group.get(STORE_KEY, &ObjectKey::new("", &name)) else {
                 return;

@@ -202,3 +202,50 @@ fn validating_admission_policy_binding(v: &Value, now: DateTime<Utc>) -> Vec<Val
         age(v, now),
     ]
 }
+
+/// kube-aggregator's columns: where the API is served (`Local`, or the Service), and its
+/// `Available` condition (with the reason when it is not True).
+pub(super) const API_SERVICE: Printer = Printer {
+    kinds: &["APIService"],
+    columns: &[
+        NAME,
+        Column("Service", "string", 0),
+        Column("Available", "string", 0),
+        AGE,
+    ],
+    cells: api_service,
+};
+
+fn api_service(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let service = match v.at("/spec/service").filter(|s| s.is_object()) {
+        Some(_) => format!(
+            "{}/{}",
+            s(v, "spec.service.namespace"),
+            s(v, "spec.service.name")
+        ),
+        None => "Local".to_string(),
+    };
+    let available = v
+        .at("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|c| c.iter().find(|c| c["type"] == "Available"));
+    let status = match available {
+        None => "Unknown".to_string(),
+        Some(c) => {
+            let (status, reason) = (
+                c["status"].as_str().unwrap_or(""),
+                c["reason"].as_str().unwrap_or(""),
+            );
+            match (status, reason) {
+                ("True", _) | (_, "") => status.to_string(),
+                _ => format!("{status} ({reason})"),
+            }
+        }
+    };
+    vec![
+        json!(s(v, "metadata.name")),
+        json!(service),
+        json!(status),
+        age(v, now),
+    ]
+}

@@ -66,6 +66,7 @@ const PRINTERS: &[&Printer] = &[
     &cluster::ENDPOINT_SLICE,
     &cluster::VALIDATING_ADMISSION_POLICY,
     &cluster::VALIDATING_ADMISSION_POLICY_BINDING,
+    &cluster::API_SERVICE,
 ];
 
 fn printer(kind: &str) -> &'static Printer {

@@ -9,7 +9,7 @@
 use crate::context::Ctx;
 use crate::object::name_of;
 use crate::status::ApiError;
-use crate::{admission, crd, defaults, namespaces, validation};
+use crate::{admission, apiservices, crd, defaults, namespaces, validation};
 use infrasim_store::StoredObject;
 use serde_json::Value;
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use std::sync::Arc;
 /// The built-in kinds whose writes do more than the common path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Special {
+    APIService,
     CustomResourceDefinition,
     Namespace,
     Node,
@@ -33,6 +34,7 @@ pub(crate) struct Strategy<'a> {
 impl<'a> Strategy<'a> {
     pub fn of(ctx: &'a Ctx) -> Self {
         let special = match (ctx.info.custom, ctx.info.kind.as_str()) {
+            (false, "APIService") => Special::APIService,
             (false, "CustomResourceDefinition") => Special::CustomResourceDefinition,
             (false, "Namespace") => Special::Namespace,
             (false, "Node") => Special::Node,
@@ -60,8 +62,11 @@ impl<'a> Strategy<'a> {
             }
         }
         self.defaults_and_version(new);
-        if self.special == Special::CustomResourceDefinition {
-            crd::add_finalizer(new);
+        match self.special {
+            Special::CustomResourceDefinition => crd::add_finalizer(new),
+            // The availability controller's verdict, at once.
+            Special::APIService => apiservices::set_status(&self.ctx.state, new),
+            _ => {}
         }
     }
 
@@ -71,6 +76,9 @@ impl<'a> Strategy<'a> {
     pub fn prepare_for_update(&self, old: &Value, new: Value) -> Value {
         let mut new = self.split_status(old, new);
         self.defaults_and_version(&mut new);
+        if self.special == Special::APIService && !self.through_status() {
+            apiservices::set_status(&self.ctx.state, &mut new);
+        }
         new
     }
 
@@ -162,6 +170,17 @@ impl<'a> Strategy<'a> {
             }
         }
         let info = &self.ctx.info;
+        if self.special == Special::APIService {
+            let causes = apiservices::validate(new);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(
+                    &info.group,
+                    &info.kind,
+                    &name_of(new),
+                    causes,
+                ));
+            }
+        }
         if self.builtin() && info.group == "admissionregistration.k8s.io" && !self.through_status()
         {
             let causes = admission::validate_configuration(&info.kind, new);

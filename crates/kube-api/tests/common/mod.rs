@@ -191,6 +191,18 @@ impl Answer {
     }
 }
 
+/// `GET path` accepting `accept` (a Table, say), handled in-process as an administrator.
+pub async fn as_admin_accepting(server: &ApiServer, path: &str, accept: &str) -> Answer {
+    request_as_admin(
+        server,
+        "GET",
+        path,
+        &[(http::header::ACCEPT, accept)],
+        String::new(),
+    )
+    .await
+}
+
 /// `method path` with `body` of `content_type`, handled in-process as an administrator
 /// (`system:masters`).
 pub async fn as_admin(
@@ -200,12 +212,26 @@ pub async fn as_admin(
     content_type: &str,
     body: String,
 ) -> Answer {
+    let headers = [(http::header::CONTENT_TYPE, content_type)];
+    request_as_admin(server, method, path, &headers, body).await
+}
+
+async fn request_as_admin(
+    server: &ApiServer,
+    method: &str,
+    path: &str,
+    headers: &[(http::header::HeaderName, &str)],
+    body: String,
+) -> Answer {
     use http_body_util::{BodyExt, Full};
-    let req = http::Request::builder()
+    let mut req = http::Request::builder()
         .method(method)
         .uri(path)
-        .header(http::header::CONTENT_TYPE, content_type)
-        .header(http::header::USER_AGENT, "infrasim-test/1.0")
+        .header(http::header::USER_AGENT, "infrasim-test/1.0");
+    for (name, value) in headers {
+        req = req.header(name, *value);
+    }
+    let req = req
         .body(Full::new(bytes::Bytes::from(body)))
         .expect("a request");
     let admin = infrasim_kube_api::Identity {
