@@ -240,7 +240,7 @@ pub struct Mirror(pub &'static str, pub &'static str, pub &'static str);
 /// True. Mirrors keep their v1beta2 transition times; `Ready` keeps `previous`'s while its
 /// status holds. Sorted as upstream sorts them: `Ready` first, then by type.
 pub fn v1beta1_conditions(
-    v1beta2: &[Condition],
+    v1beta2: &[&Condition],
     mirrors: &[Mirror],
     ready_of: &[&str],
     previous: &[V1Beta1Condition],
@@ -249,7 +249,7 @@ pub fn v1beta1_conditions(
     let mut out: Vec<V1Beta1Condition> = mirrors
         .iter()
         .filter_map(|Mirror(old, new, severity)| {
-            let c = find(v1beta2, new)?;
+            let c = v1beta2.iter().find(|c| c.type_ == *new)?;
             let (severity, reason, message) = match c.status.as_str() {
                 "True" => (String::new(), String::new(), String::new()),
                 "False" => (severity.to_string(), c.reason.clone(), c.message.clone()),
@@ -325,9 +325,10 @@ fn v1beta1_summary(conditions: &[V1Beta1Condition], inputs: &[&str]) -> V1Beta1C
 
 /// The v1beta1 conditions an object's `status.deprecated` holds (`[]` if none).
 pub fn deprecated_v1beta1(deprecated: Option<&serde_json::Value>) -> Vec<V1Beta1Condition> {
+    // Read in place: the status is the caller's to keep.
     deprecated
         .and_then(|d| d.pointer("/v1beta1/conditions"))
-        .and_then(|c| serde_json::from_value(c.clone()).ok())
+        .and_then(|c| Vec::<V1Beta1Condition>::deserialize(c).ok())
         .unwrap_or_default()
 }
 
@@ -413,7 +414,7 @@ mod tests {
         ];
         let ready_of = ["ControlPlaneReady", "InfrastructureReady"];
         let t1 = at("2026-01-01T00:01:00Z");
-        let old = v1beta1_conditions(&v1beta2, &mirrors, &ready_of, &[], t1);
+        let old = v1beta1_conditions(&refs(&v1beta2), &mirrors, &ready_of, &[], t1);
         let types: Vec<&str> = old.iter().map(|c| c.type_.as_str()).collect();
         // Ready first, then by type; a mirror without its v1beta2 condition is left out.
         assert_eq!(types, ["Ready", "ControlPlaneReady", "InfrastructureReady"]);
@@ -431,7 +432,7 @@ mod tests {
         assert_eq!(old[2].last_transition_time, "2026-01-01T00:00:00Z");
         // Ready keeps its time while its status holds, and moves when it changes.
         let again = v1beta1_conditions(
-            &v1beta2,
+            &refs(&v1beta2),
             &mirrors,
             &ready_of,
             &old,
@@ -444,7 +445,7 @@ mod tests {
             t1,
         );
         let up = v1beta1_conditions(
-            &v1beta2,
+            &refs(&v1beta2),
             &mirrors,
             &ready_of,
             &again,
@@ -452,5 +453,9 @@ mod tests {
         );
         assert_eq!((up[0].status.as_str(), up[0].reason.as_str()), ("True", ""));
         assert_eq!(up[0].last_transition_time, "2026-01-01T00:03:00Z");
+    }
+
+    fn refs(v: &[Condition]) -> Vec<&Condition> {
+        v.iter().collect()
     }
 }

@@ -64,8 +64,20 @@ fn local(group: &str, version: &str, priorities: (i32, i32), managed: &str) -> V
     })
 }
 
-/// Creates `object` with the status a write of it gets, unless it exists.
+/// Creates `object` with the status a write of it gets, unless it exists (every CRD's
+/// registration asks for all custom group versions again: a lookup answers most).
 fn ensure(state: &State, object: Value) {
+    let name = object
+        .at("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if state
+        .group
+        .get(STORE_KEY, &ObjectKey::new("", name))
+        .is_some()
+    {
+        return;
+    }
     let mut object = object;
     set_status(state, &mut object);
     match state

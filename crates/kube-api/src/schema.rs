@@ -202,11 +202,22 @@ impl Schema {
         &self.root
     }
 
-    /// A schema from a version's `schema.openAPIV3Schema`.
+    /// A schema from a version's `schema.openAPIV3Schema`; its rules, if it has any, run
+    /// metered.
     pub fn from_openapi(v: &Value) -> Result<Schema, String> {
         let root = parse(v, 0)?;
-        let metered = root.rules_below && !crate::rules::within_runtime_limits(v);
+        let metered = root.rules_below;
         Ok(Schema { root, metered })
+    }
+
+    /// The schema a served version checks its objects with: its rules run unmetered where
+    /// their estimates keep them within the run-time limits. Estimating compiles every rule
+    /// again, so it is done for the schemas that serve, not for those a CRD's validation or
+    /// warnings only read.
+    pub fn for_serving(v: &Value) -> Result<Schema, String> {
+        let mut schema = Self::from_openapi(v)?;
+        schema.metered = schema.metered && !crate::rules::within_runtime_limits(v);
+        Ok(schema)
     }
 
     /// Prunes, defaults and validates a custom object. `apiVersion`, `kind` and `metadata`

@@ -191,7 +191,7 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
                 || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
             );
             let openapi = schema.clone();
-            let schema = crate::schema::Schema::from_openapi(&schema).ok()?;
+            let schema = crate::schema::Schema::for_serving(&schema).ok()?;
             let columns = v
                 .get("additionalPrinterColumns")
                 .and_then(Value::as_array)

@@ -3,11 +3,12 @@
 //! domains as a map or a list, and which conditions sit where.
 
 use super::{
-    at, bool_intent, carry, child, defined, failure_domains_from_hub, failure_domains_to_hub,
+    bool_intent, carry, child, defined, failure_domains_from_hub, failure_domains_to_hub,
     insert_nonempty, namespace_of, take_object, to_contract_ref, to_object_ref, Object, Restored,
     Versions,
 };
 use super::{healthcheck, machine};
+use infrasim_kube_api::values::At;
 use serde_json::{json, Value};
 
 const REFS: [&str; 2] = ["infrastructureRef", "controlPlaneRef"];
@@ -196,7 +197,7 @@ fn status_to_hub(status: &mut Object, restored: Restored) {
         }
     }
     let mut initialization = Object::new();
-    let before = restored.and_then(|r| at(r, &["status", "initialization"]));
+    let before = restored.and_then(|r| r.at("/status/initialization"));
     for (flag, field) in [
         ("infrastructureReady", "infrastructureProvisioned"),
         ("controlPlaneReady", "controlPlaneInitialized"),

@@ -315,7 +315,9 @@ fn walk_schema(
     visit(schema, before);
     if let Some(properties) = object_at(schema, &["properties"]) {
         for (name, property) in properties.iter_mut() {
-            let was = before.and_then(|b| at(b, &["properties", name]));
+            let was = before
+                .and_then(|b| b.get("properties"))
+                .and_then(|p| p.get(name));
             if let Some(property) = property.as_object_mut() {
                 walk_schema(property, was, visit);
             }

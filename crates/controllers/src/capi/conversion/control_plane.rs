@@ -18,6 +18,7 @@ use super::{
     insert_nonempty, namespace_of, object_at, take_object, to_contract_ref, to_object_ref, Object,
     Restored, Versions,
 };
+use infrasim_kube_api::values::At;
 use serde_json::{json, Value};
 
 /// The counters whose v1beta1 meaning v1beta2 keeps under `deprecated.v1beta1`.
@@ -231,7 +232,7 @@ fn status_to_hub(status: &mut Object, restored: Restored) {
     let initialized = status.remove("initialized") == Some(json!(true));
     let mut initialization = Object::new();
     initialization.insert("controlPlaneInitialized".into(), json!(initialized));
-    let before = restored.and_then(|r| at(r, &["status", "initialization"]));
+    let before = restored.and_then(|r| r.at("/status/initialization"));
     bool_intent(&mut initialization, "controlPlaneInitialized", before);
     insert_nonempty(status, "initialization", initialization);
     if let Some(last) = object_at(status, &["lastRemediation"]) {

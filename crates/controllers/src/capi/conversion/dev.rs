@@ -9,9 +9,10 @@
 //! only, as upstream's hub has no `ready` (the provider writes it again on its next status).
 
 use super::{
-    at, bool_intent, child, conditions_from_hub, conditions_to_hub, failure_domains_from_hub,
+    bool_intent, child, conditions_from_hub, conditions_to_hub, failure_domains_from_hub,
     failure_domains_to_hub, object_at, take_object, Object, Restored, Versions,
 };
+use infrasim_kube_api::values::At;
 use serde_json::json;
 
 /// `DevCluster` to v1beta2.
@@ -42,7 +43,7 @@ pub(super) fn cluster_from_hub(o: &mut Object, _: &Versions) -> Result<(), Strin
 pub(super) fn machine_to_hub(o: &mut Object, restored: Restored) -> Result<(), String> {
     if let Some(status) = object_at(o, &["status"]) {
         status_to_hub(status, restored);
-        if let Some(domain) = restored.and_then(|r| at(r, &["status", "failureDomain"])) {
+        if let Some(domain) = restored.and_then(|r| r.at("/status/failureDomain")) {
             status.insert("failureDomain".into(), domain.clone());
         }
     }
@@ -103,7 +104,7 @@ fn status_to_hub(status: &mut Object, restored: Restored) {
     let ready = status.remove("ready") == Some(json!(true));
     let initialization = child(status, "initialization");
     initialization.insert("provisioned".into(), json!(ready));
-    let before = restored.and_then(|r| at(r, &["status", "initialization"]));
+    let before = restored.and_then(|r| r.at("/status/initialization"));
     bool_intent(initialization, "provisioned", before);
     if initialization.is_empty() {
         status.remove("initialization");

@@ -3,9 +3,7 @@
 //! `checks` / `remediation` groups and whole seconds in v1beta2.
 
 use super::duration::{from_seconds, to_seconds};
-use super::{
-    at, carry, child, insert_nonempty, int_intent, take_object, Object, Restored, Versions,
-};
+use super::{carry, child, insert_nonempty, int_intent, take_object, Object, Restored, Versions};
 use serde_json::{json, Value};
 
 /// A v1beta1 `machineHealthCheck` (of a topology) as v1beta2's `healthCheck`.
@@ -185,7 +183,7 @@ pub(super) fn machine_health_check_to_hub(
     }
     if let Some(status) = o.get_mut("status").and_then(Value::as_object_mut) {
         super::conditions_to_hub(status, &[], &[]);
-        let before = restored.and_then(|r| at(r, &["status"]));
+        let before = restored.and_then(|r| r.get("status"));
         for counter in ["expectedMachines", "currentHealthy", "remediationsAllowed"] {
             int_intent(status, counter, before);
         }

@@ -15,9 +15,10 @@
 
 use super::duration::{from_seconds, to_seconds};
 use super::{
-    bool_intent, child, conditions_from_hub, conditions_to_hub, insert_nonempty, object_at,
+    at, bool_intent, child, conditions_from_hub, conditions_to_hub, insert_nonempty, object_at,
     take_object, Object, Restored, Versions,
 };
+use infrasim_kube_api::values::At;
 use serde_json::{json, Value};
 
 /// The failure fields v1beta2 keeps under `deprecated.v1beta1`.
@@ -221,11 +222,6 @@ fn match_items(spec: &mut Object, restored: &Value, path: &[&str], key: &str, fl
     }
 }
 
-/// The value at `path` of `v`, if every step is there.
-fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
-    path.iter().try_fold(v, |v, key| v.get(key))
-}
-
 fn is_empty_object(v: &Value) -> bool {
     v.as_object().is_some_and(Object::is_empty)
 }
@@ -283,7 +279,7 @@ pub(super) fn config_to_hub(o: &mut Object, restored: Restored) -> Result<(), St
     if let Some(status) = object_at(o, &["status"]) {
         conditions_to_hub(status, &FAILURE, &[]);
         let ready = status.remove("ready") == Some(json!(true));
-        let before = restored.and_then(|r| at(r, &["status", "initialization"]));
+        let before = restored.and_then(|r| r.at("/status/initialization"));
         let mut initialization = Object::new();
         initialization.insert("dataSecretCreated".into(), json!(ready));
         bool_intent(&mut initialization, "dataSecretCreated", before);

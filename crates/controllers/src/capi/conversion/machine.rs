@@ -6,17 +6,17 @@
 
 use super::healthcheck;
 use super::{
-    at, bool_intent, carry, child, conditions_from_hub, conditions_to_hub, defined,
-    insert_nonempty, namespace_of, take_object, to_contract_ref, to_object_ref, Object, Restored,
-    Versions,
+    bool_intent, carry, child, conditions_from_hub, conditions_to_hub, defined, insert_nonempty,
+    namespace_of, take_object, to_contract_ref, to_object_ref, Object, Restored, Versions,
 };
+use infrasim_kube_api::values::At;
 use serde_json::{json, Value};
 
 pub(super) fn machine_to_hub(o: &mut Object, restored: Restored) -> Result<(), String> {
     if let Some(spec) = spec_of(o) {
         spec_to_hub(spec);
         // Only v1beta2 has it on a Machine: it comes back from the conversion data.
-        if let Some(min_ready) = restored.and_then(|r| at(r, &["spec", "minReadySeconds"])) {
+        if let Some(min_ready) = restored.and_then(|r| r.at("/spec/minReadySeconds")) {
             spec.insert("minReadySeconds".into(), min_ready.clone());
         }
     }
@@ -27,7 +27,7 @@ pub(super) fn machine_to_hub(o: &mut Object, restored: Restored) -> Result<(), S
         }
         flags_to_hub(
             status,
-            restored.and_then(|r| at(r, &["status", "initialization"])),
+            restored.and_then(|r| r.at("/status/initialization")),
         );
         conditions_to_hub(status, &["failureReason", "failureMessage"], &NEW_COUNTERS);
         // The phase (v1beta1 has no Updating) and failure domain the hub had, as upstream

@@ -336,7 +336,8 @@ fn object_at<'a>(o: &'a mut Object, path: &[&str]) -> Option<&'a mut Object> {
         .try_fold(o, |o, key| o.get_mut(*key).and_then(Value::as_object_mut))
 }
 
-/// The value at `path` of `v`, if every step is there.
+/// The value at `path` of `v`, if every step is there: the read twin of [`object_at`], for
+/// paths that also lead to the object to change (a literal path reads through `values::At`).
 fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(v, |v, key| v.get(key))
 }

@@ -113,8 +113,8 @@ pub(super) fn deprecated(
     previous: Option<&Value>,
     now: DateTime<Utc>,
 ) -> Value {
-    let mut inputs = v1beta2.to_vec();
-    inputs.extend(derived(v1beta2));
+    let derived = derived(v1beta2);
+    let inputs: Vec<&Condition> = v1beta2.iter().chain(&derived).collect();
     let before = conditions::deprecated_v1beta1(previous);
     let old = conditions::v1beta1_conditions(&inputs, kind.mirrors, kind.ready_of, &before, now);
     let mut v1beta1 = match counters {
