@@ -645,3 +645,13 @@ def test_a_crd_whose_rules_could_cost_too_much_is_refused(plane, tmp_path):
     plane.kubectl("apply", "--server-side", "-f", str(path))
     plane.kubectl("wait", "--for=condition=Established", "crd/tags.cel.example.com", "--timeout=20s")
 
+
+
+def test_custom_objects_keep_sorted_keys_as_unstructured_objects_do(plane, ns, crd):
+    """kube-apiserver encodes a custom resource as an unstructured map, whose keys Go's
+    encoder sorts: apiVersion before kind, metadata's keys sorted too, unlike built-in kinds."""
+    created = plane._request("POST", f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/{PLURAL}",
+                             body=gadget("sorted", 2)).data
+    assert created.startswith(b'{"apiVersion":"e2e.example.com/v1","kind":"Gadget","metadata":{"creationTimestamp":')
+    pairs = json.loads(created, object_pairs_hook=lambda p: p)
+    assert [k for k, _ in pairs] == sorted(k for k, _ in pairs)

@@ -1019,3 +1019,35 @@ def test_apiservices_as_the_aggregation_layer_keeps_them(plane):
             '"kind":"apiservices"},"code":409}\n')
     finally:
         reg.delete_api_service(name)
+
+
+def test_objects_are_written_in_kube_apiserver_field_order(plane, ns):
+    """Built-in kinds come out as their Go types encode them (kind, apiVersion, metadata in
+    ObjectMeta's order, the body, status last), on create, get, list and watch alike; bytes,
+    not decoded JSON, since clients compare bytes and error offsets."""
+    def keys(raw):
+        return list(json.loads(raw, object_pairs_hook=lambda pairs: pairs))
+
+    body = {"data": {"k": "v"}, "metadata": {"labels": {"a": "b"}, "name": "ordered"},
+            "immutable": False, "apiVersion": "v1", "kind": "ConfigMap"}
+    created = plane._request("POST", f"/api/v1/namespaces/{ns}/configmaps", body=body).data
+    assert created.startswith(b'{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"ordered","namespace":')
+    assert [k for k, _ in keys(created)] == ["kind", "apiVersion", "metadata", "immutable", "data"]
+    meta = dict(keys(created))["metadata"]
+    assert [k for k, _ in meta] == ["name", "namespace", "uid", "resourceVersion",
+                                    "creationTimestamp", "labels", "managedFields"]
+    got = plane._request("GET", f"/api/v1/namespaces/{ns}/configmaps/ordered").data
+    assert got == created
+
+    listed = plane._request("GET", f"/api/v1/namespaces/{ns}/configmaps",
+                            query={"limit": "1"}).data
+    assert listed.startswith(b'{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":')
+    assert [k for k, _ in dict(keys(listed))["metadata"]] == ["resourceVersion", "continue", "remainingItemCount"]
+
+    plane.core().create_namespaced_pod(ns, pod("ordered-pod"))
+    raw = plane._request("GET", f"/api/v1/namespaces/{ns}/pods/ordered-pod").data
+    assert [k for k, _ in keys(raw)] == ["kind", "apiVersion", "metadata", "spec", "status"]
+    resp = plane._request("GET", f"/api/v1/namespaces/{ns}/pods",
+                          query={"watch": "1", "timeoutSeconds": "2"}, stream=True)
+    line = resp.data.split(b"\n")[0]
+    assert line.startswith(b'{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"ordered-pod"')

@@ -73,7 +73,7 @@ impl Ctx {
                 t["apiVersion"] = json!(api_version);
                 Ok(json_typed(
                     code,
-                    serde_json::to_vec(&t).unwrap_or_default(),
+                    infrasim_store::to_vec_typed(&t).unwrap_or_default(),
                     "application/json",
                 ))
             }

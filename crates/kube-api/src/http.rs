@@ -33,10 +33,14 @@ pub fn json_typed(code: u16, bytes: impl Into<Bytes>, content_type: &str) -> Res
     resp
 }
 
-/// A JSON value as a response.
+/// A built-in kind's JSON value as a response, in its Go type's field order (`kind`,
+/// `apiVersion`, `metadata`, …) as kube-apiserver writes it.
 pub fn json_value(code: u16, value: &serde_json::Value) -> Response<Body> {
     // Serializing a `Value` cannot fail.
-    json_bytes(code, serde_json::to_vec(value).unwrap_or_default())
+    json_bytes(
+        code,
+        infrasim_store::to_vec_typed(value).unwrap_or_default(),
+    )
 }
 
 /// An error as a `Status` response.

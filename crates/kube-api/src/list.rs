@@ -174,7 +174,7 @@ pub(crate) async fn list(ctx: &Ctx) -> HandlerResult {
             t["apiVersion"] = json!(api_version);
             Ok(json_typed(
                 200,
-                serde_json::to_vec(&t).unwrap_or_default(),
+                infrasim_store::to_vec_typed(&t).unwrap_or_default(),
                 "application/json",
             ))
         }
@@ -188,7 +188,7 @@ pub(crate) async fn list(ctx: &Ctx) -> HandlerResult {
                               "metadata": meta, "items": items});
             Ok(json_bytes(
                 200,
-                serde_json::to_vec(&list).unwrap_or_default(),
+                infrasim_store::to_vec_typed(&list).unwrap_or_default(),
             ))
         }
         _ => {
@@ -200,7 +200,7 @@ pub(crate) async fn list(ctx: &Ctx) -> HandlerResult {
             out.extend_from_slice(b"\",\"apiVersion\":\"");
             out.extend_from_slice(ctx.info.api_version.as_bytes());
             out.extend_from_slice(b"\",\"metadata\":");
-            out.extend_from_slice(&serde_json::to_vec(&meta).unwrap_or_default());
+            out.extend_from_slice(&infrasim_store::to_vec_list_meta(&meta).unwrap_or_default());
             out.extend_from_slice(b",\"items\":[");
             for (i, o) in items.iter().enumerate() {
                 if i > 0 {

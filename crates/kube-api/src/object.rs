@@ -7,9 +7,14 @@ use infrasim_store::Derived;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// The facts the store keeps beside an object of this kind: its selectable fields, and
-/// whether a namespace's finalizers hold it.
+/// The facts the store keeps beside an object of this built-in kind: its selectable fields,
+/// and whether a namespace's finalizers hold it.
 pub(crate) fn derive(kind: &str, value: &Value) -> Arc<Derived> {
+    derive_for(kind, value, true)
+}
+
+/// As [`derive`], for a kind that is built in (`typed`) or a custom resource.
+pub(crate) fn derive_for(kind: &str, value: &Value, typed: bool) -> Arc<Derived> {
     let held = kind == "Namespace"
         && value
             .at("/spec/finalizers")
@@ -18,8 +23,37 @@ pub(crate) fn derive(kind: &str, value: &Value) -> Arc<Derived> {
     Arc::new(Derived {
         fields: selectors::extract_fields(kind, value),
         held,
+        typed,
+        no_generation: typed && !TRACKS_GENERATION.contains(&kind),
     })
 }
+
+/// The built-in kinds whose registry strategy sets `metadata.generation` at creation and
+/// advances it on every spec change (custom resources always have it).
+const TRACKS_GENERATION: &[&str] = &[
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "ReplicationController",
+    "Job",
+    "CronJob",
+    "HorizontalPodAutoscaler",
+    "PodDisruptionBudget",
+    "NetworkPolicy",
+    "Ingress",
+    "EndpointSlice",
+    "CustomResourceDefinition",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding",
+    "FlowSchema",
+    "PriorityLevelConfiguration",
+    "DeviceClass",
+];
 
 /// `metadata.name`, or empty.
 pub(crate) fn name_of(value: &Value) -> String {

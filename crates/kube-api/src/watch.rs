@@ -221,9 +221,20 @@ impl WatchStream {
     }
 }
 
+/// A watch event line for an object built here rather than stored: `type` first, then the
+/// object, which is a built-in kind (a Status, a Table, metadata) in its Go field order.
 fn value_line(ty: &str, object: &Value) -> Bytes {
-    let mut out = serde_json::to_vec(&json!({"type": ty, "object": object})).unwrap_or_default();
-    out.push(b'\n');
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(ty.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    if ty == "ERROR" {
+        let status = crate::status::status_bytes(object);
+        out.extend_from_slice(status.strip_suffix(b"\n").unwrap_or(&status));
+    } else {
+        out.extend(infrasim_store::to_vec_typed(object).unwrap_or_default());
+    }
+    out.extend_from_slice(b"}\n");
     Bytes::from(out)
 }
 

@@ -797,7 +797,11 @@ impl Txn<'_> {
             Value::String(uuid::Uuid::new_v4().to_string()),
         );
         m.insert("creationTimestamp".into(), Value::String(now));
-        m.insert("generation".into(), json!(1));
+        if fields.no_generation {
+            m.remove("generation");
+        } else {
+            m.insert("generation".into(), json!(1));
+        }
         m.remove("deletionTimestamp");
         m.remove("deletionGracePeriodSeconds");
         let created = self.put(resource, value, fields, None)?;
@@ -908,7 +912,11 @@ impl Txn<'_> {
                 None => m.remove(owned),
             };
         }
-        m.insert("generation".into(), json!(generation));
+        if fields.no_generation {
+            m.remove("generation");
+        } else {
+            m.insert("generation".into(), json!(generation));
+        }
         m.insert(
             "resourceVersion".into(),
             Value::String(current.meta.resource_version.to_string()),

@@ -22,6 +22,7 @@
 //! ```
 
 mod backend;
+mod encode;
 mod error;
 mod event;
 mod group;
@@ -29,6 +30,7 @@ mod object;
 mod store;
 
 pub use backend::{Backend, MemoryBackend};
+pub use encode::{to_vec_list_meta, to_vec_typed};
 pub use error::{Result, StoreError};
 pub use event::{Event, EventType};
 pub use group::{

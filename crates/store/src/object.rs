@@ -106,6 +106,14 @@ pub struct Derived {
     /// The kind itself holds deletion back, beyond `metadata.finalizers` (a namespace's
     /// `spec.finalizers`): once marked for deletion, the object stays until this clears.
     pub held: bool,
+    /// A built-in kind, encoded in its Go type's field order as kube-apiserver encodes it
+    /// (`kind`, `apiVersion`, `metadata`, body, `status`); otherwise a custom resource,
+    /// encoded with sorted keys as Go encodes an unstructured object. See `encode`.
+    pub typed: bool,
+    /// The kind keeps no `metadata.generation`: kube-apiserver sets and advances it only for
+    /// kinds whose spec a controller observes (Deployments, Jobs, custom resources, …), not
+    /// for ConfigMaps, Secrets, Services or Pods.
+    pub no_generation: bool,
 }
 
 impl StoredObject {
@@ -227,7 +235,11 @@ pub(crate) fn spec_equal(a: &Value, b: &Value) -> bool {
 
 /// Builds a stored object from a value whose metadata the store has already set.
 pub(crate) fn seal(value: &Value, derived: Arc<Derived>) -> serde_json::Result<Arc<StoredObject>> {
-    let bytes = Bytes::from(serde_json::to_vec(value)?);
+    let bytes = Bytes::from(if derived.typed {
+        crate::encode::to_vec_typed(value)?
+    } else {
+        serde_json::to_vec(value)?
+    });
     Ok(Arc::new(StoredObject {
         meta: read_meta(value),
         derived,

@@ -19,7 +19,7 @@ mod strategy;
 
 use crate::context::Ctx;
 use crate::http::HandlerResult;
-use crate::object::{derive, name_of};
+use crate::object::{derive_for, name_of};
 use crate::status::ApiError;
 use crate::values::At;
 use crate::{admission, namespaces};
@@ -196,7 +196,7 @@ fn update(
     read: Read<'_>,
     dry: bool,
 ) -> Result<Written, WriteError> {
-    let derived = derive(&ctx.info.kind, &object);
+    let derived = derive_for(&ctx.info.kind, &object, !ctx.info.custom);
     let stored = ctx
         .state
         .group
@@ -281,7 +281,7 @@ async fn create(
             dry_run: dry,
         };
         admission::validate(ctx, &subject, warnings).await?;
-        let derived = derive(&ctx.info.kind, &object);
+        let derived = derive_for(&ctx.info.kind, &object, !ctx.info.custom);
         let group = &ctx.state.group;
         let key = &ctx.info.store_key;
         if dry {
