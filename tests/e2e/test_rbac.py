@@ -61,6 +61,48 @@ def test_service_account_tokens_get_exactly_their_bindings(plane, ns):
     assert f"system:serviceaccounts:{ns}" in who.status.user_info.groups
 
 
+def test_token_requests_are_jwts_that_token_review_accepts(plane, ns):
+    """`kubectl create token` with audiences and a bound pod, then TokenReview through the
+    Python client, as an authenticating proxy would use them."""
+    import base64
+    import json as _json
+    plane.kubectl("-n", ns, "create", "serviceaccount", "verifier")
+    core = plane.core()
+    core.create_namespaced_pod(ns, client.V1Pod(
+        metadata=client.V1ObjectMeta(name="holder"),
+        spec=client.V1PodSpec(service_account_name="verifier",
+                              containers=[client.V1Container(name="c", image="busybox")])))
+    token = plane.kubectl("-n", ns, "create", "token", "verifier", "--audience=vault",
+                          "--bound-object-kind=Pod", "--bound-object-name=holder",
+                          "--duration=20m").stdout.strip()
+    payload = token.split(".")[1]
+    claims = _json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    assert claims["aud"] == ["vault"] and claims["exp"] - claims["iat"] == 1200
+    assert claims["kubernetes.io"]["pod"]["name"] == "holder"
+
+    auth = client.AuthenticationV1Api(plane.api())
+    review = auth.create_token_review(client.V1TokenReview(
+        spec=client.V1TokenReviewSpec(token=token, audiences=["vault"])))
+    assert review.status.authenticated is True
+    assert review.status.user.username == f"system:serviceaccount:{ns}:verifier"
+    assert review.status.audiences == ["vault"]
+    assert review.status.user.extra["authentication.kubernetes.io/pod-name"] == ["holder"]
+    # Not an API token: the API audience refuses it, in review and in use.
+    review = auth.create_token_review(client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token)))
+    assert not review.status.authenticated and "audiences" in review.status.error
+    status, _ = plane.raw("GET", f"/api/v1/namespaces/{ns}/pods",
+                          api=_token_api(plane, token))
+    assert status == 401
+
+
+def _token_api(plane, token):
+    cfg = client.Configuration()
+    cfg.host = f"https://127.0.0.1:{plane.port}"
+    cfg.verify_ssl = False
+    cfg.api_key = {"authorization": f"Bearer {token}"}
+    return client.ApiClient(cfg)
+
+
 def test_subject_access_review(plane, ns):
     plane.kubectl("-n", ns, "create", "rolebinding", "carol-view", "--clusterrole=view", "--user=carol")
     authz = client.AuthorizationV1Api(plane.api())

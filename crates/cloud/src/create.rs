@@ -165,6 +165,7 @@ impl Cloud {
                 ..ApiConfig::default()
             },
         );
+        server.set_service_account_key(&pki.service_account)?;
         let etcd = EtcdCluster::new(self.clock.clone());
         server.set_sidecar(etcd::sidecar(&etcd, &pki.etcd_ca.cert_pem))?;
         let tls = server.tls_config(&certs.serving)?;

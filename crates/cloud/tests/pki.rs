@@ -26,6 +26,7 @@ async fn supplied_and_generated_cas() {
         service_account_key: Some(key.into()),
         ..SuppliedPki::default()
     };
+    let mut tokens = Vec::new();
     for (name, cert, key) in [("rsa", RSA_CA, RSA_KEY), ("ecdsa", EC_CA, EC_KEY)] {
         let info = cloud
             .create_cluster(ClusterShape {
@@ -54,7 +55,14 @@ async fn supplied_and_generated_cas() {
             .service_account
             .public_pem
             .starts_with("-----BEGIN PUBLIC KEY-----"));
+        let token =
+            signed_by_the_supplied_key(&info.kubeconfig, &pki.service_account.public_pem, name)
+                .await;
+        tokens.push((info.kubeconfig.clone(), token));
     }
+    // Each cluster's tokens are its own: the RSA cluster's token does not open the other.
+    assert_eq!(who_is(&tokens[0].0, &tokens[0].1).await, 201);
+    assert_eq!(who_is(&tokens[1].0, &tokens[0].1).await, 401);
     // Generated ones are distinct per cluster and per role.
     for name in ["gen-a", "gen-b"] {
         cloud
@@ -95,6 +103,61 @@ async fn supplied_and_generated_cas() {
         })
         .await
         .unwrap();
+}
+
+/// Requests a token of cluster `name`'s default service account and checks its signature
+/// with the supplied key's public half, as any verifier holding `sa.pub` would.
+async fn signed_by_the_supplied_key(kubeconfig: &str, public_pem: &str, name: &str) -> String {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client(kubeconfig).await, "default");
+    let request = TokenRequest::default();
+    let issued = accounts
+        .create_token_request("default", &Default::default(), &request)
+        .await
+        .unwrap();
+    let token = issued.status.unwrap().token;
+    let (algorithm, key) = match name {
+        "rsa" => (
+            jsonwebtoken::Algorithm::RS256,
+            jsonwebtoken::DecodingKey::from_rsa_pem(public_pem.as_bytes()).unwrap(),
+        ),
+        _ => (
+            jsonwebtoken::Algorithm::ES256,
+            jsonwebtoken::DecodingKey::from_ec_pem(public_pem.as_bytes()).unwrap(),
+        ),
+    };
+    let mut validation = jsonwebtoken::Validation::new(algorithm);
+    validation.set_audience(&["https://kubernetes.default.svc.cluster.local"]);
+    let claims = jsonwebtoken::decode::<serde_json::Value>(&token, &key, &validation)
+        .unwrap()
+        .claims;
+    assert_eq!(claims["sub"], "system:serviceaccount:default:default");
+    token
+}
+
+/// The HTTP status of a SelfSubjectReview made with `token` against the cluster of
+/// `kubeconfig` (its server and CA, not its credentials).
+async fn who_is(kubeconfig: &str, token: &str) -> u16 {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let yaml: kube::config::Kubeconfig = serde_yaml::from_str(kubeconfig).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(yaml, &Default::default())
+        .await
+        .unwrap();
+    config.auth_info = kube::config::AuthInfo {
+        token: Some(token.to_string().into()),
+        ..Default::default()
+    };
+    let client = kube::Client::try_from(config).unwrap();
+    let reviews: Api<SelfSubjectReview> = Api::all(client);
+    match reviews
+        .create(&Default::default(), &Default::default())
+        .await
+    {
+        Ok(_) => 201,
+        Err(kube::Error::Api(status)) => status.code,
+        Err(e) => panic!("{e}"),
+    }
 }
 
 fn base64(s: &str) -> String {

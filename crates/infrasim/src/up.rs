@@ -4,7 +4,7 @@ use anyhow::Context;
 use clap::Args;
 use infrasim_clock::SystemClock;
 use infrasim_kube_api::kubeconfig::{self, KubeconfigSpec};
-use infrasim_kube_api::pki::{write_private, CertificateAuthority};
+use infrasim_kube_api::pki::{write_private, CertificateAuthority, SigningKey};
 use infrasim_kube_api::{ApiConfig, ApiServer};
 use infrasim_store::{MemoryBackend, Store, StoreConfig};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -85,6 +85,17 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     );
     let group = store.create_group("management")?;
     let server = ApiServer::new(group, ca.clone(), clock.clone(), ApiConfig::default());
+    if !args.ephemeral {
+        let key = SigningKey::load_or_generate(&data_dir.join("pki").join("sa.key")).with_context(
+            || {
+                format!(
+                    "loading the service-account key from {}",
+                    data_dir.display()
+                )
+            },
+        )?;
+        server.set_service_account_key(&key)?;
+    }
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

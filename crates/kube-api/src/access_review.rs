@@ -1,6 +1,6 @@
 //! The computed, create-only resources: SelfSubjectAccessReview, SubjectAccessReview,
-//! LocalSubjectAccessReview (what `kubectl auth can-i` asks), SelfSubjectReview (`kubectl auth
-//! whoami`), and the `serviceaccounts/token` subresource (`kubectl create token`).
+//! LocalSubjectAccessReview (what `kubectl auth can-i` asks) and SelfSubjectReview (`kubectl
+//! auth whoami`). The token resources are `token_resources`'.
 
 use crate::auth::Identity;
 use crate::authz::{self, Attributes, ResourceAttributes};
@@ -8,8 +8,6 @@ use crate::codec::decode_body;
 use crate::context::Ctx;
 use crate::http::{json_value, HandlerResult};
 use crate::status::ApiError;
-use crate::values::At;
-use infrasim_store::ObjectKey;
 use serde_json::{json, Value};
 
 fn attributes_of(spec: &Value, namespace_override: Option<&str>) -> Result<Attributes, ApiError> {
@@ -50,6 +48,7 @@ pub(crate) fn create(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     let mut review = decode_body(ctx, body)?;
     let spec = review.get("spec").cloned().unwrap_or(json!({}));
     match ctx.info.kind.as_str() {
+        "TokenReview" => return crate::token_resources::token_review(ctx, body),
         "SelfSubjectReview" => {
             review["status"] =
                 json!({"userInfo": {"username": ctx.identity.user, "groups": ctx.identity.groups}});
@@ -100,49 +99,4 @@ pub(crate) fn create(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         review["metadata"] = json!({});
     }
     Ok(json_value(201, &review))
-}
-
-/// `serviceaccounts/{name}/token`: a bearer token for the ServiceAccount.
-pub(crate) fn token_request(ctx: &Ctx, body: &[u8]) -> HandlerResult {
-    let name = ctx.path.name.as_deref().unwrap_or("");
-    let namespace = ctx.namespace();
-    if ctx
-        .state
-        .group
-        .get("serviceaccounts", &ObjectKey::new(namespace, name))
-        .is_none()
-    {
-        return Err(ApiError::object_not_found("", "serviceaccounts", name));
-    }
-    let mut request: Value = if body.is_empty() {
-        json!({})
-    } else {
-        decode_body(ctx, body)?
-    };
-    let seconds = request
-        .at("/spec/expirationSeconds")
-        .and_then(Value::as_i64)
-        .unwrap_or(3600)
-        .clamp(600, 48 * 3600);
-    let token = format!("isim.{}", uuid::Uuid::new_v4().simple());
-    let identity = Identity {
-        user: format!("system:serviceaccount:{namespace}:{name}"),
-        groups: vec![
-            "system:serviceaccounts".into(),
-            format!("system:serviceaccounts:{namespace}"),
-            "system:authenticated".into(),
-        ],
-    };
-    let expires = ctx.state.clock.now() + chrono::Duration::seconds(seconds);
-    ctx.state.tokens.add_expiring(&token, identity, expires);
-    request["apiVersion"] = json!("authentication.k8s.io/v1");
-    request["kind"] = json!("TokenRequest");
-    request["metadata"] = json!({"name": name, "namespace": namespace, "creationTimestamp": null});
-    request["spec"]["expirationSeconds"] = json!(seconds);
-    if request["spec"].get("audiences").is_none() {
-        request["spec"]["audiences"] = json!(["https://kubernetes.default.svc.cluster.local"]);
-    }
-    request["status"] =
-        json!({"token": token, "expirationTimestamp": infrasim_store::format_time(expires)});
-    Ok(json_value(201, &request))
 }

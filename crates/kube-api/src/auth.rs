@@ -66,10 +66,11 @@ impl TokenAuthenticator {
     /// The identity of an `Authorization` header value at time `now`, if it carries a known
     /// bearer token that has not expired. Expired tokens are forgotten.
     pub fn authenticate(&self, authorization: &str, now: DateTime<Utc>) -> Option<Identity> {
-        let token = authorization
-            .strip_prefix("Bearer ")
-            .or_else(|| authorization.strip_prefix("bearer "))?
-            .trim();
+        self.lookup(bearer_token(authorization)?, now)
+    }
+
+    /// The identity `token` was registered with, if it has not expired.
+    pub fn lookup(&self, token: &str, now: DateTime<Utc>) -> Option<Identity> {
         if token.is_empty() {
             return None;
         }
@@ -88,5 +89,49 @@ impl TokenAuthenticator {
                 .remove(token);
         }
         None
+    }
+}
+
+/// The token of an `Authorization: Bearer …` header value.
+fn bearer_token(authorization: &str) -> Option<&str> {
+    let token = authorization
+        .strip_prefix("Bearer ")
+        .or_else(|| authorization.strip_prefix("bearer "))?
+        .trim();
+    (!token.is_empty()).then_some(token)
+}
+
+/// How long a verified service-account token is remembered (kube-apiserver caches a
+/// successful token authentication for ten seconds too): verifying a signature on every
+/// request of a busy client would cost more than the request.
+const VERIFIED_TOKEN_TTL: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
+
+/// The identity of an `Authorization` header value: a token registered with the server, or a
+/// service-account token this server's key signed for the API's audience.
+pub(crate) fn bearer(
+    state: &crate::state::State,
+    authorization: &str,
+    now: DateTime<Utc>,
+) -> Option<Identity> {
+    let token = bearer_token(authorization)?;
+    if let Some(identity) = state.tokens.lookup(token, now) {
+        return Some(identity);
+    }
+    if !crate::sa_tokens::looks_like_jwt(token) {
+        return None;
+    }
+    let audiences = [crate::sa_tokens::ISSUER.to_string()];
+    match crate::sa_tokens::authenticate(state, token, &audiences, now) {
+        Ok(found) => {
+            let until = found.expires.min(now + VERIFIED_TOKEN_TTL);
+            state
+                .tokens
+                .add_expiring(token, found.identity.clone(), until);
+            Some(found.identity)
+        }
+        Err(reason) => {
+            tracing::debug!(%reason, "service-account token refused");
+            None
+        }
     }
 }

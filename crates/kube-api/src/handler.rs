@@ -25,7 +25,7 @@ where
         req.headers()
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| state.tokens.authenticate(v, state.clock.now()))
+            .and_then(|v| crate::auth::bearer(&state, v, state.clock.now()))
     });
     let Some(identity) = identity else {
         return error_response(&ApiError::unauthorized());
@@ -197,7 +197,7 @@ async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult
     }
     if ctx.info.kind == "ServiceAccount" && ctx.path.subresource.as_deref() == Some("token") {
         return match method {
-            Method::POST => crate::access_review::token_request(&ctx, &body),
+            Method::POST => crate::token_resources::token_request(&ctx, &body),
             _ => Err(ApiError::method_not_allowed(
                 "the server does not allow this method on the requested resource",
             )),

@@ -36,9 +36,11 @@ mod field_path;
 mod filter;
 mod object;
 mod rbac_cache;
+pub mod sa_tokens;
 pub mod schema;
 mod state;
 mod tls;
+mod token_resources;
 mod verbs;
 mod write;
 

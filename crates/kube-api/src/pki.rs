@@ -304,6 +304,24 @@ impl SigningKey {
         })
     }
 
+    /// The key in `path` (kubeadm's `sa.key`) if it exists, else a new one saved there, so
+    /// tokens signed before a restart still verify after it.
+    pub fn load_or_generate(path: &Path) -> Result<Self, PkiError> {
+        let io = |source| PkiError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        if path.exists() {
+            return Self::from_pem(&std::fs::read_to_string(path).map_err(io)?);
+        }
+        let key = Self::generate()?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        write_private(path, &key.private_pem).map_err(io)?;
+        Ok(key)
+    }
+
     /// An existing private key (PEM, any form [`pkcs8_pem`] reads), its public key derived.
     pub fn from_pem(private_pem: &str) -> Result<Self, PkiError> {
         let private_pem = pkcs8_pem(private_pem)?;

@@ -488,6 +488,7 @@ impl Registry {
             ephemeral::<authorization::SubjectAccessReview>(),
             ephemeral::<authorization::LocalSubjectAccessReview>(),
             ephemeral::<authentication::SelfSubjectReview>(),
+            ephemeral::<authentication::TokenReview>(),
         ];
         Registry {
             builtin: list.into_iter().map(Arc::new).collect(),

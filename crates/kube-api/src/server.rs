@@ -2,8 +2,9 @@
 
 use crate::auth::{Identity, TokenAuthenticator};
 use crate::http::{error_response, Body};
-use crate::pki::{CertificateAuthority, KeyedCert};
+use crate::pki::{CertificateAuthority, KeyedCert, PkiError, SigningKey};
 use crate::resources::Registry;
+use crate::sa_tokens::TokenIssuer;
 use crate::sidecar::{EndpointBody, Issuer, Sidecar};
 use crate::state::{ApiConfig, Forwarder, SidecarRoute, State};
 use crate::status::ApiError;
@@ -63,6 +64,7 @@ impl ApiServer {
                 port_forwarder: std::sync::OnceLock::new(),
                 port_forwards: Default::default(),
                 in_process_webhooks: Default::default(),
+                token_issuer: std::sync::OnceLock::new(),
             }),
         };
         crate::namespaces::bootstrap(&server.state);
@@ -98,6 +100,17 @@ impl ApiServer {
     /// The store group this server serves.
     pub fn group(&self) -> &Arc<Group> {
         &self.state.group
+    }
+
+    /// Signs and verifies service-account tokens with `key` (kubeadm's `sa.key`) from now
+    /// on. Set it before the server takes requests: a key set later than the first token
+    /// is refused, since tokens already issued would stop verifying.
+    pub fn set_service_account_key(&self, key: &SigningKey) -> Result<(), PkiError> {
+        let issuer = TokenIssuer::new(key)?;
+        self.state
+            .token_issuer
+            .set(issuer)
+            .map_err(|_| PkiError::Invalid("the service-account key is already set".into()))
     }
 
     /// Accepts `token` as a bearer token for `identity`.

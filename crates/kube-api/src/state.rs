@@ -2,10 +2,12 @@
 //! Below the handlers and the server alike, so that neither needs the other to name it.
 
 use crate::auth::TokenAuthenticator;
-use crate::pki::CertificateAuthority;
+use crate::pki::{CertificateAuthority, SigningKey};
 use crate::rbac_cache::RbacCache;
 use crate::resources::Registry;
+use crate::sa_tokens::TokenIssuer;
 use crate::sidecar::{Issuer, Sidecar};
+use crate::status::ApiError;
 use infrasim_clock::SharedClock;
 use infrasim_store::Group;
 use std::collections::HashSet;
@@ -72,9 +74,23 @@ pub(crate) struct State {
     pub port_forwards: crate::portforward::Sessions,
     /// Webhook servers that live in this process, by the Service they stand for.
     pub in_process_webhooks: Arc<crate::webhook::InProcessWebhooks>,
+    /// What signs and verifies service-account tokens: the key set with
+    /// `ApiServer::set_service_account_key`, or one generated at first use.
+    pub token_issuer: std::sync::OnceLock<TokenIssuer>,
 }
 
 impl State {
+    /// The service-account token issuer, generating a key if none was set.
+    pub fn token_issuer(&self) -> Result<&TokenIssuer, ApiError> {
+        if let Some(issuer) = self.token_issuer.get() {
+            return Ok(issuer);
+        }
+        let fresh = SigningKey::generate()
+            .and_then(|key| TokenIssuer::new(&key))
+            .map_err(|e| ApiError::internal(format!("service-account key: {e}")))?;
+        Ok(self.token_issuer.get_or_init(|| fresh))
+    }
+
     /// Where this server's webhooks are reached.
     pub fn webhooks(&self) -> crate::webhook::Reach {
         crate::webhook::Reach {

@@ -1,0 +1,277 @@
+//! Service-account tokens as kube-apiserver issues them: JWTs signed with the cluster's
+//! service-account key (kubeadm's `sa.key`, which Cluster API supplies as the `<cluster>-sa`
+//! Secret), carrying the audiences, expiry and bound object the TokenRequest asked for.
+//!
+//! A token is verifiable from itself and the key: no table of issued tokens is kept, so the
+//! tokens stay valid across restarts where the key is kept, and one cluster's tokens never
+//! open another (each cluster has its own key). On use, the claims are checked as
+//! kube-apiserver's service-account authenticator checks them: signature, issuer, time,
+//! audience, and that the service account (and the pod, secret or node the token is bound
+//! to) still exists with the UID the token names.
+
+use crate::auth::Identity;
+use crate::pki::{PkiError, SigningKey};
+use crate::state::State;
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use infrasim_store::ObjectKey;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The issuer (`iss`) of every token: kube-apiserver's `--service-account-issuer` as kubeadm
+/// sets it. It is also the one audience the API server accepts (`--api-audiences` defaults
+/// to the issuer).
+pub const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
+/// How far a token's times may be off the server's clock (go-jose's default leeway, which
+/// kube-apiserver's validator uses).
+const LEEWAY_SECONDS: i64 = 60;
+
+/// A service-account key, ready to sign and verify tokens.
+pub struct TokenIssuer {
+    key_id: String,
+    algorithm: Algorithm,
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+}
+
+impl std::fmt::Debug for TokenIssuer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenIssuer")
+            .field("key_id", &self.key_id)
+            .field("algorithm", &self.algorithm)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The claims of a token, as kube-apiserver writes them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claims {
+    pub aud: Vec<String>,
+    pub exp: i64,
+    pub iat: i64,
+    pub iss: String,
+    #[serde(default)]
+    pub jti: String,
+    #[serde(rename = "kubernetes.io")]
+    pub kubernetes: KubernetesClaims,
+    pub nbf: i64,
+    pub sub: String,
+}
+
+/// The private `kubernetes.io` claim: whose token it is and what it is bound to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KubernetesClaims {
+    pub namespace: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<Reference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<Reference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<Reference>,
+    pub serviceaccount: Reference,
+}
+
+/// An object a token names, by name and UID.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reference {
+    pub name: String,
+    pub uid: String,
+}
+
+/// Who a verified token speaks for, with what kube-apiserver adds for TokenReview.
+#[derive(Debug, Clone)]
+pub struct Authenticated {
+    pub identity: Identity,
+    /// The service account's UID.
+    pub uid: String,
+    /// `authentication.kubernetes.io/…` facts: the token's ID, the pod and node bound.
+    pub extra: BTreeMap<String, Vec<String>>,
+    /// Those of the asked-for audiences the token is valid for.
+    pub audiences: Vec<String>,
+    pub expires: DateTime<Utc>,
+}
+
+impl TokenIssuer {
+    /// An issuer signing with `key`: RS256 for an RSA key (what Cluster API generates),
+    /// ES256 or ES384 for an ECDSA one (what infrasim generates).
+    pub fn new(key: &SigningKey) -> Result<Self, PkiError> {
+        use rcgen::PublicKeyData;
+        let pair = rcgen::KeyPair::from_pem(&key.private_pem)?;
+        let invalid = |e: jsonwebtoken::errors::Error| PkiError::Invalid(e.to_string());
+        let private = key.private_pem.as_bytes();
+        let public = key.public_pem.as_bytes();
+        let (algorithm, encoding, decoding) = if pair.algorithm() == &rcgen::PKCS_RSA_SHA256 {
+            (
+                Algorithm::RS256,
+                EncodingKey::from_rsa_pem(private).map_err(invalid)?,
+                DecodingKey::from_rsa_pem(public).map_err(invalid)?,
+            )
+        } else {
+            let algorithm = if pair.algorithm() == &rcgen::PKCS_ECDSA_P384_SHA384 {
+                Algorithm::ES384
+            } else {
+                Algorithm::ES256
+            };
+            (
+                algorithm,
+                EncodingKey::from_ec_pem(private).map_err(invalid)?,
+                DecodingKey::from_ec_pem(public).map_err(invalid)?,
+            )
+        };
+        // kube-apiserver's key ID: the SHA-256 of the public key's DER, base64url.
+        let digest = ring::digest::digest(&ring::digest::SHA256, &pair.subject_public_key_info());
+        Ok(TokenIssuer {
+            key_id: base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest.as_ref()),
+            algorithm,
+            encoding,
+            decoding,
+        })
+    }
+
+    /// A signed token carrying `claims`.
+    pub fn issue(&self, claims: &Claims) -> Result<String, PkiError> {
+        let header = Header {
+            typ: None,
+            kid: Some(self.key_id.clone()),
+            ..Header::new(self.algorithm)
+        };
+        jsonwebtoken::encode(&header, claims, &self.encoding)
+            .map_err(|e| PkiError::Invalid(e.to_string()))
+    }
+
+    /// The claims of `token` if this key signed it; times and audiences are the caller's
+    /// to check (against the server's clock, not the machine's).
+    pub fn verify(&self, token: &str) -> Result<Claims, String> {
+        let mut validation = Validation::new(self.algorithm);
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
+        validation.validate_aud = false;
+        validation.required_spec_claims.clear();
+        jsonwebtoken::decode::<Claims>(token, &self.decoding, &validation)
+            .map(|data| data.claims)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Whether `token` has a JWT's shape (three base64url parts), so is worth verifying.
+pub fn looks_like_jwt(token: &str) -> bool {
+    token.split('.').count() == 3 && token.starts_with("ey")
+}
+
+/// Authenticates `token` for one of `audiences` at `now`, as kube-apiserver's
+/// service-account authenticator does; the error is its reason, in kube-apiserver's words.
+pub(crate) fn authenticate(
+    state: &State,
+    token: &str,
+    audiences: &[String],
+    now: DateTime<Utc>,
+) -> Result<Authenticated, String> {
+    let issuer = state.token_issuer().map_err(|e| e.message)?;
+    let claims = issuer
+        .verify(token)
+        .map_err(|e| format!("invalid bearer token, {e}"))?;
+    if claims.iss != ISSUER {
+        return Err("invalid bearer token, token issuer is not recognised".into());
+    }
+    let at = now.timestamp();
+    if at > claims.exp + LEEWAY_SECONDS {
+        return Err("invalid bearer token, service account token has expired".into());
+    }
+    if at + LEEWAY_SECONDS < claims.nbf {
+        return Err("invalid bearer token, service account token is not valid yet".into());
+    }
+    let valid: Vec<String> = audiences
+        .iter()
+        .filter(|a| claims.aud.contains(a))
+        .cloned()
+        .collect();
+    if valid.is_empty() {
+        return Err(format!(
+            "invalid bearer token, token audiences {:?} is invalid for the target audiences {:?}",
+            claims.aud, audiences
+        ));
+    }
+    let kube = &claims.kubernetes;
+    let ns = kube.namespace.as_str();
+    check_bound(state, "serviceaccounts", ns, &kube.serviceaccount)?;
+    if let Some(pod) = &kube.pod {
+        check_bound(state, "pods", ns, pod)?;
+    }
+    if let Some(secret) = &kube.secret {
+        check_bound(state, "secrets", ns, secret)?;
+    }
+    if let (Some(node), None) = (&kube.node, &kube.pod) {
+        check_bound(state, "nodes", "", node)?;
+    }
+    let sa = &kube.serviceaccount.name;
+    let mut extra = BTreeMap::new();
+    let mut fact = |key: &str, value: &str| {
+        extra.insert(
+            format!("authentication.kubernetes.io/{key}"),
+            vec![value.to_string()],
+        );
+    };
+    if !claims.jti.is_empty() {
+        fact("credential-id", &format!("JTI={}", claims.jti));
+    }
+    for (what, bound) in [("pod", &kube.pod), ("node", &kube.node)] {
+        if let Some(b) = bound {
+            fact(&format!("{what}-name"), &b.name);
+            fact(&format!("{what}-uid"), &b.uid);
+        }
+    }
+    Ok(Authenticated {
+        identity: service_account_identity(ns, sa),
+        uid: kube.serviceaccount.uid.clone(),
+        extra,
+        audiences: valid,
+        expires: DateTime::from_timestamp(claims.exp, 0).unwrap_or(now),
+    })
+}
+
+/// The identity kube-apiserver gives service account `namespace/name`.
+pub fn service_account_identity(namespace: &str, name: &str) -> Identity {
+    Identity {
+        user: format!("system:serviceaccount:{namespace}:{name}"),
+        groups: vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{namespace}"),
+            "system:authenticated".into(),
+        ],
+    }
+}
+
+/// That the object a token names still exists, with the UID the token names, and is not
+/// being deleted.
+fn check_bound(
+    state: &State,
+    resource: &str,
+    namespace: &str,
+    reference: &Reference,
+) -> Result<(), String> {
+    let what = resource.trim_end_matches('s');
+    let object = state
+        .group
+        .get(resource, &ObjectKey::new(namespace, &reference.name))
+        .ok_or_else(|| {
+            format!(
+                "invalid bearer token, {what} \"{}\" not found",
+                reference.name
+            )
+        })?;
+    if *object.meta.uid != *reference.uid {
+        return Err(format!(
+            "invalid bearer token, {what} UID ({}) does not match claim ({})",
+            object.meta.uid, reference.uid
+        ));
+    }
+    if object.meta.deletion_timestamp.is_some() && resource != "pods" {
+        return Err(format!(
+            "invalid bearer token, {what} \"{}\" is being deleted",
+            reference.name
+        ));
+    }
+    Ok(())
+}
