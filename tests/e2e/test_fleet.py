@@ -441,3 +441,43 @@ def test_python_client_port_forwards_to_an_etcd_member(fleet):
         time.sleep(0.1)
     assert "nothing listens" in (pf.error(2379) or ""), pf.error(2379)
     pf.close()
+
+
+def test_kubectl_certificate_approve_gets_a_node_certificate_signed(fleet, tmp_path):
+    """A kubelet's client CSR made with openssl, approved with `kubectl certificate approve`:
+    the cluster's certificate controller signs it with the cluster CA, and the certificate
+    is a credential the cluster accepts as that node."""
+    import base64
+    out, _ = fleet
+    kc = out / "wl-0.kubeconfig"
+    key, req = tmp_path / "node.key", tmp_path / "node.csr"
+    subprocess.run(["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", str(key), "-out", str(req),
+                    "-subj", "/O=system:nodes/CN=system:node:wl-0-extra"], check=True, capture_output=True)
+    manifest = {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+                "metadata": {"name": "extra-node"},
+                "spec": {"request": base64.b64encode(req.read_bytes()).decode(),
+                         "signerName": "kubernetes.io/kube-apiserver-client-kubelet",
+                         "usages": ["digital signature", "client auth"], "expirationSeconds": 86400}}
+    path = tmp_path / "csr.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    assert kubectl(kc, "create", "-f", str(path)).returncode == 0
+    pending = kubectl(kc, "get", "csr", "extra-node", "--no-headers").stdout.split()
+    assert pending[-1] == "Pending" and pending[3] == "kubernetes-admin" and pending[4] == "24h", pending
+    approve = kubectl(kc, "certificate", "approve", "extra-node")
+    assert approve.returncode == 0, approve.stderr
+    wait_for("the certificate is issued",
+             lambda: kubectl(kc, "get", "csr", "extra-node", "--no-headers").stdout.split()[-1] == "Approved,Issued")
+    cert = kubectl(kc, "get", "csr", "extra-node", "-o", "jsonpath={.status.certificate}").stdout
+    crt = tmp_path / "node.crt"
+    crt.write_bytes(base64.b64decode(cert))
+    ca = tmp_path / "ca.crt"
+    cluster = yaml.safe_load(kc.read_text())["clusters"][0]["cluster"]
+    ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    verified = subprocess.run(["openssl", "verify", "-CAfile", str(ca), str(crt)], capture_output=True, text=True)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    who = subprocess.run(["kubectl", "--server", cluster["server"], "--certificate-authority", str(ca),
+                          "--client-certificate", str(crt), "--client-key", str(key),
+                          "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"],
+                         capture_output=True, text=True, timeout=30)
+    assert who.stdout == "system:node:wl-0-extra", who.stderr

@@ -206,6 +206,7 @@ impl Cloud {
             group,
             self.clock.clone(),
             shape.workloads.clone(),
+            pki.ca.clone(),
             workloads_stopped,
         ));
         pending.commit(Running {

@@ -53,25 +53,50 @@ fn status_entry(r: &ResourceInfo) -> Value {
     })
 }
 
-/// The pod subresources served beyond `status`: (name, group, version, kind, verbs).
-const POD_SUBRESOURCES: [(&str, &str, &str, &str, &[&str]); 2] = [
-    ("eviction", "policy", "v1", "Eviction", &["create"]),
-    ("log", "", "v1", "Pod", &["get"]),
-];
-
-fn pod_subresources(
-    r: &ResourceInfo,
-) -> &'static [(
+/// A subresource served beyond `status` and `scale`: (name, group, version, kind, verbs).
+type Subresource = (
     &'static str,
     &'static str,
     &'static str,
     &'static str,
     &'static [&'static str],
-)] {
-    if r.kind == "Pod" && r.group.is_empty() && !r.custom {
-        &POD_SUBRESOURCES
-    } else {
-        &[]
+);
+
+const POD_SUBRESOURCES: [Subresource; 3] = [
+    (
+        "ephemeralcontainers",
+        "",
+        "v1",
+        "Pod",
+        &["get", "patch", "update"],
+    ),
+    ("eviction", "policy", "v1", "Eviction", &["create"]),
+    ("log", "", "v1", "Pod", &["get"]),
+];
+
+const SERVICE_ACCOUNT_SUBRESOURCES: [Subresource; 1] = [(
+    "token",
+    "authentication.k8s.io",
+    "v1",
+    "TokenRequest",
+    &["create"],
+)];
+
+const CSR_SUBRESOURCES: [Subresource; 1] = [(
+    "approval",
+    "certificates.k8s.io",
+    "v1",
+    "CertificateSigningRequest",
+    &["get", "patch", "update"],
+)];
+
+/// The subresources a built-in kind serves beyond `status` and `scale`.
+fn extra_subresources(r: &ResourceInfo) -> &'static [Subresource] {
+    match (r.custom, r.group.as_str(), r.kind.as_str()) {
+        (false, "", "Pod") => &POD_SUBRESOURCES,
+        (false, "", "ServiceAccount") => &SERVICE_ACCOUNT_SUBRESOURCES,
+        (false, "certificates.k8s.io", "CertificateSigningRequest") => &CSR_SUBRESOURCES,
+        _ => &[],
     }
 }
 
@@ -104,7 +129,7 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
             "verbs": ["get", "patch", "update"],
         }));
     }
-    for (name, group, version, kind, verbs) in pod_subresources(r) {
+    for (name, group, version, kind, verbs) in extra_subresources(r) {
         subresources.push(json!({
             "subresource": name,
             "responseKind": {"group": group, "version": version, "kind": kind},
@@ -218,10 +243,11 @@ pub(crate) fn group_version(state: &State, group: &str, version: &str) -> Handle
             resources.push(json!({"name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced,
                                   "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
         }
-        for (name, group, version, kind, verbs) in pod_subresources(&r) {
+        for (name, group, version, kind, verbs) in extra_subresources(&r) {
             let mut entry = json!({"name": format!("{}/{name}", r.plural), "singularName": "", "namespaced": true,
                                    "kind": kind, "verbs": verbs});
-            if !group.is_empty() {
+            // Only a subresource of another group version names it.
+            if !group.is_empty() && (*group != r.group || *version != r.version) {
                 entry["group"] = json!(group);
                 entry["version"] = json!(version);
             }

@@ -228,6 +228,7 @@ async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult
     match sub.as_deref() {
         None => {}
         Some("status") if ctx.info.has_status => {}
+        Some("approval") if ctx.info.kind == "CertificateSigningRequest" && !ctx.info.custom => {}
         Some(other) => {
             return Err(ApiError::not_found(format!(
                 "the server could not find the requested resource ({} {}/{other})",

@@ -31,6 +31,7 @@ mod codec;
 mod context;
 mod conversion;
 pub mod crd;
+pub mod csr;
 pub mod eviction;
 mod field_path;
 mod filter;

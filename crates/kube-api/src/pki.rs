@@ -148,6 +148,25 @@ impl CertificateAuthority {
         Ok(Issuer::from_ca_cert_pem(&self.cert_pem, key)?)
     }
 
+    /// A certificate for a parsed certificate request (its key, and the subject, names,
+    /// usages and validity its params hold by now), never valid past the CA itself; PEM.
+    pub fn sign_request(
+        &self,
+        request: &rcgen::CertificateSigningRequestParams,
+    ) -> Result<String, PkiError> {
+        let mut request = request.clone();
+        let (_, ca) = x509_parser::pem::parse_x509_pem(self.cert_pem.as_bytes())
+            .map_err(|e| PkiError::Invalid(format!("the CA certificate: {e}")))?;
+        let ca = ca
+            .parse_x509()
+            .map_err(|e| PkiError::Invalid(format!("the CA certificate: {e}")))?;
+        let ca_end = ca.validity().not_after.to_datetime();
+        if request.params.not_after > ca_end {
+            request.params.not_after = ca_end;
+        }
+        Ok(request.signed_by(&self.issuer()?)?.pem())
+    }
+
     /// A serving certificate for the given DNS names and IP addresses.
     pub fn serving_cert(
         &self,

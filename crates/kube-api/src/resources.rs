@@ -10,9 +10,10 @@ use crate::values::At;
 use k8s_openapi::api::admissionregistration::v1 as admissionregistration;
 use k8s_openapi::api::{
     apps::v1 as apps, authentication::v1 as authentication, authorization::v1 as authorization,
-    batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
-    discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
-    policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
+    batch::v1 as batch, certificates::v1 as certificates, coordination::v1 as coordination,
+    core::v1 as core, discovery::v1 as discovery, events::v1 as events,
+    networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
+    scheduling::v1 as scheduling, storage::v1 as storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
@@ -447,6 +448,7 @@ impl Registry {
             info::<rbac::ClusterRole>(NONE, NONE, false),
             info::<rbac::ClusterRoleBinding>(NONE, NONE, false),
             info::<coordination::Lease>(NONE, NONE, false),
+            info::<certificates::CertificateSigningRequest>(&["csr"], NONE, true),
             info::<policy::PodDisruptionBudget>(&["pdb"], NONE, true),
             info::<storage::StorageClass>(&["sc"], NONE, false).returning_deleted(),
             info::<storage::CSIDriver>(NONE, NONE, false).returning_deleted(),

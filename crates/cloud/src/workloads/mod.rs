@@ -1,6 +1,6 @@
 //! What keeps workloads alive inside a simulated cluster: kube-controller-manager's Deployment,
-//! ReplicaSet, DaemonSet, StatefulSet, Job, endpoints, disruption and pod-GC controllers, kube-scheduler, and the kubelets,
-//! in miniature.
+//! ReplicaSet, DaemonSet, StatefulSet, Job, endpoints, disruption, pod-GC and certificate
+//! signing controllers, kube-scheduler, and the kubelets, in miniature.
 //!
 //! One task per cluster watches the cluster's resource group in-process (no HTTP, no client
 //! cache) and, whenever a workload object, a pod or a node changes, runs every controller over
@@ -11,6 +11,7 @@
 //!
 //! Time (pod startup, lease renewal) reads the cloud's injected clock; tests move a fake one.
 
+mod certificates;
 mod daemonset;
 mod deployment;
 mod disruption;
@@ -25,6 +26,7 @@ mod statefulset;
 use chrono::{DateTime, Utc};
 use infrasim_clock::SharedClock;
 use infrasim_kube_api::crud_support;
+use infrasim_kube_api::pki::CertificateAuthority;
 use infrasim_kube_api::values::At;
 pub(crate) use infrasim_kube_api::values::{condition_true, string_map};
 use infrasim_store::{DeleteOptions, Group, ObjectKey, ReadAt, StoreError, WatchError};
@@ -58,7 +60,8 @@ impl Default for WorkloadConfig {
 }
 
 /// The resources whose changes make the controllers look again.
-const WATCHED: [&str; 9] = [
+const WATCHED: [&str; 10] = [
+    certificates::RESOURCE,
     "jobs.batch",
     "services",
     "poddisruptionbudgets.policy",
@@ -75,9 +78,11 @@ pub async fn run(
     group: Arc<Group>,
     clock: SharedClock,
     config: WorkloadConfig,
+    ca: CertificateAuthority,
     mut stop: oneshot::Receiver<()>,
 ) {
     let mut controllers = Controllers {
+        ca,
         cluster: Cluster {
             group: group.clone(),
             clock: clock.clone(),
@@ -179,6 +184,9 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 }
 
 struct Controllers {
+    /// What signs approved certificate requests (kube-controller-manager's
+    /// `--cluster-signing-cert-file`, the cluster CA under kubeadm).
+    ca: CertificateAuthority,
     cluster: Cluster,
     kubelet: kubelet::Kubelet,
 }
@@ -202,6 +210,7 @@ impl Controllers {
         deployment::update_status(c);
         disruption::update_status(c);
         endpoints::reconcile(c);
+        certificates::sign_approved(c, &self.ca);
     }
 }
 

@@ -1,4 +1,5 @@
-//! Printers of the remaining built-in kinds: leases, disruption budgets, storage classes, RBAC bindings, webhook configurations, EndpointSlices.
+//! Printers of the remaining built-in kinds: leases, disruption budgets, storage classes, RBAC
+//! bindings, webhook configurations, EndpointSlices, APIServices, CertificateSigningRequests.
 
 use super::*;
 
@@ -247,5 +248,57 @@ fn api_service(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
         json!(service),
         json!(status),
         age(v, now),
+    ]
+}
+
+/// kubectl's CSR columns: the signer, who asked, the lifetime asked for, and the condition
+/// (Denied or Approved or Pending, then Failed, then Issued once a certificate is there).
+pub(super) const CERTIFICATE_SIGNING_REQUEST: Printer = Printer {
+    kinds: &["CertificateSigningRequest"],
+    columns: &[
+        NAME,
+        AGE,
+        Column("SignerName", "string", 0),
+        Column("Requestor", "string", 0),
+        Column("RequestedDuration", "string", 0),
+        Column("Condition", "string", 0),
+    ],
+    cells: certificate_signing_request,
+};
+
+fn certificate_signing_request(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let types: Vec<&str> = v
+        .at("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    let mut condition = if types.contains(&"Denied") {
+        "Denied"
+    } else if types.contains(&"Approved") {
+        "Approved"
+    } else {
+        "Pending"
+    }
+    .to_string();
+    if types.contains(&"Failed") {
+        condition.push_str(",Failed");
+    }
+    if !s(v, "status.certificate").is_empty() {
+        condition.push_str(",Issued");
+    }
+    let duration = v
+        .at("/spec/expirationSeconds")
+        .and_then(Value::as_i64)
+        .map(|secs| human_duration(chrono::Duration::seconds(secs)))
+        .unwrap_or_else(|| "<none>".into());
+    vec![
+        json!(s(v, "metadata.name")),
+        age(v, now),
+        json!(or_none(s(v, "spec.signerName").to_string())),
+        json!(s(v, "spec.username")),
+        json!(duration),
+        json!(condition),
     ]
 }

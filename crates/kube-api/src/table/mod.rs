@@ -67,6 +67,7 @@ const PRINTERS: &[&Printer] = &[
     &cluster::VALIDATING_ADMISSION_POLICY,
     &cluster::VALIDATING_ADMISSION_POLICY_BINDING,
     &cluster::API_SERVICE,
+    &cluster::CERTIFICATE_SIGNING_REQUEST,
 ];
 
 fn printer(kind: &str) -> &'static Printer {

@@ -90,7 +90,8 @@ fn reset_fields(ctx: &Ctx, config: &mut Value) {
         return;
     };
     match ctx.path.subresource.as_deref() {
-        Some("status") => {
+        // A CSR's approval is in its status too (its conditions).
+        Some("status" | "approval") => {
             obj.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status"));
             if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
                 meta.retain(|k, _| matches!(k.as_str(), "name" | "namespace" | "resourceVersion"));

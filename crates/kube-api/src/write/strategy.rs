@@ -9,7 +9,7 @@
 use crate::context::Ctx;
 use crate::object::name_of;
 use crate::status::ApiError;
-use crate::{admission, apiservices, crd, defaults, namespaces, validation};
+use crate::{admission, apiservices, crd, csr, defaults, namespaces, validation};
 use infrasim_store::StoredObject;
 use serde_json::Value;
 use std::sync::Arc;
@@ -18,6 +18,7 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Special {
     APIService,
+    CertificateSigningRequest,
     CustomResourceDefinition,
     Namespace,
     Node,
@@ -35,6 +36,7 @@ impl<'a> Strategy<'a> {
     pub fn of(ctx: &'a Ctx) -> Self {
         let special = match (ctx.info.custom, ctx.info.kind.as_str()) {
             (false, "APIService") => Special::APIService,
+            (false, "CertificateSigningRequest") => Special::CertificateSigningRequest,
             (false, "CustomResourceDefinition") => Special::CustomResourceDefinition,
             (false, "Namespace") => Special::Namespace,
             (false, "Node") => Special::Node,
@@ -46,6 +48,10 @@ impl<'a> Strategy<'a> {
 
     fn builtin(&self) -> bool {
         !self.ctx.info.custom
+    }
+
+    fn csr_through(&self) -> csr::Through {
+        csr::Through::of(self.ctx.path.subresource.as_deref())
     }
 
     fn through_status(&self) -> bool {
@@ -64,6 +70,7 @@ impl<'a> Strategy<'a> {
         self.defaults_and_version(new);
         match self.special {
             Special::CustomResourceDefinition => crd::add_finalizer(new),
+            Special::CertificateSigningRequest => csr::prepare_for_create(&self.ctx.identity, new),
             // The availability controller's verdict, at once.
             Special::APIService => apiservices::set_status(&self.ctx.state, new),
             _ => {}
@@ -74,7 +81,13 @@ impl<'a> Strategy<'a> {
     /// stays, through `status` everything but the status stays; then defaults and the
     /// storage version.
     pub fn prepare_for_update(&self, old: &Value, new: Value) -> Value {
-        let mut new = self.split_status(old, new);
+        let mut new = match self.special {
+            Special::CertificateSigningRequest => {
+                let now = infrasim_store::format_time(self.ctx.state.clock.now());
+                csr::prepare_for_update(self.csr_through(), old, new, &now)
+            }
+            _ => self.split_status(old, new),
+        };
         self.defaults_and_version(&mut new);
         if self.special == Special::APIService && !self.through_status() {
             apiservices::set_status(&self.ctx.state, &mut new);
@@ -140,9 +153,35 @@ impl<'a> Strategy<'a> {
     /// The checks of an updated object: those of any object, then those of the change
     /// (immutable fields), whichever verb made it.
     pub fn validate_update(&self, old: &Value, new: &Value) -> Result<(), ApiError> {
+        if self.special == Special::CertificateSigningRequest {
+            return self.validate_csr_update(old, new);
+        }
         self.validate(new)?;
         validation::validate_update(&self.ctx.info.kind, &self.ctx.info.group, old, new)?;
         self.check_rules(new, Some(old))
+    }
+
+    /// A CSR's update: its own rules (the spec is the stored one, so only the status can
+    /// break them), then whether the writer may approve or sign for its signer.
+    fn validate_csr_update(&self, old: &Value, new: &Value) -> Result<(), ApiError> {
+        validation::validate(&self.ctx.info.kind, &self.ctx.info.group, new)?;
+        let causes = csr::validate_update(self.csr_through(), old, new);
+        if !causes.is_empty() {
+            let info = &self.ctx.info;
+            return Err(ApiError::invalid(
+                &info.group,
+                &info.kind,
+                &name_of(new),
+                causes,
+            ));
+        }
+        let (state, who) = (&self.ctx.state, &self.ctx.identity);
+        csr::authorize(state, who, self.csr_through(), old, new).map_err(|reason| {
+            ApiError::forbidden(format!(
+                "certificatesigningrequests.certificates.k8s.io {:?} is forbidden: {reason}",
+                name_of(new)
+            ))
+        })
     }
 
     /// A custom kind's CEL rules (`x-kubernetes-validations`), all failures in one 422.
@@ -170,16 +209,18 @@ impl<'a> Strategy<'a> {
             }
         }
         let info = &self.ctx.info;
-        if self.special == Special::APIService {
-            let causes = apiservices::validate(new);
-            if !causes.is_empty() {
-                return Err(ApiError::invalid(
-                    &info.group,
-                    &info.kind,
-                    &name_of(new),
-                    causes,
-                ));
-            }
+        let causes = match self.special {
+            Special::APIService => apiservices::validate(new),
+            Special::CertificateSigningRequest => csr::validate(new),
+            _ => Vec::new(),
+        };
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(
+                &info.group,
+                &info.kind,
+                &name_of(new),
+                causes,
+            ));
         }
         if self.builtin() && info.group == "admissionregistration.k8s.io" && !self.through_status()
         {
