@@ -481,3 +481,20 @@ def test_kubectl_certificate_approve_gets_a_node_certificate_signed(fleet, tmp_p
                           "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"],
                          capture_output=True, text=True, timeout=30)
     assert who.stdout == "system:node:wl-0-extra", who.stderr
+
+
+def test_kubectl_debug_adds_an_ephemeral_container_that_runs(fleet):
+    """`kubectl debug` goes through pods/ephemeralcontainers; the node's kubelet starts the
+    container and reports it running (never ready, as kubelets report ephemeral ones)."""
+    out, _ = fleet
+    kc = out / "wl-0.kubeconfig"
+    pod = [l.split()[0] for l in kubectl(kc, "-n", "kube-system", "get", "pods").stdout.splitlines()[1:]
+           if l.startswith("coredns-")][0]
+    debug = kubectl(kc, "-n", "kube-system", "debug", pod, "--image=busybox:1.36", "--container=dbg")
+    assert debug.returncode == 0, debug.stderr
+    wait_for("the debug container runs", lambda: kubectl(
+        kc, "-n", "kube-system", "get", "pod", pod,
+        "-o", "jsonpath={.status.ephemeralContainerStatuses[0].state.running.startedAt}").stdout != "")
+    spec = kubectl(kc, "-n", "kube-system", "get", "pod", pod,
+                   "-o", "jsonpath={.spec.ephemeralContainers[0].name} {.spec.ephemeralContainers[0].image}").stdout
+    assert spec == "dbg busybox:1.36"

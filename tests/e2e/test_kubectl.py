@@ -615,3 +615,14 @@ def test_discovery_commands(plane):
     assert plane.kubectl("get", "--raw", "/livez").stdout == "ok"
     info = plane.kubectl("cluster-info").stdout
     assert f"Kubernetes control plane is running at https://127.0.0.1:{plane.port}" in info
+
+
+def test_get_componentstatuses_prints_kubectls_columns_and_the_deprecation(plane):
+    proc = plane.kubectl("get", "componentstatuses")
+    assert "Warning: v1 ComponentStatus is deprecated in v1.19+" in proc.stderr
+    rows = [l.split(None, 3) for l in proc.stdout.splitlines()]
+    assert rows[0] == ["NAME", "STATUS", "MESSAGE", "ERROR"]
+    assert [(r[0], r[1]) for r in rows[1:]] == [
+        ("controller-manager", "Healthy"), ("etcd-0", "Healthy"), ("scheduler", "Healthy")]
+    short = plane.kubectl("get", "cs", "scheduler", "-o", "jsonpath={.conditions[0].message}")
+    assert short.stdout == "ok"

@@ -973,6 +973,48 @@ mod tests {
     }
 
     #[test]
+    fn equal_values_share_ownership_even_inside_associative_lists() {
+        let config = |replicas: i64, image: &str| {
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                   "spec": {"replicas": replicas, "template": {"spec": {
+                       "containers": [{"name": "web", "image": image}]}}}})
+        };
+        let Applied::Merged(a) = apply(None, &config(2, "nginx"), &by("alice", false)).unwrap()
+        else {
+            panic!()
+        };
+        // Bob applies the values Alice set: no conflict, and both own them.
+        let Applied::Merged(b) = apply(Some(&a), &config(2, "nginx"), &by("bob", false)).unwrap()
+        else {
+            panic!("equal values must not conflict")
+        };
+        let image: FieldPath = ["f:spec", "f:template", "f:spec", "f:containers", "k:{\"name\":\"web\"}", "f:image"]
+            .map(String::from)
+            .to_vec();
+        let owners: Vec<String> = read_managed(&b)
+            .into_iter()
+            .filter(|m| m.fields.contains(&image))
+            .map(|m| m.manager)
+            .collect();
+        assert_eq!(owners, ["alice", "bob"]);
+        // A different value conflicts with the co-owner.
+        match apply(Some(&b), &config(2, "httpd"), &by("bob", false)).unwrap() {
+            Applied::Conflicts(c) => assert_eq!(
+                c,
+                vec![("alice".to_string(), ".spec.template.spec.containers[name=\"web\"].image".to_string())]
+            ),
+            _ => panic!("expected a conflict"),
+        }
+        // Alice stops applying the container: Bob still owns it, so it stays.
+        let alice_less = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                                "spec": {"replicas": 2}});
+        let Applied::Merged(c) = apply(Some(&b), &alice_less, &by("alice", false)).unwrap() else {
+            panic!()
+        };
+        assert_eq!(c["spec"]["template"]["spec"]["containers"][0]["image"], "nginx");
+    }
+
+    #[test]
     fn an_apply_that_changes_nothing_keeps_the_object_as_it_is() {
         let v1 = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
         let Applied::Merged(obj) = apply(None, &v1, &by("m", false)).unwrap() else {

@@ -217,7 +217,7 @@ fn pod_spec(spec: &mut Value) {
     s.entry("preemptionPolicy")
         .or_insert(json!("PreemptLowerPriority"));
     s.entry("priority").or_insert(json!(0));
-    for list in ["containers", "initContainers"] {
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
         if let Some(cs) = s.get_mut(list).and_then(Value::as_array_mut) {
             for c in cs.iter_mut().filter_map(Value::as_object_mut) {
                 let image = c
@@ -238,7 +238,9 @@ fn pod_spec(spec: &mut Value) {
                 c.entry("terminationMessagePath")
                     .or_insert(json!("/dev/termination-log"));
                 c.entry("terminationMessagePolicy").or_insert(json!("File"));
-                c.entry("resources").or_insert(json!({}));
+                if list != "ephemeralContainers" {
+                    c.entry("resources").or_insert(json!({}));
+                }
                 if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
                     for p in ports.iter_mut().filter_map(Value::as_object_mut) {
                         p.entry("protocol").or_insert(json!("TCP"));

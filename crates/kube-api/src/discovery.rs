@@ -62,7 +62,9 @@ type Subresource = (
     &'static [&'static str],
 );
 
-const POD_SUBRESOURCES: [Subresource; 3] = [
+/// Exec and attach are listed because they are served: they answer that no process runs.
+const POD_SUBRESOURCES: [Subresource; 6] = [
+    ("attach", "", "v1", "PodAttachOptions", &["create", "get"]),
     (
         "ephemeralcontainers",
         "",
@@ -71,7 +73,15 @@ const POD_SUBRESOURCES: [Subresource; 3] = [
         &["get", "patch", "update"],
     ),
     ("eviction", "policy", "v1", "Eviction", &["create"]),
+    ("exec", "", "v1", "PodExecOptions", &["create", "get"]),
     ("log", "", "v1", "Pod", &["get"]),
+    (
+        "portforward",
+        "",
+        "v1",
+        "PodPortForwardOptions",
+        &["create", "get"],
+    ),
 ];
 
 const SERVICE_ACCOUNT_SUBRESOURCES: [Subresource; 1] = [(

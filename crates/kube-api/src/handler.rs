@@ -4,6 +4,7 @@ use crate::auth::Identity;
 use crate::context::Ctx;
 use crate::http::{error_response, json_value, negotiate, read_body, Body, HandlerResult};
 use crate::request::{route, Query, Route};
+use crate::resources::Computed;
 use crate::state::State;
 use crate::status::ApiError;
 use crate::verbs;
@@ -187,9 +188,12 @@ fn not_found_path() -> ApiError {
 }
 
 async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult {
-    if ctx.info.ephemeral {
-        return match (method, ctx.path.name.is_some()) {
-            (Method::POST, false) => crate::access_review::create(&ctx, &body),
+    if let Some(computed) = ctx.info.computed {
+        return match (computed, method, ctx.path.name.is_some()) {
+            (Computed::CreateOnly, Method::POST, false) => {
+                crate::access_review::create(&ctx, &body)
+            }
+            (Computed::ReadOnly, Method::GET, _) => crate::component_status::get(&ctx),
             _ => Err(ApiError::method_not_allowed(
                 "the server does not allow this method on the requested resource",
             )),
@@ -229,6 +233,8 @@ async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult
         None => {}
         Some("status") if ctx.info.has_status => {}
         Some("approval") if ctx.info.kind == "CertificateSigningRequest" && !ctx.info.custom => {}
+        Some("ephemeralcontainers")
+            if ctx.info.kind == "Pod" && !ctx.info.custom && method != Method::POST => {}
         Some(other) => {
             return Err(ApiError::not_found(format!(
                 "the server could not find the requested resource ({} {}/{other})",

@@ -28,6 +28,7 @@ pub mod apply;
 pub mod auth;
 pub mod authz;
 mod codec;
+mod component_status;
 mod context;
 mod conversion;
 pub mod crd;
@@ -117,6 +118,7 @@ pub mod crud_support {
 }
 mod defaults;
 mod discovery;
+mod ephemeral;
 pub mod fuzzing;
 mod handler;
 pub mod http;

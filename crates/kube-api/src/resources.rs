@@ -90,8 +90,8 @@ pub struct ResourceInfo {
     pub printer_columns: Option<Vec<PrinterColumn>>,
     /// Whether this is a custom resource (served from a CustomResourceDefinition).
     pub custom: bool,
-    /// A create-only resource that is computed, never stored (access reviews).
-    pub ephemeral: bool,
+    /// A resource computed per request, never stored; `None` for stored ones.
+    pub computed: Option<Computed>,
     /// Where the `scale` subresource reads and writes replicas, if the resource has one.
     pub scale: Option<ScalePaths>,
     /// The version custom objects are stored in (`None` for built-ins).
@@ -219,8 +219,10 @@ impl ResourceInfo {
 
     /// The verbs the resource supports, as discovery lists them.
     pub fn verbs(&self) -> &'static [&'static str] {
-        if self.ephemeral {
-            return &["create"];
+        match self.computed {
+            Some(Computed::CreateOnly) => return &["create"],
+            Some(Computed::ReadOnly) => return &["get", "list"],
+            None => {}
         }
         &[
             "create",
@@ -358,7 +360,7 @@ where
         normalize: Normalize::Typed(typed::<K>),
         printer_columns: None,
         custom: false,
-        ephemeral: false,
+        computed: None,
         scale: matches!(
             K::KIND,
             "Deployment" | "ReplicaSet" | "StatefulSet" | "ReplicationController"
@@ -372,8 +374,17 @@ where
     }
 }
 
-/// A create-only kind that is computed, not stored (SelfSubjectAccessReview and the like).
-fn ephemeral<K>() -> ResourceInfo
+/// How a kind that is computed rather than stored is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Computed {
+    /// Answered on create (SelfSubjectAccessReview, TokenReview and the like).
+    CreateOnly,
+    /// Read with get and list (ComponentStatus).
+    ReadOnly,
+}
+
+/// A kind that is computed, not stored: create-only reviews, or read-only statuses.
+fn computed<K>(how: Computed) -> ResourceInfo
 where
     K: Resource + DeserializeOwned + Serialize + schemars::JsonSchema + 'static,
 {
@@ -393,7 +404,7 @@ where
         normalize: Normalize::Typed(typed::<K>),
         printer_columns: None,
         custom: false,
-        ephemeral: true,
+        computed: Some(how),
         scale: None,
         schema: SchemaSource::Typed(schema_of::<K>),
         storage_version: None,
@@ -486,11 +497,16 @@ impl Registry {
                 &["api-extensions"],
                 true,
             ),
-            ephemeral::<authorization::SelfSubjectAccessReview>(),
-            ephemeral::<authorization::SubjectAccessReview>(),
-            ephemeral::<authorization::LocalSubjectAccessReview>(),
-            ephemeral::<authentication::SelfSubjectReview>(),
-            ephemeral::<authentication::TokenReview>(),
+            computed::<authorization::SelfSubjectAccessReview>(Computed::CreateOnly),
+            computed::<authorization::SubjectAccessReview>(Computed::CreateOnly),
+            computed::<authorization::LocalSubjectAccessReview>(Computed::CreateOnly),
+            computed::<authentication::SelfSubjectReview>(Computed::CreateOnly),
+            computed::<authentication::TokenReview>(Computed::CreateOnly),
+            ResourceInfo {
+                short_names: vec!["cs".into()],
+                deprecation: Some("v1 ComponentStatus is deprecated in v1.19+".into()),
+                ..computed::<core::ComponentStatus>(Computed::ReadOnly)
+            },
         ];
         Registry {
             builtin: list.into_iter().map(Arc::new).collect(),

@@ -548,3 +548,125 @@ async fn a_delete_answers_with_the_object_or_a_status_as_the_kind_does() {
     let status = answer.right().expect("a Status, not the ConfigMap");
     assert!(status.is_success(), "{status:?}");
 }
+
+#[tokio::test]
+async fn ephemeral_containers_are_added_through_their_subresource_only() {
+    use kube::api::{Patch, PatchParams};
+    let server = TestServer::start(100).await;
+    let pods: Api<Pod> = Api::default_namespaced(server.client().await);
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "target"},
+        "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+
+    // Through the pod itself, ephemeral containers are refused.
+    let mut with_debug = pods.get("target").await.unwrap();
+    let debug = serde_json::json!([{"name": "debugger", "image": "busybox"}]);
+    with_debug.spec.as_mut().unwrap().ephemeral_containers =
+        Some(serde_json::from_value(debug.clone()).unwrap());
+    let err = pods
+        .replace("target", &PostParams::default(), &with_debug)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, kube::Error::Api(s) if s.code == 422));
+
+    // Through the subresource, by update then strategic merge (by name); defaults apply.
+    let added = pods
+        .replace_ephemeral_containers("target", &PostParams::default(), &with_debug)
+        .await
+        .unwrap();
+    let ephemeral = added.spec.unwrap().ephemeral_containers.unwrap();
+    assert_eq!(
+        ephemeral[0].termination_message_path.as_deref(),
+        Some("/dev/termination-log")
+    );
+    assert_eq!(ephemeral[0].image_pull_policy.as_deref(), Some("Always"));
+    let second = serde_json::json!({"spec": {"ephemeralContainers": [{"name": "second", "image": "alpine:3"}]}});
+    let patched = pods
+        .patch_ephemeral_containers(
+            "target",
+            &PatchParams::default(),
+            &Patch::Strategic(&second),
+        )
+        .await
+        .unwrap();
+    let names: Vec<String> = patched
+        .spec
+        .unwrap()
+        .ephemeral_containers
+        .unwrap()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(names, ["debugger", "second"]);
+    assert_eq!(
+        pods.get_ephemeral_containers("target")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .ephemeral_containers
+            .unwrap()
+            .len(),
+        2
+    );
+    // The rest of the pod is not the subresource's to change; nor are existing ones.
+    let mut sneaky = pods.get("target").await.unwrap();
+    sneaky.spec.as_mut().unwrap().containers[0].image = Some("evil".into());
+    let kept = pods
+        .replace_ephemeral_containers("target", &PostParams::default(), &sneaky)
+        .await
+        .unwrap();
+    assert_eq!(
+        kept.spec.unwrap().containers[0].image.as_deref(),
+        Some("nginx:1.27")
+    );
+    let clash =
+        serde_json::json!({"spec": {"ephemeralContainers": [{"name": "app", "image": "x"}]}});
+    let err = pods
+        .patch_ephemeral_containers("target", &PatchParams::default(), &Patch::Strategic(&clash))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(s) if s.code == 422 && s.message.contains("Duplicate value"))
+    );
+}
+
+#[tokio::test]
+async fn component_statuses_are_served_read_only_with_a_deprecation_warning() {
+    use k8s_openapi::api::core::v1::ComponentStatus;
+    let server = TestServer::start(100).await;
+    let api: Api<ComponentStatus> = Api::all(server.client().await);
+    let scheduler = api.get("scheduler").await.unwrap();
+    let healthy = &scheduler.conditions.unwrap()[0];
+    assert_eq!(
+        (healthy.type_.as_str(), healthy.status.as_str()),
+        ("Healthy", "True")
+    );
+    let names: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|c| c.metadata.name.unwrap())
+        .collect();
+    assert_eq!(names, ["controller-manager", "etcd-0", "scheduler"]);
+    assert!(matches!(api.get("nope").await, Err(kube::Error::Api(s)) if s.code == 404));
+    let err = api
+        .delete("scheduler", &DeleteParams::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, kube::Error::Api(s) if s.code == 405));
+    let answer = common::as_admin_accepting(
+        &server.server,
+        "/api/v1/componentstatuses",
+        "application/json",
+    )
+    .await;
+    assert_eq!(
+        answer.warnings,
+        ["299 - \"v1 ComponentStatus is deprecated in v1.19+\""]
+    );
+}

@@ -117,6 +117,10 @@ impl Kubelet {
                 self.schedule(c, pod, Action::Finish, started, &mut ips);
                 continue;
             }
+            if pod.str("/status/phase") == "Running" {
+                start_ephemeral(c, pod);
+                continue;
+            }
             if pod.str("/status/phase") != "Pending" {
                 continue;
             }
@@ -273,6 +277,55 @@ fn container_names(pod: &Value, list: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A running container's status (ready; callers adjust), with the image ID and container
+/// ID a container runtime would report, derived from the image and the pod.
+fn running_status(name: &str, image: &str, pod_uid: &str, now: &str) -> Value {
+    let full = full_image(image);
+    let repo = full
+        .rsplit_once(':')
+        .map_or(full.as_str(), |(repo, _)| repo);
+    json!({
+        "name": name, "image": full,
+        "imageID": format!("{repo}@sha256:{}", digest(image)),
+        "containerID": format!("containerd://{}", digest(&format!("{pod_uid}/{name}"))),
+        "ready": true, "restartCount": 0,
+        "state": {"running": {"startedAt": now}},
+    })
+}
+
+/// Ephemeral containers added to a running pod (`kubectl debug`) start at once: the kubelet
+/// reports each running, never ready (probes do not apply to them).
+fn start_ephemeral(c: &Cluster, pod: &Obj) {
+    let wanted = container_names(&pod.value, "ephemeralContainers");
+    let reported: Vec<&Value> = pod
+        .value
+        .at("/status/ephemeralContainerStatuses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .collect();
+    let known = |name: &str| reported.iter().find(|s| s["name"] == name).copied();
+    if wanted.iter().all(|(name, _)| known(name).is_some()) {
+        return;
+    }
+    let now = infrasim_store::format_time(c.now());
+    let uid = pod.uid();
+    let statuses: Vec<Value> = wanted
+        .iter()
+        .map(|(name, image)| {
+            if let Some(status) = known(name) {
+                return status.clone();
+            }
+            let mut status = running_status(name, image, uid, &now);
+            status["ready"] = json!(false);
+            status
+        })
+        .collect();
+    let mut next = Value::clone(&pod.value);
+    next["status"]["ephemeralContainerStatuses"] = json!(statuses);
+    c.update("pods", next, pod);
+}
+
 /// The kubelet has seen the pod: it records when and where, and its containers are created.
 fn accept(c: &Cluster, pod: &Obj, node: &Obj) -> bool {
     let now = infrasim_store::format_time(c.now());
@@ -351,14 +404,9 @@ fn start(c: &Cluster, namespace: &str, name: &str, uid: &str, ips: &mut IpBook) 
     status["podIP"] = json!(ip);
     status["podIPs"] = json!([{"ip": ip}]);
     let running = |(name, image): &(String, String)| {
-        let full = full_image(image);
-        json!({
-            "name": name, "image": full,
-            "imageID": format!("{}@sha256:{}", full.rsplit_once(':').map_or(full.as_str(), |(repo, _)| repo), digest(image)),
-            "containerID": format!("containerd://{}", digest(&format!("{uid}/{name}"))),
-            "ready": true, "started": true, "restartCount": 0,
-            "state": {"running": {"startedAt": now}},
-        })
+        let mut status = running_status(name, image, uid, &now);
+        status["started"] = json!(true);
+        status
     };
     status["containerStatuses"] = json!(container_names(&pod.value, "containers")
         .iter()

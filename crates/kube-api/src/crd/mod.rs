@@ -224,7 +224,7 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
                 normalize: Normalize::Schema(Arc::new(schema)),
                 printer_columns: Some(columns),
                 custom: true,
-                ephemeral: false,
+                computed: None,
                 scale: v
                     .at("/subresources/scale")
                     .map(|sc| crate::resources::ScalePaths {

@@ -1,5 +1,6 @@
 //! Printers of the remaining built-in kinds: leases, disruption budgets, storage classes, RBAC
-//! bindings, webhook configurations, EndpointSlices, APIServices, CertificateSigningRequests.
+//! bindings, webhook configurations, EndpointSlices, APIServices, CertificateSigningRequests,
+//! ComponentStatuses.
 
 use super::*;
 
@@ -300,5 +301,43 @@ fn certificate_signing_request(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
         json!(s(v, "spec.username")),
         json!(duration),
         json!(condition),
+    ]
+}
+
+/// kubectl's ComponentStatus columns: the Healthy condition as Healthy/Unhealthy/Unknown,
+/// its message and error.
+pub(super) const COMPONENT_STATUS: Printer = Printer {
+    kinds: &["ComponentStatus"],
+    columns: &[
+        NAME,
+        Column("Status", "string", 0),
+        Column("Message", "string", 0),
+        Column("Error", "string", 0),
+    ],
+    cells: component_status,
+};
+
+fn component_status(v: &Value, _now: DateTime<Utc>) -> Vec<Value> {
+    let healthy = v
+        .get("conditions")
+        .and_then(Value::as_array)
+        .and_then(|c| c.iter().find(|c| c["type"] == "Healthy"));
+    let (status, message, error) = match healthy {
+        Some(c) => (
+            match c["status"].as_str() {
+                Some("True") => "Healthy",
+                Some("False") => "Unhealthy",
+                _ => "Unknown",
+            },
+            c["message"].as_str().unwrap_or(""),
+            c["error"].as_str().unwrap_or(""),
+        ),
+        None => ("Unknown", "", ""),
+    };
+    vec![
+        json!(s(v, "metadata.name")),
+        json!(status),
+        json!(message),
+        json!(error),
     ]
 }

@@ -68,6 +68,7 @@ const PRINTERS: &[&Printer] = &[
     &cluster::VALIDATING_ADMISSION_POLICY_BINDING,
     &cluster::API_SERVICE,
     &cluster::CERTIFICATE_SIGNING_REQUEST,
+    &cluster::COMPONENT_STATUS,
 ];
 
 fn printer(kind: &str) -> &'static Printer {

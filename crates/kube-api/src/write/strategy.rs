@@ -9,7 +9,7 @@
 use crate::context::Ctx;
 use crate::object::name_of;
 use crate::status::ApiError;
-use crate::{admission, apiservices, crd, csr, defaults, namespaces, validation};
+use crate::{admission, apiservices, crd, csr, defaults, ephemeral, namespaces, validation};
 use infrasim_store::StoredObject;
 use serde_json::Value;
 use std::sync::Arc;
@@ -54,6 +54,10 @@ impl<'a> Strategy<'a> {
         csr::Through::of(self.ctx.path.subresource.as_deref())
     }
 
+    fn through_ephemeral(&self) -> bool {
+        self.ctx.path.subresource.as_deref() == Some("ephemeralcontainers")
+    }
+
     fn through_status(&self) -> bool {
         self.ctx.path.subresource.as_deref() == Some("status")
     }
@@ -86,6 +90,7 @@ impl<'a> Strategy<'a> {
                 let now = infrasim_store::format_time(self.ctx.state.clock.now());
                 csr::prepare_for_update(self.csr_through(), old, new, &now)
             }
+            _ if self.through_ephemeral() => ephemeral::prepare_for_update(old, &new),
             _ => self.split_status(old, new),
         };
         self.defaults_and_version(&mut new);
@@ -155,6 +160,20 @@ impl<'a> Strategy<'a> {
     pub fn validate_update(&self, old: &Value, new: &Value) -> Result<(), ApiError> {
         if self.special == Special::CertificateSigningRequest {
             return self.validate_csr_update(old, new);
+        }
+        if self.through_ephemeral() {
+            // The pod's spec rules hold for the rest, which is the stored pod's.
+            let causes = ephemeral::validate_update(old, new);
+            if !causes.is_empty() {
+                let info = &self.ctx.info;
+                return Err(ApiError::invalid(
+                    &info.group,
+                    &info.kind,
+                    &name_of(new),
+                    causes,
+                ));
+            }
+            return Ok(());
         }
         self.validate(new)?;
         validation::validate_update(&self.ctx.info.kind, &self.ctx.info.group, old, new)?;
