@@ -1037,11 +1037,12 @@ def test_objects_are_written_in_kube_apiserver_field_order(plane, ns):
     assert [k for k, _ in meta] == ["name", "namespace", "uid", "resourceVersion",
                                     "creationTimestamp", "labels", "managedFields"]
     got = plane._request("GET", f"/api/v1/namespaces/{ns}/configmaps/ordered").data
-    assert got == created
+    assert got == created and got.endswith(b"}\n"), "Go's encoder ends a document with a newline"
 
     listed = plane._request("GET", f"/api/v1/namespaces/{ns}/configmaps",
                             query={"limit": "1"}).data
     assert listed.startswith(b'{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":')
+    assert listed.endswith(b"]}\n")
     assert [k for k, _ in dict(keys(listed))["metadata"]] == ["resourceVersion", "continue", "remainingItemCount"]
 
     plane.core().create_namespaced_pod(ns, pod("ordered-pod"))

@@ -4,7 +4,7 @@
 
 use infrasim_kube_api::crud_support::store_object;
 use infrasim_kube_api::values::At;
-use infrasim_store::Group;
+use infrasim_store::{Group, ObjectKey};
 use serde_json::{json, Value};
 
 /// The shape of a simulated cluster.
@@ -275,9 +275,42 @@ impl Machine {
     }
 }
 
-/// Writes one step's objects.
+/// A stable 32-hex-digit hash standing for the kubelet's hash of a static pod manifest.
+fn manifest_hash(name: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let half = |salt: u8| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (name, salt).hash(&mut h);
+        h.finish()
+    };
+    format!("{:016x}{:016x}", half(0), half(1))
+}
+
+/// The annotation that marks a static pod's mirror pod.
+const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// Writes one step's objects. A static pod's mirror is owned by its node, as the kubelet
+/// writes it (so `kubectl` and clients can follow the pod to the node, and the pod goes
+/// with the node).
 pub fn write_phase(group: &Group, objects: Vec<(&'static str, Value)>) {
-    for (resource, object) in objects {
+    for (resource, mut object) in objects {
+        if resource == "pods"
+            && object
+                .pointer(&format!(
+                    "/metadata/annotations/{}",
+                    MIRROR_ANNOTATION.replace('/', "~1")
+                ))
+                .is_some()
+        {
+            let node_name = object["spec"]["nodeName"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            if let Some(node) = group.get("nodes", &ObjectKey::new("", &node_name)) {
+                object["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Node",
+                    "name": node_name, "uid": &*node.meta.uid, "controller": true}]);
+            }
+        }
         store_object(group, resource, object);
     }
 }
@@ -306,21 +339,25 @@ pub fn machine_phase(
                 machine.version(shape)
             }
         );
-        (
-            "pods",
-            running_pod(
-                RunningPod {
-                    name: &format!("{component}-{name}"),
-                    node: name,
-                    ip: &ip,
-                    host_network: true,
-                    labels: json!({"component": component, "tier": "control-plane"}),
-                    image: &image,
-                    container: component,
-                },
-                now,
-            ),
-        )
+        let pod_name = format!("{component}-{name}");
+        let mut pod = running_pod(
+            RunningPod {
+                name: &pod_name,
+                node: name,
+                ip: &ip,
+                host_network: true,
+                labels: json!({"component": component, "tier": "control-plane"}),
+                image: &image,
+                container: component,
+            },
+            now,
+        );
+        // What the kubelet writes on the mirror pod of a static pod manifest.
+        let hash = manifest_hash(&pod_name);
+        pod["metadata"]["annotations"] = json!({
+            MIRROR_ANNOTATION: hash, "kubernetes.io/config.hash": hash,
+            "kubernetes.io/config.seen": now, "kubernetes.io/config.source": "file"});
+        ("pods", pod)
     };
     match step {
         1 => vec![

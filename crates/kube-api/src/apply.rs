@@ -988,9 +988,16 @@ mod tests {
         else {
             panic!("equal values must not conflict")
         };
-        let image: FieldPath = ["f:spec", "f:template", "f:spec", "f:containers", "k:{\"name\":\"web\"}", "f:image"]
-            .map(String::from)
-            .to_vec();
+        let image: FieldPath = [
+            "f:spec",
+            "f:template",
+            "f:spec",
+            "f:containers",
+            "k:{\"name\":\"web\"}",
+            "f:image",
+        ]
+        .map(String::from)
+        .to_vec();
         let owners: Vec<String> = read_managed(&b)
             .into_iter()
             .filter(|m| m.fields.contains(&image))
@@ -1001,7 +1008,10 @@ mod tests {
         match apply(Some(&b), &config(2, "httpd"), &by("bob", false)).unwrap() {
             Applied::Conflicts(c) => assert_eq!(
                 c,
-                vec![("alice".to_string(), ".spec.template.spec.containers[name=\"web\"].image".to_string())]
+                vec![(
+                    "alice".to_string(),
+                    ".spec.template.spec.containers[name=\"web\"].image".to_string()
+                )]
             ),
             _ => panic!("expected a conflict"),
         }
@@ -1011,7 +1021,10 @@ mod tests {
         let Applied::Merged(c) = apply(Some(&b), &alice_less, &by("alice", false)).unwrap() else {
             panic!()
         };
-        assert_eq!(c["spec"]["template"]["spec"]["containers"][0]["image"], "nginx");
+        assert_eq!(
+            c["spec"]["template"]["spec"]["containers"][0]["image"],
+            "nginx"
+        );
     }
 
     #[test]

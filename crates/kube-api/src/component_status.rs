@@ -5,7 +5,7 @@
 //! each reports healthy, in the words kube-apiserver's probes use.
 
 use crate::context::Ctx;
-use crate::http::{json_typed, json_value, Format, HandlerResult};
+use crate::http::{json_value, Format, HandlerResult};
 use crate::status::ApiError;
 use crate::table::{self, IncludeObject};
 use serde_json::{json, Value};
@@ -48,8 +48,7 @@ pub(crate) fn get(ctx: &Ctx) -> HandlerResult {
             .collect();
         let mut t = table::table(&ctx.info, rows, json!({}), true);
         t["apiVersion"] = json!(api_version);
-        let bytes = infrasim_store::to_vec_typed(&t).unwrap_or_default();
-        return Ok(json_typed(200, bytes, "application/json"));
+        return Ok(json_value(200, &t));
     }
     match ctx.path.name {
         Some(_) => Ok(json_value(200, &items[0])),

@@ -2,7 +2,7 @@
 //! the response (JSON, a one-row Table, or PartialObjectMetadata, as the client asked).
 
 use crate::auth::Identity;
-use crate::http::{json_bytes, json_typed, json_value, Format, HandlerResult};
+use crate::http::{json_bytes, json_value, Format, HandlerResult};
 use crate::request::{Query, ResourcePath};
 use crate::resources::ResourceInfo;
 use crate::state::State;
@@ -71,11 +71,7 @@ impl Ctx {
                     true,
                 );
                 t["apiVersion"] = json!(api_version);
-                Ok(json_typed(
-                    code,
-                    infrasim_store::to_vec_typed(&t).unwrap_or_default(),
-                    "application/json",
-                ))
+                Ok(json_value(code, &t))
             }
             Format::Metadata(api_version) => {
                 let value = object

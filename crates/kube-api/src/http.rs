@@ -18,19 +18,66 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into()).boxed_unsync()
 }
 
-/// A JSON response with `code`.
+/// A JSON document as a response with `code`, ended by the newline Go's JSON encoder ends
+/// kube-apiserver's answers with (clients that compare bytes see the same ones).
 pub fn json_bytes(code: u16, bytes: impl Into<Bytes>) -> Response<Body> {
-    json_typed(code, bytes, "application/json")
+    let document = JsonDocument {
+        json: Some(bytes.into()),
+        newline: true,
+    };
+    respond(code, document.boxed_unsync(), "application/json")
 }
 
-/// A response with an explicit JSON content type (Tables, aggregated discovery).
+/// A response with an explicit content type (Tables, aggregated discovery, text), its body
+/// sent as it is.
 pub fn json_typed(code: u16, bytes: impl Into<Bytes>, content_type: &str) -> Response<Body> {
-    let mut resp = Response::new(full(bytes));
+    respond(code, full(bytes), content_type)
+}
+
+fn respond(code: u16, body: Body, content_type: &str) -> Response<Body> {
+    let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if let Ok(v) = content_type.parse() {
         resp.headers_mut().insert(http::header::CONTENT_TYPE, v);
     }
     resp
+}
+
+/// A JSON document and its closing newline, sent as two frames: a stored object's bytes are
+/// shared, and adding one byte to them would mean copying them all.
+struct JsonDocument {
+    json: Option<Bytes>,
+    newline: bool,
+}
+
+impl http_body::Body for JsonDocument {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        let next = match this.json.take() {
+            Some(json) => Some(json),
+            None if this.newline => {
+                this.newline = false;
+                Some(Bytes::from_static(b"\n"))
+            }
+            None => None,
+        };
+        std::task::Poll::Ready(next.map(|data| Ok(http_body::Frame::data(data))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.json.is_none() && !self.newline
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        let len = self.json.as_ref().map_or(0, Bytes::len) + usize::from(self.newline);
+        http_body::SizeHint::with_exact(len as u64)
+    }
 }
 
 /// A built-in kind's JSON value as a response, in its Go type's field order (`kind`,
@@ -48,9 +95,13 @@ pub fn error_response(err: &ApiError) -> Response<Body> {
     status_response(err.code, &err.to_status())
 }
 
-/// A `Status` as a response, written as kube-apiserver writes it.
+/// A `Status` as a response, written as kube-apiserver writes it (newline included).
 pub fn status_response(code: u16, status: &serde_json::Value) -> Response<Body> {
-    json_bytes(code, crate::status::status_bytes(status))
+    json_typed(
+        code,
+        crate::status::status_bytes(status),
+        "application/json",
+    )
 }
 
 /// Reads a request body of at most `limit` bytes; a larger one is a 413.

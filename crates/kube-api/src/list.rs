@@ -3,7 +3,7 @@
 
 use crate::context::Ctx;
 use crate::filter::Filter;
-use crate::http::{json_bytes, json_typed, Format, HandlerResult};
+use crate::http::{json_bytes, json_value, Format, HandlerResult};
 use crate::status::ApiError;
 use crate::table::{self, IncludeObject};
 use base64::Engine;
@@ -172,11 +172,7 @@ pub(crate) async fn list(ctx: &Ctx) -> HandlerResult {
                 .collect();
             let mut t = table::table(&ctx.info, rows, meta, true);
             t["apiVersion"] = json!(api_version);
-            Ok(json_typed(
-                200,
-                infrasim_store::to_vec_typed(&t).unwrap_or_default(),
-                "application/json",
-            ))
+            Ok(json_value(200, &t))
         }
         Format::Metadata(api_version) => {
             let items: Vec<Value> = items

@@ -220,9 +220,21 @@ pub(super) const EVENT: Printer = Printer {
     cells: event,
 };
 
+/// A `v1` Event or an `events.k8s.io/v1` one (kube-apiserver prints both from the same
+/// stored object; their fields differ in name only).
 fn event(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let either = |core: &str, events: &str| {
+        let value = s(v, core);
+        if value.is_empty() {
+            s(v, events)
+        } else {
+            value
+        }
+    };
     let last = [
         s(v, "lastTimestamp"),
+        s(v, "deprecatedLastTimestamp"),
+        s(v, "series.lastObservedTime"),
         s(v, "eventTime"),
         s(v, "metadata.creationTimestamp"),
     ]
@@ -237,9 +249,28 @@ fn event(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
         json!(s(v, "reason")),
         json!(format!(
             "{}/{}",
-            s(v, "involvedObject.kind").to_ascii_lowercase(),
-            s(v, "involvedObject.name")
+            either("involvedObject.kind", "regarding.kind").to_ascii_lowercase(),
+            either("involvedObject.name", "regarding.name")
         )),
-        json!(s(v, "message").trim()),
+        json!(either("message", "note").trim()),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_of_either_api_print_the_same_row() {
+        let now: DateTime<Utc> = "2030-01-01T00:01:00Z".parse().unwrap();
+        let core = json!({"apiVersion": "v1", "kind": "Event", "type": "Normal", "reason": "Pulled",
+            "involvedObject": {"kind": "Pod", "name": "web"}, "message": "done ",
+            "lastTimestamp": "2030-01-01T00:00:00Z"});
+        let events = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "type": "Normal",
+            "reason": "Pulled", "regarding": {"kind": "Pod", "name": "web"}, "note": "done",
+            "deprecatedLastTimestamp": "2030-01-01T00:00:00Z"});
+        assert_eq!(event(&core, now), event(&events, now));
+        assert_eq!(event(&events, now)[3], "pod/web");
+        assert_eq!(event(&events, now)[4], "done");
+    }
 }
