@@ -304,6 +304,21 @@ async fn a_reserved_endpoint_then_machines_driven_step_by_step() {
             "kube-scheduler-cp-a"
         ]
     );
+    // Mirror pods, as the kubelet writes them: owned by their node, with the config
+    // annotations of a static pod manifest.
+    let apiserver = pods.get("kube-apiserver-cp-a").await.unwrap();
+    let owner = &apiserver.metadata.owner_references.unwrap()[0];
+    let cp_uid = nodes.get("cp-a").await.unwrap().metadata.uid.unwrap();
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), &owner.uid),
+        ("Node", "cp-a", &cp_uid)
+    );
+    let annotations = apiserver.metadata.annotations.unwrap();
+    assert_eq!(annotations["kubernetes.io/config.source"], "file");
+    assert_eq!(
+        annotations["kubernetes.io/config.mirror"],
+        annotations["kubernetes.io/config.hash"]
+    );
     let kubeadm: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(c, "kube-system");
     let config = kubeadm.get("kubeadm-config").await.unwrap();
     let text = config
