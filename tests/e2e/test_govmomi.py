@@ -33,8 +33,59 @@ def test_govmomi_capv_flow_and_govc_style_reads(govmomi_client, tmp_path):
         assert steps == [
             "ok about", "ok ls vm", "ok ls host", "ok retrieve summaries", "ok clone result",
             "ok clone config", "ok guest ip", "ok invalid power state", "ok events", "ok snapshots",
-            "ok destroyed",
+            "ok destroyed", "ok rest session user", "ok rest session ended",
+            "ok rest session from soap", "ok rest login with a wrong password",
         ]
         assert proc.stdout.strip().endswith("PASS")
+    finally:
+        v.stop()
+
+
+def test_rest_sessions_with_plain_http_clients(tmp_path):
+    """The vAPI session service in both spellings, by urllib as a script would call it:
+    `/rest` wraps answers in `value`, `/api` does not; errors take each one's shape."""
+    import base64
+    import json
+    import ssl
+    import urllib.error
+    import urllib.request
+    v = Vcsim(tmp_path)
+    try:
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE
+        base = f"https://127.0.0.1:{v.port}"
+
+        def call(method, path, headers=None):
+            req = urllib.request.Request(base + path, method=method, headers=headers or {})
+            try:
+                with urllib.request.urlopen(req, context=insecure, timeout=10) as resp:
+                    body = resp.read()
+                    return resp.status, json.loads(body) if body else None
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read() or b"null")
+
+        basic = "Basic " + base64.b64encode(f"administrator@vsphere.local:{PASSWORD}".encode()).decode()
+        status, body = call("POST", "/rest/com/vmware/cis/session", {"Authorization": basic})
+        assert status == 200 and len(body["value"]) == 32
+        token = body["value"]
+        status, body = call("POST", "/rest/com/vmware/cis/session?~action=get", {"vmware-api-session-id": token})
+        assert status == 200 and body["value"]["user"] == "administrator@vsphere.local"
+
+        status, body = call("POST", "/api/session", {"Authorization": basic})
+        assert status == 201 and isinstance(body, str)
+        api_token = body
+        status, body = call("GET", "/api/session", {"vmware-api-session-id": api_token})
+        assert status == 200 and body["user"] == "administrator@vsphere.local" and "created_time" in body
+        assert call("DELETE", "/api/session", {"vmware-api-session-id": api_token})[0] == 204
+        status, body = call("GET", "/api/session", {"vmware-api-session-id": api_token})
+        assert status == 401 and body["error_type"] == "UNAUTHENTICATED"
+
+        wrong = "Basic " + base64.b64encode(b"administrator@vsphere.local:nope").decode()
+        status, body = call("POST", "/rest/com/vmware/cis/session", {"Authorization": wrong})
+        assert status == 401 and body["type"] == "com.vmware.vapi.std.errors.unauthenticated"
+        # Other services need a session first.
+        status, body = call("GET", "/rest/com/vmware/cis/tagging/category")
+        assert status == 401
     finally:
         v.stop()

@@ -21,6 +21,7 @@ pub mod fuzzing;
 pub mod inventory;
 mod managed_entity;
 mod property_collector;
+pub mod rest;
 mod search_index;
 pub mod server;
 mod service_instance;

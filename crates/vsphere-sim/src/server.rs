@@ -1,5 +1,6 @@
-//! HTTPS for one simulator: SOAP at `/sdk`, and the version documents clients read before
-//! they speak SOAP (`/sdk/vimServiceVersions.xml`, `/sdk/vimService.wsdl`).
+//! HTTPS for one simulator: SOAP at `/sdk`, the version documents clients read before
+//! they speak SOAP (`/sdk/vimServiceVersions.xml`, `/sdk/vimService.wsdl`), and the REST
+//! (vAPI) endpoints under `/rest` and `/api`.
 
 use crate::simulator::Simulator;
 use bytes::Bytes;
@@ -198,6 +199,19 @@ where
                 resp.headers_mut().insert(http::header::SET_COOKIE, c);
             }
             resp
+        }
+        (method, path) if crate::rest::split(path).is_some() => {
+            let headers = req.headers().clone();
+            let query = req.uri().query().map(str::to_string);
+            let body = match read_body(req.into_body()).await {
+                Ok(b) => b,
+                Err(Unread::TooLarge) => return reply(413, "application/json", ""),
+                Err(Unread::Cut) => return reply(400, "application/json", ""),
+            };
+            match sim.handle_rest(&method, path, query.as_deref(), &headers, &body) {
+                Some(a) => reply(a.status, "application/json", a.body),
+                None => reply(404, "text/plain", "not found"),
+            }
         }
         _ => reply(404, "text/plain", "not found"),
     }

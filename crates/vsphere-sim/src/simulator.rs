@@ -225,6 +225,8 @@ pub struct Simulator {
     state: Arc<Mutex<State>>,
     /// Wakes WaitForUpdates calls after any request that may have changed something.
     changed: Arc<tokio::sync::Notify>,
+    /// The REST (vAPI) sessions, apart from the SOAP ones as vCenter keeps them.
+    rest_sessions: Arc<Mutex<crate::rest::Sessions>>,
 }
 
 impl Simulator {
@@ -243,6 +245,7 @@ impl Simulator {
                 ..State::default()
             })),
             changed: Arc::new(tokio::sync::Notify::new()),
+            rest_sessions: Arc::default(),
         }
     }
 
@@ -254,6 +257,50 @@ impl Simulator {
         // Handlers validate before they mutate, so a poisoned lock still holds a consistent
         // inventory.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The simulator's time now.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    pub(crate) fn rest_sessions(&self) -> std::sync::MutexGuard<'_, crate::rest::Sessions> {
+        self.rest_sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The user of the live SOAP session a `Cookie` header names, if any (touching it, so
+    /// an idle one ends here): vCenter lets a SOAP session open a REST one.
+    pub(crate) fn soap_session_user(&self, cookie: &str) -> Option<String> {
+        let key = session_cookie(cookie)?;
+        let mut state = self.lock();
+        let key = session_manager::touch(&mut state, &self.config, &key, self.clock.now())?;
+        state.sessions.get(&key).map(|s| s.user.clone())
+    }
+
+    /// Answers one REST (vAPI) request: `path` is the request's path, `query` its query.
+    pub fn handle_rest(
+        &self,
+        method: &http::Method,
+        path: &str,
+        query: Option<&str>,
+        headers: &http::HeaderMap,
+        body: &[u8],
+    ) -> Option<crate::rest::Answer> {
+        let (form, rest_path) = crate::rest::split(path)?;
+        let action = query.and_then(|q| {
+            q.split('&').find_map(|kv| {
+                kv.strip_prefix("~action=")
+                    .or_else(|| kv.strip_prefix("%7Eaction="))
+            })
+        });
+        let req = crate::rest::Request {
+            method,
+            path: rest_path,
+            action,
+            headers,
+            body,
+        };
+        Some(crate::rest::handle(self, form, &req))
     }
 
     /// Reads the inventory (for tests and tools).

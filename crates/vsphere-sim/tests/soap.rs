@@ -168,3 +168,59 @@ async fn wait_for_updates_ex_times_out_then_wakes_on_a_change() {
     assert!(woke.body.contains("<kind>modify</kind>"), "{}", woke.body);
     assert!(woke.body.contains("poweredOff"));
 }
+
+/// A REST request through the simulator's REST entry point; status and JSON body.
+fn rest(
+    s: &Simulator,
+    method: http::Method,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, serde_json::Value) {
+    let mut map = http::HeaderMap::new();
+    for (k, v) in headers {
+        map.insert(
+            http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            v.parse().unwrap(),
+        );
+    }
+    let (path, query) = path
+        .split_once('?')
+        .map_or((path, None), |(p, q)| (p, Some(q)));
+    let a = s
+        .handle_rest(&method, path, query, &map, b"")
+        .expect("a REST path");
+    (a.status, serde_json::from_str(&a.body).unwrap_or_default())
+}
+
+#[tokio::test]
+async fn rest_sessions_open_from_soap_expire_when_idle_and_are_no_soap_cookie() {
+    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+    let s = sim(&clock);
+    let cookie = login(&s).await;
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    // A live SOAP session opens a REST one.
+    let (status, body) = rest(
+        &s,
+        http::Method::POST,
+        "/rest/com/vmware/cis/session",
+        &[("cookie", &cookie)],
+    );
+    assert_eq!(status, 200, "{body}");
+    let token = body["value"].as_str().unwrap().to_string();
+    let get = "/rest/com/vmware/cis/session?~action=get";
+    let with_token = [("vmware-api-session-id", token.as_str())];
+    assert_eq!(rest(&s, http::Method::POST, get, &with_token).0, 200);
+    // The REST token is not a SOAP session.
+    let as_cookie = format!("vmware_soap_session=\"{token}\"");
+    let r = s
+        .handle(&fetch_root_children(), Some(&as_cookie), "test")
+        .await;
+    assert_eq!(r.status, 500, "{}", r.body);
+    // Idle past the timeout, it ends; a request within it keeps it alive.
+    clock.advance(Duration::from_secs(599));
+    assert_eq!(rest(&s, http::Method::POST, get, &with_token).0, 200);
+    clock.advance(Duration::from_secs(601));
+    assert_eq!(rest(&s, http::Method::POST, get, &with_token).0, 401);
+    // Without credentials or a session, no login.
+    assert_eq!(rest(&s, http::Method::POST, "/api/session", &[]).0, 401);
+}

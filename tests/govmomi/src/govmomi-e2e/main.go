@@ -19,6 +19,7 @@ import (
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/vapi/rest"
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -204,8 +205,35 @@ func main() {
 	_, err = finder.VirtualMachine(ctx, "DC0/vm/capv-go")
 	expect("destroyed", err != nil, "clone still found")
 
+	restSessions(ctx, c, u)
+
 	check("logout", c.Logout(ctx))
 	fmt.Println("PASS")
+}
+
+// restSessions logs in to the REST (vAPI) endpoint as CAPV does (basic credentials), reads
+// the session, logs out, and opens another REST session with the SOAP session alone, as
+// govc does with a saved SOAP session.
+func restSessions(ctx context.Context, c *govmomi.Client, u *url.URL) {
+	rc := rest.NewClient(c.Client)
+	check("rest login", rc.Login(ctx, u.User))
+	s, err := rc.Session(ctx)
+	check("rest session", err)
+	expect("rest session user", s != nil && s.User == u.User.Username(), "%+v", s)
+	check("rest logout", rc.Logout(ctx))
+	s, err = rc.Session(ctx)
+	check("rest session after logout", err)
+	expect("rest session ended", s == nil, "%+v", s)
+
+	bySoap := rest.NewClient(c.Client)
+	check("rest login with the soap session", bySoap.Login(ctx, nil))
+	s, err = bySoap.Session(ctx)
+	check("rest session from soap", err)
+	expect("rest session from soap", s != nil && s.User == u.User.Username(), "%+v", s)
+
+	wrong := rest.NewClient(c.Client)
+	err = wrong.Login(ctx, url.UserPassword(u.User.Username(), "wrong"))
+	expect("rest login with a wrong password", err != nil, "accepted")
 }
 
 // taskError is what govmomi's task package returns for a task that ended in error.

@@ -1,0 +1,149 @@
+//! The vSphere Automation API beside SOAP, in its two spellings: `/rest/...`, the older one
+//! (answers wrapped in `{"value": …}`, errors as `{"type": …, "value": …}`), which govmomi's
+//! `vapi/rest` client and CAPV speak, and `/api/...`, the newer one (answers bare, errors as
+//! `{"error_type": …, "messages": …}`). One module per service; this one routes a request to
+//! its service and writes the answer in the request's spelling.
+
+mod session;
+
+pub(crate) use session::Sessions;
+
+use crate::simulator::Simulator;
+use serde_json::{json, Value};
+
+/// Which of the two spellings a request used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    Rest,
+    Api,
+}
+
+/// One REST request, as the services read it.
+pub struct Request<'a> {
+    pub method: &'a http::Method,
+    /// The path after `/rest` or `/api` (`/com/vmware/cis/session`, `/session`).
+    pub path: &'a str,
+    /// `~action`, for `/rest` operations that are not plain CRUD (`?~action=get`).
+    pub action: Option<&'a str>,
+    pub headers: &'a http::HeaderMap,
+    pub body: &'a [u8],
+}
+
+/// A REST answer: status and JSON body (empty for none).
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub body: String,
+}
+
+impl Answer {
+    /// A successful answer carrying `value`, wrapped as the spelling wants it.
+    fn value(form: Form, status: u16, value: Value) -> Answer {
+        let body = match form {
+            Form::Rest => json!({ "value": value }),
+            Form::Api => value,
+        };
+        Answer {
+            status,
+            body: body.to_string(),
+        }
+    }
+
+    /// A successful answer with no body.
+    fn empty(status: u16) -> Answer {
+        Answer {
+            status,
+            body: String::new(),
+        }
+    }
+
+    /// A vAPI standard error (`unauthenticated`, `not_found`, `invalid_argument`, …) with
+    /// its message, in the spelling's error shape.
+    fn error(form: Form, status: u16, kind: &str, id: &str, message: &str) -> Answer {
+        let messages = json!([{"args": [], "default_message": message, "id": id}]);
+        let body = match form {
+            Form::Rest => json!({
+                "type": format!("com.vmware.vapi.std.errors.{kind}"),
+                "value": {"messages": messages},
+            }),
+            Form::Api => json!({"error_type": kind.to_ascii_uppercase(), "messages": messages}),
+        };
+        Answer {
+            status,
+            body: body.to_string(),
+        }
+    }
+
+    fn unauthenticated(form: Form) -> Answer {
+        Answer::error(
+            form,
+            401,
+            "unauthenticated",
+            "com.vmware.vapi.endpoint.method.authentication.required",
+            "Authentication required.",
+        )
+    }
+
+    fn not_found(form: Form, what: &str) -> Answer {
+        Answer::error(
+            form,
+            404,
+            "not_found",
+            "com.vmware.vapi.rest.httpNotFound",
+            &format!("Not found: {what}"),
+        )
+    }
+}
+
+/// The spelling of `path` and the rest of it, when it is a REST path at all.
+pub fn split(path: &str) -> Option<(Form, &str)> {
+    if let Some(rest) = path.strip_prefix("/rest") {
+        return (rest.is_empty() || rest.starts_with('/')).then_some((Form::Rest, rest));
+    }
+    let rest = path.strip_prefix("/api")?;
+    (rest.is_empty() || rest.starts_with('/')).then_some((Form::Api, rest))
+}
+
+/// Answers one REST request for `sim`.
+pub(crate) fn handle(sim: &Simulator, form: Form, req: &Request<'_>) -> Answer {
+    let session_path = match form {
+        Form::Rest => "/com/vmware/cis/session",
+        Form::Api => "/session",
+    };
+    if req.path == session_path {
+        return session::handle(sim, form, req);
+    }
+    // Every other service needs a session first, as vCenter's endpoint checks it first.
+    if session::current(sim, req).is_none() {
+        return Answer::unauthenticated(form);
+    }
+    Answer::not_found(form, req.path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_split_into_their_spelling() {
+        assert_eq!(
+            split("/rest/com/vmware/cis/session"),
+            Some((Form::Rest, "/com/vmware/cis/session"))
+        );
+        assert_eq!(split("/api/session"), Some((Form::Api, "/session")));
+        assert_eq!(split("/apis/x"), None);
+        assert_eq!(split("/sdk"), None);
+    }
+
+    #[test]
+    fn errors_take_the_shape_of_their_spelling() {
+        let rest: Value = serde_json::from_str(&Answer::unauthenticated(Form::Rest).body).unwrap();
+        assert_eq!(rest["type"], "com.vmware.vapi.std.errors.unauthenticated");
+        assert_eq!(
+            rest["value"]["messages"][0]["default_message"],
+            "Authentication required."
+        );
+        let api: Value = serde_json::from_str(&Answer::unauthenticated(Form::Api).body).unwrap();
+        assert_eq!(api["error_type"], "UNAUTHENTICATED");
+    }
+}

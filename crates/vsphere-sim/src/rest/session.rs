@@ -1,0 +1,128 @@
+//! The vAPI session service (`/rest/com/vmware/cis/session`, `/api/session`): a login with
+//! the simulator's credentials (HTTP basic authentication) or with a live SOAP session's
+//! cookie, as vCenter accepts both, gives a token that later requests send in the
+//! `vmware-api-session-id` header; sessions end at logout or after the simulator's idle
+//! timeout, like SOAP ones. REST sessions are kept apart from SOAP sessions: a REST token is
+//! no SOAP cookie, as on vCenter.
+
+use super::{Answer, Form, Request};
+use crate::simulator::Simulator;
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use http::Method;
+use serde_json::json;
+use std::collections::HashMap;
+
+/// The header a REST client sends its session token in.
+pub const SESSION_HEADER: &str = "vmware-api-session-id";
+
+/// One REST session.
+#[derive(Debug, Clone)]
+struct Session {
+    user: String,
+    created: DateTime<Utc>,
+    last_accessed: DateTime<Utc>,
+}
+
+/// A simulator's REST sessions, by token.
+#[derive(Debug, Default)]
+pub(crate) struct Sessions {
+    by_token: HashMap<String, Session>,
+}
+
+/// The token and user of the request's live session, touching it (idle sessions end here).
+pub(super) fn current(sim: &Simulator, req: &Request<'_>) -> Option<(String, String)> {
+    let token = req.headers.get(SESSION_HEADER)?.to_str().ok()?;
+    let now = sim.now();
+    let idle =
+        chrono::Duration::from_std(sim.config().session_idle).unwrap_or(chrono::Duration::MAX);
+    let mut sessions = sim.rest_sessions();
+    let session = sessions.by_token.get_mut(token)?;
+    if now - session.last_accessed > idle {
+        sessions.by_token.remove(token);
+        return None;
+    }
+    session.last_accessed = now;
+    Some((token.to_string(), session.user.clone()))
+}
+
+pub(super) fn handle(sim: &Simulator, form: Form, req: &Request<'_>) -> Answer {
+    match (form, req.method, req.action) {
+        (Form::Rest, &Method::POST, None) | (Form::Api, &Method::POST, _) => login(sim, form, req),
+        (Form::Rest, &Method::POST, Some("get")) | (Form::Api, &Method::GET, _) => {
+            info(sim, form, req)
+        }
+        (_, &Method::DELETE, _) => logout(sim, form, req),
+        _ => Answer::error(
+            form,
+            405,
+            "operation_not_found",
+            "com.vmware.vapi.rest.httpMethodNotAllowed",
+            "This method is not allowed for the session service.",
+        ),
+    }
+}
+
+/// Who the request logs in as: basic credentials that match, or a live SOAP session.
+fn login_user(sim: &Simulator, req: &Request<'_>) -> Option<String> {
+    let header = |name: http::HeaderName| req.headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(basic) = header(http::header::AUTHORIZATION).and_then(|a| a.strip_prefix("Basic "))
+    {
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(basic.trim())
+            .ok()?;
+        let decoded = String::from_utf8(decoded).ok()?;
+        let (user, password) = decoded.split_once(':')?;
+        let config = sim.config();
+        return (user == config.username && password == config.password).then(|| user.to_string());
+    }
+    header(http::header::COOKIE).and_then(|c| sim.soap_session_user(c))
+}
+
+fn login(sim: &Simulator, form: Form, req: &Request<'_>) -> Answer {
+    let Some(user) = login_user(sim, req) else {
+        return Answer::unauthenticated(form);
+    };
+    let token = uuid::Uuid::new_v4().simple().to_string();
+    let now = sim.now();
+    sim.rest_sessions().by_token.insert(
+        token.clone(),
+        Session {
+            user,
+            created: now,
+            last_accessed: now,
+        },
+    );
+    let status = match form {
+        Form::Rest => 200,
+        Form::Api => 201,
+    };
+    Answer::value(form, status, json!(token))
+}
+
+fn info(sim: &Simulator, form: Form, req: &Request<'_>) -> Answer {
+    let Some((token, _)) = current(sim, req) else {
+        return Answer::unauthenticated(form);
+    };
+    let sessions = sim.rest_sessions();
+    let Some(s) = sessions.by_token.get(&token) else {
+        return Answer::unauthenticated(form);
+    };
+    let time = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    Answer::value(
+        form,
+        200,
+        json!({"user": s.user, "created_time": time(s.created), "last_accessed_time": time(s.last_accessed)}),
+    )
+}
+
+fn logout(sim: &Simulator, form: Form, req: &Request<'_>) -> Answer {
+    let Some((token, _)) = current(sim, req) else {
+        return Answer::unauthenticated(form);
+    };
+    sim.rest_sessions().by_token.remove(&token);
+    Answer::empty(match form {
+        Form::Rest => 200,
+        Form::Api => 204,
+    })
+}
