@@ -35,6 +35,9 @@ def test_govmomi_capv_flow_and_govc_style_reads(govmomi_client, tmp_path):
             "ok clone config", "ok guest ip", "ok invalid power state", "ok events", "ok snapshots",
             "ok destroyed", "ok rest session user", "ok rest session ended",
             "ok rest session from soap", "ok rest login with a wrong password",
+            "ok duplicate category refused", "ok single cardinality", "ok associable types",
+            "ok datacenter region", "ok zone objects", "ok tags on objects",
+            "ok category deletion takes its tags",
         ]
         assert proc.stdout.strip().endswith("PASS")
     finally:
@@ -87,5 +90,34 @@ def test_rest_sessions_with_plain_http_clients(tmp_path):
         # Other services need a session first.
         status, body = call("GET", "/rest/com/vmware/cis/tagging/category")
         assert status == 401
+
+        # Tagging in the /api spelling: bare specs and answers, `action=` operations.
+        status, api_token = call("POST", "/api/session", {"Authorization": basic})
+        auth = {"vmware-api-session-id": api_token, "Content-Type": "application/json"}
+
+        def send(method, path, body):
+            req = urllib.request.Request(base + path, method=method, headers=auth, data=json.dumps(body).encode())
+            try:
+                with urllib.request.urlopen(req, context=insecure, timeout=10) as resp:
+                    raw = resp.read()
+                    return resp.status, json.loads(raw) if raw else None
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read() or b"null")
+
+        status, category = send("POST", "/api/cis/tagging/category",
+                                {"name": "env", "cardinality": "MULTIPLE", "associable_types": []})
+        assert status == 201 and category.startswith("urn:vmomi:InventoryServiceCategory:")
+        status, tag = send("POST", "/api/cis/tagging/tag", {"name": "prod", "category_id": category})
+        assert status == 201
+        status, got = call("GET", f"/api/cis/tagging/tag/{tag}", auth)
+        assert status == 200 and got["name"] == "prod" and got["category_id"] == category
+        vm = {"type": "Folder", "id": "group-d1"}
+        status, _ = send("POST", f"/api/cis/tagging/tag-association/{tag}?action=attach", {"object_id": vm})
+        assert status in (200, 204), _
+        status, listed = send("POST", "/api/cis/tagging/tag-association?action=list-attached-tags", {"object_id": vm})
+        assert status == 200 and listed == [tag]
+        status, err = send("POST", f"/api/cis/tagging/tag-association/{tag}?action=attach",
+                           {"object_id": {"type": "VirtualMachine", "id": "vm-404"}})
+        assert status == 404 and err["error_type"] == "NOT_FOUND"
     finally:
         v.stop()

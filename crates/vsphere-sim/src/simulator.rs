@@ -225,8 +225,9 @@ pub struct Simulator {
     state: Arc<Mutex<State>>,
     /// Wakes WaitForUpdates calls after any request that may have changed something.
     changed: Arc<tokio::sync::Notify>,
-    /// The REST (vAPI) sessions, apart from the SOAP ones as vCenter keeps them.
-    rest_sessions: Arc<Mutex<crate::rest::Sessions>>,
+    /// The REST (vAPI) services' state: sessions (apart from the SOAP ones, as vCenter
+    /// keeps them) and tagging.
+    rest: Arc<crate::rest::Services>,
 }
 
 impl Simulator {
@@ -245,7 +246,7 @@ impl Simulator {
                 ..State::default()
             })),
             changed: Arc::new(tokio::sync::Notify::new()),
-            rest_sessions: Arc::default(),
+            rest: Arc::default(),
         }
     }
 
@@ -264,8 +265,12 @@ impl Simulator {
         self.clock.now()
     }
 
-    pub(crate) fn rest_sessions(&self) -> std::sync::MutexGuard<'_, crate::rest::Sessions> {
-        self.rest_sessions.lock().unwrap_or_else(|p| p.into_inner())
+    pub(crate) fn rest_sessions(&self) -> MutexGuard<'_, crate::rest::Sessions> {
+        self.rest.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn rest_tagging(&self) -> MutexGuard<'_, crate::rest::Tagging> {
+        self.rest.tagging.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The user of the live SOAP session a `Cookie` header names, if any (touching it, so
@@ -288,9 +293,11 @@ impl Simulator {
     ) -> Option<crate::rest::Answer> {
         let (form, rest_path) = crate::rest::split(path)?;
         let action = query.and_then(|q| {
+            // `/rest` says `~action` (which Go's encoder escapes), `/api` says `action`.
             q.split('&').find_map(|kv| {
-                kv.strip_prefix("~action=")
-                    .or_else(|| kv.strip_prefix("%7Eaction="))
+                ["~action=", "%7Eaction=", "%7eaction=", "action="]
+                    .iter()
+                    .find_map(|prefix| kv.strip_prefix(prefix))
             })
         });
         let req = crate::rest::Request {

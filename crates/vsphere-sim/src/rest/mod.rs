@@ -5,8 +5,17 @@
 //! its service and writes the answer in the request's spelling.
 
 mod session;
+mod tagging;
 
 pub(crate) use session::Sessions;
+pub(crate) use tagging::Tagging;
+
+/// The state of a simulator's REST services, each behind its own lock.
+#[derive(Debug, Default)]
+pub(crate) struct Services {
+    pub sessions: std::sync::Mutex<Sessions>,
+    pub tagging: std::sync::Mutex<Tagging>,
+}
 
 use crate::simulator::Simulator;
 use serde_json::{json, Value};
@@ -117,7 +126,10 @@ pub(crate) fn handle(sim: &Simulator, form: Form, req: &Request<'_>) -> Answer {
     if session::current(sim, req).is_none() {
         return Answer::unauthenticated(form);
     }
-    Answer::not_found(form, req.path)
+    match tagging::route(form, req.path) {
+        Some((kind, id)) => tagging::handle(sim, form, req, kind, id),
+        None => Answer::not_found(form, req.path),
+    }
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vapi/rest"
+	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -234,6 +235,56 @@ func restSessions(ctx context.Context, c *govmomi.Client, u *url.URL) {
 	wrong := rest.NewClient(c.Client)
 	err = wrong.Login(ctx, url.UserPassword(u.User.Username(), "wrong"))
 	expect("rest login with a wrong password", err != nil, "accepted")
+
+	failureDomainTags(ctx, c, bySoap)
+}
+
+// failureDomainTags tags a datacenter and a cluster as CAPV's failure domains read them
+// (k8s-region / k8s-zone categories), then reads the tags back as CAPV does.
+func failureDomainTags(ctx context.Context, c *govmomi.Client, rc *rest.Client) {
+	m := tags.NewManager(rc)
+	finder := find.NewFinder(c.Client, true)
+	dc, err := finder.Datacenter(ctx, "DC0")
+	check("tags datacenter", err)
+	finder.SetDatacenter(dc)
+	cluster, err := finder.ClusterComputeResource(ctx, "DC0_C0")
+	check("tags cluster", err)
+
+	region, err := m.CreateCategory(ctx, &tags.Category{Name: "k8s-region", Cardinality: "SINGLE", AssociableTypes: []string{"Datacenter"}})
+	check("create region category", err)
+	_, err = m.CreateCategory(ctx, &tags.Category{Name: "k8s-zone", Cardinality: "SINGLE", AssociableTypes: []string{"ClusterComputeResource"}})
+	check("create zone category", err)
+	_, err = m.CreateCategory(ctx, &tags.Category{Name: "k8s-region", Cardinality: "SINGLE"})
+	expect("duplicate category refused", err != nil, "accepted")
+	east, err := m.CreateTag(ctx, &tags.Tag{Name: "us-east", CategoryID: "k8s-region"})
+	check("create region tag", err)
+	west, err := m.CreateTag(ctx, &tags.Tag{Name: "us-west", CategoryID: region})
+	check("create second region tag", err)
+	zone, err := m.CreateTag(ctx, &tags.Tag{Name: "us-east-1a", CategoryID: "k8s-zone"})
+	check("create zone tag", err)
+
+	check("attach region", m.AttachTag(ctx, east, dc))
+	check("attach zone", m.AttachTag(ctx, zone, cluster))
+	expect("single cardinality", m.AttachTag(ctx, west, dc) != nil, "a second region tag was attached")
+	expect("associable types", m.AttachTag(ctx, zone, dc) != nil, "a zone tag was attached to a datacenter")
+
+	attached, err := m.GetAttachedTags(ctx, dc)
+	check("attached tags", err)
+	expect("datacenter region", len(attached) == 1 && attached[0].Name == "us-east" && attached[0].CategoryID == region, "%+v", attached)
+	objects, err := m.ListAttachedObjects(ctx, zone)
+	check("attached objects", err)
+	expect("zone objects", len(objects) == 1 && objects[0].Reference() == cluster.Reference(), "%+v", objects)
+	onObjects, err := m.GetAttachedTagsOnObjects(ctx, []mo.Reference{dc, cluster})
+	check("tags on objects", err)
+	expect("tags on objects", len(onObjects) == 2 && len(onObjects[1].Tags) == 1 && onObjects[1].Tags[0].Name == "us-east-1a", "%+v", onObjects)
+
+	check("detach region", m.DetachTag(ctx, east, dc))
+	check("attach other region", m.AttachTag(ctx, west, dc))
+	cat, err := m.GetCategory(ctx, "k8s-zone")
+	check("get zone category", err)
+	check("delete zone category", m.DeleteCategory(ctx, cat))
+	_, err = m.GetTag(ctx, zone)
+	expect("category deletion takes its tags", err != nil, "zone tag still there")
 }
 
 // taskError is what govmomi's task package returns for a task that ended in error.
