@@ -37,7 +37,8 @@ def test_govmomi_capv_flow_and_govc_style_reads(govmomi_client, tmp_path):
             "ok rest session from soap", "ok rest login with a wrong password",
             "ok duplicate category refused", "ok single cardinality", "ok associable types",
             "ok datacenter region", "ok zone objects", "ok tags on objects",
-            "ok category deletion takes its tags",
+            "ok category deletion takes its tags", "ok members added once", "ok module members",
+            "ok member removed", "ok module listed", "ok module deleted",
         ]
         assert proc.stdout.strip().endswith("PASS")
     finally:

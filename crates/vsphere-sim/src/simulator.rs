@@ -273,6 +273,13 @@ impl Simulator {
         self.rest.tagging.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    pub(crate) fn rest_cluster_modules(&self) -> MutexGuard<'_, crate::rest::ClusterModules> {
+        self.rest
+            .cluster_modules
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The user of the live SOAP session a `Cookie` header names, if any (touching it, so
     /// an idle one ends here): vCenter lets a SOAP session open a REST one.
     pub(crate) fn soap_session_user(&self, cookie: &str) -> Option<String> {

@@ -2,11 +2,14 @@
 //! (answers wrapped in `{"value": …}`, errors as `{"type": …, "value": …}`), which govmomi's
 //! `vapi/rest` client and CAPV speak, and `/api/...`, the newer one (answers bare, errors as
 //! `{"error_type": …, "messages": …}`). One module per service; this one routes a request to
-//! its service and writes the answer in the request's spelling.
+//! its service (sessions, tagging, cluster modules) and writes the answer in the request's
+//! spelling.
 
+mod cluster_modules;
 mod session;
 mod tagging;
 
+pub(crate) use cluster_modules::ClusterModules;
 pub(crate) use session::Sessions;
 pub(crate) use tagging::Tagging;
 
@@ -15,6 +18,7 @@ pub(crate) use tagging::Tagging;
 pub(crate) struct Services {
     pub sessions: std::sync::Mutex<Sessions>,
     pub tagging: std::sync::Mutex<Tagging>,
+    pub cluster_modules: std::sync::Mutex<ClusterModules>,
 }
 
 use crate::simulator::Simulator;
@@ -126,8 +130,11 @@ pub(crate) fn handle(sim: &Simulator, form: Form, req: &Request<'_>) -> Answer {
     if session::current(sim, req).is_none() {
         return Answer::unauthenticated(form);
     }
-    match tagging::route(form, req.path) {
-        Some((kind, id)) => tagging::handle(sim, form, req, kind, id),
+    if let Some((kind, id)) = tagging::route(form, req.path) {
+        return tagging::handle(sim, form, req, kind, id);
+    }
+    match cluster_modules::route(req.path) {
+        Some(rest) => cluster_modules::handle(sim, form, req, rest),
         None => Answer::not_found(form, req.path),
     }
 }

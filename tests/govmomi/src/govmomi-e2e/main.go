@@ -19,6 +19,7 @@ import (
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/vapi/cluster"
 	"github.com/vmware/govmomi/vapi/rest"
 	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/view"
@@ -237,6 +238,45 @@ func restSessions(ctx context.Context, c *govmomi.Client, u *url.URL) {
 	expect("rest login with a wrong password", err != nil, "accepted")
 
 	failureDomainTags(ctx, c, bySoap)
+	antiAffinityModules(ctx, c, bySoap)
+}
+
+// antiAffinityModules does what CAPV does for a control plane: a cluster module for the
+// cluster, its machines' VMs added, listed, one removed, the module deleted.
+func antiAffinityModules(ctx context.Context, c *govmomi.Client, rc *rest.Client) {
+	m := cluster.NewManager(rc)
+	finder := find.NewFinder(c.Client, true)
+	dc, err := finder.Datacenter(ctx, "DC0")
+	check("modules datacenter", err)
+	finder.SetDatacenter(dc)
+	cl, err := finder.ClusterComputeResource(ctx, "DC0_C0")
+	check("modules cluster", err)
+	vm0, err := finder.VirtualMachine(ctx, "DC0_C0_RP0_VM0")
+	check("modules vm0", err)
+	vm1, err := finder.VirtualMachine(ctx, "DC0_C0_RP0_VM1")
+	check("modules vm1", err)
+
+	id, err := m.CreateModule(ctx, cl)
+	check("create module", err)
+	added, err := m.AddModuleMembers(ctx, id, vm0, vm1)
+	check("add members", err)
+	again, err := m.AddModuleMembers(ctx, id, vm0)
+	check("add a member again", err)
+	expect("members added once", added && !again, "added %v, again %v", added, again)
+	members, err := m.ListModuleMembers(ctx, id)
+	check("list members", err)
+	expect("module members", len(members) == 2, "%v", members)
+	removed, err := m.RemoveModuleMembers(ctx, id, vm1)
+	check("remove member", err)
+	members, err = m.ListModuleMembers(ctx, id)
+	check("list members after removal", err)
+	expect("member removed", removed && len(members) == 1 && members[0] == vm0.Reference(), "%v", members)
+	modules, err := m.ListModules(ctx)
+	check("list modules", err)
+	expect("module listed", len(modules) == 1 && modules[0].Module == id && modules[0].Cluster == cl.Reference().Value, "%+v", modules)
+	check("delete module", m.DeleteModule(ctx, id))
+	_, err = m.ListModuleMembers(ctx, id)
+	expect("module deleted", err != nil, "members of a deleted module listed")
 }
 
 // failureDomainTags tags a datacenter and a cluster as CAPV's failure domains read them

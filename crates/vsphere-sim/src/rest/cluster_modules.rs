@@ -1,0 +1,156 @@
+//! Cluster modules (`/rest/vcenter/cluster/modules`, `/api/vcenter/cluster/modules`): named
+//! groups of a cluster's VMs that vSphere keeps apart (anti-affinity). CAPV creates one per
+//! control plane and per machine deployment and adds each machine's VM to it.
+
+use super::{Answer, Form, Request};
+use crate::simulator::Simulator;
+use crate::value::Moref;
+use http::Method;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One module: its cluster and member VMs.
+#[derive(Debug, Clone)]
+struct Module {
+    cluster: String,
+    vms: BTreeSet<String>,
+}
+
+/// A simulator's cluster modules, by ID.
+#[derive(Debug, Default)]
+pub(crate) struct ClusterModules {
+    modules: BTreeMap<String, Module>,
+}
+
+/// The module path after the spelling's prefix, if it is one.
+pub(super) fn route(path: &str) -> Option<&str> {
+    path.strip_prefix("/vcenter/cluster/modules")
+}
+
+pub(super) fn handle(sim: &Simulator, form: Form, req: &Request<'_>, rest: &str) -> Answer {
+    let body: Value = serde_json::from_slice(req.body).unwrap_or(json!({}));
+    let ok = || Answer::empty(if form == Form::Api { 204 } else { 200 });
+    match (req.method, rest.trim_start_matches('/')) {
+        (&Method::POST, "") => create(sim, form, body.get("spec").unwrap_or(&body)),
+        (&Method::GET, "") => {
+            let modules = sim.rest_cluster_modules();
+            let summaries: Vec<Value> = modules
+                .modules
+                .iter()
+                .map(|(id, m)| json!({"cluster": m.cluster, "module": id}))
+                .collect();
+            Answer::value(form, 200, json!({ "summaries": summaries }))
+        }
+        (&Method::DELETE, id) if !id.contains('/') => {
+            match sim.rest_cluster_modules().modules.remove(id) {
+                Some(_) => ok(),
+                None => not_found(form, id),
+            }
+        }
+        (method, members) => match members
+            .strip_prefix("vm/")
+            .and_then(|m| m.strip_suffix("/members"))
+        {
+            Some(id) if method == Method::GET => match sim.rest_cluster_modules().modules.get(id) {
+                Some(m) => Answer::value(form, 200, json!({"vms": m.vms})),
+                None => not_found(form, id),
+            },
+            Some(id) if method == Method::POST => change_members(sim, form, id, req.action, &body),
+            _ => Answer::not_found(form, req.path),
+        },
+    }
+}
+
+fn not_found(form: Form, id: &str) -> Answer {
+    Answer::error(
+        form,
+        404,
+        "not_found",
+        "com.vmware.vapi.std.errors.not_found",
+        &format!("Cluster module {id} does not exist."),
+    )
+}
+
+/// A new module for the cluster the spec names, which must exist.
+fn create(sim: &Simulator, form: Form, spec: &Value) -> Answer {
+    let cluster = spec.get("cluster").and_then(Value::as_str).unwrap_or("");
+    let moref = Moref {
+        ty: "ClusterComputeResource".into(),
+        value: cluster.to_string(),
+    };
+    if !sim.with_inventory(|inv| inv.get(&moref).is_some()) {
+        return Answer::error(
+            form,
+            404,
+            "not_found",
+            "com.vmware.vapi.std.errors.not_found",
+            &format!("Cluster {cluster:?} does not exist."),
+        );
+    }
+    let id = uuid::Uuid::new_v4().to_string();
+    sim.rest_cluster_modules().modules.insert(
+        id.clone(),
+        Module {
+            cluster: cluster.to_string(),
+            vms: BTreeSet::new(),
+        },
+    );
+    Answer::value(form, if form == Form::Api { 201 } else { 200 }, json!(id))
+}
+
+/// `action=add` or `action=remove` of VMs: `success` is false when any VM was already a
+/// member (add) or was not one (remove); the others are still changed, as vCenter does.
+fn change_members(
+    sim: &Simulator,
+    form: Form,
+    id: &str,
+    action: Option<&str>,
+    body: &Value,
+) -> Answer {
+    let vms: Vec<String> = body
+        .get("vms")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    for vm in &vms {
+        let moref = Moref {
+            ty: "VirtualMachine".into(),
+            value: vm.clone(),
+        };
+        if !sim.with_inventory(|inv| inv.get(&moref).is_some()) {
+            return Answer::error(
+                form,
+                404,
+                "not_found",
+                "com.vmware.vapi.std.errors.not_found",
+                &format!("Virtual machine {vm} does not exist."),
+            );
+        }
+    }
+    let mut modules = sim.rest_cluster_modules();
+    let Some(module) = modules.modules.get_mut(id) else {
+        return not_found(form, id);
+    };
+    let success = match action {
+        Some("add") => vms
+            .iter()
+            .fold(true, |all, vm| module.vms.insert(vm.clone()) && all),
+        Some("remove") => vms
+            .iter()
+            .fold(true, |all, vm| module.vms.remove(vm) && all),
+        _ => {
+            return Answer::error(
+                form,
+                400,
+                "invalid_argument",
+                "com.vmware.vapi.std.errors.invalid_argument",
+                "action must be add or remove.",
+            )
+        }
+    };
+    Answer::value(form, 200, json!({ "success": success }))
+}
