@@ -135,13 +135,13 @@ fn change_members(
     let Some(module) = modules.modules.get_mut(id) else {
         return not_found(form, id);
     };
-    let success = match action {
+    // Every VM is changed (no short circuit); success says whether each one was.
+    let changed = match action {
         Some("add") => vms
             .iter()
-            .fold(true, |all, vm| module.vms.insert(vm.clone()) && all),
-        Some("remove") => vms
-            .iter()
-            .fold(true, |all, vm| module.vms.remove(vm) && all),
+            .filter(|vm| module.vms.insert((*vm).clone()))
+            .count(),
+        Some("remove") => vms.iter().filter(|vm| module.vms.remove(*vm)).count(),
         _ => {
             return Answer::error(
                 form,
@@ -152,5 +152,6 @@ fn change_members(
             )
         }
     };
+    let success = changed == vms.len();
     Answer::value(form, 200, json!({ "success": success }))
 }
