@@ -531,3 +531,52 @@ def test_folder_model_places_datacenters_and_content_in_folders(tmp_path):
         assert s.FindByInventoryPath("F0/DC1/datastore/F0/LocalDS_0") is not None
     finally:
         v.stop()
+
+
+def test_fault_injection_from_a_rules_file_changed_at_run_time(tmp_path):
+    """`vcsim --faults FILE`: a task method made to fail returns a Task that ends in the
+    chosen fault, any other method raises it, and rewriting the file changes the rules of
+    the running simulator."""
+    import json
+    rules = tmp_path / "faults.json"
+    rules.write_text(json.dumps([
+        {"method": "PowerOffVM_Task", "type": "VirtualMachine", "fault": "InvalidState", "times": 1},
+        {"method": "CreateFolder", "type": "Folder", "fault": "NoPermission", "message": "injected: no folders today"},
+        {"method": "CurrentTime", "delayMs": 50},
+    ]))
+    v = Vcsim(tmp_path, "--faults", str(rules))
+    try:
+        si = v.connect()
+        content = si.RetrieveContent()
+        si.CurrentTime()  # delayed, not failed
+        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
+        vm = sorted(view.view, key=lambda m: m.name)[0]
+
+        def finish(task):
+            deadline = time.time() + 10
+            while task.info.state in ("queued", "running"):
+                assert time.time() < deadline
+                time.sleep(0.05)
+            return task.info
+
+        info = finish(vm.PowerOffVM_Task())
+        assert info.state == "error" and isinstance(info.error, vim.fault.InvalidState), info
+        assert info.descriptionId == "VirtualMachine.PowerOffVM"
+        # `times: 1`: the next call goes through.
+        assert finish(vm.PowerOffVM_Task()).state == "success"
+        with pytest.raises(vim.fault.NoPermission) as e:
+            content.rootFolder.CreateFolder("nope")
+        assert e.value.msg == "injected: no folders today"
+
+        rules.write_text("[]")
+        deadline = time.time() + 10
+        while True:
+            try:
+                content.rootFolder.CreateFolder("now-allowed")
+                break
+            except vim.fault.NoPermission:
+                assert time.time() < deadline, "the rules file was not re-read"
+                time.sleep(0.1)
+        Disconnect(si)
+    finally:
+        v.stop()

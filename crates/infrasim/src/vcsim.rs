@@ -61,6 +61,34 @@ pub struct VcsimArgs {
     /// Milliseconds after power-on before the guest reports tools and IP addresses.
     #[arg(long, default_value_t = 200)]
     guest_delay_ms: u64,
+    /// A fault injection rules file (a JSON array of {method, type?, object?, fault?,
+    /// message?, delayMs?, times?}), re-read whenever it changes.
+    #[arg(long)]
+    faults: Option<std::path::PathBuf>,
+}
+
+/// Keeps `sim`'s fault injection rules those of `path`, re-reading it when its
+/// modification time changes; a file that does not parse is reported and its rules left as
+/// they were.
+async fn watch_faults(sim: Simulator, path: std::path::PathBuf) {
+    let mut seen = None;
+    loop {
+        let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+        if modified != seen {
+            seen = modified;
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|_| "[]".into());
+            match infrasim_vsphere_sim::fault_injection::Injection::parse_rules(&text) {
+                Ok(rules) => {
+                    tracing::info!(rules = rules.len(), path = %path.display(), "fault injection rules");
+                    sim.set_injections(rules);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, path = %path.display(), "fault injection rules not loaded")
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 fn generated_password() -> String {
@@ -108,6 +136,14 @@ pub async fn run(args: VcsimArgs) -> anyhow::Result<()> {
         ..SimConfig::default()
     };
     let sim = Simulator::new(config, SystemClock::shared());
+    if let Some(path) = args.faults.clone() {
+        let rules = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let rules = infrasim_vsphere_sim::fault_injection::Injection::parse_rules(&rules)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        sim.set_injections(rules);
+        tokio::spawn(watch_faults(sim.clone(), path));
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;

@@ -16,6 +16,7 @@
 mod custom_fields;
 mod event_manager;
 pub mod fault;
+pub mod fault_injection;
 mod folder;
 pub mod fuzzing;
 pub mod inventory;

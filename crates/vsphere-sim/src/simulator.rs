@@ -167,6 +167,7 @@ impl State {
                             &pool,
                             host.as_ref(),
                         ),
+                        Operation::Fail(fault) => Err(fault),
                     };
                     crate::task::complete(self, &task, outcome, call.now);
                 }
@@ -228,6 +229,8 @@ pub struct Simulator {
     /// The REST (vAPI) services' state: sessions (apart from the SOAP ones, as vCenter
     /// keeps them) and tagging.
     rest: Arc<crate::rest::Services>,
+    /// Fault injection rules (see `fault_injection`).
+    injections: Arc<Mutex<crate::fault_injection::Injections>>,
 }
 
 impl Simulator {
@@ -247,6 +250,7 @@ impl Simulator {
             })),
             changed: Arc::new(tokio::sync::Notify::new()),
             rest: Arc::default(),
+            injections: Arc::default(),
         }
     }
 
@@ -258,6 +262,21 @@ impl Simulator {
         // Handlers validate before they mutate, so a poisoned lock still holds a consistent
         // inventory.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds a fault injection rule (after those already there: the first that matches a
+    /// call applies).
+    pub fn inject(&self, rule: crate::fault_injection::Injection) {
+        self.injections().add(rule);
+    }
+
+    /// Replaces every fault injection rule (none: the simulator behaves again).
+    pub fn set_injections(&self, rules: Vec<crate::fault_injection::Injection>) {
+        self.injections().replace(rules);
+    }
+
+    fn injections(&self) -> MutexGuard<'_, crate::fault_injection::Injections> {
+        self.injections.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The simulator's time now.
@@ -330,6 +349,20 @@ impl Simulator {
             Ok(r) => r,
             Err(f) => return fault_reply(&f),
         };
+        // An injected delay is waited out before the call takes the lock, as a slow vCenter
+        // answers late without holding up other sessions.
+        let injected = self
+            .injections()
+            .take(&request.method, request.this.as_ref());
+        let injected = match injected {
+            Some((delay, fault)) => {
+                if !delay.is_zero() {
+                    self.clock.sleep(delay).await;
+                }
+                fault
+            }
+            None => None,
+        };
         let started = self.clock.now();
         let max_wait = property_collector::max_wait(&request);
         loop {
@@ -351,7 +384,10 @@ impl Simulator {
                     set_session: None,
                 };
                 state.run_due(&call);
-                let result = dispatch(&mut state, &mut call, &request, expired);
+                let result = match injected.clone() {
+                    Some(fault) => inject(&mut state, &mut call, &request, fault),
+                    None => dispatch(&mut state, &mut call, &request, expired),
+                };
                 (result, call.set_session, state.next_due())
             };
             match result {
@@ -420,6 +456,38 @@ fn anonymous(method: &str) -> bool {
             | "LoginByToken"
             | "LoginExtensionByCertificate"
     )
+}
+
+/// An injected failure of a call: a `*_Task` method returns a Task that ends in error, any
+/// other answers with the fault; both only once the call would have been let in.
+fn inject(
+    state: &mut State,
+    call: &mut Call<'_>,
+    req: &Request,
+    fault: Fault,
+) -> Result<Flow, Fault> {
+    let this = req
+        .this
+        .clone()
+        .ok_or_else(|| Fault::invalid_request("the request has no _this"))?;
+    if call.session.is_none() && !anonymous(&req.method) {
+        return Err(Fault::not_authenticated(&this));
+    }
+    if state.inventory.by_value(&this.value).is_none() {
+        return Err(Fault::not_found(&this));
+    }
+    if !req.method.ends_with("_Task") {
+        return Err(fault);
+    }
+    let description = format!("{}.{}", this.ty, req.method.trim_end_matches("_Task"));
+    let op = crate::task::Operation::Fail(fault);
+    Ok(Flow::Done(crate::task::start(
+        state,
+        call,
+        &this,
+        &description,
+        op,
+    )))
 }
 
 fn dispatch(

@@ -34,6 +34,8 @@ pub(crate) enum Operation {
         pool: Moref,
         host: Option<Moref>,
     },
+    /// An injected failure: the task ends in error with the fault.
+    Fail(Fault),
 }
 
 /// Something the timeline does at a given time.

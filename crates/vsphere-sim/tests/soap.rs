@@ -224,3 +224,47 @@ async fn rest_sessions_open_from_soap_expire_when_idle_and_are_no_soap_cookie() 
     // Without credentials or a session, no login.
     assert_eq!(rest(&s, http::Method::POST, "/api/session", &[]).0, 401);
 }
+
+#[tokio::test]
+async fn injected_delays_run_on_the_simulators_clock_and_faults_come_back_as_soap_faults() {
+    use infrasim_vsphere_sim::fault_injection::{Injection, Target};
+    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+    let s = sim(&clock);
+    let cookie = login(&s).await;
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    s.inject(Injection::delay(
+        "Fetch",
+        Target::Type("Folder".into()),
+        Duration::from_secs(5),
+    ));
+    let call = {
+        let (s, cookie) = (s.clone(), cookie.clone());
+        tokio::spawn(async move {
+            s.handle(&fetch_root_children(), Some(&cookie), "test")
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!call.is_finished(), "the call waits for the injected delay");
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(call.await.unwrap().status, 200);
+
+    s.set_injections(vec![Injection::fail(
+        "Fetch",
+        Target::Any,
+        "HostCommunication",
+    )
+    .unwrap()]);
+    let r = s
+        .handle(&fetch_root_children(), Some(&cookie), "test")
+        .await;
+    assert_eq!(r.status, 500);
+    assert!(r.body.contains("HostCommunication"), "{}", r.body);
+    s.set_injections(Vec::new());
+    assert_eq!(
+        s.handle(&fetch_root_children(), Some(&cookie), "test")
+            .await
+            .status,
+        200
+    );
+}
