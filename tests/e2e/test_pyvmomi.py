@@ -580,3 +580,25 @@ def test_fault_injection_from_a_rules_file_changed_at_run_time(tmp_path):
         Disconnect(si)
     finally:
         v.stop()
+
+
+def test_session_list_and_terminate_session(vcsim):
+    """What a controller's test does to prove it survives a killed session: an administrator
+    lists the sessions and terminates another; the victim's next call is NotAuthenticated."""
+    admin, victim = vcsim.connect(), vcsim.connect()
+    try:
+        manager = admin.content.sessionManager
+        mine = manager.currentSession.key
+        theirs = victim.content.sessionManager.currentSession.key
+        keys = [s.key for s in manager.sessionList]
+        assert mine in keys and theirs in keys
+        with pytest.raises(vmodl.fault.InvalidArgument):
+            manager.TerminateSession([mine])
+        with pytest.raises(vim.fault.NotFound):
+            manager.TerminateSession(["no-such-session"])
+        manager.TerminateSession([theirs])
+        assert theirs not in [s.key for s in manager.sessionList]
+        with pytest.raises(vim.fault.NotAuthenticated):
+            victim.content.rootFolder.childEntity
+    finally:
+        Disconnect(admin)

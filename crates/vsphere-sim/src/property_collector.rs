@@ -118,6 +118,7 @@ pub(crate) fn property(
             .as_ref()
             .and_then(|k| state.sessions.get(k))
             .map(|s| Val::Data(session_manager::user_session(s))),
+        ("SessionManager", "sessionList") => Some(session_manager::session_list(state)),
         ("ServiceInstance", "content") => Some(Val::Data(service_instance::service_content(call))),
         ("ServiceInstance", "serverClock") => Some(Val::Time(call.now)),
         _ => None,

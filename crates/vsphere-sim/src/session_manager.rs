@@ -59,6 +59,42 @@ pub(crate) fn user_session(s: &Session) -> Data {
         .with("callCount", s.call_count)
 }
 
+/// The UserSession of every live session (`SessionManager.sessionList`), oldest first.
+pub(crate) fn session_list(state: &State) -> Val {
+    let mut sessions: Vec<&Session> = state.sessions.values().collect();
+    sessions.sort_by_key(|s| (s.login_time, s.key.clone()));
+    Val::Array(
+        "UserSession".into(),
+        sessions
+            .into_iter()
+            .map(|s| Val::Data(user_session(s)))
+            .collect(),
+    )
+}
+
+/// TerminateSession: ends other sessions, as an administrator does from vCenter's session
+/// list (a controller's test kills its session this way). The caller's own session may not
+/// be terminated, and every key must name a live session, or nothing is ended.
+fn terminate(state: &mut State, call: &Call<'_>, args: &Element) -> Result<String, Fault> {
+    let keys: Vec<String> = args
+        .children_named("sessionId")
+        .map(|e| e.text.trim().to_string())
+        .collect();
+    if keys.is_empty() || keys.iter().any(|k| Some(k) == call.session.as_ref()) {
+        return Err(Fault::invalid_argument("sessionId"));
+    }
+    if let Some(missing) = keys.iter().find(|k| !state.sessions.contains_key(*k)) {
+        return Err(Fault::new_pub(
+            "NotFound",
+            format!("The session {missing} was not found."),
+        ));
+    }
+    for key in &keys {
+        end_session(state, key);
+    }
+    Ok(String::new())
+}
+
 pub(crate) fn dispatch(
     state: &mut State,
     call: &mut Call<'_>,
@@ -95,6 +131,7 @@ pub(crate) fn dispatch(
             write_element(&mut out, "returnval", &Val::Bool(active), false);
             Ok(out)
         }
+        "TerminateSession" => terminate(state, call, args),
         "AcquireCloneTicket" => Err(Fault::not_supported(
             "clone tickets are not supported by this simulator",
         )),
