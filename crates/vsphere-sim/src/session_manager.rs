@@ -64,7 +64,7 @@ pub(crate) fn session_list(state: &State) -> Val {
     let mut sessions: Vec<&Session> = state.sessions.values().collect();
     sessions.sort_by_key(|s| (s.login_time, s.key.clone()));
     Val::Array(
-        "UserSession".into(),
+        "UserSession",
         sessions
             .into_iter()
             .map(|s| Val::Data(user_session(s)))
