@@ -39,6 +39,7 @@ def test_govmomi_capv_flow_and_govc_style_reads(govmomi_client, tmp_path):
             "ok datacenter region", "ok zone objects", "ok tags on objects",
             "ok category deletion takes its tags", "ok members added once", "ok module members",
             "ok member removed", "ok module listed", "ok module deleted",
+            "ok pbm default policy", "ok pbm unknown policy", "ok pbm compatible datastores",
         ]
         assert proc.stdout.strip().endswith("PASS")
     finally:

@@ -602,3 +602,33 @@ def test_session_list_and_terminate_session(vcsim):
             victim.content.rootFolder.childEntity
     finally:
         Disconnect(admin)
+
+
+def test_pyvmomi_reads_storage_policies_from_pbm(vcsim):
+    """pyvmomi's PBM stub at /pbm/sdk, with the vim25 session in the SOAP header as
+    pyvmomi's samples pass it: the default vSAN policy is found by its well-known ID."""
+    import ssl as _ssl
+    from pyVmomi import SoapStubAdapter, VmomiSupport, pbm
+    si = vcsim.connect()
+    try:
+        session = si._stub.cookie.split('"')[1]
+        VmomiSupport.GetRequestContext()["vcSessionCookie"] = session
+        stub = SoapStubAdapter(host="127.0.0.1", port=vcsim.port, path="/pbm/sdk",
+                               version="pbm.version.v8_0_3_0", sslContext=_ssl._create_unverified_context())
+        content = pbm.ServiceInstance("ServiceInstance", stub).RetrieveContent()
+        manager = content.profileManager
+        ids = manager.QueryProfile(resourceType=pbm.profile.ResourceType(resourceType="STORAGE"),
+                                   profileCategory="REQUIREMENT")
+        profiles = manager.RetrieveContent(profileIds=ids)
+        by_name = {p.name: p.profileId.uniqueId for p in profiles}
+        assert by_name["vSAN Default Storage Policy"] == "aa6d5a82-1c88-45da-85d3-3d74b91a5bad"
+        assert isinstance(profiles[0], pbm.profile.CapabilityBasedProfile)
+        with pytest.raises(vmodl.fault.InvalidArgument):
+            manager.RetrieveContent(profileIds=[pbm.profile.ProfileId(uniqueId="nope")])
+        # Without the session, PBM refuses as vCenter does.
+        del VmomiSupport.GetRequestContext()["vcSessionCookie"]
+        with pytest.raises(vim.fault.NotAuthenticated):
+            manager.QueryProfile(resourceType=pbm.profile.ResourceType(resourceType="STORAGE"))
+    finally:
+        VmomiSupport.GetRequestContext().pop("vcSessionCookie", None)
+        Disconnect(si)

@@ -21,6 +21,7 @@ mod folder;
 pub mod fuzzing;
 pub mod inventory;
 mod managed_entity;
+mod pbm;
 mod property_collector;
 pub mod rest;
 mod search_index;

@@ -166,6 +166,22 @@ where
                 "<?xml version=\"1.0\" encoding=\"UTF-8\" ?>\n<definitions targetNamespace=\"urn:vim25Service\" xmlns=\"http://schemas.xmlsoap.org/wsdl/\" xmlns:interface=\"urn:vim25\">\n <import location=\"vim.wsdl\" namespace=\"urn:vim25\"/>\n <service name=\"VimService\">\n  <port binding=\"interface:VimBinding\" name=\"VimPort\">\n   <soap:address location=\"https://localhost/sdk\" xmlns:soap=\"http://schemas.xmlsoap.org/wsdl/soap/\"/>\n  </port>\n </service>\n</definitions>\n<!-- apiVersion {api} -->\n"
             ),
         ),
+        (Method::POST, "/pbm/sdk" | "/pbm") => {
+            let cookie = req
+                .headers()
+                .get(http::header::COOKIE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let body = match read_body(req.into_body()).await {
+                Ok(b) => b,
+                Err(_) => {
+                    let f = crate::fault::Fault::invalid_request("the request body was not read");
+                    return reply(413, "text/xml; charset=utf-8", crate::soap::fault(&f));
+                }
+            };
+            let r = sim.handle_pbm(&String::from_utf8_lossy(&body), cookie.as_deref());
+            reply(r.status, "text/xml; charset=utf-8", r.body)
+        }
         (Method::POST, "/sdk") => {
             let cookie = req
                 .headers()

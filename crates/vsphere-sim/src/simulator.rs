@@ -336,6 +336,29 @@ impl Simulator {
         Some(crate::rest::handle(self, form, &req))
     }
 
+    /// Handles one PBM (storage policy) SOAP request, in the session its `Cookie` names.
+    pub fn handle_pbm(&self, body: &str, cookie: Option<&str>) -> Reply {
+        let request = match soap::parse(body) {
+            Ok(r) => r,
+            Err(f) => return fault_reply(&f),
+        };
+        let now = self.clock.now();
+        // The session comes in the HTTP cookie or in the SOAP header, as clients send it.
+        let key = cookie
+            .and_then(session_cookie)
+            .or_else(|| request.header_session.clone());
+        let session =
+            key.and_then(|key| session_manager::touch(&mut self.lock(), &self.config, &key, now));
+        match crate::pbm::dispatch(&request, session.as_deref(), now) {
+            Ok(inner) => Reply {
+                status: 200,
+                body: crate::pbm::response(&request.method, &inner),
+                set_cookie: None,
+            },
+            Err(f) => fault_reply(&f),
+        }
+    }
+
     /// Reads the inventory (for tests and tools).
     pub fn with_inventory<T>(&self, f: impl FnOnce(&Inventory) -> T) -> T {
         f(&self.lock().inventory)

@@ -55,6 +55,9 @@ pub struct Request {
     pub method: String,
     pub this: Option<Moref>,
     pub args: Element,
+    /// A session key sent in the SOAP header (`<vcSessionCookie>`), as pyvmomi and govmomi
+    /// send it to the services beside vim25 (PBM).
+    pub header_session: Option<String>,
 }
 
 fn convert(node: roxmltree::Node<'_, '_>, depth: usize) -> Result<Element, Fault> {
@@ -137,10 +140,20 @@ pub fn parse(body: &str) -> Result<Request, Fault> {
         .ok_or_else(|| Fault::invalid_request("the SOAP Body names no method"))?;
     let args = convert(method, 0)?;
     let this = args.child("_this").and_then(Element::moref);
+    let header_session = root
+        .children()
+        .find(|n| n.is_element() && n.tag_name().name() == "Header")
+        .and_then(|h| {
+            h.descendants()
+                .find(|n| n.is_element() && n.tag_name().name() == "vcSessionCookie")
+        })
+        .and_then(|n| n.text())
+        .map(|t| t.trim().to_string());
     Ok(Request {
         method: args.name.clone(),
         this,
         args,
+        header_session,
     })
 }
 

@@ -18,6 +18,8 @@ import (
 	"github.com/vmware/govmomi/event"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/pbm"
+	pbmtypes "github.com/vmware/govmomi/pbm/types"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vapi/cluster"
 	"github.com/vmware/govmomi/vapi/rest"
@@ -208,9 +210,40 @@ func main() {
 	expect("destroyed", err != nil, "clone still found")
 
 	restSessions(ctx, c, u)
+	storagePolicies(ctx, c)
 
 	check("logout", c.Logout(ctx))
 	fmt.Println("PASS")
+}
+
+// storagePolicies looks a storage policy up by name and checks the datastores against it,
+// as CAPV does before it clones a VM with a policy.
+func storagePolicies(ctx context.Context, c *govmomi.Client) {
+	pc, err := pbm.NewClient(ctx, c.Client)
+	check("pbm client", err)
+	id, err := pc.ProfileIDByName(ctx, "vSAN Default Storage Policy")
+	check("pbm profile by name", err)
+	expect("pbm default policy", id == "aa6d5a82-1c88-45da-85d3-3d74b91a5bad", "%q", id)
+	_, err = pc.ProfileIDByName(ctx, "no such policy")
+	expect("pbm unknown policy", err != nil, "found")
+
+	finder := find.NewFinder(c.Client, true)
+	dc, err := finder.Datacenter(ctx, "DC0")
+	check("pbm datacenter", err)
+	finder.SetDatacenter(dc)
+	datastores, err := finder.DatastoreList(ctx, "*")
+	check("pbm datastores", err)
+	var hubs []pbmtypes.PbmPlacementHub
+	for _, ds := range datastores {
+		hubs = append(hubs, pbmtypes.PbmPlacementHub{HubType: ds.Reference().Type, HubId: ds.Reference().Value})
+	}
+	req := []pbmtypes.BasePbmPlacementRequirement{
+		&pbmtypes.PbmPlacementCapabilityProfileRequirement{ProfileId: pbmtypes.PbmProfileId{UniqueId: id}},
+	}
+	result, err := pc.CheckRequirements(ctx, hubs, nil, req)
+	check("pbm check requirements", err)
+	compatible := result.CompatibleDatastores()
+	expect("pbm compatible datastores", len(hubs) > 0 && len(compatible) == len(hubs) && compatible[0].HubId == hubs[0].HubId, "%+v of %+v", compatible, hubs)
 }
 
 // restSessions logs in to the REST (vAPI) endpoint as CAPV does (basic credentials), reads
