@@ -3,9 +3,8 @@
 use anyhow::Context;
 use clap::Args;
 use infrasim_clock::SystemClock;
-use infrasim_vsphere_sim::server::{self, ServerCert};
-use infrasim_vsphere_sim::{Flavor, Model, SimConfig, Simulator};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use infrasim_vsphere_sim::{Flavor, Instance, Model, SimConfig, Simulator};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 #[derive(Debug, Args)]
@@ -95,18 +94,6 @@ fn generated_password() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..20].to_string()
 }
 
-/// Percent-encodes the characters a URL's userinfo may not hold.
-fn userinfo(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 pub async fn run(args: VcsimArgs) -> anyhow::Result<()> {
     let password = args.password.clone().unwrap_or_else(generated_password);
     let flavor = match (args.esx, args.vcenter7) {
@@ -135,7 +122,10 @@ pub async fn run(args: VcsimArgs) -> anyhow::Result<()> {
         guest_delay: Duration::from_millis(args.guest_delay_ms),
         ..SimConfig::default()
     };
-    let sim = Simulator::new(config, SystemClock::shared());
+    let instance = Instance::start(config, args.listen, SystemClock::shared())
+        .await
+        .with_context(|| format!("serving on {}", args.listen))?;
+    let sim = instance.simulator().clone();
     if let Some(path) = args.faults.clone() {
         let rules = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
@@ -144,35 +134,15 @@ pub async fn run(args: VcsimArgs) -> anyhow::Result<()> {
         sim.set_injections(rules);
         tokio::spawn(watch_faults(sim.clone(), path));
     }
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
-    let local = listener.local_addr()?;
-    let mut ips = vec![
-        IpAddr::V4(Ipv4Addr::LOCALHOST),
-        IpAddr::V6(Ipv6Addr::LOCALHOST),
-    ];
-    if !local.ip().is_unspecified() && !ips.contains(&local.ip()) {
-        ips.push(local.ip());
-    }
-    let cert = ServerCert::self_signed(&["localhost"], &ips)?;
-    let host = if local.ip().is_unspecified() {
-        IpAddr::V4(Ipv4Addr::LOCALHOST)
-    } else {
-        local.ip()
-    };
-    let addr = SocketAddr::new(host, local.port());
-    println!(
-        "export GOVC_URL=https://{}:{}@{addr}/sdk",
-        userinfo(&args.username),
-        userinfo(&password)
-    );
+    let cert = instance.cert();
+    println!("export GOVC_URL={}", instance.url());
     println!("export GOVC_INSECURE=1");
     println!("export GOVC_USERNAME={}", args.username);
     println!("export GOVC_PASSWORD={password}");
     println!("# TLS thumbprint (SHA-256): {}", cert.thumbprint_sha256);
     println!("# TLS thumbprint (SHA-1): {}", cert.thumbprint_sha1);
-    tracing::info!(%local, "vSphere simulator serving");
-    server::serve(sim, listener, &cert, crate::shutdown_signal()).await?;
+    tracing::info!(addr = %instance.addr(), "vSphere simulator serving");
+    crate::shutdown_signal().await;
+    instance.stop().await?;
     Ok(())
 }

@@ -19,6 +19,7 @@ pub mod fault;
 pub mod fault_injection;
 mod folder;
 pub mod fuzzing;
+pub mod instance;
 pub mod inventory;
 mod managed_entity;
 mod pbm;
@@ -36,5 +37,6 @@ pub mod value;
 mod view_manager;
 mod virtual_machine;
 
+pub use instance::Instance;
 pub use inventory::Model;
 pub use simulator::{Flavor, Reply, SimConfig, Simulator};

@@ -279,6 +279,9 @@ pub async fn serve(
 ) -> Result<(), ServerError> {
     let acceptor = tokio_rustls::TlsAcceptor::from(cert.tls_config()?);
     tokio::pin!(shutdown);
+    // Every connection ends when this sender goes (at shutdown, or if this future is
+    // dropped): a stopped simulator keeps no connection, and so no state, alive.
+    let (_open, open) = tokio::sync::watch::channel(());
     loop {
         let (tcp, _) = tokio::select! {
             _ = &mut shutdown => return Ok(()),
@@ -293,20 +296,32 @@ pub async fn serve(
         };
         let acceptor = acceptor.clone();
         let sim = sim.clone();
+        let mut open = open.clone();
         tokio::spawn(async move {
-            let _ = tcp.set_nodelay(true);
-            let Ok(Ok(tls)) =
-                tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
-            else {
-                return;
-            };
-            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let sim = sim.clone();
-                async move { Ok::<_, std::convert::Infallible>(handle(&sim, req).await) }
-            });
-            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(tls), service)
-                .await;
+            tokio::select! {
+                _ = connection(sim, acceptor, tcp) => {}
+                _ = open.changed() => {}
+            }
         });
     }
+}
+
+/// One client connection: the TLS handshake (at most ten seconds), then HTTP until the client
+/// goes.
+async fn connection(
+    sim: Simulator,
+    acceptor: tokio_rustls::TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+) {
+    let _ = tcp.set_nodelay(true);
+    let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
+    else {
+        return;
+    };
+    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let sim = sim.clone();
+        async move { Ok::<_, std::convert::Infallible>(handle(&sim, req).await) }
+    });
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let _ = builder.serve_connection(TokioIo::new(tls), service).await;
 }

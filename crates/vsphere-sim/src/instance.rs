@@ -1,0 +1,154 @@
+//! Running simulators: any number in one process, each with its own inventory, sessions,
+//! port, certificate and credentials. An [`Instance`] is one of them serving HTTPS; stopping
+//! it closes its port and its connections, and its state goes with the last reference, while
+//! the others go on untouched. The vcsim controller runs one per `VCenterSimulator`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), infrasim_vsphere_sim::server::ServerError> {
+//! use infrasim_vsphere_sim::{Instance, SimConfig};
+//! let clock = infrasim_clock::SystemClock::shared();
+//! let a = Instance::start(SimConfig::default(), "127.0.0.1:0".parse().unwrap(), clock.clone()).await?;
+//! let b = Instance::start(SimConfig::default(), "127.0.0.1:0".parse().unwrap(), clock).await?;
+//! println!("GOVC_URL={} GOVC_TLS_CA_CERTS=<{} bytes>", a.url(), a.cert_pem().len());
+//! a.stop().await?; // b still answers
+//! # drop(b); Ok(()) }
+//! ```
+
+use crate::server::{self, ServerCert, ServerError};
+use crate::simulator::{SimConfig, Simulator};
+use infrasim_clock::SharedClock;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// One simulator serving HTTPS.
+pub struct Instance {
+    sim: Simulator,
+    addr: SocketAddr,
+    cert: ServerCert,
+    stop: Option<oneshot::Sender<()>>,
+    serving: Option<JoinHandle<Result<(), ServerError>>>,
+}
+
+impl std::fmt::Debug for Instance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Instance")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Instance {
+    /// A new simulator of `config` (its own generated inventory) serving on `listen` (port 0
+    /// for any free one) with a certificate of its own for its address.
+    pub async fn start(
+        config: SimConfig,
+        listen: SocketAddr,
+        clock: SharedClock,
+    ) -> Result<Instance, ServerError> {
+        let listener = tokio::net::TcpListener::bind(listen).await?;
+        let addr = listener.local_addr()?;
+        let mut ips: Vec<IpAddr> = vec![
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ];
+        if !addr.ip().is_unspecified() && !ips.contains(&addr.ip()) {
+            ips.push(addr.ip());
+        }
+        let cert = ServerCert::self_signed(&["localhost"], &ips)?;
+        // Listening on every address, it is reached on loopback.
+        let addr = if addr.ip().is_unspecified() {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), addr.port())
+        } else {
+            addr
+        };
+        let sim = Simulator::new(config, clock);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let serving = tokio::spawn({
+            let (sim, cert) = (sim.clone(), cert.clone());
+            async move {
+                server::serve(sim, listener, &cert, async {
+                    let _ = stopped.await;
+                })
+                .await
+            }
+        });
+        Ok(Instance {
+            sim,
+            addr,
+            cert,
+            stop: Some(stop),
+            serving: Some(serving),
+        })
+    }
+
+    /// Where it is reached (loopback when it listens on every address).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `https://user:password@host:port/sdk`, credentials percent-encoded (what `GOVC_URL`
+    /// and govmomi's `soap.ParseURL` take).
+    pub fn url(&self) -> String {
+        let config = self.sim.config();
+        format!(
+            "https://{}:{}@{}/sdk",
+            userinfo(&config.username),
+            userinfo(&config.password),
+            self.addr
+        )
+    }
+
+    /// Its serving certificate (PEM) and thumbprints.
+    pub fn cert(&self) -> &ServerCert {
+        &self.cert
+    }
+
+    /// Its serving certificate, PEM.
+    pub fn cert_pem(&self) -> &str {
+        &self.cert.cert_pem
+    }
+
+    /// The simulator itself (inventory, fault injection, REST state).
+    pub fn simulator(&self) -> &Simulator {
+        &self.sim
+    }
+
+    /// Stops serving: the port is closed and every connection ends before this returns.
+    pub async fn stop(mut self) -> Result<(), ServerError> {
+        self.shut().await
+    }
+
+    async fn shut(&mut self) -> Result<(), ServerError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.serving.take() {
+            Some(serving) => serving
+                .await
+                .map_err(|e| ServerError::Io(std::io::Error::other(e)))?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Instance {
+    /// Dropped without `stop`, it still stops serving (the server task is told to end).
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Percent-encodes what a URL's userinfo may not hold.
+fn userinfo(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
