@@ -632,3 +632,23 @@ def test_pyvmomi_reads_storage_policies_from_pbm(vcsim):
     finally:
         VmomiSupport.GetRequestContext().pop("vcSessionCookie", None)
         Disconnect(si)
+
+
+def test_a_reconfiguration_with_one_bad_value_changes_nothing(vcsim, si):
+    """ReconfigVM_Task validates the whole spec first: a bad memoryMB refuses the task and
+    leaves numCPUs as it was. A NIC added by reconfiguration gets vSphere's next unit number."""
+    from pyVim.task import WaitForTask
+    content = si.RetrieveContent()
+    view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
+    vm = sorted(view.view, key=lambda m: m.name)[0]
+    cpus = vm.config.hardware.numCPU
+    with pytest.raises(vmodl.fault.InvalidArgument):
+        WaitForTask(vm.ReconfigVM_Task(vim.vm.ConfigSpec(numCPUs=cpus + 3, memoryMB=0)))
+    assert vm.config.hardware.numCPU == cpus
+    nic = vim.vm.device.VirtualDeviceSpec(
+        operation="add",
+        device=vim.vm.device.VirtualE1000(backing=vim.vm.device.VirtualEthernetCard.NetworkBackingInfo(deviceName="VM Network")))
+    WaitForTask(vm.ReconfigVM_Task(vim.vm.ConfigSpec(deviceChange=[nic])))
+    nics = [d for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualEthernetCard)]
+    assert [(d.key, d.unitNumber) for d in nics][-2:] == [(4000, 7), (4001, 8)]
+    assert nics[-1].deviceInfo.label == "Network adapter 2" and nics[-1].macAddress.startswith("00:50:56:")

@@ -420,24 +420,13 @@ pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTim
         .with("unitNumber", 0i32)
         .with("capacityInKB", 10_485_760i64)
         .with("capacityInBytes", 10_737_418_240i64);
-    let nic = Data::new("VirtualVmxnet3")
-        .with("key", 4000i32)
-        .with(
-            "deviceInfo",
-            Data::new("Description")
-                .with("label", "Network adapter 1")
-                .with("summary", net_name.as_str()),
-        )
-        .with(
-            "backing",
-            Data::new("VirtualEthernetCardNetworkBackingInfo")
-                .with("deviceName", net_name.as_str())
-                .with("network", network.clone()),
-        )
-        .with("controllerKey", 100i32)
-        .with("unitNumber", 7i32)
-        .with("addressType", "generated")
-        .with("macAddress", mac.as_str());
+    let nic = crate::devices::ethernet_card(
+        "VirtualVmxnet3",
+        crate::devices::FIRST_NIC_KEY,
+        Some(network.clone()),
+        &net_name,
+        &mac,
+    );
     let controller = Data::new("ParaVirtualSCSIController")
         .with("key", 202i32)
         .with(

@@ -14,6 +14,7 @@
 //! ```
 
 mod custom_fields;
+mod devices;
 mod event_manager;
 pub mod fault;
 pub mod fault_injection;

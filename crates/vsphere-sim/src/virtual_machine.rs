@@ -538,24 +538,43 @@ fn set_hardware(
 }
 
 /// Applies a VirtualMachineConfigSpec.
+/// The checks of a whole reconfiguration spec, made before any of it applies: vCenter
+/// refuses a spec with one bad value and leaves the VM as it was.
+fn validate_spec(spec: &Element) -> Result<(), Fault> {
+    for field in ["numCPUs", "numCoresPerSocket", "memoryMB"] {
+        if let Some(text) = spec.text_of(field) {
+            match text.trim().parse::<i32>() {
+                Ok(n) if n >= 1 => {}
+                _ => return Err(Fault::invalid_argument(&format!("spec.{field}"))),
+            }
+        }
+    }
+    for change in spec.children_named("deviceChange") {
+        let operation = change.text_of("operation").unwrap_or("").trim();
+        // No operation is allowed (the change is then ignored); an unknown one is not.
+        if !matches!(operation, "" | "add" | "remove" | "edit") {
+            return Err(Fault::invalid_argument("spec.deviceChange.operation"));
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Result<(), Fault> {
+    validate_spec(spec)?;
+    if state.inventory.get(vm).is_none() {
+        return Err(Fault::not_found(vm));
+    }
     let int = |name: &str| {
         spec.text_of(name)
             .and_then(|t| t.trim().parse::<i32>().ok())
     };
     if let Some(n) = int("numCPUs") {
-        if n < 1 {
-            return Err(Fault::invalid_argument("spec.numCPUs"));
-        }
         set_hardware(state, vm, "numCPU", Some("numCpu"), n);
     }
     if let Some(n) = int("numCoresPerSocket") {
         set_hardware(state, vm, "numCoresPerSocket", None, n);
     }
     if let Some(n) = int("memoryMB") {
-        if n < 1 {
-            return Err(Fault::invalid_argument("spec.memoryMB"));
-        }
         set_hardware(state, vm, "memoryMB", Some("memorySizeMB"), n);
     }
     let Some(o) = state.inventory.get_mut(vm) else {
@@ -656,52 +675,30 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
                     && device.child("backing").is_some()
                     && (ty.contains("Vmxnet") || ty.contains("E1000") || ty.contains("Ethernet"))
                 {
-                    let next_key = devices
+                    let key = devices
                         .iter()
                         .filter_map(key_of)
                         .filter(|k| (4000..5000).contains(k))
                         .max()
-                        .unwrap_or(3999)
-                        + 1;
+                        .map_or(crate::devices::FIRST_NIC_KEY, |k| k + 1);
                     let backing = device.child("backing");
                     let network = backing
                         .and_then(|b| b.child("network"))
                         .and_then(Element::moref);
-                    let dev_name = backing
-                        .and_then(|b| b.text_of("deviceName"))
-                        .unwrap_or("")
-                        .to_string();
+                    let dev_name = backing.and_then(|b| b.text_of("deviceName")).unwrap_or("");
                     let mac = device
                         .text_of("macAddress")
                         .map(str::to_string)
                         .filter(|m| !m.is_empty())
-                        .unwrap_or_else(|| {
-                            let u = uuid::Uuid::new_v4().simple().to_string();
-                            format!("00:50:56:{}:{}:{}", &u[0..2], &u[2..4], &u[4..6])
-                        });
-                    let mut b = Data::new("VirtualEthernetCardNetworkBackingInfo")
-                        .with("deviceName", dev_name.as_str());
-                    if let Some(n) = network {
-                        b = b.with("network", n);
-                    }
-                    devices.push(Val::Data(
-                        Data::new(if ty == "VirtualEthernetCard" {
-                            "VirtualVmxnet3"
-                        } else {
-                            &ty
-                        })
-                        .with("key", next_key)
-                        .with(
-                            "deviceInfo",
-                            Data::new("Description")
-                                .with("label", format!("Network adapter {}", next_key - 3999))
-                                .with("summary", dev_name.as_str()),
-                        )
-                        .with("backing", b)
-                        .with("controllerKey", 100i32)
-                        .with("addressType", "generated")
-                        .with("macAddress", mac.as_str()),
-                    ));
+                        .unwrap_or_else(crate::devices::generated_mac);
+                    let ty = if ty == "VirtualEthernetCard" {
+                        "VirtualVmxnet3"
+                    } else {
+                        &ty
+                    };
+                    devices.push(Val::Data(crate::devices::ethernet_card(
+                        ty, key, network, dev_name, &mac,
+                    )));
                 }
             }
             _ => {}
