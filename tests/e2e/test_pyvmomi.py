@@ -652,3 +652,27 @@ def test_a_reconfiguration_with_one_bad_value_changes_nothing(vcsim, si):
     nics = [d for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualEthernetCard)]
     assert [(d.key, d.unitNumber) for d in nics][-2:] == [(4000, 7), (4001, 8)]
     assert nics[-1].deviceInfo.label == "Network adapter 2" and nics[-1].macAddress.startswith("00:50:56:")
+
+
+def test_datastore_files_over_http_need_the_session(vcsim, si):
+    """`/folder/<path>?dcPath=…&dsName=…` with the SOAP session cookie, as ESXi serves it."""
+    ctx = ssl._create_unverified_context()
+    base = f"https://127.0.0.1:{vcsim.port}/folder/iso/tools.iso?dcPath=DC0&dsName=LocalDS_0"
+
+    def call(method, url, cookie=None, data=None):
+        headers = {"Cookie": cookie} if cookie else {}
+        req = urllib.request.Request(url, method=method, headers=headers, data=data)
+        try:
+            with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    import urllib.error
+    cookie = si._stub.cookie
+    assert call("PUT", base, data=b"iso")[0] == 401
+    assert call("PUT", base, cookie, b"iso-bytes")[0] == 201
+    assert call("GET", base, cookie) == (200, b"iso-bytes")
+    assert call("GET", base.replace("LocalDS_0", "NoSuchDS"), cookie)[0] == 404
+    assert call("DELETE", base, cookie)[0] == 204
+    assert call("GET", base, cookie)[0] == 404

@@ -14,6 +14,7 @@
 //! ```
 
 mod custom_fields;
+pub mod datastore_files;
 mod devices;
 mod event_manager;
 pub mod fault;

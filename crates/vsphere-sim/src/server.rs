@@ -166,6 +166,30 @@ where
                 "<?xml version=\"1.0\" encoding=\"UTF-8\" ?>\n<definitions targetNamespace=\"urn:vim25Service\" xmlns=\"http://schemas.xmlsoap.org/wsdl/\" xmlns:interface=\"urn:vim25\">\n <import location=\"vim.wsdl\" namespace=\"urn:vim25\"/>\n <service name=\"VimService\">\n  <port binding=\"interface:VimBinding\" name=\"VimPort\">\n   <soap:address location=\"https://localhost/sdk\" xmlns:soap=\"http://schemas.xmlsoap.org/wsdl/soap/\"/>\n  </port>\n </service>\n</definitions>\n<!-- apiVersion {api} -->\n"
             ),
         ),
+        (method, path) if path.starts_with("/folder/") => {
+            let cookie = req
+                .headers()
+                .get(http::header::COOKIE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let query = req.uri().query().unwrap_or("").to_string();
+            let head = method == Method::HEAD;
+            let body = match read_body(req.into_body()).await {
+                Ok(b) => b,
+                Err(Unread::TooLarge) => {
+                    return reply(413, "text/plain", format!("files are limited to {MAX_BODY} bytes"))
+                }
+                Err(Unread::Cut) => return reply(400, "text/plain", "the upload was cut off"),
+            };
+            let a = sim.handle_file(&method, path, &query, cookie.as_deref(), body);
+            let mut resp = reply(a.status, "application/octet-stream", if head { Bytes::new() } else { a.body.clone() });
+            if head {
+                if let Ok(v) = a.body.len().to_string().parse() {
+                    resp.headers_mut().insert(http::header::CONTENT_LENGTH, v);
+                }
+            }
+            resp
+        }
         (Method::POST, "/pbm/sdk" | "/pbm") => {
             let cookie = req
                 .headers()

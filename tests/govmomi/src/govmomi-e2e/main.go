@@ -8,6 +8,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"sort"
@@ -23,6 +24,7 @@ import (
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vapi/cluster"
 	"github.com/vmware/govmomi/vapi/rest"
+	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -211,9 +213,31 @@ func main() {
 
 	restSessions(ctx, c, u)
 	storagePolicies(ctx, c)
+	datastoreFiles(ctx, c)
 
 	check("logout", c.Logout(ctx))
 	fmt.Println("PASS")
+}
+
+// datastoreFiles uploads a file to a datastore and downloads it again, as govc
+// datastore.upload/download and CAPV's ISO and OVF handling do.
+func datastoreFiles(ctx context.Context, c *govmomi.Client) {
+	finder := find.NewFinder(c.Client, true)
+	dc, err := finder.Datacenter(ctx, "DC0")
+	check("files datacenter", err)
+	finder.SetDatacenter(dc)
+	ds, err := finder.Datastore(ctx, "LocalDS_0")
+	check("files datastore", err)
+	content := "#cloud-config\nhostname: capv-go\n"
+	check("upload", ds.Upload(ctx, strings.NewReader(content), "seeds/user-data", &soap.DefaultUpload))
+	r, _, err := ds.Download(ctx, "seeds/user-data", &soap.DefaultDownload)
+	check("download", err)
+	got, err := io.ReadAll(r)
+	_ = r.Close()
+	check("download read", err)
+	expect("datastore file round trip", string(got) == content, "%q", got)
+	_, _, err = ds.Download(ctx, "seeds/missing", &soap.DefaultDownload)
+	expect("missing datastore file", err != nil, "downloaded")
 }
 
 // storagePolicies looks a storage policy up by name and checks the datastores against it,
