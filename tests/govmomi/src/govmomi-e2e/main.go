@@ -99,8 +99,12 @@ func main() {
 	ds, err := finder.Datastore(ctx, "LocalDS_0")
 	check("datastore", err)
 	poolRef, dsRef := pool.Reference(), ds.Reference()
+	// CAPV passes the storage policy it looked up in PBM (see storagePolicies).
+	policy := []types.BaseVirtualMachineProfileSpec{
+		&types.VirtualMachineDefinedProfileSpec{ProfileId: "aa6d5a82-1c88-45da-85d3-3d74b91a5bad"},
+	}
 	spec := types.VirtualMachineCloneSpec{
-		Location: types.VirtualMachineRelocateSpec{Pool: &poolRef, Datastore: &dsRef},
+		Location: types.VirtualMachineRelocateSpec{Pool: &poolRef, Datastore: &dsRef, Profile: policy},
 		PowerOn:  false,
 		Template: false,
 		Config: &types.VirtualMachineConfigSpec{
@@ -158,6 +162,7 @@ func main() {
 	})
 	check("wait for ip", err)
 	expect("guest ip", strings.HasPrefix(ip, "10."), "ip %q", ip)
+	capvMachineExtras(ctx, c, u, vm)
 
 	// Powering on twice is a task error of the right fault type.
 	task, err = vm.PowerOn(ctx)
@@ -217,6 +222,36 @@ func main() {
 
 	check("logout", c.Logout(ctx))
 	fmt.Println("PASS")
+}
+
+// capvMachineExtras does the rest of what CAPV does for a machine's VM once it runs: the VM
+// joins its control plane's cluster module and gets its machine's tag, both over REST.
+func capvMachineExtras(ctx context.Context, c *govmomi.Client, u *url.URL, vm *object.VirtualMachine) {
+	rc := rest.NewClient(c.Client)
+	check("machine rest login", rc.Login(ctx, u.User))
+	defer func() { _ = rc.Logout(ctx) }()
+	finder := find.NewFinder(c.Client, true)
+	dc, err := finder.Datacenter(ctx, "DC0")
+	check("machine datacenter", err)
+	finder.SetDatacenter(dc)
+	cl, err := finder.ClusterComputeResource(ctx, "DC0_C0")
+	check("machine cluster", err)
+	modules := cluster.NewManager(rc)
+	module, err := modules.CreateModule(ctx, cl)
+	check("machine module", err)
+	added, err := modules.AddModuleMembers(ctx, module, vm)
+	check("machine module member", err)
+	m := tags.NewManager(rc)
+	category, err := m.CreateCategory(ctx, &tags.Category{Name: "capv-machine", Cardinality: "MULTIPLE", AssociableTypes: []string{"VirtualMachine"}})
+	check("machine tag category", err)
+	tag, err := m.CreateTag(ctx, &tags.Tag{Name: "capv-go", CategoryID: category})
+	check("machine tag", err)
+	check("machine tag attach", m.AttachTag(ctx, tag, vm))
+	attached, err := m.GetAttachedTags(ctx, vm)
+	check("machine tags", err)
+	expect("machine module and tag", added && len(attached) == 1 && attached[0].Name == "capv-go", "%v %+v", added, attached)
+	check("machine module delete", modules.DeleteModule(ctx, module))
+	check("machine tag category delete", m.DeleteCategory(ctx, &tags.Category{ID: category}))
 }
 
 // datastoreFiles uploads a file to a datastore and downloads it again, as govc
