@@ -40,7 +40,8 @@ def test_govmomi_capv_flow_and_govc_style_reads(govmomi_client, tmp_path):
             "ok category deletion takes its tags", "ok members added once", "ok module members",
             "ok member removed", "ok module listed", "ok module deleted",
             "ok pbm default policy", "ok pbm unknown policy", "ok pbm compatible datastores",
-            "ok datastore file round trip", "ok missing datastore file",
+            "ok datastore file round trip", "ok missing datastore file", "ok datastore ls",
+            "ok datastore ls -R", "ok missing folder",
         ]
         assert proc.stdout.strip().endswith("PASS")
     finally:

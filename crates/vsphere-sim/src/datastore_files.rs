@@ -40,6 +40,15 @@ impl DatastoreFiles {
         FileAnswer::text(status, "")
     }
 
+    /// The files on `datastore`, as (path, size).
+    pub fn paths(&self, datastore: &str) -> Vec<(String, i64)> {
+        self.files
+            .iter()
+            .filter(|((ds, _), _)| ds == datastore)
+            .map(|((_, path), body)| (path.clone(), body.len() as i64))
+            .collect()
+    }
+
     pub fn get(&self, datastore: &str, path: &str) -> FileAnswer {
         match self.files.get(&(datastore.to_string(), path.to_string())) {
             Some(body) => FileAnswer {

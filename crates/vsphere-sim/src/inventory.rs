@@ -681,6 +681,10 @@ pub fn generate(model: &Model, now: DateTime<Utc>) -> Inventory {
             );
             ds.set("vm", mor_array([]));
             ds.set("overallStatus", enum_val("ManagedEntityStatus", "green"));
+            // Each datastore's browser (SearchDatastore_Task), as vCenter gives one.
+            let browser = Moref::new("HostDatastoreBrowser", &format!("datastoreBrowser-{value}"));
+            ds.set("browser", browser.clone());
+            inv.insert(ManagedObject::new("HostDatastoreBrowser", &browser.value));
             inv.insert(ds);
             link(&mut inv, &ds_folder, "childEntity", &m);
             link(&mut inv, &dc, "datastore", &m);

@@ -14,6 +14,7 @@
 //! ```
 
 mod custom_fields;
+mod datastore_browser;
 pub mod datastore_files;
 mod devices;
 mod event_manager;

@@ -168,6 +168,7 @@ impl State {
                             host.as_ref(),
                         ),
                         Operation::Fail(fault) => Err(fault),
+                        Operation::Done(result) => Ok(result),
                     };
                     crate::task::complete(self, &task, outcome, call.now);
                 }
@@ -205,6 +206,8 @@ pub(crate) struct Call<'a> {
     pub user_agent: &'a str,
     /// A cookie to set on the response (Login).
     pub set_session: Option<String>,
+    /// The files uploaded to datastores (read by the datastore browser).
+    pub files: &'a Mutex<crate::datastore_files::DatastoreFiles>,
 }
 
 /// The answer to one SOAP request.
@@ -453,6 +456,7 @@ impl Simulator {
                     session,
                     user_agent,
                     set_session: None,
+                    files: &self.files,
                 };
                 state.run_due(&call);
                 let result = match injected.clone() {
@@ -607,6 +611,10 @@ fn dispatch(
         ("ContainerView" | "ListView", "DestroyView") => view_manager::destroy(state, &this),
         ("SearchIndex", m) => {
             crate::search_index::dispatch(state, m, &req.args).ok_or_else(not_found)?
+        }
+        ("HostDatastoreBrowser", m) => {
+            crate::datastore_browser::dispatch(state, call, &this, m, &req.args)
+                .ok_or_else(not_found)?
         }
         ("VirtualMachine", m) => {
             match crate::virtual_machine::dispatch(state, call, &this, m, &req.args)

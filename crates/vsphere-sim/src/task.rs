@@ -36,6 +36,9 @@ pub(crate) enum Operation {
     },
     /// An injected failure: the task ends in error with the fault.
     Fail(Fault),
+    /// An outcome computed when the task was created (a datastore search): the task
+    /// completes with it.
+    Done(Option<Val>),
 }
 
 /// Something the timeline does at a given time.

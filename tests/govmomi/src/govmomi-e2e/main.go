@@ -273,6 +273,34 @@ func datastoreFiles(ctx context.Context, c *govmomi.Client) {
 	expect("datastore file round trip", string(got) == content, "%q", got)
 	_, _, err = ds.Download(ctx, "seeds/missing", &soap.DefaultDownload)
 	expect("missing datastore file", err != nil, "downloaded")
+
+	// govc datastore.ls: the browser lists the uploaded file, and the VMs' files below.
+	browser, err := ds.Browser(ctx)
+	check("datastore browser", err)
+	task, err := browser.SearchDatastore(ctx, "[LocalDS_0] seeds", &types.HostDatastoreBrowserSearchSpec{MatchPattern: []string{"*"}})
+	check("search datastore", err)
+	info, err := task.WaitForResult(ctx, nil)
+	check("search datastore wait", err)
+	found, _ := info.Result.(types.HostDatastoreBrowserSearchResults)
+	expect("datastore ls", len(found.File) == 1 && found.File[0].GetFileInfo().Path == "user-data", "%+v", info.Result)
+	task, err = browser.SearchDatastoreSubFolders(ctx, "[LocalDS_0]", &types.HostDatastoreBrowserSearchSpec{MatchPattern: []string{"*.vmx"}})
+	check("search subfolders", err)
+	info, err = task.WaitForResult(ctx, nil)
+	check("search subfolders wait", err)
+	all, _ := info.Result.(types.ArrayOfHostDatastoreBrowserSearchResults)
+	var vmx int
+	for _, r := range all.HostDatastoreBrowserSearchResults {
+		for _, f := range r.File {
+			if strings.HasSuffix(f.GetFileInfo().Path, ".vmx") {
+				vmx++
+			}
+		}
+	}
+	expect("datastore ls -R", vmx > 0, "%+v", all)
+	task, err = browser.SearchDatastore(ctx, "[LocalDS_0] no-such-folder", nil)
+	check("search missing folder", err)
+	_, err = task.WaitForResult(ctx, nil)
+	expect("missing folder", err != nil, "found")
 }
 
 // storagePolicies looks a storage policy up by name and checks the datastores against it,
