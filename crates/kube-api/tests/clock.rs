@@ -1,11 +1,10 @@
 //! Time is injected: timestamps and ages come from the server's clock, which a test moves.
 
+mod common;
+use common::server_on;
 use http_body_util::{BodyExt, Full};
 use infrasim_clock::FakeClock;
-use infrasim_kube_api::pki::CertificateAuthority;
-use infrasim_kube_api::{ApiConfig, ApiServer, Identity};
-use infrasim_store::{MemoryBackend, Store, StoreConfig};
-use std::sync::Arc;
+use infrasim_kube_api::{ApiServer, Identity};
 use std::time::Duration;
 
 /// Sends `req` as `identity` (none: only what the request itself carries); status and body.
@@ -42,18 +41,6 @@ async fn call(
         groups: vec!["system:masters".into()],
     };
     send(server, req, body, Some(admin)).await.1
-}
-
-/// An API server over a fresh group whose clock is `clock`.
-fn server_on(clock: &FakeClock) -> ApiServer {
-    let store = Store::new(
-        StoreConfig::default(),
-        Arc::new(clock.clone()),
-        Arc::new(MemoryBackend),
-    );
-    let group = store.create_group("g").unwrap();
-    let ca = CertificateAuthority::generate("ca").unwrap();
-    ApiServer::new(group, ca, Arc::new(clock.clone()), ApiConfig::default())
 }
 
 #[tokio::test]

@@ -1,26 +1,15 @@
 //! Service-account tokens: JWTs from TokenRequest, checked on use and by TokenReview as
 //! kube-apiserver checks them (signature, audience, time, and the objects they name).
 
+mod common;
 use base64::Engine;
+use common::server_on;
 use http_body_util::{BodyExt, Full};
 use infrasim_clock::FakeClock;
-use infrasim_kube_api::pki::{CertificateAuthority, SigningKey};
-use infrasim_kube_api::{ApiConfig, ApiServer, Identity};
-use infrasim_store::{MemoryBackend, Store, StoreConfig};
+use infrasim_kube_api::pki::SigningKey;
+use infrasim_kube_api::{ApiServer, Identity};
 use serde_json::{json, Value};
-use std::sync::Arc;
 use std::time::Duration;
-
-fn server_on(clock: &FakeClock) -> ApiServer {
-    let store = Store::new(
-        StoreConfig::default(),
-        Arc::new(clock.clone()),
-        Arc::new(MemoryBackend),
-    );
-    let group = store.create_group("g").unwrap();
-    let ca = CertificateAuthority::generate("ca").unwrap();
-    ApiServer::new(group, ca, Arc::new(clock.clone()), ApiConfig::default())
-}
 
 /// One request, as the administrator or with a bearer token; status and body.
 async fn send(

@@ -163,17 +163,7 @@ impl<'a> Strategy<'a> {
         }
         if self.through_ephemeral() {
             // The pod's spec rules hold for the rest, which is the stored pod's.
-            let causes = ephemeral::validate_update(old, new);
-            if !causes.is_empty() {
-                let info = &self.ctx.info;
-                return Err(ApiError::invalid(
-                    &info.group,
-                    &info.kind,
-                    &name_of(new),
-                    causes,
-                ));
-            }
-            return Ok(());
+            return self.refuse(new, ephemeral::validate_update(old, new));
         }
         self.validate(new)?;
         validation::validate_update(&self.ctx.info.kind, &self.ctx.info.group, old, new)?;
@@ -184,16 +174,7 @@ impl<'a> Strategy<'a> {
     /// break them), then whether the writer may approve or sign for its signer.
     fn validate_csr_update(&self, old: &Value, new: &Value) -> Result<(), ApiError> {
         validation::validate(&self.ctx.info.kind, &self.ctx.info.group, new)?;
-        let causes = csr::validate_update(self.csr_through(), old, new);
-        if !causes.is_empty() {
-            let info = &self.ctx.info;
-            return Err(ApiError::invalid(
-                &info.group,
-                &info.kind,
-                &name_of(new),
-                causes,
-            ));
-        }
+        self.refuse(new, csr::validate_update(self.csr_through(), old, new))?;
         let (state, who) = (&self.ctx.state, &self.ctx.identity);
         csr::authorize(state, who, self.csr_through(), old, new).map_err(|reason| {
             ApiError::forbidden(format!(
@@ -205,7 +186,11 @@ impl<'a> Strategy<'a> {
 
     /// A custom kind's CEL rules (`x-kubernetes-validations`), all failures in one 422.
     fn check_rules(&self, new: &Value, old: Option<&Value>) -> Result<(), ApiError> {
-        let causes = self.ctx.info.check_rules(new, old);
+        self.refuse(new, self.ctx.info.check_rules(new, old))
+    }
+
+    /// A 422 naming every cause, or nothing when there is none.
+    fn refuse(&self, new: &Value, causes: Vec<(String, String)>) -> Result<(), ApiError> {
         if causes.is_empty() {
             return Ok(());
         }
@@ -233,25 +218,10 @@ impl<'a> Strategy<'a> {
             Special::CertificateSigningRequest => csr::validate(new),
             _ => Vec::new(),
         };
-        if !causes.is_empty() {
-            return Err(ApiError::invalid(
-                &info.group,
-                &info.kind,
-                &name_of(new),
-                causes,
-            ));
-        }
+        self.refuse(new, causes)?;
         if self.builtin() && info.group == "admissionregistration.k8s.io" && !self.through_status()
         {
-            let causes = admission::validate_configuration(&info.kind, new);
-            if !causes.is_empty() {
-                return Err(ApiError::invalid(
-                    &info.group,
-                    &info.kind,
-                    &name_of(new),
-                    causes,
-                ));
-            }
+            self.refuse(new, admission::validate_configuration(&info.kind, new))?;
         }
         Ok(())
     }

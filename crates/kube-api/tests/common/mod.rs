@@ -253,3 +253,20 @@ async fn request_as_admin(
         warnings,
     }
 }
+
+/// An API server over a fresh group whose clock is `clock`, for handling requests in-process.
+pub fn server_on(clock: &infrasim_clock::FakeClock) -> ApiServer {
+    let store = Store::new(
+        StoreConfig::default(),
+        std::sync::Arc::new(clock.clone()),
+        std::sync::Arc::new(infrasim_store::MemoryBackend),
+    );
+    let group = store.create_group("g").unwrap();
+    let ca = CertificateAuthority::generate("ca").unwrap();
+    ApiServer::new(
+        group,
+        ca,
+        std::sync::Arc::new(clock.clone()),
+        ApiConfig::default(),
+    )
+}

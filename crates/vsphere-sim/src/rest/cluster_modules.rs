@@ -71,21 +71,26 @@ fn not_found(form: Form, id: &str) -> Answer {
     )
 }
 
+/// The not_found answer for inventory object `ty`/`value` (called `what`), if it is absent.
+fn absent(sim: &Simulator, form: Form, ty: &str, value: &str, what: &str) -> Option<Answer> {
+    let moref = Moref::new(ty, value);
+    if sim.with_inventory(|inv| inv.get(&moref).is_some()) {
+        return None;
+    }
+    Some(Answer::error(
+        form,
+        404,
+        "not_found",
+        "com.vmware.vapi.std.errors.not_found",
+        &format!("{what} {value:?} does not exist."),
+    ))
+}
+
 /// A new module for the cluster the spec names, which must exist.
 fn create(sim: &Simulator, form: Form, spec: &Value) -> Answer {
     let cluster = spec.get("cluster").and_then(Value::as_str).unwrap_or("");
-    let moref = Moref {
-        ty: "ClusterComputeResource".into(),
-        value: cluster.to_string(),
-    };
-    if !sim.with_inventory(|inv| inv.get(&moref).is_some()) {
-        return Answer::error(
-            form,
-            404,
-            "not_found",
-            "com.vmware.vapi.std.errors.not_found",
-            &format!("Cluster {cluster:?} does not exist."),
-        );
+    if let Some(missing) = absent(sim, form, "ClusterComputeResource", cluster, "Cluster") {
+        return missing;
     }
     let id = uuid::Uuid::new_v4().to_string();
     sim.rest_cluster_modules().modules.insert(
@@ -117,18 +122,8 @@ fn change_members(
         })
         .unwrap_or_default();
     for vm in &vms {
-        let moref = Moref {
-            ty: "VirtualMachine".into(),
-            value: vm.clone(),
-        };
-        if !sim.with_inventory(|inv| inv.get(&moref).is_some()) {
-            return Answer::error(
-                form,
-                404,
-                "not_found",
-                "com.vmware.vapi.std.errors.not_found",
-                &format!("Virtual machine {vm} does not exist."),
-            );
+        if let Some(missing) = absent(sim, form, "VirtualMachine", vm, "Virtual machine") {
+            return missing;
         }
     }
     let mut modules = sim.rest_cluster_modules();
