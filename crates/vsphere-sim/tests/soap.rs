@@ -268,3 +268,105 @@ async fn injected_delays_run_on_the_simulators_clock_and_faults_come_back_as_soa
         200
     );
 }
+
+#[tokio::test]
+async fn a_destroyed_vm_loses_its_tags_and_cluster_module_memberships() {
+    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+    let s = sim(&clock);
+    let cookie = login(&s).await;
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let call = |method: http::Method, path: &str, token: Option<&str>, body: serde_json::Value| {
+        let mut headers = http::HeaderMap::new();
+        headers.insert("cookie", cookie.parse().unwrap());
+        if let Some(t) = token {
+            headers.insert("vmware-api-session-id", t.parse().unwrap());
+        }
+        let (path, query) = path
+            .split_once('?')
+            .map_or((path, None), |(p, q)| (p, Some(q)));
+        let a = s
+            .handle_rest(&method, path, query, &headers, body.to_string().as_bytes())
+            .unwrap();
+        serde_json::from_str::<serde_json::Value>(&a.body).unwrap_or_default()
+    };
+    let token = call(
+        http::Method::POST,
+        "/api/session",
+        None,
+        serde_json::json!({}),
+    );
+    let token = token.as_str().unwrap().to_string();
+    let t = Some(token.as_str());
+    let (vm, cluster) = s.with_inventory(|inv| {
+        let first = |ty: &str| {
+            inv.iter()
+                .find(|o| o.moref.ty == ty)
+                .unwrap()
+                .moref
+                .value
+                .clone()
+        };
+        (first("VirtualMachine"), first("ClusterComputeResource"))
+    });
+    let category = call(
+        http::Method::POST,
+        "/api/cis/tagging/category",
+        t,
+        serde_json::json!({"name": "c", "cardinality": "MULTIPLE", "associable_types": []}),
+    );
+    let tag = call(
+        http::Method::POST,
+        "/api/cis/tagging/tag",
+        t,
+        serde_json::json!({"name": "t", "category_id": category}),
+    );
+    let tag = tag.as_str().unwrap();
+    let object = serde_json::json!({"object_id": {"type": "VirtualMachine", "id": vm}});
+    call(
+        http::Method::POST,
+        &format!("/api/cis/tagging/tag-association/{tag}?action=attach"),
+        t,
+        object.clone(),
+    );
+    let module = call(
+        http::Method::POST,
+        "/api/vcenter/cluster/modules",
+        t,
+        serde_json::json!({"cluster": cluster}),
+    );
+    let module = module.as_str().unwrap();
+    let members = format!("/api/vcenter/cluster/modules/vm/{module}/members");
+    call(
+        http::Method::POST,
+        &format!("{members}?action=add"),
+        t,
+        serde_json::json!({"vms": [vm]}),
+    );
+    assert_eq!(
+        call(http::Method::GET, &members, t, serde_json::json!({}))["vms"],
+        serde_json::json!([vm])
+    );
+
+    for method in ["PowerOffVM_Task", "Destroy_Task"] {
+        let body = envelope(&format!(
+            r#"<{method} xmlns="urn:vim25"><_this type="VirtualMachine">{vm}</_this></{method}>"#
+        ));
+        let r = s.handle(&body, Some(&cookie), "test").await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    assert!(
+        s.with_inventory(|inv| inv.by_value(&vm).is_none()),
+        "the VM is gone"
+    );
+    let listed = call(
+        http::Method::POST,
+        "/api/cis/tagging/tag-association?action=list-attached-objects-on-tags",
+        t,
+        serde_json::json!({"tag_ids": [tag]}),
+    );
+    assert_eq!(listed[0]["object_ids"], serde_json::json!([]));
+    assert_eq!(
+        call(http::Method::GET, &members, t, serde_json::json!({}))["vms"],
+        serde_json::json!([])
+    );
+}

@@ -29,6 +29,7 @@ pub(super) fn route(path: &str) -> Option<&str> {
 
 pub(super) fn handle(sim: &Simulator, form: Form, req: &Request<'_>, rest: &str) -> Answer {
     let body: Value = serde_json::from_slice(req.body).unwrap_or(json!({}));
+    forget_deleted(sim);
     let ok = || Answer::empty(if form == Form::Api { 204 } else { 200 });
     match (req.method, rest.trim_start_matches('/')) {
         (&Method::POST, "") => create(sim, form, body.get("spec").unwrap_or(&body)),
@@ -59,6 +60,22 @@ pub(super) fn handle(sim: &Simulator, form: Form, req: &Request<'_>, rest: &str)
             _ => Answer::not_found(form, req.path),
         },
     }
+}
+
+/// Destroyed VMs leave their modules, and a deleted cluster's modules go, as vCenter drops
+/// them (checked when modules are next read or changed). Lock order: the modules, then the
+/// inventory.
+fn forget_deleted(sim: &Simulator) {
+    let mut modules = sim.rest_cluster_modules();
+    sim.with_inventory(|inv| {
+        let alive = |ty: &str, value: &str| inv.get(&Moref::new(ty, value)).is_some();
+        modules
+            .modules
+            .retain(|_, m| alive("ClusterComputeResource", &m.cluster));
+        for m in modules.modules.values_mut() {
+            m.vms.retain(|vm| alive("VirtualMachine", vm));
+        }
+    });
 }
 
 fn not_found(form: Form, id: &str) -> Answer {

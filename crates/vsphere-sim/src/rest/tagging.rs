@@ -69,6 +69,12 @@ pub(super) fn handle(
     };
     let id = id.map(percent_decode);
     let mut t = sim.rest_tagging();
+    // Objects deleted since (a destroyed VM) lose their tags, as vCenter drops them.
+    sim.with_inventory(|inv| {
+        for objects in t.attached.values_mut() {
+            objects.retain(|(ty, value)| inv.get(&Moref::new(ty, value)).is_some());
+        }
+    });
     match (kind, req.method, id.as_deref(), req.action) {
         ("category", &Method::POST, None, None) => {
             t.create_category(form, spec(&body, "create_spec"))
