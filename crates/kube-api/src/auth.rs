@@ -1,7 +1,7 @@
 //! Authentication: who is asking. A client certificate signed by the server's CA names a user
-//! (CN) and groups (O); a bearer token maps to an identity registered with the server, until
-//! the token expires (ServiceAccount tokens from TokenRequest do). Requests with neither are
-//! refused with 401. What an identity may do is `authz`'s question.
+//! (CN) and groups (O); a bearer token is one registered with the server, or a
+//! service-account JWT this server's key signed (`sa_tokens`), until it expires. Requests with
+//! neither are refused with 401. What an identity may do is `authz`'s question.
 
 use chrono::{DateTime, Utc};
 use rustls::pki_types::CertificateDer;
@@ -63,13 +63,8 @@ impl TokenAuthenticator {
             .insert(token.to_string(), (identity, expires));
     }
 
-    /// The identity of an `Authorization` header value at time `now`, if it carries a known
-    /// bearer token that has not expired. Expired tokens are forgotten.
-    pub fn authenticate(&self, authorization: &str, now: DateTime<Utc>) -> Option<Identity> {
-        self.lookup(bearer_token(authorization)?, now)
-    }
-
-    /// The identity `token` was registered with, if it has not expired.
+    /// The identity `token` was registered with, if it has not expired. Expired tokens are
+    /// forgotten.
     pub fn lookup(&self, token: &str, now: DateTime<Utc>) -> Option<Identity> {
         if token.is_empty() {
             return None;

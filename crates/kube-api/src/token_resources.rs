@@ -33,13 +33,7 @@ pub(crate) fn token_request(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         decode_body(ctx, body)?
     };
     let seconds = expiration_seconds(&request, name)?;
-    let audiences = match request.at("/spec/audiences").and_then(Value::as_array) {
-        Some(list) if !list.is_empty() => list
-            .iter()
-            .filter_map(|a| a.as_str().map(str::to_string))
-            .collect(),
-        _ => vec![ISSUER.to_string()],
-    };
+    let audiences = audiences_of(&request);
     let now = ctx.state.clock.now();
     let expires = now + chrono::Duration::seconds(seconds);
     let mut kubernetes = KubernetesClaims {
@@ -78,6 +72,17 @@ pub(crate) fn token_request(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     request["status"] =
         json!({"token": token, "expirationTimestamp": infrasim_store::format_time(expires)});
     Ok(json_value(201, &request))
+}
+
+/// The `spec.audiences` of a TokenRequest or TokenReview, or the API server's own when it
+/// names none.
+fn audiences_of(request: &Value) -> Vec<String> {
+    let asked = crate::values::string_list(request.at("/spec/audiences"));
+    if asked.is_empty() {
+        vec![ISSUER.to_string()]
+    } else {
+        asked
+    }
 }
 
 /// The lifetime asked for, refused as kube-apiserver refuses it when out of bounds.
@@ -184,20 +189,7 @@ pub(crate) fn token_review(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         ));
     }
     let api_audiences = vec![ISSUER.to_string()];
-    let asked: Vec<String> = review
-        .at("/spec/audiences")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    let audiences = if asked.is_empty() {
-        api_audiences.clone()
-    } else {
-        asked
-    };
+    let audiences = audiences_of(&review);
     let now = ctx.state.clock.now();
     let status = match sa_tokens::authenticate(&ctx.state, &token, &audiences, now) {
         Ok(found) => json!({

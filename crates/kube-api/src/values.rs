@@ -1,5 +1,5 @@
 //! Reading the shapes Kubernetes objects share out of their JSON: string maps (labels,
-//! selectors), `IntOrString` counts that may be percentages, and conditions. The API server's
+//! selectors) and lists, `IntOrString` counts that may be percentages, and conditions. The API server's
 //! eviction and the simulated clusters' controllers read objects the same way.
 
 use serde_json::Value;
@@ -12,6 +12,18 @@ pub fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
         .map(|m| {
             m.iter()
                 .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A JSON array of strings (audiences, usages, groups) as a list; non-strings are skipped,
+/// anything else is an empty list.
+pub fn string_list(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
                 .collect()
         })
         .unwrap_or_default()

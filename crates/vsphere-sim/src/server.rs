@@ -146,6 +146,14 @@ fn reply(status: u16, content_type: &str, body: impl Into<Bytes>) -> Response<Fu
     resp
 }
 
+/// The request's `Cookie` header, which carries the SOAP session.
+fn cookie_of<B>(req: &Request<B>) -> Option<String> {
+    req.headers()
+        .get(http::header::COOKIE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
 /// Handles one HTTP request for a simulator.
 pub async fn handle<B>(sim: &Simulator, req: Request<B>) -> Response<Full<Bytes>>
 where
@@ -167,11 +175,7 @@ where
             ),
         ),
         (method, path) if path.starts_with("/folder/") => {
-            let cookie = req
-                .headers()
-                .get(http::header::COOKIE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
+            let cookie = cookie_of(&req);
             let query = req.uri().query().unwrap_or("").to_string();
             let head = method == Method::HEAD;
             let body = match read_body(req.into_body()).await {
@@ -191,11 +195,7 @@ where
             resp
         }
         (Method::POST, "/pbm/sdk" | "/pbm") => {
-            let cookie = req
-                .headers()
-                .get(http::header::COOKIE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
+            let cookie = cookie_of(&req);
             let body = match read_body(req.into_body()).await {
                 Ok(b) => b,
                 Err(_) => {
@@ -207,11 +207,7 @@ where
             reply(r.status, "text/xml; charset=utf-8", r.body)
         }
         (Method::POST, "/sdk") => {
-            let cookie = req
-                .headers()
-                .get(http::header::COOKIE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
+            let cookie = cookie_of(&req);
             let agent = req
                 .headers()
                 .get(http::header::USER_AGENT)

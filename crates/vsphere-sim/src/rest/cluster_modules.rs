@@ -129,15 +129,7 @@ fn change_members(
     action: Option<&str>,
     body: &Value,
 ) -> Answer {
-    let vms: Vec<String> = body
-        .get("vms")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let vms = super::strings(body, "vms");
     for vm in &vms {
         if let Some(missing) = absent(sim, form, "VirtualMachine", vm, "Virtual machine") {
             return missing;

@@ -108,6 +108,18 @@ impl Answer {
     }
 }
 
+/// The strings of array field `key` of a request body (`tag_ids`, `vms`, …).
+fn strings(body: &Value, key: &str) -> Vec<String> {
+    body.get(key)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The spelling of `path` and the rest of it, when it is a REST path at all.
 pub fn split(path: &str) -> Option<(Form, &str)> {
     if let Some(rest) = path.strip_prefix("/rest") {

@@ -175,15 +175,7 @@ impl Tagging {
         if self.categories.values().any(|c| c.name == name) {
             return already_exists(form, &format!("Category with name {name} already exists."));
         }
-        let associable_types = spec
-            .get("associable_types")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|t| t.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let associable_types = super::strings(spec, "associable_types");
         let id = format!(
             "urn:vmomi:InventoryServiceCategory:{}:GLOBAL",
             uuid::Uuid::new_v4()
@@ -426,15 +418,10 @@ fn object_json(m: &Moref) -> Value {
 fn associate(sim: &Simulator, form: Form, tag: Option<&str>, action: &str, body: &Value) -> Answer {
     let exists = |m: &Moref| sim.with_inventory(|inv| inv.get(m).is_some());
     let object = body.get("object_id").and_then(object_of);
-    let tag_ids: Vec<String> = body
-        .get("tag_ids")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| t.as_str().map(percent_decode))
-                .collect()
-        })
-        .unwrap_or_default();
+    let tag_ids: Vec<String> = super::strings(body, "tag_ids")
+        .iter()
+        .map(|t| percent_decode(t))
+        .collect();
     let no_object = || invalid(form, "object_id is required.");
     let unknown = |m: &Moref| missing(form, "Object", &m.value);
     let mut t = sim.rest_tagging();
