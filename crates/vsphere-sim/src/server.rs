@@ -1,6 +1,7 @@
 //! HTTPS for one simulator: SOAP at `/sdk`, the version documents clients read before
-//! they speak SOAP (`/sdk/vimServiceVersions.xml`, `/sdk/vimService.wsdl`), and the REST
-//! (vAPI) endpoints under `/rest` and `/api`.
+//! they speak SOAP (`/sdk/vimServiceVersions.xml`, `/sdk/vimService.wsdl`), the REST
+//! (vAPI) endpoints under `/rest` and `/api`, datastore files under `/folder`, and content
+//! library uploads under `/cls/data`.
 
 use crate::simulator::Simulator;
 use bytes::Bytes;
@@ -193,6 +194,18 @@ where
                 }
             }
             resp
+        }
+        (method, path) if path.starts_with(crate::rest::UPLOAD_PREFIX) => {
+            let headers = req.headers().clone();
+            let body = match read_body(req.into_body()).await {
+                Ok(b) => b,
+                Err(Unread::TooLarge) => {
+                    return reply(413, "text/plain", format!("files are limited to {MAX_BODY} bytes"))
+                }
+                Err(Unread::Cut) => return reply(400, "text/plain", "the upload was cut off"),
+            };
+            let a = crate::rest::upload(sim, &method, path, &headers, body);
+            reply(a.status, "text/plain", a.body)
         }
         (Method::POST, "/pbm/sdk" | "/pbm") => {
             let cookie = cookie_of(&req);

@@ -305,6 +305,34 @@ impl Simulator {
             .unwrap_or_else(|p| p.into_inner())
     }
 
+    pub(crate) fn rest_content_library(&self) -> MutexGuard<'_, crate::rest::ContentLibrary> {
+        self.rest
+            .content_library
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` on the SOAP state as a call of the simulator's own user would (for a REST
+    /// operation that changes the inventory: an OVF deployment), after what the timeline has
+    /// due, then wakes waiting WaitForUpdates calls so they see the change.
+    pub(crate) fn with_state<T>(&self, f: impl FnOnce(&mut State, &Call<'_>) -> T) -> T {
+        let out = {
+            let mut state = self.lock();
+            let call = Call {
+                config: &self.config,
+                now: self.clock.now(),
+                session: None,
+                user_agent: "vapi",
+                set_session: None,
+                files: &self.files,
+            };
+            state.run_due(&call);
+            f(&mut state, &call)
+        };
+        self.changed.notify_waiters();
+        out
+    }
+
     /// The user of the live SOAP session a `Cookie` header names, if any (touching it, so
     /// an idle one ends here): vCenter lets a SOAP session open a REST one.
     pub(crate) fn soap_session_user(&self, cookie: &str) -> Option<String> {
@@ -336,6 +364,7 @@ impl Simulator {
             method,
             path: rest_path,
             action,
+            query,
             headers,
             body,
         };

@@ -2,14 +2,17 @@
 //! (answers wrapped in `{"value": …}`, errors as `{"type": …, "value": …}`), which govmomi's
 //! `vapi/rest` client and CAPV speak, and `/api/...`, the newer one (answers bare, errors as
 //! `{"error_type": …, "messages": …}`). One module per service; this one routes a request to
-//! its service (sessions, tagging, cluster modules) and writes the answer in the request's
-//! spelling.
+//! its service (sessions, tagging, cluster modules, content libraries) and writes the answer
+//! in the request's spelling.
 
 mod cluster_modules;
+mod content_library;
 mod session;
 mod tagging;
 
 pub(crate) use cluster_modules::ClusterModules;
+pub(crate) use content_library::ContentLibrary;
+pub use content_library::UPLOAD_PREFIX;
 pub(crate) use session::Sessions;
 pub(crate) use tagging::Tagging;
 
@@ -19,6 +22,7 @@ pub(crate) struct Services {
     pub sessions: std::sync::Mutex<Sessions>,
     pub tagging: std::sync::Mutex<Tagging>,
     pub cluster_modules: std::sync::Mutex<ClusterModules>,
+    pub content_library: std::sync::Mutex<ContentLibrary>,
 }
 
 use crate::simulator::Simulator;
@@ -38,6 +42,8 @@ pub struct Request<'a> {
     pub path: &'a str,
     /// `~action`, for `/rest` operations that are not plain CRUD (`?~action=get`).
     pub action: Option<&'a str>,
+    /// The whole query string (`library_id=…`), when there is one.
+    pub query: Option<&'a str>,
     pub headers: &'a http::HeaderMap,
     pub body: &'a [u8],
 }
@@ -97,6 +103,39 @@ impl Answer {
         )
     }
 
+    /// 400 `invalid_argument`: the request's arguments are wrong (not JSON, a field missing).
+    fn invalid(form: Form, message: &str) -> Answer {
+        Answer::error(
+            form,
+            400,
+            "invalid_argument",
+            "com.vmware.vapi.std.errors.invalid_argument",
+            message,
+        )
+    }
+
+    /// 400 `already_exists`: a name the service keeps unique is taken.
+    fn already_exists(form: Form, message: &str) -> Answer {
+        Answer::error(
+            form,
+            400,
+            "already_exists",
+            "com.vmware.vapi.std.errors.already_exists",
+            message,
+        )
+    }
+
+    /// 404 `not_found` for a service's object `what` (`Category`, `Library`) called `id`.
+    fn missing(form: Form, what: &str, id: &str) -> Answer {
+        Answer::error(
+            form,
+            404,
+            "not_found",
+            "com.vmware.vapi.std.errors.not_found",
+            &format!("{what} with identifier {id} does not exist."),
+        )
+    }
+
     fn not_found(form: Form, what: &str) -> Answer {
         Answer::error(
             form,
@@ -106,6 +145,25 @@ impl Answer {
             &format!("Not found: {what}"),
         )
     }
+}
+
+/// A request's JSON body (`{}` for none); a body that is not JSON is refused with 400.
+fn json_body(form: Form, body: &[u8]) -> Result<Value, Answer> {
+    if body.is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| Answer::invalid(form, &format!("the request body is not JSON: {e}")))
+}
+
+/// A request's spec: `/rest` wraps it (`create_spec`, `update_spec`), `/api` sends it bare.
+fn spec<'a>(body: &'a Value, wrapper: &str) -> &'a Value {
+    body.get(wrapper).unwrap_or(body)
+}
+
+/// String field `key` of a JSON object, empty when absent.
+fn text(v: &Value, key: &str) -> String {
+    v.get(key).and_then(Value::as_str).unwrap_or("").to_string()
 }
 
 /// The strings of array field `key` of a request body (`tag_ids`, `vms`, …).
@@ -145,10 +203,24 @@ pub(crate) fn handle(sim: &Simulator, form: Form, req: &Request<'_>) -> Answer {
     if let Some((kind, id)) = tagging::route(form, req.path) {
         return tagging::handle(sim, form, req, kind, id);
     }
+    if let Some(target) = content_library::route(form, req.path) {
+        return content_library::handle(sim, form, req, target);
+    }
     match cluster_modules::route(req.path) {
         Some(rest) => cluster_modules::handle(sim, form, req, rest),
         None => Answer::not_found(form, req.path),
     }
+}
+
+/// Stores a file pushed to a content library upload URL (a path under [`UPLOAD_PREFIX`]).
+pub fn upload(
+    sim: &Simulator,
+    method: &http::Method,
+    path: &str,
+    headers: &http::HeaderMap,
+    body: bytes::Bytes,
+) -> crate::datastore_files::FileAnswer {
+    content_library::upload(sim, method, path, headers, body)
 }
 
 #[cfg(test)]

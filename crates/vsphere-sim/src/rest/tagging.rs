@@ -7,7 +7,7 @@
 //! with associable types takes only objects of those types; deleting a category deletes its
 //! tags, and deleting a tag detaches it everywhere.
 
-use super::{Answer, Form, Request};
+use super::{spec, text, Answer, Form, Request};
 use crate::simulator::Simulator;
 use crate::value::Moref;
 use http::Method;
@@ -59,13 +59,9 @@ pub(super) fn handle(
     kind: &str,
     id: Option<&str>,
 ) -> Answer {
-    let body: Value = if req.body.is_empty() {
-        json!({})
-    } else {
-        match serde_json::from_slice(req.body) {
-            Ok(v) => v,
-            Err(e) => return invalid(form, &format!("the request body is not JSON: {e}")),
-        }
+    let body = match super::json_body(form, req.body) {
+        Ok(body) => body,
+        Err(refused) => return refused,
     };
     let id = id.map(percent_decode);
     let mut t = sim.rest_tagging();
@@ -107,45 +103,6 @@ pub(super) fn handle(
     }
 }
 
-/// A request's spec: `/rest` wraps it (`create_spec`, `update_spec`), `/api` sends it bare.
-fn spec<'a>(body: &'a Value, wrapper: &str) -> &'a Value {
-    body.get(wrapper).unwrap_or(body)
-}
-
-fn text(v: &Value, key: &str) -> String {
-    v.get(key).and_then(Value::as_str).unwrap_or("").to_string()
-}
-
-fn invalid(form: Form, message: &str) -> Answer {
-    Answer::error(
-        form,
-        400,
-        "invalid_argument",
-        "com.vmware.vapi.std.errors.invalid_argument",
-        message,
-    )
-}
-
-fn already_exists(form: Form, message: &str) -> Answer {
-    Answer::error(
-        form,
-        400,
-        "already_exists",
-        "com.vmware.vapi.std.errors.already_exists",
-        message,
-    )
-}
-
-fn missing(form: Form, what: &str, id: &str) -> Answer {
-    Answer::error(
-        form,
-        404,
-        "not_found",
-        "com.vmware.vapi.std.errors.not_found",
-        &format!("{what} with identifier {id} does not exist."),
-    )
-}
-
 fn percent_decode(s: &str) -> String {
     s.replace("%3A", ":").replace("%3a", ":")
 }
@@ -163,17 +120,20 @@ impl Tagging {
     fn create_category(&mut self, form: Form, spec: &Value) -> Answer {
         let name = text(spec, "name");
         if name.is_empty() {
-            return invalid(form, "Category name is required.");
+            return Answer::invalid(form, "Category name is required.");
         }
         let cardinality = text(spec, "cardinality");
         if cardinality != "SINGLE" && cardinality != "MULTIPLE" {
-            return invalid(
+            return Answer::invalid(
                 form,
                 &format!("Invalid cardinality {cardinality:?}: SINGLE or MULTIPLE."),
             );
         }
         if self.categories.values().any(|c| c.name == name) {
-            return already_exists(form, &format!("Category with name {name} already exists."));
+            return Answer::already_exists(
+                form,
+                &format!("Category with name {name} already exists."),
+            );
         }
         let associable_types = super::strings(spec, "associable_types");
         let id = format!(
@@ -193,7 +153,7 @@ impl Tagging {
     fn get_category(&self, form: Form, id: &str) -> Answer {
         match self.categories.get(id) {
             Some(c) => Answer::value(form, 200, category_json(id, c)),
-            None => missing(form, "Category", id),
+            None => Answer::missing(form, "Category", id),
         }
     }
 
@@ -205,10 +165,13 @@ impl Tagging {
                 .iter()
                 .any(|(other, c)| other != id && c.name == name)
         {
-            return already_exists(form, &format!("Category with name {name} already exists."));
+            return Answer::already_exists(
+                form,
+                &format!("Category with name {name} already exists."),
+            );
         }
         let Some(c) = self.categories.get_mut(id) else {
-            return missing(form, "Category", id);
+            return Answer::missing(form, "Category", id);
         };
         if !name.is_empty() {
             c.name = name;
@@ -220,7 +183,7 @@ impl Tagging {
             "" => {}
             "SINGLE" | "MULTIPLE" => c.cardinality = text(spec, "cardinality"),
             other => {
-                return invalid(
+                return Answer::invalid(
                     form,
                     &format!("Invalid cardinality {other:?}: SINGLE or MULTIPLE."),
                 )
@@ -245,7 +208,7 @@ impl Tagging {
 
     fn delete_category(&mut self, form: Form, id: &str) -> Answer {
         if self.categories.remove(id).is_none() {
-            return missing(form, "Category", id);
+            return Answer::missing(form, "Category", id);
         }
         let tags: Vec<String> = self
             .tags
@@ -264,17 +227,17 @@ impl Tagging {
         let name = text(spec, "name");
         let category = text(spec, "category_id");
         if name.is_empty() {
-            return invalid(form, "Tag name is required.");
+            return Answer::invalid(form, "Tag name is required.");
         }
         if !self.categories.contains_key(&category) {
-            return missing(form, "Category", &category);
+            return Answer::missing(form, "Category", &category);
         }
         if self
             .tags
             .values()
             .any(|t| t.category == category && t.name == name)
         {
-            return already_exists(
+            return Answer::already_exists(
                 form,
                 &format!("Tag with name {name} already exists in category {category}."),
             );
@@ -297,14 +260,14 @@ impl Tagging {
     fn get_tag(&self, form: Form, id: &str) -> Answer {
         match self.tags.get(id) {
             Some(t) => Answer::value(form, 200, tag_json(id, t)),
-            None => missing(form, "Tag", id),
+            None => Answer::missing(form, "Tag", id),
         }
     }
 
     fn update_tag(&mut self, form: Form, id: &str, spec: &Value) -> Answer {
         let name = text(spec, "name");
         let Some(category) = self.tags.get(id).map(|t| t.category.clone()) else {
-            return missing(form, "Tag", id);
+            return Answer::missing(form, "Tag", id);
         };
         if !name.is_empty()
             && self
@@ -312,7 +275,7 @@ impl Tagging {
                 .iter()
                 .any(|(other, t)| other != id && t.category == category && t.name == name)
         {
-            return already_exists(
+            return Answer::already_exists(
                 form,
                 &format!("Tag with name {name} already exists in category {category}."),
             );
@@ -330,7 +293,7 @@ impl Tagging {
 
     fn delete_tag(&mut self, form: Form, id: &str) -> Answer {
         if self.tags.remove(id).is_none() {
-            return missing(form, "Tag", id);
+            return Answer::missing(form, "Tag", id);
         }
         self.attached.remove(id);
         Answer::empty(if form == Form::Api { 204 } else { 200 })
@@ -338,7 +301,7 @@ impl Tagging {
 
     fn tags_for_category(&self, form: Form, category: &str) -> Answer {
         if !self.categories.contains_key(category) {
-            return missing(form, "Category", category);
+            return Answer::missing(form, "Category", category);
         }
         let ids: Vec<&String> = self
             .tags
@@ -352,14 +315,14 @@ impl Tagging {
     /// Attaches `tag` to `object` under its category's rules; `Err` is the refusal.
     fn attach(&mut self, form: Form, tag: &str, object: &Moref) -> Result<(), Answer> {
         let Some(t) = self.tags.get(tag) else {
-            return Err(missing(form, "Tag", tag));
+            return Err(Answer::missing(form, "Tag", tag));
         };
         let Some(category) = self.categories.get(&t.category) else {
-            return Err(missing(form, "Category", &t.category));
+            return Err(Answer::missing(form, "Category", &t.category));
         };
         if !category.associable_types.is_empty() && !category.associable_types.contains(&object.ty)
         {
-            return Err(invalid(
+            return Err(Answer::invalid(
                 form,
                 &format!(
                     "Tag {tag} cannot be attached to an object of type {}.",
@@ -375,7 +338,7 @@ impl Tagging {
                     && self.attached.get(id).is_some_and(|o| o.contains(&key))
             });
             if other {
-                return Err(invalid(
+                return Err(Answer::invalid(
                     form,
                     &format!(
                         "Object {} already has a tag of the single-cardinality category {}.",
@@ -422,8 +385,8 @@ fn associate(sim: &Simulator, form: Form, tag: Option<&str>, action: &str, body:
         .iter()
         .map(|t| percent_decode(t))
         .collect();
-    let no_object = || invalid(form, "object_id is required.");
-    let unknown = |m: &Moref| missing(form, "Object", &m.value);
+    let no_object = || Answer::invalid(form, "object_id is required.");
+    let unknown = |m: &Moref| Answer::missing(form, "Object", &m.value);
     let mut t = sim.rest_tagging();
     let ok = || Answer::empty(if form == Form::Api { 204 } else { 200 });
     match (action, tag.map(percent_decode)) {
@@ -513,12 +476,12 @@ fn listing(
     };
     match (action, tag) {
         ("list-attached-tags", None) => match object {
-            None => invalid(form, "object_id is required."),
+            None => Answer::invalid(form, "object_id is required."),
             Some(m) => Answer::value(form, 200, json!(t.attached_tags(m))),
         },
         ("list-attached-objects", Some(tag)) => {
             if !t.tags.contains_key(tag) {
-                return missing(form, "Tag", tag);
+                return Answer::missing(form, "Tag", tag);
             }
             Answer::value(form, 200, json!(objects_of(tag)))
         }
