@@ -42,6 +42,9 @@ def test_govmomi_capv_flow_and_govc_style_reads(govmomi_client, tmp_path):
             "ok pbm default policy", "ok pbm unknown policy", "ok pbm compatible datastores",
             "ok datastore file round trip", "ok missing datastore file", "ok datastore ls",
             "ok datastore ls -R", "ok missing folder",
+            "ok library created", "ok library file uploaded", "ok library session completed",
+            "ok library listed", "ok library item", "ok ovf deployed", "ok deployed vm",
+            "ok library item deleted", "ok library deleted",
         ]
         assert proc.stdout.strip().endswith("PASS")
     finally:
@@ -123,5 +126,75 @@ def test_rest_sessions_with_plain_http_clients(tmp_path):
         status, err = send("POST", f"/api/cis/tagging/tag-association/{tag}?action=attach",
                            {"object_id": {"type": "VirtualMachine", "id": "vm-404"}})
         assert status == 404 and err["error_type"] == "NOT_FOUND"
+    finally:
+        v.stop()
+
+
+def test_content_library_in_the_api_spelling(tmp_path):
+    """A content library over `/api` with urllib, as a script would: an OVF item uploaded with
+    a plain PUT to the URL its update session hands out, then deployed as a VM."""
+    import base64
+    import json
+    import ssl
+    import urllib.error
+    import urllib.request
+    v = Vcsim(tmp_path)
+    try:
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE
+        base = f"https://127.0.0.1:{v.port}"
+        headers = {"Content-Type": "application/json"}
+
+        def send(method, url, body=None, raw=None):
+            data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+            req = urllib.request.Request(url if url.startswith("https:") else base + url, method=method,
+                                         headers=headers, data=data)
+            try:
+                with urllib.request.urlopen(req, context=insecure, timeout=10) as resp:
+                    out = resp.read()
+                    return resp.status, json.loads(out) if out else None
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read() or b"null")
+
+        basic = base64.b64encode(f"administrator@vsphere.local:{PASSWORD}".encode()).decode()
+        headers["Authorization"] = "Basic " + basic
+        _, token = send("POST", "/api/session")
+        del headers["Authorization"]
+        headers["vmware-api-session-id"] = token
+        status, library = send("POST", "/api/content/local-library", {
+            "name": "scripts", "type": "LOCAL",
+            "storage_backings": [{"type": "DATASTORE", "datastore_id": "datastore-404"}]})
+        assert status == 400 and library["error_type"] == "INVALID_ARGUMENT"
+        # The datastore and pool, by their references, read over SOAP.
+        content = v.connect().RetrieveContent()
+        datacenter = content.rootFolder.childEntity[0]
+        datastore = datacenter.datastore[0]._moId
+        pool = next(c for c in datacenter.hostFolder.childEntity if hasattr(c, "resourcePool")).resourcePool._moId
+        ovf = (b'<Envelope xmlns="http://schemas.dmtf.org/ovf/envelope/1" xmlns:ovf="http://schemas.dmtf.org/ovf/envelope/1">'
+               b'<VirtualSystem ovf:id="from-script"/></Envelope>')
+        status, library = send("POST", "/api/content/local-library", {
+            "name": "scripts", "storage_backings": [{"type": "DATASTORE", "datastore_id": datastore}]})
+        assert status == 201, library
+        status, item = send("POST", "/api/content/library/item", {"name": "vm", "library_id": library})
+        assert status == 201, item
+        _, session = send("POST", "/api/content/library/item/update-session", {"library_item_id": item})
+        status, file = send("POST", f"/api/content/library/item/update-session/{session}/file?action=add",
+                            {"name": "vm.ovf", "source_type": "PUSH", "size": len(ovf)})
+        assert status == 200 and file["upload_endpoint"]["uri"].startswith(base + "/cls/data/"), file
+        headers["Content-Type"] = "application/octet-stream"
+        assert send("PUT", file["upload_endpoint"]["uri"], raw=ovf)[0] == 200
+        headers["Content-Type"] = "application/json"
+        assert send("POST", f"/api/content/library/item/update-session/{session}?action=complete")[0] == 204
+        status, got = send("GET", f"/api/content/library/item/{item}")
+        assert status == 200 and got["size"] == len(ovf) and got["type"] == "ovf", got
+        status, result = send("POST", f"/api/vcenter/ovf/library-item/{item}?action=deploy",
+                              {"deployment_spec": {}, "target": {"resource_pool_id": pool}})
+        assert status == 200 and result["succeeded"] and result["resource_id"]["type"] == "VirtualMachine", result
+        # Named as the OVF's VirtualSystem, in the datacenter's VM folder (no folder was given).
+        vm = content.searchIndex.FindByInventoryPath(f"{datacenter.name}/vm/from-script")
+        assert vm is not None and vm._moId == result["resource_id"]["id"]
+        assert send("DELETE", f"/api/content/local-library/{library}")[0] == 204
+        assert send("GET", f"/api/content/library/item/{item}")[0] == 404
     finally:
         v.stop()

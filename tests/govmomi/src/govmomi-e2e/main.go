@@ -23,11 +23,13 @@ import (
 	pbmtypes "github.com/vmware/govmomi/pbm/types"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vapi/cluster"
+	"github.com/vmware/govmomi/vapi/library"
 	"github.com/vmware/govmomi/vapi/rest"
-	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/vapi/vcenter"
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -219,6 +221,10 @@ func main() {
 	restSessions(ctx, c, u)
 	storagePolicies(ctx, c)
 	datastoreFiles(ctx, c)
+	rc := rest.NewClient(c.Client)
+	check("library rest login", rc.Login(ctx, u.User))
+	contentLibrary(ctx, c, rc)
+	check("library rest logout", rc.Logout(ctx))
 
 	check("logout", c.Logout(ctx))
 	fmt.Println("PASS")
@@ -301,6 +307,100 @@ func datastoreFiles(ctx context.Context, c *govmomi.Client) {
 	check("search missing folder", err)
 	_, err = task.WaitForResult(ctx, nil)
 	expect("missing folder", err != nil, "found")
+}
+
+// contentLibraryOVF is the descriptor uploaded to the library: one VM with 2 CPUs and 1 GiB.
+const contentLibraryOVF = `<?xml version="1.0" encoding="UTF-8"?>
+<Envelope xmlns="http://schemas.dmtf.org/ovf/envelope/1" xmlns:ovf="http://schemas.dmtf.org/ovf/envelope/1"
+  xmlns:rasd="http://schemas.dmtf.org/wbem/wscim/1/cim-schema/2/CIM_ResourceAllocationSettingData">
+  <VirtualSystem ovf:id="ubuntu-template">
+    <VirtualHardwareSection>
+      <Item><rasd:ResourceType>3</rasd:ResourceType><rasd:VirtualQuantity>2</rasd:VirtualQuantity></Item>
+      <Item><rasd:AllocationUnits>byte * 2^20</rasd:AllocationUnits><rasd:ResourceType>4</rasd:ResourceType><rasd:VirtualQuantity>1024</rasd:VirtualQuantity></Item>
+    </VirtualHardwareSection>
+  </VirtualSystem>
+</Envelope>
+`
+
+// contentLibrary does what govc library.create/import/deploy and CAPV's OVF templates do: a
+// local library on a datastore, an OVF item uploaded through an update session, listed and
+// found, deployed as a VM into a pool and folder, then the item and library deleted.
+func contentLibrary(ctx context.Context, c *govmomi.Client, rc *rest.Client) {
+	m := library.NewManager(rc)
+	finder := find.NewFinder(c.Client, true)
+	dc, err := finder.Datacenter(ctx, "DC0")
+	check("library datacenter", err)
+	finder.SetDatacenter(dc)
+	ds, err := finder.Datastore(ctx, "LocalDS_0")
+	check("library datastore", err)
+	backing := []library.StorageBackings{{DatastoreID: ds.Reference().Value, Type: "DATASTORE"}}
+	libID, err := m.CreateLibrary(ctx, library.Library{Name: "capv-templates", Type: "LOCAL", Storage: backing})
+	check("create library", err)
+	lib, err := m.GetLibraryByID(ctx, libID)
+	check("get library", err)
+	expect("library created", lib.Name == "capv-templates" && len(lib.Storage) == 1 && lib.Storage[0].DatastoreID == ds.Reference().Value, "%+v", lib)
+
+	itemID, err := m.CreateLibraryItem(ctx, library.Item{Name: "ubuntu", LibraryID: libID, Type: library.ItemTypeOVF})
+	check("create library item", err)
+	session, err := m.CreateLibraryItemUpdateSession(ctx, library.Session{LibraryItemID: itemID})
+	check("create update session", err)
+	file, err := m.AddLibraryItemFile(ctx, session, library.UpdateFile{Name: "ubuntu.ovf", SourceType: "PUSH", Size: int64(len(contentLibraryOVF))})
+	check("add library file", err)
+	target, err := url.Parse(file.UploadEndpoint.URI)
+	check("upload endpoint", err)
+	upload := soap.DefaultUpload
+	upload.ContentLength = int64(len(contentLibraryOVF))
+	check("upload library file", c.Client.Upload(ctx, strings.NewReader(contentLibraryOVF), target, &upload))
+	uploaded, err := m.GetLibraryItemUpdateSessionFile(ctx, session, "ubuntu.ovf")
+	check("get session file", err)
+	expect("library file uploaded", uploaded.Status == "READY" && uploaded.BytesTransferred == int64(len(contentLibraryOVF)), "%+v", uploaded)
+	check("complete update session", m.CompleteLibraryItemUpdateSession(ctx, session))
+	s, err := m.GetLibraryItemUpdateSession(ctx, session)
+	check("get update session", err)
+	expect("library session completed", s.State == "DONE" && s.LibraryItemID == itemID, "%+v", s)
+
+	ids, err := m.ListLibraries(ctx)
+	check("list libraries", err)
+	found, err := m.FindLibrary(ctx, library.Find{Name: "capv-templates"})
+	check("find library", err)
+	items, err := m.GetLibraryItems(ctx, libID)
+	check("library items", err)
+	foundItems, err := m.FindLibraryItems(ctx, library.FindItem{LibraryID: libID, Name: "ubuntu"})
+	check("find library items", err)
+	expect("library listed", len(ids) == 1 && ids[0] == libID && len(found) == 1 && found[0] == libID &&
+		len(items) == 1 && len(foundItems) == 1 && foundItems[0] == itemID, "%v %v %+v %v", ids, found, items, foundItems)
+	item, err := m.GetLibraryItem(ctx, itemID)
+	check("get library item", err)
+	expect("library item", item.Type == "ovf" && item.Size == int64(len(contentLibraryOVF)) && item.Name == "ubuntu", "%+v", item)
+
+	pool, err := finder.ResourcePool(ctx, "DC0_C0/Resources")
+	check("library pool", err)
+	folders, err := dc.Folders(ctx)
+	check("library folders", err)
+	folder, err := folders.VmFolder.CreateFolder(ctx, "from-library")
+	check("library vm folder", err)
+	deploy := vcenter.Deploy{
+		DeploymentSpec: vcenter.DeploymentSpec{Name: "capv-ovf", AcceptAllEULA: true},
+		Target:         vcenter.Target{ResourcePoolID: pool.Reference().Value, FolderID: folder.Reference().Value},
+	}
+	ref, err := vcenter.NewManager(rc).DeployLibraryItem(ctx, itemID, deploy)
+	check("deploy library item", err)
+	expect("ovf deployed", ref.Type == "VirtualMachine", "%+v", ref)
+	// An absolute path: the finder reads a relative one from the datacenter's VM folder.
+	vm, err := finder.VirtualMachine(ctx, "/DC0/vm/from-library/capv-ovf")
+	check("find deployed vm", err)
+	var deployed mo.VirtualMachine
+	check("read deployed vm", vm.Properties(ctx, vm.Reference(), []string{"config.hardware", "resourcePool"}, &deployed))
+	expect("deployed vm", vm.Reference() == *ref && deployed.ResourcePool != nil && *deployed.ResourcePool == pool.Reference() &&
+		deployed.Config.Hardware.NumCPU == 2 && deployed.Config.Hardware.MemoryMB == 1024, "%v %+v", vm.Reference(), deployed.Config)
+
+	check("delete library item", m.DeleteLibraryItem(ctx, item))
+	_, err = m.GetLibraryItem(ctx, itemID)
+	expect("library item deleted", err != nil, "item still there")
+	check("delete library", m.DeleteLibrary(ctx, lib))
+	ids, err = m.ListLibraries(ctx)
+	check("list libraries after delete", err)
+	expect("library deleted", len(ids) == 0, "%v", ids)
 }
 
 // storagePolicies looks a storage policy up by name and checks the datastores against it,
