@@ -39,6 +39,10 @@ enum BenchWhat {
     /// etcd Status + MemberList per second through a cluster's endpoint and a port-forward,
     /// against Debian's etcd server.
     Etcd(crate::bench_etcd::EtcdBenchArgs),
+    /// `infrasim vcsim` against govmomi's simulator (Debian's library): server CPU per
+    /// RetrievePropertiesEx, per clone and per listing of every VM, memory and startup, at
+    /// several model sizes.
+    Vsphere(crate::bench_vsphere::VsphereBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -65,6 +69,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Api(a) => api(a).await,
         BenchWhat::Capi(a) => crate::bench_capi::run(a).await,
         BenchWhat::Etcd(a) => crate::bench_etcd::run(a).await,
+        BenchWhat::Vsphere(a) => crate::bench_vsphere::run(a).await,
     }
 }
 

@@ -3,6 +3,7 @@
 use anyhow::Context;
 use clap::Args;
 use infrasim_clock::SystemClock;
+use infrasim_vsphere_sim::server::ServerCert;
 use infrasim_vsphere_sim::{Flavor, Instance, Model, SimConfig, Simulator};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -18,6 +19,12 @@ pub struct VcsimArgs {
     /// The one password accepted (generated and printed when not given).
     #[arg(long, env = "INFRASIM_VCSIM_PASSWORD")]
     password: Option<String>,
+    /// The serving certificate (PEM, leaf first) instead of a generated self-signed one.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The key of --tls-cert (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
     /// Datacenters.
     #[arg(long, default_value_t = 1)]
     datacenters: usize,
@@ -122,7 +129,19 @@ pub async fn run(args: VcsimArgs) -> anyhow::Result<()> {
         guest_delay: Duration::from_millis(args.guest_delay_ms),
         ..SimConfig::default()
     };
-    let instance = Instance::start(config, args.listen, SystemClock::shared())
+    let cert = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let read = |p: &std::path::Path| {
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))
+            };
+            Some(
+                ServerCert::from_pem(&read(cert)?, &read(key)?)
+                    .context("the --tls-cert and --tls-key")?,
+            )
+        }
+        _ => None,
+    };
+    let instance = Instance::start_with_cert(config, args.listen, SystemClock::shared(), cert)
         .await
         .with_context(|| format!("serving on {}", args.listen))?;
     let sim = instance.simulator().clone();

@@ -46,6 +46,16 @@ impl Instance {
         listen: SocketAddr,
         clock: SharedClock,
     ) -> Result<Instance, ServerError> {
+        Instance::start_with_cert(config, listen, clock, None).await
+    }
+
+    /// As [`Instance::start`], serving `cert` when given (see [`ServerCert::from_pem`]).
+    pub async fn start_with_cert(
+        config: SimConfig,
+        listen: SocketAddr,
+        clock: SharedClock,
+        cert: Option<ServerCert>,
+    ) -> Result<Instance, ServerError> {
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let mut ips: Vec<IpAddr> = vec![
@@ -55,7 +65,10 @@ impl Instance {
         if !addr.ip().is_unspecified() && !ips.contains(&addr.ip()) {
             ips.push(addr.ip());
         }
-        let cert = ServerCert::self_signed(&["localhost"], &ips)?;
+        let cert = match cert {
+            Some(cert) => cert,
+            None => ServerCert::self_signed(&["localhost"], &ips)?,
+        };
         // Listening on every address, it is reached on loopback.
         let addr = if addr.ip().is_unspecified() {
             SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), addr.port())

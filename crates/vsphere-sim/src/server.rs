@@ -80,17 +80,36 @@ impl ServerCert {
             params.subject_alt_names.push(SanType::IpAddress(*ip));
         }
         let cert = params.self_signed(&key).map_err(err)?;
-        let der = cert.der().to_vec();
-        Ok(ServerCert {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-            thumbprint_sha256: colon_hex(
-                ring::digest::digest(&ring::digest::SHA256, &der).as_ref(),
-            ),
+        Ok(ServerCert::with_der(
+            cert.pem(),
+            key.serialize_pem(),
+            cert.der(),
+        ))
+    }
+
+    /// A certificate (chain, leaf first) and key of the caller's, PEM: for a simulator whose
+    /// clients trust a CA of their own rather than a thumbprint.
+    pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Self, ServerError> {
+        let tls = |e: &dyn std::fmt::Display| ServerError::Tls(e.to_string());
+        let leaf = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+            .next()
+            .ok_or_else(|| ServerError::Tls("no certificate in the PEM".into()))?
+            .map_err(|e| tls(&e))?;
+        PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| tls(&e))?;
+        let cert = ServerCert::with_der(cert_pem.to_string(), key_pem.to_string(), &leaf);
+        cert.tls_config()?; // refuse a key that does not match now, not at the first client
+        Ok(cert)
+    }
+
+    fn with_der(cert_pem: String, key_pem: String, der: &[u8]) -> Self {
+        ServerCert {
+            cert_pem,
+            key_pem,
+            thumbprint_sha256: colon_hex(ring::digest::digest(&ring::digest::SHA256, der).as_ref()),
             thumbprint_sha1: colon_hex(
-                ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &der).as_ref(),
+                ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, der).as_ref(),
             ),
-        })
+        }
     }
 
     fn tls_config(&self) -> Result<Arc<rustls::ServerConfig>, ServerError> {

@@ -1,0 +1,621 @@
+//! `infrasim bench vsphere`: `infrasim vcsim` against govmomi's own simulator (a small Go
+//! main of ours over Debian's `simulator` and `vapi/simulator` packages, in
+//! tests/govmomi/src/vcsim-baseline), side by side in one run, for several model sizes.
+//!
+//! Each server runs as its own child process, one at a time, so the figures are the server's
+//! CPU time read from `/proc/<pid>/stat` (user + system, every thread) and not wall time: the
+//! client load generator runs in this process and its cost is not counted. Measured per
+//! server and model size:
+//! - startup: from spawn until the first SOAP answer (RetrieveServiceContent);
+//! - memory: resident set after startup and after the workload;
+//! - server CPU per RetrievePropertiesEx of three properties of one VM;
+//! - server CPU to list every VM's name and power state through a container view (paged
+//!   with ContinueRetrievePropertiesEx as the server chooses);
+//! - server CPU per clone: CloneVM_Task, then the task's `info.state` read until it ends.
+
+use anyhow::Context;
+use bytes::Bytes;
+use clap::Args;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use infrasim_kube_api::pki::CertificateAuthority;
+use rustls::pki_types::{pem::PemObject, ServerName};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+
+#[derive(Debug, Args)]
+pub struct VsphereBenchArgs {
+    /// VMs per standalone host and per resource pool, one model per value (the default model
+    /// has two such places, so 2, 250 and 5000 give 4, 500 and 10,000 VMs).
+    #[arg(long, value_delimiter = ',', default_values_t = [2usize, 250, 5000])]
+    vms: Vec<usize>,
+    /// Seconds each measured load runs.
+    #[arg(long, default_value_t = 3)]
+    seconds: u64,
+    /// Concurrent client connections (each logged in with its own session).
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// The baseline server binary; built from tests/govmomi with Debian's govmomi when not
+    /// given (needs `go` and golang-github-vmware-govmomi-dev).
+    #[arg(long)]
+    baseline: Option<PathBuf>,
+    /// The loopback port the servers listen on (one at a time).
+    #[arg(long, default_value_t = 18989)]
+    port: u16,
+}
+
+const USER: &str = "administrator@vsphere.local";
+const PASSWORD: &str = "bench-password";
+
+/// The two servers compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Server {
+    Infrasim,
+    Govmomi,
+}
+
+impl Server {
+    fn command(
+        self,
+        args: &VsphereBenchArgs,
+        setup: &Setup,
+        vms: usize,
+    ) -> anyhow::Result<tokio::process::Command> {
+        let listen = format!("127.0.0.1:{}", args.port);
+        let (cert, key) = (setup.dir.join("server.crt"), setup.dir.join("server.key"));
+        let mut cmd = match self {
+            Server::Infrasim => {
+                let mut c = tokio::process::Command::new(std::env::current_exe()?);
+                c.args(["vcsim", "--listen", &listen, "--password", PASSWORD]);
+                c.args(["--vms", &vms.to_string()]);
+                c.arg("--tls-cert").arg(&cert).arg("--tls-key").arg(&key);
+                c
+            }
+            Server::Govmomi => {
+                let mut c = tokio::process::Command::new(&setup.baseline);
+                c.args(["-listen", &listen, "-password", PASSWORD]);
+                c.args(["-vms", &vms.to_string()]);
+                c.arg("-tls-cert").arg(&cert).arg("-tls-key").arg(&key);
+                c
+            }
+        };
+        cmd.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true);
+        Ok(cmd)
+    }
+}
+
+/// What one server measured at one model size.
+#[derive(Debug, Default, Clone)]
+struct Figures {
+    vms: usize,
+    startup: Duration,
+    rss_start: u64,
+    /// After the retrieve and list loads, before any clone.
+    rss_loaded: u64,
+    rss_end: u64,
+    retrieve: Duration,
+    list: Duration,
+    clone: Duration,
+    retrieves: usize,
+    lists: usize,
+    clones: usize,
+}
+
+/// What both servers share: the baseline binary, and one serving certificate of a CA the
+/// client trusts, so both do the same TLS work (ECDSA P-256).
+struct Setup {
+    baseline: PathBuf,
+    dir: PathBuf,
+    connector: tokio_rustls::TlsConnector,
+}
+
+impl Setup {
+    async fn new(args: &VsphereBenchArgs) -> anyhow::Result<Setup> {
+        let baseline = match &args.baseline {
+            Some(p) => p.clone(),
+            None => build_baseline().await?,
+        };
+        let dir =
+            std::env::temp_dir().join(format!("infrasim-bench-vsphere-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let ca = CertificateAuthority::generate("infrasim bench vsphere")?;
+        let serving =
+            ca.serving_cert("localhost", &["localhost".into()], &[[127, 0, 0, 1].into()])?;
+        std::fs::write(dir.join("server.crt"), &serving.cert_pem)?;
+        infrasim_kube_api::pki::write_private(&dir.join("server.key"), &serving.key_pem)?;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.cert_pem.as_bytes()) {
+            roots.add(cert?)?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        Ok(Setup {
+            baseline,
+            dir,
+            connector,
+        })
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub async fn run(args: VsphereBenchArgs) -> anyhow::Result<()> {
+    let setup = Setup::new(&args).await?;
+    for &vms in &args.vms {
+        let ours = measure(&args, Server::Infrasim, &setup, vms).await?;
+        let theirs = measure(&args, Server::Govmomi, &setup, vms).await?;
+        print_table(&ours, &theirs);
+    }
+    Ok(())
+}
+
+/// Builds tests/govmomi/src/vcsim-baseline against Debian's govmomi into the target dir.
+async fn build_baseline() -> anyhow::Result<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let gopath = root.join("tests/govmomi");
+    let out = root.join("target/vcsim-baseline");
+    let status = tokio::process::Command::new("go")
+        .args(["build", "-o"])
+        .arg(&out)
+        .arg("vcsim-baseline")
+        .current_dir(&gopath)
+        .env("GOPATH", format!("{}:/usr/share/gocode", gopath.display()))
+        .env("GO111MODULE", "off")
+        .env("GOFLAGS", "")
+        .status()
+        .await
+        .context("running go (install golang-go and golang-github-vmware-govmomi-dev, or pass --baseline)")?;
+    anyhow::ensure!(status.success(), "building the govmomi baseline failed");
+    Ok(out)
+}
+
+/// Starts `server` with `vms` per place, runs every load against it, and stops it.
+async fn measure(
+    args: &VsphereBenchArgs,
+    server: Server,
+    setup: &Setup,
+    vms: usize,
+) -> anyhow::Result<Figures> {
+    eprintln!("{server:?}: {vms} VMs per place ...");
+    let addr: SocketAddr = ([127, 0, 0, 1], args.port).into();
+    let started = Instant::now();
+    let mut child = server.command(args, setup, vms)?.spawn()?;
+    let pid = child.id().context("the server exited at once")?;
+    let connector = setup.connector.clone();
+    let content = wait_for_service(&connector, addr, &mut child).await?;
+    let mut figures = Figures {
+        startup: started.elapsed(),
+        rss_start: rss(pid)?,
+        ..Figures::default()
+    };
+    eprintln!("  started; logging in");
+    let mut sessions = Vec::new();
+    for _ in 0..args.connections.max(1) {
+        sessions.push(
+            Session::login(&connector, addr, &content)
+                .await
+                .context("logging in")?,
+        );
+    }
+    let vm_list = sessions[0].list_vms().await.context("listing VMs")?;
+    figures.vms = vm_list.len();
+    let first = vm_list.first().context("the model has no VM")?.clone();
+    let window = Duration::from_secs(args.seconds);
+
+    eprintln!("  RetrievePropertiesEx");
+    let (n, cpu) = load(pid, &mut sessions, window, |s, _| {
+        let vm = first.clone();
+        Box::pin(async move { s.retrieve_vm(&vm).await })
+    })
+    .await?;
+    (figures.retrieves, figures.retrieve) = (n, per(cpu, n));
+
+    eprintln!("  listing");
+    let (n, cpu) = load(pid, &mut sessions, window, |s, _| {
+        Box::pin(async move { s.list_vms().await.map(drop) })
+    })
+    .await?;
+    (figures.lists, figures.list) = (n, per(cpu, n));
+
+    eprintln!("  cloning");
+    figures.rss_loaded = rss(pid)?;
+    let folder = sessions[0].parent_folder(&first).await?;
+    let (n, cpu) = load(pid, &mut sessions, window, |s, i| {
+        let (vm, folder) = (first.clone(), folder.clone());
+        Box::pin(async move { s.clone_vm(&vm, &folder, &format!("bench-clone-{i}")).await })
+    })
+    .await?;
+    (figures.clones, figures.clone) = (n, per(cpu, n));
+
+    figures.rss_end = rss(pid)?;
+    child.kill().await.ok();
+    Ok(figures)
+}
+
+fn per(cpu: Duration, n: usize) -> Duration {
+    cpu.checked_div(n.max(1) as u32).unwrap_or_default()
+}
+
+/// One unit of client work on a session: the session and a sequence number unique in the run.
+type Work<'a> = futures::future::BoxFuture<'a, anyhow::Result<()>>;
+
+/// Runs `work` on every session concurrently for `window`; the operations done and the
+/// server CPU they took.
+async fn load<F>(
+    pid: u32,
+    sessions: &mut [Session],
+    window: Duration,
+    work: F,
+) -> anyhow::Result<(usize, Duration)>
+where
+    F: for<'a> Fn(&'a mut Session, usize) -> Work<'a> + Sync,
+{
+    let before = cpu_time(pid)?;
+    let deadline = Instant::now() + window;
+    let count = std::sync::atomic::AtomicUsize::new(0);
+    let runs = sessions.iter_mut().map(|s| {
+        let (work, count) = (&work, &count);
+        async move {
+            while Instant::now() < deadline {
+                let i = count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                work(s, i).await?;
+            }
+            anyhow::Ok(())
+        }
+    });
+    futures::future::try_join_all(runs).await?;
+    let cpu = cpu_time(pid)?.saturating_sub(before);
+    Ok((count.into_inner(), cpu))
+}
+
+/// User + system CPU of every thread of a process, from `/proc/<pid>/stat`.
+fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let after = stat
+        .rsplit_once(')')
+        .context("/proc stat without a command")?
+        .1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = fields.get(11).context("utime")?.parse::<u64>()?
+        + fields.get(12).context("stime")?.parse::<u64>()?;
+    // The kernel reports in USER_HZ, 100 on every Linux this runs on.
+    Ok(Duration::from_millis(ticks * 10))
+}
+
+/// Resident memory of a process in bytes.
+fn rss(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .context("VmRSS")?;
+    Ok(kb * 1024)
+}
+
+fn print_table(ours: &Figures, theirs: &Figures) {
+    println!(
+        "\n{} VMs (infrasim) / {} VMs (govmomi)",
+        ours.vms, theirs.vms
+    );
+    println!(
+        "{:<44} {:>14} {:>14} {:>10}",
+        "measure", "infrasim", "govmomi", "govmomi/us"
+    );
+    let row = |what: &str, unit: &str, scale: f64, of: &dyn Fn(&Figures) -> f64| {
+        let (a, b) = (of(ours), of(theirs));
+        let ratio = b / a.max(f64::EPSILON);
+        let (a, b) = (
+            format!("{:.2} {unit}", a * scale),
+            format!("{:.2} {unit}", b * scale),
+        );
+        println!("{what:<44} {a:>14} {b:>14} {ratio:>9.1}x");
+    };
+    let mib = 1.0 / (1024.0 * 1024.0);
+    row("startup, spawn to first answer", "ms", 1e3, &|f| {
+        f.startup.as_secs_f64()
+    });
+    row("memory after startup", "MiB", mib, &|f| f.rss_start as f64);
+    row(
+        "memory after the retrieve and list loads",
+        "MiB",
+        mib,
+        &|f| f.rss_loaded as f64,
+    );
+    row("memory per clone", "KiB", 1.0 / 1024.0, &|f| {
+        f.rss_end.saturating_sub(f.rss_loaded) as f64 / f.clones.max(1) as f64
+    });
+    row("server CPU per RetrievePropertiesEx", "us", 1e6, &|f| {
+        f.retrieve.as_secs_f64()
+    });
+    row("server CPU to list every VM (view)", "ms", 1e3, &|f| {
+        f.list.as_secs_f64()
+    });
+    row("server CPU per clone (task awaited)", "us", 1e6, &|f| {
+        f.clone.as_secs_f64()
+    });
+    println!(
+        "operations: infrasim {}/{}/{}, govmomi {}/{}/{} (retrieve/list/clone)",
+        ours.retrieves, ours.lists, ours.clones, theirs.retrieves, theirs.lists, theirs.clones
+    );
+}
+
+/// The managed objects a session needs from the service content.
+#[derive(Debug, Clone)]
+struct Content {
+    session_manager: String,
+    property_collector: String,
+    view_manager: String,
+    root_folder: String,
+}
+
+/// Polls until the server answers RetrieveServiceContent (or exits).
+async fn wait_for_service(
+    connector: &tokio_rustls::TlsConnector,
+    addr: SocketAddr,
+    child: &mut tokio::process::Child,
+) -> anyhow::Result<Content> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            anyhow::bail!("the server exited while starting: {status}");
+        }
+        let answer = match Conn::open(connector, addr).await {
+            Ok(mut conn) => conn.call(RETRIEVE_CONTENT).await,
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok(body) => {
+                return Ok(Content {
+                    session_manager: text_of(&body, "sessionManager")?,
+                    property_collector: text_of(&body, "propertyCollector")?,
+                    view_manager: text_of(&body, "viewManager")?,
+                    root_folder: text_of(&body, "rootFolder")?,
+                })
+            }
+            Err(e) if Instant::now() > deadline => {
+                return Err(e.context("the server did not answer in 10 minutes"))
+            }
+            Err(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+const RETRIEVE_CONTENT: &str = r#"<RetrieveServiceContent xmlns="urn:vim25"><_this type="ServiceInstance">ServiceInstance</_this></RetrieveServiceContent>"#;
+
+/// One HTTP/1.1 keep-alive connection with a session cookie.
+struct Conn {
+    send: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    cookie: Option<String>,
+}
+
+impl Conn {
+    async fn open(
+        connector: &tokio_rustls::TlsConnector,
+        addr: SocketAddr,
+    ) -> anyhow::Result<Conn> {
+        let tcp = TcpStream::connect(addr).await?;
+        tcp.set_nodelay(true)?;
+        let tls = connector
+            .connect(ServerName::try_from("localhost")?.to_owned(), tcp)
+            .await?;
+        let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
+        tokio::spawn(conn);
+        Ok(Conn { send, cookie: None })
+    }
+
+    /// Posts one SOAP body; the answer's XML, or the fault as an error.
+    async fn call(&mut self, body: &str) -> anyhow::Result<String> {
+        let envelope = format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body>{body}</soapenv:Body></soapenv:Envelope>"#
+        );
+        let mut req = http::Request::post("/sdk")
+            .header(http::header::HOST, "localhost")
+            .header(http::header::CONTENT_TYPE, "text/xml; charset=utf-8")
+            .header("SOAPAction", "\"urn:vim25/7.0.3.0\"");
+        if let Some(c) = &self.cookie {
+            req = req.header(http::header::COOKIE, c.as_str());
+        }
+        self.send.ready().await.context("the connection closed")?;
+        let resp = self
+            .send
+            .send_request(req.body(Full::new(Bytes::from(envelope)))?)
+            .await?;
+        if let Some(set) = resp.headers().get(http::header::SET_COOKIE) {
+            let set = set.to_str()?;
+            self.cookie = Some(set.split(';').next().unwrap_or(set).to_string());
+        }
+        let status = resp.status();
+        let text = String::from_utf8(resp.into_body().collect().await?.to_bytes().to_vec())?;
+        if !status.is_success() || text.contains("<faultstring>") {
+            let fault =
+                text_of(&text, "faultstring").unwrap_or_else(|_| text.chars().take(300).collect());
+            anyhow::bail!("SOAP fault ({status}): {fault}");
+        }
+        Ok(text)
+    }
+}
+
+/// A logged-in client of one server.
+struct Session {
+    conn: Conn,
+    content: Content,
+}
+
+impl Session {
+    async fn login(
+        connector: &tokio_rustls::TlsConnector,
+        addr: SocketAddr,
+        content: &Content,
+    ) -> anyhow::Result<Session> {
+        let mut conn = Conn::open(connector, addr).await?;
+        conn.call(&format!(
+            r#"<Login xmlns="urn:vim25"><_this type="SessionManager">{}</_this><userName>{USER}</userName><password>{PASSWORD}</password></Login>"#,
+            content.session_manager
+        ))
+        .await?;
+        anyhow::ensure!(conn.cookie.is_some(), "Login set no session cookie");
+        Ok(Session {
+            conn,
+            content: content.clone(),
+        })
+    }
+
+    /// RetrievePropertiesEx of `paths` of one object.
+    async fn retrieve(&mut self, ty: &str, value: &str, paths: &[&str]) -> anyhow::Result<String> {
+        let paths: String = paths
+            .iter()
+            .map(|p| format!("<pathSet>{p}</pathSet>"))
+            .collect();
+        self.conn
+            .call(&format!(
+                r#"<RetrievePropertiesEx xmlns="urn:vim25"><_this type="PropertyCollector">{}</_this><specSet><propSet><type>{ty}</type>{paths}</propSet><objectSet><obj type="{ty}">{value}</obj></objectSet></specSet><options/></RetrievePropertiesEx>"#,
+                self.content.property_collector
+            ))
+            .await
+    }
+
+    async fn retrieve_vm(&mut self, vm: &str) -> anyhow::Result<()> {
+        let body = self
+            .retrieve(
+                "VirtualMachine",
+                vm,
+                &["name", "runtime.powerState", "config.uuid"],
+            )
+            .await?;
+        anyhow::ensure!(
+            body.contains("powerState"),
+            "RetrievePropertiesEx answered no powerState"
+        );
+        Ok(())
+    }
+
+    async fn parent_folder(&mut self, vm: &str) -> anyhow::Result<String> {
+        let body = self.retrieve("VirtualMachine", vm, &["parent"]).await?;
+        text_of(&body, "val")
+    }
+
+    /// Every VM's reference, through a container view over the root folder, with its name and
+    /// power state retrieved; the view is destroyed after.
+    async fn list_vms(&mut self) -> anyhow::Result<Vec<String>> {
+        let c = self.content.clone();
+        let view = text_of(
+            &self
+                .conn
+                .call(&format!(
+                    r#"<CreateContainerView xmlns="urn:vim25"><_this type="ViewManager">{}</_this><container type="Folder">{}</container><type>VirtualMachine</type><recursive>true</recursive></CreateContainerView>"#,
+                    c.view_manager, c.root_folder
+                ))
+                .await?,
+            "returnval",
+        )?;
+        let mut body = self.conn.call(&format!(
+            r#"<RetrievePropertiesEx xmlns="urn:vim25"><_this type="PropertyCollector">{}</_this><specSet><propSet><type>VirtualMachine</type><pathSet>name</pathSet><pathSet>runtime.powerState</pathSet></propSet><objectSet><obj type="ContainerView">{view}</obj><skip>true</skip><selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path><skip>false</skip></selectSet></objectSet></specSet><options/></RetrievePropertiesEx>"#,
+            c.property_collector
+        )).await?;
+        let mut vms = Vec::new();
+        loop {
+            vms.extend(texts_of(&body, "obj"));
+            let Ok(token) = text_of(&body, "token") else {
+                break;
+            };
+            body = self.conn.call(&format!(
+                r#"<ContinueRetrievePropertiesEx xmlns="urn:vim25"><_this type="PropertyCollector">{}</_this><token>{token}</token></ContinueRetrievePropertiesEx>"#,
+                c.property_collector
+            )).await?;
+        }
+        self.conn
+            .call(&format!(r#"<DestroyView xmlns="urn:vim25"><_this type="ContainerView">{view}</_this></DestroyView>"#))
+            .await?;
+        Ok(vms)
+    }
+
+    /// Clones `vm` into `folder` as `name` and reads the task until it ends.
+    async fn clone_vm(&mut self, vm: &str, folder: &str, name: &str) -> anyhow::Result<()> {
+        let task = text_of(
+            &self
+                .conn
+                .call(&format!(
+                    r#"<CloneVM_Task xmlns="urn:vim25"><_this type="VirtualMachine">{vm}</_this><folder type="Folder">{folder}</folder><name>{name}</name><spec><location/><template>false</template><powerOn>false</powerOn></spec></CloneVM_Task>"#
+                ))
+                .await?,
+            "returnval",
+        )?;
+        loop {
+            let body = self.retrieve("Task", &task, &["info.state"]).await?;
+            let state = text_of(&body, "val")?;
+            match state.as_str() {
+                "success" => return Ok(()),
+                "error" => anyhow::bail!("clone {name} failed"),
+                _ => tokio::time::sleep(Duration::from_millis(1)).await,
+            }
+        }
+    }
+}
+
+/// The text of the first element named `tag` (any attributes) in `xml`.
+fn text_of(xml: &str, tag: &str) -> anyhow::Result<String> {
+    texts_of(xml, tag)
+        .into_iter()
+        .next()
+        .with_context(|| format!("no <{tag}> in the answer"))
+}
+
+/// The texts of every element named `tag` (without a namespace prefix) in `xml`. A scan, not
+/// a parser: the answers are the servers' own well-formed SOAP, and the bench only needs leaf
+/// texts such as references and tokens.
+fn texts_of(xml: &str, tag: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = xml;
+    let open = format!("<{tag}");
+    while let Some(i) = rest.find(&open) {
+        rest = &rest[i + open.len()..];
+        // `<tag>` or `<tag attr…>`, not `<tagOther…>`.
+        if !rest.starts_with('>') && !rest.starts_with(' ') {
+            continue;
+        }
+        let Some(start) = rest.find('>') else { break };
+        let Some(end) = rest[start..].find('<') else {
+            break;
+        };
+        out.push(rest[start + 1..start + end].to_string());
+        rest = &rest[start + end..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_are_read_by_exact_tag() {
+        let xml = r#"<returnval><obj type="VirtualMachine">vm-1</obj><objSet>x</objSet><obj type="VirtualMachine">vm-2</obj><token>7</token></returnval>"#;
+        assert_eq!(texts_of(xml, "obj"), ["vm-1", "vm-2"]);
+        assert_eq!(text_of(xml, "token").unwrap(), "7");
+        assert!(text_of(xml, "missing").is_err());
+    }
+
+    #[test]
+    fn cpu_time_of_this_process_is_read() {
+        let pid = std::process::id();
+        assert!(cpu_time(pid).is_ok());
+        assert!(rss(pid).unwrap() > 0);
+    }
+}
