@@ -10,11 +10,7 @@ use crate::task::{self, Operation};
 use crate::value::{mor_array, write_element, Moref, Val};
 
 fn name_taken(state: &State, parent: &Moref, name: &str) -> bool {
-    state
-        .inventory
-        .children(parent)
-        .iter()
-        .any(|c| state.inventory.get(c).is_some_and(|o| o.name() == name))
+    state.inventory.child_named(parent, name).is_some()
 }
 
 pub(crate) fn dispatch(
@@ -173,9 +169,7 @@ pub(crate) fn move_into(
                 }
             }
         }
-        if let Some(o) = state.inventory.get_mut(m) {
-            o.set("parent", folder.clone());
-        }
+        state.inventory.reparent(m, folder);
         if let Some(f) = state.inventory.get_mut(folder) {
             f.push_mor("childEntity", m.clone());
         }

@@ -62,19 +62,15 @@ pub(crate) fn rename(state: &mut State, entity: &Moref, name: &str) -> Result<Op
         .and_then(Val::as_mor)
         .cloned();
     if let Some(parent) = &parent {
-        let taken = state
-            .inventory
-            .children(parent)
-            .iter()
-            .any(|c| c != entity && state.inventory.get(c).is_some_and(|o| o.name() == name));
-        if taken {
+        let taken = state.inventory.child_named(parent, name);
+        if taken.is_some_and(|c| c != *entity) {
             return Err(duplicate_name(name, parent));
         }
     }
+    state.inventory.rename(entity, name);
     let Some(o) = state.inventory.get_mut(entity) else {
         return Err(Fault::not_found(entity));
     };
-    o.set("name", name);
     if let Some(Val::Data(c)) = o.props.get_mut("config") {
         if c.get("name").is_some() {
             c.set("name", name);

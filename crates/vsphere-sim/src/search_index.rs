@@ -17,11 +17,7 @@ pub(crate) fn dispatch(
         }
         "FindChild" => arg_moref(args, "entity").map(|parent| {
             let name = args.text_of("name").unwrap_or("");
-            one(state
-                .inventory
-                .children(&parent)
-                .into_iter()
-                .find(|c| state.inventory.get(c).is_some_and(|o| o.name() == name)))
+            one(state.inventory.child_named(&parent, name))
         }),
         "FindByIp" | "FindByDnsName" | "FindAllByIp" | "FindAllByDnsName" => {
             let (field, wanted) = if method.contains("Ip") {
@@ -112,11 +108,7 @@ fn one(m: Option<Moref>) -> String {
 pub(crate) fn find_by_path(state: &State, path: &str) -> Option<Moref> {
     let mut cur = crate::inventory::refs::root_folder();
     for part in path.split('/').filter(|p| !p.is_empty()) {
-        cur = state
-            .inventory
-            .children(&cur)
-            .into_iter()
-            .find(|c| state.inventory.get(c).is_some_and(|o| o.name() == part))?;
+        cur = state.inventory.child_named(&cur, part)?;
     }
     Some(cur)
 }

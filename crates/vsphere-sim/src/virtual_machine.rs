@@ -767,12 +767,7 @@ fn clone_now(
             src.set("config", config);
         }
     }
-    let duplicate = state
-        .inventory
-        .children(folder)
-        .iter()
-        .any(|c| state.inventory.get(c).is_some_and(|o| o.name() == name));
-    if duplicate {
+    if state.inventory.child_named(folder, name).is_some() {
         return Err(crate::managed_entity::duplicate_name(name, folder));
     }
     let location = spec.child("location");
