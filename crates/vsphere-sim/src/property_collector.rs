@@ -2,10 +2,14 @@
 //! ContinueRetrievePropertiesEx, CancelRetrievePropertiesEx; TraversalSpec and named
 //! SelectionSpec recursion; nested property paths; and `Fetch`, the one-property read
 //! pyvmomi uses for attribute access.
+//!
+//! The collectors' state (`Collectors`: paged results still to hand out, property filters,
+//! what each collector last reported, cancelled waits) lives here; every piece of it belongs
+//! to a session, and `drop_session` forgets a session's at logout.
 
 use crate::fault::Fault;
 use crate::inventory::{is_a, refs, ManagedObject};
-use crate::simulator::{Call, PendingResult, State};
+use crate::simulator::{Call, State};
 use crate::soap::Element;
 use crate::value::{mor_array, write_element, Moref, Val};
 use crate::{service_instance, session_manager, view_manager};
@@ -279,17 +283,9 @@ fn page(state: &mut State, call: &Call<'_>, mut objects: Vec<String>, page_size:
     };
     let mut out = String::from("<returnval>");
     if !rest.is_empty() {
-        state.next_token += 1;
-        let token = state.next_token.to_string();
+        let session = call.session.clone().unwrap_or_default();
+        let token = state.collectors.keep_pending(session, page_size, rest);
         out.push_str(&format!("<token>{token}</token>"));
-        state.pending.insert(
-            token,
-            PendingResult {
-                session: call.session.clone().unwrap_or_default(),
-                page: page_size,
-                remaining: rest,
-            },
-        );
     }
     for o in objects {
         out.push_str("<objects>");
@@ -323,7 +319,7 @@ pub(crate) fn dispatch(
         "ContinueRetrievePropertiesEx" => {
             let token = args.text_of("token").unwrap_or("").trim().to_string();
             let session = call.session.clone().unwrap_or_default();
-            match state.pending.remove(&token) {
+            match state.collectors.take_pending(&token) {
                 Some(p) if p.session == session => {
                     let size = p.page;
                     Ok(page(state, call, p.remaining, size))
@@ -333,7 +329,7 @@ pub(crate) fn dispatch(
         }
         "CancelRetrievePropertiesEx" => {
             let token = args.text_of("token").unwrap_or("").trim().to_string();
-            state.pending.remove(&token);
+            state.collectors.take_pending(&token);
             Ok(String::new())
         }
         _ => return None,
@@ -370,12 +366,20 @@ pub(crate) fn fetch(
     Ok(out)
 }
 
+/// Objects of a paged RetrievePropertiesEx still to be handed out.
+#[derive(Debug)]
+struct PendingResult {
+    session: String,
+    page: usize,
+    remaining: Vec<String>,
+}
+
 /// A property filter created with CreateFilter.
 #[derive(Debug, Clone)]
-pub(crate) struct Filter {
-    pub session: String,
-    pub collector: String,
-    pub spec: Element,
+struct Filter {
+    session: String,
+    collector: String,
+    spec: Element,
 }
 
 /// The rendered property values of one object: (path, `<val>` XML).
@@ -385,9 +389,111 @@ type FilterValues = HashMap<String, ObjectValues>;
 
 /// What a collector last reported, per filter, per object, per property (rendered values).
 #[derive(Debug, Default)]
-pub(crate) struct Reported {
-    pub version: u64,
-    pub last: HashMap<String, FilterValues>,
+struct Reported {
+    version: u64,
+    last: HashMap<String, FilterValues>,
+}
+
+/// A collector of a session: (session key, collector moref value).
+type CollectorKey = (String, String);
+
+/// The property collectors' state, every piece of it owned by a session.
+#[derive(Debug, Default)]
+pub(crate) struct Collectors {
+    /// Paged results by token.
+    pending: HashMap<String, PendingResult>,
+    next_token: u64,
+    /// Filters by their moref value.
+    filters: HashMap<String, Filter>,
+    updates: HashMap<CollectorKey, Reported>,
+    /// Collectors whose waiting WaitForUpdates a CancelWaitForUpdates asked to return.
+    cancelled: HashSet<CollectorKey>,
+}
+
+impl Collectors {
+    /// Keeps the rest of a paged result; returns the token that continues it.
+    fn keep_pending(&mut self, session: String, page: usize, remaining: Vec<String>) -> String {
+        self.next_token += 1;
+        let token = self.next_token.to_string();
+        let pending = PendingResult {
+            session,
+            page,
+            remaining,
+        };
+        self.pending.insert(token.clone(), pending);
+        token
+    }
+
+    fn take_pending(&mut self, token: &str) -> Option<PendingResult> {
+        self.pending.remove(token)
+    }
+
+    fn add_filter(&mut self, name: String, filter: Filter) {
+        self.filters.insert(name, filter);
+    }
+
+    /// Forgets a filter and what any collector reported through it.
+    fn destroy_filter(&mut self, name: &str) {
+        self.filters.remove(name);
+        for r in self.updates.values_mut() {
+            r.last.remove(name);
+        }
+    }
+
+    /// Removes the filters of a destroyed collector; returns their names.
+    fn remove_collector_filters(&mut self, collector: &str) -> Vec<String> {
+        let dead: Vec<String> = self
+            .filters
+            .iter()
+            .filter(|(_, f)| f.collector == collector)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &dead {
+            self.filters.remove(k);
+        }
+        dead
+    }
+
+    fn cancel(&mut self, key: CollectorKey) {
+        self.cancelled.insert(key);
+    }
+
+    /// Whether a wait of this collector was cancelled (clearing the cancellation).
+    fn take_cancel(&mut self, key: &CollectorKey) -> bool {
+        self.cancelled.remove(key)
+    }
+
+    /// The filters of one collector, by name.
+    fn filters_of(&self, key: &CollectorKey) -> Vec<(String, Filter)> {
+        self.filters
+            .iter()
+            .filter(|(_, f)| f.session == key.0 && f.collector == key.1)
+            .map(|(k, f)| (k.clone(), f.clone()))
+            .collect()
+    }
+
+    /// What a collector last reported through a filter.
+    fn reported(&self, key: &CollectorKey, filter: &str) -> Option<&FilterValues> {
+        self.updates.get(key).and_then(|r| r.last.get(filter))
+    }
+
+    /// Records what a collector reports now, per filter; returns the report's version.
+    fn record(&mut self, key: &CollectorKey, fresh: Vec<(String, FilterValues)>) -> u64 {
+        let reported = self.updates.entry(key.clone()).or_default();
+        reported.version += 1;
+        for (name, values) in fresh {
+            reported.last.insert(name, values);
+        }
+        reported.version
+    }
+
+    /// Forgets a session's paged results, filters and reports (its session-scoped objects
+    /// leave the inventory with the session).
+    pub(crate) fn drop_session(&mut self, key: &str) {
+        self.pending.retain(|_, p| p.session != key);
+        self.filters.retain(|_, f| f.session != key);
+        self.updates.retain(|(s, _), _| s != key);
+    }
 }
 
 /// How long a call may wait: `maxWaitSeconds` for WaitForUpdatesEx (none: forever), zero for
@@ -406,11 +512,8 @@ pub(crate) fn max_wait(req: &crate::soap::Request) -> Option<chrono::Duration> {
 }
 
 pub(crate) fn destroy_filter(state: &mut State, this: &Moref) -> Result<String, Fault> {
-    state.filters.remove(&this.value);
+    state.collectors.destroy_filter(&this.value);
     state.inventory.remove(this);
-    for r in state.updates.values_mut() {
-        r.last.remove(&this.value);
-    }
     Ok(String::new())
 }
 
@@ -442,7 +545,7 @@ pub(crate) fn wait_methods(
                 args.flag("partialUpdates").unwrap_or(false),
             );
             state.inventory.insert(f);
-            state.filters.insert(
+            state.collectors.add_filter(
                 value.clone(),
                 Filter {
                     session: session.clone(),
@@ -477,26 +580,19 @@ pub(crate) fn wait_methods(
         "DestroyPropertyCollector" => {
             if *collector != refs::property_collector() {
                 state.inventory.remove(collector);
-                let dead: Vec<String> = state
-                    .filters
-                    .iter()
-                    .filter(|(_, f)| f.collector == collector.value)
-                    .map(|(k, _)| k.clone())
-                    .collect();
-                for k in dead {
-                    state.filters.remove(&k);
+                for k in state.collectors.remove_collector_filters(&collector.value) {
                     state.inventory.remove(&Moref::new("PropertyFilter", &k));
                 }
             }
             Ok(Flow::Done(String::new()))
         }
         "CancelWaitForUpdates" => {
-            state.cancelled.insert((session, collector.value.clone()));
+            state.collectors.cancel((session, collector.value.clone()));
             Ok(Flow::Done(String::new()))
         }
         "WaitForUpdatesEx" | "WaitForUpdates" | "CheckForUpdates" => {
             let key = (session.clone(), collector.value.clone());
-            if state.cancelled.remove(&key) {
+            if state.collectors.take_cancel(&key) {
                 return Some(Err(Fault::new_pub(
                     "RequestCanceled",
                     "The task was canceled by a user.",
@@ -517,88 +613,15 @@ pub(crate) fn wait_methods(
 fn updates(
     state: &mut State,
     call: &Call<'_>,
-    key: &(String, String),
+    key: &CollectorKey,
 ) -> Result<Option<String>, Fault> {
-    let filters: Vec<(String, Filter)> = state
-        .filters
-        .iter()
-        .filter(|(_, f)| f.session == key.0 && f.collector == key.1)
-        .map(|(k, f)| (k.clone(), f.clone()))
-        .collect();
     let mut filter_sets = String::new();
     let mut fresh: Vec<(String, FilterValues)> = Vec::new();
-    for (name, filter) in filters {
+    for (name, filter) in state.collectors.filters_of(key) {
         let spec = parse_filter(&filter.spec)?;
-        let objects = collect(state, &spec).unwrap_or_default();
-        let mut now_values: FilterValues = HashMap::new();
-        for m in objects {
-            let Some(obj) = state.inventory.by_value(&m.value) else {
-                continue;
-            };
-            let wanted: Vec<&PropertySpec> = spec
-                .props
-                .iter()
-                .filter(|p| is_a(&obj.moref.ty, &p.ty))
-                .collect();
-            if wanted.is_empty() {
-                continue;
-            }
-            let mut values = Vec::new();
-            for p in wanted {
-                let paths: Vec<String> = if p.all {
-                    obj.props.keys().cloned().collect()
-                } else {
-                    p.paths.clone()
-                };
-                for path in paths {
-                    if values.iter().any(|(n, _)| *n == path) {
-                        continue;
-                    }
-                    let mut rendered = String::new();
-                    if let Some(v) = property(state, call, obj, &path) {
-                        write_element(&mut rendered, "val", &v, true);
-                    }
-                    values.push((path, rendered));
-                }
-            }
-            now_values.insert(m.value.clone(), (obj.moref.clone(), values));
-        }
-        let before = state.updates.get(key).and_then(|r| r.last.get(&name));
-        let mut object_set = String::new();
-        for (value, (m, props)) in &now_values {
-            let old = before.and_then(|b| b.get(value));
-            let kind = if old.is_some() { "modify" } else { "enter" };
-            let mut changes = String::new();
-            for (path, rendered) in props {
-                let unchanged =
-                    old.is_some_and(|(_, o)| o.iter().any(|(p, r)| p == path && r == rendered));
-                if unchanged || (old.is_none() && rendered.is_empty()) {
-                    continue;
-                }
-                changes.push_str("<changeSet><name>");
-                changes.push_str(&crate::value::escape(path));
-                changes.push_str("</name><op>assign</op>");
-                changes.push_str(rendered);
-                changes.push_str("</changeSet>");
-            }
-            if old.is_none() || !changes.is_empty() {
-                object_set.push_str("<objectSet><kind>");
-                object_set.push_str(kind);
-                object_set.push_str("</kind>");
-                write_element(&mut object_set, "obj", &Val::Mor(m.clone()), false);
-                object_set.push_str(&changes);
-                object_set.push_str("</objectSet>");
-            }
-        }
-        if let Some(b) = before {
-            for (value, (m, _)) in b {
-                if !now_values.contains_key(value) {
-                    object_set.push_str("<objectSet><kind>leave</kind>");
-                    write_element(&mut object_set, "obj", &Val::Mor(m.clone()), false);
-                    object_set.push_str("</objectSet>");
-                }
-            }
-        }
+        let now_values = filter_values(state, call, &spec);
+        let before = state.collectors.reported(key, &name);
+        let object_set = object_set(before, &now_values);
         if !object_set.is_empty() {
             filter_sets.push_str("<filterSet>");
             write_element(
@@ -615,13 +638,88 @@ fn updates(
     if filter_sets.is_empty() {
         return Ok(None);
     }
-    let reported = state.updates.entry(key.clone()).or_default();
-    reported.version += 1;
-    for (name, values) in fresh {
-        reported.last.insert(name, values);
-    }
+    let version = state.collectors.record(key, fresh);
     Ok(Some(format!(
-        "<returnval><version>{}</version>{filter_sets}</returnval>",
-        reported.version
+        "<returnval><version>{version}</version>{filter_sets}</returnval>"
     )))
+}
+
+/// The rendered values a filter selects now, per object (an empty rendering for a property
+/// the object lacks, so its disappearance shows as a change).
+fn filter_values(state: &State, call: &Call<'_>, spec: &FilterSpec) -> FilterValues {
+    let objects = collect(state, spec).unwrap_or_default();
+    let mut now_values: FilterValues = HashMap::new();
+    for m in objects {
+        let Some(obj) = state.inventory.by_value(&m.value) else {
+            continue;
+        };
+        let wanted: Vec<&PropertySpec> = spec
+            .props
+            .iter()
+            .filter(|p| is_a(&obj.moref.ty, &p.ty))
+            .collect();
+        if wanted.is_empty() {
+            continue;
+        }
+        let mut values = Vec::new();
+        for p in wanted {
+            let paths: Vec<String> = if p.all {
+                obj.props.keys().cloned().collect()
+            } else {
+                p.paths.clone()
+            };
+            for path in paths {
+                if values.iter().any(|(n, _)| *n == path) {
+                    continue;
+                }
+                let mut rendered = String::new();
+                if let Some(v) = property(state, call, obj, &path) {
+                    write_element(&mut rendered, "val", &v, true);
+                }
+                values.push((path, rendered));
+            }
+        }
+        now_values.insert(m.value.clone(), (obj.moref.clone(), values));
+    }
+    now_values
+}
+
+/// The `objectSet`s of one filter: objects entering, changed and leaving since `before`.
+fn object_set(before: Option<&FilterValues>, now_values: &FilterValues) -> String {
+    let mut object_set = String::new();
+    for (value, (m, props)) in now_values {
+        let old = before.and_then(|b| b.get(value));
+        let kind = if old.is_some() { "modify" } else { "enter" };
+        let mut changes = String::new();
+        for (path, rendered) in props {
+            let unchanged =
+                old.is_some_and(|(_, o)| o.iter().any(|(p, r)| p == path && r == rendered));
+            if unchanged || (old.is_none() && rendered.is_empty()) {
+                continue;
+            }
+            changes.push_str("<changeSet><name>");
+            changes.push_str(&crate::value::escape(path));
+            changes.push_str("</name><op>assign</op>");
+            changes.push_str(rendered);
+            changes.push_str("</changeSet>");
+        }
+        if old.is_none() || !changes.is_empty() {
+            object_set.push_str("<objectSet><kind>");
+            object_set.push_str(kind);
+            object_set.push_str("</kind>");
+            write_element(&mut object_set, "obj", &Val::Mor(m.clone()), false);
+            object_set.push_str(&changes);
+            object_set.push_str("</objectSet>");
+        }
+    }
+    if let Some(b) = before {
+        for (value, (m, _)) in b {
+            if !now_values.contains_key(value) {
+                object_set.push_str("<objectSet><kind>leave</kind>");
+                write_element(&mut object_set, "obj", &Val::Mor(m.clone()), false);
+                object_set.push_str("</objectSet>");
+            }
+        }
+    }
+    object_set
 }

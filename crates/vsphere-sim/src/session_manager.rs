@@ -1,10 +1,66 @@
 //! SessionManager: Login, Logout, SessionIsActive, AcquireCloneTicket, and idle expiry.
+//!
+//! The live sessions are this module's state (`Sessions`); what other managed objects keep
+//! per session (the property collectors' results, filters and reports, session-scoped
+//! views) is theirs, and ending a session asks each of them to let go of it.
 
 use crate::fault::Fault;
-use crate::simulator::{Call, Session, SimConfig, State};
+use crate::simulator::{Call, SimConfig, State};
 use crate::soap::Element;
 use crate::value::{write_element, Data, Val};
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+
+/// A logged-in session.
+#[derive(Debug, Clone)]
+pub(crate) struct Session {
+    pub key: String,
+    pub user: String,
+    pub login_time: DateTime<Utc>,
+    pub last_active: DateTime<Utc>,
+    pub user_agent: String,
+    pub call_count: i64,
+}
+
+/// The live sessions, by key.
+#[derive(Debug, Default)]
+pub(crate) struct Sessions {
+    by_key: HashMap<String, Session>,
+}
+
+impl Sessions {
+    pub(crate) fn get(&self, key: &str) -> Option<&Session> {
+        self.by_key.get(key)
+    }
+
+    fn contains(&self, key: &str) -> bool {
+        self.by_key.contains_key(key)
+    }
+
+    fn insert(&mut self, session: Session) {
+        self.by_key.insert(session.key.clone(), session);
+    }
+
+    fn remove(&mut self, key: &str) {
+        self.by_key.remove(key);
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Session> {
+        self.by_key.values()
+    }
+
+    /// Counts a call in a session: `None` if there is no such session, `Some(false)` (and
+    /// nothing counted) if it has been idle longer than `idle`, so the caller ends it.
+    fn touch(&mut self, key: &str, idle: chrono::Duration, now: DateTime<Utc>) -> Option<bool> {
+        let session = self.by_key.get_mut(key)?;
+        if now - session.last_active > idle {
+            return Some(false);
+        }
+        session.last_active = now;
+        session.call_count += 1;
+        Some(true)
+    }
+}
 
 /// Validates a session key and marks it active; expired sessions are removed.
 pub(crate) fn touch(
@@ -14,13 +70,10 @@ pub(crate) fn touch(
     now: DateTime<Utc>,
 ) -> Option<String> {
     let idle = chrono::Duration::from_std(config.session_idle).unwrap_or(chrono::Duration::MAX);
-    let session = state.sessions.get_mut(key)?;
-    if now - session.last_active > idle {
+    if !state.sessions.touch(key, idle, now)? {
         end_session(state, key);
         return None;
     }
-    session.last_active = now;
-    session.call_count += 1;
     Some(key.to_string())
 }
 
@@ -28,9 +81,7 @@ pub(crate) fn touch(
 /// collectors it created, as vCenter does at logout.
 fn end_session(state: &mut State, key: &str) {
     state.sessions.remove(key);
-    state.pending.retain(|_, p| p.session != key);
-    state.filters.retain(|_, f| f.session != key);
-    state.updates.retain(|(s, _), _| s != key);
+    state.collectors.drop_session(key);
     let prefix = format!("session[{key}]");
     let scoped: Vec<crate::value::Moref> = state
         .inventory
@@ -61,7 +112,7 @@ pub(crate) fn user_session(s: &Session) -> Data {
 
 /// The UserSession of every live session (`SessionManager.sessionList`), oldest first.
 pub(crate) fn session_list(state: &State) -> Val {
-    let mut sessions: Vec<&Session> = state.sessions.values().collect();
+    let mut sessions: Vec<&Session> = state.sessions.iter().collect();
     sessions.sort_by_key(|s| (s.login_time, s.key.clone()));
     Val::Array(
         "UserSession",
@@ -83,7 +134,7 @@ fn terminate(state: &mut State, call: &Call<'_>, args: &Element) -> Result<Strin
     if keys.is_empty() || keys.iter().any(|k| Some(k) == call.session.as_ref()) {
         return Err(Fault::invalid_argument("sessionId"));
     }
-    if let Some(missing) = keys.iter().find(|k| !state.sessions.contains_key(*k)) {
+    if let Some(missing) = keys.iter().find(|k| !state.sessions.contains(k)) {
         return Err(Fault::new_pub(
             "NotFound",
             format!("The session {missing} was not found."),
@@ -161,7 +212,7 @@ fn login(state: &mut State, call: &mut Call<'_>, args: &Element) -> Result<Strin
         &Val::Data(user_session(&session)),
         false,
     );
-    state.sessions.insert(key.clone(), session);
+    state.sessions.insert(session);
     crate::event_manager::emit(
         state,
         call,

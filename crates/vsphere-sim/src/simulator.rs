@@ -61,32 +61,12 @@ impl Default for SimConfig {
     }
 }
 
-/// A logged-in session.
-#[derive(Debug, Clone)]
-pub struct Session {
-    pub key: String,
-    pub user: String,
-    pub login_time: DateTime<Utc>,
-    pub last_active: DateTime<Utc>,
-    pub user_agent: String,
-    pub call_count: i64,
-}
-
-/// Objects of a paged RetrievePropertiesEx still to be handed out.
-#[derive(Debug)]
-pub(crate) struct PendingResult {
-    pub session: String,
-    pub page: usize,
-    pub remaining: Vec<String>,
-}
-
 /// Everything behind the simulator's lock.
 #[derive(Debug, Default)]
 pub(crate) struct State {
     pub inventory: Inventory,
-    pub sessions: HashMap<String, Session>,
-    pub pending: HashMap<String, PendingResult>,
-    pub next_token: u64,
+    pub sessions: session_manager::Sessions,
+    pub collectors: property_collector::Collectors,
     /// Work due at a time: task steps, guests coming up. Ordered by (time, sequence).
     pub timeline: Vec<(DateTime<Utc>, u64, Scheduled)>,
     pub timeline_seq: u64,
@@ -100,10 +80,6 @@ pub(crate) struct State {
     pub ips: HashMap<(String, usize), String>,
     pub ip_next: HashMap<String, u32>,
     pub network_index: HashMap<String, u32>,
-    pub filters: HashMap<String, property_collector::Filter>,
-    pub updates: HashMap<(String, String), property_collector::Reported>,
-    /// Collectors whose waiting WaitForUpdates a CancelWaitForUpdates asked to return.
-    pub cancelled: std::collections::HashSet<(String, String)>,
     pub event_key: u64,
     /// Events, oldest first, with the entity each is about.
     pub events: Vec<(Option<Moref>, crate::value::Data)>,
