@@ -1,10 +1,40 @@
 //! EventManager: the events the simulator's methods emit, and QueryEvents over them.
+//!
+//! The event log (`EventLog`) is this module's state; other modules add to it through `emit`.
 
 use crate::fault::Fault;
 use crate::inventory::ManagedObject;
 use crate::simulator::{Call, State};
 use crate::soap::Element;
 use crate::value::{write_element, Data, Moref, Val};
+
+/// Events, oldest first, each with the entity it is about; the newest `MAX_EVENTS` only.
+#[derive(Debug, Default)]
+pub(crate) struct EventLog {
+    /// The last event key handed out (keys keep counting past dropped events).
+    key: u64,
+    events: Vec<(Option<Moref>, Data)>,
+}
+
+impl EventLog {
+    fn next_key(&mut self) -> i32 {
+        self.key += 1;
+        self.key as i32
+    }
+
+    fn push(&mut self, entity: Option<Moref>, event: Data) {
+        self.events.push((entity, event));
+        // Keep the newest events only, as vCenter's retention does.
+        if self.events.len() > MAX_EVENTS {
+            let excess = self.events.len() - MAX_EVENTS;
+            self.events.drain(..excess);
+        }
+    }
+
+    fn newest_first(&self) -> impl Iterator<Item = &(Option<Moref>, Data)> {
+        self.events.iter().rev()
+    }
+}
 
 /// Installs the EventManager.
 pub(crate) fn install(inv: &mut crate::inventory::Inventory) {
@@ -36,8 +66,7 @@ pub(crate) fn emit(
     entity: Option<&Moref>,
     message: String,
 ) {
-    state.event_key += 1;
-    let key = state.event_key as i32;
+    let key = state.events.next_key();
     let mut event = Data::new(ty)
         .with("key", key)
         .with("chainId", key)
@@ -85,12 +114,7 @@ pub(crate) fn emit(
     if ty.starts_with("Vm") {
         event.set("template", false);
     }
-    state.events.push((entity.cloned(), event));
-    // Keep the newest events only, as vCenter's retention does.
-    if state.events.len() > MAX_EVENTS {
-        let excess = state.events.len() - MAX_EVENTS;
-        state.events.drain(..excess);
-    }
+    state.events.push(entity.cloned(), event);
 }
 
 /// How many events the simulator keeps.
@@ -160,7 +184,7 @@ fn query(state: &State, filter: Option<&Element>) -> String {
         .unwrap_or(usize::MAX);
     let mut out = String::new();
     // Newest first, as vCenter pages events.
-    for (subject, event) in state.events.iter().rev() {
+    for (subject, event) in state.events.newest_first() {
         if !types.is_empty() && !types.iter().any(|t| t == &event.ty) {
             continue;
         }

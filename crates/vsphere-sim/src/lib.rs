@@ -3,8 +3,9 @@
 //! served over HTTPS at `/sdk`, so pyvmomi and govmomi talk to it unchanged.
 //!
 //! One file per managed-object type (`service_instance`, `session_manager`,
-//! `property_collector`, `view_manager`, `search_index`); the inventory generator apart from
-//! request dispatch (`inventory`); values and their encoding in `value`; the envelope in `soap`.
+//! `property_collector`, `view_manager`, `search_index`), each keeping its own state beside
+//! the inventory (the VMs' guests in `guest`); the inventory generator apart from request
+//! dispatch (`inventory`); values and their encoding in `value`; the envelope in `soap`.
 //!
 //! ```
 //! use infrasim_vsphere_sim::{Simulator, SimConfig};
@@ -22,6 +23,7 @@ pub mod fault;
 pub mod fault_injection;
 mod folder;
 pub mod fuzzing;
+mod guest;
 pub mod instance;
 pub mod inventory;
 mod managed_entity;

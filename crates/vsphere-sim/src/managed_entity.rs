@@ -143,10 +143,7 @@ pub(crate) fn destroy(
     if entity.ty == "VirtualMachine" {
         let message = format!("Removed {} on {}", obj.name(), host_name(state, &obj));
         crate::event_manager::emit(state, call, "VmRemovedEvent", Some(entity), message);
-        for n in state.snapshots.remove(&entity.value).unwrap_or_default() {
-            state.inventory.remove(&n.moref);
-        }
-        state.current_snapshot.remove(&entity.value);
+        crate::snapshot::forget_vm(state, entity);
     }
     state.inventory.remove(entity);
     Ok(None)

@@ -220,6 +220,24 @@ fn walk(
 /// The body of one ObjectContent (its `obj` and `propSet`s), rendered.
 fn object_content(state: &State, call: &Call<'_>, spec: &FilterSpec, m: &Moref) -> Option<String> {
     let obj = state.inventory.by_value(&m.value)?;
+    let paths = wanted_paths(spec, obj)?;
+    let mut out = String::new();
+    write_element(&mut out, "obj", &Val::Mor(obj.moref.clone()), false);
+    for path in paths {
+        if let Some(v) = property(state, call, obj, &path) {
+            out.push_str("<propSet><name>");
+            out.push_str(&crate::value::escape(&path));
+            out.push_str("</name>");
+            write_element(&mut out, "val", &v, true);
+            out.push_str("</propSet>");
+        }
+    }
+    Some(out)
+}
+
+/// The property paths a filter asks of an object, each once, in the spec's order; `None`
+/// when no property spec names the object's type (the object is not reported at all).
+fn wanted_paths(spec: &FilterSpec, obj: &ManagedObject) -> Option<Vec<String>> {
     let wanted: Vec<&PropertySpec> = spec
         .props
         .iter()
@@ -228,27 +246,15 @@ fn object_content(state: &State, call: &Call<'_>, spec: &FilterSpec, m: &Moref) 
     if wanted.is_empty() {
         return None;
     }
-    let mut out = String::new();
-    write_element(&mut out, "obj", &Val::Mor(obj.moref.clone()), false);
-    let mut done = HashSet::new();
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
     for p in wanted {
         let paths: Vec<String> = if p.all {
             obj.props.keys().cloned().collect()
         } else {
             p.paths.clone()
         };
-        for path in paths {
-            if !done.insert(path.clone()) {
-                continue;
-            }
-            if let Some(v) = property(state, call, obj, &path) {
-                out.push_str("<propSet><name>");
-                out.push_str(&crate::value::escape(&path));
-                out.push_str("</name>");
-                write_element(&mut out, "val", &v, true);
-                out.push_str("</propSet>");
-            }
-        }
+        out.extend(paths.into_iter().filter(|path| seen.insert(path.clone())));
     }
     Some(out)
 }
@@ -442,15 +448,14 @@ impl Collectors {
 
     /// Removes the filters of a destroyed collector; returns their names.
     fn remove_collector_filters(&mut self, collector: &str) -> Vec<String> {
-        let dead: Vec<String> = self
-            .filters
-            .iter()
-            .filter(|(_, f)| f.collector == collector)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in &dead {
-            self.filters.remove(k);
-        }
+        let mut dead = Vec::new();
+        self.filters.retain(|k, f| {
+            let keep = f.collector != collector;
+            if !keep {
+                dead.push(k.clone());
+            }
+            keep
+        });
         dead
     }
 
@@ -653,31 +658,16 @@ fn filter_values(state: &State, call: &Call<'_>, spec: &FilterSpec) -> FilterVal
         let Some(obj) = state.inventory.by_value(&m.value) else {
             continue;
         };
-        let wanted: Vec<&PropertySpec> = spec
-            .props
-            .iter()
-            .filter(|p| is_a(&obj.moref.ty, &p.ty))
-            .collect();
-        if wanted.is_empty() {
+        let Some(paths) = wanted_paths(spec, obj) else {
             continue;
-        }
+        };
         let mut values = Vec::new();
-        for p in wanted {
-            let paths: Vec<String> = if p.all {
-                obj.props.keys().cloned().collect()
-            } else {
-                p.paths.clone()
-            };
-            for path in paths {
-                if values.iter().any(|(n, _)| *n == path) {
-                    continue;
-                }
-                let mut rendered = String::new();
-                if let Some(v) = property(state, call, obj, &path) {
-                    write_element(&mut rendered, "val", &v, true);
-                }
-                values.push((path, rendered));
+        for path in paths {
+            let mut rendered = String::new();
+            if let Some(v) = property(state, call, obj, &path) {
+                write_element(&mut rendered, "val", &v, true);
             }
+            values.push((path, rendered));
         }
         now_values.insert(m.value.clone(), (obj.moref.clone(), values));
     }

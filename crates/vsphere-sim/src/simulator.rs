@@ -1,5 +1,5 @@
-//! One simulated vCenter (or ESX host): its inventory, sessions and pending results behind a
-//! small handle, and the dispatch of SOAP requests to the managed-object methods.
+//! One simulated vCenter (or ESX host): its state behind a small handle, and the dispatch of
+//! SOAP requests (and of the timeline's due work) to the managed-object modules.
 //!
 //! Each simulator has its own lock and shares nothing with others, so many instances run in
 //! one process without contending. Requests hold the lock only while they run (they never
@@ -13,7 +13,6 @@ use crate::value::Moref;
 use crate::{property_collector, service_instance, session_manager, view_manager};
 use chrono::{DateTime, Utc};
 use infrasim_clock::SharedClock;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -61,60 +60,25 @@ impl Default for SimConfig {
     }
 }
 
-/// Everything behind the simulator's lock.
+/// Everything behind the simulator's lock: the inventory, and beside it each managed
+/// object's own state, kept (with private fields) by the module that implements it.
 #[derive(Debug, Default)]
 pub(crate) struct State {
     pub inventory: Inventory,
     pub sessions: session_manager::Sessions,
     pub collectors: property_collector::Collectors,
-    /// Work due at a time: task steps, guests coming up. Ordered by (time, sequence).
-    pub timeline: Vec<(DateTime<Utc>, u64, Scheduled)>,
-    pub timeline_seq: u64,
-    pub chain: u64,
-    pub boot_count: u64,
-    /// The latest boot of each VM, so a stale GuestReady (from before a reset) is ignored.
-    pub boots: HashMap<String, u64>,
-    /// Fixed IPs from CustomizeVM_Task, applied at the next power-on.
-    pub fixed_ips: HashMap<String, String>,
-    /// Addresses handed out, per (VM, NIC index), and the next free host number per network.
-    pub ips: HashMap<(String, usize), String>,
-    pub ip_next: HashMap<String, u32>,
-    pub network_index: HashMap<String, u32>,
-    pub event_key: u64,
-    /// Events, oldest first, with the entity each is about.
-    pub events: Vec<(Option<Moref>, crate::value::Data)>,
-    pub snapshots: HashMap<String, Vec<crate::snapshot::SnapNode>>,
-    pub current_snapshot: HashMap<String, Moref>,
+    pub timeline: crate::task::Timeline,
+    /// The VMs' guests: boots and addresses (driven by `virtual_machine`).
+    pub guests: crate::guest::Guests,
+    pub events: crate::event_manager::EventLog,
+    pub snapshots: crate::snapshot::Snapshots,
 }
 
 impl State {
-    pub fn schedule(&mut self, at: DateTime<Utc>, what: Scheduled) {
-        self.timeline_seq += 1;
-        self.timeline.push((at, self.timeline_seq, what));
-    }
-
-    pub fn next_chain_id(&mut self) -> u64 {
-        self.chain += 1;
-        self.chain
-    }
-
-    /// The earliest scheduled time, if any.
-    pub fn next_due(&self) -> Option<DateTime<Utc>> {
-        self.timeline.iter().map(|(t, _, _)| *t).min()
-    }
-
-    /// Runs everything due by now, in order (running may schedule more).
+    /// Runs everything due by now, in order (running may schedule more), routing each
+    /// entry to the module that does its work.
     pub fn run_due(&mut self, call: &Call<'_>) {
-        loop {
-            let next = self
-                .timeline
-                .iter()
-                .enumerate()
-                .filter(|(_, (t, _, _))| *t <= call.now)
-                .min_by_key(|(_, (t, seq, _))| (*t, *seq))
-                .map(|(i, _)| i);
-            let Some(i) = next else { return };
-            let (_, _, what) = self.timeline.remove(i);
+        while let Some(what) = self.timeline.take_due(call.now) {
             match what {
                 Scheduled::Start { task } => crate::task::mark_running(self, &task, call.now),
                 Scheduled::Run { task, op } => {
@@ -153,23 +117,6 @@ impl State {
                 }
             }
         }
-    }
-
-    /// The IP of a VM's NIC: stable across reboots, unique within its network.
-    pub fn ip_for(&mut self, vm: &str, nic: usize, network: &Moref) -> String {
-        if let Some(ip) = self.ips.get(&(vm.to_string(), nic)) {
-            return ip.clone();
-        }
-        let count = self.network_index.len() as u32;
-        let index = *self
-            .network_index
-            .entry(network.value.clone())
-            .or_insert(count);
-        let n = self.ip_next.entry(network.value.clone()).or_insert(0);
-        let ip = crate::virtual_machine::allocate_ip(index, *n);
-        *n += 1;
-        self.ips.insert((vm.to_string(), nic), ip.clone());
-        ip
     }
 }
 
@@ -468,7 +415,7 @@ impl Simulator {
                     Some(fault) => inject(&mut state, &mut call, &request, fault),
                     None => dispatch(&mut state, &mut call, &request, expired),
                 };
-                (result, call.set_session, state.next_due())
+                (result, call.set_session, state.timeline.next_due())
             };
             match result {
                 Ok(Flow::Done(inner)) => {

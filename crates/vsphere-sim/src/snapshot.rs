@@ -1,5 +1,8 @@
 //! VirtualMachineSnapshot: create, revert (to current or to a given snapshot), remove one or
 //! all; the VM's `snapshot` and `rootSnapshot` properties follow the tree.
+//!
+//! Each VM's snapshot tree and current snapshot are this module's state (`Snapshots`); the
+//! inventory holds the snapshot objects and the properties rendered from the tree.
 
 use crate::fault::Fault;
 use crate::inventory::ManagedObject;
@@ -8,19 +11,72 @@ use crate::soap::Element;
 use crate::task::{self, Operation};
 use crate::value::{mor_array, Data, Moref, Val};
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
 
 /// One snapshot of a VM.
 #[derive(Debug, Clone)]
-pub(crate) struct SnapNode {
-    pub moref: Moref,
-    pub name: String,
-    pub description: String,
-    pub id: i32,
-    pub created: DateTime<Utc>,
-    pub power: String,
-    pub parent: Option<Moref>,
+struct SnapNode {
+    moref: Moref,
+    name: String,
+    description: String,
+    id: i32,
+    created: DateTime<Utc>,
+    power: String,
+    parent: Option<Moref>,
     /// The VM's `config` when the snapshot was taken.
-    pub config: Option<Val>,
+    config: Option<Val>,
+}
+
+/// The snapshots of every VM, by the VM's moref value.
+#[derive(Debug, Default)]
+pub(crate) struct Snapshots {
+    /// Each VM's snapshots, in the order they were taken (`parent` links make the tree).
+    trees: HashMap<String, Vec<SnapNode>>,
+    current: HashMap<String, Moref>,
+}
+
+impl Snapshots {
+    fn tree(&self, vm: &str) -> &[SnapNode] {
+        self.trees.get(vm).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    fn tree_mut(&mut self, vm: &str) -> &mut Vec<SnapNode> {
+        self.trees.entry(vm.to_string()).or_default()
+    }
+
+    /// One snapshot of a VM, if the VM has it.
+    fn node_mut(&mut self, vm: &str, snapshot: &Moref) -> Option<&mut SnapNode> {
+        self.trees
+            .get_mut(vm)?
+            .iter_mut()
+            .find(|n| &n.moref == snapshot)
+    }
+
+    fn current(&self, vm: &str) -> Option<&Moref> {
+        self.current.get(vm)
+    }
+
+    /// Sets (or with `None` clears) the VM's current snapshot.
+    fn set_current(&mut self, vm: &str, snapshot: Option<Moref>) {
+        match snapshot {
+            Some(s) => self.current.insert(vm.to_string(), s),
+            None => self.current.remove(vm),
+        };
+    }
+
+    /// Forgets a VM's tree and current snapshot; returns the snapshots it had.
+    fn remove_vm(&mut self, vm: &str) -> Vec<SnapNode> {
+        self.current.remove(vm);
+        self.trees.remove(vm).unwrap_or_default()
+    }
+}
+
+/// Removes every snapshot of a VM, from the tree and the inventory (RemoveAllSnapshots, and
+/// a destroyed VM's). The VM's own properties are left to the caller.
+pub(crate) fn forget_vm(state: &mut State, vm: &Moref) {
+    for n in state.snapshots.remove_vm(&vm.value) {
+        state.inventory.remove(&n.moref);
+    }
 }
 
 /// Snapshot operations tasks run.
@@ -96,11 +152,7 @@ pub(crate) fn dispatch_snapshot(
         },
         "RenameSnapshot" => {
             if let Some(name) = args.text_of("name") {
-                if let Some(n) = state
-                    .snapshots
-                    .get_mut(&vm.value)
-                    .and_then(|v| v.iter_mut().find(|n| &n.moref == snapshot))
-                {
+                if let Some(n) = state.snapshots.node_mut(&vm.value, snapshot) {
                     n.name = name.to_string();
                 }
             }
@@ -134,8 +186,8 @@ pub(crate) fn run(state: &mut State, call: &Call<'_>, op: SnapOp) -> Result<Opti
             let power = crate::virtual_machine::power_state(state, &vm);
             let value = state.inventory.next_value("snapshot");
             let moref = Moref::new("VirtualMachineSnapshot", &value);
-            let parent = state.current_snapshot.get(&vm.value).cloned();
-            let nodes = state.snapshots.entry(vm.value.clone()).or_default();
+            let parent = state.snapshots.current(&vm.value).cloned();
+            let nodes = state.snapshots.tree_mut(&vm.value);
             let id = nodes.iter().map(|n| n.id).max().unwrap_or(0) + 1;
             nodes.push(SnapNode {
                 moref: moref.clone(),
@@ -153,9 +205,7 @@ pub(crate) fn run(state: &mut State, call: &Call<'_>, op: SnapOp) -> Result<Opti
                 snap.set("config", c);
             }
             state.inventory.insert(snap);
-            state
-                .current_snapshot
-                .insert(vm.value.clone(), moref.clone());
+            state.snapshots.set_current(&vm.value, Some(moref.clone()));
             render(state, &vm);
             crate::event_manager::emit(
                 state,
@@ -167,18 +217,14 @@ pub(crate) fn run(state: &mut State, call: &Call<'_>, op: SnapOp) -> Result<Opti
             Ok(Some(Val::Mor(moref)))
         }
         SnapOp::RevertToCurrent { vm } => {
-            let current = state
-                .current_snapshot
-                .get(&vm.value)
-                .cloned()
-                .ok_or_else(|| {
-                    let mut f = Fault::new_pub(
-                        "NotFound",
-                        "The object or item referred to could not be found.",
-                    );
-                    f.fields = Data::new("NotFound");
-                    f
-                })?;
+            let current = state.snapshots.current(&vm.value).cloned().ok_or_else(|| {
+                let mut f = Fault::new_pub(
+                    "NotFound",
+                    "The object or item referred to could not be found.",
+                );
+                f.fields = Data::new("NotFound");
+                f
+            })?;
             revert(state, call, &vm, &current)
         }
         SnapOp::RevertTo { snapshot } => {
@@ -190,7 +236,7 @@ pub(crate) fn run(state: &mut State, call: &Call<'_>, op: SnapOp) -> Result<Opti
             remove_children,
         } => {
             let vm = vm_of(state, &snapshot)?;
-            let nodes = state.snapshots.entry(vm.value.clone()).or_default();
+            let nodes = state.snapshots.tree_mut(&vm.value);
             let Some(node) = nodes.iter().find(|n| n.moref == snapshot).cloned() else {
                 return Err(Fault::not_found(&snapshot));
             };
@@ -220,23 +266,17 @@ pub(crate) fn run(state: &mut State, call: &Call<'_>, op: SnapOp) -> Result<Opti
                 state.inventory.remove(d);
             }
             if state
-                .current_snapshot
-                .get(&vm.value)
+                .snapshots
+                .current(&vm.value)
                 .is_some_and(|c| doomed.contains(c))
             {
-                match node.parent {
-                    Some(p) => state.current_snapshot.insert(vm.value.clone(), p),
-                    None => state.current_snapshot.remove(&vm.value),
-                };
+                state.snapshots.set_current(&vm.value, node.parent);
             }
             render(state, &vm);
             Ok(None)
         }
         SnapOp::RemoveAll { vm } => {
-            for n in state.snapshots.remove(&vm.value).unwrap_or_default() {
-                state.inventory.remove(&n.moref);
-            }
-            state.current_snapshot.remove(&vm.value);
+            forget_vm(state, &vm);
             render(state, &vm);
             Ok(None)
         }
@@ -261,8 +301,9 @@ fn revert(
 ) -> Result<Option<Val>, Fault> {
     let node = state
         .snapshots
-        .get(&vm.value)
-        .and_then(|v| v.iter().find(|n| &n.moref == snapshot))
+        .tree(&vm.value)
+        .iter()
+        .find(|n| &n.moref == snapshot)
         .cloned()
         .ok_or_else(|| Fault::not_found(snapshot))?;
     if let (Some(config), Some(o)) = (node.config.clone(), state.inventory.get_mut(vm)) {
@@ -281,15 +322,15 @@ fn revert(
     }
     crate::virtual_machine::set_power(state, vm, &node.power, call.now);
     state
-        .current_snapshot
-        .insert(vm.value.clone(), snapshot.clone());
+        .snapshots
+        .set_current(&vm.value, Some(snapshot.clone()));
     render(state, vm);
     Ok(None)
 }
 
 /// Rewrites the VM's `snapshot` / `rootSnapshot` and each snapshot's `childSnapshot`.
 fn render(state: &mut State, vm: &Moref) {
-    let nodes = state.snapshots.get(&vm.value).cloned().unwrap_or_default();
+    let nodes = state.snapshots.tree(&vm.value).to_vec();
     fn tree(nodes: &[SnapNode], parent: Option<&Moref>, vm: &Moref) -> Vec<Val> {
         nodes
             .iter()
@@ -329,7 +370,7 @@ fn render(state: &mut State, vm: &Moref) {
             s.set("childSnapshot", mor_array(children));
         }
     }
-    let current = state.current_snapshot.get(&vm.value).cloned();
+    let current = state.snapshots.current(&vm.value).cloned();
     let Some(o) = state.inventory.get_mut(vm) else {
         return;
     };

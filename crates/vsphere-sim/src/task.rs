@@ -5,6 +5,9 @@
 //! operation on the simulator's timeline at `now + delay`. The operation runs (and the task
 //! completes) when a request arrives at or after that time, or when a WaitForUpdatesEx sleeping
 //! until then wakes up. With a zero delay it runs before the method returns.
+//!
+//! The timeline is this module's state (`Timeline`); the dispatcher (`State::run_due`) takes
+//! what is due from it and routes each entry to the module that does the work.
 
 use crate::fault::Fault;
 use crate::inventory::ManagedObject;
@@ -52,6 +55,44 @@ pub(crate) enum Scheduled {
     GuestReady { vm: Moref, boot: u64 },
 }
 
+/// Work due at a time: task steps, guests coming up; and the task event chain ids.
+#[derive(Debug, Default)]
+pub(crate) struct Timeline {
+    /// Ordered by (time, sequence) when taken, so entries due at once run as scheduled.
+    entries: Vec<(DateTime<Utc>, u64, Scheduled)>,
+    seq: u64,
+    chain: u64,
+}
+
+impl Timeline {
+    pub(crate) fn schedule(&mut self, at: DateTime<Utc>, what: Scheduled) {
+        self.seq += 1;
+        self.entries.push((at, self.seq, what));
+    }
+
+    pub(crate) fn next_chain_id(&mut self) -> u64 {
+        self.chain += 1;
+        self.chain
+    }
+
+    /// The earliest scheduled time, if any.
+    pub(crate) fn next_due(&self) -> Option<DateTime<Utc>> {
+        self.entries.iter().map(|(t, _, _)| *t).min()
+    }
+
+    /// Removes and returns the earliest entry due by `now`, if any.
+    pub(crate) fn take_due(&mut self, now: DateTime<Utc>) -> Option<Scheduled> {
+        let i = self
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, (t, _, _))| *t <= now)
+            .min_by_key(|(_, (t, seq, _))| (*t, *seq))
+            .map(|(i, _)| i)?;
+        Some(self.entries.remove(i).2)
+    }
+}
+
 /// How many tasks the simulator remembers.
 const MAX_TASKS: usize = 1000;
 
@@ -88,7 +129,7 @@ pub(crate) fn start(
             Data::new("TaskReasonUser").with("userName", call.config.username.as_str()),
         )
         .with("queueTime", call.now)
-        .with("eventChainId", state.next_chain_id() as i32);
+        .with("eventChainId", state.timeline.next_chain_id() as i32);
     let mut t = ManagedObject::new("Task", &value);
     t.set("info", info);
     state.inventory.insert(t);
@@ -114,8 +155,9 @@ pub(crate) fn start(
     let delay = call.config.task_delay;
     let half = chrono::Duration::from_std(delay / 2).unwrap_or_default();
     let full = chrono::Duration::from_std(delay).unwrap_or_default();
-    state.schedule(call.now + half, Scheduled::Start { task: task.clone() });
-    state.schedule(
+    let timeline = &mut state.timeline;
+    timeline.schedule(call.now + half, Scheduled::Start { task: task.clone() });
+    timeline.schedule(
         call.now + full,
         Scheduled::Run {
             task: task.clone(),

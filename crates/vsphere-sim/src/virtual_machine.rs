@@ -8,7 +8,6 @@ use crate::soap::Element;
 use crate::task::{self, Operation, Scheduled};
 use crate::value::{string_array, Data, Moref, Val};
 use chrono::{DateTime, Utc};
-use std::net::Ipv4Addr;
 
 /// The VM operations tasks run.
 #[derive(Debug, Clone)]
@@ -251,11 +250,9 @@ fn set_template(state: &mut State, vm: &Moref, template: bool) {
 
 /// Schedules the guest coming up after the configured boot delay.
 fn schedule_guest(state: &mut State, call: &Call<'_>, vm: &Moref) {
-    state.boot_count += 1;
-    let boot = state.boot_count;
-    state.boots.insert(vm.value.clone(), boot);
+    let boot = state.guests.boot(&vm.value);
     let at = call.now + chrono::Duration::from_std(call.config.guest_delay).unwrap_or_default();
-    state.schedule(
+    state.timeline.schedule(
         at,
         Scheduled::GuestReady {
             vm: vm.clone(),
@@ -266,7 +263,7 @@ fn schedule_guest(state: &mut State, call: &Call<'_>, vm: &Moref) {
 
 /// The guest is up: tools running, an IP per NIC from its network's pool.
 pub(crate) fn guest_ready(state: &mut State, vm: &Moref, boot: u64) {
-    if state.boots.get(&vm.value) != Some(&boot) || power_state(state, vm) != "poweredOn" {
+    if !state.guests.is_latest_boot(&vm.value, boot) || power_state(state, vm) != "poweredOn" {
         return;
     }
     let nics: Vec<(i32, String, Moref, String)> = state
@@ -302,10 +299,7 @@ pub(crate) fn guest_ready(state: &mut State, vm: &Moref, boot: u64) {
     let mut nets = Vec::new();
     let mut first_ip = None;
     for (i, (key, mac, network, name)) in nics.into_iter().enumerate() {
-        let ip = match (i, state.fixed_ips.get(&vm.value).cloned()) {
-            (0, Some(fixed)) => fixed,
-            _ => state.ip_for(&vm.value, i, &network),
-        };
+        let ip = state.guests.ip_for(&vm.value, i, &network);
         first_ip.get_or_insert_with(|| ip.clone());
         nets.push(Val::Data(
             Data::new("GuestNicInfo")
@@ -442,14 +436,7 @@ pub(crate) fn run(state: &mut State, call: &Call<'_>, op: VmOp) -> Result<Option
                 .filter(|ip| ip.xsi_type.as_deref() == Some("CustomizationFixedIp"))
                 .and_then(|ip| ip.text_of("ipAddress"))
                 .map(|s| s.trim().to_string());
-            match fixed {
-                Some(ip) => {
-                    state.fixed_ips.insert(vm.value.clone(), ip);
-                }
-                None => {
-                    state.fixed_ips.remove(&vm.value);
-                }
-            }
+            state.guests.set_fixed_ip(&vm.value, fixed);
             let name = vm_name(state, &vm);
             emit(
                 state,
@@ -878,10 +865,4 @@ fn clone_now(
         schedule_guest(state, call, &vm);
     }
     Ok(vm)
-}
-
-/// A per-network IP pool: `10.<network>.<n / 250>.<n % 250 + 2>`, stable per VM and NIC.
-pub(crate) fn allocate_ip(network_index: u32, n: u32) -> String {
-    let base = u32::from(Ipv4Addr::new(10, 0, 0, 0)) + ((network_index % 256) << 16);
-    Ipv4Addr::from(base + (n / 250) * 256 + n % 250 + 2).to_string()
 }
