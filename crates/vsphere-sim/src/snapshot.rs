@@ -234,53 +234,61 @@ pub(crate) fn run(state: &mut State, call: &Call<'_>, op: SnapOp) -> Result<Opti
         SnapOp::Remove {
             snapshot,
             remove_children,
-        } => {
-            let vm = vm_of(state, &snapshot)?;
-            let nodes = state.snapshots.tree_mut(&vm.value);
-            let Some(node) = nodes.iter().find(|n| n.moref == snapshot).cloned() else {
-                return Err(Fault::not_found(&snapshot));
-            };
-            let mut doomed = vec![snapshot.clone()];
-            if remove_children {
-                let mut i = 0;
-                while i < doomed.len() {
-                    let p = doomed[i].clone();
-                    doomed.extend(
-                        nodes
-                            .iter()
-                            .filter(|n| n.parent.as_ref() == Some(&p))
-                            .map(|n| n.moref.clone()),
-                    );
-                    i += 1;
-                }
-            } else {
-                for n in nodes
-                    .iter_mut()
-                    .filter(|n| n.parent.as_ref() == Some(&snapshot))
-                {
-                    n.parent = node.parent.clone();
-                }
-            }
-            nodes.retain(|n| !doomed.contains(&n.moref));
-            for d in &doomed {
-                state.inventory.remove(d);
-            }
-            if state
-                .snapshots
-                .current(&vm.value)
-                .is_some_and(|c| doomed.contains(c))
-            {
-                state.snapshots.set_current(&vm.value, node.parent);
-            }
-            render(state, &vm);
-            Ok(None)
-        }
+        } => remove(state, &snapshot, remove_children),
         SnapOp::RemoveAll { vm } => {
             forget_vm(state, &vm);
             render(state, &vm);
             Ok(None)
         }
     }
+}
+
+/// RemoveSnapshot: one snapshot (its children move up to its parent) or, with
+/// `remove_children`, its whole subtree; the current snapshot falls back to the parent.
+fn remove(
+    state: &mut State,
+    snapshot: &Moref,
+    remove_children: bool,
+) -> Result<Option<Val>, Fault> {
+    let vm = vm_of(state, snapshot)?;
+    let nodes = state.snapshots.tree_mut(&vm.value);
+    let Some(node) = nodes.iter().find(|n| &n.moref == snapshot).cloned() else {
+        return Err(Fault::not_found(snapshot));
+    };
+    let mut doomed = vec![snapshot.clone()];
+    if remove_children {
+        let mut i = 0;
+        while i < doomed.len() {
+            let p = doomed[i].clone();
+            doomed.extend(
+                nodes
+                    .iter()
+                    .filter(|n| n.parent.as_ref() == Some(&p))
+                    .map(|n| n.moref.clone()),
+            );
+            i += 1;
+        }
+    } else {
+        for n in nodes
+            .iter_mut()
+            .filter(|n| n.parent.as_ref() == Some(snapshot))
+        {
+            n.parent = node.parent.clone();
+        }
+    }
+    nodes.retain(|n| !doomed.contains(&n.moref));
+    for d in &doomed {
+        state.inventory.remove(d);
+    }
+    if state
+        .snapshots
+        .current(&vm.value)
+        .is_some_and(|c| doomed.contains(c))
+    {
+        state.snapshots.set_current(&vm.value, node.parent);
+    }
+    render(state, &vm);
+    Ok(None)
 }
 
 fn vm_of(state: &State, snapshot: &Moref) -> Result<Moref, Fault> {
