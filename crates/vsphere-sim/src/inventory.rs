@@ -8,6 +8,8 @@ use crate::value::{mor_array, string_array, Data, Moref, Val};
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 
+type FastHash = foldhash::fast::RandomState;
+
 /// What the generated inventory contains (per datacenter, cluster, host or pool).
 #[derive(Debug, Clone)]
 pub struct Model {
@@ -126,10 +128,12 @@ pub fn is_a(ty: &str, base: &str) -> bool {
 /// [`Inventory::reparent`]: a name or parent is never changed through `get_mut`.
 #[derive(Debug, Default)]
 pub struct Inventory {
-    objects: HashMap<String, ManagedObject>,
+    /// With foldhash rather than SipHash: references are ours, not an attacker's, and a
+    /// listing looks up every object several times.
+    objects: HashMap<String, ManagedObject, FastHash>,
     /// Parent value → name → the values of the children with that name (one, in a valid
     /// inventory; a list so an out-of-order insert never loses one).
-    named: HashMap<String, HashMap<String, Vec<String>>>,
+    named: HashMap<String, HashMap<String, Vec<String>, FastHash>, FastHash>,
     next_id: u64,
 }
 
@@ -259,6 +263,11 @@ impl Inventory {
 
     /// The direct children of a managed entity, in inventory order.
     pub fn children(&self, m: &Moref) -> Vec<Moref> {
+        self.child_refs(m).into_iter().cloned().collect()
+    }
+
+    /// As [`Inventory::children`], borrowed.
+    pub fn child_refs(&self, m: &Moref) -> Vec<&Moref> {
         let Some(o) = self.get(m) else {
             return Vec::new();
         };
@@ -272,7 +281,7 @@ impl Inventory {
         props
             .iter()
             .filter_map(|p| o.props.get(*p))
-            .flat_map(Val::morefs)
+            .flat_map(Val::mor_refs)
             .collect()
     }
 

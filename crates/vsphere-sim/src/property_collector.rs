@@ -13,6 +13,7 @@ use crate::simulator::{Call, State};
 use crate::soap::Element;
 use crate::value::{mor_array, write_element, Moref, Val};
 use crate::{service_instance, session_manager, view_manager};
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 #[derive(Debug, Clone)]
@@ -108,12 +109,12 @@ fn parse_filter(el: &Element) -> Result<FilterSpec, Fault> {
 }
 
 /// A property's value, including those computed at read time.
-pub(crate) fn property(
+pub(crate) fn property<'a>(
     state: &State,
     call: &Call<'_>,
-    obj: &ManagedObject,
+    obj: &'a ManagedObject,
     path: &str,
-) -> Option<Val> {
+) -> Option<Cow<'a, Val>> {
     let (head, rest) = path.split_once('.').unwrap_or((path, ""));
     let dynamic = match (obj.moref.ty.as_str(), head) {
         ("ContainerView", "view") => Some(mor_array(view_manager::view_contents(state, obj))),
@@ -127,10 +128,11 @@ pub(crate) fn property(
         ("ServiceInstance", "serverClock") => Some(Val::Time(call.now)),
         _ => None,
     };
+    // A stored value is written straight from the inventory; only computed ones are owned.
     match dynamic {
-        Some(v) if rest.is_empty() => Some(v),
-        Some(v) => v.path(rest).cloned(),
-        None => obj.path(path).cloned(),
+        Some(v) if rest.is_empty() => Some(Cow::Owned(v)),
+        Some(v) => v.path(rest).cloned().map(Cow::Owned),
+        None => obj.path(path).map(Cow::Borrowed),
     }
 }
 
@@ -203,16 +205,20 @@ fn walk(
             if !t.skip && seen.insert(target.value.clone()) {
                 out.push(target.clone());
             }
-            walk(
-                state,
-                spec,
-                &target,
-                &t.select,
-                out,
-                seen,
-                walked,
-                depth + 1,
-            );
+            // A traversal that selects nothing further (a view's `view`, the usual case
+            // when listing thousands of VMs) needs no walk into each target.
+            if !t.select.is_empty() {
+                walk(
+                    state,
+                    spec,
+                    &target,
+                    &t.select,
+                    out,
+                    seen,
+                    walked,
+                    depth + 1,
+                );
+            }
         }
     }
 }
@@ -224,9 +230,9 @@ fn object_content(state: &State, call: &Call<'_>, spec: &FilterSpec, m: &Moref) 
     let mut out = String::new();
     write_element(&mut out, "obj", &Val::Mor(obj.moref.clone()), false);
     for path in paths {
-        if let Some(v) = property(state, call, obj, &path) {
+        if let Some(v) = property(state, call, obj, path) {
             out.push_str("<propSet><name>");
-            out.push_str(&crate::value::escape(&path));
+            crate::value::escape_into(&mut out, path);
             out.push_str("</name>");
             write_element(&mut out, "val", &v, true);
             out.push_str("</propSet>");
@@ -237,24 +243,26 @@ fn object_content(state: &State, call: &Call<'_>, spec: &FilterSpec, m: &Moref) 
 
 /// The property paths a filter asks of an object, each once, in the spec's order; `None`
 /// when no property spec names the object's type (the object is not reported at all).
-fn wanted_paths(spec: &FilterSpec, obj: &ManagedObject) -> Option<Vec<String>> {
-    let wanted: Vec<&PropertySpec> = spec
+fn wanted_paths<'a>(spec: &'a FilterSpec, obj: &'a ManagedObject) -> Option<Vec<&'a str>> {
+    let mut wanted = spec
         .props
         .iter()
         .filter(|p| is_a(&obj.moref.ty, &p.ty))
-        .collect();
-    if wanted.is_empty() {
-        return None;
-    }
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
+        .peekable();
+    wanted.peek()?;
+    let mut out: Vec<&str> = Vec::new();
     for p in wanted {
-        let paths: Vec<String> = if p.all {
-            obj.props.keys().cloned().collect()
+        let paths: Box<dyn Iterator<Item = &str>> = if p.all {
+            Box::new(obj.props.keys().map(String::as_str))
         } else {
-            p.paths.clone()
+            Box::new(p.paths.iter().map(String::as_str))
         };
-        out.extend(paths.into_iter().filter(|path| seen.insert(path.clone())));
+        for path in paths {
+            // A handful of paths per spec: a scan beats hashing each one.
+            if !out.contains(&path) {
+                out.push(path);
+            }
+        }
     }
     Some(out)
 }
@@ -354,7 +362,7 @@ pub(crate) fn fetch(
         .inventory
         .by_value(&this.value)
         .ok_or_else(|| Fault::not_found(this))?;
-    let value = property(state, call, obj, prop);
+    let value = property(state, call, obj, prop).map(Cow::into_owned);
     let mut out = String::new();
     match value {
         None => {
@@ -664,10 +672,10 @@ fn filter_values(state: &State, call: &Call<'_>, spec: &FilterSpec) -> FilterVal
         let mut values = Vec::new();
         for path in paths {
             let mut rendered = String::new();
-            if let Some(v) = property(state, call, obj, &path) {
+            if let Some(v) = property(state, call, obj, path) {
                 write_element(&mut rendered, "val", &v, true);
             }
-            values.push((path, rendered));
+            values.push((path.to_string(), rendered));
         }
         now_values.insert(m.value.clone(), (obj.moref.clone(), values));
     }
@@ -688,7 +696,7 @@ fn object_set(before: Option<&FilterValues>, now_values: &FilterValues) -> Strin
                 continue;
             }
             changes.push_str("<changeSet><name>");
-            changes.push_str(&crate::value::escape(path));
+            crate::value::escape_into(&mut changes, path);
             changes.push_str("</name><op>assign</op>");
             changes.push_str(rendered);
             changes.push_str("</changeSet>");

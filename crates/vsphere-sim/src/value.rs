@@ -208,6 +208,15 @@ impl Val {
     }
 
     /// The references a value holds (itself, or the items of a reference list).
+    /// The references in a reference or an array of them, borrowed.
+    pub fn mor_refs(&self) -> Vec<&Moref> {
+        match self {
+            Val::Mor(m) => vec![m],
+            Val::Array(_, items) => items.iter().filter_map(Val::as_mor).collect(),
+            _ => Vec::new(),
+        }
+    }
+
     pub fn morefs(&self) -> Vec<Moref> {
         match self {
             Val::Mor(m) => vec![m.clone()],
@@ -220,6 +229,21 @@ impl Val {
 /// Escapes text for XML content and attribute values.
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
+    escape_into(&mut out, s);
+    out
+}
+
+/// Appends `s` to `out`, escaped for XML. Most text (names, references, enums) has nothing
+/// to escape and is copied whole: a response of ten thousand VMs writes tens of thousands of
+/// such strings, and one allocation each was a measurable part of listing them.
+pub fn escape_into(out: &mut String, s: &str) {
+    if !s
+        .bytes()
+        .any(|b| matches!(b, b'&' | b'<' | b'>' | b'"' | b'\''))
+    {
+        out.push_str(s);
+        return;
+    }
     for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),
@@ -230,20 +254,44 @@ pub fn escape(s: &str) -> String {
             c => out.push(c),
         }
     }
-    out
 }
 
-fn scalar_text(v: &Val) -> Option<String> {
-    Some(match v {
-        Val::Str(s) | Val::Enum(_, s) => escape(s),
-        Val::Bool(b) => b.to_string(),
-        Val::Int(n) => n.to_string(),
-        Val::Long(n) => n.to_string(),
-        Val::Double(n) => n.to_string(),
-        Val::Time(t) => t.to_rfc3339_opts(SecondsFormat::Micros, true),
-        Val::Mor(m) => escape(&m.value),
-        _ => return None,
-    })
+/// Appends the text of a scalar value; false for a value that is not one.
+fn write_scalar(out: &mut String, v: &Val) -> bool {
+    match v {
+        Val::Str(s) | Val::Enum(_, s) => escape_into(out, s),
+        Val::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Val::Int(n) => {
+            let _ = write!(out, "{n}");
+        }
+        Val::Long(n) => {
+            let _ = write!(out, "{n}");
+        }
+        Val::Double(n) => {
+            let _ = write!(out, "{n}");
+        }
+        Val::Time(t) => out.push_str(&t.to_rfc3339_opts(SecondsFormat::Micros, true)),
+        Val::Mor(m) => escape_into(out, &m.value),
+        _ => return false,
+    }
+    true
+}
+
+/// Opens element `name`, with `xsi:type` when asked or when the value is a data object.
+fn open_element(out: &mut String, name: &str, value: &Val, typed: bool) {
+    out.push('<');
+    out.push_str(name);
+    if typed || matches!(value, Val::Data(_)) {
+        out.push_str(" xsi:type=\"");
+        escape_into(out, &value.xsi_type());
+        out.push('"');
+    }
+}
+
+fn close_element(out: &mut String, name: &str) {
+    out.push_str("</");
+    out.push_str(name);
+    out.push('>');
 }
 
 /// Writes `value` as element `name`. `typed` adds `xsi:type` (anyType positions); data
@@ -252,47 +300,32 @@ pub fn write_element(out: &mut String, name: &str, value: &Val, typed: bool) {
     if let Val::Any(inner) = value {
         return write_element(out, name, inner, true);
     }
-    let ty = |v: &Val| {
-        if typed || matches!(v, Val::Data(_)) {
-            format!(" xsi:type=\"{}\"", escape(&v.xsi_type()))
-        } else {
-            String::new()
-        }
-    };
+    open_element(out, name, value, typed);
     match value {
         Val::Mor(m) => {
-            let _ = write!(
-                out,
-                "<{name}{} type=\"{}\">{}</{name}>",
-                ty(value),
-                escape(&m.ty),
-                escape(&m.value)
-            );
+            out.push_str(" type=\"");
+            escape_into(out, &m.ty);
+            out.push_str("\">");
+            escape_into(out, &m.value);
         }
         Val::Data(d) => {
-            let _ = write!(out, "<{name}{}>", ty(value));
+            out.push('>');
             write_fields(out, d);
-            let _ = write!(out, "</{name}>");
         }
         Val::Array(item, items) => {
             // Only in anyType positions is an array one element (`ArrayOfX` of `<X>`s); as a
             // field it is repeated elements, written by `write_fields`.
-            let _ = write!(out, "<{name}{}>", ty(value));
+            out.push('>');
             for v in items {
-                write_element(
-                    out,
-                    item,
-                    v,
-                    !matches!(v, Val::Mor(_)) && matches!(v, Val::Data(_)),
-                );
+                write_element(out, item, v, matches!(v, Val::Data(_)));
             }
-            let _ = write!(out, "</{name}>");
         }
         scalar => {
-            let text = scalar_text(scalar).unwrap_or_default();
-            let _ = write!(out, "<{name}{}>{text}</{name}>", ty(value));
+            out.push('>');
+            write_scalar(out, scalar);
         }
     }
+    close_element(out, name);
 }
 
 /// Writes the fields of a data object; list fields as repeated elements.

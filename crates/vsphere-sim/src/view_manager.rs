@@ -104,14 +104,16 @@ pub(crate) fn view_contents(state: &State, view: &ManagedObject) -> Vec<Moref> {
         })
         .unwrap_or_default();
     let recursive = matches!(view.props.get("recursive"), Some(Val::Bool(true)));
+    // Borrowed from the inventory until the end: a view over ten thousand VMs is walked
+    // for every listing, and a copy of each reference per step was most of its cost.
     let mut out = Vec::new();
-    let mut seen = HashSet::new();
-    let mut queue = vec![container.clone()];
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut queue = vec![container];
     while let Some(next) = queue.pop() {
-        let mut children = state.inventory.children(&next);
+        let mut children = state.inventory.child_refs(next);
         children.reverse();
         for child in children {
-            if !seen.insert(child.value.clone()) {
+            if !seen.insert(child.value.as_str()) {
                 continue;
             }
             if types.is_empty() || types.iter().any(|t| is_a(&child.ty, t)) {
