@@ -16,7 +16,7 @@ pub(crate) fn generated_mac() -> String {
 /// the PCI controller (key 100) at the unit number vSphere gives it (the first NIC at 7),
 /// backed by `network` under the port group name `device_name`.
 pub(crate) fn ethernet_card(
-    ty: &str,
+    ty: impl Into<crate::value::Name>,
     key: i32,
     network: Option<Moref>,
     device_name: &str,

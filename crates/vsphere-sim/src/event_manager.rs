@@ -62,7 +62,7 @@ fn datacenter_of(state: &State, entity: &Moref) -> Option<Moref> {
 pub(crate) fn emit(
     state: &mut State,
     call: &Call<'_>,
-    ty: &str,
+    ty: &'static str,
     entity: Option<&Moref>,
     message: String,
 ) {

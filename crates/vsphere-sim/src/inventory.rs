@@ -4,7 +4,7 @@
 //! `DC0`, `DC0_C0`, `DC0_C0_H0`, `DC0_C0_RP0_VM0`, `DC0_H0`, `DC0_H0_VM0`, `LocalDS_0`,
 //! `VM Network`, `DC0_DVPG0`.
 
-use crate::value::{mor_array, string_array, Data, Moref, Val};
+use crate::value::{mor_array, string_array, Data, Moref, Name, Val};
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 
@@ -51,7 +51,7 @@ impl Default for Model {
 #[derive(Debug, Clone)]
 pub struct ManagedObject {
     pub moref: Moref,
-    pub props: BTreeMap<String, Val>,
+    pub props: BTreeMap<Name, Val>,
 }
 
 impl ManagedObject {
@@ -62,8 +62,8 @@ impl ManagedObject {
         }
     }
 
-    pub fn set(&mut self, name: &str, value: impl Into<Val>) {
-        self.props.insert(name.to_string(), value.into());
+    pub fn set(&mut self, name: impl Into<Name>, value: impl Into<Val>) {
+        self.props.insert(name.into(), value.into());
     }
 
     pub fn name(&self) -> &str {
@@ -82,11 +82,11 @@ impl ManagedObject {
     }
 
     /// Appends a reference to a list property.
-    pub fn push_mor(&mut self, prop: &str, m: Moref) {
+    pub fn push_mor(&mut self, prop: &'static str, m: Moref) {
         match self.props.get_mut(prop) {
             Some(Val::Array(_, items)) => items.push(Val::Mor(m)),
             _ => {
-                self.props.insert(prop.to_string(), mor_array([m]));
+                self.props.insert(prop.into(), mor_array([m]));
             }
         }
     }
@@ -335,8 +335,8 @@ pub mod refs {
     }
 }
 
-fn enum_val(ty: &'static str, v: &str) -> Val {
-    Val::Enum(ty, v.to_string())
+fn enum_val(ty: &'static str, v: impl Into<crate::value::Name>) -> Val {
+    Val::Enum(ty, v.into())
 }
 
 fn folder(
@@ -364,7 +364,7 @@ fn folder(
     m
 }
 
-fn link(inv: &mut Inventory, parent: &Moref, prop: &str, child: &Moref) {
+fn link(inv: &mut Inventory, parent: &Moref, prop: &'static str, child: &Moref) {
     if let Some(p) = inv.get_mut(parent) {
         p.push_mor(prop, child.clone());
     }

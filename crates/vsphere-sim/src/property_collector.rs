@@ -253,7 +253,7 @@ fn wanted_paths<'a>(spec: &'a FilterSpec, obj: &'a ManagedObject) -> Option<Vec<
     let mut out: Vec<&str> = Vec::new();
     for p in wanted {
         let paths: Box<dyn Iterator<Item = &str>> = if p.all {
-            Box::new(obj.props.keys().map(String::as_str))
+            Box::new(obj.props.keys().map(|k| k.as_ref()))
         } else {
             Box::new(p.paths.iter().map(String::as_str))
         };

@@ -354,7 +354,7 @@ fn render(state: &mut State, vm: &Moref) {
                         .with("createTime", n.created)
                         .with(
                             "state",
-                            Val::Enum("VirtualMachinePowerState", n.power.clone()),
+                            Val::Enum("VirtualMachinePowerState", n.power.clone().into()),
                         )
                         .with("quiesced", false)
                         .with(

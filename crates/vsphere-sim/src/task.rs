@@ -96,8 +96,8 @@ impl Timeline {
 /// How many tasks the simulator remembers.
 const MAX_TASKS: usize = 1000;
 
-fn enum_state(s: &str) -> Val {
-    Val::Enum("TaskInfoState", s.to_string())
+fn enum_state(s: &'static str) -> Val {
+    Val::Enum("TaskInfoState", s.into())
 }
 
 /// Creates a Task for `description_id` on `entity` and schedules `op`.
@@ -211,7 +211,7 @@ pub(crate) fn complete(
         Err(fault) => {
             info.set("state", enum_state("error"));
             let mut detail = fault.fields.clone();
-            detail.ty = fault.ty.to_string();
+            detail.ty = fault.ty.into();
             info.set(
                 "error",
                 Data::new("LocalizedMethodFault")

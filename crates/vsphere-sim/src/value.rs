@@ -6,6 +6,7 @@
 //! `Fetch`'s result), which needs an `xsi:type` on everything.
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use std::borrow::Cow;
 use std::fmt::Write;
 
 /// A managed object reference (`<obj type="VirtualMachine">vm-42</obj>`).
@@ -30,33 +31,37 @@ impl std::fmt::Display for Moref {
     }
 }
 
+/// A field, property or type name. Nearly every one is a literal of the schema, kept
+/// borrowed: a VM holds hundreds of them, and a heap string each was most of its memory.
+pub type Name = Cow<'static, str>;
+
 /// A data object: its vSphere type name and its fields in schema order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Data {
-    pub ty: String,
-    pub fields: Vec<(String, Val)>,
+    pub ty: Name,
+    pub fields: Vec<(Name, Val)>,
 }
 
 impl Data {
-    pub fn new(ty: &str) -> Self {
+    pub fn new(ty: impl Into<Name>) -> Self {
         Data {
-            ty: ty.to_string(),
+            ty: ty.into(),
             fields: Vec::new(),
         }
     }
 
     /// Adds a field (builder style).
-    pub fn with(mut self, name: &str, value: impl Into<Val>) -> Self {
+    pub fn with(mut self, name: impl Into<Name>, value: impl Into<Val>) -> Self {
         self.set(name, value);
         self
     }
 
     /// Sets a field, replacing an existing one in place.
-    pub fn set(&mut self, name: &str, value: impl Into<Val>) {
-        let value = value.into();
-        match self.fields.iter_mut().find(|(n, _)| n == name) {
+    pub fn set(&mut self, name: impl Into<Name>, value: impl Into<Val>) {
+        let (name, value) = (name.into(), value.into());
+        match self.fields.iter_mut().find(|(n, _)| *n == name) {
             Some((_, v)) => *v = value,
-            None => self.fields.push((name.to_string(), value)),
+            None => self.fields.push((name, value)),
         }
     }
 
@@ -82,7 +87,7 @@ pub enum Val {
     Double(f64),
     Time(DateTime<Utc>),
     /// An enum value with its enum type name (`VirtualMachinePowerState`).
-    Enum(&'static str, String),
+    Enum(&'static str, Name),
     Mor(Moref),
     Data(Data),
     /// A list, with the wire name of its item type (`string`, `ManagedObjectReference`,
@@ -157,7 +162,7 @@ pub fn string_array<S: Into<String>>(items: impl IntoIterator<Item = S>) -> Val 
 
 impl Val {
     /// The `xsi:type` of the value where the schema allows any type.
-    pub fn xsi_type(&self) -> String {
+    pub fn xsi_type(&self) -> Name {
         match self {
             Val::Str(_) => "xsd:string".into(),
             Val::Bool(_) => "xsd:boolean".into(),
@@ -172,7 +177,7 @@ impl Val {
             Val::Array(item, _) => {
                 let mut chars = item.chars();
                 let first = chars.next().map(|c| c.to_ascii_uppercase()).unwrap_or('X');
-                format!("ArrayOf{first}{}", chars.as_str())
+                format!("ArrayOf{first}{}", chars.as_str()).into()
             }
         }
     }
@@ -193,7 +198,8 @@ impl Val {
 
     pub fn as_str(&self) -> Option<&str> {
         match self {
-            Val::Str(s) | Val::Enum(_, s) => Some(s),
+            Val::Str(s) => Some(s),
+            Val::Enum(_, s) => Some(s),
             Val::Any(inner) => inner.as_str(),
             _ => None,
         }
@@ -259,7 +265,8 @@ pub fn escape_into(out: &mut String, s: &str) {
 /// Appends the text of a scalar value; false for a value that is not one.
 fn write_scalar(out: &mut String, v: &Val) -> bool {
     match v {
-        Val::Str(s) | Val::Enum(_, s) => escape_into(out, s),
+        Val::Str(s) => escape_into(out, s),
+        Val::Enum(_, s) => escape_into(out, s),
         Val::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Val::Int(n) => {
             let _ = write!(out, "{n}");

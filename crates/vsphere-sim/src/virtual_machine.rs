@@ -27,8 +27,18 @@ pub(crate) enum VmOp {
     },
 }
 
-fn enum_val(ty: &'static str, v: &str) -> Val {
-    Val::Enum(ty, v.to_string())
+/// A power state's name, borrowed when it is one of vSphere's (every VM holds several).
+fn power_name(ps: &str) -> crate::value::Name {
+    match ps {
+        "poweredOn" => "poweredOn".into(),
+        "poweredOff" => "poweredOff".into(),
+        "suspended" => "suspended".into(),
+        other => other.to_string().into(),
+    }
+}
+
+fn enum_val(ty: &'static str, v: impl Into<crate::value::Name>) -> Val {
+    Val::Enum(ty, v.into())
 }
 
 pub(crate) fn dispatch(
@@ -156,11 +166,11 @@ pub(crate) fn invalid_power_state(existing: &str, requested: &str) -> Fault {
         .fields
         .with(
             "requestedState",
-            enum_val("VirtualMachinePowerState", requested),
+            enum_val("VirtualMachinePowerState", power_name(requested)),
         )
         .with(
             "existingState",
-            enum_val("VirtualMachinePowerState", existing),
+            enum_val("VirtualMachinePowerState", power_name(existing)),
         );
     f
 }
@@ -203,7 +213,7 @@ pub(crate) fn set_power(state: &mut State, vm: &Moref, ps: &str, now: DateTime<U
     let Some(o) = state.inventory.get_mut(vm) else {
         return;
     };
-    let ps_val = enum_val("VirtualMachinePowerState", ps);
+    let ps_val = enum_val("VirtualMachinePowerState", power_name(ps));
     if let Some(rt) = data_mut(o, "runtime") {
         rt.set("powerState", ps_val.clone());
         if ps == "poweredOn" {
@@ -489,7 +499,7 @@ fn vm_name(state: &State, vm: &Moref) -> String {
         .unwrap_or_default()
 }
 
-fn emit(state: &mut State, call: &Call<'_>, ty: &str, vm: &Moref, message: String) {
+fn emit(state: &mut State, call: &Call<'_>, ty: &'static str, vm: &Moref, message: String) {
     crate::event_manager::emit(state, call, ty, Some(vm), message);
 }
 
@@ -506,8 +516,8 @@ fn is_template(state: &State, vm: &Moref) -> bool {
 fn set_hardware(
     state: &mut State,
     vm: &Moref,
-    field: &str,
-    summary_field: Option<&str>,
+    field: &'static str,
+    summary_field: Option<&'static str>,
     value: i32,
 ) {
     let Some(o) = state.inventory.get_mut(vm) else {
@@ -678,10 +688,10 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
                         .map(str::to_string)
                         .filter(|m| !m.is_empty())
                         .unwrap_or_else(crate::devices::generated_mac);
-                    let ty = if ty == "VirtualEthernetCard" {
-                        "VirtualVmxnet3"
+                    let ty: crate::value::Name = if ty == "VirtualEthernetCard" {
+                        "VirtualVmxnet3".into()
                     } else {
-                        &ty
+                        ty.into()
                     };
                     devices.push(Val::Data(crate::devices::ethernet_card(
                         ty, key, network, dev_name, &mac,
