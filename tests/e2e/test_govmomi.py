@@ -1,9 +1,14 @@
 """govmomi, the Go library under govc and CAPV (Debian's package), against `infrasim vcsim`,
 driven by our small Go client in tests/govmomi."""
 
+import base64
+import json
 import os
 import pathlib
+import ssl
 import subprocess
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -51,19 +56,21 @@ def test_govmomi_capv_flow_and_govc_style_reads(govmomi_client, tmp_path):
         v.stop()
 
 
+def unverified_tls():
+    """A TLS context for the simulator's self-signed certificate, as a script with
+    GOVC_INSECURE=1 would use."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 def test_rest_sessions_with_plain_http_clients(tmp_path):
     """The vAPI session service in both spellings, by urllib as a script would call it:
     `/rest` wraps answers in `value`, `/api` does not; errors take each one's shape."""
-    import base64
-    import json
-    import ssl
-    import urllib.error
-    import urllib.request
     v = Vcsim(tmp_path)
     try:
-        insecure = ssl.create_default_context()
-        insecure.check_hostname = False
-        insecure.verify_mode = ssl.CERT_NONE
+        insecure = unverified_tls()
         base = f"https://127.0.0.1:{v.port}"
 
         def call(method, path, headers=None):
@@ -133,16 +140,9 @@ def test_rest_sessions_with_plain_http_clients(tmp_path):
 def test_content_library_in_the_api_spelling(tmp_path):
     """A content library over `/api` with urllib, as a script would: an OVF item uploaded with
     a plain PUT to the URL its update session hands out, then deployed as a VM."""
-    import base64
-    import json
-    import ssl
-    import urllib.error
-    import urllib.request
     v = Vcsim(tmp_path)
     try:
-        insecure = ssl.create_default_context()
-        insecure.check_hostname = False
-        insecure.verify_mode = ssl.CERT_NONE
+        insecure = unverified_tls()
         base = f"https://127.0.0.1:{v.port}"
         headers = {"Content-Type": "application/json"}
 
