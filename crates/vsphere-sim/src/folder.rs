@@ -20,7 +20,7 @@ pub(crate) fn dispatch(
     method: &str,
     args: &Element,
 ) -> Option<Result<String, Fault>> {
-    Some(match (this.ty.as_str(), method) {
+    Some(match (&*this.ty, method) {
         ("Folder", "CreateFolder") => {
             create_folder(state, this, args.text_of("name").unwrap_or("").trim())
         }

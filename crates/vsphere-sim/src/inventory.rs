@@ -271,7 +271,7 @@ impl Inventory {
         let Some(o) = self.get(m) else {
             return Vec::new();
         };
-        let props: &[&str] = match o.moref.ty.as_str() {
+        let props: &[&str] = match &*o.moref.ty {
             "Folder" => &["childEntity"],
             "Datacenter" => &["vmFolder", "hostFolder", "datastoreFolder", "networkFolder"],
             "ComputeResource" | "ClusterComputeResource" => &["host", "resourcePool"],
@@ -1025,7 +1025,7 @@ mod tests {
             .iter()
             .filter(|o| {
                 matches!(
-                    o.moref.ty.as_str(),
+                    &*o.moref.ty,
                     "VirtualMachine"
                         | "HostSystem"
                         | "ClusterComputeResource"
@@ -1033,7 +1033,7 @@ mod tests {
                         | "Datastore"
                 )
             })
-            .map(|o| (o.moref.ty.clone(), o.name().to_string()))
+            .map(|o| (o.moref.ty.to_string(), o.name().to_string()))
             .collect();
         names.sort();
         let vms: Vec<&str> = names

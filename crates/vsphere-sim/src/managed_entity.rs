@@ -94,7 +94,7 @@ pub(crate) fn destroy(
         .get(entity)
         .cloned()
         .ok_or_else(|| Fault::not_found(entity))?;
-    match entity.ty.as_str() {
+    match &*entity.ty {
         "VirtualMachine" => {
             let ps = crate::virtual_machine::power_state(state, entity);
             if ps == "poweredOn" {

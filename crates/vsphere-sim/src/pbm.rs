@@ -58,7 +58,7 @@ pub(crate) fn dispatch(
     if session.is_none() && req.method != "PbmRetrieveServiceContent" {
         return Err(Fault::not_authenticated(&this));
     }
-    match (this.ty.as_str(), req.method.as_str()) {
+    match (&*this.ty, req.method.as_str()) {
         ("PbmServiceInstance", "PbmRetrieveServiceContent") => Ok(service_content()),
         ("PbmProfileProfileManager", "PbmQueryProfile") => Ok(query_profile(&req.args)),
         ("PbmProfileProfileManager", "PbmRetrieveContent") => retrieve_content(&req.args, now),

@@ -116,7 +116,7 @@ pub(crate) fn property<'a>(
     path: &str,
 ) -> Option<Cow<'a, Val>> {
     let (head, rest) = path.split_once('.').unwrap_or((path, ""));
-    let dynamic = match (obj.moref.ty.as_str(), head) {
+    let dynamic = match (&*obj.moref.ty, head) {
         ("ContainerView", "view") => Some(mor_array(view_manager::view_contents(state, obj))),
         ("SessionManager", "currentSession") => call
             .session
@@ -194,7 +194,7 @@ fn walk(
         if !walked.insert((obj.moref.value.clone(), format!("{}.{}", t.ty, t.path))) {
             continue;
         }
-        let targets = match obj.moref.ty.as_str() {
+        let targets = match &*obj.moref.ty {
             "ContainerView" if t.path == "view" => view_manager::view_contents(state, obj),
             _ => obj.path(&t.path).map(Val::morefs).unwrap_or_default(),
         };

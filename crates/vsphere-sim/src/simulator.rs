@@ -545,7 +545,7 @@ fn dispatch(
             return flow;
         }
     }
-    let done = match (this.ty.as_str(), req.method.as_str()) {
+    let done = match (&*this.ty, req.method.as_str()) {
         (_, "Fetch") => property_collector::fetch(state, call, &this, &req.args),
         ("ServiceInstance", "RetrieveServiceContent") => {
             Ok(service_instance::retrieve_service_content(call))

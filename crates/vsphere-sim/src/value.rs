@@ -12,16 +12,68 @@ use std::fmt::Write;
 /// A managed object reference (`<obj type="VirtualMachine">vm-42</obj>`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Moref {
-    pub ty: String,
+    /// The type, borrowed from [`MANAGED_TYPES`] when it is one of them (see [`type_name`]).
+    pub ty: Name,
     pub value: String,
 }
 
 impl Moref {
     pub fn new(ty: &str, value: &str) -> Self {
         Moref {
-            ty: ty.to_string(),
+            ty: type_name(ty),
             value: value.to_string(),
         }
+    }
+}
+
+/// The managed object types the simulator has or clients name.
+pub const MANAGED_TYPES: &[&str] = &[
+    "VirtualMachine",
+    "Folder",
+    "Datacenter",
+    "Datastore",
+    "HostSystem",
+    "ResourcePool",
+    "ClusterComputeResource",
+    "ComputeResource",
+    "Network",
+    "DistributedVirtualPortgroup",
+    "VmwareDistributedVirtualSwitch",
+    "DistributedVirtualSwitch",
+    "OpaqueNetwork",
+    "VirtualApp",
+    "StoragePod",
+    "Task",
+    "VirtualMachineSnapshot",
+    "ContainerView",
+    "ListView",
+    "InventoryView",
+    "PropertyCollector",
+    "PropertyFilter",
+    "ServiceInstance",
+    "SessionManager",
+    "ViewManager",
+    "SearchIndex",
+    "CustomFieldsManager",
+    "EventManager",
+    "TaskManager",
+    "EventHistoryCollector",
+    "TaskHistoryCollector",
+    "HostDatastoreBrowser",
+    "FileManager",
+    "VirtualDiskManager",
+    "OvfManager",
+    "LicenseManager",
+    "ManagedEntity",
+];
+
+/// A type name, borrowed when it is a known managed object type: every reference carries
+/// one, and a VM holds dozens of references, so a heap string each was memory and, when
+/// listing thousands, a cache miss per comparison.
+pub fn type_name(ty: &str) -> Name {
+    match MANAGED_TYPES.iter().find(|t| **t == ty) {
+        Some(t) => Cow::Borrowed(t),
+        None => Cow::Owned(ty.to_string()),
     }
 }
 
@@ -352,6 +404,25 @@ pub fn write_fields(out: &mut String, data: &Data) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn known_types_are_borrowed_and_others_kept() {
+        assert!(matches!(
+            type_name("VirtualMachine"),
+            Cow::Borrowed("VirtualMachine")
+        ));
+        assert!(matches!(
+            Moref::new("Folder", "group-d1").ty,
+            Cow::Borrowed("Folder")
+        ));
+        let custom = type_name("SomethingNew");
+        assert!(matches!(custom, Cow::Owned(_)));
+        assert_eq!(custom, "SomethingNew");
+        assert_eq!(
+            Moref::new("SomethingNew", "x"),
+            Moref::new("SomethingNew", "x")
+        );
+    }
 
     #[test]
     fn any_typed_values_carry_xsi_types() {

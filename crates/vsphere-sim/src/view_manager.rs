@@ -39,7 +39,7 @@ fn create_container_view(
         .map(|o| o.moref.clone())
         .ok_or_else(|| Fault::not_found(&container))?;
     if !matches!(
-        target.ty.as_str(),
+        &*target.ty,
         "Folder"
             | "Datacenter"
             | "ComputeResource"

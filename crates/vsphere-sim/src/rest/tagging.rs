@@ -320,7 +320,8 @@ impl Tagging {
         let Some(category) = self.categories.get(&t.category) else {
             return Err(Answer::missing(form, "Category", &t.category));
         };
-        if !category.associable_types.is_empty() && !category.associable_types.contains(&object.ty)
+        if !category.associable_types.is_empty()
+            && !category.associable_types.iter().any(|t| *t == object.ty)
         {
             return Err(Answer::invalid(
                 form,
@@ -330,7 +331,7 @@ impl Tagging {
                 ),
             ));
         }
-        let key = (object.ty.clone(), object.value.clone());
+        let key = (object.ty.to_string(), object.value.clone());
         if category.cardinality == "SINGLE" {
             let other = self.tags.iter().any(|(id, other)| {
                 id != tag
@@ -355,7 +356,7 @@ impl Tagging {
     }
 
     fn attached_tags(&self, object: &Moref) -> Vec<&String> {
-        let key = (object.ty.clone(), object.value.clone());
+        let key = (object.ty.to_string(), object.value.clone());
         self.attached
             .iter()
             .filter(|(_, objects)| objects.contains(&key))
@@ -366,10 +367,7 @@ impl Tagging {
 
 /// An `object_id` (`{"type": "VirtualMachine", "id": "vm-42"}`) as a reference.
 fn object_of(v: &Value) -> Option<Moref> {
-    Some(Moref {
-        ty: v.get("type")?.as_str()?.to_string(),
-        value: v.get("id")?.as_str()?.to_string(),
-    })
+    Some(Moref::new(v.get("type")?.as_str()?, v.get("id")?.as_str()?))
 }
 
 fn object_json(m: &Moref) -> Value {
@@ -399,7 +397,7 @@ fn associate(sim: &Simulator, form: Form, tag: Option<&str>, action: &str, body:
             None => no_object(),
             Some(m) => {
                 if let Some(objects) = t.attached.get_mut(&tag) {
-                    objects.remove(&(m.ty.clone(), m.value.clone()));
+                    objects.remove(&(m.ty.to_string(), m.value.clone()));
                 }
                 ok()
             }
@@ -434,7 +432,7 @@ fn associate(sim: &Simulator, form: Form, tag: Option<&str>, action: &str, body:
                         errors.push(serde_json::from_str::<Value>(&e.body).unwrap_or(Value::Null));
                     }
                 } else if let Some(objects) = t.attached.get_mut(tag) {
-                    objects.remove(&(m.ty.clone(), m.value.clone()));
+                    objects.remove(&(m.ty.to_string(), m.value.clone()));
                 }
             }
             Answer::value(
