@@ -37,7 +37,7 @@ def test_govmomi_capv_flow_and_govc_style_reads(govmomi_client, tmp_path):
         steps = [line for line in proc.stdout.splitlines() if line.startswith("ok ")]
         assert steps == [
             "ok about", "ok ls vm", "ok ls host", "ok retrieve summaries", "ok clone result",
-            "ok clone config", "ok guest ip", "ok machine module and tag", "ok invalid power state", "ok events", "ok snapshots",
+            "ok clone config", "ok clone storage policy", "ok guest ip", "ok machine module and tag", "ok invalid power state", "ok events", "ok snapshots",
             "ok destroyed", "ok rest session user", "ok rest session ended",
             "ok rest session from soap", "ok rest login with a wrong password",
             "ok duplicate category refused", "ok single cardinality", "ok associable types",

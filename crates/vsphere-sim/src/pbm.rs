@@ -1,8 +1,9 @@
 //! The storage policy service (PBM), SOAP in the `urn:pbm` namespace at `/pbm/sdk` (and at
 //! `/pbm`, where the govmomi Debian packages posts): the policies CAPV looks a VM's storage
 //! policy up in (`ProfileIDByName`: PbmQueryProfile then PbmRetrieveContent) and the
-//! placement check it runs before cloning (PbmCheckRequirements). Calls need a live SOAP
-//! session, as vCenter's PBM shares vCenter's sessions.
+//! placement check it runs before cloning (PbmCheckRequirements), and the policy of each VM
+//! (PbmQueryAssociatedProfile) as its clone, create or reconfigure spec set it. Calls need a
+//! live SOAP session, as vCenter's PBM shares vCenter's sessions.
 //!
 //! The policies are vCenter 8's system-created ones, with their well-known IDs, so the names
 //! CAPV users write in manifests ("vSAN Default Storage Policy") resolve.
@@ -11,6 +12,47 @@ use crate::fault::Fault;
 use crate::soap::{Element, Request};
 use crate::value::{write_element, Data, Moref, Val};
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+
+/// The storage policies associated with each VM's home, as the vim25 side set them: a
+/// `VirtualMachineDefinedProfileSpec` in a clone's `location.profile` or a config spec's
+/// `vmProfile` (CreateVM, ReconfigVM, a clone's `config`) associates its policy, a
+/// `VirtualMachineEmptyProfileSpec` clears them. PbmQueryAssociatedProfile reads them.
+#[derive(Debug, Default)]
+pub(crate) struct Associations {
+    by_vm: HashMap<String, Vec<String>>,
+}
+
+impl Associations {
+    /// Applies profile specs (the `profile` or `vmProfile` elements of a request) to `vm`.
+    pub(crate) fn apply<'a>(&mut self, vm: &Moref, specs: impl Iterator<Item = &'a Element>) {
+        for spec in specs {
+            match spec.xsi_type.as_deref() {
+                Some("VirtualMachineEmptyProfileSpec") => {
+                    self.by_vm.remove(&vm.value);
+                }
+                _ => {
+                    if let Some(id) = spec.text_of("profileId").map(str::trim) {
+                        let ids = self.by_vm.entry(vm.value.clone()).or_default();
+                        if !ids.iter().any(|i| i == id) {
+                            ids.push(id.to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The policies associated with a VM (by reference value).
+    pub(crate) fn of(&self, vm: &str) -> &[String] {
+        self.by_vm.get(vm).map_or(&[], Vec::as_slice)
+    }
+
+    /// Forgets a destroyed VM's policies.
+    pub(crate) fn forget(&mut self, vm: &str) {
+        self.by_vm.remove(vm);
+    }
+}
 
 /// The default namespace and the `pbm:` prefix of data types, as govmomi's decoder looks
 /// polymorphic PBM types up by their prefixed name.
@@ -50,6 +92,7 @@ pub(crate) fn dispatch(
     req: &Request,
     session: Option<&str>,
     now: DateTime<Utc>,
+    associations: &Associations,
 ) -> Result<String, Fault> {
     let this = req
         .this
@@ -62,7 +105,9 @@ pub(crate) fn dispatch(
         ("PbmServiceInstance", "PbmRetrieveServiceContent") => Ok(service_content()),
         ("PbmProfileProfileManager", "PbmQueryProfile") => Ok(query_profile(&req.args)),
         ("PbmProfileProfileManager", "PbmRetrieveContent") => retrieve_content(&req.args, now),
-        ("PbmProfileProfileManager", "PbmQueryAssociatedProfile") => Ok(String::new()),
+        ("PbmProfileProfileManager", "PbmQueryAssociatedProfile") => {
+            Ok(query_associated_profile(&req.args, associations))
+        }
         ("PbmPlacementSolver", "PbmCheckRequirements") => Ok(check_requirements(&req.args)),
         _ => Err(Fault::method_not_found(&this, &req.method)),
     }
@@ -131,6 +176,22 @@ fn query_profile(args: &Element) -> String {
     }
     for (id, ..) in POLICIES {
         returnval(&mut out, Val::Data(profile_id(id)));
+    }
+    out
+}
+
+/// The policies of one entity (`PbmServerObjectRef`): a VM's home (`virtualMachine`, key
+/// `vm-N`); other objects (disks, datastores) have none here.
+fn query_associated_profile(args: &Element, associations: &Associations) -> String {
+    let mut out = String::new();
+    let Some(entity) = args.child("entity") else {
+        return out;
+    };
+    if entity.text_of("objectType").map(str::trim) == Some("virtualMachine") {
+        let key = entity.text_of("key").unwrap_or("").trim();
+        for id in associations.of(key) {
+            returnval(&mut out, Val::Data(profile_id(id)));
+        }
     }
     out
 }

@@ -72,6 +72,8 @@ pub(crate) struct State {
     pub guests: crate::guest::Guests,
     pub events: crate::event_manager::EventLog,
     pub snapshots: crate::snapshot::Snapshots,
+    /// The storage policies of VMs (read by PBM).
+    pub profiles: crate::pbm::Associations,
 }
 
 impl State {
@@ -350,9 +352,10 @@ impl Simulator {
         let key = cookie
             .and_then(session_cookie)
             .or_else(|| request.header_session.clone());
+        let mut state = self.lock();
         let session =
-            key.and_then(|key| session_manager::touch(&mut self.lock(), &self.config, &key, now));
-        match crate::pbm::dispatch(&request, session.as_deref(), now) {
+            key.and_then(|key| session_manager::touch(&mut state, &self.config, &key, now));
+        match crate::pbm::dispatch(&request, session.as_deref(), now, &state.profiles) {
             Ok(inner) => Reply {
                 status: 200,
                 body: crate::pbm::response(&request.method, &inner),

@@ -561,6 +561,7 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
     if state.inventory.get(vm).is_none() {
         return Err(Fault::not_found(vm));
     }
+    state.profiles.apply(vm, spec.children_named("vmProfile"));
     let int = |name: &str| {
         spec.text_of(name)
             .and_then(|t| t.trim().parse::<i32>().ok())
@@ -865,6 +866,11 @@ fn clone_now(
         }
     }
     set_power(state, &vm, "poweredOff", call.now);
+    if let Some(location) = spec.child("location") {
+        state
+            .profiles
+            .apply(&vm, location.children_named("profile"));
+    }
     if let Some(config) = spec.child("config") {
         reconfigure(state, &vm, config)?;
     }

@@ -370,3 +370,63 @@ async fn a_destroyed_vm_loses_its_tags_and_cluster_module_memberships() {
         serde_json::json!([])
     );
 }
+
+/// PbmQueryAssociatedProfile for a VM, through the PBM entry point; the profile IDs answered.
+fn associated_profiles(s: &Simulator, cookie: &str, vm: &str) -> Vec<String> {
+    let r = s.handle_pbm(
+        &envelope(&format!(
+            r#"<PbmQueryAssociatedProfile xmlns="urn:pbm"><_this type="PbmProfileProfileManager">profileManager</_this><entity><key>{vm}</key><objectType>virtualMachine</objectType><serverUuid>x</serverUuid></entity></PbmQueryAssociatedProfile>"#
+        )),
+        Some(cookie),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body
+        .split("<uniqueId>")
+        .skip(1)
+        .filter_map(|s| s.split("</uniqueId>").next())
+        .map(str::to_string)
+        .collect()
+}
+
+const FETCH_ROOT: &str = r#"<Fetch xmlns="urn:vim25"><_this type="Folder">group-d1</_this><prop>childEntity</prop></Fetch>"#;
+
+#[tokio::test]
+async fn storage_policies_follow_clone_and_reconfigure_specs() {
+    const VSAN_DEFAULT: &str = "aa6d5a82-1c88-45da-85d3-3d74b91a5bad";
+    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+    let s = sim(&clock);
+    let cookie = login(&s).await;
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let (template, folder) = s.with_inventory(|inv| {
+        let vm = inv.iter().find(|o| o.moref.ty == "VirtualMachine").unwrap();
+        let folder = vm.props["parent"].as_mor().unwrap().value.clone();
+        (vm.moref.value.clone(), folder)
+    });
+    assert!(associated_profiles(&s, &cookie, &template).is_empty());
+    let call = |body: String| {
+        let (s, cookie) = (&s, &cookie);
+        async move {
+            let r = s.handle(&envelope(&body), Some(cookie), "test").await;
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+    };
+    call(format!(
+        r#"<CloneVM_Task xmlns="urn:vim25"><_this type="VirtualMachine">{template}</_this><folder type="Folder">{folder}</folder><name>with-policy</name><spec><location><profile xsi:type="VirtualMachineDefinedProfileSpec"><profileId>{VSAN_DEFAULT}</profileId></profile></location><powerOn>false</powerOn><template>false</template></spec></CloneVM_Task>"#
+    ))
+    .await;
+    // The clone runs at the next request, as a client waiting for its task makes one.
+    call(FETCH_ROOT.to_string()).await;
+    let clone = s.with_inventory(|inv| {
+        let o = inv.iter().find(|o| o.name() == "with-policy").unwrap();
+        o.moref.value.clone()
+    });
+    assert_eq!(associated_profiles(&s, &cookie, &clone), [VSAN_DEFAULT]);
+    assert!(associated_profiles(&s, &cookie, &template).is_empty());
+
+    call(format!(
+        r#"<ReconfigVM_Task xmlns="urn:vim25"><_this type="VirtualMachine">{clone}</_this><spec><vmProfile xsi:type="VirtualMachineEmptyProfileSpec"></vmProfile></spec></ReconfigVM_Task>"#
+    ))
+    .await;
+    call(FETCH_ROOT.to_string()).await;
+    assert!(associated_profiles(&s, &cookie, &clone).is_empty());
+}

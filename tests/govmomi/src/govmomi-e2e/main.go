@@ -20,6 +20,7 @@ import (
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/pbm"
+	pbmmethods "github.com/vmware/govmomi/pbm/methods"
 	pbmtypes "github.com/vmware/govmomi/pbm/types"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vapi/cluster"
@@ -137,6 +138,17 @@ func main() {
 	expect("clone config", cloned.Config.Hardware.NumCPU == 2 && cloned.Config.Hardware.MemoryMB == 2048 &&
 		cloned.Config.InstanceUuid == "6f0d4a9e-0000-4000-8000-000000000042" && extra["guestinfo.userdata.encoding"] == "base64",
 		"%+v %v", cloned.Config.Hardware, extra)
+
+	// The policy of the clone's location is the VM's, as PBM reports it.
+	storage, err := pbm.NewClient(ctx, c.Client)
+	check("pbm client for the clone", err)
+	assoc, err := pbmmethods.PbmQueryAssociatedProfile(ctx, storage, &pbmtypes.PbmQueryAssociatedProfile{
+		This:   storage.ServiceContent.ProfileManager,
+		Entity: pbmtypes.PbmServerObjectRef{ObjectType: "virtualMachine", Key: ref.Value},
+	})
+	check("clone storage policy", err)
+	expect("clone storage policy", len(assoc.Returnval) == 1 && assoc.Returnval[0].UniqueId == "aa6d5a82-1c88-45da-85d3-3d74b91a5bad",
+		"%+v", assoc.Returnval)
 
 	task, err = vm.Reconfigure(ctx, types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{
 		&types.OptionValue{Key: "guestinfo.metadata", Value: "bWV0YQ=="}}})
