@@ -154,6 +154,10 @@ impl Drop for Setup {
 }
 
 pub async fn run(args: VsphereBenchArgs) -> anyhow::Result<()> {
+    if cfg!(debug_assertions) {
+        // The simulator is this binary: a debug build measures unoptimized code.
+        eprintln!("warning: a debug build; run `cargo run --release -p infrasim -- bench vsphere` for figures that mean something");
+    }
     let setup = Setup::new(&args).await?;
     for &vms in &args.vms {
         let ours = measure(&args, Server::Infrasim, &setup, vms).await?;
@@ -192,6 +196,9 @@ async fn measure(
 ) -> anyhow::Result<Figures> {
     eprintln!("{server:?}: {vms} VMs per place ...");
     let addr: SocketAddr = ([127, 0, 0, 1], args.port).into();
+    // Another server on the port would answer in the child's place and be measured as it.
+    std::net::TcpListener::bind(addr)
+        .with_context(|| format!("port {} is taken (choose another with --port)", args.port))?;
     let started = Instant::now();
     let mut child = server.command(args, setup, vms)?.spawn()?;
     let pid = child.id().context("the server exited at once")?;
