@@ -65,22 +65,26 @@ def unverified_tls():
     return context
 
 
+def json_exchange(req):
+    """Sends a request to the simulator; its status and JSON body (None when empty), for
+    errors as well as successes."""
+    try:
+        with urllib.request.urlopen(req, context=unverified_tls(), timeout=10) as resp:
+            body = resp.read()
+            return resp.status, json.loads(body) if body else None
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
 def test_rest_sessions_with_plain_http_clients(tmp_path):
     """The vAPI session service in both spellings, by urllib as a script would call it:
     `/rest` wraps answers in `value`, `/api` does not; errors take each one's shape."""
     v = Vcsim(tmp_path)
     try:
-        insecure = unverified_tls()
         base = f"https://127.0.0.1:{v.port}"
 
         def call(method, path, headers=None):
-            req = urllib.request.Request(base + path, method=method, headers=headers or {})
-            try:
-                with urllib.request.urlopen(req, context=insecure, timeout=10) as resp:
-                    body = resp.read()
-                    return resp.status, json.loads(body) if body else None
-            except urllib.error.HTTPError as e:
-                return e.code, json.loads(e.read() or b"null")
+            return json_exchange(urllib.request.Request(base + path, method=method, headers=headers or {}))
 
         basic = "Basic " + base64.b64encode(f"administrator@vsphere.local:{PASSWORD}".encode()).decode()
         status, body = call("POST", "/rest/com/vmware/cis/session", {"Authorization": basic})
@@ -110,13 +114,8 @@ def test_rest_sessions_with_plain_http_clients(tmp_path):
         auth = {"vmware-api-session-id": api_token, "Content-Type": "application/json"}
 
         def send(method, path, body):
-            req = urllib.request.Request(base + path, method=method, headers=auth, data=json.dumps(body).encode())
-            try:
-                with urllib.request.urlopen(req, context=insecure, timeout=10) as resp:
-                    raw = resp.read()
-                    return resp.status, json.loads(raw) if raw else None
-            except urllib.error.HTTPError as e:
-                return e.code, json.loads(e.read() or b"null")
+            return json_exchange(urllib.request.Request(base + path, method=method, headers=auth,
+                                                        data=json.dumps(body).encode()))
 
         status, category = send("POST", "/api/cis/tagging/category",
                                 {"name": "env", "cardinality": "MULTIPLE", "associable_types": []})
@@ -142,20 +141,13 @@ def test_content_library_in_the_api_spelling(tmp_path):
     a plain PUT to the URL its update session hands out, then deployed as a VM."""
     v = Vcsim(tmp_path)
     try:
-        insecure = unverified_tls()
         base = f"https://127.0.0.1:{v.port}"
         headers = {"Content-Type": "application/json"}
 
         def send(method, url, body=None, raw=None):
             data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-            req = urllib.request.Request(url if url.startswith("https:") else base + url, method=method,
-                                         headers=headers, data=data)
-            try:
-                with urllib.request.urlopen(req, context=insecure, timeout=10) as resp:
-                    out = resp.read()
-                    return resp.status, json.loads(out) if out else None
-            except urllib.error.HTTPError as e:
-                return e.code, json.loads(e.read() or b"null")
+            return json_exchange(urllib.request.Request(url if url.startswith("https:") else base + url,
+                                                        method=method, headers=headers, data=data))
 
         basic = base64.b64encode(f"administrator@vsphere.local:{PASSWORD}".encode()).decode()
         headers["Authorization"] = "Basic " + basic

@@ -42,22 +42,6 @@ pub(crate) fn install(inv: &mut crate::inventory::Inventory) {
     inv.insert(ManagedObject::new(&m.ty, &m.value));
 }
 
-/// The datacenter an entity lives in.
-fn datacenter_of(state: &State, entity: &Moref) -> Option<Moref> {
-    let mut cur = state.inventory.get(entity);
-    while let Some(o) = cur {
-        if o.moref.ty == "Datacenter" {
-            return Some(o.moref.clone());
-        }
-        cur = o
-            .props
-            .get("parent")
-            .and_then(Val::as_mor)
-            .and_then(|p| state.inventory.get(p));
-    }
-    None
-}
-
 /// Records an event of `ty` about `vm` (or any entity), with vCenter's message.
 pub(crate) fn emit(
     state: &mut State,
@@ -73,17 +57,12 @@ pub(crate) fn emit(
         .with("createdTime", call.now)
         .with("userName", call.config.username.as_str());
     if let Some(e) = entity {
-        if let Some(dc) = datacenter_of(state, e) {
-            let name = state
-                .inventory
-                .get(&dc)
-                .map(|o| o.name().to_string())
-                .unwrap_or_default();
+        if let Some(dc) = state.inventory.datacenter_of(e) {
             event.set(
                 "datacenter",
                 Data::new("DatacenterEventArgument")
-                    .with("name", name.as_str())
-                    .with("datacenter", dc),
+                    .with("name", dc.name())
+                    .with("datacenter", dc.moref.clone()),
             );
         }
         if let Some(o) = state.inventory.get(e) {

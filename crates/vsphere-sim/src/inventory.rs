@@ -285,6 +285,22 @@ impl Inventory {
             .collect()
     }
 
+    /// The datacenter an entity lives in (itself, for a datacenter).
+    pub fn datacenter_of(&self, m: &Moref) -> Option<&ManagedObject> {
+        let mut cur = self.by_value(&m.value);
+        while let Some(o) = cur {
+            if o.moref.ty == "Datacenter" {
+                return Some(o);
+            }
+            cur = o
+                .props
+                .get("parent")
+                .and_then(Val::as_mor)
+                .and_then(|p| self.by_value(&p.value));
+        }
+        None
+    }
+
     /// The inventory path of an entity (`/DC0/vm/DC0_H0_VM0`).
     pub fn path_of(&self, m: &Moref) -> String {
         let mut parts = Vec::new();

@@ -276,11 +276,7 @@ impl Val {
     }
 
     pub fn morefs(&self) -> Vec<Moref> {
-        match self {
-            Val::Mor(m) => vec![m.clone()],
-            Val::Array(_, items) => items.iter().filter_map(|v| v.as_mor().cloned()).collect(),
-            _ => Vec::new(),
-        }
+        self.mor_refs().into_iter().cloned().collect()
     }
 }
 

@@ -843,18 +843,11 @@ fn read_ovf(bytes: &[u8]) -> OvfSystem {
 
 /// The VM folder of the datacenter `entity` is in.
 fn vm_folder_of(inv: &crate::inventory::Inventory, entity: &Moref) -> Option<Moref> {
-    let mut cur = inv.by_value(&entity.value);
-    while let Some(o) = cur {
-        if o.moref.ty == "Datacenter" {
-            return o.props.get("vmFolder").and_then(Val::as_mor).cloned();
-        }
-        cur = o
-            .props
-            .get("parent")
-            .and_then(Val::as_mor)
-            .and_then(|p| inv.by_value(&p.value));
-    }
-    None
+    inv.datacenter_of(entity)?
+        .props
+        .get("vmFolder")
+        .and_then(Val::as_mor)
+        .cloned()
 }
 
 /// Deploys an OVF item (`~action=deploy`) as a VM: in the target's resource pool and folder

@@ -35,7 +35,7 @@ pub(crate) struct Tagging {
     categories: BTreeMap<String, Category>,
     tags: BTreeMap<String, Tag>,
     /// Each tag's objects, as (type, value).
-    attached: BTreeMap<String, BTreeSet<(String, String)>>,
+    attached: BTreeMap<String, BTreeSet<Moref>>,
 }
 
 /// Which tagging resource a path names, with its ID if it names one.
@@ -68,7 +68,7 @@ pub(super) fn handle(
     // Objects deleted since (a destroyed VM) lose their tags, as vCenter drops them.
     sim.with_inventory(|inv| {
         for objects in t.attached.values_mut() {
-            objects.retain(|(ty, value)| inv.get(&Moref::new(ty, value)).is_some());
+            objects.retain(|m| inv.get(m).is_some());
         }
     });
     match (kind, req.method, id.as_deref(), req.action) {
@@ -331,12 +331,11 @@ impl Tagging {
                 ),
             ));
         }
-        let key = (object.ty.to_string(), object.value.clone());
         if category.cardinality == "SINGLE" {
             let other = self.tags.iter().any(|(id, other)| {
                 id != tag
                     && other.category == t.category
-                    && self.attached.get(id).is_some_and(|o| o.contains(&key))
+                    && self.attached.get(id).is_some_and(|o| o.contains(object))
             });
             if other {
                 return Err(Answer::invalid(
@@ -351,15 +350,14 @@ impl Tagging {
         self.attached
             .entry(tag.to_string())
             .or_default()
-            .insert(key);
+            .insert(object.clone());
         Ok(())
     }
 
     fn attached_tags(&self, object: &Moref) -> Vec<&String> {
-        let key = (object.ty.to_string(), object.value.clone());
         self.attached
             .iter()
-            .filter(|(_, objects)| objects.contains(&key))
+            .filter(|(_, objects)| objects.contains(object))
             .map(|(tag, _)| tag)
             .collect()
     }
@@ -397,7 +395,7 @@ fn associate(sim: &Simulator, form: Form, tag: Option<&str>, action: &str, body:
             None => no_object(),
             Some(m) => {
                 if let Some(objects) = t.attached.get_mut(&tag) {
-                    objects.remove(&(m.ty.to_string(), m.value.clone()));
+                    objects.remove(&m);
                 }
                 ok()
             }
@@ -432,7 +430,7 @@ fn associate(sim: &Simulator, form: Form, tag: Option<&str>, action: &str, body:
                         errors.push(serde_json::from_str::<Value>(&e.body).unwrap_or(Value::Null));
                     }
                 } else if let Some(objects) = t.attached.get_mut(tag) {
-                    objects.remove(&(m.ty.to_string(), m.value.clone()));
+                    objects.remove(&m);
                 }
             }
             Answer::value(
@@ -469,7 +467,7 @@ fn listing(
             .get(tag)
             .into_iter()
             .flatten()
-            .map(|(ty, value)| json!({"type": ty, "id": value}))
+            .map(object_json)
             .collect()
     };
     match (action, tag) {
