@@ -36,6 +36,39 @@ pub fn provider(v1beta1: bool) -> Vec<CustomResourceDefinition> {
     ]
 }
 
+/// The vcsim controller's kinds.
+pub fn vcsim() -> Vec<CustomResourceDefinition> {
+    use crate::vcsim::types::{ControlPlaneEndpoint, EnvVar, VCenterSimulator};
+    vec![
+        spec_optional(VCenterSimulator::crd()),
+        spec_optional(ControlPlaneEndpoint::crd()),
+        spec_optional(EnvVar::crd()),
+    ]
+}
+
+/// Lets objects leave `spec` out, as upstream's `omitempty` specs do (CAPV's `vcsim.sh`
+/// creates a ControlPlaneEndpoint with no spec at all): kube-derive marks it required, and
+/// its typed readers need one, so the API server defaults it to `{}` instead.
+fn spec_optional(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON;
+    for version in &mut crd.spec.versions {
+        let Some(root) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
+            continue;
+        };
+        if let Some(required) = root.required.as_mut() {
+            required.retain(|f| f != "spec");
+        }
+        if let Some(spec) = root.properties.as_mut().and_then(|p| p.get_mut("spec")) {
+            spec.default = Some(JSON(serde_json::json!({})));
+        }
+    }
+    crd
+}
+
 /// The Cluster API core kinds the stand-in serves (and the kubeadm providers' kinds); with
 /// `v1beta1`, they are served in v1beta1 too, converted by the webhook `capi::conversion`
 /// serves (only a plane that reaches it can serve them: this process's embedded engine).

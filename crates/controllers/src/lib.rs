@@ -8,6 +8,8 @@
 //!
 //! - [`capi`]: Cluster API's in-memory infrastructure provider, in the seed's `InMemory*`
 //!   and upstream's `Dev*` spellings.
+//! - [`vcsim`]: CAPV's vcsim controller: simulated vCenters, control-plane endpoints and the
+//!   variables of cluster templates that target them.
 
 pub mod capi;
 pub mod conditions;
@@ -19,6 +21,7 @@ pub mod informers;
 pub mod leader;
 pub mod metrics;
 mod schema;
+pub mod vcsim;
 pub mod wakeups;
 pub mod writes;
 
@@ -32,6 +35,8 @@ pub struct Selection {
     /// Run the embedded Cluster API core stand-in beside the provider (off when real Cluster
     /// API controllers manage the plane).
     pub capi_core: bool,
+    /// Run the vcsim controller (VCenterSimulator, ControlPlaneEndpoint, EnvVar).
+    pub vcsim: bool,
     /// Serve the core kinds in Cluster API's v1beta1 too (see [`crds::core`]); the plane must
     /// reach the conversion webhook [`capi::conversion::Converter`] in this process.
     pub v1beta1: bool,
@@ -47,6 +52,9 @@ impl Selection {
         if self.capi_core {
             all.extend(crds::core(self.v1beta1));
         }
+        if self.vcsim {
+            all.extend(crds::vcsim());
+        }
         all
     }
 }
@@ -58,9 +66,16 @@ pub async fn run(ctx: Context, selection: Selection) {
         selection.namespace.clone(),
     ));
     let provider = capi::infra::run(ctx.clone(), informers.clone());
-    if selection.capi_core {
-        futures::join!(provider, capi::standin::run(ctx, informers));
-    } else {
-        provider.await;
-    }
+    let core = async {
+        if selection.capi_core {
+            capi::standin::run(ctx.clone(), informers.clone()).await;
+        }
+    };
+    let vcsim = async {
+        if selection.vcsim {
+            let simulators = std::sync::Arc::new(vcsim::Simulators::default());
+            vcsim::run(ctx.clone(), informers.clone(), simulators).await;
+        }
+    };
+    futures::join!(provider, core, vcsim);
 }

@@ -214,6 +214,7 @@ async fn plane(
     let selection = Selection {
         namespace: None,
         capi_core: true,
+        vcsim: false,
         v1beta1: true,
     };
     infrasim_controllers::capi::conversion::serve_in(&server, client.clone());

@@ -23,6 +23,10 @@ pub struct ControllerArgs {
     /// API controllers manage the cluster).
     #[arg(long, default_value = "embedded", value_parser = ["embedded", "external"])]
     capi_core: String,
+    /// Run the vcsim controller too (VCenterSimulator, ControlPlaneEndpoint, EnvVar: simulated
+    /// vCenters for Cluster API Provider vSphere).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    vcsim: bool,
     /// Apply the CRDs of the controllers that run (server-side, forced) before starting.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     install_crds: bool,
@@ -64,6 +68,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let selection = Selection {
         namespace: args.namespace.clone(),
         capi_core: args.capi_core == "embedded",
+        vcsim: args.vcsim,
         // A plane elsewhere cannot reach the in-process conversion webhook.
         v1beta1: false,
     };

@@ -36,6 +36,10 @@ pub struct UpArgs {
     /// `external` (real Cluster API controllers manage the plane; the stand-in stays off).
     #[arg(long, default_value = "embedded", value_parser = ["embedded", "external"])]
     capi_core: String,
+    /// Run the vcsim controller too (VCenterSimulator, ControlPlaneEndpoint, EnvVar: simulated
+    /// vCenters for Cluster API Provider vSphere).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    vcsim: bool,
     /// The address workload clusters' endpoints listen on and advertise.
     #[arg(long, default_value = "127.0.0.1")]
     advertise_address: IpAddr,
@@ -186,6 +190,7 @@ async fn start_controllers(
     let selection = Selection {
         namespace: None,
         capi_core: args.capi_core == "embedded",
+        vcsim: args.vcsim,
         v1beta1: true,
     };
     infrasim_controllers::capi::conversion::serve_in(server, client.clone());
@@ -201,8 +206,9 @@ async fn start_controllers(
         clock.clone(),
     ));
     println!(
-        "controllers: Cluster API in-memory provider (InMemory*, Dev*){}; workload endpoints on {}:{}-{}",
+        "controllers: Cluster API in-memory provider (InMemory*, Dev*){}{}; workload endpoints on {}:{}-{}",
         if selection.capi_core { " and the embedded Cluster API core" } else { "; Cluster API core: external" },
+        if selection.vcsim { "; vcsim (VCenterSimulator, ControlPlaneEndpoint, EnvVar)" } else { "" },
         args.advertise_address,
         args.port_min,
         args.port_max

@@ -29,6 +29,7 @@ pub mod inventory;
 mod managed_entity;
 mod pbm;
 mod property_collector;
+pub mod provisioning;
 pub mod rest;
 mod search_index;
 pub mod server;
@@ -44,4 +45,5 @@ mod virtual_machine;
 
 pub use instance::Instance;
 pub use inventory::Model;
+pub use provisioning::{ProvisioningError, TagSpec, TemplateSpec};
 pub use simulator::{Flavor, Reply, SimConfig, Simulator};

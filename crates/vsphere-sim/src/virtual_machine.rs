@@ -246,7 +246,7 @@ fn guest_down(o: &mut crate::inventory::ManagedObject) {
     }
 }
 
-fn set_template(state: &mut State, vm: &Moref, template: bool) {
+pub(crate) fn set_template(state: &mut State, vm: &Moref, template: bool) {
     let Some(o) = state.inventory.get_mut(vm) else {
         return;
     };

@@ -103,6 +103,14 @@ pub(super) fn handle(
     }
 }
 
+/// The ID a successful create answered (in the `/api` spelling: the bare JSON string).
+fn created_id(answer: Answer) -> Result<String, Answer> {
+    match serde_json::from_str::<String>(&answer.body) {
+        Ok(id) if answer.status < 300 => Ok(id),
+        _ => Err(answer),
+    }
+}
+
 fn percent_decode(s: &str) -> String {
     s.replace("%3A", ":").replace("%3a", ":")
 }
@@ -352,6 +360,40 @@ impl Tagging {
             .or_default()
             .insert(object.clone());
         Ok(())
+    }
+
+    /// Attaches the tag `tag` of category `category` to `object`, creating the category (single
+    /// cardinality, associable with `types`) and the tag when there are none of those names:
+    /// what the library's provisioning calls (`Simulator::attach_tag`) do at once.
+    pub(crate) fn ensure_attached(
+        &mut self,
+        category: &str,
+        types: &[String],
+        tag: &str,
+        object: &Moref,
+    ) -> Result<(), String> {
+        let form = Form::Api;
+        let refused = |a: Answer| a.body;
+        let category_id = match self.categories.iter().find(|(_, c)| c.name == category) {
+            Some((id, _)) => id.clone(),
+            None => {
+                let spec = json!({"name": category, "cardinality": "SINGLE",
+                                  "associable_types": types, "description": ""});
+                created_id(self.create_category(form, &spec)).map_err(refused)?
+            }
+        };
+        let tag_id = match self
+            .tags
+            .iter()
+            .find(|(_, t)| t.category == category_id && t.name == tag)
+        {
+            Some((id, _)) => id.clone(),
+            None => {
+                let spec = json!({"name": tag, "category_id": category_id, "description": ""});
+                created_id(self.create_tag(form, &spec)).map_err(refused)?
+            }
+        };
+        self.attach(form, &tag_id, object).map_err(refused)
     }
 
     fn attached_tags(&self, object: &Moref) -> Vec<&String> {

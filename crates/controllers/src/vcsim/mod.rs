@@ -1,0 +1,133 @@
+//! The job of CAPV's vcsim controller: simulated vCenters (`VCenterSimulator`, each its own
+//! simulator in this process, any number at once), control-plane endpoints reserved on the
+//! simulated cloud (`ControlPlaneEndpoint`), and the variables a cluster template needs to
+//! target both (`EnvVar`).
+
+mod endpoint;
+mod envvar;
+pub mod simulators;
+pub mod types;
+mod vcenter;
+
+pub use simulators::Simulators;
+
+use crate::capi::triggers::filtered;
+use crate::context::Context;
+use crate::informers::Informers;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use std::sync::Arc;
+use std::time::Duration;
+use types::{ControlPlaneEndpoint, EnvVar, VCenterSimulator};
+
+/// The field manager the controller writes status under.
+pub const MANAGER: &str = "infrasim-vcsim-controller";
+
+/// Why a reconcile failed (it is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Cloud(#[from] infrasim_cloud::CloudError),
+}
+
+/// What the vcsim reconcilers share: the context, the process's caches and its simulators.
+pub struct Reconciler {
+    pub ctx: Context,
+    pub informers: Arc<Informers>,
+    pub simulators: Arc<Simulators>,
+    /// The public key every EnvVar hands out as `VSPHERE_SSH_AUTHORIZED_KEY` (one per
+    /// process, as upstream's controller makes one at start).
+    pub ssh_authorized_key: String,
+}
+
+fn error_policy<K: Resource<DynamicType = ()>>(
+    obj: Arc<K>,
+    err: &Error,
+    _: Arc<Reconciler>,
+) -> Action {
+    tracing::warn!(kind = %K::kind(&()), name = %obj.name_any(), error = %err, "reconcile failed");
+    Action::requeue(Duration::from_secs(2))
+}
+
+/// Runs the vcsim controllers until the process ends, on the process's informers, with the
+/// simulators they start kept in `simulators`.
+pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: Arc<Simulators>) {
+    let r = Arc::new(Reconciler {
+        ctx,
+        informers: informers.clone(),
+        simulators,
+        ssh_authorized_key: envvar::ssh_authorized_key(),
+    });
+    let vcenters = crate::capi::triggers::controller(&informers.of::<VCenterSimulator>(), None)
+        .run(vcenter::reconcile, error_policy, r.clone());
+    let endpoints = crate::capi::triggers::controller(
+        &informers.of::<ControlPlaneEndpoint>(),
+        None,
+    )
+    .run(endpoint::reconcile, error_policy, r.clone());
+    // An EnvVar is written from its simulator's and endpoint's status: either changing
+    // wakes the EnvVars that name it.
+    let envvars = informers.of::<EnvVar>();
+    let by_simulator = {
+        let envvars = envvars.store();
+        move |v: Arc<VCenterSimulator>| referrers(&envvars, &*v, |e| e.simulator_ref())
+    };
+    let by_endpoint = {
+        let envvars = envvars.store();
+        move |c: Arc<ControlPlaneEndpoint>| referrers(&envvars, &*c, |e| Some(e.endpoint_ref()))
+    };
+    let envvars = crate::capi::triggers::controller(&envvars, None)
+        .watches_shared_stream(
+            filtered(&informers.of::<VCenterSimulator>(), serving),
+            by_simulator,
+        )
+        .watches_shared_stream(
+            filtered(&informers.of::<ControlPlaneEndpoint>(), reserved),
+            by_endpoint,
+        )
+        .run(envvar::reconcile, error_policy, r);
+    futures::join!(
+        crate::capi::triggers::run_to_end(vcenters),
+        crate::capi::triggers::run_to_end(endpoints),
+        crate::capi::triggers::run_to_end(envvars),
+    );
+}
+
+/// What of a simulator its EnvVars are written from.
+fn serving(v: &VCenterSimulator) -> Option<u64> {
+    let s = v.status.as_ref();
+    hash((
+        v.uid(),
+        s.map(|s| (&s.host, &s.username, &s.password, &s.thumbprint)),
+    ))
+}
+
+/// What of an endpoint its EnvVars are written from.
+fn reserved(c: &ControlPlaneEndpoint) -> Option<u64> {
+    hash((c.uid(), c.status.as_ref().map(|s| (&s.host, s.port))))
+}
+
+fn hash(value: impl std::hash::Hash) -> Option<u64> {
+    use std::hash::{DefaultHasher, Hasher};
+    let mut h = DefaultHasher::new();
+    value.hash(&mut h);
+    Some(h.finish())
+}
+
+/// The EnvVars whose reference (`of`) names `obj`.
+fn referrers<K: Resource<DynamicType = ()>>(
+    envvars: &kube::runtime::reflector::Store<EnvVar>,
+    obj: &K,
+    of: impl Fn(&EnvVar) -> Option<(String, String)>,
+) -> Vec<ObjectRef<EnvVar>> {
+    let wanted = (obj.namespace().unwrap_or_default(), obj.name_any());
+    envvars
+        .state()
+        .iter()
+        .filter(|e| of(e).is_some_and(|r| r == wanted))
+        .map(|e| ObjectRef::from_obj(&**e))
+        .collect()
+}

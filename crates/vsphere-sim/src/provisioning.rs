@@ -1,0 +1,267 @@
+//! Library calls that set a fresh simulator up the way a test environment wants it before
+//! any client connects: VM templates and tags on inventory objects. CAPV's vcsim controller
+//! does this with govc commands against its simulator; here the controller calls these, and
+//! each goes through the code of the operation it stands for (`CreateVM_Task` and
+//! `MarkAsTemplate`, the tagging service's create and attach), so what a client sees
+//! afterwards is what it would see had it made the calls itself.
+
+use crate::inventory::is_a;
+use crate::simulator::Simulator;
+use crate::soap::Element;
+use crate::value::{Moref, Val};
+
+/// A VM template to create: what `govc vm.create -ds -cluster -net -on=false` then
+/// `govc vm.markastemplate` make.
+#[derive(Debug, Clone)]
+pub struct TemplateSpec {
+    /// The template's name, unique in its datacenter's VM folder.
+    pub name: String,
+    /// The datacenter (`DC0`): the template goes into its VM folder.
+    pub datacenter: String,
+    /// The cluster (`DC0_C0`) whose root resource pool and hosts it is placed on.
+    pub cluster: String,
+    /// The datastore (`LocalDS_0`) holding its files.
+    pub datastore: String,
+    pub num_cpus: u32,
+    pub memory_mb: u32,
+    /// The guest OS identifier (`ubuntu64Guest`).
+    pub guest_id: String,
+}
+
+impl TemplateSpec {
+    /// A template as CAPV's vcsim controller makes them: 2 CPUs, 4 GiB, an Ubuntu guest, on
+    /// the first cluster and datastore of `datacenter` (`DC0`).
+    pub fn new(name: &str, datacenter: &str) -> Self {
+        TemplateSpec {
+            name: name.to_string(),
+            datacenter: datacenter.to_string(),
+            cluster: format!("{datacenter}_C0"),
+            datastore: "LocalDS_0".to_string(),
+            num_cpus: 2,
+            memory_mb: 4096,
+            guest_id: "ubuntu64Guest".to_string(),
+        }
+    }
+}
+
+/// A tag to attach, with the category it belongs to (both made when missing).
+#[derive(Debug, Clone)]
+pub struct TagSpec {
+    pub category: String,
+    /// The managed object types the category's tags may be attached to (any when empty).
+    pub associable_types: Vec<String>,
+    pub tag: String,
+}
+
+/// Why a provisioning call failed.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ProvisioningError {
+    #[error("no inventory object at {0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl Simulator {
+    /// The object at an inventory path (`/DC0/host/DC0_C0`), as `FindByInventoryPath`
+    /// resolves it.
+    pub fn find_by_path(&self, path: &str) -> Option<Moref> {
+        self.with_inventory(|inv| {
+            let mut cur = crate::inventory::refs::root_folder();
+            for part in path.split('/').filter(|p| !p.is_empty()) {
+                cur = inv.child_named(&cur, part)?;
+            }
+            Some(cur)
+        })
+    }
+
+    /// The inventory path of `m` (`/DC0/host/DC0_C0`), from the root folder by names.
+    pub fn inventory_path(&self, m: &Moref) -> Option<String> {
+        self.with_inventory(|inv| {
+            let mut names = Vec::new();
+            let mut cur = inv.get(m)?;
+            while let Some(parent) = cur.props.get("parent").and_then(Val::as_mor) {
+                names.push(cur.name().to_string());
+                cur = inv.get(parent)?;
+            }
+            names.reverse();
+            Some(format!("/{}", names.join("/")))
+        })
+    }
+
+    /// The entity of type `ty` named `name`, inside the datacenter `within` when given (names
+    /// are unique per folder, not per inventory).
+    pub fn find_named(&self, ty: &str, name: &str, within: Option<&Moref>) -> Option<Moref> {
+        self.with_inventory(|inv| {
+            inv.iter()
+                .filter(|o| o.moref.ty == ty && o.name() == name)
+                .find(|o| {
+                    within.is_none_or(|dc| {
+                        inv.datacenter_of(&o.moref).is_some_and(|d| d.moref == *dc)
+                    })
+                })
+                .map(|o| o.moref.clone())
+        })
+    }
+
+    /// Creates the template `spec` describes, powered off and marked as a template; a VM of
+    /// that name already in the folder is left as it is and returned (creating it twice is
+    /// what a controller that restarts midway does).
+    pub fn create_template(&self, spec: &TemplateSpec) -> Result<Moref, ProvisioningError> {
+        let missing = |what: &str| ProvisioningError::NotFound(what.to_string());
+        let dc = self
+            .find_named("Datacenter", &spec.datacenter, None)
+            .ok_or_else(|| missing(&spec.datacenter))?;
+        let cluster = self
+            .find_named("ClusterComputeResource", &spec.cluster, Some(&dc))
+            .ok_or_else(|| missing(&spec.cluster))?;
+        self.with_state(|state, call| {
+            let prop = |m: &Moref, name: &str| {
+                state
+                    .inventory
+                    .get(m)
+                    .and_then(|o| o.props.get(name))
+                    .and_then(Val::as_mor)
+                    .cloned()
+            };
+            let folder = prop(&dc, "vmFolder").ok_or_else(|| missing("vmFolder"))?;
+            if let Some(vm) = state.inventory.child_named(&folder, &spec.name) {
+                return Ok(vm);
+            }
+            let pool = prop(&cluster, "resourcePool")
+                .filter(|p| is_a(&p.ty, "ResourcePool"))
+                .ok_or_else(|| missing("resourcePool"))?;
+            let config = config_spec(spec);
+            let vm = match crate::folder::create_vm(state, call, &folder, &config, &pool, None) {
+                Ok(Some(Val::Mor(vm))) => vm,
+                Ok(_) => return Err(ProvisioningError::Refused("no VM was created".into())),
+                Err(fault) => return Err(ProvisioningError::Refused(fault.message)),
+            };
+            crate::virtual_machine::set_template(state, &vm, true);
+            Ok(vm)
+        })
+    }
+
+    /// Attaches `spec`'s tag to `object`, creating its category (single cardinality, as
+    /// `govc tags.category.create` does by default) and the tag if missing. Attaching a tag
+    /// an object already carries changes nothing.
+    pub fn attach_tag(&self, spec: &TagSpec, object: &Moref) -> Result<(), ProvisioningError> {
+        if self.with_inventory(|inv| inv.get(object).is_none()) {
+            return Err(ProvisioningError::NotFound(object.value.clone()));
+        }
+        self.rest_tagging()
+            .ensure_attached(&spec.category, &spec.associable_types, &spec.tag, object)
+            .map_err(ProvisioningError::Refused)
+    }
+}
+
+/// The VirtualMachineConfigSpec of a template, as `CreateVM_Task` reads it.
+fn config_spec(spec: &TemplateSpec) -> Element {
+    let field = |name: &str, text: String| Element {
+        name: name.to_string(),
+        text,
+        ..Default::default()
+    };
+    let files = Element {
+        name: "files".to_string(),
+        children: vec![field("vmPathName", format!("[{}]", spec.datastore))],
+        ..Default::default()
+    };
+    Element {
+        name: "config".to_string(),
+        children: vec![
+            field("name", spec.name.clone()),
+            field("guestId", spec.guest_id.clone()),
+            field("numCPUs", spec.num_cpus.to_string()),
+            field("memoryMB", spec.memory_mb.to_string()),
+            files,
+        ],
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SimConfig;
+    use infrasim_clock::FakeClock;
+    use std::sync::Arc;
+
+    fn sim() -> Simulator {
+        Simulator::new(
+            SimConfig::default(),
+            Arc::new(FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap())),
+        )
+    }
+
+    fn prop(sim: &Simulator, vm: &Moref, path: &str) -> Option<Val> {
+        sim.with_inventory(|inv| inv.get(vm).and_then(|o| o.path(path)).cloned())
+    }
+
+    #[test]
+    fn a_template_is_created_powered_off_and_marked_once() {
+        let sim = sim();
+        let spec = TemplateSpec::new("ubuntu-2204-kube-v1.33.0", "DC0");
+        let vm = sim.create_template(&spec).unwrap();
+        assert_eq!(
+            sim.find_by_path("/DC0/vm/ubuntu-2204-kube-v1.33.0"),
+            Some(vm.clone())
+        );
+        assert!(matches!(
+            prop(&sim, &vm, "config.template"),
+            Some(Val::Bool(true))
+        ));
+        assert!(matches!(
+            prop(&sim, &vm, "config.hardware.numCPU"),
+            Some(Val::Int(2))
+        ));
+        assert!(matches!(
+            prop(&sim, &vm, "config.hardware.memoryMB"),
+            Some(Val::Int(4096))
+        ));
+        assert!(
+            matches!(prop(&sim, &vm, "runtime.powerState"), Some(Val::Enum(_, s)) if s == "poweredOff")
+        );
+        // Again: the same VM, not a second one.
+        assert_eq!(sim.create_template(&spec).unwrap(), vm);
+    }
+
+    #[test]
+    fn a_template_in_a_missing_cluster_is_refused() {
+        let mut spec = TemplateSpec::new("t", "DC0");
+        spec.cluster = "DC0_C9".into();
+        assert_eq!(
+            sim().create_template(&spec),
+            Err(ProvisioningError::NotFound("DC0_C9".into()))
+        );
+    }
+
+    #[test]
+    fn tags_are_attached_by_path_and_respect_associable_types() {
+        let sim = sim();
+        let region = TagSpec {
+            category: "k8s-region".into(),
+            associable_types: vec!["Datacenter".into()],
+            tag: "DC0".into(),
+        };
+        let dc = sim.find_by_path("/DC0").unwrap();
+        let cluster = sim
+            .find_named("ClusterComputeResource", "DC0_C0", Some(&dc))
+            .unwrap();
+        assert_eq!(
+            sim.inventory_path(&cluster).as_deref(),
+            Some("/DC0/host/DC0_C0")
+        );
+        sim.attach_tag(&region, &dc).unwrap();
+        sim.attach_tag(&region, &dc).unwrap();
+        assert!(matches!(
+            sim.attach_tag(&region, &cluster),
+            Err(ProvisioningError::Refused(_))
+        ));
+        let gone = Moref::new("Datacenter", "datacenter-99");
+        assert_eq!(
+            sim.attach_tag(&region, &gone),
+            Err(ProvisioningError::NotFound("datacenter-99".into()))
+        );
+    }
+}
