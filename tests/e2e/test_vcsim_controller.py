@@ -7,6 +7,7 @@ import hashlib
 import json
 import socket
 import ssl
+import subprocess
 import urllib.error
 import urllib.request
 
@@ -14,7 +15,7 @@ import pytest
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
 
-from conftest import wait_for
+from conftest import BINARY, wait_for
 
 GROUP = "vcsim.infrastructure.cluster.x-k8s.io"
 
@@ -215,3 +216,40 @@ def test_envvar_gives_capv_its_variables_from_the_simulator_and_endpoint(plane, 
     plane.kubectl("-n", ns, "delete", f"controlplaneendpoint.{GROUP}", "cluster1", "--wait=true")
     wait_for(lambda: refused("127.0.0.1", endpoint["port"]), timeout=15, what="endpoint port freed")
     wait_for(lambda: get(plane, ns, "controlplaneendpoint", "cluster1") is None, what="endpoint gone")
+
+
+def test_infrasim_env_writes_what_vcsim_sh_writes(plane, ns, tmp_path):
+    out = tmp_path / "vcsim.env"
+    run = subprocess.run(
+        [BINARY, "env", "vcsim-env", "cluster-env", "-n", ns, "--kubeconfig", plane.kubeconfig,
+         "--kubernetes-version", "v1.33.0", "--worker-machines", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert "created VCenterSimulator vcsim-env" in lines
+    assert "created ControlPlaneEndpoint cluster-env" in lines
+    assert lines[-1] == f"source {out}"
+    # What a shell sources is what the EnvVar says.
+    shell = subprocess.run(["bash", "-c", f"source {out}; env"], capture_output=True, text=True,
+                           check=True)
+    sourced = dict(line.split("=", 1) for line in shell.stdout.splitlines() if "=" in line)
+    variables = get(plane, ns, "envvar", "cluster-env")["status"]["variables"]
+    for name, value in variables.items():
+        assert sourced[name] == value, name
+    assert variables["WORKER_MACHINE_COUNT"] == "2"
+    assert variables["VSPHERE_TEMPLATE"] == "/DC0/vm/ubuntu-2204-kube-v1.33.0"
+    # The simulator it made answers with the sourced credentials.
+    host, port = variables["VSPHERE_SERVER"].removeprefix("https://").rsplit(":", 1)
+    si = SmartConnect(host=host, port=int(port), user=sourced["VSPHERE_USERNAME"],
+                      pwd=sourced["VSPHERE_PASSWORD"], disableSslCertValidation=True)
+    try:
+        assert si.content.searchIndex.FindByInventoryPath(variables["VSPHERE_TEMPLATE"].lstrip("/"))
+    finally:
+        Disconnect(si)
+    # Again: everything exists, nothing is created twice.
+    again = subprocess.run(
+        [BINARY, "env", "vcsim-env", "cluster-env", "-n", ns, "--kubeconfig", plane.kubeconfig,
+         "--kubernetes-version", "v1.33.0", "--worker-machines", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert "VCenterSimulator vcsim-env already exists" in again.stdout.splitlines()

@@ -56,7 +56,7 @@ struct CreateArgs {
 }
 
 /// The management plane's kubeconfig: the flag, `$KUBECONFIG`, or what `infrasim up` wrote.
-fn kubeconfig_path(flag: Option<PathBuf>) -> PathBuf {
+pub fn kubeconfig_path(flag: Option<PathBuf>) -> PathBuf {
     flag.or_else(|| {
         std::env::var_os("KUBECONFIG")
             .filter(|v| !v.is_empty())

@@ -7,6 +7,7 @@ mod bench_etcd;
 mod bench_vsphere;
 mod cluster;
 mod controller;
+mod env;
 mod fleet;
 mod up;
 mod vcsim;
@@ -43,6 +44,9 @@ enum Command {
         #[arg(value_parser = ["components", "metadata", "crds", "core-crds"])]
         which: String,
     },
+    /// Create a VCenterSimulator, a ControlPlaneEndpoint and an EnvVar, wait for them and
+    /// write the variables a CAPV cluster template needs (CAPV's `vcsim.sh`).
+    Env(env::EnvArgs),
     /// Serve one vSphere simulator (SOAP at /sdk).
     Vcsim(vcsim::VcsimArgs),
     /// Measure the servers against baselines and print a table.
@@ -110,6 +114,7 @@ fn main() -> anyhow::Result<()> {
         Command::Vcsim(args) => runtime.block_on(vcsim::run(args)),
         Command::Fleet(args) => runtime.block_on(fleet::run(args)),
         Command::Cluster(args) => runtime.block_on(cluster::run(args)),
+        Command::Env(args) => runtime.block_on(env::run(args)),
         Command::Manifests { which } => {
             use infrasim_controllers::{crds, deploy};
             let text = match which.as_str() {
