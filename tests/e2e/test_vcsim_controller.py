@@ -253,3 +253,118 @@ def test_infrasim_env_writes_what_vcsim_sh_writes(plane, ns, tmp_path):
         capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
     assert "VCenterSimulator vcsim-env already exists" in again.stdout.splitlines()
+
+
+def clone_vm(si, template_path, name, userdata):
+    """What CAPV's govmomi mode does for one machine: clone the template into the folder and
+    pool with guestinfo.userdata, powered off; returns the VM."""
+    index = si.content.searchIndex
+    template = index.FindByInventoryPath(template_path)
+    folder = index.FindByInventoryPath("DC0/vm")
+    pool = index.FindByInventoryPath("DC0/host/DC0_C0/Resources")
+    extra = [vim.option.OptionValue(key="guestinfo.userdata",
+                                    value=base64.b64encode(userdata.encode()).decode()),
+             vim.option.OptionValue(key="guestinfo.userdata.encoding", value="base64")]
+    spec = vim.vm.CloneSpec(location=vim.vm.RelocateSpec(pool=pool), powerOn=False,
+                            config=vim.vm.ConfigSpec(numCPUs=2, memoryMB=4096, extraConfig=extra))
+    task = template.CloneVM_Task(folder=folder, name=name, spec=spec)
+    wait_for(lambda: task.info.state in ("success", "error"), timeout=30, what="clone")
+    assert task.info.state == "success", task.info.error
+    return task.info.result
+
+
+def test_vms_capv_clones_boot_into_the_cluster_behind_the_endpoint(plane, ns, tmp_path):
+    status, host, port = simulator(plane, ns, "vcsim1", {"kubernetesVersions": ["v1.33.0"]})
+    apply(plane, ns, f"apiVersion: {GROUP}/v1alpha1\nkind: ControlPlaneEndpoint\nmetadata: {{name: wl1}}\n")
+    endpoint = status_of(plane, ns, "controlplaneendpoint", "wl1", "port")
+    apply(plane, ns, json.dumps({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "wl1"},
+        "spec": {"controlPlaneEndpoint": {"host": endpoint["host"], "port": endpoint["port"]}}}))
+    si = connect(status)
+    vms = {}
+    try:
+        for name, control_plane in (("wl1-cp-0", True), ("wl1-md-0", False)):
+            labels = {"cluster.x-k8s.io/cluster-name": "wl1"}
+            if control_plane:
+                labels["cluster.x-k8s.io/control-plane"] = ""
+            plane.kubectl("-n", ns, "create", "secret", "generic", f"{name}-bootstrap",
+                          "--from-literal=value=#cloud-config")
+            apply(plane, ns, json.dumps({
+                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"clusterName": "wl1", "version": "v1.33.0",
+                         "bootstrap": {"dataSecretName": f"{name}-bootstrap"},
+                         "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                               "kind": "VSphereMachine", "name": name}}}))
+            machine = json.loads(plane.kubectl("-n", ns, "get", "machines.cluster.x-k8s.io", name,
+                                               "-o", "json").stdout)
+            owner = lambda kind, obj: {"apiVersion": obj["apiVersion"], "kind": kind,
+                                       "name": obj["metadata"]["name"],
+                                       "uid": obj["metadata"]["uid"]}
+            apply(plane, ns, json.dumps({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "VSphereMachine",
+                "metadata": {"name": name, "labels": labels,
+                             "ownerReferences": [owner("Machine", machine)]},
+                "spec": {"template": "ubuntu-2204-kube-v1.33.0", "numCPUs": 2}}))
+            vsphere_machine = json.loads(plane.kubectl(
+                "-n", ns, "get", "vspheremachines.infrastructure.cluster.x-k8s.io", name,
+                "-o", "json").stdout)
+            vm = clone_vm(si, "DC0/vm/ubuntu-2204-kube-v1.33.0", name, "#cloud-config")
+            uuid = vm.config.uuid
+            apply(plane, ns, json.dumps({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "VSphereVM",
+                "metadata": {"name": name, "labels": labels,
+                             "ownerReferences": [owner("VSphereMachine", vsphere_machine)]},
+                "spec": {"biosUUID": uuid, "server": f"https://{host}:{port}",
+                         "template": "ubuntu-2204-kube-v1.33.0", "datacenter": "DC0",
+                         "network": {"devices": [{"networkName": "VM Network", "dhcp4": True}]}}}))
+            task = vm.PowerOnVM_Task()
+            wait_for(lambda: task.info.state == "success", timeout=30, what="power on")
+            vms[name] = (vm, uuid)
+        # Each VM gets its own address, as CAPV waits for it in guest.net.
+        ips = {name: wait_for(lambda: vm.guest.net and vm.guest.net[0].ipAddress and
+                              vm.guest.net[0].ipAddress[0], timeout=30, what="guest IP")
+               for name, (vm, _) in vms.items()}
+        assert len(set(ips.values())) == 2, ips
+    finally:
+        Disconnect(si)
+
+    # The workload cluster behind the endpoint has both machines as Ready Nodes.
+    secret = wait_for(lambda: get_secret(plane, ns, "wl1-kubeconfig"), timeout=30,
+                      what="wl1-kubeconfig")
+    kubeconfig = tmp_path / "wl1.kubeconfig"
+    kubeconfig.write_bytes(base64.b64decode(secret["data"]["value"]))
+
+    def nodes():
+        out = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "get", "nodes", "-o",
+                              "json"], capture_output=True, text=True, timeout=30)
+        if out.returncode != 0:
+            return None
+        items = json.loads(out.stdout)["items"]
+        ready = {n["metadata"]["name"]: n for n in items
+                 if any(c["type"] == "Ready" and c["status"] == "True"
+                        for c in n["status"]["conditions"])}
+        return ready if len(ready) == 2 else None
+    ready = wait_for(nodes, timeout=60, what="two Ready nodes")
+    server = json.loads(subprocess.run(
+        ["kubectl", "--kubeconfig", str(kubeconfig), "config", "view", "-o", "json"],
+        capture_output=True, text=True, check=True).stdout)["clusters"][0]["cluster"]["server"]
+    assert server == f"https://{endpoint['host']}:{endpoint['port']}"
+    for name, (_, uuid) in vms.items():
+        assert ready[name]["spec"]["providerID"] == f"vsphere://{uuid}"
+    assert "node-role.kubernetes.io/control-plane" in ready["wl1-cp-0"]["metadata"]["labels"]
+
+    # Deleting a VSphereVM takes its machine out of the cluster.
+    plane.kubectl("-n", ns, "delete", "vspherevms.infrastructure.cluster.x-k8s.io", "wl1-md-0",
+                  "--wait=true")
+
+    def worker_gone():
+        out = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "get", "nodes", "-o",
+                              "name"], capture_output=True, text=True, timeout=30)
+        return out.returncode == 0 and "node/wl1-md-0" not in out.stdout.split()
+    wait_for(worker_gone, timeout=30, what="worker node removed")
+
+
+def get_secret(plane, ns, name):
+    out = plane.kubectl("-n", ns, "get", "secret", name, "-o", "json", check=False)
+    return json.loads(out.stdout) if out.returncode == 0 else None

@@ -74,7 +74,11 @@ fn node(machine: &Machine, version: &str, ip: &str, now: &str) -> Value {
         "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
         "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
     });
-    let mut spec = json!({"providerID": format!("in-memory://{name}"), "podCIDR": format!("10.244.{index}.0/24"), "podCIDRs": [format!("10.244.{index}.0/24")]});
+    let provider_id = machine
+        .provider_id
+        .clone()
+        .unwrap_or_else(|| format!("in-memory://{name}"));
+    let mut spec = json!({"providerID": provider_id, "podCIDR": format!("10.244.{index}.0/24"), "podCIDRs": [format!("10.244.{index}.0/24")]});
     if control_plane {
         labels["node-role.kubernetes.io/control-plane"] = json!("");
         labels["node.kubernetes.io/exclude-from-external-load-balancers"] = json!("");
@@ -255,6 +259,9 @@ pub struct Machine {
     /// The machine's own Kubernetes version (its kubelet and static pods), when it differs
     /// from the cluster's, as during a rolling upgrade.
     pub kubernetes_version: Option<String>,
+    /// The Node's `spec.providerID` (`vsphere://<bios uuid>` for a VM of a simulated
+    /// vCenter); `in-memory://<name>` when not given.
+    pub provider_id: Option<String>,
 }
 
 impl Machine {

@@ -394,6 +394,22 @@ impl Cloud {
             .await
     }
 
+    /// Registers a machine before its first step (see [`Cloud::run_machine_step`]) so that
+    /// its Node carries `provider_id`; a machine already registered is left as it is.
+    pub fn register_machine(
+        &self,
+        cluster: &str,
+        machine: &str,
+        control_plane: bool,
+        provider_id: &str,
+    ) -> Result<(), CloudError> {
+        let runtime = self
+            .runtime(cluster)
+            .ok_or_else(|| CloudError::NoCluster(cluster.to_string()))?;
+        runtime.register_with_provider_id(machine, control_plane, provider_id);
+        Ok(())
+    }
+
     /// The InternalIP of a machine's node (fixed when the machine is registered).
     pub fn machine_address(&self, cluster: &str, machine: &str) -> Option<String> {
         let runtime = self.runtime(cluster)?;

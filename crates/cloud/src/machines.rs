@@ -189,6 +189,7 @@ impl Runtime {
             index: state.next_index,
             behaviour,
             kubernetes_version,
+            provider_id: None,
         };
         state.next_index += 1;
         state.machines.insert(
@@ -200,6 +201,25 @@ impl Runtime {
             },
         );
         machine
+    }
+
+    /// Registers machine `name` before its first step, with the provider ID its Node will
+    /// carry; a machine already registered keeps what it has.
+    pub fn register_with_provider_id(&self, name: &str, control_plane: bool, provider_id: &str) {
+        let mut state = self.lock();
+        if state.machines.contains_key(name) {
+            return;
+        }
+        Self::register(
+            &mut state,
+            name,
+            control_plane,
+            MachineBehaviour::default(),
+            None,
+        );
+        if let Some(m) = state.machines.get_mut(name) {
+            m.machine.provider_id = Some(provider_id.to_string());
+        }
     }
 
     /// Does step `step` of machine `name` now, if it is not done yet, registering the machine

@@ -275,6 +275,18 @@ async fn a_reserved_endpoint_then_machines_driven_step_by_step() {
         .run_machine_step("w1.ns", "worker-a", false, Some("v1.31.1"), 1)
         .await
         .unwrap();
+    // A machine registered with a provider ID (a VM of a simulated vCenter) keeps it; one
+    // registered already is left as it was.
+    cloud
+        .register_machine("w1.ns", "vm-a", false, "vsphere://4211-abcd")
+        .unwrap();
+    cloud
+        .register_machine("w1.ns", "cp-a", true, "vsphere://other")
+        .unwrap();
+    cloud
+        .run_machine_step("w1.ns", "vm-a", false, Some("v1.31.1"), 1)
+        .await
+        .unwrap();
 
     let c = common::client(&info.kubeconfig).await;
     let nodes: Api<Node> = Api::all(c.clone());
@@ -285,6 +297,15 @@ async fn a_reserved_endpoint_then_machines_driven_step_by_step() {
         .map(|i| i.kubelet_version);
     assert_eq!(version.as_deref(), Some("v1.31.1"));
     assert!(nodes.get("worker-a").await.is_ok());
+    let provider = |n: Node| n.spec.and_then(|s| s.provider_id);
+    assert_eq!(
+        provider(nodes.get("vm-a").await.unwrap()).as_deref(),
+        Some("vsphere://4211-abcd")
+    );
+    assert_eq!(
+        provider(nodes.get("cp-a").await.unwrap()).as_deref(),
+        Some("in-memory://cp-a")
+    );
     let pods: Api<Pod> = Api::namespaced(c.clone(), "kube-system");
     let mut names: Vec<String> = pods
         .list(&ListParams::default().labels("tier=control-plane"))

@@ -46,6 +46,40 @@ pub fn vcsim() -> Vec<CustomResourceDefinition> {
     ]
 }
 
+/// The kinds of Cluster API Provider vSphere the vcsim controller reads, for a plane without
+/// CAPV (embedded mode): CAPV's own CRDs replace them where CAPV is installed.
+pub fn capv() -> Vec<CustomResourceDefinition> {
+    use crate::vcsim::capv::{VSphereMachine, VSphereVM};
+    vec![
+        preserve_unknown(VSphereMachine::crd()),
+        preserve_unknown(VSphereVM::crd()),
+    ]
+}
+
+/// Keeps every field of `spec` and `status` the typed parts do not name: CAPV writes many
+/// more than the vcsim controller reads.
+fn preserve_unknown(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    for version in &mut crd.spec.versions {
+        let Some(properties) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|r| r.properties.as_mut())
+        else {
+            continue;
+        };
+        for part in ["spec", "status"] {
+            if let Some(p) = properties.get_mut(part) {
+                // The flattened rest is `additionalProperties` to schemars; a structural
+                // schema says it with preserve-unknown-fields instead.
+                p.additional_properties = None;
+                p.x_kubernetes_preserve_unknown_fields = Some(true);
+            }
+        }
+    }
+    crd
+}
+
 /// Lets objects leave `spec` out, as upstream's `omitempty` specs do (CAPV's `vcsim.sh`
 /// creates a ControlPlaneEndpoint with no spec at all): kube-derive marks it required, and
 /// its typed readers need one, so the API server defaults it to `{}` instead.

@@ -54,6 +54,11 @@ impl Selection {
         }
         if self.vcsim {
             all.extend(crds::vcsim());
+            // With the embedded core there is no real Cluster API, so no real CAPV whose own
+            // CRDs these would overwrite.
+            if self.capi_core {
+                all.extend(crds::capv());
+            }
         }
         all
     }

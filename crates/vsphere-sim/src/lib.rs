@@ -45,5 +45,5 @@ mod virtual_machine;
 
 pub use instance::Instance;
 pub use inventory::Model;
-pub use provisioning::{ProvisioningError, TagSpec, TemplateSpec};
+pub use provisioning::{ProvisioningError, TagSpec, TemplateSpec, VmState};
 pub use simulator::{Flavor, Reply, SimConfig, Simulator};

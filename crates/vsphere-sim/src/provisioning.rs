@@ -53,6 +53,16 @@ pub struct TagSpec {
     pub tag: String,
 }
 
+/// What a controller watching a VM needs of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmState {
+    pub moref: Moref,
+    pub name: String,
+    pub powered_on: bool,
+    /// `guest.ipAddress`, once the guest reports one.
+    pub ip: Option<String>,
+}
+
 /// Why a provisioning call failed.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ProvisioningError {
@@ -101,6 +111,27 @@ impl Simulator {
                     })
                 })
                 .map(|o| o.moref.clone())
+        })
+    }
+
+    /// The VM whose BIOS UUID (`config.uuid`) is `uuid`, as `FindByUuid` finds it.
+    pub fn vm_by_bios_uuid(&self, uuid: &str) -> Option<VmState> {
+        let text = |o: &crate::inventory::ManagedObject, path: &str| match o.path(path) {
+            Some(Val::Str(s)) => Some(s.clone()),
+            Some(Val::Enum(_, s)) => Some(s.to_string()),
+            _ => None,
+        };
+        self.with_inventory(|inv| {
+            let vm = inv.iter().find(|o| {
+                o.moref.ty == "VirtualMachine"
+                    && text(o, "config.uuid").is_some_and(|u| u.eq_ignore_ascii_case(uuid))
+            })?;
+            Some(VmState {
+                moref: vm.moref.clone(),
+                name: vm.name().to_string(),
+                powered_on: text(vm, "runtime.powerState").as_deref() == Some("poweredOn"),
+                ip: text(vm, "guest.ipAddress").filter(|ip| !ip.is_empty()),
+            })
         })
     }
 
@@ -224,6 +255,13 @@ mod tests {
         );
         // Again: the same VM, not a second one.
         assert_eq!(sim.create_template(&spec).unwrap(), vm);
+        let Some(Val::Str(uuid)) = prop(&sim, &vm, "config.uuid") else {
+            panic!("no config.uuid");
+        };
+        let state = sim.vm_by_bios_uuid(&uuid.to_uppercase()).unwrap();
+        assert_eq!(state.moref, vm);
+        assert!(!state.powered_on && state.ip.is_none());
+        assert_eq!(sim.vm_by_bios_uuid("no-such-uuid"), None);
     }
 
     #[test]

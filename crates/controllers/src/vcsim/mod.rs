@@ -3,11 +3,13 @@
 //! simulated cloud (`ControlPlaneEndpoint`), and the variables a cluster template needs to
 //! target both (`EnvVar`).
 
+pub mod capv;
 mod endpoint;
 mod envvar;
 pub mod simulators;
 pub mod types;
 mod vcenter;
+mod vm_bootstrap;
 
 pub use simulators::Simulators;
 
@@ -31,6 +33,10 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error(transparent)]
     Cloud(#[from] infrasim_cloud::CloudError),
+    #[error(transparent)]
+    Provider(#[from] crate::capi::infra::Error),
+    #[error("the cluster's certificates: {0}")]
+    Certificates(String),
 }
 
 /// What the vcsim reconcilers share: the context, the process's caches and its simulators.
@@ -88,11 +94,27 @@ pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: Arc<Simula
             filtered(&informers.of::<ControlPlaneEndpoint>(), reserved),
             by_endpoint,
         )
-        .run(envvar::reconcile, error_policy, r);
+        .run(envvar::reconcile, error_policy, r.clone());
+    // A VM boots when its Machine gets bootstrap data: the Machine's change wakes the
+    // VSphereVM CAPV names after its VSphereMachine (the Machine's infrastructure).
+    let vms = crate::capi::triggers::controller(&informers.of::<capv::VSphereVM>(), None)
+        .watches_shared_stream(
+            filtered(
+                &informers.of::<crate::capi::core::Machine>(),
+                crate::capi::triggers::machine_spec,
+            ),
+            |m| {
+                let infra = &m.spec.infrastructure_ref;
+                (infra.kind == "VSphereMachine")
+                    .then(|| ObjectRef::new(&infra.name).within(&m.namespace().unwrap_or_default()))
+            },
+        )
+        .run(vm_bootstrap::reconcile, error_policy, r.clone());
     futures::join!(
         crate::capi::triggers::run_to_end(vcenters),
         crate::capi::triggers::run_to_end(endpoints),
         crate::capi::triggers::run_to_end(envvars),
+        crate::capi::triggers::run_to_end(vms),
     );
 }
 

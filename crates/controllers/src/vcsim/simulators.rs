@@ -56,6 +56,21 @@ impl Simulators {
         self.lock().get(key).map(|i| i.simulator().clone())
     }
 
+    /// The simulator serving at `server` (`https://host:port`, as a VSphereVM's
+    /// `spec.server` or `VSPHERE_SERVER` names it), if it runs here.
+    pub fn serving_at(&self, server: &str) -> Option<Simulator> {
+        let authority = server
+            .trim_start_matches("https://")
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        let addr: SocketAddr = authority.parse().ok()?;
+        self.lock()
+            .values()
+            .find(|i| i.addr() == addr)
+            .map(|i| i.simulator().clone())
+    }
+
     /// Where and how the simulator of `key` serves, if it runs here.
     pub fn serving(&self, key: &str) -> Option<Serving> {
         self.lock().get(key).map(|i| {

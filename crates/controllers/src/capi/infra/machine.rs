@@ -204,7 +204,7 @@ async fn make_real<K: InfraMachine>(
     if steps.is_empty() {
         return Ok(());
     }
-    ensure_cloud_cluster(r, cluster, key, version).await?;
+    ensure_cloud_cluster(&r.ctx, cluster, key, version).await?;
     for step in steps {
         r.ctx
             .cloud
@@ -262,13 +262,13 @@ async fn gate<K: InfraMachine>(
 
 /// Creates the workload cluster behind the Cluster's endpoint, if it does not exist yet,
 /// trusting the certificate authorities Cluster API keeps in the cluster's secrets.
-async fn ensure_cloud_cluster<K: InfraMachine>(
-    r: &Reconciler<K>,
+pub(crate) async fn ensure_cloud_cluster(
+    ctx: &crate::context::Context,
     cluster: &Cluster,
     key: &str,
     version: Option<&str>,
 ) -> Result<(), Error> {
-    let cloud = &r.ctx.cloud;
+    let cloud = &ctx.cloud;
     if cloud.has_cluster(key) {
         return Ok(());
     }
@@ -281,7 +281,7 @@ async fn ensure_cloud_cluster<K: InfraMachine>(
     cloud.reserve_endpoint(key, port).await?;
     let ns = cluster.namespace().unwrap_or_default();
     let name = cluster.name_any();
-    let secrets: Api<Secret> = Api::namespaced(r.ctx.client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     let pair = |purpose: &'static str| {
         let secrets = secrets.clone();
         let name = name.clone();

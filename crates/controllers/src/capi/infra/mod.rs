@@ -8,6 +8,7 @@
 
 mod cluster;
 mod machine;
+pub(crate) use machine::ensure_cloud_cluster;
 pub mod timing;
 pub mod types;
 pub mod v1beta1;
