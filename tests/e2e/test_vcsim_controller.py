@@ -368,3 +368,29 @@ def test_vms_capv_clones_boot_into_the_cluster_behind_the_endpoint(plane, ns, tm
 def get_secret(plane, ns, name):
     out = plane.kubectl("-n", ns, "get", "secret", name, "-o", "json", check=False)
     return json.loads(out.stdout) if out.returncode == 0 else None
+
+
+def test_capvs_kinds_take_its_objects_in_both_versions(plane, ns):
+    """Without CAPV, its kinds are served so its objects apply as written: namespaced ones in
+    v1beta1 and v1beta2, failure domains and identities cluster-wide."""
+    apply(plane, ns, json.dumps({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereCluster",
+        "metadata": {"name": "c1"},
+        "spec": {"server": "https://127.0.0.1:8989", "thumbprint": "AB:CD",
+                 "controlPlaneEndpoint": {"host": "127.0.0.1", "port": 20000},
+                 "identityRef": {"kind": "Secret", "name": "c1"}}}))
+    got = json.loads(plane.kubectl(
+        "-n", ns, "get", "vsphereclusters.v1beta2.infrastructure.cluster.x-k8s.io", "c1",
+        "-o", "json").stdout)
+    assert got["apiVersion"] == "infrastructure.cluster.x-k8s.io/v1beta2"
+    assert got["spec"]["identityRef"] == {"kind": "Secret", "name": "c1"}
+    name = f"{ns}-zone"
+    plane.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "VSphereFailureDomain",
+        "metadata": {"name": name},
+        "spec": {"region": {"name": "DC0", "type": "Datacenter", "tagCategory": "k8s-region"},
+                 "zone": {"name": "DC0_C0", "type": "ComputeCluster", "tagCategory": "k8s-zone"}}}))
+    fd = json.loads(plane.kubectl("get", "vspherefailuredomains", name, "-o", "json").stdout)
+    assert "namespace" not in fd["metadata"]
+    assert fd["spec"]["zone"]["tagCategory"] == "k8s-zone"
+    plane.kubectl("delete", "vspherefailuredomains", name)

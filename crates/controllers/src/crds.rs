@@ -46,38 +46,64 @@ pub fn vcsim() -> Vec<CustomResourceDefinition> {
     ]
 }
 
-/// The kinds of Cluster API Provider vSphere the vcsim controller reads, for a plane without
-/// CAPV (embedded mode): CAPV's own CRDs replace them where CAPV is installed.
+/// Cluster API Provider vSphere's kinds (govmomi mode), for a plane without CAPV (embedded
+/// mode), so the vcsim flow can be driven without it: CAPV's own CRDs replace these where it
+/// is installed. Served at v1beta2 (stored) and v1beta1 like CAPV's; `spec` and `status` keep
+/// whatever is written (the controller reads a few fields, `capv`'s types), and the two
+/// versions convert by apiVersion alone (`None`), which is exact for the fields read here.
 pub fn capv() -> Vec<CustomResourceDefinition> {
-    use crate::vcsim::capv::{VSphereMachine, VSphereVM};
-    vec![
-        preserve_unknown(VSphereMachine::crd()),
-        preserve_unknown(VSphereVM::crd()),
+    [
+        ("VSphereCluster", "vsphereclusters", true),
+        ("VSphereClusterTemplate", "vsphereclustertemplates", true),
+        ("VSphereMachine", "vspheremachines", true),
+        ("VSphereMachineTemplate", "vspheremachinetemplates", true),
+        ("VSphereVM", "vspherevms", true),
+        ("VSphereClusterIdentity", "vsphereclusteridentities", false),
+        ("VSphereFailureDomain", "vspherefailuredomains", false),
+        ("VSphereDeploymentZone", "vspheredeploymentzones", false),
     ]
+    .into_iter()
+    .map(|(kind, plural, namespaced)| kept_as_written(kind, plural, namespaced))
+    .collect()
 }
 
-/// Keeps every field of `spec` and `status` the typed parts do not name: CAPV writes many
-/// more than the vcsim controller reads.
-fn preserve_unknown(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
-    for version in &mut crd.spec.versions {
-        let Some(properties) = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-            .and_then(|r| r.properties.as_mut())
-        else {
-            continue;
-        };
-        for part in ["spec", "status"] {
-            if let Some(p) = properties.get_mut(part) {
-                // The flattened rest is `additionalProperties` to schemars; a structural
-                // schema says it with preserve-unknown-fields instead.
-                p.additional_properties = None;
-                p.x_kubernetes_preserve_unknown_fields = Some(true);
-            }
-        }
-    }
-    crd
+/// A CRD of `infrastructure.cluster.x-k8s.io` whose spec and status are kept as written.
+fn kept_as_written(kind: &str, plural: &str, namespaced: bool) -> CustomResourceDefinition {
+    let version = |name: &str, storage: bool| {
+        serde_json::json!({
+            "name": name, "served": true, "storage": storage,
+            "subresources": {"status": {}},
+            "schema": {"openAPIV3Schema": {
+                "type": "object",
+                "properties": {
+                    "apiVersion": {"type": "string"},
+                    "kind": {"type": "string"},
+                    "metadata": {"type": "object"},
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                },
+            }},
+        })
+    };
+    let crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": format!("{plural}.infrastructure.cluster.x-k8s.io"),
+            "labels": {"cluster.x-k8s.io/provider": "infrastructure-vsphere",
+                       "cluster.x-k8s.io/v1beta2": "v1beta2",
+                       "cluster.x-k8s.io/v1beta1": "v1beta1"},
+        },
+        "spec": {
+            "group": "infrastructure.cluster.x-k8s.io",
+            "names": {"kind": kind, "listKind": format!("{kind}List"), "plural": plural,
+                      "singular": kind.to_lowercase(), "categories": ["cluster-api"]},
+            "scope": if namespaced { "Namespaced" } else { "Cluster" },
+            "versions": [version("v1beta2", true), version("v1beta1", false)],
+        },
+    });
+    // A literal of this module's own making: it always has the CRD's shape.
+    serde_json::from_value(crd).unwrap_or_default()
 }
 
 /// Lets objects leave `spec` out, as upstream's `omitempty` specs do (CAPV's `vcsim.sh`
@@ -295,6 +321,8 @@ mod tests {
             .into_iter()
             .chain(provider(true))
             .chain(core(true))
+            .chain(vcsim())
+            .chain(capv())
         {
             let name = crd.metadata.name.clone().unwrap_or_default();
             let v = serde_json::to_value(&crd).unwrap();
@@ -323,9 +351,13 @@ mod tests {
                     v1beta1.as_ref(),
                     "{name}"
                 );
+                let provider = match crd.spec.names.kind.starts_with("VSphere") {
+                    true => "infrastructure-vsphere",
+                    false => "infrastructure-in-memory",
+                };
                 assert_eq!(
                     labels.get("cluster.x-k8s.io/provider").map(String::as_str),
-                    Some("infrastructure-in-memory")
+                    Some(provider)
                 );
                 assert_eq!(
                     crd.spec.names.categories.as_deref(),
@@ -358,5 +390,29 @@ mod tests {
             "capi-webhook-service"
         );
         assert_eq!(core(false).remove(0).spec.versions.len(), 1);
+    }
+
+    #[test]
+    fn capvs_kinds_are_served_in_both_versions_with_their_scope() {
+        let crds = capv();
+        assert_eq!(crds.len(), 8);
+        for crd in &crds {
+            let name = crd.metadata.name.as_deref().unwrap_or_default();
+            assert!(name.ends_with(".infrastructure.cluster.x-k8s.io"), "{name}");
+            let versions: Vec<(&str, bool)> = crd
+                .spec
+                .versions
+                .iter()
+                .map(|v| (v.name.as_str(), v.storage))
+                .collect();
+            assert_eq!(versions, [("v1beta2", true), ("v1beta1", false)], "{name}");
+        }
+        let scope = |kind: &str| {
+            crds.iter()
+                .find(|c| c.spec.names.kind == kind)
+                .map(|c| c.spec.scope.clone())
+        };
+        assert_eq!(scope("VSphereVM").as_deref(), Some("Namespaced"));
+        assert_eq!(scope("VSphereFailureDomain").as_deref(), Some("Cluster"));
     }
 }

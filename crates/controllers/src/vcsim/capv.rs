@@ -1,9 +1,8 @@
 //! Cluster API Provider vSphere's kinds the vcsim controller reads, in CAPV's group and
-//! storage version (`infrastructure.cluster.x-k8s.io/v1beta2`): `VSphereMachine` (owned by a
-//! Cluster API Machine) and the `VSphereVM` it owns. Only the fields read here are typed;
-//! the rest of CAPV's objects is kept as written (the schema preserves unknown fields), so
-//! CAPV's own objects apply unchanged, and without CAPV a test client can write them as
-//! CAPV would.
+//! storage version (`infrasim_controllers::crds::capv` serves them when CAPV is absent):
+//! `VSphereMachine` (owned by a Cluster API Machine) and the `VSphereVM` it owns. Only the
+//! fields read here are typed; the rest of CAPV's objects is kept as written, so CAPV's own
+//! objects apply unchanged, and without CAPV a test client can write them as CAPV would.
 
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -19,9 +18,7 @@ use std::collections::BTreeMap;
     kind = "VSphereVM",
     namespaced,
     status = "VSphereVMStatus",
-    category = "cluster-api",
-    label("cluster.x-k8s.io/provider", "infrastructure-vsphere"),
-    label("cluster.x-k8s.io/v1beta2", "v1beta2")
+    category = "cluster-api"
 )]
 #[serde(rename_all = "camelCase")]
 pub struct VSphereVMSpec {
@@ -58,9 +55,7 @@ pub struct VSphereVMStatus {
     kind = "VSphereMachine",
     namespaced,
     status = "VSphereMachineStatus",
-    category = "cluster-api",
-    label("cluster.x-k8s.io/provider", "infrastructure-vsphere"),
-    label("cluster.x-k8s.io/v1beta2", "v1beta2")
+    category = "cluster-api"
 )]
 #[serde(rename_all = "camelCase")]
 pub struct VSphereMachineSpec {
