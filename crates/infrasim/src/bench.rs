@@ -43,6 +43,9 @@ enum BenchWhat {
     /// RetrievePropertiesEx, per clone and per listing of every VM, memory and startup, at
     /// several model sizes.
     Vsphere(crate::bench_vsphere::VsphereBenchArgs),
+    /// The vcsim controller: N VCenterSimulators in one process (time to Ready, memory), and
+    /// M VMs cloned in one of them the way CAPV clones them.
+    Vcsim(crate::bench_vcsim::VcsimBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -70,6 +73,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Capi(a) => crate::bench_capi::run(a).await,
         BenchWhat::Etcd(a) => crate::bench_etcd::run(a).await,
         BenchWhat::Vsphere(a) => crate::bench_vsphere::run(a).await,
+        BenchWhat::Vcsim(a) => crate::bench_vcsim::run(a).await,
     }
 }
 

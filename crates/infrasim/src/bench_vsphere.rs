@@ -290,7 +290,7 @@ where
 }
 
 /// User + system CPU of every thread of a process, from `/proc/<pid>/stat`.
-fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
+pub(crate) fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // Fields after the command name (which may hold spaces) start at field 3.
     let after = stat
@@ -305,7 +305,7 @@ fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
 }
 
 /// Resident memory of a process in bytes.
-fn rss(pid: u32) -> anyhow::Result<u64> {
+pub(crate) fn rss(pid: u32) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let kb = status
         .lines()
@@ -364,11 +364,26 @@ fn print_table(ours: &Figures, theirs: &Figures) {
 
 /// The managed objects a session needs from the service content.
 #[derive(Debug, Clone)]
-struct Content {
+pub(crate) struct Content {
+    pub(crate) search_index: String,
     session_manager: String,
     property_collector: String,
     view_manager: String,
     root_folder: String,
+}
+
+impl Content {
+    /// RetrieveServiceContent's references.
+    pub(crate) async fn read(conn: &mut Conn) -> anyhow::Result<Content> {
+        let body = conn.call(RETRIEVE_CONTENT).await?;
+        Ok(Content {
+            search_index: text_of(&body, "searchIndex")?,
+            session_manager: text_of(&body, "sessionManager")?,
+            property_collector: text_of(&body, "propertyCollector")?,
+            view_manager: text_of(&body, "viewManager")?,
+            root_folder: text_of(&body, "rootFolder")?,
+        })
+    }
 }
 
 /// Polls until the server answers RetrieveServiceContent (or exits).
@@ -383,18 +398,11 @@ async fn wait_for_service(
             anyhow::bail!("the server exited while starting: {status}");
         }
         let answer = match Conn::open(connector, addr).await {
-            Ok(mut conn) => conn.call(RETRIEVE_CONTENT).await,
+            Ok(mut conn) => Content::read(&mut conn).await,
             Err(e) => Err(e),
         };
         match answer {
-            Ok(body) => {
-                return Ok(Content {
-                    session_manager: text_of(&body, "sessionManager")?,
-                    property_collector: text_of(&body, "propertyCollector")?,
-                    view_manager: text_of(&body, "viewManager")?,
-                    root_folder: text_of(&body, "rootFolder")?,
-                })
-            }
+            Ok(content) => return Ok(content),
             Err(e) if Instant::now() > deadline => {
                 return Err(e.context("the server did not answer in 10 minutes"))
             }
@@ -407,13 +415,13 @@ async fn wait_for_service(
 const RETRIEVE_CONTENT: &str = r#"<RetrieveServiceContent xmlns="urn:vim25"><_this type="ServiceInstance">ServiceInstance</_this></RetrieveServiceContent>"#;
 
 /// One HTTP/1.1 keep-alive connection with a session cookie.
-struct Conn {
+pub(crate) struct Conn {
     send: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
     cookie: Option<String>,
 }
 
 impl Conn {
-    async fn open(
+    pub(crate) async fn open(
         connector: &tokio_rustls::TlsConnector,
         addr: SocketAddr,
     ) -> anyhow::Result<Conn> {
@@ -428,7 +436,7 @@ impl Conn {
     }
 
     /// Posts one SOAP body; the answer's XML, or the fault as an error.
-    async fn call(&mut self, body: &str) -> anyhow::Result<String> {
+    pub(crate) async fn call(&mut self, body: &str) -> anyhow::Result<String> {
         let envelope = format!(
             r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body>{body}</soapenv:Body></soapenv:Envelope>"#
         );
@@ -460,8 +468,8 @@ impl Conn {
 }
 
 /// A logged-in client of one server.
-struct Session {
-    conn: Conn,
+pub(crate) struct Session {
+    pub(crate) conn: Conn,
     content: Content,
 }
 
@@ -471,10 +479,28 @@ impl Session {
         addr: SocketAddr,
         content: &Content,
     ) -> anyhow::Result<Session> {
+        Session::login_as(connector, addr, content, USER, PASSWORD).await
+    }
+
+    /// Logs in as `user` (the password is XML-escaped as a client would).
+    pub(crate) async fn login_as(
+        connector: &tokio_rustls::TlsConnector,
+        addr: SocketAddr,
+        content: &Content,
+        user: &str,
+        password: &str,
+    ) -> anyhow::Result<Session> {
         let mut conn = Conn::open(connector, addr).await?;
+        let escape = |s: &str| {
+            s.replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+        };
         conn.call(&format!(
-            r#"<Login xmlns="urn:vim25"><_this type="SessionManager">{}</_this><userName>{USER}</userName><password>{PASSWORD}</password></Login>"#,
-            content.session_manager
+            r#"<Login xmlns="urn:vim25"><_this type="SessionManager">{}</_this><userName>{}</userName><password>{}</password></Login>"#,
+            content.session_manager,
+            escape(user),
+            escape(password)
         ))
         .await?;
         anyhow::ensure!(conn.cookie.is_some(), "Login set no session cookie");
@@ -485,7 +511,12 @@ impl Session {
     }
 
     /// RetrievePropertiesEx of `paths` of one object.
-    async fn retrieve(&mut self, ty: &str, value: &str, paths: &[&str]) -> anyhow::Result<String> {
+    pub(crate) async fn retrieve(
+        &mut self,
+        ty: &str,
+        value: &str,
+        paths: &[&str],
+    ) -> anyhow::Result<String> {
         let paths: String = paths
             .iter()
             .map(|p| format!("<pathSet>{p}</pathSet>"))
@@ -577,7 +608,7 @@ impl Session {
 }
 
 /// The text of the first element named `tag` (any attributes) in `xml`.
-fn text_of(xml: &str, tag: &str) -> anyhow::Result<String> {
+pub(crate) fn text_of(xml: &str, tag: &str) -> anyhow::Result<String> {
     texts_of(xml, tag)
         .into_iter()
         .next()

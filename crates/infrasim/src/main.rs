@@ -4,6 +4,7 @@ mod bench;
 mod bench_capi;
 mod bench_cel;
 mod bench_etcd;
+mod bench_vcsim;
 mod bench_vsphere;
 mod cluster;
 mod controller;
