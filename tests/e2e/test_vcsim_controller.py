@@ -129,6 +129,22 @@ def test_a_vcenter_simulator_serves_templates_tags_and_its_own_credentials(plane
                      for t in attached]
         assert tag_names == [tag]
 
+    # The content library `vcsim`, an OVF item per template.
+    code, libraries = rest(host, port, "GET", "/api/content/library", token)
+    assert code == 200
+    names = {rest(host, port, "GET", f"/api/content/library/{l}", token)[1]["name"]: l
+             for l in libraries}
+    assert "vcsim" in names
+    code, items = rest(host, port, "GET", f"/api/content/library/item?library_id={names['vcsim']}",
+                       token)
+    assert code == 200
+    item_names = {}
+    for i in items:
+        _, body = rest(host, port, "GET", f"/api/content/library/item/{i}", token)
+        item_names[body["name"]] = body
+    assert set(item_names) == {"ubuntu-2204-kube-v1.33.0", "ubuntu-2404-kube-v1.33.0"}
+    assert all(i["type"] == "ovf" for i in item_names.values())
+
 
 def test_two_simulators_are_isolated_and_deleting_one_frees_its_port(plane, ns):
     a, a_host, a_port = simulator(plane, ns, "vcsim-a")

@@ -45,5 +45,7 @@ mod virtual_machine;
 
 pub use instance::Instance;
 pub use inventory::Model;
-pub use provisioning::{ProvisioningError, TagSpec, TemplateSpec, VmState};
+pub use provisioning::{
+    sample_ovf, LibraryItemSpec, ProvisioningError, TagSpec, TemplateSpec, VmState,
+};
 pub use simulator::{Flavor, Reply, SimConfig, Simulator};

@@ -53,6 +53,36 @@ pub struct TagSpec {
     pub tag: String,
 }
 
+/// An item of a local content library, with its files (made with the library if missing).
+#[derive(Debug, Clone)]
+pub struct LibraryItemSpec {
+    pub library: String,
+    /// The datastore backing the library, by inventory path (`/DC0/datastore/LocalDS_0`).
+    pub datastore: String,
+    pub item: String,
+    /// `ovf`, `iso`, ...
+    pub item_type: String,
+    pub files: Vec<(String, bytes::Bytes)>,
+}
+
+/// A minimal OVF descriptor of a VM named `name` with `cpus` CPUs and `memory_mb` MiB: what a
+/// library item needs to deploy as a VM of that size.
+pub fn sample_ovf(name: &str, cpus: u32, memory_mb: u32) -> String {
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<Envelope xmlns="http://schemas.dmtf.org/ovf/envelope/1" xmlns:ovf="http://schemas.dmtf.org/ovf/envelope/1" xmlns:rasd="http://schemas.dmtf.org/wbem/wscim/1/cim-schema/2/CIM_ResourceAllocationSettingData">
+  <VirtualSystem ovf:id="{name}">
+    <Name>{name}</Name>
+    <VirtualHardwareSection>
+      <Item><rasd:ResourceType>3</rasd:ResourceType><rasd:VirtualQuantity>{cpus}</rasd:VirtualQuantity></Item>
+      <Item><rasd:AllocationUnits>byte * 2^20</rasd:AllocationUnits><rasd:ResourceType>4</rasd:ResourceType><rasd:VirtualQuantity>{memory_mb}</rasd:VirtualQuantity></Item>
+    </VirtualHardwareSection>
+  </VirtualSystem>
+</Envelope>
+"#
+    )
+}
+
 /// What a controller watching a VM needs of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VmState {
@@ -173,6 +203,23 @@ impl Simulator {
         })
     }
 
+    /// Adds the library item `spec` describes (see [`LibraryItemSpec`]); its ID.
+    pub fn add_library_item(&self, spec: &LibraryItemSpec) -> Result<String, ProvisioningError> {
+        let datastore = self
+            .find_by_path(&spec.datastore)
+            .filter(|d| d.ty == "Datastore")
+            .ok_or_else(|| ProvisioningError::NotFound(spec.datastore.clone()))?;
+        let now = self.now();
+        Ok(self.rest_content_library().ensure_item(
+            &spec.library,
+            &datastore.value,
+            &spec.item,
+            &spec.item_type,
+            &spec.files,
+            now,
+        ))
+    }
+
     /// Attaches `spec`'s tag to `object`, creating its category (single cardinality, as
     /// `govc tags.category.create` does by default) and the tag if missing. Attaching a tag
     /// an object already carries changes nothing.
@@ -262,6 +309,30 @@ mod tests {
         assert_eq!(state.moref, vm);
         assert!(!state.powered_on && state.ip.is_none());
         assert_eq!(sim.vm_by_bios_uuid("no-such-uuid"), None);
+    }
+
+    #[test]
+    fn library_items_are_made_once_with_their_files() {
+        let sim = sim();
+        let ovf = sample_ovf("ubuntu-2204-kube-v1.33.0", 2, 4096);
+        let spec = LibraryItemSpec {
+            library: "vcsim".into(),
+            datastore: "/DC0/datastore/LocalDS_0".into(),
+            item: "ubuntu-2204-kube-v1.33.0".into(),
+            item_type: "ovf".into(),
+            files: vec![("ubuntu-2204-kube-v1.33.0.ovf".into(), ovf.into())],
+        };
+        let id = sim.add_library_item(&spec).unwrap();
+        assert_eq!(sim.add_library_item(&spec).unwrap(), id);
+        let (name, file) = sim.rest_content_library().ovf_of(&id).unwrap();
+        assert_eq!(name, "ubuntu-2204-kube-v1.33.0");
+        assert!(file.is_some_and(|f| f.starts_with(b"<?xml")));
+        let mut elsewhere = spec.clone();
+        elsewhere.datastore = "/DC0/datastore/nope".into();
+        assert_eq!(
+            sim.add_library_item(&elsewhere),
+            Err(ProvisioningError::NotFound("/DC0/datastore/nope".into()))
+        );
     }
 
     #[test]

@@ -8,7 +8,9 @@ use super::simulators::{key, Serving};
 use super::types::{VCenterSimulator, VCenterSimulatorModel, VCenterSimulatorStatus};
 use super::{Error, Reconciler, MANAGER};
 use crate::conditions::{self, Condition};
-use infrasim_vsphere_sim::{Flavor, Instance, Model, SimConfig, TagSpec, TemplateSpec};
+use infrasim_vsphere_sim::{
+    sample_ovf, Flavor, Instance, LibraryItemSpec, Model, SimConfig, TagSpec, TemplateSpec,
+};
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
@@ -30,6 +32,9 @@ pub const DEFAULT_KUBERNETES_VERSIONS: &[&str] = &[
 /// The Ubuntu releases a template is named for (`ubuntu-2204-kube-v1.33.0`): each version
 /// gets both, so whichever name a cluster class or an EnvVar picks exists.
 pub const TEMPLATE_RELEASES: &[&str] = &["2204", "2404"];
+
+/// The content library every simulator has (upstream's supervisor setup's name).
+pub const LIBRARY: &str = "vcsim";
 
 /// The largest inventory a VCenterSimulator may ask for, per field: bounds what one object
 /// can make this process allocate.
@@ -259,7 +264,7 @@ pub(super) fn template_names(version: &str) -> impl Iterator<Item = String> + '_
 
 /// In every datacenter: the templates, a `k8s-region` tag named as the datacenter on it, and
 /// on each of its clusters a `k8s-zone` tag named as the cluster (what CAPV's failure domain
-/// tests look up).
+/// tests look up); and the content library `vcsim` with the templates as OVF items.
 fn provision(instance: &Instance, model: &VCenterSimulatorModel) -> Result<(), String> {
     let sim = instance.simulator();
     let config = sim.config().model.clone();
@@ -296,6 +301,33 @@ fn provision(instance: &Instance, model: &VCenterSimulatorModel) -> Result<(), S
                 sim.create_template(&TemplateSpec::new(&name, &dc_name))
                     .map_err(|e| format!("template {name}: {e}"))?;
             }
+        }
+    }
+    library(instance, &versions)
+}
+
+/// The content library `vcsim` on the first datastore of `DC0`, with an OVF item per template
+/// name (what vm-operator's images and a library deployment use, as upstream's supervisor
+/// setup names them).
+fn library(instance: &Instance, versions: &[String]) -> Result<(), String> {
+    let sim = instance.simulator();
+    let datastore = sim
+        .find_named("Datacenter", "DC0", None)
+        .and_then(|dc| sim.find_named("Datastore", "LocalDS_0", Some(&dc)))
+        .and_then(|ds| sim.inventory_path(&ds))
+        .ok_or("datastore LocalDS_0 of DC0 was not generated")?;
+    for version in versions {
+        for name in template_names(version) {
+            let ovf = sample_ovf(&name, 2, 4096);
+            let spec = LibraryItemSpec {
+                library: LIBRARY.to_string(),
+                datastore: datastore.clone(),
+                item: name.clone(),
+                item_type: "ovf".to_string(),
+                files: vec![(format!("{name}.ovf"), ovf.into())],
+            };
+            sim.add_library_item(&spec)
+                .map_err(|e| format!("library item {name}: {e}"))?;
         }
     }
     Ok(())

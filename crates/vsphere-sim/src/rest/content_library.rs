@@ -667,7 +667,58 @@ impl ContentLibrary {
     }
 
     /// The bytes of an item's OVF descriptor (its first `.ovf` file), and the item's name.
-    fn ovf_of(&self, id: &str) -> Option<(String, Option<Bytes>)> {
+    /// The item `item` of library `library` with `files`, creating the library (on the
+    /// datastore `datastore`, a reference value) and the item when there are none of those
+    /// names; an existing item keeps its files. What the library's provisioning calls
+    /// (`Simulator::add_library_item`) do at once. Returns the item's ID.
+    pub(crate) fn ensure_item(
+        &mut self,
+        library: &str,
+        datastore: &str,
+        item: &str,
+        ty: &str,
+        files: &[(String, Bytes)],
+        now: DateTime<Utc>,
+    ) -> String {
+        let library_id = match self.libraries.iter().find(|(_, l)| l.name == library) {
+            Some((id, _)) => id.clone(),
+            None => {
+                let id = uuid::Uuid::new_v4().to_string();
+                let l = Library {
+                    name: library.to_string(),
+                    description: String::new(),
+                    datastore: datastore.to_string(),
+                    created: now,
+                    modified: now,
+                    version: 1,
+                };
+                self.libraries.insert(id.clone(), l);
+                id
+            }
+        };
+        if let Some((id, _)) = self
+            .items
+            .iter()
+            .find(|(_, i)| i.library == library_id && i.name == item)
+        {
+            return id.clone();
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let i = Item {
+            library: library_id,
+            name: item.to_string(),
+            description: String::new(),
+            ty: ty.to_string(),
+            files: files.iter().cloned().collect(),
+            created: now,
+            modified: now,
+            content_version: 1,
+        };
+        self.items.insert(id.clone(), i);
+        id
+    }
+
+    pub(crate) fn ovf_of(&self, id: &str) -> Option<(String, Option<Bytes>)> {
         let item = self.items.get(id)?;
         let ovf = item
             .files
