@@ -410,3 +410,47 @@ def test_capvs_kinds_take_its_objects_in_both_versions(plane, ns):
     assert "namespace" not in fd["metadata"]
     assert fd["spec"]["zone"]["tagCategory"] == "k8s-zone"
     plane.kubectl("delete", "vspherefailuredomains", name)
+
+
+def test_a_restarted_controller_serves_its_simulators_where_their_status_says(tmp_path):
+    """`infrasim controller` against a plane that outlives it: after a restart, each
+    VCenterSimulator is served again on the port and with the credentials its status gave
+    clients (its inventory is new: simulators keep no state across restarts yet)."""
+    from conftest import Plane
+    workdir = tmp_path / "bare"
+    workdir.mkdir()
+    bare = Plane(workdir, "--controllers", "none")
+
+    def controller():
+        log = open(tmp_path / "controller.log", "a")
+        return subprocess.Popen([BINARY, "controller", "--kubeconfig", bare.kubeconfig,
+                                 "--leader-elect", "false"], stdout=log, stderr=subprocess.STDOUT)
+    proc = controller()
+    try:
+        # The controller installs its CRDs as it starts.
+        wait_for(lambda: bare.kubectl("get", f"crd/vcentersimulators.{GROUP}",
+                                      check=False).returncode == 0, timeout=30, what="the CRD")
+        status, host, port = simulator(bare, "default", "kept")
+        proc.terminate()
+        proc.wait(timeout=10)
+        wait_for(lambda: refused(host, port), timeout=15, what="the port closed with the controller")
+        proc = controller()
+        # Served again where the status says, with the same password and certificate's
+        # thumbprint changed only as the status reports it.
+        wait_for(lambda: not refused(host, port), timeout=30, what="the simulator back")
+        again = status_of(bare, "default", "vcentersimulator", "kept", "thumbprint")
+        assert again["host"] == status["host"] and again["password"] == status["password"]
+        def thumbprint_served():
+            der = ssl.PEM_cert_to_DER_cert(ssl.get_server_certificate((host, port)))
+            now = status_of(bare, "default", "vcentersimulator", "kept", "thumbprint")
+            return hashlib.sha256(der).hexdigest().upper() == now["thumbprint"].replace(":", "")
+        wait_for(thumbprint_served, timeout=30, what="the status giving the served thumbprint")
+        si = connect(again)
+        try:
+            assert si.content.searchIndex.FindByInventoryPath("DC0/vm/ubuntu-2204-kube-v1.28.0")
+        finally:
+            Disconnect(si)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        bare.stop()
