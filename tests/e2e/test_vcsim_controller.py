@@ -454,3 +454,66 @@ def test_a_restarted_controller_serves_its_simulators_where_their_status_says(tm
         proc.terminate()
         proc.wait(timeout=10)
         bare.stop()
+
+
+def test_vm_operator_dependencies_for_supervisor_mode(plane, ns):
+    status, host, port = simulator(plane, ns, "vcsim1", {"kubernetesVersions": ["v1.33.0"]})
+    apply(plane, ns, json.dumps({
+        "apiVersion": f"{GROUP}/v1alpha1", "kind": "VMOperatorDependencies",
+        "metadata": {"name": "deps"},
+        "spec": {"vCenterSimulatorRef": {"name": "vcsim1"},
+                 "operatorRef": {"namespace": f"{ns}-vmop"}}}))
+    wait_for(lambda: (get(plane, ns, "vmoperatordependencies", "deps") or {})
+             .get("status", {}).get("ready"), timeout=30, what="dependencies ready")
+    # The StorageClass names the vSAN default policy by its ID, as PBM gives it.
+    sc = json.loads(plane.kubectl("get", "storageclass", "vcsim-default-storage-class",
+                                  "-o", "json").stdout)
+    assert sc["parameters"]["storagePolicyID"] == "aa6d5a82-1c88-45da-85d3-3d74b91a5bad"
+    quota = json.loads(plane.kubectl("-n", ns, "get", "resourcequota",
+                                     "vcsim-default-storage-class", "-o", "json").stdout)
+    assert "vcsim-default-storage-class.storageclass.storage.k8s.io/requests.storage" in \
+        quota["spec"]["hard"]
+    # vm-operator's provider config and credentials, in its namespace.
+    config = json.loads(plane.kubectl("-n", f"{ns}-vmop", "get", "configmap",
+                                      "vsphere.provider.config.vmoperator.vmware.com",
+                                      "-o", "json").stdout)["data"]
+    assert (config["VcPNID"], config["VcPort"]) == (host, str(port))
+    assert config["VcCredsSecretName"] == "wcp-vmop-sa-vc-auth"
+    secret = json.loads(plane.kubectl("-n", f"{ns}-vmop", "get", "secret", "wcp-vmop-sa-vc-auth",
+                                      "-o", "json").stdout)["data"]
+    assert base64.b64decode(secret["password"]).decode() == status["password"]
+    si = connect(status)
+    try:
+        for key, path in (("Datacenter", "DC0"), ("Folder", "DC0/vm"),
+                          ("ResourcePool", "DC0/host/DC0_C0/Resources")):
+            assert config[key] == si.content.searchIndex.FindByInventoryPath(path)._moId, key
+    finally:
+        Disconnect(si)
+    vm_class = json.loads(plane.kubectl("-n", ns, "get", "virtualmachineclasses.vmoperator.vmware.com",
+                                        "vcsim-default-vm-class", "-o", "json").stdout)
+    assert vm_class["spec"]["hardware"] == {"cpus": 2, "memory": "4G"}
+    # One Ready image per template, naming its item in the simulator's library.
+    images = json.loads(plane.kubectl("-n", ns, "get", "virtualmachineimages.vmoperator.vmware.com",
+                                      "-o", "json").stdout)["items"]
+    by_name = {i["metadata"]["name"]: i for i in images}
+    assert set(by_name) == {"ubuntu-2204-kube-v1.33.0", "ubuntu-2404-kube-v1.33.0"}
+    code, token = rest(host, port, "POST", "/api/session",
+                       basic=f"{status['username']}:{status['password']}")
+    for name, image in by_name.items():
+        assert image["status"]["conditions"][0]["status"] == "True"
+        code, item = rest(host, port, "GET",
+                          f"/api/content/library/item/{image['status']['providerItemID']}", token)
+        assert code == 200 and item["name"] == name
+
+    # An EnvVar naming the dependencies gives supervisor mode's variables.
+    apply(plane, ns, f"apiVersion: {GROUP}/v1alpha1\nkind: ControlPlaneEndpoint\nmetadata: {{name: sup1}}\n")
+    apply(plane, ns, json.dumps({
+        "apiVersion": f"{GROUP}/v1alpha1", "kind": "EnvVar", "metadata": {"name": "sup1"},
+        "spec": {"vCenterSimulator": {"name": "vcsim1"}, "vmOperatorDependencies": {"name": "deps"},
+                 "cluster": {"name": "sup1", "namespace": ns}}}))
+    variables = status_of(plane, ns, "envvar", "sup1", "variables")["variables"]
+    assert variables["VSPHERE_STORAGE_CLASS"] == "vcsim-default-storage-class"
+    assert variables["VSPHERE_STORAGE_POLICY"] == "vSAN Default Storage Policy"
+    assert variables["VSPHERE_MACHINE_CLASS_NAME"] == "vcsim-default-vm-class"
+    assert variables["VSPHERE_IMAGE_NAME"] == "ubuntu-2204-kube-v1.33.0"
+    assert "VSPHERE_TEMPLATE" not in variables and "VSPHERE_DATACENTER" not in variables

@@ -38,11 +38,14 @@ pub fn provider(v1beta1: bool) -> Vec<CustomResourceDefinition> {
 
 /// The vcsim controller's kinds.
 pub fn vcsim() -> Vec<CustomResourceDefinition> {
-    use crate::vcsim::types::{ControlPlaneEndpoint, EnvVar, VCenterSimulator};
+    use crate::vcsim::types::{
+        ControlPlaneEndpoint, EnvVar, VCenterSimulator, VMOperatorDependencies,
+    };
     vec![
         spec_optional(VCenterSimulator::crd()),
         spec_optional(ControlPlaneEndpoint::crd()),
         spec_optional(EnvVar::crd()),
+        spec_optional(VMOperatorDependencies::crd()),
     ]
 }
 
@@ -52,6 +55,15 @@ pub fn vcsim() -> Vec<CustomResourceDefinition> {
 /// whatever is written (the controller reads a few fields, `capv`'s types), and the two
 /// versions convert by apiVersion alone (`None`), which is exact for the fields read here.
 pub fn capv() -> Vec<CustomResourceDefinition> {
+    let capv = Kept {
+        group: "infrastructure.cluster.x-k8s.io",
+        versions: &["v1beta2", "v1beta1"],
+        labels: &[
+            ("cluster.x-k8s.io/provider", "infrastructure-vsphere"),
+            ("cluster.x-k8s.io/v1beta2", "v1beta2"),
+            ("cluster.x-k8s.io/v1beta1", "v1beta1"),
+        ],
+    };
     [
         ("VSphereCluster", "vsphereclusters", true),
         ("VSphereClusterTemplate", "vsphereclustertemplates", true),
@@ -63,47 +75,95 @@ pub fn capv() -> Vec<CustomResourceDefinition> {
         ("VSphereDeploymentZone", "vspheredeploymentzones", false),
     ]
     .into_iter()
-    .map(|(kind, plural, namespaced)| kept_as_written(kind, plural, namespaced))
+    .map(|(kind, plural, namespaced)| capv.crd(kind, plural, namespaced))
     .collect()
 }
 
-/// A CRD of `infrastructure.cluster.x-k8s.io` whose spec and status are kept as written.
-fn kept_as_written(kind: &str, plural: &str, namespaced: bool) -> CustomResourceDefinition {
-    let version = |name: &str, storage: bool| {
-        serde_json::json!({
-            "name": name, "served": true, "storage": storage,
-            "subresources": {"status": {}},
-            "schema": {"openAPIV3Schema": {
-                "type": "object",
-                "properties": {
-                    "apiVersion": {"type": "string"},
-                    "kind": {"type": "string"},
-                    "metadata": {"type": "object"},
-                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                },
-            }},
-        })
+/// vm-operator's kinds that supervisor mode reads and writes (`vmoperator.vmware.com`), for a
+/// plane without vm-operator: served at v1alpha2 to v1alpha6 (stored, as vm-operator 9.2
+/// stores them), kept as written like [`capv`]'s.
+pub fn vm_operator() -> Vec<CustomResourceDefinition> {
+    let vmop = Kept {
+        group: "vmoperator.vmware.com",
+        versions: &["v1alpha6", "v1alpha5", "v1alpha4", "v1alpha3", "v1alpha2"],
+        labels: &[],
     };
-    let crd = serde_json::json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": format!("{plural}.infrastructure.cluster.x-k8s.io"),
-            "labels": {"cluster.x-k8s.io/provider": "infrastructure-vsphere",
-                       "cluster.x-k8s.io/v1beta2": "v1beta2",
-                       "cluster.x-k8s.io/v1beta1": "v1beta1"},
-        },
-        "spec": {
-            "group": "infrastructure.cluster.x-k8s.io",
-            "names": {"kind": kind, "listKind": format!("{kind}List"), "plural": plural,
-                      "singular": kind.to_lowercase(), "categories": ["cluster-api"]},
-            "scope": if namespaced { "Namespaced" } else { "Cluster" },
-            "versions": [version("v1beta2", true), version("v1beta1", false)],
-        },
-    });
-    // A literal of this module's own making: it always has the CRD's shape.
-    serde_json::from_value(crd).unwrap_or_default()
+    [
+        ("VirtualMachine", "virtualmachines", true),
+        ("VirtualMachineClass", "virtualmachineclasses", true),
+        ("VirtualMachineImage", "virtualmachineimages", true),
+        (
+            "ClusterVirtualMachineImage",
+            "clustervirtualmachineimages",
+            false,
+        ),
+        ("VirtualMachineService", "virtualmachineservices", true),
+        (
+            "VirtualMachineSetResourcePolicy",
+            "virtualmachinesetresourcepolicies",
+            true,
+        ),
+    ]
+    .into_iter()
+    .map(|(kind, plural, namespaced)| vmop.crd(kind, plural, namespaced))
+    .collect()
+}
+
+/// CRDs of another project's kinds whose `spec` and `status` are kept as written, served in
+/// `versions` (the first stored; they convert by apiVersion alone).
+struct Kept {
+    group: &'static str,
+    versions: &'static [&'static str],
+    labels: &'static [(&'static str, &'static str)],
+}
+
+impl Kept {
+    fn crd(&self, kind: &str, plural: &str, namespaced: bool) -> CustomResourceDefinition {
+        let version = |name: &str, storage: bool| {
+            serde_json::json!({
+                "name": name, "served": true, "storage": storage,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {
+                        "apiVersion": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "metadata": {"type": "object"},
+                        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    },
+                }},
+            })
+        };
+        let versions: Vec<_> = self
+            .versions
+            .iter()
+            .enumerate()
+            .map(|(i, v)| version(v, i == 0))
+            .collect();
+        let labels: serde_json::Map<String, serde_json::Value> = self
+            .labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+            .collect();
+        let crd = serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.{}", self.group), "labels": labels},
+            "spec": {
+                "group": self.group,
+                "names": {"kind": kind, "listKind": format!("{kind}List"), "plural": plural,
+                          "singular": kind.to_lowercase()},
+                "scope": if namespaced { "Namespaced" } else { "Cluster" },
+                "versions": versions,
+            },
+        });
+        let mut crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap_or_default();
+        if self.group == "infrastructure.cluster.x-k8s.io" {
+            crd.spec.names.categories = Some(vec!["cluster-api".to_string()]);
+        }
+        crd
+    }
 }
 
 /// Lets objects leave `spec` out, as upstream's `omitempty` specs do (CAPV's `vcsim.sh`
@@ -323,6 +383,7 @@ mod tests {
             .chain(core(true))
             .chain(vcsim())
             .chain(capv())
+            .chain(vm_operator())
         {
             let name = crd.metadata.name.clone().unwrap_or_default();
             let v = serde_json::to_value(&crd).unwrap();

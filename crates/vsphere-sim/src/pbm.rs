@@ -86,6 +86,11 @@ const POLICIES: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
+/// The ID of the policy named `name`, as `ProfileIDByName` finds it.
+pub(crate) fn id_by_name(name: &str) -> Option<&'static str> {
+    POLICIES.iter().find(|p| p.1 == name).map(|p| p.0)
+}
+
 /// Answers one PBM request (the request's `Cookie` names its session); the body of the
 /// `…Response` element, or a fault.
 pub(crate) fn dispatch(

@@ -203,6 +203,11 @@ impl Simulator {
         })
     }
 
+    /// The ID of the storage policy named `name` (what PBM's `ProfileIDByName` answers).
+    pub fn storage_policy_id(&self, name: &str) -> Option<String> {
+        crate::pbm::id_by_name(name).map(str::to_string)
+    }
+
     /// Adds the library item `spec` describes (see [`LibraryItemSpec`]); its ID.
     pub fn add_library_item(&self, spec: &LibraryItemSpec) -> Result<String, ProvisioningError> {
         let datastore = self
@@ -322,6 +327,12 @@ mod tests {
             item_type: "ovf".into(),
             files: vec![("ubuntu-2204-kube-v1.33.0.ovf".into(), ovf.into())],
         };
+        assert_eq!(
+            sim.storage_policy_id("vSAN Default Storage Policy")
+                .as_deref(),
+            Some("aa6d5a82-1c88-45da-85d3-3d74b91a5bad")
+        );
+        assert_eq!(sim.storage_policy_id("no such policy"), None);
         let id = sim.add_library_item(&spec).unwrap();
         assert_eq!(sim.add_library_item(&spec).unwrap(), id);
         let (name, file) = sim.rest_content_library().ovf_of(&id).unwrap();

@@ -5,7 +5,9 @@
 //! they do.
 
 use super::simulators::{key, Simulators};
-use super::types::{ControlPlaneEndpoint, EnvVar, VCenterSimulator, VCenterSimulatorStatus};
+use super::types::{
+    ControlPlaneEndpoint, EnvVar, VCenterSimulator, VCenterSimulatorStatus, VMOperatorDependencies,
+};
 use super::vcenter::{kubernetes_versions, template_names};
 use super::{Error, Reconciler, MANAGER};
 use infrasim_vsphere_sim::TemplateSpec;
@@ -38,6 +40,12 @@ impl EnvVar {
             false => r.name.clone(),
         };
         (self.ref_namespace(&r.namespace), name)
+    }
+
+    /// `(namespace, name)` of the VMOperatorDependencies it names: supervisor mode.
+    pub fn dependencies_ref(&self) -> Option<(String, String)> {
+        let r = self.spec.vm_operator_dependencies.as_ref()?;
+        Some((self.ref_namespace(&r.namespace), r.name.clone())).filter(|(_, n)| !n.is_empty())
     }
 
     fn ref_namespace(&self, namespace: &str) -> String {
@@ -105,7 +113,20 @@ pub(super) async fn reconcile(obj: Arc<EnvVar>, r: Arc<Reconciler>) -> Result<Ac
         places.ensure_template(&r.simulators, &key(&sim_ns, &sim_name));
     }
     let mut vars = common(&obj, &serving, &endpoint, &r.ssh_authorized_key);
-    vars.extend(places.variables(ids.as_ref()));
+    match obj.dependencies_ref() {
+        // Supervisor mode: what vm-operator was given, in place of the vCenter's places.
+        Some((dep_ns, dep_name)) => {
+            let deps = r
+                .informers
+                .get::<VMOperatorDependencies>(&dep_ns, &dep_name)
+                .await?;
+            let Some(deps) = deps else {
+                return Ok(Action::await_change());
+            };
+            vars.extend(supervisor(&super::vmoperator::wanted(&deps, Some(&sim))));
+        }
+        None => vars.extend(places.variables(ids.as_ref())),
+    }
     if obj.status.as_ref().and_then(|s| s.variables.as_ref()) != Some(&vars) {
         let body = json!({
             "apiVersion": "vcsim.infrastructure.cluster.x-k8s.io/v1alpha1",
@@ -165,6 +186,26 @@ fn common(
         ),
     ];
     vars.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// Supervisor mode's variables, from the first storage class, VM class and library item of
+/// the dependencies (as upstream picks them).
+fn supervisor(w: &super::vmoperator::Wanted) -> BTreeMap<String, String> {
+    let mut vars = BTreeMap::new();
+    if let Some(sc) = w.storage_classes.first() {
+        vars.insert("VSPHERE_STORAGE_CLASS".to_string(), sc.name.clone());
+        vars.insert(
+            "VSPHERE_STORAGE_POLICY".to_string(),
+            sc.storage_policy.clone(),
+        );
+    }
+    if let Some(class) = w.vm_classes.first() {
+        vars.insert("VSPHERE_MACHINE_CLASS_NAME".to_string(), class.name.clone());
+    }
+    if let Some(item) = w.vcenter.content_library.items.first() {
+        vars.insert("VSPHERE_IMAGE_NAME".to_string(), item.name.clone());
+    }
+    vars
 }
 
 /// Percent-encodes what a URL's userinfo may not hold (`@` of `administrator@vsphere.local`).

@@ -10,6 +10,7 @@ pub mod simulators;
 pub mod types;
 mod vcenter;
 mod vm_bootstrap;
+mod vmoperator;
 
 pub use simulators::Simulators;
 
@@ -85,6 +86,12 @@ pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: Arc<Simula
         let envvars = envvars.store();
         move |c: Arc<ControlPlaneEndpoint>| referrers(&envvars, &*c, |e| Some(e.endpoint_ref()))
     };
+    let by_dependencies = {
+        let envvars = envvars.store();
+        move |d: Arc<types::VMOperatorDependencies>| {
+            referrers(&envvars, &*d, |e| e.dependencies_ref())
+        }
+    };
     let envvars = crate::capi::triggers::controller(&envvars, None)
         .watches_shared_stream(
             filtered(&informers.of::<VCenterSimulator>(), serving),
@@ -93,6 +100,10 @@ pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: Arc<Simula
         .watches_shared_stream(
             filtered(&informers.of::<ControlPlaneEndpoint>(), reserved),
             by_endpoint,
+        )
+        .watches_shared_stream(
+            crate::capi::triggers::every_change(&informers.of::<types::VMOperatorDependencies>()),
+            by_dependencies,
         )
         .run(envvar::reconcile, error_policy, r.clone());
     // A VM boots when its Machine gets bootstrap data: the Machine's change wakes the
@@ -110,11 +121,35 @@ pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: Arc<Simula
             },
         )
         .run(vm_bootstrap::reconcile, error_policy, r.clone());
+    // Dependencies made from a simulator wait for it to serve: its status wakes them.
+    let dependencies =
+        crate::capi::triggers::controller(&informers.of::<types::VMOperatorDependencies>(), None)
+            .watches_shared_stream(filtered(&informers.of::<VCenterSimulator>(), serving), {
+                let deps = informers.of::<types::VMOperatorDependencies>().store();
+                move |v: Arc<VCenterSimulator>| {
+                    let wanted = (v.namespace().unwrap_or_default(), v.name_any());
+                    deps.state()
+                        .iter()
+                        .filter(|d| {
+                            d.spec.vcenter_simulator_ref.as_ref().is_some_and(|r| {
+                                let ns = match r.namespace.is_empty() {
+                                    true => d.namespace().unwrap_or_default(),
+                                    false => r.namespace.clone(),
+                                };
+                                (ns, r.name.clone()) == wanted
+                            })
+                        })
+                        .map(|d| ObjectRef::from_obj(&**d))
+                        .collect::<Vec<_>>()
+                }
+            })
+            .run(vmoperator::reconcile, error_policy, r.clone());
     futures::join!(
         crate::capi::triggers::run_to_end(vcenters),
         crate::capi::triggers::run_to_end(endpoints),
         crate::capi::triggers::run_to_end(envvars),
         crate::capi::triggers::run_to_end(vms),
+        crate::capi::triggers::run_to_end(dependencies),
     );
 }
 

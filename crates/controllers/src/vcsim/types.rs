@@ -242,3 +242,143 @@ pub struct EnvVarStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variables: Option<BTreeMap<String, String>>,
 }
+
+/// What vm-operator needs to run against a vCenter (supervisor mode): storage and VM
+/// classes, a content library with images, its provider config and credentials; from a
+/// VCenterSimulator of this process (`vCenterSimulatorRef`, defaults as upstream's) or a
+/// vCenter given in full.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "vcsim.infrastructure.cluster.x-k8s.io",
+    version = "v1alpha1",
+    kind = "VMOperatorDependencies",
+    namespaced,
+    status = "VMOperatorDependenciesStatus",
+    category = "cluster-api",
+    printcolumn(
+        name = "Ready",
+        type_ = "boolean",
+        json_path = ".status.ready",
+        description = "The dependencies exist"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VMOperatorDependenciesSpec {
+    /// Where vm-operator runs (default namespace `vmware-system-vmop`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_ref: Option<VMOperatorRef>,
+    #[serde(default, rename = "vCenter", skip_serializing_if = "Option::is_none")]
+    pub vcenter: Option<VCenterSpec>,
+    #[serde(
+        default,
+        rename = "vCenterSimulatorRef",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub vcenter_simulator_ref: Option<NamespacedRef>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub storage_classes: Vec<StorageClassSpec>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub virtual_machine_classes: Vec<VirtualMachineClassSpec>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct VMOperatorRef {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+}
+
+/// A vCenter and the places in it vm-operator uses.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VCenterSpec {
+    /// `host:port`.
+    #[serde(default, rename = "serverURL")]
+    pub server_url: String,
+    #[serde(default)]
+    pub username: String,
+    #[serde(default)]
+    pub password: String,
+    #[serde(default)]
+    pub thumbprint: String,
+    #[serde(default)]
+    pub datacenter: String,
+    #[serde(default)]
+    pub cluster: String,
+    #[serde(default)]
+    pub folder: String,
+    #[serde(default)]
+    pub resource_pool: String,
+    #[serde(default)]
+    pub content_library: ContentLibraryConfig,
+    #[serde(default)]
+    pub distributed_port_group_name: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ContentLibraryConfig {
+    #[serde(default)]
+    pub name: String,
+    /// The backing datastore, by inventory path.
+    #[serde(default)]
+    pub datastore: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<ContentLibraryItemConfig>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContentLibraryItemConfig {
+    /// The item's name (upstream's JSON spells this field `datacenter`).
+    #[serde(default, rename = "datacenter")]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<ContentLibraryItemFile>,
+    #[serde(default)]
+    pub item_type: String,
+    #[serde(default)]
+    pub product_info: String,
+    #[serde(default, rename = "osInfo")]
+    pub os_info: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ContentLibraryItemFile {
+    #[serde(default)]
+    pub name: String,
+    /// The file's bytes, base64 as Kubernetes carries `[]byte`.
+    #[serde(default)]
+    pub content: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageClassSpec {
+    pub name: String,
+    /// The storage policy's name (its ID goes in the StorageClass).
+    pub storage_policy: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct VirtualMachineClassSpec {
+    pub name: String,
+    #[serde(default)]
+    pub cpus: i64,
+    /// A quantity (`4G`, `4Gi`).
+    #[serde(default)]
+    pub memory: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct VMOperatorDependenciesStatus {
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ready: bool,
+    /// Beyond upstream: `Ready` with why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::conditions")]
+    pub conditions: Option<Vec<Condition>>,
+}
