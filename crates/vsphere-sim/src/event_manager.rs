@@ -173,7 +173,7 @@ fn query(state: &State, filter: Option<&Element>) -> String {
                 _ => continue,
             }
         }
-        write_element(&mut out, "returnval", &Val::Data(event.clone()), true);
+        write_element(&mut out, "returnval", &Val::from(event.clone()), true);
         if out.matches("<returnval").count() >= max {
             break;
         }

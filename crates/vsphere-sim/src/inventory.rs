@@ -135,6 +135,9 @@ pub struct Inventory {
     /// inventory; a list so an out-of-order insert never loses one).
     named: HashMap<String, HashMap<String, Vec<String>, FastHash>, FastHash>,
     next_id: u64,
+    /// The last object built for each part of a VM that is the same in most VMs (a device's
+    /// description, the guest before it boots), by the part's name: see [`Inventory::reuse`].
+    last_parts: Vec<(&'static str, Val)>,
 }
 
 impl Inventory {
@@ -149,13 +152,42 @@ impl Inventory {
         }
     }
 
-    pub fn insert(&mut self, object: ManagedObject) {
+    pub fn insert(&mut self, mut object: ManagedObject) {
+        for v in object.props.values_mut() {
+            v.compact();
+        }
         let value = object.moref.value.clone();
         if let Some(old) = self.objects.remove(&value) {
             self.unindex(&old);
         }
         self.index(&object);
         self.objects.insert(value, object);
+    }
+
+    /// `data` as a value, sharing the object last given for `part` when it is equal: the
+    /// VMs of a model and the clones of a template are built one after another from the same
+    /// parts, so one copy serves them all (changing one copies it, see [`Val::data_mut`]).
+    /// One object per part is kept, so memory stays bounded whatever the clients build.
+    pub fn reuse(&mut self, part: &'static str, value: impl Into<Val>) -> Val {
+        let value = value.into();
+        match self.last_parts.iter_mut().find(|(p, _)| *p == part) {
+            Some((_, last)) if *last == value => last.clone(),
+            Some((_, last)) => {
+                *last = value;
+                last.clone()
+            }
+            None => {
+                self.last_parts.push((part, value.clone()));
+                value
+            }
+        }
+    }
+
+    /// Replaces field `field` of `data` by the shared copy of [`Inventory::reuse`].
+    fn reuse_field(&mut self, part: &'static str, data: &mut Data, field: &str) {
+        if let Some(v) = data.get_mut(field) {
+            *v = self.reuse(part, std::mem::replace(v, Val::Bool(false)));
+        }
     }
 
     /// The index key of an object: its parent's value and its name, when it has both.
@@ -523,9 +555,12 @@ pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTim
         .with("key", 204i32)
         .with(
             "deviceInfo",
-            Data::new("Description")
-                .with("label", "Hard disk 1")
-                .with("summary", "10,485,760 KB"),
+            inv.reuse(
+                "disk.deviceInfo",
+                Data::new("Description")
+                    .with("label", "Hard disk 1")
+                    .with("summary", "10,485,760 KB"),
+            ),
         )
         .with(
             "backing",
@@ -539,13 +574,15 @@ pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTim
         .with("unitNumber", 0i32)
         .with("capacityInKB", 10_485_760i64)
         .with("capacityInBytes", 10_737_418_240i64);
-    let nic = crate::devices::ethernet_card(
+    let mut nic = crate::devices::ethernet_card(
         "VirtualVmxnet3",
         crate::devices::FIRST_NIC_KEY,
         Some(network.clone()),
         &net_name,
         &mac,
     );
+    inv.reuse_field("nic.deviceInfo", &mut nic, "deviceInfo");
+    inv.reuse_field("nic.backing", &mut nic, "backing");
     let controller = Data::new("ParaVirtualSCSIController")
         .with("key", 202i32)
         .with(
@@ -572,7 +609,11 @@ pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTim
             "device",
             Val::Array(
                 "VirtualDevice",
-                vec![Val::Data(controller), Val::Data(disk), Val::Data(nic)],
+                vec![
+                    inv.reuse("controller", controller),
+                    Val::from(disk),
+                    Val::from(nic),
+                ],
             ),
         );
     let config = Data::new("VirtualMachineConfigInfo")
@@ -606,6 +647,8 @@ pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTim
         .with("bootTime", now)
         .with("maxCpuUsage", 2294i32)
         .with("maxMemoryUsage", 32i32);
+    // One object for both (and for VMs of the same host and time): they change together.
+    let runtime = inv.reuse("runtime", runtime);
     let guest = Data::new("GuestInfo")
         .with(
             "toolsStatus",
@@ -614,17 +657,21 @@ pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTim
         .with("toolsRunningStatus", "guestToolsNotRunning")
         .with("guestState", "notRunning")
         .with("net", Val::Array("GuestNicInfo", vec![]));
+    let guest = inv.reuse("guest", guest);
     let summary = Data::new("VirtualMachineSummary")
         .with("vm", m.clone())
         .with("runtime", runtime.clone())
         .with(
             "guest",
-            Data::new("VirtualMachineGuestSummary")
-                .with(
-                    "toolsStatus",
-                    enum_val("VirtualMachineToolsStatus", "toolsNotInstalled"),
-                )
-                .with("toolsRunningStatus", "guestToolsNotRunning"),
+            inv.reuse(
+                "summary.guest",
+                Data::new("VirtualMachineGuestSummary")
+                    .with(
+                        "toolsStatus",
+                        enum_val("VirtualMachineToolsStatus", "toolsNotInstalled"),
+                    )
+                    .with("toolsRunningStatus", "guestToolsNotRunning"),
+            ),
         )
         .with(
             "config",
@@ -641,7 +688,10 @@ pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTim
                 .with("guestId", "otherGuest")
                 .with("guestFullName", "Other (32-bit)"),
         )
-        .with("quickStats", Data::new("VirtualMachineQuickStats"))
+        .with(
+            "quickStats",
+            inv.reuse("quickStats", Data::new("VirtualMachineQuickStats")),
+        )
         .with("overallStatus", enum_val("ManagedEntityStatus", "green"));
     let mut vm = ManagedObject::new("VirtualMachine", &value);
     vm.set("name", name);
@@ -1080,6 +1130,70 @@ mod tests {
             vm.path("summary.runtime.powerState").and_then(Val::as_str),
             Some("poweredOn")
         );
+    }
+
+    /// The object at `path` of a VM, as the shared pointer it is stored under.
+    fn shared(inv: &Inventory, vm: &str, path: &str) -> std::sync::Arc<Data> {
+        let o = inv.iter().find(|o| o.name() == vm).unwrap();
+        match o.path(path) {
+            Some(Val::Data(d)) => d.clone(),
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn vms_of_a_model_share_their_identical_parts_until_one_changes() {
+        let mut inv = generate(&Model::default(), Utc::now());
+        let (a, b) = ("DC0_H0_VM0", "DC0_H0_VM1");
+        for path in ["guest", "summary.guest", "summary.quickStats", "runtime"] {
+            assert!(
+                std::sync::Arc::ptr_eq(&shared(&inv, a, path), &shared(&inv, b, path)),
+                "{path}"
+            );
+        }
+        // Within a VM, the runtime and its summary's copy are one object.
+        assert!(std::sync::Arc::ptr_eq(
+            &shared(&inv, a, "runtime"),
+            &shared(&inv, a, "summary.runtime")
+        ));
+        // What differs is not shared: each VM's own disk file.
+        assert!(!std::sync::Arc::ptr_eq(
+            &shared(&inv, a, "config"),
+            &shared(&inv, b, "config")
+        ));
+        // A change to one VM's shared part copies it: the other VM keeps its value.
+        let m = inv.iter().find(|o| o.name() == a).unwrap().moref.clone();
+        let guest = inv.get_mut(&m).and_then(|o| o.props.get_mut("guest"));
+        guest
+            .and_then(Val::data_mut)
+            .unwrap()
+            .set("guestState", "running");
+        let state = |vm: &str| {
+            let o = inv.iter().find(|o| o.name() == vm).unwrap();
+            o.path("guest.guestState")
+                .and_then(Val::as_str)
+                .map(str::to_string)
+        };
+        assert_eq!(state(a).as_deref(), Some("running"));
+        assert_eq!(state(b).as_deref(), Some("notRunning"));
+    }
+
+    #[test]
+    fn reuse_keeps_one_object_per_part_and_only_shares_equal_ones() {
+        let mut inv = Inventory::default();
+        let first = inv.reuse("p", Data::new("T").with("x", 1));
+        let same = inv.reuse("p", Data::new("T").with("x", 1));
+        let other = inv.reuse("p", Data::new("T").with("x", 2));
+        let elsewhere = inv.reuse("q", Data::new("T").with("x", 2));
+        let ptr = |v: &Val| match v {
+            Val::Data(d) => std::sync::Arc::as_ptr(d),
+            _ => std::ptr::null(),
+        };
+        assert_eq!(ptr(&first), ptr(&same));
+        assert_ne!(ptr(&first), ptr(&other));
+        assert_eq!(other.path("x"), Some(&Val::Int(2)));
+        assert_ne!(ptr(&other), ptr(&elsewhere));
+        assert_eq!(inv.last_parts.len(), 2);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use std::borrow::Cow;
 use std::fmt::Write;
+use std::sync::Arc;
 
 /// A managed object reference (`<obj type="VirtualMachine">vm-42</obj>`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -127,6 +128,19 @@ impl Data {
             .find(|(n, _)| n == name)
             .map(|(_, v)| v)
     }
+
+    /// The data object in field `name`, to change (copied first when shared).
+    pub fn data_mut(&mut self, name: &str) -> Option<&mut Data> {
+        self.get_mut(name).and_then(Val::data_mut)
+    }
+
+    /// See [`Val::compact`].
+    pub fn compact(&mut self) {
+        self.fields.shrink_to_fit();
+        for (_, v) in &mut self.fields {
+            v.compact();
+        }
+    }
 }
 
 /// Any vSphere value.
@@ -141,7 +155,10 @@ pub enum Val {
     /// An enum value with its enum type name (`VirtualMachinePowerState`).
     Enum(&'static str, Name),
     Mor(Moref),
-    Data(Data),
+    /// Shared copy-on-write: VMs built from one model or cloned from one template hold the
+    /// same devices, guest and statistics objects, so one copy serves them all until a
+    /// mutation (through [`Val::data_mut`], which copies only what is shared) sets it apart.
+    Data(Arc<Data>),
     /// A list, with the wire name of its item type (`string`, `ManagedObjectReference`,
     /// `VirtualDevice`), which names the `ArrayOf…` type.
     Array(&'static str, Vec<Val>),
@@ -187,7 +204,7 @@ impl From<Moref> for Val {
 }
 impl From<Data> for Val {
     fn from(d: Data) -> Self {
-        Val::Data(d)
+        Val::Data(Arc::new(d))
     }
 }
 impl From<DateTime<Utc>> for Val {
@@ -254,6 +271,41 @@ impl Val {
             Val::Enum(_, s) => Some(s),
             Val::Any(inner) => inner.as_str(),
             _ => None,
+        }
+    }
+
+    /// The data object this value is, if it is one.
+    pub fn as_data(&self) -> Option<&Data> {
+        match self {
+            Val::Data(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The data object this value is, to change: a copy of it first when others share it.
+    pub fn data_mut(&mut self) -> Option<&mut Data> {
+        match self {
+            Val::Data(d) => Some(Arc::make_mut(d)),
+            _ => None,
+        }
+    }
+
+    /// Gives back the spare capacity of the lists this value alone holds (fields and array
+    /// items), whose growth by doubling left up to half of each unused; shared objects are
+    /// left as they are.
+    pub fn compact(&mut self) {
+        match self {
+            Val::Data(d) => {
+                if let Some(d) = Arc::get_mut(d) {
+                    d.compact();
+                }
+            }
+            Val::Array(_, items) => {
+                items.shrink_to_fit();
+                items.iter_mut().for_each(Val::compact);
+            }
+            Val::Any(inner) => inner.compact(),
+            _ => {}
         }
     }
 
@@ -444,7 +496,7 @@ mod tests {
             .with("network", "VM Network")
             .with("ipAddress", string_array(["10.0.0.1", "fe80::1"]));
         let mut out = String::new();
-        write_element(&mut out, "net", &Val::Data(d), false);
+        write_element(&mut out, "net", &Val::from(d), false);
         assert_eq!(
             out,
             r#"<net xsi:type="GuestNicInfo"><network>VM Network</network><ipAddress>10.0.0.1</ipAddress><ipAddress>fe80::1</ipAddress></net>"#
@@ -452,8 +504,43 @@ mod tests {
     }
 
     #[test]
+    fn compact_gives_back_spare_capacity_of_unshared_lists_only() {
+        let grown = || {
+            let mut d = Data::new("T");
+            for i in 0..5 {
+                d.set(format!("f{i}"), i);
+            }
+            d
+        };
+        let inner = grown();
+        assert!(inner.fields.capacity() > 5);
+        let shared = Val::from(grown());
+        let mut v = Val::from(
+            Data::new("Outer")
+                .with("own", inner)
+                .with("shared", shared.clone()),
+        );
+        v.compact();
+        let capacity = |v: Option<&Val>| v.and_then(Val::as_data).map(|d| d.fields.capacity());
+        assert_eq!(capacity(v.path("own")), Some(5));
+        assert!(
+            capacity(v.path("shared")) > Some(5),
+            "a shared object is left alone"
+        );
+    }
+
+    #[test]
+    fn data_mut_copies_a_shared_object_before_changing_it() {
+        let a = Val::from(Data::new("T").with("x", 1));
+        let mut b = a.clone();
+        b.data_mut().unwrap().set("x", 2);
+        assert_eq!(a.path("x"), Some(&Val::Int(1)));
+        assert_eq!(b.path("x"), Some(&Val::Int(2)));
+    }
+
+    #[test]
     fn paths_walk_nested_data() {
-        let v = Val::Data(Data::new("VirtualMachineSummary").with(
+        let v = Val::from(Data::new("VirtualMachineSummary").with(
             "runtime",
             Data::new("VirtualMachineRuntimeInfo").with(
                 "powerState",
