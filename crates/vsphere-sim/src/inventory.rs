@@ -138,6 +138,8 @@ pub struct Inventory {
     /// The last object built for each part of a VM that is the same in most VMs (a device's
     /// description, the guest before it boots), by the part's name: see [`Inventory::reuse`].
     last_parts: Vec<(&'static str, Val)>,
+    /// What new objects' data objects are stored against (see [`crate::data::Bases`]).
+    bases: crate::data::Bases,
 }
 
 impl Inventory {
@@ -154,6 +156,7 @@ impl Inventory {
 
     pub fn insert(&mut self, mut object: ManagedObject) {
         for v in object.props.values_mut() {
+            self.bases.share(v);
             v.compact();
         }
         let value = object.moref.value.clone();

@@ -88,60 +88,7 @@ impl std::fmt::Display for Moref {
 /// borrowed: a VM holds hundreds of them, and a heap string each was most of its memory.
 pub type Name = Cow<'static, str>;
 
-/// A data object: its vSphere type name and its fields in schema order.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Data {
-    pub ty: Name,
-    pub fields: Vec<(Name, Val)>,
-}
-
-impl Data {
-    pub fn new(ty: impl Into<Name>) -> Self {
-        Data {
-            ty: ty.into(),
-            fields: Vec::new(),
-        }
-    }
-
-    /// Adds a field (builder style).
-    pub fn with(mut self, name: impl Into<Name>, value: impl Into<Val>) -> Self {
-        self.set(name, value);
-        self
-    }
-
-    /// Sets a field, replacing an existing one in place.
-    pub fn set(&mut self, name: impl Into<Name>, value: impl Into<Val>) {
-        let (name, value) = (name.into(), value.into());
-        match self.fields.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, v)) => *v = value,
-            None => self.fields.push((name, value)),
-        }
-    }
-
-    pub fn get(&self, name: &str) -> Option<&Val> {
-        self.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v)
-    }
-
-    pub fn get_mut(&mut self, name: &str) -> Option<&mut Val> {
-        self.fields
-            .iter_mut()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v)
-    }
-
-    /// The data object in field `name`, to change (copied first when shared).
-    pub fn data_mut(&mut self, name: &str) -> Option<&mut Data> {
-        self.get_mut(name).and_then(Val::data_mut)
-    }
-
-    /// See [`Val::compact`].
-    pub fn compact(&mut self) {
-        self.fields.shrink_to_fit();
-        for (_, v) in &mut self.fields {
-            v.compact();
-        }
-    }
-}
+pub use crate::data::Data;
 
 /// Any vSphere value.
 #[derive(Debug, Clone, PartialEq)]
@@ -309,6 +256,19 @@ impl Val {
         }
     }
 
+    /// Whether two values are equal, comparing data objects by identity (shallow: for
+    /// telling which fields of a new object differ from its base's, children done first).
+    pub fn same(&self, other: &Val) -> bool {
+        match (self, other) {
+            (Val::Data(a), Val::Data(b)) => Arc::ptr_eq(a, b),
+            (Val::Array(ta, a), Val::Array(tb, b)) => {
+                ta == tb && a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same(y))
+            }
+            (Val::Any(a), Val::Any(b)) => a.same(b),
+            (a, b) => a == b,
+        }
+    }
+
     pub fn as_mor(&self) -> Option<&Moref> {
         match self {
             Val::Mor(m) => Some(m),
@@ -437,7 +397,7 @@ pub fn write_element(out: &mut String, name: &str, value: &Val, typed: bool) {
 
 /// Writes the fields of a data object; list fields as repeated elements.
 pub fn write_fields(out: &mut String, data: &Data) {
-    for (name, value) in &data.fields {
+    for (name, value) in data.fields() {
         match value {
             Val::Array(_, items) => {
                 for item in items {
@@ -513,7 +473,7 @@ mod tests {
             d
         };
         let inner = grown();
-        assert!(inner.fields.capacity() > 5);
+        assert!(inner.capacity() > 5);
         let shared = Val::from(grown());
         let mut v = Val::from(
             Data::new("Outer")
@@ -521,7 +481,7 @@ mod tests {
                 .with("shared", shared.clone()),
         );
         v.compact();
-        let capacity = |v: Option<&Val>| v.and_then(Val::as_data).map(|d| d.fields.capacity());
+        let capacity = |v: Option<&Val>| v.and_then(Val::as_data).map(Data::capacity);
         assert_eq!(capacity(v.path("own")), Some(5));
         assert!(
             capacity(v.path("shared")) > Some(5),

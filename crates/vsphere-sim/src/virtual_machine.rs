@@ -243,14 +243,12 @@ fn guest_down(o: &mut crate::inventory::ManagedObject) {
     if let Some(g) = data_mut(o, "guest") {
         g.set("toolsRunningStatus", "guestToolsNotRunning");
         g.set("guestState", "notRunning");
-        g.fields
-            .retain(|(n, _)| n != "ipAddress" && n != "hostName");
+        g.retain(|n, _| n != "ipAddress" && n != "hostName");
         g.set("net", Val::Array("GuestNicInfo", vec![]));
     }
     if let Some(g) = data_mut(o, "summary").and_then(|s| nested_mut(s, "guest")) {
         g.set("toolsRunningStatus", "guestToolsNotRunning");
-        g.fields
-            .retain(|(n, _)| n != "ipAddress" && n != "hostName");
+        g.retain(|n, _| n != "ipAddress" && n != "hostName");
     }
 }
 
