@@ -256,13 +256,98 @@ impl Bases {
         let Some(d_mut) = Arc::get_mut(d) else {
             return;
         };
-        if !d_mut.is_whole() || d_mut.is_empty() {
+        if let Fields::Over { base, changed } = &mut d_mut.fields {
+            // Fields changed back to their base's value (or set to it) need no copy.
+            changed.retain(|(i, v)| base.own().get(*i as usize).is_none_or(|(_, b)| !v.same(b)));
+            return;
+        }
+        if d_mut.is_empty() {
             return;
         }
         match self.0.iter_mut().find(|(t, _)| *t == ty) {
             Some((_, base)) if d_mut.over(base) => {}
             Some((_, base)) => *base = d.clone(),
             None => self.0.push((ty, d.clone())),
+        }
+    }
+}
+
+/// The properties of a managed object by name, in name order (the order of `all`
+/// properties). Stored as a data object named after the object's type, so the properties of
+/// ten thousand VMs are kept as the few that differ from another VM's (see [`Bases`]).
+#[derive(Debug, Clone)]
+pub struct Props(Arc<Data>);
+
+impl Props {
+    pub fn new(ty: Name) -> Self {
+        Props(Arc::new(Data::new(ty)))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Val> {
+        self.0.get(name)
+    }
+
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut Val> {
+        Arc::make_mut(&mut self.0).get_mut(name)
+    }
+
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.0.position(name).is_some()
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &Name> {
+        self.0.fields().map(|(n, _)| n)
+    }
+
+    /// Sets a property, keeping name order; the value it replaces, if any.
+    pub fn insert(&mut self, name: impl Into<Name>, value: Val) -> Option<Val> {
+        let name = name.into();
+        let data = Arc::make_mut(&mut self.0);
+        if let Some(v) = data.get_mut(&name) {
+            return Some(std::mem::replace(v, value));
+        }
+        data.with_own(|fields| {
+            let at = fields.partition_point(|(n, _)| *n < name);
+            fields.insert(at, (name, value));
+        });
+        None
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<Val> {
+        self.0.position(name)?;
+        Arc::make_mut(&mut self.0).with_own(|fields| {
+            let at = fields.iter().position(|(n, _)| n == name)?;
+            Some(fields.remove(at).1)
+        })
+    }
+
+    /// See [`Val::compact`].
+    pub fn compact(&mut self) {
+        Arc::make_mut(&mut self.0).compact();
+    }
+
+    /// Shares what the properties hold (see [`Bases::share`]), the properties themselves
+    /// included, and gives back spare capacity.
+    pub fn share(&mut self, bases: &mut Bases) {
+        let mut v = Val::Data(self.0.clone());
+        // The copy in `v` would keep the object from being changed in place.
+        self.0 = Arc::new(Data::new(""));
+        bases.share(&mut v);
+        v.compact();
+        if let Val::Data(d) = v {
+            self.0 = d;
+        }
+    }
+}
+
+impl std::ops::Index<&str> for Props {
+    type Output = Val;
+
+    /// The property `name`; panics when there is none (for tests).
+    fn index(&self, name: &str) -> &Val {
+        match self.get(name) {
+            Some(v) => v,
+            None => panic!("no property {name}"),
         }
     }
 }
@@ -319,6 +404,49 @@ mod tests {
             .with("unitNumber", 0);
         assert!(!mostly_different.over(&base));
         assert!(mostly_different.is_whole());
+    }
+
+    #[test]
+    fn properties_keep_name_order_over_a_base_too() {
+        let mut bases = Bases::default();
+        let make = |name: &str| {
+            let mut p = Props::new("VirtualMachine".into());
+            for (n, v) in [
+                ("name", name),
+                ("config", "c"),
+                ("guest", "g"),
+                ("runtime", "r"),
+            ] {
+                assert!(p.insert(n, Val::from(v)).is_none());
+            }
+            p
+        };
+        let (mut first, mut second) = (make("a"), make("b"));
+        first.share(&mut bases);
+        second.share(&mut bases);
+        assert!(
+            !second.0.is_whole(),
+            "stored over the first VM's properties"
+        );
+        let keys: Vec<&str> = second.keys().map(|k| k.as_ref()).collect();
+        assert_eq!(keys, ["config", "guest", "name", "runtime"]);
+        assert_eq!(second["name"].as_str(), Some("b"));
+        assert_eq!(
+            second
+                .insert("name", "c".into())
+                .and_then(|v| v.as_str().map(str::to_string)),
+            Some("b".into())
+        );
+        assert!(second.insert("datastore", "d".into()).is_none());
+        assert_eq!(
+            second.remove("guest").as_ref().and_then(Val::as_str),
+            Some("g")
+        );
+        assert!(second.remove("guest").is_none());
+        assert!(!second.contains_key("guest"));
+        let keys: Vec<&str> = second.keys().map(|k| k.as_ref()).collect();
+        assert_eq!(keys, ["config", "datastore", "name", "runtime"]);
+        assert_eq!(first["name"].as_str(), Some("a"));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use crate::value::{mor_array, string_array, Data, Moref, Name, Val};
 use chrono::{DateTime, Utc};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 type FastHash = foldhash::fast::RandomState;
 
@@ -51,14 +51,14 @@ impl Default for Model {
 #[derive(Debug, Clone)]
 pub struct ManagedObject {
     pub moref: Moref,
-    pub props: BTreeMap<Name, Val>,
+    pub props: crate::data::Props,
 }
 
 impl ManagedObject {
     pub fn new(ty: &str, value: &str) -> Self {
         ManagedObject {
             moref: Moref::new(ty, value),
-            props: BTreeMap::new(),
+            props: crate::data::Props::new(crate::value::type_name(ty)),
         }
     }
 
@@ -86,7 +86,7 @@ impl ManagedObject {
         match self.props.get_mut(prop) {
             Some(Val::Array(_, items)) => items.push(Val::Mor(m)),
             _ => {
-                self.props.insert(prop.into(), mor_array([m]));
+                self.props.insert(prop, mor_array([m]));
             }
         }
     }
@@ -155,10 +155,7 @@ impl Inventory {
     }
 
     pub fn insert(&mut self, mut object: ManagedObject) {
-        for v in object.props.values_mut() {
-            self.bases.share(v);
-            v.compact();
-        }
+        object.props.share(&mut self.bases);
         let value = object.moref.value.clone();
         if let Some(old) = self.objects.remove(&value) {
             self.unindex(&old);
@@ -167,22 +164,39 @@ impl Inventory {
         self.objects.insert(value, object);
     }
 
-    /// `data` as a value, sharing the object last given for `part` when it is equal: the
-    /// VMs of a model and the clones of a template are built one after another from the same
-    /// parts, so one copy serves them all (changing one copies it, see [`Val::data_mut`]).
-    /// One object per part is kept, so memory stays bounded whatever the clients build.
+    /// `value` as a value, sharing one of the last [`PARTS_KEPT`] given for `part` when it
+    /// is equal: the VMs of a model and the clones of a template are built one after another
+    /// from the same parts (a runtime per host, taken in turn), so one copy serves them all
+    /// (changing one copies it, see [`Val::data_mut`]). Only a few per part are kept, so
+    /// memory stays bounded whatever the clients build.
     pub fn reuse(&mut self, part: &'static str, value: impl Into<Val>) -> Val {
         let value = value.into();
-        match self.last_parts.iter_mut().find(|(p, _)| *p == part) {
-            Some((_, last)) if *last == value => last.clone(),
-            Some((_, last)) => {
-                *last = value;
-                last.clone()
+        let mut kept = self.last_parts.iter().filter(|(p, _)| *p == part);
+        if let Some((_, v)) = kept.clone().find(|(_, v)| *v == value) {
+            return v.clone();
+        }
+        if kept.by_ref().count() >= PARTS_KEPT {
+            if let Some(oldest) = self.last_parts.iter().position(|(p, _)| *p == part) {
+                self.last_parts.remove(oldest);
             }
-            None => {
-                self.last_parts.push((part, value.clone()));
-                value
-            }
+        }
+        self.last_parts.push((part, value.clone()));
+        value
+    }
+
+    /// Shares what an object holds again after changes (see [`crate::data::Bases`]): a
+    /// clone's parts are changed one by one after it is made.
+    pub fn reshare(&mut self, m: &Moref) {
+        if let Some(o) = self.objects.get_mut(&m.value) {
+            o.props.share(&mut self.bases);
+        }
+    }
+
+    /// Gives back the spare capacity of every object's lists: the child lists of folders,
+    /// pools, hosts, datastores and networks grew one VM at a time.
+    fn compact(&mut self) {
+        for o in self.objects.values_mut() {
+            o.props.compact();
         }
     }
 
@@ -315,7 +329,7 @@ impl Inventory {
         };
         props
             .iter()
-            .filter_map(|p| o.props.get(*p))
+            .filter_map(|p| o.props.get(p))
             .flat_map(Val::mor_refs)
             .collect()
     }
@@ -352,6 +366,10 @@ impl Inventory {
         format!("/{}", parts.join("/"))
     }
 }
+
+/// How many objects per part [`Inventory::reuse`] keeps: as many as the hosts VMs of a
+/// cluster are spread over in the usual models.
+const PARTS_KEPT: usize = 8;
 
 /// Well-known references of every simulator.
 pub mod refs {
@@ -1034,6 +1052,7 @@ pub fn generate(model: &Model, now: DateTime<Utc>) -> Inventory {
             }
         }
     }
+    inv.compact();
     inv
 }
 
@@ -1182,12 +1201,13 @@ mod tests {
     }
 
     #[test]
-    fn reuse_keeps_one_object_per_part_and_only_shares_equal_ones() {
+    fn reuse_keeps_a_few_objects_per_part_and_only_shares_equal_ones() {
         let mut inv = Inventory::default();
         let first = inv.reuse("p", Data::new("T").with("x", 1));
         let same = inv.reuse("p", Data::new("T").with("x", 1));
         let other = inv.reuse("p", Data::new("T").with("x", 2));
         let elsewhere = inv.reuse("q", Data::new("T").with("x", 2));
+        let first_again = inv.reuse("p", Data::new("T").with("x", 1));
         let ptr = |v: &Val| match v {
             Val::Data(d) => std::sync::Arc::as_ptr(d),
             _ => std::ptr::null(),
@@ -1196,7 +1216,13 @@ mod tests {
         assert_ne!(ptr(&first), ptr(&other));
         assert_eq!(other.path("x"), Some(&Val::Int(2)));
         assert_ne!(ptr(&other), ptr(&elsewhere));
-        assert_eq!(inv.last_parts.len(), 2);
+        assert_eq!(ptr(&first), ptr(&first_again));
+        for x in 0..2 * PARTS_KEPT as i32 {
+            inv.reuse("p", Data::new("T").with("x", x + 10));
+        }
+        assert_eq!(inv.last_parts.len(), PARTS_KEPT + 1);
+        let evicted = inv.reuse("p", Data::new("T").with("x", 1));
+        assert_ne!(ptr(&first), ptr(&evicted));
     }
 
     #[test]

@@ -886,5 +886,6 @@ fn clone_now(
         set_power(state, &vm, "poweredOn", call.now);
         schedule_guest(state, call, &vm);
     }
+    state.inventory.reshare(&vm);
     Ok(vm)
 }
