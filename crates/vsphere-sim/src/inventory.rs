@@ -547,27 +547,16 @@ pub struct VmPlacement {
 }
 
 /// Creates a powered-on VM named `name` at `at`.
-pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTime<Utc>) -> Moref {
-    let VmPlacement {
-        host,
-        pool,
-        folder,
-        datastore,
-        network,
-    } = at;
-    let value = inv.next_value("vm");
-    let m = Moref::new("VirtualMachine", &value);
-    let ds_name = inv
-        .get(datastore)
-        .map(|d| d.name().to_string())
-        .unwrap_or_default();
-    let net_name = inv
-        .get(network)
-        .map(|d| d.name().to_string())
-        .unwrap_or_default();
-    let uuid = uuid_for(name, "bios");
-    let instance_uuid = uuid_for(name, "instance");
-    let vmx = format!("[{ds_name}] {name}/{name}.vmx");
+/// The virtual hardware of a generated VM: a paravirtual SCSI controller, a disk on the
+/// datastore and a VMXNET3 NIC on the network (the parts equal in every VM shared).
+fn vm_hardware(
+    inv: &mut Inventory,
+    name: &str,
+    at: &VmPlacement,
+    ds_name: &str,
+    net_name: &str,
+) -> Data {
+    let (datastore, network) = (&at.datastore, &at.network);
     let mac = {
         let u = uuid_for(name, "mac");
         format!("00:50:56:{}:{}:{}", &u[0..2], &u[2..4], &u[4..6])
@@ -599,7 +588,7 @@ pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTim
         "VirtualVmxnet3",
         crate::devices::FIRST_NIC_KEY,
         Some(network.clone()),
-        &net_name,
+        net_name,
         &mac,
     );
     inv.reuse_field("nic.deviceInfo", &mut nic, "deviceInfo");
@@ -620,7 +609,7 @@ pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTim
             "sharedBus",
             Val::Enum("VirtualSCSISharing", "noSharing".into()),
         );
-    let hardware = Data::new("VirtualHardware")
+    Data::new("VirtualHardware")
         .with("numCPU", 1i32)
         .with("numCoresPerSocket", 1i32)
         .with("memoryMB", 32i32)
@@ -636,7 +625,86 @@ pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTim
                     Val::from(nic),
                 ],
             ),
-        );
+        )
+}
+
+/// What tells one generated VM from another in its summary.
+struct VmIds<'a> {
+    vm: &'a Moref,
+    name: &'a str,
+    vmx: &'a str,
+    uuid: &'a str,
+    instance_uuid: &'a str,
+}
+
+/// A generated VM's summary (its runtime the very object of the VM's `runtime`).
+fn vm_summary(inv: &mut Inventory, ids: &VmIds<'_>, runtime: &Val) -> Data {
+    let VmIds {
+        vm,
+        name,
+        vmx,
+        uuid,
+        instance_uuid,
+    } = *ids;
+    Data::new("VirtualMachineSummary")
+        .with("vm", vm.clone())
+        .with("runtime", runtime.clone())
+        .with(
+            "guest",
+            inv.reuse(
+                "summary.guest",
+                Data::new("VirtualMachineGuestSummary")
+                    .with(
+                        "toolsStatus",
+                        enum_val("VirtualMachineToolsStatus", "toolsNotInstalled"),
+                    )
+                    .with("toolsRunningStatus", "guestToolsNotRunning"),
+            ),
+        )
+        .with(
+            "config",
+            Data::new("VirtualMachineConfigSummary")
+                .with("name", name)
+                .with("template", false)
+                .with("vmPathName", vmx)
+                .with("memorySizeMB", 32i32)
+                .with("numCpu", 1i32)
+                .with("numEthernetCards", 1i32)
+                .with("numVirtualDisks", 1i32)
+                .with("uuid", uuid)
+                .with("instanceUuid", instance_uuid)
+                .with("guestId", "otherGuest")
+                .with("guestFullName", "Other (32-bit)"),
+        )
+        .with(
+            "quickStats",
+            inv.reuse("quickStats", Data::new("VirtualMachineQuickStats")),
+        )
+        .with("overallStatus", enum_val("ManagedEntityStatus", "green"))
+}
+
+pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTime<Utc>) -> Moref {
+    let VmPlacement {
+        host,
+        pool,
+        folder,
+        datastore,
+        network,
+    } = at;
+    let value = inv.next_value("vm");
+    let m = Moref::new("VirtualMachine", &value);
+    let ds_name = inv
+        .get(datastore)
+        .map(|d| d.name().to_string())
+        .unwrap_or_default();
+    let net_name = inv
+        .get(network)
+        .map(|d| d.name().to_string())
+        .unwrap_or_default();
+    let uuid = uuid_for(name, "bios");
+    let instance_uuid = uuid_for(name, "instance");
+    let vmx = format!("[{ds_name}] {name}/{name}.vmx");
+    let hardware = vm_hardware(inv, name, at, &ds_name, &net_name);
     let config = Data::new("VirtualMachineConfigInfo")
         .with("changeVersion", now.to_rfc3339())
         .with("modified", now)
@@ -679,41 +747,14 @@ pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTim
         .with("guestState", "notRunning")
         .with("net", Val::Array("GuestNicInfo", vec![]));
     let guest = inv.reuse("guest", guest);
-    let summary = Data::new("VirtualMachineSummary")
-        .with("vm", m.clone())
-        .with("runtime", runtime.clone())
-        .with(
-            "guest",
-            inv.reuse(
-                "summary.guest",
-                Data::new("VirtualMachineGuestSummary")
-                    .with(
-                        "toolsStatus",
-                        enum_val("VirtualMachineToolsStatus", "toolsNotInstalled"),
-                    )
-                    .with("toolsRunningStatus", "guestToolsNotRunning"),
-            ),
-        )
-        .with(
-            "config",
-            Data::new("VirtualMachineConfigSummary")
-                .with("name", name)
-                .with("template", false)
-                .with("vmPathName", vmx.as_str())
-                .with("memorySizeMB", 32i32)
-                .with("numCpu", 1i32)
-                .with("numEthernetCards", 1i32)
-                .with("numVirtualDisks", 1i32)
-                .with("uuid", uuid.as_str())
-                .with("instanceUuid", instance_uuid.as_str())
-                .with("guestId", "otherGuest")
-                .with("guestFullName", "Other (32-bit)"),
-        )
-        .with(
-            "quickStats",
-            inv.reuse("quickStats", Data::new("VirtualMachineQuickStats")),
-        )
-        .with("overallStatus", enum_val("ManagedEntityStatus", "green"));
+    let ids = VmIds {
+        vm: &m,
+        name,
+        vmx: &vmx,
+        uuid: &uuid,
+        instance_uuid: &instance_uuid,
+    };
+    let summary = vm_summary(inv, &ids, &runtime);
     let mut vm = ManagedObject::new("VirtualMachine", &value);
     vm.set("name", name);
     vm.set("parent", folder.clone());
