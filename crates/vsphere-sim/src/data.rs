@@ -249,6 +249,15 @@ impl Bases {
         }
     }
 
+    /// Shares what `d` holds (not `d` itself, kept whole) and gives back its spare capacity.
+    pub fn share_within(&mut self, d: &mut Data) {
+        match &mut d.fields {
+            Fields::Own(f) => f.iter_mut().for_each(|(_, v)| self.share(v)),
+            Fields::Over { changed, .. } => changed.iter_mut().for_each(|(_, v)| self.share(v)),
+        }
+        d.compact();
+    }
+
     fn share_object(&mut self, d: &mut Arc<Data>) {
         let std::borrow::Cow::Borrowed(ty) = d.ty else {
             return;

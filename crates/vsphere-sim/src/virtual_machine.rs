@@ -220,19 +220,28 @@ pub(crate) fn set_power(state: &mut State, vm: &Moref, ps: &str, now: DateTime<U
             rt.set("bootTime", now);
         }
     }
-    share_runtime(o);
     if ps != "poweredOn" {
         guest_down(o);
     }
+    share_runtime(&mut state.inventory, vm);
 }
 
 /// Makes `summary.runtime` the same object as `runtime` again when they are equal (a VM is
-/// built with one object for both, and each change above copied it apart).
-fn share_runtime(o: &mut crate::inventory::ManagedObject) {
+/// built with one object for both, and each change above copied it apart), and that object
+/// one VMs of the same host and power share (see [`crate::inventory::Inventory::reuse`]).
+fn share_runtime(inventory: &mut crate::inventory::Inventory, vm: &Moref) {
+    let Some(o) = inventory.get(vm) else {
+        return;
+    };
     let Some(runtime) = o.props.get("runtime").cloned() else {
         return;
     };
-    if o.path("summary.runtime") == Some(&runtime) {
+    if o.path("summary.runtime") != Some(&runtime) {
+        return;
+    }
+    let runtime = inventory.reuse("runtime", runtime);
+    if let Some(o) = inventory.get_mut(vm) {
+        o.set("runtime", runtime.clone());
         if let Some(summary) = data_mut(o, "summary") {
             summary.set("runtime", runtime);
         }
