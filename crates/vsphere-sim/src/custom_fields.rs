@@ -23,7 +23,7 @@ fn definitions(state: &State) -> Vec<Data> {
         Some(Val::Array(_, items)) => items
             .iter()
             .filter_map(|v| match v {
-                Val::Data(d) => Some(d.clone()),
+                Val::Data(d) => Some(Data::clone(d)),
                 _ => None,
             })
             .collect(),
@@ -38,7 +38,7 @@ fn set_definitions(state: &mut State, defs: Vec<Data>) {
     {
         o.set(
             "field",
-            Val::Array("CustomFieldDef", defs.into_iter().map(Val::Data).collect()),
+            Val::Array("CustomFieldDef", defs.into_iter().map(Val::from).collect()),
         );
     }
 }
@@ -91,7 +91,7 @@ pub(crate) fn dispatch(
             defs.push(def.clone());
             set_definitions(state, defs);
             let mut out = String::new();
-            write_element(&mut out, "returnval", &Val::Data(def), false);
+            write_element(&mut out, "returnval", &Val::from(def), false);
             Ok(out)
         }
         "RemoveCustomFieldDef" => {
@@ -131,7 +131,7 @@ pub(crate) fn dispatch(
             };
             values.retain(|v| v.path("key") != Some(&Val::Int(key)));
             if !value.is_empty() {
-                values.push(Val::Data(
+                values.push(Val::from(
                     Data::new("CustomFieldStringValue")
                         .with("key", key)
                         .with("value", value.as_str()),
@@ -144,7 +144,7 @@ pub(crate) fn dispatch(
             o.set("value", Val::Array("CustomFieldValue", values));
             o.set(
                 "availableField",
-                Val::Array("CustomFieldDef", defs.into_iter().map(Val::Data).collect()),
+                Val::Array("CustomFieldDef", defs.into_iter().map(Val::from).collect()),
             );
             Ok(String::new())
         }

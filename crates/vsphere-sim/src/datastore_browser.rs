@@ -133,14 +133,14 @@ fn search(
     };
     let results: Vec<Val> = folders
         .iter()
-        .map(|f| Val::Data(results_in(&ds, &ds_name, f, &all, &patterns, call)))
+        .map(|f| Val::from(results_in(&ds, &ds_name, f, &all, &patterns, call)))
         .collect();
     Ok(Some(match recursive {
         true => Val::Array("HostDatastoreBrowserSearchResults", results),
         false => results
             .into_iter()
             .next()
-            .unwrap_or(Val::Data(Data::new("HostDatastoreBrowserSearchResults"))),
+            .unwrap_or(Val::from(Data::new("HostDatastoreBrowserSearchResults"))),
     }))
 }
 
@@ -189,7 +189,7 @@ fn results_in(
         if !is_folder {
             info = info.with("fileSize", Val::Long(*size));
         }
-        entries.push(Val::Data(info.with("modification", call.now)));
+        entries.push(Val::from(info.with("modification", call.now)));
     }
     let folder_path = if folder.is_empty() {
         format!("[{ds_name}]")

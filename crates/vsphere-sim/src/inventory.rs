@@ -6,7 +6,7 @@
 
 use crate::value::{mor_array, string_array, Data, Moref, Name, Val};
 use chrono::{DateTime, Utc};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 type FastHash = foldhash::fast::RandomState;
 
@@ -51,14 +51,14 @@ impl Default for Model {
 #[derive(Debug, Clone)]
 pub struct ManagedObject {
     pub moref: Moref,
-    pub props: BTreeMap<Name, Val>,
+    pub props: crate::data::Props,
 }
 
 impl ManagedObject {
     pub fn new(ty: &str, value: &str) -> Self {
         ManagedObject {
             moref: Moref::new(ty, value),
-            props: BTreeMap::new(),
+            props: crate::data::Props::new(crate::value::type_name(ty)),
         }
     }
 
@@ -86,7 +86,7 @@ impl ManagedObject {
         match self.props.get_mut(prop) {
             Some(Val::Array(_, items)) => items.push(Val::Mor(m)),
             _ => {
-                self.props.insert(prop.into(), mor_array([m]));
+                self.props.insert(prop, mor_array([m]));
             }
         }
     }
@@ -135,6 +135,11 @@ pub struct Inventory {
     /// inventory; a list so an out-of-order insert never loses one).
     named: HashMap<String, HashMap<String, Vec<String>, FastHash>, FastHash>,
     next_id: u64,
+    /// The last object built for each part of a VM that is the same in most VMs (a device's
+    /// description, the guest before it boots), by the part's name: see [`Inventory::reuse`].
+    last_parts: Vec<(&'static str, Val)>,
+    /// What new objects' data objects are stored against (see [`crate::data::Bases`]).
+    bases: crate::data::Bases,
 }
 
 impl Inventory {
@@ -149,13 +154,57 @@ impl Inventory {
         }
     }
 
-    pub fn insert(&mut self, object: ManagedObject) {
+    pub fn insert(&mut self, mut object: ManagedObject) {
+        object.props.share(&mut self.bases);
         let value = object.moref.value.clone();
         if let Some(old) = self.objects.remove(&value) {
             self.unindex(&old);
         }
         self.index(&object);
         self.objects.insert(value, object);
+    }
+
+    /// `value` as a value, sharing one of the last [`PARTS_KEPT`] given for `part` when it
+    /// is equal: the VMs of a model and the clones of a template are built one after another
+    /// from the same parts (a runtime per host, taken in turn), so one copy serves them all
+    /// (changing one copies it, see [`Val::data_mut`]). Only a few per part are kept, so
+    /// memory stays bounded whatever the clients build.
+    pub fn reuse(&mut self, part: &'static str, value: impl Into<Val>) -> Val {
+        let value = value.into();
+        let mut kept = self.last_parts.iter().filter(|(p, _)| *p == part);
+        if let Some((_, v)) = kept.clone().find(|(_, v)| *v == value) {
+            return v.clone();
+        }
+        if kept.by_ref().count() >= PARTS_KEPT {
+            if let Some(oldest) = self.last_parts.iter().position(|(p, _)| *p == part) {
+                self.last_parts.remove(oldest);
+            }
+        }
+        self.last_parts.push((part, value.clone()));
+        value
+    }
+
+    /// Shares what an object holds again after changes (see [`crate::data::Bases`]): a
+    /// clone's parts are changed one by one after it is made.
+    pub fn reshare(&mut self, m: &Moref) {
+        if let Some(o) = self.objects.get_mut(&m.value) {
+            o.props.share(&mut self.bases);
+        }
+    }
+
+    /// Gives back the spare capacity of every object's lists: the child lists of folders,
+    /// pools, hosts, datastores and networks grew one VM at a time.
+    fn compact(&mut self) {
+        for o in self.objects.values_mut() {
+            o.props.compact();
+        }
+    }
+
+    /// Replaces field `field` of `data` by the shared copy of [`Inventory::reuse`].
+    fn reuse_field(&mut self, part: &'static str, data: &mut Data, field: &str) {
+        if let Some(v) = data.get_mut(field) {
+            *v = self.reuse(part, std::mem::replace(v, Val::Bool(false)));
+        }
     }
 
     /// The index key of an object: its parent's value and its name, when it has both.
@@ -280,7 +329,7 @@ impl Inventory {
         };
         props
             .iter()
-            .filter_map(|p| o.props.get(*p))
+            .filter_map(|p| o.props.get(p))
             .flat_map(Val::mor_refs)
             .collect()
     }
@@ -317,6 +366,10 @@ impl Inventory {
         format!("/{}", parts.join("/"))
     }
 }
+
+/// How many objects per part [`Inventory::reuse`] keeps: as many as the hosts VMs of a
+/// cluster are spread over in the usual models.
+const PARTS_KEPT: usize = 8;
 
 /// Well-known references of every simulator.
 pub mod refs {
@@ -494,6 +547,142 @@ pub struct VmPlacement {
 }
 
 /// Creates a powered-on VM named `name` at `at`.
+/// The virtual hardware of a generated VM: a paravirtual SCSI controller, a disk on the
+/// datastore and a VMXNET3 NIC on the network (the parts equal in every VM shared).
+fn vm_hardware(
+    inv: &mut Inventory,
+    name: &str,
+    at: &VmPlacement,
+    ds_name: &str,
+    net_name: &str,
+) -> Data {
+    let (datastore, network) = (&at.datastore, &at.network);
+    let mac = {
+        let u = uuid_for(name, "mac");
+        format!("00:50:56:{}:{}:{}", &u[0..2], &u[2..4], &u[4..6])
+    };
+    let disk = Data::new("VirtualDisk")
+        .with("key", 204i32)
+        .with(
+            "deviceInfo",
+            inv.reuse(
+                "disk.deviceInfo",
+                Data::new("Description")
+                    .with("label", "Hard disk 1")
+                    .with("summary", "10,485,760 KB"),
+            ),
+        )
+        .with(
+            "backing",
+            Data::new("VirtualDiskFlatVer2BackingInfo")
+                .with("fileName", format!("[{ds_name}] {name}/{name}.vmdk"))
+                .with("datastore", datastore.clone())
+                .with("diskMode", "persistent")
+                .with("thinProvisioned", true),
+        )
+        .with("controllerKey", 202i32)
+        .with("unitNumber", 0i32)
+        .with("capacityInKB", 10_485_760i64)
+        .with("capacityInBytes", 10_737_418_240i64);
+    let mut nic = crate::devices::ethernet_card(
+        "VirtualVmxnet3",
+        crate::devices::FIRST_NIC_KEY,
+        Some(network.clone()),
+        net_name,
+        &mac,
+    );
+    inv.reuse_field("nic.deviceInfo", &mut nic, "deviceInfo");
+    inv.reuse_field("nic.backing", &mut nic, "backing");
+    let controller = Data::new("ParaVirtualSCSIController")
+        .with("key", 202i32)
+        .with(
+            "deviceInfo",
+            Data::new("Description")
+                .with("label", "SCSI controller 0")
+                .with("summary", "VMware paravirtual SCSI"),
+        )
+        .with("controllerKey", 100i32)
+        .with("unitNumber", 3i32)
+        .with("busNumber", 0i32)
+        .with("device", Val::Array("int", vec![Val::Int(204)]))
+        .with(
+            "sharedBus",
+            Val::Enum("VirtualSCSISharing", "noSharing".into()),
+        );
+    Data::new("VirtualHardware")
+        .with("numCPU", 1i32)
+        .with("numCoresPerSocket", 1i32)
+        .with("memoryMB", 32i32)
+        .with("virtualICH7MPresent", false)
+        .with("virtualSMCPresent", false)
+        .with(
+            "device",
+            Val::Array(
+                "VirtualDevice",
+                vec![
+                    inv.reuse("controller", controller),
+                    Val::from(disk),
+                    Val::from(nic),
+                ],
+            ),
+        )
+}
+
+/// What tells one generated VM from another in its summary.
+struct VmIds<'a> {
+    vm: &'a Moref,
+    name: &'a str,
+    vmx: &'a str,
+    uuid: &'a str,
+    instance_uuid: &'a str,
+}
+
+/// A generated VM's summary (its runtime the very object of the VM's `runtime`).
+fn vm_summary(inv: &mut Inventory, ids: &VmIds<'_>, runtime: &Val) -> Data {
+    let VmIds {
+        vm,
+        name,
+        vmx,
+        uuid,
+        instance_uuid,
+    } = *ids;
+    Data::new("VirtualMachineSummary")
+        .with("vm", vm.clone())
+        .with("runtime", runtime.clone())
+        .with(
+            "guest",
+            inv.reuse(
+                "summary.guest",
+                Data::new("VirtualMachineGuestSummary")
+                    .with(
+                        "toolsStatus",
+                        enum_val("VirtualMachineToolsStatus", "toolsNotInstalled"),
+                    )
+                    .with("toolsRunningStatus", "guestToolsNotRunning"),
+            ),
+        )
+        .with(
+            "config",
+            Data::new("VirtualMachineConfigSummary")
+                .with("name", name)
+                .with("template", false)
+                .with("vmPathName", vmx)
+                .with("memorySizeMB", 32i32)
+                .with("numCpu", 1i32)
+                .with("numEthernetCards", 1i32)
+                .with("numVirtualDisks", 1i32)
+                .with("uuid", uuid)
+                .with("instanceUuid", instance_uuid)
+                .with("guestId", "otherGuest")
+                .with("guestFullName", "Other (32-bit)"),
+        )
+        .with(
+            "quickStats",
+            inv.reuse("quickStats", Data::new("VirtualMachineQuickStats")),
+        )
+        .with("overallStatus", enum_val("ManagedEntityStatus", "green"))
+}
+
 pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTime<Utc>) -> Moref {
     let VmPlacement {
         host,
@@ -515,66 +704,7 @@ pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTim
     let uuid = uuid_for(name, "bios");
     let instance_uuid = uuid_for(name, "instance");
     let vmx = format!("[{ds_name}] {name}/{name}.vmx");
-    let mac = {
-        let u = uuid_for(name, "mac");
-        format!("00:50:56:{}:{}:{}", &u[0..2], &u[2..4], &u[4..6])
-    };
-    let disk = Data::new("VirtualDisk")
-        .with("key", 204i32)
-        .with(
-            "deviceInfo",
-            Data::new("Description")
-                .with("label", "Hard disk 1")
-                .with("summary", "10,485,760 KB"),
-        )
-        .with(
-            "backing",
-            Data::new("VirtualDiskFlatVer2BackingInfo")
-                .with("fileName", format!("[{ds_name}] {name}/{name}.vmdk"))
-                .with("datastore", datastore.clone())
-                .with("diskMode", "persistent")
-                .with("thinProvisioned", true),
-        )
-        .with("controllerKey", 202i32)
-        .with("unitNumber", 0i32)
-        .with("capacityInKB", 10_485_760i64)
-        .with("capacityInBytes", 10_737_418_240i64);
-    let nic = crate::devices::ethernet_card(
-        "VirtualVmxnet3",
-        crate::devices::FIRST_NIC_KEY,
-        Some(network.clone()),
-        &net_name,
-        &mac,
-    );
-    let controller = Data::new("ParaVirtualSCSIController")
-        .with("key", 202i32)
-        .with(
-            "deviceInfo",
-            Data::new("Description")
-                .with("label", "SCSI controller 0")
-                .with("summary", "VMware paravirtual SCSI"),
-        )
-        .with("controllerKey", 100i32)
-        .with("unitNumber", 3i32)
-        .with("busNumber", 0i32)
-        .with("device", Val::Array("int", vec![Val::Int(204)]))
-        .with(
-            "sharedBus",
-            Val::Enum("VirtualSCSISharing", "noSharing".into()),
-        );
-    let hardware = Data::new("VirtualHardware")
-        .with("numCPU", 1i32)
-        .with("numCoresPerSocket", 1i32)
-        .with("memoryMB", 32i32)
-        .with("virtualICH7MPresent", false)
-        .with("virtualSMCPresent", false)
-        .with(
-            "device",
-            Val::Array(
-                "VirtualDevice",
-                vec![Val::Data(controller), Val::Data(disk), Val::Data(nic)],
-            ),
-        );
+    let hardware = vm_hardware(inv, name, at, &ds_name, &net_name);
     let config = Data::new("VirtualMachineConfigInfo")
         .with("changeVersion", now.to_rfc3339())
         .with("modified", now)
@@ -606,6 +736,8 @@ pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTim
         .with("bootTime", now)
         .with("maxCpuUsage", 2294i32)
         .with("maxMemoryUsage", 32i32);
+    // One object for both (and for VMs of the same host and time): they change together.
+    let runtime = inv.reuse("runtime", runtime);
     let guest = Data::new("GuestInfo")
         .with(
             "toolsStatus",
@@ -614,35 +746,15 @@ pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTim
         .with("toolsRunningStatus", "guestToolsNotRunning")
         .with("guestState", "notRunning")
         .with("net", Val::Array("GuestNicInfo", vec![]));
-    let summary = Data::new("VirtualMachineSummary")
-        .with("vm", m.clone())
-        .with("runtime", runtime.clone())
-        .with(
-            "guest",
-            Data::new("VirtualMachineGuestSummary")
-                .with(
-                    "toolsStatus",
-                    enum_val("VirtualMachineToolsStatus", "toolsNotInstalled"),
-                )
-                .with("toolsRunningStatus", "guestToolsNotRunning"),
-        )
-        .with(
-            "config",
-            Data::new("VirtualMachineConfigSummary")
-                .with("name", name)
-                .with("template", false)
-                .with("vmPathName", vmx.as_str())
-                .with("memorySizeMB", 32i32)
-                .with("numCpu", 1i32)
-                .with("numEthernetCards", 1i32)
-                .with("numVirtualDisks", 1i32)
-                .with("uuid", uuid.as_str())
-                .with("instanceUuid", instance_uuid.as_str())
-                .with("guestId", "otherGuest")
-                .with("guestFullName", "Other (32-bit)"),
-        )
-        .with("quickStats", Data::new("VirtualMachineQuickStats"))
-        .with("overallStatus", enum_val("ManagedEntityStatus", "green"));
+    let guest = inv.reuse("guest", guest);
+    let ids = VmIds {
+        vm: &m,
+        name,
+        vmx: &vmx,
+        uuid: &uuid,
+        instance_uuid: &instance_uuid,
+    };
+    let summary = vm_summary(inv, &ids, &runtime);
     let mut vm = ManagedObject::new("VirtualMachine", &value);
     vm.set("name", name);
     vm.set("parent", folder.clone());
@@ -981,6 +1093,7 @@ pub fn generate(model: &Model, now: DateTime<Utc>) -> Inventory {
             }
         }
     }
+    inv.compact();
     inv
 }
 
@@ -1080,6 +1193,77 @@ mod tests {
             vm.path("summary.runtime.powerState").and_then(Val::as_str),
             Some("poweredOn")
         );
+    }
+
+    /// The object at `path` of a VM, as the shared pointer it is stored under.
+    fn shared(inv: &Inventory, vm: &str, path: &str) -> std::sync::Arc<Data> {
+        let o = inv.iter().find(|o| o.name() == vm).unwrap();
+        match o.path(path) {
+            Some(Val::Data(d)) => d.clone(),
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn vms_of_a_model_share_their_identical_parts_until_one_changes() {
+        let mut inv = generate(&Model::default(), Utc::now());
+        let (a, b) = ("DC0_H0_VM0", "DC0_H0_VM1");
+        for path in ["guest", "summary.guest", "summary.quickStats", "runtime"] {
+            assert!(
+                std::sync::Arc::ptr_eq(&shared(&inv, a, path), &shared(&inv, b, path)),
+                "{path}"
+            );
+        }
+        // Within a VM, the runtime and its summary's copy are one object.
+        assert!(std::sync::Arc::ptr_eq(
+            &shared(&inv, a, "runtime"),
+            &shared(&inv, a, "summary.runtime")
+        ));
+        // What differs is not shared: each VM's own disk file.
+        assert!(!std::sync::Arc::ptr_eq(
+            &shared(&inv, a, "config"),
+            &shared(&inv, b, "config")
+        ));
+        // A change to one VM's shared part copies it: the other VM keeps its value.
+        let m = inv.iter().find(|o| o.name() == a).unwrap().moref.clone();
+        let guest = inv.get_mut(&m).and_then(|o| o.props.get_mut("guest"));
+        guest
+            .and_then(Val::data_mut)
+            .unwrap()
+            .set("guestState", "running");
+        let state = |vm: &str| {
+            let o = inv.iter().find(|o| o.name() == vm).unwrap();
+            o.path("guest.guestState")
+                .and_then(Val::as_str)
+                .map(str::to_string)
+        };
+        assert_eq!(state(a).as_deref(), Some("running"));
+        assert_eq!(state(b).as_deref(), Some("notRunning"));
+    }
+
+    #[test]
+    fn reuse_keeps_a_few_objects_per_part_and_only_shares_equal_ones() {
+        let mut inv = Inventory::default();
+        let first = inv.reuse("p", Data::new("T").with("x", 1));
+        let same = inv.reuse("p", Data::new("T").with("x", 1));
+        let other = inv.reuse("p", Data::new("T").with("x", 2));
+        let elsewhere = inv.reuse("q", Data::new("T").with("x", 2));
+        let first_again = inv.reuse("p", Data::new("T").with("x", 1));
+        let ptr = |v: &Val| match v {
+            Val::Data(d) => std::sync::Arc::as_ptr(d),
+            _ => std::ptr::null(),
+        };
+        assert_eq!(ptr(&first), ptr(&same));
+        assert_ne!(ptr(&first), ptr(&other));
+        assert_eq!(other.path("x"), Some(&Val::Int(2)));
+        assert_ne!(ptr(&other), ptr(&elsewhere));
+        assert_eq!(ptr(&first), ptr(&first_again));
+        for x in 0..2 * PARTS_KEPT as i32 {
+            inv.reuse("p", Data::new("T").with("x", x + 10));
+        }
+        assert_eq!(inv.last_parts.len(), PARTS_KEPT + 1);
+        let evicted = inv.reuse("p", Data::new("T").with("x", 1));
+        assert_ne!(ptr(&first), ptr(&evicted));
     }
 
     #[test]

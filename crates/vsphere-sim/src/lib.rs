@@ -15,6 +15,7 @@
 //! ```
 
 mod custom_fields;
+mod data;
 mod datastore_browser;
 pub mod datastore_files;
 mod devices;

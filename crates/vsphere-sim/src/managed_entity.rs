@@ -71,15 +71,20 @@ pub(crate) fn rename(state: &mut State, entity: &Moref, name: &str) -> Result<Op
     let Some(o) = state.inventory.get_mut(entity) else {
         return Err(Fault::not_found(entity));
     };
-    if let Some(Val::Data(c)) = o.props.get_mut("config") {
-        if c.get("name").is_some() {
-            c.set("name", name);
+    if let Some(config) = o.props.get_mut("config") {
+        if config.path("name").is_some() {
+            if let Some(c) = config.data_mut() {
+                c.set("name", name);
+            }
         }
     }
-    if let Some(Val::Data(s)) = o.props.get_mut("summary") {
-        if let Some(Val::Data(c)) = s.get_mut("config") {
-            c.set("name", name);
-        }
+    if let Some(c) = o
+        .props
+        .get_mut("summary")
+        .and_then(Val::data_mut)
+        .and_then(|s| s.data_mut("config"))
+    {
+        c.set("name", name);
     }
     Ok(None)
 }

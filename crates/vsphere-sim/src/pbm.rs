@@ -163,7 +163,7 @@ fn service_content() -> String {
             mor("PbmReplicationManager", "ReplicationManager"),
         );
     let mut out = String::new();
-    returnval(&mut out, Val::Data(content));
+    returnval(&mut out, Val::from(content));
     out
 }
 
@@ -180,7 +180,7 @@ fn query_profile(args: &Element) -> String {
         return out;
     }
     for (id, ..) in POLICIES {
-        returnval(&mut out, Val::Data(profile_id(id)));
+        returnval(&mut out, Val::from(profile_id(id)));
     }
     out
 }
@@ -195,7 +195,7 @@ fn query_associated_profile(args: &Element, associations: &Associations) -> Stri
     if entity.text_of("objectType").map(str::trim) == Some("virtualMachine") {
         let key = entity.text_of("key").unwrap_or("").trim();
         for id in associations.of(key) {
-            returnval(&mut out, Val::Data(profile_id(id)));
+            returnval(&mut out, Val::from(profile_id(id)));
         }
     }
     out
@@ -242,7 +242,7 @@ fn retrieve_content(args: &Element, now: DateTime<Utc>) -> Result<String, Fault>
         if !system.is_empty() {
             profile = profile.with("systemCreatedProfileType", *system);
         }
-        returnval(&mut out, Val::Data(profile));
+        returnval(&mut out, Val::from(profile));
     }
     Ok(out)
 }
@@ -256,7 +256,7 @@ fn check_requirements(args: &Element) -> String {
             .with("hubId", hub.text_of("hubId").unwrap_or(""));
         returnval(
             &mut out,
-            Val::Data(Data::new("pbm:PbmPlacementCompatibilityResult").with("hub", hub)),
+            Val::from(Data::new("pbm:PbmPlacementCompatibilityResult").with("hub", hub)),
         );
     }
     out

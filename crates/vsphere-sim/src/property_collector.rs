@@ -122,9 +122,9 @@ pub(crate) fn property<'a>(
             .session
             .as_ref()
             .and_then(|k| state.sessions.get(k))
-            .map(|s| Val::Data(session_manager::user_session(s))),
+            .map(|s| Val::from(session_manager::user_session(s))),
         ("SessionManager", "sessionList") => Some(session_manager::session_list(state)),
-        ("ServiceInstance", "content") => Some(Val::Data(service_instance::service_content(call))),
+        ("ServiceInstance", "content") => Some(Val::from(service_instance::service_content(call))),
         ("ServiceInstance", "serverClock") => Some(Val::Time(call.now)),
         _ => None,
     };

@@ -100,7 +100,7 @@ pub fn retrieve_service_content(call: &Call<'_>) -> String {
     write_element(
         &mut out,
         "returnval",
-        &Val::Data(service_content(call)),
+        &Val::from(service_content(call)),
         false,
     );
     out

@@ -118,7 +118,7 @@ pub(crate) fn session_list(state: &State) -> Val {
         "UserSession",
         sessions
             .into_iter()
-            .map(|s| Val::Data(user_session(s)))
+            .map(|s| Val::from(user_session(s)))
             .collect(),
     )
 }
@@ -209,7 +209,7 @@ fn login(state: &mut State, call: &mut Call<'_>, args: &Element) -> Result<Strin
     write_element(
         &mut out,
         "returnval",
-        &Val::Data(user_session(&session)),
+        &Val::from(user_session(&session)),
         false,
     );
     state.sessions.insert(session);

@@ -319,7 +319,7 @@ fn revert(
         let keep = |c: &Val, f: &str| c.path(f).cloned();
         let current = o.props.get("config").cloned();
         let mut restored = config;
-        if let (Val::Data(r), Some(cur)) = (&mut restored, current) {
+        if let (Some(r), Some(cur)) = (restored.data_mut(), current) {
             for f in ["name", "uuid", "instanceUuid"] {
                 if let Some(v) = keep(&cur, f) {
                     r.set(f, v);
@@ -344,7 +344,7 @@ fn render(state: &mut State, vm: &Moref) {
             .iter()
             .filter(|n| n.parent.as_ref() == parent)
             .map(|n| {
-                Val::Data(
+                Val::from(
                     Data::new("VirtualMachineSnapshotTree")
                         .with("snapshot", n.moref.clone())
                         .with("vm", vm.clone())

@@ -171,10 +171,12 @@ pub(crate) fn start(
 }
 
 fn info_mut<'a>(state: &'a mut State, task: &Moref) -> Option<&'a mut Data> {
-    match state.inventory.get_mut(task)?.props.get_mut("info") {
-        Some(Val::Data(d)) => Some(d),
-        _ => None,
-    }
+    state
+        .inventory
+        .get_mut(task)?
+        .props
+        .get_mut("info")
+        .and_then(Val::data_mut)
 }
 
 /// Marks a task running.

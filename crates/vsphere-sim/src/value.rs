@@ -8,6 +8,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use std::borrow::Cow;
 use std::fmt::Write;
+use std::sync::Arc;
 
 /// A managed object reference (`<obj type="VirtualMachine">vm-42</obj>`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -87,47 +88,7 @@ impl std::fmt::Display for Moref {
 /// borrowed: a VM holds hundreds of them, and a heap string each was most of its memory.
 pub type Name = Cow<'static, str>;
 
-/// A data object: its vSphere type name and its fields in schema order.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Data {
-    pub ty: Name,
-    pub fields: Vec<(Name, Val)>,
-}
-
-impl Data {
-    pub fn new(ty: impl Into<Name>) -> Self {
-        Data {
-            ty: ty.into(),
-            fields: Vec::new(),
-        }
-    }
-
-    /// Adds a field (builder style).
-    pub fn with(mut self, name: impl Into<Name>, value: impl Into<Val>) -> Self {
-        self.set(name, value);
-        self
-    }
-
-    /// Sets a field, replacing an existing one in place.
-    pub fn set(&mut self, name: impl Into<Name>, value: impl Into<Val>) {
-        let (name, value) = (name.into(), value.into());
-        match self.fields.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, v)) => *v = value,
-            None => self.fields.push((name, value)),
-        }
-    }
-
-    pub fn get(&self, name: &str) -> Option<&Val> {
-        self.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v)
-    }
-
-    pub fn get_mut(&mut self, name: &str) -> Option<&mut Val> {
-        self.fields
-            .iter_mut()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v)
-    }
-}
+pub use crate::data::Data;
 
 /// Any vSphere value.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,7 +102,10 @@ pub enum Val {
     /// An enum value with its enum type name (`VirtualMachinePowerState`).
     Enum(&'static str, Name),
     Mor(Moref),
-    Data(Data),
+    /// Shared copy-on-write: VMs built from one model or cloned from one template hold the
+    /// same devices, guest and statistics objects, so one copy serves them all until a
+    /// mutation (through [`Val::data_mut`], which copies only what is shared) sets it apart.
+    Data(Arc<Data>),
     /// A list, with the wire name of its item type (`string`, `ManagedObjectReference`,
     /// `VirtualDevice`), which names the `ArrayOf…` type.
     Array(&'static str, Vec<Val>),
@@ -187,7 +151,7 @@ impl From<Moref> for Val {
 }
 impl From<Data> for Val {
     fn from(d: Data) -> Self {
-        Val::Data(d)
+        Val::Data(Arc::new(d))
     }
 }
 impl From<DateTime<Utc>> for Val {
@@ -254,6 +218,54 @@ impl Val {
             Val::Enum(_, s) => Some(s),
             Val::Any(inner) => inner.as_str(),
             _ => None,
+        }
+    }
+
+    /// The data object this value is, if it is one.
+    pub fn as_data(&self) -> Option<&Data> {
+        match self {
+            Val::Data(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The data object this value is, to change: a copy of it first when others share it.
+    pub fn data_mut(&mut self) -> Option<&mut Data> {
+        match self {
+            Val::Data(d) => Some(Arc::make_mut(d)),
+            _ => None,
+        }
+    }
+
+    /// Gives back the spare capacity of the lists this value alone holds (fields and array
+    /// items), whose growth by doubling left up to half of each unused; shared objects are
+    /// left as they are.
+    pub fn compact(&mut self) {
+        match self {
+            Val::Data(d) => {
+                if let Some(d) = Arc::get_mut(d) {
+                    d.compact();
+                }
+            }
+            Val::Array(_, items) => {
+                items.shrink_to_fit();
+                items.iter_mut().for_each(Val::compact);
+            }
+            Val::Any(inner) => inner.compact(),
+            _ => {}
+        }
+    }
+
+    /// Whether two values are equal, comparing data objects by identity (shallow: for
+    /// telling which fields of a new object differ from its base's, children done first).
+    pub fn same(&self, other: &Val) -> bool {
+        match (self, other) {
+            (Val::Data(a), Val::Data(b)) => Arc::ptr_eq(a, b),
+            (Val::Array(ta, a), Val::Array(tb, b)) => {
+                ta == tb && a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same(y))
+            }
+            (Val::Any(a), Val::Any(b)) => a.same(b),
+            (a, b) => a == b,
         }
     }
 
@@ -385,7 +397,7 @@ pub fn write_element(out: &mut String, name: &str, value: &Val, typed: bool) {
 
 /// Writes the fields of a data object; list fields as repeated elements.
 pub fn write_fields(out: &mut String, data: &Data) {
-    for (name, value) in &data.fields {
+    for (name, value) in data.fields() {
         match value {
             Val::Array(_, items) => {
                 for item in items {
@@ -444,7 +456,7 @@ mod tests {
             .with("network", "VM Network")
             .with("ipAddress", string_array(["10.0.0.1", "fe80::1"]));
         let mut out = String::new();
-        write_element(&mut out, "net", &Val::Data(d), false);
+        write_element(&mut out, "net", &Val::from(d), false);
         assert_eq!(
             out,
             r#"<net xsi:type="GuestNicInfo"><network>VM Network</network><ipAddress>10.0.0.1</ipAddress><ipAddress>fe80::1</ipAddress></net>"#
@@ -452,8 +464,43 @@ mod tests {
     }
 
     #[test]
+    fn compact_gives_back_spare_capacity_of_unshared_lists_only() {
+        let grown = || {
+            let mut d = Data::new("T");
+            for i in 0..5 {
+                d.set(format!("f{i}"), i);
+            }
+            d
+        };
+        let inner = grown();
+        assert!(inner.capacity() > 5);
+        let shared = Val::from(grown());
+        let mut v = Val::from(
+            Data::new("Outer")
+                .with("own", inner)
+                .with("shared", shared.clone()),
+        );
+        v.compact();
+        let capacity = |v: Option<&Val>| v.and_then(Val::as_data).map(Data::capacity);
+        assert_eq!(capacity(v.path("own")), Some(5));
+        assert!(
+            capacity(v.path("shared")) > Some(5),
+            "a shared object is left alone"
+        );
+    }
+
+    #[test]
+    fn data_mut_copies_a_shared_object_before_changing_it() {
+        let a = Val::from(Data::new("T").with("x", 1));
+        let mut b = a.clone();
+        b.data_mut().unwrap().set("x", 2);
+        assert_eq!(a.path("x"), Some(&Val::Int(1)));
+        assert_eq!(b.path("x"), Some(&Val::Int(2)));
+    }
+
+    #[test]
     fn paths_walk_nested_data() {
-        let v = Val::Data(Data::new("VirtualMachineSummary").with(
+        let v = Val::from(Data::new("VirtualMachineSummary").with(
             "runtime",
             Data::new("VirtualMachineRuntimeInfo").with(
                 "powerState",

@@ -195,17 +195,11 @@ pub(crate) fn power_state(state: &State, vm: &Moref) -> String {
 }
 
 fn data_mut<'a>(o: &'a mut crate::inventory::ManagedObject, prop: &str) -> Option<&'a mut Data> {
-    match o.props.get_mut(prop) {
-        Some(Val::Data(d)) => Some(d),
-        _ => None,
-    }
+    o.props.get_mut(prop).and_then(Val::data_mut)
 }
 
 fn nested_mut<'a>(d: &'a mut Data, name: &str) -> Option<&'a mut Data> {
-    match d.get_mut(name) {
-        Some(Val::Data(inner)) => Some(inner),
-        _ => None,
-    }
+    d.data_mut(name)
 }
 
 /// Sets the power state everywhere it shows, and the guest state that follows from it.
@@ -229,20 +223,41 @@ pub(crate) fn set_power(state: &mut State, vm: &Moref, ps: &str, now: DateTime<U
     if ps != "poweredOn" {
         guest_down(o);
     }
+    share_runtime(&mut state.inventory, vm);
+}
+
+/// Makes `summary.runtime` the same object as `runtime` again when they are equal (a VM is
+/// built with one object for both, and each change above copied it apart), and that object
+/// one VMs of the same host and power share (see [`crate::inventory::Inventory::reuse`]).
+fn share_runtime(inventory: &mut crate::inventory::Inventory, vm: &Moref) {
+    let Some(o) = inventory.get(vm) else {
+        return;
+    };
+    let Some(runtime) = o.props.get("runtime").cloned() else {
+        return;
+    };
+    if o.path("summary.runtime") != Some(&runtime) {
+        return;
+    }
+    let runtime = inventory.reuse("runtime", runtime);
+    if let Some(o) = inventory.get_mut(vm) {
+        o.set("runtime", runtime.clone());
+        if let Some(summary) = data_mut(o, "summary") {
+            summary.set("runtime", runtime);
+        }
+    }
 }
 
 fn guest_down(o: &mut crate::inventory::ManagedObject) {
     if let Some(g) = data_mut(o, "guest") {
         g.set("toolsRunningStatus", "guestToolsNotRunning");
         g.set("guestState", "notRunning");
-        g.fields
-            .retain(|(n, _)| n != "ipAddress" && n != "hostName");
+        g.retain(|n, _| n != "ipAddress" && n != "hostName");
         g.set("net", Val::Array("GuestNicInfo", vec![]));
     }
     if let Some(g) = data_mut(o, "summary").and_then(|s| nested_mut(s, "guest")) {
         g.set("toolsRunningStatus", "guestToolsNotRunning");
-        g.fields
-            .retain(|(n, _)| n != "ipAddress" && n != "hostName");
+        g.retain(|n, _| n != "ipAddress" && n != "hostName");
     }
 }
 
@@ -311,7 +326,7 @@ pub(crate) fn guest_ready(state: &mut State, vm: &Moref, boot: u64) {
     for (i, (key, mac, network, name)) in nics.into_iter().enumerate() {
         let ip = state.guests.ip_for(&vm.value, i, &network);
         first_ip.get_or_insert_with(|| ip.clone());
-        nets.push(Val::Data(
+        nets.push(Val::from(
             Data::new("GuestNicInfo")
                 .with("network", name.as_str())
                 .with("ipAddress", string_array([ip.clone()]))
@@ -616,7 +631,7 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
             for (key, value) in options {
                 current.retain(|v| v.path("key").and_then(Val::as_str) != Some(key.as_str()));
                 if !value.is_empty() {
-                    current.push(Val::Data(
+                    current.push(Val::from(
                         Data::new("OptionValue")
                             .with("key", key.as_str())
                             .with("value", crate::value::any(value.as_str())),
@@ -650,7 +665,7 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
             "edit" => {
                 for d in devices.iter_mut() {
                     if key_of(d) == key {
-                        if let Val::Data(dd) = d {
+                        if let Some(dd) = d.data_mut() {
                             for field in ["capacityInKB", "capacityInBytes"] {
                                 if let Some(n) = device
                                     .text_of(field)
@@ -694,7 +709,7 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
                     } else {
                         ty.into()
                     };
-                    devices.push(Val::Data(crate::devices::ethernet_card(
+                    devices.push(Val::from(crate::devices::ethernet_card(
                         ty, key, network, dev_name, &mac,
                     )));
                 }
@@ -880,5 +895,6 @@ fn clone_now(
         set_power(state, &vm, "poweredOn", call.now);
         schedule_guest(state, call, &vm);
     }
+    state.inventory.reshare(&vm);
     Ok(vm)
 }
