@@ -299,7 +299,9 @@ def test_vms_capv_clones_boot_into_the_cluster_behind_the_endpoint(plane, ns, tm
     si = connect(status)
     vms = {}
     try:
-        for name, control_plane in (("wl1-cp-0", True), ("wl1-md-0", False)):
+        # The worker first: the workload cluster must still serve with the CA the cluster's
+        # kubeconfig is written from, whichever machine boots first.
+        for name, control_plane in (("wl1-md-0", False), ("wl1-cp-0", True)):
             labels = {"cluster.x-k8s.io/cluster-name": "wl1"}
             if control_plane:
                 labels["cluster.x-k8s.io/control-plane"] = ""

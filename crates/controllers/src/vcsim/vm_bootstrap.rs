@@ -74,19 +74,25 @@ pub(super) async fn reconcile(vm: Arc<VSphereVM>, r: Arc<Reconciler>) -> Result<
         Some(state) if state.powered_on => {}
         _ => return Ok(Action::requeue(RECHECK)),
     }
-    boot(&vm, &r, &owners, &uuid).await?;
-    Ok(Action::await_change())
+    match boot(&vm, &r, &owners, &uuid).await? {
+        true => Ok(Action::await_change()),
+        false => Ok(Action::requeue(RECHECK)),
+    }
 }
 
-/// Brings the machine up in its cluster's workload cluster (each step once).
-async fn boot(vm: &VSphereVM, r: &Reconciler, owners: &Owners, uuid: &str) -> Result<(), Error> {
+/// Brings the machine up in its cluster's workload cluster (each step once); `false` when
+/// the cluster's certificates are being made by another reconcile (look again soon).
+async fn boot(vm: &VSphereVM, r: &Reconciler, owners: &Owners, uuid: &str) -> Result<bool, Error> {
     let Owners { machine, cluster } = owners;
     let ns = cluster.namespace().unwrap_or_default();
     let key = cloud_key(&cluster.name_any(), &ns);
     let control_plane = machine.is_control_plane();
     let version = machine.spec.version.clone();
-    if control_plane {
-        ensure_certificates(r, cluster, &key).await?;
+    // Before the workload cluster exists, whichever machine comes first: a cluster made
+    // without the CA secrets would serve with a CA of its own that the kubeconfig, written
+    // later from the secrets, does not trust.
+    if !ensure_certificates(r, cluster, &key).await? {
+        return Ok(false);
     }
     crate::capi::infra::ensure_cloud_cluster(&r.ctx, cluster, &key, version.as_deref()).await?;
     let node = vm.name_any();
@@ -108,13 +114,13 @@ async fn boot(vm: &VSphereVM, r: &Reconciler, owners: &Owners, uuid: &str) -> Re
         );
         r.ctx.event(vm, false, "Bootstrapped", why).await;
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The cluster's certificate authorities and admin kubeconfig, as KubeadmControlPlane keeps
-/// them (made here when missing, so a cluster without one still serves with its own CA;
+/// them (made here when missing, as KubeadmControlPlane makes them before any machine;
 /// existing ones are used as they are).
-async fn ensure_certificates(r: &Reconciler, cluster: &Cluster, key: &str) -> Result<(), Error> {
+async fn ensure_certificates(r: &Reconciler, cluster: &Cluster, key: &str) -> Result<bool, Error> {
     let ns = cluster.namespace().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(r.ctx.client.clone(), &ns);
     let owner = OwnerReference {
@@ -131,7 +137,7 @@ async fn ensure_certificates(r: &Reconciler, cluster: &Cluster, key: &str) -> Re
         .map_err(cert)?
     else {
         // Made meanwhile by another reconcile: read back on the next one.
-        return Ok(());
+        return Ok(false);
     };
     let endpoint = r.ctx.cloud.reserve_endpoint(key, None).await?;
     let host = r.ctx.cloud.advertise_address().to_string();
@@ -144,7 +150,8 @@ async fn ensure_certificates(r: &Reconciler, cluster: &Cluster, key: &str) -> Re
         &owner,
     )
     .await
-    .map_err(cert)
+    .map_err(cert)?;
+    Ok(true)
 }
 
 /// VSphereVM → its VSphereMachine owner → that one's Machine owner → the Machine's Cluster.

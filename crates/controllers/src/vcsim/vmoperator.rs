@@ -429,7 +429,10 @@ mod tests {
             .iter()
             .map(|i| i.name.as_str())
             .collect();
-        assert_eq!(items, ["ubuntu-2204-kube-v1.33.0", "ubuntu-2404-kube-v1.33.0"]);
+        assert_eq!(
+            items,
+            ["ubuntu-2204-kube-v1.33.0", "ubuntu-2404-kube-v1.33.0"]
+        );
         assert_eq!(w.storage_classes[0].name, "vcsim-default-storage-class");
         assert_eq!(w.vm_classes[0].name, "vcsim-default-vm-class");
         // Without a simulator, only what the object says.
