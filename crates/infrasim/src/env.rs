@@ -130,21 +130,7 @@ async fn wait_for_variables(
     spec: &EnvVarSpec,
     timeout: u64,
 ) -> anyhow::Result<BTreeMap<String, String>> {
-    let c = &spec.cluster;
-    let wanted = [
-        (
-            "KUBERNETES_VERSION",
-            c.kubernetes_version.clone().unwrap_or("v1.28.0".into()),
-        ),
-        (
-            "CONTROL_PLANE_MACHINE_COUNT",
-            c.control_plane_machines.unwrap_or(1).to_string(),
-        ),
-        (
-            "WORKER_MACHINE_COUNT",
-            c.worker_machines.unwrap_or(1).to_string(),
-        ),
-    ];
+    let wanted = spec.cluster.shape_variables();
     let variables = |e: &EnvVar| e.status.as_ref().and_then(|s| s.variables.clone());
     let done = move |e: Option<&EnvVar>| {
         e.and_then(variables)

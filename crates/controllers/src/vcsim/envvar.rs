@@ -24,6 +24,27 @@ pub const STORAGE_POLICY: &str = "vSAN Default Storage Policy";
 /// The network VMs are connected to.
 pub const NETWORK: &str = "VM Network";
 
+impl super::types::ClusterEnvVarSpec {
+    /// The variables of the cluster's shape, defaults applied as upstream's: the version
+    /// (`v1.28.0`) and the machine counts (1 and 1).
+    pub fn shape_variables(&self) -> [(&'static str, String); 3] {
+        [
+            (
+                "KUBERNETES_VERSION",
+                self.kubernetes_version.clone().unwrap_or("v1.28.0".into()),
+            ),
+            (
+                "CONTROL_PLANE_MACHINE_COUNT",
+                self.control_plane_machines.unwrap_or(1).to_string(),
+            ),
+            (
+                "WORKER_MACHINE_COUNT",
+                self.worker_machines.unwrap_or(1).to_string(),
+            ),
+        ]
+    }
+}
+
 impl EnvVar {
     /// `(namespace, name)` of the VCenterSimulator it names, if it names one.
     pub fn simulator_ref(&self) -> Option<(String, String)> {
@@ -151,18 +172,6 @@ fn common(
         ("VSPHERE_SSH_AUTHORIZED_KEY", ssh_key.to_string()),
         ("NAMESPACE", c.namespace.clone()),
         ("CLUSTER_NAME", c.name.clone()),
-        (
-            "KUBERNETES_VERSION",
-            c.kubernetes_version.clone().unwrap_or("v1.28.0".into()),
-        ),
-        (
-            "CONTROL_PLANE_MACHINE_COUNT",
-            c.control_plane_machines.unwrap_or(1).to_string(),
-        ),
-        (
-            "WORKER_MACHINE_COUNT",
-            c.worker_machines.unwrap_or(1).to_string(),
-        ),
         ("CONTROL_PLANE_ENDPOINT_IP", endpoint.host.clone()),
         ("CONTROL_PLANE_ENDPOINT_PORT", endpoint.port.to_string()),
         ("VSPHERE_SERVER", format!("https://{}", sim.host)),
@@ -185,7 +194,10 @@ fn common(
             c.power_off_mode.clone().unwrap_or("trySoft".into()),
         ),
     ];
-    vars.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    vars.into_iter()
+        .chain(c.shape_variables())
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
 }
 
 /// Supervisor mode's variables, from the first storage class, VM class and library item of
