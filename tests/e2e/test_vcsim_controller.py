@@ -519,3 +519,33 @@ def test_vm_operator_dependencies_for_supervisor_mode(plane, ns):
     assert variables["VSPHERE_MACHINE_CLASS_NAME"] == "vcsim-default-vm-class"
     assert variables["VSPHERE_IMAGE_NAME"] == "ubuntu-2204-kube-v1.33.0"
     assert "VSPHERE_TEMPLATE" not in variables and "VSPHERE_DATACENTER" not in variables
+
+    # vm-operator's part: a VirtualMachine gets a VM deployed from its image, and an IP.
+    apply(plane, ns, json.dumps({
+        "apiVersion": "vmoperator.vmware.com/v1alpha6", "kind": "VirtualMachine",
+        "metadata": {"name": "sup1-cp-0"},
+        "spec": {"imageName": "ubuntu-2204-kube-v1.33.0", "className": "vcsim-default-vm-class",
+                 "storageClass": "vcsim-default-storage-class", "powerState": "PoweredOn"}}))
+
+    def vm_status():
+        out = plane.kubectl("-n", ns, "get", "virtualmachines.vmoperator.vmware.com", "sup1-cp-0",
+                            "-o", "json", check=False)
+        status = json.loads(out.stdout).get("status", {}) if out.returncode == 0 else {}
+        return status if status.get("network", {}).get("primaryIP4") else None
+    vm_st = wait_for(vm_status, timeout=30, what="the VirtualMachine's IP")
+    assert vm_st["powerState"] == "PoweredOn"
+    si = connect(status)
+    try:
+        vm = si.content.searchIndex.FindByUuid(None, vm_st["biosUUID"], True, False)
+        assert vm._moId == vm_st["uniqueID"] and vm.name == "sup1-cp-0"
+        assert vm.guest.ipAddress == vm_st["network"]["primaryIP4"]
+        assert (vm.config.hardware.numCPU, vm.config.hardware.memoryMB) == (2, 4096)
+    finally:
+        Disconnect(si)
+    plane.kubectl("-n", ns, "delete", "virtualmachines.vmoperator.vmware.com", "sup1-cp-0",
+                  "--wait=true")
+    si = connect(status)
+    try:
+        assert si.content.searchIndex.FindByUuid(None, vm_st["biosUUID"], True, False) is None
+    finally:
+        Disconnect(si)

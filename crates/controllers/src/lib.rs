@@ -80,7 +80,13 @@ pub async fn run(ctx: Context, selection: Selection) {
     let vcsim = async {
         if selection.vcsim {
             let simulators = std::sync::Arc::new(vcsim::Simulators::default());
-            vcsim::run(ctx.clone(), informers.clone(), simulators).await;
+            vcsim::run(
+                ctx.clone(),
+                informers.clone(),
+                simulators,
+                selection.capi_core,
+            )
+            .await;
         }
     };
     futures::join!(provider, core, vcsim);

@@ -88,6 +88,9 @@ pub fn sample_ovf(name: &str, cpus: u32, memory_mb: u32) -> String {
 pub struct VmState {
     pub moref: Moref,
     pub name: String,
+    /// `config.uuid` and `config.instanceUuid`.
+    pub bios_uuid: String,
+    pub instance_uuid: String,
     pub powered_on: bool,
     /// `guest.ipAddress`, once the guest reports one.
     pub ip: Option<String>,
@@ -146,22 +149,21 @@ impl Simulator {
 
     /// The VM whose BIOS UUID (`config.uuid`) is `uuid`, as `FindByUuid` finds it.
     pub fn vm_by_bios_uuid(&self, uuid: &str) -> Option<VmState> {
-        let text = |o: &crate::inventory::ManagedObject, path: &str| match o.path(path) {
-            Some(Val::Str(s)) => Some(s.clone()),
-            Some(Val::Enum(_, s)) => Some(s.to_string()),
-            _ => None,
-        };
         self.with_inventory(|inv| {
             let vm = inv.iter().find(|o| {
                 o.moref.ty == "VirtualMachine"
                     && text(o, "config.uuid").is_some_and(|u| u.eq_ignore_ascii_case(uuid))
             })?;
-            Some(VmState {
-                moref: vm.moref.clone(),
-                name: vm.name().to_string(),
-                powered_on: text(vm, "runtime.powerState").as_deref() == Some("poweredOn"),
-                ip: text(vm, "guest.ipAddress").filter(|ip| !ip.is_empty()),
-            })
+            Some(vm_state(vm))
+        })
+    }
+
+    /// The VM `vm`, if it exists.
+    pub fn vm(&self, vm: &Moref) -> Option<VmState> {
+        self.with_inventory(|inv| {
+            inv.get(vm)
+                .filter(|o| o.moref.ty == "VirtualMachine")
+                .map(vm_state)
         })
     }
 
@@ -169,6 +171,68 @@ impl Simulator {
     /// that name already in the folder is left as it is and returned (creating it twice is
     /// what a controller that restarts midway does).
     pub fn create_template(&self, spec: &TemplateSpec) -> Result<Moref, ProvisioningError> {
+        self.create_vm_of(spec, true)
+    }
+
+    /// Deploys the OVF library item `item_id` as a VM named `name` (its size from the OVF),
+    /// powered off, in the VM folder of `spec.datacenter` and the root pool of `spec.cluster`,
+    /// as the OVF deployment service does; a VM of that name there is returned as it is.
+    pub fn deploy_library_item(
+        &self,
+        item_id: &str,
+        spec: &TemplateSpec,
+    ) -> Result<Moref, ProvisioningError> {
+        let (cpus, memory_mb) = self
+            .rest_content_library()
+            .ovf_size(item_id)
+            .ok_or_else(|| ProvisioningError::NotFound(format!("library item {item_id}")))?;
+        let mut spec = spec.clone();
+        spec.num_cpus = cpus.map_or(spec.num_cpus, |n| n as u32);
+        spec.memory_mb = memory_mb.map_or(spec.memory_mb, |n| n as u32);
+        self.create_vm_of(&spec, false)
+    }
+
+    /// Powers `vm` on as PowerOnVM_Task does (its guest comes up after the boot delay); a VM
+    /// already on is left as it is.
+    pub fn power_on(&self, vm: &Moref) -> Result<(), ProvisioningError> {
+        self.with_state(|state, call| {
+            if crate::virtual_machine::power_state(state, vm) == "poweredOn" {
+                return Ok(());
+            }
+            crate::virtual_machine::run(
+                state,
+                call,
+                crate::virtual_machine::VmOp::PowerOn(vm.clone()),
+            )
+            .map(|_| ())
+            .map_err(|f| ProvisioningError::Refused(f.message))
+        })
+    }
+
+    /// Powers `vm` off if it is on and destroys it, as PowerOffVM_Task and Destroy_Task do
+    /// (vCenter refuses to destroy a running VM); a VM already gone is not an error.
+    pub fn destroy_vm(&self, vm: &Moref) -> Result<(), ProvisioningError> {
+        use crate::virtual_machine::{power_state, run, VmOp};
+        self.with_state(|state, call| {
+            if state.inventory.get(vm).is_none() {
+                return Ok(());
+            }
+            if power_state(state, vm) == "poweredOn" {
+                run(state, call, VmOp::PowerOff(vm.clone()))
+                    .map_err(|f| ProvisioningError::Refused(f.message))?;
+            }
+            crate::managed_entity::destroy(state, call, vm)
+                .map(|_| ())
+                .map_err(|f| ProvisioningError::Refused(f.message))
+        })
+    }
+
+    /// A VM of `spec` (a template when `template`), made by CreateVM_Task's code.
+    fn create_vm_of(
+        &self,
+        spec: &TemplateSpec,
+        template: bool,
+    ) -> Result<Moref, ProvisioningError> {
         let missing = |what: &str| ProvisioningError::NotFound(what.to_string());
         let dc = self
             .find_named("Datacenter", &spec.datacenter, None)
@@ -198,7 +262,9 @@ impl Simulator {
                 Ok(_) => return Err(ProvisioningError::Refused("no VM was created".into())),
                 Err(fault) => return Err(ProvisioningError::Refused(fault.message)),
             };
-            crate::virtual_machine::set_template(state, &vm, true);
+            if template {
+                crate::virtual_machine::set_template(state, &vm, true);
+            }
             Ok(vm)
         })
     }
@@ -235,6 +301,26 @@ impl Simulator {
         self.rest_tagging()
             .ensure_attached(&spec.category, &spec.associable_types, &spec.tag, object)
             .map_err(ProvisioningError::Refused)
+    }
+}
+
+/// A string or enum property's text.
+fn text(o: &crate::inventory::ManagedObject, path: &str) -> Option<String> {
+    match o.path(path) {
+        Some(Val::Str(s)) => Some(s.clone()),
+        Some(Val::Enum(_, s)) => Some(s.to_string()),
+        _ => None,
+    }
+}
+
+fn vm_state(vm: &crate::inventory::ManagedObject) -> VmState {
+    VmState {
+        moref: vm.moref.clone(),
+        name: vm.name().to_string(),
+        bios_uuid: text(vm, "config.uuid").unwrap_or_default(),
+        instance_uuid: text(vm, "config.instanceUuid").unwrap_or_default(),
+        powered_on: text(vm, "runtime.powerState").as_deref() == Some("poweredOn"),
+        ip: text(vm, "guest.ipAddress").filter(|ip| !ip.is_empty()),
     }
 }
 
@@ -344,6 +430,46 @@ mod tests {
             sim.add_library_item(&elsewhere),
             Err(ProvisioningError::NotFound("/DC0/datastore/nope".into()))
         );
+    }
+
+    #[test]
+    fn a_library_item_deploys_powers_on_and_is_destroyed() {
+        let sim = sim();
+        let spec = LibraryItemSpec {
+            library: "vcsim".into(),
+            datastore: "/DC0/datastore/LocalDS_0".into(),
+            item: "img".into(),
+            item_type: "ovf".into(),
+            files: vec![("img.ovf".into(), sample_ovf("img", 4, 8192).into())],
+        };
+        let item = sim.add_library_item(&spec).unwrap();
+        let vm = sim
+            .deploy_library_item(&item, &TemplateSpec::new("vm-a", "DC0"))
+            .unwrap();
+        assert!(matches!(
+            prop(&sim, &vm, "config.hardware.numCPU"),
+            Some(Val::Int(4))
+        ));
+        assert!(matches!(
+            prop(&sim, &vm, "config.hardware.memoryMB"),
+            Some(Val::Int(8192))
+        ));
+        assert!(matches!(
+            prop(&sim, &vm, "config.template"),
+            Some(Val::Bool(false))
+        ));
+        sim.power_on(&vm).unwrap();
+        sim.power_on(&vm).unwrap();
+        let Some(Val::Str(uuid)) = prop(&sim, &vm, "config.uuid") else {
+            panic!("no config.uuid");
+        };
+        assert!(sim.vm_by_bios_uuid(&uuid).unwrap().powered_on);
+        sim.destroy_vm(&vm).unwrap();
+        assert_eq!(sim.vm_by_bios_uuid(&uuid), None);
+        sim.destroy_vm(&vm).unwrap();
+        assert!(sim
+            .deploy_library_item("no-such-item", &TemplateSpec::new("vm-b", "DC0"))
+            .is_err());
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod envvar;
 pub mod simulators;
 pub mod types;
 mod vcenter;
+pub mod virtual_machine;
 mod vm_bootstrap;
 mod vmoperator;
 
@@ -38,6 +39,8 @@ pub enum Error {
     Provider(#[from] crate::capi::infra::Error),
     #[error("the cluster's certificates: {0}")]
     Certificates(String),
+    #[error("the simulator: {0}")]
+    Simulator(String),
 }
 
 /// What the vcsim reconcilers share: the context, the process's caches and its simulators.
@@ -60,8 +63,15 @@ fn error_policy<K: Resource<DynamicType = ()>>(
 }
 
 /// Runs the vcsim controllers until the process ends, on the process's informers, with the
-/// simulators they start kept in `simulators`.
-pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: Arc<Simulators>) {
+/// simulators they start kept in `simulators`. With `vm_operator`, vm-operator's part is
+/// played too (VirtualMachines get their VMs): only where no real vm-operator runs, as with
+/// the embedded core, which installs vm-operator's kinds.
+pub async fn run(
+    ctx: Context,
+    informers: Arc<Informers>,
+    simulators: Arc<Simulators>,
+    vm_operator: bool,
+) {
     let r = Arc::new(Reconciler {
         ctx,
         informers: informers.clone(),
@@ -144,7 +154,34 @@ pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: Arc<Simula
                 }
             })
             .run(vmoperator::reconcile, error_policy, r.clone());
+    // vm-operator's VMs wait for their namespace's dependencies: those changing wake them.
+    let vm_operator_vms = {
+        let vms = informers.of::<virtual_machine::VirtualMachine>();
+        let store = vms.store();
+        crate::capi::triggers::controller(&vms, None)
+            .watches_shared_stream(
+                crate::capi::triggers::every_change(
+                    &informers.of::<types::VMOperatorDependencies>(),
+                ),
+                move |d| {
+                    let ns = d.namespace();
+                    store
+                        .state()
+                        .iter()
+                        .filter(|v| v.namespace() == ns)
+                        .map(|v| ObjectRef::from_obj(&**v))
+                        .collect::<Vec<_>>()
+                },
+            )
+            .run(virtual_machine::reconcile, error_policy, r.clone())
+    };
+    let vm_operator_vms = async {
+        if vm_operator {
+            crate::capi::triggers::run_to_end(vm_operator_vms).await;
+        }
+    };
     futures::join!(
+        vm_operator_vms,
         crate::capi::triggers::run_to_end(vcenters),
         crate::capi::triggers::run_to_end(endpoints),
         crate::capi::triggers::run_to_end(envvars),

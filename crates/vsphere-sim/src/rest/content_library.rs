@@ -718,6 +718,13 @@ impl ContentLibrary {
         id
     }
 
+    /// The CPUs and memory (MiB) the OVF of item `id` asks for, if the item exists.
+    pub(crate) fn ovf_size(&self, id: &str) -> Option<(Option<i64>, Option<i64>)> {
+        let (_, ovf) = self.ovf_of(id)?;
+        let system = ovf.map(|o| read_ovf(&o)).unwrap_or_default();
+        Some((system.cpus, system.memory_mb))
+    }
+
     pub(crate) fn ovf_of(&self, id: &str) -> Option<(String, Option<Bytes>)> {
         let item = self.items.get(id)?;
         let ovf = item

@@ -1,0 +1,181 @@
+//! vm-operator's VirtualMachine, for a plane without vm-operator (supervisor mode): what
+//! vm-operator does with one, against a simulator of this process. Once the namespace's
+//! VMOperatorDependencies are ready, the VM is deployed from its image's content library
+//! item (the OVF's size) in the simulator, powered on as `spec.powerState` says, and its
+//! status reports it as vm-operator does (`uniqueID`, `biosUUID`, `instanceUUID`,
+//! `powerState`, and `network.primaryIP4` once the guest reports its address). Deleting
+//! the VirtualMachine powers the VM off and destroys it.
+
+use super::types::{VCenterSimulator, VMOperatorDependencies};
+use super::vmoperator::wanted;
+use super::{Error, Reconciler, MANAGER};
+use infrasim_vsphere_sim::{Simulator, TemplateSpec};
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::controller::Action;
+use kube::{CustomResource, ResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The finalizer a VirtualMachine carries while its VM exists in the simulator.
+pub const FINALIZER: &str = "vcsim.infrastructure.cluster.x-k8s.io/virtualmachine";
+
+/// How soon a VM whose guest has not reported its address is looked at again (the simulator
+/// has no watch a controller can follow; the guest comes up after its boot delay).
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// The fields of vm-operator's VirtualMachine read here; the rest is kept as written.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "vmoperator.vmware.com",
+    version = "v1alpha6",
+    kind = "VirtualMachine",
+    namespaced,
+    status = "VirtualMachineStatus"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_name: Option<String>,
+    /// `PoweredOn` (the default) or `PoweredOff`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_state: Option<String>,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineStatus {
+    #[serde(default, rename = "uniqueID", skip_serializing_if = "Option::is_none")]
+    pub unique_id: Option<String>,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+pub(super) async fn reconcile(
+    vm: Arc<VirtualMachine>,
+    r: Arc<Reconciler>,
+) -> Result<Action, Error> {
+    let ns = vm.namespace().unwrap_or_default();
+    let api: Api<VirtualMachine> = Api::namespaced(r.ctx.client.clone(), &ns);
+    let Some(sim) = simulator_of(&r, &ns).await? else {
+        // No ready dependencies in the namespace yet: their change wakes this VM.
+        if vm.metadata.deletion_timestamp.is_some() {
+            crate::finalizers::remove(&api, &*vm, FINALIZER).await?;
+        }
+        return Ok(Action::await_change());
+    };
+    let existing = vm
+        .status
+        .as_ref()
+        .and_then(|s| s.unique_id.clone())
+        .map(|id| infrasim_vsphere_sim::value::Moref::new("VirtualMachine", &id));
+    if vm.metadata.deletion_timestamp.is_some() {
+        if vm.finalizers().iter().any(|f| f == FINALIZER) {
+            if let Some(m) = &existing {
+                sim.destroy_vm(m)
+                    .map_err(|e| Error::Simulator(e.to_string()))?;
+            }
+            crate::finalizers::remove(&api, &*vm, FINALIZER).await?;
+        }
+        return Ok(Action::await_change());
+    }
+    if crate::finalizers::ensure(&api, &*vm, FINALIZER).await? {
+        return Ok(Action::await_change());
+    }
+    let moref = match existing.filter(|m| sim.vm(m).is_some()) {
+        Some(m) => m,
+        None => match deploy(&vm, &r, &ns, &sim).await? {
+            Ok(m) => m,
+            Err(why) => {
+                r.ctx.event(&*vm, true, "DeployFailed", why).await;
+                return Ok(Action::requeue(Duration::from_secs(10)));
+            }
+        },
+    };
+    let power_on = vm.spec.power_state.as_deref().unwrap_or("PoweredOn") == "PoweredOn";
+    if power_on {
+        sim.power_on(&moref)
+            .map_err(|e| Error::Simulator(e.to_string()))?;
+    }
+    let Some(state) = sim.vm(&moref) else {
+        return Ok(Action::requeue(RECHECK));
+    };
+    let mut status = json!({
+        "uniqueID": state.moref.value,
+        "biosUUID": state.bios_uuid,
+        "instanceUUID": state.instance_uuid,
+        "powerState": if state.powered_on { "PoweredOn" } else { "PoweredOff" },
+        "conditions": [{"type": "VirtualMachineCreated", "status": "True", "reason": "True",
+                        "message": "", "lastTransitionTime":
+                            crate::conditions::timestamp(r.ctx.now())}],
+    });
+    if let Some(ip) = &state.ip {
+        status["network"] = json!({"primaryIP4": ip});
+    }
+    let body = json!({"apiVersion": "vmoperator.vmware.com/v1alpha6", "kind": "VirtualMachine",
+                      "status": status});
+    crate::writes::apply_status(&api, &vm.name_any(), MANAGER, &body).await?;
+    Ok(match state.powered_on && state.ip.is_none() {
+        true => Action::requeue(RECHECK),
+        false => Action::await_change(),
+    })
+}
+
+/// The simulator the namespace's ready VMOperatorDependencies point at, if it runs here.
+async fn simulator_of(r: &Reconciler, ns: &str) -> Result<Option<Simulator>, Error> {
+    let deps = r.informers.of::<VMOperatorDependencies>().store().state();
+    let Some(deps) = deps.iter().find(|d| {
+        d.namespace().as_deref() == Some(ns) && d.status.as_ref().is_some_and(|s| s.ready)
+    }) else {
+        return Ok(None);
+    };
+    let sim = match &deps.spec.vcenter_simulator_ref {
+        Some(s) => {
+            let sim_ns = if s.namespace.is_empty() {
+                ns
+            } else {
+                &s.namespace
+            };
+            r.informers.get::<VCenterSimulator>(sim_ns, &s.name).await?
+        }
+        None => None,
+    };
+    let server = wanted(deps, sim.as_deref()).vcenter.server_url;
+    Ok(r.simulators.serving_at(&server))
+}
+
+/// Deploys the VM from its image's library item; the VM, or why it cannot be made.
+async fn deploy(
+    vm: &VirtualMachine,
+    r: &Reconciler,
+    ns: &str,
+    sim: &Simulator,
+) -> Result<Result<infrasim_vsphere_sim::value::Moref, String>, Error> {
+    let Some(image) = vm.spec.image_name.as_deref() else {
+        return Ok(Err("spec.imageName is not set".into()));
+    };
+    let resource = ApiResource {
+        group: "vmoperator.vmware.com".into(),
+        version: "v1alpha6".into(),
+        api_version: "vmoperator.vmware.com/v1alpha6".into(),
+        kind: "VirtualMachineImage".into(),
+        plural: "virtualmachineimages".into(),
+    };
+    let images: Api<DynamicObject> = Api::namespaced_with(r.ctx.client.clone(), ns, &resource);
+    let Some(image_obj) = images.get_opt(image).await? else {
+        return Ok(Err(format!("VirtualMachineImage {image} does not exist")));
+    };
+    let Some(item) = image_obj.data["status"]["providerItemID"].as_str() else {
+        return Ok(Err(format!(
+            "VirtualMachineImage {image} has no library item"
+        )));
+    };
+    Ok(sim
+        .deploy_library_item(item, &TemplateSpec::new(&vm.name_any(), "DC0"))
+        .map_err(|e| e.to_string()))
+}
