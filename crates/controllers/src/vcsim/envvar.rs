@@ -8,7 +8,7 @@ use super::simulators::{key, Simulators};
 use super::types::{
     ControlPlaneEndpoint, EnvVar, VCenterSimulator, VCenterSimulatorStatus, VMOperatorDependencies,
 };
-use super::vcenter::{kubernetes_versions, template_names};
+use super::vcenter::{kubernetes_versions, template_names, STORAGE_POLICY};
 use super::{Error, Reconciler, MANAGER};
 use infrasim_vsphere_sim::TemplateSpec;
 use kube::api::Api;
@@ -19,8 +19,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The storage policy every simulator has (vSAN's default, as vcsim has it).
-pub const STORAGE_POLICY: &str = "vSAN Default Storage Policy";
 /// The network VMs are connected to.
 pub const NETWORK: &str = "VM Network";
 

@@ -33,6 +33,9 @@ pub const DEFAULT_KUBERNETES_VERSIONS: &[&str] = &[
 /// gets both, so whichever name a cluster class or an EnvVar picks exists.
 pub const TEMPLATE_RELEASES: &[&str] = &["2204", "2404"];
 
+/// The storage policy every simulator has (vSAN's default, as vcsim has it).
+pub const STORAGE_POLICY: &str = "vSAN Default Storage Policy";
+
 /// The content library every simulator has (upstream's supervisor setup's name).
 pub const LIBRARY: &str = "vcsim";
 

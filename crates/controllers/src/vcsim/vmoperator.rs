@@ -161,7 +161,7 @@ pub(super) fn wanted(obj: &VMOperatorDependencies, sim: Option<&VCenterSimulator
         if storage_classes.is_empty() {
             storage_classes.push(StorageClassSpec {
                 name: "vcsim-default-storage-class".into(),
-                storage_policy: super::envvar::STORAGE_POLICY.into(),
+                storage_policy: super::vcenter::STORAGE_POLICY.into(),
             });
         }
         if !vm_classes
