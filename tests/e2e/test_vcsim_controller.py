@@ -549,3 +549,70 @@ def test_vm_operator_dependencies_for_supervisor_mode(plane, ns):
         assert si.content.searchIndex.FindByUuid(None, vm_st["biosUUID"], True, False) is None
     finally:
         Disconnect(si)
+
+
+def test_supervisor_mode_machines_boot_into_the_cluster_behind_the_endpoint(plane, ns, tmp_path):
+    """CAPV's supervisor mode played by a test client: Machine → VSphereMachine (vmware group)
+    → vm-operator VirtualMachine; the VM vm-operator's part deploys joins the workload cluster."""
+    simulator(plane, ns, "vcsim1", {"kubernetesVersions": ["v1.33.0"]})
+    apply(plane, ns, json.dumps({
+        "apiVersion": f"{GROUP}/v1alpha1", "kind": "VMOperatorDependencies",
+        "metadata": {"name": "deps"},
+        "spec": {"vCenterSimulatorRef": {"name": "vcsim1"},
+                 "operatorRef": {"namespace": f"{ns}-vmop"}}}))
+    apply(plane, ns, f"apiVersion: {GROUP}/v1alpha1\nkind: ControlPlaneEndpoint\nmetadata: {{name: sv1}}\n")
+    endpoint = status_of(plane, ns, "controlplaneendpoint", "sv1", "port")
+    apply(plane, ns, json.dumps({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "sv1"},
+        "spec": {"controlPlaneEndpoint": {"host": endpoint["host"], "port": endpoint["port"]}}}))
+    labels = {"cluster.x-k8s.io/cluster-name": "sv1", "cluster.x-k8s.io/control-plane": ""}
+    plane.kubectl("-n", ns, "create", "secret", "generic", "sv1-cp-0-bootstrap",
+                  "--from-literal=value=#cloud-config")
+    apply(plane, ns, json.dumps({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+        "metadata": {"name": "sv1-cp-0", "labels": labels},
+        "spec": {"clusterName": "sv1", "version": "v1.33.0",
+                 "bootstrap": {"dataSecretName": "sv1-cp-0-bootstrap"},
+                 "infrastructureRef": {"apiGroup": "vmware.infrastructure.cluster.x-k8s.io",
+                                       "kind": "VSphereMachine", "name": "sv1-cp-0"}}}))
+
+    def owner(kind, api_version, plural):
+        obj = json.loads(plane.kubectl("-n", ns, "get", plural, "sv1-cp-0", "-o", "json").stdout)
+        return {"apiVersion": api_version, "kind": kind, "name": "sv1-cp-0",
+                "uid": obj["metadata"]["uid"]}
+    apply(plane, ns, json.dumps({
+        "apiVersion": "vmware.infrastructure.cluster.x-k8s.io/v1beta2", "kind": "VSphereMachine",
+        "metadata": {"name": "sv1-cp-0", "labels": labels, "ownerReferences": [
+            owner("Machine", "cluster.x-k8s.io/v1beta2", "machines.cluster.x-k8s.io")]},
+        "spec": {"className": "vcsim-default-vm-class", "imageName": "ubuntu-2204-kube-v1.33.0"}}))
+    apply(plane, ns, json.dumps({
+        "apiVersion": "vmoperator.vmware.com/v1alpha6", "kind": "VirtualMachine",
+        "metadata": {"name": "sv1-cp-0", "labels": labels, "ownerReferences": [
+            owner("VSphereMachine", "vmware.infrastructure.cluster.x-k8s.io/v1beta2",
+                  "vspheremachines.vmware.infrastructure.cluster.x-k8s.io")]},
+        "spec": {"imageName": "ubuntu-2204-kube-v1.33.0", "className": "vcsim-default-vm-class",
+                 "powerState": "PoweredOn"}}))
+
+    def vm_status():
+        out = plane.kubectl("-n", ns, "get", "virtualmachines.vmoperator.vmware.com", "sv1-cp-0",
+                            "-o", "json", check=False)
+        status = json.loads(out.stdout).get("status", {}) if out.returncode == 0 else {}
+        return status if status.get("network", {}).get("primaryIP4") else None
+    vm_st = wait_for(vm_status, timeout=30, what="the VirtualMachine's IP")
+    secret = wait_for(lambda: get_secret(plane, ns, "sv1-kubeconfig"), timeout=30,
+                      what="sv1-kubeconfig")
+    kubeconfig = tmp_path / "sv1.kubeconfig"
+    kubeconfig.write_bytes(base64.b64decode(secret["data"]["value"]))
+
+    def node():
+        out = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "get", "node",
+                              "sv1-cp-0", "-o", "json"], capture_output=True, text=True, timeout=30)
+        return json.loads(out.stdout) if out.returncode == 0 else None
+    def ready_node():
+        n = node()
+        ready = n and any(c["type"] == "Ready" and c["status"] == "True"
+                          for c in n["status"].get("conditions", []))
+        return n if ready else None
+    n = wait_for(ready_node, timeout=60, what="the machine's Ready Node")
+    assert n["spec"]["providerID"] == f"vsphere://{vm_st['biosUUID']}"
+    assert "node-role.kubernetes.io/control-plane" in n["metadata"]["labels"]

@@ -79,6 +79,29 @@ pub fn capv() -> Vec<CustomResourceDefinition> {
     .collect()
 }
 
+/// CAPV's supervisor-mode kinds (`vmware.infrastructure.cluster.x-k8s.io`), as [`capv`]'s.
+pub fn capv_supervisor() -> Vec<CustomResourceDefinition> {
+    let kept = Kept {
+        group: "vmware.infrastructure.cluster.x-k8s.io",
+        versions: &["v1beta2", "v1beta1"],
+        labels: &[
+            ("cluster.x-k8s.io/provider", "infrastructure-vsphere"),
+            ("cluster.x-k8s.io/v1beta2", "v1beta2"),
+            ("cluster.x-k8s.io/v1beta1", "v1beta1"),
+        ],
+    };
+    [
+        ("VSphereCluster", "vsphereclusters"),
+        ("VSphereClusterTemplate", "vsphereclustertemplates"),
+        ("VSphereMachine", "vspheremachines"),
+        ("VSphereMachineTemplate", "vspheremachinetemplates"),
+        ("ProviderServiceAccount", "providerserviceaccounts"),
+    ]
+    .into_iter()
+    .map(|(kind, plural)| kept.crd(kind, plural, true))
+    .collect()
+}
+
 /// vm-operator's kinds that supervisor mode reads and writes (`vmoperator.vmware.com`), for a
 /// plane without vm-operator: served at v1alpha2 to v1alpha6 (stored, as vm-operator 9.2
 /// stores them), kept as written like [`capv`]'s.
@@ -159,7 +182,7 @@ impl Kept {
             },
         });
         let mut crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap_or_default();
-        if self.group == "infrastructure.cluster.x-k8s.io" {
+        if self.group.ends_with("infrastructure.cluster.x-k8s.io") {
             crd.spec.names.categories = Some(vec!["cluster-api".to_string()]);
         }
         crd
@@ -383,6 +406,7 @@ mod tests {
             .chain(core(true))
             .chain(vcsim())
             .chain(capv())
+            .chain(capv_supervisor())
             .chain(vm_operator())
         {
             let name = crd.metadata.name.clone().unwrap_or_default();

@@ -58,6 +58,7 @@ impl Selection {
             // CRDs these would overwrite.
             if self.capi_core {
                 all.extend(crds::capv());
+                all.extend(crds::capv_supervisor());
                 all.extend(crds::vm_operator());
             }
         }

@@ -79,3 +79,27 @@ pub struct VSphereMachineStatus {
 pub fn provider_id(bios_uuid: &str) -> String {
     format!("vsphere://{bios_uuid}")
 }
+
+/// CAPV's supervisor-mode kinds (`vmware.infrastructure.cluster.x-k8s.io`): the
+/// VSphereMachine that owns a vm-operator VirtualMachine.
+pub mod supervisor {
+    use kube::CustomResource;
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+    use serde_json::Value;
+    use std::collections::BTreeMap;
+
+    #[derive(
+        CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema,
+    )]
+    #[kube(
+        group = "vmware.infrastructure.cluster.x-k8s.io",
+        version = "v1beta2",
+        kind = "VSphereMachine",
+        namespaced
+    )]
+    pub struct VSphereMachineSpec {
+        #[serde(flatten)]
+        pub rest: BTreeMap<String, Value>,
+    }
+}

@@ -173,6 +173,22 @@ pub async fn run(
                         .collect::<Vec<_>>()
                 },
             )
+            // Its Machine getting bootstrap data: CAPV names the VirtualMachine after the
+            // VSphereMachine that is the Machine's infrastructure.
+            .watches_shared_stream(
+                filtered(
+                    &informers.of::<crate::capi::core::Machine>(),
+                    crate::capi::triggers::machine_spec,
+                ),
+                |m| {
+                    let infra = &m.spec.infrastructure_ref;
+                    (infra.kind == "VSphereMachine"
+                        && infra.api_group == "vmware.infrastructure.cluster.x-k8s.io")
+                        .then(|| {
+                            ObjectRef::new(&infra.name).within(&m.namespace().unwrap_or_default())
+                        })
+                },
+            )
             .run(virtual_machine::reconcile, error_policy, r.clone())
     };
     let vm_operator_vms = async {

@@ -4,11 +4,15 @@
 //! item (the OVF's size) in the simulator, powered on as `spec.powerState` says, and its
 //! status reports it as vm-operator does (`uniqueID`, `biosUUID`, `instanceUUID`,
 //! `powerState`, and `network.primaryIP4` once the guest reports its address). Deleting
-//! the VirtualMachine powers the VM off and destroys it.
+//! the VirtualMachine powers the VM off and destroys it. A VirtualMachine of CAPV's supervisor
+//! mode (owned by a `vmware.infrastructure.cluster.x-k8s.io` VSphereMachine owned by a
+//! Machine with bootstrap data) then joins the workload cluster, as a VSphereVM's VM does.
 
 use super::types::{VCenterSimulator, VMOperatorDependencies};
+use super::vm_bootstrap;
 use super::vmoperator::wanted;
 use super::{Error, Reconciler, MANAGER};
+use crate::capi::infra::cloud_key;
 use infrasim_vsphere_sim::{Simulator, TemplateSpec};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
@@ -76,6 +80,10 @@ pub(super) async fn reconcile(
         .map(|id| infrasim_vsphere_sim::value::Moref::new("VirtualMachine", &id));
     if vm.metadata.deletion_timestamp.is_some() {
         if vm.finalizers().iter().any(|f| f == FINALIZER) {
+            if let Some(owners) = owners(&vm, &r).await? {
+                let key = cloud_key(&owners.cluster.name_any(), &ns);
+                r.ctx.cloud.remove_machine(&key, &vm.name_any());
+            }
             if let Some(m) = &existing {
                 sim.destroy_vm(m)
                     .map_err(|e| Error::Simulator(e.to_string()))?;
@@ -120,10 +128,40 @@ pub(super) async fn reconcile(
     let body = json!({"apiVersion": "vmoperator.vmware.com/v1alpha6", "kind": "VirtualMachine",
                       "status": status});
     crate::writes::apply_status(&api, &vm.name_any(), MANAGER, &body).await?;
-    Ok(match state.powered_on && state.ip.is_none() {
-        true => Action::requeue(RECHECK),
-        false => Action::await_change(),
-    })
+    if state.powered_on && state.ip.is_none() {
+        return Ok(Action::requeue(RECHECK));
+    }
+    // A Cluster API machine's VM (CAPV's supervisor mode): once powered on and with its
+    // bootstrap data, it joins the workload cluster as a VSphereVM's does.
+    let owners = owners(&vm, &r)
+        .await?
+        .filter(|o| state.powered_on && o.machine.spec.bootstrap.data_secret_name.is_some());
+    if let Some(owners) = owners {
+        if !vm_bootstrap::boot(&*vm, &r, &owners, &state.bios_uuid).await? {
+            return Ok(Action::requeue(RECHECK));
+        }
+    }
+    Ok(Action::await_change())
+}
+
+/// VirtualMachine → its (supervisor-mode) VSphereMachine owner → Machine → Cluster.
+async fn owners(
+    vm: &VirtualMachine,
+    r: &Reconciler,
+) -> Result<Option<vm_bootstrap::Owners>, Error> {
+    let ns = vm.namespace().unwrap_or_default();
+    let group = "vmware.infrastructure.cluster.x-k8s.io";
+    let Some(name) = vm_bootstrap::owner_of(vm.owner_references(), "VSphereMachine", group) else {
+        return Ok(None);
+    };
+    let Some(vsphere_machine) = r
+        .informers
+        .get::<super::capv::supervisor::VSphereMachine>(&ns, &name)
+        .await?
+    else {
+        return Ok(None);
+    };
+    vm_bootstrap::machine_owners(r, &ns, vsphere_machine.owner_references()).await
 }
 
 /// The simulator the namespace's ready VMOperatorDependencies point at, if it runs here.

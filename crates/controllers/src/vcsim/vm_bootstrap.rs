@@ -30,10 +30,10 @@ pub const FINALIZER: &str = "vcsim.fake.infrastructure.cluster.x-k8s.io";
 /// on the next look; CAPV's own status writes wake the VSphereVM sooner.
 const RECHECK: Duration = Duration::from_secs(2);
 
-/// The Machine and Cluster a VSphereVM belongs to.
-struct Owners {
-    machine: Arc<Machine>,
-    cluster: Arc<Cluster>,
+/// The Machine and Cluster a VM belongs to.
+pub(super) struct Owners {
+    pub machine: Arc<Machine>,
+    pub cluster: Arc<Cluster>,
 }
 
 pub(super) async fn reconcile(vm: Arc<VSphereVM>, r: Arc<Reconciler>) -> Result<Action, Error> {
@@ -74,7 +74,7 @@ pub(super) async fn reconcile(vm: Arc<VSphereVM>, r: Arc<Reconciler>) -> Result<
         Some(state) if state.powered_on => {}
         _ => return Ok(Action::requeue(RECHECK)),
     }
-    match boot(&vm, &r, &owners, &uuid).await? {
+    match boot(&*vm, &r, &owners, &uuid).await? {
         true => Ok(Action::await_change()),
         false => Ok(Action::requeue(RECHECK)),
     }
@@ -82,7 +82,12 @@ pub(super) async fn reconcile(vm: Arc<VSphereVM>, r: Arc<Reconciler>) -> Result<
 
 /// Brings the machine up in its cluster's workload cluster (each step once); `false` when
 /// the cluster's certificates are being made by another reconcile (look again soon).
-async fn boot(vm: &VSphereVM, r: &Reconciler, owners: &Owners, uuid: &str) -> Result<bool, Error> {
+pub(super) async fn boot<K: Resource<DynamicType = ()>>(
+    vm: &K,
+    r: &Reconciler,
+    owners: &Owners,
+    uuid: &str,
+) -> Result<bool, Error> {
     let Owners { machine, cluster } = owners;
     let ns = cluster.namespace().unwrap_or_default();
     let key = cloud_key(&cluster.name_any(), &ns);
@@ -157,10 +162,8 @@ async fn ensure_certificates(r: &Reconciler, cluster: &Cluster, key: &str) -> Re
 /// VSphereVM → its VSphereMachine owner → that one's Machine owner → the Machine's Cluster.
 async fn owners(vm: &VSphereVM, r: &Reconciler) -> Result<Option<Owners>, Error> {
     let ns = vm.namespace().unwrap_or_default();
-    let owner = |refs: &[OwnerReference], kind: &str| {
-        refs.iter().find(|o| o.kind == kind).map(|o| o.name.clone())
-    };
-    let Some(vsphere_machine) = owner(vm.owner_references(), "VSphereMachine") else {
+    let Some(vsphere_machine) = owner_of(vm.owner_references(), "VSphereMachine", GOVMOMI_GROUP)
+    else {
         return Ok(None);
     };
     let Some(vsphere_machine) = r
@@ -170,15 +173,34 @@ async fn owners(vm: &VSphereVM, r: &Reconciler) -> Result<Option<Owners>, Error>
     else {
         return Ok(None);
     };
-    let Some(machine) = owner(vsphere_machine.owner_references(), "Machine") else {
+    machine_owners(r, &ns, vsphere_machine.owner_references()).await
+}
+
+/// CAPV's govmomi-mode group.
+const GOVMOMI_GROUP: &str = "infrastructure.cluster.x-k8s.io";
+
+/// The name of the owner of `kind` in `group`.
+pub(super) fn owner_of(refs: &[OwnerReference], kind: &str, group: &str) -> Option<String> {
+    refs.iter()
+        .find(|o| o.kind == kind && o.api_version.split('/').next() == Some(group))
+        .map(|o| o.name.clone())
+}
+
+/// The Machine among `refs` and its Cluster.
+pub(super) async fn machine_owners(
+    r: &Reconciler,
+    ns: &str,
+    refs: &[OwnerReference],
+) -> Result<Option<Owners>, Error> {
+    let Some(machine) = owner_of(refs, "Machine", "cluster.x-k8s.io") else {
         return Ok(None);
     };
-    let Some(machine) = r.informers.get::<Machine>(&ns, &machine).await? else {
+    let Some(machine) = r.informers.get::<Machine>(ns, &machine).await? else {
         return Ok(None);
     };
     let Some(cluster) = r
         .informers
-        .get::<Cluster>(&ns, &machine.spec.cluster_name)
+        .get::<Cluster>(ns, &machine.spec.cluster_name)
         .await?
     else {
         return Ok(None);
