@@ -383,6 +383,16 @@ def test_vms_capv_clones_boot_into_the_cluster_behind_the_endpoint(plane, ns, tm
     wait_for(worker_gone, timeout=30, what="worker node removed")
 
 
+def vm_operator_status_with_ip(plane, ns, name):
+    """Waits for the vm-operator VirtualMachine's status to carry its IP; that status."""
+    def with_ip():
+        out = plane.kubectl("-n", ns, "get", "virtualmachines.vmoperator.vmware.com", name,
+                            "-o", "json", check=False)
+        status = json.loads(out.stdout).get("status", {}) if out.returncode == 0 else {}
+        return status if status.get("network", {}).get("primaryIP4") else None
+    return wait_for(with_ip, timeout=30, what=f"VirtualMachine {name}'s IP")
+
+
 def get_secret(plane, ns, name):
     out = plane.kubectl("-n", ns, "get", "secret", name, "-o", "json", check=False)
     return json.loads(out.stdout) if out.returncode == 0 else None
@@ -527,12 +537,7 @@ def test_vm_operator_dependencies_for_supervisor_mode(plane, ns):
         "spec": {"imageName": "ubuntu-2204-kube-v1.33.0", "className": "vcsim-default-vm-class",
                  "storageClass": "vcsim-default-storage-class", "powerState": "PoweredOn"}}))
 
-    def vm_status():
-        out = plane.kubectl("-n", ns, "get", "virtualmachines.vmoperator.vmware.com", "sup1-cp-0",
-                            "-o", "json", check=False)
-        status = json.loads(out.stdout).get("status", {}) if out.returncode == 0 else {}
-        return status if status.get("network", {}).get("primaryIP4") else None
-    vm_st = wait_for(vm_status, timeout=30, what="the VirtualMachine's IP")
+    vm_st = vm_operator_status_with_ip(plane, ns, "sup1-cp-0")
     assert vm_st["powerState"] == "PoweredOn"
     si = connect(status)
     try:
@@ -593,12 +598,7 @@ def test_supervisor_mode_machines_boot_into_the_cluster_behind_the_endpoint(plan
         "spec": {"imageName": "ubuntu-2204-kube-v1.33.0", "className": "vcsim-default-vm-class",
                  "powerState": "PoweredOn"}}))
 
-    def vm_status():
-        out = plane.kubectl("-n", ns, "get", "virtualmachines.vmoperator.vmware.com", "sv1-cp-0",
-                            "-o", "json", check=False)
-        status = json.loads(out.stdout).get("status", {}) if out.returncode == 0 else {}
-        return status if status.get("network", {}).get("primaryIP4") else None
-    vm_st = wait_for(vm_status, timeout=30, what="the VirtualMachine's IP")
+    vm_st = vm_operator_status_with_ip(plane, ns, "sv1-cp-0")
     secret = wait_for(lambda: get_secret(plane, ns, "sv1-kubeconfig"), timeout=30,
                       what="sv1-kubeconfig")
     kubeconfig = tmp_path / "sv1.kubeconfig"

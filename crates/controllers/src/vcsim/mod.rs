@@ -124,11 +124,7 @@ pub async fn run(
                 &informers.of::<crate::capi::core::Machine>(),
                 crate::capi::triggers::machine_spec,
             ),
-            |m| {
-                let infra = &m.spec.infrastructure_ref;
-                (infra.kind == "VSphereMachine")
-                    .then(|| ObjectRef::new(&infra.name).within(&m.namespace().unwrap_or_default()))
-            },
+            |m| named_after_infrastructure(&m, "infrastructure.cluster.x-k8s.io"),
         )
         .run(vm_bootstrap::reconcile, error_policy, r.clone());
     // Dependencies made from a simulator wait for it to serve: its status wakes them.
@@ -136,22 +132,7 @@ pub async fn run(
         crate::capi::triggers::controller(&informers.of::<types::VMOperatorDependencies>(), None)
             .watches_shared_stream(filtered(&informers.of::<VCenterSimulator>(), serving), {
                 let deps = informers.of::<types::VMOperatorDependencies>().store();
-                move |v: Arc<VCenterSimulator>| {
-                    let wanted = (v.namespace().unwrap_or_default(), v.name_any());
-                    deps.state()
-                        .iter()
-                        .filter(|d| {
-                            d.spec.vcenter_simulator_ref.as_ref().is_some_and(|r| {
-                                let ns = match r.namespace.is_empty() {
-                                    true => d.namespace().unwrap_or_default(),
-                                    false => r.namespace.clone(),
-                                };
-                                (ns, r.name.clone()) == wanted
-                            })
-                        })
-                        .map(|d| ObjectRef::from_obj(&**d))
-                        .collect::<Vec<_>>()
-                }
+                move |v: Arc<VCenterSimulator>| referrers(&deps, &*v, |d| d.simulator_ref())
             })
             .run(vmoperator::reconcile, error_policy, r.clone());
     // vm-operator's VMs wait for their namespace's dependencies: those changing wake them.
@@ -180,14 +161,7 @@ pub async fn run(
                     &informers.of::<crate::capi::core::Machine>(),
                     crate::capi::triggers::machine_spec,
                 ),
-                |m| {
-                    let infra = &m.spec.infrastructure_ref;
-                    (infra.kind == "VSphereMachine"
-                        && infra.api_group == "vmware.infrastructure.cluster.x-k8s.io")
-                        .then(|| {
-                            ObjectRef::new(&infra.name).within(&m.namespace().unwrap_or_default())
-                        })
-                },
+                |m| named_after_infrastructure(&m, "vmware.infrastructure.cluster.x-k8s.io"),
             )
             .run(virtual_machine::reconcile, error_policy, r.clone())
     };
@@ -228,16 +202,31 @@ fn hash(value: impl std::hash::Hash) -> Option<u64> {
 }
 
 /// The EnvVars whose reference (`of`) names `obj`.
-fn referrers<K: Resource<DynamicType = ()>>(
-    envvars: &kube::runtime::reflector::Store<EnvVar>,
+fn referrers<R, K>(
+    store: &kube::runtime::reflector::Store<R>,
     obj: &K,
-    of: impl Fn(&EnvVar) -> Option<(String, String)>,
-) -> Vec<ObjectRef<EnvVar>> {
+    of: impl Fn(&R) -> Option<(String, String)>,
+) -> Vec<ObjectRef<R>>
+where
+    R: Resource<DynamicType = ()> + Clone,
+    K: Resource<DynamicType = ()>,
+{
     let wanted = (obj.namespace().unwrap_or_default(), obj.name_any());
-    envvars
+    store
         .state()
         .iter()
         .filter(|e| of(e).is_some_and(|r| r == wanted))
         .map(|e| ObjectRef::from_obj(&**e))
         .collect()
+}
+
+/// The object CAPV names after a Machine's infrastructure: a VSphereMachine of `group` (its
+/// VSphereVM, or in supervisor mode its VirtualMachine, has the same name).
+fn named_after_infrastructure<R: Resource<DynamicType = ()>>(
+    m: &crate::capi::core::Machine,
+    group: &str,
+) -> Option<ObjectRef<R>> {
+    let infra = &m.spec.infrastructure_ref;
+    (infra.kind == "VSphereMachine" && infra.api_group == group)
+        .then(|| ObjectRef::new(&infra.name).within(&m.namespace().unwrap_or_default()))
 }

@@ -172,14 +172,11 @@ async fn simulator_of(r: &Reconciler, ns: &str) -> Result<Option<Simulator>, Err
     }) else {
         return Ok(None);
     };
-    let sim = match &deps.spec.vcenter_simulator_ref {
-        Some(s) => {
-            let sim_ns = if s.namespace.is_empty() {
-                ns
-            } else {
-                &s.namespace
-            };
-            r.informers.get::<VCenterSimulator>(sim_ns, &s.name).await?
+    let sim = match deps.simulator_ref() {
+        Some((sim_ns, sim_name)) => {
+            r.informers
+                .get::<VCenterSimulator>(&sim_ns, &sim_name)
+                .await?
         }
         None => None,
     };

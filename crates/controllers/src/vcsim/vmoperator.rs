@@ -47,6 +47,19 @@ pub(super) struct Wanted {
     pub vm_classes: Vec<VirtualMachineClassSpec>,
 }
 
+impl VMOperatorDependencies {
+    /// `(namespace, name)` of the VCenterSimulator it names, its namespace defaulting to
+    /// the object's.
+    pub fn simulator_ref(&self) -> Option<(String, String)> {
+        let r = self.spec.vcenter_simulator_ref.as_ref()?;
+        let ns = match r.namespace.is_empty() {
+            true => self.namespace().unwrap_or_default(),
+            false => r.namespace.clone(),
+        };
+        Some((ns, r.name.clone()))
+    }
+}
+
 pub(super) async fn reconcile(
     obj: Arc<VMOperatorDependencies>,
     r: Arc<Reconciler>,
@@ -56,16 +69,11 @@ pub(super) async fn reconcile(
     }
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<VMOperatorDependencies> = Api::namespaced(r.ctx.client.clone(), &ns);
-    let simulator = match obj.spec.vcenter_simulator_ref.as_ref() {
-        Some(sim_ref) => {
-            let sim_ns = if sim_ref.namespace.is_empty() {
-                &ns
-            } else {
-                &sim_ref.namespace
-            };
+    let simulator = match obj.simulator_ref() {
+        Some((sim_ns, sim_name)) => {
             match r
                 .informers
-                .get::<VCenterSimulator>(sim_ns, &sim_ref.name)
+                .get::<VCenterSimulator>(&sim_ns, &sim_name)
                 .await?
             {
                 // Not there, or not serving yet: its status changing wakes this object.
