@@ -95,9 +95,16 @@ struct Figures {
     vms: usize,
     startup: Duration,
     rss_start: u64,
+    /// The part of `rss_start` that is the process's own (anonymous) memory: the heap and
+    /// stacks, not the executable's pages, which the page cache shares between processes.
+    anon_start: u64,
     /// After the retrieve and list loads, before any clone.
     rss_loaded: u64,
+    anon_loaded: u64,
     rss_end: u64,
+    /// A call that does nothing: what every call pays for TLS, HTTP and the SOAP envelope.
+    current_time: Duration,
+    current_times: usize,
     retrieve: Duration,
     list: Duration,
     clone: Duration,
@@ -207,6 +214,7 @@ async fn measure(
     let mut figures = Figures {
         startup: started.elapsed(),
         rss_start: rss(pid)?,
+        anon_start: anonymous_memory(pid)?,
         ..Figures::default()
     };
     eprintln!("  started; logging in");
@@ -222,6 +230,13 @@ async fn measure(
     figures.vms = vm_list.len();
     let first = vm_list.first().context("the model has no VM")?.clone();
     let window = Duration::from_secs(args.seconds);
+
+    eprintln!("  CurrentTime");
+    let (n, cpu) = load(pid, &mut sessions, window, |s, _| {
+        Box::pin(async move { s.conn.call(CURRENT_TIME).await.map(drop) })
+    })
+    .await?;
+    (figures.current_times, figures.current_time) = (n, per(cpu, n));
 
     eprintln!("  RetrievePropertiesEx");
     let (n, cpu) = load(pid, &mut sessions, window, |s, _| {
@@ -240,6 +255,7 @@ async fn measure(
 
     eprintln!("  cloning");
     figures.rss_loaded = rss(pid)?;
+    figures.anon_loaded = anonymous_memory(pid)?;
     let folder = sessions[0].parent_folder(&first).await?;
     let (n, cpu) = load(pid, &mut sessions, window, |s, i| {
         let (vm, folder) = (first.clone(), folder.clone());
@@ -306,12 +322,22 @@ pub(crate) fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
 
 /// Resident memory of a process in bytes.
 pub(crate) fn rss(pid: u32) -> anyhow::Result<u64> {
+    memory_status(pid, "VmRSS")
+}
+
+/// Resident anonymous memory of a process in bytes (heap, stacks; not file-backed pages).
+fn anonymous_memory(pid: u32) -> anyhow::Result<u64> {
+    memory_status(pid, "RssAnon")
+}
+
+/// One `kB` field of `/proc/<pid>/status`, in bytes.
+fn memory_status(pid: u32, field: &str) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let kb = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .context("VmRSS")?;
+        .with_context(|| format!("{field} in /proc/{pid}/status"))?;
     Ok(kb * 1024)
 }
 
@@ -338,15 +364,27 @@ fn print_table(ours: &Figures, theirs: &Figures) {
         f.startup.as_secs_f64()
     });
     row("memory after startup", "MiB", mib, &|f| f.rss_start as f64);
+    row("  of which anonymous (heap, stacks)", "MiB", mib, &|f| {
+        f.anon_start as f64
+    });
     row(
         "memory after the retrieve and list loads",
         "MiB",
         mib,
         &|f| f.rss_loaded as f64,
     );
+    row("  of which anonymous (heap, stacks)", "MiB", mib, &|f| {
+        f.anon_loaded as f64
+    });
     row("memory per clone", "KiB", 1.0 / 1024.0, &|f| {
         f.rss_end.saturating_sub(f.rss_loaded) as f64 / f.clones.max(1) as f64
     });
+    row(
+        "server CPU per CurrentTime (a call's fixed cost)",
+        "us",
+        1e6,
+        &|f| f.current_time.as_secs_f64(),
+    );
     row("server CPU per RetrievePropertiesEx", "us", 1e6, &|f| {
         f.retrieve.as_secs_f64()
     });
@@ -357,8 +395,15 @@ fn print_table(ours: &Figures, theirs: &Figures) {
         f.clone.as_secs_f64()
     });
     println!(
-        "operations: infrasim {}/{}/{}, govmomi {}/{}/{} (retrieve/list/clone)",
-        ours.retrieves, ours.lists, ours.clones, theirs.retrieves, theirs.lists, theirs.clones
+        "operations: infrasim {}/{}/{}/{}, govmomi {}/{}/{}/{} (current time/retrieve/list/clone)",
+        ours.current_times,
+        ours.retrieves,
+        ours.lists,
+        ours.clones,
+        theirs.current_times,
+        theirs.retrieves,
+        theirs.lists,
+        theirs.clones
     );
 }
 
@@ -408,9 +453,13 @@ async fn wait_for_service(
             }
             Err(_) => {}
         }
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        // Often enough that the poll adds little to a start of a few milliseconds; tokio's
+        // timer counts whole milliseconds, so this blocks its worker for the short wait.
+        std::thread::sleep(Duration::from_micros(250));
     }
 }
+
+const CURRENT_TIME: &str = r#"<CurrentTime xmlns="urn:vim25"><_this type="ServiceInstance">ServiceInstance</_this></CurrentTime>"#;
 
 const RETRIEVE_CONTENT: &str = r#"<RetrieveServiceContent xmlns="urn:vim25"><_this type="ServiceInstance">ServiceInstance</_this></RetrieveServiceContent>"#;
 
@@ -655,5 +704,13 @@ mod tests {
         let pid = std::process::id();
         assert!(cpu_time(pid).is_ok());
         assert!(rss(pid).unwrap() > 0);
+    }
+
+    #[test]
+    fn anonymous_memory_is_part_of_the_resident_memory() {
+        let pid = std::process::id();
+        let anon = anonymous_memory(pid).unwrap();
+        assert!(anon > 0 && anon <= rss(pid).unwrap());
+        assert!(memory_status(pid, "NoSuchField").is_err());
     }
 }

@@ -106,16 +106,19 @@ fn main() -> anyhow::Result<()> {
         .init();
     let cli = Cli::parse();
     raise_open_file_limit();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    // The simulator picks its own runtime (`--threads`); every other command shares this one.
+    let shared = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    };
     match cli.command {
-        Command::Up(args) => runtime.block_on(up::run(args)),
-        Command::Bench(args) => runtime.block_on(bench::run(args)),
-        Command::Vcsim(args) => runtime.block_on(vcsim::run(args)),
-        Command::Fleet(args) => runtime.block_on(fleet::run(args)),
-        Command::Cluster(args) => runtime.block_on(cluster::run(args)),
-        Command::Env(args) => runtime.block_on(env::run(args)),
+        Command::Up(args) => shared()?.block_on(up::run(args)),
+        Command::Bench(args) => shared()?.block_on(bench::run(args)),
+        Command::Vcsim(args) => args.runtime()?.block_on(vcsim::run(args)),
+        Command::Fleet(args) => shared()?.block_on(fleet::run(args)),
+        Command::Cluster(args) => shared()?.block_on(cluster::run(args)),
+        Command::Env(args) => shared()?.block_on(env::run(args)),
         Command::Manifests { which } => {
             use infrasim_controllers::{crds, deploy};
             let text = match which.as_str() {
@@ -127,6 +130,6 @@ fn main() -> anyhow::Result<()> {
             print!("{text}");
             Ok(())
         }
-        Command::Controller(args) => runtime.block_on(controller::run(args)),
+        Command::Controller(args) => shared()?.block_on(controller::run(args)),
     }
 }

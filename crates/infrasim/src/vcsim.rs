@@ -71,6 +71,27 @@ pub struct VcsimArgs {
     /// message?, delayMs?, times?}), re-read whenever it changes.
     #[arg(long)]
     faults: Option<std::path::PathBuf>,
+    /// Threads serving requests. One (the default) serves every connection on one thread,
+    /// which costs the least CPU per call: no request has to wake a second thread, and on
+    /// a small machine the clients keep the other cores. 0 means one per core.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+}
+
+impl VcsimArgs {
+    /// The runtime this command runs on, as `--threads` says.
+    pub fn runtime(&self) -> std::io::Result<tokio::runtime::Runtime> {
+        let mut builder = match self.threads {
+            1 => tokio::runtime::Builder::new_current_thread(),
+            0 => tokio::runtime::Builder::new_multi_thread(),
+            n => {
+                let mut b = tokio::runtime::Builder::new_multi_thread();
+                b.worker_threads(n);
+                b
+            }
+        };
+        builder.enable_all().build()
+    }
 }
 
 /// Keeps `sim`'s fault injection rules those of `path`, re-reading it when its

@@ -452,15 +452,8 @@ pub fn uuid_for(name: &str, salt: &str) -> String {
     }
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    // One allocation rather than seventeen: every clone makes two of these.
+    uuid::Uuid::from_bytes(bytes).hyphenated().to_string()
 }
 
 /// Everything a generated host or VM needs to know about where it lives.
@@ -1100,6 +1093,19 @@ pub fn generate(model: &Model, now: DateTime<Utc>) -> Inventory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generated_uuids_are_stable_version_4_shaped() {
+        // Computed once from the derivation; a change here changes every generated UUID.
+        assert_eq!(
+            uuid_for("DC0_H0_VM0", "bios"),
+            "f46ce636-c322-4255-bb70-81db98110dcb"
+        );
+        assert_ne!(
+            uuid_for("DC0_H0_VM0", "bios"),
+            uuid_for("DC0_H0_VM0", "instance")
+        );
+    }
 
     #[test]
     fn every_entity_is_found_by_its_parent_and_name_and_follows_renames_and_moves() {
