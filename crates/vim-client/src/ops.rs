@@ -1,0 +1,323 @@
+//! What a controller does with a vCenter, built on [`Client::call`]: find objects through a
+//! container view, read properties, clone and reconfigure VMs, power them and destroy them,
+//! follow the tasks those start, and mark VMs with custom fields.
+
+use crate::xml::{escape, Moref, ObjectContent, Val};
+use crate::{Client, Error, Result};
+use std::time::Duration;
+
+/// Where and how a clone is made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CloneSpec {
+    pub name: String,
+    pub folder: Moref,
+    pub pool: Moref,
+    pub datastore: Option<Moref>,
+    pub cpus: Option<i64>,
+    pub memory_mb: Option<i64>,
+    pub power_on: bool,
+}
+
+/// Where a task stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskState {
+    Queued,
+    Running,
+    /// Done; what it made (a clone's VM), if anything.
+    Success(Option<Moref>),
+    /// Failed: the fault's type and message.
+    Error(String),
+}
+
+impl Client {
+    /// `paths` of every object of type `ty` under the root folder, through a container view
+    /// (one RetrievePropertiesEx, and a ContinueRetrievePropertiesEx per further page).
+    pub async fn list(&self, ty: &str, paths: &[&str]) -> Result<Vec<ObjectContent>> {
+        let c = self.content();
+        let view = self
+            .call(&format!(
+                r#"<CreateContainerView xmlns="urn:vim25">{}{}<type>{}</type><recursive>true</recursive></CreateContainerView>"#,
+                c.view_manager.element("_this"),
+                c.root_folder.element("container"),
+                escape(ty)
+            ))
+            .await?
+            .returnval("CreateContainerView")?;
+        let view = view
+            .moref()
+            .cloned()
+            .ok_or_else(|| Error::Answer("CreateContainerView returned no view".into()))?;
+        let spec = format!(
+            r#"<specSet><propSet><type>{}</type>{}</propSet><objectSet>{}<skip>true</skip><selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path><skip>false</skip></selectSet></objectSet></specSet>"#,
+            escape(ty),
+            path_set(paths),
+            view.element("obj")
+        );
+        let listed = self.retrieve(&spec).await;
+        // The view is the server's memory: give it back even when the listing failed.
+        let destroyed = self
+            .call(&format!(
+                r#"<DestroyView xmlns="urn:vim25">{}</DestroyView>"#,
+                view.element("_this")
+            ))
+            .await;
+        let listed = listed?;
+        destroyed?;
+        Ok(listed)
+    }
+
+    /// `paths` of one object.
+    pub async fn properties(&self, obj: &Moref, paths: &[&str]) -> Result<ObjectContent> {
+        let spec = format!(
+            r#"<specSet><propSet><type>{}</type>{}</propSet><objectSet>{}</objectSet></specSet>"#,
+            escape(&obj.ty),
+            path_set(paths),
+            obj.element("obj")
+        );
+        self.retrieve(&spec)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Fault {
+                kind: "ManagedObjectNotFound".into(),
+                message: format!("{obj} is gone"),
+            })
+    }
+
+    /// RetrievePropertiesEx of `spec_set`, every page.
+    async fn retrieve(&self, spec_set: &str) -> Result<Vec<ObjectContent>> {
+        let collector = self.content().property_collector.element("_this");
+        let answer = self
+            .call(&format!(
+                r#"<RetrievePropertiesEx xmlns="urn:vim25">{collector}{spec_set}<options/></RetrievePropertiesEx>"#
+            ))
+            .await?;
+        let (mut objects, mut token) = answer.objects();
+        while let Some(t) = token {
+            let answer = self
+                .call(&format!(
+                    r#"<ContinueRetrievePropertiesEx xmlns="urn:vim25">{collector}<token>{}</token></ContinueRetrievePropertiesEx>"#,
+                    escape(&t)
+                ))
+                .await?;
+            let (more, next) = answer.objects();
+            objects.extend(more);
+            token = next;
+        }
+        Ok(objects)
+    }
+
+    /// Starts cloning `source`; the task.
+    pub async fn clone_vm(&self, source: &Moref, spec: &CloneSpec) -> Result<Moref> {
+        let datastore = spec
+            .datastore
+            .as_ref()
+            .map(|d| d.element("datastore"))
+            .unwrap_or_default();
+        let body = format!(
+            r#"<CloneVM_Task xmlns="urn:vim25">{}{}<name>{}</name><spec><location>{datastore}{}</location><template>false</template><config>{}</config><powerOn>{}</powerOn></spec></CloneVM_Task>"#,
+            source.element("_this"),
+            spec.folder.element("folder"),
+            escape(&spec.name),
+            spec.pool.element("pool"),
+            hardware(spec.cpus, spec.memory_mb),
+            spec.power_on
+        );
+        self.task("CloneVM_Task", &body).await
+    }
+
+    /// Starts changing a VM's CPUs and memory; the task.
+    pub async fn reconfigure(
+        &self,
+        vm: &Moref,
+        cpus: Option<i64>,
+        memory_mb: Option<i64>,
+    ) -> Result<Moref> {
+        let body = format!(
+            r#"<ReconfigVM_Task xmlns="urn:vim25">{}<spec>{}</spec></ReconfigVM_Task>"#,
+            vm.element("_this"),
+            hardware(cpus, memory_mb)
+        );
+        self.task("ReconfigVM_Task", &body).await
+    }
+
+    /// Starts a task-returning method that takes only its object (`PowerOnVM_Task`,
+    /// `PowerOffVM_Task`, `Destroy_Task`); the task.
+    pub async fn start(&self, method: &str, obj: &Moref) -> Result<Moref> {
+        let body = format!(
+            r#"<{method} xmlns="urn:vim25">{}</{method}>"#,
+            obj.element("_this")
+        );
+        self.task(method, &body).await
+    }
+
+    async fn task(&self, method: &str, body: &str) -> Result<Moref> {
+        self.call(body)
+            .await?
+            .returnval(method)?
+            .moref()
+            .cloned()
+            .ok_or_else(|| Error::Answer(format!("{method} returned no task")))
+    }
+
+    /// Where `task` stands.
+    pub async fn task_state(&self, task: &Moref) -> Result<TaskState> {
+        let info = self.properties(task, &["info"]).await?;
+        let info = info
+            .prop("info")
+            .ok_or_else(|| Error::Answer(format!("{task} has no info")))?;
+        let state = info.field("state").and_then(Val::text).unwrap_or("");
+        Ok(match state {
+            "queued" => TaskState::Queued,
+            "running" => TaskState::Running,
+            "success" => TaskState::Success(info.field("result").and_then(Val::moref).cloned()),
+            _ => TaskState::Error(describe_error(info.field("error"))),
+        })
+    }
+
+    /// Waits for `task` to end (polling, from 10 ms up to half a second apart), up to
+    /// `limit`; what it made, or its fault as [`Error::Fault`].
+    pub async fn wait(&self, task: &Moref, limit: Duration) -> Result<Option<Moref>> {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match self.task_state(task).await? {
+                TaskState::Success(made) => return Ok(made),
+                TaskState::Error(message) => {
+                    return Err(Error::Fault {
+                        kind: "TaskFailed".into(),
+                        message,
+                    })
+                }
+                TaskState::Queued | TaskState::Running => {}
+            }
+            if tokio::time::Instant::now() + pause > deadline {
+                return Err(Error::Transport(format!("{task} did not end in {limit:?}")));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    /// The key of the VM custom field `name`, defined if the vCenter lacks it.
+    pub async fn custom_field(&self, name: &str) -> Result<i64> {
+        let manager = self
+            .content()
+            .custom_fields_manager
+            .clone()
+            .ok_or_else(|| {
+                Error::Answer("this server has no custom fields (an ESXi host?)".into())
+            })?;
+        let fields = self.properties(&manager, &["field"]).await?;
+        let existing = fields
+            .prop("field")
+            .into_iter()
+            .flat_map(Val::items)
+            .find(|f| {
+                f.field("name").and_then(Val::text) == Some(name)
+                    && f.field("managedObjectType").and_then(Val::text) == Some("VirtualMachine")
+            });
+        let def = match existing {
+            Some(def) => def.clone(),
+            None => self
+                .call(&format!(
+                    r#"<AddCustomFieldDef xmlns="urn:vim25">{}<name>{}</name><moType>VirtualMachine</moType></AddCustomFieldDef>"#,
+                    manager.element("_this"),
+                    escape(name)
+                ))
+                .await?
+                .returnval("AddCustomFieldDef")?,
+        };
+        def.field("key")
+            .and_then(Val::text)
+            .and_then(|k| k.parse().ok())
+            .ok_or_else(|| Error::Answer(format!("the custom field {name} has no key")))
+    }
+
+    /// Sets custom field `key` of `entity` to `value`.
+    pub async fn set_custom_field(&self, entity: &Moref, key: i64, value: &str) -> Result<()> {
+        let manager = self
+            .content()
+            .custom_fields_manager
+            .clone()
+            .ok_or_else(|| Error::Answer("this server has no custom fields".into()))?;
+        self.call(&format!(
+            r#"<SetField xmlns="urn:vim25">{}{}<key>{key}</key><value>{}</value></SetField>"#,
+            manager.element("_this"),
+            entity.element("entity"),
+            escape(value)
+        ))
+        .await
+        .map(drop)
+    }
+}
+
+/// A VM's custom field value by key, from its `customValue` property.
+pub fn custom_value(vm: &ObjectContent, key: i64) -> Option<&str> {
+    let key = key.to_string();
+    vm.prop("customValue")?
+        .items()
+        .into_iter()
+        .find(|v| v.field("key").and_then(Val::text) == Some(&key))?
+        .field("value")
+        .and_then(Val::text)
+}
+
+fn path_set(paths: &[&str]) -> String {
+    paths
+        .iter()
+        .map(|p| format!("<pathSet>{}</pathSet>", escape(p)))
+        .collect()
+}
+
+/// The CPU and memory part of a VirtualMachineConfigSpec, in schema order.
+fn hardware(cpus: Option<i64>, memory_mb: Option<i64>) -> String {
+    let cpus = cpus
+        .map(|n| format!("<numCPUs>{n}</numCPUs>"))
+        .unwrap_or_default();
+    let memory = memory_mb
+        .map(|m| format!("<memoryMB>{m}</memoryMB>"))
+        .unwrap_or_default();
+    format!("{cpus}{memory}")
+}
+
+/// A task's `info.error` (a LocalizedMethodFault) as one line.
+fn describe_error(error: Option<&Val>) -> String {
+    error
+        .and_then(|e| e.field("localizedMessage"))
+        .and_then(Val::text)
+        .filter(|m| !m.is_empty())
+        .unwrap_or("the task failed without saying why")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hardware_follows_the_schema_order_and_leaves_out_what_is_unset() {
+        assert_eq!(
+            hardware(Some(4), Some(1024)),
+            "<numCPUs>4</numCPUs><memoryMB>1024</memoryMB>"
+        );
+        assert_eq!(hardware(None, Some(512)), "<memoryMB>512</memoryMB>");
+        assert_eq!(hardware(None, None), "");
+    }
+
+    #[test]
+    fn custom_values_are_found_by_key() {
+        let vm = ObjectContent {
+            obj: Moref::new("VirtualMachine", "vm-1"),
+            props: vec![(
+                "customValue".into(),
+                Val::List(vec![Val::Object(vec![
+                    ("key".into(), Val::Text("101".into())),
+                    ("value".into(), Val::Text("default/g".into())),
+                ])]),
+            )],
+        };
+        assert_eq!(custom_value(&vm, 101), Some("default/g"));
+        assert_eq!(custom_value(&vm, 102), None);
+    }
+}

@@ -1,0 +1,158 @@
+//! The client against a simulator in this process: trust, listing, a clone through its task,
+//! custom fields, power and destroy, and logging in again after the session is gone.
+
+use infrasim_clock::SystemClock;
+use infrasim_vim_client::{ops, Client, CloneSpec, Credentials, Moref, Trust};
+use infrasim_vsphere_sim::{Instance, SimConfig};
+use std::time::Duration;
+
+async fn simulator() -> Instance {
+    let config = SimConfig {
+        username: "user".into(),
+        password: "pass<&>".into(),
+        guest_delay: Duration::from_millis(10),
+        ..SimConfig::default()
+    };
+    Instance::start(config, ([127, 0, 0, 1], 0).into(), SystemClock::shared())
+        .await
+        .unwrap()
+}
+
+fn credentials(sim: &Instance, trust: Trust) -> Credentials {
+    Credentials {
+        server: sim.addr().to_string(),
+        username: "user".into(),
+        password: "pass<&>".into(),
+        trust,
+    }
+}
+
+#[tokio::test]
+async fn a_pinned_thumbprint_is_trusted_and_another_is_refused() {
+    let sim = simulator().await;
+    let sha1 = Trust::Thumbprint(sim.cert().thumbprint_sha1.clone());
+    assert!(Client::connect(credentials(&sim, sha1)).await.is_ok());
+    let ca = Trust::CaBundle(sim.cert_pem().to_string());
+    // The simulator's self-signed certificate is its own CA, for "localhost" and its IP.
+    let by_ca = Client::connect(credentials(&sim, ca)).await;
+    assert!(by_ca.is_ok(), "{:?}", by_ca.err());
+    let wrong = Trust::Thumbprint("AB".repeat(32));
+    let err = Client::connect(credentials(&sim, wrong))
+        .await
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("thumbprint"), "{err}");
+    let mut bad = credentials(
+        &sim,
+        Trust::Thumbprint(sim.cert().thumbprint_sha256.clone()),
+    );
+    bad.password = "wrong".into();
+    let err = Client::connect(bad).await.err().unwrap();
+    assert_eq!(err.fault_kind(), Some("InvalidLogin"), "{err}");
+}
+
+#[tokio::test]
+async fn a_vm_is_cloned_marked_powered_and_destroyed() {
+    let sim = simulator().await;
+    let trust = Trust::Thumbprint(sim.cert().thumbprint_sha256.clone());
+    let client = Client::connect(credentials(&sim, trust)).await.unwrap();
+    let vms = client
+        .list("VirtualMachine", &["name", "parent", "resourcePool"])
+        .await
+        .unwrap();
+    assert_eq!(vms.len(), 4, "the default model's VMs");
+    let source = vms
+        .iter()
+        .find(|v| v.text("name") == "DC0_C0_RP0_VM0")
+        .unwrap();
+    let folder = source
+        .prop("parent")
+        .and_then(|p| p.moref())
+        .unwrap()
+        .clone();
+    let pool = source
+        .prop("resourcePool")
+        .and_then(|p| p.moref())
+        .unwrap()
+        .clone();
+    let spec = CloneSpec {
+        name: "copy".into(),
+        folder,
+        pool,
+        datastore: None,
+        cpus: Some(3),
+        memory_mb: Some(1536),
+        power_on: true,
+    };
+    let task = client.clone_vm(&source.obj, &spec).await.unwrap();
+    let vm = client
+        .wait(&task, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    let again = client.clone_vm(&source.obj, &spec).await.unwrap();
+    let err = client
+        .wait(&again, Duration::from_secs(10))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().contains("copy"),
+        "a second VM of the name fails: {err}"
+    );
+
+    let key = client.custom_field("owner").await.unwrap();
+    assert_eq!(
+        client.custom_field("owner").await.unwrap(),
+        key,
+        "defined once"
+    );
+    client.set_custom_field(&vm, key, "ns/group").await.unwrap();
+    let paths = [
+        "customValue",
+        "config.hardware.numCPU",
+        "config.hardware.memoryMB",
+        "runtime.powerState",
+    ];
+    let read = client.properties(&vm, &paths).await.unwrap();
+    assert_eq!(ops::custom_value(&read, key), Some("ns/group"));
+    assert_eq!(read.text("config.hardware.numCPU"), "3");
+    assert_eq!(read.text("config.hardware.memoryMB"), "1536");
+    assert_eq!(read.text("runtime.powerState"), "poweredOn");
+
+    let task = client.reconfigure(&vm, Some(2), None).await.unwrap();
+    client.wait(&task, Duration::from_secs(10)).await.unwrap();
+    let read = client
+        .properties(&vm, &["config.hardware.numCPU"])
+        .await
+        .unwrap();
+    assert_eq!(read.text("config.hardware.numCPU"), "2");
+
+    let off = client.start("PowerOffVM_Task", &vm).await.unwrap();
+    client.wait(&off, Duration::from_secs(10)).await.unwrap();
+    let gone = client.start("Destroy_Task", &vm).await.unwrap();
+    client.wait(&gone, Duration::from_secs(10)).await.unwrap();
+    let err = client.properties(&vm, &["name"]).await.err().unwrap();
+    assert_eq!(err.fault_kind(), Some("ManagedObjectNotFound"), "{err}");
+}
+
+#[tokio::test]
+async fn a_forgotten_session_is_replaced_by_a_new_login() {
+    let sim = simulator().await;
+    let trust = Trust::Thumbprint(sim.cert().thumbprint_sha256.clone());
+    let client = Client::connect(credentials(&sim, trust)).await.unwrap();
+    assert_eq!(client.logins(), 1);
+    let manager = client.content().session_manager.clone();
+    client
+        .call(&format!(
+            r#"<Logout xmlns="urn:vim25">{}</Logout>"#,
+            manager.element("_this")
+        ))
+        .await
+        .unwrap();
+    let root = client.content().root_folder.clone();
+    let read = client.properties(&root, &["name"]).await.unwrap();
+    assert_eq!(read.text("name"), "Datacenters");
+    assert_eq!(client.logins(), 2);
+    assert_eq!(Moref::new("Folder", "x").to_string(), "Folder:x");
+}
