@@ -36,6 +36,11 @@ pub fn provider(v1beta1: bool) -> Vec<CustomResourceDefinition> {
     ]
 }
 
+/// The VmGroup controller's kind.
+pub fn vmgroup() -> Vec<CustomResourceDefinition> {
+    vec![crate::vmgroup::types::VmGroup::crd()]
+}
+
 /// The vcsim controller's kinds.
 pub fn vcsim() -> Vec<CustomResourceDefinition> {
     use crate::vcsim::types::{

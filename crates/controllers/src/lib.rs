@@ -10,6 +10,7 @@
 //!   and upstream's `Dev*` spellings.
 //! - [`vcsim`]: CAPV's vcsim controller: simulated vCenters, control-plane endpoints and the
 //!   variables of cluster templates that target them.
+//! - [`vmgroup`]: groups of VMs cloned from a template on any vCenter (`VmGroup`).
 
 pub mod capi;
 pub mod conditions;
@@ -22,6 +23,7 @@ pub mod leader;
 pub mod metrics;
 mod schema;
 pub mod vcsim;
+pub mod vmgroup;
 pub mod wakeups;
 pub mod writes;
 
@@ -37,6 +39,8 @@ pub struct Selection {
     pub capi_core: bool,
     /// Run the vcsim controller (VCenterSimulator, ControlPlaneEndpoint, EnvVar).
     pub vcsim: bool,
+    /// Run the VmGroup controller.
+    pub vmgroup: bool,
     /// Serve the core kinds in Cluster API's v1beta1 too (see [`crds::core`]); the plane must
     /// reach the conversion webhook [`capi::conversion::Converter`] in this process.
     pub v1beta1: bool,
@@ -61,6 +65,9 @@ impl Selection {
                 all.extend(crds::capv_supervisor());
                 all.extend(crds::vm_operator());
             }
+        }
+        if self.vmgroup {
+            all.extend(crds::vmgroup());
         }
         all
     }
@@ -90,5 +97,10 @@ pub async fn run(ctx: Context, selection: Selection) {
             .await;
         }
     };
-    futures::join!(provider, core, vcsim);
+    let vmgroup = async {
+        if selection.vmgroup {
+            vmgroup::run(ctx.clone(), informers.clone()).await;
+        }
+    };
+    futures::join!(provider, core, vcsim, vmgroup);
 }

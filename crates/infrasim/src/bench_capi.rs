@@ -215,6 +215,7 @@ async fn plane(
         namespace: None,
         capi_core: true,
         vcsim: false,
+        vmgroup: false,
         v1beta1: true,
     };
     infrasim_controllers::capi::conversion::serve_in(&server, client.clone());

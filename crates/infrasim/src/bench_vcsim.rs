@@ -71,6 +71,7 @@ async fn plane() -> anyhow::Result<(kube::Client, tokio::task::JoinHandle<()>)> 
         namespace: None,
         capi_core: false,
         vcsim: true,
+        vmgroup: false,
         v1beta1: false,
     };
     crds::install(&client, &selection.crds()).await?;

@@ -27,6 +27,10 @@ pub struct ControllerArgs {
     /// vCenters for Cluster API Provider vSphere).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     vcsim: bool,
+    /// Run the VmGroup controller too (groups of VMs cloned from a template on the vCenter a
+    /// Secret names).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    vmgroup: bool,
     /// Apply the CRDs of the controllers that run (server-side, forced) before starting.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     install_crds: bool,
@@ -69,6 +73,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         namespace: args.namespace.clone(),
         capi_core: args.capi_core == "embedded",
         vcsim: args.vcsim,
+        vmgroup: args.vmgroup,
         // A plane elsewhere cannot reach the in-process conversion webhook.
         v1beta1: false,
     };

@@ -40,6 +40,10 @@ pub struct UpArgs {
     /// vCenters for Cluster API Provider vSphere).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     vcsim: bool,
+    /// Run the VmGroup controller too (groups of VMs cloned from a template on the vCenter a
+    /// Secret names).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    vmgroup: bool,
     /// The address workload clusters' endpoints listen on and advertise.
     #[arg(long, default_value = "127.0.0.1")]
     advertise_address: IpAddr,
@@ -191,6 +195,7 @@ async fn start_controllers(
         namespace: None,
         capi_core: args.capi_core == "embedded",
         vcsim: args.vcsim,
+        vmgroup: args.vmgroup,
         v1beta1: true,
     };
     infrasim_controllers::capi::conversion::serve_in(server, client.clone());
@@ -206,9 +211,10 @@ async fn start_controllers(
         clock.clone(),
     ));
     println!(
-        "controllers: Cluster API in-memory provider (InMemory*, Dev*){}{}; workload endpoints on {}:{}-{}",
+        "controllers: Cluster API in-memory provider (InMemory*, Dev*){}{}{}; workload endpoints on {}:{}-{}",
         if selection.capi_core { " and the embedded Cluster API core" } else { "; Cluster API core: external" },
         if selection.vcsim { "; vcsim (VCenterSimulator, ControlPlaneEndpoint, EnvVar)" } else { "" },
+        if selection.vmgroup { "; VmGroup" } else { "" },
         args.advertise_address,
         args.port_min,
         args.port_max

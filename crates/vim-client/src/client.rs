@@ -13,7 +13,7 @@ use std::sync::RwLock;
 use std::time::Duration;
 
 /// Where a vCenter is and who logs in to it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Credentials {
     /// `host:port`, `host` (port 443) or an `https://` URL; the SOAP path is `/sdk`.
     pub server: String,

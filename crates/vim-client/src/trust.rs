@@ -9,7 +9,7 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 use std::sync::Arc;
 
 /// What makes the server's certificate trusted.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Trust {
     /// The certificate whose SHA-256 (or, as older tools print it, SHA-1) digest this is, in
     /// hex with or without colons, any case.

@@ -1,0 +1,228 @@
+//! The VmGroup controller (the Code Connect VM operator, done as production software): a
+//! `VmGroup` asks for N VMs of one shape from one template; the controller makes the vCenter
+//! its Secret names (a simulator of ours or a real one) match, and reports what is there.
+
+mod reconcile;
+pub mod types;
+mod vcenters;
+
+use crate::conditions::{self, Condition};
+use crate::context::Context;
+use crate::informers::Informers;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::ResourceExt;
+use reconcile::Observed;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use types::{VmGroup, VmGroupStatus};
+pub use vcenters::VCenters;
+
+/// The field manager the controller writes status under.
+pub const MANAGER: &str = "infrasim-vmgroup-controller";
+/// Holds a deleted group until its VMs are gone.
+pub const FINALIZER: &str = "vm.codeconnect.vmworld.com/vms";
+/// The VM custom field that names a VM's group (`namespace/name`).
+pub const OWNER_FIELD: &str = "vm.codeconnect.vmworld.com/vmgroup";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error("the vCenter: {0}")]
+    Vim(#[from] infrasim_vim_client::Error),
+    #[error("the vCenter: {0}")]
+    VCenter(String),
+}
+
+pub struct Reconciler {
+    pub ctx: Context,
+    pub vcenters: VCenters,
+}
+
+/// Runs the VmGroup controller until the process ends.
+pub async fn run(ctx: Context, informers: Arc<Informers>) {
+    let r = Arc::new(Reconciler {
+        ctx,
+        vcenters: VCenters::default(),
+    });
+    let groups = crate::capi::triggers::controller(&informers.of::<VmGroup>(), None).run(
+        reconcile,
+        error_policy,
+        r,
+    );
+    crate::capi::triggers::run_to_end(groups).await;
+}
+
+fn error_policy(group: Arc<VmGroup>, err: &Error, _: Arc<Reconciler>) -> Action {
+    tracing::warn!(group = %group.name_any(), error = %err, "VmGroup reconcile failed");
+    Action::requeue(Duration::from_secs(5))
+}
+
+async fn reconcile(group: Arc<VmGroup>, r: Arc<Reconciler>) -> Result<Action, Error> {
+    let api: Api<VmGroup> =
+        Api::namespaced(r.ctx.client.clone(), &group.namespace().unwrap_or_default());
+    if group.metadata.deletion_timestamp.is_some() {
+        reconcile::finalize(&group, &r).await?;
+        return Ok(Action::await_change());
+    }
+    if crate::finalizers::ensure(&api, &*group, FINALIZER).await? {
+        return Ok(Action::await_change());
+    }
+    let mut status = group.status.clone().unwrap_or_default();
+    let memory_mb = match group.spec.memory_mb() {
+        Ok(m) => m,
+        Err(why) => {
+            set(
+                &r,
+                &mut status,
+                Condition::new("Ready", false, "InvalidSpec", why),
+            );
+            write_status(&api, &group, status).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let observed = match connect(&r, &group).await {
+        Ok(o) => o,
+        Err(why) => {
+            set(
+                &r,
+                &mut status,
+                Condition::new("VCenterReachable", false, "Unreachable", &why),
+            );
+            set(
+                &r,
+                &mut status,
+                Condition::new("Ready", false, "VCenterUnreachable", why),
+            );
+            write_status(&api, &group, status).await?;
+            return Ok(Action::requeue(Duration::from_secs(30)));
+        }
+    };
+    set(
+        &r,
+        &mut status,
+        Condition::new("VCenterReachable", true, "Connected", ""),
+    );
+    converge(&r, &api, &group, observed, status, memory_mb).await
+}
+
+/// The vCenter's view of the group, or why it cannot be had.
+async fn connect(r: &Reconciler, group: &VmGroup) -> Result<Observed, String> {
+    let credentials = vcenters::credentials(&r.ctx.client, group).await?;
+    let server = credentials.server.clone();
+    let client = r
+        .vcenters
+        .session(credentials)
+        .await
+        .map_err(|e| format!("{server}: {e}"))?;
+    reconcile::observe(client, group)
+        .await
+        .map_err(|e| format!("{server}: {e}"))
+}
+
+/// One step towards the spec, then the status as the vCenter now has it.
+async fn converge(
+    r: &Reconciler,
+    api: &Api<VmGroup>,
+    group: &VmGroup,
+    mut o: Observed,
+    mut status: VmGroupStatus,
+    memory_mb: i64,
+) -> Result<Action, Error> {
+    let replicas = usize::try_from(group.spec.replicas.max(0)).unwrap_or(0);
+    let mut changed = reconcile::scale_down(&mut o, replicas).await? > 0;
+    let short = o.owned.len() < replicas;
+    match o.template.clone() {
+        Some(template) => {
+            set(
+                r,
+                &mut status,
+                Condition::new("TemplateFound", true, "Found", ""),
+            );
+            if short {
+                changed |= reconcile::scale_up(&mut o, group, &template, memory_mb).await? > 0;
+            }
+        }
+        None => {
+            let why = format!(
+                "no VM or template named {:?} on the vCenter",
+                group.spec.template
+            );
+            if short {
+                r.ctx
+                    .event(group, true, "TemplateNotFound", why.clone())
+                    .await;
+            }
+            set(
+                r,
+                &mut status,
+                Condition::new("TemplateFound", false, "NotFound", why),
+            );
+        }
+    }
+    if !changed {
+        changed = reconcile::reshape_one(&o, group, memory_mb).await?;
+    }
+    if changed {
+        // Read again so the status says what is there now.
+        o = reconcile::observe(o.client.clone(), group).await?;
+    }
+    let vms = reconcile::vm_statuses(&o);
+    let ready = vms
+        .iter()
+        .filter(|v| v.power_state == "poweredOn" && v.ip.is_some())
+        .count();
+    // Reshaping goes one VM per reconcile: the group is not done until every VM has the shape.
+    let shaped = reconcile::misshapen(&o, group, memory_mb).is_none();
+    let done = ready == replicas && vms.len() == replicas && shaped;
+    status.replicas = vms.len() as i64;
+    status.ready_replicas = ready as i64;
+    status.vms = vms;
+    status.observed_generation = group.metadata.generation;
+    let progress = format!("{ready} of {replicas} VMs ready");
+    set(
+        r,
+        &mut status,
+        Condition::new("Progressing", !done, "Scaling", progress.clone()),
+    );
+    set(
+        r,
+        &mut status,
+        Condition::new(
+            "Ready",
+            done,
+            if done { "Ready" } else { "Waiting" },
+            progress,
+        ),
+    );
+    write_status(api, group, status).await?;
+    // Guests report their IPs some time after power-on: look again soon until all have.
+    Ok(Action::requeue(if done {
+        Duration::from_secs(300)
+    } else {
+        Duration::from_secs(2)
+    }))
+}
+
+fn set(r: &Reconciler, status: &mut VmGroupStatus, c: Condition) {
+    conditions::set(&mut status.conditions, c, r.ctx.now());
+}
+
+async fn write_status(
+    api: &Api<VmGroup>,
+    group: &VmGroup,
+    status: VmGroupStatus,
+) -> Result<(), Error> {
+    if group.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let body = json!({
+        "apiVersion": "vm.codeconnect.vmworld.com/v1alpha1",
+        "kind": "VmGroup",
+        "status": status,
+    });
+    crate::writes::apply_status(api, &group.name_any(), MANAGER, &body).await?;
+    Ok(())
+}

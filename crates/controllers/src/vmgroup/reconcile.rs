@@ -1,0 +1,290 @@
+//! One VmGroup made true on its vCenter: the VMs it owns are found by a custom field (so a
+//! restarted controller finds them again), missing ones are cloned under names derived from
+//! the group and an index (so a clone retried after a crash meets its own VM, adopts it and
+//! never makes a second), extra ones go newest first, and a VM of the wrong shape is
+//! reconfigured one at a time.
+
+use super::types::{VmGroup, VmStatus};
+use super::{Error, Reconciler, FINALIZER, OWNER_FIELD};
+use infrasim_vim_client::{ops, Client, CloneSpec, Moref, ObjectContent};
+use kube::api::Api;
+use kube::ResourceExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The VM properties one listing reads.
+const VM_PATHS: &[&str] = &[
+    "name",
+    "config.template",
+    "customValue",
+    "runtime.powerState",
+    "guest.ipAddress",
+    "config.hardware.numCPU",
+    "config.hardware.memoryMB",
+    "parent",
+    "resourcePool",
+];
+
+/// How long a reconcile waits for one vCenter task.
+const TASK_LIMIT: Duration = Duration::from_secs(120);
+
+/// What the vCenter holds for one group.
+pub(super) struct Observed {
+    pub client: Arc<Client>,
+    pub owner_key: i64,
+    /// The group's VMs by index.
+    pub owned: Vec<(usize, ObjectContent)>,
+    pub template: Option<ObjectContent>,
+    /// VMs named as the group would name its own but not marked as anyone's.
+    pub unmarked: Vec<(usize, ObjectContent)>,
+}
+
+/// `ns/name`: the owner mark of a group's VMs.
+pub(super) fn owner_of(group: &VmGroup) -> String {
+    format!(
+        "{}/{}",
+        group.namespace().unwrap_or_default(),
+        group.name_any()
+    )
+}
+
+/// The name of a group's VM `index`: `<namespace>-<group>-<index>`, within vCenter's 80
+/// characters (a longer prefix is cut and made unique again with a hash of the whole).
+pub(super) fn vm_name(group: &VmGroup, index: usize) -> String {
+    let prefix = format!(
+        "{}-{}",
+        group.namespace().unwrap_or_default(),
+        group.name_any()
+    );
+    let suffix = format!("-{index}");
+    if prefix.len() + suffix.len() <= 80 {
+        return format!("{prefix}{suffix}");
+    }
+    let digest = ring::digest::digest(&ring::digest::SHA256, prefix.as_bytes());
+    let hash: String = digest.as_ref()[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let mut keep = 80 - suffix.len() - hash.len() - 1;
+    while !prefix.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    format!("{}-{hash}{suffix}", &prefix[..keep])
+}
+
+/// The index in a name [`vm_name`] made for `group`.
+fn index_of(group: &VmGroup, name: &str) -> Option<usize> {
+    let (prefix, index) = name.rsplit_once('-')?;
+    let index: usize = index.parse().ok()?;
+    (vm_name(group, index) == name && !prefix.is_empty()).then_some(index)
+}
+
+/// Reads what the vCenter holds for `group` in one listing.
+pub(super) async fn observe(client: Arc<Client>, group: &VmGroup) -> Result<Observed, Error> {
+    let owner_key = client.custom_field(OWNER_FIELD).await?;
+    let vms = client.list("VirtualMachine", VM_PATHS).await?;
+    let owner = owner_of(group);
+    let mut observed = Observed {
+        client,
+        owner_key,
+        owned: Vec::new(),
+        template: None,
+        unmarked: Vec::new(),
+    };
+    for vm in vms {
+        let mark = ops::custom_value(&vm, owner_key).unwrap_or("");
+        let index = index_of(group, vm.text("name"));
+        match (mark == owner, index) {
+            (true, Some(i)) => observed.owned.push((i, vm)),
+            (false, Some(i)) if mark.is_empty() => observed.unmarked.push((i, vm)),
+            _ if vm.text("name") == group.spec.template => {
+                // A template beats a VM of the same name.
+                let is_template = vm.text("config.template") == "true";
+                if observed.template.is_none() || is_template {
+                    observed.template = Some(vm);
+                }
+            }
+            _ => {}
+        }
+    }
+    observed.owned.sort_by_key(|(i, _)| *i);
+    Ok(observed)
+}
+
+/// Clones the VMs that are missing, lowest index first; adopts a VM of the right name that
+/// a crash left unmarked. The VMs made.
+pub(super) async fn scale_up(
+    o: &mut Observed,
+    group: &VmGroup,
+    template: &ObjectContent,
+    memory_mb: i64,
+) -> Result<usize, Error> {
+    let want = usize::try_from(group.spec.replicas.max(0)).unwrap_or(0);
+    let have: std::collections::BTreeSet<usize> = o.owned.iter().map(|(i, _)| *i).collect();
+    let owner = owner_of(group);
+    let mut made = 0;
+    for index in (0..)
+        .filter(|i| !have.contains(i))
+        .take(want.saturating_sub(have.len()))
+    {
+        let adopted = o.unmarked.iter().position(|(i, _)| *i == index);
+        let vm = match adopted {
+            Some(at) => o.unmarked.remove(at).1.obj,
+            None => {
+                let spec = clone_spec(group, template, index, memory_mb)?;
+                let task = o.client.clone_vm(&template.obj, &spec).await?;
+                o.client
+                    .wait(&task, TASK_LIMIT)
+                    .await?
+                    .ok_or_else(|| Error::VCenter(format!("cloning {} made no VM", spec.name)))?
+            }
+        };
+        o.client.set_custom_field(&vm, o.owner_key, &owner).await?;
+        made += 1;
+    }
+    Ok(made)
+}
+
+fn clone_spec(
+    group: &VmGroup,
+    template: &ObjectContent,
+    index: usize,
+    memory_mb: i64,
+) -> Result<CloneSpec, Error> {
+    let place = |path: &str| {
+        template
+            .prop(path)
+            .and_then(|v| v.moref())
+            .cloned()
+            .ok_or_else(|| Error::VCenter(format!("the template has no {path}")))
+    };
+    Ok(CloneSpec {
+        name: vm_name(group, index),
+        folder: place("parent")?,
+        pool: place("resourcePool")?,
+        datastore: None,
+        cpus: Some(group.spec.cpu),
+        memory_mb: Some(memory_mb),
+        power_on: true,
+    })
+}
+
+/// Removes the VMs beyond `replicas`, newest (highest index) first. The VMs removed.
+pub(super) async fn scale_down(o: &mut Observed, replicas: usize) -> Result<usize, Error> {
+    let mut removed = 0;
+    while o.owned.len() > replicas {
+        let Some((_, vm)) = o.owned.pop() else { break };
+        remove_vm(&o.client, &vm.obj, vm.text("runtime.powerState")).await?;
+        removed += 1;
+    }
+    Ok(removed)
+}
+
+/// Powers a VM off (if it is on) and destroys it.
+pub(super) async fn remove_vm(client: &Client, vm: &Moref, power: &str) -> Result<(), Error> {
+    if power == "poweredOn" {
+        let task = client.start("PowerOffVM_Task", vm).await?;
+        client.wait(&task, TASK_LIMIT).await?;
+    }
+    let task = client.start("Destroy_Task", vm).await?;
+    client.wait(&task, TASK_LIMIT).await?;
+    Ok(())
+}
+
+/// The first VM whose CPUs or memory differ from the spec.
+pub(super) fn misshapen<'a>(
+    o: &'a Observed,
+    group: &VmGroup,
+    memory_mb: i64,
+) -> Option<&'a ObjectContent> {
+    o.owned.iter().map(|(_, vm)| vm).find(|vm| {
+        vm.text("config.hardware.numCPU") != group.spec.cpu.to_string()
+            || vm.text("config.hardware.memoryMB") != memory_mb.to_string()
+    })
+}
+
+/// Reconfigures the first VM whose CPUs or memory differ from the spec; whether one did.
+pub(super) async fn reshape_one(
+    o: &Observed,
+    group: &VmGroup,
+    memory_mb: i64,
+) -> Result<bool, Error> {
+    let Some(vm) = misshapen(o, group, memory_mb) else {
+        return Ok(false);
+    };
+    let task = o
+        .client
+        .reconfigure(&vm.obj, Some(group.spec.cpu), Some(memory_mb))
+        .await?;
+    o.client.wait(&task, TASK_LIMIT).await?;
+    Ok(true)
+}
+
+/// The status lines of the owned VMs.
+pub(super) fn vm_statuses(o: &Observed) -> Vec<VmStatus> {
+    o.owned
+        .iter()
+        .map(|(_, vm)| VmStatus {
+            name: vm.text("name").to_string(),
+            mo_ref: vm.obj.value.clone(),
+            power_state: vm.text("runtime.powerState").to_string(),
+            ip: Some(vm.text("guest.ipAddress").to_string()).filter(|ip| !ip.is_empty()),
+        })
+        .collect()
+}
+
+/// A deleted group: its VMs go, then its finalizer.
+pub(super) async fn finalize(group: &VmGroup, r: &Reconciler) -> Result<(), Error> {
+    if !group.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(());
+    }
+    let api: Api<VmGroup> =
+        Api::namespaced(r.ctx.client.clone(), &group.namespace().unwrap_or_default());
+    match super::vcenters::credentials(&r.ctx.client, group).await {
+        Ok(credentials) => {
+            let client = r.vcenters.session(credentials).await?;
+            let mut o = observe(client, group).await?;
+            scale_down(&mut o, 0).await?;
+        }
+        // Nothing says where the VMs are any more: the group cannot wait for ever.
+        Err(why) => {
+            let note = format!("the VMs were not deleted: {why}");
+            r.ctx.event(group, true, "VMsLeft", note).await;
+        }
+    }
+    crate::finalizers::remove(&api, group, FINALIZER).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(ns: &str, name: &str) -> VmGroup {
+        let mut g = VmGroup::new(name, Default::default());
+        g.metadata.namespace = Some(ns.into());
+        g
+    }
+
+    #[test]
+    fn names_carry_namespace_group_and_index_within_80_characters() {
+        let g = group("default", "vg-1");
+        assert_eq!(vm_name(&g, 3), "default-vg-1-3");
+        assert_eq!(index_of(&g, "default-vg-1-3"), Some(3));
+        assert_eq!(index_of(&g, "default-vg-1-x"), None);
+        assert_eq!(
+            index_of(&group("default", "vg"), "default-vg-1-3"),
+            None,
+            "another group's"
+        );
+        let long = group("team", &"g".repeat(120));
+        let name = vm_name(&long, 12);
+        assert_eq!(name.len(), 80);
+        assert_eq!(index_of(&long, &name), Some(12));
+        assert_ne!(
+            vm_name(&group("team", &"g".repeat(121)), 12),
+            name,
+            "the hash tells them apart"
+        );
+    }
+}
