@@ -2,11 +2,13 @@
 simulated vCenter (a VCenterSimulator of the same plane), its VMs checked with pyvmomi."""
 
 import json
+import subprocess
 
 from pyVim.connect import Disconnect
 from pyVmomi import vim
 
-from conftest import wait_for
+from conftest import BINARY, Plane, wait_for
+from test_pyvmomi import PASSWORD, USER, Vcsim
 from test_vcsim_controller import connect, simulator
 
 SAMPLE = """apiVersion: vm.codeconnect.vmworld.com/v1alpha1
@@ -124,3 +126,77 @@ def test_a_group_without_a_usable_secret_says_why(plane, ns):
     wait_for(lambda: "thumbprint" in (condition(group(plane, ns), "VCenterReachable") or {}).get("message", ""),
              timeout=60, what="the untrusted Secret reported")
     plane.kubectl("-n", ns, "delete", "vg", "vmgroup-sample", "--timeout=30s")
+
+
+class Controller:
+    """`infrasim controller` running only the VmGroup controller, on one namespace."""
+
+    def __init__(self, plane, ns, workdir):
+        self.args = [BINARY, "controller", "--kubeconfig", plane.kubeconfig, "--namespace", ns,
+                     "--capi-core", "external", "--vcsim", "false", "--vmgroup", "true",
+                     "--leader-elect", "false"]
+        self.log = open(workdir / "controller.log", "a")
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        self.log.close()
+
+
+def marks(si, prefix):
+    """Each VM of the prefix with its custom field values."""
+    return {name: {v.key: v.value for v in vm.customValue} for name, vm in vms_named(si, prefix).items()}
+
+
+def test_a_killed_controller_and_a_killed_session_leave_no_duplicate_or_orphan(tmp_path):
+    # Clones take 100 ms each, so the controller can be killed in the middle of a scale.
+    faults = tmp_path / "faults.json"
+    faults.write_text(json.dumps([{"method": "CloneVM_Task", "delayMs": 100}]))
+    vc = Vcsim(tmp_path, "--faults", str(faults))
+    (tmp_path / "plane").mkdir()
+    plane = Plane(tmp_path / "plane", "--vmgroup", "false")
+    ns = "restart"
+    plane.kubectl("create", "namespace", ns)
+    controller = Controller(plane, ns, tmp_path)
+    si = vc.connect()
+    try:
+        plane.kubectl("-n", ns, "create", "secret", "generic", "vcenter",
+                      f"--from-literal=server=127.0.0.1:{vc.port}", f"--from-literal=username={USER}",
+                      f"--from-literal=password={PASSWORD}",
+                      f"--from-literal=thumbprint={vc.banner[4].split(': ')[1]}")
+        plane.kubectl("-n", ns, "apply", "-f", "-",
+                      input=SAMPLE.replace("vm-template", "DC0_H0_VM0").replace("replicas: 3", "replicas: 10"))
+        prefix = f"{ns}-vmgroup-sample-"
+        wait_for(lambda: len(vms_named(si, prefix)) >= 3, timeout=30, what="the scale under way")
+        controller.kill()
+        assert len(vms_named(si, prefix)) < 10, "killed in the middle of the scale"
+        controller.start()
+        ready(plane, ns, 10)
+        marked = marks(si, prefix)
+        assert sorted(marked) == sorted(f"{prefix}{i}" for i in range(10)), "no duplicate, none missing"
+        assert all(f"{ns}/vmgroup-sample" in values.values() for values in marked.values()), "no orphan"
+
+        # An administrator ends the controller's session: the next change still goes through.
+        sm = si.content.sessionManager
+        others = [s.key for s in sm.sessionList if s.key != sm.currentSession.key]
+        assert others
+        sm.TerminateSession(others)
+        plane.kubectl("-n", ns, "scale", "vg/vmgroup-sample", "--replicas=12")
+        ready(plane, ns, 12)
+        assert len(vms_named(si, prefix)) == 12
+        plane.kubectl("-n", ns, "delete", "vg", "vmgroup-sample", "--timeout=60s")
+        assert vms_named(si, prefix) == {}
+    finally:
+        Disconnect(si)
+        controller.stop()
+        plane.stop()
+        vc.stop()
