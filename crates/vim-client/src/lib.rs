@@ -12,16 +12,19 @@
 //! - [`trust`]: how the server's certificate is trusted (a pinned thumbprint, or a CA);
 //! - [`xml`]: reading answers: managed object references, property values, faults;
 //! - [`ops`]: what is built on the calls: listing objects through a container view, reading
-//!   properties, cloning, reconfiguring, powering and destroying VMs, tasks, custom fields.
+//!   properties, cloning, reconfiguring, powering and destroying VMs, tasks, custom fields;
+//! - [`updates`]: change notification (a filter over a container view, WaitForUpdatesEx).
 
 pub mod client;
 pub mod ops;
 pub mod trust;
+pub mod updates;
 pub mod xml;
 
 pub use client::{Client, Credentials};
 pub use ops::{CloneSpec, TaskState};
 pub use trust::Trust;
+pub use updates::{ObjectUpdate, UpdateSet, Watch};
 pub use xml::{Moref, ObjectContent, Val};
 
 /// Why a call failed.

@@ -156,3 +156,67 @@ async fn a_forgotten_session_is_replaced_by_a_new_login() {
     assert_eq!(client.logins(), 2);
     assert_eq!(Moref::new("Folder", "x").to_string(), "Folder:x");
 }
+
+#[tokio::test]
+async fn a_watch_reports_every_vm_then_their_changes_and_departures() {
+    use infrasim_vim_client::ObjectUpdate;
+    let sim = simulator().await;
+    let trust = Trust::Thumbprint(sim.cert().thumbprint_sha256.clone());
+    let client = Client::connect(credentials(&sim, trust)).await.unwrap();
+    client
+        .watch(
+            "VirtualMachine",
+            &["name", "runtime.powerState", "customValue"],
+        )
+        .await
+        .unwrap();
+    let first = client.wait_for_updates("", 5).await.unwrap().unwrap();
+    let entered: Vec<_> = first
+        .objects
+        .iter()
+        .filter_map(|u| match u {
+            ObjectUpdate::Enter(vm) => Some(vm.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(entered.len(), 4);
+    let vm = entered
+        .iter()
+        .find(|v| v.text("name") == "DC0_H0_VM0")
+        .unwrap()
+        .obj
+        .clone();
+    assert!(
+        client
+            .wait_for_updates(&first.version, 0)
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing new"
+    );
+
+    let key = client.custom_field("owner").await.unwrap();
+    client.set_custom_field(&vm, key, "mine").await.unwrap();
+    let next = client
+        .wait_for_updates(&first.version, 5)
+        .await
+        .unwrap()
+        .unwrap();
+    let ObjectUpdate::Modify(changed, changes) = &next.objects[0] else {
+        panic!("{:?}", next.objects);
+    };
+    assert_eq!(changed, &vm);
+    assert_eq!(changes[0].0, "customValue");
+
+    let off = client.start("PowerOffVM_Task", &vm).await.unwrap();
+    client.wait(&off, Duration::from_secs(10)).await.unwrap();
+    let gone = client.start("Destroy_Task", &vm).await.unwrap();
+    client.wait(&gone, Duration::from_secs(10)).await.unwrap();
+    let mut version = next.version;
+    let mut left = false;
+    while !left {
+        let set = client.wait_for_updates(&version, 5).await.unwrap().unwrap();
+        left = set.objects.contains(&ObjectUpdate::Leave(vm.clone()));
+        version = set.version;
+    }
+}

@@ -9,8 +9,10 @@ mod vcenters;
 use crate::conditions::{self, Condition};
 use crate::context::Context;
 use crate::informers::Informers;
+use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 use reconcile::Observed;
 use serde_json::json;
@@ -43,16 +45,37 @@ pub struct Reconciler {
 
 /// Runs the VmGroup controller until the process ends.
 pub async fn run(ctx: Context, informers: Arc<Informers>) {
-    let r = Arc::new(Reconciler {
-        ctx,
-        vcenters: VCenters::default(),
-    });
-    let groups = crate::capi::triggers::controller(&informers.of::<VmGroup>(), None).run(
-        reconcile,
-        error_policy,
-        r,
-    );
+    let (vcenters, changes) = VCenters::new();
+    let r = Arc::new(Reconciler { ctx, vcenters });
+    let groups = informers.of::<VmGroup>();
+    // A VM's change wakes the group that owns it, and the groups waiting for it as their
+    // template: the vCenter's change notification, not a poll.
+    let woken = {
+        let store = groups.store();
+        stream_of(changes).flat_map(move |change| {
+            let refs: Vec<ObjectRef<VmGroup>> = store
+                .state()
+                .iter()
+                .filter(|g| {
+                    change.owner.as_deref() == Some(reconcile::owner_of(g).as_str())
+                        || (change.owner.is_none() && g.spec.template == change.name)
+                })
+                .map(|g| ObjectRef::from_obj(&**g))
+                .collect();
+            futures::stream::iter(refs)
+        })
+    };
+    let groups = crate::capi::triggers::controller(&groups, None)
+        .reconcile_on(woken)
+        .run(reconcile, error_policy, r);
     crate::capi::triggers::run_to_end(groups).await;
+}
+
+/// The changes as a stream.
+fn stream_of(
+    mut changes: tokio::sync::mpsc::UnboundedReceiver<vcenters::Change>,
+) -> impl futures::Stream<Item = vcenters::Change> {
+    futures::stream::poll_fn(move |cx| changes.poll_recv(cx))
 }
 
 fn error_policy(group: Arc<VmGroup>, err: &Error, _: Arc<Reconciler>) -> Action {
@@ -112,12 +135,12 @@ async fn reconcile(group: Arc<VmGroup>, r: Arc<Reconciler>) -> Result<Action, Er
 async fn connect(r: &Reconciler, group: &VmGroup) -> Result<Observed, String> {
     let credentials = vcenters::credentials(&r.ctx.client, group).await?;
     let server = credentials.server.clone();
-    let client = r
+    let vc = r
         .vcenters
-        .session(credentials)
+        .get(credentials)
         .await
         .map_err(|e| format!("{server}: {e}"))?;
-    reconcile::observe(client, group)
+    reconcile::observe(vc, group)
         .await
         .map_err(|e| format!("{server}: {e}"))
 }
@@ -167,7 +190,7 @@ async fn converge(
     }
     if changed {
         // Read again so the status says what is there now.
-        o = reconcile::observe(o.client.clone(), group).await?;
+        o = reconcile::observe(o.vc.clone(), group).await?;
     }
     let vms = reconcile::vm_statuses(&o);
     let ready = vms
@@ -198,11 +221,12 @@ async fn converge(
         ),
     );
     write_status(api, group, status).await?;
-    // Guests report their IPs some time after power-on: look again soon until all have.
-    Ok(Action::requeue(if done {
-        Duration::from_secs(300)
+    // The vCenter's changes (a guest's IP, a VM powered off) wake the group; the requeue
+    // is a backstop. A reshape goes on at once, one VM at a time.
+    Ok(Action::requeue(if changed {
+        Duration::ZERO
     } else {
-        Duration::from_secs(2)
+        Duration::from_secs(300)
     }))
 }
 

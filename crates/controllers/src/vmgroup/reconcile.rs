@@ -5,33 +5,23 @@
 //! reconfigured one at a time.
 
 use super::types::{VmGroup, VmStatus};
-use super::{Error, Reconciler, FINALIZER, OWNER_FIELD};
-use infrasim_vim_client::{ops, Client, CloneSpec, Moref, ObjectContent};
+use super::vcenters::VCenter;
+use super::{Error, Reconciler, FINALIZER};
+use infrasim_vim_client::{ops, CloneSpec, Moref, ObjectContent};
 use kube::api::Api;
 use kube::ResourceExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The VM properties one listing reads.
-const VM_PATHS: &[&str] = &[
-    "name",
-    "config.template",
-    "customValue",
-    "runtime.powerState",
-    "guest.ipAddress",
-    "config.hardware.numCPU",
-    "config.hardware.memoryMB",
-    "parent",
-    "resourcePool",
-];
-
 /// How long a reconcile waits for one vCenter task.
 const TASK_LIMIT: Duration = Duration::from_secs(120);
 
+/// How long a reconcile waits for the first listing of a vCenter's VMs.
+const SYNC_LIMIT: Duration = Duration::from_secs(30);
+
 /// What the vCenter holds for one group.
 pub(super) struct Observed {
-    pub client: Arc<Client>,
-    pub owner_key: i64,
+    pub vc: Arc<VCenter>,
     /// The group's VMs by index.
     pub owned: Vec<(usize, ObjectContent)>,
     pub template: Option<ObjectContent>,
@@ -79,14 +69,13 @@ fn index_of(group: &VmGroup, name: &str) -> Option<usize> {
     (vm_name(group, index) == name && !prefix.is_empty()).then_some(index)
 }
 
-/// Reads what the vCenter holds for `group` in one listing.
-pub(super) async fn observe(client: Arc<Client>, group: &VmGroup) -> Result<Observed, Error> {
-    let owner_key = client.custom_field(OWNER_FIELD).await?;
-    let vms = client.list("VirtualMachine", VM_PATHS).await?;
+/// What the vCenter holds for `group`, from the copy its watch keeps (no call).
+pub(super) async fn observe(vc: Arc<VCenter>, group: &VmGroup) -> Result<Observed, Error> {
+    let vms = vc.vms(SYNC_LIMIT).await.map_err(Error::VCenter)?;
     let owner = owner_of(group);
+    let owner_key = vc.owner_key;
     let mut observed = Observed {
-        client,
-        owner_key,
+        vc,
         owned: Vec::new(),
         template: None,
         unmarked: Vec::new(),
@@ -132,14 +121,17 @@ pub(super) async fn scale_up(
             Some(at) => o.unmarked.remove(at).1.obj,
             None => {
                 let spec = clone_spec(group, template, index, memory_mb)?;
-                let task = o.client.clone_vm(&template.obj, &spec).await?;
-                o.client
+                let task = o.vc.client.clone_vm(&template.obj, &spec).await?;
+                o.vc.client
                     .wait(&task, TASK_LIMIT)
                     .await?
                     .ok_or_else(|| Error::VCenter(format!("cloning {} made no VM", spec.name)))?
             }
         };
-        o.client.set_custom_field(&vm, o.owner_key, &owner).await?;
+        o.vc.client
+            .set_custom_field(&vm, o.vc.owner_key, &owner)
+            .await?;
+        o.vc.refresh(&vm).await?;
         made += 1;
     }
     Ok(made)
@@ -174,20 +166,22 @@ pub(super) async fn scale_down(o: &mut Observed, replicas: usize) -> Result<usiz
     let mut removed = 0;
     while o.owned.len() > replicas {
         let Some((_, vm)) = o.owned.pop() else { break };
-        remove_vm(&o.client, &vm.obj, vm.text("runtime.powerState")).await?;
+        remove_vm(&o.vc, &vm.obj, vm.text("runtime.powerState")).await?;
         removed += 1;
     }
     Ok(removed)
 }
 
 /// Powers a VM off (if it is on) and destroys it.
-pub(super) async fn remove_vm(client: &Client, vm: &Moref, power: &str) -> Result<(), Error> {
+pub(super) async fn remove_vm(vc: &VCenter, vm: &Moref, power: &str) -> Result<(), Error> {
+    let client = &vc.client;
     if power == "poweredOn" {
         let task = client.start("PowerOffVM_Task", vm).await?;
         client.wait(&task, TASK_LIMIT).await?;
     }
     let task = client.start("Destroy_Task", vm).await?;
     client.wait(&task, TASK_LIMIT).await?;
+    vc.forget(vm);
     Ok(())
 }
 
@@ -212,11 +206,12 @@ pub(super) async fn reshape_one(
     let Some(vm) = misshapen(o, group, memory_mb) else {
         return Ok(false);
     };
-    let task = o
-        .client
+    let client = &o.vc.client;
+    let task = client
         .reconfigure(&vm.obj, Some(group.spec.cpu), Some(memory_mb))
         .await?;
-    o.client.wait(&task, TASK_LIMIT).await?;
+    client.wait(&task, TASK_LIMIT).await?;
+    o.vc.refresh(&vm.obj).await?;
     Ok(true)
 }
 
@@ -242,8 +237,8 @@ pub(super) async fn finalize(group: &VmGroup, r: &Reconciler) -> Result<(), Erro
         Api::namespaced(r.ctx.client.clone(), &group.namespace().unwrap_or_default());
     match super::vcenters::credentials(&r.ctx.client, group).await {
         Ok(credentials) => {
-            let client = r.vcenters.session(credentials).await?;
-            let mut o = observe(client, group).await?;
+            let vc = r.vcenters.get(credentials).await?;
+            let mut o = observe(vc, group).await?;
             scale_down(&mut o, 0).await?;
         }
         // Nothing says where the VMs are any more: the group cannot wait for ever.

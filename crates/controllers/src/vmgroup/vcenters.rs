@@ -1,36 +1,217 @@
-//! The vCenters the groups name, one session each, shared by every group that names the
-//! same server with the same credentials (so a thousand groups cost one login, not a
-//! thousand). A session the vCenter forgets is replaced inside the client on the next call.
+//! The vCenters the groups name: one session each, shared by every group that names the
+//! same server with the same credentials (a thousand groups cost one login, not a
+//! thousand), and beside it a copy of every VM's watched properties, kept current by a
+//! PropertyCollector filter and WaitForUpdatesEx. Reconciles read the copy instead of
+//! listing, and each change wakes the groups it concerns (see [`Change`]) instead of a poll.
+//! A session the vCenter forgets is replaced inside the client; its filter went with it, so
+//! the watch starts again from everything.
 
 use super::types::{VmGroup, DEFAULT_SECRET};
-use infrasim_vim_client::{Client, Credentials, Trust};
+use infrasim_vim_client::{Client, Credentials, Moref, ObjectContent, ObjectUpdate, Trust};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::ResourceExt;
 use std::collections::HashMap;
-use std::sync::Arc;
-use tokio::sync::Mutex;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch, Mutex};
 
-/// Sessions by the credentials that opened them.
-#[derive(Default)]
+/// The VM properties the controller reads.
+pub const VM_PATHS: &[&str] = &[
+    "name",
+    "config.template",
+    "customValue",
+    "runtime.powerState",
+    "guest.ipAddress",
+    "config.hardware.numCPU",
+    "config.hardware.memoryMB",
+    "parent",
+    "resourcePool",
+];
+
+/// A VM changed: its owner mark (`namespace/name`) and its name, for the controller to
+/// wake the group that owns it or that waits for it as a template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub owner: Option<String>,
+    pub name: String,
+}
+
+/// Sessions (with their watched VMs) by the credentials that opened them.
 pub struct VCenters {
-    sessions: Mutex<HashMap<Credentials, Arc<Client>>>,
+    sessions: Mutex<HashMap<Credentials, Arc<VCenter>>>,
+    changes: mpsc::UnboundedSender<Change>,
 }
 
 impl VCenters {
-    /// The session for `credentials`, logging in if there is none yet.
-    pub async fn session(
+    /// The VCenters, and where their changes arrive.
+    pub fn new() -> (VCenters, mpsc::UnboundedReceiver<Change>) {
+        let (changes, receiver) = mpsc::unbounded_channel();
+        let vcenters = VCenters {
+            sessions: Mutex::default(),
+            changes,
+        };
+        (vcenters, receiver)
+    }
+
+    /// The vCenter of `credentials`, logging in and starting its watch if this is the first
+    /// group to name it.
+    pub async fn get(
         &self,
         credentials: Credentials,
-    ) -> Result<Arc<Client>, infrasim_vim_client::Error> {
+    ) -> Result<Arc<VCenter>, infrasim_vim_client::Error> {
         // Held across the login so two groups naming a new vCenter open one session.
         let mut sessions = self.sessions.lock().await;
-        if let Some(client) = sessions.get(&credentials) {
-            return Ok(client.clone());
+        if let Some(vc) = sessions.get(&credentials) {
+            return Ok(vc.clone());
         }
         let client = Arc::new(Client::connect(credentials.clone()).await?);
-        sessions.insert(credentials, client.clone());
-        Ok(client)
+        let owner_key = client.custom_field(super::OWNER_FIELD).await?;
+        let (synced, _) = watch::channel(false);
+        let vc = Arc::new(VCenter {
+            client,
+            owner_key,
+            vms: RwLock::default(),
+            synced,
+        });
+        tokio::spawn(keep_watching(Arc::downgrade(&vc), self.changes.clone()));
+        sessions.insert(credentials, vc.clone());
+        Ok(vc)
+    }
+}
+
+/// One vCenter: its session and its VMs as last heard.
+pub struct VCenter {
+    pub client: Arc<Client>,
+    /// The key of the owner custom field on this vCenter.
+    pub owner_key: i64,
+    vms: RwLock<HashMap<Moref, ObjectContent>>,
+    /// Whether `vms` holds a whole listing (false until the first, and while starting again).
+    synced: watch::Sender<bool>,
+}
+
+impl VCenter {
+    /// Every VM as last heard, once a whole listing has arrived (up to `limit`).
+    pub async fn vms(&self, limit: Duration) -> Result<Vec<ObjectContent>, String> {
+        let mut synced = self.synced.subscribe();
+        let waited = tokio::time::timeout(limit, synced.wait_for(|s| *s)).await;
+        if !matches!(waited, Ok(Ok(_))) {
+            return Err(format!("no listing of the VMs came in {limit:?}"));
+        }
+        let vms = self
+            .vms
+            .read()
+            .map_err(|_| "the VM cache is poisoned".to_string())?;
+        Ok(vms.values().cloned().collect())
+    }
+
+    /// Reads one VM again into the copy: after the controller changed it, so its next read
+    /// does not wait for the watch.
+    pub async fn refresh(&self, vm: &Moref) -> Result<(), infrasim_vim_client::Error> {
+        let read = self.client.properties(vm, VM_PATHS).await?;
+        if let Ok(mut vms) = self.vms.write() {
+            vms.insert(vm.clone(), read);
+        }
+        Ok(())
+    }
+
+    /// Forgets a VM the controller destroyed.
+    pub fn forget(&self, vm: &Moref) {
+        if let Ok(mut vms) = self.vms.write() {
+            vms.remove(vm);
+        }
+    }
+
+    fn change_of(&self, vm: &ObjectContent) -> Change {
+        Change {
+            owner: infrasim_vim_client::ops::custom_value(vm, self.owner_key)
+                .filter(|o| !o.is_empty())
+                .map(str::to_string),
+            name: vm.text("name").to_string(),
+        }
+    }
+
+    /// Applies one update set; the changes it makes.
+    fn apply(&self, objects: Vec<ObjectUpdate>, fresh: bool) -> Vec<Change> {
+        let Ok(mut vms) = self.vms.write() else {
+            return Vec::new();
+        };
+        if fresh {
+            vms.clear();
+        }
+        let mut changes = Vec::new();
+        for update in objects {
+            match update {
+                ObjectUpdate::Enter(vm) => {
+                    changes.push(self.change_of(&vm));
+                    vms.insert(vm.obj.clone(), vm);
+                }
+                ObjectUpdate::Modify(obj, set) => {
+                    if let Some(vm) = vms.get_mut(&obj) {
+                        let before = self.change_of(vm);
+                        vm.apply(&set);
+                        let after = self.change_of(vm);
+                        // A VM whose mark changed concerns its old owner too.
+                        if before != after {
+                            changes.push(before);
+                        }
+                        changes.push(after);
+                    }
+                }
+                ObjectUpdate::Leave(obj) => {
+                    if let Some(vm) = vms.remove(&obj) {
+                        changes.push(self.change_of(&vm));
+                    }
+                }
+            }
+        }
+        changes
+    }
+}
+
+/// How long one WaitForUpdatesEx waits. Short enough that a watch whose session was ended
+/// under it (its filter gone; the client logged in again for another call) notices soon.
+const WAIT_SECONDS: u32 = 10;
+
+/// Follows a vCenter's VMs for as long as anyone holds it: a filter, then WaitForUpdatesEx
+/// after WaitForUpdatesEx; on any failure, or a new login (the filter died with the old
+/// session), it starts again from a whole listing.
+async fn keep_watching(vc: std::sync::Weak<VCenter>, changes: mpsc::UnboundedSender<Change>) {
+    let mut pause = Duration::from_millis(100);
+    loop {
+        let Some(current) = vc.upgrade() else { return };
+        current.synced.send_replace(false);
+        let logins = current.client.logins();
+        let started = current.client.watch("VirtualMachine", VM_PATHS).await;
+        drop(current);
+        let mut version = String::new();
+        let mut failure = started.err();
+        while failure.is_none() {
+            let Some(current) = vc.upgrade() else { return };
+            match current.client.wait_for_updates(&version, WAIT_SECONDS).await {
+                Ok(Some(set)) => {
+                    let fresh = version.is_empty();
+                    for change in current.apply(set.objects, fresh) {
+                        let _ = changes.send(change);
+                    }
+                    current.synced.send_replace(true);
+                    version = set.version;
+                    pause = Duration::from_millis(100);
+                }
+                Ok(None) => {}
+                Err(e) => failure = Some(e),
+            }
+            if failure.is_none() && current.client.logins() != logins {
+                failure = Some(infrasim_vim_client::Error::Transport(
+                    "logged in again".into(),
+                ));
+            }
+        }
+        if let Some(e) = failure {
+            tracing::info!(error = %e, "watching the vCenter's VMs again");
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(30));
     }
 }
 
