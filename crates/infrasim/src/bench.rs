@@ -46,6 +46,9 @@ enum BenchWhat {
     /// The vcsim controller: N VCenterSimulators in one process (time to Ready, memory), and
     /// M VMs cloned in one of them the way CAPV clones them.
     Vcsim(crate::bench_vcsim::VcsimBenchArgs),
+    /// The VmGroup controller: time for an N-replica group to be ready and vCenter calls per
+    /// VM, against a naive list-everything loop.
+    Vmgroup(crate::bench_vmgroup::VmGroupBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -74,6 +77,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Etcd(a) => crate::bench_etcd::run(a).await,
         BenchWhat::Vsphere(a) => crate::bench_vsphere::run(a).await,
         BenchWhat::Vcsim(a) => crate::bench_vcsim::run(a).await,
+        BenchWhat::Vmgroup(a) => crate::bench_vmgroup::run(a).await,
     }
 }
 

@@ -45,14 +45,24 @@ pub struct VcsimBenchArgs {
 
 pub async fn run(args: VcsimBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.simulators > 0, "--simulators must be at least 1");
-    let (client, controllers) = plane().await?;
+    let (client, controllers) = plane(Selection {
+        namespace: None,
+        capi_core: false,
+        vcsim: true,
+        vmgroup: false,
+        v1beta1: false,
+    })
+    .await?;
     let measured = measure(&args, &client).await;
     crate::stop_controllers(controllers).await;
     measured
 }
 
 /// The embedded plane with the vcsim controller, as `infrasim up` runs it.
-async fn plane() -> anyhow::Result<(kube::Client, tokio::task::JoinHandle<()>)> {
+/// An embedded plane running the `selection`'s controllers in this process.
+pub(crate) async fn plane(
+    selection: Selection,
+) -> anyhow::Result<(kube::Client, tokio::task::JoinHandle<()>)> {
     let clock = SystemClock::shared();
     let store = Store::new(
         StoreConfig::default(),
@@ -67,13 +77,6 @@ async fn plane() -> anyhow::Result<(kube::Client, tokio::task::JoinHandle<()>)> 
         groups: vec!["system:masters".into()],
     };
     let client = kube::Client::new(server.local_service(identity), "default");
-    let selection = Selection {
-        namespace: None,
-        capi_core: false,
-        vcsim: true,
-        vmgroup: false,
-        v1beta1: false,
-    };
     crds::install(&client, &selection.crds()).await?;
     let cloud = Arc::new(Cloud::with_clock(CloudConfig::default(), clock.clone()));
     let controllers = tokio::spawn(infrasim_controllers::run(

@@ -261,6 +261,7 @@ where
             };
             let text = String::from_utf8_lossy(&body);
             let r = sim.handle(&text, cookie.as_deref(), &agent).await;
+            sim.count_answer(r.body.len());
             tracing::trace!(request = %text, response = %r.body, status = r.status, "soap");
             let mut resp = reply(r.status, "text/xml; charset=utf-8", r.body);
             if let Some(c) = r.set_cookie.and_then(|c| c.parse().ok()) {

@@ -161,6 +161,10 @@ pub struct Simulator {
     injections: Arc<Mutex<crate::fault_injection::Injections>>,
     /// Files uploaded to datastores over HTTP (see `datastore_files`).
     files: Arc<Mutex<crate::datastore_files::DatastoreFiles>>,
+    /// SOAP calls answered and the bytes of their answers, for benchmarks that count what
+    /// a client costs its vCenter.
+    calls: Arc<std::sync::atomic::AtomicU64>,
+    answered_bytes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Simulator {
@@ -182,7 +186,25 @@ impl Simulator {
             rest: Arc::default(),
             injections: Arc::default(),
             files: Arc::default(),
+            calls: Arc::default(),
+            answered_bytes: Arc::default(),
         }
+    }
+
+    /// SOAP calls answered so far (well-formed or not).
+    pub fn calls(&self) -> u64 {
+        self.calls.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Bytes of SOAP answers sent so far.
+    pub fn answered_bytes(&self) -> u64 {
+        self.answered_bytes
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_answer(&self, bytes: usize) {
+        self.answered_bytes
+            .fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn config(&self) -> &SimConfig {
@@ -374,6 +396,8 @@ impl Simulator {
     /// WaitForUpdates calls wait here (without the lock) until something changes, their
     /// `maxWaitSeconds` runs out, or the next scheduled event is due.
     pub async fn handle(&self, body: &str, cookie: Option<&str>, user_agent: &str) -> Reply {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let request = match soap::parse(body) {
             Ok(r) => r,
             Err(f) => return fault_reply(&f),

@@ -56,9 +56,13 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
             let refs: Vec<ObjectRef<VmGroup>> = store
                 .state()
                 .iter()
-                .filter(|g| {
-                    change.owner.as_deref() == Some(reconcile::owner_of(g).as_str())
-                        || (change.owner.is_none() && g.spec.template == change.name)
+                .filter(|g| match change.owner.as_deref() {
+                    Some(owner) => owner == reconcile::owner_of(g),
+                    // A template that appeared, or a clone of the group's to be marked.
+                    None => {
+                        g.spec.template == change.name
+                            || reconcile::index_of(g, &change.name).is_some()
+                    }
                 })
                 .map(|g| ObjectRef::from_obj(&**g))
                 .collect();
@@ -155,41 +159,15 @@ async fn converge(
     memory_mb: i64,
 ) -> Result<Action, Error> {
     let replicas = usize::try_from(group.spec.replicas.max(0)).unwrap_or(0);
-    let mut changed = reconcile::scale_down(&mut o, replicas).await? > 0;
+    let removed = reconcile::scale_down(&mut o, replicas).await?;
+    let template = o.template.clone();
     let short = o.owned.len() < replicas;
-    match o.template.clone() {
-        Some(template) => {
-            set(
-                r,
-                &mut status,
-                Condition::new("TemplateFound", true, "Found", ""),
-            );
-            if short {
-                changed |= reconcile::scale_up(&mut o, group, &template, memory_mb).await? > 0;
-            }
-        }
-        None => {
-            let why = format!(
-                "no VM or template named {:?} on the vCenter",
-                group.spec.template
-            );
-            if short {
-                r.ctx
-                    .event(group, true, "TemplateNotFound", why.clone())
-                    .await;
-            }
-            set(
-                r,
-                &mut status,
-                Condition::new("TemplateFound", false, "NotFound", why),
-            );
-        }
-    }
-    if !changed {
-        changed = reconcile::reshape_one(&o, group, memory_mb).await?;
-    }
-    if changed {
-        // Read again so the status says what is there now.
+    template_found(r, group, &mut status, template.is_some(), short).await;
+    let progress = reconcile::scale_up(&mut o, group, template.as_ref(), memory_mb).await?;
+    let reshaped = removed == 0
+        && progress.marked == 0
+        && reconcile::reshape_one(&o, group, memory_mb).await?;
+    if reshaped {
         o = reconcile::observe(o.vc.clone(), group).await?;
     }
     let vms = reconcile::vm_statuses(&o);
@@ -204,30 +182,67 @@ async fn converge(
     status.ready_replicas = ready as i64;
     status.vms = vms;
     status.observed_generation = group.metadata.generation;
-    let progress = format!("{ready} of {replicas} VMs ready");
+    let cloning = progress.started + progress.in_flight;
+    let mut message = format!("{ready} of {replicas} VMs ready");
+    if cloning > 0 {
+        message.push_str(&format!(", {cloning} being cloned"));
+    }
+    let reason = if done { "Ready" } else { "Waiting" };
     set(
         r,
         &mut status,
-        Condition::new("Progressing", !done, "Scaling", progress.clone()),
+        Condition::new("Progressing", !done, "Scaling", message.clone()),
     );
     set(
         r,
         &mut status,
-        Condition::new(
-            "Ready",
-            done,
-            if done { "Ready" } else { "Waiting" },
-            progress,
-        ),
+        Condition::new("Ready", done, reason, message),
     );
     write_status(api, group, status).await?;
-    // The vCenter's changes (a guest's IP, a VM powered off) wake the group; the requeue
-    // is a backstop. A reshape goes on at once, one VM at a time.
-    Ok(Action::requeue(if changed {
-        Duration::ZERO
-    } else {
-        Duration::from_secs(300)
-    }))
+    // The vCenter's changes (a VM made, a guest's IP) wake the group; the requeues are
+    // backstops, but for work that goes on at once (one reshape at a time, extras marked
+    // to be removed).
+    Ok(Action::requeue(
+        if removed + progress.marked > 0 || reshaped {
+            Duration::ZERO
+        } else if cloning > 0 {
+            reconcile::PENDING_CHECK
+        } else {
+            Duration::from_secs(300)
+        },
+    ))
+}
+
+/// The TemplateFound condition (and an Event when VMs are wanted and it is missing).
+async fn template_found(
+    r: &Reconciler,
+    group: &VmGroup,
+    status: &mut VmGroupStatus,
+    found: bool,
+    wanted: bool,
+) {
+    if found {
+        set(
+            r,
+            status,
+            Condition::new("TemplateFound", true, "Found", ""),
+        );
+        return;
+    }
+    let why = format!(
+        "no VM or template named {:?} on the vCenter",
+        group.spec.template
+    );
+    if wanted {
+        r.ctx
+            .event(group, true, "TemplateNotFound", why.clone())
+            .await;
+    }
+    set(
+        r,
+        status,
+        Condition::new("TemplateFound", false, "NotFound", why),
+    );
 }
 
 fn set(r: &Reconciler, status: &mut VmGroupStatus, c: Condition) {

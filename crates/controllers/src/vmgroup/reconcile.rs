@@ -7,7 +7,7 @@
 use super::types::{VmGroup, VmStatus};
 use super::vcenters::VCenter;
 use super::{Error, Reconciler, FINALIZER};
-use infrasim_vim_client::{ops, CloneSpec, Moref, ObjectContent};
+use infrasim_vim_client::{ops, CloneSpec, Moref, ObjectContent, TaskState};
 use kube::api::Api;
 use kube::ResourceExt;
 use std::sync::Arc;
@@ -15,6 +15,9 @@ use std::time::Duration;
 
 /// How long a reconcile waits for one vCenter task.
 const TASK_LIMIT: Duration = Duration::from_secs(120);
+
+/// How old a clone in flight gets before its task is read.
+pub(super) const PENDING_CHECK: Duration = Duration::from_secs(5);
 
 /// How long a reconcile waits for the first listing of a vCenter's VMs.
 const SYNC_LIMIT: Duration = Duration::from_secs(30);
@@ -63,7 +66,7 @@ pub(super) fn vm_name(group: &VmGroup, index: usize) -> String {
 }
 
 /// The index in a name [`vm_name`] made for `group`.
-fn index_of(group: &VmGroup, name: &str) -> Option<usize> {
+pub(super) fn index_of(group: &VmGroup, name: &str) -> Option<usize> {
     let (prefix, index) = name.rsplit_once('-')?;
     let index: usize = index.parse().ok()?;
     (vm_name(group, index) == name && !prefix.is_empty()).then_some(index)
@@ -100,41 +103,104 @@ pub(super) async fn observe(vc: Arc<VCenter>, group: &VmGroup) -> Result<Observe
     Ok(observed)
 }
 
-/// Clones the VMs that are missing, lowest index first; adopts a VM of the right name that
-/// a crash left unmarked. The VMs made.
+/// What one scale-up step did.
+#[derive(Debug, Default)]
+pub(super) struct Progress {
+    /// VMs of the group's names marked as its own (its clones, once the watch reported them,
+    /// or VMs a crash left unmarked).
+    pub marked: usize,
+    /// Clones started.
+    pub started: usize,
+    /// Clones still running.
+    pub in_flight: usize,
+}
+
+/// Marks the group's unmarked VMs, then starts the clones that are missing, lowest index
+/// first, without waiting on their tasks: the watch reports each new VM, which wakes the
+/// group to mark it. A clone's task is read only when its VM is slow to appear, to learn
+/// whether it failed.
 pub(super) async fn scale_up(
     o: &mut Observed,
     group: &VmGroup,
-    template: &ObjectContent,
+    template: Option<&ObjectContent>,
     memory_mb: i64,
-) -> Result<usize, Error> {
+) -> Result<Progress, Error> {
+    let owner = owner_of(group);
+    let mut progress = Progress::default();
+    for (index, vm) in std::mem::take(&mut o.unmarked) {
+        o.vc.client
+            .set_custom_field(&vm.obj, o.vc.owner_key, &owner)
+            .await?;
+        o.vc.settle(vm.text("name"));
+        o.vc.note_marked(made_vm(&vm.obj, group, index, memory_mb), &owner);
+        o.owned.push((index, vm));
+        progress.marked += 1;
+    }
+    o.owned.sort_by_key(|(i, _)| *i);
     let want = usize::try_from(group.spec.replicas.max(0)).unwrap_or(0);
     let have: std::collections::BTreeSet<usize> = o.owned.iter().map(|(i, _)| *i).collect();
-    let owner = owner_of(group);
-    let mut made = 0;
-    for index in (0..)
+    let missing: Vec<usize> = (0..)
         .filter(|i| !have.contains(i))
         .take(want.saturating_sub(have.len()))
-    {
-        let adopted = o.unmarked.iter().position(|(i, _)| *i == index);
-        let vm = match adopted {
-            Some(at) => o.unmarked.remove(at).1.obj,
-            None => {
-                let spec = clone_spec(group, template, index, memory_mb)?;
-                let task = o.vc.client.clone_vm(&template.obj, &spec).await?;
-                o.vc.client
-                    .wait(&task, TASK_LIMIT)
-                    .await?
-                    .ok_or_else(|| Error::VCenter(format!("cloning {} made no VM", spec.name)))?
+        .collect();
+    for index in missing {
+        let name = vm_name(group, index);
+        if let Some((task, since)) = o.vc.pending(&name) {
+            if since.elapsed() < PENDING_CHECK || still_running(o, &name, &task).await? {
+                progress.in_flight += 1;
+                continue;
             }
-        };
-        o.vc.client
-            .set_custom_field(&vm, o.vc.owner_key, &owner)
-            .await?;
-        o.vc.refresh(&vm).await?;
-        made += 1;
+        }
+        let Some(template) = template else { continue };
+        let spec = clone_spec(group, template, index, memory_mb)?;
+        let task = o.vc.client.clone_vm(&template.obj, &spec).await?;
+        o.vc.start_pending(&name, task);
+        progress.started += 1;
     }
-    Ok(made)
+    Ok(progress)
+}
+
+/// Whether the clone making `name` still runs; a failed one is reported (and forgotten, so
+/// the next reconcile tries again).
+async fn still_running(o: &Observed, name: &str, task: &Moref) -> Result<bool, Error> {
+    match o.vc.client.task_state(task).await {
+        Ok(TaskState::Queued | TaskState::Running) => Ok(true),
+        Ok(TaskState::Success(_)) => {
+            // Done, and its VM not reported yet: wait for the watch a while longer.
+            o.vc.start_pending(name, task.clone());
+            Ok(true)
+        }
+        Ok(TaskState::Error(why)) => {
+            o.vc.settle(name);
+            Err(Error::VCenter(format!("cloning {name}: {why}")))
+        }
+        // The vCenter forgot the task (it restarted): start again.
+        Err(e) if e.fault_kind() == Some("ManagedObjectNotFound") => {
+            o.vc.settle(name);
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What the controller knows of a VM it just made and powered on (until the watch says more).
+fn made_vm(vm: &Moref, group: &VmGroup, index: usize, memory_mb: i64) -> ObjectContent {
+    let text = |s: String| infrasim_vim_client::Val::Text(s);
+    ObjectContent {
+        obj: vm.clone(),
+        props: vec![
+            ("name".into(), text(vm_name(group, index))),
+            ("runtime.powerState".into(), text("poweredOn".into())),
+            (
+                "config.hardware.numCPU".into(),
+                text(group.spec.cpu.to_string()),
+            ),
+            (
+                "config.hardware.memoryMB".into(),
+                text(memory_mb.to_string()),
+            ),
+        ],
+    }
 }
 
 fn clone_spec(

@@ -7,7 +7,7 @@
 //! the watch starts again from everything.
 
 use super::types::{VmGroup, DEFAULT_SECRET};
-use infrasim_vim_client::{Client, Credentials, Moref, ObjectContent, ObjectUpdate, Trust};
+use infrasim_vim_client::{Client, Credentials, Moref, ObjectContent, ObjectUpdate, Trust, Val};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::ResourceExt;
@@ -73,6 +73,7 @@ impl VCenters {
             owner_key,
             vms: RwLock::default(),
             synced,
+            pending: Default::default(),
         });
         tokio::spawn(keep_watching(Arc::downgrade(&vc), self.changes.clone()));
         sessions.insert(credentials, vc.clone());
@@ -88,6 +89,10 @@ pub struct VCenter {
     vms: RwLock<HashMap<Moref, ObjectContent>>,
     /// Whether `vms` holds a whole listing (false until the first, and while starting again).
     synced: watch::Sender<bool>,
+    /// Clones in flight by the name of the VM they make, with their task and when they were
+    /// started or last checked: the expectations that keep a reconcile from cloning again
+    /// before the watch reports the VM.
+    pending: std::sync::Mutex<HashMap<String, (Moref, std::time::Instant)>>,
 }
 
 impl VCenter {
@@ -113,6 +118,41 @@ impl VCenter {
             vms.insert(vm.clone(), read);
         }
         Ok(())
+    }
+
+    /// Notes a VM the controller just made and marked, so the next reconcile counts it
+    /// before the watch reports it (an expectation, without a call): a VM the watch already
+    /// reported gets the mark; one it has not gets `made`, which the watch's report of the
+    /// VM will replace whole.
+    pub fn note_marked(&self, made: ObjectContent, mark: &str) {
+        let Ok(mut vms) = self.vms.write() else {
+            return;
+        };
+        let vm = vms.entry(made.obj.clone()).or_insert(made);
+        let value = Val::Object(vec![
+            ("key".into(), Val::Text(self.owner_key.to_string())),
+            ("value".into(), Val::Text(mark.to_string())),
+        ]);
+        vm.apply(&[("customValue".into(), Some(Val::List(vec![value])))]);
+    }
+
+    /// Records a clone in flight.
+    pub fn start_pending(&self, name: &str, task: Moref) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.insert(name.to_string(), (task, std::time::Instant::now()));
+        }
+    }
+
+    /// The clone in flight making `name`, if any.
+    pub fn pending(&self, name: &str) -> Option<(Moref, std::time::Instant)> {
+        self.pending.lock().ok()?.get(name).cloned()
+    }
+
+    /// Forgets the clone making `name`: its VM arrived, or it failed.
+    pub fn settle(&self, name: &str) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.remove(name);
+        }
     }
 
     /// Forgets a VM the controller destroyed.
@@ -173,6 +213,9 @@ impl VCenter {
 /// under it (its filter gone; the client logged in again for another call) notices soon.
 const WAIT_SECONDS: u32 = 10;
 
+/// How long the watch lets changes gather between waits.
+const COALESCE: Duration = Duration::from_millis(100);
+
 /// Follows a vCenter's VMs for as long as anyone holds it: a filter, then WaitForUpdatesEx
 /// after WaitForUpdatesEx; on any failure, or a new login (the filter died with the old
 /// session), it starts again from a whole listing.
@@ -188,7 +231,11 @@ async fn keep_watching(vc: std::sync::Weak<VCenter>, changes: mpsc::UnboundedSen
         let mut failure = started.err();
         while failure.is_none() {
             let Some(current) = vc.upgrade() else { return };
-            match current.client.wait_for_updates(&version, WAIT_SECONDS).await {
+            match current
+                .client
+                .wait_for_updates(&version, WAIT_SECONDS)
+                .await
+            {
                 Ok(Some(set)) => {
                     let fresh = version.is_empty();
                     for change in current.apply(set.objects, fresh) {
@@ -197,6 +244,10 @@ async fn keep_watching(vc: std::sync::Weak<VCenter>, changes: mpsc::UnboundedSen
                     current.synced.send_replace(true);
                     version = set.version;
                     pause = Duration::from_millis(100);
+                    // Let changes gather: while VMs are made, one wait per batch rather
+                    // than one per change (a clone brings three: it enters, is marked,
+                    // gets its IP).
+                    tokio::time::sleep(COALESCE).await;
                 }
                 Ok(None) => {}
                 Err(e) => failure = Some(e),
