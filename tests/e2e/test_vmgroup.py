@@ -200,3 +200,23 @@ def test_a_killed_controller_and_a_killed_session_leave_no_duplicate_or_orphan(t
         controller.stop()
         plane.stop()
         vc.stop()
+
+
+def test_a_group_naming_a_vcenter_simulator_waits_for_it_then_fills_it(plane, ns):
+    # The group comes first: it waits for the simulator to serve, woken by its status.
+    plane.kubectl("-n", ns, "apply", "-f", "-", input=SAMPLE.replace(
+        "template: vm-template",
+        "template: DC0_H0_VM0\n  vcenterRef:\n    simulator: vc2").replace("replicas: 3", "replicas: 2"))
+    waiting = wait_for(lambda: condition(group(plane, ns), "VCenterReachable"), timeout=30,
+                       what="VCenterReachable")
+    assert waiting["status"] == "False" and "vc2" in waiting["message"]
+    status, _, _ = simulator(plane, ns, "vc2")
+    g = ready(plane, ns, 2)
+    assert condition(g, "VCenterReachable")["status"] == "True"
+    si = connect(status)
+    try:
+        assert sorted(vms_named(si, f"{ns}-vmgroup-sample-")) == [
+            f"{ns}-vmgroup-sample-0", f"{ns}-vmgroup-sample-1"]
+    finally:
+        Disconnect(si)
+    plane.kubectl("-n", ns, "delete", "vg", "vmgroup-sample", "--timeout=30s")

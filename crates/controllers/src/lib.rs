@@ -99,7 +99,7 @@ pub async fn run(ctx: Context, selection: Selection) {
     };
     let vmgroup = async {
         if selection.vmgroup {
-            vmgroup::run(ctx.clone(), informers.clone()).await;
+            vmgroup::run(ctx.clone(), informers.clone(), selection.vcsim).await;
         }
     };
     futures::join!(provider, core, vcsim, vmgroup);

@@ -43,8 +43,9 @@ pub struct Reconciler {
     pub vcenters: VCenters,
 }
 
-/// Runs the VmGroup controller until the process ends.
-pub async fn run(ctx: Context, informers: Arc<Informers>) {
+/// Runs the VmGroup controller until the process ends. With `simulators` (the vcsim
+/// controller's kinds are served), a VCenterSimulator's change wakes the groups naming it.
+pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: bool) {
     let (vcenters, changes) = VCenters::new();
     let r = Arc::new(Reconciler { ctx, vcenters });
     let groups = informers.of::<VmGroup>();
@@ -69,9 +70,34 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
             futures::stream::iter(refs)
         })
     };
-    let groups = crate::capi::triggers::controller(&groups, None)
-        .reconcile_on(woken)
-        .run(reconcile, error_policy, r);
+    let controller = crate::capi::triggers::controller(&groups, None).reconcile_on(woken);
+    let controller = if simulators {
+        let store = groups.store();
+        controller.watches_shared_stream(
+            crate::capi::triggers::every_change(
+                &informers.of::<crate::vcsim::types::VCenterSimulator>(),
+            ),
+            move |sim| {
+                store
+                    .state()
+                    .iter()
+                    .filter(|g| g.namespace() == sim.namespace())
+                    .filter(|g| {
+                        let named = g
+                            .spec
+                            .vcenter_ref
+                            .as_ref()
+                            .and_then(|r| r.simulator.as_ref());
+                        named == Some(&sim.name_any())
+                    })
+                    .map(|g| ObjectRef::from_obj(&**g))
+                    .collect::<Vec<_>>()
+            },
+        )
+    } else {
+        controller
+    };
+    let groups = controller.run(reconcile, error_policy, r);
     crate::capi::triggers::run_to_end(groups).await;
 }
 

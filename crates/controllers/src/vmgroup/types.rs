@@ -47,8 +47,8 @@ pub struct VmGroupSpec {
     pub template: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,
-    /// The Secret (in the group's namespace) with the vCenter's `server`, `username`,
-    /// `password` and `thumbprint` or `caBundle`; the Secret `vcenter` when not given.
+    /// The vCenter: a Secret or a VCenterSimulator in the group's namespace; the Secret
+    /// `vcenter` when not given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vcenter_ref: Option<VCenterRef>,
 }
@@ -73,7 +73,13 @@ pub struct Placement {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VCenterRef {
-    pub secret_name: String,
+    /// A Secret with the vCenter's `server`, `username`, `password` and `thumbprint` or
+    /// `caBundle`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_name: Option<String>,
+    /// A VCenterSimulator (of the vcsim controller): its status says where and how.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulator: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
