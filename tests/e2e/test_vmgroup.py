@@ -220,3 +220,25 @@ def test_a_group_naming_a_vcenter_simulator_waits_for_it_then_fills_it(plane, ns
     finally:
         Disconnect(si)
     plane.kubectl("-n", ns, "delete", "vg", "vmgroup-sample", "--timeout=30s")
+
+
+def test_placement_by_name_puts_the_clones_there_and_a_wrong_one_is_reported(plane, ns):
+    status, _, _ = simulator(plane, ns, "vc3")
+    spec = ("template: DC0_H0_VM0\n  vcenterRef:\n    simulator: vc3\n"
+            "  placement:\n    cluster: DC0_C0\n    datastore: LocalDS_0\n    folder: nowhere")
+    plane.kubectl("-n", ns, "apply", "-f", "-", input=SAMPLE.replace(
+        "template: vm-template", spec).replace("replicas: 3", "replicas: 1"))
+    found = wait_for(lambda: condition(group(plane, ns), "PlacementFound"), timeout=30,
+                     what="PlacementFound")
+    assert found["status"] == "False" and "nowhere" in found["message"]
+    plane.kubectl("-n", ns, "patch", "vg", "vmgroup-sample", "--type", "json",
+                  "-p", '[{"op": "remove", "path": "/spec/placement/folder"}]')
+    ready(plane, ns, 1)
+    si = connect(status)
+    try:
+        vm = vms_named(si, f"{ns}-vmgroup-sample-")[f"{ns}-vmgroup-sample-0"]
+        assert vm.resourcePool.owner.name == "DC0_C0", "the cluster's pool, not the template's host"
+        assert [d.name for d in vm.datastore] == ["LocalDS_0"]
+    finally:
+        Disconnect(si)
+    plane.kubectl("-n", ns, "delete", "vg", "vmgroup-sample", "--timeout=30s")

@@ -46,6 +46,7 @@ pub struct ServiceContent {
     pub property_collector: Moref,
     pub view_manager: Moref,
     pub session_manager: Moref,
+    pub search_index: Moref,
     pub custom_fields_manager: Option<Moref>,
     /// `about.apiVersion`, sent back in SOAPAction as vCenter expects.
     pub api_version: String,
@@ -90,6 +91,7 @@ impl Client {
                 property_collector: Moref::new("PropertyCollector", ""),
                 view_manager: Moref::new("ViewManager", ""),
                 session_manager: Moref::new("SessionManager", ""),
+                search_index: Moref::new("SearchIndex", ""),
                 custom_fields_manager: None,
                 api_version: "7.0".into(),
             },
@@ -145,6 +147,7 @@ impl Client {
             property_collector: required("propertyCollector")?,
             view_manager: required("viewManager")?,
             session_manager: required("sessionManager")?,
+            search_index: required("searchIndex")?,
             custom_fields_manager: moref("customFieldsManager"),
             api_version: content
                 .field("about")

@@ -107,6 +107,18 @@ impl Client {
         Ok(objects)
     }
 
+    /// The object at an inventory path (`DC0/host/DC0_C0`), if there is one.
+    pub async fn find_by_inventory_path(&self, path: &str) -> Result<Option<Moref>> {
+        let answer = self
+            .call(&format!(
+                r#"<FindByInventoryPath xmlns="urn:vim25">{}<inventoryPath>{}</inventoryPath></FindByInventoryPath>"#,
+                self.content().search_index.element("_this"),
+                escape(path)
+            ))
+            .await?;
+        Ok(answer.returnvals().first().and_then(Val::moref).cloned())
+    }
+
     /// Starts cloning `source`; the task.
     pub async fn clone_vm(&self, source: &Moref, spec: &CloneSpec) -> Result<Moref> {
         let datastore = spec

@@ -220,3 +220,29 @@ async fn a_watch_reports_every_vm_then_their_changes_and_departures() {
         version = set.version;
     }
 }
+
+#[tokio::test]
+async fn inventory_paths_are_found_and_missing_ones_are_none() {
+    let sim = simulator().await;
+    let trust = Trust::Thumbprint(sim.cert().thumbprint_sha256.clone());
+    let client = Client::connect(credentials(&sim, trust)).await.unwrap();
+    let cluster = client
+        .find_by_inventory_path("DC0/host/DC0_C0")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(cluster.ty, "ClusterComputeResource");
+    let pool = client
+        .find_by_inventory_path("DC0/host/DC0_C0/Resources")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(pool.ty, "ResourcePool");
+    assert_eq!(
+        client
+            .find_by_inventory_path("DC0/vm/nothing")
+            .await
+            .unwrap(),
+        None
+    );
+}

@@ -2,6 +2,7 @@
 //! `VmGroup` asks for N VMs of one shape from one template; the controller makes the vCenter
 //! its Secret names (a simulator of ours or a real one) match, and reports what is there.
 
+mod placement;
 mod reconcile;
 pub mod types;
 mod vcenters;
@@ -189,7 +190,12 @@ async fn converge(
     let template = o.template.clone();
     let short = o.owned.len() < replicas;
     template_found(r, group, &mut status, template.is_some(), short).await;
-    let progress = reconcile::scale_up(&mut o, group, template.as_ref(), memory_mb).await?;
+    let place = match (&template, short) {
+        (Some(t), true) => placed(r, group, &mut status, &o, t).await,
+        _ => None,
+    };
+    let source = template.as_ref().zip(place.as_ref());
+    let progress = reconcile::scale_up(&mut o, group, source, memory_mb).await?;
     let reshaped = removed == 0
         && progress.marked == 0
         && reconcile::reshape_one(&o, group, memory_mb).await?;
@@ -237,6 +243,38 @@ async fn converge(
             Duration::from_secs(300)
         },
     ))
+}
+
+/// Where the clones go, with the PlacementFound condition (and an Event when not found).
+async fn placed(
+    r: &Reconciler,
+    group: &VmGroup,
+    status: &mut VmGroupStatus,
+    o: &Observed,
+    template: &infrasim_vim_client::ObjectContent,
+) -> Option<placement::Resolved> {
+    let spec = group.spec.placement.as_ref();
+    match placement::resolve(&o.vc.client, spec, template).await {
+        Ok(place) => {
+            set(
+                r,
+                status,
+                Condition::new("PlacementFound", true, "Found", ""),
+            );
+            Some(place)
+        }
+        Err(why) => {
+            r.ctx
+                .event(group, true, "PlacementNotFound", why.clone())
+                .await;
+            set(
+                r,
+                status,
+                Condition::new("PlacementFound", false, "NotFound", why),
+            );
+            None
+        }
+    }
 }
 
 /// The TemplateFound condition (and an Event when VMs are wanted and it is missing).

@@ -4,6 +4,7 @@
 //! never makes a second), extra ones go newest first, and a VM of the wrong shape is
 //! reconfigured one at a time.
 
+use super::placement::Resolved;
 use super::types::{VmGroup, VmStatus};
 use super::vcenters::VCenter;
 use super::{Error, Reconciler, FINALIZER};
@@ -122,7 +123,7 @@ pub(super) struct Progress {
 pub(super) async fn scale_up(
     o: &mut Observed,
     group: &VmGroup,
-    template: Option<&ObjectContent>,
+    source: Option<(&ObjectContent, &Resolved)>,
     memory_mb: i64,
 ) -> Result<Progress, Error> {
     let owner = owner_of(group);
@@ -151,8 +152,10 @@ pub(super) async fn scale_up(
                 continue;
             }
         }
-        let Some(template) = template else { continue };
-        let spec = clone_spec(group, template, index, memory_mb)?;
+        let Some((template, place)) = source else {
+            continue;
+        };
+        let spec = clone_spec(group, place, index, memory_mb);
         let task = o.vc.client.clone_vm(&template.obj, &spec).await?;
         o.vc.start_pending(&name, task);
         progress.started += 1;
@@ -203,28 +206,16 @@ fn made_vm(vm: &Moref, group: &VmGroup, index: usize, memory_mb: i64) -> ObjectC
     }
 }
 
-fn clone_spec(
-    group: &VmGroup,
-    template: &ObjectContent,
-    index: usize,
-    memory_mb: i64,
-) -> Result<CloneSpec, Error> {
-    let place = |path: &str| {
-        template
-            .prop(path)
-            .and_then(|v| v.moref())
-            .cloned()
-            .ok_or_else(|| Error::VCenter(format!("the template has no {path}")))
-    };
-    Ok(CloneSpec {
+fn clone_spec(group: &VmGroup, place: &Resolved, index: usize, memory_mb: i64) -> CloneSpec {
+    CloneSpec {
         name: vm_name(group, index),
-        folder: place("parent")?,
-        pool: place("resourcePool")?,
-        datastore: None,
+        folder: place.folder.clone(),
+        pool: place.pool.clone(),
+        datastore: place.datastore.clone(),
         cpus: Some(group.spec.cpu),
         memory_mb: Some(memory_mb),
         power_on: true,
-    })
+    }
 }
 
 /// Removes the VMs beyond `replicas`, newest (highest index) first. The VMs removed.
