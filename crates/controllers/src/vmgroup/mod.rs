@@ -42,13 +42,25 @@ pub enum Error {
 pub struct Reconciler {
     pub ctx: Context,
     pub vcenters: VCenters,
+    /// Failed reconciles in a row, by group uid, for the backoff.
+    failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+}
+
+/// The wait before retrying after `failures` failed reconciles in a row: 1 s, doubling, at
+/// most 5 minutes (a vCenter that is down is not called more than it must be).
+fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.min(9)).min(Duration::from_secs(300))
 }
 
 /// Runs the VmGroup controller until the process ends. With `simulators` (the vcsim
 /// controller's kinds are served), a VCenterSimulator's change wakes the groups naming it.
 pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: bool) {
     let (vcenters, changes) = VCenters::new();
-    let r = Arc::new(Reconciler { ctx, vcenters });
+    let r = Arc::new(Reconciler {
+        ctx,
+        vcenters,
+        failures: Default::default(),
+    });
     let groups = informers.of::<VmGroup>();
     // A VM's change wakes the group that owns it, and the groups waiting for it as their
     // template: the vCenter's change notification, not a poll.
@@ -109,12 +121,30 @@ fn stream_of(
     futures::stream::poll_fn(move |cx| changes.poll_recv(cx))
 }
 
-fn error_policy(group: Arc<VmGroup>, err: &Error, _: Arc<Reconciler>) -> Action {
-    tracing::warn!(group = %group.name_any(), error = %err, "VmGroup reconcile failed");
-    Action::requeue(Duration::from_secs(5))
+fn error_policy(group: Arc<VmGroup>, err: &Error, r: Arc<Reconciler>) -> Action {
+    let failures = match r.failures.lock() {
+        Ok(mut f) => {
+            let n = f.entry(group.uid().unwrap_or_default()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n - 1
+        }
+        Err(_) => 0,
+    };
+    let wait = backoff(failures);
+    tracing::warn!(group = %group.name_any(), error = %err, retry_in = ?wait, "VmGroup reconcile failed");
+    Action::requeue(wait)
 }
 
 async fn reconcile(group: Arc<VmGroup>, r: Arc<Reconciler>) -> Result<Action, Error> {
+    let action = reconcile_once(&group, &r).await?;
+    if let Ok(mut f) = r.failures.lock() {
+        f.remove(&group.uid().unwrap_or_default());
+    }
+    Ok(action)
+}
+
+async fn reconcile_once(group: &Arc<VmGroup>, r: &Arc<Reconciler>) -> Result<Action, Error> {
+    let (group, r) = (group.clone(), r.clone());
     let api: Api<VmGroup> =
         Api::namespaced(r.ctx.client.clone(), &group.namespace().unwrap_or_default());
     if group.metadata.deletion_timestamp.is_some() {
@@ -328,4 +358,16 @@ async fn write_status(
     });
     crate::writes::apply_status(api, &group.name_any(), MANAGER, &body).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_from_a_second_to_five_minutes() {
+        assert_eq!(backoff(0), Duration::from_secs(1));
+        assert_eq!(backoff(3), Duration::from_secs(8));
+        assert_eq!(backoff(20), Duration::from_secs(300));
+    }
 }
