@@ -20,9 +20,6 @@ use infrasim_kube_api::{ApiConfig, ApiServer, Identity};
 use infrasim_store::{MemoryBackend, Store, StoreConfig};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -352,97 +349,13 @@ fn result_of(xml: &str) -> anyhow::Result<String> {
 /// does with a thumbprint (CAPV's `VSPHERE_TLS_THUMBPRINT`): the simulators' certificates
 /// are self-signed.
 fn pinned(thumbprint: &str) -> anyhow::Result<tokio_rustls::TlsConnector> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = Arc::new(Pinned {
-        thumbprint: thumbprint.to_string(),
-        provider: provider.clone(),
-    });
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_no_client_auth();
+    let config = infrasim_vim_client::Trust::Thumbprint(thumbprint.to_string()).client_config()?;
     Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
-}
-
-#[derive(Debug)]
-struct Pinned {
-    thumbprint: String,
-    provider: Arc<rustls::crypto::CryptoProvider>,
-}
-
-/// SHA-256 of a DER certificate, colon-separated upper-case hex (vCenter's thumbprint form).
-fn thumbprint_of(der: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, der)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02X}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
-impl ServerCertVerifier for Pinned {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        match thumbprint_of(end_entity.as_ref()) == self.thumbprint {
-            true => Ok(ServerCertVerified::assertion()),
-            false => Err(rustls::Error::General(
-                "certificate thumbprint mismatch".into(),
-            )),
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn thumbprints_are_colon_separated_upper_case_sha256() {
-        let t = thumbprint_of(b"");
-        assert_eq!(t.len(), 32 * 3 - 1);
-        assert!(t.starts_with("E3:B0:C4:42"), "{t}");
-    }
 
     #[test]
     fn a_task_result_is_read_from_its_property() {

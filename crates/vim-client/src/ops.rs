@@ -33,25 +33,12 @@ impl Client {
     /// `paths` of every object of type `ty` under the root folder, through a container view
     /// (one RetrievePropertiesEx, and a ContinueRetrievePropertiesEx per further page).
     pub async fn list(&self, ty: &str, paths: &[&str]) -> Result<Vec<ObjectContent>> {
-        let c = self.content();
-        let view = self
-            .call(&format!(
-                r#"<CreateContainerView xmlns="urn:vim25">{}{}<type>{}</type><recursive>true</recursive></CreateContainerView>"#,
-                c.view_manager.element("_this"),
-                c.root_folder.element("container"),
-                escape(ty)
-            ))
-            .await?
-            .returnval("CreateContainerView")?;
-        let view = view
-            .moref()
-            .cloned()
-            .ok_or_else(|| Error::Answer("CreateContainerView returned no view".into()))?;
+        let view = self.container_view(ty).await?;
         let spec = format!(
-            r#"<specSet><propSet><type>{}</type>{}</propSet><objectSet>{}<skip>true</skip><selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path><skip>false</skip></selectSet></objectSet></specSet>"#,
+            r#"<specSet><propSet><type>{}</type>{}</propSet>{}</specSet>"#,
             escape(ty),
             path_set(paths),
-            view.element("obj")
+            through_view(&view)
         );
         let listed = self.retrieve(&spec).await;
         // The view is the server's memory: give it back even when the listing failed.
@@ -64,6 +51,22 @@ impl Client {
         let listed = listed?;
         destroyed?;
         Ok(listed)
+    }
+
+    /// A container view of every object of type `ty` under the root folder.
+    pub async fn container_view(&self, ty: &str) -> Result<Moref> {
+        let c = self.content();
+        self.call(&format!(
+            r#"<CreateContainerView xmlns="urn:vim25">{}{}<type>{}</type><recursive>true</recursive></CreateContainerView>"#,
+            c.view_manager.element("_this"),
+            c.root_folder.element("container"),
+            escape(ty)
+        ))
+        .await?
+        .returnval("CreateContainerView")?
+        .moref()
+        .cloned()
+        .ok_or_else(|| Error::Answer("CreateContainerView returned no view".into()))
     }
 
     /// `paths` of one object.
@@ -275,7 +278,15 @@ pub fn custom_value(vm: &ObjectContent, key: i64) -> Option<&str> {
         .and_then(Val::text)
 }
 
-fn path_set(paths: &[&str]) -> String {
+/// An objectSet of every object in a container view (the view itself skipped).
+pub(crate) fn through_view(view: &Moref) -> String {
+    format!(
+        r#"<objectSet>{}<skip>true</skip><selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path><skip>false</skip></selectSet></objectSet>"#,
+        view.element("obj")
+    )
+}
+
+pub(crate) fn path_set(paths: &[&str]) -> String {
     paths
         .iter()
         .map(|p| format!("<pathSet>{}</pathSet>", escape(p)))

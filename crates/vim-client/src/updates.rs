@@ -35,28 +35,14 @@ impl Client {
     /// Watches `paths` of every object of type `ty` under the root folder.
     pub async fn watch(&self, ty: &str, paths: &[&str]) -> Result<Watch> {
         let c = self.content();
-        let view = self
-            .call(&format!(
-                r#"<CreateContainerView xmlns="urn:vim25">{}{}<type>{}</type><recursive>true</recursive></CreateContainerView>"#,
-                c.view_manager.element("_this"),
-                c.root_folder.element("container"),
-                escape(ty)
-            ))
-            .await?
-            .returnval("CreateContainerView")?
-            .moref()
-            .cloned()
-            .ok_or_else(|| Error::Answer("CreateContainerView returned no view".into()))?;
-        let paths: String = paths
-            .iter()
-            .map(|p| format!("<pathSet>{}</pathSet>", escape(p)))
-            .collect();
+        let view = self.container_view(ty).await?;
         let filter = self
             .call(&format!(
-                r#"<CreateFilter xmlns="urn:vim25">{}<spec><propSet><type>{}</type>{paths}</propSet><objectSet>{}<skip>true</skip><selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path><skip>false</skip></selectSet></objectSet></spec><partialUpdates>false</partialUpdates></CreateFilter>"#,
+                r#"<CreateFilter xmlns="urn:vim25">{}<spec><propSet><type>{}</type>{}</propSet>{}</spec><partialUpdates>false</partialUpdates></CreateFilter>"#,
                 c.property_collector.element("_this"),
                 escape(ty),
-                view.element("obj")
+                crate::ops::path_set(paths),
+                crate::ops::through_view(&view)
             ))
             .await?
             .returnval("CreateFilter")?
