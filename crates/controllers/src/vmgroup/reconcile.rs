@@ -75,7 +75,11 @@ pub(super) fn index_of(group: &VmGroup, name: &str) -> Option<usize> {
 
 /// What the vCenter holds for `group`, from the copy its watch keeps (no call).
 pub(super) async fn observe(vc: Arc<VCenter>, group: &VmGroup) -> Result<Observed, Error> {
-    let vms = vc.vms(SYNC_LIMIT).await.map_err(Error::VCenter)?;
+    let mine = |vm: &ObjectContent| {
+        let name = vm.text("name");
+        name == group.spec.template || index_of(group, name).is_some()
+    };
+    let vms = vc.select(SYNC_LIMIT, mine).await.map_err(Error::VCenter)?;
     let owner = owner_of(group);
     let owner_key = vc.owner_key;
     let mut observed = Observed {

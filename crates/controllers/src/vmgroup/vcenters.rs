@@ -96,8 +96,13 @@ pub struct VCenter {
 }
 
 impl VCenter {
-    /// Every VM as last heard, once a whole listing has arrived (up to `limit`).
-    pub async fn vms(&self, limit: Duration) -> Result<Vec<ObjectContent>, String> {
+    /// The VMs `keep` selects, as last heard, once a whole listing has arrived (waiting up
+    /// to `limit`). Only those are copied: a group reads its own few among thousands.
+    pub async fn select(
+        &self,
+        limit: Duration,
+        keep: impl Fn(&ObjectContent) -> bool,
+    ) -> Result<Vec<ObjectContent>, String> {
         let mut synced = self.synced.subscribe();
         let waited = tokio::time::timeout(limit, synced.wait_for(|s| *s)).await;
         if !matches!(waited, Ok(Ok(_))) {
@@ -107,7 +112,7 @@ impl VCenter {
             .vms
             .read()
             .map_err(|_| "the VM cache is poisoned".to_string())?;
-        Ok(vms.values().cloned().collect())
+        Ok(vms.values().filter(|vm| keep(vm)).cloned().collect())
     }
 
     /// Reads one VM again into the copy: after the controller changed it, so its next read
