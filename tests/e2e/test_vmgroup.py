@@ -242,3 +242,52 @@ def test_placement_by_name_puts_the_clones_there_and_a_wrong_one_is_reported(pla
     finally:
         Disconnect(si)
     plane.kubectl("-n", ns, "delete", "vg", "vmgroup-sample", "--timeout=30s")
+
+
+def test_the_controller_needs_no_more_than_its_deployed_rbac(tmp_path):
+    """The RBAC of `infrasim manifests vmgroup`, bound to a ServiceAccount whose token is the
+    controller's only credential, is enough for the whole life of a group."""
+    import yaml
+    (tmp_path / "plane").mkdir()
+    plane = Plane(tmp_path / "plane", "--vmgroup", "false")
+    vc = Vcsim(tmp_path)
+    controller = None
+    try:
+        manifest = subprocess.run([BINARY, "manifests", "vmgroup"], check=True, capture_output=True,
+                                  text=True).stdout
+        docs = [d for d in yaml.safe_load_all(manifest) if d and d["kind"] != "Deployment"]
+        plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+        token = plane.kubectl("-n", "vmgroup-system", "create", "token", "infrasim-vmgroup").stdout.strip()
+        config = yaml.safe_load(open(plane.kubeconfig))
+        for user in config["users"]:
+            user["user"] = {"token": token}
+        kubeconfig = tmp_path / "vmgroup.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(config))
+        log = open(tmp_path / "controller.log", "w")
+        controller = subprocess.Popen(
+            [BINARY, "controller", "--kubeconfig", str(kubeconfig), "--inmemory", "false",
+             "--capi-core", "external", "--vcsim", "false", "--vmgroup", "true", "--install-crds", "false",
+             "--leader-election-namespace", "vmgroup-system"], stdout=log, stderr=subprocess.STDOUT)
+        ns = "rbac-proof"
+        plane.kubectl("create", "namespace", ns)
+        plane.kubectl("-n", ns, "create", "secret", "generic", "vcenter",
+                      f"--from-literal=server=127.0.0.1:{vc.port}", f"--from-literal=username={USER}",
+                      f"--from-literal=password={PASSWORD}",
+                      f"--from-literal=thumbprint={vc.banner[4].split(': ')[1]}")
+        plane.kubectl("-n", ns, "apply", "-f", "-", input=SAMPLE.replace(
+            "vm-template", "DC0_H0_VM0").replace("replicas: 3", "replicas: 2"))
+        ready(plane, ns, 2)
+        plane.kubectl("-n", ns, "delete", "vg", "vmgroup-sample", "--timeout=60s")
+        si = vc.connect()
+        try:
+            assert vms_named(si, f"{ns}-vmgroup-sample-") == {}
+        finally:
+            Disconnect(si)
+        text = (tmp_path / "controller.log").read_text()
+        assert "forbidden" not in text.lower() and " 403" not in text, text[-2000:]
+    finally:
+        if controller:
+            controller.terminate()
+            controller.wait(timeout=10)
+        plane.stop()
+        vc.stop()

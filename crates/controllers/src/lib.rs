@@ -34,6 +34,8 @@ pub use context::Context;
 pub struct Selection {
     /// Watch one namespace only (all when `None`).
     pub namespace: Option<String>,
+    /// Run the Cluster API in-memory provider (InMemory*, Dev*).
+    pub inmemory: bool,
     /// Run the embedded Cluster API core stand-in beside the provider (off when real Cluster
     /// API controllers manage the plane).
     pub capi_core: bool,
@@ -47,12 +49,35 @@ pub struct Selection {
 }
 
 impl Selection {
+    /// The selected controllers, for a startup banner.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.inmemory {
+            parts.push("Cluster API in-memory provider (InMemory*, Dev*)");
+        }
+        parts.push(if self.capi_core {
+            "the embedded Cluster API core"
+        } else {
+            "Cluster API core: external"
+        });
+        if self.vcsim {
+            parts.push("vcsim (VCenterSimulator, ControlPlaneEndpoint, EnvVar)");
+        }
+        if self.vmgroup {
+            parts.push("VmGroup");
+        }
+        parts.join("; ")
+    }
+
     /// The CRDs the selected controllers serve.
     pub fn crds(
         &self,
     ) -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
     {
-        let mut all = crds::provider(self.v1beta1);
+        let mut all = Vec::new();
+        if self.inmemory {
+            all.extend(crds::provider(self.v1beta1));
+        }
         if self.capi_core {
             all.extend(crds::core(self.v1beta1));
         }
@@ -79,7 +104,11 @@ pub async fn run(ctx: Context, selection: Selection) {
         ctx.client.clone(),
         selection.namespace.clone(),
     ));
-    let provider = capi::infra::run(ctx.clone(), informers.clone());
+    let provider = async {
+        if selection.inmemory {
+            capi::infra::run(ctx.clone(), informers.clone()).await;
+        }
+    };
     let core = async {
         if selection.capi_core {
             capi::standin::run(ctx.clone(), informers.clone()).await;

@@ -212,6 +212,7 @@ async fn plane(
     };
     let client = kube::Client::new(server.local_service(identity), "default");
     let selection = Selection {
+        inmemory: true,
         namespace: None,
         capi_core: true,
         vcsim: false,

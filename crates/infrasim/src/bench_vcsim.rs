@@ -43,6 +43,7 @@ pub struct VcsimBenchArgs {
 pub async fn run(args: VcsimBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.simulators > 0, "--simulators must be at least 1");
     let (client, controllers) = plane(Selection {
+        inmemory: true,
         namespace: None,
         capi_core: false,
         vcsim: true,

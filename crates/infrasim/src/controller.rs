@@ -23,6 +23,9 @@ pub struct ControllerArgs {
     /// API controllers manage the cluster).
     #[arg(long, default_value = "embedded", value_parser = ["embedded", "external"])]
     capi_core: String,
+    /// Run the Cluster API in-memory provider (InMemory*, Dev*).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    inmemory: bool,
     /// Run the vcsim controller too (VCenterSimulator, ControlPlaneEndpoint, EnvVar: simulated
     /// vCenters for Cluster API Provider vSphere).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -70,6 +73,7 @@ pub async fn client_from(path: Option<&std::path::Path>) -> anyhow::Result<kube:
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let client = client_from(args.kubeconfig.as_deref()).await?;
     let selection = Selection {
+        inmemory: args.inmemory,
         namespace: args.namespace.clone(),
         capi_core: args.capi_core == "embedded",
         vcsim: args.vcsim,

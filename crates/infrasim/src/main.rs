@@ -43,7 +43,7 @@ enum Command {
     Fleet(fleet::FleetArgs),
     /// Print generated manifests: clusterctl's provider files, or the CRDs.
     Manifests {
-        #[arg(value_parser = ["components", "metadata", "crds", "core-crds"])]
+        #[arg(value_parser = ["components", "metadata", "crds", "core-crds", "vmgroup"])]
         which: String,
     },
     /// Create a VCenterSimulator, a ControlPlaneEndpoint and an EnvVar, wait for them and
@@ -126,6 +126,7 @@ fn main() -> anyhow::Result<()> {
                 "components" => deploy::components()?,
                 "metadata" => deploy::metadata(),
                 "crds" => crds::to_yaml(&crds::provider(false))?,
+                "vmgroup" => deploy::vmgroup()?,
                 _ => crds::to_yaml(&crds::core(false))?,
             };
             print!("{text}");

@@ -36,6 +36,9 @@ pub struct UpArgs {
     /// `external` (real Cluster API controllers manage the plane; the stand-in stays off).
     #[arg(long, default_value = "embedded", value_parser = ["embedded", "external"])]
     capi_core: String,
+    /// Run the Cluster API in-memory provider (InMemory*, Dev*).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    inmemory: bool,
     /// Run the vcsim controller too (VCenterSimulator, ControlPlaneEndpoint, EnvVar: simulated
     /// vCenters for Cluster API Provider vSphere).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -192,6 +195,7 @@ async fn start_controllers(
     };
     let client = kube::Client::new(server.local_service(identity), "default");
     let selection = Selection {
+        inmemory: args.inmemory,
         namespace: None,
         capi_core: args.capi_core == "embedded",
         vcsim: args.vcsim,
@@ -211,10 +215,8 @@ async fn start_controllers(
         clock.clone(),
     ));
     println!(
-        "controllers: Cluster API in-memory provider (InMemory*, Dev*){}{}{}; workload endpoints on {}:{}-{}",
-        if selection.capi_core { " and the embedded Cluster API core" } else { "; Cluster API core: external" },
-        if selection.vcsim { "; vcsim (VCenterSimulator, ControlPlaneEndpoint, EnvVar)" } else { "" },
-        if selection.vmgroup { "; VmGroup" } else { "" },
+        "controllers: {}; workload endpoints on {}:{}-{}",
+        selection.describe(),
         args.advertise_address,
         args.port_min,
         args.port_max
