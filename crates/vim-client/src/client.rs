@@ -63,6 +63,8 @@ pub struct Client {
     cookie: RwLock<Option<String>>,
     calls: AtomicU64,
     logins: AtomicU64,
+    /// Logged out for good: no call logs in again.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// How long one call may take before it is abandoned.
@@ -98,6 +100,7 @@ impl Client {
             cookie: RwLock::new(None),
             calls: AtomicU64::new(0),
             logins: AtomicU64::new(0),
+            closed: Default::default(),
         };
         client.content = client.service_content().await?;
         client.login().await?;
@@ -122,11 +125,24 @@ impl Client {
         self.logins.load(Ordering::Relaxed)
     }
 
+    /// Ends the session for good: later calls fail rather than log in again.
+    pub async fn logout(&self) -> Result<()> {
+        self.closed.store(true, Ordering::Relaxed);
+        let body = format!(
+            r#"<Logout xmlns="urn:vim25">{}</Logout>"#,
+            self.content.session_manager.element("_this")
+        );
+        self.post(&body).await.map(drop)
+    }
+
     /// Calls a method (`body` is its element, e.g. `<PowerOffVM_Task ...>`), logging in
-    /// again once if the server no longer knows the session.
+    /// again once if the server no longer knows the session (unless logged out).
     pub async fn call(&self, body: &str) -> Result<Answer> {
         match self.post(body).await {
-            Err(e) if e.fault_kind() == Some("NotAuthenticated") => {
+            Err(e)
+                if e.fault_kind() == Some("NotAuthenticated")
+                    && !self.closed.load(Ordering::Relaxed) =>
+            {
                 tracing::info!(server = %self.url, "the vCenter forgot the session; logging in again");
                 self.login().await?;
                 self.post(body).await

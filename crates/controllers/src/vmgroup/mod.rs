@@ -61,6 +61,7 @@ pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: bool) {
         vcenters,
         failures: Default::default(),
     });
+    tokio::spawn(sweep_idle_vcenters(Arc::downgrade(&r)));
     let groups = informers.of::<VmGroup>();
     // A VM's change wakes the group that owns it, and the groups waiting for it as their
     // template: the vCenter's change notification, not a poll.
@@ -112,6 +113,22 @@ pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: bool) {
     };
     let groups = controller.run(reconcile, error_policy, r);
     crate::capi::triggers::run_to_end(groups).await;
+}
+
+/// How long a vCenter goes unasked before its session ends: longer than the backstop
+/// requeue, so a vCenter any group still names is never dropped.
+const IDLE_VCENTER: Duration = Duration::from_secs(900);
+
+/// Ends the sessions of vCenters no group asks for any more, every minute.
+async fn sweep_idle_vcenters(r: std::sync::Weak<Reconciler>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let Some(r) = r.upgrade() else { return };
+        let ended = r.vcenters.sweep(IDLE_VCENTER).await;
+        if ended > 0 {
+            tracing::info!(ended, "logged out of vCenters no VmGroup names any more");
+        }
+    }
 }
 
 /// The changes as a stream.

@@ -63,6 +63,7 @@ impl VCenters {
         // Held across the login so two groups naming a new vCenter open one session.
         let mut sessions = self.sessions.lock().await;
         if let Some(vc) = sessions.get(&credentials) {
+            vc.touch();
             return Ok(vc.clone());
         }
         let client = Arc::new(Client::connect(credentials.clone()).await?);
@@ -74,10 +75,34 @@ impl VCenters {
             vms: RwLock::default(),
             synced,
             pending: Default::default(),
+            last_used: std::sync::Mutex::new(std::time::Instant::now()),
         });
         tokio::spawn(keep_watching(Arc::downgrade(&vc), self.changes.clone()));
         sessions.insert(credentials, vc.clone());
         Ok(vc)
+    }
+}
+
+impl VCenters {
+    /// Logs out of the vCenters no reconcile asked for in `idle` (their groups are gone, or
+    /// their Secret now holds other credentials), so their sessions and watches end; how
+    /// many.
+    pub async fn sweep(&self, idle: Duration) -> usize {
+        let idle_ones: Vec<Arc<VCenter>> = {
+            let mut sessions = self.sessions.lock().await;
+            let keys: Vec<Credentials> = sessions
+                .iter()
+                .filter(|(_, vc)| vc.idle_for() >= idle)
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.iter().filter_map(|k| sessions.remove(k)).collect()
+        };
+        for vc in &idle_ones {
+            if let Err(e) = vc.client.logout().await {
+                tracing::debug!(error = %e, "logging out of an idle vCenter");
+            }
+        }
+        idle_ones.len()
     }
 }
 
@@ -93,9 +118,24 @@ pub struct VCenter {
     /// started or last checked: the expectations that keep a reconcile from cloning again
     /// before the watch reports the VM.
     pending: std::sync::Mutex<HashMap<String, (Moref, std::time::Instant)>>,
+    /// When a reconcile last asked for this vCenter.
+    last_used: std::sync::Mutex<std::time::Instant>,
 }
 
 impl VCenter {
+    fn touch(&self) {
+        if let Ok(mut t) = self.last_used.lock() {
+            *t = std::time::Instant::now();
+        }
+    }
+
+    fn idle_for(&self) -> Duration {
+        self.last_used
+            .lock()
+            .map(|t| t.elapsed())
+            .unwrap_or_default()
+    }
+
     /// The VMs `keep` selects, as last heard, once a whole listing has arrived (waiting up
     /// to `limit`). Only those are copied: a group reads its own few among thousands.
     pub async fn select(
@@ -372,5 +412,57 @@ mod tests {
             read_secret(&secret(&no_password)).unwrap_err(),
             "no key password"
         );
+    }
+
+    #[tokio::test]
+    async fn idle_vcenters_are_logged_out_and_a_later_group_logs_in_afresh() {
+        let config = infrasim_vsphere_sim::SimConfig {
+            password: "p".into(),
+            ..Default::default()
+        };
+        let clock = infrasim_clock::SystemClock::shared();
+        let sim = infrasim_vsphere_sim::Instance::start(config, ([127, 0, 0, 1], 0).into(), clock)
+            .await
+            .unwrap();
+        let credentials = Credentials {
+            server: sim.addr().to_string(),
+            username: sim.simulator().config().username.clone(),
+            password: "p".into(),
+            trust: Trust::Thumbprint(sim.cert().thumbprint_sha256.clone()),
+        };
+        let (vcenters, _changes) = VCenters::new();
+        let first = vcenters.get(credentials.clone()).await.unwrap();
+        assert!(
+            first
+                .select(Duration::from_secs(10), |_| true)
+                .await
+                .unwrap()
+                .len()
+                >= 4
+        );
+        assert_eq!(
+            vcenters.sweep(Duration::from_secs(60)).await,
+            0,
+            "just used"
+        );
+        assert_eq!(vcenters.sweep(Duration::ZERO).await, 1);
+        let err = first
+            .client
+            .list("VirtualMachine", &["name"])
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.fault_kind(),
+            Some("NotAuthenticated"),
+            "logged out for good: {err}"
+        );
+        assert_eq!(first.client.logins(), 1);
+        let second = vcenters.get(credentials).await.unwrap();
+        assert!(!Arc::ptr_eq(&first, &second));
+        assert!(second
+            .client
+            .list("VirtualMachine", &["name"])
+            .await
+            .is_ok());
     }
 }
