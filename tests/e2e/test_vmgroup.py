@@ -222,10 +222,11 @@ def test_a_group_naming_a_vcenter_simulator_waits_for_it_then_fills_it(plane, ns
     plane.kubectl("-n", ns, "delete", "vg", "vmgroup-sample", "--timeout=30s")
 
 
-def test_placement_by_name_puts_the_clones_there_and_a_wrong_one_is_reported(plane, ns):
+def test_placement_by_name_puts_the_clones_and_their_nic_there_and_a_wrong_one_is_reported(plane, ns):
     status, _, _ = simulator(plane, ns, "vc3")
     spec = ("template: DC0_H0_VM0\n  vcenterRef:\n    simulator: vc3\n"
-            "  placement:\n    cluster: DC0_C0\n    datastore: LocalDS_0\n    folder: nowhere")
+            "  placement:\n    cluster: DC0_C0\n    datastore: LocalDS_0\n    network: DC0_DVPG0\n"
+            "    folder: nowhere")
     plane.kubectl("-n", ns, "apply", "-f", "-", input=SAMPLE.replace(
         "template: vm-template", spec).replace("replicas: 3", "replicas: 1"))
     found = wait_for(lambda: condition(group(plane, ns), "PlacementFound"), timeout=30,
@@ -239,6 +240,9 @@ def test_placement_by_name_puts_the_clones_there_and_a_wrong_one_is_reported(pla
         vm = vms_named(si, f"{ns}-vmgroup-sample-")[f"{ns}-vmgroup-sample-0"]
         assert vm.resourcePool.owner.name == "DC0_C0", "the cluster's pool, not the template's host"
         assert [d.name for d in vm.datastore] == ["LocalDS_0"]
+        assert [n.name for n in vm.network] == ["DC0_DVPG0"], "the NIC moved to the portgroup"
+        nics = [d for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualEthernetCard)]
+        assert len(nics) == 1, "the template's NIC replaced, not added to"
     finally:
         Disconnect(si)
     plane.kubectl("-n", ns, "delete", "vg", "vmgroup-sample", "--timeout=30s")

@@ -22,7 +22,7 @@ pub mod updates;
 pub mod xml;
 
 pub use client::{Client, Credentials};
-pub use ops::{CloneSpec, TaskState};
+pub use ops::{CloneSpec, NetworkBacking, TaskState};
 pub use trust::Trust;
 pub use updates::{ObjectUpdate, UpdateSet, Watch};
 pub use xml::{Moref, ObjectContent, Val};

@@ -16,6 +16,65 @@ pub struct CloneSpec {
     pub cpus: Option<i64>,
     pub memory_mb: Option<i64>,
     pub power_on: bool,
+    /// `<deviceChange>` elements for the clone's configuration (see [`replace_nics`]).
+    pub device_change: String,
+}
+
+/// What a NIC is attached to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NetworkBacking {
+    /// A standard port group (a `Network`).
+    Network { name: String, network: Moref },
+    /// A distributed port group, by its switch's UUID and its key.
+    Portgroup {
+        switch_uuid: String,
+        portgroup_key: String,
+    },
+}
+
+/// `<deviceChange>` elements that replace every NIC in `devices` (a VM's
+/// `config.hardware.device`) with one NIC on `backing`, of the first NIC's type.
+pub fn replace_nics(devices: &Val, backing: &NetworkBacking) -> String {
+    let nics: Vec<&Val> = devices
+        .items()
+        .into_iter()
+        .filter(|d| d.field("macAddress").is_some())
+        .collect();
+    let ty = nics
+        .first()
+        .and_then(|n| n.type_name())
+        .unwrap_or("VirtualVmxnet3")
+        .to_string();
+    let mut out = String::new();
+    for nic in &nics {
+        let key = nic.field("key").and_then(Val::text).unwrap_or("0");
+        let nic_ty = nic.type_name().unwrap_or(&ty);
+        out.push_str(&format!(
+            r#"<deviceChange><operation>remove</operation><device xsi:type="{}"><key>{}</key></device></deviceChange>"#,
+            escape(nic_ty),
+            escape(key)
+        ));
+    }
+    let backing = match backing {
+        NetworkBacking::Network { name, network } => format!(
+            r#"<backing xsi:type="VirtualEthernetCardNetworkBackingInfo"><deviceName>{}</deviceName>{}</backing>"#,
+            escape(name),
+            network.element("network")
+        ),
+        NetworkBacking::Portgroup {
+            switch_uuid,
+            portgroup_key,
+        } => format!(
+            r#"<backing xsi:type="VirtualEthernetCardDistributedVirtualPortBackingInfo"><port><switchUuid>{}</switchUuid><portgroupKey>{}</portgroupKey></port></backing>"#,
+            escape(switch_uuid),
+            escape(portgroup_key)
+        ),
+    };
+    out.push_str(&format!(
+        r#"<deviceChange><operation>add</operation><device xsi:type="{}"><key>-1</key>{backing}<connectable><startConnected>true</startConnected><allowGuestControl>true</allowGuestControl><connected>true</connected></connectable><addressType>generated</addressType></device></deviceChange>"#,
+        escape(&ty)
+    ));
+    out
 }
 
 /// Where a task stands.
@@ -130,12 +189,13 @@ impl Client {
             .map(|d| d.element("datastore"))
             .unwrap_or_default();
         let body = format!(
-            r#"<CloneVM_Task xmlns="urn:vim25">{}{}<name>{}</name><spec><location>{datastore}{}</location><template>false</template><config>{}</config><powerOn>{}</powerOn></spec></CloneVM_Task>"#,
+            r#"<CloneVM_Task xmlns="urn:vim25">{}{}<name>{}</name><spec><location>{datastore}{}</location><template>false</template><config>{}{}</config><powerOn>{}</powerOn></spec></CloneVM_Task>"#,
             source.element("_this"),
             spec.folder.element("folder"),
             escape(&spec.name),
             spec.pool.element("pool"),
             hardware(spec.cpus, spec.memory_mb),
+            spec.device_change,
             spec.power_on
         );
         self.task("CloneVM_Task", &body).await
@@ -326,6 +386,29 @@ mod tests {
         );
         assert_eq!(hardware(None, Some(512)), "<memoryMB>512</memoryMB>");
         assert_eq!(hardware(None, None), "");
+    }
+
+    #[test]
+    fn nics_are_replaced_by_one_of_the_first_ones_type_on_the_backing() {
+        let nic = |key: &str| {
+            Val::Object(vec![
+                ("@type".into(), Val::Text("VirtualE1000".into())),
+                ("key".into(), Val::Text(key.into())),
+                ("macAddress".into(), Val::Text("00:50:56:00:00:01".into())),
+            ])
+        };
+        let disk = Val::Object(vec![("key".into(), Val::Text("2000".into()))]);
+        let devices = Val::List(vec![disk, nic("4000"), nic("4001")]);
+        let backing = NetworkBacking::Portgroup {
+            switch_uuid: "u".into(),
+            portgroup_key: "dvportgroup-1".into(),
+        };
+        let xml = replace_nics(&devices, &backing);
+        assert_eq!(xml.matches("<operation>remove</operation>").count(), 2);
+        assert!(xml.contains(r#"<device xsi:type="VirtualE1000"><key>4001</key>"#));
+        assert!(!xml.contains("<key>2000</key>"), "only NICs go");
+        assert!(xml.contains("<portgroupKey>dvportgroup-1</portgroupKey>"));
+        assert!(xml.ends_with("</device></deviceChange>"));
     }
 
     #[test]

@@ -44,7 +44,8 @@ pub enum Val {
     Moref(Moref),
     /// An `ArrayOf...` value.
     List(Vec<Val>),
-    /// A data object: its fields in document order (a repeated field appears repeatedly).
+    /// A data object: its fields in document order (a repeated field appears repeatedly),
+    /// after its `xsi:type` as a field named `@type` when the answer gave one.
     Object(Vec<(String, Val)>),
 }
 
@@ -61,6 +62,11 @@ impl Val {
             Val::Moref(m) => Some(m),
             _ => None,
         }
+    }
+
+    /// A data object's type (`VirtualVmxnet3`), when the answer gave it.
+    pub fn type_name(&self) -> Option<&str> {
+        self.field("@type").and_then(Val::text)
     }
 
     /// A data object's first field named `name`.
@@ -92,10 +98,16 @@ impl Val {
                 None => Val::Text(text),
             };
         }
+        let typed =
+            (!xsi_type.is_empty()).then(|| ("@type".to_string(), Val::Text(xsi_type.into())));
         Val::Object(
-            children
+            typed
                 .into_iter()
-                .map(|c| (c.tag_name().name().to_string(), Val::parse(c)))
+                .chain(
+                    children
+                        .into_iter()
+                        .map(|c| (c.tag_name().name().to_string(), Val::parse(c))),
+                )
                 .collect(),
         )
     }

@@ -83,6 +83,7 @@ async fn a_vm_is_cloned_marked_powered_and_destroyed() {
         cpus: Some(3),
         memory_mb: Some(1536),
         power_on: true,
+        device_change: String::new(),
     };
     let task = client.clone_vm(&source.obj, &spec).await.unwrap();
     let vm = client
@@ -245,4 +246,77 @@ async fn inventory_paths_are_found_and_missing_ones_are_none() {
             .unwrap(),
         None
     );
+}
+
+#[tokio::test]
+async fn a_clone_moves_to_a_distributed_portgroup() {
+    use infrasim_vim_client::{ops, NetworkBacking};
+    let sim = simulator().await;
+    let trust = Trust::Thumbprint(sim.cert().thumbprint_sha256.clone());
+    let client = Client::connect(credentials(&sim, trust)).await.unwrap();
+    let source = client
+        .find_by_inventory_path("DC0/vm/DC0_H0_VM0")
+        .await
+        .unwrap()
+        .unwrap();
+    let pg = client
+        .find_by_inventory_path("DC0/network/DC0_DVPG0")
+        .await
+        .unwrap()
+        .unwrap();
+    let pg_props = client
+        .properties(&pg, &["key", "config.distributedVirtualSwitch"])
+        .await
+        .unwrap();
+    let switch = pg_props
+        .prop("config.distributedVirtualSwitch")
+        .and_then(|v| v.moref())
+        .unwrap()
+        .clone();
+    let uuid = client
+        .properties(&switch, &["uuid"])
+        .await
+        .unwrap()
+        .text("uuid")
+        .to_string();
+    let read = client
+        .properties(
+            &source,
+            &["config.hardware.device", "parent", "resourcePool"],
+        )
+        .await
+        .unwrap();
+    let backing = NetworkBacking::Portgroup {
+        switch_uuid: uuid,
+        portgroup_key: pg_props.text("key").to_string(),
+    };
+    let spec = CloneSpec {
+        name: "on-dvpg".into(),
+        folder: read.prop("parent").and_then(|p| p.moref()).unwrap().clone(),
+        pool: read
+            .prop("resourcePool")
+            .and_then(|p| p.moref())
+            .unwrap()
+            .clone(),
+        datastore: None,
+        cpus: None,
+        memory_mb: None,
+        power_on: false,
+        device_change: ops::replace_nics(read.prop("config.hardware.device").unwrap(), &backing),
+    };
+    let task = client.clone_vm(&source, &spec).await.unwrap();
+    let vm = client
+        .wait(&task, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    let networks = client.properties(&vm, &["network"]).await.unwrap();
+    let networks: Vec<_> = networks
+        .prop("network")
+        .unwrap()
+        .items()
+        .into_iter()
+        .filter_map(|n| n.moref().cloned())
+        .collect();
+    assert_eq!(networks, vec![pg]);
 }

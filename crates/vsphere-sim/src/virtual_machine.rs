@@ -571,6 +571,43 @@ fn validate_spec(spec: &Element) -> Result<(), Fault> {
     Ok(())
 }
 
+/// The distributed portgroups the spec's NIC backings name by `portgroupKey`, by key.
+fn portgroups_named(state: &State, spec: &Element) -> std::collections::HashMap<String, Moref> {
+    let mut found = std::collections::HashMap::new();
+    for change in spec.children_named("deviceChange") {
+        let key = change
+            .child("device")
+            .and_then(|d| d.child("backing"))
+            .and_then(|b| b.child("port"))
+            .and_then(|p| p.text_of("portgroupKey"))
+            .map(|k| k.trim().to_string());
+        let Some(key) = key else { continue };
+        let pg = state.inventory.iter().find(|o| {
+            o.moref.ty == "DistributedVirtualPortgroup"
+                && o.path("key").and_then(Val::as_str) == Some(key.as_str())
+        });
+        if let Some(pg) = pg {
+            found.insert(key, pg.moref.clone());
+        }
+    }
+    found
+}
+
+/// The distinct networks of a VM's NICs, in device order.
+fn nic_networks(o: &crate::inventory::ManagedObject) -> Vec<Val> {
+    let mut networks: Vec<Moref> = Vec::new();
+    if let Some(Val::Array(_, devices)) = o.path("config.hardware.device") {
+        for d in devices {
+            if let Some(Val::Mor(n)) = d.path("backing.network") {
+                if !networks.contains(n) {
+                    networks.push(n.clone());
+                }
+            }
+        }
+    }
+    networks.into_iter().map(Val::Mor).collect()
+}
+
 pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Result<(), Fault> {
     validate_spec(spec)?;
     if state.inventory.get(vm).is_none() {
@@ -590,6 +627,8 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
     if let Some(n) = int("memoryMB") {
         set_hardware(state, vm, "memoryMB", Some("memorySizeMB"), n);
     }
+    // NICs added on a distributed portgroup name it by key; found before the VM is borrowed.
+    let portgroups = portgroups_named(state, spec);
     let Some(o) = state.inventory.get_mut(vm) else {
         return Err(Fault::not_found(vm));
     };
@@ -642,6 +681,7 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
         }
     }
     // deviceChange: edits of disk capacity, NICs added and removed.
+    let mut changed_nics = false;
     for change in spec.children_named("deviceChange") {
         let operation = change.text_of("operation").unwrap_or("").trim().to_string();
         let Some(device) = change.child("device") else {
@@ -695,9 +735,14 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
                         .max()
                         .map_or(crate::devices::FIRST_NIC_KEY, |k| k + 1);
                     let backing = device.child("backing");
+                    let port_group = backing
+                        .and_then(|b| b.child("port"))
+                        .and_then(|p| p.text_of("portgroupKey"))
+                        .and_then(|k| portgroups.get(k.trim()).cloned());
                     let network = backing
                         .and_then(|b| b.child("network"))
-                        .and_then(Element::moref);
+                        .and_then(Element::moref)
+                        .or(port_group);
                     let dev_name = backing.and_then(|b| b.text_of("deviceName")).unwrap_or("");
                     let mac = device
                         .text_of("macAddress")
@@ -717,6 +762,14 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
             _ => {}
         }
         hw.set("device", Val::Array("VirtualDevice", devices));
+        changed_nics = true;
+    }
+    // The VM's `network` is its NICs' networks, as vCenter keeps it.
+    if changed_nics {
+        let networks = nic_networks(o);
+        if !networks.is_empty() {
+            o.set("network", Val::Array("ManagedObjectReference", networks));
+        }
     }
     Ok(())
 }

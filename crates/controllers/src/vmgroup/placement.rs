@@ -1,10 +1,10 @@
-//! Where a group's clones go. Each part of `spec.placement` is a name inside the datacenter
+//! Where a group's clones go, and on which network. Each part of `spec.placement` is a name inside the datacenter
 //! (`spec.placement.datacenter`, or the vCenter's only or first one) or, with a `/`, a whole
 //! inventory path; each part left out is the template's own (its folder, its resource pool,
 //! its datastore), as vSphere clones by default. Looked up with FindByInventoryPath.
 
 use super::types::Placement;
-use infrasim_vim_client::{Client, Moref, ObjectContent, Val};
+use infrasim_vim_client::{Client, Moref, NetworkBacking, ObjectContent, Val};
 
 /// The folder, pool and datastore of a clone.
 #[derive(Debug, Clone, PartialEq)]
@@ -12,6 +12,8 @@ pub struct Resolved {
     pub folder: Moref,
     pub pool: Moref,
     pub datastore: Option<Moref>,
+    /// The clone's `<deviceChange>`s: the template's NICs replaced by one on the network.
+    pub device_change: String,
 }
 
 /// The places `placement` names, or why they cannot be had.
@@ -32,6 +34,7 @@ pub async fn resolve(
             folder: own("parent")?,
             pool: own("resourcePool")?,
             datastore: None,
+            device_change: String::new(),
         });
     };
     let dc = match &p.datacenter {
@@ -63,11 +66,56 @@ pub async fn resolve(
         Some(d) => Some(find(client, &path_in(&dc, "datastore", d), "datastore").await?),
         None => None,
     };
+    let device_change = match &p.network {
+        Some(n) => nic_on(client, &path_in(&dc, "network", n), n, template).await?,
+        None => String::new(),
+    };
     Ok(Resolved {
         folder,
         pool,
         datastore,
+        device_change,
     })
+}
+
+/// The deviceChanges that move the template's NICs to the network at `path`.
+async fn nic_on(
+    client: &Client,
+    path: &str,
+    name: &str,
+    template: &ObjectContent,
+) -> Result<String, String> {
+    let network = find(client, path, "network").await?;
+    let read = |obj: Moref, paths: &'static [&'static str]| async move {
+        client
+            .properties(&obj, paths)
+            .await
+            .map_err(|e| format!("reading {obj}: {e}"))
+    };
+    let backing = if network.ty == "DistributedVirtualPortgroup" {
+        let pg = read(network.clone(), &["key", "config.distributedVirtualSwitch"]).await?;
+        let switch = pg
+            .prop("config.distributedVirtualSwitch")
+            .and_then(Val::moref)
+            .cloned()
+            .ok_or_else(|| format!("{name} has no switch"))?;
+        let switch = read(switch, &["uuid"]).await?;
+        NetworkBacking::Portgroup {
+            switch_uuid: switch.text("uuid").to_string(),
+            portgroup_key: pg.text("key").to_string(),
+        }
+    } else {
+        NetworkBacking::Network {
+            name: name.rsplit('/').next().unwrap_or(name).to_string(),
+            network,
+        }
+    };
+    let devices = read(template.obj.clone(), &["config.hardware.device"]).await?;
+    let devices = devices
+        .prop("config.hardware.device")
+        .cloned()
+        .unwrap_or(Val::List(Vec::new()));
+    Ok(infrasim_vim_client::ops::replace_nics(&devices, &backing))
 }
 
 /// `name` as a path under the datacenter's `kind` folder, unless it is a path already.

@@ -219,6 +219,7 @@ fn clone_spec(group: &VmGroup, place: &Resolved, index: usize, memory_mb: i64) -
         cpus: Some(group.spec.cpu),
         memory_mb: Some(memory_mb),
         power_on: true,
+        device_change: place.device_change.clone(),
     }
 }
 

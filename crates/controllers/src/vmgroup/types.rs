@@ -68,6 +68,9 @@ pub struct Placement {
     pub folder: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub datastore: Option<String>,
+    /// The network (a standard or distributed port group) the VMs' NIC is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
