@@ -61,7 +61,6 @@ pub struct Client {
     credentials: Credentials,
     content: ServiceContent,
     cookie: RwLock<Option<String>>,
-    calls: AtomicU64,
     logins: AtomicU64,
     /// Logged out for good: no call logs in again.
     closed: std::sync::atomic::AtomicBool,
@@ -98,7 +97,6 @@ impl Client {
                 api_version: "7.0".into(),
             },
             cookie: RwLock::new(None),
-            calls: AtomicU64::new(0),
             logins: AtomicU64::new(0),
             closed: Default::default(),
         };
@@ -109,15 +107,6 @@ impl Client {
 
     pub fn content(&self) -> &ServiceContent {
         &self.content
-    }
-
-    pub fn credentials(&self) -> &Credentials {
-        &self.credentials
-    }
-
-    /// Calls made so far (logins included).
-    pub fn calls(&self) -> u64 {
-        self.calls.load(Ordering::Relaxed)
     }
 
     /// Logins made so far: one, plus one per session the server forgot.
@@ -204,7 +193,6 @@ impl Client {
 
     /// One POST to `/sdk`.
     async fn post(&self, body: &str) -> Result<Answer> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
         let envelope = format!(
             r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body>{body}</soapenv:Body></soapenv:Envelope>"#
         );

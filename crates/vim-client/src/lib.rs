@@ -8,7 +8,7 @@
 //! a dozen methods; this crate is those, over hyper and rustls like the rest of the project.
 //!
 //! - [`client`]: one logged-in session per vCenter, shared by many tasks, that logs in
-//!   again when the server forgets it (`NotAuthenticated`) and counts its calls;
+//!   again when the server forgets it (`NotAuthenticated`);
 //! - [`trust`]: how the server's certificate is trusted (a pinned thumbprint, or a CA);
 //! - [`xml`]: reading answers: managed object references, property values, faults;
 //! - [`ops`]: what is built on the calls: listing objects through a container view, reading

@@ -160,15 +160,14 @@ async fn reconcile(group: Arc<VmGroup>, r: Arc<Reconciler>) -> Result<Action, Er
     Ok(action)
 }
 
-async fn reconcile_once(group: &Arc<VmGroup>, r: &Arc<Reconciler>) -> Result<Action, Error> {
-    let (group, r) = (group.clone(), r.clone());
+async fn reconcile_once(group: &VmGroup, r: &Reconciler) -> Result<Action, Error> {
     let api: Api<VmGroup> =
         Api::namespaced(r.ctx.client.clone(), &group.namespace().unwrap_or_default());
     if group.metadata.deletion_timestamp.is_some() {
-        reconcile::finalize(&group, &r).await?;
+        reconcile::finalize(group, r).await?;
         return Ok(Action::await_change());
     }
-    if crate::finalizers::ensure(&api, &*group, FINALIZER).await? {
+    if crate::finalizers::ensure(&api, group, FINALIZER).await? {
         return Ok(Action::await_change());
     }
     let mut status = group.status.clone().unwrap_or_default();
@@ -176,37 +175,37 @@ async fn reconcile_once(group: &Arc<VmGroup>, r: &Arc<Reconciler>) -> Result<Act
         Ok(m) => m,
         Err(why) => {
             set(
-                &r,
+                r,
                 &mut status,
                 Condition::new("Ready", false, "InvalidSpec", why),
             );
-            write_status(&api, &group, status).await?;
+            write_status(&api, group, status).await?;
             return Ok(Action::await_change());
         }
     };
-    let observed = match connect(&r, &group).await {
+    let observed = match connect(r, group).await {
         Ok(o) => o,
         Err(why) => {
             set(
-                &r,
+                r,
                 &mut status,
                 Condition::new("VCenterReachable", false, "Unreachable", &why),
             );
             set(
-                &r,
+                r,
                 &mut status,
                 Condition::new("Ready", false, "VCenterUnreachable", why),
             );
-            write_status(&api, &group, status).await?;
+            write_status(&api, group, status).await?;
             return Ok(Action::requeue(Duration::from_secs(30)));
         }
     };
     set(
-        &r,
+        r,
         &mut status,
         Condition::new("VCenterReachable", true, "Connected", ""),
     );
-    converge(&r, &api, &group, observed, status, memory_mb).await
+    converge(r, &api, group, observed, status, memory_mb).await
 }
 
 /// The vCenter's view of the group, or why it cannot be had.
@@ -237,7 +236,7 @@ async fn converge(
     let template = o.template.clone();
     let short = o.owned.len() < replicas;
     template_found(r, group, &mut status, template.is_some(), short).await;
-    let place = match (&template, short) {
+    let place = match (&template, reconcile::may_clone(&o, group)) {
         (Some(t), true) => placed(r, group, &mut status, &o, t).await,
         _ => None,
     };

@@ -142,13 +142,7 @@ pub(super) async fn scale_up(
         progress.marked += 1;
     }
     o.owned.sort_by_key(|(i, _)| *i);
-    let want = usize::try_from(group.spec.replicas.max(0)).unwrap_or(0);
-    let have: std::collections::BTreeSet<usize> = o.owned.iter().map(|(i, _)| *i).collect();
-    let missing: Vec<usize> = (0..)
-        .filter(|i| !have.contains(i))
-        .take(want.saturating_sub(have.len()))
-        .collect();
-    for index in missing {
+    for index in missing(o, group) {
         let name = vm_name(group, index);
         if let Some((task, since)) = o.vc.pending(&name) {
             if since.elapsed() < PENDING_CHECK || still_running(o, &name, &task).await? {
@@ -165,6 +159,29 @@ pub(super) async fn scale_up(
         progress.started += 1;
     }
     Ok(progress)
+}
+
+/// The indexes the group lacks, lowest first (VMs of its names not marked yet count as had:
+/// they are about to be).
+fn missing(o: &Observed, group: &VmGroup) -> Vec<usize> {
+    let want = usize::try_from(group.spec.replicas.max(0)).unwrap_or(0);
+    let have: std::collections::BTreeSet<usize> =
+        o.owned.iter().chain(&o.unmarked).map(|(i, _)| *i).collect();
+    (0..)
+        .filter(|i| !have.contains(i))
+        .take(want.saturating_sub(have.len()))
+        .collect()
+}
+
+/// Whether a scale-up may start a clone: a missing VM has no clone in flight, or one late
+/// enough for its task to be read. Only then is the placement looked up.
+pub(super) fn may_clone(o: &Observed, group: &VmGroup) -> bool {
+    missing(o, group)
+        .into_iter()
+        .any(|i| match o.vc.pending(&vm_name(group, i)) {
+            None => true,
+            Some((_, since)) => since.elapsed() >= PENDING_CHECK,
+        })
 }
 
 /// Whether the clone making `name` still runs; a failed one is reported (and forgotten, so

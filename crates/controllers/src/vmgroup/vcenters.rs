@@ -14,7 +14,7 @@ use kube::ResourceExt;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
-use tokio::sync::{mpsc, watch, Mutex};
+use tokio::sync::{mpsc, watch, OnceCell};
 
 /// The VM properties the controller reads.
 pub const VM_PATHS: &[&str] = &[
@@ -39,7 +39,10 @@ pub struct Change {
 
 /// Sessions (with their watched VMs) by the credentials that opened them.
 pub struct VCenters {
-    sessions: Mutex<HashMap<Credentials, Arc<VCenter>>>,
+    /// A cell per credentials, filled by the first login: a slow or unreachable vCenter
+    /// holds up only the groups that name it, and two groups naming a new one open one
+    /// session.
+    sessions: std::sync::Mutex<HashMap<Credentials, Arc<OnceCell<Arc<VCenter>>>>>,
     changes: mpsc::UnboundedSender<Change>,
 }
 
@@ -48,7 +51,7 @@ impl VCenters {
     pub fn new() -> (VCenters, mpsc::UnboundedReceiver<Change>) {
         let (changes, receiver) = mpsc::unbounded_channel();
         let vcenters = VCenters {
-            sessions: Mutex::default(),
+            sessions: Default::default(),
             changes,
         };
         (vcenters, receiver)
@@ -60,13 +63,21 @@ impl VCenters {
         &self,
         credentials: Credentials,
     ) -> Result<Arc<VCenter>, infrasim_vim_client::Error> {
-        // Held across the login so two groups naming a new vCenter open one session.
-        let mut sessions = self.sessions.lock().await;
-        if let Some(vc) = sessions.get(&credentials) {
-            vc.touch();
-            return Ok(vc.clone());
-        }
-        let client = Arc::new(Client::connect(credentials.clone()).await?);
+        let cell = match self.sessions.lock() {
+            Ok(mut sessions) => sessions.entry(credentials.clone()).or_default().clone(),
+            Err(_) => Arc::default(),
+        };
+        let vc = cell.get_or_try_init(|| self.open(credentials)).await?;
+        vc.touch();
+        Ok(vc.clone())
+    }
+
+    /// Logs in and starts the watch.
+    async fn open(
+        &self,
+        credentials: Credentials,
+    ) -> Result<Arc<VCenter>, infrasim_vim_client::Error> {
+        let client = Arc::new(Client::connect(credentials).await?);
         let owner_key = client.custom_field(super::OWNER_FIELD).await?;
         let (synced, _) = watch::channel(false);
         let vc = Arc::new(VCenter {
@@ -78,24 +89,27 @@ impl VCenters {
             last_used: std::sync::Mutex::new(std::time::Instant::now()),
         });
         tokio::spawn(keep_watching(Arc::downgrade(&vc), self.changes.clone()));
-        sessions.insert(credentials, vc.clone());
         Ok(vc)
     }
-}
 
-impl VCenters {
     /// Logs out of the vCenters no reconcile asked for in `idle` (their groups are gone, or
     /// their Secret now holds other credentials), so their sessions and watches end; how
-    /// many.
+    /// many. Cells of failed logins go too, once no login is under way in them.
     pub async fn sweep(&self, idle: Duration) -> usize {
         let idle_ones: Vec<Arc<VCenter>> = {
-            let mut sessions = self.sessions.lock().await;
-            let keys: Vec<Credentials> = sessions
-                .iter()
-                .filter(|(_, vc)| vc.idle_for() >= idle)
-                .map(|(k, _)| k.clone())
-                .collect();
-            keys.iter().filter_map(|k| sessions.remove(k)).collect()
+            let Ok(mut sessions) = self.sessions.lock() else {
+                return 0;
+            };
+            let mut ended = Vec::new();
+            sessions.retain(|_, cell| match cell.get() {
+                Some(vc) if vc.idle_for() >= idle => {
+                    ended.push(vc.clone());
+                    false
+                }
+                Some(_) => true,
+                None => Arc::strong_count(cell) > 1,
+            });
+            ended
         };
         for vc in &idle_ones {
             if let Err(e) = vc.client.logout().await {
