@@ -354,6 +354,8 @@ def test_snapshots_create_revert_remove(tmp_path):
         c = si.RetrieveContent()
         vm = c.searchIndex.FindByInventoryPath("DC0/vm/DC0_H0_VM0")
         assert vm.snapshot is None
+        # Off, so its CPUs may change (a running VM without CPU hot add refuses).
+        WaitForTask(vm.PowerOffVM_Task())
         t = vm.CreateSnapshot_Task(name="base", description="before", memory=False, quiesce=False)
         WaitForTask(t)
         base = t.info.result
@@ -509,6 +511,7 @@ def test_create_vm_custom_fields_and_linked_clone(tmp_path):
         t = source.CreateSnapshot_Task(name="golden", description="", memory=False, quiesce=False)
         WaitForTask(t)
         snap = t.info.result
+        WaitForTask(source.PowerOffVM_Task())
         WaitForTask(source.ReconfigVM_Task(vim.vm.ConfigSpec(numCPUs=6)))
         t = source.CloneVM_Task(folder=folder, name="linked", spec=vim.vm.CloneSpec(
             location=vim.vm.RelocateSpec(diskMoveType="createNewChildDiskBacking"),
@@ -652,6 +655,47 @@ def test_a_reconfiguration_with_one_bad_value_changes_nothing(vcsim, si):
     nics = [d for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualEthernetCard)]
     assert [(d.key, d.unitNumber) for d in nics][-2:] == [(4000, 7), (4001, 8)]
     assert nics[-1].deviceInfo.label == "Network adapter 2" and nics[-1].macAddress.startswith("00:50:56:")
+
+
+def test_a_running_vm_changes_shape_only_as_hot_plug_allows(vcsim, si):
+    """vCenter's rules for a powered-on VM: more CPUs or memory only with hot add enabled, fewer
+    CPUs only with hot remove, less memory never, and the hot-plug switches only while it is
+    off; a refused change is InvalidPowerState and changes nothing."""
+    from pyVim.task import WaitForTask
+    c = si.RetrieveContent()
+    source = c.searchIndex.FindByInventoryPath("DC0/vm/DC0_H0_VM0")
+    t = source.CloneVM_Task(folder=source.parent, name="hotplug",
+                            spec=vim.vm.CloneSpec(location=vim.vm.RelocateSpec(), powerOn=True))
+    WaitForTask(t)
+    vm = t.info.result
+    try:
+        assert vm.runtime.powerState == "poweredOn"
+        flags = lambda: (vm.config.cpuHotAddEnabled, vm.config.cpuHotRemoveEnabled,
+                         vm.config.memoryHotAddEnabled)
+        assert flags() == (False, False, False), "off unless asked for, as vCenter's default"
+        cpus, memory = vm.config.hardware.numCPU, vm.config.hardware.memoryMB
+        for spec in (vim.vm.ConfigSpec(numCPUs=cpus + 1), vim.vm.ConfigSpec(memoryMB=memory * 2),
+                     vim.vm.ConfigSpec(memoryMB=memory // 2),
+                     vim.vm.ConfigSpec(cpuHotAddEnabled=True)):
+            with pytest.raises(vim.fault.InvalidPowerState) as refused:
+                WaitForTask(vm.ReconfigVM_Task(spec))
+            assert refused.value.existingState == "poweredOn"
+        assert (vm.config.hardware.numCPU, vm.config.hardware.memoryMB) == (cpus, memory)
+        WaitForTask(vm.ReconfigVM_Task(vim.vm.ConfigSpec(numCPUs=cpus, annotation="same shape")))
+
+        WaitForTask(vm.PowerOffVM_Task())
+        WaitForTask(vm.ReconfigVM_Task(vim.vm.ConfigSpec(cpuHotAddEnabled=True,
+                                                         memoryHotAddEnabled=True)))
+        assert flags() == (True, False, True)
+        WaitForTask(vm.PowerOnVM_Task())
+        WaitForTask(vm.ReconfigVM_Task(vim.vm.ConfigSpec(numCPUs=cpus + 1, memoryMB=memory * 2)))
+        assert (vm.config.hardware.numCPU, vm.config.hardware.memoryMB) == (cpus + 1, memory * 2)
+        with pytest.raises(vim.fault.InvalidPowerState):
+            WaitForTask(vm.ReconfigVM_Task(vim.vm.ConfigSpec(numCPUs=cpus)))
+    finally:
+        if vm.runtime.powerState == "poweredOn":
+            WaitForTask(vm.PowerOffVM_Task())
+        WaitForTask(vm.Destroy_Task())
 
 
 def test_datastore_files_over_http_need_the_session(vcsim, si):

@@ -5,6 +5,7 @@ import json
 import subprocess
 
 from pyVim.connect import Disconnect
+from pyVim.task import WaitForTask
 from pyVmomi import vim
 
 from conftest import BINARY, Plane, wait_for
@@ -100,12 +101,25 @@ def test_the_walkthrough_creates_scales_recovers_reshapes_and_deletes(plane, ns)
         ready(plane, ns, 2)
         assert sorted(vms_named(si, prefix)) == [f"{prefix}0", f"{prefix}1"]
 
-        # A new shape reaches the running VMs.
+        # A new shape reaches the running VMs. They have no CPU hot remove (vCenter's default),
+        # so the simulator, as vCenter, refuses fewer CPUs while they run: each is powered off,
+        # reconfigured and powered on again (a new boot time), and the group is ready again.
+        booted = {name: vm.runtime.bootTime for name, vm in vms_named(si, prefix).items()}
         plane.kubectl("-n", ns, "patch", "vg", "vmgroup-sample", "--type", "merge",
                       "-p", '{"spec":{"cpu":2,"memory":"1536Mi"}}')
         wait_for(lambda: all(vm.config.hardware.numCPU == 2 and vm.config.hardware.memoryMB == 1536
                              for vm in vms_named(si, prefix).values()),
                  timeout=30, what="VMs reconfigured")
+        g = ready(plane, ns, 2)
+        assert condition(g, "Ready")["status"] == "True"
+        for name, vm in vms_named(si, prefix).items():
+            assert vm.runtime.powerState == "poweredOn"
+            assert vm.runtime.bootTime > booted[name], f"{name} was power-cycled"
+
+        # A VM powered off behind the controller's back is powered on again.
+        WaitForTask(vms_named(si, prefix)[f"{prefix}1"].PowerOffVM_Task())
+        wait_for(lambda: vms_named(si, prefix)[f"{prefix}1"].runtime.powerState == "poweredOn",
+                 timeout=30, what="the VM powered on again")
 
         # Deleting the group deletes its VMs before the group goes.
         plane.kubectl("-n", ns, "delete", "vg", "vmgroup-sample", "--timeout=60s")

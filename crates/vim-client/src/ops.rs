@@ -84,8 +84,11 @@ pub enum TaskState {
     Running,
     /// Done; what it made (a clone's VM), if anything.
     Success(Option<Moref>),
-    /// Failed: the fault's type and message.
-    Error(String),
+    /// Failed: the fault's type (`InvalidPowerState`) and message.
+    Error {
+        kind: String,
+        message: String,
+    },
 }
 
 impl Client {
@@ -246,7 +249,13 @@ impl Client {
             "queued" => TaskState::Queued,
             "running" => TaskState::Running,
             "success" => TaskState::Success(info.field("result").and_then(Val::moref).cloned()),
-            _ => TaskState::Error(describe_error(info.field("error"))),
+            _ => {
+                let error = info.field("error");
+                TaskState::Error {
+                    kind: fault_kind(error),
+                    message: describe_error(error),
+                }
+            }
         })
     }
 
@@ -258,12 +267,7 @@ impl Client {
         loop {
             match self.task_state(task).await? {
                 TaskState::Success(made) => return Ok(made),
-                TaskState::Error(message) => {
-                    return Err(Error::Fault {
-                        kind: "TaskFailed".into(),
-                        message,
-                    })
-                }
+                TaskState::Error { kind, message } => return Err(Error::Fault { kind, message }),
                 TaskState::Queued | TaskState::Running => {}
             }
             if tokio::time::Instant::now() + pause > deadline {
@@ -365,6 +369,15 @@ fn hardware(cpus: Option<i64>, memory_mb: Option<i64>) -> String {
 }
 
 /// A task's `info.error` (a LocalizedMethodFault) as one line.
+/// The type of a task's fault (`LocalizedMethodFault.fault`'s `xsi:type`).
+fn fault_kind(error: Option<&Val>) -> String {
+    error
+        .and_then(|e| e.field("fault"))
+        .and_then(Val::type_name)
+        .unwrap_or("TaskFailed")
+        .to_string()
+}
+
 fn describe_error(error: Option<&Val>) -> String {
     error
         .and_then(|e| e.field("localizedMessage"))

@@ -121,6 +121,16 @@ async fn a_vm_is_cloned_marked_powered_and_destroyed() {
     assert_eq!(read.text("config.hardware.memoryMB"), "1536");
     assert_eq!(read.text("runtime.powerState"), "poweredOn");
 
+    // Fewer CPUs while it runs needs CPU hot remove: the task's fault comes back by its type.
+    let task = client.reconfigure(&vm, Some(2), None).await.unwrap();
+    let err = client
+        .wait(&task, Duration::from_secs(10))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.fault_kind(), Some("InvalidPowerState"), "{err}");
+    let off = client.start("PowerOffVM_Task", &vm).await.unwrap();
+    client.wait(&off, Duration::from_secs(10)).await.unwrap();
     let task = client.reconfigure(&vm, Some(2), None).await.unwrap();
     client.wait(&task, Duration::from_secs(10)).await.unwrap();
     let read = client
@@ -129,8 +139,6 @@ async fn a_vm_is_cloned_marked_powered_and_destroyed() {
         .unwrap();
     assert_eq!(read.text("config.hardware.numCPU"), "2");
 
-    let off = client.start("PowerOffVM_Task", &vm).await.unwrap();
-    client.wait(&off, Duration::from_secs(10)).await.unwrap();
     let gone = client.start("Destroy_Task", &vm).await.unwrap();
     client.wait(&gone, Duration::from_secs(10)).await.unwrap();
     let err = client.properties(&vm, &["name"]).await.err().unwrap();

@@ -708,6 +708,9 @@ pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTim
         .with("createDate", now)
         .with("instanceUuid", instance_uuid.as_str())
         .with("template", false)
+        .with("cpuHotAddEnabled", false)
+        .with("cpuHotRemoveEnabled", false)
+        .with("memoryHotAddEnabled", false)
         .with("guestId", "otherGuest")
         .with("alternateGuestName", "")
         .with(

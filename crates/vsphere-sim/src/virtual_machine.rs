@@ -571,6 +571,61 @@ fn validate_spec(spec: &Element) -> Result<(), Fault> {
     Ok(())
 }
 
+/// The changes vCenter makes to a running VM only with hot plug: more CPUs with
+/// `cpuHotAddEnabled`, fewer with `cpuHotRemoveEnabled`, more memory with
+/// `memoryHotAddEnabled`; less memory, another cores-per-socket, or the hot-plug switches
+/// themselves only when it is off. Anything else is refused with InvalidPowerState, the
+/// fault a real vCenter answers, so a client that forgets to power-cycle finds out here.
+fn check_hot_changes(o: &crate::inventory::ManagedObject, spec: &Element) -> Result<(), Fault> {
+    let power = o
+        .path("runtime.powerState")
+        .and_then(Val::as_str)
+        .unwrap_or("poweredOff");
+    if power != "poweredOn" {
+        return Ok(());
+    }
+    let now = |path: &str| match o.path(path) {
+        Some(Val::Int(n)) => i64::from(*n),
+        Some(Val::Long(n)) => *n,
+        _ => 0,
+    };
+    let enabled = |flag: &str| matches!(o.path(&format!("config.{flag}")), Some(Val::Bool(true)));
+    let asked = |field: &str| {
+        spec.text_of(field)
+            .and_then(|t| t.trim().parse::<i64>().ok())
+    };
+    let refused = || Err(invalid_power_state(power, "poweredOff"));
+    if let Some(n) = asked("numCPUs") {
+        let cpus = now("config.hardware.numCPU");
+        if (n > cpus && !enabled("cpuHotAddEnabled"))
+            || (n < cpus && !enabled("cpuHotRemoveEnabled"))
+        {
+            return refused();
+        }
+    }
+    if asked("numCoresPerSocket").is_some_and(|n| n != now("config.hardware.numCoresPerSocket")) {
+        return refused();
+    }
+    if let Some(n) = asked("memoryMB") {
+        let memory = now("config.hardware.memoryMB");
+        if n < memory || (n > memory && !enabled("memoryHotAddEnabled")) {
+            return refused();
+        }
+    }
+    for flag in [
+        "cpuHotAddEnabled",
+        "cpuHotRemoveEnabled",
+        "memoryHotAddEnabled",
+    ] {
+        if let Some(want) = spec.text_of(flag) {
+            if (want.trim() == "true") != enabled(flag) {
+                return refused();
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The distributed portgroups the spec's NIC backings name by `portgroupKey`, by key.
 fn portgroups_named(state: &State, spec: &Element) -> std::collections::HashMap<String, Moref> {
     let mut found = std::collections::HashMap::new();
@@ -610,9 +665,10 @@ fn nic_networks(o: &crate::inventory::ManagedObject) -> Vec<Val> {
 
 pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Result<(), Fault> {
     validate_spec(spec)?;
-    if state.inventory.get(vm).is_none() {
+    let Some(o) = state.inventory.get(vm) else {
         return Err(Fault::not_found(vm));
-    }
+    };
+    check_hot_changes(o, spec)?;
     state.profiles.apply(vm, spec.children_named("vmProfile"));
     let int = |name: &str| {
         spec.text_of(name)
@@ -635,6 +691,17 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
     if let Some(annotation) = spec.text_of("annotation") {
         if let Some(c) = data_mut(o, "config") {
             c.set("annotation", annotation);
+        }
+    }
+    for flag in [
+        "cpuHotAddEnabled",
+        "cpuHotRemoveEnabled",
+        "memoryHotAddEnabled",
+    ] {
+        if let Some(on) = spec.text_of(flag) {
+            if let Some(c) = data_mut(o, "config") {
+                c.set(flag, on.trim() == "true");
+            }
         }
     }
     for (field, summary) in [

@@ -242,9 +242,8 @@ async fn converge(
     };
     let source = template.as_ref().zip(place.as_ref());
     let progress = reconcile::scale_up(&mut o, group, source, memory_mb).await?;
-    let reshaped = removed == 0
-        && progress.marked == 0
-        && reconcile::reshape_one(&o, group, memory_mb).await?;
+    let reshaped =
+        removed == 0 && progress.marked == 0 && reconcile::mend_one(&o, group, memory_mb).await?;
     if reshaped {
         o = reconcile::observe(o.vc.clone(), group).await?;
     }

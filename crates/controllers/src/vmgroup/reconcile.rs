@@ -194,7 +194,7 @@ async fn still_running(o: &Observed, name: &str, task: &Moref) -> Result<bool, E
             o.vc.start_pending(name, task.clone());
             Ok(true)
         }
-        Ok(TaskState::Error(why)) => {
+        Ok(TaskState::Error { message: why, .. }) => {
             o.vc.settle(name);
             Err(Error::VCenter(format!("cloning {name}: {why}")))
         }
@@ -276,22 +276,88 @@ pub(super) fn misshapen<'a>(
     })
 }
 
-/// Reconfigures the first VM whose CPUs or memory differ from the spec; whether one did.
-pub(super) async fn reshape_one(
-    o: &Observed,
-    group: &VmGroup,
-    memory_mb: i64,
-) -> Result<bool, Error> {
-    let Some(vm) = misshapen(o, group, memory_mb) else {
+/// Mends one VM, so a reconcile never holds many vCenter tasks at once: the first VM whose CPUs
+/// or memory differ from the spec is reconfigured, or else the first VM that is not running is
+/// powered on (a VM someone powered off, or one a crash left off mid power-cycle). Whether one
+/// was.
+pub(super) async fn mend_one(o: &Observed, group: &VmGroup, memory_mb: i64) -> Result<bool, Error> {
+    if let Some(vm) = misshapen(o, group, memory_mb) {
+        reshape(o, vm, group.spec.cpu, memory_mb).await?;
+        return Ok(true);
+    }
+    let stopped = o.owned.iter().map(|(_, vm)| vm).find(|vm| {
+        matches!(vm.text("runtime.powerState"), "poweredOff" | "suspended")
+            && o.vc.pending(vm.text("name")).is_none()
+    });
+    let Some(vm) = stopped else {
         return Ok(false);
     };
-    let client = &o.vc.client;
-    let task = client
-        .reconfigure(&vm.obj, Some(group.spec.cpu), Some(memory_mb))
-        .await?;
-    client.wait(&task, TASK_LIMIT).await?;
+    // Left as it was (on already, or busy): the watch reports the change, no need to hurry.
+    if !power_on(o, &vm.obj).await? {
+        return Ok(false);
+    }
     o.vc.refresh(&vm.obj).await?;
     Ok(true)
+}
+
+/// Gives a VM the group's CPUs and memory. A running VM is changed in place where its hot-plug
+/// switches allow the change, as vCenter requires; otherwise it is powered off, changed and
+/// powered on again.
+async fn reshape(o: &Observed, vm: &ObjectContent, cpus: i64, memory_mb: i64) -> Result<(), Error> {
+    let client = &o.vc.client;
+    let running = vm.text("runtime.powerState") == "poweredOn";
+    let cycle = running && !hot_pluggable(o, &vm.obj, cpus, memory_mb).await?;
+    if cycle {
+        let task = client.start("PowerOffVM_Task", &vm.obj).await?;
+        client.wait(&task, TASK_LIMIT).await?;
+    }
+    let task = client
+        .reconfigure(&vm.obj, Some(cpus), Some(memory_mb))
+        .await?;
+    let changed = client.wait(&task, TASK_LIMIT).await;
+    // Back on even when the change failed: a group's VMs are not left off by its controller.
+    if cycle {
+        power_on(o, &vm.obj).await?;
+    }
+    changed?;
+    o.vc.refresh(&vm.obj).await?;
+    Ok(())
+}
+
+/// Whether a running VM takes the change to `cpus` and `memory_mb` while on: more CPUs need
+/// CPU hot add, fewer need CPU hot remove, more memory needs memory hot add, and less memory
+/// is never taken.
+async fn hot_pluggable(o: &Observed, vm: &Moref, cpus: i64, memory_mb: i64) -> Result<bool, Error> {
+    const PATHS: &[&str] = &[
+        "config.hardware.numCPU",
+        "config.hardware.memoryMB",
+        "config.cpuHotAddEnabled",
+        "config.cpuHotRemoveEnabled",
+        "config.memoryHotAddEnabled",
+    ];
+    let now = o.vc.client.properties(vm, PATHS).await?;
+    let int = |path: &str| now.text(path).parse::<i64>().unwrap_or(0);
+    let on = |path: &str| now.text(path) == "true";
+    let (have_cpus, have_memory) = (int(PATHS[0]), int(PATHS[1]));
+    let cpus_ok = cpus == have_cpus
+        || (cpus > have_cpus && on(PATHS[2]))
+        || (cpus < have_cpus && on(PATHS[3]));
+    let memory_ok = memory_mb == have_memory || (memory_mb > have_memory && on(PATHS[4]));
+    Ok(cpus_ok && memory_ok)
+}
+
+/// Powers a VM on; whether it did. One already on, or busy with another task (a clone that
+/// powers it on itself), is left as it is: the watch reports how that ends.
+async fn power_on(o: &Observed, vm: &Moref) -> Result<bool, Error> {
+    let client = &o.vc.client;
+    let task = client.start("PowerOnVM_Task", vm).await?;
+    match client.wait(&task, TASK_LIMIT).await {
+        Ok(_) => Ok(true),
+        Err(e) if matches!(e.fault_kind(), Some("InvalidPowerState" | "TaskInProgress")) => {
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The status lines of the owned VMs.
