@@ -655,6 +655,12 @@ def test_a_reconfiguration_with_one_bad_value_changes_nothing(vcsim, si):
     nics = [d for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualEthernetCard)]
     assert [(d.key, d.unitNumber) for d in nics][-2:] == [(4000, 7), (4001, 8)]
     assert nics[-1].deviceInfo.label == "Network adapter 2" and nics[-1].macAddress.startswith("00:50:56:")
+    nowhere = vim.vm.device.VirtualDeviceSpec(operation="add", device=vim.vm.device.VirtualVmxnet3(
+        backing=vim.vm.device.VirtualEthernetCard.DistributedVirtualPortBackingInfo(
+            port=vim.dvs.PortConnection(switchUuid="x", portgroupKey="dvportgroup-nowhere"))))
+    with pytest.raises(vmodl.fault.InvalidArgument):
+        WaitForTask(vm.ReconfigVM_Task(vim.vm.ConfigSpec(deviceChange=[nowhere])))
+    assert len([d for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualEthernetCard)]) == len(nics)
 
 
 def test_a_running_vm_changes_shape_only_as_hot_plug_allows(vcsim, si):

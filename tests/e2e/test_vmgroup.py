@@ -83,6 +83,9 @@ def test_the_walkthrough_creates_scales_recovers_reshapes_and_deletes(plane, ns)
         vms = vms_named(si, prefix)
         assert sorted(vms) == [f"{prefix}{i}" for i in range(3)]
         for vm in vms.values():
+            # No placement: the vCenter's first cluster, not the template's standalone host.
+            assert vm.resourcePool.owner.name == "DC0_C0"
+            assert vm.parent.name == "vm" and [d.name for d in vm.datastore] == ["LocalDS_0"]
             assert vm.config.hardware.numCPU == 4
             assert vm.config.hardware.memoryMB == 1024
             assert vm.runtime.powerState == "poweredOn"
@@ -257,6 +260,13 @@ def test_placement_by_name_puts_the_clones_and_their_nic_there_and_a_wrong_one_i
         assert [n.name for n in vm.network] == ["DC0_DVPG0"], "the NIC moved to the portgroup"
         nics = [d for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualEthernetCard)]
         assert len(nics) == 1, "the template's NIC replaced, not added to"
+        # Connected as vCenter connects a NIC to a distributed port group: through a port.
+        pg = vm.network[0]
+        port = nics[0].backing.port
+        assert isinstance(nics[0].backing,
+                          vim.vm.device.VirtualEthernetCard.DistributedVirtualPortBackingInfo)
+        assert (port.portgroupKey, port.switchUuid) == (pg.key, pg.config.distributedVirtualSwitch.uuid)
+        assert [n.network for n in vm.guest.net] == ["DC0_DVPG0"] and vm.guest.ipAddress
     finally:
         Disconnect(si)
     plane.kubectl("-n", ns, "delete", "vg", "vmgroup-sample", "--timeout=30s")

@@ -577,13 +577,12 @@ fn vm_hardware(
         .with("unitNumber", 0i32)
         .with("capacityInKB", 10_485_760i64)
         .with("capacityInBytes", 10_737_418_240i64);
-    let mut nic = crate::devices::ethernet_card(
-        "VirtualVmxnet3",
-        crate::devices::FIRST_NIC_KEY,
-        Some(network.clone()),
-        net_name,
-        &mac,
-    );
+    let on = crate::devices::NicBacking::Network {
+        network: Some(network),
+        device_name: net_name,
+    };
+    let mut nic =
+        crate::devices::ethernet_card("VirtualVmxnet3", crate::devices::FIRST_NIC_KEY, on, &mac);
     inv.reuse_field("nic.deviceInfo", &mut nic, "deviceInfo");
     inv.reuse_field("nic.backing", &mut nic, "backing");
     let controller = Data::new("ParaVirtualSCSIController")

@@ -299,22 +299,17 @@ pub(crate) fn guest_ready(state: &mut State, vm: &Moref, boot: u64) {
             Val::Array(_, items) => items
                 .iter()
                 .filter_map(|dev| {
-                    let Val::Data(dev) = dev else { return None };
-                    let mac = dev.get("macAddress")?.as_str()?.to_string();
-                    let key = match dev.get("key") {
+                    let mac = dev.path("macAddress")?.as_str()?.to_string();
+                    let key = match dev.path("key") {
                         Some(Val::Int(k)) => *k,
                         _ => 0,
                     };
-                    let backing = match dev.get("backing") {
-                        Some(Val::Data(b)) => b,
-                        _ => return None,
+                    let network = crate::devices::nic_network(dev)?;
+                    // guest.net names the port group, standard or distributed.
+                    let name = match dev.path("backing.deviceName") {
+                        Some(Val::Str(name)) => name.clone(),
+                        _ => state.inventory.get(&network)?.name().to_string(),
                     };
-                    let network = backing.get("network").and_then(Val::as_mor).cloned()?;
-                    let name = backing
-                        .get("deviceName")
-                        .and_then(Val::as_str)
-                        .unwrap_or("")
-                        .to_string();
                     Some((key, mac, network, name))
                 })
                 .collect(),
@@ -626,26 +621,24 @@ fn check_hot_changes(o: &crate::inventory::ManagedObject, spec: &Element) -> Res
     Ok(())
 }
 
-/// The distributed portgroups the spec's NIC backings name by `portgroupKey`, by key.
-fn portgroups_named(state: &State, spec: &Element) -> std::collections::HashMap<String, Moref> {
-    let mut found = std::collections::HashMap::new();
+/// Every distributed port group the spec's NIC backings name by `portgroupKey` exists (its key
+/// is its managed object id, so this is a lookup, not a scan of the inventory).
+fn check_portgroups(state: &State, spec: &Element) -> Result<(), Fault> {
     for change in spec.children_named("deviceChange") {
         let key = change
             .child("device")
             .and_then(|d| d.child("backing"))
             .and_then(|b| b.child("port"))
-            .and_then(|p| p.text_of("portgroupKey"))
-            .map(|k| k.trim().to_string());
+            .and_then(|p| p.text_of("portgroupKey"));
         let Some(key) = key else { continue };
-        let pg = state.inventory.iter().find(|o| {
-            o.moref.ty == "DistributedVirtualPortgroup"
-                && o.path("key").and_then(Val::as_str) == Some(key.as_str())
-        });
-        if let Some(pg) = pg {
-            found.insert(key, pg.moref.clone());
+        let pg = Moref::new("DistributedVirtualPortgroup", key.trim());
+        if state.inventory.get(&pg).is_none() {
+            return Err(Fault::invalid_argument(
+                "spec.deviceChange.device.backing.port.portgroupKey",
+            ));
         }
     }
-    found
+    Ok(())
 }
 
 /// The distinct networks of a VM's NICs, in device order.
@@ -653,9 +646,9 @@ fn nic_networks(o: &crate::inventory::ManagedObject) -> Vec<Val> {
     let mut networks: Vec<Moref> = Vec::new();
     if let Some(Val::Array(_, devices)) = o.path("config.hardware.device") {
         for d in devices {
-            if let Some(Val::Mor(n)) = d.path("backing.network") {
-                if !networks.contains(n) {
-                    networks.push(n.clone());
+            if let Some(n) = crate::devices::nic_network(d) {
+                if !networks.contains(&n) {
+                    networks.push(n);
                 }
             }
         }
@@ -669,6 +662,7 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
         return Err(Fault::not_found(vm));
     };
     check_hot_changes(o, spec)?;
+    check_portgroups(state, spec)?;
     state.profiles.apply(vm, spec.children_named("vmProfile"));
     let int = |name: &str| {
         spec.text_of(name)
@@ -683,8 +677,6 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
     if let Some(n) = int("memoryMB") {
         set_hardware(state, vm, "memoryMB", Some("memorySizeMB"), n);
     }
-    // NICs added on a distributed portgroup name it by key; found before the VM is borrowed.
-    let portgroups = portgroups_named(state, spec);
     let Some(o) = state.inventory.get_mut(vm) else {
         return Err(Fault::not_found(vm));
     };
@@ -802,15 +794,25 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
                         .max()
                         .map_or(crate::devices::FIRST_NIC_KEY, |k| k + 1);
                     let backing = device.child("backing");
-                    let port_group = backing
-                        .and_then(|b| b.child("port"))
-                        .and_then(|p| p.text_of("portgroupKey"))
-                        .and_then(|k| portgroups.get(k.trim()).cloned());
+                    let port = backing.and_then(|b| b.child("port"));
                     let network = backing
                         .and_then(|b| b.child("network"))
-                        .and_then(Element::moref)
-                        .or(port_group);
-                    let dev_name = backing.and_then(|b| b.text_of("deviceName")).unwrap_or("");
+                        .and_then(Element::moref);
+                    let on = match port.and_then(|p| p.text_of("portgroupKey")) {
+                        Some(key) => crate::devices::NicBacking::Portgroup {
+                            switch_uuid: port
+                                .and_then(|p| p.text_of("switchUuid"))
+                                .unwrap_or("")
+                                .trim(),
+                            portgroup_key: key.trim(),
+                        },
+                        None => crate::devices::NicBacking::Network {
+                            network: network.as_ref(),
+                            device_name: backing
+                                .and_then(|b| b.text_of("deviceName"))
+                                .unwrap_or(""),
+                        },
+                    };
                     let mac = device
                         .text_of("macAddress")
                         .map(str::to_string)
@@ -821,9 +823,7 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
                     } else {
                         ty.into()
                     };
-                    devices.push(Val::from(crate::devices::ethernet_card(
-                        ty, key, network, dev_name, &mac,
-                    )));
+                    devices.push(Val::from(crate::devices::ethernet_card(ty, key, on, &mac)));
                 }
             }
             _ => {}
