@@ -140,9 +140,23 @@ pub struct Inventory {
     last_parts: Vec<(&'static str, Val)>,
     /// What new objects' data objects are stored against (see [`crate::data::Bases`]).
     bases: crate::data::Bases,
+    /// Bumped by every mutable access (and by [`Inventory::note_change`]): a call that left it
+    /// as it was changed nothing a property collector reports, so its waiters need not wake.
+    changes: u64,
 }
 
 impl Inventory {
+    /// A count that moves whenever the inventory may have changed (see `changes`).
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    /// Marks a change to what property collectors read from outside the inventory (the
+    /// sessions behind `SessionManager.sessionList`).
+    pub fn note_change(&mut self) {
+        self.changes += 1;
+    }
+
     /// A fresh reference value with vCenter's prefix for the type: `vm-17` for `vm`, and
     /// `group-v3` / `domain-c7` for prefixes that already end in their letter.
     pub fn next_value(&mut self, prefix: &str) -> String {
@@ -155,6 +169,7 @@ impl Inventory {
     }
 
     pub fn insert(&mut self, mut object: ManagedObject) {
+        self.changes += 1;
         object.props.share(&mut self.bases);
         let value = object.moref.value.clone();
         if let Some(old) = self.objects.remove(&value) {
@@ -277,6 +292,7 @@ impl Inventory {
     }
 
     fn update_key(&mut self, m: &Moref, change: impl FnOnce(&mut ManagedObject)) {
+        self.changes += 1;
         if let Some(mut o) = self.objects.remove(&m.value) {
             self.unindex(&o);
             change(&mut o);
@@ -290,6 +306,7 @@ impl Inventory {
     }
 
     pub fn get_mut(&mut self, m: &Moref) -> Option<&mut ManagedObject> {
+        self.changes += 1;
         self.objects
             .get_mut(&m.value)
             .filter(|o| o.moref.ty == m.ty)
@@ -301,6 +318,7 @@ impl Inventory {
     }
 
     pub fn remove(&mut self, m: &Moref) -> Option<ManagedObject> {
+        self.changes += 1;
         let object = self.objects.remove(&m.value)?;
         self.unindex(&object);
         Some(object)

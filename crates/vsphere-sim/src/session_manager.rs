@@ -81,6 +81,7 @@ pub(crate) fn touch(
 /// collectors it created, as vCenter does at logout.
 fn end_session(state: &mut State, key: &str) {
     state.sessions.remove(key);
+    state.inventory.note_change();
     state.collectors.drop_session(key);
     let prefix = format!("session[{key}]");
     let scoped: Vec<crate::value::Moref> = state
@@ -213,6 +214,7 @@ fn login(state: &mut State, call: &mut Call<'_>, args: &Element) -> Result<Strin
         false,
     );
     state.sessions.insert(session);
+    state.inventory.note_change();
     crate::event_manager::emit(
         state,
         call,

@@ -424,8 +424,9 @@ impl Simulator {
             notified.as_mut().enable();
             let now = self.clock.now();
             let expired = max_wait.is_some_and(|w| now >= started + w);
-            let (result, set_session, next_due) = {
+            let (result, set_session, next_due, changed) = {
                 let mut state = self.lock();
+                let before = state.inventory.changes();
                 let session = cookie
                     .and_then(session_cookie)
                     .and_then(|key| session_manager::touch(&mut state, &self.config, &key, now));
@@ -442,11 +443,17 @@ impl Simulator {
                     Some(fault) => inject(&mut state, &mut call, &request, fault),
                     None => dispatch(&mut state, &mut call, &request, expired),
                 };
-                (result, call.set_session, state.timeline.next_due())
+                let changed = state.inventory.changes() != before;
+                (result, call.set_session, state.timeline.next_due(), changed)
             };
+            // Only a call that changed something wakes the WaitForUpdates waiters: each woken
+            // one compares every object its filters select, so waking them on reads would
+            // make every read cost as much as a listing.
+            if changed {
+                self.changed.notify_waiters();
+            }
             match result {
                 Ok(Flow::Done(inner)) => {
-                    self.changed.notify_waiters();
                     return Reply {
                         status: 200,
                         body: soap::response(&request.method, &inner),
@@ -455,7 +462,6 @@ impl Simulator {
                     };
                 }
                 Err(f) => {
-                    self.changed.notify_waiters();
                     return fault_reply(&f);
                 }
                 Ok(Flow::Wait) => {

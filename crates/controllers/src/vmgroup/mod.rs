@@ -4,6 +4,7 @@
 
 mod placement;
 mod reconcile;
+mod tasks;
 pub mod types;
 mod vcenters;
 
@@ -164,8 +165,12 @@ async fn reconcile_once(group: &VmGroup, r: &Reconciler) -> Result<Action, Error
     let api: Api<VmGroup> =
         Api::namespaced(r.ctx.client.clone(), &group.namespace().unwrap_or_default());
     if group.metadata.deletion_timestamp.is_some() {
-        reconcile::finalize(group, r).await?;
-        return Ok(Action::await_change());
+        // The VMs' changes wake it as they go; the requeue is a backstop.
+        return Ok(if reconcile::finalize(group, r).await? {
+            Action::await_change()
+        } else {
+            Action::requeue(reconcile::PENDING_CHECK)
+        });
     }
     if crate::finalizers::ensure(&api, group, FINALIZER).await? {
         return Ok(Action::await_change());
@@ -232,7 +237,12 @@ async fn converge(
     memory_mb: i64,
 ) -> Result<Action, Error> {
     let replicas = usize::try_from(group.spec.replicas.max(0)).unwrap_or(0);
-    let removed = reconcile::scale_down(&mut o, replicas).await?;
+    let shape = reconcile::Shape {
+        cpus: group.spec.cpu,
+        memory_mb,
+    };
+    let following = tasks::follow(&o, group, shape).await?;
+    let removing = reconcile::scale_down(&o, replicas).await?;
     let template = o.template.clone();
     let short = o.owned.len() < replicas;
     template_found(r, group, &mut status, template.is_some(), short).await;
@@ -242,18 +252,15 @@ async fn converge(
     };
     let source = template.as_ref().zip(place.as_ref());
     let progress = reconcile::scale_up(&mut o, group, source, memory_mb).await?;
-    let reshaped =
-        removed == 0 && progress.marked == 0 && reconcile::mend_one(&o, group, memory_mb).await?;
-    if reshaped {
-        o = reconcile::observe(o.vc.clone(), group).await?;
-    }
+    let mending =
+        removing == 0 && progress.marked == 0 && reconcile::mend_one(&o, replicas, shape).await?;
     let vms = reconcile::vm_statuses(&o);
     let ready = vms
         .iter()
         .filter(|v| v.power_state == "poweredOn" && v.ip.is_some())
         .count();
-    // Reshaping goes one VM per reconcile: the group is not done until every VM has the shape.
-    let shaped = reconcile::misshapen(&o, group, memory_mb).is_none();
+    // Reshaping goes one VM at a time: the group is not done until every VM has the shape.
+    let shaped = reconcile::shaped(&o, replicas, shape);
     let done = ready == replicas && vms.len() == replicas && shaped;
     status.replicas = vms.len() as i64;
     status.ready_replicas = ready as i64;
@@ -263,6 +270,9 @@ async fn converge(
     let mut message = format!("{ready} of {replicas} VMs ready");
     if cloning > 0 {
         message.push_str(&format!(", {cloning} being cloned"));
+    }
+    if removing > 0 {
+        message.push_str(&format!(", {removing} being removed"));
     }
     let reason = if done { "Ready" } else { "Waiting" };
     set(
@@ -276,18 +286,16 @@ async fn converge(
         Condition::new("Ready", done, reason, message),
     );
     write_status(api, group, status).await?;
-    // The vCenter's changes (a VM made, a guest's IP) wake the group; the requeues are
-    // backstops, but for work that goes on at once (one reshape at a time, extras marked
-    // to be removed).
-    Ok(Action::requeue(
-        if removed + progress.marked > 0 || reshaped {
-            Duration::ZERO
-        } else if cloning > 0 {
-            reconcile::PENDING_CHECK
-        } else {
-            Duration::from_secs(300)
-        },
-    ))
+    // The vCenter's changes (a VM made, powered or gone, a guest's IP) wake the group; the
+    // requeues are backstops, but for work that goes on at once (VMs just marked may be
+    // extras to remove or VMs to mend).
+    Ok(Action::requeue(if progress.marked > 0 {
+        Duration::ZERO
+    } else if following + removing + cloning > 0 || mending {
+        reconcile::PENDING_CHECK
+    } else {
+        Duration::from_secs(300)
+    }))
 }
 
 /// Where the clones go, with the PlacementFound condition (and an Event when not found).

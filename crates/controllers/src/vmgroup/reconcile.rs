@@ -5,20 +5,31 @@
 //! reconfigured one at a time.
 
 use super::placement::Resolved;
+use super::tasks;
 use super::types::{VmGroup, VmStatus};
-use super::vcenters::VCenter;
+use super::vcenters::{Goal, VCenter};
 use super::{Error, Reconciler, FINALIZER};
-use infrasim_vim_client::{ops, CloneSpec, Moref, ObjectContent, TaskState};
+use infrasim_vim_client::{ops, CloneSpec, Moref, ObjectContent};
 use kube::api::Api;
 use kube::ResourceExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long a reconcile waits for one vCenter task.
-const TASK_LIMIT: Duration = Duration::from_secs(120);
-
-/// How old a clone in flight gets before its task is read.
+/// How old a task in flight gets, its change not seen, before the task is read.
 pub(super) const PENDING_CHECK: Duration = Duration::from_secs(5);
+
+/// The CPUs and memory a group's VMs have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Shape {
+    pub cpus: i64,
+    pub memory_mb: i64,
+}
+
+/// Whether a VM's copy has `shape`.
+pub(super) fn has_shape(vm: &ObjectContent, shape: Shape) -> bool {
+    vm.text("config.hardware.numCPU") == shape.cpus.to_string()
+        && vm.text("config.hardware.memoryMB") == shape.memory_mb.to_string()
+}
 
 /// How long a reconcile waits for the first listing of a vCenter's VMs.
 const SYNC_LIMIT: Duration = Duration::from_secs(30);
@@ -108,6 +119,22 @@ pub(super) async fn observe(vc: Arc<VCenter>, group: &VmGroup) -> Result<Observe
     Ok(observed)
 }
 
+impl Observed {
+    /// The group's VM of that name, marked or not.
+    pub fn vm_named(&self, name: &str) -> Option<&ObjectContent> {
+        self.owned
+            .iter()
+            .chain(&self.unmarked)
+            .map(|(_, vm)| vm)
+            .find(|vm| vm.text("name") == name)
+    }
+
+    /// The VMs the group keeps: the lowest `replicas` indexes (those above are removed).
+    pub fn kept(&self, replicas: usize) -> &[(usize, ObjectContent)] {
+        &self.owned[..replicas.min(self.owned.len())]
+    }
+}
+
 /// What one scale-up step did.
 #[derive(Debug, Default)]
 pub(super) struct Progress {
@@ -144,18 +171,17 @@ pub(super) async fn scale_up(
     o.owned.sort_by_key(|(i, _)| *i);
     for index in missing(o, group) {
         let name = vm_name(group, index);
-        if let Some((task, since)) = o.vc.pending(&name) {
-            if since.elapsed() < PENDING_CHECK || still_running(o, &name, &task).await? {
-                progress.in_flight += 1;
-                continue;
-            }
+        // A clone in flight (its task read by `tasks::follow` when it is late).
+        if o.vc.pending(&name).is_some() {
+            progress.in_flight += 1;
+            continue;
         }
         let Some((template, place)) = source else {
             continue;
         };
         let spec = clone_spec(group, place, index, memory_mb);
         let task = o.vc.client.clone_vm(&template.obj, &spec).await?;
-        o.vc.start_pending(&name, task);
+        o.vc.start_pending(&name, task, Goal::Made);
         progress.started += 1;
     }
     Ok(progress)
@@ -173,38 +199,12 @@ fn missing(o: &Observed, group: &VmGroup) -> Vec<usize> {
         .collect()
 }
 
-/// Whether a scale-up may start a clone: a missing VM has no clone in flight, or one late
-/// enough for its task to be read. Only then is the placement looked up.
+/// Whether a scale-up may start a clone: a missing VM has no clone in flight. Only then is
+/// the placement looked up.
 pub(super) fn may_clone(o: &Observed, group: &VmGroup) -> bool {
     missing(o, group)
         .into_iter()
-        .any(|i| match o.vc.pending(&vm_name(group, i)) {
-            None => true,
-            Some((_, since)) => since.elapsed() >= PENDING_CHECK,
-        })
-}
-
-/// Whether the clone making `name` still runs; a failed one is reported (and forgotten, so
-/// the next reconcile tries again).
-async fn still_running(o: &Observed, name: &str, task: &Moref) -> Result<bool, Error> {
-    match o.vc.client.task_state(task).await {
-        Ok(TaskState::Queued | TaskState::Running) => Ok(true),
-        Ok(TaskState::Success(_)) => {
-            // Done, and its VM not reported yet: wait for the watch a while longer.
-            o.vc.start_pending(name, task.clone());
-            Ok(true)
-        }
-        Ok(TaskState::Error { message: why, .. }) => {
-            o.vc.settle(name);
-            Err(Error::VCenter(format!("cloning {name}: {why}")))
-        }
-        // The vCenter forgot the task (it restarted): start again.
-        Err(e) if e.fault_kind() == Some("ManagedObjectNotFound") => {
-            o.vc.settle(name);
-            Ok(false)
-        }
-        Err(e) => Err(e.into()),
-    }
+        .any(|i| o.vc.pending(&vm_name(group, i)).is_none())
 }
 
 /// What the controller knows of a VM it just made and powered on (until the watch says more).
@@ -240,94 +240,64 @@ fn clone_spec(group: &VmGroup, place: &Resolved, index: usize, memory_mb: i64) -
     }
 }
 
-/// Removes the VMs beyond `replicas`, newest (highest index) first. The VMs removed.
-pub(super) async fn scale_down(o: &mut Observed, replicas: usize) -> Result<usize, Error> {
-    let mut removed = 0;
-    while o.owned.len() > replicas {
-        let Some((_, vm)) = o.owned.pop() else { break };
-        remove_vm(&o.vc, &vm.obj, vm.text("runtime.powerState")).await?;
-        removed += 1;
+/// Starts removing the VMs beyond `replicas`, the newest (highest indexes), all at once and
+/// without waiting: each is powered off, then destroyed once the watch shows it off. How many
+/// are being removed.
+pub(super) async fn scale_down(o: &Observed, replicas: usize) -> Result<usize, Error> {
+    let extras = o.owned.get(replicas..).unwrap_or_default();
+    for (_, vm) in extras.iter().rev() {
+        if o.vc.pending(vm.text("name")).is_some() {
+            continue;
+        }
+        if vm.text("runtime.powerState") == "poweredOff" {
+            tasks::start(o, vm, "Destroy_Task", Goal::Gone).await?;
+        } else {
+            tasks::start(o, vm, "PowerOffVM_Task", Goal::Off).await?;
+        }
     }
-    Ok(removed)
+    Ok(extras.len())
 }
 
-/// Powers a VM off (if it is on) and destroys it.
-pub(super) async fn remove_vm(vc: &VCenter, vm: &Moref, power: &str) -> Result<(), Error> {
-    let client = &vc.client;
-    if power == "poweredOn" {
-        let task = client.start("PowerOffVM_Task", vm).await?;
-        client.wait(&task, TASK_LIMIT).await?;
+/// Whether every VM the group keeps has its shape.
+pub(super) fn shaped(o: &Observed, replicas: usize, shape: Shape) -> bool {
+    o.kept(replicas).iter().all(|(_, vm)| has_shape(vm, shape))
+}
+
+/// Starts mending one kept VM, so VMs change one at a time: the first VM of the wrong shape
+/// is reconfigured (a running one only when its hot-plug switches take the change, as vCenter
+/// requires; otherwise it is powered off first, reconfigured once off, and powered on again
+/// by the next step), or else the first VM that is not running is powered on (one someone
+/// powered off, or one between the steps of a power cycle). Whether one was started.
+pub(super) async fn mend_one(o: &Observed, replicas: usize, shape: Shape) -> Result<bool, Error> {
+    let kept = o.kept(replicas);
+    if kept
+        .iter()
+        .any(|(_, vm)| o.vc.pending(vm.text("name")).is_some())
+    {
+        return Ok(false);
     }
-    let task = client.start("Destroy_Task", vm).await?;
-    client.wait(&task, TASK_LIMIT).await?;
-    vc.forget(vm);
-    Ok(())
-}
-
-/// The first VM whose CPUs or memory differ from the spec.
-pub(super) fn misshapen<'a>(
-    o: &'a Observed,
-    group: &VmGroup,
-    memory_mb: i64,
-) -> Option<&'a ObjectContent> {
-    o.owned.iter().map(|(_, vm)| vm).find(|vm| {
-        vm.text("config.hardware.numCPU") != group.spec.cpu.to_string()
-            || vm.text("config.hardware.memoryMB") != memory_mb.to_string()
-    })
-}
-
-/// Mends one VM, so a reconcile never holds many vCenter tasks at once: the first VM whose CPUs
-/// or memory differ from the spec is reconfigured, or else the first VM that is not running is
-/// powered on (a VM someone powered off, or one a crash left off mid power-cycle). Whether one
-/// was.
-pub(super) async fn mend_one(o: &Observed, group: &VmGroup, memory_mb: i64) -> Result<bool, Error> {
-    if let Some(vm) = misshapen(o, group, memory_mb) {
-        reshape(o, vm, group.spec.cpu, memory_mb).await?;
+    let vms = || kept.iter().map(|(_, vm)| vm);
+    if let Some(vm) = vms().find(|vm| !has_shape(vm, shape)) {
+        let running = vm.text("runtime.powerState") == "poweredOn";
+        if running && !hot_pluggable(o, &vm.obj, shape).await? {
+            tasks::start(o, vm, "PowerOffVM_Task", Goal::Off).await?;
+        } else {
+            tasks::reshape(o, vm, shape).await?;
+        }
         return Ok(true);
     }
-    let stopped = o.owned.iter().map(|(_, vm)| vm).find(|vm| {
-        matches!(vm.text("runtime.powerState"), "poweredOff" | "suspended")
-            && o.vc.pending(vm.text("name")).is_none()
-    });
-    let Some(vm) = stopped else {
-        return Ok(false);
-    };
-    // Left as it was (on already, or busy): the watch reports the change, no need to hurry.
-    if !power_on(o, &vm.obj).await? {
-        return Ok(false);
+    match vms().find(|vm| vm.text("runtime.powerState") != "poweredOn") {
+        Some(vm) => {
+            tasks::start(o, vm, "PowerOnVM_Task", Goal::On).await?;
+            Ok(true)
+        }
+        None => Ok(false),
     }
-    o.vc.refresh(&vm.obj).await?;
-    Ok(true)
 }
 
-/// Gives a VM the group's CPUs and memory. A running VM is changed in place where its hot-plug
-/// switches allow the change, as vCenter requires; otherwise it is powered off, changed and
-/// powered on again.
-async fn reshape(o: &Observed, vm: &ObjectContent, cpus: i64, memory_mb: i64) -> Result<(), Error> {
-    let client = &o.vc.client;
-    let running = vm.text("runtime.powerState") == "poweredOn";
-    let cycle = running && !hot_pluggable(o, &vm.obj, cpus, memory_mb).await?;
-    if cycle {
-        let task = client.start("PowerOffVM_Task", &vm.obj).await?;
-        client.wait(&task, TASK_LIMIT).await?;
-    }
-    let task = client
-        .reconfigure(&vm.obj, Some(cpus), Some(memory_mb))
-        .await?;
-    let changed = client.wait(&task, TASK_LIMIT).await;
-    // Back on even when the change failed: a group's VMs are not left off by its controller.
-    if cycle {
-        power_on(o, &vm.obj).await?;
-    }
-    changed?;
-    o.vc.refresh(&vm.obj).await?;
-    Ok(())
-}
-
-/// Whether a running VM takes the change to `cpus` and `memory_mb` while on: more CPUs need
-/// CPU hot add, fewer need CPU hot remove, more memory needs memory hot add, and less memory
-/// is never taken.
-async fn hot_pluggable(o: &Observed, vm: &Moref, cpus: i64, memory_mb: i64) -> Result<bool, Error> {
+/// Whether a running VM takes `shape` while on: more CPUs need CPU hot add, fewer need CPU
+/// hot remove, more memory needs memory hot add, and less memory is never taken.
+async fn hot_pluggable(o: &Observed, vm: &Moref, shape: Shape) -> Result<bool, Error> {
     const PATHS: &[&str] = &[
         "config.hardware.numCPU",
         "config.hardware.memoryMB",
@@ -338,26 +308,12 @@ async fn hot_pluggable(o: &Observed, vm: &Moref, cpus: i64, memory_mb: i64) -> R
     let now = o.vc.client.properties(vm, PATHS).await?;
     let int = |path: &str| now.text(path).parse::<i64>().unwrap_or(0);
     let on = |path: &str| now.text(path) == "true";
-    let (have_cpus, have_memory) = (int(PATHS[0]), int(PATHS[1]));
-    let cpus_ok = cpus == have_cpus
-        || (cpus > have_cpus && on(PATHS[2]))
-        || (cpus < have_cpus && on(PATHS[3]));
-    let memory_ok = memory_mb == have_memory || (memory_mb > have_memory && on(PATHS[4]));
+    let (cpus, memory) = (int(PATHS[0]), int(PATHS[1]));
+    let cpus_ok = shape.cpus == cpus
+        || (shape.cpus > cpus && on(PATHS[2]))
+        || (shape.cpus < cpus && on(PATHS[3]));
+    let memory_ok = shape.memory_mb == memory || (shape.memory_mb > memory && on(PATHS[4]));
     Ok(cpus_ok && memory_ok)
-}
-
-/// Powers a VM on; whether it did. One already on, or busy with another task (a clone that
-/// powers it on itself), is left as it is: the watch reports how that ends.
-async fn power_on(o: &Observed, vm: &Moref) -> Result<bool, Error> {
-    let client = &o.vc.client;
-    let task = client.start("PowerOnVM_Task", vm).await?;
-    match client.wait(&task, TASK_LIMIT).await {
-        Ok(_) => Ok(true),
-        Err(e) if matches!(e.fault_kind(), Some("InvalidPowerState" | "TaskInProgress")) => {
-            Ok(false)
-        }
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// The status lines of the owned VMs.
@@ -373,18 +329,26 @@ pub(super) fn vm_statuses(o: &Observed) -> Vec<VmStatus> {
         .collect()
 }
 
-/// A deleted group: its VMs go, then its finalizer.
-pub(super) async fn finalize(group: &VmGroup, r: &Reconciler) -> Result<(), Error> {
+/// A deleted group: its VMs go, then its finalizer. Whether it is done (its VMs still being
+/// removed keep it).
+pub(super) async fn finalize(group: &VmGroup, r: &Reconciler) -> Result<bool, Error> {
     if !group.finalizers().iter().any(|f| f == FINALIZER) {
-        return Ok(());
+        return Ok(true);
     }
     let api: Api<VmGroup> =
         Api::namespaced(r.ctx.client.clone(), &group.namespace().unwrap_or_default());
     match super::vcenters::credentials(&r.ctx.client, group).await {
         Ok(credentials) => {
             let vc = r.vcenters.get(credentials).await?;
-            let mut o = observe(vc, group).await?;
-            scale_down(&mut o, 0).await?;
+            let o = observe(vc, group).await?;
+            let shape = Shape {
+                cpus: group.spec.cpu,
+                memory_mb: group.spec.memory_mb().unwrap_or(0),
+            };
+            tasks::follow(&o, group, shape).await?;
+            if scale_down(&o, 0).await? > 0 {
+                return Ok(false);
+            }
         }
         // Nothing says where the VMs are any more: the group cannot wait for ever.
         Err(why) => {
@@ -393,7 +357,7 @@ pub(super) async fn finalize(group: &VmGroup, r: &Reconciler) -> Result<(), Erro
         }
     }
     crate::finalizers::remove(&api, group, FINALIZER).await?;
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]

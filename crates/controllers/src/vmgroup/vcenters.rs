@@ -120,6 +120,30 @@ impl VCenters {
     }
 }
 
+/// What a task the controller started on a VM is for: what the VM's copy shows once it is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Goal {
+    /// A clone: the VM exists.
+    Made,
+    /// Powered off (to be destroyed, or reshaped while off).
+    Off,
+    /// Destroyed.
+    Gone,
+    /// The group's CPUs and memory.
+    Shaped,
+    /// Powered on.
+    On,
+}
+
+/// A task in flight on a VM.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    pub task: Moref,
+    pub goal: Goal,
+    /// When it started, or when its task was last read.
+    pub since: std::time::Instant,
+}
+
 /// One vCenter: its session and its VMs as last heard.
 pub struct VCenter {
     pub client: Arc<Client>,
@@ -128,10 +152,10 @@ pub struct VCenter {
     vms: RwLock<HashMap<Moref, ObjectContent>>,
     /// Whether `vms` holds a whole listing (false until the first, and while starting again).
     synced: watch::Sender<bool>,
-    /// Clones in flight by the name of the VM they make, with their task and when they were
-    /// started or last checked: the expectations that keep a reconcile from cloning again
-    /// before the watch reports the VM.
-    pending: std::sync::Mutex<HashMap<String, (Moref, std::time::Instant)>>,
+    /// The tasks in flight by the name of the VM they work on: the expectations that keep a
+    /// reconcile from cloning, powering or destroying again before the watch reports the
+    /// change.
+    pending: std::sync::Mutex<HashMap<String, Pending>>,
     /// When a reconcile last asked for this vCenter.
     last_used: std::sync::Mutex<std::time::Instant>,
 }
@@ -195,19 +219,41 @@ impl VCenter {
         vm.apply(&[("customValue".into(), Some(Val::List(vec![value])))]);
     }
 
-    /// Records a clone in flight.
-    pub fn start_pending(&self, name: &str, task: Moref) {
+    /// Records a task in flight on the VM `name`.
+    pub fn start_pending(&self, name: &str, task: Moref, goal: Goal) {
         if let Ok(mut p) = self.pending.lock() {
-            p.insert(name.to_string(), (task, std::time::Instant::now()));
+            let since = std::time::Instant::now();
+            p.insert(name.to_string(), Pending { task, goal, since });
         }
     }
 
-    /// The clone in flight making `name`, if any.
-    pub fn pending(&self, name: &str) -> Option<(Moref, std::time::Instant)> {
+    /// The task in flight on the VM `name`, if any.
+    pub fn pending(&self, name: &str) -> Option<Pending> {
         self.pending.lock().ok()?.get(name).cloned()
     }
 
-    /// Forgets the clone making `name`: its VM arrived, or it failed.
+    /// The tasks in flight on the VMs whose names `keep` selects.
+    pub fn pending_where(&self, keep: impl Fn(&str) -> bool) -> Vec<(String, Pending)> {
+        let Ok(p) = self.pending.lock() else {
+            return Vec::new();
+        };
+        p.iter()
+            .filter(|(name, _)| keep(name))
+            .map(|(name, pending)| (name.clone(), pending.clone()))
+            .collect()
+    }
+
+    /// Notes that the task on `name` was read and still runs: it is read again only after
+    /// another wait.
+    pub fn checked(&self, name: &str) {
+        if let Ok(mut p) = self.pending.lock() {
+            if let Some(pending) = p.get_mut(name) {
+                pending.since = std::time::Instant::now();
+            }
+        }
+    }
+
+    /// Forgets the task on `name`: its change arrived, or it failed.
     pub fn settle(&self, name: &str) {
         if let Ok(mut p) = self.pending.lock() {
             p.remove(name);
