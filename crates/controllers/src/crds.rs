@@ -41,6 +41,22 @@ pub fn vmgroup() -> Vec<CustomResourceDefinition> {
     vec![crate::vmgroup::types::VmGroup::crd()]
 }
 
+/// Marks a CRD installed only where the plane lacks one of its name: metal3's own
+/// BareMetalHost CRD, where metal3 runs, is kept as it is.
+pub const ONLY_IF_ABSENT: &str = "infrasim.dev/only-if-absent";
+
+/// The SIPCluster controller's kind, and metal3's BareMetalHost (only if absent).
+pub fn sip() -> Vec<CustomResourceDefinition> {
+    use crate::sip::types::{BareMetalHost, SIPCluster};
+    let mut hosts = BareMetalHost::crd();
+    hosts
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(ONLY_IF_ABSENT.into(), "true".into());
+    vec![SIPCluster::crd(), hosts]
+}
+
 /// The vcsim controller's kinds.
 pub fn vcsim() -> Vec<CustomResourceDefinition> {
     use crate::vcsim::types::{
@@ -335,6 +351,10 @@ pub async fn install(
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in crds {
         let name = crd.metadata.name.clone().unwrap_or_default();
+        if another_owns(&api, crd).await {
+            tracing::info!(crd = %name, "kept the plane's own definition");
+            continue;
+        }
         api.patch(
             &name,
             &PatchParams::apply("infrasim-crds").force(),
@@ -367,6 +387,22 @@ pub async fn install(
         }
     }
     Ok(())
+}
+
+/// Whether `crd` is installed only where absent and the plane has another definition of it
+/// (one without our mark).
+async fn another_owns(api: &Api<CustomResourceDefinition>, crd: &CustomResourceDefinition) -> bool {
+    let marked = |c: &CustomResourceDefinition| {
+        c.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(ONLY_IF_ABSENT))
+    };
+    if !marked(crd) {
+        return false;
+    }
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    matches!(api.get_opt(&name).await, Ok(Some(existing)) if !marked(&existing))
 }
 
 #[cfg(test)]

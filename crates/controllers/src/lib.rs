@@ -11,6 +11,8 @@
 //! - [`vcsim`]: CAPV's vcsim controller: simulated vCenters, control-plane endpoints and the
 //!   variables of cluster templates that target them.
 //! - [`vmgroup`]: groups of VMs cloned from a template on any vCenter (`VmGroup`).
+//! - [`sip`]: bare-metal hosts claimed for tenant clusters, with their load balancers
+//!   (`SIPCluster` over metal3's `BareMetalHost`).
 
 pub mod capi;
 pub mod conditions;
@@ -22,6 +24,7 @@ pub mod informers;
 pub mod leader;
 pub mod metrics;
 mod schema;
+pub mod sip;
 pub mod vcsim;
 pub mod vmgroup;
 pub mod wakeups;
@@ -43,6 +46,8 @@ pub struct Selection {
     pub vcsim: bool,
     /// Run the VmGroup controller.
     pub vmgroup: bool,
+    /// Run the SIPCluster controller.
+    pub sip: bool,
     /// Serve the core kinds in Cluster API's v1beta1 too (see [`crds::core`]); the plane must
     /// reach the conversion webhook [`capi::conversion::Converter`] in this process.
     pub v1beta1: bool,
@@ -65,6 +70,9 @@ impl Selection {
         }
         if self.vmgroup {
             parts.push("VmGroup");
+        }
+        if self.sip {
+            parts.push("SIPCluster (over BareMetalHost)");
         }
         parts.join("; ")
     }
@@ -93,6 +101,9 @@ impl Selection {
         }
         if self.vmgroup {
             all.extend(crds::vmgroup());
+        }
+        if self.sip {
+            all.extend(crds::sip());
         }
         all
     }
@@ -131,5 +142,10 @@ pub async fn run(ctx: Context, selection: Selection) {
             vmgroup::run(ctx.clone(), informers.clone(), selection.vcsim).await;
         }
     };
-    futures::join!(provider, core, vcsim, vmgroup);
+    let sip = async {
+        if selection.sip {
+            sip::run(ctx.clone(), informers.clone()).await;
+        }
+    };
+    futures::join!(provider, core, vcsim, vmgroup, sip);
 }

@@ -217,6 +217,7 @@ async fn plane(
         capi_core: true,
         vcsim: false,
         vmgroup: false,
+        sip: false,
         v1beta1: true,
     };
     infrasim_controllers::capi::conversion::serve_in(&server, client.clone());

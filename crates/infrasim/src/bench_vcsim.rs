@@ -48,6 +48,7 @@ pub async fn run(args: VcsimBenchArgs) -> anyhow::Result<()> {
         capi_core: false,
         vcsim: true,
         vmgroup: false,
+        sip: false,
         v1beta1: false,
     })
     .await?;

@@ -98,6 +98,7 @@ fn credentials(sim: &Instance) -> Credentials {
 async fn controller(args: &VmGroupBenchArgs) -> anyhow::Result<Figures> {
     let (client, _controllers) = plane(Selection {
         vmgroup: true,
+        sip: false,
         ..Selection::default()
     })
     .await?;

@@ -34,6 +34,10 @@ pub struct ControllerArgs {
     /// Secret names).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     vmgroup: bool,
+    /// Run the SIPCluster controller too (bare-metal hosts claimed for tenant clusters, with
+    /// their load balancers; installs metal3's BareMetalHost CRD where the plane lacks it).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    sip: bool,
     /// Apply the CRDs of the controllers that run (server-side, forced) before starting.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     install_crds: bool,
@@ -78,6 +82,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         capi_core: args.capi_core == "embedded",
         vcsim: args.vcsim,
         vmgroup: args.vmgroup,
+        sip: args.sip,
         // A plane elsewhere cannot reach the in-process conversion webhook.
         v1beta1: false,
     };

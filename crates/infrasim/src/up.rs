@@ -47,6 +47,10 @@ pub struct UpArgs {
     /// Secret names).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     vmgroup: bool,
+    /// Run the SIPCluster controller too (bare-metal hosts claimed for tenant clusters, with
+    /// their load balancers; installs metal3's BareMetalHost CRD where the plane lacks it).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    sip: bool,
     /// The address workload clusters' endpoints listen on and advertise.
     #[arg(long, default_value = "127.0.0.1")]
     advertise_address: IpAddr,
@@ -200,6 +204,7 @@ async fn start_controllers(
         capi_core: args.capi_core == "embedded",
         vcsim: args.vcsim,
         vmgroup: args.vmgroup,
+        sip: args.sip,
         v1beta1: true,
     };
     infrasim_controllers::capi::conversion::serve_in(server, client.clone());

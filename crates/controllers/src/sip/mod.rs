@@ -1,0 +1,463 @@
+//! The SIPCluster controller (Airship's Support Infra Provider): a `SIPCluster` asks for
+//! bare-metal hosts for a tenant cluster's control plane and workers; the controller claims
+//! matching `BareMetalHost`s by labelling them, spread over a topology key, all or nothing,
+//! and puts load balancers in front of them. SIPClusters are served one at a time, as SIP
+//! serves them, so two never claim the same host; every step writes only what differs, so a
+//! second reconcile changes nothing.
+
+mod network_data;
+mod schedule;
+mod services;
+pub mod types;
+
+use crate::conditions::{self, Condition};
+use crate::context::Context;
+use crate::informers::{Informer, Informers};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Secret, Service};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::ResourceExt;
+use schedule::{HostKey, Plan};
+use serde_json::json;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+use types::{labels, BareMetalHost, ChosenHost, SIPCluster, SIPClusterStatus, FINALIZER};
+
+/// The field manager the controller writes under.
+pub const MANAGER: &str = "infrasim-sip-controller";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+}
+
+struct Reconciler {
+    ctx: Context,
+    hosts: Informer<BareMetalHost>,
+}
+
+/// Runs the SIPCluster controller until the process ends.
+pub async fn run(ctx: Context, informers: Arc<Informers>) {
+    let clusters = informers.of::<SIPCluster>();
+    let hosts = informers.of::<BareMetalHost>();
+    let store = clusters.store();
+    // A host's change wakes the cluster holding it (a failed host is replaced) and every
+    // cluster not Ready (a new or freed host may complete its schedule).
+    let controller = crate::capi::triggers::controller(&clusters, None)
+        .with_config(kube::runtime::controller::Config::default().concurrency(1))
+        .watches_shared_stream(
+            crate::capi::triggers::every_change(&hosts),
+            move |host: Arc<BareMetalHost>| {
+                let holder = schedule::claimed_by(&host);
+                store
+                    .state()
+                    .iter()
+                    .filter(|c| {
+                        holder.as_ref() == Some(&(c.namespace().unwrap_or_default(), c.name_any()))
+                            || !ready(c)
+                    })
+                    .map(|c| ObjectRef::from_obj(&**c))
+                    .collect::<Vec<_>>()
+            },
+        );
+    let r = Arc::new(Reconciler { ctx, hosts });
+    let runs = controller.run(reconcile, error_policy, r);
+    crate::capi::triggers::run_to_end(runs).await;
+}
+
+fn ready(c: &SIPCluster) -> bool {
+    c.status
+        .as_ref()
+        .is_some_and(|s| conditions::is_true(&s.conditions, "Ready"))
+}
+
+fn error_policy(c: Arc<SIPCluster>, err: &Error, _r: Arc<Reconciler>) -> Action {
+    tracing::warn!(cluster = %c.name_any(), error = %err, "SIPCluster reconcile failed");
+    Action::requeue(Duration::from_secs(5))
+}
+
+async fn reconcile(sip: Arc<SIPCluster>, r: Arc<Reconciler>) -> Result<Action, Error> {
+    let ns = sip.namespace().unwrap_or_default();
+    let api: Api<SIPCluster> = Api::namespaced(r.ctx.client.clone(), &ns);
+    if sip.metadata.deletion_timestamp.is_some() {
+        decommission(&sip, &r).await?;
+        crate::finalizers::remove(&api, &*sip, FINALIZER).await?;
+        return Ok(Action::await_change());
+    }
+    if crate::finalizers::ensure(&api, &*sip, FINALIZER).await? {
+        return Ok(Action::await_change());
+    }
+    let mut status = sip.status.clone().unwrap_or_default();
+    let (plan, addresses) = match schedule_with_addresses(&sip, &r).await? {
+        Ok(found) => found,
+        Err(why) => {
+            set(&r, &mut status, false, "Unschedulable", why);
+            write_status(&api, &sip, status).await?;
+            return Ok(Action::requeue(Duration::from_secs(60)));
+        }
+    };
+    if let Err(why) = deploy(&sip, &r, &plan, &addresses).await {
+        set(&r, &mut status, false, "InfraServiceFailure", why);
+        write_status(&api, &sip, status).await?;
+        return Ok(Action::requeue(Duration::from_secs(30)));
+    }
+    if let Err(e) = label(&sip, &r, &plan).await {
+        set(&r, &mut status, false, "UnableToApplyLabels", e.to_string());
+        write_status(&api, &sip, status).await?;
+        return Err(e);
+    }
+    status.hosts = chosen(&sip, &plan, &addresses);
+    set(
+        &r,
+        &mut status,
+        true,
+        "ReconciliationSucceeded",
+        String::new(),
+    );
+    write_status(&api, &sip, status).await?;
+    Ok(Action::requeue(Duration::from_secs(300)))
+}
+
+/// Each held host's address per network id the services name.
+type Addresses = BTreeMap<HostKey, BTreeMap<String, String>>;
+
+/// The plan, with every held host's addresses: a host whose network data lacks an address a
+/// service needs is passed over and the schedule made again (as SIP does), until one holds
+/// or cannot be made (the inner error, for the status).
+async fn schedule_with_addresses(
+    sip: &SIPCluster,
+    r: &Reconciler,
+) -> Result<Result<(Plan, Addresses), String>, Error> {
+    let hosts: Vec<BareMetalHost> = r
+        .hosts
+        .store()
+        .state()
+        .iter()
+        .map(|h| (**h).clone())
+        .collect();
+    let me = (sip.namespace().unwrap_or_default(), sip.name_any());
+    let active_before: HashSet<HostKey> = sip
+        .status
+        .iter()
+        .flat_map(|s| s.hosts.values().flatten())
+        .filter(|h| !h.standby)
+        .map(|h| (h.namespace.clone(), h.name.clone()))
+        .collect();
+    let interfaces = interfaces(sip);
+    let mut excluded = HashSet::new();
+    loop {
+        let plan = match schedule::plan(&me, &sip.spec.nodes, &hosts, &active_before, &excluded) {
+            Ok(p) => p,
+            Err(why) => return Ok(Err(why)),
+        };
+        let mut addresses = Addresses::new();
+        let mut unusable = Vec::new();
+        for key in plan.roles.values().flatten() {
+            let Some(host) = hosts.iter().find(|h| &schedule::key_of(h) == key) else {
+                continue;
+            };
+            match host_addresses(r, host, &interfaces).await? {
+                Ok(found) => {
+                    addresses.insert(key.clone(), found);
+                }
+                Err(why) => {
+                    tracing::info!(host = %key.1, %why, "host passed over");
+                    unusable.push(key.clone());
+                }
+            }
+        }
+        if unusable.is_empty() {
+            return Ok(Ok((plan, addresses)));
+        }
+        excluded.extend(unusable);
+    }
+}
+
+/// The network ids the services read addresses on.
+fn interfaces(sip: &SIPCluster) -> Vec<String> {
+    let s = &sip.spec.services;
+    let mut ids: Vec<String> = s
+        .load_balancer_control_plane
+        .iter()
+        .map(|l| &l.common)
+        .chain(s.load_balancer_worker.iter().map(|l| &l.common))
+        .chain(s.jump_host.iter().map(|j| &j.common))
+        .map(|c| c.node_interface_id.clone())
+        .filter(|id| !id.is_empty())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+/// A host's address on each of `interfaces`, from its network data Secret; why not (inner).
+async fn host_addresses(
+    r: &Reconciler,
+    host: &BareMetalHost,
+    interfaces: &[String],
+) -> Result<Result<BTreeMap<String, String>, String>, Error> {
+    if interfaces.is_empty() {
+        return Ok(Ok(BTreeMap::new()));
+    }
+    let Some(reference) = &host.spec.network_data else {
+        return Ok(Err("no networkData".into()));
+    };
+    let ns = reference
+        .namespace
+        .clone()
+        .or_else(|| host.namespace())
+        .unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(r.ctx.client.clone(), &ns);
+    let Some(secret) = secrets.get_opt(&reference.name).await? else {
+        return Ok(Err(format!("Secret {ns}/{} not found", reference.name)));
+    };
+    let Some(data) = secret.data.as_ref().and_then(|d| d.get("networkData")) else {
+        return Ok(Err(format!(
+            "Secret {ns}/{} has no networkData",
+            reference.name
+        )));
+    };
+    let mut found = BTreeMap::new();
+    for id in interfaces {
+        match network_data::address(&data.0, id) {
+            Ok(ip) => {
+                found.insert(id.clone(), ip);
+            }
+            Err(why) => return Ok(Err(why)),
+        }
+    }
+    Ok(Ok(found))
+}
+
+/// Makes the load balancers match the plan; why not.
+async fn deploy(
+    sip: &SIPCluster,
+    r: &Reconciler,
+    plan: &Plan,
+    addresses: &Addresses,
+) -> Result<(), String> {
+    let s = &sip.spec.services;
+    let backends = |role: &str, id: &str| -> Vec<services::Backend> {
+        plan.roles
+            .get(role)
+            .into_iter()
+            .flatten()
+            .filter_map(|key| {
+                let ip = addresses.get(key)?.get(id)?;
+                Some(services::Backend {
+                    name: key.1.clone(),
+                    ip: ip.clone(),
+                })
+            })
+            .collect()
+    };
+    let mut wanted = Vec::new();
+    if let Some(lb) = s.load_balancer_control_plane.first() {
+        let ports = services::control_plane_ports(lb.node_port);
+        let hosts = backends(types::CONTROL_PLANE, &lb.common.node_interface_id);
+        wanted.push(services::load_balancer(
+            sip,
+            types::CONTROL_PLANE,
+            &lb.common.image,
+            &ports,
+            &hosts,
+        ));
+    }
+    if let Some(lb) = s.load_balancer_worker.first() {
+        let range = lb.node_port_range;
+        let ports = services::worker_ports(range.start, range.end);
+        let hosts = backends(types::WORKER, &lb.common.node_interface_id);
+        wanted.push(services::load_balancer(
+            sip,
+            types::WORKER,
+            &lb.common.image,
+            &ports,
+            &hosts,
+        ));
+    }
+    let ns = sip.namespace().unwrap_or_default();
+    let client = r.ctx.client.clone();
+    for lb in wanted {
+        apply(&Api::<Secret>::namespaced(client.clone(), &ns), &lb.secret).await?;
+        apply(
+            &Api::<Deployment>::namespaced(client.clone(), &ns),
+            &lb.deployment,
+        )
+        .await?;
+        apply(
+            &Api::<Service>::namespaced(client.clone(), &ns),
+            &lb.service,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Server-side applies `obj` (the server leaves an object equal to it untouched).
+async fn apply<K>(api: &Api<K>, obj: &K) -> Result<(), String>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let mut body = serde_json::to_value(obj).map_err(|e| e.to_string())?;
+    body["apiVersion"] = json!(K::api_version(&()));
+    body["kind"] = json!(K::kind(&()));
+    let name = obj.meta().name.clone().unwrap_or_default();
+    api.patch(
+        &name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(body),
+    )
+    .await
+    .map(drop)
+    .map_err(|e| format!("applying {} {name}: {e}", K::kind(&())))
+}
+
+/// Labels the held hosts with the cluster and their role, and unlabels the released ones;
+/// a host whose labels are already right is not written.
+async fn label(sip: &SIPCluster, r: &Reconciler, plan: &Plan) -> Result<(), Error> {
+    let hosts = r.hosts.store().state();
+    let me = (sip.namespace().unwrap_or_default(), sip.name_any());
+    for host in hosts.iter() {
+        let key = schedule::key_of(host);
+        let want = match plan.role_of(&key) {
+            Some(role) => Some(claim_labels(&me, role)),
+            None if plan.release.contains(&key) => None,
+            None => continue,
+        };
+        relabel(r, host, want).await?;
+    }
+    Ok(())
+}
+
+fn claim_labels(me: &(String, String), role: &str) -> BTreeMap<&'static str, String> {
+    BTreeMap::from([
+        (labels::CLUSTER_NAMESPACE, me.0.clone()),
+        (labels::CLUSTER_NAME, me.1.clone()),
+        (labels::NODE_TYPE, role.to_string()),
+        (labels::SCHEDULED, "true".to_string()),
+        (labels::WORKLOAD_CLUSTER, me.1.clone()),
+    ])
+}
+
+/// Sets a host's SIP labels to `want` (removes them all for `None`), when they differ.
+async fn relabel(
+    r: &Reconciler,
+    host: &BareMetalHost,
+    want: Option<BTreeMap<&'static str, String>>,
+) -> Result<(), Error> {
+    let have = host.labels();
+    let patch: serde_json::Map<String, serde_json::Value> = labels::ALL
+        .iter()
+        .filter_map(|k| {
+            let wanted = want.as_ref().and_then(|w| w.get(k));
+            (have.get(*k) != wanted).then(|| (k.to_string(), json!(wanted)))
+        })
+        .collect();
+    if patch.is_empty() {
+        return Ok(());
+    }
+    let api: Api<BareMetalHost> =
+        Api::namespaced(r.ctx.client.clone(), &host.namespace().unwrap_or_default());
+    let body = json!({"metadata": {"labels": patch}});
+    api.patch(
+        &host.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(body),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The status's hosts: by role, in the plan's order, the first `active` active.
+fn chosen(
+    sip: &SIPCluster,
+    plan: &Plan,
+    addresses: &Addresses,
+) -> BTreeMap<String, Vec<ChosenHost>> {
+    let first_interface = interfaces(sip).into_iter().next();
+    plan.roles
+        .iter()
+        .map(|(role, keys)| {
+            let active = sip
+                .spec
+                .nodes
+                .get(role)
+                .map_or(0, |n| n.count.active.max(0)) as usize;
+            let hosts = keys
+                .iter()
+                .enumerate()
+                .map(|(i, key)| ChosenHost {
+                    namespace: key.0.clone(),
+                    name: key.1.clone(),
+                    ip: first_interface
+                        .as_ref()
+                        .and_then(|id| addresses.get(key)?.get(id).cloned()),
+                    standby: i >= active,
+                })
+                .collect();
+            (role.clone(), hosts)
+        })
+        .collect()
+}
+
+/// A deleted SIPCluster: every host it holds is let go, and its services removed.
+async fn decommission(sip: &SIPCluster, r: &Reconciler) -> Result<(), Error> {
+    let me = (sip.namespace().unwrap_or_default(), sip.name_any());
+    for host in r.hosts.store().state().iter() {
+        if schedule::claimed_by(host).as_ref() == Some(&me) {
+            relabel(r, host, None).await?;
+        }
+    }
+    let ns = &me.0;
+    let client = r.ctx.client.clone();
+    for name in services::names(&me.1) {
+        delete(&Api::<Service>::namespaced(client.clone(), ns), &name).await?;
+        delete(&Api::<Deployment>::namespaced(client.clone(), ns), &name).await?;
+        delete(&Api::<Secret>::namespaced(client.clone(), ns), &name).await?;
+    }
+    Ok(())
+}
+
+async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn set(r: &Reconciler, status: &mut SIPClusterStatus, ok: bool, reason: &str, message: String) {
+    conditions::set(
+        &mut status.conditions,
+        Condition::new("Ready", ok, reason, message),
+        r.ctx.now(),
+    );
+}
+
+async fn write_status(
+    api: &Api<SIPCluster>,
+    sip: &SIPCluster,
+    status: SIPClusterStatus,
+) -> Result<(), Error> {
+    if sip.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let body = json!({
+        "apiVersion": "airship.airshipit.org/v1",
+        "kind": "SIPCluster",
+        "status": status,
+    });
+    crate::writes::apply_status(api, &sip.name_any(), MANAGER, &body).await?;
+    Ok(())
+}

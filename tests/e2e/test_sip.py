@@ -1,0 +1,168 @@
+"""The SIPCluster controller in the embedded plane, driven with kubectl: BareMetalHosts over
+three racks (with metal3's networkData Secrets), a SIPCluster in SIP's own shape claiming
+control-plane hosts one per rack and workers, its haproxy load balancers listing the hosts'
+addresses, an impossible request that claims nothing, a failed host replaced, and deletion
+releasing everything."""
+
+import base64
+import json
+
+from conftest import wait_for
+
+RACKS = {0: "r1", 1: "r1", 2: "r1", 3: "r2", 4: "r2", 5: "r2", 6: "r3", 7: "r3", 8: "r3", 9: "r3"}
+# Two control-plane hosts in each rack; the other four are workers.
+CONTROL_PLANE = {0, 1, 3, 4, 6, 7}
+
+
+def ip(i):
+    return f"10.20.0.{10 + i}"
+
+
+def hosts_yaml(ns):
+    """Ten hosts over three racks (RACKS), six of the control-plane flavour."""
+    docs = []
+    for i, rack in RACKS.items():
+        flavor = "control-plane" if i in CONTROL_PLANE else "worker"
+        network = json.dumps({"links": [{"id": "bond0", "type": "bond"}], "networks": [
+            {"id": "pxe-ipv4", "link": "bond0", "type": "ipv4", "ip_address": f"172.30.0.{i}"},
+            {"id": "oam-ipv4", "link": "bond0", "type": "ipv4", "ip_address": ip(i)}]})
+        docs.append(f"""apiVersion: v1
+kind: Secret
+metadata: {{name: node{i}-networkdata, namespace: {ns}}}
+data: {{networkData: {base64.b64encode(network.encode()).decode()}}}
+---
+apiVersion: metal3.io/v1alpha1
+kind: BareMetalHost
+metadata:
+  name: node{i}
+  namespace: {ns}
+  labels: {{vino.airshipit.org/flavor: {flavor}, sip.airshipit.org/rack: {rack}, sip.airshipit.org/server: node{i}}}
+spec:
+  online: true
+  bootMACAddress: 52:54:00:00:00:{i:02x}
+  bmc: {{address: "redfish+https://10.0.0.{i}/redfish/v1/Systems/1", credentialsName: node{i}-bmc}}
+  networkData: {{name: node{i}-networkdata, namespace: {ns}}}
+""")
+    return "---\n".join(docs)
+
+
+def sip_yaml(name, cp_active=3, cp_standby=0, workers=4):
+    return f"""apiVersion: airship.airshipit.org/v1
+kind: SIPCluster
+metadata: {{name: {name}}}
+spec:
+  nodes:
+    ControlPlane:
+      labelSelector: {{matchLabels: {{vino.airshipit.org/flavor: control-plane}}}}
+      topologyKey: sip.airshipit.org/rack
+      count: {{active: {cp_active}, standby: {cp_standby}}}
+    Worker:
+      labelSelector: {{matchLabels: {{vino.airshipit.org/flavor: worker}}}}
+      topologyKey: sip.airshipit.org/server
+      count: {{active: {workers}, standby: 0}}
+  services:
+    loadBalancerControlPlane:
+      - image: haproxy:2.3.2
+        nodePort: 30001
+        nodeInterfaceId: oam-ipv4
+    loadBalancerWorker:
+      - image: haproxy:2.3.2
+        nodePortRange: {{start: 30002, end: 30003}}
+        nodeInterfaceId: oam-ipv4
+"""
+
+
+def get(plane, ns, *what):
+    out = plane.kubectl("-n", ns, "get", *what, "-o", "json", check=False)
+    return json.loads(out.stdout) if out.returncode == 0 else None
+
+
+def ready(obj):
+    for c in ((obj or {}).get("status") or {}).get("conditions", []):
+        if c["type"] == "Ready":
+            return c
+    return None
+
+
+def claims(plane, ns):
+    """Host name → (cluster, role) for every claimed host."""
+    out = {}
+    for h in get(plane, ns, "bmh")["items"]:
+        labels = h["metadata"].get("labels", {})
+        if "sip.airshipit.org/cluster-name" in labels:
+            out[h["metadata"]["name"]] = (labels["sip.airshipit.org/cluster-name"],
+                                          labels["sip.airshipit.org/node-type"])
+    return out
+
+
+def haproxy(plane, ns, name):
+    secret = get(plane, ns, "secret", name)
+    return base64.b64decode(secret["data"]["haproxy.cfg"]).decode() if secret else ""
+
+
+def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
+    plane.kubectl("apply", "-f", "-", input=hosts_yaml(ns))
+    plane.kubectl("-n", ns, "apply", "-f", "-", input=sip_yaml("tenant-a"))
+    sip = wait_for(lambda: (lambda s: s if (ready(s) or {}).get("status") == "True" else None)(
+        get(plane, ns, "sipcluster", "tenant-a")), timeout=30, what="tenant-a Ready")
+    assert ready(sip)["reason"] == "ReconciliationSucceeded"
+    held = claims(plane, ns)
+    cps = sorted(h for h, (_, role) in held.items() if role == "ControlPlane")
+    workers = sorted(h for h, (_, role) in held.items() if role == "Worker")
+    assert len(cps) == 3 and len(workers) == 4
+    assert sorted(RACKS[int(h[4:])] for h in cps) == ["r1", "r2", "r3"], "one per rack"
+    h = get(plane, ns, "bmh", cps[0])["metadata"]["labels"]
+    assert h["sip.airshipit.org/cluster-namespace"] == ns
+    assert h["sip.airshipit.org/scheduled"] == "true" and h["sip.airshipit.org/workload-cluster"] == "tenant-a"
+    by_role = {role: [c["name"] for c in chosen] for role, chosen in sip["status"]["hosts"].items()}
+    assert sorted(by_role["ControlPlane"]) == cps
+
+    cfg = haproxy(plane, ns, "loadbalancer-controlplane-tenant-a")
+    for host in cps:
+        assert f"server {host} {ip(int(host[4:]))}:6443" in cfg, cfg
+    assert "loadbalancer-worker-tenant-a" in plane.kubectl("-n", ns, "get", "deploy").stdout
+    svc = get(plane, ns, "service", "loadbalancer-controlplane-tenant-a")
+    assert svc["spec"]["type"] == "NodePort" and svc["spec"]["ports"][0]["nodePort"] == 30001
+
+    # Reconciling again (woken by a metadata change) changes nothing: no resourceVersion of
+    # the hosts, the services or the SIPCluster's status moves.
+    def versions():
+        kinds = "bmh,sipcluster,secret,deployment,service"
+        return {(o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+                for o in get(plane, ns, kinds)["items"]}
+    before = versions()
+    poked = json.loads(plane.kubectl("-n", ns, "annotate", "sipcluster", "tenant-a", "poke=1",
+                                     "-o", "json").stdout)
+    import time
+    time.sleep(2)
+    after = versions()
+    assert after.pop(("SIPCluster", "tenant-a")) == poked["metadata"]["resourceVersion"]
+    before.pop(("SIPCluster", "tenant-a"))
+    assert after == before
+
+    # An impossible request (four control-plane hosts, one per rack, over three racks) says
+    # why and claims nothing.
+    plane.kubectl("-n", ns, "apply", "-f", "-", input=sip_yaml("tenant-b", cp_active=4, workers=0))
+    cond = wait_for(lambda: ready(get(plane, ns, "sipcluster", "tenant-b")), timeout=30, what="tenant-b condition")
+    assert cond["status"] == "False" and cond["reason"] == "Unschedulable", cond
+    assert "target of 4 ControlPlane nodes" in cond["message"]
+    assert all(cluster == "tenant-a" for cluster, _ in claims(plane, ns).values())
+    plane.kubectl("-n", ns, "delete", "sipcluster", "tenant-b", "--timeout=30s")
+
+    # A failed control-plane host is replaced by a free host of its rack.
+    failed = cps[0]
+    plane.kubectl("-n", ns, "patch", "bmh", failed, "--type", "merge", "-p", '{"spec":{"online":false}}')
+    def replaced():
+        held = claims(plane, ns)
+        now = sorted(h for h, (_, role) in held.items() if role == "ControlPlane")
+        return now if failed not in now and len(now) == 3 else None
+    now = wait_for(replaced, timeout=30, what="the failed host replaced")
+    assert sorted(RACKS[int(h[4:])] for h in now) == ["r1", "r2", "r3"]
+    cfg = haproxy(plane, ns, "loadbalancer-controlplane-tenant-a")
+    assert f"server {failed} " not in cfg and all(f"server {h} " in cfg for h in now), cfg
+
+    # Deleting releases every host and removes the services.
+    plane.kubectl("-n", ns, "delete", "sipcluster", "tenant-a", "--timeout=30s")
+    assert claims(plane, ns) == {}
+    assert get(plane, ns, "secret", "loadbalancer-controlplane-tenant-a") is None
+    assert get(plane, ns, "service", "loadbalancer-worker-tenant-a") is None
