@@ -14,6 +14,16 @@ RACKS = {0: "r1", 1: "r1", 2: "r1", 3: "r2", 4: "r2", 5: "r2", 6: "r3", 7: "r3",
 CONTROL_PLANE = {0, 1, 3, 4, 6, 7}
 
 
+def ssh_key():
+    """An ed25519 public key line (its blob names its own type, as OpenSSH's do)."""
+    kind = b"ssh-ed25519"
+    blob = len(kind).to_bytes(4, "big") + kind + (32).to_bytes(4, "big") + bytes(range(32))
+    return f"ssh-ed25519 {base64.b64encode(blob).decode()} operator@example"
+
+
+AUTHORIZED_KEY = ssh_key()
+
+
 def ip(i):
     return f"10.20.0.{10 + i}"
 
@@ -30,6 +40,11 @@ def hosts_yaml(ns):
 kind: Secret
 metadata: {{name: node{i}-networkdata, namespace: {ns}}}
 data: {{networkData: {base64.b64encode(network.encode()).decode()}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: node{i}-bmc, namespace: {ns}}}
+stringData: {{username: root, password: secret{i}}}
 ---
 apiVersion: metal3.io/v1alpha1
 kind: BareMetalHost
@@ -69,6 +84,12 @@ spec:
       - image: haproxy:2.3.2
         nodePortRange: {{start: 30002, end: 30003}}
         nodeInterfaceId: oam-ipv4
+    jumpHost:
+      - image: quay.io/airshipit/jump-host:latest
+        nodePort: 30000
+        nodeInterfaceId: oam-ipv4
+        sshAuthorizedKeys: ["{AUTHORIZED_KEY}"]
+        nodeSSHPrivateKeys: ssh-keys
 """
 
 
@@ -103,6 +124,13 @@ def haproxy(plane, ns, name):
 def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
     plane.kubectl("apply", "-f", "-", input=hosts_yaml(ns))
     plane.kubectl("-n", ns, "apply", "-f", "-", input=sip_yaml("tenant-a"))
+    # The jump host's private keys are missing: said, and nothing claimed until they come.
+    cond = wait_for(lambda: ready(get(plane, ns, "sipcluster", "tenant-a")), timeout=30,
+                    what="tenant-a condition")
+    assert (cond["status"], cond["reason"]) == ("False", "InfraServiceFailure"), cond
+    assert "ssh-keys" in cond["message"] and claims(plane, ns) == {}
+    plane.kubectl("-n", ns, "create", "secret", "generic", "ssh-keys", "--from-literal=id_ed25519=KEY")
+    plane.kubectl("-n", ns, "annotate", "sipcluster", "tenant-a", "keys=given")
     sip = wait_for(lambda: (lambda s: s if (ready(s) or {}).get("status") == "True" else None)(
         get(plane, ns, "sipcluster", "tenant-a")), timeout=30, what="tenant-a Ready")
     assert ready(sip)["reason"] == "ReconciliationSucceeded"
@@ -123,11 +151,21 @@ def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
     assert "loadbalancer-worker-tenant-a" in plane.kubectl("-n", ns, "get", "deploy").stdout
     svc = get(plane, ns, "service", "loadbalancer-controlplane-tenant-a")
     assert svc["spec"]["type"] == "NodePort" and svc["spec"]["ports"][0]["nodePort"] == 30001
+    # The jump host reaches every held host's BMC with its credentials, with every key.
+    jump = get(plane, ns, "secret", "jumphost-tenant-a")["data"]
+    reach = {h["name"]: h["bmc"] for h in json.loads(base64.b64decode(jump["hosts"]))}
+    assert sorted(reach) == sorted(cps + workers)
+    assert reach[cps[0]] == {"ip": f"10.0.0.{int(cps[0][4:])}", "username": "root",
+                             "password": f"secret{int(cps[0][4:])}"}
+    assert "IdentityFile /etc/opt/sip/ssh-private-keys/id_ed25519" in base64.b64decode(jump["ssh_config"]).decode()
+    keys = get(plane, ns, "configmap", "jumphost-tenant-a")["data"]["authorized-keys"]
+    assert keys == AUTHORIZED_KEY
+    assert get(plane, ns, "service", "jumphost-tenant-a")["spec"]["ports"][0]["nodePort"] == 30000
 
     # Reconciling again (woken by a metadata change) changes nothing: no resourceVersion of
     # the hosts, the services or the SIPCluster's status moves.
     def versions():
-        kinds = "bmh,sipcluster,secret,deployment,service"
+        kinds = "bmh,sipcluster,secret,configmap,deployment,service"
         return {(o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"]
                 for o in get(plane, ns, kinds)["items"]}
     before = versions()
@@ -166,3 +204,4 @@ def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
     assert claims(plane, ns) == {}
     assert get(plane, ns, "secret", "loadbalancer-controlplane-tenant-a") is None
     assert get(plane, ns, "service", "loadbalancer-worker-tenant-a") is None
+    assert get(plane, ns, "deployment", "jumphost-tenant-a") is None

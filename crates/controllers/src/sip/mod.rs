@@ -5,6 +5,7 @@
 //! serves them, so two never claim the same host; every step writes only what differs, so a
 //! second reconcile changes nothing.
 
+mod jump_host;
 mod network_data;
 mod schedule;
 mod services;
@@ -14,7 +15,7 @@ use crate::conditions::{self, Condition};
 use crate::context::Context;
 use crate::informers::{Informer, Informers};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -122,8 +123,16 @@ async fn reconcile(sip: Arc<SIPCluster>, r: Arc<Reconciler>) -> Result<Action, E
     Ok(Action::requeue(Duration::from_secs(300)))
 }
 
-/// Each held host's address per network id the services name.
-type Addresses = BTreeMap<HostKey, BTreeMap<String, String>>;
+/// What the services need of a held host.
+#[derive(Debug, Default)]
+struct HostInfo {
+    /// Its address per network id the services name.
+    addresses: BTreeMap<String, String>,
+    /// Its BMC's address and credentials (read when a jump host reaches the hosts).
+    bmc: Option<(String, String, String)>,
+}
+
+type Addresses = BTreeMap<HostKey, HostInfo>;
 
 /// The plan, with every held host's addresses: a host whose network data lacks an address a
 /// service needs is passed over and the schedule made again (as SIP does), until one holds
@@ -148,6 +157,7 @@ async fn schedule_with_addresses(
         .map(|h| (h.namespace.clone(), h.name.clone()))
         .collect();
     let interfaces = interfaces(sip);
+    let with_bmc = !sip.spec.services.jump_host.is_empty();
     let mut excluded = HashSet::new();
     loop {
         let plan = match schedule::plan(&me, &sip.spec.nodes, &hosts, &active_before, &excluded) {
@@ -160,7 +170,7 @@ async fn schedule_with_addresses(
             let Some(host) = hosts.iter().find(|h| &schedule::key_of(h) == key) else {
                 continue;
             };
-            match host_addresses(r, host, &interfaces).await? {
+            match host_info(r, host, &interfaces, with_bmc).await? {
                 Ok(found) => {
                     addresses.insert(key.clone(), found);
                 }
@@ -194,43 +204,71 @@ fn interfaces(sip: &SIPCluster) -> Vec<String> {
     ids
 }
 
-/// A host's address on each of `interfaces`, from its network data Secret; why not (inner).
-async fn host_addresses(
+/// What the services need of a host: its address on each of `interfaces` (from its network
+/// data Secret) and, `with_bmc`, its BMC credentials; why not (inner), which passes it over.
+async fn host_info(
     r: &Reconciler,
     host: &BareMetalHost,
     interfaces: &[String],
-) -> Result<Result<BTreeMap<String, String>, String>, Error> {
-    if interfaces.is_empty() {
-        return Ok(Ok(BTreeMap::new()));
-    }
-    let Some(reference) = &host.spec.network_data else {
-        return Ok(Err("no networkData".into()));
-    };
-    let ns = reference
-        .namespace
-        .clone()
-        .or_else(|| host.namespace())
-        .unwrap_or_default();
-    let secrets: Api<Secret> = Api::namespaced(r.ctx.client.clone(), &ns);
-    let Some(secret) = secrets.get_opt(&reference.name).await? else {
-        return Ok(Err(format!("Secret {ns}/{} not found", reference.name)));
-    };
-    let Some(data) = secret.data.as_ref().and_then(|d| d.get("networkData")) else {
-        return Ok(Err(format!(
-            "Secret {ns}/{} has no networkData",
-            reference.name
-        )));
-    };
-    let mut found = BTreeMap::new();
-    for id in interfaces {
-        match network_data::address(&data.0, id) {
-            Ok(ip) => {
-                found.insert(id.clone(), ip);
-            }
+    with_bmc: bool,
+) -> Result<Result<HostInfo, String>, Error> {
+    let mut info = HostInfo::default();
+    if !interfaces.is_empty() {
+        let Some(reference) = &host.spec.network_data else {
+            return Ok(Err("no networkData".into()));
+        };
+        let ns = reference
+            .namespace
+            .clone()
+            .or_else(|| host.namespace())
+            .unwrap_or_default();
+        let data = match secret_key(r, &ns, &reference.name, "networkData").await? {
+            Ok(data) => data,
             Err(why) => return Ok(Err(why)),
+        };
+        for id in interfaces {
+            match network_data::address(&data, id) {
+                Ok(ip) => {
+                    info.addresses.insert(id.clone(), ip);
+                }
+                Err(why) => return Ok(Err(why)),
+            }
         }
     }
-    Ok(Ok(found))
+    if with_bmc {
+        let Some(bmc) = &host.spec.bmc else {
+            return Ok(Err("no bmc".into()));
+        };
+        let ns = host.namespace().unwrap_or_default();
+        let mut read = Vec::new();
+        for key in ["username", "password"] {
+            match secret_key(r, &ns, &bmc.credentials_name, key).await? {
+                Ok(v) => read.push(String::from_utf8_lossy(&v).into_owned()),
+                Err(why) => return Ok(Err(why)),
+            }
+        }
+        let password = read.pop().unwrap_or_default();
+        let username = read.pop().unwrap_or_default();
+        info.bmc = Some((jump_host::bmc_host(&bmc.address), username, password));
+    }
+    Ok(Ok(info))
+}
+
+/// One key of a Secret; why not (inner).
+async fn secret_key(
+    r: &Reconciler,
+    ns: &str,
+    name: &str,
+    key: &str,
+) -> Result<Result<Vec<u8>, String>, Error> {
+    let secrets: Api<Secret> = Api::namespaced(r.ctx.client.clone(), ns);
+    let Some(secret) = secrets.get_opt(name).await? else {
+        return Ok(Err(format!("Secret {ns}/{name} not found")));
+    };
+    match secret.data.and_then(|mut d| d.remove(key)) {
+        Some(v) => Ok(Ok(v.0)),
+        None => Ok(Err(format!("Secret {ns}/{name} has no {key}"))),
+    }
 }
 
 /// Makes the load balancers match the plan; why not.
@@ -247,7 +285,7 @@ async fn deploy(
             .into_iter()
             .flatten()
             .filter_map(|key| {
-                let ip = addresses.get(key)?.get(id)?;
+                let ip = addresses.get(key)?.addresses.get(id)?;
                 Some(services::Backend {
                     name: key.1.clone(),
                     ip: ip.clone(),
@@ -294,7 +332,66 @@ async fn deploy(
         )
         .await?;
     }
+    if let Some(spec) = s.jump_host.first() {
+        let o = jump_host_objects(sip, r, spec, plan, addresses).await?;
+        apply(&Api::<Secret>::namespaced(client.clone(), &ns), &o.secret).await?;
+        apply(
+            &Api::<ConfigMap>::namespaced(client.clone(), &ns),
+            &o.config_map,
+        )
+        .await?;
+        apply(
+            &Api::<Deployment>::namespaced(client.clone(), &ns),
+            &o.deployment,
+        )
+        .await?;
+        apply(&Api::<Service>::namespaced(client.clone(), &ns), &o.service).await?;
+    }
     Ok(())
+}
+
+/// The jump host's objects: every held host with its BMC, the private keys' names from the
+/// `nodeSSHPrivateKeys` Secret (which must exist), the authorized keys checked.
+async fn jump_host_objects(
+    sip: &SIPCluster,
+    r: &Reconciler,
+    spec: &types::JumpHost,
+    plan: &Plan,
+    addresses: &Addresses,
+) -> Result<jump_host::Objects, String> {
+    let invalid = jump_host::invalid_keys(&spec.ssh_authorized_keys);
+    if let Some(key) = invalid.first() {
+        return Err(format!("encountered invalid Authorized Key: {key}"));
+    }
+    let ns = sip.namespace().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(r.ctx.client.clone(), &ns);
+    let keys = match secrets.get_opt(&spec.node_ssh_private_keys).await {
+        Ok(Some(s)) => s.data.unwrap_or_default().into_keys().collect::<Vec<_>>(),
+        Ok(None) => {
+            return Err(format!(
+                "nodeSSHPrivateKeys: Secret {ns}/{} not found",
+                spec.node_ssh_private_keys
+            ))
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    let hosts: Vec<jump_host::Reachable> = plan
+        .roles
+        .values()
+        .flatten()
+        .filter_map(|key| {
+            let info = addresses.get(key)?;
+            let (bmc_ip, username, password) = info.bmc.clone()?;
+            Some(jump_host::Reachable {
+                name: key.1.clone(),
+                ip: info.addresses.get(&spec.common.node_interface_id).cloned(),
+                bmc_ip,
+                username,
+                password,
+            })
+        })
+        .collect();
+    Ok(jump_host::objects(sip, spec, &hosts, &keys))
 }
 
 /// Server-side applies `obj` (the server leaves an object equal to it untouched).
@@ -399,7 +496,7 @@ fn chosen(
                     name: key.1.clone(),
                     ip: first_interface
                         .as_ref()
-                        .and_then(|id| addresses.get(key)?.get(id).cloned()),
+                        .and_then(|id| addresses.get(key)?.addresses.get(id).cloned()),
                     standby: i >= active,
                 })
                 .collect();
@@ -422,6 +519,7 @@ async fn decommission(sip: &SIPCluster, r: &Reconciler) -> Result<(), Error> {
         delete(&Api::<Service>::namespaced(client.clone(), ns), &name).await?;
         delete(&Api::<Deployment>::namespaced(client.clone(), ns), &name).await?;
         delete(&Api::<Secret>::namespaced(client.clone(), ns), &name).await?;
+        delete(&Api::<ConfigMap>::namespaced(client.clone(), ns), &name).await?;
     }
     Ok(())
 }

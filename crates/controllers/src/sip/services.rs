@@ -41,12 +41,14 @@ pub fn load_balancer_name(role: &str, cluster: &str) -> String {
     format!("loadbalancer-{}-{cluster}", role.to_lowercase())
 }
 
-/// The names of every object the services of `cluster` may have, by kind, for removal.
+/// The names of every object the services of `cluster` may have, for removal.
 pub fn names(cluster: &str) -> Vec<String> {
-    [CONTROL_PLANE, WORKER]
+    let mut names: Vec<String> = [CONTROL_PLANE, WORKER]
         .iter()
         .map(|role| load_balancer_name(role, cluster))
-        .collect()
+        .collect();
+    names.push(super::jump_host::name(cluster));
+    names
 }
 
 /// The load balancer of `role` for `sip`: `ports` (name, port; the node port is the same
@@ -181,7 +183,7 @@ fn haproxy_cfg(control_plane: bool, ports: &[(String, i32, i32)], backends: &[Ba
     cfg
 }
 
-fn pod_labels(component: &str, name: &str, instance: &str) -> BTreeMap<String, String> {
+pub(super) fn pod_labels(component: &str, name: &str, instance: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("app.kubernetes.io/part-of".into(), "sip".into()),
         ("app.kubernetes.io/component".into(), component.into()),
@@ -191,7 +193,7 @@ fn pod_labels(component: &str, name: &str, instance: &str) -> BTreeMap<String, S
 }
 
 /// An object of `sip`'s, in its namespace, owned by it.
-fn meta(sip: &SIPCluster, name: &str) -> ObjectMeta {
+pub(super) fn meta(sip: &SIPCluster, name: &str) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.into()),
         namespace: sip.namespace(),
