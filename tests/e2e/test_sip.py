@@ -184,6 +184,8 @@ def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
     cond = wait_for(lambda: ready(get(plane, ns, "sipcluster", "tenant-b")), timeout=30, what="tenant-b condition")
     assert cond["status"] == "False" and cond["reason"] == "Unschedulable", cond
     assert "target of 4 ControlPlane nodes" in cond["message"]
+    table = plane.kubectl("-n", ns, "get", "sipclusters").stdout
+    assert "Unschedulable" in table and "ReconciliationSucceeded" in table, table
     assert all(cluster == "tenant-a" for cluster, _ in claims(plane, ns).values())
     plane.kubectl("-n", ns, "delete", "sipcluster", "tenant-b", "--timeout=30s")
 

@@ -49,6 +49,9 @@ enum BenchWhat {
     /// The VmGroup controller: time for an N-replica group to be ready and vCenter calls per
     /// VM, against a naive list-everything loop.
     Vmgroup(crate::bench_vmgroup::VmGroupBenchArgs),
+    /// The SIPCluster controller: time to place N SIPClusters over M BareMetalHosts, one at a
+    /// time.
+    Sip(crate::bench_sip::SipBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -78,6 +81,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Vsphere(a) => crate::bench_vsphere::run(a).await,
         BenchWhat::Vcsim(a) => crate::bench_vcsim::run(a).await,
         BenchWhat::Vmgroup(a) => crate::bench_vmgroup::run(a).await,
+        BenchWhat::Sip(a) => crate::bench_sip::run(a).await,
     }
 }
 

@@ -4,6 +4,7 @@ mod bench;
 mod bench_capi;
 mod bench_cel;
 mod bench_etcd;
+mod bench_sip;
 mod bench_vcsim;
 mod bench_vmgroup;
 mod bench_vsphere;
