@@ -221,3 +221,29 @@ def gone(read):
         if e.status == 404:
             return True
         raise
+
+
+def deployed_controller(plane, workdir, which):
+    """Runs the controller of `infrasim manifests <which>` as that manifest deploys it: its
+    objects but the Deployment applied to `plane`, then the Deployment's own arguments, with
+    the token of its ServiceAccount as the only credential. The process and its log's path."""
+    import yaml
+    manifest = subprocess.run([BINARY, "manifests", which], check=True, capture_output=True,
+                              text=True).stdout
+    docs = [d for d in yaml.safe_load_all(manifest) if d]
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(
+        [d for d in docs if d["kind"] != "Deployment"]))
+    ns, account = deployment["metadata"]["namespace"], deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    token = plane.kubectl("-n", ns, "create", "token", account).stdout.strip()
+    config = yaml.safe_load(open(plane.kubeconfig))
+    for user in config["users"]:
+        user["user"] = {"token": token}
+    kubeconfig = workdir / f"{which}.kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    log_path = workdir / f"{which}-controller.log"
+    proc = subprocess.Popen([BINARY, *args, "--kubeconfig", str(kubeconfig)],
+                            stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
+    return proc, log_path
+

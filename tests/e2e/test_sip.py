@@ -7,7 +7,7 @@ releasing everything."""
 import base64
 import json
 
-from conftest import wait_for
+from conftest import Plane, deployed_controller, wait_for
 
 RACKS = {0: "r1", 1: "r1", 2: "r1", 3: "r2", 4: "r2", 5: "r2", 6: "r3", 7: "r3", 8: "r3", 9: "r3"}
 # Two control-plane hosts in each rack; the other four are workers.
@@ -207,3 +207,33 @@ def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
     assert get(plane, ns, "secret", "loadbalancer-controlplane-tenant-a") is None
     assert get(plane, ns, "service", "loadbalancer-worker-tenant-a") is None
     assert get(plane, ns, "deployment", "jumphost-tenant-a") is None
+
+
+def test_the_controller_needs_no_more_than_its_deployed_rbac(tmp_path):
+    """`infrasim manifests sip` (its CRDs, RBAC and the Deployment's arguments), run on its
+    ServiceAccount's token alone, serves a SIPCluster from claim to release."""
+    (tmp_path / "plane").mkdir()
+    plane = Plane(tmp_path / "plane", "--sip", "false")
+    controller = None
+    try:
+        controller, log = deployed_controller(plane, tmp_path, "sip")
+        ns = "rbac-proof"
+        plane.kubectl("create", "namespace", ns)
+        plane.kubectl("apply", "-f", "-", input=hosts_yaml(ns))
+        plane.kubectl("-n", ns, "create", "secret", "generic", "ssh-keys", "--from-literal=id=KEY")
+        plane.kubectl("-n", ns, "apply", "-f", "-", input=sip_yaml("tenant-a"))
+        wait_for(lambda: (ready(get(plane, ns, "sipcluster", "tenant-a")) or {}).get("status") == "True",
+                 timeout=30, what="tenant-a Ready")
+        assert len(claims(plane, ns)) == 7
+        assert get(plane, ns, "deployment", "jumphost-tenant-a") is not None
+        plane.kubectl("-n", ns, "delete", "sipcluster", "tenant-a", "--timeout=30s")
+        assert claims(plane, ns) == {}
+        assert get(plane, ns, "deployment", "loadbalancer-controlplane-tenant-a") is None
+        text = log.read_text()
+        assert "forbidden" not in text.lower() and " 403" not in text, text[-2000:]
+    finally:
+        if controller:
+            controller.terminate()
+            controller.wait(timeout=10)
+        plane.stop()
+

@@ -8,7 +8,7 @@ from pyVim.connect import Disconnect
 from pyVim.task import WaitForTask
 from pyVmomi import vim
 
-from conftest import BINARY, Plane, wait_for
+from conftest import BINARY, Plane, deployed_controller, wait_for
 from test_pyvmomi import PASSWORD, USER, Vcsim
 from test_vcsim_controller import connect, simulator
 
@@ -275,27 +275,12 @@ def test_placement_by_name_puts_the_clones_and_their_nic_there_and_a_wrong_one_i
 def test_the_controller_needs_no_more_than_its_deployed_rbac(tmp_path):
     """The RBAC of `infrasim manifests vmgroup`, bound to a ServiceAccount whose token is the
     controller's only credential, is enough for the whole life of a group."""
-    import yaml
     (tmp_path / "plane").mkdir()
     plane = Plane(tmp_path / "plane", "--vmgroup", "false")
     vc = Vcsim(tmp_path)
     controller = None
     try:
-        manifest = subprocess.run([BINARY, "manifests", "vmgroup"], check=True, capture_output=True,
-                                  text=True).stdout
-        docs = [d for d in yaml.safe_load_all(manifest) if d and d["kind"] != "Deployment"]
-        plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
-        token = plane.kubectl("-n", "vmgroup-system", "create", "token", "infrasim-vmgroup").stdout.strip()
-        config = yaml.safe_load(open(plane.kubeconfig))
-        for user in config["users"]:
-            user["user"] = {"token": token}
-        kubeconfig = tmp_path / "vmgroup.kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump(config))
-        log = open(tmp_path / "controller.log", "w")
-        controller = subprocess.Popen(
-            [BINARY, "controller", "--kubeconfig", str(kubeconfig), "--inmemory", "false",
-             "--capi-core", "external", "--vcsim", "false", "--vmgroup", "true", "--install-crds", "false",
-             "--leader-election-namespace", "vmgroup-system"], stdout=log, stderr=subprocess.STDOUT)
+        controller, log = deployed_controller(plane, tmp_path, "vmgroup")
         ns = "rbac-proof"
         plane.kubectl("create", "namespace", ns)
         plane.kubectl("-n", ns, "create", "secret", "generic", "vcenter",
@@ -311,7 +296,7 @@ def test_the_controller_needs_no_more_than_its_deployed_rbac(tmp_path):
             assert vms_named(si, f"{ns}-vmgroup-sample-") == {}
         finally:
             Disconnect(si)
-        text = (tmp_path / "controller.log").read_text()
+        text = log.read_text()
         assert "forbidden" not in text.lower() and " 403" not in text, text[-2000:]
     finally:
         if controller:

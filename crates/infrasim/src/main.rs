@@ -44,7 +44,7 @@ enum Command {
     Fleet(fleet::FleetArgs),
     /// Print generated manifests: clusterctl's provider files, or the CRDs.
     Manifests {
-        #[arg(value_parser = ["components", "metadata", "crds", "core-crds", "vmgroup"])]
+        #[arg(value_parser = ["components", "metadata", "crds", "core-crds", "vmgroup", "sip"])]
         which: String,
     },
     /// Create a VCenterSimulator, a ControlPlaneEndpoint and an EnvVar, wait for them and
@@ -128,6 +128,7 @@ fn main() -> anyhow::Result<()> {
                 "metadata" => deploy::metadata(),
                 "crds" => crds::to_yaml(&crds::provider(false))?,
                 "vmgroup" => deploy::vmgroup()?,
+                "sip" => deploy::sip()?,
                 _ => crds::to_yaml(&crds::core(false))?,
             };
             print!("{text}");
