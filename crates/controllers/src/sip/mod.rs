@@ -141,13 +141,7 @@ async fn schedule_with_addresses(
     sip: &SIPCluster,
     r: &Reconciler,
 ) -> Result<Result<(Plan, Addresses), String>, Error> {
-    let hosts: Vec<BareMetalHost> = r
-        .hosts
-        .store()
-        .state()
-        .iter()
-        .map(|h| (**h).clone())
-        .collect();
+    let hosts = r.hosts.store().state();
     let me = (sip.namespace().unwrap_or_default(), sip.name_any());
     let active_before: HashSet<HostKey> = sip
         .status

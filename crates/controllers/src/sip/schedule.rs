@@ -8,6 +8,7 @@ use super::types::{labels, BareMetalHost, NodeSet};
 use kube::core::{Selector, SelectorExt};
 use kube::ResourceExt;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 
 /// A host by namespace and name.
 pub type HostKey = (String, String);
@@ -77,10 +78,12 @@ impl Plan {
 pub fn plan(
     cluster: &(String, String),
     nodes: &BTreeMap<String, NodeSet>,
-    hosts: &[BareMetalHost],
+    hosts: &[Arc<BareMetalHost>],
     active_before: &HashSet<HostKey>,
     excluded: &HashSet<HostKey>,
 ) -> Result<Plan, String> {
+    // The informer's copies, shared: a plan reads every host and copies none.
+    let hosts: Vec<&BareMetalHost> = hosts.iter().map(|h| h.as_ref()).collect();
     let mut out = Plan::default();
     // Hosts taken by a role earlier in this pass.
     let mut taken: HashSet<HostKey> = HashSet::new();
@@ -98,6 +101,7 @@ pub fn plan(
         };
         let mut mine: Vec<&BareMetalHost> = hosts
             .iter()
+            .copied()
             .filter(|h| claimed_by(h).as_ref() == Some(cluster))
             .filter(|h| h.labels().get(labels::NODE_TYPE).map(String::as_str) == Some(role))
             .collect();
@@ -115,6 +119,7 @@ pub fn plan(
         }
         let mut free: Vec<&BareMetalHost> = hosts
             .iter()
+            .copied()
             .filter(|h| claimed_by(h).is_none() && !taken.contains(&key_of(h)) && fits(h))
             .collect();
         free.sort_by_key(|h| key_of(h));
@@ -207,7 +212,7 @@ mod tests {
 
     /// Ten hosts over three racks: r1 holds 0-3, r2 4-6, r3 7-9; the first six are for control
     /// planes, the rest workers.
-    fn fleet() -> Vec<BareMetalHost> {
+    fn fleet() -> Vec<Arc<BareMetalHost>> {
         (0..10)
             .map(|i| {
                 let rack = match i {
@@ -215,7 +220,11 @@ mod tests {
                     4..=6 => "r2",
                     _ => "r3",
                 };
-                host(&format!("h{i}"), rack, if i < 6 { "cp" } else { "worker" })
+                Arc::new(host(
+                    &format!("h{i}"),
+                    rack,
+                    if i < 6 { "cp" } else { "worker" },
+                ))
             })
             .collect()
     }
@@ -273,10 +282,10 @@ mod tests {
     #[test]
     fn held_hosts_are_kept_failed_ones_replaced_and_extras_released() {
         let mut hosts = fleet();
-        claim(&mut hosts[0], "c1", "ControlPlane");
-        claim(&mut hosts[4], "c1", "ControlPlane");
-        claim(&mut hosts[1], "other", "ControlPlane");
-        hosts[0].spec.online = false;
+        claim(Arc::make_mut(&mut hosts[0]), "c1", "ControlPlane");
+        claim(Arc::make_mut(&mut hosts[4]), "c1", "ControlPlane");
+        claim(Arc::make_mut(&mut hosts[1]), "other", "ControlPlane");
+        Arc::make_mut(&mut hosts[0]).spec.online = false;
         let active: HashSet<HostKey> = [key_of(&hosts[0])].into();
         let nodes = BTreeMap::from([("ControlPlane".to_string(), set("cp", Some("rack"), 1, 1))]);
         let p = plan(&cluster(), &nodes, &hosts, &active, &HashSet::new()).unwrap();
@@ -286,7 +295,7 @@ mod tests {
         assert_eq!(names(&p.release), ["h0"]);
 
         let nodes = BTreeMap::from([("ControlPlane".to_string(), set("cp", Some("rack"), 1, 0))]);
-        hosts[0].spec.online = true;
+        Arc::make_mut(&mut hosts[0]).spec.online = true;
         let p = plan(&cluster(), &nodes, &hosts, &active, &HashSet::new()).unwrap();
         assert_eq!(
             names(&p.roles["ControlPlane"]),
@@ -299,7 +308,7 @@ mod tests {
     #[test]
     fn hosts_without_network_data_or_excluded_are_passed_over() {
         let mut hosts = fleet();
-        hosts[6].spec.network_data = None;
+        Arc::make_mut(&mut hosts[6]).spec.network_data = None;
         let excluded: HashSet<HostKey> = [key_of(&hosts[7])].into();
         let nodes = BTreeMap::from([("Worker".to_string(), set("worker", None, 2, 0))]);
         let p = plan(&cluster(), &nodes, &hosts, &HashSet::new(), &excluded).unwrap();
