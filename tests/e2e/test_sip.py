@@ -28,10 +28,11 @@ def ip(i):
     return f"10.20.0.{10 + i}"
 
 
-def hosts_yaml(ns):
-    """Ten hosts over three racks (RACKS), six of the control-plane flavour."""
+def hosts_yaml(ns, only=None):
+    """Ten hosts over three racks (RACKS), six of the control-plane flavour (or host `only`,
+    which may be an eleventh, a worker)."""
     docs = []
-    for i, rack in RACKS.items():
+    for i, rack in RACKS.items() if only is None else [(only, RACKS.get(only, "r3"))]:
         flavor = "control-plane" if i in CONTROL_PLANE else "worker"
         network = json.dumps({"links": [{"id": "bond0", "type": "bond"}], "networks": [
             {"id": "pxe-ipv4", "link": "bond0", "type": "ipv4", "ip_address": f"172.30.0.{i}"},
@@ -61,7 +62,7 @@ spec:
     return "---\n".join(docs)
 
 
-def sip_yaml(name, cp_active=3, cp_standby=0, workers=4):
+def sip_yaml(name, cp_active=3, cp_standby=0, workers=3, worker_standby=1):
     return f"""apiVersion: airship.airshipit.org/v1
 kind: SIPCluster
 metadata: {{name: {name}}}
@@ -74,7 +75,7 @@ spec:
     Worker:
       labelSelector: {{matchLabels: {{vino.airshipit.org/flavor: worker}}}}
       topologyKey: sip.airshipit.org/server
-      count: {{active: {workers}, standby: 0}}
+      count: {{active: {workers}, standby: {worker_standby}}}
   services:
     loadBalancerControlPlane:
       - image: haproxy:2.3.2
@@ -180,7 +181,8 @@ def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
 
     # An impossible request (four control-plane hosts, one per rack, over three racks) says
     # why and claims nothing.
-    plane.kubectl("-n", ns, "apply", "-f", "-", input=sip_yaml("tenant-b", cp_active=4, workers=0))
+    plane.kubectl("-n", ns, "apply", "-f", "-", input=sip_yaml("tenant-b", cp_active=4, workers=0,
+                                                                worker_standby=0))
     cond = wait_for(lambda: ready(get(plane, ns, "sipcluster", "tenant-b")), timeout=30, what="tenant-b condition")
     assert cond["status"] == "False" and cond["reason"] == "Unschedulable", cond
     assert "target of 4 ControlPlane nodes" in cond["message"]
@@ -200,6 +202,28 @@ def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
     assert sorted(RACKS[int(h[4:])] for h in now) == ["r1", "r2", "r3"]
     cfg = haproxy(plane, ns, "loadbalancer-controlplane-tenant-a")
     assert f"server {failed} " not in cfg and all(f"server {h} " in cfg for h in now), cfg
+
+    # A failed active worker: the standby takes its place at once; with no spare left the
+    # role is short (Ready=False, the load balancer on the three left), until a new host comes.
+    def worker_status():
+        s = get(plane, ns, "sipcluster", "tenant-a")["status"]["hosts"]["Worker"]
+        return [h["name"] for h in s if not h["standby"]], [h["name"] for h in s if h["standby"]]
+    active, standby = worker_status()
+    assert len(active) == 3 and len(standby) == 1
+    plane.kubectl("-n", ns, "patch", "bmh", active[0], "--type", "merge", "-p", '{"spec":{"online":false}}')
+    def promoted():
+        now_active, now_standby = worker_status()
+        return (now_active, now_standby) if standby[0] in now_active and active[0] not in now_active else None
+    now_active, now_standby = wait_for(promoted, timeout=30, what="the standby promoted")
+    assert now_standby == [] and len(now_active) == 3
+    cond = ready(get(plane, ns, "sipcluster", "tenant-a"))
+    assert (cond["status"], cond["reason"]) == ("False", "Unschedulable") and "Worker" in cond["message"]
+    cfg = haproxy(plane, ns, "loadbalancer-worker-tenant-a")
+    assert f"server {active[0]} " not in cfg and f"server {standby[0]} " in cfg, cfg
+    plane.kubectl("apply", "-f", "-", input=hosts_yaml(ns, only=10))
+    wait_for(lambda: (ready(get(plane, ns, "sipcluster", "tenant-a")) or {}).get("status") == "True",
+             timeout=30, what="the role filled again")
+    assert worker_status()[1] == ["node10"], "the new host is the standby"
 
     # Deleting releases every host and removes the services.
     plane.kubectl("-n", ns, "delete", "sipcluster", "tenant-a", "--timeout=30s")

@@ -112,13 +112,24 @@ async fn reconcile(sip: Arc<SIPCluster>, r: Arc<Reconciler>) -> Result<Action, E
         return Err(e);
     }
     status.hosts = chosen(&sip, &plan, &addresses);
-    set(
-        &r,
-        &mut status,
-        true,
-        "ReconciliationSucceeded",
-        String::new(),
-    );
+    if plan.short.is_empty() {
+        set(
+            &r,
+            &mut status,
+            true,
+            "ReconciliationSucceeded",
+            String::new(),
+        );
+    } else {
+        // Serving on what is left; a freed or new host wakes it to fill the role again.
+        set(
+            &r,
+            &mut status,
+            false,
+            "Unschedulable",
+            plan.short.join("; "),
+        );
+    }
     write_status(&api, &sip, status).await?;
     Ok(Action::requeue(Duration::from_secs(300)))
 }

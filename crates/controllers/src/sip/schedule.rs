@@ -60,6 +60,9 @@ pub struct Plan {
     pub roles: BTreeMap<String, Vec<HostKey>>,
     /// Hosts this cluster holds and lets go.
     pub release: Vec<HostKey>,
+    /// Why roles the cluster already held are short: their failed hosts were let go (a
+    /// standby taking an active host's place), but no host could replace them.
+    pub short: Vec<String>,
 }
 
 impl Plan {
@@ -74,7 +77,9 @@ impl Plan {
 
 /// The hosts `cluster` should hold for `nodes`, given every host there is. `active_before`
 /// lists the hosts that were active, so they stay active; `excluded` are hosts found unusable
-/// since (their network data lacks the address a service needs).
+/// since (their network data lacks the address a service needs). A role that cannot be
+/// filled claims nothing new: for a cluster that held none of it, the whole plan fails (all
+/// or nothing); for one that did, its qualifying hosts stay and the role is reported short.
 pub fn plan(
     cluster: &(String, String),
     nodes: &BTreeMap<String, NodeSet>,
@@ -88,65 +93,107 @@ pub fn plan(
     // Hosts taken by a role earlier in this pass.
     let mut taken: HashSet<HostKey> = HashSet::new();
     for (role, set) in nodes {
-        let selector = selector_of(role, set)?;
-        let fits = |h: &BareMetalHost| {
-            healthy(h) && !excluded.contains(&key_of(h)) && selector.matches(h.labels())
+        let want = Want {
+            cluster,
+            role,
+            set,
+            selector: selector_of(role, set)?,
+            excluded,
         };
-        let target =
-            usize::try_from(set.count.active.max(0) + set.count.standby.max(0)).unwrap_or(0);
-        let domain = |h: &BareMetalHost| {
-            set.topology_key
-                .as_ref()
-                .and_then(|k| h.labels().get(k).cloned())
-        };
-        let mut mine: Vec<&BareMetalHost> = hosts
-            .iter()
-            .copied()
-            .filter(|h| claimed_by(h).as_ref() == Some(cluster))
-            .filter(|h| h.labels().get(labels::NODE_TYPE).map(String::as_str) == Some(role))
-            .collect();
-        // Previously active hosts first, so they keep their place.
-        mine.sort_by_key(|h| (!active_before.contains(&key_of(h)), key_of(h)));
-        let mut used = BTreeSet::new();
-        let mut held = Vec::new();
-        for h in mine {
-            // A host let go leaves its domain free: fitness is asked before the domain is taken.
-            if fits(h) && held.len() < target && domain(h).is_none_or(|d| used.insert(d)) {
-                held.push(key_of(h));
-            } else {
-                out.release.push(key_of(h));
+        let (held, release, short) = want.fill(&hosts, &taken, active_before);
+        out.release.extend(release);
+        if let Some(why) = short {
+            if held.is_empty() {
+                return Err(why);
             }
-        }
-        let mut free: Vec<&BareMetalHost> = hosts
-            .iter()
-            .copied()
-            .filter(|h| claimed_by(h).is_none() && !taken.contains(&key_of(h)) && fits(h))
-            .collect();
-        free.sort_by_key(|h| key_of(h));
-        for h in free {
-            if held.len() >= target {
-                break;
-            }
-            if domain(h).is_none_or(|d| used.insert(d)) {
-                held.push(key_of(h));
-            }
-        }
-        if held.len() < target {
-            let spread = set
-                .topology_key
-                .as_ref()
-                .map(|k| format!(", no two sharing a value of {k}"))
-                .unwrap_or_default();
-            return Err(format!(
-                "Unable to complete a schedule with a target of {target} {role} nodes: {} hosts qualify (free or this cluster's, healthy, matching {}{spread})",
-                held.len(),
-                describe(set)
-            ));
+            out.short.push(why);
         }
         taken.extend(held.iter().cloned());
         out.roles.insert(role.clone(), held);
     }
     Ok(out)
+}
+
+/// One role of one cluster.
+struct Want<'a> {
+    cluster: &'a (String, String),
+    role: &'a str,
+    set: &'a NodeSet,
+    selector: Selector,
+    excluded: &'a HashSet<HostKey>,
+}
+
+impl Want<'_> {
+    fn fits(&self, h: &BareMetalHost) -> bool {
+        healthy(h) && !self.excluded.contains(&key_of(h)) && self.selector.matches(h.labels())
+    }
+
+    fn domain(&self, h: &BareMetalHost) -> Option<String> {
+        let key = self.set.topology_key.as_ref()?;
+        h.labels().get(key).cloned()
+    }
+
+    /// The hosts held (kept ones first, previously active first among them), those let go,
+    /// and why the role is short, if it is (then nothing new is held).
+    fn fill(
+        &self,
+        hosts: &[&BareMetalHost],
+        taken: &HashSet<HostKey>,
+        active_before: &HashSet<HostKey>,
+    ) -> (Vec<HostKey>, Vec<HostKey>, Option<String>) {
+        let count = self.set.count;
+        let target = usize::try_from(count.active.max(0) + count.standby.max(0)).unwrap_or(0);
+        let mut mine: Vec<&BareMetalHost> = hosts
+            .iter()
+            .copied()
+            .filter(|h| claimed_by(h).as_ref() == Some(self.cluster))
+            .filter(|h| h.labels().get(labels::NODE_TYPE).map(String::as_str) == Some(self.role))
+            .collect();
+        mine.sort_by_key(|h| (!active_before.contains(&key_of(h)), key_of(h)));
+        let mut used = BTreeSet::new();
+        let (mut held, mut release) = (Vec::new(), Vec::new());
+        for h in mine {
+            // A host let go leaves its domain free: fitness is asked before the domain is taken.
+            if self.fits(h) && held.len() < target && self.domain(h).is_none_or(|d| used.insert(d))
+            {
+                held.push(key_of(h));
+            } else {
+                release.push(key_of(h));
+            }
+        }
+        let mut free: Vec<&BareMetalHost> = hosts
+            .iter()
+            .copied()
+            .filter(|h| claimed_by(h).is_none() && !taken.contains(&key_of(h)) && self.fits(h))
+            .collect();
+        free.sort_by_key(|h| key_of(h));
+        let mut new = Vec::new();
+        for h in free {
+            if held.len() + new.len() >= target {
+                break;
+            }
+            if self.domain(h).is_none_or(|d| used.insert(d)) {
+                new.push(key_of(h));
+            }
+        }
+        if held.len() + new.len() < target {
+            let spread = self
+                .set
+                .topology_key
+                .as_ref()
+                .map(|k| format!(", no two sharing a value of {k}"))
+                .unwrap_or_default();
+            let why = format!(
+                "Unable to complete a schedule with a target of {target} {} nodes: {} hosts qualify (free or this cluster's, healthy, matching {}{spread})",
+                self.role,
+                held.len() + new.len(),
+                describe(self.set)
+            );
+            return (held, release, Some(why));
+        }
+        held.extend(new);
+        (held, release, None)
+    }
 }
 
 fn selector_of(role: &str, set: &NodeSet) -> Result<Selector, String> {
@@ -303,6 +350,33 @@ mod tests {
             "the active one is kept"
         );
         assert_eq!(names(&p.release), ["h4"]);
+    }
+
+    #[test]
+    fn a_standby_takes_a_failed_hosts_place_and_a_role_with_no_spare_is_short() {
+        let mut hosts = fleet();
+        for i in [6, 7, 8] {
+            claim(Arc::make_mut(&mut hosts[i]), "c1", "Worker");
+        }
+        let active: HashSet<HostKey> = [key_of(&hosts[6]), key_of(&hosts[7])].into();
+        Arc::make_mut(&mut hosts[6]).spec.online = false;
+        let nodes = BTreeMap::from([("Worker".to_string(), set("worker", None, 2, 1))]);
+        let p = plan(&cluster(), &nodes, &hosts, &active, &HashSet::new()).unwrap();
+        // h7 stays active, h8 (standby) moves up, and h9 (free) is the new standby.
+        assert_eq!(names(&p.roles["Worker"]), ["h7", "h8", "h9"]);
+        assert_eq!(names(&p.release), ["h6"]);
+        assert!(p.short.is_empty());
+
+        // With h9 gone too, nothing replaces h6: the healthy two stay, the role is short.
+        Arc::make_mut(&mut hosts[9]).spec.online = false;
+        let p = plan(&cluster(), &nodes, &hosts, &active, &HashSet::new()).unwrap();
+        assert_eq!(names(&p.roles["Worker"]), ["h7", "h8"]);
+        assert_eq!(names(&p.release), ["h6"]);
+        assert!(
+            p.short[0].contains("target of 3 Worker nodes: 2 hosts qualify"),
+            "{:?}",
+            p.short
+        );
     }
 
     #[test]
