@@ -91,6 +91,11 @@ spec:
         nodeInterfaceId: oam-ipv4
         sshAuthorizedKeys: ["{AUTHORIZED_KEY}"]
         nodeSSHPrivateKeys: ssh-keys
+    auth:
+      - image: ghcr.io/dexidp/dex:v2.41.1
+        nodePort: 30005
+        nodeInterfaceId: oam-ipv4
+        caSecret: dex-tls
 """
 
 
@@ -131,6 +136,8 @@ def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
     assert (cond["status"], cond["reason"]) == ("False", "InfraServiceFailure"), cond
     assert "ssh-keys" in cond["message"] and claims(plane, ns) == {}
     plane.kubectl("-n", ns, "create", "secret", "generic", "ssh-keys", "--from-literal=id_ed25519=KEY")
+    plane.kubectl("-n", ns, "create", "secret", "generic", "dex-tls", "--from-literal=ca.crt=CA-PEM",
+                  "--from-literal=tls.crt=CERT-PEM", "--from-literal=tls.key=KEY-PEM")
     plane.kubectl("-n", ns, "annotate", "sipcluster", "tenant-a", "keys=given")
     sip = wait_for(lambda: (lambda s: s if (ready(s) or {}).get("status") == "True" else None)(
         get(plane, ns, "sipcluster", "tenant-a")), timeout=30, what="tenant-a Ready")
@@ -162,6 +169,14 @@ def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
     keys = get(plane, ns, "configmap", "jumphost-tenant-a")["data"]["authorized-keys"]
     assert keys == AUTHORIZED_KEY
     assert get(plane, ns, "service", "jumphost-tenant-a")["spec"]["ports"][0]["nodePort"] == 30000
+    # The OIDC provider answers on the first control-plane host, and the tenant's API servers
+    # are told the same issuer, client and CA.
+    first_cp = by_role["ControlPlane"][0]
+    oidc = get(plane, ns, "configmap", "auth-tenant-a")["data"]
+    assert oidc["oidc-issuer-url"] == f"https://{ip(int(first_cp[4:]))}:30005/dex"
+    assert (oidc["oidc-client-id"], oidc["oidc-ca.crt"]) == ("tenant-a", "CA-PEM")
+    dex = base64.b64decode(get(plane, ns, "secret", "auth-tenant-a")["data"]["config.yaml"]).decode()
+    assert f"issuer: {oidc['oidc-issuer-url']}" in dex
 
     # Reconciling again (woken by a metadata change) changes nothing: no resourceVersion of
     # the hosts, the services or the SIPCluster's status moves.
@@ -231,6 +246,7 @@ def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
     assert get(plane, ns, "secret", "loadbalancer-controlplane-tenant-a") is None
     assert get(plane, ns, "service", "loadbalancer-worker-tenant-a") is None
     assert get(plane, ns, "deployment", "jumphost-tenant-a") is None
+    assert get(plane, ns, "configmap", "auth-tenant-a") is None
 
 
 def test_the_controller_needs_no_more_than_its_deployed_rbac(tmp_path):
@@ -245,6 +261,7 @@ def test_the_controller_needs_no_more_than_its_deployed_rbac(tmp_path):
         plane.kubectl("create", "namespace", ns)
         plane.kubectl("apply", "-f", "-", input=hosts_yaml(ns))
         plane.kubectl("-n", ns, "create", "secret", "generic", "ssh-keys", "--from-literal=id=KEY")
+        plane.kubectl("-n", ns, "create", "secret", "generic", "dex-tls", "--from-literal=ca.crt=CA")
         plane.kubectl("-n", ns, "apply", "-f", "-", input=sip_yaml("tenant-a"))
         wait_for(lambda: (ready(get(plane, ns, "sipcluster", "tenant-a")) or {}).get("status") == "True",
                  timeout=30, what="tenant-a Ready")

@@ -5,6 +5,7 @@
 //! serves them, so two never claim the same host; every step writes only what differs, so a
 //! second reconcile changes nothing.
 
+mod auth;
 mod jump_host;
 mod network_data;
 mod schedule;
@@ -201,6 +202,7 @@ fn interfaces(sip: &SIPCluster) -> Vec<String> {
         .map(|l| &l.common)
         .chain(s.load_balancer_worker.iter().map(|l| &l.common))
         .chain(s.jump_host.iter().map(|j| &j.common))
+        .chain(s.auth.iter().map(|a| &a.common))
         .map(|c| c.node_interface_id.clone())
         .filter(|id| !id.is_empty())
         .collect();
@@ -352,6 +354,21 @@ async fn deploy(
         .await?;
         apply(&Api::<Service>::namespaced(client.clone(), &ns), &o.service).await?;
     }
+    if let Some(spec) = s.auth.first() {
+        let o = auth_objects(sip, r, spec, plan, addresses).await?;
+        apply(&Api::<Secret>::namespaced(client.clone(), &ns), &o.secret).await?;
+        apply(
+            &Api::<ConfigMap>::namespaced(client.clone(), &ns),
+            &o.config_map,
+        )
+        .await?;
+        apply(
+            &Api::<Deployment>::namespaced(client.clone(), &ns),
+            &o.deployment,
+        )
+        .await?;
+        apply(&Api::<Service>::namespaced(client.clone(), &ns), &o.service).await?;
+    }
     Ok(())
 }
 
@@ -397,6 +414,31 @@ async fn jump_host_objects(
         })
         .collect();
     Ok(jump_host::objects(sip, spec, &hosts, &keys))
+}
+
+/// The OIDC provider's objects: on the first control-plane host's address on its network,
+/// serving the `caSecret`'s TLS (which must exist, with the `ca.crt` the API servers trust).
+async fn auth_objects(
+    sip: &SIPCluster,
+    r: &Reconciler,
+    spec: &types::AuthService,
+    plan: &Plan,
+    addresses: &Addresses,
+) -> Result<auth::Objects, String> {
+    let id = &spec.common.node_interface_id;
+    let address = plan
+        .roles
+        .get(types::CONTROL_PLANE)
+        .and_then(|hosts| hosts.first())
+        .and_then(|key| addresses.get(key)?.addresses.get(id))
+        .ok_or_else(|| format!("auth: no control-plane host with an address on {id:?}"))?;
+    let ns = sip.namespace().unwrap_or_default();
+    let ca = match secret_key(r, &ns, &spec.ca_secret, "ca.crt").await {
+        Ok(Ok(ca)) => String::from_utf8_lossy(&ca).into_owned(),
+        Ok(Err(why)) => return Err(format!("auth caSecret: {why}")),
+        Err(e) => return Err(e.to_string()),
+    };
+    Ok(auth::objects(sip, spec, address, &ca))
 }
 
 /// Server-side applies `obj` (the server leaves an object equal to it untouched).

@@ -48,6 +48,7 @@ pub fn names(cluster: &str) -> Vec<String> {
         .map(|role| load_balancer_name(role, cluster))
         .collect();
     names.push(super::jump_host::name(cluster));
+    names.push(super::auth::name(cluster));
     names
 }
 

@@ -216,6 +216,20 @@ pub struct Services {
     pub load_balancer_worker: Vec<LoadBalancerWorker>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jump_host: Vec<JumpHost>,
+    /// An OIDC provider for the tenant's API servers (SIP's `auth` service of early 2021).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub auth: Vec<AuthService>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthService {
+    #[serde(flatten)]
+    pub common: ServiceCommon,
+    pub node_port: i32,
+    /// A Secret in the SIPCluster's namespace with the provider's TLS (`tls.crt`, `tls.key`)
+    /// and the CA that signed it (`ca.crt`), which the tenant's API servers trust.
+    pub ca_secret: String,
 }
 
 /// What every service has.
