@@ -7,28 +7,17 @@
 //! on the service's network, where the tenant reaches it. The client is public (kubectl's
 //! OIDC login uses PKCE), so no client secret has to be kept stable across reconciles.
 
-use super::services::{meta, pod_labels};
+use super::services::{deployment, meta, node_port_service, pod_labels, secret_volume, Objects};
 use super::types::{AuthService, SIPCluster};
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, ContainerPort, PodSpec, PodTemplateSpec, Secret, SecretVolumeSource,
-    Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    ConfigMap, Container, ContainerPort, PodSpec, Secret, ServicePort, VolumeMount,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::ByteString;
 use kube::ResourceExt;
 use std::collections::BTreeMap;
 
 /// The port Dex serves HTTPS on in its pod.
 const DEX_PORT: i32 = 5556;
-
-/// The objects of the provider.
-pub struct Objects {
-    pub secret: Secret,
-    pub config_map: ConfigMap,
-    pub deployment: Deployment,
-    pub service: Service,
-}
 
 /// `auth-<name>`.
 pub fn name(cluster: &str) -> String {
@@ -69,29 +58,13 @@ pub fn objects(sip: &SIPCluster, spec: &AuthService, address: &str, ca: &str) ->
         ])),
         ..Default::default()
     };
-    let service = Service {
-        metadata: meta(sip, &name),
-        spec: Some(ServiceSpec {
-            type_: Some("NodePort".into()),
-            selector: Some(labels.clone()),
-            ports: Some(vec![ServicePort {
-                name: Some("https".into()),
-                port: DEX_PORT,
-                node_port: Some(spec.node_port),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
+    let port = ServicePort {
+        name: Some("https".into()),
+        port: DEX_PORT,
+        node_port: Some(spec.node_port),
         ..Default::default()
     };
-    let volume = |volume: &str, secret: &str| Volume {
-        name: volume.into(),
-        secret: Some(SecretVolumeSource {
-            secret_name: Some(secret.into()),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    let service = node_port_service(sip, &name, &labels, vec![port]);
     let mount = |volume: &str, path: &str| VolumeMount {
         name: volume.into(),
         mount_path: path.into(),
@@ -117,36 +90,18 @@ pub fn objects(sip: &SIPCluster, spec: &AuthService, address: &str, ca: &str) ->
         ]),
         ..Default::default()
     };
-    let deployment = Deployment {
-        metadata: meta(sip, &name),
-        spec: Some(DeploymentSpec {
-            replicas: Some(1),
-            selector: LabelSelector {
-                match_labels: Some(labels.clone()),
-                ..Default::default()
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![container],
-                    volumes: Some(vec![
-                        volume("config", &name),
-                        volume("tls", &spec.ca_secret),
-                    ]),
-                    ..Default::default()
-                }),
-            },
-            ..Default::default()
-        }),
+    let pod = PodSpec {
+        containers: vec![container],
+        volumes: Some(vec![
+            secret_volume("config", &name),
+            secret_volume("tls", &spec.ca_secret),
+        ]),
         ..Default::default()
     };
     Objects {
         secret,
-        config_map,
-        deployment,
+        config_map: Some(config_map),
+        deployment: deployment(meta(sip, &name), &labels, pod),
         service,
     }
 }
@@ -169,7 +124,7 @@ mod tests {
         let parsed: serde_yaml::Value = serde_yaml::from_str(&config).unwrap();
         assert_eq!(parsed["issuer"], "https://10.0.0.3:30005/dex");
         assert_eq!(parsed["staticClients"][0]["id"], "tenant");
-        let flags = o.config_map.data.unwrap();
+        let flags = o.config_map.unwrap().data.unwrap();
         assert_eq!(flags["oidc-issuer-url"], "https://10.0.0.3:30005/dex");
         assert_eq!(flags["oidc-client-id"], "tenant");
         assert!(flags["oidc-ca.crt"].starts_with("-----BEGIN CERTIFICATE-----"));

@@ -4,15 +4,12 @@
 //! `nodeSSHPrivateKeys` Secret, and a `ConfigMap` with the operators' authorized keys and a
 //! `host` script that lists the hosts and reboots one through its BMC's Redfish API.
 
-use super::services::{meta, pod_labels};
+use super::services::{deployment, meta, node_port_service, pod_labels, secret_volume, Objects};
 use super::types::{JumpHost, SIPCluster};
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, HostAlias, KeyToPath, PodSpec,
-    PodTemplateSpec, Secret, SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume,
-    VolumeMount,
+    Secret, ServicePort, Volume, VolumeMount,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::ByteString;
 use kube::ResourceExt;
 use serde_json::json;
@@ -31,14 +28,6 @@ pub struct Reachable {
     pub bmc_ip: String,
     pub username: String,
     pub password: String,
-}
-
-/// The objects of the jump host.
-pub struct Objects {
-    pub secret: Secret,
-    pub config_map: ConfigMap,
-    pub deployment: Deployment,
-    pub service: Service,
 }
 
 /// `jumphost-<name>`.
@@ -115,45 +104,17 @@ pub fn objects(
         ])),
         ..Default::default()
     };
-    let service = Service {
-        metadata: meta(sip, &name),
-        spec: Some(ServiceSpec {
-            type_: Some("NodePort".into()),
-            selector: Some(labels.clone()),
-            ports: Some(vec![ServicePort {
-                name: Some("ssh".into()),
-                port: 22,
-                node_port: Some(spec.node_port),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let deployment = Deployment {
-        metadata: labelled,
-        spec: Some(DeploymentSpec {
-            replicas: Some(1),
-            selector: LabelSelector {
-                match_labels: Some(labels.clone()),
-                ..Default::default()
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    ..Default::default()
-                }),
-                spec: Some(pod(&name, spec, hosts)),
-            },
-            ..Default::default()
-        }),
+    let port = ServicePort {
+        name: Some("ssh".into()),
+        port: 22,
+        node_port: Some(spec.node_port),
         ..Default::default()
     };
     Objects {
         secret,
-        config_map,
-        deployment,
-        service,
+        config_map: Some(config_map),
+        service: node_port_service(sip, &name, &labels, vec![port]),
+        deployment: deployment(labelled, &labels, pod(&name, spec, hosts)),
     }
 }
 
@@ -162,10 +123,6 @@ fn pod(name: &str, spec: &JumpHost, hosts: &[Reachable]) -> PodSpec {
         name: volume.into(),
         mount_path: path.into(),
         sub_path: sub.map(str::to_string),
-        ..Default::default()
-    };
-    let secret = |secret: &str| SecretVolumeSource {
-        secret_name: Some(secret.into()),
         ..Default::default()
     };
     let container = Container {
@@ -196,21 +153,13 @@ fn pod(name: &str, spec: &JumpHost, hosts: &[Reachable]) -> PodSpec {
         ..Default::default()
     };
     let volumes = vec![
-        Volume {
-            name: "data".into(),
-            secret: Some(secret(name)),
-            ..Default::default()
-        },
+        secret_volume("data", name),
         Volume {
             name: "scripts".into(),
             config_map: Some(config_map(None, 0o777)),
             ..Default::default()
         },
-        Volume {
-            name: "ssh-private-keys".into(),
-            secret: Some(secret(&spec.node_ssh_private_keys)),
-            ..Default::default()
-        },
+        secret_volume("ssh-private-keys", &spec.node_ssh_private_keys),
         Volume {
             name: "authorized-keys".into(),
             config_map: Some(config_map(

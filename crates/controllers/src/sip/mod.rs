@@ -324,50 +324,14 @@ async fn deploy(
             &hosts,
         ));
     }
-    let ns = sip.namespace().unwrap_or_default();
-    let client = r.ctx.client.clone();
-    for lb in wanted {
-        apply(&Api::<Secret>::namespaced(client.clone(), &ns), &lb.secret).await?;
-        apply(
-            &Api::<Deployment>::namespaced(client.clone(), &ns),
-            &lb.deployment,
-        )
-        .await?;
-        apply(
-            &Api::<Service>::namespaced(client.clone(), &ns),
-            &lb.service,
-        )
-        .await?;
-    }
     if let Some(spec) = s.jump_host.first() {
-        let o = jump_host_objects(sip, r, spec, plan, addresses).await?;
-        apply(&Api::<Secret>::namespaced(client.clone(), &ns), &o.secret).await?;
-        apply(
-            &Api::<ConfigMap>::namespaced(client.clone(), &ns),
-            &o.config_map,
-        )
-        .await?;
-        apply(
-            &Api::<Deployment>::namespaced(client.clone(), &ns),
-            &o.deployment,
-        )
-        .await?;
-        apply(&Api::<Service>::namespaced(client.clone(), &ns), &o.service).await?;
+        wanted.push(jump_host_objects(sip, r, spec, plan, addresses).await?);
     }
     if let Some(spec) = s.auth.first() {
-        let o = auth_objects(sip, r, spec, plan, addresses).await?;
-        apply(&Api::<Secret>::namespaced(client.clone(), &ns), &o.secret).await?;
-        apply(
-            &Api::<ConfigMap>::namespaced(client.clone(), &ns),
-            &o.config_map,
-        )
-        .await?;
-        apply(
-            &Api::<Deployment>::namespaced(client.clone(), &ns),
-            &o.deployment,
-        )
-        .await?;
-        apply(&Api::<Service>::namespaced(client.clone(), &ns), &o.service).await?;
+        wanted.push(auth_objects(sip, r, spec, plan, addresses).await?);
+    }
+    for objects in &wanted {
+        apply_objects(r, &sip.namespace().unwrap_or_default(), objects).await?;
     }
     Ok(())
 }
@@ -380,7 +344,7 @@ async fn jump_host_objects(
     spec: &types::JumpHost,
     plan: &Plan,
     addresses: &Addresses,
-) -> Result<jump_host::Objects, String> {
+) -> Result<services::Objects, String> {
     let invalid = jump_host::invalid_keys(&spec.ssh_authorized_keys);
     if let Some(key) = invalid.first() {
         return Err(format!("encountered invalid Authorized Key: {key}"));
@@ -424,7 +388,7 @@ async fn auth_objects(
     spec: &types::AuthService,
     plan: &Plan,
     addresses: &Addresses,
-) -> Result<auth::Objects, String> {
+) -> Result<services::Objects, String> {
     let id = &spec.common.node_interface_id;
     let address = plan
         .roles
@@ -439,6 +403,25 @@ async fn auth_objects(
         Err(e) => return Err(e.to_string()),
     };
     Ok(auth::objects(sip, spec, address, &ca))
+}
+
+/// Applies one service's objects.
+async fn apply_objects(r: &Reconciler, ns: &str, o: &services::Objects) -> Result<(), String> {
+    let client = r.ctx.client.clone();
+    apply(&Api::<Secret>::namespaced(client.clone(), ns), &o.secret).await?;
+    if let Some(config_map) = &o.config_map {
+        apply(
+            &Api::<ConfigMap>::namespaced(client.clone(), ns),
+            config_map,
+        )
+        .await?;
+    }
+    apply(
+        &Api::<Deployment>::namespaced(client.clone(), ns),
+        &o.deployment,
+    )
+    .await?;
+    apply(&Api::<Service>::namespaced(client, ns), &o.service).await
 }
 
 /// Server-side applies `obj` (the server leaves an object equal to it untouched).

@@ -7,10 +7,9 @@
 
 use super::types::{SIPCluster, CONTROL_PLANE, WORKER};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, PodSpec, PodTemplateSpec, SecretVolumeSource, Service, ServicePort,
-    ServiceSpec, Volume, VolumeMount,
+    ConfigMap, Container, ContainerPort, PodSpec, PodTemplateSpec, Secret, SecretVolumeSource,
+    Service, ServicePort, ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::ByteString;
@@ -29,11 +28,70 @@ pub struct Backend {
     pub ip: String,
 }
 
-/// The objects of one load balancer.
-pub struct LoadBalancer {
+/// The objects of one service, applied together and removed together (by the same name).
+pub struct Objects {
     pub secret: Secret,
+    pub config_map: Option<ConfigMap>,
     pub deployment: Deployment,
     pub service: Service,
+}
+
+/// A `NodePort` Service of `sip`'s named `name`, in front of the pods labelled `labels`.
+pub(super) fn node_port_service(
+    sip: &SIPCluster,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    ports: Vec<ServicePort>,
+) -> Service {
+    Service {
+        metadata: meta(sip, name),
+        spec: Some(ServiceSpec {
+            type_: Some("NodePort".into()),
+            selector: Some(labels.clone()),
+            ports: Some(ports),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A one-replica Deployment (`metadata` its own) of pods labelled `labels` running `pod`.
+pub(super) fn deployment(
+    metadata: ObjectMeta,
+    labels: &BTreeMap<String, String>,
+    pod: PodSpec,
+) -> Deployment {
+    Deployment {
+        metadata,
+        spec: Some(DeploymentSpec {
+            replicas: Some(1),
+            selector: LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..Default::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels.clone()),
+                    ..Default::default()
+                }),
+                spec: Some(pod),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A volume of the Secret `secret`.
+pub(super) fn secret_volume(volume: &str, secret: &str) -> Volume {
+    Volume {
+        name: volume.into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret.into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
 }
 
 /// `loadbalancer-controlplane-<name>` / `loadbalancer-worker-<name>`.
@@ -60,7 +118,7 @@ pub fn load_balancer(
     image: &str,
     ports: &[(String, i32, i32)],
     backends: &[Backend],
-) -> LoadBalancer {
+) -> Objects {
     let name = load_balancer_name(role, &sip.name_any());
     let labels = pod_labels("loadbalancer", "haproxy", &name);
     let meta = meta(sip, &name);
@@ -95,60 +153,25 @@ pub fn load_balancer(
         }]),
         ..Default::default()
     };
-    let deployment = Deployment {
-        metadata: meta.clone(),
-        spec: Some(DeploymentSpec {
-            replicas: Some(1),
-            selector: LabelSelector {
-                match_labels: Some(labels.clone()),
-                ..Default::default()
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels.clone()),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![container],
-                    volumes: Some(vec![Volume {
-                        name: "haproxy-config".into(),
-                        secret: Some(SecretVolumeSource {
-                            secret_name: Some(name.clone()),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }]),
-                    ..Default::default()
-                }),
-            },
-            ..Default::default()
-        }),
+    let pod = PodSpec {
+        containers: vec![container],
+        volumes: Some(vec![secret_volume("haproxy-config", &name)]),
         ..Default::default()
     };
-    let service = Service {
-        metadata: meta,
-        spec: Some(ServiceSpec {
-            type_: Some("NodePort".into()),
-            selector: Some(labels),
-            ports: Some(
-                ports
-                    .iter()
-                    .map(|(name, port, node_port)| ServicePort {
-                        name: Some(name.clone()),
-                        port: *port,
-                        node_port: Some(*node_port),
-                        ..Default::default()
-                    })
-                    .collect(),
-            ),
+    let service_ports = ports
+        .iter()
+        .map(|(name, port, node_port)| ServicePort {
+            name: Some(name.clone()),
+            port: *port,
+            node_port: Some(*node_port),
             ..Default::default()
-        }),
-        ..Default::default()
-    };
-    LoadBalancer {
+        })
+        .collect();
+    Objects {
         secret,
-        deployment,
-        service,
+        config_map: None,
+        deployment: deployment(meta, &labels, pod),
+        service: node_port_service(sip, &name, &labels, service_ports),
     }
 }
 
