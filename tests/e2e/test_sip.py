@@ -129,6 +129,11 @@ def haproxy(plane, ns, name):
 
 def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
     plane.kubectl("apply", "-f", "-", input=hosts_yaml(ns))
+    # No metal3 here: the stand-in registers each host, as metal3's operator would.
+    wait_for(lambda: "available" in plane.kubectl("-n", ns, "get", "bmh", "node0").stdout,
+             timeout=30, what="node0 available")
+    status = get(plane, ns, "bmh", "node0")["status"]
+    assert (status["operationalStatus"], status["poweredOn"]) == ("OK", True)
     plane.kubectl("-n", ns, "apply", "-f", "-", input=sip_yaml("tenant-a"))
     # The jump host's private keys are missing: said, and nothing claimed until they come.
     cond = wait_for(lambda: ready(get(plane, ns, "sipcluster", "tenant-a")), timeout=30,
@@ -209,6 +214,8 @@ def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
     # A failed control-plane host is replaced by a free host of its rack.
     failed = cps[0]
     plane.kubectl("-n", ns, "patch", "bmh", failed, "--type", "merge", "-p", '{"spec":{"online":false}}')
+    wait_for(lambda: get(plane, ns, "bmh", failed)["status"]["poweredOn"] is False, timeout=30,
+             what="the host powered off")
     def replaced():
         held = claims(plane, ns)
         now = sorted(h for h, (_, role) in held.items() if role == "ControlPlane")

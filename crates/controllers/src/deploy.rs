@@ -228,6 +228,10 @@ fn sip_rules() -> Value {
          "verbs": ["patch"]},
         {"apiGroups": ["metal3.io"], "resources": ["baremetalhosts"],
          "verbs": ["get", "list", "watch", "patch"]},
+        // The host status stand-in, where the BareMetalHost CRD is ours (read by name).
+        {"apiGroups": ["metal3.io"], "resources": ["baremetalhosts/status"], "verbs": ["patch"]},
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+         "resourceNames": ["baremetalhosts.metal3.io"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": ["patch", "delete"]},
         {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["patch", "delete"]},

@@ -6,6 +6,7 @@
 //! second reconcile changes nothing.
 
 mod auth;
+mod hosts;
 mod jump_host;
 mod network_data;
 mod schedule;
@@ -66,9 +67,10 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
                     .collect::<Vec<_>>()
             },
         );
+    let standin = hosts::run(ctx.clone(), informers.clone());
     let r = Arc::new(Reconciler { ctx, hosts });
     let runs = controller.run(reconcile, error_policy, r);
-    crate::capi::triggers::run_to_end(runs).await;
+    futures::join!(crate::capi::triggers::run_to_end(runs), standin);
 }
 
 fn ready(c: &SIPCluster) -> bool {
