@@ -208,6 +208,9 @@ def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
     assert "target of 4 ControlPlane nodes" in cond["message"]
     table = plane.kubectl("-n", ns, "get", "sipclusters").stdout
     assert "Unschedulable" in table and "ReconciliationSucceeded" in table, table
+    events = plane.kubectl("-n", ns, "get", "events", "-o", "json").stdout
+    reasons = {(e["involvedObject"]["name"], e["reason"]) for e in json.loads(events)["items"]}
+    assert {("tenant-a", "HostsClaimed"), ("tenant-b", "Unschedulable")} <= reasons, reasons
     assert all(cluster == "tenant-a" for cluster, _ in claims(plane, ns).values())
     plane.kubectl("-n", ns, "delete", "sipcluster", "tenant-b", "--timeout=30s")
 

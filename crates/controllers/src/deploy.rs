@@ -235,6 +235,7 @@ fn sip_rules() -> Value {
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": ["patch", "delete"]},
         {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["patch", "delete"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
          "verbs": ["get", "create", "update"]},
     ])

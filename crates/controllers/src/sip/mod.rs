@@ -99,20 +99,35 @@ async fn reconcile(sip: Arc<SIPCluster>, r: Arc<Reconciler>) -> Result<Action, E
     let (plan, addresses) = match schedule_with_addresses(&sip, &r).await? {
         Ok(found) => found,
         Err(why) => {
+            r.ctx.event(&*sip, true, "Unschedulable", why.clone()).await;
             set(&r, &mut status, false, "Unschedulable", why);
             write_status(&api, &sip, status).await?;
             return Ok(Action::requeue(Duration::from_secs(60)));
         }
     };
     if let Err(why) = deploy(&sip, &r, &plan, &addresses).await {
+        r.ctx
+            .event(&*sip, true, "InfraServiceFailure", why.clone())
+            .await;
         set(&r, &mut status, false, "InfraServiceFailure", why);
         write_status(&api, &sip, status).await?;
         return Ok(Action::requeue(Duration::from_secs(30)));
     }
-    if let Err(e) = label(&sip, &r, &plan).await {
-        set(&r, &mut status, false, "UnableToApplyLabels", e.to_string());
-        write_status(&api, &sip, status).await?;
-        return Err(e);
+    let (claimed, released) = match label(&sip, &r, &plan).await {
+        Ok(changed) => changed,
+        Err(e) => {
+            set(&r, &mut status, false, "UnableToApplyLabels", e.to_string());
+            write_status(&api, &sip, status).await?;
+            return Err(e);
+        }
+    };
+    if !claimed.is_empty() {
+        let note = format!("claimed {}", claimed.join(", "));
+        r.ctx.event(&*sip, false, "HostsClaimed", note).await;
+    }
+    if !released.is_empty() {
+        let note = format!("released {}", released.join(", "));
+        r.ctx.event(&*sip, false, "HostsReleased", note).await;
     }
     status.hosts = chosen(&sip, &plan, &addresses);
     if plan.short.is_empty() {
@@ -451,19 +466,33 @@ where
 
 /// Labels the held hosts with the cluster and their role, and unlabels the released ones;
 /// a host whose labels are already right is not written.
-async fn label(sip: &SIPCluster, r: &Reconciler, plan: &Plan) -> Result<(), Error> {
+/// The hosts newly claimed (`name (role)`) and released.
+async fn label(
+    sip: &SIPCluster,
+    r: &Reconciler,
+    plan: &Plan,
+) -> Result<(Vec<String>, Vec<String>), Error> {
     let hosts = r.hosts.store().state();
     let me = (sip.namespace().unwrap_or_default(), sip.name_any());
+    let (mut claimed, mut released) = (Vec::new(), Vec::new());
     for host in hosts.iter() {
         let key = schedule::key_of(host);
-        let want = match plan.role_of(&key) {
+        let role = plan.role_of(&key);
+        let want = match role {
             Some(role) => Some(claim_labels(&me, role)),
             None if plan.release.contains(&key) => None,
             None => continue,
         };
-        relabel(r, host, want).await?;
+        let was_mine = schedule::claimed_by(host).as_ref() == Some(&me);
+        if relabel(r, host, want).await? {
+            match role {
+                Some(role) if !was_mine => claimed.push(format!("{} ({role})", key.1)),
+                None => released.push(key.1.clone()),
+                Some(_) => {}
+            }
+        }
     }
-    Ok(())
+    Ok((claimed, released))
 }
 
 fn claim_labels(me: &(String, String), role: &str) -> BTreeMap<&'static str, String> {
@@ -481,7 +510,7 @@ async fn relabel(
     r: &Reconciler,
     host: &BareMetalHost,
     want: Option<BTreeMap<&'static str, String>>,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     let have = host.labels();
     let patch: serde_json::Map<String, serde_json::Value> = labels::ALL
         .iter()
@@ -491,7 +520,7 @@ async fn relabel(
         })
         .collect();
     if patch.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     let api: Api<BareMetalHost> =
         Api::namespaced(r.ctx.client.clone(), &host.namespace().unwrap_or_default());
@@ -502,7 +531,7 @@ async fn relabel(
         &Patch::Merge(body),
     )
     .await?;
-    Ok(())
+    Ok(true)
 }
 
 /// The status's hosts: by role, in the plan's order, the first `active` active.
