@@ -3,6 +3,7 @@ simulated vCenter (a VCenterSimulator of the same plane), its VMs checked with p
 
 import json
 import subprocess
+import time
 
 from pyVim.connect import Disconnect
 from pyVim.task import WaitForTask
@@ -270,6 +271,52 @@ def test_placement_by_name_puts_the_clones_and_their_nic_there_and_a_wrong_one_i
     finally:
         Disconnect(si)
     plane.kubectl("-n", ns, "delete", "vg", "vmgroup-sample", "--timeout=30s")
+
+
+def test_a_shape_the_vcenter_refuses_is_reported_and_not_retried(plane, ns, tmp_path):
+    """A reconfiguration vCenter refuses (an injected InsufficientResourcesFault on the task):
+    each VM is powered on again after its power cycle, the status says why, and the same
+    shape is not tried again (no more power cycles); a new shape is."""
+    faults = tmp_path / "faults.json"
+    faults.write_text("[]")
+    vc = Vcsim(tmp_path, "--faults", str(faults))
+    si = vc.connect()
+    try:
+        plane.kubectl("-n", ns, "create", "secret", "generic", "vcenter",
+                      f"--from-literal=server=127.0.0.1:{vc.port}", f"--from-literal=username={USER}",
+                      f"--from-literal=password={PASSWORD}",
+                      f"--from-literal=thumbprint={vc.banner[4].split(': ')[1]}")
+        plane.kubectl("-n", ns, "apply", "-f", "-", input=SAMPLE.replace(
+            "vm-template", "DC0_H0_VM0").replace("replicas: 3", "replicas: 2"))
+        ready(plane, ns, 2)
+        prefix = f"{ns}-vmgroup-sample-"
+        faults.write_text('[{"method": "ReconfigVM_Task", "fault": "InsufficientResourcesFault"}]')
+        time.sleep(1.5)  # the rules file is re-read when it changes
+        plane.kubectl("-n", ns, "patch", "vg", "vmgroup-sample", "--type", "merge", "-p", '{"spec":{"cpu":2}}')
+
+        def both_refused():
+            c = condition(group(plane, ns), "Ready") or {}
+            return c if c.get("message", "").count("refused the new shape") == 2 else None
+        c = wait_for(both_refused, timeout=60, what="both VMs refused")
+        assert c["status"] == "False" and "insufficient resources" in c["message"].lower(), c
+        vms = vms_named(si, prefix)
+        wait_for(lambda: all(vm.runtime.powerState == "poweredOn" for vm in vms.values()),
+                 timeout=30, what="the VMs on again")
+        booted = {name: vm.runtime.bootTime for name, vm in vms.items()}
+        assert all(vm.config.hardware.numCPU == 4 for vm in vms.values())
+        time.sleep(7)  # longer than a task's follow-up: no further power cycle comes
+        assert {name: vm.runtime.bootTime for name, vm in vms.items()} == booted
+
+        faults.write_text("[]")
+        time.sleep(1.5)
+        plane.kubectl("-n", ns, "patch", "vg", "vmgroup-sample", "--type", "merge", "-p", '{"spec":{"cpu":3}}')
+        wait_for(lambda: all(vm.config.hardware.numCPU == 3 for vm in vms_named(si, prefix).values()),
+                 timeout=60, what="a new shape tried and taken")
+        ready(plane, ns, 2)
+        plane.kubectl("-n", ns, "delete", "vg", "vmgroup-sample", "--timeout=60s")
+    finally:
+        Disconnect(si)
+        vc.stop()
 
 
 def test_the_controller_needs_no_more_than_its_deployed_rbac(tmp_path):

@@ -274,6 +274,9 @@ async fn converge(
     if removing > 0 {
         message.push_str(&format!(", {removing} being removed"));
     }
+    for refusal in reconcile::refusals(&o, replicas, shape) {
+        message.push_str(&format!("; the vCenter refused the new shape to {refusal}"));
+    }
     let reason = if done { "Ready" } else { "Waiting" };
     set(
         r,

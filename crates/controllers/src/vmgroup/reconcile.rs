@@ -258,6 +258,20 @@ pub(super) async fn scale_down(o: &Observed, replicas: usize) -> Result<usize, E
     Ok(extras.len())
 }
 
+/// Why vCenter refused `vm` the group's shape, if it did (the shape is not tried again).
+pub(super) fn refusal(o: &Observed, vm: &ObjectContent, shape: Shape) -> Option<String> {
+    o.vc.refusal(vm.text("name"), (shape.cpus, shape.memory_mb))
+}
+
+/// The VMs the group keeps that vCenter refused its shape, and why.
+pub(super) fn refusals(o: &Observed, replicas: usize, shape: Shape) -> Vec<String> {
+    o.kept(replicas)
+        .iter()
+        .filter(|(_, vm)| !has_shape(vm, shape))
+        .filter_map(|(_, vm)| Some(format!("{}: {}", vm.text("name"), refusal(o, vm, shape)?)))
+        .collect()
+}
+
 /// Whether every VM the group keeps has its shape.
 pub(super) fn shaped(o: &Observed, replicas: usize, shape: Shape) -> bool {
     o.kept(replicas).iter().all(|(_, vm)| has_shape(vm, shape))
@@ -277,7 +291,8 @@ pub(super) async fn mend_one(o: &Observed, replicas: usize, shape: Shape) -> Res
         return Ok(false);
     }
     let vms = || kept.iter().map(|(_, vm)| vm);
-    if let Some(vm) = vms().find(|vm| !has_shape(vm, shape)) {
+    let refused = |vm: &ObjectContent| refusal(o, vm, shape).is_some();
+    if let Some(vm) = vms().find(|vm| !has_shape(vm, shape) && !refused(vm)) {
         let running = vm.text("runtime.powerState") == "poweredOn";
         if running && !hot_pluggable(o, &vm.obj, shape).await? {
             tasks::start(o, vm, "PowerOffVM_Task", Goal::Off).await?;

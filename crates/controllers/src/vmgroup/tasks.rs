@@ -34,12 +34,26 @@ pub(super) async fn start(
 
 /// Starts giving `vm` the group's CPUs and memory.
 pub(super) async fn reshape(o: &Observed, vm: &ObjectContent, shape: Shape) -> Result<(), Error> {
-    let task =
+    let asked =
         o.vc.client
             .reconfigure(&vm.obj, Some(shape.cpus), Some(shape.memory_mb))
-            .await?;
-    o.vc.start_pending(vm.text("name"), task, Goal::Shaped);
-    Ok(())
+            .await;
+    match asked {
+        Ok(task) => {
+            o.vc.start_pending(vm.text("name"), task, Goal::Shaped);
+            Ok(())
+        }
+        // Refused at once (not by its task): remembered the same way, the VM not left off.
+        Err(e) if e.fault_kind().is_some() => {
+            let shape = (shape.cpus, shape.memory_mb);
+            o.vc.refuse(vm.text("name"), shape, e.to_string());
+            if vm.text("runtime.powerState") != "poweredOn" {
+                start(o, vm, "PowerOnVM_Task", Goal::On).await?;
+            }
+            Err(e.into())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Whether the copy of a VM (`None`: there is none) shows `goal` reached.
@@ -84,10 +98,14 @@ pub(super) async fn follow(o: &Observed, group: &VmGroup, shape: Shape) -> Resul
             }
             Ok(TaskState::Error { message, .. }) => {
                 o.vc.settle(&name);
-                failed.push(format!("{} {name}: {message}", doing(pending.goal)));
-                if let Some(vm) = vm.filter(|_| pending.goal == Goal::Shaped) {
-                    start(o, vm, "PowerOnVM_Task", Goal::On).await?;
+                if pending.goal == Goal::Shaped {
+                    // Not tried again for this shape; the VM is not left off.
+                    o.vc.refuse(&name, (shape.cpus, shape.memory_mb), message.clone());
+                    if let Some(vm) = vm {
+                        start(o, vm, "PowerOnVM_Task", Goal::On).await?;
+                    }
                 }
+                failed.push(format!("{} {name}: {message}", doing(pending.goal)));
             }
             // The vCenter forgot the task (it restarted): what the copy shows decides anew.
             Err(e) if e.fault_kind() == Some("ManagedObjectNotFound") => o.vc.settle(&name),

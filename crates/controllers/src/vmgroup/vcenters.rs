@@ -86,6 +86,7 @@ impl VCenters {
             vms: RwLock::default(),
             synced,
             pending: Default::default(),
+            refused: Default::default(),
             last_used: std::sync::Mutex::new(std::time::Instant::now()),
         });
         tokio::spawn(keep_watching(Arc::downgrade(&vc), self.changes.clone()));
@@ -144,6 +145,9 @@ pub struct Pending {
     pub since: std::time::Instant,
 }
 
+/// A shape (CPUs, MiB) vCenter refused a VM, and why.
+type Refusal = ((i64, i64), String);
+
 /// One vCenter: its session and its VMs as last heard.
 pub struct VCenter {
     pub client: Arc<Client>,
@@ -156,6 +160,9 @@ pub struct VCenter {
     /// reconcile from cloning, powering or destroying again before the watch reports the
     /// change.
     pending: std::sync::Mutex<HashMap<String, Pending>>,
+    /// VMs whose reconfiguration to a shape (CPUs, MiB) vCenter refused, with why: not tried
+    /// again for that shape, so a refusal does not power-cycle the VM over and over.
+    refused: std::sync::Mutex<HashMap<String, Refusal>>,
     /// When a reconcile last asked for this vCenter.
     last_used: std::sync::Mutex<std::time::Instant>,
 }
@@ -251,6 +258,21 @@ impl VCenter {
                 pending.since = std::time::Instant::now();
             }
         }
+    }
+
+    /// Notes that vCenter refused to give the VM `name` the shape (CPUs, MiB), and why.
+    pub fn refuse(&self, name: &str, shape: (i64, i64), why: String) {
+        if let Ok(mut r) = self.refused.lock() {
+            r.insert(name.to_string(), (shape, why));
+        }
+    }
+
+    /// Why vCenter refused the VM `name` the shape (CPUs, MiB), if it did.
+    pub fn refusal(&self, name: &str, shape: (i64, i64)) -> Option<String> {
+        let r = self.refused.lock().ok()?;
+        r.get(name)
+            .filter(|(s, _)| *s == shape)
+            .map(|(_, why)| why.clone())
     }
 
     /// Forgets the task on `name`: its change arrived, or it failed.
