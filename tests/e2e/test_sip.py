@@ -147,6 +147,7 @@ def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
     sip = wait_for(lambda: (lambda s: s if (ready(s) or {}).get("status") == "True" else None)(
         get(plane, ns, "sipcluster", "tenant-a")), timeout=30, what="tenant-a Ready")
     assert ready(sip)["reason"] == "ReconciliationSucceeded"
+    assert ready(sip)["observedGeneration"] == sip["metadata"]["generation"]
     held = claims(plane, ns)
     cps = sorted(h for h, (_, role) in held.items() if role == "ControlPlane")
     workers = sorted(h for h, (_, role) in held.items() if role == "Worker")

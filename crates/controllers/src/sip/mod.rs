@@ -100,7 +100,7 @@ async fn reconcile(sip: Arc<SIPCluster>, r: Arc<Reconciler>) -> Result<Action, E
         Ok(found) => found,
         Err(why) => {
             r.ctx.event(&*sip, true, "Unschedulable", why.clone()).await;
-            set(&r, &mut status, false, "Unschedulable", why);
+            set(&r, &sip, &mut status, false, "Unschedulable", why);
             write_status(&api, &sip, status).await?;
             return Ok(Action::requeue(Duration::from_secs(60)));
         }
@@ -109,14 +109,21 @@ async fn reconcile(sip: Arc<SIPCluster>, r: Arc<Reconciler>) -> Result<Action, E
         r.ctx
             .event(&*sip, true, "InfraServiceFailure", why.clone())
             .await;
-        set(&r, &mut status, false, "InfraServiceFailure", why);
+        set(&r, &sip, &mut status, false, "InfraServiceFailure", why);
         write_status(&api, &sip, status).await?;
         return Ok(Action::requeue(Duration::from_secs(30)));
     }
     let (claimed, released) = match label(&sip, &r, &plan).await {
         Ok(changed) => changed,
         Err(e) => {
-            set(&r, &mut status, false, "UnableToApplyLabels", e.to_string());
+            set(
+                &r,
+                &sip,
+                &mut status,
+                false,
+                "UnableToApplyLabels",
+                e.to_string(),
+            );
             write_status(&api, &sip, status).await?;
             return Err(e);
         }
@@ -133,6 +140,7 @@ async fn reconcile(sip: Arc<SIPCluster>, r: Arc<Reconciler>) -> Result<Action, E
     if plan.short.is_empty() {
         set(
             &r,
+            &sip,
             &mut status,
             true,
             "ReconciliationSucceeded",
@@ -142,6 +150,7 @@ async fn reconcile(sip: Arc<SIPCluster>, r: Arc<Reconciler>) -> Result<Action, E
         // Serving on what is left; a freed or new host wakes it to fill the role again.
         set(
             &r,
+            &sip,
             &mut status,
             false,
             "Unschedulable",
@@ -596,12 +605,18 @@ where
     }
 }
 
-fn set(r: &Reconciler, status: &mut SIPClusterStatus, ok: bool, reason: &str, message: String) {
-    conditions::set(
-        &mut status.conditions,
-        Condition::new("Ready", ok, reason, message),
-        r.ctx.now(),
-    );
+/// Sets Ready, for the generation it judged (as SIP does).
+fn set(
+    r: &Reconciler,
+    sip: &SIPCluster,
+    status: &mut SIPClusterStatus,
+    ok: bool,
+    reason: &str,
+    message: String,
+) {
+    let mut ready = Condition::new("Ready", ok, reason, message);
+    ready.observed_generation = sip.metadata.generation;
+    conditions::set(&mut status.conditions, ready, r.ctx.now());
 }
 
 async fn write_status(
