@@ -626,3 +626,22 @@ def test_get_componentstatuses_prints_kubectls_columns_and_the_deprecation(plane
         ("controller-manager", "Healthy"), ("etcd-0", "Healthy"), ("scheduler", "Healthy")]
     short = plane.kubectl("get", "cs", "scheduler", "-o", "jsonpath={.conditions[0].message}")
     assert short.stdout == "ok"
+
+
+def test_node_port_services_get_free_node_ports_and_keep_them(plane, ns):
+    """`kubectl create service nodeport` leaves nodePort to the server, which allocates one free
+    in 30000-32767 per port, never one another Service holds; a replace that leaves it out
+    keeps the one allocated."""
+    def node_ports(name):
+        svc = json.loads(plane.kubectl("-n", ns, "get", "service", name, "-o", "json").stdout)
+        return [p["nodePort"] for p in svc["spec"]["ports"]]
+    plane.kubectl("-n", ns, "create", "service", "nodeport", "web", "--tcp=80:8080", "--tcp=443:8443")
+    plane.kubectl("-n", ns, "create", "service", "nodeport", "api", "--tcp=6443")
+    web, api = node_ports("web"), node_ports("api")
+    assert all(30000 <= p <= 32767 for p in web + api), (web, api)
+    assert len(set(web + api)) == 3, "no port given twice"
+    svc = json.loads(plane.kubectl("-n", ns, "get", "service", "web", "-o", "json").stdout)
+    for p in svc["spec"]["ports"]:
+        del p["nodePort"]
+    plane.kubectl("-n", ns, "replace", "-f", "-", input=json.dumps(svc))
+    assert node_ports("web") == web

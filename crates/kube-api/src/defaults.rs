@@ -349,9 +349,87 @@ fn service(state: &State, object: &mut Value) {
     if let Some(ip) = spec.get("clusterIP").cloned() {
         spec.entry("clusterIPs").or_insert(json!([ip]));
     }
+    if ty == "NodePort" || ty == "LoadBalancer" {
+        let me = (
+            object
+                .at("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            object
+                .at("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+        );
+        allocate_node_ports(state, &me, ensure(object, "spec"));
+    }
     ensure(object, "status")
         .entry("loadBalancer")
         .or_insert(json!({}));
+}
+
+/// The node-port range kube-apiserver allocates from by default (`--service-node-port-range`).
+const NODE_PORTS: std::ops::RangeInclusive<i64> = 30000..=32767;
+
+/// Gives each port of a NodePort or LoadBalancer Service without a `nodePort` one, as
+/// kube-apiserver's allocator does: the port this Service held before if it is free (an update
+/// that leaves `nodePort` out keeps it), else the lowest free in the range (free: no other
+/// Service holds it, nor another port of this one).
+fn allocate_node_ports(state: &State, me: &(String, String), spec: &mut Map<String, Value>) {
+    let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) else {
+        return;
+    };
+    if ports.iter().all(|p| given(p).is_some()) {
+        return;
+    }
+    let (mut used, mine) = node_ports_in_use(state, me);
+    used.extend(ports.iter().filter_map(given));
+    for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+        if p.get("nodePort")
+            .and_then(Value::as_i64)
+            .is_some_and(|n| n != 0)
+        {
+            continue;
+        }
+        let held = mine.iter().copied().find(|n| !used.contains(n));
+        if let Some(free) = held.or_else(|| NODE_PORTS.clone().find(|n| !used.contains(n))) {
+            used.insert(free);
+            p.insert("nodePort".into(), json!(free));
+        }
+    }
+}
+
+/// A port's `nodePort`, when it names one (0, as some clients send, asks for one).
+fn given(port: &Value) -> Option<i64> {
+    port.get("nodePort")?.as_i64().filter(|n| *n != 0)
+}
+
+/// The node ports other Services hold, and those `me` holds now (in port order).
+fn node_ports_in_use(state: &State, me: &(String, String)) -> (HashSet<i64>, Vec<i64>) {
+    let Ok(snapshot) = state.group.snapshot("services", ReadAt::Latest) else {
+        return (HashSet::new(), Vec::new());
+    };
+    let (mut used, mut mine) = (HashSet::new(), Vec::new());
+    for s in snapshot.objects.values() {
+        let Ok(v) = s.to_value() else { continue };
+        let ns = v
+            .at("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let name = v.at("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let ports = v.at("/spec/ports").and_then(Value::as_array);
+        let held = ports
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.get("nodePort")?.as_i64());
+        if (ns, name) == (me.0.as_str(), me.1.as_str()) {
+            mine.extend(held);
+        } else {
+            used.extend(held);
+        }
+    }
+    (used, mine)
 }
 
 /// The lowest free address of the service range, reading the Services in the store.
