@@ -46,6 +46,14 @@ def vms_named(si, prefix):
         view.Destroy()
 
 
+def vcenter_secret(plane, ns, vc):
+    """The Secret `vcenter` naming an `infrasim vcsim` process, pinned by its thumbprint."""
+    plane.kubectl("-n", ns, "create", "secret", "generic", "vcenter",
+                  f"--from-literal=server=127.0.0.1:{vc.port}", f"--from-literal=username={USER}",
+                  f"--from-literal=password={PASSWORD}",
+                  f"--from-literal=thumbprint={vc.banner[4].split(': ')[1]}")
+
+
 def ready(plane, ns, replicas):
     def check():
         g = group(plane, ns)
@@ -187,10 +195,7 @@ def test_a_killed_controller_and_a_killed_session_leave_no_duplicate_or_orphan(t
     controller = Controller(plane, ns, tmp_path)
     si = vc.connect()
     try:
-        plane.kubectl("-n", ns, "create", "secret", "generic", "vcenter",
-                      f"--from-literal=server=127.0.0.1:{vc.port}", f"--from-literal=username={USER}",
-                      f"--from-literal=password={PASSWORD}",
-                      f"--from-literal=thumbprint={vc.banner[4].split(': ')[1]}")
+        vcenter_secret(plane, ns, vc)
         plane.kubectl("-n", ns, "apply", "-f", "-",
                       input=SAMPLE.replace("vm-template", "DC0_H0_VM0").replace("replicas: 3", "replicas: 10"))
         prefix = f"{ns}-vmgroup-sample-"
@@ -282,10 +287,7 @@ def test_a_shape_the_vcenter_refuses_is_reported_and_not_retried(plane, ns, tmp_
     vc = Vcsim(tmp_path, "--faults", str(faults))
     si = vc.connect()
     try:
-        plane.kubectl("-n", ns, "create", "secret", "generic", "vcenter",
-                      f"--from-literal=server=127.0.0.1:{vc.port}", f"--from-literal=username={USER}",
-                      f"--from-literal=password={PASSWORD}",
-                      f"--from-literal=thumbprint={vc.banner[4].split(': ')[1]}")
+        vcenter_secret(plane, ns, vc)
         plane.kubectl("-n", ns, "apply", "-f", "-", input=SAMPLE.replace(
             "vm-template", "DC0_H0_VM0").replace("replicas: 3", "replicas: 2"))
         ready(plane, ns, 2)
@@ -330,10 +332,7 @@ def test_the_controller_needs_no_more_than_its_deployed_rbac(tmp_path):
         controller, log = deployed_controller(plane, tmp_path, "vmgroup")
         ns = "rbac-proof"
         plane.kubectl("create", "namespace", ns)
-        plane.kubectl("-n", ns, "create", "secret", "generic", "vcenter",
-                      f"--from-literal=server=127.0.0.1:{vc.port}", f"--from-literal=username={USER}",
-                      f"--from-literal=password={PASSWORD}",
-                      f"--from-literal=thumbprint={vc.banner[4].split(': ')[1]}")
+        vcenter_secret(plane, ns, vc)
         plane.kubectl("-n", ns, "apply", "-f", "-", input=SAMPLE.replace(
             "vm-template", "DC0_H0_VM0").replace("replicas: 3", "replicas: 2"))
         ready(plane, ns, 2)

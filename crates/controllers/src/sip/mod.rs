@@ -24,7 +24,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 use schedule::{HostKey, Plan};
 use serde_json::json;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use types::{labels, BareMetalHost, ChosenHost, SIPCluster, SIPClusterStatus, FINALIZER};
@@ -190,16 +190,19 @@ async fn schedule_with_addresses(
         .collect();
     let interfaces = interfaces(sip);
     let with_bmc = !sip.spec.services.jump_host.is_empty();
+    let by_key: HashMap<HostKey, &BareMetalHost> =
+        hosts.iter().map(|h| (schedule::key_of(h), &**h)).collect();
+    // What each host's Secrets said, kept across the retries: a retry reads only new hosts.
+    let mut addresses = Addresses::new();
     let mut excluded = HashSet::new();
     loop {
         let plan = match schedule::plan(&me, &sip.spec.nodes, &hosts, &active_before, &excluded) {
             Ok(p) => p,
             Err(why) => return Ok(Err(why)),
         };
-        let mut addresses = Addresses::new();
         let mut unusable = Vec::new();
         for key in plan.roles.values().flatten() {
-            let Some(host) = hosts.iter().find(|h| &schedule::key_of(h) == key) else {
+            let Some(host) = by_key.get(key).filter(|_| !addresses.contains_key(key)) else {
                 continue;
             };
             match host_info(r, host, &interfaces, with_bmc).await? {
@@ -213,6 +216,7 @@ async fn schedule_with_addresses(
             }
         }
         if unusable.is_empty() {
+            addresses.retain(|key, _| plan.role_of(key).is_some());
             return Ok(Ok((plan, addresses)));
         }
         excluded.extend(unusable);

@@ -149,7 +149,7 @@ impl Want<'_> {
             .filter(|h| claimed_by(h).as_ref() == Some(self.cluster))
             .filter(|h| h.labels().get(labels::NODE_TYPE).map(String::as_str) == Some(self.role))
             .collect();
-        mine.sort_by_key(|h| (!active_before.contains(&key_of(h)), key_of(h)));
+        mine.sort_by_cached_key(|h| (!active_before.contains(&key_of(h)), key_of(h)));
         let mut used = BTreeSet::new();
         let (mut held, mut release) = (Vec::new(), Vec::new());
         for h in mine {
@@ -166,7 +166,7 @@ impl Want<'_> {
             .copied()
             .filter(|h| claimed_by(h).is_none() && !taken.contains(&key_of(h)) && self.fits(h))
             .collect();
-        free.sort_by_key(|h| key_of(h));
+        free.sort_by_cached_key(|h| key_of(h));
         let mut new = Vec::new();
         for h in free {
             if held.len() + new.len() >= target {

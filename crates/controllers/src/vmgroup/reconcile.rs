@@ -120,13 +120,14 @@ pub(super) async fn observe(vc: Arc<VCenter>, group: &VmGroup) -> Result<Observe
 }
 
 impl Observed {
-    /// The group's VM of that name, marked or not.
-    pub fn vm_named(&self, name: &str) -> Option<&ObjectContent> {
+    /// The group's VMs by name, marked or not (one lookup per task in flight, not a scan:
+    /// a scale-down of hundreds follows hundreds of tasks).
+    pub fn by_name(&self) -> std::collections::HashMap<&str, &ObjectContent> {
         self.owned
             .iter()
             .chain(&self.unmarked)
-            .map(|(_, vm)| vm)
-            .find(|vm| vm.text("name") == name)
+            .map(|(_, vm)| (vm.text("name"), vm))
+            .collect()
     }
 
     /// The VMs the group keeps: the lowest `replicas` indexes (those above are removed).

@@ -74,8 +74,9 @@ fn reached(goal: Goal, vm: Option<&ObjectContent>, shape: Shape) -> bool {
 pub(super) async fn follow(o: &Observed, group: &VmGroup, shape: Shape) -> Result<usize, Error> {
     let mut in_flight = 0;
     let mut failed = Vec::new();
+    let vms = o.by_name();
     for (name, pending) in o.vc.pending_where(|name| index_of(group, name).is_some()) {
-        let vm = o.vm_named(&name);
+        let vm = vms.get(name.as_str()).copied();
         if reached(pending.goal, vm, shape) {
             o.vc.settle(&name);
             continue;
