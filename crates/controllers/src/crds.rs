@@ -45,16 +45,17 @@ pub fn vmgroup() -> Vec<CustomResourceDefinition> {
 /// BareMetalHost CRD, where metal3 runs, is kept as it is.
 pub const ONLY_IF_ABSENT: &str = "infrasim.dev/only-if-absent";
 
-/// The SIPCluster controller's kind, and metal3's BareMetalHost (only if absent).
+/// The SIPCluster and ViNO controllers' kinds, and metal3's BareMetalHost (only if absent).
 pub fn sip() -> Vec<CustomResourceDefinition> {
     use crate::sip::types::{BareMetalHost, SIPCluster};
+    use crate::vino::types::{IPPool, Vino};
     let mut hosts = BareMetalHost::crd();
     hosts
         .metadata
         .annotations
         .get_or_insert_with(Default::default)
         .insert(ONLY_IF_ABSENT.into(), "true".into());
-    vec![SIPCluster::crd(), hosts]
+    vec![SIPCluster::crd(), Vino::crd(), IPPool::crd(), hosts]
 }
 
 /// The vcsim controller's kinds.

@@ -13,6 +13,7 @@
 //! - [`vmgroup`]: groups of VMs cloned from a template on any vCenter (`VmGroup`).
 //! - [`sip`]: bare-metal hosts claimed for tenant clusters, with their load balancers
 //!   (`SIPCluster` over metal3's `BareMetalHost`).
+//! - [`vino`]: VM-backed bare-metal hosts on the plane's Nodes (`Vino`), run with [`sip`].
 
 pub mod capi;
 pub mod conditions;
@@ -26,6 +27,7 @@ pub mod metrics;
 mod schema;
 pub mod sip;
 pub mod vcsim;
+pub mod vino;
 pub mod vmgroup;
 pub mod wakeups;
 pub mod writes;
@@ -46,7 +48,7 @@ pub struct Selection {
     pub vcsim: bool,
     /// Run the VmGroup controller.
     pub vmgroup: bool,
-    /// Run the SIPCluster controller.
+    /// Run the SIPCluster controller and ViNO's beside it.
     pub sip: bool,
     /// Serve the core kinds in Cluster API's v1beta1 too (see [`crds::core`]); the plane must
     /// reach the conversion webhook [`capi::conversion::Converter`] in this process.
@@ -72,7 +74,7 @@ impl Selection {
             parts.push("VmGroup");
         }
         if self.sip {
-            parts.push("SIPCluster (over BareMetalHost)");
+            parts.push("SIPCluster and Vino (over BareMetalHost)");
         }
         parts.join("; ")
     }
@@ -144,7 +146,10 @@ pub async fn run(ctx: Context, selection: Selection) {
     };
     let sip = async {
         if selection.sip {
-            sip::run(ctx.clone(), informers.clone()).await;
+            futures::join!(
+                sip::run(ctx.clone(), informers.clone()),
+                vino::run(ctx.clone(), informers.clone())
+            );
         }
     };
     futures::join!(provider, core, vcsim, vmgroup, sip);

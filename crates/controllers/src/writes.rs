@@ -8,6 +8,26 @@ use kube::core::Request;
 use kube::Resource;
 use serde::Serialize;
 
+/// Server-side applies `body` (apiVersion, kind, metadata.name and the fields `manager`
+/// owns) as `manager`, taking over conflicting fields; an object already so is left as it is
+/// by the server.
+pub async fn apply<K>(
+    api: &Api<K>,
+    name: &str,
+    manager: &str,
+    body: &serde_json::Value,
+) -> Result<(), kube::Error>
+where
+    K: Resource + Clone,
+{
+    let params = PatchParams::apply(manager).force();
+    let request = Request::new(api.resource_url())
+        .patch(name, &params, &Patch::Apply(body))
+        .map_err(kube::Error::BuildRequest)?;
+    api.clone().into_client().request_text(request).await?;
+    Ok(())
+}
+
 /// Server-side applies `body` to `name`'s status as `manager`, taking over conflicting
 /// fields, and checks that the server accepted it.
 pub async fn apply_status<K, P>(

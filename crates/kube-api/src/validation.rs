@@ -5,9 +5,19 @@ use crate::status::ApiError;
 use crate::values::At;
 use serde_json::{json, Value};
 
-/// DNS-1123 subdomain: lower-case alphanumerics, `-` and `.`, alphanumeric at both ends.
+/// DNS-1123 subdomain: at most 253 lower-case alphanumerics, `-` and `.`, alphanumeric at
+/// both ends of each dot-separated part. Unlike DNS, kube-apiserver sets no 63-character limit
+/// on a part, so a 69-character Secret name with no dot is valid.
 pub fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(subdomain_part)
+}
+
+fn subdomain_part(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
 }
 
 /// DNS-1123 label: at most 63 lower-case alphanumerics or `-`, alphanumeric at both ends.
@@ -297,6 +307,13 @@ mod tests {
             "metadata.name"
         );
         assert!(validate("Namespace", "", &json!({"metadata": {"name": "a.b"}})).is_err());
+        // A subdomain's parts may be longer than a DNS label (kube-apiserver's rule); the whole
+        // may not pass 253.
+        let long = "a".repeat(70);
+        assert!(validate("Secret", "", &json!({"metadata": {"name": long}})).is_ok());
+        let too_long = "a".repeat(254);
+        assert!(validate("Secret", "", &json!({"metadata": {"name": too_long}})).is_err());
+        assert!(validate("Namespace", "", &json!({"metadata": {"name": long}})).is_err());
         assert!(validate("Service", "", &json!({"metadata": {"name": "1abc"}})).is_err());
         assert!(validate(
             "ClusterRole",

@@ -204,6 +204,24 @@ impl Client {
         self.task("CloneVM_Task", &body).await
     }
 
+    /// Starts creating a VM in `folder` on `pool` (and `host`, else the pool's first) from
+    /// `config`, the inner XML of a VirtualMachineConfigSpec; the task.
+    pub async fn create_vm(
+        &self,
+        folder: &Moref,
+        config: &str,
+        pool: &Moref,
+        host: Option<&Moref>,
+    ) -> Result<Moref> {
+        let body = format!(
+            r#"<CreateVM_Task xmlns="urn:vim25">{}<config>{config}</config>{}{}</CreateVM_Task>"#,
+            folder.element("_this"),
+            pool.element("pool"),
+            host.map(|h| h.element("host")).unwrap_or_default()
+        );
+        self.task("CreateVM_Task", &body).await
+    }
+
     /// Starts changing a VM's CPUs and memory; the task.
     pub async fn reconfigure(
         &self,

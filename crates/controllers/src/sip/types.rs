@@ -94,6 +94,16 @@ pub struct BareMetalHostSpec {
     pub hardware_profile: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<HostImage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_device_hints: Option<RootDeviceHints>,
+}
+
+/// Which disk the host's image goes on.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RootDeviceHints {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_name: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
