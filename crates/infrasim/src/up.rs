@@ -6,7 +6,7 @@ use infrasim_clock::SystemClock;
 use infrasim_kube_api::kubeconfig::{self, KubeconfigSpec};
 use infrasim_kube_api::pki::{write_private, CertificateAuthority, SigningKey};
 use infrasim_kube_api::{ApiConfig, ApiServer};
-use infrasim_store::{MemoryBackend, Store, StoreConfig};
+use infrasim_store::{Backend, MemoryBackend, Store, StoreConfig};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,6 +23,8 @@ pub struct UpArgs {
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
     /// Keep everything in memory: a fresh CA every start, nothing written but the kubeconfig.
+    /// Without it, every acknowledged write is fsync'd in DATA_DIR/store.redb and the plane
+    /// comes back as it was after a restart.
     #[arg(long)]
     ephemeral: bool,
     /// Change events kept for watch resumption; older resourceVersions get 410 Gone.
@@ -82,6 +84,16 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .kubeconfig
         .clone()
         .unwrap_or_else(|| data_dir.join("kubeconfig"));
+    // Opened first: a directory another process holds is refused before anything in it is
+    // touched.
+    let backend: Arc<dyn Backend> = if args.ephemeral {
+        Arc::new(MemoryBackend)
+    } else {
+        Arc::new(
+            infrasim_durable::DurableBackend::open(&data_dir, args.watch_window.max(1))
+                .context("opening the data directory")?,
+        )
+    };
     let ca = if args.ephemeral {
         CertificateAuthority::generate("infrasim-management-ca")?
     } else {
@@ -90,15 +102,20 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     };
 
     let clock = SystemClock::shared();
-    let store = Store::new(
+    let store = Store::open(
         StoreConfig {
             watch_window: args.watch_window.max(1),
             ..StoreConfig::default()
         },
         clock.clone(),
-        Arc::new(MemoryBackend),
-    );
-    let group = store.create_group("management")?;
+        backend,
+    )
+    .context("reading the stored state")?;
+    let group = match store.group("management") {
+        Some(restored) => restored,
+        None => store.create_group("management")?,
+    };
+    let restored_version = group.resource_version();
     let server = ApiServer::new(group, ca.clone(), clock.clone(), ApiConfig::default());
     if !args.ephemeral {
         let key = SigningKey::load_or_generate(&data_dir.join("pki").join("sa.key")).with_context(
@@ -166,9 +183,13 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     println!("infrasim management plane listening on {server_url}");
     println!("kubeconfig: {}", kubeconfig_path.display());
     println!("export KUBECONFIG={}", kubeconfig_path.display());
-    if !args.ephemeral {
-        // Said plainly: the durable backend is not there yet.
-        println!("note: objects are kept in memory for now; they do not survive a restart");
+    if args.ephemeral {
+        println!("state: in memory (--ephemeral); nothing survives a restart");
+    } else {
+        println!(
+            "state: durable in {} (restored at resourceVersion {restored_version})",
+            data_dir.join(infrasim_durable::FILE).display()
+        );
     }
     let controllers = match args.controllers.as_str() {
         "all" => Some(start_controllers(&args, &server, clock).await?),

@@ -7,6 +7,7 @@
 
 use crate::error::Result;
 use crate::event::Event;
+use crate::group::GroupImage;
 use std::sync::Arc;
 
 /// Persistence for the changes of resource groups.
@@ -17,6 +18,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
     /// Forgets a dropped group.
     fn drop_group(&self, group: &str) -> Result<()>;
+
+    /// The groups an earlier run left, to load before anything is served (none for a backend
+    /// that keeps nothing).
+    fn restore(&self) -> Result<Vec<GroupImage>> {
+        Ok(Vec::new())
+    }
 }
 
 /// Keeps nothing: for `--ephemeral` runs and tests.

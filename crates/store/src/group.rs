@@ -171,6 +171,19 @@ struct GroupState {
     /// selector), and scanning every object of a resource for it made each list cost as much
     /// as the whole resource: at thousands of clusters in one namespace, lists dominated.
     by_label: HashMap<Arc<str>, HashMap<String, BTreeSet<ObjectKey>>>,
+    /// For a group restored after a restart: the newest resourceVersion whose events are not
+    /// all known (everything before the restored window), for every resource alike.
+    history_floor: u64,
+}
+
+/// What a durable backend gives back of a group after a restart: its counter, its objects
+/// and the newest of its events (oldest first, consecutive in the group's history).
+#[derive(Debug, Default)]
+pub struct GroupImage {
+    pub name: String,
+    pub resource_version: u64,
+    pub objects: Vec<(Arc<str>, Arc<StoredObject>)>,
+    pub window: Vec<Arc<Event>>,
 }
 
 /// The `by_label` key of one label (`=` cannot appear in a label key or value).
@@ -194,6 +207,39 @@ impl Group {
             backend,
             config,
         }
+    }
+
+    /// A group as `image` left it: its objects, its counter (the next write takes a higher
+    /// resourceVersion than any before the restart), and its event window, from which
+    /// watches resume; anything older gets `Expired` (410), never a silent gap.
+    pub(crate) fn restored(
+        image: GroupImage,
+        clock: SharedClock,
+        backend: Arc<dyn Backend>,
+        config: StoreConfig,
+    ) -> Self {
+        let group = Group::new(&image.name, clock, backend, config);
+        {
+            let mut state = group.lock();
+            for (resource, object) in image.objects {
+                index(&mut state, &resource, &object);
+                let key = object.meta.key();
+                state
+                    .resources
+                    .entry(resource)
+                    .or_default()
+                    .insert(key, object);
+            }
+            let keep = image.window.len().min(config.watch_window);
+            let window = &image.window[image.window.len() - keep..];
+            state.history_floor = match window.first() {
+                Some(first) => first.resource_version - 1,
+                None => image.resource_version,
+            };
+            state.window = window.iter().cloned().collect();
+            state.resource_version = image.resource_version;
+        }
+        group
     }
 
     /// The group's name.
@@ -545,7 +591,11 @@ impl Group {
 impl GroupState {
     /// The oldest resourceVersion from which `resource`'s events are all still in the window.
     fn oldest_for(&self, resource: &str) -> u64 {
-        self.evicted_by_resource.get(resource).copied().unwrap_or(0)
+        self.evicted_by_resource
+            .get(resource)
+            .copied()
+            .unwrap_or(0)
+            .max(self.history_floor)
     }
 
     /// The newest resourceVersion of any resource that has left the window (0 while none has).
@@ -555,6 +605,7 @@ impl GroupState {
             .max()
             .copied()
             .unwrap_or(0)
+            .max(self.history_floor)
     }
 
     /// The past version a read of `resource` at `at` asks for (`None`: the latest), or why it

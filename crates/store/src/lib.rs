@@ -34,8 +34,8 @@ pub use encode::{to_vec_list_meta, to_vec_typed};
 pub use error::{Result, StoreError};
 pub use event::{Event, EventType};
 pub use group::{
-    DeleteOptions, DeleteOutcome, Fields, Group, Propagation, Read, ReadAt, ResourceMap, Snapshot,
-    Watch, WatchError, FOREGROUND_FINALIZER, ORPHAN_FINALIZER,
+    DeleteOptions, DeleteOutcome, Fields, Group, GroupImage, Propagation, Read, ReadAt,
+    ResourceMap, Snapshot, Watch, WatchError, FOREGROUND_FINALIZER, ORPHAN_FINALIZER,
 };
 pub use object::{format_time, Derived, ObjectKey, ObjectMeta, OwnerRef, StoredObject};
 pub use store::{Store, StoreConfig};

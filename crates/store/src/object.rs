@@ -75,6 +75,17 @@ pub struct StoredObject {
 }
 
 impl StoredObject {
+    /// An object as it was stored (its exact bytes and what was derived from it), read back
+    /// after a restart; its metadata is read from the bytes.
+    pub fn from_stored(bytes: Bytes, derived: Arc<Derived>) -> serde_json::Result<Arc<Self>> {
+        let value: Value = serde_json::from_slice(&bytes)?;
+        Ok(Arc::new(StoredObject {
+            meta: read_meta(&value),
+            derived,
+            bytes,
+        }))
+    }
+
     /// The object decoded as JSON.
     pub fn to_value(&self) -> serde_json::Result<Value> {
         serde_json::from_slice(&self.bytes)

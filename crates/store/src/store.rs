@@ -55,6 +55,33 @@ impl Store {
         }
     }
 
+    /// A store over `backend` holding the groups it kept from an earlier run.
+    pub fn open(
+        config: StoreConfig,
+        clock: SharedClock,
+        backend: Arc<dyn Backend>,
+    ) -> Result<Self> {
+        let store = Store::new(config, clock, backend);
+        let images = store.inner.backend.restore()?;
+        let mut groups = store
+            .inner
+            .groups
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        for image in images {
+            let name = image.name.clone();
+            let group = Group::restored(
+                image,
+                store.inner.clock.clone(),
+                store.inner.backend.clone(),
+                store.inner.config,
+            );
+            groups.insert(name, Arc::new(group));
+        }
+        drop(groups);
+        Ok(store)
+    }
+
     /// An in-memory store on the system clock.
     pub fn in_memory(config: StoreConfig) -> Self {
         Store::new(config, SystemClock::shared(), Arc::new(MemoryBackend))

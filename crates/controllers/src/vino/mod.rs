@@ -57,14 +57,14 @@ struct Reconciler {
     hosts: Informer<BareMetalHost>,
     hypervisors: machines::Hypervisors,
     namespace: String,
+    /// Whether the namespace is known to exist: it is made when the first Vino needs it, so
+    /// a plane with no Vino has no `vino-system`.
+    namespace_made: std::sync::atomic::AtomicBool,
 }
 
 /// Runs the Vino controller until the process ends.
 pub async fn run(ctx: Context, informers: Arc<Informers>) {
     let namespace = runtime_namespace();
-    if let Err(e) = ensure_namespace(&ctx, &namespace).await {
-        tracing::warn!(%namespace, error = %e, "ViNO's namespace cannot be made");
-    }
     let vinos = informers.of::<Vino>();
     let hosts = informers.of::<BareMetalHost>();
     let (nodes, writer) = reflector::store();
@@ -99,6 +99,7 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
         hosts,
         hypervisors: machines::Hypervisors::default(),
         namespace,
+        namespace_made: Default::default(),
     });
     let runs = controller.run(reconcile, error_policy, r);
     crate::capi::triggers::run_to_end(runs).await;
@@ -285,6 +286,11 @@ async fn converge(vino: &Vino, r: &Reconciler) -> Result<Result<(), String>, Err
         Ok(n) => n,
         Err(why) => return Ok(Err(why)),
     };
+    use std::sync::atomic::Ordering;
+    if !r.namespace_made.load(Ordering::Relaxed) {
+        ensure_namespace(&r.ctx, &r.namespace).await?;
+        r.namespace_made.store(true, Ordering::Relaxed);
+    }
     // Nothing is allocated for hosts whose network data cannot be written.
     if let Err(why) = templates_present(vino, r).await? {
         return Ok(Err(why));

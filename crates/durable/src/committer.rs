@@ -1,0 +1,190 @@
+//! Group commit. One thread owns redb's write side. Writers hand it their changes, already
+//! encoded, and wait; it takes every change waiting at that moment (from any number of
+//! writers and groups), writes them in one transaction and commits it with one fsync, then
+//! answers each writer. Under load many writes share a sync; alone, a write pays for one.
+
+use crate::records;
+use infrasim_store::{Event, EventType};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable};
+use std::collections::HashMap;
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::Arc;
+
+/// At most this many jobs share one commit (a bound on one transaction's size).
+const BATCH: usize = 4096;
+
+/// One write's changes, encoded, and where to answer.
+pub struct Job {
+    pub group: Arc<str>,
+    pub changes: Vec<Change>,
+    pub reply: SyncSender<Result<(), String>>,
+}
+
+/// One event, as the tables need it.
+pub struct Change {
+    pub resource_version: u64,
+    pub object_key: Vec<u8>,
+    /// The object's record, or `None` when the event deletes it.
+    pub object: Option<Vec<u8>>,
+    pub event: Vec<u8>,
+}
+
+impl Change {
+    pub fn of(group: &str, e: &Event) -> Change {
+        Change {
+            resource_version: e.resource_version,
+            object_key: records::object_key(group, &e.resource, &e.key),
+            object: (e.event_type != EventType::Deleted).then(|| records::object(&e.object)),
+            event: records::event(e),
+        }
+    }
+}
+
+/// What the committer is asked to do.
+pub enum Message {
+    Write(Job),
+    /// Forget a group: its objects, events and counter.
+    Drop(Arc<str>, SyncSender<Result<(), String>>),
+}
+
+/// Per group, the oldest and newest resourceVersions of the events kept.
+pub type Kept = HashMap<Arc<str>, (u64, u64)>;
+
+/// Opens the database again after a failed commit.
+pub type Reopen = Box<dyn Fn() -> Result<Database, redb::DatabaseError> + Send>;
+
+/// Runs until every sender is gone.
+pub fn run(db: Database, reopen: Reopen, inbox: Receiver<Message>, window: usize, mut kept: Kept) {
+    let mut db = Some(db);
+    while let Ok(first) = inbox.recv() {
+        let mut batch = vec![first];
+        while batch.len() < BATCH {
+            match inbox.try_recv() {
+                Ok(m) => batch.push(m),
+                Err(_) => break,
+            }
+        }
+        if db.is_none() {
+            // Opened again once the disk lets it recover.
+            db = reopen().ok();
+            kept = db
+                .as_ref()
+                .and_then(|d| read_kept(d).ok())
+                .unwrap_or_default();
+        }
+        let outcome = match &db {
+            Some(open) => commit(open, &batch, window, &mut kept).map_err(|e| e.to_string()),
+            None => Err("the database is not open (an earlier write failed)".to_string()),
+        };
+        if let Err(why) = &outcome {
+            tracing::error!(error = %why, "a commit failed; its writes are refused");
+            // After an I/O error redb refuses every transaction until it is opened again;
+            // opening it recovers the last commit. What the failed commit counted is read
+            // again from disk.
+            drop(db.take());
+            db = reopen().ok();
+            kept = db
+                .as_ref()
+                .and_then(|d| read_kept(d).ok())
+                .unwrap_or_default();
+        }
+        for m in batch {
+            let reply = match m {
+                Message::Write(job) => job.reply,
+                Message::Drop(_, reply) => reply,
+            };
+            let _ = reply.send(outcome.clone());
+        }
+    }
+}
+
+fn commit(
+    db: &Database,
+    batch: &[Message],
+    window: usize,
+    kept: &mut Kept,
+) -> Result<(), redb::Error> {
+    let mut txn = db.begin_write()?;
+    txn.set_durability(Durability::Immediate)?;
+    {
+        let mut objects = txn.open_table(crate::OBJECTS)?;
+        let mut events = txn.open_table(crate::EVENTS)?;
+        let mut groups = txn.open_table(crate::GROUPS)?;
+        for m in batch {
+            match m {
+                Message::Write(job) => {
+                    for c in &job.changes {
+                        match &c.object {
+                            Some(record) => {
+                                objects.insert(c.object_key.as_slice(), record.as_slice())?
+                            }
+                            None => objects.remove(c.object_key.as_slice())?,
+                        };
+                        events.insert((&*job.group, c.resource_version), c.event.as_slice())?;
+                    }
+                    let Some(last) = job.changes.last() else {
+                        continue;
+                    };
+                    groups.insert(&*job.group, last.resource_version)?;
+                    let span = kept
+                        .entry(job.group.clone())
+                        .or_insert((job.changes[0].resource_version, 0));
+                    span.1 = last.resource_version;
+                }
+                Message::Drop(group, _) => {
+                    let prefix = records::group_prefix(group);
+                    let mut end = prefix.clone();
+                    if let Some(last) = end.last_mut() {
+                        *last = 1;
+                    }
+                    objects.retain_in(prefix.as_slice()..end.as_slice(), |_, _| false)?;
+                    events.retain_in((&**group, 0)..=(&**group, u64::MAX), |_, _| false)?;
+                    groups.remove(&**group)?;
+                    kept.remove(group);
+                }
+            }
+        }
+        trim(&mut events, window, kept)?;
+    }
+    txn.commit()?;
+    Ok(())
+}
+
+/// Drops each group's events older than the newest `window`, once a quarter window more
+/// has piled up (so trimming is paid for once per many writes).
+fn trim(
+    events: &mut redb::Table<(&str, u64), &[u8]>,
+    window: usize,
+    kept: &mut Kept,
+) -> Result<(), redb::Error> {
+    let window = window.max(1) as u64;
+    for (group, (oldest, newest)) in kept.iter_mut() {
+        if newest.saturating_sub(*oldest) < window + window / 4 {
+            continue;
+        }
+        let keep_from = *newest - window + 1;
+        events.retain_in((&**group, 0)..(&**group, keep_from), |_, _| false)?;
+        *oldest = keep_from;
+    }
+    Ok(())
+}
+
+/// The span of events each group has on disk.
+pub fn read_kept(db: &Database) -> Result<Kept, redb::Error> {
+    let txn = db.begin_read()?;
+    let groups = txn.open_table(crate::GROUPS)?;
+    let events = txn.open_table(crate::EVENTS)?;
+    let mut kept = Kept::new();
+    for entry in groups.iter()? {
+        let (name, newest) = entry?;
+        let name = name.value();
+        let oldest = events
+            .range((name, 0)..=(name, u64::MAX))?
+            .next()
+            .transpose()?
+            .map(|(k, _)| k.value().1)
+            .unwrap_or(newest.value());
+        kept.insert(Arc::from(name), (oldest, newest.value()));
+    }
+    Ok(kept)
+}

@@ -1,0 +1,117 @@
+//! The file under the database, with faults on demand: a test makes its writes and syncs fail
+//! as a full or broken disk would, then heals it, and sees requests refused and then served
+//! again. Outside tests no fault is ever set and every call goes straight to the file.
+
+use redb::backends::FileBackend;
+use redb::{BackendError, Database, DatabaseError, StorageBackend};
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Whether the disk under a database fails its writes.
+#[derive(Debug, Default)]
+pub struct Faults {
+    failing: AtomicBool,
+}
+
+impl Faults {
+    /// A disk that never fails.
+    pub fn none() -> Arc<Faults> {
+        Arc::new(Faults::default())
+    }
+
+    /// Makes every write and sync fail (`true`) as a full disk does, or work again.
+    pub fn set_failing(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
+    }
+
+    fn check(&self) -> std::io::Result<()> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                "No space left on device (injected)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Opens (or makes) the database in `file` on a disk with `faults`.
+pub fn open(file: &Path, faults: &Arc<Faults>) -> Result<Database, DatabaseError> {
+    let handle = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(file)
+        .map_err(|e| DatabaseError::Storage(e.into()))?;
+    let backend = Failable {
+        inner: FileBackend::new(handle)?,
+        faults: faults.clone(),
+    };
+    Database::builder().create_with_backend(backend)
+}
+
+#[derive(Debug)]
+struct Failable {
+    inner: FileBackend,
+    faults: Arc<Faults>,
+}
+
+impl StorageBackend for Failable {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        self.inner.len()
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        self.inner.read(offset, out)
+    }
+
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        self.faults.check()?;
+        self.inner.set_len(len)
+    }
+
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        self.faults.check()?;
+        self.inner.sync_data()
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        self.faults.check()?;
+        self.inner.write(offset, data)
+    }
+
+    fn close(&self) -> Result<(), std::io::Error> {
+        self.inner.close()
+    }
+
+    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.inner.try_lock_range(start, end)
+    }
+
+    fn try_lock_shared_range(
+        &self,
+        start: Bound<u64>,
+        end: Bound<u64>,
+    ) -> Result<bool, BackendError> {
+        self.inner.try_lock_shared_range(start, end)
+    }
+
+    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.inner.lock_range(start, end)
+    }
+
+    fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.inner.lock_shared_range(start, end)
+    }
+
+    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.inner.unlock_range(start, end)
+    }
+
+    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.inner.query_lock_range(start, end)
+    }
+}

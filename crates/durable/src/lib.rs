@@ -1,0 +1,297 @@
+//! The durable backend of the store: every write is fsync'd in a redb database
+//! (`DATA_DIR/store.redb`) before the store acknowledges it, and a restart gives every group
+//! back: its objects as they were (bytes, uid, resourceVersion, finalizers, everything), its
+//! counter, and its newest events, so watches resume across the restart.
+//!
+//! Writes of many clients and groups share one commit ([`committer`]). The database holds the
+//! live objects and, per group, the newest events up to the watch window (older ones are
+//! trimmed as writes go on), so the disk used and the time to restart follow the number of
+//! live objects, not of writes ever made. A directory is used by one process at a time
+//! (`store.lock`), and a database of another format, or one that cannot be read, stops the
+//! start with the file and the reason, and is left as it is.
+
+mod committer;
+mod disk;
+mod records;
+
+use committer::{Change, Job, Message};
+use infrasim_store::{Backend, Event, GroupImage, StoreError};
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Mutex};
+
+pub use disk::Faults;
+
+/// The database file in the data directory.
+pub const FILE: &str = "store.redb";
+/// The lock file in the data directory.
+pub const LOCK: &str = "store.lock";
+/// The layout this build reads and writes; a database of another is refused.
+pub const FORMAT: u64 = 1;
+
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// `group NUL resource NUL namespace NUL name NUL` → the object's record.
+const OBJECTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("objects");
+/// `(group, resourceVersion)` → the event's record.
+const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
+/// group → its newest resourceVersion.
+const GROUPS: TableDefinition<&str, u64> = TableDefinition::new("groups");
+
+/// Why a data directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{dir} is in use by another infrasim process (it holds {lock})", dir = .0.display(), lock = .0.join(LOCK).display())]
+    Locked(PathBuf),
+    #[error("{}: {why}; it is left as it is", file.display())]
+    Unreadable { file: PathBuf, why: String },
+    #[error("{} was written by an incompatible infrasim (store format {found}, this build reads {FORMAT}); it is left as it is: move it away, or run with --ephemeral", file.display())]
+    Incompatible { file: PathBuf, found: u64 },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The durable backend; see the crate's documentation.
+pub struct DurableBackend {
+    file: PathBuf,
+    inbox: Mutex<Option<SyncSender<Message>>>,
+    committer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    restored: Mutex<Option<Vec<GroupImage>>>,
+    // Held for the backend's life: the directory's lock.
+    _lock: File,
+}
+
+impl std::fmt::Debug for DurableBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DurableBackend")
+            .field("file", &self.file)
+            .finish()
+    }
+}
+
+impl DurableBackend {
+    /// Opens (or makes) the store in `dir`, keeping each group's newest `window` events.
+    pub fn open(dir: &Path, window: usize) -> Result<Self, OpenError> {
+        Self::open_with(dir, window, Faults::none())
+    }
+
+    /// As [`DurableBackend::open`], on a disk whose writes `faults` can make fail (tests of
+    /// what a full or failing disk does).
+    pub fn open_with(dir: &Path, window: usize, faults: Arc<Faults>) -> Result<Self, OpenError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| OpenError::Io { path, source }
+        };
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let lock_path = dir.join(LOCK);
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io(&lock_path))?;
+        if lock.try_lock().is_err() {
+            return Err(OpenError::Locked(dir.to_path_buf()));
+        }
+        let file = dir.join(FILE);
+        let unreadable = |why: String| OpenError::Unreadable {
+            file: file.clone(),
+            why,
+        };
+        let db = disk::open(&file, &faults).map_err(|e| unreadable(e.to_string()))?;
+        check_format(&db, &file)?;
+        let images = read_images(&db).map_err(unreadable)?;
+        let kept = committer::read_kept(&db).map_err(|e| unreadable(e.to_string()))?;
+        let (inbox, receiver) = sync_channel(16_384);
+        let reopen = {
+            let (file, faults) = (file.clone(), faults.clone());
+            move || disk::open(&file, &faults)
+        };
+        let committer = std::thread::Builder::new()
+            .name("store-committer".into())
+            .spawn(move || committer::run(db, Box::new(reopen), receiver, window, kept))
+            .map_err(io(&file))?;
+        Ok(DurableBackend {
+            file,
+            inbox: Mutex::new(Some(inbox)),
+            committer: Mutex::new(Some(committer)),
+            restored: Mutex::new(Some(images)),
+            _lock: lock,
+        })
+    }
+
+    /// The database file.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    fn send(&self, message: Message) -> Result<(), StoreError> {
+        let inbox = self.inbox.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        inbox
+            .ok_or(std::sync::mpsc::SendError(()))
+            .and_then(|i| i.send(message).map_err(|_| std::sync::mpsc::SendError(())))
+            .map_err(|_| {
+                StoreError::Backend(format!("{}: the committer stopped", self.file.display()))
+            })
+    }
+
+    fn wait(
+        &self,
+        answer: std::sync::mpsc::Receiver<Result<(), String>>,
+    ) -> Result<(), StoreError> {
+        match answer.recv() {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(StoreError::Backend(format!(
+                "writing {}: {why}",
+                self.file.display()
+            ))),
+            Err(_) => Err(StoreError::Backend(format!(
+                "{}: the committer stopped",
+                self.file.display()
+            ))),
+        }
+    }
+}
+
+impl Drop for DurableBackend {
+    /// Lets the committer finish what it was given and close the database, so the directory
+    /// can be opened again as soon as this returns.
+    fn drop(&mut self) {
+        drop(self.inbox.lock().unwrap_or_else(|p| p.into_inner()).take());
+        if let Some(thread) = self
+            .committer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Backend for DurableBackend {
+    fn append(&self, group: &str, changes: &[Arc<Event>]) -> infrasim_store::Result<()> {
+        // Encoded here, on the writer's thread, so the committer only writes.
+        let changes = changes.iter().map(|e| Change::of(group, e)).collect();
+        let (reply, answer) = sync_channel(1);
+        self.send(Message::Write(Job {
+            group: Arc::from(group),
+            changes,
+            reply,
+        }))?;
+        self.wait(answer)
+    }
+
+    fn drop_group(&self, group: &str) -> infrasim_store::Result<()> {
+        let (reply, answer) = sync_channel(1);
+        self.send(Message::Drop(Arc::from(group), reply))?;
+        self.wait(answer)
+    }
+
+    fn restore(&self) -> infrasim_store::Result<Vec<GroupImage>> {
+        Ok(self
+            .restored
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or_default())
+    }
+}
+
+/// Refuses a database of another format; marks a new one with ours.
+fn check_format(db: &Database, file: &Path) -> Result<(), OpenError> {
+    let unreadable = |e: redb::Error| OpenError::Unreadable {
+        file: file.to_path_buf(),
+        why: e.to_string(),
+    };
+    let txn = db.begin_write().map_err(|e| unreadable(e.into()))?;
+    {
+        let mut meta = txn.open_table(META).map_err(|e| unreadable(e.into()))?;
+        let found = meta
+            .get("format")
+            .map_err(|e| unreadable(e.into()))?
+            .map(|v| v.value());
+        match found {
+            Some(FORMAT) => {}
+            Some(found) => {
+                return Err(OpenError::Incompatible {
+                    file: file.to_path_buf(),
+                    found,
+                })
+            }
+            None => {
+                let groups = txn.open_table(GROUPS).map_err(|e| unreadable(e.into()))?;
+                if groups.len().map_err(|e| unreadable(e.into()))? > 0 {
+                    // Data without a format mark: not a file this project wrote.
+                    return Err(OpenError::Incompatible {
+                        file: file.to_path_buf(),
+                        found: 0,
+                    });
+                }
+                meta.insert("format", FORMAT)
+                    .map_err(|e| unreadable(e.into()))?;
+            }
+        }
+        txn.open_table(OBJECTS).map_err(|e| unreadable(e.into()))?;
+        txn.open_table(EVENTS).map_err(|e| unreadable(e.into()))?;
+    }
+    txn.commit().map_err(|e| unreadable(e.into()))
+}
+
+/// Every group the database holds.
+fn read_images(db: &Database) -> Result<Vec<GroupImage>, String> {
+    let txn = db.begin_read().map_err(|e| e.to_string())?;
+    let groups = txn.open_table(GROUPS).map_err(|e| e.to_string())?;
+    let objects = txn.open_table(OBJECTS).map_err(|e| e.to_string())?;
+    let events = txn.open_table(EVENTS).map_err(|e| e.to_string())?;
+    let mut images = Vec::new();
+    for entry in groups.iter().map_err(|e| e.to_string())? {
+        let (name, rv) = entry.map_err(|e| e.to_string())?;
+        let name = name.value().to_string();
+        let mut image = GroupImage {
+            name: name.clone(),
+            resource_version: rv.value(),
+            ..GroupImage::default()
+        };
+        let prefix = records::group_prefix(&name);
+        let mut end = prefix.clone();
+        if let Some(last) = end.last_mut() {
+            *last = 1;
+        }
+        let mut resources: HashMap<String, Arc<str>> = HashMap::new();
+        for entry in objects
+            .range(prefix.as_slice()..end.as_slice())
+            .map_err(|e| e.to_string())?
+        {
+            let (key, value) = entry.map_err(|e| e.to_string())?;
+            let resource = records::resource_of(key.value()).map_err(|e| e.0)?;
+            let resource = resources
+                .entry(resource.to_string())
+                .or_insert_with(|| Arc::from(resource))
+                .clone();
+            let object = records::read_object(value.value())
+                .map_err(|e| format!("group {name}, an object of {resource}: {e}"))?;
+            image.objects.push((resource, object));
+        }
+        for entry in events
+            .range((name.as_str(), 0)..=(name.as_str(), u64::MAX))
+            .map_err(|e| e.to_string())?
+        {
+            let (key, value) = entry.map_err(|e| e.to_string())?;
+            let rv = key.value().1;
+            let event = records::read_event(value.value(), rv)
+                .map_err(|e| format!("group {name}, event {rv}: {e}"))?;
+            image.window.push(Arc::new(event));
+        }
+        images.push(image);
+    }
+    Ok(images)
+}
+
+#[cfg(test)]
+mod tests;
