@@ -52,6 +52,9 @@ enum BenchWhat {
     /// The SIPCluster controller: time to place N SIPClusters over M BareMetalHosts, one at a
     /// time.
     Sip(crate::bench_sip::SipBenchArgs),
+    /// Durable state: creates per second through the API, durable against in-memory and
+    /// against Debian's etcd puts; restart time and disk bytes per object.
+    Store(crate::bench_store::StoreBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -82,6 +85,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Vcsim(a) => crate::bench_vcsim::run(a).await,
         BenchWhat::Vmgroup(a) => crate::bench_vmgroup::run(a).await,
         BenchWhat::Sip(a) => crate::bench_sip::run(a).await,
+        BenchWhat::Store(a) => crate::bench_store::run(a).await,
     }
 }
 
@@ -106,7 +110,11 @@ pub(crate) struct Client {
 }
 
 impl Client {
-    fn new(ca: &CertificateAuthority, cert: &KeyedCert, h2: bool) -> anyhow::Result<Self> {
+    pub(crate) fn new(
+        ca: &CertificateAuthority,
+        cert: &KeyedCert,
+        h2: bool,
+    ) -> anyhow::Result<Self> {
         let mut config = infrasim_kube_api::client_tls_config(&ca.cert_pem, cert)?;
         config.alpn_protocols = vec![if h2 {
             b"h2".to_vec()

@@ -44,7 +44,7 @@ struct Credentials {
 }
 
 /// Opens one client connection.
-type Dial =
+pub(crate) type Dial =
     Arc<dyn Fn() -> futures::future::BoxFuture<'static, anyhow::Result<Channel>> + Send + Sync>;
 
 pub async fn run(args: EtcdBenchArgs) -> anyhow::Result<()> {
@@ -237,9 +237,19 @@ where
     Ok(channel)
 }
 
-/// Debian's etcd on loopback with TLS and client certificate authentication, as kubeadm runs
-/// it; the dialer of its clients and the server process (killed when dropped).
 async fn real_etcd(args: &EtcdBenchArgs) -> anyhow::Result<(Dial, tokio::process::Child)> {
+    let dir = std::env::temp_dir().join(format!("infrasim-etcd-bench-{}", std::process::id()));
+    start_etcd(&args.etcd, args.port + 10, &dir).await
+}
+
+/// Debian's etcd on loopback with TLS and client certificate authentication, as kubeadm runs
+/// it, keeping its files in `dir`, its client port `client_port` (and the next for peers);
+/// the dialer of its clients and the server process (killed when dropped).
+pub(crate) async fn start_etcd(
+    etcd: &str,
+    client_port: u16,
+    dir: &std::path::Path,
+) -> anyhow::Result<(Dial, tokio::process::Child)> {
     let ca = CertificateAuthority::generate("etcd-ca")?;
     let serving = ca.serving_cert(
         "etcd",
@@ -247,13 +257,12 @@ async fn real_etcd(args: &EtcdBenchArgs) -> anyhow::Result<(Dial, tokio::process
         &[IpAddr::V4(Ipv4Addr::LOCALHOST)],
     )?;
     let client = ca.client_cert("etcd-bench-client", &[])?;
-    let dir = std::env::temp_dir().join(format!("infrasim-etcd-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("ca.crt"), &ca.cert_pem)?;
     std::fs::write(dir.join("server.crt"), &serving.cert_pem)?;
     infrasim_kube_api::pki::write_private(&dir.join("server.key"), &serving.key_pem)?;
-    let (client_port, peer_port) = (args.port + 10, args.port + 11);
-    let child = tokio::process::Command::new(&args.etcd)
+    let peer_port = client_port + 1;
+    let child = tokio::process::Command::new(etcd)
         .args([
             "--name=bench".to_string(),
             format!("--data-dir={}", dir.join("data").display()),
@@ -272,7 +281,7 @@ async fn real_etcd(args: &EtcdBenchArgs) -> anyhow::Result<(Dial, tokio::process
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .with_context(|| format!("starting {}", args.etcd))?;
+        .with_context(|| format!("starting {etcd}"))?;
     let creds = Credentials {
         ca_pem: ca.cert_pem.clone(),
         client,
@@ -296,8 +305,7 @@ async fn real_etcd(args: &EtcdBenchArgs) -> anyhow::Result<(Dial, tokio::process
         }
         anyhow::ensure!(
             Instant::now() < deadline,
-            "{} did not serve within 15 s",
-            args.etcd
+            "{etcd} did not serve within 15 s"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

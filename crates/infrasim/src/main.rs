@@ -5,6 +5,7 @@ mod bench_capi;
 mod bench_cel;
 mod bench_etcd;
 mod bench_sip;
+mod bench_store;
 mod bench_vcsim;
 mod bench_vmgroup;
 mod bench_vsphere;

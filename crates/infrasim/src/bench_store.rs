@@ -1,0 +1,275 @@
+//! `infrasim bench store`: what durability costs. Creates per second through the API (TLS,
+//! client certificates, one HTTP/1.1 connection per client, each creating ConfigMaps back to
+//! back) from 1, 8 and 64 clients, on the in-memory store and on the durable one, beside
+//! Debian's etcd 3.4 server taking puts of the same size from the same number of gRPC
+//! clients (its bare key-value path, started by the run on the same disk); then the time to
+//! restart a durable store of N objects and the disk bytes per object.
+
+use crate::bench::{load_with, Client};
+use anyhow::Context;
+use bytes::Bytes;
+use clap::Args;
+use http_body_util::Full;
+use infrasim_clock::SystemClock;
+use infrasim_durable::DurableBackend;
+use infrasim_etcd_sim::pb::etcdserverpb::kv_client::KvClient;
+use infrasim_etcd_sim::pb::etcdserverpb::PutRequest;
+use infrasim_kube_api::pki::CertificateAuthority;
+use infrasim_kube_api::{tls_config, ApiConfig, ApiServer};
+use infrasim_store::{Backend, MemoryBackend, Store, StoreConfig};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+
+#[derive(Debug, Args)]
+pub struct StoreBenchArgs {
+    /// Seconds each create scenario runs.
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Concurrent clients, one scenario each.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
+    clients: Vec<usize>,
+    /// Store sizes whose restart time and disk use are measured.
+    #[arg(long, value_delimiter = ',', default_value = "100000")]
+    restart_objects: Vec<usize>,
+    /// The etcd server binary of the baseline (Debian's etcd-server installs `etcd`).
+    #[arg(long, default_value = "etcd")]
+    etcd: String,
+    /// etcd's client port (and the next, its peer port).
+    #[arg(long, default_value_t = 24620)]
+    etcd_port: u16,
+    /// Where the durable stores and etcd keep their files (one disk for both); a fresh
+    /// directory under the system's temporary directory when not given.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
+pub async fn run(args: StoreBenchArgs) -> anyhow::Result<()> {
+    let root = args.dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("infrasim-store-bench-{}", std::process::id()))
+    });
+    std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+    println!(
+        "infrasim bench store: {} s per scenario, files in {}",
+        args.seconds,
+        root.display()
+    );
+    let mut rows: Vec<(String, Vec<f64>)> = Vec::new();
+    for durable in [false, true] {
+        let mut figures = Vec::new();
+        for &clients in &args.clients {
+            let dir = root.join(format!("api-{clients}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            figures
+                .push(api_creates(durable.then_some(dir.as_path()), clients, args.seconds).await?);
+        }
+        let name = if durable {
+            "durable (redb, fsync per commit)"
+        } else {
+            "in memory (--ephemeral)"
+        };
+        rows.push((format!("infrasim API, {name}"), figures));
+    }
+    let etcd_dir = root.join("etcd");
+    let _ = std::fs::remove_dir_all(&etcd_dir);
+    match crate::bench_etcd::start_etcd(&args.etcd, args.etcd_port, &etcd_dir).await {
+        Ok((dial, _server)) => {
+            let mut figures = Vec::new();
+            for &clients in &args.clients {
+                figures.push(etcd_puts(&dial, clients, args.seconds).await?);
+            }
+            rows.push(("etcd 3.4 puts (Debian etcd-server)".into(), figures));
+        }
+        Err(e) => println!("etcd baseline skipped: {e:#} (install Debian's etcd-server)"),
+    }
+    print_creates(&args.clients, &rows);
+    println!();
+    println!(
+        "{:<12} {:>12} {:>16} {:>14}",
+        "objects", "restart", "disk bytes/obj", "file"
+    );
+    for &n in &args.restart_objects {
+        let (restart, bytes) = restart(&root.join(format!("restart-{n}")), n)?;
+        println!(
+            "{:<12} {:>10.2} s {:>16.0} {:>11.1} MiB",
+            n,
+            restart.as_secs_f64(),
+            bytes as f64 / n.max(1) as f64,
+            bytes as f64 / (1024.0 * 1024.0)
+        );
+    }
+    if args.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&root);
+    }
+    Ok(())
+}
+
+fn print_creates(clients: &[usize], rows: &[(String, Vec<f64>)]) {
+    println!();
+    print!("{:<50}", "creates per second, by concurrent clients");
+    for c in clients {
+        print!(" {:>10}", c);
+    }
+    println!();
+    for (name, figures) in rows {
+        print!("{name:<50}");
+        for f in figures {
+            print!(" {f:>10.0}");
+        }
+        println!();
+    }
+    if let (Some(memory), Some(durable)) = (rows.first(), rows.get(1)) {
+        print!("{:<50}", "durable / in memory");
+        for (d, m) in durable.1.iter().zip(&memory.1) {
+            print!(" {:>10.2}", d / m.max(f64::EPSILON));
+        }
+        println!();
+    }
+    if let (Some(durable), Some(etcd)) = (rows.get(1), rows.get(2)) {
+        print!("{:<50}", "durable API / etcd puts");
+        for (d, e) in durable.1.iter().zip(&etcd.1) {
+            print!(" {:>10.2}", d / e.max(f64::EPSILON));
+        }
+        println!();
+    }
+}
+
+/// A ConfigMap of about the size a small controller object has.
+fn configmap(name: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": "default", "labels": {"app": "bench"}},
+           "data": {"config": "x".repeat(200)}})
+}
+
+/// Creates per second through the API from `clients` connections, on a store in memory or
+/// (with a directory) durable.
+async fn api_creates(dir: Option<&Path>, clients: usize, seconds: u64) -> anyhow::Result<f64> {
+    let backend: Arc<dyn Backend> = match dir {
+        Some(dir) => Arc::new(DurableBackend::open(dir, 10_000)?),
+        None => Arc::new(MemoryBackend),
+    };
+    let store = Store::open(StoreConfig::default(), SystemClock::shared(), backend)?;
+    let group = store.create_group("bench")?;
+    let ca = CertificateAuthority::generate("bench-ca")?;
+    let server = ApiServer::new(
+        group,
+        ca.clone(),
+        SystemClock::shared(),
+        ApiConfig::default(),
+    );
+    let serving = ca.serving_cert(
+        "kube-apiserver",
+        &["localhost".into()],
+        &["127.0.0.1".parse()?],
+    )?;
+    let tls = tls_config(&ca, &serving)?;
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server.serve(listener, tls, async {
+        let _ = stopped.await;
+    }));
+    let admin = ca.client_cert("kubernetes-admin", &["system:masters"])?;
+    let client = Arc::new(Client::new(&ca, &admin, false)?);
+    let load = load_with(&client, addr, clients, seconds, |c, n| {
+        let body = configmap(&format!("cm-{c}-{n}")).to_string();
+        Ok(http::Request::post("/api/v1/namespaces/default/configmaps")
+            .header(http::header::HOST, "localhost")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json")
+            .body(Full::new(Bytes::from(body)))?)
+    })
+    .await?;
+    let _ = stop.send(());
+    let _ = serving.await;
+    Ok(load.per_second)
+}
+
+/// Puts per second into etcd from `clients` connections, each value the size of the
+/// ConfigMaps the API scenarios create.
+async fn etcd_puts(
+    dial: &crate::bench_etcd::Dial,
+    clients: usize,
+    seconds: u64,
+) -> anyhow::Result<f64> {
+    let value = configmap("cm-0-0").to_string().into_bytes();
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let mut kv = KvClient::new(dial().await?);
+        let value = value.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0usize;
+            while Instant::now() < deadline {
+                let key = format!("/registry/configmaps/default/cm-{c}-{n}").into_bytes();
+                kv.put(PutRequest {
+                    key,
+                    value: value.clone(),
+                    ..Default::default()
+                })
+                .await?;
+                n += 1;
+            }
+            Ok::<_, anyhow::Error>(n)
+        }));
+    }
+    let started = Instant::now();
+    let mut total = 0;
+    for t in tasks {
+        total += t.await??;
+    }
+    Ok(total as f64 / started.elapsed().as_secs_f64())
+}
+
+/// Fills a durable store in `dir` with `n` ConfigMaps (from many threads and groups, so
+/// commits are shared), then reopens it: the time to serve again, and the file's size.
+fn restart(dir: &Path, n: usize) -> anyhow::Result<(Duration, u64)> {
+    let _ = std::fs::remove_dir_all(dir);
+    const WRITERS: usize = 32;
+    {
+        let backend = Arc::new(DurableBackend::open(dir, 1000)?);
+        let store = Store::open(StoreConfig::default(), SystemClock::shared(), backend)?;
+        std::thread::scope(|s| -> anyhow::Result<()> {
+            let mut handles = Vec::new();
+            for w in 0..WRITERS {
+                let group = store.create_group(&format!("g{w}"))?;
+                handles.push(s.spawn(move || -> anyhow::Result<()> {
+                    for i in (w..n).step_by(WRITERS) {
+                        group.create(
+                            "configmaps",
+                            configmap(&format!("cm-{i}")),
+                            Default::default(),
+                        )?;
+                    }
+                    Ok(())
+                }));
+            }
+            for h in handles {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a writer panicked"))??;
+            }
+            Ok(())
+        })?;
+    }
+    let bytes = std::fs::metadata(dir.join(infrasim_durable::FILE))?.len();
+    let started = Instant::now();
+    let backend = Arc::new(DurableBackend::open(dir, 1000)?);
+    let store = Store::open(StoreConfig::default(), SystemClock::shared(), backend)?;
+    let took = started.elapsed();
+    let restored: usize = store
+        .group_names()
+        .iter()
+        .filter_map(|g| store.group(g))
+        .map(|g| {
+            g.snapshot("configmaps", infrasim_store::ReadAt::Latest)
+                .map(|s| s.objects.len())
+                .unwrap_or(0)
+        })
+        .sum();
+    anyhow::ensure!(restored == n, "restored {restored} of {n} objects");
+    drop(store);
+    let _ = std::fs::remove_dir_all(dir);
+    Ok((took, bytes))
+}
