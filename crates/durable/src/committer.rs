@@ -4,21 +4,35 @@
 //! answers each writer. Under load many writes share a sync; alone, a write pays for one.
 
 use crate::records;
-use infrasim_store::{Event, EventType};
+use infrasim_store::durability::{built_on_failed, Settle, Ticket};
+use infrasim_store::{Event, EventType, StoreError};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// At most this many jobs share one commit (a bound on one transaction's size).
 const BATCH: usize = 4096;
 
-/// One write's changes, encoded, and where to answer.
+/// One write's changes, encoded, and whom to tell how it ended.
 pub struct Job {
     pub group: Arc<str>,
     pub changes: Vec<Change>,
-    pub reply: SyncSender<Result<(), String>>,
+    /// The group, told when the write is durable (it publishes it) or failed (it undoes it).
+    /// Weak: the committer must never hold a group's last handle (the group holds the
+    /// backend, whose drop waits for this thread).
+    pub settle: Weak<dyn Settle>,
+    /// The group's epoch when the write was made: an older one than the group's now means
+    /// the write builds on one that was undone, and it is refused.
+    pub epoch: u64,
+    /// The writer's wait.
+    pub ticket: Ticket,
 }
+
+/// How far past its newest resourceVersion a group's counter is reserved on disk. A
+/// restarted group counts on from the reservation, so a version handed out before the
+/// crash (a reader may have seen one whose write was never made durable) is never reused.
+pub const RESERVE: u64 = 100_000;
 
 /// One event, as the tables need it.
 pub struct Change {
@@ -47,14 +61,29 @@ pub enum Message {
     Drop(Arc<str>, SyncSender<Result<(), String>>),
 }
 
-/// Per group, the oldest and newest resourceVersions of the events kept.
-pub type Kept = HashMap<Arc<str>, (u64, u64)>;
+/// Per group, the oldest and newest resourceVersions of the events kept, and the counter
+/// reserved on disk.
+pub type Kept = HashMap<Arc<str>, Span>;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Span {
+    pub oldest: u64,
+    pub newest: u64,
+    pub reserved: u64,
+}
 
 /// Opens the database again after a failed commit.
 pub type Reopen = Box<dyn Fn() -> Result<Database, redb::DatabaseError> + Send>;
 
 /// Runs until every sender is gone.
-pub fn run(db: Database, reopen: Reopen, inbox: Receiver<Message>, window: usize, mut kept: Kept) {
+pub fn run(
+    db: Database,
+    reopen: Reopen,
+    inbox: Receiver<Message>,
+    window: usize,
+    mut kept: Kept,
+    file: std::path::PathBuf,
+) {
     let mut db = Some(db);
     while let Ok(first) = inbox.recv() {
         let mut batch = vec![first];
@@ -72,6 +101,7 @@ pub fn run(db: Database, reopen: Reopen, inbox: Receiver<Message>, window: usize
                 .and_then(|d| read_kept(d).ok())
                 .unwrap_or_default();
         }
+        let batch = refuse_stale(batch);
         let outcome = match &db {
             Some(open) => commit(open, &batch, window, &mut kept).map_err(|e| e.to_string()),
             None => Err("the database is not open (an earlier write failed)".to_string()),
@@ -88,12 +118,51 @@ pub fn run(db: Database, reopen: Reopen, inbox: Receiver<Message>, window: usize
                 .and_then(|d| read_kept(d).ok())
                 .unwrap_or_default();
         }
-        for m in batch {
-            let reply = match m {
-                Message::Write(job) => job.reply,
-                Message::Drop(_, reply) => reply,
-            };
-            let _ = reply.send(outcome.clone());
+        answer(
+            batch,
+            outcome.map_err(|why| format!("writing {}: {why}", file.display())),
+        );
+    }
+}
+
+/// Refuses the writes that build on an undone one (their group's epoch moved on).
+fn refuse_stale(batch: Vec<Message>) -> Vec<Message> {
+    batch
+        .into_iter()
+        .filter_map(|m| match m {
+            Message::Write(job) if job.settle.upgrade().is_some_and(|s| s.epoch() != job.epoch) => {
+                job.ticket.settle(Err(built_on_failed(&job.group)));
+                None
+            }
+            other => Some(other),
+        })
+        .collect()
+}
+
+/// Tells every writer (and group) of the batch how its commit ended.
+fn answer(batch: Vec<Message>, outcome: Result<(), String>) {
+    let mut failed_groups = std::collections::HashSet::new();
+    for m in batch {
+        match m {
+            Message::Write(job) => match &outcome {
+                Ok(()) => {
+                    if let (Some(last), Some(group)) = (job.changes.last(), job.settle.upgrade()) {
+                        group.durable(last.resource_version);
+                    }
+                    job.ticket.settle(Ok(()));
+                }
+                Err(why) => {
+                    if failed_groups.insert(job.group.clone()) {
+                        if let Some(group) = job.settle.upgrade() {
+                            group.failed();
+                        }
+                    }
+                    job.ticket.settle(Err(StoreError::Backend(why.clone())));
+                }
+            },
+            Message::Drop(_, reply) => {
+                let _ = reply.send(outcome.clone());
+            }
         }
     }
 }
@@ -125,11 +194,15 @@ fn commit(
                     let Some(last) = job.changes.last() else {
                         continue;
                     };
-                    groups.insert(&*job.group, last.resource_version)?;
-                    let span = kept
-                        .entry(job.group.clone())
-                        .or_insert((job.changes[0].resource_version, 0));
-                    span.1 = last.resource_version;
+                    let span = kept.entry(job.group.clone()).or_insert(Span {
+                        oldest: job.changes[0].resource_version,
+                        ..Span::default()
+                    });
+                    span.newest = last.resource_version;
+                    if span.newest + RESERVE / 2 > span.reserved {
+                        span.reserved = span.newest + RESERVE;
+                        groups.insert(&*job.group, span.reserved)?;
+                    }
                 }
                 Message::Drop(group, _) => {
                     let prefix = records::group_prefix(group);
@@ -158,13 +231,13 @@ fn trim(
     kept: &mut Kept,
 ) -> Result<(), redb::Error> {
     let window = window.max(1) as u64;
-    for (group, (oldest, newest)) in kept.iter_mut() {
-        if newest.saturating_sub(*oldest) < window + window / 4 {
+    for (group, span) in kept.iter_mut() {
+        if span.newest.saturating_sub(span.oldest) < window + window / 4 {
             continue;
         }
-        let keep_from = *newest - window + 1;
+        let keep_from = span.newest - window + 1;
         events.retain_in((&**group, 0)..(&**group, keep_from), |_, _| false)?;
-        *oldest = keep_from;
+        span.oldest = keep_from;
     }
     Ok(())
 }
@@ -176,15 +249,18 @@ pub fn read_kept(db: &Database) -> Result<Kept, redb::Error> {
     let events = txn.open_table(crate::EVENTS)?;
     let mut kept = Kept::new();
     for entry in groups.iter()? {
-        let (name, newest) = entry?;
+        let (name, reserved) = entry?;
         let name = name.value();
-        let oldest = events
-            .range((name, 0)..=(name, u64::MAX))?
-            .next()
-            .transpose()?
-            .map(|(k, _)| k.value().1)
-            .unwrap_or(newest.value());
-        kept.insert(Arc::from(name), (oldest, newest.value()));
+        let mut range = events.range((name, 0)..=(name, u64::MAX))?;
+        let first = range.next().transpose()?.map(|(k, _)| k.value().1);
+        let last = range.next_back().transpose()?.map(|(k, _)| k.value().1);
+        let oldest = first.unwrap_or(0);
+        let span = Span {
+            oldest,
+            newest: last.unwrap_or(oldest),
+            reserved: reserved.value(),
+        };
+        kept.insert(Arc::from(name), span);
     }
     Ok(kept)
 }

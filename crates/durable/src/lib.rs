@@ -15,12 +15,13 @@ mod disk;
 mod records;
 
 use committer::{Change, Job, Message};
+use infrasim_store::durability::{Accepted, Commit, Settle, Ticket};
 use infrasim_store::{Backend, Event, GroupImage, StoreError};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::{channel, sync_channel, Sender};
 use std::sync::{Arc, Mutex};
 
 pub use disk::Faults;
@@ -59,7 +60,7 @@ pub enum OpenError {
 /// The durable backend; see the crate's documentation.
 pub struct DurableBackend {
     file: PathBuf,
-    inbox: Mutex<Option<SyncSender<Message>>>,
+    inbox: Mutex<Option<Sender<Message>>>,
     committer: Mutex<Option<std::thread::JoinHandle<()>>>,
     restored: Mutex<Option<Vec<GroupImage>>>,
     // Held for the backend's life: the directory's lock.
@@ -107,14 +108,20 @@ impl DurableBackend {
         check_format(&db, &file)?;
         let images = read_images(&db).map_err(unreadable)?;
         let kept = committer::read_kept(&db).map_err(|e| unreadable(e.to_string()))?;
-        let (inbox, receiver) = sync_channel(16_384);
+        // Unbounded: a writer sends while holding its group's lock, and the committer takes
+        // group locks to publish, so a full queue could wait on itself. Each queued write is
+        // a request in flight.
+        let (inbox, receiver) = channel();
         let reopen = {
             let (file, faults) = (file.clone(), faults.clone());
             move || disk::open(&file, &faults)
         };
         let committer = std::thread::Builder::new()
             .name("store-committer".into())
-            .spawn(move || committer::run(db, Box::new(reopen), receiver, window, kept))
+            .spawn({
+                let file = file.clone();
+                move || committer::run(db, Box::new(reopen), receiver, window, kept, file)
+            })
             .map_err(io(&file))?;
         Ok(DurableBackend {
             file,
@@ -169,22 +176,44 @@ impl Drop for DurableBackend {
             .unwrap_or_else(|p| p.into_inner())
             .take()
         {
-            let _ = thread.join();
+            // Never from the committer itself (it cannot wait for its own end).
+            if thread.thread().id() != std::thread::current().id() {
+                let _ = thread.join();
+            }
         }
     }
 }
 
 impl Backend for DurableBackend {
+    /// One write, waited for on this thread (the store itself uses [`Backend::submit`]).
     fn append(&self, group: &str, changes: &[Arc<Event>]) -> infrasim_store::Result<()> {
-        // Encoded here, on the writer's thread, so the committer only writes.
-        let changes = changes.iter().map(|e| Change::of(group, e)).collect();
-        let (reply, answer) = sync_channel(1);
-        self.send(Message::Write(Job {
-            group: Arc::from(group),
+        match self.submit(Commit {
+            group,
             changes,
-            reply,
+            settle: Arc::new(Unsettled),
+            epoch: 0,
+        })? {
+            Accepted::Done => Ok(()),
+            Accepted::Queued(ticket) => ticket.wait_blocking(),
+        }
+    }
+
+    fn submit(&self, commit: Commit<'_>) -> infrasim_store::Result<Accepted> {
+        // Encoded here, on the writer's thread, so the committer only writes.
+        let changes = commit
+            .changes
+            .iter()
+            .map(|e| Change::of(commit.group, e))
+            .collect();
+        let ticket = Ticket::new();
+        self.send(Message::Write(Job {
+            group: Arc::from(commit.group),
+            changes,
+            settle: Arc::downgrade(&commit.settle),
+            epoch: commit.epoch,
+            ticket: ticket.clone(),
         }))?;
-        self.wait(answer)
+        Ok(Accepted::Queued(ticket))
     }
 
     fn drop_group(&self, group: &str) -> infrasim_store::Result<()> {
@@ -200,6 +229,17 @@ impl Backend for DurableBackend {
             .unwrap_or_else(|p| p.into_inner())
             .take()
             .unwrap_or_default())
+    }
+}
+
+/// A writer with no group to tell (see [`Backend::append`]).
+struct Unsettled;
+
+impl Settle for Unsettled {
+    fn durable(&self, _: u64) {}
+    fn failed(&self) {}
+    fn epoch(&self) -> u64 {
+        0
     }
 }
 

@@ -48,8 +48,13 @@ where
         tracing::debug!(%method, path = uri.path(), %user, "forbidden");
         return error_response(&e);
     }
-    let result = dispatch(state, req, identity).await;
-    let resp = result.unwrap_or_else(|e| error_response(&e));
+    // The request's writes are answered only once they are durable; the store lets the
+    // group's other writers go on meanwhile, so concurrent requests share a sync.
+    let (result, durable) = infrasim_store::durability::scope(dispatch(state, req, identity)).await;
+    let resp = match durable.wait().await {
+        Ok(()) => result.unwrap_or_else(|e| error_response(&e)),
+        Err(e) => error_response(&ApiError::internal(e.to_string())),
+    };
     tracing::debug!(%method, path = uri.path(), %user, status = resp.status().as_u16(), "request");
     resp
 }

@@ -8,6 +8,7 @@
 //! [`WatchError::Lagged`]) instead of slowing writers down.
 
 use crate::backend::Backend;
+use crate::durability::{self, Accepted, Commit, Settle};
 use crate::error::{Result, StoreError};
 use crate::event::{Event, EventType};
 use crate::object::{
@@ -19,7 +20,8 @@ use infrasim_clock::SharedClock;
 use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio::sync::broadcast;
 
 /// An object as a caller read it: the stored object and its decoded JSON.
@@ -123,20 +125,28 @@ pub struct Watch {
 impl Watch {
     /// The next live event.
     pub async fn next(&mut self) -> std::result::Result<Arc<Event>, WatchError> {
-        match self.receiver.recv().await {
-            Ok(e) => Ok(e),
-            Err(broadcast::error::RecvError::Lagged(_)) => Err(WatchError::Lagged),
-            Err(broadcast::error::RecvError::Closed) => Err(WatchError::Closed),
+        loop {
+            match self.receiver.recv().await {
+                // A write applied before the watch started but made durable (and so sent)
+                // after: the watch's starting state holds it already.
+                Ok(e) if e.resource_version <= self.start => continue,
+                Ok(e) => return Ok(e),
+                Err(broadcast::error::RecvError::Lagged(_)) => return Err(WatchError::Lagged),
+                Err(broadcast::error::RecvError::Closed) => return Err(WatchError::Closed),
+            }
         }
     }
 
     /// The next live event if one is already waiting (`Ok(None)` if none is).
     pub fn try_next(&mut self) -> std::result::Result<Option<Arc<Event>>, WatchError> {
-        match self.receiver.try_recv() {
-            Ok(e) => Ok(Some(e)),
-            Err(broadcast::error::TryRecvError::Empty) => Ok(None),
-            Err(broadcast::error::TryRecvError::Lagged(_)) => Err(WatchError::Lagged),
-            Err(broadcast::error::TryRecvError::Closed) => Err(WatchError::Closed),
+        loop {
+            match self.receiver.try_recv() {
+                Ok(e) if e.resource_version <= self.start => continue,
+                Ok(e) => return Ok(Some(e)),
+                Err(broadcast::error::TryRecvError::Empty) => return Ok(None),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => return Err(WatchError::Lagged),
+                Err(broadcast::error::TryRecvError::Closed) => return Err(WatchError::Closed),
+            }
         }
     }
 }
@@ -145,6 +155,10 @@ impl Watch {
 #[derive(Debug)]
 pub struct Group {
     name: Arc<str>,
+    /// This group, for the backend to report back to (see [`Settle`]).
+    me: Weak<Group>,
+    /// Moves on each time writes not yet durable are undone (see [`Settle::failed`]).
+    epoch: AtomicU64,
     state: Mutex<GroupState>,
     events: broadcast::Sender<Arc<Event>>,
     clock: SharedClock,
@@ -174,6 +188,9 @@ struct GroupState {
     /// For a group restored after a restart: the newest resourceVersion whose events are not
     /// all known (everything before the restored window), for every resource alike.
     history_floor: u64,
+    /// Applied writes the backend has not yet made durable, oldest first: published (window,
+    /// watchers) once it has, undone if it cannot.
+    unpublished: VecDeque<Arc<Event>>,
 }
 
 /// What a durable backend gives back of a group after a restart: its counter, its objects
@@ -197,16 +214,18 @@ impl Group {
         clock: SharedClock,
         backend: Arc<dyn Backend>,
         config: StoreConfig,
-    ) -> Self {
+    ) -> Arc<Self> {
         let (events, _) = broadcast::channel(config.watcher_buffer.max(1));
-        Group {
+        Arc::new_cyclic(|me| Group {
             name: Arc::from(name),
+            me: me.clone(),
+            epoch: AtomicU64::new(0),
             state: Mutex::new(GroupState::default()),
             events,
             clock,
             backend,
             config,
-        }
+        })
     }
 
     /// A group as `image` left it: its objects, its counter (the next write takes a higher
@@ -217,7 +236,7 @@ impl Group {
         clock: SharedClock,
         backend: Arc<dyn Backend>,
         config: StoreConfig,
-    ) -> Self {
+    ) -> Arc<Self> {
         let group = Group::new(&image.name, clock, backend, config);
         {
             let mut state = group.lock();
@@ -282,31 +301,56 @@ impl Group {
             undo(&mut state, &pending);
             return result;
         }
-        let result = result.and_then(|v| {
-            if pending.is_empty() {
-                return Ok(v);
-            }
-            self.backend.append(&self.name, &pending).map(|_| v)
-        });
-        match result {
-            Ok(v) => {
-                for event in pending {
-                    state.window.push_back(event.clone());
-                    // No receivers is fine; lagging receivers are their own problem.
-                    let _ = self.events.send(event);
-                }
-                while state.window.len() > self.config.watch_window {
-                    if let Some(old) = state.window.pop_front() {
-                        state
-                            .evicted_by_resource
-                            .insert(old.resource.clone(), old.resource_version);
-                    }
-                }
-                Ok(v)
-            }
+        let value = match result {
+            Ok(v) if pending.is_empty() => return Ok(v),
+            Ok(v) => v,
             Err(e) => {
                 undo(&mut state, &pending);
-                Err(e)
+                return Err(e);
+            }
+        };
+        let settle: Arc<dyn Settle> = match self.me.upgrade() {
+            Some(me) => me,
+            None => return Err(StoreError::GroupNotFound(self.name.to_string())),
+        };
+        let commit = Commit {
+            group: &self.name,
+            changes: &pending,
+            settle,
+            epoch: self.epoch.load(Ordering::SeqCst),
+        };
+        let ticket = match self.backend.submit(commit) {
+            Ok(Accepted::Done) => {
+                self.publish(&mut state, pending);
+                return Ok(value);
+            }
+            Ok(Accepted::Queued(ticket)) => ticket,
+            Err(e) => {
+                undo(&mut state, &pending);
+                return Err(e);
+            }
+        };
+        state.unpublished.extend(pending);
+        // The lock is let go before the wait: the group's other writers go on meanwhile.
+        drop(state);
+        match durability::defer(ticket) {
+            None => Ok(value),
+            Some(ticket) => ticket.wait_blocking().map(|()| value),
+        }
+    }
+
+    /// Appends durable events to the window and sends them to watchers.
+    fn publish(&self, state: &mut GroupState, events: impl IntoIterator<Item = Arc<Event>>) {
+        for event in events {
+            state.window.push_back(event.clone());
+            // No receivers is fine; lagging receivers are their own problem.
+            let _ = self.events.send(event);
+        }
+        while state.window.len() > self.config.watch_window {
+            if let Some(old) = state.window.pop_front() {
+                state
+                    .evicted_by_resource
+                    .insert(old.resource.clone(), old.resource_version);
             }
         }
     }
@@ -587,7 +631,35 @@ impl Group {
     }
 }
 
-/// Reverts applied-but-not-persisted changes, newest first.
+impl Settle for Group {
+    fn durable(&self, resource_version: u64) {
+        let mut state = self.lock();
+        let mut ready = Vec::new();
+        while state
+            .unpublished
+            .front()
+            .is_some_and(|e| e.resource_version <= resource_version)
+        {
+            ready.extend(state.unpublished.pop_front());
+        }
+        self.publish(&mut state, ready);
+    }
+
+    fn failed(&self) {
+        let mut state = self.lock();
+        let undone: Vec<Arc<Event>> = state.unpublished.drain(..).collect();
+        // resourceVersions handed out stay used: a reader may have seen them.
+        let counter = state.resource_version;
+        undo(&mut state, &undone);
+        state.resource_version = counter;
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+}
+
 impl GroupState {
     /// The oldest resourceVersion from which `resource`'s events are all still in the window.
     fn oldest_for(&self, resource: &str) -> u64 {

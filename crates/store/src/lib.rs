@@ -22,6 +22,7 @@
 //! ```
 
 mod backend;
+pub mod durability;
 mod encode;
 mod error;
 mod event;

@@ -76,7 +76,7 @@ impl Store {
                 store.inner.backend.clone(),
                 store.inner.config,
             );
-            groups.insert(name, Arc::new(group));
+            groups.insert(name, group);
         }
         drop(groups);
         Ok(store)
@@ -98,12 +98,12 @@ impl Store {
         if groups.contains_key(name) {
             return Err(StoreError::GroupExists(name.to_string()));
         }
-        let group = Arc::new(Group::new(
+        let group = Group::new(
             name,
             self.inner.clock.clone(),
             self.inner.backend.clone(),
             self.inner.config,
-        ));
+        );
         groups.insert(name.to_string(), group.clone());
         Ok(group)
     }
