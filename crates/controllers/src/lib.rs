@@ -26,6 +26,8 @@ pub mod leader;
 pub mod metrics;
 mod schema;
 pub mod sip;
+#[cfg(test)]
+mod test_support;
 pub mod vcsim;
 pub mod vino;
 pub mod vmgroup;

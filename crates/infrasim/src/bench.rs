@@ -89,6 +89,31 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
 }
 
+/// Serves `server` on a loopback port with a certificate of `ca` for `localhost`: its
+/// address, its TLS configuration, and what stops it when dropped.
+pub(crate) async fn serve(
+    server: &ApiServer,
+    ca: &CertificateAuthority,
+) -> anyhow::Result<(
+    SocketAddr,
+    Arc<rustls::ServerConfig>,
+    tokio::sync::oneshot::Sender<()>,
+)> {
+    let serving = ca.serving_cert(
+        "kube-apiserver",
+        &["localhost".into()],
+        &["127.0.0.1".parse()?],
+    )?;
+    let tls = tls_config(ca, &serving)?;
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(server.clone().serve(listener, tls.clone(), async {
+        let _ = stopped.await;
+    }));
+    Ok((addr, tls, stop))
+}
+
 /// Throughput and latency of one scenario.
 pub(crate) struct Load {
     pub(crate) requests: usize,
@@ -288,19 +313,7 @@ async fn api(args: ApiBenchArgs) -> anyhow::Result<()> {
         store.clock().clone(),
         ApiConfig::default(),
     );
-    let serving = ca.serving_cert(
-        "kube-apiserver",
-        &["localhost".into()],
-        &["127.0.0.1".parse()?],
-    )?;
-    let tls = tls_config(&ca, &serving)?;
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(
-        server
-            .clone()
-            .serve(listener, tls.clone(), std::future::pending()),
-    );
+    let (addr, tls, _stop) = serve(&server, &ca).await?;
 
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}});
     group.create("namespaces", ns, Default::default())?;

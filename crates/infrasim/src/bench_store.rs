@@ -15,13 +15,12 @@ use infrasim_durable::DurableBackend;
 use infrasim_etcd_sim::pb::etcdserverpb::kv_client::KvClient;
 use infrasim_etcd_sim::pb::etcdserverpb::PutRequest;
 use infrasim_kube_api::pki::CertificateAuthority;
-use infrasim_kube_api::{tls_config, ApiConfig, ApiServer};
+use infrasim_kube_api::{ApiConfig, ApiServer};
 use infrasim_store::{Backend, MemoryBackend, Store, StoreConfig};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::TcpListener;
 
 #[derive(Debug, Args)]
 pub struct StoreBenchArgs {
@@ -159,18 +158,7 @@ async fn api_creates(dir: Option<&Path>, clients: usize, seconds: u64) -> anyhow
         SystemClock::shared(),
         ApiConfig::default(),
     );
-    let serving = ca.serving_cert(
-        "kube-apiserver",
-        &["localhost".into()],
-        &["127.0.0.1".parse()?],
-    )?;
-    let tls = tls_config(&ca, &serving)?;
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(server.serve(listener, tls, async {
-        let _ = stopped.await;
-    }));
+    let (addr, _tls, stop) = crate::bench::serve(&server, &ca).await?;
     let admin = ca.client_cert("kubernetes-admin", &["system:masters"])?;
     let client = Arc::new(Client::new(&ca, &admin, false)?);
     let load = load_with(&client, addr, clients, seconds, |c, n| {
@@ -182,8 +170,7 @@ async fn api_creates(dir: Option<&Path>, clients: usize, seconds: u64) -> anyhow
             .body(Full::new(Bytes::from(body)))?)
     })
     .await?;
-    let _ = stop.send(());
-    let _ = serving.await;
+    drop(stop);
     Ok(load.per_second)
 }
 

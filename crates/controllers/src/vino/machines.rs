@@ -100,7 +100,8 @@ async fn credentials(
         .as_ref()
         .is_some_and(|s| s.annotations().contains_key(OWN));
     if let Some(secret) = found.as_ref().filter(|_| !ours || state.own.is_some()) {
-        return read(secret).map_err(|why| format!("Secret {ns}/{SECRET}: {why}"));
+        return crate::vmgroup::vcenters::read_secret(secret)
+            .map_err(|why| format!("Secret {ns}/{SECRET}: {why}"));
     }
     let config = infrasim_vsphere_sim::SimConfig {
         password: password(),
@@ -155,30 +156,6 @@ async fn write(
     };
     done.map(drop)
         .map_err(|e| format!("writing Secret {SECRET}: {e}"))
-}
-
-fn read(secret: &Secret) -> Result<Credentials, String> {
-    let key = |k: &str| {
-        secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(k))
-            .and_then(|v| String::from_utf8(v.0.clone()).ok())
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-    };
-    let need = |k: &str| key(k).ok_or(format!("no key {k}"));
-    let trust = match (key("thumbprint"), key("caBundle")) {
-        (Some(t), _) => Trust::Thumbprint(t),
-        (None, Some(ca)) => Trust::CaBundle(ca),
-        _ => return Err("neither a thumbprint nor a caBundle to trust the server by".into()),
-    };
-    Ok(Credentials {
-        server: need("server")?,
-        username: need("username")?,
-        password: need("password")?,
-        trust,
-    })
 }
 
 fn password() -> String {
@@ -375,20 +352,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_vm_is_made_off_with_the_macs_asked_for_then_powered_and_destroyed() {
-        let config = infrasim_vsphere_sim::SimConfig {
-            password: "p".into(),
-            ..Default::default()
-        };
-        let clock = infrasim_clock::SystemClock::shared();
-        let sim = infrasim_vsphere_sim::Instance::start(config, ([127, 0, 0, 1], 0).into(), clock)
-            .await
-            .unwrap();
-        let credentials = Credentials {
-            server: sim.addr().to_string(),
-            username: sim.simulator().config().username.clone(),
-            password: "p".into(),
-            trust: Trust::Thumbprint(sim.cert().thumbprint_sha256.clone()),
-        };
+        let (_sim, credentials) = crate::test_support::simulator().await;
         let client = Client::connect(credentials.clone()).await.unwrap();
         let c = place(client, credentials).await.unwrap();
         let macs = ["52:54:00:06:00:01".to_string()];

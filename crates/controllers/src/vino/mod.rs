@@ -166,40 +166,15 @@ async fn reconcile(vino: Arc<Vino>, r: Arc<Reconciler>) -> Result<Action, Error>
     if ready.is_none_or(|c| c.observed_generation != vino.metadata.generation) {
         // A new generation starts from upstream's one condition.
         status.conditions.clear();
-        set(
-            &r,
-            &vino,
-            &mut status,
-            "Ready",
-            false,
-            "Progressing",
-            "Reconciliation progressing",
-        );
+        let progressing = ("Progressing", "Reconciliation progressing");
+        set(&r, &vino, &mut status, &["Ready"], false, progressing);
         write_status(&api, &vino, &status).await?;
     }
-    let outcome = converge(&vino, &r).await?;
-    let after = match &outcome {
+    let both = ["DaemonSetReady", "Ready"];
+    let after = match converge(&vino, &r).await? {
         Ok(()) => {
-            let msg = "Hosts reconciled";
-            set(
-                &r,
-                &vino,
-                &mut status,
-                "DaemonSetReady",
-                true,
-                "ReconciliationSucceeded",
-                msg,
-            );
-            let msg = "Reconciliation succeeded";
-            set(
-                &r,
-                &vino,
-                &mut status,
-                "Ready",
-                true,
-                "ReconciliationSucceeded",
-                msg,
-            );
+            let done = ("ReconciliationSucceeded", "Reconciliation succeeded");
+            set(&r, &vino, &mut status, &both, true, done);
             Action::requeue(Duration::from_secs(300))
         }
         Err(why) => {
@@ -208,19 +183,9 @@ async fn reconcile(vino: Arc<Vino>, r: Arc<Reconciler>) -> Result<Action, Error>
                 &r,
                 &vino,
                 &mut status,
-                "DaemonSetReady",
+                &both,
                 false,
-                "ReconciliationFailed",
-                &msg,
-            );
-            set(
-                &r,
-                &vino,
-                &mut status,
-                "Ready",
-                false,
-                "ReconciliationFailed",
-                &msg,
+                ("ReconciliationFailed", &msg),
             );
             r.ctx.event(&*vino, true, "ReconciliationFailed", msg).await;
             Action::requeue(Duration::from_secs(30))
@@ -230,18 +195,20 @@ async fn reconcile(vino: Arc<Vino>, r: Arc<Reconciler>) -> Result<Action, Error>
     Ok(after)
 }
 
+/// Sets conditions `types` to `ok` with `(reason, message)`, at the Vino's generation.
 fn set(
     r: &Reconciler,
     vino: &Vino,
     status: &mut VinoStatus,
-    type_: &str,
+    types: &[&str],
     ok: bool,
-    reason: &str,
-    message: &str,
+    (reason, message): (&str, &str),
 ) {
-    let mut c = Condition::new(type_, ok, reason, message);
-    c.observed_generation = vino.metadata.generation;
-    conditions::set(&mut status.conditions, c, r.ctx.now());
+    for type_ in types {
+        let mut c = Condition::new(type_, ok, reason, message);
+        c.observed_generation = vino.metadata.generation;
+        conditions::set(&mut status.conditions, c, r.ctx.now());
+    }
 }
 
 async fn write_status(api: &Api<Vino>, vino: &Vino, status: &VinoStatus) -> Result<(), Error> {

@@ -6,7 +6,7 @@ mod placement;
 mod reconcile;
 mod tasks;
 pub mod types;
-mod vcenters;
+pub(crate) mod vcenters;
 
 use crate::conditions::{self, Condition};
 use crate::context::Context;

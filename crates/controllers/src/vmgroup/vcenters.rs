@@ -435,7 +435,9 @@ async fn simulator_credentials(
     }
 }
 
-fn read_secret(secret: &Secret) -> Result<Credentials, String> {
+/// A vCenter Secret's credentials (`server`, `username`, `password`, and `thumbprint` or
+/// `caBundle`); why they cannot be read.
+pub(crate) fn read_secret(secret: &Secret) -> Result<Credentials, String> {
     let key = |k: &str| -> Option<String> {
         let data = secret.data.as_ref()?.get(k)?;
         String::from_utf8(data.0.clone())
@@ -498,20 +500,7 @@ mod tests {
 
     #[tokio::test]
     async fn idle_vcenters_are_logged_out_and_a_later_group_logs_in_afresh() {
-        let config = infrasim_vsphere_sim::SimConfig {
-            password: "p".into(),
-            ..Default::default()
-        };
-        let clock = infrasim_clock::SystemClock::shared();
-        let sim = infrasim_vsphere_sim::Instance::start(config, ([127, 0, 0, 1], 0).into(), clock)
-            .await
-            .unwrap();
-        let credentials = Credentials {
-            server: sim.addr().to_string(),
-            username: sim.simulator().config().username.clone(),
-            password: "p".into(),
-            trust: Trust::Thumbprint(sim.cert().thumbprint_sha256.clone()),
-        };
+        let (_sim, credentials) = crate::test_support::simulator().await;
         let (vcenters, _changes) = VCenters::new();
         let first = vcenters.get(credentials.clone()).await.unwrap();
         assert!(
