@@ -32,3 +32,25 @@ def test_immutable_configmaps_refuse_data_changes(plane, ns):
     # Metadata may still change.
     labelled = core.patch_namespaced_config_map("frozen", ns, {"metadata": {"labels": {"a": "b"}}})
     assert labelled.metadata.labels == {"a": "b"} and labelled.data == {"k": "v"}
+
+
+def test_applying_the_same_string_data_again_writes_nothing(plane, ns):
+    """A Secret applied server-side with `stringData` (write-only: folded into `data`) and
+    applied again unchanged keeps its resourceVersion, as kube-apiserver stores nothing for
+    a no-op apply; a changed value is written."""
+    manifest = f"""apiVersion: v1
+kind: Secret
+metadata: {{name: applied, namespace: {ns}}}
+stringData: {{password: s3cret}}
+"""
+    def version():
+        return plane.kubectl("-n", ns, "get", "secret", "applied", "-o",
+                             "jsonpath={.metadata.resourceVersion}").stdout
+    plane.kubectl("apply", "--server-side", "-f", "-", input=manifest)
+    first = version()
+    plane.kubectl("apply", "--server-side", "-f", "-", input=manifest)
+    assert version() == first
+    plane.kubectl("apply", "--server-side", "-f", "-", input=manifest.replace("s3cret", "other"))
+    assert version() != first
+    data = plane.core().read_namespaced_secret("applied", ns).data
+    assert base64.b64decode(data["password"]).decode() == "other"

@@ -556,6 +556,31 @@ fn set_entries(object: &mut Value, entries: Vec<Value>) {
 
 /// An object's `managedFields` entries as stored. Writes read them as JSON and parse the
 /// fields of only the entries they change: most writes leave most managers alone.
+/// Keeps `old`'s managedFields (their times) on `new` when, after the kind's defaults, the
+/// two differ in nothing else. An apply that sets a write-only field (a Secret's
+/// `stringData`, which the defaults fold into `data`) merges into an object that looks
+/// changed until then; kube-apiserver stores nothing for it, and neither do we.
+pub fn keep_times_if_unchanged(old: &Value, new: &mut Value) {
+    if !same_but_managed(new, old) {
+        return;
+    }
+    let untimed = |v: &Value| -> Vec<Value> {
+        entries_of(v)
+            .iter()
+            .map(|e| {
+                let mut e = e.clone();
+                if let Some(o) = e.as_object_mut() {
+                    o.remove("time");
+                }
+                e
+            })
+            .collect()
+    };
+    if untimed(old) == untimed(new) {
+        set_entries(new, entries_of(old).to_vec());
+    }
+}
+
 fn entries_of(object: &Value) -> &[Value] {
     object
         .at("/metadata/managedFields")

@@ -140,8 +140,9 @@ pub(crate) async fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteErr
                 dry_run: dry,
             };
             object = mutate(ctx, &subject(None), object, &mut warnings).await?;
-            if let Ownership::Record = ownership {
-                own(ctx, Some(&old), &mut object);
+            match ownership {
+                Ownership::Record => own(ctx, Some(&old), &mut object),
+                Ownership::Computed => crate::apply::keep_times_if_unchanged(&old, &mut object),
             }
             strategy.validate_update(&old, &object)?;
             warnings.extend(strategy.warnings(&object));
