@@ -453,8 +453,7 @@ async fn write_host(
     let ns = &r.namespace;
     let name = &domain.host.bmh_name;
     let secrets: Api<Secret> = Api::namespaced(r.ctx.client.clone(), ns);
-    // `data`, not `stringData`: the server keeps only `data`, so an apply of the same
-    // `stringData` would look like a change every time.
+    // `data`, as the server stores it (upstream writes `stringData`; readers see the same).
     let secret = |suffix: &str, data: BTreeMap<&str, &str>| {
         use base64::Engine;
         let encoded: BTreeMap<&str, String> = data
