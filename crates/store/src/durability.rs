@@ -248,6 +248,14 @@ mod tests {
         let (b, deferred) =
             scope(async move { g.create("configmaps", cm("b"), Default::default()) }).await;
         let b = b.unwrap();
+        let at_a = group
+            .snapshot("configmaps", crate::ReadAt::Exact(rv))
+            .unwrap();
+        assert_eq!(
+            at_a.objects.len(),
+            1,
+            "a read at a's version holds no write after it"
+        );
         let epoch = Settle::epoch(&*group);
         let (_, ticket) = backend.queued.lock().unwrap().pop().unwrap();
         Settle::failed(&*group);

@@ -494,11 +494,13 @@ impl Group {
             let current = state.resource_version;
             let requested = state.requested(resource, at)?;
             // Copy out (Arc clones) only the events to roll back; replay them unlocked.
+            // Writes not yet durable are newer than the window's and rolled back first.
             let replay: Vec<Arc<Event>> = match requested {
                 Some(rv) => state
-                    .window
+                    .unpublished
                     .iter()
                     .rev()
+                    .chain(state.window.iter().rev())
                     .take_while(|e| e.resource_version > rv)
                     .filter(|e| &*e.resource == resource)
                     .cloned()
