@@ -97,6 +97,31 @@ def test_acknowledged_writes_survive_sigkill_three_times_in_a_row(tmp_path):
         plane.stop()
 
 
+def test_sigterm_mid_load_finishes_cleanly_and_keeps_every_acknowledged_write(tmp_path):
+    plane = durable(tmp_path)
+    acked, top, lock, stop = {}, [0], threading.Lock(), threading.Event()
+    core = plane.core()
+    for t in range(8):
+        core.create_namespaced_config_map("default", cm(f"counter-{t}", "none"))
+    writers = [threading.Thread(target=load, args=(plane, 0, acked, top, lock, stop, t))
+               for t in range(8)]
+    for w in writers:
+        w.start()
+    time.sleep(1.0)
+    assert plane.stop() == 0, f"SIGTERM under load exits cleanly:\n{plane.log_tail()}"
+    stop.set()
+    for w in writers:
+        w.join(timeout=30)
+    plane = durable(tmp_path)
+    try:
+        got = {c.metadata.name: (c.data or {}).get("k")
+               for c in plane.core().list_namespaced_config_map("default").items}
+        missing = [n for n, v in acked.items() if not n.startswith("counter-") and got.get(n) != v]
+        assert len(acked) > 50 and not missing, (len(acked), missing[:5])
+    finally:
+        plane.stop()
+
+
 def test_watches_resume_across_a_restart_and_older_versions_get_410(tmp_path):
     plane = durable(tmp_path, "--watch-window", "40")
     core = plane.core()

@@ -120,7 +120,8 @@ def test_vino_makes_vm_backed_hosts_that_sip_can_claim(plane, ns):
     assert set(hosts) == expected
     master = hosts[f"{prefix}{nodes[0]}-master-0"]
     assert master["metadata"]["labels"] == {"airshipit.org/server": "s1", "airshipit.org/rack": "r1",
-                                            "airshipit.org/k8s-role": "master"}
+                                            "airshipit.org/k8s-role": "master",
+                                            "vino.airshipit.org/flavor": "master"}
     spec = master["spec"]
     assert spec["bmc"]["address"] == "redfish+http://10.23.0.5:8000/redfish/v1/Systems/master-0"
     assert spec["bmc"]["disableCertificateVerification"] is True
@@ -175,7 +176,7 @@ metadata: {{name: {tenant}}}
 spec:
   nodes:
     ControlPlane:
-      labelSelector: {{matchLabels: {{airshipit.org/k8s-role: master, airshipit.org/rack: r1}}}}
+      labelSelector: {{matchLabels: {{vino.airshipit.org/flavor: master, airshipit.org/rack: r1}}}}
       topologyKey: airshipit.org/server
       count: {{active: 2, standby: 0}}
   services:

@@ -234,15 +234,20 @@ fn domain(
     })
 }
 
-/// The Node's labels named by `nodeLabelKeysToCopy` (empty when the Node lacks one, as
-/// upstream does), then the nodeset's `bmhLabels` over them.
+/// The label naming a host's flavor (its nodeset: `master`, `worker`). Beyond upstream, which
+/// labels hosts only as `bmhLabels` say: SIP selects hosts by flavor, and this costs nothing.
+pub const FLAVOR: &str = "vino.airshipit.org/flavor";
+
+/// The host's flavor, then the Node's labels named by `nodeLabelKeysToCopy` (empty when the
+/// Node lacks one, as upstream does), then the nodeset's `bmhLabels` over them.
 fn host_labels(vino: &Vino, node: &HostNode, set: &NodeSet) -> BTreeMap<String, String> {
-    let mut labels: BTreeMap<String, String> = vino
-        .spec
-        .node_label_keys_to_copy
-        .iter()
-        .map(|k| (k.clone(), node.labels.get(k).cloned().unwrap_or_default()))
-        .collect();
+    let mut labels = BTreeMap::from([(FLAVOR.to_string(), set.name.clone())]);
+    labels.extend(
+        vino.spec
+            .node_label_keys_to_copy
+            .iter()
+            .map(|k| (k.clone(), node.labels.get(k).cloned().unwrap_or_default())),
+    );
     labels.extend(set.bmh_labels.clone());
     labels
 }
@@ -352,6 +357,7 @@ mod tests {
             "missing on the Node: empty"
         );
         assert_eq!(labels["airshipit.org/k8s-role"], "worker");
+        assert_eq!(labels[FLAVOR], "worker");
         // The same again gives the same; a second Node gets the next addresses.
         let again = build(&v, &node("node1", "10.0.0.5"), 1, &mut pools).unwrap();
         assert_eq!(again, b);
