@@ -85,6 +85,8 @@ pub fn run(
     file: std::path::PathBuf,
 ) {
     let mut db = Some(db);
+    // Writes of a failed commit, to take back should their data have reached the file.
+    let mut taking_back: Vec<TakeBack> = Vec::new();
     while let Ok(first) = inbox.recv() {
         let mut batch = vec![first];
         while batch.len() < BATCH {
@@ -103,9 +105,19 @@ pub fn run(
         }
         let batch = refuse_stale(batch);
         let outcome = match &db {
+            Some(open) if !taking_back.is_empty() => take_back(open, &taking_back)
+                .map_err(|e| format!("taking back a failed write: {e}"))
+                .and_then(|()| {
+                    taking_back.clear();
+                    kept = read_kept(open).unwrap_or_default();
+                    commit(open, &batch, window, &mut kept).map_err(|e| e.to_string())
+                }),
             Some(open) => commit(open, &batch, window, &mut kept).map_err(|e| e.to_string()),
             None => Err("the database is not open (an earlier write failed)".to_string()),
         };
+        if outcome.is_err() {
+            taking_back.extend(to_take_back(&batch));
+        }
         if let Err(why) = &outcome {
             tracing::error!(error = %why, "a commit failed; its writes are refused");
             // After an I/O error redb refuses every transaction until it is opened again;
@@ -123,6 +135,58 @@ pub fn run(
             outcome.map_err(|why| format!("writing {}: {why}", file.display())),
         );
     }
+}
+
+/// One change of a failed commit, and what its key held before.
+pub struct TakeBack {
+    group: Arc<str>,
+    resource_version: u64,
+    object_key: Vec<u8>,
+    previous: Option<Vec<u8>>,
+}
+
+/// The changes of `batch`'s writes, newest first, with what each key held before. A commit
+/// whose sync failed may still have reached the file (redb then finds it there when opened
+/// again), though its writers were told it failed and the groups undid it; taking it back
+/// makes the refusal true on disk too. Read from the events' records: only a failure pays.
+fn to_take_back(batch: &[Message]) -> Vec<TakeBack> {
+    let mut out = Vec::new();
+    for m in batch.iter().rev() {
+        let Message::Write(job) = m else { continue };
+        for c in job.changes.iter().rev() {
+            let previous = records::read_event(&c.event, c.resource_version)
+                .ok()
+                .and_then(|e| e.previous)
+                .map(|p| records::object(&p));
+            out.push(TakeBack {
+                group: job.group.clone(),
+                resource_version: c.resource_version,
+                object_key: c.object_key.clone(),
+                previous,
+            });
+        }
+    }
+    out
+}
+
+/// Puts back what the keys of failed writes held before them (newest first), and drops
+/// their events: a no-op where the failed commit never reached the file.
+fn take_back(db: &Database, changes: &[TakeBack]) -> Result<(), redb::Error> {
+    let mut txn = db.begin_write()?;
+    txn.set_durability(Durability::Immediate)?;
+    {
+        let mut objects = txn.open_table(crate::OBJECTS)?;
+        let mut events = txn.open_table(crate::EVENTS)?;
+        for c in changes {
+            match &c.previous {
+                Some(record) => objects.insert(c.object_key.as_slice(), record.as_slice())?,
+                None => objects.remove(c.object_key.as_slice())?,
+            };
+            events.remove((&*c.group, c.resource_version))?;
+        }
+    }
+    txn.commit()?;
+    Ok(())
 }
 
 /// Refuses the writes that build on an undone one (their group's epoch moved on).

@@ -13,6 +13,7 @@ use std::sync::Arc;
 #[derive(Debug, Default)]
 pub struct Faults {
     failing: AtomicBool,
+    failing_sync: AtomicBool,
 }
 
 impl Faults {
@@ -24,6 +25,21 @@ impl Faults {
     /// Makes every write and sync fail (`true`) as a full disk does, or work again.
     pub fn set_failing(&self, failing: bool) {
         self.failing.store(failing, Ordering::SeqCst);
+    }
+
+    /// Makes every sync fail (`true`) while writes still land: a commit whose data may or
+    /// may not have reached the disk, the ambiguous failure.
+    pub fn set_failing_sync(&self, failing: bool) {
+        self.failing_sync.store(failing, Ordering::SeqCst);
+    }
+
+    fn check_sync(&self) -> std::io::Result<()> {
+        if self.failing_sync.load(Ordering::SeqCst) {
+            return Err(std::io::Error::other(
+                "Input/output error (injected, on sync)",
+            ));
+        }
+        self.check()
     }
 
     fn check(&self) -> std::io::Result<()> {
@@ -74,7 +90,7 @@ impl StorageBackend for Failable {
     }
 
     fn sync_data(&self) -> Result<(), std::io::Error> {
-        self.faults.check()?;
+        self.faults.check_sync()?;
         self.inner.sync_data()
     }
 

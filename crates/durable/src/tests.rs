@@ -161,6 +161,31 @@ fn a_failing_disk_refuses_writes_applies_nothing_and_recovers() {
 }
 
 #[test]
+fn a_write_whose_sync_failed_is_taken_back_even_if_its_data_reached_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Faults::none();
+    {
+        let store = open_store(dir.path(), faults.clone());
+        let g = store.create_group("g").unwrap();
+        g.create("configmaps", cm("a", "1"), Default::default())
+            .unwrap();
+        faults.set_failing_sync(true);
+        let err = g
+            .create("configmaps", cm("b", "1"), Default::default())
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
+        faults.set_failing_sync(false);
+        g.create("configmaps", cm("c", "1"), Default::default())
+            .unwrap();
+    }
+    let store = open_store(dir.path(), Faults::none());
+    let g = store.group("g").unwrap();
+    let has = |n: &str| g.get("configmaps", &ObjectKey::new("default", n)).is_some();
+    assert!(has("a") && has("c"));
+    assert!(!has("b"), "refused, so never there, after a restart too");
+}
+
+#[test]
 fn a_held_lock_a_foreign_format_and_a_corrupt_file_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let first = DurableBackend::open(dir.path(), 10).unwrap();
