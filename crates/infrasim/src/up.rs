@@ -86,6 +86,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| data_dir.join("kubeconfig"));
     // Opened first: a directory another process holds is refused before anything in it is
     // touched.
+    let opening = std::time::Instant::now();
     let backend: Arc<dyn Backend> = if args.ephemeral {
         Arc::new(MemoryBackend)
     } else {
@@ -116,6 +117,13 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         None => store.create_group("management")?,
     };
     let restored_version = group.resource_version();
+    let restored_objects: usize = group
+        .resources()
+        .iter()
+        .filter_map(|r| group.snapshot(r, infrasim_store::ReadAt::Latest).ok())
+        .map(|s| s.objects.len())
+        .sum();
+    let restore_took = opening.elapsed();
     let server = ApiServer::new(group, ca.clone(), clock.clone(), ApiConfig::default());
     if !args.ephemeral {
         let key = SigningKey::load_or_generate(&data_dir.join("pki").join("sa.key")).with_context(
@@ -187,8 +195,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         println!("state: in memory (--ephemeral); nothing survives a restart");
     } else {
         println!(
-            "state: durable in {} (restored at resourceVersion {restored_version})",
-            data_dir.join(infrasim_durable::FILE).display()
+            "state: durable in {} ({restored_objects} objects restored in {} ms; resourceVersions go on from {restored_version})",
+            data_dir.join(infrasim_durable::FILE).display(),
+            restore_took.as_millis()
         );
     }
     let controllers = match args.controllers.as_str() {
