@@ -269,11 +269,7 @@ fn commit(
                     }
                 }
                 Message::Drop(group, _) => {
-                    let prefix = records::group_prefix(group);
-                    let mut end = prefix.clone();
-                    if let Some(last) = end.last_mut() {
-                        *last = 1;
-                    }
+                    let (prefix, end) = records::group_range(group);
                     objects.retain_in(prefix.as_slice()..end.as_slice(), |_, _| false)?;
                     events.retain_in((&**group, 0)..=(&**group, u64::MAX), |_, _| false)?;
                     groups.remove(&**group)?;

@@ -15,8 +15,8 @@ mod disk;
 mod records;
 
 use committer::{Change, Job, Message};
-use infrasim_store::durability::{Accepted, Commit, Settle, Ticket};
-use infrasim_store::{Backend, Event, GroupImage, StoreError};
+use infrasim_store::durability::{Accepted, Commit, Ticket};
+use infrasim_store::{Backend, GroupImage, StoreError};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use std::collections::HashMap;
 use std::fs::File;
@@ -185,19 +185,6 @@ impl Drop for DurableBackend {
 }
 
 impl Backend for DurableBackend {
-    /// One write, waited for on this thread (the store itself uses [`Backend::submit`]).
-    fn append(&self, group: &str, changes: &[Arc<Event>]) -> infrasim_store::Result<()> {
-        match self.submit(Commit {
-            group,
-            changes,
-            settle: Arc::new(Unsettled),
-            epoch: 0,
-        })? {
-            Accepted::Done => Ok(()),
-            Accepted::Queued(ticket) => ticket.wait_blocking(),
-        }
-    }
-
     fn submit(&self, commit: Commit<'_>) -> infrasim_store::Result<Accepted> {
         // Encoded here, on the writer's thread, so the committer only writes.
         let changes = commit
@@ -229,17 +216,6 @@ impl Backend for DurableBackend {
             .unwrap_or_else(|p| p.into_inner())
             .take()
             .unwrap_or_default())
-    }
-}
-
-/// A writer with no group to tell (see [`Backend::append`]).
-struct Unsettled;
-
-impl Settle for Unsettled {
-    fn durable(&self, _: u64) {}
-    fn failed(&self) {}
-    fn epoch(&self) -> u64 {
-        0
     }
 }
 
@@ -298,11 +274,7 @@ fn read_images(db: &Database) -> Result<Vec<GroupImage>, String> {
             resource_version: rv.value(),
             ..GroupImage::default()
         };
-        let prefix = records::group_prefix(&name);
-        let mut end = prefix.clone();
-        if let Some(last) = end.last_mut() {
-            *last = 1;
-        }
+        let (prefix, end) = records::group_range(&name);
         let mut resources: HashMap<String, Arc<str>> = HashMap::new();
         for entry in objects
             .range(prefix.as_slice()..end.as_slice())

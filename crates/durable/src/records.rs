@@ -173,6 +173,17 @@ pub fn group_prefix(group: &str) -> Vec<u8> {
     out
 }
 
+/// The bounds of `group`'s object keys: from its prefix (ending in NUL) up to, not
+/// including, the same with 1 in place of the NUL.
+pub fn group_range(group: &str) -> (Vec<u8>, Vec<u8>) {
+    let start = group_prefix(group);
+    let mut end = start.clone();
+    if let Some(last) = end.last_mut() {
+        *last = 1;
+    }
+    (start, end)
+}
+
 /// The resource of an object key.
 pub fn resource_of(key: &[u8]) -> Result<&str, Corrupt> {
     key.split(|b| *b == 0)

@@ -20,6 +20,15 @@ fn open_store(dir: &Path, faults: Arc<Faults>) -> Store {
     .unwrap()
 }
 
+/// A store on `faults`' disk with group `g` holding ConfigMap `a`.
+fn with_a(dir: &Path, faults: &Arc<Faults>) -> (Store, Arc<infrasim_store::Group>) {
+    let store = open_store(dir, faults.clone());
+    let g = store.create_group("g").unwrap();
+    g.create("configmaps", cm("a", "1"), Default::default())
+        .unwrap();
+    (store, g)
+}
+
 fn cm(name: &str, data: &str) -> serde_json::Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",
            "metadata": {"name": name, "namespace": "default", "finalizers": ["keep"]},
@@ -125,10 +134,7 @@ fn history_is_trimmed_to_the_window_and_older_versions_are_gone_not_gapped() {
 fn a_failing_disk_refuses_writes_applies_nothing_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
     let faults = Faults::none();
-    let store = open_store(dir.path(), faults.clone());
-    let g = store.create_group("g").unwrap();
-    g.create("configmaps", cm("a", "1"), Default::default())
-        .unwrap();
+    let (store, g) = with_a(dir.path(), &faults);
     faults.set_failing(true);
     let err = g
         .create("configmaps", cm("b", "1"), Default::default())
@@ -165,10 +171,7 @@ fn a_write_whose_sync_failed_is_taken_back_even_if_its_data_reached_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let faults = Faults::none();
     {
-        let store = open_store(dir.path(), faults.clone());
-        let g = store.create_group("g").unwrap();
-        g.create("configmaps", cm("a", "1"), Default::default())
-            .unwrap();
+        let (_store, g) = with_a(dir.path(), &faults);
         faults.set_failing_sync(true);
         let err = g
             .create("configmaps", cm("b", "1"), Default::default())

@@ -199,9 +199,6 @@ mod tests {
     }
 
     impl crate::Backend for Manual {
-        fn append(&self, _: &str, _: &[Arc<Event>]) -> Result<()> {
-            Ok(())
-        }
         fn submit(&self, commit: Commit<'_>) -> Result<Accepted> {
             let ticket = Ticket::new();
             let last = commit.changes.last().map_or(0, |e| e.resource_version);

@@ -1,5 +1,6 @@
 //! The store's Kubernetes semantics, exercised through its public API.
 
+use infrasim_store::durability::{Accepted, Commit};
 use infrasim_store::*;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -337,7 +338,7 @@ fn delete_preconditions_are_checked() {
 #[derive(Debug)]
 struct FailingBackend;
 impl Backend for FailingBackend {
-    fn append(&self, _: &str, _: &[Arc<Event>]) -> Result<()> {
+    fn submit(&self, _: Commit<'_>) -> Result<Accepted> {
         Err(StoreError::Backend("disk full".into()))
     }
     fn drop_group(&self, _: &str) -> Result<()> {

@@ -8,7 +8,7 @@ mod endpoint;
 mod envvar;
 pub mod simulators;
 pub mod types;
-mod vcenter;
+pub(crate) mod vcenter;
 pub mod virtual_machine;
 mod vm_bootstrap;
 mod vmoperator;

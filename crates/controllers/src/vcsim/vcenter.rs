@@ -187,7 +187,8 @@ async fn start(obj: &VCenterSimulator, r: &Reconciler, key: &str) -> Result<Serv
 }
 
 /// A random password for a new simulator (secure by default: no fixed credentials).
-fn password() -> String {
+/// A random password for a simulator a controller starts.
+pub(crate) fn password() -> String {
     use rand::distr::{Alphanumeric, SampleString};
     Alphanumeric.sample_string(&mut rand::rng(), 20)
 }

@@ -104,7 +104,7 @@ async fn credentials(
             .map_err(|why| format!("Secret {ns}/{SECRET}: {why}"));
     }
     let config = infrasim_vsphere_sim::SimConfig {
-        password: password(),
+        password: crate::vcsim::vcenter::password(),
         ..Default::default()
     };
     let addr = std::net::SocketAddr::new(ctx.cloud.advertise_address(), 0);
@@ -156,11 +156,6 @@ async fn write(
     };
     done.map(drop)
         .map_err(|e| format!("writing Secret {SECRET}: {e}"))
-}
-
-fn password() -> String {
-    use rand::distr::{Alphanumeric, SampleString};
-    Alphanumeric.sample_string(&mut rand::rng(), 20)
 }
 
 /// Where VMs go: the first datacenter's VM folder and its first cluster's root pool, hosts,

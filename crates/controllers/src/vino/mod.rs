@@ -416,27 +416,27 @@ fn host_online(r: &Reconciler, name: &str) -> bool {
 /// Whether every network-data template Secret the nodesets name has its `template`; why not.
 /// (The template's text is not run: see `builder::network_data`.)
 async fn templates_present(vino: &Vino, r: &Reconciler) -> Result<Result<(), String>, Error> {
-    for t in vino
+    // Each Secret once, however many nodesets name it (upstream's samples share one).
+    let named: std::collections::BTreeSet<(&str, &str)> = vino
         .spec
         .nodes
         .iter()
         .filter_map(|s| s.network_data_template.as_ref())
-    {
-        let ns = if t.namespace.is_empty() {
-            "default"
-        } else {
-            &t.namespace
-        };
+        .map(|t| match t.namespace.as_str() {
+            "" => ("default", t.name.as_str()),
+            ns => (ns, t.name.as_str()),
+        })
+        .collect();
+    for (ns, name) in named {
         let api: Api<Secret> = Api::namespaced(r.ctx.client.clone(), ns);
         let has_template = api
-            .get_opt(&t.name)
+            .get_opt(name)
             .await?
             .and_then(|s| s.data)
             .is_some_and(|d| d.contains_key("template"));
         if !has_template {
             return Ok(Err(format!(
-                "network template secret {ns}/{} has no key 'template'",
-                t.name
+                "network template secret {ns}/{name} has no key 'template'"
             )));
         }
     }
