@@ -61,13 +61,16 @@ pub enum Message {
     Drop(Arc<str>, SyncSender<Result<(), String>>),
 }
 
-/// Per group, the oldest and newest resourceVersions of the events kept, and the counter
+/// Per group, how many events are kept, the newest resourceVersion, and the counter
 /// reserved on disk.
 pub type Kept = HashMap<Arc<str>, Span>;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Span {
-    pub oldest: u64,
+    /// Events on disk. Counted, not derived from resourceVersions: those jump by the
+    /// reservation at every restart, and a window measured in them would drop every event
+    /// from before the restart at the first write after it.
+    pub events: u64,
     pub newest: u64,
     pub reserved: u64,
 }
@@ -258,10 +261,8 @@ fn commit(
                     let Some(last) = job.changes.last() else {
                         continue;
                     };
-                    let span = kept.entry(job.group.clone()).or_insert(Span {
-                        oldest: job.changes[0].resource_version,
-                        ..Span::default()
-                    });
+                    let span = kept.entry(job.group.clone()).or_default();
+                    span.events += job.changes.len() as u64;
                     span.newest = last.resource_version;
                     if span.newest + RESERVE / 2 > span.reserved {
                         span.reserved = span.newest + RESERVE;
@@ -292,12 +293,20 @@ fn trim(
 ) -> Result<(), redb::Error> {
     let window = window.max(1) as u64;
     for (group, span) in kept.iter_mut() {
-        if span.newest.saturating_sub(span.oldest) < window + window / 4 {
+        if span.events < window + window / 4 {
             continue;
         }
-        let keep_from = span.newest - window + 1;
+        let surplus = span.events - window;
+        let first_kept = events
+            .range((&**group, 0)..=(&**group, u64::MAX))?
+            .nth(surplus as usize)
+            .transpose()?
+            .map(|(k, _)| k.value().1);
+        let Some(keep_from) = first_kept else {
+            continue;
+        };
         events.retain_in((&**group, 0)..(&**group, keep_from), |_, _| false)?;
-        span.oldest = keep_from;
+        span.events = window;
     }
     Ok(())
 }
@@ -311,13 +320,14 @@ pub fn read_kept(db: &Database) -> Result<Kept, redb::Error> {
     for entry in groups.iter()? {
         let (name, reserved) = entry?;
         let name = name.value();
-        let mut range = events.range((name, 0)..=(name, u64::MAX))?;
-        let first = range.next().transpose()?.map(|(k, _)| k.value().1);
-        let last = range.next_back().transpose()?.map(|(k, _)| k.value().1);
-        let oldest = first.unwrap_or(0);
+        let range = || events.range((name, 0)..=(name, u64::MAX));
+        let newest = range()?
+            .next_back()
+            .transpose()?
+            .map_or(0, |(k, _)| k.value().1);
         let span = Span {
-            oldest,
-            newest: last.unwrap_or(oldest),
+            events: range()?.count() as u64,
+            newest,
             reserved: reserved.value(),
         };
         kept.insert(Arc::from(name), span);
