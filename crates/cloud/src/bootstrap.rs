@@ -265,6 +265,18 @@ pub struct Machine {
 }
 
 impl Machine {
+    /// Machine `name`, not yet numbered, on default timing, version and provider ID.
+    pub fn new(name: &str, control_plane: bool) -> Self {
+        Machine {
+            name: name.to_string(),
+            control_plane,
+            index: 0,
+            behaviour: MachineBehaviour::default(),
+            kubernetes_version: None,
+            provider_id: None,
+        }
+    }
+
     /// The Kubernetes version the machine runs.
     pub fn version<'a>(&'a self, shape: &'a ClusterShape) -> &'a str {
         self.kubernetes_version

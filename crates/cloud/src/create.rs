@@ -1,19 +1,23 @@
-//! Creating a cluster, in steps that cannot leak half of one: what a cluster takes as it is
-//! made (its name, its endpoint's port and listener, its store group) is held by a
-//! [`Pending`], which gives it all back if creation stops before [`Pending::commit`]: a
-//! reserved endpoint goes back to its reservation, a port bound here is freed, the group is
-//! dropped. After the commit nothing can fail.
+//! Creating a cluster, and restoring one a restart found, in steps that cannot leak half of
+//! one: what a cluster takes as it is made (its name, its endpoint's port and listener, its
+//! store group, its record) is held by a [`Pending`], which gives it all back if creation
+//! stops before [`Pending::commit`]: a reserved endpoint goes back to its reservation, a port
+//! bound here is freed, the group is dropped and the record forgotten. After the commit
+//! nothing can fail. A restored cluster's group and record are never given back: they hold
+//! what a restart must not lose.
 
 use crate::machines::{Runtime, RuntimeConfig};
 use crate::pki::ClusterPki;
+use crate::records::{ClusterRecord, Kept, MachineRecord};
 use crate::{etcd, sni, workloads, Cloud, CloudError, ClusterInfo, ClusterShape, Running};
 use crate::{node_names, MachineBehaviour};
 use infrasim_etcd_sim::EtcdCluster;
 use infrasim_kube_api::kubeconfig::{self, KubeconfigSpec};
 use infrasim_kube_api::pki::KeyedCert;
 use infrasim_kube_api::{ApiConfig, ApiServer, ServeError};
-use infrasim_store::Group;
+use infrasim_store::{durability, Group};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -26,6 +30,7 @@ pub(crate) struct Pending<'a> {
     /// The listener was the cluster's reservation (it goes back there on failure).
     reserved: bool,
     group: bool,
+    recorded: bool,
     committed: bool,
 }
 
@@ -43,6 +48,7 @@ impl<'a> Pending<'a> {
             listener: None,
             reserved: false,
             group: false,
+            recorded: false,
             committed: false,
         })
     }
@@ -67,6 +73,17 @@ impl<'a> Pending<'a> {
         let group = self.cloud.store.create_group(&group_name(&self.name))?;
         self.group = true;
         Ok(group)
+    }
+
+    /// A listener bound for the cluster here (freed on failure).
+    pub fn adopt_listener(&mut self, listener: TcpListener) {
+        self.listener = Some(listener);
+    }
+
+    /// Keeps the cluster's record.
+    pub fn keep(&mut self, record: &ClusterRecord) -> Result<(), CloudError> {
+        self.recorded = true;
+        Ok(self.cloud.records.put_cluster(record)?)
     }
 
     /// The endpoint's listener, for the runtime that serves it: taken only once nothing
@@ -102,6 +119,9 @@ impl Drop for Pending<'_> {
         }
         if self.group {
             let _ = self.cloud.store.drop_group(&group_name(&self.name));
+        }
+        if self.recorded {
+            self.cloud.records.delete_cluster(&self.name);
         }
     }
 }
@@ -145,17 +165,143 @@ impl Certificates {
     }
 }
 
+/// A cluster's parts, before it runs: what creating a cluster and restoring one share.
+struct Parts {
+    shape: ClusterShape,
+    pki: ClusterPki,
+    certs: Certificates,
+    endpoint: SocketAddr,
+    listener: TcpListener,
+    group: Arc<Group>,
+    etcd: EtcdCluster,
+    record: ClusterRecord,
+}
+
 impl Cloud {
     /// Creates, bootstraps and serves a cluster. With a zero `startup` it is up at once;
     /// otherwise it comes up phase by phase on the cloud's clock, and its endpoint opens with
-    /// the API server phase.
+    /// the API server phase. Answers once what was made is durable.
     pub async fn create_cluster(&self, shape: ClusterShape) -> Result<ClusterInfo, CloudError> {
+        crate::durably(self.create(shape)).await
+    }
+
+    async fn create(&self, shape: ClusterShape) -> Result<ClusterInfo, CloudError> {
         // Everything that can fail without side effects first: the PKI and certificates.
         let pki = ClusterPki::new(&shape.pki)?;
         let certs = Certificates::new(&pki, &shape, self.config.advertise)?;
         let mut pending = Pending::claim(self, &shape.name)?;
         let endpoint = pending.endpoint().await?;
         let group = pending.group()?;
+        // Never reused: a cluster's node addresses must not repeat another's, even one
+        // deleted before it was created.
+        let index = self.next_index.fetch_add(1, Ordering::Relaxed);
+        let record = ClusterRecord::new(&shape, &pki, endpoint.port(), index);
+        pending.keep(&record)?;
+        let Some(listener) = pending.take_listener() else {
+            return Err(CloudError::Serve(ServeError::Tls(
+                "the endpoint was lost".into(),
+            )));
+        };
+        let parts = Parts {
+            etcd: EtcdCluster::new(self.clock.clone()),
+            shape,
+            pki,
+            certs,
+            endpoint,
+            listener,
+            group,
+            record,
+        };
+        let (runtime, info, running) = self.assemble(parts, Vec::new())?;
+        // Nothing fails from here on.
+        pending.commit(running);
+        // Control planes first (the first initializes the cluster), then workers.
+        let behaviour = MachineBehaviour::uniform(runtime.shape.startup, runtime.shape.jitter);
+        for (name, control_plane) in node_names(&runtime.shape) {
+            runtime.add_machine(&name, control_plane, behaviour).await?;
+        }
+        Ok(info)
+    }
+
+    /// Brings back every cluster the records keep, oldest first; drops the groups of
+    /// clusters that were never recorded (a crash while one was being created).
+    pub(crate) async fn restore_all(&self) -> Result<(), CloudError> {
+        let kept = self.records.read();
+        for name in self.store.group_names() {
+            let Some(cluster) = name.strip_prefix("cluster/") else {
+                continue;
+            };
+            if !kept.iter().any(|k| k.cluster.name == cluster) {
+                tracing::warn!(cluster, "dropping a cluster's objects that no record accounts for (its creation never finished)");
+                let _ = self.store.drop_group(&name);
+            }
+        }
+        for k in kept {
+            let cluster = k.cluster.name.clone();
+            let index = k.cluster.index;
+            self.restore(k).await.map_err(|e| CloudError::Restore {
+                cluster,
+                source: Box::new(e),
+            })?;
+            self.next_index.fetch_max(index + 1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    async fn restore(&self, kept: Kept) -> Result<(), CloudError> {
+        let shape = kept.cluster.shape();
+        let pki = ClusterPki::new(&shape.pki)?;
+        let certs = Certificates::new(&pki, &shape, self.config.advertise)?;
+        let mut pending = Pending::claim(self, &shape.name)?;
+        let listener = self.bind_port(kept.cluster.port).await?;
+        let endpoint = listener.local_addr().map_err(ServeError::from)?;
+        pending.adopt_listener(listener);
+        let group = self.store.group_or_create(&group_name(&shape.name));
+        let etcd = match kept.etcd {
+            Some(image) => EtcdCluster::restore(self.clock.clone(), image.into()),
+            None => EtcdCluster::new(self.clock.clone()),
+        };
+        let Some(listener) = pending.take_listener() else {
+            return Err(CloudError::Serve(ServeError::Tls(
+                "the endpoint was lost".into(),
+            )));
+        };
+        let parts = Parts {
+            shape,
+            pki,
+            certs,
+            endpoint,
+            listener,
+            group,
+            etcd,
+            record: kept.cluster,
+        };
+        let (runtime, _, running) = self.assemble(parts, kept.machines)?;
+        pending.commit(running);
+        crate::durably(async {
+            runtime.resume().await;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The cluster's API server, etcd and runtime over its parts, and its workload
+    /// controllers started; a restored cluster's runtime has its `machines`.
+    fn assemble(
+        &self,
+        parts: Parts,
+        machines: Vec<MachineRecord>,
+    ) -> Result<(Arc<Runtime>, ClusterInfo, Running), CloudError> {
+        let Parts {
+            shape,
+            pki,
+            certs,
+            endpoint,
+            listener,
+            group,
+            etcd,
+            record,
+        } = parts;
         let server = ApiServer::new(
             group.clone(),
             pki.ca.clone(),
@@ -166,7 +312,13 @@ impl Cloud {
             },
         );
         server.set_service_account_key(&pki.service_account)?;
-        let etcd = EtcdCluster::new(self.clock.clone());
+        let records = self.records.clone();
+        let cluster = shape.name.clone();
+        etcd.on_membership_change(Box::new(move |image| {
+            if let Err(e) = records.put_membership(&cluster, image) {
+                tracing::error!(%cluster, error = %e, "keeping the etcd membership");
+            }
+        }));
         server.set_sidecar(etcd::sidecar(&etcd, &pki.etcd_ca.cert_pem))?;
         let tls = server.tls_config(&certs.serving)?;
         server.set_port_forwarder(crate::portforward::forwarder(crate::portforward::Targets {
@@ -176,20 +328,10 @@ impl Cloud {
             server: server.downgrade(),
             api_tls: tls.clone(),
         }));
-        let Some(listener) = pending.take_listener() else {
-            return Err(CloudError::Serve(ServeError::Tls(
-                "the endpoint was lost".into(),
-            )));
-        };
-        // Nothing fails from here on.
-        let runtime = Runtime::new(RuntimeConfig {
+        let config = RuntimeConfig {
             shape: shape.clone(),
             router: self.router.clone(),
-            // Never reused: a cluster's node addresses must not repeat another's, even one
-            // deleted before it was created.
-            cluster_index: self
-                .next_index
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            cluster_index: record.index,
             group: group.clone(),
             clock: self.clock.clone(),
             server,
@@ -198,43 +340,49 @@ impl Cloud {
             endpoint,
             ca_pem: pki.ca.cert_pem.clone(),
             etcd,
-        });
-        let info = self.cluster_info(&shape, endpoint, &pki, &certs.admin);
-        // kube-controller-manager, kube-scheduler and the kubelets, for this cluster.
+            records: self.records.clone(),
+            record,
+        };
+        let runtime = if machines.is_empty() {
+            Runtime::new(config)
+        } else {
+            Runtime::restored(config, machines)
+        };
+        let nodes = shape.control_planes + shape.workers;
+        let info = self.cluster_info(&shape.name, nodes, endpoint, &pki, &certs.admin);
+        // kube-controller-manager, kube-scheduler and the kubelets, for this cluster. Their
+        // writes are nobody's request: they go on without waiting for each sync.
         let (stop_workloads, workloads_stopped) = oneshot::channel::<()>();
-        tokio::spawn(workloads::run(
+        tokio::spawn(durability::detached(workloads::run(
             group,
             self.clock.clone(),
             shape.workloads.clone(),
             pki.ca.clone(),
             workloads_stopped,
-        ));
-        pending.commit(Running {
+        )));
+        let running = Running {
             info: info.clone(),
             pki,
+            admin: certs.admin,
             runtime: runtime.clone(),
             _stop_workloads: stop_workloads,
-        });
-        // Control planes first (the first initializes the cluster), then workers.
-        let behaviour = MachineBehaviour::uniform(shape.startup, shape.jitter);
-        for (name, control_plane) in node_names(&shape) {
-            runtime.add_machine(&name, control_plane, behaviour).await?;
-        }
-        Ok(info)
+        };
+        Ok((runtime, info, running))
     }
 
-    /// How users reach a new cluster: its endpoint and admin kubeconfigs.
-    fn cluster_info(
+    /// How users reach a cluster: its endpoint and admin kubeconfigs.
+    pub(crate) fn cluster_info(
         &self,
-        shape: &ClusterShape,
+        name: &str,
+        nodes: usize,
         endpoint: SocketAddr,
         pki: &ClusterPki,
         admin: &KeyedCert,
     ) -> ClusterInfo {
         let render = |server: &str, tls_server_name: Option<&str>| {
             kubeconfig::render(&KubeconfigSpec {
-                cluster_name: &shape.name,
-                user_name: &format!("{}-admin", shape.name),
+                cluster_name: name,
+                user_name: &format!("{name}-admin"),
                 server,
                 ca_pem: &pki.ca.cert_pem,
                 client_cert_pem: &admin.cert_pem,
@@ -243,14 +391,14 @@ impl Cloud {
             })
         };
         let shared = *self.shared.lock().unwrap_or_else(|p| p.into_inner());
-        let sni_name = sni::server_name(&shape.name);
+        let sni_name = sni::server_name(name);
         ClusterInfo {
-            name: shape.name.clone(),
+            name: name.to_string(),
             endpoint,
             kubeconfig: render(&format!("https://{endpoint}"), None),
             shared_kubeconfig: shared
                 .map(|addr| render(&format!("https://{addr}"), Some(&sni_name))),
-            nodes: shape.control_planes + shape.workers,
+            nodes,
         }
     }
 }

@@ -10,6 +10,7 @@ use http_body_util::BodyExt;
 use infrasim_etcd_sim::{EtcdCluster, MemberService};
 use infrasim_kube_api::pki::CertificateAuthority;
 use infrasim_kube_api::{Sidecar, SidecarBody, SidecarError};
+use infrasim_store::durability;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
@@ -88,7 +89,18 @@ pub fn sidecar(etcd: &EtcdCluster, etcd_ca_pem: &str) -> Sidecar {
                     }
                 }
             };
-            Box::pin(async move { boxed(infrasim_etcd_sim::handle(routes, req).await) })
+            // A membership change is kept in the cloud's store (see `records`): the answer
+            // waits until it is durable, as etcd answers once raft has committed.
+            Box::pin(async move {
+                let (response, writes) =
+                    durability::scope(infrasim_etcd_sim::handle(routes, req)).await;
+                match writes.wait().await {
+                    Ok(()) => boxed(response),
+                    Err(e) => boxed(tonic_status(tonic::Status::unavailable(format!(
+                        "etcdserver: the change could not be stored: {e}"
+                    )))),
+                }
+            })
         }),
         refuse: || {
             boxed(tonic_status(tonic::Status::unauthenticated(

@@ -34,6 +34,7 @@ pub mod etcd;
 mod machines;
 mod pki;
 pub mod portforward;
+mod records;
 mod sni;
 pub mod workloads;
 
@@ -78,6 +79,11 @@ pub enum CloudError {
     Serve(#[from] ServeError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("cluster {cluster:?} could not be restored: {source}")]
+    Restore {
+        cluster: String,
+        source: Box<CloudError>,
+    },
 }
 
 /// Where endpoints listen.
@@ -89,6 +95,18 @@ pub struct CloudConfig {
     pub ports: RangeInclusive<u16>,
     /// Change events each cluster keeps for watch resumption.
     pub watch_window: usize,
+}
+
+impl CloudConfig {
+    /// The configuration of a store to hold this cloud's clusters (see [`Cloud::open`]).
+    pub fn store_config(&self) -> StoreConfig {
+        StoreConfig {
+            watch_window: self.watch_window,
+            // A watcher cut off behind the buffer resumes from the window, so a buffer
+            // longer than the window only keeps old events (and their objects) alive.
+            watcher_buffer: self.watch_window.clamp(16, 1024),
+        }
+    }
 }
 
 impl Default for CloudConfig {
@@ -117,6 +135,8 @@ pub struct ClusterInfo {
 struct Running {
     info: ClusterInfo,
     pki: ClusterPki,
+    /// The admin's client certificate (the shared listener's kubeconfig is made with it).
+    admin: infrasim_kube_api::pki::KeyedCert,
     runtime: Arc<machines::Runtime>,
     /// Dropping it stops the cluster's controllers.
     _stop_workloads: oneshot::Sender<()>,
@@ -127,6 +147,8 @@ pub struct Cloud {
     config: CloudConfig,
     clock: SharedClock,
     store: Store,
+    /// What is kept of each cluster, for a restart (see [`records`]).
+    records: records::Records,
     clusters: Mutex<HashMap<String, Running>>,
     /// Clusters being created (see [`create::Pending`]).
     creating: Mutex<BTreeSet<String>>,
@@ -145,21 +167,37 @@ impl Cloud {
         Self::with_clock(config, SystemClock::shared())
     }
 
-    /// A cloud whose startup delays and timestamps read `clock` (tests pass a fake one).
+    /// A cloud whose startup delays and timestamps read `clock` (tests pass a fake one),
+    /// holding its clusters in memory.
     pub fn with_clock(config: CloudConfig, clock: SharedClock) -> Self {
         let store = Store::new(
-            StoreConfig {
-                watch_window: config.watch_window,
-                // A watcher cut off behind the buffer resumes from the window, so a buffer
-                // longer than the window only keeps old events (and their objects) alive.
-                watcher_buffer: config.watch_window.clamp(16, 1024),
-            },
+            config.store_config(),
             clock.clone(),
             Arc::new(infrasim_store::MemoryBackend),
         );
+        Self::on_store(config, clock, store)
+    }
+
+    /// A cloud over `store` (opened with [`CloudConfig::store_config`]), bringing back the
+    /// clusters it holds from an earlier run: each at its endpoint, with its PKI, objects,
+    /// resourceVersions, machines (steps done stay done) and etcd members, and goes on with
+    /// what was left of their startup. A cluster whose port another program took stops the
+    /// opening, naming it; nothing kept is changed.
+    pub async fn open(
+        config: CloudConfig,
+        clock: SharedClock,
+        store: Store,
+    ) -> Result<Self, CloudError> {
+        let cloud = Self::on_store(config, clock, store);
+        cloud.restore_all().await?;
+        Ok(cloud)
+    }
+
+    fn on_store(config: CloudConfig, clock: SharedClock, store: Store) -> Self {
         Cloud {
             config,
             clock,
+            records: records::Records::open(&store),
             store,
             clusters: Mutex::new(HashMap::new()),
             creating: Mutex::new(BTreeSet::new()),
@@ -181,6 +219,16 @@ impl Cloud {
         let addr = listener.local_addr().map_err(ServeError::from)?;
         tokio::spawn(self.router.clone().serve(listener));
         *self.shared.lock().unwrap_or_else(|p| p.into_inner()) = Some(addr);
+        // Clusters already running (restored ones) are reachable there too.
+        for running in self.lock_clusters().values_mut() {
+            running.info = self.cluster_info(
+                &running.info.name.clone(),
+                running.info.nodes,
+                running.info.endpoint,
+                &running.pki,
+                &running.admin,
+            );
+        }
         Ok(addr)
     }
 
@@ -371,7 +419,7 @@ impl Cloud {
         let runtime = self
             .runtime(cluster)
             .ok_or_else(|| CloudError::NoCluster(cluster.to_string()))?;
-        runtime.add_machine(machine, control_plane, behaviour).await
+        durably(runtime.add_machine(machine, control_plane, behaviour)).await
     }
 
     /// Does step `step` of a machine now (see [`CONTROL_PLANE_PHASES`] and
@@ -389,14 +437,12 @@ impl Cloud {
         let runtime = self
             .runtime(cluster)
             .ok_or_else(|| CloudError::NoCluster(cluster.to_string()))?;
-        runtime
-            .run_step(machine, control_plane, kubernetes_version, step)
-            .await
+        durably(runtime.run_step(machine, control_plane, kubernetes_version, step)).await
     }
 
     /// Registers a machine before its first step (see [`Cloud::run_machine_step`]) so that
     /// its Node carries `provider_id`; a machine already registered is left as it is.
-    pub fn register_machine(
+    pub async fn register_machine(
         &self,
         cluster: &str,
         machine: &str,
@@ -406,8 +452,11 @@ impl Cloud {
         let runtime = self
             .runtime(cluster)
             .ok_or_else(|| CloudError::NoCluster(cluster.to_string()))?;
-        runtime.register_with_provider_id(machine, control_plane, provider_id);
-        Ok(())
+        durably(async {
+            runtime.register_with_provider_id(machine, control_plane, provider_id);
+            Ok(())
+        })
+        .await
     }
 
     /// The InternalIP of a machine's node (fixed when the machine is registered).
@@ -419,6 +468,11 @@ impl Cloud {
             .into_iter()
             .find(|(m, _)| m.name == machine)
             .map(|(m, _)| bootstrap::machine_ip(index, &m))
+    }
+
+    /// How users reach running cluster `name`.
+    pub fn cluster(&self, name: &str) -> Option<ClusterInfo> {
+        self.with_cluster(name, |r| r.info.clone())
     }
 
     /// Whether cluster `name` exists.
@@ -438,10 +492,13 @@ impl Cloud {
     }
 
     /// Removes a machine from a cluster, undoing its steps in reverse; the endpoint closes
-    /// with the last API server. `false` if there is no such machine.
-    pub fn remove_machine(&self, cluster: &str, machine: &str) -> bool {
-        self.runtime(cluster)
-            .is_some_and(|r| r.remove_machine(machine))
+    /// with the last API server. `false` if there is no such machine. Answers once the
+    /// removal is durable (an error if it could not be stored).
+    pub async fn remove_machine(&self, cluster: &str, machine: &str) -> Result<bool, CloudError> {
+        let Some(runtime) = self.runtime(cluster) else {
+            return Ok(false);
+        };
+        durably(async { Ok(runtime.remove_machine(machine)) }).await
     }
 
     /// Whether a cluster is up: every bootstrap phase done and every Deployment and DaemonSet
@@ -485,10 +542,11 @@ impl Cloud {
     }
 
     /// Stops serving a cluster and drops its objects; its port becomes free again (as does
-    /// an endpoint only reserved for it).
-    pub fn delete_cluster(&self, name: &str) -> bool {
+    /// an endpoint only reserved for it). Answers once the cluster is forgotten for good.
+    pub async fn delete_cluster(&self, name: &str) -> Result<bool, CloudError> {
         let released = self.release_endpoint(name);
-        self.delete_running(name) || released
+        let deleted = durably(async { Ok(self.delete_running(name)) }).await?;
+        Ok(deleted || released)
     }
 
     fn delete_running(&self, name: &str) -> bool {
@@ -505,6 +563,8 @@ impl Cloud {
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(&r.info.endpoint.port());
                 let _ = self.store.drop_group(&create::group_name(name));
+                // Forgotten last, as a machine is (see `Runtime::remove_machine`).
+                self.records.delete_cluster(name);
                 true
             }
             None => false,
@@ -527,6 +587,16 @@ impl Cloud {
 
 /// A shared cloud.
 pub type SharedCloud = Arc<Cloud>;
+
+/// Runs `work`, answering once the writes it made are durable: a caller told a machine's step
+/// is done (and records so in its own store) can count on it after a crash.
+async fn durably<T>(
+    work: impl std::future::Future<Output = Result<T, CloudError>>,
+) -> Result<T, CloudError> {
+    let (out, writes) = infrasim_store::durability::scope(work).await;
+    writes.wait().await?;
+    out
+}
 
 #[cfg(test)]
 mod tests {

@@ -12,11 +12,13 @@ use crate::bootstrap::{
     self, kubernetes_endpoints, machine_ip, Machine, MachineBehaviour, Provisioning, ADDON_PHASES,
     API_SERVER_PHASE, ETCD_PHASE, STATIC_PODS,
 };
+use crate::records::{ClusterRecord, MachineRecord, Records};
 use crate::sni::Router;
 use crate::{CloudError, ClusterShape};
 use infrasim_clock::SharedClock;
 use infrasim_etcd_sim::EtcdCluster;
 use infrasim_kube_api::ApiServer;
+use infrasim_store::durability;
 use infrasim_store::{DeleteOptions, Group, ObjectKey};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -41,6 +43,9 @@ struct MachineState {
     /// The steps done, one bit each: a controller that times steps itself may bring the API
     /// server up before etcd, as Cluster API's in-memory machines do.
     done: u8,
+    /// The runtime times its steps (see [`Runtime::add_machine`]); otherwise a controller
+    /// does (see [`Runtime::run_step`]).
+    self_timed: bool,
     task: Option<tokio::task::AbortHandle>,
 }
 
@@ -66,6 +71,8 @@ struct State {
     addons_started: bool,
     addons_done: usize,
     addons_task: Option<tokio::task::AbortHandle>,
+    /// What the cloud keeps of the cluster (kept again as its addons come up).
+    record: Option<ClusterRecord>,
 }
 
 /// What a cluster's runtime is made of (see [`Runtime::new`]).
@@ -85,6 +92,9 @@ pub(crate) struct RuntimeConfig {
     pub ca_pem: String,
     /// The cluster's etcd, whose members follow the control-plane machines.
     pub etcd: EtcdCluster,
+    /// Where the cluster's machines and progress are kept, and its record there.
+    pub records: Records,
+    pub record: ClusterRecord,
 }
 
 /// What one cluster's machines share.
@@ -99,6 +109,7 @@ pub(crate) struct Runtime {
     pub endpoint: SocketAddr,
     pub ca_pem: String,
     pub etcd: EtcdCluster,
+    records: Records,
     state: Mutex<State>,
     api_up: watch::Sender<bool>,
 }
@@ -107,7 +118,13 @@ impl Runtime {
     pub fn new(config: RuntimeConfig) -> Arc<Self> {
         // A cluster that comes up step by step refuses connections until its first API
         // server serves; its port stays reserved in the cloud's port set meanwhile.
-        let reserved = config.shape.startup.is_zero().then_some(config.listener);
+        let keep = config.shape.startup.is_zero();
+        Self::build(config, keep)
+    }
+
+    /// A runtime holding its endpoint's listener, or not, until the first API server serves.
+    fn build(config: RuntimeConfig, keep_listener: bool) -> Arc<Self> {
+        let reserved = keep_listener.then_some(config.listener);
         Arc::new(Runtime {
             shape: config.shape,
             router: config.router,
@@ -119,12 +136,105 @@ impl Runtime {
             endpoint: config.endpoint,
             ca_pem: config.ca_pem,
             etcd: config.etcd,
+            records: config.records,
             state: Mutex::new(State {
                 reserved,
+                record: Some(config.record),
                 ..State::default()
             }),
             api_up: watch::channel(false).0,
         })
+    }
+
+    /// A cluster's runtime as a restart finds it: its machines with the steps they had done,
+    /// its addons as far as they had come. Nothing is written again; see [`Runtime::resume`].
+    pub fn restored(config: RuntimeConfig, machines: Vec<MachineRecord>) -> Arc<Self> {
+        let addons_done = config.record.addons_done;
+        // The listener is kept whatever the timing: the port was the cluster's before.
+        let runtime = Self::build(config, true);
+        {
+            let mut state = runtime.lock();
+            for record in machines {
+                let machine = record.machine();
+                if machine.control_plane && record.done & (1 << API_SERVER_PHASE) != 0 {
+                    state.api_servers.insert(
+                        machine.name.clone(),
+                        machine_ip(runtime.cluster_index, &machine),
+                    );
+                }
+                state.next_index = state.next_index.max(machine.index + 1);
+                state.machines.insert(
+                    machine.name.clone(),
+                    MachineState {
+                        machine,
+                        done: record.done,
+                        self_timed: record.self_timed,
+                        task: None,
+                    },
+                );
+            }
+            state.addons_done = addons_done;
+            state.addons_started = addons_done > 0 || !state.api_servers.is_empty();
+        }
+        runtime
+    }
+
+    /// Goes on where a restored cluster stopped: serves its endpoint if an API server had
+    /// come up (on the port it had), and finishes the steps left of its addons
+    /// and of the machines it times itself. A controller's machines wait for their controller.
+    pub async fn resume(self: &Arc<Self>) {
+        let (serving, listener, addons_from, unfinished) = {
+            let mut state = self.lock();
+            let serving = !state.api_servers.is_empty();
+            let addons_from = (state.addons_started && state.addons_done < ADDON_PHASES.len())
+                .then_some(state.addons_done);
+            let unfinished: Vec<(Machine, usize)> = state
+                .machines
+                .values()
+                .filter(|m| m.self_timed)
+                .filter_map(|m| {
+                    let from = (0..m.machine.phases().len()).find(|i| m.done & (1 << i) == 0)?;
+                    Some((m.machine.clone(), from))
+                })
+                .collect();
+            let listener = if serving { state.reserved.take() } else { None };
+            (serving, listener, addons_from, unfinished)
+        };
+        if serving {
+            self.open_endpoint(listener).await;
+        }
+        self.api_up.send_replace(serving);
+        if let Some(from) = addons_from {
+            let task = tokio::spawn(durability::detached(self.clone().run_addons(from)));
+            self.lock().addons_task = Some(task.abort_handle());
+        }
+        let first_control_plane = self
+            .machines()
+            .into_iter()
+            .find(|(m, _)| m.control_plane)
+            .map(|(m, _)| m.name);
+        for (machine, from) in unfinished {
+            // Only the first control-plane machine initializes; the rest join a serving one.
+            let joins = first_control_plane.as_deref() != Some(machine.name.as_str());
+            let name = machine.name.clone();
+            let task = tokio::spawn(durability::detached(
+                self.clone().run_machine(machine, joins, from),
+            ));
+            if let Some(m) = self.lock().machines.get_mut(&name) {
+                m.task = Some(task.abort_handle());
+            }
+        }
+    }
+
+    /// Keeps machine `name` as it stands (under the state lock, so records are written in the
+    /// order the machine changed).
+    fn keep_machine(&self, state: &State, name: &str) {
+        if let Some(m) = state.machines.get(name) {
+            let record = MachineRecord::new(&m.machine, m.done, m.self_timed);
+            if let Err(e) = self.records.put_machine(&self.shape.name, &record) {
+                tracing::error!(cluster = %self.shape.name, machine = name, error = %e, "keeping a machine");
+            }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -159,15 +269,23 @@ impl Runtime {
             }
             let initializes =
                 control_plane && !state.machines.values().any(|m| m.machine.control_plane);
-            let machine = Self::register(&mut state, name, control_plane, behaviour, None);
+            let machine = Machine {
+                behaviour,
+                ..Machine::new(name, control_plane)
+            };
+            let machine = self.register(&mut state, machine, true);
             (machine, !initializes)
         };
         let instant = (0..machine.phases().len()).all(|i| behaviour.step(i).startup.is_zero());
         if instant && (!joins || *self.api_up.borrow()) {
             // Up at once: every step now, in order.
-            self.clone().run_machine(machine.clone(), false).await;
+            self.clone().run_machine(machine.clone(), false, 0).await;
         } else {
-            let task = tokio::spawn(self.clone().run_machine(machine.clone(), joins));
+            let task = tokio::spawn(durability::detached(self.clone().run_machine(
+                machine.clone(),
+                joins,
+                0,
+            )));
             if let Some(m) = self.lock().machines.get_mut(name) {
                 m.task = Some(task.abort_handle());
             }
@@ -175,31 +293,21 @@ impl Runtime {
         Ok(machine)
     }
 
-    /// Records a new machine, with the next index (which fixes its addresses).
-    fn register(
-        state: &mut State,
-        name: &str,
-        control_plane: bool,
-        behaviour: MachineBehaviour,
-        kubernetes_version: Option<String>,
-    ) -> Machine {
-        let machine = Machine {
-            name: name.to_string(),
-            control_plane,
-            index: state.next_index,
-            behaviour,
-            kubernetes_version,
-            provider_id: None,
-        };
+    /// Records a new machine, giving it the next index (which fixes its addresses).
+    fn register(&self, state: &mut State, mut machine: Machine, self_timed: bool) -> Machine {
+        machine.index = state.next_index;
+        let name = machine.name.clone();
         state.next_index += 1;
         state.machines.insert(
-            name.to_string(),
+            name.clone(),
             MachineState {
                 machine: machine.clone(),
                 done: 0,
+                self_timed,
                 task: None,
             },
         );
+        self.keep_machine(state, &name);
         machine
     }
 
@@ -210,16 +318,11 @@ impl Runtime {
         if state.machines.contains_key(name) {
             return;
         }
-        Self::register(
-            &mut state,
-            name,
-            control_plane,
-            MachineBehaviour::default(),
-            None,
-        );
-        if let Some(m) = state.machines.get_mut(name) {
-            m.machine.provider_id = Some(provider_id.to_string());
-        }
+        let machine = Machine {
+            provider_id: Some(provider_id.to_string()),
+            ..Machine::new(name, control_plane)
+        };
+        self.register(&mut state, machine, false);
     }
 
     /// Does step `step` of machine `name` now, if it is not done yet, registering the machine
@@ -240,13 +343,13 @@ impl Runtime {
                     return Err(CloudError::MachineExists(name.to_string()))
                 }
                 Some(m) => m.machine.clone(),
-                None => Self::register(
-                    &mut state,
-                    name,
-                    control_plane,
-                    MachineBehaviour::default(),
-                    kubernetes_version.map(str::to_string),
-                ),
+                None => {
+                    let machine = Machine {
+                        kubernetes_version: kubernetes_version.map(str::to_string),
+                        ..Machine::new(name, control_plane)
+                    };
+                    self.register(&mut state, machine, false)
+                }
             }
         };
         let steps: &[usize] = if control_plane && step == API_SERVER_PHASE {
@@ -284,19 +387,23 @@ impl Runtime {
         if machine.control_plane && step == API_SERVER_PHASE {
             self.api_server_started(machine).await;
         }
-        if let Some(m) = self.lock().machines.get_mut(&machine.name) {
+        let mut state = self.lock();
+        if let Some(m) = state.machines.get_mut(&machine.name) {
             m.done |= 1 << step;
+            self.keep_machine(&state, &machine.name);
         }
     }
 
-    async fn run_machine(self: Arc<Self>, machine: Machine, joins: bool) {
+    /// Brings a machine up from step `from` on, each step after its delay; one that joins
+    /// waits for a serving API server first.
+    async fn run_machine(self: Arc<Self>, machine: Machine, joins: bool, from: usize) {
         if joins {
             let mut up = self.api_up.subscribe();
             if up.wait_for(|up| *up).await.is_err() {
                 return;
             }
         }
-        for step in 0..machine.phases().len() {
+        for step in from..machine.phases().len() {
             let delay = machine.behaviour.step(step).delay();
             if !delay.is_zero() {
                 self.clock.sleep(delay).await;
@@ -321,46 +428,58 @@ impl Runtime {
             (first, start_addons, state.reserved.take())
         };
         if first {
-            let listener = match reserved {
-                Some(l) => Ok(l),
-                None => tokio::net::TcpListener::bind(self.endpoint).await,
-            };
-            match listener {
-                Ok(listener) => {
-                    let (tx, rx) = oneshot::channel::<()>();
-                    tokio::spawn(self.server.clone().serve(
-                        listener,
-                        self.tls.clone(),
-                        async move {
-                            let _ = rx.await;
-                        },
-                    ));
-                    let route =
-                        self.router
-                            .insert(&self.shape.name, self.server.clone(), self.tls.clone());
-                    let mut state = self.lock();
-                    state.serving = Some(tx);
-                    state.shared_route = Some(route);
-                }
-                Err(e) => {
-                    tracing::error!(endpoint = %self.endpoint, error = %e, "the endpoint could not be opened");
-                }
-            }
+            self.open_endpoint(reserved).await;
         }
         self.update_kubernetes_endpoints();
         self.api_up.send_replace(true);
         if start_addons {
-            if self.shape.startup.is_zero() {
-                self.clone().run_addons().await;
-            } else {
-                let task = tokio::spawn(self.clone().run_addons());
-                self.lock().addons_task = Some(task.abort_handle());
+            self.start_addons(0).await;
+        }
+    }
+
+    /// Serves the endpoint (on `reserved`, the listener bound for it, if there is one) and
+    /// the cluster's route through the shared listener.
+    async fn open_endpoint(&self, reserved: Option<tokio::net::TcpListener>) {
+        let listener = match reserved {
+            Some(l) => Ok(l),
+            None => tokio::net::TcpListener::bind(self.endpoint).await,
+        };
+        match listener {
+            Ok(listener) => {
+                let (tx, rx) = oneshot::channel::<()>();
+                tokio::spawn(
+                    self.server
+                        .clone()
+                        .serve(listener, self.tls.clone(), async move {
+                            let _ = rx.await;
+                        }),
+                );
+                let route =
+                    self.router
+                        .insert(&self.shape.name, self.server.clone(), self.tls.clone());
+                let mut state = self.lock();
+                state.serving = Some(tx);
+                state.shared_route = Some(route);
+            }
+            Err(e) => {
+                tracing::error!(endpoint = %self.endpoint, error = %e, "the endpoint could not be opened");
             }
         }
     }
 
-    async fn run_addons(self: Arc<Self>) {
-        for step in 0..ADDON_PHASES.len() {
+    /// Runs the addon steps from `from` on: at once for a cluster that comes up at once,
+    /// else in a task of their own.
+    async fn start_addons(self: &Arc<Self>, from: usize) {
+        if self.shape.startup.is_zero() {
+            self.clone().run_addons(from).await;
+        } else {
+            let task = tokio::spawn(durability::detached(self.clone().run_addons(from)));
+            self.lock().addons_task = Some(task.abort_handle());
+        }
+    }
+
+    async fn run_addons(self: Arc<Self>, from: usize) {
+        for step in from..ADDON_PHASES.len() {
             if !self.shape.startup.is_zero() {
                 self.clock.sleep(self.addon_delay()).await;
             }
@@ -375,7 +494,14 @@ impl Runtime {
                     step,
                 ),
             );
-            self.lock().addons_done = step + 1;
+            let mut state = self.lock();
+            state.addons_done = step + 1;
+            if let Some(record) = state.record.as_mut() {
+                record.addons_done = step + 1;
+                if let Err(e) = self.records.put_cluster(record) {
+                    tracing::error!(cluster = %self.shape.name, error = %e, "keeping the cluster's progress");
+                }
+            }
         }
     }
 
@@ -430,6 +556,9 @@ impl Runtime {
         }
         delete("leases.coordination.k8s.io", "kube-node-lease", name);
         delete("nodes", "", name);
+        // Forgotten last: a restart between finds the machine still kept, and whoever removes
+        // it removes it again, rather than finding a Node no machine accounts for.
+        self.records.delete_machine(&self.shape.name, name);
         true
     }
 

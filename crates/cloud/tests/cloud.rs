@@ -33,7 +33,7 @@ async fn ports_come_from_the_range_and_are_reused_after_deletion() {
         Err(infrasim_cloud::CloudError::Exists(_))
     ));
     let freed = a.endpoint.port();
-    assert!(cloud.delete_cluster("a"));
+    assert!(cloud.delete_cluster("a").await.unwrap());
     // The listener is closed once the server task sees its stop signal.
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     let c = cloud.create_cluster(shape("c")).await.unwrap();
@@ -169,7 +169,10 @@ async fn machines_come_up_step_by_step_and_go_in_reverse() {
     assert_eq!(endpoints(slices.get("kubernetes").await.unwrap()), 2);
 
     // Removing the first control plane leaves the endpoint to the second.
-    assert!(cloud.remove_machine("slow", "slow-control-plane-0"));
+    assert!(cloud
+        .remove_machine("slow", "slow-control-plane-0")
+        .await
+        .unwrap());
     settle().await;
     assert!(open().await);
     assert_eq!(pods.list(&static_pods).await.unwrap().items.len(), 4);
@@ -183,9 +186,15 @@ async fn machines_come_up_step_by_step_and_go_in_reverse() {
     assert!(pods.list(&on_removed).await.unwrap().items.is_empty());
     assert_eq!(endpoints(slices.get("kubernetes").await.unwrap()), 1);
     // The worker goes, then the last API server: the endpoint closes with it.
-    assert!(cloud.remove_machine("slow", "slow-worker-0"));
-    assert!(cloud.remove_machine("slow", "slow-control-plane-1"));
-    assert!(!cloud.remove_machine("slow", "slow-control-plane-1"));
+    assert!(cloud.remove_machine("slow", "slow-worker-0").await.unwrap());
+    assert!(cloud
+        .remove_machine("slow", "slow-control-plane-1")
+        .await
+        .unwrap());
+    assert!(!cloud
+        .remove_machine("slow", "slow-control-plane-1")
+        .await
+        .unwrap());
     settle().await;
     assert!(
         !open().await,
@@ -279,9 +288,11 @@ async fn a_reserved_endpoint_then_machines_driven_step_by_step() {
     // registered already is left as it was.
     cloud
         .register_machine("w1.ns", "vm-a", false, "vsphere://4211-abcd")
+        .await
         .unwrap();
     cloud
         .register_machine("w1.ns", "cp-a", true, "vsphere://other")
+        .await
         .unwrap();
     cloud
         .run_machine_step("w1.ns", "vm-a", false, Some("v1.31.1"), 1)
@@ -348,12 +359,12 @@ async fn a_reserved_endpoint_then_machines_driven_step_by_step() {
         .unwrap_or_default();
     assert!(text.contains("clusterName: w1\n"), "{text}");
 
-    assert!(cloud.delete_cluster("w1.ns"));
+    assert!(cloud.delete_cluster("w1.ns").await.unwrap());
     assert!(
-        cloud.delete_cluster("w3.ns"),
+        cloud.delete_cluster("w3.ns").await.unwrap(),
         "a reservation is released too"
     );
-    assert!(!cloud.delete_cluster("w3.ns"));
+    assert!(!cloud.delete_cluster("w3.ns").await.unwrap());
 }
 
 #[tokio::test]
@@ -368,7 +379,7 @@ async fn a_creation_that_fails_leaves_nothing_behind() {
         Err(infrasim_cloud::CloudError::NoPort(_))
     ));
     // Neither the name nor anything else is held by the failed attempt.
-    assert!(cloud.delete_cluster("a"));
+    assert!(cloud.delete_cluster("a").await.unwrap());
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     let b = cloud.create_cluster(shape("b")).await.unwrap();
     assert_eq!(b.endpoint.port(), 23470);

@@ -63,11 +63,14 @@ async fn members_follow_the_control_plane_machines() {
     assert!(etcd.member_named("m-worker-0").is_none());
     let first = etcd.member_named("m-control-plane-0").map(|m| m.id);
     assert_eq!(etcd.leader(), first);
-    assert!(cloud.remove_machine("m", "m-control-plane-0"));
+    assert!(cloud
+        .remove_machine("m", "m-control-plane-0")
+        .await
+        .unwrap());
     assert!(etcd.member_named("m-control-plane-0").is_none());
     let leader = etcd.leader().expect("another member leads");
     assert_ne!(Some(leader), first);
-    assert!(cloud.delete_cluster("m"));
+    assert!(cloud.delete_cluster("m").await.unwrap());
 }
 
 #[tokio::test]

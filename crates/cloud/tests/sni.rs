@@ -71,7 +71,10 @@ async fn clusters_share_a_port_by_server_name() {
     assert!(nowhere.list(&ListParams::default()).await.is_err());
 
     // A cluster whose last API server is gone leaves the shared port too.
-    assert!(cloud.remove_machine("north", "north-control-plane-0"));
+    assert!(cloud
+        .remove_machine("north", "north-control-plane-0")
+        .await
+        .unwrap());
     assert!(north.list(&ListParams::default()).await.is_err());
     assert!(south.get_opt("only-north").await.unwrap().is_none());
 }

@@ -4,12 +4,13 @@
 //! watches, and expires leases on the injected clock.
 
 use crate::keyspace::{KeyRange, KeySpace};
-use crate::members::{Member, MemberError, Members};
+use crate::members::{Member, MemberError, Members, MembershipImage};
 use crate::pb::mvccpb::Event;
 use chrono::{DateTime, Utc};
 use infrasim_clock::SharedClock;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use tokio::sync::broadcast;
 
 /// A lease: its keys go when it expires or is revoked.
@@ -31,8 +32,12 @@ pub struct State {
 /// One revision's events, as watches receive them.
 pub type Revision = Arc<Vec<Event>>;
 
+/// Told the membership each time it changes, under the cluster's lock (so in order).
+pub type MembershipHook = Box<dyn Fn(MembershipImage) + Send + Sync>;
+
 struct Inner {
     state: Mutex<State>,
+    on_membership: OnceLock<MembershipHook>,
     events: broadcast::Sender<Revision>,
     clock: SharedClock,
     /// Whether a task is waiting for the next lease to expire.
@@ -56,16 +61,26 @@ impl std::fmt::Debug for EtcdCluster {
 impl EtcdCluster {
     /// An empty cluster (no members yet) whose leases expire on `clock`.
     pub fn new(clock: SharedClock) -> Self {
+        Self::with_members(clock, Members::new(crate::members::rand_u64() | 1))
+    }
+
+    /// A cluster with the membership `image` kept (its key space starts empty).
+    pub fn restore(clock: SharedClock, image: MembershipImage) -> Self {
+        Self::with_members(clock, Members::restore(image))
+    }
+
+    fn with_members(clock: SharedClock, members: Members) -> Self {
         // Watches that fall behind catch up from the history, so a short queue will do (thousands
         // of clusters each have one).
         let (events, _) = broadcast::channel(16);
         EtcdCluster {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
-                    members: Members::new(crate::members::rand_u64() | 1),
+                    members,
                     keys: KeySpace::new(),
                     leases: BTreeMap::new(),
                 }),
+                on_membership: OnceLock::new(),
                 events,
                 clock,
                 lease_timer: Mutex::new(false),
@@ -73,15 +88,30 @@ impl EtcdCluster {
         }
     }
 
+    /// Tells `hook` the membership after every change of it, whoever made it (a machine's
+    /// etcd step, or a client's MemberAdd, MemberRemove, MoveLeader or Alarm). Set once.
+    pub fn on_membership_change(&self, hook: MembershipHook) {
+        let _ = self.inner.on_membership.set(hook);
+    }
+
+    /// The membership as it stands.
+    pub fn membership(&self) -> MembershipImage {
+        self.lock().members.image()
+    }
+
     /// The cluster's state, locked. Expired leases are dropped first, so no reader sees a
     /// key whose lease is over.
-    pub fn lock(&self) -> MutexGuard<'_, State> {
+    pub fn lock(&self) -> StateGuard<'_> {
         let mut state = self.inner.state.lock().unwrap_or_else(|p| p.into_inner());
         let events = expire(&mut state, self.inner.clock.now());
         if !events.is_empty() {
             let _ = self.inner.events.send(Arc::new(events));
         }
-        state
+        StateGuard {
+            changes: state.members.changes(),
+            state,
+            hook: self.inner.on_membership.get(),
+        }
     }
 
     pub fn now(&self) -> DateTime<Utc> {
@@ -141,6 +171,38 @@ impl EtcdCluster {
         }
         let weak = Arc::downgrade(&self.inner);
         tokio::spawn(expire_on_time(weak));
+    }
+}
+
+/// The cluster's state under its lock. When it is let go after a change of the membership,
+/// the membership hook hears of it before the lock is (every path that changes the
+/// membership goes through here, so none can forget to tell it).
+pub struct StateGuard<'a> {
+    state: MutexGuard<'a, State>,
+    changes: u64,
+    hook: Option<&'a MembershipHook>,
+}
+
+impl Deref for StateGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+impl DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        if self.state.members.changes() != self.changes {
+            if let Some(hook) = self.hook {
+                hook(self.state.members.image());
+            }
+        }
     }
 }
 

@@ -21,10 +21,10 @@ mod service;
 mod snapshot;
 mod watch;
 
-pub use cluster::EtcdCluster;
+pub use cluster::{EtcdCluster, MembershipHook, StateGuard};
 pub use keyspace::KeyError;
 pub use listener::{serve, serve_connection, tls_config};
-pub use members::{Member, MemberError};
+pub use members::{Member, MemberError, MembershipImage};
 pub use service::{handle, MemberService, ETCD_VERSION};
 
 /// The generated messages, servers and clients.

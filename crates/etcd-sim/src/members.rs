@@ -59,6 +59,22 @@ pub struct Members {
     /// Raft's committed index: raised by every change the cluster agrees on.
     index: u64,
     alarms: BTreeSet<(u64, i32)>,
+    /// Raised by every change of the membership, leadership or alarms (not of keys): what a
+    /// keeper of the membership looks at to know it must save it again.
+    changes: u64,
+}
+
+/// The membership as it stands, to be kept and given back with [`Members::restore`] (a
+/// restarted process keeps its clusters' member IDs, leader and term).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MembershipImage {
+    pub cluster_id: u64,
+    pub members: Vec<Member>,
+    pub leader: Option<u64>,
+    pub term: u64,
+    pub index: u64,
+    /// `(member ID, alarm type)`.
+    pub alarms: Vec<(u64, i32)>,
 }
 
 /// etcd allows one learner at a time.
@@ -73,7 +89,38 @@ impl Members {
             term: 0,
             index: 0,
             alarms: BTreeSet::new(),
+            changes: 0,
         }
+    }
+
+    /// The membership an image kept.
+    pub fn restore(image: MembershipImage) -> Self {
+        Members {
+            cluster_id: image.cluster_id,
+            members: image.members.into_iter().map(|m| (m.id, m)).collect(),
+            leader: image.leader,
+            term: image.term,
+            index: image.index,
+            alarms: image.alarms.into_iter().collect(),
+            changes: 0,
+        }
+    }
+
+    /// The membership as it stands.
+    pub fn image(&self) -> MembershipImage {
+        MembershipImage {
+            cluster_id: self.cluster_id,
+            members: self.members.values().cloned().collect(),
+            leader: self.leader,
+            term: self.term,
+            index: self.index,
+            alarms: self.alarms.iter().copied().collect(),
+        }
+    }
+
+    /// How many times the membership, leadership or alarms changed (see `changes`).
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     pub fn leader(&self) -> Option<u64> {
@@ -91,6 +138,12 @@ impl Members {
     /// Counts a change the cluster agreed on (a key written, a member changed).
     pub fn commit(&mut self) {
         self.index += 1;
+    }
+
+    /// Counts a change of the membership itself, and commits it.
+    fn commit_membership(&mut self) {
+        self.changes += 1;
+        self.commit();
     }
 
     pub fn get(&self, id: u64) -> Option<&Member> {
@@ -137,7 +190,7 @@ impl Members {
                 id
             }
         };
-        self.commit();
+        self.commit_membership();
         if self.leader.is_none() {
             self.elect(Some(id));
         }
@@ -164,7 +217,7 @@ impl Members {
             is_learner,
         };
         self.members.insert(member.id, member.clone());
-        self.commit();
+        self.commit_membership();
         Ok(member)
     }
 
@@ -179,7 +232,7 @@ impl Members {
         }
         self.members.remove(&id);
         self.alarms.retain(|(member, _)| *member != id);
-        self.commit();
+        self.commit_membership();
         if self.leader == Some(id) {
             let next = self.members.values().find(|m| !m.is_learner).map(|m| m.id);
             self.elect(next);
@@ -201,7 +254,7 @@ impl Members {
         }
         let member = self.members.get_mut(&id).ok_or(MemberError::NotFound)?;
         member.peer_urls = peer_urls;
-        self.commit();
+        self.commit_membership();
         Ok(())
     }
 
@@ -212,7 +265,7 @@ impl Members {
             return Err(MemberError::NotLearner);
         }
         member.is_learner = false;
-        self.commit();
+        self.commit_membership();
         Ok(())
     }
 
@@ -235,6 +288,7 @@ impl Members {
     fn elect(&mut self, leader: Option<u64>) {
         self.leader = leader;
         self.term += 1;
+        self.changes += 1;
     }
 
     /// Raises `alarm` on `member` (0: every member).
@@ -248,7 +302,7 @@ impl Members {
             for id in &ids {
                 self.alarms.insert((*id, alarm as i32));
             }
-            self.commit();
+            self.commit_membership();
             return ids
                 .into_iter()
                 .map(|id| alarm_member(id, alarm as i32))
@@ -267,7 +321,7 @@ impl Members {
             self.alarms.remove(a);
         }
         if !cleared.is_empty() {
-            self.commit();
+            self.commit_membership();
         }
         cleared
             .into_iter()
@@ -341,6 +395,22 @@ mod tests {
         assert_eq!(again, Some(b));
         assert_eq!(m.list().len(), 3);
         assert!(m.get(c).is_some());
+    }
+
+    #[test]
+    fn an_image_gives_back_ids_leader_term_and_alarms_and_changes_count_membership_only() {
+        let (mut m, [a, _, c]) = three();
+        m.activate_alarm(c, AlarmType::Nospace);
+        let before = m.changes();
+        m.commit(); // a key written: not a membership change
+        assert_eq!(m.changes(), before);
+        let back = Members::restore(m.image());
+        assert_eq!(back.image(), m.image());
+        assert_eq!(back.leader(), Some(a));
+        assert_eq!(back.by_name("cp-2").map(|x| x.id), Some(c));
+        assert_eq!(back.alarms(c).len(), 1);
+        m.remove(a).expect("a is a member");
+        assert!(m.changes() > before, "a removal is a membership change");
     }
 
     #[test]

@@ -59,6 +59,11 @@ pub struct ControllerArgs {
     /// Change events each workload cluster keeps for watch resumption.
     #[arg(long, default_value_t = 1000)]
     cluster_watch_window: usize,
+    /// Keep the workload clusters durable in DIR/clusters (taken once this replica leads): a
+    /// restarted controller brings them back as they were, for the Cluster API objects the
+    /// plane kept. Without it they live in memory and are made again after a restart.
+    #[arg(long)]
+    data_dir: Option<std::path::PathBuf>,
 }
 
 /// A client of the cluster a kubeconfig (or the environment) points at.
@@ -113,14 +118,18 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         );
         e.acquire().await.context("leader election")?;
     }
-    let cloud = Arc::new(Cloud::with_clock(
-        CloudConfig {
-            advertise: args.advertise_address,
-            ports: args.port_min..=args.port_max,
-            watch_window: args.cluster_watch_window.max(1),
-        },
-        clock.clone(),
-    ));
+    let config = CloudConfig {
+        advertise: args.advertise_address,
+        ports: args.port_min..=args.port_max,
+        watch_window: args.cluster_watch_window.max(1),
+    };
+    let cloud = match &args.data_dir {
+        Some(dir) => {
+            crate::up::open_cloud(config, &dir.join(crate::up::CLUSTERS_DIR), clock.clone()).await?
+        }
+        None => Cloud::with_clock(config, clock.clone()),
+    };
+    let cloud = Arc::new(cloud);
     let ctx = Context::new(client, cloud, clock);
     println!(
         "controllers: Cluster API in-memory provider{}{}",

@@ -2,6 +2,7 @@
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use infrasim_clock::SystemClock;
 use infrasim_cloud::etcd::EtcdCredentials;
 use infrasim_cloud::{Cloud, CloudConfig, ClusterShape, WorkloadConfig};
 use std::net::IpAddr;
@@ -57,14 +58,24 @@ pub struct FleetArgs {
     /// (`<name>.clusters.infrasim`), and write `DIR/<name>.sni.kubeconfig` for it.
     #[arg(long)]
     shared_port: Option<u16>,
+    /// Keep the clusters in DIR/store.redb: every acknowledged write is fsync'd, and a fleet
+    /// started again on DIR brings its clusters back (same endpoints, certificates, objects,
+    /// resourceVersions and etcd members) and makes only those missing. Without it, the
+    /// clusters live in memory.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
 }
 
 pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
-    let cloud = Cloud::new(CloudConfig {
+    let config = CloudConfig {
         advertise: args.advertise_address,
         ports: args.port_min..=args.port_max,
         watch_window: args.watch_window.max(1),
-    });
+    };
+    let cloud = match &args.data_dir {
+        Some(dir) => crate::up::open_cloud(config, dir, SystemClock::shared()).await?,
+        None => Cloud::new(config),
+    };
     std::fs::create_dir_all(&args.out)?;
     let shared = match args.shared_port {
         Some(port) => Some(cloud.listen_shared(port).await?),
@@ -81,22 +92,28 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
     bar.set_message("creating clusters");
     for i in 0..args.count {
         let name = format!("{}-{i}", args.name_prefix);
-        let info = cloud
-            .create_cluster(ClusterShape {
-                name: name.clone(),
-                control_planes: args.control_planes.max(1),
-                workers: args.workers,
-                kubernetes_version: args.kubernetes_version.clone(),
-                startup: args.startup,
-                jitter: args.jitter,
-                workloads: WorkloadConfig {
-                    pod_startup: args.pod_startup,
-                    lease_renewal: args.lease_renewal,
-                    ..WorkloadConfig::default()
-                },
-                ..ClusterShape::default()
-            })
-            .await?;
+        let info = match cloud.cluster(&name) {
+            // Brought back from the data directory, as it was made.
+            Some(info) => info,
+            None => {
+                cloud
+                    .create_cluster(ClusterShape {
+                        name: name.clone(),
+                        control_planes: args.control_planes.max(1),
+                        workers: args.workers,
+                        kubernetes_version: args.kubernetes_version.clone(),
+                        startup: args.startup,
+                        jitter: args.jitter,
+                        workloads: WorkloadConfig {
+                            pod_startup: args.pod_startup,
+                            lease_renewal: args.lease_renewal,
+                            ..WorkloadConfig::default()
+                        },
+                        ..ClusterShape::default()
+                    })
+                    .await?
+            }
+        };
         let path = args.out.join(format!("{name}.kubeconfig"));
         infrasim_kube_api::pki::write_private(&path, &info.kubeconfig)?;
         if let Some(kc) = &info.shared_kubeconfig {

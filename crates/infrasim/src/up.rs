@@ -67,6 +67,34 @@ pub struct UpArgs {
     cluster_watch_window: usize,
 }
 
+/// Where `up` keeps its workload clusters, in the data directory: a store of their own, so
+/// each cluster keeps `--cluster-watch-window` events, not the plane's window.
+pub const CLUSTERS_DIR: &str = "clusters";
+
+/// A cloud over the durable store in `dir`, with the clusters it kept brought back (the
+/// banner says how many, in how long).
+pub async fn open_cloud(
+    config: infrasim_cloud::CloudConfig,
+    dir: &std::path::Path,
+    clock: infrasim_clock::SharedClock,
+) -> anyhow::Result<infrasim_cloud::Cloud> {
+    let opening = std::time::Instant::now();
+    let backend = infrasim_durable::DurableBackend::open(dir, config.watch_window)
+        .context("opening the workload clusters' store")?;
+    let store = Store::open(config.store_config(), clock.clone(), Arc::new(backend))
+        .context("reading the workload clusters' store")?;
+    let cloud = infrasim_cloud::Cloud::open(config, clock, store)
+        .await
+        .context("bringing the workload clusters back")?;
+    println!(
+        "workload clusters: durable in {} ({} restored in {} ms)",
+        dir.join(infrasim_durable::FILE).display(),
+        cloud.clusters().len(),
+        opening.elapsed().as_millis()
+    );
+    Ok(cloud)
+}
+
 /// The default data directory: `$XDG_DATA_HOME/infrasim` or `~/.local/share/infrasim`.
 pub fn default_data_dir() -> PathBuf {
     if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
@@ -112,10 +140,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         backend,
     )
     .context("reading the stored state")?;
-    let group = match store.group("management") {
-        Some(restored) => restored,
-        None => store.create_group("management")?,
-    };
+    let group = store.group_or_create("management");
     let restored_version = group.resource_version();
     let restored_objects: usize = group
         .resources()
@@ -201,7 +226,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         );
     }
     let controllers = match args.controllers.as_str() {
-        "all" => Some(start_controllers(&args, &server, clock).await?),
+        "all" => Some(start_controllers(&args, &data_dir, &server, clock).await?),
         _ => None,
     };
     tracing::info!(%local, "serving");
@@ -218,6 +243,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 /// over the engine's in-process service (no socket, no TLS between them); the task runs them.
 async fn start_controllers(
     args: &UpArgs,
+    data_dir: &std::path::Path,
     server: &ApiServer,
     clock: infrasim_clock::SharedClock,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
@@ -241,14 +267,17 @@ async fn start_controllers(
     crds::install(&client, &selection.crds())
         .await
         .context("installing the controllers' CRDs")?;
-    let cloud = Arc::new(Cloud::with_clock(
-        CloudConfig {
-            advertise: args.advertise_address,
-            ports: args.port_min..=args.port_max,
-            watch_window: args.cluster_watch_window.max(1),
-        },
-        clock.clone(),
-    ));
+    let config = CloudConfig {
+        advertise: args.advertise_address,
+        ports: args.port_min..=args.port_max,
+        watch_window: args.cluster_watch_window.max(1),
+    };
+    let cloud = if args.ephemeral {
+        Cloud::with_clock(config, clock.clone())
+    } else {
+        open_cloud(config, &data_dir.join(CLUSTERS_DIR), clock.clone()).await?
+    };
+    let cloud = Arc::new(cloud);
     println!(
         "controllers: {}; workload endpoints on {}:{}-{}",
         selection.describe(),

@@ -123,7 +123,8 @@ impl Ticket {
 }
 
 tokio::task_local! {
-    static DEFERRED: Arc<Mutex<Vec<Ticket>>>;
+    /// The waits of the writes made in a [`scope`]; `None` in a [`detached`] one.
+    static DEFERRED: Option<Arc<Mutex<Vec<Ticket>>>>;
 }
 
 /// The waits a request's writes handed it.
@@ -147,15 +148,24 @@ impl Deferred {
 /// waits for them with [`Deferred::wait`] before it tells anyone the writes were made.
 pub async fn scope<F: Future>(f: F) -> (F::Output, Deferred) {
     let slot = Arc::new(Mutex::new(Vec::new()));
-    let out = DEFERRED.scope(slot.clone(), f).await;
+    let out = DEFERRED.scope(Some(slot.clone()), f).await;
     (out, Deferred(slot))
+}
+
+/// Runs `f`, a writer nobody waits on (a simulated kubelet or controller that runs for the
+/// life of its cluster), with its writes' waits dropped: its writes are durable, and published
+/// to watchers, when their commit is, but `f` goes on at once. A write whose commit fails is
+/// undone as any other, so what `f` wrote and watchers saw never disagree. Without this, each
+/// write of such a loop would hold its thread for a sync, or pile up waits nobody takes.
+pub async fn detached<F: Future>(f: F) -> F::Output {
+    DEFERRED.scope(None, f).await
 }
 
 /// Hands `ticket` to the scope this runs in; `Some(ticket)` back when there is none.
 pub(crate) fn defer(ticket: Ticket) -> Option<Ticket> {
     let mut ticket = Some(ticket);
     let handed = DEFERRED.try_with(|slot| {
-        if let Some(t) = ticket.take() {
+        if let (Some(slot), Some(t)) = (slot, ticket.take()) {
             slot.lock().unwrap_or_else(|p| p.into_inner()).push(t);
         }
     });
@@ -190,6 +200,9 @@ mod tests {
             Err(StoreError::Backend("disk".into()))
         );
         assert!(defer(Ticket::new()).is_some(), "outside one it is not");
+        let never = Ticket::new();
+        let dropped = detached(async move { defer(never).is_none() }).await;
+        assert!(dropped, "a detached scope takes the wait and drops it");
     }
 
     /// A backend that queues every write until the test settles it.

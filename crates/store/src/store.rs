@@ -108,6 +108,22 @@ impl Store {
         Ok(group)
     }
 
+    /// The group called `name`, made empty if there is none (a restored store has it).
+    pub fn group_or_create(&self, name: &str) -> Arc<Group> {
+        let mut groups = self.inner.groups.write().unwrap_or_else(|p| p.into_inner());
+        groups
+            .entry(name.to_string())
+            .or_insert_with(|| {
+                Group::new(
+                    name,
+                    self.inner.clock.clone(),
+                    self.inner.backend.clone(),
+                    self.inner.config,
+                )
+            })
+            .clone()
+    }
+
     /// The group called `name`.
     pub fn group(&self, name: &str) -> Option<Arc<Group>> {
         self.inner

@@ -27,7 +27,8 @@ pub(super) async fn reconcile(
     let key = cloud_key(&name, &ns);
     if obj.metadata.deletion_timestamp.is_some() {
         if obj.finalizers().iter().any(|f| f == FINALIZER) {
-            let freed = r.ctx.cloud.delete_cluster(&key) | r.ctx.cloud.release_endpoint(&key);
+            let freed =
+                r.ctx.cloud.delete_cluster(&key).await? | r.ctx.cloud.release_endpoint(&key);
             if freed {
                 let why = "the endpoint and any cluster behind it are gone".to_string();
                 r.ctx.event(&*obj, false, "EndpointReleased", why).await;

@@ -82,7 +82,7 @@ pub(super) async fn reconcile(
         if vm.finalizers().iter().any(|f| f == FINALIZER) {
             if let Some(owners) = owners(&vm, &r).await? {
                 let key = cloud_key(&owners.cluster.name_any(), &ns);
-                r.ctx.cloud.remove_machine(&key, &vm.name_any());
+                r.ctx.cloud.remove_machine(&key, &vm.name_any()).await?;
             }
             if let Some(m) = &existing {
                 sim.destroy_vm(m)

@@ -43,7 +43,7 @@ pub(super) async fn reconcile(vm: Arc<VSphereVM>, r: Arc<Reconciler>) -> Result<
         if vm.finalizers().iter().any(|f| f == FINALIZER) {
             if let Some(owners) = owners(&vm, &r).await? {
                 let key = cloud_key(&owners.cluster.name_any(), &ns);
-                r.ctx.cloud.remove_machine(&key, &vm.name_any());
+                r.ctx.cloud.remove_machine(&key, &vm.name_any()).await?;
             }
             crate::finalizers::remove(&api, &*vm, FINALIZER).await?;
         }
@@ -105,7 +105,9 @@ pub(super) async fn boot<K: Resource<DynamicType = ()>>(
     let first = !cloud
         .machines(&key)
         .is_some_and(|ms| ms.iter().any(|(m, _)| m.name == node));
-    cloud.register_machine(&key, &node, control_plane, &provider_id(uuid))?;
+    cloud
+        .register_machine(&key, &node, control_plane, &provider_id(uuid))
+        .await?;
     for step in [0, 1, 2, API_SERVER_PHASE] {
         cloud
             .run_machine_step(&key, &node, control_plane, version.as_deref(), step)

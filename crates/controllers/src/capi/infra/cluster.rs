@@ -163,7 +163,11 @@ async fn cleanup<K: InfraCluster>(obj: Arc<K>, r: &Reconciler<K>) -> Result<Acti
     if let Some(cluster) = owner_named(&*obj, "Cluster")
         .or_else(|| obj.labels().get(crate::capi::CLUSTER_NAME_LABEL).cloned())
     {
-        if r.ctx.cloud.delete_cluster(&cloud_key(&cluster, &ns)) {
+        if r.ctx
+            .cloud
+            .delete_cluster(&cloud_key(&cluster, &ns))
+            .await?
+        {
             r.ctx
                 .event(
                     &*obj,

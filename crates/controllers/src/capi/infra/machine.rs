@@ -367,6 +367,17 @@ fn status_view<K: InfraMachine>(
             .collect();
         conditions::summary("Ready", &found, ("NotReady", "ReadyUnknown", "Ready"))
     };
+    // The plan holds the step conditions only: the summaries start from what the object
+    // has, so their transition times move only when their status does (a restart or a
+    // resync once rewrote both with the time of the reconcile).
+    let current = obj.current_conditions();
+    for summary in ["Ready", "Paused"] {
+        if let Some(c) = conditions::find(&current, summary) {
+            if conditions::find(&conds, summary).is_none() {
+                conds.push(c.clone());
+            }
+        }
+    }
     conditions::set(&mut conds, ready, now);
     conditions::set(
         &mut conds,
@@ -450,6 +461,7 @@ async fn cleanup<K: InfraMachine>(obj: Arc<K>, r: &Reconciler<K>) -> Result<Acti
         if r.ctx
             .cloud
             .remove_machine(&cloud_key(&cluster, &ns), &obj.name_any())
+            .await?
         {
             r.ctx
                 .event(

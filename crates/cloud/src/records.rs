@@ -1,0 +1,416 @@
+//! What the cloud keeps of its clusters so that a restart brings them back as they were: one
+//! record per cluster (its shape, PKI, endpoint port and number, how far its addons came), per
+//! machine (its role, number, timing and the steps it has done) and per etcd membership (the
+//! member IDs, leader and term). The records live in the cloud's own store group, beside the
+//! clusters' groups, so they are as durable as the store is, committed with the clusters'
+//! objects in the order they were written: a step recorded done has its objects on disk.
+//!
+//! With the in-memory backend the records cost a few writes per machine and nothing else.
+
+use crate::bootstrap::{Machine, MachineBehaviour, Provisioning};
+use crate::pki::{CertAndKey, ClusterPki, SuppliedPki};
+use crate::{ClusterShape, WorkloadConfig};
+use infrasim_etcd_sim::{Member, MembershipImage};
+use infrasim_store::{DeleteOptions, Group, ObjectKey, ReadAt, Store, StoreError};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The cloud's own group in its store.
+pub(crate) const GROUP: &str = "cloud";
+const CLUSTERS: &str = "clusters";
+const MACHINES: &str = "machines";
+const ETCD: &str = "etcdmemberships";
+
+/// A cluster as it was created, and how far its addons have come.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ClusterRecord {
+    pub name: String,
+    pub control_planes: usize,
+    pub workers: usize,
+    pub kubernetes_version: String,
+    pub startup_ms: u64,
+    pub jitter: f64,
+    pub pod_startup_ms: u64,
+    pub lease_renewal_ms: u64,
+    pub event_ttl_ms: u64,
+    pub cluster_name: Option<String>,
+    pub pki: PkiRecord,
+    pub port: u16,
+    /// The cluster's number in the cloud (which fixes its node addresses).
+    pub index: u32,
+    /// The number the cluster's next machine gets.
+    pub next_machine: usize,
+    pub addons_done: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PkiRecord {
+    pub ca: PemPair,
+    pub etcd_ca: PemPair,
+    pub front_proxy_ca: PemPair,
+    pub service_account_key: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct PemPair {
+    pub cert: String,
+    pub key: String,
+}
+
+impl PkiRecord {
+    pub fn new(pki: &ClusterPki) -> Self {
+        let pair = |ca: &infrasim_kube_api::pki::CertificateAuthority| PemPair {
+            cert: ca.cert_pem.clone(),
+            key: ca.key_pem().to_string(),
+        };
+        PkiRecord {
+            ca: pair(&pki.ca),
+            etcd_ca: pair(&pki.etcd_ca),
+            front_proxy_ca: pair(&pki.front_proxy_ca),
+            service_account_key: pki.service_account.private_pem.clone(),
+        }
+    }
+
+    /// The same authorities and key, as a creation would be given them.
+    pub fn supplied(&self) -> SuppliedPki {
+        let pair = |p: &PemPair| {
+            Some(CertAndKey {
+                cert_pem: p.cert.clone(),
+                key_pem: p.key.clone(),
+            })
+        };
+        SuppliedPki {
+            ca: pair(&self.ca),
+            etcd_ca: pair(&self.etcd_ca),
+            front_proxy_ca: pair(&self.front_proxy_ca),
+            service_account_key: Some(self.service_account_key.clone()),
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl ClusterRecord {
+    pub fn new(shape: &ClusterShape, pki: &ClusterPki, port: u16, index: u32) -> Self {
+        ClusterRecord {
+            name: shape.name.clone(),
+            control_planes: shape.control_planes,
+            workers: shape.workers,
+            kubernetes_version: shape.kubernetes_version.clone(),
+            startup_ms: millis(shape.startup),
+            jitter: shape.jitter,
+            pod_startup_ms: millis(shape.workloads.pod_startup),
+            lease_renewal_ms: millis(shape.workloads.lease_renewal),
+            event_ttl_ms: millis(shape.workloads.event_ttl),
+            cluster_name: shape.cluster_name.clone(),
+            pki: PkiRecord::new(pki),
+            port,
+            index,
+            next_machine: 0,
+            addons_done: 0,
+        }
+    }
+
+    /// The shape the cluster was created with (its PKI supplied from the record).
+    pub fn shape(&self) -> ClusterShape {
+        ClusterShape {
+            name: self.name.clone(),
+            control_planes: self.control_planes,
+            workers: self.workers,
+            kubernetes_version: self.kubernetes_version.clone(),
+            startup: Duration::from_millis(self.startup_ms),
+            jitter: self.jitter,
+            workloads: WorkloadConfig {
+                pod_startup: Duration::from_millis(self.pod_startup_ms),
+                lease_renewal: Duration::from_millis(self.lease_renewal_ms),
+                event_ttl: Duration::from_millis(self.event_ttl_ms),
+            },
+            pki: self.pki.supplied(),
+            cluster_name: self.cluster_name.clone(),
+        }
+    }
+}
+
+/// A machine and the steps it has done.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct MachineRecord {
+    pub name: String,
+    pub control_plane: bool,
+    pub index: usize,
+    /// Each step's `(startup ms, jitter)`.
+    pub behaviour: [(u64, f64); 4],
+    pub kubernetes_version: Option<String>,
+    pub provider_id: Option<String>,
+    /// The steps done, one bit each.
+    pub done: u8,
+    /// The cloud times its steps (added with [`crate::Cloud::add_machine`]); otherwise a
+    /// controller does, step by step.
+    pub self_timed: bool,
+}
+
+impl MachineRecord {
+    pub fn new(machine: &Machine, done: u8, self_timed: bool) -> Self {
+        let b = |p: Provisioning| (millis(p.startup), p.jitter);
+        let m = &machine.behaviour;
+        MachineRecord {
+            name: machine.name.clone(),
+            control_plane: machine.control_plane,
+            index: machine.index,
+            behaviour: [b(m.vm), b(m.node), b(m.etcd), b(m.api_server)],
+            kubernetes_version: machine.kubernetes_version.clone(),
+            provider_id: machine.provider_id.clone(),
+            done,
+            self_timed,
+        }
+    }
+
+    pub fn machine(&self) -> Machine {
+        let p = |(ms, jitter): (u64, f64)| Provisioning {
+            startup: Duration::from_millis(ms),
+            jitter,
+        };
+        let [vm, node, etcd, api_server] = self.behaviour;
+        Machine {
+            name: self.name.clone(),
+            control_plane: self.control_plane,
+            index: self.index,
+            behaviour: MachineBehaviour {
+                vm: p(vm),
+                node: p(node),
+                etcd: p(etcd),
+                api_server: p(api_server),
+            },
+            kubernetes_version: self.kubernetes_version.clone(),
+            provider_id: self.provider_id.clone(),
+        }
+    }
+}
+
+/// An etcd membership, as JSON can hold it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct MembershipRecord {
+    pub cluster_id: u64,
+    pub members: Vec<MemberRecord>,
+    pub leader: Option<u64>,
+    pub term: u64,
+    pub index: u64,
+    pub alarms: Vec<(u64, i32)>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct MemberRecord {
+    pub id: u64,
+    pub name: String,
+    pub peer_urls: Vec<String>,
+    pub client_urls: Vec<String>,
+    pub is_learner: bool,
+}
+
+impl From<MembershipImage> for MembershipRecord {
+    fn from(image: MembershipImage) -> Self {
+        MembershipRecord {
+            cluster_id: image.cluster_id,
+            members: image
+                .members
+                .into_iter()
+                .map(|m| MemberRecord {
+                    id: m.id,
+                    name: m.name,
+                    peer_urls: m.peer_urls,
+                    client_urls: m.client_urls,
+                    is_learner: m.is_learner,
+                })
+                .collect(),
+            leader: image.leader,
+            term: image.term,
+            index: image.index,
+            alarms: image.alarms,
+        }
+    }
+}
+
+impl From<MembershipRecord> for MembershipImage {
+    fn from(r: MembershipRecord) -> Self {
+        MembershipImage {
+            cluster_id: r.cluster_id,
+            members: r
+                .members
+                .into_iter()
+                .map(|m| Member {
+                    id: m.id,
+                    name: m.name,
+                    peer_urls: m.peer_urls,
+                    client_urls: m.client_urls,
+                    is_learner: m.is_learner,
+                })
+                .collect(),
+            leader: r.leader,
+            term: r.term,
+            index: r.index,
+            alarms: r.alarms,
+        }
+    }
+}
+
+/// Everything kept of one cluster.
+pub(crate) struct Kept {
+    pub cluster: ClusterRecord,
+    pub machines: Vec<MachineRecord>,
+    pub etcd: Option<MembershipRecord>,
+}
+
+/// The cloud's records, in its store's `cloud` group.
+#[derive(Clone)]
+pub(crate) struct Records {
+    group: Arc<Group>,
+}
+
+impl Records {
+    /// The records `store` holds (none in a new store).
+    pub fn open(store: &Store) -> Self {
+        Records {
+            group: store.group_or_create(GROUP),
+        }
+    }
+
+    /// Every cluster kept, in the order they were created.
+    pub fn read(&self) -> Vec<Kept> {
+        let mut clusters: Vec<ClusterRecord> = self.all(CLUSTERS);
+        clusters.sort_by_key(|c| c.index);
+        let machines: Vec<(String, MachineRecord)> = self.all_keyed(MACHINES);
+        let etcd: Vec<(String, MembershipRecord)> = self.all_keyed(ETCD);
+        clusters
+            .into_iter()
+            .map(|cluster| {
+                let mut own: Vec<MachineRecord> = machines
+                    .iter()
+                    .filter(|(c, _)| *c == cluster.name)
+                    .map(|(_, m)| m.clone())
+                    .collect();
+                own.sort_by_key(|m| m.index);
+                let etcd = etcd
+                    .iter()
+                    .find(|(c, _)| *c == cluster.name)
+                    .map(|(_, e)| e.clone());
+                Kept {
+                    cluster,
+                    machines: own,
+                    etcd,
+                }
+            })
+            .collect()
+    }
+
+    fn all<T: DeserializeOwned>(&self, resource: &str) -> Vec<T> {
+        self.all_keyed(resource)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect()
+    }
+
+    /// `(namespace or name, record)` of every record of `resource`.
+    fn all_keyed<T: DeserializeOwned>(&self, resource: &str) -> Vec<(String, T)> {
+        let Ok(snapshot) = self.group.snapshot(resource, ReadAt::Latest) else {
+            return Vec::new();
+        };
+        snapshot
+            .objects
+            .iter()
+            .filter_map(|(key, o)| {
+                let value = o.to_value().ok()?;
+                let record = serde_json::from_value(value.get("record")?.clone());
+                match record {
+                    Ok(r) => Some((owner(key), r)),
+                    Err(e) => {
+                        tracing::error!(resource, key = %key.name, error = %e, "a cloud record cannot be read; its cluster is not restored");
+                        None
+                    }
+                }
+            })
+            .collect()
+    }
+
+    pub fn put_cluster(&self, record: &ClusterRecord) -> Result<(), StoreError> {
+        self.put(CLUSTERS, "", &record.name, record)
+    }
+
+    pub fn put_machine(&self, cluster: &str, record: &MachineRecord) -> Result<(), StoreError> {
+        self.put(MACHINES, cluster, &record.name, record)
+    }
+
+    pub fn delete_machine(&self, cluster: &str, machine: &str) {
+        self.delete(MACHINES, cluster, machine);
+    }
+
+    pub fn put_membership(&self, cluster: &str, image: MembershipImage) -> Result<(), StoreError> {
+        self.put(ETCD, "", cluster, &MembershipRecord::from(image))
+    }
+
+    /// Forgets a cluster and its machines.
+    pub fn delete_cluster(&self, cluster: &str) {
+        for (_, m) in self
+            .all_keyed::<MachineRecord>(MACHINES)
+            .into_iter()
+            .filter(|(c, _)| c == cluster)
+        {
+            self.delete_machine(cluster, &m.name);
+        }
+        self.delete(ETCD, "", cluster);
+        self.delete(CLUSTERS, "", cluster);
+    }
+
+    /// Writes `record` as the object `namespace/name` of `resource`, replacing what is there.
+    fn put<T: Serialize>(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        record: &T,
+    ) -> Result<(), StoreError> {
+        let record =
+            serde_json::to_value(record).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let object = |record: Value| {
+            json!({"apiVersion": "infrasim.dev/v1", "kind": "CloudRecord",
+                   "metadata": {"name": name, "namespace": namespace}, "record": record})
+        };
+        let key = ObjectKey::new(namespace, name);
+        if self.group.get(resource, &key).is_some() {
+            match self
+                .group
+                .update(resource, object(record.clone()), Default::default(), None)
+            {
+                Err(StoreError::NotFound { .. }) => {}
+                other => return other.map(drop),
+            }
+        }
+        self.group
+            .create(resource, object(record), Default::default())
+            .map(drop)
+    }
+
+    fn delete(&self, resource: &str, namespace: &str, name: &str) {
+        let _ = self.group.delete(
+            resource,
+            &ObjectKey::new(namespace, name),
+            &DeleteOptions::default(),
+        );
+    }
+}
+
+/// The cluster a keyed record belongs to: its namespace (machines) or its name.
+fn owner(key: &ObjectKey) -> String {
+    if key.namespace.is_empty() {
+        key.name.to_string()
+    } else {
+        key.namespace.to_string()
+    }
+}
