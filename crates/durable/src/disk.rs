@@ -6,20 +6,39 @@ use redb::backends::FileBackend;
 use redb::{BackendError, Database, DatabaseError, StorageBackend};
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
 /// Whether the disk under a database fails its writes.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Faults {
     failing: AtomicBool,
     failing_sync: AtomicBool,
+    /// Disk operations left before the power goes (negative: it never does).
+    power: AtomicI64,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            failing: AtomicBool::new(false),
+            failing_sync: AtomicBool::new(false),
+            power: AtomicI64::new(-1),
+        }
+    }
 }
 
 impl Faults {
     /// A disk that never fails.
     pub fn none() -> Arc<Faults> {
         Arc::new(Faults::default())
+    }
+
+    /// Lets `operations` more writes, length changes and syncs reach the file, then fails
+    /// every one after, as a machine losing power in the middle of a commit leaves the file:
+    /// whatever the commit wrote before the cut is there, nothing after it.
+    pub fn cut_power_after(&self, operations: i64) {
+        self.power.store(operations, Ordering::SeqCst);
     }
 
     /// Makes every write and sync fail (`true`) as a full disk does, or work again.
@@ -43,6 +62,14 @@ impl Faults {
     }
 
     fn check(&self) -> std::io::Result<()> {
+        let left = self
+            .power
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n > 0).then(|| n - 1)
+            });
+        if left == Err(0) {
+            return Err(std::io::Error::other("the power went (injected)"));
+        }
         if self.failing.load(Ordering::SeqCst) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::StorageFull,

@@ -144,6 +144,51 @@ fn history_is_trimmed_to_the_window_and_older_versions_are_gone_not_gapped() {
 }
 
 #[test]
+fn a_commit_torn_at_any_point_is_discarded_and_everything_before_it_is_back() {
+    // The power goes after each number of the commit's disk operations in turn, so the file
+    // is left with every prefix of the commit's writes. Before the commit's own durable point
+    // the write must be gone; past it (the power went before the answer) it may be there, but
+    // whole. Either way the store opens with everything durable before it.
+    let big = "x".repeat(20_000);
+    let mut present = Vec::new();
+    for cut in 0..16 {
+        let dir = tempfile::tempdir().unwrap();
+        let faults = Faults::none();
+        {
+            let (_store, g) = with_a(dir.path(), &faults);
+            faults.cut_power_after(cut);
+            let torn = g.create("configmaps", cm("torn", &big), Default::default());
+            if torn.is_ok() {
+                break; // the whole commit fits in `cut` operations: nothing left to tear
+            }
+        }
+        let store = open_store(dir.path(), Faults::none());
+        let g = store.group("g").expect("the group is back");
+        let get = |name: &str| g.get("configmaps", &ObjectKey::new("default", name));
+        assert!(get("a").is_some(), "cut {cut}: what was durable is back");
+        if let Some(torn) = get("torn") {
+            assert_eq!(
+                torn.to_value().unwrap()["data"]["k"],
+                big.as_str(),
+                "cut {cut}: whole"
+            );
+        }
+        present.push(get("torn").is_some());
+        g.create("configmaps", cm("after", "1"), Default::default())
+            .unwrap_or_else(|e| panic!("cut {cut}: the store takes writes again: {e}"));
+    }
+    let torn = present.iter().take_while(|p| !**p).count();
+    assert!(
+        torn >= 3,
+        "the commit was torn at {torn} points only: {present:?}"
+    );
+    assert!(
+        present[torn..].iter().all(|p| *p),
+        "once past its durable point a commit stays: {present:?}"
+    );
+}
+
+#[test]
 fn a_failing_disk_refuses_writes_applies_nothing_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
     let faults = Faults::none();
