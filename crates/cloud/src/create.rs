@@ -88,8 +88,10 @@ impl<'a> Pending<'a> {
 
     /// The endpoint's listener, for the runtime that serves it: taken only once nothing
     /// else can fail.
-    fn take_listener(&mut self) -> Option<TcpListener> {
-        self.listener.take()
+    fn take_listener(&mut self) -> Result<TcpListener, CloudError> {
+        self.listener
+            .take()
+            .ok_or_else(|| CloudError::Serve(ServeError::Tls("the endpoint was lost".into())))
     }
 
     /// Registers the running cluster: from here on it is the cloud's to delete.
@@ -197,11 +199,7 @@ impl Cloud {
         let index = self.next_index.fetch_add(1, Ordering::Relaxed);
         let record = ClusterRecord::new(&shape, &pki, endpoint.port(), index);
         pending.keep(&record)?;
-        let Some(listener) = pending.take_listener() else {
-            return Err(CloudError::Serve(ServeError::Tls(
-                "the endpoint was lost".into(),
-            )));
-        };
+        let listener = pending.take_listener()?;
         let parts = Parts {
             etcd: EtcdCluster::new(self.clock.clone()),
             shape,
@@ -261,11 +259,7 @@ impl Cloud {
             Some(image) => EtcdCluster::restore(self.clock.clone(), image.into()),
             None => EtcdCluster::new(self.clock.clone()),
         };
-        let Some(listener) = pending.take_listener() else {
-            return Err(CloudError::Serve(ServeError::Tls(
-                "the endpoint was lost".into(),
-            )));
-        };
+        let listener = pending.take_listener()?;
         let parts = Parts {
             shape,
             pki,

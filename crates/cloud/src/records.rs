@@ -14,6 +14,7 @@ use infrasim_etcd_sim::{Member, MembershipImage};
 use infrasim_store::{DeleteOptions, Group, ObjectKey, ReadAt, Store, StoreError};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -286,25 +287,21 @@ impl Records {
     pub fn read(&self) -> Vec<Kept> {
         let mut clusters: Vec<ClusterRecord> = self.all(CLUSTERS);
         clusters.sort_by_key(|c| c.index);
-        let machines: Vec<(String, MachineRecord)> = self.all_keyed(MACHINES);
-        let etcd: Vec<(String, MembershipRecord)> = self.all_keyed(ETCD);
+        let mut machines: HashMap<String, Vec<MachineRecord>> = HashMap::new();
+        for (cluster, m) in self.all_keyed::<MachineRecord>(MACHINES) {
+            machines.entry(cluster).or_default().push(m);
+        }
+        let mut etcd: HashMap<String, MembershipRecord> =
+            self.all_keyed(ETCD).into_iter().collect();
         clusters
             .into_iter()
             .map(|cluster| {
-                let mut own: Vec<MachineRecord> = machines
-                    .iter()
-                    .filter(|(c, _)| *c == cluster.name)
-                    .map(|(_, m)| m.clone())
-                    .collect();
+                let mut own = machines.remove(&cluster.name).unwrap_or_default();
                 own.sort_by_key(|m| m.index);
-                let etcd = etcd
-                    .iter()
-                    .find(|(c, _)| *c == cluster.name)
-                    .map(|(_, e)| e.clone());
                 Kept {
-                    cluster,
+                    etcd: etcd.remove(&cluster.name),
                     machines: own,
-                    etcd,
+                    cluster,
                 }
             })
             .collect()
@@ -357,12 +354,18 @@ impl Records {
 
     /// Forgets a cluster and its machines.
     pub fn delete_cluster(&self, cluster: &str) {
-        for (_, m) in self
-            .all_keyed::<MachineRecord>(MACHINES)
-            .into_iter()
-            .filter(|(c, _)| c == cluster)
-        {
-            self.delete_machine(cluster, &m.name);
+        // The machines' records are the cluster's namespace: found by key, none decoded.
+        if let Ok(snapshot) = self.group.snapshot(MACHINES, ReadAt::Latest) {
+            let from = ObjectKey::new(cluster, "");
+            let names: Vec<Arc<str>> = snapshot
+                .objects
+                .range(from..)
+                .take_while(|(k, _)| &*k.namespace == cluster)
+                .map(|(k, _)| k.name.clone())
+                .collect();
+            for name in names {
+                self.delete_machine(cluster, &name);
+            }
         }
         self.delete(ETCD, "", cluster);
         self.delete(CLUSTERS, "", cluster);
@@ -412,5 +415,77 @@ fn owner(key: &ObjectKey) -> String {
         key.name.to_string()
     } else {
         key.namespace.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infrasim_store::StoreConfig;
+
+    fn record(name: &str, index: u32) -> ClusterRecord {
+        let pki = ClusterPki::new(&SuppliedPki::default()).expect("a PKI");
+        let shape = ClusterShape {
+            name: name.into(),
+            startup: Duration::from_millis(250),
+            jitter: 0.5,
+            ..ClusterShape::default()
+        };
+        ClusterRecord::new(&shape, &pki, 20_000 + index as u16, index)
+    }
+
+    #[test]
+    fn clusters_read_back_in_creation_order_with_their_machines_and_membership() {
+        let records = Records::open(&Store::in_memory(StoreConfig::default()));
+        records.put_cluster(&record("b", 1)).unwrap();
+        records.put_cluster(&record("a", 0)).unwrap();
+        let machine = |name: &str, index| Machine {
+            index,
+            provider_id: Some(format!("in-memory://{name}")),
+            ..Machine::new(name, index == 0)
+        };
+        records
+            .put_machine("a", &MachineRecord::new(&machine("a-1", 1), 0b11, false))
+            .unwrap();
+        records
+            .put_machine("a", &MachineRecord::new(&machine("a-0", 0), 0b1111, true))
+            .unwrap();
+        records
+            .put_machine("b", &MachineRecord::new(&machine("b-0", 0), 1, true))
+            .unwrap();
+        let image = MembershipImage {
+            cluster_id: 7,
+            leader: Some(3),
+            term: 2,
+            ..MembershipImage::default()
+        };
+        records.put_membership("a", image.clone()).unwrap();
+
+        let kept = records.read();
+        let names: Vec<&str> = kept.iter().map(|k| k.cluster.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        let a = &kept[0];
+        assert_eq!(a.cluster.shape().startup, Duration::from_millis(250));
+        assert!(a.cluster.shape().pki.ca.is_some(), "the PKI is kept");
+        let machines: Vec<(&str, u8, bool)> = a
+            .machines
+            .iter()
+            .map(|m| (m.name.as_str(), m.done, m.self_timed))
+            .collect();
+        assert_eq!(machines, [("a-0", 0b1111, true), ("a-1", 0b11, false)]);
+        assert_eq!(a.machines[1].machine(), machine("a-1", 1));
+        assert_eq!(
+            a.etcd.clone().map(MembershipImage::from),
+            Some(image),
+            "the membership as it was"
+        );
+        assert!(kept[1].etcd.is_none());
+
+        records.delete_cluster("a");
+        let kept = records.read();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].machines.len(), 1, "b's machine stays");
+        let left: Vec<(String, MachineRecord)> = records.all_keyed(MACHINES);
+        assert_eq!(left.len(), 1, "a's machines are forgotten with it");
     }
 }

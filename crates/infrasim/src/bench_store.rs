@@ -3,7 +3,8 @@
 //! back) from 1, 8 and 64 clients, on the in-memory store and on the durable one, beside
 //! Debian's etcd 3.4 server taking puts of the same size from the same number of gRPC
 //! clients (its bare key-value path, started by the run on the same disk); then the time to
-//! restart a durable store of N objects and the disk bytes per object.
+//! restart a durable store of N objects and the disk bytes per object; and workload clusters:
+//! created per second in memory and durable, and the time to bring N of them back.
 
 use crate::bench::{load_with, Client};
 use anyhow::Context;
@@ -33,6 +34,9 @@ pub struct StoreBenchArgs {
     /// Store sizes whose restart time and disk use are measured.
     #[arg(long, value_delimiter = ',', default_value = "100000")]
     restart_objects: Vec<usize>,
+    /// Workload clusters (one control plane, one worker) created and brought back.
+    #[arg(long, default_value_t = 200)]
+    clusters: usize,
     /// The etcd server binary of the baseline (Debian's etcd-server installs `etcd`).
     #[arg(long, default_value = "etcd")]
     etcd: String,
@@ -99,9 +103,105 @@ pub async fn run(args: StoreBenchArgs) -> anyhow::Result<()> {
             bytes as f64 / (1024.0 * 1024.0)
         );
     }
+    if args.clusters > 0 {
+        clusters(&root.join("clusters"), args.clusters).await?;
+    }
     if args.dir.is_none() {
         let _ = std::fs::remove_dir_all(&root);
     }
+    Ok(())
+}
+
+/// The cloud the cluster figures use: ports apart from `up`'s default range.
+fn cloud_config() -> infrasim_cloud::CloudConfig {
+    infrasim_cloud::CloudConfig {
+        ports: 25000..=29999,
+        ..infrasim_cloud::CloudConfig::default()
+    }
+}
+
+/// Creates `n` clusters one after another; the rate.
+async fn create_clusters(cloud: &infrasim_cloud::Cloud, n: usize) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    for i in 0..n {
+        cloud
+            .create_cluster(infrasim_cloud::ClusterShape {
+                name: format!("c{i}"),
+                control_planes: 1,
+                workers: 1,
+                workloads: infrasim_cloud::WorkloadConfig {
+                    lease_renewal: Duration::ZERO,
+                    ..infrasim_cloud::WorkloadConfig::default()
+                },
+                ..infrasim_cloud::ClusterShape::default()
+            })
+            .await?;
+    }
+    Ok(n as f64 / started.elapsed().as_secs_f64())
+}
+
+async fn open_cloud(dir: &Path) -> anyhow::Result<infrasim_cloud::Cloud> {
+    let config = cloud_config();
+    let backend = Arc::new(DurableBackend::open(dir, config.watch_window)?);
+    let store = Store::open(config.store_config(), SystemClock::shared(), backend)?;
+    Ok(infrasim_cloud::Cloud::open(config, SystemClock::shared(), store).await?)
+}
+
+/// Workload clusters: created per second in memory and durable, then the durable ones
+/// brought back by a new cloud once the first one's runtime (its tasks, its ports) is gone.
+async fn clusters(dir: &Path, n: usize) -> anyhow::Result<()> {
+    let _ = std::fs::remove_dir_all(dir);
+    let in_memory = {
+        let cloud = infrasim_cloud::Cloud::new(cloud_config());
+        let rate = create_clusters(&cloud, n).await?;
+        for c in cloud.clusters() {
+            cloud.delete_cluster(&c.name).await?;
+        }
+        rate
+    };
+    let owned = dir.to_path_buf();
+    // Its own runtime, ended as a process would end: every task and listener goes with it.
+    let durable = std::thread::spawn(move || -> anyhow::Result<f64> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let rate = rt.block_on(async {
+            let cloud = open_cloud(&owned).await?;
+            create_clusters(&cloud, n).await
+        });
+        rt.shutdown_timeout(Duration::from_secs(10));
+        rate
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the durable cloud panicked"))??;
+    let bytes = std::fs::metadata(dir.join(infrasim_durable::FILE))?.len();
+    let started = Instant::now();
+    let cloud = open_cloud(dir).await?;
+    let took = started.elapsed();
+    let ready = cloud
+        .clusters()
+        .iter()
+        .filter(|c| cloud.ready(&c.name))
+        .count();
+    anyhow::ensure!(ready == n, "{ready} of {n} clusters came back ready");
+    println!();
+    println!(
+        "{:<28} {:>14} {:>14} {:>12} {:>18}",
+        "workload clusters (1 cp, 1 w)",
+        "created/s mem",
+        "created/s dur",
+        "restart",
+        "disk bytes/cluster"
+    );
+    println!(
+        "{:<28} {:>14.1} {:>14.1} {:>10.2} s {:>18.0}",
+        n,
+        in_memory,
+        durable,
+        took.as_secs_f64(),
+        bytes as f64 / n.max(1) as f64
+    );
     Ok(())
 }
 
