@@ -113,6 +113,18 @@ fn writes_come_back_after_a_reopen_and_watches_resume_across_it() {
 }
 
 #[test]
+fn the_database_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let _ = with_a(dir.path(), &Faults::none());
+    let mode = std::fs::metadata(dir.path().join(FILE))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+}
+
+#[test]
 fn history_is_trimmed_to_the_window_and_older_versions_are_gone_not_gapped() {
     let dir = tempfile::tempdir().unwrap();
     {

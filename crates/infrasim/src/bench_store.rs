@@ -120,7 +120,8 @@ fn cloud_config() -> infrasim_cloud::CloudConfig {
     }
 }
 
-/// Creates `n` clusters one after another; the rate.
+/// Creates `n` clusters one after another, and waits until all are up (CoreDNS and
+/// kube-proxy available); the rate.
 async fn create_clusters(cloud: &infrasim_cloud::Cloud, n: usize) -> anyhow::Result<f64> {
     let started = Instant::now();
     for i in 0..n {
@@ -131,11 +132,15 @@ async fn create_clusters(cloud: &infrasim_cloud::Cloud, n: usize) -> anyhow::Res
                 workers: 1,
                 workloads: infrasim_cloud::WorkloadConfig {
                     lease_renewal: Duration::ZERO,
+                    pod_startup: Duration::ZERO,
                     ..infrasim_cloud::WorkloadConfig::default()
                 },
                 ..infrasim_cloud::ClusterShape::default()
             })
             .await?;
+    }
+    while cloud.clusters().iter().any(|c| !cloud.ready(&c.name)) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Ok(n as f64 / started.elapsed().as_secs_f64())
 }
