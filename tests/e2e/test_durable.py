@@ -295,8 +295,8 @@ def etcd(files, endpoint, *args):
 def test_a_fleet_in_a_data_dir_comes_back_after_sigkill_with_its_etcd_members(tmp_path):
     """`fleet --data-dir` brings its clusters back after SIGKILL: the kubeconfig and etcdctl
     files written before still work, every object has its resourceVersion, etcd has the same
-    cluster and member IDs and the leader etcdctl moved it to; a larger --count adds only the
-    clusters missing."""
+    cluster and member IDs, the leader etcdctl moved it to, and the keys and lease etcdctl
+    put; a larger --count adds only the clusters missing."""
     out, data, base = tmp_path / "out", tmp_path / "data", min(free_port(), 65000)
     proc, lines = start_fleet(out, data, base, 1)
     old = tmp_path / "before"
@@ -316,6 +316,14 @@ def test_a_fleet_in_a_data_dir_comes_back_after_sigkill_with_its_etcd_members(tm
                     f"--cert={old / 'etcd' / 'client.crt'}", f"--key={old / 'etcd' / 'client.key'}",
                     "move-leader", f"{target:x}", timeout=30)
         assert moved.returncode == 0, moved.stderr
+        # Keys put with etcdctl, one of them on a lease, are kept too.
+        files = old / "etcd"
+        etcd(files, endpoint, "put", "/infrasim/a", "1")
+        etcd(files, endpoint, "put", "/infrasim/a", "2")
+        lease = etcd(files, endpoint, "lease", "grant", "600")["ID"]
+        etcd(files, endpoint, "put", f"--lease={lease:x}", "/infrasim/leased", "x")
+        keys = etcd(files, endpoint, "get", "/infrasim/", "--prefix")["kvs"]
+        assert len(keys) == 2
         before = settled(old / "wl-0.kubeconfig")
     finally:
         proc.kill()
@@ -334,6 +342,10 @@ def test_a_fleet_in_a_data_dir_comes_back_after_sigkill_with_its_etcd_members(tm
         status = etcd(old / "etcd", endpoint, "endpoint", "status")[0]["Status"]
         assert status["leader"] == target, "the leader etcdctl chose"
         assert status["header"]["cluster_id"] == members["header"]["cluster_id"] == cluster_id
+        got = etcd(old / "etcd", endpoint, "get", "/infrasim/", "--prefix")
+        assert got["kvs"] == keys, "keys with their values, revisions, versions and lease"
+        alive = etcd(old / "etcd", endpoint, "lease", "timetolive", f"{lease:x}", "--keys")
+        assert 0 < alive["ttl"] <= 600 and len(alive["keys"]) == 1, alive
         assert workload_objects(out / "wl-1.kubeconfig"), "the cluster missing was made"
     finally:
         proc.terminate()

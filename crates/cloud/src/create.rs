@@ -8,7 +8,7 @@
 
 use crate::machines::{Runtime, RuntimeConfig};
 use crate::pki::ClusterPki;
-use crate::records::{ClusterRecord, Kept, MachineRecord};
+use crate::records::{ClusterRecord, EtcdKeeper, Kept, MachineRecord};
 use crate::{etcd, sni, workloads, Cloud, CloudError, ClusterInfo, ClusterShape, Running};
 use crate::{node_names, MachineBehaviour};
 use infrasim_etcd_sim::EtcdCluster;
@@ -256,7 +256,7 @@ impl Cloud {
         pending.adopt_listener(listener);
         let group = self.store.group_or_create(&group_name(&shape.name));
         let etcd = match kept.etcd {
-            Some(image) => EtcdCluster::restore(self.clock.clone(), image.into()),
+            Some(image) => EtcdCluster::restore(self.clock.clone(), image.into(), kept.keys),
             None => EtcdCluster::new(self.clock.clone()),
         };
         let listener = pending.take_listener()?;
@@ -306,12 +306,9 @@ impl Cloud {
             },
         );
         server.set_service_account_key(&pki.service_account)?;
-        let records = self.records.clone();
-        let cluster = shape.name.clone();
-        etcd.on_membership_change(Box::new(move |image| {
-            if let Err(e) = records.put_membership(&cluster, image) {
-                tracing::error!(%cluster, error = %e, "keeping the etcd membership");
-            }
+        etcd.keep_with(Arc::new(EtcdKeeper {
+            records: self.records.clone(),
+            cluster: shape.name.clone(),
         }));
         server.set_sidecar(etcd::sidecar(&etcd, &pki.etcd_ca.cert_pem))?;
         let tls = server.tls_config(&certs.serving)?;

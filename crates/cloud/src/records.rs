@@ -10,7 +10,9 @@
 use crate::bootstrap::{Machine, MachineBehaviour, Provisioning};
 use crate::pki::{CertAndKey, ClusterPki, SuppliedPki};
 use crate::{ClusterShape, WorkloadConfig};
-use infrasim_etcd_sim::{Member, MembershipImage};
+use base64::Engine;
+use infrasim_etcd_sim::pb::mvccpb::KeyValue;
+use infrasim_etcd_sim::{Keeper, KeysChange, KeysImage, Lease, Member, MembershipImage};
 use infrasim_store::{DeleteOptions, Group, ObjectKey, ReadAt, Store, StoreError};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -23,6 +25,10 @@ pub(crate) const GROUP: &str = "cloud";
 const CLUSTERS: &str = "clusters";
 const MACHINES: &str = "machines";
 const ETCD: &str = "etcdmemberships";
+/// One record per key of a cluster's etcd (the cluster's namespace, the key in hex).
+const ETCD_KEYS: &str = "etcdkeys";
+/// Per cluster: its etcd's revision and leases.
+const ETCD_STATES: &str = "etcdstates";
 
 /// A cluster as it was created, and how far its addons have come.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -262,11 +268,138 @@ impl From<MembershipRecord> for MembershipImage {
     }
 }
 
+/// A key of a cluster's etcd.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct KeyRecord {
+    /// base64, as etcd's JSON gateway spells bytes.
+    pub key: String,
+    pub value: String,
+    pub create_revision: i64,
+    pub mod_revision: i64,
+    pub version: i64,
+    pub lease: i64,
+}
+
+/// A cluster's etcd revision and leases.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct KeysStateRecord {
+    pub revision: i64,
+    pub leases: Vec<LeaseRecord>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LeaseRecord {
+    pub id: i64,
+    pub ttl: i64,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+    pub keys: Vec<String>,
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn unb64(text: &str) -> Vec<u8> {
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap_or_default()
+}
+
+/// A key's record name: the key in hex (any bytes make a name).
+fn key_name(key: &[u8]) -> String {
+    key.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl KeyRecord {
+    fn new(kv: &KeyValue) -> Self {
+        KeyRecord {
+            key: b64(&kv.key),
+            value: b64(&kv.value),
+            create_revision: kv.create_revision,
+            mod_revision: kv.mod_revision,
+            version: kv.version,
+            lease: kv.lease,
+        }
+    }
+
+    fn key_value(&self) -> KeyValue {
+        KeyValue {
+            key: unb64(&self.key),
+            value: unb64(&self.value),
+            create_revision: self.create_revision,
+            mod_revision: self.mod_revision,
+            version: self.version,
+            lease: self.lease,
+        }
+    }
+}
+
+impl KeysStateRecord {
+    fn new(change: &KeysChange) -> Self {
+        KeysStateRecord {
+            revision: change.revision,
+            leases: change
+                .leases
+                .iter()
+                .map(|(id, l)| LeaseRecord {
+                    id: *id,
+                    ttl: l.granted_ttl,
+                    expires_at: l.expires_at,
+                    keys: l.keys.iter().map(|k| b64(k)).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    fn image(&self, keys: Vec<KeyRecord>) -> KeysImage {
+        KeysImage {
+            revision: self.revision,
+            keys: keys.iter().map(KeyRecord::key_value).collect(),
+            leases: self
+                .leases
+                .iter()
+                .map(|l| {
+                    let lease = Lease {
+                        granted_ttl: l.ttl,
+                        expires_at: l.expires_at,
+                        keys: l.keys.iter().map(|k| unb64(k)).collect(),
+                    };
+                    (l.id, lease)
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Everything kept of one cluster.
 pub(crate) struct Kept {
     pub cluster: ClusterRecord,
     pub machines: Vec<MachineRecord>,
     pub etcd: Option<MembershipRecord>,
+    pub keys: Option<KeysImage>,
+}
+
+/// Keeps one cluster's etcd: its membership and its keys.
+pub(crate) struct EtcdKeeper {
+    pub records: Records,
+    pub cluster: String,
+}
+
+impl Keeper for EtcdKeeper {
+    fn membership(&self, image: MembershipImage) {
+        if let Err(e) = self.records.put_membership(&self.cluster, image) {
+            tracing::error!(cluster = %self.cluster, error = %e, "keeping the etcd membership");
+        }
+    }
+
+    fn keys(&self, change: KeysChange) {
+        if let Err(e) = self.records.put_keys(&self.cluster, &change) {
+            tracing::error!(cluster = %self.cluster, error = %e, "keeping the etcd keys");
+        }
+    }
 }
 
 /// The cloud's records, in its store's `cloud` group.
@@ -293,13 +426,23 @@ impl Records {
         }
         let mut etcd: HashMap<String, MembershipRecord> =
             self.all_keyed(ETCD).into_iter().collect();
+        let mut states: HashMap<String, KeysStateRecord> =
+            self.all_keyed(ETCD_STATES).into_iter().collect();
+        let mut keys: HashMap<String, Vec<KeyRecord>> = HashMap::new();
+        for (cluster, k) in self.all_keyed::<KeyRecord>(ETCD_KEYS) {
+            keys.entry(cluster).or_default().push(k);
+        }
         clusters
             .into_iter()
             .map(|cluster| {
                 let mut own = machines.remove(&cluster.name).unwrap_or_default();
                 own.sort_by_key(|m| m.index);
+                let kept_keys = keys.remove(&cluster.name).unwrap_or_default();
                 Kept {
                     etcd: etcd.remove(&cluster.name),
+                    keys: states
+                        .remove(&cluster.name)
+                        .map(|state| state.image(kept_keys)),
                     machines: own,
                     cluster,
                 }
@@ -352,21 +495,45 @@ impl Records {
         self.put(ETCD, "", cluster, &MembershipRecord::from(image))
     }
 
-    /// Forgets a cluster and its machines.
-    pub fn delete_cluster(&self, cluster: &str) {
-        // The machines' records are the cluster's namespace: found by key, none decoded.
-        if let Ok(snapshot) = self.group.snapshot(MACHINES, ReadAt::Latest) {
-            let from = ObjectKey::new(cluster, "");
-            let names: Vec<Arc<str>> = snapshot
-                .objects
-                .range(from..)
-                .take_while(|(k, _)| &*k.namespace == cluster)
-                .map(|(k, _)| k.name.clone())
-                .collect();
-            for name in names {
-                self.delete_machine(cluster, &name);
+    /// Keeps what changed in a cluster's etcd keys: the keys written and deleted, then the
+    /// revision and leases.
+    pub fn put_keys(&self, cluster: &str, change: &KeysChange) -> Result<(), StoreError> {
+        if change.whole {
+            for name in self.names_in(ETCD_KEYS, cluster) {
+                self.delete(ETCD_KEYS, cluster, &name);
             }
         }
+        for kv in &change.puts {
+            self.put(ETCD_KEYS, cluster, &key_name(&kv.key), &KeyRecord::new(kv))?;
+        }
+        for key in &change.deletes {
+            self.delete(ETCD_KEYS, cluster, &key_name(key));
+        }
+        self.put(ETCD_STATES, "", cluster, &KeysStateRecord::new(change))
+    }
+
+    /// The names of `resource`'s records in `namespace`, found by key (none decoded).
+    fn names_in(&self, resource: &str, namespace: &str) -> Vec<Arc<str>> {
+        let Ok(snapshot) = self.group.snapshot(resource, ReadAt::Latest) else {
+            return Vec::new();
+        };
+        snapshot
+            .objects
+            .range(ObjectKey::new(namespace, "")..)
+            .take_while(|(k, _)| &*k.namespace == namespace)
+            .map(|(k, _)| k.name.clone())
+            .collect()
+    }
+
+    /// Forgets a cluster and its machines.
+    pub fn delete_cluster(&self, cluster: &str) {
+        // The machines' and keys' records are the cluster's namespace.
+        for resource in [MACHINES, ETCD_KEYS] {
+            for name in self.names_in(resource, cluster) {
+                self.delete(resource, cluster, &name);
+            }
+        }
+        self.delete(ETCD_STATES, "", cluster);
         self.delete(ETCD, "", cluster);
         self.delete(CLUSTERS, "", cluster);
     }

@@ -5,7 +5,7 @@
 
 use crate::keyspace::{KeyRange, KeySpace};
 use crate::members::{Member, MemberError, Members, MembershipImage};
-use crate::pb::mvccpb::Event;
+use crate::pb::mvccpb::{event::EventType, Event, KeyValue};
 use chrono::{DateTime, Utc};
 use infrasim_clock::SharedClock;
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,12 +32,43 @@ pub struct State {
 /// One revision's events, as watches receive them.
 pub type Revision = Arc<Vec<Event>>;
 
-/// Told the membership each time it changes, under the cluster's lock (so in order).
-pub type MembershipHook = Box<dyn Fn(MembershipImage) + Send + Sync>;
+/// What keeps a cluster's state across restarts: told of each change, under the cluster's
+/// lock, so in the order they were made.
+pub trait Keeper: Send + Sync {
+    /// The membership after a change of it, whoever made it (a machine's etcd step, or a
+    /// client's MemberAdd, MemberRemove, MoveLeader or Alarm).
+    fn membership(&self, image: MembershipImage);
+    /// The keys and leases after a change of them (a put, a delete, a lease granted,
+    /// renewed, revoked or expired).
+    fn keys(&self, change: KeysChange);
+}
+
+/// What changed in the key space since the last [`Keeper::keys`], and the leases as they
+/// stand (few, so always whole).
+#[derive(Debug, Clone, Default)]
+pub struct KeysChange {
+    pub revision: i64,
+    /// Keys written, as they are now.
+    pub puts: Vec<KeyValue>,
+    /// Keys deleted.
+    pub deletes: Vec<Vec<u8>>,
+    /// `puts` is every key there is: whatever else was kept is gone (when the history no
+    /// longer holds every change, as after a delete of more keys than it keeps).
+    pub whole: bool,
+    pub leases: Vec<(i64, Lease)>,
+}
+
+/// A key space as it was kept, for [`EtcdCluster::restore`].
+#[derive(Debug, Clone, Default)]
+pub struct KeysImage {
+    pub revision: i64,
+    pub keys: Vec<KeyValue>,
+    pub leases: Vec<(i64, Lease)>,
+}
 
 struct Inner {
     state: Mutex<State>,
-    on_membership: OnceLock<MembershipHook>,
+    keeper: OnceLock<Arc<dyn Keeper>>,
     events: broadcast::Sender<Revision>,
     clock: SharedClock,
     /// Whether a task is waiting for the next lease to expire.
@@ -64,9 +95,27 @@ impl EtcdCluster {
         Self::with_members(clock, Members::new(crate::members::rand_u64() | 1))
     }
 
-    /// A cluster with the membership `image` kept (its key space starts empty).
-    pub fn restore(clock: SharedClock, image: MembershipImage) -> Self {
-        Self::with_members(clock, Members::restore(image))
+    /// A cluster as it was kept: its membership and, if kept, its keys and leases (leases
+    /// that ran out meanwhile expire at the first look). Watches from before the restart
+    /// find their revisions compacted.
+    pub fn restore(clock: SharedClock, image: MembershipImage, keys: Option<KeysImage>) -> Self {
+        let cluster = Self::with_members(clock, Members::restore(image));
+        if let Some(kept) = keys {
+            let leases = !kept.leases.is_empty();
+            {
+                let mut state = cluster
+                    .inner
+                    .state
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                state.keys = KeySpace::restore(kept.revision, kept.keys);
+                state.leases = kept.leases.into_iter().collect();
+            }
+            if leases && tokio::runtime::Handle::try_current().is_ok() {
+                cluster.watch_leases();
+            }
+        }
+        cluster
     }
 
     fn with_members(clock: SharedClock, members: Members) -> Self {
@@ -80,7 +129,7 @@ impl EtcdCluster {
                     keys: KeySpace::new(),
                     leases: BTreeMap::new(),
                 }),
-                on_membership: OnceLock::new(),
+                keeper: OnceLock::new(),
                 events,
                 clock,
                 lease_timer: Mutex::new(false),
@@ -88,10 +137,9 @@ impl EtcdCluster {
         }
     }
 
-    /// Tells `hook` the membership after every change of it, whoever made it (a machine's
-    /// etcd step, or a client's MemberAdd, MemberRemove, MoveLeader or Alarm). Set once.
-    pub fn on_membership_change(&self, hook: MembershipHook) {
-        let _ = self.inner.on_membership.set(hook);
+    /// Tells `keeper` of every change from now on (see [`Keeper`]). Set once.
+    pub fn keep_with(&self, keeper: Arc<dyn Keeper>) {
+        let _ = self.inner.keeper.set(keeper);
     }
 
     /// The membership as it stands.
@@ -103,14 +151,17 @@ impl EtcdCluster {
     /// key whose lease is over.
     pub fn lock(&self) -> StateGuard<'_> {
         let mut state = self.inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        let keeper = self.inner.keeper.get();
+        // Taken before the expiry, so the keeper hears of what the expiry deletes.
+        let before = keeper.map(|_| Seen::of(&state));
         let events = expire(&mut state, self.inner.clock.now());
         if !events.is_empty() {
             let _ = self.inner.events.send(Arc::new(events));
         }
         StateGuard {
-            changes: state.members.changes(),
             state,
-            hook: self.inner.on_membership.get(),
+            before,
+            keeper,
         }
     }
 
@@ -174,13 +225,74 @@ impl EtcdCluster {
     }
 }
 
-/// The cluster's state under its lock. When it is let go after a change of the membership,
-/// the membership hook hears of it before the lock is (every path that changes the
-/// membership goes through here, so none can forget to tell it).
+/// The cluster's state under its lock. When it is let go after a change, the keeper hears of
+/// it before the lock is (every path that changes the state goes through here, so none can
+/// forget to tell it).
 pub struct StateGuard<'a> {
     state: MutexGuard<'a, State>,
-    changes: u64,
-    hook: Option<&'a MembershipHook>,
+    /// The state when the lock was taken (only with a keeper).
+    before: Option<Seen>,
+    keeper: Option<&'a Arc<dyn Keeper>>,
+}
+
+/// What a keeper's guard compares to know what changed.
+#[derive(PartialEq)]
+struct Seen {
+    membership: u64,
+    revision: i64,
+    leases: u64,
+}
+
+impl Seen {
+    fn of(state: &State) -> Self {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for (id, lease) in &state.leases {
+            (id, lease.granted_ttl, lease.expires_at, &lease.keys).hash(&mut h);
+        }
+        Seen {
+            membership: state.members.changes(),
+            revision: state.keys.revision(),
+            leases: h.finish(),
+        }
+    }
+}
+
+/// The key-space change since `before`, from the history (or whole, if it lacks some).
+fn keys_change(state: &State, before: &Seen) -> KeysChange {
+    let mut change = KeysChange {
+        revision: state.keys.revision(),
+        leases: state
+            .leases
+            .iter()
+            .map(|(id, l)| (*id, l.clone()))
+            .collect(),
+        ..KeysChange::default()
+    };
+    let since = (state.keys.revision() != before.revision)
+        .then(|| state.keys.events_since(before.revision));
+    match since {
+        None => {}
+        Some(Ok(events)) => {
+            let mut last: BTreeMap<Vec<u8>, Option<KeyValue>> = BTreeMap::new();
+            for e in events {
+                let Some(kv) = e.kv else { continue };
+                let put = e.r#type == EventType::Put as i32;
+                last.insert(kv.key.clone(), put.then_some(kv));
+            }
+            for (key, kv) in last {
+                match kv {
+                    Some(kv) => change.puts.push(kv),
+                    None => change.deletes.push(key),
+                }
+            }
+        }
+        Some(Err(_)) => {
+            change.whole = true;
+            change.puts = state.keys.all().cloned().collect();
+        }
+    }
+    change
 }
 
 impl Deref for StateGuard<'_> {
@@ -198,10 +310,18 @@ impl DerefMut for StateGuard<'_> {
 
 impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
-        if self.state.members.changes() != self.changes {
-            if let Some(hook) = self.hook {
-                hook(self.state.members.image());
-            }
+        let (Some(keeper), Some(before)) = (self.keeper, &self.before) else {
+            return;
+        };
+        let now = Seen::of(&self.state);
+        if now == *before {
+            return;
+        }
+        if now.membership != before.membership {
+            keeper.membership(self.state.members.image());
+        }
+        if (now.revision, now.leases) != (before.revision, before.leases) {
+            keeper.keys(keys_change(&self.state, before));
         }
     }
 }
@@ -261,4 +381,97 @@ pub fn revoke(state: &mut State, ids: &[i64]) -> Vec<Event> {
         state.members.commit();
     }
     events
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Recording {
+        memberships: Mutex<Vec<MembershipImage>>,
+        keys: Mutex<Vec<KeysChange>>,
+    }
+
+    impl Keeper for Recording {
+        fn membership(&self, image: MembershipImage) {
+            self.memberships.lock().unwrap().push(image);
+        }
+        fn keys(&self, change: KeysChange) {
+            self.keys.lock().unwrap().push(change);
+        }
+    }
+
+    fn write(cluster: &EtcdCluster, change: impl FnOnce(&mut crate::keyspace::Revision<'_>)) {
+        let mut state = cluster.lock();
+        let mut revision = state.keys.begin();
+        change(&mut revision);
+        revision.commit();
+    }
+
+    #[test]
+    fn a_keeper_hears_each_change_and_a_restore_gives_keys_and_leases_back() {
+        let clock = infrasim_clock::SystemClock::shared();
+        let cluster = EtcdCluster::new(clock.clone());
+        let keeper = Arc::new(Recording::default());
+        cluster.keep_with(keeper.clone());
+        cluster.start_member("cp-0", "https://10.0.0.1:2380", "https://10.0.0.1:2379");
+        assert_eq!(keeper.memberships.lock().unwrap().len(), 1);
+        write(&cluster, |r| {
+            r.put(b"a".to_vec(), b"1".to_vec(), 0);
+            r.put(b"b".to_vec(), b"2".to_vec(), 0);
+        });
+        write(&cluster, |r| {
+            r.put(b"a".to_vec(), b"3".to_vec(), 0);
+            r.delete(&KeyRange::new(b"b".to_vec(), Vec::new()));
+        });
+        let expires_at = clock.now() + chrono::Duration::seconds(600);
+        cluster.lock().leases.insert(
+            7,
+            Lease {
+                granted_ttl: 600,
+                expires_at,
+                keys: [b"a".to_vec()].into(),
+            },
+        );
+        drop(cluster.lock()); // a look changes nothing: nothing to tell
+        let changes = keeper.keys.lock().unwrap().clone();
+        assert_eq!(changes.len(), 3, "{changes:?}");
+        let values = |c: &KeysChange| -> Vec<(Vec<u8>, Vec<u8>, i64)> {
+            c.puts
+                .iter()
+                .map(|kv| (kv.key.clone(), kv.value.clone(), kv.version))
+                .collect()
+        };
+        assert_eq!(values(&changes[1]), [(b"a".to_vec(), b"3".to_vec(), 2)]);
+        assert_eq!(changes[1].deletes, [b"b".to_vec()]);
+        assert!(changes[2].puts.is_empty() && changes[2].leases.len() == 1);
+        assert_eq!(
+            keeper.memberships.lock().unwrap().len(),
+            1,
+            "no membership change"
+        );
+
+        let revision = changes[2].revision;
+        let a = cluster.lock().keys.get(b"a").cloned().unwrap();
+        let kept = KeysImage {
+            revision,
+            keys: vec![a.clone()],
+            leases: changes[2].leases.clone(),
+        };
+        let back = EtcdCluster::restore(clock, cluster.membership(), Some(kept));
+        let state = back.lock();
+        assert_eq!(
+            state.keys.get(b"a"),
+            Some(&a),
+            "revisions and version as they were"
+        );
+        assert_eq!(state.keys.revision(), revision);
+        assert!(
+            state.keys.check_read_revision(revision - 1).is_err(),
+            "the past is compacted"
+        );
+        assert_eq!(state.leases.get(&7).map(|l| l.expires_at), Some(expires_at));
+        assert_eq!(state.members.image(), cluster.membership());
+    }
 }

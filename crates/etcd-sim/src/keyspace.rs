@@ -67,6 +67,18 @@ impl KeySpace {
         }
     }
 
+    /// The keys as they were kept at `revision`, compacted there (no history is kept, so a
+    /// read or watch of an earlier revision is answered as compacted, as after etcd restores
+    /// a snapshot).
+    pub fn restore(revision: i64, keys: Vec<KeyValue>) -> Self {
+        KeySpace {
+            revision: revision.max(1),
+            compacted: revision.max(1),
+            keys: keys.into_iter().map(|kv| (kv.key.clone(), kv)).collect(),
+            history: VecDeque::new(),
+        }
+    }
+
     pub fn revision(&self) -> i64 {
         self.revision
     }

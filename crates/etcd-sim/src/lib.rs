@@ -21,7 +21,7 @@ mod service;
 mod snapshot;
 mod watch;
 
-pub use cluster::{EtcdCluster, MembershipHook, StateGuard};
+pub use cluster::{EtcdCluster, Keeper, KeysChange, KeysImage, Lease, StateGuard};
 pub use keyspace::KeyError;
 pub use listener::{serve, serve_connection, tls_config};
 pub use members::{Member, MemberError, MembershipImage};
