@@ -291,3 +291,31 @@ fn a_held_lock_a_foreign_format_and_a_corrupt_file_are_refused() {
         "left as it is"
     );
 }
+
+#[test]
+fn a_churned_store_stays_the_size_of_its_live_objects_and_window() {
+    // 16,000 writes of ~300 bytes to 8 objects: a file that grew with the writes would pass
+    // 4 MiB; one that holds the live objects and the window (50 events) stays well under 1.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path(), Faults::none());
+    let g = store.create_group("g").unwrap();
+    let writers: Vec<_> = (0..8)
+        .map(|t| {
+            let g = g.clone();
+            std::thread::spawn(move || {
+                g.create("configmaps", cm(&format!("t{t}"), "0"), Default::default())
+                    .unwrap();
+                for i in 1..2_000 {
+                    let mut v = cm(&format!("t{t}"), &i.to_string());
+                    v["metadata"]["resourceVersion"] = json!(null);
+                    g.update("configmaps", v, Default::default(), None).unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let size = std::fs::metadata(dir.path().join(FILE)).unwrap().len();
+    assert!(size < 1024 * 1024, "{size} bytes for 8 objects");
+}
