@@ -282,10 +282,12 @@ impl VCenter {
         }
     }
 
-    /// Forgets a VM the controller destroyed.
+    /// Forgets a VM the controller destroyed, with any shape vCenter refused it (a VM made
+    /// again under the name is tried anew, and the map does not keep every name ever used).
     pub fn forget(&self, vm: &Moref) {
-        if let Ok(mut vms) = self.vms.write() {
-            vms.remove(vm);
+        let gone = self.vms.write().ok().and_then(|mut vms| vms.remove(vm));
+        if let (Some(gone), Ok(mut refused)) = (gone, self.refused.lock()) {
+            refused.remove(gone.text("name"));
         }
     }
 
@@ -477,6 +479,24 @@ mod tests {
             data: Some(data),
             ..Secret::default()
         }
+    }
+
+    #[tokio::test]
+    async fn a_destroyed_vm_takes_its_refused_shape_with_it() {
+        let (_sim, credentials) = crate::test_support::simulator().await;
+        let (vcenters, _changes) = VCenters::new();
+        let vc = vcenters.get(credentials).await.expect("a session");
+        let vms = vc
+            .select(Duration::from_secs(10), |_| true)
+            .await
+            .expect("a listing");
+        let vm = vms.first().expect("the model has VMs");
+        let name = vm.text("name").to_string();
+        vc.refuse(&name, (64, 1024), "too many CPUs".into());
+        assert!(vc.refusal(&name, (64, 1024)).is_some());
+        vc.forget(&vm.obj);
+        assert_eq!(vc.refusal(&name, (64, 1024)), None, "forgotten with the VM");
+        assert_eq!(vc.refused.lock().unwrap().len(), 0);
     }
 
     #[test]
