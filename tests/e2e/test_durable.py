@@ -350,3 +350,40 @@ def test_a_fleet_in_a_data_dir_comes_back_after_sigkill_with_its_etcd_members(tm
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0
+
+
+def test_a_controller_with_a_data_dir_brings_its_clusters_back_after_sigkill(tmp_path):
+    """`infrasim controller --data-dir` against a plane elsewhere: killed and started again,
+    it serves the workload cluster it made as it was: the kubeconfig from before works and
+    every object keeps its uid and resourceVersion."""
+    bare = Plane(tmp_path, "--controllers", "none")
+    data = tmp_path / "controller-data"
+    log = open(tmp_path / "controller.log", "a")
+
+    def controller():
+        return subprocess.Popen(
+            [BINARY, "controller", "--kubeconfig", bare.kubeconfig, "--leader-elect", "false",
+             "--port-min", "22760", "--port-max", "22780", "--data-dir", str(data)],
+            stdout=log, stderr=subprocess.STDOUT)
+    def running():
+        return wait_for(lambda: "controllers: " in (tmp_path / "controller.log").read_text(),
+                        timeout=30, what="the controllers running")
+    proc = controller()
+    cli = [BINARY, "cluster", "--kubeconfig", bare.kubeconfig]
+    try:
+        running()
+        made = run(*cli, "create", "x1", "--step-startup", "0s")
+        assert made.returncode == 0, made.stderr + (tmp_path / "controller.log").read_text()
+        path = tmp_path / "x1.kubeconfig"
+        path.write_text(run(*cli, "kubeconfig", "x1").stdout)
+        before = settled(path)
+        proc.kill()
+        proc.wait(timeout=10)
+        proc = controller()
+        after = wait_for(lambda: workload_objects(path), timeout=30, what="the old kubeconfig reaches x1")
+        assert after == before, f"{sum(1 for k in before if after.get(k) != before[k])} objects changed"
+        assert "workload clusters: durable" in (tmp_path / "controller.log").read_text()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        bare.stop()
