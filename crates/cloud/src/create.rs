@@ -173,7 +173,6 @@ struct Parts {
     pki: ClusterPki,
     certs: Certificates,
     endpoint: SocketAddr,
-    listener: TcpListener,
     group: Arc<Group>,
     etcd: EtcdCluster,
     record: ClusterRecord,
@@ -199,19 +198,16 @@ impl Cloud {
         let index = self.next_index.fetch_add(1, Ordering::Relaxed);
         let record = ClusterRecord::new(&shape, &pki, endpoint.port(), index);
         pending.keep(&record)?;
-        let listener = pending.take_listener()?;
         let parts = Parts {
             etcd: EtcdCluster::new(self.clock.clone()),
             shape,
             pki,
             certs,
             endpoint,
-            listener,
             group,
             record,
         };
-        let (runtime, info, running) = self.assemble(parts, Vec::new())?;
-        // Nothing fails from here on.
+        let (runtime, info, running) = self.assemble(&mut pending, parts, Vec::new())?;
         pending.commit(running);
         // Control planes first (the first initializes the cluster), then workers.
         let behaviour = MachineBehaviour::uniform(runtime.shape.startup, runtime.shape.jitter);
@@ -259,18 +255,16 @@ impl Cloud {
             Some(image) => EtcdCluster::restore(self.clock.clone(), image.into(), kept.keys),
             None => EtcdCluster::new(self.clock.clone()),
         };
-        let listener = pending.take_listener()?;
         let parts = Parts {
             shape,
             pki,
             certs,
             endpoint,
-            listener,
             group,
             etcd,
             record: kept.cluster,
         };
-        let (runtime, _, running) = self.assemble(parts, kept.machines)?;
+        let (runtime, _, running) = self.assemble(&mut pending, parts, kept.machines)?;
         pending.commit(running);
         crate::durably(async {
             runtime.resume().await;
@@ -280,9 +274,12 @@ impl Cloud {
     }
 
     /// The cluster's API server, etcd and runtime over its parts, and its workload
-    /// controllers started; a restored cluster's runtime has its `machines`.
+    /// controllers started; a restored cluster's runtime has its `machines`. The endpoint's
+    /// listener is taken from `pending` only once nothing else can fail, so a failure before
+    /// leaves it to `pending` to give back.
     fn assemble(
         &self,
+        pending: &mut Pending<'_>,
         parts: Parts,
         machines: Vec<MachineRecord>,
     ) -> Result<(Arc<Runtime>, ClusterInfo, Running), CloudError> {
@@ -291,7 +288,6 @@ impl Cloud {
             pki,
             certs,
             endpoint,
-            listener,
             group,
             etcd,
             record,
@@ -312,6 +308,8 @@ impl Cloud {
         }));
         server.set_sidecar(etcd::sidecar(&etcd, &pki.etcd_ca.cert_pem))?;
         let tls = server.tls_config(&certs.serving)?;
+        let listener = pending.take_listener()?;
+        // Nothing fails from here on.
         server.set_port_forwarder(crate::portforward::forwarder(crate::portforward::Targets {
             group: group.clone(),
             etcd: etcd.clone(),

@@ -69,10 +69,10 @@ struct State {
     /// a cluster that comes up at once.
     reserved: Option<tokio::net::TcpListener>,
     addons_started: bool,
-    addons_done: usize,
     addons_task: Option<tokio::task::AbortHandle>,
-    /// What the cloud keeps of the cluster (kept again as its addons come up).
-    record: Option<ClusterRecord>,
+    /// What the cloud keeps of the cluster, with how many addon steps are done (kept again
+    /// as each comes up).
+    record: ClusterRecord,
 }
 
 /// What a cluster's runtime is made of (see [`Runtime::new`]).
@@ -139,7 +139,7 @@ impl Runtime {
             records: config.records,
             state: Mutex::new(State {
                 reserved,
-                record: Some(config.record),
+                record: config.record,
                 ..State::default()
             }),
             api_up: watch::channel(false).0,
@@ -149,7 +149,6 @@ impl Runtime {
     /// A cluster's runtime as a restart finds it: its machines with the steps they had done,
     /// its addons as far as they had come. Nothing is written again; see [`Runtime::resume`].
     pub fn restored(config: RuntimeConfig, machines: Vec<MachineRecord>) -> Arc<Self> {
-        let addons_done = config.record.addons_done;
         // The listener is kept whatever the timing: the port was the cluster's before.
         let runtime = Self::build(config, true);
         {
@@ -173,8 +172,7 @@ impl Runtime {
                     },
                 );
             }
-            state.addons_done = addons_done;
-            state.addons_started = addons_done > 0 || !state.api_servers.is_empty();
+            state.addons_started = state.record.addons_done > 0 || !state.api_servers.is_empty();
         }
         runtime
     }
@@ -186,8 +184,8 @@ impl Runtime {
         let (serving, listener, addons_from, unfinished) = {
             let mut state = self.lock();
             let serving = !state.api_servers.is_empty();
-            let addons_from = (state.addons_started && state.addons_done < ADDON_PHASES.len())
-                .then_some(state.addons_done);
+            let done = state.record.addons_done;
+            let addons_from = (state.addons_started && done < ADDON_PHASES.len()).then_some(done);
             let unfinished: Vec<(Machine, usize)> = state
                 .machines
                 .values()
@@ -205,8 +203,7 @@ impl Runtime {
         }
         self.api_up.send_replace(serving);
         if let Some(from) = addons_from {
-            let task = tokio::spawn(durability::detached(self.clone().run_addons(from)));
-            self.lock().addons_task = Some(task.abort_handle());
+            self.start_addons(from).await;
         }
         let first_control_plane = self
             .machines()
@@ -495,12 +492,9 @@ impl Runtime {
                 ),
             );
             let mut state = self.lock();
-            state.addons_done = step + 1;
-            if let Some(record) = state.record.as_mut() {
-                record.addons_done = step + 1;
-                if let Err(e) = self.records.put_cluster(record) {
-                    tracing::error!(cluster = %self.shape.name, error = %e, "keeping the cluster's progress");
-                }
+            state.record.addons_done = step + 1;
+            if let Err(e) = self.records.put_cluster(&state.record) {
+                tracing::error!(cluster = %self.shape.name, error = %e, "keeping the cluster's progress");
             }
         }
     }
@@ -608,12 +602,10 @@ impl Runtime {
 
     pub fn progress(&self) -> Progress {
         let state = self.lock();
-        let (done, total) = state
-            .machines
-            .values()
-            .fold((state.addons_done, ADDON_PHASES.len()), |(d, t), m| {
-                (d + m.steps_done(), t + m.machine.phases().len())
-            });
+        let (done, total) = state.machines.values().fold(
+            (state.record.addons_done, ADDON_PHASES.len()),
+            |(d, t), m| (d + m.steps_done(), t + m.machine.phases().len()),
+        );
         Progress { done, total }
     }
 

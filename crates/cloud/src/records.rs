@@ -31,7 +31,7 @@ const ETCD_KEYS: &str = "etcdkeys";
 const ETCD_STATES: &str = "etcdstates";
 
 /// A cluster as it was created, and how far its addons have come.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ClusterRecord {
     pub name: String,
@@ -53,7 +53,7 @@ pub(crate) struct ClusterRecord {
     pub addons_done: usize,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct PkiRecord {
     pub ca: PemPair,
@@ -62,7 +62,7 @@ pub(crate) struct PkiRecord {
     pub service_account_key: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct PemPair {
     pub cert: String,
     pub key: String,

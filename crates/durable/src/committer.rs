@@ -311,6 +311,22 @@ fn trim(
     Ok(())
 }
 
+/// The span of events each group has on disk, from the groups just read (what [`read_kept`]
+/// finds, without a second pass over the events at start-up).
+pub fn kept_of(images: &[infrasim_store::GroupImage]) -> Kept {
+    images
+        .iter()
+        .map(|image| {
+            let span = Span {
+                events: image.window.len() as u64,
+                newest: image.window.last().map_or(0, |e| e.resource_version),
+                reserved: image.resource_version,
+            };
+            (Arc::from(image.name.as_str()), span)
+        })
+        .collect()
+}
+
 /// The span of events each group has on disk.
 pub fn read_kept(db: &Database) -> Result<Kept, redb::Error> {
     let txn = db.begin_read()?;

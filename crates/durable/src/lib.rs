@@ -107,7 +107,7 @@ impl DurableBackend {
         let db = disk::open(&file, &faults).map_err(|e| unreadable(e.to_string()))?;
         check_format(&db, &file)?;
         let images = read_images(&db).map_err(unreadable)?;
-        let kept = committer::read_kept(&db).map_err(|e| unreadable(e.to_string()))?;
+        let kept = committer::kept_of(&images);
         // Unbounded: a writer sends while holding its group's lock, and the committer takes
         // group locks to publish, so a full queue could wait on itself. Each queued write is
         // a request in flight.

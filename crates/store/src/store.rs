@@ -98,14 +98,18 @@ impl Store {
         if groups.contains_key(name) {
             return Err(StoreError::GroupExists(name.to_string()));
         }
-        let group = Group::new(
+        let group = self.new_group(name);
+        groups.insert(name.to_string(), group.clone());
+        Ok(group)
+    }
+
+    fn new_group(&self, name: &str) -> Arc<Group> {
+        Group::new(
             name,
             self.inner.clock.clone(),
             self.inner.backend.clone(),
             self.inner.config,
-        );
-        groups.insert(name.to_string(), group.clone());
-        Ok(group)
+        )
     }
 
     /// The group called `name`, made empty if there is none (a restored store has it).
@@ -113,14 +117,7 @@ impl Store {
         let mut groups = self.inner.groups.write().unwrap_or_else(|p| p.into_inner());
         groups
             .entry(name.to_string())
-            .or_insert_with(|| {
-                Group::new(
-                    name,
-                    self.inner.clock.clone(),
-                    self.inner.backend.clone(),
-                    self.inner.config,
-                )
-            })
+            .or_insert_with(|| self.new_group(name))
             .clone()
     }
 
