@@ -14,6 +14,8 @@ use std::sync::Arc;
 pub struct Faults {
     failing: AtomicBool,
     failing_sync: AtomicBool,
+    /// Only the database's writes fail (the log's land).
+    failing_database: AtomicBool,
     /// Disk operations left before the power goes (negative: it never does).
     power: AtomicI64,
 }
@@ -23,6 +25,7 @@ impl Default for Faults {
         Faults {
             failing: AtomicBool::new(false),
             failing_sync: AtomicBool::new(false),
+            failing_database: AtomicBool::new(false),
             power: AtomicI64::new(-1),
         }
     }
@@ -52,7 +55,22 @@ impl Faults {
         self.failing_sync.store(failing, Ordering::SeqCst);
     }
 
-    fn check_sync(&self) -> std::io::Result<()> {
+    /// Makes the database's writes and syncs fail (`true`) while the log's land: writes are
+    /// still answered, and wait in the log until the database takes them.
+    pub fn set_failing_database(&self, failing: bool) {
+        self.failing_database.store(failing, Ordering::SeqCst);
+    }
+
+    fn check_database(&self) -> std::io::Result<()> {
+        if self.failing_database.load(Ordering::SeqCst) {
+            return Err(std::io::Error::other(
+                "Input/output error (injected, in the database)",
+            ));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_sync(&self) -> std::io::Result<()> {
         if self.failing_sync.load(Ordering::SeqCst) {
             return Err(std::io::Error::other(
                 "Input/output error (injected, on sync)",
@@ -61,7 +79,7 @@ impl Faults {
         self.check()
     }
 
-    fn check(&self) -> std::io::Result<()> {
+    pub(crate) fn check(&self) -> std::io::Result<()> {
         let left = self
             .power
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
@@ -120,16 +138,19 @@ impl StorageBackend for Failable {
     }
 
     fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        self.faults.check_database()?;
         self.faults.check()?;
         self.inner.set_len(len)
     }
 
     fn sync_data(&self) -> Result<(), std::io::Error> {
+        self.faults.check_database()?;
         self.faults.check_sync()?;
         self.inner.sync_data()
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        self.faults.check_database()?;
         self.faults.check()?;
         self.inner.write(offset, data)
     }

@@ -1,20 +1,24 @@
-//! The durable backend of the store: every write is fsync'd in a redb database
-//! (`DATA_DIR/store.redb`) before the store acknowledges it, and a restart gives every group
-//! back: its objects as they were (bytes, uid, resourceVersion, finalizers, everything), its
-//! counter, and its newest events, so watches resume across the restart.
+//! The durable backend of the store: every write is fsync'd before the store acknowledges
+//! it, and a restart gives every group back: its objects as they were (bytes, uid,
+//! resourceVersion, finalizers, everything), its counter, and its newest events, so watches
+//! resume across the restart.
 //!
-//! Writes of many clients and groups share one commit ([`committer`]). The database holds the
-//! live objects and, per group, the newest events up to the watch window (older ones are
-//! trimmed as writes go on), so the disk used and the time to restart follow the number of
-//! live objects, not of writes ever made. A directory is used by one process at a time
-//! (`store.lock`), and a database of another format, or one that cannot be read, stops the
-//! start with the file and the reason, and is left as it is.
+//! Writes of many clients and groups share one sync ([`committer`]), appended to a
+//! write-ahead log (`DATA_DIR/store.wal`, [`wal`]) and then, thousands at a time, written to
+//! a redb database (`DATA_DIR/store.redb`). The database holds the live objects and, per
+//! group, the newest events up to the watch window (older ones are trimmed as writes go on),
+//! so the disk used and the time to restart follow the number of live objects, not of
+//! writes ever made; the log holds at most a few MiB of writes the database has not taken
+//! yet, and a start replays them into it. A directory is used by one process at a time
+//! (`store.lock`), and a database of another format, or a database or log that cannot be
+//! read, stops the start with the file and the reason, and is left as it is.
 
 mod committer;
 mod disk;
 mod records;
+mod wal;
 
-use committer::{Change, Job, Message};
+use committer::{Change, Committer, Job, Message};
 use infrasim_store::durability::{Accepted, Commit, Ticket};
 use infrasim_store::{Backend, GroupImage, StoreError};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
@@ -30,10 +34,15 @@ pub use disk::Faults;
 pub const FILE: &str = "store.redb";
 /// The lock file in the data directory.
 pub const LOCK: &str = "store.lock";
-/// The layout this build reads and writes; a database of another is refused.
-pub const FORMAT: u64 = 1;
+/// The write-ahead log in the data directory.
+pub const LOG: &str = wal::FILE;
+/// The layout this build reads and writes; a database of another is refused. Format 1 had
+/// no log, and is taken as format 2 with an empty one.
+pub const FORMAT: u64 = 2;
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// In `META`: the number of the last log frame the database holds.
+const APPLIED: &str = "applied";
 /// `group NUL resource NUL namespace NUL name NUL` → the object's record.
 const OBJECTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("objects");
 /// `(group, resourceVersion)` → the event's record.
@@ -106,22 +115,32 @@ impl DurableBackend {
         };
         let db = disk::open(&file, &faults).map_err(|e| unreadable(e.to_string()))?;
         check_format(&db, &file)?;
+        let log_path = dir.join(LOG);
+        let (log, seq) = replay_log(&db, &log_path, &faults, window)?;
         let images = read_images(&db).map_err(unreadable)?;
-        let kept = committer::kept_of(&images);
-        // Unbounded: a writer sends while holding its group's lock, and the committer takes
-        // group locks to publish, so a full queue could wait on itself. Each queued write is
-        // a request in flight.
-        let (inbox, receiver) = channel();
         let reopen = {
             let (file, faults) = (file.clone(), faults.clone());
             move || disk::open(&file, &faults)
         };
+        let committer = Committer {
+            db: Some(db),
+            reopen: Box::new(reopen),
+            log,
+            log_path,
+            window,
+            kept: committer::kept_of(&images),
+            seq,
+            offset: 0,
+            blank_at: None,
+            pending: Vec::new(),
+        };
+        // Unbounded: a writer sends while holding its group's lock, and the committer takes
+        // group locks to publish, so a full queue could wait on itself. Each queued write is
+        // a request in flight.
+        let (inbox, receiver) = channel();
         let committer = std::thread::Builder::new()
             .name("store-committer".into())
-            .spawn({
-                let file = file.clone();
-                move || committer::run(db, Box::new(reopen), receiver, window, kept, file)
-            })
+            .spawn(move || committer.run(receiver))
             .map_err(io(&file))?;
         Ok(DurableBackend {
             file,
@@ -219,6 +238,47 @@ impl Backend for DurableBackend {
     }
 }
 
+/// Hands the database the frames its log holds past the last it took (writes answered
+/// before a crash), then starts the log over; the log, and the number of its last frame.
+fn replay_log(
+    db: &Database,
+    path: &Path,
+    faults: &Arc<Faults>,
+    window: usize,
+) -> Result<(wal::LogFile, u64), OpenError> {
+    let unreadable = |why: String| OpenError::Unreadable {
+        file: path.to_path_buf(),
+        why,
+    };
+    let read_applied = || -> Result<Option<u64>, redb::Error> {
+        let txn = db.begin_read()?;
+        let meta = txn.open_table(META)?;
+        let applied = meta.get(APPLIED)?.map(|v| v.value());
+        Ok(applied)
+    };
+    let applied = read_applied()
+        .map_err(|e| unreadable(format!("reading the database: {e}")))?
+        .unwrap_or(0);
+    let log = wal::LogFile::open(path, faults.clone()).map_err(|e| unreadable(e.to_string()))?;
+    let found = wal::recover(&log, applied).map_err(unreadable)?;
+    if let Some(offset) = found.torn {
+        tracing::warn!(
+            file = %path.display(),
+            offset,
+            "dropped a torn last frame (a write cut short by a crash, never acknowledged)"
+        );
+    }
+    let seq = found.frames.last().map_or(applied, |(seq, _)| *seq);
+    if seq > applied {
+        let entries: Vec<wal::Entry> = found.frames.into_iter().flat_map(|(_, e)| e).collect();
+        committer::apply_entries(db, &entries, seq, window, &mut Default::default())
+            .map_err(|e| unreadable(format!("replaying it into the database: {e}")))?;
+    }
+    log.reset(committer::APPLY_AT)
+        .map_err(|e| unreadable(format!("starting it over: {e}")))?;
+    Ok((log, seq))
+}
+
 /// Refuses a database of another format; marks a new one with ours.
 fn check_format(db: &Database, file: &Path) -> Result<(), OpenError> {
     let unreadable = |e: redb::Error| OpenError::Unreadable {
@@ -234,6 +294,11 @@ fn check_format(db: &Database, file: &Path) -> Result<(), OpenError> {
             .map(|v| v.value());
         match found {
             Some(FORMAT) => {}
+            // The same tables, without a log.
+            Some(1) => {
+                meta.insert("format", FORMAT)
+                    .map_err(|e| unreadable(e.into()))?;
+            }
             Some(found) => {
                 return Err(OpenError::Incompatible {
                     file: file.to_path_buf(),

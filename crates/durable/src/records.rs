@@ -15,18 +15,18 @@ use std::sync::Arc;
 #[error("{0}")]
 pub struct Corrupt(pub String);
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_le_bytes());
     out.extend_from_slice(b);
 }
 
 /// A cursor over a record.
-struct Reader<'a> {
-    data: &'a [u8],
+pub(crate) struct Reader<'a> {
+    pub data: &'a [u8],
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], Corrupt> {
+    pub fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], Corrupt> {
         if self.data.len() < n {
             return Err(Corrupt(format!("record cut short in {what}")));
         }
@@ -35,21 +35,28 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
-    fn byte(&mut self, what: &str) -> Result<u8, Corrupt> {
+    pub fn byte(&mut self, what: &str) -> Result<u8, Corrupt> {
         Ok(self.take(1, what)?[0])
     }
 
-    fn u32(&mut self, what: &str) -> Result<usize, Corrupt> {
+    pub fn u32(&mut self, what: &str) -> Result<usize, Corrupt> {
         let b = self.take(4, what)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
     }
 
-    fn bytes(&mut self, what: &str) -> Result<&'a [u8], Corrupt> {
+    pub fn u64(&mut self, what: &str) -> Result<u64, Corrupt> {
+        let b = self.take(8, what)?;
+        let mut le = [0u8; 8];
+        le.copy_from_slice(b);
+        Ok(u64::from_le_bytes(le))
+    }
+
+    pub fn bytes(&mut self, what: &str) -> Result<&'a [u8], Corrupt> {
         let n = self.u32(what)?;
         self.take(n, what)
     }
 
-    fn str(&mut self, what: &str) -> Result<&'a str, Corrupt> {
+    pub fn str(&mut self, what: &str) -> Result<&'a str, Corrupt> {
         std::str::from_utf8(self.bytes(what)?).map_err(|_| Corrupt(format!("{what} is not UTF-8")))
     }
 }

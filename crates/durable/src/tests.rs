@@ -157,8 +157,8 @@ fn history_is_trimmed_to_the_window_and_older_versions_are_gone_not_gapped() {
 
 #[test]
 fn a_commit_torn_at_any_point_is_discarded_and_everything_before_it_is_back() {
-    // The power goes after each number of the commit's disk operations in turn, so the file
-    // is left with every prefix of the commit's writes. Before the commit's own durable point
+    // The power goes after each number of the commit's disk operations in turn (each page
+    // of its log frame, then the sync), so the log is left with every prefix of the frame. Before the commit's own durable point
     // the write must be gone; past it (the power went before the answer) it may be there, but
     // whole. Either way the store opens with everything durable before it.
     let big = "x".repeat(20_000);
@@ -318,4 +318,76 @@ fn a_churned_store_stays_the_size_of_its_live_objects_and_window() {
     }
     let size = std::fs::metadata(dir.path().join(FILE)).unwrap().len();
     assert!(size < 1024 * 1024, "{size} bytes for 8 objects");
+}
+
+/// Writes `names` with the database refusing every commit: each is answered once the log
+/// has it, and the store ends with the log holding writes the database never took.
+fn answered_from_the_log_only(dir: &Path, names: &[&str]) -> Vec<u64> {
+    let faults = Faults::none();
+    let (_store, g) = with_a(dir, &faults);
+    faults.set_failing_database(true);
+    names
+        .iter()
+        .map(|n| {
+            g.create("configmaps", cm(n, n), Default::default())
+                .unwrap()
+                .meta
+                .resource_version
+        })
+        .collect()
+}
+
+fn objects_in_database(dir: &Path) -> u64 {
+    let db = Database::open(dir.join(FILE)).unwrap();
+    let txn = db.begin_read().unwrap();
+    let objects = txn.open_table(OBJECTS).unwrap();
+    objects.len().unwrap()
+}
+
+#[test]
+fn writes_the_database_never_took_come_back_from_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let rvs = answered_from_the_log_only(dir.path(), &["b0", "b1", "b2"]);
+    assert!(
+        objects_in_database(dir.path()) < 4,
+        "the database refused them"
+    );
+    {
+        let store = open_store(dir.path(), Faults::none());
+        let g = store.group("g").unwrap();
+        for (name, rv) in ["b0", "b1", "b2"].iter().zip(&rvs) {
+            let back = g.get("configmaps", &ObjectKey::new("default", name));
+            assert_eq!(back.map(|o| o.meta.resource_version), Some(*rv), "{name}");
+        }
+        let mut w = g.watch(Some(rvs[0])).unwrap();
+        let replayed: Vec<u64> = w.backlog.drain(..).map(|e| e.resource_version).collect();
+        assert_eq!(replayed, rvs[1..], "their events came back too");
+    }
+    assert_eq!(
+        objects_in_database(dir.path()),
+        4,
+        "replayed into the database"
+    );
+    // The log started over: a third start finds the same, from the database alone.
+    let store = open_store(dir.path(), Faults::none());
+    let g = store.group("g").unwrap();
+    assert!(g
+        .get("configmaps", &ObjectKey::new("default", "b2"))
+        .is_some());
+}
+
+#[test]
+fn a_damaged_log_frame_with_frames_after_it_stops_the_start_and_is_left_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    answered_from_the_log_only(dir.path(), &["b0", "b1", "b2"]);
+    let log = dir.path().join(LOG);
+    let mut bytes = std::fs::read(&log).unwrap();
+    // The frames are `a`, b0, b1, b2, a page each: damage b0's.
+    bytes[4096 + 40] ^= 0xff;
+    std::fs::write(&log, &bytes).unwrap();
+    let err = DurableBackend::open(dir.path(), 50).unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains(&log.display().to_string()), "{message}");
+    assert!(message.contains("damaged"), "{message}");
+    assert!(std::fs::read(&log).unwrap() == bytes, "left as it is");
 }
