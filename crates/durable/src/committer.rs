@@ -3,28 +3,32 @@
 //! writers and groups), appends them to the log as one frame, syncs it once, then answers
 //! each writer. Under load many writes share a sync; alone, a write pays for one.
 //!
-//! The answered changes are kept in memory and go into the database in one transaction once
-//! the log holds [`APPLY_AT`] bytes, once no write has come for [`IDLE`], before a group is
-//! forgotten, and when the committer stops; the log then starts over. The database commit is
-//! paid once per thousands of writes instead of once per sync.
+//! The answered changes go on to the [`applier`](crate::applier), which writes them into the
+//! database thousands at a time on its own thread. The log is two files: once the active one
+//! holds [`APPLY_AT`] bytes and the database has taken everything the other holds, the
+//! committer goes on in the other from its beginning. Changes also go to the applier once no
+//! write has come for [`IDLE`], before a group is forgotten, and when the committer stops.
 
+use crate::applier::Work;
 use crate::records;
 use crate::wal::{self, Entry, LogFile};
 use infrasim_store::durability::{built_on_failed, Settle, Ticket};
 use infrasim_store::{Event, EventType, StoreError};
-use redb::{Database, Durability, ReadableTable};
+use redb::Database;
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// At most this many jobs share one frame (a bound on one sync's size).
 const BATCH: usize = 4096;
-/// The log is applied to the database once its frames pass this many bytes. It is also the
-/// size the log is made with, so its first pass writes in place.
+/// A log file holds this many bytes of frames before the log goes on in the other. It is
+/// also the size each file is made with, so a first pass over it writes in place.
 pub const APPLY_AT: u64 = 4 << 20;
-/// ... or once no write has come for this long, so a quiet store's log stays short.
+/// The answered changes go to the database once no write has come for this long, so a
+/// quiet store's log holds little the database lacks.
 const IDLE: Duration = Duration::from_millis(50);
 
 /// One write's changes, encoded, and whom to tell how it ended.
@@ -72,6 +76,8 @@ pub enum Message {
     Write(Job),
     /// Forget a group: its objects, events and counter.
     Drop(Arc<str>, SyncSender<Result<(), String>>),
+    /// Answer once the database holds every write answered so far.
+    Flush(SyncSender<Result<(), String>>),
 }
 
 /// Per group, how many events the database keeps, the newest resourceVersion, and the
@@ -91,24 +97,26 @@ pub struct Span {
 /// Opens the database again after a failed commit.
 pub type Reopen = Box<dyn Fn() -> Result<Database, redb::DatabaseError> + Send>;
 
-/// The write side: the log, the database behind it, and what the log holds that the
-/// database does not yet.
+/// The write side: the log's two files, and what has gone where.
 pub struct Committer {
-    /// `None` after a failed database commit, until it is opened again.
-    pub db: Option<Database>,
-    pub reopen: Reopen,
-    pub log: LogFile,
-    pub log_path: PathBuf,
-    pub window: usize,
-    pub kept: Kept,
+    logs: [LogFile; 2],
+    /// The file frames go to.
+    active: usize,
+    kept: Kept,
     /// The number of the newest frame in the log (the database's when the log is empty).
-    pub seq: u64,
-    /// Where the next frame goes.
-    pub offset: u64,
+    seq: u64,
+    /// Where the next frame goes in the active file.
+    offset: u64,
+    /// The newest frame of the other file: it may be written over once the database holds it.
+    other_last: u64,
     /// A frame whose write or sync failed starts here: it is blanked before the next one.
-    pub blank_at: Option<u64>,
-    /// Answered changes the database does not hold yet, in order.
-    pub pending: Vec<Entry>,
+    blank_at: Option<u64>,
+    /// Answered changes not yet handed to the applier, in order.
+    pending: Vec<Entry>,
+    /// The last frame the database holds (the applier's word).
+    applied: Arc<AtomicU64>,
+    work: Option<Sender<Work>>,
+    applier: Option<JoinHandle<()>>,
 }
 
 /// A writer waiting on a frame.
@@ -119,9 +127,48 @@ struct Waiter {
     last: Option<u64>,
 }
 
+/// Starts the applier and the committer; the committer's inbox and thread (which ends the
+/// applier's when it ends).
+pub fn start(
+    db: Database,
+    reopen: Reopen,
+    logs: [LogFile; 2],
+    window: usize,
+    kept: Kept,
+    seq: u64,
+) -> std::io::Result<(Sender<Message>, JoinHandle<()>)> {
+    let applied = Arc::new(AtomicU64::new(seq));
+    let applier = crate::applier::Applier::new(db, reopen, window, &kept, applied.clone());
+    let (work, work_inbox) = std::sync::mpsc::channel();
+    let applier = std::thread::Builder::new()
+        .name("store-applier".into())
+        .spawn(move || applier.run(work_inbox))?;
+    let committer = Committer {
+        logs,
+        active: 0,
+        kept,
+        seq,
+        offset: 0,
+        other_last: seq,
+        blank_at: None,
+        pending: Vec::new(),
+        applied,
+        work: Some(work),
+        applier: Some(applier),
+    };
+    // Unbounded: a writer sends while holding its group's lock, and the committer takes
+    // group locks to publish, so a full queue could wait on itself. Each queued write is
+    // a request in flight.
+    let (inbox, receiver) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name("store-committer".into())
+        .spawn(move || committer.run(receiver))?;
+    Ok((inbox, thread))
+}
+
 impl Committer {
-    /// Runs until every sender is gone, then hands the database what the log holds.
-    pub fn run(mut self, inbox: Receiver<Message>) {
+    /// Runs until every sender is gone, then lets the applier finish.
+    fn run(mut self, inbox: Receiver<Message>) {
         loop {
             let first = if self.pending.is_empty() {
                 inbox.recv().map_err(|_| RecvTimeoutError::Disconnected)
@@ -131,7 +178,7 @@ impl Committer {
             let first = match first {
                 Ok(m) => m,
                 Err(RecvTimeoutError::Timeout) => {
-                    let _ = self.apply();
+                    self.hand_off();
                     continue;
                 }
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -144,12 +191,13 @@ impl Committer {
                 }
             }
             self.handle(refuse_stale(batch));
-            if self.offset >= APPLY_AT {
-                let _ = self.apply();
-            }
+            self.turn_over();
         }
-        // Left in the log if this fails: the next start replays it.
-        let _ = self.apply();
+        self.hand_off();
+        drop(self.work.take());
+        if let Some(applier) = self.applier.take() {
+            let _ = applier.join();
+        }
     }
 
     fn handle(&mut self, batch: Vec<Message>) {
@@ -159,11 +207,56 @@ impl Committer {
                 Message::Write(job) => writes.push(job),
                 Message::Drop(group, reply) => {
                     self.append(std::mem::take(&mut writes));
-                    let _ = reply.send(self.drop_group(&group));
+                    self.kept.remove(&group);
+                    self.ask_applier(Work::Forget(group, reply));
+                }
+                Message::Flush(reply) => {
+                    self.append(std::mem::take(&mut writes));
+                    self.ask_applier(Work::Flush(reply));
                 }
             }
         }
         self.append(writes);
+    }
+
+    /// Hands the answered changes to the applier, then `work`, which answers for itself.
+    fn ask_applier(&mut self, work: Work) {
+        self.hand_off();
+        let sent = match &self.work {
+            Some(w) => w.send(work).map_err(|e| e.0),
+            None => Err(work),
+        };
+        if let Err(Work::Forget(_, reply) | Work::Flush(reply)) = sent {
+            let _ = reply.send(Err("the database's thread stopped".into()));
+        }
+    }
+
+    /// Hands the answered changes to the applier.
+    fn hand_off(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let entries = std::mem::take(&mut self.pending);
+        if let Some(work) = &self.work {
+            // Should the applier be gone, the changes are in the log for the next start.
+            let _ = work.send(Work::Apply(entries, self.seq));
+        }
+    }
+
+    /// Once the active file is full: its changes go to the applier, and once the database
+    /// holds every frame of the other file, the log goes on there from its beginning.
+    fn turn_over(&mut self) {
+        if self.offset < APPLY_AT {
+            return;
+        }
+        self.hand_off();
+        let free = self.applied.load(Ordering::Acquire) >= self.other_last;
+        // A failed frame is blanked in the active file before anything else is written.
+        if free && self.blank_at.is_none() {
+            self.other_last = self.seq;
+            self.active = 1 - self.active;
+            self.offset = 0;
+        }
     }
 
     /// Appends the jobs' changes as one frame, and answers their writers.
@@ -207,14 +300,13 @@ impl Committer {
             self.seq += 1;
             self.offset += frame.len() as u64;
             for (group, span) in spans {
-                let kept = self.kept.entry(group).or_default();
-                (kept.newest, kept.reserved) = (span.newest, span.reserved);
+                self.kept.insert(group, span);
             }
             self.pending.extend(entries);
         } else if let Err(why) = &outcome {
             tracing::error!(error = %why, "a commit failed; its writes are refused");
         }
-        let log = self.log_path.display();
+        let log = self.logs[self.active].path().display();
         answer(
             waiters,
             outcome.map_err(|why| format!("writing {log}: {why}")),
@@ -222,15 +314,14 @@ impl Committer {
     }
 
     fn write_frame(&mut self, frame: &[u8]) -> Result<(), String> {
+        let log = &self.logs[self.active];
         if let Some(at) = self.blank_at {
-            self.log
-                .blank(at)
+            log.blank(at)
                 .map_err(|e| format!("taking back a failed write: {e}"))?;
             self.blank_at = None;
         }
         let at = self.offset;
-        let written = self.log.write_at(frame, at).and_then(|()| self.log.sync());
-        if let Err(e) = written {
+        if let Err(e) = log.write_at(frame, at).and_then(|()| log.sync()) {
             // Its data may have reached the file although its writers are told it failed;
             // blanking its start makes the refusal true on disk too.
             self.blank_at = Some(at);
@@ -238,64 +329,6 @@ impl Committer {
         }
         Ok(())
     }
-
-    /// Hands the database what the log holds, in one transaction, and starts the log over.
-    fn apply(&mut self) -> Result<(), String> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        let mut counts: Counts = self
-            .kept
-            .iter()
-            .map(|(g, s)| (g.clone(), s.events))
-            .collect();
-        let outcome = database(&mut self.db, &self.reopen).and_then(|db| {
-            apply_entries(db, &self.pending, self.seq, self.window, &mut counts)
-                .map_err(|e| e.to_string())
-        });
-        match &outcome {
-            Ok(()) => {
-                for (group, events) in counts {
-                    self.kept.entry(group).or_default().events = events;
-                }
-                self.pending.clear();
-                self.offset = 0;
-            }
-            Err(why) => {
-                // The writes stay in the log and in memory, and are tried again later.
-                // After an I/O error redb refuses every transaction until it is opened
-                // again; opening it recovers its last commit.
-                tracing::error!(error = %why, "the database could not take the log's writes");
-                self.db = None;
-            }
-        }
-        outcome
-    }
-
-    fn drop_group(&mut self, group: &Arc<str>) -> Result<(), String> {
-        self.apply()?;
-        let outcome = database(&mut self.db, &self.reopen)
-            .and_then(|db| forget(db, group).map_err(|e| e.to_string()));
-        match outcome {
-            Ok(()) => {
-                self.kept.remove(group);
-                Ok(())
-            }
-            Err(why) => {
-                self.db = None;
-                Err(why)
-            }
-        }
-    }
-}
-
-/// The database, opened again if a failed commit closed it.
-fn database<'a>(db: &'a mut Option<Database>, reopen: &Reopen) -> Result<&'a Database, String> {
-    if db.is_none() {
-        *db = Some(reopen().map_err(|e| e.to_string())?);
-    }
-    db.as_ref()
-        .ok_or_else(|| "the database is not open".to_string())
 }
 
 /// Refuses the writes that build on an undone one (their group's epoch moved on).
@@ -333,105 +366,6 @@ fn answer(waiters: Vec<Waiter>, outcome: Result<(), String>) {
             }
         }
     }
-}
-
-/// Per group, the events the database holds.
-pub type Counts = HashMap<Arc<str>, u64>;
-
-/// Writes `entries` (the log through frame `seq`) into the database in one transaction,
-/// trimming each group's events to the newest `window`.
-pub fn apply_entries(
-    db: &Database,
-    entries: &[Entry],
-    seq: u64,
-    window: usize,
-    counts: &mut Counts,
-) -> Result<(), redb::Error> {
-    // Events this pass would trim at once are never written.
-    let mut skip: HashMap<&str, usize> = HashMap::new();
-    for e in entries {
-        if let Entry::Put { group, .. } = e {
-            *skip.entry(group).or_default() += 1;
-        }
-    }
-    for n in skip.values_mut() {
-        *n = n.saturating_sub(window.max(1));
-    }
-    let mut txn = db.begin_write()?;
-    txn.set_durability(Durability::Immediate)?;
-    {
-        let mut objects = txn.open_table(crate::OBJECTS)?;
-        let mut events = txn.open_table(crate::EVENTS)?;
-        let mut groups = txn.open_table(crate::GROUPS)?;
-        for e in entries {
-            match e {
-                Entry::Put { group, change } => {
-                    let key = change.object_key.as_slice();
-                    match &change.object {
-                        Some(record) => objects.insert(key, record.as_slice())?,
-                        None => objects.remove(key)?,
-                    };
-                    if let Some(n) = skip.get_mut(&**group).filter(|n| **n > 0) {
-                        *n -= 1;
-                        continue;
-                    }
-                    let at = (&**group, change.resource_version);
-                    events.insert(at, change.event.as_slice())?;
-                    *counts.entry(group.clone()).or_default() += 1;
-                }
-                Entry::Reserve { group, reserved } => {
-                    groups.insert(&**group, reserved)?;
-                }
-            }
-        }
-        trim(&mut events, window, counts)?;
-        txn.open_table(crate::META)?.insert(crate::APPLIED, seq)?;
-    }
-    txn.commit()?;
-    Ok(())
-}
-
-/// Drops a group's objects, events and counter.
-fn forget(db: &Database, group: &str) -> Result<(), redb::Error> {
-    let mut txn = db.begin_write()?;
-    txn.set_durability(Durability::Immediate)?;
-    {
-        let (prefix, end) = records::group_range(group);
-        let mut objects = txn.open_table(crate::OBJECTS)?;
-        objects.retain_in(prefix.as_slice()..end.as_slice(), |_, _| false)?;
-        let mut events = txn.open_table(crate::EVENTS)?;
-        events.retain_in((group, 0)..=(group, u64::MAX), |_, _| false)?;
-        txn.open_table(crate::GROUPS)?.remove(group)?;
-    }
-    txn.commit()?;
-    Ok(())
-}
-
-/// Drops each group's events older than the newest `window`, once a quarter window more
-/// has piled up (so trimming is paid for once per many writes).
-fn trim(
-    events: &mut redb::Table<(&str, u64), &[u8]>,
-    window: usize,
-    counts: &mut Counts,
-) -> Result<(), redb::Error> {
-    let window = window.max(1) as u64;
-    for (group, count) in counts.iter_mut() {
-        if *count < window + window / 4 {
-            continue;
-        }
-        let surplus = *count - window;
-        let first_kept = events
-            .range((&**group, 0)..=(&**group, u64::MAX))?
-            .nth(surplus as usize)
-            .transpose()?
-            .map(|(k, _)| k.value().1);
-        let Some(keep_from) = first_kept else {
-            continue;
-        };
-        events.retain_in((&**group, 0)..(&**group, keep_from), |_, _| false)?;
-        *count = window;
-    }
-    Ok(())
 }
 
 /// The span of events each group has in the database, from the groups just read.

@@ -13,19 +13,20 @@
 //! (`store.lock`), and a database of another format, or a database or log that cannot be
 //! read, stops the start with the file and the reason, and is left as it is.
 
+mod applier;
 mod committer;
 mod disk;
 mod records;
 mod wal;
 
-use committer::{Change, Committer, Job, Message};
+use committer::{Change, Job, Message};
 use infrasim_store::durability::{Accepted, Commit, Ticket};
 use infrasim_store::{Backend, GroupImage, StoreError};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{channel, sync_channel, Sender};
+use std::sync::mpsc::{sync_channel, Sender};
 use std::sync::{Arc, Mutex};
 
 pub use disk::Faults;
@@ -34,8 +35,8 @@ pub use disk::Faults;
 pub const FILE: &str = "store.redb";
 /// The lock file in the data directory.
 pub const LOCK: &str = "store.lock";
-/// The write-ahead log in the data directory.
-pub const LOG: &str = wal::FILE;
+/// The write-ahead log's two files in the data directory.
+pub const LOGS: [&str; 2] = wal::FILES;
 /// The layout this build reads and writes; a database of another is refused. Format 1 had
 /// no log, and is taken as format 2 with an empty one.
 pub const FORMAT: u64 = 2;
@@ -115,33 +116,15 @@ impl DurableBackend {
         };
         let db = disk::open(&file, &faults).map_err(|e| unreadable(e.to_string()))?;
         check_format(&db, &file)?;
-        let log_path = dir.join(LOG);
-        let (log, seq) = replay_log(&db, &log_path, &faults, window)?;
+        let (logs, seq) = replay_log(&db, dir, &faults, window)?;
         let images = read_images(&db).map_err(unreadable)?;
         let reopen = {
             let (file, faults) = (file.clone(), faults.clone());
             move || disk::open(&file, &faults)
         };
-        let committer = Committer {
-            db: Some(db),
-            reopen: Box::new(reopen),
-            log,
-            log_path,
-            window,
-            kept: committer::kept_of(&images),
-            seq,
-            offset: 0,
-            blank_at: None,
-            pending: Vec::new(),
-        };
-        // Unbounded: a writer sends while holding its group's lock, and the committer takes
-        // group locks to publish, so a full queue could wait on itself. Each queued write is
-        // a request in flight.
-        let (inbox, receiver) = channel();
-        let committer = std::thread::Builder::new()
-            .name("store-committer".into())
-            .spawn(move || committer.run(receiver))
-            .map_err(io(&file))?;
+        let kept = committer::kept_of(&images);
+        let (inbox, committer) =
+            committer::start(db, Box::new(reopen), logs, window, kept, seq).map_err(io(&file))?;
         Ok(DurableBackend {
             file,
             inbox: Mutex::new(Some(inbox)),
@@ -154,6 +137,14 @@ impl DurableBackend {
     /// The database file.
     pub fn file(&self) -> &Path {
         &self.file
+    }
+
+    /// Waits until the database holds every write acknowledged so far (the log is then
+    /// only a copy): for measurements and tests that look at the database alone.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        let (reply, answer) = sync_channel(1);
+        self.send(Message::Flush(reply))?;
+        self.wait(answer)
     }
 
     fn send(&self, message: Message) -> Result<(), StoreError> {
@@ -239,15 +230,16 @@ impl Backend for DurableBackend {
 }
 
 /// Hands the database the frames its log holds past the last it took (writes answered
-/// before a crash), then starts the log over; the log, and the number of its last frame.
+/// before a crash), then starts the log over; the log's files, and the number of its last
+/// frame.
 fn replay_log(
     db: &Database,
-    path: &Path,
+    dir: &Path,
     faults: &Arc<Faults>,
     window: usize,
-) -> Result<(wal::LogFile, u64), OpenError> {
-    let unreadable = |why: String| OpenError::Unreadable {
-        file: path.to_path_buf(),
+) -> Result<([wal::LogFile; 2], u64), OpenError> {
+    let unreadable = |file: &Path, why: String| OpenError::Unreadable {
+        file: file.to_path_buf(),
         why,
     };
     let read_applied = || -> Result<Option<u64>, redb::Error> {
@@ -257,13 +249,18 @@ fn replay_log(
         Ok(applied)
     };
     let applied = read_applied()
-        .map_err(|e| unreadable(format!("reading the database: {e}")))?
+        .map_err(|e| unreadable(&dir.join(FILE), e.to_string()))?
         .unwrap_or(0);
-    let log = wal::LogFile::open(path, faults.clone()).map_err(|e| unreadable(e.to_string()))?;
-    let found = wal::recover(&log, applied).map_err(unreadable)?;
-    if let Some(offset) = found.torn {
+    let open = |name: &str| {
+        let path = dir.join(name);
+        wal::LogFile::open(&path, faults.clone()).map_err(|e| unreadable(&path, e.to_string()))
+    };
+    let logs = [open(LOGS[0])?, open(LOGS[1])?];
+    let found = wal::recover(&[&logs[0], &logs[1]], applied)
+        .map_err(|(path, why)| unreadable(&path, why))?;
+    if let Some((i, offset)) = found.torn {
         tracing::warn!(
-            file = %path.display(),
+            file = %logs[i].path().display(),
             offset,
             "dropped a torn last frame (a write cut short by a crash, never acknowledged)"
         );
@@ -271,12 +268,14 @@ fn replay_log(
     let seq = found.frames.last().map_or(applied, |(seq, _)| *seq);
     if seq > applied {
         let entries: Vec<wal::Entry> = found.frames.into_iter().flat_map(|(_, e)| e).collect();
-        committer::apply_entries(db, &entries, seq, window, &mut Default::default())
-            .map_err(|e| unreadable(format!("replaying it into the database: {e}")))?;
+        applier::apply_entries(db, &entries, seq, window, &mut Default::default())
+            .map_err(|e| unreadable(&dir.join(FILE), format!("replaying the log into it: {e}")))?;
     }
-    log.reset(committer::APPLY_AT)
-        .map_err(|e| unreadable(format!("starting it over: {e}")))?;
-    Ok((log, seq))
+    for log in &logs {
+        log.reset(committer::APPLY_AT)
+            .map_err(|e| unreadable(log.path(), format!("starting it over: {e}")))?;
+    }
+    Ok((logs, seq))
 }
 
 /// Refuses a database of another format; marks a new one with ours.

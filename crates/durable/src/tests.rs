@@ -7,17 +7,22 @@ use infrasim_store::{ObjectKey, ReadAt, Store, StoreConfig};
 use serde_json::json;
 
 fn open_store(dir: &Path, faults: Arc<Faults>) -> Store {
-    let backend = DurableBackend::open_with(dir, 50, faults).unwrap();
+    open_with_backend(dir, faults).0
+}
+
+fn open_with_backend(dir: &Path, faults: Arc<Faults>) -> (Store, Arc<DurableBackend>) {
+    let backend = Arc::new(DurableBackend::open_with(dir, 50, faults).unwrap());
     let config = StoreConfig {
         watch_window: 50,
         ..StoreConfig::default()
     };
-    Store::open(
+    let store = Store::open(
         config,
         infrasim_clock::SystemClock::shared(),
-        Arc::new(backend),
+        backend.clone(),
     )
-    .unwrap()
+    .unwrap();
+    (store, backend)
 }
 
 /// A store on `faults`' disk with group `g` holding ConfigMap `a`.
@@ -158,16 +163,23 @@ fn history_is_trimmed_to_the_window_and_older_versions_are_gone_not_gapped() {
 #[test]
 fn a_commit_torn_at_any_point_is_discarded_and_everything_before_it_is_back() {
     // The power goes after each number of the commit's disk operations in turn (each page
-    // of its log frame, then the sync), so the log is left with every prefix of the frame. Before the commit's own durable point
-    // the write must be gone; past it (the power went before the answer) it may be there, but
-    // whole. Either way the store opens with everything durable before it.
+    // of its log frame, then the sync), so the log is left with every prefix of the frame.
+    // Before the commit's own durable point the write must be gone; past it (the power went
+    // before the answer) it may be there, but whole. Either way the store opens with
+    // everything durable before it.
     let big = "x".repeat(20_000);
     let mut present = Vec::new();
     for cut in 0..16 {
         let dir = tempfile::tempdir().unwrap();
         let faults = Faults::none();
         {
-            let (_store, g) = with_a(dir.path(), &faults);
+            let (store, backend) = open_with_backend(dir.path(), faults.clone());
+            let g = store.create_group("g").unwrap();
+            g.create("configmaps", cm("a", "1"), Default::default())
+                .unwrap();
+            // The database takes `a` first, so the cut counts the torn write's operations
+            // alone (and the start replays whatever the log still holds).
+            backend.flush().unwrap();
             faults.cut_power_after(cut);
             let torn = g.create("configmaps", cm("torn", &big), Default::default());
             if torn.is_ok() {
@@ -380,7 +392,7 @@ fn writes_the_database_never_took_come_back_from_the_log() {
 fn a_damaged_log_frame_with_frames_after_it_stops_the_start_and_is_left_as_it_is() {
     let dir = tempfile::tempdir().unwrap();
     answered_from_the_log_only(dir.path(), &["b0", "b1", "b2"]);
-    let log = dir.path().join(LOG);
+    let log = dir.path().join(LOGS[0]);
     let mut bytes = std::fs::read(&log).unwrap();
     // The frames are `a`, b0, b1, b2, a page each: damage b0's.
     bytes[4096 + 40] ^= 0xff;
@@ -390,4 +402,47 @@ fn a_damaged_log_frame_with_frames_after_it_stops_the_start_and_is_left_as_it_is
     assert!(message.contains(&log.display().to_string()), "{message}");
     assert!(message.contains("damaged"), "{message}");
     assert!(std::fs::read(&log).unwrap() == bytes, "left as it is");
+}
+
+#[test]
+fn a_log_that_runs_into_its_second_file_comes_back_whole() {
+    // 48 writes of ~200 KB of frame each, the database refusing them all: the first file
+    // fills, the log goes on in the second, and the first is not written over (the database
+    // never took it). A start replays both, in order.
+    let dir = tempfile::tempdir().unwrap();
+    let big = "y".repeat(100_000);
+    let faults = Faults::none();
+    let rvs: Vec<u64> = {
+        let (_store, g) = with_a(dir.path(), &faults);
+        faults.set_failing_database(true);
+        (0..48)
+            .map(|i| {
+                g.create(
+                    "configmaps",
+                    cm(&format!("big{i}"), &big),
+                    Default::default(),
+                )
+                .unwrap()
+                .meta
+                .resource_version
+            })
+            .collect()
+    };
+    let sizes = LOGS.map(|f| std::fs::metadata(dir.path().join(f)).unwrap().len());
+    assert!(
+        sizes[1] > committer::APPLY_AT && sizes[0] > committer::APPLY_AT,
+        "both files used: {sizes:?}"
+    );
+    let store = open_store(dir.path(), Faults::none());
+    let g = store.group("g").unwrap();
+    for (i, rv) in rvs.iter().enumerate() {
+        let back = g.get("configmaps", &ObjectKey::new("default", &format!("big{i}")));
+        assert_eq!(back.map(|o| o.meta.resource_version), Some(*rv), "big{i}");
+    }
+    drop((g, store));
+    assert_eq!(
+        objects_in_database(dir.path()),
+        49,
+        "replayed into the database"
+    );
 }

@@ -1,29 +1,34 @@
-//! The write-ahead log in front of the database (`DATA_DIR/store.wal`), as etcd keeps a WAL
-//! in front of bbolt. A commit appends one frame and syncs it, and its writers are answered;
-//! the database takes the frames' changes later, many commits in one transaction, and the
-//! log starts over from its beginning. So a commit costs one sequential write of its own
-//! bytes and one sync, where a database commit rewrites the B-tree pages each change
-//! touches; that difference is the durable store's throughput under many writers.
+//! The write-ahead log in front of the database (two files, `DATA_DIR/store.0.wal` and
+//! `store.1.wal`), as etcd keeps a WAL in front of bbolt. A commit appends one frame and
+//! syncs it, and its writers are answered; the database takes the frames' changes later,
+//! many commits in one transaction, on a thread of its own. So a commit costs one
+//! sequential write of its own bytes and one sync, where a database commit rewrites the
+//! B-tree pages each change touches; that difference is the durable store's throughput
+//! under many writers. Frames go to one file until it is full, then to the other from its
+//! beginning (once the database holds every frame there), so the log stays a few MiB.
 //!
-//! A frame starts on a page boundary: a header (magic, payload length, sequence number,
-//! CRC-32 of the length, number and payload) and the payload, the changes in order. Numbers
-//! go up by one per frame and never restart; the database records the last one it took, so
-//! recovery replays exactly the frames after it and stops at the first frame that is not the
-//! next one (an older frame of an earlier pass over the file ends the log). A frame that is
-//! damaged is a torn last write when no later frame follows it (its writers were never
-//! answered: it is dropped with a warning) and corruption when one does (recovery stops with
-//! the file and the offset, and the file is left as it is).
+//! A frame starts on a page boundary: a header (magic, payload length, frame number, CRC-32
+//! of the length, number and payload) and the payload, the changes in order. Numbers go up
+//! by one per frame and never restart; the database records the last one it took, so
+//! recovery replays exactly the frames after it. In a file, the frames from its start whose
+//! numbers go up by one are the log; the first frame that is not the next one (a frame of an
+//! earlier pass over the file) ends it. A damaged frame is a torn last write when no later
+//! frame follows it (its writers were never answered: it is dropped with a warning) and
+//! corruption when one does (recovery stops with the file and the offset, and the file is
+//! left as it is). No frame header can be forged by an object's contents: a header holds
+//! NUL bytes, which JSON text never does.
 
 use crate::committer::Change;
 use crate::disk::Faults;
 use crate::records::{put_bytes, Corrupt, Reader};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The log file in the data directory.
-pub const FILE: &str = "store.wal";
+/// The log's files in the data directory: frames go to one until it is full, then to the
+/// other, while the database takes what the first holds.
+pub const FILES: [&str; 2] = ["store.0.wal", "store.1.wal"];
 /// Frames start on page boundaries: a torn write damages one frame, never the one before.
 const PAGE: usize = 4096;
 const MAGIC: [u8; 4] = *b"isWL";
@@ -149,6 +154,7 @@ fn entries(payload: &[u8]) -> Result<Vec<Entry>, Corrupt> {
 /// The log file, on a disk whose writes and syncs `faults` can make fail.
 pub struct LogFile {
     file: File,
+    path: PathBuf,
     faults: Arc<Faults>,
 }
 
@@ -164,7 +170,12 @@ impl LogFile {
             .mode(0o600)
             .open(path)?;
         file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        Ok(LogFile { file, faults })
+        let path = path.to_path_buf();
+        Ok(LogFile { file, path, faults })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Writes `data` at `offset`. A disk writes a page at a time, so a power cut (under
@@ -220,31 +231,63 @@ impl LogFile {
 /// What recovery found in the log: the frames after the database's last, in order.
 pub struct Recovered {
     pub frames: Vec<(u64, Vec<Entry>)>,
-    /// The offset of a torn last frame that was dropped.
-    pub torn: Option<u64>,
+    /// The file and offset of a torn last frame that was dropped.
+    pub torn: Option<(usize, u64)>,
 }
 
-/// Reads the frames after number `applied` from the log. The log is the chain of frames
-/// from its start whose numbers go up by one; it may begin with frames the database already
-/// took (a crash between a database commit and the log starting over), which are skipped.
-pub fn recover(log: &LogFile, applied: u64) -> Result<Recovered, String> {
-    let all = log.read().map_err(|e| e.to_string())?;
+/// Reads the frames after number `applied` from the log's files. Each file holds a chain of
+/// frames from its start whose numbers go up by one (an older pass over the file may follow
+/// it); together, the chains' frames after `applied` must number on from it without a gap.
+/// An error names the file found wrong.
+pub fn recover(logs: &[&LogFile], applied: u64) -> Result<Recovered, (PathBuf, String)> {
+    let mut frames = Vec::new();
+    let mut torn = None;
+    for (i, log) in logs.iter().enumerate() {
+        let wrong = |e: String| (log.path.clone(), e);
+        let all = log.read().map_err(|e| wrong(e.to_string()))?;
+        let chain = chain(&all, applied).map_err(wrong)?;
+        frames.extend(chain.frames.into_iter().map(|(seq, e)| (seq, i, e)));
+        torn = torn.or(chain.torn.map(|at| (i, at)));
+    }
+    frames.sort_by_key(|(seq, _, _)| *seq);
+    for (n, (seq, i, _)) in frames.iter().enumerate() {
+        let expected = applied + 1 + n as u64;
+        if *seq != expected {
+            let why = format!(
+                "frame {seq} is here, but no log file holds frames {expected} to {}",
+                seq - 1
+            );
+            return Err((logs[*i].path.clone(), why));
+        }
+    }
+    let frames = frames.into_iter().map(|(seq, _, e)| (seq, e)).collect();
+    Ok(Recovered { frames, torn })
+}
+
+/// What one file holds.
+struct Chain {
+    frames: Vec<(u64, Vec<Entry>)>,
+    torn: Option<u64>,
+}
+
+fn chain(all: &[u8], applied: u64) -> Result<Chain, String> {
     let mut frames = Vec::new();
     let mut offset = 0;
     let mut newest: Option<u64> = None;
     let last = loop {
-        let frame = read_frame(&all, offset);
+        let frame = read_frame(all, offset);
         let Frame::Whole { seq, payload, next } = frame else {
             break frame;
         };
-        let before = newest.unwrap_or(applied);
-        if seq > before + 1 {
-            return Err(format!(
-                "frame {seq} at offset {offset} follows frame {before} (frames are missing)"
-            ));
-        }
-        if newest.is_some_and(|n| seq <= n) {
-            break frame; // an earlier pass over the file
+        if let Some(n) = newest {
+            if seq <= n {
+                break frame; // an earlier pass over the file
+            }
+            if seq > n + 1 {
+                return Err(format!(
+                    "frame {seq} at offset {offset} follows frame {n} (frames are missing)"
+                ));
+            }
         }
         if seq > applied {
             let found = entries(payload).map_err(|e| {
@@ -255,12 +298,12 @@ pub fn recover(log: &LogFile, applied: u64) -> Result<Recovered, String> {
         newest = Some(seq);
         offset = next;
     };
-    // The log ends here. A whole frame that should come after it means the end is damage in
-    // the middle, not a torn last write.
+    // The chain ends here. A whole frame that should come after it means the end is damage
+    // in the middle, not a torn last write.
     let after = newest.unwrap_or(0).max(applied);
     let mut probe = offset + PAGE;
     while probe < all.len() {
-        if let Frame::Whole { seq, .. } = read_frame(&all, probe) {
+        if let Frame::Whole { seq, .. } = read_frame(all, probe) {
             if seq > after {
                 return Err(format!(
                     "the frame at offset {offset} is damaged, and frame {seq} at offset {probe} \
@@ -271,7 +314,7 @@ pub fn recover(log: &LogFile, applied: u64) -> Result<Recovered, String> {
         probe += PAGE;
     }
     let torn = matches!(last, Frame::Damaged).then_some(offset as u64);
-    Ok(Recovered { frames, torn })
+    Ok(Chain { frames, torn })
 }
 
 enum Frame<'a> {
@@ -330,7 +373,7 @@ mod tests {
 
     fn log_with(frames: &[(u64, usize)]) -> (tempfile::TempDir, LogFile, Vec<u64>) {
         let dir = tempfile::tempdir().unwrap();
-        let log = LogFile::open(&dir.path().join(FILE), Faults::none()).unwrap();
+        let log = LogFile::open(&dir.path().join(FILES[0]), Faults::none()).unwrap();
         let mut offsets = Vec::new();
         let mut at = 0;
         for &(seq, n) in frames {
@@ -350,7 +393,7 @@ mod tests {
     #[test]
     fn frames_after_the_applied_one_come_back_in_order_with_their_entries() {
         let (_dir, log, _) = log_with(&[(4, 2), (5, 1), (6, 3)]);
-        let r = recover(&log, 4).unwrap();
+        let r = recover(&[&log], 4).unwrap();
         assert_eq!(seqs(&r), vec![5, 6]);
         assert_eq!(r.torn, None);
         let Entry::Put { group, change } = &r.frames[1].1[2] else {
@@ -367,7 +410,7 @@ mod tests {
             }],
         );
         log.write_at(&reserve, 0).unwrap();
-        let r = recover(&log, 8).unwrap();
+        let r = recover(&[&log], 8).unwrap();
         assert!(matches!(
             &r.frames[0].1[0],
             Entry::Reserve { reserved: 77, .. }
@@ -380,10 +423,10 @@ mod tests {
         let (_dir, log, offsets) = log_with(&[(1, 3), (2, 3), (3, 3)]);
         log.write_at(&frame(4, &[put("g", 40)]), offsets[0])
             .unwrap();
-        let r = recover(&log, 3).unwrap();
+        let r = recover(&[&log], 3).unwrap();
         assert_eq!(seqs(&r), vec![4]);
         assert_eq!(r.torn, None, "an old frame is not damage");
-        assert_eq!(seqs(&recover(&log, 4).unwrap()), Vec::<u64>::new());
+        assert_eq!(seqs(&recover(&[&log], 4).unwrap()), Vec::<u64>::new());
     }
 
     #[test]
@@ -395,13 +438,13 @@ mod tests {
         let mut last = frame(3, &[put("g", 30), put("g", 32)]);
         last.truncate(PAGE);
         log.write_at(&last, offsets[2]).unwrap();
-        let r = recover(&log, 0).unwrap();
+        let r = recover(&[&log], 0).unwrap();
         assert_eq!(seqs(&r), vec![1, 2]);
-        assert_eq!(r.torn, Some(offsets[2]));
+        assert_eq!(r.torn, Some((0, offsets[2])));
         // One flipped byte in the middle frame, with frame 3 whole after it: corruption.
         let (_dir, log, offsets) = log_with(&[(1, 1), (2, 4), (3, 1)]);
         log.write_at(&[0xff], offsets[1] + 100).unwrap();
-        let err = recover(&log, 0).err().expect("refused");
+        let (_, err) = recover(&[&log], 0).err().expect("refused");
         assert!(err.contains(&format!("offset {}", offsets[1])), "{err}");
         assert!(err.contains("frame 3"), "{err}");
     }
@@ -409,7 +452,22 @@ mod tests {
     #[test]
     fn a_gap_in_the_numbers_is_refused() {
         let (_dir, log, _) = log_with(&[(1, 1), (3, 1)]);
-        let err = recover(&log, 0).err().expect("refused");
+        let (_, err) = recover(&[&log], 0).err().expect("refused");
         assert!(err.contains("missing"), "{err}");
+    }
+
+    #[test]
+    fn the_two_files_chains_join_and_a_gap_between_them_is_refused() {
+        // The first file was being applied (frames 1-3) when the log went on in the second.
+        let (_a, first, _) = log_with(&[(1, 1), (2, 1), (3, 2)]);
+        let (_b, second, _) = log_with(&[(4, 1), (5, 1)]);
+        let r = recover(&[&first, &second], 0).unwrap();
+        assert_eq!(seqs(&r), vec![1, 2, 3, 4, 5]);
+        let r = recover(&[&first, &second], 3).unwrap();
+        assert_eq!(seqs(&r), vec![4, 5], "the database holds 1-3");
+        let (_c, after_gap, _) = log_with(&[(5, 1), (6, 1)]);
+        let (path, err) = recover(&[&first, &after_gap], 0).err().expect("refused");
+        assert_eq!(path, after_gap.path());
+        assert!(err.contains("frames 4 to 4"), "{err}");
     }
 }

@@ -220,7 +220,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         println!("state: in memory (--ephemeral); nothing survives a restart");
     } else {
         println!(
-            "state: durable in {} ({restored_objects} objects restored in {} ms; resourceVersions go on from {restored_version})",
+            "state: durable in {} (its write-ahead log beside it; {restored_objects} objects restored in {} ms; resourceVersions go on from {restored_version})",
             data_dir.join(infrasim_durable::FILE).display(),
             restore_took.as_millis()
         );
