@@ -29,8 +29,6 @@ pub type Counts = HashMap<Arc<str>, u64>;
 pub enum Work {
     /// Changes of the log through frame number `.1`.
     Apply(Vec<Entry>, u64),
-    /// Forget a group once everything before it is applied: its objects, events and counter.
-    Forget(Arc<str>, SyncSender<Result<(), String>>),
     /// Answer once everything before it is applied.
     Flush(SyncSender<Result<(), String>>),
 }
@@ -92,9 +90,6 @@ impl Applier {
                     }
                     self.apply();
                 }
-                Work::Forget(group, reply) => {
-                    let _ = reply.send(self.forget(&group));
-                }
                 Work::Flush(reply) => {
                     let _ = reply.send(match &self.failing {
                         Some(why) => Err(why.clone()),
@@ -146,24 +141,6 @@ impl Applier {
                 tracing::error!(error = %why, "the database could not take the log's writes; they wait in the log");
                 self.db = None;
                 self.failing = Some(why);
-            }
-        }
-    }
-
-    fn forget(&mut self, group: &str) -> Result<(), String> {
-        if let Some(why) = &self.failing {
-            return Err(format!("the database has not taken earlier writes: {why}"));
-        }
-        let outcome = database(&mut self.db, &self.reopen)
-            .and_then(|db| forget(db, group).map_err(|e| e.to_string()));
-        match outcome {
-            Ok(()) => {
-                self.counts.remove(group);
-                Ok(())
-            }
-            Err(why) => {
-                self.db = None;
-                Err(why)
             }
         }
     }
@@ -222,26 +199,17 @@ pub fn apply_entries(
                 Entry::Reserve { group, reserved } => {
                     groups.insert(&**group, reserved)?;
                 }
+                Entry::Forget { group } => {
+                    let (prefix, end) = records::group_range(group);
+                    objects.retain_in(prefix.as_slice()..end.as_slice(), |_, _| false)?;
+                    events.retain_in((&**group, 0)..=(&**group, u64::MAX), |_, _| false)?;
+                    groups.remove(&**group)?;
+                    counts.remove(group);
+                }
             }
         }
         trim(&mut events, window, counts)?;
         txn.open_table(crate::META)?.insert(crate::APPLIED, seq)?;
-    }
-    txn.commit()?;
-    Ok(())
-}
-
-/// Drops a group's objects, events and counter.
-fn forget(db: &Database, group: &str) -> Result<(), redb::Error> {
-    let mut txn = db.begin_write()?;
-    txn.set_durability(Durability::Immediate)?;
-    {
-        let (prefix, end) = records::group_range(group);
-        let mut objects = txn.open_table(crate::OBJECTS)?;
-        objects.retain_in(prefix.as_slice()..end.as_slice(), |_, _| false)?;
-        let mut events = txn.open_table(crate::EVENTS)?;
-        events.retain_in((group, 0)..=(group, u64::MAX), |_, _| false)?;
-        txn.open_table(crate::GROUPS)?.remove(group)?;
     }
     txn.commit()?;
     Ok(())

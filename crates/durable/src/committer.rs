@@ -207,8 +207,7 @@ impl Committer {
                 Message::Write(job) => writes.push(job),
                 Message::Drop(group, reply) => {
                     self.append(std::mem::take(&mut writes));
-                    self.kept.remove(&group);
-                    self.ask_applier(Work::Forget(group, reply));
+                    let _ = reply.send(self.forget(group));
                 }
                 Message::Flush(reply) => {
                     self.append(std::mem::take(&mut writes));
@@ -226,7 +225,7 @@ impl Committer {
             Some(w) => w.send(work).map_err(|e| e.0),
             None => Err(work),
         };
-        if let Err(Work::Forget(_, reply) | Work::Flush(reply)) = sent {
+        if let Err(Work::Flush(reply)) = sent {
             let _ = reply.send(Err("the database's thread stopped".into()));
         }
     }
@@ -294,23 +293,38 @@ impl Committer {
                 last,
             });
         }
-        let frame = wal::frame(self.seq + 1, &entries);
-        let outcome = self.write_frame(&frame);
+        let outcome = self.log(entries);
         if outcome.is_ok() {
-            self.seq += 1;
-            self.offset += frame.len() as u64;
             for (group, span) in spans {
                 self.kept.insert(group, span);
             }
-            self.pending.extend(entries);
-        } else if let Err(why) = &outcome {
-            tracing::error!(error = %why, "a commit failed; its writes are refused");
         }
-        let log = self.logs[self.active].path().display();
-        answer(
-            waiters,
-            outcome.map_err(|why| format!("writing {log}: {why}")),
-        );
+        answer(waiters, outcome);
+    }
+
+    /// Logs that `group` is gone, in order with the writes around it (a start replays the
+    /// two in that order too).
+    fn forget(&mut self, group: Arc<str>) -> Result<(), String> {
+        self.log(vec![Entry::Forget {
+            group: group.clone(),
+        }])?;
+        self.kept.remove(&group);
+        Ok(())
+    }
+
+    /// Appends `entries` as the next frame and syncs it; once it is durable they wait for the
+    /// applier.
+    fn log(&mut self, entries: Vec<Entry>) -> Result<(), String> {
+        let frame = wal::frame(self.seq + 1, &entries);
+        if let Err(why) = self.write_frame(&frame) {
+            tracing::error!(error = %why, "a commit failed; its writes are refused");
+            let log = self.logs[self.active].path().display();
+            return Err(format!("writing {log}: {why}"));
+        }
+        self.seq += 1;
+        self.offset += frame.len() as u64;
+        self.pending.extend(entries);
+        Ok(())
     }
 
     fn write_frame(&mut self, frame: &[u8]) -> Result<(), String> {

@@ -43,10 +43,13 @@ pub enum Entry {
     Put { group: Arc<str>, change: Change },
     /// `group`'s resourceVersion counter reserved up to this.
     Reserve { group: Arc<str>, reserved: u64 },
+    /// `group` is gone: its objects, events and counter.
+    Forget { group: Arc<str> },
 }
 
 const PUT: u8 = 1;
 const RESERVE: u8 = 2;
+const FORGET: u8 = 3;
 
 /// A frame holding `entries` as number `seq`, padded to whole pages.
 pub fn frame(seq: u64, entries: &[Entry]) -> Vec<u8> {
@@ -88,6 +91,7 @@ impl Entry {
                     + change.event.len()
             }
             Entry::Reserve { group, .. } => 1 + 4 + group.len() + 8,
+            Entry::Forget { group } => 1 + 4 + group.len(),
         }
     }
 
@@ -111,6 +115,10 @@ impl Entry {
                 out.push(RESERVE);
                 put_bytes(out, group.as_bytes());
                 out.extend_from_slice(&reserved.to_le_bytes());
+            }
+            Entry::Forget { group } => {
+                out.push(FORGET);
+                put_bytes(out, group.as_bytes());
             }
         }
     }
@@ -145,6 +153,7 @@ fn entries(payload: &[u8]) -> Result<Vec<Entry>, Corrupt> {
                 group,
                 reserved: r.u64("reservation")?,
             },
+            FORGET => Entry::Forget { group },
             t => return Err(Corrupt(format!("unknown entry tag {t}"))),
         });
     }
@@ -415,6 +424,15 @@ mod tests {
             &r.frames[0].1[0],
             Entry::Reserve { reserved: 77, .. }
         ));
+        let forget = frame(
+            10,
+            &[Entry::Forget {
+                group: Arc::from("h"),
+            }],
+        );
+        log.write_at(&forget, 4096).unwrap();
+        let r = recover(&[&log], 9).unwrap();
+        assert!(matches!(&r.frames[0].1[0], Entry::Forget { group } if &**group == "h"));
     }
 
     #[test]

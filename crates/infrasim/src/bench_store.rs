@@ -69,7 +69,7 @@ pub async fn run(args: StoreBenchArgs) -> anyhow::Result<()> {
                 .push(api_creates(durable.then_some(dir.as_path()), clients, args.seconds).await?);
         }
         let name = if durable {
-            "durable (log fsync'd per commit, redb behind)"
+            "durable (fsync'd log + redb)"
         } else {
             "in memory (--ephemeral)"
         };
@@ -95,9 +95,7 @@ pub async fn run(args: StoreBenchArgs) -> anyhow::Result<()> {
     );
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     for &n in &args.restart_objects {
-        let dir = root.join(format!("restart-{n}"));
-        let (restart, bytes) = restart(&dir, n)?;
-        let log = log_bytes(&dir)?;
+        let (restart, bytes, log) = restart(&root.join(format!("restart-{n}")), n)?;
         println!(
             "{:<12} {:>10.2} s {:>16.0} {:>10.1} MiB {:>6.1} MiB",
             n,
@@ -330,7 +328,8 @@ fn log_bytes(dir: &Path) -> anyhow::Result<u64> {
     Ok(total)
 }
 
-fn restart(dir: &Path, n: usize) -> anyhow::Result<(Duration, u64)> {
+/// The time to open a durable store of `n` objects, its database's bytes and its log's.
+fn restart(dir: &Path, n: usize) -> anyhow::Result<(Duration, u64, u64)> {
     let _ = std::fs::remove_dir_all(dir);
     const WRITERS: usize = 32;
     {
@@ -359,6 +358,7 @@ fn restart(dir: &Path, n: usize) -> anyhow::Result<(Duration, u64)> {
         })?;
     }
     let bytes = std::fs::metadata(dir.join(infrasim_durable::FILE))?.len();
+    let log = log_bytes(dir)?;
     let started = Instant::now();
     let backend = Arc::new(DurableBackend::open(dir, 1000)?);
     let store = Store::open(StoreConfig::default(), SystemClock::shared(), backend)?;
@@ -376,5 +376,5 @@ fn restart(dir: &Path, n: usize) -> anyhow::Result<(Duration, u64)> {
     anyhow::ensure!(restored == n, "restored {restored} of {n} objects");
     drop(store);
     let _ = std::fs::remove_dir_all(dir);
-    Ok((took, bytes))
+    Ok((took, bytes, log))
 }
