@@ -14,9 +14,8 @@ use crate::records;
 use crate::wal::Entry;
 use redb::{Database, Durability, ReadableTable};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// How soon changes the database refused are tried again when nothing else comes.
@@ -33,6 +32,44 @@ pub enum Work {
     Flush(SyncSender<Result<(), String>>),
 }
 
+/// How far the database has got: the last frame it holds, and whether its last commit
+/// failed. The committer reads it to know when a log file may be written over, and waits on
+/// it when the database lags far behind.
+#[derive(Default)]
+pub struct Progress {
+    state: Mutex<(u64, bool)>,
+    changed: Condvar,
+}
+
+impl Progress {
+    pub fn new(applied: u64) -> Progress {
+        Progress {
+            state: Mutex::new((applied, false)),
+            changed: Condvar::new(),
+        }
+    }
+
+    /// The last frame the database holds.
+    pub fn applied(&self) -> u64 {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).0
+    }
+
+    /// Waits until the database holds frame `seq`, or until a commit of it fails (then the
+    /// log, which holds every change, is what keeps them).
+    pub fn wait_for(&self, seq: u64) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while state.0 < seq && !state.1 {
+            state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn set(&self, applied: u64, failing: bool) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        *state = (applied.max(state.0), failing);
+        self.changed.notify_all();
+    }
+}
+
 pub struct Applier {
     /// `None` after a failed commit, until it is opened again.
     db: Option<Database>,
@@ -42,8 +79,7 @@ pub struct Applier {
     /// Changes not in the database yet (refused once at least), and their last frame.
     backlog: Vec<Entry>,
     backlog_seq: u64,
-    /// The last frame the database holds; the committer reads it.
-    applied: Arc<AtomicU64>,
+    progress: Arc<Progress>,
     /// Why the last commit failed, while changes wait.
     failing: Option<String>,
 }
@@ -54,7 +90,7 @@ impl Applier {
         reopen: Reopen,
         window: usize,
         kept: &HashMap<Arc<str>, Span>,
-        applied: Arc<AtomicU64>,
+        progress: Arc<Progress>,
     ) -> Applier {
         Applier {
             db: Some(db),
@@ -63,7 +99,7 @@ impl Applier {
             counts: kept.iter().map(|(g, s)| (g.clone(), s.events)).collect(),
             backlog: Vec::new(),
             backlog_seq: 0,
-            applied,
+            progress,
             failing: None,
         }
     }
@@ -135,12 +171,13 @@ impl Applier {
                 self.counts = counts;
                 self.backlog.clear();
                 self.failing = None;
-                self.applied.store(seq, Ordering::Release);
+                self.progress.set(seq, false);
             }
             Err(why) => {
                 tracing::error!(error = %why, "the database could not take the log's writes; they wait in the log");
                 self.db = None;
                 self.failing = Some(why);
+                self.progress.set(0, true);
             }
         }
     }

@@ -9,14 +9,13 @@
 //! committer goes on in the other from its beginning. Changes also go to the applier once no
 //! write has come for [`IDLE`], before a group is forgotten, and when the committer stops.
 
-use crate::applier::Work;
+use crate::applier::{Progress, Work};
 use crate::records;
 use crate::wal::{self, Entry, LogFile};
 use infrasim_store::durability::{built_on_failed, Settle, Ticket};
 use infrasim_store::{Event, EventType, StoreError};
 use redb::Database;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -27,6 +26,9 @@ const BATCH: usize = 4096;
 /// A log file holds this many bytes of frames before the log goes on in the other. It is
 /// also the size each file is made with, so a first pass over it writes in place.
 pub const APPLY_AT: u64 = 4 << 20;
+/// A log file grows past [`APPLY_AT`] while the database has not taken the other file's
+/// frames; at this size the committer waits for it.
+const LAG_LIMIT: u64 = 8 * APPLY_AT;
 /// The answered changes go to the database once no write has come for this long, so a
 /// quiet store's log holds little the database lacks.
 const IDLE: Duration = Duration::from_millis(50);
@@ -113,8 +115,8 @@ pub struct Committer {
     blank_at: Option<u64>,
     /// Answered changes not yet handed to the applier, in order.
     pending: Vec<Entry>,
-    /// The last frame the database holds (the applier's word).
-    applied: Arc<AtomicU64>,
+    /// How far the database has got (the applier's word).
+    progress: Arc<Progress>,
     work: Option<Sender<Work>>,
     applier: Option<JoinHandle<()>>,
 }
@@ -137,8 +139,8 @@ pub fn start(
     kept: Kept,
     seq: u64,
 ) -> std::io::Result<(Sender<Message>, JoinHandle<()>)> {
-    let applied = Arc::new(AtomicU64::new(seq));
-    let applier = crate::applier::Applier::new(db, reopen, window, &kept, applied.clone());
+    let progress = Arc::new(Progress::new(seq));
+    let applier = crate::applier::Applier::new(db, reopen, window, &kept, progress.clone());
     let (work, work_inbox) = std::sync::mpsc::channel();
     let applier = std::thread::Builder::new()
         .name("store-applier".into())
@@ -152,7 +154,7 @@ pub fn start(
         other_last: seq,
         blank_at: None,
         pending: Vec::new(),
-        applied,
+        progress,
         work: Some(work),
         applier: Some(applier),
     };
@@ -249,7 +251,13 @@ impl Committer {
             return;
         }
         self.hand_off();
-        let free = self.applied.load(Ordering::Acquire) >= self.other_last;
+        if self.offset >= LAG_LIMIT {
+            // The database lags far behind: the writers wait for it here, so the log and the
+            // changes queued in memory stay bounded. Not if its commits fail: the log holds
+            // every change, and grows until the disk heals or a write to it fails.
+            self.progress.wait_for(self.other_last);
+        }
+        let free = self.progress.applied() >= self.other_last;
         // A failed frame is blanked in the active file before anything else is written.
         if free && self.blank_at.is_none() {
             self.other_last = self.seq;
