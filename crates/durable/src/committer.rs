@@ -21,8 +21,10 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// At most this many jobs share one frame (a bound on one sync's size).
+/// At most this many jobs, and about this many bytes, share one frame (a bound on one
+/// sync's size, and far inside what a frame's header can count).
 const BATCH: usize = 4096;
+const BATCH_BYTES: usize = 64 << 20;
 /// A log file holds this many bytes of frames before the log goes on in the other. It is
 /// also the size each file is made with, so a first pass over it writes in place.
 pub const APPLY_AT: u64 = 4 << 20;
@@ -80,6 +82,20 @@ pub enum Message {
     Drop(Arc<str>, SyncSender<Result<(), String>>),
     /// Answer once the database holds every write answered so far.
     Flush(SyncSender<Result<(), String>>),
+}
+
+impl Message {
+    /// The bytes a write adds to a frame.
+    fn bytes(&self) -> usize {
+        match self {
+            Message::Write(job) => job
+                .changes
+                .iter()
+                .map(|c| c.object_key.len() + c.object.as_ref().map_or(0, Vec::len) + c.event.len())
+                .sum(),
+            _ => 0,
+        }
+    }
 }
 
 /// Per group, how many events the database keeps, the newest resourceVersion, and the
@@ -185,10 +201,14 @@ impl Committer {
                 }
                 Err(RecvTimeoutError::Disconnected) => break,
             };
+            let mut bytes = first.bytes();
             let mut batch = vec![first];
-            while batch.len() < BATCH {
+            while batch.len() < BATCH && bytes < BATCH_BYTES {
                 match inbox.try_recv() {
-                    Ok(m) => batch.push(m),
+                    Ok(m) => {
+                        bytes += m.bytes();
+                        batch.push(m);
+                    }
                     Err(_) => break,
                 }
             }

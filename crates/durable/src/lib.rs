@@ -3,13 +3,14 @@
 //! resourceVersion, finalizers, everything), its counter, and its newest events, so watches
 //! resume across the restart.
 //!
-//! Writes of many clients and groups share one sync ([`committer`]), appended to a
-//! write-ahead log (`DATA_DIR/store.wal`, [`wal`]) and then, thousands at a time, written to
-//! a redb database (`DATA_DIR/store.redb`). The database holds the live objects and, per
+//! Writes of many clients and groups share one sync (`committer`), appended to a
+//! write-ahead log (`DATA_DIR/store.0.wal` and `store.1.wal`, `wal`) and then, thousands at
+//! a time and on a thread of their own (`applier`), written to a redb database
+//! (`DATA_DIR/store.redb`). The database holds the live objects and, per
 //! group, the newest events up to the watch window (older ones are trimmed as writes go on),
 //! so the disk used and the time to restart follow the number of live objects, not of
-//! writes ever made; the log holds at most a few MiB of writes the database has not taken
-//! yet, and a start replays them into it. A directory is used by one process at a time
+//! writes ever made; the log holds the writes the database has not taken yet (a few MiB;
+//! writers wait once a file passes 32 MiB), and a start replays them into it. A directory is used by one process at a time
 //! (`store.lock`), and a database of another format, or a database or log that cannot be
 //! read, stops the start with the file and the reason, and is left as it is.
 
