@@ -139,7 +139,6 @@ pub struct Committer {
 
 /// A writer waiting on a frame.
 struct Waiter {
-    group: Arc<str>,
     settle: Weak<dyn Settle>,
     ticket: Ticket,
     last: Option<u64>,
@@ -315,7 +314,6 @@ impl Committer {
                 change,
             }));
             waiters.push(Waiter {
-                group: job.group,
                 settle: job.settle,
                 ticket: job.ticket,
                 last,
@@ -387,26 +385,34 @@ fn refuse_stale(batch: Vec<Message>) -> Vec<Message> {
         .collect()
 }
 
-/// Tells every writer (and group) of a frame how it ended.
+/// Tells every writer (and group) of a frame how it ended. Each group hears once, of its
+/// newest write in the frame (durable through it means durable through every earlier one),
+/// before any writer is answered, so an answered write is already published.
 fn answer(waiters: Vec<Waiter>, outcome: Result<(), String>) {
-    let mut failed_groups = std::collections::HashSet::new();
-    for w in waiters {
+    // Keyed by the group object, not its name: a group dropped and made again under the
+    // same name is another group.
+    let mut groups: HashMap<usize, (&Weak<dyn Settle>, u64)> = HashMap::new();
+    for w in &waiters {
+        let id = w.settle.as_ptr() as *const () as usize;
+        let newest = w.last.unwrap_or(0);
+        groups
+            .entry(id)
+            .and_modify(|(_, rv)| *rv = (*rv).max(newest))
+            .or_insert((&w.settle, newest));
+    }
+    for (settle, newest) in groups.into_values() {
+        let Some(group) = settle.upgrade() else {
+            continue;
+        };
         match &outcome {
-            Ok(()) => {
-                if let (Some(last), Some(group)) = (w.last, w.settle.upgrade()) {
-                    group.durable(last);
-                }
-                w.ticket.settle(Ok(()));
-            }
-            Err(why) => {
-                if failed_groups.insert(w.group.clone()) {
-                    if let Some(group) = w.settle.upgrade() {
-                        group.failed();
-                    }
-                }
-                w.ticket.settle(Err(StoreError::Backend(why.clone())));
-            }
+            Ok(()) if newest > 0 => group.durable(newest),
+            Ok(()) => {}
+            Err(_) => group.failed(),
         }
+    }
+    for w in waiters {
+        let told = outcome.clone().map_err(StoreError::Backend);
+        w.ticket.settle(told);
     }
 }
 
