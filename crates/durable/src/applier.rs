@@ -278,3 +278,27 @@ fn trim(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_ends_when_the_database_gets_there_or_its_commits_fail() {
+        let progress = Arc::new(Progress::new(3));
+        let applier = {
+            let progress = progress.clone();
+            std::thread::spawn(move || {
+                progress.set(5, false);
+                progress.set(7, false);
+            })
+        };
+        progress.wait_for(7);
+        assert_eq!(progress.applied(), 7);
+        applier.join().unwrap();
+        // A failure keeps how far it got, and lets a waiter go on (the log holds the rest).
+        progress.set(0, true);
+        progress.wait_for(100);
+        assert_eq!(progress.applied(), 7);
+    }
+}
