@@ -18,6 +18,8 @@ struct Fixture {
     ids: Vec<u64>,
     endpoints: Vec<String>,
     dir: PathBuf,
+    /// Removes `dir` (certificates, snapshots, a restored etcd's data) when the test ends.
+    _files: tempfile::TempDir,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -33,10 +35,11 @@ async fn three_members() -> Fixture {
     let client = ca
         .client_cert("kube-apiserver-etcd-client", &[])
         .expect("a client certificate");
-    let dir = std::env::temp_dir()
-        .join(format!("etcdctl-{}", std::process::id()))
-        .join(format!("{:x}", rand_suffix()));
-    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let files = tempfile::Builder::new()
+        .prefix("etcdctl-")
+        .tempdir()
+        .expect("a temp dir");
+    let dir = files.path().to_path_buf();
     std::fs::write(dir.join("ca.crt"), &ca.cert_pem).expect("write");
     std::fs::write(dir.join("client.crt"), &client.cert_pem).expect("write");
     std::fs::write(dir.join("client.key"), &client.key_pem).expect("write");
@@ -67,15 +70,9 @@ async fn three_members() -> Fixture {
         ids,
         endpoints,
         dir,
+        _files: files,
         _stop: stop,
     }
-}
-
-fn rand_suffix() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish()
 }
 
 impl Fixture {
