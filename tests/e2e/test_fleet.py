@@ -255,17 +255,16 @@ def test_statefulset_pods_come_in_order_with_stable_names(fleet):
     kubectl(kc, "delete", "statefulset", "db")
 
 
-def test_anonymous_requests_are_refused(fleet):
+def test_anonymous_requests_are_refused(fleet, tmp_path):
     import base64
     import ssl
-    import tempfile
     import urllib.request
     out, _ = fleet
     kc = yaml.safe_load(open(out / "wl-0.kubeconfig"))
     cluster = kc["clusters"][0]["cluster"]
-    with tempfile.NamedTemporaryFile("wb", suffix=".crt", delete=False) as ca:
-        ca.write(base64.b64decode(cluster["certificate-authority-data"]))
-    context = ssl.create_default_context(cafile=ca.name)
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    context = ssl.create_default_context(cafile=str(ca))
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(cluster["server"] + "/api/v1/nodes", context=context, timeout=10)
     assert refused.value.code == 401

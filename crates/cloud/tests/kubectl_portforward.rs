@@ -21,6 +21,8 @@ struct Fixture {
     _cloud: Cloud,
     client: kube::Client,
     dir: PathBuf,
+    /// Removes `dir` (the kubeconfig and etcd client files) when the test ends.
+    _files: tempfile::TempDir,
 }
 
 async fn fixture(name: &str, ports: std::ops::RangeInclusive<u16>) -> Fixture {
@@ -34,8 +36,11 @@ async fn fixture(name: &str, ports: std::ops::RangeInclusive<u16>) -> Fixture {
         .etcd_ca
         .client_cert("kube-apiserver-etcd-client", &[])
         .expect("a client certificate");
-    let dir = std::env::temp_dir().join(format!("kubectl-pf-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let files = tempfile::Builder::new()
+        .prefix(&format!("kubectl-pf-{name}-"))
+        .tempdir()
+        .expect("a temp dir");
+    let dir = files.path().to_path_buf();
     for (file, text) in [
         ("kubeconfig", info.kubeconfig.as_str()),
         ("etcd-ca.crt", pki.etcd_ca.cert_pem.as_str()),
@@ -50,6 +55,7 @@ async fn fixture(name: &str, ports: std::ops::RangeInclusive<u16>) -> Fixture {
         _cloud: cloud,
         client,
         dir,
+        _files: files,
     }
 }
 
