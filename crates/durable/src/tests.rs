@@ -118,15 +118,17 @@ fn writes_come_back_after_a_reopen_and_watches_resume_across_it() {
 }
 
 #[test]
-fn the_database_is_readable_by_its_owner_only() {
+fn the_database_and_its_log_are_readable_by_their_owner_only() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let _ = with_a(dir.path(), &Faults::none());
-    let mode = std::fs::metadata(dir.path().join(FILE))
-        .unwrap()
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    for file in [FILE, LOGS[0], LOGS[1]] {
+        let mode = std::fs::metadata(dir.path().join(file))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{file}: {mode:o}");
+    }
 }
 
 #[test]
