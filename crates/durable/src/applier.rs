@@ -84,6 +84,14 @@ pub struct Applier {
     failing: Option<String>,
 }
 
+impl Drop for Applier {
+    /// However the thread ends (a panic included), a committer waiting on the database goes
+    /// on: no more progress will come, and the log keeps what the database does not hold.
+    fn drop(&mut self) {
+        self.progress.set(0, true);
+    }
+}
+
 impl Applier {
     pub fn new(
         db: Database,
@@ -300,5 +308,23 @@ mod tests {
         progress.set(0, true);
         progress.wait_for(100);
         assert_eq!(progress.applied(), 7);
+    }
+
+    #[test]
+    fn an_applier_that_ends_lets_a_waiting_committer_go_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(crate::FILE);
+        let db = Database::create(&file).unwrap();
+        let progress = Arc::new(Progress::new(0));
+        let reopen: Reopen = Box::new(move || Database::open(&file));
+        let applier = Applier::new(db, reopen, 10, &HashMap::new(), progress.clone());
+        let waiter = {
+            let progress = progress.clone();
+            std::thread::spawn(move || progress.wait_for(1))
+        };
+        // As a panic unwinding the applier's thread would drop it.
+        drop(applier);
+        waiter.join().unwrap();
+        assert_eq!(progress.applied(), 0, "nothing was applied");
     }
 }
