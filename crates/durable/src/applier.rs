@@ -9,7 +9,7 @@
 //! database is opened again first (redb's own recovery), as it refuses every transaction
 //! after an I/O error until then.
 
-use crate::committer::{Reopen, Span};
+use crate::committer::Reopen;
 use crate::records;
 use crate::wal::Entry;
 use redb::{Database, Durability, ReadableTable};
@@ -21,8 +21,18 @@ use std::time::Duration;
 /// How soon changes the database refused are tried again when nothing else comes.
 const RETRY: Duration = Duration::from_millis(200);
 
-/// Per group, the events the database holds.
+/// Per group, the events the database holds. Counted, not derived from resourceVersions:
+/// those jump by the reservation at every restart, and a window measured in them would drop
+/// every event from before the restart at the first write after it.
 pub type Counts = HashMap<Arc<str>, u64>;
+
+/// The events each group has in the database, from the groups just read.
+pub fn counts_of(images: &[infrasim_store::GroupImage]) -> Counts {
+    images
+        .iter()
+        .map(|image| (Arc::from(image.name.as_str()), image.window.len() as u64))
+        .collect()
+}
 
 /// What the applier is asked to do, in log order.
 pub enum Work {
@@ -97,14 +107,14 @@ impl Applier {
         db: Database,
         reopen: Reopen,
         window: usize,
-        kept: &HashMap<Arc<str>, Span>,
+        counts: Counts,
         progress: Arc<Progress>,
     ) -> Applier {
         Applier {
             db: Some(db),
             reopen,
             window,
-            counts: kept.iter().map(|(g, s)| (g.clone(), s.events)).collect(),
+            counts,
             backlog: Vec::new(),
             backlog_seq: 0,
             progress,
@@ -317,7 +327,7 @@ mod tests {
         let db = Database::create(&file).unwrap();
         let progress = Arc::new(Progress::new(0));
         let reopen: Reopen = Box::new(move || Database::open(&file));
-        let applier = Applier::new(db, reopen, 10, &HashMap::new(), progress.clone());
+        let applier = Applier::new(db, reopen, 10, Counts::new(), progress.clone());
         let waiter = {
             let progress = progress.clone();
             std::thread::spawn(move || progress.wait_for(1))

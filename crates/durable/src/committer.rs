@@ -98,16 +98,11 @@ impl Message {
     }
 }
 
-/// Per group, how many events the database keeps, the newest resourceVersion, and the
-/// counter reserved on disk.
+/// Per group, the newest resourceVersion logged and the counter reserved on disk.
 pub type Kept = HashMap<Arc<str>, Span>;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Span {
-    /// Events in the database. Counted, not derived from resourceVersions: those jump by
-    /// the reservation at every restart, and a window measured in them would drop every
-    /// event from before the restart at the first write after it.
-    pub events: u64,
     pub newest: u64,
     pub reserved: u64,
 }
@@ -151,11 +146,12 @@ pub fn start(
     reopen: Reopen,
     logs: [LogFile; 2],
     window: usize,
-    kept: Kept,
+    images: &[infrasim_store::GroupImage],
     seq: u64,
 ) -> std::io::Result<(Sender<Message>, JoinHandle<()>)> {
     let progress = Arc::new(Progress::new(seq));
-    let applier = crate::applier::Applier::new(db, reopen, window, &kept, progress.clone());
+    let counts = crate::applier::counts_of(images);
+    let applier = crate::applier::Applier::new(db, reopen, window, counts, progress.clone());
     let (work, work_inbox) = std::sync::mpsc::channel();
     let applier = std::thread::Builder::new()
         .name("store-applier".into())
@@ -163,7 +159,7 @@ pub fn start(
     let committer = Committer {
         logs,
         active: 0,
-        kept,
+        kept: kept_of(images),
         seq,
         offset: 0,
         other_last: seq,
@@ -232,19 +228,19 @@ impl Committer {
                 }
                 Message::Flush(reply) => {
                     self.append(std::mem::take(&mut writes));
-                    self.ask_applier(Work::Flush(reply));
+                    self.flush(reply);
                 }
             }
         }
         self.append(writes);
     }
 
-    /// Hands the answered changes to the applier, then `work`, which answers for itself.
-    fn ask_applier(&mut self, work: Work) {
+    /// Hands the answered changes to the applier, which answers `reply` once it holds them.
+    fn flush(&mut self, reply: SyncSender<Result<(), String>>) {
         self.hand_off();
         let sent = match &self.work {
-            Some(w) => w.send(work).map_err(|e| e.0),
-            None => Err(work),
+            Some(w) => w.send(Work::Flush(reply)).map_err(|e| e.0),
+            None => Err(Work::Flush(reply)),
         };
         if let Err(Work::Flush(reply)) = sent {
             let _ = reply.send(Err("the database's thread stopped".into()));
@@ -416,13 +412,12 @@ fn answer(waiters: Vec<Waiter>, outcome: Result<(), String>) {
     }
 }
 
-/// The span of events each group has in the database, from the groups just read.
-pub fn kept_of(images: &[infrasim_store::GroupImage]) -> Kept {
+/// Each group's newest resourceVersion and reservation, from the groups just read.
+fn kept_of(images: &[infrasim_store::GroupImage]) -> Kept {
     images
         .iter()
         .map(|image| {
             let span = Span {
-                events: image.window.len() as u64,
                 newest: image.window.last().map_or(0, |e| e.resource_version),
                 reserved: image.resource_version,
             };

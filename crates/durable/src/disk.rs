@@ -98,23 +98,25 @@ impl Faults {
     }
 }
 
-/// Opens (or makes) the database in `file` on a disk with `faults`.
-pub fn open(file: &Path, faults: &Arc<Faults>) -> Result<Database, DatabaseError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    // Owner only: the database holds Secrets and the workload clusters' CA keys.
-    let handle = std::fs::File::options()
+/// Opens (or makes) `path` for reading and writing, owner only: the database and its log
+/// hold Secrets and the workload clusters' CA keys. A file an older build made with the
+/// umask's mode is narrowed too.
+pub fn open_owner_only(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = std::fs::File::options()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o600)
-        .open(file)
-        .map_err(|e| DatabaseError::Storage(e.into()))?;
-    // A file an older build made with the umask's mode is narrowed too.
-    use std::os::unix::fs::PermissionsExt;
-    handle
-        .set_permissions(std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| DatabaseError::Storage(e.into()))?;
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(file)
+}
+
+/// Opens (or makes) the database in `file` on a disk with `faults`.
+pub fn open(file: &Path, faults: &Arc<Faults>) -> Result<Database, DatabaseError> {
+    let handle = open_owner_only(file).map_err(|e| DatabaseError::Storage(e.into()))?;
     let backend = Failable {
         inner: FileBackend::new(handle)?,
         faults: faults.clone(),

@@ -123,9 +123,8 @@ impl DurableBackend {
             let (file, faults) = (file.clone(), faults.clone());
             move || disk::open(&file, &faults)
         };
-        let kept = committer::kept_of(&images);
-        let (inbox, committer) =
-            committer::start(db, Box::new(reopen), logs, window, kept, seq).map_err(io(&file))?;
+        let (inbox, committer) = committer::start(db, Box::new(reopen), logs, window, &images, seq)
+            .map_err(io(&file))?;
         Ok(DurableBackend {
             file,
             inbox: Mutex::new(Some(inbox)),

@@ -170,15 +170,7 @@ pub struct LogFile {
 impl LogFile {
     /// Opens (or makes) the log in `path`, owner-only like the database.
     pub fn open(path: &Path, faults: Arc<Faults>) -> std::io::Result<LogFile> {
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(path)?;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        let file = crate::disk::open_owner_only(path)?;
         let path = path.to_path_buf();
         Ok(LogFile { file, path, faults })
     }
