@@ -18,6 +18,7 @@ mod applier;
 mod committer;
 mod disk;
 mod records;
+mod verify;
 mod wal;
 
 use committer::{Change, Job, Message};
@@ -31,6 +32,7 @@ use std::sync::mpsc::{sync_channel, Sender};
 use std::sync::{Arc, Mutex};
 
 pub use disk::Faults;
+pub use verify::{verify, Verified};
 
 /// The database file in the data directory.
 pub const FILE: &str = "store.redb";
@@ -86,6 +88,37 @@ impl std::fmt::Debug for DurableBackend {
     }
 }
 
+/// Verifies the store in `dir` as a start would, writing nothing to its files, while no
+/// other process uses it: what `infrasim store check` reports.
+pub fn check(dir: &Path, window: usize) -> Result<Verified, OpenError> {
+    if !dir.join(FILE).exists() {
+        return Err(OpenError::Io {
+            path: dir.join(FILE),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no store here"),
+        });
+    }
+    let _lock = lock_dir(dir)?;
+    verify::verify(dir, window)
+}
+
+/// Takes the directory's lock, held as long as the file is open.
+fn lock_dir(dir: &Path) -> Result<File, OpenError> {
+    let lock_path = dir.join(LOCK);
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|source| OpenError::Io {
+            path: lock_path.clone(),
+            source,
+        })?;
+    if lock.try_lock().is_err() {
+        return Err(OpenError::Locked(dir.to_path_buf()));
+    }
+    Ok(lock)
+}
+
 impl DurableBackend {
     /// Opens (or makes) the store in `dir`, keeping each group's newest `window` events.
     pub fn open(dir: &Path, window: usize) -> Result<Self, OpenError> {
@@ -100,15 +133,16 @@ impl DurableBackend {
             move |source| OpenError::Io { path, source }
         };
         std::fs::create_dir_all(dir).map_err(io(dir))?;
-        let lock_path = dir.join(LOCK);
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io(&lock_path))?;
-        if lock.try_lock().is_err() {
-            return Err(OpenError::Locked(dir.to_path_buf()));
+        let lock = lock_dir(dir)?;
+        // Everything is read and checked before anything is opened for writing: a damaged
+        // file is reported and left exactly as it was found.
+        let verified = verify::verify(dir, window)?;
+        if let Some((file, offset)) = &verified.torn {
+            tracing::warn!(
+                file = %file.display(),
+                offset,
+                "dropped a torn last frame (a write cut short by a crash, never acknowledged)"
+            );
         }
         let file = dir.join(FILE);
         let unreadable = |why: String| OpenError::Unreadable {
@@ -117,8 +151,8 @@ impl DurableBackend {
         };
         let db = disk::open(&file, &faults).map_err(|e| unreadable(e.to_string()))?;
         check_format(&db, &file)?;
-        let (logs, seq) = replay_log(&db, dir, &faults, window)?;
-        let images = read_images(&db).map_err(unreadable)?;
+        let logs = replay_log(&db, dir, &faults, window, &verified)?;
+        let (images, seq) = (verified.images, verified.seq);
         let reopen = {
             let (file, faults) = (file.clone(), faults.clone());
             move || disk::open(&file, &faults)
@@ -229,53 +263,47 @@ impl Backend for DurableBackend {
     }
 }
 
-/// Hands the database the frames its log holds past the last it took (writes answered
-/// before a crash), then starts the log over; the log's files, and the number of its last
-/// frame.
+/// Hands the database the frames its log held past the last it took (writes answered
+/// before a crash, found by the verification), then starts the log over; the log's files.
 fn replay_log(
     db: &Database,
     dir: &Path,
     faults: &Arc<Faults>,
     window: usize,
-) -> Result<([wal::LogFile; 2], u64), OpenError> {
+    verified: &verify::Verified,
+) -> Result<[wal::LogFile; 2], OpenError> {
     let unreadable = |file: &Path, why: String| OpenError::Unreadable {
         file: file.to_path_buf(),
         why,
     };
-    let read_applied = || -> Result<Option<u64>, redb::Error> {
-        let txn = db.begin_read()?;
-        let meta = txn.open_table(META)?;
-        let applied = meta.get(APPLIED)?.map(|v| v.value());
-        Ok(applied)
-    };
-    let applied = read_applied()
-        .map_err(|e| unreadable(&dir.join(FILE), e.to_string()))?
-        .unwrap_or(0);
     let open = |name: &str| {
         let path = dir.join(name);
         wal::LogFile::open(&path, faults.clone()).map_err(|e| unreadable(&path, e.to_string()))
     };
     let logs = [open(LOGS[0])?, open(LOGS[1])?];
-    let found = wal::recover(&[&logs[0], &logs[1]], applied)
-        .map_err(|(path, why)| unreadable(&path, why))?;
-    if let Some((i, offset)) = found.torn {
-        tracing::warn!(
-            file = %logs[i].path().display(),
-            offset,
-            "dropped a torn last frame (a write cut short by a crash, never acknowledged)"
-        );
-    }
-    let seq = found.frames.last().map_or(applied, |(seq, _)| *seq);
-    if seq > applied {
-        let entries: Vec<wal::Entry> = found.frames.into_iter().flat_map(|(_, e)| e).collect();
-        applier::apply_entries(db, &entries, seq, window, &mut Default::default())
-            .map_err(|e| unreadable(&dir.join(FILE), format!("replaying the log into it: {e}")))?;
+    if verified.pending_frames > 0 {
+        applier::apply_entries(
+            db,
+            &verified.pending,
+            verified.seq,
+            window,
+            &mut Default::default(),
+        )
+        .map_err(|e| unreadable(&dir.join(FILE), format!("replaying the log into it: {e}")))?;
     }
     for log in &logs {
         log.reset(committer::APPLY_AT)
             .map_err(|e| unreadable(log.path(), format!("starting it over: {e}")))?;
     }
-    Ok((logs, seq))
+    Ok(logs)
+}
+
+/// The number of the last log frame the database holds (0 for a new one).
+fn read_applied(db: &Database) -> Result<u64, redb::Error> {
+    let txn = db.begin_read()?;
+    let meta = txn.open_table(META)?;
+    let applied = meta.get(APPLIED)?.map(|v| v.value());
+    Ok(applied.unwrap_or(0))
 }
 
 /// Refuses a database of another format; marks a new one with ours.

@@ -479,3 +479,92 @@ fn a_dropped_group_made_again_comes_back_with_only_its_new_objects() {
     );
     assert!(store.group("h").is_none());
 }
+
+/// Every file of the store in `dir`, by name, with its bytes.
+fn files_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name() != LOCK)
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn a_database_damaged_mid_file_is_refused_and_not_one_byte_of_the_store_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (store, backend) = open_with_backend(dir.path(), Faults::none());
+        let g = store.create_group("g").unwrap();
+        let big = "x".repeat(2_000);
+        for i in 0..400 {
+            g.create("configmaps", cm(&format!("c{i}"), &big), Default::default())
+                .unwrap();
+        }
+        backend.flush().unwrap();
+    }
+    let file = dir.path().join(FILE);
+    let mut bytes = std::fs::read(&file).unwrap();
+    assert!(bytes.len() > 256 * 1024, "{} bytes", bytes.len());
+    let mid = bytes.len() / 2;
+    bytes[mid..mid + 64].fill(0xa5);
+    std::fs::write(&file, &bytes).unwrap();
+    let before = files_of(dir.path());
+
+    let err = DurableBackend::open(dir.path(), 50).unwrap_err();
+    assert!(err.to_string().ends_with("it is left as it is"), "{err}");
+    assert!(err.to_string().contains("store.redb"), "{err}");
+    let checked = check(dir.path(), 50).err().expect("check finds the damage");
+    assert!(matches!(checked, OpenError::Unreadable { .. }), "{checked}");
+    assert!(
+        files_of(dir.path()) == before,
+        "a failed start or check changed the store's files"
+    );
+}
+
+#[test]
+fn a_check_reads_a_healthy_store_whole_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (store, backend) = open_with_backend(dir.path(), Faults::none());
+        let g = store.create_group("g").unwrap();
+        for i in 0..10 {
+            g.create("configmaps", cm(&format!("c{i}"), "v"), Default::default())
+                .unwrap();
+        }
+        backend.flush().unwrap();
+        g.create("configmaps", cm("late", "v"), Default::default())
+            .unwrap();
+    }
+    let before = files_of(dir.path());
+    let verified = check(dir.path(), 50).unwrap();
+    assert_eq!(verified.objects(), 11);
+    assert_eq!(verified.images.len(), 1);
+    assert!(
+        files_of(dir.path()) == before,
+        "the check wrote to the store"
+    );
+
+    let logged = tempfile::tempdir().unwrap();
+    answered_from_the_log_only(logged.path(), &["b0", "b1"]);
+    let before = files_of(logged.path());
+    let verified = check(logged.path(), 50).unwrap();
+    assert!(verified.pending_frames > 0, "the database refused them");
+    assert_eq!(verified.objects(), 3, "replayed from the log, in memory");
+    assert!(
+        files_of(logged.path()) == before,
+        "the check wrote to the store"
+    );
+
+    let missing = tempfile::tempdir().unwrap();
+    assert!(
+        check(missing.path(), 50).is_err(),
+        "no store, nothing to check"
+    );
+    assert!(!missing.path().join(LOCK).exists());
+}

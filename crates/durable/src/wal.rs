@@ -222,10 +222,40 @@ impl LogFile {
         self.sync()
     }
 
-    fn read(&self) -> std::io::Result<Vec<u8>> {
-        let mut all = vec![0; self.file.metadata()?.len() as usize];
-        self.file.read_exact_at(&mut all, 0)?;
-        Ok(all)
+    /// The file's bytes as they are now, for [`recover`].
+    #[cfg(test)]
+    pub fn image(&self) -> std::io::Result<LogImage> {
+        let mut bytes = vec![0; self.file.metadata()?.len() as usize];
+        self.file.read_exact_at(&mut bytes, 0)?;
+        Ok(LogImage {
+            path: self.path.clone(),
+            bytes,
+        })
+    }
+}
+
+/// A log file's bytes, read without opening it for writing (a missing file is empty): what
+/// a start verifies before it writes anything.
+pub struct LogImage {
+    path: PathBuf,
+    bytes: Vec<u8>,
+}
+
+impl LogImage {
+    pub fn read(path: &Path) -> std::io::Result<LogImage> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        Ok(LogImage {
+            path: path.to_path_buf(),
+            bytes,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 }
 
@@ -240,13 +270,12 @@ pub struct Recovered {
 /// frames from its start whose numbers go up by one (an older pass over the file may follow
 /// it); together, the chains' frames after `applied` must number on from it without a gap.
 /// An error names the file found wrong.
-pub fn recover(logs: &[&LogFile], applied: u64) -> Result<Recovered, (PathBuf, String)> {
+pub fn recover(logs: &[&LogImage], applied: u64) -> Result<Recovered, (PathBuf, String)> {
     let mut frames = Vec::new();
     let mut torn = None;
     for (i, log) in logs.iter().enumerate() {
         let wrong = |e: String| (log.path.clone(), e);
-        let all = log.read().map_err(|e| wrong(e.to_string()))?;
-        let chain = chain(&all, applied).map_err(wrong)?;
+        let chain = chain(&log.bytes, applied).map_err(wrong)?;
         frames.extend(chain.frames.into_iter().map(|(seq, e)| (seq, i, e)));
         torn = torn.or(chain.torn.map(|at| (i, at)));
     }
@@ -394,7 +423,7 @@ mod tests {
     #[test]
     fn frames_after_the_applied_one_come_back_in_order_with_their_entries() {
         let (_dir, log, _) = log_with(&[(4, 2), (5, 1), (6, 3)]);
-        let r = recover(&[&log], 4).unwrap();
+        let r = recover(&[&log.image().unwrap()], 4).unwrap();
         assert_eq!(seqs(&r), vec![5, 6]);
         assert_eq!(r.torn, None);
         let Entry::Put { group, change } = &r.frames[1].1[2] else {
@@ -411,7 +440,7 @@ mod tests {
             }],
         );
         log.write_at(&reserve, 0).unwrap();
-        let r = recover(&[&log], 8).unwrap();
+        let r = recover(&[&log.image().unwrap()], 8).unwrap();
         assert!(matches!(
             &r.frames[0].1[0],
             Entry::Reserve { reserved: 77, .. }
@@ -423,7 +452,7 @@ mod tests {
             }],
         );
         log.write_at(&forget, 4096).unwrap();
-        let r = recover(&[&log], 9).unwrap();
+        let r = recover(&[&log.image().unwrap()], 9).unwrap();
         assert!(matches!(&r.frames[0].1[0], Entry::Forget { group } if &**group == "h"));
     }
 
@@ -433,10 +462,13 @@ mod tests {
         let (_dir, log, offsets) = log_with(&[(1, 3), (2, 3), (3, 3)]);
         log.write_at(&frame(4, &[put("g", 40)]), offsets[0])
             .unwrap();
-        let r = recover(&[&log], 3).unwrap();
+        let r = recover(&[&log.image().unwrap()], 3).unwrap();
         assert_eq!(seqs(&r), vec![4]);
         assert_eq!(r.torn, None, "an old frame is not damage");
-        assert_eq!(seqs(&recover(&[&log], 4).unwrap()), Vec::<u64>::new());
+        assert_eq!(
+            seqs(&recover(&[&log.image().unwrap()], 4).unwrap()),
+            Vec::<u64>::new()
+        );
     }
 
     #[test]
@@ -448,13 +480,13 @@ mod tests {
         let mut last = frame(3, &[put("g", 30), put("g", 32)]);
         last.truncate(PAGE);
         log.write_at(&last, offsets[2]).unwrap();
-        let r = recover(&[&log], 0).unwrap();
+        let r = recover(&[&log.image().unwrap()], 0).unwrap();
         assert_eq!(seqs(&r), vec![1, 2]);
         assert_eq!(r.torn, Some((0, offsets[2])));
         // One flipped byte in the middle frame, with frame 3 whole after it: corruption.
         let (_dir, log, offsets) = log_with(&[(1, 1), (2, 4), (3, 1)]);
         log.write_at(&[0xff], offsets[1] + 100).unwrap();
-        let (_, err) = recover(&[&log], 0).err().expect("refused");
+        let (_, err) = recover(&[&log.image().unwrap()], 0).err().expect("refused");
         assert!(err.contains(&format!("offset {}", offsets[1])), "{err}");
         assert!(err.contains("frame 3"), "{err}");
     }
@@ -462,7 +494,7 @@ mod tests {
     #[test]
     fn a_gap_in_the_numbers_is_refused() {
         let (_dir, log, _) = log_with(&[(1, 1), (3, 1)]);
-        let (_, err) = recover(&[&log], 0).err().expect("refused");
+        let (_, err) = recover(&[&log.image().unwrap()], 0).err().expect("refused");
         assert!(err.contains("missing"), "{err}");
     }
 
@@ -471,12 +503,14 @@ mod tests {
         // The first file was being applied (frames 1-3) when the log went on in the second.
         let (_a, first, _) = log_with(&[(1, 1), (2, 1), (3, 2)]);
         let (_b, second, _) = log_with(&[(4, 1), (5, 1)]);
-        let r = recover(&[&first, &second], 0).unwrap();
+        let r = recover(&[&first.image().unwrap(), &second.image().unwrap()], 0).unwrap();
         assert_eq!(seqs(&r), vec![1, 2, 3, 4, 5]);
-        let r = recover(&[&first, &second], 3).unwrap();
+        let r = recover(&[&first.image().unwrap(), &second.image().unwrap()], 3).unwrap();
         assert_eq!(seqs(&r), vec![4, 5], "the database holds 1-3");
         let (_c, after_gap, _) = log_with(&[(5, 1), (6, 1)]);
-        let (path, err) = recover(&[&first, &after_gap], 0).err().expect("refused");
+        let (path, err) = recover(&[&first.image().unwrap(), &after_gap.image().unwrap()], 0)
+            .err()
+            .expect("refused");
         assert_eq!(path, after_gap.path());
         assert!(err.contains("frames 4 to 4"), "{err}");
     }

@@ -13,6 +13,7 @@ mod cluster;
 mod controller;
 mod env;
 mod fleet;
+mod store;
 mod up;
 mod vcsim;
 
@@ -55,6 +56,8 @@ enum Command {
     Vcsim(vcsim::VcsimArgs),
     /// Measure the servers against baselines and print a table.
     Bench(bench::BenchArgs),
+    /// Check a data directory's stores without writing to them.
+    Store(store::StoreArgs),
 }
 
 /// Completes on Ctrl-C or SIGTERM.
@@ -136,5 +139,6 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Controller(args) => shared()?.block_on(controller::run(args)),
+        Command::Store(args) => store::run(args),
     }
 }
