@@ -520,6 +520,57 @@ count: 1
     assert listed[1].split()[1:4] == ["Normal", "Pulled", "pod/web"]
 
 
+def test_events_written_through_events_k8s_io_are_the_core_events_kubectl_shows(plane, ns):
+    """kube-apiserver serves core/v1 and events.k8s.io/v1 Events from one storage: an Event
+    a newer recorder (kube-rs, client-go's events/v1 broadcaster; here the Python client's
+    EventsV1Api) writes is listed by `kubectl get events` and shown by `kubectl describe`,
+    and a core/v1 one reads back through events.k8s.io/v1 with its fields renamed."""
+    from kubernetes import client
+    plane.kubectl("-n", ns, "create", "configmap", "settings", "--from-literal=colour=blue")
+    uid = plane.kubectl("-n", ns, "get", "configmap", "settings", "-o", "jsonpath={.metadata.uid}").stdout
+    events = client.EventsV1Api(plane.api())
+    events.create_namespaced_event(ns, client.EventsV1Event(
+        metadata=client.V1ObjectMeta(name="settings.recorded"),
+        event_time="2026-11-28T08:00:00.000000Z", action="Reconciling", reason="Rotated",
+        type="Warning", note="colour rotated by the recorder",
+        regarding=client.V1ObjectReference(api_version="v1", kind="ConfigMap", name="settings",
+                                           namespace=ns, uid=uid),
+        reporting_controller="example.com/rotator", reporting_instance="rotator-0"))
+    listed = plane.kubectl("-n", ns, "get", "events").stdout.splitlines()
+    row = next(line for line in listed[1:] if "Rotated" in line)
+    assert row.split()[1:4] == ["Warning", "Rotated", "configmap/settings"], row
+    assert row.endswith("colour rotated by the recorder")
+    core = json.loads(plane.kubectl("get", "--raw", f"/api/v1/namespaces/{ns}/events/settings.recorded").stdout)
+    assert core["apiVersion"] == "v1"
+    assert core["involvedObject"]["uid"] == uid and core["message"] == "colour rotated by the recorder"
+    assert core["reportingComponent"] == "example.com/rotator"
+    described = plane.kubectl("-n", ns, "describe", "configmap", "settings").stdout
+    assert "colour rotated by the recorder" in described[described.index("Events:"):], described
+    selected = plane.kubectl("-n", ns, "get", "events", "--field-selector",
+                             f"involvedObject.uid={uid}", "-o", "name").stdout.split()
+    assert selected == ["event/settings.recorded"]
+
+    # A core/v1 Event, read through events.k8s.io/v1 (list, get, and a field selector of that
+    # version's names).
+    plane.kubectl("-n", ns, "create", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "settings.core"},
+        "involvedObject": {"apiVersion": "v1", "kind": "ConfigMap", "name": "settings", "namespace": ns},
+        "reason": "Checked", "message": "checked by hand", "type": "Normal", "count": 2,
+        "source": {"component": "kubectl-user"}}))
+    base = f"/apis/events.k8s.io/v1/namespaces/{ns}/events"
+    got = json.loads(plane.kubectl("get", "--raw", f"{base}/settings.core").stdout)
+    assert got["apiVersion"] == "events.k8s.io/v1"
+    assert got["note"] == "checked by hand" and got["regarding"]["name"] == "settings"
+    assert got["deprecatedCount"] == 2 and got["deprecatedSource"] == {"component": "kubectl-user"}
+    assert got["eventTime"] is None and "message" not in got and "involvedObject" not in got
+    listed = json.loads(plane.kubectl("get", "--raw", f"{base}?fieldSelector=regarding.name%3Dsettings").stdout)
+    assert sorted(e["metadata"]["name"] for e in listed["items"]) == ["settings.core", "settings.recorded"]
+    refused = plane.kubectl("get", "--raw", f"{base}?fieldSelector=involvedObject.name%3Dsettings", check=False)
+    assert "field label not supported: involvedObject.name" in refused.stderr, refused.stderr
+    plane.kubectl("-n", ns, "delete", "events.v1.events.k8s.io", "settings.core")
+    assert "settings.core" not in plane.kubectl("-n", ns, "get", "events", "-o", "name").stdout
+
+
 def test_describe_other_kinds(plane, ns):
     plane.kubectl("-n", ns, "create", "configmap", "settings", "--from-literal=colour=blue")
     described = plane.kubectl("-n", ns, "describe", "configmap", "settings").stdout
@@ -626,6 +677,34 @@ def test_get_componentstatuses_prints_kubectls_columns_and_the_deprecation(plane
         ("controller-manager", "Healthy"), ("etcd-0", "Healthy"), ("scheduler", "Healthy")]
     short = plane.kubectl("get", "cs", "scheduler", "-o", "jsonpath={.conditions[0].message}")
     assert short.stdout == "ok"
+
+
+def test_a_node_port_or_cluster_ip_another_service_holds_is_refused(plane, ns):
+    """kube-apiserver's allocators refuse a nodePort another Service holds, or one outside the
+    range, and a clusterIP another Service holds, each with a 422 naming the field; ports the
+    server chooses come from above the band kept for Services that name theirs."""
+    plane.kubectl("-n", ns, "create", "service", "nodeport", "first", "--tcp=80:8080", "--node-port=30990")
+    taken = plane.kubectl("-n", ns, "create", "service", "nodeport", "second", "--tcp=80:8080",
+                          "--node-port=30990", check=False)
+    assert taken.returncode != 0
+    assert ('Service "second" is invalid: spec.ports[0].nodePort: Invalid value: 30990: '
+            "provided port is already allocated") in taken.stderr, taken.stderr
+    outside = plane.kubectl("-n", ns, "create", "service", "nodeport", "third", "--tcp=80:8080",
+                            "--node-port=40000", check=False)
+    assert ("spec.ports[0].nodePort: Invalid value: 40000: provided port is not in the valid range. "
+            "The range of valid ports is 30000-32767") in outside.stderr, outside.stderr
+    plane.kubectl("-n", ns, "create", "service", "nodeport", "chosen", "--tcp=80:8080")
+    chosen = json.loads(plane.kubectl("-n", ns, "get", "service", "chosen", "-o", "json").stdout)
+    assert chosen["spec"]["ports"][0]["nodePort"] >= 30086, "not from the static band"
+    ip = json.loads(plane.kubectl("-n", ns, "get", "service", "first", "-o", "json").stdout)["spec"]["clusterIP"]
+    assert not ip.startswith("10.96.0."), f"{ip}: dynamic addresses come from above the static band"
+    clash = plane.kubectl("-n", ns, "create", "service", "clusterip", "clash", "--tcp=80:8080",
+                          f"--clusterip={ip}", check=False)
+    assert (f'spec.clusterIPs: Invalid value: []string{{"{ip}"}}: failed to allocate IP {ip}: '
+            "provided IP is already allocated") in clash.stderr, clash.stderr
+    # The port is free again once its Service is gone.
+    plane.kubectl("-n", ns, "delete", "service", "first")
+    plane.kubectl("-n", ns, "create", "service", "nodeport", "second", "--tcp=80:8080", "--node-port=30990")
 
 
 def test_node_port_services_get_free_node_ports_and_keep_them(plane, ns):

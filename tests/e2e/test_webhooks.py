@@ -208,6 +208,55 @@ def test_a_conversion_webhook_written_in_python_serves_each_version_its_shape(pl
         server.shutdown()
 
 
+class ScaleCap(BaseHTTPRequestHandler):
+    """Caps replicas at 3: patches `spec.replicas` of whatever it is shown (a Deployment, or
+    the autoscaling/v1 Scale of one)."""
+
+    seen = []
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        request = review["request"]
+        ScaleCap.seen.append(request)
+        response = {"uid": request["uid"], "allowed": True}
+        if (request["object"].get("spec") or {}).get("replicas", 0) > 3:
+            patch = [{"op": "replace", "path": "/spec/replicas", "value": 3}]
+            response.update(patchType="JSONPatch", patch=base64.b64encode(json.dumps(patch).encode()).decode())
+        reply(self, {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_mutating_webhook_on_the_scale_subresource_changes_what_kubectl_scale_stores(plane, ns, tmp_path):
+    server, port, bundle = serve(tmp_path, ScaleCap)
+    name = f"scale-cap-{ns}"
+    plane.kubectl("label", "namespace", ns, "scale=capped")
+    hook = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [{"name": "cap.python.example.com",
+                          "clientConfig": {"caBundle": bundle, "url": f"https://127.0.0.1:{port}/"},
+                          "rules": [{"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"],
+                                     "resources": ["deployments/scale"]}],
+                          "namespaceSelector": {"matchLabels": {"scale": "capped"}},
+                          "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Fail"}]}
+    apply_json(plane, tmp_path, hook)
+    try:
+        plane.kubectl("-n", ns, "create", "deployment", "web", "--image=nginx", "--replicas=5")
+        assert not ScaleCap.seen, "the rule names only the scale subresource"
+        plane.kubectl("-n", ns, "scale", "deployment", "web", "--replicas=7")
+        request = ScaleCap.seen[-1]
+        assert request["kind"] == {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+        assert request["subResource"] == "scale"
+        assert request["object"]["spec"]["replicas"] == 7
+        got = json.loads(plane.kubectl("-n", ns, "get", "deployment", "web", "-o", "json").stdout)
+        assert got["spec"]["replicas"] == 3, "the webhook's patch of the Scale reached the Deployment"
+    finally:
+        plane.kubectl("delete", "mutatingwebhookconfiguration", name, check=False)
+        server.shutdown()
+
+
 def test_a_validating_admission_policy_refuses_through_kubectl(plane, ns, tmp_path):
     plane.kubectl("label", "namespace", ns, "policy=replicas")
     policy = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",

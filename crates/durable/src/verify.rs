@@ -193,7 +193,7 @@ impl StorageBackend for Scratch {
             // the end, zero the tail of the last one, and stop reading the file past it.
             let last = len / PAGE;
             overlay.pages.retain(|&n, _| n <= last);
-            if len % PAGE != 0 {
+            if !len.is_multiple_of(PAGE) {
                 let mut page = match overlay.pages.remove(&last) {
                     Some(p) => p,
                     None => self.base_page(&overlay, last)?,

@@ -23,6 +23,29 @@ pub(crate) fn by_webhook(info: &ResourceInfo) -> bool {
     info.conversion.is_some() && info.storage_version.as_deref() != Some(info.api_version.as_str())
 }
 
+/// Whether stored objects are served in `info`'s version only after a conversion (a
+/// webhook's, or a built-in kind's stored as another, see `event_versions`).
+pub(crate) fn converts(info: &ResourceInfo) -> bool {
+    by_webhook(info) || info.stored_as.is_some()
+}
+
+/// `object` in the stored shape of a built-in kind stored as another; as it is otherwise.
+/// The write path works on the request's shape and stores this.
+pub(crate) fn stored_form(info: &ResourceInfo, object: Value) -> Value {
+    match &info.stored_as {
+        Some(how) => (how.to_storage)(object),
+        None => object,
+    }
+}
+
+/// A stored object's value in the request's shape, for a built-in kind stored as another.
+pub(crate) fn served_form(info: &ResourceInfo, object: Value) -> Value {
+    match &info.stored_as {
+        Some(how) => (how.to_served)(object),
+        None => object,
+    }
+}
+
 /// `objects` in `desired` (an apiVersion): those in another version go to the webhook in one
 /// review; the answer's objects must keep their identity and carry the desired version.
 pub(crate) async fn convert(
@@ -121,6 +144,9 @@ pub(crate) async fn to_storage(ctx: &Ctx, object: Value) -> Result<Value, ApiErr
 
 /// `object` in the version of the request, for a verb that works on it there (a patch).
 pub(crate) async fn to_request_version(ctx: &Ctx, object: Value) -> Result<Value, ApiError> {
+    if ctx.info.stored_as.is_some() {
+        return Ok(served_form(&ctx.info, object));
+    }
     let mut converted = convert(
         &ctx.state.webhooks(),
         &ctx.info,
@@ -146,6 +172,18 @@ pub(crate) async fn served_from(
     info: &ResourceInfo,
     objects: Vec<Arc<StoredObject>>,
 ) -> Result<Vec<Arc<StoredObject>>, ApiError> {
+    if let Some(how) = &info.stored_as {
+        return objects
+            .iter()
+            .map(|o| {
+                let value = o
+                    .to_value()
+                    .map_err(|e| ApiError::internal(e.to_string()))?;
+                let served = (how.to_served)(value);
+                Ok(restamped(o, &served))
+            })
+            .collect();
+    }
     if !by_webhook(info) || objects.is_empty() {
         return Ok(objects);
     }
@@ -155,14 +193,17 @@ pub(crate) async fn served_from(
     Ok(objects
         .iter()
         .zip(converted)
-        .map(|(o, v)| {
-            Arc::new(StoredObject {
-                meta: o.meta.clone(),
-                derived: o.derived.clone(),
-                bytes: serde_json::to_vec(&v).unwrap_or_default().into(),
-            })
-        })
+        .map(|(o, v)| restamped(o, &v))
         .collect())
+}
+
+/// A stored object with `value` as its bytes (its metadata as stored).
+fn restamped(object: &StoredObject, value: &Value) -> Arc<StoredObject> {
+    Arc::new(StoredObject {
+        meta: object.meta.clone(),
+        derived: object.derived.clone(),
+        bytes: serde_json::to_vec(value).unwrap_or_default().into(),
+    })
 }
 
 /// One stored object as served in the request's version.

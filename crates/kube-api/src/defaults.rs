@@ -314,6 +314,10 @@ fn qos_class(pod: &Value) -> &'static str {
 /// `kubernetes` Service's.
 const SERVICE_BASE: u32 = u32::from_be_bytes([10, 96, 0, 0]);
 const SERVICE_SIZE: u32 = 1 << 20;
+/// The addresses at the bottom of the range kept for Services that name theirs (KEP-3070:
+/// min(max(16, size / 16), 256)): kubeadm's DNS Service names 10.96.0.10, and an address
+/// chosen for another Service must not take it first.
+const SERVICE_STATIC: u32 = 256;
 
 fn service(state: &State, object: &mut Value) {
     let spec = ensure(object, "spec");
@@ -372,6 +376,22 @@ fn service(state: &State, object: &mut Value) {
 /// The node-port range kube-apiserver allocates from by default (`--service-node-port-range`).
 const NODE_PORTS: std::ops::RangeInclusive<i64> = 30000..=32767;
 
+/// The ports at the bottom of the range kept for Services that name theirs, as
+/// kube-apiserver's allocator keeps them (KEP-3668): min(max(16, size / 32), 128) ports.
+/// Ports it chooses itself come from above them first, so a manifest that names 30000 is
+/// not refused because a Service made earlier was given it.
+const NODE_PORTS_STATIC: i64 = {
+    let size = *NODE_PORTS.end() - *NODE_PORTS.start() + 1;
+    let band = size / 32;
+    if band < 16 {
+        16
+    } else if band > 128 {
+        128
+    } else {
+        band
+    }
+};
+
 /// Gives each port of a NodePort or LoadBalancer Service without a `nodePort` one, as
 /// kube-apiserver's allocator does: the port this Service held before if it is free (an update
 /// that leaves `nodePort` out keeps it), else the lowest free in the range (free: no other
@@ -393,7 +413,12 @@ fn allocate_node_ports(state: &State, me: &(String, String), spec: &mut Map<Stri
             continue;
         }
         let held = mine.iter().copied().find(|n| !used.contains(n));
-        if let Some(free) = held.or_else(|| NODE_PORTS.clone().find(|n| !used.contains(n))) {
+        let dynamic = (*NODE_PORTS.start() + NODE_PORTS_STATIC)..=*NODE_PORTS.end();
+        let reserved = *NODE_PORTS.start()..(*NODE_PORTS.start() + NODE_PORTS_STATIC);
+        let free = held
+            .or_else(|| dynamic.clone().find(|n| !used.contains(n)))
+            .or_else(|| reserved.clone().find(|n| !used.contains(n)));
+        if let Some(free) = free {
             used.insert(free);
             p.insert("nodePort".into(), json!(free));
         }
@@ -446,7 +471,78 @@ fn allocate_service_ip(state: &State) -> Option<Ipv4Addr> {
                 .map(str::to_string)
         })
         .collect();
-    (10..SERVICE_SIZE - 1)
+    (SERVICE_STATIC..SERVICE_SIZE - 1)
+        .chain(10..SERVICE_STATIC)
         .map(|offset| Ipv4Addr::from(SERVICE_BASE + offset))
         .find(|ip| !used.contains(&ip.to_string()))
+}
+
+/// What kube-apiserver's allocators refuse in a Service `object` asks for: a node port
+/// outside the range or held by another Service, a cluster IP another Service holds. Each
+/// is a (field, message) cause of a 422, worded as kube-apiserver words them.
+pub(crate) fn service_allocation_errors(state: &State, object: &Value) -> Vec<(String, String)> {
+    let me = (
+        object
+            .at("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        object
+            .at("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+    );
+    let mut causes = Vec::new();
+    let ports = object.at("/spec/ports").and_then(Value::as_array);
+    let wanted: Vec<(usize, i64)> = ports
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, p)| Some((i, given(p)?)))
+        .collect();
+    if !wanted.is_empty() {
+        let (used, _) = node_ports_in_use(state, &me);
+        for (i, port) in wanted {
+            let why = if !NODE_PORTS.contains(&port) {
+                format!(
+                    "provided port is not in the valid range. The range of valid ports is {}-{}",
+                    NODE_PORTS.start(),
+                    NODE_PORTS.end()
+                )
+            } else if used.contains(&port) {
+                "provided port is already allocated".to_string()
+            } else {
+                continue;
+            };
+            causes.push((
+                format!("spec.ports[{i}].nodePort"),
+                format!("Invalid value: {port}: {why}"),
+            ));
+        }
+    }
+    let ip = object.at("/spec/clusterIP").and_then(Value::as_str);
+    if let Some(ip) = ip.filter(|ip| !ip.is_empty() && *ip != "None") {
+        if cluster_ip_holder(state, ip).is_some_and(|holder| holder != me) {
+            causes.push((
+                "spec.clusterIPs".to_string(),
+                format!(
+                    "Invalid value: []string{{{ip:?}}}: failed to allocate IP {ip}: provided IP is already allocated"
+                ),
+            ));
+        }
+    }
+    causes
+}
+
+/// The Service (namespace, name) holding cluster IP `ip`, if any.
+fn cluster_ip_holder(state: &State, ip: &str) -> Option<(String, String)> {
+    let snapshot = state.group.snapshot("services", ReadAt::Latest).ok()?;
+    snapshot.objects.values().find_map(|s| {
+        let v = s.to_value().ok()?;
+        (v.at("/spec/clusterIP").and_then(Value::as_str) == Some(ip)).then(|| {
+            let field = |p: &str| v.at(p).and_then(Value::as_str).unwrap_or("").to_string();
+            (field("/metadata/namespace"), field("/metadata/name"))
+        })
+    })
 }

@@ -19,9 +19,12 @@ impl Filter {
     pub fn from_ctx(ctx: &Ctx) -> Result<Self, ApiError> {
         let labels = LabelSelector::parse(ctx.query.get("labelSelector").unwrap_or(""))
             .map_err(ApiError::bad_request)?;
-        let fields =
-            FieldSelector::parse(ctx.query.get("fieldSelector").unwrap_or(""), &ctx.info.kind)
-                .map_err(ApiError::bad_request)?;
+        let fields = FieldSelector::parse_for(
+            ctx.query.get("fieldSelector").unwrap_or(""),
+            &ctx.info.kind,
+            ctx.info.stored_as.map(|s| s.field_label),
+        )
+        .map_err(ApiError::bad_request)?;
         Ok(Filter {
             namespace: ctx.path.namespace.clone().filter(|_| ctx.info.namespaced),
             name: ctx.path.name.clone(),

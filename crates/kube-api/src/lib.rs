@@ -33,6 +33,7 @@ mod context;
 mod conversion;
 pub mod crd;
 pub mod csr;
+mod event_versions;
 pub mod eviction;
 mod field_path;
 mod filter;

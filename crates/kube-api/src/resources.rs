@@ -104,12 +104,28 @@ pub struct ResourceInfo {
     /// The kind's OpenAPI schema: a reference into the generator's definitions for built-in
     /// kinds (from k8s-openapi), the version's `openAPIV3Schema` for custom ones.
     pub schema: SchemaSource,
+    /// A built-in kind stored as another one (`events.k8s.io/v1` Events are `core/v1`
+    /// Events), and how its objects are converted to and from the stored shape.
+    pub stored_as: Option<StoredAs>,
     /// Whether a delete answers with the deleted object rather than a Success Status: the
     /// kinds whose kube-apiserver storage sets `ReturnDeletedObject` (see
     /// [`ResourceInfo::returning_deleted`]). Typed clients decode the answer as the kind
     /// (the Python client's `delete_namespaced_service` returns a `V1Service`), so it must
     /// be the one kube-apiserver gives. Custom resources never do.
     pub returns_deleted: bool,
+}
+
+/// How a built-in kind is kept as the objects of another (kube-apiserver stores one internal
+/// type and serves it in several groups): where, and the conversions to the stored shape
+/// and back, and of field selectors' labels.
+#[derive(Debug, Clone, Copy)]
+pub struct StoredAs {
+    /// The store key of the kind it is stored as.
+    pub store_key: &'static str,
+    pub to_storage: fn(Value) -> Value,
+    pub to_served: fn(Value) -> Value,
+    /// A field selector's label as the stored kind's; `None` when not selectable.
+    pub field_label: fn(&str) -> Option<String>,
 }
 
 /// A JSONPath of a scale path (`.spec.replicas`) as a JSON pointer (`/spec/replicas`).
@@ -196,6 +212,23 @@ pub struct ScalePaths {
 }
 
 impl ScalePaths {
+    /// Sets the object's desired replicas (at `spec`, making the fields on the way); `None`
+    /// (a Scale without `spec.replicas`) sets 0, as a Scale's omitted replicas mean.
+    pub fn set_spec_replicas(&self, object: &mut Value, replicas: Option<Value>) {
+        let segments: Vec<&str> = self.spec.trim_start_matches('.').split('.').collect();
+        let Some((last, parents)) = segments.split_last() else {
+            return;
+        };
+        let mut cur = object;
+        for seg in parents {
+            if !cur.get(*seg).is_some_and(Value::is_object) {
+                cur[*seg] = Value::Object(Default::default());
+            }
+            cur = &mut cur[*seg];
+        }
+        cur[*last] = replicas.unwrap_or(Value::from(0));
+    }
+
     fn workload() -> Self {
         ScalePaths {
             spec: ".spec.replicas".into(),
@@ -206,6 +239,13 @@ impl ScalePaths {
 }
 
 impl ResourceInfo {
+    /// Makes a built-in kind the objects of another kind (see [`StoredAs`]).
+    fn stored_as(mut self, how: StoredAs) -> Self {
+        self.store_key = how.store_key.to_string();
+        self.stored_as = Some(how);
+        self
+    }
+
     /// Marks a built-in kind whose deletes answer with the deleted object.
     fn returning_deleted(mut self) -> Self {
         self.returns_deleted = true;
@@ -370,6 +410,7 @@ where
         storage_version: None,
         conversion: None,
         deprecation: None,
+        stored_as: None,
         returns_deleted: false,
     }
 }
@@ -410,6 +451,7 @@ where
         storage_version: None,
         conversion: None,
         deprecation: None,
+        stored_as: None,
         returns_deleted: false,
     }
 }
@@ -466,7 +508,7 @@ impl Registry {
             info::<storage::CSINode>(NONE, NONE, false).returning_deleted(),
             info::<storage::VolumeAttachment>(NONE, NONE, true).returning_deleted(),
             info::<discovery::EndpointSlice>(NONE, NONE, false),
-            info::<events::Event>(&["ev"], NONE, false),
+            info::<events::Event>(&["ev"], NONE, false).stored_as(crate::event_versions::EVENTS_V1),
             info::<networking::Ingress>(&["ing"], NONE, true),
             info::<networking::IngressClass>(NONE, NONE, false),
             info::<networking::NetworkPolicy>(&["netpol"], NONE, false),

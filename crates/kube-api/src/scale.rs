@@ -10,20 +10,6 @@ use crate::write::{self, Operation, Ownership, Write, WriteError};
 use infrasim_store::ObjectKey;
 use serde_json::{json, Value};
 
-fn set_path(object: &mut Value, path: &str, value: Value) {
-    let segments: Vec<&str> = path.trim_start_matches('.').split('.').collect();
-    let mut cur = object;
-    for seg in &segments[..segments.len().saturating_sub(1)] {
-        if !cur.get(*seg).is_some_and(Value::is_object) {
-            cur[*seg] = json!({});
-        }
-        cur = &mut cur[*seg];
-    }
-    if let Some(last) = segments.last() {
-        cur[*last] = value;
-    }
-}
-
 /// GET, PUT or PATCH of `…/scale`.
 pub(crate) async fn handle(ctx: &Ctx, method: &http::Method, body: &[u8]) -> HandlerResult {
     let Some(paths) = ctx.info.scale.clone() else {
@@ -96,7 +82,7 @@ pub(crate) async fn handle(ctx: &Ctx, method: &http::Method, body: &[u8]) -> Han
             ));
         }
         let mut updated = object.clone();
-        set_path(&mut updated, &paths.spec, json!(replicas));
+        paths.set_spec_replicas(&mut updated, Some(json!(replicas)));
         let expected = pinned.or(Some(current.meta.resource_version));
         let write = Write {
             operation: Operation::Update {

@@ -256,6 +256,16 @@ pub struct FieldSelector(pub Vec<(String, bool, String)>);
 impl FieldSelector {
     /// Parses and checks every field against the kind's selectable fields.
     pub fn parse(input: &str, kind: &str) -> Result<Self, String> {
+        Self::parse_for(input, kind, None)
+    }
+
+    /// [`FieldSelector::parse`] for a resource stored as another kind: `label` maps each
+    /// label of the served version to the stored kind's (`None`: not selectable).
+    pub fn parse_for(
+        input: &str,
+        kind: &str,
+        label: Option<fn(&str) -> Option<String>>,
+    ) -> Result<Self, String> {
         let mut reqs = Vec::new();
         for part in input.split(',') {
             let part = part.trim();
@@ -273,7 +283,11 @@ impl FieldSelector {
                     "invalid selector: '{part}'; can't understand '{part}'"
                 ));
             };
-            let field = field.trim();
+            let mut field = field.trim().to_string();
+            if let Some(label) = label {
+                field = label(&field).ok_or(format!("field label not supported: {field}"))?;
+            }
+            let field = field.as_str();
             if field != "metadata.name"
                 && field != "metadata.namespace"
                 && !selectable_fields(kind).contains(&field)

@@ -130,7 +130,7 @@ impl WatchStream {
     /// The line for `object`, in the version watched (a conversion webhook's failure is
     /// the stream's ERROR event).
     async fn served_line(&mut self, ty: &str, object: Arc<StoredObject>) -> Bytes {
-        if !crate::conversion::by_webhook(&self.info) {
+        if !crate::conversion::converts(&self.info) {
             return self.line(ty, &object);
         }
         match crate::conversion::served_from(&self.webhooks, &self.info, vec![object]).await {

@@ -670,3 +670,54 @@ async fn component_statuses_are_served_read_only_with_a_deprecation_warning() {
         ["299 - \"v1 ComponentStatus is deprecated in v1.19+\""]
     );
 }
+
+/// kube-rs's event recorder writes `events.k8s.io/v1` Events (a create, then a merge patch
+/// of its series when the same event repeats); kube-apiserver serves them as the `core/v1`
+/// Events `kubectl get events` and `kubectl describe` read, from one storage.
+#[tokio::test]
+async fn events_kube_rs_records_are_the_core_events_kubectl_reads() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    use kube::Resource;
+    let t = TestServer::start(10_000).await;
+    let client = t.client().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cm = cms
+        .create(&PostParams::default(), &configmap("recorded", "1"))
+        .await
+        .unwrap();
+    let reporter = Reporter {
+        controller: "example.com/rotator".into(),
+        instance: Some("rotator-0".into()),
+    };
+    let recorder = Recorder::new(client.clone(), reporter);
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "Rotated".into(),
+        note: Some("colour rotated".into()),
+        action: "Rotating".into(),
+        secondary: None,
+    };
+    let reference = cm.object_ref(&());
+    recorder.publish(&event, &reference).await.unwrap();
+    recorder.publish(&event, &reference).await.unwrap();
+
+    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let selected = core
+        .list(&ListParams::default().fields(&format!(
+            "involvedObject.uid={}",
+            cm.metadata.uid.as_deref().unwrap()
+        )))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(selected.len(), 1, "one event, its series counted");
+    let e = &selected[0];
+    assert_eq!(e.involved_object.name.as_deref(), Some("recorded"));
+    assert_eq!(e.message.as_deref(), Some("colour rotated"));
+    assert_eq!(
+        e.reporting_component.as_deref(),
+        Some("example.com/rotator")
+    );
+    assert_eq!(e.series.as_ref().and_then(|s| s.count), Some(2));
+}

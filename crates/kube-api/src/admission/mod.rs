@@ -20,6 +20,7 @@ mod typecheck;
 
 use crate::context::Ctx;
 use crate::status::ApiError;
+use crate::values::At;
 use infrasim_store::ReadAt;
 use serde_json::{json, Value};
 
@@ -94,9 +95,7 @@ pub(crate) async fn mutate(
     object: &mut Value,
     warnings: &mut Vec<String>,
 ) -> Result<bool, ApiError> {
-    // A Scale's mutations would have to be carried back into the object: not done here, so
-    // mutating webhooks see no writes through `scale` (validating ones do).
-    if exempt(ctx) || through_scale(ctx) {
+    if exempt(ctx) {
         return Ok(false);
     }
     let hooks: Vec<Webhook> = webhooks(ctx, MUTATING)
@@ -145,17 +144,31 @@ async fn call_mutating(
     let Some(patch) = call::patch(hook, &response)? else {
         return Ok(false);
     };
-    let mut patched = object.clone();
+    // Through `scale` the webhook saw, and patched, the Scale: its replicas are carried
+    // into the object, as kube-apiserver's scale storage takes them from the admitted Scale.
+    let scale = ctx.info.scale.as_ref().filter(|_| through_scale(ctx));
+    let mut patched = match scale {
+        Some(paths) => paths.scale_of(object),
+        None => object.clone(),
+    };
     json_patch::patch(&mut patched, &patch).map_err(|e| {
         ApiError::internal(format!(
             "admission webhook \"{}\" returned a patch that cannot be applied: {e}",
             hook.name
         ))
     })?;
-    if patched == *object {
+    let changed = match scale {
+        Some(paths) => {
+            let mut updated = object.clone();
+            paths.set_spec_replicas(&mut updated, patched.at("/spec/replicas").cloned());
+            updated
+        }
+        None => patched,
+    };
+    if changed == *object {
         return Ok(false);
     }
-    *object = patched;
+    *object = changed;
     Ok(true)
 }
 

@@ -241,6 +241,7 @@ fn resources(crd: &Value) -> Vec<ResourceInfo> {
                 deprecation: deprecation(crd, v),
                 // apiextensions-apiserver's custom resource storage does not set
                 // ReturnDeletedObject: a delete answers with a Status.
+                stored_as: None,
                 returns_deleted: false,
             })
         })

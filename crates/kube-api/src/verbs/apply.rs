@@ -135,7 +135,7 @@ async fn apply_once(
     // Merged in the version the client speaks (a conversion webhook may shape it otherwise
     // than the stored version).
     let converted = match &old {
-        Some(o) if crate::conversion::by_webhook(&ctx.info) => {
+        Some(o) if crate::conversion::converts(&ctx.info) => {
             Some(crate::conversion::to_request_version(ctx, o.clone()).await?)
         }
         _ => None,

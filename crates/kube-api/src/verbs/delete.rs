@@ -167,9 +167,10 @@ pub(crate) fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     let dry = delete_is_dry(ctx, body)?;
     let labels = selectors::LabelSelector::parse(ctx.query.get("labelSelector").unwrap_or(""))
         .map_err(ApiError::bad_request)?;
-    let fields = selectors::FieldSelector::parse(
+    let fields = selectors::FieldSelector::parse_for(
         ctx.query.get("fieldSelector").unwrap_or(""),
         &ctx.info.kind,
+        ctx.info.stored_as.map(|s| s.field_label),
     )
     .map_err(ApiError::bad_request)?;
     let snapshot = ctx

@@ -74,7 +74,7 @@ async fn patch_once(
     let name = ctx.path.name.as_deref().unwrap_or("");
     let (current, old) = ctx.stored()?;
     // Patch in the version the client speaks; stored in the storage version after.
-    let mut patched = if ctx.info.custom {
+    let mut patched = if ctx.info.custom || ctx.info.stored_as.is_some() {
         crate::conversion::to_request_version(ctx, old.clone()).await?
     } else {
         old.clone()

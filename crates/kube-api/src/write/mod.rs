@@ -129,9 +129,15 @@ pub(crate) async fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteErr
         }
         Operation::Update {
             read,
-            old,
+            old: stored_old,
             expected,
         } => {
+            // The write works on the request's shape; a kind stored as another is
+            // converted to the stored shape only as it is stored.
+            let old = match ctx.info.stored_as {
+                Some(_) => crate::conversion::served_form(&ctx.info, stored_old.clone()),
+                None => stored_old.clone(),
+            };
             let mut object = strategy.prepare_for_update(&old, object);
             let subject = |object| admission::Subject {
                 operation: admission::Operation::Update,
@@ -149,8 +155,9 @@ pub(crate) async fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteErr
             admission::validate(ctx, &subject(Some(&object)), &mut warnings).await?;
             let read = Read {
                 object: &read,
-                value: &old,
+                value: &stored_old,
             };
+            let object = crate::conversion::stored_form(&ctx.info, object);
             update(ctx, &strategy, object, expected, read, dry)?
         }
     };
@@ -282,12 +289,13 @@ async fn create(
             dry_run: dry,
         };
         admission::validate(ctx, &subject, warnings).await?;
-        let derived = derive_for(&ctx.info.kind, &object, !ctx.info.custom);
+        let stored = crate::conversion::stored_form(&ctx.info, object.clone());
+        let derived = derive_for(&ctx.info.kind, &stored, !ctx.info.custom);
         let group = &ctx.state.group;
         let key = &ctx.info.store_key;
         if dry {
             let would = group
-                .create_dry_run(key, object, derived)
+                .create_dry_run(key, stored, derived)
                 .map_err(|e| ctx.store_error(e))?;
             return Ok(Written {
                 object: would,
@@ -295,7 +303,7 @@ async fn create(
                 warnings: Vec::new(),
             });
         }
-        match group.create(key, object.clone(), derived) {
+        match group.create(key, stored, derived) {
             Ok(created) => {
                 return Ok(Written {
                     object: strategy.after_write(created, true),

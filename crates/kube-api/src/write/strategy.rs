@@ -22,6 +22,7 @@ enum Special {
     CustomResourceDefinition,
     Namespace,
     Node,
+    Service,
     ValidatingAdmissionPolicy,
     None,
 }
@@ -40,6 +41,7 @@ impl<'a> Strategy<'a> {
             (false, "CustomResourceDefinition") => Special::CustomResourceDefinition,
             (false, "Namespace") => Special::Namespace,
             (false, "Node") => Special::Node,
+            (false, "Service") => Special::Service,
             (false, "ValidatingAdmissionPolicy") => Special::ValidatingAdmissionPolicy,
             _ => Special::None,
         };
@@ -216,6 +218,10 @@ impl<'a> Strategy<'a> {
         let causes = match self.special {
             Special::APIService => apiservices::validate(new),
             Special::CertificateSigningRequest => csr::validate(new),
+            // The allocators' refusals (a port or an IP another Service holds).
+            Special::Service if !self.through_status() => {
+                defaults::service_allocation_errors(&self.ctx.state, new)
+            }
             _ => Vec::new(),
         };
         self.refuse(new, causes)?;
