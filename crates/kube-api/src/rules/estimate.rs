@@ -626,6 +626,11 @@ fn standard(name: &str, call: &Call) -> Option<(u64, Rc<Decl>)> {
             (tenth(s.max), Decl::new(Kind::Bytes, s.min, mul(s.max, 4)))
         }
         "startsWith" | "endsWith" if call.target.is_some() => (tenth(call.arg(0)?.max), bool_()),
+        // cel-go's `ExtFormatString` (the strings extension's `'…'.format([…])`): a walk of
+        // the format string, whatever the arguments; its result has no known size.
+        "format" if call.target.is_some_and(|t| matches!(t.kind, Kind::String)) => {
+            (tenth(call.target?.max), Decl::unbounded(Kind::String))
+        }
         operators::IN => {
             let (_, container) = two()?;
             match container.kind {
