@@ -52,6 +52,15 @@ pub fn within_runtime_limits(schema: &Value) -> bool {
         && walk.runtime_total <= super::cost::RUNTIME_BUDGET.unsigned_abs()
 }
 
+/// Every rule's and messageExpression's estimate under `schema` as checked against the
+/// limits (a rule's times how often it can run), by field under `path`.
+#[cfg(test)]
+pub(super) fn checked_costs(schema: &Value, path: &str) -> Vec<(String, u64)> {
+    let mut walk = Walk::default();
+    walk.node(schema, decl::from_schema(schema, true), Some(1), path);
+    walk.checked
+}
+
 /// kube-apiserver's words for an estimate over its limit, with the factor it exceeds it by.
 fn over_budget(what: &str, cost: u64, limit: u64) -> String {
     let exceed = cost as f64 / limit as f64;
@@ -76,6 +85,9 @@ struct Walk {
     runtime_total: u64,
     /// The costliest expressions (at least 1% of the schema's limit), costliest first.
     most_expensive: Vec<(String, u64)>,
+    /// Every expression's checked cost, by field (for tests against upstream's figures).
+    #[cfg(test)]
+    checked: Vec<(String, u64)>,
 }
 
 impl Walk {
@@ -160,6 +172,8 @@ impl Walk {
     }
 
     fn check(&mut self, field: String, what: &str, cost: u64) {
+        #[cfg(test)]
+        self.checked.push((field.clone(), cost));
         if cost > RULE_LIMIT {
             let message = over_budget(what, cost, RULE_LIMIT);
             self.errors

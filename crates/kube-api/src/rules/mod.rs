@@ -25,6 +25,8 @@
 //! refuses it.
 
 pub mod check;
+#[cfg(test)]
+mod conformance;
 mod cost;
 mod decl;
 mod estimate;
