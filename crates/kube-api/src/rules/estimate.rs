@@ -315,6 +315,9 @@ impl Estimator {
     }
 
     fn call(&mut self, call: &CallExpr) -> Est {
+        if let Some(est) = self.optional_macro(call) {
+            return est;
+        }
         let name = call.func_name.as_str();
         match name {
             operators::LOGICAL_AND | operators::LOGICAL_OR => {
@@ -359,6 +362,42 @@ impl Estimator {
             ty,
             path,
         }
+    }
+
+    /// `o.optMap(v, e)` and `o.optFlatMap(v, e)`, which the `cel` crate parses as calls but
+    /// cel-go expands as macros (`cel/library.go`), so upstream estimates the expansion:
+    /// `o.hasValue() ? optional.of(cel.bind(v, o.value(), e)) : optional.none()` (without
+    /// `optional.of` for `optFlatMap`). `o` is costed twice; the bind costs its empty range
+    /// (10); `v` is a local with no path and the size of `o.value()`, unknown but for scalars.
+    fn optional_macro(&mut self, call: &CallExpr) -> Option<Est> {
+        let name = call.func_name.as_str();
+        if !matches!(name, "optMap" | "optFlatMap") || call.args.len() != 2 {
+            return None;
+        }
+        let target = call.target.as_deref()?;
+        let Expr::Ident(var) = &call.args[0].expr else {
+            return None;
+        };
+        let optional = self.expr(target);
+        let inner = match &optional.ty.kind {
+            Kind::Opaque("optional", Some(inner)) => inner.kind.clone(),
+            other => other.clone(),
+        };
+        self.locals.push(Local {
+            name: var.clone(),
+            ty: computed(inner),
+            path: Vec::new(),
+        });
+        let mapped = self.expr(&call.args[1]);
+        self.locals.pop();
+        let value = add(optional.cost, 1);
+        let bind = add(add(10, value), mapped.cost);
+        let (present, ty) = match name {
+            "optMap" => (add(bind, 1), optional_of(self.sized(&mapped))),
+            _ => (bind, mapped.ty),
+        };
+        // `hasValue()` on the target, then the costlier branch (`optional.none()` costs 1).
+        Some(Est::made(add(value, present.max(1)), ty))
     }
 
     /// What a call itself costs, and the type (and path) of what it gives.
