@@ -295,7 +295,11 @@ def test_vms_capv_clones_boot_into_the_cluster_behind_the_endpoint(plane, ns, tm
     endpoint = status_of(plane, ns, "controlplaneendpoint", "wl1", "port")
     apply(plane, ns, json.dumps({
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "wl1"},
-        "spec": {"controlPlaneEndpoint": {"host": endpoint["host"], "port": endpoint["port"]}}}))
+        # Cluster API refuses a Cluster with neither references nor a topology; CAPV's name
+        # its VSphereCluster.
+        "spec": {"controlPlaneEndpoint": {"host": endpoint["host"], "port": endpoint["port"]},
+                 "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VSphereCluster",
+                                       "name": "wl1"}}}))
     si = connect(status)
     vms = {}
     try:
@@ -569,7 +573,11 @@ def test_supervisor_mode_machines_boot_into_the_cluster_behind_the_endpoint(plan
     endpoint = status_of(plane, ns, "controlplaneendpoint", "sv1", "port")
     apply(plane, ns, json.dumps({
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "sv1"},
-        "spec": {"controlPlaneEndpoint": {"host": endpoint["host"], "port": endpoint["port"]}}}))
+        # Cluster API refuses a Cluster with neither references nor a topology; CAPV's name
+        # its VSphereCluster.
+        "spec": {"controlPlaneEndpoint": {"host": endpoint["host"], "port": endpoint["port"]},
+                 "infrastructureRef": {"apiGroup": "vmware.infrastructure.cluster.x-k8s.io", "kind": "VSphereCluster",
+                                       "name": "sv1"}}}))
     labels = {"cluster.x-k8s.io/cluster-name": "sv1", "cluster.x-k8s.io/control-plane": ""}
     plane.kubectl("-n", ns, "create", "secret", "generic", "sv1-cp-0-bootstrap",
                   "--from-literal=value=#cloud-config")

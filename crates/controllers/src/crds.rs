@@ -238,12 +238,20 @@ fn spec_optional(mut crd: CustomResourceDefinition) -> CustomResourceDefinition 
 /// `v1beta1`, they are served in v1beta1 too, converted by the webhook `capi::conversion`
 /// serves (only a plane that reaches it can serve them: this process's embedded engine).
 pub fn core(v1beta1: bool) -> Vec<CustomResourceDefinition> {
-    use crate::capi::conversion::{SERVICE_NAME, SERVICE_NAMESPACE};
+    use crate::capi::admission::{BOOTSTRAP_SERVICE, CONTROL_PLANE_SERVICE, CORE_SERVICE};
     use core::v1beta1 as old;
-    let both = |hub: CustomResourceDefinition, spoke: CustomResourceDefinition| match v1beta1 {
-        true => with_v1beta1(hub, spoke, (SERVICE_NAMESPACE, SERVICE_NAME)),
-        false => hub,
+    // Each provider's kinds are converted by its own webhook Service, as upstream's are.
+    let with = |service: (&'static str, &'static str)| {
+        move |hub: CustomResourceDefinition, spoke: CustomResourceDefinition| match v1beta1 {
+            true => with_v1beta1(hub, spoke, service),
+            false => hub,
+        }
     };
+    let (both, control_plane, bootstrap) = (
+        with(CORE_SERVICE),
+        with(CONTROL_PLANE_SERVICE),
+        with(BOOTSTRAP_SERVICE),
+    );
     vec![
         both(core::Cluster::crd(), old::Cluster::crd()),
         both(core::ClusterClass::crd(), old::ClusterClass::crd()),
@@ -257,16 +265,16 @@ pub fn core(v1beta1: bool) -> Vec<CustomResourceDefinition> {
             core::MachineHealthCheck::crd(),
             old::MachineHealthCheck::crd(),
         ),
-        both(
+        control_plane(
             core::KubeadmControlPlane::crd(),
             old::KubeadmControlPlane::crd(),
         ),
-        both(
+        control_plane(
             core::KubeadmControlPlaneTemplate::crd(),
             old::KubeadmControlPlaneTemplate::crd(),
         ),
-        both(core::KubeadmConfig::crd(), old::KubeadmConfig::crd()),
-        both(
+        bootstrap(core::KubeadmConfig::crd(), old::KubeadmConfig::crd()),
+        bootstrap(
             core::KubeadmConfigTemplate::crd(),
             old::KubeadmConfigTemplate::crd(),
         ),

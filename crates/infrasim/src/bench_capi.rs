@@ -220,8 +220,10 @@ async fn plane(
         sip: false,
         v1beta1: true,
     };
-    infrasim_controllers::capi::conversion::serve_in(&server, client.clone());
+    infrasim_controllers::capi::admission::serve_in(&server, client.clone(), true);
     crds::install(&client, &selection.crds()).await?;
+    // Measured as users run it: every Cluster API write through the embedded core's webhooks.
+    infrasim_controllers::capi::admission::install(&client).await?;
     let cloud = Arc::new(Cloud::with_clock(
         CloudConfig {
             ports: args.port_min..=args.port_max,

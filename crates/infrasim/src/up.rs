@@ -263,10 +263,23 @@ async fn start_controllers(
         sip: args.sip,
         v1beta1: true,
     };
-    infrasim_controllers::capi::conversion::serve_in(server, client.clone());
+    use infrasim_controllers::capi::admission;
+    admission::serve_in(server, client.clone(), selection.capi_core);
     crds::install(&client, &selection.crds())
         .await
         .context("installing the controllers' CRDs")?;
+    // The embedded core defaults and validates as Cluster API's webhooks do; with Cluster
+    // API's own core, its webhooks decide, and any configuration of ours left by an earlier
+    // run goes.
+    if selection.capi_core {
+        admission::install(&client)
+            .await
+            .context("registering the embedded core's admission webhooks")?;
+    } else {
+        admission::uninstall(&client)
+            .await
+            .context("removing the embedded core's admission webhooks")?;
+    }
     let config = CloudConfig {
         advertise: args.advertise_address,
         ports: args.port_min..=args.port_max,

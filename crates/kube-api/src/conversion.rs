@@ -130,13 +130,32 @@ fn check_identity(old: &Value, new: &Value, desired: &str) -> Result<(), String>
     Ok(())
 }
 
-/// `object` in the storage version, for a write.
+/// Whether objects of `info` are stored in another version or shape than it serves (a
+/// custom kind's other versions, a built-in kind stored as another).
+pub(crate) fn stored_differently(info: &ResourceInfo) -> bool {
+    info.stored_as.is_some()
+        || info
+            .storage_version
+            .as_deref()
+            .is_some_and(|v| v != info.api_version)
+}
+
+/// `object` in the storage version, for a write: converted by the CRD's webhook, or (without
+/// one) relabelled, or, for a built-in kind stored as another, put in that kind's shape.
 pub(crate) async fn to_storage(ctx: &Ctx, object: Value) -> Result<Value, ApiError> {
     let info = &ctx.info;
+    if info.stored_as.is_some() {
+        return Ok(stored_form(info, object));
+    }
     match (&info.conversion, &info.storage_version) {
         (Some(_), Some(storage)) => {
             let mut converted = convert(&ctx.state.webhooks(), info, vec![object], storage).await?;
             Ok(converted.pop().unwrap_or(Value::Null))
+        }
+        (None, Some(storage)) => {
+            let mut object = object;
+            object["apiVersion"] = Value::String(storage.clone());
+            Ok(object)
         }
         _ => Ok(object),
     }

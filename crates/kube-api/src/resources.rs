@@ -307,6 +307,29 @@ impl ResourceInfo {
         }
     }
 
+    /// What a custom kind's schema refuses in `value` (built-in kinds are checked as they
+    /// are decoded).
+    pub fn validate_schema(&self, value: &Value) -> Vec<(String, String)> {
+        match &self.normalize {
+            Normalize::Typed(_) => Vec::new(),
+            Normalize::Schema(schema) => schema.validate(value),
+        }
+    }
+
+    /// [`ResourceInfo::normalize_reporting`] as a write takes a body in: built-in kinds
+    /// decoded (wrong types refused), custom ones pruned and defaulted, their schema checked
+    /// later ([`ResourceInfo::validate_schema`]), after the mutating webhooks.
+    pub fn prepare_reporting(
+        &self,
+        value: Value,
+        report_unknown: bool,
+    ) -> Result<(Value, Vec<String>), NormalizeError> {
+        match &self.normalize {
+            Normalize::Schema(schema) => Ok(schema.prepare_reporting(value)),
+            Normalize::Typed(_) => self.normalize_reporting(value, report_unknown),
+        }
+    }
+
     /// How the kind's lists merge and are owned under server-side apply.
     pub fn lists(&self) -> crate::apply::Lists<'_> {
         match &self.normalize {

@@ -229,17 +229,36 @@ impl Schema {
     /// [`Schema::normalize`], and the paths of the fields it pruned because the schema does
     /// not know them (`spec.bogus`; fields set to null are not counted), for
     /// `fieldValidation`.
-    pub fn normalize_reporting(
-        &self,
-        mut object: Value,
-    ) -> Result<(Value, Vec<String>), SchemaError> {
+    pub fn normalize_reporting(&self, object: Value) -> Result<(Value, Vec<String>), SchemaError> {
+        let (value, pruned, errors) = self.walk_all(object);
+        if !errors.is_empty() {
+            return Err(SchemaError::Invalid(errors));
+        }
+        Ok((value, pruned))
+    }
+
+    /// Prunes and defaults a custom object, leaving its validation for later: kube-apiserver
+    /// decodes and defaults a custom object, runs the mutating admission webhooks, and only
+    /// then validates it against the schema (a webhook may fill a required field). The
+    /// paths of the pruned unknown fields come with it.
+    pub fn prepare_reporting(&self, object: Value) -> (Value, Vec<String>) {
+        let (value, pruned, _) = self.walk_all(object);
+        (value, pruned)
+    }
+
+    /// What the schema refuses in `object` (one that [`Schema::prepare_reporting`] made):
+    /// `(field, message)` causes of a 422.
+    pub fn validate(&self, object: &Value) -> Vec<(String, String)> {
+        self.walk_all(object.clone()).2
+    }
+
+    /// The object pruned and defaulted, the pruned unknown fields, and the errors.
+    fn walk_all(&self, mut object: Value) -> (Value, Vec<String>, Vec<(String, String)>) {
         let mut errors = Vec::new();
         let mut pruned = Vec::new();
         let Some(obj) = object.as_object_mut() else {
-            return Err(SchemaError::Invalid(vec![(
-                "<root>".into(),
-                "must be an object".into(),
-            )]));
+            let errors = vec![("<root>".into(), "must be an object".into())];
+            return (object, pruned, errors);
         };
         let system: Map<String, Value> = ["apiVersion", "kind", "metadata"]
             .iter()
@@ -265,14 +284,11 @@ impl Schema {
                 }
             }
         }
-        if !errors.is_empty() {
-            return Err(SchemaError::Invalid(errors));
-        }
         let mut out = system;
         if let Value::Object(m) = rest {
             out.extend(m);
         }
-        Ok((Value::Object(out), pruned))
+        (Value::Object(out), pruned, errors)
     }
 }
 

@@ -2,6 +2,7 @@
 //! embedded stand-in for the core's controllers (`standin`), with the labels and annotations
 //! Cluster API gives meaning to.
 
+pub mod admission;
 pub mod conversion;
 pub mod core;
 pub mod index;

@@ -24,7 +24,7 @@ pub(super) async fn review(
         )));
     }
     let uid = uuid::Uuid::new_v4().to_string();
-    let body = request(ctx, subject, &uid);
+    let body = request(ctx, hook, subject, &uid);
     let timeout = hook.spec["timeoutSeconds"]
         .as_u64()
         .unwrap_or(10)
@@ -53,15 +53,18 @@ pub(super) async fn review(
     }
 }
 
-/// The `AdmissionReview` kube-apiserver sends, objects in the version the client spoke.
-fn request(ctx: &Ctx, subject: &Subject<'_>, uid: &str) -> Value {
+/// The `AdmissionReview` kube-apiserver sends, objects in the version the client spoke, or
+/// in the webhook's when it matched an equivalent one (then `requestKind` and
+/// `requestResource` still name the request's).
+fn request(ctx: &Ctx, hook: &Webhook, subject: &Subject<'_>, uid: &str) -> Value {
     let info = &ctx.info;
-    let as_requested = |o: Option<&Value>| super::seen(ctx, o);
-    let kind = super::admitted_kind(ctx);
-    let resource = json!({"group": info.group, "version": info.version, "resource": info.plural});
+    let shown = hook.target.as_deref().unwrap_or(info);
+    let as_requested = |o: Option<&Value>| super::seen_as(ctx, shown, o);
+    let resource_of = |i: &crate::resources::ResourceInfo| json!({"group": i.group, "version": i.version, "resource": i.plural});
     let mut request = json!({
         "uid": uid,
-        "kind": kind, "resource": resource, "requestKind": kind, "requestResource": resource,
+        "kind": super::admitted_kind_as(ctx, shown), "resource": resource_of(shown),
+        "requestKind": super::admitted_kind(ctx), "requestResource": resource_of(info),
         "name": ctx.path.name.clone().or_else(|| subject.object.and_then(|o| {
             o.at("/metadata/name").and_then(Value::as_str).map(str::to_string)
         })).unwrap_or_default(),
@@ -105,11 +108,13 @@ pub(super) fn denied(hook: &Webhook, response: &Value) -> Result<(), ApiError> {
         .as_u64()
         .filter(|c| (400..600).contains(c))
         .unwrap_or(400);
-    Err(ApiError::from_webhook(
-        code as u16,
-        status["reason"].as_str(),
-        words,
-    ))
+    let error = ApiError::from_webhook(code as u16, status["reason"].as_str(), words);
+    // kube-apiserver passes the webhook's Status on whole but for its message: clients read
+    // the causes (the fields) of a 422 from its details.
+    Err(match status.get("details").filter(|d| d.is_object()) {
+        Some(details) => error.with_details(details.clone()),
+        None => error,
+    })
 }
 
 /// The JSON patch of a mutating webhook's answer, if any.

@@ -4,11 +4,13 @@
 
 use super::{Subject, Webhook};
 use crate::context::Ctx;
+use crate::resources::ResourceInfo;
 use crate::selectors::LabelSelector;
 use crate::values::At;
 use infrasim_store::ObjectKey;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// An admission operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,20 +39,53 @@ impl Operation {
     }
 }
 
-/// Whether `hook` is called for this request (`object` as it stands now).
+/// Whether `hook` is called for this request (`object` as it stands now), and in which
+/// version it sees the object: the request's (`Some(None)`), or, under `matchPolicy:
+/// Equivalent`, another version of the resource its rules name (`Some(Some(…))`).
 pub(crate) fn matches(
     ctx: &Ctx,
     hook: &Webhook,
     subject: &Subject,
     object: Option<&Value>,
-) -> bool {
+) -> Option<Option<Arc<ResourceInfo>>> {
     let rules = hook.spec["rules"].as_array().cloned().unwrap_or_default();
-    rules
+    let exact = rules
         .iter()
-        .any(|r| rule_matches(ctx, r, subject.operation))
-        && namespace_selected(ctx, &hook.spec["namespaceSelector"], object)
+        .any(|r| rule_matches(ctx, r, subject.operation));
+    let target = match exact {
+        true => None,
+        false if hook.spec["matchPolicy"].as_str() == Some("Exact") => return None,
+        false => Some(
+            rules
+                .iter()
+                .find_map(|r| equivalent(ctx, r, subject.operation))?,
+        ),
+    };
+    let selected = namespace_selected(ctx, &hook.spec["namespaceSelector"], object)
         && object_selected(&hook.spec["objectSelector"], object, subject.old)
-        && conditions_hold(ctx, hook, subject, object)
+        && conditions_hold(ctx, hook, subject, object);
+    selected.then_some(target)
+}
+
+/// The version of the request's resource `rule` names, when it names another version of
+/// the same group and resource (a custom resource served in several versions): the first
+/// of its `apiVersions` the server serves, as kube-apiserver's equivalence matching picks.
+fn equivalent(ctx: &Ctx, rule: &Value, operation: Operation) -> Option<Arc<ResourceInfo>> {
+    let info = &ctx.info;
+    if !info.custom || ctx.path.subresource.as_deref() == Some("scale") {
+        return None;
+    }
+    strings(&rule["apiVersions"])
+        .into_iter()
+        .filter(|v| *v != "*" && *v != info.version)
+        .find_map(|version| {
+            let other = ctx
+                .state
+                .registry
+                .find(&info.group, version, &info.plural)?;
+            let subresource = ctx.path.subresource.as_deref();
+            rule_matches_for(&other, subresource, rule, operation).then_some(other)
+        })
 }
 
 fn strings(v: &Value) -> Vec<&str> {
@@ -60,20 +95,29 @@ fn strings(v: &Value) -> Vec<&str> {
 }
 
 pub(super) fn rule_matches(ctx: &Ctx, rule: &Value, operation: Operation) -> bool {
+    rule_matches_for(&ctx.info, ctx.path.subresource.as_deref(), rule, operation)
+}
+
+/// Whether `rule` names `operation` on `info` (through `subresource`, if any).
+fn rule_matches_for(
+    info: &ResourceInfo,
+    subresource: Option<&str>,
+    rule: &Value,
+    operation: Operation,
+) -> bool {
     let any = |list: Vec<&str>, want: &str| list.iter().any(|x| *x == "*" || *x == want);
-    let info = &ctx.info;
-    let resource = match ctx.path.subresource.as_deref() {
+    let resource = match subresource {
         Some(sub) => format!("{}/{sub}", info.plural),
         None => info.plural.clone(),
     };
     let resource_ok = strings(&rule["resources"]).iter().any(|r| {
         *r == resource
             || *r == "*/*"
-            || (*r == "*" && ctx.path.subresource.is_none())
+            || (*r == "*" && subresource.is_none())
             || r.split_once('/').is_some_and(|(res, sub)| {
                 (res == "*" || res == info.plural)
-                    && (sub == "*" || Some(sub) == ctx.path.subresource.as_deref())
-                    && ctx.path.subresource.is_some()
+                    && (sub == "*" || Some(sub) == subresource)
+                    && subresource.is_some()
             })
     });
     let scope_ok = match rule["scope"].as_str().unwrap_or("*") {

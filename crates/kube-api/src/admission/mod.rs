@@ -23,6 +23,7 @@ use crate::status::ApiError;
 use crate::values::At;
 use infrasim_store::ReadAt;
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 pub(crate) use matching::Operation;
 
@@ -55,6 +56,10 @@ pub(crate) struct Subject<'a> {
 pub(crate) struct Webhook {
     pub name: String,
     pub spec: Value,
+    /// The version of the resource the webhook sees the object in, when its rules name
+    /// another version than the request's (`matchPolicy: Equivalent`): the object goes to it
+    /// converted, and its patch comes back converted.
+    pub target: Option<Arc<crate::resources::ResourceInfo>>,
 }
 
 const MUTATING: &str = "mutatingwebhookconfigurations.admissionregistration.k8s.io";
@@ -75,6 +80,7 @@ fn webhooks(ctx: &Ctx, resource: &str) -> Vec<Webhook> {
             hooks.push(Webhook {
                 name: spec["name"].as_str().unwrap_or("").to_string(),
                 spec: spec.clone(),
+                target: None,
             });
         }
     }
@@ -98,10 +104,7 @@ pub(crate) async fn mutate(
     if exempt(ctx) {
         return Ok(false);
     }
-    let hooks: Vec<Webhook> = webhooks(ctx, MUTATING)
-        .into_iter()
-        .filter(|h| matching::matches(ctx, h, subject, Some(object)))
-        .collect();
+    let hooks = matching_hooks(ctx, MUTATING, subject, Some(object));
     if hooks.is_empty() {
         return Ok(false);
     }
@@ -124,6 +127,51 @@ fn reinvoked(hook: &Webhook) -> bool {
     hook.spec["reinvocationPolicy"].as_str() == Some("IfNeeded")
 }
 
+/// The webhooks of `configurations` this request goes to, each with the version it sees.
+fn matching_hooks(
+    ctx: &Ctx,
+    configurations: &str,
+    subject: &Subject<'_>,
+    object: Option<&Value>,
+) -> Vec<Webhook> {
+    webhooks(ctx, configurations)
+        .into_iter()
+        .filter_map(|mut hook| {
+            hook.target = matching::matches(ctx, &hook, subject, object)?;
+            Some(hook)
+        })
+        .collect()
+}
+
+/// The object and the old one as `hook` sees them: converted to its version when it
+/// matched an equivalent one, as they are otherwise.
+async fn in_hook_version(
+    ctx: &Ctx,
+    hook: &Webhook,
+    object: Option<&Value>,
+    old: Option<&Value>,
+) -> Result<(Option<Value>, Option<Value>), ApiError> {
+    let Some(target) = &hook.target else {
+        return Ok((object.cloned(), old.cloned()));
+    };
+    let mut out = Vec::new();
+    for v in [object, old] {
+        out.push(match v {
+            Some(v) => crate::conversion::convert(
+                &ctx.state.webhooks(),
+                &ctx.info,
+                vec![v.clone()],
+                &target.api_version,
+            )
+            .await?
+            .pop(),
+            None => None,
+        });
+    }
+    let old = out.pop().flatten();
+    Ok((out.pop().flatten(), old))
+}
+
 /// Calls one mutating webhook and applies its patch; whether the object changed.
 async fn call_mutating(
     ctx: &Ctx,
@@ -132,6 +180,9 @@ async fn call_mutating(
     object: &mut Value,
     warnings: &mut Vec<String>,
 ) -> Result<bool, ApiError> {
+    if hook.target.is_some() {
+        return call_mutating_converted(ctx, hook, subject, object, warnings).await;
+    }
     let current = Subject {
         object: Some(object),
         ..*subject
@@ -172,6 +223,51 @@ async fn call_mutating(
     Ok(true)
 }
 
+/// [`call_mutating`] for a webhook that sees another version of the resource: the object
+/// goes to it converted, its patch is applied there, and the result comes back converted.
+async fn call_mutating_converted(
+    ctx: &Ctx,
+    hook: &Webhook,
+    subject: &Subject<'_>,
+    object: &mut Value,
+    warnings: &mut Vec<String>,
+) -> Result<bool, ApiError> {
+    let (seen, old) = in_hook_version(ctx, hook, Some(object), subject.old).await?;
+    let seen = seen.unwrap_or(Value::Null);
+    let current = Subject {
+        object: Some(&seen),
+        old: old.as_ref(),
+        ..*subject
+    };
+    let Some(response) = call::review(ctx, hook, &current).await? else {
+        return Ok(false);
+    };
+    warnings.extend(call::warnings(&response));
+    call::denied(hook, &response)?;
+    let Some(patch) = call::patch(hook, &response)? else {
+        return Ok(false);
+    };
+    let mut patched = seen.clone();
+    json_patch::patch(&mut patched, &patch).map_err(|e| {
+        ApiError::internal(format!(
+            "admission webhook \"{}\" returned a patch that cannot be applied: {e}",
+            hook.name
+        ))
+    })?;
+    if patched == seen {
+        return Ok(false);
+    }
+    let back = crate::conversion::convert(
+        &ctx.state.webhooks(),
+        &ctx.info,
+        vec![patched],
+        &ctx.info.api_version,
+    )
+    .await?;
+    *object = back.into_iter().next().unwrap_or(Value::Null);
+    Ok(true)
+}
+
 /// Whether any validating policy binding or webhook configuration exists: a delete reads
 /// and decodes the object it admits only then.
 pub(crate) fn has_validators(ctx: &Ctx) -> bool {
@@ -194,12 +290,17 @@ pub(crate) async fn validate(
     }
     // In-process policies first: they cost no round trip.
     policy::validate(ctx, subject, warnings)?;
-    let hooks: Vec<Webhook> = webhooks(ctx, VALIDATING)
-        .into_iter()
-        .filter(|h| matching::matches(ctx, h, subject, subject.object))
-        .collect();
+    let hooks = matching_hooks(ctx, VALIDATING, subject, subject.object);
     // kube-apiserver calls them in parallel; their answers are read in order.
-    let calls = hooks.iter().map(|hook| call::review(ctx, hook, subject));
+    let calls = hooks.iter().map(|hook| async move {
+        let (object, old) = in_hook_version(ctx, hook, subject.object, subject.old).await?;
+        let seen = Subject {
+            object: object.as_ref(),
+            old: old.as_ref(),
+            ..*subject
+        };
+        call::review(ctx, hook, &seen).await
+    });
     let answers = futures::future::join_all(calls).await;
     for (hook, answer) in hooks.iter().zip(answers) {
         if let Some(response) = answer? {
@@ -214,6 +315,11 @@ pub(crate) async fn validate(
 /// Scale, as kube-apiserver admits a scale; otherwise the object in the version the client
 /// spoke.
 fn seen(ctx: &Ctx, object: Option<&Value>) -> Value {
+    seen_as(ctx, &ctx.info, object)
+}
+
+/// [`seen`], for a webhook that sees the object as `info`'s (an equivalent version).
+fn seen_as(ctx: &Ctx, info: &crate::resources::ResourceInfo, object: Option<&Value>) -> Value {
     let Some(object) = object else {
         return Value::Null;
     };
@@ -221,7 +327,7 @@ fn seen(ctx: &Ctx, object: Option<&Value>) -> Value {
         (Some(paths), true) => paths.scale_of(object),
         _ => {
             let mut o = object.clone();
-            o["apiVersion"] = json!(ctx.info.api_version);
+            o["apiVersion"] = json!(info.api_version);
             o
         }
     }
@@ -234,10 +340,14 @@ fn through_scale(ctx: &Ctx) -> bool {
 
 /// The kind a review names: Scale through `scale`, else the resource's own.
 fn admitted_kind(ctx: &Ctx) -> Value {
+    admitted_kind_as(ctx, &ctx.info)
+}
+
+/// [`admitted_kind`] of the resource as `info` (an equivalent version) names it.
+fn admitted_kind_as(ctx: &Ctx, info: &crate::resources::ResourceInfo) -> Value {
     if through_scale(ctx) {
         return json!({"group": "autoscaling", "version": "v1", "kind": "Scale"});
     }
-    let info = &ctx.info;
     json!({"group": info.group, "version": info.version, "kind": info.kind})
 }
 

@@ -91,10 +91,28 @@ pub(crate) fn validate(crd: &Value) -> Vec<(String, String)> {
         if let Some(schema) = v.at("/schema/openAPIV3Schema") {
             match crate::schema::Schema::from_openapi(schema) {
                 Ok(_) => compiled.push((i, schema)),
-                Err(e) => causes.push((
-                    format!("spec.versions[{i}].schema.openAPIV3Schema"),
-                    format!("Invalid value: {e}"),
-                )),
+                Err(e) => {
+                    // One schema for every version is kube-apiserver's `spec.validation`
+                    // (its internal form hoists it there), and named so.
+                    let shared = versions
+                        .iter()
+                        .all(|v| v.at("/schema/openAPIV3Schema") == Some(schema));
+                    if shared && i > 0 {
+                        continue;
+                    }
+                    let path = match shared {
+                        true => "spec.validation.openAPIV3Schema".to_string(),
+                        false => format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                    };
+                    // A rule that does not compile is named where it is; other faults of
+                    // the schema at the schema.
+                    let rules = crate::rules::compile_errors(schema, &path);
+                    if rules.is_empty() {
+                        causes.push((path, format!("Invalid value: {e}")));
+                    } else {
+                        causes.extend(rules);
+                    }
+                }
             }
         }
     }

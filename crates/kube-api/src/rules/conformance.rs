@@ -294,6 +294,17 @@ fn the_documentations_stray_parenthesis_does_not_compile() {
     assert_eq!(causes.len(), 1, "{causes:?}");
     let syntax = "compilation failed: ERROR: <input>:1:26: Syntax error: extraneous input ')' expecting <EOF>";
     assert!(causes[0].1.contains(syntax), "{causes:?}");
+    // Named where it is, with the rule as kube-apiserver prints it.
+    assert_eq!(
+        causes[0].0,
+        "spec.validation.openAPIV3Schema.properties[foo].items.x-kubernetes-validations[0].rule"
+    );
+    assert!(
+        causes[0].1.starts_with(
+            "Invalid value: apiextensions.ValidationRule{Rule:\"self.contains('a string'))\""
+        ),
+        "{causes:?}"
+    );
 }
 
 /// 4.a, 13–15: kube-apiserver's `TestCELEstimatedCostStability`, per evaluation.

@@ -269,6 +269,57 @@ impl Rule {
     }
 }
 
+/// The rules under `schema` (at `path` in the CRD) that do not compile, each at its own
+/// `….x-kubernetes-validations[i].rule` with the rule as Go prints it, as kube-apiserver
+/// reports them.
+pub fn compile_errors(schema: &Value, path: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let children = ["additionalProperties", "items"]
+        .iter()
+        .filter_map(|k| {
+            Some((
+                format!("{path}.{k}"),
+                schema.get(*k).filter(|v| v.is_object())?,
+            ))
+        })
+        .chain(
+            schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .map(|(name, p)| (format!("{path}.properties[{name}]"), p)),
+        );
+    for (at, child) in children {
+        out.extend(compile_errors(child, &at));
+    }
+    let rules = schema
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array);
+    for (i, entry) in rules.into_iter().flatten().enumerate() {
+        if let Err(why) = Rule::compile(entry) {
+            let text = |k: &str| {
+                go_quote(
+                    entry
+                        .get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .as_bytes(),
+                )
+            };
+            let shown = format!(
+                "apiextensions.ValidationRule{{Rule:{}, Message:{}, MessageExpression:{}, Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:{}, OptionalOldSelf:(*bool)(nil)}}",
+                text("rule"), text("message"), text("messageExpression"), text("fieldPath")
+            );
+            out.push((
+                format!("{path}.x-kubernetes-validations[{i}].rule"),
+                format!("Invalid value: {shown}: {why}"),
+            ));
+        }
+    }
+    out
+}
+
 /// Evaluates a boolean CEL `expression` with `variables` bound (admission match conditions).
 pub fn evaluate_bool(expression: &str, variables: &[(&str, Value)]) -> Result<bool, String> {
     let bound: Vec<(&str, Cel)> = variables.iter().map(|(n, v)| (*n, to_cel(v))).collect();

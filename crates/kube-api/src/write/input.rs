@@ -117,7 +117,7 @@ pub(crate) fn normalize(
         .to_string();
     let (normalized, unknown) = ctx
         .info
-        .normalize_reporting(value, directive != "Ignore")
+        .prepare_reporting(value, directive != "Ignore")
         .map_err(|e| match e {
             NormalizeError::Decode(e) => ApiError::bad_request(format!(
                 "error decoding {} {}: {e}",

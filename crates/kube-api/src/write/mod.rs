@@ -3,14 +3,16 @@
 //! replaces), and [`persist`] takes every write through the same steps, as kube-apiserver's
 //! registry does:
 //!
-//! 1. **prepare**: the kind's [`Strategy`] splits spec from status, defaults, and moves the
-//!    object to its storage version;
+//! 1. **prepare**: the kind's [`Strategy`] splits spec from status and defaults;
 //! 2. **admit**: the built-in admission that applies to every verb (no new objects in a
-//!    terminating namespace);
+//!    terminating namespace), then the mutating webhooks;
 //! 3. **own**: the field manager's ownership recorded (unless apply computed it already);
-//! 4. **validate**: the checks of any object of the kind, then those of the change;
-//! 5. **persist**: stored (or, in a dry run, computed and discarded), then what follows the
-//!    write for the kind.
+//! 4. **validate**: the schema of a custom kind, the checks of any object of the kind, those
+//!    of the change, then the validating policies and webhooks;
+//! 5. **persist**: moved to the storage version and stored (or, in a dry run, computed and
+//!    discarded), then what follows the write for the kind.
+//!
+//! Steps 1 to 4 see the object in the version the client spoke, as kube-apiserver's do.
 //!
 //! A verb can therefore not store what another verb would refuse.
 
@@ -108,7 +110,8 @@ pub(crate) async fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteErr
         object,
         ownership,
     } = write;
-    let object = crate::conversion::to_storage(ctx, object).await?;
+    // Every step works on the object in the version the client spoke, as kube-apiserver's
+    // registry does; it is converted to the storage version only as it is stored.
     let written = match operation {
         Operation::Create => {
             let mut object = object;
@@ -132,11 +135,9 @@ pub(crate) async fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteErr
             old: stored_old,
             expected,
         } => {
-            // The write works on the request's shape; a kind stored as another is
-            // converted to the stored shape only as it is stored.
-            let old = match ctx.info.stored_as {
-                Some(_) => crate::conversion::served_form(&ctx.info, stored_old.clone()),
-                None => stored_old.clone(),
+            let old = match crate::conversion::stored_differently(&ctx.info) {
+                true => crate::conversion::to_request_version(ctx, stored_old.clone()).await?,
+                false => stored_old.clone(),
             };
             let mut object = strategy.prepare_for_update(&old, object);
             let subject = |object| admission::Subject {
@@ -157,7 +158,7 @@ pub(crate) async fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteErr
                 object: &read,
                 value: &stored_old,
             };
-            let object = crate::conversion::stored_form(&ctx.info, object);
+            let object = crate::conversion::to_storage(ctx, object).await?;
             update(ctx, &strategy, object, expected, read, dry)?
         }
     };
@@ -289,7 +290,7 @@ async fn create(
             dry_run: dry,
         };
         admission::validate(ctx, &subject, warnings).await?;
-        let stored = crate::conversion::stored_form(&ctx.info, object.clone());
+        let stored = crate::conversion::to_storage(ctx, object.clone()).await?;
         let derived = derive_for(&ctx.info.kind, &stored, !ctx.info.custom);
         let group = &ctx.state.group;
         let key = &ctx.info.store_key;

@@ -1,6 +1,6 @@
 //! What differs between kinds on a write, in one place, as kube-apiserver's per-kind
 //! strategies keep it: preparing an object for create or update (the spec/status split,
-//! defaults, the storage version), validating a create or an update, and what follows a
+//! defaults), validating a create or an update, and what follows a
 //! write (a namespace's default objects, a CRD's new resource).
 //!
 //! Built-in and custom kinds are told apart here only, by the registry's `custom` flag: a
@@ -66,14 +66,14 @@ impl<'a> Strategy<'a> {
 
     /// A new object as it will be stored: no status (the system's to write; a kubelet
     /// registers its Node with capacity and conditions, so Nodes keep theirs), defaults,
-    /// the storage version; a CRD gets its cleanup finalizer.
+    /// a CRD gets its cleanup finalizer.
     pub fn prepare_for_create(&self, new: &mut Value) {
         if self.ctx.info.has_status && self.special != Special::Node {
             if let Some(o) = new.as_object_mut() {
                 o.remove("status");
             }
         }
-        self.defaults_and_version(new);
+        self.defaults(new);
         match self.special {
             Special::CustomResourceDefinition => crd::add_finalizer(new),
             Special::CertificateSigningRequest => csr::prepare_for_create(&self.ctx.identity, new),
@@ -84,8 +84,7 @@ impl<'a> Strategy<'a> {
     }
 
     /// An updated object as it will be stored: through the main resource the stored status
-    /// stays, through `status` everything but the status stays; then defaults and the
-    /// storage version.
+    /// stays, through `status` everything but the status stays; then defaults.
     pub fn prepare_for_update(&self, old: &Value, new: Value) -> Value {
         let mut new = match self.special {
             Special::CertificateSigningRequest => {
@@ -95,20 +94,16 @@ impl<'a> Strategy<'a> {
             _ if self.through_ephemeral() => ephemeral::prepare_for_update(old, &new),
             _ => self.split_status(old, new),
         };
-        self.defaults_and_version(&mut new);
+        self.defaults(&mut new);
         if self.special == Special::APIService && !self.through_status() {
             apiservices::set_status(&self.ctx.state, &mut new);
         }
         new
     }
 
-    fn defaults_and_version(&self, value: &mut Value) {
+    fn defaults(&self, value: &mut Value) {
         if self.builtin() {
             defaults::apply(&self.ctx.state, &self.ctx.info.kind, value);
-        }
-        // Custom objects are stored in their CRD's storage version.
-        if let Some(v) = &self.ctx.info.storage_version {
-            value["apiVersion"] = Value::String(v.clone());
         }
     }
 
@@ -206,6 +201,9 @@ impl<'a> Strategy<'a> {
     }
 
     fn validate(&self, new: &Value) -> Result<(), ApiError> {
+        // A custom kind's schema, checked after the mutating webhooks as kube-apiserver
+        // checks it.
+        self.refuse(new, self.ctx.info.validate_schema(new))?;
         // By kind and group: built-in kinds' rules, and for every kind its metadata's.
         validation::validate(&self.ctx.info.kind, &self.ctx.info.group, new)?;
         if self.special == Special::CustomResourceDefinition && !self.through_status() {

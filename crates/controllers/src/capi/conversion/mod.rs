@@ -24,9 +24,6 @@ use serde_json::{json, Map, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-/// The Service Cluster API's CRDs name as their conversion webhook.
-pub const SERVICE_NAMESPACE: &str = "capi-system";
-pub const SERVICE_NAME: &str = "capi-webhook-service";
 /// The Service the in-memory provider's CRDs name (upstream's development provider has its
 /// own webhook); the same converter stands behind it.
 pub const PROVIDER_SERVICE_NAMESPACE: &str = "capim-system";
@@ -153,14 +150,6 @@ impl Converter {
             resolver: Arc::new(Resolver::default()),
         }
     }
-}
-
-/// Serves the converter in `server`'s process as Cluster API's webhook Service, so the CRDs
-/// of [`crate::crds::core`] with v1beta1 reach it.
-pub fn serve_in(server: &infrasim_kube_api::ApiServer, client: kube::Client) {
-    let converter = Arc::new(Converter::new(client));
-    server.serve_webhook_in_process(SERVICE_NAMESPACE, SERVICE_NAME, converter.clone());
-    server.serve_webhook_in_process(PROVIDER_SERVICE_NAMESPACE, PROVIDER_SERVICE_NAME, converter);
 }
 
 impl InProcessWebhook for Converter {
