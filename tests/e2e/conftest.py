@@ -14,6 +14,7 @@ A `Plane` exposes `port`, `kubeconfig` (path), `client` (a configured
 
 import json
 import os
+import re
 import pathlib
 import socket
 import subprocess
@@ -241,7 +242,12 @@ def deployed_controller(plane, workdir, which):
         user["user"] = {"token": token}
     kubeconfig = workdir / f"{which}.kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(config))
-    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    # The kubelet expands $(VAR) in args from the container's env (the downward API here).
+    fields = {"metadata.namespace": ns, "metadata.name": f"{deployment['metadata']['name']}-0"}
+    env = {e["name"]: e.get("value") or fields.get(e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath"), "")
+           for e in container.get("env", [])}
+    args = [re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), a) for a in container["args"]]
     log_path = workdir / f"{which}-controller.log"
     proc = subprocess.Popen([BINARY, *args, "--kubeconfig", str(kubeconfig)],
                             stdout=open(log_path, "w"), stderr=subprocess.STDOUT)

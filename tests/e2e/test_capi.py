@@ -1,5 +1,5 @@
 """Cluster API on `infrasim up`, driven as a new user would: kubectl applies the ClusterClass and
-cluster templates in deploy/templates (after the usual variable substitution), waits for the
+cluster templates in deploy/infrastructure-in-memory/v0.1.0 (after the usual variable substitution), waits for the
 Cluster's `Available` and the Machines' `Ready`, reads the workload cluster through the
 kubeconfig secret Cluster API keeps, scales, upgrades and deletes. The embedded provider and
 Cluster API core stand-in do the work; nothing here talks to them but kubectl and the API.
@@ -16,7 +16,7 @@ import pytest
 
 from conftest import BINARY, ROOT, Plane, unique, wait_for
 
-TEMPLATES = ROOT / "deploy" / "templates"
+RELEASE = ROOT / "deploy" / "infrastructure-in-memory" / "v0.1.0"
 # Short machine steps: fast tests that still walk every step on the clock.
 FAST = {"VM_STARTUP": "300ms", "NODE_STARTUP": "100ms", "ETCD_STARTUP": "100ms",
         "API_SERVER_STARTUP": "100ms"}
@@ -24,7 +24,7 @@ FAST = {"VM_STARTUP": "300ms", "NODE_STARTUP": "100ms", "ETCD_STARTUP": "100ms",
 
 def render(name, **variables):
     """clusterctl's substitution: ${VAR}, ${VAR:=default}, ${VAR:-default}."""
-    text = (TEMPLATES / name).read_text()
+    text = (RELEASE / name).read_text()
 
     def sub(m):
         var, default = m.group(1), m.group(3)
@@ -533,11 +533,11 @@ def test_the_provider_components_apply_as_clusterctl_would(capi):
     # conversion webhook lives in its process, which a provider deployed elsewhere cannot
     # reach): the components' v1beta2-only CRDs take those fields over, hence the force.
     out = capi.kubectl("apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f",
-                       str(ROOT / "deploy" / "infrastructure-components.yaml")).stdout
+                       str(RELEASE / "infrastructure-components.yaml")).stdout
     assert "deployment.apps/infrasim-controller-manager serverside-applied (server dry run)" in out
-    docs = (ROOT / "deploy" / "infrastructure-components.yaml").read_text()
+    docs = (RELEASE / "infrastructure-components.yaml").read_text()
     assert "name: manager" in docs
-    metadata = (ROOT / "deploy" / "metadata.yaml").read_text()
+    metadata = (RELEASE / "metadata.yaml").read_text()
     assert "contract: v1beta2" in metadata
 
 

@@ -80,6 +80,7 @@ pub fn capv() -> Vec<CustomResourceDefinition> {
     let capv = Kept {
         group: "infrastructure.cluster.x-k8s.io",
         versions: &["v1beta2", "v1beta1"],
+        deprecated: &["v1beta1"],
         labels: &[
             ("cluster.x-k8s.io/provider", "infrastructure-vsphere"),
             ("cluster.x-k8s.io/v1beta2", "v1beta2"),
@@ -97,7 +98,7 @@ pub fn capv() -> Vec<CustomResourceDefinition> {
         ("VSphereDeploymentZone", "vspheredeploymentzones", false),
     ]
     .into_iter()
-    .map(|(kind, plural, namespaced)| capv.crd(kind, plural, namespaced))
+    .map(|(kind, plural, namespaced)| capv.crd(kind, plural, namespaced, &[]))
     .collect()
 }
 
@@ -106,6 +107,7 @@ pub fn capv_supervisor() -> Vec<CustomResourceDefinition> {
     let kept = Kept {
         group: "vmware.infrastructure.cluster.x-k8s.io",
         versions: &["v1beta2", "v1beta1"],
+        deprecated: &["v1beta1"],
         labels: &[
             ("cluster.x-k8s.io/provider", "infrastructure-vsphere"),
             ("cluster.x-k8s.io/v1beta2", "v1beta2"),
@@ -120,7 +122,16 @@ pub fn capv_supervisor() -> Vec<CustomResourceDefinition> {
         ("ProviderServiceAccount", "providerserviceaccounts"),
     ]
     .into_iter()
-    .map(|(kind, plural)| kept.crd(kind, plural, true))
+    .map(|(kind, plural)| {
+        let mut crd = kept.crd(kind, plural, true, &[]);
+        // Upstream deprecates both versions of this one.
+        if kind == "ProviderServiceAccount" {
+            for v in &mut crd.spec.versions {
+                v.deprecated = Some(true);
+            }
+        }
+        crd
+    })
     .collect()
 }
 
@@ -131,27 +142,46 @@ pub fn vm_operator() -> Vec<CustomResourceDefinition> {
     let vmop = Kept {
         group: "vmoperator.vmware.com",
         versions: &["v1alpha6", "v1alpha5", "v1alpha4", "v1alpha3", "v1alpha2"],
+        deprecated: &[],
         labels: &[],
     };
-    [
-        ("VirtualMachine", "virtualmachines", true),
-        ("VirtualMachineClass", "virtualmachineclasses", true),
-        ("VirtualMachineImage", "virtualmachineimages", true),
+    let short: [(&str, &str, bool, &[&str]); 6] = [
+        ("VirtualMachine", "virtualmachines", true, &["vm"]),
+        (
+            "VirtualMachineClass",
+            "virtualmachineclasses",
+            true,
+            &["vmclass"],
+        ),
+        (
+            "VirtualMachineImage",
+            "virtualmachineimages",
+            true,
+            &["vmi", "vmimage"],
+        ),
         (
             "ClusterVirtualMachineImage",
             "clustervirtualmachineimages",
             false,
+            &["cvmi", "cvmimage", "clustervmi", "clustervmimage"],
         ),
-        ("VirtualMachineService", "virtualmachineservices", true),
+        (
+            "VirtualMachineService",
+            "virtualmachineservices",
+            true,
+            &["vmservice"],
+        ),
         (
             "VirtualMachineSetResourcePolicy",
             "virtualmachinesetresourcepolicies",
             true,
+            &[],
         ),
-    ]
-    .into_iter()
-    .map(|(kind, plural, namespaced)| vmop.crd(kind, plural, namespaced))
-    .collect()
+    ];
+    short
+        .into_iter()
+        .map(|(kind, plural, namespaced, short)| vmop.crd(kind, plural, namespaced, short))
+        .collect()
 }
 
 /// CRDs of another project's kinds whose `spec` and `status` are kept as written, served in
@@ -159,11 +189,19 @@ pub fn vm_operator() -> Vec<CustomResourceDefinition> {
 struct Kept {
     group: &'static str,
     versions: &'static [&'static str],
+    /// The versions upstream marks deprecated.
+    deprecated: &'static [&'static str],
     labels: &'static [(&'static str, &'static str)],
 }
 
 impl Kept {
-    fn crd(&self, kind: &str, plural: &str, namespaced: bool) -> CustomResourceDefinition {
+    fn crd(
+        &self,
+        kind: &str,
+        plural: &str,
+        namespaced: bool,
+        short: &[&str],
+    ) -> CustomResourceDefinition {
         let version = |name: &str, storage: bool| {
             serde_json::json!({
                 "name": name, "served": true, "storage": storage,
@@ -198,12 +236,20 @@ impl Kept {
             "spec": {
                 "group": self.group,
                 "names": {"kind": kind, "listKind": format!("{kind}List"), "plural": plural,
-                          "singular": kind.to_lowercase()},
+                          "singular": kind.to_lowercase(), "shortNames": short},
                 "scope": if namespaced { "Namespaced" } else { "Cluster" },
                 "versions": versions,
             },
         });
         let mut crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap_or_default();
+        if short.is_empty() {
+            crd.spec.names.short_names = None;
+        }
+        for v in &mut crd.spec.versions {
+            if self.deprecated.contains(&v.name.as_str()) {
+                v.deprecated = Some(true);
+            }
+        }
         if self.group.ends_with("infrastructure.cluster.x-k8s.io") {
             crd.spec.names.categories = Some(vec!["cluster-api".to_string()]);
         }
@@ -418,6 +464,164 @@ async fn another_owns(api: &Api<CustomResourceDefinition>, crd: &CustomResourceD
 mod tests {
     use super::*;
     use serde_json::Value;
+
+    /// Upstream's names of every CRD served here (docs/upstream/crd-names-and-layout.md):
+    /// CRD name, singular, short names. RBAC rules and `kubectl get` written against upstream
+    /// use them.
+    const UPSTREAM: &[(&str, &str, &[&str])] = &[
+        ("clusters.cluster.x-k8s.io", "cluster", &["cl"]),
+        ("clusterclasses.cluster.x-k8s.io", "clusterclass", &["cc"]),
+        ("machines.cluster.x-k8s.io", "machine", &["ma"]),
+        ("machinesets.cluster.x-k8s.io", "machineset", &["ms"]),
+        (
+            "machinedeployments.cluster.x-k8s.io",
+            "machinedeployment",
+            &["md"],
+        ),
+        (
+            "machinehealthchecks.cluster.x-k8s.io",
+            "machinehealthcheck",
+            &["mhc", "mhcs"],
+        ),
+        (
+            "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
+            "kubeadmcontrolplane",
+            &["kcp"],
+        ),
+        (
+            "kubeadmcontrolplanetemplates.controlplane.cluster.x-k8s.io",
+            "kubeadmcontrolplanetemplate",
+            &[],
+        ),
+        (
+            "kubeadmconfigs.bootstrap.cluster.x-k8s.io",
+            "kubeadmconfig",
+            &[],
+        ),
+        (
+            "kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io",
+            "kubeadmconfigtemplate",
+            &[],
+        ),
+        (
+            "inmemoryclusters.infrastructure.cluster.x-k8s.io",
+            "inmemorycluster",
+            &[],
+        ),
+        (
+            "inmemorymachines.infrastructure.cluster.x-k8s.io",
+            "inmemorymachine",
+            &[],
+        ),
+        (
+            "devclusters.infrastructure.cluster.x-k8s.io",
+            "devcluster",
+            &[],
+        ),
+        (
+            "devmachines.infrastructure.cluster.x-k8s.io",
+            "devmachine",
+            &[],
+        ),
+        (
+            "vsphereclusters.infrastructure.cluster.x-k8s.io",
+            "vspherecluster",
+            &[],
+        ),
+        (
+            "vsphereclusteridentities.infrastructure.cluster.x-k8s.io",
+            "vsphereclusteridentity",
+            &[],
+        ),
+        (
+            "vcentersimulators.vcsim.infrastructure.cluster.x-k8s.io",
+            "vcentersimulator",
+            &[],
+        ),
+        (
+            "controlplaneendpoints.vcsim.infrastructure.cluster.x-k8s.io",
+            "controlplaneendpoint",
+            &[],
+        ),
+        (
+            "envvars.vcsim.infrastructure.cluster.x-k8s.io",
+            "envvar",
+            &[],
+        ),
+        (
+            "vmoperatordependencies.vcsim.infrastructure.cluster.x-k8s.io",
+            "vmoperatordependencies",
+            &[],
+        ),
+        (
+            "virtualmachines.vmoperator.vmware.com",
+            "virtualmachine",
+            &["vm"],
+        ),
+        (
+            "virtualmachineclasses.vmoperator.vmware.com",
+            "virtualmachineclass",
+            &["vmclass"],
+        ),
+        (
+            "virtualmachineimages.vmoperator.vmware.com",
+            "virtualmachineimage",
+            &["vmi", "vmimage"],
+        ),
+        (
+            "clustervirtualmachineimages.vmoperator.vmware.com",
+            "clustervirtualmachineimage",
+            &["cvmi", "cvmimage", "clustervmi", "clustervmimage"],
+        ),
+        (
+            "virtualmachineservices.vmoperator.vmware.com",
+            "virtualmachineservice",
+            &["vmservice"],
+        ),
+        (
+            "baremetalhosts.metal3.io",
+            "baremetalhost",
+            &["bmh", "bmhost"],
+        ),
+        ("sipclusters.airship.airshipit.org", "sipcluster", &[]),
+        ("vinoes.airship.airshipit.org", "vino", &[]),
+        ("vmgroups.vm.codeconnect.vmworld.com", "vmgroup", &["vg"]),
+    ];
+
+    #[test]
+    fn every_crd_is_named_as_upstream_names_it() {
+        let served: Vec<CustomResourceDefinition> = [
+            core(true),
+            provider(true),
+            vcsim(),
+            capv(),
+            capv_supervisor(),
+            vm_operator(),
+            sip(),
+            vmgroup(),
+        ]
+        .concat();
+        for (name, singular, short) in UPSTREAM {
+            let crd = served
+                .iter()
+                .find(|c| c.metadata.name.as_deref() == Some(*name))
+                .unwrap_or_else(|| panic!("{name} is not served under upstream's name"));
+            let names = &crd.spec.names;
+            assert_eq!(
+                format!("{}.{}", names.plural, crd.spec.group),
+                *name,
+                "plural"
+            );
+            assert_eq!(names.singular.as_deref(), Some(*singular), "{name}");
+            let ours: Vec<&str> = names
+                .short_names
+                .iter()
+                .flatten()
+                .map(String::as_str)
+                .collect();
+            assert_eq!(ours, *short, "{name}");
+        }
+    }
 
     /// kube-apiserver refuses a schema node with both `properties` and
     /// `additionalProperties`; every node must have a type unless it preserves unknown fields.

@@ -46,7 +46,8 @@ enum Command {
     Fleet(fleet::FleetArgs),
     /// Print generated manifests: clusterctl's provider files, or the CRDs.
     Manifests {
-        #[arg(value_parser = ["components", "metadata", "crds", "core-crds", "vmgroup", "sip"])]
+        #[arg(value_parser = ["components", "metadata", "crds", "core-crds", "vmgroup", "sip",
+                              "vmgroup-kustomization", "sip-kustomization"])]
         which: String,
     },
     /// Create a VCenterSimulator, a ControlPlaneEndpoint and an EnvVar, wait for them and
@@ -133,6 +134,8 @@ fn main() -> anyhow::Result<()> {
                 "crds" => crds::to_yaml(&crds::provider(false))?,
                 "vmgroup" => deploy::vmgroup()?,
                 "sip" => deploy::sip()?,
+                "vmgroup-kustomization" => deploy::vmgroup_kustomization(),
+                "sip-kustomization" => deploy::sip_kustomization(),
                 _ => crds::to_yaml(&crds::core(false))?,
             };
             print!("{text}");

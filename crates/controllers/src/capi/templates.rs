@@ -1,4 +1,4 @@
-//! The cluster templates in `deploy/templates`, built in, and the `${VAR}` substitution
+//! The cluster templates in `deploy/infrastructure-in-memory/v0.1.0`, built in, and the `${VAR}` substitution
 //! clusterctl applies to them (`${VAR}`, and `${VAR:=default}` or `${VAR:-default}`).
 
 use infrasim_kube_api::values::At;
@@ -6,13 +6,14 @@ use std::collections::HashMap;
 
 /// The ClusterClass `in-memory` and its templates.
 pub const CLUSTERCLASS_IN_MEMORY: &str =
-    include_str!("../../../../deploy/templates/clusterclass-in-memory.yaml");
+    include_str!("../../../../deploy/infrastructure-in-memory/v0.1.0/clusterclass-in-memory.yaml");
 /// A Cluster of ClusterClass `in-memory`.
-pub const CLUSTER_IN_MEMORY: &str =
-    include_str!("../../../../deploy/templates/cluster-template-in-memory.yaml");
+pub const CLUSTER_IN_MEMORY: &str = include_str!(
+    "../../../../deploy/infrastructure-in-memory/v0.1.0/cluster-template-in-memory.yaml"
+);
 /// A Cluster without a class, with the seed's InMemory kinds.
 pub const CLUSTER_IN_MEMORY_DEVELOPMENT: &str =
-    include_str!("../../../../deploy/templates/cluster-template-in-memory-development.yaml");
+    include_str!("../../../../deploy/infrastructure-in-memory/v0.1.0/cluster-template-in-memory-development.yaml");
 
 /// A variable the template needs and nobody set.
 #[derive(Debug, thiserror::Error, PartialEq)]

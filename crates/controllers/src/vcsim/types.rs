@@ -252,6 +252,8 @@ pub struct EnvVarStatus {
     group = "vcsim.infrastructure.cluster.x-k8s.io",
     version = "v1alpha1",
     kind = "VMOperatorDependencies",
+    // Upstream's resource path (kube-derive would add "es" to the singular).
+    plural = "vmoperatordependencies",
     namespaced,
     status = "VMOperatorDependenciesStatus",
     category = "cluster-api",
