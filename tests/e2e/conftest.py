@@ -177,7 +177,10 @@ class Plane:
 
 @pytest.fixture(scope="session")
 def plane(tmp_path_factory):
-    p = Plane(tmp_path_factory.mktemp("plane"))
+    """The plane most tests share. Its workloads are off, as envtest runs kube-apiserver
+    without a controller manager: these tests prove the API's own semantics on objects
+    nothing else touches (test_up.py runs a plane with them on)."""
+    p = Plane(tmp_path_factory.mktemp("plane"), "--workloads=false")
     yield p
     p.stop()
 
@@ -185,7 +188,7 @@ def plane(tmp_path_factory):
 @pytest.fixture(scope="session")
 def small_plane(tmp_path_factory):
     """A plane that keeps only 20 events, so old resourceVersions expire quickly."""
-    p = Plane(tmp_path_factory.mktemp("small"), "--watch-window", "20")
+    p = Plane(tmp_path_factory.mktemp("small"), "--watch-window", "20", "--workloads=false")
     yield p
     p.stop()
 

@@ -62,3 +62,37 @@ def test_one_planes_credentials_never_open_another(tmp_path):
     finally:
         a.stop()
         b.stop()
+
+
+def test_the_readmes_quick_start_gets_pods_that_run(tmp_path):
+    """The README's first example, on a plane as `infrasim up` starts it: on the plane's own
+    Node (as kind gives one), a Deployment becomes Pods that are scheduled and run, and
+    `kubectl rollout status` returns."""
+    plane = Plane(tmp_path)
+    try:
+        quick_start(plane)
+    finally:
+        plane.stop()
+
+
+def quick_start(plane):
+    ns = "demo"
+    plane.kubectl("create", "namespace", ns)
+    node = plane.kubectl("get", "node", "infrasim-control-plane", "-o",
+                         "jsonpath={.status.conditions[?(@.type=='Ready')].status}").stdout
+    assert node == "True"
+    plane.kubectl("-n", ns, "create", "deployment", "web", "--image=nginx:1.27", "--replicas=3")
+    plane.kubectl("-n", ns, "rollout", "status", "deployment/web", "--timeout=60s", timeout=70)
+    pods = plane.kubectl("-n", ns, "get", "pods", "-l", "app=web", "-o",
+                         "jsonpath={range .items[*]}{.status.phase} {.spec.nodeName}{'\\n'}{end}").stdout.split("\n")
+    assert sorted(p for p in pods if p) == ["Running infrasim-control-plane"] * 3
+    ready = plane.kubectl("-n", ns, "get", "deployment", "web", "-o", "jsonpath={.status.readyReplicas}").stdout
+    assert ready == "3"
+
+
+def test_without_workloads_the_plane_only_stores_them(tmp_path):
+    p = Plane(tmp_path, "--workloads=false", "--controllers=none")
+    try:
+        assert p.kubectl("get", "nodes", "-o", "name").stdout == ""
+    finally:
+        p.stop()

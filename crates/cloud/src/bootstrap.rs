@@ -116,6 +116,19 @@ fn node(machine: &Machine, version: &str, ip: &str, now: &str) -> Value {
     })
 }
 
+/// The one Node of a single-node cluster that runs its workloads on its control plane, as
+/// kind's `kind-control-plane` does: a control-plane node without the NoSchedule taint, so
+/// `kubectl create deployment` on the management plane gets Pods that run.
+pub fn single_node(name: &str, version: &str, now: &str) -> Value {
+    let mut machine = Machine::new(name, true);
+    machine.provider_id = Some(format!("infrasim://{name}"));
+    let mut node = node(&machine, version, "10.200.255.2", now);
+    if let Some(spec) = node.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.remove("taints");
+    }
+    node
+}
+
 /// A pod the bootstrap writes as already running.
 struct RunningPod<'a> {
     name: &'a str,

@@ -39,7 +39,7 @@ mod sni;
 pub mod workloads;
 
 pub use bootstrap::{
-    node_names, ClusterShape, Machine, MachineBehaviour, Provisioning, ADDON_PHASES,
+    node_names, single_node, ClusterShape, Machine, MachineBehaviour, Provisioning, ADDON_PHASES,
     API_SERVER_PHASE, CONTROL_PLANE_PHASES, WORKER_PHASES,
 };
 use infrasim_kube_api::values::At;

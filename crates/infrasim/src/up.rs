@@ -65,6 +65,38 @@ pub struct UpArgs {
     /// Change events each workload cluster keeps for watch resumption.
     #[arg(long, default_value_t = 1000)]
     cluster_watch_window: usize,
+    /// Run the plane's own workloads, as kind runs a cluster on one node: a Node named
+    /// `infrasim-control-plane`, with kube-controller-manager's workload controllers, a
+    /// scheduler and its kubelet in miniature, so Deployments, Jobs and the rest get Pods
+    /// that run (`false`: the objects are stored and nothing acts on them).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    workloads: bool,
+}
+
+/// The plane's Node when it runs its own workloads (kind's is `kind-control-plane`).
+pub const NODE: &str = "infrasim-control-plane";
+
+/// Registers the plane's Node (when missing) and runs the workload controllers over the
+/// plane's own objects until the process ends.
+fn start_workloads(server: &ApiServer, clock: infrasim_clock::SharedClock) {
+    let group = server.group().clone();
+    let now = infrasim_store::format_time(clock.now());
+    let version = infrasim_kube_api::KUBERNETES_VERSION;
+    infrasim_kube_api::crud_support::store_object(
+        &group,
+        "nodes",
+        infrasim_cloud::single_node(NODE, version, &now),
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    // The process ends the controllers: the sender lives as long as it does.
+    std::mem::forget(stop);
+    tokio::spawn(infrasim_cloud::workloads::run(
+        group,
+        clock,
+        infrasim_cloud::WorkloadConfig::default(),
+        server.ca().clone(),
+        stopped,
+    ));
 }
 
 /// Where `up` keeps its workload clusters, in the data directory: a store of their own, so
@@ -224,6 +256,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             data_dir.join(infrasim_durable::FILE).display(),
             restore_took.as_millis()
         );
+    }
+    if args.workloads {
+        start_workloads(&server, clock.clone());
+        println!("workloads: Node {NODE} (Deployments, Jobs, … get Pods that run)");
     }
     let controllers = match args.controllers.as_str() {
         "all" => Some(start_controllers(&args, &data_dir, &server, clock).await?),

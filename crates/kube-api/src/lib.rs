@@ -21,6 +21,9 @@
 //! # Ok(()) }
 //! ```
 
+/// The Kubernetes version the server reports (`/version`) unless configured otherwise.
+pub const KUBERNETES_VERSION: &str = "v1.33.0";
+
 mod access_review;
 mod admission;
 mod apiservices;

@@ -30,7 +30,7 @@ impl Default for ApiConfig {
         ApiConfig {
             max_body_bytes: 3 * 1024 * 1024,
             bookmark_interval: Duration::from_secs(30),
-            kubernetes_version: "v1.33.0".into(),
+            kubernetes_version: crate::KUBERNETES_VERSION.into(),
         }
     }
 }
