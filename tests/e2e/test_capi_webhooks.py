@@ -180,3 +180,39 @@ def test_with_cluster_apis_own_core_ours_stay_out_of_the_way(tmp_path):
         assert ours(p) == []
     finally:
         p.stop()
+
+
+def test_infrasim_controller_serves_the_webhooks_to_a_plane_elsewhere(tmp_path):
+    """`infrasim controller --webhook-listen` against another plane: Cluster API's webhooks
+    served over HTTPS and registered by URL, so that plane defaults and validates the core's
+    objects too, and serves them in v1beta1 through the conversion webhook."""
+    import subprocess
+    from conftest import BINARY, wait_for
+    workdir = tmp_path / "bare"
+    workdir.mkdir()
+    bare = Plane(workdir, "--controllers", "none", "--workloads=false")
+    log = open(tmp_path / "controller.log", "w")
+    proc = subprocess.Popen([BINARY, "controller", "--kubeconfig", bare.kubeconfig, "--port-min", "22730",
+                             "--port-max", "22740", "--leader-elect=false",
+                             "--webhook-listen", "127.0.0.1:0"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def registered():
+            config = bare.kubectl("get", "mutatingwebhookconfiguration", "capi-mutating-webhook-configuration",
+                                  "-o", "json", check=False)
+            return config.returncode == 0 and json.loads(config.stdout)
+        config = wait_for(registered, timeout=30, what="the webhook configuration")
+        url = config["webhooks"][0]["clientConfig"]["url"]
+        assert url.startswith("https://127.0.0.1:") and config["webhooks"][0]["clientConfig"]["caBundle"]
+        bare.kubectl("create", "namespace", "w")
+        apply(bare, "w", machine_deployment("v1beta1"))
+        md = json.loads(bare.kubectl("-n", "w", "get", "machinedeployments.v1beta2.cluster.x-k8s.io", "md-0",
+                                     "-o", "json").stdout)
+        assert md["spec"]["selector"]["matchLabels"]["cluster.x-k8s.io/deployment-name"] == "md-0"
+        moved = machine_deployment("v1beta2")
+        moved["spec"]["clusterName"] = moved["spec"]["template"]["spec"]["clusterName"] = "c2"
+        out = apply(bare, "w", moved, check=False)
+        assert "spec.clusterName: Forbidden: field is immutable" in out.stderr, out.stderr
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        bare.stop()

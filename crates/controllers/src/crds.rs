@@ -1,6 +1,8 @@
 //! The CustomResourceDefinitions the controllers serve, generated from their Rust types (the
 //! one source of the YAML in `deploy/`), and their installation into a management plane.
 
+use crate::capi::admission::Reach;
+use crate::capi::conversion::PATH;
 use crate::capi::{core, infra::types as infra};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
@@ -11,12 +13,18 @@ use std::time::Duration;
 /// Dev kinds are served in v1beta1 too, converted by the webhook `capi::conversion` serves
 /// for the provider (only a plane that reaches it can serve them: this process's engine).
 pub fn provider(v1beta1: bool) -> Vec<CustomResourceDefinition> {
+    provider_reached(v1beta1.then_some(&Reach::InProcess))
+}
+
+/// [`provider`], v1beta1 served (when `reach` is given) by the conversion webhook reached as
+/// `reach` says.
+pub fn provider_reached(reach: Option<&Reach>) -> Vec<CustomResourceDefinition> {
     use crate::capi::conversion::{PROVIDER_SERVICE_NAME, PROVIDER_SERVICE_NAMESPACE};
     use crate::capi::infra::v1beta1 as old;
     let service = (PROVIDER_SERVICE_NAMESPACE, PROVIDER_SERVICE_NAME);
-    let both = |hub: CustomResourceDefinition, spoke: CustomResourceDefinition| match v1beta1 {
-        true => with_v1beta1(hub, spoke, service),
-        false => hub,
+    let both = |hub: CustomResourceDefinition, spoke: CustomResourceDefinition| match reach {
+        Some(reach) => with_v1beta1(hub, spoke, reach.client_config(service, PATH)),
+        None => hub,
     };
     vec![
         infra::InMemoryCluster::crd(),
@@ -284,13 +292,19 @@ fn spec_optional(mut crd: CustomResourceDefinition) -> CustomResourceDefinition 
 /// `v1beta1`, they are served in v1beta1 too, converted by the webhook `capi::conversion`
 /// serves (only a plane that reaches it can serve them: this process's embedded engine).
 pub fn core(v1beta1: bool) -> Vec<CustomResourceDefinition> {
+    core_reached(v1beta1.then_some(&Reach::InProcess))
+}
+
+/// [`core`], v1beta1 served (when `reach` is given) by the conversion webhooks reached as
+/// `reach` says.
+pub fn core_reached(reach: Option<&Reach>) -> Vec<CustomResourceDefinition> {
     use crate::capi::admission::{BOOTSTRAP_SERVICE, CONTROL_PLANE_SERVICE, CORE_SERVICE};
     use core::v1beta1 as old;
     // Each provider's kinds are converted by its own webhook Service, as upstream's are.
     let with = |service: (&'static str, &'static str)| {
-        move |hub: CustomResourceDefinition, spoke: CustomResourceDefinition| match v1beta1 {
-            true => with_v1beta1(hub, spoke, service),
-            false => hub,
+        move |hub: CustomResourceDefinition, spoke: CustomResourceDefinition| match reach {
+            Some(reach) => with_v1beta1(hub, spoke, reach.client_config(service, PATH)),
+            None => hub,
         }
     };
     let (both, control_plane, bootstrap) = (
@@ -333,10 +347,10 @@ pub fn core(v1beta1: bool) -> Vec<CustomResourceDefinition> {
 fn with_v1beta1(
     hub: CustomResourceDefinition,
     spoke: CustomResourceDefinition,
-    service: (&str, &str),
+    client_config: serde_json::Value,
 ) -> CustomResourceDefinition {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-        CustomResourceConversion, ServiceReference, WebhookClientConfig, WebhookConversion,
+        CustomResourceConversion, WebhookClientConfig, WebhookConversion,
     };
     let mut crd = match kube::core::crd::merge_crds(vec![spoke, hub.clone()], "v1beta2") {
         Ok(merged) => merged,
@@ -360,19 +374,15 @@ fn with_v1beta1(
             version.deprecated = Some(true);
         }
     }
-    use crate::capi::conversion::PATH;
+    let mut client_config: WebhookClientConfig =
+        serde_json::from_value(client_config).unwrap_or_default();
+    if let Some(service) = client_config.service.as_mut() {
+        service.port = Some(443);
+    }
     crd.spec.conversion = Some(CustomResourceConversion {
         strategy: "Webhook".into(),
         webhook: Some(WebhookConversion {
-            client_config: Some(WebhookClientConfig {
-                service: Some(ServiceReference {
-                    namespace: service.0.into(),
-                    name: service.1.into(),
-                    path: Some(PATH.into()),
-                    port: Some(443),
-                }),
-                ..Default::default()
-            }),
+            client_config: Some(client_config),
             conversion_review_versions: vec!["v1".into()],
         }),
     });

@@ -55,6 +55,9 @@ pub struct Selection {
     /// Serve the core kinds in Cluster API's v1beta1 too (see [`crds::core`]); the plane must
     /// reach the conversion webhook [`capi::conversion::Converter`] in this process.
     pub v1beta1: bool,
+    /// How the plane reaches this process's webhooks (conversion, and the embedded core's
+    /// admission webhooks).
+    pub reach: capi::admission::Reach,
 }
 
 impl Selection {
@@ -88,10 +91,10 @@ impl Selection {
     {
         let mut all = Vec::new();
         if self.inmemory {
-            all.extend(crds::provider(self.v1beta1));
+            all.extend(crds::provider_reached(self.v1beta1.then_some(&self.reach)));
         }
         if self.capi_core {
-            all.extend(crds::core(self.v1beta1));
+            all.extend(crds::core_reached(self.v1beta1.then_some(&self.reach)));
         }
         if self.vcsim {
             all.extend(crds::vcsim());

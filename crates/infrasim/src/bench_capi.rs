@@ -219,11 +219,12 @@ async fn plane(
         vmgroup: false,
         sip: false,
         v1beta1: true,
+        reach: Default::default(),
     };
     infrasim_controllers::capi::admission::serve_in(&server, client.clone(), true);
     crds::install(&client, &selection.crds()).await?;
     // Measured as users run it: every Cluster API write through the embedded core's webhooks.
-    infrasim_controllers::capi::admission::install(&client).await?;
+    infrasim_controllers::capi::admission::install(&client, &selection.reach).await?;
     let cloud = Arc::new(Cloud::with_clock(
         CloudConfig {
             ports: args.port_min..=args.port_max,

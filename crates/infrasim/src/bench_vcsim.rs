@@ -50,6 +50,7 @@ pub async fn run(args: VcsimBenchArgs) -> anyhow::Result<()> {
         vmgroup: false,
         sip: false,
         v1beta1: false,
+        reach: Default::default(),
     })
     .await?;
     let measured = measure(&args, &client).await;

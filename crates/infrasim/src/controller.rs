@@ -59,6 +59,13 @@ pub struct ControllerArgs {
     /// Change events each workload cluster keeps for watch resumption.
     #[arg(long, default_value_t = 1000)]
     cluster_watch_window: usize,
+    /// Serve Cluster API's webhooks over HTTPS here (the conversion webhook, so the core
+    /// kinds are served in v1beta1 too, and with the embedded core its defaulting and
+    /// validating webhooks), registered with the plane by URL; the plane must reach this
+    /// address (`127.0.0.1:0`: loopback, any port). Without it, the plane serves v1beta2
+    /// only and nothing defaults or validates as Cluster API's webhooks do.
+    #[arg(long)]
+    webhook_listen: Option<std::net::SocketAddr>,
     /// Keep the workload clusters durable in DIR/clusters (taken once this replica leads): a
     /// restarted controller brings them back as they were, for the Cluster API objects the
     /// plane kept. Without it they live in memory and are made again after a restart.
@@ -81,6 +88,19 @@ pub async fn client_from(path: Option<&std::path::Path>) -> anyhow::Result<kube:
 
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let client = client_from(args.kubeconfig.as_deref()).await?;
+    let embedded = args.capi_core == "embedded";
+    let reach = match args.webhook_listen {
+        Some(listen) => {
+            let hooks =
+                infrasim_controllers::capi::admission::CoreWebhooks::new(client.clone(), embedded);
+            let reach = crate::webhook_server::serve(listen, hooks).await?;
+            if let infrasim_controllers::capi::admission::Reach::Url { base, .. } = &reach {
+                println!("webhooks: {base}");
+            }
+            Some(reach)
+        }
+        None => None,
+    };
     let selection = Selection {
         inmemory: args.inmemory,
         namespace: args.namespace.clone(),
@@ -88,13 +108,19 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         vcsim: args.vcsim,
         vmgroup: args.vmgroup,
         sip: args.sip,
-        // A plane elsewhere cannot reach the in-process conversion webhook.
-        v1beta1: false,
+        // A plane elsewhere reaches the conversion webhook only where this process serves it.
+        v1beta1: reach.is_some(),
+        reach: reach.clone().unwrap_or_default(),
     };
     if args.install_crds {
         crds::install(&client, &selection.crds())
             .await
             .context("installing the CRDs")?;
+    }
+    if let (Some(reach), true) = (&reach, embedded) {
+        infrasim_controllers::capi::admission::install(&client, reach)
+            .await
+            .context("registering the embedded core's admission webhooks")?;
     }
     let clock = SystemClock::shared();
     let elector = args.leader_elect.then(|| {

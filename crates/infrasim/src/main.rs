@@ -16,6 +16,7 @@ mod fleet;
 mod store;
 mod up;
 mod vcsim;
+mod webhook_server;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;

@@ -298,6 +298,7 @@ async fn start_controllers(
         vmgroup: args.vmgroup,
         sip: args.sip,
         v1beta1: true,
+        reach: Default::default(),
     };
     use infrasim_controllers::capi::admission;
     admission::serve_in(server, client.clone(), selection.capi_core);
@@ -308,7 +309,7 @@ async fn start_controllers(
     // API's own core, its webhooks decide, and any configuration of ours left by an earlier
     // run goes.
     if selection.capi_core {
-        admission::install(&client)
+        admission::install(&client, &selection.reach)
             .await
             .context("registering the embedded core's admission webhooks")?;
     } else {

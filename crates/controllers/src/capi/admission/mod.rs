@@ -238,21 +238,45 @@ impl Hook {
         )
     }
 
-    fn webhook(&self) -> Value {
+    fn webhook(&self, reach: &Reach) -> Value {
         webhook_entry(
             &self.name(),
-            self.service,
-            &self.path(),
+            reach.client_config(self.service, &self.path()),
             json!([{"apiGroups": [self.group], "apiVersions": ["v1beta2"],
                     "operations": self.operations, "resources": [self.resource]}]),
         )
     }
 }
 
-fn webhook_entry(name: &str, service: (&str, &str), path: &str, rules: Value) -> Value {
+/// How the plane reaches these webhook servers: through the Services this process stands
+/// behind inside its own engine, or at a URL this process serves over HTTPS, for a plane
+/// elsewhere (`infrasim controller --webhook-listen`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Reach {
+    #[default]
+    InProcess,
+    /// `base` (`https://host:port`) and the CA bundle (base64 of the PEM) that trusts it.
+    Url { base: String, ca_bundle: String },
+}
+
+impl Reach {
+    /// A webhook's `clientConfig` for the Service `service` and `path`.
+    pub fn client_config(&self, service: (&str, &str), path: &str) -> Value {
+        match self {
+            Reach::InProcess => {
+                json!({"service": {"namespace": service.0, "name": service.1, "path": path}})
+            }
+            Reach::Url { base, ca_bundle } => {
+                json!({"url": format!("{base}{path}"), "caBundle": ca_bundle})
+            }
+        }
+    }
+}
+
+fn webhook_entry(name: &str, client_config: Value, rules: Value) -> Value {
     json!({
         "name": name,
-        "clientConfig": {"service": {"namespace": service.0, "name": service.1, "path": path}},
+        "clientConfig": client_config,
         "rules": rules,
         "admissionReviewVersions": ["v1", "v1beta1"],
         "sideEffects": "None", "failurePolicy": "Fail", "matchPolicy": "Equivalent",
@@ -263,8 +287,9 @@ fn webhook_entry(name: &str, service: (&str, &str), path: &str, rules: Value) ->
 const SCALE_PATH: &str =
     "/validate-scale-controlplane-cluster-x-k8s-io-v1beta2-kubeadmcontrolplane";
 
-/// The webhook configurations Cluster API's providers install, named as upstream names them.
-pub fn configurations() -> Vec<Value> {
+/// The webhook configurations Cluster API's providers install, named as upstream names them,
+/// reached as `reach` says.
+pub fn configurations(reach: &Reach) -> Vec<Value> {
     let mut out = Vec::new();
     for (service, prefix) in [
         (CORE_SERVICE, "capi"),
@@ -275,13 +300,12 @@ pub fn configurations() -> Vec<Value> {
             let mut hooks: Vec<Value> = HOOKS
                 .iter()
                 .filter(|h| h.service == service && h.mutating == mutating)
-                .map(Hook::webhook)
+                .map(|h| h.webhook(reach))
                 .collect();
             if service == CONTROL_PLANE_SERVICE && !mutating {
                 hooks.push(webhook_entry(
                     "validation-scale.kubeadmcontrolplane.controlplane.cluster.x-k8s.io",
-                    service,
-                    SCALE_PATH,
+                    reach.client_config(service, SCALE_PATH),
                     json!([{"apiGroups": [CONTROL_PLANE], "apiVersions": ["v1beta2"],
                             "operations": ["UPDATE"], "resources": ["kubeadmcontrolplanes/scale"]}]),
                 ));
@@ -315,8 +339,8 @@ fn config_api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
 }
 
 /// Installs the webhook configurations (server-side apply, so a restart changes nothing).
-pub async fn install(client: &kube::Client) -> Result<(), kube::Error> {
-    for config in configurations() {
+pub async fn install(client: &kube::Client, reach: &Reach) -> Result<(), kube::Error> {
+    for config in configurations(reach) {
         let kind = config["kind"].as_str().unwrap_or_default().to_string();
         let name = config["metadata"]["name"]
             .as_str()
@@ -344,7 +368,7 @@ pub async fn uninstall(client: &kube::Client) -> Result<(), kube::Error> {
         let ours = ListParams::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
         for config in api.list(&ours).await?.items {
             let name = config.metadata.name.unwrap_or_default();
-            if configurations()
+            if configurations(&Reach::InProcess)
                 .iter()
                 .any(|c| c["metadata"]["name"] == name)
             {
@@ -363,14 +387,22 @@ pub struct CoreWebhooks {
     admission: bool,
 }
 
+impl CoreWebhooks {
+    /// The webhook servers, reading what they need through `client`; admission webhooks
+    /// answer only when `admission` (the embedded core), conversion always.
+    pub fn new(client: kube::Client, admission: bool) -> Arc<Self> {
+        Arc::new(CoreWebhooks {
+            converter: Arc::new(Converter::new(client.clone())),
+            client,
+            admission,
+        })
+    }
+}
+
 /// Serves Cluster API's webhook Services in `server`'s process: conversion always, admission
 /// when `admission` (the embedded core).
 pub fn serve_in(server: &infrasim_kube_api::ApiServer, client: kube::Client, admission: bool) {
-    let hooks = Arc::new(CoreWebhooks {
-        converter: Arc::new(Converter::new(client.clone())),
-        client,
-        admission,
-    });
+    let hooks = CoreWebhooks::new(client, admission);
     use crate::capi::conversion::{PROVIDER_SERVICE_NAME, PROVIDER_SERVICE_NAMESPACE};
     server.serve_webhook_in_process(
         PROVIDER_SERVICE_NAMESPACE,
@@ -587,7 +619,7 @@ mod tests {
 
     #[test]
     fn configurations_are_named_and_routed_as_upstream_registers_them() {
-        let configs = configurations();
+        let configs = configurations(&Reach::InProcess);
         let names: Vec<&str> = configs
             .iter()
             .filter_map(|c| c["metadata"]["name"].as_str())
