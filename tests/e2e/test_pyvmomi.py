@@ -564,7 +564,8 @@ def test_fault_injection_from_a_rules_file_changed_at_run_time(tmp_path):
 
         info = finish(vm.PowerOffVM_Task())
         assert info.state == "error" and isinstance(info.error, vim.fault.InvalidState), info
-        assert info.descriptionId == "VirtualMachine.PowerOffVM"
+        # Described as vCenter describes the real call.
+        assert info.descriptionId == "VirtualMachine.powerOff" and info.entity == vm, info
         # `times: 1`: the next call goes through.
         assert finish(vm.PowerOffVM_Task()).state == "success"
         with pytest.raises(vim.fault.NoPermission) as e:
@@ -726,3 +727,38 @@ def test_datastore_files_over_http_need_the_session(vcsim, si):
     assert call("GET", base.replace("LocalDS_0", "NoSuchDS"), cookie)[0] == 404
     assert call("DELETE", base, cookie)[0] == 204
     assert call("GET", base, cookie)[0] == 404
+
+
+def test_search_datastore_task_names_the_datastore_searched(si):
+    """The datastore browser's tasks report the datastore (a ManagedEntity) in
+    TaskInfo.entity, as vCenter does: pyvmomi refuses a TaskInfo whose entity is the
+    browser ("expected type vim.ManagedEntity, but got vim.host.DatastoreBrowser")."""
+    from pyVim.task import WaitForTask
+    content = si.RetrieveContent()
+    view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
+    vm = sorted(view.view, key=lambda m: m.name)[0]
+    view.DestroyView()
+    ds = vm.datastore[0]
+    vmx = vm.config.files.vmPathName  # "[LocalDS_0] DC0_C0_RP0_VM0/DC0_C0_RP0_VM0.vmx"
+    folder, vmx_name = vmx.split("] ", 1)[1].rsplit("/", 1)
+
+    spec = vim.host.DatastoreBrowser.SearchSpec(matchPattern=["*.vmx"])
+    task = ds.browser.SearchDatastore_Task(f"[{ds.name}] {folder}", spec)
+    WaitForTask(task)
+    info = task.info
+    assert isinstance(info.entity, vim.Datastore) and info.entity == ds
+    assert info.entityName == ds.name
+    assert info.descriptionId == "host.DatastoreBrowser.search"
+    assert info.name.info.wsdlName == "SearchDatastore_Task"
+    result = info.result
+    assert isinstance(result, vim.host.DatastoreBrowser.SearchResults)
+    assert result.datastore == ds and result.folderPath == f"[{ds.name}] {folder}"
+    assert [(type(f), f.path) for f in result.file] == [(vim.host.DatastoreBrowser.VmConfigInfo, vmx_name)]
+
+    task = ds.browser.SearchDatastoreSubFolders_Task(f"[{ds.name}]", spec)
+    WaitForTask(task)
+    info = task.info
+    assert info.entity == ds and info.entityName == ds.name
+    assert info.descriptionId == "host.DatastoreBrowser.searchSubFolders"
+    found = {r.folderPath: [f.path for f in r.file] for r in info.result}
+    assert found[f"[{ds.name}] {folder}"] == [vmx_name]

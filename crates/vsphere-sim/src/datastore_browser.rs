@@ -22,23 +22,51 @@ pub(crate) fn dispatch(
         _ => return None,
     };
     let outcome = search(state, call, this, args, recursive);
-    let description = format!("HostDatastoreBrowser.{}", method.trim_end_matches("_Task"));
     let op = match outcome {
         Ok(result) => Operation::Done(result),
         Err(fault) => Operation::Fail(fault),
     };
-    Some(Ok(crate::task::start(state, call, this, &description, op)))
+    Some(Ok(crate::task::start(state, call, this, method, args, op)))
 }
 
-/// The datastore a browser belongs to: (reference, name).
-fn datastore_of(state: &State, browser: &Moref) -> Option<(Moref, String)> {
-    state
+/// The datastore a search of `path` (`[name] folder`) through `browser` is on:
+/// (reference, name). A browser reaches its own datastore (vCenter's per-datastore
+/// browsers) or those of the host it belongs to (a host's `datastoreBrowser`); the one the
+/// path names is chosen, otherwise the first the browser reaches.
+pub(crate) fn datastore_for(state: &State, browser: &Moref, path: &str) -> Option<(Moref, String)> {
+    let wanted = path
+        .trim()
+        .strip_prefix('[')
+        .and_then(|p| p.split_once(']'))
+        .map(|(name, _)| name);
+    let by_host: Vec<Moref> = state
         .inventory
         .iter()
-        .find(|o| {
-            o.moref.ty == "Datastore" && o.props.get("browser") == Some(&Val::Mor(browser.clone()))
+        .filter(|o| {
+            o.moref.ty == "HostSystem"
+                && o.props.get("datastoreBrowser") == Some(&Val::Mor(browser.clone()))
+        })
+        .filter_map(|h| match h.props.get("datastore") {
+            Some(Val::Array(_, items)) => Some(items.iter().filter_map(Val::as_mor).cloned()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let reachable: Vec<(Moref, String)> = state
+        .inventory
+        .iter()
+        .filter(|o| {
+            o.moref.ty == "Datastore"
+                && (o.props.get("browser") == Some(&Val::Mor(browser.clone()))
+                    || by_host.contains(&o.moref))
         })
         .map(|o| (o.moref.clone(), o.name().to_string()))
+        .collect();
+    let named = reachable
+        .iter()
+        .find(|(_, name)| Some(name.as_str()) == wanted)
+        .cloned();
+    named.or_else(|| reachable.into_iter().next())
 }
 
 /// Every file on the datastore, as (path, size in bytes).
@@ -88,7 +116,8 @@ fn search(
     recursive: bool,
 ) -> Result<Option<Val>, Fault> {
     let path = args.text_of("datastorePath").unwrap_or("").trim();
-    let (ds, ds_name) = datastore_of(state, browser).ok_or_else(|| Fault::not_found(browser))?;
+    let (ds, ds_name) =
+        datastore_for(state, browser, path).ok_or_else(|| Fault::not_found(browser))?;
     let folder = path
         .strip_prefix(&format!("[{ds_name}]"))
         .ok_or_else(|| file_not_found(path))?

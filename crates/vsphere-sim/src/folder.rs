@@ -33,7 +33,8 @@ pub(crate) fn dispatch(
                 state,
                 call,
                 this,
-                "Folder.moveInto",
+                method,
+                args,
                 Operation::MoveInto {
                     folder: this.clone(),
                     list,
@@ -56,7 +57,8 @@ pub(crate) fn dispatch(
                 state,
                 call,
                 this,
-                "Folder.createVm",
+                method,
+                args,
                 Operation::CreateVm {
                     folder: this.clone(),
                     config,

@@ -40,6 +40,7 @@ pub mod simulator;
 mod snapshot;
 pub mod soap;
 mod task;
+mod task_kind;
 pub mod value;
 mod view_manager;
 mod virtual_machine;

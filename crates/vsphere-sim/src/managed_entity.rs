@@ -32,7 +32,8 @@ pub(crate) fn dispatch(
                 state,
                 call,
                 this,
-                &format!("{}.rename", this.ty),
+                method,
+                args,
                 Operation::Rename {
                     entity: this.clone(),
                     name,
@@ -43,7 +44,8 @@ pub(crate) fn dispatch(
             state,
             call,
             this,
-            &format!("{}.destroy", this.ty),
+            method,
+            args,
             Operation::Destroy {
                 entity: this.clone(),
             },

@@ -539,13 +539,13 @@ fn inject(
     if !req.method.ends_with("_Task") {
         return Err(fault);
     }
-    let description = format!("{}.{}", this.ty, req.method.trim_end_matches("_Task"));
     let op = crate::task::Operation::Fail(fault);
     Ok(Flow::Done(crate::task::start(
         state,
         call,
         &this,
-        &description,
+        &req.method,
+        &req.args,
         op,
     )))
 }

@@ -119,12 +119,12 @@ pub(crate) fn dispatch_vm(
         "RemoveAllSnapshots_Task" => SnapOp::RemoveAll { vm: vm.clone() },
         _ => return None,
     };
-    let id = format!("VirtualMachine.{}", method.trim_end_matches("_Task"));
     Some(Ok(task::start(
         state,
         call,
         vm,
-        &id,
+        method,
+        args,
         Operation::Snapshot(op),
     )))
 }
@@ -161,12 +161,12 @@ pub(crate) fn dispatch_snapshot(
         }
         _ => return None,
     };
-    let id = format!("vm.Snapshot.{}", method.trim_end_matches("_Task"));
     Some(Ok(task::start(
         state,
         call,
-        &vm,
-        &id,
+        snapshot,
+        method,
+        args,
         Operation::Snapshot(op),
     )))
 }

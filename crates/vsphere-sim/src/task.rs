@@ -100,27 +100,36 @@ fn enum_state(s: &'static str) -> Val {
     Val::Enum("TaskInfoState", s.into())
 }
 
-/// Creates a Task for `description_id` on `entity` and schedules `op`.
+/// Creates a Task for `method` (its WSDL name) called on `this` with `args`, and schedules
+/// `op`. The TaskInfo names the method and the entity it applies to as vCenter does (see
+/// `task_kind`).
 pub(crate) fn start(
     state: &mut State,
     call: &Call<'_>,
-    entity: &Moref,
-    description_id: &str,
+    this: &Moref,
+    method: &str,
+    args: &crate::soap::Element,
     op: Operation,
 ) -> String {
     let value = state.inventory.next_value("task");
     let task = Moref::new("Task", &value);
-    let entity_name = state
-        .inventory
-        .get(entity)
-        .map(|o| o.name().to_string())
-        .unwrap_or_default();
-    let info = Data::new("TaskInfo")
+    let description_id = crate::task_kind::description_id(&this.ty, method);
+    let mut info = Data::new("TaskInfo")
         .with("key", value.as_str())
         .with("task", task.clone())
-        .with("descriptionId", description_id)
-        .with("entity", entity.clone())
-        .with("entityName", entity_name.as_str())
+        .with("name", method)
+        .with("descriptionId", description_id.as_str());
+    if let Some(entity) = crate::task_kind::entity(state, this, args) {
+        let entity_name = state
+            .inventory
+            .get(&entity)
+            .map(|o| o.name().to_string())
+            .unwrap_or_default();
+        info = info
+            .with("entity", entity)
+            .with("entityName", entity_name.as_str());
+    }
+    let info = info
         .with("state", enum_state("queued"))
         .with("cancelled", false)
         .with("cancelable", false)
@@ -205,6 +214,20 @@ pub(crate) fn complete(
     info.set("completeTime", now);
     match outcome {
         Ok(result) => {
+            let declared = info
+                .get("name")
+                .and_then(Val::as_str)
+                .and_then(crate::task_kind::kind);
+            if let Some(k) =
+                declared.filter(|k| !crate::task_kind::conforms(k.returns, result.as_ref()))
+            {
+                // A simulator bug, not the client's: say so, and answer what there is.
+                tracing::warn!(
+                    method = k.wsdl,
+                    ?result,
+                    "a task's result is not of its declared type"
+                );
+            }
             info.set("state", enum_state("success"));
             if let Some(r) = result {
                 info.set("result", crate::value::any(r));
