@@ -762,3 +762,69 @@ def test_search_datastore_task_names_the_datastore_searched(si):
     assert info.descriptionId == "host.DatastoreBrowser.searchSubFolders"
     found = {r.folderPath: [f.path for f in r.file] for r in info.result}
     assert found[f"[{ds.name}] {folder}"] == [vmx_name]
+
+
+def _get(port, path, cookie=None):
+    """GET https://127.0.0.1:<port><path>: (status, body as text, content type)."""
+    import urllib.error
+    ctx = ssl._create_unverified_context()
+    headers = {"Cookie": cookie} if cookie else {}
+    req = urllib.request.Request(f"https://127.0.0.1:{port}{path}", headers=headers)
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+            return resp.status, resp.read().decode(), resp.headers.get("Content-Type")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), e.headers.get("Content-Type")
+
+
+def _links(html):
+    import html as h
+    import re
+    return {h.unescape(label): h.unescape(href)
+            for href, label in re.findall(r'<a href="([^"]+)">([^<]*)</a>', html)}
+
+
+def test_folder_lists_datacenters_datastores_and_folders(vcsim, si):
+    """`GET /folder` with the session cookie and no path answers 200 with the datacenters
+    (govmomi's TestNewClient checks the status), and each listing links to the next level
+    down: a datacenter's datastores, a datastore's folders, a folder's files."""
+    cookie = si._stub.cookie
+    assert _get(vcsim.port, "/folder")[0] == 401
+    status, body, ctype = _get(vcsim.port, "/folder", cookie)
+    assert status == 200 and ctype.startswith("text/html")
+    assert _get(vcsim.port, "/folder/", cookie)[0] == 200
+    dcs = _links(body)
+    assert dcs == {"DC0": "/folder?dcPath=DC0"}
+
+    status, body, _ = _get(vcsim.port, dcs["DC0"], cookie)
+    assert status == 200
+    datastores = _links(body)
+    assert datastores == {"LocalDS_0": "/folder?dcPath=DC0&dsName=LocalDS_0"}
+
+    status, body, _ = _get(vcsim.port, datastores["LocalDS_0"], cookie)
+    assert status == 200
+    folders = _links(body)
+    assert folders["DC0_H0_VM0/"] == "/folder/DC0_H0_VM0/?dcPath=DC0&dsName=LocalDS_0"
+
+    status, body, _ = _get(vcsim.port, folders["DC0_H0_VM0/"], cookie)
+    assert status == 200
+    assert set(_links(body)) == {"DC0_H0_VM0.vmx", "DC0_H0_VM0.vmdk"}
+    assert _get(vcsim.port, "/folder/no-such-dir?dcPath=DC0&dsName=LocalDS_0", cookie)[0] == 404
+    # Without a dcPath a vCenter cannot tell which datacenter's datastore is meant.
+    assert _get(vcsim.port, "/folder?dsName=LocalDS_0", cookie)[0] == 404
+
+
+def test_folder_on_esx_needs_no_dc_path(tmp_path):
+    v = Vcsim(tmp_path, "--esx")
+    try:
+        si = v.connect()
+        cookie = si._stub.cookie
+        ds = si.RetrieveContent().rootFolder.childEntity[0].datastore[0]
+        status, body, _ = _get(v.port, "/folder", cookie)
+        assert status == 200 and _links(body) == {"ha-datacenter": "/folder?dcPath=ha-datacenter"}
+        status, body, _ = _get(v.port, f"/folder?dsName={ds.name}", cookie)
+        assert status == 200
+        assert "localhost.localdomain_VM0/" in _links(body)
+        Disconnect(si)
+    finally:
+        v.stop()

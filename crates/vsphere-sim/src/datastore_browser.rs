@@ -2,12 +2,14 @@
 //! `govc datastore.ls` and installers that look for an uploaded ISO call), over a datastore's
 //! files: its VMs' configuration and disk files, and those uploaded over HTTP (`/folder`).
 
+use crate::datastore_files::DatastoreFiles;
 use crate::fault::Fault;
 use crate::simulator::{Call, State};
 use crate::soap::Element;
 use crate::task::Operation;
 use crate::value::{Data, Moref, Val};
 use std::collections::BTreeSet;
+use std::sync::Mutex;
 
 pub(crate) fn dispatch(
     state: &mut State,
@@ -69,20 +71,20 @@ pub(crate) fn datastore_for(state: &State, browser: &Moref, path: &str) -> Optio
     named.or_else(|| reachable.into_iter().next())
 }
 
-/// Every file on the datastore, as (path, size in bytes).
-fn files(state: &State, call: &Call<'_>, ds: &Moref, ds_name: &str) -> Vec<(String, i64)> {
+/// Every file on the datastore, as (path, size in bytes): its VMs' and the uploaded ones.
+pub(crate) fn files(
+    inventory: &crate::inventory::Inventory,
+    uploaded: &Mutex<DatastoreFiles>,
+    ds: &Moref,
+    ds_name: &str,
+) -> Vec<(String, i64)> {
     let prefix = format!("[{ds_name}] ");
     // Lock order: the SOAP state (held by the caller), then the files.
-    let mut out: Vec<(String, i64)> = call
-        .files
+    let mut out: Vec<(String, i64)> = uploaded
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .paths(&ds.value);
-    for vm in state
-        .inventory
-        .iter()
-        .filter(|o| o.moref.ty == "VirtualMachine")
-    {
+    for vm in inventory.iter().filter(|o| o.moref.ty == "VirtualMachine") {
         let on_ds = matches!(vm.props.get("datastore"), Some(Val::Array(_, items)) if items.contains(&Val::Mor(ds.clone())));
         if !on_ds {
             continue;
@@ -132,7 +134,7 @@ fn search(
                 .collect()
         })
         .unwrap_or_default();
-    let all = files(state, call, &ds, &ds_name);
+    let all = files(&state.inventory, call.files, &ds, &ds_name);
     let exists = folder.is_empty()
         || all
             .iter()

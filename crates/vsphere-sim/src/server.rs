@@ -194,7 +194,7 @@ where
                 "<?xml version=\"1.0\" encoding=\"UTF-8\" ?>\n<definitions targetNamespace=\"urn:vim25Service\" xmlns=\"http://schemas.xmlsoap.org/wsdl/\" xmlns:interface=\"urn:vim25\">\n <import location=\"vim.wsdl\" namespace=\"urn:vim25\"/>\n <service name=\"VimService\">\n  <port binding=\"interface:VimBinding\" name=\"VimPort\">\n   <soap:address location=\"https://localhost/sdk\" xmlns:soap=\"http://schemas.xmlsoap.org/wsdl/soap/\"/>\n  </port>\n </service>\n</definitions>\n<!-- apiVersion {api} -->\n"
             ),
         ),
-        (method, path) if path.starts_with("/folder/") => {
+        (method, path) if path == "/folder" || path.starts_with("/folder/") => {
             let cookie = cookie_of(&req);
             let query = req.uri().query().unwrap_or("").to_string();
             let head = method == Method::HEAD;
@@ -206,7 +206,7 @@ where
                 Err(Unread::Cut) => return reply(400, "text/plain", "the upload was cut off"),
             };
             let a = sim.handle_file(&method, path, &query, cookie.as_deref(), body);
-            let mut resp = reply(a.status, "application/octet-stream", if head { Bytes::new() } else { a.body.clone() });
+            let mut resp = reply(a.status, a.content_type, if head { Bytes::new() } else { a.body.clone() });
             if head {
                 if let Ok(v) = a.body.len().to_string().parse() {
                     resp.headers_mut().insert(http::header::CONTENT_LENGTH, v);

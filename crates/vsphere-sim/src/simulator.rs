@@ -319,7 +319,8 @@ impl Simulator {
     }
 
     /// A datastore file request (`/folder/<path>?dcPath=…&dsName=…`): `method` GET, HEAD,
-    /// PUT or DELETE, in the session the `Cookie` names.
+    /// PUT or DELETE, in the session the `Cookie` names; or a listing (`/folder`, of the
+    /// datacenters, a datacenter's datastores or a datastore's folders).
     pub fn handle_file(
         &self,
         method: &http::Method,
@@ -328,39 +329,16 @@ impl Simulator {
         cookie: Option<&str>,
         body: bytes::Bytes,
     ) -> crate::datastore_files::FileAnswer {
-        use crate::datastore_files::{percent_decode, query_param, FileAnswer};
-        let text = |status: u16, t: &str| FileAnswer {
-            status,
-            body: bytes::Bytes::from(t.to_string()),
-        };
+        use crate::datastore_files::FileAnswer;
         if cookie.and_then(|c| self.soap_session_user(c)).is_none() {
-            return text(401, "a session is required");
+            return FileAnswer::text(401, "a session is required");
         }
-        let file = percent_decode(path.trim_start_matches("/folder/"));
-        let (Some(dc), Some(ds)) = (query_param(query, "dcPath"), query_param(query, "dsName"))
-        else {
-            return text(404, "dcPath and dsName are required");
-        };
-        let datastore = self.with_inventory(|inv| {
-            let dc_name = dc.rsplit('/').next().unwrap_or("");
-            let has_dc = inv
-                .iter()
-                .any(|o| o.moref.ty == "Datacenter" && o.name() == dc_name);
-            let ds = inv
-                .iter()
-                .find(|o| o.moref.ty == "Datastore" && o.name() == ds);
-            ds.filter(|_| has_dc).map(|o| o.moref.value.clone())
-        });
-        let Some(datastore) = datastore else {
-            return text(404, "no such datacenter or datastore");
-        };
-        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
-        match *method {
-            http::Method::GET | http::Method::HEAD => files.get(&datastore, &file),
-            http::Method::PUT | http::Method::POST => files.put(&datastore, &file, body),
-            http::Method::DELETE => files.delete(&datastore, &file),
-            _ => text(405, "method not allowed"),
-        }
+        crate::datastore_files::answer(self, method, path, query, body)
+    }
+
+    /// The files uploaded to datastores.
+    pub(crate) fn uploaded_files(&self) -> &Mutex<crate::datastore_files::DatastoreFiles> {
+        &self.files
     }
 
     /// Handles one PBM (storage policy) SOAP request, in the session its `Cookie` names.

@@ -804,10 +804,7 @@ pub(super) fn upload(
     headers: &http::HeaderMap,
     body: Bytes,
 ) -> FileAnswer {
-    let text = |status: u16, t: &str| FileAnswer {
-        status,
-        body: Bytes::from(t.to_string()),
-    };
+    let text = FileAnswer::text;
     if *method != Method::PUT && *method != Method::POST {
         return text(405, "uploads are PUT or POST");
     }
