@@ -828,3 +828,67 @@ def test_folder_on_esx_needs_no_dc_path(tmp_path):
         Disconnect(si)
     finally:
         v.stop()
+
+
+def test_esx_mode_has_a_real_hosts_references_and_names(tmp_path):
+    """`vcsim --esx` answers with hostd's managed object references and names, so a script
+    written against a standalone ESXi host runs unchanged."""
+    import re
+    from pyVim.task import WaitForTask
+    v = Vcsim(tmp_path, "--esx")
+    try:
+        si = v.connect()
+        c = si.RetrieveContent()
+        ids = {name: getattr(c, name)._moId for name in (
+            "rootFolder", "propertyCollector", "viewManager", "sessionManager",
+            "searchIndex", "taskManager", "eventManager")}
+        assert ids == {
+            "rootFolder": "ha-folder-root", "propertyCollector": "ha-property-collector",
+            "viewManager": "ViewManager", "sessionManager": "ha-sessionmgr",
+            "searchIndex": "ha-searchindex", "taskManager": "ha-taskmgr",
+            "eventManager": "ha-eventmgr"}
+        assert c.customFieldsManager is None
+        assert c.about.osType == "vmnix-x86" and c.about.instanceUuid is None
+        assert c.about.apiType == "HostAgent" and c.about.productLineId == "embeddedEsx"
+
+        root = c.rootFolder
+        assert root.name == "ha-folder-root" and root.childType == ["Datacenter"]
+        dc = root.childEntity[0]
+        assert (dc._moId, dc.name) == ("ha-datacenter", "ha-datacenter")
+        folders = [dc.vmFolder, dc.hostFolder, dc.datastoreFolder, dc.networkFolder]
+        assert [(f._moId, f.name, f.childType) for f in folders] == [
+            ("ha-folder-vm", "vm", ["VirtualMachine"]),
+            ("ha-folder-host", "host", ["ComputeResource"]),
+            ("ha-folder-datastore", "datastore", ["Datastore"]),
+            ("ha-folder-network", "network", ["Network"])]
+        cr = dc.hostFolder.childEntity[0]
+        host = cr.host[0]
+        assert (cr._moId, host._moId, cr.resourcePool._moId) == (
+            "ha-compute-res", "ha-host", "ha-root-pool")
+        assert host.name == cr.name == "localhost.localdomain"
+        ds = dc.datastore[0]
+        assert ds.name == "datastore1"
+        assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{12}", ds._moId)
+        assert ds.summary.url == f"ds:///vmfs/volumes/{ds._moId}/"
+        net = dc.network[0]
+        assert (net._moId, net.name) == ("HaNetwork-VM Network", "VM Network")
+
+        # What a host's storage and browsing scripts call.
+        storage = host.configManager.storageSystem
+        assert storage._moId == "storageSystem"
+        assert storage.QueryUnresolvedVmfsVolume() == []
+        assert host.datastoreBrowser._moId == "ha-host-datastorebrowser"
+        task = host.datastoreBrowser.SearchDatastore_Task("[datastore1]")
+        WaitForTask(task)
+        assert task.info.entity == ds and task.info.entityName == "datastore1"
+        assert "localhost.localdomain_VM0" in {f.path for f in task.info.result.file}
+
+        # Tasks and their TaskManager work under the host's references.
+        vm = dc.vmFolder.childEntity[0]
+        WaitForTask(vm.PowerOffVM_Task())
+        assert vm.runtime.powerState == "poweredOff"
+        assert any(t.info.descriptionId == "VirtualMachine.powerOff"
+                   for t in c.taskManager.recentTask)
+        Disconnect(si)
+    finally:
+        v.stop()

@@ -44,7 +44,7 @@ impl EventLog {
 
 /// Installs the EventManager.
 pub(crate) fn install(inv: &mut crate::inventory::Inventory) {
-    let m = crate::inventory::refs::event_manager();
+    let m = crate::inventory::refs::event_manager(inv.esx());
     inv.insert(ManagedObject::new(&m.ty, &m.value));
 }
 

@@ -143,9 +143,16 @@ pub struct Inventory {
     /// Bumped by every mutable access (and by [`Inventory::note_change`]): a call that left it
     /// as it was changed nothing a property collector reports, so its waiters need not wake.
     changes: u64,
+    /// A standalone ESXi host's inventory (hostd's `ha-*` references) rather than vCenter's.
+    esx: bool,
 }
 
 impl Inventory {
+    /// Whether this is a standalone ESXi host's inventory.
+    pub fn esx(&self) -> bool {
+        self.esx
+    }
+
     /// A count that moves whenever the inventory may have changed (see `changes`).
     pub fn changes(&self) -> u64 {
         self.changes
@@ -389,36 +396,47 @@ impl Inventory {
 /// cluster are spread over in the usual models.
 const PARTS_KEPT: usize = 8;
 
-/// Well-known references of every simulator.
+/// Well-known references of every simulator. Those that differ on a standalone ESXi host
+/// (hostd's `ha-*` values) take `esx`.
 pub mod refs {
     use crate::value::Moref;
+
+    fn pick(ty: &str, esx: bool, on_esx: &str, on_vcenter: &str) -> Moref {
+        Moref::new(ty, if esx { on_esx } else { on_vcenter })
+    }
 
     pub fn service_instance() -> Moref {
         Moref::new("ServiceInstance", "ServiceInstance")
     }
-    pub fn root_folder() -> Moref {
-        Moref::new("Folder", "group-d1")
+    pub fn root_folder(esx: bool) -> Moref {
+        pick("Folder", esx, "ha-folder-root", "group-d1")
     }
-    pub fn property_collector() -> Moref {
-        Moref::new("PropertyCollector", "propertyCollector")
+    pub fn property_collector(esx: bool) -> Moref {
+        pick(
+            "PropertyCollector",
+            esx,
+            "ha-property-collector",
+            "propertyCollector",
+        )
     }
     pub fn view_manager() -> Moref {
         Moref::new("ViewManager", "ViewManager")
     }
-    pub fn session_manager() -> Moref {
-        Moref::new("SessionManager", "SessionManager")
+    pub fn session_manager(esx: bool) -> Moref {
+        pick("SessionManager", esx, "ha-sessionmgr", "SessionManager")
     }
-    pub fn search_index() -> Moref {
-        Moref::new("SearchIndex", "SearchIndex")
+    pub fn search_index(esx: bool) -> Moref {
+        pick("SearchIndex", esx, "ha-searchindex", "SearchIndex")
     }
+    /// vCenter only: ESXi has no custom fields.
     pub fn custom_fields_manager() -> Moref {
         Moref::new("CustomFieldsManager", "CustomFieldsManager")
     }
-    pub fn event_manager() -> Moref {
-        Moref::new("EventManager", "EventManager")
+    pub fn event_manager(esx: bool) -> Moref {
+        pick("EventManager", esx, "ha-eventmgr", "EventManager")
     }
-    pub fn task_manager() -> Moref {
-        Moref::new("TaskManager", "TaskManager")
+    pub fn task_manager(esx: bool) -> Moref {
+        pick("TaskManager", esx, "ha-taskmgr", "TaskManager")
     }
 }
 
@@ -434,9 +452,9 @@ fn folder(
     child_types: &[&str],
 ) -> Moref {
     let value = if prefix == "group-d" && parent.value.is_empty() {
-        "group-d1".to_string()
+        refs::root_folder(inv.esx).value
     } else {
-        inv.next_value(prefix)
+        value_for(inv, prefix)
     };
     let mut f = ManagedObject::new("Folder", &value);
     f.set("name", name);
@@ -449,6 +467,53 @@ fn folder(
     let m = f.moref.clone();
     inv.insert(f);
     m
+}
+
+/// A generated object's reference value: vCenter's next one for the prefix, or on an ESXi
+/// host hostd's fixed value for its single datacenter, folders, compute resource, host, root
+/// pool and network.
+fn value_for(inv: &mut Inventory, prefix: &str) -> String {
+    let fixed = match prefix {
+        "datacenter" => "ha-datacenter",
+        "group-v" => "ha-folder-vm",
+        "group-h" => "ha-folder-host",
+        "group-s" => "ha-folder-datastore",
+        "group-n" => "ha-folder-network",
+        "domain-s" => "ha-compute-res",
+        "host" => "ha-host",
+        "resgroup" => "ha-root-pool",
+        "network" => "HaNetwork-VM Network",
+        _ => "",
+    };
+    if inv.esx && !fixed.is_empty() {
+        fixed.to_string()
+    } else {
+        inv.next_value(prefix)
+    }
+}
+
+/// An ESXi datastore's reference value: its VMFS volume UUID (`57089c25-85e3ccd4-17b6-
+/// 000c29d0beb3`), derived from its name.
+fn vmfs_uuid(name: &str) -> String {
+    let h = uuid_for(name, "vmfs").replace('-', "");
+    format!("{}-{}-{}-{}", &h[0..8], &h[8..16], &h[16..20], &h[20..32])
+}
+
+/// What an ESXi host has that a host under vCenter here does not: its own datastore
+/// browser, and a configuration manager whose storage system answers
+/// QueryUnresolvedVmfsVolume.
+fn esx_host_extras(inv: &mut Inventory, host: &Moref) {
+    let browser = Moref::new("HostDatastoreBrowser", "ha-host-datastorebrowser");
+    let storage = Moref::new("HostStorageSystem", "storageSystem");
+    inv.insert(ManagedObject::new(&browser.ty, &browser.value));
+    inv.insert(ManagedObject::new(&storage.ty, &storage.value));
+    if let Some(h) = inv.get_mut(host) {
+        h.set("datastoreBrowser", browser);
+        h.set(
+            "configManager",
+            Data::new("HostConfigManager").with("storageSystem", storage),
+        );
+    }
 }
 
 fn link(inv: &mut Inventory, parent: &Moref, prop: &'static str, child: &Moref) {
@@ -482,7 +547,7 @@ struct Placement {
 }
 
 fn host(inv: &mut Inventory, name: &str, parent: &Moref, place: &Placement) -> Moref {
-    let value = inv.next_value("host");
+    let value = value_for(inv, "host");
     let mut h = ManagedObject::new("HostSystem", &value);
     let m = h.moref.clone();
     h.set("name", name);
@@ -534,7 +599,7 @@ fn host(inv: &mut Inventory, name: &str, parent: &Moref, place: &Placement) -> M
 }
 
 fn resource_pool(inv: &mut Inventory, name: &str, parent: &Moref, owner: &Moref) -> Moref {
-    let value = inv.next_value("resgroup");
+    let value = value_for(inv, "resgroup");
     let mut p = ManagedObject::new("ResourcePool", &value);
     p.set("name", name);
     p.set("parent", parent.clone());
@@ -790,13 +855,19 @@ pub fn create_vm(inv: &mut Inventory, name: &str, at: &VmPlacement, now: DateTim
 
 /// Builds the starting inventory of a model.
 pub fn generate(model: &Model, now: DateTime<Utc>) -> Inventory {
-    let mut inv = Inventory::default();
+    let mut inv = Inventory {
+        esx: model.esx,
+        ..Inventory::default()
+    };
+    let esx = model.esx;
+    // An ESXi host's folders hold one type each.
+    let kinds = |vcenter: &'static [&'static str]| if esx { &vcenter[1..2] } else { vcenter };
     let root = folder(
         &mut inv,
         "group-d",
-        "Datacenters",
+        if esx { "ha-folder-root" } else { "Datacenters" },
         &Moref::new("Folder", ""),
-        &["Folder", "Datacenter"],
+        kinds(&["Folder", "Datacenter"]),
     );
     let datacenters = if model.esx { 1 } else { model.datacenters };
     let mut nfolder = 0;
@@ -822,35 +893,35 @@ pub fn generate(model: &Model, now: DateTime<Utc>) -> Inventory {
         } else {
             format!("DC{d}")
         };
-        let dc_value = inv.next_value("datacenter");
+        let dc_value = value_for(&mut inv, "datacenter");
         let dc = Moref::new("Datacenter", &dc_value);
         let vm_folder = folder(
             &mut inv,
             "group-v",
             "vm",
             &dc,
-            &["Folder", "VirtualMachine", "VirtualApp"],
+            kinds(&["Folder", "VirtualMachine", "VirtualApp"]),
         );
         let host_folder = folder(
             &mut inv,
             "group-h",
             "host",
             &dc,
-            &["Folder", "ComputeResource"],
+            kinds(&["Folder", "ComputeResource"]),
         );
         let ds_folder = folder(
             &mut inv,
             "group-s",
             "datastore",
             &dc,
-            &["Folder", "Datastore", "StoragePod"],
+            kinds(&["Folder", "Datastore", "StoragePod"]),
         );
         let net_folder = folder(
             &mut inv,
             "group-n",
             "network",
             &dc,
-            &["Folder", "Network", "DistributedVirtualSwitch"],
+            kinds(&["Folder", "Network", "DistributedVirtualSwitch"]),
         );
         let mut dco = ManagedObject::new("Datacenter", &dc_value);
         dco.set("name", dc_name.as_str());
@@ -892,14 +963,19 @@ pub fn generate(model: &Model, now: DateTime<Utc>) -> Inventory {
         // Storage and networks first: hosts and VMs refer to them.
         let mut datastores = Vec::new();
         for s in 0..model.datastores.max(1) {
-            let value = inv.next_value("datastore");
-            let name = format!("LocalDS_{s}");
+            // ESXi names its local datastores datastore1, datastore2, … by their VMFS UUIDs.
+            let (value, name, volume) = if esx {
+                let name = format!("datastore{}", s + 1);
+                let volume = vmfs_uuid(&name);
+                (volume.clone(), name, volume)
+            } else {
+                let name = format!("LocalDS_{s}");
+                let volume = uuid_for(&format!("{dc_name}/{name}"), "ds");
+                (inv.next_value("datastore"), name, volume)
+            };
             let mut ds = ManagedObject::new("Datastore", &value);
             let m = ds.moref.clone();
-            let url = format!(
-                "ds:///vmfs/volumes/{}/",
-                uuid_for(&format!("{dc_name}/{name}"), "ds")
-            );
+            let url = format!("ds:///vmfs/volumes/{volume}/");
             ds.set("name", name.as_str());
             ds.set("parent", ds_folder.clone());
             ds.set(
@@ -934,7 +1010,7 @@ pub fn generate(model: &Model, now: DateTime<Utc>) -> Inventory {
             link(&mut inv, &dc, "datastore", &m);
             datastores.push(m);
         }
-        let net_value = inv.next_value("network");
+        let net_value = value_for(&mut inv, "network");
         let mut net = ManagedObject::new("Network", &net_value);
         let network = net.moref.clone();
         net.set("name", "VM Network");
@@ -1008,9 +1084,12 @@ pub fn generate(model: &Model, now: DateTime<Utc>) -> Inventory {
             } else {
                 format!("{dc_name}_H{h}")
             };
-            let cr_value = inv.next_value("domain-s");
+            let cr_value = value_for(&mut inv, "domain-s");
             let cr = Moref::new("ComputeResource", &cr_value);
             let host_ref = host(&mut inv, &name, &cr, &place);
+            if esx {
+                esx_host_extras(&mut inv, &host_ref);
+            }
             let pool = resource_pool(&mut inv, "Resources", &cr, &cr);
             let mut cro = ManagedObject::new("ComputeResource", &cr_value);
             cro.set("name", name.as_str());
@@ -1165,7 +1244,7 @@ mod tests {
         inv.rename(&vm, "renamed");
         assert_eq!(inv.child_named(&folder, "renamed"), Some(vm.clone()));
         assert_eq!(inv.get(&vm).unwrap().name(), "renamed");
-        let root = refs::root_folder();
+        let root = refs::root_folder(false);
         inv.reparent(&vm, &root);
         assert_eq!(inv.child_named(&folder, "renamed"), None);
         assert_eq!(inv.child_named(&root, "renamed"), Some(vm.clone()));

@@ -591,7 +591,7 @@ pub(crate) fn wait_methods(
             Ok(Flow::Done(out))
         }
         "DestroyPropertyCollector" => {
-            if *collector != refs::property_collector() {
+            if *collector != refs::property_collector(state.inventory.esx()) {
                 state.inventory.remove(collector);
                 for k in state.collectors.remove_collector_filters(&collector.value) {
                     state.inventory.remove(&Moref::new("PropertyFilter", &k));

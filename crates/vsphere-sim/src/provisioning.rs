@@ -110,7 +110,7 @@ impl Simulator {
     /// resolves it.
     pub fn find_by_path(&self, path: &str) -> Option<Moref> {
         self.with_inventory(|inv| {
-            let mut cur = crate::inventory::refs::root_folder();
+            let mut cur = crate::inventory::refs::root_folder(inv.esx());
             for part in path.split('/').filter(|p| !p.is_empty()) {
                 cur = inv.child_named(&cur, part)?;
             }

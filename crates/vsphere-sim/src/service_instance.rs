@@ -5,24 +5,29 @@ use crate::inventory::{refs, Inventory, ManagedObject};
 use crate::simulator::{Call, Flavor};
 use crate::value::{write_element, Data, Moref, Val};
 
-/// Adds the singleton managers to a generated inventory.
+/// Adds the singleton managers to a generated inventory (an ESXi host has no custom
+/// fields).
 pub fn install_managers(inv: &mut Inventory) {
+    let esx = inv.esx();
     for m in [
         refs::service_instance(),
-        refs::property_collector(),
+        refs::property_collector(esx),
         refs::view_manager(),
-        refs::session_manager(),
-        refs::search_index(),
+        refs::session_manager(esx),
+        refs::search_index(esx),
     ] {
         inv.insert(ManagedObject::new(&m.ty, &m.value));
     }
     crate::task::install(inv);
     crate::event_manager::install(inv);
-    crate::custom_fields::install(inv);
+    if !esx {
+        crate::custom_fields::install(inv);
+    }
 }
 
 /// `about`: what the simulator claims to be.
 pub fn about(call: &Call<'_>) -> Data {
+    let esx = call.config.flavor == Flavor::Esx8;
     let (name, full, version, build, api, api_type, product_line, license_name) =
         match call.config.flavor {
             Flavor::VCenter8 => (
@@ -56,7 +61,7 @@ pub fn about(call: &Call<'_>) -> Data {
                 "VMware ESX Server",
             ),
         };
-    Data::new("AboutInfo")
+    let about = Data::new("AboutInfo")
         .with("name", name)
         .with("fullName", full)
         .with("vendor", "VMware, Inc.")
@@ -64,11 +69,10 @@ pub fn about(call: &Call<'_>) -> Data {
         .with("build", build)
         .with("localeVersion", "INTL")
         .with("localeBuild", "000")
-        .with("osType", "linux-x64")
+        .with("osType", if esx { "vmnix-x86" } else { "linux-x64" })
         .with("productLineId", product_line)
         .with("apiType", api_type)
         .with("apiVersion", api)
-        .with("instanceUuid", call.config.instance_uuid.as_str())
         .with("licenseProductName", license_name)
         .with(
             "licenseProductVersion",
@@ -77,22 +81,33 @@ pub fn about(call: &Call<'_>) -> Data {
             } else {
                 "8.0"
             },
-        )
+        );
+    // A host leaves its instance UUID out (it is vCenter's).
+    if esx {
+        about
+    } else {
+        about.with("instanceUuid", call.config.instance_uuid.as_str())
+    }
 }
 
 /// The ServiceContent data object.
 pub fn service_content(call: &Call<'_>) -> Data {
     let mor = |m: Moref| Val::Mor(m);
-    Data::new("ServiceContent")
-        .with("rootFolder", mor(refs::root_folder()))
-        .with("propertyCollector", mor(refs::property_collector()))
+    let esx = call.config.flavor == Flavor::Esx8;
+    let content = Data::new("ServiceContent")
+        .with("rootFolder", mor(refs::root_folder(esx)))
+        .with("propertyCollector", mor(refs::property_collector(esx)))
         .with("viewManager", mor(refs::view_manager()))
         .with("about", about(call))
-        .with("sessionManager", mor(refs::session_manager()))
-        .with("searchIndex", mor(refs::search_index()))
-        .with("taskManager", mor(refs::task_manager()))
-        .with("eventManager", mor(refs::event_manager()))
-        .with("customFieldsManager", mor(refs::custom_fields_manager()))
+        .with("sessionManager", mor(refs::session_manager(esx)))
+        .with("searchIndex", mor(refs::search_index(esx)))
+        .with("taskManager", mor(refs::task_manager(esx)))
+        .with("eventManager", mor(refs::event_manager(esx)));
+    if esx {
+        content
+    } else {
+        content.with("customFieldsManager", mor(refs::custom_fields_manager()))
+    }
 }
 
 pub fn retrieve_service_content(call: &Call<'_>) -> String {

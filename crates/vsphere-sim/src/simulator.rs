@@ -575,6 +575,8 @@ fn dispatch(
         ("SearchIndex", m) => {
             crate::search_index::dispatch(state, m, &req.args).ok_or_else(not_found)?
         }
+        // No unresolved (snapshot or replica) VMFS volumes are ever found.
+        ("HostStorageSystem", "QueryUnresolvedVmfsVolume") => Ok(String::new()),
         ("HostDatastoreBrowser", m) => {
             crate::datastore_browser::dispatch(state, call, &this, m, &req.args)
                 .ok_or_else(not_found)?

@@ -145,10 +145,8 @@ pub(crate) fn start(
     // Completed tasks are kept for a while, then forgotten, as vCenter ages them out; the
     // bound keeps a long-running simulator's memory flat.
     let mut expired = Vec::new();
-    if let Some(tm) = state
-        .inventory
-        .get_mut(&crate::inventory::refs::task_manager())
-    {
+    let task_manager = crate::inventory::refs::task_manager(state.inventory.esx());
+    if let Some(tm) = state.inventory.get_mut(&task_manager) {
         tm.push_mor("recentTask", task.clone());
         if let Some(Val::Array(_, items)) = tm.props.get_mut("recentTask") {
             while items.len() > MAX_TASKS {
@@ -249,7 +247,7 @@ pub(crate) fn complete(
 
 /// Installs the TaskManager.
 pub(crate) fn install(inv: &mut crate::inventory::Inventory) {
-    let m = crate::inventory::refs::task_manager();
+    let m = crate::inventory::refs::task_manager(inv.esx());
     let mut tm = ManagedObject::new(&m.ty, &m.value);
     tm.set("recentTask", mor_array([]));
     inv.insert(tm);

@@ -61,6 +61,7 @@ pub const MANAGED_TYPES: &[&str] = &[
     "EventHistoryCollector",
     "TaskHistoryCollector",
     "HostDatastoreBrowser",
+    "HostStorageSystem",
     "FileManager",
     "VirtualDiskManager",
     "OvfManager",
