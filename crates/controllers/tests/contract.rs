@@ -540,3 +540,141 @@ async fn a_docker_backend_is_refused_with_a_clear_message() {
         "kept as written"
     );
 }
+
+fn message<'a>(conds: &'a Value, ty: &str) -> Option<&'a str> {
+    conds
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == ty)
+        .and_then(|c| c["message"].as_str())
+}
+
+/// The seed's kinds claim the v1beta2 contract, which puts `Paused` in `status.conditions`;
+/// while paused, the provider changes only that condition: addresses, failure domains and
+/// readiness stay as they were (a DevMachine's too).
+#[tokio::test]
+async fn paused_is_reported_in_status_conditions_and_nothing_else_changes() {
+    let plane = setup(23870..=23880).await;
+    cluster_with_ca(&plane, "p1", "InMemoryCluster").await;
+    let clusters: Api<core::Cluster> = Api::namespaced(plane.client.clone(), NS);
+    let p1 = clusters.get("p1").await.unwrap();
+    let imc: Api<InMemoryCluster> = Api::namespaced(plane.client.clone(), NS);
+    let obj: InMemoryCluster = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "InMemoryCluster",
+        "metadata": {"name": "p1", "ownerReferences": owned_by("Cluster", "p1", &p1.uid().unwrap())},
+        "spec": {"failureDomains": [{"name": "fd-1", "controlPlane": true}]},
+    }))
+    .unwrap();
+    imc.create(&PostParams::default(), &obj).await.unwrap();
+    let cluster_before = eventually("the InMemoryCluster is ready", || async {
+        let v = serde_json::to_value(imc.get("p1").await.ok()?).ok()?;
+        (v["status"]["ready"] == true).then_some(v)
+    })
+    .await;
+    assert_eq!(
+        condition(&cluster_before["status"]["conditions"], "Paused"),
+        Some(("False", "NotPaused")),
+        "{}",
+        cluster_before["status"]
+    );
+    core_reports(
+        &plane,
+        "p1",
+        json!({"initialization": {"infrastructureProvisioned": true}}),
+    )
+    .await;
+    let at_once = |d: &str| json!({"provisioning": {"startupDuration": d}});
+    let seed = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "InMemoryMachine",
+        "spec": {"behaviour": {"vm": at_once("0s"), "node": at_once("0s"), "etcd": at_once("0s"), "apiServer": at_once("0s")}}});
+    machine(&plane, "p1", "p1-cp", true, seed).await;
+    machine(&plane, "p1", "p1-dev", true, dev_machine("0s")).await;
+    let imm: Api<InMemoryMachine> = Api::namespaced(plane.client.clone(), NS);
+    let dm: Api<DevMachine> = Api::namespaced(plane.client.clone(), NS);
+    let seed_before = eventually("the InMemoryMachine is provisioned", || async {
+        let v = serde_json::to_value(imm.get("p1-cp").await.ok()?).ok()?;
+        (v["status"]["ready"] == true && v["status"]["addresses"].is_array()).then_some(v)
+    })
+    .await;
+    let dev_before = eventually("the DevMachine is provisioned", || async {
+        let v = serde_json::to_value(dm.get("p1-dev").await.ok()?).ok()?;
+        (v["status"]["ready"] == true && v["status"]["addresses"].is_array()).then_some(v)
+    })
+    .await;
+    assert_eq!(
+        condition(&seed_before["status"]["conditions"], "Paused"),
+        Some(("False", "NotPaused"))
+    );
+    assert_eq!(seed_before["status"]["failureDomain"], "fd-1");
+
+    clusters
+        .patch(
+            "p1",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"paused": true}})),
+        )
+        .await
+        .unwrap();
+    let paused = |v: &Value, path: &str| {
+        let conds = v.pointer(path).cloned().unwrap_or(Value::Null);
+        condition(&conds, "Paused") == Some(("True", "Paused"))
+            && message(&conds, "Paused") == Some("Cluster spec.paused is set to true")
+    };
+    let cluster_paused = eventually("the InMemoryCluster reports the pause", || async {
+        let v = serde_json::to_value(imc.get("p1").await.ok()?).ok()?;
+        paused(&v, "/status/conditions").then_some(v)
+    })
+    .await;
+    let seed_paused = eventually("the InMemoryMachine reports the pause", || async {
+        let v = serde_json::to_value(imm.get("p1-cp").await.ok()?).ok()?;
+        (paused(&v, "/status/conditions") && paused(&v, "/status/v1beta2/conditions")).then_some(v)
+    })
+    .await;
+    let dev_paused = eventually("the DevMachine reports the pause", || async {
+        let v = serde_json::to_value(dm.get("p1-dev").await.ok()?).ok()?;
+        paused(&v, "/status/conditions").then_some(v)
+    })
+    .await;
+    // Everything but the Paused condition is as it was.
+    for field in ["ready", "initialization", "failureDomains"] {
+        assert_eq!(
+            cluster_paused["status"][field], cluster_before["status"][field],
+            "InMemoryCluster status.{field}"
+        );
+    }
+    for (before, now, kind) in [
+        (&seed_before, &seed_paused, "InMemoryMachine"),
+        (&dev_before, &dev_paused, "DevMachine"),
+    ] {
+        for field in ["ready", "initialization", "addresses", "failureDomain"] {
+            assert_eq!(
+                now["status"][field], before["status"][field],
+                "{kind} status.{field} while paused"
+            );
+        }
+        assert!(now["status"]["addresses"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty()));
+    }
+    assert_eq!(
+        condition(&seed_paused["status"]["conditions"], "Ready").map(|c| c.0),
+        Some("True")
+    );
+
+    clusters
+        .patch(
+            "p1",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"paused": false}})),
+        )
+        .await
+        .unwrap();
+    eventually("unpaused, the seed's kinds say so", || async {
+        let c = serde_json::to_value(imc.get("p1").await.ok()?).ok()?;
+        let m = serde_json::to_value(imm.get("p1-cp").await.ok()?).ok()?;
+        let not_paused = |v: &Value| {
+            condition(&v["status"]["conditions"], "Paused") == Some(("False", "NotPaused"))
+        };
+        (not_paused(&c) && not_paused(&m)).then_some(())
+    })
+    .await;
+}

@@ -3,8 +3,8 @@
 //! the workload cluster behind it.
 
 use super::{
-    apply_status, cloud_key, owner_named, paused_message, Error, InfraCluster, InfraStatus,
-    Reconciler,
+    apply_status, cloud_key, owner_named, paused_message, report_paused, Error, InfraCluster,
+    InfraStatus, Reconciler,
 };
 use crate::capi::core::Cluster;
 use crate::conditions::{self, Condition};
@@ -53,17 +53,7 @@ async fn apply<K: InfraCluster>(
     let now = r.ctx.now();
     let mut conds = obj.current_conditions();
     if let Some(why) = paused_message(&*obj, cluster.paused()) {
-        conditions::set(
-            &mut conds,
-            Condition::new("Paused", true, "Paused", why),
-            now,
-        );
-        let view = InfraStatus {
-            provisioned: provisioned(&*obj),
-            conditions: conds,
-            ..InfraStatus::default()
-        };
-        apply_status(api, &obj, &view).await?;
+        report_paused(api, &*obj, why, now).await?;
         return Ok(Action::await_change());
     }
     conditions::set(
@@ -152,10 +142,6 @@ async fn apply<K: InfraCluster>(
     };
     apply_status(api, &obj, &view).await?;
     Ok(Action::await_change())
-}
-
-fn provisioned<K: InfraCluster>(obj: &K) -> bool {
-    conditions::is_true(&obj.current_conditions(), "Ready")
 }
 
 async fn cleanup<K: InfraCluster>(obj: Arc<K>, r: &Reconciler<K>) -> Result<Action, Error> {

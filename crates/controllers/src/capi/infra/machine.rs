@@ -6,8 +6,8 @@
 
 use super::timing::{self, Facts, Gate, Timings};
 use super::{
-    apply_status, cloud_key, owner_named, paused_message, Error, InfraMachine, InfraStatus,
-    Reconciler,
+    apply_status, cloud_key, owner_named, paused_message, report_paused, Error, InfraMachine,
+    InfraStatus, Reconciler,
 };
 use crate::capi::core::{Cluster, Machine, MachineAddress};
 use crate::conditions::{self, Condition};
@@ -83,19 +83,9 @@ async fn apply<K: InfraMachine>(
     };
     let now = r.ctx.now();
     let previous = obj.current_conditions();
-    let mut conds = previous.clone();
+    let conds = previous.clone();
     if let Some(why) = paused_message(&*obj, cluster.paused()) {
-        conditions::set(
-            &mut conds,
-            Condition::new("Paused", true, "Paused", why),
-            now,
-        );
-        let view = InfraStatus {
-            provisioned: obj.provider_id().is_some(),
-            conditions: conds,
-            ..InfraStatus::default()
-        };
-        apply_status(api, &obj, &view).await?;
+        report_paused(api, &*obj, why, now).await?;
         return Ok(Action::await_change());
     }
     if let Some(why) = obj.unsupported() {

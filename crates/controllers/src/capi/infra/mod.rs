@@ -109,10 +109,23 @@ fn common_status(view: &InfraStatus) -> Value {
     status
 }
 
-/// The seed's layout: v1beta1 conditions in `conditions`, v1beta2 ones in `v1beta2`.
+/// The seed's layout: v1beta1 conditions in `conditions`, v1beta2 ones in `v1beta2`. The
+/// CRDs claim the v1beta2 contract too, which asks for `Paused` in `status.conditions`: it is
+/// there as well, as Cluster API writes it (reason `Paused` with the why, or `NotPaused`).
 fn seed_status(view: &InfraStatus) -> Value {
     let mut status = common_status(view);
-    status["conditions"] = json!(conditions::to_v1beta1(&view.conditions));
+    let mut old = conditions::to_v1beta1(&view.conditions);
+    if let Some(p) = conditions::find(&view.conditions, "Paused") {
+        old.push(conditions::V1Beta1Condition {
+            type_: p.type_.clone(),
+            status: p.status.clone(),
+            severity: String::new(),
+            last_transition_time: p.last_transition_time.clone(),
+            reason: p.reason.clone(),
+            message: p.message.clone(),
+        });
+    }
+    status["conditions"] = json!(old);
     status["v1beta2"] = json!({"conditions": view.conditions});
     status
 }
@@ -124,6 +137,43 @@ fn dev_status(view: &InfraStatus) -> Value {
     status["deprecated"] =
         json!({"v1beta1": {"conditions": conditions::to_v1beta1(&view.conditions)}});
     status
+}
+
+/// The status `obj` has now, as the provider's view of it: what a reconcile that changes
+/// one condition (a pause) writes back, so that nothing else it reported goes.
+fn current_view<K: InfraObject>(obj: &K) -> InfraStatus {
+    let status = serde_json::to_value(obj.status()).unwrap_or(Value::Null);
+    let field = |name: &str| status.get(name).filter(|v| !v.is_null()).cloned();
+    let provisioned = status
+        .pointer("/initialization/provisioned")
+        .or_else(|| status.get("ready"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    InfraStatus {
+        provisioned,
+        conditions: obj.current_conditions(),
+        failure_domains: field("failureDomains").and_then(|v| serde_json::from_value(v).ok()),
+        addresses: field("addresses").and_then(|v| serde_json::from_value(v).ok()),
+        failure_domain: field("failureDomain").and_then(|v| serde_json::from_value(v).ok()),
+    }
+}
+
+/// Writes only the `Paused` condition (True, with `why`) into the status `obj` has, as
+/// Cluster API's `EnsurePausedCondition` patches only that condition.
+async fn report_paused<K: InfraObject>(
+    api: &Api<K>,
+    obj: &K,
+    why: String,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), Error> {
+    let mut view = current_view(obj);
+    conditions::set(
+        &mut view.conditions,
+        Condition::new("Paused", true, "Paused", why),
+        now,
+    );
+    conditions::sort(&mut view.conditions);
+    apply_status(api, obj, &view).await
 }
 
 fn docker_refused(kind: &str) -> String {
