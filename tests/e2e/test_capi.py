@@ -136,6 +136,28 @@ def test_a_cluster_class_cluster_comes_up_scales_upgrades_and_goes(capi, tmp_pat
         socket.create_connection(("127.0.0.1", endpoint["port"]), timeout=2).close()
 
 
+def test_kubectl_wait_available_returns_once_the_workers_are_up(capi, tmp_path):
+    """With the class's own step timings (seconds, as upstream's in-memory class has), a Cluster
+    is Available only once the MachineDeployment its topology declares exists with its replicas
+    ready: `kubectl wait --for=condition=Available` never returns before the workers."""
+    ns = unique("avail")
+    capi.kubectl("create", "namespace", ns)
+    apply(capi, ns, render("clusterclass-in-memory.yaml"))
+    apply(capi, ns, render("cluster-template-in-memory.yaml", CLUSTER_NAME="w1", NAMESPACE=ns,
+                           CONTROL_PLANE_MACHINE_COUNT=1, WORKER_MACHINE_COUNT=1))
+    wait_available(capi, ns, "w1")
+    mds = json.loads(capi.kubectl("-n", ns, "get", "machinedeployments", "-l",
+                                  "cluster.x-k8s.io/cluster-name=w1", "-o", "json").stdout)["items"]
+    assert len(mds) == 1, mds
+    status = mds[0].get("status", {})
+    assert (status.get("readyReplicas"), status.get("availableReplicas")) == (1, 1), status
+    assert condition(mds[0], "Available").get("status") == "True", status
+    cluster = json.loads(capi.kubectl("-n", ns, "get", "cluster", "w1", "-o", "json").stdout)
+    assert condition(cluster, "WorkersAvailable").get("reason") == "Available", cluster["status"]
+    assert condition(cluster, "TopologyReconciled").get("reason") == "ReconcileSucceeded"
+    capi.kubectl("-n", ns, "delete", "cluster", "w1", "--timeout=120s", timeout=130)
+
+
 V1BETA1_CLUSTER = """
 apiVersion: cluster.x-k8s.io/v1beta1
 kind: Cluster
@@ -493,6 +515,11 @@ def test_the_seed_kinds_scale_with_kubectl_scale(capi, tmp_path):
                            NAMESPACE=ns, WORKER_MACHINE_COUNT=1, **FAST))
     wait_available(capi, ns, "c2")
     ready_nodes(capi, ns, "c2", tmp_path, 2, "v1.31.2")
+    # The seed's kinds report Paused in status.conditions, as the v1beta2 contract they claim asks.
+    capi.kubectl("-n", ns, "wait", "--for=condition=Paused=false", "inmemorycluster/c2",
+                 "--timeout=30s", timeout=40)
+    capi.kubectl("-n", ns, "wait", "--for=condition=Paused=false", "inmemorymachines", "--all",
+                 "--timeout=30s", timeout=40)
     header = capi.kubectl("-n", ns, "get", "inmemorymachines").stdout.splitlines()[0].split()
     assert header == ["NAME", "CLUSTER", "MACHINE", "PROVIDERID", "READY", "AGE"]
     capi.kubectl("-n", ns, "scale", "machinedeployment", "c2-md-0", "--replicas=3")

@@ -146,6 +146,158 @@ pub fn summary(
     }
 }
 
+/// How a condition weighs in a summary or an aggregate (Cluster API's merge priorities).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Weight {
+    Issue,
+    Unknown,
+    Info,
+}
+
+/// The weight of a condition of positive polarity (True is fine) or negative (True is an
+/// issue, as `Deleting`).
+pub fn weight(c: &Condition, negative: bool) -> Weight {
+    match (c.status.as_str(), negative) {
+        ("True", false) | ("False", true) => Weight::Info,
+        ("False", false) | ("True", true) => Weight::Issue,
+        _ => Weight::Unknown,
+    }
+}
+
+fn text(c: &Condition) -> &str {
+    if c.message.is_empty() {
+        &c.reason
+    } else {
+        &c.message
+    }
+}
+
+/// One line of a summary's message, `* <label>: <text>`; a text of several lines, or one
+/// that is itself a bullet, goes on lines of its own indented under the label (its plain
+/// lines made bullets, its bullets nested under them).
+fn item(label: &str, text: &str) -> String {
+    let bulleted = |l: &str| l.trim_start().starts_with("* ");
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.len() <= 1 && !bulleted(text) {
+        return format!("* {label}: {text}");
+    }
+    let all = lines.iter().all(|l| bulleted(l));
+    let mut out = format!("* {label}:");
+    for line in lines {
+        out.push('\n');
+        match (all, bulleted(line)) {
+            (true, _) => out.push_str(&format!("  {line}")),
+            (false, true) => out.push_str(&format!("    {}", line.trim_start())),
+            (false, false) => out.push_str(&format!("  * {line}")),
+        }
+    }
+    out
+}
+
+fn verdict(type_: &str, worst: Weight, (bad, unknown, good): (&str, &str, &str)) -> Condition {
+    match worst {
+        Weight::Issue => Condition::new(type_, false, bad, ""),
+        Weight::Unknown => Condition::unknown(type_, unknown, ""),
+        Weight::Info => Condition::new(type_, true, good, ""),
+    }
+}
+
+/// Cluster API's summary of weighed inputs (a Cluster's `Available`): False when any is an
+/// issue, else Unknown when any is unknown, else True. The message has one line per input in
+/// order: the issues and unknowns when the result is not True, else the inputs that have a
+/// message.
+pub fn weighed_summary(
+    type_: &str,
+    inputs: &[(&Condition, Weight)],
+    reasons: (&str, &str, &str),
+) -> Condition {
+    let worst = inputs.iter().map(|(_, w)| *w).min().unwrap_or(Weight::Info);
+    let lines: Vec<String> = inputs
+        .iter()
+        .filter(|(c, w)| match worst {
+            Weight::Info => !c.message.is_empty(),
+            _ => *w != Weight::Info,
+        })
+        .map(|(c, _)| item(&c.type_, text(c)))
+        .collect();
+    Condition {
+        message: lines.join("\n"),
+        ..verdict(type_, worst, reasons)
+    }
+}
+
+/// Cluster API's aggregate of one condition over objects of `kind` (each MachineDeployment's
+/// `Available` into a Cluster's `WorkersAvailable`): its status as [`weighed_summary`]'s;
+/// its message names the objects that share a text together, at most three lines of them
+/// (`* MachineDeployment a: …`, `* MachineDeployments a, b, c, ... (2 more): …`), and counts
+/// the rest (`And 2 MachineDeployments with other issues`).
+pub fn aggregate(
+    type_: &str,
+    kind: &str,
+    objects: &[(String, Condition)],
+    reasons: (&str, &str, &str),
+) -> Condition {
+    let worst = objects
+        .iter()
+        .map(|(_, c)| weight(c, false))
+        .min()
+        .unwrap_or(Weight::Info);
+    let mut shown: Vec<(Weight, &str, &str)> = objects
+        .iter()
+        .filter(|(_, c)| match worst {
+            Weight::Info => !c.message.is_empty(),
+            _ => weight(c, false) != Weight::Info,
+        })
+        .map(|(name, c)| (weight(c, false), name.as_str(), text(c)))
+        .collect();
+    shown.sort();
+    let mut groups: Vec<(Weight, &str, Vec<&str>)> = Vec::new();
+    for (w, name, t) in shown {
+        match groups.iter_mut().find(|g| g.0 == w && g.1 == t) {
+            Some(g) => g.2.push(name),
+            None => groups.push((w, t, vec![name])),
+        }
+    }
+    let plural = |n: usize| {
+        if n == 1 {
+            kind.to_string()
+        } else {
+            format!("{kind}s")
+        }
+    };
+    let mut lines: Vec<String> = groups
+        .iter()
+        .take(3)
+        .map(|(_, t, names)| {
+            let label = match names.len() {
+                1 => format!("{kind} {}", names[0]),
+                2 | 3 => format!("{kind}s {}", names.join(", ")),
+                n => format!("{kind}s {}, ... ({} more)", names[..3].join(", "), n - 3),
+            };
+            item(&label, t)
+        })
+        .collect();
+    for (w, what) in [
+        (Weight::Issue, "with other issues"),
+        (Weight::Unknown, "with status unknown"),
+        (Weight::Info, "with additional info"),
+    ] {
+        let n: usize = groups
+            .iter()
+            .skip(3)
+            .filter(|g| g.0 == w)
+            .map(|g| g.2.len())
+            .sum();
+        if n > 0 {
+            lines.push(format!("And {n} {} {what}", plural(n)));
+        }
+    }
+    Condition {
+        message: lines.join("\n"),
+        ..verdict(type_, worst, reasons)
+    }
+}
+
 /// The order Cluster API sorts conditions in: summaries first, then the conditions of the
 /// object's parts, `Paused` and `Deleting` last; any other type (readiness gates, a
 /// provider's own steps) before those two, in the order given.
@@ -362,6 +514,106 @@ mod tests {
         );
         assert_eq!(list[0].last_transition_time, "2030-01-01T00:00:09Z");
         assert_eq!(list[0].since(), Some(at("2030-01-01T00:00:09Z")));
+    }
+
+    #[test]
+    fn weighed_summaries_keep_info_out_unless_all_is_fine() {
+        let probe = Condition::new("RemoteConnectionProbe", true, "ProbeSucceeded", "");
+        let workers = Condition::new(
+            "WorkersAvailable",
+            false,
+            "NotAvailable",
+            "* MachineDeployment md-0: 0 available replicas, at least 1 required",
+        );
+        let topology = Condition::new(
+            "TopologyReconciled",
+            false,
+            "ClusterUpgrading",
+            "Cluster is upgrading to v1.32.0\n  * MachineDeployment md-0 upgrade deferred",
+        );
+        let names = ("NotAvailable", "AvailableUnknown", "Available");
+        let s = weighed_summary(
+            "Available",
+            &[
+                (&probe, Weight::Info),
+                (&workers, Weight::Issue),
+                (&topology, Weight::Info),
+            ],
+            names,
+        );
+        assert_eq!(
+            (s.status.as_str(), s.reason.as_str()),
+            ("False", "NotAvailable")
+        );
+        assert_eq!(
+            s.message,
+            "* WorkersAvailable:\n  * MachineDeployment md-0: 0 available replicas, at least 1 required"
+        );
+        let s = weighed_summary(
+            "Available",
+            &[(&probe, Weight::Info), (&topology, Weight::Info)],
+            names,
+        );
+        assert_eq!(
+            (s.status.as_str(), s.reason.as_str()),
+            ("True", "Available")
+        );
+        assert_eq!(
+            s.message,
+            "* TopologyReconciled:\n  * Cluster is upgrading to v1.32.0\n    * MachineDeployment md-0 upgrade deferred"
+        );
+    }
+
+    #[test]
+    fn aggregates_name_objects_that_share_a_message_together() {
+        let not = |m: &str| Condition::new("Available", false, "NotAvailable", m);
+        let objects: Vec<(String, Condition)> = [
+            ("a", not("0 available replicas")),
+            ("b", not("0 available replicas")),
+            ("c", Condition::new("Available", true, "Available", "")),
+            (
+                "d",
+                Condition::unknown("Available", "NotYetReported", "Condition not yet reported"),
+            ),
+            ("e", not("1 available replicas")),
+            ("f", not("2 available replicas")),
+        ]
+        .into_iter()
+        .map(|(n, c)| (n.to_string(), c))
+        .collect();
+        let names = ("NotAvailable", "AvailableUnknown", "Available");
+        let a = aggregate("WorkersAvailable", "MachineDeployment", &objects, names);
+        assert_eq!(
+            (a.status.as_str(), a.reason.as_str()),
+            ("False", "NotAvailable")
+        );
+        assert_eq!(
+            a.message,
+            "* MachineDeployments a, b: 0 available replicas\n\
+             * MachineDeployment e: 1 available replicas\n\
+             * MachineDeployment f: 2 available replicas\n\
+             And 1 MachineDeployment with status unknown"
+        );
+        let a = aggregate(
+            "WorkersAvailable",
+            "MachineDeployment",
+            &objects[2..4],
+            names,
+        );
+        assert_eq!(
+            (a.status.as_str(), a.message.as_str()),
+            (
+                "Unknown",
+                "* MachineDeployment d: Condition not yet reported"
+            )
+        );
+        let a = aggregate(
+            "WorkersAvailable",
+            "MachineDeployment",
+            &objects[2..3],
+            names,
+        );
+        assert_eq!((a.status.as_str(), a.message.as_str()), ("True", ""));
     }
 
     #[test]

@@ -549,13 +549,10 @@ fn message<'a>(conds: &'a Value, ty: &str) -> Option<&'a str> {
         .and_then(|c| c["message"].as_str())
 }
 
-/// The seed's kinds claim the v1beta2 contract, which puts `Paused` in `status.conditions`;
-/// while paused, the provider changes only that condition: addresses, failure domains and
-/// readiness stay as they were (a DevMachine's too).
-#[tokio::test]
-async fn paused_is_reported_in_status_conditions_and_nothing_else_changes() {
-    let plane = setup(23870..=23880).await;
-    cluster_with_ca(&plane, "p1", "InMemoryCluster").await;
+/// Cluster `p1` with an InMemoryCluster, an InMemoryMachine and a DevMachine provisioned:
+/// their objects as they are then.
+async fn seed_objects_up(plane: &Plane) -> (Value, Value, Value) {
+    cluster_with_ca(plane, "p1", "InMemoryCluster").await;
     let clusters: Api<core::Cluster> = Api::namespaced(plane.client.clone(), NS);
     let p1 = clusters.get("p1").await.unwrap();
     let imc: Api<InMemoryCluster> = Api::namespaced(plane.client.clone(), NS);
@@ -578,7 +575,7 @@ async fn paused_is_reported_in_status_conditions_and_nothing_else_changes() {
         cluster_before["status"]
     );
     core_reports(
-        &plane,
+        plane,
         "p1",
         json!({"initialization": {"infrastructureProvisioned": true}}),
     )
@@ -586,8 +583,8 @@ async fn paused_is_reported_in_status_conditions_and_nothing_else_changes() {
     let at_once = |d: &str| json!({"provisioning": {"startupDuration": d}});
     let seed = json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "InMemoryMachine",
         "spec": {"behaviour": {"vm": at_once("0s"), "node": at_once("0s"), "etcd": at_once("0s"), "apiServer": at_once("0s")}}});
-    machine(&plane, "p1", "p1-cp", true, seed).await;
-    machine(&plane, "p1", "p1-dev", true, dev_machine("0s")).await;
+    machine(plane, "p1", "p1-cp", true, seed).await;
+    machine(plane, "p1", "p1-dev", true, dev_machine("0s")).await;
     let imm: Api<InMemoryMachine> = Api::namespaced(plane.client.clone(), NS);
     let dm: Api<DevMachine> = Api::namespaced(plane.client.clone(), NS);
     let seed_before = eventually("the InMemoryMachine is provisioned", || async {
@@ -600,6 +597,20 @@ async fn paused_is_reported_in_status_conditions_and_nothing_else_changes() {
         (v["status"]["ready"] == true && v["status"]["addresses"].is_array()).then_some(v)
     })
     .await;
+    (cluster_before, seed_before, dev_before)
+}
+
+/// The seed's kinds claim the v1beta2 contract, which puts `Paused` in `status.conditions`;
+/// while paused, the provider changes only that condition: addresses, failure domains and
+/// readiness stay as they were (a DevMachine's too).
+#[tokio::test]
+async fn paused_is_reported_in_status_conditions_and_nothing_else_changes() {
+    let plane = setup(23870..=23880).await;
+    let (cluster_before, seed_before, dev_before) = seed_objects_up(&plane).await;
+    let clusters: Api<core::Cluster> = Api::namespaced(plane.client.clone(), NS);
+    let imc: Api<InMemoryCluster> = Api::namespaced(plane.client.clone(), NS);
+    let imm: Api<InMemoryMachine> = Api::namespaced(plane.client.clone(), NS);
+    let dm: Api<DevMachine> = Api::namespaced(plane.client.clone(), NS);
     assert_eq!(
         condition(&seed_before["status"]["conditions"], "Paused"),
         Some(("False", "NotPaused"))

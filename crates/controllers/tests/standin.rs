@@ -323,3 +323,166 @@ async fn the_seed_kinds_without_a_class_scale_through_the_machine_deployment() {
         1
     );
 }
+
+/// What the Cluster `name` says of itself while it comes up, checked against its declared
+/// MachineDeployment `md-0` (read from the API, never from a cache) each time it changes.
+#[derive(Default)]
+struct BringUp {
+    /// Each new (Available, TopologyReconciled) pair, as `status/reason` strings.
+    timeline: Vec<(String, String)>,
+    violations: Vec<String>,
+}
+
+async fn watch_bring_up(
+    client: kube::Client,
+    name: &'static str,
+    seen: std::sync::Arc<std::sync::Mutex<BringUp>>,
+) {
+    use futures::StreamExt;
+    use kube::runtime::{watcher, WatchStreamExt};
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), NS);
+    let mds: Api<MachineDeployment> = Api::namespaced(client, NS);
+    let selector = format!(
+        "cluster.x-k8s.io/cluster-name={name},topology.cluster.x-k8s.io/deployment-name=md-0"
+    );
+    let mut stream = watcher(clusters, watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    while let Some(Ok(c)) = stream.next().await {
+        if c.name_any() != name {
+            continue;
+        }
+        let show =
+            |x: Option<(String, String)>| x.map(|(s, r)| format!("{s}/{r}")).unwrap_or_default();
+        let available = condition(&c, "Available");
+        let topology = condition(&c, "TopologyReconciled");
+        let step = (show(available.clone()), show(topology.clone()));
+        let available = available.is_some_and(|a| a.0 == "True");
+        let reconciled = topology.is_some_and(|t| t.0 == "True");
+        if !available && !reconciled {
+            record(&seen, step, None);
+            continue;
+        }
+        // Machine availability only grows during a bring-up, so a MachineDeployment read
+        // now that is missing or unavailable was so when this Cluster was written.
+        let md = mds
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .ok()
+            .and_then(|l| l.items.into_iter().next());
+        let md_available = md.as_ref().is_some_and(|md| {
+            md.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|x| x.type_ == "Available" && x.status == "True")
+                })
+        });
+        let violation = if md.is_none() {
+            Some(format!(
+                "{step:?} while MachineDeployment md-0 does not exist"
+            ))
+        } else if available && !md_available {
+            Some(format!(
+                "{step:?} while MachineDeployment md-0 is not available: {:?}",
+                md.and_then(|m| m.status)
+            ))
+        } else {
+            None
+        };
+        record(&seen, step, violation);
+    }
+}
+
+fn record(seen: &std::sync::Mutex<BringUp>, step: (String, String), violation: Option<String>) {
+    let mut seen = seen.lock().unwrap();
+    if seen.timeline.last() != Some(&step) {
+        seen.timeline.push(step);
+    }
+    seen.violations.extend(violation);
+}
+
+/// `kubectl wait --for=condition=Available` on a Cluster of the in-memory ClusterClass returns
+/// only once the workers its topology declares exist and are available: the topology makes
+/// the MachineDeployment in its first pass, with the control plane, as Cluster API's does, and
+/// no version of the Cluster during the bring-up says Available without it.
+#[tokio::test]
+async fn a_topology_cluster_is_available_only_with_its_declared_workers() {
+    let plane = setup(23750..=23790).await;
+    // The class's own step timings, on the fake clock.
+    apply_yaml(
+        &plane.client,
+        &substitute(templates::CLUSTERCLASS_IN_MEMORY, &HashMap::new()).unwrap(),
+        NS,
+    )
+    .await;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(BringUp::default()));
+    let watch = tokio::spawn(watch_bring_up(plane.client.clone(), "a1", seen.clone()));
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let cluster_vars: HashMap<String, String> = [
+        ("CLUSTER_NAME", "a1"),
+        ("CONTROL_PLANE_MACHINE_COUNT", "1"),
+        ("WORKER_MACHINE_COUNT", "1"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    apply_yaml(
+        &plane.client,
+        &substitute(templates::CLUSTER_IN_MEMORY, &cluster_vars).unwrap(),
+        NS,
+    )
+    .await;
+    let clusters: Api<Cluster> = Api::namespaced(plane.client.clone(), NS);
+    let mut available = false;
+    for _ in 0..600 {
+        let c = clusters.get("a1").await.unwrap();
+        if condition(&c, "Available").is_some_and(|a| a.0 == "True") {
+            available = true;
+            break;
+        }
+        plane.advance(std::time::Duration::from_millis(250)).await;
+    }
+    assert!(
+        available,
+        "a1 never became Available: {:?}",
+        seen.lock().unwrap().timeline
+    );
+    // What `kubectl wait` returning lets a user do at once: the MachineDeployment is there with
+    // its replicas ready.
+    let mds: Api<MachineDeployment> = Api::namespaced(plane.client.clone(), NS);
+    let md = mds
+        .list(&ListParams::default().labels("cluster.x-k8s.io/cluster-name=a1"))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(md.len(), 1, "one MachineDeployment");
+    let status = md[0].status.clone().unwrap_or_default();
+    assert_eq!(
+        (status.ready_replicas, status.available_replicas),
+        (Some(1), Some(1)),
+        "{status:?}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    watch.abort();
+    let seen = seen.lock().unwrap();
+    assert!(
+        seen.violations.is_empty(),
+        "{:#?}\ntimeline: {:#?}",
+        seen.violations,
+        seen.timeline
+    );
+    assert!(
+        seen.timeline.iter().any(|(a, _)| a == "True/Available"),
+        "{:?}",
+        seen.timeline
+    );
+    for (_, topology) in &seen.timeline {
+        assert!(
+            ["", "True/ReconcileSucceeded", "False/ClusterUpgrading"].contains(&topology.as_str()),
+            "TopologyReconciled {topology}: {:?}",
+            seen.timeline
+        );
+    }
+}

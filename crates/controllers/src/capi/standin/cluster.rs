@@ -6,6 +6,7 @@
 //! goes workers, control plane, infrastructure, then the Cluster.
 
 use super::objects::{adopt, contract_flag, owner_ref};
+use super::topology::DEPLOYMENT_LABEL;
 use super::{apply_status, ensure_finalizer, paused, remove_finalizer, Core, Error, Reconciler};
 use crate::capi::core::{
     ApiEndpoint, Cluster, ClusterClass, ClusterInitialization, ClusterStatus, FailureDomain,
@@ -76,9 +77,18 @@ async fn reconcile(c: Arc<Cluster>, r: Arc<Reconciler<Cluster>>) -> Result<Actio
     if let Some(why) = paused(&*c, c.paused()) {
         conditions::set(
             &mut conds,
-            Condition::new("Paused", true, "Paused", why),
+            Condition::new("Paused", true, "Paused", why.clone()),
             now,
         );
+        // The topology controller says it does nothing meanwhile (with the Cluster's why).
+        if c.spec.topology.is_some() {
+            conditions::set(
+                &mut conds,
+                Condition::new("TopologyReconciled", false, "Paused", why),
+                now,
+            );
+        }
+        conditions::sort(&mut conds);
         status.conditions = Some(conds);
         apply_status(&api, &*c, &status).await?;
         return Ok(Action::await_change());
@@ -226,8 +236,11 @@ fn failure_domains(obj: &DynamicObject) -> Option<Vec<FailureDomain>> {
     Some(list)
 }
 
-/// A condition mirroring `ty_source` (`Ready` or `Available`) of a referenced object, or its
-/// contract flag when it reports no such condition.
+/// A condition mirroring `source` (`Ready` or `Available`) of a referenced object: its
+/// status, reason, message and transition time copied (a True one without a reason gets the
+/// `good` reason), or, when it reports no such condition, its contract flag. The v1beta2
+/// conditions are read where the object keeps them (`status.v1beta2.conditions` of a
+/// v1beta1-era object), else `status.conditions`.
 fn mirror(
     obj: &DynamicObject,
     ty: &str,
@@ -239,18 +252,20 @@ fn mirror(
     let (good, bad) = source;
     let found = obj
         .data
-        .at("/status/conditions")
+        .at("/status/v1beta2/conditions")
+        .or_else(|| obj.data.at("/status/conditions"))
         .and_then(|c| serde_json::from_value::<Vec<Condition>>(c.clone()).ok())
         .and_then(|c| conditions::find(&c, good).cloned());
     match found {
         Some(s) => Condition {
-            status: s.status.clone(),
-            ..Condition::new(
-                ty,
-                false,
-                if s.is_true() { good } else { bad },
-                s.message.clone(),
-            )
+            type_: ty.to_string(),
+            reason: match (s.reason.is_empty(), s.status.as_str()) {
+                (false, _) => s.reason,
+                (true, "True") => good.to_string(),
+                (true, _) => bad.to_string(),
+            },
+            observed_generation: None,
+            ..s
         },
         None if flag => Condition::new(ty, true, good, ""),
         None => Condition::new(ty, false, bad, format!("{kind} {path} is false")),
@@ -260,6 +275,8 @@ fn mirror(
 /// What the control plane says.
 struct ControlPlaneState {
     initialized: bool,
+    /// Why it cannot be told whether the control plane is initialized (no object to ask).
+    unknown: Option<String>,
     endpoint: Option<ApiEndpoint>,
     counts: Option<ReplicaCounts>,
     available: Condition,
@@ -268,15 +285,18 @@ struct ControlPlaneState {
 async fn control_plane(c: &Cluster, r: &Reconciler<Cluster>) -> Result<ControlPlaneState, Error> {
     let missing = |reason: &str, message: String| ControlPlaneState {
         initialized: false,
+        unknown: Some(message.clone()),
         endpoint: None,
         counts: None,
         available: Condition::new("ControlPlaneAvailable", false, reason, message),
     };
     let Some(cp_ref) = &c.spec.control_plane_ref else {
-        return Ok(missing(
-            "ObjectDoesNotExist",
-            "Waiting for a control plane".into(),
-        ));
+        let why = if c.spec.topology.is_some() {
+            "Waiting for cluster topology to be reconciled"
+        } else {
+            "Waiting for a control plane"
+        };
+        return Ok(missing("ObjectDoesNotExist", why.into()));
     };
     let ns = c.namespace().unwrap_or_default();
     let api = r.core.resolver.api(&r.client(), &ns, cp_ref).await?;
@@ -299,6 +319,7 @@ async fn control_plane(c: &Cluster, r: &Reconciler<Cluster>) -> Result<ControlPl
     let int = |p: &str| obj.data.at(p).and_then(Value::as_i64).map(|n| n as i32);
     Ok(ControlPlaneState {
         initialized,
+        unknown: None,
         endpoint: obj
             .data
             .at("/spec/controlPlaneEndpoint")
@@ -363,12 +384,21 @@ struct WorkersState {
 async fn workers(c: &Cluster, r: &Reconciler<Cluster>) -> Result<WorkersState, Error> {
     let ns = c.namespace().unwrap_or_default();
     let core = &r.core;
-    let mds = core
+    let mut mds = core
         .in_cluster(&core.deployments, &ns, &c.name_any())
         .await?;
+    if declared_missing(c, &mds) {
+        // The topology made it a moment ago and the cache has not seen it yet: ask.
+        let selector = format!("{CLUSTER_NAME_LABEL}={}", c.name_any());
+        let listed = r
+            .api::<MachineDeployment>(&ns)
+            .list(&ListParams::default().labels(&selector))
+            .await?;
+        mds = listed.items.into_iter().map(Arc::new).collect();
+    }
     let mut counts = ReplicaCounts::default();
     let add = |a: &mut Option<i32>, b: Option<i32>| *a = Some(a.unwrap_or(0) + b.unwrap_or(0));
-    let mut unavailable = Vec::new();
+    let mut each = Vec::new();
     for md in mds.iter().filter(|m| m.spec.cluster_name == c.name_any()) {
         let s = md.status.clone().unwrap_or_default();
         add(
@@ -382,27 +412,38 @@ async fn workers(c: &Cluster, r: &Reconciler<Cluster>) -> Result<WorkersState, E
         let available = s
             .conditions
             .as_deref()
-            .is_some_and(|c| conditions::is_true(c, "Available"));
-        if !available {
-            unavailable.push(format!(
-                "* MachineDeployment {}: not available",
-                md.name_any()
-            ));
-        }
+            .and_then(|c| conditions::find(c, "Available").cloned())
+            .unwrap_or_else(|| {
+                Condition::unknown("Available", "NotYetReported", "Condition not yet reported")
+            });
+        each.push((md.name_any(), available));
     }
-    let condition = if mds.is_empty() {
+    let condition = if each.is_empty() {
         Condition::new("WorkersAvailable", true, "NoWorkers", "")
-    } else if unavailable.is_empty() {
-        Condition::new("WorkersAvailable", true, "Available", "")
     } else {
-        Condition::new(
+        conditions::aggregate(
             "WorkersAvailable",
-            false,
-            "NotAvailable",
-            unavailable.join("\n"),
+            "MachineDeployment",
+            &each,
+            ("NotAvailable", "AvailableUnknown", "Available"),
         )
     };
     Ok(WorkersState { counts, condition })
+}
+
+/// Whether a MachineDeployment the Cluster's topology declares is not among `mds`.
+fn declared_missing(c: &Cluster, mds: &[Arc<MachineDeployment>]) -> bool {
+    let declared = c
+        .spec
+        .topology
+        .as_ref()
+        .and_then(|t| t.workers.as_ref())
+        .map(|w| w.machine_deployments.as_slice())
+        .unwrap_or_default();
+    declared.iter().any(|d| {
+        !mds.iter()
+            .any(|m| m.labels().get(DEPLOYMENT_LABEL) == Some(&d.name))
+    })
 }
 
 /// Whether the workload cluster answers through its kubeconfig.
@@ -457,15 +498,17 @@ async fn compose(
     let previous = c.status.clone().unwrap_or_default();
     let infra_done = infra.provisioned || status_flag(c, |i| i.infrastructure_provisioned);
     let cp_done = cp.initialized || status_flag(c, |i| i.control_plane_initialized);
-    let initialized = if cp_done {
-        Condition::new("ControlPlaneInitialized", true, "Initialized", "")
-    } else {
-        Condition::new(
+    let initialized = match (cp_done, &cp.unknown) {
+        (true, _) => Condition::new("ControlPlaneInitialized", true, "Initialized", ""),
+        (false, Some(why)) => {
+            Condition::unknown("ControlPlaneInitialized", "ObjectDoesNotExist", why.clone())
+        }
+        (false, None) => Condition::new(
             "ControlPlaneInitialized",
             false,
             "NotInitialized",
             "Control plane not yet initialized",
-        )
+        ),
     };
     for cond in [
         &infra.condition,
@@ -473,38 +516,13 @@ async fn compose(
         &cp.available,
         &workers.condition,
         &probe,
+        &Condition::new("Deleting", false, "NotDeleting", ""),
     ] {
-        conditions::set(&mut conds, cond.clone(), now);
+        set_copied(&mut conds, cond.clone(), now);
     }
-    conditions::set(
-        &mut conds,
-        Condition::new("Deleting", false, "NotDeleting", ""),
-        now,
-    );
-    // TopologyReconciled counts against availability only when reconciling failed.
-    let topology = conditions::find(&conds, "TopologyReconciled")
-        .cloned()
-        .map(|mut t| {
-            if !t.is_true()
-                && !matches!(
-                    t.reason.as_str(),
-                    "ReconcileFailed" | "ClusterClassNotReconciled"
-                )
-            {
-                t.status = "True".into();
-            }
-            t
-        });
-    let mut inputs = vec![&probe, &infra.condition, &cp.available, &workers.condition];
-    if let Some(t) = &topology {
-        inputs.push(t);
-    }
-    let available = conditions::summary(
-        "Available",
-        &inputs,
-        ("NotAvailable", "AvailableUnknown", "Available"),
-    );
-    conditions::set(&mut conds, available, now);
+    let gates = availability_gates(c, r).await;
+    let summary = available(c, &conds, &gates);
+    conditions::set(&mut conds, summary, now);
     conditions::sort(&mut conds);
     let deprecated = super::v1beta1::deprecated(
         &super::v1beta1::CLUSTER,
@@ -513,30 +531,7 @@ async fn compose(
         previous.deprecated.as_ref(),
         now,
     );
-    let endpoint_set = c
-        .spec
-        .control_plane_endpoint
-        .as_ref()
-        .is_some_and(ApiEndpoint::is_valid)
-        || infra.endpoint.is_some();
-    let phase = if infra_done && endpoint_set {
-        "Provisioned"
-    } else if c.spec.infrastructure_ref.is_some() || c.spec.control_plane_ref.is_some() {
-        "Provisioning"
-    } else {
-        "Pending"
-    };
-    if previous.phase.as_deref() != Some(phase) {
-        r.core
-            .ctx
-            .event(
-                c,
-                false,
-                phase,
-                format!("Cluster {} is {phase}", c.name_any()),
-            )
-            .await;
-    }
+    let phase = phase(c, r, infra_done, infra).await;
     ClusterStatus {
         phase: Some(phase.into()),
         initialization: Some(ClusterInitialization {
@@ -550,6 +545,143 @@ async fn compose(
         observed_generation: c.metadata.generation,
         deprecated: Some(deprecated),
     }
+}
+
+/// Sets `next`, keeping a transition time it brings (one mirrored from its source).
+fn set_copied(conds: &mut Vec<Condition>, next: Condition, now: chrono::DateTime<chrono::Utc>) {
+    let since = next.last_transition_time.clone();
+    let ty = next.type_.clone();
+    conditions::set(conds, next, now);
+    if let Some(c) = conds.iter_mut().find(|c| c.type_ == ty) {
+        if !since.is_empty() {
+            c.last_transition_time = since;
+        }
+    }
+}
+
+/// The phase, with the Event Cluster API emits when it changes.
+async fn phase(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+    infra_done: bool,
+    infra: &InfraState,
+) -> &'static str {
+    let endpoint_set = c
+        .spec
+        .control_plane_endpoint
+        .as_ref()
+        .is_some_and(ApiEndpoint::is_valid)
+        || infra.endpoint.is_some();
+    let phase = if infra_done && endpoint_set {
+        "Provisioned"
+    } else if c.spec.infrastructure_ref.is_some() || c.spec.control_plane_ref.is_some() {
+        "Provisioning"
+    } else {
+        "Pending"
+    };
+    let previous = c.status.as_ref().and_then(|s| s.phase.as_deref());
+    if previous != Some(phase) {
+        r.core
+            .ctx
+            .event(
+                c,
+                false,
+                phase,
+                format!("Cluster {} is {phase}", c.name_any()),
+            )
+            .await;
+    }
+    phase
+}
+
+/// The condition types of the Cluster's availability gates (the ClusterClass's when the
+/// Cluster names none), each with whether its polarity is negative.
+async fn availability_gates(c: &Cluster, r: &Reconciler<Cluster>) -> Vec<(String, bool)> {
+    let mut gates = c.spec.availability_gates.clone();
+    if gates.is_none() {
+        if let Some(t) = &c.spec.topology {
+            let ns = t
+                .class_ref
+                .namespace
+                .clone()
+                .unwrap_or_else(|| c.namespace().unwrap_or_default());
+            let class = r
+                .core
+                .informers
+                .get::<ClusterClass>(&ns, &t.class_ref.name)
+                .await
+                .ok()
+                .flatten();
+            gates = class
+                .and_then(|k| k.spec.rest.get("availabilityGates").cloned())
+                .and_then(|v| serde_json::from_value(v).ok());
+        }
+    }
+    gates
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|g| {
+            let ty = g.get("conditionType")?.as_str()?.to_string();
+            Some((
+                ty,
+                g.get("polarity").and_then(Value::as_str) == Some("Negative"),
+            ))
+        })
+        .collect()
+}
+
+/// The Cluster's `Available`, summarizing as Cluster API does: `Deleting` (an issue when
+/// True), `RemoteConnectionProbe`, `InfrastructureReady`, `ControlPlaneAvailable`,
+/// `WorkersAvailable`, `TopologyReconciled` (a topology Cluster's; False only counts when the
+/// reconcile failed), then the availability gates. A missing one is Unknown.
+fn available(c: &Cluster, conds: &[Condition], gates: &[(String, bool)]) -> Condition {
+    use conditions::{weight, Weight};
+    let deleting = c.metadata.deletion_timestamp.is_some();
+    let mut wanted: Vec<(String, bool)> = [
+        "Deleting",
+        "RemoteConnectionProbe",
+        "InfrastructureReady",
+        "ControlPlaneAvailable",
+        "WorkersAvailable",
+    ]
+    .iter()
+    .map(|t| (t.to_string(), *t == "Deleting"))
+    .collect();
+    let topology = c.spec.topology.is_some();
+    if topology || conditions::find(conds, "TopologyReconciled").is_some() {
+        wanted.push(("TopologyReconciled".into(), false));
+    }
+    wanted.extend(gates.iter().cloned());
+    let inputs: Vec<(Condition, Weight)> = wanted
+        .iter()
+        .map(|(ty, negative)| {
+            let c = conditions::find(conds, ty).cloned().unwrap_or_else(|| {
+                Condition::unknown(ty, "NotYetReported", "Condition not yet reported")
+            });
+            let mut w = weight(&c, *negative);
+            let counted = ["ReconcileFailed", "ClusterClassNotReconciled"];
+            if ty == "TopologyReconciled"
+                && c.status == "False"
+                && !counted.contains(&c.reason.as_str())
+            {
+                w = Weight::Info;
+            }
+            let gone = ["ObjectDeleted", "ObjectDoesNotExist"].contains(&c.reason.as_str());
+            if deleting
+                && gone
+                && ["InfrastructureReady", "ControlPlaneAvailable"].contains(&ty.as_str())
+            {
+                w = Weight::Info;
+            }
+            (c, w)
+        })
+        .collect();
+    let refs: Vec<(&Condition, Weight)> = inputs.iter().map(|(c, w)| (c, *w)).collect();
+    conditions::weighed_summary(
+        "Available",
+        &refs,
+        ("NotAvailable", "AvailableUnknown", "Available"),
+    )
 }
 
 /// Deletion: workers first, then the control plane, then the infrastructure cluster.
@@ -663,6 +795,9 @@ async fn deleting(
         Condition::new("Deleting", true, reason, message),
         now,
     );
+    let gates = availability_gates(c, r).await;
+    let summary = available(c, &conds, &gates);
+    conditions::set(&mut conds, summary, now);
     conditions::sort(&mut conds);
     status.conditions = Some(conds);
     status.phase = Some("Deleting".into());

@@ -1,8 +1,8 @@
 //! A Cluster's topology made real from its ClusterClass: the infrastructure cluster and the
 //! control plane (with its machines' infrastructure template) cloned from the class's
-//! templates, then, once the control plane is initialized, one MachineDeployment per
-//! topology entry with its own copies of the bootstrap and infrastructure templates, and the
-//! class's health checks. Replica and version changes flow down (the control plane first,
+//! templates, and in the same pass (as Cluster API's topology controller does) one
+//! MachineDeployment per topology entry with its own copies of the bootstrap and
+//! infrastructure templates, and the class's health checks. Replica and version changes flow down (the control plane first,
 //! the workers once it runs the new version). The class's patches and variables are not
 //! applied: the `TopologyReconciled` condition says so rather than ignoring them silently.
 
@@ -92,10 +92,12 @@ pub(super) async fn reconcile(
     if let Err(e) = infrastructure(c, r, &class).await {
         return Ok(failed(e));
     }
+    // A control plane this pass makes (the Cluster had no reference to one when it was read)
+    // holds no worker back.
+    let cp_was_there = c.spec.control_plane_ref.is_some();
     if let Err(e) = control_plane(c, r, &class).await {
         return Ok(failed(e));
     }
-    let initialized = c.control_plane_initialized();
     let kcp = match &c.spec.control_plane_ref {
         Some(cp) => {
             r.core
@@ -105,47 +107,67 @@ pub(super) async fn reconcile(
         }
         None => None,
     };
-    let cp_version = kcp
+    let cp = progress(kcp.as_deref().filter(|_| cp_was_there), &topology.version);
+    let wanted = topology
+        .workers
         .as_ref()
-        .and_then(|k| k.status.as_ref())
-        .and_then(|s| s.version.clone());
-    let cp_upgraded = cp_version.as_deref() == Some(topology.version.as_str())
-        && kcp
-            .as_ref()
-            .is_some_and(|k| k.spec.version == topology.version);
+        .map(|w| w.machine_deployments.clone())
+        .unwrap_or_default();
     let mut pending = Vec::new();
-    if initialized {
-        let wanted = topology
-            .workers
-            .as_ref()
-            .map(|w| w.machine_deployments.clone())
-            .unwrap_or_default();
-        if let Err(e) = machine_deployments(c, r, &class, &wanted, cp_upgraded, &mut pending).await
-        {
-            return Ok(failed(e));
-        }
-    } else {
-        pending.push(
-            "MachineDeployments are created once the control plane is initialized".to_string(),
-        );
+    if let Err(e) = machine_deployments(c, r, &class, &wanted, &cp, &mut pending).await {
+        return Ok(failed(e));
     }
     if let Err(e) = health_checks(c, r, &class, kcp.as_deref()).await {
         return Ok(failed(e));
     }
-    Ok(condition(
-        c,
-        &class,
-        &topology.version,
-        cp_upgraded,
-        pending,
-    ))
+    Ok(condition(c, &class, &topology.version, &cp, pending))
+}
+
+/// Where the control plane is on its way to the topology's version: whether workers may be
+/// made or moved to it now. As Cluster API's topology controller judges it, a control plane
+/// not made yet (the first pass, which makes it) holds nothing back, so the
+/// MachineDeployments are made in the same pass; one that exists holds them back while it
+/// reports no version (no machine yet) or runs, or is to run, another version. `kcp` is
+/// `None` for a control plane this pass made.
+struct ControlPlaneProgress {
+    kind: String,
+    provisioning: bool,
+    upgrading: bool,
+}
+
+impl ControlPlaneProgress {
+    fn stable(&self) -> bool {
+        !self.provisioning && !self.upgrading
+    }
+}
+
+fn progress(kcp: Option<&KubeadmControlPlane>, version: &str) -> ControlPlaneProgress {
+    let Some(kcp) = kcp else {
+        return ControlPlaneProgress {
+            kind: "KubeadmControlPlane".into(),
+            provisioning: false,
+            upgrading: false,
+        };
+    };
+    let status = kcp.status.as_ref();
+    let current = status.and_then(|s| s.version.clone()).or_else(|| {
+        status
+            .and_then(|s| s.versions.as_ref())
+            .and_then(|v| v.first())
+            .map(|v| v.version.clone())
+    });
+    ControlPlaneProgress {
+        kind: "KubeadmControlPlane".into(),
+        provisioning: current.is_none(),
+        upgrading: current.is_some_and(|current| current != version || kcp.spec.version != version),
+    }
 }
 
 fn condition(
     c: &Cluster,
     class: &ClusterClass,
     version: &str,
-    cp_upgraded: bool,
+    cp: &ControlPlaneProgress,
     pending: Vec<String>,
 ) -> Condition {
     let patches = class.spec.patches.as_ref().map_or(0, Vec::len);
@@ -156,13 +178,16 @@ fn condition(
         .as_ref()
         .and_then(|t| t.variables.as_ref())
         .map_or(0, Vec::len);
-    if !cp_upgraded && c.control_plane_initialized() {
-        return Condition::new(
-            "TopologyReconciled",
-            false,
-            "ClusterUpgrading",
-            format!("Cluster is upgrading to {version}\n* Control plane upgrading"),
-        );
+    if cp.upgrading || !pending.is_empty() {
+        // Cluster API's message: the target, then one indented line per part held back.
+        let mut message = format!("Cluster is upgrading to {version}");
+        if cp.upgrading {
+            message.push_str(&format!("\n  * {} upgrading to version {version}", cp.kind));
+        }
+        for line in &pending {
+            message.push_str(&format!("\n  * {line}"));
+        }
+        return Condition::new("TopologyReconciled", false, "ClusterUpgrading", message);
     }
     if patches + variables + set > 0 {
         return Condition::new(
@@ -175,14 +200,6 @@ fn condition(
                  variables; the Cluster sets {set}). Run the real Cluster API controllers (infrasim up --capi-core=external) for them.",
                 class.name_any()
             ),
-        );
-    }
-    if let Some(first) = pending.first() {
-        return Condition::new(
-            "TopologyReconciled",
-            false,
-            "ClusterCreating",
-            first.clone(),
         );
     }
     Condition::new("TopologyReconciled", true, "ReconcileSucceeded", "")
@@ -419,7 +436,7 @@ async fn machine_deployments(
     r: &Reconciler<Cluster>,
     class: &ClusterClass,
     wanted: &[MachineDeploymentTopology],
-    cp_upgraded: bool,
+    cp: &ControlPlaneProgress,
     pending: &mut Vec<String>,
 ) -> Result<(), Error> {
     let ns = c.namespace().unwrap_or_default();
@@ -440,7 +457,11 @@ async fn machine_deployments(
             .iter()
             .find(|e| e.labels().get(DEPLOYMENT_LABEL) == Some(&md.name));
         match current {
-            None => create_md(c, r, class, md).await?,
+            None if cp.stable() => create_md(c, r, class, md).await?,
+            None => pending.push(format!(
+                "MachineDeployment {} creation deferred while control plane upgrade is in progress",
+                md.name
+            )),
             Some(current) => {
                 let mut spec = serde_json::Map::new();
                 if md.replicas.is_some() && current.spec.replicas != md.replicas {
@@ -454,11 +475,11 @@ async fn machine_deployments(
                     }
                 }
                 if current.spec.template.spec.version.as_deref() != Some(version.as_str()) {
-                    if cp_upgraded {
+                    if cp.stable() {
                         spec.insert("template".into(), json!({"spec": {"version": version}}));
                     } else {
                         pending.push(format!(
-                            "MachineDeployment {} upgrades after the control plane",
+                            "MachineDeployment {} upgrade deferred while control plane upgrade is in progress",
                             md.name
                         ));
                     }
