@@ -145,6 +145,17 @@ def test_kubectl_wait_available_returns_once_the_workers_are_up(capi, tmp_path):
     apply(capi, ns, render("clusterclass-in-memory.yaml"))
     apply(capi, ns, render("cluster-template-in-memory.yaml", CLUSTER_NAME="w1", NAMESPACE=ns,
                            CONTROL_PLANE_MACHINE_COUNT=1, WORKER_MACHINE_COUNT=1))
+
+    # The topology makes the MachineDeployment with the control plane, long before that is
+    # initialized (its first machine takes seconds), as Cluster API's topology controller does.
+    def made():
+        return capi.kubectl("-n", ns, "get", "machinedeployments", "-l",
+                            "cluster.x-k8s.io/cluster-name=w1", "-o", "name").stdout.split() or None
+    wait_for(made, timeout=30, interval=0.2, what="the MachineDeployment of w1")
+    cluster = json.loads(capi.kubectl("-n", ns, "get", "cluster", "w1", "-o", "json").stdout)
+    assert condition(cluster, "ControlPlaneInitialized").get("status") != "True", cluster["status"]
+    assert condition(cluster, "Available").get("status") != "True", cluster["status"]
+
     wait_available(capi, ns, "w1")
     mds = json.loads(capi.kubectl("-n", ns, "get", "machinedeployments", "-l",
                                   "cluster.x-k8s.io/cluster-name=w1", "-o", "json").stdout)["items"]
