@@ -216,3 +216,27 @@ def test_infrasim_controller_serves_the_webhooks_to_a_plane_elsewhere(tmp_path):
         proc.terminate()
         proc.wait(timeout=10)
         bare.stop()
+
+
+def test_a_clusters_variables_are_defaulted_and_checked_against_its_class(capi, ns):
+    ref = lambda api, kind: {"templateRef": {"apiVersion": api, "kind": kind, "name": "t"}}
+    infra = "infrastructure.cluster.x-k8s.io/v1beta2"
+    apply(capi, ns, {
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "ClusterClass", "metadata": {"name": "vars"},
+        "spec": {"infrastructure": ref(infra, "DevClusterTemplate"),
+                 "controlPlane": ref("controlplane.cluster.x-k8s.io/v1beta2", "KubeadmControlPlaneTemplate"),
+                 "variables": [
+                     {"name": "cpu", "required": True,
+                      "schema": {"openAPIV3Schema": {"type": "integer", "minimum": 1}}},
+                     {"name": "registry", "required": False,
+                      "schema": {"openAPIV3Schema": {"type": "string", "default": "registry.k8s.io"}}}]}})
+    cluster = lambda variables: {
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "v1"},
+        "spec": {"paused": True, "topology": {"classRef": {"name": "vars"}, "version": "v1.33.0",
+                                              "variables": variables}}}
+    out = apply(capi, ns, cluster([{"name": "gpu", "value": 1}]), check=False)
+    assert 'spec.topology.variables[gpu]: Invalid value: "gpu": variable is not defined' in out.stderr, out.stderr
+    assert 'spec.topology.variables: Required value: required variable "cpu" must be set' in out.stderr, out.stderr
+    apply(capi, ns, cluster([{"name": "cpu", "value": 2}]))
+    variables = get(capi, ns, "cluster", "v1")["spec"]["topology"]["variables"]
+    assert variables == [{"name": "cpu", "value": 2}, {"name": "registry", "value": "registry.k8s.io"}]

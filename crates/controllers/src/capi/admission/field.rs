@@ -16,6 +16,8 @@ pub enum Kind {
     Invalid(Shown),
     /// `Internal error`.
     Internal,
+    /// An error worded whole elsewhere (a schema's `Invalid value: …: …`).
+    Worded(String),
 }
 
 /// A value as a field error prints it.
@@ -61,6 +63,11 @@ impl FieldError {
         Self::new(path, Kind::Internal, detail)
     }
 
+    /// An error the schema engine worded (its body, without the path).
+    pub fn worded(path: impl Into<String>, body: impl Into<String>) -> Self {
+        Self::new(path, Kind::Worded(body.into()), "")
+    }
+
     fn new(path: impl Into<String>, kind: Kind, detail: impl Into<String>) -> Self {
         FieldError {
             path: path.into(),
@@ -74,7 +81,7 @@ impl FieldError {
         match self.kind {
             Kind::Required => "FieldValueRequired",
             Kind::Forbidden => "FieldValueForbidden",
-            Kind::Invalid(_) => "FieldValueInvalid",
+            Kind::Invalid(_) | Kind::Worded(_) => "FieldValueInvalid",
             Kind::Internal => "InternalError",
         }
     }
@@ -86,6 +93,7 @@ impl FieldError {
             Kind::Forbidden => "Forbidden".to_string(),
             Kind::Internal => "Internal error".to_string(),
             Kind::Invalid(shown) => format!("Invalid value: {}", shown_text(shown)),
+            Kind::Worded(body) => return body.clone(),
         };
         if self.detail.is_empty() {
             head

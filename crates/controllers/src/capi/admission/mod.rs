@@ -24,6 +24,7 @@ mod machine_deployment;
 mod machine_set;
 pub mod review;
 mod rules;
+mod variables;
 
 use crate::capi::conversion::Converter;
 use futures::future::BoxFuture;
@@ -464,7 +465,7 @@ async fn decide(
     if hook.mutating {
         let mut object = review.object.clone();
         let defaulted = match hook.kind {
-            "Cluster" => cluster::default(review, &mut object),
+            "Cluster" => default_cluster(client, review, &mut object).await,
             "Machine" => machine::default(review, &mut object),
             "MachineDeployment" => machine_deployment::default(review, &mut object),
             "MachineSet" => machine_set::default(review, &mut object),
@@ -509,48 +510,86 @@ fn value_of(object: DynamicObject) -> Value {
     serde_json::to_value(object).unwrap_or(Value::Null)
 }
 
-/// The Cluster's checks, then those against its ClusterClass (waited for up to two seconds,
-/// as upstream waits, so a class applied with its Cluster is found).
+/// The ClusterClass a topology Cluster names, waited for up to two seconds, as upstream
+/// waits, so a class applied with its Cluster is found (`None`: not there, or no class named).
+async fn find_class(
+    client: &kube::Client,
+    cluster: &Value,
+    namespace: &str,
+) -> Result<Option<Value>, kube::Error> {
+    let class_name = rules::text(cluster, "/spec/topology/classRef/name").to_string();
+    if class_name.is_empty() {
+        return Ok(None);
+    }
+    let namespace = cluster
+        .pointer("/spec/topology/classRef/namespace")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .unwrap_or(namespace)
+        .to_string();
+    let api = dynamic(
+        client,
+        CORE,
+        "ClusterClass",
+        "clusterclasses",
+        Some(&namespace),
+    );
+    let deadline = tokio::time::Instant::now() + CLASS_WAIT;
+    loop {
+        match api.get_opt(&class_name).await? {
+            Some(found) => return Ok(Some(value_of(found))),
+            None if tokio::time::Instant::now() < deadline => tokio::time::sleep(CLASS_POLL).await,
+            None => return Ok(None),
+        }
+    }
+}
+
+/// The Cluster's defaults: its own, then its topology's variables from its ClusterClass
+/// (done here, in the defaulting webhook, as upstream does; a class not there yet leaves
+/// them as they are).
+async fn default_cluster(
+    client: &kube::Client,
+    review: &Review,
+    object: &mut Value,
+) -> Result<(), Verdict> {
+    cluster::default(review, object)?;
+    if object.pointer("/spec/topology").is_none() {
+        return Ok(());
+    }
+    let class = find_class(client, object, &review.namespace)
+        .await
+        .map_err(|e| Verdict::Denied {
+            code: 500,
+            message: format!(
+                "Cluster {} can't be defaulted. ClusterClass {} can not be retrieved: {e}",
+                review.object_name(),
+                rules::text(object, "/spec/topology/classRef/name")
+            ),
+        })?;
+    let Some(class) = class else { return Ok(()) };
+    let errors = variables::default_and_check(object, &class);
+    match errors.is_empty() {
+        true => Ok(()),
+        false => Err(Verdict::of(CORE, "Cluster", errors)),
+    }
+}
+
+/// The Cluster's checks, then those against its ClusterClass.
 async fn validate_cluster(client: &kube::Client, review: &Review) -> Verdict {
     if review.operation == Operation::Delete {
         return Verdict::allowed();
     }
     let mut errors = cluster::validate(review);
-    let class_name = rules::text(&review.object, "/spec/topology/classRef/name").to_string();
     let mut class = None;
-    if !class_name.is_empty() && errors.iter().all(|e| e.path != "spec.topology.class") {
-        let namespace = review
-            .object
-            .pointer("/spec/topology/classRef/namespace")
-            .and_then(Value::as_str)
-            .filter(|n| !n.is_empty())
-            .unwrap_or(&review.namespace)
-            .to_string();
-        let api = dynamic(
-            client,
-            CORE,
-            "ClusterClass",
-            "clusterclasses",
-            Some(&namespace),
-        );
-        let deadline = tokio::time::Instant::now() + CLASS_WAIT;
-        loop {
-            match api.get_opt(&class_name).await {
-                Ok(Some(found)) => {
-                    class = Some(value_of(found));
-                    break;
-                }
-                Ok(None) if tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(CLASS_POLL).await
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    errors.push(field::FieldError::internal(
-                        "spec.topology.class",
-                        e.to_string(),
-                    ));
-                    return Verdict::of(CORE, "Cluster", errors);
-                }
+    if errors.iter().all(|e| e.path != "spec.topology.class") {
+        match find_class(client, &review.object, &review.namespace).await {
+            Ok(found) => class = found,
+            Err(e) => {
+                errors.push(field::FieldError::internal(
+                    "spec.topology.class",
+                    e.to_string(),
+                ));
+                return Verdict::of(CORE, "Cluster", errors);
             }
         }
     }
