@@ -42,6 +42,10 @@ pub struct CapiBenchArgs {
     /// Last port of the endpoint range (raise it beyond 4,000 clusters).
     #[arg(long, default_value_t = 24000)]
     port_max: u16,
+    /// Take every Cluster API write through the embedded core's admission webhooks, as
+    /// `infrasim up` does (`false`: measure without them, for their cost).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    webhooks: bool,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 1800)]
     timeout: u64,
@@ -224,7 +228,9 @@ async fn plane(
     infrasim_controllers::capi::admission::serve_in(&server, client.clone(), true);
     crds::install(&client, &selection.crds()).await?;
     // Measured as users run it: every Cluster API write through the embedded core's webhooks.
-    infrasim_controllers::capi::admission::install(&client, &selection.reach).await?;
+    if args.webhooks {
+        infrasim_controllers::capi::admission::install(&client, &selection.reach).await?;
+    }
     let cloud = Arc::new(Cloud::with_clock(
         CloudConfig {
             ports: args.port_min..=args.port_max,
@@ -463,7 +469,13 @@ fn print_table(args: &CapiBenchArgs, declared: Duration, available: Duration, re
         0..=1_000 => "1,000 clusters in <= 60 s",
         _ => "10,000 clusters in <= 10 min",
     };
-    println!("infrasim bench capi: {} clusters of {} control planes + {} workers ({machines} machines), Cluster API core stand-in", args.clusters, args.control_planes, args.workers);
+    println!(
+        "infrasim bench capi: {} clusters of {} control planes + {} workers ({machines} machines), Cluster API core stand-in, admission webhooks {}",
+        args.clusters,
+        args.control_planes,
+        args.workers,
+        if args.webhooks { "on" } else { "off" }
+    );
     println!();
     println!("| measure | value |");
     println!("|---|---|");

@@ -64,6 +64,7 @@ impl ApiServer {
                 port_forwarder: std::sync::OnceLock::new(),
                 port_forwards: Default::default(),
                 in_process_webhooks: Default::default(),
+                webhook_configs: Default::default(),
                 token_issuer: std::sync::OnceLock::new(),
             }),
         };

@@ -23,7 +23,8 @@ use crate::status::ApiError;
 use crate::values::At;
 use infrasim_store::ReadAt;
 use serde_json::{json, Value};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 pub(crate) use matching::Operation;
 
@@ -55,7 +56,8 @@ pub(crate) struct Subject<'a> {
 #[derive(Debug, Clone)]
 pub(crate) struct Webhook {
     pub name: String,
-    pub spec: Value,
+    /// Shared with the decoded configuration the cache holds.
+    pub spec: Arc<Value>,
     /// The version of the resource the webhook sees the object in, when its rules name
     /// another version than the request's (`matchPolicy: Equivalent`): the object goes to it
     /// converted, and its patch comes back converted.
@@ -65,11 +67,35 @@ pub(crate) struct Webhook {
 const MUTATING: &str = "mutatingwebhookconfigurations.admissionregistration.k8s.io";
 const VALIDATING: &str = "validatingwebhookconfigurations.admissionregistration.k8s.io";
 
+/// The decoded webhooks of each kind of configuration, with the resourceVersions of the
+/// configurations they were decoded from: every write looks at them, and they change rarely,
+/// so a write decodes them only when one of them changed.
+#[derive(Debug, Default)]
+pub(crate) struct ConfigCache(Mutex<HashMap<&'static str, Decoded>>);
+
+/// The configurations' resourceVersions, and their webhooks.
+type Decoded = (Vec<u64>, Arc<Vec<Webhook>>);
+
 /// The webhooks of every configuration in `resource`, in the order they run.
-fn webhooks(ctx: &Ctx, resource: &str) -> Vec<Webhook> {
+fn webhooks(ctx: &Ctx, resource: &'static str) -> Arc<Vec<Webhook>> {
     let Ok(snapshot) = ctx.state.group.snapshot(resource, ReadAt::Latest) else {
-        return Vec::new();
+        return Arc::default();
     };
+    let versions: Vec<u64> = snapshot
+        .objects
+        .values()
+        .map(|o| o.meta.resource_version)
+        .collect();
+    let cache = &ctx.state.webhook_configs.0;
+    if let Some((seen, hooks)) = cache
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(resource)
+    {
+        if *seen == versions {
+            return hooks.clone();
+        }
+    }
     // The snapshot is ordered by key, and configurations are cluster-scoped: by name.
     let mut hooks = Vec::new();
     for object in snapshot.objects.values() {
@@ -79,11 +105,16 @@ fn webhooks(ctx: &Ctx, resource: &str) -> Vec<Webhook> {
         for spec in config["webhooks"].as_array().into_iter().flatten() {
             hooks.push(Webhook {
                 name: spec["name"].as_str().unwrap_or("").to_string(),
-                spec: spec.clone(),
+                spec: Arc::new(spec.clone()),
                 target: None,
             });
         }
     }
+    let hooks = Arc::new(hooks);
+    cache
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(resource, (versions, hooks.clone()));
     hooks
 }
 
@@ -130,12 +161,13 @@ fn reinvoked(hook: &Webhook) -> bool {
 /// The webhooks of `configurations` this request goes to, each with the version it sees.
 fn matching_hooks(
     ctx: &Ctx,
-    configurations: &str,
+    configurations: &'static str,
     subject: &Subject<'_>,
     object: Option<&Value>,
 ) -> Vec<Webhook> {
     webhooks(ctx, configurations)
-        .into_iter()
+        .iter()
+        .cloned()
         .filter_map(|mut hook| {
             hook.target = matching::matches(ctx, &hook, subject, object)?;
             Some(hook)
