@@ -445,10 +445,10 @@ async fn api(args: ApiBenchArgs) -> anyhow::Result<()> {
     // The watchers' server runs on a thread of its own, so the server's share of the work can
     // be told from the clients' (both in this process, on this machine's cores).
     let (watch_addr, server_thread) = serve_on_own_thread(&server, &ca)?;
-    let busy_before = thread_cpu(&server_thread);
+    let busy_before = thread_cpu(server_thread);
     let started = Instant::now();
     let watch = watch_fan_out(&ca, &admin, watch_addr, &group, &args).await?;
-    let (elapsed, busy) = (started.elapsed(), thread_cpu(&server_thread) - busy_before);
+    let (elapsed, busy) = (started.elapsed(), thread_cpu(server_thread) - busy_before);
     println!();
     println!(
         "watch fan-out: {} watchers x {} events: {} of {} deliveries, p50 {}, p99 {}, max {}",
