@@ -240,3 +240,60 @@ def test_a_clusters_variables_are_defaulted_and_checked_against_its_class(capi, 
     apply(capi, ns, cluster([{"name": "cpu", "value": 2}]))
     variables = get(capi, ns, "cluster", "v1")["spec"]["topology"]["variables"]
     assert variables == [{"name": "cpu", "value": 2}, {"name": "registry", "value": "registry.k8s.io"}]
+
+
+def test_a_class_with_broken_variables_or_patches_is_refused_in_cluster_apis_words(capi, ns):
+    ref = lambda api, kind: {"templateRef": {"apiVersion": api, "kind": kind, "name": "t"}}
+    kcpt = "controlplane.cluster.x-k8s.io/v1beta2"
+    klass = {
+        "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "ClusterClass", "metadata": {"name": "patched"},
+        "spec": {"infrastructure": {"ref": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                                            "kind": "DevClusterTemplate", "name": "t"}},
+                 "controlPlane": {"ref": {"apiVersion": kcpt, "kind": "KubeadmControlPlaneTemplate", "name": "t"}},
+                 "variables": [
+                     {"name": "builtin", "required": False, "schema": {"openAPIV3Schema": {"type": "string"}}},
+                     {"name": "replicas", "required": False,
+                      "schema": {"openAPIV3Schema": {"type": "integer", "minimum": 1, "default": 0}}}],
+                 "patches": [{"name": "registry", "definitions": [{
+                     "selector": {"apiVersion": kcpt, "kind": "KubeadmControlPlaneTemplate",
+                                  "matchResources": {"controlPlane": True}},
+                     "jsonPatches": [{"op": "add", "path": "/spec/template/spec/x/3",
+                                      "valueFrom": {"variable": "registry"}}]}]}]}}
+    out = apply(capi, ns, klass, check=False)
+    # kubectl words a 422 with several causes itself, one cause a line.
+    assert 'The ClusterClass "patched" is invalid' in out.stderr, out.stderr
+    for text in [
+        'spec.variables[builtin].name: Invalid value: "builtin": "builtin" is a reserved variable name',
+        'spec.variables[replicas].schema.openAPIV3Schema.default: Invalid value: 0: '
+        'spec.variables[replicas].schema.openAPIV3Schema.default in body should be greater than or equal to 1',
+        'spec.patches[0].definitions[0].jsonPatches[0].path: Invalid value: "/spec/template/spec/x/3": '
+        'arrays can only be accessed using "0" (prepend) or "-" (append)',
+        'spec.patches[0].definitions[0].jsonPatches[0].valueFrom.variable: Invalid value: "registry": '
+        'variable with name registry cannot be found',
+    ]:
+        assert text in out.stderr, out.stderr
+    klass["spec"]["variables"] = [{"name": "registry", "required": False,
+                                   "schema": {"openAPIV3Schema": {"type": "string", "default": "registry.k8s.io"}}}]
+    klass["spec"]["patches"][0]["definitions"][0]["jsonPatches"][0]["path"] = \
+        "/spec/template/spec/kubeadmConfigSpec/clusterConfiguration/imageRepository"
+    apply(capi, ns, klass)
+    stored = get(capi, ns, "clusterclasses.v1beta2.cluster.x-k8s.io", "patched")
+    assert stored["spec"]["patches"][0]["name"] == "registry"
+
+
+def test_a_control_plane_template_is_checked_and_then_immutable(capi, ns):
+    template = {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta1", "kind": "KubeadmControlPlaneTemplate",
+                "metadata": {"name": "cp"},
+                "spec": {"template": {"spec": {"kubeadmConfigSpec": {
+                    "clusterConfiguration": {"dns": {"imageTag": "v1.11:1"}}}}}}}
+    out = apply(capi, ns, template, check=False)
+    assert ('spec.template.spec.kubeadmConfigSpec.clusterConfiguration.dns.imageTag: Forbidden: '
+            'tag v1.11:1 is invalid') in out.stderr, out.stderr
+    template["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["dns"]["imageTag"] = "v1.11.1"
+    apply(capi, ns, template)
+    capi.kubectl("-n", ns, "label", "kubeadmcontrolplanetemplate", "cp", "team=a")
+    template["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["dns"]["imageTag"] = "v1.12.0"
+    out = apply(capi, ns, template, check=False)
+    assert ("KubeadmControlPlaneTemplate spec.template.spec field is immutable. Please create new resource "
+            "instead. Diff: spec.template.spec.kubeadmConfigSpec.clusterConfiguration.dns.imageTag: "
+            '"v1.11.1" -> "v1.12.0"') in out.stderr, out.stderr

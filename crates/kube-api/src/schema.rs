@@ -196,6 +196,14 @@ fn show(v: &Value) -> String {
     }
 }
 
+/// The `x-kubernetes-validations` rules under `schema` that do not compile, as
+/// kube-apiserver reports them when `schema` sits at `path` (`(field, message)` pairs): for
+/// schemas other than a CRD's that embed CEL the same way, such as Cluster API's
+/// ClusterClass variables.
+pub fn rule_compile_errors(schema: &Value, path: &str) -> Vec<(String, String)> {
+    crate::rules::compile_errors(schema, path)
+}
+
 impl Schema {
     /// The schema's root node (the object's).
     pub fn root(&self) -> &Node {

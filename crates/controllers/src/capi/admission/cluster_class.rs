@@ -1,5 +1,6 @@
 //! ClusterClass's validating webhook (`validation.clusterclass.cluster.x-k8s.io`; v1.11 has no
-//! defaulting one): template references, unique classes, and what may not change while
+//! defaulting one): template references, unique classes, variable definitions
+//! ([`super::class_variables`]), patches ([`super::patches`]), and what may not change while
 //! Clusters use the class; a class in use may not be deleted. The Clusters using the class
 //! are found by the caller.
 
@@ -97,6 +98,8 @@ pub fn validate(review: &Review, users: &[(String, Vec<String>)]) -> Verdict {
             ));
         }
     }
+    errors.extend(super::class_variables::check(object));
+    errors.extend(super::patches::check(object));
     if let Some(old) = &review.old {
         compatibility(old, object, &mut errors);
         removed_classes(old, object, users, &mut errors);

@@ -13,6 +13,7 @@
 //! One file per kind holds its defaults and checks; `rules` those several kinds share;
 //! `field` the errors' wording; `review` the AdmissionReview's request and response.
 
+mod class_variables;
 mod cluster;
 mod cluster_class;
 pub mod field;
@@ -22,6 +23,7 @@ mod kubeadm_control_plane;
 mod machine;
 mod machine_deployment;
 mod machine_set;
+mod patches;
 pub mod review;
 mod rules;
 mod variables;
@@ -191,6 +193,14 @@ const HOOKS: &[Hook] = &[
         CONTROL_PLANE,
         "KubeadmControlPlane",
         "kubeadmcontrolplanes",
+        false,
+        CREATE_UPDATE,
+    ),
+    hook(
+        CONTROL_PLANE_SERVICE,
+        CONTROL_PLANE,
+        "KubeadmControlPlaneTemplate",
+        "kubeadmcontrolplanetemplates",
         false,
         CREATE_UPDATE,
     ),
@@ -486,6 +496,7 @@ async fn decide(
         "MachineHealthCheck" => health_check::validate(review),
         "KubeadmConfig" => kubeadm_config::validate_config(review),
         "KubeadmConfigTemplate" => kubeadm_config::validate_template(review),
+        "KubeadmControlPlaneTemplate" => kubeadm_control_plane::validate_template(review),
         _ => kubeadm_control_plane::validate(review),
     };
     Ok((verdict, None))
