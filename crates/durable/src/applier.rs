@@ -9,7 +9,6 @@
 //! database is opened again first (redb's own recovery), as it refuses every transaction
 //! after an I/O error until then.
 
-use crate::committer::Reopen;
 use crate::records;
 use crate::wal::Entry;
 use redb::{Database, Durability, ReadableTable};
@@ -17,6 +16,9 @@ use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
+
+/// Opens the database again after a failed commit.
+pub type Reopen = Box<dyn Fn() -> Result<Database, redb::DatabaseError> + Send>;
 
 /// How soon changes the database refused are tried again when nothing else comes.
 const RETRY: Duration = Duration::from_millis(200);

@@ -9,11 +9,11 @@
 //! committer goes on in the other from its beginning. Changes also go to the applier once no
 //! write has come for [`IDLE`], before a group is forgotten, and when the committer stops.
 
-use crate::applier::{Progress, Work};
-use crate::records;
+use crate::applier::{Progress, Reopen, Work};
+use crate::records::Change;
 use crate::wal::{self, Entry, LogFile};
 use infrasim_store::durability::{built_on_failed, Settle, Ticket};
-use infrasim_store::{Event, EventType, StoreError};
+use infrasim_store::StoreError;
 use redb::Database;
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
@@ -55,26 +55,6 @@ pub struct Job {
 /// crash (a reader may have seen one whose write was never made durable) is never reused.
 pub const RESERVE: u64 = 100_000;
 
-/// One event, as the tables need it.
-pub struct Change {
-    pub resource_version: u64,
-    pub object_key: Vec<u8>,
-    /// The object's record, or `None` when the event deletes it.
-    pub object: Option<Vec<u8>>,
-    pub event: Vec<u8>,
-}
-
-impl Change {
-    pub fn of(group: &str, e: &Event) -> Change {
-        Change {
-            resource_version: e.resource_version,
-            object_key: records::object_key(group, &e.resource, &e.key),
-            object: (e.event_type != EventType::Deleted).then(|| records::object(&e.object)),
-            event: records::event(e),
-        }
-    }
-}
-
 /// What the committer is asked to do.
 pub enum Message {
     Write(Job),
@@ -106,9 +86,6 @@ pub struct Span {
     pub newest: u64,
     pub reserved: u64,
 }
-
-/// Opens the database again after a failed commit.
-pub type Reopen = Box<dyn Fn() -> Result<Database, redb::DatabaseError> + Send>;
 
 /// The write side: the log's two files, and what has gone where.
 pub struct Committer {

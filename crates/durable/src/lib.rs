@@ -21,9 +21,10 @@ mod records;
 mod verify;
 mod wal;
 
-use committer::{Change, Job, Message};
+use committer::{Job, Message};
 use infrasim_store::durability::{Accepted, Commit, Ticket};
 use infrasim_store::{Backend, GroupImage, StoreError};
+use records::Change;
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use std::collections::HashMap;
 use std::fs::File;

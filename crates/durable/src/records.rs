@@ -10,6 +10,26 @@ use bytes::Bytes;
 use infrasim_store::{Derived, Event, EventType, ObjectKey, StoredObject};
 use std::sync::Arc;
 
+/// One event, as the tables need it.
+pub struct Change {
+    pub resource_version: u64,
+    pub object_key: Vec<u8>,
+    /// The object's record, or `None` when the event deletes it.
+    pub object: Option<Vec<u8>>,
+    pub event: Vec<u8>,
+}
+
+impl Change {
+    pub fn of(group: &str, e: &Event) -> Change {
+        Change {
+            resource_version: e.resource_version,
+            object_key: object_key(group, &e.resource, &e.key),
+            object: (e.event_type != EventType::Deleted).then(|| object(&e.object)),
+            event: event(e),
+        }
+    }
+}
+
 /// Why a record cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

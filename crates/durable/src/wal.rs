@@ -18,9 +18,8 @@
 //! left as it is). No frame header can be forged by an object's contents: a header holds
 //! NUL bytes, which JSON text never does.
 
-use crate::committer::Change;
 use crate::disk::Faults;
-use crate::records::{put_bytes, Corrupt, Reader};
+use crate::records::{put_bytes, Change, Corrupt, Reader};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};

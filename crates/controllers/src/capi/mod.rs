@@ -15,6 +15,15 @@ pub mod triggers;
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 /// The label (value `""`) of control-plane Machines and what belongs to them.
 pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
+/// The label naming a control-plane Machine's KubeadmControlPlane.
+pub const CONTROL_PLANE_NAME_LABEL: &str = "cluster.x-k8s.io/control-plane-name";
+/// The label naming the MachineDeployment of a MachineSet and of its Machines.
+pub const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
+/// The label naming the MachineSet of a Machine.
+pub const SET_NAME_LABEL: &str = "cluster.x-k8s.io/set-name";
+/// The finalizer Cluster API's Machine controller puts on every Machine (the MachineSet
+/// controller sets it on those it creates, so none is deleted unseen).
+pub const MACHINE_FINALIZER: &str = "machine.cluster.x-k8s.io";
 /// The annotation that pauses reconciliation of one object.
 pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 /// The provider name clusterctl knows this provider by (a label on its CRDs).

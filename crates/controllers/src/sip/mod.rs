@@ -27,7 +27,10 @@ use serde_json::json;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
-use types::{labels, BareMetalHost, ChosenHost, SIPCluster, SIPClusterStatus, FINALIZER};
+use types::{
+    labels, BareMetalHost, ChosenHost, SIPCluster, SIPClusterStatus, CONTROL_PLANE, FINALIZER,
+    WORKER,
+};
 
 /// The field manager the controller writes under.
 pub const MANAGER: &str = "infrasim-sip-controller";
@@ -589,7 +592,7 @@ async fn decommission(sip: &SIPCluster, r: &Reconciler) -> Result<(), Error> {
     }
     let ns = &me.0;
     let client = r.ctx.client.clone();
-    for name in services::names(&me.1) {
+    for name in service_names(&me.1) {
         delete(&Api::<Service>::namespaced(client.clone(), ns), &name).await?;
         delete(&Api::<Deployment>::namespaced(client.clone(), ns), &name).await?;
         delete(&Api::<Secret>::namespaced(client.clone(), ns), &name).await?;
@@ -638,4 +641,16 @@ async fn write_status(
     });
     crate::writes::apply_status(api, &sip.name_any(), MANAGER, &body).await?;
     Ok(())
+}
+
+/// The names of every object the services of `cluster` may have (the load balancers', the
+/// jump host's and the auth service's), for removal.
+fn service_names(cluster: &str) -> Vec<String> {
+    let mut names: Vec<String> = [CONTROL_PLANE, WORKER]
+        .iter()
+        .map(|role| services::load_balancer_name(role, cluster))
+        .collect();
+    names.push(jump_host::name(cluster));
+    names.push(auth::name(cluster));
+    names
 }

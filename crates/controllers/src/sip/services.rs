@@ -5,7 +5,7 @@
 //! on 6443, `loadbalancer-worker-<name>` over a node-port range). Each object is owned by the
 //! SIPCluster and removed with it.
 
-use super::types::{SIPCluster, CONTROL_PLANE, WORKER};
+use super::types::{SIPCluster, CONTROL_PLANE};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, ContainerPort, PodSpec, PodTemplateSpec, Secret, SecretVolumeSource,
@@ -97,17 +97,6 @@ pub(super) fn secret_volume(volume: &str, secret: &str) -> Volume {
 /// `loadbalancer-controlplane-<name>` / `loadbalancer-worker-<name>`.
 pub fn load_balancer_name(role: &str, cluster: &str) -> String {
     format!("loadbalancer-{}-{cluster}", role.to_lowercase())
-}
-
-/// The names of every object the services of `cluster` may have, for removal.
-pub fn names(cluster: &str) -> Vec<String> {
-    let mut names: Vec<String> = [CONTROL_PLANE, WORKER]
-        .iter()
-        .map(|role| load_balancer_name(role, cluster))
-        .collect();
-    names.push(super::jump_host::name(cluster));
-    names.push(super::auth::name(cluster));
-    names
 }
 
 /// The load balancer of `role` for `sip`: `ports` (name, port; the node port is the same
@@ -229,7 +218,7 @@ pub(super) fn meta(sip: &SIPCluster, name: &str) -> ObjectMeta {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sip::types::SIPClusterSpec;
+    use crate::sip::types::{SIPClusterSpec, WORKER};
 
     #[test]
     fn a_load_balancer_lists_its_hosts_behind_each_port() {

@@ -2,6 +2,7 @@
 //! `VmGroup` asks for N VMs of one shape from one template; the controller makes the vCenter
 //! its Secret names (a simulator of ours or a real one) match, and reports what is there.
 
+mod observed;
 mod placement;
 mod reconcile;
 mod tasks;
@@ -16,7 +17,7 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
-use reconcile::Observed;
+use observed::Observed;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,11 +74,11 @@ pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: bool) {
                 .state()
                 .iter()
                 .filter(|g| match change.owner.as_deref() {
-                    Some(owner) => owner == reconcile::owner_of(g),
+                    Some(owner) => owner == observed::owner_of(g),
                     // A template that appeared, or a clone of the group's to be marked.
                     None => {
                         g.spec.template == change.name
-                            || reconcile::index_of(g, &change.name).is_some()
+                            || observed::index_of(g, &change.name).is_some()
                     }
                 })
                 .map(|g| ObjectRef::from_obj(&**g))
@@ -169,7 +170,7 @@ async fn reconcile_once(group: &VmGroup, r: &Reconciler) -> Result<Action, Error
         return Ok(if reconcile::finalize(group, r).await? {
             Action::await_change()
         } else {
-            Action::requeue(reconcile::PENDING_CHECK)
+            Action::requeue(observed::PENDING_CHECK)
         });
     }
     if crate::finalizers::ensure(&api, group, FINALIZER).await? {
@@ -222,7 +223,7 @@ async fn connect(r: &Reconciler, group: &VmGroup) -> Result<Observed, String> {
         .get(credentials)
         .await
         .map_err(|e| format!("{server}: {e}"))?;
-    reconcile::observe(vc, group)
+    observed::observe(vc, group)
         .await
         .map_err(|e| format!("{server}: {e}"))
 }
@@ -237,7 +238,7 @@ async fn converge(
     memory_mb: i64,
 ) -> Result<Action, Error> {
     let replicas = usize::try_from(group.spec.replicas.max(0)).unwrap_or(0);
-    let shape = reconcile::Shape {
+    let shape = observed::Shape {
         cpus: group.spec.cpu,
         memory_mb,
     };
@@ -295,7 +296,7 @@ async fn converge(
     Ok(Action::requeue(if progress.marked > 0 {
         Duration::ZERO
     } else if following + removing + cloning > 0 || mending {
-        reconcile::PENDING_CHECK
+        observed::PENDING_CHECK
     } else {
         Duration::from_secs(300)
     }))

@@ -5,7 +5,7 @@
 //! (a real vCenter takes seconds to power a VM off), and a scale-down of many VMs runs their
 //! tasks side by side.
 
-use super::reconcile::{has_shape, index_of, Observed, Shape, PENDING_CHECK};
+use super::observed::{has_shape, index_of, Observed, Shape, PENDING_CHECK};
 use super::types::VmGroup;
 use super::vcenters::Goal;
 use super::Error;

@@ -5,11 +5,8 @@
 use super::field::FieldError;
 use super::review::{Review, Verdict};
 use super::rules::{self, object_at, text};
-use crate::capi::{CLUSTER_NAME_LABEL, CORE_GROUP};
+use crate::capi::{CLUSTER_NAME_LABEL, CORE_GROUP, DEPLOYMENT_NAME_LABEL};
 use serde_json::{json, Value};
-
-/// The label a MachineDeployment's selector and template get when the selector is empty.
-pub const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
 
 /// Fills what the defaulting webhook fills: the cluster label, replicas, the rollout
 /// strategy, the selector and template labels, the version's `v`.

@@ -5,12 +5,9 @@ use super::field::{go_quote, go_string_map, FieldError};
 use super::machine_deployment::{same_cluster_in_template, template_bootstrap, version};
 use super::review::{Review, Verdict};
 use super::rules::{self, object_at};
-use crate::capi::CORE_GROUP;
+use crate::capi::{CORE_GROUP, SET_NAME_LABEL};
 use base64::Engine;
 use serde_json::{json, Value};
-
-/// The label a MachineSet's selector and template get when its selector is empty.
-pub const SET_NAME_LABEL: &str = "cluster.x-k8s.io/set-name";
 
 /// The cluster label, replicas, the selector and template labels, the version's `v`.
 pub fn default(review: &Review, object: &mut Value) -> Result<(), Verdict> {

@@ -11,7 +11,7 @@ use crate::capi::core::{
     Cluster, ContractRef, ControlPlaneInitialization, KubeadmConfig, KubeadmControlPlane,
     KubeadmControlPlaneStatus, Machine, VersionCount,
 };
-use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, CONTROL_PLANE_NAME_LABEL};
 use crate::conditions::{self, Condition};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -28,7 +28,6 @@ pub const FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
 /// The pre-terminate hook on every control-plane Machine: the control plane removes the
 /// machine's etcd member before the machine goes.
 pub const CLEANUP_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup";
-pub const CONTROL_PLANE_NAME_LABEL: &str = "cluster.x-k8s.io/control-plane-name";
 
 pub(super) async fn run(core: Arc<Core>) {
     let informers = core.informers.clone();
@@ -319,40 +318,13 @@ pub(super) fn outdated(
 }
 
 /// The template a machine's infrastructure machine was cloned from.
-async fn infra_template(
+pub(super) async fn infra_template(
     r: &Reconciler<impl kube::Resource<DynamicType = ()>>,
     m: &Machine,
 ) -> Option<String> {
     let ns = m.namespace().unwrap_or_default();
     let obj = r.core.read(&ns, &m.spec.infrastructure_ref).await.ok()??;
     obj.annotations().get(CLONED_FROM_NAME).cloned()
-}
-
-/// The `UpToDate` condition of a control-plane Machine (for the Machine controller).
-pub(super) async fn up_to_date(m: &Machine, r: &Reconciler<Machine>) -> Option<Condition> {
-    let owner = m
-        .owner_references()
-        .iter()
-        .find(|o| o.controller == Some(true))?
-        .clone();
-    let ns = m.namespace().unwrap_or_default();
-    match owner.kind.as_str() {
-        "KubeadmControlPlane" => {
-            let kcp = r
-                .core
-                .informers
-                .get::<KubeadmControlPlane>(&ns, &owner.name)
-                .await
-                .ok()??;
-            let template = infra_template(r, m).await;
-            Some(match outdated(&kcp, m, template.as_deref()) {
-                None => Condition::new("UpToDate", true, "UpToDate", ""),
-                Some(why) => Condition::new("UpToDate", false, "NotUpToDate", why),
-            })
-        }
-        "MachineSet" => super::machinedeployment::up_to_date(m, r, &owner.name).await,
-        _ => None,
-    }
 }
 
 fn max_surge(kcp: &KubeadmControlPlane, replicas: i32) -> i32 {

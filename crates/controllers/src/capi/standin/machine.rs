@@ -14,6 +14,7 @@ use crate::capi::index::{label_key, label_keys, Index};
 use crate::capi::infra::types::{DevMachine, InMemoryMachine};
 use crate::capi::standin::objects::RefError;
 use crate::capi::triggers::{cluster_gates, control_plane_rollout, deployment_rollout, filtered};
+use crate::capi::{CONTROL_PLANE_NAME_LABEL, DEPLOYMENT_NAME_LABEL, MACHINE_FINALIZER};
 use crate::conditions::{self, Condition};
 use infrasim_kube_api::values::At;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -25,7 +26,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub const FINALIZER: &str = "machine.cluster.x-k8s.io";
+pub const FINALIZER: &str = MACHINE_FINALIZER;
 const PRE_DRAIN_HOOK: &str = "pre-drain.delete.hook.machine.cluster.x-k8s.io";
 const PRE_TERMINATE_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io";
 
@@ -59,7 +60,7 @@ pub(super) async fn run(core: Arc<Core>) {
                 let index = index.clone();
                 move |k| {
                     let ns = k.namespace().unwrap_or_default();
-                    let key = label_key(super::kcp::CONTROL_PLANE_NAME_LABEL, &k.name_any());
+                    let key = label_key(CONTROL_PLANE_NAME_LABEL, &k.name_any());
                     index.lookup(&ns, &key)
                 }
             },
@@ -70,7 +71,7 @@ pub(super) async fn run(core: Arc<Core>) {
                 let index = index.clone();
                 move |md| {
                     let ns = md.namespace().unwrap_or_default();
-                    let key = label_key(super::machineset::DEPLOYMENT_NAME_LABEL, &md.name_any());
+                    let key = label_key(DEPLOYMENT_NAME_LABEL, &md.name_any());
                     index.lookup(&ns, &key)
                 }
             },
@@ -121,13 +122,7 @@ fn cluster_key(cluster: &str) -> String {
 /// What a Machine is found by when a related object changes: its Cluster, its control plane,
 /// its MachineDeployment.
 fn machine_keys(m: &Machine) -> Vec<String> {
-    let mut keys = label_keys(
-        m,
-        &[
-            super::kcp::CONTROL_PLANE_NAME_LABEL,
-            super::machineset::DEPLOYMENT_NAME_LABEL,
-        ],
-    );
+    let mut keys = label_keys(m, &[CONTROL_PLANE_NAME_LABEL, DEPLOYMENT_NAME_LABEL]);
     keys.push(cluster_key(&m.spec.cluster_name));
     if let Some(node) = m.status.as_ref().and_then(|s| s.node_ref.as_ref()) {
         keys.push(node_key(&m.spec.cluster_name, &node.name));
@@ -604,7 +599,7 @@ async fn status(
     };
     conditions::set(&mut conds, ready, now);
     conditions::set(&mut conds, available, now);
-    if let Some(up) = super::kcp::up_to_date(m, r).await {
+    if let Some(up) = super::up_to_date::of_machine(m, r).await {
         conditions::set(&mut conds, up, now);
     }
     conditions::sort(&mut conds);

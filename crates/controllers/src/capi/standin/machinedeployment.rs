@@ -2,13 +2,14 @@
 //! the new one within `maxSurge` and `maxUnavailable` (`RollingUpdate`, the default) or as the
 //! user deletes old machines (`OnDelete`), and replica counts summed over the sets.
 
-use super::machineset::{replica_status, selector_string, DEPLOYMENT_NAME_LABEL};
+use super::machineset::{replica_status, selector_string};
 use super::objects::{owner_ref, random_suffix, with_owner};
 use super::{apply_status, ensure_finalizer, paused, remove_finalizer, Core, Error, Reconciler};
 use crate::capi::core::{
     Cluster, Machine, MachineDeployment, MachineSet, MachineSpec, ReplicaStatus,
 };
 use crate::capi::CLUSTER_NAME_LABEL;
+use crate::capi::DEPLOYMENT_NAME_LABEL;
 use crate::conditions::{self, Condition};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -31,7 +32,7 @@ pub(super) async fn run(core: Arc<Core>) {
 
 /// What makes two Machine templates the same rollout: version, bootstrap, infrastructure and
 /// failure domain (other fields are changed in place).
-fn rollout_key(spec: &MachineSpec) -> String {
+pub(super) fn rollout_key(spec: &MachineSpec) -> String {
     json!([
         spec.version,
         spec.bootstrap,
@@ -386,57 +387,4 @@ async fn deployment_status(
         .into(),
     );
     Ok(status)
-}
-
-/// The `UpToDate` condition of a Machine of a MachineSet: whether the set's template is its
-/// deployment's current one.
-pub(super) async fn up_to_date(
-    m: &Machine,
-    r: &Reconciler<Machine>,
-    set: &str,
-) -> Option<Condition> {
-    let ns = m.namespace().unwrap_or_default();
-    let ms = r.core.informers.get::<MachineSet>(&ns, set).await.ok()??;
-    let md_name = ms
-        .owner_references()
-        .iter()
-        .find(|o| o.kind == "MachineDeployment")?
-        .name
-        .clone();
-    let md = r
-        .core
-        .informers
-        .get::<MachineDeployment>(&ns, &md_name)
-        .await
-        .ok()??;
-    let (have, want) = (&ms.spec.template.spec, &md.spec.template.spec);
-    if rollout_key(have) == rollout_key(want) {
-        return Some(Condition::new("UpToDate", true, "UpToDate", ""));
-    }
-    let mut why = Vec::new();
-    if have.version != want.version {
-        why.push(format!(
-            "* Version {}, {} required",
-            have.version.as_deref().unwrap_or("(none)"),
-            want.version.as_deref().unwrap_or("(none)")
-        ));
-    }
-    if have.infrastructure_ref != want.infrastructure_ref {
-        why.push(format!(
-            "* {} is not up-to-date",
-            want.infrastructure_ref.kind
-        ));
-    }
-    if have.bootstrap != want.bootstrap {
-        why.push("* Bootstrap config is not up-to-date".into());
-    }
-    if have.failure_domain != want.failure_domain {
-        why.push("* Failure domain is not up-to-date".into());
-    }
-    Some(Condition::new(
-        "UpToDate",
-        false,
-        "NotUpToDate",
-        why.join("\n"),
-    ))
 }

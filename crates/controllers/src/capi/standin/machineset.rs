@@ -10,7 +10,7 @@ use super::{apply_status, ensure_finalizer, paused, remove_finalizer, Core, Erro
 use crate::capi::core::{
     Cluster, ContractRef, Machine, MachineDeployment, MachineSet, ReplicaStatus,
 };
-use crate::capi::CLUSTER_NAME_LABEL;
+use crate::capi::{CLUSTER_NAME_LABEL, DEPLOYMENT_NAME_LABEL, MACHINE_FINALIZER, SET_NAME_LABEL};
 use crate::conditions::{self, Condition};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::controller::Action;
@@ -20,8 +20,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub const FINALIZER: &str = "cluster.x-k8s.io/machineset";
-pub const SET_NAME_LABEL: &str = "cluster.x-k8s.io/set-name";
-pub const DEPLOYMENT_NAME_LABEL: &str = "cluster.x-k8s.io/deployment-name";
 const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
 
 pub(super) async fn run(core: Arc<Core>) {
@@ -317,7 +315,7 @@ async fn create_machine(ms: &MachineSet, r: &Reconciler<MachineSet>) -> Result<(
     let machine: Machine = serde_json::from_value(json!({
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
         "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": meta.annotations,
-                     "ownerReferences": [owner_ref(ms, true)], "finalizers": [super::machine::FINALIZER]},
+                     "ownerReferences": [owner_ref(ms, true)], "finalizers": [MACHINE_FINALIZER]},
         "spec": spec,
     }))
     .map_err(kube::Error::SerdeError)?;

@@ -23,6 +23,7 @@ pub mod nodes;
 pub mod objects;
 mod remediation;
 mod topology;
+mod up_to_date;
 mod v1beta1;
 pub mod workload;
 
