@@ -88,45 +88,10 @@ impl TokenAuthenticator {
 }
 
 /// The token of an `Authorization: Bearer …` header value.
-fn bearer_token(authorization: &str) -> Option<&str> {
+pub(crate) fn bearer_token(authorization: &str) -> Option<&str> {
     let token = authorization
         .strip_prefix("Bearer ")
         .or_else(|| authorization.strip_prefix("bearer "))?
         .trim();
     (!token.is_empty()).then_some(token)
-}
-
-/// How long a verified service-account token is remembered (kube-apiserver caches a
-/// successful token authentication for ten seconds too): verifying a signature on every
-/// request of a busy client would cost more than the request.
-const VERIFIED_TOKEN_TTL: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
-
-/// The identity of an `Authorization` header value: a token registered with the server, or a
-/// service-account token this server's key signed for the API's audience.
-pub(crate) fn bearer(
-    state: &crate::state::State,
-    authorization: &str,
-    now: DateTime<Utc>,
-) -> Option<Identity> {
-    let token = bearer_token(authorization)?;
-    if let Some(identity) = state.tokens.lookup(token, now) {
-        return Some(identity);
-    }
-    if !crate::sa_tokens::looks_like_jwt(token) {
-        return None;
-    }
-    let audiences = [crate::sa_tokens::ISSUER.to_string()];
-    match crate::sa_tokens::authenticate(state, token, &audiences, now) {
-        Ok(found) => {
-            let until = found.expires.min(now + VERIFIED_TOKEN_TTL);
-            state
-                .tokens
-                .add_expiring(token, found.identity.clone(), until);
-            Some(found.identity)
-        }
-        Err(reason) => {
-            tracing::debug!(%reason, "service-account token refused");
-            None
-        }
-    }
 }

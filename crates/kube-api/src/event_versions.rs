@@ -20,7 +20,6 @@
 //! and `eventTime`, `series`, `action`, `reason`, `related`, `reportingInstance`, `type`
 //! and `metadata` are the same in both.
 
-use crate::resources::StoredAs;
 use serde_json::{Map, Value};
 
 /// `(events.k8s.io/v1 name, core/v1 name)` of the fields named differently.
@@ -33,14 +32,6 @@ const RENAMED: [(&str, &str); 7] = [
     ("deprecatedLastTimestamp", "lastTimestamp"),
     ("deprecatedCount", "count"),
 ];
-
-/// How `events.k8s.io/v1` Events are stored: as `core/v1` ones.
-pub(crate) const EVENTS_V1: StoredAs = StoredAs {
-    store_key: "events",
-    to_storage: to_core,
-    to_served: to_events_v1,
-    field_label: events_v1_field_label,
-};
 
 /// An `events.k8s.io/v1` Event as the `core/v1` Event it is stored as.
 pub(crate) fn to_core(event: Value) -> Value {
@@ -92,7 +83,7 @@ fn rename(
 
 /// A field selector's label in `events.k8s.io/v1` as the stored `core/v1` field it selects;
 /// `None` for a label this version does not offer.
-fn events_v1_field_label(label: &str) -> Option<String> {
+pub(crate) fn events_v1_field_label(label: &str) -> Option<String> {
     match label {
         "metadata.name" | "metadata.namespace" | "reason" | "type" => Some(label.to_string()),
         "reportingController" => Some("reportingComponent".to_string()),

@@ -26,7 +26,7 @@ where
         req.headers()
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| crate::auth::bearer(&state, v, state.clock.now()))
+            .and_then(|v| crate::authn::bearer(&state, v, state.clock.now()))
     });
     let Some(identity) = identity else {
         return error_response(&ApiError::unauthorized());

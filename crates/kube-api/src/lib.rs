@@ -29,6 +29,7 @@ mod admission;
 mod apiservices;
 pub mod apply;
 pub mod auth;
+mod authn;
 pub mod authz;
 mod codec;
 mod component_status;

@@ -128,6 +128,15 @@ pub struct StoredAs {
     pub field_label: fn(&str) -> Option<String>,
 }
 
+/// How `events.k8s.io/v1` Events are stored: as `core/v1` ones (the conversions are
+/// [`crate::event_versions`]'s).
+const EVENTS_V1: StoredAs = StoredAs {
+    store_key: "events",
+    to_storage: crate::event_versions::to_core,
+    to_served: crate::event_versions::to_events_v1,
+    field_label: crate::event_versions::events_v1_field_label,
+};
+
 /// A JSONPath of a scale path (`.spec.replicas`) as a JSON pointer (`/spec/replicas`).
 fn pointer(path: &str) -> String {
     path.trim_start_matches('.')
@@ -531,7 +540,7 @@ impl Registry {
             info::<storage::CSINode>(NONE, NONE, false).returning_deleted(),
             info::<storage::VolumeAttachment>(NONE, NONE, true).returning_deleted(),
             info::<discovery::EndpointSlice>(NONE, NONE, false),
-            info::<events::Event>(&["ev"], NONE, false).stored_as(crate::event_versions::EVENTS_V1),
+            info::<events::Event>(&["ev"], NONE, false).stored_as(EVENTS_V1),
             info::<networking::Ingress>(&["ing"], NONE, true),
             info::<networking::IngressClass>(NONE, NONE, false),
             info::<networking::NetworkPolicy>(&["netpol"], NONE, false),

@@ -11,10 +11,8 @@
 
 use crate::auth::Identity;
 use crate::pki::{PkiError, SigningKey};
-use crate::state::State;
 use base64::Engine;
 use chrono::{DateTime, Utc};
-use infrasim_store::ObjectKey;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -26,7 +24,7 @@ pub const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 
 /// How far a token's times may be off the server's clock (go-jose's default leeway, which
 /// kube-apiserver's validator uses).
-const LEEWAY_SECONDS: i64 = 60;
+pub(crate) const LEEWAY_SECONDS: i64 = 60;
 
 /// A service-account key, ready to sign and verify tokens.
 pub struct TokenIssuer {
@@ -160,77 +158,6 @@ pub fn looks_like_jwt(token: &str) -> bool {
     token.split('.').count() == 3 && token.starts_with("ey")
 }
 
-/// Authenticates `token` for one of `audiences` at `now`, as kube-apiserver's
-/// service-account authenticator does; the error is its reason, in kube-apiserver's words.
-pub(crate) fn authenticate(
-    state: &State,
-    token: &str,
-    audiences: &[String],
-    now: DateTime<Utc>,
-) -> Result<Authenticated, String> {
-    let issuer = state.token_issuer().map_err(|e| e.message)?;
-    let claims = issuer
-        .verify(token)
-        .map_err(|e| format!("invalid bearer token, {e}"))?;
-    if claims.iss != ISSUER {
-        return Err("invalid bearer token, token issuer is not recognised".into());
-    }
-    let at = now.timestamp();
-    if at > claims.exp + LEEWAY_SECONDS {
-        return Err("invalid bearer token, service account token has expired".into());
-    }
-    if at + LEEWAY_SECONDS < claims.nbf {
-        return Err("invalid bearer token, service account token is not valid yet".into());
-    }
-    let valid: Vec<String> = audiences
-        .iter()
-        .filter(|a| claims.aud.contains(a))
-        .cloned()
-        .collect();
-    if valid.is_empty() {
-        return Err(format!(
-            "invalid bearer token, token audiences {:?} is invalid for the target audiences {:?}",
-            claims.aud, audiences
-        ));
-    }
-    let kube = &claims.kubernetes;
-    let ns = kube.namespace.as_str();
-    check_bound(state, "serviceaccounts", ns, &kube.serviceaccount)?;
-    if let Some(pod) = &kube.pod {
-        check_bound(state, "pods", ns, pod)?;
-    }
-    if let Some(secret) = &kube.secret {
-        check_bound(state, "secrets", ns, secret)?;
-    }
-    if let (Some(node), None) = (&kube.node, &kube.pod) {
-        check_bound(state, "nodes", "", node)?;
-    }
-    let sa = &kube.serviceaccount.name;
-    let mut extra = BTreeMap::new();
-    let mut fact = |key: &str, value: &str| {
-        extra.insert(
-            format!("authentication.kubernetes.io/{key}"),
-            vec![value.to_string()],
-        );
-    };
-    if !claims.jti.is_empty() {
-        fact("credential-id", &format!("JTI={}", claims.jti));
-    }
-    for (what, bound) in [("pod", &kube.pod), ("node", &kube.node)] {
-        if let Some(b) = bound {
-            fact(&format!("{what}-name"), &b.name);
-            fact(&format!("{what}-uid"), &b.uid);
-        }
-    }
-    Ok(Authenticated {
-        identity: service_account_identity(ns, sa),
-        uid: kube.serviceaccount.uid.clone(),
-        extra,
-        audiences: valid,
-        expires: DateTime::from_timestamp(claims.exp, 0).unwrap_or(now),
-    })
-}
-
 /// The identity kube-apiserver gives service account `namespace/name`.
 pub fn service_account_identity(namespace: &str, name: &str) -> Identity {
     Identity {
@@ -241,37 +168,4 @@ pub fn service_account_identity(namespace: &str, name: &str) -> Identity {
             "system:authenticated".into(),
         ],
     }
-}
-
-/// That the object a token names still exists, with the UID the token names, and is not
-/// being deleted.
-fn check_bound(
-    state: &State,
-    resource: &str,
-    namespace: &str,
-    reference: &Reference,
-) -> Result<(), String> {
-    let what = resource.trim_end_matches('s');
-    let object = state
-        .group
-        .get(resource, &ObjectKey::new(namespace, &reference.name))
-        .ok_or_else(|| {
-            format!(
-                "invalid bearer token, {what} \"{}\" not found",
-                reference.name
-            )
-        })?;
-    if *object.meta.uid != *reference.uid {
-        return Err(format!(
-            "invalid bearer token, {what} UID ({}) does not match claim ({})",
-            object.meta.uid, reference.uid
-        ));
-    }
-    if object.meta.deletion_timestamp.is_some() && resource != "pods" {
-        return Err(format!(
-            "invalid bearer token, {what} \"{}\" is being deleted",
-            reference.name
-        ));
-    }
-    Ok(())
 }

@@ -75,7 +75,7 @@ pub(crate) struct State {
     /// Webhook servers that live in this process, by the Service they stand for.
     pub in_process_webhooks: Arc<crate::webhook::InProcessWebhooks>,
     /// The admission webhook configurations, decoded.
-    pub webhook_configs: crate::admission::ConfigCache,
+    pub webhook_configs: crate::admission::webhooks::ConfigCache,
     /// What signs and verifies service-account tokens: the key set with
     /// `ApiServer::set_service_account_key`, or one generated at first use.
     pub token_issuer: std::sync::OnceLock<TokenIssuer>,

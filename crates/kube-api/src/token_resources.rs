@@ -191,7 +191,7 @@ pub(crate) fn token_review(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     let api_audiences = vec![ISSUER.to_string()];
     let audiences = audiences_of(&review);
     let now = ctx.state.clock.now();
-    let status = match sa_tokens::authenticate(&ctx.state, &token, &audiences, now) {
+    let status = match crate::authn::authenticate(&ctx.state, &token, &audiences, now) {
         Ok(found) => json!({
             "authenticated": true,
             "user": {"username": found.identity.user, "uid": found.uid,

@@ -7,7 +7,19 @@
 
 use crate::durability::{Accepted, Commit};
 use crate::error::Result;
-use crate::group::GroupImage;
+use crate::event::Event;
+use crate::object::StoredObject;
+use std::sync::Arc;
+
+/// What a durable backend gives back of a group after a restart: its counter, its objects
+/// and the newest of its events (oldest first, consecutive in the group's history).
+#[derive(Debug, Default)]
+pub struct GroupImage {
+    pub name: String,
+    pub resource_version: u64,
+    pub objects: Vec<(Arc<str>, Arc<StoredObject>)>,
+    pub window: Vec<Arc<Event>>,
+}
 
 /// Persistence for the changes of resource groups.
 pub trait Backend: Send + Sync + std::fmt::Debug {

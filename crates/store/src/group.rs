@@ -7,7 +7,7 @@
 //! bounded broadcast channel: a watcher that falls behind is cut off (it sees
 //! [`WatchError::Lagged`]) instead of slowing writers down.
 
-use crate::backend::Backend;
+use crate::backend::{Backend, GroupImage};
 use crate::durability::{self, Accepted, Commit, Settle};
 use crate::error::{Result, StoreError};
 use crate::event::{Event, EventType};
@@ -191,16 +191,6 @@ struct GroupState {
     /// Applied writes the backend has not yet made durable, oldest first: published (window,
     /// watchers) once it has, undone if it cannot.
     unpublished: VecDeque<Arc<Event>>,
-}
-
-/// What a durable backend gives back of a group after a restart: its counter, its objects
-/// and the newest of its events (oldest first, consecutive in the group's history).
-#[derive(Debug, Default)]
-pub struct GroupImage {
-    pub name: String,
-    pub resource_version: u64,
-    pub objects: Vec<(Arc<str>, Arc<StoredObject>)>,
-    pub window: Vec<Arc<Event>>,
 }
 
 /// The `by_label` key of one label (`=` cannot appear in a label key or value).

@@ -30,13 +30,13 @@ mod group;
 mod object;
 mod store;
 
-pub use backend::{Backend, MemoryBackend};
+pub use backend::{Backend, GroupImage, MemoryBackend};
 pub use encode::{to_vec_list_meta, to_vec_typed};
 pub use error::{Result, StoreError};
 pub use event::{Event, EventType};
 pub use group::{
-    DeleteOptions, DeleteOutcome, Fields, Group, GroupImage, Propagation, Read, ReadAt,
-    ResourceMap, Snapshot, Watch, WatchError, FOREGROUND_FINALIZER, ORPHAN_FINALIZER,
+    DeleteOptions, DeleteOutcome, Fields, Group, Propagation, Read, ReadAt, ResourceMap, Snapshot,
+    Watch, WatchError, FOREGROUND_FINALIZER, ORPHAN_FINALIZER,
 };
 pub use object::{format_time, Derived, ObjectKey, ObjectMeta, OwnerRef, StoredObject};
 pub use store::{Store, StoreConfig};

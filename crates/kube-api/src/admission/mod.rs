@@ -17,16 +17,17 @@ mod policy;
 mod spec;
 mod status;
 mod typecheck;
+pub(crate) mod webhooks;
 
 use crate::context::Ctx;
 use crate::status::ApiError;
 use crate::values::At;
 use infrasim_store::ReadAt;
 use serde_json::{json, Value};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub(crate) use matching::Operation;
+pub(crate) use webhooks::Webhook;
 
 /// What follows a stored write of a ValidatingAdmissionPolicy: its status, as
 /// kube-apiserver's status controller writes it.
@@ -52,29 +53,8 @@ pub(crate) struct Subject<'a> {
     pub dry_run: bool,
 }
 
-/// One webhook of a configuration, with the name kube-apiserver reports it by.
-#[derive(Debug, Clone)]
-pub(crate) struct Webhook {
-    pub name: String,
-    /// Shared with the decoded configuration the cache holds.
-    pub spec: Arc<Value>,
-    /// The version of the resource the webhook sees the object in, when its rules name
-    /// another version than the request's (`matchPolicy: Equivalent`): the object goes to it
-    /// converted, and its patch comes back converted.
-    pub target: Option<Arc<crate::resources::ResourceInfo>>,
-}
-
 const MUTATING: &str = "mutatingwebhookconfigurations.admissionregistration.k8s.io";
 const VALIDATING: &str = "validatingwebhookconfigurations.admissionregistration.k8s.io";
-
-/// The decoded webhooks of each kind of configuration, with the resourceVersions of the
-/// configurations they were decoded from: every write looks at them, and they change rarely,
-/// so a write decodes them only when one of them changed.
-#[derive(Debug, Default)]
-pub(crate) struct ConfigCache(Mutex<HashMap<&'static str, Decoded>>);
-
-/// The configurations' resourceVersions, and their webhooks.
-type Decoded = (Vec<u64>, Arc<Vec<Webhook>>);
 
 /// The webhooks of every configuration in `resource`, in the order they run.
 fn webhooks(ctx: &Ctx, resource: &'static str) -> Arc<Vec<Webhook>> {
