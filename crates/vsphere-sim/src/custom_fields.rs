@@ -1,11 +1,12 @@
 //! CustomFieldsManager: custom attribute definitions and their values on entities
 //! (`customValue`, `availableField`), as govc `fields.*` and CAPV's tagging fallbacks use.
 
+use crate::call::{arg_moref, Call};
 use crate::fault::Fault;
 use crate::inventory::ManagedObject;
-use crate::simulator::{arg_moref, State};
 use crate::soap::Element;
-use crate::value::{write_element, Data, Val};
+use crate::state::State;
+use crate::value::{write_element, Data, Moref, Val};
 
 pub(crate) fn install(inv: &mut crate::inventory::Inventory) {
     let m = crate::inventory::refs::custom_fields_manager();
@@ -45,6 +46,8 @@ fn set_definitions(state: &mut State, defs: Vec<Data>) {
 
 pub(crate) fn dispatch(
     state: &mut State,
+    _call: &mut Call<'_>,
+    _this: &Moref,
     method: &str,
     args: &Element,
 ) -> Option<Result<String, Fault>> {
@@ -60,7 +63,7 @@ pub(crate) fn dispatch(
                 .iter()
                 .any(|d| d.get("name").and_then(Val::as_str) == Some(name.as_str()))
             {
-                return Some(Err(crate::managed_entity::duplicate_name(
+                return Some(Err(crate::fault::duplicate_name(
                     &name,
                     &crate::inventory::refs::custom_fields_manager(),
                 )));

@@ -2,18 +2,20 @@
 //! `govc datastore.ls` and installers that look for an uploaded ISO call), over a datastore's
 //! files: its VMs' configuration and disk files, and those uploaded over HTTP (`/folder`).
 
+use crate::call::Call;
+use crate::datastore::datastore_for;
 use crate::datastore_files::DatastoreFiles;
 use crate::fault::Fault;
-use crate::simulator::{Call, State};
 use crate::soap::Element;
-use crate::task::Operation;
+use crate::state::timeline::Operation;
+use crate::state::State;
 use crate::value::{Data, Moref, Val};
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 pub(crate) fn dispatch(
     state: &mut State,
-    call: &Call<'_>,
+    call: &mut Call<'_>,
     this: &Moref,
     method: &str,
     args: &Element,
@@ -29,46 +31,6 @@ pub(crate) fn dispatch(
         Err(fault) => Operation::Fail(fault),
     };
     Some(Ok(crate::task::start(state, call, this, method, args, op)))
-}
-
-/// The datastore a search of `path` (`[name] folder`) through `browser` is on:
-/// (reference, name). A browser reaches its own datastore (vCenter's per-datastore
-/// browsers) or those of the host it belongs to (a host's `datastoreBrowser`); the one the
-/// path names is chosen, otherwise the first the browser reaches.
-pub(crate) fn datastore_for(state: &State, browser: &Moref, path: &str) -> Option<(Moref, String)> {
-    let wanted = path
-        .trim()
-        .strip_prefix('[')
-        .and_then(|p| p.split_once(']'))
-        .map(|(name, _)| name);
-    let by_host: Vec<Moref> = state
-        .inventory
-        .iter()
-        .filter(|o| {
-            o.moref.ty == "HostSystem"
-                && o.props.get("datastoreBrowser") == Some(&Val::Mor(browser.clone()))
-        })
-        .filter_map(|h| match h.props.get("datastore") {
-            Some(Val::Array(_, items)) => Some(items.iter().filter_map(Val::as_mor).cloned()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
-    let reachable: Vec<(Moref, String)> = state
-        .inventory
-        .iter()
-        .filter(|o| {
-            o.moref.ty == "Datastore"
-                && (o.props.get("browser") == Some(&Val::Mor(browser.clone()))
-                    || by_host.contains(&o.moref))
-        })
-        .map(|o| (o.moref.clone(), o.name().to_string()))
-        .collect();
-    let named = reachable
-        .iter()
-        .find(|(_, name)| Some(name.as_str()) == wanted)
-        .cloned();
-    named.or_else(|| reachable.into_iter().next())
 }
 
 /// Every file on the datastore, as (path, size in bytes): its VMs' and the uploaded ones.

@@ -97,3 +97,14 @@ impl Fault {
         f
     }
 }
+
+/// DuplicateName: `name` is taken among the children of `parent` (create, clone, move,
+/// rename).
+pub(crate) fn duplicate_name(name: &str, parent: &Moref) -> Fault {
+    let mut f = Fault::new_pub(
+        "DuplicateName",
+        format!("The name '{name}' already exists."),
+    );
+    f.fields = f.fields.with("name", name).with("object", parent.clone());
+    f
+}

@@ -1,12 +1,14 @@
 //! Folder and ResourcePool creation and moves: CreateFolder, MoveIntoFolder_Task,
 //! CreateResourcePool.
 
+use crate::call::Call;
+use crate::fault::duplicate_name;
 use crate::fault::Fault;
 use crate::inventory::{is_a, ManagedObject};
-use crate::managed_entity::duplicate_name;
-use crate::simulator::{Call, State};
 use crate::soap::Element;
-use crate::task::{self, Operation};
+use crate::state::timeline::Operation;
+use crate::state::State;
+use crate::task;
 use crate::value::{mor_array, write_element, Moref, Val};
 
 fn name_taken(state: &State, parent: &Moref, name: &str) -> bool {
@@ -48,7 +50,7 @@ pub(crate) fn dispatch(
             let Some(config) = args.child("config").cloned() else {
                 return Some(Err(Fault::invalid_argument("config")));
             };
-            let pool = match crate::simulator::arg_moref(args, "pool") {
+            let pool = match crate::call::arg_moref(args, "pool") {
                 Ok(p) => p,
                 Err(f) => return Some(Err(f)),
             };

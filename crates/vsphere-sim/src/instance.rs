@@ -14,8 +14,9 @@
 //! # drop(b); Ok(()) }
 //! ```
 
+use crate::config::SimConfig;
 use crate::server::{self, ServerCert, ServerError};
-use crate::simulator::{SimConfig, Simulator};
+use crate::simulator::Simulator;
 use infrasim_clock::SharedClock;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use tokio::sync::oneshot;

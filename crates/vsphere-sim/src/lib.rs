@@ -3,9 +3,14 @@
 //! served over HTTPS at `/sdk`, so pyvmomi and govmomi talk to it unchanged.
 //!
 //! One file per managed-object type (`service_instance`, `session_manager`,
-//! `property_collector`, `view_manager`, `search_index`), each keeping its own state beside
-//! the inventory (the VMs' guests in `guest`); the inventory generator apart from request
-//! dispatch (`inventory`); values and their encoding in `value`; the envelope in `soap`.
+//! `property_collector`, `view_manager`, `search_index`, `virtual_machine`, `host`, …), each
+//! answering its type's methods through a `dispatch` that the registry (`handlers`) lists by
+//! type. What they share sits below them and imports none of them: the configuration
+//! (`config`), what the simulator remembers (`state`, each object's own state in a file
+//! there), a call's context (`call`). Above them: the engine that holds the state (`engine`),
+//! and the handle with the SOAP request loop (`simulator`), the REST services (`rest`) and
+//! the datastore file requests (`datastore_http`). Values and their encoding are in `value`;
+//! the envelope in `soap`.
 //!
 //! ```
 //! use infrasim_vsphere_sim::{Simulator, SimConfig};
@@ -14,17 +19,24 @@
 //! assert_eq!(vms, 4);
 //! ```
 
+mod call;
+mod config;
 mod custom_fields;
 mod data;
+mod datastore;
 mod datastore_browser;
 pub mod datastore_files;
+mod datastore_http;
 mod devices;
+mod engine;
 mod event_manager;
 pub mod fault;
 pub mod fault_injection;
 mod folder;
 pub mod fuzzing;
 mod guest;
+mod handlers;
+mod host;
 pub mod instance;
 pub mod inventory;
 mod managed_entity;
@@ -39,6 +51,7 @@ mod session_manager;
 pub mod simulator;
 mod snapshot;
 pub mod soap;
+mod state;
 mod task;
 mod task_kind;
 pub mod value;

@@ -1,19 +1,12 @@
 //! ManagedEntity methods every inventory object shares: Rename_Task and Destroy_Task.
 
-use crate::fault::Fault;
-use crate::simulator::{Call, State};
+use crate::call::Call;
+use crate::fault::{duplicate_name, Fault};
 use crate::soap::Element;
-use crate::task::{self, Operation};
+use crate::state::timeline::Operation;
+use crate::state::State;
+use crate::task;
 use crate::value::{Moref, Val};
-
-pub(crate) fn duplicate_name(name: &str, parent: &Moref) -> Fault {
-    let mut f = Fault::new_pub(
-        "DuplicateName",
-        format!("The name '{name}' already exists."),
-    );
-    f.fields = f.fields.with("name", name).with("object", parent.clone());
-    f
-}
 
 pub(crate) fn dispatch(
     state: &mut State,

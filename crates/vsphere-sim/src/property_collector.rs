@@ -7,10 +7,12 @@
 //! what each collector last reported, cancelled waits) lives here; every piece of it belongs
 //! to a session, and `drop_session` forgets a session's at logout.
 
+use crate::call::Call;
 use crate::fault::Fault;
 use crate::inventory::{is_a, refs, ManagedObject};
-use crate::simulator::{Call, State};
 use crate::soap::Element;
+use crate::state::collectors::{CollectorKey, Filter, FilterValues};
+use crate::state::State;
 use crate::value::{mor_array, write_element, Moref, Val};
 use crate::{service_instance, session_manager, view_manager};
 use std::borrow::Cow;
@@ -313,6 +315,7 @@ fn page(state: &mut State, call: &Call<'_>, mut objects: Vec<String>, page_size:
 pub(crate) fn dispatch(
     state: &mut State,
     call: &mut Call<'_>,
+    _this: &Moref,
     method: &str,
     args: &Element,
 ) -> Option<Result<String, Fault>> {
@@ -380,135 +383,6 @@ pub(crate) fn fetch(
     Ok(out)
 }
 
-/// Objects of a paged RetrievePropertiesEx still to be handed out.
-#[derive(Debug)]
-struct PendingResult {
-    session: String,
-    page: usize,
-    remaining: Vec<String>,
-}
-
-/// A property filter created with CreateFilter.
-#[derive(Debug, Clone)]
-struct Filter {
-    session: String,
-    collector: String,
-    spec: Element,
-}
-
-/// The rendered property values of one object: (path, `<val>` XML).
-type ObjectValues = (Moref, Vec<(String, String)>);
-/// Per object value, what a filter reported.
-type FilterValues = HashMap<String, ObjectValues>;
-
-/// What a collector last reported, per filter, per object, per property (rendered values).
-#[derive(Debug, Default)]
-struct Reported {
-    version: u64,
-    last: HashMap<String, FilterValues>,
-}
-
-/// A collector of a session: (session key, collector moref value).
-type CollectorKey = (String, String);
-
-/// The property collectors' state, every piece of it owned by a session.
-#[derive(Debug, Default)]
-pub(crate) struct Collectors {
-    /// Paged results by token.
-    pending: HashMap<String, PendingResult>,
-    next_token: u64,
-    /// Filters by their moref value.
-    filters: HashMap<String, Filter>,
-    updates: HashMap<CollectorKey, Reported>,
-    /// Collectors whose waiting WaitForUpdates a CancelWaitForUpdates asked to return.
-    cancelled: HashSet<CollectorKey>,
-}
-
-impl Collectors {
-    /// Keeps the rest of a paged result; returns the token that continues it.
-    fn keep_pending(&mut self, session: String, page: usize, remaining: Vec<String>) -> String {
-        self.next_token += 1;
-        let token = self.next_token.to_string();
-        let pending = PendingResult {
-            session,
-            page,
-            remaining,
-        };
-        self.pending.insert(token.clone(), pending);
-        token
-    }
-
-    fn take_pending(&mut self, token: &str) -> Option<PendingResult> {
-        self.pending.remove(token)
-    }
-
-    fn add_filter(&mut self, name: String, filter: Filter) {
-        self.filters.insert(name, filter);
-    }
-
-    /// Forgets a filter and what any collector reported through it.
-    fn destroy_filter(&mut self, name: &str) {
-        self.filters.remove(name);
-        for r in self.updates.values_mut() {
-            r.last.remove(name);
-        }
-    }
-
-    /// Removes the filters of a destroyed collector; returns their names.
-    fn remove_collector_filters(&mut self, collector: &str) -> Vec<String> {
-        let mut dead = Vec::new();
-        self.filters.retain(|k, f| {
-            let keep = f.collector != collector;
-            if !keep {
-                dead.push(k.clone());
-            }
-            keep
-        });
-        dead
-    }
-
-    fn cancel(&mut self, key: CollectorKey) {
-        self.cancelled.insert(key);
-    }
-
-    /// Whether a wait of this collector was cancelled (clearing the cancellation).
-    fn take_cancel(&mut self, key: &CollectorKey) -> bool {
-        self.cancelled.remove(key)
-    }
-
-    /// The filters of one collector, by name.
-    fn filters_of(&self, key: &CollectorKey) -> Vec<(String, Filter)> {
-        self.filters
-            .iter()
-            .filter(|(_, f)| f.session == key.0 && f.collector == key.1)
-            .map(|(k, f)| (k.clone(), f.clone()))
-            .collect()
-    }
-
-    /// What a collector last reported through a filter.
-    fn reported(&self, key: &CollectorKey, filter: &str) -> Option<&FilterValues> {
-        self.updates.get(key).and_then(|r| r.last.get(filter))
-    }
-
-    /// Records what a collector reports now, per filter; returns the report's version.
-    fn record(&mut self, key: &CollectorKey, fresh: Vec<(String, FilterValues)>) -> u64 {
-        let reported = self.updates.entry(key.clone()).or_default();
-        reported.version += 1;
-        for (name, values) in fresh {
-            reported.last.insert(name, values);
-        }
-        reported.version
-    }
-
-    /// Forgets a session's paged results, filters and reports (its session-scoped objects
-    /// leave the inventory with the session).
-    pub(crate) fn drop_session(&mut self, key: &str) {
-        self.pending.retain(|_, p| p.session != key);
-        self.filters.retain(|_, f| f.session != key);
-        self.updates.retain(|(s, _), _| s != key);
-    }
-}
-
 /// How long a call may wait: `maxWaitSeconds` for WaitForUpdatesEx (none: forever), zero for
 /// everything else.
 pub(crate) fn max_wait(req: &crate::soap::Request) -> Option<chrono::Duration> {
@@ -521,6 +395,20 @@ pub(crate) fn max_wait(req: &crate::soap::Request) -> Option<chrono::Duration> {
             .map(|s| chrono::Duration::seconds(s.max(0))),
         "WaitForUpdates" => None,
         _ => Some(chrono::Duration::zero()),
+    }
+}
+
+/// A PropertyFilter's own method: DestroyPropertyFilter.
+pub(crate) fn dispatch_filter(
+    state: &mut State,
+    _call: &mut Call<'_>,
+    this: &Moref,
+    method: &str,
+    _args: &Element,
+) -> Option<Result<String, Fault>> {
+    match method {
+        "DestroyPropertyFilter" => Some(destroy_filter(state, this)),
+        _ => None,
     }
 }
 
@@ -538,8 +426,8 @@ pub(crate) fn wait_methods(
     method: &str,
     args: &Element,
     expired: bool,
-) -> Option<Result<crate::simulator::Flow, Fault>> {
-    use crate::simulator::Flow;
+) -> Option<Result<crate::call::Flow, Fault>> {
+    use crate::call::Flow;
     let session = call.session.clone().unwrap_or_default();
     Some(match method {
         "CreateFilter" => {

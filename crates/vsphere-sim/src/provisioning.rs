@@ -202,7 +202,7 @@ impl Simulator {
             crate::virtual_machine::run(
                 state,
                 call,
-                crate::virtual_machine::VmOp::PowerOn(vm.clone()),
+                crate::state::timeline::VmOp::PowerOn(vm.clone()),
             )
             .map(|_| ())
             .map_err(|f| ProvisioningError::Refused(f.message))
@@ -212,7 +212,8 @@ impl Simulator {
     /// Powers `vm` off if it is on and destroys it, as PowerOffVM_Task and Destroy_Task do
     /// (vCenter refuses to destroy a running VM); a VM already gone is not an error.
     pub fn destroy_vm(&self, vm: &Moref) -> Result<(), ProvisioningError> {
-        use crate::virtual_machine::{power_state, run, VmOp};
+        use crate::state::timeline::VmOp;
+        use crate::virtual_machine::{power_state, run};
         self.with_state(|state, call| {
             if state.inventory.get(vm).is_none() {
                 return Ok(());

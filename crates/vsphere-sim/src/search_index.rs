@@ -1,12 +1,15 @@
 //! SearchIndex: FindByInventoryPath, FindChild, FindByUuid, FindAllByUuid.
 
+use crate::call::{arg_moref, Call};
 use crate::fault::Fault;
-use crate::simulator::{arg_moref, State};
 use crate::soap::Element;
+use crate::state::State;
 use crate::value::{write_element, Moref, Val};
 
 pub(crate) fn dispatch(
     state: &mut State,
+    _call: &mut Call<'_>,
+    _this: &Moref,
     method: &str,
     args: &Element,
 ) -> Option<Result<String, Fault>> {

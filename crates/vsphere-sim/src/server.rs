@@ -223,7 +223,7 @@ where
                 }
                 Err(Unread::Cut) => return reply(400, "text/plain", "the upload was cut off"),
             };
-            let a = crate::rest::upload(sim, &method, path, &headers, body);
+            let a = sim.handle_upload(&method, path, &headers, body);
             reply(a.status, "text/plain", a.body)
         }
         (Method::POST, "/pbm/sdk" | "/pbm") => {

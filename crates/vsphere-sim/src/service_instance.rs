@@ -1,8 +1,9 @@
 //! ServiceInstance: the entry point (`RetrieveServiceContent`, `CurrentTime`) and the
 //! manager objects its content names.
 
+use crate::call::Call;
+use crate::config::Flavor;
 use crate::inventory::{refs, Inventory, ManagedObject};
-use crate::simulator::{Call, Flavor};
 use crate::value::{write_element, Data, Moref, Val};
 
 /// Adds the singleton managers to a generated inventory (an ESXi host has no custom
@@ -107,6 +108,21 @@ pub fn service_content(call: &Call<'_>) -> Data {
         content
     } else {
         content.with("customFieldsManager", mor(refs::custom_fields_manager()))
+    }
+}
+
+/// The ServiceInstance's methods besides Fetch (which every object answers).
+pub(crate) fn dispatch(
+    _state: &mut crate::state::State,
+    call: &mut Call<'_>,
+    _this: &crate::value::Moref,
+    method: &str,
+    _args: &crate::soap::Element,
+) -> Option<Result<String, crate::fault::Fault>> {
+    match method {
+        "RetrieveServiceContent" => Some(Ok(retrieve_service_content(call))),
+        "CurrentTime" => Some(Ok(current_time(call))),
+        _ => None,
     }
 }
 

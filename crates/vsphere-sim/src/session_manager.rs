@@ -1,66 +1,17 @@
 //! SessionManager: Login, Logout, SessionIsActive, AcquireCloneTicket, and idle expiry.
 //!
-//! The live sessions are this module's state (`Sessions`); what other managed objects keep
+//! The live sessions (`state::sessions`) are driven from here; what other managed objects keep
 //! per session (the property collectors' results, filters and reports, session-scoped
 //! views) is theirs, and ending a session asks each of them to let go of it.
 
+use crate::call::Call;
+use crate::config::SimConfig;
 use crate::fault::Fault;
-use crate::simulator::{Call, SimConfig, State};
 use crate::soap::Element;
-use crate::value::{write_element, Data, Val};
+use crate::state::sessions::Session;
+use crate::state::State;
+use crate::value::{write_element, Data, Moref, Val};
 use chrono::{DateTime, Utc};
-use std::collections::HashMap;
-
-/// A logged-in session.
-#[derive(Debug, Clone)]
-pub(crate) struct Session {
-    pub key: String,
-    pub user: String,
-    pub login_time: DateTime<Utc>,
-    pub last_active: DateTime<Utc>,
-    pub user_agent: String,
-    pub call_count: i64,
-}
-
-/// The live sessions, by key.
-#[derive(Debug, Default)]
-pub(crate) struct Sessions {
-    by_key: HashMap<String, Session>,
-}
-
-impl Sessions {
-    pub(crate) fn get(&self, key: &str) -> Option<&Session> {
-        self.by_key.get(key)
-    }
-
-    fn contains(&self, key: &str) -> bool {
-        self.by_key.contains_key(key)
-    }
-
-    fn insert(&mut self, session: Session) {
-        self.by_key.insert(session.key.clone(), session);
-    }
-
-    fn remove(&mut self, key: &str) {
-        self.by_key.remove(key);
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &Session> {
-        self.by_key.values()
-    }
-
-    /// Counts a call in a session: `None` if there is no such session, `Some(false)` (and
-    /// nothing counted) if it has been idle longer than `idle`, so the caller ends it.
-    fn touch(&mut self, key: &str, idle: chrono::Duration, now: DateTime<Utc>) -> Option<bool> {
-        let session = self.by_key.get_mut(key)?;
-        if now - session.last_active > idle {
-            return Some(false);
-        }
-        session.last_active = now;
-        session.call_count += 1;
-        Some(true)
-    }
-}
 
 /// Validates a session key and marks it active; expired sessions are removed.
 pub(crate) fn touch(
@@ -150,6 +101,7 @@ fn terminate(state: &mut State, call: &Call<'_>, args: &Element) -> Result<Strin
 pub(crate) fn dispatch(
     state: &mut State,
     call: &mut Call<'_>,
+    _this: &Moref,
     method: &str,
     args: &Element,
 ) -> Option<Result<String, Fault>> {

@@ -1,75 +1,18 @@
 //! VirtualMachineSnapshot: create, revert (to current or to a given snapshot), remove one or
 //! all; the VM's `snapshot` and `rootSnapshot` properties follow the tree.
 //!
-//! Each VM's snapshot tree and current snapshot are this module's state (`Snapshots`); the
+//! Each VM's snapshot tree and current snapshot (`state::snapshots`) are driven from here; the
 //! inventory holds the snapshot objects and the properties rendered from the tree.
 
+use crate::call::Call;
 use crate::fault::Fault;
 use crate::inventory::ManagedObject;
-use crate::simulator::{Call, State};
 use crate::soap::Element;
-use crate::task::{self, Operation};
+use crate::state::snapshots::SnapNode;
+use crate::state::timeline::{Operation, SnapOp};
+use crate::state::State;
+use crate::task;
 use crate::value::{mor_array, Data, Moref, Val};
-use chrono::{DateTime, Utc};
-use std::collections::HashMap;
-
-/// One snapshot of a VM.
-#[derive(Debug, Clone)]
-struct SnapNode {
-    moref: Moref,
-    name: String,
-    description: String,
-    id: i32,
-    created: DateTime<Utc>,
-    power: String,
-    parent: Option<Moref>,
-    /// The VM's `config` when the snapshot was taken.
-    config: Option<Val>,
-}
-
-/// The snapshots of every VM, by the VM's moref value.
-#[derive(Debug, Default)]
-pub(crate) struct Snapshots {
-    /// Each VM's snapshots, in the order they were taken (`parent` links make the tree).
-    trees: HashMap<String, Vec<SnapNode>>,
-    current: HashMap<String, Moref>,
-}
-
-impl Snapshots {
-    fn tree(&self, vm: &str) -> &[SnapNode] {
-        self.trees.get(vm).map(Vec::as_slice).unwrap_or_default()
-    }
-
-    fn tree_mut(&mut self, vm: &str) -> &mut Vec<SnapNode> {
-        self.trees.entry(vm.to_string()).or_default()
-    }
-
-    /// One snapshot of a VM, if the VM has it.
-    fn node_mut(&mut self, vm: &str, snapshot: &Moref) -> Option<&mut SnapNode> {
-        self.trees
-            .get_mut(vm)?
-            .iter_mut()
-            .find(|n| &n.moref == snapshot)
-    }
-
-    fn current(&self, vm: &str) -> Option<&Moref> {
-        self.current.get(vm)
-    }
-
-    /// Sets (or with `None` clears) the VM's current snapshot.
-    fn set_current(&mut self, vm: &str, snapshot: Option<Moref>) {
-        match snapshot {
-            Some(s) => self.current.insert(vm.to_string(), s),
-            None => self.current.remove(vm),
-        };
-    }
-
-    /// Forgets a VM's tree and current snapshot; returns the snapshots it had.
-    fn remove_vm(&mut self, vm: &str) -> Vec<SnapNode> {
-        self.current.remove(vm);
-        self.trees.remove(vm).unwrap_or_default()
-    }
-}
 
 /// Removes every snapshot of a VM, from the tree and the inventory (RemoveAllSnapshots, and
 /// a destroyed VM's). The VM's own properties are left to the caller.
@@ -77,29 +20,6 @@ pub(crate) fn forget_vm(state: &mut State, vm: &Moref) {
     for n in state.snapshots.remove_vm(&vm.value) {
         state.inventory.remove(&n.moref);
     }
-}
-
-/// Snapshot operations tasks run.
-#[derive(Debug, Clone)]
-pub(crate) enum SnapOp {
-    Create {
-        vm: Moref,
-        name: String,
-        description: String,
-    },
-    RevertToCurrent {
-        vm: Moref,
-    },
-    RevertTo {
-        snapshot: Moref,
-    },
-    Remove {
-        snapshot: Moref,
-        remove_children: bool,
-    },
-    RemoveAll {
-        vm: Moref,
-    },
 }
 
 pub(crate) fn dispatch_vm(

@@ -6,92 +6,17 @@
 //! completes) when a request arrives at or after that time, or when a WaitForUpdatesEx sleeping
 //! until then wakes up. With a zero delay it runs before the method returns.
 //!
-//! The timeline is this module's state (`Timeline`); the dispatcher (`State::run_due`) takes
-//! what is due from it and routes each entry to the module that does the work.
+//! The timeline (`state::timeline`) holds what is scheduled; the registry
+//! (`handlers::run_due`, reached through `Call::run_due`) takes what is due from it and
+//! routes each entry to the module that does the work.
 
+use crate::call::Call;
 use crate::fault::Fault;
 use crate::inventory::ManagedObject;
-use crate::simulator::{Call, State};
+use crate::state::timeline::{Operation, Scheduled};
+use crate::state::State;
 use crate::value::{mor_array, write_element, Data, Moref, Val};
 use chrono::{DateTime, Utc};
-
-/// An operation a task performs when it runs.
-#[derive(Debug, Clone)]
-pub(crate) enum Operation {
-    Vm(crate::virtual_machine::VmOp),
-    Rename {
-        entity: Moref,
-        name: String,
-    },
-    Destroy {
-        entity: Moref,
-    },
-    Snapshot(crate::snapshot::SnapOp),
-    MoveInto {
-        folder: Moref,
-        list: Vec<Moref>,
-    },
-    CreateVm {
-        folder: Moref,
-        config: crate::soap::Element,
-        pool: Moref,
-        host: Option<Moref>,
-    },
-    /// An injected failure: the task ends in error with the fault.
-    Fail(Fault),
-    /// An outcome computed when the task was created (a datastore search): the task
-    /// completes with it.
-    Done(Option<Val>),
-}
-
-/// Something the timeline does at a given time.
-#[derive(Debug, Clone)]
-pub(crate) enum Scheduled {
-    /// Start a queued task.
-    Start { task: Moref },
-    /// Run a task's operation and complete it.
-    Run { task: Moref, op: Box<Operation> },
-    /// A powered-on VM's guest comes up: tools running, IP addresses.
-    GuestReady { vm: Moref, boot: u64 },
-}
-
-/// Work due at a time: task steps, guests coming up; and the task event chain ids.
-#[derive(Debug, Default)]
-pub(crate) struct Timeline {
-    /// Ordered by (time, sequence) when taken, so entries due at once run as scheduled.
-    entries: Vec<(DateTime<Utc>, u64, Scheduled)>,
-    seq: u64,
-    chain: u64,
-}
-
-impl Timeline {
-    pub(crate) fn schedule(&mut self, at: DateTime<Utc>, what: Scheduled) {
-        self.seq += 1;
-        self.entries.push((at, self.seq, what));
-    }
-
-    pub(crate) fn next_chain_id(&mut self) -> u64 {
-        self.chain += 1;
-        self.chain
-    }
-
-    /// The earliest scheduled time, if any.
-    pub(crate) fn next_due(&self) -> Option<DateTime<Utc>> {
-        self.entries.iter().map(|(t, _, _)| *t).min()
-    }
-
-    /// Removes and returns the earliest entry due by `now`, if any.
-    pub(crate) fn take_due(&mut self, now: DateTime<Utc>) -> Option<Scheduled> {
-        let i = self
-            .entries
-            .iter()
-            .enumerate()
-            .filter(|(_, (t, _, _))| *t <= now)
-            .min_by_key(|(_, (t, seq, _))| (*t, *seq))
-            .map(|(i, _)| i)?;
-        Some(self.entries.remove(i).2)
-    }
-}
 
 /// How many tasks the simulator remembers.
 const MAX_TASKS: usize = 1000;
@@ -171,7 +96,7 @@ pub(crate) fn start(
             op: Box::new(op),
         },
     );
-    state.run_due(call);
+    call.run_due(state);
     let mut out = String::new();
     write_element(&mut out, "returnval", &Val::Mor(task), false);
     out

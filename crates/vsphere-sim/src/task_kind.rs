@@ -7,8 +7,8 @@
 //! here, so a task on a datastore browser or a snapshot names the same entity either way.
 
 use crate::inventory::is_a;
-use crate::simulator::State;
 use crate::soap::Element;
+use crate::state::State;
 use crate::value::{Moref, Val};
 
 /// Whose method it is in `descriptionId`.
@@ -275,7 +275,7 @@ pub(crate) fn entity(state: &State, this: &Moref, args: &Element) -> Option<More
             .cloned(),
         "HostDatastoreBrowser" => {
             let path = args.text_of("datastorePath").unwrap_or("");
-            crate::datastore_browser::datastore_for(state, this, path).map(|(ds, _)| ds)
+            crate::datastore::datastore_for(state, this, path).map(|(ds, _)| ds)
         }
         "FileManager" | "VirtualDiskManager" => args.child("datacenter").and_then(Element::moref),
         _ => Some(this.clone()),

@@ -1,16 +1,19 @@
 //! ViewManager: ContainerView (recursive or not, filtered by type), ListView, DestroyView.
 //! A view's `view` property is computed when read, so it follows inventory changes.
 
+use crate::call::arg_moref;
+use crate::call::Call;
 use crate::fault::Fault;
 use crate::inventory::{is_a, ManagedObject};
-use crate::simulator::{arg_moref, Call, State};
 use crate::soap::Element;
+use crate::state::State;
 use crate::value::{mor_array, string_array, write_element, Moref, Val};
 use std::collections::HashSet;
 
 pub(crate) fn dispatch(
     state: &mut State,
     call: &mut Call<'_>,
+    _this: &Moref,
     method: &str,
     args: &Element,
 ) -> Option<Result<String, Fault>> {
@@ -80,6 +83,20 @@ fn create_list_view(state: &mut State, call: &Call<'_>, args: &Element) -> Resul
     let mut out = String::new();
     write_element(&mut out, "returnval", &Val::Mor(m), false);
     Ok(out)
+}
+
+/// A ContainerView's or ListView's own method: DestroyView.
+pub(crate) fn dispatch_view(
+    state: &mut State,
+    _call: &mut Call<'_>,
+    this: &Moref,
+    method: &str,
+    _args: &Element,
+) -> Option<Result<String, Fault>> {
+    match method {
+        "DestroyView" => Some(destroy(state, this)),
+        _ => None,
+    }
 }
 
 pub(crate) fn destroy(state: &mut State, this: &Moref) -> Result<String, Fault> {

@@ -1,31 +1,16 @@
 //! VirtualMachine: power operations, guest simulation (tools, IP and MAC per NIC), reconfigure,
 //! clone, template marking, destroy.
 
+use crate::call::arg_moref;
+use crate::call::Call;
 use crate::fault::Fault;
 use crate::inventory::{create_vm, is_a, VmPlacement};
-use crate::simulator::{arg_moref, Call, State};
 use crate::soap::Element;
-use crate::task::{self, Operation, Scheduled};
+use crate::state::timeline::{Operation, Scheduled, VmOp};
+use crate::state::State;
+use crate::task;
 use crate::value::{string_array, Data, Moref, Val};
 use chrono::{DateTime, Utc};
-
-/// The VM operations tasks run.
-#[derive(Debug, Clone)]
-pub(crate) enum VmOp {
-    PowerOn(Moref),
-    PowerOff(Moref),
-    Reset(Moref),
-    Suspend(Moref),
-    Reconfigure(Moref, Element),
-    Customize(Moref, Element),
-    Upgrade(Moref, Option<String>),
-    Clone {
-        source: Moref,
-        folder: Moref,
-        name: String,
-        spec: Element,
-    },
-}
 
 /// A power state's name, borrowed when it is one of vSphere's (every VM holds several).
 fn power_name(ps: &str) -> crate::value::Name {
@@ -909,7 +894,7 @@ fn clone_now(
         }
     }
     if state.inventory.child_named(folder, name).is_some() {
-        return Err(crate::managed_entity::duplicate_name(name, folder));
+        return Err(crate::fault::duplicate_name(name, folder));
     }
     let location = spec.child("location");
     let loc = |n: &str| location.and_then(|l| l.child(n)).and_then(Element::moref);

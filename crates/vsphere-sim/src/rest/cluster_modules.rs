@@ -2,8 +2,8 @@
 //! groups of a cluster's VMs that vSphere keeps apart (anti-affinity). CAPV creates one per
 //! control plane and per machine deployment and adds each machine's VM to it.
 
+use super::Sim;
 use super::{Answer, Form, Request};
-use crate::simulator::Simulator;
 use crate::value::Moref;
 use http::Method;
 use serde_json::{json, Value};
@@ -27,7 +27,7 @@ pub(super) fn route(path: &str) -> Option<&str> {
     path.strip_prefix("/vcenter/cluster/modules")
 }
 
-pub(super) fn handle(sim: &Simulator, form: Form, req: &Request<'_>, rest: &str) -> Answer {
+pub(super) fn handle(sim: &Sim<'_>, form: Form, req: &Request<'_>, rest: &str) -> Answer {
     let body: Value = serde_json::from_slice(req.body).unwrap_or(json!({}));
     forget_deleted(sim);
     let ok = || Answer::empty(if form == Form::Api { 204 } else { 200 });
@@ -65,7 +65,7 @@ pub(super) fn handle(sim: &Simulator, form: Form, req: &Request<'_>, rest: &str)
 /// Destroyed VMs leave their modules, and a deleted cluster's modules go, as vCenter drops
 /// them (checked when modules are next read or changed). Lock order: the modules, then the
 /// inventory.
-fn forget_deleted(sim: &Simulator) {
+fn forget_deleted(sim: &Sim<'_>) {
     let mut modules = sim.rest_cluster_modules();
     sim.with_inventory(|inv| {
         let alive = |ty: &str, value: &str| inv.get(&Moref::new(ty, value)).is_some();
@@ -89,7 +89,7 @@ fn not_found(form: Form, id: &str) -> Answer {
 }
 
 /// The not_found answer for inventory object `ty`/`value` (called `what`), if it is absent.
-fn absent(sim: &Simulator, form: Form, ty: &str, value: &str, what: &str) -> Option<Answer> {
+fn absent(sim: &Sim<'_>, form: Form, ty: &str, value: &str, what: &str) -> Option<Answer> {
     let moref = Moref::new(ty, value);
     if sim.with_inventory(|inv| inv.get(&moref).is_some()) {
         return None;
@@ -104,7 +104,7 @@ fn absent(sim: &Simulator, form: Form, ty: &str, value: &str, what: &str) -> Opt
 }
 
 /// A new module for the cluster the spec names, which must exist.
-fn create(sim: &Simulator, form: Form, spec: &Value) -> Answer {
+fn create(sim: &Sim<'_>, form: Form, spec: &Value) -> Answer {
     let cluster = spec.get("cluster").and_then(Value::as_str).unwrap_or("");
     if let Some(missing) = absent(sim, form, "ClusterComputeResource", cluster, "Cluster") {
         return missing;
@@ -123,7 +123,7 @@ fn create(sim: &Simulator, form: Form, spec: &Value) -> Answer {
 /// `action=add` or `action=remove` of VMs: `success` is false when any VM was already a
 /// member (add) or was not one (remove); the others are still changed, as vCenter does.
 fn change_members(
-    sim: &Simulator,
+    sim: &Sim<'_>,
     form: Form,
     id: &str,
     action: Option<&str>,

@@ -13,10 +13,10 @@
 //! items, and an item its sessions. Bytes live in memory; an OVF descriptor is read for its
 //! VM's name, CPUs and memory only (no disks, networks or properties).
 
+use super::Sim;
 use super::{spec, text, Answer, Form, Request};
 use crate::datastore_files::{percent_decode, query_param, FileAnswer};
 use crate::inventory::is_a;
-use crate::simulator::Simulator;
 use crate::value::{Moref, Val};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -174,7 +174,7 @@ impl Ctx<'_> {
     }
 }
 
-pub(super) fn handle(sim: &Simulator, form: Form, req: &Request<'_>, target: Target) -> Answer {
+pub(super) fn handle(sim: &Sim<'_>, form: Form, req: &Request<'_>, target: Target) -> Answer {
     let body = match super::json_body(form, req.body) {
         Ok(body) => body,
         Err(refused) => return refused,
@@ -798,7 +798,7 @@ fn upload_json(name: &str, f: &Upload) -> Value {
 /// session of a REST token or of a SOAP cookie (govmomi uploads with either). The file must
 /// have been added to a session that is still active.
 pub(super) fn upload(
-    sim: &Simulator,
+    sim: &Sim<'_>,
     method: &Method,
     path: &str,
     headers: &http::HeaderMap,
@@ -910,7 +910,7 @@ fn vm_folder_of(inv: &crate::inventory::Inventory, entity: &Moref) -> Option<Mor
 /// says (else as the OVF, else as the item), with the OVF's CPUs and memory. A VM that
 /// cannot be created (a taken name) is a deployment that did not succeed, as vCenter reports
 /// it; an unknown item, pool or folder is not_found.
-fn deploy(sim: &Simulator, cx: &Ctx<'_>, method: &Method, id: &str, body: &Value) -> Answer {
+fn deploy(sim: &Sim<'_>, cx: &Ctx<'_>, method: &Method, id: &str, body: &Value) -> Answer {
     let form = cx.form;
     if *method != Method::POST || cx.action != Some("deploy") {
         return Answer::not_found(form, "OVF library item operation");
@@ -980,7 +980,7 @@ fn field(name: &str, value: &str) -> crate::soap::Element {
 /// Creates the VM as CreateVM_Task does (`folder::create_vm`), under the SOAP state's lock.
 /// `Err(Ok(message))` is a VM the inventory refused; `Err(Err(answer))` a target not found.
 fn create_vm(
-    sim: &Simulator,
+    sim: &Sim<'_>,
     form: Form,
     at: &Placement,
     mut config: Vec<crate::soap::Element>,
@@ -1034,6 +1034,7 @@ fn create_vm(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::simulator::Simulator;
     use crate::SimConfig;
     use infrasim_clock::FakeClock;
     use std::sync::Arc;
@@ -1179,12 +1180,14 @@ mod tests {
         );
         let mut headers = http::HeaderMap::new();
         assert_eq!(
-            upload(sim, &Method::PUT, path, &headers, Bytes::from(OVF)).status,
+            sim.handle_upload(&Method::PUT, path, &headers, Bytes::from(OVF))
+                .status,
             401
         );
         headers.insert("vmware-api-session-id", token.parse().unwrap());
         assert_eq!(
-            upload(sim, &Method::PUT, path, &headers, Bytes::from(OVF)).status,
+            sim.handle_upload(&Method::PUT, path, &headers, Bytes::from(OVF))
+                .status,
             200
         );
         assert_eq!(call(sim, token, "POST", &complete, Value::Null).0, 200);

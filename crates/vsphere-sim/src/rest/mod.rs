@@ -19,14 +19,69 @@ pub(crate) use tagging::Tagging;
 /// The state of a simulator's REST services, each behind its own lock.
 #[derive(Debug, Default)]
 pub(crate) struct Services {
-    pub sessions: std::sync::Mutex<Sessions>,
-    pub tagging: std::sync::Mutex<Tagging>,
-    pub cluster_modules: std::sync::Mutex<ClusterModules>,
-    pub content_library: std::sync::Mutex<ContentLibrary>,
+    pub sessions: Mutex<Sessions>,
+    pub tagging: Mutex<Tagging>,
+    pub cluster_modules: Mutex<ClusterModules>,
+    pub content_library: Mutex<ContentLibrary>,
 }
 
-use crate::simulator::Simulator;
+/// The simulator as the REST services see it: their own state beside the engine that holds
+/// the SOAP side (sessions to borrow, the inventory to read, OVF deployments to run). The
+/// `Simulator` handle makes one per request; the services never name the handle, which
+/// holds them.
+pub(crate) struct Sim<'a> {
+    pub engine: &'a Engine,
+    pub services: &'a Services,
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Sim<'_> {
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.engine.now()
+    }
+
+    pub fn config(&self) -> &crate::config::SimConfig {
+        self.engine.config()
+    }
+
+    pub fn with_inventory<T>(&self, f: impl FnOnce(&crate::inventory::Inventory) -> T) -> T {
+        self.engine.with_inventory(f)
+    }
+
+    pub fn with_state<T>(
+        &self,
+        f: impl FnOnce(&mut crate::state::State, &crate::call::Call<'_>) -> T,
+    ) -> T {
+        self.engine.with_state(f)
+    }
+
+    pub fn soap_session_user(&self, cookie: &str) -> Option<String> {
+        self.engine.soap_session_user(cookie)
+    }
+
+    pub fn rest_sessions(&self) -> MutexGuard<'_, Sessions> {
+        locked(&self.services.sessions)
+    }
+
+    pub fn rest_tagging(&self) -> MutexGuard<'_, Tagging> {
+        locked(&self.services.tagging)
+    }
+
+    pub fn rest_cluster_modules(&self) -> MutexGuard<'_, ClusterModules> {
+        locked(&self.services.cluster_modules)
+    }
+
+    pub fn rest_content_library(&self) -> MutexGuard<'_, ContentLibrary> {
+        locked(&self.services.content_library)
+    }
+}
+
+use crate::engine::Engine;
 use serde_json::{json, Value};
+use std::sync::{Mutex, MutexGuard};
 
 /// Which of the two spellings a request used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,7 +243,7 @@ pub fn split(path: &str) -> Option<(Form, &str)> {
 }
 
 /// Answers one REST request for `sim`.
-pub(crate) fn handle(sim: &Simulator, form: Form, req: &Request<'_>) -> Answer {
+pub(crate) fn handle(sim: &Sim<'_>, form: Form, req: &Request<'_>) -> Answer {
     let session_path = match form {
         Form::Rest => "/com/vmware/cis/session",
         Form::Api => "/session",
@@ -213,8 +268,8 @@ pub(crate) fn handle(sim: &Simulator, form: Form, req: &Request<'_>) -> Answer {
 }
 
 /// Stores a file pushed to a content library upload URL (a path under [`UPLOAD_PREFIX`]).
-pub fn upload(
-    sim: &Simulator,
+pub(crate) fn upload(
+    sim: &Sim<'_>,
     method: &http::Method,
     path: &str,
     headers: &http::HeaderMap,

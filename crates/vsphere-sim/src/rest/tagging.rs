@@ -7,8 +7,8 @@
 //! with associable types takes only objects of those types; deleting a category deletes its
 //! tags, and deleting a tag detaches it everywhere.
 
+use super::Sim;
 use super::{spec, text, Answer, Form, Request};
-use crate::simulator::Simulator;
 use crate::value::Moref;
 use http::Method;
 use serde_json::{json, Value};
@@ -53,7 +53,7 @@ pub(super) fn route(form: Form, path: &str) -> Option<(&str, Option<&str>)> {
 }
 
 pub(super) fn handle(
-    sim: &Simulator,
+    sim: &Sim<'_>,
     form: Form,
     req: &Request<'_>,
     kind: &str,
@@ -416,7 +416,7 @@ fn object_json(m: &Moref) -> Value {
 
 /// The tag-association actions. Lock order: the tagging state, then the inventory (read to
 /// check that an object exists); nothing takes them the other way round.
-fn associate(sim: &Simulator, form: Form, tag: Option<&str>, action: &str, body: &Value) -> Answer {
+fn associate(sim: &Sim<'_>, form: Form, tag: Option<&str>, action: &str, body: &Value) -> Answer {
     let exists = |m: &Moref| sim.with_inventory(|inv| inv.get(m).is_some());
     let object = body.get("object_id").and_then(object_of);
     let tag_ids: Vec<String> = super::strings(body, "tag_ids")

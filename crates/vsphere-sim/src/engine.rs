@@ -1,0 +1,139 @@
+//! The engine of one simulated vCenter (or ESX host): its configuration, its clock, the
+//! state behind its lock and the wake-ups of waiting calls. Every front drives it: the SOAP
+//! request loop (`simulator`), the REST services (`rest`), the datastore file requests
+//! (`datastore_http`) and the provisioning helpers.
+//!
+//! It is apart from the `Simulator` handle so that those fronts reach the SOAP state
+//! without importing the handle, which holds their own state (the REST services) beside
+//! the engine.
+//!
+//! Each simulator has its own lock and shares nothing with others, so many instances run in
+//! one process without contending. Requests hold the lock only while they run (they never
+//! wait inside it).
+
+use crate::call::Call;
+use crate::config::{Flavor, SimConfig};
+use crate::datastore_files::DatastoreFiles;
+use crate::inventory::{self, Inventory};
+use crate::state::State;
+use chrono::{DateTime, Utc};
+use infrasim_clock::SharedClock;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The shared core of a simulator. Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct Engine {
+    config: Arc<SimConfig>,
+    clock: SharedClock,
+    state: Arc<Mutex<State>>,
+    /// Wakes WaitForUpdates calls after any request that may have changed something.
+    changed: Arc<tokio::sync::Notify>,
+    /// Files uploaded to datastores over HTTP (see `datastore_files`).
+    files: Arc<Mutex<DatastoreFiles>>,
+}
+
+impl Engine {
+    /// An engine with a freshly generated inventory.
+    pub fn new(config: SimConfig, clock: SharedClock) -> Self {
+        let mut model = config.model.clone();
+        model.esx = config.flavor == Flavor::Esx8;
+        let mut inventory = inventory::generate(&model, clock.now());
+        crate::service_instance::install_managers(&mut inventory);
+        Engine {
+            config: Arc::new(config),
+            clock,
+            state: Arc::new(Mutex::new(State {
+                inventory,
+                ..State::default()
+            })),
+            changed: Arc::new(tokio::sync::Notify::new()),
+            files: Arc::default(),
+        }
+    }
+
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    /// The simulator's time now.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// What waiting WaitForUpdates calls wait on.
+    pub fn changed(&self) -> &tokio::sync::Notify {
+        &self.changed
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        // Handlers validate before they mutate, so a poisoned lock still holds a consistent
+        // inventory.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The context of one call at `now`, in `session` (if any), from `user_agent`.
+    pub fn call<'a>(
+        &'a self,
+        now: DateTime<Utc>,
+        session: Option<String>,
+        user_agent: &'a str,
+    ) -> Call<'a> {
+        Call {
+            config: &self.config,
+            now,
+            session,
+            user_agent,
+            set_session: None,
+            files: &self.files,
+            runner: crate::handlers::run_due,
+        }
+    }
+
+    /// Runs `f` on the SOAP state as a call of the simulator's own user would (for a REST
+    /// operation that changes the inventory: an OVF deployment), after what the timeline has
+    /// due, then wakes waiting WaitForUpdates calls so they see the change.
+    pub fn with_state<T>(&self, f: impl FnOnce(&mut State, &Call<'_>) -> T) -> T {
+        let out = {
+            let mut state = self.lock();
+            let call = self.call(self.clock.now(), None, "vapi");
+            call.run_due(&mut state);
+            f(&mut state, &call)
+        };
+        self.changed.notify_waiters();
+        out
+    }
+
+    /// Reads the inventory.
+    pub fn with_inventory<T>(&self, f: impl FnOnce(&Inventory) -> T) -> T {
+        f(&self.lock().inventory)
+    }
+
+    /// The user of the live SOAP session a `Cookie` header names, if any (touching it, so
+    /// an idle one ends here): vCenter lets a SOAP session open a REST one.
+    pub fn soap_session_user(&self, cookie: &str) -> Option<String> {
+        let key = session_cookie(cookie)?;
+        let mut state = self.lock();
+        let key = crate::session_manager::touch(&mut state, &self.config, &key, self.clock.now())?;
+        state.sessions.get(&key).map(|s| s.user.clone())
+    }
+
+    /// The files uploaded to datastores.
+    pub fn uploaded_files(&self) -> &Mutex<DatastoreFiles> {
+        &self.files
+    }
+}
+
+/// The cookie vCenter's SOAP sessions travel in.
+pub const COOKIE: &str = "vmware_soap_session";
+
+/// The session key in a `Cookie` header (pyvmomi sends back the whole `Set-Cookie` value).
+pub(crate) fn session_cookie(header: &str) -> Option<String> {
+    header.split(';').find_map(|part| {
+        let (k, v) = part.trim().split_once('=')?;
+        (k == COOKIE).then(|| v.trim_matches('"').to_string())
+    })
+}
