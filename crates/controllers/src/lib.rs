@@ -159,3 +159,12 @@ pub async fn run(ctx: Context, selection: Selection) {
     };
     futures::join!(provider, core, vcsim, vmgroup, sip);
 }
+
+/// Stops the task running the controllers ([`run`]) before the runtime goes away. Left to
+/// the runtime's shutdown, kube-runtime's controllers can be polled after the reconciles
+/// they spawned were cancelled under them, and its join handles unwrap that as a panic;
+/// aborted here, a controller is dropped whole with its reconciles.
+pub async fn stop(task: tokio::task::JoinHandle<()>) {
+    task.abort();
+    let _ = task.await;
+}

@@ -1,14 +1,5 @@
 //! The `infrasim` command: wires the crates together behind a CLI.
 
-mod bench;
-mod bench_capi;
-mod bench_cel;
-mod bench_etcd;
-mod bench_sip;
-mod bench_store;
-mod bench_vcsim;
-mod bench_vmgroup;
-mod bench_vsphere;
 mod cluster;
 mod controller;
 mod env;
@@ -35,6 +26,15 @@ struct Cli {
     command: Command,
 }
 
+/// What `infrasim bench` takes in a build without the benchmarks: anything, to name it in
+/// the error.
+#[cfg(not(feature = "bench"))]
+#[derive(Debug, clap::Args)]
+struct NoBench {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    rest: Vec<String>,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Start the embedded management plane (a Kubernetes-compatible API server).
@@ -57,21 +57,23 @@ enum Command {
     /// Serve one vSphere simulator (SOAP at /sdk).
     Vcsim(vcsim::VcsimArgs),
     /// Measure the servers against baselines and print a table.
-    Bench(bench::BenchArgs),
+    #[cfg(feature = "bench")]
+    Bench(infrasim_bench::BenchArgs),
+    /// Measure the servers against baselines (this build has none: build with
+    /// `--features bench`).
+    #[cfg(not(feature = "bench"))]
+    Bench(NoBench),
     /// Check a data directory's stores without writing to them.
     Store(store::StoreArgs),
 }
 
-/// Completes on Ctrl-C or SIGTERM.
-/// Stops the task running the controllers before the runtime goes away. Left to the
-/// runtime's shutdown, kube-runtime's controllers can be polled after the reconciles they
-/// spawned were cancelled under them, and its join handles unwrap that as a panic; aborted
-/// here, a controller is dropped whole with its reconciles.
+/// Stops the task running the controllers before the runtime goes away (see
+/// [`infrasim_controllers::stop`]).
 pub async fn stop_controllers(task: tokio::task::JoinHandle<()>) {
-    task.abort();
-    let _ = task.await;
+    infrasim_controllers::stop(task).await;
 }
 
+/// Completes on Ctrl-C or SIGTERM.
 pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
@@ -122,7 +124,13 @@ fn main() -> anyhow::Result<()> {
     };
     match cli.command {
         Command::Up(args) => shared()?.block_on(up::run(args)),
-        Command::Bench(args) => shared()?.block_on(bench::run(args)),
+        #[cfg(feature = "bench")]
+        Command::Bench(args) => shared()?.block_on(infrasim_bench::run(args)),
+        #[cfg(not(feature = "bench"))]
+        Command::Bench(args) => anyhow::bail!(
+            "this infrasim was built without its benchmarks; run them with: cargo run --release -p infrasim --features bench -- bench {}",
+            args.rest.join(" ")
+        ),
         Command::Vcsim(args) => args.runtime()?.block_on(vcsim::run(args)),
         Command::Fleet(args) => shared()?.block_on(fleet::run(args)),
         Command::Cluster(args) => shared()?.block_on(cluster::run(args)),

@@ -2,7 +2,8 @@
 //! validation rules, against the same object under a CRD with none, in the same run: what
 //! the rules cost on the write path.
 
-use crate::bench::{fmt, ApiBenchArgs, Client};
+use crate::api::ApiBenchArgs;
+use crate::harness::{fmt, Client};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
@@ -87,10 +88,10 @@ async fn create_load(
     plural: &str,
     kind: &str,
     args: &ApiBenchArgs,
-) -> anyhow::Result<crate::bench::Load> {
+) -> anyhow::Result<crate::harness::Load> {
     let path = format!("/apis/bench.example.com/v1/namespaces/bench/{plural}");
     let kind = kind.to_string();
-    crate::bench::load_with(client, addr, args.connections, args.seconds, move |c, n| {
+    crate::harness::load_with(client, addr, args.connections, args.seconds, move |c, n| {
         request(&path, &object(&kind, &format!("o-{c}-{n}")))
     })
     .await

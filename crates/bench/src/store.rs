@@ -6,7 +6,7 @@
 //! restart a durable store of N objects and the disk bytes per object; and workload clusters:
 //! created per second in memory and durable, and the time to bring N of them back.
 
-use crate::bench::{load_with, Client};
+use crate::harness::{load_with, Client};
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
@@ -77,7 +77,7 @@ pub async fn run(args: StoreBenchArgs) -> anyhow::Result<()> {
     }
     let etcd_dir = root.join("etcd");
     let _ = std::fs::remove_dir_all(&etcd_dir);
-    match crate::bench_etcd::start_etcd(&args.etcd, args.etcd_port, &etcd_dir).await {
+    match crate::etcd::start_etcd(&args.etcd, args.etcd_port, &etcd_dir).await {
         Ok((dial, _server)) => {
             let mut figures = Vec::new();
             for &clients in &args.clients {
@@ -265,7 +265,7 @@ async fn api_creates(dir: Option<&Path>, clients: usize, seconds: u64) -> anyhow
         SystemClock::shared(),
         ApiConfig::default(),
     );
-    let (addr, _tls, stop) = crate::bench::serve(&server, &ca).await?;
+    let (addr, _tls, stop) = crate::harness::serve(&server, &ca).await?;
     let admin = ca.client_cert("kubernetes-admin", &["system:masters"])?;
     let client = Arc::new(Client::new(&ca, &admin, false)?);
     let load = load_with(&client, addr, clients, seconds, |c, n| {
@@ -283,11 +283,7 @@ async fn api_creates(dir: Option<&Path>, clients: usize, seconds: u64) -> anyhow
 
 /// Puts per second into etcd from `clients` connections, each value the size of the
 /// ConfigMaps the API scenarios create.
-async fn etcd_puts(
-    dial: &crate::bench_etcd::Dial,
-    clients: usize,
-    seconds: u64,
-) -> anyhow::Result<f64> {
+async fn etcd_puts(dial: &crate::etcd::Dial, clients: usize, seconds: u64) -> anyhow::Result<f64> {
     let value = configmap("cm-0-0").to_string().into_bytes();
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut tasks = Vec::new();

@@ -5,7 +5,7 @@
 //! every VM is powered on with an IP, and the SOAP calls the vCenter answered per VM (the
 //! simulator's own count, logins and change notification included).
 
-use crate::bench_vcsim::plane;
+use crate::vcsim::plane;
 use anyhow::Context as _;
 use clap::Args;
 use infrasim_clock::SystemClock;

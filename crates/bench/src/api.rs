@@ -6,56 +6,22 @@
 //! routing, authentication, store lookup and response assembly. Numbers are machine
 //! dependent; the ratio and the watch latencies are what to compare across changes.
 
+use crate::harness::{fmt, get, load, percentile, serve, serve_on_own_thread, thread_cpu, Client};
 use anyhow::Context;
 use bytes::Bytes;
-use clap::{Args, Subcommand};
-use http_body_util::{BodyExt, Empty, Full};
+use clap::Args;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use infrasim_clock::SystemClock;
 use infrasim_kube_api::pki::{CertificateAuthority, KeyedCert};
-use infrasim_kube_api::{tls_config, ApiConfig, ApiServer};
+use infrasim_kube_api::{ApiConfig, ApiServer};
 use infrasim_store::{MemoryBackend, ObjectKey, Store, StoreConfig};
-use rustls::pki_types::ServerName;
 use serde_json::json;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::{TcpListener, TcpStream};
-
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    #[command(subcommand)]
-    what: BenchWhat,
-}
-
-#[derive(Debug, Subcommand)]
-enum BenchWhat {
-    /// GET, LIST and watch fan-out against the API server and a bare server.
-    Api(ApiBenchArgs),
-    /// N Cluster API clusters through the embedded plane: time until Available, reconciles
-    /// per second, peak RSS.
-    Capi(crate::bench_capi::CapiBenchArgs),
-    /// etcd Status + MemberList per second through a cluster's endpoint and a port-forward,
-    /// against Debian's etcd server.
-    Etcd(crate::bench_etcd::EtcdBenchArgs),
-    /// `infrasim vcsim` against govmomi's simulator (Debian's library): server CPU per
-    /// RetrievePropertiesEx, per clone and per listing of every VM, memory and startup, at
-    /// several model sizes.
-    Vsphere(crate::bench_vsphere::VsphereBenchArgs),
-    /// The vcsim controller: N VCenterSimulators in one process (time to Ready, memory), and
-    /// M VMs cloned in one of them the way CAPV clones them.
-    Vcsim(crate::bench_vcsim::VcsimBenchArgs),
-    /// The VmGroup controller: time for an N-replica group to be ready and vCenter calls per
-    /// VM, against a naive list-everything loop.
-    Vmgroup(crate::bench_vmgroup::VmGroupBenchArgs),
-    /// The SIPCluster controller: time to place N SIPClusters over M BareMetalHosts, one at a
-    /// time.
-    Sip(crate::bench_sip::SipBenchArgs),
-    /// Durable state: creates per second through the API, durable against in-memory and
-    /// against Debian's etcd puts; restart time and disk bytes per object.
-    Store(crate::bench_store::StoreBenchArgs),
-}
+use tokio::net::TcpListener;
 
 #[derive(Debug, Args)]
 pub(crate) struct ApiBenchArgs {
@@ -74,254 +40,6 @@ pub(crate) struct ApiBenchArgs {
     /// Changes written while the watchers listen.
     #[arg(long, default_value_t = 200)]
     events: usize,
-}
-
-pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    match args.what {
-        BenchWhat::Api(a) => api(a).await,
-        BenchWhat::Capi(a) => crate::bench_capi::run(a).await,
-        BenchWhat::Etcd(a) => crate::bench_etcd::run(a).await,
-        BenchWhat::Vsphere(a) => crate::bench_vsphere::run(a).await,
-        BenchWhat::Vcsim(a) => crate::bench_vcsim::run(a).await,
-        BenchWhat::Vmgroup(a) => crate::bench_vmgroup::run(a).await,
-        BenchWhat::Sip(a) => crate::bench_sip::run(a).await,
-        BenchWhat::Store(a) => crate::bench_store::run(a).await,
-    }
-}
-
-/// Serves `server` on a loopback port with a certificate of `ca` for `localhost`: its
-/// address, its TLS configuration, and what stops it when dropped.
-pub(crate) async fn serve(
-    server: &ApiServer,
-    ca: &CertificateAuthority,
-) -> anyhow::Result<(
-    SocketAddr,
-    Arc<rustls::ServerConfig>,
-    tokio::sync::oneshot::Sender<()>,
-)> {
-    let serving = ca.serving_cert(
-        "kube-apiserver",
-        &["localhost".into()],
-        &["127.0.0.1".parse()?],
-    )?;
-    let tls = tls_config(ca, &serving)?;
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(server.clone().serve(listener, tls.clone(), async {
-        let _ = stopped.await;
-    }));
-    Ok((addr, tls, stop))
-}
-
-/// The name of the thread [`serve_on_own_thread`] serves on.
-const SERVER_THREAD: &str = "bench-apiserver";
-
-/// Serves `server` on a runtime of its own (two threads, as many as the process's own
-/// runtime has; kept for the process's life, as the bench is): its address and the threads'
-/// name.
-fn serve_on_own_thread(
-    server: &ApiServer,
-    ca: &CertificateAuthority,
-) -> anyhow::Result<(SocketAddr, &'static str)> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name(SERVER_THREAD)
-        .enable_all()
-        .build()?;
-    let (server, ca) = (server.clone(), ca.clone());
-    let (tx, rx) = std::sync::mpsc::channel();
-    runtime.spawn(async move {
-        // Made here, so the listener and its connections belong to this runtime's reactor.
-        let served = serve(&server, &ca).await;
-        let _ = tx.send(served.map(|(addr, _, stop)| (addr, stop)));
-        std::future::pending::<()>().await;
-    });
-    let (addr, stop) = rx.recv()??;
-    std::mem::forget((runtime, stop));
-    Ok((addr, SERVER_THREAD))
-}
-
-/// The CPU time (user and system) the threads named `name` of this process have used.
-fn thread_cpu(name: &str) -> Duration {
-    let ticks_per_second = 100.0; // USER_HZ, what /proc reports in on Linux
-    let mut ticks = 0u64;
-    for task in std::fs::read_dir("/proc/self/task")
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if !name.starts_with(comm.trim()) || comm.trim().is_empty() {
-            continue;
-        }
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        // Fields after the parenthesised command: utime and stime are the 12th and 13th.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map_or("", |(_, r)| r)
-            .split_whitespace()
-            .collect();
-        let field = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        ticks += field(11) + field(12);
-    }
-    Duration::from_secs_f64(ticks as f64 / ticks_per_second)
-}
-
-/// Throughput and latency of one scenario.
-pub(crate) struct Load {
-    pub(crate) requests: usize,
-    pub(crate) per_second: f64,
-    pub(crate) p50: Duration,
-    pub(crate) p99: Duration,
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-pub(crate) struct Client {
-    tls: tokio_rustls::TlsConnector,
-}
-
-impl Client {
-    pub(crate) fn new(
-        ca: &CertificateAuthority,
-        cert: &KeyedCert,
-        h2: bool,
-    ) -> anyhow::Result<Self> {
-        let mut config = infrasim_kube_api::client_tls_config(&ca.cert_pem, cert)?;
-        config.alpn_protocols = vec![if h2 {
-            b"h2".to_vec()
-        } else {
-            b"http/1.1".to_vec()
-        }];
-        Ok(Client {
-            tls: tokio_rustls::TlsConnector::from(Arc::new(config)),
-        })
-    }
-
-    async fn tls(
-        &self,
-        addr: SocketAddr,
-    ) -> anyhow::Result<tokio_rustls::client::TlsStream<TcpStream>> {
-        let tcp = TcpStream::connect(addr).await?;
-        tcp.set_nodelay(true)?;
-        Ok(self
-            .tls
-            .connect(ServerName::try_from("localhost")?.to_owned(), tcp)
-            .await?)
-    }
-
-    pub(crate) async fn http1<B>(
-        &self,
-        addr: SocketAddr,
-    ) -> anyhow::Result<hyper::client::conn::http1::SendRequest<B>>
-    where
-        B: hyper::body::Body + Send + 'static,
-        B::Data: Send,
-        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        let (send, conn) =
-            hyper::client::conn::http1::handshake(TokioIo::new(self.tls(addr).await?)).await?;
-        tokio::spawn(conn);
-        Ok(send)
-    }
-
-    async fn http2(
-        &self,
-        addr: SocketAddr,
-    ) -> anyhow::Result<hyper::client::conn::http2::SendRequest<Empty<Bytes>>> {
-        let (send, conn) = hyper::client::conn::http2::handshake(
-            TokioExecutor::new(),
-            TokioIo::new(self.tls(addr).await?),
-        )
-        .await?;
-        tokio::spawn(conn);
-        Ok(send)
-    }
-}
-
-fn get(path: &str) -> anyhow::Result<http::Request<Empty<Bytes>>> {
-    Ok(http::Request::get(path)
-        .header(http::header::HOST, "localhost")
-        .header(http::header::ACCEPT, "application/json")
-        .body(Empty::new())?)
-}
-
-/// Requests per second and latency percentiles of a load.
-pub(crate) fn summarize(mut all: Vec<Duration>, elapsed: Duration) -> Load {
-    all.sort();
-    let elapsed = elapsed.as_secs_f64().max(f64::EPSILON);
-    Load {
-        requests: all.len(),
-        per_second: all.len() as f64 / elapsed,
-        p50: percentile(&all, 0.5),
-        p99: percentile(&all, 0.99),
-    }
-}
-
-/// `connections` connections issuing GET `path` back to back for `seconds`.
-async fn load(
-    client: &Arc<Client>,
-    addr: SocketAddr,
-    path: &str,
-    connections: usize,
-    seconds: u64,
-) -> anyhow::Result<Load> {
-    let path = path.to_string();
-    load_with(client, addr, connections, seconds, move |_, _| get(&path)).await
-}
-
-/// `connections` connections sending the requests `make(connection, n)` builds back to back
-/// for `seconds`; each must succeed.
-pub(crate) async fn load_with<B, F>(
-    client: &Arc<Client>,
-    addr: SocketAddr,
-    connections: usize,
-    seconds: u64,
-    make: F,
-) -> anyhow::Result<Load>
-where
-    B: hyper::body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    F: Fn(usize, usize) -> anyhow::Result<http::Request<B>> + Send + Sync + 'static,
-{
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    let make = Arc::new(make);
-    let mut tasks = Vec::new();
-    for c in 0..connections {
-        let mut send = client.http1::<B>(addr).await?;
-        let make = make.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            while Instant::now() < deadline {
-                let request = make(c, latencies.len())?;
-                let started = Instant::now();
-                let resp = send.send_request(request).await?;
-                anyhow::ensure!(resp.status().is_success(), "status {}", resp.status());
-                resp.into_body().collect().await?;
-                latencies.push(started.elapsed());
-            }
-            Ok::<_, anyhow::Error>(latencies)
-        }));
-    }
-    let started = Instant::now();
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await??);
-    }
-    Ok(summarize(all, started.elapsed()))
 }
 
 /// A server that answers every request with the same bytes: the floor any API server stands on.
@@ -358,7 +76,7 @@ async fn bare_server(tls: Arc<rustls::ServerConfig>, body: Bytes) -> anyhow::Res
     Ok(addr)
 }
 
-async fn api(args: ApiBenchArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: ApiBenchArgs) -> anyhow::Result<()> {
     let ca = CertificateAuthority::generate("bench-ca")?;
     let store = Store::new(
         StoreConfig::default(),
@@ -466,17 +184,9 @@ async fn api(args: ApiBenchArgs) -> anyhow::Result<()> {
         busy.as_secs_f64() / elapsed.as_secs_f64(),
         elapsed.as_secs_f64()
     );
-    crate::bench_cel::creates(&client, addr, &args).await?;
+    crate::cel::creates(&client, addr, &args).await?;
     let _ = target;
     Ok(())
-}
-
-pub(crate) fn fmt(d: Duration) -> String {
-    if d < Duration::from_millis(1) {
-        format!("{}us", d.as_micros())
-    } else {
-        format!("{:.2}ms", d.as_secs_f64() * 1000.0)
-    }
 }
 
 async fn collect(client: &Client, addr: SocketAddr, path: &str) -> anyhow::Result<Bytes> {
