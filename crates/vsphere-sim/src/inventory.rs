@@ -1371,6 +1371,65 @@ mod tests {
         assert_ne!(ptr(&first), ptr(&evicted));
     }
 
+    /// Every object of an inventory as text, in reference order: its reference and its
+    /// properties as stored (so how they are shared against one another counts too).
+    fn fingerprint(inv: &Inventory) -> (usize, u64) {
+        let mut objects: Vec<&ManagedObject> = inv.iter().collect();
+        objects.sort_by(|a, b| a.moref.value.cmp(&b.moref.value));
+        // FNV-1a rather than std's hasher, whose output may change between Rust releases.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for o in &objects {
+            for b in format!("{:?} {:?}\n", o.moref, o.props).bytes() {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        (objects.len(), h)
+    }
+
+    #[test]
+    fn generated_inventories_stay_exactly_as_they_were() {
+        // Pinned from the generator before it was split into a file per type: a change to
+        // any reference, property, value or their order changes these.
+        let now = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let big = Model {
+            datacenters: 3,
+            clusters: 2,
+            hosts_per_cluster: 2,
+            standalone_hosts: 2,
+            vms: 2,
+            datastores: 2,
+            pools: 2,
+            portgroups: 2,
+            folders: 2,
+            esx: false,
+        };
+        let more_folders_than_datacenters = Model {
+            folders: 2,
+            ..Model::default()
+        };
+        let esx = Model {
+            esx: true,
+            ..Model::default()
+        };
+        let got: Vec<(usize, u64)> = [Model::default(), big, more_folders_than_datacenters, esx]
+            .iter()
+            .map(|m| fingerprint(&generate(m, now)))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (23, 14839113205443357935),
+                (152, 694303629394480365),
+                (27, 295445830526724636),
+                (16, 15748469598885721756)
+            ]
+        );
+        let inv = generate(&Model::default(), now);
+        let vm = inv.iter().find(|o| o.name() == "DC0_C0_RP0_VM1").unwrap();
+        assert_eq!(vm.moref.value, "vm-21");
+    }
+
     #[test]
     fn types_follow_the_vim_hierarchy() {
         assert!(is_a("ClusterComputeResource", "ManagedEntity"));
