@@ -3,13 +3,13 @@
 
 use crate::call::{arg_moref, Call};
 use crate::fault::Fault;
-use crate::inventory::ManagedObject;
+use crate::objects::ManagedObject;
 use crate::soap::Element;
 use crate::state::State;
 use crate::value::{write_element, Data, Moref, Val};
 
-pub(crate) fn install(inv: &mut crate::inventory::Inventory) {
-    let m = crate::inventory::refs::custom_fields_manager();
+pub(crate) fn install(inv: &mut crate::objects::Inventory) {
+    let m = crate::objects::refs::custom_fields_manager();
     let mut o = ManagedObject::new(&m.ty, &m.value);
     o.set("field", Val::Array("CustomFieldDef", vec![]));
     inv.insert(o);
@@ -18,7 +18,7 @@ pub(crate) fn install(inv: &mut crate::inventory::Inventory) {
 fn definitions(state: &State) -> Vec<Data> {
     match state
         .inventory
-        .get(&crate::inventory::refs::custom_fields_manager())
+        .get(&crate::objects::refs::custom_fields_manager())
         .and_then(|o| o.props.get("field"))
     {
         Some(Val::Array(_, items)) => items
@@ -35,7 +35,7 @@ fn definitions(state: &State) -> Vec<Data> {
 fn set_definitions(state: &mut State, defs: Vec<Data>) {
     if let Some(o) = state
         .inventory
-        .get_mut(&crate::inventory::refs::custom_fields_manager())
+        .get_mut(&crate::objects::refs::custom_fields_manager())
     {
         o.set(
             "field",
@@ -65,7 +65,7 @@ pub(crate) fn dispatch(
             {
                 return Some(Err(crate::fault::duplicate_name(
                     &name,
-                    &crate::inventory::refs::custom_fields_manager(),
+                    &crate::objects::refs::custom_fields_manager(),
                 )));
             }
             let key = defs

@@ -9,7 +9,7 @@
 use crate::call::{Call, Flow};
 use crate::engine::{session_cookie, Engine};
 use crate::fault::Fault;
-use crate::inventory::{refs, Inventory};
+use crate::objects::{refs, Inventory};
 use crate::soap::{self, Request};
 use crate::state::State;
 use crate::{property_collector, session_manager};

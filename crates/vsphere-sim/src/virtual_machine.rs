@@ -4,7 +4,8 @@
 use crate::call::arg_moref;
 use crate::call::Call;
 use crate::fault::Fault;
-use crate::inventory::{create_vm, is_a, VmPlacement};
+use crate::inventory::vm::{create_vm, VmPlacement};
+use crate::objects::is_a;
 use crate::soap::Element;
 use crate::state::timeline::{Operation, Scheduled, VmOp};
 use crate::state::State;
@@ -186,7 +187,7 @@ pub(crate) fn power_state(state: &State, vm: &Moref) -> String {
         .to_string()
 }
 
-fn data_mut<'a>(o: &'a mut crate::inventory::ManagedObject, prop: &str) -> Option<&'a mut Data> {
+fn data_mut<'a>(o: &'a mut crate::objects::ManagedObject, prop: &str) -> Option<&'a mut Data> {
     o.props.get_mut(prop).and_then(Val::data_mut)
 }
 
@@ -220,8 +221,8 @@ pub(crate) fn set_power(state: &mut State, vm: &Moref, ps: &str, now: DateTime<U
 
 /// Makes `summary.runtime` the same object as `runtime` again when they are equal (a VM is
 /// built with one object for both, and each change above copied it apart), and that object
-/// one VMs of the same host and power share (see [`crate::inventory::Inventory::reuse`]).
-fn share_runtime(inventory: &mut crate::inventory::Inventory, vm: &Moref) {
+/// one VMs of the same host and power share (see [`crate::objects::Inventory::reuse`]).
+fn share_runtime(inventory: &mut crate::objects::Inventory, vm: &Moref) {
     let Some(o) = inventory.get(vm) else {
         return;
     };
@@ -240,7 +241,7 @@ fn share_runtime(inventory: &mut crate::inventory::Inventory, vm: &Moref) {
     }
 }
 
-fn guest_down(o: &mut crate::inventory::ManagedObject) {
+fn guest_down(o: &mut crate::objects::ManagedObject) {
     if let Some(g) = data_mut(o, "guest") {
         g.set("toolsRunningStatus", "guestToolsNotRunning");
         g.set("guestState", "notRunning");
@@ -563,7 +564,7 @@ fn validate_spec(spec: &Element) -> Result<(), Fault> {
 /// `memoryHotAddEnabled`; less memory, another cores-per-socket, or the hot-plug switches
 /// themselves only when it is off. Anything else is refused with InvalidPowerState, the
 /// fault a real vCenter answers, so a client that forgets to power-cycle finds out here.
-fn check_hot_changes(o: &crate::inventory::ManagedObject, spec: &Element) -> Result<(), Fault> {
+fn check_hot_changes(o: &crate::objects::ManagedObject, spec: &Element) -> Result<(), Fault> {
     let power = o
         .path("runtime.powerState")
         .and_then(Val::as_str)
@@ -634,7 +635,7 @@ fn check_portgroups(state: &State, spec: &Element) -> Result<(), Fault> {
 }
 
 /// The distinct networks of a VM's NICs, in device order.
-fn nic_networks(o: &crate::inventory::ManagedObject) -> Vec<Val> {
+fn nic_networks(o: &crate::objects::ManagedObject) -> Vec<Val> {
     let mut networks: Vec<Moref> = Vec::new();
     if let Some(Val::Array(_, devices)) = o.path("config.hardware.device") {
         for d in devices {

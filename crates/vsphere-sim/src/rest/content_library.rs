@@ -16,7 +16,7 @@
 use super::Sim;
 use super::{spec, text, Answer, Form, Request};
 use crate::datastore_files::{percent_decode, query_param, FileAnswer};
-use crate::inventory::is_a;
+use crate::objects::is_a;
 use crate::value::{Moref, Val};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -897,7 +897,7 @@ fn read_ovf(bytes: &[u8]) -> OvfSystem {
 }
 
 /// The VM folder of the datacenter `entity` is in.
-fn vm_folder_of(inv: &crate::inventory::Inventory, entity: &Moref) -> Option<Moref> {
+fn vm_folder_of(inv: &crate::objects::Inventory, entity: &Moref) -> Option<Moref> {
     inv.datacenter_of(entity)?
         .props
         .get("vmFolder")

@@ -47,7 +47,7 @@ impl Sim<'_> {
         self.engine.config()
     }
 
-    pub fn with_inventory<T>(&self, f: impl FnOnce(&crate::inventory::Inventory) -> T) -> T {
+    pub fn with_inventory<T>(&self, f: impl FnOnce(&crate::objects::Inventory) -> T) -> T {
         self.engine.with_inventory(f)
     }
 
