@@ -5,7 +5,8 @@
 //! managed-object module reads, names the configuration without importing the handle that
 //! dispatches to those modules.
 
-use crate::inventory::{uuid_for, Model};
+use crate::inventory::model::Model;
+use crate::objects::uuid_for;
 use std::time::Duration;
 
 /// Which vCenter the simulator claims to be.

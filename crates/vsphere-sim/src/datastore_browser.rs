@@ -35,7 +35,7 @@ pub(crate) fn dispatch(
 
 /// Every file on the datastore, as (path, size in bytes): its VMs' and the uploaded ones.
 pub(crate) fn files(
-    inventory: &crate::inventory::Inventory,
+    inventory: &crate::objects::Inventory,
     uploaded: &Mutex<DatastoreFiles>,
     ds: &Moref,
     ds_name: &str,

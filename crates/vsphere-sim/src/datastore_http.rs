@@ -13,7 +13,7 @@
 use crate::config::Flavor;
 use crate::datastore_files::{percent_decode, query_param, FileAnswer};
 use crate::engine::Engine;
-use crate::inventory::{Inventory, ManagedObject};
+use crate::objects::{Inventory, ManagedObject};
 use crate::value::{Moref, Val};
 use bytes::Bytes;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};

@@ -14,7 +14,8 @@
 use crate::call::Call;
 use crate::config::{Flavor, SimConfig};
 use crate::datastore_files::DatastoreFiles;
-use crate::inventory::{self, Inventory};
+use crate::inventory;
+use crate::objects::Inventory;
 use crate::state::State;
 use chrono::{DateTime, Utc};
 use infrasim_clock::SharedClock;

@@ -4,14 +4,14 @@
 
 use crate::call::Call;
 use crate::fault::Fault;
-use crate::inventory::ManagedObject;
+use crate::objects::ManagedObject;
 use crate::soap::Element;
 use crate::state::State;
 use crate::value::{write_element, Data, Moref, Val};
 
 /// Installs the EventManager.
-pub(crate) fn install(inv: &mut crate::inventory::Inventory) {
-    let m = crate::inventory::refs::event_manager(inv.esx());
+pub(crate) fn install(inv: &mut crate::objects::Inventory) {
+    let m = crate::objects::refs::event_manager(inv.esx());
     inv.insert(ManagedObject::new(&m.ty, &m.value));
 }
 

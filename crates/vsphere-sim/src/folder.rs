@@ -4,7 +4,7 @@
 use crate::call::Call;
 use crate::fault::duplicate_name;
 use crate::fault::Fault;
-use crate::inventory::{is_a, ManagedObject};
+use crate::objects::{is_a, ManagedObject};
 use crate::soap::Element;
 use crate::state::timeline::Operation;
 use crate::state::State;
@@ -250,14 +250,14 @@ pub(crate) fn create_vm(
         .map(Val::morefs)
         .and_then(|n| n.first().cloned())
         .ok_or_else(|| Fault::invalid_argument("network"))?;
-    let at = crate::inventory::VmPlacement {
+    let at = crate::inventory::vm::VmPlacement {
         host,
         pool: pool.clone(),
         folder: folder.clone(),
         datastore,
         network,
     };
-    let vm = crate::inventory::create_vm(&mut state.inventory, &name, &at, call.now);
+    let vm = crate::inventory::vm::create_vm(&mut state.inventory, &name, &at, call.now);
     crate::virtual_machine::set_power(state, &vm, "poweredOff", call.now);
     crate::virtual_machine::reconfigure(state, &vm, config)?;
     crate::event_manager::emit(

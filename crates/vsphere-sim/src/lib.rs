@@ -6,8 +6,9 @@
 //! `property_collector`, `view_manager`, `search_index`, `virtual_machine`, `host`, …), each
 //! answering its type's methods through a `dispatch` that the registry (`handlers`) lists by
 //! type. What they share sits below them and imports none of them: the configuration
-//! (`config`), what the simulator remembers (`state`, each object's own state in a file
-//! there), a call's context (`call`). Above them: the engine that holds the state (`engine`),
+//! (`config`), the managed objects and their store (`objects`), what the simulator
+//! remembers (`state`, each object's own state in a file there), a call's context (`call`),
+//! and the generator of the starting inventory (`inventory`, a file per type). Above them: the engine that holds the state (`engine`),
 //! and the handle with the SOAP request loop (`simulator`), the REST services (`rest`) and
 //! the datastore file requests (`datastore_http`). Values and their encoding are in `value`;
 //! the envelope in `soap`.
@@ -40,6 +41,7 @@ mod host;
 pub mod instance;
 pub mod inventory;
 mod managed_entity;
+mod objects;
 mod pbm;
 mod property_collector;
 pub mod provisioning;

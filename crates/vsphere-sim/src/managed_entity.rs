@@ -150,7 +150,7 @@ pub(crate) fn destroy(
     Ok(None)
 }
 
-fn host_name(state: &State, obj: &crate::inventory::ManagedObject) -> String {
+fn host_name(state: &State, obj: &crate::objects::ManagedObject) -> String {
     obj.path("runtime.host")
         .and_then(Val::as_mor)
         .and_then(|h| state.inventory.get(h))

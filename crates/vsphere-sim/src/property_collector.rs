@@ -9,7 +9,7 @@
 
 use crate::call::Call;
 use crate::fault::Fault;
-use crate::inventory::{is_a, refs, ManagedObject};
+use crate::objects::{is_a, refs, ManagedObject};
 use crate::soap::Element;
 use crate::state::collectors::{CollectorKey, Filter, FilterValues};
 use crate::state::State;

@@ -5,7 +5,7 @@
 //! `MarkAsTemplate`, the tagging service's create and attach), so what a client sees
 //! afterwards is what it would see had it made the calls itself.
 
-use crate::inventory::is_a;
+use crate::objects::is_a;
 use crate::simulator::Simulator;
 use crate::soap::Element;
 use crate::value::{Moref, Val};
@@ -110,7 +110,7 @@ impl Simulator {
     /// resolves it.
     pub fn find_by_path(&self, path: &str) -> Option<Moref> {
         self.with_inventory(|inv| {
-            let mut cur = crate::inventory::refs::root_folder(inv.esx());
+            let mut cur = crate::objects::refs::root_folder(inv.esx());
             for part in path.split('/').filter(|p| !p.is_empty()) {
                 cur = inv.child_named(&cur, part)?;
             }
@@ -306,7 +306,7 @@ impl Simulator {
 }
 
 /// A string or enum property's text.
-fn text(o: &crate::inventory::ManagedObject, path: &str) -> Option<String> {
+fn text(o: &crate::objects::ManagedObject, path: &str) -> Option<String> {
     match o.path(path) {
         Some(Val::Str(s)) => Some(s.clone()),
         Some(Val::Enum(_, s)) => Some(s.to_string()),
@@ -314,7 +314,7 @@ fn text(o: &crate::inventory::ManagedObject, path: &str) -> Option<String> {
     }
 }
 
-fn vm_state(vm: &crate::inventory::ManagedObject) -> VmState {
+fn vm_state(vm: &crate::objects::ManagedObject) -> VmState {
     VmState {
         moref: vm.moref.clone(),
         name: vm.name().to_string(),

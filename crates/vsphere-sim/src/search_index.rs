@@ -109,7 +109,7 @@ fn one(m: Option<Moref>) -> String {
 
 /// Resolves `DC0/vm/folder/vm-name` from the root folder, by names.
 pub(crate) fn find_by_path(state: &State, path: &str) -> Option<Moref> {
-    let mut cur = crate::inventory::refs::root_folder(state.inventory.esx());
+    let mut cur = crate::objects::refs::root_folder(state.inventory.esx());
     for part in path.split('/').filter(|p| !p.is_empty()) {
         cur = state.inventory.child_named(&cur, part)?;
     }

@@ -186,103 +186,170 @@ where
     };
     let path = req.uri().path().trim_end_matches('/').to_string();
     match (req.method().clone(), path.as_str()) {
-        (Method::GET, "/sdk/vimServiceVersions.xml") => reply(200, "text/xml; charset=utf-8", service_versions(api)),
-        (Method::GET, "/sdk/vimService.wsdl") => reply(
-            200,
-            "text/xml; charset=utf-8",
-            format!(
-                "<?xml version=\"1.0\" encoding=\"UTF-8\" ?>\n<definitions targetNamespace=\"urn:vim25Service\" xmlns=\"http://schemas.xmlsoap.org/wsdl/\" xmlns:interface=\"urn:vim25\">\n <import location=\"vim.wsdl\" namespace=\"urn:vim25\"/>\n <service name=\"VimService\">\n  <port binding=\"interface:VimBinding\" name=\"VimPort\">\n   <soap:address location=\"https://localhost/sdk\" xmlns:soap=\"http://schemas.xmlsoap.org/wsdl/soap/\"/>\n  </port>\n </service>\n</definitions>\n<!-- apiVersion {api} -->\n"
-            ),
-        ),
+        (Method::GET, "/sdk/vimServiceVersions.xml") => {
+            reply(200, "text/xml; charset=utf-8", service_versions(api))
+        }
+        (Method::GET, "/sdk/vimService.wsdl") => {
+            reply(200, "text/xml; charset=utf-8", service_wsdl(api))
+        }
         (method, path) if path == "/folder" || path.starts_with("/folder/") => {
-            let cookie = cookie_of(&req);
-            let query = req.uri().query().unwrap_or("").to_string();
-            let head = method == Method::HEAD;
-            let body = match read_body(req.into_body()).await {
-                Ok(b) => b,
-                Err(Unread::TooLarge) => {
-                    return reply(413, "text/plain", format!("files are limited to {MAX_BODY} bytes"))
-                }
-                Err(Unread::Cut) => return reply(400, "text/plain", "the upload was cut off"),
-            };
-            let a = sim.handle_file(&method, path, &query, cookie.as_deref(), body);
-            let mut resp = reply(a.status, a.content_type, if head { Bytes::new() } else { a.body.clone() });
-            if head {
-                if let Ok(v) = a.body.len().to_string().parse() {
-                    resp.headers_mut().insert(http::header::CONTENT_LENGTH, v);
-                }
-            }
-            resp
+            file_request(sim, &method, path, req).await
         }
         (method, path) if path.starts_with(crate::rest::UPLOAD_PREFIX) => {
-            let headers = req.headers().clone();
-            let body = match read_body(req.into_body()).await {
-                Ok(b) => b,
-                Err(Unread::TooLarge) => {
-                    return reply(413, "text/plain", format!("files are limited to {MAX_BODY} bytes"))
-                }
-                Err(Unread::Cut) => return reply(400, "text/plain", "the upload was cut off"),
-            };
-            let a = sim.handle_upload(&method, path, &headers, body);
-            reply(a.status, "text/plain", a.body)
+            upload_request(sim, &method, path, req).await
         }
-        (Method::POST, "/pbm/sdk" | "/pbm") => {
-            let cookie = cookie_of(&req);
-            let body = match read_body(req.into_body()).await {
-                Ok(b) => b,
-                Err(_) => {
-                    let f = crate::fault::Fault::invalid_request("the request body was not read");
-                    return reply(413, "text/xml; charset=utf-8", crate::soap::fault(&f));
-                }
-            };
-            let r = sim.handle_pbm(&String::from_utf8_lossy(&body), cookie.as_deref());
-            reply(r.status, "text/xml; charset=utf-8", r.body)
-        }
-        (Method::POST, "/sdk") => {
-            let cookie = cookie_of(&req);
-            let agent = req
-                .headers()
-                .get(http::header::USER_AGENT)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_string();
-            let body = match read_body(req.into_body()).await {
-                Ok(b) => b,
-                Err(Unread::TooLarge) => {
-                    let f = crate::fault::Fault::invalid_request(&format!(
-                        "the request body is larger than {MAX_BODY} bytes"
-                    ));
-                    return reply(413, "text/xml; charset=utf-8", crate::soap::fault(&f));
-                }
-                Err(Unread::Cut) => {
-                    let f = crate::fault::Fault::invalid_request("the request body was cut off");
-                    return reply(500, "text/xml; charset=utf-8", crate::soap::fault(&f));
-                }
-            };
-            let text = String::from_utf8_lossy(&body);
-            let r = sim.handle(&text, cookie.as_deref(), &agent).await;
-            sim.count_answer(r.body.len());
-            tracing::trace!(request = %text, response = %r.body, status = r.status, "soap");
-            let mut resp = reply(r.status, "text/xml; charset=utf-8", r.body);
-            if let Some(c) = r.set_cookie.and_then(|c| c.parse().ok()) {
-                resp.headers_mut().insert(http::header::SET_COOKIE, c);
-            }
-            resp
-        }
+        (Method::POST, "/pbm/sdk" | "/pbm") => pbm_request(sim, req).await,
+        (Method::POST, "/sdk") => soap_request(sim, req).await,
         (method, path) if crate::rest::split(path).is_some() => {
-            let headers = req.headers().clone();
-            let query = req.uri().query().map(str::to_string);
-            let body = match read_body(req.into_body()).await {
-                Ok(b) => b,
-                Err(Unread::TooLarge) => return reply(413, "application/json", ""),
-                Err(Unread::Cut) => return reply(400, "application/json", ""),
-            };
-            match sim.handle_rest(&method, path, query.as_deref(), &headers, &body) {
-                Some(a) => reply(a.status, "application/json", a.body),
-                None => reply(404, "text/plain", "not found"),
-            }
+            rest_request(sim, &method, path, req).await
         }
         _ => reply(404, "text/plain", "not found"),
+    }
+}
+
+/// `/sdk/vimService.wsdl`: the service WSDL, which points at `vim.wsdl` and names the API.
+fn service_wsdl(api: &str) -> String {
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\" ?>\n<definitions targetNamespace=\"urn:vim25Service\" xmlns=\"http://schemas.xmlsoap.org/wsdl/\" xmlns:interface=\"urn:vim25\">\n <import location=\"vim.wsdl\" namespace=\"urn:vim25\"/>\n <service name=\"VimService\">\n  <port binding=\"interface:VimBinding\" name=\"VimPort\">\n   <soap:address location=\"https://localhost/sdk\" xmlns:soap=\"http://schemas.xmlsoap.org/wsdl/soap/\"/>\n  </port>\n </service>\n</definitions>\n<!-- apiVersion {api} -->\n"
+    )
+}
+
+/// A file body too large or cut off, answered as a file request is (in plain text).
+fn unread_file(why: Unread) -> Response<Full<Bytes>> {
+    match why {
+        Unread::TooLarge => reply(
+            413,
+            "text/plain",
+            format!("files are limited to {MAX_BODY} bytes"),
+        ),
+        Unread::Cut => reply(400, "text/plain", "the upload was cut off"),
+    }
+}
+
+/// A datastore file request (`/folder/...`): GET, HEAD (the GET's length, no body), PUT or
+/// DELETE in the session of the request's cookie.
+async fn file_request<B>(
+    sim: &Simulator,
+    method: &Method,
+    path: &str,
+    req: Request<B>,
+) -> Response<Full<Bytes>>
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    let cookie = cookie_of(&req);
+    let query = req.uri().query().unwrap_or("").to_string();
+    let head = method == Method::HEAD;
+    let body = match read_body(req.into_body()).await {
+        Ok(b) => b,
+        Err(why) => return unread_file(why),
+    };
+    let a = sim.handle_file(method, path, &query, cookie.as_deref(), body);
+    let mut resp = reply(
+        a.status,
+        a.content_type,
+        if head { Bytes::new() } else { a.body.clone() },
+    );
+    if head {
+        if let Ok(v) = a.body.len().to_string().parse() {
+            resp.headers_mut().insert(http::header::CONTENT_LENGTH, v);
+        }
+    }
+    resp
+}
+
+/// A file pushed to a content library upload URL.
+async fn upload_request<B>(
+    sim: &Simulator,
+    method: &Method,
+    path: &str,
+    req: Request<B>,
+) -> Response<Full<Bytes>>
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    let headers = req.headers().clone();
+    let body = match read_body(req.into_body()).await {
+        Ok(b) => b,
+        Err(why) => return unread_file(why),
+    };
+    let a = sim.handle_upload(method, path, &headers, body);
+    reply(a.status, "text/plain", a.body)
+}
+
+/// A storage policy (PBM) SOAP request.
+async fn pbm_request<B>(sim: &Simulator, req: Request<B>) -> Response<Full<Bytes>>
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    let cookie = cookie_of(&req);
+    let body = match read_body(req.into_body()).await {
+        Ok(b) => b,
+        Err(_) => {
+            let f = crate::fault::Fault::invalid_request("the request body was not read");
+            return reply(413, "text/xml; charset=utf-8", crate::soap::fault(&f));
+        }
+    };
+    let r = sim.handle_pbm(&String::from_utf8_lossy(&body), cookie.as_deref());
+    reply(r.status, "text/xml; charset=utf-8", r.body)
+}
+
+/// A vim25 SOAP request (`/sdk`), answered with the session cookie a login sets.
+async fn soap_request<B>(sim: &Simulator, req: Request<B>) -> Response<Full<Bytes>>
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    let cookie = cookie_of(&req);
+    let agent = req
+        .headers()
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let body = match read_body(req.into_body()).await {
+        Ok(b) => b,
+        Err(Unread::TooLarge) => {
+            let f = crate::fault::Fault::invalid_request(&format!(
+                "the request body is larger than {MAX_BODY} bytes"
+            ));
+            return reply(413, "text/xml; charset=utf-8", crate::soap::fault(&f));
+        }
+        Err(Unread::Cut) => {
+            let f = crate::fault::Fault::invalid_request("the request body was cut off");
+            return reply(500, "text/xml; charset=utf-8", crate::soap::fault(&f));
+        }
+    };
+    let text = String::from_utf8_lossy(&body);
+    let r = sim.handle(&text, cookie.as_deref(), &agent).await;
+    sim.count_answer(r.body.len());
+    tracing::trace!(request = %text, response = %r.body, status = r.status, "soap");
+    let mut resp = reply(r.status, "text/xml; charset=utf-8", r.body);
+    if let Some(c) = r.set_cookie.and_then(|c| c.parse().ok()) {
+        resp.headers_mut().insert(http::header::SET_COOKIE, c);
+    }
+    resp
+}
+
+/// A REST (vAPI) request, `/rest/...` or `/api/...`.
+async fn rest_request<B>(
+    sim: &Simulator,
+    method: &Method,
+    path: &str,
+    req: Request<B>,
+) -> Response<Full<Bytes>>
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    let headers = req.headers().clone();
+    let query = req.uri().query().map(str::to_string);
+    let body = match read_body(req.into_body()).await {
+        Ok(b) => b,
+        Err(Unread::TooLarge) => return reply(413, "application/json", ""),
+        Err(Unread::Cut) => return reply(400, "application/json", ""),
+    };
+    match sim.handle_rest(method, path, query.as_deref(), &headers, &body) {
+        Some(a) => reply(a.status, "application/json", a.body),
+        None => reply(404, "text/plain", "not found"),
     }
 }
 

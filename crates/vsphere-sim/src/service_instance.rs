@@ -3,7 +3,7 @@
 
 use crate::call::Call;
 use crate::config::Flavor;
-use crate::inventory::{refs, Inventory, ManagedObject};
+use crate::objects::{refs, Inventory, ManagedObject};
 use crate::value::{write_element, Data, Moref, Val};
 
 /// Adds the singleton managers to a generated inventory (an ESXi host has no custom

@@ -9,7 +9,7 @@
 use crate::call::{Call, Flow};
 use crate::engine::{session_cookie, Engine};
 use crate::fault::Fault;
-use crate::inventory::{refs, Inventory};
+use crate::objects::{refs, Inventory};
 use crate::soap::{self, Request};
 use crate::state::State;
 use crate::{property_collector, session_manager};
@@ -110,14 +110,6 @@ impl Simulator {
         self.rest.tagging.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The REST services as their handlers see them: their own state beside the engine.
-    fn rest_services(&self) -> crate::rest::Sim<'_> {
-        crate::rest::Sim {
-            engine: &self.engine,
-            services: &self.rest,
-        }
-    }
-
     /// Runs `f` on the SOAP state as a call of the simulator's own user would (see
     /// `Engine::with_state`).
     pub(crate) fn with_state<T>(&self, f: impl FnOnce(&mut State, &Call<'_>) -> T) -> T {
@@ -150,7 +142,7 @@ impl Simulator {
             headers,
             body,
         };
-        Some(crate::rest::handle(&self.rest_services(), form, &req))
+        Some(crate::rest::handle(&self.engine, &self.rest, form, &req))
     }
 
     /// Stores a file pushed to a content library upload URL (a path under
@@ -162,7 +154,7 @@ impl Simulator {
         headers: &http::HeaderMap,
         body: bytes::Bytes,
     ) -> crate::datastore_files::FileAnswer {
-        crate::rest::upload(&self.rest_services(), method, path, headers, body)
+        crate::rest::upload(&self.engine, &self.rest, method, path, headers, body)
     }
 
     /// A datastore file request (`/folder/<path>?dcPath=…&dsName=…`): `method` GET, HEAD,

@@ -6,7 +6,7 @@
 
 use crate::call::Call;
 use crate::fault::Fault;
-use crate::inventory::ManagedObject;
+use crate::objects::ManagedObject;
 use crate::soap::Element;
 use crate::state::snapshots::SnapNode;
 use crate::state::timeline::{Operation, SnapOp};

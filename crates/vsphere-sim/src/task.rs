@@ -12,7 +12,7 @@
 
 use crate::call::Call;
 use crate::fault::Fault;
-use crate::inventory::ManagedObject;
+use crate::objects::ManagedObject;
 use crate::state::timeline::{Operation, Scheduled};
 use crate::state::State;
 use crate::value::{mor_array, write_element, Data, Moref, Val};
@@ -70,7 +70,7 @@ pub(crate) fn start(
     // Completed tasks are kept for a while, then forgotten, as vCenter ages them out; the
     // bound keeps a long-running simulator's memory flat.
     let mut expired = Vec::new();
-    let task_manager = crate::inventory::refs::task_manager(state.inventory.esx());
+    let task_manager = crate::objects::refs::task_manager(state.inventory.esx());
     if let Some(tm) = state.inventory.get_mut(&task_manager) {
         tm.push_mor("recentTask", task.clone());
         if let Some(Val::Array(_, items)) = tm.props.get_mut("recentTask") {
@@ -171,8 +171,8 @@ pub(crate) fn complete(
 }
 
 /// Installs the TaskManager.
-pub(crate) fn install(inv: &mut crate::inventory::Inventory) {
-    let m = crate::inventory::refs::task_manager(inv.esx());
+pub(crate) fn install(inv: &mut crate::objects::Inventory) {
+    let m = crate::objects::refs::task_manager(inv.esx());
     let mut tm = ManagedObject::new(&m.ty, &m.value);
     tm.set("recentTask", mor_array([]));
     inv.insert(tm);

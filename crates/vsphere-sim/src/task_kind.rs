@@ -6,7 +6,7 @@
 //! The real calls and injected failures (`simulator::inject`) both describe their tasks
 //! here, so a task on a datastore browser or a snapshot names the same entity either way.
 
-use crate::inventory::is_a;
+use crate::objects::is_a;
 use crate::soap::Element;
 use crate::state::State;
 use crate::value::{Moref, Val};

@@ -4,7 +4,7 @@
 use crate::call::arg_moref;
 use crate::call::Call;
 use crate::fault::Fault;
-use crate::inventory::{is_a, ManagedObject};
+use crate::objects::{is_a, ManagedObject};
 use crate::soap::Element;
 use crate::state::State;
 use crate::value::{mor_array, string_array, write_element, Moref, Val};

@@ -4,7 +4,8 @@
 use crate::call::arg_moref;
 use crate::call::Call;
 use crate::fault::Fault;
-use crate::inventory::{create_vm, is_a, VmPlacement};
+use crate::inventory::vm::{create_vm, VmPlacement};
+use crate::objects::{is_a, ManagedObject};
 use crate::soap::Element;
 use crate::state::timeline::{Operation, Scheduled, VmOp};
 use crate::state::State;
@@ -33,101 +34,62 @@ pub(crate) fn dispatch(
     method: &str,
     args: &Element,
 ) -> Option<Result<String, Fault>> {
-    let vm = this.clone();
-    let op = |o: VmOp| Operation::Vm(o);
+    if let Some(op) = task_op(this, method, args) {
+        return Some(op.map(|op| task::start(state, call, this, method, args, Operation::Vm(op))));
+    }
+    let vm = this;
     Some(match method {
-        "PowerOnVM_Task" => Ok(task::start(
-            state,
-            call,
-            &vm,
-            method,
-            args,
-            op(VmOp::PowerOn(vm.clone())),
-        )),
-        "PowerOffVM_Task" => Ok(task::start(
-            state,
-            call,
-            &vm,
-            method,
-            args,
-            op(VmOp::PowerOff(vm.clone())),
-        )),
-        "ResetVM_Task" => Ok(task::start(
-            state,
-            call,
-            &vm,
-            method,
-            args,
-            op(VmOp::Reset(vm.clone())),
-        )),
-        "SuspendVM_Task" => Ok(task::start(
-            state,
-            call,
-            &vm,
-            method,
-            args,
-            op(VmOp::Suspend(vm.clone())),
-        )),
-        "ReconfigVM_Task" => match args.child("spec") {
-            Some(spec) => Ok(task::start(
-                state,
-                call,
-                &vm,
-                method,
-                args,
-                op(VmOp::Reconfigure(vm.clone(), spec.clone())),
-            )),
-            None => Err(Fault::invalid_argument("spec")),
-        },
-        "CloneVM_Task" => clone_vm(state, call, &vm, args),
-        "CustomizeVM_Task" => match args.child("spec") {
-            Some(spec) => Ok(task::start(
-                state,
-                call,
-                &vm,
-                method,
-                args,
-                op(VmOp::Customize(vm.clone(), spec.clone())),
-            )),
-            None => Err(Fault::invalid_argument("spec")),
-        },
-        "UpgradeVM_Task" => {
-            let version = args.text_of("version").map(str::to_string);
-            Ok(task::start(
-                state,
-                call,
-                &vm,
-                method,
-                args,
-                op(VmOp::Upgrade(vm.clone(), version)),
-            ))
-        }
-        "ShutdownGuest" | "StandbyGuest" => require_tools(state, &vm).map(|_| {
-            set_power(state, &vm, "poweredOff", call.now);
+        "CloneVM_Task" => clone_vm(state, call, vm, args),
+        "ShutdownGuest" | "StandbyGuest" => require_tools(state, vm).map(|_| {
+            set_power(state, vm, "poweredOff", call.now);
             String::new()
         }),
-        "RebootGuest" => require_tools(state, &vm).map(|_| {
-            set_power(state, &vm, "poweredOn", call.now);
-            schedule_guest(state, call, &vm);
+        "RebootGuest" => require_tools(state, vm).map(|_| {
+            set_power(state, vm, "poweredOn", call.now);
+            schedule_guest(state, call, vm);
             String::new()
         }),
         "MarkAsTemplate" => {
-            if power_state(state, &vm) != "poweredOff" {
+            if power_state(state, vm) != "poweredOff" {
                 return Some(Err(invalid_power_state(
-                    &power_state(state, &vm),
+                    &power_state(state, vm),
                     "poweredOff",
                 )));
             }
-            set_template(state, &vm, true);
+            set_template(state, vm, true);
             Ok(String::new())
         }
         "MarkAsVirtualMachine" => arg_moref(args, "pool").map(|pool| {
-            set_template(state, &vm, false);
-            if let Some(o) = state.inventory.get_mut(&vm) {
+            set_template(state, vm, false);
+            if let Some(o) = state.inventory.get_mut(vm) {
                 o.set("resourcePool", pool.clone());
             }
             String::new()
         }),
+        _ => return None,
+    })
+}
+
+/// The operation of a method that runs as a task of its own (power, reconfigure, customize,
+/// upgrade): `None` for any other method, a fault for one without its spec.
+fn task_op(vm: &Moref, method: &str, args: &Element) -> Option<Result<VmOp, Fault>> {
+    let vm = vm.clone();
+    let spec = || {
+        args.child("spec")
+            .cloned()
+            .ok_or_else(|| Fault::invalid_argument("spec"))
+    };
+    Some(match method {
+        "PowerOnVM_Task" => Ok(VmOp::PowerOn(vm)),
+        "PowerOffVM_Task" => Ok(VmOp::PowerOff(vm)),
+        "ResetVM_Task" => Ok(VmOp::Reset(vm)),
+        "SuspendVM_Task" => Ok(VmOp::Suspend(vm)),
+        "ReconfigVM_Task" => spec().map(|spec| VmOp::Reconfigure(vm, spec)),
+        "CustomizeVM_Task" => spec().map(|spec| VmOp::Customize(vm, spec)),
+        "UpgradeVM_Task" => {
+            let version = args.text_of("version").map(str::to_string);
+            Ok(VmOp::Upgrade(vm, version))
+        }
         _ => return None,
     })
 }
@@ -186,7 +148,7 @@ pub(crate) fn power_state(state: &State, vm: &Moref) -> String {
         .to_string()
 }
 
-fn data_mut<'a>(o: &'a mut crate::inventory::ManagedObject, prop: &str) -> Option<&'a mut Data> {
+fn data_mut<'a>(o: &'a mut crate::objects::ManagedObject, prop: &str) -> Option<&'a mut Data> {
     o.props.get_mut(prop).and_then(Val::data_mut)
 }
 
@@ -220,8 +182,8 @@ pub(crate) fn set_power(state: &mut State, vm: &Moref, ps: &str, now: DateTime<U
 
 /// Makes `summary.runtime` the same object as `runtime` again when they are equal (a VM is
 /// built with one object for both, and each change above copied it apart), and that object
-/// one VMs of the same host and power share (see [`crate::inventory::Inventory::reuse`]).
-fn share_runtime(inventory: &mut crate::inventory::Inventory, vm: &Moref) {
+/// one VMs of the same host and power share (see [`crate::objects::Inventory::reuse`]).
+fn share_runtime(inventory: &mut crate::objects::Inventory, vm: &Moref) {
     let Some(o) = inventory.get(vm) else {
         return;
     };
@@ -240,7 +202,7 @@ fn share_runtime(inventory: &mut crate::inventory::Inventory, vm: &Moref) {
     }
 }
 
-fn guest_down(o: &mut crate::inventory::ManagedObject) {
+fn guest_down(o: &mut crate::objects::ManagedObject) {
     if let Some(g) = data_mut(o, "guest") {
         g.set("toolsRunningStatus", "guestToolsNotRunning");
         g.set("guestState", "notRunning");
@@ -355,124 +317,18 @@ pub(crate) fn guest_ready(state: &mut State, vm: &Moref, boot: u64) {
 /// Runs a VM operation for its task.
 pub(crate) fn run(state: &mut State, call: &Call<'_>, op: VmOp) -> Result<Option<Val>, Fault> {
     match op {
-        VmOp::PowerOn(vm) => {
-            let ps = power_state(state, &vm);
-            if ps == "poweredOn" {
-                return Err(invalid_power_state(&ps, "poweredOn"));
-            }
-            if is_template(state, &vm) {
-                return Err(Fault::new_pub(
-                    "InvalidState",
-                    "The operation is not allowed in the current state of a template.",
-                ));
-            }
-            set_power(state, &vm, "poweredOn", call.now);
-            schedule_guest(state, call, &vm);
-            let name = vm_name(state, &vm);
-            emit(
-                state,
-                call,
-                "VmPoweredOnEvent",
-                &vm,
-                format!("{name} is powered on"),
-            );
-            Ok(None)
-        }
-        VmOp::PowerOff(vm) => {
-            let ps = power_state(state, &vm);
-            if ps == "poweredOff" {
-                return Err(invalid_power_state(&ps, "poweredOff"));
-            }
-            set_power(state, &vm, "poweredOff", call.now);
-            let name = vm_name(state, &vm);
-            emit(
-                state,
-                call,
-                "VmPoweredOffEvent",
-                &vm,
-                format!("{name} is powered off"),
-            );
-            Ok(None)
-        }
-        VmOp::Reset(vm) => {
-            let ps = power_state(state, &vm);
-            if ps != "poweredOn" {
-                return Err(invalid_power_state(&ps, "poweredOn"));
-            }
-            set_power(state, &vm, "poweredOn", call.now);
-            if let Some(o) = state.inventory.get_mut(&vm) {
-                guest_down(o);
-            }
-            schedule_guest(state, call, &vm);
-            Ok(None)
-        }
-        VmOp::Suspend(vm) => {
-            let ps = power_state(state, &vm);
-            if ps != "poweredOn" {
-                return Err(invalid_power_state(&ps, "poweredOn"));
-            }
-            set_power(state, &vm, "suspended", call.now);
-            let name = vm_name(state, &vm);
-            emit(
-                state,
-                call,
-                "VmSuspendedEvent",
-                &vm,
-                format!("{name} is suspended"),
-            );
-            Ok(None)
-        }
+        VmOp::PowerOn(vm) => power_on(state, call, &vm)?,
+        VmOp::PowerOff(vm) => power_off(state, call, &vm)?,
+        VmOp::Reset(vm) => reset(state, call, &vm)?,
+        VmOp::Suspend(vm) => suspend(state, call, &vm)?,
         VmOp::Reconfigure(vm, spec) => {
             reconfigure(state, &vm, &spec)?;
-            let name = vm_name(state, &vm);
-            emit(
-                state,
-                call,
-                "VmReconfiguredEvent",
-                &vm,
-                format!("Reconfigured {name}"),
-            );
-            Ok(None)
+            announce(state, call, "VmReconfiguredEvent", &vm, |name| {
+                format!("Reconfigured {name}")
+            });
         }
-        VmOp::Customize(vm, spec) => {
-            let ps = power_state(state, &vm);
-            if ps != "poweredOff" {
-                return Err(invalid_power_state(&ps, "poweredOff"));
-            }
-            // The first NIC's fixed address, applied when the guest next comes up.
-            let fixed = spec
-                .children_named("nicSettingMap")
-                .next()
-                .and_then(|m| m.child("adapter"))
-                .and_then(|a| a.child("ip"))
-                .filter(|ip| ip.xsi_type.as_deref() == Some("CustomizationFixedIp"))
-                .and_then(|ip| ip.text_of("ipAddress"))
-                .map(|s| s.trim().to_string());
-            state.guests.set_fixed_ip(&vm.value, fixed);
-            let name = vm_name(state, &vm);
-            emit(
-                state,
-                call,
-                "CustomizationStartedEvent",
-                &vm,
-                format!("Started customization of VM {name}"),
-            );
-            Ok(None)
-        }
-        VmOp::Upgrade(vm, version) => {
-            let ps = power_state(state, &vm);
-            if ps != "poweredOff" {
-                return Err(invalid_power_state(&ps, "poweredOff"));
-            }
-            if let Some(c) = state
-                .inventory
-                .get_mut(&vm)
-                .and_then(|o| data_mut(o, "config"))
-            {
-                c.set("version", version.unwrap_or_else(|| "vmx-21".into()));
-            }
-            Ok(None)
-        }
+        VmOp::Customize(vm, spec) => customize(state, call, &vm, &spec)?,
+        VmOp::Upgrade(vm, version) => upgrade(state, &vm, version)?,
         VmOp::Clone {
             source,
             folder,
@@ -488,9 +344,118 @@ pub(crate) fn run(state: &mut State, call: &Call<'_>, op: VmOp) -> Result<Option
                 &vm,
                 format!("Clone of {source_name} completed"),
             );
-            Ok(Some(Val::Mor(vm)))
+            return Ok(Some(Val::Mor(vm)));
         }
     }
+    Ok(None)
+}
+
+/// Emits event `ty` about `vm`, its message made from the VM's name.
+fn announce(
+    state: &mut State,
+    call: &Call<'_>,
+    ty: &'static str,
+    vm: &Moref,
+    message: impl FnOnce(&str) -> String,
+) {
+    let name = vm_name(state, vm);
+    emit(state, call, ty, vm, message(&name));
+}
+
+fn power_on(state: &mut State, call: &Call<'_>, vm: &Moref) -> Result<(), Fault> {
+    let ps = power_state(state, vm);
+    if ps == "poweredOn" {
+        return Err(invalid_power_state(&ps, "poweredOn"));
+    }
+    if is_template(state, vm) {
+        return Err(Fault::new_pub(
+            "InvalidState",
+            "The operation is not allowed in the current state of a template.",
+        ));
+    }
+    set_power(state, vm, "poweredOn", call.now);
+    schedule_guest(state, call, vm);
+    announce(state, call, "VmPoweredOnEvent", vm, |name| {
+        format!("{name} is powered on")
+    });
+    Ok(())
+}
+
+fn power_off(state: &mut State, call: &Call<'_>, vm: &Moref) -> Result<(), Fault> {
+    let ps = power_state(state, vm);
+    if ps == "poweredOff" {
+        return Err(invalid_power_state(&ps, "poweredOff"));
+    }
+    set_power(state, vm, "poweredOff", call.now);
+    announce(state, call, "VmPoweredOffEvent", vm, |name| {
+        format!("{name} is powered off")
+    });
+    Ok(())
+}
+
+/// A reset: still powered on, its guest down and booting again.
+fn reset(state: &mut State, call: &Call<'_>, vm: &Moref) -> Result<(), Fault> {
+    let ps = power_state(state, vm);
+    if ps != "poweredOn" {
+        return Err(invalid_power_state(&ps, "poweredOn"));
+    }
+    set_power(state, vm, "poweredOn", call.now);
+    if let Some(o) = state.inventory.get_mut(vm) {
+        guest_down(o);
+    }
+    schedule_guest(state, call, vm);
+    Ok(())
+}
+
+fn suspend(state: &mut State, call: &Call<'_>, vm: &Moref) -> Result<(), Fault> {
+    let ps = power_state(state, vm);
+    if ps != "poweredOn" {
+        return Err(invalid_power_state(&ps, "poweredOn"));
+    }
+    set_power(state, vm, "suspended", call.now);
+    announce(state, call, "VmSuspendedEvent", vm, |name| {
+        format!("{name} is suspended")
+    });
+    Ok(())
+}
+
+/// A guest customization of a powered-off VM: the first NIC's fixed address, applied when
+/// the guest next comes up.
+fn customize(state: &mut State, call: &Call<'_>, vm: &Moref, spec: &Element) -> Result<(), Fault> {
+    let ps = power_state(state, vm);
+    if ps != "poweredOff" {
+        return Err(invalid_power_state(&ps, "poweredOff"));
+    }
+    let fixed = spec
+        .children_named("nicSettingMap")
+        .next()
+        .and_then(|m| m.child("adapter"))
+        .and_then(|a| a.child("ip"))
+        .filter(|ip| ip.xsi_type.as_deref() == Some("CustomizationFixedIp"))
+        .and_then(|ip| ip.text_of("ipAddress"))
+        .map(|s| s.trim().to_string());
+    state.guests.set_fixed_ip(&vm.value, fixed);
+    announce(state, call, "CustomizationStartedEvent", vm, |name| {
+        format!("Started customization of VM {name}")
+    });
+    Ok(())
+}
+
+/// A hardware version upgrade of a powered-off VM (to the newest, `vmx-21`, when none is
+/// named).
+fn upgrade(state: &mut State, vm: &Moref, version: Option<String>) -> Result<(), Fault> {
+    let ps = power_state(state, vm);
+    if ps != "poweredOff" {
+        return Err(invalid_power_state(&ps, "poweredOff"));
+    }
+    if let Some(c) = state
+        .inventory
+        .get_mut(vm)
+        .and_then(|o| data_mut(o, "config"))
+    {
+        c.set("version", version.unwrap_or_else(|| "vmx-21".into()));
+    }
+    Ok(())
 }
 
 fn vm_name(state: &State, vm: &Moref) -> String {
@@ -563,7 +528,7 @@ fn validate_spec(spec: &Element) -> Result<(), Fault> {
 /// `memoryHotAddEnabled`; less memory, another cores-per-socket, or the hot-plug switches
 /// themselves only when it is off. Anything else is refused with InvalidPowerState, the
 /// fault a real vCenter answers, so a client that forgets to power-cycle finds out here.
-fn check_hot_changes(o: &crate::inventory::ManagedObject, spec: &Element) -> Result<(), Fault> {
+fn check_hot_changes(o: &crate::objects::ManagedObject, spec: &Element) -> Result<(), Fault> {
     let power = o
         .path("runtime.powerState")
         .and_then(Val::as_str)
@@ -634,7 +599,7 @@ fn check_portgroups(state: &State, spec: &Element) -> Result<(), Fault> {
 }
 
 /// The distinct networks of a VM's NICs, in device order.
-fn nic_networks(o: &crate::inventory::ManagedObject) -> Vec<Val> {
+fn nic_networks(o: &crate::objects::ManagedObject) -> Vec<Val> {
     let mut networks: Vec<Moref> = Vec::new();
     if let Some(Val::Array(_, devices)) = o.path("config.hardware.device") {
         for d in devices {
@@ -656,6 +621,26 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
     check_hot_changes(o, spec)?;
     check_portgroups(state, spec)?;
     state.profiles.apply(vm, spec.children_named("vmProfile"));
+    resize(state, vm, spec);
+    let Some(o) = state.inventory.get_mut(vm) else {
+        return Err(Fault::not_found(vm));
+    };
+    set_config_fields(o, spec);
+    set_extra_config(o, spec);
+    let changed_nics = change_devices(o, spec);
+    // The VM's `network` is its NICs' networks, as vCenter keeps it.
+    if changed_nics {
+        let networks = nic_networks(o);
+        if !networks.is_empty() {
+            o.set("network", Val::Array("ManagedObjectReference", networks));
+        }
+    }
+    Ok(())
+}
+
+/// A reconfiguration's CPUs, cores per socket and memory (each in the hardware and, where
+/// it has one, the summary).
+fn resize(state: &mut State, vm: &Moref, spec: &Element) {
     let int = |name: &str| {
         spec.text_of(name)
             .and_then(|t| t.trim().parse::<i32>().ok())
@@ -669,9 +654,11 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
     if let Some(n) = int("memoryMB") {
         set_hardware(state, vm, "memoryMB", Some("memorySizeMB"), n);
     }
-    let Some(o) = state.inventory.get_mut(vm) else {
-        return Err(Fault::not_found(vm));
-    };
+}
+
+/// A reconfiguration's plain config fields: the annotation, the hot-add flags, and the
+/// identity (UUIDs, guest ID; also in the summary's config).
+fn set_config_fields(o: &mut ManagedObject, spec: &Element) {
     if let Some(annotation) = spec.text_of("annotation") {
         if let Some(c) = data_mut(o, "config") {
             c.set("annotation", annotation);
@@ -702,7 +689,10 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
             }
         }
     }
-    // extraConfig: set or (with an empty value) remove keys.
+}
+
+/// A reconfiguration's extraConfig: sets keys, or (with an empty value) removes them.
+fn set_extra_config(o: &mut ManagedObject, spec: &Element) {
     let options: Vec<(String, String)> = spec
         .children_named("extraConfig")
         .map(|o| {
@@ -712,27 +702,41 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
             )
         })
         .collect();
-    if !options.is_empty() {
-        if let Some(c) = data_mut(o, "config") {
-            let mut current: Vec<Val> = match c.get("extraConfig") {
-                Some(Val::Array(_, items)) => items.clone(),
-                _ => Vec::new(),
-            };
-            for (key, value) in options {
-                current.retain(|v| v.path("key").and_then(Val::as_str) != Some(key.as_str()));
-                if !value.is_empty() {
-                    current.push(Val::from(
-                        Data::new("OptionValue")
-                            .with("key", key.as_str())
-                            .with("value", crate::value::any(value.as_str())),
-                    ));
-                }
-            }
-            c.set("extraConfig", Val::Array("OptionValue", current));
+    if options.is_empty() {
+        return;
+    }
+    let Some(c) = data_mut(o, "config") else {
+        return;
+    };
+    let mut current: Vec<Val> = match c.get("extraConfig") {
+        Some(Val::Array(_, items)) => items.clone(),
+        _ => Vec::new(),
+    };
+    for (key, value) in options {
+        current.retain(|v| v.path("key").and_then(Val::as_str) != Some(key.as_str()));
+        if !value.is_empty() {
+            current.push(Val::from(
+                Data::new("OptionValue")
+                    .with("key", key.as_str())
+                    .with("value", crate::value::any(value.as_str())),
+            ));
         }
     }
-    // deviceChange: edits of disk capacity, NICs added and removed.
-    let mut changed_nics = false;
+    c.set("extraConfig", Val::Array("OptionValue", current));
+}
+
+/// A device's key, when it has one.
+fn device_key(v: &Val) -> Option<i32> {
+    match v.path("key") {
+        Some(Val::Int(k)) => Some(*k),
+        _ => None,
+    }
+}
+
+/// A reconfiguration's deviceChange: edits of disk capacity, NICs added and removed.
+/// Whether any change reached the hardware (the VM's networks are then derived again).
+fn change_devices(o: &mut ManagedObject, spec: &Element) -> bool {
+    let mut changed = false;
     for change in spec.children_named("deviceChange") {
         let operation = change.text_of("operation").unwrap_or("").trim().to_string();
         let Some(device) = change.child("device") else {
@@ -748,89 +752,88 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
             Some(Val::Array(_, items)) => items.clone(),
             _ => Vec::new(),
         };
-        let key_of = |v: &Val| match v.path("key") {
-            Some(Val::Int(k)) => Some(*k),
-            _ => None,
-        };
         match operation.as_str() {
             "edit" => {
-                for d in devices.iter_mut() {
-                    if key_of(d) == key {
-                        if let Some(dd) = d.data_mut() {
-                            for field in ["capacityInKB", "capacityInBytes"] {
-                                if let Some(n) = device
-                                    .text_of(field)
-                                    .and_then(|t| t.trim().parse::<i64>().ok())
-                                {
-                                    dd.set(field, n);
-                                }
-                            }
-                        }
+                for d in devices.iter_mut().filter(|d| device_key(d) == key) {
+                    if let Some(dd) = d.data_mut() {
+                        resize_disk(dd, device);
                     }
                 }
             }
-            "remove" => devices.retain(|d| key_of(d) != key),
+            "remove" => devices.retain(|d| device_key(d) != key),
             "add" => {
-                let ty = device
-                    .xsi_type
-                    .clone()
-                    .unwrap_or_else(|| "VirtualDevice".into());
-                if ty.starts_with("Virtual")
-                    && device.child("backing").is_some()
-                    && (ty.contains("Vmxnet") || ty.contains("E1000") || ty.contains("Ethernet"))
-                {
-                    let key = devices
-                        .iter()
-                        .filter_map(key_of)
-                        .filter(|k| (4000..5000).contains(k))
-                        .max()
-                        .map_or(crate::devices::FIRST_NIC_KEY, |k| k + 1);
-                    let backing = device.child("backing");
-                    let port = backing.and_then(|b| b.child("port"));
-                    let network = backing
-                        .and_then(|b| b.child("network"))
-                        .and_then(Element::moref);
-                    let on = match port.and_then(|p| p.text_of("portgroupKey")) {
-                        Some(key) => crate::devices::NicBacking::Portgroup {
-                            switch_uuid: port
-                                .and_then(|p| p.text_of("switchUuid"))
-                                .unwrap_or("")
-                                .trim(),
-                            portgroup_key: key.trim(),
-                        },
-                        None => crate::devices::NicBacking::Network {
-                            network: network.as_ref(),
-                            device_name: backing
-                                .and_then(|b| b.text_of("deviceName"))
-                                .unwrap_or(""),
-                        },
-                    };
-                    let mac = device
-                        .text_of("macAddress")
-                        .map(str::to_string)
-                        .filter(|m| !m.is_empty())
-                        .unwrap_or_else(crate::devices::generated_mac);
-                    let ty: crate::value::Name = if ty == "VirtualEthernetCard" {
-                        "VirtualVmxnet3".into()
-                    } else {
-                        ty.into()
-                    };
-                    devices.push(Val::from(crate::devices::ethernet_card(ty, key, on, &mac)));
+                if let Some(nic) = new_nic(&devices, device) {
+                    devices.push(nic);
                 }
             }
             _ => {}
         }
         hw.set("device", Val::Array("VirtualDevice", devices));
-        changed_nics = true;
+        changed = true;
     }
-    // The VM's `network` is its NICs' networks, as vCenter keeps it.
-    if changed_nics {
-        let networks = nic_networks(o);
-        if !networks.is_empty() {
-            o.set("network", Val::Array("ManagedObjectReference", networks));
+    changed
+}
+
+/// An edited device's capacity, as the edit gives it.
+fn resize_disk(disk: &mut Data, edit: &Element) {
+    for field in ["capacityInKB", "capacityInBytes"] {
+        if let Some(n) = edit
+            .text_of(field)
+            .and_then(|t| t.trim().parse::<i64>().ok())
+        {
+            disk.set(field, n);
         }
     }
-    Ok(())
+}
+
+/// The NIC an added device describes, keyed after the VM's last NIC (`devices`), on the
+/// port group or network its backing names; `None` for a device that is no NIC.
+fn new_nic(devices: &[Val], device: &Element) -> Option<Val> {
+    let ty = device
+        .xsi_type
+        .clone()
+        .unwrap_or_else(|| "VirtualDevice".into());
+    let is_nic = ty.starts_with("Virtual")
+        && device.child("backing").is_some()
+        && (ty.contains("Vmxnet") || ty.contains("E1000") || ty.contains("Ethernet"));
+    if !is_nic {
+        return None;
+    }
+    let key = devices
+        .iter()
+        .filter_map(device_key)
+        .filter(|k| (4000..5000).contains(k))
+        .max()
+        .map_or(crate::devices::FIRST_NIC_KEY, |k| k + 1);
+    let backing = device.child("backing");
+    let port = backing.and_then(|b| b.child("port"));
+    let network = backing
+        .and_then(|b| b.child("network"))
+        .and_then(Element::moref);
+    let on = match port.and_then(|p| p.text_of("portgroupKey")) {
+        Some(key) => crate::devices::NicBacking::Portgroup {
+            switch_uuid: port
+                .and_then(|p| p.text_of("switchUuid"))
+                .unwrap_or("")
+                .trim(),
+            portgroup_key: key.trim(),
+        },
+        None => crate::devices::NicBacking::Network {
+            network: network.as_ref(),
+            device_name: backing.and_then(|b| b.text_of("deviceName")).unwrap_or(""),
+        },
+    };
+    let mac = device
+        .text_of("macAddress")
+        .map(str::to_string)
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(crate::devices::generated_mac);
+    let ty: crate::value::Name = if ty == "VirtualEthernetCard" {
+        "VirtualVmxnet3".into()
+    } else {
+        ty.into()
+    };
+    Some(Val::from(crate::devices::ethernet_card(ty, key, on, &mac)))
 }
 
 fn clone_vm(
@@ -875,12 +878,40 @@ fn clone_now(
     name: &str,
     spec: &Element,
 ) -> Result<Moref, Fault> {
+    let src = clone_source(state, source, spec)?;
+    if state.inventory.child_named(folder, name).is_some() {
+        return Err(crate::fault::duplicate_name(name, folder));
+    }
+    let at = clone_placement(state, &src, folder, spec)?;
+    let vm = create_vm(&mut state.inventory, name, &at, call.now);
+    copy_source_config(state, &vm, &src);
+    set_power(state, &vm, "poweredOff", call.now);
+    if let Some(location) = spec.child("location") {
+        state
+            .profiles
+            .apply(&vm, location.children_named("profile"));
+    }
+    if let Some(config) = spec.child("config") {
+        reconfigure(state, &vm, config)?;
+    }
+    if spec.flag("template").unwrap_or(false) {
+        set_template(state, &vm, true);
+    } else if spec.flag("powerOn").unwrap_or(false) {
+        set_power(state, &vm, "poweredOn", call.now);
+        schedule_guest(state, call, &vm);
+    }
+    state.inventory.reshare(&vm);
+    Ok(vm)
+}
+
+/// What a clone is made from: the source VM, with a snapshot's configuration for a linked
+/// clone (which starts from the snapshot, not the VM's current configuration).
+fn clone_source(state: &State, source: &Moref, spec: &Element) -> Result<ManagedObject, Fault> {
     let mut src = state
         .inventory
         .get(source)
         .cloned()
         .ok_or_else(|| Fault::not_found(source))?;
-    // A linked clone starts from a snapshot's configuration, not the VM's current one.
     if let Some(snapshot) = spec.child("snapshot").and_then(Element::moref) {
         let snap = state
             .inventory
@@ -893,9 +924,18 @@ fn clone_now(
             src.set("config", config);
         }
     }
-    if state.inventory.child_named(folder, name).is_some() {
-        return Err(crate::fault::duplicate_name(name, folder));
-    }
+    Ok(src)
+}
+
+/// Where a clone goes: the spec's location (pool, host, datastore), else the source's pool,
+/// a host of the pool's owner (the source's own when it is one), the source's first
+/// datastore; on the source's first network.
+fn clone_placement(
+    state: &State,
+    src: &ManagedObject,
+    folder: &Moref,
+    spec: &Element,
+) -> Result<VmPlacement, Fault> {
     let location = spec.child("location");
     let loc = |n: &str| location.and_then(|l| l.child(n)).and_then(Element::moref);
     let pool = loc("pool").or_else(|| src.props.get("resourcePool").and_then(Val::as_mor).cloned());
@@ -911,31 +951,7 @@ fn clone_now(
     }
     let host = match loc("host") {
         Some(h) => h,
-        None => {
-            let owner = state
-                .inventory
-                .get(&pool)
-                .and_then(|p| p.props.get("owner"))
-                .and_then(Val::as_mor)
-                .cloned();
-            let src_host = src.path("runtime.host").and_then(Val::as_mor).cloned();
-            let owner_hosts = owner
-                .and_then(|o| {
-                    state
-                        .inventory
-                        .by_value(&o.value)
-                        .and_then(|o| o.props.get("host"))
-                        .map(Val::morefs)
-                })
-                .unwrap_or_default();
-            match src_host {
-                Some(h) if owner_hosts.contains(&h) => h,
-                _ => owner_hosts
-                    .first()
-                    .cloned()
-                    .ok_or_else(|| Fault::invalid_argument("spec.location.host"))?,
-            }
-        }
+        None => pool_host(state, src, &pool)?,
     };
     let datastore = loc("datastore")
         .or_else(|| {
@@ -954,19 +970,51 @@ fn clone_now(
         .map(Val::morefs)
         .and_then(|n| n.first().cloned())
         .ok_or_else(|| Fault::invalid_argument("source network"))?;
-    let at = VmPlacement {
+    Ok(VmPlacement {
         host,
         pool,
         folder: folder.clone(),
         datastore,
         network,
-    };
-    let vm = create_vm(&mut state.inventory, name, &at, call.now);
-    // A fresh instance UUID per clone; a BIOS UUID too, unless the spec names them.
+    })
+}
+
+/// The host of a clone the spec places in `pool` alone: the source's host when the pool's
+/// owner has it, else the owner's first host.
+fn pool_host(state: &State, src: &ManagedObject, pool: &Moref) -> Result<Moref, Fault> {
+    let owner = state
+        .inventory
+        .get(pool)
+        .and_then(|p| p.props.get("owner"))
+        .and_then(Val::as_mor)
+        .cloned();
+    let src_host = src.path("runtime.host").and_then(Val::as_mor).cloned();
+    let owner_hosts = owner
+        .and_then(|o| {
+            state
+                .inventory
+                .by_value(&o.value)
+                .and_then(|o| o.props.get("host"))
+                .map(Val::morefs)
+        })
+        .unwrap_or_default();
+    match src_host {
+        Some(h) if owner_hosts.contains(&h) => Ok(h),
+        _ => owner_hosts
+            .first()
+            .cloned()
+            .ok_or_else(|| Fault::invalid_argument("spec.location.host")),
+    }
+}
+
+/// What a new clone `vm` takes from its source: the guest, extraConfig and virtual
+/// hardware sizes; a fresh instance UUID and BIOS UUID (a spec's own are set after, by its
+/// reconfiguration).
+fn copy_source_config(state: &mut State, vm: &Moref, src: &ManagedObject) {
     let fresh = uuid::Uuid::new_v4().to_string();
     let fresh_bios = uuid::Uuid::new_v4().to_string();
     let copy = |path: &str| src.path(path).cloned();
-    if let Some(o) = state.inventory.get_mut(&vm) {
+    if let Some(o) = state.inventory.get_mut(vm) {
         if let Some(c) = data_mut(o, "config") {
             c.set("instanceUuid", fresh.as_str());
             c.set("uuid", fresh_bios.as_str());
@@ -990,24 +1038,7 @@ fn clone_now(
         ("numCoresPerSocket", None),
     ] {
         if let Some(Val::Int(n)) = copy(&format!("config.hardware.{hw}")) {
-            set_hardware(state, &vm, hw, summary, n);
+            set_hardware(state, vm, hw, summary, n);
         }
     }
-    set_power(state, &vm, "poweredOff", call.now);
-    if let Some(location) = spec.child("location") {
-        state
-            .profiles
-            .apply(&vm, location.children_named("profile"));
-    }
-    if let Some(config) = spec.child("config") {
-        reconfigure(state, &vm, config)?;
-    }
-    if spec.flag("template").unwrap_or(false) {
-        set_template(state, &vm, true);
-    } else if spec.flag("powerOn").unwrap_or(false) {
-        set_power(state, &vm, "poweredOn", call.now);
-        schedule_guest(state, call, &vm);
-    }
-    state.inventory.reshare(&vm);
-    Ok(vm)
 }

@@ -2,8 +2,8 @@
 //! groups of a cluster's VMs that vSphere keeps apart (anti-affinity). CAPV creates one per
 //! control plane and per machine deployment and adds each machine's VM to it.
 
-use super::Sim;
-use super::{Answer, Form, Request};
+use super::sim::Sim;
+use super::wire::{Answer, Form, Request};
 use crate::value::Moref;
 use http::Method;
 use serde_json::{json, Value};
@@ -27,14 +27,19 @@ pub(super) fn route(path: &str) -> Option<&str> {
     path.strip_prefix("/vcenter/cluster/modules")
 }
 
-pub(super) fn handle(sim: &Sim<'_>, form: Form, req: &Request<'_>, rest: &str) -> Answer {
+pub(super) fn handle(
+    sim: &Sim<'_, ClusterModules>,
+    form: Form,
+    req: &Request<'_>,
+    rest: &str,
+) -> Answer {
     let body: Value = serde_json::from_slice(req.body).unwrap_or(json!({}));
     forget_deleted(sim);
     let ok = || Answer::empty(if form == Form::Api { 204 } else { 200 });
     match (req.method, rest.trim_start_matches('/')) {
         (&Method::POST, "") => create(sim, form, body.get("spec").unwrap_or(&body)),
         (&Method::GET, "") => {
-            let modules = sim.rest_cluster_modules();
+            let modules = sim.own_state();
             let summaries: Vec<Value> = modules
                 .modules
                 .iter()
@@ -42,17 +47,15 @@ pub(super) fn handle(sim: &Sim<'_>, form: Form, req: &Request<'_>, rest: &str) -
                 .collect();
             Answer::value(form, 200, json!({ "summaries": summaries }))
         }
-        (&Method::DELETE, id) if !id.contains('/') => {
-            match sim.rest_cluster_modules().modules.remove(id) {
-                Some(_) => ok(),
-                None => not_found(form, id),
-            }
-        }
+        (&Method::DELETE, id) if !id.contains('/') => match sim.own_state().modules.remove(id) {
+            Some(_) => ok(),
+            None => not_found(form, id),
+        },
         (method, members) => match members
             .strip_prefix("vm/")
             .and_then(|m| m.strip_suffix("/members"))
         {
-            Some(id) if method == Method::GET => match sim.rest_cluster_modules().modules.get(id) {
+            Some(id) if method == Method::GET => match sim.own_state().modules.get(id) {
                 Some(m) => Answer::value(form, 200, json!({"vms": m.vms})),
                 None => not_found(form, id),
             },
@@ -65,8 +68,8 @@ pub(super) fn handle(sim: &Sim<'_>, form: Form, req: &Request<'_>, rest: &str) -
 /// Destroyed VMs leave their modules, and a deleted cluster's modules go, as vCenter drops
 /// them (checked when modules are next read or changed). Lock order: the modules, then the
 /// inventory.
-fn forget_deleted(sim: &Sim<'_>) {
-    let mut modules = sim.rest_cluster_modules();
+fn forget_deleted(sim: &Sim<'_, ClusterModules>) {
+    let mut modules = sim.own_state();
     sim.with_inventory(|inv| {
         let alive = |ty: &str, value: &str| inv.get(&Moref::new(ty, value)).is_some();
         modules
@@ -89,7 +92,13 @@ fn not_found(form: Form, id: &str) -> Answer {
 }
 
 /// The not_found answer for inventory object `ty`/`value` (called `what`), if it is absent.
-fn absent(sim: &Sim<'_>, form: Form, ty: &str, value: &str, what: &str) -> Option<Answer> {
+fn absent(
+    sim: &Sim<'_, ClusterModules>,
+    form: Form,
+    ty: &str,
+    value: &str,
+    what: &str,
+) -> Option<Answer> {
     let moref = Moref::new(ty, value);
     if sim.with_inventory(|inv| inv.get(&moref).is_some()) {
         return None;
@@ -104,13 +113,13 @@ fn absent(sim: &Sim<'_>, form: Form, ty: &str, value: &str, what: &str) -> Optio
 }
 
 /// A new module for the cluster the spec names, which must exist.
-fn create(sim: &Sim<'_>, form: Form, spec: &Value) -> Answer {
+fn create(sim: &Sim<'_, ClusterModules>, form: Form, spec: &Value) -> Answer {
     let cluster = spec.get("cluster").and_then(Value::as_str).unwrap_or("");
     if let Some(missing) = absent(sim, form, "ClusterComputeResource", cluster, "Cluster") {
         return missing;
     }
     let id = uuid::Uuid::new_v4().to_string();
-    sim.rest_cluster_modules().modules.insert(
+    sim.own_state().modules.insert(
         id.clone(),
         Module {
             cluster: cluster.to_string(),
@@ -123,19 +132,19 @@ fn create(sim: &Sim<'_>, form: Form, spec: &Value) -> Answer {
 /// `action=add` or `action=remove` of VMs: `success` is false when any VM was already a
 /// member (add) or was not one (remove); the others are still changed, as vCenter does.
 fn change_members(
-    sim: &Sim<'_>,
+    sim: &Sim<'_, ClusterModules>,
     form: Form,
     id: &str,
     action: Option<&str>,
     body: &Value,
 ) -> Answer {
-    let vms = super::strings(body, "vms");
+    let vms = super::wire::strings(body, "vms");
     for vm in &vms {
         if let Some(missing) = absent(sim, form, "VirtualMachine", vm, "Virtual machine") {
             return missing;
         }
     }
-    let mut modules = sim.rest_cluster_modules();
+    let mut modules = sim.own_state();
     let Some(module) = modules.modules.get_mut(id) else {
         return not_found(form, id);
     };

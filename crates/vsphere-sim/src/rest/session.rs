@@ -5,8 +5,8 @@
 //! timeout, like SOAP ones. REST sessions are kept apart from SOAP sessions: a REST token is
 //! no SOAP cookie, as on vCenter.
 
-use super::Sim;
-use super::{Answer, Form, Request};
+use super::sim::Sim;
+use super::wire::{Answer, Form, Request};
 use base64::Engine;
 use chrono::{DateTime, Utc};
 use http::Method;
@@ -31,12 +31,12 @@ pub(crate) struct Sessions {
 }
 
 /// The token and user of the request's live session, touching it (idle sessions end here).
-pub(super) fn current(sim: &Sim<'_>, req: &Request<'_>) -> Option<(String, String)> {
+pub(super) fn current(sim: &Sim<'_, Sessions>, req: &Request<'_>) -> Option<(String, String)> {
     let token = req.headers.get(SESSION_HEADER)?.to_str().ok()?;
     let now = sim.now();
     let idle =
         chrono::Duration::from_std(sim.config().session_idle).unwrap_or(chrono::Duration::MAX);
-    let mut sessions = sim.rest_sessions();
+    let mut sessions = sim.own_state();
     let session = sessions.by_token.get_mut(token)?;
     if now - session.last_accessed > idle {
         sessions.by_token.remove(token);
@@ -46,7 +46,7 @@ pub(super) fn current(sim: &Sim<'_>, req: &Request<'_>) -> Option<(String, Strin
     Some((token.to_string(), session.user.clone()))
 }
 
-pub(super) fn handle(sim: &Sim<'_>, form: Form, req: &Request<'_>) -> Answer {
+pub(super) fn handle(sim: &Sim<'_, Sessions>, form: Form, req: &Request<'_>) -> Answer {
     match (form, req.method, req.action) {
         (Form::Rest, &Method::POST, None) | (Form::Api, &Method::POST, _) => login(sim, form, req),
         (Form::Rest, &Method::POST, Some("get")) | (Form::Api, &Method::GET, _) => {
@@ -64,7 +64,7 @@ pub(super) fn handle(sim: &Sim<'_>, form: Form, req: &Request<'_>) -> Answer {
 }
 
 /// Who the request logs in as: basic credentials that match, or a live SOAP session.
-fn login_user(sim: &Sim<'_>, req: &Request<'_>) -> Option<String> {
+fn login_user(sim: &Sim<'_, Sessions>, req: &Request<'_>) -> Option<String> {
     let header = |name: http::HeaderName| req.headers.get(name).and_then(|v| v.to_str().ok());
     if let Some(basic) = header(http::header::AUTHORIZATION).and_then(|a| a.strip_prefix("Basic "))
     {
@@ -79,13 +79,13 @@ fn login_user(sim: &Sim<'_>, req: &Request<'_>) -> Option<String> {
     header(http::header::COOKIE).and_then(|c| sim.soap_session_user(c))
 }
 
-fn login(sim: &Sim<'_>, form: Form, req: &Request<'_>) -> Answer {
+fn login(sim: &Sim<'_, Sessions>, form: Form, req: &Request<'_>) -> Answer {
     let Some(user) = login_user(sim, req) else {
         return Answer::unauthenticated(form);
     };
     let token = uuid::Uuid::new_v4().simple().to_string();
     let now = sim.now();
-    sim.rest_sessions().by_token.insert(
+    sim.own_state().by_token.insert(
         token.clone(),
         Session {
             user,
@@ -100,11 +100,11 @@ fn login(sim: &Sim<'_>, form: Form, req: &Request<'_>) -> Answer {
     Answer::value(form, status, json!(token))
 }
 
-fn info(sim: &Sim<'_>, form: Form, req: &Request<'_>) -> Answer {
+fn info(sim: &Sim<'_, Sessions>, form: Form, req: &Request<'_>) -> Answer {
     let Some((token, _)) = current(sim, req) else {
         return Answer::unauthenticated(form);
     };
-    let sessions = sim.rest_sessions();
+    let sessions = sim.own_state();
     let Some(s) = sessions.by_token.get(&token) else {
         return Answer::unauthenticated(form);
     };
@@ -116,11 +116,11 @@ fn info(sim: &Sim<'_>, form: Form, req: &Request<'_>) -> Answer {
     )
 }
 
-fn logout(sim: &Sim<'_>, form: Form, req: &Request<'_>) -> Answer {
+fn logout(sim: &Sim<'_, Sessions>, form: Form, req: &Request<'_>) -> Answer {
     let Some((token, _)) = current(sim, req) else {
         return Answer::unauthenticated(form);
     };
-    sim.rest_sessions().by_token.remove(&token);
+    sim.own_state().by_token.remove(&token);
     Answer::empty(match form {
         Form::Rest => 200,
         Form::Api => 204,

@@ -7,8 +7,8 @@
 //! with associable types takes only objects of those types; deleting a category deletes its
 //! tags, and deleting a tag detaches it everywhere.
 
-use super::Sim;
-use super::{spec, text, Answer, Form, Request};
+use super::sim::Sim;
+use super::wire::{spec, text, Answer, Form, Request};
 use crate::value::Moref;
 use http::Method;
 use serde_json::{json, Value};
@@ -53,18 +53,18 @@ pub(super) fn route(form: Form, path: &str) -> Option<(&str, Option<&str>)> {
 }
 
 pub(super) fn handle(
-    sim: &Sim<'_>,
+    sim: &Sim<'_, Tagging>,
     form: Form,
     req: &Request<'_>,
     kind: &str,
     id: Option<&str>,
 ) -> Answer {
-    let body = match super::json_body(form, req.body) {
+    let body = match super::wire::json_body(form, req.body) {
         Ok(body) => body,
         Err(refused) => return refused,
     };
     let id = id.map(percent_decode);
-    let mut t = sim.rest_tagging();
+    let mut t = sim.own_state();
     // Objects deleted since (a destroyed VM) lose their tags, as vCenter drops them.
     sim.with_inventory(|inv| {
         for objects in t.attached.values_mut() {
@@ -143,7 +143,7 @@ impl Tagging {
                 &format!("Category with name {name} already exists."),
             );
         }
-        let associable_types = super::strings(spec, "associable_types");
+        let associable_types = super::wire::strings(spec, "associable_types");
         let id = format!(
             "urn:vmomi:InventoryServiceCategory:{}:GLOBAL",
             uuid::Uuid::new_v4()
@@ -416,16 +416,22 @@ fn object_json(m: &Moref) -> Value {
 
 /// The tag-association actions. Lock order: the tagging state, then the inventory (read to
 /// check that an object exists); nothing takes them the other way round.
-fn associate(sim: &Sim<'_>, form: Form, tag: Option<&str>, action: &str, body: &Value) -> Answer {
+fn associate(
+    sim: &Sim<'_, Tagging>,
+    form: Form,
+    tag: Option<&str>,
+    action: &str,
+    body: &Value,
+) -> Answer {
     let exists = |m: &Moref| sim.with_inventory(|inv| inv.get(m).is_some());
     let object = body.get("object_id").and_then(object_of);
-    let tag_ids: Vec<String> = super::strings(body, "tag_ids")
+    let tag_ids: Vec<String> = super::wire::strings(body, "tag_ids")
         .iter()
         .map(|t| percent_decode(t))
         .collect();
     let no_object = || Answer::invalid(form, "object_id is required.");
     let unknown = |m: &Moref| Answer::missing(form, "Object", &m.value);
-    let mut t = sim.rest_tagging();
+    let mut t = sim.own_state();
     let ok = || Answer::empty(if form == Form::Api { 204 } else { 200 });
     match (action, tag.map(percent_decode)) {
         ("attach", Some(tag)) => match object {

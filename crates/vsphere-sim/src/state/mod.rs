@@ -16,7 +16,7 @@ pub(crate) mod timeline;
 /// Everything behind the simulator's lock.
 #[derive(Debug, Default)]
 pub(crate) struct State {
-    pub inventory: crate::inventory::Inventory,
+    pub inventory: crate::objects::Inventory,
     pub sessions: sessions::Sessions,
     pub collectors: collectors::Collectors,
     pub timeline: timeline::Timeline,

@@ -4,7 +4,7 @@
 
 use super::{kind, IMPLEMENTED};
 use crate::fault_injection::{Injection, Target};
-use crate::inventory::is_a;
+use crate::objects::is_a;
 use crate::simulator::{SimConfig, Simulator};
 use crate::value::{Moref, Val};
 use infrasim_clock::FakeClock;
@@ -88,7 +88,7 @@ impl Env {
             .with_inventory(|inv| inv.get(m).map(|o| o.name().to_string()))
     }
 
-    fn first(&self, ty: &str, pred: impl Fn(&crate::inventory::ManagedObject) -> bool) -> Moref {
+    fn first(&self, ty: &str, pred: impl Fn(&crate::objects::ManagedObject) -> bool) -> Moref {
         self.sim.with_inventory(|inv| {
             let mut all: Vec<_> = inv
                 .iter()
