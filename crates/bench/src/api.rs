@@ -184,7 +184,7 @@ pub(crate) async fn run(args: ApiBenchArgs) -> anyhow::Result<()> {
         busy.as_secs_f64() / elapsed.as_secs_f64(),
         elapsed.as_secs_f64()
     );
-    crate::cel::creates(&client, addr, &args).await?;
+    crate::cel::creates(&client, addr, (args.connections, args.seconds)).await?;
     let _ = target;
     Ok(())
 }

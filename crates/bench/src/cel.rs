@@ -2,7 +2,6 @@
 //! validation rules, against the same object under a CRD with none, in the same run: what
 //! the rules cost on the write path.
 
-use crate::api::ApiBenchArgs;
 use crate::harness::{fmt, Client};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -87,27 +86,28 @@ async fn create_load(
     addr: SocketAddr,
     plural: &str,
     kind: &str,
-    args: &ApiBenchArgs,
+    (connections, seconds): (usize, u64),
 ) -> anyhow::Result<crate::harness::Load> {
     let path = format!("/apis/bench.example.com/v1/namespaces/bench/{plural}");
     let kind = kind.to_string();
-    crate::harness::load_with(client, addr, args.connections, args.seconds, move |c, n| {
+    crate::harness::load_with(client, addr, connections, seconds, move |c, n| {
         request(&path, &object(&kind, &format!("o-{c}-{n}")))
     })
     .await
 }
 
-/// Prints the two create rows and the ratio of the ruled one to the plain one.
+/// Prints the two create rows and the ratio of the ruled one to the plain one, each from
+/// `load`'s (connections, seconds).
 pub(crate) async fn creates(
     client: &Arc<Client>,
     addr: SocketAddr,
-    args: &ApiBenchArgs,
+    load: (usize, u64),
 ) -> anyhow::Result<()> {
     let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
     post(client, addr, crds, &crd("plains", "Plain", false)).await?;
     post(client, addr, crds, &crd("ruleds", "Ruled", true)).await?;
-    let plain = create_load(client, addr, "plains", "Plain", args).await?;
-    let ruled = create_load(client, addr, "ruleds", "Ruled", args).await?;
+    let plain = create_load(client, addr, "plains", "Plain", load).await?;
+    let ruled = create_load(client, addr, "ruleds", "Ruled", load).await?;
     println!();
     println!(
         "{:<30} {:>14} {:>10} {:>10}",
