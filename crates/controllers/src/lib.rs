@@ -16,14 +16,9 @@
 //! - [`vino`]: VM-backed bare-metal hosts on the plane's Nodes (`Vino`), run with [`sip`].
 
 pub mod capi;
-pub mod conditions;
-pub mod context;
 pub mod crds;
 pub mod deploy;
-mod finalizers;
-pub mod informers;
-pub mod leader;
-pub mod metrics;
+pub mod runtime;
 mod schema;
 pub mod sip;
 #[cfg(test)]
@@ -31,10 +26,10 @@ mod test_support;
 pub mod vcsim;
 pub mod vino;
 pub mod vmgroup;
-pub mod wakeups;
-pub mod writes;
 
-pub use context::Context;
+// The runtime's modules under the names other crates know them by.
+pub use runtime::context::Context;
+pub use runtime::{conditions, context, informers, leader, metrics, wakeups, writes};
 
 /// Which controllers a process runs.
 #[derive(Debug, Clone, Default)]

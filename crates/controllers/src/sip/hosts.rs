@@ -7,8 +7,8 @@
 //! host status and this stand-in does nothing.
 
 use super::types::{BareMetalHost, BareMetalHostStatus, Provisioning};
-use crate::context::Context;
-use crate::informers::Informers;
+use crate::runtime::context::Context;
+use crate::runtime::informers::Informers;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -32,9 +32,9 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
         return;
     }
     let hosts = informers.of::<BareMetalHost>();
-    let controller = crate::capi::triggers::controller(&hosts, None);
+    let controller = crate::runtime::triggers::controller(&hosts, None);
     let runs = controller.run(reconcile, error_policy, Arc::new(ctx));
-    crate::capi::triggers::run_to_end(runs).await;
+    crate::runtime::triggers::run_to_end(runs).await;
 }
 
 fn error_policy(host: Arc<BareMetalHost>, err: &kube::Error, _: Arc<Context>) -> Action {
@@ -50,7 +50,7 @@ async fn reconcile(host: Arc<BareMetalHost>, ctx: Arc<Context>) -> Result<Action
         Api::namespaced(ctx.client.clone(), &host.namespace().unwrap_or_default());
     let body =
         json!({"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost", "status": status});
-    crate::writes::apply_status(&api, &host.name_any(), MANAGER, &body).await?;
+    crate::runtime::writes::apply_status(&api, &host.name_any(), MANAGER, &body).await?;
     Ok(Action::await_change())
 }
 

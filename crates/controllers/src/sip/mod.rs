@@ -13,9 +13,9 @@ mod schedule;
 mod services;
 pub mod types;
 
-use crate::conditions::{self, Condition};
-use crate::context::Context;
-use crate::informers::{Informer, Informers};
+use crate::runtime::conditions::{self, Condition};
+use crate::runtime::context::Context;
+use crate::runtime::informers::{Informer, Informers};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -53,10 +53,10 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
     let store = clusters.store();
     // A host's change wakes the cluster holding it (a failed host is replaced) and every
     // cluster not Ready (a new or freed host may complete its schedule).
-    let controller = crate::capi::triggers::controller(&clusters, None)
+    let controller = crate::runtime::triggers::controller(&clusters, None)
         .with_config(kube::runtime::controller::Config::default().concurrency(1))
         .watches_shared_stream(
-            crate::capi::triggers::every_change(&hosts),
+            crate::runtime::triggers::every_change(&hosts),
             move |host: Arc<BareMetalHost>| {
                 let holder = schedule::claimed_by(&host);
                 store
@@ -73,7 +73,7 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
     let standin = hosts::run(ctx.clone(), informers.clone());
     let r = Arc::new(Reconciler { ctx, hosts });
     let runs = controller.run(reconcile, error_policy, r);
-    futures::join!(crate::capi::triggers::run_to_end(runs), standin);
+    futures::join!(crate::runtime::triggers::run_to_end(runs), standin);
 }
 
 fn ready(c: &SIPCluster) -> bool {
@@ -92,10 +92,10 @@ async fn reconcile(sip: Arc<SIPCluster>, r: Arc<Reconciler>) -> Result<Action, E
     let api: Api<SIPCluster> = Api::namespaced(r.ctx.client.clone(), &ns);
     if sip.metadata.deletion_timestamp.is_some() {
         decommission(&sip, &r).await?;
-        crate::finalizers::remove(&api, &*sip, FINALIZER).await?;
+        crate::runtime::finalizers::remove(&api, &*sip, FINALIZER).await?;
         return Ok(Action::await_change());
     }
-    if crate::finalizers::ensure(&api, &*sip, FINALIZER).await? {
+    if crate::runtime::finalizers::ensure(&api, &*sip, FINALIZER).await? {
         return Ok(Action::await_change());
     }
     let mut status = sip.status.clone().unwrap_or_default();
@@ -639,7 +639,7 @@ async fn write_status(
         "kind": "SIPCluster",
         "status": status,
     });
-    crate::writes::apply_status(api, &sip.name_any(), MANAGER, &body).await?;
+    crate::runtime::writes::apply_status(api, &sip.name_any(), MANAGER, &body).await?;
     Ok(())
 }
 

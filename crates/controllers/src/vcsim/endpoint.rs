@@ -33,11 +33,11 @@ pub(super) async fn reconcile(
                 let why = "the endpoint and any cluster behind it are gone".to_string();
                 r.ctx.event(&*obj, false, "EndpointReleased", why).await;
             }
-            crate::finalizers::remove(&api, &*obj, FINALIZER).await?;
+            crate::runtime::finalizers::remove(&api, &*obj, FINALIZER).await?;
         }
         return Ok(Action::await_change());
     }
-    if crate::finalizers::ensure(&api, &*obj, FINALIZER).await? {
+    if crate::runtime::finalizers::ensure(&api, &*obj, FINALIZER).await? {
         return Ok(Action::await_change());
     }
     let recorded = obj
@@ -65,7 +65,7 @@ pub(super) async fn reconcile(
             "kind": "ControlPlaneEndpoint",
             "status": status,
         });
-        crate::writes::apply_status(&api, &name, MANAGER, &body).await?;
+        crate::runtime::writes::apply_status(&api, &name, MANAGER, &body).await?;
         let why = format!(
             "control plane endpoint {}:{} reserved",
             status.host, status.port

@@ -152,7 +152,7 @@ pub(super) async fn reconcile(obj: Arc<EnvVar>, r: Arc<Reconciler>) -> Result<Ac
             "kind": "EnvVar",
             "status": {"variables": vars},
         });
-        crate::writes::apply_status(&api, &obj.name_any(), MANAGER, &body).await?;
+        crate::runtime::writes::apply_status(&api, &obj.name_any(), MANAGER, &body).await?;
     }
     Ok(Action::await_change())
 }

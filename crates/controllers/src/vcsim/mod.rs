@@ -15,9 +15,9 @@ mod vmoperator;
 
 pub use simulators::Simulators;
 
-use crate::capi::triggers::filtered;
-use crate::context::Context;
-use crate::informers::Informers;
+use crate::runtime::context::Context;
+use crate::runtime::informers::Informers;
+use crate::runtime::triggers::filtered;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
@@ -78,9 +78,9 @@ pub async fn run(
         simulators,
         ssh_authorized_key: envvar::ssh_authorized_key(),
     });
-    let vcenters = crate::capi::triggers::controller(&informers.of::<VCenterSimulator>(), None)
+    let vcenters = crate::runtime::triggers::controller(&informers.of::<VCenterSimulator>(), None)
         .run(vcenter::reconcile, error_policy, r.clone());
-    let endpoints = crate::capi::triggers::controller(
+    let endpoints = crate::runtime::triggers::controller(
         &informers.of::<ControlPlaneEndpoint>(),
         None,
     )
@@ -102,7 +102,7 @@ pub async fn run(
             referrers(&envvars, &*d, |e| e.dependencies_ref())
         }
     };
-    let envvars = crate::capi::triggers::controller(&envvars, None)
+    let envvars = crate::runtime::triggers::controller(&envvars, None)
         .watches_shared_stream(
             filtered(&informers.of::<VCenterSimulator>(), serving),
             by_simulator,
@@ -112,13 +112,15 @@ pub async fn run(
             by_endpoint,
         )
         .watches_shared_stream(
-            crate::capi::triggers::every_change(&informers.of::<types::VMOperatorDependencies>()),
+            crate::runtime::triggers::every_change(
+                &informers.of::<types::VMOperatorDependencies>(),
+            ),
             by_dependencies,
         )
         .run(envvar::reconcile, error_policy, r.clone());
     // A VM boots when its Machine gets bootstrap data: the Machine's change wakes the
     // VSphereVM CAPV names after its VSphereMachine (the Machine's infrastructure).
-    let vms = crate::capi::triggers::controller(&informers.of::<capv::VSphereVM>(), None)
+    let vms = crate::runtime::triggers::controller(&informers.of::<capv::VSphereVM>(), None)
         .watches_shared_stream(
             filtered(
                 &informers.of::<crate::capi::core::Machine>(),
@@ -128,20 +130,22 @@ pub async fn run(
         )
         .run(vm_bootstrap::reconcile, error_policy, r.clone());
     // Dependencies made from a simulator wait for it to serve: its status wakes them.
-    let dependencies =
-        crate::capi::triggers::controller(&informers.of::<types::VMOperatorDependencies>(), None)
-            .watches_shared_stream(filtered(&informers.of::<VCenterSimulator>(), serving), {
-                let deps = informers.of::<types::VMOperatorDependencies>().store();
-                move |v: Arc<VCenterSimulator>| referrers(&deps, &*v, |d| d.simulator_ref())
-            })
-            .run(vmoperator::reconcile, error_policy, r.clone());
+    let dependencies = crate::runtime::triggers::controller(
+        &informers.of::<types::VMOperatorDependencies>(),
+        None,
+    )
+    .watches_shared_stream(filtered(&informers.of::<VCenterSimulator>(), serving), {
+        let deps = informers.of::<types::VMOperatorDependencies>().store();
+        move |v: Arc<VCenterSimulator>| referrers(&deps, &*v, |d| d.simulator_ref())
+    })
+    .run(vmoperator::reconcile, error_policy, r.clone());
     // vm-operator's VMs wait for their namespace's dependencies: those changing wake them.
     let vm_operator_vms = {
         let vms = informers.of::<virtual_machine::VirtualMachine>();
         let store = vms.store();
-        crate::capi::triggers::controller(&vms, None)
+        crate::runtime::triggers::controller(&vms, None)
             .watches_shared_stream(
-                crate::capi::triggers::every_change(
+                crate::runtime::triggers::every_change(
                     &informers.of::<types::VMOperatorDependencies>(),
                 ),
                 move |d| {
@@ -167,16 +171,16 @@ pub async fn run(
     };
     let vm_operator_vms = async {
         if vm_operator {
-            crate::capi::triggers::run_to_end(vm_operator_vms).await;
+            crate::runtime::triggers::run_to_end(vm_operator_vms).await;
         }
     };
     futures::join!(
         vm_operator_vms,
-        crate::capi::triggers::run_to_end(vcenters),
-        crate::capi::triggers::run_to_end(endpoints),
-        crate::capi::triggers::run_to_end(envvars),
-        crate::capi::triggers::run_to_end(vms),
-        crate::capi::triggers::run_to_end(dependencies),
+        crate::runtime::triggers::run_to_end(vcenters),
+        crate::runtime::triggers::run_to_end(endpoints),
+        crate::runtime::triggers::run_to_end(envvars),
+        crate::runtime::triggers::run_to_end(vms),
+        crate::runtime::triggers::run_to_end(dependencies),
     );
 }
 

@@ -7,7 +7,7 @@
 // Printer columns repeat `type_ = "string"` and the like inside one `#[kube(...)]`.
 #![allow(clippy::duplicated_attributes)]
 
-use crate::conditions::Condition;
+use crate::runtime::conditions::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

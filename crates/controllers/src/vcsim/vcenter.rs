@@ -7,7 +7,7 @@
 use super::simulators::{key, Serving};
 use super::types::{VCenterSimulator, VCenterSimulatorModel, VCenterSimulatorStatus};
 use super::{Error, Reconciler, MANAGER};
-use crate::conditions::{self, Condition};
+use crate::runtime::conditions::{self, Condition};
 use infrasim_vsphere_sim::{
     sample_ovf, Flavor, Instance, LibraryItemSpec, Model, SimConfig, TagSpec, TemplateSpec,
 };
@@ -56,11 +56,11 @@ pub(super) async fn reconcile(
                 let why = "the simulator stopped and its port is free".to_string();
                 r.ctx.event(&*obj, false, "Stopped", why).await;
             }
-            crate::finalizers::remove(&api, &*obj, FINALIZER).await?;
+            crate::runtime::finalizers::remove(&api, &*obj, FINALIZER).await?;
         }
         return Ok(Action::await_change());
     }
-    if crate::finalizers::ensure(&api, &*obj, FINALIZER).await? {
+    if crate::runtime::finalizers::ensure(&api, &*obj, FINALIZER).await? {
         return Ok(Action::await_change());
     }
     let serving = match r.simulators.serving(&key) {
@@ -137,7 +137,7 @@ async fn apply_status(
         "kind": "VCenterSimulator",
         "status": status,
     });
-    crate::writes::apply_status(api, &obj.name_any(), MANAGER, &body).await
+    crate::runtime::writes::apply_status(api, &obj.name_any(), MANAGER, &body).await
 }
 
 /// Starts the object's simulator and makes its templates and tags.

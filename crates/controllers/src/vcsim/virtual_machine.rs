@@ -69,7 +69,7 @@ pub(super) async fn reconcile(
     let Some(sim) = simulator_of(&r, &ns).await? else {
         // No ready dependencies in the namespace yet: their change wakes this VM.
         if vm.metadata.deletion_timestamp.is_some() {
-            crate::finalizers::remove(&api, &*vm, FINALIZER).await?;
+            crate::runtime::finalizers::remove(&api, &*vm, FINALIZER).await?;
         }
         return Ok(Action::await_change());
     };
@@ -88,11 +88,11 @@ pub(super) async fn reconcile(
                 sim.destroy_vm(m)
                     .map_err(|e| Error::Simulator(e.to_string()))?;
             }
-            crate::finalizers::remove(&api, &*vm, FINALIZER).await?;
+            crate::runtime::finalizers::remove(&api, &*vm, FINALIZER).await?;
         }
         return Ok(Action::await_change());
     }
-    if crate::finalizers::ensure(&api, &*vm, FINALIZER).await? {
+    if crate::runtime::finalizers::ensure(&api, &*vm, FINALIZER).await? {
         return Ok(Action::await_change());
     }
     let moref = match existing.filter(|m| sim.vm(m).is_some()) {
@@ -120,14 +120,14 @@ pub(super) async fn reconcile(
         "powerState": if state.powered_on { "PoweredOn" } else { "PoweredOff" },
         "conditions": [{"type": "VirtualMachineCreated", "status": "True", "reason": "True",
                         "message": "", "lastTransitionTime":
-                            crate::conditions::timestamp(r.ctx.now())}],
+                            crate::runtime::conditions::timestamp(r.ctx.now())}],
     });
     if let Some(ip) = &state.ip {
         status["network"] = json!({"primaryIP4": ip});
     }
     let body = json!({"apiVersion": "vmoperator.vmware.com/v1alpha6", "kind": "VirtualMachine",
                       "status": status});
-    crate::writes::apply_status(&api, &vm.name_any(), MANAGER, &body).await?;
+    crate::runtime::writes::apply_status(&api, &vm.name_any(), MANAGER, &body).await?;
     if state.powered_on && state.ip.is_none() {
         return Ok(Action::requeue(RECHECK));
     }

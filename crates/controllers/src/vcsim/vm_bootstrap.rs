@@ -45,7 +45,7 @@ pub(super) async fn reconcile(vm: Arc<VSphereVM>, r: Arc<Reconciler>) -> Result<
                 let key = cloud_key(&owners.cluster.name_any(), &ns);
                 r.ctx.cloud.remove_machine(&key, &vm.name_any()).await?;
             }
-            crate::finalizers::remove(&api, &*vm, FINALIZER).await?;
+            crate::runtime::finalizers::remove(&api, &*vm, FINALIZER).await?;
         }
         return Ok(Action::await_change());
     }
@@ -58,7 +58,7 @@ pub(super) async fn reconcile(vm: Arc<VSphereVM>, r: Arc<Reconciler>) -> Result<
     let Some(uuid) = vm.spec.bios_uuid.clone().filter(|u| !u.is_empty()) else {
         return Ok(Action::await_change());
     };
-    if crate::finalizers::ensure(&api, &*vm, FINALIZER).await? {
+    if crate::runtime::finalizers::ensure(&api, &*vm, FINALIZER).await? {
         return Ok(Action::await_change());
     }
     let Some(sim) = vm

@@ -19,7 +19,7 @@ use super::types::{
 };
 use super::vcenter::{kubernetes_versions, template_names, LIBRARY};
 use super::{Error, Reconciler, MANAGER};
-use crate::conditions::{self, Condition};
+use crate::runtime::conditions::{self, Condition};
 use infrasim_vsphere_sim::{sample_ovf, LibraryItemSpec, Simulator};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
@@ -121,7 +121,7 @@ pub(super) async fn reconcile(
         "kind": "VMOperatorDependencies",
         "status": {"ready": ready, "conditions": conds},
     });
-    crate::writes::apply_status(&api, &obj.name_any(), MANAGER, &body).await?;
+    crate::runtime::writes::apply_status(&api, &obj.name_any(), MANAGER, &body).await?;
     Ok(match ready {
         true => Action::await_change(),
         false => Action::requeue(std::time::Duration::from_secs(10)),

@@ -13,9 +13,9 @@ mod ipam;
 mod machines;
 pub mod types;
 
-use crate::conditions::{self, Condition};
-use crate::context::Context;
-use crate::informers::{Informer, Informers};
+use crate::runtime::conditions::{self, Condition};
+use crate::runtime::context::Context;
+use crate::runtime::informers::{Informer, Informers};
 use crate::sip::types::BareMetalHost;
 use builder::{Builder, Domain, HostNode};
 use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
@@ -76,7 +76,7 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
     .applied_objects()
     .predicate_filter(node_facts, Default::default());
     let every = vinos.store();
-    let controller = crate::capi::triggers::controller(&vinos, None)
+    let controller = crate::runtime::triggers::controller(&vinos, None)
         .with_config(kube::runtime::controller::Config::default().concurrency(1))
         .watches_stream(node_changes, move |_node: Node| {
             every
@@ -86,7 +86,7 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
                 .collect::<Vec<_>>()
         })
         .watches_shared_stream(
-            crate::capi::triggers::every_change(&hosts),
+            crate::runtime::triggers::every_change(&hosts),
             |host: Arc<BareMetalHost>| {
                 let owner = host.annotations().get(OWNER)?;
                 let (ns, name) = owner.split_once('/')?;
@@ -102,7 +102,7 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
         namespace_made: Default::default(),
     });
     let runs = controller.run(reconcile, error_policy, r);
-    crate::capi::triggers::run_to_end(runs).await;
+    crate::runtime::triggers::run_to_end(runs).await;
 }
 
 /// What of a Node decides its hosts: its labels and its addresses.
@@ -155,10 +155,10 @@ async fn reconcile(vino: Arc<Vino>, r: Arc<Reconciler>) -> Result<Action, Error>
             tracing::warn!(vino = %vino.name_any(), %why, "Vino not yet taken down");
             return Ok(Action::requeue(Duration::from_secs(10)));
         }
-        crate::finalizers::remove(&api, &*vino, FINALIZER).await?;
+        crate::runtime::finalizers::remove(&api, &*vino, FINALIZER).await?;
         return Ok(Action::await_change());
     }
-    if crate::finalizers::ensure(&api, &*vino, FINALIZER).await? {
+    if crate::runtime::finalizers::ensure(&api, &*vino, FINALIZER).await? {
         return Ok(Action::await_change());
     }
     let mut status = vino.status.clone().unwrap_or_default();
@@ -216,7 +216,7 @@ async fn write_status(api: &Api<Vino>, vino: &Vino, status: &VinoStatus) -> Resu
         return Ok(());
     }
     let body = json!({"apiVersion": "airship.airshipit.org/v1", "kind": "Vino", "status": status});
-    crate::writes::apply_status(api, &vino.name_any(), MANAGER, &body).await?;
+    crate::runtime::writes::apply_status(api, &vino.name_any(), MANAGER, &body).await?;
     Ok(())
 }
 
@@ -468,7 +468,8 @@ async fn write_host(
         "network-data",
         BTreeMap::from([("networkData", data.as_str())]),
     );
-    crate::writes::apply(&secrets, &format!("{name}-network-data"), MANAGER, &network).await?;
+    crate::runtime::writes::apply(&secrets, &format!("{name}-network-data"), MANAGER, &network)
+        .await?;
     let c = &vino.spec.bmc_credentials;
     let credentials = secret(
         "credentials",
@@ -477,7 +478,7 @@ async fn write_host(
             ("password", c.password.as_str()),
         ]),
     );
-    crate::writes::apply(
+    crate::runtime::writes::apply(
         &secrets,
         &format!("{name}-credentials"),
         MANAGER,
@@ -504,7 +505,7 @@ async fn write_host(
         },
     });
     let hosts: Api<BareMetalHost> = Api::namespaced(r.ctx.client.clone(), ns);
-    crate::writes::apply(&hosts, name, MANAGER, &host).await?;
+    crate::runtime::writes::apply(&hosts, name, MANAGER, &host).await?;
     Ok(())
 }
 

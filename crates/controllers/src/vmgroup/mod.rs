@@ -9,9 +9,9 @@ mod tasks;
 pub mod types;
 pub(crate) mod vcenters;
 
-use crate::conditions::{self, Condition};
-use crate::context::Context;
-use crate::informers::Informers;
+use crate::runtime::conditions::{self, Condition};
+use crate::runtime::context::Context;
+use crate::runtime::informers::Informers;
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -86,11 +86,11 @@ pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: bool) {
             futures::stream::iter(refs)
         })
     };
-    let controller = crate::capi::triggers::controller(&groups, None).reconcile_on(woken);
+    let controller = crate::runtime::triggers::controller(&groups, None).reconcile_on(woken);
     let controller = if simulators {
         let store = groups.store();
         controller.watches_shared_stream(
-            crate::capi::triggers::every_change(
+            crate::runtime::triggers::every_change(
                 &informers.of::<crate::vcsim::types::VCenterSimulator>(),
             ),
             move |sim| {
@@ -114,7 +114,7 @@ pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: bool) {
         controller
     };
     let groups = controller.run(reconcile, error_policy, r);
-    crate::capi::triggers::run_to_end(groups).await;
+    crate::runtime::triggers::run_to_end(groups).await;
 }
 
 /// How long a vCenter goes unasked before its session ends: longer than the backstop
@@ -173,7 +173,7 @@ async fn reconcile_once(group: &VmGroup, r: &Reconciler) -> Result<Action, Error
             Action::requeue(observed::PENDING_CHECK)
         });
     }
-    if crate::finalizers::ensure(&api, group, FINALIZER).await? {
+    if crate::runtime::finalizers::ensure(&api, group, FINALIZER).await? {
         return Ok(Action::await_change());
     }
     let mut status = group.status.clone().unwrap_or_default();
@@ -383,7 +383,7 @@ async fn write_status(
         "kind": "VmGroup",
         "status": status,
     });
-    crate::writes::apply_status(api, &group.name_any(), MANAGER, &body).await?;
+    crate::runtime::writes::apply_status(api, &group.name_any(), MANAGER, &body).await?;
     Ok(())
 }
 

@@ -5,7 +5,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 use super::shared::{ApiEndpoint, ContractRef, FailureDomain};
-use crate::conditions::Condition;
+use crate::runtime::conditions::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -260,7 +260,7 @@ impl Cluster {
             .unwrap_or(false)
             || status
                 .and_then(|s| s.conditions.as_deref())
-                .is_some_and(|c| crate::conditions::is_true(c, "ControlPlaneInitialized"))
+                .is_some_and(|c| crate::runtime::conditions::is_true(c, "ControlPlaneInitialized"))
     }
 
     pub fn paused(&self) -> bool {

@@ -5,7 +5,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 use super::shared::{ObjectMetaTemplate, TemplateRef};
-use crate::conditions::Condition;
+use crate::runtime::conditions::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -8,7 +8,7 @@
 
 use super::machineset::Rollout;
 use super::shared::{ContractRef, ObjectMetaTemplate};
-use crate::conditions::Condition;
+use crate::runtime::conditions::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -4,7 +4,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 use super::shared::{ContractRef, MachineAddress};
-use crate::conditions::Condition;
+use crate::runtime::conditions::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

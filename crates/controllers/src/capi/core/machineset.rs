@@ -6,7 +6,7 @@
 
 use super::machine::MachineSpec;
 use super::shared::ObjectMetaTemplate;
-use crate::conditions::Condition;
+use crate::runtime::conditions::Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;

@@ -7,7 +7,7 @@ use super::{
     InfraStatus, Reconciler,
 };
 use crate::capi::core::Cluster;
-use crate::conditions::{self, Condition};
+use crate::runtime::conditions::{self, Condition};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
@@ -18,7 +18,7 @@ pub(super) async fn reconcile<K: InfraCluster>(
     obj: Arc<K>,
     r: Arc<Reconciler<K>>,
 ) -> Result<Action, Error> {
-    let _running = crate::metrics::reconciled(super::infra_kind::<K>());
+    let _running = crate::runtime::metrics::reconciled(super::infra_kind::<K>());
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<K> = Api::namespaced(r.ctx.client.clone(), &ns);
     // Nothing is reserved before Cluster API's Cluster owns the object.
@@ -28,11 +28,11 @@ pub(super) async fn reconcile<K: InfraCluster>(
     if obj.meta().deletion_timestamp.is_some() {
         if obj.finalizers().iter().any(|f| f == K::FINALIZER) {
             cleanup(obj.clone(), &r).await?;
-            crate::finalizers::remove(&api, &*obj, K::FINALIZER).await?;
+            crate::runtime::finalizers::remove(&api, &*obj, K::FINALIZER).await?;
         }
         return Ok(Action::await_change());
     }
-    if crate::finalizers::ensure(&api, &*obj, K::FINALIZER).await? {
+    if crate::runtime::finalizers::ensure(&api, &*obj, K::FINALIZER).await? {
         return Ok(Action::await_change());
     }
     apply(obj, &r, &api).await

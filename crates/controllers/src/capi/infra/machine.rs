@@ -10,7 +10,7 @@ use super::{
     InfraStatus, Reconciler,
 };
 use crate::capi::core::{Cluster, Machine, MachineAddress};
-use crate::conditions::{self, Condition};
+use crate::runtime::conditions::{self, Condition};
 use chrono::{DateTime, Utc};
 use infrasim_cloud::{CertAndKey, ClusterShape, SuppliedPki, API_SERVER_PHASE};
 use k8s_openapi::api::core::v1::Secret;
@@ -30,7 +30,7 @@ pub(super) async fn reconcile<K: InfraMachine>(
     obj: Arc<K>,
     r: Arc<Reconciler<K>>,
 ) -> Result<Action, Error> {
-    let _running = crate::metrics::reconciled(super::infra_kind::<K>());
+    let _running = crate::runtime::metrics::reconciled(super::infra_kind::<K>());
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<K> = Api::namespaced(r.ctx.client.clone(), &ns);
     if owner_named(&*obj, "Machine").is_none() && obj.meta().deletion_timestamp.is_none() {
@@ -39,11 +39,11 @@ pub(super) async fn reconcile<K: InfraMachine>(
     if obj.meta().deletion_timestamp.is_some() {
         if obj.finalizers().iter().any(|f| f == K::FINALIZER) {
             cleanup(obj.clone(), &r).await?;
-            crate::finalizers::remove(&api, &*obj, K::FINALIZER).await?;
+            crate::runtime::finalizers::remove(&api, &*obj, K::FINALIZER).await?;
         }
         return Ok(Action::await_change());
     }
-    if crate::finalizers::ensure(&api, &*obj, K::FINALIZER).await? {
+    if crate::runtime::finalizers::ensure(&api, &*obj, K::FINALIZER).await? {
         return Ok(Action::await_change());
     }
     apply(obj, &r, &api).await
@@ -253,7 +253,7 @@ async fn gate<K: InfraMachine>(
 /// Creates the workload cluster behind the Cluster's endpoint, if it does not exist yet,
 /// trusting the certificate authorities Cluster API keeps in the cluster's secrets.
 pub(crate) async fn ensure_cloud_cluster(
-    ctx: &crate::context::Context,
+    ctx: &crate::runtime::context::Context,
     cluster: &Cluster,
     key: &str,
     version: Option<&str>,

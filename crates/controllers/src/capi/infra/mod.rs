@@ -14,12 +14,13 @@ pub mod types;
 pub mod v1beta1;
 
 use crate::capi::core::{ApiEndpoint, FailureDomain, MachineAddress};
-use crate::capi::index::{label_key, label_keys, Index};
-use crate::capi::triggers::{cluster_gates, filtered, machine_spec};
-use crate::conditions::{self, Condition};
-use crate::context::Context;
-use crate::informers::Informers;
-use crate::wakeups::Wakeups;
+use crate::capi::triggers::{cluster_gates, machine_spec};
+use crate::runtime::conditions::{self, Condition};
+use crate::runtime::context::Context;
+use crate::runtime::index::{label_key, label_keys, Index};
+use crate::runtime::informers::Informers;
+use crate::runtime::triggers::filtered;
+use crate::runtime::wakeups::Wakeups;
 use kube::api::Api;
 use kube::core::NamespaceResourceScope;
 use kube::runtime::controller::Action;
@@ -351,7 +352,7 @@ async fn apply_status<K: InfraObject>(
         "kind": K::kind(&()),
         "status": wanted,
     });
-    crate::writes::apply_status(api, &obj.name_any(), MANAGER, &body).await?;
+    crate::runtime::writes::apply_status(api, &obj.name_any(), MANAGER, &body).await?;
     Ok(())
 }
 
@@ -385,8 +386,8 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
 async fn run_clusters<K: InfraCluster>(ctx: Context, informers: &Arc<Informers>) {
     let (wakeups, due) = Wakeups::new(ctx.clock.clone());
     let clusters = informers.of::<crate::capi::core::Cluster>();
-    crate::capi::triggers::run_to_end(
-        crate::capi::triggers::controller(&informers.of::<K>(), None)
+    crate::runtime::triggers::run_to_end(
+        crate::runtime::triggers::controller(&informers.of::<K>(), None)
             .watches_shared_stream(filtered(&clusters, cluster_gates), |c| {
                 let ns = c.namespace().unwrap_or_default();
                 c.spec
@@ -414,8 +415,8 @@ async fn run_machines<K: InfraMachine>(ctx: Context, informers: &Arc<Informers>)
     let machines = informers.of::<crate::capi::core::Machine>();
     let clusters = informers.of::<crate::capi::core::Cluster>();
     let by_cluster = Index::new(|m: &K| label_keys(m, &[crate::capi::CLUSTER_NAME_LABEL]));
-    crate::capi::triggers::run_to_end(
-        crate::capi::triggers::controller(&informers.of::<K>(), Some(&by_cluster))
+    crate::runtime::triggers::run_to_end(
+        crate::runtime::triggers::controller(&informers.of::<K>(), Some(&by_cluster))
             .watches_shared_stream(filtered(&machines, machine_spec), |m| {
                 let ns = m.namespace().unwrap_or_default();
                 let r = &m.spec.infrastructure_ref;

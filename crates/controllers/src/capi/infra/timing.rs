@@ -9,7 +9,7 @@
 //! Node, each after its own startup duration plus jitter.
 
 use crate::capi::infra::types::{MachineBehaviour, StepBehaviour};
-use crate::conditions::{self, Condition};
+use crate::runtime::conditions::{self, Condition};
 use chrono::{DateTime, Utc};
 use std::hash::{Hash, Hasher};
 use std::time::Duration;

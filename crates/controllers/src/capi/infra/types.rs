@@ -7,7 +7,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 use crate::capi::core::{ApiEndpoint, FailureDomain, MachineAddress, ObjectMetaTemplate};
-use crate::conditions::{Condition, V1Beta1Condition};
+use crate::runtime::conditions::{Condition, V1Beta1Condition};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

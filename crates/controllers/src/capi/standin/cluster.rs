@@ -14,7 +14,7 @@ use crate::capi::core::{
 };
 use crate::capi::infra::types::{DevCluster, InMemoryCluster};
 use crate::capi::CLUSTER_NAME_LABEL;
-use crate::conditions::{self, Condition};
+use crate::runtime::conditions::{self, Condition};
 use infrasim_kube_api::values::At;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -29,7 +29,7 @@ pub const FINALIZER: &str = "cluster.cluster.x-k8s.io";
 const PROBE_INTERVAL_SECONDS: i64 = 10;
 
 pub(super) async fn run(core: Arc<Core>) {
-    use crate::capi::triggers::every_change;
+    use crate::runtime::triggers::every_change;
     let informers = &core.informers;
     let controller = super::controller_for::<Cluster>(&core);
     let store = controller.store();
@@ -62,7 +62,7 @@ pub(super) async fn run(core: Arc<Core>) {
 }
 
 async fn reconcile(c: Arc<Cluster>, r: Arc<Reconciler<Cluster>>) -> Result<Action, Error> {
-    let _running = crate::metrics::reconciled("Cluster");
+    let _running = crate::runtime::metrics::reconciled("Cluster");
     let ns = c.namespace().unwrap_or_default();
     let api: Api<Cluster> = r.api(&ns);
     if c.metadata.deletion_timestamp.is_some() {

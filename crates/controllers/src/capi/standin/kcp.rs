@@ -12,7 +12,7 @@ use crate::capi::core::{
     KubeadmControlPlaneStatus, Machine, VersionCount,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, CONTROL_PLANE_NAME_LABEL};
-use crate::conditions::{self, Condition};
+use crate::runtime::conditions::{self, Condition};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -32,12 +32,12 @@ pub const CLEANUP_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.
 pub(super) async fn run(core: Arc<Core>) {
     let informers = core.informers.clone();
     let controller = super::controller_for::<KubeadmControlPlane>(&core)
-        .owns_shared_stream(crate::capi::triggers::filtered(
+        .owns_shared_stream(crate::runtime::triggers::filtered(
             &informers.of::<Machine>(),
             crate::capi::triggers::machine_summary,
         ))
         .watches_shared_stream(
-            crate::capi::triggers::filtered(
+            crate::runtime::triggers::filtered(
                 &informers.of::<Cluster>(),
                 crate::capi::triggers::cluster_gates,
             ),
@@ -82,7 +82,7 @@ async fn reconcile(
     kcp: Arc<KubeadmControlPlane>,
     r: Arc<Reconciler<KubeadmControlPlane>>,
 ) -> Result<Action, Error> {
-    let _running = crate::metrics::reconciled("KubeadmControlPlane");
+    let _running = crate::runtime::metrics::reconciled("KubeadmControlPlane");
     let ns = kcp.namespace().unwrap_or_default();
     let api: Api<KubeadmControlPlane> = r.api(&ns);
     let Some(cluster_name) = kcp

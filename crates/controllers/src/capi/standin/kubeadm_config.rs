@@ -8,9 +8,9 @@ use super::certs::SECRET_TYPE;
 use super::objects::owner_ref;
 use super::{apply_status, paused, Core, Error, Reconciler};
 use crate::capi::core::{BootstrapInitialization, Cluster, KubeadmConfig, Machine};
-use crate::capi::index::{label_key, label_keys, Index};
 use crate::capi::CLUSTER_NAME_LABEL;
-use crate::conditions::{self, Condition};
+use crate::runtime::conditions::{self, Condition};
+use crate::runtime::index::{label_key, label_keys, Index};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
@@ -22,9 +22,9 @@ use std::sync::Arc;
 pub(super) async fn run(core: Arc<Core>) {
     let informers = core.informers.clone();
     let by_cluster = Index::new(|c: &KubeadmConfig| label_keys(c, &[CLUSTER_NAME_LABEL]));
-    let controller = crate::capi::triggers::controller(&informers.of(), Some(&by_cluster))
+    let controller = crate::runtime::triggers::controller(&informers.of(), Some(&by_cluster))
         .watches_shared_stream(
-            crate::capi::triggers::filtered(
+            crate::runtime::triggers::filtered(
                 &informers.of::<Machine>(),
                 crate::capi::triggers::machine_spec,
             ),
@@ -40,7 +40,7 @@ pub(super) async fn run(core: Arc<Core>) {
         )
         // The control plane's initialization lets the joining machines go.
         .watches_shared_stream(
-            crate::capi::triggers::filtered(
+            crate::runtime::triggers::filtered(
                 &informers.of::<Cluster>(),
                 crate::capi::triggers::cluster_gates,
             ),
@@ -65,7 +65,7 @@ async fn reconcile(
     config: Arc<KubeadmConfig>,
     r: Arc<Reconciler<KubeadmConfig>>,
 ) -> Result<Action, Error> {
-    let _running = crate::metrics::reconciled("KubeadmConfig");
+    let _running = crate::runtime::metrics::reconciled("KubeadmConfig");
     let ns = config.namespace().unwrap_or_default();
     if config.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());

@@ -10,12 +10,13 @@ use crate::capi::core::{
     Cluster, Machine, MachineAddress, MachineInitialization, MachineStatus, NodeRef,
 };
 use crate::capi::core::{KubeadmControlPlane, MachineDeployment};
-use crate::capi::index::{label_key, label_keys, Index};
 use crate::capi::infra::types::{DevMachine, InMemoryMachine};
 use crate::capi::standin::objects::RefError;
-use crate::capi::triggers::{cluster_gates, control_plane_rollout, deployment_rollout, filtered};
+use crate::capi::triggers::{cluster_gates, control_plane_rollout, deployment_rollout};
 use crate::capi::{CONTROL_PLANE_NAME_LABEL, DEPLOYMENT_NAME_LABEL, MACHINE_FINALIZER};
-use crate::conditions::{self, Condition};
+use crate::runtime::conditions::{self, Condition};
+use crate::runtime::index::{label_key, label_keys, Index};
+use crate::runtime::triggers::filtered;
 use infrasim_kube_api::values::At;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams};
@@ -33,14 +34,14 @@ const PRE_TERMINATE_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8
 pub(super) async fn run(core: Arc<Core>) {
     let informers = core.informers.clone();
     let index = Index::new(machine_keys);
-    let controller = crate::capi::triggers::controller(&informers.of(), Some(&index))
-        .owns_shared_stream(crate::capi::triggers::every_change(
+    let controller = crate::runtime::triggers::controller(&informers.of(), Some(&index))
+        .owns_shared_stream(crate::runtime::triggers::every_change(
             &informers.of::<DevMachine>(),
         ))
-        .owns_shared_stream(crate::capi::triggers::every_change(
+        .owns_shared_stream(crate::runtime::triggers::every_change(
             &informers.of::<InMemoryMachine>(),
         ))
-        .owns_shared_stream(crate::capi::triggers::every_change(
+        .owns_shared_stream(crate::runtime::triggers::every_change(
             &informers.of::<crate::capi::core::KubeadmConfig>(),
         ))
         .watches_shared_stream(filtered(&informers.of::<Cluster>(), cluster_gates), {
@@ -131,7 +132,7 @@ fn machine_keys(m: &Machine) -> Vec<String> {
 }
 
 async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Action, Error> {
-    let _running = crate::metrics::reconciled("Machine");
+    let _running = crate::runtime::metrics::reconciled("Machine");
     let ns = m.namespace().unwrap_or_default();
     let api: Api<Machine> = r.api(&ns);
     let cluster = r

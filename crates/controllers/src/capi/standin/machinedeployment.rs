@@ -10,7 +10,7 @@ use crate::capi::core::{
 };
 use crate::capi::CLUSTER_NAME_LABEL;
 use crate::capi::DEPLOYMENT_NAME_LABEL;
-use crate::conditions::{self, Condition};
+use crate::runtime::conditions::{self, Condition};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
@@ -25,7 +25,7 @@ const TEMPLATE_HASH_LABEL: &str = "machine-template-hash";
 pub(super) async fn run(core: Arc<Core>) {
     let informers = core.informers.clone();
     let controller = super::controller_for::<MachineDeployment>(&core).owns_shared_stream(
-        crate::capi::triggers::every_change(&informers.of::<MachineSet>()),
+        crate::runtime::triggers::every_change(&informers.of::<MachineSet>()),
     );
     super::serve(controller, core, reconcile).await;
 }
@@ -88,7 +88,7 @@ async fn reconcile(
     md: Arc<MachineDeployment>,
     r: Arc<Reconciler<MachineDeployment>>,
 ) -> Result<Action, Error> {
-    let _running = crate::metrics::reconciled("MachineDeployment");
+    let _running = crate::runtime::metrics::reconciled("MachineDeployment");
     let ns = md.namespace().unwrap_or_default();
     let api: Api<MachineDeployment> = r.api(&ns);
     let sets_api: Api<MachineSet> = r.api(&ns);
@@ -299,7 +299,7 @@ async fn deployment_status(
     md: &MachineDeployment,
     r: &Reconciler<MachineDeployment>,
     sets: &[MachineSet],
-    conds: Vec<crate::conditions::Condition>,
+    conds: Vec<crate::runtime::conditions::Condition>,
 ) -> Result<ReplicaStatus, Error> {
     let ns = md.namespace().unwrap_or_default();
     // The sets' Machines, read from the shared cache: this only counts them.

@@ -11,7 +11,7 @@ use crate::capi::core::{
     Cluster, ContractRef, Machine, MachineDeployment, MachineSet, ReplicaStatus,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, DEPLOYMENT_NAME_LABEL, MACHINE_FINALIZER, SET_NAME_LABEL};
-use crate::conditions::{self, Condition};
+use crate::runtime::conditions::{self, Condition};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
@@ -25,7 +25,7 @@ const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
 pub(super) async fn run(core: Arc<Core>) {
     let machines = core.informers.of::<Machine>();
     let controller = super::controller_for::<MachineSet>(&core).owns_shared_stream(
-        crate::capi::triggers::filtered(&machines, crate::capi::triggers::machine_summary),
+        crate::runtime::triggers::filtered(&machines, crate::capi::triggers::machine_summary),
     );
     super::serve(controller, core, reconcile).await;
 }
@@ -58,7 +58,7 @@ pub(super) async fn owned_machines(
 }
 
 async fn reconcile(ms: Arc<MachineSet>, r: Arc<Reconciler<MachineSet>>) -> Result<Action, Error> {
-    let _running = crate::metrics::reconciled("MachineSet");
+    let _running = crate::runtime::metrics::reconciled("MachineSet");
     let ns = ms.namespace().unwrap_or_default();
     let api: Api<MachineSet> = r.api(&ns);
     let machines_api: Api<Machine> = r.api(&ns);

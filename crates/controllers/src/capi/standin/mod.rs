@@ -28,8 +28,8 @@ mod v1beta1;
 pub mod workload;
 
 use crate::capi::index::ByCluster;
-use crate::context::Context;
-use crate::wakeups::Wakeups;
+use crate::runtime::context::Context;
+use crate::runtime::wakeups::Wakeups;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
@@ -64,7 +64,7 @@ pub enum Error {
 pub struct Core {
     pub ctx: Context,
     /// The process's watches, one per kind, that every controller here subscribes to.
-    pub informers: Arc<crate::informers::Informers>,
+    pub informers: Arc<crate::runtime::informers::Informers>,
     pub resolver: objects::Resolver,
     pub workloads: workload::WorkloadClients,
     /// The workload clusters' Nodes, and their changes (Cluster API's cluster cache).
@@ -82,7 +82,7 @@ pub struct Core {
 
 impl Core {
     /// The object a contract reference points at, from the process's caches where one holds
-    /// its kind (see [`crate::informers::Informers::get_untyped`]).
+    /// its kind (see [`crate::runtime::informers::Informers::get_untyped`]).
     pub async fn read(
         &self,
         namespace: &str,
@@ -100,7 +100,7 @@ impl Core {
 
     /// The objects of `cluster` in `namespace` that `by` indexes, from the shared cache once
     /// it is filled, else listed by the cluster-name label.
-    pub async fn in_cluster<K: crate::informers::Watched>(
+    pub async fn in_cluster<K: crate::runtime::informers::Watched>(
         &self,
         by: &ByCluster<K>,
         namespace: &str,
@@ -148,7 +148,9 @@ fn error_policy<K: Resource<DynamicType = ()>>(
     Action::requeue(Duration::from_secs(2))
 }
 
-pub(crate) use crate::finalizers::{ensure as ensure_finalizer, remove as remove_finalizer};
+pub(crate) use crate::runtime::finalizers::{
+    ensure as ensure_finalizer, remove as remove_finalizer,
+};
 
 /// Applies `status` to `obj` under [`MANAGER`] (server-side apply: only the stand-in's own
 /// status fields, never a stale copy of anything else), unless `obj` already has it: most
@@ -183,7 +185,7 @@ where
         return Ok(());
     }
     let body = json!({"apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": wanted});
-    match crate::writes::apply_status(api, &obj.name_any(), MANAGER, &body).await {
+    match crate::runtime::writes::apply_status(api, &obj.name_any(), MANAGER, &body).await {
         Ok(_) => Ok(()),
         // Gone meanwhile (its finalizer was the last): nothing to report on.
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
@@ -211,20 +213,22 @@ fn paused<K: Resource<DynamicType = ()>>(obj: &K, cluster_paused: bool) -> Optio
 
 /// A controller of kind `K` woken by changes of its objects' spec and metadata (not of the
 /// status it writes itself).
-fn controller_for<K: crate::informers::Watched>(core: &Core) -> kube::runtime::Controller<K> {
-    crate::capi::triggers::controller(&core.informers.of::<K>(), None)
+fn controller_for<K: crate::runtime::informers::Watched>(
+    core: &Core,
+) -> kube::runtime::Controller<K> {
+    crate::runtime::triggers::controller(&core.informers.of::<K>(), None)
 }
 
 /// Runs `controller` with `reconcile` until the process ends, woken also by the deadlines
 /// its reconciles set ([`Wakeups`]) and retried by [`error_policy`].
 async fn serve<K, F, Fut>(controller: kube::runtime::Controller<K>, core: Arc<Core>, reconcile: F)
 where
-    K: crate::informers::Watched,
+    K: crate::runtime::informers::Watched,
     F: FnMut(Arc<K>, Arc<Reconciler<K>>) -> Fut,
     Fut: std::future::Future<Output = Result<Action, Error>> + Send + 'static,
 {
     let (wakeups, due) = Wakeups::new(core.ctx.clock.clone());
-    crate::capi::triggers::run_to_end(controller.reconcile_on(due).run(
+    crate::runtime::triggers::run_to_end(controller.reconcile_on(due).run(
         reconcile,
         error_policy,
         Arc::new(Reconciler { core, wakeups }),
@@ -233,7 +237,7 @@ where
 }
 
 /// Runs the stand-in's controllers until the process ends.
-pub async fn run(ctx: Context, informers: Arc<crate::informers::Informers>) {
+pub async fn run(ctx: Context, informers: Arc<crate::runtime::informers::Informers>) {
     let nodes = nodes::NodeCache::new(ctx.cloud.clone());
     let machines = ByCluster::new(informers.of());
     let deployments = ByCluster::new(informers.of());

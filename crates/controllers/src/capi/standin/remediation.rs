@@ -9,7 +9,7 @@
 
 use super::Error;
 use crate::capi::core::Machine;
-use crate::conditions::{self, Condition};
+use crate::runtime::conditions::{self, Condition};
 use chrono::{DateTime, Utc};
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
@@ -103,7 +103,7 @@ pub async fn set(
         "apiVersion": Machine::api_version(&()), "kind": "Machine",
         "status": {"conditions": out},
     });
-    match crate::writes::apply_status(api, &m.name_any(), manager, &body).await {
+    match crate::runtime::writes::apply_status(api, &m.name_any(), manager, &body).await {
         Ok(()) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(e.into()),

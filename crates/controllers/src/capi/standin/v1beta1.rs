@@ -9,7 +9,7 @@
 //! `SetSummary` lists per kind. `MachinesCreated` and `Resized`, which v1beta2 has no
 //! condition for, are derived here.
 
-use crate::conditions::{self, Condition, Mirror};
+use crate::runtime::conditions::{self, Condition, Mirror};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 

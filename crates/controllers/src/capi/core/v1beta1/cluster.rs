@@ -8,7 +8,7 @@
 
 use super::{ObjectReference, ReplicaCounters};
 use crate::capi::core::ApiEndpoint;
-use crate::conditions::Condition as V1Condition;
+use crate::runtime::conditions::Condition as V1Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -9,7 +9,7 @@
 
 use super::{Condition, ObjectReference};
 use crate::capi::core::ObjectMetaTemplate;
-use crate::conditions::Condition as V1Condition;
+use crate::runtime::conditions::Condition as V1Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

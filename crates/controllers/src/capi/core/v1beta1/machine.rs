@@ -8,7 +8,7 @@
 
 use super::{Condition, ObjectReference};
 use crate::capi::core::{MachineAddress, ObjectMetaTemplate};
-use crate::conditions::Condition as V1Condition;
+use crate::runtime::conditions::Condition as V1Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::CustomResource;
 use schemars::JsonSchema;

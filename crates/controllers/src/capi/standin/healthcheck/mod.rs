@@ -11,9 +11,10 @@ pub mod targets;
 use super::remediation::{self, HEALTH_MANAGER, OWNER_MANAGER};
 use super::{apply_status, paused, Core, Error, Reconciler};
 use crate::capi::core::{Cluster, Machine, MachineHealthCheck, MachineHealthCheckStatus};
-use crate::capi::index::Index;
-use crate::capi::triggers::{cluster_gates, filtered, machine_health};
-use crate::conditions::{self, Condition};
+use crate::capi::triggers::{cluster_gates, machine_health};
+use crate::runtime::conditions::{self, Condition};
+use crate::runtime::index::Index;
+use crate::runtime::triggers::filtered;
 use infrasim_kube_api::selectors::LabelSelector;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -39,7 +40,7 @@ pub(super) async fn run(core: Arc<Core>) {
         )
         .flat_map(move |c| futures::stream::iter(by_cluster.lookup(&c.namespace, &c.cluster)))
     };
-    let controller = crate::capi::triggers::controller(&informers.of(), Some(&by_cluster))
+    let controller = crate::runtime::triggers::controller(&informers.of(), Some(&by_cluster))
         .watches_shared_stream(filtered(&informers.of::<Machine>(), machine_health), {
             let by_cluster = by_cluster.clone();
             move |m| {
@@ -70,7 +71,7 @@ async fn reconcile(
     mhc: Arc<MachineHealthCheck>,
     r: Arc<Reconciler<MachineHealthCheck>>,
 ) -> Result<Action, Error> {
-    let _running = crate::metrics::reconciled("MachineHealthCheck");
+    let _running = crate::runtime::metrics::reconciled("MachineHealthCheck");
     if mhc.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }

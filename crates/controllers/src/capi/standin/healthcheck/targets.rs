@@ -6,7 +6,7 @@
 
 use crate::capi::core::{Cluster, Machine};
 use crate::capi::infra::timing::go_duration;
-use crate::conditions::{self, Condition};
+use crate::runtime::conditions::{self, Condition};
 use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::api::core::v1::Node;
 use serde::Deserialize;

@@ -321,7 +321,7 @@ impl<K: Watched> Hub<K> {
             Event::InitApply(o) => Event::InitApply(Arc::new(o)),
             Event::Init => {
                 self.phase = Phase::Listing;
-                crate::metrics::relisted(K::kind(&()).into_owned());
+                crate::runtime::metrics::relisted(K::kind(&()).into_owned());
                 Event::Init
             }
             Event::InitDone => {
