@@ -1,5 +1,8 @@
 """Starts `infrasim up` on a free loopback port for the end-to-end tests and hands out
-clients: the Python `kubernetes` package and kubectl, neither written here.
+clients: the Python `kubernetes` package and kubectl, neither written here. This is the one
+conftest of tests/e2e: pytest loads it for every subfolder (api/, vsphere/, controllers/) and
+puts this folder on sys.path, so test files import its helpers with `from conftest import ...`.
+Test files never import each other: what two of them share lives here.
 
 Fixtures:
 - `plane`: one server for the whole session (tests isolate themselves with unique namespaces);
@@ -10,6 +13,12 @@ A `Plane` exposes `port`, `kubeconfig` (path), `client` (a configured
 `kubernetes.client.ApiClient`), `api()` (a new ApiClient, e.g. one per thread), `core()`,
 `kubectl(...)` (runs the machine's kubectl with `--kubeconfig` and a timeout) and `raw(...)`
 (one HTTP request through the Python client's transport, for what its typed API hides).
+
+Helpers: `unique`, `wait_for`, `gone`, `refused_credentials`, `get`, `condition` and `ready`
+(objects through kubectl), `envsubst` (clusterctl's substitution), `fleet_ready`,
+`deployed_controller` and `never_forbidden`; for vSphere, `Vcsim` (an `infrasim vcsim`
+process, with `USER` and `PASSWORD`), `unverified_tls`, `json_exchange`, and `simulator`,
+`vcsim_status` and `connect` (a VCenterSimulator of a plane's vcsim controller).
 """
 
 import json
@@ -17,9 +26,12 @@ import os
 import re
 import pathlib
 import socket
+import ssl
 import subprocess
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 import uuid
 
 import pytest
@@ -179,7 +191,7 @@ class Plane:
 def plane(tmp_path_factory):
     """The plane most tests share. Its workloads are off, as envtest runs kube-apiserver
     without a controller manager: these tests prove the API's own semantics on objects
-    nothing else touches (test_up.py runs a plane with them on)."""
+    nothing else touches (api/test_up.py runs a plane with them on)."""
     p = Plane(tmp_path_factory.mktemp("plane"), "--workloads=false")
     yield p
     p.stop()
@@ -227,6 +239,64 @@ def gone(read):
         raise
 
 
+def refused_credentials(call):
+    """Asserts that `call(_request_timeout=5)`, a Python client method, is refused: a 401, or
+    the connection refused outright (a client certificate the server does not trust ends the
+    TLS handshake)."""
+    with pytest.raises((ApiException, urllib3.exceptions.HTTPError, OSError)) as refused:
+        call(_request_timeout=5)
+    if isinstance(refused.value, ApiException):
+        assert refused.value.status == 401
+
+
+def get(plane, ns, *what):
+    """`kubectl -n <ns> get <what> -o json`, decoded; None when kubectl fails (no such object)."""
+    out = plane.kubectl("-n", ns, "get", *what, "-o", "json", check=False)
+    return json.loads(out.stdout) if out.returncode == 0 else None
+
+
+def condition(obj, type_):
+    """The condition of that type in an object's status; None without one (or without the object)."""
+    for c in ((obj or {}).get("status") or {}).get("conditions", []):
+        if c["type"] == type_:
+            return c
+    return None
+
+
+def ready(obj):
+    """An object's Ready condition, or None."""
+    return condition(obj, "Ready")
+
+
+def envsubst(text, variables):
+    """clusterctl's substitution (drone/envsubst): ${VAR}; ${VAR:=d}, ${VAR=d} and ${VAR:-d}
+    take d when VAR is unset or empty. A variable with neither is an error."""
+    missing = []
+
+    def sub(m):
+        name, default = m.group(1), m.group(3)
+        if variables.get(name):
+            return str(variables[name])
+        if default is not None:
+            return default
+        missing.append(name)
+        return ""
+    out = re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:?[=-](.*?))?\}", sub, text)
+    assert not missing, f"variables without a value: {missing}"
+    return out
+
+
+def fleet_ready(proc, timeout):
+    """Reads an `infrasim fleet` process's stdout up to its ready line, for at most `timeout`
+    seconds; the lines read (its table of clusters among them)."""
+    deadline = time.time() + timeout
+    lines = []
+    while not lines or lines[-1] != "fleet ready; Ctrl-C stops it":
+        assert time.time() < deadline and proc.poll() is None, f"fleet did not start: {lines}"
+        lines.append(proc.stdout.readline().strip())
+    return lines
+
+
 def deployed_controller(plane, workdir, which):
     """Runs the controller of `infrasim manifests <which>` as that manifest deploys it: its
     objects but the Deployment applied to `plane`, then the Deployment's own arguments, with
@@ -256,3 +326,93 @@ def deployed_controller(plane, workdir, which):
                             stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
     return proc, log_path
 
+
+def never_forbidden(log_path):
+    """Asserts that the log of a `deployed_controller` holds no refusal: its RBAC was enough."""
+    text = log_path.read_text()
+    assert "forbidden" not in text.lower() and " 403" not in text, text[-2000:]
+
+
+# vSphere: `infrasim vcsim` processes, and the simulators of a plane's vcsim controller.
+
+USER = "administrator@vsphere.local"
+PASSWORD = "s3cret-pass"
+
+
+class Vcsim:
+    """An `infrasim vcsim` process on a free port, with `PASSWORD`; `banner` holds the first
+    six lines it prints (the govc settings and the thumbprints)."""
+
+    def __init__(self, workdir, *flags):
+        self.port = free_port()
+        self.log = open(workdir / "vcsim.log", "w")
+        self.proc = subprocess.Popen(
+            [BINARY, "vcsim", "--listen", f"127.0.0.1:{self.port}", "--password", PASSWORD, *flags],
+            stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.banner = []
+        deadline = time.time() + 30
+        while len(self.banner) < 6:
+            assert time.time() < deadline and self.proc.poll() is None, "vcsim did not start"
+            self.banner.append(self.proc.stdout.readline().strip())
+
+    def connect(self, pwd=PASSWORD):
+        from pyVim.connect import SmartConnect
+        return SmartConnect(host="127.0.0.1", port=self.port, user=USER, pwd=pwd,
+                            disableSslCertValidation=True)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        self.log.close()
+
+
+def unverified_tls():
+    """A TLS context for the simulator's self-signed certificate, as a script with
+    GOVC_INSECURE=1 would use."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def json_exchange(req):
+    """Sends a request to the simulator; its status and JSON body (None when empty), for
+    errors as well as successes."""
+    try:
+        with urllib.request.urlopen(req, context=unverified_tls(), timeout=10) as resp:
+            body = resp.read()
+            return resp.status, json.loads(body) if body else None
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+VCSIM_GROUP = "vcsim.infrastructure.cluster.x-k8s.io"
+
+
+def vcsim_status(plane, ns, kind, name, field):
+    """Waits for `status.<field>` of the vcsim controller's object and returns its status."""
+    def with_field():
+        obj = get(plane, ns, f"{kind}.{VCSIM_GROUP}", name)
+        status = (obj or {}).get("status") or {}
+        return status if status.get(field) else None
+    return wait_for(with_field, timeout=30, what=f"{kind} {name} status.{field}")
+
+
+def simulator(plane, ns, name, model=None):
+    """A VCenterSimulator applied with kubectl, waited for until it serves: its status, host
+    and port."""
+    spec = {"model": model} if model else {}
+    plane.kubectl("-n", ns, "apply", "-f", "-", input=json.dumps({
+        "apiVersion": f"{VCSIM_GROUP}/v1alpha1", "kind": "VCenterSimulator",
+        "metadata": {"name": name}, "spec": spec}))
+    status = vcsim_status(plane, ns, "vcentersimulator", name, "thumbprint")
+    host, port = status["host"].rsplit(":", 1)
+    return status, host, int(port)
+
+
+def connect(status):
+    """A pyvmomi session with the simulator a VCenterSimulator's status describes."""
+    from pyVim.connect import SmartConnect
+    host, port = status["host"].rsplit(":", 1)
+    return SmartConnect(host=host, port=int(port), user=status["username"], pwd=status["password"],
+                        disableSslCertValidation=True)

@@ -14,28 +14,10 @@ import re
 import pytest
 import yaml
 
-from conftest import ROOT, Plane, unique
+from conftest import ROOT, Plane, envsubst, unique
 
 DEPLOY = ROOT / "deploy"
 SEMVER = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)([-+].*)?$")
-
-
-def envsubst(text, variables):
-    """clusterctl's substitution (drone/envsubst): ${VAR}; ${VAR:=d}, ${VAR=d} and ${VAR:-d}
-    take d when VAR is unset or empty. A variable with neither is an error."""
-    missing = []
-
-    def sub(m):
-        name, default = m.group(1), m.group(3)
-        if variables.get(name):
-            return str(variables[name])
-        if default is not None:
-            return default
-        missing.append(name)
-        return ""
-    out = re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:?[=-](.*?))?\}", sub, text)
-    assert not missing, f"variables without a value: {missing}"
-    return out
 
 
 def provider_folder():

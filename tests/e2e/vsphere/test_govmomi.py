@@ -4,17 +4,13 @@ driven by our small Go client in tests/govmomi."""
 import base64
 import json
 import os
-import pathlib
-import ssl
 import subprocess
-import urllib.error
 import urllib.request
 
 import pytest
 
-from test_pyvmomi import PASSWORD, Vcsim
+from conftest import PASSWORD, ROOT, Vcsim, json_exchange
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOPATH_SRC = ROOT / "tests" / "govmomi"
 
 
@@ -54,26 +50,6 @@ def test_govmomi_capv_flow_and_govc_style_reads(govmomi_client, tmp_path):
         assert proc.stdout.strip().endswith("PASS")
     finally:
         v.stop()
-
-
-def unverified_tls():
-    """A TLS context for the simulator's self-signed certificate, as a script with
-    GOVC_INSECURE=1 would use."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
-
-
-def json_exchange(req):
-    """Sends a request to the simulator; its status and JSON body (None when empty), for
-    errors as well as successes."""
-    try:
-        with urllib.request.urlopen(req, context=unverified_tls(), timeout=10) as resp:
-            body = resp.read()
-            return resp.status, json.loads(body) if body else None
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
 
 
 def test_rest_sessions_with_plain_http_clients(tmp_path):

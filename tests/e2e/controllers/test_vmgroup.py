@@ -9,9 +9,8 @@ from pyVim.connect import Disconnect
 from pyVim.task import WaitForTask
 from pyVmomi import vim
 
-from conftest import BINARY, Plane, deployed_controller, wait_for
-from test_pyvmomi import PASSWORD, USER, Vcsim
-from test_vcsim_controller import connect, simulator
+from conftest import (BINARY, PASSWORD, USER, Plane, Vcsim, condition, connect, deployed_controller, get,
+                      never_forbidden, simulator, wait_for)
 
 SAMPLE = """apiVersion: vm.codeconnect.vmworld.com/v1alpha1
 kind: VmGroup
@@ -27,15 +26,7 @@ spec:
 
 
 def group(plane, ns, name="vmgroup-sample"):
-    out = plane.kubectl("-n", ns, "get", "vg", name, "-o", "json", check=False)
-    return json.loads(out.stdout) if out.returncode == 0 else None
-
-
-def condition(obj, type_):
-    for c in ((obj or {}).get("status") or {}).get("conditions", []):
-        if c["type"] == type_:
-            return c
-    return None
+    return get(plane, ns, "vg", name)
 
 
 def vms_named(si, prefix):
@@ -46,12 +37,16 @@ def vms_named(si, prefix):
         view.Destroy()
 
 
-def vcenter_secret(plane, ns, vc):
+def vcenter_secret(plane, ns, server, username, password, thumbprint=None):
+    """The Secret `vcenter` a VmGroup reads its vCenter from (pinned by the thumbprint, if any)."""
+    pinned = [f"--from-literal=thumbprint={thumbprint}"] if thumbprint else []
+    plane.kubectl("-n", ns, "create", "secret", "generic", "vcenter", f"--from-literal=server={server}",
+                  f"--from-literal=username={username}", f"--from-literal=password={password}", *pinned)
+
+
+def vcsim_secret(plane, ns, vc):
     """The Secret `vcenter` naming an `infrasim vcsim` process, pinned by its thumbprint."""
-    plane.kubectl("-n", ns, "create", "secret", "generic", "vcenter",
-                  f"--from-literal=server=127.0.0.1:{vc.port}", f"--from-literal=username={USER}",
-                  f"--from-literal=password={PASSWORD}",
-                  f"--from-literal=thumbprint={vc.banner[4].split(': ')[1]}")
+    vcenter_secret(plane, ns, f"127.0.0.1:{vc.port}", USER, PASSWORD, vc.banner[4].split(": ")[1])
 
 
 def ready(plane, ns, replicas):
@@ -64,11 +59,8 @@ def ready(plane, ns, replicas):
 
 def test_the_walkthrough_creates_scales_recovers_reshapes_and_deletes(plane, ns):
     status, host, port = simulator(plane, ns, "vc", {"kubernetesVersions": ["v1.33.0"]})
-    plane.kubectl("-n", ns, "create", "secret", "generic", "vcenter",
-                  f"--from-literal=server={host}:{port}",
-                  f"--from-literal=username={status['username']}",
-                  f"--from-literal=password={status['password']}",
-                  f"--from-literal=thumbprint={status['thumbprint']}")
+    vcenter_secret(plane, ns, f"{host}:{port}", status["username"], status["password"],
+                   status["thumbprint"])
     plane.kubectl("-n", ns, "apply", "-f", "-", input=SAMPLE)
 
     # The sample's template does not exist: said clearly, nothing made.
@@ -146,9 +138,7 @@ def test_a_group_without_a_usable_secret_says_why(plane, ns):
     reach = wait_for(lambda: condition(group(plane, ns), "VCenterReachable"), timeout=30,
                      what="VCenterReachable")
     assert reach["status"] == "False" and f"Secret {ns}/vcenter not found" in reach["message"]
-    plane.kubectl("-n", ns, "create", "secret", "generic", "vcenter",
-                  "--from-literal=server=127.0.0.1:1", "--from-literal=username=u",
-                  "--from-literal=password=p")
+    vcenter_secret(plane, ns, "127.0.0.1:1", "u", "p")
     wait_for(lambda: "thumbprint" in (condition(group(plane, ns), "VCenterReachable") or {}).get("message", ""),
              timeout=60, what="the untrusted Secret reported")
     plane.kubectl("-n", ns, "delete", "vg", "vmgroup-sample", "--timeout=30s")
@@ -195,7 +185,7 @@ def test_a_killed_controller_and_a_killed_session_leave_no_duplicate_or_orphan(t
     controller = Controller(plane, ns, tmp_path)
     si = vc.connect()
     try:
-        vcenter_secret(plane, ns, vc)
+        vcsim_secret(plane, ns, vc)
         plane.kubectl("-n", ns, "apply", "-f", "-",
                       input=SAMPLE.replace("vm-template", "DC0_H0_VM0").replace("replicas: 3", "replicas: 10"))
         prefix = f"{ns}-vmgroup-sample-"
@@ -287,7 +277,7 @@ def test_a_shape_the_vcenter_refuses_is_reported_and_not_retried(plane, ns, tmp_
     vc = Vcsim(tmp_path, "--faults", str(faults))
     si = vc.connect()
     try:
-        vcenter_secret(plane, ns, vc)
+        vcsim_secret(plane, ns, vc)
         plane.kubectl("-n", ns, "apply", "-f", "-", input=SAMPLE.replace(
             "vm-template", "DC0_H0_VM0").replace("replicas: 3", "replicas: 2"))
         ready(plane, ns, 2)
@@ -332,7 +322,7 @@ def test_the_controller_needs_no_more_than_its_deployed_rbac(tmp_path):
         controller, log = deployed_controller(plane, tmp_path, "vmgroup")
         ns = "rbac-proof"
         plane.kubectl("create", "namespace", ns)
-        vcenter_secret(plane, ns, vc)
+        vcsim_secret(plane, ns, vc)
         plane.kubectl("-n", ns, "apply", "-f", "-", input=SAMPLE.replace(
             "vm-template", "DC0_H0_VM0").replace("replicas: 3", "replicas: 2"))
         ready(plane, ns, 2)
@@ -342,8 +332,7 @@ def test_the_controller_needs_no_more_than_its_deployed_rbac(tmp_path):
             assert vms_named(si, f"{ns}-vmgroup-sample-") == {}
         finally:
             Disconnect(si)
-        text = log.read_text()
-        assert "forbidden" not in text.lower() and " 403" not in text, text[-2000:]
+        never_forbidden(log)
     finally:
         if controller:
             controller.terminate()

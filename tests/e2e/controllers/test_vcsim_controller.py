@@ -8,49 +8,18 @@ import json
 import socket
 import ssl
 import subprocess
-import urllib.error
 import urllib.request
 
 import pytest
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
 
-from conftest import BINARY, wait_for
-
-GROUP = "vcsim.infrastructure.cluster.x-k8s.io"
+from conftest import (BINARY, VCSIM_GROUP, connect, get, json_exchange, simulator, vcsim_status,
+                      wait_for)
 
 
 def apply(plane, ns, text):
     plane.kubectl("-n", ns, "apply", "-f", "-", input=text)
-
-
-def get(plane, ns, kind, name):
-    out = plane.kubectl("-n", ns, "get", f"{kind}.{GROUP}", name, "-o", "json", check=False)
-    return json.loads(out.stdout) if out.returncode == 0 else None
-
-
-def status_of(plane, ns, kind, name, field):
-    """Waits for `status.<field>` of the object and returns its status."""
-    def ready():
-        obj = get(plane, ns, kind, name)
-        status = (obj or {}).get("status") or {}
-        return status if status.get(field) else None
-    return wait_for(ready, timeout=30, what=f"{kind} {name} status.{field}")
-
-
-def simulator(plane, ns, name, model=None):
-    spec = {"model": model} if model else {}
-    apply(plane, ns, json.dumps({"apiVersion": f"{GROUP}/v1alpha1", "kind": "VCenterSimulator",
-                                 "metadata": {"name": name}, "spec": spec}))
-    status = status_of(plane, ns, "vcentersimulator", name, "thumbprint")
-    host, port = status["host"].rsplit(":", 1)
-    return status, host, int(port)
-
-
-def connect(status):
-    host, port = status["host"].rsplit(":", 1)
-    return SmartConnect(host=host, port=int(port), user=status["username"], pwd=status["password"],
-                        disableSslCertValidation=True)
 
 
 def refused(host, port):
@@ -67,16 +36,8 @@ def rest(host, port, method, path, token=None, basic=None):
         headers["vmware-api-session-id"] = token
     if basic:
         headers["Authorization"] = "Basic " + base64.b64encode(basic.encode()).decode()
-    req = urllib.request.Request(f"https://{host}:{port}{path}", method=method, headers=headers)
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    try:
-        with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
-            body = resp.read()
-            return resp.status, json.loads(body) if body else None
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
+    return json_exchange(urllib.request.Request(f"https://{host}:{port}{path}", method=method,
+                                                headers=headers))
 
 
 def test_a_vcenter_simulator_serves_templates_tags_and_its_own_credentials(plane, ns):
@@ -167,7 +128,7 @@ def test_two_simulators_are_isolated_and_deleting_one_frees_its_port(plane, ns):
     finally:
         Disconnect(sa)
 
-    plane.kubectl("-n", ns, "delete", f"vcentersimulator.{GROUP}", "vcsim-a", "--wait=true")
+    plane.kubectl("-n", ns, "delete", f"vcentersimulator.{VCSIM_GROUP}", "vcsim-a", "--wait=true")
     wait_for(lambda: refused(a_host, a_port), timeout=15, what="vcsim-a's port closed")
     sb = connect(b)
     try:
@@ -177,10 +138,10 @@ def test_two_simulators_are_isolated_and_deleting_one_frees_its_port(plane, ns):
 
 
 def test_an_invalid_model_is_reported_not_served(plane, ns):
-    apply(plane, ns, json.dumps({"apiVersion": f"{GROUP}/v1alpha1", "kind": "VCenterSimulator",
+    apply(plane, ns, json.dumps({"apiVersion": f"{VCSIM_GROUP}/v1alpha1", "kind": "VCenterSimulator",
                                  "metadata": {"name": "old"},
                                  "spec": {"model": {"vsphereVersion": "6.5.0"}}}))
-    status = status_of(plane, ns, "vcentersimulator", "old", "conditions")
+    status = vcsim_status(plane, ns, "vcentersimulator", "old", "conditions")
     ready = [c for c in status["conditions"] if c["type"] == "Ready"][0]
     assert ready["status"] == "False" and ready["reason"] == "InvalidModel"
     assert "vsphereVersion" in ready["message"]
@@ -190,19 +151,19 @@ def test_an_invalid_model_is_reported_not_served(plane, ns):
 def test_envvar_gives_capv_its_variables_from_the_simulator_and_endpoint(plane, ns):
     status, host, port = simulator(plane, ns, "vcsim1", {"kubernetesVersions": ["v1.33.0"]})
     # As vcsim.sh creates it: no spec at all.
-    apply(plane, ns, f"apiVersion: {GROUP}/v1alpha1\nkind: ControlPlaneEndpoint\nmetadata: {{name: cluster1}}\n")
-    endpoint = status_of(plane, ns, "controlplaneendpoint", "cluster1", "port")
+    apply(plane, ns, f"apiVersion: {VCSIM_GROUP}/v1alpha1\nkind: ControlPlaneEndpoint\nmetadata: {{name: cluster1}}\n")
+    endpoint = vcsim_status(plane, ns, "controlplaneendpoint", "cluster1", "port")
     assert endpoint["host"] == "127.0.0.1" and 20000 <= endpoint["port"] <= 24000
     for name, moid, version in (("cluster1", False, "v1.34.1"), ("cluster1-moid", True, None)):
         apply(plane, ns, json.dumps({
-            "apiVersion": f"{GROUP}/v1alpha1", "kind": "EnvVar", "metadata": {"name": name},
+            "apiVersion": f"{VCSIM_GROUP}/v1alpha1", "kind": "EnvVar", "metadata": {"name": name},
             "spec": {"vCenterSimulator": {"name": "vcsim1"},
                      "controlPlaneEndpoint": {"name": "cluster1"},
                      "useMOID": moid,
                      "cluster": {"name": "cluster1", "namespace": ns,
                                  **({"kubernetesVersion": version} if version else {})}}}))
-    by_name = status_of(plane, ns, "envvar", "cluster1", "variables")["variables"]
-    by_id = status_of(plane, ns, "envvar", "cluster1-moid", "variables")["variables"]
+    by_name = vcsim_status(plane, ns, "envvar", "cluster1", "variables")["variables"]
+    by_id = vcsim_status(plane, ns, "envvar", "cluster1-moid", "variables")["variables"]
     assert by_name["VSPHERE_SERVER"] == f"https://{host}:{port}"
     assert by_name["VSPHERE_PASSWORD"] == status["password"]
     assert by_name["VSPHERE_TLS_THUMBPRINT"] == status["thumbprint"]
@@ -229,9 +190,10 @@ def test_envvar_gives_capv_its_variables_from_the_simulator_and_endpoint(plane, 
     finally:
         Disconnect(si)
 
-    plane.kubectl("-n", ns, "delete", f"controlplaneendpoint.{GROUP}", "cluster1", "--wait=true")
+    plane.kubectl("-n", ns, "delete", f"controlplaneendpoint.{VCSIM_GROUP}", "cluster1", "--wait=true")
     wait_for(lambda: refused("127.0.0.1", endpoint["port"]), timeout=15, what="endpoint port freed")
-    wait_for(lambda: get(plane, ns, "controlplaneendpoint", "cluster1") is None, what="endpoint gone")
+    wait_for(lambda: get(plane, ns, f"controlplaneendpoint.{VCSIM_GROUP}", "cluster1") is None,
+             what="endpoint gone")
 
 
 def test_infrasim_env_writes_what_vcsim_sh_writes(plane, ns, tmp_path):
@@ -249,7 +211,7 @@ def test_infrasim_env_writes_what_vcsim_sh_writes(plane, ns, tmp_path):
     shell = subprocess.run(["bash", "-c", f"source {out}; env"], capture_output=True, text=True,
                            check=True)
     sourced = dict(line.split("=", 1) for line in shell.stdout.splitlines() if "=" in line)
-    variables = get(plane, ns, "envvar", "cluster-env")["status"]["variables"]
+    variables = get(plane, ns, f"envvar.{VCSIM_GROUP}", "cluster-env")["status"]["variables"]
     for name, value in variables.items():
         assert sourced[name] == value, name
     assert variables["WORKER_MACHINE_COUNT"] == "2"
@@ -291,8 +253,8 @@ def clone_vm(si, template_path, name, userdata):
 
 def test_vms_capv_clones_boot_into_the_cluster_behind_the_endpoint(plane, ns, tmp_path):
     status, host, port = simulator(plane, ns, "vcsim1", {"kubernetesVersions": ["v1.33.0"]})
-    apply(plane, ns, f"apiVersion: {GROUP}/v1alpha1\nkind: ControlPlaneEndpoint\nmetadata: {{name: wl1}}\n")
-    endpoint = status_of(plane, ns, "controlplaneendpoint", "wl1", "port")
+    apply(plane, ns, f"apiVersion: {VCSIM_GROUP}/v1alpha1\nkind: ControlPlaneEndpoint\nmetadata: {{name: wl1}}\n")
+    endpoint = vcsim_status(plane, ns, "controlplaneendpoint", "wl1", "port")
     apply(plane, ns, json.dumps({
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "wl1"},
         # Cluster API refuses a Cluster with neither references nor a topology; CAPV's name
@@ -352,7 +314,7 @@ def test_vms_capv_clones_boot_into_the_cluster_behind_the_endpoint(plane, ns, tm
         Disconnect(si)
 
     # The workload cluster behind the endpoint has both machines as Ready Nodes.
-    secret = wait_for(lambda: get_secret(plane, ns, "wl1-kubeconfig"), timeout=30,
+    secret = wait_for(lambda: get(plane, ns, "secret", "wl1-kubeconfig"), timeout=30,
                       what="wl1-kubeconfig")
     kubeconfig = tmp_path / "wl1.kubeconfig"
     kubeconfig.write_bytes(base64.b64decode(secret["data"]["value"]))
@@ -397,11 +359,6 @@ def vm_operator_status_with_ip(plane, ns, name):
     return wait_for(with_ip, timeout=30, what=f"VirtualMachine {name}'s IP")
 
 
-def get_secret(plane, ns, name):
-    out = plane.kubectl("-n", ns, "get", "secret", name, "-o", "json", check=False)
-    return json.loads(out.stdout) if out.returncode == 0 else None
-
-
 def test_capvs_kinds_take_its_objects_in_both_versions(plane, ns):
     """Without CAPV, its kinds are served so its objects apply as written: namespaced ones in
     v1beta1 and v1beta2, failure domains and identities cluster-wide."""
@@ -444,7 +401,7 @@ def test_a_restarted_controller_serves_its_simulators_where_their_status_says(tm
     proc = controller()
     try:
         # The controller installs its CRDs as it starts.
-        wait_for(lambda: bare.kubectl("get", f"crd/vcentersimulators.{GROUP}",
+        wait_for(lambda: bare.kubectl("get", f"crd/vcentersimulators.{VCSIM_GROUP}",
                                       check=False).returncode == 0, timeout=30, what="the CRD")
         status, host, port = simulator(bare, "default", "kept")
         proc.terminate()
@@ -454,11 +411,11 @@ def test_a_restarted_controller_serves_its_simulators_where_their_status_says(tm
         # Served again where the status says, with the same password and certificate's
         # thumbprint changed only as the status reports it.
         wait_for(lambda: not refused(host, port), timeout=30, what="the simulator back")
-        again = status_of(bare, "default", "vcentersimulator", "kept", "thumbprint")
+        again = vcsim_status(bare, "default", "vcentersimulator", "kept", "thumbprint")
         assert again["host"] == status["host"] and again["password"] == status["password"]
         def thumbprint_served():
             der = ssl.PEM_cert_to_DER_cert(ssl.get_server_certificate((host, port)))
-            now = status_of(bare, "default", "vcentersimulator", "kept", "thumbprint")
+            now = vcsim_status(bare, "default", "vcentersimulator", "kept", "thumbprint")
             return hashlib.sha256(der).hexdigest().upper() == now["thumbprint"].replace(":", "")
         wait_for(thumbprint_served, timeout=30, what="the status giving the served thumbprint")
         si = connect(again)
@@ -475,11 +432,11 @@ def test_a_restarted_controller_serves_its_simulators_where_their_status_says(tm
 def test_vm_operator_dependencies_for_supervisor_mode(plane, ns):
     status, host, port = simulator(plane, ns, "vcsim1", {"kubernetesVersions": ["v1.33.0"]})
     apply(plane, ns, json.dumps({
-        "apiVersion": f"{GROUP}/v1alpha1", "kind": "VMOperatorDependencies",
+        "apiVersion": f"{VCSIM_GROUP}/v1alpha1", "kind": "VMOperatorDependencies",
         "metadata": {"name": "deps"},
         "spec": {"vCenterSimulatorRef": {"name": "vcsim1"},
                  "operatorRef": {"namespace": f"{ns}-vmop"}}}))
-    wait_for(lambda: (get(plane, ns, "vmoperatordependencies", "deps") or {})
+    wait_for(lambda: (get(plane, ns, f"vmoperatordependencies.{VCSIM_GROUP}", "deps") or {})
              .get("status", {}).get("ready"), timeout=30, what="dependencies ready")
     # The StorageClass names the vSAN default policy by its ID, as PBM gives it.
     sc = json.loads(plane.kubectl("get", "storageclass", "vcsim-default-storage-class",
@@ -522,12 +479,12 @@ def test_vm_operator_dependencies_for_supervisor_mode(plane, ns):
         assert code == 200 and item["name"] == name
 
     # An EnvVar naming the dependencies gives supervisor mode's variables.
-    apply(plane, ns, f"apiVersion: {GROUP}/v1alpha1\nkind: ControlPlaneEndpoint\nmetadata: {{name: sup1}}\n")
+    apply(plane, ns, f"apiVersion: {VCSIM_GROUP}/v1alpha1\nkind: ControlPlaneEndpoint\nmetadata: {{name: sup1}}\n")
     apply(plane, ns, json.dumps({
-        "apiVersion": f"{GROUP}/v1alpha1", "kind": "EnvVar", "metadata": {"name": "sup1"},
+        "apiVersion": f"{VCSIM_GROUP}/v1alpha1", "kind": "EnvVar", "metadata": {"name": "sup1"},
         "spec": {"vCenterSimulator": {"name": "vcsim1"}, "vmOperatorDependencies": {"name": "deps"},
                  "cluster": {"name": "sup1", "namespace": ns}}}))
-    variables = status_of(plane, ns, "envvar", "sup1", "variables")["variables"]
+    variables = vcsim_status(plane, ns, "envvar", "sup1", "variables")["variables"]
     assert variables["VSPHERE_STORAGE_CLASS"] == "vcsim-default-storage-class"
     assert variables["VSPHERE_STORAGE_POLICY"] == "vSAN Default Storage Policy"
     assert variables["VSPHERE_MACHINE_CLASS_NAME"] == "vcsim-default-vm-class"
@@ -565,12 +522,12 @@ def test_supervisor_mode_machines_boot_into_the_cluster_behind_the_endpoint(plan
     → vm-operator VirtualMachine; the VM vm-operator's part deploys joins the workload cluster."""
     simulator(plane, ns, "vcsim1", {"kubernetesVersions": ["v1.33.0"]})
     apply(plane, ns, json.dumps({
-        "apiVersion": f"{GROUP}/v1alpha1", "kind": "VMOperatorDependencies",
+        "apiVersion": f"{VCSIM_GROUP}/v1alpha1", "kind": "VMOperatorDependencies",
         "metadata": {"name": "deps"},
         "spec": {"vCenterSimulatorRef": {"name": "vcsim1"},
                  "operatorRef": {"namespace": f"{ns}-vmop"}}}))
-    apply(plane, ns, f"apiVersion: {GROUP}/v1alpha1\nkind: ControlPlaneEndpoint\nmetadata: {{name: sv1}}\n")
-    endpoint = status_of(plane, ns, "controlplaneendpoint", "sv1", "port")
+    apply(plane, ns, f"apiVersion: {VCSIM_GROUP}/v1alpha1\nkind: ControlPlaneEndpoint\nmetadata: {{name: sv1}}\n")
+    endpoint = vcsim_status(plane, ns, "controlplaneendpoint", "sv1", "port")
     apply(plane, ns, json.dumps({
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "sv1"},
         # Cluster API refuses a Cluster with neither references nor a topology; CAPV's name
@@ -607,7 +564,7 @@ def test_supervisor_mode_machines_boot_into_the_cluster_behind_the_endpoint(plan
                  "powerState": "PoweredOn"}}))
 
     vm_st = vm_operator_status_with_ip(plane, ns, "sv1-cp-0")
-    secret = wait_for(lambda: get_secret(plane, ns, "sv1-kubeconfig"), timeout=30,
+    secret = wait_for(lambda: get(plane, ns, "secret", "sv1-kubeconfig"), timeout=30,
                       what="sv1-kubeconfig")
     kubeconfig = tmp_path / "sv1.kubeconfig"
     kubeconfig.write_bytes(base64.b64decode(secret["data"]["value"]))

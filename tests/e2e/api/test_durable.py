@@ -14,7 +14,7 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 import yaml
 
-from conftest import BINARY, Plane, free_port, wait_for
+from conftest import BINARY, Plane, fleet_ready, free_port, wait_for
 
 
 def durable(workdir, *extra):
@@ -276,12 +276,7 @@ def start_fleet(out, data, base, count):
          "--name-prefix", "wl", "--lease-renewal", "0", "--pod-startup", "0", "--data-dir", str(data),
          "--out", str(out), "--port-min", str(base), "--port-max", str(base + 20)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
-    deadline = time.time() + 60
-    while not lines or lines[-1] != "fleet ready; Ctrl-C stops it":
-        assert time.time() < deadline and proc.poll() is None, f"fleet did not start: {lines}"
-        lines.append(proc.stdout.readline().strip())
-    return proc, lines
+    return proc, fleet_ready(proc, timeout=60)
 
 
 def etcd(files, endpoint, *args):

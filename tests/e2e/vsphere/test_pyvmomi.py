@@ -1,41 +1,14 @@
 """pyvmomi (PyPI), unmodified, against `infrasim vcsim`."""
 
 import ssl
-import subprocess
 import time
 import urllib.request
 
 import pytest
-from pyVim.connect import Disconnect, SmartConnect
+from pyVim.connect import Disconnect
 from pyVmomi import vim, vmodl
 
-from conftest import BINARY, free_port
-
-USER = "administrator@vsphere.local"
-PASSWORD = "s3cret-pass"
-
-
-class Vcsim:
-    def __init__(self, workdir, *flags):
-        self.port = free_port()
-        self.log = open(workdir / "vcsim.log", "w")
-        self.proc = subprocess.Popen(
-            [BINARY, "vcsim", "--listen", f"127.0.0.1:{self.port}", "--password", PASSWORD, *flags],
-            stdout=subprocess.PIPE, stderr=self.log, text=True)
-        self.banner = []
-        deadline = time.time() + 30
-        while len(self.banner) < 6:
-            assert time.time() < deadline and self.proc.poll() is None, "vcsim did not start"
-            self.banner.append(self.proc.stdout.readline().strip())
-
-    def connect(self, pwd=PASSWORD):
-        return SmartConnect(host="127.0.0.1", port=self.port, user=USER, pwd=pwd,
-                            disableSslCertValidation=True)
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
-        self.log.close()
+from conftest import PASSWORD, USER, Vcsim, unverified_tls, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -178,9 +151,7 @@ def test_logged_out_session_is_refused(vcsim):
 
 
 def test_malformed_xml_gets_a_soap_fault(vcsim):
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
+    ctx = unverified_tls()
     req = urllib.request.Request(f"https://127.0.0.1:{vcsim.port}/sdk", data=b"<soapenv:Envelope><broken",
                                  headers={"Content-Type": "text/xml"}, method="POST")
     with pytest.raises(urllib.error.HTTPError) as e:
@@ -194,9 +165,7 @@ def test_malformed_xml_gets_a_soap_fault(vcsim):
 def test_an_oversized_request_gets_a_413_soap_fault(vcsim):
     """The whole body is sent before the answer is read (as urllib, pyvmomi and govmomi do):
     the endpoint reads past its limit and answers 413 rather than cutting the connection."""
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
+    ctx = unverified_tls()
     body = b"<soapenv:Envelope>" + b"x" * (20 << 20) + b"</soapenv:Envelope>"
     req = urllib.request.Request(f"https://127.0.0.1:{vcsim.port}/sdk", data=body,
                                  headers={"Content-Type": "text/xml"}, method="POST")
@@ -220,16 +189,6 @@ def test_model_flags_follow_govmomi_semantics(tmp_path):
         assert sorted({d.name for d in ds.view}) == ["LocalDS_0", "LocalDS_1"]
     finally:
         v.stop()
-
-
-def wait_until(predicate, timeout=15):
-    deadline = time.time() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.time() < deadline, "condition not reached in time"
-        time.sleep(0.05)
 
 
 def test_capv_clone_flow(tmp_path):
@@ -282,7 +241,7 @@ def test_capv_clone_flow(tmp_path):
         assert {o.key for o in vm.config.extraConfig} >= {"guestinfo.metadata", "guestinfo.userdata"}
 
         WaitForTask(vm.PowerOnVM_Task())
-        nets = wait_until(lambda: [n for n in (vm.guest.net or []) if n.ipAddress])
+        nets = wait_for(lambda: [n for n in (vm.guest.net or []) if n.ipAddress])
         mac = [d.macAddress for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualEthernetCard)]
         assert nets[0].macAddress == mac[0]
         assert vm.guest.ipAddress == nets[0].ipAddress[0]
@@ -320,7 +279,7 @@ def test_two_clones_get_distinct_ips_and_macs(tmp_path):
                 location=vim.vm.RelocateSpec(), powerOn=True, template=False))
             WaitForTask(task)
             vms.append(task.info.result)
-        ips = [wait_until(lambda vm=vm: vm.guest.ipAddress) for vm in vms]
+        ips = [wait_for(lambda vm=vm: vm.guest.ipAddress) for vm in vms]
         assert len(set(ips)) == 2
         macs = [vm.guest.net[0].macAddress for vm in vms]
         assert len(set(macs)) == 2
@@ -335,9 +294,9 @@ def test_task_states_are_observable_with_a_delay(tmp_path):
         vm = si.RetrieveContent().searchIndex.FindByInventoryPath("DC0/vm/DC0_H0_VM1")
         task = vm.PowerOffVM_Task()
         assert task.info.state in ("queued", "running")
-        wait_until(lambda: task.info.state == "running", timeout=10)
+        wait_for(lambda: task.info.state == "running", timeout=10)
         assert vm.runtime.powerState == "poweredOn", "the operation runs when the task completes"
-        wait_until(lambda: task.info.state == "success", timeout=10)
+        wait_for(lambda: task.info.state == "success", timeout=10)
         assert vm.runtime.powerState == "poweredOff"
         tm = si.RetrieveContent().taskManager
         assert task in tm.recentTask
@@ -448,7 +407,7 @@ def test_folders_pools_moves_and_customized_ip(tmp_path):
             globalIPSettings=vim.vm.customization.GlobalIPSettings())
         WaitForTask(vm.CustomizeVM_Task(fixed))
         WaitForTask(vm.PowerOnVM_Task())
-        assert wait_until(lambda: vm.guest.ipAddress) == "192.168.77.10"
+        assert wait_for(lambda: vm.guest.ipAddress) == "192.168.77.10"
         assert c.searchIndex.FindByIp(None, "192.168.77.10", True) == vm
         assert c.searchIndex.FindByDnsName(None, "DC0_C0_RP0_VM1", True) == vm
         with pytest.raises(vim.fault.InvalidPowerState):

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import BINARY, ROOT, Plane, unique, wait_for
+from conftest import BINARY, ROOT, Plane, envsubst, unique, wait_for
 
 RELEASE = ROOT / "deploy" / "infrastructure-in-memory" / "v0.1.0"
 # Short machine steps: fast tests that still walk every step on the clock.
@@ -23,17 +23,8 @@ FAST = {"VM_STARTUP": "300ms", "NODE_STARTUP": "100ms", "ETCD_STARTUP": "100ms",
 
 
 def render(name, **variables):
-    """clusterctl's substitution: ${VAR}, ${VAR:=default}, ${VAR:-default}."""
-    text = (RELEASE / name).read_text()
-
-    def sub(m):
-        var, default = m.group(1), m.group(3)
-        if variables.get(var):
-            return str(variables[var])
-        if default is not None:
-            return default
-        raise KeyError(f"template {name} needs {var}")
-    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:?[=-](.*?))?\}", sub, text)
+    """A template of the release, with clusterctl's substitution."""
+    return envsubst((RELEASE / name).read_text(), variables)
 
 
 @pytest.fixture(scope="module")

@@ -5,12 +5,11 @@ import subprocess
 import time
 
 import pytest
-import urllib3
 import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from conftest import BINARY, free_port
+from conftest import BINARY, fleet_ready, free_port, refused_credentials, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -22,11 +21,7 @@ def fleet(tmp_path_factory):
          "--startup", "50ms", "--jitter", "0.5", "--shared-port", str(free_port()),
          "--out", str(out), "--port-min", str(base), "--port-max", str(base + 50)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    deadline = time.time() + 30
-    lines = []
-    while not lines or lines[-1] != "fleet ready; Ctrl-C stops it":
-        assert time.time() < deadline and proc.poll() is None, f"fleet did not start: {lines}"
-        lines.append(proc.stdout.readline().strip())
+    lines = fleet_ready(proc, timeout=30)
     yield out, lines
     proc.terminate()
     proc.wait(timeout=10)
@@ -93,10 +88,7 @@ def test_one_clusters_credentials_never_open_another(fleet):
     path = out / "mixed.kubeconfig"
     path.write_text(yaml.safe_dump(mixed))
     api = client.CoreV1Api(config.new_client_from_config(config_file=str(path)))
-    with pytest.raises((ApiException, urllib3.exceptions.HTTPError, OSError)) as refused:
-        api.list_node(_request_timeout=5)
-    if isinstance(refused.value, ApiException):
-        assert refused.value.status == 401
+    refused_credentials(api.list_node)
 
 
 def test_logs_and_exec_answer_honestly(fleet):
@@ -113,15 +105,6 @@ def test_logs_and_exec_answer_honestly(fleet):
     assert "simulated by infrasim" in exec_.stderr and "exec is not possible" in exec_.stderr
     bad = kubectl(kc, "-n", "kube-system", "logs", pod, "-c", "nope")
     assert bad.returncode != 0 and "container nope is not valid" in bad.stderr
-
-
-def wait_for(what, check, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"never happened: {what}")
 
 
 def test_deployment_pods_run_on_workers_scale_and_go(fleet):
@@ -150,11 +133,11 @@ def test_deployment_pods_run_on_workers_scale_and_go(fleet):
     images = kubectl(kc, "get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].spec.containers[0].image}").stdout
     assert images.split() == ["nginx:1.28"] * 3
     assert kubectl(kc, "scale", "deployment/web", "--replicas=1").returncode == 0
-    wait_for("scaled to one pod",
-             lambda: len(kubectl(kc, "get", "pods", "-l", "app=web", "-o", "name").stdout.split()) == 1)
+    wait_for(lambda: len(kubectl(kc, "get", "pods", "-l", "app=web", "-o", "name").stdout.split()) == 1,
+             timeout=30, interval=0.2, what="scaled to one pod")
     assert kubectl(kc, "delete", "deployment", "web").returncode == 0
-    wait_for("pods and replicasets collected",
-             lambda: kubectl(kc, "get", "pods,rs", "-l", "app=web", "-o", "name").stdout.strip() == "")
+    wait_for(lambda: kubectl(kc, "get", "pods,rs", "-l", "app=web", "-o", "name").stdout.strip() == "",
+             timeout=30, interval=0.2, what="pods and replicasets collected")
 
 
 def test_unschedulable_pod_says_why(fleet):
@@ -163,8 +146,8 @@ def test_unschedulable_pod_says_why(fleet):
     overrides = '{"spec":{"containers":[{"name":"big","image":"busybox","resources":{"requests":{"cpu":"64"}}}]}}'
     assert kubectl(kc, "run", "big", "--image=busybox", f"--overrides={overrides}").returncode == 0
     jsonpath = '{.status.conditions[?(@.type=="PodScheduled")].message}'
-    wait_for("the scheduler gives up on it",
-             lambda: "Insufficient cpu" in kubectl(kc, "get", "pod", "big", "-o", f"jsonpath={jsonpath}").stdout)
+    wait_for(lambda: "Insufficient cpu" in kubectl(kc, "get", "pod", "big", "-o", f"jsonpath={jsonpath}").stdout,
+             timeout=30, interval=0.2, what="the scheduler gives up on it")
     message = kubectl(kc, "get", "pod", "big", "-o", f"jsonpath={jsonpath}").stdout
     assert message.startswith("0/3 nodes are available: 2 Insufficient cpu, "
                               "1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }.")
@@ -200,8 +183,8 @@ def test_drain_honours_disruption_budgets(fleet):
     assert kubectl(kc, "create", "deployment", "guarded", "--image=nginx", "--replicas=2").returncode == 0
     assert kubectl(kc, "create", "pdb", "guarded", "--selector=app=guarded", "--min-available=2").returncode == 0
     assert kubectl(kc, "rollout", "status", "deployment/guarded", "--timeout=25s").returncode == 0
-    wait_for("the budget's status",
-             lambda: kubectl(kc, "get", "pdb", "guarded", "-o", "jsonpath={.status.currentHealthy}").stdout == "2")
+    wait_for(lambda: kubectl(kc, "get", "pdb", "guarded", "-o", "jsonpath={.status.currentHealthy}").stdout == "2",
+             timeout=30, interval=0.2, what="the budget's status")
     assert kubectl(kc, "get", "pdb", "guarded").stdout.splitlines()[1].split()[1:4] == ["2", "N/A", "0"]
     # The Python client's eviction of a guarded pod gets 429 with the budget's cause.
     core = client.CoreV1Api(config.new_client_from_config(config_file=str(kc)))
@@ -250,8 +233,8 @@ def test_statefulset_pods_come_in_order_with_stable_names(fleet):
     assert started == sorted(started)
     assert kubectl(kc, "get", "pod", "db-1", "-o", "jsonpath={.spec.hostname}.{.spec.subdomain}").stdout == "db-1.db"
     assert kubectl(kc, "scale", "statefulset/db", "--replicas=1").returncode == 0
-    wait_for("scaled down from the top",
-             lambda: kubectl(kc, "get", "pods", "-l", "app=db", "-o", "name").stdout.split() == ["pod/db-0"])
+    wait_for(lambda: kubectl(kc, "get", "pods", "-l", "app=db", "-o", "name").stdout.split() == ["pod/db-0"],
+             timeout=30, interval=0.2, what="scaled down from the top")
     kubectl(kc, "delete", "statefulset", "db")
 
 
@@ -285,8 +268,9 @@ def test_services_list_their_pods_as_endpoints(fleet):
     assert kubectl(kc, "rollout", "status", "deployment/api", "--timeout=25s").returncode == 0
     ips = sorted(kubectl(kc, "get", "pods", "-l", "app=api", "-o", "jsonpath={.items[*].status.podIP}").stdout.split())
     want = ",".join(f"{ip}:80" for ip in ips)
-    wait_for("the service's endpoints",
-             lambda: kubectl(kc, "get", "endpoints", "api", "-o", "jsonpath={.subsets[0].addresses[*].ip}").stdout.split() == ips)
+    wait_for(lambda: kubectl(kc, "get", "endpoints", "api",
+                             "-o", "jsonpath={.subsets[0].addresses[*].ip}").stdout.split() == ips,
+             timeout=30, interval=0.2, what="the service's endpoints")
     described = kubectl(kc, "describe", "service", "api")
     assert described.returncode == 0, described.stderr
     assert f"Endpoints:                {want}" in described.stdout
@@ -294,11 +278,14 @@ def test_services_list_their_pods_as_endpoints(fleet):
     assert len(slices) == 2 and slices[1].split()[1:3] == ["IPv4", "80"]
     # Scaling to zero empties them; deleting the Service removes them.
     assert kubectl(kc, "scale", "deployment/api", "--replicas=0").returncode == 0
-    wait_for("no endpoints", lambda: kubectl(kc, "get", "endpoints", "api", "-o", "jsonpath={.subsets}").stdout == "")
+    wait_for(lambda: kubectl(kc, "get", "endpoints", "api", "-o", "jsonpath={.subsets}").stdout == "",
+             timeout=30, interval=0.2, what="no endpoints")
     assert kubectl(kc, "delete", "service", "api").returncode == 0
-    wait_for("endpoints gone", lambda: kubectl(kc, "get", "endpoints", "api").returncode != 0)
-    wait_for("slices gone", lambda: kubectl(kc, "get", "endpointslices", "-l",
-                                            "kubernetes.io/service-name=api", "-o", "name").stdout.strip() == "")
+    wait_for(lambda: kubectl(kc, "get", "endpoints", "api").returncode != 0,
+             timeout=30, interval=0.2, what="endpoints gone")
+    wait_for(lambda: kubectl(kc, "get", "endpointslices", "-l", "kubernetes.io/service-name=api",
+                             "-o", "name").stdout.strip() == "",
+             timeout=30, interval=0.2, what="slices gone")
     kubectl(kc, "delete", "deployment", "api")
 
 
@@ -465,8 +452,8 @@ def test_kubectl_certificate_approve_gets_a_node_certificate_signed(fleet, tmp_p
     assert pending[-1] == "Pending" and pending[3] == "kubernetes-admin" and pending[4] == "24h", pending
     approve = kubectl(kc, "certificate", "approve", "extra-node")
     assert approve.returncode == 0, approve.stderr
-    wait_for("the certificate is issued",
-             lambda: kubectl(kc, "get", "csr", "extra-node", "--no-headers").stdout.split()[-1] == "Approved,Issued")
+    wait_for(lambda: kubectl(kc, "get", "csr", "extra-node", "--no-headers").stdout.split()[-1] == "Approved,Issued",
+             timeout=30, interval=0.2, what="the certificate is issued")
     cert = kubectl(kc, "get", "csr", "extra-node", "-o", "jsonpath={.status.certificate}").stdout
     crt = tmp_path / "node.crt"
     crt.write_bytes(base64.b64decode(cert))
@@ -491,9 +478,10 @@ def test_kubectl_debug_adds_an_ephemeral_container_that_runs(fleet):
            if l.startswith("coredns-")][0]
     debug = kubectl(kc, "-n", "kube-system", "debug", pod, "--image=busybox:1.36", "--container=dbg")
     assert debug.returncode == 0, debug.stderr
-    wait_for("the debug container runs", lambda: kubectl(
+    wait_for(lambda: kubectl(
         kc, "-n", "kube-system", "get", "pod", pod,
-        "-o", "jsonpath={.status.ephemeralContainerStatuses[0].state.running.startedAt}").stdout != "")
+        "-o", "jsonpath={.status.ephemeralContainerStatuses[0].state.running.startedAt}").stdout != "",
+        timeout=30, interval=0.2, what="the debug container runs")
     spec = kubectl(kc, "-n", "kube-system", "get", "pod", pod,
                    "-o", "jsonpath={.spec.ephemeralContainers[0].name} {.spec.ephemeralContainers[0].image}").stdout
     assert spec == "dbg busybox:1.36"

@@ -12,9 +12,7 @@ import time
 import yaml
 from pyVmomi import vim
 
-from conftest import unique, wait_for
-from test_sip import get, ready
-from test_vcsim_controller import connect
+from conftest import connect, get, ready, unique, wait_for
 
 RUNTIME = "vino-system"
 
