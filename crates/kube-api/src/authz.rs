@@ -346,41 +346,48 @@ const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "updat
 
 /// Creates the roles and bindings kube-apiserver bootstraps, if missing.
 pub(crate) fn bootstrap(state: &State) {
-    let workloads_core = &[
-        "pods",
-        "pods/log",
-        "pods/status",
-        "services",
-        "services/status",
-        "endpoints",
-        "configmaps",
-        "persistentvolumeclaims",
-        "persistentvolumeclaims/status",
-        "replicationcontrollers",
-        "replicationcontrollers/scale",
-        "events",
-        "serviceaccounts",
-        "limitranges",
-        "resourcequotas",
-        "resourcequotas/status",
-        "namespaces",
-        "namespaces/status",
-        "bindings",
-    ][..];
-    let workloads_apps = &[
-        "deployments",
-        "deployments/scale",
-        "deployments/status",
-        "daemonsets",
-        "daemonsets/status",
-        "statefulsets",
-        "statefulsets/scale",
-        "statefulsets/status",
-        "replicasets",
-        "replicasets/scale",
-        "replicasets/status",
-        "controllerrevisions",
-    ][..];
+    let bootstrap_label = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
+    for mut role in bootstrap_roles() {
+        role["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
+        role["kind"] = json!("ClusterRole");
+        let labels = role["metadata"].get("labels").cloned().unwrap_or(json!({}));
+        let mut merged = bootstrap_label.clone();
+        if let (Some(m), Some(l)) = (merged.as_object_mut(), labels.as_object()) {
+            m.extend(l.clone());
+        }
+        role["metadata"]["labels"] = merged;
+        let derived = derive("ClusterRole", &role);
+        match state
+            .group
+            .create("clusterroles.rbac.authorization.k8s.io", role, derived)
+        {
+            Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
+            Err(e) => tracing::warn!(error = %e, "bootstrapping a cluster role"),
+        }
+    }
+    for (name, role, group) in BOOTSTRAP_BINDINGS {
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": bootstrap_label},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+        });
+        let derived = derive("ClusterRoleBinding", &binding);
+        match state.group.create(
+            "clusterrolebindings.rbac.authorization.k8s.io",
+            binding,
+            derived,
+        ) {
+            Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
+            Err(e) => tracing::warn!(error = %e, "bootstrapping a cluster role binding"),
+        }
+    }
+}
+
+/// The cluster roles kube-apiserver bootstraps that clients rely on: the aggregated
+/// user-facing roles (`admin`, `edit`, `view` and what aggregates into them) and the
+/// `system:` roles for discovery, self-review, monitoring and public information.
+fn bootstrap_roles() -> Vec<Value> {
     let agg = |to: &[&str]| {
         to.iter()
             .map(|t| {
@@ -391,7 +398,7 @@ pub(crate) fn bootstrap(state: &State) {
             })
             .collect::<serde_json::Map<String, Value>>()
     };
-    let roles = vec![
+    vec![
         json!({"metadata": {"name": "cluster-admin"}, "rules": [
             rule(&["*"], &["*"], &["*"]), {"nonResourceURLs": ["*"], "verbs": ["*"]}]}),
         json!({"metadata": {"name": "admin"}, "aggregationRule": {"clusterRoleSelectors": [
@@ -401,7 +408,7 @@ pub(crate) fn bootstrap(state: &State) {
         json!({"metadata": {"name": "view", "labels": agg(&["admin", "edit"])}, "aggregationRule": {"clusterRoleSelectors": [
             {"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}}]}, "rules": []}),
         json!({"metadata": {"name": "system:aggregate-to-view", "labels": agg(&["view", "edit", "admin"])}, "rules": [
-            rule(&[""], workloads_core, READ), rule(&["apps"], workloads_apps, READ),
+            rule(&[""], WORKLOADS_CORE, READ), rule(&["apps"], WORKLOADS_APPS, READ),
             rule(&["batch"], &["jobs", "cronjobs", "jobs/status", "cronjobs/status"], READ),
             rule(&["policy"], &["poddisruptionbudgets", "poddisruptionbudgets/status"], READ),
             rule(&["networking.k8s.io"], &["ingresses", "ingresses/status", "networkpolicies"], READ),
@@ -413,7 +420,7 @@ pub(crate) fn bootstrap(state: &State) {
                           "replicationcontrollers", "replicationcontrollers/scale", "serviceaccounts",
                           "serviceaccounts/token", "events"], WRITE),
             rule(&[""], &["secrets"], READ),
-            rule(&["apps"], workloads_apps, WRITE),
+            rule(&["apps"], WORKLOADS_APPS, WRITE),
             rule(&["batch"], &["jobs", "cronjobs"], WRITE),
             rule(&["policy"], &["poddisruptionbudgets"], WRITE),
             rule(&["networking.k8s.io"], &["ingresses", "networkpolicies"], WRITE),
@@ -432,64 +439,69 @@ pub(crate) fn bootstrap(state: &State) {
                                  "/readyz", "/readyz/*"], "verbs": ["get"]}]}),
         json!({"metadata": {"name": "system:public-info-viewer"}, "rules": [
             {"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]}]}),
-    ];
-    let bindings = vec![
-        ("cluster-admin", "cluster-admin", "system:masters"),
-        (
-            "system:discovery",
-            "system:discovery",
-            "system:authenticated",
-        ),
-        (
-            "system:basic-user",
-            "system:basic-user",
-            "system:authenticated",
-        ),
-        (
-            "system:monitoring",
-            "system:monitoring",
-            "system:monitoring",
-        ),
-        (
-            "system:public-info-viewer",
-            "system:public-info-viewer",
-            "system:authenticated",
-        ),
-    ];
-    let bootstrap_label = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
-    for mut role in roles {
-        role["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
-        role["kind"] = json!("ClusterRole");
-        let labels = role["metadata"].get("labels").cloned().unwrap_or(json!({}));
-        let mut merged = bootstrap_label.clone();
-        if let (Some(m), Some(l)) = (merged.as_object_mut(), labels.as_object()) {
-            m.extend(l.clone());
-        }
-        role["metadata"]["labels"] = merged;
-        let derived = derive("ClusterRole", &role);
-        match state
-            .group
-            .create("clusterroles.rbac.authorization.k8s.io", role, derived)
-        {
-            Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
-            Err(e) => tracing::warn!(error = %e, "bootstrapping a cluster role"),
-        }
-    }
-    for (name, role, group) in bindings {
-        let binding = json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": name, "labels": bootstrap_label},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
-        });
-        let derived = derive("ClusterRoleBinding", &binding);
-        match state.group.create(
-            "clusterrolebindings.rbac.authorization.k8s.io",
-            binding,
-            derived,
-        ) {
-            Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
-            Err(e) => tracing::warn!(error = %e, "bootstrapping a cluster role binding"),
-        }
-    }
+    ]
 }
+
+/// The bindings of the bootstrapped roles: (binding, role, group).
+const BOOTSTRAP_BINDINGS: &[(&str, &str, &str)] = &[
+    ("cluster-admin", "cluster-admin", "system:masters"),
+    (
+        "system:discovery",
+        "system:discovery",
+        "system:authenticated",
+    ),
+    (
+        "system:basic-user",
+        "system:basic-user",
+        "system:authenticated",
+    ),
+    (
+        "system:monitoring",
+        "system:monitoring",
+        "system:monitoring",
+    ),
+    (
+        "system:public-info-viewer",
+        "system:public-info-viewer",
+        "system:authenticated",
+    ),
+];
+
+/// The core resources the aggregated `view` role reads.
+const WORKLOADS_CORE: &[&str] = &[
+    "pods",
+    "pods/log",
+    "pods/status",
+    "services",
+    "services/status",
+    "endpoints",
+    "configmaps",
+    "persistentvolumeclaims",
+    "persistentvolumeclaims/status",
+    "replicationcontrollers",
+    "replicationcontrollers/scale",
+    "events",
+    "serviceaccounts",
+    "limitranges",
+    "resourcequotas",
+    "resourcequotas/status",
+    "namespaces",
+    "namespaces/status",
+    "bindings",
+];
+
+/// The `apps` resources the aggregated roles read and write.
+const WORKLOADS_APPS: &[&str] = &[
+    "deployments",
+    "deployments/scale",
+    "deployments/status",
+    "daemonsets",
+    "daemonsets/status",
+    "statefulsets",
+    "statefulsets/scale",
+    "statefulsets/status",
+    "replicasets",
+    "replicasets/scale",
+    "replicasets/status",
+    "controllerrevisions",
+];

@@ -584,148 +584,13 @@ async fn compute_status(
     let count = |t: &str| machines.iter().filter(|m| cond_of(m, t)).count() as i32;
     let (ready, available, up_to_date) = (count("Ready"), count("Available"), count("UpToDate"));
     let replicas = kcp.spec.replicas.unwrap_or(1);
-    let mut versions: BTreeMap<String, i32> = BTreeMap::new();
-    for m in machines {
-        let v = m
-            .status
-            .as_ref()
-            .and_then(|s| s.node_info.as_ref())
-            .and_then(|i| i.get("kubeletVersion"))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .or_else(|| m.spec.version.clone())
-            .unwrap_or_default();
-        *versions.entry(v).or_default() += 1;
+    let versions = machine_versions(machines);
+    for c in availability(initialized, ready, machines.len() as i32) {
+        conditions::set(&mut conds, c, now);
     }
-    let mut versions: Vec<VersionCount> = versions
-        .into_iter()
-        .map(|(version, replicas)| VersionCount { version, replicas })
-        .collect();
-    versions.sort_by_key(|v| version_key(&v.version));
-    let quorum = ready > (machines.len() as i32) / 2;
-    let (status_, reason, message) = if !initialized {
-        (
-            false,
-            "NotAvailable",
-            "Control plane not yet initialized".to_string(),
-        )
-    } else if quorum {
-        (true, "Available", String::new())
-    } else {
-        (
-            false,
-            "NotAvailable",
-            format!(
-                "{ready} of {} machines ready: etcd has no quorum",
-                machines.len()
-            ),
-        )
-    };
-    conditions::set(
-        &mut conds,
-        Condition::new("Available", status_, reason, message),
-        now,
-    );
-    let init = if initialized {
-        Condition::new("Initialized", true, "Initialized", "")
-    } else {
-        Condition::new(
-            "Initialized",
-            false,
-            "NotInitialized",
-            "Control plane not yet initialized",
-        )
-    };
-    conditions::set(&mut conds, init, now);
-    let aggregate = |ty: &str, have: i32, good: &str, bad: &str| {
-        if machines.is_empty() {
-            Condition::new(ty, true, "NoReplicas", "")
-        } else if have == machines.len() as i32 {
-            Condition::new(ty, true, good, "")
-        } else {
-            Condition::new(
-                ty,
-                false,
-                bad,
-                format!(
-                    "{} of {} Machines",
-                    machines.len() as i32 - have,
-                    machines.len()
-                ),
-            )
-        }
-    };
-    conditions::set(
-        &mut conds,
-        aggregate("MachinesReady", ready, "Ready", "NotReady"),
-        now,
-    );
-    conditions::set(
-        &mut conds,
-        aggregate("MachinesUpToDate", up_to_date, "UpToDate", "NotUpToDate"),
-        now,
-    );
-    let rolling = up_to_date < machines.len() as i32;
-    conditions::set(
-        &mut conds,
-        Condition::new(
-            "RollingOut",
-            rolling,
-            if rolling {
-                "RollingOut"
-            } else {
-                "NotRollingOut"
-            },
-            "",
-        ),
-        now,
-    );
-    let current = machines
-        .iter()
-        .filter(|m| m.metadata.deletion_timestamp.is_none())
-        .count() as i32;
-    let up = current < replicas;
-    let down = machines.len() as i32 > replicas;
-    conditions::set(
-        &mut conds,
-        Condition::new(
-            "ScalingUp",
-            up,
-            if up { "ScalingUp" } else { "NotScalingUp" },
-            if up {
-                format!("Scaling up from {current} to {replicas} replicas")
-            } else {
-                String::new()
-            },
-        ),
-        now,
-    );
-    conditions::set(
-        &mut conds,
-        Condition::new(
-            "ScalingDown",
-            down,
-            if down {
-                "ScalingDown"
-            } else {
-                "NotScalingDown"
-            },
-            if down {
-                format!(
-                    "Scaling down from {} to {replicas} replicas",
-                    machines.len()
-                )
-            } else {
-                String::new()
-            },
-        ),
-        now,
-    );
-    conditions::set(
-        &mut conds,
-        Condition::new("Deleting", false, "NotDeleting", ""),
-        now,
-    );
+    for c in machine_conditions(machines, ready, up_to_date, replicas) {
+        conditions::set(&mut conds, c, now);
+    }
     conditions::sort(&mut conds);
     let deprecated = super::v1beta1::deprecated(
         &super::v1beta1::CONTROL_PLANE,
@@ -751,6 +616,127 @@ async fn compute_status(
         observed_generation: kcp.metadata.generation,
         deprecated: Some(deprecated),
     })
+}
+
+/// How many machines run each Kubernetes version (the kubelet's when its Node reported it,
+/// else the machine's spec), oldest first.
+fn machine_versions(machines: &[Machine]) -> Vec<VersionCount> {
+    let mut versions: BTreeMap<String, i32> = BTreeMap::new();
+    for m in machines {
+        let v = m
+            .status
+            .as_ref()
+            .and_then(|s| s.node_info.as_ref())
+            .and_then(|i| i.get("kubeletVersion"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or_else(|| m.spec.version.clone())
+            .unwrap_or_default();
+        *versions.entry(v).or_default() += 1;
+    }
+    let mut versions: Vec<VersionCount> = versions
+        .into_iter()
+        .map(|(version, replicas)| VersionCount { version, replicas })
+        .collect();
+    versions.sort_by_key(|v| version_key(&v.version));
+    versions
+}
+
+/// `Available` (once initialized, while a majority of the `total` machines, etcd's quorum,
+/// is ready) and `Initialized`.
+fn availability(initialized: bool, ready: i32, total: i32) -> [Condition; 2] {
+    let available = if !initialized {
+        Condition::new(
+            "Available",
+            false,
+            "NotAvailable",
+            "Control plane not yet initialized",
+        )
+    } else if ready > total / 2 {
+        Condition::new("Available", true, "Available", "")
+    } else {
+        Condition::new(
+            "Available",
+            false,
+            "NotAvailable",
+            format!("{ready} of {total} machines ready: etcd has no quorum"),
+        )
+    };
+    let init = if initialized {
+        Condition::new("Initialized", true, "Initialized", "")
+    } else {
+        Condition::new(
+            "Initialized",
+            false,
+            "NotInitialized",
+            "Control plane not yet initialized",
+        )
+    };
+    [available, init]
+}
+
+/// The conditions summing up the machines: `MachinesReady`, `MachinesUpToDate`,
+/// `RollingOut`, `ScalingUp`, `ScalingDown` (towards `replicas`) and `Deleting`.
+fn machine_conditions(
+    machines: &[Machine],
+    ready: i32,
+    up_to_date: i32,
+    replicas: i32,
+) -> Vec<Condition> {
+    let total = machines.len() as i32;
+    let aggregate = |ty: &str, have: i32, good: &str, bad: &str| {
+        if machines.is_empty() {
+            Condition::new(ty, true, "NoReplicas", "")
+        } else if have == total {
+            Condition::new(ty, true, good, "")
+        } else {
+            Condition::new(
+                ty,
+                false,
+                bad,
+                format!("{} of {total} Machines", total - have),
+            )
+        }
+    };
+    let rolling = up_to_date < total;
+    let current = machines
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .count() as i32;
+    let (up, down) = (current < replicas, total > replicas);
+    let scaling = |ty: &str, on: bool, message: String| {
+        let reason = if on {
+            ty.to_string()
+        } else {
+            format!("Not{ty}")
+        };
+        Condition::new(ty, on, &reason, if on { message } else { String::new() })
+    };
+    vec![
+        aggregate("MachinesReady", ready, "Ready", "NotReady"),
+        aggregate("MachinesUpToDate", up_to_date, "UpToDate", "NotUpToDate"),
+        Condition::new(
+            "RollingOut",
+            rolling,
+            if rolling {
+                "RollingOut"
+            } else {
+                "NotRollingOut"
+            },
+            "",
+        ),
+        scaling(
+            "ScalingUp",
+            up,
+            format!("Scaling up from {current} to {replicas} replicas"),
+        ),
+        scaling(
+            "ScalingDown",
+            down,
+            format!("Scaling down from {total} to {replicas} replicas"),
+        ),
+        Condition::new("Deleting", false, "NotDeleting", ""),
+    ]
 }
 
 /// The counters of v1beta1's meaning upstream still keeps under `deprecated.v1beta1` (what a
