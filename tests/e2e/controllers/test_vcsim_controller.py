@@ -467,13 +467,17 @@ def test_vm_operator_dependencies_for_supervisor_mode(plane, ns):
     assert vm_class["spec"]["hardware"] == {"cpus": 2, "memory": "4G"}
     # One Ready image per template, naming its item in the simulator's library.
     images = json.loads(plane.kubectl("-n", ns, "get", "virtualmachineimages.vmoperator.vmware.com",
-                                      "-o", "json").stdout)["items"]
+                                      "-o", "json", "--show-managed-fields").stdout)["items"]
     by_name = {i["metadata"]["name"]: i for i in images}
     assert set(by_name) == {"ubuntu-2204-kube-v1.33.0", "ubuntu-2404-kube-v1.33.0"}
     code, token = rest(host, port, "POST", "/api/session",
                        basic=f"{status['username']}:{status['password']}")
     for name, image in by_name.items():
         assert image["status"]["conditions"][0]["status"] == "True"
+        # The status is the controller's, applied under its field manager as all its statuses.
+        owners = [(f["manager"], f["operation"], f.get("subresource"))
+                  for f in image["metadata"]["managedFields"]]
+        assert ("infrasim-vcsim-controller", "Apply", "status") in owners, owners
         code, item = rest(host, port, "GET",
                           f"/api/content/library/item/{image['status']['providerItemID']}", token)
         assert code == 200 and item["name"] == name

@@ -21,7 +21,7 @@ use super::vcenter::{kubernetes_versions, template_names, LIBRARY};
 use super::{Error, Reconciler, MANAGER};
 use crate::runtime::conditions::{self, Condition};
 use infrasim_vsphere_sim::{sample_ovf, LibraryItemSpec, Simulator};
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::{json, Value};
@@ -343,16 +343,19 @@ async fn image(
         .await
         .map_err(|e| format!("VirtualMachineImage {}: {e}", item.name))?;
     let images = api(client, Some(ns), &resource(VMOP_VERSION, kind, plural));
-    let status = json!({"status": {
-        "name": item.name, "providerItemID": item_id,
-        "productInfo": {"fullVersion": item.product_info}, "osInfo": {"type": item.os_info},
-        "conditions": [{"type": "Ready", "status": "True", "reason": "True", "message": "",
-                        "lastTransitionTime": conditions::timestamp(now)}],
-    }});
-    images
-        .patch_status(&item.name, &PatchParams::default(), &Patch::Merge(&status))
+    // Server-side applied under the controller's field manager, as every other status it
+    // writes: a merge patch would leave no owner and keep fields a later status drops.
+    let status = json!({
+        "apiVersion": VMOP_VERSION, "kind": kind, "metadata": {"name": item.name},
+        "status": {
+            "name": item.name, "providerItemID": item_id,
+            "productInfo": {"fullVersion": item.product_info}, "osInfo": {"type": item.os_info},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "True", "message": "",
+                            "lastTransitionTime": conditions::timestamp(now)}],
+        },
+    });
+    crate::runtime::writes::apply_status(&images, &item.name, MANAGER, &status)
         .await
-        .map(|_| ())
         .map_err(|e| format!("VirtualMachineImage {} status: {e}", item.name))
 }
 
