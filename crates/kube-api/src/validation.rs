@@ -35,6 +35,25 @@ pub fn is_dns1035_label(s: &str) -> bool {
     is_dns1123_label(s) && s.starts_with(|c: char| c.is_ascii_lowercase())
 }
 
+/// apimachinery's `IsQualifiedName`: an optional DNS-1123-subdomain prefix and `/`, then up
+/// to 63 alphanumerics, `-`, `_` or `.`, alphanumeric at both ends (label keys, Cluster API's
+/// selector names).
+pub fn is_qualified_name(s: &str) -> bool {
+    let (prefix, name) = match s.split('/').collect::<Vec<_>>().as_slice() {
+        [name] => (None, *name),
+        [prefix, name] => (Some(*prefix), *name),
+        _ => return false,
+    };
+    prefix.is_none_or(is_dns1123_subdomain)
+        && !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
 /// A name usable as a path segment (RBAC names such as `system:controller:x`).
 pub fn is_path_segment_name(s: &str) -> bool {
     !s.is_empty() && s != "." && s != ".." && !s.contains('/') && !s.contains('%')

@@ -11,6 +11,7 @@
 //! here (a broken template fails when a Cluster is patched instead).
 
 use super::field::{go_quote, FieldError};
+use infrasim_kube_api::validation::is_qualified_name;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 
@@ -425,35 +426,6 @@ fn selector_name_error(name: &str, at: &str) -> Option<FieldError> {
         return None;
     };
     Some(FieldError::invalid(at, json!(name), detail))
-}
-
-/// Kubernetes' qualified name: an optional DNS-subdomain prefix and `/`, then up to 63
-/// alphanumerics, `-`, `_` or `.`, starting and ending alphanumeric.
-fn is_qualified_name(name: &str) -> bool {
-    let (prefix, local) = match name.split_once('/') {
-        Some((p, l)) => (Some(p), l),
-        None => (None, name),
-    };
-    let alnum_ends = |s: &str| {
-        s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-            && s.chars().last().is_some_and(|c| c.is_ascii_alphanumeric())
-    };
-    let local_ok = !local.is_empty()
-        && local.len() <= 63
-        && alnum_ends(local)
-        && local
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    let prefix_ok = prefix.is_none_or(|p| {
-        !p.is_empty()
-            && p.len() <= 253
-            && p.split('.').all(|l| {
-                alnum_ends(l)
-                    && l.chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            })
-    });
-    local_ok && prefix_ok
 }
 
 #[cfg(test)]
