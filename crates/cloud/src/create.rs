@@ -11,6 +11,7 @@ use crate::pki::ClusterPki;
 use crate::records::{ClusterRecord, EtcdKeeper, Kept, MachineRecord};
 use crate::{etcd, sni, workloads, Cloud, CloudError, ClusterInfo, ClusterShape, Running};
 use crate::{node_names, MachineBehaviour};
+use futures::future::BoxFuture;
 use infrasim_etcd_sim::EtcdCluster;
 use infrasim_kube_api::kubeconfig::{self, KubeconfigSpec};
 use infrasim_kube_api::pki::KeyedCert;
@@ -182,7 +183,17 @@ impl Cloud {
     /// Creates, bootstraps and serves a cluster. With a zero `startup` it is up at once;
     /// otherwise it comes up phase by phase on the cloud's clock, and its endpoint opens with
     /// the API server phase. Answers once what was made is durable.
-    pub async fn create_cluster(&self, shape: ClusterShape) -> Result<ClusterInfo, CloudError> {
+    // Boxed: callers in other crates link this state machine instead of compiling it
+    // again (see the crate's docs on boundaries).
+    #[inline(never)]
+    pub fn create_cluster<'a>(
+        &'a self,
+        shape: ClusterShape,
+    ) -> BoxFuture<'a, Result<ClusterInfo, CloudError>> {
+        Box::pin(self.create_cluster_inner(shape))
+    }
+
+    async fn create_cluster_inner(&self, shape: ClusterShape) -> Result<ClusterInfo, CloudError> {
         crate::durably(self.create(shape)).await
     }
 

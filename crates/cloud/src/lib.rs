@@ -48,6 +48,7 @@ pub use pki::{CertAndKey, ClusterPki, SuppliedPki};
 pub use sni::{server_name, SNI_SUFFIX};
 pub use workloads::WorkloadConfig;
 
+use futures::future::BoxFuture;
 use infrasim_clock::{SharedClock, SystemClock};
 use infrasim_etcd_sim::EtcdCluster;
 use infrasim_kube_api::pki::PkiError;
@@ -183,7 +184,18 @@ impl Cloud {
     /// resourceVersions, machines (steps done stay done) and etcd members, and goes on with
     /// what was left of their startup. A cluster whose port another program took stops the
     /// opening, naming it; nothing kept is changed.
-    pub async fn open(
+    // Boxed: callers in other crates link this state machine instead of compiling it
+    // again (see the crate's docs on boundaries).
+    #[inline(never)]
+    pub fn open(
+        config: CloudConfig,
+        clock: SharedClock,
+        store: Store,
+    ) -> BoxFuture<'static, Result<Self, CloudError>> {
+        Box::pin(Self::open_inner(config, clock, store))
+    }
+
+    async fn open_inner(
         config: CloudConfig,
         clock: SharedClock,
         store: Store,
@@ -212,7 +224,14 @@ impl Cloud {
     /// Opens the shared listener on `port` of the advertise address (0: any free port):
     /// every cluster is then also reachable there by TLS server name
     /// ([`server_name`]). Clusters created afterwards get a `shared_kubeconfig`.
-    pub async fn listen_shared(&self, port: u16) -> Result<SocketAddr, CloudError> {
+    // Boxed: callers in other crates link this state machine instead of compiling it
+    // again (see the crate's docs on boundaries).
+    #[inline(never)]
+    pub fn listen_shared<'a>(&'a self, port: u16) -> BoxFuture<'a, Result<SocketAddr, CloudError>> {
+        Box::pin(self.listen_shared_inner(port))
+    }
+
+    async fn listen_shared_inner(&self, port: u16) -> Result<SocketAddr, CloudError> {
         let listener = tokio::net::TcpListener::bind(SocketAddr::new(self.config.advertise, port))
             .await
             .map_err(ServeError::from)?;
@@ -240,7 +259,18 @@ impl Cloud {
     /// Reserves an endpoint for cluster `name` before it is created: `port` if given (a
     /// cluster coming back after a restart keeps its endpoint) or the lowest free one. The
     /// endpoint of a reserved or running cluster is returned as it is.
-    pub async fn reserve_endpoint(
+    // Boxed: callers in other crates link this state machine instead of compiling it
+    // again (see the crate's docs on boundaries).
+    #[inline(never)]
+    pub fn reserve_endpoint<'a>(
+        &'a self,
+        name: &'a str,
+        port: Option<u16>,
+    ) -> BoxFuture<'a, Result<SocketAddr, CloudError>> {
+        Box::pin(self.reserve_endpoint_inner(name, port))
+    }
+
+    async fn reserve_endpoint_inner(
         &self,
         name: &str,
         port: Option<u16>,
@@ -409,7 +439,20 @@ impl Cloud {
 
     /// Adds a machine to a cluster (a control-plane machine joins the control plane) and
     /// brings it up step by step, as `kubeadm join` would.
-    pub async fn add_machine(
+    // Boxed: callers in other crates link this state machine instead of compiling it
+    // again (see the crate's docs on boundaries).
+    #[inline(never)]
+    pub fn add_machine<'a>(
+        &'a self,
+        cluster: &'a str,
+        machine: &'a str,
+        control_plane: bool,
+        behaviour: MachineBehaviour,
+    ) -> BoxFuture<'a, Result<Machine, CloudError>> {
+        Box::pin(self.add_machine_inner(cluster, machine, control_plane, behaviour))
+    }
+
+    async fn add_machine_inner(
         &self,
         cluster: &str,
         machine: &str,
@@ -426,7 +469,27 @@ impl Cloud {
     /// [`WORKER_PHASES`]), registering the machine on its first step; a step already done is
     /// left alone. For controllers that time the steps themselves, as Cluster API's
     /// in-memory provider does. Returns how many of its steps the machine has done.
-    pub async fn run_machine_step(
+    // Boxed: callers in other crates link this state machine instead of compiling it
+    // again (see the crate's docs on boundaries).
+    #[inline(never)]
+    pub fn run_machine_step<'a>(
+        &'a self,
+        cluster: &'a str,
+        machine: &'a str,
+        control_plane: bool,
+        kubernetes_version: Option<&'a str>,
+        step: usize,
+    ) -> BoxFuture<'a, Result<usize, CloudError>> {
+        Box::pin(self.run_machine_step_inner(
+            cluster,
+            machine,
+            control_plane,
+            kubernetes_version,
+            step,
+        ))
+    }
+
+    async fn run_machine_step_inner(
         &self,
         cluster: &str,
         machine: &str,
@@ -442,7 +505,20 @@ impl Cloud {
 
     /// Registers a machine before its first step (see [`Cloud::run_machine_step`]) so that
     /// its Node carries `provider_id`; a machine already registered is left as it is.
-    pub async fn register_machine(
+    // Boxed: callers in other crates link this state machine instead of compiling it
+    // again (see the crate's docs on boundaries).
+    #[inline(never)]
+    pub fn register_machine<'a>(
+        &'a self,
+        cluster: &'a str,
+        machine: &'a str,
+        control_plane: bool,
+        provider_id: &'a str,
+    ) -> BoxFuture<'a, Result<(), CloudError>> {
+        Box::pin(self.register_machine_inner(cluster, machine, control_plane, provider_id))
+    }
+
+    async fn register_machine_inner(
         &self,
         cluster: &str,
         machine: &str,
@@ -494,7 +570,18 @@ impl Cloud {
     /// Removes a machine from a cluster, undoing its steps in reverse; the endpoint closes
     /// with the last API server. `false` if there is no such machine. Answers once the
     /// removal is durable (an error if it could not be stored).
-    pub async fn remove_machine(&self, cluster: &str, machine: &str) -> Result<bool, CloudError> {
+    // Boxed: callers in other crates link this state machine instead of compiling it
+    // again (see the crate's docs on boundaries).
+    #[inline(never)]
+    pub fn remove_machine<'a>(
+        &'a self,
+        cluster: &'a str,
+        machine: &'a str,
+    ) -> BoxFuture<'a, Result<bool, CloudError>> {
+        Box::pin(self.remove_machine_inner(cluster, machine))
+    }
+
+    async fn remove_machine_inner(&self, cluster: &str, machine: &str) -> Result<bool, CloudError> {
         let Some(runtime) = self.runtime(cluster) else {
             return Ok(false);
         };
@@ -543,7 +630,14 @@ impl Cloud {
 
     /// Stops serving a cluster and drops its objects; its port becomes free again (as does
     /// an endpoint only reserved for it). Answers once the cluster is forgotten for good.
-    pub async fn delete_cluster(&self, name: &str) -> Result<bool, CloudError> {
+    // Boxed: callers in other crates link this state machine instead of compiling it
+    // again (see the crate's docs on boundaries).
+    #[inline(never)]
+    pub fn delete_cluster<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool, CloudError>> {
+        Box::pin(self.delete_cluster_inner(name))
+    }
+
+    async fn delete_cluster_inner(&self, name: &str) -> Result<bool, CloudError> {
         let released = self.release_endpoint(name);
         let deleted = durably(async { Ok(self.delete_running(name)) }).await?;
         Ok(deleted || released)

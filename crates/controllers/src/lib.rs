@@ -112,7 +112,17 @@ impl Selection {
 }
 
 /// Runs the selected controllers until the process ends.
-pub async fn run(ctx: Context, selection: Selection) {
+///
+/// A boxed future on purpose: an `async fn`'s state machine is compiled again in every crate
+/// that polls it (it is never shared as a compiled symbol), and this one holds every
+/// controller. Boxed here, the binary links it instead of compiling it a second time;
+/// `inline(never)` keeps the box on this side.
+#[inline(never)]
+pub fn run(ctx: Context, selection: Selection) -> futures::future::BoxFuture<'static, ()> {
+    Box::pin(run_selected(ctx, selection))
+}
+
+async fn run_selected(ctx: Context, selection: Selection) {
     let informers = std::sync::Arc::new(informers::Informers::new(
         ctx.client.clone(),
         selection.namespace.clone(),

@@ -1,5 +1,6 @@
 //! Serving a member over TLS on its own listener, HTTP/2 only, as etcd serves clients.
 
+use futures::future::BoxFuture;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
@@ -11,13 +12,35 @@ use tokio_rustls::TlsAcceptor;
 /// Serves `routes` (see [`crate::MemberService::routes`]) on `listener` with `tls` until
 /// `shutdown` completes. The TLS configuration decides who may connect (etcd requires a
 /// client certificate signed by its CA).
-pub async fn serve(
+///
+/// The serving itself is a boxed future compiled in this crate: an `async fn`'s state
+/// machine (here, with tonic's and hyper's server under it) would be compiled again in every
+/// crate that polls it.
+pub fn serve(
     routes: tonic::service::Routes,
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
-    shutdown: impl Future<Output = ()> + Send,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> BoxFuture<'static, std::io::Result<()>> {
+    serve_until(routes, listener, tls, Box::pin(shutdown))
+}
+
+#[inline(never)]
+fn serve_until(
+    routes: tonic::service::Routes,
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    shutdown: BoxFuture<'static, ()>,
+) -> BoxFuture<'static, std::io::Result<()>> {
+    Box::pin(accept_loop(routes, listener, tls, shutdown))
+}
+
+async fn accept_loop(
+    routes: tonic::service::Routes,
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    mut shutdown: BoxFuture<'static, ()>,
 ) -> std::io::Result<()> {
-    tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
             _ = &mut shutdown => return Ok(()),
@@ -40,15 +63,41 @@ pub async fn serve(
 }
 
 /// Serves one client connection (a socket, or the stream of a port-forward): the TLS
-/// handshake with `tls`, then HTTP/2 until the client goes.
-pub async fn serve_connection<IO>(
+/// handshake with `tls`, then HTTP/2 until the client goes. Only the transport's type is
+/// generic: the connection is served by a boxed future compiled here (see [`serve`]).
+pub fn serve_connection<IO>(
     routes: tonic::service::Routes,
     io: IO,
     tls: Arc<rustls::ServerConfig>,
     peer: String,
-) where
+) -> BoxFuture<'static, ()>
+where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
+    serve_stream(routes, Box::new(io), tls, peer)
+}
+
+/// What a connection is carried on, as one type.
+trait Transport: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Transport for T {}
+
+#[inline(never)]
+fn serve_stream(
+    routes: tonic::service::Routes,
+    io: Box<dyn Transport>,
+    tls: Arc<rustls::ServerConfig>,
+    peer: String,
+) -> BoxFuture<'static, ()> {
+    Box::pin(handshake_and_serve(routes, io, tls, peer))
+}
+
+async fn handshake_and_serve(
+    routes: tonic::service::Routes,
+    io: Box<dyn Transport>,
+    tls: Arc<rustls::ServerConfig>,
+    peer: String,
+) {
     let acceptor = TlsAcceptor::from(tls);
     let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(io)).await
     else {

@@ -2,7 +2,9 @@
 
 use crate::auth::Identity;
 use crate::context::Ctx;
-use crate::http::{error_response, json_value, negotiate, read_body, Body, HandlerResult};
+use crate::http::{
+    error_response, json_value, negotiate, read_body, Body, HandlerResult, RequestBody,
+};
 use crate::request::{route, Query, Route};
 use crate::resources::Computed;
 use crate::state::State;
@@ -13,15 +15,11 @@ use http::{Method, Request, Response};
 use serde_json::json;
 use std::sync::Arc;
 
-pub(crate) async fn handle<B>(
+pub(crate) async fn handle(
     state: Arc<State>,
-    req: Request<B>,
+    req: Request<RequestBody>,
     cert_identity: Option<Identity>,
-) -> Response<Body>
-where
-    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-    B::Error: std::error::Error + Send + Sync + 'static,
-{
+) -> Response<Body> {
     let identity = cert_identity.or_else(|| {
         req.headers()
             .get(http::header::AUTHORIZATION)
@@ -59,11 +57,11 @@ where
     resp
 }
 
-async fn dispatch<B>(state: Arc<State>, req: Request<B>, identity: Identity) -> HandlerResult
-where
-    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-    B::Error: std::error::Error + Send + Sync + 'static,
-{
+async fn dispatch(
+    state: Arc<State>,
+    req: Request<RequestBody>,
+    identity: Identity,
+) -> HandlerResult {
     let (mut parts, body) = req.into_parts();
     let target = route(parts.uri.path());
     if let Route::Resource(p) = &target {

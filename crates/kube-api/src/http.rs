@@ -104,6 +104,36 @@ pub fn status_response(code: u16, status: &serde_json::Value) -> Response<Body> 
     )
 }
 
+/// A request body from any transport (a socket's, or an in-process client's), as the one
+/// type the handlers take. The handlers are not generic over the body: a generic handler would
+/// be compiled again in every crate that serves a body type of its own.
+pub type RequestBody = UnsyncBoxBody<Bytes, BodyError>;
+
+/// Why a request body could not be read, from whichever transport carried it.
+#[derive(Debug)]
+pub struct BodyError(Box<dyn std::error::Error + Send + Sync>);
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for BodyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// `req` with its body as a [`RequestBody`].
+pub fn erase_body<B>(req: http::Request<B>) -> http::Request<RequestBody>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    req.map(|body| body.map_err(|e| BodyError(Box::new(e))).boxed_unsync())
+}
+
 /// Reads a request body of at most `limit` bytes; a larger one is a 413.
 pub async fn read_body<B>(body: B, headers: &HeaderMap, limit: usize) -> Result<Bytes, ApiError>
 where

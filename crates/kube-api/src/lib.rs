@@ -153,7 +153,7 @@ mod watch;
 pub mod webhook;
 
 pub use auth::Identity;
-pub use server::{ApiServer, LocalService, WeakApiServer};
+pub use server::{ApiServer, ConnectionError, LocalService, WeakApiServer};
 pub use sidecar::{Sidecar, SidecarBody, SidecarError, SidecarService};
 pub use state::ApiConfig;
 pub use tls::{client_tls_config, tls_config, ServeError};

@@ -1,7 +1,7 @@
 //! The API server: its handle, the request entry point, and the TLS listener.
 
 use crate::auth::{Identity, TokenAuthenticator};
-use crate::http::{error_response, Body};
+use crate::http::{error_response, Body, RequestBody};
 use crate::pki::{CertificateAuthority, KeyedCert, PkiError, SigningKey};
 use crate::resources::Registry;
 use crate::sa_tokens::TokenIssuer;
@@ -9,6 +9,7 @@ use crate::sidecar::{EndpointBody, Issuer, Sidecar};
 use crate::state::{ApiConfig, Forwarder, SidecarRoute, State};
 use crate::status::ApiError;
 use crate::tls::{tls_config_for, ServeError};
+use futures::future::BoxFuture;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -121,26 +122,44 @@ impl ApiServer {
 
     /// Handles one request from a client already identified by its certificate (or not).
     /// Never panics into the connection: a panic in a handler becomes a 500 Status.
-    pub async fn handle<B>(
+    ///
+    /// Only the body's type is generic here: the request is handled by [`Self::handle_erased`]
+    /// (see it for why).
+    pub fn handle<B>(
         &self,
         req: http::Request<B>,
         cert_identity: Option<Identity>,
-    ) -> http::Response<Body>
+    ) -> BoxFuture<'static, http::Response<Body>>
     where
         B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
         B::Error: std::error::Error + Send + Sync + 'static,
     {
+        self.handle_erased(crate::http::erase_body(req), cert_identity)
+    }
+
+    /// [`Self::handle`] for a body already erased. It returns a boxed future on purpose: an
+    /// `async fn`'s state machine is compiled again in every crate that polls it (it is never
+    /// shared as a compiled symbol), and this one holds the whole handler tree. Boxed here,
+    /// it is compiled once, in this crate; `inline(never)` keeps it so.
+    #[inline(never)]
+    pub fn handle_erased(
+        &self,
+        req: http::Request<RequestBody>,
+        cert_identity: Option<Identity>,
+    ) -> BoxFuture<'static, http::Response<Body>> {
         let state = self.state.clone();
         let fut = crate::handler::handle(state, req, cert_identity);
-        match futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(fut)).await {
-            Ok(resp) => resp,
-            Err(_) => {
-                tracing::error!("request handler panicked");
-                error_response(&ApiError::internal(
-                    "an internal error occurred while handling the request",
-                ))
+        Box::pin(async move {
+            match futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(fut)).await {
+                Ok(resp) => resp,
+                Err(_) => {
+                    tracing::error!("request handler panicked");
+                    error_response(&ApiError::internal(
+                        "an internal error occurred while handling the request",
+                    ))
+                }
             }
-        }
+        })
     }
 
     /// A rustls configuration serving `cert` and verifying client certificates against the
@@ -181,16 +200,38 @@ impl ApiServer {
 
     /// Serves HTTPS on `listener` until `shutdown` completes; then the listener closes and so
     /// do the connections it accepted, as when an API server goes away.
-    pub async fn serve(
+    ///
+    /// Boxed, as [`Self::handle_erased`] is and for the same reason: the accept loop polls
+    /// every connection's handler.
+    pub fn serve(
         self,
         listener: TcpListener,
         tls: Arc<rustls::ServerConfig>,
-        shutdown: impl Future<Output = ()> + Send,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> BoxFuture<'static, Result<(), ServeError>> {
+        self.serve_until(listener, tls, Box::pin(shutdown))
+    }
+
+    #[inline(never)]
+    fn serve_until(
+        self,
+        listener: TcpListener,
+        tls: Arc<rustls::ServerConfig>,
+        shutdown: BoxFuture<'static, ()>,
+    ) -> BoxFuture<'static, Result<(), ServeError>> {
+        Box::pin(self.accept_loop(listener, tls, shutdown))
+    }
+
+    async fn accept_loop(
+        self,
+        listener: TcpListener,
+        tls: Arc<rustls::ServerConfig>,
+        shutdown: BoxFuture<'static, ()>,
     ) -> Result<(), ServeError> {
         let acceptor = TlsAcceptor::from(tls);
         // Dropped on return: every connection task sees it and ends.
         let (_closing, closed) = tokio::sync::watch::channel(());
-        tokio::pin!(shutdown);
+        let mut shutdown = shutdown;
         loop {
             let (tcp, peer) = tokio::select! {
                 _ = &mut shutdown => return Ok(()),
@@ -226,7 +267,7 @@ impl ApiServer {
         acceptor: TlsAcceptor,
         tcp: tokio::net::TcpStream,
         peer: SocketAddr,
-    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    ) -> Result<(), ConnectionError> {
         let _ = tcp.set_nodelay(true);
         let tls = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await??;
         self.serve_established(tls, peer).await
@@ -235,11 +276,14 @@ impl ApiServer {
     /// Serves one connection whose TLS handshake is done (with this server's configuration;
     /// a listener shared by several servers picks the server by the client's server name
     /// first). The client is identified by the certificate it presented, if any.
-    pub async fn serve_established<IO>(
+    ///
+    /// Only the transport's type is generic here; the connection is served by a boxed future
+    /// compiled in this crate (see [`Self::handle_erased`] for why).
+    pub fn serve_established<IO>(
         self,
         tls: tokio_rustls::server::TlsStream<IO>,
         peer: SocketAddr,
-    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+    ) -> BoxFuture<'static, Result<(), ConnectionError>>
     where
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
@@ -249,6 +293,16 @@ impl ApiServer {
             .peer_certificates()
             .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
             .unwrap_or_default();
+        self.serve_stream(Box::new(tls), chain, peer)
+    }
+
+    #[inline(never)]
+    fn serve_stream(
+        self,
+        stream: Box<dyn Transport>,
+        chain: Vec<CertificateDer<'static>>,
+        peer: SocketAddr,
+    ) -> BoxFuture<'static, Result<(), ConnectionError>> {
         let sidecar = self.state.sidecar.get();
         // With a sidecar the handshake accepted either CA's certificates: only the API's CA
         // makes an API identity, only the sidecar's opens the sidecar.
@@ -268,12 +322,23 @@ impl ApiServer {
                 Ok::<_, std::convert::Infallible>(server.route(req, identity, sidecar_cert).await)
             }
         });
-        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-            .serve_connection_with_upgrades(TokioIo::new(tls), service)
-            .await?;
-        Ok(())
+        Box::pin(async move {
+            hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                .await?;
+            Ok(())
+        })
     }
 }
+
+/// What a connection is carried on once its TLS handshake is done, as one type (see
+/// [`ApiServer::serve_established`]).
+trait Transport: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Transport for T {}
+
+/// Why a connection ended badly.
+pub type ConnectionError = Box<dyn std::error::Error + Send + Sync>;
 
 impl ApiServer {
     /// Sends a request of a connection to the sidecar (if it is one, and the connection's
@@ -339,6 +404,7 @@ where
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let server = self.server.clone();
         let identity = self.identity.clone();
-        Box::pin(async move { Ok(server.handle(req, Some(identity)).await) })
+        let handled = server.handle(req, Some(identity));
+        Box::pin(async move { Ok(handled.await) })
     }
 }

@@ -17,6 +17,7 @@
 use crate::config::SimConfig;
 use crate::server::{self, ServerCert, ServerError};
 use crate::simulator::Simulator;
+use futures::future::BoxFuture;
 use infrasim_clock::SharedClock;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use tokio::sync::oneshot;
@@ -42,7 +43,18 @@ impl std::fmt::Debug for Instance {
 impl Instance {
     /// A new simulator of `config` (its own generated inventory) serving on `listen` (port 0
     /// for any free one) with a certificate of its own for its address.
-    pub async fn start(
+    // Boxed: callers in other crates link this state machine instead of compiling it
+    // again (see the crate's docs on boundaries).
+    #[inline(never)]
+    pub fn start(
+        config: SimConfig,
+        listen: SocketAddr,
+        clock: SharedClock,
+    ) -> BoxFuture<'static, Result<Instance, ServerError>> {
+        Box::pin(Self::start_inner(config, listen, clock))
+    }
+
+    async fn start_inner(
         config: SimConfig,
         listen: SocketAddr,
         clock: SharedClock,
@@ -51,7 +63,19 @@ impl Instance {
     }
 
     /// As [`Instance::start`], serving `cert` when given (see [`ServerCert::from_pem`]).
-    pub async fn start_with_cert(
+    // Boxed: callers in other crates link this state machine instead of compiling it
+    // again (see the crate's docs on boundaries).
+    #[inline(never)]
+    pub fn start_with_cert(
+        config: SimConfig,
+        listen: SocketAddr,
+        clock: SharedClock,
+        cert: Option<ServerCert>,
+    ) -> BoxFuture<'static, Result<Instance, ServerError>> {
+        Box::pin(Self::start_with_cert_inner(config, listen, clock, cert))
+    }
+
+    async fn start_with_cert_inner(
         config: SimConfig,
         listen: SocketAddr,
         clock: SharedClock,
@@ -129,7 +153,14 @@ impl Instance {
     }
 
     /// Stops serving: the port is closed and every connection ends before this returns.
-    pub async fn stop(mut self) -> Result<(), ServerError> {
+    // Boxed: callers in other crates link this state machine instead of compiling it
+    // again (see the crate's docs on boundaries).
+    #[inline(never)]
+    pub fn stop(self) -> BoxFuture<'static, Result<(), ServerError>> {
+        Box::pin(self.stop_inner())
+    }
+
+    async fn stop_inner(mut self) -> Result<(), ServerError> {
         self.shut().await
     }
 
