@@ -9,13 +9,12 @@
 use super::types::{BareMetalHost, BareMetalHostStatus, Provisioning};
 use crate::runtime::context::Context;
 use crate::runtime::informers::Informers;
+use crate::runtime::reconcile::{Next, Reconcile};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
-use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::json;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The field manager host status is written under.
 const MANAGER: &str = "infrasim-baremetal-standin";
@@ -33,25 +32,31 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
     }
     let hosts = informers.of::<BareMetalHost>();
     let controller = crate::runtime::triggers::controller(&hosts, None);
-    let runs = controller.run(reconcile, error_policy, Arc::new(ctx));
-    crate::runtime::triggers::run_to_end(runs).await;
+    let standin = Arc::new(Standin { ctx: ctx.clone() });
+    crate::runtime::reconcile::run(&ctx, controller, standin).await;
 }
 
-fn error_policy(host: Arc<BareMetalHost>, err: &kube::Error, _: Arc<Context>) -> Action {
-    tracing::warn!(host = %host.name_any(), error = %err, "host status not written");
-    Action::requeue(Duration::from_secs(5))
+/// The stand-in's reconciler: it writes host status only.
+struct Standin {
+    ctx: Context,
 }
 
-async fn reconcile(host: Arc<BareMetalHost>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
-    let Some(status) = next_status(&host) else {
-        return Ok(Action::await_change());
-    };
-    let api: Api<BareMetalHost> =
-        Api::namespaced(ctx.client.clone(), &host.namespace().unwrap_or_default());
-    let body =
-        json!({"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost", "status": status});
-    crate::runtime::writes::apply_status(&api, &host.name_any(), MANAGER, &body).await?;
-    Ok(Action::await_change())
+impl Reconcile<BareMetalHost> for Standin {
+    type Error = kube::Error;
+
+    async fn apply(&self, host: Arc<BareMetalHost>) -> Result<Next, kube::Error> {
+        let Some(status) = next_status(&host) else {
+            return Ok(Next::AwaitChange);
+        };
+        let api: Api<BareMetalHost> = Api::namespaced(
+            self.ctx.client.clone(),
+            &host.namespace().unwrap_or_default(),
+        );
+        let body =
+            json!({"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost", "status": status});
+        crate::runtime::writes::apply_status(&api, &host.name_any(), MANAGER, &body).await?;
+        Ok(Next::AwaitChange)
+    }
 }
 
 /// The status the host should have, when it differs from what it has.

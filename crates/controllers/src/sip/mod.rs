@@ -16,10 +16,10 @@ pub mod types;
 use crate::runtime::conditions::{self, Condition};
 use crate::runtime::context::Context;
 use crate::runtime::informers::{Informer, Informers};
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 use schedule::{HostKey, Plan};
@@ -71,9 +71,11 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
             },
         );
     let standin = hosts::run(ctx.clone(), informers.clone());
-    let r = Arc::new(Reconciler { ctx, hosts });
-    let runs = controller.run(reconcile, error_policy, r);
-    futures::join!(crate::runtime::triggers::run_to_end(runs), standin);
+    let r = Arc::new(Reconciler {
+        ctx: ctx.clone(),
+        hosts,
+    });
+    futures::join!(crate::runtime::reconcile::run(&ctx, controller, r), standin);
 }
 
 fn ready(c: &SIPCluster) -> bool {
@@ -82,68 +84,71 @@ fn ready(c: &SIPCluster) -> bool {
         .is_some_and(|s| conditions::is_true(&s.conditions, "Ready"))
 }
 
-fn error_policy(c: Arc<SIPCluster>, err: &Error, _r: Arc<Reconciler>) -> Action {
-    tracing::warn!(cluster = %c.name_any(), error = %err, "SIPCluster reconcile failed");
-    Action::requeue(Duration::from_secs(5))
+impl Reconcile<SIPCluster> for Reconciler {
+    type Error = Error;
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+
+    async fn apply(&self, sip: Arc<SIPCluster>) -> Result<Next, Error> {
+        serve(&sip, self).await
+    }
+
+    /// Its hosts are released and its services go.
+    async fn cleanup(&self, sip: Arc<SIPCluster>) -> Result<Cleanup, Error> {
+        decommission(&sip, self).await?;
+        Ok(Cleanup::Done)
+    }
 }
 
-async fn reconcile(sip: Arc<SIPCluster>, r: Arc<Reconciler>) -> Result<Action, Error> {
+/// Schedules the cluster's hosts, deploys its services and labels what it holds.
+async fn serve(sip: &SIPCluster, r: &Reconciler) -> Result<Next, Error> {
     let ns = sip.namespace().unwrap_or_default();
     let api: Api<SIPCluster> = Api::namespaced(r.ctx.client.clone(), &ns);
-    if sip.metadata.deletion_timestamp.is_some() {
-        decommission(&sip, &r).await?;
-        crate::runtime::finalizers::remove(&api, &*sip, FINALIZER).await?;
-        return Ok(Action::await_change());
-    }
-    if crate::runtime::finalizers::ensure(&api, &*sip, FINALIZER).await? {
-        return Ok(Action::await_change());
-    }
     let mut status = sip.status.clone().unwrap_or_default();
-    let (plan, addresses) = match schedule_with_addresses(&sip, &r).await? {
+    let (plan, addresses) = match schedule_with_addresses(sip, r).await? {
         Ok(found) => found,
         Err(why) => {
-            r.ctx.event(&*sip, true, "Unschedulable", why.clone()).await;
-            set(&r, &sip, &mut status, false, "Unschedulable", why);
-            write_status(&api, &sip, status).await?;
-            return Ok(Action::requeue(Duration::from_secs(60)));
+            r.ctx.event(sip, true, "Unschedulable", why.clone()).await;
+            set(r, sip, &mut status, false, "Unschedulable", why);
+            write_status(&api, sip, status).await?;
+            return Ok(Next::After(Duration::from_secs(60)));
         }
     };
-    if let Err(why) = deploy(&sip, &r, &plan, &addresses).await {
+    if let Err(why) = deploy(sip, r, &plan, &addresses).await {
         r.ctx
-            .event(&*sip, true, "InfraServiceFailure", why.clone())
+            .event(sip, true, "InfraServiceFailure", why.clone())
             .await;
-        set(&r, &sip, &mut status, false, "InfraServiceFailure", why);
-        write_status(&api, &sip, status).await?;
-        return Ok(Action::requeue(Duration::from_secs(30)));
+        set(r, sip, &mut status, false, "InfraServiceFailure", why);
+        write_status(&api, sip, status).await?;
+        return Ok(Next::After(Duration::from_secs(30)));
     }
-    let (claimed, released) = match label(&sip, &r, &plan).await {
+    let (claimed, released) = match label(sip, r, &plan).await {
         Ok(changed) => changed,
         Err(e) => {
             set(
-                &r,
-                &sip,
+                r,
+                sip,
                 &mut status,
                 false,
                 "UnableToApplyLabels",
                 e.to_string(),
             );
-            write_status(&api, &sip, status).await?;
+            write_status(&api, sip, status).await?;
             return Err(e);
         }
     };
     if !claimed.is_empty() {
         let note = format!("claimed {}", claimed.join(", "));
-        r.ctx.event(&*sip, false, "HostsClaimed", note).await;
+        r.ctx.event(sip, false, "HostsClaimed", note).await;
     }
     if !released.is_empty() {
         let note = format!("released {}", released.join(", "));
-        r.ctx.event(&*sip, false, "HostsReleased", note).await;
+        r.ctx.event(sip, false, "HostsReleased", note).await;
     }
-    status.hosts = chosen(&sip, &plan, &addresses);
+    status.hosts = chosen(sip, &plan, &addresses);
     if plan.short.is_empty() {
         set(
-            &r,
-            &sip,
+            r,
+            sip,
             &mut status,
             true,
             "ReconciliationSucceeded",
@@ -152,16 +157,16 @@ async fn reconcile(sip: Arc<SIPCluster>, r: Arc<Reconciler>) -> Result<Action, E
     } else {
         // Serving on what is left; a freed or new host wakes it to fill the role again.
         set(
-            &r,
-            &sip,
+            r,
+            sip,
             &mut status,
             false,
             "Unschedulable",
             plan.short.join("; "),
         );
     }
-    write_status(&api, &sip, status).await?;
-    Ok(Action::requeue(Duration::from_secs(300)))
+    write_status(&api, sip, status).await?;
+    Ok(Next::After(Duration::from_secs(300)))
 }
 
 /// What the services need of a held host.

@@ -6,8 +6,8 @@
 use super::types::{ControlPlaneEndpoint, ControlPlaneEndpointStatus};
 use super::{Error, Reconciler, MANAGER};
 use crate::capi::infra::cloud_key;
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use kube::api::Api;
-use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::json;
 use std::sync::Arc;
@@ -16,30 +16,34 @@ use std::time::Duration;
 /// Upstream's finalizer name.
 pub const FINALIZER: &str = "control-plane-endpoint.vcsim.infrastructure.cluster.x-k8s.io";
 
-pub(super) async fn reconcile(
-    obj: Arc<ControlPlaneEndpoint>,
-    r: Arc<Reconciler>,
-) -> Result<Action, Error> {
+impl Reconcile<ControlPlaneEndpoint> for Reconciler {
+    type Error = Error;
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+
+    async fn apply(&self, obj: Arc<ControlPlaneEndpoint>) -> Result<Next, Error> {
+        reserve(&obj, self).await
+    }
+
+    /// The endpoint is released, with any workload cluster behind it.
+    async fn cleanup(&self, obj: Arc<ControlPlaneEndpoint>) -> Result<Cleanup, Error> {
+        // The same key the machines of the cluster created its workload cluster under.
+        let key = cloud_key(&obj.name_any(), &obj.namespace().unwrap_or_default());
+        let freed =
+            self.ctx.cloud.delete_cluster(&key).await? | self.ctx.cloud.release_endpoint(&key);
+        if freed {
+            let why = "the endpoint and any cluster behind it are gone".to_string();
+            self.ctx.event(&*obj, false, "EndpointReleased", why).await;
+        }
+        Ok(Cleanup::Done)
+    }
+}
+
+async fn reserve(obj: &ControlPlaneEndpoint, r: &Reconciler) -> Result<Next, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     let api: Api<ControlPlaneEndpoint> = Api::namespaced(r.ctx.client.clone(), &ns);
     // The same key the machines of the cluster will create its workload cluster under.
     let key = cloud_key(&name, &ns);
-    if obj.metadata.deletion_timestamp.is_some() {
-        if obj.finalizers().iter().any(|f| f == FINALIZER) {
-            let freed =
-                r.ctx.cloud.delete_cluster(&key).await? | r.ctx.cloud.release_endpoint(&key);
-            if freed {
-                let why = "the endpoint and any cluster behind it are gone".to_string();
-                r.ctx.event(&*obj, false, "EndpointReleased", why).await;
-            }
-            crate::runtime::finalizers::remove(&api, &*obj, FINALIZER).await?;
-        }
-        return Ok(Action::await_change());
-    }
-    if crate::runtime::finalizers::ensure(&api, &*obj, FINALIZER).await? {
-        return Ok(Action::await_change());
-    }
     let recorded = obj
         .status
         .as_ref()
@@ -51,8 +55,8 @@ pub(super) async fn reconcile(
         Err(e) => {
             // Its recorded port is taken (by another program): say so, try again later.
             let why = format!("the control plane endpoint cannot be served: {e}");
-            r.ctx.event(&*obj, true, "EndpointUnavailable", why).await;
-            return Ok(Action::requeue(Duration::from_secs(10)));
+            r.ctx.event(obj, true, "EndpointUnavailable", why).await;
+            return Ok(Next::After(Duration::from_secs(10)));
         }
     };
     let status = ControlPlaneEndpointStatus {
@@ -70,7 +74,7 @@ pub(super) async fn reconcile(
             "control plane endpoint {}:{} reserved",
             status.host, status.port
         );
-        r.ctx.event(&*obj, false, "EndpointReserved", why).await;
+        r.ctx.event(obj, false, "EndpointReserved", why).await;
     }
-    Ok(Action::await_change())
+    Ok(Next::AwaitChange)
 }

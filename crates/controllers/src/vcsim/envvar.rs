@@ -10,9 +10,9 @@ use super::types::{
 };
 use super::vcenter::{kubernetes_versions, template_names, STORAGE_POLICY};
 use super::{Error, Reconciler, MANAGER};
+use crate::runtime::reconcile::{Next, Reconcile};
 use infrasim_vsphere_sim::TemplateSpec;
 use kube::api::Api;
-use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -75,16 +75,21 @@ impl EnvVar {
     }
 }
 
-pub(super) async fn reconcile(obj: Arc<EnvVar>, r: Arc<Reconciler>) -> Result<Action, Error> {
+impl Reconcile<EnvVar> for Reconciler {
+    type Error = Error;
+
+    async fn apply(&self, obj: Arc<EnvVar>) -> Result<Next, Error> {
+        variables(&obj, self).await
+    }
+}
+
+async fn variables(obj: &EnvVar, r: &Reconciler) -> Result<Next, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<EnvVar> = Api::namespaced(r.ctx.client.clone(), &ns);
-    if obj.metadata.deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
-    }
     let Some((sim_ns, sim_name)) = obj.simulator_ref() else {
         let why = "spec.vCenterSimulator names no VCenterSimulator".to_string();
-        r.ctx.event(&*obj, true, "InvalidSpec", why).await;
-        return Ok(Action::await_change());
+        r.ctx.event(obj, true, "InvalidSpec", why).await;
+        return Ok(Next::AwaitChange);
     };
     let (cpe_ns, cpe_name) = obj.endpoint_ref();
     // Not there yet, or not serving yet: their status changing wakes this EnvVar.
@@ -93,37 +98,37 @@ pub(super) async fn reconcile(obj: Arc<EnvVar>, r: Arc<Reconciler>) -> Result<Ac
         .get::<VCenterSimulator>(&sim_ns, &sim_name)
         .await?
     else {
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     };
     let Some(cpe) = r
         .informers
         .get::<ControlPlaneEndpoint>(&cpe_ns, &cpe_name)
         .await?
     else {
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     };
     let serving = sim.status.clone().unwrap_or_default();
     let endpoint = cpe.status.clone().unwrap_or_default();
     if serving.host.is_empty() || endpoint.host.is_empty() {
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     }
-    let places = Places::new(&obj, &sim);
+    let places = Places::new(obj, &sim);
     let local = r.simulators.simulator(&key(&sim_ns, &sim_name)).is_some();
     let ids = match (obj.spec.use_moid, local) {
         (false, _) => None,
         (true, true) => match places.resolve(&r.simulators, &key(&sim_ns, &sim_name)) {
             Ok(ids) => Some(ids),
             Err(why) => {
-                r.ctx.event(&*obj, true, "NotFound", why).await;
-                return Ok(Action::requeue(Duration::from_secs(10)));
+                r.ctx.event(obj, true, "NotFound", why).await;
+                return Ok(Next::After(Duration::from_secs(10)));
             }
         },
         (true, false) => {
             let why = format!(
                 "useMOID needs VCenterSimulator {sim_ns}/{sim_name} to run in this controller"
             );
-            r.ctx.event(&*obj, true, "NotFound", why).await;
-            return Ok(Action::requeue(Duration::from_secs(10)));
+            r.ctx.event(obj, true, "NotFound", why).await;
+            return Ok(Next::After(Duration::from_secs(10)));
         }
     };
     if local {
@@ -131,7 +136,7 @@ pub(super) async fn reconcile(obj: Arc<EnvVar>, r: Arc<Reconciler>) -> Result<Ac
         // listed (as the contract: the name the EnvVar picks always exists).
         places.ensure_template(&r.simulators, &key(&sim_ns, &sim_name));
     }
-    let mut vars = common(&obj, &serving, &endpoint, &r.ssh_authorized_key);
+    let mut vars = common(obj, &serving, &endpoint, &r.ssh_authorized_key);
     match obj.dependencies_ref() {
         // Supervisor mode: what vm-operator was given, in place of the vCenter's places.
         Some((dep_ns, dep_name)) => {
@@ -140,7 +145,7 @@ pub(super) async fn reconcile(obj: Arc<EnvVar>, r: Arc<Reconciler>) -> Result<Ac
                 .get::<VMOperatorDependencies>(&dep_ns, &dep_name)
                 .await?;
             let Some(deps) = deps else {
-                return Ok(Action::await_change());
+                return Ok(Next::AwaitChange);
             };
             vars.extend(supervisor(&super::vmoperator::wanted(&deps, Some(&sim))));
         }
@@ -154,7 +159,7 @@ pub(super) async fn reconcile(obj: Arc<EnvVar>, r: Arc<Reconciler>) -> Result<Ac
         });
         crate::runtime::writes::apply_status(&api, &obj.name_any(), MANAGER, &body).await?;
     }
-    Ok(Action::await_change())
+    Ok(Next::AwaitChange)
 }
 
 /// The variables of both modes: the cluster's shape, the endpoint, the simulator's address

@@ -17,12 +17,11 @@ pub use simulators::Simulators;
 
 use crate::runtime::context::Context;
 use crate::runtime::informers::Informers;
+use crate::runtime::reconcile;
 use crate::runtime::triggers::filtered;
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use std::sync::Arc;
-use std::time::Duration;
 use types::{ControlPlaneEndpoint, EnvVar, VCenterSimulator};
 
 /// The field manager the controller writes status under.
@@ -53,15 +52,6 @@ pub struct Reconciler {
     pub ssh_authorized_key: String,
 }
 
-fn error_policy<K: Resource<DynamicType = ()>>(
-    obj: Arc<K>,
-    err: &Error,
-    _: Arc<Reconciler>,
-) -> Action {
-    tracing::warn!(kind = %K::kind(&()), name = %obj.name_any(), error = %err, "reconcile failed");
-    Action::requeue(Duration::from_secs(2))
-}
-
 /// Runs the vcsim controllers until the process ends, on the process's informers, with the
 /// simulators they start kept in `simulators`. With `vm_operator`, vm-operator's part is
 /// played too (VirtualMachines get their VMs): only where no real vm-operator runs, as with
@@ -73,18 +63,14 @@ pub async fn run(
     vm_operator: bool,
 ) {
     let r = Arc::new(Reconciler {
-        ctx,
+        ctx: ctx.clone(),
         informers: informers.clone(),
         simulators,
         ssh_authorized_key: envvar::ssh_authorized_key(),
     });
-    let vcenters = crate::runtime::triggers::controller(&informers.of::<VCenterSimulator>(), None)
-        .run(vcenter::reconcile, error_policy, r.clone());
-    let endpoints = crate::runtime::triggers::controller(
-        &informers.of::<ControlPlaneEndpoint>(),
-        None,
-    )
-    .run(endpoint::reconcile, error_policy, r.clone());
+    let vcenters = crate::runtime::triggers::controller(&informers.of::<VCenterSimulator>(), None);
+    let endpoints =
+        crate::runtime::triggers::controller(&informers.of::<ControlPlaneEndpoint>(), None);
     // An EnvVar is written from its simulator's and endpoint's status: either changing
     // wakes the EnvVars that name it.
     let envvars = informers.of::<EnvVar>();
@@ -116,8 +102,7 @@ pub async fn run(
                 &informers.of::<types::VMOperatorDependencies>(),
             ),
             by_dependencies,
-        )
-        .run(envvar::reconcile, error_policy, r.clone());
+        );
     // A VM boots when its Machine gets bootstrap data: the Machine's change wakes the
     // VSphereVM CAPV names after its VSphereMachine (the Machine's infrastructure).
     let vms = crate::runtime::triggers::controller(&informers.of::<capv::VSphereVM>(), None)
@@ -127,8 +112,7 @@ pub async fn run(
                 crate::capi::triggers::machine_spec,
             ),
             |m| named_after_infrastructure(&m, "infrastructure.cluster.x-k8s.io"),
-        )
-        .run(vm_bootstrap::reconcile, error_policy, r.clone());
+        );
     // Dependencies made from a simulator wait for it to serve: its status wakes them.
     let dependencies = crate::runtime::triggers::controller(
         &informers.of::<types::VMOperatorDependencies>(),
@@ -137,8 +121,7 @@ pub async fn run(
     .watches_shared_stream(filtered(&informers.of::<VCenterSimulator>(), serving), {
         let deps = informers.of::<types::VMOperatorDependencies>().store();
         move |v: Arc<VCenterSimulator>| referrers(&deps, &*v, |d| d.simulator_ref())
-    })
-    .run(vmoperator::reconcile, error_policy, r.clone());
+    });
     // vm-operator's VMs wait for their namespace's dependencies: those changing wake them.
     let vm_operator_vms = {
         let vms = informers.of::<virtual_machine::VirtualMachine>();
@@ -167,20 +150,19 @@ pub async fn run(
                 ),
                 |m| named_after_infrastructure(&m, "vmware.infrastructure.cluster.x-k8s.io"),
             )
-            .run(virtual_machine::reconcile, error_policy, r.clone())
     };
     let vm_operator_vms = async {
         if vm_operator {
-            crate::runtime::triggers::run_to_end(vm_operator_vms).await;
+            reconcile::run(&ctx, vm_operator_vms, r.clone()).await;
         }
     };
     futures::join!(
         vm_operator_vms,
-        crate::runtime::triggers::run_to_end(vcenters),
-        crate::runtime::triggers::run_to_end(endpoints),
-        crate::runtime::triggers::run_to_end(envvars),
-        crate::runtime::triggers::run_to_end(vms),
-        crate::runtime::triggers::run_to_end(dependencies),
+        reconcile::run(&ctx, vcenters, r.clone()),
+        reconcile::run(&ctx, endpoints, r.clone()),
+        reconcile::run(&ctx, envvars, r.clone()),
+        reconcile::run(&ctx, vms, r.clone()),
+        reconcile::run(&ctx, dependencies, r.clone()),
     );
 }
 

@@ -8,11 +8,11 @@ use super::simulators::{key, Serving};
 use super::types::{VCenterSimulator, VCenterSimulatorModel, VCenterSimulatorStatus};
 use super::{Error, Reconciler, MANAGER};
 use crate::runtime::conditions::{self, Condition};
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_vsphere_sim::{
     sample_ovf, Flavor, Instance, LibraryItemSpec, Model, SimConfig, TagSpec, TemplateSpec,
 };
 use kube::api::Api;
-use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::json;
 use std::net::SocketAddr;
@@ -43,31 +43,34 @@ pub const LIBRARY: &str = "vcsim";
 /// can make this process allocate.
 const MODEL_LIMIT: i32 = 10_000;
 
-pub(super) async fn reconcile(
-    obj: Arc<VCenterSimulator>,
-    r: Arc<Reconciler>,
-) -> Result<Action, Error> {
+impl Reconcile<VCenterSimulator> for Reconciler {
+    type Error = Error;
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+
+    async fn apply(&self, obj: Arc<VCenterSimulator>) -> Result<Next, Error> {
+        serve(&obj, self).await
+    }
+
+    /// The simulator stops and its port is freed.
+    async fn cleanup(&self, obj: Arc<VCenterSimulator>) -> Result<Cleanup, Error> {
+        let key = key(&obj.namespace().unwrap_or_default(), &obj.name_any());
+        if self.simulators.stop(&key).await {
+            let why = "the simulator stopped and its port is free".to_string();
+            self.ctx.event(&*obj, false, "Stopped", why).await;
+        }
+        Ok(Cleanup::Done)
+    }
+}
+
+async fn serve(obj: &VCenterSimulator, r: &Reconciler) -> Result<Next, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<VCenterSimulator> = Api::namespaced(r.ctx.client.clone(), &ns);
     let key = key(&ns, &obj.name_any());
-    if obj.metadata.deletion_timestamp.is_some() {
-        if obj.finalizers().iter().any(|f| f == FINALIZER) {
-            if r.simulators.stop(&key).await {
-                let why = "the simulator stopped and its port is free".to_string();
-                r.ctx.event(&*obj, false, "Stopped", why).await;
-            }
-            crate::runtime::finalizers::remove(&api, &*obj, FINALIZER).await?;
-        }
-        return Ok(Action::await_change());
-    }
-    if crate::runtime::finalizers::ensure(&api, &*obj, FINALIZER).await? {
-        return Ok(Action::await_change());
-    }
     let serving = match r.simulators.serving(&key) {
         Some(serving) => serving,
-        None => match start(&obj, &r, &key).await {
+        None => match start(obj, r, &key).await {
             Ok(serving) => serving,
-            Err(failure) => return failed(&obj, &r, &api, failure).await,
+            Err(failure) => return failed(obj, r, &api, failure).await,
         },
     };
     let status = VCenterSimulatorStatus {
@@ -75,14 +78,10 @@ pub(super) async fn reconcile(
         username: serving.username,
         password: serving.password,
         thumbprint: serving.thumbprint,
-        conditions: Some(ready(
-            &obj,
-            &r,
-            Condition::new("Ready", true, "Serving", ""),
-        )),
+        conditions: Some(ready(obj, r, Condition::new("Ready", true, "Serving", ""))),
     };
-    apply_status(&api, &obj, &status).await?;
-    Ok(Action::await_change())
+    apply_status(&api, obj, &status).await?;
+    Ok(Next::AwaitChange)
 }
 
 /// Why a simulator could not start: a model it cannot make (until the spec changes), or a
@@ -97,10 +96,10 @@ async fn failed(
     r: &Reconciler,
     api: &Api<VCenterSimulator>,
     failure: Failure,
-) -> Result<Action, Error> {
+) -> Result<Next, Error> {
     let (reason, why, next) = match failure {
-        Failure::InvalidModel(why) => ("InvalidModel", why, Action::await_change()),
-        Failure::Unavailable(why) => ("Unavailable", why, Action::requeue(Duration::from_secs(10))),
+        Failure::InvalidModel(why) => ("InvalidModel", why, Next::AwaitChange),
+        Failure::Unavailable(why) => ("Unavailable", why, Next::After(Duration::from_secs(10))),
     };
     let previous = obj.status.as_ref().and_then(|s| s.conditions.as_deref());
     if previous

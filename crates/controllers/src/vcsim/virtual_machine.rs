@@ -13,9 +13,9 @@ use super::vm_bootstrap;
 use super::vmoperator::wanted;
 use super::{Error, Reconciler, MANAGER};
 use crate::capi::infra::cloud_key;
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_vsphere_sim::{Simulator, TemplateSpec};
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::controller::Action;
 use kube::{CustomResource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -60,48 +60,64 @@ pub struct VirtualMachineStatus {
     pub rest: BTreeMap<String, Value>,
 }
 
-pub(super) async fn reconcile(
-    vm: Arc<VirtualMachine>,
-    r: Arc<Reconciler>,
-) -> Result<Action, Error> {
-    let ns = vm.namespace().unwrap_or_default();
-    let api: Api<VirtualMachine> = Api::namespaced(r.ctx.client.clone(), &ns);
-    let Some(sim) = simulator_of(&r, &ns).await? else {
-        // No ready dependencies in the namespace yet: their change wakes this VM.
-        if vm.metadata.deletion_timestamp.is_some() {
+/// A VirtualMachine is claimed (its finalizer added) only once the namespace's simulator is
+/// ready, so the runner holds no finalizer of its own (see [`Reconcile::FINALIZER`]).
+impl Reconcile<VirtualMachine> for Reconciler {
+    type Error = Error;
+
+    async fn apply(&self, vm: Arc<VirtualMachine>) -> Result<Next, Error> {
+        deploy_and_boot(&vm, self).await
+    }
+
+    /// The machine leaves its workload cluster, the VM goes from the simulator, and the
+    /// object loses its finalizer (at once when no simulator was ever ready for it).
+    async fn cleanup(&self, vm: Arc<VirtualMachine>) -> Result<Cleanup, Error> {
+        let ns = vm.namespace().unwrap_or_default();
+        let api: Api<VirtualMachine> = Api::namespaced(self.ctx.client.clone(), &ns);
+        let Some(sim) = simulator_of(self, &ns).await? else {
             crate::runtime::finalizers::remove(&api, &*vm, FINALIZER).await?;
-        }
-        return Ok(Action::await_change());
-    };
-    let existing = vm
-        .status
-        .as_ref()
-        .and_then(|s| s.unique_id.clone())
-        .map(|id| infrasim_vsphere_sim::value::Moref::new("VirtualMachine", &id));
-    if vm.metadata.deletion_timestamp.is_some() {
+            return Ok(Cleanup::Done);
+        };
         if vm.finalizers().iter().any(|f| f == FINALIZER) {
-            if let Some(owners) = owners(&vm, &r).await? {
+            if let Some(owners) = owners(&vm, self).await? {
                 let key = cloud_key(&owners.cluster.name_any(), &ns);
-                r.ctx.cloud.remove_machine(&key, &vm.name_any()).await?;
+                self.ctx.cloud.remove_machine(&key, &vm.name_any()).await?;
             }
-            if let Some(m) = &existing {
+            if let Some(m) = &existing(&vm) {
                 sim.destroy_vm(m)
                     .map_err(|e| Error::Simulator(e.to_string()))?;
             }
             crate::runtime::finalizers::remove(&api, &*vm, FINALIZER).await?;
         }
-        return Ok(Action::await_change());
+        Ok(Cleanup::Done)
     }
-    if crate::runtime::finalizers::ensure(&api, &*vm, FINALIZER).await? {
-        return Ok(Action::await_change());
+}
+
+/// The simulator's VM the object made, if it made one.
+fn existing(vm: &VirtualMachine) -> Option<infrasim_vsphere_sim::value::Moref> {
+    vm.status
+        .as_ref()
+        .and_then(|s| s.unique_id.clone())
+        .map(|id| infrasim_vsphere_sim::value::Moref::new("VirtualMachine", &id))
+}
+
+async fn deploy_and_boot(vm: &VirtualMachine, r: &Reconciler) -> Result<Next, Error> {
+    let ns = vm.namespace().unwrap_or_default();
+    let api: Api<VirtualMachine> = Api::namespaced(r.ctx.client.clone(), &ns);
+    let Some(sim) = simulator_of(r, &ns).await? else {
+        // No ready dependencies in the namespace yet: their change wakes this VM.
+        return Ok(Next::AwaitChange);
+    };
+    if crate::runtime::finalizers::ensure(&api, vm, FINALIZER).await? {
+        return Ok(Next::AwaitChange);
     }
-    let moref = match existing.filter(|m| sim.vm(m).is_some()) {
+    let moref = match existing(vm).filter(|m| sim.vm(m).is_some()) {
         Some(m) => m,
-        None => match deploy(&vm, &r, &ns, &sim).await? {
+        None => match deploy(vm, r, &ns, &sim).await? {
             Ok(m) => m,
             Err(why) => {
-                r.ctx.event(&*vm, true, "DeployFailed", why).await;
-                return Ok(Action::requeue(Duration::from_secs(10)));
+                r.ctx.event(vm, true, "DeployFailed", why).await;
+                return Ok(Next::After(Duration::from_secs(10)));
             }
         },
     };
@@ -111,7 +127,7 @@ pub(super) async fn reconcile(
             .map_err(|e| Error::Simulator(e.to_string()))?;
     }
     let Some(state) = sim.vm(&moref) else {
-        return Ok(Action::requeue(RECHECK));
+        return Ok(Next::After(RECHECK));
     };
     let mut status = json!({
         "uniqueID": state.moref.value,
@@ -129,19 +145,19 @@ pub(super) async fn reconcile(
                       "status": status});
     crate::runtime::writes::apply_status(&api, &vm.name_any(), MANAGER, &body).await?;
     if state.powered_on && state.ip.is_none() {
-        return Ok(Action::requeue(RECHECK));
+        return Ok(Next::After(RECHECK));
     }
     // A Cluster API machine's VM (CAPV's supervisor mode): once powered on and with its
     // bootstrap data, it joins the workload cluster as a VSphereVM's does.
-    let owners = owners(&vm, &r)
+    let owners = owners(vm, r)
         .await?
         .filter(|o| state.powered_on && o.machine.spec.bootstrap.data_secret_name.is_some());
     if let Some(owners) = owners {
-        if !vm_bootstrap::boot(&*vm, &r, &owners, &state.bios_uuid).await? {
-            return Ok(Action::requeue(RECHECK));
+        if !vm_bootstrap::boot(vm, r, &owners, &state.bios_uuid).await? {
+            return Ok(Next::After(RECHECK));
         }
     }
-    Ok(Action::await_change())
+    Ok(Next::AwaitChange)
 }
 
 /// VirtualMachine → its (supervisor-mode) VSphereMachine owner → Machine → Cluster.

@@ -13,11 +13,11 @@ use super::{Error, Reconciler};
 use crate::capi::core::{Cluster, Machine};
 use crate::capi::infra::cloud_key;
 use crate::capi::standin::certs;
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_cloud::API_SERVER_PHASE;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
-use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,30 +36,44 @@ pub(super) struct Owners {
     pub cluster: Arc<Cluster>,
 }
 
-pub(super) async fn reconcile(vm: Arc<VSphereVM>, r: Arc<Reconciler>) -> Result<Action, Error> {
-    let ns = vm.namespace().unwrap_or_default();
-    let api: Api<VSphereVM> = Api::namespaced(r.ctx.client.clone(), &ns);
-    if vm.metadata.deletion_timestamp.is_some() {
+/// A VSphereVM is claimed (its finalizer added) only once it is known to boot here, so the
+/// runner holds no finalizer of its own (see [`Reconcile::FINALIZER`]).
+impl Reconcile<VSphereVM> for Reconciler {
+    type Error = Error;
+
+    async fn apply(&self, vm: Arc<VSphereVM>) -> Result<Next, Error> {
+        boot_when_ready(&vm, self).await
+    }
+
+    /// The machine leaves its workload cluster, and the VM its finalizer.
+    async fn cleanup(&self, vm: Arc<VSphereVM>) -> Result<Cleanup, Error> {
         if vm.finalizers().iter().any(|f| f == FINALIZER) {
-            if let Some(owners) = owners(&vm, &r).await? {
+            let ns = vm.namespace().unwrap_or_default();
+            if let Some(owners) = owners(&vm, self).await? {
                 let key = cloud_key(&owners.cluster.name_any(), &ns);
-                r.ctx.cloud.remove_machine(&key, &vm.name_any()).await?;
+                self.ctx.cloud.remove_machine(&key, &vm.name_any()).await?;
             }
+            let api: Api<VSphereVM> = Api::namespaced(self.ctx.client.clone(), &ns);
             crate::runtime::finalizers::remove(&api, &*vm, FINALIZER).await?;
         }
-        return Ok(Action::await_change());
+        Ok(Cleanup::Done)
     }
-    let Some(owners) = owners(&vm, &r).await? else {
-        return Ok(Action::await_change());
+}
+
+async fn boot_when_ready(vm: &VSphereVM, r: &Reconciler) -> Result<Next, Error> {
+    let ns = vm.namespace().unwrap_or_default();
+    let api: Api<VSphereVM> = Api::namespaced(r.ctx.client.clone(), &ns);
+    let Some(owners) = owners(vm, r).await? else {
+        return Ok(Next::AwaitChange);
     };
     if owners.machine.spec.bootstrap.data_secret_name.is_none() {
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     }
     let Some(uuid) = vm.spec.bios_uuid.clone().filter(|u| !u.is_empty()) else {
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     };
-    if crate::runtime::finalizers::ensure(&api, &*vm, FINALIZER).await? {
-        return Ok(Action::await_change());
+    if crate::runtime::finalizers::ensure(&api, vm, FINALIZER).await? {
+        return Ok(Next::AwaitChange);
     }
     let Some(sim) = vm
         .spec
@@ -68,15 +82,15 @@ pub(super) async fn reconcile(vm: Arc<VSphereVM>, r: Arc<Reconciler>) -> Result<
         .and_then(|s| r.simulators.serving_at(s))
     else {
         // Another vCenter (a real one, or a simulator of another process): not ours to boot.
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     };
     match sim.vm_by_bios_uuid(&uuid) {
         Some(state) if state.powered_on => {}
-        _ => return Ok(Action::requeue(RECHECK)),
+        _ => return Ok(Next::After(RECHECK)),
     }
-    match boot(&*vm, &r, &owners, &uuid).await? {
-        true => Ok(Action::await_change()),
-        false => Ok(Action::requeue(RECHECK)),
+    match boot(vm, r, &owners, &uuid).await? {
+        true => Ok(Next::AwaitChange),
+        false => Ok(Next::After(RECHECK)),
     }
 }
 

@@ -20,9 +20,9 @@ use super::types::{
 use super::vcenter::{kubernetes_versions, template_names, LIBRARY};
 use super::{Error, Reconciler, MANAGER};
 use crate::runtime::conditions::{self, Condition};
+use crate::runtime::reconcile::{Next, Reconcile};
 use infrasim_vsphere_sim::{sample_ovf, LibraryItemSpec, Simulator};
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
-use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -60,13 +60,15 @@ impl VMOperatorDependencies {
     }
 }
 
-pub(super) async fn reconcile(
-    obj: Arc<VMOperatorDependencies>,
-    r: Arc<Reconciler>,
-) -> Result<Action, Error> {
-    if obj.metadata.deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
+impl Reconcile<VMOperatorDependencies> for Reconciler {
+    type Error = Error;
+
+    async fn apply(&self, obj: Arc<VMOperatorDependencies>) -> Result<Next, Error> {
+        set_up(&obj, self).await
     }
+}
+
+async fn set_up(obj: &VMOperatorDependencies, r: &Reconciler) -> Result<Next, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<VMOperatorDependencies> = Api::namespaced(r.ctx.client.clone(), &ns);
     let simulator = match obj.simulator_ref() {
@@ -78,12 +80,12 @@ pub(super) async fn reconcile(
             {
                 // Not there, or not serving yet: its status changing wakes this object.
                 Some(s) if s.status.as_ref().is_some_and(|s| !s.host.is_empty()) => Some(s),
-                _ => return Ok(Action::await_change()),
+                _ => return Ok(Next::AwaitChange),
             }
         }
         None => None,
     };
-    let wanted = wanted(&obj, simulator.as_deref());
+    let wanted = wanted(obj, simulator.as_deref());
     let sim = simulator
         .as_ref()
         .and_then(|s| {
@@ -92,7 +94,7 @@ pub(super) async fn reconcile(
         })
         .or_else(|| r.simulators.serving_at(&wanted.vcenter.server_url));
     let outcome = match sim {
-        Some(sim) => make(&r, &ns, &wanted, &sim).await,
+        Some(sim) => make(r, &ns, &wanted, &sim).await,
         None => Err(format!(
             "vCenter {} is not a simulator of this process: only those are set up for vm-operator",
             wanted.vcenter.server_url
@@ -102,7 +104,7 @@ pub(super) async fn reconcile(
         Ok(()) => (true, Condition::new("Ready", true, "Ready", "")),
         Err(why) => {
             r.ctx
-                .event(&*obj, true, "DependenciesFailed", why.clone())
+                .event(obj, true, "DependenciesFailed", why.clone())
                 .await;
             (
                 false,
@@ -123,8 +125,8 @@ pub(super) async fn reconcile(
     });
     crate::runtime::writes::apply_status(&api, &obj.name_any(), MANAGER, &body).await?;
     Ok(match ready {
-        true => Action::await_change(),
-        false => Action::requeue(std::time::Duration::from_secs(10)),
+        true => Next::AwaitChange,
+        false => Next::After(std::time::Duration::from_secs(10)),
     })
 }
 

@@ -16,11 +16,11 @@ pub mod types;
 use crate::runtime::conditions::{self, Condition};
 use crate::runtime::context::Context;
 use crate::runtime::informers::{Informer, Informers};
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use crate::sip::types::BareMetalHost;
 use builder::{Builder, Domain, HostNode};
 use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{predicates, reflector, watcher, WatchStreamExt};
 use kube::ResourceExt;
@@ -94,15 +94,14 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
             },
         );
     let r = Arc::new(Reconciler {
-        ctx,
+        ctx: ctx.clone(),
         nodes,
         hosts,
         hypervisors: machines::Hypervisors::default(),
         namespace,
         namespace_made: Default::default(),
     });
-    let runs = controller.run(reconcile, error_policy, r);
-    crate::runtime::triggers::run_to_end(runs).await;
+    crate::runtime::reconcile::run(&ctx, controller, r).await;
 }
 
 /// What of a Node decides its hosts: its labels and its addresses.
@@ -142,56 +141,60 @@ async fn ensure_namespace(ctx: &Context, name: &str) -> Result<(), kube::Error> 
     }
 }
 
-fn error_policy(v: Arc<Vino>, err: &Error, _r: Arc<Reconciler>) -> Action {
-    tracing::warn!(vino = %v.name_any(), error = %err, "Vino reconcile failed");
-    Action::requeue(Duration::from_secs(5))
+impl Reconcile<Vino> for Reconciler {
+    type Error = Error;
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+
+    async fn apply(&self, vino: Arc<Vino>) -> Result<Next, Error> {
+        apply(&vino, self).await
+    }
+
+    /// Its hosts, VMs and daemon set go; what cannot go yet is tried again.
+    async fn cleanup(&self, vino: Arc<Vino>) -> Result<Cleanup, Error> {
+        Ok(match decommission(&vino, self).await {
+            Ok(()) => Cleanup::Done,
+            Err(why) => {
+                tracing::warn!(vino = %vino.name_any(), %why, "Vino not yet taken down");
+                Cleanup::Pending(Next::After(Duration::from_secs(10)))
+            }
+        })
+    }
 }
 
-async fn reconcile(vino: Arc<Vino>, r: Arc<Reconciler>) -> Result<Action, Error> {
+async fn apply(vino: &Vino, r: &Reconciler) -> Result<Next, Error> {
     let api: Api<Vino> =
         Api::namespaced(r.ctx.client.clone(), &vino.namespace().unwrap_or_default());
-    if vino.metadata.deletion_timestamp.is_some() {
-        if let Err(why) = decommission(&vino, &r).await {
-            tracing::warn!(vino = %vino.name_any(), %why, "Vino not yet taken down");
-            return Ok(Action::requeue(Duration::from_secs(10)));
-        }
-        crate::runtime::finalizers::remove(&api, &*vino, FINALIZER).await?;
-        return Ok(Action::await_change());
-    }
-    if crate::runtime::finalizers::ensure(&api, &*vino, FINALIZER).await? {
-        return Ok(Action::await_change());
-    }
     let mut status = vino.status.clone().unwrap_or_default();
     let ready = conditions::find(&status.conditions, "Ready");
     if ready.is_none_or(|c| c.observed_generation != vino.metadata.generation) {
         // A new generation starts from upstream's one condition.
         status.conditions.clear();
         let progressing = ("Progressing", "Reconciliation progressing");
-        set(&r, &vino, &mut status, &["Ready"], false, progressing);
-        write_status(&api, &vino, &status).await?;
+        set(r, vino, &mut status, &["Ready"], false, progressing);
+        write_status(&api, vino, &status).await?;
     }
     let both = ["DaemonSetReady", "Ready"];
-    let after = match converge(&vino, &r).await? {
+    let after = match converge(vino, r).await? {
         Ok(()) => {
             let done = ("ReconciliationSucceeded", "Reconciliation succeeded");
-            set(&r, &vino, &mut status, &both, true, done);
-            Action::requeue(Duration::from_secs(300))
+            set(r, vino, &mut status, &both, true, done);
+            Next::After(Duration::from_secs(300))
         }
         Err(why) => {
             let msg = format!("could not reconcile hosts: {why}");
             set(
-                &r,
-                &vino,
+                r,
+                vino,
                 &mut status,
                 &both,
                 false,
                 ("ReconciliationFailed", &msg),
             );
-            r.ctx.event(&*vino, true, "ReconciliationFailed", msg).await;
-            Action::requeue(Duration::from_secs(30))
+            r.ctx.event(vino, true, "ReconciliationFailed", msg).await;
+            Next::After(Duration::from_secs(30))
         }
     };
-    write_status(&api, &vino, &status).await?;
+    write_status(&api, vino, &status).await?;
     Ok(after)
 }
 

@@ -12,9 +12,9 @@ pub(crate) mod vcenters;
 use crate::runtime::conditions::{self, Condition};
 use crate::runtime::context::Context;
 use crate::runtime::informers::Informers;
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use futures::StreamExt;
 use kube::api::Api;
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 use observed::Observed;
@@ -44,26 +44,17 @@ pub enum Error {
 pub struct Reconciler {
     pub ctx: Context,
     pub vcenters: VCenters,
-    /// Failed reconciles in a row, by group uid, for the backoff.
-    failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
-}
-
-/// The wait before retrying after `failures` failed reconciles in a row: 1 s, doubling, at
-/// most 5 minutes (a vCenter that is down is not called more than it must be).
-fn backoff(failures: u32) -> Duration {
-    Duration::from_secs(1u64 << failures.min(9)).min(Duration::from_secs(300))
 }
 
 /// Runs the VmGroup controller until the process ends. With `simulators` (the vcsim
 /// controller's kinds are served), a VCenterSimulator's change wakes the groups naming it.
 pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: bool) {
-    let (vcenters, changes) = VCenters::new();
+    let (vcenters, changes) = VCenters::new(ctx.clock.clone());
     let r = Arc::new(Reconciler {
-        ctx,
+        ctx: ctx.clone(),
         vcenters,
-        failures: Default::default(),
     });
-    tokio::spawn(sweep_idle_vcenters(Arc::downgrade(&r)));
+    tokio::spawn(sweep_idle_vcenters(Arc::downgrade(&r), ctx.clock.clone()));
     let groups = informers.of::<VmGroup>();
     // A VM's change wakes the group that owns it, and the groups waiting for it as their
     // template: the vCenter's change notification, not a poll.
@@ -113,18 +104,18 @@ pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: bool) {
     } else {
         controller
     };
-    let groups = controller.run(reconcile, error_policy, r);
-    crate::runtime::triggers::run_to_end(groups).await;
+    crate::runtime::reconcile::run(&ctx, controller, r).await;
 }
 
 /// How long a vCenter goes unasked before its session ends: longer than the backstop
 /// requeue, so a vCenter any group still names is never dropped.
 const IDLE_VCENTER: Duration = Duration::from_secs(900);
 
-/// Ends the sessions of vCenters no group asks for any more, every minute.
-async fn sweep_idle_vcenters(r: std::sync::Weak<Reconciler>) {
+/// Ends the sessions of vCenters no group asks for any more, every minute of the injected
+/// clock.
+async fn sweep_idle_vcenters(r: std::sync::Weak<Reconciler>, clock: infrasim_clock::SharedClock) {
     loop {
-        tokio::time::sleep(Duration::from_secs(60)).await;
+        clock.sleep(Duration::from_secs(60)).await;
         let Some(r) = r.upgrade() else { return };
         let ended = r.vcenters.sweep(IDLE_VCENTER).await;
         if ended > 0 {
@@ -140,42 +131,26 @@ fn stream_of(
     futures::stream::poll_fn(move |cx| changes.poll_recv(cx))
 }
 
-fn error_policy(group: Arc<VmGroup>, err: &Error, r: Arc<Reconciler>) -> Action {
-    let failures = match r.failures.lock() {
-        Ok(mut f) => {
-            let n = f.entry(group.uid().unwrap_or_default()).or_insert(0);
-            *n = n.saturating_add(1);
-            *n - 1
-        }
-        Err(_) => 0,
-    };
-    let wait = backoff(failures);
-    tracing::warn!(group = %group.name_any(), error = %err, retry_in = ?wait, "VmGroup reconcile failed");
-    Action::requeue(wait)
-}
+impl Reconcile<VmGroup> for Reconciler {
+    type Error = Error;
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
 
-async fn reconcile(group: Arc<VmGroup>, r: Arc<Reconciler>) -> Result<Action, Error> {
-    let action = reconcile_once(&group, &r).await?;
-    if let Ok(mut f) = r.failures.lock() {
-        f.remove(&group.uid().unwrap_or_default());
+    async fn apply(&self, group: Arc<VmGroup>) -> Result<Next, Error> {
+        apply(&group, self).await
     }
-    Ok(action)
+
+    /// The group's VMs go first; their changes wake it as they go (the wait is a backstop).
+    async fn cleanup(&self, group: Arc<VmGroup>) -> Result<Cleanup, Error> {
+        Ok(match reconcile::finalize(&group, self).await? {
+            true => Cleanup::Done,
+            false => Cleanup::Pending(Next::After(observed::PENDING_CHECK)),
+        })
+    }
 }
 
-async fn reconcile_once(group: &VmGroup, r: &Reconciler) -> Result<Action, Error> {
+async fn apply(group: &VmGroup, r: &Reconciler) -> Result<Next, Error> {
     let api: Api<VmGroup> =
         Api::namespaced(r.ctx.client.clone(), &group.namespace().unwrap_or_default());
-    if group.metadata.deletion_timestamp.is_some() {
-        // The VMs' changes wake it as they go; the requeue is a backstop.
-        return Ok(if reconcile::finalize(group, r).await? {
-            Action::await_change()
-        } else {
-            Action::requeue(observed::PENDING_CHECK)
-        });
-    }
-    if crate::runtime::finalizers::ensure(&api, group, FINALIZER).await? {
-        return Ok(Action::await_change());
-    }
     let mut status = group.status.clone().unwrap_or_default();
     let memory_mb = match group.spec.memory_mb() {
         Ok(m) => m,
@@ -186,7 +161,7 @@ async fn reconcile_once(group: &VmGroup, r: &Reconciler) -> Result<Action, Error
                 Condition::new("Ready", false, "InvalidSpec", why),
             );
             write_status(&api, group, status).await?;
-            return Ok(Action::await_change());
+            return Ok(Next::AwaitChange);
         }
     };
     let observed = match connect(r, group).await {
@@ -203,7 +178,7 @@ async fn reconcile_once(group: &VmGroup, r: &Reconciler) -> Result<Action, Error
                 Condition::new("Ready", false, "VCenterUnreachable", why),
             );
             write_status(&api, group, status).await?;
-            return Ok(Action::requeue(Duration::from_secs(30)));
+            return Ok(Next::After(Duration::from_secs(30)));
         }
     };
     set(
@@ -236,7 +211,7 @@ async fn converge(
     mut o: Observed,
     mut status: VmGroupStatus,
     memory_mb: i64,
-) -> Result<Action, Error> {
+) -> Result<Next, Error> {
     let replicas = usize::try_from(group.spec.replicas.max(0)).unwrap_or(0);
     let shape = observed::Shape {
         cpus: group.spec.cpu,
@@ -293,7 +268,7 @@ async fn converge(
     // The vCenter's changes (a VM made, powered or gone, a guest's IP) wake the group; the
     // requeues are backstops, but for work that goes on at once (VMs just marked may be
     // extras to remove or VMs to mend).
-    Ok(Action::requeue(if progress.marked > 0 {
+    Ok(Next::After(if progress.marked > 0 {
         Duration::ZERO
     } else if following + removing + cloning > 0 || mending {
         observed::PENDING_CHECK
@@ -385,16 +360,4 @@ async fn write_status(
     });
     crate::runtime::writes::apply_status(api, &group.name_any(), MANAGER, &body).await?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retries_back_off_from_a_second_to_five_minutes() {
-        assert_eq!(backoff(0), Duration::from_secs(1));
-        assert_eq!(backoff(3), Duration::from_secs(8));
-        assert_eq!(backoff(20), Duration::from_secs(300));
-    }
 }

@@ -81,7 +81,7 @@ pub(super) async fn follow(o: &Observed, group: &VmGroup, shape: Shape) -> Resul
             o.vc.settle(&name);
             continue;
         }
-        if pending.since.elapsed() < PENDING_CHECK {
+        if o.vc.age(&pending) < PENDING_CHECK {
             in_flight += 1;
             continue;
         }

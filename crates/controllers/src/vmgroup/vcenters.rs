@@ -7,6 +7,8 @@
 //! the watch starts again from everything.
 
 use super::types::{VmGroup, DEFAULT_SECRET};
+use chrono::{DateTime, Utc};
+use infrasim_clock::SharedClock;
 use infrasim_vim_client::{Client, Credentials, Moref, ObjectContent, ObjectUpdate, Trust, Val};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
@@ -44,15 +46,18 @@ pub struct VCenters {
     /// session.
     sessions: std::sync::Mutex<HashMap<Credentials, Arc<OnceCell<Arc<VCenter>>>>>,
     changes: mpsc::UnboundedSender<Change>,
+    /// The injected clock: idleness and the age of tasks in flight are read on it.
+    clock: SharedClock,
 }
 
 impl VCenters {
     /// The VCenters, and where their changes arrive.
-    pub fn new() -> (VCenters, mpsc::UnboundedReceiver<Change>) {
+    pub fn new(clock: SharedClock) -> (VCenters, mpsc::UnboundedReceiver<Change>) {
         let (changes, receiver) = mpsc::unbounded_channel();
         let vcenters = VCenters {
             sessions: Default::default(),
             changes,
+            clock,
         };
         (vcenters, receiver)
     }
@@ -87,7 +92,8 @@ impl VCenters {
             synced,
             pending: Default::default(),
             refused: Default::default(),
-            last_used: std::sync::Mutex::new(std::time::Instant::now()),
+            last_used: std::sync::Mutex::new(self.clock.now()),
+            clock: self.clock.clone(),
         });
         tokio::spawn(keep_watching(Arc::downgrade(&vc), self.changes.clone()));
         Ok(vc)
@@ -141,8 +147,8 @@ pub enum Goal {
 pub struct Pending {
     pub task: Moref,
     pub goal: Goal,
-    /// When it started, or when its task was last read.
-    pub since: std::time::Instant,
+    /// When it started, or when its task was last read (on the injected clock).
+    pub since: DateTime<Utc>,
 }
 
 /// A shape (CPUs, MiB) vCenter refused a VM, and why.
@@ -164,20 +170,21 @@ pub struct VCenter {
     /// again for that shape, so a refusal does not power-cycle the VM over and over.
     refused: std::sync::Mutex<HashMap<String, Refusal>>,
     /// When a reconcile last asked for this vCenter.
-    last_used: std::sync::Mutex<std::time::Instant>,
+    last_used: std::sync::Mutex<DateTime<Utc>>,
+    clock: SharedClock,
 }
 
 impl VCenter {
     fn touch(&self) {
         if let Ok(mut t) = self.last_used.lock() {
-            *t = std::time::Instant::now();
+            *t = self.clock.now();
         }
     }
 
     fn idle_for(&self) -> Duration {
         self.last_used
             .lock()
-            .map(|t| t.elapsed())
+            .map(|t| (self.clock.now() - *t).to_std().unwrap_or_default())
             .unwrap_or_default()
     }
 
@@ -229,9 +236,16 @@ impl VCenter {
     /// Records a task in flight on the VM `name`.
     pub fn start_pending(&self, name: &str, task: Moref, goal: Goal) {
         if let Ok(mut p) = self.pending.lock() {
-            let since = std::time::Instant::now();
+            let since = self.clock.now();
             p.insert(name.to_string(), Pending { task, goal, since });
         }
+    }
+
+    /// How long ago `pending` started or was last read, on the injected clock.
+    pub fn age(&self, pending: &Pending) -> Duration {
+        (self.clock.now() - pending.since)
+            .to_std()
+            .unwrap_or_default()
     }
 
     /// The task in flight on the VM `name`, if any.
@@ -255,7 +269,7 @@ impl VCenter {
     pub fn checked(&self, name: &str) {
         if let Ok(mut p) = self.pending.lock() {
             if let Some(pending) = p.get_mut(name) {
-                pending.since = std::time::Instant::now();
+                pending.since = self.clock.now();
             }
         }
     }
@@ -484,7 +498,7 @@ mod tests {
     #[tokio::test]
     async fn a_destroyed_vm_takes_its_refused_shape_with_it() {
         let (_sim, credentials) = crate::test_support::simulator().await;
-        let (vcenters, _changes) = VCenters::new();
+        let (vcenters, _changes) = VCenters::new(infrasim_clock::SystemClock::shared());
         let vc = vcenters.get(credentials).await.expect("a session");
         let vms = vc
             .select(Duration::from_secs(10), |_| true)
@@ -521,7 +535,7 @@ mod tests {
     #[tokio::test]
     async fn idle_vcenters_are_logged_out_and_a_later_group_logs_in_afresh() {
         let (_sim, credentials) = crate::test_support::simulator().await;
-        let (vcenters, _changes) = VCenters::new();
+        let (vcenters, _changes) = VCenters::new(infrasim_clock::SystemClock::shared());
         let first = vcenters.get(credentials.clone()).await.unwrap();
         assert!(
             first
