@@ -138,7 +138,6 @@ pub mod portforward;
 pub mod protobuf;
 pub mod request;
 pub mod resources;
-mod rules;
 mod scale;
 pub mod selectors;
 mod server;

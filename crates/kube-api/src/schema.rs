@@ -39,7 +39,7 @@ pub struct Node {
     /// `x-kubernetes-list-map-keys` of a `map` list.
     map_keys: Vec<String>,
     /// `x-kubernetes-validations`, compiled.
-    rules: Arc<Vec<crate::rules::Rule>>,
+    rules: Arc<Vec<infrasim_cel::Rule>>,
     /// Whether this node or one below it has rules (the rule walk skips the rest).
     rules_below: bool,
 }
@@ -82,7 +82,7 @@ impl Node {
 pub struct Schema {
     root: Node,
     /// Whether its rules could reach kube-apiserver's run-time cost limits, and so run
-    /// metered (see [`crate::rules::within_runtime_limits`]).
+    /// metered (see [`infrasim_cel::within_runtime_limits`]).
     metered: bool,
 }
 
@@ -164,7 +164,7 @@ fn parse(v: &Value, depth: usize) -> Result<Node, String> {
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                crate::rules::Rule::compile(r)
+                infrasim_cel::Rule::compile(r)
                     .map_err(|e| format!("x-kubernetes-validations[{i}].{e}"))
             })
             .collect();
@@ -201,7 +201,7 @@ fn show(v: &Value) -> String {
 /// schemas other than a CRD's that embed CEL the same way, such as Cluster API's
 /// ClusterClass variables.
 pub fn rule_compile_errors(schema: &Value, path: &str) -> Vec<(String, String)> {
-    crate::rules::compile_errors(schema, path)
+    infrasim_cel::compile_errors(schema, path)
 }
 
 impl Schema {
@@ -224,7 +224,7 @@ impl Schema {
     /// warnings only read.
     pub fn for_serving(v: &Value) -> Result<Schema, String> {
         let mut schema = Self::from_openapi(v)?;
-        schema.metered = schema.metered && !crate::rules::within_runtime_limits(v);
+        schema.metered = schema.metered && !infrasim_cel::within_runtime_limits(v);
         Ok(schema)
     }
 
@@ -327,8 +327,8 @@ impl Schema {
         let mut errors = Vec::new();
         if self.root.rules_below {
             let mut budget = match self.metered {
-                true => crate::rules::Budget::default(),
-                false => crate::rules::Budget::unmetered(),
+                true => infrasim_cel::Budget::default(),
+                false => infrasim_cel::Budget::unmetered(),
             };
             check_rules(&self.root, new, old, "", &mut errors, &mut budget);
         }
@@ -367,11 +367,11 @@ fn check_rules(
     old: Option<&Value>,
     path: &str,
     errors: &mut Vec<(String, String)>,
-    budget: &mut crate::rules::Budget,
+    budget: &mut infrasim_cel::Budget,
 ) {
     if !node.rules.is_empty() {
         let ty = node.ty.as_deref().unwrap_or("object");
-        crate::rules::check(&node.rules, ty, path, new, old, errors, budget);
+        infrasim_cel::check(&node.rules, ty, path, new, old, errors, budget);
     }
     match new {
         Value::Object(map) => {

@@ -191,7 +191,7 @@ fn conditions_hold(ctx: &Ctx, hook: &Webhook, subject: &Subject, object: Option<
     let request = super::request_attributes(ctx, subject);
     conditions.iter().all(|c| {
         let expression = c["expression"].as_str().unwrap_or("true");
-        crate::rules::evaluate_bool(
+        infrasim_cel::evaluate_bool(
             expression,
             &[
                 ("object", object.cloned().unwrap_or(Value::Null)),

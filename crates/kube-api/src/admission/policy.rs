@@ -10,9 +10,9 @@
 
 use super::{matching, Subject};
 use crate::context::Ctx;
-use crate::rules::{evaluate, to_cel, Cel};
 use crate::status::ApiError;
 use crate::values::At;
+use infrasim_cel::{evaluate, to_cel, Cel};
 use infrasim_store::{ObjectKey, ReadAt};
 use serde_json::Value;
 use std::sync::Arc;

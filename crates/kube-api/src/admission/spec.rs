@@ -4,9 +4,9 @@
 //! return type), so a policy that could never run is refused with 422 and kube-apiserver's
 //! field paths and words rather than failing every request it matches.
 
-use crate::rules::check::check;
-use crate::rules::types::{self, Record, Ty};
 use crate::validation::{is_dns1035_label, is_dns1123_subdomain, is_path_segment_name};
+use infrasim_cel::check::check;
+use infrasim_cel::types::{self, Record, Ty};
 use serde_json::Value;
 use std::collections::HashSet;
 
@@ -59,7 +59,7 @@ impl Errors {
 
 /// A string as Go's `%q` prints it.
 fn quote(s: &str) -> String {
-    crate::rules::go_quote(s.as_bytes())
+    infrasim_cel::go_quote(s.as_bytes())
 }
 
 fn text<'a>(v: &'a Value, key: &str) -> &'a str {
@@ -452,7 +452,7 @@ fn match_conditions(errors: &mut Errors, conditions: &[Value], scope: &Scope<'_>
 fn is_cel_identifier(name: &str) -> bool {
     name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !crate::rules::RESERVED_WORDS.contains(&name)
+        && !infrasim_cel::RESERVED_WORDS.contains(&name)
 }
 
 /// The policy's variables, each compiled seeing those before it; their names and types.

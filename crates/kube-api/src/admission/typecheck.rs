@@ -14,9 +14,9 @@
 
 use crate::openapi::kind_schema;
 use crate::resources::ResourceInfo;
-use crate::rules::check::check;
-use crate::rules::types::{self, Fields, Record, Ty};
 use crate::state::State;
+use infrasim_cel::check::check;
+use infrasim_cel::types::{self, Fields, Record, Ty};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 

@@ -2,6 +2,8 @@
 //! OpenAPI and tables follow at once), their `Established` and `NamesAccepted` conditions,
 //! and the cleanup of their objects when one is deleted.
 
+#[cfg(test)]
+mod conformance;
 use crate::object::derive;
 use crate::resources::{Normalize, PrinterColumn, ResourceInfo};
 use crate::state::State;
@@ -106,7 +108,7 @@ pub(crate) fn validate(crd: &Value) -> Vec<(String, String)> {
                     };
                     // A rule that does not compile is named where it is; other faults of
                     // the schema at the schema.
-                    let rules = crate::rules::compile_errors(schema, &path);
+                    let rules = infrasim_cel::compile_errors(schema, &path);
                     if rules.is_empty() {
                         causes.push((path, format!("Invalid value: {e}")));
                     } else {
@@ -154,7 +156,7 @@ fn estimated_costs(versions: &[Value], compiled: &[(usize, &Value)]) -> Vec<(Str
         && compiled.len() == versions.len()
         && compiled.iter().all(|(_, s)| *s == compiled[0].1);
     if shared {
-        return crate::rules::estimated_cost_errors(
+        return infrasim_cel::estimated_cost_errors(
             compiled[0].1,
             "spec.validation.openAPIV3Schema",
         );
@@ -163,7 +165,7 @@ fn estimated_costs(versions: &[Value], compiled: &[(usize, &Value)]) -> Vec<(Str
         .iter()
         .flat_map(|(i, schema)| {
             let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
-            crate::rules::estimated_cost_errors(schema, &path)
+            infrasim_cel::estimated_cost_errors(schema, &path)
         })
         .collect()
 }

@@ -10,9 +10,9 @@
 //! must the per-evaluation estimate (`estimate::max_cost`) where it gives that too; where it
 //! gives an approximation, the cost must be within the per-rule limit.
 
-use super::decl::from_schema;
-use super::estimate::max_cost;
-use super::limits::{checked_costs, RULE_LIMIT};
+use infrasim_cel::decl::from_schema;
+use infrasim_cel::estimate::max_cost;
+use infrasim_cel::limits::{checked_costs, RULE_LIMIT};
 use serde_json::{json, Value};
 
 const SCHEMA: &str = "spec.validation.openAPIV3Schema";

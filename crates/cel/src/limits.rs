@@ -53,9 +53,9 @@ pub fn within_runtime_limits(schema: &Value) -> bool {
 }
 
 /// Every rule's and messageExpression's estimate under `schema` as checked against the
-/// limits (a rule's times how often it can run), by field under `path`.
-#[cfg(test)]
-pub(super) fn checked_costs(schema: &Value, path: &str) -> Vec<(String, u64)> {
+/// limits (a rule's times how often it can run), by field under `path` (for the conformance
+/// cases, which read the figures beside the verdict).
+pub fn checked_costs(schema: &Value, path: &str) -> Vec<(String, u64)> {
     let mut walk = Walk::default();
     walk.node(schema, decl::from_schema(schema, true), Some(1), path);
     walk.checked
@@ -86,7 +86,8 @@ struct Walk {
     /// The costliest expressions (at least 1% of the schema's limit), costliest first.
     most_expensive: Vec<(String, u64)>,
     /// Every expression's checked cost, by field (for tests against upstream's figures).
-    #[cfg(test)]
+    /// Every checked cost by field (CRD writes are rare: kept always, read by the
+    /// conformance cases).
     checked: Vec<(String, u64)>,
 }
 
@@ -172,7 +173,6 @@ impl Walk {
     }
 
     fn check(&mut self, field: String, what: &str, cost: u64) {
-        #[cfg(test)]
         self.checked.push((field.clone(), cost));
         if cost > RULE_LIMIT {
             let message = over_budget(what, cost, RULE_LIMIT);

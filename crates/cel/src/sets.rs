@@ -87,7 +87,7 @@ fn size(ftx: &FunctionContext, This(this): This<Cel>) -> Result<i64, ExecutionEr
 
 #[cfg(test)]
 mod tests {
-    use crate::rules::evaluate_bool;
+    use crate::evaluate_bool;
     use serde_json::json;
 
     fn holds(expression: &str) -> bool {
