@@ -71,38 +71,7 @@ pub async fn run(
     let vcenters = crate::runtime::triggers::controller(&informers.of::<VCenterSimulator>(), None);
     let endpoints =
         crate::runtime::triggers::controller(&informers.of::<ControlPlaneEndpoint>(), None);
-    // An EnvVar is written from its simulator's and endpoint's status: either changing
-    // wakes the EnvVars that name it.
-    let envvars = informers.of::<EnvVar>();
-    let by_simulator = {
-        let envvars = envvars.store();
-        move |v: Arc<VCenterSimulator>| referrers(&envvars, &*v, |e| e.simulator_ref())
-    };
-    let by_endpoint = {
-        let envvars = envvars.store();
-        move |c: Arc<ControlPlaneEndpoint>| referrers(&envvars, &*c, |e| Some(e.endpoint_ref()))
-    };
-    let by_dependencies = {
-        let envvars = envvars.store();
-        move |d: Arc<types::VMOperatorDependencies>| {
-            referrers(&envvars, &*d, |e| e.dependencies_ref())
-        }
-    };
-    let envvars = crate::runtime::triggers::controller(&envvars, None)
-        .watches_shared_stream(
-            filtered(&informers.of::<VCenterSimulator>(), serving),
-            by_simulator,
-        )
-        .watches_shared_stream(
-            filtered(&informers.of::<ControlPlaneEndpoint>(), reserved),
-            by_endpoint,
-        )
-        .watches_shared_stream(
-            crate::runtime::triggers::every_change(
-                &informers.of::<types::VMOperatorDependencies>(),
-            ),
-            by_dependencies,
-        );
+    let envvars = envvar_controller(&informers);
     // A VM boots when its Machine gets bootstrap data: the Machine's change wakes the
     // VSphereVM CAPV names after its VSphereMachine (the Machine's infrastructure).
     let vms = crate::runtime::triggers::controller(&informers.of::<capv::VSphereVM>(), None)
@@ -122,35 +91,7 @@ pub async fn run(
         let deps = informers.of::<types::VMOperatorDependencies>().store();
         move |v: Arc<VCenterSimulator>| referrers(&deps, &*v, |d| d.simulator_ref())
     });
-    // vm-operator's VMs wait for their namespace's dependencies: those changing wake them.
-    let vm_operator_vms = {
-        let vms = informers.of::<virtual_machine::VirtualMachine>();
-        let store = vms.store();
-        crate::runtime::triggers::controller(&vms, None)
-            .watches_shared_stream(
-                crate::runtime::triggers::every_change(
-                    &informers.of::<types::VMOperatorDependencies>(),
-                ),
-                move |d| {
-                    let ns = d.namespace();
-                    store
-                        .state()
-                        .iter()
-                        .filter(|v| v.namespace() == ns)
-                        .map(|v| ObjectRef::from_obj(&**v))
-                        .collect::<Vec<_>>()
-                },
-            )
-            // Its Machine getting bootstrap data: CAPV names the VirtualMachine after the
-            // VSphereMachine that is the Machine's infrastructure.
-            .watches_shared_stream(
-                filtered(
-                    &informers.of::<crate::capi::core::Machine>(),
-                    crate::capi::triggers::machine_spec,
-                ),
-                |m| named_after_infrastructure(&m, "vmware.infrastructure.cluster.x-k8s.io"),
-            )
-    };
+    let vm_operator_vms = virtual_machine_controller(&informers);
     let vm_operator_vms = async {
         if vm_operator {
             reconcile::run(&ctx, vm_operator_vms, r.clone()).await;
@@ -164,6 +105,75 @@ pub async fn run(
         reconcile::run(&ctx, vms, r.clone()),
         reconcile::run(&ctx, dependencies, r.clone()),
     );
+}
+
+/// The EnvVar controller. An EnvVar is written from its simulator's and endpoint's status:
+/// either changing wakes the EnvVars that name it (and so does a change of the
+/// VMOperatorDependencies it names).
+fn envvar_controller(informers: &Informers) -> kube::runtime::Controller<EnvVar> {
+    let envvars = informers.of::<EnvVar>();
+    let by_simulator = {
+        let envvars = envvars.store();
+        move |v: Arc<VCenterSimulator>| referrers(&envvars, &*v, |e| e.simulator_ref())
+    };
+    let by_endpoint = {
+        let envvars = envvars.store();
+        move |c: Arc<ControlPlaneEndpoint>| referrers(&envvars, &*c, |e| Some(e.endpoint_ref()))
+    };
+    let by_dependencies = {
+        let envvars = envvars.store();
+        move |d: Arc<types::VMOperatorDependencies>| {
+            referrers(&envvars, &*d, |e| e.dependencies_ref())
+        }
+    };
+    crate::runtime::triggers::controller(&envvars, None)
+        .watches_shared_stream(
+            filtered(&informers.of::<VCenterSimulator>(), serving),
+            by_simulator,
+        )
+        .watches_shared_stream(
+            filtered(&informers.of::<ControlPlaneEndpoint>(), reserved),
+            by_endpoint,
+        )
+        .watches_shared_stream(
+            crate::runtime::triggers::every_change(
+                &informers.of::<types::VMOperatorDependencies>(),
+            ),
+            by_dependencies,
+        )
+}
+
+/// vm-operator's VirtualMachine controller: a VM waits for its namespace's dependencies
+/// (their change wakes it) and for its Machine's bootstrap data.
+fn virtual_machine_controller(
+    informers: &Informers,
+) -> kube::runtime::Controller<virtual_machine::VirtualMachine> {
+    let vms = informers.of::<virtual_machine::VirtualMachine>();
+    let store = vms.store();
+    crate::runtime::triggers::controller(&vms, None)
+        .watches_shared_stream(
+            crate::runtime::triggers::every_change(
+                &informers.of::<types::VMOperatorDependencies>(),
+            ),
+            move |d| {
+                let ns = d.namespace();
+                store
+                    .state()
+                    .iter()
+                    .filter(|v| v.namespace() == ns)
+                    .map(|v| ObjectRef::from_obj(&**v))
+                    .collect::<Vec<_>>()
+            },
+        )
+        // Its Machine getting bootstrap data: CAPV names the VirtualMachine after the
+        // VSphereMachine that is the Machine's infrastructure.
+        .watches_shared_stream(
+            filtered(
+                &informers.of::<crate::capi::core::Machine>(),
+                crate::capi::triggers::machine_spec,
+            ),
+            |m| named_after_infrastructure(&m, "vmware.infrastructure.cluster.x-k8s.io"),
+        )
 }
 
 /// What of a simulator its EnvVars are written from.
