@@ -8,53 +8,66 @@ use super::{
 };
 use crate::capi::core::Cluster;
 use crate::runtime::conditions::{self, Condition};
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::json;
 use std::sync::Arc;
 
-pub(super) async fn reconcile<K: InfraCluster>(
-    obj: Arc<K>,
-    r: Arc<Reconciler<K>>,
-) -> Result<Action, Error> {
-    let _running = crate::runtime::metrics::reconciled(super::infra_kind::<K>());
-    let ns = obj.namespace().unwrap_or_default();
-    let api: Api<K> = Api::namespaced(r.ctx.client.clone(), &ns);
-    // Nothing is reserved before Cluster API's Cluster owns the object.
-    if owner_named(&*obj, "Cluster").is_none() && obj.meta().deletion_timestamp.is_none() {
-        return Ok(Action::await_change());
+/// The infrastructure cluster controller of kind `K`.
+pub struct ClusterReconciler<K: InfraCluster>(pub(super) Reconciler<K>);
+
+/// An infrastructure cluster is claimed (its finalizer added) only once Cluster API's
+/// Cluster owns it (nothing is reserved before), so the runner holds no finalizer of its own
+/// (see [`Reconcile::FINALIZER`]): the cleanup removes it.
+impl<K: InfraCluster> Reconcile<K> for ClusterReconciler<K> {
+    type Error = Error;
+
+    async fn apply(&self, obj: Arc<K>) -> Result<Next, Error> {
+        let _running = crate::runtime::metrics::reconciled(super::infra_kind::<K>());
+        let r = &self.0;
+        let api: Api<K> =
+            Api::namespaced(r.ctx.client.clone(), &obj.namespace().unwrap_or_default());
+        if owner_named(&*obj, "Cluster").is_none() {
+            return Ok(Next::AwaitChange);
+        }
+        if crate::runtime::finalizers::ensure(&api, &*obj, K::FINALIZER).await? {
+            return Ok(Next::AwaitChange);
+        }
+        apply(obj, r, &api).await
     }
-    if obj.meta().deletion_timestamp.is_some() {
+
+    /// The endpoint and the workload cluster behind it go, then the finalizer.
+    async fn cleanup(&self, obj: Arc<K>) -> Result<Cleanup, Error> {
+        let _running = crate::runtime::metrics::reconciled(super::infra_kind::<K>());
+        let r = &self.0;
         if obj.finalizers().iter().any(|f| f == K::FINALIZER) {
-            cleanup(obj.clone(), &r).await?;
+            let api: Api<K> =
+                Api::namespaced(r.ctx.client.clone(), &obj.namespace().unwrap_or_default());
+            release(obj.clone(), r).await?;
             crate::runtime::finalizers::remove(&api, &*obj, K::FINALIZER).await?;
         }
-        return Ok(Action::await_change());
+        Ok(Cleanup::Done)
     }
-    if crate::runtime::finalizers::ensure(&api, &*obj, K::FINALIZER).await? {
-        return Ok(Action::await_change());
-    }
-    apply(obj, &r, &api).await
 }
 
 async fn apply<K: InfraCluster>(
     obj: Arc<K>,
     r: &Reconciler<K>,
     api: &Api<K>,
-) -> Result<Action, Error> {
+) -> Result<Next, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let Some(cluster_name) = owner_named(&*obj, "Cluster") else {
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     };
     let Some(cluster) = r.informers.get::<Cluster>(&ns, &cluster_name).await? else {
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     };
     let now = r.ctx.now();
     let mut conds = obj.current_conditions();
     if let Some(why) = paused_message(&*obj, cluster.paused()) {
         report_paused(api, &*obj, why, now).await?;
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     }
     conditions::set(
         &mut conds,
@@ -78,7 +91,7 @@ async fn apply<K: InfraCluster>(
             ..InfraStatus::default()
         };
         apply_status(api, &obj, &view).await?;
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     }
     let key = cloud_key(&cluster_name, &ns);
     let wanted = obj
@@ -108,7 +121,7 @@ async fn apply<K: InfraCluster>(
                 ..InfraStatus::default()
             };
             apply_status(api, &obj, &view).await?;
-            return Ok(Action::requeue(std::time::Duration::from_secs(10)));
+            return Ok(Next::After(std::time::Duration::from_secs(10)));
         }
     };
     let host = r.ctx.cloud.advertise_address().to_string();
@@ -141,10 +154,11 @@ async fn apply<K: InfraCluster>(
         ..InfraStatus::default()
     };
     apply_status(api, &obj, &view).await?;
-    Ok(Action::await_change())
+    Ok(Next::AwaitChange)
 }
 
-async fn cleanup<K: InfraCluster>(obj: Arc<K>, r: &Reconciler<K>) -> Result<Action, Error> {
+/// Frees the cluster's endpoint and the workload cluster behind it, if the cloud has them.
+async fn release<K: InfraCluster>(obj: Arc<K>, r: &Reconciler<K>) -> Result<(), Error> {
     let ns = obj.namespace().unwrap_or_default();
     if let Some(cluster) = owner_named(&*obj, "Cluster")
         .or_else(|| obj.labels().get(crate::capi::CLUSTER_NAME_LABEL).cloned())
@@ -164,5 +178,5 @@ async fn cleanup<K: InfraCluster>(obj: Arc<K>, r: &Reconciler<K>) -> Result<Acti
                 .await;
         }
     }
-    Ok(Action::await_change())
+    Ok(())
 }

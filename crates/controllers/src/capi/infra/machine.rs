@@ -11,12 +11,11 @@ use super::{
 };
 use crate::capi::core::{Cluster, Machine, MachineAddress};
 use crate::runtime::conditions::{self, Condition};
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use chrono::{DateTime, Utc};
 use infrasim_cloud::{CertAndKey, ClusterShape, SuppliedPki, API_SERVER_PHASE};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 use std::sync::Arc;
@@ -26,27 +25,41 @@ use std::sync::Arc;
 pub const BOOTSTRAPPED_ANNOTATION: &str =
     "machine.inmemory.infrastructure.cluster.x-k8s.io/bootstrapped";
 
-pub(super) async fn reconcile<K: InfraMachine>(
-    obj: Arc<K>,
-    r: Arc<Reconciler<K>>,
-) -> Result<Action, Error> {
-    let _running = crate::runtime::metrics::reconciled(super::infra_kind::<K>());
-    let ns = obj.namespace().unwrap_or_default();
-    let api: Api<K> = Api::namespaced(r.ctx.client.clone(), &ns);
-    if owner_named(&*obj, "Machine").is_none() && obj.meta().deletion_timestamp.is_none() {
-        return Ok(Action::await_change());
+/// The infrastructure machine controller of kind `K`.
+pub struct MachineReconciler<K: InfraMachine>(pub(super) Reconciler<K>);
+
+/// An infrastructure machine is claimed (its finalizer added) only once a Machine owns it,
+/// so the runner holds no finalizer of its own (see [`Reconcile::FINALIZER`]): the cleanup
+/// removes it.
+impl<K: InfraMachine> Reconcile<K> for MachineReconciler<K> {
+    type Error = Error;
+
+    async fn apply(&self, obj: Arc<K>) -> Result<Next, Error> {
+        let _running = crate::runtime::metrics::reconciled(super::infra_kind::<K>());
+        let r = &self.0;
+        let api: Api<K> =
+            Api::namespaced(r.ctx.client.clone(), &obj.namespace().unwrap_or_default());
+        if owner_named(&*obj, "Machine").is_none() {
+            return Ok(Next::AwaitChange);
+        }
+        if crate::runtime::finalizers::ensure(&api, &*obj, K::FINALIZER).await? {
+            return Ok(Next::AwaitChange);
+        }
+        apply(obj, r, &api).await
     }
-    if obj.meta().deletion_timestamp.is_some() {
+
+    /// The machine leaves its workload cluster, then the finalizer goes.
+    async fn cleanup(&self, obj: Arc<K>) -> Result<Cleanup, Error> {
+        let _running = crate::runtime::metrics::reconciled(super::infra_kind::<K>());
+        let r = &self.0;
         if obj.finalizers().iter().any(|f| f == K::FINALIZER) {
-            cleanup(obj.clone(), &r).await?;
+            let api: Api<K> =
+                Api::namespaced(r.ctx.client.clone(), &obj.namespace().unwrap_or_default());
+            remove(obj.clone(), r).await?;
             crate::runtime::finalizers::remove(&api, &*obj, K::FINALIZER).await?;
         }
-        return Ok(Action::await_change());
+        Ok(Cleanup::Done)
     }
-    if crate::runtime::finalizers::ensure(&api, &*obj, K::FINALIZER).await? {
-        return Ok(Action::await_change());
-    }
-    apply(obj, &r, &api).await
 }
 
 /// The Machine and Cluster an infrastructure machine belongs to.
@@ -77,16 +90,16 @@ async fn apply<K: InfraMachine>(
     obj: Arc<K>,
     r: &Reconciler<K>,
     api: &Api<K>,
-) -> Result<Action, Error> {
+) -> Result<Next, Error> {
     let Some(Owners { machine, cluster }) = owners(&*obj, r).await? else {
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     };
     let now = r.ctx.now();
     let previous = obj.current_conditions();
     let conds = previous.clone();
     if let Some(why) = paused_message(&*obj, cluster.paused()) {
         report_paused(api, &*obj, why, now).await?;
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     }
     if let Some(why) = obj.unsupported() {
         return refuse(&*obj, r, api, conds, "UnsupportedBackend", why).await;
@@ -137,7 +150,7 @@ async fn apply<K: InfraMachine>(
         // keep the conditions as they were, and try again later.
         let why = format!("the simulated cloud could not provision the machine: {e}");
         refuse(&*obj, r, api, previous, "InternalError", why).await?;
-        return Ok(Action::requeue(std::time::Duration::from_secs(10)));
+        return Ok(Next::After(std::time::Duration::from_secs(10)));
     }
     announce(&*obj, r, &previous, &plan.conditions).await;
     if plan.provisioned && obj.provider_id().is_none() {
@@ -174,10 +187,8 @@ async fn apply<K: InfraMachine>(
         now,
     );
     apply_status(api, &obj, &view).await?;
-    if let Some(next) = plan.next {
-        r.wakeups.at(ObjectRef::from_obj(&*obj), next);
-    }
-    Ok(Action::await_change())
+    // The next step's deadline on the injected clock, if the plan has one.
+    Ok(plan.next.map_or(Next::AwaitChange, Next::At))
 }
 
 /// Does the cloud steps the plan says are done (a step done before is left as it is),
@@ -407,7 +418,7 @@ async fn refuse<K: InfraMachine>(
     mut conds: Vec<Condition>,
     reason: &str,
     why: String,
-) -> Result<Action, Error> {
+) -> Result<Next, Error> {
     let now = r.ctx.now();
     if conditions::find(&conds, timing::VM).is_none_or(|c| c.reason != reason) {
         r.ctx.event(obj, true, reason, why.clone()).await;
@@ -438,10 +449,12 @@ async fn refuse<K: InfraMachine>(
         ..InfraStatus::default()
     };
     apply_status(api, obj, &view).await?;
-    Ok(Action::await_change())
+    Ok(Next::AwaitChange)
 }
 
-async fn cleanup<K: InfraMachine>(obj: Arc<K>, r: &Reconciler<K>) -> Result<Action, Error> {
+/// Takes the machine out of its workload cluster (its Node and static pods), if the cloud
+/// has it.
+async fn remove<K: InfraMachine>(obj: Arc<K>, r: &Reconciler<K>) -> Result<(), Error> {
     let ns = obj.namespace().unwrap_or_default();
     let cluster = match obj.labels().get(crate::capi::CLUSTER_NAME_LABEL) {
         Some(c) => Some(c.clone()),
@@ -463,5 +476,5 @@ async fn cleanup<K: InfraMachine>(obj: Arc<K>, r: &Reconciler<K>) -> Result<Acti
                 .await;
         }
     }
-    Ok(Action::await_change())
+    Ok(())
 }

@@ -20,17 +20,15 @@ use crate::runtime::context::Context;
 use crate::runtime::index::{label_key, label_keys, Index};
 use crate::runtime::informers::Informers;
 use crate::runtime::triggers::filtered;
-use crate::runtime::wakeups::Wakeups;
 use kube::api::Api;
 use kube::core::NamespaceResourceScope;
-use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::fmt::Debug;
+use std::marker::PhantomData;
 use std::sync::Arc;
-use std::time::Duration;
 use types::*;
 
 /// The field manager the provider writes status under.
@@ -356,21 +354,25 @@ async fn apply_status<K: InfraObject>(
     Ok(())
 }
 
-/// The per-kind controller state: the shared context and this kind's wakeups.
+/// The per-kind controller state: the shared context and caches, for the kind `K` it
+/// reconciles (wrapped by [`cluster::ClusterReconciler`] or [`machine::MachineReconciler`],
+/// which implement [`crate::runtime::reconcile::Reconcile`]). Its deadlines and retries are
+/// the runner's.
 pub struct Reconciler<K: Resource<DynamicType = ()>> {
     pub ctx: Context,
-    pub wakeups: Wakeups<K>,
     /// The process's caches, which the owners (Machines, Clusters) are read from.
     pub informers: Arc<Informers>,
+    kind: PhantomData<fn() -> K>,
 }
 
-fn error_policy<K: Resource<DynamicType = ()>>(
-    obj: Arc<K>,
-    err: &Error,
-    _: Arc<Reconciler<K>>,
-) -> Action {
-    tracing::warn!(kind = %K::kind(&()), name = %obj.name_any(), error = %err, "reconcile failed");
-    Action::requeue(Duration::from_secs(2))
+impl<K: Resource<DynamicType = ()>> Reconciler<K> {
+    fn new(ctx: Context, informers: Arc<Informers>) -> Self {
+        Reconciler {
+            ctx,
+            informers,
+            kind: PhantomData,
+        }
+    }
 }
 
 /// Runs the provider's four controllers until the process ends, on the process's informers.
@@ -384,63 +386,39 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
 }
 
 async fn run_clusters<K: InfraCluster>(ctx: Context, informers: &Arc<Informers>) {
-    let (wakeups, due) = Wakeups::new(ctx.clock.clone());
     let clusters = informers.of::<crate::capi::core::Cluster>();
-    crate::runtime::triggers::run_to_end(
-        crate::runtime::triggers::controller(&informers.of::<K>(), None)
-            .watches_shared_stream(filtered(&clusters, cluster_gates), |c| {
-                let ns = c.namespace().unwrap_or_default();
-                c.spec
-                    .infrastructure_ref
-                    .as_ref()
-                    .filter(|r| r.kind == K::kind(&()))
-                    .map(|r| kube::runtime::reflector::ObjectRef::new(&r.name).within(&ns))
-            })
-            .reconcile_on(due)
-            .run(
-                cluster::reconcile::<K>,
-                error_policy::<K>,
-                Arc::new(Reconciler {
-                    ctx,
-                    wakeups,
-                    informers: informers.clone(),
-                }),
-            ),
-    )
-    .await;
+    let controller = crate::runtime::triggers::controller(&informers.of::<K>(), None)
+        .watches_shared_stream(filtered(&clusters, cluster_gates), |c| {
+            let ns = c.namespace().unwrap_or_default();
+            c.spec
+                .infrastructure_ref
+                .as_ref()
+                .filter(|r| r.kind == K::kind(&()))
+                .map(|r| kube::runtime::reflector::ObjectRef::new(&r.name).within(&ns))
+        });
+    let r = cluster::ClusterReconciler(Reconciler::new(ctx.clone(), informers.clone()));
+    crate::runtime::reconcile::run(&ctx, controller, Arc::new(r)).await;
 }
 
 async fn run_machines<K: InfraMachine>(ctx: Context, informers: &Arc<Informers>) {
-    let (wakeups, due) = Wakeups::new(ctx.clock.clone());
     let machines = informers.of::<crate::capi::core::Machine>();
     let clusters = informers.of::<crate::capi::core::Cluster>();
     let by_cluster = Index::new(|m: &K| label_keys(m, &[crate::capi::CLUSTER_NAME_LABEL]));
-    crate::runtime::triggers::run_to_end(
-        crate::runtime::triggers::controller(&informers.of::<K>(), Some(&by_cluster))
-            .watches_shared_stream(filtered(&machines, machine_spec), |m| {
-                let ns = m.namespace().unwrap_or_default();
-                let r = &m.spec.infrastructure_ref;
-                (r.kind == K::kind(&()))
-                    .then(|| kube::runtime::reflector::ObjectRef::new(&r.name).within(&ns))
-            })
-            // A cluster's infrastructure or control plane coming up opens its machines' gates.
-            .watches_shared_stream(filtered(&clusters, cluster_gates), move |c| {
-                let ns = c.namespace().unwrap_or_default();
-                by_cluster.lookup(
-                    &ns,
-                    &label_key(crate::capi::CLUSTER_NAME_LABEL, &c.name_any()),
-                )
-            })
-            .reconcile_on(due)
-            .run(
-                machine::reconcile::<K>,
-                error_policy::<K>,
-                Arc::new(Reconciler {
-                    ctx,
-                    wakeups,
-                    informers: informers.clone(),
-                }),
-            ),
-    )
-    .await;
+    let controller = crate::runtime::triggers::controller(&informers.of::<K>(), Some(&by_cluster))
+        .watches_shared_stream(filtered(&machines, machine_spec), |m| {
+            let ns = m.namespace().unwrap_or_default();
+            let r = &m.spec.infrastructure_ref;
+            (r.kind == K::kind(&()))
+                .then(|| kube::runtime::reflector::ObjectRef::new(&r.name).within(&ns))
+        })
+        // A cluster's infrastructure or control plane coming up opens its machines' gates.
+        .watches_shared_stream(filtered(&clusters, cluster_gates), move |c| {
+            let ns = c.namespace().unwrap_or_default();
+            by_cluster.lookup(
+                &ns,
+                &label_key(crate::capi::CLUSTER_NAME_LABEL, &c.name_any()),
+            )
+        });
+    let r = machine::MachineReconciler(Reconciler::new(ctx.clone(), informers.clone()));
+    crate::runtime::reconcile::run(&ctx, controller, Arc::new(r)).await;
 }

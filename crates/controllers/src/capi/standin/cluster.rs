@@ -7,7 +7,7 @@
 
 use super::objects::{adopt, contract_flag, owner_ref};
 use super::topology::DEPLOYMENT_LABEL;
-use super::{apply_status, ensure_finalizer, paused, remove_finalizer, Core, Error, Reconciler};
+use super::{apply_status, paused, Core, Error, Reconciler};
 use crate::capi::core::{
     ApiEndpoint, Cluster, ClusterClass, ClusterInitialization, ClusterStatus, FailureDomain,
     KubeadmControlPlane, Machine, MachineDeployment, MachineSet, ReplicaCounts,
@@ -15,9 +15,9 @@ use crate::capi::core::{
 use crate::capi::infra::types::{DevCluster, InMemoryCluster};
 use crate::capi::CLUSTER_NAME_LABEL;
 use crate::runtime::conditions::{self, Condition};
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_kube_api::values::At;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 use serde_json::{json, Value};
@@ -58,23 +58,36 @@ pub(super) async fn run(core: Arc<Core>) {
                 .map(|c| ObjectRef::from_obj(&*c))
                 .collect::<Vec<_>>()
         });
-    super::serve(controller, core, reconcile).await;
+    let ctx = core.ctx.clone();
+    crate::runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core))).await;
 }
 
-async fn reconcile(c: Arc<Cluster>, r: Arc<Reconciler<Cluster>>) -> Result<Action, Error> {
-    let _running = crate::runtime::metrics::reconciled("Cluster");
+/// Every Cluster holds [`FINALIZER`] from its first reconcile: its workers, control plane
+/// and infrastructure go before it does.
+impl Reconcile<Cluster> for Reconciler<Cluster> {
+    type Error = Error;
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+
+    async fn apply(&self, c: Arc<Cluster>) -> Result<Next, Error> {
+        let _running = crate::runtime::metrics::reconciled("Cluster");
+        apply(&c, self).await
+    }
+
+    async fn cleanup(&self, c: Arc<Cluster>) -> Result<Cleanup, Error> {
+        let _running = crate::runtime::metrics::reconciled("Cluster");
+        let api: Api<Cluster> = self.api(&c.namespace().unwrap_or_default());
+        delete(&c, self, &api).await
+    }
+}
+
+/// Topology, infrastructure, control plane and workers, then the Cluster's status.
+async fn apply(c: &Cluster, r: &Reconciler<Cluster>) -> Result<Next, Error> {
     let ns = c.namespace().unwrap_or_default();
     let api: Api<Cluster> = r.api(&ns);
-    if c.metadata.deletion_timestamp.is_some() {
-        return delete(&c, &r, &api).await;
-    }
-    if ensure_finalizer(&api, &*c, FINALIZER).await? {
-        return Ok(Action::await_change());
-    }
     let now = r.core.ctx.now();
     let mut status = c.status.clone().unwrap_or_default();
     let mut conds = status.conditions.take().unwrap_or_default();
-    if let Some(why) = paused(&*c, c.paused()) {
+    if let Some(why) = paused(c, c.paused()) {
         conditions::set(
             &mut conds,
             Condition::new("Paused", true, "Paused", why.clone()),
@@ -90,35 +103,35 @@ async fn reconcile(c: Arc<Cluster>, r: Arc<Reconciler<Cluster>>) -> Result<Actio
         }
         conditions::sort(&mut conds);
         status.conditions = Some(conds);
-        apply_status(&api, &*c, &status).await?;
-        return Ok(Action::await_change());
+        apply_status(&api, c, &status).await?;
+        return Ok(Next::AwaitChange);
     }
     conditions::set(
         &mut conds,
         Condition::new("Paused", false, "NotPaused", ""),
         now,
     );
-    let mut cluster = (*c).clone();
+    let mut cluster = c.clone();
     if cluster.spec.topology.is_some() {
         // What the topology creates hangs on the Cluster's references: read them as they
         // are now, not as the cache last saw them.
         cluster = api.get(&c.name_any()).await?;
-        let topology = super::topology::reconcile(&mut cluster, &r).await?;
+        let topology = super::topology::reconcile(&mut cluster, r).await?;
         conditions::set(&mut conds, topology, now);
     }
-    let infra = infrastructure(&cluster, &r).await?;
-    let cp = control_plane(&cluster, &r).await?;
+    let infra = infrastructure(&cluster, r).await?;
+    let cp = control_plane(&cluster, r).await?;
     copy_endpoint(&cluster, &api, &infra, &cp).await?;
-    let workers = workers(&cluster, &r).await?;
+    let workers = workers(&cluster, r).await?;
     let initialized = cp.initialized || status_flag(&cluster, |i| i.control_plane_initialized);
-    let probe = probe(&cluster, &r, initialized).await;
+    let probe = probe(&cluster, r, initialized).await;
     let unreachable = probe.status == "False" && probe.reason == "ProbeFailed" && initialized;
-    let status = compose(&cluster, &r, conds, &infra, &cp, &workers, probe).await;
+    let status = compose(&cluster, r, conds, &infra, &cp, &workers, probe).await;
     apply_status(&api, &cluster, &status).await?;
     if unreachable {
-        return Ok(Action::requeue(super::RECONNECT_AFTER));
+        return Ok(Next::After(super::RECONNECT_AFTER));
     }
-    Ok(Action::await_change())
+    Ok(Next::AwaitChange)
 }
 
 fn status_flag(c: &Cluster, f: fn(&ClusterInitialization) -> Option<bool>) -> bool {
@@ -684,11 +697,13 @@ fn available(c: &Cluster, conds: &[Condition], gates: &[(String, bool)]) -> Cond
     )
 }
 
-/// Deletion: workers first, then the control plane, then the infrastructure cluster.
-async fn delete(c: &Cluster, r: &Reconciler<Cluster>, api: &Api<Cluster>) -> Result<Action, Error> {
-    if !c.finalizers().iter().any(|f| f == FINALIZER) {
-        return Ok(Action::await_change());
-    }
+/// Deletion: workers first, then the control plane, then the infrastructure cluster (the
+/// runner then removes the finalizer).
+async fn delete(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+    api: &Api<Cluster>,
+) -> Result<Cleanup, Error> {
     let ns = c.namespace().unwrap_or_default();
     let selector = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={}", c.name_any()));
     let mds = r.api::<MachineDeployment>(&ns).list(&selector).await?.items;
@@ -776,17 +791,17 @@ async fn delete(c: &Cluster, r: &Reconciler<Cluster>, api: &Api<Cluster>) -> Res
             format!("Cluster {} has been deleted", c.name_any()),
         )
         .await;
-    remove_finalizer(api, c, FINALIZER).await?;
-    Ok(Action::await_change())
+    Ok(Cleanup::Done)
 }
 
+/// Reports a deletion step in the Cluster's status; the cleanup waits for what it deletes.
 async fn deleting(
     c: &Cluster,
     r: &Reconciler<Cluster>,
     api: &Api<Cluster>,
     reason: &str,
     message: String,
-) -> Result<Action, Error> {
+) -> Result<Cleanup, Error> {
     let now = r.core.ctx.now();
     let mut status = c.status.clone().unwrap_or_default();
     let mut conds = status.conditions.take().unwrap_or_default();
@@ -802,5 +817,5 @@ async fn deleting(
     status.conditions = Some(conds);
     status.phase = Some("Deleting".into());
     apply_status(api, c, &status).await?;
-    Ok(Action::await_change())
+    Ok(Cleanup::Pending(Next::AwaitChange))
 }

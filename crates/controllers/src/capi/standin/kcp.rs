@@ -13,10 +13,10 @@ use crate::capi::core::{
 };
 use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, CONTROL_PLANE_NAME_LABEL};
 use crate::runtime::conditions::{self, Condition};
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 use serde_json::{json, Value};
@@ -50,7 +50,8 @@ pub(super) async fn run(core: Arc<Core>) {
                     .map(|r| ObjectRef::new(&r.name).within(&ns))
             },
         );
-    super::serve(controller, core, reconcile).await;
+    let ctx = core.ctx.clone();
+    crate::runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core))).await;
 }
 
 /// The control plane's Machines, oldest first.
@@ -78,58 +79,78 @@ async fn machines(
     Ok(list)
 }
 
-async fn reconcile(
-    kcp: Arc<KubeadmControlPlane>,
-    r: Arc<Reconciler<KubeadmControlPlane>>,
-) -> Result<Action, Error> {
-    let _running = crate::runtime::metrics::reconciled("KubeadmControlPlane");
-    let ns = kcp.namespace().unwrap_or_default();
-    let api: Api<KubeadmControlPlane> = r.api(&ns);
-    let Some(cluster_name) = kcp
-        .owner_references()
+/// The Cluster that owns a control plane (its owner reference of kind Cluster).
+fn owner_cluster(kcp: &KubeadmControlPlane) -> Option<String> {
+    kcp.owner_references()
         .iter()
         .find(|o| o.kind == "Cluster")
         .map(|o| o.name.clone())
-    else {
-        return Ok(Action::await_change());
-    };
-    let cluster = r.core.informers.get::<Cluster>(&ns, &cluster_name).await?;
-    if kcp.metadata.deletion_timestamp.is_some() {
-        return delete(&kcp, &r, &api, &cluster_name).await;
+}
+
+/// A control plane is claimed (its [`FINALIZER`] added) only once its Cluster owns it and
+/// exists, so the runner holds no finalizer of its own (see [`Reconcile::FINALIZER`]): the
+/// cleanup removes it once the control-plane Machines are gone.
+impl Reconcile<KubeadmControlPlane> for Reconciler<KubeadmControlPlane> {
+    type Error = Error;
+
+    async fn apply(&self, kcp: Arc<KubeadmControlPlane>) -> Result<Next, Error> {
+        let _running = crate::runtime::metrics::reconciled("KubeadmControlPlane");
+        apply(&kcp, self).await
     }
-    let Some(cluster) = cluster else {
-        return Ok(Action::await_change());
+
+    async fn cleanup(&self, kcp: Arc<KubeadmControlPlane>) -> Result<Cleanup, Error> {
+        let _running = crate::runtime::metrics::reconciled("KubeadmControlPlane");
+        let Some(cluster_name) = owner_cluster(&kcp) else {
+            return Ok(Cleanup::Done);
+        };
+        let api: Api<KubeadmControlPlane> = self.api(&kcp.namespace().unwrap_or_default());
+        delete(&kcp, self, &api, &cluster_name).await
+    }
+}
+
+/// Certificates, kubeconfig and Machines, once the owning Cluster exists; then the status.
+async fn apply(
+    kcp: &KubeadmControlPlane,
+    r: &Reconciler<KubeadmControlPlane>,
+) -> Result<Next, Error> {
+    let ns = kcp.namespace().unwrap_or_default();
+    let api: Api<KubeadmControlPlane> = r.api(&ns);
+    let Some(cluster_name) = owner_cluster(kcp) else {
+        return Ok(Next::AwaitChange);
     };
-    if ensure_finalizer(&api, &*kcp, FINALIZER).await? {
-        return Ok(Action::await_change());
+    let Some(cluster) = r.core.informers.get::<Cluster>(&ns, &cluster_name).await? else {
+        return Ok(Next::AwaitChange);
+    };
+    if ensure_finalizer(&api, kcp, FINALIZER).await? {
+        return Ok(Next::AwaitChange);
     }
     let now = r.core.ctx.now();
     let mut status = kcp.status.clone().unwrap_or_default();
     let mut conds = status.conditions.take().unwrap_or_default();
-    if let Some(why) = paused(&*kcp, cluster.paused()) {
+    if let Some(why) = paused(kcp, cluster.paused()) {
         conditions::set(
             &mut conds,
             Condition::new("Paused", true, "Paused", why),
             now,
         );
         status.conditions = Some(conds);
-        apply_status(&api, &*kcp, &status).await?;
-        return Ok(Action::await_change());
+        apply_status(&api, kcp, &status).await?;
+        return Ok(Next::AwaitChange);
     }
     conditions::set(
         &mut conds,
         Condition::new("Paused", false, "NotPaused", ""),
         now,
     );
-    let machines = machines(&r, &kcp, &cluster_name).await?;
+    let machines = machines(r, kcp, &cluster_name).await?;
     let mut initialized = status
         .initialization
         .as_ref()
         .and_then(|i| i.control_plane_initialized)
         .unwrap_or(false);
-    let outcome = provision(&kcp, &r, &cluster, &machines, &mut initialized, &mut conds).await?;
-    let status = compute_status(&kcp, &r, &cluster_name, &machines, initialized, conds).await?;
-    apply_status(&api, &*kcp, &status).await?;
+    let outcome = provision(kcp, r, &cluster, &machines, &mut initialized, &mut conds).await?;
+    let status = compute_status(kcp, r, &cluster_name, &machines, initialized, conds).await?;
+    apply_status(&api, kcp, &status).await?;
     Ok(outcome)
 }
 
@@ -141,7 +162,7 @@ async fn provision(
     machines: &[Machine],
     initialized: &mut bool,
     conds: &mut Vec<Condition>,
-) -> Result<Action, Error> {
+) -> Result<Next, Error> {
     let now = r.core.ctx.now();
     let ns = kcp.namespace().unwrap_or_default();
     if !cluster.infrastructure_provisioned() {
@@ -156,7 +177,7 @@ async fn provision(
             Condition::unknown("ControlPlaneComponentsHealthy", "InspectionFailed", why),
             now,
         );
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     }
     let secrets: Api<Secret> = r.api(&ns);
     let owner = owner_ref(kcp, true);
@@ -178,7 +199,7 @@ async fn provision(
             ),
             now,
         );
-        return Ok(Action::requeue(Duration::from_millis(500)));
+        return Ok(Next::After(Duration::from_millis(500)));
     };
     conditions::set(
         conds,
@@ -202,7 +223,7 @@ async fn provision(
             Condition::unknown("ControlPlaneComponentsHealthy", "InspectionFailed", why),
             now,
         );
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     };
     if found.is_none() {
         certs::ensure_kubeconfig(
@@ -221,7 +242,7 @@ async fn provision(
     }
     release_cleanup_hooks(r, machines).await?;
     if super::kcp_remediation::remediate(kcp, r, machines, *initialized).await? {
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     }
     let health = if *initialized {
         ("True", "Healthy", "")
@@ -352,7 +373,7 @@ async fn scale(
     cluster: &Cluster,
     machines: &[Machine],
     initialized: bool,
-) -> Result<Action, Error> {
+) -> Result<Next, Error> {
     let replicas = kcp.spec.replicas.unwrap_or(1);
     let active: Vec<&Machine> = machines
         .iter()
@@ -360,7 +381,7 @@ async fn scale(
         .collect();
     if machines.is_empty() {
         create_machine(kcp, r, cluster, machines, true).await?;
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     }
     let ready = |m: &Machine| {
         m.status
@@ -370,7 +391,7 @@ async fn scale(
     };
     let stable = initialized && active.len() == machines.len() && active.iter().all(|m| ready(m));
     if !stable {
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     }
     let mut outdated_machines = Vec::new();
     for m in &active {
@@ -391,7 +412,7 @@ async fn scale(
     } else if count > replicas {
         delete_one(kcp, r, cluster, &active).await?;
     }
-    Ok(Action::await_change())
+    Ok(Next::AwaitChange)
 }
 
 /// The control-plane failure domains, if the cluster offers any.
@@ -764,9 +785,9 @@ async fn delete(
     r: &Reconciler<KubeadmControlPlane>,
     api: &Api<KubeadmControlPlane>,
     cluster: &str,
-) -> Result<Action, Error> {
+) -> Result<Cleanup, Error> {
     if !kcp.finalizers().iter().any(|f| f == FINALIZER) {
-        return Ok(Action::await_change());
+        return Ok(Cleanup::Done);
     }
     let ns = kcp.namespace().unwrap_or_default();
     let all = r
@@ -785,7 +806,7 @@ async fn delete(
         let mine = machines(r, kcp, cluster).await?;
         if mine.is_empty() {
             remove_finalizer(api, kcp, FINALIZER).await?;
-            return Ok(Action::await_change());
+            return Ok(Cleanup::Done);
         }
         for m in &mine {
             let mapi: Api<Machine> = r.api(&ns);
@@ -820,5 +841,5 @@ async fn delete(
     conditions::sort(&mut conds);
     status.conditions = Some(conds);
     apply_status(api, kcp, &status).await?;
-    Ok(Action::await_change())
+    Ok(Cleanup::Pending(Next::AwaitChange))
 }

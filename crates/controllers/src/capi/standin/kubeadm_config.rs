@@ -7,13 +7,15 @@
 use super::certs::SECRET_TYPE;
 use super::objects::owner_ref;
 use super::{apply_status, paused, Core, Error, Reconciler};
-use crate::capi::core::{BootstrapInitialization, Cluster, KubeadmConfig, Machine};
+use crate::capi::core::{
+    BootstrapInitialization, Cluster, KubeadmConfig, KubeadmConfigStatus, Machine,
+};
 use crate::capi::CLUSTER_NAME_LABEL;
 use crate::runtime::conditions::{self, Condition};
 use crate::runtime::index::{label_key, label_keys, Index};
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, PostParams};
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 use serde_json::{json, Value};
@@ -49,7 +51,8 @@ pub(super) async fn run(core: Arc<Core>) {
                 by_cluster.lookup(&ns, &label_key(CLUSTER_NAME_LABEL, &c.name_any()))
             },
         );
-    super::serve(controller, core, reconcile).await;
+    let ctx = core.ctx.clone();
+    crate::runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core))).await;
 }
 
 /// The Machine a config belongs to (its owner reference of kind Machine).
@@ -61,20 +64,30 @@ fn owner_machine(config: &KubeadmConfig) -> Option<String> {
         .map(|o| o.name.clone())
 }
 
-async fn reconcile(
-    config: Arc<KubeadmConfig>,
-    r: Arc<Reconciler<KubeadmConfig>>,
-) -> Result<Action, Error> {
-    let _running = crate::runtime::metrics::reconciled("KubeadmConfig");
-    let ns = config.namespace().unwrap_or_default();
-    if config.metadata.deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
+/// A config keeps nothing that outlives it (its data secret is owned by it): no finalizer,
+/// nothing to clean up.
+impl Reconcile<KubeadmConfig> for Reconciler<KubeadmConfig> {
+    type Error = Error;
+
+    async fn apply(&self, config: Arc<KubeadmConfig>) -> Result<Next, Error> {
+        let _running = crate::runtime::metrics::reconciled("KubeadmConfig");
+        apply(&config, self).await
     }
-    let Some(machine_name) = owner_machine(&config) else {
-        return Ok(Action::await_change());
+
+    async fn cleanup(&self, _: Arc<KubeadmConfig>) -> Result<Cleanup, Error> {
+        let _running = crate::runtime::metrics::reconciled("KubeadmConfig");
+        Ok(Cleanup::Done)
+    }
+}
+
+/// The bootstrap data, once the cluster may take the machine; then the config's status.
+async fn apply(config: &KubeadmConfig, r: &Reconciler<KubeadmConfig>) -> Result<Next, Error> {
+    let ns = config.namespace().unwrap_or_default();
+    let Some(machine_name) = owner_machine(config) else {
+        return Ok(Next::AwaitChange);
     };
     let Some(machine) = r.core.informers.get::<Machine>(&ns, &machine_name).await? else {
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     };
     let Some(cluster) = r
         .core
@@ -82,21 +95,21 @@ async fn reconcile(
         .get::<Cluster>(&ns, &machine.spec.cluster_name)
         .await?
     else {
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     };
     let api: Api<KubeadmConfig> = r.api(&ns);
     let now = r.core.ctx.now();
     let mut status = config.status.clone().unwrap_or_default();
     let mut conds = status.conditions.take().unwrap_or_default();
-    if let Some(why) = paused(&*config, cluster.paused()) {
+    if let Some(why) = paused(config, cluster.paused()) {
         conditions::set(
             &mut conds,
             Condition::new("Paused", true, "Paused", why),
             now,
         );
         status.conditions = Some(conds);
-        apply_status(&api, &*config, &status).await?;
-        return Ok(Action::await_change());
+        apply_status(&api, config, &status).await?;
+        return Ok(Next::AwaitChange);
     }
     conditions::set(
         &mut conds,
@@ -113,7 +126,7 @@ async fn reconcile(
     } else if !cluster.infrastructure_provisioned() {
         Some("Waiting for Cluster status.infrastructureReady to be true")
     } else if !cluster.control_plane_initialized()
-        && !may_init(&config, &machine, &r, &cluster).await?
+        && !may_init(config, &machine, r, &cluster).await?
     {
         Some("Waiting for Cluster control plane to be initialized")
     } else {
@@ -127,7 +140,7 @@ async fn reconcile(
             now,
         );
     } else if !written {
-        write_data(&r, &config, &machine, &cluster).await?;
+        write_data(r, config, &machine, &cluster).await?;
         status.data_secret_name = Some(name.clone());
         status.initialization = Some(BootstrapInitialization {
             data_secret_created: Some(true),
@@ -140,13 +153,26 @@ async fn reconcile(
         r.core
             .ctx
             .event(
-                &*config,
+                config,
                 false,
                 "DataSecretCreated",
                 format!("bootstrap data written to Secret {name}"),
             )
             .await;
     }
+    summarize(config, &mut status, conds, now);
+    apply_status(&api, config, &status).await?;
+    Ok(Next::AwaitChange)
+}
+
+/// The config's `Ready` (from its data secret and certificates), its v1beta1 view and the
+/// generation it observed, into `status`.
+fn summarize(
+    config: &KubeadmConfig,
+    status: &mut KubeadmConfigStatus,
+    mut conds: Vec<Condition>,
+    now: chrono::DateTime<chrono::Utc>,
+) {
     conditions::set(
         &mut conds,
         Condition::new("CertificatesAvailable", true, "Available", ""),
@@ -172,8 +198,6 @@ async fn reconcile(
     ));
     status.conditions = Some(conds);
     status.observed_generation = config.metadata.generation;
-    apply_status(&api, &*config, &status).await?;
-    Ok(Action::await_change())
 }
 
 /// Whether this machine may run `kubeadm init`: a control-plane machine whose config inits

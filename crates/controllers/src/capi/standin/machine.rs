@@ -5,7 +5,7 @@
 //! the Node.
 
 use super::objects::{adopt, contract_flag, owner_ref};
-use super::{apply_status, ensure_finalizer, paused, remove_finalizer, Core, Error, Reconciler};
+use super::{apply_status, paused, Core, Error, Reconciler};
 use crate::capi::core::{
     Cluster, Machine, MachineAddress, MachineInitialization, MachineStatus, NodeRef,
 };
@@ -16,11 +16,11 @@ use crate::capi::triggers::{cluster_gates, control_plane_rollout, deployment_rol
 use crate::capi::{CONTROL_PLANE_NAME_LABEL, DEPLOYMENT_NAME_LABEL, MACHINE_FINALIZER};
 use crate::runtime::conditions::{self, Condition};
 use crate::runtime::index::{label_key, label_keys, Index};
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use crate::runtime::triggers::filtered;
 use infrasim_kube_api::values::At;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams};
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 use serde_json::{json, Value};
@@ -87,7 +87,8 @@ pub(super) async fn run(core: Arc<Core>) {
         )
         // Its Node's conditions make its NodeHealthy.
         .reconcile_on(node_changes(&core, index));
-    super::serve(controller, core, reconcile).await;
+    let ctx = core.ctx.clone();
+    crate::runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core))).await;
 }
 
 /// The Machines whose Node changed, from the stand-in's cluster cache.
@@ -131,23 +132,41 @@ fn machine_keys(m: &Machine) -> Vec<String> {
     keys
 }
 
-async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Action, Error> {
-    let _running = crate::runtime::metrics::reconciled("Machine");
+/// Every Machine holds [`FINALIZER`] from its first reconcile: its Node is drained and its
+/// infrastructure and bootstrap config go before it does.
+impl Reconcile<Machine> for Reconciler<Machine> {
+    type Error = Error;
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+
+    async fn apply(&self, m: Arc<Machine>) -> Result<Next, Error> {
+        let _running = crate::runtime::metrics::reconciled("Machine");
+        apply(&m, self).await
+    }
+
+    async fn cleanup(&self, m: Arc<Machine>) -> Result<Cleanup, Error> {
+        let _running = crate::runtime::metrics::reconciled("Machine");
+        let ns = m.namespace().unwrap_or_default();
+        let api: Api<Machine> = self.api(&ns);
+        let cluster = self
+            .core
+            .informers
+            .get::<Cluster>(&ns, &m.spec.cluster_name)
+            .await?;
+        delete(&m, self, &api, cluster.as_deref()).await
+    }
+}
+
+/// Bootstrap config, infrastructure machine and Node, then the Machine's status.
+async fn apply(m: &Machine, r: &Reconciler<Machine>) -> Result<Next, Error> {
     let ns = m.namespace().unwrap_or_default();
     let api: Api<Machine> = r.api(&ns);
-    let cluster = r
+    let Some(cluster) = r
         .core
         .informers
         .get::<Cluster>(&ns, &m.spec.cluster_name)
-        .await?;
-    if m.metadata.deletion_timestamp.is_some() {
-        return delete(&m, &r, &api, cluster.as_deref()).await;
-    }
-    if ensure_finalizer(&api, &*m, FINALIZER).await? {
-        return Ok(Action::await_change());
-    }
-    let Some(cluster) = cluster else {
-        return Ok(Action::await_change());
+        .await?
+    else {
+        return Ok(Next::AwaitChange);
     };
     let now = r.core.ctx.now();
     let mut conds = super::remediation::machines_own(
@@ -156,7 +175,7 @@ async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Actio
             .and_then(|s| s.conditions.clone())
             .unwrap_or_default(),
     );
-    if let Some(why) = paused(&*m, cluster.paused()) {
+    if let Some(why) = paused(m, cluster.paused()) {
         conditions::set(
             &mut conds,
             Condition::new("Paused", true, "Paused", why),
@@ -166,8 +185,8 @@ async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Actio
             conditions: Some(conds),
             ..m.status.clone().unwrap_or_default()
         };
-        apply_status(&api, &*m, &status).await?;
-        return Ok(Action::await_change());
+        apply_status(&api, m, &status).await?;
+        return Ok(Next::AwaitChange);
     }
     if m.labels().get(crate::capi::CLUSTER_NAME_LABEL) != Some(&m.spec.cluster_name) {
         let patch =
@@ -179,15 +198,15 @@ async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Actio
         )
         .await?;
     }
-    let bootstrap = bootstrap(&m, &r, &ns).await?;
-    let infra = infrastructure(&m, &r, &ns).await?;
+    let bootstrap = bootstrap(m, r, &ns).await?;
+    let infra = infrastructure(m, r, &ns).await?;
     // The status observes the spec as this reconcile leaves it, copied fields included:
     // observing the generation before them would take one more write to catch up.
-    let generation = spec_updates(&m, &api, &bootstrap, &infra)
+    let generation = spec_updates(m, &api, &bootstrap, &infra)
         .await?
         .or(m.metadata.generation);
     let node = if infra.provider_id.is_some() && cluster.control_plane_initialized() {
-        node(&m, &r, &cluster, infra.provider_id.as_deref().unwrap_or("")).await
+        node(m, r, &cluster, infra.provider_id.as_deref().unwrap_or("")).await
     } else {
         NodeState::waiting(if infra.provider_id.is_none() {
             "Waiting for the infrastructure machine to report spec.providerID".to_string()
@@ -204,17 +223,17 @@ async fn reconcile(m: Arc<Machine>, r: Arc<Reconciler<Machine>>) -> Result<Actio
         // The cached Machine may be older than our last write, which may have named its
         // Node: a status built on it would drop the nodeRef (server-side apply removes what
         // the manager no longer sets). Ask again later and write nothing meanwhile.
-        return Ok(Action::requeue(super::RECONNECT_AFTER));
+        return Ok(Next::After(super::RECONNECT_AFTER));
     }
-    let status = status(&m, &r, conds, &bootstrap, &infra, &node, generation).await;
+    let status = status(m, r, conds, &bootstrap, &infra, &node, generation).await;
     if status.node_ref.is_some() {
         r.core.nodes.follow(&ns, &m.spec.cluster_name);
     }
-    apply_status(&api, &*m, &status).await?;
+    apply_status(&api, m, &status).await?;
     if node.unreachable {
-        return Ok(Action::requeue(super::RECONNECT_AFTER));
+        return Ok(Next::After(super::RECONNECT_AFTER));
     }
-    Ok(Action::await_change())
+    Ok(Next::AwaitChange)
 }
 
 /// What the bootstrap config says.
@@ -650,16 +669,13 @@ async fn status(
 }
 
 /// The deletion: pre-drain hooks, drain, pre-terminate hooks, the infrastructure machine,
-/// the bootstrap config, the Node, then the finalizer.
+/// the bootstrap config, the Node (then the runner removes the finalizer).
 async fn delete(
     m: &Machine,
     r: &Reconciler<Machine>,
     api: &Api<Machine>,
     cluster: Option<&Cluster>,
-) -> Result<Action, Error> {
-    if !m.finalizers().iter().any(|f| f == FINALIZER) {
-        return Ok(Action::await_change());
-    }
+) -> Result<Cleanup, Error> {
     let ns = m.namespace().unwrap_or_default();
     let cluster_deleting = cluster.is_none_or(|c| c.metadata.deletion_timestamp.is_some());
     let hook = |prefix: &str| m.annotations().keys().any(|k| k.starts_with(prefix));
@@ -718,8 +734,7 @@ async fn delete(
             }
         }
     }
-    remove_finalizer(api, m, FINALIZER).await?;
-    Ok(Action::await_change())
+    Ok(Cleanup::Done)
 }
 
 /// Deletes a referenced object; `true` while it still exists.
@@ -820,7 +835,7 @@ async fn deleting(
     api: &Api<Machine>,
     reason: &str,
     message: &str,
-) -> Result<Action, Error> {
+) -> Result<Cleanup, Error> {
     let now = r.core.ctx.now();
     let mut status = m.status.clone().unwrap_or_default();
     let mut conds = super::remediation::machines_own(status.conditions.take().unwrap_or_default());
@@ -835,8 +850,9 @@ async fn deleting(
     apply_status(api, m, &status).await?;
     if reason == "DrainingNode" {
         // An eviction a budget refused is tried again shortly (on the injected clock).
-        r.wakeups
-            .at(ObjectRef::from_obj(m), now + chrono::Duration::seconds(5));
+        return Ok(Cleanup::Pending(Next::At(
+            now + chrono::Duration::seconds(5),
+        )));
     }
-    Ok(Action::await_change())
+    Ok(Cleanup::Pending(Next::AwaitChange))
 }

@@ -4,16 +4,16 @@
 
 use super::machineset::{replica_status, selector_string};
 use super::objects::{owner_ref, random_suffix, with_owner};
-use super::{apply_status, ensure_finalizer, paused, remove_finalizer, Core, Error, Reconciler};
+use super::{apply_status, paused, Core, Error, Reconciler};
 use crate::capi::core::{
     Cluster, Machine, MachineDeployment, MachineSet, MachineSpec, ReplicaStatus,
 };
 use crate::capi::CLUSTER_NAME_LABEL;
 use crate::capi::DEPLOYMENT_NAME_LABEL;
 use crate::runtime::conditions::{self, Condition};
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::json;
 use std::hash::{Hash, Hasher};
@@ -27,7 +27,8 @@ pub(super) async fn run(core: Arc<Core>) {
     let controller = super::controller_for::<MachineDeployment>(&core).owns_shared_stream(
         crate::runtime::triggers::every_change(&informers.of::<MachineSet>()),
     );
-    super::serve(controller, core, reconcile).await;
+    let ctx = core.ctx.clone();
+    crate::runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core))).await;
 }
 
 /// What makes two Machine templates the same rollout: version, bootstrap, infrastructure and
@@ -84,16 +85,22 @@ async fn owned_sets(
     Ok(sets)
 }
 
-async fn reconcile(
-    md: Arc<MachineDeployment>,
-    r: Arc<Reconciler<MachineDeployment>>,
-) -> Result<Action, Error> {
-    let _running = crate::runtime::metrics::reconciled("MachineDeployment");
-    let ns = md.namespace().unwrap_or_default();
-    let api: Api<MachineDeployment> = r.api(&ns);
-    let sets_api: Api<MachineSet> = r.api(&ns);
-    let sets = owned_sets(&sets_api, &md).await?;
-    if md.metadata.deletion_timestamp.is_some() {
+/// Every MachineDeployment holds [`FINALIZER`] from its first reconcile: its MachineSets go
+/// before it does.
+impl Reconcile<MachineDeployment> for Reconciler<MachineDeployment> {
+    type Error = Error;
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+
+    async fn apply(&self, md: Arc<MachineDeployment>) -> Result<Next, Error> {
+        let _running = crate::runtime::metrics::reconciled("MachineDeployment");
+        apply(&md, self).await
+    }
+
+    /// Its MachineSets are deleted; it is done once none is left.
+    async fn cleanup(&self, md: Arc<MachineDeployment>) -> Result<Cleanup, Error> {
+        let _running = crate::runtime::metrics::reconciled("MachineDeployment");
+        let sets_api: Api<MachineSet> = self.api(&md.namespace().unwrap_or_default());
+        let sets = owned_sets(&sets_api, &md).await?;
         for s in sets
             .iter()
             .filter(|s| s.metadata.deletion_timestamp.is_none())
@@ -102,35 +109,41 @@ async fn reconcile(
                 .delete(&s.name_any(), &DeleteParams::default())
                 .await?;
         }
-        if sets.is_empty() {
-            remove_finalizer(&api, &*md, FINALIZER).await?;
-        }
-        return Ok(Action::await_change());
+        Ok(if sets.is_empty() {
+            Cleanup::Done
+        } else {
+            Cleanup::Pending(Next::AwaitChange)
+        })
     }
-    if ensure_finalizer(&api, &*md, FINALIZER).await? {
-        return Ok(Action::await_change());
-    }
+}
+
+/// The MachineSet of the current template, the rollout off the old ones; then the status.
+async fn apply(md: &MachineDeployment, r: &Reconciler<MachineDeployment>) -> Result<Next, Error> {
+    let ns = md.namespace().unwrap_or_default();
+    let api: Api<MachineDeployment> = r.api(&ns);
+    let sets_api: Api<MachineSet> = r.api(&ns);
+    let sets = owned_sets(&sets_api, md).await?;
     let Some(cluster) = r
         .core
         .informers
         .get::<Cluster>(&ns, &md.spec.cluster_name)
         .await?
     else {
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     };
-    adopt_by_cluster(&api, &md, &cluster).await?;
+    adopt_by_cluster(&api, md, &cluster).await?;
     let now = r.core.ctx.now();
     let mut status = md.status.clone().unwrap_or_default();
     let mut conds = status.conditions.take().unwrap_or_default();
-    if let Some(why) = paused(&*md, cluster.paused() || md.spec.paused.unwrap_or(false)) {
+    if let Some(why) = paused(md, cluster.paused() || md.spec.paused.unwrap_or(false)) {
         conditions::set(
             &mut conds,
             Condition::new("Paused", true, "Paused", why),
             now,
         );
         status.conditions = Some(conds);
-        apply_status(&api, &*md, &status).await?;
-        return Ok(Action::await_change());
+        apply_status(&api, md, &status).await?;
+        return Ok(Next::AwaitChange);
     }
     conditions::set(
         &mut conds,
@@ -143,13 +156,13 @@ async fn reconcile(
         .find(|s| rollout_key(&s.spec.template.spec) == key)
     {
         Some(s) => s.clone(),
-        None => create_set(&md, &r, sets.is_empty()).await?,
+        None => create_set(md, r, sets.is_empty()).await?,
     };
     let old: Vec<&MachineSet> = sets.iter().filter(|s| s.uid() != new.uid()).collect();
-    roll(&md, &sets_api, &new, &old).await?;
-    let status = deployment_status(&md, &r, &sets, conds).await?;
-    apply_status(&api, &*md, &status).await?;
-    Ok(Action::await_change())
+    roll(md, &sets_api, &new, &old).await?;
+    let status = deployment_status(md, r, &sets, conds).await?;
+    apply_status(&api, md, &status).await?;
+    Ok(Next::AwaitChange)
 }
 
 /// A deployment belongs to its Cluster (and carries its label), as the core makes it.

@@ -6,14 +6,14 @@
 use super::healthcheck::targets::REMEDIATE_ANNOTATION;
 use super::objects::{clone_template, owner_ref, random_suffix, CloneSpec};
 use super::remediation::{self, OWNER_MANAGER};
-use super::{apply_status, ensure_finalizer, paused, remove_finalizer, Core, Error, Reconciler};
+use super::{apply_status, paused, Core, Error, Reconciler};
 use crate::capi::core::{
     Cluster, ContractRef, Machine, MachineDeployment, MachineSet, ReplicaStatus,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, DEPLOYMENT_NAME_LABEL, MACHINE_FINALIZER, SET_NAME_LABEL};
 use crate::runtime::conditions::{self, Condition};
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -27,7 +27,8 @@ pub(super) async fn run(core: Arc<Core>) {
     let controller = super::controller_for::<MachineSet>(&core).owns_shared_stream(
         crate::runtime::triggers::filtered(&machines, crate::capi::triggers::machine_summary),
     );
-    super::serve(controller, core, reconcile).await;
+    let ctx = core.ctx.clone();
+    crate::runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core))).await;
 }
 
 /// The Machines a set controls, oldest first.
@@ -57,13 +58,22 @@ pub(super) async fn owned_machines(
     Ok(list)
 }
 
-async fn reconcile(ms: Arc<MachineSet>, r: Arc<Reconciler<MachineSet>>) -> Result<Action, Error> {
-    let _running = crate::runtime::metrics::reconciled("MachineSet");
-    let ns = ms.namespace().unwrap_or_default();
-    let api: Api<MachineSet> = r.api(&ns);
-    let machines_api: Api<Machine> = r.api(&ns);
-    let machines = owned_machines(&machines_api, &ms).await?;
-    if ms.metadata.deletion_timestamp.is_some() {
+/// Every MachineSet holds [`FINALIZER`] from its first reconcile: its Machines go before it
+/// does.
+impl Reconcile<MachineSet> for Reconciler<MachineSet> {
+    type Error = Error;
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+
+    async fn apply(&self, ms: Arc<MachineSet>) -> Result<Next, Error> {
+        let _running = crate::runtime::metrics::reconciled("MachineSet");
+        apply(&ms, self).await
+    }
+
+    /// Its Machines are deleted; it is done once none is left.
+    async fn cleanup(&self, ms: Arc<MachineSet>) -> Result<Cleanup, Error> {
+        let _running = crate::runtime::metrics::reconciled("MachineSet");
+        let machines_api: Api<Machine> = self.api(&ms.namespace().unwrap_or_default());
+        let machines = owned_machines(&machines_api, &ms).await?;
         for m in machines
             .iter()
             .filter(|m| m.metadata.deletion_timestamp.is_none())
@@ -72,14 +82,20 @@ async fn reconcile(ms: Arc<MachineSet>, r: Arc<Reconciler<MachineSet>>) -> Resul
                 .delete(&m.name_any(), &DeleteParams::default())
                 .await?;
         }
-        if machines.is_empty() {
-            remove_finalizer(&api, &*ms, FINALIZER).await?;
-        }
-        return Ok(Action::await_change());
+        Ok(if machines.is_empty() {
+            Cleanup::Done
+        } else {
+            Cleanup::Pending(Next::AwaitChange)
+        })
     }
-    if ensure_finalizer(&api, &*ms, FINALIZER).await? {
-        return Ok(Action::await_change());
-    }
+}
+
+/// Remediation, then as many Machines as the spec asks for; then the set's status.
+async fn apply(ms: &MachineSet, r: &Reconciler<MachineSet>) -> Result<Next, Error> {
+    let ns = ms.namespace().unwrap_or_default();
+    let api: Api<MachineSet> = r.api(&ns);
+    let machines_api: Api<Machine> = r.api(&ns);
+    let machines = owned_machines(&machines_api, ms).await?;
     let cluster = r
         .core
         .informers
@@ -88,15 +104,15 @@ async fn reconcile(ms: Arc<MachineSet>, r: Arc<Reconciler<MachineSet>>) -> Resul
     let now = r.core.ctx.now();
     let mut status = ms.status.clone().unwrap_or_default();
     let mut conds = status.conditions.take().unwrap_or_default();
-    if let Some(why) = paused(&*ms, cluster.as_deref().is_some_and(Cluster::paused)) {
+    if let Some(why) = paused(ms, cluster.as_deref().is_some_and(Cluster::paused)) {
         conditions::set(
             &mut conds,
             Condition::new("Paused", true, "Paused", why),
             now,
         );
         status.conditions = Some(conds);
-        apply_status(&api, &*ms, &status).await?;
-        return Ok(Action::await_change());
+        apply_status(&api, ms, &status).await?;
+        return Ok(Next::AwaitChange);
     }
     conditions::set(
         &mut conds,
@@ -104,7 +120,7 @@ async fn reconcile(ms: Arc<MachineSet>, r: Arc<Reconciler<MachineSet>>) -> Resul
         now,
     );
     let desired = ms.spec.replicas.unwrap_or(1).max(0) as usize;
-    let remediated = remediate(&ms, &r, &machines).await?;
+    let remediated = remediate(ms, r, &machines).await?;
     let active: Vec<&Machine> = machines
         .iter()
         .filter(|m| m.metadata.deletion_timestamp.is_none())
@@ -112,17 +128,17 @@ async fn reconcile(ms: Arc<MachineSet>, r: Arc<Reconciler<MachineSet>>) -> Resul
         .collect();
     if active.len() < desired {
         for _ in active.len()..desired {
-            create_machine(&ms, &r).await?;
+            create_machine(ms, r).await?;
         }
     } else if active.len() > desired {
-        for m in pick_for_deletion(&ms, &active, active.len() - desired) {
+        for m in pick_for_deletion(ms, &active, active.len() - desired) {
             machines_api
                 .delete(&m.name_any(), &DeleteParams::default())
                 .await?;
             r.core
                 .ctx
                 .event(
-                    &*ms,
+                    ms,
                     false,
                     "SuccessfulDelete",
                     format!("Deleted Machine {}", m.name_any()),
@@ -139,8 +155,8 @@ async fn reconcile(ms: Arc<MachineSet>, r: Arc<Reconciler<MachineSet>>) -> Resul
         ms.metadata.generation,
         ms.status.as_ref().and_then(|s| s.deprecated.as_ref()),
     );
-    apply_status(&api, &*ms, &status).await?;
-    Ok(Action::await_change())
+    apply_status(&api, ms, &status).await?;
+    Ok(Next::AwaitChange)
 }
 
 /// Owner remediation, as upstream's MachineSet does it: a Machine healthy again loses its

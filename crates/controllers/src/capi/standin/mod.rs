@@ -29,14 +29,13 @@ pub mod workload;
 
 use crate::capi::index::ByCluster;
 use crate::runtime::context::Context;
-use crate::runtime::wakeups::Wakeups;
 use kube::api::{Api, ListParams};
-use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::json;
 use std::fmt::Debug;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -116,13 +115,22 @@ impl Core {
     }
 }
 
-/// One controller's state: the shared core and this kind's wakeups.
+/// One controller's state: the shared core, for the kind `K` it reconciles (each kind's
+/// file implements [`crate::runtime::reconcile::Reconcile`] for its own). Its deadlines and
+/// retries are the runner's.
 pub struct Reconciler<K: Resource<DynamicType = ()>> {
     pub core: Arc<Core>,
-    pub wakeups: Wakeups<K>,
+    kind: PhantomData<fn() -> K>,
 }
 
 impl<K: Resource<DynamicType = ()>> Reconciler<K> {
+    fn new(core: Arc<Core>) -> Self {
+        Reconciler {
+            core,
+            kind: PhantomData,
+        }
+    }
+
     fn client(&self) -> kube::Client {
         self.core.ctx.client.clone()
     }
@@ -138,15 +146,6 @@ impl<K: Resource<DynamicType = ()>> Reconciler<K> {
 /// How soon a workload cluster that did not answer is asked again, as Cluster API's cluster
 /// cache probes an unreachable cluster every 10 s: no event will say when it answers.
 const RECONNECT_AFTER: Duration = Duration::from_secs(10);
-
-fn error_policy<K: Resource<DynamicType = ()>>(
-    obj: Arc<K>,
-    err: &Error,
-    _: Arc<Reconciler<K>>,
-) -> Action {
-    tracing::warn!(kind = %K::kind(&()), name = %obj.name_any(), error = %err, "reconcile failed");
-    Action::requeue(Duration::from_secs(2))
-}
 
 pub(crate) use crate::runtime::finalizers::{
     ensure as ensure_finalizer, remove as remove_finalizer,
@@ -217,23 +216,6 @@ fn controller_for<K: crate::runtime::informers::Watched>(
     core: &Core,
 ) -> kube::runtime::Controller<K> {
     crate::runtime::triggers::controller(&core.informers.of::<K>(), None)
-}
-
-/// Runs `controller` with `reconcile` until the process ends, woken also by the deadlines
-/// its reconciles set ([`Wakeups`]) and retried by [`error_policy`].
-async fn serve<K, F, Fut>(controller: kube::runtime::Controller<K>, core: Arc<Core>, reconcile: F)
-where
-    K: crate::runtime::informers::Watched,
-    F: FnMut(Arc<K>, Arc<Reconciler<K>>) -> Fut,
-    Fut: std::future::Future<Output = Result<Action, Error>> + Send + 'static,
-{
-    let (wakeups, due) = Wakeups::new(core.ctx.clock.clone());
-    crate::runtime::triggers::run_to_end(controller.reconcile_on(due).run(
-        reconcile,
-        error_policy,
-        Arc::new(Reconciler { core, wakeups }),
-    ))
-    .await;
 }
 
 /// Runs the stand-in's controllers until the process ends.

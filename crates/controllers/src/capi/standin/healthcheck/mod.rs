@@ -14,11 +14,10 @@ use crate::capi::core::{Cluster, Machine, MachineHealthCheck, MachineHealthCheck
 use crate::capi::triggers::{cluster_gates, machine_health};
 use crate::runtime::conditions::{self, Condition};
 use crate::runtime::index::Index;
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use crate::runtime::triggers::filtered;
 use infrasim_kube_api::selectors::LabelSelector;
 use kube::api::Api;
-use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,7 +55,8 @@ pub(super) async fn run(core: Arc<Core>) {
             },
         )
         .reconcile_on(node_changes);
-    super::serve(controller, core, reconcile).await;
+    let ctx = core.ctx.clone();
+    crate::runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core))).await;
 }
 
 use futures::StreamExt;
@@ -67,14 +67,26 @@ struct Checked {
     verdict: Verdict,
 }
 
-async fn reconcile(
-    mhc: Arc<MachineHealthCheck>,
-    r: Arc<Reconciler<MachineHealthCheck>>,
-) -> Result<Action, Error> {
-    let _running = crate::runtime::metrics::reconciled("MachineHealthCheck");
-    if mhc.metadata.deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
+/// A health check keeps nothing that outlives it: no finalizer, nothing to clean up.
+impl Reconcile<MachineHealthCheck> for Reconciler<MachineHealthCheck> {
+    type Error = Error;
+
+    async fn apply(&self, mhc: Arc<MachineHealthCheck>) -> Result<Next, Error> {
+        let _running = crate::runtime::metrics::reconciled("MachineHealthCheck");
+        apply(&mhc, self).await
     }
+
+    async fn cleanup(&self, _: Arc<MachineHealthCheck>) -> Result<Cleanup, Error> {
+        let _running = crate::runtime::metrics::reconciled("MachineHealthCheck");
+        Ok(Cleanup::Done)
+    }
+}
+
+/// Checks the targets, marks them, and reports what it found in the check's status.
+async fn apply(
+    mhc: &MachineHealthCheck,
+    r: &Reconciler<MachineHealthCheck>,
+) -> Result<Next, Error> {
     let ns = mhc.namespace().unwrap_or_default();
     let api: Api<MachineHealthCheck> = r.api(&ns);
     let Some(cluster) = r
@@ -83,7 +95,7 @@ async fn reconcile(
         .get::<Cluster>(&ns, &mhc.spec.cluster_name)
         .await?
     else {
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     };
     let now = r.core.ctx.now();
     let mut conds = mhc
@@ -91,7 +103,7 @@ async fn reconcile(
         .as_ref()
         .and_then(|s| s.conditions.clone())
         .unwrap_or_default();
-    let paused_why = paused(&*mhc, cluster.paused());
+    let paused_why = paused(mhc, cluster.paused());
     conditions::set(
         &mut conds,
         match &paused_why {
@@ -105,14 +117,14 @@ async fn reconcile(
             conditions: Some(conds),
             ..mhc.status.clone().unwrap_or_default()
         };
-        apply_status(&api, &*mhc, &status).await?;
-        return Ok(Action::await_change());
+        apply_status(&api, mhc, &status).await?;
+        return Ok(Next::AwaitChange);
     }
     let checks = match targets::Checks::from_spec(mhc.spec.checks.as_ref()) {
         Ok(c) => c,
-        Err(why) => return report_invalid(&api, &mhc, conds, why, now).await,
+        Err(why) => return report_invalid(&api, mhc, conds, why, now).await,
     };
-    let (checked, elsewhere) = check_targets(&mhc, &r, &cluster, &checks).await?;
+    let (checked, elsewhere) = check_targets(mhc, r, &cluster, &checks).await?;
     let total = checked.len() as i32;
     let healthy = checked
         .iter()
@@ -121,33 +133,15 @@ async fn reconcile(
     let (allowed, count) =
         match targets::remediation_allowed(mhc.spec.remediation.as_ref(), total, total - healthy) {
             Ok(a) => a,
-            Err(why) => return report_invalid(&api, &mhc, conds, why, now).await,
+            Err(why) => return report_invalid(&api, mhc, conds, why, now).await,
         };
     let unhealthy = checked
         .iter()
         .filter(|c| matches!(c.verdict, Verdict::Unhealthy { .. }))
         .count();
-    if allowed {
-        conditions::set(
-            &mut conds,
-            Condition::new("RemediationAllowed", true, "RemediationAllowed", ""),
-            now,
-        );
-    } else {
-        let message = restricted_message(&mhc, total, unhealthy);
-        if unhealthy > 0 {
-            r.core
-                .ctx
-                .event(&*mhc, true, "RemediationRestricted", message.clone())
-                .await;
-        }
-        conditions::set(
-            &mut conds,
-            Condition::new("RemediationAllowed", false, "TooManyUnhealthy", message),
-            now,
-        );
-    }
-    mark_targets(&mhc, &r, &cluster, &checked, allowed).await?;
+    let allowance = allowance(mhc, r, allowed, total, unhealthy).await;
+    conditions::set(&mut conds, allowance, now);
+    mark_targets(mhc, r, &cluster, &checked, allowed).await?;
     conditions::sort(&mut conds);
     let mut names: Vec<String> = checked.iter().map(|c| c.machine.name_any()).collect();
     names.sort();
@@ -167,7 +161,7 @@ async fn reconcile(
         observed_generation: mhc.metadata.generation,
         deprecated: Some(deprecated),
     };
-    apply_status(&api, &*mhc, &status).await?;
+    apply_status(&api, mhc, &status).await?;
     let next = checked
         .iter()
         .filter_map(|c| match c.verdict {
@@ -175,14 +169,46 @@ async fn reconcile(
             _ => None,
         })
         .min();
-    if let Some(at) = next {
-        r.wakeups.at(ObjectRef::from_obj(&*mhc), at);
+    Ok(soonest(next, elsewhere, r.core.ctx.now()))
+}
+
+/// The check's `RemediationAllowed`; when remediation is restricted while machines are
+/// unhealthy, said in an event too.
+async fn allowance(
+    mhc: &MachineHealthCheck,
+    r: &Reconciler<MachineHealthCheck>,
+    allowed: bool,
+    total: i32,
+    unhealthy: usize,
+) -> Condition {
+    if allowed {
+        return Condition::new("RemediationAllowed", true, "RemediationAllowed", "");
     }
-    Ok(if elsewhere {
-        Action::requeue(POLL_ELSEWHERE)
-    } else {
-        Action::await_change()
-    })
+    let message = restricted_message(mhc, total, unhealthy);
+    if unhealthy > 0 {
+        r.core
+            .ctx
+            .event(mhc, true, "RemediationRestricted", message.clone())
+            .await;
+    }
+    Condition::new("RemediationAllowed", false, "TooManyUnhealthy", message)
+}
+
+/// When to look again: at the first target's pending deadline, or after [`POLL_ELSEWHERE`]
+/// when a Node was read from elsewhere (no event says when it changes), whichever comes
+/// first (the runner keeps one deadline per object).
+fn soonest(
+    deadline: Option<chrono::DateTime<chrono::Utc>>,
+    elsewhere: bool,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Next {
+    let poll = chrono::Duration::from_std(POLL_ELSEWHERE).unwrap_or(chrono::Duration::MAX);
+    match (deadline, elsewhere) {
+        (Some(at), true) if now.checked_add_signed(poll).is_none_or(|p| at <= p) => Next::At(at),
+        (_, true) => Next::After(POLL_ELSEWHERE),
+        (Some(at), false) => Next::At(at),
+        (None, false) => Next::AwaitChange,
+    }
 }
 
 /// The message of a `RemediationAllowed` False condition, in upstream's words.
@@ -215,7 +241,7 @@ async fn report_invalid(
     mut conds: Vec<Condition>,
     why: String,
     now: chrono::DateTime<chrono::Utc>,
-) -> Result<Action, Error> {
+) -> Result<Next, Error> {
     conditions::set(
         &mut conds,
         Condition::unknown("RemediationAllowed", "InternalError", why),
@@ -227,7 +253,7 @@ async fn report_invalid(
         ..mhc.status.clone().unwrap_or_default()
     };
     apply_status(api, mhc, &status).await?;
-    Ok(Action::await_change())
+    Ok(Next::AwaitChange)
 }
 
 /// The check's targets (its selector's Machines of its cluster, but those paused or marked
@@ -382,4 +408,22 @@ async fn mark_targets(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{TimeZone, Utc};
+
+    #[test]
+    fn the_earlier_of_a_deadline_and_the_poll_is_kept() {
+        let now = Utc.with_ymd_and_hms(2026, 1, 1, 10, 0, 0).unwrap();
+        let soon = now + chrono::Duration::seconds(5);
+        let late = now + chrono::Duration::seconds(60);
+        assert_eq!(soonest(None, false, now), Next::AwaitChange);
+        assert_eq!(soonest(Some(late), false, now), Next::At(late));
+        assert_eq!(soonest(None, true, now), Next::After(POLL_ELSEWHERE));
+        assert_eq!(soonest(Some(soon), true, now), Next::At(soon));
+        assert_eq!(soonest(Some(late), true, now), Next::After(POLL_ELSEWHERE));
+    }
 }
