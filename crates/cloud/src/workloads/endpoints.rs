@@ -91,137 +91,153 @@ pub(super) fn reconcile(c: &Cluster) {
         if selector.is_empty() || svc.str("/spec/type") == "ExternalName" || svc.deleting() {
             continue;
         }
-        let mut selected: Vec<&Obj> = pods
-            .iter()
-            .filter(|p| {
-                p.namespace() == svc.namespace()
-                    && !p.deleting()
-                    && !p.str("/status/podIP").is_empty()
-                    && {
-                        let labels = p.labels();
-                        selector.iter().all(|(k, v)| labels.get(k) == Some(v))
-                    }
-            })
-            .collect();
-        selected.sort_by(|a, b| a.str("/status/podIP").cmp(b.str("/status/podIP")));
+        let selected = selected(svc, &selector, &pods);
         let port_list = ports(svc, selected.first().copied());
+        write_endpoints(c, svc, &selected, &port_list);
+        write_slice(c, svc, &selected, &port_list, &slices);
+    }
+}
 
-        // The v1 Endpoints object.
-        let address = |p: &Obj| json!({"ip": p.str("/status/podIP"), "nodeName": p.str("/spec/nodeName"), "targetRef": target_ref(p)});
-        let ready: Vec<Value> = selected
-            .iter()
-            .filter(|p| pod_ready(p))
-            .map(|p| address(p))
-            .collect();
-        let not_ready: Vec<Value> = selected
-            .iter()
-            .filter(|p| !pod_ready(p))
-            .map(|p| address(p))
-            .collect();
-        let mut subset = json!({"ports": port_list});
-        if !ready.is_empty() {
-            subset["addresses"] = json!(ready);
-        }
-        if !not_ready.is_empty() {
-            subset["notReadyAddresses"] = json!(not_ready);
-        }
-        let subsets = if selected.is_empty() {
-            json!([])
-        } else {
-            json!([subset])
-        };
-        let mut labels = svc
-            .value
-            .at("/metadata/labels")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        labels[ENDPOINTS_MANAGED_BY] = json!(ENDPOINTS_CONTROLLER);
-        let mut endpoints = json!({
-            "apiVersion": "v1", "kind": "Endpoints",
-            "metadata": {"name": svc.name(), "namespace": svc.namespace(), "labels": labels},
-        });
-        if !selected.is_empty() {
-            endpoints["subsets"] = subsets.clone();
-        }
-        match c.get("endpoints", svc.namespace(), svc.name()) {
-            None => {
-                c.create("endpoints", endpoints);
-            }
-            Some(old) if old.value.get("subsets").unwrap_or(&json!([])) != &subsets => {
-                let mut next = Value::clone(&old.value);
-                match next.as_object_mut() {
-                    Some(o) if selected.is_empty() => {
-                        o.remove("subsets");
-                    }
-                    _ => next["subsets"] = subsets,
+/// The Service's pods with an IP, not going, in the order of their IPs.
+fn selected<'a>(
+    svc: &Obj,
+    selector: &std::collections::BTreeMap<String, String>,
+    pods: &'a [Obj],
+) -> Vec<&'a Obj> {
+    let mut selected: Vec<&Obj> = pods
+        .iter()
+        .filter(|p| {
+            p.namespace() == svc.namespace()
+                && !p.deleting()
+                && !p.str("/status/podIP").is_empty()
+                && {
+                    let labels = p.labels();
+                    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
                 }
-                c.update("endpoints", next, &old);
-            }
-            Some(_) => {}
-        }
+        })
+        .collect();
+    selected.sort_by(|a, b| a.str("/status/podIP").cmp(b.str("/status/podIP")));
+    selected
+}
 
-        // The EndpointSlice.
-        let entries: Vec<Value> = selected
-            .iter()
-            .map(|p| {
-                let ready = pod_ready(p);
-                json!({
-                    "addresses": [p.str("/status/podIP")],
-                    "conditions": {"ready": ready, "serving": ready, "terminating": false},
-                    "nodeName": p.str("/spec/nodeName"),
-                    "targetRef": target_ref(p),
-                })
-            })
-            .collect();
-        let existing = slices.iter().find(|s| {
-            s.namespace() == svc.namespace()
-                && s.labels()
-                    .get("kubernetes.io/service-name")
-                    .map(String::as_str)
-                    == Some(svc.name())
-                && s.labels().get(MANAGED_BY).map(String::as_str) == Some(CONTROLLER)
-        });
-        let endpoints_value = json!(entries);
-        // EndpointSlice ports always carry a name, empty for an unnamed Service port (clients
-        // such as kubectl describe dereference it).
-        let ports_value = json!(port_list
-            .iter()
-            .map(|p| {
-                let mut p = p.clone();
-                if p.get("name").is_none() {
-                    p["name"] = json!("");
-                }
-                p
-            })
-            .collect::<Vec<_>>());
-        match existing {
-            None => {
-                let slice = json!({
-                    "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-                    "metadata": {
-                        "name": format!("{}-{}", svc.name(), random_suffix(5)),
-                        "generateName": format!("{}-", svc.name()),
-                        "namespace": svc.namespace(),
-                        "labels": {"kubernetes.io/service-name": svc.name(), MANAGED_BY: CONTROLLER},
-                        "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": svc.name(), "uid": svc.uid(),
-                                             "controller": true, "blockOwnerDeletion": true}],
-                    },
-                    "addressType": "IPv4",
-                    "endpoints": endpoints_value,
-                    "ports": ports_value,
-                });
-                c.create(SLICES, slice);
-            }
-            Some(old)
-                if old.value.get("endpoints").unwrap_or(&json!([])) != &endpoints_value
-                    || old.value.get("ports").unwrap_or(&json!([])) != &ports_value =>
-            {
-                let mut next = Value::clone(&old.value);
-                next["endpoints"] = endpoints_value;
-                next["ports"] = ports_value;
-                c.update(SLICES, next, old);
-            }
-            Some(_) => {}
+/// The Service's v1 Endpoints object, made or brought up to date.
+fn write_endpoints(c: &Cluster, svc: &Obj, selected: &[&Obj], port_list: &[Value]) {
+    let address = |p: &Obj| json!({"ip": p.str("/status/podIP"), "nodeName": p.str("/spec/nodeName"), "targetRef": target_ref(p)});
+    let ready: Vec<Value> = selected
+        .iter()
+        .filter(|p| pod_ready(p))
+        .map(|p| address(p))
+        .collect();
+    let not_ready: Vec<Value> = selected
+        .iter()
+        .filter(|p| !pod_ready(p))
+        .map(|p| address(p))
+        .collect();
+    let mut subset = json!({"ports": port_list});
+    if !ready.is_empty() {
+        subset["addresses"] = json!(ready);
+    }
+    if !not_ready.is_empty() {
+        subset["notReadyAddresses"] = json!(not_ready);
+    }
+    let subsets = if selected.is_empty() {
+        json!([])
+    } else {
+        json!([subset])
+    };
+    let mut labels = svc
+        .value
+        .at("/metadata/labels")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    labels[ENDPOINTS_MANAGED_BY] = json!(ENDPOINTS_CONTROLLER);
+    let mut endpoints = json!({
+        "apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": svc.name(), "namespace": svc.namespace(), "labels": labels},
+    });
+    if !selected.is_empty() {
+        endpoints["subsets"] = subsets.clone();
+    }
+    match c.get("endpoints", svc.namespace(), svc.name()) {
+        None => {
+            c.create("endpoints", endpoints);
         }
+        Some(old) if old.value.get("subsets").unwrap_or(&json!([])) != &subsets => {
+            let mut next = Value::clone(&old.value);
+            match next.as_object_mut() {
+                Some(o) if selected.is_empty() => {
+                    o.remove("subsets");
+                }
+                _ => next["subsets"] = subsets,
+            }
+            c.update("endpoints", next, &old);
+        }
+        Some(_) => {}
+    }
+}
+
+/// The Service's EndpointSlice, made or brought up to date.
+fn write_slice(c: &Cluster, svc: &Obj, selected: &[&Obj], port_list: &[Value], slices: &[Obj]) {
+    let entries: Vec<Value> = selected
+        .iter()
+        .map(|p| {
+            let ready = pod_ready(p);
+            json!({
+                "addresses": [p.str("/status/podIP")],
+                "conditions": {"ready": ready, "serving": ready, "terminating": false},
+                "nodeName": p.str("/spec/nodeName"),
+                "targetRef": target_ref(p),
+            })
+        })
+        .collect();
+    let existing = slices.iter().find(|s| {
+        s.namespace() == svc.namespace()
+            && s.labels()
+                .get("kubernetes.io/service-name")
+                .map(String::as_str)
+                == Some(svc.name())
+            && s.labels().get(MANAGED_BY).map(String::as_str) == Some(CONTROLLER)
+    });
+    let endpoints_value = json!(entries);
+    // EndpointSlice ports always carry a name, empty for an unnamed Service port (clients
+    // such as kubectl describe dereference it).
+    let ports_value = json!(port_list
+        .iter()
+        .map(|p| {
+            let mut p = p.clone();
+            if p.get("name").is_none() {
+                p["name"] = json!("");
+            }
+            p
+        })
+        .collect::<Vec<_>>());
+    match existing {
+        None => {
+            let slice = json!({
+                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {
+                    "name": format!("{}-{}", svc.name(), random_suffix(5)),
+                    "generateName": format!("{}-", svc.name()),
+                    "namespace": svc.namespace(),
+                    "labels": {"kubernetes.io/service-name": svc.name(), MANAGED_BY: CONTROLLER},
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": svc.name(), "uid": svc.uid(),
+                                         "controller": true, "blockOwnerDeletion": true}],
+                },
+                "addressType": "IPv4",
+                "endpoints": endpoints_value,
+                "ports": ports_value,
+            });
+            c.create(SLICES, slice);
+        }
+        Some(old)
+            if old.value.get("endpoints").unwrap_or(&json!([])) != &endpoints_value
+                || old.value.get("ports").unwrap_or(&json!([])) != &ports_value =>
+        {
+            let mut next = Value::clone(&old.value);
+            next["endpoints"] = endpoints_value;
+            next["ports"] = ports_value;
+            c.update(SLICES, next, old);
+        }
+        Some(_) => {}
     }
 }
