@@ -107,132 +107,156 @@ fn scale(c: &Cluster, d: &Obj, rs: &Obj, replicas: i64, desired: i64, max: i64, 
 pub(super) fn reconcile(c: &Cluster) {
     let all = c.list(REPLICASETS);
     for d in c.list(RESOURCE).iter() {
-        if d.deleting() {
-            continue;
+        if !d.deleting() {
+            roll(c, d, &all);
         }
-        let desired = d.int("/spec/replicas").unwrap_or(1).max(0);
-        let template = d
-            .value
-            .at("/spec/template")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        let hash = template_hash(&template);
-        let rss = owned(d, &all);
-        let max_revision = rss.iter().map(|rs| revision(rs)).max().unwrap_or(0);
-        let new = rss
-            .iter()
-            .find(|rs| rs.labels().get("pod-template-hash") == Some(&hash))
-            .copied();
-        let olds: Vec<&Obj> = rss
-            .iter()
-            .filter(|rs| new.is_none_or(|n| n.uid() != rs.uid()))
-            .copied()
-            .collect();
-        let old_total: i64 = olds.iter().map(|rs| spec_replicas(rs)).sum();
-        let (surge, unavailable) = rolling_limits(d, desired);
-        let paused = d.value.at("/spec/paused") == Some(&json!(true));
-        let Some(new) = new else {
-            if paused {
-                continue;
-            }
-            let recreate = d.str("/spec/strategy/type") == "Recreate";
-            let initial = if old_total == 0 && !recreate {
-                desired
-            } else if recreate {
-                0
-            } else {
-                (desired + surge - old_total).clamp(0, desired)
-            };
-            create_replicaset(
-                c,
-                d,
-                &template,
-                &hash,
-                initial,
-                max_revision + 1,
-                desired + surge,
-            );
-            continue;
-        };
-        if paused {
-            continue;
-        }
-        // A rollback makes an old template current again: its ReplicaSet takes the newest
-        // revision number.
-        let rev = (revision(new) == 0 || revision(new) < max_revision).then_some(max_revision + 1);
-        // The Deployment carries its current revision too (`kubectl rollout undo` reads and
-        // patches it).
-        let current = rev.unwrap_or_else(|| revision(new)).to_string();
-        if d.value
-            .at("/metadata/annotations")
-            .and_then(|a| a.get(REVISION))
-            .and_then(Value::as_str)
-            != Some(&current)
-        {
-            let mut next = Value::clone(&d.value);
-            if !next["metadata"]["annotations"].is_object() {
-                next["metadata"]["annotations"] = json!({});
-            }
-            next["metadata"]["annotations"][REVISION] = json!(current);
-            // On a conflict the next pass retries; nothing else depends on this write.
-            c.update(RESOURCE, next, d);
-        }
-        if d.str("/spec/strategy/type") == "Recreate" {
-            if olds.iter().any(|rs| spec_replicas(rs) > 0) {
-                for rs in &olds {
-                    scale(c, d, rs, 0, desired, desired, None);
-                }
-                continue;
-            }
-            if olds
-                .iter()
-                .any(|rs| rs.int("/status/replicas").unwrap_or(0) > 0)
-            {
-                continue; // Recreate waits for the old pods to be gone.
-            }
-            scale(c, d, new, desired, desired, desired, rev);
-            continue;
-        }
-        // Scale the new ReplicaSet up within maxSurge (or straight down to size).
-        let current_new = spec_replicas(new);
-        let target_new = if current_new >= desired {
+    }
+}
+
+/// One Deployment's step: its ReplicaSet for the current template made or scaled, the old
+/// ones scaled down as its strategy allows, the oldest empty ones pruned.
+fn roll(c: &Cluster, d: &Obj, all: &[Obj]) {
+    let desired = d.int("/spec/replicas").unwrap_or(1).max(0);
+    let template = d
+        .value
+        .at("/spec/template")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let hash = template_hash(&template);
+    let rss = owned(d, all);
+    let max_revision = rss.iter().map(|rs| revision(rs)).max().unwrap_or(0);
+    let new = rss
+        .iter()
+        .find(|rs| rs.labels().get("pod-template-hash") == Some(&hash))
+        .copied();
+    let olds: Vec<&Obj> = rss
+        .iter()
+        .filter(|rs| new.is_none_or(|n| n.uid() != rs.uid()))
+        .copied()
+        .collect();
+    let old_total: i64 = olds.iter().map(|rs| spec_replicas(rs)).sum();
+    let (surge, unavailable) = rolling_limits(d, desired);
+    if d.value.at("/spec/paused") == Some(&json!(true)) {
+        return;
+    }
+    let Some(new) = new else {
+        let recreate = d.str("/spec/strategy/type") == "Recreate";
+        let initial = if old_total == 0 && !recreate {
             desired
+        } else if recreate {
+            0
         } else {
-            let room = desired + surge - (old_total + current_new);
-            current_new + room.clamp(0, desired - current_new)
+            (desired + surge - old_total).clamp(0, desired)
         };
-        scale(c, d, new, target_new, desired, desired + surge, rev);
-        // Scale old ones down while at least desired - maxUnavailable pods stay available.
-        let all_pods = old_total + current_new;
-        let new_unavailable = (current_new - available(new)).max(0);
-        let mut budget = all_pods - (desired - unavailable) - new_unavailable;
-        for rs in &olds {
-            if budget <= 0 {
-                break;
-            }
-            let down = spec_replicas(rs).min(budget);
-            if down > 0 {
-                scale(
-                    c,
-                    d,
-                    rs,
-                    spec_replicas(rs) - down,
-                    desired,
-                    desired + surge,
-                    None,
-                );
-                budget -= down;
-            }
+        let revision = max_revision + 1;
+        create_replicaset(c, d, &template, &hash, initial, revision, desired + surge);
+        return;
+    };
+    // A rollback makes an old template current again: its ReplicaSet takes the newest
+    // revision number.
+    let rev = (revision(new) == 0 || revision(new) < max_revision).then_some(max_revision + 1);
+    note_revision(c, d, rev.unwrap_or_else(|| revision(new)));
+    if d.str("/spec/strategy/type") == "Recreate" {
+        recreate(c, d, new, &olds, desired, rev);
+        return;
+    }
+    let sizes = Sizes {
+        desired,
+        surge,
+        unavailable,
+        old_total,
+    };
+    rolling_update(c, d, new, &olds, sizes, rev);
+    prune_history(c, d, &olds);
+}
+
+/// The Deployment carries its current revision too (`kubectl rollout undo` reads and patches
+/// it).
+fn note_revision(c: &Cluster, d: &Obj, revision: i64) {
+    let current = revision.to_string();
+    if d.value
+        .at("/metadata/annotations")
+        .and_then(|a| a.get(REVISION))
+        .and_then(Value::as_str)
+        == Some(&current)
+    {
+        return;
+    }
+    let mut next = Value::clone(&d.value);
+    if !next["metadata"]["annotations"].is_object() {
+        next["metadata"]["annotations"] = json!({});
+    }
+    next["metadata"]["annotations"][REVISION] = json!(current);
+    // On a conflict the next pass retries; nothing else depends on this write.
+    c.update(RESOURCE, next, d);
+}
+
+/// Recreate: every old ReplicaSet down to nothing, and the new one up only once their pods
+/// are gone.
+fn recreate(c: &Cluster, d: &Obj, new: &Obj, olds: &[&Obj], desired: i64, rev: Option<i64>) {
+    if olds.iter().any(|rs| spec_replicas(rs) > 0) {
+        for rs in olds {
+            scale(c, d, rs, 0, desired, desired, None);
         }
-        // Keep revisionHistoryLimit old, empty ReplicaSets; delete older ones.
-        let limit = d.int("/spec/revisionHistoryLimit").unwrap_or(10).max(0) as usize;
-        let empty: Vec<&&Obj> = olds
-            .iter()
-            .filter(|rs| spec_replicas(rs) == 0 && rs.int("/status/replicas").unwrap_or(0) == 0)
-            .collect();
-        for rs in empty.iter().take(empty.len().saturating_sub(limit)) {
-            c.delete(REPLICASETS, rs.namespace(), rs.name());
+        return;
+    }
+    if olds
+        .iter()
+        .any(|rs| rs.int("/status/replicas").unwrap_or(0) > 0)
+    {
+        return;
+    }
+    scale(c, d, new, desired, desired, desired, rev);
+}
+
+/// The sizes a rolling update works within.
+#[derive(Clone, Copy)]
+struct Sizes {
+    desired: i64,
+    /// maxSurge, as a count.
+    surge: i64,
+    /// maxUnavailable, as a count.
+    unavailable: i64,
+    /// The old ReplicaSets' replicas together.
+    old_total: i64,
+}
+
+/// RollingUpdate: the new ReplicaSet up within maxSurge (or straight down to size), the old
+/// ones down while at least `desired - maxUnavailable` pods stay available.
+fn rolling_update(c: &Cluster, d: &Obj, new: &Obj, olds: &[&Obj], n: Sizes, rev: Option<i64>) {
+    let current_new = spec_replicas(new);
+    let target_new = if current_new >= n.desired {
+        n.desired
+    } else {
+        let room = n.desired + n.surge - (n.old_total + current_new);
+        current_new + room.clamp(0, n.desired - current_new)
+    };
+    let ceiling = n.desired + n.surge;
+    scale(c, d, new, target_new, n.desired, ceiling, rev);
+    let all_pods = n.old_total + current_new;
+    let new_unavailable = (current_new - available(new)).max(0);
+    let mut budget = all_pods - (n.desired - n.unavailable) - new_unavailable;
+    for rs in olds {
+        if budget <= 0 {
+            break;
         }
+        let down = spec_replicas(rs).min(budget);
+        if down > 0 {
+            scale(c, d, rs, spec_replicas(rs) - down, n.desired, ceiling, None);
+            budget -= down;
+        }
+    }
+}
+
+/// Keeps `revisionHistoryLimit` old, empty ReplicaSets; deletes older ones.
+fn prune_history(c: &Cluster, d: &Obj, olds: &[&Obj]) {
+    let limit = d.int("/spec/revisionHistoryLimit").unwrap_or(10).max(0) as usize;
+    let empty: Vec<&&Obj> = olds
+        .iter()
+        .filter(|rs| spec_replicas(rs) == 0 && rs.int("/status/replicas").unwrap_or(0) == 0)
+        .collect();
+    for rs in empty.iter().take(empty.len().saturating_sub(limit)) {
+        c.delete(REPLICASETS, rs.namespace(), rs.name());
     }
 }
 
