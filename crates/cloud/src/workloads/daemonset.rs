@@ -164,30 +164,36 @@ pub(super) fn reconcile(c: &Cluster) {
         for p in by_node.into_values().flatten() {
             c.delete("pods", p.namespace(), p.name());
         }
-        // RollingUpdate: replace outdated pods while at most maxUnavailable are unavailable;
-        // not-ready outdated pods go first, as they cost no availability.
-        if ds.str("/spec/updateStrategy/type") != "OnDelete" {
-            let limit = ds
-                .value
-                .at("/spec/updateStrategy/rollingUpdate/maxUnavailable");
-            // A percentage rounds down but never to zero; absent means one.
-            let max_unavailable = match int_or_percent(limit, nodes.len() as i64, false) {
-                Some(n) if limit.is_some_and(Value::is_string) => n.max(1),
-                Some(n) => n,
-                None => 1,
-            };
-            outdated.sort_by_key(|p| pod_ready(p));
-            let mut budget = max_unavailable - unavailable;
-            for p in outdated {
-                let ready = pod_ready(p);
-                if ready && budget <= 0 {
-                    break;
-                }
-                c.delete("pods", p.namespace(), p.name());
-                if ready {
-                    budget -= 1;
-                }
-            }
+        roll_outdated(c, ds, outdated, unavailable, nodes.len() as i64);
+    }
+}
+
+/// RollingUpdate: replaces outdated pods while at most maxUnavailable of the `nodes` are
+/// unavailable (`unavailable` are already); not-ready outdated pods go first, as they cost no
+/// availability.
+fn roll_outdated(c: &Cluster, ds: &Obj, mut outdated: Vec<&Obj>, unavailable: i64, nodes: i64) {
+    if ds.str("/spec/updateStrategy/type") == "OnDelete" {
+        return;
+    }
+    let limit = ds
+        .value
+        .at("/spec/updateStrategy/rollingUpdate/maxUnavailable");
+    // A percentage rounds down but never to zero; absent means one.
+    let max_unavailable = match int_or_percent(limit, nodes, false) {
+        Some(n) if limit.is_some_and(Value::is_string) => n.max(1),
+        Some(n) => n,
+        None => 1,
+    };
+    outdated.sort_by_key(|p| pod_ready(p));
+    let mut budget = max_unavailable - unavailable;
+    for p in outdated {
+        let ready = pod_ready(p);
+        if ready && budget <= 0 {
+            break;
+        }
+        c.delete("pods", p.namespace(), p.name());
+        if ready {
+            budget -= 1;
         }
     }
 }

@@ -57,52 +57,7 @@ pub(super) fn reconcile(c: &Cluster) {
             super::record_revision(c, sts, "StatefulSet", hash);
         }
         let pods_by_ordinal = owned(sts, &pods);
-        let template = sts
-            .value
-            .at("/spec/template")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        // Create the missing ordinals, in order; OrderedReady waits for each to be Ready.
-        for ordinal in 0..replicas {
-            match pods_by_ordinal.get(&ordinal) {
-                Some(p) if ordered && !pod_ready(p) => break,
-                Some(_) => continue,
-                None => {
-                    let name = format!("{}-{ordinal}", sts.name());
-                    let mut pod = pod_from_template(
-                        &template,
-                        sts.namespace(),
-                        &format!("{}-", sts.name()),
-                        controller_ref(sts, "apps/v1", "StatefulSet"),
-                        &[
-                            ("controller-revision-hash", revision.clone()),
-                            ("statefulset.kubernetes.io/pod-name", name.clone()),
-                            ("apps.kubernetes.io/pod-index", ordinal.to_string()),
-                        ],
-                    );
-                    pod["metadata"]["name"] = json!(name);
-                    if let Some(m) = pod["metadata"].as_object_mut() {
-                        m.remove("generateName");
-                    }
-                    pod["spec"]["hostname"] = json!(name);
-                    if !sts.str("/spec/serviceName").is_empty() {
-                        pod["spec"]["subdomain"] = json!(sts.str("/spec/serviceName"));
-                    }
-                    if c.create("pods", pod).is_some() {
-                        c.event(
-                            sts,
-                            events::STATEFULSETS,
-                            false,
-                            "SuccessfulCreate",
-                            &format!("create Pod {name} in StatefulSet {} successful", sts.name()),
-                        );
-                    }
-                    if ordered {
-                        break;
-                    }
-                }
-            }
-        }
+        create_missing(c, sts, &pods_by_ordinal, replicas, ordered, &revision);
         // Scale down from the highest ordinal, one at a time when ordered.
         let surplus: Vec<&&Obj> = pods_by_ordinal
             .range(replicas..)
@@ -142,6 +97,62 @@ pub(super) fn reconcile(c: &Cluster) {
                 .find(|(_, p)| revision_of(p) != revision)
             {
                 c.delete("pods", p.namespace(), p.name());
+            }
+        }
+    }
+}
+
+/// Creates the missing ordinals, in order; OrderedReady waits for each to be Ready.
+fn create_missing(
+    c: &Cluster,
+    sts: &Obj,
+    pods_by_ordinal: &BTreeMap<i64, &Obj>,
+    replicas: i64,
+    ordered: bool,
+    revision: &str,
+) {
+    let template = sts
+        .value
+        .at("/spec/template")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    for ordinal in 0..replicas {
+        match pods_by_ordinal.get(&ordinal) {
+            Some(p) if ordered && !pod_ready(p) => break,
+            Some(_) => continue,
+            None => {
+                let name = format!("{}-{ordinal}", sts.name());
+                let mut pod = pod_from_template(
+                    &template,
+                    sts.namespace(),
+                    &format!("{}-", sts.name()),
+                    controller_ref(sts, "apps/v1", "StatefulSet"),
+                    &[
+                        ("controller-revision-hash", revision.to_string()),
+                        ("statefulset.kubernetes.io/pod-name", name.clone()),
+                        ("apps.kubernetes.io/pod-index", ordinal.to_string()),
+                    ],
+                );
+                pod["metadata"]["name"] = json!(name);
+                if let Some(m) = pod["metadata"].as_object_mut() {
+                    m.remove("generateName");
+                }
+                pod["spec"]["hostname"] = json!(name);
+                if !sts.str("/spec/serviceName").is_empty() {
+                    pod["spec"]["subdomain"] = json!(sts.str("/spec/serviceName"));
+                }
+                if c.create("pods", pod).is_some() {
+                    c.event(
+                        sts,
+                        events::STATEFULSETS,
+                        false,
+                        "SuccessfulCreate",
+                        &format!("create Pod {name} in StatefulSet {} successful", sts.name()),
+                    );
+                }
+                if ordered {
+                    break;
+                }
             }
         }
     }
