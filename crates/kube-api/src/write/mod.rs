@@ -17,6 +17,7 @@
 //! A verb can therefore not store what another verb would refuse.
 
 pub(crate) mod input;
+mod kinds;
 mod strategy;
 
 use crate::context::Ctx;
