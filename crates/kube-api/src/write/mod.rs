@@ -16,6 +16,7 @@
 //!
 //! A verb can therefore not store what another verb would refuse.
 
+mod common;
 pub(crate) mod input;
 mod kinds;
 mod strategy;

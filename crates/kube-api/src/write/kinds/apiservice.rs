@@ -5,7 +5,7 @@ use super::KindStrategy;
 use crate::apiservices;
 use crate::context::Ctx;
 use crate::status::ApiError;
-use crate::write::strategy::refuse;
+use crate::write::common::refuse;
 use serde_json::Value;
 
 pub(super) struct ApiService;

@@ -8,7 +8,7 @@ use crate::csr::{self, Through};
 use crate::object::name_of;
 use crate::status::ApiError;
 use crate::validation;
-use crate::write::strategy::refuse;
+use crate::write::common::refuse;
 use serde_json::Value;
 
 pub(super) struct CertificateSigningRequest;

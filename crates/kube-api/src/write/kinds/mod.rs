@@ -42,14 +42,14 @@ pub(crate) trait KindStrategy: Sync {
         old: &Value,
         new: Value,
     ) -> Value {
-        super::strategy::split_for_update(ctx, subresource, old, new)
+        super::common::split_for_update(ctx, subresource, old, new)
     }
 
     /// An updated object made ready to store, after the split and defaults.
     fn prepare_for_update(&self, _ctx: &Ctx, _subresource: Option<&str>, _new: &mut Value) {}
 
     /// The kind's own checks of any object it stores, after the common ones (schema and
-    /// the checks by kind and group). A refusal is usually [`super::strategy::refuse`]'s 422.
+    /// the checks by kind and group). A refusal is usually [`super::common::refuse`]'s 422.
     fn validate(
         &self,
         _ctx: &Ctx,
