@@ -32,3 +32,27 @@ pub const PROVIDER_LABEL_VALUE: &str = "infrastructure-in-memory";
 pub const CORE_GROUP: &str = "cluster.x-k8s.io";
 /// The infrastructure providers' API group.
 pub const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
+
+/// The message of the `Paused` condition, if `obj` or its cluster is paused, as Cluster API
+/// words it (the provider's and the core's controllers say the same).
+pub(crate) fn paused_message<K: kube::Resource<DynamicType = ()>>(
+    obj: &K,
+    cluster_paused: bool,
+) -> Option<String> {
+    let mut why = Vec::new();
+    if cluster_paused {
+        why.push("Cluster spec.paused is set to true".to_string());
+    }
+    if obj
+        .meta()
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(PAUSED_ANNOTATION))
+    {
+        why.push(format!(
+            "{} has the cluster.x-k8s.io/paused annotation",
+            K::kind(&())
+        ));
+    }
+    (!why.is_empty()).then(|| why.join(", "))
+}

@@ -3,8 +3,8 @@
 //! the workload cluster behind it.
 
 use super::{
-    apply_status, cloud_key, owner_named, paused_message, report_paused, Error, InfraCluster,
-    InfraStatus, Reconciler,
+    apply_status, claimed, cloud_key, holds_claim, owner_named, paused_message, report_paused,
+    unclaim, Error, InfraCluster, InfraStatus, Reconciler,
 };
 use crate::capi::core::Cluster;
 use crate::runtime::conditions::{self, Condition};
@@ -26,26 +26,19 @@ impl<K: InfraCluster> Reconcile<K> for ClusterReconciler<K> {
     async fn apply(&self, obj: Arc<K>) -> Result<Next, Error> {
         let _running = crate::runtime::metrics::reconciled(super::infra_kind::<K>());
         let r = &self.0;
-        let api: Api<K> =
-            Api::namespaced(r.ctx.client.clone(), &obj.namespace().unwrap_or_default());
-        if owner_named(&*obj, "Cluster").is_none() {
-            return Ok(Next::AwaitChange);
+        match claimed(r, &*obj, "Cluster").await? {
+            Some(api) => apply(obj, r, &api).await,
+            None => Ok(Next::AwaitChange),
         }
-        if crate::runtime::finalizers::ensure(&api, &*obj, K::FINALIZER).await? {
-            return Ok(Next::AwaitChange);
-        }
-        apply(obj, r, &api).await
     }
 
     /// The endpoint and the workload cluster behind it go, then the finalizer.
     async fn cleanup(&self, obj: Arc<K>) -> Result<Cleanup, Error> {
         let _running = crate::runtime::metrics::reconciled(super::infra_kind::<K>());
         let r = &self.0;
-        if obj.finalizers().iter().any(|f| f == K::FINALIZER) {
-            let api: Api<K> =
-                Api::namespaced(r.ctx.client.clone(), &obj.namespace().unwrap_or_default());
+        if holds_claim(&*obj) {
             release(obj.clone(), r).await?;
-            crate::runtime::finalizers::remove(&api, &*obj, K::FINALIZER).await?;
+            unclaim(r, &*obj).await?;
         }
         Ok(Cleanup::Done)
     }

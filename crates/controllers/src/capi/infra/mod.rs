@@ -14,6 +14,7 @@ pub mod types;
 pub mod v1beta1;
 
 use crate::capi::core::{ApiEndpoint, FailureDomain, MachineAddress};
+use crate::capi::paused_message;
 use crate::capi::triggers::{cluster_gates, machine_spec};
 use crate::runtime::conditions::{self, Condition};
 use crate::runtime::context::Context;
@@ -182,22 +183,62 @@ fn docker_refused(kind: &str) -> String {
     )
 }
 
-impl InfraObject for InMemoryCluster {
-    const FINALIZER: &'static str = "inmemorycluster.infrastructure.cluster.x-k8s.io";
-    fn unsupported(&self) -> Option<String> {
-        None
-    }
-    fn current_conditions(&self) -> Vec<Condition> {
-        self.status
-            .as_ref()
-            .and_then(|s| s.v1beta2.as_ref())
-            .and_then(|v| v.conditions.clone())
-            .unwrap_or_default()
-    }
-    fn status_for(view: &InfraStatus) -> Value {
-        seed_status(view)
-    }
+/// `InfraObject` for the seed's spelling (`InMemory*`, v1alpha1): conditions under
+/// `status.v1beta2`, and no other backend to refuse. (A macro: the two kinds' statuses are
+/// types of their own with the same fields.)
+macro_rules! seed_spelling {
+    ($kind:ty, $finalizer:literal) => {
+        impl InfraObject for $kind {
+            const FINALIZER: &'static str = $finalizer;
+            fn unsupported(&self) -> Option<String> {
+                None
+            }
+            fn current_conditions(&self) -> Vec<Condition> {
+                self.status
+                    .as_ref()
+                    .and_then(|s| s.v1beta2.as_ref())
+                    .and_then(|v| v.conditions.clone())
+                    .unwrap_or_default()
+            }
+            fn status_for(view: &InfraStatus) -> Value {
+                seed_status(view)
+            }
+        }
+    };
 }
+
+/// `InfraObject` for upstream's spelling (`Dev*`, v1beta2): conditions at the top of the
+/// status, and the docker backend refused.
+macro_rules! dev_spelling {
+    ($kind:ident, $finalizer:literal) => {
+        impl InfraObject for $kind {
+            const FINALIZER: &'static str = $finalizer;
+            fn unsupported(&self) -> Option<String> {
+                (self.spec.backend.in_memory.is_none()).then(|| docker_refused(stringify!($kind)))
+            }
+            fn current_conditions(&self) -> Vec<Condition> {
+                self.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.clone())
+                    .unwrap_or_default()
+            }
+            fn status_for(view: &InfraStatus) -> Value {
+                dev_status(view)
+            }
+        }
+    };
+}
+
+seed_spelling!(
+    InMemoryCluster,
+    "inmemorycluster.infrastructure.cluster.x-k8s.io"
+);
+seed_spelling!(
+    InMemoryMachine,
+    "inmemorymachine.infrastructure.cluster.x-k8s.io"
+);
+dev_spelling!(DevCluster, "devcluster.infrastructure.cluster.x-k8s.io");
+dev_spelling!(DevMachine, "devmachine.infrastructure.cluster.x-k8s.io");
 
 impl InfraCluster for InMemoryCluster {
     fn endpoint(&self) -> Option<&ApiEndpoint> {
@@ -205,22 +246,6 @@ impl InfraCluster for InMemoryCluster {
     }
     fn failure_domains(&self) -> Vec<FailureDomain> {
         self.spec.failure_domains.clone().unwrap_or_default()
-    }
-}
-
-impl InfraObject for DevCluster {
-    const FINALIZER: &'static str = "devcluster.infrastructure.cluster.x-k8s.io";
-    fn unsupported(&self) -> Option<String> {
-        (self.spec.backend.in_memory.is_none()).then(|| docker_refused("DevCluster"))
-    }
-    fn current_conditions(&self) -> Vec<Condition> {
-        self.status
-            .as_ref()
-            .and_then(|s| s.conditions.clone())
-            .unwrap_or_default()
-    }
-    fn status_for(view: &InfraStatus) -> Value {
-        dev_status(view)
     }
 }
 
@@ -238,45 +263,12 @@ impl InfraCluster for DevCluster {
     }
 }
 
-impl InfraObject for InMemoryMachine {
-    const FINALIZER: &'static str = "inmemorymachine.infrastructure.cluster.x-k8s.io";
-    fn unsupported(&self) -> Option<String> {
-        None
-    }
-    fn current_conditions(&self) -> Vec<Condition> {
-        self.status
-            .as_ref()
-            .and_then(|s| s.v1beta2.as_ref())
-            .and_then(|v| v.conditions.clone())
-            .unwrap_or_default()
-    }
-    fn status_for(view: &InfraStatus) -> Value {
-        seed_status(view)
-    }
-}
-
 impl InfraMachine for InMemoryMachine {
     fn provider_id(&self) -> Option<&str> {
         self.spec.provider_id.as_deref()
     }
     fn behaviour(&self) -> Option<&MachineBehaviour> {
         self.spec.behaviour.as_ref()
-    }
-}
-
-impl InfraObject for DevMachine {
-    const FINALIZER: &'static str = "devmachine.infrastructure.cluster.x-k8s.io";
-    fn unsupported(&self) -> Option<String> {
-        (self.spec.backend.in_memory.is_none()).then(|| docker_refused("DevMachine"))
-    }
-    fn current_conditions(&self) -> Vec<Condition> {
-        self.status
-            .as_ref()
-            .and_then(|s| s.conditions.clone())
-            .unwrap_or_default()
-    }
-    fn status_for(view: &InfraStatus) -> Value {
-        dev_status(view)
     }
 }
 
@@ -304,6 +296,36 @@ fn infra_kind<K: InfraObject>() -> &'static str {
 pub fn cloud_key(cluster: &str, namespace: &str) -> String {
     format!("{cluster}.{namespace}")
 }
+/// Claims `obj` for this controller once a Cluster API object of kind `owner` owns it (an
+/// infrastructure object is reserved for nothing before): the API to write it through when
+/// its work may go on, `None` when it is not owned yet or the finalizer was just added (that
+/// write's own event brings the next reconcile).
+async fn claimed<K: InfraObject>(
+    r: &Reconciler<K>,
+    obj: &K,
+    owner: &str,
+) -> Result<Option<Api<K>>, Error> {
+    if owner_named(obj, owner).is_none() {
+        return Ok(None);
+    }
+    let api: Api<K> = Api::namespaced(r.ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    if crate::runtime::finalizers::ensure(&api, obj, K::FINALIZER).await? {
+        return Ok(None);
+    }
+    Ok(Some(api))
+}
+
+/// Lets go of `obj` after its cleanup: its finalizer goes.
+async fn unclaim<K: InfraObject>(r: &Reconciler<K>, obj: &K) -> Result<(), Error> {
+    let api: Api<K> = Api::namespaced(r.ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    crate::runtime::finalizers::remove(&api, obj, K::FINALIZER).await?;
+    Ok(())
+}
+
+/// Whether `obj` holds this controller's finalizer (a cleanup has something to take down).
+fn holds_claim<K: InfraObject>(obj: &K) -> bool {
+    obj.finalizers().iter().any(|f| f == K::FINALIZER)
+}
 
 /// The name of the Cluster that owns `obj` (its owner reference of kind Cluster).
 fn owner_named<K: Resource>(obj: &K, kind: &str) -> Option<String> {
@@ -311,24 +333,6 @@ fn owner_named<K: Resource>(obj: &K, kind: &str) -> Option<String> {
         .iter()
         .find(|o| o.kind == kind && o.api_version.starts_with("cluster.x-k8s.io/"))
         .map(|o| o.name.clone())
-}
-
-/// Whether `obj` or its cluster is paused, and the message Cluster API gives the reason.
-fn paused_message<K: Resource<DynamicType = ()>>(obj: &K, cluster_paused: bool) -> Option<String> {
-    let mut why = Vec::new();
-    if cluster_paused {
-        why.push("Cluster spec.paused is set to true".to_string());
-    }
-    if obj
-        .annotations()
-        .contains_key(crate::capi::PAUSED_ANNOTATION)
-    {
-        why.push(format!(
-            "{} has the cluster.x-k8s.io/paused annotation",
-            K::kind(&())
-        ));
-    }
-    (!why.is_empty()).then(|| why.join(", "))
 }
 
 /// Applies `view` as the object's status (server-side apply under [`MANAGER`], so it takes

@@ -28,6 +28,7 @@ mod v1beta1;
 pub mod workload;
 
 use crate::capi::index::ByCluster;
+use crate::capi::paused_message as paused;
 use crate::runtime::context::Context;
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
@@ -190,24 +191,6 @@ where
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(e),
     }
-}
-
-/// The `Paused` condition's message, if the object or its cluster is paused.
-fn paused<K: Resource<DynamicType = ()>>(obj: &K, cluster_paused: bool) -> Option<String> {
-    let mut why = Vec::new();
-    if cluster_paused {
-        why.push("Cluster spec.paused is set to true".to_string());
-    }
-    if obj
-        .annotations()
-        .contains_key(crate::capi::PAUSED_ANNOTATION)
-    {
-        why.push(format!(
-            "{} has the cluster.x-k8s.io/paused annotation",
-            K::kind(&())
-        ));
-    }
-    (!why.is_empty()).then(|| why.join(", "))
 }
 
 /// A controller of kind `K` woken by changes of its objects' spec and metadata (not of the
