@@ -184,7 +184,7 @@ impl Cloud {
     /// otherwise it comes up phase by phase on the cloud's clock, and its endpoint opens with
     /// the API server phase. Answers once what was made is durable.
     // Boxed: callers in other crates link this state machine instead of compiling it
-    // again (see the crate's docs on boundaries).
+    // again (docs/contributing.md: "A public async function another crate awaits").
     #[inline(never)]
     pub fn create_cluster<'a>(
         &'a self,

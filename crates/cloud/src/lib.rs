@@ -185,7 +185,7 @@ impl Cloud {
     /// what was left of their startup. A cluster whose port another program took stops the
     /// opening, naming it; nothing kept is changed.
     // Boxed: callers in other crates link this state machine instead of compiling it
-    // again (see the crate's docs on boundaries).
+    // again (docs/contributing.md: "A public async function another crate awaits").
     #[inline(never)]
     pub fn open(
         config: CloudConfig,
@@ -225,7 +225,7 @@ impl Cloud {
     /// every cluster is then also reachable there by TLS server name
     /// ([`server_name`]). Clusters created afterwards get a `shared_kubeconfig`.
     // Boxed: callers in other crates link this state machine instead of compiling it
-    // again (see the crate's docs on boundaries).
+    // again (docs/contributing.md: "A public async function another crate awaits").
     #[inline(never)]
     pub fn listen_shared<'a>(&'a self, port: u16) -> BoxFuture<'a, Result<SocketAddr, CloudError>> {
         Box::pin(self.listen_shared_inner(port))
@@ -260,7 +260,7 @@ impl Cloud {
     /// cluster coming back after a restart keeps its endpoint) or the lowest free one. The
     /// endpoint of a reserved or running cluster is returned as it is.
     // Boxed: callers in other crates link this state machine instead of compiling it
-    // again (see the crate's docs on boundaries).
+    // again (docs/contributing.md: "A public async function another crate awaits").
     #[inline(never)]
     pub fn reserve_endpoint<'a>(
         &'a self,
@@ -440,7 +440,7 @@ impl Cloud {
     /// Adds a machine to a cluster (a control-plane machine joins the control plane) and
     /// brings it up step by step, as `kubeadm join` would.
     // Boxed: callers in other crates link this state machine instead of compiling it
-    // again (see the crate's docs on boundaries).
+    // again (docs/contributing.md: "A public async function another crate awaits").
     #[inline(never)]
     pub fn add_machine<'a>(
         &'a self,
@@ -470,7 +470,7 @@ impl Cloud {
     /// left alone. For controllers that time the steps themselves, as Cluster API's
     /// in-memory provider does. Returns how many of its steps the machine has done.
     // Boxed: callers in other crates link this state machine instead of compiling it
-    // again (see the crate's docs on boundaries).
+    // again (docs/contributing.md: "A public async function another crate awaits").
     #[inline(never)]
     pub fn run_machine_step<'a>(
         &'a self,
@@ -506,7 +506,7 @@ impl Cloud {
     /// Registers a machine before its first step (see [`Cloud::run_machine_step`]) so that
     /// its Node carries `provider_id`; a machine already registered is left as it is.
     // Boxed: callers in other crates link this state machine instead of compiling it
-    // again (see the crate's docs on boundaries).
+    // again (docs/contributing.md: "A public async function another crate awaits").
     #[inline(never)]
     pub fn register_machine<'a>(
         &'a self,
@@ -571,7 +571,7 @@ impl Cloud {
     /// with the last API server. `false` if there is no such machine. Answers once the
     /// removal is durable (an error if it could not be stored).
     // Boxed: callers in other crates link this state machine instead of compiling it
-    // again (see the crate's docs on boundaries).
+    // again (docs/contributing.md: "A public async function another crate awaits").
     #[inline(never)]
     pub fn remove_machine<'a>(
         &'a self,
@@ -631,7 +631,7 @@ impl Cloud {
     /// Stops serving a cluster and drops its objects; its port becomes free again (as does
     /// an endpoint only reserved for it). Answers once the cluster is forgotten for good.
     // Boxed: callers in other crates link this state machine instead of compiling it
-    // again (see the crate's docs on boundaries).
+    // again (docs/contributing.md: "A public async function another crate awaits").
     #[inline(never)]
     pub fn delete_cluster<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool, CloudError>> {
         Box::pin(self.delete_cluster_inner(name))

@@ -44,7 +44,7 @@ impl Instance {
     /// A new simulator of `config` (its own generated inventory) serving on `listen` (port 0
     /// for any free one) with a certificate of its own for its address.
     // Boxed: callers in other crates link this state machine instead of compiling it
-    // again (see the crate's docs on boundaries).
+    // again (docs/contributing.md: "A public async function another crate awaits").
     #[inline(never)]
     pub fn start(
         config: SimConfig,
@@ -64,7 +64,7 @@ impl Instance {
 
     /// As [`Instance::start`], serving `cert` when given (see [`ServerCert::from_pem`]).
     // Boxed: callers in other crates link this state machine instead of compiling it
-    // again (see the crate's docs on boundaries).
+    // again (docs/contributing.md: "A public async function another crate awaits").
     #[inline(never)]
     pub fn start_with_cert(
         config: SimConfig,
@@ -154,7 +154,7 @@ impl Instance {
 
     /// Stops serving: the port is closed and every connection ends before this returns.
     // Boxed: callers in other crates link this state machine instead of compiling it
-    // again (see the crate's docs on boundaries).
+    // again (docs/contributing.md: "A public async function another crate awaits").
     #[inline(never)]
     pub fn stop(self) -> BoxFuture<'static, Result<(), ServerError>> {
         Box::pin(self.stop_inner())
