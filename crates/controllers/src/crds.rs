@@ -4,9 +4,10 @@
 use crate::capi::admission::Reach;
 use crate::capi::conversion::PATH;
 use crate::capi::{core, infra::types as infra};
-pub use infrasim_controller_runtime::crds::{install, InstallError, ONLY_IF_ABSENT};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
 use kube::CustomResourceExt;
+use std::time::Duration;
 
 /// The in-memory provider's CRDs (both spellings, and their templates); with `v1beta1`, the
 /// Dev kinds are served in v1beta1 too, converted by the webhook `capi::conversion` serves
@@ -47,6 +48,10 @@ pub fn provider_reached(reach: Option<&Reach>) -> Vec<CustomResourceDefinition> 
 pub fn vmgroup() -> Vec<CustomResourceDefinition> {
     vec![crate::vmgroup::types::VmGroup::crd()]
 }
+
+/// Marks a CRD installed only where the plane lacks one of its name: metal3's own
+/// BareMetalHost CRD, where metal3 runs, is kept as it is.
+pub const ONLY_IF_ABSENT: &str = "infrasim.dev/only-if-absent";
 
 /// The SIPCluster and ViNO controllers' kinds, and metal3's BareMetalHost (only if absent).
 pub fn sip() -> Vec<CustomResourceDefinition> {
@@ -392,6 +397,77 @@ pub fn to_yaml(crds: &[CustomResourceDefinition]) -> Result<String, serde_yaml::
         out.push_str(&serde_yaml::to_string(crd)?);
     }
     Ok(out)
+}
+
+/// Why CRDs could not be installed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("applying CRD {name}: {source}")]
+    Apply { name: String, source: kube::Error },
+    #[error("CRD {0} did not become Established")]
+    NotEstablished(String),
+}
+
+/// Applies `crds` (server-side, as their owner) and waits until each is Established.
+pub async fn install(
+    client: &kube::Client,
+    crds: &[CustomResourceDefinition],
+) -> Result<(), InstallError> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        if another_owns(&api, crd).await {
+            tracing::info!(crd = %name, "kept the plane's own definition");
+            continue;
+        }
+        api.patch(
+            &name,
+            &PatchParams::apply("infrasim-crds").force(),
+            &Patch::Apply(crd),
+        )
+        .await
+        .map_err(|source| InstallError::Apply {
+            name: name.clone(),
+            source,
+        })?;
+    }
+    for crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let mut established = false;
+        for _ in 0..200 {
+            let current = api.get_opt(&name).await.ok().flatten();
+            established = current
+                .and_then(|c| c.status)
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        if !established {
+            return Err(InstallError::NotEstablished(name));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `crd` is installed only where absent and the plane has another definition of it
+/// (one without our mark).
+async fn another_owns(api: &Api<CustomResourceDefinition>, crd: &CustomResourceDefinition) -> bool {
+    let marked = |c: &CustomResourceDefinition| {
+        c.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(ONLY_IF_ABSENT))
+    };
+    if !marked(crd) {
+        return false;
+    }
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    matches!(api.get_opt(&name).await, Ok(Some(existing)) if !marked(&existing))
 }
 
 #[cfg(test)]

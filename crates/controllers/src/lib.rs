@@ -15,18 +15,19 @@
 //!   (`SIPCluster` over metal3's `BareMetalHost`).
 //! - [`vino`]: VM-backed bare-metal hosts on the plane's Nodes (`Vino`), run with [`sip`].
 
+pub mod capi;
 pub mod crds;
 pub mod deploy;
+pub mod runtime;
+mod schema;
+pub mod sip;
+#[cfg(test)]
+mod test_support;
+pub mod vcsim;
+pub mod vino;
+pub mod vmgroup;
 
-// The families and the runtime, each a crate of its own (so they build side by side), under
-// the names the binary and the tests know them by.
-pub use infrasim_capi as capi;
-pub use infrasim_controller_runtime as runtime;
-pub use infrasim_sip as sip;
-pub use infrasim_vcsim as vcsim;
-pub use infrasim_vino as vino;
-pub use infrasim_vmgroup as vmgroup;
-
+// The runtime's modules under the names other crates know them by.
 pub use runtime::context::Context;
 pub use runtime::{conditions, context, informers, leader, metrics, wakeups, writes};
 

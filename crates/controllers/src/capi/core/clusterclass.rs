@@ -1,0 +1,136 @@
+//! `ClusterClass` (cluster.x-k8s.io/v1beta2): the templates a topology Cluster is built from.
+//! Patches and variables are kept as written; the stand-in reports them as unsupported.
+
+// Printer columns repeat `type_ = "string"` and the like inside one `#[kube(...)]`.
+#![allow(clippy::duplicated_attributes)]
+
+use super::shared::{ObjectMetaTemplate, TemplateRef};
+use crate::runtime::conditions::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "ClusterClass",
+    namespaced,
+    status = "ClusterClassStatus",
+    shortname = "cc",
+    category = "cluster-api",
+    printcolumn(
+        name = "Paused",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Paused\")].status",
+        priority = "10"
+    ),
+    printcolumn(
+        name = "Variables Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"VariablesReady\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct ClusterClassSpec {
+    pub infrastructure: InfrastructureClass,
+    pub control_plane: ControlPlaneClass,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<WorkersClass>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    pub variables: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    pub patches: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_versions: Option<Vec<String>>,
+    /// availabilityGates, upgrade, … (kept as written).
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct InfrastructureClass {
+    pub template_ref: TemplateRef,
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct ControlPlaneClass {
+    pub template_ref: TemplateRef,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_infrastructure: Option<TemplateRefHolder>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<ObjectMetaTemplate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    pub health_check: Option<Value>,
+    /// naming, deletion, readinessGates, taints (kept as written).
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+/// `{templateRef}`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateRefHolder {
+    pub template_ref: TemplateRef,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct WorkersClass {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub machine_deployments: Vec<MachineDeploymentClass>,
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct MachineDeploymentClass {
+    pub class: String,
+    pub bootstrap: TemplateRefHolder,
+    pub infrastructure: TemplateRefHolder,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<ObjectMetaTemplate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    pub health_check: Option<Value>,
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterClassStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::conditions")]
+    pub conditions: Option<Vec<Condition>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    pub variables: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}

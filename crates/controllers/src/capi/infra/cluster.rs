@@ -1,0 +1,175 @@
+//! The infrastructure cluster reconciler: reserves the cluster's control-plane endpoint on
+//! the simulated cloud and reports the cluster provisioned; deleting it frees the endpoint and
+//! the workload cluster behind it.
+
+use super::{
+    apply_status, claimed, cloud_key, holds_claim, owner_named, paused_message, report_paused,
+    unclaim, Error, InfraCluster, InfraStatus, Reconciler,
+};
+use crate::capi::core::Cluster;
+use crate::runtime::conditions::{self, Condition};
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
+use kube::api::{Api, Patch, PatchParams};
+use kube::ResourceExt;
+use serde_json::json;
+use std::sync::Arc;
+
+/// The infrastructure cluster controller of kind `K`.
+pub struct ClusterReconciler<K: InfraCluster>(pub(super) Reconciler<K>);
+
+/// An infrastructure cluster is claimed (its finalizer added) only once Cluster API's
+/// Cluster owns it (nothing is reserved before), so the runner holds no finalizer of its own
+/// (see [`Reconcile::FINALIZER`]): the cleanup removes it.
+impl<K: InfraCluster> Reconcile<K> for ClusterReconciler<K> {
+    type Error = Error;
+
+    async fn apply(&self, obj: Arc<K>) -> Result<Next, Error> {
+        let _running = crate::runtime::metrics::reconciled(super::infra_kind::<K>());
+        let r = &self.0;
+        match claimed(r, &*obj, "Cluster").await? {
+            Some(api) => apply(obj, r, &api).await,
+            None => Ok(Next::AwaitChange),
+        }
+    }
+
+    /// The endpoint and the workload cluster behind it go, then the finalizer.
+    async fn cleanup(&self, obj: Arc<K>) -> Result<Cleanup, Error> {
+        let _running = crate::runtime::metrics::reconciled(super::infra_kind::<K>());
+        let r = &self.0;
+        if holds_claim(&*obj) {
+            release(obj.clone(), r).await?;
+            unclaim(r, &*obj).await?;
+        }
+        Ok(Cleanup::Done)
+    }
+}
+
+async fn apply<K: InfraCluster>(
+    obj: Arc<K>,
+    r: &Reconciler<K>,
+    api: &Api<K>,
+) -> Result<Next, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let Some(cluster_name) = owner_named(&*obj, "Cluster") else {
+        return Ok(Next::AwaitChange);
+    };
+    let Some(cluster) = r.informers.get::<Cluster>(&ns, &cluster_name).await? else {
+        return Ok(Next::AwaitChange);
+    };
+    let now = r.ctx.now();
+    let mut conds = obj.current_conditions();
+    if let Some(why) = paused_message(&*obj, cluster.paused()) {
+        report_paused(api, &*obj, why, now).await?;
+        return Ok(Next::AwaitChange);
+    }
+    conditions::set(
+        &mut conds,
+        Condition::new("Paused", false, "NotPaused", ""),
+        now,
+    );
+    if let Some(why) = obj.unsupported() {
+        if conditions::find(&conds, "Ready").is_none_or(|c| c.reason != "UnsupportedBackend") {
+            r.ctx
+                .event(&*obj, true, "UnsupportedBackend", why.clone())
+                .await;
+        }
+        conditions::set(
+            &mut conds,
+            Condition::new("Ready", false, "UnsupportedBackend", why),
+            now,
+        );
+        conditions::sort(&mut conds);
+        let view = InfraStatus {
+            conditions: conds,
+            ..InfraStatus::default()
+        };
+        apply_status(api, &obj, &view).await?;
+        return Ok(Next::AwaitChange);
+    }
+    let key = cloud_key(&cluster_name, &ns);
+    let wanted = obj
+        .endpoint()
+        .filter(|e| e.port != 0)
+        .map(|e| e.port as u16);
+    let endpoint = match r.ctx.cloud.reserve_endpoint(&key, wanted).await {
+        Ok(e) => e,
+        Err(e) => {
+            // Its recorded port is taken (by another program, or outside this process's
+            // range after a move): say so where users look, and try again later.
+            let why = format!("the control plane endpoint cannot be served: {e}");
+            if conditions::find(&conds, "Ready").is_none_or(|c| c.message != why) {
+                r.ctx
+                    .event(&*obj, true, "EndpointUnavailable", why.clone())
+                    .await;
+            }
+            conditions::set(
+                &mut conds,
+                Condition::new("Ready", false, "EndpointUnavailable", why),
+                now,
+            );
+            conditions::sort(&mut conds);
+            let view = InfraStatus {
+                provisioned: false,
+                conditions: conds,
+                ..InfraStatus::default()
+            };
+            apply_status(api, &obj, &view).await?;
+            return Ok(Next::After(std::time::Duration::from_secs(10)));
+        }
+    };
+    let host = r.ctx.cloud.advertise_address().to_string();
+    if obj.endpoint().is_none_or(|e| !e.is_valid()) {
+        // The endpoint is spec, set once: a merge patch leaves every other field (and its
+        // owner, such as Cluster API's topology controller) alone.
+        let patch =
+            json!({"spec": {"controlPlaneEndpoint": {"host": host, "port": endpoint.port()}}});
+        api.patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+        r.ctx
+            .event(
+                &*obj,
+                false,
+                "EndpointReserved",
+                format!("control plane endpoint {host}:{} reserved", endpoint.port()),
+            )
+            .await;
+    }
+    conditions::set(&mut conds, Condition::new("Ready", true, "Ready", ""), now);
+    conditions::sort(&mut conds);
+    let view = InfraStatus {
+        provisioned: true,
+        conditions: conds,
+        failure_domains: Some(obj.failure_domains()).filter(|f| !f.is_empty()),
+        ..InfraStatus::default()
+    };
+    apply_status(api, &obj, &view).await?;
+    Ok(Next::AwaitChange)
+}
+
+/// Frees the cluster's endpoint and the workload cluster behind it, if the cloud has them.
+async fn release<K: InfraCluster>(obj: Arc<K>, r: &Reconciler<K>) -> Result<(), Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    if let Some(cluster) = owner_named(&*obj, "Cluster")
+        .or_else(|| obj.labels().get(crate::capi::CLUSTER_NAME_LABEL).cloned())
+    {
+        if r.ctx
+            .cloud
+            .delete_cluster(&cloud_key(&cluster, &ns))
+            .await?
+        {
+            r.ctx
+                .event(
+                    &*obj,
+                    false,
+                    "EndpointReleased",
+                    format!("the workload cluster of {cluster} is gone and its endpoint is free"),
+                )
+                .await;
+        }
+    }
+    Ok(())
+}

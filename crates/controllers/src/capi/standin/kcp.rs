@@ -1,0 +1,845 @@
+//! The KubeadmControlPlane controller: the cluster's certificates and admin kubeconfig in
+//! Cluster API's layout, one control-plane Machine per replica (each with its KubeadmConfig
+//! and an infrastructure machine cloned from the template), scaling and rolling updates one
+//! machine at a time once the control plane is stable, and the status `kubectl get kcp`
+//! shows.
+
+use super::certs;
+use super::objects::{clone_template, owner_ref, random_suffix, CloneSpec, CLONED_FROM_NAME};
+use super::{apply_status, ensure_finalizer, paused, remove_finalizer, Core, Error, Reconciler};
+use crate::capi::core::{
+    Cluster, ContractRef, ControlPlaneInitialization, KubeadmConfig, KubeadmControlPlane,
+    KubeadmControlPlaneStatus, Machine, VersionCount,
+};
+use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, CONTROL_PLANE_NAME_LABEL};
+use crate::runtime::conditions::{self, Condition};
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::ResourceExt;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const FINALIZER: &str = "kubeadm.controlplane.cluster.x-k8s.io";
+/// The pre-terminate hook on every control-plane Machine: the control plane removes the
+/// machine's etcd member before the machine goes.
+pub const CLEANUP_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup";
+
+pub(super) async fn run(core: Arc<Core>) {
+    let informers = core.informers.clone();
+    let controller = super::controller_for::<KubeadmControlPlane>(&core)
+        .owns_shared_stream(crate::runtime::triggers::filtered(
+            &informers.of::<Machine>(),
+            crate::capi::triggers::machine_summary,
+        ))
+        .watches_shared_stream(
+            crate::runtime::triggers::filtered(
+                &informers.of::<Cluster>(),
+                crate::capi::triggers::cluster_gates,
+            ),
+            |c| {
+                let ns = c.namespace().unwrap_or_default();
+                c.spec
+                    .control_plane_ref
+                    .as_ref()
+                    .filter(|r| r.kind == "KubeadmControlPlane")
+                    .map(|r| ObjectRef::new(&r.name).within(&ns))
+            },
+        );
+    let ctx = core.ctx.clone();
+    crate::runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core))).await;
+}
+
+/// The control plane's Machines, oldest first.
+async fn machines(
+    r: &Reconciler<KubeadmControlPlane>,
+    kcp: &KubeadmControlPlane,
+    cluster: &str,
+) -> Result<Vec<Machine>, Error> {
+    let ns = kcp.namespace().unwrap_or_default();
+    let selector = format!(
+        "{CLUSTER_NAME_LABEL}={cluster},{CONTROL_PLANE_NAME_LABEL}={}",
+        kcp.name_any()
+    );
+    let mut list = r
+        .api::<Machine>(&ns)
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    list.sort_by_key(|m| {
+        (
+            m.metadata.creation_timestamp.clone().map(|t| t.0),
+            m.name_any(),
+        )
+    });
+    Ok(list)
+}
+
+/// The Cluster that owns a control plane (its owner reference of kind Cluster).
+fn owner_cluster(kcp: &KubeadmControlPlane) -> Option<String> {
+    kcp.owner_references()
+        .iter()
+        .find(|o| o.kind == "Cluster")
+        .map(|o| o.name.clone())
+}
+
+/// A control plane is claimed (its [`FINALIZER`] added) only once its Cluster owns it and
+/// exists, so the runner holds no finalizer of its own (see [`Reconcile::FINALIZER`]): the
+/// cleanup removes it once the control-plane Machines are gone.
+impl Reconcile<KubeadmControlPlane> for Reconciler<KubeadmControlPlane> {
+    type Error = Error;
+
+    async fn apply(&self, kcp: Arc<KubeadmControlPlane>) -> Result<Next, Error> {
+        let _running = crate::runtime::metrics::reconciled("KubeadmControlPlane");
+        apply(&kcp, self).await
+    }
+
+    async fn cleanup(&self, kcp: Arc<KubeadmControlPlane>) -> Result<Cleanup, Error> {
+        let _running = crate::runtime::metrics::reconciled("KubeadmControlPlane");
+        let Some(cluster_name) = owner_cluster(&kcp) else {
+            return Ok(Cleanup::Done);
+        };
+        let api: Api<KubeadmControlPlane> = self.api(&kcp.namespace().unwrap_or_default());
+        delete(&kcp, self, &api, &cluster_name).await
+    }
+}
+
+/// Certificates, kubeconfig and Machines, once the owning Cluster exists; then the status.
+async fn apply(
+    kcp: &KubeadmControlPlane,
+    r: &Reconciler<KubeadmControlPlane>,
+) -> Result<Next, Error> {
+    let ns = kcp.namespace().unwrap_or_default();
+    let api: Api<KubeadmControlPlane> = r.api(&ns);
+    let Some(cluster_name) = owner_cluster(kcp) else {
+        return Ok(Next::AwaitChange);
+    };
+    let Some(cluster) = r.core.informers.get::<Cluster>(&ns, &cluster_name).await? else {
+        return Ok(Next::AwaitChange);
+    };
+    if ensure_finalizer(&api, kcp, FINALIZER).await? {
+        return Ok(Next::AwaitChange);
+    }
+    let now = r.core.ctx.now();
+    let mut status = kcp.status.clone().unwrap_or_default();
+    let mut conds = status.conditions.take().unwrap_or_default();
+    if let Some(why) = paused(kcp, cluster.paused()) {
+        conditions::set(
+            &mut conds,
+            Condition::new("Paused", true, "Paused", why),
+            now,
+        );
+        status.conditions = Some(conds);
+        apply_status(&api, kcp, &status).await?;
+        return Ok(Next::AwaitChange);
+    }
+    conditions::set(
+        &mut conds,
+        Condition::new("Paused", false, "NotPaused", ""),
+        now,
+    );
+    let machines = machines(r, kcp, &cluster_name).await?;
+    let mut initialized = status
+        .initialization
+        .as_ref()
+        .and_then(|i| i.control_plane_initialized)
+        .unwrap_or(false);
+    let outcome = provision(kcp, r, &cluster, &machines, &mut initialized, &mut conds).await?;
+    let status = compute_status(kcp, r, &cluster_name, &machines, initialized, conds).await?;
+    apply_status(&api, kcp, &status).await?;
+    Ok(outcome)
+}
+
+/// Certificates, kubeconfig, initialization, then at most one machine created or deleted.
+async fn provision(
+    kcp: &KubeadmControlPlane,
+    r: &Reconciler<KubeadmControlPlane>,
+    cluster: &Cluster,
+    machines: &[Machine],
+    initialized: &mut bool,
+    conds: &mut Vec<Condition>,
+) -> Result<Next, Error> {
+    let now = r.core.ctx.now();
+    let ns = kcp.namespace().unwrap_or_default();
+    if !cluster.infrastructure_provisioned() {
+        let why = "Waiting for Cluster status.infrastructureReady to be true";
+        conditions::set(
+            conds,
+            Condition::unknown("EtcdClusterHealthy", "InspectionFailed", why),
+            now,
+        );
+        conditions::set(
+            conds,
+            Condition::unknown("ControlPlaneComponentsHealthy", "InspectionFailed", why),
+            now,
+        );
+        return Ok(Next::AwaitChange);
+    }
+    let secrets: Api<Secret> = r.api(&ns);
+    let owner = owner_ref(kcp, true);
+    let found = r.core.certificates.get(&ns, &cluster.name_any());
+    let ca = match found.clone() {
+        Some(ca) => Some(ca),
+        None => {
+            certs::lookup_or_generate(&secrets, &cluster.name_any(), &owner, !*initialized).await?
+        }
+    };
+    let Some(ca) = ca else {
+        conditions::set(
+            conds,
+            Condition::new(
+                "CertificatesAvailable",
+                false,
+                "NotAvailable",
+                "the cluster certificates are being created",
+            ),
+            now,
+        );
+        return Ok(Next::After(Duration::from_millis(500)));
+    };
+    conditions::set(
+        conds,
+        Condition::new("CertificatesAvailable", true, "Available", ""),
+        now,
+    );
+    let Some(endpoint) = cluster
+        .spec
+        .control_plane_endpoint
+        .clone()
+        .filter(|e| e.is_valid())
+    else {
+        let why = "Waiting for Cluster spec.controlPlaneEndpoint to be set";
+        conditions::set(
+            conds,
+            Condition::unknown("EtcdClusterHealthy", "InspectionFailed", why),
+            now,
+        );
+        conditions::set(
+            conds,
+            Condition::unknown("ControlPlaneComponentsHealthy", "InspectionFailed", why),
+            now,
+        );
+        return Ok(Next::AwaitChange);
+    };
+    if found.is_none() {
+        certs::ensure_kubeconfig(
+            &secrets,
+            &cluster.name_any(),
+            &ca,
+            &endpoint.host,
+            endpoint.port,
+            &owner,
+        )
+        .await?;
+        r.core.certificates.remember(&ns, &cluster.name_any(), ca);
+    }
+    if !*initialized && machines.iter().any(|m| m.spec.provider_id.is_some()) {
+        *initialized = kubeadm_config_exists(r, cluster).await;
+    }
+    release_cleanup_hooks(r, machines).await?;
+    if super::kcp_remediation::remediate(kcp, r, machines, *initialized).await? {
+        return Ok(Next::AwaitChange);
+    }
+    let health = if *initialized {
+        ("True", "Healthy", "")
+    } else {
+        (
+            "Unknown",
+            "InspectionFailed",
+            "Waiting for the control plane to be initialized",
+        )
+    };
+    for ty in ["EtcdClusterHealthy", "ControlPlaneComponentsHealthy"] {
+        let c = Condition {
+            status: health.0.into(),
+            ..Condition::new(ty, false, health.1, health.2)
+        };
+        conditions::set(conds, c, now);
+    }
+    scale(kcp, r, cluster, machines, *initialized).await
+}
+
+/// Whether the workload cluster has kubeadm's ConfigMap: `kubeadm init` finished.
+async fn kubeadm_config_exists(r: &Reconciler<KubeadmControlPlane>, cluster: &Cluster) -> bool {
+    let ns = cluster.namespace().unwrap_or_default();
+    let Ok(client) = r
+        .core
+        .workloads
+        .get(&r.client(), &ns, &cluster.name_any())
+        .await
+    else {
+        return false;
+    };
+    let cms: Api<ConfigMap> = Api::namespaced(client, "kube-system");
+    matches!(cms.get_opt("kubeadm-config").await, Ok(Some(_)))
+}
+
+/// Lets deleting machines go once they wait on the control plane's pre-terminate hook, after
+/// removing their etcd member (and moving etcd's leadership off it) through the cluster's
+/// etcd API, as upstream's control plane does.
+async fn release_cleanup_hooks(
+    r: &Reconciler<KubeadmControlPlane>,
+    machines: &[Machine],
+) -> Result<(), Error> {
+    for m in machines
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_some())
+    {
+        let waiting = m
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .and_then(|c| conditions::find(c, "Deleting").cloned())
+            .is_some_and(|c| c.reason == "WaitingForPreTerminateHook");
+        if waiting && m.annotations().contains_key(CLEANUP_HOOK) {
+            let ns = m.namespace().unwrap_or_default();
+            if let Some(node) = m.status.as_ref().and_then(|s| s.node_ref.as_ref()) {
+                super::etcd::remove_member(&r.client(), &ns, &m.spec.cluster_name, &node.name)
+                    .await?;
+            }
+            let api: Api<Machine> = r.api(&ns);
+            let patch = json!({"metadata": {"annotations": {CLEANUP_HOOK: null}}});
+            api.patch(
+                &m.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Why a machine needs replacing, if it does: another version, or an infrastructure machine
+/// cloned from another template.
+pub(super) fn outdated(
+    kcp: &KubeadmControlPlane,
+    m: &Machine,
+    infra_template_of_machine: Option<&str>,
+) -> Option<String> {
+    if m.spec.version.as_deref() != Some(kcp.spec.version.as_str()) {
+        return Some(format!(
+            "* Version {}, {} required",
+            m.spec.version.as_deref().unwrap_or("(none)"),
+            kcp.spec.version
+        ));
+    }
+    let wanted = &kcp.spec.machine_template.spec.infrastructure_ref.name;
+    match infra_template_of_machine {
+        Some(t) if t != wanted => Some(format!(
+            "* {} is not up-to-date",
+            m.spec.infrastructure_ref.kind
+        )),
+        _ => None,
+    }
+}
+
+/// The template a machine's infrastructure machine was cloned from.
+pub(super) async fn infra_template(
+    r: &Reconciler<impl kube::Resource<DynamicType = ()>>,
+    m: &Machine,
+) -> Option<String> {
+    let ns = m.namespace().unwrap_or_default();
+    let obj = r.core.read(&ns, &m.spec.infrastructure_ref).await.ok()??;
+    obj.annotations().get(CLONED_FROM_NAME).cloned()
+}
+
+fn max_surge(kcp: &KubeadmControlPlane, replicas: i32) -> i32 {
+    let surge = kcp
+        .spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.strategy.as_ref())
+        .and_then(|s| s.rolling_update.as_ref())
+        .and_then(|u| u.max_surge.clone());
+    match surge {
+        Some(IntOrString::Int(n)) => n,
+        Some(IntOrString::String(s)) => {
+            let p: i32 = s.trim_end_matches('%').parse().unwrap_or(100);
+            (p * replicas + 99) / 100
+        }
+        None => 1,
+    }
+}
+
+/// At most one machine created or deleted, when the control plane is stable.
+async fn scale(
+    kcp: &KubeadmControlPlane,
+    r: &Reconciler<KubeadmControlPlane>,
+    cluster: &Cluster,
+    machines: &[Machine],
+    initialized: bool,
+) -> Result<Next, Error> {
+    let replicas = kcp.spec.replicas.unwrap_or(1);
+    let active: Vec<&Machine> = machines
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .collect();
+    if machines.is_empty() {
+        create_machine(kcp, r, cluster, machines, true).await?;
+        return Ok(Next::AwaitChange);
+    }
+    let ready = |m: &Machine| {
+        m.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .is_some_and(|c| conditions::is_true(c, "Ready"))
+    };
+    let stable = initialized && active.len() == machines.len() && active.iter().all(|m| ready(m));
+    if !stable {
+        return Ok(Next::AwaitChange);
+    }
+    let mut outdated_machines = Vec::new();
+    for m in &active {
+        let template = infra_template(r, m).await;
+        if outdated(kcp, m, template.as_deref()).is_some() {
+            outdated_machines.push(*m);
+        }
+    }
+    let count = active.len() as i32;
+    if !outdated_machines.is_empty() {
+        if count < replicas + max_surge(kcp, replicas) {
+            create_machine(kcp, r, cluster, machines, false).await?;
+        } else {
+            delete_one(kcp, r, cluster, &outdated_machines).await?;
+        }
+    } else if count < replicas {
+        create_machine(kcp, r, cluster, machines, false).await?;
+    } else if count > replicas {
+        delete_one(kcp, r, cluster, &active).await?;
+    }
+    Ok(Next::AwaitChange)
+}
+
+/// The control-plane failure domains, if the cluster offers any.
+fn failure_domains(cluster: &Cluster) -> Vec<String> {
+    cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.failure_domains.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| f.control_plane.unwrap_or(false))
+        .map(|f| f.name)
+        .collect()
+}
+
+fn count_in(machines: &[&Machine], fd: &str) -> usize {
+    machines
+        .iter()
+        .filter(|m| m.spec.failure_domain.as_deref() == Some(fd))
+        .count()
+}
+
+/// Deletes the oldest machine in the failure domain that has the most of `candidates`.
+async fn delete_one(
+    kcp: &KubeadmControlPlane,
+    r: &Reconciler<KubeadmControlPlane>,
+    cluster: &Cluster,
+    candidates: &[&Machine],
+) -> Result<(), Error> {
+    let fds = failure_domains(cluster);
+    let busiest = fds
+        .iter()
+        .max_by_key(|fd| count_in(candidates, fd))
+        .cloned();
+    let victim = candidates
+        .iter()
+        .find(|m| busiest.is_none() || m.spec.failure_domain == busiest)
+        .or_else(|| candidates.first())
+        .copied();
+    let Some(victim) = victim else { return Ok(()) };
+    let api: Api<Machine> = r.api(&kcp.namespace().unwrap_or_default());
+    api.delete(&victim.name_any(), &DeleteParams::default())
+        .await?;
+    r.core
+        .ctx
+        .event(
+            kcp,
+            false,
+            "ScalingDown",
+            format!("deleting control-plane Machine {}", victim.name_any()),
+        )
+        .await;
+    Ok(())
+}
+
+/// Creates one control-plane Machine with its KubeadmConfig and infrastructure machine.
+async fn create_machine(
+    kcp: &KubeadmControlPlane,
+    r: &Reconciler<KubeadmControlPlane>,
+    cluster: &Cluster,
+    machines: &[Machine],
+    init: bool,
+) -> Result<(), Error> {
+    let ns = kcp.namespace().unwrap_or_default();
+    let name = format!("{}-{}", kcp.name_any(), random_suffix());
+    let meta = kcp
+        .spec
+        .machine_template
+        .metadata
+        .clone()
+        .unwrap_or_default();
+    let mut labels = meta.labels.clone();
+    labels.insert(CLUSTER_NAME_LABEL.into(), cluster.name_any());
+    labels.insert(CONTROL_PLANE_LABEL.into(), String::new());
+    labels.insert(CONTROL_PLANE_NAME_LABEL.into(), kcp.name_any());
+    // The failure domain with the fewest machines.
+    let all: Vec<&Machine> = machines
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .collect();
+    let fd = failure_domains(cluster)
+        .into_iter()
+        .min_by_key(|fd| count_in(&all, fd));
+    let template_ref = &kcp.spec.machine_template.spec.infrastructure_ref;
+    let template = r
+        .core
+        .resolver
+        .get(&r.client(), &ns, template_ref)
+        .await?
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "{} {} does not exist",
+                template_ref.kind, template_ref.name
+            ))
+        })?;
+    let infra = clone_template(
+        &r.client(),
+        &ns,
+        &template,
+        CloneSpec {
+            name: &name,
+            labels: labels.clone(),
+            annotations: meta.annotations.clone(),
+            owner: Some(owner_ref(kcp, false)),
+            spec_overrides: None,
+        },
+    )
+    .await?;
+    let mut spec = kcp.spec.kubeadm_config_spec.clone().unwrap_or(json!({}));
+    if let Some(o) = spec.as_object_mut() {
+        if init {
+            o.remove("joinConfiguration");
+        } else {
+            o.remove("initConfiguration");
+            let join = o.entry("joinConfiguration").or_insert(json!({}));
+            if join.get("controlPlane").is_none() {
+                join["controlPlane"] = json!({});
+            }
+        }
+    }
+    let config: KubeadmConfig = serde_json::from_value(json!({
+        "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig",
+        "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": meta.annotations,
+                     "ownerReferences": [owner_ref(kcp, false)]},
+        "spec": spec,
+    }))
+    .map_err(kube::Error::SerdeError)?;
+    create_ignoring_conflict(&r.api::<KubeadmConfig>(&ns), &config).await?;
+    let mut annotations: BTreeMap<String, String> = meta.annotations;
+    annotations.insert(CLEANUP_HOOK.into(), String::new());
+    if let Some(data) = kcp
+        .annotations()
+        .get(super::kcp_remediation::IN_PROGRESS_ANNOTATION)
+    {
+        annotations.insert(super::kcp_remediation::FOR_ANNOTATION.into(), data.clone());
+    }
+    let machine: Machine = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+        "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": annotations,
+                     "ownerReferences": [owner_ref(kcp, true)]},
+        "spec": {"clusterName": cluster.name_any(), "version": kcp.spec.version,
+                 "bootstrap": {"configRef": ContractRef {api_group: "bootstrap.cluster.x-k8s.io".into(), kind: "KubeadmConfig".into(), name: name.clone()}},
+                 "infrastructureRef": infra, "failureDomain": fd},
+    }))
+    .map_err(kube::Error::SerdeError)?;
+    create_ignoring_conflict(&r.api::<Machine>(&ns), &machine).await?;
+    let verb = if init {
+        "initializing the control plane with"
+    } else {
+        "adding"
+    };
+    r.core
+        .ctx
+        .event(kcp, false, "ScalingUp", format!("{verb} Machine {name}"))
+        .await;
+    Ok(())
+}
+
+async fn create_ignoring_conflict<K>(api: &Api<K>, obj: &K) -> Result<(), Error>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), obj).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Replica counts, versions and conditions.
+async fn compute_status(
+    kcp: &KubeadmControlPlane,
+    r: &Reconciler<KubeadmControlPlane>,
+    cluster: &str,
+    machines: &[Machine],
+    initialized: bool,
+    mut conds: Vec<Condition>,
+) -> Result<KubeadmControlPlaneStatus, Error> {
+    let now = r.core.ctx.now();
+    let cond_of = |m: &Machine, t: &str| {
+        m.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .is_some_and(|c| conditions::is_true(c, t))
+    };
+    let count = |t: &str| machines.iter().filter(|m| cond_of(m, t)).count() as i32;
+    let (ready, available, up_to_date) = (count("Ready"), count("Available"), count("UpToDate"));
+    let replicas = kcp.spec.replicas.unwrap_or(1);
+    let versions = machine_versions(machines);
+    for c in availability(initialized, ready, machines.len() as i32) {
+        conditions::set(&mut conds, c, now);
+    }
+    for c in machine_conditions(machines, ready, up_to_date, replicas) {
+        conditions::set(&mut conds, c, now);
+    }
+    conditions::sort(&mut conds);
+    let deprecated = super::v1beta1::deprecated(
+        &super::v1beta1::CONTROL_PLANE,
+        &conds,
+        v1beta1_counters(machines.len() as i32, ready, up_to_date),
+        kcp.status.as_ref().and_then(|s| s.deprecated.as_ref()),
+        now,
+    );
+    Ok(KubeadmControlPlaneStatus {
+        replicas: Some(machines.len() as i32),
+        ready_replicas: Some(ready),
+        available_replicas: Some(available),
+        up_to_date_replicas: Some(up_to_date),
+        selector: Some(format!(
+            "{CLUSTER_NAME_LABEL}={cluster},{CONTROL_PLANE_LABEL}"
+        )),
+        version: versions.first().map(|v| v.version.clone()),
+        versions: Some(versions).filter(|v| !v.is_empty()),
+        initialization: Some(ControlPlaneInitialization {
+            control_plane_initialized: Some(initialized),
+        }),
+        conditions: Some(conds),
+        observed_generation: kcp.metadata.generation,
+        deprecated: Some(deprecated),
+    })
+}
+
+/// How many machines run each Kubernetes version (the kubelet's when its Node reported it,
+/// else the machine's spec), oldest first.
+fn machine_versions(machines: &[Machine]) -> Vec<VersionCount> {
+    let mut versions: BTreeMap<String, i32> = BTreeMap::new();
+    for m in machines {
+        let v = m
+            .status
+            .as_ref()
+            .and_then(|s| s.node_info.as_ref())
+            .and_then(|i| i.get("kubeletVersion"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or_else(|| m.spec.version.clone())
+            .unwrap_or_default();
+        *versions.entry(v).or_default() += 1;
+    }
+    let mut versions: Vec<VersionCount> = versions
+        .into_iter()
+        .map(|(version, replicas)| VersionCount { version, replicas })
+        .collect();
+    versions.sort_by_key(|v| version_key(&v.version));
+    versions
+}
+
+/// `Available` (once initialized, while a majority of the `total` machines, etcd's quorum,
+/// is ready) and `Initialized`.
+fn availability(initialized: bool, ready: i32, total: i32) -> [Condition; 2] {
+    let available = if !initialized {
+        Condition::new(
+            "Available",
+            false,
+            "NotAvailable",
+            "Control plane not yet initialized",
+        )
+    } else if ready > total / 2 {
+        Condition::new("Available", true, "Available", "")
+    } else {
+        Condition::new(
+            "Available",
+            false,
+            "NotAvailable",
+            format!("{ready} of {total} machines ready: etcd has no quorum"),
+        )
+    };
+    let init = if initialized {
+        Condition::new("Initialized", true, "Initialized", "")
+    } else {
+        Condition::new(
+            "Initialized",
+            false,
+            "NotInitialized",
+            "Control plane not yet initialized",
+        )
+    };
+    [available, init]
+}
+
+/// The conditions summing up the machines: `MachinesReady`, `MachinesUpToDate`,
+/// `RollingOut`, `ScalingUp`, `ScalingDown` (towards `replicas`) and `Deleting`.
+fn machine_conditions(
+    machines: &[Machine],
+    ready: i32,
+    up_to_date: i32,
+    replicas: i32,
+) -> Vec<Condition> {
+    let total = machines.len() as i32;
+    let aggregate = |ty: &str, have: i32, good: &str, bad: &str| {
+        if machines.is_empty() {
+            Condition::new(ty, true, "NoReplicas", "")
+        } else if have == total {
+            Condition::new(ty, true, good, "")
+        } else {
+            Condition::new(
+                ty,
+                false,
+                bad,
+                format!("{} of {total} Machines", total - have),
+            )
+        }
+    };
+    let rolling = up_to_date < total;
+    let current = machines
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .count() as i32;
+    let (up, down) = (current < replicas, total > replicas);
+    let scaling = |ty: &str, on: bool, message: String| {
+        let reason = if on {
+            ty.to_string()
+        } else {
+            format!("Not{ty}")
+        };
+        Condition::new(ty, on, &reason, if on { message } else { String::new() })
+    };
+    vec![
+        aggregate("MachinesReady", ready, "Ready", "NotReady"),
+        aggregate("MachinesUpToDate", up_to_date, "UpToDate", "NotUpToDate"),
+        Condition::new(
+            "RollingOut",
+            rolling,
+            if rolling {
+                "RollingOut"
+            } else {
+                "NotRollingOut"
+            },
+            "",
+        ),
+        scaling(
+            "ScalingUp",
+            up,
+            format!("Scaling up from {current} to {replicas} replicas"),
+        ),
+        scaling(
+            "ScalingDown",
+            down,
+            format!("Scaling down from {total} to {replicas} replicas"),
+        ),
+        Condition::new("Deleting", false, "NotDeleting", ""),
+    ]
+}
+
+/// The counters of v1beta1's meaning upstream still keeps under `deprecated.v1beta1` (what a
+/// v1beta1 reader sees at the top of the status, and its `ready` derives from): machines
+/// ready, machines with the desired spec, and the rest unavailable.
+fn v1beta1_counters(machines: i32, ready: i32, up_to_date: i32) -> Value {
+    json!({
+        "readyReplicas": ready,
+        "updatedReplicas": up_to_date,
+        "unavailableReplicas": machines - ready,
+    })
+}
+
+/// Orders versions as semver (`v1.9.0` before `v1.10.0`).
+pub fn version_key(v: &str) -> Vec<u64> {
+    v.trim_start_matches('v')
+        .split(['.', '-', '+'])
+        .map(|p| p.parse().unwrap_or(0))
+        .collect()
+}
+
+/// Deletion: wait for the workers, then delete every control-plane machine at once.
+async fn delete(
+    kcp: &KubeadmControlPlane,
+    r: &Reconciler<KubeadmControlPlane>,
+    api: &Api<KubeadmControlPlane>,
+    cluster: &str,
+) -> Result<Cleanup, Error> {
+    if !kcp.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(Cleanup::Done);
+    }
+    let ns = kcp.namespace().unwrap_or_default();
+    let all = r
+        .api::<Machine>(&ns)
+        .list(&ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster}")))
+        .await?
+        .items;
+    let workers = all.iter().filter(|m| !m.is_control_plane()).count();
+    let now = r.core.ctx.now();
+    let (reason, message) = if workers > 0 {
+        (
+            "WaitingForWorkersDeletion",
+            format!("Waiting for {workers} worker Machines to be deleted"),
+        )
+    } else {
+        let mine = machines(r, kcp, cluster).await?;
+        if mine.is_empty() {
+            remove_finalizer(api, kcp, FINALIZER).await?;
+            return Ok(Cleanup::Done);
+        }
+        for m in &mine {
+            let mapi: Api<Machine> = r.api(&ns);
+            if m.annotations().contains_key(CLEANUP_HOOK) {
+                let patch = json!({"metadata": {"annotations": {CLEANUP_HOOK: null}}});
+                mapi.patch(
+                    &m.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await?;
+            }
+            if m.metadata.deletion_timestamp.is_none() {
+                mapi.delete(&m.name_any(), &DeleteParams::default()).await?;
+            }
+        }
+        (
+            "WaitingForMachineDeletion",
+            format!(
+                "Waiting for {} control-plane Machines to be deleted",
+                mine.len()
+            ),
+        )
+    };
+    let mut status = kcp.status.clone().unwrap_or_default();
+    let mut conds = status.conditions.take().unwrap_or_default();
+    conditions::set(
+        &mut conds,
+        Condition::new("Deleting", true, reason, message),
+        now,
+    );
+    conditions::sort(&mut conds);
+    status.conditions = Some(conds);
+    apply_status(api, kcp, &status).await?;
+    Ok(Cleanup::Pending(Next::AwaitChange))
+}

@@ -1,0 +1,116 @@
+//! The Machine conditions of health checking and remediation, and who writes them.
+//!
+//! `HealthCheckSucceeded` is the MachineHealthCheck's; `OwnerRemediated` is set False by the
+//! health check to hand a failed Machine to its owner (a MachineSet or a
+//! KubeadmControlPlane), which then says what it does with it and removes the condition once
+//! the Machine is healthy again. Each is written by server-side apply under a field manager
+//! of its own, holding that one condition item of the `map`-typed conditions list, so neither
+//! the Machine controller's status writes nor each other's remove it.
+
+use super::Error;
+use crate::capi::core::Machine;
+use crate::runtime::conditions::{self, Condition};
+use chrono::{DateTime, Utc};
+use kube::api::Api;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+/// Writes `HealthCheckSucceeded` (and `ExternallyRemediated`).
+pub const HEALTH_MANAGER: &str = "infrasim-capi-healthcheck";
+/// Writes `OwnerRemediated`.
+pub const OWNER_MANAGER: &str = "infrasim-capi-remediation";
+/// The Machine conditions the Machine controller leaves to the managers above.
+pub const NOT_THE_MACHINES: [&str; 3] = [
+    "HealthCheckSucceeded",
+    "OwnerRemediated",
+    "ExternallyRemediated",
+];
+
+/// The Machine's conditions without those [`NOT_THE_MACHINES`].
+pub fn machines_own(conds: Vec<Condition>) -> Vec<Condition> {
+    conds
+        .into_iter()
+        .filter(|c| !NOT_THE_MACHINES.contains(&c.type_.as_str()))
+        .collect()
+}
+
+fn condition<'a>(m: &'a Machine, type_: &str) -> Option<&'a Condition> {
+    m.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .and_then(|c| conditions::find(c, type_))
+}
+
+/// Failed its health check and waits for (or is in) its owner's remediation.
+pub fn to_remediate(m: &Machine) -> bool {
+    m.metadata.deletion_timestamp.is_none()
+        && condition(m, "HealthCheckSucceeded").is_some_and(|c| c.status == "False")
+        && condition(m, "OwnerRemediated").is_some_and(|c| c.status == "False")
+}
+
+/// Healthy again while still marked for remediation: the owner clears the mark.
+pub fn recovered(m: &Machine) -> bool {
+    m.metadata.deletion_timestamp.is_none()
+        && condition(m, "HealthCheckSucceeded").is_some_and(Condition::is_true)
+        && condition(m, "OwnerRemediated").is_some_and(|c| c.status == "False")
+}
+
+/// The `OwnerRemediated` condition's reason, if the Machine has one.
+pub fn owner_reason(m: &Machine) -> Option<&str> {
+    condition(m, "OwnerRemediated").map(|c| c.reason.as_str())
+}
+
+/// Sets (or with `None`, removes) `manager`'s conditions on `m`'s status: `wanted` replaces
+/// what that manager held. Nothing is written when the Machine already shows them.
+pub async fn set(
+    api: &Api<Machine>,
+    m: &Machine,
+    manager: &str,
+    wanted: Vec<Condition>,
+    now: DateTime<Utc>,
+) -> Result<(), Error> {
+    let mut current = m
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let mine: &[&str] = if manager == OWNER_MANAGER {
+        &["OwnerRemediated"]
+    } else {
+        &["HealthCheckSucceeded", "ExternallyRemediated"]
+    };
+    let unchanged = mine.iter().all(|t| {
+        let have = conditions::find(&current, t);
+        let want = wanted.iter().find(|c| c.type_ == *t);
+        match (have, want) {
+            (None, None) => true,
+            (Some(h), Some(w)) => {
+                (&h.status, &h.reason, &h.message) == (&w.status, &w.reason, &w.message)
+            }
+            _ => false,
+        }
+    });
+    if unchanged {
+        return Ok(());
+    }
+    let mut out = Vec::new();
+    for c in wanted {
+        let t = c.type_.clone();
+        conditions::set(&mut current, c, now);
+        out.extend(conditions::find(&current, &t).cloned());
+    }
+    let body = json!({
+        "apiVersion": Machine::api_version(&()), "kind": "Machine",
+        "status": {"conditions": out},
+    });
+    match crate::runtime::writes::apply_status(api, &m.name_any(), manager, &body).await {
+        Ok(()) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `OwnerRemediated` False with `reason` and `message`.
+pub fn owner_condition(reason: &str, message: impl Into<String>) -> Condition {
+    Condition::new("OwnerRemediated", false, reason, message)
+}

@@ -1,0 +1,748 @@
+//! A Cluster's topology made real from its ClusterClass: the infrastructure cluster and the
+//! control plane (with its machines' infrastructure template) cloned from the class's
+//! templates, and in the same pass (as Cluster API's topology controller does) one
+//! MachineDeployment per topology entry with its own copies of the bootstrap and
+//! infrastructure templates, and the class's health checks. Replica and version changes flow down (the control plane first,
+//! the workers once it runs the new version). The class's patches and variables are not
+//! applied: the `TopologyReconciled` condition says so rather than ignoring them silently.
+
+use super::objects::{clone_template, copy_template, owner_ref, random_suffix, CloneSpec};
+use super::{Error, Reconciler};
+use crate::capi::core::{
+    Cluster, ClusterClass, ContractRef, KubeadmControlPlane, MachineDeployment,
+    MachineDeploymentClass, MachineDeploymentTopology, MachineHealthCheck, TemplateRef,
+};
+use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use crate::runtime::conditions::Condition;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+pub const OWNED_LABEL: &str = "topology.cluster.x-k8s.io/owned";
+pub const DEPLOYMENT_LABEL: &str = "topology.cluster.x-k8s.io/deployment-name";
+
+fn contract(t: &TemplateRef) -> ContractRef {
+    ContractRef {
+        api_group: t
+            .api_version
+            .split_once('/')
+            .map(|(g, _)| g)
+            .unwrap_or("")
+            .to_string(),
+        kind: t.kind.clone(),
+        name: t.name.clone(),
+    }
+}
+
+fn owned_labels(c: &Cluster) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (CLUSTER_NAME_LABEL.to_string(), c.name_any()),
+        (OWNED_LABEL.to_string(), String::new()),
+    ])
+}
+
+/// Reconciles the topology; the returned condition is the Cluster's `TopologyReconciled`.
+/// `c` gets the references set on the Cluster meanwhile.
+pub(super) async fn reconcile(
+    c: &mut Cluster,
+    r: &Reconciler<Cluster>,
+) -> Result<Condition, Error> {
+    let ns = c.namespace().unwrap_or_default();
+    let Some(topology) = c.spec.topology.clone() else {
+        return Ok(Condition::new(
+            "TopologyReconciled",
+            true,
+            "ReconcileSucceeded",
+            "",
+        ));
+    };
+    let class_ns = topology
+        .class_ref
+        .namespace
+        .clone()
+        .unwrap_or_else(|| ns.clone());
+    // From the shared cache (the Cluster controller watches classes, so a change to one
+    // brings its Clusters back); a class the cache has not seen yet is asked for.
+    let class = r
+        .core
+        .informers
+        .get::<ClusterClass>(&class_ns, &topology.class_ref.name)
+        .await?;
+    let Some(class) = class else {
+        let why = format!(
+            "ClusterClass {class_ns}/{} not found",
+            topology.class_ref.name
+        );
+        return Ok(Condition::new(
+            "TopologyReconciled",
+            false,
+            "ReconcileFailed",
+            why,
+        ));
+    };
+    let failed = |e: Error| {
+        Condition::new(
+            "TopologyReconciled",
+            false,
+            "ReconcileFailed",
+            e.to_string(),
+        )
+    };
+    if let Err(e) = infrastructure(c, r, &class).await {
+        return Ok(failed(e));
+    }
+    // A control plane this pass makes (the Cluster had no reference to one when it was read)
+    // holds no worker back.
+    let cp_was_there = c.spec.control_plane_ref.is_some();
+    if let Err(e) = control_plane(c, r, &class).await {
+        return Ok(failed(e));
+    }
+    let kcp = match &c.spec.control_plane_ref {
+        Some(cp) => {
+            r.core
+                .informers
+                .get::<KubeadmControlPlane>(&ns, &cp.name)
+                .await?
+        }
+        None => None,
+    };
+    let cp = progress(kcp.as_deref().filter(|_| cp_was_there), &topology.version);
+    let wanted = topology
+        .workers
+        .as_ref()
+        .map(|w| w.machine_deployments.clone())
+        .unwrap_or_default();
+    let mut pending = Vec::new();
+    if let Err(e) = machine_deployments(c, r, &class, &wanted, &cp, &mut pending).await {
+        return Ok(failed(e));
+    }
+    if let Err(e) = health_checks(c, r, &class, kcp.as_deref()).await {
+        return Ok(failed(e));
+    }
+    Ok(condition(c, &class, &topology.version, &cp, pending))
+}
+
+/// Where the control plane is on its way to the topology's version: whether workers may be
+/// made or moved to it now. As Cluster API's topology controller judges it, a control plane
+/// not made yet (the first pass, which makes it) holds nothing back, so the
+/// MachineDeployments are made in the same pass; one that exists holds them back while it
+/// reports no version (no machine yet) or runs, or is to run, another version. `kcp` is
+/// `None` for a control plane this pass made.
+struct ControlPlaneProgress {
+    kind: String,
+    provisioning: bool,
+    upgrading: bool,
+}
+
+impl ControlPlaneProgress {
+    fn stable(&self) -> bool {
+        !self.provisioning && !self.upgrading
+    }
+}
+
+fn progress(kcp: Option<&KubeadmControlPlane>, version: &str) -> ControlPlaneProgress {
+    let Some(kcp) = kcp else {
+        return ControlPlaneProgress {
+            kind: "KubeadmControlPlane".into(),
+            provisioning: false,
+            upgrading: false,
+        };
+    };
+    let status = kcp.status.as_ref();
+    let current = status.and_then(|s| s.version.clone()).or_else(|| {
+        status
+            .and_then(|s| s.versions.as_ref())
+            .and_then(|v| v.first())
+            .map(|v| v.version.clone())
+    });
+    ControlPlaneProgress {
+        kind: "KubeadmControlPlane".into(),
+        provisioning: current.is_none(),
+        upgrading: current.is_some_and(|current| current != version || kcp.spec.version != version),
+    }
+}
+
+fn condition(
+    c: &Cluster,
+    class: &ClusterClass,
+    version: &str,
+    cp: &ControlPlaneProgress,
+    pending: Vec<String>,
+) -> Condition {
+    let patches = class.spec.patches.as_ref().map_or(0, Vec::len);
+    let variables = class.spec.variables.as_ref().map_or(0, Vec::len);
+    let set = c
+        .spec
+        .topology
+        .as_ref()
+        .and_then(|t| t.variables.as_ref())
+        .map_or(0, Vec::len);
+    if cp.upgrading || !pending.is_empty() {
+        // Cluster API's message: the target, then one indented line per part held back.
+        let mut message = format!("Cluster is upgrading to {version}");
+        if cp.upgrading {
+            message.push_str(&format!("\n  * {} upgrading to version {version}", cp.kind));
+        }
+        for line in &pending {
+            message.push_str(&format!("\n  * {line}"));
+        }
+        return Condition::new("TopologyReconciled", false, "ClusterUpgrading", message);
+    }
+    if patches + variables + set > 0 {
+        return Condition::new(
+            "TopologyReconciled",
+            false,
+            "PatchesAndVariablesNotSupported",
+            format!(
+                "infrasim's Cluster API stand-in does not apply ClusterClass patches or variables: the cluster \
+                 was built from the templates as written (ClusterClass {} has {patches} patches and {variables} \
+                 variables; the Cluster sets {set}). Run the real Cluster API controllers (infrasim up --capi-core=external) for them.",
+                class.name_any()
+            ),
+        );
+    }
+    Condition::new("TopologyReconciled", true, "ReconcileSucceeded", "")
+}
+
+/// Sets `field` (`infrastructureRef` or `controlPlaneRef`) on the Cluster.
+async fn set_ref(
+    c: &mut Cluster,
+    r: &Reconciler<Cluster>,
+    field: &str,
+    reference: &ContractRef,
+) -> Result<(), Error> {
+    let api: Api<Cluster> = r.api(&c.namespace().unwrap_or_default());
+    let mut labels = owned_labels(c);
+    labels.extend(c.labels().clone());
+    let patch = json!({"metadata": {"labels": labels}, "spec": {field: reference}});
+    *c = api
+        .patch(
+            &c.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(())
+}
+
+/// An object of the kind `template_ref` makes that this Cluster's topology made before (its
+/// labels, and the Cluster as its controller): a reconcile that read the Cluster before the
+/// reference to it was written must find it, not make a second one.
+async fn made_before(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+    template_ref: &TemplateRef,
+) -> Result<Option<ContractRef>, Error> {
+    let ns = c.namespace().unwrap_or_default();
+    let kind = template_ref
+        .kind
+        .strip_suffix("Template")
+        .unwrap_or(&template_ref.kind);
+    let made = TemplateRef {
+        kind: kind.to_string(),
+        ..template_ref.clone()
+    };
+    let selector = format!("{CLUSTER_NAME_LABEL}={},{OWNED_LABEL}", c.name_any());
+    let uid = c.uid().unwrap_or_default();
+    let mut found: Vec<_> = r
+        .core
+        .resolver
+        .template_api(&r.client(), &ns, &made)
+        .await?
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .into_iter()
+        .filter(|o| {
+            o.owner_references()
+                .iter()
+                .any(|x| x.uid == uid && x.controller == Some(true))
+        })
+        .collect();
+    found.sort_by_key(|o| o.metadata.creation_timestamp.clone().map(|t| t.0));
+    Ok(found.first().map(|o| ContractRef {
+        api_group: contract(&made).api_group,
+        kind: kind.to_string(),
+        name: o.name_any(),
+    }))
+}
+
+async fn infrastructure(
+    c: &mut Cluster,
+    r: &Reconciler<Cluster>,
+    class: &ClusterClass,
+) -> Result<(), Error> {
+    if c.spec.infrastructure_ref.is_some() {
+        return Ok(());
+    }
+    let ns = c.namespace().unwrap_or_default();
+    let template_ref = &class.spec.infrastructure.template_ref;
+    if let Some(existing) = made_before(c, r, template_ref).await? {
+        return set_ref(c, r, "infrastructureRef", &existing).await;
+    }
+    let template = r
+        .core
+        .resolver
+        .template_api(&r.client(), &ns, template_ref)
+        .await?
+        .get_opt(&template_ref.name)
+        .await?
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "{} {} not found",
+                template_ref.kind, template_ref.name
+            ))
+        })?;
+    let name = format!("{}-{}", c.name_any(), random_suffix());
+    let created = clone_template(
+        &r.client(),
+        &ns,
+        &template,
+        CloneSpec {
+            name: &name,
+            labels: owned_labels(c),
+            annotations: BTreeMap::new(),
+            owner: Some(owner_ref(c, true)),
+            spec_overrides: None,
+        },
+    )
+    .await?;
+    set_ref(c, r, "infrastructureRef", &created).await
+}
+
+async fn control_plane(
+    c: &mut Cluster,
+    r: &Reconciler<Cluster>,
+    class: &ClusterClass,
+) -> Result<(), Error> {
+    let ns = c.namespace().unwrap_or_default();
+    let topology = c.spec.topology.clone().unwrap_or_default();
+    let replicas = topology.control_plane.as_ref().and_then(|cp| cp.replicas);
+    if let Some(cp_ref) = c.spec.control_plane_ref.clone() {
+        // Replicas and version flow down.
+        let api: Api<KubeadmControlPlane> = r.api(&ns);
+        // From the cache: a copy a moment old only repeats a patch of the same values.
+        let Some(kcp) = r
+            .core
+            .informers
+            .get::<KubeadmControlPlane>(&ns, &cp_ref.name)
+            .await?
+        else {
+            return Ok(());
+        };
+        let mut spec = serde_json::Map::new();
+        if kcp.spec.version != topology.version {
+            spec.insert("version".into(), json!(topology.version));
+        }
+        if replicas.is_some() && kcp.spec.replicas != replicas {
+            spec.insert("replicas".into(), json!(replicas));
+        }
+        if !spec.is_empty() {
+            api.patch(
+                &cp_ref.name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": spec})),
+            )
+            .await?;
+        }
+        return Ok(());
+    }
+    if let Some(existing) = made_before(c, r, &class.spec.control_plane.template_ref).await? {
+        return set_ref(c, r, "controlPlaneRef", &existing).await;
+    }
+    let mut labels = owned_labels(c);
+    // The control plane's machines get the class's and the topology's metadata.
+    let mut machine_labels = labels.clone();
+    let mut machine_annotations = BTreeMap::new();
+    for meta in [
+        class.spec.control_plane.metadata.clone(),
+        topology
+            .control_plane
+            .as_ref()
+            .and_then(|t| t.metadata.clone()),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        machine_labels.extend(meta.labels);
+        machine_annotations.extend(meta.annotations);
+    }
+    let mut machine_template =
+        json!({"metadata": {"labels": machine_labels, "annotations": machine_annotations}});
+    if let Some(infra) = &class.spec.control_plane.machine_infrastructure {
+        let source = r
+            .core
+            .resolver
+            .template_api(&r.client(), &ns, &infra.template_ref)
+            .await?
+            .get_opt(&infra.template_ref.name)
+            .await?
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "{} {} not found",
+                    infra.template_ref.kind, infra.template_ref.name
+                ))
+            })?;
+        let copy = copy_template(
+            &r.client(),
+            &ns,
+            &source,
+            &format!("{}-{}", c.name_any(), random_suffix()),
+            &labels,
+            owner_ref(c, false),
+        )
+        .await?;
+        machine_template["spec"] = json!({"infrastructureRef": contract(&copy)});
+    }
+    let template_ref = &class.spec.control_plane.template_ref;
+    let template = r
+        .core
+        .resolver
+        .template_api(&r.client(), &ns, template_ref)
+        .await?
+        .get_opt(&template_ref.name)
+        .await?
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "{} {} not found",
+                template_ref.kind, template_ref.name
+            ))
+        })?;
+    let mut overrides = json!({"version": topology.version, "machineTemplate": machine_template});
+    if let Some(n) = replicas {
+        overrides["replicas"] = json!(n);
+    }
+    labels.extend(BTreeMap::new());
+    let created = clone_template(
+        &r.client(),
+        &ns,
+        &template,
+        CloneSpec {
+            name: &format!("{}-{}", c.name_any(), random_suffix()),
+            labels,
+            annotations: BTreeMap::new(),
+            owner: Some(owner_ref(c, true)),
+            spec_overrides: Some(overrides),
+        },
+    )
+    .await?;
+    set_ref(c, r, "controlPlaneRef", &created).await
+}
+
+/// One MachineDeployment per topology entry; entries removed from the topology go.
+async fn machine_deployments(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+    class: &ClusterClass,
+    wanted: &[MachineDeploymentTopology],
+    cp: &ControlPlaneProgress,
+    pending: &mut Vec<String>,
+) -> Result<(), Error> {
+    let ns = c.namespace().unwrap_or_default();
+    let api: Api<MachineDeployment> = r.api(&ns);
+    let selector = format!("{CLUSTER_NAME_LABEL}={},{OWNED_LABEL}", c.name_any());
+    let existing = api
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    let version = c
+        .spec
+        .topology
+        .as_ref()
+        .map(|t| t.version.clone())
+        .unwrap_or_default();
+    for md in wanted {
+        let current = existing
+            .iter()
+            .find(|e| e.labels().get(DEPLOYMENT_LABEL) == Some(&md.name));
+        match current {
+            None if cp.stable() => create_md(c, r, class, md).await?,
+            None => pending.push(format!(
+                "MachineDeployment {} creation deferred while control plane upgrade is in progress",
+                md.name
+            )),
+            Some(current) => {
+                let mut spec = serde_json::Map::new();
+                if md.replicas.is_some() && current.spec.replicas != md.replicas {
+                    spec.insert("replicas".into(), json!(md.replicas));
+                }
+                let (policy, _) = md_policy(md);
+                let have = serde_json::to_value(&current.spec).unwrap_or_default();
+                for (key, wanted) in policy {
+                    if !covers(have.get(&key), &wanted) {
+                        spec.insert(key, wanted);
+                    }
+                }
+                if current.spec.template.spec.version.as_deref() != Some(version.as_str()) {
+                    if cp.stable() {
+                        spec.insert("template".into(), json!({"spec": {"version": version}}));
+                    } else {
+                        pending.push(format!(
+                            "MachineDeployment {} upgrade deferred while control plane upgrade is in progress",
+                            md.name
+                        ));
+                    }
+                }
+                if !spec.is_empty() {
+                    api.patch(
+                        &current.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(&json!({"spec": spec})),
+                    )
+                    .await?;
+                }
+            }
+        }
+    }
+    for gone in existing.iter().filter(|e| {
+        e.metadata.deletion_timestamp.is_none()
+            && !wanted
+                .iter()
+                .any(|w| e.labels().get(DEPLOYMENT_LABEL) == Some(&w.name))
+    }) {
+        api.delete(&gone.name_any(), &DeleteParams::default())
+            .await?;
+    }
+    Ok(())
+}
+
+async fn create_md(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+    class: &ClusterClass,
+    md: &MachineDeploymentTopology,
+) -> Result<(), Error> {
+    let ns = c.namespace().unwrap_or_default();
+    let md_class: &MachineDeploymentClass = class
+        .spec
+        .workers
+        .as_ref()
+        .and_then(|w| w.machine_deployments.iter().find(|m| m.class == md.class))
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "MachineDeploymentClass {} not found in ClusterClass {}",
+                md.class,
+                class.name_any()
+            ))
+        })?;
+    let mut labels = owned_labels(c);
+    labels.insert(DEPLOYMENT_LABEL.into(), md.name.clone());
+    let copy = |t: TemplateRef| {
+        let labels = labels.clone();
+        let ns = ns.clone();
+        async move {
+            let source = r
+                .core
+                .resolver
+                .template_api(&r.client(), &ns, &t)
+                .await?
+                .get_opt(&t.name)
+                .await?
+                .ok_or_else(|| Error::Invalid(format!("{} {} not found", t.kind, t.name)))?;
+            let name = format!("{}-{}-{}", c.name_any(), md.name, random_suffix());
+            Ok::<_, Error>(
+                copy_template(
+                    &r.client(),
+                    &ns,
+                    &source,
+                    &name,
+                    &labels,
+                    owner_ref(c, false),
+                )
+                .await?,
+            )
+        }
+    };
+    let bootstrap = copy(md_class.bootstrap.template_ref.clone()).await?;
+    let infra = copy(md_class.infrastructure.template_ref.clone()).await?;
+    let mut template_labels = labels.clone();
+    let mut template_annotations = BTreeMap::new();
+    for meta in [md_class.metadata.clone(), md.metadata.clone()]
+        .into_iter()
+        .flatten()
+    {
+        template_labels.extend(meta.labels);
+        template_annotations.extend(meta.annotations);
+    }
+    let version = c.spec.topology.as_ref().map(|t| t.version.clone());
+    let (policy, machine_policy) = md_policy(md);
+    let mut object = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+        "metadata": {"name": format!("{}-{}-{}", c.name_any(), md.name, random_suffix()), "namespace": ns,
+                     "labels": labels, "ownerReferences": [owner_ref(c, false)]},
+        "spec": {
+            "clusterName": c.name_any(), "replicas": md.replicas.unwrap_or(1),
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": template_labels, "annotations": template_annotations},
+                         "spec": {"clusterName": c.name_any(), "version": version,
+                                  "bootstrap": {"configRef": contract(&bootstrap)},
+                                  "infrastructureRef": contract(&infra),
+                                  "failureDomain": md.failure_domain}},
+        },
+    });
+    if let Some(spec) = object["spec"].as_object_mut() {
+        spec.extend(policy);
+    }
+    if let Some(spec) = object["spec"]["template"]["spec"].as_object_mut() {
+        spec.extend(machine_policy);
+    }
+    let object: MachineDeployment =
+        serde_json::from_value(object).map_err(kube::Error::SerdeError)?;
+    r.api::<MachineDeployment>(&ns)
+        .create(&PostParams::default(), &object)
+        .await?;
+    Ok(())
+}
+
+/// What a topology's MachineDeployment says of how it rolls out and shrinks, as fields of
+/// the MachineDeployment's spec (`rollout.strategy`, `deletion.order`), and of its Machines
+/// (the node deletion timeouts, `minReadySeconds`) as fields of their template's spec.
+fn md_policy(
+    md: &MachineDeploymentTopology,
+) -> (
+    serde_json::Map<String, Value>,
+    serde_json::Map<String, Value>,
+) {
+    let (mut spec, mut machine) = (serde_json::Map::new(), serde_json::Map::new());
+    if let Some(strategy) = md.rest.get("rollout").and_then(|r| r.get("strategy")) {
+        spec.insert("rollout".into(), json!({"strategy": strategy}));
+    }
+    if let Some(deletion) = md.rest.get("deletion").and_then(Value::as_object) {
+        if let Some(order) = deletion.get("order") {
+            spec.insert("deletion".into(), json!({"order": order}));
+        }
+        let timeouts: serde_json::Map<String, Value> = deletion
+            .iter()
+            .filter(|(k, _)| k.as_str() != "order")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !timeouts.is_empty() {
+            machine.insert("deletion".into(), Value::Object(timeouts));
+        }
+    }
+    if let Some(min_ready) = md.rest.get("minReadySeconds") {
+        machine.insert("minReadySeconds".into(), min_ready.clone());
+    }
+    (spec, machine)
+}
+
+/// Whether merge-patching `have` with `wanted` would change nothing (so no write is sent).
+fn covers(have: Option<&Value>, wanted: &Value) -> bool {
+    match (have, wanted) {
+        (Some(Value::Object(have)), Value::Object(wanted)) => {
+            wanted.iter().all(|(k, v)| covers(have.get(k), v))
+        }
+        (Some(have), wanted) => have == wanted,
+        (None, _) => false,
+    }
+}
+
+/// The class's health checks: one for the control plane, one per MachineDeployment that has
+/// one, named after what they watch.
+async fn health_checks(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+    class: &ClusterClass,
+    kcp: Option<&KubeadmControlPlane>,
+) -> Result<(), Error> {
+    let ns = c.namespace().unwrap_or_default();
+    let mut wanted: Vec<(String, BTreeMap<String, String>, Value)> = Vec::new();
+    if let (Some(check), Some(kcp)) = (&class.spec.control_plane.health_check, kcp) {
+        let selector = BTreeMap::from([
+            (CLUSTER_NAME_LABEL.to_string(), c.name_any()),
+            (CONTROL_PLANE_LABEL.to_string(), String::new()),
+        ]);
+        wanted.push((kcp.name_any(), selector, check.clone()));
+    }
+    // Read from the shared cache: a MachineDeployment made a moment ago and not there yet
+    // brings the Cluster back when it is (the Cluster owns it), and its check is made then.
+    let core = &r.core;
+    let mds = core
+        .in_cluster(&core.deployments, &ns, &c.name_any())
+        .await?;
+    for md in mds
+        .iter()
+        .filter(|md| md.labels().contains_key(OWNED_LABEL))
+    {
+        let topology_name = md
+            .labels()
+            .get(DEPLOYMENT_LABEL)
+            .cloned()
+            .unwrap_or_default();
+        let class_name = c
+            .spec
+            .topology
+            .as_ref()
+            .and_then(|t| t.workers.as_ref())
+            .and_then(|w| {
+                w.machine_deployments
+                    .iter()
+                    .find(|m| m.name == topology_name)
+            })
+            .map(|m| m.class.clone());
+        let check = class
+            .spec
+            .workers
+            .as_ref()
+            .and_then(|w| {
+                w.machine_deployments
+                    .iter()
+                    .find(|m| Some(&m.class) == class_name.as_ref())
+            })
+            .and_then(|m| m.health_check.clone());
+        if let Some(check) = check {
+            let labels = md.spec.selector.match_labels.clone().unwrap_or_default();
+            wanted.push((md.name_any(), labels, check));
+        }
+    }
+    let api: Api<MachineHealthCheck> = r.api(&ns);
+    for (name, selector, check) in wanted {
+        if core
+            .informers
+            .get::<MachineHealthCheck>(&ns, &name)
+            .await?
+            .is_some()
+        {
+            continue;
+        }
+        let mut spec = json!({"clusterName": c.name_any(), "selector": {"matchLabels": selector}});
+        if let Some(checks) = check.get("checks") {
+            spec["checks"] = checks.clone();
+        }
+        if let Some(remediation) = check.get("remediation") {
+            spec["remediation"] = remediation.clone();
+        }
+        let mhc: MachineHealthCheck = serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineHealthCheck",
+            "metadata": {"name": name, "namespace": ns, "labels": owned_labels(c), "ownerReferences": [owner_ref(c, false)]},
+            "spec": spec,
+        }))
+        .map_err(kube::Error::SerdeError)?;
+        match api.create(&PostParams::default(), &mhc).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_already_in_place_needs_no_patch() {
+        let have = json!({"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}, "after": "x"});
+        assert!(covers(
+            Some(&have),
+            &json!({"strategy": {"type": "RollingUpdate"}})
+        ));
+        assert!(!covers(
+            Some(&have),
+            &json!({"strategy": {"rollingUpdate": {"maxSurge": 2}}})
+        ));
+        assert!(!covers(None, &json!({"order": "Oldest"})));
+    }
+}

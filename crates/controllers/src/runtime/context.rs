@@ -1,0 +1,124 @@
+//! What every controller is handed: the Kubernetes client of the management plane, the
+//! simulated cloud it makes real, the injected clock and an event recorder.
+
+use infrasim_clock::SharedClock;
+use infrasim_cloud::Cloud;
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Shared by the controllers of one process.
+#[derive(Clone)]
+pub struct Context {
+    pub client: Client,
+    pub cloud: Arc<Cloud>,
+    pub clock: SharedClock,
+    recorder: Arc<Recorder>,
+}
+
+impl Context {
+    pub fn new(client: Client, cloud: Arc<Cloud>, clock: SharedClock) -> Self {
+        Context {
+            recorder: Arc::new(Recorder::default()),
+            client,
+            cloud,
+            clock,
+        }
+    }
+
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.clock.now()
+    }
+
+    /// Records an Event about `obj` (`kubectl describe` shows it). A failure to record is
+    /// logged, never fatal: events are a courtesy, not state.
+    pub async fn event<K>(&self, obj: &K, warning: bool, reason: &str, note: String)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        if let Err(e) = self.recorder.record(self, obj, warning, reason, note).await {
+            tracing::debug!(object = %obj.name_any(), error = %e, "event not recorded");
+        }
+    }
+}
+
+/// Writes `core/v1` Events, as client-go's recorder in Cluster API's controllers does (so
+/// `kubectl describe` finds them by the involved object), and counts repeats of the same
+/// event in one Event rather than writing another.
+#[derive(Default)]
+struct Recorder {
+    /// The Event that records each (object, reason, message) and its count; bounded.
+    seen: Mutex<HashMap<EventKey, (String, i32)>>,
+}
+
+/// (object uid, reason, message).
+type EventKey = (String, String, String);
+
+const SEEN_LIMIT: usize = 4096;
+
+impl Recorder {
+    async fn record<K>(
+        &self,
+        ctx: &Context,
+        obj: &K,
+        warning: bool,
+        reason: &str,
+        message: String,
+    ) -> Result<(), kube::Error>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let ns = obj.namespace().unwrap_or_else(|| "default".into());
+        let api: Api<Event> = Api::namespaced(ctx.client.clone(), &ns);
+        let now = crate::runtime::conditions::timestamp(ctx.now());
+        let key = (
+            obj.uid().unwrap_or_default(),
+            reason.to_string(),
+            message.clone(),
+        );
+        let repeat = self
+            .seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        if let Some((name, count)) = repeat {
+            let patch = json!({"count": count + 1, "lastTimestamp": now});
+            if api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .is_ok()
+            {
+                self.remember(key, name, count + 1);
+                return Ok(());
+            }
+        }
+        let name = format!("{}.{:x}", obj.name_any(), rand::random::<u64>());
+        let event: Event = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": ns},
+            "involvedObject": {"apiVersion": K::api_version(&()), "kind": K::kind(&()),
+                               "name": obj.name_any(), "namespace": obj.namespace(),
+                               "uid": obj.uid(), "resourceVersion": obj.resource_version()},
+            "reason": reason, "message": message,
+            "type": if warning { "Warning" } else { "Normal" },
+            "source": {"component": "infrasim"},
+            "reportingComponent": "infrasim", "reportingInstance": "infrasim",
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }))
+        .map_err(kube::Error::SerdeError)?;
+        api.create(&PostParams::default(), &event).await?;
+        self.remember(key, name, 1);
+        Ok(())
+    }
+
+    fn remember(&self, key: EventKey, name: String, count: i32) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.len() >= SEEN_LIMIT {
+            seen.clear();
+        }
+        seen.insert(key, (name, count));
+    }
+}

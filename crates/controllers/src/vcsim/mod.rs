@@ -1,0 +1,228 @@
+//! The job of CAPV's vcsim controller: simulated vCenters (`VCenterSimulator`, each its own
+//! simulator in this process, any number at once), control-plane endpoints reserved on the
+//! simulated cloud (`ControlPlaneEndpoint`), and the variables a cluster template needs to
+//! target both (`EnvVar`).
+
+pub mod capv;
+mod endpoint;
+mod envvar;
+pub mod simulators;
+pub mod types;
+pub(crate) mod vcenter;
+pub mod virtual_machine;
+mod vm_bootstrap;
+mod vmoperator;
+
+pub use simulators::Simulators;
+
+use crate::runtime::context::Context;
+use crate::runtime::informers::Informers;
+use crate::runtime::reconcile;
+use crate::runtime::triggers::filtered;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use std::sync::Arc;
+use types::{ControlPlaneEndpoint, EnvVar, VCenterSimulator};
+
+/// The field manager the controller writes status under.
+pub const MANAGER: &str = "infrasim-vcsim-controller";
+
+/// Why a reconcile failed (it is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Cloud(#[from] infrasim_cloud::CloudError),
+    #[error(transparent)]
+    Provider(#[from] crate::capi::infra::Error),
+    #[error("the cluster's certificates: {0}")]
+    Certificates(String),
+    #[error("the simulator: {0}")]
+    Simulator(String),
+}
+
+/// What the vcsim reconcilers share: the context, the process's caches and its simulators.
+pub struct Reconciler {
+    pub ctx: Context,
+    pub informers: Arc<Informers>,
+    pub simulators: Arc<Simulators>,
+    /// The public key every EnvVar hands out as `VSPHERE_SSH_AUTHORIZED_KEY` (one per
+    /// process, as upstream's controller makes one at start).
+    pub ssh_authorized_key: String,
+}
+
+/// Runs the vcsim controllers until the process ends, on the process's informers, with the
+/// simulators they start kept in `simulators`. With `vm_operator`, vm-operator's part is
+/// played too (VirtualMachines get their VMs): only where no real vm-operator runs, as with
+/// the embedded core, which installs vm-operator's kinds.
+pub async fn run(
+    ctx: Context,
+    informers: Arc<Informers>,
+    simulators: Arc<Simulators>,
+    vm_operator: bool,
+) {
+    let r = Arc::new(Reconciler {
+        ctx: ctx.clone(),
+        informers: informers.clone(),
+        simulators,
+        ssh_authorized_key: envvar::ssh_authorized_key(),
+    });
+    let vcenters = crate::runtime::triggers::controller(&informers.of::<VCenterSimulator>(), None);
+    let endpoints =
+        crate::runtime::triggers::controller(&informers.of::<ControlPlaneEndpoint>(), None);
+    let envvars = envvar_controller(&informers);
+    // A VM boots when its Machine gets bootstrap data: the Machine's change wakes the
+    // VSphereVM CAPV names after its VSphereMachine (the Machine's infrastructure).
+    let vms = crate::runtime::triggers::controller(&informers.of::<capv::VSphereVM>(), None)
+        .watches_shared_stream(
+            filtered(
+                &informers.of::<crate::capi::core::Machine>(),
+                crate::capi::triggers::machine_spec,
+            ),
+            |m| named_after_infrastructure(&m, "infrastructure.cluster.x-k8s.io"),
+        );
+    // Dependencies made from a simulator wait for it to serve: its status wakes them.
+    let dependencies = crate::runtime::triggers::controller(
+        &informers.of::<types::VMOperatorDependencies>(),
+        None,
+    )
+    .watches_shared_stream(filtered(&informers.of::<VCenterSimulator>(), serving), {
+        let deps = informers.of::<types::VMOperatorDependencies>().store();
+        move |v: Arc<VCenterSimulator>| referrers(&deps, &*v, |d| d.simulator_ref())
+    });
+    let vm_operator_vms = virtual_machine_controller(&informers);
+    let vm_operator_vms = async {
+        if vm_operator {
+            reconcile::run(&ctx, vm_operator_vms, r.clone()).await;
+        }
+    };
+    futures::join!(
+        vm_operator_vms,
+        reconcile::run(&ctx, vcenters, r.clone()),
+        reconcile::run(&ctx, endpoints, r.clone()),
+        reconcile::run(&ctx, envvars, r.clone()),
+        reconcile::run(&ctx, vms, r.clone()),
+        reconcile::run(&ctx, dependencies, r.clone()),
+    );
+}
+
+/// The EnvVar controller. An EnvVar is written from its simulator's and endpoint's status:
+/// either changing wakes the EnvVars that name it (and so does a change of the
+/// VMOperatorDependencies it names).
+fn envvar_controller(informers: &Informers) -> kube::runtime::Controller<EnvVar> {
+    let envvars = informers.of::<EnvVar>();
+    let by_simulator = {
+        let envvars = envvars.store();
+        move |v: Arc<VCenterSimulator>| referrers(&envvars, &*v, |e| e.simulator_ref())
+    };
+    let by_endpoint = {
+        let envvars = envvars.store();
+        move |c: Arc<ControlPlaneEndpoint>| referrers(&envvars, &*c, |e| Some(e.endpoint_ref()))
+    };
+    let by_dependencies = {
+        let envvars = envvars.store();
+        move |d: Arc<types::VMOperatorDependencies>| {
+            referrers(&envvars, &*d, |e| e.dependencies_ref())
+        }
+    };
+    crate::runtime::triggers::controller(&envvars, None)
+        .watches_shared_stream(
+            filtered(&informers.of::<VCenterSimulator>(), serving),
+            by_simulator,
+        )
+        .watches_shared_stream(
+            filtered(&informers.of::<ControlPlaneEndpoint>(), reserved),
+            by_endpoint,
+        )
+        .watches_shared_stream(
+            crate::runtime::triggers::every_change(
+                &informers.of::<types::VMOperatorDependencies>(),
+            ),
+            by_dependencies,
+        )
+}
+
+/// vm-operator's VirtualMachine controller: a VM waits for its namespace's dependencies
+/// (their change wakes it) and for its Machine's bootstrap data.
+fn virtual_machine_controller(
+    informers: &Informers,
+) -> kube::runtime::Controller<virtual_machine::VirtualMachine> {
+    let vms = informers.of::<virtual_machine::VirtualMachine>();
+    let store = vms.store();
+    crate::runtime::triggers::controller(&vms, None)
+        .watches_shared_stream(
+            crate::runtime::triggers::every_change(
+                &informers.of::<types::VMOperatorDependencies>(),
+            ),
+            move |d| {
+                let ns = d.namespace();
+                store
+                    .state()
+                    .iter()
+                    .filter(|v| v.namespace() == ns)
+                    .map(|v| ObjectRef::from_obj(&**v))
+                    .collect::<Vec<_>>()
+            },
+        )
+        // Its Machine getting bootstrap data: CAPV names the VirtualMachine after the
+        // VSphereMachine that is the Machine's infrastructure.
+        .watches_shared_stream(
+            filtered(
+                &informers.of::<crate::capi::core::Machine>(),
+                crate::capi::triggers::machine_spec,
+            ),
+            |m| named_after_infrastructure(&m, "vmware.infrastructure.cluster.x-k8s.io"),
+        )
+}
+
+/// What of a simulator its EnvVars are written from.
+fn serving(v: &VCenterSimulator) -> Option<u64> {
+    let s = v.status.as_ref();
+    hash((
+        v.uid(),
+        s.map(|s| (&s.host, &s.username, &s.password, &s.thumbprint)),
+    ))
+}
+
+/// What of an endpoint its EnvVars are written from.
+fn reserved(c: &ControlPlaneEndpoint) -> Option<u64> {
+    hash((c.uid(), c.status.as_ref().map(|s| (&s.host, s.port))))
+}
+
+fn hash(value: impl std::hash::Hash) -> Option<u64> {
+    use std::hash::{DefaultHasher, Hasher};
+    let mut h = DefaultHasher::new();
+    value.hash(&mut h);
+    Some(h.finish())
+}
+
+/// The EnvVars whose reference (`of`) names `obj`.
+fn referrers<R, K>(
+    store: &kube::runtime::reflector::Store<R>,
+    obj: &K,
+    of: impl Fn(&R) -> Option<(String, String)>,
+) -> Vec<ObjectRef<R>>
+where
+    R: Resource<DynamicType = ()> + Clone,
+    K: Resource<DynamicType = ()>,
+{
+    let wanted = (obj.namespace().unwrap_or_default(), obj.name_any());
+    store
+        .state()
+        .iter()
+        .filter(|e| of(e).is_some_and(|r| r == wanted))
+        .map(|e| ObjectRef::from_obj(&**e))
+        .collect()
+}
+
+/// The object CAPV names after a Machine's infrastructure: a VSphereMachine of `group` (its
+/// VSphereVM, or in supervisor mode its VirtualMachine, has the same name).
+fn named_after_infrastructure<R: Resource<DynamicType = ()>>(
+    m: &crate::capi::core::Machine,
+    group: &str,
+) -> Option<ObjectRef<R>> {
+    let infra = &m.spec.infrastructure_ref;
+    (infra.kind == "VSphereMachine" && infra.api_group == group)
+        .then(|| ObjectRef::new(&infra.name).within(&m.namespace().unwrap_or_default()))
+}

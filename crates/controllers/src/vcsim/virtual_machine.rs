@@ -1,0 +1,232 @@
+//! vm-operator's VirtualMachine, for a plane without vm-operator (supervisor mode): what
+//! vm-operator does with one, against a simulator of this process. Once the namespace's
+//! VMOperatorDependencies are ready, the VM is deployed from its image's content library
+//! item (the OVF's size) in the simulator, powered on as `spec.powerState` says, and its
+//! status reports it as vm-operator does (`uniqueID`, `biosUUID`, `instanceUUID`,
+//! `powerState`, and `network.primaryIP4` once the guest reports its address). Deleting
+//! the VirtualMachine powers the VM off and destroys it. A VirtualMachine of CAPV's supervisor
+//! mode (owned by a `vmware.infrastructure.cluster.x-k8s.io` VSphereMachine owned by a
+//! Machine with bootstrap data) then joins the workload cluster, as a VSphereVM's VM does.
+
+use super::types::{VCenterSimulator, VMOperatorDependencies};
+use super::vm_bootstrap;
+use super::vmoperator::wanted;
+use super::{Error, Reconciler, MANAGER};
+use crate::capi::infra::cloud_key;
+use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_vsphere_sim::{Simulator, TemplateSpec};
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::{CustomResource, ResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The finalizer a VirtualMachine carries while its VM exists in the simulator.
+pub const FINALIZER: &str = "vcsim.infrastructure.cluster.x-k8s.io/virtualmachine";
+
+/// How soon a VM whose guest has not reported its address is looked at again (the simulator
+/// has no watch a controller can follow; the guest comes up after its boot delay).
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// The fields of vm-operator's VirtualMachine read here; the rest is kept as written.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "vmoperator.vmware.com",
+    version = "v1alpha6",
+    kind = "VirtualMachine",
+    namespaced,
+    status = "VirtualMachineStatus"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_name: Option<String>,
+    /// `PoweredOn` (the default) or `PoweredOff`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_state: Option<String>,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineStatus {
+    #[serde(default, rename = "uniqueID", skip_serializing_if = "Option::is_none")]
+    pub unique_id: Option<String>,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+/// A VirtualMachine is claimed (its finalizer added) only once the namespace's simulator is
+/// ready, so the runner holds no finalizer of its own (see [`Reconcile::FINALIZER`]).
+impl Reconcile<VirtualMachine> for Reconciler {
+    type Error = Error;
+
+    async fn apply(&self, vm: Arc<VirtualMachine>) -> Result<Next, Error> {
+        deploy_and_boot(&vm, self).await
+    }
+
+    /// The machine leaves its workload cluster, the VM goes from the simulator, and the
+    /// object loses its finalizer (at once when no simulator was ever ready for it).
+    async fn cleanup(&self, vm: Arc<VirtualMachine>) -> Result<Cleanup, Error> {
+        let ns = vm.namespace().unwrap_or_default();
+        let api: Api<VirtualMachine> = Api::namespaced(self.ctx.client.clone(), &ns);
+        let Some(sim) = simulator_of(self, &ns).await? else {
+            crate::runtime::finalizers::remove(&api, &*vm, FINALIZER).await?;
+            return Ok(Cleanup::Done);
+        };
+        if vm.finalizers().iter().any(|f| f == FINALIZER) {
+            if let Some(owners) = owners(&vm, self).await? {
+                let key = cloud_key(&owners.cluster.name_any(), &ns);
+                self.ctx.cloud.remove_machine(&key, &vm.name_any()).await?;
+            }
+            if let Some(m) = &existing(&vm) {
+                sim.destroy_vm(m)
+                    .map_err(|e| Error::Simulator(e.to_string()))?;
+            }
+            crate::runtime::finalizers::remove(&api, &*vm, FINALIZER).await?;
+        }
+        Ok(Cleanup::Done)
+    }
+}
+
+/// The simulator's VM the object made, if it made one.
+fn existing(vm: &VirtualMachine) -> Option<infrasim_vsphere_sim::value::Moref> {
+    vm.status
+        .as_ref()
+        .and_then(|s| s.unique_id.clone())
+        .map(|id| infrasim_vsphere_sim::value::Moref::new("VirtualMachine", &id))
+}
+
+async fn deploy_and_boot(vm: &VirtualMachine, r: &Reconciler) -> Result<Next, Error> {
+    let ns = vm.namespace().unwrap_or_default();
+    let api: Api<VirtualMachine> = Api::namespaced(r.ctx.client.clone(), &ns);
+    let Some(sim) = simulator_of(r, &ns).await? else {
+        // No ready dependencies in the namespace yet: their change wakes this VM.
+        return Ok(Next::AwaitChange);
+    };
+    if crate::runtime::finalizers::ensure(&api, vm, FINALIZER).await? {
+        return Ok(Next::AwaitChange);
+    }
+    let moref = match existing(vm).filter(|m| sim.vm(m).is_some()) {
+        Some(m) => m,
+        None => match deploy(vm, r, &ns, &sim).await? {
+            Ok(m) => m,
+            Err(why) => {
+                r.ctx.event(vm, true, "DeployFailed", why).await;
+                return Ok(Next::After(Duration::from_secs(10)));
+            }
+        },
+    };
+    let power_on = vm.spec.power_state.as_deref().unwrap_or("PoweredOn") == "PoweredOn";
+    if power_on {
+        sim.power_on(&moref)
+            .map_err(|e| Error::Simulator(e.to_string()))?;
+    }
+    let Some(state) = sim.vm(&moref) else {
+        return Ok(Next::After(RECHECK));
+    };
+    let mut status = json!({
+        "uniqueID": state.moref.value,
+        "biosUUID": state.bios_uuid,
+        "instanceUUID": state.instance_uuid,
+        "powerState": if state.powered_on { "PoweredOn" } else { "PoweredOff" },
+        "conditions": [{"type": "VirtualMachineCreated", "status": "True", "reason": "True",
+                        "message": "", "lastTransitionTime":
+                            crate::runtime::conditions::timestamp(r.ctx.now())}],
+    });
+    if let Some(ip) = &state.ip {
+        status["network"] = json!({"primaryIP4": ip});
+    }
+    let body = json!({"apiVersion": "vmoperator.vmware.com/v1alpha6", "kind": "VirtualMachine",
+                      "status": status});
+    crate::runtime::writes::apply_status(&api, &vm.name_any(), MANAGER, &body).await?;
+    if state.powered_on && state.ip.is_none() {
+        return Ok(Next::After(RECHECK));
+    }
+    // A Cluster API machine's VM (CAPV's supervisor mode): once powered on and with its
+    // bootstrap data, it joins the workload cluster as a VSphereVM's does.
+    let owners = owners(vm, r)
+        .await?
+        .filter(|o| state.powered_on && o.machine.spec.bootstrap.data_secret_name.is_some());
+    if let Some(owners) = owners {
+        if !vm_bootstrap::boot(vm, r, &owners, &state.bios_uuid).await? {
+            return Ok(Next::After(RECHECK));
+        }
+    }
+    Ok(Next::AwaitChange)
+}
+
+/// VirtualMachine → its (supervisor-mode) VSphereMachine owner → Machine → Cluster.
+async fn owners(
+    vm: &VirtualMachine,
+    r: &Reconciler,
+) -> Result<Option<vm_bootstrap::Owners>, Error> {
+    let ns = vm.namespace().unwrap_or_default();
+    let group = "vmware.infrastructure.cluster.x-k8s.io";
+    let Some(name) = vm_bootstrap::owner_of(vm.owner_references(), "VSphereMachine", group) else {
+        return Ok(None);
+    };
+    let Some(vsphere_machine) = r
+        .informers
+        .get::<super::capv::supervisor::VSphereMachine>(&ns, &name)
+        .await?
+    else {
+        return Ok(None);
+    };
+    vm_bootstrap::machine_owners(r, &ns, vsphere_machine.owner_references()).await
+}
+
+/// The simulator the namespace's ready VMOperatorDependencies point at, if it runs here.
+async fn simulator_of(r: &Reconciler, ns: &str) -> Result<Option<Simulator>, Error> {
+    let deps = r.informers.of::<VMOperatorDependencies>().store().state();
+    let Some(deps) = deps.iter().find(|d| {
+        d.namespace().as_deref() == Some(ns) && d.status.as_ref().is_some_and(|s| s.ready)
+    }) else {
+        return Ok(None);
+    };
+    let sim = match deps.simulator_ref() {
+        Some((sim_ns, sim_name)) => {
+            r.informers
+                .get::<VCenterSimulator>(&sim_ns, &sim_name)
+                .await?
+        }
+        None => None,
+    };
+    let server = wanted(deps, sim.as_deref()).vcenter.server_url;
+    Ok(r.simulators.serving_at(&server))
+}
+
+/// Deploys the VM from its image's library item; the VM, or why it cannot be made.
+async fn deploy(
+    vm: &VirtualMachine,
+    r: &Reconciler,
+    ns: &str,
+    sim: &Simulator,
+) -> Result<Result<infrasim_vsphere_sim::value::Moref, String>, Error> {
+    let Some(image) = vm.spec.image_name.as_deref() else {
+        return Ok(Err("spec.imageName is not set".into()));
+    };
+    let resource = ApiResource {
+        group: "vmoperator.vmware.com".into(),
+        version: "v1alpha6".into(),
+        api_version: "vmoperator.vmware.com/v1alpha6".into(),
+        kind: "VirtualMachineImage".into(),
+        plural: "virtualmachineimages".into(),
+    };
+    let images: Api<DynamicObject> = Api::namespaced_with(r.ctx.client.clone(), ns, &resource);
+    let Some(image_obj) = images.get_opt(image).await? else {
+        return Ok(Err(format!("VirtualMachineImage {image} does not exist")));
+    };
+    let Some(item) = image_obj.data["status"]["providerItemID"].as_str() else {
+        return Ok(Err(format!(
+            "VirtualMachineImage {image} has no library item"
+        )));
+    };
+    Ok(sim
+        .deploy_library_item(item, &TemplateSpec::new(&vm.name_any(), "DC0"))
+        .map_err(|e| e.to_string()))
+}
