@@ -18,8 +18,9 @@
 pub mod capi;
 pub mod crds;
 pub mod deploy;
-pub mod runtime;
-mod schema;
+/// The controller runtime (its own crate, `infrasim-controller-runtime`), under the name the
+/// families and the binary know it by.
+pub use infrasim_controller_runtime as runtime;
 pub mod sip;
 #[cfg(test)]
 mod test_support;

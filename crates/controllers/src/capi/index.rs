@@ -1,7 +1,7 @@
 //! A Cluster API controller's objects by the Cluster they belong to (their
 //! `cluster.x-k8s.io/cluster-name` label): the runtime's [`Index`] over a kind's informer.
 
-use crate::runtime::index::{label_key, label_keys, Index};
+use infrasim_controller_runtime::index::{label_key, label_keys, Index};
 use std::sync::Arc;
 
 /// A kind's objects by the cluster they belong to (their `cluster.x-k8s.io/cluster-name`
@@ -11,14 +11,14 @@ use std::sync::Arc;
 /// (two in five of the stand-in's requests were such lists). Controllers that create objects
 /// from what they count (MachineSet, KubeadmControlPlane, the topology's MachineDeployments)
 /// still list: a cache a moment behind their own creates would have them create again.
-pub struct ByCluster<K: crate::runtime::informers::Watched> {
+pub struct ByCluster<K: infrasim_controller_runtime::informers::Watched> {
     index: Index<K>,
-    informer: crate::runtime::informers::Informer<K>,
+    informer: infrasim_controller_runtime::informers::Informer<K>,
 }
 
-impl<K: crate::runtime::informers::Watched> ByCluster<K> {
+impl<K: infrasim_controller_runtime::informers::Watched> ByCluster<K> {
     /// Starts indexing the objects of `informer`'s cache.
-    pub fn new(informer: crate::runtime::informers::Informer<K>) -> Self {
+    pub fn new(informer: infrasim_controller_runtime::informers::Informer<K>) -> Self {
         let index = Index::new(|o: &K| label_keys(o, &[crate::capi::CLUSTER_NAME_LABEL]));
         let observer = index.clone();
         informer.observe(Arc::new(move |event| observer.observe(event)));
@@ -52,7 +52,8 @@ mod tests {
 
     #[test]
     fn a_cluster_s_objects_are_found_once_the_cache_is_filled() {
-        let (informer, mut feed) = crate::runtime::informers::testing::informer::<ConfigMap>();
+        let (informer, mut feed) =
+            infrasim_controller_runtime::informers::testing::informer::<ConfigMap>();
         let by = ByCluster::new(informer);
         let labelled = |name: &str, cluster: &str| {
             let mut m = ConfigMap::default();

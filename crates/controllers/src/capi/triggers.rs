@@ -3,11 +3,11 @@
 //! infrastructure machine of the cluster, which need only know whether the cluster's
 //! infrastructure is provisioned, its control plane initialized, or it is paused. These
 //! predicates hash just that, and the runtime's
-//! [`only_changes`](crate::runtime::triggers::only_changes) passes an object on only when its
+//! [`only_changes`](infrasim_controller_runtime::triggers::only_changes) passes an object on only when its
 //! hash changes, so a cluster of N machines costs O(N) reconciles, not O(N²).
 
 use crate::capi::core::{Cluster, KubeadmControlPlane, Machine, MachineDeployment};
-use crate::runtime::triggers::hash;
+use infrasim_controller_runtime::triggers::hash;
 use kube::ResourceExt;
 
 /// The gates a Cluster opens for what belongs to it.
@@ -89,7 +89,7 @@ pub fn machine_health(m: &Machine) -> Option<u64> {
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_deref())
-        .is_some_and(|c| crate::runtime::conditions::is_true(c, "NodeHealthy"));
+        .is_some_and(|c| infrasim_controller_runtime::conditions::is_true(c, "NodeHealthy"));
     let marks: Vec<(&String, &String)> = m
         .annotations()
         .iter()
@@ -139,7 +139,7 @@ pub fn health_verdict(m: &Machine) -> Option<u64> {
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_deref())
-        .and_then(|c| crate::runtime::conditions::find(c, "HealthCheckSucceeded"))
+        .and_then(|c| infrasim_controller_runtime::conditions::find(c, "HealthCheckSucceeded"))
         .filter(|c| !c.is_true())
         .map(|c| (c.status.clone(), c.reason.clone()));
     hash((m.uid(), verdict))

@@ -7,9 +7,9 @@
 //! host status and this stand-in does nothing.
 
 use super::types::{BareMetalHost, BareMetalHostStatus, Provisioning};
-use crate::runtime::context::Context;
-use crate::runtime::informers::Informers;
-use crate::runtime::reconcile::{Next, Reconcile};
+use infrasim_controller_runtime::context::Context;
+use infrasim_controller_runtime::informers::Informers;
+use infrasim_controller_runtime::reconcile::{Next, Reconcile};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
 use kube::ResourceExt;
@@ -31,9 +31,9 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
         return;
     }
     let hosts = informers.of::<BareMetalHost>();
-    let controller = crate::runtime::triggers::controller(&hosts, None);
+    let controller = infrasim_controller_runtime::triggers::controller(&hosts, None);
     let standin = Arc::new(Standin { ctx: ctx.clone() });
-    crate::runtime::reconcile::run(&ctx, controller, standin).await;
+    infrasim_controller_runtime::reconcile::run(&ctx, controller, standin).await;
 }
 
 /// The stand-in's reconciler: it writes host status only.
@@ -54,7 +54,8 @@ impl Reconcile<BareMetalHost> for Standin {
         );
         let body =
             json!({"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost", "status": status});
-        crate::runtime::writes::apply_status(&api, &host.name_any(), MANAGER, &body).await?;
+        infrasim_controller_runtime::writes::apply_status(&api, &host.name_any(), MANAGER, &body)
+            .await?;
         Ok(Next::AwaitChange)
     }
 }

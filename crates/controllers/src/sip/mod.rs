@@ -13,10 +13,10 @@ mod schedule;
 mod services;
 pub mod types;
 
-use crate::runtime::conditions::{self, Condition};
-use crate::runtime::context::Context;
-use crate::runtime::informers::{Informer, Informers};
-use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::context::Context;
+use infrasim_controller_runtime::informers::{Informer, Informers};
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -53,10 +53,10 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
     let store = clusters.store();
     // A host's change wakes the cluster holding it (a failed host is replaced) and every
     // cluster not Ready (a new or freed host may complete its schedule).
-    let controller = crate::runtime::triggers::controller(&clusters, None)
+    let controller = infrasim_controller_runtime::triggers::controller(&clusters, None)
         .with_config(kube::runtime::controller::Config::default().concurrency(1))
         .watches_shared_stream(
-            crate::runtime::triggers::every_change(&hosts),
+            infrasim_controller_runtime::triggers::every_change(&hosts),
             move |host: Arc<BareMetalHost>| {
                 let holder = schedule::claimed_by(&host);
                 store
@@ -75,7 +75,10 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
         ctx: ctx.clone(),
         hosts,
     });
-    futures::join!(crate::runtime::reconcile::run(&ctx, controller, r), standin);
+    futures::join!(
+        infrasim_controller_runtime::reconcile::run(&ctx, controller, r),
+        standin
+    );
 }
 
 fn ready(c: &SIPCluster) -> bool {
@@ -644,7 +647,7 @@ async fn write_status(
         "kind": "SIPCluster",
         "status": status,
     });
-    crate::runtime::writes::apply_status(api, &sip.name_any(), MANAGER, &body).await?;
+    infrasim_controller_runtime::writes::apply_status(api, &sip.name_any(), MANAGER, &body).await?;
     Ok(())
 }
 

@@ -6,7 +6,7 @@
 // Printer columns repeat `type_ = "string"` and the like inside one `#[kube(...)]`.
 #![allow(clippy::duplicated_attributes)]
 
-use crate::runtime::conditions::Condition;
+use infrasim_controller_runtime::conditions::Condition;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::CustomResource;

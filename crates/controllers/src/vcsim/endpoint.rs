@@ -6,7 +6,7 @@
 use super::types::{ControlPlaneEndpoint, ControlPlaneEndpointStatus};
 use super::{Error, Reconciler, MANAGER};
 use crate::capi::infra::cloud_key;
-use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use kube::api::Api;
 use kube::ResourceExt;
 use serde_json::json;
@@ -69,7 +69,7 @@ async fn reserve(obj: &ControlPlaneEndpoint, r: &Reconciler) -> Result<Next, Err
             "kind": "ControlPlaneEndpoint",
             "status": status,
         });
-        crate::runtime::writes::apply_status(&api, &name, MANAGER, &body).await?;
+        infrasim_controller_runtime::writes::apply_status(&api, &name, MANAGER, &body).await?;
         let why = format!(
             "control plane endpoint {}:{} reserved",
             status.host, status.port

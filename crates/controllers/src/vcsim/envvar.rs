@@ -10,7 +10,7 @@ use super::types::{
 };
 use super::vcenter::{kubernetes_versions, template_names, STORAGE_POLICY};
 use super::{Error, Reconciler, MANAGER};
-use crate::runtime::reconcile::{Next, Reconcile};
+use infrasim_controller_runtime::reconcile::{Next, Reconcile};
 use infrasim_vsphere_sim::TemplateSpec;
 use kube::api::Api;
 use kube::ResourceExt;
@@ -157,7 +157,8 @@ async fn variables(obj: &EnvVar, r: &Reconciler) -> Result<Next, Error> {
             "kind": "EnvVar",
             "status": {"variables": vars},
         });
-        crate::runtime::writes::apply_status(&api, &obj.name_any(), MANAGER, &body).await?;
+        infrasim_controller_runtime::writes::apply_status(&api, &obj.name_any(), MANAGER, &body)
+            .await?;
     }
     Ok(Next::AwaitChange)
 }

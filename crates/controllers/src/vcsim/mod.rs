@@ -15,10 +15,10 @@ mod vmoperator;
 
 pub use simulators::Simulators;
 
-use crate::runtime::context::Context;
-use crate::runtime::informers::Informers;
-use crate::runtime::reconcile;
-use crate::runtime::triggers::filtered;
+use infrasim_controller_runtime::context::Context;
+use infrasim_controller_runtime::informers::Informers;
+use infrasim_controller_runtime::reconcile;
+use infrasim_controller_runtime::triggers::filtered;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use std::sync::Arc;
@@ -68,22 +68,28 @@ pub async fn run(
         simulators,
         ssh_authorized_key: envvar::ssh_authorized_key(),
     });
-    let vcenters = crate::runtime::triggers::controller(&informers.of::<VCenterSimulator>(), None);
-    let endpoints =
-        crate::runtime::triggers::controller(&informers.of::<ControlPlaneEndpoint>(), None);
+    let vcenters = infrasim_controller_runtime::triggers::controller(
+        &informers.of::<VCenterSimulator>(),
+        None,
+    );
+    let endpoints = infrasim_controller_runtime::triggers::controller(
+        &informers.of::<ControlPlaneEndpoint>(),
+        None,
+    );
     let envvars = envvar_controller(&informers);
     // A VM boots when its Machine gets bootstrap data: the Machine's change wakes the
     // VSphereVM CAPV names after its VSphereMachine (the Machine's infrastructure).
-    let vms = crate::runtime::triggers::controller(&informers.of::<capv::VSphereVM>(), None)
-        .watches_shared_stream(
-            filtered(
-                &informers.of::<crate::capi::core::Machine>(),
-                crate::capi::triggers::machine_spec,
-            ),
-            |m| named_after_infrastructure(&m, "infrastructure.cluster.x-k8s.io"),
-        );
+    let vms =
+        infrasim_controller_runtime::triggers::controller(&informers.of::<capv::VSphereVM>(), None)
+            .watches_shared_stream(
+                filtered(
+                    &informers.of::<crate::capi::core::Machine>(),
+                    crate::capi::triggers::machine_spec,
+                ),
+                |m| named_after_infrastructure(&m, "infrastructure.cluster.x-k8s.io"),
+            );
     // Dependencies made from a simulator wait for it to serve: its status wakes them.
-    let dependencies = crate::runtime::triggers::controller(
+    let dependencies = infrasim_controller_runtime::triggers::controller(
         &informers.of::<types::VMOperatorDependencies>(),
         None,
     )
@@ -126,7 +132,7 @@ fn envvar_controller(informers: &Informers) -> kube::runtime::Controller<EnvVar>
             referrers(&envvars, &*d, |e| e.dependencies_ref())
         }
     };
-    crate::runtime::triggers::controller(&envvars, None)
+    infrasim_controller_runtime::triggers::controller(&envvars, None)
         .watches_shared_stream(
             filtered(&informers.of::<VCenterSimulator>(), serving),
             by_simulator,
@@ -136,7 +142,7 @@ fn envvar_controller(informers: &Informers) -> kube::runtime::Controller<EnvVar>
             by_endpoint,
         )
         .watches_shared_stream(
-            crate::runtime::triggers::every_change(
+            infrasim_controller_runtime::triggers::every_change(
                 &informers.of::<types::VMOperatorDependencies>(),
             ),
             by_dependencies,
@@ -150,9 +156,9 @@ fn virtual_machine_controller(
 ) -> kube::runtime::Controller<virtual_machine::VirtualMachine> {
     let vms = informers.of::<virtual_machine::VirtualMachine>();
     let store = vms.store();
-    crate::runtime::triggers::controller(&vms, None)
+    infrasim_controller_runtime::triggers::controller(&vms, None)
         .watches_shared_stream(
-            crate::runtime::triggers::every_change(
+            infrasim_controller_runtime::triggers::every_change(
                 &informers.of::<types::VMOperatorDependencies>(),
             ),
             move |d| {

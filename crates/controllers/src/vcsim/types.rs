@@ -7,7 +7,7 @@
 // Printer columns repeat `type_ = "string"` and the like inside one `#[kube(...)]`.
 #![allow(clippy::duplicated_attributes)]
 
-use crate::runtime::conditions::Condition;
+use infrasim_controller_runtime::conditions::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -104,7 +104,7 @@ pub struct VCenterSimulatorStatus {
     pub thumbprint: String,
     /// Beyond upstream: `Ready` while it serves, with why not otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::conditions")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
 }
 
@@ -381,6 +381,6 @@ pub struct VMOperatorDependenciesStatus {
     pub ready: bool,
     /// Beyond upstream: `Ready` with why not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::conditions")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
 }

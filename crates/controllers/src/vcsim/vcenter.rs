@@ -7,8 +7,8 @@
 use super::simulators::{key, Serving};
 use super::types::{VCenterSimulator, VCenterSimulatorModel, VCenterSimulatorStatus};
 use super::{Error, Reconciler, MANAGER};
-use crate::runtime::conditions::{self, Condition};
-use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_vsphere_sim::{
     sample_ovf, Flavor, Instance, LibraryItemSpec, Model, SimConfig, TagSpec, TemplateSpec,
 };
@@ -136,7 +136,7 @@ async fn apply_status(
         "kind": "VCenterSimulator",
         "status": status,
     });
-    crate::runtime::writes::apply_status(api, &obj.name_any(), MANAGER, &body).await
+    infrasim_controller_runtime::writes::apply_status(api, &obj.name_any(), MANAGER, &body).await
 }
 
 /// Starts the object's simulator and makes its templates and tags.

@@ -13,7 +13,7 @@ use super::vm_bootstrap;
 use super::vmoperator::wanted;
 use super::{Error, Reconciler, MANAGER};
 use crate::capi::infra::cloud_key;
-use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_vsphere_sim::{Simulator, TemplateSpec};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::{CustomResource, ResourceExt};
@@ -75,7 +75,7 @@ impl Reconcile<VirtualMachine> for Reconciler {
         let ns = vm.namespace().unwrap_or_default();
         let api: Api<VirtualMachine> = Api::namespaced(self.ctx.client.clone(), &ns);
         let Some(sim) = simulator_of(self, &ns).await? else {
-            crate::runtime::finalizers::remove(&api, &*vm, FINALIZER).await?;
+            infrasim_controller_runtime::finalizers::remove(&api, &*vm, FINALIZER).await?;
             return Ok(Cleanup::Done);
         };
         if vm.finalizers().iter().any(|f| f == FINALIZER) {
@@ -87,7 +87,7 @@ impl Reconcile<VirtualMachine> for Reconciler {
                 sim.destroy_vm(m)
                     .map_err(|e| Error::Simulator(e.to_string()))?;
             }
-            crate::runtime::finalizers::remove(&api, &*vm, FINALIZER).await?;
+            infrasim_controller_runtime::finalizers::remove(&api, &*vm, FINALIZER).await?;
         }
         Ok(Cleanup::Done)
     }
@@ -108,7 +108,7 @@ async fn deploy_and_boot(vm: &VirtualMachine, r: &Reconciler) -> Result<Next, Er
         // No ready dependencies in the namespace yet: their change wakes this VM.
         return Ok(Next::AwaitChange);
     };
-    if crate::runtime::finalizers::ensure(&api, vm, FINALIZER).await? {
+    if infrasim_controller_runtime::finalizers::ensure(&api, vm, FINALIZER).await? {
         return Ok(Next::AwaitChange);
     }
     let moref = match existing(vm).filter(|m| sim.vm(m).is_some()) {
@@ -136,14 +136,14 @@ async fn deploy_and_boot(vm: &VirtualMachine, r: &Reconciler) -> Result<Next, Er
         "powerState": if state.powered_on { "PoweredOn" } else { "PoweredOff" },
         "conditions": [{"type": "VirtualMachineCreated", "status": "True", "reason": "True",
                         "message": "", "lastTransitionTime":
-                            crate::runtime::conditions::timestamp(r.ctx.now())}],
+                            infrasim_controller_runtime::conditions::timestamp(r.ctx.now())}],
     });
     if let Some(ip) = &state.ip {
         status["network"] = json!({"primaryIP4": ip});
     }
     let body = json!({"apiVersion": "vmoperator.vmware.com/v1alpha6", "kind": "VirtualMachine",
                       "status": status});
-    crate::runtime::writes::apply_status(&api, &vm.name_any(), MANAGER, &body).await?;
+    infrasim_controller_runtime::writes::apply_status(&api, &vm.name_any(), MANAGER, &body).await?;
     if state.powered_on && state.ip.is_none() {
         return Ok(Next::After(RECHECK));
     }

@@ -13,8 +13,8 @@ use super::{Error, Reconciler};
 use crate::capi::core::{Cluster, Machine};
 use crate::capi::infra::cloud_key;
 use crate::capi::standin::certs;
-use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_cloud::API_SERVER_PHASE;
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
@@ -54,7 +54,7 @@ impl Reconcile<VSphereVM> for Reconciler {
                 self.ctx.cloud.remove_machine(&key, &vm.name_any()).await?;
             }
             let api: Api<VSphereVM> = Api::namespaced(self.ctx.client.clone(), &ns);
-            crate::runtime::finalizers::remove(&api, &*vm, FINALIZER).await?;
+            infrasim_controller_runtime::finalizers::remove(&api, &*vm, FINALIZER).await?;
         }
         Ok(Cleanup::Done)
     }
@@ -72,7 +72,7 @@ async fn boot_when_ready(vm: &VSphereVM, r: &Reconciler) -> Result<Next, Error> 
     let Some(uuid) = vm.spec.bios_uuid.clone().filter(|u| !u.is_empty()) else {
         return Ok(Next::AwaitChange);
     };
-    if crate::runtime::finalizers::ensure(&api, vm, FINALIZER).await? {
+    if infrasim_controller_runtime::finalizers::ensure(&api, vm, FINALIZER).await? {
         return Ok(Next::AwaitChange);
     }
     let Some(sim) = vm

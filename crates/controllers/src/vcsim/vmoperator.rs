@@ -19,8 +19,8 @@ use super::types::{
 };
 use super::vcenter::{kubernetes_versions, template_names, LIBRARY};
 use super::{Error, Reconciler, MANAGER};
-use crate::runtime::conditions::{self, Condition};
-use crate::runtime::reconcile::{Next, Reconcile};
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::reconcile::{Next, Reconcile};
 use infrasim_vsphere_sim::{sample_ovf, LibraryItemSpec, Simulator};
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::ResourceExt;
@@ -123,7 +123,8 @@ async fn set_up(obj: &VMOperatorDependencies, r: &Reconciler) -> Result<Next, Er
         "kind": "VMOperatorDependencies",
         "status": {"ready": ready, "conditions": conds},
     });
-    crate::runtime::writes::apply_status(&api, &obj.name_any(), MANAGER, &body).await?;
+    infrasim_controller_runtime::writes::apply_status(&api, &obj.name_any(), MANAGER, &body)
+        .await?;
     Ok(match ready {
         true => Next::AwaitChange,
         false => Next::After(std::time::Duration::from_secs(10)),
@@ -356,7 +357,7 @@ async fn image(
                             "lastTransitionTime": conditions::timestamp(now)}],
         },
     });
-    crate::runtime::writes::apply_status(&images, &item.name, MANAGER, &status)
+    infrasim_controller_runtime::writes::apply_status(&images, &item.name, MANAGER, &status)
         .await
         .map_err(|e| format!("VirtualMachineImage {} status: {e}", item.name))
 }

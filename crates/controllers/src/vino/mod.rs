@@ -13,12 +13,12 @@ mod ipam;
 mod machines;
 pub mod types;
 
-use crate::runtime::conditions::{self, Condition};
-use crate::runtime::context::Context;
-use crate::runtime::informers::{Informer, Informers};
-use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use crate::sip::types::BareMetalHost;
 use builder::{Builder, Domain, HostNode};
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::context::Context;
+use infrasim_controller_runtime::informers::{Informer, Informers};
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -76,7 +76,7 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
     .applied_objects()
     .predicate_filter(node_facts, Default::default());
     let every = vinos.store();
-    let controller = crate::runtime::triggers::controller(&vinos, None)
+    let controller = infrasim_controller_runtime::triggers::controller(&vinos, None)
         .with_config(kube::runtime::controller::Config::default().concurrency(1))
         .watches_stream(node_changes, move |_node: Node| {
             every
@@ -86,7 +86,7 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
                 .collect::<Vec<_>>()
         })
         .watches_shared_stream(
-            crate::runtime::triggers::every_change(&hosts),
+            infrasim_controller_runtime::triggers::every_change(&hosts),
             |host: Arc<BareMetalHost>| {
                 let owner = host.annotations().get(OWNER)?;
                 let (ns, name) = owner.split_once('/')?;
@@ -101,7 +101,7 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
         namespace,
         namespace_made: Default::default(),
     });
-    crate::runtime::reconcile::run(&ctx, controller, r).await;
+    infrasim_controller_runtime::reconcile::run(&ctx, controller, r).await;
 }
 
 /// What of a Node decides its hosts: its labels and its addresses.
@@ -219,7 +219,8 @@ async fn write_status(api: &Api<Vino>, vino: &Vino, status: &VinoStatus) -> Resu
         return Ok(());
     }
     let body = json!({"apiVersion": "airship.airshipit.org/v1", "kind": "Vino", "status": status});
-    crate::runtime::writes::apply_status(api, &vino.name_any(), MANAGER, &body).await?;
+    infrasim_controller_runtime::writes::apply_status(api, &vino.name_any(), MANAGER, &body)
+        .await?;
     Ok(())
 }
 
@@ -471,8 +472,13 @@ async fn write_host(
         "network-data",
         BTreeMap::from([("networkData", data.as_str())]),
     );
-    crate::runtime::writes::apply(&secrets, &format!("{name}-network-data"), MANAGER, &network)
-        .await?;
+    infrasim_controller_runtime::writes::apply(
+        &secrets,
+        &format!("{name}-network-data"),
+        MANAGER,
+        &network,
+    )
+    .await?;
     let c = &vino.spec.bmc_credentials;
     let credentials = secret(
         "credentials",
@@ -481,7 +487,7 @@ async fn write_host(
             ("password", c.password.as_str()),
         ]),
     );
-    crate::runtime::writes::apply(
+    infrasim_controller_runtime::writes::apply(
         &secrets,
         &format!("{name}-credentials"),
         MANAGER,
@@ -508,7 +514,7 @@ async fn write_host(
         },
     });
     let hosts: Api<BareMetalHost> = Api::namespaced(r.ctx.client.clone(), ns);
-    crate::runtime::writes::apply(&hosts, name, MANAGER, &host).await?;
+    infrasim_controller_runtime::writes::apply(&hosts, name, MANAGER, &host).await?;
     Ok(())
 }
 

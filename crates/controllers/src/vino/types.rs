@@ -4,7 +4,7 @@
 //! upstream's (`dns_servers` included), so ViNO's samples apply unchanged; see
 //! `docs/upstream/vino.md` for the shapes and what each field does upstream.
 
-use crate::runtime::conditions::Condition;
+use infrasim_controller_runtime::conditions::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -9,11 +9,11 @@ mod tasks;
 pub mod types;
 pub(crate) mod vcenters;
 
-use crate::runtime::conditions::{self, Condition};
-use crate::runtime::context::Context;
-use crate::runtime::informers::Informers;
-use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use futures::StreamExt;
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::context::Context;
+use infrasim_controller_runtime::informers::Informers;
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
@@ -77,11 +77,12 @@ pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: bool) {
             futures::stream::iter(refs)
         })
     };
-    let controller = crate::runtime::triggers::controller(&groups, None).reconcile_on(woken);
+    let controller =
+        infrasim_controller_runtime::triggers::controller(&groups, None).reconcile_on(woken);
     let controller = if simulators {
         let store = groups.store();
         controller.watches_shared_stream(
-            crate::runtime::triggers::every_change(
+            infrasim_controller_runtime::triggers::every_change(
                 &informers.of::<crate::vcsim::types::VCenterSimulator>(),
             ),
             move |sim| {
@@ -104,7 +105,7 @@ pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: bool) {
     } else {
         controller
     };
-    crate::runtime::reconcile::run(&ctx, controller, r).await;
+    infrasim_controller_runtime::reconcile::run(&ctx, controller, r).await;
 }
 
 /// How long a vCenter goes unasked before its session ends: longer than the backstop
@@ -358,6 +359,7 @@ async fn write_status(
         "kind": "VmGroup",
         "status": status,
     });
-    crate::runtime::writes::apply_status(api, &group.name_any(), MANAGER, &body).await?;
+    infrasim_controller_runtime::writes::apply_status(api, &group.name_any(), MANAGER, &body)
+        .await?;
     Ok(())
 }

@@ -250,6 +250,6 @@ pub(super) async fn finalize(group: &VmGroup, r: &Reconciler) -> Result<bool, Er
             r.ctx.event(group, true, "VMsLeft", note).await;
         }
     }
-    crate::runtime::finalizers::remove(&api, group, FINALIZER).await?;
+    infrasim_controller_runtime::finalizers::remove(&api, group, FINALIZER).await?;
     Ok(true)
 }

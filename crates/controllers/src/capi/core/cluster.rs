@@ -5,7 +5,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 use super::shared::{ApiEndpoint, ContractRef, FailureDomain};
-use crate::runtime::conditions::Condition;
+use infrasim_controller_runtime::conditions::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -114,12 +114,12 @@ pub struct ClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infrastructure_ref: Option<ContractRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub cluster_network: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<Topology>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub availability_gates: Option<Vec<Value>>,
 }
 
@@ -135,10 +135,10 @@ pub struct Topology {
     pub workers: Option<WorkersTopology>,
     /// Values for the class's variables (the stand-in reports them as unsupported).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub variables: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub rollout: Option<Value>,
 }
 
@@ -207,12 +207,12 @@ pub struct ClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_domains: Option<Vec<FailureDomain>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::conditions")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub deprecated: Option<Value>,
 }
 
@@ -260,7 +260,9 @@ impl Cluster {
             .unwrap_or(false)
             || status
                 .and_then(|s| s.conditions.as_deref())
-                .is_some_and(|c| crate::runtime::conditions::is_true(c, "ControlPlaneInitialized"))
+                .is_some_and(|c| {
+                    infrasim_controller_runtime::conditions::is_true(c, "ControlPlaneInitialized")
+                })
     }
 
     pub fn paused(&self) -> bool {

@@ -5,7 +5,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 use super::shared::{ObjectMetaTemplate, TemplateRef};
-use crate::runtime::conditions::Condition;
+use infrasim_controller_runtime::conditions::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -46,10 +46,10 @@ pub struct ClusterClassSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<WorkersClass>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub variables: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub patches: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes_versions: Option<Vec<String>>,
@@ -79,7 +79,7 @@ pub struct ControlPlaneClass {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<ObjectMetaTemplate>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub health_check: Option<Value>,
     /// naming, deletion, readinessGates, taints (kept as written).
     #[serde(flatten)]
@@ -115,7 +115,7 @@ pub struct MachineDeploymentClass {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<ObjectMetaTemplate>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub health_check: Option<Value>,
     #[serde(flatten)]
     #[schemars(skip)]
@@ -126,10 +126,10 @@ pub struct MachineDeploymentClass {
 #[serde(rename_all = "camelCase")]
 pub struct ClusterClassStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::conditions")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub variables: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

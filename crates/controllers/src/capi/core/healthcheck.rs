@@ -4,7 +4,7 @@
 // Printer columns repeat `type_ = "string"` and the like inside one `#[kube(...)]`.
 #![allow(clippy::duplicated_attributes)]
 
-use crate::runtime::conditions::Condition;
+use infrasim_controller_runtime::conditions::Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -50,10 +50,10 @@ pub struct MachineHealthCheckSpec {
     pub selector: LabelSelector,
     /// nodeStartupTimeoutSeconds, unhealthyNodeConditions, unhealthyMachineConditions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub checks: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub remediation: Option<Value>,
 }
 
@@ -69,12 +69,12 @@ pub struct MachineHealthCheckStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub targets: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::conditions")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// The v1beta1 conditions, as upstream keeps them while it serves v1beta1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub deprecated: Option<Value>,
 }

@@ -8,7 +8,7 @@
 
 use super::machineset::Rollout;
 use super::shared::{ContractRef, ObjectMetaTemplate};
-use crate::runtime::conditions::Condition;
+use infrasim_controller_runtime::conditions::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -78,15 +78,15 @@ pub struct KubeadmControlPlaneSpec {
     pub version: String,
     pub machine_template: ControlPlaneMachineTemplate,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub kubeadm_config_spec: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub remediation: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub machine_naming: Option<Value>,
 }
 
@@ -132,12 +132,12 @@ pub struct KubeadmControlPlaneStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initialization: Option<ControlPlaneInitialization>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::conditions")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub deprecated: Option<Value>,
 }
 
@@ -184,7 +184,7 @@ pub struct KubeadmControlPlaneTemplateResource {
     /// kubeadmConfigSpec, machineTemplate, rollout, … (the topology adds replicas, version
     /// and the machines' infrastructure).
     #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub spec: Value,
 }
 
@@ -236,12 +236,12 @@ pub struct KubeadmConfigStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initialization: Option<BootstrapInitialization>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::conditions")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub deprecated: Option<Value>,
 }
 
@@ -285,6 +285,6 @@ pub struct KubeadmConfigTemplateResource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<ObjectMetaTemplate>,
     #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub spec: Value,
 }

@@ -4,7 +4,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 use super::shared::{ContractRef, MachineAddress};
-use crate::runtime::conditions::Condition;
+use infrasim_controller_runtime::conditions::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -101,13 +101,13 @@ pub struct MachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_ready_seconds: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub readiness_gates: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub deletion: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub taints: Option<Vec<Value>>,
 }
 
@@ -129,7 +129,7 @@ pub struct MachineStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_ref: Option<NodeRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub node_info: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addresses: Option<Vec<MachineAddress>>,
@@ -140,15 +140,15 @@ pub struct MachineStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::conditions")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub deletion: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub deprecated: Option<Value>,
 }
 

@@ -6,7 +6,7 @@
 
 use super::machine::MachineSpec;
 use super::shared::ObjectMetaTemplate;
-use crate::runtime::conditions::Condition;
+use infrasim_controller_runtime::conditions::Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
@@ -85,7 +85,7 @@ pub struct MachineSetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion: Option<SetDeletion>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub machine_naming: Option<Value>,
 }
 
@@ -108,12 +108,12 @@ pub struct ReplicaStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::conditions")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub deprecated: Option<Value>,
 }
 
@@ -182,10 +182,10 @@ pub struct MachineDeploymentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion: Option<SetDeletion>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub remediation: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub machine_naming: Option<Value>,
 }
 
@@ -199,7 +199,7 @@ pub struct Rollout {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strategy: Option<RolloutStrategy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub before: Option<Value>,
 }
 

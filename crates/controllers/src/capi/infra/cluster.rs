@@ -7,8 +7,8 @@ use super::{
     unclaim, Error, InfraCluster, InfraStatus, Reconciler,
 };
 use crate::capi::core::Cluster;
-use crate::runtime::conditions::{self, Condition};
-use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use kube::api::{Api, Patch, PatchParams};
 use kube::ResourceExt;
 use serde_json::json;
@@ -24,7 +24,7 @@ impl<K: InfraCluster> Reconcile<K> for ClusterReconciler<K> {
     type Error = Error;
 
     async fn apply(&self, obj: Arc<K>) -> Result<Next, Error> {
-        let _running = crate::runtime::metrics::reconciled(super::infra_kind::<K>());
+        let _running = infrasim_controller_runtime::metrics::reconciled(super::infra_kind::<K>());
         let r = &self.0;
         match claimed(r, &*obj, "Cluster").await? {
             Some(api) => apply(obj, r, &api).await,
@@ -34,7 +34,7 @@ impl<K: InfraCluster> Reconcile<K> for ClusterReconciler<K> {
 
     /// The endpoint and the workload cluster behind it go, then the finalizer.
     async fn cleanup(&self, obj: Arc<K>) -> Result<Cleanup, Error> {
-        let _running = crate::runtime::metrics::reconciled(super::infra_kind::<K>());
+        let _running = infrasim_controller_runtime::metrics::reconciled(super::infra_kind::<K>());
         let r = &self.0;
         if holds_claim(&*obj) {
             release(obj.clone(), r).await?;

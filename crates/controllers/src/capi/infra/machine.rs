@@ -10,10 +10,10 @@ use super::{
     unclaim, Error, InfraMachine, InfraStatus, Reconciler,
 };
 use crate::capi::core::{Cluster, Machine, MachineAddress};
-use crate::runtime::conditions::{self, Condition};
-use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
 use chrono::{DateTime, Utc};
 use infrasim_cloud::{CertAndKey, ClusterShape, SuppliedPki, API_SERVER_PHASE};
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
@@ -35,7 +35,7 @@ impl<K: InfraMachine> Reconcile<K> for MachineReconciler<K> {
     type Error = Error;
 
     async fn apply(&self, obj: Arc<K>) -> Result<Next, Error> {
-        let _running = crate::runtime::metrics::reconciled(super::infra_kind::<K>());
+        let _running = infrasim_controller_runtime::metrics::reconciled(super::infra_kind::<K>());
         let r = &self.0;
         match claimed(r, &*obj, "Machine").await? {
             Some(api) => apply(obj, r, &api).await,
@@ -45,7 +45,7 @@ impl<K: InfraMachine> Reconcile<K> for MachineReconciler<K> {
 
     /// The machine leaves its workload cluster, then the finalizer goes.
     async fn cleanup(&self, obj: Arc<K>) -> Result<Cleanup, Error> {
-        let _running = crate::runtime::metrics::reconciled(super::infra_kind::<K>());
+        let _running = infrasim_controller_runtime::metrics::reconciled(super::infra_kind::<K>());
         let r = &self.0;
         if holds_claim(&*obj) {
             remove(obj.clone(), r).await?;
@@ -257,7 +257,7 @@ async fn gate<K: InfraMachine>(
 /// Creates the workload cluster behind the Cluster's endpoint, if it does not exist yet,
 /// trusting the certificate authorities Cluster API keeps in the cluster's secrets.
 pub(crate) async fn ensure_cloud_cluster(
-    ctx: &crate::runtime::context::Context,
+    ctx: &infrasim_controller_runtime::context::Context,
     cluster: &Cluster,
     key: &str,
     version: Option<&str>,

@@ -16,11 +16,11 @@ pub mod v1beta1;
 use crate::capi::core::{ApiEndpoint, FailureDomain, MachineAddress};
 use crate::capi::paused_message;
 use crate::capi::triggers::{cluster_gates, machine_spec};
-use crate::runtime::conditions::{self, Condition};
-use crate::runtime::context::Context;
-use crate::runtime::index::{label_key, label_keys, Index};
-use crate::runtime::informers::Informers;
-use crate::runtime::triggers::filtered;
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::context::Context;
+use infrasim_controller_runtime::index::{label_key, label_keys, Index};
+use infrasim_controller_runtime::informers::Informers;
+use infrasim_controller_runtime::triggers::filtered;
 use kube::api::Api;
 use kube::core::NamespaceResourceScope;
 use kube::{Resource, ResourceExt};
@@ -309,7 +309,7 @@ async fn claimed<K: InfraObject>(
         return Ok(None);
     }
     let api: Api<K> = Api::namespaced(r.ctx.client.clone(), &obj.namespace().unwrap_or_default());
-    if crate::runtime::finalizers::ensure(&api, obj, K::FINALIZER).await? {
+    if infrasim_controller_runtime::finalizers::ensure(&api, obj, K::FINALIZER).await? {
         return Ok(None);
     }
     Ok(Some(api))
@@ -318,7 +318,7 @@ async fn claimed<K: InfraObject>(
 /// Lets go of `obj` after its cleanup: its finalizer goes.
 async fn unclaim<K: InfraObject>(r: &Reconciler<K>, obj: &K) -> Result<(), Error> {
     let api: Api<K> = Api::namespaced(r.ctx.client.clone(), &obj.namespace().unwrap_or_default());
-    crate::runtime::finalizers::remove(&api, obj, K::FINALIZER).await?;
+    infrasim_controller_runtime::finalizers::remove(&api, obj, K::FINALIZER).await?;
     Ok(())
 }
 
@@ -354,13 +354,13 @@ async fn apply_status<K: InfraObject>(
         "kind": K::kind(&()),
         "status": wanted,
     });
-    crate::runtime::writes::apply_status(api, &obj.name_any(), MANAGER, &body).await?;
+    infrasim_controller_runtime::writes::apply_status(api, &obj.name_any(), MANAGER, &body).await?;
     Ok(())
 }
 
 /// The per-kind controller state: the shared context and caches, for the kind `K` it
 /// reconciles (wrapped by [`cluster::ClusterReconciler`] or [`machine::MachineReconciler`],
-/// which implement [`crate::runtime::reconcile::Reconcile`]). Its deadlines and retries are
+/// which implement [`infrasim_controller_runtime::reconcile::Reconcile`]). Its deadlines and retries are
 /// the runner's.
 pub struct Reconciler<K: Resource<DynamicType = ()>> {
     pub ctx: Context,
@@ -391,7 +391,7 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
 
 async fn run_clusters<K: InfraCluster>(ctx: Context, informers: &Arc<Informers>) {
     let clusters = informers.of::<crate::capi::core::Cluster>();
-    let controller = crate::runtime::triggers::controller(&informers.of::<K>(), None)
+    let controller = infrasim_controller_runtime::triggers::controller(&informers.of::<K>(), None)
         .watches_shared_stream(filtered(&clusters, cluster_gates), |c| {
             let ns = c.namespace().unwrap_or_default();
             c.spec
@@ -401,28 +401,29 @@ async fn run_clusters<K: InfraCluster>(ctx: Context, informers: &Arc<Informers>)
                 .map(|r| kube::runtime::reflector::ObjectRef::new(&r.name).within(&ns))
         });
     let r = cluster::ClusterReconciler(Reconciler::new(ctx.clone(), informers.clone()));
-    crate::runtime::reconcile::run(&ctx, controller, Arc::new(r)).await;
+    infrasim_controller_runtime::reconcile::run(&ctx, controller, Arc::new(r)).await;
 }
 
 async fn run_machines<K: InfraMachine>(ctx: Context, informers: &Arc<Informers>) {
     let machines = informers.of::<crate::capi::core::Machine>();
     let clusters = informers.of::<crate::capi::core::Cluster>();
     let by_cluster = Index::new(|m: &K| label_keys(m, &[crate::capi::CLUSTER_NAME_LABEL]));
-    let controller = crate::runtime::triggers::controller(&informers.of::<K>(), Some(&by_cluster))
-        .watches_shared_stream(filtered(&machines, machine_spec), |m| {
-            let ns = m.namespace().unwrap_or_default();
-            let r = &m.spec.infrastructure_ref;
-            (r.kind == K::kind(&()))
-                .then(|| kube::runtime::reflector::ObjectRef::new(&r.name).within(&ns))
-        })
-        // A cluster's infrastructure or control plane coming up opens its machines' gates.
-        .watches_shared_stream(filtered(&clusters, cluster_gates), move |c| {
-            let ns = c.namespace().unwrap_or_default();
-            by_cluster.lookup(
-                &ns,
-                &label_key(crate::capi::CLUSTER_NAME_LABEL, &c.name_any()),
-            )
-        });
+    let controller =
+        infrasim_controller_runtime::triggers::controller(&informers.of::<K>(), Some(&by_cluster))
+            .watches_shared_stream(filtered(&machines, machine_spec), |m| {
+                let ns = m.namespace().unwrap_or_default();
+                let r = &m.spec.infrastructure_ref;
+                (r.kind == K::kind(&()))
+                    .then(|| kube::runtime::reflector::ObjectRef::new(&r.name).within(&ns))
+            })
+            // A cluster's infrastructure or control plane coming up opens its machines' gates.
+            .watches_shared_stream(filtered(&clusters, cluster_gates), move |c| {
+                let ns = c.namespace().unwrap_or_default();
+                by_cluster.lookup(
+                    &ns,
+                    &label_key(crate::capi::CLUSTER_NAME_LABEL, &c.name_any()),
+                )
+            });
     let r = machine::MachineReconciler(Reconciler::new(ctx.clone(), informers.clone()));
-    crate::runtime::reconcile::run(&ctx, controller, Arc::new(r)).await;
+    infrasim_controller_runtime::reconcile::run(&ctx, controller, Arc::new(r)).await;
 }

@@ -9,8 +9,8 @@
 //! Node, each after its own startup duration plus jitter.
 
 use crate::capi::infra::types::{MachineBehaviour, StepBehaviour};
-use crate::runtime::conditions::{self, Condition};
 use chrono::{DateTime, Utc};
+use infrasim_controller_runtime::conditions::{self, Condition};
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 use crate::capi::core::{ApiEndpoint, FailureDomain, MachineAddress, ObjectMetaTemplate};
-use crate::runtime::conditions::{Condition, V1Beta1Condition};
+use infrasim_controller_runtime::conditions::{Condition, V1Beta1Condition};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -55,7 +55,7 @@ pub struct Initialization {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct V1Beta2Status {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::conditions")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
 }
 
@@ -272,7 +272,7 @@ pub struct DevClusterBackend {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_memory: Option<InMemoryClusterBackend>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub docker: Option<Value>,
 }
 
@@ -321,7 +321,7 @@ pub struct DevClusterSpec {
 #[serde(rename_all = "camelCase")]
 pub struct DevClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::conditions")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initialization: Option<Initialization>,
@@ -340,7 +340,7 @@ pub struct DevMachineBackend {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_memory: Option<MachineBehaviour>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub docker: Option<Value>,
 }
 
@@ -417,7 +417,7 @@ pub struct DevMachineSpec {
 #[serde(rename_all = "camelCase")]
 pub struct DevMachineStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::conditions")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initialization: Option<Initialization>,

@@ -40,7 +40,7 @@ pub struct DevClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane_endpoint: Option<ApiEndpoint>,
     #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub backend: Value,
 }
 
@@ -50,7 +50,7 @@ pub struct DevClusterStatus {
     #[serde(default)]
     pub ready: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub failure_domains: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::capi::core::v1beta1::conditions")]
@@ -106,7 +106,7 @@ pub struct DevMachineSpec {
     )]
     pub provider_id: Option<String>,
     #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub backend: Value,
 }
 

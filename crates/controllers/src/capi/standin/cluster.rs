@@ -14,8 +14,8 @@ use crate::capi::core::{
 };
 use crate::capi::infra::types::{DevCluster, InMemoryCluster};
 use crate::capi::CLUSTER_NAME_LABEL;
-use crate::runtime::conditions::{self, Condition};
-use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_kube_api::values::At;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
@@ -29,7 +29,7 @@ pub const FINALIZER: &str = "cluster.cluster.x-k8s.io";
 const PROBE_INTERVAL_SECONDS: i64 = 10;
 
 pub(super) async fn run(core: Arc<Core>) {
-    use crate::runtime::triggers::every_change;
+    use infrasim_controller_runtime::triggers::every_change;
     let informers = &core.informers;
     let controller = super::controller_for::<Cluster>(&core);
     let store = controller.store();
@@ -59,7 +59,8 @@ pub(super) async fn run(core: Arc<Core>) {
                 .collect::<Vec<_>>()
         });
     let ctx = core.ctx.clone();
-    crate::runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core))).await;
+    infrasim_controller_runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core)))
+        .await;
 }
 
 /// Every Cluster holds [`FINALIZER`] from its first reconcile: its workers, control plane
@@ -69,12 +70,12 @@ impl Reconcile<Cluster> for Reconciler<Cluster> {
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
 
     async fn apply(&self, c: Arc<Cluster>) -> Result<Next, Error> {
-        let _running = crate::runtime::metrics::reconciled("Cluster");
+        let _running = infrasim_controller_runtime::metrics::reconciled("Cluster");
         apply(&c, self).await
     }
 
     async fn cleanup(&self, c: Arc<Cluster>) -> Result<Cleanup, Error> {
-        let _running = crate::runtime::metrics::reconciled("Cluster");
+        let _running = infrasim_controller_runtime::metrics::reconciled("Cluster");
         let api: Api<Cluster> = self.api(&c.namespace().unwrap_or_default());
         delete(&c, self, &api).await
     }

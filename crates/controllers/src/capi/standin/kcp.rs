@@ -12,8 +12,8 @@ use crate::capi::core::{
     KubeadmControlPlaneStatus, Machine, VersionCount,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, CONTROL_PLANE_NAME_LABEL};
-use crate::runtime::conditions::{self, Condition};
-use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -32,12 +32,12 @@ pub const CLEANUP_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8s.
 pub(super) async fn run(core: Arc<Core>) {
     let informers = core.informers.clone();
     let controller = super::controller_for::<KubeadmControlPlane>(&core)
-        .owns_shared_stream(crate::runtime::triggers::filtered(
+        .owns_shared_stream(infrasim_controller_runtime::triggers::filtered(
             &informers.of::<Machine>(),
             crate::capi::triggers::machine_summary,
         ))
         .watches_shared_stream(
-            crate::runtime::triggers::filtered(
+            infrasim_controller_runtime::triggers::filtered(
                 &informers.of::<Cluster>(),
                 crate::capi::triggers::cluster_gates,
             ),
@@ -51,7 +51,8 @@ pub(super) async fn run(core: Arc<Core>) {
             },
         );
     let ctx = core.ctx.clone();
-    crate::runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core))).await;
+    infrasim_controller_runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core)))
+        .await;
 }
 
 /// The control plane's Machines, oldest first.
@@ -94,12 +95,12 @@ impl Reconcile<KubeadmControlPlane> for Reconciler<KubeadmControlPlane> {
     type Error = Error;
 
     async fn apply(&self, kcp: Arc<KubeadmControlPlane>) -> Result<Next, Error> {
-        let _running = crate::runtime::metrics::reconciled("KubeadmControlPlane");
+        let _running = infrasim_controller_runtime::metrics::reconciled("KubeadmControlPlane");
         apply(&kcp, self).await
     }
 
     async fn cleanup(&self, kcp: Arc<KubeadmControlPlane>) -> Result<Cleanup, Error> {
-        let _running = crate::runtime::metrics::reconciled("KubeadmControlPlane");
+        let _running = infrasim_controller_runtime::metrics::reconciled("KubeadmControlPlane");
         let Some(cluster_name) = owner_cluster(&kcp) else {
             return Ok(Cleanup::Done);
         };

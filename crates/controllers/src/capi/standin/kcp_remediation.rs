@@ -6,7 +6,7 @@
 use super::remediation::{self, OWNER_MANAGER};
 use super::{Error, Reconciler};
 use crate::capi::core::{KubeadmControlPlane, Machine};
-use crate::runtime::conditions;
+use infrasim_controller_runtime::conditions;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::ResourceExt;
 use serde_json::json;

@@ -11,9 +11,9 @@ use crate::capi::core::{
     BootstrapInitialization, Cluster, KubeadmConfig, KubeadmConfigStatus, Machine,
 };
 use crate::capi::CLUSTER_NAME_LABEL;
-use crate::runtime::conditions::{self, Condition};
-use crate::runtime::index::{label_key, label_keys, Index};
-use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::index::{label_key, label_keys, Index};
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, PostParams};
 use kube::runtime::reflector::ObjectRef;
@@ -24,35 +24,37 @@ use std::sync::Arc;
 pub(super) async fn run(core: Arc<Core>) {
     let informers = core.informers.clone();
     let by_cluster = Index::new(|c: &KubeadmConfig| label_keys(c, &[CLUSTER_NAME_LABEL]));
-    let controller = crate::runtime::triggers::controller(&informers.of(), Some(&by_cluster))
-        .watches_shared_stream(
-            crate::runtime::triggers::filtered(
-                &informers.of::<Machine>(),
-                crate::capi::triggers::machine_spec,
-            ),
-            |m| {
-                let ns = m.namespace().unwrap_or_default();
-                m.spec
-                    .bootstrap
-                    .config_ref
-                    .as_ref()
-                    .filter(|r| r.kind == "KubeadmConfig")
-                    .map(|r| ObjectRef::new(&r.name).within(&ns))
-            },
-        )
-        // The control plane's initialization lets the joining machines go.
-        .watches_shared_stream(
-            crate::runtime::triggers::filtered(
-                &informers.of::<Cluster>(),
-                crate::capi::triggers::cluster_gates,
-            ),
-            move |c| {
-                let ns = c.namespace().unwrap_or_default();
-                by_cluster.lookup(&ns, &label_key(CLUSTER_NAME_LABEL, &c.name_any()))
-            },
-        );
+    let controller =
+        infrasim_controller_runtime::triggers::controller(&informers.of(), Some(&by_cluster))
+            .watches_shared_stream(
+                infrasim_controller_runtime::triggers::filtered(
+                    &informers.of::<Machine>(),
+                    crate::capi::triggers::machine_spec,
+                ),
+                |m| {
+                    let ns = m.namespace().unwrap_or_default();
+                    m.spec
+                        .bootstrap
+                        .config_ref
+                        .as_ref()
+                        .filter(|r| r.kind == "KubeadmConfig")
+                        .map(|r| ObjectRef::new(&r.name).within(&ns))
+                },
+            )
+            // The control plane's initialization lets the joining machines go.
+            .watches_shared_stream(
+                infrasim_controller_runtime::triggers::filtered(
+                    &informers.of::<Cluster>(),
+                    crate::capi::triggers::cluster_gates,
+                ),
+                move |c| {
+                    let ns = c.namespace().unwrap_or_default();
+                    by_cluster.lookup(&ns, &label_key(CLUSTER_NAME_LABEL, &c.name_any()))
+                },
+            );
     let ctx = core.ctx.clone();
-    crate::runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core))).await;
+    infrasim_controller_runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core)))
+        .await;
 }
 
 /// The Machine a config belongs to (its owner reference of kind Machine).
@@ -70,12 +72,12 @@ impl Reconcile<KubeadmConfig> for Reconciler<KubeadmConfig> {
     type Error = Error;
 
     async fn apply(&self, config: Arc<KubeadmConfig>) -> Result<Next, Error> {
-        let _running = crate::runtime::metrics::reconciled("KubeadmConfig");
+        let _running = infrasim_controller_runtime::metrics::reconciled("KubeadmConfig");
         apply(&config, self).await
     }
 
     async fn cleanup(&self, _: Arc<KubeadmConfig>) -> Result<Cleanup, Error> {
-        let _running = crate::runtime::metrics::reconciled("KubeadmConfig");
+        let _running = infrasim_controller_runtime::metrics::reconciled("KubeadmConfig");
         Ok(Cleanup::Done)
     }
 }

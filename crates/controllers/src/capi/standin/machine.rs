@@ -14,10 +14,10 @@ use crate::capi::infra::types::{DevMachine, InMemoryMachine};
 use crate::capi::standin::objects::RefError;
 use crate::capi::triggers::{cluster_gates, control_plane_rollout, deployment_rollout};
 use crate::capi::{CONTROL_PLANE_NAME_LABEL, DEPLOYMENT_NAME_LABEL, MACHINE_FINALIZER};
-use crate::runtime::conditions::{self, Condition};
-use crate::runtime::index::{label_key, label_keys, Index};
-use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
-use crate::runtime::triggers::filtered;
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::index::{label_key, label_keys, Index};
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_controller_runtime::triggers::filtered;
 use infrasim_kube_api::values::At;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams};
@@ -34,61 +34,63 @@ const PRE_TERMINATE_HOOK: &str = "pre-terminate.delete.hook.machine.cluster.x-k8
 pub(super) async fn run(core: Arc<Core>) {
     let informers = core.informers.clone();
     let index = Index::new(machine_keys);
-    let controller = crate::runtime::triggers::controller(&informers.of(), Some(&index))
-        .owns_shared_stream(crate::runtime::triggers::every_change(
-            &informers.of::<DevMachine>(),
-        ))
-        .owns_shared_stream(crate::runtime::triggers::every_change(
-            &informers.of::<InMemoryMachine>(),
-        ))
-        .owns_shared_stream(crate::runtime::triggers::every_change(
-            &informers.of::<crate::capi::core::KubeadmConfig>(),
-        ))
-        .watches_shared_stream(filtered(&informers.of::<Cluster>(), cluster_gates), {
-            let index = index.clone();
-            move |c| {
-                let ns = c.namespace().unwrap_or_default();
-                index.lookup(&ns, &cluster_key(&c.name_any()))
-            }
-        })
-        // A control plane or deployment rolling out makes its Machines out of date.
-        .watches_shared_stream(
-            filtered(
-                &informers.of::<KubeadmControlPlane>(),
-                control_plane_rollout,
-            ),
-            {
+    let controller =
+        infrasim_controller_runtime::triggers::controller(&informers.of(), Some(&index))
+            .owns_shared_stream(infrasim_controller_runtime::triggers::every_change(
+                &informers.of::<DevMachine>(),
+            ))
+            .owns_shared_stream(infrasim_controller_runtime::triggers::every_change(
+                &informers.of::<InMemoryMachine>(),
+            ))
+            .owns_shared_stream(infrasim_controller_runtime::triggers::every_change(
+                &informers.of::<crate::capi::core::KubeadmConfig>(),
+            ))
+            .watches_shared_stream(filtered(&informers.of::<Cluster>(), cluster_gates), {
                 let index = index.clone();
-                move |k| {
-                    let ns = k.namespace().unwrap_or_default();
-                    let key = label_key(CONTROL_PLANE_NAME_LABEL, &k.name_any());
-                    index.lookup(&ns, &key)
+                move |c| {
+                    let ns = c.namespace().unwrap_or_default();
+                    index.lookup(&ns, &cluster_key(&c.name_any()))
                 }
-            },
-        )
-        .watches_shared_stream(
-            filtered(&informers.of::<MachineDeployment>(), deployment_rollout),
-            {
-                let index = index.clone();
-                move |md| {
-                    let ns = md.namespace().unwrap_or_default();
-                    let key = label_key(DEPLOYMENT_NAME_LABEL, &md.name_any());
-                    index.lookup(&ns, &key)
-                }
-            },
-        )
-        // Its health check's verdict counts towards its Ready.
-        .watches_shared_stream(
-            filtered(
-                &informers.of::<Machine>(),
-                crate::capi::triggers::health_verdict,
-            ),
-            |m| Some(ObjectRef::from_obj(&*m)),
-        )
-        // Its Node's conditions make its NodeHealthy.
-        .reconcile_on(node_changes(&core, index));
+            })
+            // A control plane or deployment rolling out makes its Machines out of date.
+            .watches_shared_stream(
+                filtered(
+                    &informers.of::<KubeadmControlPlane>(),
+                    control_plane_rollout,
+                ),
+                {
+                    let index = index.clone();
+                    move |k| {
+                        let ns = k.namespace().unwrap_or_default();
+                        let key = label_key(CONTROL_PLANE_NAME_LABEL, &k.name_any());
+                        index.lookup(&ns, &key)
+                    }
+                },
+            )
+            .watches_shared_stream(
+                filtered(&informers.of::<MachineDeployment>(), deployment_rollout),
+                {
+                    let index = index.clone();
+                    move |md| {
+                        let ns = md.namespace().unwrap_or_default();
+                        let key = label_key(DEPLOYMENT_NAME_LABEL, &md.name_any());
+                        index.lookup(&ns, &key)
+                    }
+                },
+            )
+            // Its health check's verdict counts towards its Ready.
+            .watches_shared_stream(
+                filtered(
+                    &informers.of::<Machine>(),
+                    crate::capi::triggers::health_verdict,
+                ),
+                |m| Some(ObjectRef::from_obj(&*m)),
+            )
+            // Its Node's conditions make its NodeHealthy.
+            .reconcile_on(node_changes(&core, index));
     let ctx = core.ctx.clone();
-    crate::runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core))).await;
+    infrasim_controller_runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core)))
+        .await;
 }
 
 /// The Machines whose Node changed, from the stand-in's cluster cache.
@@ -139,12 +141,12 @@ impl Reconcile<Machine> for Reconciler<Machine> {
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
 
     async fn apply(&self, m: Arc<Machine>) -> Result<Next, Error> {
-        let _running = crate::runtime::metrics::reconciled("Machine");
+        let _running = infrasim_controller_runtime::metrics::reconciled("Machine");
         apply(&m, self).await
     }
 
     async fn cleanup(&self, m: Arc<Machine>) -> Result<Cleanup, Error> {
-        let _running = crate::runtime::metrics::reconciled("Machine");
+        let _running = infrasim_controller_runtime::metrics::reconciled("Machine");
         let ns = m.namespace().unwrap_or_default();
         let api: Api<Machine> = self.api(&ns);
         let cluster = self

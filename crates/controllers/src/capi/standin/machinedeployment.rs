@@ -10,8 +10,8 @@ use crate::capi::core::{
 };
 use crate::capi::CLUSTER_NAME_LABEL;
 use crate::capi::DEPLOYMENT_NAME_LABEL;
-use crate::runtime::conditions::{self, Condition};
-use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
@@ -25,10 +25,11 @@ const TEMPLATE_HASH_LABEL: &str = "machine-template-hash";
 pub(super) async fn run(core: Arc<Core>) {
     let informers = core.informers.clone();
     let controller = super::controller_for::<MachineDeployment>(&core).owns_shared_stream(
-        crate::runtime::triggers::every_change(&informers.of::<MachineSet>()),
+        infrasim_controller_runtime::triggers::every_change(&informers.of::<MachineSet>()),
     );
     let ctx = core.ctx.clone();
-    crate::runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core))).await;
+    infrasim_controller_runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core)))
+        .await;
 }
 
 /// What makes two Machine templates the same rollout: version, bootstrap, infrastructure and
@@ -92,13 +93,13 @@ impl Reconcile<MachineDeployment> for Reconciler<MachineDeployment> {
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
 
     async fn apply(&self, md: Arc<MachineDeployment>) -> Result<Next, Error> {
-        let _running = crate::runtime::metrics::reconciled("MachineDeployment");
+        let _running = infrasim_controller_runtime::metrics::reconciled("MachineDeployment");
         apply(&md, self).await
     }
 
     /// Its MachineSets are deleted; it is done once none is left.
     async fn cleanup(&self, md: Arc<MachineDeployment>) -> Result<Cleanup, Error> {
-        let _running = crate::runtime::metrics::reconciled("MachineDeployment");
+        let _running = infrasim_controller_runtime::metrics::reconciled("MachineDeployment");
         let sets_api: Api<MachineSet> = self.api(&md.namespace().unwrap_or_default());
         let sets = owned_sets(&sets_api, &md).await?;
         for s in sets
@@ -312,7 +313,7 @@ async fn deployment_status(
     md: &MachineDeployment,
     r: &Reconciler<MachineDeployment>,
     sets: &[MachineSet],
-    conds: Vec<crate::runtime::conditions::Condition>,
+    conds: Vec<infrasim_controller_runtime::conditions::Condition>,
 ) -> Result<ReplicaStatus, Error> {
     let ns = md.namespace().unwrap_or_default();
     // The sets' Machines, read from the shared cache: this only counts them.

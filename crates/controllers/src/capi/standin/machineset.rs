@@ -11,8 +11,8 @@ use crate::capi::core::{
     Cluster, ContractRef, Machine, MachineDeployment, MachineSet, ReplicaStatus,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, DEPLOYMENT_NAME_LABEL, MACHINE_FINALIZER, SET_NAME_LABEL};
-use crate::runtime::conditions::{self, Condition};
-use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::ResourceExt;
 use serde_json::json;
@@ -25,10 +25,14 @@ const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
 pub(super) async fn run(core: Arc<Core>) {
     let machines = core.informers.of::<Machine>();
     let controller = super::controller_for::<MachineSet>(&core).owns_shared_stream(
-        crate::runtime::triggers::filtered(&machines, crate::capi::triggers::machine_summary),
+        infrasim_controller_runtime::triggers::filtered(
+            &machines,
+            crate::capi::triggers::machine_summary,
+        ),
     );
     let ctx = core.ctx.clone();
-    crate::runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core))).await;
+    infrasim_controller_runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core)))
+        .await;
 }
 
 /// The Machines a set controls, oldest first.
@@ -65,13 +69,13 @@ impl Reconcile<MachineSet> for Reconciler<MachineSet> {
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
 
     async fn apply(&self, ms: Arc<MachineSet>) -> Result<Next, Error> {
-        let _running = crate::runtime::metrics::reconciled("MachineSet");
+        let _running = infrasim_controller_runtime::metrics::reconciled("MachineSet");
         apply(&ms, self).await
     }
 
     /// Its Machines are deleted; it is done once none is left.
     async fn cleanup(&self, ms: Arc<MachineSet>) -> Result<Cleanup, Error> {
-        let _running = crate::runtime::metrics::reconciled("MachineSet");
+        let _running = infrasim_controller_runtime::metrics::reconciled("MachineSet");
         let machines_api: Api<Machine> = self.api(&ms.namespace().unwrap_or_default());
         let machines = owned_machines(&machines_api, &ms).await?;
         for m in machines

@@ -29,7 +29,7 @@ pub mod workload;
 
 use crate::capi::index::ByCluster;
 use crate::capi::paused_message as paused;
-use crate::runtime::context::Context;
+use infrasim_controller_runtime::context::Context;
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -64,7 +64,7 @@ pub enum Error {
 pub struct Core {
     pub ctx: Context,
     /// The process's watches, one per kind, that every controller here subscribes to.
-    pub informers: Arc<crate::runtime::informers::Informers>,
+    pub informers: Arc<infrasim_controller_runtime::informers::Informers>,
     pub resolver: objects::Resolver,
     pub workloads: workload::WorkloadClients,
     /// The workload clusters' Nodes, and their changes (Cluster API's cluster cache).
@@ -82,7 +82,7 @@ pub struct Core {
 
 impl Core {
     /// The object a contract reference points at, from the process's caches where one holds
-    /// its kind (see [`crate::runtime::informers::Informers::get_untyped`]).
+    /// its kind (see [`infrasim_controller_runtime::informers::Informers::get_untyped`]).
     pub async fn read(
         &self,
         namespace: &str,
@@ -100,7 +100,7 @@ impl Core {
 
     /// The objects of `cluster` in `namespace` that `by` indexes, from the shared cache once
     /// it is filled, else listed by the cluster-name label.
-    pub async fn in_cluster<K: crate::runtime::informers::Watched>(
+    pub async fn in_cluster<K: infrasim_controller_runtime::informers::Watched>(
         &self,
         by: &ByCluster<K>,
         namespace: &str,
@@ -117,7 +117,7 @@ impl Core {
 }
 
 /// One controller's state: the shared core, for the kind `K` it reconciles (each kind's
-/// file implements [`crate::runtime::reconcile::Reconcile`] for its own). Its deadlines and
+/// file implements [`infrasim_controller_runtime::reconcile::Reconcile`] for its own). Its deadlines and
 /// retries are the runner's.
 pub struct Reconciler<K: Resource<DynamicType = ()>> {
     pub core: Arc<Core>,
@@ -148,7 +148,7 @@ impl<K: Resource<DynamicType = ()>> Reconciler<K> {
 /// cache probes an unreachable cluster every 10 s: no event will say when it answers.
 const RECONNECT_AFTER: Duration = Duration::from_secs(10);
 
-pub(crate) use crate::runtime::finalizers::{
+pub(crate) use infrasim_controller_runtime::finalizers::{
     ensure as ensure_finalizer, remove as remove_finalizer,
 };
 
@@ -185,7 +185,9 @@ where
         return Ok(());
     }
     let body = json!({"apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": wanted});
-    match crate::runtime::writes::apply_status(api, &obj.name_any(), MANAGER, &body).await {
+    match infrasim_controller_runtime::writes::apply_status(api, &obj.name_any(), MANAGER, &body)
+        .await
+    {
         Ok(_) => Ok(()),
         // Gone meanwhile (its finalizer was the last): nothing to report on.
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
@@ -195,14 +197,14 @@ where
 
 /// A controller of kind `K` woken by changes of its objects' spec and metadata (not of the
 /// status it writes itself).
-fn controller_for<K: crate::runtime::informers::Watched>(
+fn controller_for<K: infrasim_controller_runtime::informers::Watched>(
     core: &Core,
 ) -> kube::runtime::Controller<K> {
-    crate::runtime::triggers::controller(&core.informers.of::<K>(), None)
+    infrasim_controller_runtime::triggers::controller(&core.informers.of::<K>(), None)
 }
 
 /// Runs the stand-in's controllers until the process ends.
-pub async fn run(ctx: Context, informers: Arc<crate::runtime::informers::Informers>) {
+pub async fn run(ctx: Context, informers: Arc<infrasim_controller_runtime::informers::Informers>) {
     let nodes = nodes::NodeCache::new(ctx.cloud.clone());
     let machines = ByCluster::new(informers.of());
     let deployments = ByCluster::new(informers.of());

@@ -9,8 +9,8 @@
 
 use super::Error;
 use crate::capi::core::Machine;
-use crate::runtime::conditions::{self, Condition};
 use chrono::{DateTime, Utc};
+use infrasim_controller_runtime::conditions::{self, Condition};
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -103,7 +103,9 @@ pub async fn set(
         "apiVersion": Machine::api_version(&()), "kind": "Machine",
         "status": {"conditions": out},
     });
-    match crate::runtime::writes::apply_status(api, &m.name_any(), manager, &body).await {
+    match infrasim_controller_runtime::writes::apply_status(api, &m.name_any(), manager, &body)
+        .await
+    {
         Ok(()) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(e.into()),

@@ -13,7 +13,7 @@ use crate::capi::core::{
     MachineDeploymentClass, MachineDeploymentTopology, MachineHealthCheck, TemplateRef,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
-use crate::runtime::conditions::Condition;
+use infrasim_controller_runtime::conditions::Condition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use serde_json::{json, Value};

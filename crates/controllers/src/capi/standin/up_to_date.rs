@@ -8,7 +8,7 @@ use super::kcp;
 use super::machinedeployment::rollout_key;
 use super::Reconciler;
 use crate::capi::core::{KubeadmControlPlane, Machine, MachineDeployment, MachineSet};
-use crate::runtime::conditions::Condition;
+use infrasim_controller_runtime::conditions::Condition;
 use kube::ResourceExt;
 
 /// The `UpToDate` condition of a Machine its control plane or MachineSet owns (none for

@@ -9,8 +9,8 @@
 //! `SetSummary` lists per kind. `MachinesCreated` and `Resized`, which v1beta2 has no
 //! condition for, are derived here.
 
-use crate::runtime::conditions::{self, Condition, Mirror};
 use chrono::{DateTime, Utc};
+use infrasim_controller_runtime::conditions::{self, Condition, Mirror};
 use serde_json::{json, Value};
 
 /// A kind's v1beta1 conditions: which it mirrors, and which `Ready` summarizes.

@@ -8,7 +8,7 @@
 
 use super::{ObjectReference, ReplicaCounters};
 use crate::capi::core::ApiEndpoint;
-use crate::runtime::conditions::Condition as V1Condition;
+use infrasim_controller_runtime::conditions::Condition as V1Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -56,7 +56,7 @@ pub struct ClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<Topology>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub availability_gates: Option<Vec<Value>>,
 }
 
@@ -90,13 +90,13 @@ pub struct Topology {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout_after: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub control_plane: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub workers: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub variables: Option<Vec<Value>>,
 }
 
@@ -138,7 +138,7 @@ pub struct FailureDomainSpec {
 #[serde(rename_all = "camelCase")]
 pub struct V1Beta2Status {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::conditions")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::conditions")]
     pub conditions: Option<Vec<V1Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane: Option<ReplicaCounters>,

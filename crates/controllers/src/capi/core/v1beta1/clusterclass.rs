@@ -40,10 +40,10 @@ pub struct ClusterClassSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<WorkersClass>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub variables: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub patches: Option<Vec<Value>>,
     /// availabilityGates, kubernetesVersions, upgrade (kept as written).
     #[serde(flatten)]
@@ -69,7 +69,7 @@ pub struct ControlPlaneClass {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_infrastructure: Option<LocalObjectTemplate>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub machine_health_check: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub naming_strategy: Option<NamingStrategy>,
@@ -114,7 +114,7 @@ pub struct WorkerTemplates {
 #[serde(rename_all = "camelCase")]
 pub struct ClusterClassStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub variables: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::conditions")]

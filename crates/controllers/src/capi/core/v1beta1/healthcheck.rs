@@ -49,10 +49,10 @@ pub struct MachineHealthCheckSpec {
     pub cluster_name: String,
     pub selector: LabelSelector,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub unhealthy_conditions: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub unhealthy_machine_conditions: Option<Vec<Value>>,
     /// An absolute number or a percentage.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,7 +9,7 @@
 
 use super::{Condition, ObjectReference};
 use crate::capi::core::ObjectMetaTemplate;
-use crate::runtime::conditions::Condition as V1Condition;
+use infrasim_controller_runtime::conditions::Condition as V1Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -76,7 +76,7 @@ pub struct KubeadmControlPlaneSpec {
     pub version: String,
     pub machine_template: MachineTemplate,
     #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub kubeadm_config_spec: Value,
     #[serde(flatten)]
     pub rollout: Rollout,
@@ -91,7 +91,7 @@ pub struct Rollout {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout_after: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub rollout_strategy: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remediation_strategy: Option<RemediationStrategy>,
@@ -133,7 +133,7 @@ pub struct MachineTemplate {
     pub metadata: Option<ObjectMetaTemplate>,
     pub infrastructure_ref: ObjectReference,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub readiness_gates: Option<Vec<Value>>,
     #[serde(flatten)]
     pub node: NodeTimeouts,
@@ -150,7 +150,7 @@ pub struct NodeTimeouts {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_deletion_timeout: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub taints: Option<Vec<Value>>,
 }
 
@@ -183,10 +183,10 @@ pub struct KubeadmControlPlaneStatus {
     #[schemars(schema_with = "super::conditions")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub last_remediation: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub versions: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub v1beta2: Option<ControlPlaneV1Beta2Status>,
@@ -197,7 +197,7 @@ pub struct KubeadmControlPlaneStatus {
 #[serde(rename_all = "camelCase")]
 pub struct ControlPlaneV1Beta2Status {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::conditions")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::conditions")]
     pub conditions: Option<Vec<V1Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_replicas: Option<i32>,
@@ -237,7 +237,7 @@ pub struct ControlPlaneTemplateResourceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_template: Option<TemplateMachineTemplate>,
     #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub kubeadm_config_spec: Value,
     #[serde(flatten)]
     pub rollout: Rollout,
@@ -321,6 +321,6 @@ pub struct KubeadmConfigTemplateResource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<ObjectMetaTemplate>,
     #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub spec: Value,
 }

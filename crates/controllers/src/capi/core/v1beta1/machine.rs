@@ -8,7 +8,7 @@
 
 use super::{Condition, ObjectReference};
 use crate::capi::core::{MachineAddress, ObjectMetaTemplate};
-use crate::runtime::conditions::Condition as V1Condition;
+use infrasim_controller_runtime::conditions::Condition as V1Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -52,7 +52,7 @@ pub struct MachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_domain: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub readiness_gates: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_drain_timeout: Option<String>,
@@ -77,7 +77,7 @@ pub struct MachineStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_ref: Option<ObjectReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub node_info: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated: Option<String>,
@@ -101,7 +101,7 @@ pub struct MachineStatus {
     #[schemars(schema_with = "super::conditions")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub deletion: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub v1beta2: Option<ConditionsOnly>,
@@ -111,7 +111,7 @@ pub struct MachineStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct ConditionsOnly {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::conditions")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::conditions")]
     pub conditions: Option<Vec<V1Condition>>,
 }
 
@@ -175,7 +175,7 @@ pub struct MachineSetSpec {
     pub selector: LabelSelector,
     pub template: MachineTemplateSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub machine_naming_strategy: Option<Value>,
 }
 
@@ -217,7 +217,7 @@ pub struct ReplicaStatus {
 #[serde(rename_all = "camelCase")]
 pub struct V1Beta2Replicas {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::conditions")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::conditions")]
     pub conditions: Option<Vec<V1Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_replicas: Option<i32>,
@@ -282,10 +282,10 @@ pub struct MachineDeploymentSpec {
     pub selector: LabelSelector,
     pub template: MachineTemplateSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub strategy: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
     pub machine_naming_strategy: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_ready_seconds: Option<i32>,

@@ -12,10 +12,10 @@ use super::remediation::{self, HEALTH_MANAGER, OWNER_MANAGER};
 use super::{apply_status, paused, Core, Error, Reconciler};
 use crate::capi::core::{Cluster, Machine, MachineHealthCheck, MachineHealthCheckStatus};
 use crate::capi::triggers::{cluster_gates, machine_health};
-use crate::runtime::conditions::{self, Condition};
-use crate::runtime::index::Index;
-use crate::runtime::reconcile::{Cleanup, Next, Reconcile};
-use crate::runtime::triggers::filtered;
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::index::Index;
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_controller_runtime::triggers::filtered;
 use infrasim_kube_api::selectors::LabelSelector;
 use kube::api::Api;
 use kube::ResourceExt;
@@ -39,24 +39,26 @@ pub(super) async fn run(core: Arc<Core>) {
         )
         .flat_map(move |c| futures::stream::iter(by_cluster.lookup(&c.namespace, &c.cluster)))
     };
-    let controller = crate::runtime::triggers::controller(&informers.of(), Some(&by_cluster))
-        .watches_shared_stream(filtered(&informers.of::<Machine>(), machine_health), {
-            let by_cluster = by_cluster.clone();
-            move |m| {
-                let ns = m.namespace().unwrap_or_default();
-                by_cluster.lookup(&ns, &m.spec.cluster_name)
-            }
-        })
-        .watches_shared_stream(
-            filtered(&informers.of::<Cluster>(), cluster_gates),
-            move |c| {
-                let ns = c.namespace().unwrap_or_default();
-                by_cluster.lookup(&ns, &c.name_any())
-            },
-        )
-        .reconcile_on(node_changes);
+    let controller =
+        infrasim_controller_runtime::triggers::controller(&informers.of(), Some(&by_cluster))
+            .watches_shared_stream(filtered(&informers.of::<Machine>(), machine_health), {
+                let by_cluster = by_cluster.clone();
+                move |m| {
+                    let ns = m.namespace().unwrap_or_default();
+                    by_cluster.lookup(&ns, &m.spec.cluster_name)
+                }
+            })
+            .watches_shared_stream(
+                filtered(&informers.of::<Cluster>(), cluster_gates),
+                move |c| {
+                    let ns = c.namespace().unwrap_or_default();
+                    by_cluster.lookup(&ns, &c.name_any())
+                },
+            )
+            .reconcile_on(node_changes);
     let ctx = core.ctx.clone();
-    crate::runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core))).await;
+    infrasim_controller_runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core)))
+        .await;
 }
 
 use futures::StreamExt;
@@ -72,12 +74,12 @@ impl Reconcile<MachineHealthCheck> for Reconciler<MachineHealthCheck> {
     type Error = Error;
 
     async fn apply(&self, mhc: Arc<MachineHealthCheck>) -> Result<Next, Error> {
-        let _running = crate::runtime::metrics::reconciled("MachineHealthCheck");
+        let _running = infrasim_controller_runtime::metrics::reconciled("MachineHealthCheck");
         apply(&mhc, self).await
     }
 
     async fn cleanup(&self, _: Arc<MachineHealthCheck>) -> Result<Cleanup, Error> {
-        let _running = crate::runtime::metrics::reconciled("MachineHealthCheck");
+        let _running = infrasim_controller_runtime::metrics::reconciled("MachineHealthCheck");
         Ok(Cleanup::Done)
     }
 }

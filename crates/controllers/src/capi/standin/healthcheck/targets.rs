@@ -6,8 +6,8 @@
 
 use crate::capi::core::{Cluster, Machine};
 use crate::capi::infra::timing::go_duration;
-use crate::runtime::conditions::{self, Condition};
 use chrono::{DateTime, Duration, Utc};
+use infrasim_controller_runtime::conditions::{self, Condition};
 use k8s_openapi::api::core::v1::Node;
 use serde::Deserialize;
 use serde_json::Value;

@@ -5,17 +5,23 @@
 //! clock ([`wakeups`]), leader election, one [`reconcile`] shape and runner (finalizers, backoff, deadlines), status writes by server-side apply
 //! ([`writes`]), conditions as Kubernetes and Cluster API shape them, and the metrics hooks.
 //!
-//! The families (`capi`, `vcsim`, `vmgroup`, `sip`, `vino`) sit above it and never import
-//! each other's runtime pieces: what two families share lives here.
+//! Beside them: the conditions' schema in CRDs ([`schema`]).
+//!
+//! The families (`capi`, `vcsim`, `vmgroup`, `sip`, `vino`, in `infrasim-controllers`) sit
+//! above this crate and never import each other's runtime pieces: what two families share
+//! lives here. A crate of its own so that nothing here can reach into a family.
 
 pub mod conditions;
 pub mod context;
-pub(crate) mod finalizers;
+pub mod finalizers;
 pub mod index;
 pub mod informers;
 pub mod leader;
 pub mod metrics;
 pub mod reconcile;
+pub mod schema;
 pub mod triggers;
 pub mod wakeups;
 pub mod writes;
+
+pub use context::Context;

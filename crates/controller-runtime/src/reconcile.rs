@@ -12,9 +12,9 @@
 //! - what a reconcile asks for next ([`Next`]) is a wakeup on the injected clock:
 //!   kube-runtime's own requeue sleeps on tokio's clock, which a test cannot move.
 
-use crate::runtime::context::Context;
-use crate::runtime::informers::Watched;
-use crate::runtime::wakeups::Wakeups;
+use crate::context::Context;
+use crate::informers::Watched;
+use crate::wakeups::Wakeups;
 use chrono::{DateTime, Utc};
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -96,7 +96,7 @@ where
     let runs = controller
         .reconcile_on(due)
         .run(reconcile::<K, R>, error_policy::<K, R>, runner);
-    crate::runtime::triggers::run_to_end(runs).await;
+    crate::triggers::run_to_end(runs).await;
 }
 
 /// A reconciler with what the runner keeps beside it.
@@ -161,7 +161,7 @@ where
             Cleanup::Pending(next) => Ok(next),
             Cleanup::Done => {
                 if let Some(finalizer) = held {
-                    crate::runtime::finalizers::remove(&api(), &**obj, finalizer)
+                    crate::finalizers::remove(&api(), &**obj, finalizer)
                         .await
                         .map_err(Failed::Finalizer)?;
                 }
@@ -170,7 +170,7 @@ where
         };
     }
     if let Some(finalizer) = R::FINALIZER {
-        let added = crate::runtime::finalizers::ensure(&api(), &**obj, finalizer)
+        let added = crate::finalizers::ensure(&api(), &**obj, finalizer)
             .await
             .map_err(Failed::Finalizer)?;
         if added {

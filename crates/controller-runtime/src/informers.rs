@@ -321,7 +321,7 @@ impl<K: Watched> Hub<K> {
             Event::InitApply(o) => Event::InitApply(Arc::new(o)),
             Event::Init => {
                 self.phase = Phase::Listing;
-                crate::runtime::metrics::relisted(K::kind(&()).into_owned());
+                crate::metrics::relisted(K::kind(&()).into_owned());
                 Event::Init
             }
             Event::InitDone => {
@@ -381,9 +381,10 @@ async fn drive<K: Watched>(
     }
 }
 
-/// An informer fed by hand, for tests of what is built on informers.
-#[cfg(test)]
-pub(crate) mod testing {
+/// An informer fed by hand, for tests of what is built on informers (other crates' tests
+/// reach it through the `test-support` feature).
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing {
     use super::*;
 
     /// An informer with no watch, and a function that plays its watch's events.

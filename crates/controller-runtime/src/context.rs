@@ -73,7 +73,7 @@ impl Recorder {
     {
         let ns = obj.namespace().unwrap_or_else(|| "default".into());
         let api: Api<Event> = Api::namespaced(ctx.client.clone(), &ns);
-        let now = crate::runtime::conditions::timestamp(ctx.now());
+        let now = crate::conditions::timestamp(ctx.now());
         let key = (
             obj.uid().unwrap_or_default(),
             reason.to_string(),

@@ -4,8 +4,8 @@
 //! matters to the woken controller), and, through every relist, by every object again. Every
 //! family's controllers are built and run here, with one concurrency cap.
 
-use crate::runtime::index::Index;
-use crate::runtime::informers::{Informer, Watched};
+use crate::index::Index;
+use crate::informers::{Informer, Watched};
 use futures::Stream;
 use kube::runtime::{watcher, Controller};
 use kube::ResourceExt;
@@ -83,7 +83,7 @@ pub fn controller<K: Watched>(informer: &Informer<K>, index: Option<&Index<K>>) 
 const CONCURRENCY: u16 = 64;
 
 /// Runs a controller's outcomes to the end, counting the requests kube-runtime dropped for
-/// want of a cached object (see [`crate::runtime::metrics::dropped`]); reconcile failures are logged
+/// want of a cached object (see [`crate::metrics::dropped`]); reconcile failures are logged
 /// and retried by the error policies.
 pub async fn run_to_end<T, R: 'static, Q: 'static>(
     outcomes: impl Stream<Item = Result<T, kube::runtime::controller::Error<R, Q>>>,
@@ -92,7 +92,7 @@ pub async fn run_to_end<T, R: 'static, Q: 'static>(
     outcomes
         .for_each(|outcome| {
             if let Err(kube::runtime::controller::Error::ObjectNotFound(_)) = outcome {
-                crate::runtime::metrics::dropped();
+                crate::metrics::dropped();
             }
             futures::future::ready(())
         })

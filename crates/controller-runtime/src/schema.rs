@@ -14,7 +14,7 @@ pub fn preserve_unknown(_: &mut SchemaGenerator) -> Schema {
 
 /// A list of `metav1.Condition`, merged by `type` as kube-apiserver merges it.
 pub fn conditions(gen: &mut SchemaGenerator) -> Schema {
-    let item = gen.subschema_for::<crate::runtime::conditions::Condition>();
+    let item = gen.subschema_for::<crate::conditions::Condition>();
     json_schema!({
         "type": "array",
         "items": item,
