@@ -640,6 +640,7 @@ pub fn record_update(
     old: Option<&Value>,
     new: &mut Value,
     manager: &str,
+    subresource: &str,
     api_version: &str,
     now: &str,
     lists: Lists<'_>,
@@ -650,7 +651,13 @@ pub fn record_update(
         set_entries(new, entries.to_vec());
         return;
     }
-    let mine = |e: &Value| entry_str(e, "manager") == manager && entry_operation(e) == "Update";
+    // A manager's writes through a subresource are an entry apart from its writes through
+    // the main resource, as kube-apiserver keeps them.
+    let mine = |e: &Value| {
+        entry_str(e, "manager") == manager
+            && entry_operation(e) == "Update"
+            && entry_str(e, "subresource") == subresource
+    };
     let mut out = Vec::with_capacity(entries.len() + 1);
     let mut found = false;
     for e in entries {
@@ -681,7 +688,7 @@ pub fn record_update(
             operation: "Update",
             api_version,
             time: now,
-            subresource: "",
+            subresource,
         };
         out.push(header.entry(Value::Object(changed)));
     }
@@ -1309,6 +1316,7 @@ mod tests {
             Some(&obj),
             &mut edited,
             "editor",
+            "",
             "v1",
             "t2",
             Lists::Builtin,
@@ -1330,6 +1338,7 @@ mod tests {
             Some(&edited),
             &mut same,
             "editor",
+            "",
             "v1",
             "t3",
             Lists::Builtin,
@@ -1342,6 +1351,7 @@ mod tests {
             Some(&edited),
             &mut more,
             "editor",
+            "",
             "v1",
             "t4",
             Lists::Builtin,

@@ -30,6 +30,22 @@ impl Ctx {
         self.path.namespace.as_deref().unwrap_or("")
     }
 
+    /// This request's context for one object of the collection it names (each object of a
+    /// DeleteCollection is admitted as its own delete).
+    pub fn naming(&self, name: &str) -> Ctx {
+        let mut path = self.path.clone();
+        path.name = Some(name.to_string());
+        Ctx {
+            state: self.state.clone(),
+            info: self.info.clone(),
+            path,
+            query: self.query.clone(),
+            format: self.format,
+            headers: self.headers.clone(),
+            identity: self.identity.clone(),
+        }
+    }
+
     /// The key of the object the path names.
     pub fn key(&self) -> ObjectKey {
         ObjectKey::new(self.namespace(), self.path.name.as_deref().unwrap_or(""))

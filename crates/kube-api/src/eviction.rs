@@ -11,7 +11,9 @@ use crate::context::Ctx;
 use crate::http::{status_response, HandlerResult};
 use crate::status::ApiError;
 use crate::values::{condition_true, int_or_percent, string_map, At};
-use infrasim_store::{DeleteOptions, ObjectKey, ReadAt, StoreError};
+use crate::verbs::delete::options_from;
+use crate::write::delete::{self, Deletion};
+use infrasim_store::ReadAt;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -69,10 +71,10 @@ pub fn budget(pdb: &Value, pods: &[Value]) -> Budget {
     }
 }
 
-/// POST `pods/<name>/eviction`.
-pub(crate) fn evict(ctx: &Ctx, body: &[u8]) -> HandlerResult {
+/// POST `pods/<name>/eviction`: the budget's say, then the pod's delete through the delete
+/// path with the eviction's `deleteOptions`.
+pub(crate) async fn evict(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     let name = ctx.path.name.as_deref().unwrap_or("");
-    let namespace = ctx.namespace();
     let eviction = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
@@ -85,13 +87,7 @@ pub(crate) fn evict(ctx: &Ctx, body: &[u8]) -> HandlerResult {
             )));
         }
     }
-    let group = &ctx.state.group;
-    let pod = group
-        .get("pods", &ObjectKey::new(namespace, name))
-        .ok_or_else(|| ApiError::object_not_found("", "pods", name))?;
-    let pod_value = pod
-        .to_value()
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let (pod, pod_value) = ctx.stored()?;
     let phase = pod_value
         .at("/status/phase")
         .and_then(Value::as_str)
@@ -100,77 +96,77 @@ pub(crate) fn evict(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     let exempt = matches!(phase, "Succeeded" | "Failed" | "Pending")
         || pod.meta.deletion_timestamp.is_some();
     if !exempt {
-        let of_namespace = |resource: &str| -> Vec<Value> {
-            group
-                .snapshot(resource, ReadAt::Latest)
-                .map(|s| {
-                    s.objects
-                        .iter()
-                        .filter(|(k, _)| &*k.namespace == namespace)
-                        .filter_map(|(_, o)| o.to_value().ok())
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let pod_labels = string_map(pod_value.at("/metadata/labels"));
-        let pdbs: Vec<Value> = of_namespace("poddisruptionbudgets.policy")
-            .into_iter()
-            .filter(|pdb| selects(pdb.at("/spec/selector"), &pod_labels))
-            .collect();
-        if pdbs.len() > 1 {
-            return Err(ApiError::internal(
-                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
-            ));
-        }
-        if let Some(pdb) = pdbs.first() {
-            let b = budget(pdb, &of_namespace("pods"));
-            // An unhealthy pod may go while the budget holds (IfHealthyBudget, the default).
-            let allowed = if condition_true(&pod_value, "Ready") {
-                b.allowed() > 0
-            } else {
-                b.healthy >= b.desired
-            };
-            if !allowed {
-                let pdb_name = pdb
-                    .at("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                return Err(ApiError::too_many_requests(
-                    "Cannot evict pod as it would violate the pod's disruption budget.",
-                )
-                .with_details(json!({"causes": [{
-                    "reason": "DisruptionBudget",
-                    "message": format!("The disruption budget {pdb_name} needs {} healthy pods and has {} currently", b.desired, b.healthy),
-                }]})));
-            }
-        }
+        check_budget(ctx, &pod_value)?;
     }
-    let dry_run = ctx.query.get("dryRun") == Some("All")
-        || eviction
-            .at("/deleteOptions/dryRun")
+    let no_options = json!({});
+    let delete_options = eviction.get("deleteOptions").unwrap_or(&no_options);
+    let dry = ctx.query.get("dryRun") == Some("All")
+        || delete_options
+            .get("dryRun")
             .and_then(Value::as_array)
             .is_some_and(|a| a.iter().any(|v| v.as_str() == Some("All")));
-    let options = DeleteOptions {
-        precondition_uid: eviction
-            .at("/deleteOptions/preconditions/uid")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        ..DeleteOptions::default()
+    let deletion = Deletion {
+        key: ctx.key(),
+        options: options_from(ctx, delete_options)?,
+        dry,
+        admit: false,
     };
-    let key = ObjectKey::new(namespace, name);
-    let result = if dry_run {
-        group.delete_dry_run("pods", &key, &options).map(|_| ())
-    } else {
-        group.delete("pods", &key, &options).map(|_| ())
+    delete::remove(ctx, deletion).await?;
+    Ok(status_response(
+        201,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    ))
+}
+
+/// The 429 an eviction gets when the one PodDisruptionBudget over the pod allows no
+/// disruption now (a Ready pod needs a healthy pod to spare; an unhealthy one may go while
+/// the budget holds, the `IfHealthyBudget` policy).
+fn check_budget(ctx: &Ctx, pod: &Value) -> Result<(), ApiError> {
+    let namespace = ctx.namespace();
+    let of_namespace = |resource: &str| -> Vec<Value> {
+        ctx.state
+            .group
+            .snapshot(resource, ReadAt::Latest)
+            .map(|s| {
+                s.objects
+                    .iter()
+                    .filter(|(k, _)| &*k.namespace == namespace)
+                    .filter_map(|(_, o)| o.to_value().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
     };
-    match result {
-        Ok(()) => Ok(status_response(
-            201,
-            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
-        )),
-        Err(e @ StoreError::Conflict { .. }) | Err(e @ StoreError::NotFound { .. }) => {
-            Err(ApiError::from_store(e, "", "pods"))
-        }
-        Err(e) => Err(ApiError::internal(e.to_string())),
+    let pod_labels = string_map(pod.at("/metadata/labels"));
+    let pdbs: Vec<Value> = of_namespace("poddisruptionbudgets.policy")
+        .into_iter()
+        .filter(|pdb| selects(pdb.at("/spec/selector"), &pod_labels))
+        .collect();
+    if pdbs.len() > 1 {
+        return Err(ApiError::internal(
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+        ));
     }
+    let Some(pdb) = pdbs.first() else {
+        return Ok(());
+    };
+    let b = budget(pdb, &of_namespace("pods"));
+    let allowed = if condition_true(pod, "Ready") {
+        b.allowed() > 0
+    } else {
+        b.healthy >= b.desired
+    };
+    if allowed {
+        return Ok(());
+    }
+    let pdb_name = pdb
+        .at("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    Err(ApiError::too_many_requests(
+        "Cannot evict pod as it would violate the pod's disruption budget.",
+    )
+    .with_details(json!({"causes": [{
+        "reason": "DisruptionBudget",
+        "message": format!("The disruption budget {pdb_name} needs {} healthy pods and has {} currently", b.desired, b.healthy),
+    }]})))
 }

@@ -214,7 +214,7 @@ async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult
         match ctx.path.subresource.as_deref() {
             Some("log") if method == Method::GET => return crate::pod_log::log(&ctx),
             Some("eviction") if method == Method::POST && ctx.path.name.is_some() => {
-                return crate::eviction::evict(&ctx, &body)
+                return crate::eviction::evict(&ctx, &body).await
             }
             Some("exec" | "attach") => {
                 let name = ctx.path.name.clone().unwrap_or_default();
@@ -272,7 +272,7 @@ async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult
         }
         (Method::PATCH, true, _) => verbs::patch::patch(&ctx, &body).await,
         (Method::DELETE, true, false) => verbs::delete::delete(&ctx, &body).await,
-        (Method::DELETE, false, false) => verbs::delete::delete_collection(&ctx, &body),
+        (Method::DELETE, false, false) => verbs::delete::delete_collection(&ctx, &body).await,
         _ => Err(ApiError::method_not_allowed(
             "the server does not allow this method on the requested resource",
         )),

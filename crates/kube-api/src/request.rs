@@ -129,6 +129,16 @@ fn resource_path(group: &str, version: &str, rest: &[&str]) -> Route {
 pub struct Query(HashMap<String, String>);
 
 impl Query {
+    /// The query of a request made in-process (no URL to parse).
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        Query(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
     pub fn parse(query: Option<&str>) -> Self {
         Query(
             form_urlencoded::parse(query.unwrap_or("").as_bytes())

@@ -603,6 +603,28 @@ impl Registry {
             .or_else(|| self.custom().iter().find(hit).cloned())
     }
 
+    /// The resource stored under `store_key` (`pods`, `deployments.apps`), in `api_version`
+    /// if it is served in it, else in its version of the highest priority; never a kind
+    /// stored as another (`events.k8s.io` Events are `events`, written as `v1` Events).
+    pub fn stored_at(
+        &self,
+        store_key: &str,
+        api_version: Option<&str>,
+    ) -> Option<Arc<ResourceInfo>> {
+        let mut served: Vec<Arc<ResourceInfo>> = self
+            .all()
+            .into_iter()
+            .filter(|r| r.store_key == store_key && r.stored_as.is_none() && r.computed.is_none())
+            .collect();
+        if let Some(wanted) = api_version {
+            if let Some(hit) = served.iter().find(|r| r.api_version == wanted) {
+                return Some(hit.clone());
+            }
+        }
+        served.sort_by(|a, b| crate::version::priority_order(&a.version, &b.version));
+        served.into_iter().next()
+    }
+
     /// All resources: built-in first, then custom ones in registration order.
     pub fn all(&self) -> Vec<Arc<ResourceInfo>> {
         let mut all = self.builtin.clone();

@@ -99,6 +99,13 @@ impl ApiServer {
         &self.state.ca
     }
 
+    /// A writer for a component of the cluster that writes in-process (a simulated
+    /// controller, kubeadm's bootstrap) as `identity`, recording its changes under field
+    /// manager `manager`, through the same pipeline as a client's request.
+    pub fn system_writer(&self, identity: Identity, manager: &str) -> crate::SystemWriter {
+        crate::SystemWriter::new(self.state.clone(), identity, manager)
+    }
+
     /// The store group this server serves.
     pub fn group(&self) -> &Arc<Group> {
         &self.state.group

@@ -1,12 +1,14 @@
 //! DELETE of one object (finalizers and propagation honoured, the deleted object or a
-//! Status in answer, as kube-apiserver's registry answers for the kind) and of a collection.
+//! Status in answer, as kube-apiserver's registry answers for the kind) and of a collection,
+//! each object through the delete path ([`crate::write::delete`]).
 
 use crate::context::Ctx;
 use crate::http::{json_bytes, status_response, HandlerResult};
+use crate::selectors;
 use crate::status::ApiError;
 use crate::values::At;
+use crate::write::delete::{self as delete_path, Deletion};
 use crate::write::input;
-use crate::{admission, namespaces, selectors};
 use infrasim_store::{DeleteOptions, DeleteOutcome, Propagation, ReadAt};
 use serde_json::{json, Value};
 
@@ -18,8 +20,14 @@ fn delete_options(ctx: &Ctx, body: &[u8]) -> Result<DeleteOptions, ApiError> {
         serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
     };
-    let from_body = |k: &str| opts.get(k).and_then(Value::as_str).map(str::to_string);
     input::dry_run(ctx)?;
+    options_from(ctx, &opts)
+}
+
+/// `DeleteOptions` as decoded (a DELETE's body, an Eviction's `deleteOptions`), with the
+/// query's `propagationPolicy` and `orphanDependents` where the object has none.
+pub(crate) fn options_from(ctx: &Ctx, opts: &Value) -> Result<DeleteOptions, ApiError> {
+    let from_body = |k: &str| opts.get(k).and_then(Value::as_str).map(str::to_string);
     let policy = from_body("propagationPolicy")
         .or_else(|| ctx.query.get("propagationPolicy").map(str::to_string));
     let orphan = opts
@@ -80,67 +88,27 @@ fn delete_is_dry(ctx: &Ctx, body: &[u8]) -> Result<bool, ApiError> {
     Ok(from_body || input::dry_run(ctx)?)
 }
 
-/// The validating webhooks' say on deleting the object the path names (if it exists: a
-/// missing one is the store's 404 to report); their warnings.
-async fn admit_delete(ctx: &Ctx, dry_run: bool) -> Result<Vec<String>, ApiError> {
-    let mut warnings = Vec::new();
-    if !admission::has_validators(ctx) {
-        return Ok(warnings);
-    }
-    let current = ctx
-        .state
-        .group
-        .get(&ctx.info.store_key, &ctx.key())
-        .and_then(|o| o.to_value().ok());
-    if let Some(old) = current {
-        let subject = admission::Subject {
-            operation: admission::Operation::Delete,
-            object: None,
-            old: Some(&old),
-            dry_run,
-        };
-        admission::validate(ctx, &subject, &mut warnings).await?;
-    }
-    Ok(warnings)
-}
-
 pub(crate) async fn delete(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     let options = delete_options(ctx, body)?;
     let name = ctx.path.name.as_deref().unwrap_or("");
-    // NamespaceLifecycle refuses a system namespace's deletion at admission, so a dry run
-    // is refused too.
-    if ctx.info.kind == "Namespace" && !ctx.info.custom {
-        namespaces::check_deletable(name)?;
-    }
     let dry = delete_is_dry(ctx, body)?;
-    let warnings = admit_delete(ctx, dry).await?;
-    let group = &ctx.state.group;
-    let outcome = if dry {
-        group.delete_dry_run(&ctx.info.store_key, &ctx.key(), &options)
-    } else {
-        group.delete(&ctx.info.store_key, &ctx.key(), &options)
-    }
-    .map_err(|e| ctx.store_error(e))?;
-    input::with_warnings(answer(ctx, name, outcome, dry).await, &warnings)
+    let deletion = Deletion {
+        key: ctx.key(),
+        options,
+        dry,
+        admit: true,
+    };
+    let removed = delete_path::remove(ctx, deletion).await?;
+    input::with_warnings(answer(ctx, name, removed.outcome).await, &removed.warnings)
 }
 
 /// The answer to a delete, dry or not, as kube-apiserver's registry gives it: the object
-/// while finalizers hold it; once gone, the deleted object for the kinds whose storage
+/// while finalizers hold it (a namespace as marked Terminating); once gone, the deleted object for the kinds whose storage
 /// returns it ([`crate::resources::ResourceInfo::returns_deleted`]), else a Success Status.
-async fn answer(ctx: &Ctx, name: &str, outcome: DeleteOutcome, dry: bool) -> HandlerResult {
+async fn answer(ctx: &Ctx, name: &str, outcome: DeleteOutcome) -> HandlerResult {
     match outcome {
         DeleteOutcome::Pending(object) => {
             let object = crate::conversion::served_one(ctx, object).await?;
-            // What follows a deletion's start is not for a dry run: nothing was marked.
-            if !dry && !ctx.info.custom {
-                if ctx.info.kind == "CustomResourceDefinition" {
-                    crate::crd::spawn_cleanup(ctx.state.clone(), name.to_string());
-                }
-                if ctx.info.kind == "Namespace" {
-                    let object = namespaces::begin_termination(&ctx.state, name).unwrap_or(object);
-                    return ctx.render(&object, 200);
-                }
-            }
             ctx.render(&object, 200)
         }
         DeleteOutcome::Deleted(object) => {
@@ -162,7 +130,7 @@ async fn answer(ctx: &Ctx, name: &str, outcome: DeleteOutcome, dry: bool) -> Han
     }
 }
 
-pub(crate) fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
+pub(crate) async fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     let options = delete_options(ctx, body)?;
     let dry = delete_is_dry(ctx, body)?;
     let labels = selectors::LabelSelector::parse(ctx.query.get("labelSelector").unwrap_or(""))
@@ -180,6 +148,7 @@ pub(crate) fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         .map_err(|e| ctx.store_error(e))?;
     let ns = ctx.namespace();
     let mut deleted = Vec::new();
+    let mut warnings = Vec::new();
     for (key, object) in snapshot.objects.iter() {
         if ctx.info.namespaced && !ns.is_empty() && &*key.namespace != ns {
             continue;
@@ -187,23 +156,23 @@ pub(crate) fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         if !labels.matches(&object.meta.labels) || !fields.matches(object) {
             continue;
         }
-        if ctx.info.kind == "Namespace" && namespaces::check_deletable(&key.name).is_err() {
+        // What one DELETE would be refused (a system namespace) the collection passes over.
+        if !delete_path::deletable(ctx, &key.name) {
             continue;
         }
-        let result = if dry {
-            ctx.state
-                .group
-                .delete_dry_run(&ctx.info.store_key, key, &options)
-        } else {
-            ctx.state.group.delete(&ctx.info.store_key, key, &options)
+        // Each object is admitted as its own delete, as kube-apiserver's DeleteCollection
+        // deletes them one by one.
+        let deletion = Deletion {
+            key: key.clone(),
+            options: options.clone(),
+            dry,
+            admit: true,
         };
-        match result {
-            Ok(DeleteOutcome::Pending(_)) if !dry && ctx.info.kind == "Namespace" => {
-                namespaces::begin_termination(&ctx.state, &key.name);
-            }
+        match delete_path::remove(&ctx.naming(&key.name), deletion).await {
+            Ok(removed) => warnings.extend(removed.warnings),
             // Gone already: kube-apiserver lists it all the same.
-            Ok(_) | Err(infrasim_store::StoreError::NotFound { .. }) => {}
-            Err(e) => return Err(ctx.store_error(e)),
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
         }
         // The answer is the list the deletions worked through, as it was read before them
         // (kube-apiserver's DeleteCollection answers with that list, for every kind).
@@ -227,5 +196,5 @@ pub(crate) fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         out.extend_from_slice(&ctx.info.served_bytes(&o.bytes));
     }
     out.extend_from_slice(b"]}");
-    Ok(json_bytes(200, out))
+    input::with_warnings(Ok(json_bytes(200, out)), &warnings)
 }

@@ -14,9 +14,11 @@
 //!
 //! Steps 1 to 4 see the object in the version the client spoke, as kube-apiserver's do.
 //!
-//! A verb can therefore not store what another verb would refuse.
+//! A verb can therefore not store what another verb would refuse. Deletes have their own
+//! path through the same strategies ([`delete::remove`]).
 
 mod common;
+pub(crate) mod delete;
 pub(crate) mod input;
 mod kinds;
 mod strategy;
@@ -250,6 +252,7 @@ fn own(ctx: &Ctx, old: Option<&Value>, new: &mut Value) {
         old,
         new,
         &input::field_manager(ctx),
+        ctx.path.subresource.as_deref().unwrap_or(""),
         &ctx.info.api_version,
         &now,
         ctx.info.lists(),

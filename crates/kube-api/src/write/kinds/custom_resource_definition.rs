@@ -1,13 +1,13 @@
 //! A CustomResourceDefinition's write: a finalizer that removes its objects when it goes,
-//! its own rules and warnings for its spec, and its resource registered (served, its status
-//! written) once stored.
+//! its own rules and warnings for its spec, its resource registered (served, its status
+//! written) once stored, and its objects removed once its deletion starts.
 
 use super::{reread, KindStrategy};
 use crate::context::Ctx;
 use crate::crd;
 use crate::object::name_of;
 use crate::status::ApiError;
-use infrasim_store::StoredObject;
+use infrasim_store::{DeleteOutcome, StoredObject};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -48,5 +48,13 @@ impl KindStrategy for CustomResourceDefinition {
         // Registering writes the CRD's status (Established, accepted names).
         crd::register(&ctx.state, &stored.meta.name);
         reread(ctx, stored)
+    }
+
+    /// A CRD held by its finalizer: its objects are deleted, then the finalizer goes.
+    fn after_delete(&self, ctx: &Ctx, outcome: DeleteOutcome) -> DeleteOutcome {
+        if let DeleteOutcome::Pending(object) = &outcome {
+            crd::spawn_cleanup(ctx.state.clone(), object.meta.name.to_string());
+        }
+        outcome
     }
 }

@@ -16,7 +16,7 @@ mod validating_admission_policy;
 
 use crate::context::Ctx;
 use crate::status::ApiError;
-use infrasim_store::StoredObject;
+use infrasim_store::{DeleteOutcome, StoredObject};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -84,6 +84,18 @@ pub(crate) trait KindStrategy: Sync {
         _created: bool,
     ) -> Arc<StoredObject> {
         stored
+    }
+
+    /// Whether `name` may be deleted at all; checked before admission, so that a dry run
+    /// is refused too (a system namespace may not go).
+    fn validate_delete(&self, _ctx: &Ctx, _name: &str) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// What follows a deletion the store accepted (not for a dry run); the outcome as the
+    /// client should see it (a namespace marked Terminating).
+    fn after_delete(&self, _ctx: &Ctx, outcome: DeleteOutcome) -> DeleteOutcome {
+        outcome
     }
 }
 

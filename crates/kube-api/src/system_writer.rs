@@ -1,0 +1,232 @@
+//! Writes made inside the process, by what stands for the cluster's own components: the
+//! simulated kube-controller-manager, scheduler and kubelets, kubeadm's bootstrap, and the
+//! API server's own controllers (namespace lifecycle, CRD registration). Each writes as the
+//! real component would as a client of the API: under its own identity and field manager,
+//! through the same write pipeline as a request ([`crate::write`]): defaults, the spec/status
+//! split, admission, managedFields, validation. What an HTTP client could not store, an
+//! in-process writer cannot either.
+//!
+//! The writer is synchronous because its callers are: the simulated controllers run a
+//! pass over a cluster's objects between two awaits, and the bootstrap writes a machine's
+//! step in one go. A write awaits only when an admission or conversion webhook is called;
+//! then the calling worker thread blocks until it answers (see [`finish`]).
+
+use crate::auth::Identity;
+use crate::context::Ctx;
+use crate::http::Format;
+use crate::request::{Query, ResourcePath};
+use crate::resources::ResourceInfo;
+use crate::state::State;
+use crate::status::ApiError;
+use crate::write::delete::{self, Deletion};
+use crate::write::{self, input, Operation, Ownership, Write};
+use infrasim_store::{DeleteOptions, DeleteOutcome, ObjectKey, Read, StoredObject};
+use serde_json::Value;
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// A component of the cluster writing in-process. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct SystemWriter {
+    state: Arc<State>,
+    identity: Identity,
+    manager: Arc<str>,
+}
+
+impl SystemWriter {
+    pub(crate) fn new(state: Arc<State>, identity: Identity, manager: &str) -> Self {
+        SystemWriter {
+            state,
+            identity,
+            manager: manager.into(),
+        }
+    }
+
+    /// The same component under another identity and field manager (the scheduler and the
+    /// kubelets beside kube-controller-manager, over one cluster).
+    pub fn as_component(&self, identity: Identity, manager: &str) -> Self {
+        SystemWriter::new(self.state.clone(), identity, manager)
+    }
+
+    /// The field manager this writer's changes are recorded under.
+    pub fn manager(&self) -> &str {
+        &self.manager
+    }
+
+    /// Creates `object` in `resource` (its store key: `pods`, `deployments.apps`). A status
+    /// the kind keeps for its own writers (all but a Node's) is dropped, as for any client;
+    /// write it after with [`Self::update_status`].
+    pub fn create(&self, resource: &str, object: Value) -> Result<Arc<StoredObject>, ApiError> {
+        let ctx = self.ctx(resource, &object, None)?;
+        let object = self.decode(&ctx, object)?;
+        let write = Write {
+            operation: Operation::Create,
+            object,
+            ownership: Ownership::Record,
+        };
+        finish(async { Ok(write::persist(&ctx, write).await?.object) })
+    }
+
+    /// Replaces the object `read` (stored and decoded) with `object`, if it is still the
+    /// stored one (a 409 Conflict otherwise). The status stays as stored.
+    pub fn update(
+        &self,
+        resource: &str,
+        object: Value,
+        read: Read<'_>,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        self.replace(resource, object, read, None)
+    }
+
+    /// Writes `object`'s status over the object `read`, if it is still the stored one; the
+    /// rest stays as stored.
+    pub fn update_status(
+        &self,
+        resource: &str,
+        object: Value,
+        read: Read<'_>,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        self.replace(resource, object, read, Some("status"))
+    }
+
+    /// Deletes `namespace/name` of `resource`, finalizers and the default (background)
+    /// propagation honoured.
+    pub fn delete(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<DeleteOutcome, ApiError> {
+        let info = self.info(resource, None)?;
+        let ctx = self.ctx_for(info, namespace, name, None);
+        let deletion = Deletion {
+            key: ObjectKey::new(namespace, name),
+            options: DeleteOptions::default(),
+            dry: false,
+            admit: true,
+        };
+        finish(async { Ok(delete::remove(&ctx, deletion).await?.outcome) })
+    }
+
+    fn replace(
+        &self,
+        resource: &str,
+        object: Value,
+        read: Read<'_>,
+        subresource: Option<&str>,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let ctx = self.ctx(resource, &object, subresource)?;
+        let object = self.decode(&ctx, object)?;
+        let write = Write {
+            operation: Operation::Update {
+                read: read.object.clone(),
+                old: read.value.clone(),
+                expected: Some(read.object.meta.resource_version),
+            },
+            object,
+            ownership: Ownership::Record,
+        };
+        finish(async { Ok(write::persist(&ctx, write).await?.object) })
+    }
+
+    /// The object as the kind's type has it, as a typed client could only have sent it:
+    /// what the type does not know is dropped (and logged, since it is this program's
+    /// mistake).
+    fn decode(&self, ctx: &Ctx, mut object: Value) -> Result<Value, ApiError> {
+        input::check_identity(ctx, &mut object)?;
+        let mut unknown = Vec::new();
+        let object = input::normalize(ctx, object, &mut unknown)?;
+        if !unknown.is_empty() {
+            tracing::debug!(writer = %self.manager, kind = %ctx.info.kind, ?unknown, "in-process write with fields its kind does not have");
+        }
+        Ok(object)
+    }
+
+    /// The request a client of this component would make for `object`.
+    fn ctx(
+        &self,
+        resource: &str,
+        object: &Value,
+        subresource: Option<&str>,
+    ) -> Result<Ctx, ApiError> {
+        let api_version = object.get("apiVersion").and_then(Value::as_str);
+        let info = self.info(resource, api_version)?;
+        let meta = |field: &str| {
+            object
+                .pointer(&format!("/metadata/{field}"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let namespace = if info.namespaced {
+            meta("namespace")
+        } else {
+            String::new()
+        };
+        Ok(self.ctx_for(info, &namespace, &meta("name"), subresource))
+    }
+
+    fn ctx_for(
+        &self,
+        info: Arc<ResourceInfo>,
+        namespace: &str,
+        name: &str,
+        subresource: Option<&str>,
+    ) -> Ctx {
+        let path = ResourcePath {
+            group: info.group.clone(),
+            version: info.version.clone(),
+            namespace: info.namespaced.then(|| namespace.to_string()),
+            resource: info.plural.clone(),
+            name: (!name.is_empty()).then(|| name.to_string()),
+            subresource: subresource.map(str::to_string),
+            watch_prefix: false,
+        };
+        Ctx {
+            state: self.state.clone(),
+            info,
+            path,
+            query: Query::from_pairs([("fieldManager", &*self.manager)]),
+            format: Format::Json,
+            headers: http::HeaderMap::new(),
+            identity: self.identity.clone(),
+        }
+    }
+
+    /// The served version of `resource` an object of `api_version` is written through (the
+    /// one with the highest priority when the object does not say).
+    fn info(
+        &self,
+        resource: &str,
+        api_version: Option<&str>,
+    ) -> Result<Arc<ResourceInfo>, ApiError> {
+        self.state
+            .registry
+            .stored_at(resource, api_version)
+            .ok_or_else(|| {
+                ApiError::not_found(format!("the server does not serve the resource {resource}"))
+            })
+    }
+}
+
+/// Runs a write to its end from synchronous code. Without webhooks a write awaits nothing
+/// and ends on its first poll, which is the common case and costs no thread. When it waits
+/// on a webhook, this worker thread blocks until it answers (the runtime's other workers
+/// go on, `block_in_place`); a single-threaded runtime cannot do that without stopping the
+/// very I/O the webhook needs, so there the write is refused rather than hung.
+fn finish<T>(write: impl Future<Output = Result<T, ApiError>>) -> Result<T, ApiError> {
+    let mut write = std::pin::pin!(write);
+    let mut first = Context::from_waker(futures::task::noop_waker_ref());
+    if let Poll::Ready(done) = write.as_mut().poll(&mut first) {
+        return done;
+    }
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| runtime.block_on(write))
+        }
+        _ => Err(ApiError::internal(
+            "an in-process write waits on a webhook, which needs a multi-threaded runtime",
+        )),
+    }
+}
