@@ -2,9 +2,10 @@
 //! with the control-plane label and taint), their Leases, the static pods of each control-plane
 //! node, kubeadm's ConfigMaps and RBAC, the `kubernetes` EndpointSlice, kube-proxy and CoreDNS.
 
-use infrasim_kube_api::crud_support::store_object;
+use crate::components;
 use infrasim_kube_api::values::At;
-use infrasim_store::{Group, ObjectKey};
+use infrasim_kube_api::SystemWriter;
+use infrasim_store::ObjectKey;
 use serde_json::{json, Value};
 
 /// The shape of a simulated cluster.
@@ -321,29 +322,84 @@ fn manifest_hash(name: &str) -> String {
 /// The annotation that marks a static pod's mirror pod.
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
-/// Writes one step's objects. A static pod's mirror is owned by its node, as the kubelet
-/// writes it (so `kubectl` and clients can follow the pod to the node, and the pod goes
-/// with the node).
-pub fn write_phase(group: &Group, objects: Vec<(&'static str, Value)>) {
+/// Writes one step's objects, each as the component that writes it in a kubeadm cluster
+/// (`writer` is the cluster's kube-controller-manager; the others are components of it). A
+/// static pod's mirror is owned by its node, as the kubelet writes it (so `kubectl` and
+/// clients can follow the pod to the node, and the pod goes with the node).
+pub fn write_phase(writer: &SystemWriter, objects: Vec<(&'static str, Value)>) {
     for (resource, mut object) in objects {
-        if resource == "pods"
-            && object
-                .pointer(&format!(
-                    "/metadata/annotations/{}",
-                    MIRROR_ANNOTATION.replace('/', "~1")
-                ))
-                .is_some()
-        {
+        if resource == "pods" && is_mirror_pod(&object) {
             let node_name = object["spec"]["nodeName"]
                 .as_str()
                 .unwrap_or("")
                 .to_string();
-            if let Some(node) = group.get("nodes", &ObjectKey::new("", &node_name)) {
+            let node = writer.group().get("nodes", &ObjectKey::new("", &node_name));
+            if let Some(node) = node {
                 object["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Node",
                     "name": node_name, "uid": &*node.meta.uid, "controller": true}]);
             }
         }
-        store_object(group, resource, object);
+        let author = author_of(writer, resource, &object);
+        ensure(&author, resource, object);
+    }
+}
+
+fn is_mirror_pod(object: &Value) -> bool {
+    let pointer = format!(
+        "/metadata/annotations/{}",
+        MIRROR_ANNOTATION.replace('/', "~1")
+    );
+    object.pointer(&pointer).is_some()
+}
+
+/// Who writes `object` in a kubeadm cluster: a node's kubelet its Node, Lease and mirror
+/// pods; kube-apiserver the `kubernetes` endpoints; kubeadm the rest.
+fn author_of(writer: &SystemWriter, resource: &str, object: &Value) -> SystemWriter {
+    let node = match resource {
+        "nodes" => object.at("/metadata/name"),
+        "leases.coordination.k8s.io"
+            if object.at("/metadata/namespace") == Some(&json!("kube-node-lease")) =>
+        {
+            object.at("/metadata/name")
+        }
+        "pods" => object.at("/spec/nodeName"),
+        "endpointslices.discovery.k8s.io" | "endpoints" => return components::api_server(writer),
+        _ => None,
+    };
+    match node.and_then(Value::as_str) {
+        Some(node) => components::kubelet(writer, node),
+        None => components::kubeadm(writer),
+    }
+}
+
+/// Creates `object` unless it exists (a step written again after a restart leaves what it
+/// wrote before as it is); a status the API drops on create (a mirror pod's) is reported
+/// after, as the kubelet reports it.
+fn ensure(writer: &SystemWriter, resource: &str, object: Value) {
+    let status = object.get("status").cloned();
+    let created = match writer.create(resource, object) {
+        Ok(created) => created,
+        Err(e) if e.code == 409 => return,
+        Err(e) => {
+            tracing::warn!(resource, error = %e.message, "writing a bootstrap object");
+            return;
+        }
+    };
+    let Some(status) = status else { return };
+    let Ok(stored) = created.to_value() else {
+        return;
+    };
+    if stored.get("status") == Some(&status) {
+        return;
+    }
+    let mut next = stored.clone();
+    next["status"] = status;
+    let read = infrasim_store::Read {
+        object: &created,
+        value: &stored,
+    };
+    if let Err(e) = writer.update_status(resource, next, read) {
+        tracing::warn!(resource, error = %e.message, "reporting a bootstrap object's status");
     }
 }
 

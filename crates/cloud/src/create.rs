@@ -354,7 +354,7 @@ impl Cloud {
         // writes are nobody's request: they go on without waiting for each sync.
         let (stop_workloads, workloads_stopped) = oneshot::channel::<()>();
         tokio::spawn(durability::detached(workloads::run(
-            group,
+            crate::components::controller_manager(&runtime.server),
             self.clock.clone(),
             shape.workloads.clone(),
             pki.ca.clone(),

@@ -29,6 +29,7 @@
 //! ```
 
 mod bootstrap;
+pub mod components;
 mod create;
 pub mod etcd;
 mod machines;

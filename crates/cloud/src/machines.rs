@@ -374,7 +374,7 @@ impl Runtime {
     /// Writes one step's objects and records it as done.
     async fn do_step(self: &Arc<Self>, machine: &Machine, step: usize) {
         bootstrap::write_phase(
-            &self.group,
+            &self.writer(),
             bootstrap::machine_phase(&self.shape, self.cluster_index, machine, step, &self.now()),
         );
         if machine.control_plane && step == ETCD_PHASE {
@@ -482,7 +482,7 @@ impl Runtime {
             }
             let ips: Vec<String> = self.lock().api_servers.values().cloned().collect();
             bootstrap::write_phase(
-                &self.group,
+                &self.writer(),
                 bootstrap::addon_phase(
                     &self.shape,
                     &self.endpoint.to_string(),
@@ -499,6 +499,12 @@ impl Runtime {
         }
     }
 
+    /// The cluster's kube-controller-manager writing in-process, of which the cluster's
+    /// other components are made (see [`crate::components`]).
+    fn writer(&self) -> infrasim_kube_api::SystemWriter {
+        crate::components::controller_manager(&self.server)
+    }
+
     /// Keeps `default/kubernetes` listing the serving API servers (once it exists).
     fn update_kubernetes_endpoints(&self) {
         let ips: Vec<String> = self.lock().api_servers.values().cloned().collect();
@@ -507,16 +513,19 @@ impl Runtime {
         let Some(current) = self.group.get(resource, &key) else {
             return;
         };
+        let Ok(old) = current.to_value() else {
+            return;
+        };
         let mut next = kubernetes_endpoints(&ips);
-        if let Ok(old) = current.to_value() {
-            next["metadata"] = old["metadata"].clone();
+        next["metadata"] = old["metadata"].clone();
+        let read = infrasim_store::Read {
+            object: &current,
+            value: &old,
+        };
+        let writer = crate::components::api_server(&self.writer());
+        if let Err(e) = writer.update(resource, next, read) {
+            tracing::debug!(error = %e.message, "updating the kubernetes endpoints");
         }
-        let _ = infrasim_kube_api::crud_support::update(
-            &self.group,
-            resource,
-            next,
-            current.meta.resource_version,
-        );
     }
 
     /// Removes a machine, undoing its steps in reverse: its control-plane pods (the endpoint

@@ -79,19 +79,21 @@ pub const NODE: &str = "infrasim-control-plane";
 /// Registers the plane's Node (when missing) and runs the workload controllers over the
 /// plane's own objects until the process ends.
 fn start_workloads(server: &ApiServer, clock: infrasim_clock::SharedClock) {
-    let group = server.group().clone();
     let now = infrasim_store::format_time(clock.now());
     let version = infrasim_kube_api::KUBERNETES_VERSION;
-    infrasim_kube_api::crud_support::store_object(
-        &group,
-        "nodes",
-        infrasim_cloud::single_node(NODE, version, &now),
-    );
+    let writer = infrasim_cloud::components::controller_manager(server);
+    let node = infrasim_cloud::single_node(NODE, version, &now);
+    // The node's kubelet registers it, once: a restarted plane finds it there.
+    match infrasim_cloud::components::kubelet(&writer, NODE).create("nodes", node) {
+        Ok(_) => {}
+        Err(e) if e.code == 409 => {}
+        Err(e) => tracing::warn!(error = %e.message, "registering the plane's node"),
+    }
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     // The process ends the controllers: the sender lives as long as it does.
     std::mem::forget(stop);
     tokio::spawn(infrasim_cloud::workloads::run(
-        group,
+        writer,
         clock,
         infrasim_cloud::WorkloadConfig::default(),
         server.ca().clone(),

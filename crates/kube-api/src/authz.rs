@@ -365,12 +365,21 @@ pub(crate) fn bootstrap(state: &State) {
             Err(e) => tracing::warn!(error = %e, "bootstrapping a cluster role"),
         }
     }
-    for (name, role, group) in BOOTSTRAP_BINDINGS {
+    for (name, role, subject) in BOOTSTRAP_BINDINGS {
+        let subject = match subject.split_once("serviceaccount:") {
+            Some((_, sa)) => {
+                let (namespace, name) = sa.split_once(':').unwrap_or(("", sa));
+                json!({"kind": "ServiceAccount", "namespace": namespace, "name": name})
+            }
+            None => {
+                json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": subject})
+            }
+        };
         let binding = json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
             "metadata": {"name": name, "labels": bootstrap_label},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+            "subjects": [subject],
         });
         let derived = derive("ClusterRoleBinding", &binding);
         match state.group.create(
@@ -437,13 +446,30 @@ fn bootstrap_roles() -> Vec<Value> {
         json!({"metadata": {"name": "system:monitoring"}, "rules": [
             {"nonResourceURLs": ["/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/metrics/slis",
                                  "/readyz", "/readyz/*"], "verbs": ["get"]}]}),
+        // kube-controller-manager's certificate signer (`csrsigning`), which signs as its
+        // service account for the kubernetes.io signers.
+        json!({"metadata": {"name": "system:controller:certificate-controller"}, "rules": [
+            rule(&["certificates.k8s.io"], &["certificatesigningrequests"], &["delete", "get", "list", "watch"]),
+            rule(&["certificates.k8s.io"], &["certificatesigningrequests/approval", "certificatesigningrequests/status"], &["update"]),
+            {"apiGroups": ["certificates.k8s.io"], "resources": ["signers"], "verbs": ["approve"],
+             "resourceNames": ["kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/legacy-unknown"]},
+            {"apiGroups": ["certificates.k8s.io"], "resources": ["signers"], "verbs": ["sign"],
+             "resourceNames": ["kubernetes.io/kube-apiserver-client", "kubernetes.io/kube-apiserver-client-kubelet",
+                               "kubernetes.io/kubelet-serving", "kubernetes.io/legacy-unknown"]},
+            rule(&["authorization.k8s.io"], &["subjectaccessreviews"], &["create"])]}),
         json!({"metadata": {"name": "system:public-info-viewer"}, "rules": [
             {"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]}]}),
     ]
 }
 
-/// The bindings of the bootstrapped roles: (binding, role, group).
+/// The bindings of the bootstrapped roles: (binding, role, subject), the subject a group or
+/// `system:serviceaccount:<namespace>:<name>`.
 const BOOTSTRAP_BINDINGS: &[(&str, &str, &str)] = &[
+    (
+        "system:controller:certificate-controller",
+        "system:controller:certificate-controller",
+        "system:serviceaccount:kube-system:certificate-controller",
+    ),
     ("cluster-admin", "cluster-admin", "system:masters"),
     (
         "system:discovery",

@@ -63,8 +63,9 @@ type Subresource = (
 );
 
 /// Exec and attach are listed because they are served: they answer that no process runs.
-const POD_SUBRESOURCES: [Subresource; 6] = [
+const POD_SUBRESOURCES: [Subresource; 7] = [
     ("attach", "", "v1", "PodAttachOptions", &["create", "get"]),
+    ("binding", "", "v1", "Binding", &["create"]),
     (
         "ephemeralcontainers",
         "",

@@ -213,6 +213,9 @@ async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult
     if ctx.info.kind == "Pod" && !ctx.info.custom {
         match ctx.path.subresource.as_deref() {
             Some("log") if method == Method::GET => return crate::pod_log::log(&ctx),
+            Some("binding") if method == Method::POST && ctx.path.name.is_some() => {
+                return crate::binding::create(&ctx, &body).await
+            }
             Some("eviction") if method == Method::POST && ctx.path.name.is_some() => {
                 return crate::eviction::evict(&ctx, &body).await
             }

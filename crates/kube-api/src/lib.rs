@@ -31,6 +31,7 @@ pub mod apply;
 pub mod auth;
 mod authn;
 pub mod authz;
+mod binding;
 mod codec;
 mod component_status;
 mod context;
@@ -52,76 +53,6 @@ mod token_resources;
 mod verbs;
 mod write;
 
-/// Writing objects into a group the way the API would, for code that seeds clusters.
-pub mod crud_support {
-    use infrasim_store::{Group, StoreError};
-    use serde_json::Value;
-
-    /// Creates `object` in `resource`, defaulted as the API would default it (but for a
-    /// Service's cluster IP, which the object must carry) and with the selectable fields its
-    /// kind has; an existing object of that name is left as it is.
-    pub fn store_object(group: &Group, resource: &str, mut object: Value) {
-        let kind = kind_of(&object);
-        crate::defaults::apply_stateless(&kind, &mut object);
-        let derived = crate::object::derive(&kind, &object);
-        match group.create(resource, object, derived) {
-            Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
-            Err(e) => tracing::warn!(resource, error = %e, "seeding an object"),
-        }
-    }
-
-    fn kind_of(object: &Value) -> String {
-        object
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    }
-
-    /// What kube-apiserver's admission adds to a pod a controller creates (the tolerations
-    /// of DefaultTolerationSeconds), for controllers that write pods in-process.
-    pub fn admit_pod(pod: &mut Value) {
-        if let Some(spec) = pod.get_mut("spec") {
-            crate::defaults::default_toleration_seconds(spec);
-        }
-    }
-
-    /// Creates `object` in `resource`, with its kind's selectable fields; for in-process
-    /// controllers, which write as kube-controller-manager does but without HTTP.
-    pub fn create(
-        group: &Group,
-        resource: &str,
-        object: Value,
-    ) -> Result<std::sync::Arc<infrasim_store::StoredObject>, StoreError> {
-        let derived = crate::object::derive(&kind_of(&object), &object);
-        group.create(resource, object, derived)
-    }
-
-    /// Replaces `object` in `resource` if it is still at resourceVersion `expected`.
-    pub fn update(
-        group: &Group,
-        resource: &str,
-        object: Value,
-        expected: u64,
-    ) -> Result<std::sync::Arc<infrasim_store::StoredObject>, StoreError> {
-        let derived = crate::object::derive(&kind_of(&object), &object);
-        group.update(resource, object, derived, Some(expected))
-    }
-
-    /// [`update`] over the object as `read` (stored and decoded): while it is still the
-    /// stored one, the store compares against the caller's decoded copy rather than
-    /// decoding it again.
-    pub fn update_read(
-        group: &Group,
-        resource: &str,
-        object: Value,
-        read: infrasim_store::Read<'_>,
-    ) -> Result<std::sync::Arc<infrasim_store::StoredObject>, StoreError> {
-        let derived = crate::object::derive(&kind_of(&object), &object);
-        let expected = read.object.meta.resource_version;
-        group.update_read(resource, object, derived, Some(expected), read, false)
-    }
-}
 mod defaults;
 mod discovery;
 mod ephemeral;

@@ -49,6 +49,11 @@ impl SystemWriter {
         SystemWriter::new(self.state.clone(), identity, manager)
     }
 
+    /// The store group it writes into, for its callers' reads (which need no pipeline).
+    pub fn group(&self) -> &Arc<infrasim_store::Group> {
+        &self.state.group
+    }
+
     /// The field manager this writer's changes are recorded under.
     pub fn manager(&self) -> &str {
         &self.manager
@@ -107,6 +112,19 @@ impl SystemWriter {
             admit: true,
         };
         finish(async { Ok(delete::remove(&ctx, deletion).await?.outcome) })
+    }
+
+    /// Puts pod `namespace/name` on `node`, as a scheduler does (`pods/binding`): a pod
+    /// already bound, or being deleted, is a 409.
+    pub fn bind(
+        &self,
+        namespace: &str,
+        name: &str,
+        node: &str,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let info = self.info("pods", None)?;
+        let ctx = self.ctx_for(info, namespace, name, Some("binding"));
+        finish(crate::binding::assign(&ctx, node, None))
     }
 
     fn replace(

@@ -222,3 +222,43 @@ async fn admission_webhooks_see_in_process_writes() {
     );
     writer.create("pods", pod("allowed-1")).expect("allowed");
 }
+
+#[tokio::test]
+async fn a_scheduler_binds_a_pod_once() {
+    let server = server();
+    let writer = controller_manager(&server);
+    writer.create("pods", pod("web-1")).unwrap();
+    let scheduler = writer.as_component(
+        Identity {
+            user: "system:kube-scheduler".into(),
+            groups: vec!["system:authenticated".into()],
+        },
+        "kube-scheduler",
+    );
+    let bound = scheduler.bind("default", "web-1", "node-1").unwrap();
+    let value = bound.to_value().unwrap();
+    assert_eq!(value["spec"]["nodeName"], "node-1");
+    let scheduled = value["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "PodScheduled")
+        .cloned()
+        .unwrap();
+    assert_eq!(scheduled["status"], "True");
+    let again = scheduler.bind("default", "web-1", "node-2").unwrap_err();
+    assert_eq!(again.code, 409, "{}", again.message);
+    assert!(again
+        .message
+        .contains("already assigned to node \"node-1\""));
+    // Through an update, the node is as immutable as the rest of the spec.
+    let current = server.group().get("pods", &bound.meta.key()).unwrap();
+    let old = current.to_value().unwrap();
+    let mut moved = old.clone();
+    moved["spec"]["nodeName"] = json!("node-2");
+    let read = Read {
+        object: &current,
+        value: &old,
+    };
+    assert_eq!(writer.update("pods", moved, read).unwrap_err().code, 422);
+}

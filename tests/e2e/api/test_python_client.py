@@ -139,6 +139,31 @@ def test_pod_spec_is_immutable_but_for_images(plane, ns):
     assert core.read_namespaced_pod("p", ns).spec.containers[0].command is None
 
 
+def test_a_scheduler_binds_a_pod_through_the_binding_subresource(plane, ns):
+    core = plane.core()
+    core.create_namespaced_pod(ns, pod("p"))
+    binding = client.V1Binding(
+        metadata=client.V1ObjectMeta(name="p", annotations={"scheduled-by": "test"}),
+        target=client.V1ObjectReference(kind="Node", name="node-1"))
+    # The client decodes the answer as a V1Binding; the 201 Status is what kube-apiserver sends.
+    core.create_namespaced_pod_binding("p", ns, binding, _preload_content=False)
+    p = core.read_namespaced_pod("p", ns)
+    assert p.spec.node_name == "node-1"
+    assert p.metadata.annotations["scheduled-by"] == "test"
+    assert [(c.type, c.status) for c in p.status.conditions or []] == [("PodScheduled", "True")]
+    # A pod is bound once.
+    binding.target.name = "node-2"
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_pod_binding("p", ns, binding, _preload_content=False)
+    assert e.value.status == 409
+    assert 'already assigned to node "node-1"' in status_of(e)["message"]
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_pod_binding("p", ns, client.V1Binding(
+            metadata=client.V1ObjectMeta(name="p"), target=client.V1ObjectReference(name="")),
+            _preload_content=False)
+    assert e.value.status == 422
+
+
 def test_pod_admission_defaults(plane, ns):
     # What kube-apiserver's default admission plugins (ServiceAccount, DefaultTolerationSeconds,
     # Priority) add to every pod.

@@ -53,6 +53,6 @@ pub(super) fn sign_approved(c: &Cluster, ca: &CertificateAuthority) {
                 continue;
             }
         }
-        c.set_status(RESOURCE, request, status);
+        c.set_status_as("certificate-controller", RESOURCE, request, status);
     }
 }

@@ -237,7 +237,8 @@ fn finish(c: &Cluster, namespace: &str, name: &str, uid: &str) {
             false,
         ),
     );
-    c.update("pods", next, &pod);
+    let node = pod.str("/spec/nodeName");
+    c.kubelet_status(node, "pods", next, &pod);
 }
 
 fn chrono_duration(d: std::time::Duration) -> chrono::Duration {
@@ -323,7 +324,7 @@ fn start_ephemeral(c: &Cluster, pod: &Obj) {
         .collect();
     let mut next = Value::clone(&pod.value);
     next["status"]["ephemeralContainerStatuses"] = json!(statuses);
-    c.update("pods", next, pod);
+    c.kubelet_status(pod.str("/spec/nodeName"), "pods", next, pod);
 }
 
 /// The kubelet has seen the pod: it records when and where, and its containers are created.
@@ -381,7 +382,7 @@ fn accept(c: &Cluster, pod: &Obj, node: &Obj) -> bool {
     ] {
         set_condition(&mut next, cond);
     }
-    c.update("pods", next, pod)
+    c.kubelet_status(node.name(), "pods", next, pod)
 }
 
 /// The pod's containers are running: Running and Ready, with an IP.
@@ -436,7 +437,7 @@ fn start(c: &Cluster, namespace: &str, name: &str, uid: &str, ips: &mut IpBook) 
             condition(previous, ty, "True", "", "", &now, false),
         );
     }
-    if c.update("pods", next, &pod) {
+    if c.kubelet_status(node.name(), "pods", next, &pod) {
         let node_name = node.name().to_string();
         let source = Source {
             component: "kubelet",
@@ -573,7 +574,7 @@ fn report_node_status(c: &Cluster) {
         for condition in conditions.iter_mut() {
             condition["lastHeartbeatTime"] = json!(now);
         }
-        c.update("nodes", next, node);
+        c.kubelet_status(node.name(), "nodes", next, node);
     }
 }
 
@@ -600,37 +601,5 @@ fn renew_leases(c: &Cluster) {
             value: &lease,
         };
         c.update_read(LEASES, next, read);
-    }
-}
-
-/// The QoS class kube-apiserver computes from a pod spec's requests and limits.
-pub(crate) fn qos_class(spec: &Value) -> &'static str {
-    let containers: Vec<&Value> = spec
-        .get("containers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .collect();
-    let has =
-        |c: &Value, what: &str, res: &str| c.at(&format!("/resources/{what}/{res}")).is_some();
-    if containers.iter().all(|c| {
-        !has(c, "requests", "cpu")
-            && !has(c, "requests", "memory")
-            && !has(c, "limits", "cpu")
-            && !has(c, "limits", "memory")
-    }) {
-        return "BestEffort";
-    }
-    let guaranteed = containers.iter().all(|c| {
-        ["cpu", "memory"].iter().all(|res| {
-            let limit = c.at(&format!("/resources/limits/{res}"));
-            let request = c.at(&format!("/resources/requests/{res}")).or(limit);
-            limit.is_some() && request == limit
-        })
-    });
-    if guaranteed {
-        "Guaranteed"
-    } else {
-        "Burstable"
     }
 }

@@ -25,11 +25,12 @@ mod statefulset;
 
 use chrono::{DateTime, Utc};
 use infrasim_clock::SharedClock;
-use infrasim_kube_api::crud_support;
 use infrasim_kube_api::pki::CertificateAuthority;
+use infrasim_kube_api::status::ApiError;
 use infrasim_kube_api::values::At;
 pub(crate) use infrasim_kube_api::values::{condition_true, string_map};
-use infrasim_store::{DeleteOptions, Group, ObjectKey, ReadAt, StoreError, WatchError};
+use infrasim_kube_api::SystemWriter;
+use infrasim_store::{Group, ObjectKey, ReadAt, WatchError};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -73,22 +74,20 @@ const WATCHED: [&str; 10] = [
     "nodes",
 ];
 
-/// Runs the controllers of one cluster until `stop` fires (or its sender is dropped).
+/// Runs the controllers of one cluster until `stop` fires (or its sender is dropped). They
+/// write through `writer` (kube-controller-manager's: see [`crate::components`]), the
+/// scheduler and the kubelets as components of it, and read the group it writes into.
 pub async fn run(
-    group: Arc<Group>,
+    writer: SystemWriter,
     clock: SharedClock,
     config: WorkloadConfig,
     ca: CertificateAuthority,
     mut stop: oneshot::Receiver<()>,
 ) {
+    let group = writer.group().clone();
     let mut controllers = Controllers {
         ca,
-        cluster: Cluster {
-            group: group.clone(),
-            clock: clock.clone(),
-            lists: Mutex::new(HashMap::new()),
-            wake_at: Mutex::new(None),
-        },
+        cluster: Cluster::new(writer, clock.clone()),
         kubelet: kubelet::Kubelet::new(config.clone()),
     };
     // Events are swept at least every minute (sooner with a shorter TTL).
@@ -217,6 +216,9 @@ impl Controllers {
 /// A cluster's objects, as the controllers read and write them.
 pub(crate) struct Cluster {
     group: Arc<Group>,
+    /// kube-controller-manager's writes, through the API's write path.
+    writer: SystemWriter,
+    scheduler: SystemWriter,
     clock: SharedClock,
     /// Decoded lists by resource, valid while the group's resourceVersion stays where it was
     /// read: the controllers of one pass read pods many times, and decode them once.
@@ -273,6 +275,14 @@ impl Obj {
         })
     }
 
+    /// The object as read, for a write over it.
+    fn as_read(&self) -> infrasim_store::Read<'_> {
+        infrasim_store::Read {
+            object: &self.stored,
+            value: &self.value,
+        }
+    }
+
     /// The resourceVersion it was read at.
     pub fn rv(&self) -> u64 {
         self.stored.meta.resource_version
@@ -312,6 +322,17 @@ impl Obj {
 }
 
 impl Cluster {
+    fn new(writer: SystemWriter, clock: SharedClock) -> Self {
+        Cluster {
+            group: writer.group().clone(),
+            scheduler: crate::components::scheduler(&writer),
+            writer,
+            clock,
+            lists: Mutex::new(HashMap::new()),
+            wake_at: Mutex::new(None),
+        }
+    }
+
     pub fn now(&self) -> DateTime<Utc> {
         self.clock.now()
     }
@@ -439,30 +460,41 @@ impl Cluster {
         object: Value,
         read: infrasim_store::Read<'_>,
     ) -> bool {
-        written(
-            resource,
-            crud_support::update_read(&self.group, resource, object, read),
-        )
+        let before = read.object.meta.resource_version;
+        written(resource, before, self.writer.update(resource, object, read))
     }
 
     pub fn create(&self, resource: &str, object: Value) -> Option<Obj> {
-        match crud_support::create(&self.group, resource, object) {
+        match self.writer.create(resource, object) {
             Ok(o) => Obj::decode(&o),
             Err(e) => {
-                tracing::debug!(resource, error = %e, "controller create");
+                tracing::debug!(resource, error = %e.message, "controller create");
                 None
             }
         }
     }
 
     /// Writes `object` over the version `read`. A conflict means someone wrote in between;
-    /// the event of that write brings another pass, which sees it.
+    /// the event of that write brings another pass, which sees it. The status stays as
+    /// stored: it is written through [`Cluster::set_status`].
     pub fn update(&self, resource: &str, object: Value, read: &Obj) -> bool {
-        let read = infrasim_store::Read {
-            object: &read.stored,
-            value: &read.value,
-        };
-        self.update_read(resource, object, read)
+        self.update_read(resource, object, read.as_read())
+    }
+
+    /// Writes `object`'s status over the version `read` (the `status` subresource), as
+    /// `writer`.
+    fn update_status_as(
+        &self,
+        writer: &SystemWriter,
+        resource: &str,
+        object: Value,
+        read: &Obj,
+    ) -> bool {
+        written(
+            resource,
+            read.rv(),
+            writer.update_status(resource, object, read.as_read()),
+        )
     }
 
     /// Writes `status` into the object if it differs from what is there.
@@ -472,26 +504,64 @@ impl Cluster {
         }
         let mut next = Value::clone(&obj.value);
         next["status"] = status;
-        self.update(resource, next, obj);
+        self.update_status_as(&self.writer, resource, next, obj);
+    }
+
+    /// Writes the status of `object` (a pod or a Node) as the kubelet of `node`.
+    pub fn kubelet_status(&self, node: &str, resource: &str, object: Value, read: &Obj) -> bool {
+        let kubelet = crate::components::kubelet(&self.writer, node);
+        self.update_status_as(&kubelet, resource, object, read)
+    }
+
+    /// Writes `status` into the object as kube-controller-manager's controller that runs as
+    /// `service_account`, if it differs from what is there.
+    pub fn set_status_as(&self, service_account: &str, resource: &str, obj: &Obj, status: Value) {
+        if obj.value.get("status") == Some(&status) {
+            return;
+        }
+        let mut next = Value::clone(&obj.value);
+        next["status"] = status;
+        let writer = crate::components::controller(&self.writer, service_account);
+        self.update_status_as(&writer, resource, next, obj);
+    }
+
+    /// Writes a pod's status as the scheduler (why it cannot be placed).
+    pub fn scheduler_status(&self, object: Value, read: &Obj) -> bool {
+        self.update_status_as(&self.scheduler, "pods", object, read)
+    }
+
+    /// Puts `pod` on `node` as the scheduler does, through `pods/binding`.
+    pub fn bind(&self, pod: &Obj, node: &str) -> bool {
+        written(
+            "pods",
+            pod.rv(),
+            self.scheduler.bind(pod.namespace(), pod.name(), node),
+        )
     }
 
     pub fn delete(&self, resource: &str, namespace: &str, name: &str) {
-        let _ = self.group.delete(
-            resource,
-            &ObjectKey::new(namespace, name),
-            &DeleteOptions::default(),
-        );
+        if let Err(e) = self.writer.delete(resource, namespace, name) {
+            if e.code != 404 {
+                tracing::debug!(resource, error = %e.message, "controller delete");
+            }
+        }
     }
 }
 
-/// Whether a controller's update was stored. A conflict means someone wrote in between (the
+/// Whether a controller's write over the version `before` changed the object. A write the
+/// API found to change nothing (what the controller computed is what is stored, once
+/// defaulted and decoded) did not happen; a conflict means someone wrote in between (the
 /// event of that write brings another pass, which sees it); a missing object was deleted.
-fn written(resource: &str, result: Result<Arc<infrasim_store::StoredObject>, StoreError>) -> bool {
+fn written(
+    resource: &str,
+    before: u64,
+    result: Result<Arc<infrasim_store::StoredObject>, ApiError>,
+) -> bool {
     match result {
-        Ok(_) => true,
-        Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound { .. }) => false,
+        Ok(stored) => stored.meta.resource_version != before,
+        Err(e) if e.code == 409 || e.code == 404 => false,
         Err(e) => {
-            tracing::debug!(resource, error = %e, "controller update");
+            tracing::debug!(resource, error = %e.message, "controller update");
             false
         }
     }
@@ -561,16 +631,14 @@ pub(crate) fn pod_from_template(
     if let Some(a) = template.at("/metadata/annotations") {
         metadata["annotations"] = a.clone();
     }
+    // The API defaults the rest (the phase, the QoS class, the tolerations of
+    // DefaultTolerationSeconds) as it does for any client's pod.
     let spec = template.get("spec").cloned().unwrap_or_else(|| json!({}));
-    let qos = kubelet::qos_class(&spec);
-    let mut pod = json!({
+    json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": metadata,
         "spec": spec,
-        "status": {"phase": "Pending", "qosClass": qos},
-    });
-    crud_support::admit_pod(&mut pod);
-    pod
+    })
 }
 
 /// A condition for a status, keeping the transition time of an unchanged one.
@@ -671,13 +739,20 @@ mod tests {
             Arc::new(MemoryBackend),
         );
         let group = store.create_group("test").expect("group");
-        let cluster = Cluster {
-            group,
-            clock,
-            lists: Mutex::new(HashMap::new()),
-            wake_at: Mutex::new(None),
-        };
+        let ca = CertificateAuthority::generate("test").expect("a CA");
+        let server =
+            infrasim_kube_api::ApiServer::new(group, ca, clock.clone(), Default::default());
+        let cluster = Cluster::new(crate::components::controller_manager(&server), clock);
         (store, cluster)
+    }
+
+    /// The ConfigMaps of `default` the test wrote (not the namespace's CA bundle).
+    fn written_configmaps(c: &Cluster) -> Vec<Obj> {
+        c.list("configmaps")
+            .iter()
+            .filter(|o| o.name() != "kube-root-ca.crt")
+            .cloned()
+            .collect()
     }
 
     fn config_map(name: &str, value: &str) -> Value {
@@ -690,7 +765,7 @@ mod tests {
         let (_store, c) = cluster();
         c.create("configmaps", config_map("a", "1"));
         c.create("configmaps", config_map("b", "1"));
-        assert_eq!(c.list("configmaps").len(), 2);
+        assert_eq!(written_configmaps(&c).len(), 2);
         // A write to another resource leaves the decoded list as it was.
         let before = c.list("configmaps");
         c.create(
@@ -704,13 +779,12 @@ mod tests {
         let mut next = Value::clone(&a.value);
         next["data"]["k"] = json!("2");
         assert!(c.update("configmaps", next, &a));
-        let after = c.list("configmaps");
+        let after = written_configmaps(&c);
         let values: Vec<&str> = after.iter().map(|o| o.str("/data/k")).collect();
         assert_eq!(values, ["2", "1"]);
         // A delete alone (the count falls, the newest version stays) shows too.
         c.delete("configmaps", "default", "b");
-        let names: Vec<String> = c
-            .list("configmaps")
+        let names: Vec<String> = written_configmaps(&c)
             .iter()
             .map(|o| o.name().to_string())
             .collect();

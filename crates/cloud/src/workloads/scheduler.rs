@@ -237,13 +237,7 @@ pub(super) fn schedule(c: &Cluster) {
         let previous = pod.value.at("/status/conditions");
         match best {
             Some((node, _)) => {
-                let mut bound = Value::clone(&pod.value);
-                bound["spec"]["nodeName"] = json!(node.name());
-                set_condition(
-                    &mut bound,
-                    condition(previous, "PodScheduled", "True", "", "", &now, false),
-                );
-                if c.update("pods", bound, pod) {
+                if c.bind(pod, node.name()) {
                     c.event(
                         pod,
                         events::SCHEDULER,
@@ -287,7 +281,7 @@ pub(super) fn schedule(c: &Cluster) {
                         false,
                     ),
                 );
-                if next != *pod.value && c.update("pods", next, pod) {
+                if next != *pod.value && c.scheduler_status(next, pod) {
                     c.event(pod, events::SCHEDULER, true, "FailedScheduling", &message);
                 }
             }
@@ -296,11 +290,11 @@ pub(super) fn schedule(c: &Cluster) {
 }
 
 /// Replaces (or adds) the condition of the same type in `object`'s status, dropping the empty
-/// reason and message kube-scheduler leaves out.
+/// reason and message kube-scheduler leaves out (and no `lastProbeTime`: the API stores none
+/// for a null one, and a condition compared with the stored one must be as stored).
 pub(crate) fn set_condition(object: &mut Value, mut cond: Value) {
     if let Some(c) = cond.as_object_mut() {
         c.retain(|_, v| v.as_str() != Some(""));
-        c.entry("lastProbeTime").or_insert(Value::Null);
     }
     if !object["status"].is_object() {
         object["status"] = json!({});

@@ -20,7 +20,7 @@
 mod common;
 pub(crate) mod delete;
 pub(crate) mod input;
-mod kinds;
+pub(crate) mod kinds;
 mod strategy;
 
 use crate::context::Ctx;

@@ -11,6 +11,7 @@ mod certificate_signing_request;
 mod custom_resource_definition;
 mod namespace;
 mod node;
+pub(crate) mod pod;
 mod service;
 mod validating_admission_policy;
 
@@ -123,6 +124,7 @@ static KINDS: &[(&str, &str, &dyn KindStrategy)] = &[
     ),
     ("", "Namespace", &namespace::Namespace),
     ("", "Node", &node::Node),
+    ("", "Pod", &pod::Pod),
     ("", "Service", &service::Service),
     (
         "admissionregistration.k8s.io",
