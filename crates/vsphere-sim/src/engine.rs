@@ -29,6 +29,10 @@ pub(crate) struct Engine {
     state: Arc<Mutex<State>>,
     /// Wakes WaitForUpdates calls after any request that may have changed something.
     changed: Arc<tokio::sync::Notify>,
+    /// Counts the same changes for subscribers in this process (see `Simulator::changes`):
+    /// a `Notify` wakes only those waiting at that moment, a watch also tells one that
+    /// subscribed before a change and looks later.
+    revision: Arc<tokio::sync::watch::Sender<u64>>,
     /// Files uploaded to datastores over HTTP (see `datastore_files`).
     files: Arc<Mutex<DatastoreFiles>>,
 }
@@ -48,6 +52,7 @@ impl Engine {
                 ..State::default()
             })),
             changed: Arc::new(tokio::sync::Notify::new()),
+            revision: Arc::new(tokio::sync::watch::Sender::new(0)),
             files: Arc::default(),
         }
     }
@@ -68,6 +73,18 @@ impl Engine {
     /// What waiting WaitForUpdates calls wait on.
     pub fn changed(&self) -> &tokio::sync::Notify {
         &self.changed
+    }
+
+    /// Tells everyone who waits for a change that one happened: WaitForUpdates calls and
+    /// subscribers in this process.
+    pub fn notify_changed(&self) {
+        self.changed.notify_waiters();
+        self.revision.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A subscription to the changes `notify_changed` reports from now on.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.revision.subscribe()
     }
 
     pub fn lock(&self) -> MutexGuard<'_, State> {
@@ -96,21 +113,51 @@ impl Engine {
 
     /// Runs `f` on the SOAP state as a call of the simulator's own user would (for a REST
     /// operation that changes the inventory: an OVF deployment), after what the timeline has
-    /// due, then wakes waiting WaitForUpdates calls so they see the change.
+    /// due, then, if the inventory changed, wakes those waiting for a change so they see it.
+    /// Only then, as for SOAP calls: a controller here powers on a VM that is already on at
+    /// every look, and waking its waiters for that would have them look again, and again.
     pub fn with_state<T>(&self, f: impl FnOnce(&mut State, &Call<'_>) -> T) -> T {
-        let out = {
+        let (out, changed) = {
             let mut state = self.lock();
+            let before = state.inventory.changes();
             let call = self.call(self.clock.now(), None, "vapi");
             call.run_due(&mut state);
-            f(&mut state, &call)
+            let out = f(&mut state, &call);
+            (out, state.inventory.changes() != before)
         };
-        self.changed.notify_waiters();
+        if changed {
+            self.notify_changed();
+        }
         out
     }
 
     /// Reads the inventory.
     pub fn with_inventory<T>(&self, f: impl FnOnce(&Inventory) -> T) -> T {
         f(&self.lock().inventory)
+    }
+
+    /// Reads the inventory as it is now: what the timeline has due (a task's end, a guest
+    /// coming up) is done first, as any call would, and reported as a change if it changed
+    /// something. Only then: a read must not wake WaitForUpdates calls for nothing.
+    pub fn with_current_inventory<T>(&self, f: impl FnOnce(&Inventory) -> T) -> T {
+        let (out, changed) = {
+            let mut state = self.lock();
+            let before = state.inventory.changes();
+            self.call(self.clock.now(), None, "vapi")
+                .run_due(&mut state);
+            let changed = state.inventory.changes() != before;
+            (f(&state.inventory), changed)
+        };
+        if changed {
+            self.notify_changed();
+        }
+        out
+    }
+
+    /// When `vm` next changes by itself: the earliest time the timeline runs a task's
+    /// operation on it or brings its guest up.
+    pub fn next_change_of(&self, vm: &crate::value::Moref) -> Option<DateTime<Utc>> {
+        self.lock().timeline.next_due_for(vm)
     }
 
     /// The user of the live SOAP session a `Cookie` header names, if any (touching it, so

@@ -65,4 +65,4 @@ pub use inventory::Model;
 pub use provisioning::{
     sample_ovf, LibraryItemSpec, ProvisioningError, TagSpec, TemplateSpec, VmState,
 };
-pub use simulator::{Flavor, Reply, SimConfig, Simulator};
+pub use simulator::{Changes, Flavor, Reply, SimConfig, Simulator};

@@ -147,9 +147,10 @@ impl Simulator {
         })
     }
 
-    /// The VM whose BIOS UUID (`config.uuid`) is `uuid`, as `FindByUuid` finds it.
+    /// The VM whose BIOS UUID (`config.uuid`) is `uuid`, as `FindByUuid` finds it now (what
+    /// the timeline has due done first).
     pub fn vm_by_bios_uuid(&self, uuid: &str) -> Option<VmState> {
-        self.with_inventory(|inv| {
+        self.with_current_inventory(|inv| {
             let vm = inv.iter().find(|o| {
                 o.moref.ty == "VirtualMachine"
                     && text(o, "config.uuid").is_some_and(|u| u.eq_ignore_ascii_case(uuid))
@@ -158,9 +159,9 @@ impl Simulator {
         })
     }
 
-    /// The VM `vm`, if it exists.
+    /// The VM `vm` as it is now (what the timeline has due done first), if it exists.
     pub fn vm(&self, vm: &Moref) -> Option<VmState> {
-        self.with_inventory(|inv| {
+        self.with_current_inventory(|inv| {
             inv.get(vm)
                 .filter(|o| o.moref.ty == "VirtualMachine")
                 .map(vm_state)
@@ -401,6 +402,49 @@ mod tests {
         assert_eq!(state.moref, vm);
         assert!(!state.powered_on && state.ip.is_none());
         assert_eq!(sim.vm_by_bios_uuid("no-such-uuid"), None);
+    }
+
+    /// A controller in this process waits on a VM through `changes` and `next_change_of`:
+    /// the guest coming up is a deadline on the simulator's clock, and the read at that time
+    /// makes it happen and is heard as a change.
+    #[tokio::test]
+    async fn a_vms_next_change_is_a_deadline_and_is_heard_when_it_happens() {
+        let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+        let sim = Simulator::new(SimConfig::default(), Arc::new(clock.clone()));
+        let vm = sim
+            .create_vm_of(&TemplateSpec::new("vm-a", "DC0"), false)
+            .unwrap();
+        assert_eq!(sim.next_change_of(&vm), None, "nothing is scheduled yet");
+        let mut changes = sim.changes();
+        let heard = |changes: &mut crate::simulator::Changes| {
+            futures::FutureExt::now_or_never(changes.next()) == Some(true)
+        };
+        assert!(!heard(&mut changes), "nothing changed since subscribing");
+        sim.power_on(&vm).unwrap();
+        assert!(heard(&mut changes), "the power-on is a change");
+        let guest_up = sim.now() + chrono::Duration::from_std(sim.config().guest_delay).unwrap();
+        assert_eq!(sim.next_change_of(&vm), Some(guest_up));
+        // Reads before the deadline change nothing and wake nobody.
+        assert!(sim.vm(&vm).is_some_and(|s| s.powered_on));
+        assert!(!heard(&mut changes));
+        clock.advance(sim.config().guest_delay);
+        assert!(
+            !heard(&mut changes),
+            "due, but not done until someone looks"
+        );
+        sim.vm(&vm).unwrap();
+        assert!(heard(&mut changes), "the read brought the guest up");
+        assert_eq!(sim.next_change_of(&vm), None);
+        let guest_state = prop(&sim, &vm, "guest.guestState");
+        assert!(matches!(guest_state, Some(Val::Str(s)) if s == "running"));
+    }
+
+    #[tokio::test]
+    async fn a_subscription_ends_with_its_simulator() {
+        let sim = sim();
+        let mut changes = sim.changes();
+        drop(sim);
+        assert!(!changes.next().await, "no simulator, no changes");
     }
 
     #[test]

@@ -207,6 +207,27 @@ impl Simulator {
         self.engine.with_inventory(f)
     }
 
+    /// Reads the inventory as it is at the simulator's time now: what its timeline has due
+    /// (a task's end, a guest coming up) is done first, as it would be for a call.
+    pub fn with_current_inventory<T>(&self, f: impl FnOnce(&Inventory) -> T) -> T {
+        self.engine.with_current_inventory(f)
+    }
+
+    /// A subscription to the simulator's changes, for a controller in this process that
+    /// waits for something in it (a VM powered on, a guest's address): the same changes that
+    /// wake WaitForUpdates calls, from the moment of this call on (take it before reading
+    /// what is waited for, so a change in between is not missed).
+    pub fn changes(&self) -> Changes {
+        Changes(self.engine.subscribe())
+    }
+
+    /// When the VM `vm` next changes by itself on the simulator's clock (a task's operation
+    /// on it runs, its guest comes up), if anything is scheduled: a deadline for whoever
+    /// waits for it. The change is made by the first call or read at or after that time.
+    pub fn next_change_of(&self, vm: &crate::value::Moref) -> Option<DateTime<Utc>> {
+        self.engine.next_change_of(vm)
+    }
+
     /// Handles one SOAP request body with the request's `Cookie` and `User-Agent` headers.
     /// WaitForUpdates calls wait here (without the lock) until something changes, their
     /// `maxWaitSeconds` runs out, or the next scheduled event is due.
@@ -299,9 +320,21 @@ impl Simulator {
         // one compares every object its filters select, so waking them on reads would make
         // every read cost as much as a listing.
         if changed {
-            self.engine.changed().notify_waiters();
+            self.engine.notify_changed();
         }
         (result, set_session, next_due)
+    }
+}
+
+/// Changes of one simulator, as [`Simulator::changes`] subscribes to them.
+#[derive(Debug, Clone)]
+pub struct Changes(tokio::sync::watch::Receiver<u64>);
+
+impl Changes {
+    /// Waits for a change after the last one this subscription saw (or after it was made).
+    /// `false` when the simulator is gone and nothing will change any more.
+    pub async fn next(&mut self) -> bool {
+        self.0.changed().await.is_ok()
     }
 }
 

@@ -39,7 +39,15 @@ pub const MANAGER: &str = "infrasim-sip-controller";
 pub enum Error {
     #[error(transparent)]
     Kube(#[from] kube::Error),
+    #[error("the cluster's services: {0}")]
+    Services(String),
 }
+
+/// A backstop, not a poll, for what the controller reads but does not watch: the Secrets a
+/// schedule and the services are made from (hosts' network data and BMC credentials, the
+/// jump host's keys, the auth service's CA). The deployed controller may only get Secrets,
+/// and watching every Secret of the plane to wake one cluster would cost more than a look.
+const SECRETS_BACKSTOP: Duration = Duration::from_secs(60);
 
 struct Reconciler {
     ctx: Context,
@@ -109,20 +117,32 @@ async fn serve(sip: &SIPCluster, r: &Reconciler) -> Result<Next, Error> {
     let mut status = sip.status.clone().unwrap_or_default();
     let (plan, addresses) = match schedule_with_addresses(sip, r).await? {
         Ok(found) => found,
-        Err(why) => {
+        Err(Unschedulable { why, passed_over }) => {
             r.ctx.event(sip, true, "Unschedulable", why.clone()).await;
             set(r, sip, &mut status, false, "Unschedulable", why);
             write_status(&api, sip, status).await?;
-            return Ok(Next::After(Duration::from_secs(60)));
+            // Not Ready, it is woken by every host's change; hosts passed over for their
+            // Secrets are mended by Secrets, which nothing watches.
+            return Ok(match passed_over {
+                true => Next::After(SECRETS_BACKSTOP),
+                false => Next::AwaitChange,
+            });
         }
     };
-    if let Err(why) = deploy(sip, r, &plan, &addresses).await {
+    if let Err(failure) = deploy(sip, r, &plan, &addresses).await {
+        let why = failure.to_string();
         r.ctx
             .event(sip, true, "InfraServiceFailure", why.clone())
             .await;
         set(r, sip, &mut status, false, "InfraServiceFailure", why);
         write_status(&api, sip, status).await?;
-        return Ok(Next::After(Duration::from_secs(30)));
+        return match failure {
+            // Not Ready, it is woken by its spec's and every host's change.
+            ServiceFailure::Spec(_) => Ok(Next::AwaitChange),
+            ServiceFailure::Secret(_) => Ok(Next::After(SECRETS_BACKSTOP)),
+            // A failure, retried with the runner's backoff.
+            ServiceFailure::Refused(why) => Err(Error::Services(why)),
+        };
     }
     let (claimed, released) = match label(sip, r, &plan).await {
         Ok(changed) => changed,
@@ -169,7 +189,33 @@ async fn serve(sip: &SIPCluster, r: &Reconciler) -> Result<Next, Error> {
         );
     }
     write_status(&api, sip, status).await?;
-    Ok(Next::After(Duration::from_secs(300)))
+    // Its spec's and its hosts' changes wake it; the Secrets its services are made from are
+    // not watched (see SECRETS_BACKSTOP), nor are the objects it applied, which a look
+    // applies again: a backstop, at a settled cluster's pace.
+    Ok(Next::After(SETTLED_BACKSTOP))
+}
+
+/// How long a served cluster goes between looks when nothing wakes it.
+const SETTLED_BACKSTOP: Duration = Duration::from_secs(300);
+
+/// Why no schedule holds, and whether hosts were passed over for their Secrets.
+struct Unschedulable {
+    why: String,
+    passed_over: bool,
+}
+
+/// Why a cluster's services could not be made, by what they wait for.
+#[derive(Debug, thiserror::Error)]
+enum ServiceFailure {
+    /// What the spec or the hosts say (an invalid key, no host with an address).
+    #[error("{0}")]
+    Spec(String),
+    /// A Secret the spec names is missing or lacks a key.
+    #[error("{0}")]
+    Secret(String),
+    /// A read or write the plane refused.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// What the services need of a held host.
@@ -189,7 +235,7 @@ type Addresses = BTreeMap<HostKey, HostInfo>;
 async fn schedule_with_addresses(
     sip: &SIPCluster,
     r: &Reconciler,
-) -> Result<Result<(Plan, Addresses), String>, Error> {
+) -> Result<Result<(Plan, Addresses), Unschedulable>, Error> {
     let hosts = r.hosts.store().state();
     let me = (sip.namespace().unwrap_or_default(), sip.name_any());
     let active_before: HashSet<HostKey> = sip
@@ -209,7 +255,10 @@ async fn schedule_with_addresses(
     loop {
         let plan = match schedule::plan(&me, &sip.spec.nodes, &hosts, &active_before, &excluded) {
             Ok(p) => p,
-            Err(why) => return Ok(Err(why)),
+            Err(why) => {
+                let passed_over = !excluded.is_empty();
+                return Ok(Err(Unschedulable { why, passed_over }));
+            }
         };
         let mut unusable = Vec::new();
         for key in plan.roles.values().flatten() {
@@ -325,7 +374,7 @@ async fn deploy(
     r: &Reconciler,
     plan: &Plan,
     addresses: &Addresses,
-) -> Result<(), String> {
+) -> Result<(), ServiceFailure> {
     let s = &sip.spec.services;
     let backends = |role: &str, id: &str| -> Vec<services::Backend> {
         plan.roles
@@ -372,7 +421,9 @@ async fn deploy(
         wanted.push(auth_objects(sip, r, spec, plan, addresses).await?);
     }
     for objects in &wanted {
-        apply_objects(r, &sip.namespace().unwrap_or_default(), objects).await?;
+        apply_objects(r, &sip.namespace().unwrap_or_default(), objects)
+            .await
+            .map_err(ServiceFailure::Refused)?;
     }
     Ok(())
 }
@@ -385,22 +436,23 @@ async fn jump_host_objects(
     spec: &types::JumpHost,
     plan: &Plan,
     addresses: &Addresses,
-) -> Result<services::Objects, String> {
+) -> Result<services::Objects, ServiceFailure> {
     let invalid = jump_host::invalid_keys(&spec.ssh_authorized_keys);
     if let Some(key) = invalid.first() {
-        return Err(format!("encountered invalid Authorized Key: {key}"));
+        let why = format!("encountered invalid Authorized Key: {key}");
+        return Err(ServiceFailure::Spec(why));
     }
     let ns = sip.namespace().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(r.ctx.client.clone(), &ns);
     let keys = match secrets.get_opt(&spec.node_ssh_private_keys).await {
         Ok(Some(s)) => s.data.unwrap_or_default().into_keys().collect::<Vec<_>>(),
         Ok(None) => {
-            return Err(format!(
+            return Err(ServiceFailure::Secret(format!(
                 "nodeSSHPrivateKeys: Secret {ns}/{} not found",
                 spec.node_ssh_private_keys
-            ))
+            )))
         }
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(ServiceFailure::Refused(e.to_string())),
     };
     let hosts: Vec<jump_host::Reachable> = plan
         .roles
@@ -429,19 +481,22 @@ async fn auth_objects(
     spec: &types::AuthService,
     plan: &Plan,
     addresses: &Addresses,
-) -> Result<services::Objects, String> {
+) -> Result<services::Objects, ServiceFailure> {
     let id = &spec.common.node_interface_id;
     let address = plan
         .roles
         .get(types::CONTROL_PLANE)
         .and_then(|hosts| hosts.first())
         .and_then(|key| addresses.get(key)?.addresses.get(id))
-        .ok_or_else(|| format!("auth: no control-plane host with an address on {id:?}"))?;
+        .ok_or_else(|| {
+            let why = format!("auth: no control-plane host with an address on {id:?}");
+            ServiceFailure::Spec(why)
+        })?;
     let ns = sip.namespace().unwrap_or_default();
     let ca = match secret_key(r, &ns, &spec.ca_secret, "ca.crt").await {
         Ok(Ok(ca)) => String::from_utf8_lossy(&ca).into_owned(),
-        Ok(Err(why)) => return Err(format!("auth caSecret: {why}")),
-        Err(e) => return Err(e.to_string()),
+        Ok(Err(why)) => return Err(ServiceFailure::Secret(format!("auth caSecret: {why}"))),
+        Err(e) => return Err(ServiceFailure::Refused(e.to_string())),
     };
     Ok(auth::objects(sip, spec, address, &ca))
 }

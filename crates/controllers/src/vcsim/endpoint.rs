@@ -53,7 +53,8 @@ async fn reserve(obj: &ControlPlaneEndpoint, r: &Reconciler) -> Result<Next, Err
     let endpoint = match r.ctx.cloud.reserve_endpoint(&key, recorded).await {
         Ok(e) => e,
         Err(e) => {
-            // Its recorded port is taken (by another program): say so, try again later.
+            // Its recorded port is taken (by another program): say so, try again later. A
+            // retry, not a poll: that program tells nobody here when it lets go.
             let why = format!("the control plane endpoint cannot be served: {e}");
             r.ctx.event(obj, true, "EndpointUnavailable", why).await;
             return Ok(Next::After(Duration::from_secs(10)));

@@ -17,7 +17,6 @@ use kube::ResourceExt;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The network VMs are connected to.
 pub const NETWORK: &str = "VM Network";
@@ -116,19 +115,32 @@ async fn variables(obj: &EnvVar, r: &Reconciler) -> Result<Next, Error> {
     let local = r.simulators.simulator(&key(&sim_ns, &sim_name)).is_some();
     let ids = match (obj.spec.use_moid, local) {
         (false, _) => None,
-        (true, true) => match places.resolve(&r.simulators, &key(&sim_ns, &sim_name)) {
-            Ok(ids) => Some(ids),
-            Err(why) => {
-                r.ctx.event(obj, true, "NotFound", why).await;
-                return Ok(Next::After(Duration::from_secs(10)));
+        (true, true) => {
+            let sim_key = key(&sim_ns, &sim_name);
+            // Taken before the places are looked up, so one made in between is heard.
+            let changes = r.simulators.simulator(&sim_key).map(|s| s.changes());
+            match places.resolve(&r.simulators, &sim_key) {
+                Ok(ids) => Some(ids),
+                Err(why) => {
+                    r.ctx.event(obj, true, "NotFound", why).await;
+                    // A place a client makes in the simulator is its change; one the spec
+                    // names differently is the EnvVar's.
+                    if let Some(changes) = changes {
+                        let me = kube::runtime::reflector::ObjectRef::from_obj(obj);
+                        r.envvar_waits.wake_on_change(me, changes);
+                    }
+                    return Ok(Next::AwaitChange);
+                }
             }
-        },
+        }
         (true, false) => {
             let why = format!(
                 "useMOID needs VCenterSimulator {sim_ns}/{sim_name} to run in this controller"
             );
             r.ctx.event(obj, true, "NotFound", why).await;
-            return Ok(Next::After(Duration::from_secs(10)));
+            // Started here, the simulator reports where it serves in its status (a new
+            // address and certificate), whose change wakes this EnvVar.
+            return Ok(Next::AwaitChange);
         }
     };
     if local {

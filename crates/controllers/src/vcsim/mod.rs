@@ -13,7 +13,7 @@ pub mod virtual_machine;
 mod vm_bootstrap;
 mod vmoperator;
 
-pub use simulators::Simulators;
+pub use simulators::{ChangeWaits, Simulators};
 
 use infrasim_controller_runtime::context::Context;
 use infrasim_controller_runtime::informers::Informers;
@@ -40,6 +40,8 @@ pub enum Error {
     Certificates(String),
     #[error("the simulator: {0}")]
     Simulator(String),
+    #[error("vm-operator's dependencies: {0}")]
+    Dependencies(String),
 }
 
 /// What the vcsim reconcilers share: the context, the process's caches and its simulators.
@@ -50,6 +52,12 @@ pub struct Reconciler {
     /// The public key every EnvVar hands out as `VSPHERE_SSH_AUTHORIZED_KEY` (one per
     /// process, as upstream's controller makes one at start).
     pub ssh_authorized_key: String,
+    /// VSphereVMs waiting for their VM to power on in a simulator of this process.
+    pub vm_waits: ChangeWaits<capv::VSphereVM>,
+    /// VirtualMachines waiting for their guest's address.
+    pub virtual_machine_waits: ChangeWaits<virtual_machine::VirtualMachine>,
+    /// EnvVars waiting for a place they name to appear in their simulator.
+    pub envvar_waits: ChangeWaits<EnvVar>,
 }
 
 /// Runs the vcsim controllers until the process ends, on the process's informers, with the
@@ -62,11 +70,19 @@ pub async fn run(
     simulators: Arc<Simulators>,
     vm_operator: bool,
 ) {
+    // What waits on a simulator is woken by the simulator's change notification: a
+    // simulator of this process tells its subscribers, as it tells WaitForUpdates calls.
+    let (vm_waits, vms_woken) = ChangeWaits::new();
+    let (virtual_machine_waits, virtual_machines_woken) = ChangeWaits::new();
+    let (envvar_waits, envvars_woken) = ChangeWaits::new();
     let r = Arc::new(Reconciler {
         ctx: ctx.clone(),
         informers: informers.clone(),
         simulators,
         ssh_authorized_key: envvar::ssh_authorized_key(),
+        vm_waits,
+        virtual_machine_waits,
+        envvar_waits,
     });
     let vcenters = infrasim_controller_runtime::triggers::controller(
         &informers.of::<VCenterSimulator>(),
@@ -76,7 +92,7 @@ pub async fn run(
         &informers.of::<ControlPlaneEndpoint>(),
         None,
     );
-    let envvars = envvar_controller(&informers);
+    let envvars = envvar_controller(&informers).reconcile_on(envvars_woken);
     // A VM boots when its Machine gets bootstrap data: the Machine's change wakes the
     // VSphereVM CAPV names after its VSphereMachine (the Machine's infrastructure).
     let vms =
@@ -87,7 +103,8 @@ pub async fn run(
                     crate::capi::triggers::machine_spec,
                 ),
                 |m| named_after_infrastructure(&m, "infrastructure.cluster.x-k8s.io"),
-            );
+            )
+            .reconcile_on(vms_woken);
     // Dependencies made from a simulator wait for it to serve: its status wakes them.
     let dependencies = infrasim_controller_runtime::triggers::controller(
         &informers.of::<types::VMOperatorDependencies>(),
@@ -95,9 +112,14 @@ pub async fn run(
     )
     .watches_shared_stream(filtered(&informers.of::<VCenterSimulator>(), serving), {
         let deps = informers.of::<types::VMOperatorDependencies>().store();
-        move |v: Arc<VCenterSimulator>| referrers(&deps, &*v, |d| d.simulator_ref())
+        move |v: Arc<VCenterSimulator>| {
+            let mut woken = referrers(&deps, &*v, |d| d.simulator_ref());
+            woken.extend(served_by(&deps, &v));
+            woken
+        }
     });
-    let vm_operator_vms = virtual_machine_controller(&informers);
+    let vm_operator_vms =
+        virtual_machine_controller(&informers).reconcile_on(virtual_machines_woken);
     let vm_operator_vms = async {
         if vm_operator {
             reconcile::run(&ctx, vm_operator_vms, r.clone()).await;
@@ -180,6 +202,28 @@ fn virtual_machine_controller(
             ),
             |m| named_after_infrastructure(&m, "vmware.infrastructure.cluster.x-k8s.io"),
         )
+}
+
+/// The dependencies that name no simulator but a vCenter URL `v` serves at: a simulator of
+/// this process they were waiting for.
+fn served_by(
+    deps: &kube::runtime::reflector::Store<types::VMOperatorDependencies>,
+    v: &VCenterSimulator,
+) -> Vec<ObjectRef<types::VMOperatorDependencies>> {
+    let Some(host) = v.status.as_ref().map(|s| &s.host).filter(|h| !h.is_empty()) else {
+        return Vec::new();
+    };
+    deps.state()
+        .iter()
+        .filter(|d| d.spec.vcenter_simulator_ref.is_none())
+        .filter(|d| {
+            d.spec
+                .vcenter
+                .as_ref()
+                .is_some_and(|c| simulators::authority(&c.server_url) == host)
+        })
+        .map(|d| ObjectRef::from_obj(&**d))
+        .collect()
 }
 
 /// What of a simulator its EnvVars are written from.

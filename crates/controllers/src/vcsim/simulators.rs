@@ -3,10 +3,14 @@
 //! reconcilers) reach their inventories through here. They live as long as the process:
 //! unlike upstream's controller, any number run at once.
 
-use infrasim_vsphere_sim::{Instance, Simulator};
-use std::collections::HashMap;
+use futures::Stream;
+use infrasim_vsphere_sim::{Changes, Instance, Simulator};
+use kube::runtime::reflector::ObjectRef;
+use kube::Resource;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
 
 /// What a running simulator's status reports.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +34,16 @@ impl std::fmt::Debug for Simulators {
             .field("running", &self.lock().len())
             .finish()
     }
+}
+
+/// `host:port` of a server URL (`https://host:port/sdk`, or `host:port` as a
+/// VCenterSimulator's status has it).
+pub fn authority(server: &str) -> &str {
+    server
+        .trim_start_matches("https://")
+        .split('/')
+        .next()
+        .unwrap_or_default()
 }
 
 /// The registry key of a VCenterSimulator.
@@ -59,12 +73,7 @@ impl Simulators {
     /// The simulator serving at `server` (`https://host:port`, as a VSphereVM's
     /// `spec.server` or `VSPHERE_SERVER` names it), if it runs here.
     pub fn serving_at(&self, server: &str) -> Option<Simulator> {
-        let authority = server
-            .trim_start_matches("https://")
-            .split('/')
-            .next()
-            .unwrap_or_default();
-        let addr: SocketAddr = authority.parse().ok()?;
+        let addr: SocketAddr = authority(server).parse().ok()?;
         self.lock()
             .values()
             .find(|i| i.addr() == addr)
@@ -106,5 +115,92 @@ impl Simulators {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Objects of kind `K` waiting for something in a simulator of this process (a VM powered
+/// on, a guest's address, an inventory path): each is reconciled once its simulator changes,
+/// through the controller's `reconcile_on` stream, instead of being looked at on a timer.
+/// One small task per waiting object, never two: a reconcile that finds it still waiting
+/// while it already waits adds nothing.
+pub struct ChangeWaits<K: Resource<DynamicType = ()>> {
+    waiting: Arc<Mutex<HashSet<ObjectRef<K>>>>,
+    wake: mpsc::UnboundedSender<ObjectRef<K>>,
+}
+
+impl<K> ChangeWaits<K>
+where
+    K: Resource<DynamicType = ()> + Send + Sync + 'static,
+{
+    /// The waits, and the stream of objects to reconcile (for `reconcile_on`).
+    pub fn new() -> (Self, impl Stream<Item = ObjectRef<K>> + Send + 'static) {
+        let (wake, woken) = mpsc::unbounded_channel();
+        let stream = futures::stream::unfold(woken, |mut rx| async move {
+            rx.recv().await.map(|obj| (obj, rx))
+        });
+        let waits = ChangeWaits {
+            waiting: Arc::default(),
+            wake,
+        };
+        (waits, stream)
+    }
+
+    /// Reconciles `obj` at the simulator's next change after `changes` was taken (take it
+    /// before reading what is waited for), or once the simulator is gone.
+    pub fn wake_on_change(&self, obj: ObjectRef<K>, mut changes: Changes) {
+        let first = lock(&self.waiting).insert(obj.clone());
+        if !first {
+            // Its wait began earlier, so it also hears any change since this `changes`.
+            return;
+        }
+        let waiting = self.waiting.clone();
+        let wake = self.wake.clone();
+        tokio::spawn(async move {
+            changes.next().await;
+            lock(&waiting).remove(&obj);
+            let _ = wake.send(obj);
+        });
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic elsewhere while holding the lock leaves the set itself intact.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+    use infrasim_vsphere_sim::SimConfig;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_waiting_object_is_woken_once_by_its_simulators_change() {
+        let sim = Simulator::new(SimConfig::default(), infrasim_clock::SystemClock::shared());
+        let (waits, woken) = ChangeWaits::<ConfigMap>::new();
+        let mut woken = Box::pin(woken);
+        let a = ObjectRef::<ConfigMap>::new("a").within("ns");
+        waits.wake_on_change(a.clone(), sim.changes());
+        // Asked again while it waits: still one wait, one wakeup.
+        waits.wake_on_change(a.clone(), sim.changes());
+        let early = tokio::time::timeout(Duration::from_millis(50), woken.next()).await;
+        assert!(early.is_err(), "woken before anything changed");
+        let vm = sim
+            .create_template(&infrasim_vsphere_sim::TemplateSpec::new("t", "DC0"))
+            .unwrap();
+        assert!(sim.vm(&vm).is_some());
+        assert_eq!(woken.next().await, Some(a.clone()));
+        let again = tokio::time::timeout(Duration::from_millis(50), woken.next()).await;
+        assert!(again.is_err(), "woken twice: {again:?}");
+        // Waiting again after the wakeup is a new wait.
+        waits.wake_on_change(a.clone(), sim.changes());
+        drop(sim);
+        assert_eq!(
+            woken.next().await,
+            Some(a),
+            "a simulator gone wakes its waiters"
+        );
     }
 }

@@ -99,6 +99,8 @@ async fn failed(
 ) -> Result<Next, Error> {
     let (reason, why, next) = match failure {
         Failure::InvalidModel(why) => ("InvalidModel", why, Next::AwaitChange),
+        // A retry, not a poll: the port is held by another program (or the address is not
+        // ours to bind), which tells nobody here when it lets go.
         Failure::Unavailable(why) => ("Unavailable", why, Next::After(Duration::from_secs(10))),
     };
     let previous = obj.status.as_ref().and_then(|s| s.conditions.as_deref());

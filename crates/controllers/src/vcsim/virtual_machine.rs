@@ -16,6 +16,7 @@ use crate::capi::infra::cloud_key;
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_vsphere_sim::{Simulator, TemplateSpec};
 use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::reflector::ObjectRef;
 use kube::{CustomResource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -26,10 +27,6 @@ use std::time::Duration;
 
 /// The finalizer a VirtualMachine carries while its VM exists in the simulator.
 pub const FINALIZER: &str = "vcsim.infrastructure.cluster.x-k8s.io/virtualmachine";
-
-/// How soon a VM whose guest has not reported its address is looked at again (the simulator
-/// has no watch a controller can follow; the guest comes up after its boot delay).
-const RECHECK: Duration = Duration::from_secs(1);
 
 /// The fields of vm-operator's VirtualMachine read here; the rest is kept as written.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -115,8 +112,15 @@ async fn deploy_and_boot(vm: &VirtualMachine, r: &Reconciler) -> Result<Next, Er
         Some(m) => m,
         None => match deploy(vm, r, &ns, &sim).await? {
             Ok(m) => m,
-            Err(why) => {
+            Err(NotDeployed::Spec(why)) => {
                 r.ctx.event(vm, true, "DeployFailed", why).await;
+                return Ok(Next::AwaitChange);
+            }
+            Err(NotDeployed::Image(why)) => {
+                r.ctx.event(vm, true, "DeployFailed", why).await;
+                // A backstop, not a poll: VirtualMachineImages are not watched here (the
+                // dependencies make theirs before they turn ready, which wakes this VM), so
+                // an image someone else makes, or its library item, is seen on this look.
                 return Ok(Next::After(Duration::from_secs(10)));
             }
         },
@@ -126,8 +130,12 @@ async fn deploy_and_boot(vm: &VirtualMachine, r: &Reconciler) -> Result<Next, Er
         sim.power_on(&moref)
             .map_err(|e| Error::Simulator(e.to_string()))?;
     }
+    // Taken before the VM is read, so a guest coming up in between is heard.
+    let changes = sim.changes();
     let Some(state) = sim.vm(&moref) else {
-        return Ok(Next::After(RECHECK));
+        // Destroyed by someone else since it was powered on: the next reconcile deploys it
+        // again (a failure, retried with the runner's backoff).
+        return Err(Error::Simulator(format!("VM {} went away", moref.value)));
     };
     let mut status = json!({
         "uniqueID": state.moref.value,
@@ -145,7 +153,13 @@ async fn deploy_and_boot(vm: &VirtualMachine, r: &Reconciler) -> Result<Next, Er
                       "status": status});
     infrasim_controller_runtime::writes::apply_status(&api, &vm.name_any(), MANAGER, &body).await?;
     if state.powered_on && state.ip.is_none() {
-        return Ok(Next::After(RECHECK));
+        // The guest comes up after its boot delay, a time the simulator knows; anything else
+        // that gives it an address (a reset, a NIC added) is a change that wakes it.
+        r.virtual_machine_waits
+            .wake_on_change(ObjectRef::from_obj(vm), changes);
+        return Ok(sim
+            .next_change_of(&moref)
+            .map_or(Next::AwaitChange, Next::At));
     }
     // A Cluster API machine's VM (CAPV's supervisor mode): once powered on and with its
     // bootstrap data, it joins the workload cluster as a VSphereVM's does.
@@ -154,7 +168,9 @@ async fn deploy_and_boot(vm: &VirtualMachine, r: &Reconciler) -> Result<Next, Er
         .filter(|o| state.powered_on && o.machine.spec.bootstrap.data_secret_name.is_some());
     if let Some(owners) = owners {
         if !vm_bootstrap::boot(vm, r, &owners, &state.bios_uuid).await? {
-            return Ok(Next::After(RECHECK));
+            // The certificates were made meanwhile by another reconcile: there to be read
+            // now, so at once.
+            return Ok(Next::At(r.ctx.now()));
         }
     }
     Ok(Next::AwaitChange)
@@ -200,15 +216,23 @@ async fn simulator_of(r: &Reconciler, ns: &str) -> Result<Option<Simulator>, Err
     Ok(r.simulators.serving_at(&server))
 }
 
+/// Why a VM could not be deployed, by what it waits for.
+enum NotDeployed {
+    /// The VirtualMachine's spec: its change wakes it.
+    Spec(String),
+    /// Its image, the image's library item, or the simulator's deployment of it.
+    Image(String),
+}
+
 /// Deploys the VM from its image's library item; the VM, or why it cannot be made.
 async fn deploy(
     vm: &VirtualMachine,
     r: &Reconciler,
     ns: &str,
     sim: &Simulator,
-) -> Result<Result<infrasim_vsphere_sim::value::Moref, String>, Error> {
+) -> Result<Result<infrasim_vsphere_sim::value::Moref, NotDeployed>, Error> {
     let Some(image) = vm.spec.image_name.as_deref() else {
-        return Ok(Err("spec.imageName is not set".into()));
+        return Ok(Err(NotDeployed::Spec("spec.imageName is not set".into())));
     };
     let resource = ApiResource {
         group: "vmoperator.vmware.com".into(),
@@ -219,14 +243,14 @@ async fn deploy(
     };
     let images: Api<DynamicObject> = Api::namespaced_with(r.ctx.client.clone(), ns, &resource);
     let Some(image_obj) = images.get_opt(image).await? else {
-        return Ok(Err(format!("VirtualMachineImage {image} does not exist")));
+        let why = format!("VirtualMachineImage {image} does not exist");
+        return Ok(Err(NotDeployed::Image(why)));
     };
     let Some(item) = image_obj.data["status"]["providerItemID"].as_str() else {
-        return Ok(Err(format!(
-            "VirtualMachineImage {image} has no library item"
-        )));
+        let why = format!("VirtualMachineImage {image} has no library item");
+        return Ok(Err(NotDeployed::Image(why)));
     };
     Ok(sim
         .deploy_library_item(item, &TemplateSpec::new(&vm.name_any(), "DC0"))
-        .map_err(|e| e.to_string()))
+        .map_err(|e| NotDeployed::Image(e.to_string())))
 }

@@ -18,17 +18,12 @@ use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Upstream's finalizer for the VMs it bootstraps.
 pub const FINALIZER: &str = "vcsim.fake.infrastructure.cluster.x-k8s.io";
-
-/// How soon a VM not yet powered on is looked at again. The simulator has no watch a
-/// controller can follow (its clients use the PropertyCollector), so the power-on is seen
-/// on the next look; CAPV's own status writes wake the VSphereVM sooner.
-const RECHECK: Duration = Duration::from_secs(2);
 
 /// The Machine and Cluster a VM belongs to.
 pub(super) struct Owners {
@@ -84,13 +79,23 @@ async fn boot_when_ready(vm: &VSphereVM, r: &Reconciler) -> Result<Next, Error> 
         // Another vCenter (a real one, or a simulator of another process): not ours to boot.
         return Ok(Next::AwaitChange);
     };
+    // Taken before the VM is read, so a power-on in between is heard.
+    let changes = sim.changes();
     match sim.vm_by_bios_uuid(&uuid) {
         Some(state) if state.powered_on => {}
-        _ => return Ok(Next::After(RECHECK)),
+        state => {
+            // CAPV powers the VM on (a task that ends at a time the simulator knows): the
+            // simulator's change wakes the VSphereVM, and a scheduled change is a deadline.
+            r.vm_waits.wake_on_change(ObjectRef::from_obj(vm), changes);
+            let scheduled = state.and_then(|s| sim.next_change_of(&s.moref));
+            return Ok(scheduled.map_or(Next::AwaitChange, Next::At));
+        }
     }
     match boot(vm, r, &owners, &uuid).await? {
         true => Ok(Next::AwaitChange),
-        false => Ok(Next::After(RECHECK)),
+        // The certificates were made meanwhile by another reconcile: they are there to be
+        // read now, so at once.
+        false => Ok(Next::At(r.ctx.now())),
     }
 }
 

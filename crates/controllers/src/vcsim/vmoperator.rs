@@ -95,21 +95,24 @@ async fn set_up(obj: &VMOperatorDependencies, r: &Reconciler) -> Result<Next, Er
         .or_else(|| r.simulators.serving_at(&wanted.vcenter.server_url));
     let outcome = match sim {
         Some(sim) => make(r, &ns, &wanted, &sim).await,
-        None => Err(format!(
+        // A simulator starting here at that address writes its status, which wakes this.
+        None => Err(Unmade::Named(format!(
             "vCenter {} is not a simulator of this process: only those are set up for vm-operator",
             wanted.vcenter.server_url
-        )),
+        ))),
     };
-    let (ready, condition) = match outcome {
-        Ok(()) => (true, Condition::new("Ready", true, "Ready", "")),
-        Err(why) => {
+    let (ready, condition, refused) = match outcome {
+        Ok(()) => (true, Condition::new("Ready", true, "Ready", ""), None),
+        Err(unmade) => {
+            let (why, refused) = match unmade {
+                Unmade::Named(why) => (why, None),
+                Unmade::Refused(why) => (why.clone(), Some(why)),
+            };
             r.ctx
                 .event(obj, true, "DependenciesFailed", why.clone())
                 .await;
-            (
-                false,
-                Condition::new("Ready", false, "DependenciesFailed", why),
-            )
+            let condition = Condition::new("Ready", false, "DependenciesFailed", why);
+            (false, condition, refused)
         }
     };
     let mut conds = obj
@@ -125,10 +128,28 @@ async fn set_up(obj: &VMOperatorDependencies, r: &Reconciler) -> Result<Next, Er
     });
     infrasim_controller_runtime::writes::apply_status(&api, &obj.name_any(), MANAGER, &body)
         .await?;
-    Ok(match ready {
-        true => Next::AwaitChange,
-        false => Next::After(std::time::Duration::from_secs(10)),
-    })
+    match refused {
+        // A failure, retried with the runner's backoff.
+        Some(why) => Err(Error::Dependencies(why)),
+        // Ready, or waiting for what it names: the object's change, or its simulator's
+        // status, wakes it.
+        None => Ok(Next::AwaitChange),
+    }
+}
+
+/// Why the dependencies could not be made, by what they wait for.
+enum Unmade {
+    /// Something the object names is not there (a storage policy, an inventory path, a
+    /// simulator at its URL): the object's change, or its simulator's status, wakes it.
+    Named(String),
+    /// A write the plane refused.
+    Refused(String),
+}
+
+impl From<String> for Unmade {
+    fn from(why: String) -> Self {
+        Unmade::Named(why)
+    }
 }
 
 /// The object's dependencies with upstream's defaults for a simulator.
@@ -201,10 +222,10 @@ pub(super) fn wanted(obj: &VMOperatorDependencies, sim: Option<&VCenterSimulator
 }
 
 /// Makes every dependency (each only if missing); why not, for the condition.
-async fn make(r: &Reconciler, ns: &str, w: &Wanted, sim: &Simulator) -> Result<(), String> {
+async fn make(r: &Reconciler, ns: &str, w: &Wanted, sim: &Simulator) -> Result<(), Unmade> {
     let client = &r.ctx.client;
-    fn fail(what: &'static str) -> impl Fn(kube::Error) -> String {
-        move |e| format!("{what}: {e}")
+    fn fail(what: &'static str) -> impl Fn(kube::Error) -> Unmade {
+        move |e| Unmade::Refused(format!("{what}: {e}"))
     }
     create(
         client,
@@ -267,7 +288,7 @@ async fn make(r: &Reconciler, ns: &str, w: &Wanted, sim: &Simulator) -> Result<(
 }
 
 /// vm-operator's credentials Secrets and provider ConfigMap.
-async fn provider_config(client: &kube::Client, w: &Wanted, sim: &Simulator) -> Result<(), String> {
+async fn provider_config(client: &kube::Client, w: &Wanted, sim: &Simulator) -> Result<(), Unmade> {
     let v = &w.vcenter;
     let ns = Some(w.operator_namespace.as_str());
     for name in CREDENTIALS {
@@ -276,7 +297,7 @@ async fn provider_config(client: &kube::Client, w: &Wanted, sim: &Simulator) -> 
                                            "CAPV-TEST-Thumbprint": v.thumbprint}});
         create(client, ns, "v1", "Secret", "secrets", secret)
             .await
-            .map_err(|e| format!("Secret {name}: {e}"))?;
+            .map_err(|e| Unmade::Refused(format!("Secret {name}: {e}")))?;
     }
     let id = |path: &str| {
         sim.find_by_path(path)
@@ -304,7 +325,7 @@ async fn provider_config(client: &kube::Client, w: &Wanted, sim: &Simulator) -> 
     let config = json!({"metadata": {"name": PROVIDER_CONFIG}, "data": data});
     create(client, ns, "v1", "ConfigMap", "configmaps", config)
         .await
-        .map_err(|e| format!("ConfigMap {PROVIDER_CONFIG}: {e}"))
+        .map_err(|e| Unmade::Refused(format!("ConfigMap {PROVIDER_CONFIG}: {e}")))
 }
 
 /// The library item in the simulator and its VirtualMachineImage, Ready.
@@ -315,7 +336,7 @@ async fn image(
     sim: &Simulator,
     item: &ContentLibraryItemConfig,
     now: chrono::DateTime<chrono::Utc>,
-) -> Result<(), String> {
+) -> Result<(), Unmade> {
     use base64::Engine;
     let files = item
         .files
@@ -344,7 +365,7 @@ async fn image(
     let (kind, plural) = ("VirtualMachineImage", "virtualmachineimages");
     create(client, Some(ns), VMOP_VERSION, kind, plural, body)
         .await
-        .map_err(|e| format!("VirtualMachineImage {}: {e}", item.name))?;
+        .map_err(|e| Unmade::Refused(format!("VirtualMachineImage {}: {e}", item.name)))?;
     let images = api(client, Some(ns), &resource(VMOP_VERSION, kind, plural));
     // Server-side applied under the controller's field manager, as every other status it
     // writes: a merge patch would leave no owner and keep fields a later status drops.
@@ -359,7 +380,7 @@ async fn image(
     });
     infrasim_controller_runtime::writes::apply_status(&images, &item.name, MANAGER, &status)
         .await
-        .map_err(|e| format!("VirtualMachineImage {} status: {e}", item.name))
+        .map_err(|e| Unmade::Refused(format!("VirtualMachineImage {} status: {e}", item.name)))
 }
 
 /// The API resource of a kind known by apiVersion, kind and plural.

@@ -151,11 +151,13 @@ impl Reconcile<Vino> for Reconciler {
 
     /// Its hosts, VMs and daemon set go; what cannot go yet is tried again.
     async fn cleanup(&self, vino: Arc<Vino>) -> Result<Cleanup, Error> {
-        Ok(match decommission(&vino, self).await {
+        Ok(match decommission(&vino, self).await? {
             Ok(()) => Cleanup::Done,
             Err(why) => {
                 tracing::warn!(vino = %vino.name_any(), %why, "Vino not yet taken down");
-                Cleanup::Pending(Next::After(Duration::from_secs(10)))
+                // A retry, not a poll: the vCenter is outside the plane (the Secret may name
+                // a real one) and tells nobody here when it is back.
+                Cleanup::Pending(Next::After(VCENTER_RETRY))
             }
         })
     }
@@ -178,10 +180,13 @@ async fn apply(vino: &Vino, r: &Reconciler) -> Result<Next, Error> {
         Ok(()) => {
             let done = ("ReconciliationSucceeded", "Reconciliation succeeded");
             set(r, vino, &mut status, &both, true, done);
-            Next::After(Duration::from_secs(300))
+            // Its spec's, its Nodes' and its hosts' changes wake it. A backstop, not a poll,
+            // for what nothing here watches: the VMs in the vCenter (one someone destroys or
+            // powers is mended on this look) and the Secrets read (templates, the vCenter's).
+            Next::After(SETTLED_BACKSTOP)
         }
-        Err(why) => {
-            let msg = format!("could not reconcile hosts: {why}");
+        Err(failure) => {
+            let msg = format!("could not reconcile hosts: {failure}");
             set(
                 r,
                 vino,
@@ -191,11 +196,40 @@ async fn apply(vino: &Vino, r: &Reconciler) -> Result<Next, Error> {
                 ("ReconciliationFailed", &msg),
             );
             r.ctx.event(vino, true, "ReconciliationFailed", msg).await;
-            Next::After(Duration::from_secs(30))
+            match failure {
+                // Its spec's, its Nodes' and its hosts' changes wake it.
+                Unconverged::Spec(_) => Next::AwaitChange,
+                // A backstop, not a poll: Secrets are read, not watched.
+                Unconverged::Secret(_) => Next::After(SECRET_BACKSTOP),
+                // A retry, not a poll: the vCenter is outside the plane and tells nobody
+                // here when it is back.
+                Unconverged::VCenter(_) => Next::After(VCENTER_RETRY),
+            }
         }
     };
     write_status(&api, vino, &status).await?;
     Ok(after)
+}
+
+/// How soon an unreachable vCenter (or one refusing a VM operation) is tried again.
+const VCENTER_RETRY: Duration = Duration::from_secs(10);
+/// How soon a missing network-data template Secret is looked for again.
+const SECRET_BACKSTOP: Duration = Duration::from_secs(30);
+/// How long a converged Vino goes between looks when nothing wakes it.
+const SETTLED_BACKSTOP: Duration = Duration::from_secs(300);
+
+/// Why a Vino's hosts could not be made, by what they wait for (the status says which).
+#[derive(Debug, thiserror::Error)]
+enum Unconverged {
+    /// What its spec or the Nodes say (no Node selected, no address left, a bad flavor).
+    #[error("{0}")]
+    Spec(String),
+    /// A network-data template Secret the spec names.
+    #[error("{0}")]
+    Secret(String),
+    /// The vCenter holding the VMs.
+    #[error("{0}")]
+    VCenter(String),
 }
 
 /// Sets conditions `types` to `ok` with `(reason, message)`, at the Vino's generation.
@@ -251,11 +285,12 @@ fn selected(vino: &Vino, nodes: &Store<Node>) -> Result<Vec<HostNode>, String> {
 }
 
 /// Makes everything `vino` asks for; why not (inner), for the status.
-async fn converge(vino: &Vino, r: &Reconciler) -> Result<Result<(), String>, Error> {
+async fn converge(vino: &Vino, r: &Reconciler) -> Result<Result<(), Unconverged>, Error> {
+    use Unconverged::Spec;
     let nodes = match selected(vino, &r.nodes) {
-        Ok(n) if n.is_empty() => return Ok(Err("no Node matches spec.nodeSelector".into())),
+        Ok(n) if n.is_empty() => return Ok(Err(Spec("no Node matches spec.nodeSelector".into()))),
         Ok(n) => n,
-        Err(why) => return Ok(Err(why)),
+        Err(why) => return Ok(Err(Spec(why))),
     };
     use std::sync::atomic::Ordering;
     if !r.namespace_made.load(Ordering::Relaxed) {
@@ -264,17 +299,17 @@ async fn converge(vino: &Vino, r: &Reconciler) -> Result<Result<(), String>, Err
     }
     // Nothing is allocated for hosts whose network data cannot be written.
     if let Err(why) = templates_present(vino, r).await? {
-        return Ok(Err(why));
+        return Ok(Err(Unconverged::Secret(why)));
     }
     let (mut pools, before) = match read_pools(vino, r).await? {
         Ok(p) => p,
-        Err(why) => return Ok(Err(why)),
+        Err(why) => return Ok(Err(Spec(why))),
     };
     let mut builders = Vec::new();
     for node in &nodes {
         match builder::build(vino, node, nodes.len(), &mut pools) {
             Ok(b) => builders.push(b),
-            Err(why) => return Ok(Err(why)),
+            Err(why) => return Ok(Err(Spec(why))),
         }
     }
     // Addresses are recorded before anything that uses them is written.
@@ -289,7 +324,7 @@ async fn converge(vino: &Vino, r: &Reconciler) -> Result<Result<(), String>, Err
         for domain in &b.domains {
             match builder::network_data(domain, &b.networks) {
                 Ok(data) => write_host(vino, r, domain, data).await?,
-                Err(why) => return Ok(Err(why)),
+                Err(why) => return Ok(Err(Spec(why))),
             }
         }
     }
@@ -382,9 +417,14 @@ async fn annotate(r: &Reconciler, node: &str, builder: Option<&Builder>) -> Resu
 }
 
 /// Makes the VMs that are missing, each powered as its host asks.
-async fn make_vms(r: &Reconciler, builders: &[Builder]) -> Result<(), String> {
-    let vcenter = r.hypervisors.get(&r.ctx, &r.namespace).await?;
-    let vms = vcenter.vms().await?;
+async fn make_vms(r: &Reconciler, builders: &[Builder]) -> Result<(), Unconverged> {
+    use Unconverged::VCenter;
+    let vcenter = r
+        .hypervisors
+        .get(&r.ctx, &r.namespace)
+        .await
+        .map_err(VCenter)?;
+    let vms = vcenter.vms().await.map_err(VCenter)?;
     for (slot, b) in builders.iter().enumerate() {
         for domain in &b.domains {
             let name = &domain.host.bmh_name;
@@ -392,17 +432,18 @@ async fn make_vms(r: &Reconciler, builders: &[Builder]) -> Result<(), String> {
             let (moref, on) = match vms.get(name) {
                 Some(vm) => (vm.moref.clone(), vm.powered_on),
                 None => {
-                    let shape = machines::flavor(&domain.host.flavor)?;
+                    let shape = machines::flavor(&domain.host.flavor).map_err(Unconverged::Spec)?;
                     let macs: Vec<String> = domain
                         .interfaces
                         .iter()
                         .map(|i| i.mac_address.clone())
                         .collect();
-                    (vcenter.create(name, slot, shape, &macs).await?, false)
+                    let made = vcenter.create(name, slot, shape, &macs).await;
+                    (made.map_err(VCenter)?, false)
                 }
             };
             if on != online {
-                vcenter.power(name, &moref, online).await?;
+                vcenter.power(name, &moref, online).await.map_err(VCenter)?;
             }
         }
     }
@@ -520,13 +561,11 @@ async fn write_host(
 
 /// Takes a deleted Vino down as upstream does: its Nodes lose their annotation, and its
 /// hosts' VMs (upstream's DaemonSet and the libvirt in it) go; the BareMetalHosts, their
-/// Secrets and the IPPools' allocations stay.
-async fn decommission(vino: &Vino, r: &Reconciler) -> Result<(), String> {
+/// Secrets and the IPPools' allocations stay. Why the vCenter could not do its part (inner).
+async fn decommission(vino: &Vino, r: &Reconciler) -> Result<Result<(), String>, Error> {
     let nodes = selected(vino, &r.nodes).unwrap_or_default();
     for node in &nodes {
-        annotate(r, &node.name, None)
-            .await
-            .map_err(|e| e.to_string())?;
+        annotate(r, &node.name, None).await?;
     }
     let owner = format!(
         "{}/{}",
@@ -542,11 +581,16 @@ async fn decommission(vino: &Vino, r: &Reconciler) -> Result<(), String> {
         .map(|h| h.name_any())
         .collect();
     if mine.is_empty() {
-        return Ok(());
+        return Ok(Ok(()));
     }
+    Ok(destroy_vms(r, &mine).await)
+}
+
+/// Destroys the VMs of the hosts `names`; why not.
+async fn destroy_vms(r: &Reconciler, names: &[String]) -> Result<(), String> {
     let vcenter = r.hypervisors.get(&r.ctx, &r.namespace).await?;
     let vms = vcenter.vms().await?;
-    for name in &mine {
+    for name in names {
         if let Some(vm) = vms.get(name) {
             vcenter.destroy(name, vm).await?;
         }

@@ -108,7 +108,7 @@ pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: bool) {
     infrasim_controller_runtime::reconcile::run(&ctx, controller, r).await;
 }
 
-/// How long a vCenter goes unasked before its session ends: longer than the backstop
+/// How long a vCenter goes unasked before its session ends: longer than the [`BACKSTOP`]
 /// requeue, so a vCenter any group still names is never dropped.
 const IDLE_VCENTER: Duration = Duration::from_secs(900);
 
@@ -140,12 +140,10 @@ impl Reconcile<VmGroup> for Reconciler {
         apply(&group, self).await
     }
 
-    /// The group's VMs go first; their changes wake it as they go (the wait is a backstop).
+    /// The group's VMs go first; their changes wake it as they go, and a late task is read
+    /// at its deadline.
     async fn cleanup(&self, group: Arc<VmGroup>) -> Result<Cleanup, Error> {
-        Ok(match reconcile::finalize(&group, self).await? {
-            true => Cleanup::Done,
-            false => Cleanup::Pending(Next::After(observed::PENDING_CHECK)),
-        })
+        reconcile::finalize(&group, self).await
     }
 }
 
@@ -179,7 +177,11 @@ async fn apply(group: &VmGroup, r: &Reconciler) -> Result<Next, Error> {
                 Condition::new("Ready", false, "VCenterUnreachable", why),
             );
             write_status(&api, group, status).await?;
-            return Ok(Next::After(Duration::from_secs(30)));
+            // A retry, not a poll: the vCenter is outside the plane (down, unreachable, or
+            // refusing the credentials) and tells nobody here when it is back. (Credentials
+            // from a missing Secret are looked for again with it: Secrets are read, not
+            // watched, as the deployed controller may only get them.)
+            return Ok(Next::After(VCENTER_RETRY));
         }
     };
     set(
@@ -189,6 +191,9 @@ async fn apply(group: &VmGroup, r: &Reconciler) -> Result<Next, Error> {
     );
     converge(r, &api, group, observed, status, memory_mb).await
 }
+
+/// How soon an unreachable vCenter is tried again.
+const VCENTER_RETRY: Duration = Duration::from_secs(30);
 
 /// The vCenter's view of the group, or why it cannot be had.
 async fn connect(r: &Reconciler, group: &VmGroup) -> Result<Observed, String> {
@@ -266,17 +271,25 @@ async fn converge(
         Condition::new("Ready", done, reason, message),
     );
     write_status(api, group, status).await?;
-    // The vCenter's changes (a VM made, powered or gone, a guest's IP) wake the group; the
-    // requeues are backstops, but for work that goes on at once (VMs just marked may be
-    // extras to remove or VMs to mend).
-    Ok(Next::After(if progress.marked > 0 {
-        Duration::ZERO
+    // The vCenter's changes (a VM made, powered or gone, a guest's IP) wake the group.
+    Ok(if progress.marked > 0 {
+        // VMs just marked may be extras to remove or VMs to mend: the next step goes on at
+        // once.
+        Next::At(r.ctx.now())
     } else if following + removing + cloning > 0 || mending {
-        observed::PENDING_CHECK
+        // Tasks in flight: a late one is read at its deadline.
+        Next::At(tasks::look_again(&o, group, r.ctx.now()))
     } else {
-        Duration::from_secs(300)
-    }))
+        // A backstop behind the vCenter's watch, not a poll: what nothing watches is read
+        // again (the Secret's credentials, the placement's folder, pool and network), and
+        // the look keeps the vCenter in use, so the sweep does not end the session (and with
+        // it the watch) of a vCenter a settled group still names (see IDLE_VCENTER).
+        Next::After(BACKSTOP)
+    })
 }
+
+/// How long a settled group goes between looks when nothing wakes it (see `converge`).
+const BACKSTOP: Duration = Duration::from_secs(300);
 
 /// Where the clones go, with the PlacementFound condition (and an Event when not found).
 async fn placed(

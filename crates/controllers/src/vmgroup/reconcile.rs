@@ -10,6 +10,7 @@ use super::tasks;
 use super::types::{VmGroup, VmStatus};
 use super::vcenters::Goal;
 use super::{Error, Reconciler, FINALIZER};
+use infrasim_controller_runtime::reconcile::{Cleanup, Next};
 use infrasim_vim_client::{CloneSpec, Moref, ObjectContent};
 use kube::api::Api;
 use kube::ResourceExt;
@@ -223,11 +224,11 @@ pub(super) fn vm_statuses(o: &Observed) -> Vec<VmStatus> {
         .collect()
 }
 
-/// A deleted group: its VMs go, then its finalizer. Whether it is done (its VMs still being
-/// removed keep it).
-pub(super) async fn finalize(group: &VmGroup, r: &Reconciler) -> Result<bool, Error> {
+/// A deleted group: its VMs go, then its finalizer. Pending while its VMs are being removed:
+/// their changes wake it, and a task whose change is late is read at its deadline.
+pub(super) async fn finalize(group: &VmGroup, r: &Reconciler) -> Result<Cleanup, Error> {
     if !group.finalizers().iter().any(|f| f == FINALIZER) {
-        return Ok(true);
+        return Ok(Cleanup::Done);
     }
     let api: Api<VmGroup> =
         Api::namespaced(r.ctx.client.clone(), &group.namespace().unwrap_or_default());
@@ -241,7 +242,8 @@ pub(super) async fn finalize(group: &VmGroup, r: &Reconciler) -> Result<bool, Er
             };
             tasks::follow(&o, group, shape).await?;
             if scale_down(&o, 0).await? > 0 {
-                return Ok(false);
+                let at = tasks::look_again(&o, group, r.ctx.now());
+                return Ok(Cleanup::Pending(Next::At(at)));
             }
         }
         // Nothing says where the VMs are any more: the group cannot wait for ever.
@@ -251,5 +253,5 @@ pub(super) async fn finalize(group: &VmGroup, r: &Reconciler) -> Result<bool, Er
         }
     }
     infrasim_controller_runtime::finalizers::remove(&api, group, FINALIZER).await?;
-    Ok(true)
+    Ok(Cleanup::Done)
 }

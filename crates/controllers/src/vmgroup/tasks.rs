@@ -7,8 +7,9 @@
 
 use super::observed::{has_shape, index_of, Observed, Shape, PENDING_CHECK};
 use super::types::VmGroup;
-use super::vcenters::Goal;
+use super::vcenters::{Goal, Pending};
 use super::Error;
+use chrono::{DateTime, TimeDelta, Utc};
 use infrasim_vim_client::{Moref, ObjectContent, TaskState};
 
 /// Faults that say a power task found the VM where it was going, or busy with another task
@@ -120,6 +121,34 @@ pub(super) async fn follow(o: &Observed, group: &VmGroup, shape: Shape) -> Resul
     }
 }
 
+/// When to look at the group again while it has work in flight: the watch reports each
+/// task's change, and a task whose change is late is read `PENDING_CHECK` after it started
+/// (or was last read). That is a deadline on the injected clock, not a poll.
+pub(super) fn look_again(o: &Observed, group: &VmGroup, now: DateTime<Utc>) -> DateTime<Utc> {
+    let pending = o.vc.pending_where(|name| index_of(group, name).is_some());
+    read_deadline(pending.iter().map(|(_, p)| p), now)
+}
+
+/// The earliest time one of `pending` is due to be read. With none remembered (vCenter
+/// answered that it had nothing to do: the VM was busy with another task, whose change the
+/// watch reports), `PENDING_CHECK` from `now`, as for a task started now.
+fn read_deadline<'a>(
+    pending: impl IntoIterator<Item = &'a Pending>,
+    now: DateTime<Utc>,
+) -> DateTime<Utc> {
+    let wait = TimeDelta::from_std(PENDING_CHECK).unwrap_or(TimeDelta::MAX);
+    let due = |since: DateTime<Utc>| {
+        since
+            .checked_add_signed(wait)
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    };
+    pending
+        .into_iter()
+        .map(|p| due(p.since))
+        .min()
+        .unwrap_or_else(|| due(now))
+}
+
 /// A task ended well and the watch has not said so yet: the copy of its VM is read again,
 /// so the next step does not repeat this one.
 async fn catch_up(
@@ -165,6 +194,22 @@ mod tests {
                 ),
             ],
         }
+    }
+
+    #[test]
+    fn the_group_is_looked_at_again_when_its_first_late_task_is_due_to_be_read() {
+        let t = |s: i64| DateTime::<Utc>::from_timestamp(1_900_000_000 + s, 0).unwrap();
+        let pending = |since| Pending {
+            task: Moref::new("Task", "task-1"),
+            goal: Goal::On,
+            since,
+        };
+        let check = TimeDelta::from_std(PENDING_CHECK).unwrap();
+        let tasks = [pending(t(10)), pending(t(3)), pending(t(7))];
+        assert_eq!(read_deadline(&tasks, t(12)), t(3) + check);
+        // A task read meanwhile (its `since` moved on) is read again a whole wait later.
+        assert_eq!(read_deadline(&[pending(t(12))], t(12)), t(12) + check);
+        assert_eq!(read_deadline([], t(20)), t(20) + check);
     }
 
     #[test]
