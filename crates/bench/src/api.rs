@@ -92,17 +92,7 @@ pub(crate) async fn run(args: ApiBenchArgs) -> anyhow::Result<()> {
     );
     let (addr, tls, _stop) = serve(&server, &ca).await?;
 
-    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}});
-    group.create("namespaces", ns, Default::default())?;
-    let cm = |name: String| {
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": name, "namespace": "bench", "labels": {"app": "bench"}},
-               "data": {"key": "value", "t": "0"}})
-    };
-    for i in 0..args.objects {
-        group.create("configmaps", cm(format!("cm-{i:05}")), Default::default())?;
-    }
-    let target = group.create("configmaps", cm("target".into()), Default::default())?;
+    let target = create_config_maps(&group, args.objects)?;
     let admin = ca.client_cert("kubernetes-admin", &["system:masters"])?;
     let client = Arc::new(Client::new(&ca, &admin, false)?);
     // A user RBAC decides for: the bootstrap `view` ClusterRole (aggregated), bound in the
@@ -123,6 +113,51 @@ pub(crate) async fn run(args: ApiBenchArgs) -> anyhow::Result<()> {
         args.seconds, args.connections, args.objects, args.watchers, args.events
     );
     println!();
+    throughput(
+        &args,
+        &client,
+        &reader_client,
+        addr,
+        tls,
+        target.bytes.clone(),
+    )
+    .await?;
+    watch(&server, &ca, &admin, &group, &args).await?;
+    crate::cel::creates(&client, addr, (args.connections, args.seconds)).await?;
+    let _ = target;
+    Ok(())
+}
+
+/// The listed collection: the namespace `bench` with `objects` ConfigMaps, and the one the
+/// GET scenarios read, which is returned.
+fn create_config_maps(
+    group: &Arc<infrasim_store::Group>,
+    objects: usize,
+) -> anyhow::Result<Arc<infrasim_store::StoredObject>> {
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}});
+    group.create("namespaces", ns, Default::default())?;
+    let cm = |name: String| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "bench", "labels": {"app": "bench"}},
+               "data": {"key": "value", "t": "0"}})
+    };
+    for i in 0..objects {
+        group.create("configmaps", cm(format!("cm-{i:05}")), Default::default())?;
+    }
+    Ok(group.create("configmaps", cm("target".into()), Default::default())?)
+}
+
+/// The throughput table: each scenario against the API server (as the admin, or as
+/// `reader_client`, a user RBAC decides for), then against a bare server answering with the
+/// same bytes over the same TLS.
+async fn throughput(
+    args: &ApiBenchArgs,
+    client: &Arc<Client>,
+    reader_client: &Arc<Client>,
+    addr: SocketAddr,
+    tls: Arc<rustls::ServerConfig>,
+    target: Bytes,
+) -> anyhow::Result<()> {
     println!(
         "{:<22} {:>14} {:>10} {:>10} {:>14} {:>10} {:>10} {:>8}",
         "scenario", "infrasim req/s", "p50", "p99", "bare req/s", "p50", "p99", "ratio"
@@ -132,20 +167,15 @@ pub(crate) async fn run(args: ApiBenchArgs) -> anyhow::Result<()> {
     let list_path = "/api/v1/namespaces/bench/configmaps";
     // The bare server returns exactly the bytes the API server would, so both move the same
     // payload over the same TLS.
-    let list_body = collect(&client, addr, list_path).await?;
+    let list_body = collect(client, addr, list_path).await?;
     for (name, path, body, who) in [
-        ("GET one object", get_path, target.bytes.clone(), &client),
-        (
-            "GET as an RBAC user",
-            get_path,
-            target.bytes.clone(),
-            &reader_client,
-        ),
-        ("LIST all objects", list_path, list_body, &client),
+        ("GET one object", get_path, target.clone(), client),
+        ("GET as an RBAC user", get_path, target, reader_client),
+        ("LIST all objects", list_path, list_body, client),
     ] {
         let ours = load(who, addr, path, args.connections, args.seconds).await?;
         let bare_addr = bare_server(tls.clone(), body).await?;
-        let bare = load(&client, bare_addr, "/", args.connections, args.seconds).await?;
+        let bare = load(client, bare_addr, "/", args.connections, args.seconds).await?;
         println!(
             "{:<22} {:>14.0} {:>10} {:>10} {:>14.0} {:>10} {:>10} {:>8.2}",
             name,
@@ -159,13 +189,23 @@ pub(crate) async fn run(args: ApiBenchArgs) -> anyhow::Result<()> {
         );
         tracing::debug!(ours = ours.requests, bare = bare.requests, "requests");
     }
+    Ok(())
+}
 
+/// The watch fan-out scenario and what it cost the server's own thread.
+async fn watch(
+    server: &ApiServer,
+    ca: &CertificateAuthority,
+    admin: &KeyedCert,
+    group: &Arc<infrasim_store::Group>,
+    args: &ApiBenchArgs,
+) -> anyhow::Result<()> {
     // The watchers' server runs on a thread of its own, so the server's share of the work can
     // be told from the clients' (both in this process, on this machine's cores).
-    let (watch_addr, server_thread) = serve_on_own_thread(&server, &ca)?;
+    let (watch_addr, server_thread) = serve_on_own_thread(server, ca)?;
     let busy_before = thread_cpu(server_thread);
     let started = Instant::now();
-    let watch = watch_fan_out(&ca, &admin, watch_addr, &group, &args).await?;
+    let watch = watch_fan_out(ca, admin, watch_addr, group, args).await?;
     let (elapsed, busy) = (started.elapsed(), thread_cpu(server_thread) - busy_before);
     println!();
     println!(
@@ -184,8 +224,6 @@ pub(crate) async fn run(args: ApiBenchArgs) -> anyhow::Result<()> {
         busy.as_secs_f64() / elapsed.as_secs_f64(),
         elapsed.as_secs_f64()
     );
-    crate::cel::creates(&client, addr, (args.connections, args.seconds)).await?;
-    let _ = target;
     Ok(())
 }
 

@@ -269,6 +269,24 @@ async fn measure(
     writes: &WriteCounts,
     cloud: &Cloud,
 ) -> anyhow::Result<()> {
+    let vars = template_vars(args);
+    let class = templates::substitute(templates::CLUSTERCLASS_IN_MEMORY, &vars)?;
+    templates::apply(client, &class, "default", "bench").await?;
+    let started = Instant::now();
+    let reconciles_before = infrasim_controllers::metrics::reconciles();
+    declare_clusters(args.clusters, client, &vars).await?;
+    let declared = started.elapsed();
+    let available = wait_available(args, client, started).await?;
+    let reconciles = infrasim_controllers::metrics::reconciles() - reconciles_before;
+    print_table(args, declared, available, reconciles);
+    println!("{}", writes_done(writes, args.clusters));
+    println!("{}", workload_writes(cloud));
+    Ok(())
+}
+
+/// The templates' variables: the machine counts asked for, and every bootstrap step
+/// instant, so the time measured is the controllers' own.
+fn template_vars(args: &CapiBenchArgs) -> HashMap<String, String> {
     let mut vars: HashMap<String, String> = HashMap::from([
         (
             "CONTROL_PLANE_MACHINE_COUNT".into(),
@@ -284,11 +302,16 @@ async fn measure(
     ] {
         vars.insert(step.into(), "0s".into());
     }
-    let class = templates::substitute(templates::CLUSTERCLASS_IN_MEMORY, &vars)?;
-    templates::apply(client, &class, "default", "bench").await?;
-    let started = Instant::now();
-    let reconciles_before = infrasim_controllers::metrics::reconciles();
-    let created = futures::stream::iter(0..args.clusters)
+    vars
+}
+
+/// Applies the Clusters `bench-0` .. `bench-<clusters - 1>`, 32 at a time.
+async fn declare_clusters(
+    clusters: usize,
+    client: &kube::Client,
+    vars: &HashMap<String, String>,
+) -> anyhow::Result<()> {
+    let created = futures::stream::iter(0..clusters)
         .map(|i| {
             let client = client.clone();
             let mut vars = vars.clone();
@@ -305,7 +328,16 @@ async fn measure(
     for r in created {
         r.context("creating a cluster")?;
     }
-    let declared = started.elapsed();
+    Ok(())
+}
+
+/// Waits until every cluster is Available and returns the time since `started`; past the
+/// timeout, says what holds the others back and fails.
+async fn wait_available(
+    args: &CapiBenchArgs,
+    client: &kube::Client,
+    started: Instant,
+) -> anyhow::Result<Duration> {
     let bar =
         ProgressBar::with_draw_target(Some(args.clusters as u64), ProgressDrawTarget::stderr());
     bar.set_style(
@@ -359,11 +391,7 @@ async fn measure(
         }
     };
     bar.finish_and_clear();
-    let reconciles = infrasim_controllers::metrics::reconciles() - reconciles_before;
-    print_table(args, declared, available, reconciles);
-    println!("{}", writes_done(writes, args.clusters));
-    println!("{}", workload_writes(cloud));
-    Ok(())
+    Ok(available)
 }
 
 /// What holds back the clusters that are not Available: how many wait on each reason of

@@ -81,50 +81,11 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
         Some(port) => Some(cloud.listen_shared(port).await?),
         None => None,
     };
-    // A progress bar on a terminal; nothing on a pipe, where the table below is the output.
-    let bar =
-        ProgressBar::with_draw_target(Some((args.count * 2) as u64), ProgressDrawTarget::stderr());
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {msg:<22} [{bar:40}] {pos}/{len} ({elapsed})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
+    let bar = progress_bar(args.count);
     bar.set_message("creating clusters");
     for i in 0..args.count {
         let name = format!("{}-{i}", args.name_prefix);
-        let info = match cloud.cluster(&name) {
-            // Brought back from the data directory, as it was made.
-            Some(info) => info,
-            None => {
-                cloud
-                    .create_cluster(ClusterShape {
-                        name: name.clone(),
-                        control_planes: args.control_planes.max(1),
-                        workers: args.workers,
-                        kubernetes_version: args.kubernetes_version.clone(),
-                        startup: args.startup,
-                        jitter: args.jitter,
-                        workloads: WorkloadConfig {
-                            pod_startup: args.pod_startup,
-                            lease_renewal: args.lease_renewal,
-                            ..WorkloadConfig::default()
-                        },
-                        ..ClusterShape::default()
-                    })
-                    .await?
-            }
-        };
-        let path = args.out.join(format!("{name}.kubeconfig"));
-        infrasim_kube_api::pki::write_private(&path, &info.kubeconfig)?;
-        if let Some(kc) = &info.shared_kubeconfig {
-            let path = args.out.join(format!("{name}.sni.kubeconfig"));
-            infrasim_kube_api::pki::write_private(&path, kc)?;
-        }
-        // etcdctl's files: `--cacert DIR/<name>-etcd/ca.crt --cert .../client.crt --key ...`.
-        if let Some(pki) = cloud.pki(&name) {
-            EtcdCredentials::new(&pki, "infrasim-etcdctl")?
-                .write(&args.out.join(format!("{name}-etcd")))?;
-        }
+        make_cluster(&args, &cloud, &name).await?;
         bar.inc(1);
     }
     // Then until every cluster is up: bootstrapped, with CoreDNS and kube-proxy running, as
@@ -140,6 +101,66 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     bar.finish_and_clear();
+    print_fleet(&args, &cloud, shared);
+    println!("fleet ready; Ctrl-C stops it");
+    crate::shutdown_signal().await;
+    Ok(())
+}
+
+/// Two steps per cluster: made, then up.
+fn progress_bar(count: usize) -> ProgressBar {
+    // A progress bar on a terminal; nothing on a pipe, where the table below is the output.
+    let bar = ProgressBar::with_draw_target(Some((count * 2) as u64), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg:<22} [{bar:40}] {pos}/{len} ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar
+}
+
+/// Makes cluster `name` unless the data directory brought it back, and writes its
+/// kubeconfigs and etcdctl's credentials into the output directory.
+async fn make_cluster(args: &FleetArgs, cloud: &Cloud, name: &str) -> anyhow::Result<()> {
+    let info = match cloud.cluster(name) {
+        // Brought back from the data directory, as it was made.
+        Some(info) => info,
+        None => {
+            cloud
+                .create_cluster(ClusterShape {
+                    name: name.to_string(),
+                    control_planes: args.control_planes.max(1),
+                    workers: args.workers,
+                    kubernetes_version: args.kubernetes_version.clone(),
+                    startup: args.startup,
+                    jitter: args.jitter,
+                    workloads: WorkloadConfig {
+                        pod_startup: args.pod_startup,
+                        lease_renewal: args.lease_renewal,
+                        ..WorkloadConfig::default()
+                    },
+                    ..ClusterShape::default()
+                })
+                .await?
+        }
+    };
+    let path = args.out.join(format!("{name}.kubeconfig"));
+    infrasim_kube_api::pki::write_private(&path, &info.kubeconfig)?;
+    if let Some(kc) = &info.shared_kubeconfig {
+        let path = args.out.join(format!("{name}.sni.kubeconfig"));
+        infrasim_kube_api::pki::write_private(&path, kc)?;
+    }
+    // etcdctl's files: `--cacert DIR/<name>-etcd/ca.crt --cert .../client.crt --key ...`.
+    if let Some(pki) = cloud.pki(name) {
+        EtcdCredentials::new(&pki, "infrasim-etcdctl")?
+            .write(&args.out.join(format!("{name}-etcd")))?;
+    }
+    Ok(())
+}
+
+/// The table of clusters with their endpoints and kubeconfigs, and how to reach them
+/// through the shared port and with etcdctl.
+fn print_fleet(args: &FleetArgs, cloud: &Cloud, shared: Option<std::net::SocketAddr>) {
     println!(
         "{:<24} {:<24} {:>11}  KUBECONFIG",
         "NAME", "ENDPOINT", "NODES READY"
@@ -164,9 +185,6 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
         "etcd on each endpoint: etcdctl --endpoints https://<endpoint> --cacert {dir}/<name>-etcd/ca.crt --cert {dir}/<name>-etcd/client.crt --key {dir}/<name>-etcd/client.key",
         dir = args.out.display()
     );
-    println!("fleet ready; Ctrl-C stops it");
-    crate::shutdown_signal().await;
-    Ok(())
 }
 
 /// `0`, `250ms`, `2s`, `1.5s`, `3m`; a bare number is seconds.

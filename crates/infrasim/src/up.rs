@@ -4,7 +4,7 @@ use anyhow::Context;
 use clap::Args;
 use infrasim_clock::SystemClock;
 use infrasim_kube_api::kubeconfig::{self, KubeconfigSpec};
-use infrasim_kube_api::pki::{write_private, CertificateAuthority, SigningKey};
+use infrasim_kube_api::pki::{write_private, CertificateAuthority, KeyedCert, SigningKey};
 use infrasim_kube_api::{ApiConfig, ApiServer};
 use infrasim_store::{Backend, MemoryBackend, Store, StoreConfig};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -146,6 +146,74 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .kubeconfig
         .clone()
         .unwrap_or_else(|| data_dir.join("kubeconfig"));
+    let Plane {
+        server,
+        ca,
+        clock,
+        restored,
+    } = open_plane(&args, &data_dir)?;
+
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let local = listener.local_addr()?;
+    let serving = serving_cert(&ca, local)?;
+    let tls = server.tls_config(&serving)?;
+
+    let server_url = write_admin_kubeconfig(&ca, local, &kubeconfig_path)?;
+
+    println!("infrasim management plane listening on {server_url}");
+    println!("kubeconfig: {}", kubeconfig_path.display());
+    println!("export KUBECONFIG={}", kubeconfig_path.display());
+    if args.ephemeral {
+        println!("state: in memory (--ephemeral); nothing survives a restart");
+    } else {
+        println!(
+            "state: durable in {} (its write-ahead log beside it; {} objects restored in {} ms; resourceVersions go on from {})",
+            data_dir.join(infrasim_durable::FILE).display(),
+            restored.objects,
+            restored.took.as_millis(),
+            restored.version,
+        );
+    }
+    if args.workloads {
+        start_workloads(&server, clock.clone());
+        println!("workloads: Node {NODE} (Deployments, Jobs, … get Pods that run)");
+    }
+    let controllers = match args.controllers.as_str() {
+        "all" => Some(start_controllers(&args, &data_dir, &server, clock).await?),
+        _ => None,
+    };
+    tracing::info!(%local, "serving");
+    let served = server.serve(listener, tls, crate::shutdown_signal()).await;
+    if let Some(task) = controllers {
+        crate::stop_controllers(task).await;
+    }
+    served?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The management plane before it listens: its API server over the opened store, the CA
+/// that signs its certificates, its clock, and what it came back with.
+struct Plane {
+    server: ApiServer,
+    ca: CertificateAuthority,
+    clock: infrasim_clock::SharedClock,
+    restored: Restored,
+}
+
+/// What the plane brought back from its data directory, for the banner.
+struct Restored {
+    objects: usize,
+    /// The resourceVersion the plane goes on from.
+    version: u64,
+    took: std::time::Duration,
+}
+
+/// Opens the store (durable in `data_dir` unless ephemeral) and the CA, and the API server
+/// over them, with its service-account key kept beside the CA when durable.
+fn open_plane(args: &UpArgs, data_dir: &std::path::Path) -> anyhow::Result<Plane> {
     // Opened first: a directory another process holds is refused before anything in it is
     // touched.
     let opening = std::time::Instant::now();
@@ -153,7 +221,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         Arc::new(MemoryBackend)
     } else {
         Arc::new(
-            infrasim_durable::DurableBackend::open(&data_dir, args.watch_window.max(1))
+            infrasim_durable::DurableBackend::open(data_dir, args.watch_window.max(1))
                 .context("opening the data directory")?,
         )
     };
@@ -195,11 +263,21 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         )?;
         server.set_service_account_key(&key)?;
     }
+    Ok(Plane {
+        server,
+        ca,
+        clock,
+        restored: Restored {
+            objects: restored_objects,
+            version: restored_version,
+            took: restore_took,
+        },
+    })
+}
 
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
-    let local = listener.local_addr()?;
+/// The API server's serving certificate, for the names and addresses clients reach it by:
+/// loopback, the in-cluster service, and the address it listens on.
+fn serving_cert(ca: &CertificateAuthority, local: SocketAddr) -> anyhow::Result<KeyedCert> {
     let mut ips: Vec<IpAddr> = vec![
         IpAddr::V4(Ipv4Addr::LOCALHOST),
         IpAddr::V6(Ipv6Addr::LOCALHOST),
@@ -218,9 +296,16 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let serving = ca.serving_cert("kube-apiserver", &dns, &ips)?;
-    let tls = server.tls_config(&serving)?;
+    Ok(ca.serving_cert("kube-apiserver", &dns, &ips)?)
+}
 
+/// Writes the admin kubeconfig (a `system:masters` client certificate) to `path`, and
+/// returns the server URL it points at: loopback when listening on every address.
+fn write_admin_kubeconfig(
+    ca: &CertificateAuthority,
+    local: SocketAddr,
+    path: &std::path::Path,
+) -> anyhow::Result<String> {
     let admin = ca.client_cert("kubernetes-admin", &["system:masters"])?;
     let host = if local.ip().is_unspecified() {
         IpAddr::V4(Ipv4Addr::LOCALHOST)
@@ -237,44 +322,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         client_key_pem: &admin.key_pem,
         tls_server_name: None,
     });
-    if let Some(parent) = kubeconfig_path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-    {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
     }
-    write_private(&kubeconfig_path, &config)
-        .with_context(|| format!("writing {}", kubeconfig_path.display()))?;
-
-    println!("infrasim management plane listening on {server_url}");
-    println!("kubeconfig: {}", kubeconfig_path.display());
-    println!("export KUBECONFIG={}", kubeconfig_path.display());
-    if args.ephemeral {
-        println!("state: in memory (--ephemeral); nothing survives a restart");
-    } else {
-        println!(
-            "state: durable in {} (its write-ahead log beside it; {restored_objects} objects restored in {} ms; resourceVersions go on from {restored_version})",
-            data_dir.join(infrasim_durable::FILE).display(),
-            restore_took.as_millis()
-        );
-    }
-    if args.workloads {
-        start_workloads(&server, clock.clone());
-        println!("workloads: Node {NODE} (Deployments, Jobs, … get Pods that run)");
-    }
-    let controllers = match args.controllers.as_str() {
-        "all" => Some(start_controllers(&args, &data_dir, &server, clock).await?),
-        _ => None,
-    };
-    tracing::info!(%local, "serving");
-    let served = server.serve(listener, tls, crate::shutdown_signal()).await;
-    if let Some(task) = controllers {
-        crate::stop_controllers(task).await;
-    }
-    served?;
-    tracing::info!("stopped");
-    Ok(())
+    write_private(path, &config).with_context(|| format!("writing {}", path.display()))?;
+    Ok(server_url)
 }
 
 /// Installs the controllers' CRDs into the plane and runs the controllers in this process,

@@ -18,6 +18,15 @@ struct Usage {
     memory: f64,
 }
 
+impl Usage {
+    /// Counts one more pod with these (cpu, memory) requests.
+    fn add(&mut self, (cpu, memory): (f64, f64)) {
+        self.pods += 1;
+        self.cpu_milli += cpu;
+        self.memory += memory;
+    }
+}
+
 /// A pod's demands: its containers' requests (limits stand in for missing requests, as the
 /// API server defaults them).
 fn requests(pod: &Value) -> (f64, f64) {
@@ -189,6 +198,32 @@ fn misfit(pod: &Value, demand: (f64, f64), node: &Obj, used: Usage) -> Option<St
 /// Binds every pending pod it can.
 pub(super) fn schedule(c: &Cluster) {
     let pods = c.list("pods");
+    let pending = pending_pods(&pods);
+    if pending.is_empty() {
+        return;
+    }
+    let nodes = c.list("nodes");
+    let mut usage = node_usage(&pods);
+    let now = infrasim_store::format_time(c.now());
+    for pod in pending {
+        let demand = requests(&pod.value);
+        match best_node(pod, demand, &nodes, &usage) {
+            Ok(node) => {
+                if bind_and_report(c, pod, node) {
+                    usage
+                        .entry(node.name().to_string())
+                        .or_default()
+                        .add(demand);
+                }
+            }
+            Err(reasons) => report_unschedulable(c, pod, &reasons, nodes.len(), &now),
+        }
+    }
+}
+
+/// The pods waiting for this scheduler, oldest first (by name among equals) so they are
+/// placed in the order they came.
+fn pending_pods(pods: &[Obj]) -> Vec<&Obj> {
     let mut pending: Vec<&Obj> = pods
         .iter()
         .filter(|p| {
@@ -198,94 +233,110 @@ pub(super) fn schedule(c: &Cluster) {
                 && !matches!(p.str("/status/phase"), "Succeeded" | "Failed")
         })
         .collect();
-    if pending.is_empty() {
-        return;
-    }
     pending.sort_by(|a, b| {
         (a.str("/metadata/creationTimestamp"), a.name())
             .cmp(&(b.str("/metadata/creationTimestamp"), b.name()))
     });
-    let nodes = c.list("nodes");
+    pending
+}
+
+/// What the pods already bound (and not finished) take on each node, by node name.
+fn node_usage(pods: &[Obj]) -> HashMap<String, Usage> {
     let mut usage: HashMap<String, Usage> = HashMap::new();
     for p in pods.iter() {
         let node = p.str("/spec/nodeName");
         if node.is_empty() || matches!(p.str("/status/phase"), "Succeeded" | "Failed") {
             continue;
         }
-        let (cpu, memory) = requests(&p.value);
-        let u = usage.entry(node.to_string()).or_default();
-        u.pods += 1;
-        u.cpu_milli += cpu;
-        u.memory += memory;
+        usage
+            .entry(node.to_string())
+            .or_default()
+            .add(requests(&p.value));
     }
-    let now = infrasim_store::format_time(c.now());
-    for pod in pending {
-        let demand = requests(&pod.value);
-        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
-        let mut best: Option<(&Obj, i64)> = None;
-        for node in nodes.iter() {
-            let used = usage.get(node.name()).copied().unwrap_or_default();
-            match misfit(&pod.value, demand, node, used) {
-                Some(reason) => *reasons.entry(reason).or_default() += 1,
-                None => {
-                    if best.is_none_or(|(_, pods)| used.pods < pods) {
-                        best = Some((node, used.pods));
-                    }
-                }
-            }
-        }
-        let previous = pod.value.at("/status/conditions");
-        match best {
-            Some((node, _)) => {
-                if c.bind(pod, node.name()) {
-                    c.event(
-                        pod,
-                        events::SCHEDULER,
-                        false,
-                        "Scheduled",
-                        &format!(
-                            "Successfully assigned {}/{} to {}",
-                            pod.namespace(),
-                            pod.name(),
-                            node.name()
-                        ),
-                    );
-                    let u = usage.entry(node.name().to_string()).or_default();
-                    u.pods += 1;
-                    u.cpu_milli += demand.0;
-                    u.memory += demand.1;
-                }
-            }
+    usage
+}
+
+/// The least loaded node that fits the pod (the first among equals), or, when none does,
+/// each reason a node did not with how many nodes it ruled out.
+fn best_node<'a>(
+    pod: &Obj,
+    demand: (f64, f64),
+    nodes: &'a [Obj],
+    usage: &HashMap<String, Usage>,
+) -> Result<&'a Obj, BTreeMap<String, usize>> {
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    let mut best: Option<(&Obj, i64)> = None;
+    for node in nodes.iter() {
+        let used = usage.get(node.name()).copied().unwrap_or_default();
+        match misfit(&pod.value, demand, node, used) {
+            Some(reason) => *reasons.entry(reason).or_default() += 1,
             None => {
-                let detail: Vec<String> = reasons
-                    .iter()
-                    .map(|(reason, n)| format!("{n} {reason}"))
-                    .collect();
-                let message = format!(
-                    "0/{} nodes are available: {}. preemption: 0/{} nodes are available: {} Preemption is not helpful for scheduling.",
-                    nodes.len(),
-                    if detail.is_empty() { "no nodes registered".to_string() } else { detail.join(", ") },
-                    nodes.len(),
-                    nodes.len(),
-                );
-                let mut next = Value::clone(&pod.value);
-                set_condition(
-                    &mut next,
-                    condition(
-                        previous,
-                        "PodScheduled",
-                        "False",
-                        "Unschedulable",
-                        &message,
-                        &now,
-                        false,
-                    ),
-                );
-                if next != *pod.value && c.scheduler_status(next, pod) {
-                    c.event(pod, events::SCHEDULER, true, "FailedScheduling", &message);
+                if best.is_none_or(|(_, pods)| used.pods < pods) {
+                    best = Some((node, used.pods));
                 }
             }
         }
+    }
+    best.map(|(node, _)| node).ok_or(reasons)
+}
+
+/// Binds the pod to `node` through `pods/binding`, and says so in an event; whether the
+/// binding went through.
+fn bind_and_report(c: &Cluster, pod: &Obj, node: &Obj) -> bool {
+    if !c.bind(pod, node.name()) {
+        return false;
+    }
+    c.event(
+        pod,
+        events::SCHEDULER,
+        false,
+        "Scheduled",
+        &format!(
+            "Successfully assigned {}/{} to {}",
+            pod.namespace(),
+            pod.name(),
+            node.name()
+        ),
+    );
+    true
+}
+
+/// Marks the pod unschedulable with kube-scheduler's summary of why no node fits, and says
+/// so in an event when that changed the pod.
+fn report_unschedulable(
+    c: &Cluster,
+    pod: &Obj,
+    reasons: &BTreeMap<String, usize>,
+    node_count: usize,
+    now: &str,
+) {
+    let previous = pod.value.at("/status/conditions");
+    let detail: Vec<String> = reasons
+        .iter()
+        .map(|(reason, n)| format!("{n} {reason}"))
+        .collect();
+    let message = format!(
+        "0/{} nodes are available: {}. preemption: 0/{} nodes are available: {} Preemption is not helpful for scheduling.",
+        node_count,
+        if detail.is_empty() { "no nodes registered".to_string() } else { detail.join(", ") },
+        node_count,
+        node_count,
+    );
+    let mut next = Value::clone(&pod.value);
+    set_condition(
+        &mut next,
+        condition(
+            previous,
+            "PodScheduled",
+            "False",
+            "Unschedulable",
+            &message,
+            now,
+            false,
+        ),
+    );
+    if next != *pod.value && c.scheduler_status(next, pod) {
+        c.event(pod, events::SCHEDULER, true, "FailedScheduling", &message);
     }
 }
 

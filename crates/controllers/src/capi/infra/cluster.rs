@@ -7,6 +7,7 @@ use super::{
     unclaim, Error, InfraCluster, InfraStatus, Reconciler,
 };
 use crate::capi::core::Cluster;
+use chrono::{DateTime, Utc};
 use infrasim_controller_runtime::conditions::{self, Condition};
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use kube::api::{Api, Patch, PatchParams};
@@ -68,22 +69,10 @@ async fn apply<K: InfraCluster>(
         now,
     );
     if let Some(why) = obj.unsupported() {
-        if conditions::find(&conds, "Ready").is_none_or(|c| c.reason != "UnsupportedBackend") {
-            r.ctx
-                .event(&*obj, true, "UnsupportedBackend", why.clone())
-                .await;
-        }
-        conditions::set(
-            &mut conds,
-            Condition::new("Ready", false, "UnsupportedBackend", why),
-            now,
-        );
-        conditions::sort(&mut conds);
-        let view = InfraStatus {
-            conditions: conds,
-            ..InfraStatus::default()
-        };
-        apply_status(api, &obj, &view).await?;
+        let announce =
+            conditions::find(&conds, "Ready").is_none_or(|c| c.reason != "UnsupportedBackend");
+        let ready = Condition::new("Ready", false, "UnsupportedBackend", why);
+        report_not_ready(&*obj, r, api, conds, ready, announce, now).await?;
         return Ok(Next::AwaitChange);
     }
     let key = cloud_key(&cluster_name, &ns);
@@ -97,46 +86,15 @@ async fn apply<K: InfraCluster>(
             // Its recorded port is taken (by another program, or outside this process's
             // range after a move): say so where users look, and try again later.
             let why = format!("the control plane endpoint cannot be served: {e}");
-            if conditions::find(&conds, "Ready").is_none_or(|c| c.message != why) {
-                r.ctx
-                    .event(&*obj, true, "EndpointUnavailable", why.clone())
-                    .await;
-            }
-            conditions::set(
-                &mut conds,
-                Condition::new("Ready", false, "EndpointUnavailable", why),
-                now,
-            );
-            conditions::sort(&mut conds);
-            let view = InfraStatus {
-                provisioned: false,
-                conditions: conds,
-                ..InfraStatus::default()
-            };
-            apply_status(api, &obj, &view).await?;
+            let announce = conditions::find(&conds, "Ready").is_none_or(|c| c.message != why);
+            let ready = Condition::new("Ready", false, "EndpointUnavailable", why);
+            report_not_ready(&*obj, r, api, conds, ready, announce, now).await?;
             return Ok(Next::After(std::time::Duration::from_secs(10)));
         }
     };
     let host = r.ctx.cloud.advertise_address().to_string();
     if obj.endpoint().is_none_or(|e| !e.is_valid()) {
-        // The endpoint is spec, set once: a merge patch leaves every other field (and its
-        // owner, such as Cluster API's topology controller) alone.
-        let patch =
-            json!({"spec": {"controlPlaneEndpoint": {"host": host, "port": endpoint.port()}}});
-        api.patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
-        r.ctx
-            .event(
-                &*obj,
-                false,
-                "EndpointReserved",
-                format!("control plane endpoint {host}:{} reserved", endpoint.port()),
-            )
-            .await;
+        publish_endpoint(&*obj, r, api, &host, endpoint.port()).await?;
     }
     conditions::set(&mut conds, Condition::new("Ready", true, "Ready", ""), now);
     conditions::sort(&mut conds);
@@ -148,6 +106,61 @@ async fn apply<K: InfraCluster>(
     };
     apply_status(api, &obj, &view).await?;
     Ok(Next::AwaitChange)
+}
+
+/// Reports the cluster not provisioned with `ready` (a false `Ready` condition), and as a
+/// warning event too when `announce` says users have not been told this yet.
+async fn report_not_ready<K: InfraCluster>(
+    obj: &K,
+    r: &Reconciler<K>,
+    api: &Api<K>,
+    mut conds: Vec<Condition>,
+    ready: Condition,
+    announce: bool,
+    now: DateTime<Utc>,
+) -> Result<(), Error> {
+    if announce {
+        r.ctx
+            .event(obj, true, &ready.reason, ready.message.clone())
+            .await;
+    }
+    conditions::set(&mut conds, ready, now);
+    conditions::sort(&mut conds);
+    let view = InfraStatus {
+        provisioned: false,
+        conditions: conds,
+        ..InfraStatus::default()
+    };
+    apply_status(api, obj, &view).await
+}
+
+/// Writes the reserved endpoint into the spec (once: it is not changed after) and tells
+/// users where the control plane will answer.
+async fn publish_endpoint<K: InfraCluster>(
+    obj: &K,
+    r: &Reconciler<K>,
+    api: &Api<K>,
+    host: &str,
+    port: u16,
+) -> Result<(), Error> {
+    // The endpoint is spec, set once: a merge patch leaves every other field (and its
+    // owner, such as Cluster API's topology controller) alone.
+    let patch = json!({"spec": {"controlPlaneEndpoint": {"host": host, "port": port}}});
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    r.ctx
+        .event(
+            obj,
+            false,
+            "EndpointReserved",
+            format!("control plane endpoint {host}:{port} reserved"),
+        )
+        .await;
+    Ok(())
 }
 
 /// Frees the cluster's endpoint and the workload cluster behind it, if the cloud has them.

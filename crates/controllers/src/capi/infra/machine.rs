@@ -118,16 +118,7 @@ async fn apply<K: InfraMachine>(
     );
     let version = machine.spec.version.clone();
     // Make real what the plan says is done (a step done before is left as it is).
-    let steps: Vec<usize> = [
-        (timing::VM, 0),
-        (timing::NODE, 1),
-        (timing::ETCD, 2),
-        (timing::API_SERVER, API_SERVER_PHASE),
-    ]
-    .into_iter()
-    .filter(|(ty, _)| conditions::is_true(&plan.conditions, ty))
-    .map(|(_, step)| step)
-    .collect();
+    let steps = done_steps(&plan.conditions);
     if let Err(e) = make_real(
         r,
         &cluster,
@@ -156,18 +147,7 @@ async fn apply<K: InfraMachine>(
         .await?;
     }
     if plan.complete && !machine.annotations().contains_key(BOOTSTRAPPED_ANNOTATION) {
-        let machines: Api<Machine> = Api::namespaced(
-            r.ctx.client.clone(),
-            &machine.namespace().unwrap_or_default(),
-        );
-        let patch = json!({"metadata": {"annotations": {BOOTSTRAPPED_ANNOTATION: ""}}});
-        machines
-            .patch(
-                &machine.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+        mark_bootstrapped(&r.ctx.client, &machine).await?;
     }
     let view = status_view(
         &*obj,
@@ -182,6 +162,35 @@ async fn apply<K: InfraMachine>(
     apply_status(api, &obj, &view).await?;
     // The next step's deadline on the injected clock, if the plan has one.
     Ok(plan.next.map_or(Next::AwaitChange, Next::At))
+}
+
+/// The cloud steps whose conditions the plan has true, in the order the cloud makes them.
+fn done_steps(planned: &[Condition]) -> Vec<usize> {
+    [
+        (timing::VM, 0),
+        (timing::NODE, 1),
+        (timing::ETCD, 2),
+        (timing::API_SERVER, API_SERVER_PHASE),
+    ]
+    .into_iter()
+    .filter(|(ty, _)| conditions::is_true(planned, ty))
+    .map(|(_, step)| step)
+    .collect()
+}
+
+/// Annotates the Machine as fully bootstrapped, so its steps are not timed again.
+async fn mark_bootstrapped(client: &kube::Client, machine: &Machine) -> Result<(), Error> {
+    let machines: Api<Machine> =
+        Api::namespaced(client.clone(), &machine.namespace().unwrap_or_default());
+    let patch = json!({"metadata": {"annotations": {BOOTSTRAPPED_ANNOTATION: ""}}});
+    machines
+        .patch(
+            &machine.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(())
 }
 
 /// Does the cloud steps the plan says are done (a step done before is left as it is),

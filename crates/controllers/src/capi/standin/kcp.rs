@@ -12,6 +12,7 @@ use crate::capi::core::{
     KubeadmControlPlaneStatus, Machine, VersionCount,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, CONTROL_PLANE_NAME_LABEL};
+use chrono::{DateTime, Utc};
 use infrasim_controller_runtime::conditions::{self, Condition};
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -168,16 +169,7 @@ async fn provision(
     let ns = kcp.namespace().unwrap_or_default();
     if !cluster.infrastructure_provisioned() {
         let why = "Waiting for Cluster status.infrastructureReady to be true";
-        conditions::set(
-            conds,
-            Condition::unknown("EtcdClusterHealthy", "InspectionFailed", why),
-            now,
-        );
-        conditions::set(
-            conds,
-            Condition::unknown("ControlPlaneComponentsHealthy", "InspectionFailed", why),
-            now,
-        );
+        components_not_inspected(conds, why, now);
         return Ok(Next::AwaitChange);
     }
     let secrets: Api<Secret> = r.api(&ns);
@@ -190,23 +182,10 @@ async fn provision(
         }
     };
     let Some(ca) = ca else {
-        conditions::set(
-            conds,
-            Condition::new(
-                "CertificatesAvailable",
-                false,
-                "NotAvailable",
-                "the cluster certificates are being created",
-            ),
-            now,
-        );
+        set_certificates_available(conds, false, now);
         return Ok(Next::After(Duration::from_millis(500)));
     };
-    conditions::set(
-        conds,
-        Condition::new("CertificatesAvailable", true, "Available", ""),
-        now,
-    );
+    set_certificates_available(conds, true, now);
     let Some(endpoint) = cluster
         .spec
         .control_plane_endpoint
@@ -214,16 +193,7 @@ async fn provision(
         .filter(|e| e.is_valid())
     else {
         let why = "Waiting for Cluster spec.controlPlaneEndpoint to be set";
-        conditions::set(
-            conds,
-            Condition::unknown("EtcdClusterHealthy", "InspectionFailed", why),
-            now,
-        );
-        conditions::set(
-            conds,
-            Condition::unknown("ControlPlaneComponentsHealthy", "InspectionFailed", why),
-            now,
-        );
+        components_not_inspected(conds, why, now);
         return Ok(Next::AwaitChange);
     };
     if found.is_none() {
@@ -245,7 +215,45 @@ async fn provision(
     if super::kcp_remediation::remediate(kcp, r, machines, *initialized).await? {
         return Ok(Next::AwaitChange);
     }
-    let health = if *initialized {
+    set_components_health(conds, *initialized, now);
+    scale(kcp, r, cluster, machines, *initialized).await
+}
+
+/// Marks etcd and the control-plane components as not inspected, for `why`: the cluster is
+/// not far enough along for their health to mean anything.
+fn components_not_inspected(conds: &mut Vec<Condition>, why: &str, now: DateTime<Utc>) {
+    conditions::set(
+        conds,
+        Condition::unknown("EtcdClusterHealthy", "InspectionFailed", why),
+        now,
+    );
+    conditions::set(
+        conds,
+        Condition::unknown("ControlPlaneComponentsHealthy", "InspectionFailed", why),
+        now,
+    );
+}
+
+/// `CertificatesAvailable`: true once the cluster's certificates exist, false while they
+/// are being created.
+fn set_certificates_available(conds: &mut Vec<Condition>, available: bool, now: DateTime<Utc>) {
+    let condition = if available {
+        Condition::new("CertificatesAvailable", true, "Available", "")
+    } else {
+        Condition::new(
+            "CertificatesAvailable",
+            false,
+            "NotAvailable",
+            "the cluster certificates are being created",
+        )
+    };
+    conditions::set(conds, condition, now);
+}
+
+/// Etcd and the control-plane components healthy once the control plane is initialized,
+/// not yet inspected before.
+fn set_components_health(conds: &mut Vec<Condition>, initialized: bool, now: DateTime<Utc>) {
+    let health = if initialized {
         ("True", "Healthy", "")
     } else {
         (
@@ -261,7 +269,6 @@ async fn provision(
         };
         conditions::set(conds, c, now);
     }
-    scale(kcp, r, cluster, machines, *initialized).await
 }
 
 /// Whether the workload cluster has kubeadm's ConfigMap: `kubeadm init` finished.
@@ -477,99 +484,161 @@ async fn create_machine(
     machines: &[Machine],
     init: bool,
 ) -> Result<(), Error> {
-    let ns = kcp.namespace().unwrap_or_default();
-    let name = format!("{}-{}", kcp.name_any(), random_suffix());
-    let meta = kcp
-        .spec
-        .machine_template
-        .metadata
-        .clone()
-        .unwrap_or_default();
-    let mut labels = meta.labels.clone();
-    labels.insert(CLUSTER_NAME_LABEL.into(), cluster.name_any());
-    labels.insert(CONTROL_PLANE_LABEL.into(), String::new());
-    labels.insert(CONTROL_PLANE_NAME_LABEL.into(), kcp.name_any());
-    // The failure domain with the fewest machines.
-    let all: Vec<&Machine> = machines
-        .iter()
-        .filter(|m| m.metadata.deletion_timestamp.is_none())
-        .collect();
-    let fd = failure_domains(cluster)
-        .into_iter()
-        .min_by_key(|fd| count_in(&all, fd));
-    let template_ref = &kcp.spec.machine_template.spec.infrastructure_ref;
-    let template = r
-        .core
-        .resolver
-        .get(&r.client(), &ns, template_ref)
-        .await?
-        .ok_or_else(|| {
-            Error::Invalid(format!(
-                "{} {} does not exist",
-                template_ref.kind, template_ref.name
-            ))
-        })?;
-    let infra = clone_template(
-        &r.client(),
-        &ns,
-        &template,
-        CloneSpec {
-            name: &name,
-            labels: labels.clone(),
-            annotations: meta.annotations.clone(),
-            owner: Some(owner_ref(kcp, false)),
-            spec_overrides: None,
-        },
-    )
-    .await?;
-    let mut spec = kcp.spec.kubeadm_config_spec.clone().unwrap_or(json!({}));
-    if let Some(o) = spec.as_object_mut() {
-        if init {
-            o.remove("joinConfiguration");
-        } else {
-            o.remove("initConfiguration");
-            let join = o.entry("joinConfiguration").or_insert(json!({}));
-            if join.get("controlPlane").is_none() {
-                join["controlPlane"] = json!({});
-            }
-        }
-    }
-    let config: KubeadmConfig = serde_json::from_value(json!({
-        "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig",
-        "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": meta.annotations,
-                     "ownerReferences": [owner_ref(kcp, false)]},
-        "spec": spec,
-    }))
-    .map_err(kube::Error::SerdeError)?;
-    create_ignoring_conflict(&r.api::<KubeadmConfig>(&ns), &config).await?;
-    let mut annotations: BTreeMap<String, String> = meta.annotations;
-    annotations.insert(CLEANUP_HOOK.into(), String::new());
-    if let Some(data) = kcp
-        .annotations()
-        .get(super::kcp_remediation::IN_PROGRESS_ANNOTATION)
-    {
-        annotations.insert(super::kcp_remediation::FOR_ANNOTATION.into(), data.clone());
-    }
-    let machine: Machine = serde_json::from_value(json!({
-        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-        "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": annotations,
-                     "ownerReferences": [owner_ref(kcp, true)]},
-        "spec": {"clusterName": cluster.name_any(), "version": kcp.spec.version,
-                 "bootstrap": {"configRef": ContractRef {api_group: "bootstrap.cluster.x-k8s.io".into(), kind: "KubeadmConfig".into(), name: name.clone()}},
-                 "infrastructureRef": infra, "failureDomain": fd},
-    }))
-    .map_err(kube::Error::SerdeError)?;
-    create_ignoring_conflict(&r.api::<Machine>(&ns), &machine).await?;
+    let new = NewMachine::new(kcp, cluster, init);
+    let fd = emptiest_failure_domain(cluster, machines);
+    let infra = new.clone_infrastructure(r).await?;
+    create_ignoring_conflict(&r.api::<KubeadmConfig>(&new.ns), &new.kubeadm_config()?).await?;
+    let machine = new.machine(infra, fd)?;
+    create_ignoring_conflict(&r.api::<Machine>(&new.ns), &machine).await?;
     let verb = if init {
         "initializing the control plane with"
     } else {
         "adding"
     };
+    let name = &new.name;
     r.core
         .ctx
         .event(kcp, false, "ScalingUp", format!("{verb} Machine {name}"))
         .await;
     Ok(())
+}
+
+/// Where a new machine goes, so machines spread across the cluster's failure domains.
+fn emptiest_failure_domain(cluster: &Cluster, machines: &[Machine]) -> Option<String> {
+    // The failure domain with the fewest machines.
+    let all: Vec<&Machine> = machines
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .collect();
+    failure_domains(cluster)
+        .into_iter()
+        .min_by_key(|fd| count_in(&all, fd))
+}
+
+/// One control-plane Machine about to be made: the name and metadata that its
+/// infrastructure machine, KubeadmConfig and Machine share.
+struct NewMachine<'a> {
+    kcp: &'a KubeadmControlPlane,
+    cluster: &'a Cluster,
+    /// Whether it runs `kubeadm init` (the first machine) rather than joining.
+    init: bool,
+    ns: String,
+    name: String,
+    labels: BTreeMap<String, String>,
+    /// The machine template's annotations.
+    annotations: BTreeMap<String, String>,
+}
+
+impl<'a> NewMachine<'a> {
+    /// A fresh name, and the machine template's labels with the cluster's and control plane's.
+    fn new(kcp: &'a KubeadmControlPlane, cluster: &'a Cluster, init: bool) -> Self {
+        let ns = kcp.namespace().unwrap_or_default();
+        let name = format!("{}-{}", kcp.name_any(), random_suffix());
+        let meta = kcp
+            .spec
+            .machine_template
+            .metadata
+            .clone()
+            .unwrap_or_default();
+        let mut labels = meta.labels.clone();
+        labels.insert(CLUSTER_NAME_LABEL.into(), cluster.name_any());
+        labels.insert(CONTROL_PLANE_LABEL.into(), String::new());
+        labels.insert(CONTROL_PLANE_NAME_LABEL.into(), kcp.name_any());
+        NewMachine {
+            kcp,
+            cluster,
+            init,
+            ns,
+            name,
+            labels,
+            annotations: meta.annotations,
+        }
+    }
+
+    /// Clones the machine template's infrastructure template into the machine's own
+    /// infrastructure machine.
+    async fn clone_infrastructure(
+        &self,
+        r: &Reconciler<KubeadmControlPlane>,
+    ) -> Result<ContractRef, Error> {
+        let template_ref = &self.kcp.spec.machine_template.spec.infrastructure_ref;
+        let template = r
+            .core
+            .resolver
+            .get(&r.client(), &self.ns, template_ref)
+            .await?
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "{} {} does not exist",
+                    template_ref.kind, template_ref.name
+                ))
+            })?;
+        let infra = clone_template(
+            &r.client(),
+            &self.ns,
+            &template,
+            CloneSpec {
+                name: &self.name,
+                labels: self.labels.clone(),
+                annotations: self.annotations.clone(),
+                owner: Some(owner_ref(self.kcp, false)),
+                spec_overrides: None,
+            },
+        )
+        .await?;
+        Ok(infra)
+    }
+
+    /// The machine's KubeadmConfig: the control plane's config spec with only the init or
+    /// only the (control-plane) join configuration.
+    fn kubeadm_config(&self) -> Result<KubeadmConfig, Error> {
+        let (kcp, name, ns) = (self.kcp, &self.name, &self.ns);
+        let mut spec = kcp.spec.kubeadm_config_spec.clone().unwrap_or(json!({}));
+        if let Some(o) = spec.as_object_mut() {
+            if self.init {
+                o.remove("joinConfiguration");
+            } else {
+                o.remove("initConfiguration");
+                let join = o.entry("joinConfiguration").or_insert(json!({}));
+                if join.get("controlPlane").is_none() {
+                    join["controlPlane"] = json!({});
+                }
+            }
+        }
+        let config: KubeadmConfig = serde_json::from_value(json!({
+            "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig",
+            "metadata": {"name": name, "namespace": ns, "labels": self.labels, "annotations": self.annotations,
+                         "ownerReferences": [owner_ref(kcp, false)]},
+            "spec": spec,
+        }))
+        .map_err(kube::Error::SerdeError)?;
+        Ok(config)
+    }
+
+    /// The Machine itself, with the cleanup hook and any remediation in progress carried
+    /// over from the control plane.
+    fn machine(&self, infra: ContractRef, fd: Option<String>) -> Result<Machine, Error> {
+        let (kcp, cluster, name, ns, labels) =
+            (self.kcp, self.cluster, &self.name, &self.ns, &self.labels);
+        let mut annotations: BTreeMap<String, String> = self.annotations.clone();
+        annotations.insert(CLEANUP_HOOK.into(), String::new());
+        if let Some(data) = kcp
+            .annotations()
+            .get(super::kcp_remediation::IN_PROGRESS_ANNOTATION)
+        {
+            annotations.insert(super::kcp_remediation::FOR_ANNOTATION.into(), data.clone());
+        }
+        let machine: Machine = serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": annotations,
+                         "ownerReferences": [owner_ref(kcp, true)]},
+            "spec": {"clusterName": cluster.name_any(), "version": kcp.spec.version,
+                     "bootstrap": {"configRef": ContractRef {api_group: "bootstrap.cluster.x-k8s.io".into(), kind: "KubeadmConfig".into(), name: name.clone()}},
+                     "infrastructureRef": infra, "failureDomain": fd},
+        }))
+        .map_err(kube::Error::SerdeError)?;
+        Ok(machine)
+    }
 }
 
 async fn create_ignoring_conflict<K>(api: &Api<K>, obj: &K) -> Result<(), Error>

@@ -406,68 +406,28 @@ pub(super) fn replica_status(
     generation: Option<i64>,
     previous: Option<&serde_json::Value>,
 ) -> ReplicaStatus {
-    let has = |m: &Machine, t: &str| {
-        m.status
-            .as_ref()
-            .and_then(|s| s.conditions.as_deref())
-            .is_some_and(|c| conditions::is_true(c, t))
-    };
-    let count = |t: &str| machines.iter().filter(|m| has(m, t)).count() as i32;
+    let count = |t: &str| machines.iter().filter(|m| has_true(m, t)).count() as i32;
     let (ready, available, up_to_date) = (count("Ready"), count("Available"), count("UpToDate"));
     let total = machines.len() as i32;
-    let aggregate = |ty: &str, n: i32, good: &str, bad: &str| {
-        if total == 0 {
-            Condition::new(ty, true, "NoReplicas", "")
-        } else if n == total {
-            Condition::new(ty, true, good, "")
-        } else {
-            Condition::new(ty, false, bad, format!("{} of {total} Machines", total - n))
-        }
-    };
     conditions::set(
         &mut conds,
-        aggregate("MachinesReady", ready, "Ready", "NotReady"),
+        aggregate("MachinesReady", ready, total, "Ready", "NotReady"),
         now,
     );
     conditions::set(
         &mut conds,
-        aggregate("MachinesUpToDate", up_to_date, "UpToDate", "NotUpToDate"),
-        now,
-    );
-    let up = total < desired;
-    let down = total > desired;
-    conditions::set(
-        &mut conds,
-        Condition::new(
-            "ScalingUp",
-            up,
-            if up { "ScalingUp" } else { "NotScalingUp" },
-            if up {
-                format!("Scaling up from {total} to {desired} replicas")
-            } else {
-                String::new()
-            },
+        aggregate(
+            "MachinesUpToDate",
+            up_to_date,
+            total,
+            "UpToDate",
+            "NotUpToDate",
         ),
         now,
     );
-    conditions::set(
-        &mut conds,
-        Condition::new(
-            "ScalingDown",
-            down,
-            if down {
-                "ScalingDown"
-            } else {
-                "NotScalingDown"
-            },
-            if down {
-                format!("Scaling down from {total} to {desired} replicas")
-            } else {
-                String::new()
-            },
-        ),
-        now,
-    );
+    for scaling in scaling_conditions(total, desired) {
+        conditions::set(&mut conds, scaling, now);
+    }
     conditions::set(
         &mut conds,
         Condition::new("Deleting", false, "NotDeleting", ""),
@@ -497,6 +457,58 @@ pub(super) fn replica_status(
         observed_generation: generation,
         deprecated: Some(deprecated),
     }
+}
+
+/// Whether the Machine has condition `t` true.
+fn has_true(m: &Machine, t: &str) -> bool {
+    m.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .is_some_and(|c| conditions::is_true(c, t))
+}
+
+/// A condition over all `total` machines: true (`good`) when all `n` of them are, else false
+/// (`bad`) saying how many are not; true when there are none.
+fn aggregate(ty: &str, n: i32, total: i32, good: &str, bad: &str) -> Condition {
+    if total == 0 {
+        Condition::new(ty, true, "NoReplicas", "")
+    } else if n == total {
+        Condition::new(ty, true, good, "")
+    } else {
+        Condition::new(ty, false, bad, format!("{} of {total} Machines", total - n))
+    }
+}
+
+/// `ScalingUp` and `ScalingDown`, from how far `total` machines are from `desired`.
+fn scaling_conditions(total: i32, desired: i32) -> [Condition; 2] {
+    let up = total < desired;
+    let down = total > desired;
+    [
+        Condition::new(
+            "ScalingUp",
+            up,
+            if up { "ScalingUp" } else { "NotScalingUp" },
+            if up {
+                format!("Scaling up from {total} to {desired} replicas")
+            } else {
+                String::new()
+            },
+        ),
+        Condition::new(
+            "ScalingDown",
+            down,
+            if down {
+                "ScalingDown"
+            } else {
+                "NotScalingDown"
+            },
+            if down {
+                format!("Scaling down from {total} to {desired} replicas")
+            } else {
+                String::new()
+            },
+        ),
+    ]
 }
 
 /// A label selector as the scale subresource shows it (`a=b,c in (d)`).

@@ -10,11 +10,11 @@ use super::objects::{clone_template, copy_template, owner_ref, random_suffix, Cl
 use super::{Error, Reconciler};
 use crate::capi::core::{
     Cluster, ClusterClass, ContractRef, KubeadmControlPlane, MachineDeployment,
-    MachineDeploymentClass, MachineDeploymentTopology, MachineHealthCheck, TemplateRef,
+    MachineDeploymentClass, MachineDeploymentTopology, MachineHealthCheck, TemplateRef, Topology,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
 use infrasim_controller_runtime::conditions::Condition;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -281,19 +281,7 @@ async fn infrastructure(
     if let Some(existing) = made_before(c, r, template_ref).await? {
         return set_ref(c, r, "infrastructureRef", &existing).await;
     }
-    let template = r
-        .core
-        .resolver
-        .template_api(&r.client(), &ns, template_ref)
-        .await?
-        .get_opt(&template_ref.name)
-        .await?
-        .ok_or_else(|| {
-            Error::Invalid(format!(
-                "{} {} not found",
-                template_ref.kind, template_ref.name
-            ))
-        })?;
+    let template = get_template(r, &ns, template_ref).await?;
     let name = format!("{}-{}", c.name_any(), random_suffix());
     let created = clone_template(
         &r.client(),
@@ -311,6 +299,27 @@ async fn infrastructure(
     set_ref(c, r, "infrastructureRef", &created).await
 }
 
+/// The object `template_ref` names, read through the resolver so a contract's kind is found
+/// under its real resource; a template that is not there is the ClusterClass's error.
+async fn get_template(
+    r: &Reconciler<Cluster>,
+    ns: &str,
+    template_ref: &TemplateRef,
+) -> Result<DynamicObject, Error> {
+    r.core
+        .resolver
+        .template_api(&r.client(), ns, template_ref)
+        .await?
+        .get_opt(&template_ref.name)
+        .await?
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "{} {} not found",
+                template_ref.kind, template_ref.name
+            ))
+        })
+}
+
 async fn control_plane(
     c: &mut Cluster,
     r: &Reconciler<Cluster>,
@@ -320,95 +329,14 @@ async fn control_plane(
     let topology = c.spec.topology.clone().unwrap_or_default();
     let replicas = topology.control_plane.as_ref().and_then(|cp| cp.replicas);
     if let Some(cp_ref) = c.spec.control_plane_ref.clone() {
-        // Replicas and version flow down.
-        let api: Api<KubeadmControlPlane> = r.api(&ns);
-        // From the cache: a copy a moment old only repeats a patch of the same values.
-        let Some(kcp) = r
-            .core
-            .informers
-            .get::<KubeadmControlPlane>(&ns, &cp_ref.name)
-            .await?
-        else {
-            return Ok(());
-        };
-        let mut spec = serde_json::Map::new();
-        if kcp.spec.version != topology.version {
-            spec.insert("version".into(), json!(topology.version));
-        }
-        if replicas.is_some() && kcp.spec.replicas != replicas {
-            spec.insert("replicas".into(), json!(replicas));
-        }
-        if !spec.is_empty() {
-            api.patch(
-                &cp_ref.name,
-                &PatchParams::default(),
-                &Patch::Merge(&json!({"spec": spec})),
-            )
-            .await?;
-        }
-        return Ok(());
+        return flow_down(r, &ns, &cp_ref, &topology.version, replicas).await;
     }
     if let Some(existing) = made_before(c, r, &class.spec.control_plane.template_ref).await? {
         return set_ref(c, r, "controlPlaneRef", &existing).await;
     }
     let mut labels = owned_labels(c);
-    // The control plane's machines get the class's and the topology's metadata.
-    let mut machine_labels = labels.clone();
-    let mut machine_annotations = BTreeMap::new();
-    for meta in [
-        class.spec.control_plane.metadata.clone(),
-        topology
-            .control_plane
-            .as_ref()
-            .and_then(|t| t.metadata.clone()),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        machine_labels.extend(meta.labels);
-        machine_annotations.extend(meta.annotations);
-    }
-    let mut machine_template =
-        json!({"metadata": {"labels": machine_labels, "annotations": machine_annotations}});
-    if let Some(infra) = &class.spec.control_plane.machine_infrastructure {
-        let source = r
-            .core
-            .resolver
-            .template_api(&r.client(), &ns, &infra.template_ref)
-            .await?
-            .get_opt(&infra.template_ref.name)
-            .await?
-            .ok_or_else(|| {
-                Error::Invalid(format!(
-                    "{} {} not found",
-                    infra.template_ref.kind, infra.template_ref.name
-                ))
-            })?;
-        let copy = copy_template(
-            &r.client(),
-            &ns,
-            &source,
-            &format!("{}-{}", c.name_any(), random_suffix()),
-            &labels,
-            owner_ref(c, false),
-        )
-        .await?;
-        machine_template["spec"] = json!({"infrastructureRef": contract(&copy)});
-    }
-    let template_ref = &class.spec.control_plane.template_ref;
-    let template = r
-        .core
-        .resolver
-        .template_api(&r.client(), &ns, template_ref)
-        .await?
-        .get_opt(&template_ref.name)
-        .await?
-        .ok_or_else(|| {
-            Error::Invalid(format!(
-                "{} {} not found",
-                template_ref.kind, template_ref.name
-            ))
-        })?;
+    let machine_template = control_plane_machine_template(c, r, class, &topology, &labels).await?;
+    let template = get_template(r, &ns, &class.spec.control_plane.template_ref).await?;
     let mut overrides = json!({"version": topology.version, "machineTemplate": machine_template});
     if let Some(n) = replicas {
         overrides["replicas"] = json!(n);
@@ -428,6 +356,88 @@ async fn control_plane(
     )
     .await?;
     set_ref(c, r, "controlPlaneRef", &created).await
+}
+
+/// Patches the existing control plane with the topology's version and replicas where they
+/// differ, so changes to the Cluster's topology reach it.
+async fn flow_down(
+    r: &Reconciler<Cluster>,
+    ns: &str,
+    cp_ref: &ContractRef,
+    version: &str,
+    replicas: Option<i32>,
+) -> Result<(), Error> {
+    // Replicas and version flow down.
+    let api: Api<KubeadmControlPlane> = r.api(ns);
+    // From the cache: a copy a moment old only repeats a patch of the same values.
+    let Some(kcp) = r
+        .core
+        .informers
+        .get::<KubeadmControlPlane>(ns, &cp_ref.name)
+        .await?
+    else {
+        return Ok(());
+    };
+    let mut spec = serde_json::Map::new();
+    if kcp.spec.version != version {
+        spec.insert("version".into(), json!(version));
+    }
+    if replicas.is_some() && kcp.spec.replicas != replicas {
+        spec.insert("replicas".into(), json!(replicas));
+    }
+    if !spec.is_empty() {
+        api.patch(
+            &cp_ref.name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": spec})),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The control plane's `machineTemplate`: the class's and the topology's machine metadata,
+/// and a copy of the class's machine infrastructure template if it names one.
+async fn control_plane_machine_template(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+    class: &ClusterClass,
+    topology: &Topology,
+    labels: &BTreeMap<String, String>,
+) -> Result<Value, Error> {
+    let ns = c.namespace().unwrap_or_default();
+    // The control plane's machines get the class's and the topology's metadata.
+    let mut machine_labels = labels.clone();
+    let mut machine_annotations = BTreeMap::new();
+    for meta in [
+        class.spec.control_plane.metadata.clone(),
+        topology
+            .control_plane
+            .as_ref()
+            .and_then(|t| t.metadata.clone()),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        machine_labels.extend(meta.labels);
+        machine_annotations.extend(meta.annotations);
+    }
+    let mut machine_template =
+        json!({"metadata": {"labels": machine_labels, "annotations": machine_annotations}});
+    if let Some(infra) = &class.spec.control_plane.machine_infrastructure {
+        let source = get_template(r, &ns, &infra.template_ref).await?;
+        let copy = copy_template(
+            &r.client(),
+            &ns,
+            &source,
+            &format!("{}-{}", c.name_any(), random_suffix()),
+            labels,
+            owner_ref(c, false),
+        )
+        .await?;
+        machine_template["spec"] = json!({"infrastructureRef": contract(&copy)});
+    }
+    Ok(machine_template)
 }
 
 /// One MachineDeployment per topology entry; entries removed from the topology go.

@@ -115,12 +115,42 @@ pub fn check(
         .as_ref()
         .and_then(|s| s.conditions.clone())
         .unwrap_or_default();
-    let mut next: Vec<DateTime<Utc>> = Vec::new();
-    let held = |found: Option<&Condition>, c: &UnhealthyCondition, next: &mut Vec<_>, on: &str| {
+    let mut checker = Checker {
+        checks,
+        now,
+        next: Vec::new(),
+    };
+    let machine_failures = checker.failures(
+        &machine_conds,
+        &checks.unhealthy_machine_conditions,
+        "Machine",
+    );
+    let (node_reason, node_failures) =
+        checker.node_failures(machine, node, &machine_conds, initialized, infra_ready);
+    checker.verdict(machine, node, machine_failures, node_reason, node_failures)
+}
+
+/// One target's check under way: what every rule reads, and the times at which conditions
+/// not yet held for their timeouts would fail, so a pending verdict says when to look again.
+struct Checker<'a> {
+    checks: &'a Checks,
+    now: DateTime<Utc>,
+    next: Vec<DateTime<Utc>>,
+}
+
+impl Checker<'_> {
+    /// Why `found` fails `c` on `on` (a Machine or a Node), if it has held past its timeout;
+    /// a match not yet held that long is noted as a time to look again.
+    fn held(
+        &mut self,
+        found: Option<&Condition>,
+        c: &UnhealthyCondition,
+        on: &str,
+    ) -> Option<String> {
         let found = found.filter(|f| f.status == c.status)?;
         let timeout = Duration::seconds(c.timeout_seconds.max(0));
-        let since = found.since().unwrap_or(now);
-        if since + timeout < now {
+        let since = found.since().unwrap_or(self.now);
+        if since + timeout < self.now {
             return Some(format!(
                 "Condition {} on {on} is reporting status {} with reason {} for more than {}",
                 c.type_,
@@ -129,78 +159,98 @@ pub fn check(
                 go_duration(timeout)
             ));
         }
-        next.push(since + timeout + Duration::seconds(1));
+        self.next.push(since + timeout + Duration::seconds(1));
         None
-    };
-    let machine_failures: Vec<String> = checks
-        .unhealthy_machine_conditions
-        .iter()
-        .filter_map(|c| {
-            held(
-                conditions::find(&machine_conds, &c.type_),
-                c,
-                &mut next,
-                "Machine",
-            )
-        })
-        .collect();
-    let (node_reason, node_failures) = match node {
-        NodeSeen::Deleted(name) => ("NodeDeleted", vec![format!("Node {name} has been deleted")]),
-        NodeSeen::NotYet => match checks.node_startup_timeout() {
-            None => ("", Vec::new()),
-            Some(timeout) => {
-                let since = startup_since(machine, &machine_conds, initialized, infra_ready);
-                if since + timeout < now {
-                    let why = format!("Node failed to report startup in {}", go_duration(timeout));
-                    ("NodeStartupTimeout", vec![why])
-                } else {
-                    next.push(since + timeout + Duration::seconds(1));
-                    ("", Vec::new())
-                }
-            }
-        },
-        NodeSeen::Found(n) => {
-            let node_conds = node_conditions(n);
-            let failures: Vec<String> = checks
-                .unhealthy_node_conditions
-                .iter()
-                .filter_map(|c| {
-                    held(
-                        conditions::find(&node_conds, &c.type_),
-                        c,
-                        &mut next,
-                        "Node",
-                    )
-                })
-                .collect();
-            ("UnhealthyNode", failures)
-        }
-    };
-    if machine_failures.is_empty() && node_failures.is_empty() {
-        return match node {
-            NodeSeen::Found(_) if machine.metadata.deletion_timestamp.is_none() => {
-                if next.is_empty() {
-                    Verdict::Healthy
-                } else {
-                    Verdict::Pending(next.into_iter().min())
-                }
-            }
-            _ => Verdict::Pending(next.into_iter().min()),
-        };
     }
-    let reason = if machine_failures.is_empty() {
-        node_reason
-    } else {
-        "UnhealthyMachine"
-    };
-    let lines: Vec<String> = machine_failures
-        .iter()
-        .chain(node_failures.iter())
-        .map(|m| format!("  * {m}"))
-        .collect();
-    Verdict::Unhealthy {
-        reason: reason.into(),
-        message: format!("Health check failed:\n{}", lines.join("\n")),
+
+    /// The failures among `conds` of every unhealthy condition the check lists for `on`.
+    fn failures(
+        &mut self,
+        conds: &[Condition],
+        unhealthy: &[UnhealthyCondition],
+        on: &str,
+    ) -> Vec<String> {
+        unhealthy
+            .iter()
+            .filter_map(|c| self.held(conditions::find(conds, &c.type_), c, on))
+            .collect()
+    }
+
+    /// The Node's failures and the reason they carry: deleted, never started within the
+    /// startup timeout, or holding an unhealthy condition.
+    fn node_failures(
+        &mut self,
+        machine: &Machine,
+        node: &NodeSeen,
+        machine_conds: &[Condition],
+        initialized: Option<&Condition>,
+        infra_ready: Option<&Condition>,
+    ) -> (&'static str, Vec<String>) {
+        match node {
+            NodeSeen::Deleted(name) => {
+                ("NodeDeleted", vec![format!("Node {name} has been deleted")])
+            }
+            NodeSeen::NotYet => match self.checks.node_startup_timeout() {
+                None => ("", Vec::new()),
+                Some(timeout) => {
+                    let since = startup_since(machine, machine_conds, initialized, infra_ready);
+                    if since + timeout < self.now {
+                        let why =
+                            format!("Node failed to report startup in {}", go_duration(timeout));
+                        ("NodeStartupTimeout", vec![why])
+                    } else {
+                        self.next.push(since + timeout + Duration::seconds(1));
+                        ("", Vec::new())
+                    }
+                }
+            },
+            NodeSeen::Found(n) => {
+                let node_conds = node_conditions(n);
+                let checks = self.checks;
+                let failures =
+                    self.failures(&node_conds, &checks.unhealthy_node_conditions, "Node");
+                ("UnhealthyNode", failures)
+            }
+        }
+    }
+
+    /// The verdict from the failures found: unhealthy if any, else healthy only for a live
+    /// Machine with a Node and nothing left to wait for, else pending until the next deadline.
+    fn verdict(
+        self,
+        machine: &Machine,
+        node: &NodeSeen,
+        machine_failures: Vec<String>,
+        node_reason: &str,
+        node_failures: Vec<String>,
+    ) -> Verdict {
+        let next = self.next;
+        if machine_failures.is_empty() && node_failures.is_empty() {
+            return match node {
+                NodeSeen::Found(_) if machine.metadata.deletion_timestamp.is_none() => {
+                    if next.is_empty() {
+                        Verdict::Healthy
+                    } else {
+                        Verdict::Pending(next.into_iter().min())
+                    }
+                }
+                _ => Verdict::Pending(next.into_iter().min()),
+            };
+        }
+        let reason = if machine_failures.is_empty() {
+            node_reason
+        } else {
+            "UnhealthyMachine"
+        };
+        let lines: Vec<String> = machine_failures
+            .iter()
+            .chain(node_failures.iter())
+            .map(|m| format!("  * {m}"))
+            .collect();
+        Verdict::Unhealthy {
+            reason: reason.into(),
+            message: format!("Health check failed:\n{}", lines.join("\n")),
+        }
     }
 }
 
