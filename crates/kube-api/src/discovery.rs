@@ -101,10 +101,13 @@ const CSR_SUBRESOURCES: [Subresource; 1] = [(
     &["get", "patch", "update"],
 )];
 
+const NAMESPACE_SUBRESOURCES: [Subresource; 1] = [("finalize", "", "v1", "Namespace", &["update"])];
+
 /// The subresources a built-in kind serves beyond `status` and `scale`.
 fn extra_subresources(r: &ResourceInfo) -> &'static [Subresource] {
     match (r.custom, r.group.as_str(), r.kind.as_str()) {
         (false, "", "Pod") => &POD_SUBRESOURCES,
+        (false, "", "Namespace") => &NAMESPACE_SUBRESOURCES,
         (false, "", "ServiceAccount") => &SERVICE_ACCOUNT_SUBRESOURCES,
         (false, "certificates.k8s.io", "CertificateSigningRequest") => &CSR_SUBRESOURCES,
         _ => &[],

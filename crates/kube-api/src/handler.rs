@@ -239,6 +239,8 @@ async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult
         None => {}
         Some("status") if ctx.info.has_status => {}
         Some("approval") if ctx.info.kind == "CertificateSigningRequest" && !ctx.info.custom => {}
+        Some("finalize")
+            if ctx.info.kind == "Namespace" && !ctx.info.custom && method == Method::PUT => {}
         Some("ephemeralcontainers")
             if ctx.info.kind == "Pod" && !ctx.info.custom && method != Method::POST => {}
         Some(other) => {

@@ -6,8 +6,9 @@
 use crate::object::derive;
 use crate::state::State;
 use crate::status::ApiError;
+use crate::system_writer::SystemWriter;
 use crate::values::At;
-use infrasim_store::{DeleteOptions, ObjectKey, ReadAt, StoreError, StoredObject};
+use infrasim_store::{ObjectKey, Read, ReadAt, StoreError, StoredObject};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -60,8 +61,9 @@ pub(crate) fn bootstrap(state: &Arc<State>) {
 }
 
 /// Creates the `default` ServiceAccount and `kube-root-ca.crt` ConfigMap of a namespace, as
-/// the service-account and root-CA publisher controllers do.
-pub(crate) fn populate(state: &State, namespace: &str) {
+/// the service-account and root-CA publisher controllers do (through the API, as their
+/// service accounts).
+pub(crate) fn populate(state: &Arc<State>, namespace: &str) {
     let sa = json!({
         "apiVersion": "v1", "kind": "ServiceAccount",
         "metadata": {"name": "default", "namespace": namespace},
@@ -72,10 +74,16 @@ pub(crate) fn populate(state: &State, namespace: &str) {
                       "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
         "data": {"ca.crt": state.ca.cert_pem},
     });
-    for (resource, object) in [("serviceaccounts", sa), ("configmaps", ca)] {
-        match state.group.create(resource, object, Default::default()) {
-            Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
-            Err(e) => tracing::warn!(namespace, resource, error = %e, "populating namespace"),
+    for (controller, resource, object) in [
+        ("service-account-controller", "serviceaccounts", sa),
+        ("root-ca-cert-publisher", "configmaps", ca),
+    ] {
+        match SystemWriter::controller(state, controller).create(resource, object) {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
+            Err(e) => {
+                tracing::warn!(namespace, resource, error = %e.message, "populating namespace")
+            }
         }
     }
 }
@@ -148,6 +156,39 @@ fn edit_namespace(
     None
 }
 
+/// Rewrites a namespace through `subresource` (`status`, `finalize`) as `writer`, retrying
+/// on conflicts with concurrent writers.
+fn write_namespace(
+    writer: &SystemWriter,
+    name: &str,
+    subresource: &str,
+    edit: impl Fn(&mut Value),
+) {
+    for _ in 0..16 {
+        let key = ObjectKey::new("", name);
+        let Some(current) = writer.group().get("namespaces", &key) else {
+            return;
+        };
+        let Ok(old) = current.to_value() else {
+            return;
+        };
+        let mut next = old.clone();
+        edit(&mut next);
+        let read = Read {
+            object: &current,
+            value: &old,
+        };
+        match writer.update_subresource("namespaces", subresource, next, read) {
+            Err(e) if e.code == 409 => continue,
+            Err(e) => {
+                tracing::warn!(namespace = name, subresource, error = %e.message, "namespace controller");
+                return;
+            }
+            Ok(_) => return,
+        }
+    }
+}
+
 fn spawn_finalizer(state: Arc<State>, name: String) {
     {
         let mut running = state.terminating.lock().unwrap_or_else(|p| p.into_inner());
@@ -165,8 +206,10 @@ fn spawn_finalizer(state: Arc<State>, name: String) {
     });
 }
 
-/// Deletes everything in the namespace, waits for finalizers, then releases the namespace.
-async fn finalize(state: &State, name: &str) {
+/// Deletes everything in the namespace, waits for finalizers, then releases the namespace,
+/// as kube-controller-manager's namespace controller does through the API.
+async fn finalize(state: &Arc<State>, name: &str) {
+    let controller = SystemWriter::controller(state, "namespace-controller");
     loop {
         // Subscribe before scanning, so a change made during the scan still wakes us.
         let Ok(mut changes) = state.group.watch(None) else {
@@ -194,17 +237,17 @@ async fn finalize(state: &State, name: &str) {
                     *by_finalizer.entry(f.clone()).or_default() += 1;
                 }
                 if object.meta.deletion_timestamp.is_none() {
-                    let _ = state
-                        .group
-                        .delete(&info.store_key, key, &DeleteOptions::default());
+                    let _ = controller.delete(&info.store_key, &key.namespace, &key.name);
                 }
             }
         }
         let now = infrasim_store::format_time(state.clock.now());
         let conditions = termination_conditions(&by_resource, &by_finalizer);
-        edit_namespace(state, name, |ns| set_conditions(ns, &conditions, &now));
+        write_namespace(&controller, name, "status", |ns| {
+            set_conditions(ns, &conditions, &now)
+        });
         if remaining == 0 {
-            edit_namespace(state, name, |ns| {
+            write_namespace(&controller, name, "finalize", |ns| {
                 if let Some(f) = ns
                     .pointer_mut("/spec/finalizers")
                     .and_then(Value::as_array_mut)

@@ -43,6 +43,30 @@ impl SystemWriter {
         }
     }
 
+    /// One of kube-controller-manager's controllers that live in this crate (the namespace
+    /// controller, the root CA publisher), as its service account in `kube-system`.
+    pub(crate) fn controller(state: &Arc<State>, service_account: &str) -> Self {
+        let identity = Identity {
+            user: format!("system:serviceaccount:kube-system:{service_account}"),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                "system:serviceaccounts:kube-system".into(),
+                "system:authenticated".into(),
+            ],
+        };
+        SystemWriter::new(state.clone(), identity, "kube-controller-manager")
+    }
+
+    /// kube-apiserver's own controllers (CRD registration and cleanup), which write through
+    /// its loopback client as `system:apiserver`.
+    pub(crate) fn api_server(state: &Arc<State>) -> Self {
+        let identity = Identity {
+            user: "system:apiserver".into(),
+            groups: vec!["system:authenticated".into(), "system:masters".into()],
+        };
+        SystemWriter::new(state.clone(), identity, "kube-apiserver")
+    }
+
     /// The same component under another identity and field manager (the scheduler and the
     /// kubelets beside kube-controller-manager, over one cluster).
     pub fn as_component(&self, identity: Identity, manager: &str) -> Self {
@@ -93,6 +117,18 @@ impl SystemWriter {
         read: Read<'_>,
     ) -> Result<Arc<StoredObject>, ApiError> {
         self.replace(resource, object, read, Some("status"))
+    }
+
+    /// Writes `object` over the object `read` through `subresource` (a namespace's
+    /// `finalize`), if it is still the stored one.
+    pub fn update_subresource(
+        &self,
+        resource: &str,
+        subresource: &str,
+        object: Value,
+        read: Read<'_>,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        self.replace(resource, object, read, Some(subresource))
     }
 
     /// Deletes `namespace/name` of `resource`, finalizers and the default (background)

@@ -262,3 +262,72 @@ async fn a_scheduler_binds_a_pod_once() {
     };
     assert_eq!(writer.update("pods", moved, read).unwrap_err().code, 422);
 }
+
+mod common;
+
+/// `method path` with a JSON `body` as an administrator: status and body.
+async fn admin(server: &ApiServer, method: &str, path: &str, body: Value) -> (u16, Value) {
+    let answer = common::as_admin(server, method, path, "application/json", body.to_string()).await;
+    (answer.status, answer.json())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_own_controllers_write_as_themselves() {
+    let server = server();
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}});
+    assert_eq!(
+        admin(&server, "POST", "/api/v1/namespaces", ns).await.0,
+        201
+    );
+    // The root CA publisher's ConfigMap is kube-controller-manager's, as in a real cluster.
+    let (_, ca) = admin(
+        &server,
+        "GET",
+        "/api/v1/namespaces/team/configmaps/kube-root-ca.crt",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(
+        managers(&ca),
+        vec![("kube-controller-manager".to_string(), String::new())]
+    );
+
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object"}}}]},
+    });
+    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    assert_eq!(admin(&server, "POST", path, crd).await.0, 201);
+    let (_, crd) = admin(
+        &server,
+        "GET",
+        &format!("{path}/widgets.example.com"),
+        Value::Null,
+    )
+    .await;
+    // Its status (Established) is kube-apiserver's, written through `status`.
+    assert!(managers(&crd).contains(&("kube-apiserver".to_string(), "status".to_string())));
+}
+
+#[tokio::test]
+async fn finalize_changes_only_a_namespaces_finalizers() {
+    let server = server();
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": "team", "labels": {"a": "b"}}});
+    assert_eq!(
+        admin(&server, "POST", "/api/v1/namespaces", ns).await.0,
+        201
+    );
+    let (_, mut ns) = admin(&server, "GET", "/api/v1/namespaces/team", Value::Null).await;
+    assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
+    ns["spec"]["finalizers"] = json!([]);
+    ns["metadata"]["labels"]["a"] = json!("changed");
+    let (code, finalized) = admin(&server, "PUT", "/api/v1/namespaces/team/finalize", ns).await;
+    assert_eq!(code, 200, "{finalized}");
+    assert_eq!(finalized["spec"]["finalizers"], json!([]));
+    assert_eq!(finalized["metadata"]["labels"]["a"], "b");
+}

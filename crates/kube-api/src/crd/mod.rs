@@ -4,12 +4,12 @@
 
 #[cfg(test)]
 mod conformance;
-use crate::object::derive;
 use crate::resources::{Normalize, PrinterColumn, ResourceInfo};
 use crate::state::State;
 use crate::status::ApiError;
+use crate::system_writer::SystemWriter;
 use crate::values::At;
-use infrasim_store::{DeleteOptions, ObjectKey, ReadAt, StoreError};
+use infrasim_store::{ObjectKey, Read, ReadAt};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -317,7 +317,7 @@ pub(crate) fn warnings(crd: &Value) -> Vec<String> {
 }
 
 /// Serves a stored CRD's resources and marks it Established.
-pub(crate) fn register(state: &State, name: &str) {
+pub(crate) fn register(state: &Arc<State>, name: &str) {
     let Some(stored) = state.group.get(STORE_KEY, &ObjectKey::new("", name)) else {
         return;
     };
@@ -326,14 +326,17 @@ pub(crate) fn register(state: &State, name: &str) {
         state.registry.set_custom(name, resources(&crd));
         crate::apiservices::register_custom(state);
     }
-    // Status: names accepted, established, the storage version recorded.
+    // Status: names accepted, established, the storage version recorded, written as
+    // kube-apiserver's naming and establishing controllers write it, through `status`.
+    let controllers = SystemWriter::api_server(state);
     for _ in 0..16 {
         let Some(current) = state.group.get(STORE_KEY, &ObjectKey::new("", name)) else {
             return;
         };
-        let Ok(mut value) = current.to_value() else {
+        let Ok(old) = current.to_value() else {
             return;
         };
+        let mut value = old.clone();
         let now = infrasim_store::format_time(state.clock.now());
         let storage: Vec<Value> = value
             .at("/spec/versions")
@@ -373,15 +376,17 @@ pub(crate) fn register(state: &State, name: &str) {
             return;
         }
         value["status"] = status;
-        let derived = derive("CustomResourceDefinition", &value);
-        match state.group.update(
-            STORE_KEY,
-            value,
-            derived,
-            Some(current.meta.resource_version),
-        ) {
-            Err(StoreError::Conflict { .. }) => continue,
-            _ => return,
+        let read = Read {
+            object: &current,
+            value: &old,
+        };
+        match controllers.update_status(STORE_KEY, value, read) {
+            Err(e) if e.code == 409 => continue,
+            Err(e) => {
+                tracing::warn!(crd = name, error = %e.message, "registering a CRD");
+                return;
+            }
+            Ok(_) => return,
         }
     }
 }
@@ -411,10 +416,12 @@ pub(crate) fn add_finalizer(crd: &mut Value) {
     }
 }
 
-/// Deletes a terminating CRD's objects, then releases it and stops serving its resources.
+/// Deletes a terminating CRD's objects, then releases it and stops serving its resources,
+/// as kube-apiserver's CRD finalizer does through the API.
 pub(crate) fn spawn_cleanup(state: Arc<State>, name: String) {
     tokio::spawn(async move {
         let store_key = name.clone();
+        let finalizer = SystemWriter::api_server(&state);
         loop {
             let Ok(mut changes) = state.group.watch(None) else {
                 return;
@@ -424,9 +431,7 @@ pub(crate) fn spawn_cleanup(state: Arc<State>, name: String) {
             };
             for (key, object) in snapshot.objects.iter() {
                 if object.meta.deletion_timestamp.is_none() {
-                    let _ = state
-                        .group
-                        .delete(&store_key, key, &DeleteOptions::default());
+                    let _ = finalizer.delete(&store_key, &key.namespace, &key.name);
                 }
             }
             if snapshot.objects.is_empty() {
@@ -443,23 +448,22 @@ pub(crate) fn spawn_cleanup(state: Arc<State>, name: String) {
             let Some(current) = state.group.get(STORE_KEY, &ObjectKey::new("", &name)) else {
                 return;
             };
-            let Ok(mut value) = current.to_value() else {
+            let Ok(old) = current.to_value() else {
                 return;
             };
+            let mut value = old.clone();
             if let Some(list) = value
                 .pointer_mut("/metadata/finalizers")
                 .and_then(Value::as_array_mut)
             {
                 list.retain(|f| f.as_str() != Some(CLEANUP_FINALIZER));
             }
-            let derived = derive("CustomResourceDefinition", &value);
-            match state.group.update(
-                STORE_KEY,
-                value,
-                derived,
-                Some(current.meta.resource_version),
-            ) {
-                Err(StoreError::Conflict { .. }) => continue,
+            let read = Read {
+                object: &current,
+                value: &old,
+            };
+            match finalizer.update(STORE_KEY, value, read) {
+                Err(e) if e.code == 409 => continue,
                 _ => return,
             }
         }

@@ -1,18 +1,38 @@
 //! A Namespace's write: a new namespace gets its default objects (the `kube-root-ca.crt`
 //! ConfigMap, the `default` ServiceAccount) as kube-controller-manager's controllers make them;
 //! the system namespaces may not be deleted (NamespaceLifecycle), and a deleted one turns
-//! Terminating while its content goes (the namespace controller's work).
+//! Terminating while its content goes (the namespace controller's work). Through `finalize`
+//! only `spec.finalizers` changes: the namespace controller releases a namespace so.
 
 use super::KindStrategy;
 use crate::context::Ctx;
 use crate::namespaces;
 use crate::status::ApiError;
 use infrasim_store::{DeleteOutcome, StoredObject};
+use serde_json::Value;
 use std::sync::Arc;
 
 pub(super) struct Namespace;
 
 impl KindStrategy for Namespace {
+    fn split_for_update(
+        &self,
+        ctx: &Ctx,
+        subresource: Option<&str>,
+        old: &Value,
+        new: Value,
+    ) -> Value {
+        if subresource != Some("finalize") {
+            return super::super::common::split_for_update(ctx, subresource, old, new);
+        }
+        let mut finalized = old.clone();
+        finalized["spec"]["finalizers"] = new
+            .pointer("/spec/finalizers")
+            .cloned()
+            .unwrap_or(Value::Array(Vec::new()));
+        finalized
+    }
+
     fn after_write(
         &self,
         ctx: &Ctx,
