@@ -2,6 +2,19 @@
 //! answer into the kind, managedFields and all, and on the hottest path (a status apply per
 //! reconcile) that decoding cost about as much as the write itself. These send the same
 //! request through the same client and check the answer's status, nothing more.
+//!
+//! Field managers: every controller writes under one of its own, named
+//! `<family's manager>/<controller>`: the controller's file (`infrasim-capi-core/machineset`,
+//! `infrasim-vcsim-controller/envvar`, `infrasim-sip-controller/hosts`), or for a family
+//! whose one reconciler is its `mod.rs`, its kind (`infrasim-vino-controller/vino`). The
+//! name is a `const MANAGER` beside the reconciler, not an associated const of `Reconcile`:
+//! the writes happen in a controller file's free functions, which reach a module's const
+//! without naming the reconciler's type (one vcsim `Reconciler` serves six kinds), and the
+//! runner itself writes nothing under a manager. So an object's managedFields say which
+//! controller wrote what, and a controller that stops setting a field removes only its own.
+//! Controllers that write the same fields of one object share a manager instead, with the
+//! reason beside it (`capi::standin::remediation::OWNER_MANAGER`): a forced apply by one
+//! would take the fields over, and the other could no longer remove them by leaving them out.
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::Request;

@@ -299,6 +299,7 @@ async fn the_seed_kinds_without_a_class_scale_through_the_machine_deployment() {
     )
     .await;
     wait_for(&plane, "d1", 1, 1, "v1.31.2").await;
+    each_status_applied_by_its_own_controller(&plane, "d1").await;
     let mds: Api<MachineDeployment> = Api::namespaced(plane.client.clone(), NS);
     // `kubectl scale machinedeployment` goes through the scale subresource.
     mds.patch_scale(
@@ -322,6 +323,71 @@ async fn the_seed_kinds_without_a_class_scale_through_the_machine_deployment() {
         sets.list(&ListParams::default()).await.unwrap().items.len(),
         1
     );
+}
+
+/// The field managers that server-side applied the object's status.
+fn status_appliers(meta: &kube::api::ObjectMeta) -> Vec<String> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|f| f.operation.as_deref() == Some("Apply"))
+        .filter(|f| f.subresource.as_deref() == Some("status"))
+        .filter_map(|f| f.manager.clone())
+        .collect()
+}
+
+/// Each controller of the stand-in writes status under a field manager of its own, so an
+/// object's managedFields say which controller wrote it (a Cluster, its control plane, its
+/// MachineDeployment, MachineSet and Machines: five controllers of one family).
+async fn each_status_applied_by_its_own_controller(plane: &Plane, cluster: &str) {
+    let client = &plane.client;
+    let selector =
+        ListParams::default().labels(&format!("cluster.x-k8s.io/cluster-name={cluster}"));
+    let mut seen: Vec<(String, Vec<String>)> = Vec::new();
+    let c = Api::<Cluster>::namespaced(client.clone(), NS)
+        .get(cluster)
+        .await
+        .unwrap();
+    seen.push(("Cluster".into(), status_appliers(&c.metadata)));
+    let kcp = Api::<KubeadmControlPlane>::namespaced(client.clone(), NS)
+        .get(&format!("{cluster}-control-plane"))
+        .await
+        .unwrap();
+    seen.push(("KubeadmControlPlane".into(), status_appliers(&kcp.metadata)));
+    for md in Api::<MachineDeployment>::namespaced(client.clone(), NS)
+        .list(&selector)
+        .await
+        .unwrap()
+    {
+        seen.push(("MachineDeployment".into(), status_appliers(&md.metadata)));
+    }
+    for ms in Api::<MachineSet>::namespaced(client.clone(), NS)
+        .list(&selector)
+        .await
+        .unwrap()
+    {
+        seen.push(("MachineSet".into(), status_appliers(&ms.metadata)));
+    }
+    for m in Api::<Machine>::namespaced(client.clone(), NS)
+        .list(&selector)
+        .await
+        .unwrap()
+    {
+        seen.push(("Machine".into(), status_appliers(&m.metadata)));
+    }
+    let expected = |kind: &str| match kind {
+        "Cluster" => "infrasim-capi-core/cluster",
+        "KubeadmControlPlane" => "infrasim-capi-core/kcp",
+        "MachineDeployment" => "infrasim-capi-core/machinedeployment",
+        "MachineSet" => "infrasim-capi-core/machineset",
+        _ => "infrasim-capi-core/machine",
+    };
+    // One control plane, one deployment, one set, two machines, and the Cluster.
+    assert_eq!(seen.len(), 6, "{seen:?}");
+    for (kind, appliers) in &seen {
+        // No health check here: each status has exactly its own controller's manager.
+        assert_eq!(appliers, &[expected(kind)], "{kind}: {seen:?}");
+    }
 }
 
 /// What the Cluster `name` says of itself while it comes up, checked against its declared

@@ -474,10 +474,10 @@ def test_vm_operator_dependencies_for_supervisor_mode(plane, ns):
                        basic=f"{status['username']}:{status['password']}")
     for name, image in by_name.items():
         assert image["status"]["conditions"][0]["status"] == "True"
-        # The status is the controller's, applied under its field manager as all its statuses.
+        # The status is the VMOperatorDependencies controller's, under its own field manager.
         owners = [(f["manager"], f["operation"], f.get("subresource"))
                   for f in image["metadata"]["managedFields"]]
-        assert ("infrasim-vcsim-controller", "Apply", "status") in owners, owners
+        assert ("infrasim-vcsim-controller/vmoperator", "Apply", "status") in owners, owners
         code, item = rest(host, port, "GET",
                           f"/api/content/library/item/{image['status']['providerItemID']}", token)
         assert code == 200 and item["name"] == name

@@ -16,8 +16,9 @@ use kube::ResourceExt;
 use serde_json::json;
 use std::sync::Arc;
 
-/// The field manager host status is written under.
-const MANAGER: &str = "infrasim-baremetal-standin";
+/// The field manager host status is written under: the SIP family's and this file's name
+/// (see [`infrasim_controller_runtime::writes`]).
+const MANAGER: &str = "infrasim-sip-controller/hosts";
 
 /// Runs the stand-in, if the plane's BareMetalHost CRD is ours, until the process ends.
 pub async fn run(ctx: Context, informers: Arc<Informers>) {

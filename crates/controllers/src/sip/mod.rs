@@ -32,8 +32,10 @@ use types::{
     WORKER,
 };
 
-/// The field manager the controller writes under.
-pub const MANAGER: &str = "infrasim-sip-controller";
+/// The field manager the SIPCluster controller writes under (its status, the load balancers'
+/// Services): the family's name and its kind, as [`hosts`]' stand-in is the family's and its
+/// file's (see [`infrasim_controller_runtime::writes`]).
+const MANAGER: &str = "infrasim-sip-controller/sipcluster";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

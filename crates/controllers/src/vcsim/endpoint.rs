@@ -4,7 +4,7 @@
 //! workload cluster served behind it, when the object goes.
 
 use super::types::{ControlPlaneEndpoint, ControlPlaneEndpointStatus};
-use super::{Error, Reconciler, MANAGER};
+use super::{Error, Reconciler};
 use crate::capi::infra::cloud_key;
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use kube::api::Api;
@@ -15,6 +15,10 @@ use std::time::Duration;
 
 /// Upstream's finalizer name.
 pub const FINALIZER: &str = "control-plane-endpoint.vcsim.infrastructure.cluster.x-k8s.io";
+
+/// The field manager this controller writes under, the family's and its own name (see
+/// [`infrasim_controller_runtime::writes`]).
+const MANAGER: &str = "infrasim-vcsim-controller/endpoint";
 
 impl Reconcile<ControlPlaneEndpoint> for Reconciler {
     type Error = Error;

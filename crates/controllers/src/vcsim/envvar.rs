@@ -9,7 +9,7 @@ use super::types::{
     ControlPlaneEndpoint, EnvVar, VCenterSimulator, VCenterSimulatorStatus, VMOperatorDependencies,
 };
 use super::vcenter::{kubernetes_versions, template_names, STORAGE_POLICY};
-use super::{Error, Reconciler, MANAGER};
+use super::{Error, Reconciler};
 use infrasim_controller_runtime::reconcile::{Next, Reconcile};
 use infrasim_vsphere_sim::TemplateSpec;
 use kube::api::Api;
@@ -73,6 +73,10 @@ impl EnvVar {
         }
     }
 }
+
+/// The field manager this controller writes under, the family's and its own name (see
+/// [`infrasim_controller_runtime::writes`]).
+const MANAGER: &str = "infrasim-vcsim-controller/envvar";
 
 impl Reconcile<EnvVar> for Reconciler {
     type Error = Error;

@@ -2,6 +2,9 @@
 //! simulator in this process, any number at once), control-plane endpoints reserved on the
 //! simulated cloud (`ControlPlaneEndpoint`), and the variables a cluster template needs to
 //! target both (`EnvVar`).
+//!
+//! Each reconciler writes under a field manager of its own, `infrasim-vcsim-controller/<its
+//! file>` (a `MANAGER` beside it), so an object's managedFields say which one wrote what.
 
 pub mod capv;
 mod endpoint;
@@ -23,9 +26,6 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use std::sync::Arc;
 use types::{ControlPlaneEndpoint, EnvVar, VCenterSimulator};
-
-/// The field manager the controller writes status under.
-pub const MANAGER: &str = "infrasim-vcsim-controller";
 
 /// Why a reconcile failed (it is retried).
 #[derive(Debug, thiserror::Error)]

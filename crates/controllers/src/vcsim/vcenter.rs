@@ -6,7 +6,7 @@
 
 use super::simulators::{key, Serving};
 use super::types::{VCenterSimulator, VCenterSimulatorModel, VCenterSimulatorStatus};
-use super::{Error, Reconciler, MANAGER};
+use super::{Error, Reconciler};
 use infrasim_controller_runtime::conditions::{self, Condition};
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_vsphere_sim::{
@@ -42,6 +42,10 @@ pub const LIBRARY: &str = "vcsim";
 /// The largest inventory a VCenterSimulator may ask for, per field: bounds what one object
 /// can make this process allocate.
 const MODEL_LIMIT: i32 = 10_000;
+
+/// The field manager this controller writes under, the family's and its own name (see
+/// [`infrasim_controller_runtime::writes`]).
+const MANAGER: &str = "infrasim-vcsim-controller/vcenter";
 
 impl Reconcile<VCenterSimulator> for Reconciler {
     type Error = Error;

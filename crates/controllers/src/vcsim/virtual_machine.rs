@@ -11,7 +11,7 @@
 use super::types::{VCenterSimulator, VMOperatorDependencies};
 use super::vm_bootstrap;
 use super::vmoperator::wanted;
-use super::{Error, Reconciler, MANAGER};
+use super::{Error, Reconciler};
 use crate::capi::infra::cloud_key;
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_vsphere_sim::{Simulator, TemplateSpec};
@@ -59,6 +59,10 @@ pub struct VirtualMachineStatus {
 
 /// A VirtualMachine is claimed (its finalizer added) only once the namespace's simulator is
 /// ready, so the runner holds no finalizer of its own (see [`Reconcile::FINALIZER`]).
+/// The field manager this controller writes under, the family's and its own name (see
+/// [`infrasim_controller_runtime::writes`]).
+const MANAGER: &str = "infrasim-vcsim-controller/virtual_machine";
+
 impl Reconcile<VirtualMachine> for Reconciler {
     type Error = Error;
 

@@ -18,7 +18,7 @@ use super::types::{
     VCenterSpec, VMOperatorDependencies, VirtualMachineClassSpec,
 };
 use super::vcenter::{kubernetes_versions, template_names, LIBRARY};
-use super::{Error, Reconciler, MANAGER};
+use super::{Error, Reconciler};
 use infrasim_controller_runtime::conditions::{self, Condition};
 use infrasim_controller_runtime::reconcile::{Next, Reconcile};
 use infrasim_vsphere_sim::{sample_ovf, LibraryItemSpec, Simulator};
@@ -59,6 +59,10 @@ impl VMOperatorDependencies {
         Some((ns, r.name.clone()))
     }
 }
+
+/// The field manager this controller writes under, the family's and its own name (see
+/// [`infrasim_controller_runtime::writes`]).
+const MANAGER: &str = "infrasim-vcsim-controller/vmoperator";
 
 impl Reconcile<VMOperatorDependencies> for Reconciler {
     type Error = Error;

@@ -30,8 +30,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use types::{IPPool, IPPoolSpec, Vino, VinoStatus, FINALIZER, NETWORK_VALUES};
 
-/// The field manager the controller writes under.
-pub const MANAGER: &str = "infrasim-vino-controller";
+/// The field manager the Vino controller writes under (its status, the hosts' Secrets and
+/// BareMetalHosts): the family's name and its kind, as every controller's (see
+/// [`infrasim_controller_runtime::writes`]).
+const MANAGER: &str = "infrasim-vino-controller/vino";
 
 /// The annotation naming a host's Vino (`namespace/name`): its power changes wake it.
 pub const OWNER: &str = "vino.infrasim.dev/vino";

@@ -24,8 +24,9 @@ use std::time::Duration;
 use types::{VmGroup, VmGroupStatus};
 pub use vcenters::VCenters;
 
-/// The field manager the controller writes status under.
-pub const MANAGER: &str = "infrasim-vmgroup-controller";
+/// The field manager the VmGroup controller writes status under: the family's name and its
+/// kind, as every controller's (see [`infrasim_controller_runtime::writes`]).
+const MANAGER: &str = "infrasim-vmgroup-controller/vmgroup";
 /// Holds a deleted group until its VMs are gone.
 pub const FINALIZER: &str = "vm.codeconnect.vmworld.com/vms";
 /// The VM custom field that names a VM's group (`namespace/name`).

@@ -52,7 +52,9 @@ pub const CONTROL_PLANE_SERVICE: (&str, &str) = (
 /// The label that marks the webhook configurations this process installs (and removes
 /// when Cluster API's own core takes over).
 const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "infrasim");
-const FIELD_MANAGER: &str = "infrasim-capi-webhooks";
+/// The field manager the webhook configurations are applied under: the stand-in's name and
+/// this module's, as every writer's of the family (see [`infrasim_controller_runtime::writes`]).
+const FIELD_MANAGER: &str = "infrasim-capi-core/admission";
 
 /// How long the Cluster webhook waits for a ClusterClass to appear, polling, as upstream's.
 const CLASS_WAIT: Duration = Duration::from_secs(2);

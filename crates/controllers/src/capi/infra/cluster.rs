@@ -15,6 +15,10 @@ use kube::ResourceExt;
 use serde_json::json;
 use std::sync::Arc;
 
+/// The field manager this controller writes status under, for both spellings of its kind:
+/// the provider's and its own name (see [`infrasim_controller_runtime::writes`]).
+const MANAGER: &str = "infrasim-in-memory-provider/cluster";
+
 /// The infrastructure cluster controller of kind `K`.
 pub struct ClusterReconciler<K: InfraCluster>(pub(super) Reconciler<K>);
 
@@ -60,7 +64,7 @@ async fn apply<K: InfraCluster>(
     let now = r.ctx.now();
     let mut conds = obj.current_conditions();
     if let Some(why) = paused_message(&*obj, cluster.paused()) {
-        report_paused(api, &*obj, why, now).await?;
+        report_paused(api, &*obj, MANAGER, why, now).await?;
         return Ok(Next::AwaitChange);
     }
     conditions::set(
@@ -104,7 +108,7 @@ async fn apply<K: InfraCluster>(
         failure_domains: Some(obj.failure_domains()).filter(|f| !f.is_empty()),
         ..InfraStatus::default()
     };
-    apply_status(api, &obj, &view).await?;
+    apply_status(api, &obj, MANAGER, &view).await?;
     Ok(Next::AwaitChange)
 }
 
@@ -131,7 +135,7 @@ async fn report_not_ready<K: InfraCluster>(
         conditions: conds,
         ..InfraStatus::default()
     };
-    apply_status(api, obj, &view).await
+    apply_status(api, obj, MANAGER, &view).await
 }
 
 /// Writes the reserved endpoint into the spec (once: it is not changed after) and tells

@@ -25,6 +25,10 @@ use std::sync::Arc;
 pub const BOOTSTRAPPED_ANNOTATION: &str =
     "machine.inmemory.infrastructure.cluster.x-k8s.io/bootstrapped";
 
+/// The field manager this controller writes status under, for both spellings of its kind:
+/// the provider's and its own name (see [`infrasim_controller_runtime::writes`]).
+const MANAGER: &str = "infrasim-in-memory-provider/machine";
+
 /// The infrastructure machine controller of kind `K`.
 pub struct MachineReconciler<K: InfraMachine>(pub(super) Reconciler<K>);
 
@@ -91,7 +95,7 @@ async fn apply<K: InfraMachine>(
     let previous = obj.current_conditions();
     let conds = previous.clone();
     if let Some(why) = paused_message(&*obj, cluster.paused()) {
-        report_paused(api, &*obj, why, now).await?;
+        report_paused(api, &*obj, MANAGER, why, now).await?;
         return Ok(Next::AwaitChange);
     }
     if let Some(why) = obj.unsupported() {
@@ -159,7 +163,7 @@ async fn apply<K: InfraMachine>(
         control_plane,
         now,
     );
-    apply_status(api, &obj, &view).await?;
+    apply_status(api, &obj, MANAGER, &view).await?;
     // The next step's deadline on the injected clock, if the plan has one.
     Ok(plan.next.map_or(Next::AwaitChange, Next::At))
 }
@@ -450,7 +454,7 @@ async fn refuse<K: InfraMachine>(
         conditions: conds,
         ..InfraStatus::default()
     };
-    apply_status(api, obj, &view).await?;
+    apply_status(api, obj, MANAGER, &view).await?;
     Ok(Next::AwaitChange)
 }
 

@@ -5,6 +5,10 @@
 //! machine reconciler walks each machine's steps (VM, Node, etcd, API server) on the injected
 //! clock and makes them real in the cloud's workload cluster, which it creates on the first
 //! machine with the certificate authorities Cluster API keeps in the cluster's secrets.
+//!
+//! Each reconciler writes status under a field manager of its own,
+//! `infrasim-in-memory-provider/cluster` and `/machine` (a `MANAGER` beside each), the same
+//! for both spellings: a kind is only ever written by one of them.
 
 mod cluster;
 mod machine;
@@ -31,9 +35,6 @@ use std::fmt::Debug;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use types::*;
-
-/// The field manager the provider writes status under.
-pub const MANAGER: &str = "infrasim-in-memory-provider";
 
 /// Why a reconcile failed (it is retried).
 #[derive(Debug, thiserror::Error)]
@@ -163,6 +164,7 @@ fn current_view<K: InfraObject>(obj: &K) -> InfraStatus {
 async fn report_paused<K: InfraObject>(
     api: &Api<K>,
     obj: &K,
+    manager: &str,
     why: String,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), Error> {
@@ -173,7 +175,7 @@ async fn report_paused<K: InfraObject>(
         now,
     );
     conditions::sort(&mut view.conditions);
-    apply_status(api, obj, &view).await
+    apply_status(api, obj, manager, &view).await
 }
 
 fn docker_refused(kind: &str) -> String {
@@ -335,12 +337,13 @@ fn owner_named<K: Resource>(obj: &K, kind: &str) -> Option<String> {
         .map(|o| o.name.clone())
 }
 
-/// Applies `view` as the object's status (server-side apply under [`MANAGER`], so it takes
-/// only the status fields the provider owns and never a stale copy of anything else), unless
-/// the object already has exactly that status.
+/// Applies `view` as the object's status (server-side apply under the calling reconciler's
+/// `manager`, so it takes only the status fields the provider owns and never a stale copy of
+/// anything else), unless the object already has exactly that status.
 async fn apply_status<K: InfraObject>(
     api: &Api<K>,
     obj: &K,
+    manager: &str,
     view: &InfraStatus,
 ) -> Result<(), Error> {
     let wanted = K::status_for(view);
@@ -354,7 +357,7 @@ async fn apply_status<K: InfraObject>(
         "kind": K::kind(&()),
         "status": wanted,
     });
-    infrasim_controller_runtime::writes::apply_status(api, &obj.name_any(), MANAGER, &body).await?;
+    infrasim_controller_runtime::writes::apply_status(api, &obj.name_any(), manager, &body).await?;
     Ok(())
 }
 

@@ -63,6 +63,10 @@ pub(super) async fn run(core: Arc<Core>) {
         .await;
 }
 
+/// The field manager this controller writes under: the stand-in's and its own name (see
+/// [`infrasim_controller_runtime::writes`]).
+const MANAGER: &str = "infrasim-capi-core/cluster";
+
 /// Every Cluster holds [`FINALIZER`] from its first reconcile: its workers, control plane
 /// and infrastructure go before it does.
 impl Reconcile<Cluster> for Reconciler<Cluster> {
@@ -104,7 +108,7 @@ async fn apply(c: &Cluster, r: &Reconciler<Cluster>) -> Result<Next, Error> {
         }
         conditions::sort(&mut conds);
         status.conditions = Some(conds);
-        apply_status(&api, c, &status).await?;
+        apply_status(&api, c, MANAGER, &status).await?;
         return Ok(Next::AwaitChange);
     }
     conditions::set(
@@ -128,7 +132,7 @@ async fn apply(c: &Cluster, r: &Reconciler<Cluster>) -> Result<Next, Error> {
     let probe = probe(&cluster, r, initialized).await;
     let unreachable = probe.status == "False" && probe.reason == "ProbeFailed" && initialized;
     let status = compose(&cluster, r, conds, &infra, &cp, &workers, probe).await;
-    apply_status(&api, &cluster, &status).await?;
+    apply_status(&api, &cluster, MANAGER, &status).await?;
     if unreachable {
         return Ok(Next::After(super::RECONNECT_AFTER));
     }
@@ -817,6 +821,6 @@ async fn deleting(
     conditions::sort(&mut conds);
     status.conditions = Some(conds);
     status.phase = Some("Deleting".into());
-    apply_status(api, c, &status).await?;
+    apply_status(api, c, MANAGER, &status).await?;
     Ok(Cleanup::Pending(Next::AwaitChange))
 }

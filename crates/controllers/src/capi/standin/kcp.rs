@@ -89,6 +89,10 @@ fn owner_cluster(kcp: &KubeadmControlPlane) -> Option<String> {
         .map(|o| o.name.clone())
 }
 
+/// The field manager this controller writes under: the stand-in's and its own name (see
+/// [`infrasim_controller_runtime::writes`]).
+const MANAGER: &str = "infrasim-capi-core/kcp";
+
 /// A control plane is claimed (its [`FINALIZER`] added) only once its Cluster owns it and
 /// exists, so the runner holds no finalizer of its own (see [`Reconcile::FINALIZER`]): the
 /// cleanup removes it once the control-plane Machines are gone.
@@ -136,7 +140,7 @@ async fn apply(
             now,
         );
         status.conditions = Some(conds);
-        apply_status(&api, kcp, &status).await?;
+        apply_status(&api, kcp, MANAGER, &status).await?;
         return Ok(Next::AwaitChange);
     }
     conditions::set(
@@ -152,7 +156,7 @@ async fn apply(
         .unwrap_or(false);
     let outcome = provision(kcp, r, &cluster, &machines, &mut initialized, &mut conds).await?;
     let status = compute_status(kcp, r, &cluster_name, &machines, initialized, conds).await?;
-    apply_status(&api, kcp, &status).await?;
+    apply_status(&api, kcp, MANAGER, &status).await?;
     Ok(outcome)
 }
 
@@ -910,6 +914,6 @@ async fn delete(
     );
     conditions::sort(&mut conds);
     status.conditions = Some(conds);
-    apply_status(api, kcp, &status).await?;
+    apply_status(api, kcp, MANAGER, &status).await?;
     Ok(Cleanup::Pending(Next::AwaitChange))
 }

@@ -66,6 +66,10 @@ fn owner_machine(config: &KubeadmConfig) -> Option<String> {
         .map(|o| o.name.clone())
 }
 
+/// The field manager this controller writes under: the stand-in's and its own name (see
+/// [`infrasim_controller_runtime::writes`]).
+const MANAGER: &str = "infrasim-capi-core/kubeadm_config";
+
 /// A config keeps nothing that outlives it (its data secret is owned by it): no finalizer,
 /// nothing to clean up.
 impl Reconcile<KubeadmConfig> for Reconciler<KubeadmConfig> {
@@ -110,7 +114,7 @@ async fn apply(config: &KubeadmConfig, r: &Reconciler<KubeadmConfig>) -> Result<
             now,
         );
         status.conditions = Some(conds);
-        apply_status(&api, config, &status).await?;
+        apply_status(&api, config, MANAGER, &status).await?;
         return Ok(Next::AwaitChange);
     }
     conditions::set(
@@ -163,7 +167,7 @@ async fn apply(config: &KubeadmConfig, r: &Reconciler<KubeadmConfig>) -> Result<
             .await;
     }
     summarize(config, &mut status, conds, now);
-    apply_status(&api, config, &status).await?;
+    apply_status(&api, config, MANAGER, &status).await?;
     Ok(Next::AwaitChange)
 }
 

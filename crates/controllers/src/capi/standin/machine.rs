@@ -134,6 +134,10 @@ fn machine_keys(m: &Machine) -> Vec<String> {
     keys
 }
 
+/// The field manager this controller writes under: the stand-in's and its own name (see
+/// [`infrasim_controller_runtime::writes`]).
+const MANAGER: &str = "infrasim-capi-core/machine";
+
 /// Every Machine holds [`FINALIZER`] from its first reconcile: its Node is drained and its
 /// infrastructure and bootstrap config go before it does.
 impl Reconcile<Machine> for Reconciler<Machine> {
@@ -187,7 +191,7 @@ async fn apply(m: &Machine, r: &Reconciler<Machine>) -> Result<Next, Error> {
             conditions: Some(conds),
             ..m.status.clone().unwrap_or_default()
         };
-        apply_status(&api, m, &status).await?;
+        apply_status(&api, m, MANAGER, &status).await?;
         return Ok(Next::AwaitChange);
     }
     if m.labels().get(crate::capi::CLUSTER_NAME_LABEL) != Some(&m.spec.cluster_name) {
@@ -231,7 +235,7 @@ async fn apply(m: &Machine, r: &Reconciler<Machine>) -> Result<Next, Error> {
     if status.node_ref.is_some() {
         r.core.nodes.follow(&ns, &m.spec.cluster_name);
     }
-    apply_status(&api, m, &status).await?;
+    apply_status(&api, m, MANAGER, &status).await?;
     if node.unreachable {
         return Ok(Next::After(super::RECONNECT_AFTER));
     }
@@ -849,7 +853,7 @@ async fn deleting(
     conditions::sort(&mut conds);
     status.conditions = Some(conds);
     status.phase = Some("Deleting".into());
-    apply_status(api, m, &status).await?;
+    apply_status(api, m, MANAGER, &status).await?;
     if reason == "DrainingNode" {
         // An eviction a budget refused is tried again shortly (on the injected clock).
         return Ok(Cleanup::Pending(Next::At(

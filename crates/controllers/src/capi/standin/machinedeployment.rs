@@ -86,6 +86,10 @@ async fn owned_sets(
     Ok(sets)
 }
 
+/// The field manager this controller writes under: the stand-in's and its own name (see
+/// [`infrasim_controller_runtime::writes`]).
+const MANAGER: &str = "infrasim-capi-core/machinedeployment";
+
 /// Every MachineDeployment holds [`FINALIZER`] from its first reconcile: its MachineSets go
 /// before it does.
 impl Reconcile<MachineDeployment> for Reconciler<MachineDeployment> {
@@ -143,7 +147,7 @@ async fn apply(md: &MachineDeployment, r: &Reconciler<MachineDeployment>) -> Res
             now,
         );
         status.conditions = Some(conds);
-        apply_status(&api, md, &status).await?;
+        apply_status(&api, md, MANAGER, &status).await?;
         return Ok(Next::AwaitChange);
     }
     conditions::set(
@@ -162,7 +166,7 @@ async fn apply(md: &MachineDeployment, r: &Reconciler<MachineDeployment>) -> Res
     let old: Vec<&MachineSet> = sets.iter().filter(|s| s.uid() != new.uid()).collect();
     roll(md, &sets_api, &new, &old).await?;
     let status = deployment_status(md, r, &sets, conds).await?;
-    apply_status(&api, md, &status).await?;
+    apply_status(&api, md, MANAGER, &status).await?;
     Ok(Next::AwaitChange)
 }
 

@@ -62,6 +62,10 @@ pub(super) async fn owned_machines(
     Ok(list)
 }
 
+/// The field manager this controller writes under: the stand-in's and its own name (see
+/// [`infrasim_controller_runtime::writes`]).
+const MANAGER: &str = "infrasim-capi-core/machineset";
+
 /// Every MachineSet holds [`FINALIZER`] from its first reconcile: its Machines go before it
 /// does.
 impl Reconcile<MachineSet> for Reconciler<MachineSet> {
@@ -115,7 +119,7 @@ async fn apply(ms: &MachineSet, r: &Reconciler<MachineSet>) -> Result<Next, Erro
             now,
         );
         status.conditions = Some(conds);
-        apply_status(&api, ms, &status).await?;
+        apply_status(&api, ms, MANAGER, &status).await?;
         return Ok(Next::AwaitChange);
     }
     conditions::set(
@@ -159,7 +163,7 @@ async fn apply(ms: &MachineSet, r: &Reconciler<MachineSet>) -> Result<Next, Erro
         ms.metadata.generation,
         ms.status.as_ref().and_then(|s| s.deprecated.as_ref()),
     );
-    apply_status(&api, ms, &status).await?;
+    apply_status(&api, ms, MANAGER, &status).await?;
     Ok(Next::AwaitChange)
 }
 

@@ -8,6 +8,10 @@
 //! Each controller is a `kube::runtime::Controller` over the typed kind (see
 //! [`crate::capi::core`]), reading referenced provider objects by contract (see [`objects`])
 //! and workload clusters through their kubeconfig secrets (see [`workload`]).
+//!
+//! Each controller writes under a field manager of its own, `infrasim-capi-core/<its file>`
+//! (a `MANAGER` beside its reconciler), but for the Machines' `OwnerRemediated` condition,
+//! which three of them share (see [`remediation::OWNER_MANAGER`]).
 
 pub mod certs;
 mod cluster;
@@ -39,9 +43,6 @@ use std::fmt::Debug;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The field manager the stand-in writes status under.
-pub const MANAGER: &str = "infrasim-capi-core";
 
 /// Why a reconcile failed (it is retried).
 #[derive(Debug, thiserror::Error)]
@@ -152,11 +153,16 @@ pub(crate) use infrasim_controller_runtime::finalizers::{
     ensure as ensure_finalizer, remove as remove_finalizer,
 };
 
-/// Applies `status` to `obj` under [`MANAGER`] (server-side apply: only the stand-in's own
-/// status fields, never a stale copy of anything else), unless `obj` already has it: most
-/// reconciles find nothing new, and a write they need not make is one nobody else has to
-/// wake for.
-async fn apply_status<K, S>(api: &Api<K>, obj: &K, status: &S) -> Result<(), kube::Error>
+/// Applies `status` to `obj` under `manager`, the calling controller's (server-side apply:
+/// only that controller's own status fields, never a stale copy of anything else), unless
+/// `obj` already has it: most reconciles find nothing new, and a write they need not make is
+/// one nobody else has to wake for.
+async fn apply_status<K, S>(
+    api: &Api<K>,
+    obj: &K,
+    manager: &str,
+    status: &S,
+) -> Result<(), kube::Error>
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -185,7 +191,7 @@ where
         return Ok(());
     }
     let body = json!({"apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": wanted});
-    match infrasim_controller_runtime::writes::apply_status(api, &obj.name_any(), MANAGER, &body)
+    match infrasim_controller_runtime::writes::apply_status(api, &obj.name_any(), manager, &body)
         .await
     {
         Ok(_) => Ok(()),

@@ -5,7 +5,9 @@
 //! KubeadmControlPlane), which then says what it does with it and removes the condition once
 //! the Machine is healthy again. Each is written by server-side apply under a field manager
 //! of its own, holding that one condition item of the `map`-typed conditions list, so neither
-//! the Machine controller's status writes nor each other's remove it.
+//! the Machine controller's status writes nor each other's remove it: `HealthCheckSucceeded`
+//! under the health check controller's (`infrasim-capi-core/healthcheck`), `OwnerRemediated`
+//! under [`OWNER_MANAGER`].
 
 use super::Error;
 use crate::capi::core::Machine;
@@ -15,10 +17,14 @@ use kube::api::Api;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-/// Writes `HealthCheckSucceeded` (and `ExternallyRemediated`).
-pub const HEALTH_MANAGER: &str = "infrasim-capi-healthcheck";
-/// Writes `OwnerRemediated`.
-pub const OWNER_MANAGER: &str = "infrasim-capi-remediation";
+/// Writes `OwnerRemediated`, for the three controllers that set it: the health check (False,
+/// to hand a Machine over), the MachineSet and the KubeadmControlPlane (what they do with it,
+/// and its removal once the Machine is healthy). They share this one manager, unlike
+/// everything else each controller writes, because they write the same condition item: with
+/// a manager each, the health check's forced apply and the owner's would each own the item,
+/// and the owner's apply without it (to remove it) would leave it to the health check's
+/// manager, so it would never go.
+pub const OWNER_MANAGER: &str = "infrasim-capi-core/remediation";
 /// The Machine conditions the Machine controller leaves to the managers above.
 pub const NOT_THE_MACHINES: [&str; 3] = [
     "HealthCheckSucceeded",
@@ -61,7 +67,9 @@ pub fn owner_reason(m: &Machine) -> Option<&str> {
 }
 
 /// Sets (or with `None`, removes) `manager`'s conditions on `m`'s status: `wanted` replaces
-/// what that manager held. Nothing is written when the Machine already shows them.
+/// what that manager held. `manager` is [`OWNER_MANAGER`] for `OwnerRemediated`, else the
+/// health check controller's, for `HealthCheckSucceeded` and `ExternallyRemediated`.
+/// Nothing is written when the Machine already shows them.
 pub async fn set(
     api: &Api<Machine>,
     m: &Machine,

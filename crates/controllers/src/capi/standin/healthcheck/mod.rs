@@ -8,7 +8,7 @@
 mod external;
 pub mod targets;
 
-use super::remediation::{self, HEALTH_MANAGER, OWNER_MANAGER};
+use super::remediation::{self, OWNER_MANAGER};
 use super::{apply_status, paused, Core, Error, Reconciler};
 use crate::capi::core::{Cluster, Machine, MachineHealthCheck, MachineHealthCheckStatus};
 use crate::capi::triggers::{cluster_gates, machine_health};
@@ -69,6 +69,12 @@ struct Checked {
     verdict: Verdict,
 }
 
+/// The field manager this controller writes under: the stand-in's and its own name (see
+/// [`infrasim_controller_runtime::writes`]).
+/// It writes the Machines' `HealthCheckSucceeded` conditions under it too (see
+/// [`super::remediation`]), never `OwnerRemediated`.
+const MANAGER: &str = "infrasim-capi-core/healthcheck";
+
 /// A health check keeps nothing that outlives it: no finalizer, nothing to clean up.
 impl Reconcile<MachineHealthCheck> for Reconciler<MachineHealthCheck> {
     type Error = Error;
@@ -119,7 +125,7 @@ async fn apply(
             conditions: Some(conds),
             ..mhc.status.clone().unwrap_or_default()
         };
-        apply_status(&api, mhc, &status).await?;
+        apply_status(&api, mhc, MANAGER, &status).await?;
         return Ok(Next::AwaitChange);
     }
     let checks = match targets::Checks::from_spec(mhc.spec.checks.as_ref()) {
@@ -163,7 +169,7 @@ async fn apply(
         observed_generation: mhc.metadata.generation,
         deprecated: Some(deprecated),
     };
-    apply_status(&api, mhc, &status).await?;
+    apply_status(&api, mhc, MANAGER, &status).await?;
     let next = checked
         .iter()
         .filter_map(|c| match c.verdict {
@@ -254,7 +260,7 @@ async fn report_invalid(
         conditions: Some(conds),
         ..mhc.status.clone().unwrap_or_default()
     };
-    apply_status(api, mhc, &status).await?;
+    apply_status(api, mhc, MANAGER, &status).await?;
     Ok(Next::AwaitChange)
 }
 
@@ -355,7 +361,7 @@ async fn mark_targets(
             Verdict::Pending(_) => {}
             Verdict::Healthy => {
                 let ok = Condition::new("HealthCheckSucceeded", true, "HealthCheckSucceeded", "");
-                remediation::set(&api, m, HEALTH_MANAGER, vec![ok], now).await?;
+                remediation::set(&api, m, MANAGER, vec![ok], now).await?;
                 if let Some(t) = &template {
                     external::withdraw(r, m, t).await?;
                 }
@@ -373,7 +379,7 @@ async fn mark_targets(
                         "Waiting for remediation",
                     ));
                 }
-                remediation::set(&api, m, HEALTH_MANAGER, mine, now).await?;
+                remediation::set(&api, m, MANAGER, mine, now).await?;
                 if !hand_over {
                     continue;
                 }
