@@ -23,8 +23,10 @@ use serde_json::json;
 /// everything else each controller writes, because they write the same condition item: with
 /// a manager each, the health check's forced apply and the owner's would each own the item,
 /// and the owner's apply without it (to remove it) would leave it to the health check's
-/// manager, so it would never go.
-pub const OWNER_MANAGER: &str = "infrasim-capi-core/remediation";
+/// manager, so it would never go. It keeps the name it had when managers were per family,
+/// for the same reason: a Machine kept in a durable store from before holds the item under
+/// that name, and a new name could never remove it.
+pub const OWNER_MANAGER: &str = "infrasim-capi-remediation";
 /// The Machine conditions the Machine controller leaves to the managers above.
 pub const NOT_THE_MACHINES: [&str; 3] = [
     "HealthCheckSucceeded",
