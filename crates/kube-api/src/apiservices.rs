@@ -14,12 +14,13 @@
 //! discovery check failing (`FailedDiscoveryCheck`). The status is computed when the
 //! APIService is written (kube-apiserver's controller also rechecks as Services change).
 
-use crate::object::derive;
 use crate::state::State;
+use crate::system_writer::SystemWriter;
 use crate::values::At;
-use infrasim_store::{ObjectKey, ReadAt, StoreError};
+use infrasim_store::{ObjectKey, ReadAt};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 const STORE_KEY: &str = "apiservices.apiregistration.k8s.io";
 const AUTOMANAGED: &str = "kube-aggregator.kubernetes.io/automanaged";
@@ -64,35 +65,31 @@ fn local(group: &str, version: &str, priorities: (i32, i32), managed: &str) -> V
     })
 }
 
-/// Creates `object` with the status a write of it gets, unless it exists (every CRD's
-/// registration asks for all custom group versions again: a lookup answers most).
-fn ensure(state: &State, object: Value) {
+/// Creates `object` unless it exists (every CRD's registration asks for all custom group
+/// versions again: a lookup answers most), as kube-apiserver's autoregistration controller
+/// does through its loopback client; the APIService's strategy sets its status.
+fn ensure(state: &Arc<State>, object: Value) {
     let name = object
         .at("/metadata/name")
         .and_then(Value::as_str)
-        .unwrap_or("");
+        .unwrap_or("")
+        .to_string();
     if state
         .group
-        .get(STORE_KEY, &ObjectKey::new("", name))
+        .get(STORE_KEY, &ObjectKey::new("", &name))
         .is_some()
     {
         return;
     }
-    let mut object = object;
-    set_status(state, &mut object);
-    match state
-        .group
-        .create(STORE_KEY, object.clone(), derive("APIService", &object))
-    {
-        Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
-        Err(e) => {
-            tracing::warn!(apiservice = ?object.at("/metadata/name"), error = %e, "registering APIService")
-        }
+    match SystemWriter::api_server(state).create(STORE_KEY, object) {
+        Ok(_) => {}
+        Err(e) if e.code == 409 => {}
+        Err(e) => tracing::warn!(apiservice = %name, error = %e.message, "registering APIService"),
     }
 }
 
 /// The local APIServices of the built-in group versions (at start).
-pub(crate) fn bootstrap(state: &State) {
+pub(crate) fn bootstrap(state: &Arc<State>) {
     let served: Vec<(String, Vec<String>)> = state.registry.groups();
     for (group, version, minimum, priority) in PRIORITIES {
         let is_served = served
@@ -121,7 +118,7 @@ fn custom_group_versions(state: &State) -> BTreeSet<(String, String)> {
 }
 
 /// The local APIServices of the custom resources served (after a CRD is registered).
-pub(crate) fn register_custom(state: &State) {
+pub(crate) fn register_custom(state: &Arc<State>) {
     for (group, version) in &custom_group_versions(state) {
         ensure(state, local(group, version, (1000, 100), "true"));
     }
@@ -130,7 +127,7 @@ pub(crate) fn register_custom(state: &State) {
 /// The local APIServices of custom resources, at start and after a CRD went: one per group
 /// version some CRD serves that no built-in group has, and none left for a group version no
 /// CRD serves any longer.
-pub(crate) fn sync_custom(state: &State) {
+pub(crate) fn sync_custom(state: &Arc<State>) {
     register_custom(state);
     let wanted = custom_group_versions(state);
     let Ok(snapshot) = state.group.snapshot(STORE_KEY, ReadAt::Latest) else {
@@ -154,11 +151,7 @@ pub(crate) fn sync_custom(state: &State) {
                 .unwrap_or(""),
         );
         if !wanted.contains(&(gv.0.to_string(), gv.1.to_string())) {
-            let _ = state.group.delete(
-                STORE_KEY,
-                &ObjectKey::new("", &key.name),
-                &Default::default(),
-            );
+            let _ = SystemWriter::api_server(state).delete(STORE_KEY, "", &key.name);
         }
     }
 }

@@ -3,13 +3,13 @@
 //! impersonation; plus the bootstrap roles every cluster starts with.
 
 use crate::auth::Identity;
-use crate::object::derive;
 use crate::request::{Query, Route};
 use crate::state::State;
 use crate::status::ApiError;
+use crate::system_writer::SystemWriter;
 use crate::values::At;
-use infrasim_store::StoreError;
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// What a request asks to do, in RBAC's terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -344,8 +344,10 @@ fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
 const READ: &[&str] = &["get", "list", "watch"];
 const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
 
-/// Creates the roles and bindings kube-apiserver bootstraps, if missing.
-pub(crate) fn bootstrap(state: &State) {
+/// Creates the roles and bindings kube-apiserver bootstraps, if missing, as its RBAC
+/// post-start hook does through its loopback client.
+pub(crate) fn bootstrap(state: &Arc<State>) {
+    let writer = SystemWriter::api_server(state);
     let bootstrap_label = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
     for mut role in bootstrap_roles() {
         role["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
@@ -356,14 +358,7 @@ pub(crate) fn bootstrap(state: &State) {
             m.extend(l.clone());
         }
         role["metadata"]["labels"] = merged;
-        let derived = derive("ClusterRole", &role);
-        match state
-            .group
-            .create("clusterroles.rbac.authorization.k8s.io", role, derived)
-        {
-            Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
-            Err(e) => tracing::warn!(error = %e, "bootstrapping a cluster role"),
-        }
+        ensure(&writer, "clusterroles.rbac.authorization.k8s.io", role);
     }
     for (name, role, subject) in BOOTSTRAP_BINDINGS {
         let subject = match subject.split_once("serviceaccount:") {
@@ -381,15 +376,21 @@ pub(crate) fn bootstrap(state: &State) {
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
             "subjects": [subject],
         });
-        let derived = derive("ClusterRoleBinding", &binding);
-        match state.group.create(
+        ensure(
+            &writer,
             "clusterrolebindings.rbac.authorization.k8s.io",
             binding,
-            derived,
-        ) {
-            Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
-            Err(e) => tracing::warn!(error = %e, "bootstrapping a cluster role binding"),
-        }
+        );
+    }
+}
+
+/// Creates a bootstrapped RBAC object unless it exists (a restarted server keeps the ones
+/// it made, and whatever an administrator changed in them).
+fn ensure(writer: &SystemWriter, resource: &str, object: Value) {
+    match writer.create(resource, object) {
+        Ok(_) => {}
+        Err(e) if e.code == 409 => {}
+        Err(e) => tracing::warn!(resource, error = %e.message, "bootstrapping RBAC"),
     }
 }
 

@@ -22,19 +22,21 @@ const UNDELETABLE: [&str; 3] = ["default", "kube-system", "kube-public"];
 /// Creates the initial namespaces and the `kubernetes` Service if the group is new; resumes
 /// the deletion of namespaces that were terminating.
 pub(crate) fn bootstrap(state: &Arc<State>) {
+    // kube-apiserver's system-namespaces and kubernetes-service controllers write these
+    // through its loopback client.
+    let writer = SystemWriter::api_server(state);
     for name in INITIAL {
         let ns = json!({
             "apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
             "spec": {"finalizers": ["kubernetes"]},
-            "status": {"phase": "Active"},
         });
-        match state
-            .group
-            .create("namespaces", ns.clone(), derive("Namespace", &ns))
-        {
-            Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
-            Err(e) => tracing::error!(namespace = name, error = %e, "creating initial namespace"),
+        match writer.create("namespaces", ns) {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
+            Err(e) => {
+                tracing::error!(namespace = name, error = %e.message, "creating initial namespace")
+            }
         }
         populate(state, name);
     }
@@ -46,11 +48,12 @@ pub(crate) fn bootstrap(state: &Arc<State>) {
                   "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
                   "sessionAffinity": "None", "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
                   "internalTrafficPolicy": "Cluster"},
-        "status": {"loadBalancer": {}},
     });
-    let _ = state
-        .group
-        .create("services", service.clone(), derive("Service", &service));
+    match writer.create("services", service) {
+        Ok(_) => {}
+        Err(e) if e.code == 409 => {}
+        Err(e) => tracing::error!(error = %e.message, "creating the kubernetes Service"),
+    }
     if let Ok(snapshot) = state.group.snapshot("namespaces", ReadAt::Latest) {
         for ns in snapshot.objects.values() {
             if ns.meta.deletion_timestamp.is_some() {

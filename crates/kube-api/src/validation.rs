@@ -69,7 +69,9 @@ fn name_problem(kind: &str, name: &str) -> Option<String> {
             is_dns1035_label(name),
             "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
         ),
-        "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding" => (
+        // An APIService is named `version.group` (`v1.` for the core group), which its own
+        // validation checks against its spec.
+        "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding" | "APIService" => (
             is_path_segment_name(name),
             "may not be '.' or '..' and may not contain '/' or '%'",
         ),
