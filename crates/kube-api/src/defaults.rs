@@ -21,124 +21,153 @@ pub(crate) fn apply(state: &State, kind: &str, object: &mut Value) {
 pub(crate) fn apply_stateless(kind: &str, object: &mut Value) {
     match kind {
         "Namespace" => namespace(object),
-        "ValidatingAdmissionPolicy" => {
-            let spec = ensure(object, "spec");
-            spec.entry("failurePolicy").or_insert(json!("Fail"));
-            if let Some(m) = spec.get_mut("matchConstraints") {
-                match_resources(m);
-            }
-        }
-        "APIService" => {
-            // `SetDefaults_ServiceReference`: an aggregated API is served on 443.
-            if let Some(service) = object
-                .pointer_mut("/spec/service")
-                .and_then(Value::as_object_mut)
-            {
-                service.entry("port").or_insert(json!(443));
-            }
-        }
+        "ValidatingAdmissionPolicy" => validating_admission_policy(object),
+        "APIService" => api_service(object),
         "ValidatingAdmissionPolicyBinding" => {
             if let Some(m) = object.pointer_mut("/spec/matchResources") {
                 match_resources(m);
             }
         }
-        "Pod" => {
-            if let Some(spec) = object.get_mut("spec") {
-                pod_spec(spec);
-                default_toleration_seconds(spec);
-            }
-            let status = ensure(object, "status");
-            status.entry("phase").or_insert(json!("Pending"));
-            let qos = qos_class(object);
-            ensure(object, "status")
-                .entry("qosClass")
-                .or_insert(json!(qos));
-        }
-        "Secret" => {
-            if let Some(o) = object.as_object_mut() {
-                o.entry("type").or_insert(json!("Opaque"));
-                // stringData is write-only: it is folded into data, base64-encoded.
-                if let Some(Value::Object(strings)) = o.remove("stringData") {
-                    use base64::Engine;
-                    let data = o.entry("data").or_insert_with(|| json!({}));
-                    if let Some(d) = data.as_object_mut() {
-                        for (k, v) in strings {
-                            let text = v.as_str().unwrap_or_default().to_string();
-                            d.insert(
-                                k,
-                                json!(base64::engine::general_purpose::STANDARD.encode(text)),
-                            );
-                        }
-                    }
-                }
-            }
-        }
-        "Deployment" => {
-            let spec = ensure(object, "spec");
-            spec.entry("replicas").or_insert(json!(1));
-            spec.entry("revisionHistoryLimit").or_insert(json!(10));
-            spec.entry("progressDeadlineSeconds").or_insert(json!(600));
-            let strategy = spec.entry("strategy").or_insert_with(|| json!({}));
-            if let Some(st) = strategy.as_object_mut() {
-                st.entry("type").or_insert(json!("RollingUpdate"));
-                if st.get("type") == Some(&json!("RollingUpdate")) {
-                    let ru = st.entry("rollingUpdate").or_insert_with(|| json!({}));
-                    if let Some(ru) = ru.as_object_mut() {
-                        ru.entry("maxSurge").or_insert(json!("25%"));
-                        ru.entry("maxUnavailable").or_insert(json!("25%"));
-                    }
-                }
-            }
-            template(object);
-        }
+        "Pod" => pod(object),
+        "Secret" => secret(object),
+        "Deployment" => deployment(object),
         "ReplicaSet" | "StatefulSet" => {
             ensure(object, "spec").entry("replicas").or_insert(json!(1));
             if kind == "StatefulSet" {
-                let spec = ensure(object, "spec");
-                spec.entry("podManagementPolicy")
-                    .or_insert(json!("OrderedReady"));
-                spec.entry("revisionHistoryLimit").or_insert(json!(10));
-                spec.entry("updateStrategy").or_insert(json!({
-                    "type": "RollingUpdate", "rollingUpdate": {"partition": 0}
-                }));
+                stateful_set(object);
             }
             template(object);
         }
-        "Job" => {
-            let spec = ensure(object, "spec");
-            // Neither set: one pod to run once. Only parallelism set: a work queue.
-            if !spec.contains_key("completions") && !spec.contains_key("parallelism") {
-                spec.insert("completions".into(), json!(1));
-            }
-            spec.entry("parallelism").or_insert(json!(1));
-            spec.entry("backoffLimit").or_insert(json!(6));
-            spec.entry("completionMode").or_insert(json!("NonIndexed"));
-            spec.entry("suspend").or_insert(json!(false));
-            spec.entry("podReplacementPolicy")
-                .or_insert(json!("TerminatingOrFailed"));
-            template(object);
-        }
-        "CronJob" => {
-            let spec = ensure(object, "spec");
-            spec.entry("concurrencyPolicy").or_insert(json!("Allow"));
-            spec.entry("suspend").or_insert(json!(false));
-            spec.entry("successfulJobsHistoryLimit").or_insert(json!(3));
-            spec.entry("failedJobsHistoryLimit").or_insert(json!(1));
-            if let Some(job_spec) = object.pointer_mut("/spec/jobTemplate/spec/template/spec") {
-                pod_spec(job_spec);
-            }
-        }
-        "DaemonSet" => {
-            let spec = ensure(object, "spec");
-            spec.entry("revisionHistoryLimit").or_insert(json!(10));
-            spec.entry("updateStrategy").or_insert(json!({
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}
-            }));
-            template(object);
-        }
+        "Job" => job(object),
+        "CronJob" => cron_job(object),
+        "DaemonSet" => daemon_set(object),
         _ => {}
     }
+}
+
+/// A policy that fails closed unless told otherwise, as admissionregistration/v1 defaults it.
+fn validating_admission_policy(object: &mut Value) {
+    let spec = ensure(object, "spec");
+    spec.entry("failurePolicy").or_insert(json!("Fail"));
+    if let Some(m) = spec.get_mut("matchConstraints") {
+        match_resources(m);
+    }
+}
+
+/// An APIService's service port, which clients read back when they reach the aggregated API.
+fn api_service(object: &mut Value) {
+    // `SetDefaults_ServiceReference`: an aggregated API is served on 443.
+    if let Some(service) = object
+        .pointer_mut("/spec/service")
+        .and_then(Value::as_object_mut)
+    {
+        service.entry("port").or_insert(json!(443));
+    }
+}
+
+/// A new pod is Pending with a QoS class, which schedulers and clients read before it runs.
+fn pod(object: &mut Value) {
+    if let Some(spec) = object.get_mut("spec") {
+        pod_spec(spec);
+        default_toleration_seconds(spec);
+    }
+    let status = ensure(object, "status");
+    status.entry("phase").or_insert(json!("Pending"));
+    let qos = qos_class(object);
+    ensure(object, "status")
+        .entry("qosClass")
+        .or_insert(json!(qos));
+}
+
+/// A Secret's type, and its write-only `stringData` folded into `data`.
+fn secret(object: &mut Value) {
+    if let Some(o) = object.as_object_mut() {
+        o.entry("type").or_insert(json!("Opaque"));
+        // stringData is write-only: it is folded into data, base64-encoded.
+        if let Some(Value::Object(strings)) = o.remove("stringData") {
+            use base64::Engine;
+            let data = o.entry("data").or_insert_with(|| json!({}));
+            if let Some(d) = data.as_object_mut() {
+                for (k, v) in strings {
+                    let text = v.as_str().unwrap_or_default().to_string();
+                    d.insert(
+                        k,
+                        json!(base64::engine::general_purpose::STANDARD.encode(text)),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// apps/v1's Deployment defaults, which the deployment controller's rollouts rely on.
+fn deployment(object: &mut Value) {
+    let spec = ensure(object, "spec");
+    spec.entry("replicas").or_insert(json!(1));
+    spec.entry("revisionHistoryLimit").or_insert(json!(10));
+    spec.entry("progressDeadlineSeconds").or_insert(json!(600));
+    let strategy = spec.entry("strategy").or_insert_with(|| json!({}));
+    if let Some(st) = strategy.as_object_mut() {
+        st.entry("type").or_insert(json!("RollingUpdate"));
+        if st.get("type") == Some(&json!("RollingUpdate")) {
+            let ru = st.entry("rollingUpdate").or_insert_with(|| json!({}));
+            if let Some(ru) = ru.as_object_mut() {
+                ru.entry("maxSurge").or_insert(json!("25%"));
+                ru.entry("maxUnavailable").or_insert(json!("25%"));
+            }
+        }
+    }
+    template(object);
+}
+
+/// What a StatefulSet has beyond a ReplicaSet's defaults: its ordering and update strategy.
+fn stateful_set(object: &mut Value) {
+    let spec = ensure(object, "spec");
+    spec.entry("podManagementPolicy")
+        .or_insert(json!("OrderedReady"));
+    spec.entry("revisionHistoryLimit").or_insert(json!(10));
+    spec.entry("updateStrategy").or_insert(json!({
+        "type": "RollingUpdate", "rollingUpdate": {"partition": 0}
+    }));
+}
+
+/// batch/v1's Job defaults, which decide how many pods the job controller runs.
+fn job(object: &mut Value) {
+    let spec = ensure(object, "spec");
+    // Neither set: one pod to run once. Only parallelism set: a work queue.
+    if !spec.contains_key("completions") && !spec.contains_key("parallelism") {
+        spec.insert("completions".into(), json!(1));
+    }
+    spec.entry("parallelism").or_insert(json!(1));
+    spec.entry("backoffLimit").or_insert(json!(6));
+    spec.entry("completionMode").or_insert(json!("NonIndexed"));
+    spec.entry("suspend").or_insert(json!(false));
+    spec.entry("podReplacementPolicy")
+        .or_insert(json!("TerminatingOrFailed"));
+    template(object);
+}
+
+/// batch/v1's CronJob defaults, and its job template's pod spec.
+fn cron_job(object: &mut Value) {
+    let spec = ensure(object, "spec");
+    spec.entry("concurrencyPolicy").or_insert(json!("Allow"));
+    spec.entry("suspend").or_insert(json!(false));
+    spec.entry("successfulJobsHistoryLimit").or_insert(json!(3));
+    spec.entry("failedJobsHistoryLimit").or_insert(json!(1));
+    if let Some(job_spec) = object.pointer_mut("/spec/jobTemplate/spec/template/spec") {
+        pod_spec(job_spec);
+    }
+}
+
+/// apps/v1's DaemonSet defaults: a rolling update one node at a time.
+fn daemon_set(object: &mut Value) {
+    let spec = ensure(object, "spec");
+    spec.entry("revisionHistoryLimit").or_insert(json!(10));
+    spec.entry("updateStrategy").or_insert(json!({
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}
+    }));
+    template(object);
 }
 
 /// admissionregistration/v1's `MatchResources` defaults: `Equivalent` matching, empty

@@ -3,15 +3,15 @@
 use crate::auth::Identity;
 use crate::context::Ctx;
 use crate::http::{
-    error_response, json_value, negotiate, read_body, Body, HandlerResult, RequestBody,
+    error_response, json_value, negotiate, read_body, Body, Format, HandlerResult, RequestBody,
 };
-use crate::request::{route, Query, Route};
+use crate::request::{route, Query, ResourcePath, Route};
 use crate::resources::Computed;
 use crate::state::State;
 use crate::status::ApiError;
 use crate::verbs;
 use crate::{discovery, list, watch};
-use http::{Method, Request, Response};
+use http::{HeaderMap, Method, Request, Response};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -64,36 +64,65 @@ async fn dispatch(
 ) -> HandlerResult {
     let (mut parts, body) = req.into_parts();
     let target = route(parts.uri.path());
-    if let Route::Resource(p) = &target {
-        if let (true, Some(ns), Some(pod)) = (
-            p.group.is_empty()
-                && p.resource == "pods"
-                && p.subresource.as_deref() == Some("portforward"),
-            p.namespace.as_deref(),
-            p.name.as_deref(),
-        ) {
-            let request = crate::portforward::Request {
-                forwarder: state.port_forwarder.get().map(|f| &f.0),
-                sessions: &state.port_forwards,
-                namespace: ns,
-                pod,
-            };
-            return Ok(crate::portforward::handle(request, &mut parts));
-        }
+    if let Some(request) = port_forward_request(&state, &target) {
+        return Ok(crate::portforward::handle(request, &mut parts));
     }
     let negotiated = negotiate(&parts.headers);
-    let format = || {
-        negotiated.ok_or_else(|| {
-            ApiError::not_acceptable(
-                parts
-                    .headers
-                    .get(http::header::ACCEPT)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or(""),
-            )
-        })
-    };
     let query = Query::parse(parts.uri.query());
+    match target {
+        Route::Resource(path) => {
+            resource_route(state, identity, path, query, parts, body, negotiated).await
+        }
+        other => fixed_route(&state, other, &parts, negotiated),
+    }
+}
+
+/// A pod's `portforward` subresource is an upgraded connection, not a request/response, so
+/// it is picked out before anything reads the body or negotiates a format.
+fn port_forward_request<'a>(
+    state: &'a State,
+    target: &'a Route,
+) -> Option<crate::portforward::Request<'a>> {
+    let Route::Resource(p) = target else {
+        return None;
+    };
+    if let (true, Some(ns), Some(pod)) = (
+        p.group.is_empty()
+            && p.resource == "pods"
+            && p.subresource.as_deref() == Some("portforward"),
+        p.namespace.as_deref(),
+        p.name.as_deref(),
+    ) {
+        return Some(crate::portforward::Request {
+            forwarder: state.port_forwarder.get().map(|f| &f.0),
+            sessions: &state.port_forwards,
+            namespace: ns,
+            pod,
+        });
+    }
+    None
+}
+
+/// The negotiated format, or the 406 a client whose `Accept` names nothing servable gets.
+fn acceptable(negotiated: Option<Format>, headers: &HeaderMap) -> Result<Format, ApiError> {
+    negotiated.ok_or_else(|| {
+        ApiError::not_acceptable(
+            headers
+                .get(http::header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or(""),
+        )
+    })
+}
+
+/// Health, metrics, version, discovery and OpenAPI: read-only paths outside any resource.
+fn fixed_route(
+    state: &State,
+    target: Route,
+    parts: &http::request::Parts,
+    negotiated: Option<Format>,
+) -> HandlerResult {
+    let format = || acceptable(negotiated, &parts.headers);
     let get_only = |m: &Method| {
         if m == Method::GET || m == Method::HEAD {
             Ok(())
@@ -122,66 +151,78 @@ async fn dispatch(
         }
         Route::Version => {
             get_only(&parts.method)?;
-            Ok(json_value(200, &discovery::version(&state)))
+            Ok(json_value(200, &discovery::version(state)))
         }
         Route::CoreGroup => {
             get_only(&parts.method)?;
-            Ok(discovery::core_group(&state, format()?))
+            Ok(discovery::core_group(state, format()?))
         }
         Route::Groups => {
             get_only(&parts.method)?;
-            Ok(discovery::groups(&state, format()?))
+            Ok(discovery::groups(state, format()?))
         }
         Route::Group(group) => {
             get_only(&parts.method)?;
-            discovery::group(&state, &group)
+            discovery::group(state, &group)
         }
         Route::GroupVersion { group, version } => {
             get_only(&parts.method)?;
-            discovery::group_version(&state, &group, &version)
+            discovery::group_version(state, &group, &version)
         }
         Route::OpenApi(rest) => {
             get_only(&parts.method)?;
-            crate::openapi::serve(&state, &rest, &parts.headers)
+            crate::openapi::serve(state, &rest, &parts.headers)
         }
-        Route::Unknown => Err(not_found_path()),
-        Route::Resource(path) => {
-            let info = state
-                .registry
-                .find(&path.group, &path.version, &path.resource)
-                .ok_or_else(not_found_path)?;
-            if !info.namespaced && path.namespace.is_some() {
-                return Err(not_found_path());
-            }
-            let max_body = state.config.max_body_bytes;
-            let format = format()?;
-            let ctx = Ctx {
-                state,
-                info,
-                path,
-                query,
-                format,
-                headers: parts.headers,
-                identity,
-            };
-            let method = parts.method;
-            // kube-apiserver warns on every request to a deprecated version.
-            let deprecation = ctx.info.deprecation.clone();
-            let needs_body = method == Method::POST
-                || method == Method::PUT
-                || method == Method::PATCH
-                || method == Method::DELETE;
-            let body = if needs_body {
-                read_body(body, &ctx.headers, max_body).await?
-            } else {
-                bytes::Bytes::new()
-            };
-            let answer = resource(ctx, method, body).await;
-            match deprecation {
-                Some(warning) => crate::write::input::with_warnings(answer, &[warning]),
-                None => answer,
-            }
-        }
+        // Resource paths go to `resource_route`; only an unknown path is left.
+        Route::Unknown | Route::Resource(_) => Err(not_found_path()),
+    }
+}
+
+/// Looks the resource up, reads the body of a verb that has one, and answers with the
+/// warning of a deprecated version attached.
+async fn resource_route(
+    state: Arc<State>,
+    identity: Identity,
+    path: ResourcePath,
+    query: Query,
+    parts: http::request::Parts,
+    body: RequestBody,
+    negotiated: Option<Format>,
+) -> HandlerResult {
+    let info = state
+        .registry
+        .find(&path.group, &path.version, &path.resource)
+        .ok_or_else(not_found_path)?;
+    if !info.namespaced && path.namespace.is_some() {
+        return Err(not_found_path());
+    }
+    let max_body = state.config.max_body_bytes;
+    let format = acceptable(negotiated, &parts.headers)?;
+    let ctx = Ctx {
+        state,
+        info,
+        path,
+        query,
+        format,
+        headers: parts.headers,
+        identity,
+    };
+    let method = parts.method;
+    // kube-apiserver warns on every request to a deprecated version.
+    let deprecation = ctx.info.deprecation.clone();
+    let needs_body = method == Method::POST
+        || method == Method::PUT
+        || method == Method::PATCH
+        || method == Method::DELETE;
+    let body = if needs_body {
+        read_body(body, &ctx.headers, max_body).await?
+    } else {
+        bytes::Bytes::new()
+    };
+    let answer = resource(ctx, method, body).await;
+    match deprecation {
+        Some(warning) => crate::write::input::with_warnings(answer, &[warning]),
+        None => answer,
     }
 }
 

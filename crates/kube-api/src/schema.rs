@@ -425,38 +425,8 @@ fn join(prefix: &str, key: &str) -> String {
 
 /// Prunes and defaults `value` in place and records validation errors at `path`.
 fn walk(node: &Node, value: &mut Value, path: &FieldPath<'_>, report: &mut Report<'_>, root: bool) {
-    if value.is_null() {
-        if !node.nullable && !root {
-            report.error(
-                path,
-                format!(
-                    "Invalid value: \"null\": {path} in body must be of type {}: \"null\"",
-                    node.ty.as_deref().unwrap_or("object")
-                ),
-            );
-        }
+    if !check_type(node, value, path, report, root) {
         return;
-    }
-    if node.int_or_string {
-        if !(value.is_string() || value.is_i64() || value.is_u64()) {
-            report.error(
-                path,
-                format!(
-                    "Invalid value: {}: {path} in body must be of type integer,string: {:?}",
-                    show(value),
-                    type_name(value)
-                ),
-            );
-        }
-        return;
-    }
-    if let Some(ty) = node.ty.as_deref() {
-        let actual = type_name(value);
-        let ok = actual == ty || (ty == "number" && actual == "integer");
-        if !ok {
-            report.error(path, format!("Invalid value: \"{actual}\": {path} in body must be of type {ty}: \"{actual}\""));
-            return;
-        }
     }
     if !node.enumeration.is_empty() && !node.enumeration.contains(value) {
         let supported: Vec<String> = node.enumeration.iter().map(show).collect();
@@ -471,86 +441,139 @@ fn walk(node: &Node, value: &mut Value, path: &FieldPath<'_>, report: &mut Repor
     }
     match value {
         Value::Object(map) => object(node, map, path, report, root),
-        Value::Array(items) => {
-            let len = items.len() as u64;
-            if node.min_items.is_some_and(|m| len < m) {
-                report.error(
-                    path,
-                    format!(
-                        "Invalid value: {len}: {path} in body should have at least {} items",
-                        node.min_items.unwrap_or(0)
-                    ),
-                );
-            }
-            if node.max_items.is_some_and(|m| len > m) {
-                report.error(
-                    path,
-                    format!(
-                        "Too many: {len}: must have at most {} items",
-                        node.max_items.unwrap_or(0)
-                    ),
-                );
-            }
-            if let Some(item) = &node.items {
-                for (i, v) in items.iter_mut().enumerate() {
-                    walk(item, v, &FieldPath::Index(path, i), report, false);
-                }
-            }
-            unique_items(node, items, path, report);
-        }
-        Value::String(s) => {
-            let len = s.chars().count() as u64;
-            if node.min_length.is_some_and(|m| len < m) {
-                report.error(
-                    path,
-                    format!(
-                        "Invalid value: \"{s}\": {path} in body should be at least {} chars long",
-                        node.min_length.unwrap_or(0)
-                    ),
-                );
-            }
-            if let Some(format) = node.format.as_deref().filter(|f| !format_ok(f, s)) {
-                report.error(
-                    path,
-                    format!(
-                        "Invalid value: \"{s}\": {path} in body must be of type {format}: \"{s}\""
-                    ),
-                );
-            }
-            if let Some(pattern) = node.pattern.as_ref().filter(|p| !p.is_match(s)) {
-                report.error(
-                    path,
-                    format!(
-                        "Invalid value: \"{s}\": {path} in body should match '{}'",
-                        pattern.as_str()
-                    ),
-                );
-            }
-            if node.max_length.is_some_and(|m| len > m) {
-                report.error(
-                    path,
-                    format!(
-                        "Too long: may not be more than {} bytes",
-                        node.max_length.unwrap_or(0)
-                    ),
-                );
-            }
-        }
-        Value::Number(n) => {
-            let x = n.as_f64().unwrap_or(0.0);
-            if let Some(min) = node.minimum.filter(|m| x < *m) {
-                report.error(path, format!("Invalid value: {n}: {path} in body should be greater than or equal to {min}"));
-            }
-            if let Some(max) = node.maximum.filter(|m| x > *m) {
-                report.error(
-                    path,
-                    format!(
-                        "Invalid value: {n}: {path} in body should be less than or equal to {max}"
-                    ),
-                );
-            }
-        }
+        Value::Array(items) => array(node, items, path, report),
+        Value::String(s) => string(node, s, path, report),
+        Value::Number(n) => number(node, n, path, report),
         _ => {}
+    }
+}
+
+/// Whether the walk goes on into `value`: not for a null, an int-or-string, or a value of
+/// the wrong type, since no other constraint of the node applies to them.
+fn check_type(
+    node: &Node,
+    value: &Value,
+    path: &FieldPath<'_>,
+    report: &mut Report<'_>,
+    root: bool,
+) -> bool {
+    if value.is_null() {
+        if !node.nullable && !root {
+            report.error(
+                path,
+                format!(
+                    "Invalid value: \"null\": {path} in body must be of type {}: \"null\"",
+                    node.ty.as_deref().unwrap_or("object")
+                ),
+            );
+        }
+        return false;
+    }
+    if node.int_or_string {
+        if !(value.is_string() || value.is_i64() || value.is_u64()) {
+            report.error(
+                path,
+                format!(
+                    "Invalid value: {}: {path} in body must be of type integer,string: {:?}",
+                    show(value),
+                    type_name(value)
+                ),
+            );
+        }
+        return false;
+    }
+    if let Some(ty) = node.ty.as_deref() {
+        let actual = type_name(value);
+        let ok = actual == ty || (ty == "number" && actual == "integer");
+        if !ok {
+            report.error(path, format!("Invalid value: \"{actual}\": {path} in body must be of type {ty}: \"{actual}\""));
+            return false;
+        }
+    }
+    true
+}
+
+/// A list's length bounds, then its items walked in place, then their uniqueness.
+fn array(node: &Node, items: &mut [Value], path: &FieldPath<'_>, report: &mut Report<'_>) {
+    let len = items.len() as u64;
+    if node.min_items.is_some_and(|m| len < m) {
+        report.error(
+            path,
+            format!(
+                "Invalid value: {len}: {path} in body should have at least {} items",
+                node.min_items.unwrap_or(0)
+            ),
+        );
+    }
+    if node.max_items.is_some_and(|m| len > m) {
+        report.error(
+            path,
+            format!(
+                "Too many: {len}: must have at most {} items",
+                node.max_items.unwrap_or(0)
+            ),
+        );
+    }
+    if let Some(item) = &node.items {
+        for (i, v) in items.iter_mut().enumerate() {
+            walk(item, v, &FieldPath::Index(path, i), report, false);
+        }
+    }
+    unique_items(node, items, path, report);
+}
+
+/// A string's length, format and pattern, in the order kube-apiserver reports them.
+fn string(node: &Node, s: &str, path: &FieldPath<'_>, report: &mut Report<'_>) {
+    let len = s.chars().count() as u64;
+    if node.min_length.is_some_and(|m| len < m) {
+        report.error(
+            path,
+            format!(
+                "Invalid value: \"{s}\": {path} in body should be at least {} chars long",
+                node.min_length.unwrap_or(0)
+            ),
+        );
+    }
+    if let Some(format) = node.format.as_deref().filter(|f| !format_ok(f, s)) {
+        report.error(
+            path,
+            format!("Invalid value: \"{s}\": {path} in body must be of type {format}: \"{s}\""),
+        );
+    }
+    if let Some(pattern) = node.pattern.as_ref().filter(|p| !p.is_match(s)) {
+        report.error(
+            path,
+            format!(
+                "Invalid value: \"{s}\": {path} in body should match '{}'",
+                pattern.as_str()
+            ),
+        );
+    }
+    if node.max_length.is_some_and(|m| len > m) {
+        report.error(
+            path,
+            format!(
+                "Too long: may not be more than {} bytes",
+                node.max_length.unwrap_or(0)
+            ),
+        );
+    }
+}
+
+/// A number's inclusive bounds.
+fn number(node: &Node, n: &serde_json::Number, path: &FieldPath<'_>, report: &mut Report<'_>) {
+    let x = n.as_f64().unwrap_or(0.0);
+    if let Some(min) = node.minimum.filter(|m| x < *m) {
+        report.error(
+            path,
+            format!("Invalid value: {n}: {path} in body should be greater than or equal to {min}"),
+        );
+    }
+    if let Some(max) = node.maximum.filter(|m| x > *m) {
+        report.error(
+            path,
+            format!("Invalid value: {n}: {path} in body should be less than or equal to {max}"),
+        );
     }
 }
 

@@ -238,8 +238,19 @@ fn value_line(ty: &str, object: &Value) -> Bytes {
     Bytes::from(out)
 }
 
-pub(crate) async fn watch(ctx: Ctx) -> HandlerResult {
-    let filter = Filter::from_ctx(&ctx)?;
+/// A watch request's query parameters, parsed and checked before any stream is set up.
+struct WatchOptions<'q> {
+    filter: Filter,
+    bookmarks: bool,
+    send_initial: Option<bool>,
+    timeout: Duration,
+    render: Render,
+    rv: Option<&'q str>,
+}
+
+/// Parses the watch's query, rejecting the option combinations kube-apiserver rejects.
+fn watch_options(ctx: &Ctx) -> Result<WatchOptions<'_>, ApiError> {
+    let filter = Filter::from_ctx(ctx)?;
     let bookmarks = ctx
         .query
         .flag("allowWatchBookmarks")
@@ -270,33 +281,50 @@ pub(crate) async fn watch(ctx: Ctx) -> HandlerResult {
     };
     let rv = ctx.query.get("resourceVersion").filter(|s| !s.is_empty());
     if send_initial == Some(true) {
-        if ctx.query.get("resourceVersionMatch") != Some("NotOlderThan") {
-            return Err(ApiError::invalid(
-                "meta.k8s.io",
-                "ListOptions",
-                "",
-                vec![(
-                    "resourceVersionMatch".into(),
-                    "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan".into(),
-                )],
-            ));
-        }
-        if !bookmarks {
-            return Err(ApiError::invalid(
-                "meta.k8s.io",
-                "ListOptions",
-                "",
-                vec![(
-                    "allowWatchBookmarks".into(),
-                    "Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true"
-                        .into(),
-                )],
-            ));
-        }
+        check_send_initial(ctx, bookmarks)?;
     }
-    let group = &ctx.state.group;
+    Ok(WatchOptions {
+        filter,
+        bookmarks,
+        send_initial,
+        timeout,
+        render,
+        rv,
+    })
+}
+
+/// `sendInitialEvents=true` is only meaningful with the options that let a client tell
+/// where the initial events end, so kube-apiserver refuses it without them.
+fn check_send_initial(ctx: &Ctx, bookmarks: bool) -> Result<(), ApiError> {
+    if ctx.query.get("resourceVersionMatch") != Some("NotOlderThan") {
+        return Err(ApiError::invalid(
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            vec![(
+                "resourceVersionMatch".into(),
+                "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan".into(),
+            )],
+        ));
+    }
+    if !bookmarks {
+        return Err(ApiError::invalid(
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            vec![(
+                "allowWatchBookmarks".into(),
+                "Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true".into(),
+            )],
+        ));
+    }
+    Ok(())
+}
+
+/// A stream with its deadline and bookmark schedule set, not yet attached to the store.
+fn new_stream(ctx: &Ctx, options: WatchOptions<'_>) -> WatchStream {
     let started = Instant::now();
-    let deadline = started + timeout;
+    let deadline = started + options.timeout;
     let last_bookmark = deadline
         .checked_sub(LAST_BOOKMARK_LEAD)
         .filter(|t| *t > started);
@@ -305,64 +333,72 @@ pub(crate) async fn watch(ctx: Ctx) -> HandlerResult {
         Some(last) if last <= first_bookmark => (last, None),
         other => (first_bookmark, other),
     };
-    let mut stream = WatchStream {
+    WatchStream {
         pending: VecDeque::new(),
         watch: None,
-        group: group.clone(),
+        group: ctx.state.group.clone(),
         webhooks: ctx.state.webhooks(),
-        filter,
+        filter: options.filter,
         info: ctx.info.clone(),
-        render,
+        render: options.render,
         clock: ctx.state.clock.clone(),
         columns_sent: false,
         deadline,
-        bookmark_every: bookmarks.then_some(ctx.state.config.bookmark_interval),
+        bookmark_every: options
+            .bookmarks
+            .then_some(ctx.state.config.bookmark_interval),
         next_bookmark,
         last_bookmark,
         last_rv: 0,
-    };
-    // Initial state as synthetic ADDED events: when asked (sendInitialEvents), or by default
-    // when no resourceVersion (or "0") is given.
-    let initial = match (send_initial, rv) {
-        (Some(s), _) => s,
-        (None, None | Some("0")) => true,
-        (None, Some(_)) => false,
-    };
-    let resume_from = match rv {
-        Some("0") | None => None,
-        Some(v) => Some(
-            v.parse::<u64>()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version {v:?}")))?,
-        ),
-    };
-    if initial {
-        let (snapshot, watch) = group.snapshot_and_watch(&ctx.info.store_key);
-        stream.last_rv = snapshot.resource_version;
-        for object in snapshot.objects.values() {
-            if stream.filter.matches(object) {
-                let line = stream.served_line("ADDED", object.clone()).await;
-                stream.pending.push_back(line);
-            }
-        }
-        if send_initial == Some(true) {
-            let line = stream.bookmark(true);
+    }
+}
+
+/// Starts the stream from a snapshot of the current state, each matching object queued
+/// as an ADDED event (and, for `sendInitialEvents`, the bookmark that ends them).
+async fn start_from_snapshot(stream: &mut WatchStream, ctx: &Ctx, send_initial: Option<bool>) {
+    let (snapshot, watch) = ctx.state.group.snapshot_and_watch(&ctx.info.store_key);
+    stream.last_rv = snapshot.resource_version;
+    for object in snapshot.objects.values() {
+        if stream.filter.matches(object) {
+            let line = stream.served_line("ADDED", object.clone()).await;
             stream.pending.push_back(line);
         }
-        stream.watch = Some(watch);
-    } else {
-        match group.watch_resource(&ctx.info.store_key, resume_from) {
-            Ok(watch) => {
-                stream.take_backlog(&watch).await;
-                stream.watch = Some(watch);
-            }
-            Err(e @ StoreError::Expired { .. }) => {
-                // As kube-apiserver's watch cache does: a 200 stream with one ERROR event.
-                let status = ApiError::from_store(e, &ctx.info.group, &ctx.info.plural).to_status();
-                stream.pending.push_back(value_line("ERROR", &status));
-            }
-            Err(e) => return Err(ApiError::from_store(e, &ctx.info.group, &ctx.info.plural)),
-        }
     }
+    if send_initial == Some(true) {
+        let line = stream.bookmark(true);
+        stream.pending.push_back(line);
+    }
+    stream.watch = Some(watch);
+}
+
+/// Starts the stream from a resourceVersion, replaying the window's events after it; one
+/// that has left the window is answered in the stream, not with an error status.
+async fn start_from_version(
+    stream: &mut WatchStream,
+    ctx: &Ctx,
+    resume_from: Option<u64>,
+) -> Result<(), ApiError> {
+    match ctx
+        .state
+        .group
+        .watch_resource(&ctx.info.store_key, resume_from)
+    {
+        Ok(watch) => {
+            stream.take_backlog(&watch).await;
+            stream.watch = Some(watch);
+        }
+        Err(e @ StoreError::Expired { .. }) => {
+            // As kube-apiserver's watch cache does: a 200 stream with one ERROR event.
+            let status = ApiError::from_store(e, &ctx.info.group, &ctx.info.plural).to_status();
+            stream.pending.push_back(value_line("ERROR", &status));
+        }
+        Err(e) => return Err(ApiError::from_store(e, &ctx.info.group, &ctx.info.plural)),
+    }
+    Ok(())
+}
+
+/// The chunked 200 response that sends the stream's lines as they come.
+fn stream_response(stream: WatchStream) -> HandlerResult {
     let body = futures::stream::unfold(stream, |mut s| async move {
         let line = s.next().await?;
         Some((Ok::<_, std::convert::Infallible>(Frame::data(line)), s))
@@ -378,4 +414,30 @@ pub(crate) async fn watch(ctx: Ctx) -> HandlerResult {
         http::HeaderValue::from_static("no-cache, private"),
     );
     Ok(resp)
+}
+
+pub(crate) async fn watch(ctx: Ctx) -> HandlerResult {
+    let options = watch_options(&ctx)?;
+    let (send_initial, rv) = (options.send_initial, options.rv);
+    let mut stream = new_stream(&ctx, options);
+    // Initial state as synthetic ADDED events: when asked (sendInitialEvents), or by default
+    // when no resourceVersion (or "0") is given.
+    let initial = match (send_initial, rv) {
+        (Some(s), _) => s,
+        (None, None | Some("0")) => true,
+        (None, Some(_)) => false,
+    };
+    let resume_from = match rv {
+        Some("0") | None => None,
+        Some(v) => Some(
+            v.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version {v:?}")))?,
+        ),
+    };
+    if initial {
+        start_from_snapshot(&mut stream, &ctx, send_initial).await;
+    } else {
+        start_from_version(&mut stream, &ctx, resume_from).await?;
+    }
+    stream_response(stream)
 }

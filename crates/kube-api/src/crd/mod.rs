@@ -36,6 +36,20 @@ fn strings(v: &Value, path: &str) -> Vec<String> {
 
 /// Checks what kube-apiserver checks of a CRD before storing it; returns the 422 causes.
 pub(crate) fn validate(crd: &Value) -> Vec<(String, String)> {
+    let mut causes = names_and_scope_causes(crd);
+    let versions = crd
+        .at("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    causes.extend(storage_version_causes(&versions));
+    causes.extend(schema_causes(&versions));
+    causes.extend(conversion_causes(crd));
+    causes
+}
+
+/// The group, names and scope a CRD's resource is registered and routed by.
+fn names_and_scope_causes(crd: &Value) -> Vec<(String, String)> {
     let mut causes = Vec::new();
     let group = s(crd, "/spec/group");
     let plural = s(crd, "/spec/names/plural");
@@ -67,11 +81,12 @@ pub(crate) fn validate(crd: &Value) -> Vec<(String, String)> {
             ),
         ));
     }
-    let versions = crd
-        .at("/spec/versions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    causes
+}
+
+/// Objects are stored in exactly one version, so exactly one must be marked for storage.
+fn storage_version_causes(versions: &[Value]) -> Vec<(String, String)> {
+    let mut causes = Vec::new();
     if versions.is_empty() {
         causes.push((
             "spec.versions".into(),
@@ -88,6 +103,13 @@ pub(crate) fn validate(crd: &Value) -> Vec<(String, String)> {
             "Invalid value: must have exactly one version marked as storage version".into(),
         ));
     }
+    causes
+}
+
+/// The versions' schemas that do not compile, then the estimated costs of the rules of
+/// those that do.
+fn schema_causes(versions: &[Value]) -> Vec<(String, String)> {
+    let mut causes = Vec::new();
     let mut compiled = Vec::new();
     for (i, v) in versions.iter().enumerate() {
         if let Some(schema) = v.at("/schema/openAPIV3Schema") {
@@ -118,7 +140,13 @@ pub(crate) fn validate(crd: &Value) -> Vec<(String, String)> {
             }
         }
     }
-    causes.extend(estimated_costs(&versions, &compiled));
+    causes.extend(estimated_costs(versions, &compiled));
+    causes
+}
+
+/// A conversion webhook must be reachable and speak `ConversionReview` v1.
+fn conversion_causes(crd: &Value) -> Vec<(String, String)> {
+    let mut causes = Vec::new();
     match s(crd, "/spec/conversion/strategy") {
         "" | "None" => {}
         "Webhook" => {
