@@ -15,20 +15,17 @@
 //! APIService is written (kube-apiserver's controller also rechecks as Services change).
 
 use crate::state::State;
-use crate::system_writer::SystemWriter;
 use crate::values::At;
-use infrasim_store::{ObjectKey, ReadAt};
+use infrasim_store::ObjectKey;
 use serde_json::{json, Value};
-use std::collections::BTreeSet;
-use std::sync::Arc;
 
-const STORE_KEY: &str = "apiservices.apiregistration.k8s.io";
-const AUTOMANAGED: &str = "kube-aggregator.kubernetes.io/automanaged";
+pub(crate) const STORE_KEY: &str = "apiservices.apiregistration.k8s.io";
+pub(crate) const AUTOMANAGED: &str = "kube-aggregator.kubernetes.io/automanaged";
 
 /// kube-apiserver's priorities of the built-in group versions this server serves (group
 /// priority minimum, version priority), from its aggregator's table; a group version it has
 /// none for gets no APIService, as kube-apiserver skips it.
-const PRIORITIES: [(&str, &str, i32, i32); 19] = [
+pub(crate) const PRIORITIES: [(&str, &str, i32, i32); 19] = [
     ("", "v1", 18000, 1),
     ("apps", "v1", 17800, 15),
     ("events.k8s.io", "v1", 17750, 15),
@@ -51,109 +48,18 @@ const PRIORITIES: [(&str, &str, i32, i32); 19] = [
 ];
 
 /// The name of the APIService of a group version (`v1.` for the core group).
-fn name(group: &str, version: &str) -> String {
+pub(crate) fn name(group: &str, version: &str) -> String {
     format!("{version}.{group}")
 }
 
 /// A local APIService.
-fn local(group: &str, version: &str, priorities: (i32, i32), managed: &str) -> Value {
+pub(crate) fn local(group: &str, version: &str, priorities: (i32, i32), managed: &str) -> Value {
     json!({
         "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
         "metadata": {"name": name(group, version), "labels": {AUTOMANAGED: managed}},
         "spec": {"group": group, "version": version,
                  "groupPriorityMinimum": priorities.0, "versionPriority": priorities.1},
     })
-}
-
-/// Creates `object` unless it exists (every CRD's registration asks for all custom group
-/// versions again: a lookup answers most), as kube-apiserver's autoregistration controller
-/// does through its loopback client; the APIService's strategy sets its status.
-fn ensure(state: &Arc<State>, object: Value) {
-    let name = object
-        .at("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    if state
-        .group
-        .get(STORE_KEY, &ObjectKey::new("", &name))
-        .is_some()
-    {
-        return;
-    }
-    match SystemWriter::api_server(state).create(STORE_KEY, object) {
-        Ok(_) => {}
-        Err(e) if e.code == 409 => {}
-        Err(e) => tracing::warn!(apiservice = %name, error = %e.message, "registering APIService"),
-    }
-}
-
-/// The local APIServices of the built-in group versions (at start).
-pub(crate) fn bootstrap(state: &Arc<State>) {
-    let served: Vec<(String, Vec<String>)> = state.registry.groups();
-    for (group, version, minimum, priority) in PRIORITIES {
-        let is_served = served
-            .iter()
-            .any(|(g, vs)| g == group && vs.iter().any(|v| v == version));
-        if is_served {
-            ensure(state, local(group, version, (minimum, priority), "onstart"));
-        }
-    }
-}
-
-/// The group versions custom resources serve that no built-in group has.
-fn custom_group_versions(state: &State) -> BTreeSet<(String, String)> {
-    let builtin: BTreeSet<(String, String)> = PRIORITIES
-        .iter()
-        .map(|(g, v, _, _)| (g.to_string(), v.to_string()))
-        .collect();
-    state
-        .registry
-        .all()
-        .iter()
-        .filter(|r| r.custom)
-        .map(|r| (r.group.clone(), r.version.clone()))
-        .filter(|gv| !builtin.contains(gv))
-        .collect()
-}
-
-/// The local APIServices of the custom resources served (after a CRD is registered).
-pub(crate) fn register_custom(state: &Arc<State>) {
-    for (group, version) in &custom_group_versions(state) {
-        ensure(state, local(group, version, (1000, 100), "true"));
-    }
-}
-
-/// The local APIServices of custom resources, at start and after a CRD went: one per group
-/// version some CRD serves that no built-in group has, and none left for a group version no
-/// CRD serves any longer.
-pub(crate) fn sync_custom(state: &Arc<State>) {
-    register_custom(state);
-    let wanted = custom_group_versions(state);
-    let Ok(snapshot) = state.group.snapshot(STORE_KEY, ReadAt::Latest) else {
-        return;
-    };
-    for (key, object) in snapshot.objects.iter() {
-        if object.meta.labels.get(AUTOMANAGED).map(|v| v.as_str()) != Some("true") {
-            continue;
-        }
-        let Ok(value) = object.to_value() else {
-            continue;
-        };
-        let gv = (
-            value
-                .at("/spec/group")
-                .and_then(Value::as_str)
-                .unwrap_or(""),
-            value
-                .at("/spec/version")
-                .and_then(Value::as_str)
-                .unwrap_or(""),
-        );
-        if !wanted.contains(&(gv.0.to_string(), gv.1.to_string())) {
-            let _ = SystemWriter::api_server(state).delete(STORE_KEY, "", &key.name);
-        }
-    }
 }
 
 /// Sets `object`'s `Available` condition, keeping its transition time while its status

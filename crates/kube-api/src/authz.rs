@@ -6,10 +6,8 @@ use crate::auth::Identity;
 use crate::request::{Query, Route};
 use crate::state::State;
 use crate::status::ApiError;
-use crate::system_writer::SystemWriter;
 use crate::values::At;
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 /// What a request asks to do, in RBAC's terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -344,60 +342,10 @@ fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
 const READ: &[&str] = &["get", "list", "watch"];
 const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
 
-/// Creates the roles and bindings kube-apiserver bootstraps, if missing, as its RBAC
-/// post-start hook does through its loopback client.
-pub(crate) fn bootstrap(state: &Arc<State>) {
-    let writer = SystemWriter::api_server(state);
-    let bootstrap_label = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
-    for mut role in bootstrap_roles() {
-        role["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
-        role["kind"] = json!("ClusterRole");
-        let labels = role["metadata"].get("labels").cloned().unwrap_or(json!({}));
-        let mut merged = bootstrap_label.clone();
-        if let (Some(m), Some(l)) = (merged.as_object_mut(), labels.as_object()) {
-            m.extend(l.clone());
-        }
-        role["metadata"]["labels"] = merged;
-        ensure(&writer, "clusterroles.rbac.authorization.k8s.io", role);
-    }
-    for (name, role, subject) in BOOTSTRAP_BINDINGS {
-        let subject = match subject.split_once("serviceaccount:") {
-            Some((_, sa)) => {
-                let (namespace, name) = sa.split_once(':').unwrap_or(("", sa));
-                json!({"kind": "ServiceAccount", "namespace": namespace, "name": name})
-            }
-            None => {
-                json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": subject})
-            }
-        };
-        let binding = json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": name, "labels": bootstrap_label},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [subject],
-        });
-        ensure(
-            &writer,
-            "clusterrolebindings.rbac.authorization.k8s.io",
-            binding,
-        );
-    }
-}
-
-/// Creates a bootstrapped RBAC object unless it exists (a restarted server keeps the ones
-/// it made, and whatever an administrator changed in them).
-fn ensure(writer: &SystemWriter, resource: &str, object: Value) {
-    match writer.create(resource, object) {
-        Ok(_) => {}
-        Err(e) if e.code == 409 => {}
-        Err(e) => tracing::warn!(resource, error = %e.message, "bootstrapping RBAC"),
-    }
-}
-
 /// The cluster roles kube-apiserver bootstraps that clients rely on: the aggregated
 /// user-facing roles (`admin`, `edit`, `view` and what aggregates into them) and the
 /// `system:` roles for discovery, self-review, monitoring and public information.
-fn bootstrap_roles() -> Vec<Value> {
+pub(crate) fn bootstrap_roles() -> Vec<Value> {
     let agg = |to: &[&str]| {
         to.iter()
             .map(|t| {
@@ -465,7 +413,7 @@ fn bootstrap_roles() -> Vec<Value> {
 
 /// The bindings of the bootstrapped roles: (binding, role, subject), the subject a group or
 /// `system:serviceaccount:<namespace>:<name>`.
-const BOOTSTRAP_BINDINGS: &[(&str, &str, &str)] = &[
+pub(crate) const BOOTSTRAP_BINDINGS: &[(&str, &str, &str)] = &[
     (
         "system:controller:certificate-controller",
         "system:controller:certificate-controller",

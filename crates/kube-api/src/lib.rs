@@ -35,6 +35,7 @@ mod binding;
 mod codec;
 mod component_status;
 mod context;
+mod controllers;
 mod conversion;
 pub mod crd;
 pub mod csr;

@@ -54,6 +54,7 @@ impl ApiServer {
         let server = ApiServer {
             state: Arc::new(State {
                 group,
+                hooks: crate::controllers::HOOKS,
                 registry: Arc::new(Registry::builtin()),
                 tokens: TokenAuthenticator::default(),
                 ca,
@@ -69,11 +70,7 @@ impl ApiServer {
                 token_issuer: std::sync::OnceLock::new(),
             }),
         };
-        crate::namespaces::bootstrap(&server.state);
-        crate::authz::bootstrap(&server.state);
-        crate::crd::register_all(&server.state);
-        crate::apiservices::bootstrap(&server.state);
-        crate::apiservices::sync_custom(&server.state);
+        crate::controllers::start(&server.state);
         server
     }
 

@@ -52,10 +52,28 @@ pub(crate) struct SidecarRoute {
     pub api_ca: Issuer,
 }
 
+/// What the server's in-process controllers (`crate::controllers`) do when the registry
+/// writes one of the kinds they follow. Function pointers, so that the registry below calls
+/// up into the controllers above without importing them. They run at once, so a client sees
+/// a new namespace's `default` ServiceAccount as soon as the namespace.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hooks {
+    /// A namespace was created: its default objects.
+    pub namespace_created: fn(&Arc<State>, &str),
+    /// A namespace turned Terminating: its content goes, then the namespace.
+    pub namespace_terminating: fn(&Arc<State>, &str),
+    /// A CRD was written: its resources served, its status.
+    pub crd_written: fn(&Arc<State>, &str),
+    /// A CRD's deletion started: its objects go, then the CRD.
+    pub crd_deleting: fn(&Arc<State>, &str),
+}
+
 /// Everything a request handler reads.
 #[derive(Debug)]
 pub(crate) struct State {
     pub group: Arc<Group>,
+    /// The in-process controllers' share of writes (see [`Hooks`]).
+    pub hooks: Hooks,
     pub registry: Arc<Registry>,
     pub tokens: TokenAuthenticator,
     pub ca: CertificateAuthority,

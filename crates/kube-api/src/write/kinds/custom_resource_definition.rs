@@ -46,14 +46,14 @@ impl KindStrategy for CustomResourceDefinition {
         _created: bool,
     ) -> Arc<StoredObject> {
         // Registering writes the CRD's status (Established, accepted names).
-        crd::register(&ctx.state, &stored.meta.name);
+        (ctx.state.hooks.crd_written)(&ctx.state, &stored.meta.name);
         reread(ctx, stored)
     }
 
     /// A CRD held by its finalizer: its objects are deleted, then the finalizer goes.
     fn after_delete(&self, ctx: &Ctx, outcome: DeleteOutcome) -> DeleteOutcome {
         if let DeleteOutcome::Pending(object) = &outcome {
-            crd::spawn_cleanup(ctx.state.clone(), object.meta.name.to_string());
+            (ctx.state.hooks.crd_deleting)(&ctx.state, &object.meta.name);
         }
         outcome
     }

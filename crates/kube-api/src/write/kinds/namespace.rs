@@ -40,7 +40,7 @@ impl KindStrategy for Namespace {
         created: bool,
     ) -> Arc<StoredObject> {
         if created {
-            namespaces::populate(&ctx.state, &stored.meta.name);
+            (ctx.state.hooks.namespace_created)(&ctx.state, &stored.meta.name);
         }
         stored
     }
@@ -52,7 +52,9 @@ impl KindStrategy for Namespace {
     fn after_delete(&self, ctx: &Ctx, outcome: DeleteOutcome) -> DeleteOutcome {
         match outcome {
             DeleteOutcome::Pending(object) => {
-                let marked = namespaces::begin_termination(&ctx.state, &object.meta.name);
+                let name = object.meta.name.to_string();
+                let marked = namespaces::mark_terminating(&ctx.state, &name);
+                (ctx.state.hooks.namespace_terminating)(&ctx.state, &name);
                 DeleteOutcome::Pending(marked.unwrap_or(object))
             }
             gone => gone,
