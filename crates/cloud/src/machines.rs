@@ -19,7 +19,7 @@ use infrasim_clock::SharedClock;
 use infrasim_etcd_sim::EtcdCluster;
 use infrasim_kube_api::ApiServer;
 use infrasim_store::durability;
-use infrasim_store::{DeleteOptions, Group, ObjectKey};
+use infrasim_store::{Group, ObjectKey};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -539,12 +539,21 @@ impl Runtime {
         if let Some(task) = removed.task {
             task.abort();
         }
+        // Through the API: the machine's kubelet takes its mirror pods and Lease with it, and
+        // its Node goes as a node lifecycle controller removes the Node of a vanished machine.
+        let controllers = self.writer();
+        let kubelet = crate::components::kubelet(&controllers, name);
         let delete = |resource: &str, namespace: &str, object: &str| {
-            let _ = self.group.delete(
-                resource,
-                &ObjectKey::new(namespace, object),
-                &DeleteOptions::default(),
-            );
+            let writer = if resource == "nodes" {
+                &controllers
+            } else {
+                &kubelet
+            };
+            if let Err(e) = writer.delete(resource, namespace, object) {
+                if e.code != 404 {
+                    tracing::debug!(resource, error = %e.message, "removing a machine's object");
+                }
+            }
         };
         if removed.machine.control_plane {
             for component in STATIC_PODS.iter().rev() {
