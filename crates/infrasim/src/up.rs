@@ -84,10 +84,8 @@ fn start_workloads(server: &ApiServer, clock: infrasim_clock::SharedClock) {
     let writer = infrasim_cloud::components::controller_manager(server);
     let node = infrasim_cloud::single_node(NODE, version, &now);
     // The node's kubelet registers it, once: a restarted plane finds it there.
-    match infrasim_cloud::components::kubelet(&writer, NODE).create("nodes", node) {
-        Ok(_) => {}
-        Err(e) if e.code == 409 => {}
-        Err(e) => tracing::warn!(error = %e.message, "registering the plane's node"),
+    if let Err(e) = infrasim_cloud::components::kubelet(&writer, NODE).ensure("nodes", node) {
+        tracing::warn!(error = %e.message, "registering the plane's node");
     }
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     // The process ends the controllers: the sender lives as long as it does.

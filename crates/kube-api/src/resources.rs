@@ -611,11 +611,13 @@ impl Registry {
         store_key: &str,
         api_version: Option<&str>,
     ) -> Option<Arc<ResourceInfo>> {
-        let mut served: Vec<Arc<ResourceInfo>> = self
-            .all()
-            .into_iter()
-            .filter(|r| r.store_key == store_key && r.stored_as.is_none() && r.computed.is_none())
-            .collect();
+        // On every in-process write: the registry is filtered where it stands, not copied.
+        let stored_here = |r: &&Arc<ResourceInfo>| {
+            r.store_key == store_key && r.stored_as.is_none() && r.computed.is_none()
+        };
+        let mut served: Vec<Arc<ResourceInfo>> =
+            self.builtin.iter().filter(stored_here).cloned().collect();
+        served.extend(self.custom().iter().filter(stored_here).cloned());
         if let Some(wanted) = api_version {
             if let Some(hit) = served.iter().find(|r| r.api_version == wanted) {
                 return Some(hit.clone());

@@ -97,6 +97,15 @@ impl SystemWriter {
         finish(async { Ok(write::persist(&ctx, write).await?.object) })
     }
 
+    /// Creates `object` unless one of its name exists (what is there is left as it is), as
+    /// the bootstrap writers do: a restarted server finds what it made before.
+    pub fn ensure(&self, resource: &str, object: Value) -> Result<(), ApiError> {
+        match self.create(resource, object) {
+            Err(e) if e.code != 409 => Err(e),
+            _ => Ok(()),
+        }
+    }
+
     /// Replaces the object `read` (stored and decoded) with `object`, if it is still the
     /// stored one (a 409 Conflict otherwise). The status stays as stored.
     pub fn update(

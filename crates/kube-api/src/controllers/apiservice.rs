@@ -28,10 +28,8 @@ fn ensure(state: &Arc<State>, object: Value) {
     {
         return;
     }
-    match SystemWriter::api_server(state).create(STORE_KEY, object) {
-        Ok(_) => {}
-        Err(e) if e.code == 409 => {}
-        Err(e) => tracing::warn!(apiservice = %name, error = %e.message, "registering APIService"),
+    if let Err(e) = SystemWriter::api_server(state).ensure(STORE_KEY, object) {
+        tracing::warn!(apiservice = %name, error = %e.message, "registering APIService");
     }
 }
 

@@ -26,12 +26,8 @@ pub(crate) fn bootstrap(state: &Arc<State>) {
             "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
             "spec": {"finalizers": ["kubernetes"]},
         });
-        match writer.create("namespaces", ns) {
-            Ok(_) => {}
-            Err(e) if e.code == 409 => {}
-            Err(e) => {
-                tracing::error!(namespace = name, error = %e.message, "creating initial namespace")
-            }
+        if let Err(e) = writer.ensure("namespaces", ns) {
+            tracing::error!(namespace = name, error = %e.message, "creating initial namespace");
         }
         populate(state, name);
     }
@@ -44,10 +40,8 @@ pub(crate) fn bootstrap(state: &Arc<State>) {
                   "sessionAffinity": "None", "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
                   "internalTrafficPolicy": "Cluster"},
     });
-    match writer.create("services", service) {
-        Ok(_) => {}
-        Err(e) if e.code == 409 => {}
-        Err(e) => tracing::error!(error = %e.message, "creating the kubernetes Service"),
+    if let Err(e) = writer.ensure("services", service) {
+        tracing::error!(error = %e.message, "creating the kubernetes Service");
     }
     if let Ok(snapshot) = state.group.snapshot("namespaces", ReadAt::Latest) {
         for ns in snapshot.objects.values() {
@@ -76,12 +70,8 @@ pub(crate) fn populate(state: &Arc<State>, namespace: &str) {
         ("service-account-controller", "serviceaccounts", sa),
         ("root-ca-cert-publisher", "configmaps", ca),
     ] {
-        match SystemWriter::controller(state, controller).create(resource, object) {
-            Ok(_) => {}
-            Err(e) if e.code == 409 => {}
-            Err(e) => {
-                tracing::warn!(namespace, resource, error = %e.message, "populating namespace")
-            }
+        if let Err(e) = SystemWriter::controller(state, controller).ensure(resource, object) {
+            tracing::warn!(namespace, resource, error = %e.message, "populating namespace");
         }
     }
 }

@@ -51,9 +51,7 @@ pub(crate) fn bootstrap(state: &Arc<State>) {
 /// Creates a bootstrapped RBAC object unless it exists (a restarted server keeps the ones
 /// it made, and whatever an administrator changed in them).
 fn ensure(writer: &SystemWriter, resource: &str, object: Value) {
-    match writer.create(resource, object) {
-        Ok(_) => {}
-        Err(e) if e.code == 409 => {}
-        Err(e) => tracing::warn!(resource, error = %e.message, "bootstrapping RBAC"),
+    if let Err(e) = writer.ensure(resource, object) {
+        tracing::warn!(resource, error = %e.message, "bootstrapping RBAC");
     }
 }
