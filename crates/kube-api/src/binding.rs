@@ -10,6 +10,7 @@ use crate::write::kinds::pod;
 use crate::write::{self, input, Operation, Ownership, Write, WriteError};
 use infrasim_store::StoredObject;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// POST `pods/<name>/binding`.
@@ -76,7 +77,7 @@ pub(crate) async fn assign(
         let write = Write {
             operation: Operation::Update {
                 read,
-                old,
+                old: Cow::Owned(old),
                 expected,
             },
             object,

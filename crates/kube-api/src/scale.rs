@@ -9,6 +9,7 @@ use crate::values::At;
 use crate::write::{self, Operation, Ownership, Write, WriteError};
 use infrasim_store::ObjectKey;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 
 /// GET, PUT or PATCH of `…/scale`.
 pub(crate) async fn handle(ctx: &Ctx, method: &http::Method, body: &[u8]) -> HandlerResult {
@@ -87,7 +88,7 @@ pub(crate) async fn handle(ctx: &Ctx, method: &http::Method, body: &[u8]) -> Han
         let write = Write {
             operation: Operation::Update {
                 read: current.clone(),
-                old: object,
+                old: Cow::Owned(object),
                 expected,
             },
             object: updated,

@@ -22,6 +22,7 @@ use crate::write::delete::{self, Deletion};
 use crate::write::{self, input, Operation, Ownership, Write};
 use infrasim_store::{DeleteOptions, DeleteOutcome, ObjectKey, Read, StoredObject};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -184,7 +185,7 @@ impl SystemWriter {
         let write = Write {
             operation: Operation::Update {
                 read: read.object.clone(),
-                old: read.value.clone(),
+                old: Cow::Borrowed(read.value),
                 expected: Some(read.object.meta.resource_version),
             },
             object,
@@ -195,9 +196,13 @@ impl SystemWriter {
 
     /// The object as the kind's type has it, as a typed client could only have sent it:
     /// what the type does not know is dropped (and logged, since it is this program's
-    /// mistake).
+    /// mistake). Finding what was dropped is a second walk over the object, so it is made
+    /// only when the log would show it.
     fn decode(&self, ctx: &Ctx, mut object: Value) -> Result<Value, ApiError> {
         input::check_identity(ctx, &mut object)?;
+        if !tracing::enabled!(tracing::Level::DEBUG) {
+            return input::decode(ctx, object);
+        }
         let mut unknown = Vec::new();
         let object = input::normalize(ctx, object, &mut unknown)?;
         if !unknown.is_empty() {

@@ -48,7 +48,10 @@ pub(crate) fn matches(
     subject: &Subject,
     object: Option<&Value>,
 ) -> Option<Option<Arc<ResourceInfo>>> {
-    let rules = hook.spec["rules"].as_array().cloned().unwrap_or_default();
+    let rules = hook.spec["rules"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
     let exact = rules
         .iter()
         .any(|r| rule_matches(ctx, r, subject.operation));
@@ -105,29 +108,32 @@ fn rule_matches_for(
     rule: &Value,
     operation: Operation,
 ) -> bool {
-    let any = |list: Vec<&str>, want: &str| list.iter().any(|x| *x == "*" || *x == want);
-    let resource = match subresource {
-        Some(sub) => format!("{}/{sub}", info.plural),
-        None => info.plural.clone(),
+    // Every write matches every webhook's rules, so this reads the rule in place and
+    // allocates nothing.
+    let names = |field: &str| {
+        rule[field]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
     };
-    let resource_ok = strings(&rule["resources"]).iter().any(|r| {
-        *r == resource
-            || *r == "*/*"
-            || (*r == "*" && subresource.is_none())
-            || r.split_once('/').is_some_and(|(res, sub)| {
-                (res == "*" || res == info.plural)
-                    && (sub == "*" || Some(sub) == subresource)
-                    && subresource.is_some()
-            })
+    let any = |field: &str, want: &str| names(field).any(|x| x == "*" || x == want);
+    let resource_ok = names("resources").any(|r| match (r.split_once('/'), subresource) {
+        (None, None) => r == "*" || r == info.plural,
+        (Some((res, sub)), Some(want)) => {
+            (res == "*" || res == info.plural) && (sub == "*" || sub == want)
+        }
+        (Some((res, sub)), None) => res == "*" && sub == "*",
+        (None, Some(_)) => false,
     });
     let scope_ok = match rule["scope"].as_str().unwrap_or("*") {
         "Cluster" => !info.namespaced,
         "Namespaced" => info.namespaced,
         _ => true,
     };
-    any(strings(&rule["operations"]), operation.name())
-        && any(strings(&rule["apiGroups"]), &info.group)
-        && any(strings(&rule["apiVersions"]), &info.version)
+    any("operations", operation.name())
+        && any("apiGroups", &info.group)
+        && any("apiVersions", &info.version)
         && resource_ok
         && scope_ok
 }
@@ -201,4 +207,63 @@ fn conditions_hold(ctx: &Ctx, hook: &Webhook, subject: &Subject, object: Option<
         )
         .unwrap_or(true)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{rule_matches_for, Operation};
+    use crate::resources::Registry;
+    use serde_json::json;
+
+    /// Whether a rule naming `resources` (every group, version and operation) matches a
+    /// create of pods, through `subresource` if given.
+    fn matches(resources: &[&str], subresource: Option<&str>) -> bool {
+        let registry = Registry::builtin();
+        let pods = registry.find("", "v1", "pods").expect("pods are built in");
+        let rule = json!({
+            "apiGroups": ["*"], "apiVersions": ["*"], "operations": ["CREATE"],
+            "resources": resources,
+        });
+        rule_matches_for(&pods, subresource, &rule, Operation::Create)
+    }
+
+    #[test]
+    fn resources_match_as_kube_apiserver_reads_them() {
+        // The main resource: by name, or `*`, or `*/*`; never through a subresource rule.
+        assert!(matches(&["pods"], None));
+        assert!(matches(&["*"], None));
+        assert!(matches(&["*/*"], None));
+        assert!(!matches(&["pods/status"], None));
+        assert!(!matches(&["pods/*"], None));
+        assert!(!matches(&["services"], None));
+        // A subresource: by `pods/binding`, `pods/*`, `*/binding` or `*/*`; `pods` and `*`
+        // name the main resource only.
+        assert!(matches(&["pods/binding"], Some("binding")));
+        assert!(matches(&["pods/*"], Some("binding")));
+        assert!(matches(&["*/binding"], Some("binding")));
+        assert!(matches(&["*/*"], Some("binding")));
+        assert!(!matches(&["pods"], Some("binding")));
+        assert!(!matches(&["*"], Some("binding")));
+        assert!(!matches(&["pods/status"], Some("binding")));
+        assert!(!matches(&["services/*"], Some("binding")));
+    }
+
+    #[test]
+    fn a_rule_names_the_operation_group_and_version() {
+        let registry = Registry::builtin();
+        let pods = registry.find("", "v1", "pods").expect("pods are built in");
+        let rule = |field: &str, value: &str| {
+            let mut rule = json!({
+                "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                "resources": ["pods"],
+            });
+            rule[field] = json!([value]);
+            rule_matches_for(&pods, None, &rule, Operation::Create)
+        };
+        assert!(rule("operations", "*"));
+        assert!(!rule("operations", "UPDATE"));
+        assert!(!rule("apiGroups", "apps"));
+        assert!(!rule("apiVersions", "v2"));
+        assert!(rule("apiVersions", "*"));
+    }
 }

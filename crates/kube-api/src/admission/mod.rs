@@ -147,10 +147,12 @@ fn matching_hooks(
 ) -> Vec<Webhook> {
     webhooks(ctx, configurations)
         .iter()
-        .cloned()
-        .filter_map(|mut hook| {
-            hook.target = matching::matches(ctx, &hook, subject, object)?;
-            Some(hook)
+        .filter_map(|hook| {
+            let target = matching::matches(ctx, hook, subject, object)?;
+            Some(Webhook {
+                target,
+                ..hook.clone()
+            })
         })
         .collect()
 }

@@ -8,6 +8,7 @@ use crate::object::name_of;
 use crate::status::ApiError;
 use crate::write::{self, input, Operation, Ownership, Write, WriteError};
 use serde_json::{json, Value};
+use std::borrow::Cow;
 
 /// Whether a PATCH is an apply (by its content type).
 pub(crate) fn requested(ctx: &Ctx) -> bool {
@@ -165,7 +166,7 @@ async fn apply_once(
         (Some(current), Some(old)) => Operation::Update {
             expected: Some(current.meta.resource_version),
             read: current,
-            old,
+            old: Cow::Owned(old),
         },
         _ => Operation::Create,
     };

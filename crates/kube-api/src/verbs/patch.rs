@@ -8,6 +8,7 @@ use crate::status::ApiError;
 use crate::values::At;
 use crate::write::{self, input, Operation, Ownership, Write, WriteError};
 use serde_json::{json, Value};
+use std::borrow::Cow;
 
 /// The patch formats served beside apply.
 enum PatchBody {
@@ -104,7 +105,7 @@ async fn patch_once(
         Write {
             operation: Operation::Update {
                 read: current,
-                old,
+                old: Cow::Owned(old),
                 expected,
             },
             object,

@@ -7,6 +7,7 @@ use crate::object::name_of;
 use crate::status::ApiError;
 use crate::write::{self, input, Operation, Ownership, Write};
 use serde_json::json;
+use std::borrow::Cow;
 
 pub(crate) async fn update(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     input::dry_run(ctx)?;
@@ -30,7 +31,7 @@ pub(crate) async fn update(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         Write {
             operation: Operation::Update {
                 read,
-                old,
+                old: Cow::Owned(old),
                 expected,
             },
             object,

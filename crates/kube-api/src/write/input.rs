@@ -118,16 +118,7 @@ pub(crate) fn normalize(
     let (normalized, unknown) = ctx
         .info
         .prepare_reporting(value, directive != "Ignore")
-        .map_err(|e| match e {
-            NormalizeError::Decode(e) => ApiError::bad_request(format!(
-                "error decoding {} {}: {e}",
-                &ctx.info.kind,
-                ctx.path.name.as_deref().unwrap_or("")
-            )),
-            NormalizeError::Invalid(causes) => {
-                ApiError::invalid(&ctx.info.group, &ctx.info.kind, &name, causes)
-            }
-        })?;
+        .map_err(|e| decode_error(ctx, &name, e))?;
     if directive != "Ignore" {
         let unknown: Vec<String> = unknown
             .into_iter()
@@ -142,6 +133,35 @@ pub(crate) fn normalize(
         warnings.extend(unknown);
     }
     Ok(normalized)
+}
+
+/// Decodes into the kind's type, dropping unknown fields without listing them (what
+/// `fieldValidation=Ignore` does, for a writer that would not read the list).
+pub(crate) fn decode(ctx: &Ctx, value: Value) -> Result<Value, ApiError> {
+    let name = value
+        .at("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    ctx.info
+        .prepare_reporting(value, false)
+        .map(|(normalized, _)| normalized)
+        .map_err(|e| decode_error(ctx, &name, e))
+}
+
+/// The error of a body its kind's type cannot hold: a 400 when it does not decode, a 422
+/// naming the causes when its schema refuses it.
+fn decode_error(ctx: &Ctx, name: &str, e: NormalizeError) -> ApiError {
+    match e {
+        NormalizeError::Decode(e) => ApiError::bad_request(format!(
+            "error decoding {} {}: {e}",
+            &ctx.info.kind,
+            ctx.path.name.as_deref().unwrap_or("")
+        )),
+        NormalizeError::Invalid(causes) => {
+            ApiError::invalid(&ctx.info.group, &ctx.info.kind, name, causes)
+        }
+    }
 }
 
 /// Adds `Warning` headers (RFC 7234 code 299, as kube-apiserver sends them).

@@ -31,17 +31,20 @@ use crate::values::At;
 use crate::{admission, namespaces};
 use infrasim_store::{Read, StoreError, StoredObject};
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::sync::Arc;
 pub(crate) use strategy::Strategy;
 
 /// Whether the write makes a new object or replaces one.
-pub(crate) enum Operation {
+pub(crate) enum Operation<'a> {
     Create,
     /// Replaces `old` (the object as read: `read` decoded), if it is still at `expected`
-    /// (unconditional when `None`).
+    /// (unconditional when `None`). `old` is borrowed where the writer keeps its own decoded
+    /// copy (the in-process writers do), so the pipeline never copies the old object only
+    /// to read it.
     Update {
         read: Arc<StoredObject>,
-        old: Value,
+        old: Cow<'a, Value>,
         expected: Option<u64>,
     },
 }
@@ -55,8 +58,8 @@ pub(crate) enum Ownership {
 }
 
 /// One write, whatever verb asked for it.
-pub(crate) struct Write {
-    pub operation: Operation,
+pub(crate) struct Write<'a> {
+    pub operation: Operation<'a>,
     pub object: Value,
     pub ownership: Ownership,
 }
@@ -105,7 +108,7 @@ impl Written {
 }
 
 /// Takes `write` through prepare, admit, own, validate and persist.
-pub(crate) async fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteError> {
+pub(crate) async fn persist(ctx: &Ctx, write: Write<'_>) -> Result<Written, WriteError> {
     let dry = input::dry_run(ctx)?;
     let strategy = Strategy::of(ctx);
     let mut warnings = Vec::new();
@@ -140,22 +143,25 @@ pub(crate) async fn persist(ctx: &Ctx, write: Write) -> Result<Written, WriteErr
             expected,
         } => {
             let old = match crate::conversion::stored_differently(&ctx.info) {
-                true => crate::conversion::to_request_version(ctx, stored_old.clone()).await?,
-                false => stored_old.clone(),
+                true => Cow::Owned(
+                    crate::conversion::to_request_version(ctx, Value::clone(&stored_old)).await?,
+                ),
+                false => Cow::Borrowed(&*stored_old),
             };
-            let mut object = strategy.prepare_for_update(&old, object);
+            let old: &Value = &old;
+            let mut object = strategy.prepare_for_update(old, object);
             let subject = |object| admission::Subject {
                 operation: admission::Operation::Update,
                 object,
-                old: Some(&old),
+                old: Some(old),
                 dry_run: dry,
             };
             object = mutate(ctx, &subject(None), object, &mut warnings).await?;
             match ownership {
-                Ownership::Record => own(ctx, Some(&old), &mut object),
-                Ownership::Computed => crate::apply::keep_times_if_unchanged(&old, &mut object),
+                Ownership::Record => own(ctx, Some(old), &mut object),
+                Ownership::Computed => crate::apply::keep_times_if_unchanged(old, &mut object),
             }
-            strategy.validate_update(&old, &object)?;
+            strategy.validate_update(old, &object)?;
             warnings.extend(strategy.warnings(&object));
             admission::validate(ctx, &subject(Some(&object)), &mut warnings).await?;
             let read = Read {
