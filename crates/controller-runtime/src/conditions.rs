@@ -117,6 +117,23 @@ pub fn set(conditions: &mut Vec<Condition>, mut next: Condition, now: DateTime<U
     }
 }
 
+/// Sets Cluster API's `Paused` condition: True with `why` (reason `Paused`) when the object or
+/// its Cluster is paused, False (`NotPaused`) otherwise. Returns whether it is paused: a paused
+/// object's reconciler writes that and does nothing else.
+pub fn set_paused(
+    conditions: &mut Vec<Condition>,
+    why: Option<String>,
+    now: DateTime<Utc>,
+) -> bool {
+    let paused = why.is_some();
+    let condition = match why {
+        Some(why) => Condition::new("Paused", true, "Paused", why),
+        None => Condition::new("Paused", false, "NotPaused", ""),
+    };
+    set(conditions, condition, now);
+    paused
+}
+
 /// Cluster API's summary of `inputs` into one condition (such as `Ready`): False when any
 /// input is False, else Unknown when any is Unknown, else True; the message lists the
 /// inputs that are not True, one `* Type: message` line each.

@@ -3,8 +3,8 @@
 //! the workload cluster behind it.
 
 use super::{
-    apply_status, claimed, cloud_key, holds_claim, owner_named, paused_message, report_paused,
-    unclaim, Error, InfraCluster, InfraStatus, Reconciler,
+    apply_status, cloud_key, owner_named, paused_message, release_claim, report_paused,
+    when_claimed, Error, InfraCluster, InfraStatus, Reconciler,
 };
 use crate::capi::core::Cluster;
 use chrono::{DateTime, Utc};
@@ -29,23 +29,17 @@ impl<K: InfraCluster> Reconcile<K> for ClusterReconciler<K> {
     type Error = Error;
 
     async fn apply(&self, obj: Arc<K>) -> Result<Next, Error> {
-        let _running = infrasim_controller_runtime::metrics::reconciled(super::infra_kind::<K>());
         let r = &self.0;
-        match claimed(r, &*obj, "Cluster").await? {
-            Some(api) => apply(obj, r, &api).await,
-            None => Ok(Next::AwaitChange),
-        }
+        when_claimed(r, obj, "Cluster", |obj, api| async move {
+            apply(obj, r, &api).await
+        })
+        .await
     }
 
     /// The endpoint and the workload cluster behind it go, then the finalizer.
     async fn cleanup(&self, obj: Arc<K>) -> Result<Cleanup, Error> {
-        let _running = infrasim_controller_runtime::metrics::reconciled(super::infra_kind::<K>());
         let r = &self.0;
-        if holds_claim(&*obj) {
-            release(obj.clone(), r).await?;
-            unclaim(r, &*obj).await?;
-        }
-        Ok(Cleanup::Done)
+        release_claim(r, obj, |obj| release(obj, r)).await
     }
 }
 

@@ -6,8 +6,8 @@
 
 use super::timing::{self, Facts, Gate, Timings};
 use super::{
-    apply_status, claimed, cloud_key, holds_claim, owner_named, paused_message, report_paused,
-    unclaim, Error, InfraMachine, InfraStatus, Reconciler,
+    apply_status, cloud_key, owner_named, paused_message, release_claim, report_paused,
+    when_claimed, Error, InfraMachine, InfraStatus, Reconciler,
 };
 use crate::capi::core::{Cluster, Machine, MachineAddress};
 use chrono::{DateTime, Utc};
@@ -39,23 +39,17 @@ impl<K: InfraMachine> Reconcile<K> for MachineReconciler<K> {
     type Error = Error;
 
     async fn apply(&self, obj: Arc<K>) -> Result<Next, Error> {
-        let _running = infrasim_controller_runtime::metrics::reconciled(super::infra_kind::<K>());
         let r = &self.0;
-        match claimed(r, &*obj, "Machine").await? {
-            Some(api) => apply(obj, r, &api).await,
-            None => Ok(Next::AwaitChange),
-        }
+        when_claimed(r, obj, "Machine", |obj, api| async move {
+            apply(obj, r, &api).await
+        })
+        .await
     }
 
     /// The machine leaves its workload cluster, then the finalizer goes.
     async fn cleanup(&self, obj: Arc<K>) -> Result<Cleanup, Error> {
-        let _running = infrasim_controller_runtime::metrics::reconciled(super::infra_kind::<K>());
         let r = &self.0;
-        if holds_claim(&*obj) {
-            remove(obj.clone(), r).await?;
-            unclaim(r, &*obj).await?;
-        }
-        Ok(Cleanup::Done)
+        release_claim(r, obj, |obj| remove(obj, r)).await
     }
 }
 

@@ -24,6 +24,7 @@ use infrasim_controller_runtime::conditions::{self, Condition};
 use infrasim_controller_runtime::context::Context;
 use infrasim_controller_runtime::index::{label_key, label_keys, Index};
 use infrasim_controller_runtime::informers::Informers;
+use infrasim_controller_runtime::reconcile::{Cleanup, Next};
 use infrasim_controller_runtime::triggers::filtered;
 use kube::api::Api;
 use kube::core::NamespaceResourceScope;
@@ -32,6 +33,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::fmt::Debug;
+use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use types::*;
@@ -317,16 +319,44 @@ async fn claimed<K: InfraObject>(
     Ok(Some(api))
 }
 
-/// Lets go of `obj` after its cleanup: its finalizer goes.
-async fn unclaim<K: InfraObject>(r: &Reconciler<K>, obj: &K) -> Result<(), Error> {
-    let api: Api<K> = Api::namespaced(r.ctx.client.clone(), &obj.namespace().unwrap_or_default());
-    infrasim_controller_runtime::finalizers::remove(&api, obj, K::FINALIZER).await?;
-    Ok(())
+/// The apply of both infrastructure reconcilers: `work` runs once `obj` is claimed for an
+/// owner of kind `owner`, with the API to write it through.
+async fn when_claimed<K, F>(
+    r: &Reconciler<K>,
+    obj: Arc<K>,
+    owner: &str,
+    work: impl FnOnce(Arc<K>, Api<K>) -> F,
+) -> Result<Next, Error>
+where
+    K: InfraObject,
+    F: Future<Output = Result<Next, Error>>,
+{
+    let _running = infrasim_controller_runtime::metrics::reconciled(infra_kind::<K>());
+    match claimed(r, &*obj, owner).await? {
+        Some(api) => work(obj, api).await,
+        None => Ok(Next::AwaitChange),
+    }
 }
 
-/// Whether `obj` holds this controller's finalizer (a cleanup has something to take down).
-fn holds_claim<K: InfraObject>(obj: &K) -> bool {
-    obj.finalizers().iter().any(|f| f == K::FINALIZER)
+/// The cleanup of both infrastructure reconcilers: what `take_down` removes goes first, then
+/// the finalizer. An object never claimed reserved nothing, so it has nothing to take down.
+async fn release_claim<K, F>(
+    r: &Reconciler<K>,
+    obj: Arc<K>,
+    take_down: impl FnOnce(Arc<K>) -> F,
+) -> Result<Cleanup, Error>
+where
+    K: InfraObject,
+    F: Future<Output = Result<(), Error>>,
+{
+    let _running = infrasim_controller_runtime::metrics::reconciled(infra_kind::<K>());
+    if obj.finalizers().iter().any(|f| f == K::FINALIZER) {
+        take_down(obj.clone()).await?;
+        let api: Api<K> =
+            Api::namespaced(r.ctx.client.clone(), &obj.namespace().unwrap_or_default());
+        infrasim_controller_runtime::finalizers::remove(&api, &*obj, K::FINALIZER).await?;
+    }
+    Ok(Cleanup::Done)
 }
 
 /// The name of the Cluster that owns `obj` (its owner reference of kind Cluster).

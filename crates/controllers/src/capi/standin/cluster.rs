@@ -92,14 +92,10 @@ async fn apply(c: &Cluster, r: &Reconciler<Cluster>) -> Result<Next, Error> {
     let now = r.core.ctx.now();
     let mut status = c.status.clone().unwrap_or_default();
     let mut conds = status.conditions.take().unwrap_or_default();
-    if let Some(why) = paused(c, c.paused()) {
-        conditions::set(
-            &mut conds,
-            Condition::new("Paused", true, "Paused", why.clone()),
-            now,
-        );
+    let why = paused(c, c.paused());
+    if conditions::set_paused(&mut conds, why.clone(), now) {
         // The topology controller says it does nothing meanwhile (with the Cluster's why).
-        if c.spec.topology.is_some() {
+        if let (Some(why), Some(_)) = (why, &c.spec.topology) {
             conditions::set(
                 &mut conds,
                 Condition::new("TopologyReconciled", false, "Paused", why),
@@ -111,11 +107,6 @@ async fn apply(c: &Cluster, r: &Reconciler<Cluster>) -> Result<Next, Error> {
         apply_status(&api, c, MANAGER, &status).await?;
         return Ok(Next::AwaitChange);
     }
-    conditions::set(
-        &mut conds,
-        Condition::new("Paused", false, "NotPaused", ""),
-        now,
-    );
     let mut cluster = c.clone();
     if cluster.spec.topology.is_some() {
         // What the topology creates hangs on the Cluster's references: read them as they

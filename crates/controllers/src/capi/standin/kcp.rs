@@ -133,21 +133,11 @@ async fn apply(
     let now = r.core.ctx.now();
     let mut status = kcp.status.clone().unwrap_or_default();
     let mut conds = status.conditions.take().unwrap_or_default();
-    if let Some(why) = paused(kcp, cluster.paused()) {
-        conditions::set(
-            &mut conds,
-            Condition::new("Paused", true, "Paused", why),
-            now,
-        );
+    if conditions::set_paused(&mut conds, paused(kcp, cluster.paused()), now) {
         status.conditions = Some(conds);
         apply_status(&api, kcp, MANAGER, &status).await?;
         return Ok(Next::AwaitChange);
     }
-    conditions::set(
-        &mut conds,
-        Condition::new("Paused", false, "NotPaused", ""),
-        now,
-    );
     let machines = machines(r, kcp, &cluster_name).await?;
     let mut initialized = status
         .initialization
@@ -186,6 +176,9 @@ async fn provision(
         }
     };
     let Some(ca) = ca else {
+        // Another reconcile is creating them (a 409), or they are gone under an initialized
+        // control plane (not made again: its nodes trust the old ones). Secrets are not among
+        // this controller's triggers, so it looks again shortly rather than waiting on one.
         set_certificates_available(conds, false, now);
         return Ok(Next::After(Duration::from_millis(500)));
     };

@@ -107,21 +107,11 @@ async fn apply(config: &KubeadmConfig, r: &Reconciler<KubeadmConfig>) -> Result<
     let now = r.core.ctx.now();
     let mut status = config.status.clone().unwrap_or_default();
     let mut conds = status.conditions.take().unwrap_or_default();
-    if let Some(why) = paused(config, cluster.paused()) {
-        conditions::set(
-            &mut conds,
-            Condition::new("Paused", true, "Paused", why),
-            now,
-        );
+    if conditions::set_paused(&mut conds, paused(config, cluster.paused()), now) {
         status.conditions = Some(conds);
         apply_status(&api, config, MANAGER, &status).await?;
         return Ok(Next::AwaitChange);
     }
-    conditions::set(
-        &mut conds,
-        Condition::new("Paused", false, "NotPaused", ""),
-        now,
-    );
     let written = status
         .initialization
         .as_ref()

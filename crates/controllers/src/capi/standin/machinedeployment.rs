@@ -140,21 +140,15 @@ async fn apply(md: &MachineDeployment, r: &Reconciler<MachineDeployment>) -> Res
     let now = r.core.ctx.now();
     let mut status = md.status.clone().unwrap_or_default();
     let mut conds = status.conditions.take().unwrap_or_default();
-    if let Some(why) = paused(md, cluster.paused() || md.spec.paused.unwrap_or(false)) {
-        conditions::set(
-            &mut conds,
-            Condition::new("Paused", true, "Paused", why),
-            now,
-        );
+    if conditions::set_paused(
+        &mut conds,
+        paused(md, cluster.paused() || md.spec.paused.unwrap_or(false)),
+        now,
+    ) {
         status.conditions = Some(conds);
         apply_status(&api, md, MANAGER, &status).await?;
         return Ok(Next::AwaitChange);
     }
-    conditions::set(
-        &mut conds,
-        Condition::new("Paused", false, "NotPaused", ""),
-        now,
-    );
     let key = rollout_key(&md.spec.template.spec);
     let new = match sets
         .iter()

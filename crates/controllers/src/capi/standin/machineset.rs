@@ -112,21 +112,15 @@ async fn apply(ms: &MachineSet, r: &Reconciler<MachineSet>) -> Result<Next, Erro
     let now = r.core.ctx.now();
     let mut status = ms.status.clone().unwrap_or_default();
     let mut conds = status.conditions.take().unwrap_or_default();
-    if let Some(why) = paused(ms, cluster.as_deref().is_some_and(Cluster::paused)) {
-        conditions::set(
-            &mut conds,
-            Condition::new("Paused", true, "Paused", why),
-            now,
-        );
+    if conditions::set_paused(
+        &mut conds,
+        paused(ms, cluster.as_deref().is_some_and(Cluster::paused)),
+        now,
+    ) {
         status.conditions = Some(conds);
         apply_status(&api, ms, MANAGER, &status).await?;
         return Ok(Next::AwaitChange);
     }
-    conditions::set(
-        &mut conds,
-        Condition::new("Paused", false, "NotPaused", ""),
-        now,
-    );
     let desired = ms.spec.replicas.unwrap_or(1).max(0) as usize;
     let remediated = remediate(ms, r, &machines).await?;
     let active: Vec<&Machine> = machines
