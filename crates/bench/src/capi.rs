@@ -1,7 +1,7 @@
 //! `infrasim bench capi`: N Cluster API clusters declared through the embedded management
 //! plane (ClusterClass `in-memory`, machine steps taking no time), made real by the in-memory
 //! provider and the core stand-in in this process; printed as a table: the time until every
-//! Cluster is Available, reconciles per second, peak RSS.
+//! Cluster is Available, reconciles per second, the CPU it took, peak RSS.
 //!
 //! There is no baseline in the same run: Cluster API's own in-memory provider needs the Go
 //! Cluster API controllers, which this machine cannot build. The targets (1,000
@@ -273,12 +273,18 @@ async fn measure(
     let class = templates::substitute(templates::CLUSTERCLASS_IN_MEMORY, &vars)?;
     templates::apply(client, &class, "default", "bench").await?;
     let started = Instant::now();
+    let cpu_before = crate::harness::process_cpu();
     let reconciles_before = infrasim_controllers::metrics::reconciles();
     declare_clusters(args.clusters, client, &vars).await?;
     let declared = started.elapsed();
     let available = wait_available(args, client, started).await?;
-    let reconciles = infrasim_controllers::metrics::reconciles() - reconciles_before;
-    print_table(args, declared, available, reconciles);
+    let measured = Measured {
+        declared,
+        available,
+        reconciles: infrasim_controllers::metrics::reconciles() - reconciles_before,
+        cpu: crate::harness::process_cpu().saturating_sub(cpu_before),
+    };
+    print_table(args, &measured);
     println!("{}", writes_done(writes, args.clusters));
     println!("{}", workload_writes(cloud));
     Ok(())
@@ -490,7 +496,23 @@ fn is_available(c: &Cluster) -> bool {
         .is_some_and(|c| infrasim_controllers::conditions::is_true(c, "Available"))
 }
 
-fn print_table(args: &CapiBenchArgs, declared: Duration, available: Duration, reconciles: u64) {
+/// What one run measured, from the first cluster declared to the last one Available.
+struct Measured {
+    declared: Duration,
+    available: Duration,
+    reconciles: u64,
+    /// The process's CPU meanwhile (the plane, the controllers, the workload clusters and
+    /// the bench's own watch): steadier from run to run than the wall time.
+    cpu: Duration,
+}
+
+fn print_table(args: &CapiBenchArgs, m: &Measured) {
+    let Measured {
+        declared,
+        available,
+        reconciles,
+        cpu,
+    } = *m;
     let machines = args.clusters * (args.control_planes + args.workers) as usize;
     let rss = peak_rss();
     let target = match args.clusters {
@@ -523,6 +545,11 @@ fn print_table(args: &CapiBenchArgs, declared: Duration, available: Duration, re
     println!(
         "| reconciles per second | {:.0} |",
         reconciles as f64 / available.as_secs_f64().max(0.001)
+    );
+    println!("| CPU (user+sys) meanwhile | {:.1} s |", cpu.as_secs_f64());
+    println!(
+        "| CPU per cluster | {:.0} ms |",
+        cpu.as_secs_f64() * 1e3 / args.clusters.max(1) as f64
     );
     println!("| peak RSS | {:.0} MB |", rss as f64 / 1e6);
     println!(

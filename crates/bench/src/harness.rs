@@ -80,21 +80,33 @@ pub(crate) fn thread_cpu(name: &str) -> Duration {
             continue;
         }
         let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        // Fields after the parenthesised command: utime and stime are the 12th and 13th.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map_or("", |(_, r)| r)
-            .split_whitespace()
-            .collect();
-        let field = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        ticks += field(11) + field(12);
+        ticks += cpu_ticks(&stat);
     }
     Duration::from_secs_f64(ticks as f64 / ticks_per_second)
+}
+
+/// The CPU (user and system) this whole process has used so far, every thread together.
+pub(crate) fn process_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // USER_HZ, what /proc reports in on Linux.
+    Duration::from_secs_f64(cpu_ticks(&stat) as f64 / 100.0)
+}
+
+/// User plus system ticks from a `/proc/.../stat` line.
+fn cpu_ticks(stat: &str) -> u64 {
+    // Fields after the parenthesised command: utime and stime are the 12th and 13th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, r)| r)
+        .split_whitespace()
+        .collect();
+    let field = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    field(11) + field(12)
 }
 
 /// Throughput and latency of one scenario.
