@@ -68,7 +68,6 @@ pub(crate) fn serve_on_own_thread(
 
 /// The CPU time (user and system) the threads named `name` of this process have used.
 pub(crate) fn thread_cpu(name: &str) -> Duration {
-    let ticks_per_second = 100.0; // USER_HZ, what /proc reports in on Linux
     let mut ticks = 0u64;
     for task in std::fs::read_dir("/proc/self/task")
         .into_iter()
@@ -82,15 +81,17 @@ pub(crate) fn thread_cpu(name: &str) -> Duration {
         let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
         ticks += cpu_ticks(&stat);
     }
-    Duration::from_secs_f64(ticks as f64 / ticks_per_second)
+    Duration::from_secs_f64(ticks as f64 / USER_HZ)
 }
 
 /// The CPU (user and system) this whole process has used so far, every thread together.
 pub(crate) fn process_cpu() -> Duration {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // USER_HZ, what /proc reports in on Linux.
-    Duration::from_secs_f64(cpu_ticks(&stat) as f64 / 100.0)
+    Duration::from_secs_f64(cpu_ticks(&stat) as f64 / USER_HZ)
 }
+
+/// The unit of `/proc`'s CPU times on Linux (USER_HZ), in ticks per second.
+const USER_HZ: f64 = 100.0;
 
 /// User plus system ticks from a `/proc/.../stat` line.
 fn cpu_ticks(stat: &str) -> u64 {

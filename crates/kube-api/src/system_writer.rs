@@ -200,11 +200,8 @@ impl SystemWriter {
     /// only when the log would show it.
     fn decode(&self, ctx: &Ctx, mut object: Value) -> Result<Value, ApiError> {
         input::check_identity(ctx, &mut object)?;
-        if !tracing::enabled!(tracing::Level::DEBUG) {
-            return input::decode(ctx, object);
-        }
-        let mut unknown = Vec::new();
-        let object = input::normalize(ctx, object, &mut unknown)?;
+        let (object, unknown) =
+            input::decode(ctx, object, tracing::enabled!(tracing::Level::DEBUG))?;
         if !unknown.is_empty() {
             tracing::debug!(writer = %self.manager, kind = %ctx.info.kind, ?unknown, "in-process write with fields its kind does not have");
         }

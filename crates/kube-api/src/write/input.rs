@@ -109,16 +109,7 @@ pub(crate) fn normalize(
             "fieldValidation: Unsupported value: {directive:?}: supported values: \"Ignore\", \"Warn\", \"Strict\""
         )));
     }
-    // Kept for an invalid object's 422, which names it.
-    let name = value
-        .at("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let (normalized, unknown) = ctx
-        .info
-        .prepare_reporting(value, directive != "Ignore")
-        .map_err(|e| decode_error(ctx, &name, e))?;
+    let (normalized, unknown) = decode(ctx, value, directive != "Ignore")?;
     if directive != "Ignore" {
         let unknown: Vec<String> = unknown
             .into_iter()
@@ -135,17 +126,21 @@ pub(crate) fn normalize(
     Ok(normalized)
 }
 
-/// Decodes into the kind's type, dropping unknown fields without listing them (what
-/// `fieldValidation=Ignore` does, for a writer that would not read the list).
-pub(crate) fn decode(ctx: &Ctx, value: Value) -> Result<Value, ApiError> {
+/// Decodes into the kind's type, dropping unknown fields; lists their paths when
+/// `report_unknown` (a second walk over the object, for those who read the list).
+pub(crate) fn decode(
+    ctx: &Ctx,
+    value: Value,
+    report_unknown: bool,
+) -> Result<(Value, Vec<String>), ApiError> {
+    // Kept for an invalid object's 422, which names it.
     let name = value
         .at("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
     ctx.info
-        .prepare_reporting(value, false)
-        .map(|(normalized, _)| normalized)
+        .prepare_reporting(value, report_unknown)
         .map_err(|e| decode_error(ctx, &name, e))
 }
 

@@ -61,11 +61,7 @@ async fn apply<K: InfraCluster>(
         report_paused(api, &*obj, MANAGER, why, now).await?;
         return Ok(Next::AwaitChange);
     }
-    conditions::set(
-        &mut conds,
-        Condition::new("Paused", false, "NotPaused", ""),
-        now,
-    );
+    conditions::set_paused(&mut conds, None, now);
     if let Some(why) = obj.unsupported() {
         let announce =
             conditions::find(&conds, "Ready").is_none_or(|c| c.reason != "UnsupportedBackend");

@@ -380,11 +380,7 @@ fn status_view<K: InfraMachine>(
         }
     }
     conditions::set(&mut conds, ready, now);
-    conditions::set(
-        &mut conds,
-        Condition::new("Paused", false, "NotPaused", ""),
-        now,
-    );
+    conditions::set_paused(&mut conds, None, now);
     conditions::sort(&mut conds);
     let addresses = provisioned
         .then(|| r.ctx.cloud.machine_address(key, &obj.name_any()))
@@ -438,11 +434,7 @@ async fn refuse<K: InfraMachine>(
         ),
         now,
     );
-    conditions::set(
-        &mut conds,
-        Condition::new("Paused", false, "NotPaused", ""),
-        now,
-    );
+    conditions::set_paused(&mut conds, None, now);
     conditions::sort(&mut conds);
     let view = InfraStatus {
         conditions: conds,

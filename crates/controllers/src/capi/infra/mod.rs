@@ -171,11 +171,7 @@ async fn report_paused<K: InfraObject>(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), Error> {
     let mut view = current_view(obj);
-    conditions::set(
-        &mut view.conditions,
-        Condition::new("Paused", true, "Paused", why),
-        now,
-    );
+    conditions::set_paused(&mut view.conditions, Some(why), now);
     conditions::sort(&mut view.conditions);
     apply_status(api, obj, manager, &view).await
 }

@@ -595,11 +595,7 @@ async fn status(
         Condition::new("Deleting", false, "NotDeleting", ""),
         now,
     );
-    conditions::set(
-        &mut conds,
-        Condition::new("Paused", false, "NotPaused", ""),
-        now,
-    );
+    conditions::set_paused(&mut conds, None, now);
     // The health check's verdict counts towards Ready once there is one, as upstream's
     // Machine summarizes it.
     let health_check = m
