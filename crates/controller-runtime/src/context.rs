@@ -1,6 +1,7 @@
 //! What every controller is handed: the Kubernetes client of the management plane, the
 //! simulated cloud it makes real, the injected clock and an event recorder.
 
+use futures::future::BoxFuture;
 use infrasim_clock::SharedClock;
 use infrasim_cloud::Cloud;
 use k8s_openapi::api::core::v1::Event;
@@ -35,14 +36,46 @@ impl Context {
 
     /// Records an Event about `obj` (`kubectl describe` shows it). A failure to record is
     /// logged, never fatal: events are a courtesy, not state.
-    pub async fn event<K>(&self, obj: &K, warning: bool, reason: &str, note: String)
+    ///
+    /// Only naming the object is generic: the write is one function for every kind,
+    /// compiled once in this crate rather than for each of the 20 kinds that record events.
+    pub fn event<K>(
+        &self,
+        obj: &K,
+        warning: bool,
+        reason: &str,
+        note: String,
+    ) -> BoxFuture<'static, ()>
     where
         K: Resource<DynamicType = ()>,
     {
-        if let Err(e) = self.recorder.record(self, obj, warning, reason, note).await {
-            tracing::debug!(object = %obj.name_any(), error = %e, "event not recorded");
-        }
+        let involved = Involved {
+            api_version: K::api_version(&()).into_owned(),
+            kind: K::kind(&()).into_owned(),
+            namespace: obj.namespace(),
+            name: obj.name_any(),
+            uid: obj.uid(),
+            resource_version: obj.resource_version(),
+        };
+        let (ctx, reason) = (self.clone(), reason.to_owned());
+        Box::pin(async move {
+            let name = involved.name.clone();
+            let recorded = ctx.recorder.record(&ctx, involved, warning, &reason, note);
+            if let Err(e) = recorded.await {
+                tracing::debug!(object = %name, error = %e, "event not recorded");
+            }
+        })
     }
+}
+
+/// The object an Event is about, as its `involvedObject` names it.
+struct Involved {
+    api_version: String,
+    kind: String,
+    namespace: Option<String>,
+    name: String,
+    uid: Option<String>,
+    resource_version: Option<String>,
 }
 
 /// Writes `core/v1` Events, as client-go's recorder in Cluster API's controllers does (so
@@ -60,22 +93,19 @@ type EventKey = (String, String, String);
 const SEEN_LIMIT: usize = 4096;
 
 impl Recorder {
-    async fn record<K>(
+    async fn record(
         &self,
         ctx: &Context,
-        obj: &K,
+        obj: Involved,
         warning: bool,
         reason: &str,
         message: String,
-    ) -> Result<(), kube::Error>
-    where
-        K: Resource<DynamicType = ()>,
-    {
-        let ns = obj.namespace().unwrap_or_else(|| "default".into());
+    ) -> Result<(), kube::Error> {
+        let ns = obj.namespace.clone().unwrap_or_else(|| "default".into());
         let api: Api<Event> = Api::namespaced(ctx.client.clone(), &ns);
         let now = crate::conditions::timestamp(ctx.now());
         let key = (
-            obj.uid().unwrap_or_default(),
+            obj.uid.clone().unwrap_or_default(),
             reason.to_string(),
             message.clone(),
         );
@@ -96,12 +126,12 @@ impl Recorder {
                 return Ok(());
             }
         }
-        let name = format!("{}.{:x}", obj.name_any(), rand::random::<u64>());
+        let name = format!("{}.{:x}", obj.name, rand::random::<u64>());
         let event: Event = serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": ns},
-            "involvedObject": {"apiVersion": K::api_version(&()), "kind": K::kind(&()),
-                               "name": obj.name_any(), "namespace": obj.namespace(),
-                               "uid": obj.uid(), "resourceVersion": obj.resource_version()},
+            "involvedObject": {"apiVersion": obj.api_version, "kind": obj.kind,
+                               "name": obj.name, "namespace": obj.namespace,
+                               "uid": obj.uid, "resourceVersion": obj.resource_version},
             "reason": reason, "message": message,
             "type": if warning { "Warning" } else { "Normal" },
             "source": {"component": "infrasim"},

@@ -16,7 +16,6 @@ use crate::context::Context;
 use crate::informers::Watched;
 use crate::wakeups::Wakeups;
 use chrono::{DateTime, Utc};
-use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::Controller;
@@ -146,12 +145,7 @@ where
     R: Reconcile<K>,
 {
     let r = &runner.reconciler;
-    let api = || {
-        Api::<K>::namespaced(
-            runner.ctx.client.clone(),
-            &obj.namespace().unwrap_or_default(),
-        )
-    };
+    let client = &runner.ctx.client;
     if obj.meta().deletion_timestamp.is_some() {
         let held = R::FINALIZER.filter(|f| obj.finalizers().iter().any(|g| g == f));
         if R::FINALIZER.is_some() && held.is_none() {
@@ -161,7 +155,7 @@ where
             Cleanup::Pending(next) => Ok(next),
             Cleanup::Done => {
                 if let Some(finalizer) = held {
-                    crate::finalizers::remove(&api(), &**obj, finalizer)
+                    crate::finalizers::remove(client, &**obj, finalizer)
                         .await
                         .map_err(Failed::Finalizer)?;
                 }
@@ -170,7 +164,7 @@ where
         };
     }
     if let Some(finalizer) = R::FINALIZER {
-        let added = crate::finalizers::ensure(&api(), &**obj, finalizer)
+        let added = crate::finalizers::ensure(client, &**obj, finalizer)
             .await
             .map_err(Failed::Finalizer)?;
         if added {

@@ -74,9 +74,9 @@ impl Reconcile<VirtualMachine> for Reconciler {
     /// object loses its finalizer (at once when no simulator was ever ready for it).
     async fn cleanup(&self, vm: Arc<VirtualMachine>) -> Result<Cleanup, Error> {
         let ns = vm.namespace().unwrap_or_default();
-        let api: Api<VirtualMachine> = Api::namespaced(self.ctx.client.clone(), &ns);
+        let client = &self.ctx.client;
         let Some(sim) = simulator_of(self, &ns).await? else {
-            infrasim_controller_runtime::finalizers::remove(&api, &*vm, FINALIZER).await?;
+            infrasim_controller_runtime::finalizers::remove(client, &*vm, FINALIZER).await?;
             return Ok(Cleanup::Done);
         };
         if vm.finalizers().iter().any(|f| f == FINALIZER) {
@@ -88,7 +88,7 @@ impl Reconcile<VirtualMachine> for Reconciler {
                 sim.destroy_vm(m)
                     .map_err(|e| Error::Simulator(e.to_string()))?;
             }
-            infrasim_controller_runtime::finalizers::remove(&api, &*vm, FINALIZER).await?;
+            infrasim_controller_runtime::finalizers::remove(client, &*vm, FINALIZER).await?;
         }
         Ok(Cleanup::Done)
     }
@@ -109,7 +109,7 @@ async fn deploy_and_boot(vm: &VirtualMachine, r: &Reconciler) -> Result<Next, Er
         // No ready dependencies in the namespace yet: their change wakes this VM.
         return Ok(Next::AwaitChange);
     };
-    if infrasim_controller_runtime::finalizers::ensure(&api, vm, FINALIZER).await? {
+    if infrasim_controller_runtime::finalizers::ensure(&r.ctx.client, vm, FINALIZER).await? {
         return Ok(Next::AwaitChange);
     }
     let moref = match existing(vm).filter(|m| sim.vm(m).is_some()) {

@@ -48,16 +48,14 @@ impl Reconcile<VSphereVM> for Reconciler {
                 let key = cloud_key(&owners.cluster.name_any(), &ns);
                 self.ctx.cloud.remove_machine(&key, &vm.name_any()).await?;
             }
-            let api: Api<VSphereVM> = Api::namespaced(self.ctx.client.clone(), &ns);
-            infrasim_controller_runtime::finalizers::remove(&api, &*vm, FINALIZER).await?;
+            infrasim_controller_runtime::finalizers::remove(&self.ctx.client, &*vm, FINALIZER)
+                .await?;
         }
         Ok(Cleanup::Done)
     }
 }
 
 async fn boot_when_ready(vm: &VSphereVM, r: &Reconciler) -> Result<Next, Error> {
-    let ns = vm.namespace().unwrap_or_default();
-    let api: Api<VSphereVM> = Api::namespaced(r.ctx.client.clone(), &ns);
     let Some(owners) = owners(vm, r).await? else {
         return Ok(Next::AwaitChange);
     };
@@ -67,7 +65,7 @@ async fn boot_when_ready(vm: &VSphereVM, r: &Reconciler) -> Result<Next, Error> 
     let Some(uuid) = vm.spec.bios_uuid.clone().filter(|u| !u.is_empty()) else {
         return Ok(Next::AwaitChange);
     };
-    if infrasim_controller_runtime::finalizers::ensure(&api, vm, FINALIZER).await? {
+    if infrasim_controller_runtime::finalizers::ensure(&r.ctx.client, vm, FINALIZER).await? {
         return Ok(Next::AwaitChange);
     }
     let Some(sim) = vm

@@ -12,7 +12,6 @@ use super::vcenters::Goal;
 use super::{Error, Reconciler, FINALIZER};
 use infrasim_controller_runtime::reconcile::{Cleanup, Next};
 use infrasim_vim_client::{CloneSpec, Moref, ObjectContent};
-use kube::api::Api;
 use kube::ResourceExt;
 
 /// What one scale-up step did.
@@ -230,8 +229,6 @@ pub(super) async fn finalize(group: &VmGroup, r: &Reconciler) -> Result<Cleanup,
     if !group.finalizers().iter().any(|f| f == FINALIZER) {
         return Ok(Cleanup::Done);
     }
-    let api: Api<VmGroup> =
-        Api::namespaced(r.ctx.client.clone(), &group.namespace().unwrap_or_default());
     match super::vcenters::credentials(&r.ctx.client, group).await {
         Ok(credentials) => {
             let vc = r.vcenters.get(credentials).await?;
@@ -252,6 +249,6 @@ pub(super) async fn finalize(group: &VmGroup, r: &Reconciler) -> Result<Cleanup,
             r.ctx.event(group, true, "VMsLeft", note).await;
         }
     }
-    infrasim_controller_runtime::finalizers::remove(&api, group, FINALIZER).await?;
+    infrasim_controller_runtime::finalizers::remove(&r.ctx.client, group, FINALIZER).await?;
     Ok(Cleanup::Done)
 }

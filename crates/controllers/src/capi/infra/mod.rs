@@ -309,7 +309,7 @@ async fn claimed<K: InfraObject>(
         return Ok(None);
     }
     let api: Api<K> = Api::namespaced(r.ctx.client.clone(), &obj.namespace().unwrap_or_default());
-    if infrasim_controller_runtime::finalizers::ensure(&api, obj, K::FINALIZER).await? {
+    if infrasim_controller_runtime::finalizers::ensure(&r.ctx.client, obj, K::FINALIZER).await? {
         return Ok(None);
     }
     Ok(Some(api))
@@ -348,9 +348,7 @@ where
     let _running = infrasim_controller_runtime::metrics::reconciled(infra_kind::<K>());
     if obj.finalizers().iter().any(|f| f == K::FINALIZER) {
         take_down(obj.clone()).await?;
-        let api: Api<K> =
-            Api::namespaced(r.ctx.client.clone(), &obj.namespace().unwrap_or_default());
-        infrasim_controller_runtime::finalizers::remove(&api, &*obj, K::FINALIZER).await?;
+        infrasim_controller_runtime::finalizers::remove(&r.ctx.client, &*obj, K::FINALIZER).await?;
     }
     Ok(Cleanup::Done)
 }

@@ -127,7 +127,7 @@ async fn apply(
     let Some(cluster) = r.core.informers.get::<Cluster>(&ns, &cluster_name).await? else {
         return Ok(Next::AwaitChange);
     };
-    if ensure_finalizer(&api, kcp, FINALIZER).await? {
+    if ensure_finalizer(&r.core.ctx.client, kcp, FINALIZER).await? {
         return Ok(Next::AwaitChange);
     }
     let now = r.core.ctx.now();
@@ -872,7 +872,7 @@ async fn delete(
     } else {
         let mine = machines(r, kcp, cluster).await?;
         if mine.is_empty() {
-            remove_finalizer(api, kcp, FINALIZER).await?;
+            remove_finalizer(&r.core.ctx.client, kcp, FINALIZER).await?;
             return Ok(Cleanup::Done);
         }
         for m in &mine {
