@@ -4,9 +4,9 @@
 use futures::future::BoxFuture;
 use infrasim_clock::SharedClock;
 use infrasim_cloud::Cloud;
-use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::core::v1::{Event, ObjectReference};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, Resource};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -49,33 +49,15 @@ impl Context {
     where
         K: Resource<DynamicType = ()>,
     {
-        let involved = Involved {
-            api_version: K::api_version(&()).into_owned(),
-            kind: K::kind(&()).into_owned(),
-            namespace: obj.namespace(),
-            name: obj.name_any(),
-            uid: obj.uid(),
-            resource_version: obj.resource_version(),
-        };
+        let involved = obj.object_ref(&());
         let (ctx, reason) = (self.clone(), reason.to_owned());
         Box::pin(async move {
-            let name = involved.name.clone();
-            let recorded = ctx.recorder.record(&ctx, involved, warning, &reason, note);
+            let recorded = ctx.recorder.record(&ctx, &involved, warning, &reason, note);
             if let Err(e) = recorded.await {
-                tracing::debug!(object = %name, error = %e, "event not recorded");
+                tracing::debug!(object = ?involved.name, error = %e, "event not recorded");
             }
         })
     }
-}
-
-/// The object an Event is about, as its `involvedObject` names it.
-struct Involved {
-    api_version: String,
-    kind: String,
-    namespace: Option<String>,
-    name: String,
-    uid: Option<String>,
-    resource_version: Option<String>,
 }
 
 /// Writes `core/v1` Events, as client-go's recorder in Cluster API's controllers does (so
@@ -96,7 +78,7 @@ impl Recorder {
     async fn record(
         &self,
         ctx: &Context,
-        obj: Involved,
+        obj: &ObjectReference,
         warning: bool,
         reason: &str,
         message: String,
@@ -126,12 +108,14 @@ impl Recorder {
                 return Ok(());
             }
         }
-        let name = format!("{}.{:x}", obj.name, rand::random::<u64>());
+        let name = format!(
+            "{}.{:x}",
+            obj.name.as_deref().unwrap_or_default(),
+            rand::random::<u64>()
+        );
         let event: Event = serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": ns},
-            "involvedObject": {"apiVersion": obj.api_version, "kind": obj.kind,
-                               "name": obj.name, "namespace": obj.namespace,
-                               "uid": obj.uid, "resourceVersion": obj.resource_version},
+            "involvedObject": obj,
             "reason": reason, "message": message,
             "type": if warning { "Warning" } else { "Normal" },
             "source": {"component": "infrasim"},

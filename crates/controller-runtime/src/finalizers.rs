@@ -51,11 +51,16 @@ pub fn ensure<K: Resource<DynamicType = ()>>(
 }
 
 async fn ensure_on(target: Target, finalizer: String) -> Result<bool, kube::Error> {
-    let (mut finalizers, mut version) =
-        (target.finalizers.clone(), target.resource_version.clone());
+    let Target {
+        api,
+        name,
+        resource_version: seen,
+        mut finalizers,
+    } = target;
+    let mut version = seen.clone();
     for _ in 0..2 {
         if finalizers.contains(&finalizer) {
-            return Ok(version != target.resource_version);
+            return Ok(version != seen);
         }
         let ops = if finalizers.is_empty() {
             json!([{"op": "test", "path": "/metadata/finalizers", "value": null},
@@ -65,15 +70,11 @@ async fn ensure_on(target: Target, finalizer: String) -> Result<bool, kube::Erro
                    {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}])
         };
         let patch = Patch::Json::<()>(patch_of(ops)?);
-        match target
-            .api
-            .patch(&target.name, &PatchParams::default(), &patch)
-            .await
-        {
+        match api.patch(&name, &PatchParams::default(), &patch).await {
             Ok(_) => return Ok(true),
             // The test failed: the finalizers changed since the cache saw them.
             Err(kube::Error::Api(e)) if e.code == 422 => {
-                let fresh = target.api.get(&target.name).await?;
+                let fresh = api.get(&name).await?;
                 finalizers = fresh.finalizers().to_vec();
                 version = fresh.resource_version();
             }
@@ -93,7 +94,12 @@ pub fn remove<K: Resource<DynamicType = ()>>(
 }
 
 async fn remove_from(target: Target, finalizer: String) -> Result<(), kube::Error> {
-    let mut finalizers = target.finalizers.clone();
+    let Target {
+        api,
+        name,
+        mut finalizers,
+        ..
+    } = target;
     for _ in 0..2 {
         let Some(i) = finalizers.iter().position(|f| *f == finalizer) else {
             return Ok(());
@@ -101,19 +107,13 @@ async fn remove_from(target: Target, finalizer: String) -> Result<(), kube::Erro
         let ops = json!([{"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": finalizer},
                          {"op": "remove", "path": format!("/metadata/finalizers/{i}")}]);
         let patch = Patch::Json::<()>(patch_of(ops)?);
-        match target
-            .api
-            .patch(&target.name, &PatchParams::default(), &patch)
-            .await
-        {
+        match api.patch(&name, &PatchParams::default(), &patch).await {
             Ok(_) => return Ok(()),
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 422 => {
-                match target.api.get_opt(&target.name).await? {
-                    Some(fresh) => finalizers = fresh.finalizers().to_vec(),
-                    None => return Ok(()),
-                }
-            }
+            Err(kube::Error::Api(e)) if e.code == 422 => match api.get_opt(&name).await? {
+                Some(fresh) => finalizers = fresh.finalizers().to_vec(),
+                None => return Ok(()),
+            },
             Err(e) => return Err(e),
         }
     }
