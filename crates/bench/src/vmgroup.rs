@@ -206,6 +206,7 @@ async fn naive(args: &VmGroupBenchArgs) -> anyhow::Result<Figures> {
                 memory_mb: Some(1024),
                 power_on: true,
                 device_change: String::new(),
+                extra_config: Vec::new(),
             };
             let task = client.clone_vm(&template.obj, &spec).await?;
             client.wait(&task, Duration::from_secs(120)).await?;

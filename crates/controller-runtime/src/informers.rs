@@ -13,13 +13,14 @@
 
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::NamespaceResourceScope;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, watcher, Event};
 use kube::runtime::WatchStreamExt;
-use kube::Resource;
+use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::any::{Any, TypeId};
@@ -61,6 +62,9 @@ pub struct Informers {
     /// The typed caches by apiVersion and kind, for readers that know a kind only by those
     /// (the core reads provider objects by contract).
     untyped: Mutex<HashMap<(String, String), UntypedView>>,
+    /// Where the owners of each watched kind's objects are heard, by apiVersion and kind
+    /// (see [`Informers::observe_owners`]).
+    owner_feeds: Mutex<HashMap<(String, String), OwnerFeed>>,
     watches: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
@@ -77,6 +81,7 @@ impl Informers {
             namespace,
             kinds: Mutex::new(HashMap::new()),
             untyped: Mutex::new(HashMap::new()),
+            owner_feeds: Mutex::new(HashMap::new()),
             watches: Mutex::new(Vec::new()),
         }
     }
@@ -99,8 +104,20 @@ impl Informers {
         lock(&self.watches).push(watch.abort_handle());
         kinds.insert(TypeId::of::<K>(), Box::new(informer.clone()));
         let store = informer.store.clone();
+        let key = (K::api_version(&()).into_owned(), K::kind(&()).into_owned());
+        let fed = informer.clone();
+        lock(&self.owner_feeds).insert(
+            key.clone(),
+            Arc::new(move |sink: OwnerSink| {
+                fed.observe(Arc::new(move |event: &Event<Arc<K>>| {
+                    if let Some(o) = object_of(event) {
+                        sink(&o.namespace().unwrap_or_default(), o.owner_references());
+                    }
+                }))
+            }),
+        );
         lock(&self.untyped).insert(
-            (K::api_version(&()).into_owned(), K::kind(&()).into_owned()),
+            key,
             Arc::new(move |namespace, name| {
                 let key = reflector::ObjectRef::new(name).within(namespace);
                 store.get(&key).and_then(|o| untyped(&*o))
@@ -149,6 +166,70 @@ impl Informers {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), namespace, resource);
         api.get_opt(name).await
+    }
+}
+
+impl Informers {
+    /// Calls `sink` with the namespace and owner references of every object of `resource`
+    /// as it changes (is listed, applied or deleted), from now on: how a controller hears
+    /// of objects of kinds it learns only at run time, as Cluster API's core does of the
+    /// providers' objects its references name. A kind the process has an informer of is
+    /// heard from that informer's watch; any other gets a watch of its own, shared by
+    /// every later caller.
+    pub fn observe_owners(&self, resource: &ApiResource, sink: OwnerSink) {
+        let key = (resource.api_version.clone(), resource.kind.clone());
+        let feed = {
+            let mut feeds = lock(&self.owner_feeds);
+            match feeds.get(&key) {
+                Some(feed) => feed.clone(),
+                None => {
+                    let sinks: Arc<Mutex<Vec<OwnerSink>>> = Arc::default();
+                    let api = match &self.namespace {
+                        Some(ns) => Api::namespaced_with(self.client.clone(), ns, resource),
+                        None => Api::all_with(self.client.clone(), resource),
+                    };
+                    let watch = tokio::spawn(drive_owners(api, sinks.clone()));
+                    lock(&self.watches).push(watch.abort_handle());
+                    let feed: OwnerFeed = Arc::new(move |sink| lock(&sinks).push(sink));
+                    feeds.insert(key, feed.clone());
+                    feed
+                }
+            }
+        };
+        feed(sink);
+    }
+}
+
+/// Called with an object's namespace and owner references (see
+/// [`Informers::observe_owners`]).
+pub type OwnerSink = Arc<dyn Fn(&str, &[OwnerReference]) + Send + Sync>;
+
+/// Adds a sink to a kind's owner notifications.
+type OwnerFeed = Arc<dyn Fn(OwnerSink) + Send + Sync>;
+
+/// The object an event is about (none for the markers of a list).
+fn object_of<K>(event: &Event<K>) -> Option<&K> {
+    match event {
+        Event::Apply(o) | Event::Delete(o) | Event::InitApply(o) => Some(o),
+        Event::Init | Event::InitDone => None,
+    }
+}
+
+/// Follows the watch of a kind no informer of this process has, for its objects' owners.
+async fn drive_owners(api: Api<DynamicObject>, sinks: Arc<Mutex<Vec<OwnerSink>>>) {
+    let events = watcher(api, watcher::Config::default()).default_backoff();
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        let Ok(event) = event else {
+            // The watcher backs off and lists again by itself.
+            continue;
+        };
+        if let Some(o) = object_of(&event) {
+            let ns = o.namespace().unwrap_or_default();
+            for sink in lock(&sinks).iter() {
+                sink(&ns, o.owner_references());
+            }
+        }
     }
 }
 

@@ -18,9 +18,11 @@ pub mod index;
 pub mod informers;
 pub mod leader;
 pub mod metrics;
+pub mod placement;
 pub mod reconcile;
 pub mod schema;
 pub mod triggers;
+pub mod vcenters;
 pub mod wakeups;
 pub mod writes;
 

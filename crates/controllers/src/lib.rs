@@ -8,6 +8,8 @@
 //!
 //! - [`capi`]: Cluster API's in-memory infrastructure provider, in the seed's `InMemory*`
 //!   and upstream's `Dev*` spellings.
+//! - [`capv`]: a stand-in for Cluster API Provider vSphere (VSphereCluster, VSphereMachine,
+//!   VSphereVM → a VM in any vCenter), beside the embedded core.
 //! - [`vcsim`]: CAPV's vcsim controller: simulated vCenters, control-plane endpoints and the
 //!   variables of cluster templates that target them.
 //! - [`vmgroup`]: groups of VMs cloned from a template on any vCenter (`VmGroup`).
@@ -16,6 +18,7 @@
 //! - [`vino`]: VM-backed bare-metal hosts on the plane's Nodes (`Vino`), run with [`sip`].
 
 pub mod capi;
+pub mod capv;
 pub mod crds;
 pub mod deploy;
 /// The controller runtime (its own crate, `infrasim-controller-runtime`), under the name the
@@ -71,6 +74,9 @@ impl Selection {
         if self.vcsim {
             parts.push("vcsim (VCenterSimulator, ControlPlaneEndpoint, EnvVar)");
         }
+        if self.capv() {
+            parts.push("the CAPV stand-in (VSphereCluster, VSphereMachine, VSphereVM)");
+        }
         if self.vmgroup {
             parts.push("VmGroup");
         }
@@ -78,6 +84,12 @@ impl Selection {
             parts.push("SIPCluster and Vino (over BareMetalHost)");
         }
         parts.join("; ")
+    }
+
+    /// Whether the CAPV stand-in runs: beside the vcsim controller and the embedded core
+    /// (which serve CAPV's kinds); never where real Cluster API, and so the real CAPV, runs.
+    pub fn capv(&self) -> bool {
+        self.vcsim && self.capi_core
     }
 
     /// The CRDs the selected controllers serve.
@@ -150,6 +162,12 @@ async fn run_selected(ctx: Context, selection: Selection) {
             .await;
         }
     };
+    let capv = async {
+        if selection.capv() {
+            let defaults = vcsim::capv_defaults(ctx.client.clone(), informers.clone());
+            capv::run(ctx.clone(), informers.clone(), defaults).await;
+        }
+    };
     let vmgroup = async {
         if selection.vmgroup {
             vmgroup::run(ctx.clone(), informers.clone(), selection.vcsim).await;
@@ -163,7 +181,7 @@ async fn run_selected(ctx: Context, selection: Selection) {
             );
         }
     };
-    futures::join!(provider, core, vcsim, vmgroup, sip);
+    futures::join!(provider, core, vcsim, capv, vmgroup, sip);
 }
 
 /// Stops the task running the controllers ([`run`]) before the runtime goes away. Left to

@@ -18,6 +18,8 @@ pub struct CloneSpec {
     pub power_on: bool,
     /// `<deviceChange>` elements for the clone's configuration (see [`replace_nics`]).
     pub device_change: String,
+    /// `config.extraConfig` keys and values for the clone (CAPV's `guestinfo.userdata`).
+    pub extra_config: Vec<(String, String)>,
 }
 
 /// What a NIC is attached to.
@@ -192,13 +194,14 @@ impl Client {
             .map(|d| d.element("datastore"))
             .unwrap_or_default();
         let body = format!(
-            r#"<CloneVM_Task xmlns="urn:vim25">{}{}<name>{}</name><spec><location>{datastore}{}</location><template>false</template><config>{}{}</config><powerOn>{}</powerOn></spec></CloneVM_Task>"#,
+            r#"<CloneVM_Task xmlns="urn:vim25">{}{}<name>{}</name><spec><location>{datastore}{}</location><template>false</template><config>{}{}{}</config><powerOn>{}</powerOn></spec></CloneVM_Task>"#,
             source.element("_this"),
             spec.folder.element("folder"),
             escape(&spec.name),
             spec.pool.element("pool"),
             hardware(spec.cpus, spec.memory_mb),
             spec.device_change,
+            extra_config(&spec.extra_config),
             spec.power_on
         );
         self.task("CloneVM_Task", &body).await
@@ -233,6 +236,21 @@ impl Client {
             r#"<ReconfigVM_Task xmlns="urn:vim25">{}<spec>{}</spec></ReconfigVM_Task>"#,
             vm.element("_this"),
             hardware(cpus, memory_mb)
+        );
+        self.task("ReconfigVM_Task", &body).await
+    }
+
+    /// Starts setting `config.extraConfig` keys of a VM (an empty value removes a key); the
+    /// task.
+    pub async fn reconfigure_extra_config(
+        &self,
+        vm: &Moref,
+        pairs: &[(String, String)],
+    ) -> Result<Moref> {
+        let body = format!(
+            r#"<ReconfigVM_Task xmlns="urn:vim25">{}<spec>{}</spec></ReconfigVM_Task>"#,
+            vm.element("_this"),
+            extra_config(pairs)
         );
         self.task("ReconfigVM_Task", &body).await
     }
@@ -386,6 +404,21 @@ fn hardware(cpus: Option<i64>, memory_mb: Option<i64>) -> String {
     format!("{cpus}{memory}")
 }
 
+/// `<extraConfig>` elements (OptionValues with string values), in a config spec's
+/// schema place: after `deviceChange`.
+fn extra_config(pairs: &[(String, String)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                r#"<extraConfig><key>{}</key><value xsi:type="xsd:string">{}</value></extraConfig>"#,
+                escape(k),
+                escape(v)
+            )
+        })
+        .collect()
+}
+
 /// A task's `info.error` (a LocalizedMethodFault) as one line.
 /// The type of a task's fault (`LocalizedMethodFault.fault`'s `xsi:type`).
 fn fault_kind(error: Option<&Val>) -> String {
@@ -417,6 +450,15 @@ mod tests {
         );
         assert_eq!(hardware(None, Some(512)), "<memoryMB>512</memoryMB>");
         assert_eq!(hardware(None, None), "");
+    }
+
+    #[test]
+    fn extra_config_values_are_typed_strings_and_escaped() {
+        let pairs = [("guestinfo.userdata".to_string(), "a<b".to_string())];
+        assert_eq!(
+            extra_config(&pairs),
+            r#"<extraConfig><key>guestinfo.userdata</key><value xsi:type="xsd:string">a&lt;b</value></extraConfig>"#
+        );
     }
 
     #[test]

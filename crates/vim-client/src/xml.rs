@@ -91,6 +91,12 @@ impl Val {
         if xsi_type.starts_with("ArrayOf") {
             return Val::List(children.into_iter().map(Val::parse).collect());
         }
+        // A data object with no fields set (`<fault xsi:type="InvalidState"/>`) is still an
+        // object of its type: only primitives (`xsd:*`) and untyped leaves are text.
+        let data_type = !xsi_type.is_empty() && !xsi_type.starts_with("xsd:");
+        if children.is_empty() && data_type && node.text().is_none_or(|t| t.trim().is_empty()) {
+            return Val::Object(vec![("@type".to_string(), Val::Text(xsi_type.into()))]);
+        }
         if children.is_empty() {
             let text = node.text().unwrap_or("").to_string();
             return match node.attribute("type") {
@@ -248,6 +254,16 @@ mod tests {
     use super::*;
 
     const ENVELOPE: &str = r#"<?xml version="1.0"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xmlns="urn:vim25"><soapenv:Body>BODY</soapenv:Body></soapenv:Envelope>"#;
+
+    #[test]
+    fn an_empty_data_object_keeps_its_type() {
+        let a = answer(r#"<X><returnval><error xsi:type="LocalizedMethodFault"><fault xsi:type="InvalidState"></fault><localizedMessage>m</localizedMessage></error></returnval></X>"#).unwrap();
+        let error = &a.returnvals()[0];
+        let fault = error.field("error").and_then(|e| e.field("fault"));
+        assert_eq!(fault.and_then(Val::type_name), Some("InvalidState"));
+        let text = answer(r#"<X><returnval xsi:type="xsd:string"></returnval></X>"#).unwrap();
+        assert_eq!(text.returnvals()[0].text(), Some(""));
+    }
 
     fn answer(body: &str) -> Result<Answer, Error> {
         Answer::new(&ENVELOPE.replace("BODY", body))

@@ -84,6 +84,7 @@ async fn a_vm_is_cloned_marked_powered_and_destroyed() {
         memory_mb: Some(1536),
         power_on: true,
         device_change: String::new(),
+        extra_config: Vec::new(),
     };
     let task = client.clone_vm(&source.obj, &spec).await.unwrap();
     let vm = client
@@ -311,6 +312,7 @@ async fn a_clone_moves_to_a_distributed_portgroup() {
         memory_mb: None,
         power_on: false,
         device_change: ops::replace_nics(read.prop("config.hardware.device").unwrap(), &backing),
+        extra_config: Vec::new(),
     };
     let task = client.clone_vm(&source, &spec).await.unwrap();
     let vm = client

@@ -6,7 +6,6 @@
 //! Each reconciler writes under a field manager of its own, `infrasim-vcsim-controller/<its
 //! file>` (a `MANAGER` beside it), so an object's managedFields say which one wrote what.
 
-pub mod capv;
 mod endpoint;
 mod envvar;
 pub mod simulators;
@@ -53,7 +52,7 @@ pub struct Reconciler {
     /// process, as upstream's controller makes one at start).
     pub ssh_authorized_key: String,
     /// VSphereVMs waiting for their VM to power on in a simulator of this process.
-    pub vm_waits: ChangeWaits<capv::VSphereVM>,
+    pub vm_waits: ChangeWaits<crate::capv::types::VSphereVM>,
     /// VirtualMachines waiting for their guest's address.
     pub virtual_machine_waits: ChangeWaits<virtual_machine::VirtualMachine>,
     /// EnvVars waiting for a place they name to appear in their simulator.
@@ -95,16 +94,18 @@ pub async fn run(
     let envvars = envvar_controller(&informers).reconcile_on(envvars_woken);
     // A VM boots when its Machine gets bootstrap data: the Machine's change wakes the
     // VSphereVM CAPV names after its VSphereMachine (the Machine's infrastructure).
-    let vms =
-        infrasim_controller_runtime::triggers::controller(&informers.of::<capv::VSphereVM>(), None)
-            .watches_shared_stream(
-                filtered(
-                    &informers.of::<crate::capi::core::Machine>(),
-                    crate::capi::triggers::machine_spec,
-                ),
-                |m| named_after_infrastructure(&m, "infrastructure.cluster.x-k8s.io"),
-            )
-            .reconcile_on(vms_woken);
+    let vms = infrasim_controller_runtime::triggers::controller(
+        &informers.of::<crate::capv::types::VSphereVM>(),
+        None,
+    )
+    .watches_shared_stream(
+        filtered(
+            &informers.of::<crate::capi::core::Machine>(),
+            crate::capi::triggers::machine_spec,
+        ),
+        |m| named_after_infrastructure(&m, "infrastructure.cluster.x-k8s.io"),
+    )
+    .reconcile_on(vms_woken);
     // Dependencies made from a simulator wait for it to serve: its status wakes them.
     let dependencies = infrasim_controller_runtime::triggers::controller(
         &informers.of::<types::VMOperatorDependencies>(),
@@ -133,6 +134,46 @@ pub async fn run(
         reconcile::run(&ctx, vms, r.clone()),
         reconcile::run(&ctx, dependencies, r.clone()),
     );
+}
+
+/// The CAPV stand-in's manager credentials for a server: those of the VCenterSimulator
+/// serving there (from the cache, else asked of the API server, so a cluster made just
+/// after the plane started is not reported unreachable for a moment for no reason).
+pub fn capv_defaults(
+    client: kube::Client,
+    informers: Arc<Informers>,
+) -> crate::capv::credentials::Defaults {
+    Arc::new(move |server: String| {
+        let client = client.clone();
+        let informers = informers.clone();
+        Box::pin(async move {
+            let wanted = simulators::authority(&server).to_string();
+            let serves = |s: &types::VCenterSimulatorStatus| !s.host.is_empty() && s.host == wanted;
+            let cached = informers
+                .of::<VCenterSimulator>()
+                .store()
+                .state()
+                .into_iter()
+                .filter_map(|s| s.status.clone())
+                .find(serves);
+            let status = match cached {
+                Some(s) => Some(s),
+                None => kube::Api::<VCenterSimulator>::all(client)
+                    .list(&Default::default())
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .filter_map(|s| s.status)
+                    .find(serves),
+            }?;
+            Some(crate::capv::credentials::ManagerCredentials {
+                username: status.username,
+                password: status.password,
+                thumbprint: status.thumbprint,
+            })
+        })
+    })
 }
 
 /// The EnvVar controller. An EnvVar is written from its simulator's and endpoint's status:

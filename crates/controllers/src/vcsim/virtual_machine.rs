@@ -192,7 +192,7 @@ async fn owners(
     };
     let Some(vsphere_machine) = r
         .informers
-        .get::<super::capv::supervisor::VSphereMachine>(&ns, &name)
+        .get::<crate::capv::types::supervisor::VSphereMachine>(&ns, &name)
         .await?
     else {
         return Ok(None);

@@ -8,11 +8,11 @@
 //! The VM's IP needs no reconciler here: the simulator's guest model hands each VM its own
 //! address on its network at power-on, so CAPV's wait on `guest.net` ends by itself.
 
-use super::capv::{provider_id, VSphereMachine, VSphereVM};
 use super::{Error, Reconciler};
 use crate::capi::core::{Cluster, Machine};
 use crate::capi::infra::cloud_key;
 use crate::capi::standin::certs;
+use crate::capv::types::{provider_id, VSphereMachine, VSphereVM};
 use infrasim_cloud::API_SERVER_PHASE;
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use k8s_openapi::api::core::v1::Secret;

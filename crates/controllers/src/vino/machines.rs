@@ -100,7 +100,7 @@ async fn credentials(
         .as_ref()
         .is_some_and(|s| s.annotations().contains_key(OWN));
     if let Some(secret) = found.as_ref().filter(|_| !ours || state.own.is_some()) {
-        return crate::vmgroup::vcenters::read_secret(secret)
+        return infrasim_controller_runtime::vcenters::read_secret(secret)
             .map_err(|why| format!("Secret {ns}/{SECRET}: {why}"));
     }
     let config = infrasim_vsphere_sim::SimConfig {

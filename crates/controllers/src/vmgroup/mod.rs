@@ -3,7 +3,6 @@
 //! its Secret names (a simulator of ours or a real one) match, and reports what is there.
 
 mod observed;
-mod placement;
 mod reconcile;
 mod tasks;
 pub mod types;
@@ -14,6 +13,7 @@ use infrasim_controller_runtime::conditions::{self, Condition};
 use infrasim_controller_runtime::context::Context;
 use infrasim_controller_runtime::informers::Informers;
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
+pub use infrasim_controller_runtime::vcenters::VCenters;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
@@ -22,7 +22,6 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use types::{VmGroup, VmGroupStatus};
-pub use vcenters::VCenters;
 
 /// The field manager the VmGroup controller writes status under: the family's name and its
 /// kind, as every controller's (see [`infrasim_controller_runtime::writes`]).
@@ -31,6 +30,24 @@ const MANAGER: &str = "infrasim-vmgroup-controller/vmgroup";
 pub const FINALIZER: &str = "vm.codeconnect.vmworld.com/vms";
 /// The VM custom field that names a VM's group (`namespace/name`).
 pub const OWNER_FIELD: &str = "vm.codeconnect.vmworld.com/vmgroup";
+
+/// What the controller watches of its vCenters' VMs: what a group's reconcile reads, and
+/// the mark that names a VM's group.
+const WATCHING: infrasim_controller_runtime::vcenters::Watching =
+    infrasim_controller_runtime::vcenters::Watching {
+        paths: &[
+            "name",
+            "config.template",
+            "customValue",
+            "runtime.powerState",
+            "guest.ipAddress",
+            "config.hardware.numCPU",
+            "config.hardware.memoryMB",
+            "parent",
+            "resourcePool",
+        ],
+        owner_field: Some(OWNER_FIELD),
+    };
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -50,7 +67,7 @@ pub struct Reconciler {
 /// Runs the VmGroup controller until the process ends. With `simulators` (the vcsim
 /// controller's kinds are served), a VCenterSimulator's change wakes the groups naming it.
 pub async fn run(ctx: Context, informers: Arc<Informers>, simulators: bool) {
-    let (vcenters, changes) = VCenters::new(ctx.clock.clone());
+    let (vcenters, changes) = VCenters::new(ctx.clock.clone(), WATCHING);
     let r = Arc::new(Reconciler {
         ctx: ctx.clone(),
         vcenters,
@@ -128,8 +145,10 @@ async fn sweep_idle_vcenters(r: std::sync::Weak<Reconciler>, clock: infrasim_clo
 
 /// The changes as a stream.
 fn stream_of(
-    mut changes: tokio::sync::mpsc::UnboundedReceiver<vcenters::Change>,
-) -> impl futures::Stream<Item = vcenters::Change> {
+    mut changes: tokio::sync::mpsc::UnboundedReceiver<
+        infrasim_controller_runtime::vcenters::Change,
+    >,
+) -> impl futures::Stream<Item = infrasim_controller_runtime::vcenters::Change> {
     futures::stream::poll_fn(move |cx| changes.poll_recv(cx))
 }
 
@@ -299,9 +318,9 @@ async fn placed(
     status: &mut VmGroupStatus,
     o: &Observed,
     template: &infrasim_vim_client::ObjectContent,
-) -> Option<placement::Resolved> {
+) -> Option<infrasim_controller_runtime::placement::Resolved> {
     let spec = group.spec.placement.as_ref();
-    match placement::resolve(&o.vc.client, spec, template).await {
+    match infrasim_controller_runtime::placement::resolve(&o.vc.client, spec, template).await {
         Ok(place) => {
             set(
                 r,

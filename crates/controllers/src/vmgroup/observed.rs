@@ -4,8 +4,8 @@
 //! follower both read it, so it sits below both.
 
 use super::types::VmGroup;
-use super::vcenters::VCenter;
 use super::Error;
+use infrasim_controller_runtime::vcenters::VCenter;
 use infrasim_vim_client::{ops, ObjectContent};
 use kube::ResourceExt;
 use std::sync::Arc;
@@ -96,7 +96,9 @@ pub(super) async fn observe(vc: Arc<VCenter>, group: &VmGroup) -> Result<Observe
         unmarked: Vec::new(),
     };
     for vm in vms {
-        let mark = ops::custom_value(&vm, owner_key).unwrap_or("");
+        let mark = owner_key
+            .and_then(|key| ops::custom_value(&vm, key))
+            .unwrap_or("");
         let index = index_of(group, vm.text("name"));
         match (mark == owner, index) {
             (true, Some(i)) => observed.owned.push((i, vm)),

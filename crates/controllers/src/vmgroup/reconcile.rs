@@ -5,12 +5,12 @@
 //! reconfigured one at a time.
 
 use super::observed::{has_shape, observe, owner_of, vm_name, Observed, Shape};
-use super::placement::Resolved;
 use super::tasks;
 use super::types::{VmGroup, VmStatus};
-use super::vcenters::Goal;
 use super::{Error, Reconciler, FINALIZER};
+use infrasim_controller_runtime::placement::Resolved;
 use infrasim_controller_runtime::reconcile::{Cleanup, Next};
+use infrasim_controller_runtime::vcenters::Goal;
 use infrasim_vim_client::{CloneSpec, Moref, ObjectContent};
 use kube::ResourceExt;
 
@@ -38,9 +38,11 @@ pub(super) async fn scale_up(
 ) -> Result<Progress, Error> {
     let owner = owner_of(group);
     let mut progress = Progress::default();
+    // The controller's vCenters all define the owner field (see `WATCHING`).
+    let owner_key = o.vc.owner_key.unwrap_or_default();
     for (index, vm) in std::mem::take(&mut o.unmarked) {
         o.vc.client
-            .set_custom_field(&vm.obj, o.vc.owner_key, &owner)
+            .set_custom_field(&vm.obj, owner_key, &owner)
             .await?;
         o.vc.settle(vm.text("name"));
         o.vc.note_marked(made_vm(&vm.obj, group, index, memory_mb), &owner);
@@ -116,6 +118,7 @@ fn clone_spec(group: &VmGroup, place: &Resolved, index: usize, memory_mb: i64) -
         memory_mb: Some(memory_mb),
         power_on: true,
         device_change: place.device_change.clone(),
+        extra_config: Vec::new(),
     }
 }
 

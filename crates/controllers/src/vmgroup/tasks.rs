@@ -7,9 +7,9 @@
 
 use super::observed::{has_shape, index_of, Observed, Shape, PENDING_CHECK};
 use super::types::VmGroup;
-use super::vcenters::{Goal, Pending};
 use super::Error;
 use chrono::{DateTime, TimeDelta, Utc};
+use infrasim_controller_runtime::vcenters::{Goal, Pending};
 use infrasim_vim_client::{Moref, ObjectContent, TaskState};
 
 /// Faults that say a power task found the VM where it was going, or busy with another task

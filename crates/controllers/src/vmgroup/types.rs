@@ -53,25 +53,8 @@ pub struct VmGroupSpec {
     pub vcenter_ref: Option<VCenterRef>,
 }
 
-/// Where the VMs go; each part defaults to the vCenter's first (or only) one.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Placement {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub datacenter: Option<String>,
-    /// A cluster (its root resource pool is used) or a standalone host's compute resource.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_pool: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub folder: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub datastore: Option<String>,
-    /// The network (a standard or distributed port group) the VMs' NIC is on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<String>,
-}
+/// Where the VMs go (the runtime's, shared with the CAPV stand-in).
+pub use infrasim_controller_runtime::placement::Placement;
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -57,7 +57,9 @@ pub(super) async fn run(core: Arc<Core>) {
                 })
                 .map(|c| ObjectRef::from_obj(&*c))
                 .collect::<Vec<_>>()
-        });
+        })
+        // Any other provider's cluster (a VSphereCluster) wakes its Cluster.
+        .reconcile_on(core.external.clusters());
     let ctx = core.ctx.clone();
     infrasim_controller_runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core)))
         .await;

@@ -87,7 +87,9 @@ pub(super) async fn run(core: Arc<Core>) {
                 |m| Some(ObjectRef::from_obj(&*m)),
             )
             // Its Node's conditions make its NodeHealthy.
-            .reconcile_on(node_changes(&core, index));
+            .reconcile_on(node_changes(&core, index))
+            // Any other provider's machine (a VSphereMachine) wakes its Machine.
+            .reconcile_on(core.external.machines());
     let ctx = core.ctx.clone();
     infrasim_controller_runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core)))
         .await;

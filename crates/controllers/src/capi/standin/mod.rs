@@ -16,6 +16,7 @@
 pub mod certs;
 mod cluster;
 pub mod etcd;
+mod external;
 mod healthcheck;
 mod kcp;
 mod kcp_remediation;
@@ -67,6 +68,9 @@ pub struct Core {
     /// The process's watches, one per kind, that every controller here subscribes to.
     pub informers: Arc<infrasim_controller_runtime::informers::Informers>,
     pub resolver: objects::Resolver,
+    /// The watches of provider kinds the core's references name (Cluster API's external
+    /// tracker): their changes wake the Machines and Clusters that own them.
+    pub external: external::Tracker,
     pub workloads: workload::WorkloadClients,
     /// The workload clusters' Nodes, and their changes (Cluster API's cluster cache).
     pub nodes: nodes::NodeCache,
@@ -93,6 +97,7 @@ impl Core {
             .resolver
             .resolve(&self.ctx.client, &r.api_group, &r.kind)
             .await?;
+        self.external.track(&resource);
         Ok(self
             .informers
             .get_untyped(&resource, namespace, &r.name)
@@ -216,6 +221,7 @@ pub async fn run(ctx: Context, informers: Arc<infrasim_controller_runtime::infor
     let deployments = ByCluster::new(informers.of());
     let core = Arc::new(Core {
         ctx,
+        external: external::Tracker::new(informers.clone()),
         informers,
         certificates: certs::Found::default(),
         machines,

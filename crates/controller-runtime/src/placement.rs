@@ -1,13 +1,35 @@
-//! Where a group's clones go, and on which network. Each part of `spec.placement` is a name
-//! inside the datacenter (`spec.placement.datacenter`) or, with a `/`, a whole inventory path,
+//! Where a clone goes, and on which network: a VmGroup's `spec.placement`, or a CAPV
+//! VSphereVM's clone spec. Each part is a name inside the datacenter (`datacenter`) or, with
+//! a `/`, a whole inventory path,
 //! looked up with FindByInventoryPath. Each part left out is the vCenter's only or first one:
 //! the first datacenter, its VM folder, its first cluster (or, with no cluster, its first
 //! standalone host), and that compute resource's first datastore and first network, so a group
 //! with no placement lands where `govc vm.clone` with no flags would, not wherever the template
 //! happens to sit.
 
-use super::types::Placement;
 use infrasim_vim_client::{Client, Moref, NetworkBacking, ObjectContent, Val};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Where the VMs go; each part defaults to the vCenter's first (or only) one.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Placement {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datacenter: Option<String>,
+    /// A cluster (its root resource pool is used) or a standalone host's compute resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_pool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datastore: Option<String>,
+    /// The network (a standard or distributed port group) the VMs' NIC is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+}
 
 /// The folder, pool and datastore of a clone.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,7 +100,9 @@ pub async fn resolve(
 /// or the datacenter's first compute resource's.
 async fn pool(client: &Client, dc: &Datacenter, p: &Placement) -> Result<Moref, String> {
     match (&p.resource_pool, &p.cluster) {
-        (Some(rp), _) if rp.contains('/') => find(client, rp, "resourcePool").await,
+        (Some(rp), _) if rp.contains('/') => {
+            find(client, rp.trim_start_matches('/'), "resourcePool").await
+        }
         (Some(rp), Some(cluster)) => {
             let path = format!("{}/Resources/{rp}", path_in(&dc.name, "host", cluster));
             find(client, &path, "resourcePool").await

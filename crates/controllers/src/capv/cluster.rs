@@ -1,0 +1,168 @@
+//! The VSphereCluster reconciler: logs in to the cluster's vCenter with its credentials (see
+//! [`super::credentials`]) and reports it as CAPV does, `VCenterAvailable` and `Ready`
+//! conditions, `status.vCenterVersion` and `status.initialization.provisioned`, which
+//! Cluster API's core waits for before it lets the cluster's machines be made. A deleted
+//! VSphereCluster waits for its cluster's VSphereMachines to go first.
+
+use super::types::{VSphereCluster, VSphereMachine};
+use super::{Error, Reconciler};
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::informers::Informers;
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_controller_runtime::triggers::every_change;
+use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::Controller;
+use kube::ResourceExt;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// CAPV's finalizer on a VSphereCluster.
+pub const FINALIZER: &str = "vspherecluster.infrastructure.cluster.x-k8s.io";
+
+const MANAGER: &str = "infrasim-capv/cluster";
+
+/// How long a login may take before the vCenter counts as unreachable.
+const LOGIN_LIMIT: Duration = Duration::from_secs(30);
+
+/// The VSphereCluster controller: a VSphereMachine's change (its deletion above all) wakes
+/// the VSphereCluster of its cluster.
+pub(super) fn controller(informers: &Informers) -> Controller<VSphereCluster> {
+    let clusters = informers.of::<VSphereCluster>();
+    let store = clusters.store();
+    infrasim_controller_runtime::triggers::controller(&clusters, None).watches_shared_stream(
+        every_change(&informers.of::<VSphereMachine>()),
+        move |m| {
+            let ns = m.namespace().unwrap_or_default();
+            let cluster = m
+                .labels()
+                .get(crate::capi::CLUSTER_NAME_LABEL)
+                .cloned()
+                .unwrap_or_default();
+            store
+                .state()
+                .iter()
+                .filter(|c| c.namespace().as_deref() == Some(ns.as_str()))
+                .filter(|c| cluster_name(c).as_deref() == Some(cluster.as_str()))
+                .map(|c| ObjectRef::from_obj(&**c))
+                .collect::<Vec<_>>()
+        },
+    )
+}
+
+/// The name of the Cluster a VSphereCluster belongs to: its owner, else its label.
+fn cluster_name(c: &VSphereCluster) -> Option<String> {
+    super::types::owner_named(c.owner_references(), "Cluster", "cluster.x-k8s.io")
+        .or_else(|| c.labels().get(crate::capi::CLUSTER_NAME_LABEL).cloned())
+}
+
+impl Reconcile<VSphereCluster> for Reconciler {
+    type Error = Error;
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+
+    async fn apply(&self, c: Arc<VSphereCluster>) -> Result<Next, Error> {
+        let login = tokio::time::timeout(LOGIN_LIMIT, self.log_in(&c)).await;
+        let login = login.unwrap_or_else(|_| Err(format!("no answer in {LOGIN_LIMIT:?}")));
+        let (available, version) = match login {
+            Ok(version) => (
+                Condition::new("VCenterAvailable", true, "Available", ""),
+                Some(version),
+            ),
+            Err(why) => (
+                Condition::new("VCenterAvailable", false, "VCenterUnreachable", why),
+                None,
+            ),
+        };
+        let provisioned = version.is_some();
+        write_status(self, &c, available, version).await?;
+        if provisioned {
+            Ok(Next::AwaitChange)
+        } else {
+            Err(Error::Reported(format!(
+                "VSphereCluster {}: the vCenter is unavailable",
+                c.name_any()
+            )))
+        }
+    }
+
+    async fn cleanup(&self, c: Arc<VSphereCluster>) -> Result<Cleanup, Error> {
+        let ns = c.namespace().unwrap_or_default();
+        let Some(cluster) = cluster_name(&c) else {
+            return Ok(Cleanup::Done);
+        };
+        let left = super::machines_of_cluster(&self.informers, &ns, &cluster).len();
+        if left > 0 {
+            tracing::debug!(cluster, left, "the VSphereCluster waits for its machines");
+            return Ok(Cleanup::Pending(Next::AwaitChange));
+        }
+        Ok(Cleanup::Done)
+    }
+}
+
+impl Reconciler {
+    /// Logs in to the cluster's vCenter (a session shared with its VMs); its version.
+    async fn log_in(&self, c: &VSphereCluster) -> Result<String, String> {
+        if c.spec.server.is_empty() {
+            return Err("spec.server is empty".into());
+        }
+        let credentials = super::credentials::for_cluster(
+            &self.ctx.client,
+            &self.defaults,
+            Some(c),
+            &c.spec.server,
+            &c.spec.thumbprint,
+        )
+        .await?;
+        let vc = self
+            .vcenters
+            .get(credentials)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(vc.client.content().api_version.clone())
+    }
+}
+
+/// Writes the conditions CAPV writes, and whether the cluster is provisioned.
+async fn write_status(
+    r: &Reconciler,
+    c: &VSphereCluster,
+    available: Condition,
+    version: Option<String>,
+) -> Result<(), Error> {
+    let now = r.ctx.now();
+    let mut conds: Vec<Condition> = c
+        .status
+        .as_ref()
+        .and_then(|s| s.rest.get("conditions"))
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    let ready = if available.is_true() {
+        Condition::new("Ready", true, "Ready", "")
+    } else {
+        Condition::new("Ready", false, "NotReady", available.message.clone())
+    };
+    let provisioned = available.is_true();
+    conditions::set(&mut conds, available, now);
+    conditions::set(&mut conds, ready, now);
+    let mut status = json!({
+        "conditions": conds,
+        "deprecated": {"v1beta1": {"conditions": super::v1beta1_conditions(&conds)}},
+    });
+    if provisioned {
+        status["initialization"] = json!({"provisioned": true});
+    }
+    if let Some(version) = version {
+        status["vCenterVersion"] = json!(version);
+    }
+    let api: Api<VSphereCluster> =
+        Api::namespaced(r.ctx.client.clone(), &c.namespace().unwrap_or_default());
+    let body = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+        "kind": "VSphereCluster",
+        "metadata": {"name": c.name_any()},
+        "status": status,
+    });
+    infrasim_controller_runtime::writes::apply_status(&api, &c.name_any(), MANAGER, &body).await?;
+    Ok(())
+}

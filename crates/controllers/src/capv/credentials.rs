@@ -1,0 +1,101 @@
+//! How the stand-in logs in to a VSphereCluster's vCenter, as CAPV does: the cluster's
+//! `identityRef` Secret (`username`, `password`) or, without one, the manager's own
+//! credentials ([`Defaults`]: under `infrasim up`, those of the VCenterSimulator serving at
+//! the cluster's server, what `infrasim env` hands a template as `VSPHERE_USERNAME` and
+//! `VSPHERE_PASSWORD`). The server's certificate is trusted by the cluster's thumbprint;
+//! without one, only a server the manager knows is trusted, by the thumbprint it knows (the
+//! stand-in never connects without checking the certificate).
+
+use super::types::VSphereCluster;
+use futures::future::BoxFuture;
+use infrasim_vim_client::{Credentials, Trust};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::ResourceExt;
+use std::sync::Arc;
+
+/// The manager's own credentials and thumbprint for a vCenter, by its server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManagerCredentials {
+    pub username: String,
+    pub password: String,
+    pub thumbprint: String,
+}
+
+/// Where the manager's own credentials come from: given to the stand-in by whoever runs it
+/// (the vcsim family knows its simulators; the stand-in does not know the vcsim family).
+pub type Defaults =
+    Arc<dyn Fn(String) -> BoxFuture<'static, Option<ManagerCredentials>> + Send + Sync>;
+
+/// The credentials for `server` (and its `thumbprint`, if given) of the VSphereCluster `vc`
+/// (the manager's own without one); why there are none, for the `VCenterAvailable`
+/// condition.
+pub async fn for_cluster(
+    client: &kube::Client,
+    defaults: &Defaults,
+    vc: Option<&VSphereCluster>,
+    server: &str,
+    thumbprint: &str,
+) -> Result<Credentials, String> {
+    let ns = vc.and_then(|c| c.namespace()).unwrap_or_default();
+    let simulator = defaults(server.to_string()).await;
+    let identity = vc.and_then(|c| c.spec.identity_ref.as_ref());
+    let (username, password) = match identity {
+        Some(identity) if identity.kind == "Secret" => {
+            secret_credentials(client, &ns, &identity.name).await?
+        }
+        Some(identity) => {
+            return Err(format!(
+                "identityRef kind {} is not supported by the CAPV stand-in (use a Secret)",
+                identity.kind
+            ))
+        }
+        None => match &simulator {
+            Some(s) => (s.username.clone(), s.password.clone()),
+            None => {
+                return Err(format!(
+                    "no identityRef, and the manager has no credentials for {server} (no \
+                     VCenterSimulator serves there)"
+                ))
+            }
+        },
+    };
+    let thumbprint = match (thumbprint, &simulator) {
+        (t, _) if !t.is_empty() => t.to_string(),
+        (_, Some(s)) => s.thumbprint.clone(),
+        _ => {
+            return Err(format!(
+                "no thumbprint to trust {server} by (spec.thumbprint)"
+            ))
+        }
+    };
+    Ok(Credentials {
+        server: server.to_string(),
+        username,
+        password,
+        trust: Trust::Thumbprint(thumbprint),
+    })
+}
+
+/// A credentials Secret's `username` and `password`.
+async fn secret_credentials(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> Result<(String, String), String> {
+    let secret = Api::<Secret>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .map_err(|e| format!("reading Secret {ns}/{name}: {e}"))?
+        .ok_or_else(|| format!("the identityRef Secret {ns}/{name} does not exist"))?;
+    let key = |k: &str| -> Result<String, String> {
+        secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(k))
+            .and_then(|v| String::from_utf8(v.0.clone()).ok())
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| format!("the identityRef Secret {ns}/{name} has no {k}"))
+    };
+    Ok((key("username")?, key("password")?))
+}

@@ -1,0 +1,137 @@
+//! A stand-in for Cluster API Provider vSphere (govmomi mode), so CAPV's own templates make
+//! VMs without CAPV, which is a Go program: a `VSphereCluster` logs in to its vCenter, a
+//! `VSphereMachine` gets the `VSphereVM` CAPV would make for it, and a `VSphereVM` becomes a
+//! VM: cloned from its template with its bootstrap data in `guestinfo.userdata`, given its
+//! cloud-init metadata, powered on, and watched until the guest reports an address. The vcsim
+//! family's VM bootstrap then boots the VM into the workload cluster behind the cluster's
+//! endpoint, as it does under the real CAPV.
+//!
+//! Each reconciler writes under a field manager of its own, `infrasim-capv/<its file>`.
+//! It runs only with the embedded Cluster API core: where real Cluster API (and so the real
+//! CAPV) manages the plane, it is off (`--capi-core=external`).
+
+mod cluster;
+pub mod credentials;
+mod machine;
+pub mod types;
+mod vm;
+
+use futures::StreamExt;
+use infrasim_controller_runtime::context::Context;
+use infrasim_controller_runtime::informers::Informers;
+use infrasim_controller_runtime::reconcile;
+use infrasim_controller_runtime::vcenters::{Change, VCenters, Watching};
+use kube::runtime::reflector::ObjectRef;
+use kube::ResourceExt;
+use std::sync::Arc;
+use types::{VSphereMachine, VSphereVM};
+
+/// Why a reconcile failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error("the vCenter: {0}")]
+    Vim(#[from] infrasim_vim_client::Error),
+    /// Reported in a condition already; failed so the runner backs off.
+    #[error("{0}")]
+    Reported(String),
+}
+
+/// What the CAPV reconcilers share.
+pub struct Reconciler {
+    pub ctx: Context,
+    pub informers: Arc<Informers>,
+    /// One session per vCenter, with its VMs watched.
+    pub vcenters: VCenters,
+    /// The manager's own credentials, for clusters with no `identityRef`.
+    pub defaults: credentials::Defaults,
+}
+
+/// What the stand-in reads of its VMs (CAPV finds its VMs by name and BIOS UUID).
+const WATCHING: Watching = Watching {
+    paths: &[
+        "name",
+        "config.uuid",
+        "runtime.powerState",
+        "guest.net",
+        "guest.ipAddress",
+    ],
+    owner_field: None,
+};
+
+/// Runs the CAPV stand-in's controllers until the process ends, with `defaults` as the
+/// manager's own credentials.
+pub async fn run(ctx: Context, informers: Arc<Informers>, defaults: credentials::Defaults) {
+    let (vcenters, vm_changes) = VCenters::new(ctx.clock.clone(), WATCHING);
+    let r = Arc::new(Reconciler {
+        ctx: ctx.clone(),
+        informers: informers.clone(),
+        vcenters,
+        defaults,
+    });
+    let clusters = cluster::controller(&informers);
+    let machines = machine::controller(&informers);
+    let vms = infrasim_controller_runtime::triggers::controller(&informers.of::<VSphereVM>(), None)
+        .reconcile_on(vms_changed(&informers, vm_changes));
+    futures::join!(
+        reconcile::run(&ctx, clusters, r.clone()),
+        reconcile::run(&ctx, machines, r.clone()),
+        reconcile::run(&ctx, vms, r.clone()),
+    );
+}
+
+/// CAPV's conditions as its v1beta1 API names them (`status.deprecated.v1beta1.conditions`
+/// of a v1beta2 object): `VMProvisioned` for v1beta2's `VirtualMachineProvisioned`.
+fn v1beta1_conditions(
+    conditions: &[infrasim_controller_runtime::conditions::Condition],
+) -> Vec<infrasim_controller_runtime::conditions::V1Beta1Condition> {
+    let mut old = infrasim_controller_runtime::conditions::to_v1beta1(conditions);
+    for c in &mut old {
+        if c.type_ == "VirtualMachineProvisioned" {
+            c.type_ = "VMProvisioned".into();
+        }
+    }
+    old
+}
+
+/// The VSphereVMs whose VM changed in a vCenter: CAPV names a VM after its VSphereVM.
+fn vms_changed(
+    informers: &Informers,
+    changes: tokio::sync::mpsc::UnboundedReceiver<Change>,
+) -> impl futures::Stream<Item = ObjectRef<VSphereVM>> {
+    let store = informers.of::<VSphereVM>().store();
+    futures::stream::unfold(changes, |mut changes| async move {
+        changes.recv().await.map(|change| (change, changes))
+    })
+    .flat_map(move |change| {
+        let named: Vec<_> = store
+            .state()
+            .iter()
+            .filter(|vm| vm.name_any() == change.name)
+            .map(|vm| ObjectRef::from_obj(&**vm))
+            .collect();
+        futures::stream::iter(named)
+    })
+}
+
+/// The VSphereMachines of the cluster `c` (by Cluster API's cluster-name label).
+fn machines_of_cluster(
+    informers: &Informers,
+    namespace: &str,
+    cluster: &str,
+) -> Vec<Arc<VSphereMachine>> {
+    informers
+        .of::<VSphereMachine>()
+        .store()
+        .state()
+        .into_iter()
+        .filter(|m| {
+            m.namespace().as_deref() == Some(namespace)
+                && m.labels()
+                    .get(crate::capi::CLUSTER_NAME_LABEL)
+                    .map(String::as_str)
+                    == Some(cluster)
+        })
+        .collect()
+}

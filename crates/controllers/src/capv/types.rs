@@ -1,0 +1,195 @@
+//! Cluster API Provider vSphere's kinds (govmomi mode, group
+//! `infrastructure.cluster.x-k8s.io`, storage version v1beta2) as the stand-in reads them:
+//! `VSphereCluster`, the `VSphereMachine` a Cluster API Machine owns, and the `VSphereVM` that
+//! stands for its VM. Only the fields read here are typed; the rest of CAPV's objects is
+//! kept as written (`infrasim_controllers::crds::capv` serves them preserving unknown
+//! fields), so CAPV's own objects apply unchanged, and the real CAPV can manage them instead.
+//! No schema is derived: the CRDs are CAPV's shapes, not these.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::CustomResource;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// CAPV's API group in govmomi mode.
+pub const GROUP: &str = "infrastructure.cluster.x-k8s.io";
+
+/// A vCenter and the cluster's endpoint, as CAPV's VSphereCluster has them.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "VSphereCluster",
+    namespaced,
+    status = "VSphereClusterStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VSphereClusterSpec {
+    /// The vCenter (`host`, `host:port` or `https://host:port`).
+    #[serde(default)]
+    pub server: String,
+    /// The vCenter certificate's SHA-1 (or SHA-256) thumbprint.
+    #[serde(default)]
+    pub thumbprint: String,
+    /// The credentials: a Secret (`username`, `password`) in the cluster's namespace, or a
+    /// cluster-wide VSphereClusterIdentity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_ref: Option<IdentityRef>,
+    /// Everything else (controlPlaneEndpoint, clusterModules, failureDomainSelector, ...).
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+/// What CAPV reports of a VSphereCluster (conditions, `initialization`, `vCenterVersion`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct VSphereClusterStatus {
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct IdentityRef {
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+}
+
+/// A VM of a vCenter, as CAPV's VSphereMachine controller writes it: the clone spec copied
+/// from the VSphereMachine, where its bootstrap data is, and once made, the VM's BIOS UUID.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "VSphereVM",
+    namespaced,
+    status = "VSphereVMStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VSphereVMSpec {
+    /// The VM's BIOS UUID (`config.uuid`), from which its Node's provider ID is made.
+    #[serde(default, rename = "biosUUID", skip_serializing_if = "Option::is_none")]
+    pub bios_uuid: Option<String>,
+    /// The vCenter (`https://host:port`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// Everything else CAPV writes (the clone spec, bootstrapRef, powerOffMode, ...).
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+impl VSphereVMSpec {
+    /// A string field of the clone spec (`template`, `datacenter`, `folder`, ...).
+    pub fn text(&self, field: &str) -> Option<&str> {
+        self.rest
+            .get(field)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    }
+
+    /// An integer field of the clone spec (`numCPUs`, `memoryMiB`).
+    pub fn number(&self, field: &str) -> Option<i64> {
+        self.rest.get(field).and_then(Value::as_i64)
+    }
+
+    /// The bootstrap data Secret's name: v1beta2's `bootstrapRef.name` (v1beta1's
+    /// ObjectReference has the same field).
+    pub fn bootstrap_secret(&self) -> Option<&str> {
+        self.rest
+            .get("bootstrapRef")
+            .and_then(|r| r.get("name"))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct VSphereVMStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addresses: Option<Vec<String>>,
+    /// The VM's managed object ID (`vm-42`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm_ref: Option<String>,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+/// CAPV's infrastructure machine: owned by a Machine, owner of a VSphereVM.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "VSphereMachine",
+    namespaced,
+    status = "VSphereMachineStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VSphereMachineSpec {
+    #[serde(
+        default,
+        rename = "providerID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub provider_id: Option<String>,
+    /// The clone spec and the rest of what CAPV's VSphereMachine holds.
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct VSphereMachineStatus {
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+/// The fields of a VSphereMachine's spec that are not its VM's clone spec: what the
+/// VSphereMachine controller does not copy into the VSphereVM (CAPV copies the clone spec,
+/// then the power-off settings, and keeps the VM's own BIOS UUID).
+pub const NOT_CLONE_SPEC: &[&str] = &[
+    "providerID",
+    "failureDomain",
+    "naming",
+    "namingStrategy",
+    "biosUUID",
+];
+
+/// The provider ID of a VM's Node, as CAPV makes it from the BIOS UUID.
+pub fn provider_id(bios_uuid: &str) -> String {
+    format!("vsphere://{bios_uuid}")
+}
+
+/// The name of the owner of `kind` in `group` among `refs`.
+pub fn owner_named(refs: &[OwnerReference], kind: &str, group: &str) -> Option<String> {
+    refs.iter()
+        .find(|o| o.kind == kind && o.api_version.split('/').next() == Some(group))
+        .map(|o| o.name.clone())
+}
+
+/// CAPV's supervisor-mode kinds (`vmware.infrastructure.cluster.x-k8s.io`): the
+/// VSphereMachine that owns a vm-operator VirtualMachine.
+pub mod supervisor {
+    use kube::CustomResource;
+    use serde::{Deserialize, Serialize};
+    use serde_json::Value;
+    use std::collections::BTreeMap;
+
+    #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+    #[kube(
+        group = "vmware.infrastructure.cluster.x-k8s.io",
+        version = "v1beta2",
+        kind = "VSphereMachine",
+        namespaced,
+        schema = "disabled"
+    )]
+    pub struct VSphereMachineSpec {
+        #[serde(flatten)]
+        pub rest: BTreeMap<String, Value>,
+    }
+}

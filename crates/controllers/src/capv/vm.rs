@@ -1,0 +1,700 @@
+//! The VSphereVM reconciler: a VSphereVM becomes a VM in its vCenter as CAPV makes it. The
+//! template is cloned under the VSphereVM's name, placed as the clone spec says (datacenter,
+//! folder, resource pool, datastore, the first device's network), sized (`numCPUs`,
+//! `memoryMiB`) and given its bootstrap data as `guestinfo.userdata` (base64); the VM's BIOS
+//! UUID goes into `spec.biosUUID`; its cloud-init metadata (hostname, and the network
+//! matched by MAC address) goes into `guestinfo.metadata`; it is powered on; and once the
+//! guest reports an address, `status.addresses` and `status.ready` say so.
+//!
+//! Nothing here polls. Each step starts a task and records it as the vCenter session's
+//! expectation ([`VCenter::start_pending`]); the session's watch of its VMs wakes the
+//! VSphereVM when the VM appears, powers on or gets an address, and a task whose effect the
+//! watch cannot show (a reconfiguration) or that failed is read once at a deadline. A task
+//! that fails is reported in `VirtualMachineProvisioned` (`TaskFailed`) and retried with
+//! backoff; a VM that disappears behind the stand-in's back is reported
+//! (`NotFoundByBIOSUUID`) and not cloned again, as CAPV does. Deleting a VSphereVM powers
+//! its VM off and destroys it.
+
+use super::credentials;
+use super::types::{owner_named, VSphereCluster, VSphereMachine, VSphereVM, GROUP};
+use super::{Error, Reconciler};
+use crate::capi::core::{Cluster, Machine};
+use base64::Engine;
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::placement::{self, Placement};
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_controller_runtime::vcenters::{Goal, VCenter};
+use infrasim_vim_client::{CloneSpec, ObjectContent, TaskState, Val};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::{Resource, ResourceExt};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// CAPV's finalizer on a VSphereVM.
+pub const FINALIZER: &str = "vspherevm.infrastructure.cluster.x-k8s.io";
+
+const MANAGER: &str = "infrasim-capv/vm";
+
+/// How long a reconcile waits for the session's first listing of the VMs.
+const SYNC_LIMIT: Duration = Duration::from_secs(30);
+
+/// When a task's state is read if the watch has not shown its effect by then.
+const TASK_CHECK: Duration = Duration::from_secs(2);
+
+/// Where a task the stand-in started stands, after the watch's copy and (at its deadline)
+/// the task itself were looked at.
+enum Followed {
+    /// No task in flight: the reconcile goes on.
+    Idle,
+    /// A task ended well: the reconcile goes on, knowing what it did.
+    Done(Goal),
+    /// Still running: look again then.
+    Wait(Next),
+}
+
+impl Reconcile<VSphereVM> for Reconciler {
+    type Error = Error;
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+
+    async fn apply(&self, vm: Arc<VSphereVM>) -> Result<Next, Error> {
+        let vc = self.session(&vm).await?;
+        let done = match self.follow(&vc, &vm).await? {
+            Followed::Wait(next) => return Ok(next),
+            Followed::Done(goal) => Some(goal),
+            Followed::Idle => None,
+        };
+        match find(&vc, &vm).await? {
+            Some(copy) => self.bring_up(&vc, &vm, &copy, done).await,
+            None if vm.spec.bios_uuid.is_some() => {
+                let why = format!(
+                    "no VM with BIOS UUID {} in the vCenter",
+                    vm.spec.bios_uuid.as_deref().unwrap_or_default()
+                );
+                let gone = Condition::new(
+                    "VirtualMachineProvisioned",
+                    false,
+                    "NotFoundByBIOSUUID",
+                    why.clone(),
+                );
+                write_status(self, &vm, gone, json!({"ready": false})).await?;
+                Err(Error::Reported(why))
+            }
+            None => {
+                self.clone_vm(&vc, &vm).await?;
+                Ok(Next::After(TASK_CHECK))
+            }
+        }
+    }
+
+    /// Powers the VM off, then destroys it; done once the vCenter has no such VM.
+    async fn cleanup(&self, vm: Arc<VSphereVM>) -> Result<Cleanup, Error> {
+        let vc = self.session(&vm).await?;
+        if let Followed::Wait(next) = self.follow(&vc, &vm).await? {
+            return Ok(Cleanup::Pending(next));
+        }
+        let Some(copy) = find(&vc, &vm).await? else {
+            return Ok(Cleanup::Done);
+        };
+        let (method, goal) = if copy.text("runtime.powerState") == "poweredOn" {
+            ("PowerOffVM_Task", Goal::Off)
+        } else {
+            ("Destroy_Task", Goal::Gone)
+        };
+        let task = vc.client.start(method, &copy.obj).await?;
+        vc.start_pending(&vm.name_any(), task, goal);
+        Ok(Cleanup::Pending(Next::After(TASK_CHECK)))
+    }
+}
+
+impl Reconciler {
+    /// The session to the VM's vCenter, with the credentials of its cluster's VSphereCluster
+    /// (the manager's own when the VM belongs to none); reported when there is none.
+    async fn session(&self, vm: &VSphereVM) -> Result<Arc<VCenter>, Error> {
+        let server = vm.spec.server.clone().unwrap_or_default();
+        let thumbprint = vm.spec.text("thumbprint").unwrap_or_default().to_string();
+        let cluster = self.vsphere_cluster_of(vm).await?;
+        let login = async {
+            let c = credentials::for_cluster(
+                &self.ctx.client,
+                &self.defaults,
+                cluster.as_deref(),
+                &server,
+                &thumbprint,
+            )
+            .await?;
+            self.vcenters.get(c).await.map_err(|e| e.to_string())
+        };
+        match login.await {
+            Ok(vc) => Ok(vc),
+            Err(why) => {
+                let down =
+                    Condition::new("VCenterAvailable", false, "VCenterUnreachable", why.clone());
+                write_conditions(self, vm, vec![down], json!({})).await?;
+                Err(Error::Reported(why))
+            }
+        }
+    }
+
+    /// VSphereVM → VSphereMachine → Machine → Cluster → its VSphereCluster, if all exist.
+    async fn vsphere_cluster_of(
+        &self,
+        vm: &VSphereVM,
+    ) -> Result<Option<Arc<VSphereCluster>>, Error> {
+        let ns = vm.namespace().unwrap_or_default();
+        let Some(owner) = owner_named(vm.owner_references(), "VSphereMachine", GROUP) else {
+            return Ok(None);
+        };
+        let Some(owner) = self.informers.get::<VSphereMachine>(&ns, &owner).await? else {
+            return Ok(None);
+        };
+        let Some(machine) = owner_named(owner.owner_references(), "Machine", "cluster.x-k8s.io")
+        else {
+            return Ok(None);
+        };
+        let Some(machine) = self.informers.get::<Machine>(&ns, &machine).await? else {
+            return Ok(None);
+        };
+        let Some(cluster) = self
+            .informers
+            .get::<Cluster>(&ns, &machine.spec.cluster_name)
+            .await?
+        else {
+            return Ok(None);
+        };
+        match cluster
+            .spec
+            .infrastructure_ref
+            .as_ref()
+            .filter(|r| r.kind == "VSphereCluster")
+        {
+            Some(infra) => Ok(self
+                .informers
+                .get::<VSphereCluster>(&ns, &infra.name)
+                .await?),
+            None => Ok(None),
+        }
+    }
+
+    /// Follows the task in flight on the VM, if any (see [`Followed`]).
+    async fn follow(&self, vc: &VCenter, vm: &VSphereVM) -> Result<Followed, Error> {
+        let name = vm.name_any();
+        let Some(pending) = vc.pending(&name) else {
+            return Ok(Followed::Idle);
+        };
+        let copy = find(vc, vm).await?;
+        let shown = match pending.goal {
+            Goal::Made => copy.is_some(),
+            Goal::Gone => copy.is_none(),
+            Goal::On => copy
+                .as_ref()
+                .is_some_and(|c| c.text("runtime.powerState") == "poweredOn"),
+            Goal::Off => copy
+                .as_ref()
+                .is_some_and(|c| c.text("runtime.powerState") == "poweredOff"),
+            // A reconfiguration shows in no watched property: only its task tells.
+            Goal::Shaped => false,
+        };
+        if shown {
+            vc.settle(&name);
+            return Ok(Followed::Done(pending.goal));
+        }
+        let age = vc.age(&pending);
+        if age < TASK_CHECK {
+            return Ok(Followed::Wait(Next::After(TASK_CHECK - age)));
+        }
+        match vc.client.task_state(&pending.task).await? {
+            TaskState::Queued | TaskState::Running => {
+                vc.checked(&name);
+                Ok(Followed::Wait(Next::After(TASK_CHECK)))
+            }
+            TaskState::Success(made) => {
+                vc.settle(&name);
+                // The watch has yet to report it: read it into the copy now, so the
+                // reconcile that goes on sees what the task did.
+                match (pending.goal, made) {
+                    (Goal::Made, Some(made)) => vc.refresh(&made).await?,
+                    (Goal::Gone, _) => {
+                        if let Some(c) = copy {
+                            vc.forget(&c.obj);
+                        }
+                    }
+                    (_, _) => {
+                        if let Some(c) = copy {
+                            vc.refresh(&c.obj).await?;
+                        }
+                    }
+                }
+                Ok(Followed::Done(pending.goal))
+            }
+            TaskState::Error { kind, message } => {
+                vc.settle(&name);
+                let why = format!("{}: {kind}: {message}", doing(pending.goal));
+                let failed = Condition::new(
+                    "VirtualMachineProvisioned",
+                    false,
+                    "TaskFailed",
+                    why.clone(),
+                );
+                write_status(self, vm, failed, json!({})).await?;
+                Err(Error::Reported(why))
+            }
+        }
+    }
+
+    /// Starts the clone (see the module's doc).
+    async fn clone_vm(&self, vc: &VCenter, vm: &VSphereVM) -> Result<(), Error> {
+        let name = vm.name_any();
+        let planned = async {
+            let userdata = self.bootstrap_data(vm).await?;
+            let template = template(vc, vm).await?;
+            let place = placement::resolve(&vc.client, Some(&placement_of(vm)), &template).await?;
+            let spec = CloneSpec {
+                name: name.clone(),
+                folder: place.folder,
+                pool: place.pool,
+                datastore: place.datastore,
+                // CAPV gives a VM two CPUs at least, and 2 GiB unless told.
+                cpus: Some(vm.spec.number("numCPUs").unwrap_or(2).max(2)),
+                memory_mb: Some(vm.spec.number("memoryMiB").unwrap_or(2048)),
+                power_on: false,
+                device_change: place.device_change,
+                extra_config: vec![
+                    ("guestinfo.userdata".into(), base64(&userdata)),
+                    ("guestinfo.userdata.encoding".into(), "base64".into()),
+                ],
+            };
+            Ok::<_, String>((template, spec))
+        };
+        let (template, spec) = match planned.await {
+            Ok(planned) => planned,
+            Err(why) => {
+                let failed = Condition::new(
+                    "VirtualMachineProvisioned",
+                    false,
+                    "NotProvisioned",
+                    why.clone(),
+                );
+                write_status(self, vm, failed, json!({})).await?;
+                return Err(Error::Reported(why));
+            }
+        };
+        let task = vc.client.clone_vm(&template.obj, &spec).await?;
+        vc.start_pending(&name, task.clone(), Goal::Made);
+        let cloning = Condition::new("VirtualMachineProvisioned", false, "WaitingForClone", "");
+        let extra = json!({"taskRef": task.value, "cloneMode": "fullClone"});
+        write_status(self, vm, cloning, extra).await
+    }
+
+    /// The bootstrap data (the Secret `bootstrapRef` names, key `value`).
+    async fn bootstrap_data(&self, vm: &VSphereVM) -> Result<Vec<u8>, String> {
+        let ns = vm.namespace().unwrap_or_default();
+        let name = vm
+            .spec
+            .bootstrap_secret()
+            .ok_or("spec.bootstrapRef names no Secret")?;
+        let secret = Api::<Secret>::namespaced(self.ctx.client.clone(), &ns)
+            .get_opt(name)
+            .await
+            .map_err(|e| format!("reading the bootstrap data Secret {ns}/{name}: {e}"))?
+            .ok_or_else(|| format!("the bootstrap data Secret {ns}/{name} does not exist"))?;
+        secret
+            .data
+            .and_then(|mut d| d.remove("value"))
+            .map(|v| v.0)
+            .ok_or_else(|| format!("the bootstrap data Secret {ns}/{name} has no value"))
+    }
+
+    /// From a VM that exists: its BIOS UUID recorded, its metadata set, powered on, and
+    /// ready once its guest has an address.
+    async fn bring_up(
+        &self,
+        vc: &VCenter,
+        vm: &VSphereVM,
+        copy: &ObjectContent,
+        done: Option<Goal>,
+    ) -> Result<Next, Error> {
+        let name = vm.name_any();
+        let uuid = copy.text("config.uuid");
+        if vm.spec.bios_uuid.is_none() && !uuid.is_empty() {
+            let api: Api<VSphereVM> =
+                Api::namespaced(self.ctx.client.clone(), &vm.namespace().unwrap_or_default());
+            let body = json!({
+                "apiVersion": VSphereVM::api_version(&()),
+                "kind": "VSphereVM",
+                "metadata": {"name": name},
+                "spec": {"biosUUID": uuid},
+            });
+            infrasim_controller_runtime::writes::apply(&api, &name, MANAGER, &body).await?;
+        }
+        if copy.text("runtime.powerState") != "poweredOn" {
+            // The metadata first (it names the NICs by their MAC addresses, which exist only
+            // once the clone does), then power.
+            let (task, goal, reason) = if done == Some(Goal::Shaped) {
+                (
+                    vc.client.start("PowerOnVM_Task", &copy.obj).await?,
+                    Goal::On,
+                    "PoweringOn",
+                )
+            } else {
+                let metadata = metadata(vc, vm, copy).await?;
+                let pairs = [
+                    (
+                        "guestinfo.metadata".to_string(),
+                        base64(metadata.as_bytes()),
+                    ),
+                    (
+                        "guestinfo.metadata.encoding".to_string(),
+                        "base64".to_string(),
+                    ),
+                ];
+                let task = vc
+                    .client
+                    .reconfigure_extra_config(&copy.obj, &pairs)
+                    .await?;
+                (task, Goal::Shaped, "WaitingForClone")
+            };
+            vc.start_pending(&name, task.clone(), goal);
+            let step = Condition::new("VirtualMachineProvisioned", false, reason, "");
+            write_status(
+                self,
+                vm,
+                step,
+                json!({"taskRef": task.value, "vmRef": copy.obj.value}),
+            )
+            .await?;
+            return Ok(Next::After(TASK_CHECK));
+        }
+        let addresses = addresses(copy);
+        if addresses.is_empty() {
+            let waiting = Condition::new(
+                "VirtualMachineProvisioned",
+                false,
+                "WaitingForIPAllocation",
+                "Waiting for the guest to report an address",
+            );
+            write_status(self, vm, waiting, json!({"vmRef": copy.obj.value})).await?;
+            return Ok(Next::AwaitChange);
+        }
+        let provisioned = Condition::new("VirtualMachineProvisioned", true, "Provisioned", "");
+        let extra = json!({"ready": true, "addresses": addresses, "vmRef": copy.obj.value});
+        write_status(self, vm, provisioned, extra).await?;
+        Ok(Next::AwaitChange)
+    }
+}
+
+/// What a task's goal is, for a failure's message.
+fn doing(goal: Goal) -> &'static str {
+    match goal {
+        Goal::Made => "cloning",
+        Goal::Shaped => "setting the metadata",
+        Goal::On => "powering on",
+        Goal::Off => "powering off",
+        Goal::Gone => "destroying",
+    }
+}
+
+/// The VM of `vm` in the session's copy: by BIOS UUID once it is known, else by name.
+async fn find(vc: &VCenter, vm: &VSphereVM) -> Result<Option<ObjectContent>, Error> {
+    let name = vm.name_any();
+    let uuid = vm.spec.bios_uuid.clone().unwrap_or_default();
+    let found = vc
+        .select(SYNC_LIMIT, |c| {
+            if uuid.is_empty() {
+                c.text("name") == name
+            } else {
+                c.text("config.uuid").eq_ignore_ascii_case(&uuid)
+            }
+        })
+        .await
+        .map_err(Error::Reported)?;
+    Ok(found.into_iter().next())
+}
+
+/// The template `spec.template` names: an inventory path, or a name in the datacenter's
+/// VM folder, else anywhere in the vCenter.
+async fn template(vc: &VCenter, vm: &VSphereVM) -> Result<ObjectContent, String> {
+    let wanted = vm.spec.text("template").ok_or("spec.template is empty")?;
+    let path = match (wanted.contains('/'), vm.spec.text("datacenter")) {
+        (true, _) => Some(wanted.trim_start_matches('/').to_string()),
+        (false, Some(dc)) => Some(format!("{dc}/vm/{wanted}")),
+        (false, None) => None,
+    };
+    if let Some(path) = path {
+        let found = vc
+            .client
+            .find_by_inventory_path(&path)
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(found) = found {
+            return vc
+                .client
+                .properties(&found, &["name"])
+                .await
+                .map_err(|e| e.to_string());
+        }
+    }
+    let leaf = wanted.rsplit('/').next().unwrap_or(wanted);
+    let named = vc.select(SYNC_LIMIT, |c| c.text("name") == leaf).await?;
+    named
+        .into_iter()
+        .next()
+        .ok_or_else(|| format!("no template {wanted:?} in the vCenter"))
+}
+
+/// The clone spec's placement, in the shape the runtime resolves.
+fn placement_of(vm: &VSphereVM) -> Placement {
+    let text = |f: &str| vm.spec.text(f).map(str::to_string);
+    Placement {
+        datacenter: text("datacenter").map(|d| d.trim_start_matches('/').to_string()),
+        cluster: None,
+        resource_pool: text("resourcePool"),
+        folder: text("folder"),
+        datastore: text("datastore"),
+        network: devices(vm)
+            .first()
+            .and_then(|d| d.get("networkName"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    }
+}
+
+/// `spec.network.devices`.
+fn devices(vm: &VSphereVM) -> Vec<Value> {
+    vm.spec
+        .rest
+        .get("network")
+        .and_then(|n| n.get("devices"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The cloud-init metadata CAPV writes: the hostname, and a network (version 2) whose
+/// ethernets match the VM's NICs by MAC address, with each device's DHCP or static addresses.
+async fn metadata(vc: &VCenter, vm: &VSphereVM, copy: &ObjectContent) -> Result<String, Error> {
+    let read = vc
+        .client
+        .properties(&copy.obj, &["config.hardware.device"])
+        .await?;
+    let macs: Vec<String> = read
+        .prop("config.hardware.device")
+        .map(Val::items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|d| {
+            d.field("macAddress")
+                .and_then(Val::text)
+                .map(str::to_string)
+        })
+        .collect();
+    Ok(render_metadata(&vm.name_any(), &devices(vm), &macs))
+}
+
+/// [`metadata`]'s text, from the devices of the clone spec and the NICs' MAC addresses.
+fn render_metadata(name: &str, devices: &[Value], macs: &[String]) -> String {
+    let flag = |d: &Value, f: &str| d.get(f).and_then(Value::as_bool).unwrap_or(false);
+    let statics = |d: &Value| -> Vec<String> {
+        d.get("ipAddrs")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let ipv4 = devices
+        .iter()
+        .any(|d| flag(d, "dhcp4") || statics(d).iter().any(|a| !a.contains(':')));
+    let ipv6 = devices
+        .iter()
+        .any(|d| flag(d, "dhcp6") || statics(d).iter().any(|a| a.contains(':')));
+    let mut out = format!(
+        "instance-id: \"{name}\"\nlocal-hostname: \"{name}\"\nwait-on-network:\n  ipv4: {ipv4}\n  ipv6: {ipv6}\nnetwork:\n  version: 2\n  ethernets:\n"
+    );
+    for (i, d) in devices.iter().enumerate() {
+        let mac = macs.get(i).map(String::as_str).unwrap_or_default();
+        let set_name = d
+            .get("deviceName")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or(format!("eth{i}"));
+        out.push_str(&format!(
+            "    id{i}:\n      match:\n        macaddress: \"{mac}\"\n      set-name: \"{set_name}\"\n      wakeonlan: true\n      dhcp4: {}\n      dhcp6: {}\n",
+            flag(d, "dhcp4"),
+            flag(d, "dhcp6")
+        ));
+        let addrs = statics(d);
+        if !addrs.is_empty() {
+            out.push_str("      addresses:\n");
+            for a in addrs {
+                out.push_str(&format!("      - \"{a}\"\n"));
+            }
+        }
+        for gw in ["gateway4", "gateway6"] {
+            if let Some(g) = d.get(gw).and_then(Value::as_str) {
+                out.push_str(&format!("      {gw}: \"{g}\"\n"));
+            }
+        }
+    }
+    out
+}
+
+/// The guest's addresses, as CAPV lists them: every NIC's, without loopback, link-local or
+/// unspecified ones (the guest's primary address when it reports no NICs).
+fn addresses(copy: &ObjectContent) -> Vec<String> {
+    let mut all: Vec<String> = copy
+        .prop("guest.net")
+        .map(Val::items)
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|nic| nic.field("ipAddress").map(Val::items).unwrap_or_default())
+        .filter_map(|a| a.text().map(str::to_string))
+        .collect();
+    if all.is_empty() {
+        let primary = copy.text("guest.ipAddress");
+        if !primary.is_empty() {
+            all.push(primary.to_string());
+        }
+    }
+    all.retain(|a| match a.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(v4)) => {
+            !(v4.is_loopback() || v4.is_link_local() || v4.is_unspecified())
+        }
+        Ok(std::net::IpAddr::V6(v6)) => {
+            !(v6.is_loopback() || v6.is_unspecified() || (v6.segments()[0] & 0xffc0) == 0xfe80)
+        }
+        Err(_) => false,
+    });
+    all
+}
+
+fn base64(data: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(data)
+}
+
+/// Writes `provisioned`, with `VCenterAvailable` True (the VM was reached) and `extra`.
+async fn write_status(
+    r: &Reconciler,
+    vm: &VSphereVM,
+    provisioned: Condition,
+    extra: Value,
+) -> Result<(), Error> {
+    let available = Condition::new("VCenterAvailable", true, "Available", "");
+    write_conditions(r, vm, vec![available, provisioned], extra).await
+}
+
+/// Sets `set` in the VSphereVM's conditions, `Ready` as their summary, and `extra` fields.
+async fn write_conditions(
+    r: &Reconciler,
+    vm: &VSphereVM,
+    set: Vec<Condition>,
+    extra: Value,
+) -> Result<(), Error> {
+    let now = r.ctx.now();
+    let mut conds: Vec<Condition> = vm
+        .status
+        .as_ref()
+        .and_then(|s| s.rest.get("conditions"))
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    for c in set {
+        conditions::set(&mut conds, c, now);
+    }
+    let not_ready = conds
+        .iter()
+        .find(|c| c.type_ != "Ready" && c.status != "True")
+        .map(|c| c.message.clone());
+    let ready = match not_ready {
+        None => Condition::new("Ready", true, "Ready", ""),
+        Some(why) => Condition::new("Ready", false, "NotReady", why),
+    };
+    conditions::set(&mut conds, ready, now);
+    let mut status = json!({
+        "conditions": conds,
+        "deprecated": {"v1beta1": {"conditions": super::v1beta1_conditions(&conds)}},
+    });
+    // What was written before and is not written now stays: another manager's fields are
+    // untouched, and ours are carried over so an apply does not drop them.
+    if let Some(s) = status.as_object_mut() {
+        if let Some(before) = vm.status.as_ref() {
+            for (k, v) in [
+                ("vmRef", before.vm_ref.as_ref().map(|v| json!(v))),
+                ("addresses", before.addresses.as_ref().map(|a| json!(a))),
+            ] {
+                if let Some(v) = v {
+                    s.insert(k.into(), v);
+                }
+            }
+            for k in ["taskRef", "cloneMode"] {
+                if let Some(v) = before.rest.get(k) {
+                    s.insert(k.into(), v.clone());
+                }
+            }
+        }
+        if let Value::Object(extra) = extra {
+            s.extend(extra);
+        }
+    }
+    let api: Api<VSphereVM> =
+        Api::namespaced(r.ctx.client.clone(), &vm.namespace().unwrap_or_default());
+    let body = json!({
+        "apiVersion": VSphereVM::api_version(&()),
+        "kind": "VSphereVM",
+        "metadata": {"name": vm.name_any()},
+        "status": status,
+    });
+    infrasim_controller_runtime::writes::apply_status(&api, &vm.name_any(), MANAGER, &body).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_names_the_host_and_matches_each_nic_by_its_mac() {
+        let devices = [json!({"networkName": "VM Network", "dhcp4": true})];
+        let text = render_metadata("wl1-md-0-abc", &devices, &["00:50:56:aa:bb:cc".into()]);
+        let doc: serde_yaml::Value = serde_yaml::from_str(&text).expect("YAML");
+        assert_eq!(doc["local-hostname"], "wl1-md-0-abc");
+        assert_eq!(doc["instance-id"], "wl1-md-0-abc");
+        assert_eq!(doc["wait-on-network"]["ipv4"], true);
+        let eth = &doc["network"]["ethernets"]["id0"];
+        assert_eq!(eth["match"]["macaddress"], "00:50:56:aa:bb:cc");
+        assert_eq!(eth["set-name"], "eth0");
+        assert_eq!(eth["dhcp4"], true);
+    }
+
+    #[test]
+    fn static_addresses_and_gateways_are_written() {
+        let devices = [json!({"ipAddrs": ["10.0.0.5/24"], "gateway4": "10.0.0.1"})];
+        let text = render_metadata("n", &devices, &[]);
+        let doc: serde_yaml::Value = serde_yaml::from_str(&text).expect("YAML");
+        let eth = &doc["network"]["ethernets"]["id0"];
+        assert_eq!(eth["addresses"][0], "10.0.0.5/24");
+        assert_eq!(eth["gateway4"], "10.0.0.1");
+        assert_eq!(eth["dhcp4"], false);
+    }
+
+    #[test]
+    fn loopback_and_link_local_addresses_are_left_out() {
+        let nic = |ips: &[&str]| {
+            Val::Object(vec![(
+                "ipAddress".into(),
+                Val::List(ips.iter().map(|i| Val::Text(i.to_string())).collect()),
+            )])
+        };
+        let copy = ObjectContent {
+            obj: infrasim_vim_client::Moref::new("VirtualMachine", "vm-1"),
+            props: vec![(
+                "guest.net".into(),
+                Val::List(vec![nic(&["127.0.0.1", "10.0.0.7", "fe80::1", "fd00::7"])]),
+            )],
+        };
+        assert_eq!(addresses(&copy), vec!["10.0.0.7", "fd00::7"]);
+    }
+}

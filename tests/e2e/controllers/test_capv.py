@@ -1,0 +1,210 @@
+"""The CAPV stand-in under `infrasim up`: a cluster of CAPV's default flavor, made from the
+variables `infrasim env` writes, turns into VMs cloned, booted and joined in the simulator,
+as CAPV would make them; and against an `infrasim vcsim` process, a failing clone and a VM
+destroyed behind the stand-in's back are reported as CAPV reports them. VMs are read with
+pyvmomi, the workload cluster with kubectl."""
+
+import base64
+import json
+import pathlib
+import subprocess
+
+from pyVim.connect import Disconnect, SmartConnect
+from pyVmomi import vim
+
+from conftest import BINARY, PASSWORD, USER, Vcsim, condition, envsubst, get, wait_for
+
+TEMPLATE = pathlib.Path(__file__).parent / "capv" / "cluster-template.yaml"
+GROUP = "infrastructure.cluster.x-k8s.io"
+
+
+def sourced(path):
+    """The variables an `infrasim env` file exports, as a shell that sources it has them."""
+    shell = subprocess.run(["bash", "-c", f"set -a; source {path}; env -0"],
+                           capture_output=True, text=True, check=True)
+    return dict(e.split("=", 1) for e in shell.stdout.split("\0") if "=" in e)
+
+
+def vms_named(si, prefix):
+    """The simulator's VMs whose names start with `prefix`, by name."""
+    view = si.content.viewManager.CreateContainerView(si.content.rootFolder,
+                                                      [vim.VirtualMachine], True)
+    try:
+        return {vm.name: vm for vm in view.view if vm.name.startswith(prefix)}
+    finally:
+        view.Destroy()
+
+
+def extra_config(vm):
+    return {o.key: o.value for o in vm.config.extraConfig}
+
+
+def items(plane, ns, kind):
+    return json.loads(plane.kubectl("-n", ns, "get", kind, "-o", "json").stdout)["items"]
+
+
+def workload_nodes(plane, ns, cluster, tmp_path):
+    """The workload cluster's Nodes, through the cluster's kubeconfig Secret; None until it
+    answers."""
+    secret = get(plane, ns, "secret", f"{cluster}-kubeconfig")
+    if not secret:
+        return None
+    path = tmp_path / f"{cluster}.kubeconfig"
+    path.write_bytes(base64.b64decode(secret["data"]["value"]))
+    out = subprocess.run(["kubectl", "--kubeconfig", str(path), "get", "nodes", "-o", "json"],
+                         capture_output=True, text=True, timeout=30)
+    return json.loads(out.stdout)["items"] if out.returncode == 0 else None
+
+
+def test_capvs_default_flavor_makes_vms_that_join_the_cluster(plane, ns, tmp_path):
+    env_file = tmp_path / "vcsim.env"
+    run = subprocess.run(
+        [BINARY, "env", "vcsim1", "c1", "-n", ns, "--kubeconfig", plane.kubeconfig,
+         "--kubernetes-version", "v1.33.0", "--worker-machines", "2", "--out", str(env_file)],
+        capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    variables = sourced(env_file)
+    plane.kubectl("apply", "--server-side", "-f", "-",
+                  input=envsubst(TEMPLATE.read_text(), variables))
+
+    def available():
+        c = get(plane, ns, "clusters.cluster.x-k8s.io", "c1")
+        return c if (condition(c, "Available") or {}).get("status") == "True" else None
+    wait_for(available, timeout=120, what="Cluster c1 Available")
+
+    # Every Machine runs on a VM, named by CAPV's provider ID.
+    machines = items(plane, ns, "machines.cluster.x-k8s.io")
+    assert len(machines) == 3
+    for m in machines:
+        assert m["status"]["phase"] == "Running", m["status"]
+        assert m["spec"]["providerID"].startswith("vsphere://"), m["spec"]
+    vsphere_vms = {v["metadata"]["name"]: v for v in items(plane, ns, f"vspherevms.{GROUP}")}
+    assert set(vsphere_vms) == {m["metadata"]["name"] for m in machines}
+
+    host, port = variables["VSPHERE_SERVER"].removeprefix("https://").rsplit(":", 1)
+    si = SmartConnect(host=host, port=int(port), user=variables["VSPHERE_USERNAME"],
+                      pwd=variables["VSPHERE_PASSWORD"], disableSslCertValidation=True)
+    try:
+        vms = vms_named(si, "c1-")
+        assert set(vms) == set(vsphere_vms)
+        for name, vm in vms.items():
+            v = vsphere_vms[name]
+            assert vm.runtime.powerState == "poweredOn"
+            assert vm.config.uuid == v["spec"]["biosUUID"]
+            assert v["status"]["ready"] is True and v["status"]["vmRef"] == vm._moId
+            assert vm.guest.ipAddress in v["status"]["addresses"]
+            assert vm.config.hardware.numCPU == 2 and vm.config.hardware.memoryMB == 8192
+            # The bootstrap data, as CAPV hands it to cloud-init.
+            extra = extra_config(vm)
+            secret = get(plane, ns, "secret", v["spec"]["bootstrapRef"]["name"])
+            assert extra["guestinfo.userdata.encoding"] == "base64"
+            assert base64.b64decode(extra["guestinfo.userdata"]) == \
+                base64.b64decode(secret["data"]["value"])
+            metadata = base64.b64decode(extra["guestinfo.metadata"]).decode()
+            assert f'local-hostname: "{name}"' in metadata
+            mac = next(d.macAddress for d in vm.config.hardware.device
+                       if isinstance(d, vim.vm.device.VirtualEthernetCard))
+            assert f'macaddress: "{mac}"' in metadata
+            # The VSphereMachine has what Cluster API's core reads.
+            machine = get(plane, ns, f"vspheremachines.{GROUP}", name)
+            assert machine["spec"]["providerID"] == f"vsphere://{vm.config.uuid}"
+            assert {"type": "ExternalIP", "address": vm.guest.ipAddress} in \
+                machine["status"]["addresses"]
+            assert machine["status"]["initialization"]["provisioned"] is True
+
+        # The workload cluster's Nodes carry those provider IDs.
+        nodes = wait_for(lambda: (lambda n: n if n and len(n) == 3 else None)(
+            workload_nodes(plane, ns, "c1", tmp_path)), timeout=30, what="three Nodes")
+        assert {n["spec"]["providerID"] for n in nodes} == \
+            {m["spec"]["providerID"] for m in machines}
+
+        # Scaling the workers adds a VM.
+        plane.kubectl("-n", ns, "scale", "machinedeployments.cluster.x-k8s.io", "c1-md-0",
+                      "--replicas=3")
+        wait_for(lambda: len([vm for vm in vms_named(si, "c1-").values()
+                              if vm.runtime.powerState == "poweredOn"]) == 4,
+                 timeout=60, what="a fourth VM powered on")
+
+        # Deleting the Cluster removes every VM.
+        plane.kubectl("-n", ns, "delete", "clusters.cluster.x-k8s.io", "c1", "--wait=true",
+                      timeout=120)
+        wait_for(lambda: not vms_named(si, "c1-"), timeout=60, what="the VMs destroyed")
+        assert items(plane, ns, f"vspherevms.{GROUP}") == []
+    finally:
+        Disconnect(si)
+
+
+def provisioned_condition(plane, ns, name):
+    vm = get(plane, ns, f"vspherevms.{GROUP}", name) or {}
+    return condition(vm, "VirtualMachineProvisioned") or {}
+
+
+def test_against_a_vcsim_process_failures_are_reported_and_recovered(plane, ns, tmp_path):
+    """Any vCenter the objects name: here an `infrasim vcsim` process, logged in to with the
+    VSphereCluster's identity Secret and trusted by its SHA-1 thumbprint, as a CAPV user with a
+    real vCenter would write them."""
+    rules = tmp_path / "faults.json"
+    rules.write_text(json.dumps([{"method": "CloneVM_Task", "type": "VirtualMachine",
+                                  "fault": "InsufficientResourcesFault", "times": 1}]))
+    v = Vcsim(tmp_path, "--faults", str(rules))
+    try:
+        sha1 = next(line for line in v.banner if "SHA-1" in line).rsplit(" ", 1)[1]
+        server = f"https://127.0.0.1:{v.port}"
+        plane.kubectl("-n", ns, "create", "secret", "generic", "creds",
+                      f"--from-literal=username={USER}", f"--from-literal=password={PASSWORD}")
+        plane.kubectl("-n", ns, "create", "secret", "generic", "m1-bootstrap",
+                      "--from-literal=value=#cloud-config")
+        labels = {"cluster.x-k8s.io/cluster-name": "v1"}
+        plane.kubectl("-n", ns, "apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(o) for o in [
+            {"apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereCluster", "metadata": {"name": "v1"},
+             "spec": {"server": server, "thumbprint": sha1,
+                      "identityRef": {"kind": "Secret", "name": "creds"},
+                      "controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443}}},
+            {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "v1"},
+             "spec": {"infrastructureRef": {"apiGroup": GROUP, "kind": "VSphereCluster", "name": "v1"}}},
+            {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+             "metadata": {"name": "m1", "labels": labels},
+             "spec": {"clusterName": "v1", "version": "v1.33.0",
+                      "bootstrap": {"dataSecretName": "m1-bootstrap"},
+                      "infrastructureRef": {"apiGroup": GROUP, "kind": "VSphereMachine", "name": "m1"}}},
+            {"apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereMachine",
+             "metadata": {"name": "m1", "labels": labels},
+             "spec": {"template": "DC0_H0_VM0", "datacenter": "DC0", "numCPUs": 2, "memoryMiB": 1024,
+                      "network": {"devices": [{"networkName": "VM Network", "dhcp4": True}]}}},
+        ]))
+        cluster = wait_for(lambda: (lambda c: c if (condition(c, "VCenterAvailable") or {}).get(
+            "status") == "True" else None)(get(plane, ns, f"vsphereclusters.{GROUP}", "v1")),
+            timeout=30, what="VCenterAvailable")
+        assert cluster["status"]["initialization"]["provisioned"] is True
+
+        # The first clone fails: reported on the VSphereVM, and retried with backoff.
+        failed = wait_for(lambda: (lambda c: c if c.get("reason") == "TaskFailed" else None)(
+            provisioned_condition(plane, ns, "m1")), timeout=60, what="TaskFailed")
+        assert "InsufficientResourcesFault" in failed["message"], failed
+        wait_for(lambda: (get(plane, ns, f"vspherevms.{GROUP}", "m1") or {}).get(
+            "status", {}).get("ready") is True, timeout=90, what="the VSphereVM ready after a retry")
+        machine = wait_for(lambda: (lambda m: m if m.get("spec", {}).get("providerID") else None)(
+            get(plane, ns, f"vspheremachines.{GROUP}", "m1")), timeout=30, what="providerID")
+
+        si = v.connect()
+        try:
+            vm = vms_named(si, "m1")["m1"]
+            assert machine["spec"]["providerID"] == f"vsphere://{vm.config.uuid}"
+            assert vm.config.hardware.memoryMB == 1024
+            # A VM destroyed behind CAPV's back is reported, not cloned again.
+            task = vm.PowerOffVM_Task()
+            wait_for(lambda: task.info.state == "success", what="power off")
+            task = vm.Destroy_Task()
+            wait_for(lambda: task.info.state == "success", what="destroy")
+            gone = wait_for(lambda: (lambda c: c if c.get("reason") == "NotFoundByBIOSUUID" else None)(
+                provisioned_condition(plane, ns, "m1")), timeout=30, what="NotFoundByBIOSUUID")
+            assert "m1" not in vms_named(si, "m1"), "not cloned again"
+            assert gone["status"] == "False"
+        finally:
+            Disconnect(si)
+        # Deleting the machine lets its VSphereVM go (there is no VM left to destroy).
+        plane.kubectl("-n", ns, "delete", "machines.cluster.x-k8s.io", "m1", "--wait=true",
+                      timeout=60)
+        assert items(plane, ns, f"vspherevms.{GROUP}") == []
+    finally:
+        v.stop()
