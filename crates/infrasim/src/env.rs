@@ -130,7 +130,14 @@ async fn wait_for_variables(
     spec: &EnvVarSpec,
     timeout: u64,
 ) -> anyhow::Result<BTreeMap<String, String>> {
-    let wanted = spec.cluster.shape_variables();
+    // Without a version asked for, the EnvVar names its template's: any version counts.
+    let asked = spec.cluster.kubernetes_version.is_some();
+    let wanted: Vec<_> = spec
+        .cluster
+        .shape_variables()
+        .into_iter()
+        .filter(|(k, _)| asked || *k != "KUBERNETES_VERSION")
+        .collect();
     let variables = |e: &EnvVar| e.status.as_ref().and_then(|s| s.variables.clone());
     let done = move |e: Option<&EnvVar>| {
         e.and_then(variables)

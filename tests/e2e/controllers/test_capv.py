@@ -60,10 +60,13 @@ def test_capvs_default_flavor_makes_vms_that_join_the_cluster(plane, ns, tmp_pat
     env_file = tmp_path / "vcsim.env"
     run = subprocess.run(
         [BINARY, "env", "vcsim1", "c1", "-n", ns, "--kubeconfig", plane.kubeconfig,
-         "--kubernetes-version", "v1.33.0", "--worker-machines", "2", "--out", str(env_file)],
+         "--worker-machines", "2", "--out", str(env_file)],
         capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     variables = sourced(env_file)
+    # With no version asked for: the newest template, and the version it is of.
+    version = variables["KUBERNETES_VERSION"]
+    assert variables["VSPHERE_TEMPLATE"].endswith(f"-kube-{version}"), variables
     plane.kubectl("apply", "--server-side", "-f", "-",
                   input=envsubst(TEMPLATE.read_text(), variables))
 
@@ -78,6 +81,7 @@ def test_capvs_default_flavor_makes_vms_that_join_the_cluster(plane, ns, tmp_pat
     for m in machines:
         assert m["status"]["phase"] == "Running", m["status"]
         assert m["spec"]["providerID"].startswith("vsphere://"), m["spec"]
+        assert m["spec"]["version"] == version
     vsphere_vms = {v["metadata"]["name"]: v for v in items(plane, ns, f"vspherevms.{GROUP}")}
     assert set(vsphere_vms) == {m["metadata"]["name"] for m in machines}
 

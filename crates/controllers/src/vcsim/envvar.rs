@@ -257,6 +257,9 @@ struct Places {
     cluster: String,
     datastore: String,
     template: String,
+    /// The Kubernetes version the template is of: `KUBERNETES_VERSION` must name it, or
+    /// the template's machines would join as another version than the cluster asks.
+    version: Option<String>,
 }
 
 /// The managed object IDs of the places (`Datacenter:datacenter-2`, as govmomi prints a
@@ -282,11 +285,16 @@ impl Places {
             None => versions.last().and_then(|v| template_names(v).last()),
         }
         .unwrap_or_default();
+        let version = c
+            .kubernetes_version
+            .clone()
+            .or_else(|| versions.last().cloned());
         Places {
             datacenter: format!("DC{dc}"),
             cluster: format!("DC{dc}_C{}", c.cluster.unwrap_or(0)),
             datastore: format!("LocalDS_{}", c.datastore.unwrap_or(0)),
             template,
+            version,
         }
     }
 
@@ -338,6 +346,9 @@ impl Places {
         let [_, folder, pool, network, template] = self.paths().map(|(_, p)| p);
         let mut vars =
             BTreeMap::from([("VSPHERE_COMPUTE_CLUSTER".to_string(), self.cluster.clone())]);
+        if let Some(version) = &self.version {
+            vars.insert("KUBERNETES_VERSION".to_string(), version.clone());
+        }
         let mut put = |k: &str, v: String| {
             vars.insert(k.to_string(), v);
         };
@@ -456,6 +467,12 @@ mod tests {
         assert_eq!(p.template, "ubuntu-2404-kube-v1.31.2");
         let p = Places::new(&e, &sim(None));
         assert_eq!(p.template, "ubuntu-2404-kube-v1.36.0");
+        // The version the template is of, not upstream's default beside a newer template.
+        assert_eq!(p.variables(None)["KUBERNETES_VERSION"], "v1.36.0");
+        assert_eq!(
+            p.variables(None)["VSPHERE_TEMPLATE"],
+            "/DC0/vm/ubuntu-2404-kube-v1.36.0"
+        );
     }
 
     #[test]

@@ -213,7 +213,8 @@ pub struct ClusterEnvVarSpec {
     pub name: String,
     #[serde(default)]
     pub namespace: String,
-    /// Default `v1.28.0`.
+    /// Default: the newest version the simulator's model has templates of (the version of
+    /// the template the variables name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes_version: Option<String>,
     /// Default 1.
