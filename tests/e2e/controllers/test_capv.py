@@ -122,6 +122,32 @@ def test_capvs_default_flavor_makes_vms_that_join_the_cluster(plane, ns, tmp_pat
         assert {n["spec"]["providerID"] for n in nodes} == \
             {m["spec"]["providerID"] for m in machines}
 
+        # The ClusterResourceSet's objects are in the workload cluster, and its binding
+        # lists each resource as applied, in the set's order.
+        crs = get(plane, ns, "clusterresourcesets.addons.cluster.x-k8s.io", "c1-crs-0")
+        assert condition(crs, "ResourcesApplied")["status"] == "True", crs["status"]
+        binding = wait_for(lambda: (lambda b: b if b and all(
+            r["applied"] for r in b["spec"]["bindings"][0]["resources"]) else None)(
+            get(plane, ns, "clusterresourcesetbindings.addons.cluster.x-k8s.io", "c1")),
+            timeout=30, what="every resource applied")
+        assert binding["spec"]["clusterName"] == "c1"
+        assert [o["name"] for o in binding["metadata"]["ownerReferences"]] == ["c1-crs-0"]
+        applied = binding["spec"]["bindings"][0]["resources"]
+        assert [(r["kind"], r["name"]) for r in applied] == [
+            ("Secret", "vsphere-config-secret"), ("ConfigMap", "csi-manifests"),
+            ("Secret", "cloud-provider-vsphere-credentials"), ("ConfigMap", "cpi-manifests")]
+        assert all(r["hash"].startswith("sha256:") for r in applied)
+        kubeconfig = tmp_path / "c1.kubeconfig"
+        wl = lambda *args: subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), *args],
+                                          capture_output=True, text=True, timeout=30)
+        assert wl("get", "namespace", "vmware-system-csi").returncode == 0
+        assert wl("-n", "vmware-system-csi", "get", "secret", "vsphere-config-secret").returncode == 0
+        assert wl("-n", "kube-system", "get", "daemonset", "vsphere-cpi").returncode == 0
+        credentials = json.loads(wl("-n", "kube-system", "get", "secret",
+                                    "cloud-provider-vsphere-credentials", "-o", "json").stdout)
+        key = f"{variables['VSPHERE_SERVER']}.password"
+        assert base64.b64decode(credentials["data"][key]).decode() == variables["VSPHERE_PASSWORD"]
+
         # Scaling the workers adds a VM.
         plane.kubectl("-n", ns, "scale", "machinedeployments.cluster.x-k8s.io", "c1-md-0",
                       "--replicas=3")
@@ -134,8 +160,72 @@ def test_capvs_default_flavor_makes_vms_that_join_the_cluster(plane, ns, tmp_pat
                       timeout=120)
         wait_for(lambda: not vms_named(si, "c1-"), timeout=60, what="the VMs destroyed")
         assert items(plane, ns, f"vspherevms.{GROUP}") == []
+        # The Cluster's binding goes with it.
+        wait_for(lambda: get(plane, ns, "clusterresourcesetbindings.addons.cluster.x-k8s.io",
+                             "c1") is None, timeout=30, what="the binding deleted")
     finally:
         Disconnect(si)
+
+
+def test_a_reconciling_resource_set_applies_changes_and_leaves_its_objects(plane, ns, tmp_path):
+    env_file = tmp_path / "vcsim.env"
+    run = subprocess.run(
+        [BINARY, "env", "vcsim2", "c2", "-n", ns, "--kubeconfig", plane.kubeconfig,
+         "--worker-machines", "0", "--out", str(env_file)],
+        capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    plane.kubectl("apply", "--server-side", "-f", "-",
+                  input=envsubst(TEMPLATE.read_text(), sourced(env_file)))
+    manifest = lambda color: json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+                                         "metadata": {"name": "palette", "namespace": "default"},
+                                         "data": {"color": color}})
+    plane.kubectl("-n", ns, "create", "configmap", "palette", f"--from-literal=data={manifest('red')}")
+    plane.kubectl("-n", ns, "apply", "-f", "-", input=json.dumps({
+        "apiVersion": "addons.cluster.x-k8s.io/v1beta2", "kind": "ClusterResourceSet",
+        "metadata": {"name": "palette"},
+        "spec": {"clusterSelector": {"matchLabels": {"cluster.x-k8s.io/cluster-name": "c2"}},
+                 "strategy": "Reconcile",
+                 "resources": [{"kind": "ConfigMap", "name": "palette"}]}}))
+    kubeconfig = tmp_path / "c2.kubeconfig"
+
+    def color():
+        if not kubeconfig.exists():
+            secret = get(plane, ns, "secret", "c2-kubeconfig")
+            if not secret:
+                return None
+            kubeconfig.write_bytes(base64.b64decode(secret["data"]["value"]))
+        out = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "-n", "default", "get",
+                              "configmap", "palette", "-o", "jsonpath={.data.color}"],
+                             capture_output=True, text=True, timeout=30)
+        return out.stdout if out.returncode == 0 else None
+    assert wait_for(color, timeout=120, what="the ConfigMap in the workload cluster") == "red"
+    binding = lambda: get(plane, ns, "clusterresourcesetbindings.addons.cluster.x-k8s.io", "c2")
+    first = next(b for b in binding()["spec"]["bindings"] if b["clusterResourceSetName"] == "palette")
+    # A change of the resource is applied again (its hash changed).
+    plane.kubectl("-n", ns, "patch", "configmap", "palette", "--type=merge", "-p",
+                  json.dumps({"data": {"data": manifest("blue")}}))
+    wait_for(lambda: color() == "blue", timeout=30, what="the change applied")
+    again = next(b for b in binding()["spec"]["bindings"] if b["clusterResourceSetName"] == "palette")
+    assert again["resources"][0]["hash"] != first["resources"][0]["hash"]
+
+    # A set that is not Reconcile refuses to become one; an empty selector is refused.
+    out = plane.kubectl("-n", ns, "patch", "clusterresourcesets.addons.cluster.x-k8s.io",
+                        "c2-crs-0", "--type=merge", "-p", '{"spec": {"strategy": "Reconcile"}}',
+                        check=False)
+    assert out.returncode != 0 and "immutable" in out.stderr, out.stderr
+    out = plane.kubectl("-n", ns, "apply", "-f", "-", check=False, input=json.dumps({
+        "apiVersion": "addons.cluster.x-k8s.io/v1beta2", "kind": "ClusterResourceSet",
+        "metadata": {"name": "everything"},
+        "spec": {"clusterSelector": {}, "resources": [{"kind": "ConfigMap", "name": "palette"}]}}))
+    assert out.returncode != 0 and "selector must not be empty" in out.stderr, out.stderr
+
+    # Deleting the set takes it out of the binding and leaves its objects.
+    plane.kubectl("-n", ns, "delete", "clusterresourcesets.addons.cluster.x-k8s.io", "palette",
+                  "--wait=true")
+    names = [b["clusterResourceSetName"] for b in binding()["spec"]["bindings"]]
+    assert names == ["c2-crs-0"], names
+    assert color() == "blue"
+    plane.kubectl("-n", ns, "delete", "clusters.cluster.x-k8s.io", "c2", "--wait=true", timeout=120)
 
 
 def provisioned_condition(plane, ns, name):

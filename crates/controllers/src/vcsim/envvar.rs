@@ -348,6 +348,9 @@ impl Places {
             BTreeMap::from([("VSPHERE_COMPUTE_CLUSTER".to_string(), self.cluster.clone())]);
         if let Some(version) = &self.version {
             vars.insert("KUBERNETES_VERSION".to_string(), version.clone());
+            // CAPV's templates name the cloud provider's image by it; upstream leaves it to
+            // the user, and the cloud provider is released per Kubernetes version.
+            vars.insert("CPI_IMAGE_K8S_VERSION".to_string(), version.clone());
         }
         let mut put = |k: &str, v: String| {
             vars.insert(k.to_string(), v);
@@ -469,6 +472,7 @@ mod tests {
         assert_eq!(p.template, "ubuntu-2404-kube-v1.36.0");
         // The version the template is of, not upstream's default beside a newer template.
         assert_eq!(p.variables(None)["KUBERNETES_VERSION"], "v1.36.0");
+        assert_eq!(p.variables(None)["CPI_IMAGE_K8S_VERSION"], "v1.36.0");
         assert_eq!(
             p.variables(None)["VSPHERE_TEMPLATE"],
             "/DC0/vm/ubuntu-2404-kube-v1.36.0"

@@ -2,6 +2,7 @@
 //! stand-in serves them: the fields these controllers read and write are typed, the rest of
 //! an upstream object is kept as written.
 
+mod addons;
 mod cluster;
 mod clusterclass;
 mod healthcheck;
@@ -11,6 +12,11 @@ mod machineset;
 mod shared;
 pub mod v1beta1;
 
+pub use addons::{
+    ClusterResourceSet, ClusterResourceSetBinding, ClusterResourceSetBindingSpec,
+    ClusterResourceSetSpec, ClusterResourceSetStatus, ResourceBinding, ResourceRef,
+    ResourceSetBinding, RESOURCE_SET_SECRET_TYPE,
+};
 pub use cluster::{
     ClassRef, Cluster, ClusterInitialization, ClusterSpec, ClusterStatus, ControlPlaneTopology,
     MachineDeploymentTopology, ReplicaCounts, Topology, WorkersTopology,

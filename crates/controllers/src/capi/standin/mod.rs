@@ -27,6 +27,7 @@ mod machineset;
 pub mod nodes;
 pub mod objects;
 mod remediation;
+mod resource_set;
 mod topology;
 mod up_to_date;
 mod v1beta1;
@@ -239,5 +240,7 @@ pub async fn run(ctx: Context, informers: Arc<infrasim_controller_runtime::infor
         machineset::run(core.clone()),
         machinedeployment::run(core.clone()),
         healthcheck::run(core.clone()),
+        resource_set::run(core.clone()),
+        resource_set::run_bindings(core.clone()),
     );
 }
