@@ -56,6 +56,13 @@ enum Command {
     Env(env::EnvArgs),
     /// Serve one vSphere simulator (SOAP at /sdk).
     Vcsim(vcsim::VcsimArgs),
+    /// Print a cluster template with its variables substituted from the environment, as
+    /// `clusterctl generate cluster --from FILE` does (`${VAR}`, `${VAR:=default}`).
+    Generate {
+        /// The template file.
+        #[arg(long)]
+        from: std::path::PathBuf,
+    },
     /// Measure the servers against baselines and print a table.
     #[cfg(feature = "bench")]
     Bench(infrasim_bench::BenchArgs),
@@ -135,6 +142,13 @@ fn main() -> anyhow::Result<()> {
         Command::Fleet(args) => shared()?.block_on(fleet::run(args)),
         Command::Cluster(args) => shared()?.block_on(cluster::run(args)),
         Command::Env(args) => shared()?.block_on(env::run(args)),
+        Command::Generate { from } => {
+            let text = std::fs::read_to_string(&from)
+                .map_err(|e| anyhow::anyhow!("reading {}: {e}", from.display()))?;
+            let vars = std::env::vars().collect();
+            print!("{}", infrasim_controllers::capi::templates::substitute(&text, &vars)?);
+            Ok(())
+        }
         Command::Manifests { which } => {
             use infrasim_controllers::{crds, deploy};
             let text = match which.as_str() {

@@ -67,8 +67,12 @@ def test_capvs_default_flavor_makes_vms_that_join_the_cluster(plane, ns, tmp_pat
     # With no version asked for: the newest template, and the version it is of.
     version = variables["KUBERNETES_VERSION"]
     assert variables["VSPHERE_TEMPLATE"].endswith(f"-kube-{version}"), variables
-    plane.kubectl("apply", "--server-side", "-f", "-",
-                  input=envsubst(TEMPLATE.read_text(), variables))
+    # As a user without clusterctl renders it: `source vcsim.env; infrasim generate --from ...`.
+    rendered = subprocess.run([BINARY, "generate", "--from", str(TEMPLATE)], env=variables,
+                              capture_output=True, text=True, timeout=30)
+    assert rendered.returncode == 0, rendered.stderr
+    assert rendered.stdout == envsubst(TEMPLATE.read_text(), variables)
+    plane.kubectl("apply", "--server-side", "-f", "-", input=rendered.stdout)
 
     def available():
         c = get(plane, ns, "clusters.cluster.x-k8s.io", "c1")
