@@ -31,39 +31,39 @@ use tokio::task::JoinHandle;
 pub struct CapiBenchArgs {
     /// Clusters to create.
     #[arg(long, default_value_t = 100)]
-    clusters: usize,
+    pub(crate) clusters: usize,
     #[arg(long, default_value_t = 1)]
-    control_planes: u32,
+    pub(crate) control_planes: u32,
     #[arg(long, default_value_t = 3)]
-    workers: u32,
+    pub(crate) workers: u32,
     /// First port of the endpoint range (one port per cluster).
     #[arg(long, default_value_t = 20000)]
-    port_min: u16,
+    pub(crate) port_min: u16,
     /// Last port of the endpoint range (raise it beyond 4,000 clusters).
     #[arg(long, default_value_t = 24000)]
-    port_max: u16,
+    pub(crate) port_max: u16,
     /// Take every Cluster API write through the embedded core's admission webhooks, as
     /// `infrasim up` does (`false`: measure without them, for their cost).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    webhooks: bool,
+    pub(crate) webhooks: bool,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 1800)]
-    timeout: u64,
+    pub(crate) timeout: u64,
     /// Events the management plane's watch window keeps (`infrasim up` keeps 10,000).
     #[arg(long, default_value_t = 100_000)]
-    watch_window: usize,
+    pub(crate) watch_window: usize,
     /// Events a management-plane watcher may fall behind before it resumes from the window
     /// (`infrasim up` allows 4,096).
     #[arg(long, default_value_t = 65_536)]
-    watcher_buffer: usize,
+    pub(crate) watcher_buffer: usize,
     /// Writes one line per management-plane write to this file: its resource, object and the
     /// fields it changed (to find writes a controller could have spared).
     #[arg(long)]
-    trace_writes: Option<std::path::PathBuf>,
+    pub(crate) trace_writes: Option<std::path::PathBuf>,
 }
 
 /// Peak resident memory of this process (VmHWM), in bytes.
-fn peak_rss() -> u64 {
+pub(crate) fn peak_rss() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -76,7 +76,7 @@ fn peak_rss() -> u64 {
 }
 
 /// Writes to the management plane by resource, counted from a watch of its group.
-type WriteCounts = Arc<std::sync::Mutex<HashMap<String, u64>>>;
+pub(crate) type WriteCounts = Arc<std::sync::Mutex<HashMap<String, u64>>>;
 
 /// Counts every write of `group` by resource until the group goes away.
 fn count_writes(
@@ -192,8 +192,26 @@ fn changed_paths(
 }
 
 /// The embedded plane: the engine, a client over its in-process service, the controllers.
-async fn plane(
+/// The in-memory provider's and the core stand-in's selection.
+fn in_memory_selection() -> Selection {
+    Selection {
+        inmemory: true,
+        namespace: None,
+        capi_core: true,
+        vcsim: false,
+        vmgroup: false,
+        sip: false,
+        v1beta1: true,
+        reach: Default::default(),
+    }
+}
+
+/// The embedded plane with `selection`'s controllers, the vcsim controller's simulators kept
+/// in `simulators`.
+pub(crate) async fn plane(
     args: &CapiBenchArgs,
+    selection: Selection,
+    simulators: Arc<infrasim_controllers::vcsim::Simulators>,
 ) -> anyhow::Result<(kube::Client, WriteCounts, Arc<Cloud>, JoinHandle<()>)> {
     let clock = SystemClock::shared();
     // Larger than `infrasim up`'s defaults (10,000 and 4,096) unless told otherwise: see the
@@ -215,16 +233,6 @@ async fn plane(
         groups: vec!["system:masters".into()],
     };
     let client = kube::Client::new(server.local_service(identity), "default");
-    let selection = Selection {
-        inmemory: true,
-        namespace: None,
-        capi_core: true,
-        vcsim: false,
-        vmgroup: false,
-        sip: false,
-        v1beta1: true,
-        reach: Default::default(),
-    };
     infrasim_controllers::capi::admission::serve_in(&server, client.clone(), true);
     crds::install(&client, &selection.crds()).await?;
     // Measured as users run it: every Cluster API write through the embedded core's webhooks.
@@ -239,9 +247,10 @@ async fn plane(
         },
         clock.clone(),
     ));
-    let controllers = tokio::spawn(infrasim_controllers::run(
+    let controllers = tokio::spawn(infrasim_controllers::run_with(
         Context::new(client.clone(), cloud.clone(), clock),
         selection,
+        simulators,
     ));
     // The plane lives as long as the process: the bench exits when it is done.
     std::mem::forget(store);
@@ -256,7 +265,8 @@ pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
         args.clusters,
         args.clusters
     );
-    let (client, writes, cloud, controllers) = plane(&args).await?;
+    let (client, writes, cloud, controllers) =
+        plane(&args, in_memory_selection(), Arc::default()).await?;
     let measured = measure(&args, &client, &writes, &cloud).await;
     crate::stop_controllers(controllers).await;
     measured
@@ -339,7 +349,7 @@ async fn declare_clusters(
 
 /// Waits until every cluster is Available and returns the time since `started`; past the
 /// timeout, says what holds the others back and fails.
-async fn wait_available(
+pub(crate) async fn wait_available(
     args: &CapiBenchArgs,
     client: &kube::Client,
     started: Instant,

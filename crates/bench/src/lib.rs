@@ -6,6 +6,7 @@
 
 mod api;
 mod capi;
+mod capv;
 mod cel;
 mod etcd;
 mod harness;
@@ -31,6 +32,9 @@ enum BenchWhat {
     /// N Cluster API clusters through the embedded plane: time until Available, reconciles
     /// per second, peak RSS.
     Capi(capi::CapiBenchArgs),
+    /// N clusters of CAPV's default flavor (VMs cloned in one VCenterSimulator by the CAPV
+    /// stand-in), beside the in-memory provider's N: time until Available, CPU, vCenter calls.
+    Capv(capv::CapvBenchArgs),
     /// etcd Status + MemberList per second through a cluster's endpoint and a port-forward,
     /// against Debian's etcd server.
     Etcd(etcd::EtcdBenchArgs),
@@ -57,6 +61,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.what {
         BenchWhat::Api(a) => api::run(a).await,
         BenchWhat::Capi(a) => capi::run(a).await,
+        BenchWhat::Capv(a) => capv::run(a).await,
         BenchWhat::Etcd(a) => etcd::run(a).await,
         BenchWhat::Vsphere(a) => vsphere::run(a).await,
         BenchWhat::Vcsim(a) => vcsim::run(a).await,

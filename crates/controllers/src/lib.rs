@@ -132,10 +132,26 @@ impl Selection {
 /// `inline(never)` keeps the box on this side.
 #[inline(never)]
 pub fn run(ctx: Context, selection: Selection) -> futures::future::BoxFuture<'static, ()> {
-    Box::pin(run_selected(ctx, selection))
+    let simulators = std::sync::Arc::new(vcsim::Simulators::default());
+    Box::pin(run_selected(ctx, selection, simulators))
 }
 
-async fn run_selected(ctx: Context, selection: Selection) {
+/// [`run`], with the vcsim controller's simulators kept in `simulators`, for a caller that
+/// reads them (a benchmark counting a simulator's calls).
+#[inline(never)]
+pub fn run_with(
+    ctx: Context,
+    selection: Selection,
+    simulators: std::sync::Arc<vcsim::Simulators>,
+) -> futures::future::BoxFuture<'static, ()> {
+    Box::pin(run_selected(ctx, selection, simulators))
+}
+
+async fn run_selected(
+    ctx: Context,
+    selection: Selection,
+    simulators: std::sync::Arc<vcsim::Simulators>,
+) {
     let informers = std::sync::Arc::new(informers::Informers::new(
         ctx.client.clone(),
         selection.namespace.clone(),
@@ -152,7 +168,6 @@ async fn run_selected(ctx: Context, selection: Selection) {
     };
     let vcsim = async {
         if selection.vcsim {
-            let simulators = std::sync::Arc::new(vcsim::Simulators::default());
             vcsim::run(
                 ctx.clone(),
                 informers.clone(),

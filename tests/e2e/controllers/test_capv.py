@@ -14,7 +14,7 @@ from pyVmomi import vim
 
 from conftest import BINARY, PASSWORD, USER, Vcsim, condition, envsubst, get, wait_for
 
-TEMPLATE = pathlib.Path(__file__).parent / "capv" / "cluster-template.yaml"
+TEMPLATE = pathlib.Path(__file__).parents[3] / "deploy" / "capv" / "cluster-template.yaml"
 GROUP = "infrastructure.cluster.x-k8s.io"
 
 

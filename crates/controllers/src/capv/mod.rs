@@ -56,6 +56,9 @@ const WATCHING: Watching = Watching {
         "runtime.powerState",
         "guest.net",
         "guest.ipAddress",
+        // Where the bootstrap data and cloud-init metadata are: a reconfiguration of the
+        // metadata shows here, so nothing waits on its task.
+        "config.extraConfig",
     ],
     owner_field: None,
 };

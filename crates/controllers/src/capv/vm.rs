@@ -8,8 +8,9 @@
 //!
 //! Nothing here polls. Each step starts a task and records it as the vCenter session's
 //! expectation ([`VCenter::start_pending`]); the session's watch of its VMs wakes the
-//! VSphereVM when the VM appears, powers on or gets an address, and a task whose effect the
-//! watch cannot show (a reconfiguration) or that failed is read once at a deadline. A task
+//! VSphereVM when the VM appears, gets its metadata (the watched `config.extraConfig`),
+//! powers on or gets an address, and a task whose effect the watch has not shown by a
+//! deadline is read once then (it failed, or the watch lags). A task
 //! that fails is reported in `VirtualMachineProvisioned` (`TaskFailed`) and retried with
 //! backoff; a VM that disappears behind the stand-in's back is reported
 //! (`NotFoundByBIOSUUID`) and not cloned again, as CAPV does. Deleting a VSphereVM powers
@@ -48,8 +49,8 @@ const TASK_CHECK: Duration = Duration::from_secs(2);
 enum Followed {
     /// No task in flight: the reconcile goes on.
     Idle,
-    /// A task ended well: the reconcile goes on, knowing what it did.
-    Done(Goal),
+    /// A task ended well (its effect is in the copy): the reconcile goes on.
+    Done,
     /// Still running: look again then.
     Wait(Next),
 }
@@ -60,13 +61,11 @@ impl Reconcile<VSphereVM> for Reconciler {
 
     async fn apply(&self, vm: Arc<VSphereVM>) -> Result<Next, Error> {
         let vc = self.session(&vm).await?;
-        let done = match self.follow(&vc, &vm).await? {
-            Followed::Wait(next) => return Ok(next),
-            Followed::Done(goal) => Some(goal),
-            Followed::Idle => None,
-        };
+        if let Followed::Wait(next) = self.follow(&vc, &vm).await? {
+            return Ok(next);
+        }
         match find(&vc, &vm).await? {
-            Some(copy) => self.bring_up(&vc, &vm, &copy, done).await,
+            Some(copy) => self.bring_up(&vc, &vm, &copy).await,
             None if vm.spec.bios_uuid.is_some() => {
                 let why = format!(
                     "no VM with BIOS UUID {} in the vCenter",
@@ -193,12 +192,14 @@ impl Reconciler {
             Goal::Off => copy
                 .as_ref()
                 .is_some_and(|c| c.text("runtime.powerState") == "poweredOff"),
-            // A reconfiguration shows in no watched property: only its task tells.
-            Goal::Shaped => false,
+            // The metadata's reconfiguration shows in the watched extraConfig.
+            Goal::Shaped => copy
+                .as_ref()
+                .is_some_and(|c| extra_config(c, "guestinfo.metadata").is_some()),
         };
         if shown {
             vc.settle(&name);
-            return Ok(Followed::Done(pending.goal));
+            return Ok(Followed::Done);
         }
         let age = vc.age(&pending);
         if age < TASK_CHECK {
@@ -226,7 +227,7 @@ impl Reconciler {
                         }
                     }
                 }
-                Ok(Followed::Done(pending.goal))
+                Ok(Followed::Done)
             }
             TaskState::Error { kind, message } => {
                 vc.settle(&name);
@@ -313,7 +314,6 @@ impl Reconciler {
         vc: &VCenter,
         vm: &VSphereVM,
         copy: &ObjectContent,
-        done: Option<Goal>,
     ) -> Result<Next, Error> {
         let name = vm.name_any();
         let uuid = copy.text("config.uuid");
@@ -331,19 +331,19 @@ impl Reconciler {
         if copy.text("runtime.powerState") != "poweredOn" {
             // The metadata first (it names the NICs by their MAC addresses, which exist only
             // once the clone does), then power.
-            let (task, goal, reason) = if done == Some(Goal::Shaped) {
+            // As CAPV compares it with what the VM has: set only when it differs (a VM
+            // powered off behind the stand-in's back keeps its metadata and is powered on).
+            let wanted = base64(metadata(vc, vm, copy).await?.as_bytes());
+            let (task, goal, reason) = if extra_config(copy, "guestinfo.metadata") == Some(&wanted)
+            {
                 (
                     vc.client.start("PowerOnVM_Task", &copy.obj).await?,
                     Goal::On,
                     "PoweringOn",
                 )
             } else {
-                let metadata = metadata(vc, vm, copy).await?;
                 let pairs = [
-                    (
-                        "guestinfo.metadata".to_string(),
-                        base64(metadata.as_bytes()),
-                    ),
+                    ("guestinfo.metadata".to_string(), wanted),
                     (
                         "guestinfo.metadata.encoding".to_string(),
                         "base64".to_string(),
@@ -382,6 +382,16 @@ impl Reconciler {
         write_status(self, vm, provisioned, extra).await?;
         Ok(Next::AwaitChange)
     }
+}
+
+/// The value of `key` in a VM's watched `config.extraConfig`.
+fn extra_config<'a>(copy: &'a ObjectContent, key: &str) -> Option<&'a str> {
+    copy.prop("config.extraConfig")?
+        .items()
+        .into_iter()
+        .find(|o| o.field("key").and_then(Val::text) == Some(key))
+        .and_then(|o| o.field("value"))
+        .and_then(Val::text)
 }
 
 /// What a task's goal is, for a failure's message.
