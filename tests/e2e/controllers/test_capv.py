@@ -298,11 +298,42 @@ def test_against_a_vcsim_process_failures_are_reported_and_recovered(plane, ns, 
                 provisioned_condition(plane, ns, "m1")), timeout=30, what="NotFoundByBIOSUUID")
             assert "m1" not in vms_named(si, "m1"), "not cloned again"
             assert gone["status"] == "False"
+
+            # The vCenter ends the stand-in's session (an administrator kills it): it logs in
+            # again, and the next machine gets its VM.
+            manager = si.content.sessionManager
+            mine = manager.currentSession.key
+            killed = [s.key for s in manager.sessionList if s.key != mine]
+            assert killed, "the stand-in holds a session"
+            manager.TerminateSession(killed)
+            plane.kubectl("-n", ns, "create", "secret", "generic", "m2-bootstrap",
+                          "--from-literal=value=#cloud-config")
+            plane.kubectl("-n", ns, "apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(o) for o in [
+                {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                 "metadata": {"name": "m2", "labels": labels},
+                 "spec": {"clusterName": "v1", "version": "v1.33.0",
+                          "bootstrap": {"dataSecretName": "m2-bootstrap"},
+                          "infrastructureRef": {"apiGroup": GROUP, "kind": "VSphereMachine", "name": "m2"}}},
+                {"apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereMachine",
+                 "metadata": {"name": "m2", "labels": labels},
+                 "spec": {"template": "DC0_H0_VM0", "datacenter": "DC0",
+                          "network": {"devices": [{"networkName": "VM Network", "dhcp4": True}]}}},
+            ]))
+            wait_for(lambda: (get(plane, ns, f"vspherevms.{GROUP}", "m2") or {}).get(
+                "status", {}).get("ready") is True, timeout=60, what="m2 ready after the kill")
+            assert vms_named(si, "m2")["m2"].runtime.powerState == "poweredOn"
+            assert not set(killed) & {s.key for s in manager.sessionList}
         finally:
             Disconnect(si)
-        # Deleting the machine lets its VSphereVM go (there is no VM left to destroy).
-        plane.kubectl("-n", ns, "delete", "machines.cluster.x-k8s.io", "m1", "--wait=true",
+        # Deleting the machines lets their VSphereVMs go (m1 has no VM left to destroy; m2's
+        # is destroyed).
+        plane.kubectl("-n", ns, "delete", "machines.cluster.x-k8s.io", "m1", "m2", "--wait=true",
                       timeout=60)
         assert items(plane, ns, f"vspherevms.{GROUP}") == []
+        si = v.connect()
+        try:
+            assert not vms_named(si, "m2"), "m2's VM destroyed"
+        finally:
+            Disconnect(si)
     finally:
         v.stop()
