@@ -337,3 +337,41 @@ def test_against_a_vcsim_process_failures_are_reported_and_recovered(plane, ns, 
             Disconnect(si)
     finally:
         v.stop()
+
+
+def test_a_cluster_identity_lends_its_secret_to_the_namespaces_it_allows(plane, ns, tmp_path):
+    """A VSphereClusterIdentity: its Secret in CAPV's namespace (capv-system), used by the
+    VSphereClusters of the namespaces its selector admits, refused to the others."""
+    v = Vcsim(tmp_path)
+    try:
+        sha1 = next(line for line in v.banner if "SHA-1" in line).rsplit(" ", 1)[1]
+        plane.kubectl("create", "namespace", "capv-system", check=False)
+        secret = f"{ns}-vcenter"
+        plane.kubectl("-n", "capv-system", "create", "secret", "generic", secret,
+                      f"--from-literal=username={USER}", f"--from-literal=password={PASSWORD}")
+        plane.kubectl("label", "namespace", ns, "vcenter-access=yes")
+        plane.kubectl("apply", "-f", "-", input=json.dumps({
+            "apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereClusterIdentity",
+            "metadata": {"name": ns},
+            "spec": {"secretName": secret,
+                     "allowedNamespaces": {"selector": {"matchLabels": {"vcenter-access": "yes"}}}}}))
+        other = f"{ns}-other"
+        plane.kubectl("create", "namespace", other)
+        for where in (ns, other):
+            plane.kubectl("-n", where, "apply", "-f", "-", input=json.dumps({
+                "apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereCluster", "metadata": {"name": "id"},
+                "spec": {"server": f"https://127.0.0.1:{v.port}", "thumbprint": sha1,
+                         "identityRef": {"kind": "VSphereClusterIdentity", "name": ns},
+                         "controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443}}}))
+
+        def available(where):
+            c = get(plane, where, f"vsphereclusters.{GROUP}", "id") or {}
+            return condition(c, "VCenterAvailable") or None
+        wait_for(lambda: (available(ns) or {}).get("status") == "True", timeout=30,
+                 what="VCenterAvailable through the identity")
+        refused = wait_for(lambda: available(other), timeout=30, what="the other's condition")
+        assert refused["status"] == "False" and refused["reason"] == "VCenterUnreachable"
+        assert f"does not allow namespace {other}" in refused["message"], refused
+        plane.kubectl("delete", "namespace", other, "--wait=false")
+    finally:
+        v.stop()

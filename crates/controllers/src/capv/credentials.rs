@@ -44,9 +44,12 @@ pub async fn for_cluster(
         Some(identity) if identity.kind == "Secret" => {
             secret_credentials(client, &ns, &identity.name).await?
         }
+        Some(identity) if identity.kind == "VSphereClusterIdentity" => {
+            identity_credentials(client, &ns, &identity.name).await?
+        }
         Some(identity) => {
             return Err(format!(
-                "identityRef kind {} is not supported by the CAPV stand-in (use a Secret)",
+                "identityRef kind {} is neither Secret nor VSphereClusterIdentity",
                 identity.kind
             ))
         }
@@ -75,6 +78,57 @@ pub async fn for_cluster(
         password,
         trust: Trust::Thumbprint(thumbprint),
     })
+}
+
+/// The namespace CAPV's manager runs in, where a VSphereClusterIdentity's Secret lives.
+pub const MANAGER_NAMESPACE: &str = "capv-system";
+
+/// The credentials of a cluster-wide VSphereClusterIdentity, for a cluster in `ns`: its
+/// Secret (`spec.secretName`, in CAPV's own namespace), if the identity is available and its
+/// `allowedNamespaces` admit `ns` (no `allowedNamespaces` admits none; an empty selector,
+/// all).
+async fn identity_credentials(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> Result<(String, String), String> {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(super::types::GROUP, "v1beta2", "VSphereClusterIdentity"),
+        "vsphereclusteridentities",
+    );
+    let identity = Api::<DynamicObject>::all_with(client.clone(), &resource)
+        .get_opt(name)
+        .await
+        .map_err(|e| format!("reading VSphereClusterIdentity {name}: {e}"))?
+        .ok_or_else(|| format!("VSphereClusterIdentity {name} does not exist"))?;
+    let selector = identity
+        .data
+        .pointer("/spec/allowedNamespaces/selector")
+        .cloned();
+    let Some(selector) = selector else {
+        return Err(format!("VSphereClusterIdentity {name} allows no namespace"));
+    };
+    let selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
+        serde_json::from_value(selector).map_err(|e| format!("its selector: {e}"))?;
+    let namespace = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .get_opt(ns)
+        .await
+        .map_err(|e| format!("reading namespace {ns}: {e}"))?;
+    let labels = namespace.map(|n| n.labels().clone()).unwrap_or_default();
+    let admitted = kube::core::Selector::try_from(selector)
+        .is_ok_and(|s| kube::core::SelectorExt::matches(&s, &labels));
+    if !admitted {
+        return Err(format!(
+            "VSphereClusterIdentity {name} does not allow namespace {ns}"
+        ));
+    }
+    let secret = identity
+        .data
+        .pointer("/spec/secretName")
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| format!("VSphereClusterIdentity {name} names no secretName"))?;
+    secret_credentials(client, MANAGER_NAMESPACE, secret).await
 }
 
 /// A credentials Secret's `username` and `password`.
