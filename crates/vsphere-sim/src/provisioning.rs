@@ -151,9 +151,10 @@ impl Simulator {
     /// the timeline has due done first).
     pub fn vm_by_bios_uuid(&self, uuid: &str) -> Option<VmState> {
         self.with_current_inventory(|inv| {
+            // Compared in place: a copy of every VM's UUID per lookup was most of its cost.
             let vm = inv.iter().find(|o| {
                 o.moref.ty == "VirtualMachine"
-                    && text(o, "config.uuid").is_some_and(|u| u.eq_ignore_ascii_case(uuid))
+                    && matches!(o.path("config.uuid"), Some(Val::Str(u)) if u.eq_ignore_ascii_case(uuid))
             })?;
             Some(vm_state(vm))
         })

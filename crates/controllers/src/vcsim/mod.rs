@@ -51,8 +51,6 @@ pub struct Reconciler {
     /// The public key every EnvVar hands out as `VSPHERE_SSH_AUTHORIZED_KEY` (one per
     /// process, as upstream's controller makes one at start).
     pub ssh_authorized_key: String,
-    /// VSphereVMs waiting for their VM to power on in a simulator of this process.
-    pub vm_waits: ChangeWaits<crate::capv::types::VSphereVM>,
     /// VirtualMachines waiting for their guest's address.
     pub virtual_machine_waits: ChangeWaits<virtual_machine::VirtualMachine>,
     /// EnvVars waiting for a place they name to appear in their simulator.
@@ -71,7 +69,6 @@ pub async fn run(
 ) {
     // What waits on a simulator is woken by the simulator's change notification: a
     // simulator of this process tells its subscribers, as it tells WaitForUpdates calls.
-    let (vm_waits, vms_woken) = ChangeWaits::new();
     let (virtual_machine_waits, virtual_machines_woken) = ChangeWaits::new();
     let (envvar_waits, envvars_woken) = ChangeWaits::new();
     let r = Arc::new(Reconciler {
@@ -79,7 +76,6 @@ pub async fn run(
         informers: informers.clone(),
         simulators,
         ssh_authorized_key: envvar::ssh_authorized_key(),
-        vm_waits,
         virtual_machine_waits,
         envvar_waits,
     });
@@ -105,7 +101,11 @@ pub async fn run(
         ),
         |m| named_after_infrastructure(&m, "infrastructure.cluster.x-k8s.io"),
     )
-    .reconcile_on(vms_woken);
+    // And when CAPV reports its VM up (`status.ready`).
+    .watches_shared_stream(
+        filtered(&informers.of::<crate::capv::types::VSphereVM>(), vm_ready),
+        |v| Some(ObjectRef::from_obj(&*v)),
+    );
     // Dependencies made from a simulator wait for it to serve: its status wakes them.
     let dependencies = infrasim_controller_runtime::triggers::controller(
         &informers.of::<types::VMOperatorDependencies>(),
@@ -265,6 +265,11 @@ fn served_by(
         })
         .map(|d| ObjectRef::from_obj(&**d))
         .collect()
+}
+
+/// Whether CAPV reports a VSphereVM's VM up.
+fn vm_ready(v: &crate::capv::types::VSphereVM) -> Option<u64> {
+    hash((v.uid(), v.status.as_ref().and_then(|s| s.ready)))
 }
 
 /// What of a simulator its EnvVars are written from.

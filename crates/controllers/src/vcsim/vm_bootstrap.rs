@@ -1,6 +1,7 @@
 //! The VM bootstrap reconciler: a VSphereVM (govmomi mode) stands for a VM CAPV cloned in a
-//! simulated vCenter. Once its Machine has bootstrap data and the VM is powered on in the
-//! simulator, the machine "boots": it joins the workload cluster served behind the cluster's
+//! simulated vCenter of this process. Once its Machine has bootstrap data and CAPV (or the
+//! CAPV stand-in) reports the VM up (`status.ready`: powered on, its guest with an
+//! address), the machine "boots": it joins the workload cluster served behind the cluster's
 //! ControlPlaneEndpoint as kubeadm would (its Node with providerID `vsphere://<biosUUID>`,
 //! and on a control-plane machine the etcd member and static pods), as the in-memory
 //! provider's machines do. Deleting the VSphereVM takes the machine out of the cluster.
@@ -18,7 +19,6 @@ use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
-use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use std::sync::Arc;
 
@@ -68,26 +68,21 @@ async fn boot_when_ready(vm: &VSphereVM, r: &Reconciler) -> Result<Next, Error> 
     if infrasim_controller_runtime::finalizers::ensure(&r.ctx.client, vm, FINALIZER).await? {
         return Ok(Next::AwaitChange);
     }
-    let Some(sim) = vm
+    if vm
         .spec
         .server
         .as_deref()
         .and_then(|s| r.simulators.serving_at(s))
-    else {
+        .is_none()
+    {
         // Another vCenter (a real one, or a simulator of another process): not ours to boot.
         return Ok(Next::AwaitChange);
-    };
-    // Taken before the VM is read, so a power-on in between is heard.
-    let changes = sim.changes();
-    match sim.vm_by_bios_uuid(&uuid) {
-        Some(state) if state.powered_on => {}
-        state => {
-            // CAPV powers the VM on (a task that ends at a time the simulator knows): the
-            // simulator's change wakes the VSphereVM, and a scheduled change is a deadline.
-            r.vm_waits.wake_on_change(ObjectRef::from_obj(vm), changes);
-            let scheduled = state.and_then(|s| sim.next_change_of(&s.moref));
-            return Ok(scheduled.map_or(Next::AwaitChange, Next::At));
-        }
+    }
+    // CAPV (or its stand-in) says the VM is up: powered on, its guest with an address. Its
+    // status change wakes the VSphereVM; reading the simulator instead, every waiting VM
+    // looked through every VM at every change of the simulator (quadratic at thousands).
+    if vm.status.as_ref().and_then(|s| s.ready) != Some(true) {
+        return Ok(Next::AwaitChange);
     }
     match boot(vm, r, &owners, &uuid).await? {
         true => Ok(Next::AwaitChange),
