@@ -25,6 +25,17 @@ def sourced(path):
     return dict(e.split("=", 1) for e in shell.stdout.split("\0") if "=" in e)
 
 
+def infrasim_env(plane, ns, simulator, cluster, tmp_path, workers):
+    """`infrasim env` as a user runs it; the variables of the file it writes."""
+    env_file = tmp_path / f"{cluster}.env"
+    run = subprocess.run(
+        [BINARY, "env", simulator, cluster, "-n", ns, "--kubeconfig", plane.kubeconfig,
+         "--worker-machines", str(workers), "--out", str(env_file)],
+        capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    return sourced(env_file)
+
+
 def vms_named(si, prefix):
     """The simulator's VMs whose names start with `prefix`, by name."""
     view = si.content.viewManager.CreateContainerView(si.content.rootFolder,
@@ -57,13 +68,7 @@ def workload_nodes(plane, ns, cluster, tmp_path):
 
 
 def test_capvs_default_flavor_makes_vms_that_join_the_cluster(plane, ns, tmp_path):
-    env_file = tmp_path / "vcsim.env"
-    run = subprocess.run(
-        [BINARY, "env", "vcsim1", "c1", "-n", ns, "--kubeconfig", plane.kubeconfig,
-         "--worker-machines", "2", "--out", str(env_file)],
-        capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
-    variables = sourced(env_file)
+    variables = infrasim_env(plane, ns, "vcsim1", "c1", tmp_path, workers=2)
     # With no version asked for: the newest template, and the version it is of.
     version = variables["KUBERNETES_VERSION"]
     assert variables["VSPHERE_TEMPLATE"].endswith(f"-kube-{version}"), variables
@@ -172,14 +177,9 @@ def test_capvs_default_flavor_makes_vms_that_join_the_cluster(plane, ns, tmp_pat
 
 
 def test_a_reconciling_resource_set_applies_changes_and_leaves_its_objects(plane, ns, tmp_path):
-    env_file = tmp_path / "vcsim.env"
-    run = subprocess.run(
-        [BINARY, "env", "vcsim2", "c2", "-n", ns, "--kubeconfig", plane.kubeconfig,
-         "--worker-machines", "0", "--out", str(env_file)],
-        capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
+    variables = infrasim_env(plane, ns, "vcsim2", "c2", tmp_path, workers=0)
     plane.kubectl("apply", "--server-side", "-f", "-",
-                  input=envsubst(TEMPLATE.read_text(), sourced(env_file)))
+                  input=envsubst(TEMPLATE.read_text(), variables))
     manifest = lambda color: json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
                                          "metadata": {"name": "palette", "namespace": "default"},
                                          "data": {"color": color}})

@@ -6,11 +6,10 @@
 
 use super::types::{VSphereCluster, VSphereMachine};
 use super::{Error, Reconciler};
-use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::conditions::Condition;
 use infrasim_controller_runtime::informers::Informers;
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_controller_runtime::triggers::every_change;
-use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::Controller;
 use kube::ResourceExt;
@@ -130,39 +129,13 @@ async fn write_status(
     available: Condition,
     version: Option<String>,
 ) -> Result<(), Error> {
-    let now = r.ctx.now();
-    let mut conds: Vec<Condition> = c
-        .status
-        .as_ref()
-        .and_then(|s| s.rest.get("conditions"))
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default();
-    let ready = if available.is_true() {
-        Condition::new("Ready", true, "Ready", "")
-    } else {
-        Condition::new("Ready", false, "NotReady", available.message.clone())
-    };
-    let provisioned = available.is_true();
-    conditions::set(&mut conds, available, now);
-    conditions::set(&mut conds, ready, now);
-    let mut status = json!({
-        "conditions": conds,
-        "deprecated": {"v1beta1": {"conditions": super::v1beta1_conditions(&conds)}},
-    });
-    if provisioned {
-        status["initialization"] = json!({"provisioned": true});
+    let mut extra = json!({});
+    if available.is_true() {
+        extra["initialization"] = json!({"provisioned": true});
     }
     if let Some(version) = version {
-        status["vCenterVersion"] = json!(version);
+        extra["vCenterVersion"] = json!(version);
     }
-    let api: Api<VSphereCluster> =
-        Api::namespaced(r.ctx.client.clone(), &c.namespace().unwrap_or_default());
-    let body = json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-        "kind": "VSphereCluster",
-        "metadata": {"name": c.name_any()},
-        "status": status,
-    });
-    infrasim_controller_runtime::writes::apply_status(&api, &c.name_any(), MANAGER, &body).await?;
-    Ok(())
+    let before = c.status.as_ref().map(|s| &s.rest);
+    super::write_status(r, c, before, MANAGER, vec![available], extra).await
 }

@@ -38,8 +38,12 @@ pub async fn for_cluster(
     thumbprint: &str,
 ) -> Result<Credentials, String> {
     let ns = vc.and_then(|c| c.namespace()).unwrap_or_default();
-    let simulator = defaults(server.to_string()).await;
     let identity = vc.and_then(|c| c.spec.identity_ref.as_ref());
+    // Asked only when they are needed: no identity, or no thumbprint.
+    let simulator = match identity.is_none() || thumbprint.is_empty() {
+        true => defaults(server.to_string()).await,
+        false => None,
+    };
     let (username, password) = match identity {
         Some(identity) if identity.kind == "Secret" => {
             secret_credentials(client, &ns, &identity.name).await?

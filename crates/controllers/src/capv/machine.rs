@@ -272,37 +272,9 @@ async fn write_status(
     provisioned: Condition,
     extra: Option<Value>,
 ) -> Result<(), Error> {
-    let now = r.ctx.now();
-    let mut conds: Vec<Condition> = m
-        .status
-        .as_ref()
-        .and_then(|s| s.rest.get("conditions"))
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default();
-    let ready = if provisioned.is_true() {
-        Condition::new("Ready", true, "Ready", "")
-    } else {
-        Condition::new("Ready", false, "NotReady", provisioned.message.clone())
-    };
-    conditions::set(&mut conds, provisioned, now);
-    conditions::set(&mut conds, ready, now);
-    let mut status = json!({
-        "conditions": conds,
-        "deprecated": {"v1beta1": {"conditions": super::v1beta1_conditions(&conds)}},
-    });
-    if let (Some(Value::Object(extra)), Some(s)) = (extra, status.as_object_mut()) {
-        s.extend(extra);
-    }
-    let api: Api<VSphereMachine> =
-        Api::namespaced(r.ctx.client.clone(), &m.namespace().unwrap_or_default());
-    let body = json!({
-        "apiVersion": VSphereMachine::api_version(&()),
-        "kind": "VSphereMachine",
-        "metadata": {"name": m.name_any()},
-        "status": status,
-    });
-    infrasim_controller_runtime::writes::apply_status(&api, &m.name_any(), MANAGER, &body).await?;
-    Ok(())
+    let before = m.status.as_ref().map(|s| &s.rest);
+    let extra = extra.unwrap_or_else(|| json!({}));
+    super::write_status(r, m, before, MANAGER, vec![provisioned], extra).await
 }
 
 #[cfg(test)]

@@ -98,6 +98,61 @@ fn v1beta1_conditions(
     old
 }
 
+/// Writes a CAPV object's status as `manager`: `set` among the conditions it has (`before`,
+/// its status as read), `Ready` as their summary (False with the first one that is not
+/// True), upstream's v1beta1 copy of them, and the `extra` status fields.
+async fn write_status<K>(
+    r: &Reconciler,
+    obj: &K,
+    before: Option<&std::collections::BTreeMap<String, serde_json::Value>>,
+    manager: &str,
+    set: Vec<infrasim_controller_runtime::conditions::Condition>,
+    extra: serde_json::Value,
+) -> Result<(), Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    use infrasim_controller_runtime::conditions::{self, Condition};
+    let now = r.ctx.now();
+    let mut conds: Vec<Condition> = before
+        .and_then(|s| s.get("conditions"))
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    for c in set {
+        conditions::set(&mut conds, c, now);
+    }
+    let not_ready = conds
+        .iter()
+        .find(|c| c.type_ != "Ready" && c.status != "True")
+        .map(|c| c.message.clone());
+    let ready = match not_ready {
+        None => Condition::new("Ready", true, "Ready", ""),
+        Some(why) => Condition::new("Ready", false, "NotReady", why),
+    };
+    conditions::set(&mut conds, ready, now);
+    let mut status = serde_json::json!({
+        "conditions": conds,
+        "deprecated": {"v1beta1": {"conditions": v1beta1_conditions(&conds)}},
+    });
+    if let (serde_json::Value::Object(extra), Some(s)) = (extra, status.as_object_mut()) {
+        s.extend(extra);
+    }
+    let name = obj.name_any();
+    let api: kube::Api<K> =
+        kube::Api::namespaced(r.ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let body = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "metadata": {"name": name},
+        "status": status,
+    });
+    infrasim_controller_runtime::writes::apply_status(&api, &name, manager, &body).await?;
+    Ok(())
+}
+
 /// The VSphereVMs whose VM changed in a vCenter: CAPV names a VM after its VSphereVM.
 fn vms_changed(
     informers: &Informers,

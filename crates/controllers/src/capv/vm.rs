@@ -21,7 +21,7 @@ use super::types::{owner_named, VSphereCluster, VSphereMachine, VSphereVM, GROUP
 use super::{Error, Reconciler};
 use crate::capi::core::{Cluster, Machine};
 use base64::Engine;
-use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::conditions::Condition;
 use infrasim_controller_runtime::placement::{self, Placement};
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_controller_runtime::vcenters::{Goal, VCenter};
@@ -604,61 +604,27 @@ async fn write_conditions(
     set: Vec<Condition>,
     extra: Value,
 ) -> Result<(), Error> {
-    let now = r.ctx.now();
-    let mut conds: Vec<Condition> = vm
-        .status
-        .as_ref()
-        .and_then(|s| s.rest.get("conditions"))
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default();
-    for c in set {
-        conditions::set(&mut conds, c, now);
-    }
-    let not_ready = conds
-        .iter()
-        .find(|c| c.type_ != "Ready" && c.status != "True")
-        .map(|c| c.message.clone());
-    let ready = match not_ready {
-        None => Condition::new("Ready", true, "Ready", ""),
-        Some(why) => Condition::new("Ready", false, "NotReady", why),
-    };
-    conditions::set(&mut conds, ready, now);
-    let mut status = json!({
-        "conditions": conds,
-        "deprecated": {"v1beta1": {"conditions": super::v1beta1_conditions(&conds)}},
-    });
-    // What was written before and is not written now stays: another manager's fields are
-    // untouched, and ours are carried over so an apply does not drop them.
-    if let Some(s) = status.as_object_mut() {
-        if let Some(before) = vm.status.as_ref() {
-            for (k, v) in [
-                ("vmRef", before.vm_ref.as_ref().map(|v| json!(v))),
-                ("addresses", before.addresses.as_ref().map(|a| json!(a))),
-            ] {
-                if let Some(v) = v {
-                    s.insert(k.into(), v);
-                }
-            }
-            for k in ["taskRef", "cloneMode"] {
-                if let Some(v) = before.rest.get(k) {
-                    s.insert(k.into(), v.clone());
-                }
+    // What was written before and is not written now stays: an apply that left them out
+    // would drop them.
+    let mut fields = serde_json::Map::new();
+    if let Some(before) = vm.status.as_ref() {
+        if let Some(v) = &before.vm_ref {
+            fields.insert("vmRef".into(), json!(v));
+        }
+        if let Some(a) = &before.addresses {
+            fields.insert("addresses".into(), json!(a));
+        }
+        for k in ["taskRef", "cloneMode"] {
+            if let Some(v) = before.rest.get(k) {
+                fields.insert(k.into(), v.clone());
             }
         }
-        if let Value::Object(extra) = extra {
-            s.extend(extra);
-        }
     }
-    let api: Api<VSphereVM> =
-        Api::namespaced(r.ctx.client.clone(), &vm.namespace().unwrap_or_default());
-    let body = json!({
-        "apiVersion": VSphereVM::api_version(&()),
-        "kind": "VSphereVM",
-        "metadata": {"name": vm.name_any()},
-        "status": status,
-    });
-    infrasim_controller_runtime::writes::apply_status(&api, &vm.name_any(), MANAGER, &body).await?;
-    Ok(())
+    if let Value::Object(extra) = extra {
+        fields.extend(extra);
+    }
+    let before = vm.status.as_ref().map(|s| &s.rest);
+    super::write_status(r, vm, before, MANAGER, set, Value::Object(fields)).await
 }
 
 #[cfg(test)]

@@ -136,10 +136,18 @@ impl Reconcile<ClusterResourceSet> for Sets {
             .annotations()
             .contains_key(crate::capi::PAUSED_ANNOTATION);
         let mut outcome = Outcome::default();
-        if !paused {
-            for cluster in self.clusters(&set) {
-                if let Err(e) = self.apply_to(&set, &cluster, &mut outcome).await {
-                    outcome.fail("NotApplied", "ApplyFailed", e.to_string());
+        let clusters = match paused {
+            true => Vec::new(),
+            false => self.clusters(&set),
+        };
+        // Read once for all the clusters the set applies to.
+        if !clusters.is_empty() {
+            if let Some(resources) = self.resources(&set, &mut outcome).await {
+                for cluster in &clusters {
+                    let applied = self.apply_to(&set, cluster, &resources, &mut outcome);
+                    if let Err(e) = applied.await {
+                        outcome.fail("NotApplied", "ApplyFailed", e.to_string());
+                    }
                 }
             }
         }
@@ -238,12 +246,13 @@ impl Sets {
     }
 
     /// Applies what `set` names to `cluster`'s workload cluster, as its binding allows.
-    async fn apply_to(
+    /// The data of the set's resources that exist, in the set's order (a missing one is
+    /// reported and skipped, as upstream does); `None` when a Secret is of another type.
+    async fn resources(
         &self,
         set: &ClusterResourceSet,
-        cluster: &Cluster,
         outcome: &mut Outcome,
-    ) -> Result<(), Error> {
+    ) -> Option<Vec<(ResourceRef, Vec<Vec<u8>>)>> {
         let ns = set.namespace().unwrap_or_default();
         let mut resources = Vec::new();
         for r in &set.spec.resources {
@@ -256,10 +265,21 @@ impl Sets {
                 ),
                 Err(why) => {
                     outcome.fail("WrongSecretType", "WrongSecretType", why);
-                    return Ok(());
+                    return None;
                 }
             }
         }
+        Some(resources)
+    }
+
+    async fn apply_to(
+        &self,
+        set: &ClusterResourceSet,
+        cluster: &Cluster,
+        resources: &[(ResourceRef, Vec<Vec<u8>>)],
+        outcome: &mut Outcome,
+    ) -> Result<(), Error> {
+        let ns = set.namespace().unwrap_or_default();
         // The workload cluster answers once its control plane is up: its change wakes the set.
         if !cluster.control_plane_initialized() {
             return Ok(());
@@ -280,7 +300,7 @@ impl Sets {
         let mut binding = self.binding(set, cluster).await?;
         let entry = entry_of(&mut binding, &set.name_any());
         for (r, data) in resources {
-            let digest = digest(&data);
+            let digest = digest(data);
             let done = entry
                 .resources
                 .iter()
@@ -293,7 +313,7 @@ impl Sets {
             if !needed {
                 continue;
             }
-            let result = apply_objects(&workload, &data, set.reconciles()).await;
+            let result = apply_objects(&workload, data, set.reconciles()).await;
             if let Err(why) = &result {
                 outcome.fail(
                     "NotApplied",
