@@ -7,6 +7,13 @@
 
 use serde_json::Value;
 
+mod exec;
+mod fmt;
+mod funcs;
+mod lex;
+mod parse;
+mod value;
+
 /// A template that failed to parse or to execute, with Go's wording.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -21,24 +28,32 @@ pub enum Error {
 pub struct Template {
     name: String,
     text: String,
+    trees: parse::Trees,
 }
 
 impl Template {
     /// Parses `text` as a template called `name` (the name appears in error messages).
     pub fn parse(name: &str, text: &str) -> Result<Template, Error> {
-        Ok(Template {
-            name: name.to_string(),
-            text: text.to_string(),
-        })
+        let trees = parse::parse(name, text, &|f| funcs::lookup(f).is_some()).map_err(|(pos, msg)| {
+            let pos = pos.min(text.len());
+            let line = 1 + text.get(..pos).unwrap_or("").matches('\n').count();
+            if msg.starts_with("template: ") {
+                Error::Parse(msg)
+            } else {
+                Error::Parse(format!("template: {name}:{line}: {msg}"))
+            }
+        })?;
+        Ok(Template { name: name.to_string(), text: text.to_string(), trees })
     }
 
     /// Executes the template with `data` as dot.
-    pub fn execute(&self, _data: &Value) -> Result<String, Error> {
-        Err(Error::Exec(format!(
-            "template: {}: execution is being written ({} bytes)",
-            self.name,
-            self.text.len()
-        )))
+    pub fn execute(&self, data: &Value) -> Result<String, Error> {
+        // A JSON null decodes into a nil map, which reads like an empty one.
+        let dot = match data {
+            Value::Null => value::V::map(Default::default()),
+            d => value::V::from_json(d),
+        };
+        exec::execute(&self.trees, &self.text, &self.name, dot).map_err(Error::Exec)
     }
 }
 
