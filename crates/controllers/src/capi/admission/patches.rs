@@ -4,11 +4,8 @@
 //! which the stand-in does not offer), each JSON patch an `add`/`replace`/`remove` under
 //! `/spec` whose value comes from exactly one of `value` and `valueFrom`, a `valueFrom`
 //! variable the class defines (or one of the builtins), and selectors that match one of the
-//! class's templates.
-//!
-//! Upstream also parses `enabledIf` and `valueFrom.template` as Go templates with sprig's
-//! functions; the stand-in has no Go template engine, so those strings are not checked
-//! here (a broken template fails when a Cluster is patched instead).
+//! class's templates; `enabledIf` and every `valueFrom.template` must parse as Go templates
+//! (with sprig's functions, as [`infrasim_gotemplate`] knows them).
 
 use super::field::{go_quote, FieldError};
 use infrasim_kube_api::validation::is_qualified_name;
@@ -27,6 +24,14 @@ pub fn check(class: &Value) -> Vec<FieldError> {
         let path = format!("spec.patches[{i}]");
         let name = patch["name"].as_str().unwrap_or("");
         name_errors(name, &names, &path, &mut errors);
+        if let Some(enabled_if) = patch["enabledIf"].as_str().filter(|s| !s.is_empty()) {
+            template_error(
+                "enabledIf",
+                enabled_if,
+                &format!("{path}.enabledIf"),
+                &mut errors,
+            );
+        }
         definitions(patch, class, &path, &mut errors);
         names.insert(name.to_string());
     }
@@ -196,6 +201,14 @@ fn value_from(from: &Value, class: &Value, path: &str, errors: &mut Vec<FieldErr
             "valueFrom can not set both template and variable",
         ));
     }
+    if !template.is_empty() {
+        template_error(
+            "valueFrom.template",
+            template,
+            &format!("{path}.template"),
+            errors,
+        );
+    }
     if variable.is_empty() {
         return;
     }
@@ -223,6 +236,17 @@ fn value_from(from: &Value, class: &Value, path: &str, errors: &mut Vec<FieldErr
             at,
             json!(variable),
             format!("variable with name {variable} cannot be found"),
+        ));
+    }
+}
+
+/// A template that does not parse, with the parser's words.
+fn template_error(name: &str, template: &str, at: &str, errors: &mut Vec<FieldError>) {
+    if let Err(e) = infrasim_gotemplate::Template::parse(name, template) {
+        errors.push(FieldError::invalid(
+            at,
+            json!(template),
+            format!("template can not be parsed: {e}"),
         ));
     }
 }

@@ -133,7 +133,7 @@ pub struct Topology {
     pub control_plane: Option<ControlPlaneTopology>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<WorkersTopology>,
-    /// Values for the class's variables (the stand-in reports them as unsupported).
+    /// Values for the class's variables, which its patches read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown_list")]
     pub variables: Option<Vec<Value>>,

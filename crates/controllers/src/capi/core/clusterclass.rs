@@ -1,5 +1,6 @@
 //! `ClusterClass` (cluster.x-k8s.io/v1beta2): the templates a topology Cluster is built from.
-//! Patches and variables are kept as written; the stand-in reports them as unsupported.
+//! The stand-in applies its inline patches with its variables (see the core stand-in's
+//! `blueprint`); external patches need Runtime Extensions and are refused.
 
 // Printer columns repeat `type_ = "string"` and the like inside one `#[kube(...)]`.
 #![allow(clippy::duplicated_attributes)]

@@ -15,6 +15,7 @@
 
 pub mod certs;
 mod cluster;
+mod cluster_class;
 pub mod etcd;
 mod external;
 mod healthcheck;
@@ -28,6 +29,8 @@ pub mod nodes;
 pub mod objects;
 mod remediation;
 mod resource_set;
+mod blueprint;
+mod patches;
 mod topology;
 mod up_to_date;
 mod v1beta1;
@@ -234,6 +237,7 @@ pub async fn run(ctx: Context, informers: Arc<infrasim_controller_runtime::infor
     });
     futures::join!(
         cluster::run(core.clone()),
+        cluster_class::run(core.clone()),
         machine::run(core.clone()),
         kubeadm_config::run(core.clone()),
         kcp::run(core.clone()),

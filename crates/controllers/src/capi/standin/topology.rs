@@ -2,11 +2,13 @@
 //! control plane (with its machines' infrastructure template) cloned from the class's
 //! templates, and in the same pass (as Cluster API's topology controller does) one
 //! MachineDeployment per topology entry with its own copies of the bootstrap and
-//! infrastructure templates, and the class's health checks. Replica and version changes flow down (the control plane first,
-//! the workers once it runs the new version). The class's patches and variables are not
-//! applied: the `TopologyReconciled` condition says so rather than ignoring them silently.
+//! infrastructure templates, and the class's health checks. Replica and version changes flow
+//! down (the control plane first, the workers once it runs the new version). Objects are made
+//! from the class's templates as its patches leave them (see [`super::blueprint`]); a patch
+//! or variable that fails is the `TopologyReconciled` condition's reason, and nothing is made.
 
-use super::objects::{clone_template, copy_template, owner_ref, random_suffix, CloneSpec};
+use super::blueprint::{self, Blueprint, Existing};
+use super::objects::{clone_template, copy_template, owner_ref, CloneSpec};
 use super::{Error, Reconciler};
 use crate::capi::core::{
     Cluster, ClusterClass, ContractRef, KubeadmControlPlane, MachineDeployment,
@@ -89,13 +91,23 @@ pub(super) async fn reconcile(
             e.to_string(),
         )
     };
-    if let Err(e) = infrastructure(c, r, &class).await {
+    let wanted = topology
+        .workers
+        .as_ref()
+        .map(|w| w.machine_deployments.clone())
+        .unwrap_or_default();
+    let existing = existing_deployments(c, r).await?;
+    let bp = match plan(c, r, &class, &wanted, &existing).await {
+        Ok(bp) => bp,
+        Err(e) => return Ok(failed(e)),
+    };
+    if let Err(e) = infrastructure(c, r, bp.as_ref()).await {
         return Ok(failed(e));
     }
     // A control plane this pass makes (the Cluster had no reference to one when it was read)
     // holds no worker back.
     let cp_was_there = c.spec.control_plane_ref.is_some();
-    if let Err(e) = control_plane(c, r, &class).await {
+    if let Err(e) = control_plane(c, r, &class, bp.as_ref()).await {
         return Ok(failed(e));
     }
     let kcp = match &c.spec.control_plane_ref {
@@ -108,19 +120,80 @@ pub(super) async fn reconcile(
         None => None,
     };
     let cp = progress(kcp.as_deref().filter(|_| cp_was_there), &topology.version);
-    let wanted = topology
-        .workers
-        .as_ref()
-        .map(|w| w.machine_deployments.clone())
-        .unwrap_or_default();
     let mut pending = Vec::new();
-    if let Err(e) = machine_deployments(c, r, &class, &wanted, &cp, &mut pending).await {
+    let made = Deployments {
+        class: &class,
+        wanted: &wanted,
+        existing: &existing,
+        blueprint: bp.as_ref(),
+    };
+    if let Err(e) = machine_deployments(c, r, &made, &cp, &mut pending).await {
         return Ok(failed(e));
     }
     if let Err(e) = health_checks(c, r, &class, kcp.as_deref()).await {
         return Ok(failed(e));
     }
-    Ok(condition(c, &class, &topology.version, &cp, pending))
+    Ok(condition(&topology.version, &cp, pending))
+}
+
+/// The topology's MachineDeployments as they are (by the topology's labels).
+async fn existing_deployments(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+) -> Result<Vec<MachineDeployment>, Error> {
+    let api: Api<MachineDeployment> = r.api(&c.namespace().unwrap_or_default());
+    let selector = format!("{CLUSTER_NAME_LABEL}={},{OWNED_LABEL}", c.name_any());
+    Ok(api
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items)
+}
+
+/// The blueprint, when this pass has something to make: the infrastructure cluster, the
+/// control plane or a MachineDeployment the topology names and nothing made yet.
+async fn plan(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+    class: &ClusterClass,
+    wanted: &[MachineDeploymentTopology],
+    existing: &[MachineDeployment],
+) -> Result<Option<Blueprint>, Error> {
+    let md_missing = wanted.iter().any(|w| {
+        !existing
+            .iter()
+            .any(|e| e.labels().get(DEPLOYMENT_LABEL) == Some(&w.name))
+    });
+    if c.spec.infrastructure_ref.is_some() && c.spec.control_plane_ref.is_some() && !md_missing {
+        return Ok(None);
+    }
+    let ns = c.namespace().unwrap_or_default();
+    let kcp = match &c.spec.control_plane_ref {
+        Some(cp) => {
+            r.core
+                .informers
+                .get::<KubeadmControlPlane>(&ns, &cp.name)
+                .await?
+        }
+        None => None,
+    };
+    let have = Existing {
+        control_plane: kcp.as_deref(),
+        deployments: existing,
+    };
+    blueprint::build(c, r, class, wanted, &have).await.map(Some)
+}
+
+/// What the MachineDeployments step works from.
+struct Deployments<'a> {
+    class: &'a ClusterClass,
+    wanted: &'a [MachineDeploymentTopology],
+    existing: &'a [MachineDeployment],
+    blueprint: Option<&'a Blueprint>,
+}
+
+/// The blueprint a step that makes something needs; `plan` builds one whenever there is.
+fn needed(bp: Option<&Blueprint>) -> Result<&Blueprint, Error> {
+    bp.ok_or_else(|| Error::Invalid("the topology's blueprint was not built".into()))
 }
 
 /// Where the control plane is on its way to the topology's version: whether workers may be
@@ -163,21 +236,7 @@ fn progress(kcp: Option<&KubeadmControlPlane>, version: &str) -> ControlPlanePro
     }
 }
 
-fn condition(
-    c: &Cluster,
-    class: &ClusterClass,
-    version: &str,
-    cp: &ControlPlaneProgress,
-    pending: Vec<String>,
-) -> Condition {
-    let patches = class.spec.patches.as_ref().map_or(0, Vec::len);
-    let variables = class.spec.variables.as_ref().map_or(0, Vec::len);
-    let set = c
-        .spec
-        .topology
-        .as_ref()
-        .and_then(|t| t.variables.as_ref())
-        .map_or(0, Vec::len);
+fn condition(version: &str, cp: &ControlPlaneProgress, pending: Vec<String>) -> Condition {
     if cp.upgrading || !pending.is_empty() {
         // Cluster API's message: the target, then one indented line per part held back.
         let mut message = format!("Cluster is upgrading to {version}");
@@ -188,19 +247,6 @@ fn condition(
             message.push_str(&format!("\n  * {line}"));
         }
         return Condition::new("TopologyReconciled", false, "ClusterUpgrading", message);
-    }
-    if patches + variables + set > 0 {
-        return Condition::new(
-            "TopologyReconciled",
-            false,
-            "PatchesAndVariablesNotSupported",
-            format!(
-                "infrasim's Cluster API stand-in does not apply ClusterClass patches or variables: the cluster \
-                 was built from the templates as written (ClusterClass {} has {patches} patches and {variables} \
-                 variables; the Cluster sets {set}). Run the real Cluster API controllers (infrasim up --capi-core=external) for them.",
-                class.name_any()
-            ),
-        );
     }
     Condition::new("TopologyReconciled", true, "ReconcileSucceeded", "")
 }
@@ -271,22 +317,23 @@ async fn made_before(
 async fn infrastructure(
     c: &mut Cluster,
     r: &Reconciler<Cluster>,
-    class: &ClusterClass,
+    bp: Option<&Blueprint>,
 ) -> Result<(), Error> {
     if c.spec.infrastructure_ref.is_some() {
         return Ok(());
     }
     let ns = c.namespace().unwrap_or_default();
-    let template_ref = &class.spec.infrastructure.template_ref;
-    if let Some(existing) = made_before(c, r, template_ref).await? {
+    let bp = needed(bp)?;
+    let template = &bp.infrastructure;
+    let template_ref = template_ref_of(template);
+    if let Some(existing) = made_before(c, r, &template_ref).await? {
         return set_ref(c, r, "infrastructureRef", &existing).await;
     }
-    let template = get_template(r, &ns, template_ref).await?;
-    let name = format!("{}-{}", c.name_any(), random_suffix());
+    let name = format!("{}-{}", c.name_any(), super::objects::random_suffix());
     let created = clone_template(
         &r.client(),
         &ns,
-        &template,
+        template,
         CloneSpec {
             name: &name,
             labels: owned_labels(c),
@@ -299,9 +346,19 @@ async fn infrastructure(
     set_ref(c, r, "infrastructureRef", &created).await
 }
 
+/// The reference to a template read from the API (its own apiVersion, kind and name).
+fn template_ref_of(template: &DynamicObject) -> TemplateRef {
+    let types = template.types.clone().unwrap_or_default();
+    TemplateRef {
+        api_version: types.api_version,
+        kind: types.kind,
+        name: template.name_any(),
+    }
+}
+
 /// The object `template_ref` names, read through the resolver so a contract's kind is found
 /// under its real resource; a template that is not there is the ClusterClass's error.
-async fn get_template(
+pub(super) async fn get_template(
     r: &Reconciler<Cluster>,
     ns: &str,
     template_ref: &TemplateRef,
@@ -324,6 +381,7 @@ async fn control_plane(
     c: &mut Cluster,
     r: &Reconciler<Cluster>,
     class: &ClusterClass,
+    bp: Option<&Blueprint>,
 ) -> Result<(), Error> {
     let ns = c.namespace().unwrap_or_default();
     let topology = c.spec.topology.clone().unwrap_or_default();
@@ -334,20 +392,20 @@ async fn control_plane(
     if let Some(existing) = made_before(c, r, &class.spec.control_plane.template_ref).await? {
         return set_ref(c, r, "controlPlaneRef", &existing).await;
     }
-    let mut labels = owned_labels(c);
-    let machine_template = control_plane_machine_template(c, r, class, &topology, &labels).await?;
-    let template = get_template(r, &ns, &class.spec.control_plane.template_ref).await?;
+    let bp = needed(bp)?;
+    let labels = owned_labels(c);
+    let machine_template =
+        control_plane_machine_template(c, r, class, bp, &topology, &labels).await?;
     let mut overrides = json!({"version": topology.version, "machineTemplate": machine_template});
     if let Some(n) = replicas {
         overrides["replicas"] = json!(n);
     }
-    labels.extend(BTreeMap::new());
     let created = clone_template(
         &r.client(),
         &ns,
-        &template,
+        &bp.control_plane,
         CloneSpec {
-            name: &format!("{}-{}", c.name_any(), random_suffix()),
+            name: &bp.control_plane_name,
             labels,
             annotations: BTreeMap::new(),
             owner: Some(owner_ref(c, true)),
@@ -402,6 +460,7 @@ async fn control_plane_machine_template(
     c: &Cluster,
     r: &Reconciler<Cluster>,
     class: &ClusterClass,
+    bp: &Blueprint,
     topology: &Topology,
     labels: &BTreeMap<String, String>,
 ) -> Result<Value, Error> {
@@ -424,17 +483,9 @@ async fn control_plane_machine_template(
     }
     let mut machine_template =
         json!({"metadata": {"labels": machine_labels, "annotations": machine_annotations}});
-    if let Some(infra) = &class.spec.control_plane.machine_infrastructure {
-        let source = get_template(r, &ns, &infra.template_ref).await?;
-        let copy = copy_template(
-            &r.client(),
-            &ns,
-            &source,
-            &format!("{}-{}", c.name_any(), random_suffix()),
-            labels,
-            owner_ref(c, false),
-        )
-        .await?;
+    if let Some((source, name)) = &bp.control_plane_machines {
+        let copy =
+            copy_template(&r.client(), &ns, source, name, labels, owner_ref(c, false)).await?;
         machine_template["spec"] = json!({"infrastructureRef": contract(&copy)});
     }
     Ok(machine_template)
@@ -444,18 +495,13 @@ async fn control_plane_machine_template(
 async fn machine_deployments(
     c: &Cluster,
     r: &Reconciler<Cluster>,
-    class: &ClusterClass,
-    wanted: &[MachineDeploymentTopology],
+    made: &Deployments<'_>,
     cp: &ControlPlaneProgress,
     pending: &mut Vec<String>,
 ) -> Result<(), Error> {
     let ns = c.namespace().unwrap_or_default();
     let api: Api<MachineDeployment> = r.api(&ns);
-    let selector = format!("{CLUSTER_NAME_LABEL}={},{OWNED_LABEL}", c.name_any());
-    let existing = api
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items;
+    let (wanted, existing) = (made.wanted, made.existing);
     let version = c
         .spec
         .topology
@@ -467,7 +513,7 @@ async fn machine_deployments(
             .iter()
             .find(|e| e.labels().get(DEPLOYMENT_LABEL) == Some(&md.name));
         match current {
-            None if cp.stable() => create_md(c, r, class, md).await?,
+            None if cp.stable() => create_md(c, r, made.class, needed(made.blueprint)?, md).await?,
             None => pending.push(format!(
                 "MachineDeployment {} creation deferred while control plane upgrade is in progress",
                 md.name
@@ -521,56 +567,56 @@ async fn create_md(
     c: &Cluster,
     r: &Reconciler<Cluster>,
     class: &ClusterClass,
+    bp: &Blueprint,
     md: &MachineDeploymentTopology,
 ) -> Result<(), Error> {
     let ns = c.namespace().unwrap_or_default();
-    let md_class: &MachineDeploymentClass = class
-        .spec
-        .workers
-        .as_ref()
-        .and_then(|w| w.machine_deployments.iter().find(|m| m.class == md.class))
-        .ok_or_else(|| {
+    let (bootstrap_template, infra_template, names) =
+        bp.deployments.get(&md.name).ok_or_else(|| {
             Error::Invalid(format!(
                 "MachineDeploymentClass {} not found in ClusterClass {}",
                 md.class,
-                class.name_any()
+                c.spec
+                    .topology
+                    .as_ref()
+                    .map(|t| t.class_ref.name.clone())
+                    .unwrap_or_default()
             ))
         })?;
+    let md_class: Option<&MachineDeploymentClass> = class
+        .spec
+        .workers
+        .as_ref()
+        .and_then(|w| w.machine_deployments.iter().find(|m| m.class == md.class));
     let mut labels = owned_labels(c);
     labels.insert(DEPLOYMENT_LABEL.into(), md.name.clone());
-    let copy = |t: TemplateRef| {
-        let labels = labels.clone();
-        let ns = ns.clone();
-        async move {
-            let source = r
-                .core
-                .resolver
-                .template_api(&r.client(), &ns, &t)
-                .await?
-                .get_opt(&t.name)
-                .await?
-                .ok_or_else(|| Error::Invalid(format!("{} {} not found", t.kind, t.name)))?;
-            let name = format!("{}-{}-{}", c.name_any(), md.name, random_suffix());
-            Ok::<_, Error>(
-                copy_template(
-                    &r.client(),
-                    &ns,
-                    &source,
-                    &name,
-                    &labels,
-                    owner_ref(c, false),
-                )
-                .await?,
-            )
-        }
-    };
-    let bootstrap = copy(md_class.bootstrap.template_ref.clone()).await?;
-    let infra = copy(md_class.infrastructure.template_ref.clone()).await?;
+    let client = r.client();
+    let bootstrap = copy_template(
+        &client,
+        &ns,
+        bootstrap_template,
+        &names.bootstrap,
+        &labels,
+        owner_ref(c, false),
+    )
+    .await?;
+    let infra = copy_template(
+        &client,
+        &ns,
+        infra_template,
+        &names.infrastructure,
+        &labels,
+        owner_ref(c, false),
+    )
+    .await?;
     let mut template_labels = labels.clone();
     let mut template_annotations = BTreeMap::new();
-    for meta in [md_class.metadata.clone(), md.metadata.clone()]
-        .into_iter()
-        .flatten()
+    for meta in [
+        md_class.and_then(|m| m.metadata.clone()),
+        md.metadata.clone(),
+    ]
+    .into_iter()
+    .flatten()
     {
         template_labels.extend(meta.labels);
         template_annotations.extend(meta.annotations);
@@ -579,7 +625,7 @@ async fn create_md(
     let (policy, machine_policy) = md_policy(md);
     let mut object = json!({
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
-        "metadata": {"name": format!("{}-{}-{}", c.name_any(), md.name, random_suffix()), "namespace": ns,
+        "metadata": {"name": names.deployment, "namespace": ns,
                      "labels": labels, "ownerReferences": [owner_ref(c, false)]},
         "spec": {
             "clusterName": c.name_any(), "replicas": md.replicas.unwrap_or(1),
