@@ -32,7 +32,9 @@ pub struct State<'a> {
 
 pub fn execute(trees: &Trees, text: &str, name: &str, data: V) -> ExecResult<String> {
     let Some(root) = trees.get(name) else {
-        return Err(format!("template: no template {name:?} associated with template {name:?}"));
+        return Err(format!(
+            "template: no template {name:?} associated with template {name:?}"
+        ));
     };
     let mut s = State {
         trees,
@@ -78,18 +80,32 @@ impl State<'_> {
                     self.print_value(&v);
                 }
             }
-            Node::Break(_) => return Ok(Flow::Break),
-            Node::Continue(_) => return Ok(Flow::Continue),
-            Node::Branch { kind: BranchKind::Range, pipe, list, else_list, .. } => {
+            Node::Break => return Ok(Flow::Break),
+            Node::Continue => return Ok(Flow::Continue),
+            Node::Branch {
+                kind: BranchKind::Range,
+                pipe,
+                list,
+                else_list,
+                ..
+            } => {
                 return self.walk_range(dot, pipe, list, else_list.as_deref());
             }
-            Node::Branch { kind, pipe, list, else_list, .. } => {
+            Node::Branch {
+                kind,
+                pipe,
+                list,
+                else_list,
+                ..
+            } => {
                 let mark = self.vars.len();
                 let r = self.walk_if_or_with(dot, *kind, pipe, list, else_list.as_deref());
                 self.vars.truncate(mark);
                 return r;
             }
-            Node::Template { pos, name, pipe } => self.walk_template(dot, *pos, name, pipe.as_ref())?,
+            Node::Template { pos, name, pipe } => {
+                self.walk_template(dot, *pos, name, pipe.as_ref())?
+            }
         }
         Ok(Flow::Normal)
     }
@@ -123,23 +139,47 @@ impl State<'_> {
         }
     }
 
-    fn walk_range(&mut self, dot: &V, pipe: &Pipe, list: &[Node], else_list: Option<&[Node]>) -> ExecResult<Flow> {
+    fn walk_range(
+        &mut self,
+        dot: &V,
+        pipe: &Pipe,
+        list: &[Node],
+        else_list: Option<&[Node]>,
+    ) -> ExecResult<Flow> {
         let mark = self.vars.len();
         let r = self.walk_range_inner(dot, pipe, list, else_list);
         self.vars.truncate(mark);
         r
     }
 
-    fn walk_range_inner(&mut self, dot: &V, pipe: &Pipe, list: &[Node], else_list: Option<&[Node]>) -> ExecResult<Flow> {
+    fn walk_range_inner(
+        &mut self,
+        dot: &V,
+        pipe: &Pipe,
+        list: &[Node],
+        else_list: Option<&[Node]>,
+    ) -> ExecResult<Flow> {
         let val = self.eval_pipeline(dot, pipe)?;
         let items: Vec<(V, V)> = match &val {
-            V::List(l, _) => l.iter().enumerate().map(|(i, e)| (V::Int(i as i64), e.clone())).collect(),
-            V::Map(m, _) => m.borrow().iter().map(|(k, v)| (V::str(k.as_str()), v.clone())).collect(),
+            V::List(l, _) => l
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (V::Int(i as i64), e.clone()))
+                .collect(),
+            V::Map(m, _) => m
+                .borrow()
+                .iter()
+                .map(|(k, v)| (V::str(k.as_str()), v.clone()))
+                .collect(),
             // Go 1.22 ranges over an integer n as 0..n.
             V::Int(n) | V::Int64(n) => (0..(*n).max(0)).map(|i| (V::Int(i), V::Int(i))).collect(),
             V::Invalid | V::Nil => Vec::new(),
             other => {
-                return Err(self.err_at(pipe.pos, "range", &format!("range can't iterate over {}", fmt::to_string(other))));
+                return Err(self.err_at(
+                    pipe.pos,
+                    "range",
+                    &format!("range can't iterate over {}", fmt::to_string(other)),
+                ));
             }
         };
         if items.is_empty() {
@@ -185,13 +225,27 @@ impl State<'_> {
         }
     }
 
-    fn walk_template(&mut self, dot: &V, pos: usize, name: &str, pipe: Option<&Pipe>) -> ExecResult<()> {
+    fn walk_template(
+        &mut self,
+        dot: &V,
+        pos: usize,
+        name: &str,
+        pipe: Option<&Pipe>,
+    ) -> ExecResult<()> {
         let trees = self.trees;
         let Some(tree) = trees.get(name) else {
-            return Err(self.err_at(pos, &format!("{{{{template {name:?}}}}}"), &format!("template {name:?} not defined")));
+            return Err(self.err_at(
+                pos,
+                &format!("{{{{template {name:?}}}}}"),
+                &format!("template {name:?} not defined"),
+            ));
         };
         if self.depth >= MAX_TEMPLATE_DEPTH {
-            return Err(self.err_at(pos, "template", &format!("exceeded maximum template depth ({MAX_TEMPLATE_DEPTH})")));
+            return Err(self.err_at(
+                pos,
+                "template",
+                &format!("exceeded maximum template depth ({MAX_TEMPLATE_DEPTH})"),
+            ));
         }
         let new_dot = match pipe {
             Some(p) => self.eval_pipeline(dot, p)?,
@@ -228,7 +282,11 @@ impl State<'_> {
     fn not_a_function(&self, cmd: &Cmd, final_: &Option<V>) -> ExecResult<()> {
         if cmd.args.len() > 1 || final_.is_some() {
             let a = &cmd.args[0];
-            return Err(self.err_at(a.pos, &arg_text(a), &format!("can't give argument to non-function {}", arg_text(a))));
+            return Err(self.err_at(
+                a.pos,
+                &arg_text(a),
+                &format!("can't give argument to non-function {}", arg_text(a)),
+            ));
         }
         Ok(())
     }
@@ -238,7 +296,9 @@ impl State<'_> {
             return Ok(V::Invalid);
         };
         match &first.kind {
-            ArgKind::Field(f) => return self.eval_field_chain(dot, dot.clone(), first, f, &cmd.args, final_),
+            ArgKind::Field(f) => {
+                return self.eval_field_chain(dot, dot.clone(), first, f, &cmd.args, final_)
+            }
             ArgKind::Chain(base, fields) => {
                 let b = self.eval_arg(dot, None, base)?;
                 return self.eval_field_chain(dot, b, first, fields, &cmd.args, final_);
@@ -280,7 +340,8 @@ impl State<'_> {
     /// An untyped number as `interface{}`: float64 if written as a float, else int.
     fn ideal_constant(&self, pos: usize, n: &Number) -> ExecResult<V> {
         let lower = n.text.to_ascii_lowercase();
-        let hex_int = lower.trim_start_matches(['+', '-']).starts_with("0x") && !lower.contains('p');
+        let hex_int =
+            lower.trim_start_matches(['+', '-']).starts_with("0x") && !lower.contains('p');
         if let Some(f) = n.float {
             if !hex_int && !n.is_char && n.text.contains(['.', 'e', 'E', 'p', 'P']) {
                 return Ok(V::Float(f));
@@ -293,7 +354,15 @@ impl State<'_> {
     }
 
     /// Walks `.a.b.c` from `receiver`; the last field gets the command's arguments.
-    fn eval_field_chain(&mut self, _dot: &V, receiver: V, at: &Arg, fields: &[String], args: &[Arg], final_: Option<V>) -> ExecResult<V> {
+    fn eval_field_chain(
+        &mut self,
+        _dot: &V,
+        receiver: V,
+        at: &Arg,
+        fields: &[String],
+        args: &[Arg],
+        final_: Option<V>,
+    ) -> ExecResult<V> {
         let mut r = receiver;
         let n = fields.len();
         for (i, f) in fields.iter().enumerate() {
@@ -320,14 +389,26 @@ impl State<'_> {
                 }
                 match v.method(name) {
                     Some(r) => Ok(r),
-                    None => fail(format!("can't evaluate field {name} in type *semver.Version")),
+                    None => fail(format!(
+                        "can't evaluate field {name} in type *semver.Version"
+                    )),
                 }
             }
-            other => fail(format!("can't evaluate field {name} in type {}", other.type_name())),
+            other => fail(format!(
+                "can't evaluate field {name} in type {}",
+                other.type_name()
+            )),
         }
     }
 
-    fn eval_function(&mut self, dot: &V, at: &Arg, name: &str, args: &[Arg], final_: Option<V>) -> ExecResult<V> {
+    fn eval_function(
+        &mut self,
+        dot: &V,
+        at: &Arg,
+        name: &str,
+        args: &[Arg],
+        final_: Option<V>,
+    ) -> ExecResult<V> {
         let Some(def) = funcs::lookup(name) else {
             return Err(self.err_at(at.pos, name, &format!("{name:?} is not a defined function")));
         };
@@ -340,11 +421,22 @@ impl State<'_> {
     }
 
     /// `and`/`or` stop at the first argument that decides the result, and return it.
-    fn eval_and_or(&mut self, dot: &V, at: &Arg, is_or: bool, args: &[Arg], final_: Option<V>) -> ExecResult<V> {
+    fn eval_and_or(
+        &mut self,
+        dot: &V,
+        at: &Arg,
+        is_or: bool,
+        args: &[Arg],
+        final_: Option<V>,
+    ) -> ExecResult<V> {
         let n = args.len() + usize::from(final_.is_some());
         if n == 0 {
             let name = if is_or { "or" } else { "and" };
-            return Err(self.err_at(at.pos, name, &format!("wrong number of args for {name}: want at least 1 got 0")));
+            return Err(self.err_at(
+                at.pos,
+                name,
+                &format!("wrong number of args for {name}: want at least 1 got 0"),
+            ));
         }
         let mut v = V::Invalid;
         for a in args {
@@ -359,7 +451,15 @@ impl State<'_> {
         Ok(v)
     }
 
-    fn eval_args(&mut self, dot: &V, at: &Arg, name: &str, def: &FuncDef, args: &[Arg], final_: Option<V>) -> ExecResult<Vec<V>> {
+    fn eval_args(
+        &mut self,
+        dot: &V,
+        at: &Arg,
+        name: &str,
+        def: &FuncDef,
+        args: &[Arg],
+        final_: Option<V>,
+    ) -> ExecResult<Vec<V>> {
         let num_in = args.len() + usize::from(final_.is_some());
         let fixed = def.params.len();
         let ok = match def.variadic {
@@ -367,8 +467,16 @@ impl State<'_> {
             None => num_in == fixed,
         };
         if !ok {
-            let want = if def.variadic.is_some() { format!("at least {fixed}") } else { fixed.to_string() };
-            return Err(self.err_at(at.pos, name, &format!("wrong number of args for {name}: want {want} got {num_in}")));
+            let want = if def.variadic.is_some() {
+                format!("at least {fixed}")
+            } else {
+                fixed.to_string()
+            };
+            return Err(self.err_at(
+                at.pos,
+                name,
+                &format!("wrong number of args for {name}: want {want} got {num_in}"),
+            ));
         }
         let param = |i: usize| -> P {
             if i < fixed {
@@ -392,7 +500,9 @@ impl State<'_> {
     fn eval_arg(&mut self, dot: &V, p: Option<P>, a: &Arg) -> ExecResult<V> {
         let v = match &a.kind {
             ArgKind::Dot => dot.clone(),
-            ArgKind::Field(f) => self.eval_field_chain(dot, dot.clone(), a, f, std::slice::from_ref(a), None)?,
+            ArgKind::Field(f) => {
+                self.eval_field_chain(dot, dot.clone(), a, f, std::slice::from_ref(a), None)?
+            }
             ArgKind::Var(name, fields) => {
                 let v = self.var_value(name);
                 if fields.is_empty() {
@@ -402,7 +512,9 @@ impl State<'_> {
                 }
             }
             ArgKind::Pipe(pipe) => self.eval_pipeline(dot, pipe)?,
-            ArgKind::Ident(name) => self.eval_function(dot, a, name, std::slice::from_ref(a), None)?,
+            ArgKind::Ident(name) => {
+                self.eval_function(dot, a, name, std::slice::from_ref(a), None)?
+            }
             ArgKind::Chain(base, fields) => {
                 let b = self.eval_arg(dot, None, base)?;
                 self.eval_field_chain(dot, b, a, fields, std::slice::from_ref(a), None)?
@@ -417,17 +529,27 @@ impl State<'_> {
 
     fn eval_literal(&self, p: Option<P>, a: &Arg) -> ExecResult<V> {
         let p = p.unwrap_or(P::Any);
-        let mismatch = |want: &str| Err(self.err_at(a.pos, &arg_text(a), &format!("expected {want}; found {}", arg_text(a))));
+        let mismatch = |want: &str| {
+            Err(self.err_at(
+                a.pos,
+                &arg_text(a),
+                &format!("expected {want}; found {}", arg_text(a)),
+            ))
+        };
         match (&a.kind, p) {
-            (ArgKind::Nil, P::Any | P::Map | P::List) => Ok(V::Nil),
+            (ArgKind::Nil, P::Any | P::Map) => Ok(V::Nil),
             (ArgKind::Nil, P::Val) => Ok(V::Invalid),
-            (ArgKind::Nil, _) => Err(self.err_at(a.pos, "nil", &format!("cannot assign nil to {}", p.go_name()))),
+            (ArgKind::Nil, _) => Err(self.err_at(
+                a.pos,
+                "nil",
+                &format!("cannot assign nil to {}", p.go_name()),
+            )),
             (ArgKind::Bool(b), P::Bool | P::Any | P::Val) => Ok(V::Bool(*b)),
             (ArgKind::Bool(_), _) => mismatch(p.go_name()),
             (ArgKind::Str(s), P::Str | P::Any | P::Val) => Ok(V::str(s.as_str())),
             (ArgKind::Str(_), _) => mismatch(p.go_name()),
-            (ArgKind::Num(n), P::Int | P::Int64) => match n.int {
-                Some(i) if n.float.is_none_or(|f| f == i as f64) => Ok(if p == P::Int { V::Int(i) } else { V::Int64(i) }),
+            (ArgKind::Num(n), P::Int) => match n.int {
+                Some(i) if n.float.is_none_or(|f| f == i as f64) => Ok(V::Int(i)),
                 _ => mismatch("integer"),
             },
             (ArgKind::Num(n), P::Float) => match n.float {
@@ -437,7 +559,15 @@ impl State<'_> {
             (ArgKind::Num(n), P::Any | P::Val) => self.ideal_constant(a.pos, n),
             (ArgKind::Num(_), _) => mismatch(p.go_name()),
             (ArgKind::Dot, _) => Ok(V::Invalid),
-            _ => Err(self.err_at(a.pos, &arg_text(a), &format!("can't handle {} for arg of type {}", arg_text(a), p.go_name()))),
+            _ => Err(self.err_at(
+                a.pos,
+                &arg_text(a),
+                &format!(
+                    "can't handle {} for arg of type {}",
+                    arg_text(a),
+                    p.go_name()
+                ),
+            )),
         }
     }
 
@@ -447,18 +577,23 @@ impl State<'_> {
         match (&v, p) {
             (_, P::Val) => Ok(v),
             (V::Invalid, P::Any) => Ok(V::Nil),
-            (V::Invalid, P::Map | P::List) => Ok(V::Nil),
+            (V::Invalid, P::Map) => Ok(V::Nil),
             (V::Invalid, _) => fail(format!("invalid value; expected {}", p.go_name())),
             (_, P::Any) => Ok(v),
             (V::Bool(_), P::Bool)
             | (V::Int(_), P::Int)
-            | (V::Int64(_), P::Int64)
             | (V::Float(_), P::Float)
             | (V::Str(_), P::Str)
-            | (V::Map(_, Elem::Any), P::Map)
-            | (V::List(_, Elem::Any), P::List) => Ok(v),
-            (V::Nil, _) => fail(format!("wrong type for value; expected {}; got interface {{}}", p.go_name())),
-            _ => fail(format!("wrong type for value; expected {}; got {}", p.go_name(), v.type_name())),
+            | (V::Map(_, Elem::Any), P::Map) => Ok(v),
+            (V::Nil, _) => fail(format!(
+                "wrong type for value; expected {}; got interface {{}}",
+                p.go_name()
+            )),
+            _ => fail(format!(
+                "wrong type for value; expected {}; got {}",
+                p.go_name(),
+                v.type_name()
+            )),
         }
     }
 }
@@ -472,9 +607,16 @@ fn arg_text(a: &Arg) -> String {
         ArgKind::Num(n) => n.text.clone(),
         ArgKind::Str(s) => fmt::quote(s),
         ArgKind::Field(f) => f.iter().map(|x| format!(".{x}")).collect(),
-        ArgKind::Var(v, f) => format!("{v}{}", f.iter().map(|x| format!(".{x}")).collect::<String>()),
+        ArgKind::Var(v, f) => format!(
+            "{v}{}",
+            f.iter().map(|x| format!(".{x}")).collect::<String>()
+        ),
         ArgKind::Ident(i) => i.clone(),
         ArgKind::Pipe(_) => "(...)".into(),
-        ArgKind::Chain(b, f) => format!("{}{}", arg_text(b), f.iter().map(|x| format!(".{x}")).collect::<String>()),
+        ArgKind::Chain(b, f) => format!(
+            "{}{}",
+            arg_text(b),
+            f.iter().map(|x| format!(".{x}")).collect::<String>()
+        ),
     }
 }

@@ -57,20 +57,7 @@ pub fn sprintf(format: &str, args: &[V]) -> String {
         }
         i += 1;
         let mut spec = Spec::default();
-        while i < chars.len() {
-            match chars[i] {
-                '#' => spec.sharp = true,
-                '0' => spec.zero = !spec.minus,
-                '+' => spec.plus = true,
-                '-' => {
-                    spec.minus = true;
-                    spec.zero = false
-                }
-                ' ' => spec.space = true,
-                _ => break,
-            }
-            i += 1;
-        }
+        i = parse_flags(&chars, i, &mut spec);
         // An explicit argument index, `%[2]d`.
         let mut good_index = true;
         if let Some((n, next)) = arg_index(&chars, i) {
@@ -157,11 +144,34 @@ pub fn sprintf(format: &str, args: &[V]) -> String {
     out
 }
 
+/// Reads the flags `#0+- `; returns the position after them.
+fn parse_flags(chars: &[char], mut i: usize, spec: &mut Spec) -> usize {
+    while let Some(c) = chars.get(i) {
+        match c {
+            '#' => spec.sharp = true,
+            // Zero padding only ever goes on the left.
+            '0' => spec.zero = !spec.minus,
+            '+' => spec.plus = true,
+            '-' => {
+                spec.minus = true;
+                spec.zero = false
+            }
+            ' ' => spec.space = true,
+            _ => break,
+        }
+        i += 1;
+    }
+    i
+}
+
 fn digits(chars: &[char], mut i: usize) -> (Option<usize>, usize) {
     let start = i;
     let mut n: usize = 0;
     while let Some(d) = chars.get(i).and_then(|c| c.to_digit(10)) {
-        n = n.saturating_mul(10).saturating_add(d as usize).min(1_000_000);
+        n = n
+            .saturating_mul(10)
+            .saturating_add(d as usize)
+            .min(1_000_000);
         i += 1;
     }
     ((i > start).then_some(n), i)
@@ -489,8 +499,16 @@ fn fmt_float(out: &mut String, f: f64, verb: char, prec: Option<usize>, spec: &S
         ""
     };
     let special = !f.is_finite();
-    let sign = if f.is_infinite() && sign.is_empty() { "+" } else { sign };
-    let sign = if special && f.is_nan() && !spec.plus && !spec.space { "" } else { sign };
+    let sign = if f.is_infinite() && sign.is_empty() {
+        "+"
+    } else {
+        sign
+    };
+    let sign = if special && f.is_nan() && !spec.plus && !spec.space {
+        ""
+    } else {
+        sign
+    };
     let num = format!("{sign}{body}");
     let w = spec.width.unwrap_or(0);
     if spec.zero && !special && !spec.minus && w > num.len() {
@@ -632,11 +650,23 @@ mod tests {
         let s = |x: &str| V::str(x);
         assert_eq!(sprintf("%q", &[s("a\nb\"")]), "\"a\\nb\\\"\"");
         assert_eq!(sprintf("%d", &[V::Float(5.0)]), "%!d(float64=5)");
-        assert_eq!(sprintf("%05d|%-4d|%x", &[V::Int(42), V::Int(7), V::Int(255)]), "00042|7   |ff");
-        assert_eq!(sprintf("%.2f %e %g", &[V::Float(3.14159), V::Float(1234.5), V::Float(0.000012)]), "3.14 1.234500e+03 1.2e-05");
+        assert_eq!(
+            sprintf("%05d|%-4d|%x", &[V::Int(42), V::Int(7), V::Int(255)]),
+            "00042|7   |ff"
+        );
+        assert_eq!(
+            sprintf(
+                "%.2f %e %g",
+                &[V::Float(2.71925), V::Float(1234.5), V::Float(0.000012)]
+            ),
+            "2.72 1.234500e+03 1.2e-05"
+        );
         assert_eq!(sprintf("%s %s", &[s("a")]), "a %!s(MISSING)");
         assert_eq!(sprintf("%s", &[s("a"), V::Int(1)]), "a%!(EXTRA int=1)");
-        assert_eq!(sprintf("%v", &[V::list(vec![s("a"), V::Nil, V::Float(2.0)])]), "[a <nil> 2]");
+        assert_eq!(
+            sprintf("%v", &[V::list(vec![s("a"), V::Nil, V::Float(2.0)])]),
+            "[a <nil> 2]"
+        );
         assert_eq!(sprintf("100%%", &[]), "100%");
     }
 }

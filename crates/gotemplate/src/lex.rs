@@ -54,7 +54,12 @@ fn is_alnum(c: char) -> bool {
 
 /// Lexes the whole text.
 pub fn lex(input: &str) -> Result<Vec<Token>, LexError> {
-    let mut l = Lexer { s: input, pos: 0, toks: Vec::new(), parens: 0 };
+    let mut l = Lexer {
+        s: input,
+        pos: 0,
+        toks: Vec::new(),
+        parens: 0,
+    };
     l.run()?;
     Ok(l.toks)
 }
@@ -144,7 +149,11 @@ impl Lexer<'_> {
     /// Is the input at `}}` or ` -}}`? (The space before `-` belongs to the caller.)
     fn at_right_delim(&self) -> (bool, bool) {
         let r = self.rest();
-        if r.starts_with(" -}}") || r.starts_with("\t-}}") || r.starts_with("\n-}}") || r.starts_with("\r-}}") {
+        if r.starts_with(" -}}")
+            || r.starts_with("\t-}}")
+            || r.starts_with("\n-}}")
+            || r.starts_with("\r-}}")
+        {
             return (true, true);
         }
         (r.starts_with("}}"), false)
@@ -216,7 +225,12 @@ impl Lexer<'_> {
                     self.pos = p;
                     self.identifier(p)?;
                 }
-                c => return Err((p, format!("unrecognized character in action: {}", go_rune(c)))),
+                c => {
+                    return Err((
+                        p,
+                        format!("unrecognized character in action: {}", go_rune(c)),
+                    ))
+                }
             }
         }
     }
@@ -263,7 +277,10 @@ impl Lexer<'_> {
     fn identifier(&mut self, p: usize) -> Result<(), LexError> {
         let word = self.take_alnum().to_string();
         if !self.at_terminator() {
-            return Err((self.pos, format!("bad character {}", go_rune(self.peek().unwrap_or(' ')))));
+            return Err((
+                self.pos,
+                format!("bad character {}", go_rune(self.peek().unwrap_or(' '))),
+            ));
         }
         let tok = match word.as_str() {
             "true" => Tok::Bool(true),
@@ -282,13 +299,19 @@ impl Lexer<'_> {
         let name = self.take_alnum().to_string();
         if name.is_empty() {
             if !self.at_terminator() {
-                return Err((self.pos, format!("bad character {}", go_rune(self.peek().unwrap_or(' ')))));
+                return Err((
+                    self.pos,
+                    format!("bad character {}", go_rune(self.peek().unwrap_or(' '))),
+                ));
             }
             self.emit(Tok::Dot, p);
             return Ok(());
         }
         if !self.at_terminator() {
-            return Err((self.pos, format!("bad character {}", go_rune(self.peek().unwrap_or(' ')))));
+            return Err((
+                self.pos,
+                format!("bad character {}", go_rune(self.peek().unwrap_or(' '))),
+            ));
         }
         self.emit(Tok::Field(name), p);
         Ok(())
@@ -297,7 +320,10 @@ impl Lexer<'_> {
     fn variable(&mut self, p: usize) -> Result<(), LexError> {
         let name = format!("${}", self.take_alnum());
         if !self.at_terminator() {
-            return Err((self.pos, format!("bad character {}", go_rune(self.peek().unwrap_or(' ')))));
+            return Err((
+                self.pos,
+                format!("bad character {}", go_rune(self.peek().unwrap_or(' '))),
+            ));
         }
         self.emit(Tok::Variable(name), p);
         Ok(())
@@ -360,7 +386,10 @@ impl Lexer<'_> {
             while end < b.len() && (b[end] as char).is_ascii_alphanumeric() {
                 end += 1;
             }
-            return Err((p, format!("bad number syntax: \"{}\"", &self.s[p..end.max(i)])));
+            return Err((
+                p,
+                format!("bad number syntax: \"{}\"", &self.s[p..end.max(i)]),
+            ));
         }
         self.emit(Tok::Number(text.to_string()), p);
         Ok(())
@@ -438,14 +467,15 @@ pub fn unquote(raw: &str, q: char) -> Result<String, String> {
             continue;
         }
         let e = cs.next().ok_or_else(bad)?;
-        let hex = |cs: &mut std::iter::Peekable<std::str::Chars>, n: usize| -> Result<u32, String> {
-            let mut v = 0u32;
-            for _ in 0..n {
-                let d = cs.next().and_then(|c| c.to_digit(16)).ok_or_else(bad)?;
-                v = v * 16 + d;
-            }
-            Ok(v)
-        };
+        let hex =
+            |cs: &mut std::iter::Peekable<std::str::Chars>, n: usize| -> Result<u32, String> {
+                let mut v = 0u32;
+                for _ in 0..n {
+                    let d = cs.next().and_then(|c| c.to_digit(16)).ok_or_else(bad)?;
+                    v = v * 16 + d;
+                }
+                Ok(v)
+            };
         match e {
             'a' => out.push('\u{7}'),
             'b' => out.push('\u{8}'),
@@ -484,7 +514,9 @@ mod tests {
     use super::*;
 
     fn kinds(s: &str) -> Vec<Tok> {
-        lex(s).map(|t| t.into_iter().map(|t| t.tok).collect()).unwrap_or_default()
+        lex(s)
+            .map(|t| t.into_iter().map(|t| t.tok).collect())
+            .unwrap_or_default()
     }
 
     #[test]
@@ -509,7 +541,10 @@ mod tests {
 
     #[test]
     fn escapes() {
-        assert_eq!(unquote(r"a\n\t\x41\u00e9\101", '"').unwrap_or_default(), "a\n\tAéA");
+        assert_eq!(
+            unquote(r"a\n\t\x41\u00e9\101", '"').unwrap_or_default(),
+            "a\n\tAéA"
+        );
         assert!(unquote(r"\q", '"').is_err());
     }
 }

@@ -75,7 +75,6 @@ pub enum Node {
     Action(Pipe),
     Branch {
         kind: BranchKind,
-        pos: usize,
         pipe: Pipe,
         list: Vec<Node>,
         else_list: Option<Vec<Node>>,
@@ -85,8 +84,8 @@ pub enum Node {
         name: String,
         pipe: Option<Pipe>,
     },
-    Break(usize),
-    Continue(usize),
+    Break,
+    Continue,
 }
 
 /// The templates defined by one text: the main one under its name, plus `define`/`block`s.
@@ -120,7 +119,10 @@ fn add_tree(trees: &mut Trees, name: &str, list: Vec<Node>, pos: usize) -> Resul
             if is_empty(&list) {
                 Ok(())
             } else {
-                Err((pos, format!("template: multiple definition of template \"{name}\"")))
+                Err((
+                    pos,
+                    format!("template: multiple definition of template \"{name}\""),
+                ))
             }
         }
         _ => {
@@ -200,7 +202,10 @@ impl Parser<'_> {
     }
 
     fn unexpected<T>(&self, t: &Token, context: &str) -> Result<T, ParseError> {
-        Err((t.pos, format!("unexpected {} in {}", describe(&t.tok), context)))
+        Err((
+            t.pos,
+            format!("unexpected {} in {}", describe(&t.tok), context),
+        ))
     }
 
     fn expect_right_delim(&mut self, context: &str) -> Result<(), ParseError> {
@@ -307,7 +312,11 @@ impl Parser<'_> {
         if self.range_depth == 0 {
             return Err((pos, format!("{{{{{k}}}}} outside {{{{range}}}}")));
         }
-        Ok(if k == "break" { Node::Break(pos) } else { Node::Continue(pos) })
+        Ok(if k == "break" {
+            Node::Break
+        } else {
+            Node::Continue
+        })
     }
 
     fn else_control(&mut self, pos: usize) -> Result<Item, ParseError> {
@@ -322,7 +331,7 @@ impl Parser<'_> {
         }
     }
 
-    fn control(&mut self, kind: BranchKind, pos: usize) -> Result<Node, ParseError> {
+    fn control(&mut self, kind: BranchKind, _pos: usize) -> Result<Node, ParseError> {
         let nvars = self.vars.len();
         let context = match kind {
             BranchKind::If => "if",
@@ -345,7 +354,12 @@ impl Parser<'_> {
                 let chain_ok = match (kind, chained) {
                     (BranchKind::If, Some("if")) | (BranchKind::With, Some("with")) => true,
                     (_, None) => false,
-                    _ => return Err((epos, format!("unexpected <{}> in {context}", chained.unwrap_or("else")))),
+                    _ => {
+                        return Err((
+                            epos,
+                            format!("unexpected <{}> in {context}", chained.unwrap_or("else")),
+                        ))
+                    }
                 };
                 if chain_ok {
                     self.next_non_space();
@@ -367,7 +381,12 @@ impl Parser<'_> {
             Item::Node(_) => {}
         }
         self.vars.truncate(nvars);
-        Ok(Node::Branch { kind, pos, pipe, list, else_list })
+        Ok(Node::Branch {
+            kind,
+            pipe,
+            list,
+            else_list,
+        })
     }
 
     fn template_name(&mut self, context: &str) -> Result<String, ParseError> {
@@ -402,12 +421,21 @@ impl Parser<'_> {
             return Err((pos, "unexpected {{else}} in block clause".into()));
         }
         add_tree(&mut self.trees, &name, list, pos)?;
-        Ok(Node::Template { pos, name, pipe: Some(pipe) })
+        Ok(Node::Template {
+            pos,
+            name,
+            pipe: Some(pipe),
+        })
     }
 
     fn pipeline(&mut self, context: &str, end: Tok) -> Result<Pipe, ParseError> {
         let start = self.peek_non_space();
-        let mut pipe = Pipe { pos: start.pos, is_assign: false, decl: Vec::new(), cmds: Vec::new() };
+        let mut pipe = Pipe {
+            pos: start.pos,
+            is_assign: false,
+            decl: Vec::new(),
+            cmds: Vec::new(),
+        };
         self.declarations(&mut pipe, context)?;
         loop {
             let t = self.next_non_space();
@@ -483,8 +511,18 @@ impl Parser<'_> {
         }
         for (i, c) in pipe.cmds.iter().enumerate().skip(1) {
             if let Some(a) = c.args.first() {
-                if matches!(a.kind, ArgKind::Bool(_) | ArgKind::Dot | ArgKind::Nil | ArgKind::Num(_) | ArgKind::Str(_)) {
-                    return Err((a.pos, format!("non executable command in pipeline stage {}", i + 1)));
+                if matches!(
+                    a.kind,
+                    ArgKind::Bool(_)
+                        | ArgKind::Dot
+                        | ArgKind::Nil
+                        | ArgKind::Num(_)
+                        | ArgKind::Str(_)
+                ) {
+                    return Err((
+                        a.pos,
+                        format!("non executable command in pipeline stage {}", i + 1),
+                    ));
                 }
             }
         }
@@ -492,7 +530,10 @@ impl Parser<'_> {
     }
 
     fn command(&mut self) -> Result<Cmd, ParseError> {
-        let mut cmd = Cmd { pos: self.peek_non_space().pos, args: Vec::new() };
+        let mut cmd = Cmd {
+            pos: self.peek_non_space().pos,
+            args: Vec::new(),
+        };
         loop {
             self.skip_space();
             if let Some(a) = self.operand()? {
@@ -539,7 +580,10 @@ impl Parser<'_> {
             }
             _ => ArgKind::Chain(Box::new(term.clone()), fields),
         };
-        Ok(Some(Arg { pos: term.pos, kind }))
+        Ok(Some(Arg {
+            pos: term.pos,
+            kind,
+        }))
     }
 
     fn term(&mut self) -> Result<Option<Arg>, ParseError> {
@@ -623,7 +667,13 @@ fn parse_int(text: &str) -> Option<i128> {
 
 /// Go's `newNumber`: all the ways a literal can be read.
 fn number(text: &str, is_char: bool) -> Result<Number, String> {
-    let mut n = Number { text: text.to_string(), int: None, float: None, is_uint: false, is_char };
+    let mut n = Number {
+        text: text.to_string(),
+        int: None,
+        float: None,
+        is_uint: false,
+        is_char,
+    };
     if text.ends_with('i') {
         return Err(format!("complex constants are not supported: {text:?}"));
     }
@@ -666,8 +716,14 @@ mod tests {
 
     #[test]
     fn parse_errors() {
-        assert_eq!(p("{{ foo }}").err().map(|e| e.1), Some("function \"foo\" not defined".into()));
-        assert_eq!(p("{{ $x }}").err().map(|e| e.1), Some("undefined variable \"$x\"".into()));
+        assert_eq!(
+            p("{{ foo }}").err().map(|e| e.1),
+            Some("function \"foo\" not defined".into())
+        );
+        assert_eq!(
+            p("{{ $x }}").err().map(|e| e.1),
+            Some("undefined variable \"$x\"".into())
+        );
         assert!(p("{{ if .a }}").is_err());
         assert!(p("{{ break }}").is_err());
         assert!(p("{{ .a | 3 }}").is_err());

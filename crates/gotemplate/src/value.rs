@@ -56,10 +56,7 @@ impl V {
     }
 
     pub fn str_list(items: Vec<String>) -> V {
-        V::List(
-            Rc::new(items.into_iter().map(V::str).collect()),
-            Elem::Str,
-        )
+        V::List(Rc::new(items.into_iter().map(V::str).collect()), Elem::Str)
     }
 
     pub fn map(m: BTreeMap<String, V>) -> V {
@@ -168,7 +165,9 @@ impl V {
             (V::Float(a), V::Float(b)) => a == b,
             (V::Str(a), V::Str(b)) => a == b,
             (V::List(a, ea), V::List(b, eb)) => {
-                ea == eb && a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.deep_equal(y))
+                ea == eb
+                    && a.len() == b.len()
+                    && a.iter().zip(b.iter()).all(|(x, y)| x.deep_equal(y))
             }
             (V::Map(a, ea), V::Map(b, eb)) => {
                 if ea != eb {
@@ -176,7 +175,8 @@ impl V {
                 }
                 let (a, b) = (a.borrow(), b.borrow());
                 a.len() == b.len()
-                    && a.iter().all(|(k, v)| b.get(k).is_some_and(|w| v.deep_equal(w)))
+                    && a.iter()
+                        .all(|(k, v)| b.get(k).is_some_and(|w| v.deep_equal(w)))
             }
             (V::Semver(a), V::Semver(b)) => Rc::ptr_eq(a, b) || a == b,
             _ => false,

@@ -174,6 +174,63 @@ fn corpus() -> Vec<(String, Option<Value>)> {
         t("{{ printf \"%5t|%-7v|%3c\" true .f 66 }}"),
         t("{{ printf \"%d %s\" 3.5 4 }}"),
         t("{{ printf 3 }}"),
+        t("{{ base \"/a/b.tar.gz\" }} {{ dir \"/a/b/c\" }} {{ dir \"x\" }} {{ clean \"a//b/../c/./d/\" }} {{ clean \"/../x\" }} {{ ext \"a/b.tar.gz\" }} {{ ext \"a.b/c\" }} {{ isAbs \"/x\" }} {{ osBase \"\" }} {{ clean \"../../a\" }}"),
+        // More core behaviour.
+        t("{{ with $x := .str }}{{ $x }}{{ end }} {{ if $y := .list }}{{ $y }}{{ end }}"),
+        t("{{ list }} {{ printf \"%v\" (list) }} {{ .map.nested }} {{ index . \"builtin\" \"cluster\" \"name\" }}"),
+        t("{{ len .missing }}"),
+        t("{{ $ }}"),
+        t("{{ printf \"%5.1f|%-12.3e|%+g\" .half .big .neg }}"),
+        t("{{ printf \"%s\" .map }} {{ printf \"%d\" .map }} {{ printf \"%q\" .list }}"),
+        t("{{ .str | printf \"%s %s\" \"a\" }} {{ \"a\" | eq \"a\" }} {{ 3 | printf \"%d\" }}"),
+        t("{{ default .missing .missing }}"),
+        t("{{ if\n .t }}yes{{\n end }}"),
+        t("{{ template \"later\" . }}{{ define \"later\" }}L{{ .str }}{{ end }}"),
+        t("{{ range $k, $v := .builtin }}{{ $k }}:{{ len $v }} {{ end }}"),
+        t("{{ range $i, $e := .list }}{{ if $i }},{{ end }}{{ $e }}{{ end }}"),
+        t("{{ with .list }}{{ index . 0 }}{{ end }}"),
+        t("   \n  "),
+        t(""),
+        t("{{ toJson \"\u{2028}<x>\" }} {{ toRawJson \"\u{2028}<x>\" }}"),
+        t("{{ quote \"tab\\there\" \"\u{7}\" \"é\" }}"),
+        t("{{ .str | len | printf \"%05d\" }} {{ printf \"%x\" -255 }} {{ printf \"%#o %#b\" 8 5 }}"),
+        t("{{ range .nums }}{{ printf \"%.2f \" . }}{{ end }}"),
+        t("{{ $l := list 1 2 }}{{ $l = append $l 3 }}{{ $l }}"),
+    ];
+    c.extend(sprig_corpus());
+    // Cases with their own data.
+    c.push((
+        "{{ .a }}{{ .b.c }}".into(),
+        Some(json!({"a": 1.5e300, "b": {"c": -0.0}})),
+    ));
+    c.push((
+        "{{ . }}".into(),
+        Some(json!({"z": 1, "a": [null], "m": {"k": {}}})),
+    ));
+    c.push((
+        "{{ range . }}{{ . }} {{ end }}".into(),
+        Some(json!({"b": 2, "a": 1, "c": 3})),
+    ));
+    c.push((
+        "{{ .x }} {{ printf \"%v %g %e\" .x .x .x }}".into(),
+        Some(json!({"x": 1e21})),
+    ));
+    c.push((
+        "{{ .x }} {{ .y }} {{ .z }}".into(),
+        Some(json!({"x": 123456789012.0, "y": 0.1, "z": 1e-7})),
+    ));
+    c.push(("{{ .x }}".into(), Some(json!({"x": 100}))));
+    let floats = json!({"x": 1e-7, "y": 1e21, "z": 0.1, "w": [], "v": {}, "n": [1.5, {"a": null}]});
+    c.push(("{{ toJson . }}".into(), Some(floats.clone())));
+    c.push(("{{ toPrettyJson . }}".into(), Some(floats.clone())));
+    c.push(("{{ . }}".into(), Some(floats)));
+    c
+}
+
+/// The sprig functions and error cases.
+fn sprig_corpus() -> Vec<(String, Option<Value>)> {
+    let t = |s: &str| (s.to_string(), None);
+    vec![
         // sprig: strings.
         t("{{ trim \"  x y  \" }}|{{ trimAll \"$\" \"$$5.00$\" }}|{{ trimPrefix \"He\" .str }}|{{ trimSuffix \"ld\" .str }}"),
         t("{{ upper .str }} {{ lower .str }} {{ title \"hello wide-world foo_bar\" }} {{ untitle \"Hello World\" }}"),
@@ -274,25 +331,21 @@ fn corpus() -> Vec<(String, Option<Value>)> {
         t("{{ upper 3 }}"),
         t("{{ .str | len | printf \"%d\" }}"),
         t("{{ define \"a\" }}x{{ end }}{{ define \"a\" }}y{{ end }}{{ template \"a\" }}"),
-    ];
-    // Cases with their own data.
-    c.push(("{{ .a }}{{ .b.c }}".into(), Some(json!({"a": 1.5e300, "b": {"c": -0.0}}))));
-    c.push(("{{ . }}".into(), Some(json!({"z": 1, "a": [null], "m": {"k": {}}}))));
-    c.push(("{{ range . }}{{ . }} {{ end }}".into(), Some(json!({"b": 2, "a": 1, "c": 3}))));
-    c.push(("{{ .x }} {{ printf \"%v %g %e\" .x .x .x }}".into(), Some(json!({"x": 1e21}))));
-    c.push(("{{ .x }} {{ .y }} {{ .z }}".into(), Some(json!({"x": 123456789012.0, "y": 0.1, "z": 1e-7}))));
-    c.push(("{{ .x }}".into(), Some(json!({"x": 100}))));
-    c
+    ]
 }
 
 fn go_available() -> bool {
-    Command::new("go").arg("version").output().is_ok_and(|o| o.status.success())
+    Command::new("go")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// Builds the oracle in a scratch GOPATH. Debian ships sprig and semver under their
 /// pre-module paths; GOPATH mode reaches them as `.../v3` through symlinks made here.
 fn build_oracle(dir: &Path) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/gotemplate/src/gotemplate-oracle");
+    let root =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/gotemplate/src/gotemplate-oracle");
     let src = dir.join("src");
     let prog = src.join("gotemplate-oracle");
     std::fs::create_dir_all(&prog).expect("scratch GOPATH");
@@ -364,5 +417,11 @@ fn renders_like_go() {
         }
     }
     println!("{} oracle cases", cases.len());
-    assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases differ:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }

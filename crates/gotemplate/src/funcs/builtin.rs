@@ -11,21 +11,45 @@ pub fn register(t: &mut Table) {
     def(t, "not", &[P::Val], None, |a| Ok(V::Bool(!a[0].truth())));
     def(t, "len", &[P::Val], None, len);
     def(t, "index", &[P::Val], Some(P::Val), index);
-    def(t, "print", &[], Some(P::Any), |a| Ok(V::str(fmt::sprint(&a))));
-    def(t, "println", &[], Some(P::Any), |a| Ok(V::str(fmt::sprintln(&a))));
-    def(t, "printf", &[P::Str], Some(P::Any), |a| Ok(V::str(fmt::sprintf(s(&a[0]), &a[1..]))));
-    def(t, "html", &[], Some(P::Any), |a| Ok(V::str(html_escape(&eval_args(&a)))));
-    def(t, "js", &[], Some(P::Any), |a| Ok(V::str(js_escape(&eval_args(&a)))));
-    def(t, "urlquery", &[], Some(P::Any), |a| Ok(V::str(query_escape(&eval_args(&a)))));
+    def(t, "print", &[], Some(P::Any), |a| {
+        Ok(V::str(fmt::sprint(&a)))
+    });
+    def(t, "println", &[], Some(P::Any), |a| {
+        Ok(V::str(fmt::sprintln(&a)))
+    });
+    def(t, "printf", &[P::Str], Some(P::Any), |a| {
+        Ok(V::str(fmt::sprintf(s(&a[0]), &a[1..])))
+    });
+    def(t, "html", &[], Some(P::Any), |a| {
+        Ok(V::str(html_escape(&eval_args(&a))))
+    });
+    def(t, "js", &[], Some(P::Any), |a| {
+        Ok(V::str(js_escape(&eval_args(&a))))
+    });
+    def(t, "urlquery", &[], Some(P::Any), |a| {
+        Ok(V::str(query_escape(&eval_args(&a))))
+    });
     def(t, "call", &[P::Val], Some(P::Val), |a| {
         Err(format!("non-function of type {}", a[0].type_name()))
     });
-    def(t, "eq", &[P::Val], Some(P::Val), |a| eq(&a[0], &a[1..]).map(V::Bool));
-    def(t, "ne", &[P::Val, P::Val], None, |a| eq(&a[0], &a[1..2]).map(|b| V::Bool(!b)));
-    def(t, "lt", &[P::Val, P::Val], None, |a| lt(&a[0], &a[1]).map(V::Bool));
-    def(t, "le", &[P::Val, P::Val], None, |a| le(&a[0], &a[1]).map(V::Bool));
-    def(t, "gt", &[P::Val, P::Val], None, |a| le(&a[0], &a[1]).map(|b| V::Bool(!b)));
-    def(t, "ge", &[P::Val, P::Val], None, |a| lt(&a[0], &a[1]).map(|b| V::Bool(!b)));
+    def(t, "eq", &[P::Val], Some(P::Val), |a| {
+        eq(&a[0], &a[1..]).map(V::Bool)
+    });
+    def(t, "ne", &[P::Val, P::Val], None, |a| {
+        eq(&a[0], &a[1..2]).map(|b| V::Bool(!b))
+    });
+    def(t, "lt", &[P::Val, P::Val], None, |a| {
+        lt(&a[0], &a[1]).map(V::Bool)
+    });
+    def(t, "le", &[P::Val, P::Val], None, |a| {
+        le(&a[0], &a[1]).map(V::Bool)
+    });
+    def(t, "gt", &[P::Val, P::Val], None, |a| {
+        le(&a[0], &a[1]).map(|b| V::Bool(!b))
+    });
+    def(t, "ge", &[P::Val, P::Val], None, |a| {
+        lt(&a[0], &a[1]).map(|b| V::Bool(!b))
+    });
 }
 
 fn len(a: Vec<V>) -> FnResult {
@@ -58,7 +82,12 @@ fn index(a: Vec<V>) -> FnResult {
                     None => V::Nil,
                 },
                 V::Invalid | V::Nil => V::Nil,
-                other => return Err(format!("value has type {}; should be string", other.type_name())),
+                other => {
+                    return Err(format!(
+                        "value has type {}; should be string",
+                        other.type_name()
+                    ))
+                }
             },
             V::Invalid => return Err("index of untyped nil".into()),
             V::Nil => return Err("index of nil pointer".into()),
@@ -72,7 +101,12 @@ fn index_int(idx: &V, len: usize) -> Result<usize, String> {
     let i = match idx {
         V::Int(i) | V::Int64(i) => *i,
         V::Invalid | V::Nil => return Err("cannot index slice/array with nil".into()),
-        other => return Err(format!("cannot index slice/array with type {}", other.type_name())),
+        other => {
+            return Err(format!(
+                "cannot index slice/array with type {}",
+                other.type_name()
+            ))
+        }
     };
     if i < 0 || i as usize >= len {
         return Err(format!("index out of range: {i}"));
@@ -88,7 +122,13 @@ fn eval_args(a: &[V]) -> String {
     }
     let printable: Vec<V> = a
         .iter()
-        .map(|v| if v.is_nil() { V::str("<no value>") } else { v.clone() })
+        .map(|v| {
+            if v.is_nil() {
+                V::str("<no value>")
+            } else {
+                v.clone()
+            }
+        })
         .collect();
     fmt::sprint(&printable)
 }
@@ -131,7 +171,9 @@ fn query_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
             b' ' => out.push('+'),
             b => out.push_str(&format!("%{b:02X}")),
         }
@@ -195,7 +237,11 @@ fn eq(a: &V, others: &[V]) -> Result<bool, String> {
 fn eq_other(a: &V, b: &V) -> Result<bool, String> {
     let same_kind = std::mem::discriminant(a) == std::mem::discriminant(b);
     if !(same_kind || a.is_nil() || b.is_nil()) {
-        return Err(format!("non-comparable types {}: {}", a.type_name(), b.type_name()));
+        return Err(format!(
+            "non-comparable types {}: {}",
+            a.type_name(),
+            b.type_name()
+        ));
     }
     if a.is_nil() || b.is_nil() {
         return Ok(a.is_nil() == b.is_nil());

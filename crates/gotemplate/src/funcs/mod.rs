@@ -24,14 +24,11 @@ pub enum P {
     /// `reflect.Value` (builtins that see the value unconverted, including "no value")
     Val,
     Int,
-    Int64,
     Float,
     Str,
     Bool,
     /// `map[string]interface{}`
     Map,
-    /// `[]interface{}`
-    List,
 }
 
 impl P {
@@ -40,12 +37,10 @@ impl P {
             P::Any => "interface {}",
             P::Val => "reflect.Value",
             P::Int => "int",
-            P::Int64 => "int64",
             P::Float => "float64",
             P::Str => "string",
             P::Bool => "bool",
             P::Map => "map[string]interface {}",
-            P::List => "[]interface {}",
         }
     }
 }
@@ -64,8 +59,21 @@ pub struct FuncDef {
 pub type Table = HashMap<&'static str, FuncDef>;
 
 /// Adds a function to a table.
-pub fn def(t: &mut Table, name: &'static str, params: &'static [P], variadic: Option<P>, f: fn(Vec<V>) -> FnResult) {
-    t.insert(name, FuncDef { params, variadic, f });
+pub fn def(
+    t: &mut Table,
+    name: &'static str,
+    params: &'static [P],
+    variadic: Option<P>,
+    f: fn(Vec<V>) -> FnResult,
+) {
+    t.insert(
+        name,
+        FuncDef {
+            params,
+            variadic,
+            f,
+        },
+    );
 }
 
 fn table() -> &'static Table {
@@ -128,7 +136,8 @@ pub fn to_int64(v: &V) -> i64 {
 
 /// Go's float→int64 conversion on amd64: truncation, and the "indefinite" value when out of range.
 pub fn go_f64_to_i64(f: f64) -> i64 {
-    if f.is_nan() || f >= 9.223372036854775807e18 || f < -9.223372036854775808e18 {
+    // 2^63 is exactly representable; everything at or above it overflows.
+    if f.is_nan() || !(-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f) {
         i64::MIN
     } else {
         f as i64
@@ -141,7 +150,11 @@ pub fn to_float64(v: &V) -> f64 {
         V::Int(i) | V::Int64(i) => *i as f64,
         V::Float(f) => *f,
         V::Bool(b) => f64::from(u8::from(*b)),
-        V::Str(s) => s.parse::<f64>().ok().filter(|_| !s.starts_with('+') || s.len() > 1).unwrap_or(0.0),
+        V::Str(s) => s
+            .parse::<f64>()
+            .ok()
+            .filter(|_| !s.starts_with('+') || s.len() > 1)
+            .unwrap_or(0.0),
         _ => 0.0,
     }
 }

@@ -15,7 +15,9 @@ pub fn register(t: &mut Table) {
         }
         Ok(V::map(m))
     });
-    def(t, "get", &[P::Map, P::Str], None, |a| Ok(get(&a[0], s(&a[1])).unwrap_or_else(|| V::str(""))));
+    def(t, "get", &[P::Map, P::Str], None, |a| {
+        Ok(get(&a[0], s(&a[1])).unwrap_or_else(|| V::str("")))
+    });
     def(t, "set", &[P::Map, P::Str, P::Any], None, |a| match &a[0] {
         V::Map(m, _) => {
             m.borrow_mut().insert(s(&a[1]).to_string(), a[2].clone());
@@ -29,9 +31,13 @@ pub fn register(t: &mut Table) {
         }
         Ok(a[0].clone())
     });
-    def(t, "hasKey", &[P::Map, P::Str], None, |a| Ok(V::Bool(get(&a[0], s(&a[1])).is_some())));
+    def(t, "hasKey", &[P::Map, P::Str], None, |a| {
+        Ok(V::Bool(get(&a[0], s(&a[1])).is_some()))
+    });
     def(t, "pluck", &[P::Str], Some(P::Map), |a| {
-        Ok(V::list(a[1..].iter().filter_map(|m| get(m, s(&a[0]))).collect()))
+        Ok(V::list(
+            a[1..].iter().filter_map(|m| get(m, s(&a[0]))).collect(),
+        ))
     });
     def(t, "keys", &[], Some(P::Map), |a| {
         let mut k = Vec::new();
@@ -40,13 +46,23 @@ pub fn register(t: &mut Table) {
         }
         Ok(V::str_list(k))
     });
-    def(t, "values", &[P::Map], None, |a| Ok(V::list(entries(&a[0]).into_iter().map(|(_, v)| v).collect())));
+    def(t, "values", &[P::Map], None, |a| {
+        Ok(V::list(
+            entries(&a[0]).into_iter().map(|(_, v)| v).collect(),
+        ))
+    });
     def(t, "pick", &[P::Map], Some(P::Str), |a| {
-        let m = entries(&a[0]).into_iter().filter(|(k, _)| a[1..].iter().any(|x| s(x) == k)).collect();
+        let m = entries(&a[0])
+            .into_iter()
+            .filter(|(k, _)| a[1..].iter().any(|x| s(x) == k))
+            .collect();
         Ok(V::map(m))
     });
     def(t, "omit", &[P::Map], Some(P::Str), |a| {
-        let m = entries(&a[0]).into_iter().filter(|(k, _)| !a[1..].iter().any(|x| s(x) == k)).collect();
+        let m = entries(&a[0])
+            .into_iter()
+            .filter(|(k, _)| !a[1..].iter().any(|x| s(x) == k))
+            .collect();
         Ok(V::map(m))
     });
     def(t, "dig", &[], Some(P::Any), dig);
@@ -64,7 +80,11 @@ fn get(m: &V, k: &str) -> Option<V> {
 
 fn entries(m: &V) -> Vec<(String, V)> {
     match m {
-        V::Map(m, _) => m.borrow().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        V::Map(m, _) => m
+            .borrow()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -76,13 +96,21 @@ fn dig(a: Vec<V>) -> FnResult {
     let n = a.len();
     let mut cur = match &a[n - 1] {
         m @ V::Map(_, Elem::Any) => m.clone(),
-        other => return Err(format!("interface conversion: interface {{}} is {}, not map[string]interface {{}}", other.type_name())),
+        other => {
+            return Err(format!(
+                "interface conversion: interface {{}} is {}, not map[string]interface {{}}",
+                other.type_name()
+            ))
+        }
     };
     let default = a[n - 2].clone();
     let keys = &a[..n - 2];
     for (idx, k) in keys.iter().enumerate() {
         let V::Str(k) = k else {
-            return Err(format!("interface conversion: interface {{}} is {}, not string", k.type_name()));
+            return Err(format!(
+                "interface conversion: interface {{}} is {}, not string",
+                k.type_name()
+            ));
         };
         let Some(step) = get(&cur, k) else {
             return Ok(default);
@@ -92,7 +120,12 @@ fn dig(a: Vec<V>) -> FnResult {
         }
         match step {
             m @ V::Map(_, Elem::Any) => cur = m,
-            other => return Err(format!("interface conversion: interface {{}} is {}, not map[string]interface {{}}", other.type_name())),
+            other => {
+                return Err(format!(
+                    "interface conversion: interface {{}} is {}, not map[string]interface {{}}",
+                    other.type_name()
+                ))
+            }
         }
     }
     Ok(default)
@@ -101,7 +134,11 @@ fn dig(a: Vec<V>) -> FnResult {
 fn deep_copy(v: &V) -> V {
     match v {
         V::Map(m, e) => {
-            let c = m.borrow().iter().map(|(k, v)| (k.clone(), deep_copy(v))).collect();
+            let c = m
+                .borrow()
+                .iter()
+                .map(|(k, v)| (k.clone(), deep_copy(v)))
+                .collect();
             match V::map(c) {
                 V::Map(m, _) => V::Map(m, *e),
                 other => other,

@@ -25,10 +25,20 @@ pub fn register(t: &mut Table) {
         });
     }
     for name in ["first", "mustFirst"] {
-        def(t, name, &[P::Any], None, |a| Ok(list_items(&a[0], "find first")?.first().cloned().unwrap_or(V::Nil)));
+        def(t, name, &[P::Any], None, |a| {
+            Ok(list_items(&a[0], "find first")?
+                .first()
+                .cloned()
+                .unwrap_or(V::Nil))
+        });
     }
     for name in ["last", "mustLast"] {
-        def(t, name, &[P::Any], None, |a| Ok(list_items(&a[0], "find last")?.last().cloned().unwrap_or(V::Nil)));
+        def(t, name, &[P::Any], None, |a| {
+            Ok(list_items(&a[0], "find last")?
+                .last()
+                .cloned()
+                .unwrap_or(V::Nil))
+        });
     }
     for name in ["rest", "mustRest"] {
         def(t, name, &[P::Any], None, |a| {
@@ -39,12 +49,27 @@ pub fn register(t: &mut Table) {
     for name in ["initial", "mustInitial"] {
         def(t, name, &[P::Any], None, |a| {
             let l = list_items(&a[0], "find initial")?;
-            Ok(V::list(l.iter().take(l.len().saturating_sub(1)).cloned().collect()))
+            Ok(V::list(
+                l.iter().take(l.len().saturating_sub(1)).cloned().collect(),
+            ))
         });
     }
     for name in ["reverse", "mustReverse"] {
-        def(t, name, &[P::Any], None, |a| Ok(V::list(list_items(&a[0], "find reverse")?.iter().rev().cloned().collect())));
+        def(t, name, &[P::Any], None, |a| {
+            Ok(V::list(
+                list_items(&a[0], "find reverse")?
+                    .iter()
+                    .rev()
+                    .cloned()
+                    .collect(),
+            ))
+        });
     }
+    register_filters(t);
+}
+
+/// Functions that select, reorder or generate elements.
+fn register_filters(t: &mut Table) {
     for name in ["uniq", "mustUniq"] {
         def(t, name, &[P::Any], None, |a| {
             let mut out: Vec<V> = Vec::new();
@@ -59,7 +84,12 @@ pub fn register(t: &mut Table) {
     for name in ["without", "mustWithout"] {
         def(t, name, &[P::Any], Some(P::Any), |a| {
             let l = list_items(&a[0], "find without")?;
-            Ok(V::list(l.iter().filter(|x| !a[1..].iter().any(|y| y.deep_equal(x))).cloned().collect()))
+            Ok(V::list(
+                l.iter()
+                    .filter(|x| !a[1..].iter().any(|y| y.deep_equal(x)))
+                    .cloned()
+                    .collect(),
+            ))
         });
     }
     for name in ["has", "mustHas"] {
@@ -73,7 +103,13 @@ pub fn register(t: &mut Table) {
     }
     for name in ["compact", "mustCompact"] {
         def(t, name, &[P::Any], None, |a| {
-            Ok(V::list(list_items(&a[0], "compact")?.iter().filter(|x| !super::sprig_misc::empty(x)).cloned().collect()))
+            Ok(V::list(
+                list_items(&a[0], "compact")?
+                    .iter()
+                    .filter(|x| !super::sprig_misc::empty(x))
+                    .cloned()
+                    .collect(),
+            ))
         });
     }
     for name in ["slice", "mustSlice"] {
@@ -96,7 +132,9 @@ pub fn register(t: &mut Table) {
         let n = i(&a[0]);
         until_step(0, n, if n < 0 { -1 } else { 1 })
     });
-    def(t, "untilStep", &[P::Int, P::Int, P::Int], None, |a| until_step(i(&a[0]), i(&a[1]), i(&a[2])));
+    def(t, "untilStep", &[P::Int, P::Int, P::Int], None, |a| {
+        until_step(i(&a[0]), i(&a[1]), i(&a[2]))
+    });
     def(t, "seq", &[], Some(P::Int), seq);
 }
 
@@ -105,7 +143,10 @@ fn slice(a: Vec<V>) -> FnResult {
         if a[0].is_nil() {
             return Err("reflect: call of reflect.Value.Type on zero Value".into());
         }
-        return Err(format!("list should be type of slice or array but {}", a[0].kind_name()));
+        return Err(format!(
+            "list should be type of slice or array but {}",
+            a[0].kind_name()
+        ));
     };
     if l.is_empty() {
         return Ok(V::Nil);
@@ -115,7 +156,10 @@ fn slice(a: Vec<V>) -> FnResult {
     if start < 0 || end < start || end > l.len() as i64 {
         return Err(format!("reflect: slice index out of range [{start}:{end}]"));
     }
-    Ok(V::List(Rc::new(l[start as usize..end as usize].to_vec()), *elem))
+    Ok(V::List(
+        Rc::new(l[start as usize..end as usize].to_vec()),
+        *elem,
+    ))
 }
 
 fn chunk(a: Vec<V>) -> FnResult {
@@ -127,7 +171,11 @@ fn chunk(a: Vec<V>) -> FnResult {
     if l.is_empty() {
         return Ok(V::list(vec![V::list(Vec::new())]));
     }
-    Ok(V::list(l.chunks(size as usize).map(|c| V::list(c.to_vec())).collect()))
+    Ok(V::list(
+        l.chunks(size as usize)
+            .map(|c| V::list(c.to_vec()))
+            .collect(),
+    ))
 }
 
 fn ints(v: Vec<i64>) -> V {

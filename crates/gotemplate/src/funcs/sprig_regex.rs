@@ -12,7 +12,11 @@ pub fn register(t: &mut Table) {
         let f: fn(Vec<V>) -> FnResult = if must {
             |a| Ok(V::Bool(compile(s(&a[0]))?.is_match(s(&a[1]))))
         } else {
-            |a| Ok(V::Bool(compile(s(&a[0])).is_ok_and(|r| r.is_match(s(&a[1])))))
+            |a| {
+                Ok(V::Bool(
+                    compile(s(&a[0])).is_ok_and(|r| r.is_match(s(&a[1]))),
+                ))
+            }
         };
         def(t, name, &[P::Str, P::Str], None, f);
     }
@@ -24,7 +28,10 @@ pub fn register(t: &mut Table) {
             let found: Vec<String> = if n < 0 {
                 r.find_iter(text).map(|m| m.as_str().to_string()).collect()
             } else {
-                r.find_iter(text).take(n as usize).map(|m| m.as_str().to_string()).collect()
+                r.find_iter(text)
+                    .take(n as usize)
+                    .map(|m| m.as_str().to_string())
+                    .collect()
             };
             Ok(V::str_list(found))
         });
@@ -44,7 +51,9 @@ pub fn register(t: &mut Table) {
     for name in ["regexReplaceAllLiteral", "mustRegexReplaceAllLiteral"] {
         def(t, name, &[P::Str, P::Str, P::Str], None, |a| {
             let r = compile(s(&a[0]))?;
-            Ok(V::str(r.replace_all(s(&a[1]), NoExpand(s(&a[2]))).into_owned()))
+            Ok(V::str(
+                r.replace_all(s(&a[1]), NoExpand(s(&a[2]))).into_owned(),
+            ))
         });
     }
     for name in ["regexSplit", "mustRegexSplit"] {
@@ -53,7 +62,9 @@ pub fn register(t: &mut Table) {
             Ok(V::str_list(split(&r, s(&a[0]), s(&a[1]), i(&a[2]))))
         });
     }
-    def(t, "regexQuoteMeta", &[P::Str], None, |a| Ok(V::str(quote_meta(s(&a[0])))));
+    def(t, "regexQuoteMeta", &[P::Str], None, |a| {
+        Ok(V::str(quote_meta(s(&a[0]))))
+    });
 }
 
 /// Go's `Regexp.Split`.
@@ -97,7 +108,8 @@ fn quote_meta(s: &str) -> String {
 
 /// Compiles with Go's ASCII meaning of the Perl classes.
 pub fn compile(expr: &str) -> Result<Regex, String> {
-    Regex::new(&go_classes(expr)).map_err(|e| format!("error parsing regexp: {}", first_line(&e.to_string())))
+    Regex::new(&go_classes(expr))
+        .map_err(|e| format!("error parsing regexp: {}", first_line(&e.to_string())))
 }
 
 fn first_line(s: &str) -> String {

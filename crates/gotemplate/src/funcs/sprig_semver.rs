@@ -82,9 +82,11 @@ impl Version {
         let seg = |i: usize| -> Result<u64, String> {
             match m.get(i) {
                 None => Ok(0),
-                Some(g) => g.as_str().trim_start_matches('.').parse::<u64>().map_err(|e| {
-                    format!("Error parsing version segment: {e}")
-                }),
+                Some(g) => g
+                    .as_str()
+                    .trim_start_matches('.')
+                    .parse::<u64>()
+                    .map_err(|e| format!("Error parsing version segment: {e}")),
             }
         };
         let pre = m.get(5).map_or("", |g| g.as_str()).to_string();
@@ -201,7 +203,13 @@ impl Constraints {
         let ranges: Vec<(String, String, String)> = re
             .range
             .captures_iter(&c)
-            .map(|m| (m[0].to_string(), m[1].to_string(), m.get(11).map_or("", |g| g.as_str()).to_string()))
+            .map(|m| {
+                (
+                    m[0].to_string(),
+                    m[1].to_string(),
+                    m.get(11).map_or("", |g| g.as_str()).to_string(),
+                )
+            })
             .collect();
         for (whole, a, b) in ranges {
             c = c.replacen(&whole, &format!(">= {a}, <= {b}"), 1);
@@ -215,7 +223,10 @@ impl Constraints {
             if found.is_empty() {
                 found.push(part);
             }
-            let ands = found.into_iter().map(parse_constraint).collect::<Result<Vec<_>, _>>()?;
+            let ands = found
+                .into_iter()
+                .map(parse_constraint)
+                .collect::<Result<Vec<_>, _>>()?;
             ors.push(ands);
         }
         Ok(Constraints(ors))
@@ -229,9 +240,18 @@ impl Constraints {
 fn parse_constraint(c: &str) -> Result<Constraint, String> {
     let re = regexes().ok_or("semver regexes")?;
     if c.is_empty() {
-        return Ok(Constraint { op: String::new(), con: Version::parse("0.0.0")?, minor_dirty: false, patch_dirty: false, dirty: true });
+        return Ok(Constraint {
+            op: String::new(),
+            con: Version::parse("0.0.0")?,
+            minor_dirty: false,
+            patch_dirty: false,
+            dirty: true,
+        });
     }
-    let m = re.constraint.captures(c).ok_or_else(|| format!("improper constraint: {c}"))?;
+    let m = re
+        .constraint
+        .captures(c)
+        .ok_or_else(|| format!("improper constraint: {c}"))?;
     let g = |i: usize| m.get(i).map_or("", |x| x.as_str());
     let (mut minor_dirty, mut patch_dirty, mut dirty) = (false, false, false);
     let ver = if is_x(g(3)) || g(3).is_empty() {
@@ -249,7 +269,13 @@ fn parse_constraint(c: &str) -> Result<Constraint, String> {
         g(2).to_string()
     };
     let con = Version::parse(&ver).map_err(|_| "constraint Parser Error".to_string())?;
-    Ok(Constraint { op: g(1).to_string(), con, minor_dirty, patch_dirty, dirty })
+    Ok(Constraint {
+        op: g(1).to_string(),
+        con,
+        minor_dirty,
+        patch_dirty,
+        dirty,
+    })
 }
 
 impl Constraint {
@@ -336,7 +362,7 @@ impl Constraint {
         if v.major != c.major {
             return false;
         }
-        !(v.minor != c.minor && !self.minor_dirty)
+        v.minor == c.minor || self.minor_dirty
     }
 
     fn tilde_or_equal(&self, v: &Version) -> bool {

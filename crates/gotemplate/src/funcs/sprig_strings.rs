@@ -9,14 +9,23 @@ use crate::value::{Elem, V};
 use base64::Engine;
 
 pub fn register(t: &mut Table) {
-    def(t, "trim", &[P::Str], None, |a| Ok(V::str(s(&a[0]).trim_matches(go_space))));
-    def(t, "upper", &[P::Str], None, |a| Ok(V::str(s(&a[0]).to_uppercase())));
-    def(t, "lower", &[P::Str], None, |a| Ok(V::str(s(&a[0]).to_lowercase())));
+    def(t, "trim", &[P::Str], None, |a| {
+        Ok(V::str(s(&a[0]).trim_matches(go_space)))
+    });
+    def(t, "upper", &[P::Str], None, |a| {
+        Ok(V::str(s(&a[0]).to_uppercase()))
+    });
+    def(t, "lower", &[P::Str], None, |a| {
+        Ok(V::str(s(&a[0]).to_lowercase()))
+    });
     def(t, "title", &[P::Str], None, |a| Ok(V::str(title(s(&a[0])))));
-    def(t, "untitle", &[P::Str], None, |a| Ok(V::str(untitle(s(&a[0])))));
+    def(t, "untitle", &[P::Str], None, |a| {
+        Ok(V::str(untitle(s(&a[0]))))
+    });
     def(t, "substr", &[P::Int, P::Int, P::Str], None, substr);
     def(t, "repeat", &[P::Int, P::Str], None, |a| {
-        let n = usize::try_from(i(&a[0])).map_err(|_| "strings: negative Repeat count".to_string())?;
+        let n =
+            usize::try_from(i(&a[0])).map_err(|_| "strings: negative Repeat count".to_string())?;
         if n.saturating_mul(s(&a[1]).len()) > 1 << 28 {
             return Err("strings: Repeat output length overflow".into());
         }
@@ -28,59 +37,141 @@ pub fn register(t: &mut Table) {
             Ok(V::str(s(&a[1]).trim_matches(|c| cut.contains(c))))
         });
     }
-    def(t, "trimSuffix", &[P::Str, P::Str], None, |a| Ok(V::str(s(&a[1]).strip_suffix(s(&a[0])).unwrap_or(s(&a[1])))));
-    def(t, "trimPrefix", &[P::Str, P::Str], None, |a| Ok(V::str(s(&a[1]).strip_prefix(s(&a[0])).unwrap_or(s(&a[1])))));
-    def(t, "nospace", &[P::Str], None, |a| Ok(V::str(s(&a[0]).chars().filter(|c| !go_space(*c)).collect::<String>())));
+    def(t, "trimSuffix", &[P::Str, P::Str], None, |a| {
+        Ok(V::str(s(&a[1]).strip_suffix(s(&a[0])).unwrap_or(s(&a[1]))))
+    });
+    def(t, "trimPrefix", &[P::Str, P::Str], None, |a| {
+        Ok(V::str(s(&a[1]).strip_prefix(s(&a[0])).unwrap_or(s(&a[1]))))
+    });
+    def(t, "nospace", &[P::Str], None, |a| {
+        Ok(V::str(
+            s(&a[0])
+                .chars()
+                .filter(|c| !go_space(*c))
+                .collect::<String>(),
+        ))
+    });
     def(t, "trunc", &[P::Int, P::Str], None, trunc);
     def(t, "abbrev", &[P::Int, P::Str], None, |a| {
         let (w, st) = (i(&a[0]), s(&a[1]));
         if w < 4 || st.len() as i64 <= w {
             return Ok(V::str(st));
         }
-        Ok(V::str(format!("{}...", byte_slice(st, 0, (w - 3) as usize))))
+        Ok(V::str(format!(
+            "{}...",
+            byte_slice(st, 0, (w - 3) as usize)
+        )))
     });
-    def(t, "contains", &[P::Str, P::Str], None, |a| Ok(V::Bool(s(&a[1]).contains(s(&a[0])))));
-    def(t, "hasPrefix", &[P::Str, P::Str], None, |a| Ok(V::Bool(s(&a[1]).starts_with(s(&a[0])))));
-    def(t, "hasSuffix", &[P::Str, P::Str], None, |a| Ok(V::Bool(s(&a[1]).ends_with(s(&a[0])))));
+    def(t, "contains", &[P::Str, P::Str], None, |a| {
+        Ok(V::Bool(s(&a[1]).contains(s(&a[0]))))
+    });
+    def(t, "hasPrefix", &[P::Str, P::Str], None, |a| {
+        Ok(V::Bool(s(&a[1]).starts_with(s(&a[0]))))
+    });
+    def(t, "hasSuffix", &[P::Str, P::Str], None, |a| {
+        Ok(V::Bool(s(&a[1]).ends_with(s(&a[0]))))
+    });
     def(t, "quote", &[], Some(P::Any), |a| {
-        let q: Vec<String> = a.iter().filter(|v| !v.is_nil()).map(|v| fmt::quote(&strval(v))).collect();
+        let q: Vec<String> = a
+            .iter()
+            .filter(|v| !v.is_nil())
+            .map(|v| fmt::quote(&strval(v)))
+            .collect();
         Ok(V::str(q.join(" ")))
     });
     def(t, "squote", &[], Some(P::Any), |a| {
-        let q: Vec<String> = a.iter().filter(|v| !v.is_nil()).map(|v| format!("'{}'", fmt::to_string(v))).collect();
+        let q: Vec<String> = a
+            .iter()
+            .filter(|v| !v.is_nil())
+            .map(|v| format!("'{}'", fmt::to_string(v)))
+            .collect();
         Ok(V::str(q.join(" ")))
     });
     def(t, "cat", &[], Some(P::Any), |a| {
-        let q: Vec<String> = a.iter().filter(|v| !v.is_nil()).map(fmt::to_string).collect();
+        let q: Vec<String> = a
+            .iter()
+            .filter(|v| !v.is_nil())
+            .map(fmt::to_string)
+            .collect();
         Ok(V::str(q.join(" ")))
     });
-    def(t, "indent", &[P::Int, P::Str], None, |a| Ok(V::str(indent(i(&a[0]), s(&a[1])))));
-    def(t, "nindent", &[P::Int, P::Str], None, |a| Ok(V::str(format!("\n{}", indent(i(&a[0]), s(&a[1]))))));
-    def(t, "replace", &[P::Str, P::Str, P::Str], None, |a| Ok(V::str(go_replace(s(&a[2]), s(&a[0]), s(&a[1])))));
-    def(t, "plural", &[P::Str, P::Str, P::Int], None, |a| Ok(if i(&a[2]) == 1 { a[0].clone() } else { a[1].clone() }));
-    def(t, "sha1sum", &[P::Str], None, |a| Ok(V::str(hex(&sha1::Sha1::digest(s(&a[0]).as_bytes())))));
-    def(t, "sha256sum", &[P::Str], None, |a| Ok(V::str(hex(&sha2::Sha256::digest(s(&a[0]).as_bytes())))));
-    def(t, "adler32sum", &[P::Str], None, |a| Ok(V::str(adler32(s(&a[0]).as_bytes()).to_string())));
-    def(t, "toString", &[P::Any], None, |a| Ok(V::str(strval(&a[0]))));
-    def(t, "b64enc", &[P::Str], None, |a| Ok(V::str(base64::engine::general_purpose::STANDARD.encode(s(&a[0])))));
+    def(t, "indent", &[P::Int, P::Str], None, |a| {
+        Ok(V::str(indent(i(&a[0]), s(&a[1]))))
+    });
+    def(t, "nindent", &[P::Int, P::Str], None, |a| {
+        Ok(V::str(format!("\n{}", indent(i(&a[0]), s(&a[1])))))
+    });
+    def(t, "replace", &[P::Str, P::Str, P::Str], None, |a| {
+        Ok(V::str(go_replace(s(&a[2]), s(&a[0]), s(&a[1]))))
+    });
+    def(t, "plural", &[P::Str, P::Str, P::Int], None, |a| {
+        Ok(if i(&a[2]) == 1 {
+            a[0].clone()
+        } else {
+            a[1].clone()
+        })
+    });
+    register_encodings(t);
+    register_splits(t);
+}
+
+/// Hashes, encodings and conversions to string.
+fn register_encodings(t: &mut Table) {
+    def(t, "sha1sum", &[P::Str], None, |a| {
+        Ok(V::str(hex(&sha1::Sha1::digest(s(&a[0]).as_bytes()))))
+    });
+    def(t, "sha256sum", &[P::Str], None, |a| {
+        Ok(V::str(hex(&sha2::Sha256::digest(s(&a[0]).as_bytes()))))
+    });
+    def(t, "adler32sum", &[P::Str], None, |a| {
+        Ok(V::str(adler32(s(&a[0]).as_bytes()).to_string()))
+    });
+    def(t, "toString", &[P::Any], None, |a| {
+        Ok(V::str(strval(&a[0])))
+    });
+    def(t, "b64enc", &[P::Str], None, |a| {
+        Ok(V::str(
+            base64::engine::general_purpose::STANDARD.encode(s(&a[0])),
+        ))
+    });
     def(t, "b64dec", &[P::Str], None, |a| {
-        Ok(V::str(match base64::engine::general_purpose::STANDARD.decode(s(&a[0])) {
-            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-            Err(e) => b64_error(&e),
-        }))
+        Ok(V::str(
+            match base64::engine::general_purpose::STANDARD.decode(s(&a[0])) {
+                Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+                Err(e) => b64_error(&e),
+            },
+        ))
     });
-    def(t, "b32enc", &[P::Str], None, |a| Ok(V::str(data_encoding::BASE32.encode(s(&a[0]).as_bytes()))));
+    def(t, "b32enc", &[P::Str], None, |a| {
+        Ok(V::str(data_encoding::BASE32.encode(s(&a[0]).as_bytes())))
+    });
     def(t, "b32dec", &[P::Str], None, |a| {
-        Ok(V::str(match data_encoding::BASE32.decode(s(&a[0]).as_bytes()) {
-            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-            Err(e) => format!("illegal base32 data at input byte {}", e.position),
-        }))
+        Ok(V::str(
+            match data_encoding::BASE32.decode(s(&a[0]).as_bytes()) {
+                Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+                Err(e) => format!("illegal base32 data at input byte {}", e.position),
+            },
+        ))
     });
-    def(t, "split", &[P::Str, P::Str], None, |a| Ok(indexed_map(go_split(s(&a[1]), s(&a[0]), -1))));
-    def(t, "splitn", &[P::Str, P::Int, P::Str], None, |a| Ok(indexed_map(go_split(s(&a[2]), s(&a[0]), i(&a[1])))));
-    def(t, "splitList", &[P::Str, P::Str], None, |a| Ok(V::str_list(go_split(s(&a[1]), s(&a[0]), -1))));
-    def(t, "toStrings", &[P::Any], None, |a| Ok(V::str_list(strslice(&a[0]))));
-    def(t, "join", &[P::Str, P::Any], None, |a| Ok(V::str(strslice(&a[1]).join(s(&a[0])))));
+}
+
+/// Splitting and joining.
+fn register_splits(t: &mut Table) {
+    def(t, "split", &[P::Str, P::Str], None, |a| {
+        Ok(indexed_map(go_split(s(&a[1]), s(&a[0]), -1)))
+    });
+    def(t, "splitn", &[P::Str, P::Int, P::Str], None, |a| {
+        Ok(indexed_map(go_split(s(&a[2]), s(&a[0]), i(&a[1]))))
+    });
+    def(t, "splitList", &[P::Str, P::Str], None, |a| {
+        Ok(V::str_list(go_split(s(&a[1]), s(&a[0]), -1)))
+    });
+    def(t, "toStrings", &[P::Any], None, |a| {
+        Ok(V::str_list(strslice(&a[0])))
+    });
+    def(t, "join", &[P::Str, P::Any], None, |a| {
+        Ok(V::str(strslice(&a[1]).join(s(&a[0]))))
+    });
     def(t, "sortAlpha", &[P::Any], None, |a| {
         let mut l = match &a[0] {
             V::List(..) => strslice(&a[0]),
@@ -93,7 +184,10 @@ pub fn register(t: &mut Table) {
 
 /// Go's `unicode.IsSpace`.
 pub fn go_space(c: char) -> bool {
-    matches!(c, '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{85}' | '\u{a0}') || (c as u32 > 0xff && c.is_whitespace())
+    matches!(
+        c,
+        '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{85}' | '\u{a0}'
+    ) || (c as u32 > 0xff && c.is_whitespace())
 }
 
 /// Slices a string by bytes as Go does, keeping valid UTF-8 (a cut rune becomes U+FFFD).
