@@ -160,6 +160,129 @@ def test_kubectl_wait_available_returns_once_the_workers_are_up(capi, tmp_path):
     capi.kubectl("-n", ns, "delete", "cluster", "w1", "--timeout=120s", timeout=130)
 
 
+# What the test adds to Cluster API's in-memory ClusterClass: two variables and three inline
+# patches (a Go template over a variable and builtins, a variable and builtins read by path,
+# a patch only a MachineDeployment's override enables, one that cannot apply).
+CLASS_PATCH = [
+    {"op": "add", "path": "/spec/variables", "value": [
+        {"name": "banner", "required": True, "schema": {"openAPIV3Schema": {
+            "type": "object", "properties": {"text": {"type": "string", "maxLength": 12}}}}},
+        {"name": "workerFiles", "required": False, "schema": {"openAPIV3Schema": {
+            "type": "boolean", "default": False}}}]},
+    {"op": "add", "path": "/spec/patches", "value": [
+        {"name": "banner", "definitions": [
+            {"selector": {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2",
+                          "kind": "KubeadmControlPlaneTemplate",
+                          "matchResources": {"controlPlane": True}},
+             "jsonPatches": [{"op": "add", "path": "/spec/template/spec/kubeadmConfigSpec/files",
+                              "valueFrom": {"template": "- path: /etc/banner\n  content: "
+                                  "{{ printf \"%s on %s at %s\" .banner.text .builtin.cluster.name "
+                                  ".builtin.controlPlane.version | quote }}"}}]},
+            {"selector": {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2",
+                          "kind": "KubeadmConfigTemplate",
+                          "matchResources": {"machineDeploymentClass": {"names": ["default-*"]}}},
+             "jsonPatches": [{"op": "add", "path": "/spec/template/spec/postKubeadmCommands",
+                              "valueFrom": {"template": "- echo {{ .builtin.machineDeployment.topologyName }} "
+                                                        "{{ .builtin.machineDeployment.replicas }}"}},
+                             {"op": "add", "path": "/spec/template/spec/preKubeadmCommands",
+                              "valueFrom": {"template": "[{{ .banner.text | quote }}]"}}]}]},
+        {"name": "workerFiles", "enabledIf": "{{ .workerFiles }}", "definitions": [
+            {"selector": {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2",
+                          "kind": "KubeadmConfigTemplate",
+                          "matchResources": {"machineDeploymentClass": {"names": ["default-worker"]}}},
+             "jsonPatches": [{"op": "add", "path": "/spec/template/spec/files",
+                              "value": [{"path": "/etc/worker", "content": "w"}]}]}]},
+        {"name": "broken", "enabledIf": "{{ eq .banner.text \"break\" }}", "definitions": [
+            {"selector": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                          "kind": "DevClusterTemplate",
+                          "matchResources": {"infrastructureCluster": True}},
+             "jsonPatches": [{"op": "replace", "path": "/spec/template/spec/nothing/here",
+                              "value": 1}]}]}]},
+]
+
+
+def patched_cluster(name, text, **extra):
+    md = [{"class": "default-worker", "name": "md-0", "replicas": 1},
+          {"class": "default-worker", "name": "md-1", "replicas": 2,
+           "variables": {"overrides": [{"name": "workerFiles", "value": True}]}}]
+    return json.dumps({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                       "metadata": {"name": name},
+                       "spec": {"clusterNetwork": {"pods": {"cidrBlocks": ["192.168.0.0/16"]}},
+                                "topology": {"classRef": {"name": "in-memory"}, "version": "v1.31.2",
+                                             "controlPlane": {"replicas": 1},
+                                             "workers": {"machineDeployments": md},
+                                             "variables": [{"name": "banner", "value": {"text": text}}],
+                                             **extra}}})
+
+
+def test_a_cluster_class_patch_shapes_the_objects_its_variables_say(capi, tmp_path):
+    ns = unique("patch")
+    capi.kubectl("create", "namespace", ns)
+    apply(capi, ns, render("clusterclass-in-memory.yaml", **FAST))
+    capi.kubectl("-n", ns, "patch", "clusterclass", "in-memory", "--type=json",
+                 "-p", json.dumps(CLASS_PATCH))
+
+    # The class's controller lists the variables it defines, as Cluster API's does.
+    def variables_ready():
+        cc = json.loads(capi.kubectl("-n", ns, "get", "clusterclass", "in-memory", "-o", "json").stdout)
+        ok = condition(cc, "VariablesReady").get("status") == "True" and \
+            cc["status"].get("observedGeneration") == cc["metadata"]["generation"]
+        return cc if ok else None
+    cc = wait_for(variables_ready, timeout=30, what="VariablesReady")
+    assert [v["name"] for v in cc["status"]["variables"]] == ["banner", "workerFiles"]
+    assert cc["status"]["variables"][0]["definitions"][0]["from"] == "inline"
+
+    # A value its schema refuses is refused with the reason.
+    refused = capi.kubectl("-n", ns, "apply", "-f", "-", input=patched_cluster("toolong", "x" * 13),
+                           check=False)
+    assert refused.returncode != 0
+    assert "spec.topology.variables[banner].value.text" in refused.stderr, refused.stderr
+    assert "12" in refused.stderr, refused.stderr
+
+    capi.kubectl("-n", ns, "apply", "-f", "-", input=patched_cluster("p1", "hello"))
+    wait_available(capi, ns, "p1")
+    kcp = json.loads(capi.kubectl("-n", ns, "get", "kcp", "-l", "cluster.x-k8s.io/cluster-name=p1",
+                                  "-o", "json").stdout)["items"][0]
+    assert kcp["spec"]["kubeadmConfigSpec"]["files"] == [
+        {"path": "/etc/banner", "content": "hello on p1 at v1.31.2"}]
+    # Each MachineDeployment's bootstrap template got its own builtins; only md-1's
+    # override enabled the files.
+    mds = json.loads(capi.kubectl("-n", ns, "get", "machinedeployments", "-l",
+                                  "cluster.x-k8s.io/cluster-name=p1", "-o", "json").stdout)["items"]
+    assert len(mds) == 2
+    for md in mds:
+        topology_name = md["metadata"]["labels"]["topology.cluster.x-k8s.io/deployment-name"]
+        ref = md["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"]
+        template = json.loads(capi.kubectl("-n", ns, "get", "kubeadmconfigtemplate", ref,
+                                           "-o", "json").stdout)["spec"]["template"]["spec"]
+        replicas = md["spec"]["replicas"]
+        assert template["postKubeadmCommands"] == [f"echo {topology_name} {replicas}"], template
+        assert template["preKubeadmCommands"] == ["hello"]
+        assert ("files" in template) == (topology_name == "md-1"), template
+        # And the Machines' KubeadmConfigs carry it into their bootstrap data.
+        configs = json.loads(capi.kubectl("-n", ns, "get", "kubeadmconfigs", "-l",
+                                          f"cluster.x-k8s.io/deployment-name={md['metadata']['name']}",
+                                          "-o", "json").stdout)["items"]
+        assert len(configs) == replicas
+        assert all(c["spec"]["postKubeadmCommands"] == template["postKubeadmCommands"] for c in configs)
+
+    # A patch that cannot apply stops the topology with upstream's words; nothing is made.
+    capi.kubectl("-n", ns, "apply", "-f", "-", input=patched_cluster("p2", "break"))
+    def failed():
+        c = json.loads(capi.kubectl("-n", ns, "get", "cluster", "p2", "-o", "json").stdout)
+        t = condition(c, "TopologyReconciled")
+        return t if t.get("status") == "False" else None
+    reason = wait_for(failed, timeout=30, what="TopologyReconciled False")
+    assert reason["reason"] == "ReconcileFailed"
+    assert 'failed to apply patches for patch "broken"' in reason["message"], reason
+    for kind in ["kcp", "devclusters", "machinedeployments"]:
+        assert capi.kubectl("-n", ns, "get", kind, "-l", "cluster.x-k8s.io/cluster-name=p2",
+                            "-o", "name").stdout.strip() == "", kind
+
+    for name in ["p1", "p2"]:
+        capi.kubectl("-n", ns, "delete", "cluster", name, "--timeout=120s", timeout=130)
+
+
 V1BETA1_CLUSTER = """
 apiVersion: cluster.x-k8s.io/v1beta1
 kind: Cluster

@@ -7,6 +7,7 @@ pyvmomi, the workload cluster with kubectl."""
 import base64
 import json
 import pathlib
+import re
 import subprocess
 
 from pyVim.connect import Disconnect, SmartConnect
@@ -14,7 +15,8 @@ from pyVmomi import vim
 
 from conftest import BINARY, PASSWORD, USER, Vcsim, condition, envsubst, get, wait_for
 
-TEMPLATE = pathlib.Path(__file__).parents[3] / "deploy" / "capv" / "cluster-template.yaml"
+DEPLOY = pathlib.Path(__file__).parents[3] / "deploy" / "capv"
+TEMPLATE = DEPLOY / "cluster-template.yaml"
 GROUP = "infrastructure.cluster.x-k8s.io"
 
 
@@ -230,6 +232,72 @@ def test_a_reconciling_resource_set_applies_changes_and_leaves_its_objects(plane
     assert names == ["c2-crs-0"], names
     assert color() == "blue"
     plane.kubectl("-n", ns, "delete", "clusters.cluster.x-k8s.io", "c2", "--wait=true", timeout=120)
+
+
+def test_the_topology_flavor_patches_its_templates_and_makes_vms(plane, ns, tmp_path):
+    """CAPV's topology flavor: a ClusterClass whose inline patches fill the VSphereCluster,
+    the users and kube-vip's static pod from the Cluster's variables."""
+    variables = infrasim_env(plane, ns, "vcsim3", "t1", tmp_path, workers=1)
+    variables["CLUSTER_CLASS_NAME"] = "capv-quick-start"
+    for name in ["clusterclass-template.yaml", "cluster-template-topology.yaml"]:
+        rendered = subprocess.run([BINARY, "generate", "--from", str(DEPLOY / name)], env=variables,
+                                  capture_output=True, text=True, timeout=30)
+        assert rendered.returncode == 0, rendered.stderr
+        # kube-vip's manifest gets the endpoint's address from the class's patch (a Go
+        # template's regexReplaceAll): the Cluster's copy says another.
+        ip = variables["CONTROL_PLANE_ENDPOINT_IP"]
+        text = re.sub(r"(name: address\n +value:) .*", r"\1 0.0.0.0", rendered.stdout)
+        assert (text != rendered.stdout) == name.startswith("cluster-template"), name
+        plane.kubectl("apply", "--server-side", "-f", "-", input=text)
+
+    def available():
+        c = get(plane, ns, "clusters.cluster.x-k8s.io", "t1")
+        return c if (condition(c, "Available") or {}).get("status") == "True" else None
+    cluster = wait_for(available, timeout=120, what="Cluster t1 Available")
+    assert condition(cluster, "TopologyReconciled")["status"] == "True", cluster["status"]
+
+    # The patched fields, in the objects made from the class's templates.
+    vsphere_cluster = get(plane, ns, f"vsphereclusters.{GROUP}",
+                          cluster["spec"]["infrastructureRef"]["name"])
+    assert vsphere_cluster["spec"]["server"] == variables["VSPHERE_SERVER"]
+    assert vsphere_cluster["spec"]["thumbprint"] == variables["VSPHERE_TLS_THUMBPRINT"]
+    assert vsphere_cluster["spec"]["identityRef"] == {"kind": "Secret", "name": "t1"}
+    assert vsphere_cluster["spec"]["controlPlaneEndpoint"] == {
+        "host": variables["CONTROL_PLANE_ENDPOINT_IP"],
+        "port": int(variables["CONTROL_PLANE_ENDPOINT_PORT"])}
+    kcp = get(plane, ns, "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
+              cluster["spec"]["controlPlaneRef"]["name"])
+    spec = kcp["spec"]["kubeadmConfigSpec"]
+    assert spec["users"] == [{"name": "capv", "sudo": "ALL=(ALL) NOPASSWD:ALL",
+                              "sshAuthorizedKeys": [variables["VSPHERE_SSH_AUTHORIZED_KEY"]]}]
+    kube_vip = next(f for f in spec["files"] if f["path"] == "/etc/kubernetes/manifests/kube-vip.yaml")
+    assert f"- name: address\n      value: {ip}\n" in kube_vip["content"], kube_vip["content"]
+    assert "0.0.0.0" not in kube_vip["content"]
+    assert kube_vip["content"].startswith("apiVersion: v1\nkind: Pod\n")
+    md = items(plane, ns, "machinedeployments.cluster.x-k8s.io")[0]
+    bootstrap = get(plane, ns, "kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io",
+                    md["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"])
+    assert bootstrap["spec"]["template"]["spec"]["users"] == spec["users"]
+    assert bootstrap["spec"]["template"]["spec"]["files"] == []
+
+    # Every Machine runs on a powered-on VM that CAPV's provider ID names.
+    machines = items(plane, ns, "machines.cluster.x-k8s.io")
+    assert len(machines) == 2 and all(m["status"]["phase"] == "Running" for m in machines)
+    host, port = variables["VSPHERE_SERVER"].removeprefix("https://").rsplit(":", 1)
+    si = SmartConnect(host=host, port=int(port), user=variables["VSPHERE_USERNAME"],
+                      pwd=variables["VSPHERE_PASSWORD"], disableSslCertValidation=True)
+    try:
+        vms = vms_named(si, "t1-")
+        assert {m["metadata"]["name"] for m in machines} == set(vms)
+        for m in machines:
+            vm = vms[m["metadata"]["name"]]
+            assert vm.runtime.powerState == "poweredOn"
+            assert m["spec"]["providerID"] == f"vsphere://{vm.config.uuid}"
+        plane.kubectl("-n", ns, "delete", "clusters.cluster.x-k8s.io", "t1", "--wait=true",
+                      timeout=120)
+        wait_for(lambda: not vms_named(si, "t1-"), timeout=60, what="the VMs destroyed")
+    finally:
+        Disconnect(si)
 
 
 def provisioned_condition(plane, ns, name):
