@@ -13,6 +13,7 @@
 //! (a `MANAGER` beside its reconciler), but for the Machines' `OwnerRemediated` condition,
 //! which three of them share (see [`remediation::OWNER_MANAGER`]).
 
+mod blueprint;
 pub mod certs;
 mod cluster;
 mod cluster_class;
@@ -27,10 +28,9 @@ mod machinedeployment;
 mod machineset;
 pub mod nodes;
 pub mod objects;
+mod patches;
 mod remediation;
 mod resource_set;
-mod blueprint;
-mod patches;
 mod topology;
 mod up_to_date;
 mod v1beta1;
