@@ -192,7 +192,10 @@ def plane(tmp_path_factory):
     """The plane most tests share. Its workloads are off, as envtest runs kube-apiserver
     without a controller manager: these tests prove the API's own semantics on objects
     nothing else touches (api/test_up.py runs a plane with them on)."""
-    p = Plane(tmp_path_factory.mktemp("plane"), "--workloads=false")
+    # CAPV's NodeAntiAffinity gate on (off by default, as in CAPV): the CAPV tests see the
+    # VMs in their cluster modules.
+    p = Plane(tmp_path_factory.mktemp("plane"), "--workloads=false",
+              "--capv-node-anti-affinity=true")
     yield p
     p.stop()
 

@@ -203,6 +203,7 @@ fn in_memory_selection() -> Selection {
         sip: false,
         v1beta1: true,
         reach: Default::default(),
+        capv_node_anti_affinity: false,
     }
 }
 

@@ -87,6 +87,7 @@ pub async fn run(args: CapvBenchArgs) -> anyhow::Result<()> {
         sip: false,
         v1beta1: false,
         reach: Default::default(),
+        capv_node_anti_affinity: false,
     };
     let base = args.as_capi(20000);
     let (client, _writes, _cloud, controllers) =

@@ -51,6 +51,7 @@ pub async fn run(args: VcsimBenchArgs) -> anyhow::Result<()> {
         sip: false,
         v1beta1: false,
         reach: Default::default(),
+        capv_node_anti_affinity: false,
     })
     .await?;
     let measured = measure(&args, &client).await;

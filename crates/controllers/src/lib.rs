@@ -57,6 +57,9 @@ pub struct Selection {
     /// How the plane reaches this process's webhooks (conversion, and the embedded core's
     /// admission webhooks).
     pub reach: capi::admission::Reach,
+    /// The CAPV stand-in's `NodeAntiAffinity` feature gate (cluster modules; off by
+    /// default, as CAPV's).
+    pub capv_node_anti_affinity: bool,
 }
 
 impl Selection {
@@ -180,7 +183,13 @@ async fn run_selected(
     let capv = async {
         if selection.capv() {
             let defaults = vcsim::capv_defaults(ctx.client.clone(), informers.clone());
-            capv::run(ctx.clone(), informers.clone(), defaults).await;
+            capv::run(
+                ctx.clone(),
+                informers.clone(),
+                defaults,
+                selection.capv_node_anti_affinity,
+            )
+            .await;
         }
     };
     let vmgroup = async {

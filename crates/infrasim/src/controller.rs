@@ -30,6 +30,10 @@ pub struct ControllerArgs {
     /// vCenters for Cluster API Provider vSphere).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     vcsim: bool,
+    /// CAPV's `NodeAntiAffinity` feature gate for the CAPV stand-in (cluster modules; off by
+    /// default, as in CAPV).
+    #[arg(long, env = "EXP_NODE_ANTI_AFFINITY", default_value_t = false, action = clap::ArgAction::Set)]
+    capv_node_anti_affinity: bool,
     /// Run the VmGroup controller too (groups of VMs cloned from a template on the vCenter a
     /// Secret names).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -111,6 +115,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         // A plane elsewhere reaches the conversion webhook only where this process serves it.
         v1beta1: reach.is_some(),
         reach: reach.clone().unwrap_or_default(),
+        capv_node_anti_affinity: args.capv_node_anti_affinity,
     };
     if args.install_crds {
         crds::install(&client, &selection.crds())

@@ -53,6 +53,11 @@ pub struct UpArgs {
     /// their load balancers; installs metal3's BareMetalHost CRD where the plane lacks it).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     sip: bool,
+    /// CAPV's `NodeAntiAffinity` feature gate for the CAPV stand-in: a cluster module per
+    /// control plane and MachineDeployment, each machine's VM in its owner's (off by default,
+    /// as in CAPV; clusterctl's variable for it is the environment's default).
+    #[arg(long, env = "EXP_NODE_ANTI_AFFINITY", default_value_t = false, action = clap::ArgAction::Set)]
+    capv_node_anti_affinity: bool,
     /// The address workload clusters' endpoints listen on and advertise.
     #[arg(long, default_value = "127.0.0.1")]
     advertise_address: IpAddr,
@@ -352,6 +357,7 @@ async fn start_controllers(
         sip: args.sip,
         v1beta1: true,
         reach: Default::default(),
+        capv_node_anti_affinity: args.capv_node_anti_affinity,
     };
     use infrasim_controllers::capi::admission;
     admission::serve_in(server, client.clone(), selection.capi_core);

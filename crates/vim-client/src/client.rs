@@ -64,6 +64,8 @@ pub struct Client {
     logins: AtomicU64,
     /// Logged out for good: no call logs in again.
     closed: std::sync::atomic::AtomicBool,
+    /// The vSphere Automation (REST) session's token, once one was asked for.
+    pub(crate) rest_token: RwLock<Option<String>>,
 }
 
 /// How long one call may take before it is abandoned.
@@ -99,6 +101,7 @@ impl Client {
             cookie: RwLock::new(None),
             logins: AtomicU64::new(0),
             closed: Default::default(),
+            rest_token: RwLock::new(None),
         };
         client.content = client.service_content().await?;
         client.login().await?;
@@ -232,6 +235,43 @@ impl Client {
                 }
                 other => other,
             }
+        };
+        tokio::time::timeout(CALL_TIMEOUT, exchange)
+            .await
+            .map_err(|_| Error::Transport(format!("{}: no answer in {CALL_TIMEOUT:?}", self.url)))?
+    }
+}
+
+impl Client {
+    /// The vCenter's `https://host:port` (the SOAP URL without `/sdk`).
+    pub(crate) fn base(&self) -> String {
+        let url = self.url.to_string();
+        url.strip_suffix("/sdk").unwrap_or(&url).to_string()
+    }
+
+    pub(crate) fn credentials(&self) -> &Credentials {
+        &self.credentials
+    }
+
+    /// Sends `request` with the call timeout; the status and the body.
+    pub(crate) async fn send(
+        &self,
+        request: http::Request<Full<Bytes>>,
+    ) -> Result<(http::StatusCode, Bytes)> {
+        let exchange = async {
+            let response = self
+                .http
+                .request(request)
+                .await
+                .map_err(|e| Error::Transport(format!("{}: {}", self.url, chain(&e))))?;
+            let status = response.status();
+            let body = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| Error::Transport(format!("{}: {e}", self.url)))?
+                .to_bytes();
+            Ok((status, body))
         };
         tokio::time::timeout(CALL_TIMEOUT, exchange)
             .await

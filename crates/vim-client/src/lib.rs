@@ -13,10 +13,12 @@
 //! - [`xml`]: reading answers: managed object references, property values, faults;
 //! - [`ops`]: what is built on the calls: listing objects through a container view, reading
 //!   properties, cloning, reconfiguring, powering and destroying VMs, tasks, custom fields;
-//! - [`updates`]: change notification (a filter over a container view, WaitForUpdatesEx).
+//! - [`updates`]: change notification (a filter over a container view, WaitForUpdatesEx);
+//! - [`rest`]: the vSphere Automation API's session and cluster modules.
 
 pub mod client;
 pub mod ops;
+pub mod rest;
 pub mod trust;
 pub mod updates;
 pub mod xml;

@@ -8,6 +8,9 @@ import base64
 import json
 import pathlib
 import re
+import ssl
+import urllib.error
+import urllib.request
 import subprocess
 
 from pyVim.connect import Disconnect, SmartConnect
@@ -54,6 +57,27 @@ def extra_config(vm):
 
 def items(plane, ns, kind):
     return json.loads(plane.kubectl("-n", ns, "get", kind, "-o", "json").stdout)["items"]
+
+
+def module_members(variables, module):
+    """The VMs of a cluster module, through the simulator's vSphere Automation API (which
+    pyvmomi does not speak); None when there is no such module."""
+    base = variables["VSPHERE_SERVER"]
+    insecure = ssl._create_unverified_context()
+    login = urllib.request.Request(f"{base}/rest/com/vmware/cis/session", method="POST")
+    basic = base64.b64encode(f"{variables['VSPHERE_USERNAME']}:{variables['VSPHERE_PASSWORD']}".encode())
+    login.add_header("Authorization", f"Basic {basic.decode()}")
+    with urllib.request.urlopen(login, context=insecure, timeout=10) as r:
+        token = json.load(r)["value"]
+    ask = urllib.request.Request(f"{base}/rest/vcenter/cluster/modules/vm/{module}/members")
+    ask.add_header("vmware-api-session-id", token)
+    try:
+        with urllib.request.urlopen(ask, context=insecure, timeout=10) as r:
+            return set(json.load(r)["value"]["vms"])
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return None
+        raise
 
 
 def workload_nodes(plane, ns, cluster, tmp_path):
@@ -127,6 +151,20 @@ def test_capvs_default_flavor_makes_vms_that_join_the_cluster(plane, ns, tmp_pat
                 machine["status"]["addresses"]
             assert machine["status"]["initialization"]["provisioned"] is True
 
+        # A cluster module per control plane and MachineDeployment (anti-affinity), each VM
+        # in its owner's.
+        vsphere_cluster = get(plane, ns, f"vsphereclusters.{GROUP}", "c1")
+        assert condition(vsphere_cluster, "ClusterModulesReady")["status"] == "True"
+        modules = {(m["controlPlane"], m["targetObjectName"]): m["moduleUUID"]
+                   for m in vsphere_cluster["spec"]["clusterModules"]}
+        assert set(modules) == {(True, "c1"), (False, "c1-md-0")}, modules
+        for owner, module in modules.items():
+            members = {vsphere_vms[m["metadata"]["name"]]["status"]["vmRef"] for m in machines
+                       if ("cluster.x-k8s.io/control-plane" in m["metadata"]["labels"]) == owner[0]}
+            assert module_members(variables, module) == members, owner
+            assert all(vsphere_vms[m["metadata"]["name"]]["status"]["moduleUUID"] == module
+                       for m in machines if vsphere_vms[m["metadata"]["name"]]["status"]["vmRef"] in members)
+
         # The workload cluster's Nodes carry those provider IDs.
         nodes = wait_for(lambda: (lambda n: n if n and len(n) == 3 else None)(
             workload_nodes(plane, ns, "c1", tmp_path)), timeout=30, what="three Nodes")
@@ -165,12 +203,16 @@ def test_capvs_default_flavor_makes_vms_that_join_the_cluster(plane, ns, tmp_pat
         wait_for(lambda: len([vm for vm in vms_named(si, "c1-").values()
                               if vm.runtime.powerState == "poweredOn"]) == 4,
                  timeout=60, what="a fourth VM powered on")
+        wait_for(lambda: len(module_members(variables, modules[(False, "c1-md-0")])) == 3,
+                 timeout=30, what="the new VM in the workers' module")
 
         # Deleting the Cluster removes every VM.
         plane.kubectl("-n", ns, "delete", "clusters.cluster.x-k8s.io", "c1", "--wait=true",
                       timeout=120)
         wait_for(lambda: not vms_named(si, "c1-"), timeout=60, what="the VMs destroyed")
         assert items(plane, ns, f"vspherevms.{GROUP}") == []
+        # Their modules went with the cluster.
+        assert all(module_members(variables, m) is None for m in modules.values())
         # The Cluster's binding goes with it.
         wait_for(lambda: get(plane, ns, "clusterresourcesetbindings.addons.cluster.x-k8s.io",
                              "c1") is None, timeout=30, what="the binding deleted")
@@ -225,7 +267,10 @@ def test_a_reconciling_resource_set_applies_changes_and_leaves_its_objects(plane
         "spec": {"clusterSelector": {}, "resources": [{"kind": "ConfigMap", "name": "palette"}]}}))
     assert out.returncode != 0 and "selector must not be empty" in out.stderr, out.stderr
 
-    # Deleting the set takes it out of the binding and leaves its objects.
+    # Deleting the set takes it out of the binding and leaves its objects. (The template's
+    # own set is bound first: one whose cluster answered later may not be yet.)
+    wait_for(lambda: {b["clusterResourceSetName"] for b in binding()["spec"]["bindings"]}
+             == {"c2-crs-0", "palette"}, timeout=60, what="both sets bound")
     plane.kubectl("-n", ns, "delete", "clusterresourcesets.addons.cluster.x-k8s.io", "palette",
                   "--wait=true")
     names = [b["clusterResourceSetName"] for b in binding()["spec"]["bindings"]]

@@ -1,15 +1,18 @@
 //! The VSphereCluster reconciler: logs in to the cluster's vCenter with its credentials (see
 //! [`super::credentials`]) and reports it as CAPV does, `VCenterAvailable` and `Ready`
 //! conditions, `status.vCenterVersion` and `status.initialization.provisioned`, which
-//! Cluster API's core waits for before it lets the cluster's machines be made. A deleted
-//! VSphereCluster waits for its cluster's VSphereMachines to go first.
+//! Cluster API's core waits for before it lets the cluster's machines be made, and keeps
+//! the cluster's modules (see [`super::modules`]) where anti-affinity is on. A deleted
+//! VSphereCluster waits for its cluster's VSphereMachines to go first, then deletes them.
 
 use super::types::{VSphereCluster, VSphereMachine};
-use super::{Error, Reconciler};
+use super::{modules, Error, Reconciler};
+use crate::capi::core::{KubeadmControlPlane, MachineDeployment};
+use infrasim_controller_runtime::vcenters::VCenter;
 use infrasim_controller_runtime::conditions::Condition;
 use infrasim_controller_runtime::informers::Informers;
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
-use infrasim_controller_runtime::triggers::every_change;
+use infrasim_controller_runtime::triggers::{every_change, filtered};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::Controller;
 use kube::ResourceExt;
@@ -20,34 +23,70 @@ use std::time::Duration;
 /// CAPV's finalizer on a VSphereCluster.
 pub const FINALIZER: &str = "vspherecluster.infrastructure.cluster.x-k8s.io";
 
-const MANAGER: &str = "infrasim-capv/cluster";
+pub(super) const MANAGER: &str = "infrasim-capv/cluster";
 
 /// How long a login may take before the vCenter counts as unreachable.
 const LOGIN_LIMIT: Duration = Duration::from_secs(30);
 
 /// The VSphereCluster controller: a VSphereMachine's change (its deletion above all) wakes
-/// the VSphereCluster of its cluster.
+/// the VSphereCluster of its cluster, as a control plane's or MachineDeployment's arrival,
+/// departure or change of machine template does (its cluster module).
 pub(super) fn controller(informers: &Informers) -> Controller<VSphereCluster> {
     let clusters = informers.of::<VSphereCluster>();
     let store = clusters.store();
-    infrasim_controller_runtime::triggers::controller(&clusters, None).watches_shared_stream(
-        every_change(&informers.of::<VSphereMachine>()),
-        move |m| {
-            let ns = m.namespace().unwrap_or_default();
-            let cluster = m
-                .labels()
-                .get(crate::capi::CLUSTER_NAME_LABEL)
-                .cloned()
-                .unwrap_or_default();
-            store
-                .state()
-                .iter()
-                .filter(|c| c.namespace().as_deref() == Some(ns.as_str()))
-                .filter(|c| cluster_name(c).as_deref() == Some(cluster.as_str()))
-                .map(|c| ObjectRef::from_obj(&**c))
-                .collect::<Vec<_>>()
-        },
-    )
+    let of_cluster = move |obj: &dyn ResourceLabels| -> Vec<ObjectRef<VSphereCluster>> {
+        let ns = obj.ns();
+        let cluster = obj.cluster();
+        store
+            .state()
+            .iter()
+            .filter(|c| c.namespace().as_deref() == Some(ns.as_str()))
+            .filter(|c| cluster_name(c).as_deref() == Some(cluster.as_str()))
+            .map(|c| ObjectRef::from_obj(&**c))
+            .collect()
+    };
+    let (by_machine, by_kcp, by_md) = (of_cluster.clone(), of_cluster.clone(), of_cluster);
+    infrasim_controller_runtime::triggers::controller(&clusters, None)
+        .watches_shared_stream(every_change(&informers.of::<VSphereMachine>()), move |m| {
+            by_machine(&*m)
+        })
+        .watches_shared_stream(
+            filtered(&informers.of::<KubeadmControlPlane>(), |k| {
+                Some(hash(&(&k.spec.machine_template.spec.infrastructure_ref.name, k.metadata.deletion_timestamp.is_some())))
+            }),
+            move |k| by_kcp(&*k),
+        )
+        .watches_shared_stream(
+            filtered(&informers.of::<MachineDeployment>(), |md| {
+                Some(hash(&(&md.spec.template.spec.infrastructure_ref.name, md.metadata.deletion_timestamp.is_some())))
+            }),
+            move |md| by_md(&*md),
+        )
+}
+
+fn hash(v: &impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    v.hash(&mut h);
+    h.finish()
+}
+
+/// An object of a cluster: its namespace and its cluster-name label.
+trait ResourceLabels {
+    fn ns(&self) -> String;
+    fn cluster(&self) -> String;
+}
+
+impl<K: kube::Resource> ResourceLabels for K {
+    fn ns(&self) -> String {
+        self.namespace().unwrap_or_default()
+    }
+    fn cluster(&self) -> String {
+        self.labels()
+            .get(crate::capi::CLUSTER_NAME_LABEL)
+            .cloned()
+            .unwrap_or_default()
+    }
 }
 
 /// The name of the Cluster a VSphereCluster belongs to: its owner, else its label.
@@ -63,18 +102,21 @@ impl Reconcile<VSphereCluster> for Reconciler {
     async fn apply(&self, c: Arc<VSphereCluster>) -> Result<Next, Error> {
         let login = tokio::time::timeout(LOGIN_LIMIT, self.log_in(&c)).await;
         let login = login.unwrap_or_else(|_| Err(format!("no answer in {LOGIN_LIMIT:?}")));
-        let (available, version) = match login {
-            Ok(version) => (
-                Condition::new("VCenterAvailable", true, "Available", ""),
-                Some(version),
-            ),
+        let (set, version) = match login {
+            Ok((vc, version)) => {
+                let mut set = vec![Condition::new("VCenterAvailable", true, "Available", "")];
+                if modules::wanted(self, &c) {
+                    set.push(modules::reconcile(self, &c, &vc, &version).await?);
+                }
+                (set, Some(version))
+            }
             Err(why) => (
-                Condition::new("VCenterAvailable", false, "VCenterUnreachable", why),
+                vec![Condition::new("VCenterAvailable", false, "VCenterUnreachable", why)],
                 None,
             ),
         };
         let provisioned = version.is_some();
-        write_status(self, &c, available, version).await?;
+        write_status(self, &c, set, version).await?;
         if provisioned {
             Ok(Next::AwaitChange)
         } else {
@@ -95,13 +137,22 @@ impl Reconcile<VSphereCluster> for Reconciler {
             tracing::debug!(cluster, left, "the VSphereCluster waits for its machines");
             return Ok(Cleanup::Pending(Next::AwaitChange));
         }
+        // Its modules go with it (best effort: a vCenter gone takes them along).
+        let recorded = c.spec.rest.get("clusterModules").and_then(|m| m.as_array()).cloned();
+        if let (Some(recorded), Ok((vc, _))) = (recorded, self.log_in(&c).await) {
+            for m in recorded {
+                if let Err(e) = vc.client.delete_cluster_module(m["moduleUUID"].as_str().unwrap_or("")).await {
+                    tracing::warn!("deleting a cluster module: {e}");
+                }
+            }
+        }
         Ok(Cleanup::Done)
     }
 }
 
 impl Reconciler {
-    /// Logs in to the cluster's vCenter (a session shared with its VMs); its version.
-    async fn log_in(&self, c: &VSphereCluster) -> Result<String, String> {
+    /// Logs in to the cluster's vCenter (a session shared with its VMs); it and its version.
+    async fn log_in(&self, c: &VSphereCluster) -> Result<(Arc<VCenter>, String), String> {
         if c.spec.server.is_empty() {
             return Err("spec.server is empty".into());
         }
@@ -118,7 +169,8 @@ impl Reconciler {
             .get(credentials)
             .await
             .map_err(|e| e.to_string())?;
-        Ok(vc.client.content().api_version.clone())
+        let version = vc.client.content().api_version.clone();
+        Ok((vc, version))
     }
 }
 
@@ -126,16 +178,16 @@ impl Reconciler {
 async fn write_status(
     r: &Reconciler,
     c: &VSphereCluster,
-    available: Condition,
+    set: Vec<Condition>,
     version: Option<String>,
 ) -> Result<(), Error> {
     let mut extra = json!({});
-    if available.is_true() {
+    if set.first().is_some_and(Condition::is_true) {
         extra["initialization"] = json!({"provisioned": true});
     }
     if let Some(version) = version {
         extra["vCenterVersion"] = json!(version);
     }
     let before = c.status.as_ref().map(|s| &s.rest);
-    super::write_status(r, c, before, MANAGER, vec![available], extra).await
+    super::write_status(r, c, before, MANAGER, set, extra).await
 }

@@ -13,6 +13,7 @@
 mod cluster;
 pub mod credentials;
 mod machine;
+mod modules;
 pub mod types;
 mod vm;
 
@@ -46,6 +47,8 @@ pub struct Reconciler {
     pub vcenters: VCenters,
     /// The manager's own credentials, for clusters with no `identityRef`.
     pub defaults: credentials::Defaults,
+    /// CAPV's `NodeAntiAffinity` feature gate: cluster modules for the clusters' machines.
+    pub node_anti_affinity: bool,
 }
 
 /// What the stand-in reads of its VMs (CAPV finds its VMs by name and BIOS UUID).
@@ -64,14 +67,20 @@ const WATCHING: Watching = Watching {
 };
 
 /// Runs the CAPV stand-in's controllers until the process ends, with `defaults` as the
-/// manager's own credentials.
-pub async fn run(ctx: Context, informers: Arc<Informers>, defaults: credentials::Defaults) {
+/// manager's own credentials and CAPV's `NodeAntiAffinity` gate as `node_anti_affinity`.
+pub async fn run(
+    ctx: Context,
+    informers: Arc<Informers>,
+    defaults: credentials::Defaults,
+    node_anti_affinity: bool,
+) {
     let (vcenters, vm_changes) = VCenters::new(ctx.clock.clone(), WATCHING);
     let r = Arc::new(Reconciler {
         ctx: ctx.clone(),
         informers: informers.clone(),
         vcenters,
         defaults,
+        node_anti_affinity,
     });
     let clusters = cluster::controller(&informers);
     let machines = machine::controller(&informers);

@@ -99,6 +99,14 @@ impl Reconcile<VSphereVM> for Reconciler {
         let (method, goal) = if copy.text("runtime.powerState") == "poweredOn" {
             ("PowerOffVM_Task", Goal::Off)
         } else {
+            // Out of its cluster module first, as CAPV takes it out (a module already gone
+            // is no error).
+            if let Some(m) = vm.status.as_ref().and_then(|s| s.rest.get("moduleUUID")).and_then(Value::as_str) {
+                match vc.client.change_cluster_module(m, "remove", &copy.obj).await {
+                    Err(e) if e.fault_kind() != Some("not_found") => return Err(e.into()),
+                    _ => {}
+                }
+            }
             ("Destroy_Task", Goal::Gone)
         };
         let task = vc.client.start(method, &copy.obj).await?;
@@ -136,11 +144,8 @@ impl Reconciler {
         }
     }
 
-    /// VSphereVM → VSphereMachine → Machine → Cluster → its VSphereCluster, if all exist.
-    async fn vsphere_cluster_of(
-        &self,
-        vm: &VSphereVM,
-    ) -> Result<Option<Arc<VSphereCluster>>, Error> {
+    /// VSphereVM → VSphereMachine → Machine, if both exist.
+    async fn machine_of(&self, vm: &VSphereVM) -> Result<Option<Arc<Machine>>, Error> {
         let ns = vm.namespace().unwrap_or_default();
         let Some(owner) = owner_named(vm.owner_references(), "VSphereMachine", GROUP) else {
             return Ok(None);
@@ -152,7 +157,28 @@ impl Reconciler {
         else {
             return Ok(None);
         };
-        let Some(machine) = self.informers.get::<Machine>(&ns, &machine).await? else {
+        Ok(self.informers.get::<Machine>(&ns, &machine).await?)
+    }
+
+    /// The cluster module the VM belongs in, where its cluster keeps modules.
+    async fn module_of(&self, vm: &VSphereVM) -> Result<Option<String>, Error> {
+        let Some(cluster) = self.vsphere_cluster_of(vm).await? else {
+            return Ok(None);
+        };
+        if !super::modules::wanted(self, &cluster) {
+            return Ok(None);
+        }
+        let machine = self.machine_of(vm).await?;
+        Ok(machine.and_then(|m| super::modules::of_machine(&cluster, &m)))
+    }
+
+    /// VSphereVM → VSphereMachine → Machine → Cluster → its VSphereCluster, if all exist.
+    async fn vsphere_cluster_of(
+        &self,
+        vm: &VSphereVM,
+    ) -> Result<Option<Arc<VSphereCluster>>, Error> {
+        let ns = vm.namespace().unwrap_or_default();
+        let Some(machine) = self.machine_of(vm).await? else {
             return Ok(None);
         };
         let Some(cluster) = self
@@ -317,6 +343,18 @@ impl Reconciler {
     ) -> Result<Next, Error> {
         let name = vm.name_any();
         let uuid = copy.text("config.uuid");
+        // In its owner's cluster module before it runs, as CAPV puts it there.
+        let module = self.module_of(vm).await?;
+        let joined = vm.status.as_ref().and_then(|s| s.rest.get("moduleUUID"));
+        if let Some(m) = module.as_ref().filter(|m| joined != Some(&json!(m))) {
+            vc.client.change_cluster_module(m, "add", &copy.obj).await?;
+        }
+        let with_module = |mut extra: Value| {
+            if let (Some(m), Some(o)) = (&module, extra.as_object_mut()) {
+                o.insert("moduleUUID".into(), json!(m));
+            }
+            extra
+        };
         if vm.spec.bios_uuid.is_none() && !uuid.is_empty() {
             let api: Api<VSphereVM> =
                 Api::namespaced(self.ctx.client.clone(), &vm.namespace().unwrap_or_default());
@@ -361,7 +399,7 @@ impl Reconciler {
                 self,
                 vm,
                 step,
-                json!({"taskRef": task.value, "vmRef": copy.obj.value}),
+                with_module(json!({"taskRef": task.value, "vmRef": copy.obj.value})),
             )
             .await?;
             return Ok(Next::After(TASK_CHECK));
@@ -374,11 +412,11 @@ impl Reconciler {
                 "WaitingForIPAllocation",
                 "Waiting for the guest to report an address",
             );
-            write_status(self, vm, waiting, json!({"vmRef": copy.obj.value})).await?;
+            write_status(self, vm, waiting, with_module(json!({"vmRef": copy.obj.value}))).await?;
             return Ok(Next::AwaitChange);
         }
         let provisioned = Condition::new("VirtualMachineProvisioned", true, "Provisioned", "");
-        let extra = json!({"ready": true, "addresses": addresses, "vmRef": copy.obj.value});
+        let extra = with_module(json!({"ready": true, "addresses": addresses, "vmRef": copy.obj.value}));
         write_status(self, vm, provisioned, extra).await?;
         Ok(Next::AwaitChange)
     }
@@ -614,7 +652,7 @@ async fn write_conditions(
         if let Some(a) = &before.addresses {
             fields.insert("addresses".into(), json!(a));
         }
-        for k in ["taskRef", "cloneMode"] {
+        for k in ["taskRef", "cloneMode", "moduleUUID"] {
             if let Some(v) = before.rest.get(k) {
                 fields.insert(k.into(), v.clone());
             }

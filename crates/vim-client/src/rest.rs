@@ -1,0 +1,141 @@
+//! The vSphere Automation API (`/rest`, the spelling govmomi's `vapi/rest` client and CAPV
+//! speak) beside SOAP, for what SOAP does not offer: cluster modules, the anti-affinity
+//! groups CAPV keeps a control plane's and a MachineDeployment's VMs in.
+//!
+//! It has a session of its own (`POST /rest/com/vmware/cis/session` with the same user's
+//! basic credentials, answered with a token sent back as `vmware-api-session-id`), logged in
+//! on first use and again when the server forgets it (401), as the SOAP session is.
+
+use crate::{Client, Error, Moref, Result};
+use bytes::Bytes;
+use http_body_util::Full;
+use serde_json::{json, Value};
+
+const SESSION_HEADER: &str = "vmware-api-session-id";
+
+impl Client {
+    fn rest_token(&self) -> Option<String> {
+        self.rest_token.read().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    async fn rest_login(&self) -> Result<String> {
+        use base64::Engine;
+        let c = self.credentials();
+        let basic = base64::engine::general_purpose::STANDARD
+            .encode(format!("{}:{}", c.username, c.password));
+        let request = http::Request::post(format!("{}/rest/com/vmware/cis/session", self.base()))
+            .header(http::header::AUTHORIZATION, format!("Basic {basic}"))
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let (status, body) = self.send(request).await?;
+        let value = answer(status, &body)?;
+        let token = value
+            .as_str()
+            .ok_or_else(|| Error::Answer("the REST login returned no token".into()))?
+            .to_string();
+        if let Ok(mut t) = self.rest_token.write() {
+            *t = Some(token.clone());
+        }
+        Ok(token)
+    }
+
+    /// One vAPI call (`path` after `/rest`, with its query): the answer's `value`. A server
+    /// that forgot the session gets one login again.
+    pub async fn rest(&self, method: http::Method, path: &str, body: Option<Value>) -> Result<Value> {
+        let mut token = match self.rest_token() {
+            Some(t) => t,
+            None => self.rest_login().await?,
+        };
+        for attempt in 0..2 {
+            let payload = body.as_ref().map(Value::to_string).unwrap_or_default();
+            let request = http::Request::builder()
+                .method(method.clone())
+                .uri(format!("{}/rest{path}", self.base()))
+                .header(SESSION_HEADER, &token)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(Full::new(Bytes::from(payload)))
+                .map_err(|e| Error::Config(e.to_string()))?;
+            let (status, bytes) = self.send(request).await?;
+            if status == http::StatusCode::UNAUTHORIZED && attempt == 0 {
+                token = self.rest_login().await?;
+                continue;
+            }
+            return answer(status, &bytes);
+        }
+        Err(Error::Answer("the REST session could not be renewed".into()))
+    }
+
+    /// Makes a cluster module in the compute cluster `cluster`; its ID.
+    pub async fn create_cluster_module(&self, cluster: &Moref) -> Result<String> {
+        let value = self
+            .rest(
+                http::Method::POST,
+                "/vcenter/cluster/modules",
+                Some(json!({"spec": {"cluster": cluster.value}})),
+            )
+            .await?;
+        value
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| Error::Answer(format!("a module ID, not {value}")))
+    }
+
+    /// The VMs of a module; `None` when there is no such module.
+    pub async fn cluster_module_members(&self, module: &str) -> Result<Option<Vec<String>>> {
+        let path = format!("/vcenter/cluster/modules/vm/{module}/members");
+        match self.rest(http::Method::GET, &path, None).await {
+            Ok(v) => Ok(Some(
+                v["vms"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|vm| vm.as_str().map(str::to_string))
+                    .collect(),
+            )),
+            Err(e) if e.fault_kind() == Some("not_found") => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Adds (`add`) a VM to a module or takes it out (`remove`).
+    pub async fn change_cluster_module(&self, module: &str, action: &str, vm: &Moref) -> Result<()> {
+        let path = format!("/vcenter/cluster/modules/vm/{module}/members?~action={action}");
+        self.rest(http::Method::POST, &path, Some(json!({"vms": [vm.value]})))
+            .await
+            .map(drop)
+    }
+
+    /// Deletes a module; one already gone is not an error.
+    pub async fn delete_cluster_module(&self, module: &str) -> Result<()> {
+        let path = format!("/vcenter/cluster/modules/{module}");
+        match self.rest(http::Method::DELETE, &path, None).await {
+            Err(e) if e.fault_kind() != Some("not_found") => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A vAPI answer: the `value` of a success (null when there is none), or its error as a
+/// fault whose kind is the error's short name (`not_found`, `invalid_argument`).
+fn answer(status: http::StatusCode, body: &[u8]) -> Result<Value> {
+    let parsed: Value = if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| Error::Answer(format!("HTTP {status}: not JSON: {e}")))?
+    };
+    if status.is_success() {
+        return Ok(parsed.get("value").cloned().unwrap_or(Value::Null));
+    }
+    // `/rest` errors: `{"type": "com.vmware.vapi.std.errors.not_found", "value": {...}}`.
+    let kind = parsed["type"].as_str().unwrap_or("");
+    let kind = kind.rsplit('.').next().unwrap_or(kind).to_string();
+    let message = parsed["value"]["messages"][0]["default_message"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    Err(Error::Fault {
+        kind: if kind.is_empty() { format!("HTTP {status}") } else { kind },
+        message,
+    })
+}
