@@ -7,7 +7,8 @@ use anyhow::{bail, Context as _};
 use clap::Args;
 use infrasim_controllers::vcsim::types::{
     ClusterEnvVarSpec, ControlPlaneEndpoint, ControlPlaneEndpointSpec, EnvVar, EnvVarSpec,
-    NamespacedRef, VCenterSimulator, VCenterSimulatorSpec,
+    NamespacedRef, VCenterSimulator, VCenterSimulatorSpec, VMOperatorDependencies,
+    VMOperatorDependenciesSpec,
 };
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Resource;
@@ -39,6 +40,11 @@ pub struct EnvArgs {
     /// Managed object IDs instead of inventory paths in the variables.
     #[arg(long)]
     use_moid: bool,
+    /// CAPV's supervisor mode: a VMOperatorDependencies named after the simulator (vm-operator's
+    /// storage class, VM classes and images on it) and its variables
+    /// (`VSPHERE_MACHINE_CLASS_NAME`, `VSPHERE_IMAGE_NAME`, `VSPHERE_STORAGE_CLASS`, ...).
+    #[arg(long)]
+    supervisor: bool,
     /// Where the `export` lines go.
     #[arg(long, default_value = "vcsim.env")]
     out: PathBuf,
@@ -57,6 +63,21 @@ pub async fn run(args: EnvArgs) -> anyhow::Result<()> {
     create_if_missing(&Api::namespaced(client.clone(), ns), simulator).await?;
     let endpoint = ControlPlaneEndpoint::new(&args.cluster_name, ControlPlaneEndpointSpec {});
     create_if_missing(&Api::namespaced(client.clone(), ns), endpoint).await?;
+    let dependencies = args.supervisor.then(|| NamespacedRef {
+        namespace: ns.clone(),
+        name: args.vcsim_name.clone(),
+    });
+    if let Some(deps) = &dependencies {
+        let spec = VMOperatorDependenciesSpec {
+            vcenter_simulator_ref: Some(NamespacedRef {
+                namespace: ns.clone(),
+                name: args.vcsim_name.clone(),
+            }),
+            ..Default::default()
+        };
+        let obj = VMOperatorDependencies::new(&deps.name, spec);
+        create_if_missing(&Api::namespaced(client.clone(), ns), obj).await?;
+    }
     let envvars: Api<EnvVar> = Api::namespaced(client, ns);
     let spec = EnvVarSpec {
         vcenter_simulator: Some(NamespacedRef {
@@ -76,6 +97,7 @@ pub async fn run(args: EnvArgs) -> anyhow::Result<()> {
             ..Default::default()
         },
         use_moid: args.use_moid,
+        vm_operator_dependencies: dependencies,
         ..Default::default()
     };
     let body = serde_json::json!({
@@ -94,12 +116,30 @@ pub async fn run(args: EnvArgs) -> anyhow::Result<()> {
         .context("applying the EnvVar")?;
     println!("applied EnvVar {}", args.cluster_name);
     let wanted = spec;
-    let vars = wait_for_variables(&envvars, &args.cluster_name, &wanted, args.timeout).await?;
+    let mut vars = wait_for_variables(&envvars, &args.cluster_name, &wanted, args.timeout).await?;
+    if args.supervisor {
+        supervisor_template_variables(&mut vars);
+    }
     std::fs::write(&args.out, export_lines(&vars))
         .with_context(|| format!("writing {}", args.out.display()))?;
     println!("done!");
     println!("source {}", args.out.display());
     Ok(())
+}
+
+/// What CAPV's supervisor template reads beyond the EnvVar's supervisor variables (its
+/// cloud-provider ClusterResourceSet names the datacenter and network; CAPV's e2e config
+/// gives them): the simulator model's first datacenter and its network, and the cloud
+/// provider image's version, the cluster's.
+fn supervisor_template_variables(vars: &mut BTreeMap<String, String>) {
+    let version = vars.get("KUBERNETES_VERSION").cloned().unwrap_or_default();
+    for (k, v) in [
+        ("VSPHERE_DATACENTER", "DC0".to_string()),
+        ("VSPHERE_NETWORK", "/DC0/network/VM Network".to_string()),
+        ("CPI_IMAGE_K8S_VERSION", version),
+    ] {
+        vars.entry(k.to_string()).or_insert(v);
+    }
 }
 
 /// Creates `obj` unless one of its name exists, and says which.

@@ -345,6 +345,73 @@ def test_the_topology_flavor_patches_its_templates_and_makes_vms(plane, ns, tmp_
         Disconnect(si)
 
 
+def test_supervisor_mode_makes_vm_operator_virtual_machines_that_join(plane, ns, tmp_path):
+    """CAPV's supervisor flavor: the VSphereMachines (vmware group) become vm-operator
+    VirtualMachines of the class, image and storage class the template names; vm-operator's
+    stand-in deploys them in the simulator and they join the workload cluster."""
+    env_file = tmp_path / "s1.env"
+    run = subprocess.run(
+        [BINARY, "env", "vcsim4", "s1", "-n", ns, "--kubeconfig", plane.kubeconfig,
+         "--supervisor", "--out", str(env_file)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    variables = sourced(env_file)
+    assert variables["VSPHERE_MACHINE_CLASS_NAME"] == "vcsim-default-vm-class"
+    template = DEPLOY / "cluster-template-supervisor.yaml"
+    rendered = subprocess.run([BINARY, "generate", "--from", str(template)], env=variables,
+                              capture_output=True, text=True, timeout=30)
+    assert rendered.returncode == 0, rendered.stderr
+    plane.kubectl("apply", "--server-side", "-f", "-", input=rendered.stdout)
+
+    def available():
+        c = get(plane, ns, "clusters.cluster.x-k8s.io", "s1")
+        return c if (condition(c, "Available") or {}).get("status") == "True" else None
+    wait_for(available, timeout=120, what="Cluster s1 Available")
+    supervisor = "vmware.infrastructure.cluster.x-k8s.io"
+    cluster = get(plane, ns, f"vsphereclusters.{supervisor}", "s1")
+    assert cluster["status"]["initialization"]["provisioned"] is True
+    assert condition(cluster, "ResourcePolicyReady")["status"] == "True"
+    policy = get(plane, ns, "virtualmachinesetresourcepolicies.vmoperator.vmware.com", "s1")
+    assert policy["spec"]["resourcePool"] == {"name": "s1"}
+
+    machines = items(plane, ns, "machines.cluster.x-k8s.io")
+    assert len(machines) == 2 and all(m["status"]["phase"] == "Running" for m in machines)
+    host, port = variables["VSPHERE_SERVER"].removeprefix("https://").rsplit(":", 1)
+    si = SmartConnect(host=host, port=int(port), user=variables["VSPHERE_USERNAME"],
+                      pwd=variables["VSPHERE_PASSWORD"], disableSslCertValidation=True)
+    try:
+        for m in machines:
+            name = m["metadata"]["name"]
+            vsphere_machine = get(plane, ns, f"vspheremachines.{supervisor}", name)
+            vm = get(plane, ns, "virtualmachines.vmoperator.vmware.com", name)
+            # The VirtualMachine CAPV makes: owned by the VSphereMachine, of its class and
+            # image, its cloud-init the bootstrap data.
+            assert vm["metadata"]["ownerReferences"][0]["name"] == name
+            assert vm["spec"]["className"] == variables["VSPHERE_MACHINE_CLASS_NAME"]
+            assert vm["spec"]["imageName"] == variables["VSPHERE_IMAGE_NAME"]
+            assert vm["spec"]["storageClass"] == variables["VSPHERE_STORAGE_CLASS"]
+            assert vm["spec"]["bootstrap"]["cloudInit"]["rawCloudConfig"] == {
+                "name": m["spec"]["bootstrap"]["dataSecretName"], "key": "user-data"}
+            role = "controlplane" if "cluster.x-k8s.io/control-plane" in m["metadata"]["labels"] else "node"
+            assert vm["metadata"]["labels"]["capv.vmware.com/cluster.role"] == role
+            uuid = vm["status"]["biosUUID"]
+            assert m["spec"]["providerID"] == vsphere_machine["spec"]["providerID"] == f"vsphere://{uuid}"
+            assert vsphere_machine["status"]["addresses"] == [
+                {"type": "InternalIP", "address": vm["status"]["network"]["primaryIP4"]}]
+            found = si.content.searchIndex.FindByUuid(None, uuid, True, False)
+            assert found is not None and found.runtime.powerState == "poweredOn"
+        nodes = wait_for(lambda: (lambda n: n if n and len(n) == 2 else None)(
+            workload_nodes(plane, ns, "s1", tmp_path)), timeout=60, what="two Nodes")
+        assert {n["spec"]["providerID"] for n in nodes} == {m["spec"]["providerID"] for m in machines}
+
+        plane.kubectl("-n", ns, "delete", "clusters.cluster.x-k8s.io", "s1", "--wait=true",
+                      timeout=120)
+        assert items(plane, ns, "virtualmachines.vmoperator.vmware.com") == []
+        uuids = [m["spec"]["providerID"].removeprefix("vsphere://") for m in machines]
+        assert all(si.content.searchIndex.FindByUuid(None, u, True, False) is None for u in uuids)
+    finally:
+        Disconnect(si)
+
+
 def provisioned_condition(plane, ns, name):
     vm = get(plane, ns, f"vspherevms.{GROUP}", name) or {}
     return condition(vm, "VirtualMachineProvisioned") or {}

@@ -151,8 +151,8 @@ fn owned_vm_names(informers: &Informers, m: &VSphereMachine) -> Vec<String> {
         .collect()
 }
 
-/// Why the machine's VM cannot be made yet, as CAPV reports it.
-fn waiting_for(machine: &Machine, cluster: &Cluster) -> Option<Condition> {
+/// Why the machine's VM cannot be made yet, as CAPV reports it (in both modes).
+pub(super) fn waiting_for(machine: &Machine, cluster: &Cluster) -> Option<Condition> {
     let (reason, message) = if !cluster.infrastructure_provisioned() {
         (
             "WaitingForClusterInfrastructureReady",

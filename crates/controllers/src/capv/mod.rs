@@ -14,6 +14,7 @@ mod cluster;
 pub mod credentials;
 mod machine;
 mod modules;
+mod supervisor;
 pub mod types;
 mod vm;
 
@@ -84,12 +85,16 @@ pub async fn run(
     });
     let clusters = cluster::controller(&informers);
     let machines = machine::controller(&informers);
+    let supervisor_clusters = supervisor::cluster::controller(&informers);
+    let supervisor_machines = supervisor::machine::controller(&informers);
     let vms = infrasim_controller_runtime::triggers::controller(&informers.of::<VSphereVM>(), None)
         .reconcile_on(vms_changed(&informers, vm_changes));
     futures::join!(
         reconcile::run(&ctx, clusters, r.clone()),
         reconcile::run(&ctx, machines, r.clone()),
         reconcile::run(&ctx, vms, r.clone()),
+        reconcile::run(&ctx, supervisor_clusters, r.clone()),
+        reconcile::run(&ctx, supervisor_machines, r.clone()),
     );
 }
 

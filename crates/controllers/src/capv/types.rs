@@ -172,6 +172,46 @@ pub fn owner_named(refs: &[OwnerReference], kind: &str, group: &str) -> Option<S
         .map(|o| o.name.clone())
 }
 
+/// vm-operator's kinds as CAPV's supervisor mode writes them and the vcsim family's
+/// vm-operator stand-in reads them (both sides use these types, so neither imports the
+/// other).
+pub mod vmoperator {
+    use kube::CustomResource;
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+    use serde_json::Value;
+    use std::collections::BTreeMap;
+
+    /// The fields of vm-operator's VirtualMachine read here; the rest is kept as written.
+    #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+    #[kube(
+        group = "vmoperator.vmware.com",
+        version = "v1alpha6",
+        kind = "VirtualMachine",
+        namespaced,
+        status = "VirtualMachineStatus"
+    )]
+    #[serde(rename_all = "camelCase")]
+    pub struct VirtualMachineSpec {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub image_name: Option<String>,
+        /// `PoweredOn` (the default) or `PoweredOff`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub power_state: Option<String>,
+        #[serde(flatten)]
+        pub rest: BTreeMap<String, Value>,
+    }
+
+    #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    pub struct VirtualMachineStatus {
+        #[serde(default, rename = "uniqueID", skip_serializing_if = "Option::is_none")]
+        pub unique_id: Option<String>,
+        #[serde(flatten)]
+        pub rest: BTreeMap<String, Value>,
+    }
+}
+
 /// CAPV's supervisor-mode kinds (`vmware.infrastructure.cluster.x-k8s.io`): the
 /// VSphereMachine that owns a vm-operator VirtualMachine.
 pub mod supervisor {
@@ -180,15 +220,43 @@ pub mod supervisor {
     use serde_json::Value;
     use std::collections::BTreeMap;
 
+    /// A machine of a supervisor cluster: its VM class, image, storage class, power-off
+    /// mode (kept as written); `providerID` once its VirtualMachine is up.
     #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
     #[kube(
         group = "vmware.infrastructure.cluster.x-k8s.io",
         version = "v1beta2",
         kind = "VSphereMachine",
         namespaced,
+        status = "Status",
         schema = "disabled"
     )]
+    #[serde(rename_all = "camelCase")]
     pub struct VSphereMachineSpec {
+        #[serde(default, rename = "providerID", skip_serializing_if = "Option::is_none")]
+        pub provider_id: Option<String>,
+        #[serde(flatten)]
+        pub rest: BTreeMap<String, Value>,
+    }
+
+    /// A supervisor cluster: its control plane endpoint (kept as written).
+    #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+    #[kube(
+        group = "vmware.infrastructure.cluster.x-k8s.io",
+        version = "v1beta2",
+        kind = "VSphereCluster",
+        namespaced,
+        status = "Status",
+        schema = "disabled"
+    )]
+    pub struct VSphereClusterSpec {
+        #[serde(flatten)]
+        pub rest: BTreeMap<String, Value>,
+    }
+
+    /// What CAPV reports of either kind (conditions, `initialization`, addresses, ...).
+    #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+    pub struct Status {
         #[serde(flatten)]
         pub rest: BTreeMap<String, Value>,
     }

@@ -17,45 +17,15 @@ use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_vsphere_sim::{Simulator, TemplateSpec};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::reflector::ObjectRef;
-use kube::{CustomResource, ResourceExt};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use kube::ResourceExt;
+use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The finalizer a VirtualMachine carries while its VM exists in the simulator.
 pub const FINALIZER: &str = "vcsim.infrastructure.cluster.x-k8s.io/virtualmachine";
 
-/// The fields of vm-operator's VirtualMachine read here; the rest is kept as written.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "vmoperator.vmware.com",
-    version = "v1alpha6",
-    kind = "VirtualMachine",
-    namespaced,
-    status = "VirtualMachineStatus"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct VirtualMachineSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image_name: Option<String>,
-    /// `PoweredOn` (the default) or `PoweredOff`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub power_state: Option<String>,
-    #[serde(flatten)]
-    pub rest: BTreeMap<String, Value>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct VirtualMachineStatus {
-    #[serde(default, rename = "uniqueID", skip_serializing_if = "Option::is_none")]
-    pub unique_id: Option<String>,
-    #[serde(flatten)]
-    pub rest: BTreeMap<String, Value>,
-}
+pub use crate::capv::types::vmoperator::{VirtualMachine, VirtualMachineSpec, VirtualMachineStatus};
 
 /// A VirtualMachine is claimed (its finalizer added) only once the namespace's simulator is
 /// ready, so the runner holds no finalizer of its own (see [`Reconcile::FINALIZER`]).

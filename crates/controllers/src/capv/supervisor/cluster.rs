@@ -1,0 +1,109 @@
+//! The supervisor VSphereCluster reconciler, as CAPV's: the cluster's
+//! VirtualMachineSetResourcePolicy (named after the Cluster, with its resource pool, folder
+//! and the control plane's and workers' cluster module groups) with `ResourcePolicyReady`,
+//! `NetworkReady` (the dummy provider has nothing to make), the control plane endpoint
+//! copied from the Cluster where it names one, and `initialization.provisioned` once there is
+//! an endpoint.
+
+use super::super::types::supervisor::VSphereCluster;
+use super::super::types::owner_named;
+use super::super::{Error, Reconciler};
+use super::VMOPERATOR_API;
+use crate::capi::core::Cluster;
+use crate::capi::triggers::cluster_gates;
+use infrasim_controller_runtime::conditions::Condition;
+use infrasim_controller_runtime::informers::Informers;
+use infrasim_controller_runtime::reconcile::{Next, Reconcile};
+use infrasim_controller_runtime::triggers::filtered;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::Controller;
+use kube::{Resource, ResourceExt};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// CAPV's finalizer on a supervisor VSphereCluster.
+pub const FINALIZER: &str = "vspherecluster.vmware.infrastructure.cluster.x-k8s.io";
+
+const MANAGER: &str = "infrasim-capv/supervisor-cluster";
+
+/// The controller: the Cluster's changes (its endpoint) wake its VSphereCluster.
+pub(in crate::capv) fn controller(informers: &Informers) -> Controller<VSphereCluster> {
+    infrasim_controller_runtime::triggers::controller(&informers.of::<VSphereCluster>(), None)
+        .watches_shared_stream(filtered(&informers.of::<Cluster>(), cluster_gates), |c| {
+            c.spec
+                .infrastructure_ref
+                .as_ref()
+                .filter(|r| r.kind == "VSphereCluster" && r.api_group == VSphereCluster::group(&()))
+                .map(|r| ObjectRef::new(&r.name).within(&c.namespace().unwrap_or_default()))
+        })
+}
+
+impl Reconcile<VSphereCluster> for Reconciler {
+    type Error = Error;
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+
+    async fn apply(&self, c: Arc<VSphereCluster>) -> Result<Next, Error> {
+        let ns = c.namespace().unwrap_or_default();
+        let Some(cluster) = owner_named(c.owner_references(), "Cluster", "cluster.x-k8s.io")
+            .or_else(|| c.labels().get(crate::capi::CLUSTER_NAME_LABEL).cloned())
+        else {
+            return Ok(Next::AwaitChange);
+        };
+        let Some(cluster) = self.informers.get::<Cluster>(&ns, &cluster).await? else {
+            return Ok(Next::AwaitChange);
+        };
+        let policy = match resource_policy(self, &c, &cluster).await {
+            Ok(()) => Condition::new("ResourcePolicyReady", true, "Ready", ""),
+            Err(e) => Condition::new("ResourcePolicyReady", false, "NotReady", e.to_string()),
+        };
+        let network = Condition::new("NetworkReady", true, "Ready", "");
+        let endpoint = endpoint(self, &c, &cluster).await?;
+        let mut extra = json!({});
+        if endpoint.is_some() {
+            extra["initialization"] = json!({"provisioned": true});
+        }
+        let before = c.status.as_ref().map(|s| &s.rest);
+        super::super::write_status(self, &*c, before, MANAGER, vec![policy, network], extra).await?;
+        Ok(Next::AwaitChange)
+    }
+}
+
+/// The VirtualMachineSetResourcePolicy CAPV makes for the cluster (owned by the
+/// VSphereCluster, so it goes with it).
+async fn resource_policy(r: &Reconciler, c: &VSphereCluster, cluster: &Cluster) -> Result<(), Error> {
+    let ns = c.namespace().unwrap_or_default();
+    let name = cluster.name_any();
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("vmoperator.vmware.com", "v1alpha6", "VirtualMachineSetResourcePolicy"),
+        "virtualmachinesetresourcepolicies",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(r.ctx.client.clone(), &ns, &resource);
+    let owner = json!({"apiVersion": VSphereCluster::api_version(&()), "kind": "VSphereCluster",
+                       "name": c.name_any(), "uid": c.uid().unwrap_or_default()});
+    let body = json!({
+        "apiVersion": VMOPERATOR_API, "kind": "VirtualMachineSetResourcePolicy",
+        "metadata": {"name": name, "ownerReferences": [owner]},
+        "spec": {"resourcePool": {"name": name}, "folder": name,
+                 "clusterModuleGroups": ["control-plane-group", "workers-group"]},
+    });
+    infrasim_controller_runtime::writes::apply(&api, &name, MANAGER, &body).await?;
+    Ok(())
+}
+
+/// The control plane endpoint: the VSphereCluster's own, else the Cluster's (copied into the
+/// VSphereCluster's spec, as CAPV copies it); `None` while neither names one.
+async fn endpoint(r: &Reconciler, c: &VSphereCluster, cluster: &Cluster) -> Result<Option<Value>, Error> {
+    let set = |v: Option<&Value>| v.filter(|e| e["host"].as_str().is_some_and(|h| !h.is_empty())).cloned();
+    if let Some(own) = set(c.spec.rest.get("controlPlaneEndpoint")) {
+        return Ok(Some(own));
+    }
+    let Some(theirs) = set(cluster.spec.control_plane_endpoint.as_ref().map(|e| json!(e)).as_ref()) else {
+        return Ok(None);
+    };
+    let api: Api<VSphereCluster> = Api::namespaced(r.ctx.client.clone(), &c.namespace().unwrap_or_default());
+    let body = json!({"apiVersion": VSphereCluster::api_version(&()), "kind": "VSphereCluster",
+                      "metadata": {"name": c.name_any()}, "spec": {"controlPlaneEndpoint": theirs}});
+    infrasim_controller_runtime::writes::apply(&api, &c.name_any(), MANAGER, &body).await?;
+    Ok(Some(theirs))
+}
