@@ -98,7 +98,6 @@ pub async fn run(args: EnvArgs) -> anyhow::Result<()> {
         },
         use_moid: args.use_moid,
         vm_operator_dependencies: dependencies,
-        ..Default::default()
     };
     let body = serde_json::json!({
         "apiVersion": "vcsim.infrastructure.cluster.x-k8s.io/v1alpha1",

@@ -15,7 +15,10 @@ const SESSION_HEADER: &str = "vmware-api-session-id";
 
 impl Client {
     fn rest_token(&self) -> Option<String> {
-        self.rest_token.read().map(|t| t.clone()).unwrap_or_default()
+        self.rest_token
+            .read()
+            .map(|t| t.clone())
+            .unwrap_or_default()
     }
 
     async fn rest_login(&self) -> Result<String> {
@@ -41,7 +44,12 @@ impl Client {
 
     /// One vAPI call (`path` after `/rest`, with its query): the answer's `value`. A server
     /// that forgot the session gets one login again.
-    pub async fn rest(&self, method: http::Method, path: &str, body: Option<Value>) -> Result<Value> {
+    pub async fn rest(
+        &self,
+        method: http::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value> {
         let mut token = match self.rest_token() {
             Some(t) => t,
             None => self.rest_login().await?,
@@ -62,7 +70,9 @@ impl Client {
             }
             return answer(status, &bytes);
         }
-        Err(Error::Answer("the REST session could not be renewed".into()))
+        Err(Error::Answer(
+            "the REST session could not be renewed".into(),
+        ))
     }
 
     /// Makes a cluster module in the compute cluster `cluster`; its ID.
@@ -98,7 +108,12 @@ impl Client {
     }
 
     /// Adds (`add`) a VM to a module or takes it out (`remove`).
-    pub async fn change_cluster_module(&self, module: &str, action: &str, vm: &Moref) -> Result<()> {
+    pub async fn change_cluster_module(
+        &self,
+        module: &str,
+        action: &str,
+        vm: &Moref,
+    ) -> Result<()> {
         let path = format!("/vcenter/cluster/modules/vm/{module}/members?~action={action}");
         self.rest(http::Method::POST, &path, Some(json!({"vms": [vm.value]})))
             .await
@@ -135,7 +150,11 @@ fn answer(status: http::StatusCode, body: &[u8]) -> Result<Value> {
         .unwrap_or("")
         .to_string();
     Err(Error::Fault {
-        kind: if kind.is_empty() { format!("HTTP {status}") } else { kind },
+        kind: if kind.is_empty() {
+            format!("HTTP {status}")
+        } else {
+            kind
+        },
         message,
     })
 }

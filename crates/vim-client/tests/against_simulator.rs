@@ -336,19 +336,34 @@ async fn cluster_modules_keep_their_vms_over_the_rest_session() {
     let sim = simulator().await;
     let trust = Trust::Thumbprint(sim.cert().thumbprint_sha256.clone());
     let client = Client::connect(credentials(&sim, trust)).await.unwrap();
-    let clusters = client.list("ClusterComputeResource", &["name"]).await.unwrap();
+    let clusters = client
+        .list("ClusterComputeResource", &["name"])
+        .await
+        .unwrap();
     let cluster = clusters[0].obj.clone();
     let module = client.create_cluster_module(&cluster).await.unwrap();
-    assert_eq!(client.cluster_module_members(&module).await.unwrap(), Some(vec![]));
+    assert_eq!(
+        client.cluster_module_members(&module).await.unwrap(),
+        Some(vec![])
+    );
     let vms = client.list("VirtualMachine", &["name"]).await.unwrap();
     let vm = vms[0].obj.clone();
-    client.change_cluster_module(&module, "add", &vm).await.unwrap();
+    client
+        .change_cluster_module(&module, "add", &vm)
+        .await
+        .unwrap();
     assert_eq!(
         client.cluster_module_members(&module).await.unwrap(),
         Some(vec![vm.value.clone()])
     );
-    client.change_cluster_module(&module, "remove", &vm).await.unwrap();
-    assert_eq!(client.cluster_module_members(&module).await.unwrap(), Some(vec![]));
+    client
+        .change_cluster_module(&module, "remove", &vm)
+        .await
+        .unwrap();
+    assert_eq!(
+        client.cluster_module_members(&module).await.unwrap(),
+        Some(vec![])
+    );
     // A module in a cluster that does not exist is refused with the vAPI error's kind.
     let err = client
         .create_cluster_module(&Moref::new("ClusterComputeResource", "domain-c999"))

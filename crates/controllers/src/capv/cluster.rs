@@ -8,11 +8,11 @@
 use super::types::{VSphereCluster, VSphereMachine};
 use super::{modules, Error, Reconciler};
 use crate::capi::core::{KubeadmControlPlane, MachineDeployment};
-use infrasim_controller_runtime::vcenters::VCenter;
 use infrasim_controller_runtime::conditions::Condition;
 use infrasim_controller_runtime::informers::Informers;
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_controller_runtime::triggers::{every_change, filtered};
+use infrasim_controller_runtime::vcenters::VCenter;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::Controller;
 use kube::ResourceExt;
@@ -52,13 +52,19 @@ pub(super) fn controller(informers: &Informers) -> Controller<VSphereCluster> {
         })
         .watches_shared_stream(
             filtered(&informers.of::<KubeadmControlPlane>(), |k| {
-                Some(hash(&(&k.spec.machine_template.spec.infrastructure_ref.name, k.metadata.deletion_timestamp.is_some())))
+                Some(hash(&(
+                    &k.spec.machine_template.spec.infrastructure_ref.name,
+                    k.metadata.deletion_timestamp.is_some(),
+                )))
             }),
             move |k| by_kcp(&*k),
         )
         .watches_shared_stream(
             filtered(&informers.of::<MachineDeployment>(), |md| {
-                Some(hash(&(&md.spec.template.spec.infrastructure_ref.name, md.metadata.deletion_timestamp.is_some())))
+                Some(hash(&(
+                    &md.spec.template.spec.infrastructure_ref.name,
+                    md.metadata.deletion_timestamp.is_some(),
+                )))
             }),
             move |md| by_md(&*md),
         )
@@ -111,7 +117,12 @@ impl Reconcile<VSphereCluster> for Reconciler {
                 (set, Some(version))
             }
             Err(why) => (
-                vec![Condition::new("VCenterAvailable", false, "VCenterUnreachable", why)],
+                vec![Condition::new(
+                    "VCenterAvailable",
+                    false,
+                    "VCenterUnreachable",
+                    why,
+                )],
                 None,
             ),
         };
@@ -138,10 +149,19 @@ impl Reconcile<VSphereCluster> for Reconciler {
             return Ok(Cleanup::Pending(Next::AwaitChange));
         }
         // Its modules go with it (best effort: a vCenter gone takes them along).
-        let recorded = c.spec.rest.get("clusterModules").and_then(|m| m.as_array()).cloned();
+        let recorded = c
+            .spec
+            .rest
+            .get("clusterModules")
+            .and_then(|m| m.as_array())
+            .cloned();
         if let (Some(recorded), Ok((vc, _))) = (recorded, self.log_in(&c).await) {
             for m in recorded {
-                if let Err(e) = vc.client.delete_cluster_module(m["moduleUUID"].as_str().unwrap_or("")).await {
+                if let Err(e) = vc
+                    .client
+                    .delete_cluster_module(m["moduleUUID"].as_str().unwrap_or(""))
+                    .await
+                {
                     tracing::warn!("deleting a cluster module: {e}");
                 }
             }

@@ -49,7 +49,11 @@ pub(super) async fn reconcile(
     vc: &VCenter,
     version: &str,
 ) -> Result<Condition, Error> {
-    let major: u32 = version.split('.').next().and_then(|m| m.parse().ok()).unwrap_or(0);
+    let major: u32 = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
     if major < 7 {
         return Ok(Condition::new(
             CONDITION,
@@ -72,7 +76,10 @@ pub(super) async fn reconcile(
         let id = module["moduleUUID"].as_str().unwrap_or("");
         let target = module["targetObjectName"].as_str().unwrap_or("");
         let control_plane = module["controlPlane"].as_bool().unwrap_or(false);
-        match owners.iter().find(|o| o.name == target && o.control_plane == control_plane) {
+        match owners
+            .iter()
+            .find(|o| o.name == target && o.control_plane == control_plane)
+        {
             None => {
                 if let Err(e) = vc.client.delete_cluster_module(id).await {
                     tracing::warn!(module = id, "deleting a cluster module: {e}");
@@ -89,7 +96,10 @@ pub(super) async fn reconcile(
         }
     }
     for owner in &owners {
-        let has = |m: &Value| m["targetObjectName"] == json!(owner.name) && m["controlPlane"] == json!(owner.control_plane);
+        let has = |m: &Value| {
+            m["targetObjectName"] == json!(owner.name)
+                && m["controlPlane"] == json!(owner.control_plane)
+        };
         if kept.iter().any(has) {
             continue;
         }
@@ -108,7 +118,10 @@ pub(super) async fn reconcile(
             CONDITION,
             false,
             "NotReady",
-            format!("failed to create cluster modules for: {}", errors.join(", ")),
+            format!(
+                "failed to create cluster modules for: {}",
+                errors.join(", ")
+            ),
         ),
     })
 }
@@ -126,14 +139,28 @@ async fn owners(r: &Reconciler, c: &VSphereCluster) -> Result<Vec<Owner>, Error>
     let mut owners = Vec::new();
     for kcp in r.informers.of::<KubeadmControlPlane>().store().state() {
         let infra = &kcp.spec.machine_template.spec.infrastructure_ref;
-        if kcp.namespace().as_deref() == Some(&ns) && of_cluster(kcp.labels()) && infra.kind == TEMPLATE_KIND {
-            owners.push(Owner { name: kcp.name_any(), control_plane: true, template: infra.name.clone() });
+        if kcp.namespace().as_deref() == Some(&ns)
+            && of_cluster(kcp.labels())
+            && infra.kind == TEMPLATE_KIND
+        {
+            owners.push(Owner {
+                name: kcp.name_any(),
+                control_plane: true,
+                template: infra.name.clone(),
+            });
         }
     }
     for md in r.informers.of::<MachineDeployment>().store().state() {
         let infra = &md.spec.template.spec.infrastructure_ref;
-        if md.namespace().as_deref() == Some(&ns) && of_cluster(md.labels()) && infra.kind == TEMPLATE_KIND {
-            owners.push(Owner { name: md.name_any(), control_plane: false, template: infra.name.clone() });
+        if md.namespace().as_deref() == Some(&ns)
+            && of_cluster(md.labels())
+            && infra.kind == TEMPLATE_KIND
+        {
+            owners.push(Owner {
+                name: md.name_any(),
+                control_plane: false,
+                template: infra.name.clone(),
+            });
         }
     }
     owners.retain(|o| !o.name.is_empty());
@@ -157,12 +184,17 @@ async fn create(
     let Some(template) = api.get_opt(&owner.template).await? else {
         return Ok(None);
     };
-    let spec = template.data.pointer("/spec/template/spec").cloned().unwrap_or(json!({}));
+    let spec = template
+        .data
+        .pointer("/spec/template/spec")
+        .cloned()
+        .unwrap_or(json!({}));
     let server = spec["server"].as_str().unwrap_or("");
     if !server.is_empty() && server != c.spec.server {
         return Ok(None);
     }
-    let Some(cluster) = compute_cluster(vc, spec["resourcePool"].as_str().unwrap_or("")).await? else {
+    let Some(cluster) = compute_cluster(vc, spec["resourcePool"].as_str().unwrap_or("")).await?
+    else {
         return Ok(None);
     };
     Ok(Some(vc.client.create_cluster_module(&cluster).await?))
@@ -176,21 +208,34 @@ async fn compute_cluster(vc: &VCenter, path: &str) -> Result<Option<Moref>, Erro
         p => vc.client.find_by_inventory_path(p).await?,
     };
     let owner = match pool {
-        Some(pool) => vc.client.properties(&pool, &["owner"]).await?.prop("owner").and_then(|o| o.moref()).cloned(),
-        None => vc.client.list("ClusterComputeResource", &["name"]).await?.first().map(|c| c.obj.clone()),
+        Some(pool) => vc
+            .client
+            .properties(&pool, &["owner"])
+            .await?
+            .prop("owner")
+            .and_then(|o| o.moref())
+            .cloned(),
+        None => vc
+            .client
+            .list("ClusterComputeResource", &["name"])
+            .await?
+            .first()
+            .map(|c| c.obj.clone()),
     };
     Ok(owner.filter(|o| o.ty == "ClusterComputeResource"))
 }
 
 /// Records the modules in `spec.clusterModules` (CAPV keeps them in the spec).
 async fn write(r: &Reconciler, c: &VSphereCluster, modules: Vec<Value>) -> Result<(), Error> {
-    let api: Api<VSphereCluster> = Api::namespaced(r.ctx.client.clone(), &c.namespace().unwrap_or_default());
+    let api: Api<VSphereCluster> =
+        Api::namespaced(r.ctx.client.clone(), &c.namespace().unwrap_or_default());
     let body = json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "VSphereCluster",
         "metadata": {"name": c.name_any()},
         "spec": {"clusterModules": modules},
     });
-    infrasim_controller_runtime::writes::apply(&api, &c.name_any(), super::cluster::MANAGER, &body).await?;
+    infrasim_controller_runtime::writes::apply(&api, &c.name_any(), super::cluster::MANAGER, &body)
+        .await?;
     Ok(())
 }
 
@@ -205,14 +250,23 @@ pub(super) fn of_machine(c: &VSphereCluster, machine: &Machine) -> Option<String
             .map(|o| o.name.clone())?;
         (kcp, true)
     } else {
-        (machine.labels().get("cluster.x-k8s.io/deployment-name").cloned()?, false)
+        (
+            machine
+                .labels()
+                .get("cluster.x-k8s.io/deployment-name")
+                .cloned()?,
+            false,
+        )
     };
     c.spec
         .rest
         .get("clusterModules")?
         .as_array()?
         .iter()
-        .find(|m| m["targetObjectName"] == json!(name) && m["controlPlane"].as_bool().unwrap_or(false) == control_plane)
+        .find(|m| {
+            m["targetObjectName"] == json!(name)
+                && m["controlPlane"].as_bool().unwrap_or(false) == control_plane
+        })
         .and_then(|m| m["moduleUUID"].as_str())
         .map(str::to_string)
 }
@@ -222,9 +276,11 @@ mod tests {
     use super::*;
 
     fn cluster(modules: Value) -> VSphereCluster {
-        serde_json::from_value(json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+        serde_json::from_value(
+            json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
             "kind": "VSphereCluster", "metadata": {"name": "c1"},
-            "spec": {"server": "s", "clusterModules": modules}}))
+            "spec": {"server": "s", "clusterModules": modules}}),
+        )
         .expect("a VSphereCluster")
     }
 
@@ -243,9 +299,15 @@ mod tests {
             {"controlPlane": false, "targetObjectName": "md-a", "moduleUUID": "md"}]));
         let cp = machine(json!({CONTROL_PLANE_LABEL: ""}), "KubeadmControlPlane");
         assert_eq!(of_machine(&c, &cp), Some("cp".into()));
-        let worker = machine(json!({"cluster.x-k8s.io/deployment-name": "md-a"}), "MachineSet");
+        let worker = machine(
+            json!({"cluster.x-k8s.io/deployment-name": "md-a"}),
+            "MachineSet",
+        );
         assert_eq!(of_machine(&c, &worker), Some("md".into()));
-        let other = machine(json!({"cluster.x-k8s.io/deployment-name": "md-b"}), "MachineSet");
+        let other = machine(
+            json!({"cluster.x-k8s.io/deployment-name": "md-b"}),
+            "MachineSet",
+        );
         assert_eq!(of_machine(&c, &other), None);
     }
 }

@@ -183,7 +183,9 @@ pub mod vmoperator {
     use std::collections::BTreeMap;
 
     /// The fields of vm-operator's VirtualMachine read here; the rest is kept as written.
-    #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+    #[derive(
+        CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema,
+    )]
     #[kube(
         group = "vmoperator.vmware.com",
         version = "v1alpha6",
@@ -233,7 +235,11 @@ pub mod supervisor {
     )]
     #[serde(rename_all = "camelCase")]
     pub struct VSphereMachineSpec {
-        #[serde(default, rename = "providerID", skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            rename = "providerID",
+            skip_serializing_if = "Option::is_none"
+        )]
         pub provider_id: Option<String>,
         #[serde(flatten)]
         pub rest: BTreeMap<String, Value>,

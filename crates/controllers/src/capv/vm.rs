@@ -101,8 +101,17 @@ impl Reconcile<VSphereVM> for Reconciler {
         } else {
             // Out of its cluster module first, as CAPV takes it out (a module already gone
             // is no error).
-            if let Some(m) = vm.status.as_ref().and_then(|s| s.rest.get("moduleUUID")).and_then(Value::as_str) {
-                match vc.client.change_cluster_module(m, "remove", &copy.obj).await {
+            if let Some(m) = vm
+                .status
+                .as_ref()
+                .and_then(|s| s.rest.get("moduleUUID"))
+                .and_then(Value::as_str)
+            {
+                match vc
+                    .client
+                    .change_cluster_module(m, "remove", &copy.obj)
+                    .await
+                {
                     Err(e) if e.fault_kind() != Some("not_found") => return Err(e.into()),
                     _ => {}
                 }
@@ -412,11 +421,18 @@ impl Reconciler {
                 "WaitingForIPAllocation",
                 "Waiting for the guest to report an address",
             );
-            write_status(self, vm, waiting, with_module(json!({"vmRef": copy.obj.value}))).await?;
+            write_status(
+                self,
+                vm,
+                waiting,
+                with_module(json!({"vmRef": copy.obj.value})),
+            )
+            .await?;
             return Ok(Next::AwaitChange);
         }
         let provisioned = Condition::new("VirtualMachineProvisioned", true, "Provisioned", "");
-        let extra = with_module(json!({"ready": true, "addresses": addresses, "vmRef": copy.obj.value}));
+        let extra =
+            with_module(json!({"ready": true, "addresses": addresses, "vmRef": copy.obj.value}));
         write_status(self, vm, provisioned, extra).await?;
         Ok(Next::AwaitChange)
     }

@@ -25,7 +25,9 @@ use std::time::Duration;
 /// The finalizer a VirtualMachine carries while its VM exists in the simulator.
 pub const FINALIZER: &str = "vcsim.infrastructure.cluster.x-k8s.io/virtualmachine";
 
-pub use crate::capv::types::vmoperator::{VirtualMachine, VirtualMachineSpec, VirtualMachineStatus};
+pub use crate::capv::types::vmoperator::{
+    VirtualMachine, VirtualMachineSpec, VirtualMachineStatus,
+};
 
 /// A VirtualMachine is claimed (its finalizer added) only once the namespace's simulator is
 /// ready, so the runner holds no finalizer of its own (see [`Reconcile::FINALIZER`]).

@@ -5,8 +5,8 @@
 //! copied from the Cluster where it names one, and `initialization.provisioned` once there is
 //! an endpoint.
 
-use super::super::types::supervisor::VSphereCluster;
 use super::super::types::owner_named;
+use super::super::types::supervisor::VSphereCluster;
 use super::super::{Error, Reconciler};
 use super::VMOPERATOR_API;
 use crate::capi::core::Cluster;
@@ -64,18 +64,27 @@ impl Reconcile<VSphereCluster> for Reconciler {
             extra["initialization"] = json!({"provisioned": true});
         }
         let before = c.status.as_ref().map(|s| &s.rest);
-        super::super::write_status(self, &*c, before, MANAGER, vec![policy, network], extra).await?;
+        super::super::write_status(self, &*c, before, MANAGER, vec![policy, network], extra)
+            .await?;
         Ok(Next::AwaitChange)
     }
 }
 
 /// The VirtualMachineSetResourcePolicy CAPV makes for the cluster (owned by the
 /// VSphereCluster, so it goes with it).
-async fn resource_policy(r: &Reconciler, c: &VSphereCluster, cluster: &Cluster) -> Result<(), Error> {
+async fn resource_policy(
+    r: &Reconciler,
+    c: &VSphereCluster,
+    cluster: &Cluster,
+) -> Result<(), Error> {
     let ns = c.namespace().unwrap_or_default();
     let name = cluster.name_any();
     let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("vmoperator.vmware.com", "v1alpha6", "VirtualMachineSetResourcePolicy"),
+        &GroupVersionKind::gvk(
+            "vmoperator.vmware.com",
+            "v1alpha6",
+            "VirtualMachineSetResourcePolicy",
+        ),
         "virtualmachinesetresourcepolicies",
     );
     let api: Api<DynamicObject> = Api::namespaced_with(r.ctx.client.clone(), &ns, &resource);
@@ -93,15 +102,29 @@ async fn resource_policy(r: &Reconciler, c: &VSphereCluster, cluster: &Cluster) 
 
 /// The control plane endpoint: the VSphereCluster's own, else the Cluster's (copied into the
 /// VSphereCluster's spec, as CAPV copies it); `None` while neither names one.
-async fn endpoint(r: &Reconciler, c: &VSphereCluster, cluster: &Cluster) -> Result<Option<Value>, Error> {
-    let set = |v: Option<&Value>| v.filter(|e| e["host"].as_str().is_some_and(|h| !h.is_empty())).cloned();
+async fn endpoint(
+    r: &Reconciler,
+    c: &VSphereCluster,
+    cluster: &Cluster,
+) -> Result<Option<Value>, Error> {
+    let set = |v: Option<&Value>| {
+        v.filter(|e| e["host"].as_str().is_some_and(|h| !h.is_empty()))
+            .cloned()
+    };
     if let Some(own) = set(c.spec.rest.get("controlPlaneEndpoint")) {
         return Ok(Some(own));
     }
-    let Some(theirs) = set(cluster.spec.control_plane_endpoint.as_ref().map(|e| json!(e)).as_ref()) else {
+    let Some(theirs) = set(cluster
+        .spec
+        .control_plane_endpoint
+        .as_ref()
+        .map(|e| json!(e))
+        .as_ref())
+    else {
         return Ok(None);
     };
-    let api: Api<VSphereCluster> = Api::namespaced(r.ctx.client.clone(), &c.namespace().unwrap_or_default());
+    let api: Api<VSphereCluster> =
+        Api::namespaced(r.ctx.client.clone(), &c.namespace().unwrap_or_default());
     let body = json!({"apiVersion": VSphereCluster::api_version(&()), "kind": "VSphereCluster",
                       "metadata": {"name": c.name_any()}, "spec": {"controlPlaneEndpoint": theirs}});
     infrasim_controller_runtime::writes::apply(&api, &c.name_any(), MANAGER, &body).await?;

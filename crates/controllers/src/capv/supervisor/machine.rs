@@ -46,17 +46,20 @@ pub(in crate::capv) fn controller(informers: &Informers) -> Controller<VSphereMa
             (infra.kind == "VSphereMachine" && infra.api_group == VSphereMachine::group(&()))
                 .then(|| ObjectRef::new(&infra.name).within(&m.namespace().unwrap_or_default()))
         })
-        .watches_shared_stream(filtered(&informers.of::<Cluster>(), cluster_gates), move |c| {
-            let ns = c.namespace().unwrap_or_default();
-            let name = c.name_any();
-            store
-                .state()
-                .iter()
-                .filter(|m| m.namespace().as_deref() == Some(ns.as_str()))
-                .filter(|m| m.labels().get(CLUSTER_NAME_LABEL) == Some(&name))
-                .map(|m| ObjectRef::from_obj(&**m))
-                .collect::<Vec<_>>()
-        })
+        .watches_shared_stream(
+            filtered(&informers.of::<Cluster>(), cluster_gates),
+            move |c| {
+                let ns = c.namespace().unwrap_or_default();
+                let name = c.name_any();
+                store
+                    .state()
+                    .iter()
+                    .filter(|m| m.namespace().as_deref() == Some(ns.as_str()))
+                    .filter(|m| m.labels().get(CLUSTER_NAME_LABEL) == Some(&name))
+                    .map(|m| ObjectRef::from_obj(&**m))
+                    .collect::<Vec<_>>()
+            },
+        )
 }
 
 impl Reconcile<VSphereMachine> for Reconciler {
@@ -71,7 +74,11 @@ impl Reconcile<VSphereMachine> for Reconciler {
         let Some(machine) = self.informers.get::<Machine>(&ns, &machine).await? else {
             return Ok(Next::AwaitChange);
         };
-        let Some(cluster) = self.informers.get::<Cluster>(&ns, &machine.spec.cluster_name).await? else {
+        let Some(cluster) = self
+            .informers
+            .get::<Cluster>(&ns, &machine.spec.cluster_name)
+            .await?
+        else {
             return Ok(Next::AwaitChange);
         };
         if let Some(waiting) = super::super::machine::waiting_for(&machine, &cluster) {
@@ -79,7 +86,10 @@ impl Reconcile<VSphereMachine> for Reconciler {
             return Ok(Next::AwaitChange);
         }
         apply_vm(self, &m, &machine).await?;
-        let vm = self.informers.get::<VirtualMachine>(&ns, &machine.name_any()).await?;
+        let vm = self
+            .informers
+            .get::<VirtualMachine>(&ns, &machine.name_any())
+            .await?;
         mirror(self, &m, vm.as_deref()).await?;
         Ok(Next::AwaitChange)
     }
@@ -91,7 +101,9 @@ impl Reconcile<VSphereMachine> for Reconciler {
         let uid = m.uid().unwrap_or_default();
         let mut left = 0;
         for vm in self.informers.of::<VirtualMachine>().store().state() {
-            if vm.namespace().as_deref() != Some(&ns) || !vm.owner_references().iter().any(|o| o.uid == uid) {
+            if vm.namespace().as_deref() != Some(&ns)
+                || !vm.owner_references().iter().any(|o| o.uid == uid)
+            {
                 continue;
             }
             left += 1;
@@ -102,7 +114,12 @@ impl Reconcile<VSphereMachine> for Reconciler {
             }
         }
         if left > 0 {
-            let deleting = Condition::new(CONDITION, false, "Deleting", "Waiting for the VirtualMachine to be deleted");
+            let deleting = Condition::new(
+                CONDITION,
+                false,
+                "Deleting",
+                "Waiting for the VirtualMachine to be deleted",
+            );
             write_status(self, &m, deleting, json!({})).await?;
             return Ok(Cleanup::Pending(Next::AwaitChange));
         }
@@ -112,11 +129,19 @@ impl Reconcile<VSphereMachine> for Reconciler {
 
 /// vm-operator's power-off mode for CAPV's (`hard` when unset).
 fn power_off_mode(m: &VSphereMachine) -> Result<&'static str, String> {
-    match m.spec.rest.get("powerOffMode").and_then(Value::as_str).unwrap_or("") {
+    match m
+        .spec
+        .rest
+        .get("powerOffMode")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+    {
         "" | "hard" => Ok("Hard"),
         "soft" => Ok("Soft"),
         "trySoft" => Ok("TrySoft"),
-        other => Err(format!("unable to map PowerOffMode {other:?} to vm-operator equivalent")),
+        other => Err(format!(
+            "unable to map PowerOffMode {other:?} to vm-operator equivalent"
+        )),
     }
 }
 
@@ -140,7 +165,11 @@ fn vm_body(m: &VSphereMachine, machine: &Machine) -> Result<Value, String> {
         .collect();
     labels.insert(CLUSTER_NAME_LABEL.into(), json!(cluster));
     if !machine.is_control_plane() {
-        let md = machine.labels().get("cluster.x-k8s.io/deployment-name").cloned().unwrap_or_default();
+        let md = machine
+            .labels()
+            .get("cluster.x-k8s.io/deployment-name")
+            .cloned()
+            .unwrap_or_default();
         labels.insert("cluster.x-k8s.io/deployment-name".into(), json!(md));
     }
     let owner = json!({"apiVersion": VSphereMachine::api_version(&()), "kind": "VSphereMachine",
@@ -157,13 +186,18 @@ async fn apply_vm(r: &Reconciler, m: &VSphereMachine, machine: &Machine) -> Resu
     let body = match vm_body(m, machine) {
         Ok(b) => b,
         Err(why) => {
-            let failed = Condition::new(CONDITION, false, "NotProvisioned",
-                format!("failed to create or update VirtualMachine: {why}"));
+            let failed = Condition::new(
+                CONDITION,
+                false,
+                "NotProvisioned",
+                format!("failed to create or update VirtualMachine: {why}"),
+            );
             write_status(r, m, failed, json!({})).await?;
             return Err(Error::Reported(why));
         }
     };
-    let api: Api<VirtualMachine> = Api::namespaced(r.ctx.client.clone(), &m.namespace().unwrap_or_default());
+    let api: Api<VirtualMachine> =
+        Api::namespaced(r.ctx.client.clone(), &m.namespace().unwrap_or_default());
     infrasim_controller_runtime::writes::apply(&api, &machine.name_any(), MANAGER, &body).await?;
     Ok(())
 }
@@ -171,11 +205,20 @@ async fn apply_vm(r: &Reconciler, m: &VSphereMachine, machine: &Machine) -> Resu
 /// Where the VirtualMachine is, as the condition's reason CAPV gives; `None` once it has an
 /// address and a BIOS UUID.
 fn progress(vm: Option<&VirtualMachine>) -> Option<&'static str> {
-    let status = vm.and_then(|v| v.status.as_ref()).map(|s| json!(s)).unwrap_or(json!({}));
-    let created = status["conditions"].as_array().into_iter().flatten()
+    let status = vm
+        .and_then(|v| v.status.as_ref())
+        .map(|s| json!(s))
+        .unwrap_or(json!({}));
+    let created = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
         .any(|c| c["type"] == "VirtualMachineCreated" && c["status"] == "True");
-    let address = status.pointer("/network/primaryIP4").or_else(|| status.pointer("/network/primaryIP6"))
-        .and_then(Value::as_str).is_some_and(|a| !a.is_empty());
+    let address = status
+        .pointer("/network/primaryIP4")
+        .or_else(|| status.pointer("/network/primaryIP6"))
+        .and_then(Value::as_str)
+        .is_some_and(|a| !a.is_empty());
     match () {
         _ if !created => Some("Provisioning"),
         _ if status["powerState"] != "PoweredOn" => Some("PoweringOn"),
@@ -186,27 +229,55 @@ fn progress(vm: Option<&VirtualMachine>) -> Option<&'static str> {
 }
 
 /// Reports the VirtualMachine's progress; once it is up, the provider ID and addresses.
-async fn mirror(r: &Reconciler, m: &VSphereMachine, vm: Option<&VirtualMachine>) -> Result<(), Error> {
+async fn mirror(
+    r: &Reconciler,
+    m: &VSphereMachine,
+    vm: Option<&VirtualMachine>,
+) -> Result<(), Error> {
     if let Some(reason) = progress(vm) {
-        return write_status(r, m, Condition::new(CONDITION, false, reason, ""), json!({})).await;
+        return write_status(
+            r,
+            m,
+            Condition::new(CONDITION, false, reason, ""),
+            json!({}),
+        )
+        .await;
     }
-    let status = vm.and_then(|v| v.status.as_ref()).map(|s| json!(s)).unwrap_or(json!({}));
+    let status = vm
+        .and_then(|v| v.status.as_ref())
+        .map(|s| json!(s))
+        .unwrap_or(json!({}));
     let uuid = status["biosUUID"].as_str().unwrap_or_default();
-    let ip = status.pointer("/network/primaryIP4").or_else(|| status.pointer("/network/primaryIP6"))
-        .and_then(Value::as_str).unwrap_or_default();
+    let ip = status
+        .pointer("/network/primaryIP4")
+        .or_else(|| status.pointer("/network/primaryIP6"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let id = provider_id(uuid);
     if m.spec.provider_id.as_deref() != Some(id.as_str()) {
-        let api: Api<VSphereMachine> = Api::namespaced(r.ctx.client.clone(), &m.namespace().unwrap_or_default());
+        let api: Api<VSphereMachine> =
+            Api::namespaced(r.ctx.client.clone(), &m.namespace().unwrap_or_default());
         let body = json!({"apiVersion": VSphereMachine::api_version(&()), "kind": "VSphereMachine",
                           "metadata": {"name": m.name_any()}, "spec": {"providerID": id}});
         infrasim_controller_runtime::writes::apply(&api, &m.name_any(), MANAGER, &body).await?;
     }
     let extra = json!({"addresses": [{"type": "InternalIP", "address": ip}], "biosUUID": uuid,
                        "initialization": {"provisioned": true}});
-    write_status(r, m, Condition::new(CONDITION, true, "Provisioned", ""), extra).await
+    write_status(
+        r,
+        m,
+        Condition::new(CONDITION, true, "Provisioned", ""),
+        extra,
+    )
+    .await
 }
 
-async fn write_status(r: &Reconciler, m: &VSphereMachine, c: Condition, extra: Value) -> Result<(), Error> {
+async fn write_status(
+    r: &Reconciler,
+    m: &VSphereMachine,
+    c: Condition,
+    extra: Value,
+) -> Result<(), Error> {
     let before = m.status.as_ref().map(|s| &s.rest);
     super::super::write_status(r, m, before, MANAGER, vec![c], extra).await
 }
@@ -216,8 +287,10 @@ mod tests {
     use super::*;
 
     fn vm(status: Value) -> VirtualMachine {
-        serde_json::from_value(json!({"apiVersion": VMOPERATOR_API, "kind": "VirtualMachine",
-            "metadata": {"name": "m"}, "spec": {}, "status": status}))
+        serde_json::from_value(
+            json!({"apiVersion": VMOPERATOR_API, "kind": "VirtualMachine",
+            "metadata": {"name": "m"}, "spec": {}, "status": status}),
+        )
         .expect("a VirtualMachine")
     }
 
@@ -225,7 +298,10 @@ mod tests {
     fn progress_follows_vm_operators_status_as_capv_reads_it() {
         let created = json!([{"type": "VirtualMachineCreated", "status": "True"}]);
         assert_eq!(progress(None), Some("Provisioning"));
-        assert_eq!(progress(Some(&vm(json!({"conditions": created})))), Some("PoweringOn"));
+        assert_eq!(
+            progress(Some(&vm(json!({"conditions": created})))),
+            Some("PoweringOn")
+        );
         let on = json!({"conditions": created, "powerState": "PoweredOn"});
         assert_eq!(progress(Some(&vm(on))), Some("WaitingForNetworkAddress"));
         let up = json!({"conditions": created, "powerState": "PoweredOn", "network": {"primaryIP4": "10.0.0.2"}});

@@ -18,7 +18,11 @@ pub const VMOPERATOR_API: &str = "vmoperator.vmware.com/v1alpha6";
 /// The labels CAPV puts on a cluster's VMs (vm-operator's VirtualMachineService and the cloud
 /// provider select them), for a control-plane or a worker machine.
 pub fn role_labels(cluster: &str, control_plane: bool) -> Vec<(&'static str, String)> {
-    let role = if control_plane { "controlplane" } else { "node" };
+    let role = if control_plane {
+        "controlplane"
+    } else {
+        "node"
+    };
     vec![
         ("capv.vmware.com/cluster.name", cluster.to_string()),
         ("capw.vmware.com/cluster.name", cluster.to_string()),
