@@ -1,6 +1,7 @@
 //! The vSphere Automation API (`/rest`, the spelling govmomi's `vapi/rest` client and CAPV
 //! speak) beside SOAP, for what SOAP does not offer: cluster modules, the anti-affinity
-//! groups CAPV keeps a control plane's and a MachineDeployment's VMs in.
+//! groups CAPV keeps a control plane's and a MachineDeployment's VMs in, and tags, which CAPV
+//! attaches to the VMs it makes.
 //!
 //! It has a session of its own (`POST /rest/com/vmware/cis/session` with the same user's
 //! basic credentials, answered with a token sent back as `vmware-api-session-id`), logged in
@@ -127,6 +128,56 @@ impl Client {
             Err(e) if e.fault_kind() != Some("not_found") => Err(e),
             _ => Ok(()),
         }
+    }
+}
+
+impl Client {
+    /// Attaches tags (by ID) to an object, as govmomi's tag manager does for CAPV's
+    /// `tagIDs`; a tag that cannot be attached (unknown, or refused by its category) fails.
+    pub async fn attach_tags(&self, tags: &[String], obj: &Moref) -> Result<()> {
+        let body = json!({"object_id": {"id": obj.value, "type": obj.ty}, "tag_ids": tags});
+        let value = self
+            .rest(
+                http::Method::POST,
+                "/com/vmware/cis/tagging/tag-association?~action=attach-multiple-tags-to-object",
+                Some(body),
+            )
+            .await?;
+        if value["success"] == json!(false) {
+            let message = value["error_messages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| {
+                    e.pointer("/value/messages/0/default_message")
+                        .and_then(Value::as_str)
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(Error::Fault {
+                kind: "tagging".into(),
+                message,
+            });
+        }
+        Ok(())
+    }
+
+    /// The IDs of the tags attached to an object.
+    pub async fn attached_tags(&self, obj: &Moref) -> Result<Vec<String>> {
+        let body = json!({"object_id": {"id": obj.value, "type": obj.ty}});
+        let value = self
+            .rest(
+                http::Method::POST,
+                "/com/vmware/cis/tagging/tag-association?~action=list-attached-tags",
+                Some(body),
+            )
+            .await?;
+        Ok(value
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t.as_str().map(str::to_string))
+            .collect())
     }
 }
 

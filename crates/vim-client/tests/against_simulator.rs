@@ -375,3 +375,55 @@ async fn cluster_modules_keep_their_vms_over_the_rest_session() {
     // Deleting it again is no error.
     client.delete_cluster_module(&module).await.unwrap();
 }
+
+#[tokio::test]
+async fn tags_are_attached_to_a_vm_and_an_unknown_one_is_refused() {
+    let sim = simulator().await;
+    let trust = Trust::Thumbprint(sim.cert().thumbprint_sha256.clone());
+    let client = Client::connect(credentials(&sim, trust)).await.unwrap();
+    let category = client
+        .rest(
+            http::Method::POST,
+            "/com/vmware/cis/tagging/category",
+            Some(
+                serde_json::json!({"create_spec": {"name": "k8s-zone", "description": "",
+                "cardinality": "MULTIPLE", "associable_types": []}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let tag = client
+        .rest(
+            http::Method::POST,
+            "/com/vmware/cis/tagging/tag",
+            Some(
+                serde_json::json!({"create_spec": {"name": "zone-a", "description": "",
+                "category_id": category}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let tag = tag.as_str().unwrap().to_string();
+    let vm = client.list("VirtualMachine", &["name"]).await.unwrap()[0]
+        .obj
+        .clone();
+    assert!(client.attached_tags(&vm).await.unwrap().is_empty());
+    client
+        .attach_tags(std::slice::from_ref(&tag), &vm)
+        .await
+        .unwrap();
+    // Attaching again changes nothing.
+    client
+        .attach_tags(std::slice::from_ref(&tag), &vm)
+        .await
+        .unwrap();
+    assert_eq!(client.attached_tags(&vm).await.unwrap(), vec![tag]);
+    let err = client
+        .attach_tags(
+            &["urn:vmomi:InventoryServiceTag:nope:GLOBAL".to_string()],
+            &vm,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.fault_kind(), Some("tagging"), "{err}");
+}

@@ -59,9 +59,9 @@ def items(plane, ns, kind):
     return json.loads(plane.kubectl("-n", ns, "get", kind, "-o", "json").stdout)["items"]
 
 
-def module_members(variables, module):
-    """The VMs of a cluster module, through the simulator's vSphere Automation API (which
-    pyvmomi does not speak); None when there is no such module."""
+def automation(variables, method, path, body=None):
+    """A call of the simulator's vSphere Automation API (`/rest`, which pyvmomi does not
+    speak) with a session of its own: the answer's value."""
     base = variables["VSPHERE_SERVER"]
     insecure = ssl._create_unverified_context()
     login = urllib.request.Request(f"{base}/rest/com/vmware/cis/session", method="POST")
@@ -69,15 +69,28 @@ def module_members(variables, module):
     login.add_header("Authorization", f"Basic {basic.decode()}")
     with urllib.request.urlopen(login, context=insecure, timeout=10) as r:
         token = json.load(r)["value"]
-    ask = urllib.request.Request(f"{base}/rest/vcenter/cluster/modules/vm/{module}/members")
+    data = json.dumps(body).encode() if body is not None else None
+    ask = urllib.request.Request(f"{base}/rest{path}", data=data, method=method)
     ask.add_header("vmware-api-session-id", token)
+    ask.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(ask, context=insecure, timeout=10) as r:
+        return json.load(r).get("value")
+
+
+def module_members(variables, module):
+    """The VMs of a cluster module; None when there is no such module."""
     try:
-        with urllib.request.urlopen(ask, context=insecure, timeout=10) as r:
-            return set(json.load(r)["value"]["vms"])
+        return set(automation(variables, "GET", f"/vcenter/cluster/modules/vm/{module}/members")["vms"])
     except urllib.error.HTTPError as e:
         if e.code == 404:
             return None
         raise
+
+
+def vm_tags(variables, moid):
+    return automation(variables, "POST",
+                      "/com/vmware/cis/tagging/tag-association?~action=list-attached-tags",
+                      {"object_id": {"id": moid, "type": "VirtualMachine"}})
 
 
 def workload_nodes(plane, ns, cluster, tmp_path):
@@ -103,7 +116,14 @@ def test_capvs_default_flavor_makes_vms_that_join_the_cluster(plane, ns, tmp_pat
                               capture_output=True, text=True, timeout=30)
     assert rendered.returncode == 0, rendered.stderr
     assert rendered.stdout == envsubst(TEMPLATE.read_text(), variables)
-    plane.kubectl("apply", "--server-side", "-f", "-", input=rendered.stdout)
+    # The machines are tagged (a tag made in the simulator as an admin would).
+    category = automation(variables, "POST", "/com/vmware/cis/tagging/category", {"create_spec": {
+        "name": f"{ns}-role", "description": "", "cardinality": "MULTIPLE", "associable_types": []}})
+    tag = automation(variables, "POST", "/com/vmware/cis/tagging/tag", {"create_spec": {
+        "name": "capv", "description": "", "category_id": category}})
+    tagged = rendered.stdout.replace("      os: Linux\n", f"      os: Linux\n      tagIDs:\n      - '{tag}'\n")
+    assert tagged.count("tagIDs") == 2
+    plane.kubectl("apply", "--server-side", "-f", "-", input=tagged)
 
     def available():
         c = get(plane, ns, "clusters.cluster.x-k8s.io", "c1")
@@ -133,6 +153,7 @@ def test_capvs_default_flavor_makes_vms_that_join_the_cluster(plane, ns, tmp_pat
             assert v["status"]["ready"] is True and v["status"]["vmRef"] == vm._moId
             assert vm.guest.ipAddress in v["status"]["addresses"]
             assert vm.config.hardware.numCPU == 2 and vm.config.hardware.memoryMB == 8192
+            assert vm_tags(variables, vm._moId) == [tag]
             # The bootstrap data, as CAPV hands it to cloud-init.
             extra = extra_config(vm)
             secret = get(plane, ns, "secret", v["spec"]["bootstrapRef"]["name"])

@@ -413,6 +413,38 @@ impl Reconciler {
             .await?;
             return Ok(Next::After(TASK_CHECK));
         }
+        // The tags its spec names, once it runs (attaching again is no change), as CAPV
+        // attaches them on each reconcile until the VM is ready.
+        let tags = vm
+            .spec
+            .rest
+            .get("tagIDs")
+            .and_then(Value::as_array)
+            .map(|t| {
+                t.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect::<Vec<_>>()
+            });
+        let ready = vm.status.as_ref().and_then(|s| s.ready) == Some(true);
+        if let Some(tags) = tags.filter(|t| !t.is_empty() && !ready) {
+            if let Err(e) = vc.client.attach_tags(&tags, &copy.obj).await {
+                let why = format!("failed to attach tags {tags:?} to VM {name}: {e}");
+                let failed = Condition::new(
+                    "VirtualMachineProvisioned",
+                    false,
+                    "TaggingFailed",
+                    why.clone(),
+                );
+                write_status(
+                    self,
+                    vm,
+                    failed,
+                    with_module(json!({"vmRef": copy.obj.value})),
+                )
+                .await?;
+                return Err(Error::Reported(why));
+            }
+        }
         let addresses = addresses(copy);
         if addresses.is_empty() {
             let waiting = Condition::new(
