@@ -359,6 +359,26 @@ def test_the_topology_flavor_patches_its_templates_and_makes_vms(plane, ns, tmp_
             vm = vms[m["metadata"]["name"]]
             assert vm.runtime.powerState == "poweredOn"
             assert m["spec"]["providerID"] == f"vsphere://{vm.config.uuid}"
+
+        # A paused Cluster pauses CAPV's objects of it, as CAPV reports it, and back.
+        kinds = [f"vsphereclusters.{GROUP}", f"vspheremachines.{GROUP}", f"vspherevms.{GROUP}"]
+
+        def paused_all(status, reason):
+            objs = [o for k in kinds for o in items(plane, ns, k)]
+            return len(objs) == 5 and all(
+                (condition(o, "Paused") or {}).get("status") == status
+                and condition(o, "Paused")["reason"] == reason for o in objs)
+        plane.kubectl("-n", ns, "patch", "clusters.cluster.x-k8s.io", "t1", "--type=merge",
+                      "-p", '{"spec": {"paused": true}}')
+        wait_for(lambda: paused_all("True", "Paused"), timeout=30, what="CAPV's objects paused")
+        vsphere_vm = items(plane, ns, f"vspherevms.{GROUP}")[0]
+        assert condition(vsphere_vm, "Paused")["message"] == "Cluster spec.paused is set to true"
+        # A paused object's Ready stands (pausing is not a failure).
+        assert condition(vsphere_vm, "Ready")["status"] == "True"
+        plane.kubectl("-n", ns, "patch", "clusters.cluster.x-k8s.io", "t1", "--type=merge",
+                      "-p", '{"spec": {"paused": false}}')
+        wait_for(lambda: paused_all("False", "NotPaused"), timeout=30, what="CAPV's objects unpaused")
+
         plane.kubectl("-n", ns, "delete", "clusters.cluster.x-k8s.io", "t1", "--wait=true",
                       timeout=120)
         wait_for(lambda: not vms_named(si, "t1-"), timeout=60, what="the VMs destroyed")

@@ -7,7 +7,8 @@
 
 use super::types::{VSphereCluster, VSphereMachine};
 use super::{modules, Error, Reconciler};
-use crate::capi::core::{KubeadmControlPlane, MachineDeployment};
+use crate::capi::core::{Cluster, KubeadmControlPlane, MachineDeployment};
+use crate::capi::triggers::cluster_gates;
 use infrasim_controller_runtime::conditions::Condition;
 use infrasim_controller_runtime::informers::Informers;
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
@@ -59,6 +60,13 @@ pub(super) fn controller(informers: &Informers) -> Controller<VSphereCluster> {
             }),
             move |k| by_kcp(&*k),
         )
+        .watches_shared_stream(filtered(&informers.of::<Cluster>(), cluster_gates), |c| {
+            c.spec
+                .infrastructure_ref
+                .as_ref()
+                .filter(|r| r.kind == "VSphereCluster" && r.api_group == super::types::GROUP)
+                .map(|r| ObjectRef::new(&r.name).within(&c.namespace().unwrap_or_default()))
+        })
         .watches_shared_stream(
             filtered(&informers.of::<MachineDeployment>(), |md| {
                 Some(hash(&(
@@ -106,6 +114,15 @@ impl Reconcile<VSphereCluster> for Reconciler {
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
 
     async fn apply(&self, c: Arc<VSphereCluster>) -> Result<Next, Error> {
+        let ns = c.namespace().unwrap_or_default();
+        let cluster = match cluster_name(&c) {
+            Some(name) => self.informers.get::<Cluster>(&ns, &name).await?,
+            None => None,
+        };
+        let before = c.status.as_ref().map(|s| &s.rest);
+        if super::paused(self, &*c, before, MANAGER, cluster.as_deref()).await? {
+            return Ok(Next::AwaitChange);
+        }
         let login = tokio::time::timeout(LOGIN_LIMIT, self.log_in(&c)).await;
         let login = login.unwrap_or_else(|_| Err(format!("no answer in {LOGIN_LIMIT:?}")));
         let (set, version) = match login {

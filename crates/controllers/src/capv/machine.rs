@@ -76,6 +76,10 @@ impl Reconcile<VSphereMachine> for Reconciler {
         else {
             return Ok(Next::AwaitChange);
         };
+        let before = vm.status.as_ref().map(|s| &s.rest);
+        if super::paused(self, &*vm, before, MANAGER, Some(&cluster)).await? {
+            return Ok(Next::AwaitChange);
+        }
         if let Some(waiting) = waiting_for(&machine, &cluster) {
             write_status(self, &vm, waiting, None).await?;
             return Ok(Next::AwaitChange);

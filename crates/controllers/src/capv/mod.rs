@@ -87,8 +87,7 @@ pub async fn run(
     let machines = machine::controller(&informers);
     let supervisor_clusters = supervisor::cluster::controller(&informers);
     let supervisor_machines = supervisor::machine::controller(&informers);
-    let vms = infrasim_controller_runtime::triggers::controller(&informers.of::<VSphereVM>(), None)
-        .reconcile_on(vms_changed(&informers, vm_changes));
+    let vms = vm::controller(&informers).reconcile_on(vms_changed(&informers, vm_changes));
     futures::join!(
         reconcile::run(&ctx, clusters, r.clone()),
         reconcile::run(&ctx, machines, r.clone()),
@@ -135,12 +134,21 @@ where
         .and_then(|s| s.get("conditions"))
         .and_then(|v| serde_json::from_value(v.clone()).ok())
         .unwrap_or_default();
+    // Every write but the one that pauses says the object is not paused (as CAPV's always
+    // carry `Paused`).
+    if !set.iter().any(|c| c.type_ == "Paused") {
+        conditions::set(
+            &mut conds,
+            Condition::new("Paused", false, "NotPaused", ""),
+            now,
+        );
+    }
     for c in set {
         conditions::set(&mut conds, c, now);
     }
     let not_ready = conds
         .iter()
-        .find(|c| c.type_ != "Ready" && c.status != "True")
+        .find(|c| !matches!(c.type_.as_str(), "Ready" | "Paused") && c.status != "True")
         .map(|c| c.message.clone());
     let ready = match not_ready {
         None => Condition::new("Ready", true, "Ready", ""),
@@ -165,6 +173,30 @@ where
     });
     infrasim_controller_runtime::writes::apply_status(&api, &name, manager, &body).await?;
     Ok(())
+}
+
+/// Reports `obj` paused, if it or its `cluster` is (Cluster API's `Paused` condition, with
+/// its words), and says so: a paused object is left alone until that changes.
+async fn paused<K>(
+    r: &Reconciler,
+    obj: &K,
+    before: Option<&std::collections::BTreeMap<String, serde_json::Value>>,
+    manager: &str,
+    cluster: Option<&crate::capi::core::Cluster>,
+) -> Result<bool, Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let Some(why) = crate::capi::paused_message(obj, cluster.is_some_and(|c| c.paused())) else {
+        return Ok(false);
+    };
+    let paused =
+        infrasim_controller_runtime::conditions::Condition::new("Paused", true, "Paused", why);
+    write_status(r, obj, before, manager, vec![paused], serde_json::json!({})).await?;
+    Ok(true)
 }
 
 /// The VSphereVMs whose VM changed in a vCenter: CAPV names a VM after its VSphereVM.

@@ -55,11 +55,50 @@ enum Followed {
     Wait(Next),
 }
 
+/// The VSphereVM controller (the vCenter's VM changes are added by the caller): its
+/// Cluster's gates (a pause) wake it.
+pub(super) fn controller(
+    informers: &infrasim_controller_runtime::informers::Informers,
+) -> kube::runtime::Controller<VSphereVM> {
+    let vms = informers.of::<VSphereVM>();
+    let store = vms.store();
+    infrasim_controller_runtime::triggers::controller(&vms, None).watches_shared_stream(
+        infrasim_controller_runtime::triggers::filtered(
+            &informers.of::<Cluster>(),
+            crate::capi::triggers::cluster_gates,
+        ),
+        move |c| {
+            let ns = c.namespace().unwrap_or_default();
+            let name = c.name_any();
+            store
+                .state()
+                .iter()
+                .filter(|v| v.namespace().as_deref() == Some(ns.as_str()))
+                .filter(|v| v.labels().get(crate::capi::CLUSTER_NAME_LABEL) == Some(&name))
+                .map(|v| kube::runtime::reflector::ObjectRef::from_obj(&**v))
+                .collect::<Vec<_>>()
+        },
+    )
+}
+
 impl Reconcile<VSphereVM> for Reconciler {
     type Error = Error;
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
 
     async fn apply(&self, vm: Arc<VSphereVM>) -> Result<Next, Error> {
+        let cluster = match self.machine_of(&vm).await? {
+            Some(m) => {
+                let ns = vm.namespace().unwrap_or_default();
+                self.informers
+                    .get::<Cluster>(&ns, &m.spec.cluster_name)
+                    .await?
+            }
+            None => None,
+        };
+        let before = vm.status.as_ref().map(|s| &s.rest);
+        if super::paused(self, &*vm, before, MANAGER, cluster.as_deref()).await? {
+            return Ok(Next::AwaitChange);
+        }
         let vc = self.session(&vm).await?;
         if let Followed::Wait(next) = self.follow(&vc, &vm).await? {
             return Ok(next);

@@ -53,6 +53,10 @@ impl Reconcile<VSphereCluster> for Reconciler {
         let Some(cluster) = self.informers.get::<Cluster>(&ns, &cluster).await? else {
             return Ok(Next::AwaitChange);
         };
+        let before = c.status.as_ref().map(|s| &s.rest);
+        if super::super::paused(self, &*c, before, MANAGER, Some(&cluster)).await? {
+            return Ok(Next::AwaitChange);
+        }
         let policy = match resource_policy(self, &c, &cluster).await {
             Ok(()) => Condition::new("ResourcePolicyReady", true, "Ready", ""),
             Err(e) => Condition::new("ResourcePolicyReady", false, "NotReady", e.to_string()),
@@ -63,7 +67,6 @@ impl Reconcile<VSphereCluster> for Reconciler {
         if endpoint.is_some() {
             extra["initialization"] = json!({"provisioned": true});
         }
-        let before = c.status.as_ref().map(|s| &s.rest);
         super::super::write_status(self, &*c, before, MANAGER, vec![policy, network], extra)
             .await?;
         Ok(Next::AwaitChange)

@@ -81,6 +81,10 @@ impl Reconcile<VSphereMachine> for Reconciler {
         else {
             return Ok(Next::AwaitChange);
         };
+        let before = m.status.as_ref().map(|s| &s.rest);
+        if super::super::paused(self, &*m, before, MANAGER, Some(&cluster)).await? {
+            return Ok(Next::AwaitChange);
+        }
         if let Some(waiting) = super::super::machine::waiting_for(&machine, &cluster) {
             write_status(self, &m, waiting, json!({})).await?;
             return Ok(Next::AwaitChange);
