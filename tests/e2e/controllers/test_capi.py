@@ -266,6 +266,31 @@ def test_a_cluster_class_patch_shapes_the_objects_its_variables_say(capi, tmp_pa
         assert len(configs) == replicas
         assert all(c["spec"]["postKubeadmCommands"] == template["postKubeadmCommands"] for c in configs)
 
+    # A variable changed later reaches what was made: the control plane's spec in place, and
+    # the workers through new bootstrap templates, to which their machines roll.
+    old_refs = {md["metadata"]["name"]: md["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"]
+                for md in mds}
+    capi.kubectl("-n", ns, "patch", "cluster", "p1", "--type=json", "-p", json.dumps(
+        [{"op": "replace", "path": "/spec/topology/variables/0/value/text", "value": "bonjour"}]))
+
+    def rolled():
+        kcp = json.loads(capi.kubectl("-n", ns, "get", "kcp", "-l", "cluster.x-k8s.io/cluster-name=p1",
+                                      "-o", "json").stdout)["items"][0]
+        files = kcp["spec"]["kubeadmConfigSpec"]["files"]
+        configs = json.loads(capi.kubectl("-n", ns, "get", "kubeadmconfigs", "-l",
+                                          "cluster.x-k8s.io/cluster-name=p1", "-o", "json").stdout)["items"]
+        workers = [c for c in configs if "cluster.x-k8s.io/control-plane" not in c["metadata"]["labels"]]
+        done = files[0]["content"] == "bonjour on p1 at v1.31.2" and len(workers) == 3 and all(
+            c["spec"].get("preKubeadmCommands") == ["bonjour"] for c in workers)
+        return done or None
+    wait_for(rolled, timeout=120, what="the new banner rolled out")
+    mds = json.loads(capi.kubectl("-n", ns, "get", "machinedeployments", "-l",
+                                  "cluster.x-k8s.io/cluster-name=p1", "-o", "json").stdout)["items"]
+    for md in mds:
+        new_ref = md["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"]
+        assert new_ref != old_refs[md["metadata"]["name"]], md["spec"]["template"]["spec"]
+    wait_available(capi, ns, "p1")
+
     # A patch that cannot apply stops the topology with upstream's words; nothing is made.
     capi.kubectl("-n", ns, "apply", "-f", "-", input=patched_cluster("p2", "break"))
     def failed():

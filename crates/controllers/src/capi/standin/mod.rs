@@ -31,6 +31,7 @@ pub mod objects;
 mod patches;
 mod remediation;
 mod resource_set;
+mod rollout;
 mod topology;
 mod up_to_date;
 mod v1beta1;

@@ -104,6 +104,20 @@ pub(super) async fn reconcile(
     if let Err(e) = infrastructure(c, r, bp.as_ref()).await {
         return Ok(failed(e));
     }
+    if let Some(bp) = &bp {
+        let kcp = match &c.spec.control_plane_ref {
+            Some(cp) => {
+                r.core
+                    .informers
+                    .get::<KubeadmControlPlane>(&ns, &cp.name)
+                    .await?
+            }
+            None => None,
+        };
+        if let Err(e) = super::rollout::roll_out(c, r, bp, kcp.as_deref(), &existing).await {
+            return Ok(failed(e));
+        }
+    }
     // A control plane this pass makes (the Cluster had no reference to one when it was read)
     // holds no worker back.
     let cp_was_there = c.spec.control_plane_ref.is_some();
@@ -163,7 +177,14 @@ async fn plan(
             .iter()
             .any(|e| e.labels().get(DEPLOYMENT_LABEL) == Some(&w.name))
     });
-    if c.spec.infrastructure_ref.is_some() && c.spec.control_plane_ref.is_some() && !md_missing {
+    // With patches, what the objects should say can change after they were made (a
+    // variable changed): the blueprint is built each time (see `super::rollout`).
+    let patched = class.spec.patches.as_ref().is_some_and(|p| !p.is_empty());
+    if c.spec.infrastructure_ref.is_some()
+        && c.spec.control_plane_ref.is_some()
+        && !md_missing
+        && !patched
+    {
         return Ok(None);
     }
     let ns = c.namespace().unwrap_or_default();
@@ -683,11 +704,15 @@ fn md_policy(
     (spec, machine)
 }
 
-/// Whether merge-patching `have` with `wanted` would change nothing (so no write is sent).
-fn covers(have: Option<&Value>, wanted: &Value) -> bool {
+/// Whether `have` already says everything `wanted` says (so no write is sent): fields it
+/// adds (defaults the API server filled in, in a list's items too) do not count.
+pub(super) fn covers(have: Option<&Value>, wanted: &Value) -> bool {
     match (have, wanted) {
         (Some(Value::Object(have)), Value::Object(wanted)) => {
             wanted.iter().all(|(k, v)| covers(have.get(k), v))
+        }
+        (Some(Value::Array(have)), Value::Array(wanted)) => {
+            have.len() == wanted.len() && have.iter().zip(wanted).all(|(h, w)| covers(Some(h), w))
         }
         (Some(have), wanted) => have == wanted,
         (None, _) => false,
@@ -800,5 +825,16 @@ mod tests {
             &json!({"strategy": {"rollingUpdate": {"maxSurge": 2}}})
         ));
         assert!(!covers(None, &json!({"order": "Oldest"})));
+        // A list's items may carry defaults; another length or value is a change.
+        let files = json!({"files": [{"path": "/a", "content": "x", "encoding": "base64"}]});
+        assert!(covers(
+            Some(&files),
+            &json!({"files": [{"path": "/a", "content": "x"}]})
+        ));
+        assert!(!covers(
+            Some(&files),
+            &json!({"files": [{"path": "/a", "content": "y"}]})
+        ));
+        assert!(!covers(Some(&files), &json!({"files": []})));
     }
 }

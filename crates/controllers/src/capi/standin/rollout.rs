@@ -1,0 +1,187 @@
+//! A topology's objects brought in line with its blueprint after they were made, as Cluster
+//! API's topology controller keeps them: when the class's patches give another result (a
+//! variable changed, or the class), the infrastructure cluster's and the control plane's
+//! specs are patched in place, and a template copy whose spec changed is replaced by a new
+//! copy under a new name that its control plane or MachineDeployment then points at, which
+//! rolls the machines made from it (templates are never changed in place). Fields the
+//! blueprint does not set are left as they are; what it set and no longer does stays (no
+//! server-side apply ownership here).
+
+use super::blueprint::Blueprint;
+use super::objects::{copy_template, owner_ref, random_suffix};
+use super::topology::{covers, DEPLOYMENT_LABEL};
+use super::{Error, Reconciler};
+use crate::capi::core::{Cluster, ContractRef, KubeadmControlPlane, MachineDeployment};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::ResourceExt;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// Brings the made objects in line with `bp` (see the module's doc).
+pub(super) async fn roll_out(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+    bp: &Blueprint,
+    kcp: Option<&KubeadmControlPlane>,
+    deployments: &[MachineDeployment],
+) -> Result<(), Error> {
+    let ns = c.namespace().unwrap_or_default();
+    if let Some(infra) = &c.spec.infrastructure_ref {
+        let desired = bp
+            .infrastructure
+            .data
+            .pointer("/spec/template/spec")
+            .cloned()
+            .unwrap_or(json!({}));
+        patch_spec(r, &ns, infra, &desired).await?;
+    }
+    if let Some(kcp) = kcp {
+        control_plane(c, r, bp, kcp).await?;
+    }
+    for md in deployments {
+        let Some(name) = md.labels().get(DEPLOYMENT_LABEL) else {
+            continue;
+        };
+        let Some((bootstrap, infra, _)) = bp.deployments.get(name) else {
+            continue;
+        };
+        let spec = &md.spec.template.spec;
+        let mut changed = serde_json::Map::new();
+        if let Some(config) = &spec.bootstrap.config_ref {
+            if let Some(copy) = replaced(c, r, config, bootstrap, md).await? {
+                changed.insert("bootstrap".into(), json!({"configRef": {"name": copy}}));
+            }
+        }
+        if let Some(copy) = replaced(c, r, &spec.infrastructure_ref, infra, md).await? {
+            changed.insert("infrastructureRef".into(), json!({"name": copy}));
+        }
+        if !changed.is_empty() {
+            let api: Api<MachineDeployment> = r.api(&ns);
+            let patch = json!({"spec": {"template": {"spec": changed}}});
+            api.patch(
+                &md.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// The control plane's spec from its patched template (but what the topology itself sets),
+/// and its machines' template replaced when the patched one differs.
+async fn control_plane(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+    bp: &Blueprint,
+    kcp: &KubeadmControlPlane,
+) -> Result<(), Error> {
+    let ns = c.namespace().unwrap_or_default();
+    let mut desired = bp
+        .control_plane
+        .data
+        .pointer("/spec/template/spec")
+        .cloned()
+        .unwrap_or(json!({}));
+    if let Some(spec) = desired.as_object_mut() {
+        for kept in ["replicas", "version", "machineTemplate", "rollout"] {
+            spec.remove(kept);
+        }
+    }
+    let current = serde_json::to_value(&kcp.spec).map_err(kube::Error::SerdeError)?;
+    let mut patch = serde_json::Map::new();
+    if !covers(Some(&current), &desired) {
+        patch.extend(desired.as_object().cloned().unwrap_or_default());
+    }
+    if let Some((template, _)) = &bp.control_plane_machines {
+        let infra = &kcp.spec.machine_template.spec.infrastructure_ref;
+        if let Some(copy) = replaced(c, r, infra, template, kcp).await? {
+            patch.insert(
+                "machineTemplate".into(),
+                json!({"spec": {"infrastructureRef": {"name": copy}}}),
+            );
+        }
+    }
+    if !patch.is_empty() {
+        let api: Api<KubeadmControlPlane> = r.api(&ns);
+        let body = json!({"spec": patch});
+        api.patch(
+            &kcp.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&body),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The API of the object `reference` names.
+async fn api_of(
+    r: &Reconciler<Cluster>,
+    ns: &str,
+    reference: &ContractRef,
+) -> Result<Api<DynamicObject>, Error> {
+    let resource = r
+        .core
+        .resolver
+        .resolve(&r.client(), &reference.api_group, &reference.kind)
+        .await?;
+    Ok(Api::namespaced_with(r.client(), ns, &resource))
+}
+
+/// Merge-patches the object's spec with `desired` where it does not already say so.
+async fn patch_spec(
+    r: &Reconciler<Cluster>,
+    ns: &str,
+    reference: &ContractRef,
+    desired: &Value,
+) -> Result<(), Error> {
+    let Some(current) = r.core.read(ns, reference).await? else {
+        return Ok(());
+    };
+    if covers(current.data.get("spec"), desired) {
+        return Ok(());
+    }
+    let api = api_of(r, ns, reference).await?;
+    api.patch(
+        &reference.name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": desired})),
+    )
+    .await?;
+    Ok(())
+}
+
+/// A new copy of `template` when the copy `current` names no longer says what it does; the
+/// new copy's name. The copy keeps the old one's labels and owner.
+async fn replaced<K: kube::Resource<DynamicType = ()>>(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+    current: &ContractRef,
+    template: &DynamicObject,
+    holder: &K,
+) -> Result<Option<String>, Error> {
+    let ns = c.namespace().unwrap_or_default();
+    let Some(copy) = r.core.read(&ns, current).await? else {
+        return Ok(None);
+    };
+    let desired = template.data.get("spec").cloned().unwrap_or(json!({}));
+    if covers(copy.data.get("spec"), &desired) {
+        return Ok(None);
+    }
+    let labels: BTreeMap<String, String> = copy.labels().clone();
+    let prefix = holder.meta().name.clone().unwrap_or_else(|| c.name_any());
+    let name = format!("{prefix}-{}", random_suffix());
+    let made = copy_template(
+        &r.client(),
+        &ns,
+        template,
+        &name,
+        &labels,
+        owner_ref(c, false),
+    )
+    .await?;
+    tracing::info!(cluster = %c.name_any(), old = %current.name, new = %made.name, "the class's template changed; rolling to a new copy");
+    Ok(Some(made.name))
+}
