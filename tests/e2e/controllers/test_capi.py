@@ -266,8 +266,9 @@ def test_a_cluster_class_patch_shapes_the_objects_its_variables_say(capi, tmp_pa
         assert len(configs) == replicas
         assert all(c["spec"]["postKubeadmCommands"] == template["postKubeadmCommands"] for c in configs)
 
-    # A variable changed later reaches what was made: the control plane's spec in place, and
-    # the workers through new bootstrap templates, to which their machines roll.
+    # A variable changed later reaches what was made: the control plane's spec in place (its
+    # machine rolls, its KubeadmConfig outdated), and the workers through new bootstrap
+    # templates, to which their machines roll.
     old_refs = {md["metadata"]["name"]: md["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"]
                 for md in mds}
     capi.kubectl("-n", ns, "patch", "cluster", "p1", "--type=json", "-p", json.dumps(
@@ -280,8 +281,11 @@ def test_a_cluster_class_patch_shapes_the_objects_its_variables_say(capi, tmp_pa
         configs = json.loads(capi.kubectl("-n", ns, "get", "kubeadmconfigs", "-l",
                                           "cluster.x-k8s.io/cluster-name=p1", "-o", "json").stdout)["items"]
         workers = [c for c in configs if "cluster.x-k8s.io/control-plane" not in c["metadata"]["labels"]]
-        done = files[0]["content"] == "bonjour on p1 at v1.31.2" and len(workers) == 3 and all(
-            c["spec"].get("preKubeadmCommands") == ["bonjour"] for c in workers)
+        control_plane = [c for c in configs if "cluster.x-k8s.io/control-plane" in c["metadata"]["labels"]]
+        banner = [{"path": "/etc/banner", "content": "bonjour on p1 at v1.31.2"}]
+        done = files == banner and len(workers) == 3 and all(
+            c["spec"].get("preKubeadmCommands") == ["bonjour"] for c in workers) and \
+            len(control_plane) == 1 and control_plane[0]["spec"].get("files") == banner
         return done or None
     wait_for(rolled, timeout=120, what="the new banner rolled out")
     mds = json.loads(capi.kubectl("-n", ns, "get", "machinedeployments", "-l",

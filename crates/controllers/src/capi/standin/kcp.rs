@@ -319,12 +319,15 @@ async fn release_cleanup_hooks(
     Ok(())
 }
 
-/// Why a machine needs replacing, if it does: another version, or an infrastructure machine
-/// cloned from another template.
+/// Why a machine needs replacing, if it does: another version, an infrastructure machine
+/// cloned from another template, or a KubeadmConfig (`config`, its spec) that no longer says
+/// what the control plane's `kubeadmConfigSpec` does (its init and join configurations
+/// aside: a machine has one of them).
 pub(super) fn outdated(
     kcp: &KubeadmControlPlane,
     m: &Machine,
     infra_template_of_machine: Option<&str>,
+    config: Option<&serde_json::Value>,
 ) -> Option<String> {
     if m.spec.version.as_deref() != Some(kcp.spec.version.as_str()) {
         return Some(format!(
@@ -334,13 +337,39 @@ pub(super) fn outdated(
         ));
     }
     let wanted = &kcp.spec.machine_template.spec.infrastructure_ref.name;
-    match infra_template_of_machine {
-        Some(t) if t != wanted => Some(format!(
+    if infra_template_of_machine.is_some_and(|t| t != wanted) {
+        return Some(format!(
             "* {} is not up-to-date",
             m.spec.infrastructure_ref.kind
-        )),
+        ));
+    }
+    let mut spec = kcp.spec.kubeadm_config_spec.clone().unwrap_or(json!({}));
+    if let Some(o) = spec.as_object_mut() {
+        o.remove("initConfiguration");
+        o.remove("joinConfiguration");
+    }
+    match config {
+        Some(config) if !super::topology::covers(Some(config), &spec) => {
+            Some("* KubeadmConfig is not up-to-date".into())
+        }
         _ => None,
     }
+}
+
+/// The spec of the KubeadmConfig a machine was bootstrapped with, from the cache.
+pub(super) async fn config_spec(
+    r: &Reconciler<impl kube::Resource<DynamicType = ()>>,
+    m: &Machine,
+) -> Option<serde_json::Value> {
+    let config = m.spec.bootstrap.config_ref.as_ref()?;
+    let ns = m.namespace().unwrap_or_default();
+    let found = r
+        .core
+        .informers
+        .get::<KubeadmConfig>(&ns, &config.name)
+        .await
+        .ok()??;
+    serde_json::to_value(&found.spec).ok()
 }
 
 /// The template a machine's infrastructure machine was cloned from.
@@ -401,7 +430,8 @@ async fn scale(
     let mut outdated_machines = Vec::new();
     for m in &active {
         let template = infra_template(r, m).await;
-        if outdated(kcp, m, template.as_deref()).is_some() {
+        let config = config_spec(r, m).await;
+        if outdated(kcp, m, template.as_deref(), config.as_ref()).is_some() {
             outdated_machines.push(*m);
         }
     }
@@ -909,4 +939,49 @@ async fn delete(
     status.conditions = Some(conds);
     apply_status(api, kcp, MANAGER, &status).await?;
     Ok(Cleanup::Pending(Next::AwaitChange))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kcp(files: Value) -> KubeadmControlPlane {
+        serde_json::from_value(json!({
+            "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+            "metadata": {"name": "cp"},
+            "spec": {"version": "v1.31.2", "replicas": 1,
+                     "machineTemplate": {"spec": {"infrastructureRef": {"apiGroup": "g", "kind": "K", "name": "t1"}}},
+                     "kubeadmConfigSpec": {"files": files, "initConfiguration": {"nodeRegistration": {}}}},
+        }))
+        .expect("a KubeadmControlPlane")
+    }
+
+    fn machine() -> Machine {
+        serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "metadata": {"name": "m"},
+            "spec": {"clusterName": "c", "version": "v1.31.2", "bootstrap": {},
+                     "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": "m"}},
+        }))
+        .expect("a Machine")
+    }
+
+    #[test]
+    fn a_machine_whose_kubeadm_config_says_something_else_is_outdated() {
+        let files = json!([{"path": "/etc/banner", "content": "hello"}]);
+        // The machine's config: the control plane's, with its join configuration and a
+        // default the server added.
+        let config = json!({"files": [{"path": "/etc/banner", "content": "hello", "owner": "root"}],
+                            "joinConfiguration": {"controlPlane": {}}});
+        assert_eq!(
+            outdated(&kcp(files), &machine(), Some("t1"), Some(&config)),
+            None
+        );
+        let changed = json!([{"path": "/etc/banner", "content": "bonjour"}]);
+        assert_eq!(
+            outdated(&kcp(changed.clone()), &machine(), Some("t1"), Some(&config)).as_deref(),
+            Some("* KubeadmConfig is not up-to-date")
+        );
+        assert!(outdated(&kcp(changed), &machine(), Some("t0"), None)
+            .is_some_and(|why| why.contains("not up-to-date")));
+    }
 }

@@ -29,10 +29,13 @@ pub(super) async fn of_machine(m: &Machine, r: &Reconciler<Machine>) -> Option<C
                 .await
                 .ok()??;
             let template = kcp::infra_template(r, m).await;
-            Some(match kcp::outdated(&kcp, m, template.as_deref()) {
-                None => Condition::new("UpToDate", true, "UpToDate", ""),
-                Some(why) => Condition::new("UpToDate", false, "NotUpToDate", why),
-            })
+            let config = kcp::config_spec(r, m).await;
+            Some(
+                match kcp::outdated(&kcp, m, template.as_deref(), config.as_ref()) {
+                    None => Condition::new("UpToDate", true, "UpToDate", ""),
+                    Some(why) => Condition::new("UpToDate", false, "NotUpToDate", why),
+                },
+            )
         }
         "MachineSet" => of_set_member(m, r, &owner.name).await,
         _ => None,
