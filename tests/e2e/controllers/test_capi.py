@@ -231,6 +231,10 @@ def test_a_cluster_class_patch_shapes_the_objects_its_variables_say(capi, tmp_pa
     cc = wait_for(variables_ready, timeout=30, what="VariablesReady")
     assert [v["name"] for v in cc["status"]["variables"]] == ["banner", "workerFiles"]
     assert cc["status"]["variables"][0]["definitions"][0]["from"] == "inline"
+    # A v1beta1 reader sees the condition under its v1beta1 name.
+    old = json.loads(capi.kubectl("-n", ns, "get", "clusterclasses.v1beta1.cluster.x-k8s.io",
+                                  "in-memory", "-o", "json").stdout)
+    assert condition(old, "VariablesReconciled").get("status") == "True", old["status"]
 
     # A value its schema refuses is refused with the reason.
     refused = capi.kubectl("-n", ns, "apply", "-f", "-", input=patched_cluster("toolong", "x" * 13),

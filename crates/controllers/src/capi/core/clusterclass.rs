@@ -134,4 +134,9 @@ pub struct ClusterClassStatus {
     pub variables: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// `v1beta1.conditions`: the conditions as Cluster API's v1beta1 names them
+    /// (`VariablesReconciled`), which a v1beta1 reader sees as its `conditions`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "infrasim_controller_runtime::schema::preserve_unknown")]
+    pub deprecated: Option<Value>,
 }

@@ -45,10 +45,18 @@ impl Reconcile<ClusterClass> for Reconciler<ClusterClass> {
             now,
         );
         conditions::sort(&mut conds);
+        let mut old = conditions::to_v1beta1(&conds);
+        for c in &mut old {
+            if c.type_ == "VariablesReady" {
+                c.type_ = "VariablesReconciled".into();
+            }
+        }
         let status = ClusterClassStatus {
             conditions: Some(conds),
-            variables: Some(variables),
+            // Upstream leaves the list out when the class defines no variable.
+            variables: (!variables.is_empty()).then_some(variables),
             observed_generation: class.metadata.generation,
+            deprecated: Some(json!({"v1beta1": {"conditions": old}})),
         };
         apply_status(&api, class.as_ref(), MANAGER, &status).await?;
         Ok(Next::AwaitChange)
