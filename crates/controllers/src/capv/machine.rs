@@ -32,7 +32,6 @@ const MANAGER: &str = "infrasim-capv/machine";
 /// and its Cluster's gates (infrastructure provisioned) wake it.
 pub(super) fn controller(informers: &Informers) -> Controller<VSphereMachine> {
     let machines = informers.of::<VSphereMachine>();
-    let store = machines.store();
     infrasim_controller_runtime::triggers::controller(&machines, None)
         .owns_shared_stream(every_change(&informers.of::<VSphereVM>()))
         .watches_shared_stream(filtered(&informers.of::<Machine>(), machine_spec), |m| {
@@ -42,17 +41,7 @@ pub(super) fn controller(informers: &Informers) -> Controller<VSphereMachine> {
         })
         .watches_shared_stream(
             filtered(&informers.of::<Cluster>(), cluster_gates),
-            move |c| {
-                let ns = c.namespace().unwrap_or_default();
-                let name = c.name_any();
-                store
-                    .state()
-                    .iter()
-                    .filter(|m| m.namespace().as_deref() == Some(ns.as_str()))
-                    .filter(|m| m.labels().get(CLUSTER_NAME_LABEL) == Some(&name))
-                    .map(|m| ObjectRef::from_obj(&**m))
-                    .collect::<Vec<_>>()
-            },
+            super::of_cluster(informers),
         )
 }
 

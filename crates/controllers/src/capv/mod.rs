@@ -219,6 +219,25 @@ fn vms_changed(
     })
 }
 
+/// The objects of kind `K` of a Cluster (by Cluster API's cluster-name label), for a watch
+/// that wakes them when their Cluster changes (a pause, its infrastructure provisioned).
+fn of_cluster<K: infrasim_controller_runtime::informers::Watched>(
+    informers: &Informers,
+) -> impl Fn(Arc<crate::capi::core::Cluster>) -> Vec<ObjectRef<K>> + Send + Sync + 'static {
+    let store = informers.of::<K>().store();
+    move |c| {
+        let ns = c.namespace().unwrap_or_default();
+        let name = c.name_any();
+        store
+            .state()
+            .iter()
+            .filter(|o| o.namespace().as_deref() == Some(ns.as_str()))
+            .filter(|o| o.labels().get(crate::capi::CLUSTER_NAME_LABEL) == Some(&name))
+            .map(|o| ObjectRef::from_obj(&**o))
+            .collect()
+    }
+}
+
 /// The VSphereMachines of the cluster `c` (by Cluster API's cluster-name label).
 fn machines_of_cluster(
     informers: &Informers,

@@ -60,25 +60,14 @@ enum Followed {
 pub(super) fn controller(
     informers: &infrasim_controller_runtime::informers::Informers,
 ) -> kube::runtime::Controller<VSphereVM> {
-    let vms = informers.of::<VSphereVM>();
-    let store = vms.store();
-    infrasim_controller_runtime::triggers::controller(&vms, None).watches_shared_stream(
-        infrasim_controller_runtime::triggers::filtered(
-            &informers.of::<Cluster>(),
-            crate::capi::triggers::cluster_gates,
-        ),
-        move |c| {
-            let ns = c.namespace().unwrap_or_default();
-            let name = c.name_any();
-            store
-                .state()
-                .iter()
-                .filter(|v| v.namespace().as_deref() == Some(ns.as_str()))
-                .filter(|v| v.labels().get(crate::capi::CLUSTER_NAME_LABEL) == Some(&name))
-                .map(|v| kube::runtime::reflector::ObjectRef::from_obj(&**v))
-                .collect::<Vec<_>>()
-        },
-    )
+    infrasim_controller_runtime::triggers::controller(&informers.of::<VSphereVM>(), None)
+        .watches_shared_stream(
+            infrasim_controller_runtime::triggers::filtered(
+                &informers.of::<Cluster>(),
+                crate::capi::triggers::cluster_gates,
+            ),
+            super::of_cluster(informers),
+        )
 }
 
 impl Reconcile<VSphereVM> for Reconciler {

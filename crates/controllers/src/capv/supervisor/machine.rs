@@ -38,7 +38,6 @@ const CONDITION: &str = "VirtualMachineProvisioned";
 /// Cluster's gates wake it.
 pub(in crate::capv) fn controller(informers: &Informers) -> Controller<VSphereMachine> {
     let machines = informers.of::<VSphereMachine>();
-    let store = machines.store();
     infrasim_controller_runtime::triggers::controller(&machines, None)
         .owns_shared_stream(every_change(&informers.of::<VirtualMachine>()))
         .watches_shared_stream(filtered(&informers.of::<Machine>(), machine_spec), |m| {
@@ -48,17 +47,7 @@ pub(in crate::capv) fn controller(informers: &Informers) -> Controller<VSphereMa
         })
         .watches_shared_stream(
             filtered(&informers.of::<Cluster>(), cluster_gates),
-            move |c| {
-                let ns = c.namespace().unwrap_or_default();
-                let name = c.name_any();
-                store
-                    .state()
-                    .iter()
-                    .filter(|m| m.namespace().as_deref() == Some(ns.as_str()))
-                    .filter(|m| m.labels().get(CLUSTER_NAME_LABEL) == Some(&name))
-                    .map(|m| ObjectRef::from_obj(&**m))
-                    .collect::<Vec<_>>()
-            },
+            super::super::of_cluster(informers),
         )
 }
 
