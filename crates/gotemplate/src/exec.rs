@@ -387,7 +387,7 @@ impl State<'_> {
                 if has_args {
                     return fail(format!("wrong number of args for {name}: want 0 got 1"));
                 }
-                match v.method(name) {
+                match crate::value::semver_method(v, name) {
                     Some(r) => Ok(r),
                     None => fail(format!(
                         "can't evaluate field {name} in type *semver.Version"

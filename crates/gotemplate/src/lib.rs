@@ -50,6 +50,7 @@ mod fmt;
 mod funcs;
 mod lex;
 mod parse;
+mod semver;
 mod value;
 
 /// A template that failed to parse or to execute, with Go's wording.

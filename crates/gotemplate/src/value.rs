@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use crate::funcs::sprig_semver::Version;
+use crate::semver::Version;
 
 /// A Go map; shared by reference like Go's, so sprig's `set`/`unset` are seen by every holder.
 pub type MapRef = Rc<RefCell<BTreeMap<String, V>>>;
@@ -182,4 +182,18 @@ impl V {
             _ => false,
         }
     }
+}
+
+/// The methods a template can call on a `*semver.Version` (`.Major`, `.Original`, ...).
+pub fn semver_method(v: &Version, name: &str) -> Option<V> {
+    Some(match name {
+        "Major" => V::Int(v.major as i64),
+        "Minor" => V::Int(v.minor as i64),
+        "Patch" => V::Int(v.patch as i64),
+        "Prerelease" => V::str(v.pre.as_str()),
+        "Metadata" => V::str(v.metadata.as_str()),
+        "Original" => V::str(v.original.as_str()),
+        "String" => V::str(v.to_string()),
+        _ => return None,
+    })
 }

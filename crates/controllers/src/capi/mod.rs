@@ -15,6 +15,10 @@ pub mod triggers;
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 /// The label (value `""`) of control-plane Machines and what belongs to them.
 pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
+/// On the objects a Cluster's topology made.
+pub const TOPOLOGY_OWNED_LABEL: &str = "topology.cluster.x-k8s.io/owned";
+/// On a topology's MachineDeployment (and its templates): its name in the topology.
+pub const TOPOLOGY_DEPLOYMENT_LABEL: &str = "topology.cluster.x-k8s.io/deployment-name";
 /// The label naming a control-plane Machine's KubeadmControlPlane.
 pub const CONTROL_PLANE_NAME_LABEL: &str = "cluster.x-k8s.io/control-plane-name";
 /// The label naming the MachineDeployment of a MachineSet and of its Machines.

@@ -24,7 +24,7 @@ use std::time::Duration;
 /// CAPV's finalizer on a VSphereCluster.
 pub const FINALIZER: &str = "vspherecluster.infrastructure.cluster.x-k8s.io";
 
-pub(super) const MANAGER: &str = "infrasim-capv/cluster";
+const MANAGER: &str = "infrasim-capv/cluster";
 
 /// How long a login may take before the vCenter counts as unreachable.
 const LOGIN_LIMIT: Duration = Duration::from_secs(30);

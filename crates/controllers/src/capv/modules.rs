@@ -19,6 +19,8 @@ use kube::ResourceExt;
 use serde_json::{json, Value};
 
 const CONDITION: &str = "ClusterModulesReady";
+/// The field manager of `spec.clusterModules`.
+const MANAGER: &str = "infrasim-capv/modules";
 const TEMPLATE_KIND: &str = "VSphereMachineTemplate";
 
 /// Whether a cluster gets modules: the stand-in's `NodeAntiAffinity` gate (off by default,
@@ -234,8 +236,7 @@ async fn write(r: &Reconciler, c: &VSphereCluster, modules: Vec<Value>) -> Resul
         "metadata": {"name": c.name_any()},
         "spec": {"clusterModules": modules},
     });
-    infrasim_controller_runtime::writes::apply(&api, &c.name_any(), super::cluster::MANAGER, &body)
-        .await?;
+    infrasim_controller_runtime::writes::apply(&api, &c.name_any(), MANAGER, &body).await?;
     Ok(())
 }
 

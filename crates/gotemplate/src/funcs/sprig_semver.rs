@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use super::{def, s, Table, P};
+use crate::semver::{compare_prerelease, Version};
 use crate::value::V;
 
 pub fn register(t: &mut Table) {
@@ -26,7 +27,6 @@ const CV: &str = r"v?([0-9|x|X|\*]+)(\.[0-9|x|X|\*]+)?(\.[0-9|x|X|\*]+)?(-([0-9A
 const OPS: &str = r"=||!=|>|<|>=|=>|<=|=<|~|~>|\^";
 
 struct Regexes {
-    version: Regex,
     constraint: Regex,
     range: Regex,
     find: Regex,
@@ -37,148 +37,16 @@ fn regexes() -> Option<&'static Regexes> {
     static R: OnceLock<Option<Regexes>> = OnceLock::new();
     R.get_or_init(|| {
         Some(Regexes {
-            version: Regex::new(r"^v?([0-9]+)(\.[0-9]+)?(\.[0-9]+)?(-([0-9A-Za-z\-]+(\.[0-9A-Za-z\-]+)*))?(\+([0-9A-Za-z\-]+(\.[0-9A-Za-z\-]+)*))?$").ok()?,
             constraint: Regex::new(&format!(r"^\s*({OPS})\s*({CV})\s*$")).ok()?,
             range: Regex::new(&format!(r"\s*({CV})\s+-\s+({CV})\s*")).ok()?,
             find: Regex::new(&format!(r"({OPS})\s*({CV})")).ok()?,
-            valid: Regex::new(&format!(r"^(\s*({OPS})\s*({CV})\s*)((?:\s+|,\s*)({OPS})\s*({CV})\s*)*$")).ok()?,
+            valid: Regex::new(&format!(
+                r"^(\s*({OPS})\s*({CV})\s*)((?:\s+|,\s*)({OPS})\s*({CV})\s*)*$"
+            ))
+            .ok()?,
         })
     })
     .as_ref()
-}
-
-/// A parsed version, printed canonically by `String` and kept verbatim by `Original`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Version {
-    pub major: u64,
-    pub minor: u64,
-    pub patch: u64,
-    pub pre: String,
-    pub metadata: String,
-    pub original: String,
-}
-
-impl std::fmt::Display for Version {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)?;
-        if !self.pre.is_empty() {
-            write!(f, "-{}", self.pre)?;
-        }
-        if !self.metadata.is_empty() {
-            write!(f, "+{}", self.metadata)?;
-        }
-        Ok(())
-    }
-}
-
-fn ident_ok(p: &str) -> bool {
-    p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-}
-
-impl Version {
-    pub fn parse(v: &str) -> Result<Version, String> {
-        let re = regexes().ok_or("semver regexes")?;
-        let m = re.version.captures(v).ok_or("Invalid Semantic Version")?;
-        let seg = |i: usize| -> Result<u64, String> {
-            match m.get(i) {
-                None => Ok(0),
-                Some(g) => g
-                    .as_str()
-                    .trim_start_matches('.')
-                    .parse::<u64>()
-                    .map_err(|e| format!("Error parsing version segment: {e}")),
-            }
-        };
-        let pre = m.get(5).map_or("", |g| g.as_str()).to_string();
-        for p in pre.split('.').filter(|_| !pre.is_empty()) {
-            if p.bytes().all(|b| b.is_ascii_digit()) {
-                if p.len() > 1 && p.starts_with('0') {
-                    return Err("Version segment starts with 0".into());
-                }
-            } else if !ident_ok(p) {
-                return Err("Invalid Prerelease string".into());
-            }
-        }
-        Ok(Version {
-            major: seg(1)?,
-            minor: seg(2)?,
-            patch: seg(3)?,
-            pre,
-            metadata: m.get(8).map_or("", |g| g.as_str()).to_string(),
-            original: v.to_string(),
-        })
-    }
-
-    fn compare(&self, o: &Version) -> Ordering {
-        let c = (self.major, self.minor, self.patch).cmp(&(o.major, o.minor, o.patch));
-        if c != Ordering::Equal {
-            return c;
-        }
-        match (self.pre.is_empty(), o.pre.is_empty()) {
-            (true, true) => Ordering::Equal,
-            (true, false) => Ordering::Greater,
-            (false, true) => Ordering::Less,
-            _ => compare_prerelease(&self.pre, &o.pre),
-        }
-    }
-
-    /// The methods a template can call on a version.
-    pub fn method(&self, name: &str) -> Option<V> {
-        Some(match name {
-            "Major" => V::Int(self.major as i64),
-            "Minor" => V::Int(self.minor as i64),
-            "Patch" => V::Int(self.patch as i64),
-            "Prerelease" => V::str(self.pre.as_str()),
-            "Metadata" => V::str(self.metadata.as_str()),
-            "Original" => V::str(self.original.as_str()),
-            "String" => V::str(self.to_string()),
-            _ => return None,
-        })
-    }
-}
-
-fn compare_prerelease(a: &str, b: &str) -> Ordering {
-    let sa: Vec<&str> = a.split('.').collect();
-    let sb: Vec<&str> = b.split('.').collect();
-    for i in 0..sa.len().max(sb.len()) {
-        let x = sa.get(i).copied().unwrap_or("");
-        let y = sb.get(i).copied().unwrap_or("");
-        let d = compare_pre_part(x, y);
-        if d != Ordering::Equal {
-            return d;
-        }
-    }
-    Ordering::Equal
-}
-
-fn compare_pre_part(s: &str, o: &str) -> Ordering {
-    if s == o {
-        return Ordering::Equal;
-    }
-    if s.is_empty() {
-        return Ordering::Less;
-    }
-    if o.is_empty() {
-        return Ordering::Greater;
-    }
-    match (s.parse::<u64>(), o.parse::<u64>()) {
-        (Err(_), Err(_)) => {
-            if s > o {
-                Ordering::Greater
-            } else {
-                Ordering::Less
-            }
-        }
-        (Ok(_), Err(_)) => Ordering::Less,
-        (Err(_), Ok(_)) => Ordering::Greater,
-        (Ok(x), Ok(y)) => {
-            if x > y {
-                Ordering::Greater
-            } else {
-                Ordering::Less
-            }
-        }
-    }
 }
 
 struct Constraint {

@@ -9,13 +9,13 @@
 use super::objects::random_suffix;
 use super::patches::variables::{self, Variables};
 use super::patches::{self, Holder, Item};
-use super::topology::DEPLOYMENT_LABEL;
 use super::{Error, Reconciler};
 use crate::capi::core::{
     Cluster, ClusterClass, KubeadmControlPlane, MachineDeployment, MachineDeploymentTopology,
     TemplateRef,
 };
 use crate::capi::CLUSTER_NAME_LABEL;
+use crate::capi::TOPOLOGY_DEPLOYMENT_LABEL as DEPLOYMENT_LABEL;
 use kube::api::DynamicObject;
 use kube::ResourceExt;
 use serde_json::Value;
@@ -163,9 +163,30 @@ fn deployment_names(
     }
 }
 
+/// The object `template_ref` names, read through the resolver so a contract's kind is found
+/// under its real resource; a template that is not there is the ClusterClass's error.
+pub(super) async fn get_template(
+    r: &Reconciler<Cluster>,
+    ns: &str,
+    template_ref: &TemplateRef,
+) -> Result<DynamicObject, Error> {
+    r.core
+        .resolver
+        .template_api(&r.client(), ns, template_ref)
+        .await?
+        .get_opt(&template_ref.name)
+        .await?
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "{} {} not found",
+                template_ref.kind, template_ref.name
+            ))
+        })
+}
+
 /// The template as the patches see it: without the bookkeeping upstream leaves out.
 async fn fetch(r: &Reconciler<Cluster>, ns: &str, t: &TemplateRef) -> Result<Value, Error> {
-    let object = super::topology::get_template(r, ns, t).await?;
+    let object = get_template(r, ns, t).await?;
     let mut value = serde_json::to_value(&object).map_err(kube::Error::SerdeError)?;
     if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.remove("managedFields");

@@ -349,7 +349,7 @@ pub(super) fn outdated(
         o.remove("joinConfiguration");
     }
     match config {
-        Some(config) if !super::topology::covers(Some(config), &spec) => {
+        Some(config) if !super::objects::covers(Some(config), &spec) => {
             Some("* KubeadmConfig is not up-to-date".into())
         }
         _ => None,

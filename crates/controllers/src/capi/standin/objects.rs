@@ -365,6 +365,21 @@ pub async fn copy_template(
     })
 }
 
+/// Whether `have` already says everything `wanted` says (so no write is sent): fields it
+/// adds (defaults the API server filled in, in a list's items too) do not count.
+pub fn covers(have: Option<&Value>, wanted: &Value) -> bool {
+    match (have, wanted) {
+        (Some(Value::Object(have)), Value::Object(wanted)) => {
+            wanted.iter().all(|(k, v)| covers(have.get(k), v))
+        }
+        (Some(Value::Array(have)), Value::Array(wanted)) => {
+            have.len() == wanted.len() && have.iter().zip(wanted).all(|(h, w)| covers(Some(h), w))
+        }
+        (Some(have), wanted) => have == wanted,
+        (None, _) => false,
+    }
+}
+
 /// RFC 7386 merge of `patch` into `target`.
 pub fn json_merge(target: &mut Value, patch: &Value) {
     match (target.as_object_mut(), patch.as_object()) {

@@ -8,10 +8,10 @@
 //! server-side apply ownership here).
 
 use super::blueprint::Blueprint;
-use super::objects::{copy_template, owner_ref, random_suffix};
-use super::topology::{covers, DEPLOYMENT_LABEL};
+use super::objects::{copy_template, covers, owner_ref, random_suffix};
 use super::{Error, Reconciler};
 use crate::capi::core::{Cluster, ContractRef, KubeadmControlPlane, MachineDeployment};
+use crate::capi::TOPOLOGY_DEPLOYMENT_LABEL as DEPLOYMENT_LABEL;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::ResourceExt;
 use serde_json::{json, Value};

@@ -8,7 +8,7 @@
 //! or variable that fails is the `TopologyReconciled` condition's reason, and nothing is made.
 
 use super::blueprint::{self, Blueprint, Existing};
-use super::objects::{clone_template, copy_template, owner_ref, CloneSpec};
+use super::objects::{clone_template, copy_template, covers, owner_ref, CloneSpec};
 use super::{Error, Reconciler};
 use crate::capi::core::{
     Cluster, ClusterClass, ContractRef, KubeadmControlPlane, MachineDeployment,
@@ -21,8 +21,9 @@ use kube::ResourceExt;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
-pub const OWNED_LABEL: &str = "topology.cluster.x-k8s.io/owned";
-pub const DEPLOYMENT_LABEL: &str = "topology.cluster.x-k8s.io/deployment-name";
+pub use crate::capi::{
+    TOPOLOGY_DEPLOYMENT_LABEL as DEPLOYMENT_LABEL, TOPOLOGY_OWNED_LABEL as OWNED_LABEL,
+};
 
 fn contract(t: &TemplateRef) -> ContractRef {
     ContractRef {
@@ -377,27 +378,6 @@ fn template_ref_of(template: &DynamicObject) -> TemplateRef {
     }
 }
 
-/// The object `template_ref` names, read through the resolver so a contract's kind is found
-/// under its real resource; a template that is not there is the ClusterClass's error.
-pub(super) async fn get_template(
-    r: &Reconciler<Cluster>,
-    ns: &str,
-    template_ref: &TemplateRef,
-) -> Result<DynamicObject, Error> {
-    r.core
-        .resolver
-        .template_api(&r.client(), ns, template_ref)
-        .await?
-        .get_opt(&template_ref.name)
-        .await?
-        .ok_or_else(|| {
-            Error::Invalid(format!(
-                "{} {} not found",
-                template_ref.kind, template_ref.name
-            ))
-        })
-}
-
 async fn control_plane(
     c: &mut Cluster,
     r: &Reconciler<Cluster>,
@@ -702,21 +682,6 @@ fn md_policy(
         machine.insert("minReadySeconds".into(), min_ready.clone());
     }
     (spec, machine)
-}
-
-/// Whether `have` already says everything `wanted` says (so no write is sent): fields it
-/// adds (defaults the API server filled in, in a list's items too) do not count.
-pub(super) fn covers(have: Option<&Value>, wanted: &Value) -> bool {
-    match (have, wanted) {
-        (Some(Value::Object(have)), Value::Object(wanted)) => {
-            wanted.iter().all(|(k, v)| covers(have.get(k), v))
-        }
-        (Some(Value::Array(have)), Value::Array(wanted)) => {
-            have.len() == wanted.len() && have.iter().zip(wanted).all(|(h, w)| covers(Some(h), w))
-        }
-        (Some(have), wanted) => have == wanted,
-        (None, _) => false,
-    }
 }
 
 /// The class's health checks: one for the control plane, one per MachineDeployment that has

@@ -2,9 +2,11 @@
 //! or makes, with the JSON names and omissions of upstream's `Builtins` type.
 
 use super::super::patches::variables::metadata;
-use super::super::topology::{DEPLOYMENT_LABEL, OWNED_LABEL};
 use super::{Context, CLUSTER_NAME_LABEL};
 use crate::capi::core::{MachineDeploymentTopology, ObjectMetaTemplate};
+use crate::capi::{
+    TOPOLOGY_DEPLOYMENT_LABEL as DEPLOYMENT_LABEL, TOPOLOGY_OWNED_LABEL as OWNED_LABEL,
+};
 use kube::ResourceExt;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
