@@ -211,34 +211,18 @@ impl Client {
         let request = request
             .body(Full::new(Bytes::from(envelope)))
             .map_err(|e| Error::Config(e.to_string()))?;
-        let exchange = async {
-            let response = self
-                .http
-                .request(request)
-                .await
-                .map_err(|e| Error::Transport(format!("{}: {}", self.url, chain(&e))))?;
-            if let Some(set) = response.headers().get(http::header::SET_COOKIE) {
-                let set = set.to_str().unwrap_or_default();
-                self.set_cookie(Some(set.split(';').next().unwrap_or(set).to_string()));
+        let (status, headers, bytes) = self.send(request).await?;
+        if let Some(set) = headers.get(http::header::SET_COOKIE) {
+            let set = set.to_str().unwrap_or_default();
+            self.set_cookie(Some(set.split(';').next().unwrap_or(set).to_string()));
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        match Answer::new(&text) {
+            Err(Error::Answer(_)) if !status.is_success() => {
+                Err(Error::Transport(format!("{}: HTTP {status}", self.url)))
             }
-            let status = response.status();
-            let bytes = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| Error::Transport(format!("{}: {e}", self.url)))?
-                .to_bytes();
-            let text = String::from_utf8_lossy(&bytes);
-            match Answer::new(&text) {
-                Err(Error::Answer(_)) if !status.is_success() => {
-                    Err(Error::Transport(format!("{}: HTTP {status}", self.url)))
-                }
-                other => other,
-            }
-        };
-        tokio::time::timeout(CALL_TIMEOUT, exchange)
-            .await
-            .map_err(|_| Error::Transport(format!("{}: no answer in {CALL_TIMEOUT:?}", self.url)))?
+            other => other,
+        }
     }
 }
 
@@ -253,11 +237,11 @@ impl Client {
         &self.credentials
     }
 
-    /// Sends `request` with the call timeout; the status and the body.
+    /// Sends `request` (SOAP or REST) with the call timeout; the status, headers and body.
     pub(crate) async fn send(
         &self,
         request: http::Request<Full<Bytes>>,
-    ) -> Result<(http::StatusCode, Bytes)> {
+    ) -> Result<(http::StatusCode, http::HeaderMap, Bytes)> {
         let exchange = async {
             let response = self
                 .http
@@ -265,13 +249,14 @@ impl Client {
                 .await
                 .map_err(|e| Error::Transport(format!("{}: {}", self.url, chain(&e))))?;
             let status = response.status();
+            let headers = response.headers().clone();
             let body = response
                 .into_body()
                 .collect()
                 .await
                 .map_err(|e| Error::Transport(format!("{}: {e}", self.url)))?
                 .to_bytes();
-            Ok((status, body))
+            Ok((status, headers, body))
         };
         tokio::time::timeout(CALL_TIMEOUT, exchange)
             .await

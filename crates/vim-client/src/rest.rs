@@ -31,7 +31,7 @@ impl Client {
             .header(http::header::AUTHORIZATION, format!("Basic {basic}"))
             .body(Full::new(Bytes::new()))
             .map_err(|e| Error::Config(e.to_string()))?;
-        let (status, body) = self.send(request).await?;
+        let (status, _, body) = self.send(request).await?;
         let value = answer(status, &body)?;
         let token = value
             .as_str()
@@ -64,7 +64,7 @@ impl Client {
                 .header(http::header::CONTENT_TYPE, "application/json")
                 .body(Full::new(Bytes::from(payload)))
                 .map_err(|e| Error::Config(e.to_string()))?;
-            let (status, bytes) = self.send(request).await?;
+            let (status, _, bytes) = self.send(request).await?;
             if status == http::StatusCode::UNAUTHORIZED && attempt == 0 {
                 token = self.rest_login().await?;
                 continue;

@@ -6,7 +6,7 @@
 //! its provider ID (`vsphere://<biosUUID>`), its addresses and `initialization.provisioned`,
 //! which Cluster API's core waits for. Deleting it deletes the VSphereVM first.
 
-use super::types::{owner_named, provider_id, VSphereCluster, VSphereMachine, VSphereVM};
+use super::types::{provider_id, VSphereCluster, VSphereMachine, VSphereVM};
 use super::types::{GROUP, NOT_CLONE_SPEC};
 use super::{Error, Reconciler};
 use crate::capi::core::{Cluster, Machine};
@@ -51,18 +51,8 @@ impl Reconcile<VSphereMachine> for Reconciler {
 
     async fn apply(&self, vm: Arc<VSphereMachine>) -> Result<Next, Error> {
         let ns = vm.namespace().unwrap_or_default();
-        let Some(machine) = owner_named(vm.owner_references(), "Machine", "cluster.x-k8s.io")
-        else {
-            return Ok(Next::AwaitChange);
-        };
-        let Some(machine) = self.informers.get::<Machine>(&ns, &machine).await? else {
-            return Ok(Next::AwaitChange);
-        };
-        let Some(cluster) = self
-            .informers
-            .get::<Cluster>(&ns, &machine.spec.cluster_name)
-            .await?
-        else {
+        let found = super::machine_and_cluster(&self.informers, &ns, vm.owner_references()).await?;
+        let Some((machine, cluster)) = found else {
             return Ok(Next::AwaitChange);
         };
         let before = vm.status.as_ref().map(|s| &s.rest);

@@ -238,6 +238,34 @@ fn of_cluster<K: infrasim_controller_runtime::informers::Watched>(
     }
 }
 
+/// The Machine among `owners` (an infrastructure machine's owners) and its Cluster, from the
+/// cache; `None` until both are there (their arrival wakes the caller).
+async fn machine_and_cluster(
+    informers: &Informers,
+    namespace: &str,
+    owners: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference],
+) -> Result<
+    Option<(
+        Arc<crate::capi::core::Machine>,
+        Arc<crate::capi::core::Cluster>,
+    )>,
+    Error,
+> {
+    let Some(name) = types::owner_named(owners, "Machine", "cluster.x-k8s.io") else {
+        return Ok(None);
+    };
+    let Some(machine) = informers
+        .get::<crate::capi::core::Machine>(namespace, &name)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let cluster = informers
+        .get::<crate::capi::core::Cluster>(namespace, &machine.spec.cluster_name)
+        .await?;
+    Ok(cluster.map(|c| (machine, c)))
+}
+
 /// The VSphereMachines of the cluster `c` (by Cluster API's cluster-name label).
 fn machines_of_cluster(
     informers: &Informers,

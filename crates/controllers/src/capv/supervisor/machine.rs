@@ -9,9 +9,9 @@
 //! `status.addresses`, `status.biosUUID` and `initialization.provisioned`. Deleting it
 //! deletes the VirtualMachine first.
 
+use super::super::types::provider_id;
 use super::super::types::supervisor::VSphereMachine;
 use super::super::types::vmoperator::VirtualMachine;
-use super::super::types::{owner_named, provider_id};
 use super::super::{Error, Reconciler};
 use super::{role_labels, VMOPERATOR_API};
 use crate::capi::core::{Cluster, Machine};
@@ -57,17 +57,9 @@ impl Reconcile<VSphereMachine> for Reconciler {
 
     async fn apply(&self, m: Arc<VSphereMachine>) -> Result<Next, Error> {
         let ns = m.namespace().unwrap_or_default();
-        let Some(machine) = owner_named(m.owner_references(), "Machine", "cluster.x-k8s.io") else {
-            return Ok(Next::AwaitChange);
-        };
-        let Some(machine) = self.informers.get::<Machine>(&ns, &machine).await? else {
-            return Ok(Next::AwaitChange);
-        };
-        let Some(cluster) = self
-            .informers
-            .get::<Cluster>(&ns, &machine.spec.cluster_name)
-            .await?
-        else {
+        let found =
+            super::super::machine_and_cluster(&self.informers, &ns, m.owner_references()).await?;
+        let Some((machine, cluster)) = found else {
             return Ok(Next::AwaitChange);
         };
         let before = m.status.as_ref().map(|s| &s.rest);
