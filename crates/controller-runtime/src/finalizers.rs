@@ -28,7 +28,11 @@ impl Target {
         let resource = ApiResource::erase::<K>(&());
         let namespace = obj.namespace().unwrap_or_default();
         Target {
-            api: Api::namespaced_with(client.clone(), &namespace, &resource),
+            api: match namespace.as_str() {
+                // A cluster-scoped object.
+                "" => Api::all_with(client.clone(), &resource),
+                ns => Api::namespaced_with(client.clone(), ns, &resource),
+            },
             name: obj.name_any(),
             resource_version: obj.resource_version(),
             finalizers: obj.finalizers().to_vec(),

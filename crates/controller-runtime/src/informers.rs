@@ -16,7 +16,7 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
 use kube::api::{ApiResource, DynamicObject};
-use kube::core::NamespaceResourceScope;
+use kube::core::{ClusterResourceScope, NamespaceResourceScope};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, watcher, Event};
 use kube::runtime::WatchStreamExt;
@@ -28,9 +28,9 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// What an informer needs of a kind.
+/// What an informer needs of a kind (namespaced or cluster-scoped).
 pub trait Watched:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    Resource<DynamicType = (), Scope: Scoped>
     + Clone
     + DeserializeOwned
     + Serialize
@@ -42,7 +42,7 @@ pub trait Watched:
 }
 
 impl<K> Watched for K where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    K: Resource<DynamicType = (), Scope: Scoped>
         + Clone
         + DeserializeOwned
         + Serialize
@@ -51,6 +51,50 @@ impl<K> Watched for K where
         + Sync
         + 'static
 {
+}
+
+/// How a kind's objects are reached by scope: a namespaced kind in one namespace (or all,
+/// `None`), a cluster-scoped kind (CAPV's VSphereClusterIdentity, VSphereDeploymentZone)
+/// always cluster-wide, whatever namespace a caller or the informers were given.
+pub trait Scoped {
+    fn api<K: Resource<DynamicType = (), Scope = Self>>(
+        client: kube::Client,
+        namespace: Option<&str>,
+    ) -> Api<K>;
+}
+
+impl Scoped for NamespaceResourceScope {
+    fn api<K: Resource<DynamicType = (), Scope = Self>>(
+        client: kube::Client,
+        namespace: Option<&str>,
+    ) -> Api<K> {
+        match namespace {
+            Some(ns) => Api::namespaced(client, ns),
+            None => Api::all(client),
+        }
+    }
+}
+
+impl Scoped for ClusterResourceScope {
+    fn api<K: Resource<DynamicType = (), Scope = Self>>(
+        client: kube::Client,
+        _: Option<&str>,
+    ) -> Api<K> {
+        Api::all(client)
+    }
+}
+
+/// The cache key of `name` in `namespace`: a cluster-scoped object (`namespace` empty) has
+/// none in its key.
+fn cache_key<K: Resource<DynamicType = ()>>(
+    namespace: &str,
+    name: &str,
+) -> reflector::ObjectRef<K> {
+    let key = reflector::ObjectRef::new(name);
+    match namespace {
+        "" => key,
+        ns => key.within(ns),
+    }
 }
 
 /// The informers of one process: one per kind, made on first use. Dropping the last handle
@@ -95,10 +139,7 @@ impl Informers {
         {
             return informer.clone();
         }
-        let api = match &self.namespace {
-            Some(ns) => Api::namespaced(self.client.clone(), ns),
-            None => Api::all(self.client.clone()),
-        };
+        let api = K::Scope::api::<K>(self.client.clone(), self.namespace.as_deref());
         let (informer, writer) = Informer::unstarted();
         let watch = tokio::spawn(drive(api, writer, informer.clone()));
         lock(&self.watches).push(watch.abort_handle());
@@ -119,8 +160,9 @@ impl Informers {
         lock(&self.untyped).insert(
             key,
             Arc::new(move |namespace, name| {
-                let key = reflector::ObjectRef::new(name).within(namespace);
-                store.get(&key).and_then(|o| untyped(&*o))
+                store
+                    .get(&cache_key(namespace, name))
+                    .and_then(|o| untyped(&*o))
             }),
         );
         informer
@@ -139,11 +181,10 @@ impl Informers {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Arc<K>>, kube::Error> {
-        let key = reflector::ObjectRef::new(name).within(namespace);
-        if let Some(cached) = self.of::<K>().store.get(&key) {
+        if let Some(cached) = self.of::<K>().store.get(&cache_key(namespace, name)) {
             return Ok(Some(cached));
         }
-        let api: Api<K> = Api::namespaced(self.client.clone(), namespace);
+        let api: Api<K> = K::Scope::api(self.client.clone(), Some(namespace));
         Ok(api.get_opt(name).await?.map(Arc::new))
     }
 }

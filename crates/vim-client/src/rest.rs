@@ -181,6 +181,60 @@ impl Client {
     }
 }
 
+impl Client {
+    /// The ID of the tag named `tag` in the category named `category`, as govmomi's
+    /// `GetTagForCategory` finds it (CAPV's check of a failure domain's region and zone);
+    /// `None` when either does not exist.
+    pub async fn tag_in_category(&self, tag: &str, category: &str) -> Result<Option<String>> {
+        let Some(category) = self.named("category", category, None).await? else {
+            return Ok(None);
+        };
+        self.named("tag", tag, Some(&category)).await
+    }
+
+    /// The names of the tags attached to an object (govmomi's `HasTag` compares names).
+    pub async fn attached_tag_names(&self, obj: &Moref) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for id in self.attached_tags(obj).await? {
+            let path = format!("/com/vmware/cis/tagging/tag/id:{id}");
+            if let Some(name) = self.rest(http::Method::GET, &path, None).await?["name"].as_str() {
+                names.push(name.to_string());
+            }
+        }
+        Ok(names)
+    }
+
+    /// The ID of the tagging `kind` (`category` or `tag`) named `name`: among every
+    /// category, or among the tags of the category with ID `within`. The vAPI has no lookup
+    /// by name, so each candidate is read, as govmomi's tag manager reads them.
+    async fn named(&self, kind: &str, name: &str, within: Option<&str>) -> Result<Option<String>> {
+        let ids = match within {
+            None => {
+                let path = format!("/com/vmware/cis/tagging/{kind}");
+                self.rest(http::Method::GET, &path, None).await?
+            }
+            Some(category) => {
+                let path = format!(
+                    "/com/vmware/cis/tagging/tag/id:{category}?~action=list-tags-for-category"
+                );
+                self.rest(http::Method::POST, &path, None).await?
+            }
+        };
+        for id in ids
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            let path = format!("/com/vmware/cis/tagging/{kind}/id:{id}");
+            if self.rest(http::Method::GET, &path, None).await?["name"] == json!(name) {
+                return Ok(Some(id.to_string()));
+            }
+        }
+        Ok(None)
+    }
+}
+
 /// A vAPI answer: the `value` of a success (null when there is none), or its error as a
 /// fault whose kind is the error's short name (`not_found`, `invalid_argument`).
 fn answer(status: http::StatusCode, body: &[u8]) -> Result<Value> {

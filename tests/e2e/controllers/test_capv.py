@@ -594,5 +594,141 @@ def test_a_cluster_identity_lends_its_secret_to_the_namespaces_it_allows(plane, 
         assert refused["status"] == "False" and refused["reason"] == "VCenterUnreachable"
         assert f"does not allow namespace {other}" in refused["message"], refused
         plane.kubectl("delete", "namespace", other, "--wait=false")
+        # The identity is available: it owns its Secret, which carries CAPV's finalizer.
+        identity = wait_for(lambda: (lambda i: i if (i or {}).get("status", {}).get("ready") else None)(
+            get(plane, ns, f"vsphereclusteridentities.{GROUP}", ns)), timeout=30,
+            what="the identity ready")
+        assert condition(identity, "Available")["status"] == "True"
+        owned = get(plane, "capv-system", "secret", f"{ns}-vcenter")
+        assert [(o["kind"], o["name"]) for o in owned["metadata"]["ownerReferences"]] == \
+            [("VSphereClusterIdentity", ns)]
+        assert "vspherecluster/infrastructure.cluster.x-k8s.io" in owned["metadata"]["finalizers"]
+        # A second identity naming the same Secret is refused it.
+        plane.kubectl("apply", "-f", "-", input=json.dumps({
+            "apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereClusterIdentity",
+            "metadata": {"name": f"{ns}-second"}, "spec": {"secretName": f"{ns}-vcenter"}}))
+        refused = wait_for(lambda: condition(get(plane, ns, f"vsphereclusteridentities.{GROUP}",
+                                                 f"{ns}-second"), "Available"),
+                           timeout=30, what="the second identity's condition")
+        assert (refused["status"], refused["reason"]) == ("False", "SecretAlreadyInUse"), refused
+        # Deleting the identity deletes its Secret, as CAPV does.
+        plane.kubectl("delete", f"vsphereclusteridentities.{GROUP}", ns, "--wait=true", timeout=60)
+        wait_for(lambda: get(plane, "capv-system", "secret", f"{ns}-vcenter") is None, timeout=30,
+                 what="the identity's Secret deleted")
+        plane.kubectl("delete", f"vsphereclusteridentities.{GROUP}", f"{ns}-second", "--wait=true",
+                      timeout=60)
     finally:
         v.stop()
+
+
+def make_tag(variables, category, tag):
+    """Makes `tag` in the existing category named `category`, attached to nothing."""
+    categories = {automation(variables, "GET", f"/com/vmware/cis/tagging/category/id:{c}")["name"]: c
+                  for c in automation(variables, "GET", "/com/vmware/cis/tagging/category")}
+    return automation(variables, "POST", "/com/vmware/cis/tagging/tag", {"create_spec": {
+        "name": tag, "description": "", "category_id": categories[category]}})
+
+
+def test_failure_domains_are_checked_and_place_the_control_plane(plane, ns, tmp_path):
+    """CAPV's failure domains: zones checked against the vCenter (tags, placement, topology),
+    the VSphereCluster's `failureDomainSelector` listing the ready ones, and the control
+    plane's machine placed as its zone says (network, datastore, pool, folder)."""
+    variables = infrasim_env(plane, ns, "vcsim5", "fd1", tmp_path, workers=0)
+    host, port = variables["VSPHERE_SERVER"].removeprefix("https://").rsplit(":", 1)
+    si = SmartConnect(host=host, port=int(port), user=variables["VSPHERE_USERNAME"],
+                      pwd=variables["VSPHERE_PASSWORD"], disableSslCertValidation=True)
+    try:
+        dc = si.content.rootFolder.childEntity[0]
+        compute = next(c for c in dc.hostFolder.childEntity
+                       if isinstance(c, vim.ClusterComputeResource))
+        # The VCenterSimulator tags its datacenters (`k8s-region`) and clusters (`k8s-zone`)
+        # by their names, as upstream's does for CAPV; a zone tag attached to nothing fails.
+        make_tag(variables, "k8s-zone", f"{ns}-nowhere")
+        network = next(n.name for n in dc.network if isinstance(n, vim.dvs.DistributedVirtualPortgroup))
+        datastore = compute.datastore[0].name
+
+        def domain(name, zone_tag, datastore):
+            return {"apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereFailureDomain",
+                    "metadata": {"name": name},
+                    "spec": {"region": {"name": dc.name, "type": "Datacenter",
+                                        "tagCategory": "k8s-region"},
+                             "zone": {"name": zone_tag, "type": "ComputeCluster",
+                                      "tagCategory": "k8s-zone"},
+                             "topology": {"datacenter": dc.name, "computeCluster": compute.name,
+                                          "datastore": datastore, "networks": [network]}}}
+
+        def zone(name, domain, label=ns):
+            return {"apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereDeploymentZone",
+                    "metadata": {"name": name, "labels": {"test": label}},
+                    "spec": {"server": variables["VSPHERE_SERVER"], "failureDomain": domain,
+                             "controlPlane": True,
+                             "placementConstraint": {
+                                 "resourcePool": f"/{dc.name}/host/{compute.name}/Resources",
+                                 "folder": f"/{dc.name}/vm"}}}
+        good, untagged, no_store = f"{ns}-a", f"{ns}-b", f"{ns}-c"
+        for obj in (domain(good, compute.name, datastore), zone(good, good),
+                    domain(untagged, f"{ns}-nowhere", datastore),
+                    zone(untagged, untagged, f"{ns}-bad"),
+                    domain(no_store, compute.name, "NoSuchDS"),
+                    zone(no_store, no_store, f"{ns}-bad")):
+            plane.kubectl("apply", "-f", "-", input=json.dumps(obj))
+
+        def zone_status(name):
+            z = get(plane, ns, f"vspheredeploymentzones.{GROUP}", name) or {}
+            return z if "ready" in z.get("status", {}) else None
+        ready = wait_for(lambda: zone_status(good), timeout=60, what="the good zone's report")
+        assert ready["status"]["ready"] is True, ready["status"]
+        for c in ("VCenterAvailable", "PlacementConstraintReady", "FailureDomainValidated", "Ready"):
+            assert condition(ready, c)["status"] == "True", (c, ready["status"])
+        fd = get(plane, ns, f"vspherefailuredomains.{GROUP}", good)
+        assert [(o["kind"], o["name"]) for o in fd["metadata"]["ownerReferences"]] == \
+            [("VSphereDeploymentZone", good)]
+        for name, reason in ((untagged, "ZoneMisconfigured"), (no_store, "DatastoreNotFound")):
+            bad = wait_for(lambda: zone_status(name), timeout=60, what=f"zone {name}'s report")
+            assert bad["status"]["ready"] is False
+            validated = condition(bad, "FailureDomainValidated")
+            assert (validated["status"], validated["reason"]) == ("False", reason), validated
+
+        # The cluster selects the good zone (a zone it selected that is not ready would keep
+        # its infrastructure from being Ready, as in CAPV): it is its failure domain, and the
+        # control plane's machine goes there.
+        rendered = subprocess.run([BINARY, "generate", "--from", str(TEMPLATE)], env=variables,
+                                  capture_output=True, text=True, timeout=30)
+        assert rendered.returncode == 0, rendered.stderr
+        selector = f"  failureDomainSelector:\n    matchLabels:\n      test: {ns}\n"
+        manifest = rendered.stdout.replace("  identityRef:\n    kind: Secret\n",
+                                           selector + "  identityRef:\n    kind: Secret\n", 1)
+        assert selector in manifest
+        plane.kubectl("apply", "--server-side", "-f", "-", input=manifest)
+
+        def available():
+            c = get(plane, ns, "clusters.cluster.x-k8s.io", "fd1")
+            return c if (condition(c, "Available") or {}).get("status") == "True" else None
+        cluster = wait_for(available, timeout=120, what="Cluster fd1 Available")
+        assert [d["name"] for d in cluster["status"]["failureDomains"]] == [good]
+        vsphere_cluster = get(plane, ns, f"vsphereclusters.{GROUP}", "fd1")
+        assert vsphere_cluster["status"]["failureDomains"] == [{"name": good, "controlPlane": True}]
+        assert condition(vsphere_cluster, "FailureDomainsReady")["status"] == "True"
+        (machine,) = items(plane, ns, "machines.cluster.x-k8s.io")
+        assert machine["spec"]["failureDomain"] == good
+        vm = get(plane, ns, f"vspherevms.{GROUP}", machine["metadata"]["name"])
+        assert vm["spec"]["resourcePool"] == f"/{dc.name}/host/{compute.name}/Resources"
+        assert vm["spec"]["datastore"] == datastore
+        assert [d["networkName"] for d in vm["spec"]["network"]["devices"]] == [network]
+        (made,) = vms_named(si, "fd1-").values()
+        assert [n.name for n in made.network] == [network]
+        assert made.datastore[0].name == datastore
+
+        # A zone in use is not deleted until its machines are gone; then its domain goes too.
+        plane.kubectl("delete", f"vspheredeploymentzones.{GROUP}", good, "--wait=false")
+        assert get(plane, ns, f"vspheredeploymentzones.{GROUP}", good) is not None
+        plane.kubectl("-n", ns, "delete", "clusters.cluster.x-k8s.io", "fd1", "--wait=true",
+                      timeout=120)
+        wait_for(lambda: get(plane, ns, f"vspheredeploymentzones.{GROUP}", good) is None,
+                 timeout=60, what="the zone deleted")
+        wait_for(lambda: get(plane, ns, f"vspherefailuredomains.{GROUP}", good) is None,
+                 timeout=30, what="its failure domain deleted")
+        for name in (untagged, no_store):
+            plane.kubectl("delete", f"vspheredeploymentzones.{GROUP}", name, "--wait=false")
+    finally:
+        Disconnect(si)

@@ -76,6 +76,14 @@ pub(super) fn controller(informers: &Informers) -> Controller<VSphereCluster> {
             }),
             move |md| by_md(&*md),
         )
+        // A zone it may select reporting (or changing its labels): its failure domains.
+        .watches_shared_stream(
+            filtered(
+                &informers.of::<super::types::VSphereDeploymentZone>(),
+                super::zones::zone_report,
+            ),
+            super::zones::clusters_on_server(informers),
+        )
 }
 
 fn hash(v: &impl std::hash::Hash) -> u64 {
@@ -123,9 +131,24 @@ impl Reconcile<VSphereCluster> for Reconciler {
         if super::paused(self, &*c, before, MANAGER, cluster.as_deref()).await? {
             return Ok(Next::AwaitChange);
         }
-        let login = tokio::time::timeout(LOGIN_LIMIT, self.log_in(&c)).await;
-        let login = login.unwrap_or_else(|_| Err(format!("no answer in {LOGIN_LIMIT:?}")));
-        let (set, version) = match login {
+        // Its failure domains first: CAPV goes no further until every zone has reported.
+        let domains = super::zones::for_cluster(&self.informers, &c);
+        let mut found = Vec::new();
+        if let Some(d) = &domains {
+            found.extend(d.condition.clone());
+            if !d.settled {
+                write_status(self, &c, found, None, domains).await?;
+                return Ok(Next::AwaitChange);
+            }
+        }
+        let login = match self.claim_identity_secret(&c).await {
+            Err(why) => Err(why),
+            Ok(()) => {
+                let login = tokio::time::timeout(LOGIN_LIMIT, self.log_in(&c)).await;
+                login.unwrap_or_else(|_| Err(format!("no answer in {LOGIN_LIMIT:?}")))
+            }
+        };
+        let (mut set, version) = match login {
             Ok((vc, version)) => {
                 let mut set = vec![Condition::new("VCenterAvailable", true, "Available", "")];
                 if modules::wanted(self, &c) {
@@ -144,7 +167,8 @@ impl Reconcile<VSphereCluster> for Reconciler {
             ),
         };
         let provisioned = version.is_some();
-        write_status(self, &c, set, version).await?;
+        set.extend(found);
+        write_status(self, &c, set, version, domains).await?;
         if provisioned {
             Ok(Next::AwaitChange)
         } else {
@@ -173,21 +197,57 @@ impl Reconcile<VSphereCluster> for Reconciler {
             .and_then(|m| m.as_array())
             .cloned();
         if let (Some(recorded), Ok((vc, _))) = (recorded, self.log_in(&c).await) {
-            for m in recorded {
-                if let Err(e) = vc
-                    .client
-                    .delete_cluster_module(m["moduleUUID"].as_str().unwrap_or(""))
-                    .await
-                {
-                    tracing::warn!("deleting a cluster module: {e}");
-                }
-            }
+            delete_modules(&vc, recorded).await;
+        }
+        // A Secret identity goes with the cluster that claimed it, as CAPV deletes it.
+        if let Some(identity) = c.spec.identity_ref.as_ref().filter(|i| i.kind == "Secret") {
+            let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+                kube::Api::namespaced(self.ctx.client.clone(), &ns);
+            super::identity::release_secret(&secrets, &identity.name).await?;
         }
         Ok(Cleanup::Done)
     }
 }
 
+/// Deletes the cluster modules recorded in a VSphereCluster's spec (best effort: a vCenter
+/// gone takes them along).
+async fn delete_modules(vc: &VCenter, recorded: Vec<serde_json::Value>) {
+    for m in recorded {
+        let module = m["moduleUUID"].as_str().unwrap_or("");
+        if let Err(e) = vc.client.delete_cluster_module(module).await {
+            tracing::warn!("deleting a cluster module: {e}");
+        }
+    }
+}
+
 impl Reconciler {
+    /// A Secret identity is claimed by its cluster, as CAPV claims it: the VSphereCluster
+    /// as its owner and CAPV's finalizer on it; one another cluster or identity owns
+    /// already is refused.
+    async fn claim_identity_secret(&self, c: &VSphereCluster) -> Result<(), String> {
+        let Some(identity) = c.spec.identity_ref.as_ref().filter(|i| i.kind == "Secret") else {
+            return Ok(());
+        };
+        let ns = c.namespace().unwrap_or_default();
+        let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+            kube::Api::namespaced(self.ctx.client.clone(), &ns);
+        let secret = secrets
+            .get_opt(&identity.name)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("secrets \"{}\" not found", identity.name))?;
+        let owner = super::identity::owner_reference(c);
+        super::identity::claim(&secrets, &secret, owner)
+            .await
+            .map_err(|e| match e {
+                super::identity::Claim::InUse => format!(
+                    "another cluster has set the OwnerRef for Secret {ns}/{}",
+                    identity.name
+                ),
+                super::identity::Claim::Failed(e) => e.to_string(),
+            })
+    }
+
     /// Logs in to the cluster's vCenter (a session shared with its VMs); it and its version.
     async fn log_in(&self, c: &VSphereCluster) -> Result<(Arc<VCenter>, String), String> {
         if c.spec.server.is_empty() {
@@ -211,14 +271,19 @@ impl Reconciler {
     }
 }
 
-/// Writes the conditions CAPV writes, and whether the cluster is provisioned.
+/// Writes the conditions CAPV writes, whether the cluster is provisioned, and its failure
+/// domains.
 async fn write_status(
     r: &Reconciler,
     c: &VSphereCluster,
     set: Vec<Condition>,
     version: Option<String>,
+    domains: Option<super::zones::ClusterDomains>,
 ) -> Result<(), Error> {
     let mut extra = json!({});
+    if let Some(d) = domains {
+        extra["failureDomains"] = json!(d.listed);
+    }
     if set.first().is_some_and(Condition::is_true) {
         extra["initialization"] = json!({"provisioned": true});
     }

@@ -88,7 +88,7 @@ pub async fn for_cluster(
 pub const MANAGER_NAMESPACE: &str = "capv-system";
 
 /// The credentials of a cluster-wide VSphereClusterIdentity, for a cluster in `ns`: its
-/// Secret (`spec.secretName`, in CAPV's own namespace), if the identity is available and its
+/// Secret (`spec.secretName`, in CAPV's own namespace), if the identity is ready and its
 /// `allowedNamespaces` admit `ns` (no `allowedNamespaces` admits none; an empty selector,
 /// all).
 async fn identity_credentials(
@@ -106,6 +106,12 @@ async fn identity_credentials(
         .await
         .map_err(|e| format!("reading VSphereClusterIdentity {name}: {e}"))?
         .ok_or_else(|| format!("VSphereClusterIdentity {name} does not exist"))?;
+    // Its controller has claimed its Secret (see `super::identity`).
+    if identity.data.pointer("/status/ready") != Some(&serde_json::Value::Bool(true)) {
+        return Err(format!(
+            "VSphereClusterIdentity {name}: identity isn't ready to be used yet"
+        ));
+    }
     let selector = identity
         .data
         .pointer("/spec/allowedNamespaces/selector")

@@ -175,6 +175,8 @@ async fn ensure_vm(
         .filter(|(k, _)| !NOT_CLONE_SPEC.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
+    // From the Machine's failure domain first, then the VSphereMachine, then the cluster.
+    super::zones::placement(&r.informers, machine, &mut spec).await;
     let empty = |v: Option<&Value>| v.and_then(Value::as_str).is_none_or(str::is_empty);
     if empty(spec.get("server")) {
         spec.insert("server".into(), json!(cluster.spec.server));

@@ -12,11 +12,13 @@
 
 mod cluster;
 pub mod credentials;
+mod identity;
 mod machine;
 mod modules;
 mod supervisor;
 pub mod types;
 mod vm;
+mod zones;
 
 use futures::StreamExt;
 use infrasim_controller_runtime::context::Context;
@@ -88,7 +90,11 @@ pub async fn run(
     let supervisor_clusters = supervisor::cluster::controller(&informers);
     let supervisor_machines = supervisor::machine::controller(&informers);
     let vms = vm::controller(&informers).reconcile_on(vms_changed(&informers, vm_changes));
+    let identities = identity::controller(&informers);
+    let zones = zones::controller(&informers);
     futures::join!(
+        reconcile::run(&ctx, identities, r.clone()),
+        reconcile::run(&ctx, zones, r.clone()),
         reconcile::run(&ctx, clusters, r.clone()),
         reconcile::run(&ctx, machines, r.clone()),
         reconcile::run(&ctx, vms, r.clone()),
@@ -98,15 +104,21 @@ pub async fn run(
 }
 
 /// CAPV's conditions as its v1beta1 API names them (`status.deprecated.v1beta1.conditions`
-/// of a v1beta2 object): `VMProvisioned` for v1beta2's `VirtualMachineProvisioned`.
+/// of a v1beta2 object): `VMProvisioned` for v1beta2's `VirtualMachineProvisioned`, and
+/// the failure domains' older names.
 fn v1beta1_conditions(
     conditions: &[infrasim_controller_runtime::conditions::Condition],
 ) -> Vec<infrasim_controller_runtime::conditions::V1Beta1Condition> {
     let mut old = infrasim_controller_runtime::conditions::to_v1beta1(conditions);
     for c in &mut old {
-        if c.type_ == "VirtualMachineProvisioned" {
-            c.type_ = "VMProvisioned".into();
-        }
+        let renamed = match c.type_.as_str() {
+            "VirtualMachineProvisioned" => "VMProvisioned",
+            "FailureDomainsReady" => "FailureDomainsAvailable",
+            "PlacementConstraintReady" => "PlacementConstraintMet",
+            "FailureDomainValidated" => "VSphereFailureDomainValidated",
+            _ => continue,
+        };
+        c.type_ = renamed.into();
     }
     old
 }
@@ -123,7 +135,7 @@ async fn write_status<K>(
     extra: serde_json::Value,
 ) -> Result<(), Error>
 where
-    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+    K: kube::Resource<DynamicType = (), Scope: infrasim_controller_runtime::informers::Scoped>
         + Clone
         + serde::de::DeserializeOwned
         + std::fmt::Debug,
@@ -163,8 +175,9 @@ where
         s.extend(extra);
     }
     let name = obj.name_any();
-    let api: kube::Api<K> =
-        kube::Api::namespaced(r.ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    use infrasim_controller_runtime::informers::Scoped;
+    let ns = obj.namespace();
+    let api: kube::Api<K> = K::Scope::api(r.ctx.client.clone(), ns.as_deref());
     let body = serde_json::json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
@@ -185,7 +198,7 @@ async fn paused<K>(
     cluster: Option<&crate::capi::core::Cluster>,
 ) -> Result<bool, Error>
 where
-    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+    K: kube::Resource<DynamicType = (), Scope: infrasim_controller_runtime::informers::Scoped>
         + Clone
         + serde::de::DeserializeOwned
         + std::fmt::Debug,

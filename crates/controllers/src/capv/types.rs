@@ -172,6 +172,118 @@ pub fn owner_named(refs: &[OwnerReference], kind: &str, group: &str) -> Option<S
         .map(|o| o.name.clone())
 }
 
+/// A cluster-wide identity (cluster-scoped): the Secret in CAPV's own namespace holding a
+/// vCenter user, and the namespaces whose clusters may log in with it.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "VSphereClusterIdentity",
+    status = "KeptStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VSphereClusterIdentitySpec {
+    #[serde(default)]
+    pub secret_name: String,
+    /// `allowedNamespaces.selector`: absent admits no namespace, an empty selector all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_namespaces: Option<Value>,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+/// A failure domain (cluster-scoped): where in a vCenter its machines go (`topology`), and
+/// the tags that mark its region and zone.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "VSphereFailureDomain",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VSphereFailureDomainSpec {
+    #[serde(default)]
+    pub region: FailureDomainLevel,
+    #[serde(default)]
+    pub zone: FailureDomainLevel,
+    #[serde(default)]
+    pub topology: FailureDomainTopology,
+}
+
+/// A failure domain's region or zone: the tag `name` of category `tagCategory` that every
+/// object of `type` (Datacenter, ComputeCluster or HostGroup) of its topology carries.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureDomainLevel {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub tag_category: String,
+}
+
+/// Where a failure domain's machines go.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureDomainTopology {
+    #[serde(default)]
+    pub datacenter: String,
+    #[serde(default)]
+    pub compute_cluster: String,
+    /// `vmGroupName` and `hostGroupName`: a VM-host affinity rule of the compute cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub networks: Vec<String>,
+    /// Per network: `networkName`, DHCP and nameserver settings, IP pools (merged into the
+    /// VM's devices in order).
+    #[serde(default)]
+    pub network_configurations: Vec<Value>,
+    #[serde(default)]
+    pub datastore: String,
+}
+
+/// A failure domain deployed on a vCenter (cluster-scoped): its `server`, the
+/// VSphereFailureDomain it names, whether control planes may go there, and the resource
+/// pool and folder its machines are placed in.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "VSphereDeploymentZone",
+    status = "KeptStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VSphereDeploymentZoneSpec {
+    #[serde(default)]
+    pub server: String,
+    #[serde(default)]
+    pub failure_domain: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<bool>,
+    /// `resourcePool` and `folder`.
+    #[serde(default)]
+    pub placement_constraint: BTreeMap<String, String>,
+}
+
+/// A status kept as written (conditions, `ready`, the v1beta1 copy of the conditions).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct KeptStatus {
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+impl KeptStatus {
+    /// `status.ready`, if reported.
+    pub fn ready(&self) -> Option<bool> {
+        self.rest.get("ready").and_then(Value::as_bool)
+    }
+}
+
 /// vm-operator's kinds as CAPV's supervisor mode writes them and the vcsim family's
 /// vm-operator stand-in reads them (both sides use these types, so neither imports the
 /// other).

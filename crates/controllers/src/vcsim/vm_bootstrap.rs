@@ -56,17 +56,21 @@ impl Reconcile<VSphereVM> for Reconciler {
 }
 
 async fn boot_when_ready(vm: &VSphereVM, r: &Reconciler) -> Result<Next, Error> {
+    let waits = |why: &str| {
+        tracing::debug!(vm = vm.name_any(), "the VM's boot waits: {why}");
+        Ok(Next::AwaitChange)
+    };
     let Some(owners) = owners(vm, r).await? else {
-        return Ok(Next::AwaitChange);
+        return waits("no VSphereMachine, Machine or Cluster owns it yet");
     };
     if owners.machine.spec.bootstrap.data_secret_name.is_none() {
-        return Ok(Next::AwaitChange);
+        return waits("its Machine has no bootstrap data");
     }
     let Some(uuid) = vm.spec.bios_uuid.clone().filter(|u| !u.is_empty()) else {
-        return Ok(Next::AwaitChange);
+        return waits("no BIOS UUID");
     };
     if infrasim_controller_runtime::finalizers::ensure(&r.ctx.client, vm, FINALIZER).await? {
-        return Ok(Next::AwaitChange);
+        return waits("its finalizer was added");
     }
     if vm
         .spec
@@ -76,14 +80,15 @@ async fn boot_when_ready(vm: &VSphereVM, r: &Reconciler) -> Result<Next, Error> 
         .is_none()
     {
         // Another vCenter (a real one, or a simulator of another process): not ours to boot.
-        return Ok(Next::AwaitChange);
+        return waits("its vCenter is not a simulator of this process");
     }
     // CAPV (or its stand-in) says the VM is up: powered on, its guest with an address. Its
     // status change wakes the VSphereVM; reading the simulator instead, every waiting VM
     // looked through every VM at every change of the simulator (quadratic at thousands).
     if vm.status.as_ref().and_then(|s| s.ready) != Some(true) {
-        return Ok(Next::AwaitChange);
+        return waits("not ready");
     }
+    tracing::debug!(vm = vm.name_any(), "booting");
     match boot(vm, r, &owners, &uuid).await? {
         true => Ok(Next::AwaitChange),
         // The certificates were made meanwhile by another reconcile: they are there to be

@@ -120,7 +120,8 @@ impl Core {
         if let Some(found) = by.of(namespace, cluster) {
             return Ok(found);
         }
-        let api: Api<K> = Api::namespaced(self.ctx.client.clone(), namespace);
+        use infrasim_controller_runtime::informers::Scoped;
+        let api: Api<K> = K::Scope::api(self.ctx.client.clone(), Some(namespace));
         let selector = format!("{}={cluster}", crate::capi::CLUSTER_NAME_LABEL);
         let listed = api.list(&ListParams::default().labels(&selector)).await?;
         Ok(listed.items.into_iter().map(Arc::new).collect())
