@@ -288,7 +288,7 @@ async fn measure(
     let reconciles_before = infrasim_controllers::metrics::reconciles();
     declare_clusters(args.clusters, client, &vars).await?;
     let declared = started.elapsed();
-    let available = wait_available(args, client, started).await?;
+    let available = wait_available(args, client, cloud, started).await?;
     let measured = Measured {
         declared,
         available,
@@ -353,6 +353,7 @@ async fn declare_clusters(
 pub(crate) async fn wait_available(
     args: &CapiBenchArgs,
     client: &kube::Client,
+    cloud: &Cloud,
     started: Instant,
 ) -> anyhow::Result<Duration> {
     let bar =
@@ -387,7 +388,7 @@ pub(crate) async fn wait_available(
             Ok(Ok(None)) => anyhow::bail!("the watch of Clusters ended"),
             Ok(Err(e)) => return Err(e).context("watching Clusters"),
             Err(_) => {
-                eprint!("{}", diagnose(client, &ready).await);
+                eprint!("{}", diagnose(client, cloud, &ready).await);
                 eprintln!("{}", work_done(args.clusters));
                 anyhow::bail!(
                     "only {} of {} clusters Available after {}s",
@@ -413,7 +414,7 @@ pub(crate) async fn wait_available(
 
 /// What holds back the clusters that are not Available: how many wait on each reason of
 /// their `Available` condition, and the conditions of one of them, to start from.
-async fn diagnose(client: &kube::Client, ready: &HashSet<String>) -> String {
+async fn diagnose(client: &kube::Client, cloud: &Cloud, ready: &HashSet<String>) -> String {
     let clusters: Api<Cluster> = Api::namespaced(client.clone(), "default");
     let Ok(list) = clusters.list(&Default::default()).await else {
         return "cannot list Clusters\n".into();
@@ -447,6 +448,28 @@ async fn diagnose(client: &kube::Client, ready: &HashSet<String>) -> String {
             serde_json::to_string(&c.status).unwrap_or_default()
         ));
         out.push_str(&machines_of(client, &c.name_any()).await);
+        out.push_str(&nodes_of(cloud, &c.name_any()));
+    }
+    out
+}
+
+/// One line per Node of `cluster`'s workload cluster (hosted here): its name and provider ID.
+fn nodes_of(cloud: &Cloud, cluster: &str) -> String {
+    let key = infrasim_controllers::capi::infra::cloud_key(cluster, "default");
+    let Some(group) = cloud.group(&key) else {
+        return format!("  no workload cluster {key} in this process\n");
+    };
+    let nodes = group
+        .snapshot("nodes", infrasim_store::ReadAt::Latest)
+        .map(|s| s.objects.values().cloned().collect::<Vec<_>>())
+        .unwrap_or_default();
+    let mut out = String::new();
+    for node in nodes {
+        let value: serde_json::Value = serde_json::from_slice(&node.bytes).unwrap_or_default();
+        out.push_str(&format!(
+            "  Node {} providerID {}\n",
+            value["metadata"]["name"], value["spec"]["providerID"]
+        ));
     }
     out
 }

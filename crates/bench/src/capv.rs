@@ -90,9 +90,9 @@ pub async fn run(args: CapvBenchArgs) -> anyhow::Result<()> {
         capv_node_anti_affinity: false,
     };
     let base = args.as_capi(20000);
-    let (client, _writes, _cloud, controllers) =
+    let (client, _writes, cloud, controllers) =
         capi::plane(&base, selection, simulators.clone()).await?;
-    let measured = measure(&args, &base, &client, &simulators).await;
+    let measured = measure(&args, &base, &client, &cloud, &simulators).await;
     crate::stop_controllers(controllers).await;
     let measured = measured?;
     let baseline = match args.no_baseline {
@@ -108,6 +108,7 @@ async fn measure(
     args: &CapvBenchArgs,
     base: &CapiBenchArgs,
     client: &kube::Client,
+    cloud: &infrasim_cloud::Cloud,
     simulators: &Simulators,
 ) -> anyhow::Result<Measured> {
     let vars = prepare(args, client).await?;
@@ -137,7 +138,7 @@ async fn measure(
     for r in created {
         r.context("creating a cluster")?;
     }
-    let available = capi::wait_available(base, client, started).await?;
+    let available = capi::wait_available(base, client, cloud, started).await?;
     Ok(Measured {
         available,
         cpu: crate::harness::process_cpu().saturating_sub(cpu),

@@ -26,6 +26,9 @@ pub struct NodeChange {
     pub cluster: String,
     /// The Node's name; empty when changes may have been missed (every Node may have changed).
     pub node: String,
+    /// The Node's `spec.providerID` (empty without one): a Machine waiting for its Node has
+    /// no `nodeRef` yet and is found by this, as upstream finds it.
+    pub provider_id: String,
 }
 
 /// Followed clusters and who hears of their Nodes' changes. Cheap to share behind an `Arc`.
@@ -95,16 +98,17 @@ impl NodeCache {
         tokio::spawn(async move {
             let mut watch = watch;
             loop {
-                let node = match watch.next().await {
-                    Ok(e) if matches_health(&e) => e.key.name.to_string(),
+                let (node, provider_id) = match watch.next().await {
+                    Ok(e) if matches_health(&e) => (e.key.name.to_string(), provider_id(&e)),
                     Ok(_) => continue,
-                    Err(WatchError::Lagged) => String::new(),
+                    Err(WatchError::Lagged) => (String::new(), String::new()),
                     Err(_) => break,
                 };
                 let change = NodeChange {
                     namespace: id.0.clone(),
                     cluster: id.1.clone(),
                     node,
+                    provider_id,
                 };
                 lock(&subscribers).retain(|s| s.send(change.clone()).is_ok());
             }
@@ -147,6 +151,18 @@ impl NodeReader {
 
 fn decode(o: &infrasim_store::StoredObject) -> Option<Node> {
     serde_json::from_slice(&o.bytes).ok()
+}
+
+/// The `spec.providerID` of an event's Node.
+fn provider_id(e: &Event) -> String {
+    e.object
+        .to_value()
+        .ok()
+        .as_ref()
+        .and_then(|n| n.at("/spec/providerID"))
+        .and_then(|p| p.as_str())
+        .unwrap_or("")
+        .to_string()
 }
 
 /// Whether an event is a Node coming, going, or changing a condition's status.
