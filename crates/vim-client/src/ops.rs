@@ -265,6 +265,16 @@ impl Client {
         self.task(method, &body).await
     }
 
+    /// Calls a method that takes only its object and returns nothing (`ShutdownGuest`,
+    /// `RebootGuest`).
+    pub async fn invoke(&self, method: &str, obj: &Moref) -> Result<()> {
+        let body = format!(
+            r#"<{method} xmlns="urn:vim25">{}</{method}>"#,
+            obj.element("_this")
+        );
+        self.call(&body).await.map(drop)
+    }
+
     async fn task(&self, method: &str, body: &str) -> Result<Moref> {
         self.call(body)
             .await?

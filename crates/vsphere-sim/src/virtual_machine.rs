@@ -40,7 +40,19 @@ pub(crate) fn dispatch(
     let vm = this;
     Some(match method {
         "CloneVM_Task" => clone_vm(state, call, vm, args),
-        "ShutdownGuest" | "StandbyGuest" => require_tools(state, vm).map(|_| {
+        "ShutdownGuest" => require_tools(state, vm).map(|_| {
+            // The guest shuts down at once: vCenter logs the guest's shutdown, then the
+            // power-off it leads to.
+            announce(state, call, "VmGuestShutdownEvent", vm, |name| {
+                format!("Guest OS shut down for {name}")
+            });
+            set_power(state, vm, "poweredOff", call.now);
+            announce(state, call, "VmPoweredOffEvent", vm, |name| {
+                format!("{name} is powered off")
+            });
+            String::new()
+        }),
+        "StandbyGuest" => require_tools(state, vm).map(|_| {
             set_power(state, vm, "poweredOff", call.now);
             String::new()
         }),
@@ -206,6 +218,7 @@ fn guest_down(o: &mut crate::objects::ManagedObject) {
     if let Some(g) = data_mut(o, "guest") {
         g.set("toolsRunningStatus", "guestToolsNotRunning");
         g.set("guestState", "notRunning");
+        g.set("guestStateChangeSupported", false);
         g.retain(|n, _| n != "ipAddress" && n != "hostName");
         g.set("net", Val::Array("GuestNicInfo", vec![]));
     }
@@ -295,6 +308,8 @@ pub(crate) fn guest_ready(state: &mut State, vm: &Moref, boot: u64) {
         );
         g.set("toolsRunningStatus", "guestToolsRunning");
         g.set("guestState", "running");
+        // What a guest whose tools run reports (a ShutdownGuest or RebootGuest is taken).
+        g.set("guestStateChangeSupported", true);
         g.set("hostName", host_name.as_str());
         if let Some(ip) = &first_ip {
             g.set("ipAddress", ip.as_str());

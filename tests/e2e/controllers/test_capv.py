@@ -537,7 +537,7 @@ def test_against_a_vcsim_process_failures_are_reported_and_recovered(plane, ns, 
                           "infrastructureRef": {"apiGroup": GROUP, "kind": "VSphereMachine", "name": "m2"}}},
                 {"apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereMachine",
                  "metadata": {"name": "m2", "labels": labels},
-                 "spec": {"template": "DC0_H0_VM0", "datacenter": "DC0",
+                 "spec": {"template": "DC0_H0_VM0", "datacenter": "DC0", "powerOffMode": "soft",
                           "network": {"devices": [{"networkName": "VM Network", "dhcp4": True}]}}},
             ]))
             wait_for(lambda: (get(plane, ns, f"vspherevms.{GROUP}", "m2") or {}).get(
@@ -547,13 +547,16 @@ def test_against_a_vcsim_process_failures_are_reported_and_recovered(plane, ns, 
         finally:
             Disconnect(si)
         # Deleting the machines lets their VSphereVMs go (m1 has no VM left to destroy; m2's
-        # is destroyed).
+        # is destroyed, its guest shut down first: its powerOffMode is soft).
         plane.kubectl("-n", ns, "delete", "machines.cluster.x-k8s.io", "m1", "m2", "--wait=true",
                       timeout=60)
         assert items(plane, ns, f"vspherevms.{GROUP}") == []
         si = v.connect()
         try:
             assert not vms_named(si, "m2"), "m2's VM destroyed"
+            shutdowns = si.content.eventManager.QueryEvents(
+                vim.event.EventFilterSpec(type=[vim.event.VmGuestShutdownEvent]))
+            assert [e.vm.name for e in shutdowns] == ["m2"], shutdowns
         finally:
             Disconnect(si)
     finally:

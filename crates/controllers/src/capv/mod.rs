@@ -15,6 +15,7 @@ pub mod credentials;
 mod identity;
 mod machine;
 mod modules;
+mod power_off;
 mod supervisor;
 pub mod types;
 mod vm;

@@ -125,8 +125,20 @@ impl Reconcile<VSphereVM> for Reconciler {
             return Ok(Cleanup::Done);
         };
         let (method, goal) = if copy.text("runtime.powerState") == "poweredOn" {
+            let now = self.ctx.now();
+            let (decided, report) =
+                super::power_off::decide(&vc.client, &vm, &copy.obj, now).await?;
+            if let Some(c) = report {
+                write_conditions(self, &vm, vec![c], json!({})).await?;
+            }
+            if let super::power_off::PowerOff::Wait(next) = decided {
+                return Ok(Cleanup::Pending(next));
+            }
             ("PowerOffVM_Task", Goal::Off)
         } else {
+            if let Some(c) = super::power_off::succeeded(&vm) {
+                write_conditions(self, &vm, vec![c], json!({})).await?;
+            }
             // Out of its cluster module first, as CAPV takes it out (a module already gone
             // is no error).
             if let Some(m) = vm

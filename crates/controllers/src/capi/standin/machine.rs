@@ -104,21 +104,25 @@ fn node_changes(
     futures::stream::unfold(core.nodes.subscribe(), |mut rx| async move {
         rx.recv().await.map(|c| (c, rx))
     })
-    .flat_map(move |c| {
-        let mut woken = match c.node.is_empty() {
-            true => index.lookup(&c.namespace, &cluster_key(&c.cluster)),
-            false => index.lookup(&c.namespace, &node_key(&c.cluster, &c.node)),
-        };
-        // A Machine still waiting for its Node has no nodeRef: found by the provider ID.
-        if !c.provider_id.is_empty() {
-            for m in index.lookup(&c.namespace, &provider_key(&c.cluster, &c.provider_id)) {
-                if !woken.contains(&m) {
-                    woken.push(m);
-                }
+    .flat_map(move |c| futures::stream::iter(woken_by(&index, &c)))
+}
+
+/// The Machines a Node's change concerns: the one whose nodeRef names it, and the one whose
+/// provider ID it carries (a Machine still waiting for its Node has no nodeRef); every
+/// Machine of the cluster when changes may have been missed.
+fn woken_by(index: &Index<Machine>, c: &super::nodes::NodeChange) -> Vec<ObjectRef<Machine>> {
+    let mut woken = match c.node.is_empty() {
+        true => index.lookup(&c.namespace, &cluster_key(&c.cluster)),
+        false => index.lookup(&c.namespace, &node_key(&c.cluster, &c.node)),
+    };
+    if !c.provider_id.is_empty() {
+        for m in index.lookup(&c.namespace, &provider_key(&c.cluster, &c.provider_id)) {
+            if !woken.contains(&m) {
+                woken.push(m);
             }
         }
-        futures::stream::iter(woken)
-    })
+    }
+    woken
 }
 
 /// The index key of the Machine whose infrastructure reports `provider_id` in `cluster`.
@@ -878,4 +882,70 @@ async fn deleting(
         )));
     }
     Ok(Cleanup::Pending(Next::AwaitChange))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::watcher;
+
+    fn machine(name: &str, provider_id: Option<&str>, node: Option<&str>) -> Machine {
+        let mut m: Machine = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"clusterName": "c1", "bootstrap": {},
+                     "infrastructureRef": {"apiGroup": "x", "kind": "X", "name": name}},
+        }))
+        .expect("a Machine");
+        m.spec.provider_id = provider_id.map(str::to_string);
+        if let Some(node) = node {
+            m.status = Some(
+                serde_json::from_value(serde_json::json!({"nodeRef": {"name": node}}))
+                    .expect("a status"),
+            );
+        }
+        m
+    }
+
+    fn change(node: &str, provider_id: &str) -> crate::capi::standin::nodes::NodeChange {
+        crate::capi::standin::nodes::NodeChange {
+            namespace: "ns".into(),
+            cluster: "c1".into(),
+            node: node.into(),
+            provider_id: provider_id.into(),
+        }
+    }
+
+    fn names(refs: Vec<ObjectRef<Machine>>) -> Vec<String> {
+        let mut names: Vec<String> = refs.into_iter().map(|r| r.name).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_node_wakes_the_machine_waiting_for_it_by_provider_id() {
+        let index = Index::new(machine_keys);
+        for m in [
+            machine("waiting", Some("vsphere://a"), None),
+            machine("running", Some("vsphere://b"), Some("node-b")),
+            machine("unprovisioned", None, None),
+        ] {
+            index.observe(&watcher::Event::Apply(Arc::new(m)));
+        }
+        // A Node that joined with the waiting Machine's provider ID, under another name.
+        assert_eq!(
+            names(woken_by(&index, &change("vm-a", "vsphere://a"))),
+            ["waiting"]
+        );
+        // A known Node changing: its Machine by nodeRef (once, though the ID matches too).
+        assert_eq!(
+            names(woken_by(&index, &change("node-b", "vsphere://b"))),
+            ["running"]
+        );
+        // Missed changes: every Machine of the cluster.
+        assert_eq!(
+            names(woken_by(&index, &change("", ""))),
+            ["running", "unprovisioned", "waiting"]
+        );
+    }
 }
