@@ -334,9 +334,14 @@ pub fn core_reached(reach: Option<&Reach>) -> Vec<CustomResourceDefinition> {
             old::KubeadmControlPlaneTemplate::crd(),
         ),
         bootstrap(core::KubeadmConfig::crd(), old::KubeadmConfig::crd()),
-        // Served in v1beta2 only: their v1beta1 (deprecated upstream) is not offered.
-        core::ClusterResourceSet::crd(),
-        core::ClusterResourceSetBinding::crd(),
+        both(
+            core::ClusterResourceSet::crd(),
+            old::ClusterResourceSet::crd(),
+        ),
+        both(
+            core::ClusterResourceSetBinding::crd(),
+            old::ClusterResourceSetBinding::crd(),
+        ),
         bootstrap(
             core::KubeadmConfigTemplate::crd(),
             old::KubeadmConfigTemplate::crd(),

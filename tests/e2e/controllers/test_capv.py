@@ -249,8 +249,9 @@ def test_a_reconciling_resource_set_applies_changes_and_leaves_its_objects(plane
                                          "metadata": {"name": "palette", "namespace": "default"},
                                          "data": {"color": color}})
     plane.kubectl("-n", ns, "create", "configmap", "palette", f"--from-literal=data={manifest('red')}")
+    # Written in v1beta1, as templates written for older Cluster API releases have it.
     plane.kubectl("-n", ns, "apply", "-f", "-", input=json.dumps({
-        "apiVersion": "addons.cluster.x-k8s.io/v1beta2", "kind": "ClusterResourceSet",
+        "apiVersion": "addons.cluster.x-k8s.io/v1beta1", "kind": "ClusterResourceSet",
         "metadata": {"name": "palette"},
         "spec": {"clusterSelector": {"matchLabels": {"cluster.x-k8s.io/cluster-name": "c2"}},
                  "strategy": "Reconcile",
@@ -276,6 +277,19 @@ def test_a_reconciling_resource_set_applies_changes_and_leaves_its_objects(plane
     wait_for(lambda: color() == "blue", timeout=30, what="the change applied")
     again = next(b for b in binding()["spec"]["bindings"] if b["clusterResourceSetName"] == "palette")
     assert again["resources"][0]["hash"] != first["resources"][0]["hash"]
+    # Read in either version: v1beta1 with its conditions at the top and v1beta2's under
+    # `status.v1beta2`, as upstream converts them.
+    old = get(plane, ns, "clusterresourcesets.v1beta1.addons.cluster.x-k8s.io", "palette")
+    assert old["apiVersion"] == "addons.cluster.x-k8s.io/v1beta1"
+    applied = condition(old, "ResourcesApplied")
+    assert applied["status"] == "True" and "observedGeneration" not in applied, old["status"]
+    assert [c["type"] for c in old["status"]["v1beta2"]["conditions"]
+            if c["type"] == "ResourcesApplied"] == ["ResourcesApplied"]
+    new = get(plane, ns, "clusterresourcesets.v1beta2.addons.cluster.x-k8s.io", "palette")
+    assert new["spec"]["strategy"] == "Reconcile" and "v1beta2" not in new["status"]
+    assert condition(new, "ResourcesApplied")["status"] == "True"
+    assert get(plane, ns, "clusterresourcesetbindings.v1beta1.addons.cluster.x-k8s.io",
+               "c2")["spec"] == binding()["spec"]
 
     # A set that is not Reconcile refuses to become one; an empty selector is refused.
     out = plane.kubectl("-n", ns, "patch", "clusterresourcesets.addons.cluster.x-k8s.io",

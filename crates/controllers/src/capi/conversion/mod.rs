@@ -69,6 +69,7 @@ fn conversion_of(group: &str, kind_name: &str) -> Option<KindConversion> {
     use crate::capi::{CORE_GROUP, INFRA_GROUP};
     const BOOTSTRAP: &str = "bootstrap.cluster.x-k8s.io";
     const CONTROL_PLANE: &str = "controlplane.cluster.x-k8s.io";
+    const ADDONS: &str = "addons.cluster.x-k8s.io";
     let conversion = match (group, kind_name) {
         (CORE_GROUP, "Cluster") => kind(cluster::to_hub, cluster::from_hub),
         (CORE_GROUP, "ClusterClass") => kind(cluster_class::to_hub, cluster_class::from_hub),
@@ -98,6 +99,15 @@ fn conversion_of(group: &str, kind_name: &str) -> Option<KindConversion> {
             control_plane::template_to_hub,
             control_plane::template_from_hub,
         ),
+        // Upstream keeps no conversion data for the add-on kinds.
+        (ADDONS, "ClusterResourceSet") => KindConversion {
+            keeps_data: false,
+            ..kind(resource_set_to_hub, resource_set_from_hub)
+        },
+        (ADDONS, "ClusterResourceSetBinding") => KindConversion {
+            keeps_data: false,
+            ..kind(|_, _| Ok(()), |_, _| Ok(()))
+        },
         (INFRA_GROUP, "DevCluster") => kind(dev::cluster_to_hub, dev::cluster_from_hub),
         (INFRA_GROUP, "DevMachine") => kind(dev::machine_to_hub, dev::machine_from_hub),
         (INFRA_GROUP, "DevClusterTemplate") => KindConversion {
@@ -110,6 +120,22 @@ fn conversion_of(group: &str, kind_name: &str) -> Option<KindConversion> {
         _ => return None,
     };
     Some(conversion)
+}
+
+/// A `ClusterResourceSet` to v1beta2: the same spec; its v1beta1 conditions under
+/// `deprecated`, the v1beta2 ones at the top. (A binding's two versions are the same.)
+fn resource_set_to_hub(o: &mut Object, _: Restored) -> Result<(), String> {
+    if let Some(status) = o.get_mut("status").and_then(Value::as_object_mut) {
+        conditions_to_hub(status, &[], &[]);
+    }
+    Ok(())
+}
+
+fn resource_set_from_hub(o: &mut Object, _: &Versions) -> Result<(), String> {
+    if let Some(status) = o.get_mut("status").and_then(Value::as_object_mut) {
+        conditions_from_hub(status, &[], &[]);
+    }
+    Ok(())
 }
 
 /// The apiVersions of referenced kinds, as far as they are known; a conversion that meets an

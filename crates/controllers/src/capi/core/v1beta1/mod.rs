@@ -3,12 +3,14 @@
 //! give each kind's CRD its `v1beta1` schema and printer columns, and objects are converted
 //! between the versions on the way in and out (see `capi::conversion`).
 
+mod addons;
 mod cluster;
 mod clusterclass;
 mod healthcheck;
 mod kubeadm;
 mod machine;
 
+pub use addons::{ClusterResourceSet, ClusterResourceSetBinding};
 pub use cluster::Cluster;
 pub use clusterclass::ClusterClass;
 pub use healthcheck::MachineHealthCheck;
