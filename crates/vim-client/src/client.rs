@@ -188,6 +188,11 @@ impl Client {
         self.cookie.read().map(|c| c.clone()).unwrap_or_default()
     }
 
+    /// The session cookie (`name=value`), for the services that share the vim session (PBM).
+    pub(crate) fn session_cookie(&self) -> Option<String> {
+        self.cookie()
+    }
+
     fn set_cookie(&self, cookie: Option<String>) {
         if let Ok(mut c) = self.cookie.write() {
             *c = cookie;

@@ -18,6 +18,7 @@
 
 pub mod client;
 pub mod ops;
+pub mod pbm;
 pub mod rest;
 pub mod trust;
 pub mod updates;

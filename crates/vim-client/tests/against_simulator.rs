@@ -427,3 +427,40 @@ async fn tags_are_attached_to_a_vm_and_an_unknown_one_is_refused() {
         .unwrap_err();
     assert_eq!(err.fault_kind(), Some("tagging"), "{err}");
 }
+
+#[tokio::test]
+async fn storage_policies_are_found_by_name_and_place_on_compliant_datastores() {
+    let sim = simulator().await;
+    let trust = Trust::Thumbprint(sim.cert().thumbprint_sha256.clone());
+    let client = Client::connect(credentials(&sim, trust)).await.unwrap();
+    let id = client
+        .storage_policy_id("vSAN Default Storage Policy")
+        .await
+        .unwrap();
+    assert_eq!(id.as_deref(), Some("aa6d5a82-1c88-45da-85d3-3d74b91a5bad"));
+    assert_eq!(client.storage_policy_id("Gold").await.unwrap(), None);
+    let datastores: Vec<Moref> = client
+        .list("Datastore", &["name"])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.obj)
+        .collect();
+    assert!(!datastores.is_empty());
+    let compatible = client
+        .compatible_datastores(id.as_deref().unwrap(), &datastores)
+        .await
+        .unwrap();
+    assert_eq!(compatible, datastores);
+    // PBM shares the vim session: one the vCenter forgot is replaced for it too.
+    let manager = client.content().session_manager.clone();
+    client
+        .call(&format!(
+            r#"<Logout xmlns="urn:vim25">{}</Logout>"#,
+            manager.element("_this")
+        ))
+        .await
+        .unwrap();
+    assert!(client.storage_policy_id("Gold").await.unwrap().is_none());
+    assert_eq!(client.logins(), 2);
+}

@@ -749,3 +749,55 @@ def test_failure_domains_are_checked_and_place_the_control_plane(plane, ns, tmp_
             plane.kubectl("delete", f"vspheredeploymentzones.{GROUP}", name, "--wait=false")
     finally:
         Disconnect(si)
+
+
+def test_a_storage_policy_chooses_the_datastore_and_an_unknown_one_is_reported(plane, ns, tmp_path):
+    """`storagePolicyName`, as CAPV's clone reads it through the vCenter's PBM service: an
+    unknown policy is reported on the VSphereVM; named right, the VM is cloned onto a
+    datastore that satisfies it."""
+    v = Vcsim(tmp_path)
+    try:
+        sha1 = next(line for line in v.banner if "SHA-1" in line).rsplit(" ", 1)[1]
+        plane.kubectl("-n", ns, "create", "secret", "generic", "creds",
+                      f"--from-literal=username={USER}", f"--from-literal=password={PASSWORD}")
+        plane.kubectl("-n", ns, "create", "secret", "generic", "p1-bootstrap",
+                      "--from-literal=value=#cloud-config")
+        labels = {"cluster.x-k8s.io/cluster-name": "p"}
+        machine = lambda policy: {
+            "apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereMachine",
+            "metadata": {"name": "p1", "labels": labels},
+            "spec": {"template": "DC0_H0_VM0", "datacenter": "DC0", "storagePolicyName": policy,
+                     "network": {"devices": [{"networkName": "VM Network", "dhcp4": True}]}}}
+        plane.kubectl("-n", ns, "apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(o) for o in [
+            {"apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereCluster", "metadata": {"name": "p"},
+             "spec": {"server": f"https://127.0.0.1:{v.port}", "thumbprint": sha1,
+                      "identityRef": {"kind": "Secret", "name": "creds"},
+                      "controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443}}},
+            {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "p"},
+             "spec": {"infrastructureRef": {"apiGroup": GROUP, "kind": "VSphereCluster", "name": "p"}}},
+            {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+             "metadata": {"name": "p1", "labels": labels},
+             "spec": {"clusterName": "p", "version": "v1.33.0",
+                      "bootstrap": {"dataSecretName": "p1-bootstrap"},
+                      "infrastructureRef": {"apiGroup": GROUP, "kind": "VSphereMachine", "name": "p1"}}},
+            machine("Gold"),
+        ]))
+        refused = wait_for(lambda: (lambda c: c if c.get("reason") == "NotProvisioned" else None)(
+            provisioned_condition(plane, ns, "p1")), timeout=60, what="the unknown policy reported")
+        assert 'no pbm profile found with name: "Gold"' in refused["message"], refused
+        # Named as the vCenter names it: cloned onto a datastore of the pool's cluster.
+        plane.kubectl("-n", ns, "apply", "--server-side", "-f", "-",
+                      input=json.dumps(machine("vSAN Default Storage Policy")))
+        wait_for(lambda: (get(plane, ns, f"vspherevms.{GROUP}", "p1") or {}).get(
+            "status", {}).get("ready") is True, timeout=90, what="the VM ready under the policy")
+        si = v.connect()
+        try:
+            made = vms_named(si, "p1")["p1"]
+            pool_datastores = {d.name for d in made.resourcePool.owner.datastore}
+            assert made.datastore[0].name in pool_datastores
+        finally:
+            Disconnect(si)
+        plane.kubectl("-n", ns, "delete", "machines.cluster.x-k8s.io", "p1", "--wait=true",
+                      timeout=60)
+    finally:
+        v.stop()

@@ -16,6 +16,7 @@ mod identity;
 mod machine;
 mod modules;
 mod power_off;
+mod storage_policy;
 mod supervisor;
 pub mod types;
 mod vm;

@@ -326,11 +326,18 @@ impl Reconciler {
             let userdata = self.bootstrap_data(vm).await?;
             let template = template(vc, vm).await?;
             let place = placement::resolve(&vc.client, Some(&placement_of(vm)), &template).await?;
+            let by_policy = super::storage_policy::datastore(
+                &vc.client,
+                vm,
+                &place.pool,
+                place.datastore.as_ref(),
+            )
+            .await?;
             let spec = CloneSpec {
                 name: name.clone(),
                 folder: place.folder,
                 pool: place.pool,
-                datastore: place.datastore,
+                datastore: by_policy.or(place.datastore),
                 // CAPV gives a VM two CPUs at least, and 2 GiB unless told.
                 cpus: Some(vm.spec.number("numCPUs").unwrap_or(2).max(2)),
                 memory_mb: Some(vm.spec.number("memoryMiB").unwrap_or(2048)),
