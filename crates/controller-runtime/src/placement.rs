@@ -37,6 +37,9 @@ pub struct Resolved {
     pub folder: Moref,
     pub pool: Moref,
     pub datastore: Option<Moref>,
+    /// Every datastore of the compute resource that owns the pool (what a clone there can
+    /// use), as read to choose `datastore`.
+    pub pool_datastores: Vec<Moref>,
     /// The clone's `<deviceChange>`s: the template's NICs replaced by one on the network
     /// (empty when they are all on it already).
     pub device_change: String,
@@ -76,6 +79,16 @@ pub async fn resolve(
             .prop(prop)
             .and_then(|v| v.items().first().and_then(|m| m.moref()).cloned())
     };
+    let pool_datastores: Vec<Moref> = compute
+        .prop("datastore")
+        .map(|v| {
+            v.items()
+                .into_iter()
+                .filter_map(Val::moref)
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
     let datastore = match &p.datastore {
         Some(d) => find(client, &path_in(&dc.name, "datastore", d), "datastore").await?,
         None => first("datastore").ok_or_else(|| format!("{owner} has no datastore"))?,
@@ -92,6 +105,7 @@ pub async fn resolve(
         folder,
         pool,
         datastore: Some(datastore),
+        pool_datastores,
         device_change,
     })
 }
@@ -198,7 +212,7 @@ async fn nic_on(
 }
 
 /// `name` as a path under the datacenter's `kind` folder, unless it is a path already.
-fn path_in(dc: &str, kind: &str, name: &str) -> String {
+pub fn path_in(dc: &str, kind: &str, name: &str) -> String {
     if name.contains('/') {
         name.trim_start_matches('/').to_string()
     } else {

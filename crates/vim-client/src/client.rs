@@ -201,9 +201,7 @@ impl Client {
 
     /// One POST to `/sdk`.
     async fn post(&self, body: &str) -> Result<Answer> {
-        let envelope = format!(
-            r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body>{body}</soapenv:Body></soapenv:Envelope>"#
-        );
+        let envelope = envelope("", body);
         let mut request = http::Request::post(self.url.clone())
             .header(http::header::CONTENT_TYPE, "text/xml; charset=utf-8")
             .header(
@@ -221,13 +219,29 @@ impl Client {
             let set = set.to_str().unwrap_or_default();
             self.set_cookie(Some(set.split(';').next().unwrap_or(set).to_string()));
         }
-        let text = String::from_utf8_lossy(&bytes);
-        match Answer::new(&text) {
-            Err(Error::Answer(_)) if !status.is_success() => {
-                Err(Error::Transport(format!("{}: HTTP {status}", self.url)))
-            }
-            other => other,
+        answer(&self.url.to_string(), status, &bytes)
+    }
+}
+
+/// A SOAP envelope around `body`, with `header` (SOAP header elements; none when empty).
+pub(crate) fn envelope(header: &str, body: &str) -> String {
+    let header = match header {
+        "" => String::new(),
+        h => format!("<soapenv:Header>{h}</soapenv:Header>"),
+    };
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">{header}<soapenv:Body>{body}</soapenv:Body></soapenv:Envelope>"#
+    )
+}
+
+/// A SOAP answer from `url`: its returned values, its fault, or the HTTP status when the
+/// body is no SOAP at all.
+pub(crate) fn answer(url: &str, status: http::StatusCode, bytes: &[u8]) -> Result<Answer> {
+    match Answer::new(&String::from_utf8_lossy(bytes)) {
+        Err(Error::Answer(_)) if !status.is_success() => {
+            Err(Error::Transport(format!("{url}: HTTP {status}")))
         }
+        other => other,
     }
 }
 

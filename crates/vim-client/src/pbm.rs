@@ -104,10 +104,8 @@ impl Client {
             .and_then(|c| c.split_once('='))
             .map(|(_, v)| v.trim_matches('"').to_string())
             .unwrap_or_default();
-        let envelope = format!(
-            r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Header><vcSessionCookie>{}</vcSessionCookie></soapenv:Header><soapenv:Body>{body}</soapenv:Body></soapenv:Envelope>"#,
-            escape(&key)
-        );
+        let vc_session = format!("<vcSessionCookie>{}</vcSessionCookie>", escape(&key));
+        let envelope = crate::client::envelope(&vc_session, body);
         let mut request = http::Request::post(format!("{}/pbm/sdk", self.base()))
             .header(http::header::CONTENT_TYPE, "text/xml; charset=utf-8")
             .header("SOAPAction", "\"urn:pbm/2.0\"");
@@ -118,12 +116,6 @@ impl Client {
             .body(Full::new(Bytes::from(envelope)))
             .map_err(|e| Error::Config(e.to_string()))?;
         let (status, _, bytes) = self.send(request).await?;
-        match Answer::new(&String::from_utf8_lossy(&bytes)) {
-            Err(Error::Answer(_)) if !status.is_success() => Err(Error::Transport(format!(
-                "{}/pbm/sdk: HTTP {status}",
-                self.base()
-            ))),
-            other => other,
-        }
+        crate::client::answer(&format!("{}/pbm/sdk", self.base()), status, &bytes)
     }
 }

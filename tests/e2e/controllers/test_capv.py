@@ -467,6 +467,47 @@ def test_supervisor_mode_makes_vm_operator_virtual_machines_that_join(plane, ns,
         Disconnect(si)
 
 
+def vcsim_cluster(plane, ns, v, name):
+    """A VSphereCluster on an `infrasim vcsim` process, logged in to with an identity Secret
+    (`creds`) and trusted by its SHA-1 thumbprint as a CAPV user with a real vCenter writes
+    it, and its Cluster: the objects to apply."""
+    sha1 = next(line for line in v.banner if "SHA-1" in line).rsplit(" ", 1)[1]
+    plane.kubectl("-n", ns, "create", "secret", "generic", "creds",
+                  f"--from-literal=username={USER}", f"--from-literal=password={PASSWORD}")
+    return [
+        {"apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereCluster", "metadata": {"name": name},
+         "spec": {"server": f"https://127.0.0.1:{v.port}", "thumbprint": sha1,
+                  "identityRef": {"kind": "Secret", "name": "creds"},
+                  "controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443}}},
+        {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": name},
+         "spec": {"infrastructureRef": {"apiGroup": GROUP, "kind": "VSphereCluster", "name": name}}},
+    ]
+
+
+def bootstrapped_machine(plane, ns, cluster, name):
+    """A Machine of `cluster` with its bootstrap data Secret made, on the VSphereMachine of
+    its name."""
+    plane.kubectl("-n", ns, "create", "secret", "generic", f"{name}-bootstrap",
+                  "--from-literal=value=#cloud-config")
+    return {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+            "spec": {"clusterName": cluster, "version": "v1.33.0",
+                     "bootstrap": {"dataSecretName": f"{name}-bootstrap"},
+                     "infrastructureRef": {"apiGroup": GROUP, "kind": "VSphereMachine", "name": name}}}
+
+
+def vsphere_machine(cluster, name, spec):
+    return {"apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereMachine",
+            "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+            "spec": {"template": "DC0_H0_VM0", "datacenter": "DC0",
+                     "network": {"devices": [{"networkName": "VM Network", "dhcp4": True}]}, **spec}}
+
+
+def apply_all(plane, ns, objects):
+    plane.kubectl("-n", ns, "apply", "--server-side", "-f", "-",
+                  input="\n---\n".join(json.dumps(o) for o in objects))
+
+
 def provisioned_condition(plane, ns, name):
     vm = get(plane, ns, f"vspherevms.{GROUP}", name) or {}
     return condition(vm, "VirtualMachineProvisioned") or {}
@@ -481,30 +522,10 @@ def test_against_a_vcsim_process_failures_are_reported_and_recovered(plane, ns, 
                                   "fault": "InsufficientResourcesFault", "times": 1}]))
     v = Vcsim(tmp_path, "--faults", str(rules))
     try:
-        sha1 = next(line for line in v.banner if "SHA-1" in line).rsplit(" ", 1)[1]
-        server = f"https://127.0.0.1:{v.port}"
-        plane.kubectl("-n", ns, "create", "secret", "generic", "creds",
-                      f"--from-literal=username={USER}", f"--from-literal=password={PASSWORD}")
-        plane.kubectl("-n", ns, "create", "secret", "generic", "m1-bootstrap",
-                      "--from-literal=value=#cloud-config")
-        labels = {"cluster.x-k8s.io/cluster-name": "v1"}
-        plane.kubectl("-n", ns, "apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(o) for o in [
-            {"apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereCluster", "metadata": {"name": "v1"},
-             "spec": {"server": server, "thumbprint": sha1,
-                      "identityRef": {"kind": "Secret", "name": "creds"},
-                      "controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443}}},
-            {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "v1"},
-             "spec": {"infrastructureRef": {"apiGroup": GROUP, "kind": "VSphereCluster", "name": "v1"}}},
-            {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-             "metadata": {"name": "m1", "labels": labels},
-             "spec": {"clusterName": "v1", "version": "v1.33.0",
-                      "bootstrap": {"dataSecretName": "m1-bootstrap"},
-                      "infrastructureRef": {"apiGroup": GROUP, "kind": "VSphereMachine", "name": "m1"}}},
-            {"apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereMachine",
-             "metadata": {"name": "m1", "labels": labels},
-             "spec": {"template": "DC0_H0_VM0", "datacenter": "DC0", "numCPUs": 2, "memoryMiB": 1024,
-                      "network": {"devices": [{"networkName": "VM Network", "dhcp4": True}]}}},
-        ]))
+        apply_all(plane, ns, vcsim_cluster(plane, ns, v, "v1") + [
+            bootstrapped_machine(plane, ns, "v1", "m1"),
+            vsphere_machine("v1", "m1", {"numCPUs": 2, "memoryMiB": 1024}),
+        ])
         cluster = wait_for(lambda: (lambda c: c if (condition(c, "VCenterAvailable") or {}).get(
             "status") == "True" else None)(get(plane, ns, f"vsphereclusters.{GROUP}", "v1")),
             timeout=30, what="VCenterAvailable")
@@ -547,19 +568,8 @@ def test_against_a_vcsim_process_failures_are_reported_and_recovered(plane, ns, 
             killed = [s.key for s in manager.sessionList if s.key != mine]
             assert killed, "the stand-in holds a session"
             manager.TerminateSession(killed)
-            plane.kubectl("-n", ns, "create", "secret", "generic", "m2-bootstrap",
-                          "--from-literal=value=#cloud-config")
-            plane.kubectl("-n", ns, "apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(o) for o in [
-                {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-                 "metadata": {"name": "m2", "labels": labels},
-                 "spec": {"clusterName": "v1", "version": "v1.33.0",
-                          "bootstrap": {"dataSecretName": "m2-bootstrap"},
-                          "infrastructureRef": {"apiGroup": GROUP, "kind": "VSphereMachine", "name": "m2"}}},
-                {"apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereMachine",
-                 "metadata": {"name": "m2", "labels": labels},
-                 "spec": {"template": "DC0_H0_VM0", "datacenter": "DC0", "powerOffMode": "soft",
-                          "network": {"devices": [{"networkName": "VM Network", "dhcp4": True}]}}},
-            ]))
+            apply_all(plane, ns, [bootstrapped_machine(plane, ns, "v1", "m2"),
+                                  vsphere_machine("v1", "m2", {"powerOffMode": "soft"})])
             wait_for(lambda: (get(plane, ns, f"vspherevms.{GROUP}", "m2") or {}).get(
                 "status", {}).get("ready") is True, timeout=60, what="m2 ready after the kill")
             assert vms_named(si, "m2")["m2"].runtime.powerState == "poweredOn"
@@ -763,37 +773,14 @@ def test_a_storage_policy_chooses_the_datastore_and_an_unknown_one_is_reported(p
     datastore that satisfies it."""
     v = Vcsim(tmp_path)
     try:
-        sha1 = next(line for line in v.banner if "SHA-1" in line).rsplit(" ", 1)[1]
-        plane.kubectl("-n", ns, "create", "secret", "generic", "creds",
-                      f"--from-literal=username={USER}", f"--from-literal=password={PASSWORD}")
-        plane.kubectl("-n", ns, "create", "secret", "generic", "p1-bootstrap",
-                      "--from-literal=value=#cloud-config")
-        labels = {"cluster.x-k8s.io/cluster-name": "p"}
-        machine = lambda policy: {
-            "apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereMachine",
-            "metadata": {"name": "p1", "labels": labels},
-            "spec": {"template": "DC0_H0_VM0", "datacenter": "DC0", "storagePolicyName": policy,
-                     "network": {"devices": [{"networkName": "VM Network", "dhcp4": True}]}}}
-        plane.kubectl("-n", ns, "apply", "--server-side", "-f", "-", input="\n---\n".join(json.dumps(o) for o in [
-            {"apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereCluster", "metadata": {"name": "p"},
-             "spec": {"server": f"https://127.0.0.1:{v.port}", "thumbprint": sha1,
-                      "identityRef": {"kind": "Secret", "name": "creds"},
-                      "controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443}}},
-            {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "p"},
-             "spec": {"infrastructureRef": {"apiGroup": GROUP, "kind": "VSphereCluster", "name": "p"}}},
-            {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-             "metadata": {"name": "p1", "labels": labels},
-             "spec": {"clusterName": "p", "version": "v1.33.0",
-                      "bootstrap": {"dataSecretName": "p1-bootstrap"},
-                      "infrastructureRef": {"apiGroup": GROUP, "kind": "VSphereMachine", "name": "p1"}}},
-            machine("Gold"),
-        ]))
+        machine = lambda policy: vsphere_machine("p", "p1", {"storagePolicyName": policy})
+        apply_all(plane, ns, vcsim_cluster(plane, ns, v, "p") + [
+            bootstrapped_machine(plane, ns, "p", "p1"), machine("Gold")])
         refused = wait_for(lambda: (lambda c: c if c.get("reason") == "NotProvisioned" else None)(
             provisioned_condition(plane, ns, "p1")), timeout=60, what="the unknown policy reported")
         assert 'no pbm profile found with name: "Gold"' in refused["message"], refused
         # Named as the vCenter names it: cloned onto a datastore of the pool's cluster.
-        plane.kubectl("-n", ns, "apply", "--server-side", "-f", "-",
-                      input=json.dumps(machine("vSAN Default Storage Policy")))
+        apply_all(plane, ns, [machine("vSAN Default Storage Policy")])
         wait_for(lambda: (get(plane, ns, f"vspherevms.{GROUP}", "p1") or {}).get(
             "status", {}).get("ready") is True, timeout=90, what="the VM ready under the policy")
         si = v.connect()

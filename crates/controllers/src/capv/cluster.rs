@@ -236,7 +236,7 @@ impl Reconciler {
             .await
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("secrets \"{}\" not found", identity.name))?;
-        let owner = super::identity::owner_reference(c);
+        let owner = crate::capi::standin::objects::owner_ref(c, false);
         super::identity::claim(&secrets, &secret, owner)
             .await
             .map_err(|e| match e {

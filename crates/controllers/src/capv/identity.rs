@@ -90,7 +90,8 @@ async fn claim_secret(r: &Reconciler, identity: &VSphereClusterIdentity) -> Resu
         }
         Err(e) => return Err(("SecretNotAvailable", e.to_string(), None)),
     };
-    let owner = owner_reference(identity);
+    // No controller flag, as CAPV adds it.
+    let owner = crate::capi::standin::objects::owner_ref(identity, false);
     claim(&secrets, &secret, owner).await.map_err(|e| match e {
         Claim::InUse => (
             "SecretAlreadyInUse",
@@ -180,17 +181,6 @@ pub(super) async fn release_secret(secrets: &Api<Secret>, name: &str) -> Result<
         }
     }
     Ok(())
-}
-
-/// The owner reference CAPV puts on a Secret for `obj` (no controller flag).
-pub(super) fn owner_reference<K: Resource<DynamicType = ()>>(obj: &K) -> OwnerReference {
-    OwnerReference {
-        api_version: K::api_version(&()).to_string(),
-        kind: K::kind(&()).to_string(),
-        name: obj.name_any(),
-        uid: obj.uid().unwrap_or_default(),
-        ..OwnerReference::default()
-    }
 }
 
 /// Writes the identity's status as CAPV does: `Paused` and `Available` (no `Ready` in

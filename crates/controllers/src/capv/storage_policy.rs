@@ -6,16 +6,16 @@
 //! which is one of the outcomes CAPV can have.
 
 use super::types::VSphereVM;
+use infrasim_controller_runtime::placement::Resolved;
 use infrasim_vim_client::{Client, Moref};
 
 /// The datastore to clone `vm` onto under its storage policy: `Some` to use instead of
-/// `chosen` (the placement's), `None` to keep it (no policy, or the spec names a datastore
-/// that complies); why not, for the `VirtualMachineProvisioned` condition.
+/// the placement's (`place.datastore`), `None` to keep it (no policy, or the spec names a
+/// datastore that complies); why not, for the `VirtualMachineProvisioned` condition.
 pub(super) async fn datastore(
     client: &Client,
     vm: &VSphereVM,
-    pool: &Moref,
-    chosen: Option<&Moref>,
+    place: &Resolved,
 ) -> Result<Option<Moref>, String> {
     let Some(name) = vm.spec.text("storagePolicyName") else {
         return Ok(None);
@@ -28,9 +28,9 @@ pub(super) async fn datastore(
             format!("unable to get storageProfileID from name {name}: no pbm profile found with name: \"{name}\"")
         })?;
     let named = vm.spec.text("datastore").is_some();
-    let hubs = match (named, chosen) {
+    let hubs = match (named, &place.datastore) {
         (true, Some(ds)) => vec![ds.clone()],
-        _ => pool_datastores(client, pool).await?,
+        _ => out_of_maintenance(client, &place.pool_datastores).await?,
     };
     let compatible = client
         .compatible_datastores(&id, &hubs)
@@ -44,34 +44,16 @@ pub(super) async fn datastore(
     Ok((!named).then(|| first.clone()))
 }
 
-/// The datastores of the compute resource that owns `pool`, but those in maintenance.
-async fn pool_datastores(client: &Client, pool: &Moref) -> Result<Vec<Moref>, String> {
-    let read = |e: infrasim_vim_client::Error| e.to_string();
-    let owner = client.properties(pool, &["owner"]).await.map_err(read)?;
-    let owner = owner
-        .prop("owner")
-        .and_then(|o| o.moref())
-        .cloned()
-        .ok_or_else(|| format!("failed to get owning cluster of resourcepool {pool}"))?;
-    let compute = client
-        .properties(&owner, &["datastore"])
-        .await
-        .map_err(read)?;
+/// The datastores among `datastores` (the pool's compute resource's) not in maintenance.
+async fn out_of_maintenance(client: &Client, datastores: &[Moref]) -> Result<Vec<Moref>, String> {
     let mut usable = Vec::new();
-    for ds in compute
-        .prop("datastore")
-        .map(|d| d.items())
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|d| d.moref())
-    {
+    for ds in datastores {
         let summary = client
             .properties(ds, &["summary.maintenanceMode"])
             .await
-            .map_err(read)?;
-        match summary.text("summary.maintenanceMode") {
-            "" | "normal" => usable.push(ds.clone()),
-            _ => {}
+            .map_err(|e| e.to_string())?;
+        if matches!(summary.text("summary.maintenanceMode"), "" | "normal") {
+            usable.push(ds.clone());
         }
     }
     Ok(usable)

@@ -326,13 +326,7 @@ impl Reconciler {
             let userdata = self.bootstrap_data(vm).await?;
             let template = template(vc, vm).await?;
             let place = placement::resolve(&vc.client, Some(&placement_of(vm)), &template).await?;
-            let by_policy = super::storage_policy::datastore(
-                &vc.client,
-                vm,
-                &place.pool,
-                place.datastore.as_ref(),
-            )
-            .await?;
+            let by_policy = super::storage_policy::datastore(&vc.client, vm, &place).await?;
             let spec = CloneSpec {
                 name: name.clone(),
                 folder: place.folder,

@@ -20,8 +20,9 @@ use super::{Error, Reconciler};
 use crate::capi::core::Machine;
 use infrasim_controller_runtime::conditions::Condition;
 use infrasim_controller_runtime::informers::Informers;
+use infrasim_controller_runtime::placement::path_in as in_datacenter;
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
-use infrasim_controller_runtime::triggers::filtered;
+use infrasim_controller_runtime::triggers::{filtered, hash};
 use infrasim_controller_runtime::vcenters::VCenter;
 use infrasim_vim_client::{Client, Moref};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -63,18 +64,7 @@ pub(super) fn controller(informers: &Informers) -> Controller<VSphereDeploymentZ
 /// What of a Machine a zone's deletion waits on: its failure domain and its deletion.
 fn placed(m: &Machine) -> Option<u64> {
     let fd = m.spec.failure_domain.as_ref()?;
-    Some(hash(&(
-        m.uid(),
-        fd,
-        m.metadata.deletion_timestamp.is_some(),
-    )))
-}
-
-fn hash(v: &impl std::hash::Hash) -> u64 {
-    use std::hash::Hasher;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    v.hash(&mut h);
-    h.finish()
+    hash((m.uid(), fd, m.metadata.deletion_timestamp.is_some()))
 }
 
 impl Reconcile<VSphereDeploymentZone> for Reconciler {
@@ -267,15 +257,6 @@ fn constraint_unmet(reason: &str, why: &str) -> Condition {
     Condition::new("PlacementConstraintReady", false, reason, why)
 }
 
-/// `name` as an inventory path under the datacenter's `kind` folder (`vm`, `host`,
-/// `datastore`, `network`), unless it is a path already.
-fn in_datacenter(dc: &str, kind: &str, name: &str) -> String {
-    match name.contains('/') {
-        true => name.trim_start_matches('/').to_string(),
-        false => format!("{dc}/{kind}/{name}"),
-    }
-}
-
 async fn find(client: &Client, path: &str) -> Option<Moref> {
     client.find_by_inventory_path(path).await.ok().flatten()
 }
@@ -419,7 +400,7 @@ async fn own_failure_domain(
         return Ok(());
     }
     let mut owners = fd.owner_references().to_vec();
-    owners.push(super::identity::owner_reference(zone));
+    owners.push(crate::capi::standin::objects::owner_ref(zone, false));
     patch_owners(r, fd, owners).await
 }
 
@@ -554,14 +535,14 @@ pub(super) fn clusters_on_server(
 
 /// What of a zone its clusters list: its labels, server, control-plane flag and readiness.
 pub(super) fn zone_report(z: &VSphereDeploymentZone) -> Option<u64> {
-    Some(hash(&(
+    hash((
         z.uid(),
         z.labels(),
         &z.spec.server,
         z.spec.control_plane,
         z.status.as_ref().and_then(|s| s.ready()),
         z.metadata.deletion_timestamp.is_some(),
-    )))
+    ))
 }
 
 /// Places a VSphereVM's clone spec in the Machine's failure domain, as CAPV overrides it:
@@ -730,11 +711,5 @@ mod tests {
             ])
         );
         assert!(!spec.contains_key("resourcePool"));
-    }
-
-    #[test]
-    fn names_are_placed_in_the_datacenter_and_paths_kept() {
-        assert_eq!(in_datacenter("DC0", "vm", "team"), "DC0/vm/team");
-        assert_eq!(in_datacenter("DC0", "host", "/DC1/host/C"), "DC1/host/C");
     }
 }
