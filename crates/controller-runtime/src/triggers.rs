@@ -72,6 +72,27 @@ pub fn controller<K: Watched>(informer: &Informer<K>, index: Option<&Index<K>>) 
     .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
 }
 
+/// [`controller`] for the objects `keep` accepts only: the others never reach its
+/// reconciler (a provider among several serving one kind, as Cluster API's IPAM providers
+/// share `IPAddressClaim`, each taking the claims that name its pools). Its related watches
+/// must name accepted objects only too.
+pub fn controller_where<K: Watched>(informer: &Informer<K>, keep: fn(&K) -> bool) -> Controller<K> {
+    use futures::StreamExt;
+    let events = informer.subscribe().filter(move |event| {
+        futures::future::ready(match event {
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o) => {
+                keep(o)
+            }
+            watcher::Event::Init | watcher::Event::InitDone => true,
+        })
+    });
+    Controller::for_shared_stream(
+        only_changes(events, spec_and_metadata::<K>),
+        informer.store(),
+    )
+    .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
+}
+
 /// Reconciles a controller runs at once. kube-runtime's default is no limit: every due object
 /// starts at once, and at ten thousand clusters thousands of reconciles were in flight, each
 /// holding its objects, requests and connections. Capped, requests for an object that waits

@@ -66,6 +66,12 @@ pub fn sip() -> Vec<CustomResourceDefinition> {
     vec![SIPCluster::crd(), Vino::crd(), IPPool::crd(), hosts]
 }
 
+/// The in-cluster IPAM provider's pools (see [`crate::capi::ipam`]).
+pub fn ipam_in_cluster() -> Vec<CustomResourceDefinition> {
+    use crate::capi::ipam::types::{GlobalInClusterIPPool, InClusterIPPool};
+    vec![InClusterIPPool::crd(), GlobalInClusterIPPool::crd()]
+}
+
 /// The vcsim controller's kinds.
 pub fn vcsim() -> Vec<CustomResourceDefinition> {
     use crate::vcsim::types::{
@@ -342,6 +348,8 @@ pub fn core_reached(reach: Option<&Reach>) -> Vec<CustomResourceDefinition> {
             core::ClusterResourceSetBinding::crd(),
             old::ClusterResourceSetBinding::crd(),
         ),
+        both(core::IPAddressClaim::crd(), old::IPAddressClaim::crd()),
+        both(core::IPAddress::crd(), old::IPAddress::crd()),
         bootstrap(
             core::KubeadmConfigTemplate::crd(),
             old::KubeadmConfigTemplate::crd(),

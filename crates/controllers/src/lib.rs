@@ -70,7 +70,7 @@ impl Selection {
             parts.push("Cluster API in-memory provider (InMemory*, Dev*)");
         }
         parts.push(if self.capi_core {
-            "the embedded Cluster API core"
+            "the embedded Cluster API core (and in-cluster IPAM)"
         } else {
             "Cluster API core: external"
         });
@@ -106,6 +106,8 @@ impl Selection {
         }
         if self.capi_core {
             all.extend(crds::core_reached(self.v1beta1.then_some(&self.reach)));
+            // No real Cluster API, so no real IPAM provider whose CRDs these would overwrite.
+            all.extend(crds::ipam_in_cluster());
         }
         if self.vcsim {
             all.extend(crds::vcsim());
@@ -166,7 +168,10 @@ async fn run_selected(
     };
     let core = async {
         if selection.capi_core {
-            capi::standin::run(ctx.clone(), informers.clone()).await;
+            futures::join!(
+                capi::standin::run(ctx.clone(), informers.clone()),
+                capi::ipam::run(ctx.clone(), informers.clone()),
+            );
         }
     };
     let vcsim = async {

@@ -21,6 +21,7 @@
 //! ```
 
 mod call;
+mod cloud_init;
 mod config;
 mod custom_fields;
 mod data;

@@ -283,15 +283,27 @@ pub(crate) fn guest_ready(state: &mut State, vm: &Moref, boot: u64) {
             _ => Vec::new(),
         })
         .unwrap_or_default();
+    // A NIC the guest's cloud-init configures statically reports those addresses.
+    let statics = crate::cloud_init::static_addresses(
+        state
+            .inventory
+            .get(vm)
+            .and_then(|o| o.path("config.extraConfig")),
+    );
     let mut nets = Vec::new();
     let mut first_ip = None;
     for (i, (key, mac, network, name)) in nics.into_iter().enumerate() {
-        let ip = state.guests.ip_for(&vm.value, i, &network);
-        first_ip.get_or_insert_with(|| ip.clone());
+        let ips = match statics.get(&mac.to_ascii_lowercase()) {
+            Some(ips) => ips.clone(),
+            None => vec![state.guests.ip_for(&vm.value, i, &network)],
+        };
+        if let Some(ip) = ips.first() {
+            first_ip.get_or_insert_with(|| ip.clone());
+        }
         nets.push(Val::from(
             Data::new("GuestNicInfo")
                 .with("network", name.as_str())
-                .with("ipAddress", string_array([ip.clone()]))
+                .with("ipAddress", string_array(ips))
                 .with("macAddress", mac.as_str())
                 .with("connected", true)
                 .with("deviceConfigId", key),

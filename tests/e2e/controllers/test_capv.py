@@ -41,6 +41,23 @@ def infrasim_env(plane, ns, simulator, cluster, tmp_path, workers):
     return sourced(env_file)
 
 
+def generate(template, variables):
+    """`infrasim generate --from template` with `variables` in the environment, as a user
+    who sourced `infrasim env`'s file runs it: the rendered manifests."""
+    rendered = subprocess.run([BINARY, "generate", "--from", str(template)], env=variables,
+                              capture_output=True, text=True, timeout=30)
+    assert rendered.returncode == 0, rendered.stderr
+    return rendered.stdout
+
+
+def wait_available(plane, ns, cluster):
+    """The Cluster `cluster`, once its Available condition is True."""
+    def available():
+        c = get(plane, ns, "clusters.cluster.x-k8s.io", cluster)
+        return c if (condition(c, "Available") or {}).get("status") == "True" else None
+    return wait_for(available, timeout=120, what=f"Cluster {cluster} Available")
+
+
 def vms_named(si, prefix):
     """The simulator's VMs whose names start with `prefix`, by name."""
     view = si.content.viewManager.CreateContainerView(si.content.rootFolder,
@@ -112,23 +129,18 @@ def test_capvs_default_flavor_makes_vms_that_join_the_cluster(plane, ns, tmp_pat
     version = variables["KUBERNETES_VERSION"]
     assert variables["VSPHERE_TEMPLATE"].endswith(f"-kube-{version}"), variables
     # As a user without clusterctl renders it: `source vcsim.env; infrasim generate --from ...`.
-    rendered = subprocess.run([BINARY, "generate", "--from", str(TEMPLATE)], env=variables,
-                              capture_output=True, text=True, timeout=30)
-    assert rendered.returncode == 0, rendered.stderr
-    assert rendered.stdout == envsubst(TEMPLATE.read_text(), variables)
+    rendered = generate(TEMPLATE, variables)
+    assert rendered == envsubst(TEMPLATE.read_text(), variables)
     # The machines are tagged (a tag made in the simulator as an admin would).
     category = automation(variables, "POST", "/com/vmware/cis/tagging/category", {"create_spec": {
         "name": f"{ns}-role", "description": "", "cardinality": "MULTIPLE", "associable_types": []}})
     tag = automation(variables, "POST", "/com/vmware/cis/tagging/tag", {"create_spec": {
         "name": "capv", "description": "", "category_id": category}})
-    tagged = rendered.stdout.replace("      os: Linux\n", f"      os: Linux\n      tagIDs:\n      - '{tag}'\n")
+    tagged = rendered.replace("      os: Linux\n", f"      os: Linux\n      tagIDs:\n      - '{tag}'\n")
     assert tagged.count("tagIDs") == 2
     plane.kubectl("apply", "--server-side", "-f", "-", input=tagged)
 
-    def available():
-        c = get(plane, ns, "clusters.cluster.x-k8s.io", "c1")
-        return c if (condition(c, "Available") or {}).get("status") == "True" else None
-    wait_for(available, timeout=120, what="Cluster c1 Available")
+    wait_available(plane, ns, "c1")
 
     # Every Machine runs on a VM, named by CAPV's provider ID.
     machines = items(plane, ns, "machines.cluster.x-k8s.io")
@@ -320,20 +332,15 @@ def test_the_topology_flavor_patches_its_templates_and_makes_vms(plane, ns, tmp_
     variables = infrasim_env(plane, ns, "vcsim3", "t1", tmp_path, workers=1)
     variables["CLUSTER_CLASS_NAME"] = "capv-quick-start"
     for name in ["clusterclass-template.yaml", "cluster-template-topology.yaml"]:
-        rendered = subprocess.run([BINARY, "generate", "--from", str(DEPLOY / name)], env=variables,
-                                  capture_output=True, text=True, timeout=30)
-        assert rendered.returncode == 0, rendered.stderr
+        rendered = generate(DEPLOY / name, variables)
         # kube-vip's manifest gets the endpoint's address from the class's patch (a Go
         # template's regexReplaceAll): the Cluster's copy says another.
         ip = variables["CONTROL_PLANE_ENDPOINT_IP"]
-        text = re.sub(r"(name: address\n +value:) .*", r"\1 0.0.0.0", rendered.stdout)
-        assert (text != rendered.stdout) == name.startswith("cluster-template"), name
+        text = re.sub(r"(name: address\n +value:) .*", r"\1 0.0.0.0", rendered)
+        assert (text != rendered) == name.startswith("cluster-template"), name
         plane.kubectl("apply", "--server-side", "-f", "-", input=text)
 
-    def available():
-        c = get(plane, ns, "clusters.cluster.x-k8s.io", "t1")
-        return c if (condition(c, "Available") or {}).get("status") == "True" else None
-    cluster = wait_for(available, timeout=120, what="Cluster t1 Available")
+    cluster = wait_available(plane, ns, "t1")
     assert condition(cluster, "TopologyReconciled")["status"] == "True", cluster["status"]
 
     # The patched fields, in the objects made from the class's templates.
@@ -412,15 +419,8 @@ def test_supervisor_mode_makes_vm_operator_virtual_machines_that_join(plane, ns,
     variables = sourced(env_file)
     assert variables["VSPHERE_MACHINE_CLASS_NAME"] == "vcsim-default-vm-class"
     template = DEPLOY / "cluster-template-supervisor.yaml"
-    rendered = subprocess.run([BINARY, "generate", "--from", str(template)], env=variables,
-                              capture_output=True, text=True, timeout=30)
-    assert rendered.returncode == 0, rendered.stderr
-    plane.kubectl("apply", "--server-side", "-f", "-", input=rendered.stdout)
-
-    def available():
-        c = get(plane, ns, "clusters.cluster.x-k8s.io", "s1")
-        return c if (condition(c, "Available") or {}).get("status") == "True" else None
-    wait_for(available, timeout=120, what="Cluster s1 Available")
+    plane.kubectl("apply", "--server-side", "-f", "-", input=generate(template, variables))
+    wait_available(plane, ns, "s1")
     supervisor = "vmware.infrastructure.cluster.x-k8s.io"
     cluster = get(plane, ns, f"vsphereclusters.{supervisor}", "s1")
     assert cluster["status"]["initialization"]["provisioned"] is True
@@ -725,19 +725,14 @@ def test_failure_domains_are_checked_and_place_the_control_plane(plane, ns, tmp_
         # The cluster selects the good zone (a zone it selected that is not ready would keep
         # its infrastructure from being Ready, as in CAPV): it is its failure domain, and the
         # control plane's machine goes there.
-        rendered = subprocess.run([BINARY, "generate", "--from", str(TEMPLATE)], env=variables,
-                                  capture_output=True, text=True, timeout=30)
-        assert rendered.returncode == 0, rendered.stderr
+        rendered = generate(TEMPLATE, variables)
         selector = f"  failureDomainSelector:\n    matchLabels:\n      test: {ns}\n"
-        manifest = rendered.stdout.replace("  identityRef:\n    kind: Secret\n",
+        manifest = rendered.replace("  identityRef:\n    kind: Secret\n",
                                            selector + "  identityRef:\n    kind: Secret\n", 1)
         assert selector in manifest
         plane.kubectl("apply", "--server-side", "-f", "-", input=manifest)
 
-        def available():
-            c = get(plane, ns, "clusters.cluster.x-k8s.io", "fd1")
-            return c if (condition(c, "Available") or {}).get("status") == "True" else None
-        cluster = wait_for(available, timeout=120, what="Cluster fd1 Available")
+        cluster = wait_available(plane, ns, "fd1")
         assert [d["name"] for d in cluster["status"]["failureDomains"]] == [good]
         vsphere_cluster = get(plane, ns, f"vsphereclusters.{GROUP}", "fd1")
         assert vsphere_cluster["status"]["failureDomains"] == [{"name": good, "controlPlane": True}]
@@ -794,3 +789,77 @@ def test_a_storage_policy_chooses_the_datastore_and_an_unknown_one_is_reported(p
                       timeout=60)
     finally:
         v.stop()
+
+
+def test_the_node_ipam_flavor_takes_machine_addresses_from_a_pool(plane, ns, tmp_path):
+    """CAPV's node-ipam flavor: each VSphereVM claims an address from an InClusterIPPool
+    (Cluster API's IPAM contract, fulfilled by the embedded in-cluster IPAM provider); the
+    address, its prefix and the pool's gateway go into the VM's cloud-init metadata, the
+    guest comes up with it, and deleting the Cluster gives the addresses back."""
+    variables = infrasim_env(plane, ns, "vcsim1", "ip1", tmp_path, workers=1)
+    ipam = "ipam.cluster.x-k8s.io"
+    plane.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": f"{ipam}/v1alpha2", "kind": "InClusterIPPool",
+        "metadata": {"name": "ip1-nodes", "namespace": ns},
+        "spec": {"addresses": ["10.20.0.10-10.20.0.19"], "prefix": 24, "gateway": "10.20.0.1"}}))
+    pool = wait_for(lambda: (lambda p: p if p.get("status", {}).get("ipAddresses") else None)(
+        get(plane, ns, f"inclusterippools.{ipam}", "ip1-nodes")), timeout=30, what="pool counted")
+    assert pool["status"]["ipAddresses"] == {"total": 10, "used": 0, "free": 10, "outOfRange": 0}
+    # The variables CAPV's node-ipam flavor reads, as a user exports them.
+    variables.update(NODE_IPAM_POOL_API_GROUP=ipam, NODE_IPAM_POOL_KIND="InClusterIPPool",
+                     NODE_IPAM_POOL_NAME="ip1-nodes", NAMESERVER="10.20.0.2")
+    template = DEPLOY / "cluster-template-node-ipam.yaml"
+    plane.kubectl("apply", "--server-side", "-f", "-", input=generate(template, variables))
+    wait_available(plane, ns, "ip1")
+
+    vsphere_vms = {v["metadata"]["name"]: v for v in items(plane, ns, f"vspherevms.{GROUP}")}
+    assert len(vsphere_vms) == 2
+    given = {}
+    for name, v in vsphere_vms.items():
+        # One claim per device and pool, named as CAPV names it, owned by the VSphereVM.
+        claim = get(plane, ns, f"ipaddressclaims.{ipam}", f"{name}-0-0")
+        assert claim["metadata"]["ownerReferences"][0]["name"] == name
+        assert "vspherevm.infrastructure.cluster.x-k8s.io/ip-claim-protection" in \
+            claim["metadata"]["finalizers"]
+        assert claim["spec"]["poolRef"] == {"apiGroup": ipam, "kind": "InClusterIPPool",
+                                            "name": "ip1-nodes"}
+        address = get(plane, ns, f"ipaddresses.{ipam}", claim["status"]["addressRef"]["name"])
+        assert address["spec"]["prefix"] == 24 and address["spec"]["gateway"] == "10.20.0.1"
+        assert address["spec"]["claimRef"] == {"name": f"{name}-0-0"}
+        given[name] = address["spec"]["address"]
+        assert v["status"]["addresses"] == [given[name]]
+        assert condition(v, "IPAddressClaimsFulfilled")["status"] == "True"
+    # The pool's lowest free addresses (its gateway and the subnet's ends never).
+    assert sorted(given.values()) == ["10.20.0.10", "10.20.0.11"]
+    pool = wait_for(lambda: (lambda p: p if p["status"]["ipAddresses"]["used"] == 2 else None)(
+        get(plane, ns, f"inclusterippools.{ipam}", "ip1-nodes")), timeout=30, what="2 used")
+    assert pool["status"]["ipAddresses"]["free"] == 8
+    # v1beta1 readers see the same claim, its conditions where v1beta1 keeps them.
+    old = get(plane, ns, f"ipaddressclaims.v1beta1.{ipam}", next(iter(given)) + "-0-0")
+    assert old["apiVersion"] == f"{ipam}/v1beta1" and old["status"]["addressRef"]["name"]
+
+    host, port = variables["VSPHERE_SERVER"].removeprefix("https://").rsplit(":", 1)
+    si = SmartConnect(host=host, port=int(port), user=variables["VSPHERE_USERNAME"],
+                      pwd=variables["VSPHERE_PASSWORD"], disableSslCertValidation=True)
+    try:
+        vms = vms_named(si, "ip1-")
+        assert set(vms) == set(vsphere_vms)
+        for name, vm in vms.items():
+            # The guest configured the metadata's static address, as cloud-init does.
+            assert vm.guest.ipAddress == given[name]
+            metadata = base64.b64decode(extra_config(vm)["guestinfo.metadata"]).decode()
+            assert f'- "{given[name]}/24"' in metadata and 'gateway4: "10.20.0.1"' in metadata
+            assert "dhcp4: false" in metadata and '- "10.20.0.2"' in metadata, metadata
+        # A pool in use is kept (ProtectPool) until its addresses are given back.
+        plane.kubectl("-n", ns, "delete", f"inclusterippools.{ipam}", "ip1-nodes", "--wait=false")
+        assert get(plane, ns, f"inclusterippools.{ipam}", "ip1-nodes")["metadata"]["deletionTimestamp"]
+        plane.kubectl("-n", ns, "delete", "clusters.cluster.x-k8s.io", "ip1", "--wait=true",
+                      timeout=120)
+        assert vms_named(si, "ip1-") == {}
+        wait_for(lambda: items(plane, ns, f"ipaddresses.{ipam}") == [] and
+                 items(plane, ns, f"ipaddressclaims.{ipam}") == [], timeout=30,
+                 what="addresses and claims gone")
+        wait_for(lambda: items(plane, ns, f"inclusterippools.{ipam}") == [], timeout=30,
+                 what="the pool gone with its last address")
+    finally:
+        Disconnect(si)

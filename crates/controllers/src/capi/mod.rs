@@ -1,12 +1,13 @@
-//! Cluster API: the in-memory infrastructure provider (`infra`), the core kinds (`core`) and an
-//! embedded stand-in for the core's controllers (`standin`), with the labels and annotations
-//! Cluster API gives meaning to.
+//! Cluster API: the in-memory infrastructure provider (`infra`), the core kinds (`core`), an
+//! embedded stand-in for the core's controllers (`standin`) and for the in-cluster IPAM provider
+//! (`ipam`), with the labels and annotations Cluster API gives meaning to.
 
 pub mod admission;
 pub mod conversion;
 pub mod core;
 pub mod index;
 pub mod infra;
+pub mod ipam;
 pub mod standin;
 pub mod templates;
 pub mod triggers;

@@ -13,6 +13,7 @@
 mod cluster;
 pub mod credentials;
 mod identity;
+mod ip_claims;
 mod machine;
 mod modules;
 mod power_off;
@@ -115,6 +116,7 @@ fn v1beta1_conditions(
     for c in &mut old {
         let renamed = match c.type_.as_str() {
             "VirtualMachineProvisioned" => "VMProvisioned",
+            "IPAddressClaimsFulfilled" => "IPAddressClaimed",
             "FailureDomainsReady" => "FailureDomainsAvailable",
             "PlacementConstraintReady" => "PlacementConstraintMet",
             "FailureDomainValidated" => "VSphereFailureDomainValidated",

@@ -17,9 +17,10 @@
 //! its VM off and destroys it.
 
 use super::credentials;
+use super::ip_claims::{self, DeviceAddresses};
 use super::types::{owner_named, VSphereCluster, VSphereMachine, VSphereVM, GROUP};
 use super::{Error, Reconciler};
-use crate::capi::core::{Cluster, Machine};
+use crate::capi::core::{Cluster, IPAddressClaim, Machine};
 use base64::Engine;
 use infrasim_controller_runtime::conditions::Condition;
 use infrasim_controller_runtime::placement::{self, Placement};
@@ -56,7 +57,7 @@ enum Followed {
 }
 
 /// The VSphereVM controller (the vCenter's VM changes are added by the caller): its
-/// Cluster's gates (a pause) wake it.
+/// Cluster's gates (a pause) and its address claims' progress wake it.
 pub(super) fn controller(
     informers: &infrasim_controller_runtime::informers::Informers,
 ) -> kube::runtime::Controller<VSphereVM> {
@@ -68,6 +69,27 @@ pub(super) fn controller(
             ),
             super::of_cluster(informers),
         )
+        .owns_shared_stream(infrasim_controller_runtime::triggers::filtered(
+            &informers.of::<IPAddressClaim>(),
+            claim_progress,
+        ))
+}
+
+/// What of an address claim its VSphereVM waits on: its address, and its `Ready` condition
+/// where its IPAM provider sets one.
+fn claim_progress(c: &IPAddressClaim) -> Option<u64> {
+    let ready = c
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .and_then(|cs| infrasim_controller_runtime::conditions::find(cs, "Ready"))
+        .map(|r| (r.status.clone(), r.reason.clone(), r.message.clone()));
+    infrasim_controller_runtime::triggers::hash((
+        c.uid(),
+        c.bound_address().map(str::to_string),
+        ready,
+        c.metadata.deletion_timestamp.is_some(),
+    ))
 }
 
 impl Reconcile<VSphereVM> for Reconciler {
@@ -88,6 +110,26 @@ impl Reconcile<VSphereVM> for Reconciler {
         if super::paused(self, &*vm, before, MANAGER, cluster.as_deref()).await? {
             return Ok(Next::AwaitChange);
         }
+        let devices = devices(&vm);
+        if ip_claims::waiting_for_static_ip(&devices) {
+            let waiting = Condition::new(
+                "VirtualMachineProvisioned",
+                false,
+                "WaitingForStaticIPAllocation",
+                "",
+            );
+            write_conditions(self, &vm, vec![waiting], json!({})).await?;
+            return Ok(Next::AwaitChange);
+        }
+        let claimed = self.claim_addresses(&vm, &devices).await?;
+        let vm = if has_condition(&vm, &claimed) {
+            vm
+        } else {
+            write_conditions(self, &vm, vec![claimed.clone()], json!({})).await?;
+            // The writes that follow start from this copy's conditions: without the one just
+            // written, they would take it away again.
+            Arc::new(with_condition(&vm, claimed, self.ctx.now()))
+        };
         let vc = self.session(&vm).await?;
         if let Followed::Wait(next) = self.follow(&vc, &vm).await? {
             return Ok(next);
@@ -122,6 +164,8 @@ impl Reconcile<VSphereVM> for Reconciler {
             return Ok(Cleanup::Pending(next));
         }
         let Some(copy) = find(&vc, &vm).await? else {
+            // The VM is gone: its address claims may go too.
+            self.release_claims(&vm, &devices(&vm)).await?;
             return Ok(Cleanup::Done);
         };
         let (method, goal) = if copy.text("runtime.powerState") == "poweredOn" {
@@ -421,7 +465,22 @@ impl Reconciler {
             // once the clone does), then power.
             // As CAPV compares it with what the VM has: set only when it differs (a VM
             // powered off behind the stand-in's back keeps its metadata and is powered on).
-            let wanted = base64(metadata(vc, vm, copy).await?.as_bytes());
+            let from_pools = match self.pool_addresses(vm, &devices(vm)).await? {
+                Ok(addresses) => addresses,
+                Err(why) => {
+                    let waiting = Condition::new(
+                        "VirtualMachineProvisioned",
+                        false,
+                        "WaitingForIPAddress",
+                        why,
+                    );
+                    let extra = with_module(json!({"vmRef": copy.obj.value}));
+                    write_status(self, vm, waiting, extra).await?;
+                    return Ok(Next::AwaitChange);
+                }
+            };
+            let text = metadata(vc, vm, copy, &from_pools).await?;
+            let wanted = base64(text.as_bytes());
             let (task, goal, reason) = if extra_config(copy, "guestinfo.metadata") == Some(&wanted)
             {
                 (
@@ -610,7 +669,12 @@ fn devices(vm: &VSphereVM) -> Vec<Value> {
 
 /// The cloud-init metadata CAPV writes: the hostname, and a network (version 2) whose
 /// ethernets match the VM's NICs by MAC address, with each device's DHCP or static addresses.
-async fn metadata(vc: &VCenter, vm: &VSphereVM, copy: &ObjectContent) -> Result<String, Error> {
+async fn metadata(
+    vc: &VCenter,
+    vm: &VSphereVM,
+    copy: &ObjectContent,
+    from_pools: &[DeviceAddresses],
+) -> Result<String, Error> {
     let read = vc
         .client
         .properties(&copy.obj, &["config.hardware.device"])
@@ -626,29 +690,99 @@ async fn metadata(vc: &VCenter, vm: &VSphereVM, copy: &ObjectContent) -> Result<
                 .map(str::to_string)
         })
         .collect();
-    Ok(render_metadata(&vm.name_any(), &devices(vm), &macs))
+    let routes = vm
+        .spec
+        .rest
+        .get("network")
+        .and_then(|n| n.get("routes"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let devices = with_pool_addresses(&devices(vm), from_pools, &routes);
+    Ok(render_metadata(&vm.name_any(), &devices, &macs))
 }
 
-/// [`metadata`]'s text, from the devices of the clone spec and the NICs' MAC addresses.
+/// The devices as CAPV renders them: each with its pool addresses after its own, the pools'
+/// gateways in place of its own (where it got addresses from a pool), and the VM's routes.
+fn with_pool_addresses(
+    devices: &[Value],
+    from_pools: &[DeviceAddresses],
+    routes: &[Value],
+) -> Vec<Value> {
+    let mut out = devices.to_vec();
+    for (i, d) in out.iter_mut().enumerate() {
+        let Some(o) = d.as_object_mut() else {
+            continue;
+        };
+        if !routes.is_empty() {
+            let mut all = o
+                .get("routes")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            all.extend(routes.iter().cloned());
+            o.insert("routes".into(), Value::Array(all));
+        }
+        let Some(pool) = from_pools.get(i).filter(|p| !p.ip_addrs.is_empty()) else {
+            continue;
+        };
+        let mut addrs = o
+            .get("ipAddrs")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        addrs.extend(pool.ip_addrs.iter().map(|a| json!(a)));
+        o.insert("ipAddrs".into(), Value::Array(addrs));
+        for (field, gateway) in [("gateway4", &pool.gateway4), ("gateway6", &pool.gateway6)] {
+            match gateway {
+                Some(g) => o.insert(field.into(), json!(g)),
+                None => o.remove(field),
+            };
+        }
+    }
+    out
+}
+
+/// `vm` with `c` among its status's conditions.
+fn with_condition(vm: &VSphereVM, c: Condition, now: chrono::DateTime<chrono::Utc>) -> VSphereVM {
+    let mut vm = vm.clone();
+    let status = vm.status.get_or_insert_with(Default::default);
+    let mut conds: Vec<Condition> = status
+        .rest
+        .get("conditions")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    infrasim_controller_runtime::conditions::set(&mut conds, c, now);
+    status.rest.insert("conditions".into(), json!(conds));
+    vm
+}
+
+/// Whether the VSphereVM's status has `c` already (type, status, reason and message).
+fn has_condition(vm: &VSphereVM, c: &Condition) -> bool {
+    let had: Vec<Condition> = vm
+        .status
+        .as_ref()
+        .and_then(|s| s.rest.get("conditions"))
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    infrasim_controller_runtime::conditions::find(&had, &c.type_)
+        .is_some_and(|h| h.status == c.status && h.reason == c.reason && h.message == c.message)
+}
+
+/// [`metadata`]'s text, from the devices of the clone spec and the NICs' MAC addresses, as
+/// CAPV's metadata template writes it.
 fn render_metadata(name: &str, devices: &[Value], macs: &[String]) -> String {
     let flag = |d: &Value, f: &str| d.get(f).and_then(Value::as_bool).unwrap_or(false);
-    let statics = |d: &Value| -> Vec<String> {
-        d.get("ipAddrs")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default()
+    // As CAPV decides it: DHCP, or a static address written without a prefix (CAPV parses
+    // each entry as a bare address, so `10.0.0.5/24` does not count).
+    let bare = |d: &Value, v6: bool| {
+        strings(d, "ipAddrs")
+            .iter()
+            .filter_map(|a| a.parse::<std::net::IpAddr>().ok())
+            .any(|a| a.is_ipv6() == v6)
     };
-    let ipv4 = devices
-        .iter()
-        .any(|d| flag(d, "dhcp4") || statics(d).iter().any(|a| !a.contains(':')));
-    let ipv6 = devices
-        .iter()
-        .any(|d| flag(d, "dhcp6") || statics(d).iter().any(|a| a.contains(':')));
+    let ipv4 = devices.iter().any(|d| flag(d, "dhcp4") || bare(d, false));
+    let ipv6 = devices.iter().any(|d| flag(d, "dhcp6") || bare(d, true));
     let mut out = format!(
         "instance-id: \"{name}\"\nlocal-hostname: \"{name}\"\nwait-on-network:\n  ipv4: {ipv4}\n  ipv6: {ipv6}\nnetwork:\n  version: 2\n  ethernets:\n"
     );
@@ -657,24 +791,123 @@ fn render_metadata(name: &str, devices: &[Value], macs: &[String]) -> String {
         let set_name = d
             .get("deviceName")
             .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
             .map(str::to_string)
             .unwrap_or(format!("eth{i}"));
         out.push_str(&format!(
-            "    id{i}:\n      match:\n        macaddress: \"{mac}\"\n      set-name: \"{set_name}\"\n      wakeonlan: true\n      dhcp4: {}\n      dhcp6: {}\n",
+            "    id{i}:\n      match:\n        macaddress: \"{mac}\"\n      set-name: \"{set_name}\"\n      wakeonlan: true\n      dhcp4: {}\n      dhcp6: {}\n      accept-ra: {}\n",
             flag(d, "dhcp4"),
+            flag(d, "dhcp6"),
             flag(d, "dhcp6")
         ));
-        let addrs = statics(d);
-        if !addrs.is_empty() {
-            out.push_str("      addresses:\n");
-            for a in addrs {
-                out.push_str(&format!("      - \"{a}\"\n"));
+        for (field, key) in [
+            ("dhcp4Overrides", "dhcp4-overrides"),
+            ("dhcp6Overrides", "dhcp6-overrides"),
+        ] {
+            if let Some(o) = d.get(field).filter(|o| o.is_object()) {
+                out.push_str(&format!("      {key}:\n"));
+                out.push_str(&dhcp_overrides(o));
             }
         }
+        push_list(
+            &mut out,
+            "      addresses:\n",
+            "      - ",
+            &strings(d, "ipAddrs"),
+        );
         for gw in ["gateway4", "gateway6"] {
-            if let Some(g) = d.get(gw).and_then(Value::as_str) {
+            if let Some(g) = d.get(gw).and_then(Value::as_str).filter(|g| !g.is_empty()) {
                 out.push_str(&format!("      {gw}: \"{g}\"\n"));
             }
+        }
+        if let Some(mtu) = d.get("mtu").filter(|m| !m.is_null()) {
+            out.push_str(&format!("      mtu: {mtu}\n"));
+        }
+        let routes = d
+            .get("routes")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if !routes.is_empty() {
+            out.push_str("      routes:\n");
+            for r in routes {
+                let text = |f: &str| {
+                    r.get(f)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                // A route without a metric prints as Go's template prints a nil pointer.
+                let metric = r
+                    .get("metric")
+                    .filter(|m| !m.is_null())
+                    .map(Value::to_string);
+                out.push_str(&format!(
+                    "      - to: \"{}\"\n        via: \"{}\"\n        metric: {}\n",
+                    text("to"),
+                    text("via"),
+                    metric.unwrap_or("<nil>".into())
+                ));
+            }
+        }
+        let (servers, search) = (strings(d, "nameservers"), strings(d, "searchDomains"));
+        if !servers.is_empty() || !search.is_empty() {
+            out.push_str("      nameservers:\n");
+            push_list(&mut out, "        addresses:\n", "        - ", &servers);
+            push_list(&mut out, "        search:\n", "        - ", &search);
+        }
+    }
+    out
+}
+
+/// A device's string list (`ipAddrs`, `nameservers`, ...).
+fn strings(d: &Value, field: &str) -> Vec<String> {
+    d.get(field)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `heading` and each of `items` quoted after `dash`, when there are any.
+fn push_list(out: &mut String, heading: &str, dash: &str, items: &[String]) {
+    if items.is_empty() {
+        return;
+    }
+    out.push_str(heading);
+    for item in items {
+        out.push_str(&format!("{dash}\"{item}\"\n"));
+    }
+}
+
+/// A device's DHCP overrides, in CAPV's order and quoting.
+fn dhcp_overrides(o: &Value) -> String {
+    let mut out = String::new();
+    for (field, key, quoted) in [
+        ("hostname", "hostname", true),
+        ("routeMetric", "route-metric", false),
+        ("sendHostname", "send-hostname", false),
+        ("useDNS", "use-dns", false),
+        ("useDomains", "use-domains", false),
+        ("useHostname", "use-hostname", false),
+        ("useMTU", "use-mtu", false),
+        ("useNTP", "use-ntp", false),
+        ("useRoutes", "use-routes", true),
+    ] {
+        let Some(v) = o.get(field).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let shown = v
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| v.to_string());
+        match quoted {
+            true => out.push_str(&format!("        {key}: \"{shown}\"\n")),
+            false => out.push_str(&format!("        {key}: {shown}\n")),
         }
     }
     out
@@ -781,6 +1014,57 @@ mod tests {
         assert_eq!(eth["addresses"][0], "10.0.0.5/24");
         assert_eq!(eth["gateway4"], "10.0.0.1");
         assert_eq!(eth["dhcp4"], false);
+    }
+
+    #[test]
+    fn pool_addresses_join_the_devices_static_ones_with_their_gateway() {
+        let devices = [
+            json!({"ipAddrs": ["10.0.0.5/24"], "gateway4": "10.0.0.254",
+                   "nameservers": ["10.0.0.2"], "searchDomains": ["example.org"], "mtu": 1360}),
+            json!({"dhcp4": true}),
+        ];
+        let pools = [
+            DeviceAddresses {
+                ip_addrs: vec!["10.0.0.9/24".into()],
+                gateway4: Some("10.0.0.1".into()),
+                gateway6: None,
+            },
+            DeviceAddresses::default(),
+        ];
+        let route = [json!({"to": "192.168.0.0/16", "via": "10.0.0.1", "metric": 10})];
+        let merged = with_pool_addresses(&devices, &pools, &route);
+        let text = render_metadata("n", &merged, &["m0".into(), "m1".into()]);
+        let doc: serde_yaml::Value = serde_yaml::from_str(&text).expect("YAML");
+        let eth = &doc["network"]["ethernets"]["id0"];
+        assert_eq!(eth["addresses"][0], "10.0.0.5/24");
+        assert_eq!(eth["addresses"][1], "10.0.0.9/24");
+        // The pool's gateway replaces the device's, as CAPV's does.
+        assert_eq!(eth["gateway4"], "10.0.0.1");
+        assert_eq!(eth["nameservers"]["addresses"][0], "10.0.0.2");
+        assert_eq!(eth["nameservers"]["search"][0], "example.org");
+        assert_eq!(eth["mtu"], 1360);
+        assert_eq!(eth["routes"][0]["via"], "10.0.0.1");
+        // The VM's routes go to every device; the DHCP one keeps DHCP.
+        let eth1 = &doc["network"]["ethernets"]["id1"];
+        assert_eq!(eth1["dhcp4"], true);
+        assert_eq!(eth1["routes"][0]["metric"], 10);
+        // Addresses with a prefix do not make cloud-init wait, as CAPV decides it.
+        assert_eq!(doc["wait-on-network"]["ipv4"], true);
+        let statics_only = render_metadata("n", &merged[..1], &[]);
+        assert!(statics_only.contains("ipv4: false"), "{statics_only}");
+    }
+
+    #[test]
+    fn dhcp_overrides_are_written_as_capv_writes_them() {
+        let devices = [
+            json!({"dhcp4": true, "dhcp4Overrides": {"hostname": "h", "useDNS": false, "routeMetric": 200}}),
+        ];
+        let text = render_metadata("n", &devices, &[]);
+        let doc: serde_yaml::Value = serde_yaml::from_str(&text).expect("YAML");
+        let o = &doc["network"]["ethernets"]["id0"]["dhcp4-overrides"];
+        assert_eq!(o["hostname"], "h");
+        assert_eq!(o["use-dns"], false);
+        assert_eq!(o["route-metric"], 200);
     }
 
     #[test]

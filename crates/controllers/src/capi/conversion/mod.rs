@@ -70,6 +70,7 @@ fn conversion_of(group: &str, kind_name: &str) -> Option<KindConversion> {
     const BOOTSTRAP: &str = "bootstrap.cluster.x-k8s.io";
     const CONTROL_PLANE: &str = "controlplane.cluster.x-k8s.io";
     const ADDONS: &str = "addons.cluster.x-k8s.io";
+    const IPAM: &str = "ipam.cluster.x-k8s.io";
     let conversion = match (group, kind_name) {
         (CORE_GROUP, "Cluster") => kind(cluster::to_hub, cluster::from_hub),
         (CORE_GROUP, "ClusterClass") => kind(cluster_class::to_hub, cluster_class::from_hub),
@@ -108,6 +109,16 @@ fn conversion_of(group: &str, kind_name: &str) -> Option<KindConversion> {
             keeps_data: false,
             ..kind(|_, _| Ok(()), |_, _| Ok(()))
         },
+        // Nor for the IPAM kinds: a claim's conditions move as a set's do; an address's two
+        // versions are the same.
+        (IPAM, "IPAddressClaim") => KindConversion {
+            keeps_data: false,
+            ..kind(resource_set_to_hub, resource_set_from_hub)
+        },
+        (IPAM, "IPAddress") => KindConversion {
+            keeps_data: false,
+            ..kind(|_, _| Ok(()), |_, _| Ok(()))
+        },
         (INFRA_GROUP, "DevCluster") => kind(dev::cluster_to_hub, dev::cluster_from_hub),
         (INFRA_GROUP, "DevMachine") => kind(dev::machine_to_hub, dev::machine_from_hub),
         (INFRA_GROUP, "DevClusterTemplate") => KindConversion {
@@ -122,8 +133,9 @@ fn conversion_of(group: &str, kind_name: &str) -> Option<KindConversion> {
     Some(conversion)
 }
 
-/// A `ClusterResourceSet` to v1beta2: the same spec; its v1beta1 conditions under
-/// `deprecated`, the v1beta2 ones at the top. (A binding's two versions are the same.)
+/// A `ClusterResourceSet` (or an `IPAddressClaim`) to v1beta2: the same spec; its v1beta1
+/// conditions under `deprecated`, the v1beta2 ones at the top. (A binding's two versions are
+/// the same.)
 fn resource_set_to_hub(o: &mut Object, _: Restored) -> Result<(), String> {
     if let Some(status) = o.get_mut("status").and_then(Value::as_object_mut) {
         conditions_to_hub(status, &[], &[]);

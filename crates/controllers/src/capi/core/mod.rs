@@ -6,6 +6,7 @@ mod addons;
 mod cluster;
 mod clusterclass;
 mod healthcheck;
+mod ipam;
 mod kubeadm;
 mod machine;
 mod machineset;
@@ -26,6 +27,10 @@ pub use clusterclass::{
     MachineDeploymentClass, TemplateRefHolder, WorkersClass,
 };
 pub use healthcheck::{MachineHealthCheck, MachineHealthCheckSpec, MachineHealthCheckStatus};
+pub use ipam::{
+    AddressRef, IPAddress, IPAddressClaim, IPAddressClaimSpec, IPAddressClaimStatus, IPAddressSpec,
+    IPPoolReference,
+};
 pub use kubeadm::{
     BootstrapInitialization, ControlPlaneInitialization, ControlPlaneMachineSpec,
     ControlPlaneMachineTemplate, KubeadmConfig, KubeadmConfigSpec, KubeadmConfigStatus,

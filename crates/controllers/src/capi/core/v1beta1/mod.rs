@@ -7,6 +7,7 @@ mod addons;
 mod cluster;
 mod clusterclass;
 mod healthcheck;
+mod ipam;
 mod kubeadm;
 mod machine;
 
@@ -14,6 +15,7 @@ pub use addons::{ClusterResourceSet, ClusterResourceSetBinding};
 pub use cluster::Cluster;
 pub use clusterclass::ClusterClass;
 pub use healthcheck::MachineHealthCheck;
+pub use ipam::{IPAddress, IPAddressClaim};
 pub use kubeadm::{
     KubeadmConfig, KubeadmConfigTemplate, KubeadmControlPlane, KubeadmControlPlaneTemplate,
 };

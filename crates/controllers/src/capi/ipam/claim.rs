@@ -1,0 +1,386 @@
+//! The claim reconciler, as upstream's: a claim that names one of this provider's pools (and
+//! whose Cluster, if it names one, exists and is not paused) gets the `ReleaseAddress`
+//! finalizer, then the pool's lowest free address as an `IPAddress` named after it (owned
+//! by the claim as controller and by the pool, with `ProtectAddress` and the claim's
+//! cluster-name label), and `status.addressRef`. A pool with no free address leaves the
+//! claim waiting, with a Warning event; the pool's next change (an address released, the
+//! spec widened) wakes it. A deleted claim's address is released once the pool's grace
+//! period has passed since the claim's deletion.
+
+use super::ipset::{self, IpSet};
+use super::types::{GlobalInClusterIPPool, InClusterIPPool, InClusterIPPoolSpec, GROUP};
+use super::{Error, Ipam, PoolKey};
+use crate::capi::core::{Cluster, IPAddress, IPAddressClaim};
+use crate::capi::standin::objects::owner_ref;
+use infrasim_controller_runtime::conditions;
+use infrasim_controller_runtime::finalizers;
+use infrasim_controller_runtime::informers::Informers;
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_controller_runtime::triggers::{controller_where, filtered, hash};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::Controller;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Upstream's finalizer on a claim: its address is released before it goes.
+pub const RELEASE_FINALIZER: &str = "ipam.cluster.x-k8s.io/ReleaseAddress";
+
+/// Upstream's finalizer on an address: it goes only with its claim.
+pub const PROTECT_FINALIZER: &str = "ipam.cluster.x-k8s.io/ProtectAddress";
+
+const MANAGER: &str = "infrasim-ipam/claim";
+
+/// Whether `claim` names one of this provider's pools.
+fn ours(claim: &IPAddressClaim) -> bool {
+    PoolKey::of_ref(&claim.spec.pool_ref, "").is_some()
+}
+
+/// The claim controller: its claims, woken by their pools' changes (a pool created, widened,
+/// or an address of it released) and by their Cluster's pause.
+pub(super) fn controller(informers: &Informers) -> Controller<IPAddressClaim> {
+    let claims = informers.of::<IPAddressClaim>();
+    let (by_pool, by_global_pool, by_cluster) = (claims.store(), claims.store(), claims.store());
+    let waiting_on = move |store: &kube::runtime::reflector::Store<IPAddressClaim>,
+                           pool: PoolKey| {
+        store
+            .state()
+            .iter()
+            .filter(|c| ours(c) && c.bound_address().is_none())
+            .filter(|c| {
+                PoolKey::of_ref(&c.spec.pool_ref, &c.namespace().unwrap_or_default()).as_ref()
+                    == Some(&pool)
+            })
+            .map(|c| ObjectRef::from_obj(&**c))
+            .collect::<Vec<_>>()
+    };
+    let pools = move |p: Arc<InClusterIPPool>| waiting_on(&by_pool, super::Pool::key(&*p));
+    let global_pools =
+        move |p: Arc<GlobalInClusterIPPool>| waiting_on(&by_global_pool, super::Pool::key(&*p));
+    let clusters = move |c: Arc<Cluster>| {
+        let (ns, name) = (c.namespace().unwrap_or_default(), c.name_any());
+        by_cluster
+            .state()
+            .iter()
+            .filter(|claim| ours(claim) && claim.namespace().as_deref() == Some(ns.as_str()))
+            .filter(|claim| cluster_of(claim).as_deref() == Some(name.as_str()))
+            .map(|claim| ObjectRef::from_obj(&**claim))
+            .collect::<Vec<_>>()
+    };
+    controller_where(&claims, ours)
+        .watches_shared_stream(
+            infrasim_controller_runtime::triggers::every_change(&informers.of::<InClusterIPPool>()),
+            pools,
+        )
+        .watches_shared_stream(
+            infrasim_controller_runtime::triggers::every_change(
+                &informers.of::<GlobalInClusterIPPool>(),
+            ),
+            global_pools,
+        )
+        .watches_shared_stream(
+            filtered(&informers.of::<Cluster>(), cluster_paused),
+            clusters,
+        )
+}
+
+/// What of a Cluster a claim waits on: its pause.
+fn cluster_paused(c: &Cluster) -> Option<u64> {
+    hash((c.uid(), c.paused()))
+}
+
+/// The Cluster a claim is for: `spec.clusterName`, else Cluster API's cluster-name label.
+fn cluster_of(claim: &IPAddressClaim) -> Option<String> {
+    claim
+        .spec
+        .cluster_name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .or_else(|| claim.labels().get(crate::capi::CLUSTER_NAME_LABEL).cloned())
+}
+
+impl Reconcile<IPAddressClaim> for Ipam {
+    type Error = Error;
+    // The finalizer is added here, once the claim is known to name one of this provider's
+    // pools and its Cluster is not paused, as upstream adds it.
+
+    async fn apply(&self, claim: Arc<IPAddressClaim>) -> Result<Next, Error> {
+        let ns = claim.namespace().unwrap_or_default();
+        let Some(key) = PoolKey::of_ref(&claim.spec.pool_ref, &ns) else {
+            return Ok(Next::AwaitChange);
+        };
+        if let Some(cluster) = cluster_of(&claim) {
+            // A Cluster that is missing (not yet made, or gone) or paused leaves the claim
+            // alone; its arrival or unpausing wakes it.
+            match self.informers.get::<Cluster>(&ns, &cluster).await? {
+                Some(c) if !c.paused() => {}
+                _ => return Ok(Next::AwaitChange),
+            }
+        }
+        if finalizers::ensure(&self.ctx.client, &*claim, RELEASE_FINALIZER).await? {
+            return Ok(Next::AwaitChange);
+        }
+        let Some(spec) = self.pool_spec(&key).await? else {
+            return Ok(Next::AwaitChange);
+        };
+        let lock = self.lock_of(&key);
+        let _held = lock.lock().await;
+        let address = match self.address_of(&claim, &key).await? {
+            Some(a) => a,
+            None => match self.hand_out(&claim, &key, &spec).await? {
+                Some(a) => a,
+                None => {
+                    let why = format!("failed to find free address in {key}: no address available");
+                    self.ctx
+                        .event(&*claim, true, "PoolExhausted", why.clone())
+                        .await;
+                    return Err(Error::Reported(why));
+                }
+            },
+        };
+        if claim.bound_address() != Some(address.name_any().as_str()) {
+            let api: Api<IPAddressClaim> = Api::namespaced(self.ctx.client.clone(), &ns);
+            let body = json!({
+                "apiVersion": IPAddressClaim::api_version(&()),
+                "kind": "IPAddressClaim",
+                "metadata": {"name": claim.name_any()},
+                "status": {"addressRef": {"name": address.name_any()}},
+            });
+            let name = claim.name_any();
+            infrasim_controller_runtime::writes::apply_status(&api, &name, MANAGER, &body).await?;
+        }
+        Ok(Next::AwaitChange)
+    }
+
+    /// Releases the claim's address (after the pool's grace period), then lets it go.
+    async fn cleanup(&self, claim: Arc<IPAddressClaim>) -> Result<Cleanup, Error> {
+        if !claim.finalizers().iter().any(|f| f == RELEASE_FINALIZER) {
+            return Ok(Cleanup::Done);
+        }
+        let ns = claim.namespace().unwrap_or_default();
+        if let Some(key) = PoolKey::of_ref(&claim.spec.pool_ref, &ns) {
+            if let Some(wait) = self.grace_left(&claim, &key).await? {
+                return Ok(Cleanup::Pending(Next::After(wait)));
+            }
+        }
+        let api: Api<IPAddress> = Api::namespaced(self.ctx.client.clone(), &ns);
+        if let Some(address) = api.get_opt(&claim.name_any()).await? {
+            finalizers::remove(&self.ctx.client, &address, PROTECT_FINALIZER).await?;
+            match api
+                .delete(&address.name_any(), &DeleteParams::default())
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        finalizers::remove(&self.ctx.client, &*claim, RELEASE_FINALIZER).await?;
+        Ok(Cleanup::Done)
+    }
+}
+
+impl Ipam {
+    /// The spec of the pool `key` names, if it exists and is not paused.
+    async fn pool_spec(&self, key: &PoolKey) -> Result<Option<InClusterIPPoolSpec>, Error> {
+        Ok(match &key.namespace {
+            Some(ns) => self
+                .informers
+                .get::<InClusterIPPool>(ns, &key.name)
+                .await?
+                .filter(|p| !paused(&**p))
+                .map(|p| p.spec.clone()),
+            None => self
+                .informers
+                .get::<GlobalInClusterIPPool>("", &key.name)
+                .await?
+                .filter(|p| !paused(&**p))
+                .map(|p| p.spec.spec.clone()),
+        })
+    }
+
+    /// The address already made for `claim` (named after it), if any.
+    async fn address_of(
+        &self,
+        claim: &IPAddressClaim,
+        key: &PoolKey,
+    ) -> Result<Option<Arc<IPAddress>>, Error> {
+        let ns = claim.namespace().unwrap_or_default();
+        let found = self
+            .informers
+            .get::<IPAddress>(&ns, &claim.name_any())
+            .await?;
+        Ok(found.filter(|a| key.holds(a)))
+    }
+
+    /// Makes the claim's address from the pool's lowest free one; `None` when none is free.
+    /// Which addresses are taken is read from the server, not the cache: under the pool's
+    /// lock, the address made for the previous claim must count.
+    async fn hand_out(
+        &self,
+        claim: &IPAddressClaim,
+        key: &PoolKey,
+        spec: &InClusterIPPoolSpec,
+    ) -> Result<Option<Arc<IPAddress>>, Error> {
+        let all: Api<IPAddress> = match &key.namespace {
+            Some(ns) => Api::namespaced(self.ctx.client.clone(), ns),
+            None => Api::all(self.ctx.client.clone()),
+        };
+        let mut taken = IpSet::default();
+        for a in all
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|a| key.holds(a))
+        {
+            if let Ok(addr) = ipset::parse_ip(&a.spec.address) {
+                taken.add(addr, addr);
+            }
+        }
+        if let Some(g) = spec
+            .gateway
+            .as_deref()
+            .and_then(|g| ipset::parse_ip(g).ok())
+        {
+            taken.add(g, g);
+        }
+        let usable = spec.usable().map_err(Error::Reported)?;
+        let Some(free) = usable.first_free(&taken) else {
+            return Ok(None);
+        };
+        let ns = claim.namespace().unwrap_or_default();
+        let pool_owner = json!({
+            "apiVersion": format!("{GROUP}/v1alpha2"), "kind": key.kind, "name": key.name,
+            "uid": self.pool_uid(key).await?, "controller": false, "blockOwnerDeletion": true,
+        });
+        let mut labels = serde_json::Map::new();
+        if let Some(c) = claim.labels().get(crate::capi::CLUSTER_NAME_LABEL) {
+            labels.insert(crate::capi::CLUSTER_NAME_LABEL.into(), json!(c));
+        }
+        let address: IPAddress = serde_json::from_value(json!({
+            "apiVersion": IPAddress::api_version(&()),
+            "kind": "IPAddress",
+            "metadata": {
+                "name": claim.name_any(),
+                "namespace": ns,
+                "labels": labels,
+                "finalizers": [PROTECT_FINALIZER],
+                "ownerReferences": [owner_ref(claim, true), pool_owner],
+            },
+            "spec": {
+                "claimRef": {"name": claim.name_any()},
+                "poolRef": {"apiGroup": GROUP, "kind": key.kind, "name": key.name},
+                "address": free.ip().to_string(),
+                "prefix": spec.prefix,
+                "gateway": spec.gateway.as_deref().filter(|g| !g.is_empty()),
+            },
+        }))
+        .map_err(|e| Error::Reported(format!("building the IPAddress: {e}")))?;
+        let api: Api<IPAddress> = Api::namespaced(self.ctx.client.clone(), &ns);
+        match api.create(&PostParams::default(), &address).await {
+            Ok(made) => Ok(Some(Arc::new(made))),
+            // Made by an earlier run whose claim status write was lost: it is the claim's.
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                Ok(api.get_opt(&claim.name_any()).await?.map(Arc::new))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn pool_uid(&self, key: &PoolKey) -> Result<String, Error> {
+        let uid = match &key.namespace {
+            Some(ns) => self
+                .informers
+                .get::<InClusterIPPool>(ns, &key.name)
+                .await?
+                .and_then(|p| p.uid()),
+            None => self
+                .informers
+                .get::<GlobalInClusterIPPool>("", &key.name)
+                .await?
+                .and_then(|p| p.uid()),
+        };
+        Ok(uid.unwrap_or_default())
+    }
+
+    /// How much of the pool's `addressReuseGracePeriodSeconds` is left since the claim's
+    /// deletion; `None` when it has passed, or the pool is gone or going (a cluster torn
+    /// down releases at once, as upstream's).
+    async fn grace_left(
+        &self,
+        claim: &IPAddressClaim,
+        key: &PoolKey,
+    ) -> Result<Option<Duration>, Error> {
+        let pool = match &key.namespace {
+            Some(ns) => self
+                .informers
+                .get::<InClusterIPPool>(ns, &key.name)
+                .await?
+                .map(|p| {
+                    (
+                        p.spec.address_reuse_grace_period_seconds,
+                        p.meta().deletion_timestamp.is_some(),
+                    )
+                }),
+            None => self
+                .informers
+                .get::<GlobalInClusterIPPool>("", &key.name)
+                .await?
+                .map(|p| {
+                    (
+                        p.spec.spec.address_reuse_grace_period_seconds,
+                        p.meta().deletion_timestamp.is_some(),
+                    )
+                }),
+        };
+        let Some((Some(grace), false)) = pool else {
+            return Ok(None);
+        };
+        let deleted = claim.meta().deletion_timestamp.as_ref();
+        let Some(deleted) = deleted.and_then(|t| conditions::parse_time(&t.0.to_string())) else {
+            return Ok(None);
+        };
+        let until = deleted + chrono::Duration::seconds(grace.max(0).into());
+        let left = until - self.ctx.now();
+        Ok(left.to_std().ok().filter(|d| !d.is_zero()))
+    }
+}
+
+/// Whether a pool is paused (Cluster API's paused annotation), as upstream's claims skip one.
+fn paused<K: Resource>(pool: &K) -> bool {
+    pool.meta()
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(crate::capi::PAUSED_ANNOTATION))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capi::core::{IPAddressClaimSpec, IPPoolReference};
+
+    fn claim(group: &str, kind: &str) -> IPAddressClaim {
+        IPAddressClaim::new(
+            "vm-0-0",
+            IPAddressClaimSpec {
+                cluster_name: None,
+                pool_ref: IPPoolReference {
+                    api_group: group.into(),
+                    kind: kind.into(),
+                    name: "pool".into(),
+                },
+            },
+        )
+    }
+
+    #[test]
+    fn only_claims_of_in_cluster_pools_are_taken() {
+        assert!(ours(&claim(GROUP, "InClusterIPPool")));
+        assert!(ours(&claim(GROUP, "GlobalInClusterIPPool")));
+        assert!(!ours(&claim(GROUP, "InfobloxIPPool")));
+        assert!(!ours(&claim("example.com", "InClusterIPPool")));
+    }
+}

@@ -1,0 +1,267 @@
+//! The in-cluster IPAM provider's pools (`ipam.cluster.x-k8s.io/v1alpha2`): an
+//! `InClusterIPPool` serves the claims of its namespace, a `GlobalInClusterIPPool` (cluster
+//! scoped) those of every namespace. Both have the same spec and status, as upstream's.
+
+// Printer columns repeat `type_ = "string"` and the like inside one `#[kube(...)]`.
+#![allow(clippy::duplicated_attributes)]
+
+use super::ipset::{self, IpSet};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The pool kinds' API group and version.
+pub const GROUP: &str = "ipam.cluster.x-k8s.io";
+
+/// The addresses a pool hands out.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "ipam.cluster.x-k8s.io",
+    version = "v1alpha2",
+    kind = "InClusterIPPool",
+    namespaced,
+    status = "InClusterIPPoolStatus",
+    category = "cluster-api",
+    printcolumn(name = "Addresses", type_ = "string", json_path = ".spec.addresses"),
+    printcolumn(
+        name = "Total",
+        type_ = "integer",
+        json_path = ".status.ipAddresses.total"
+    ),
+    printcolumn(
+        name = "Free",
+        type_ = "integer",
+        json_path = ".status.ipAddresses.free"
+    ),
+    printcolumn(
+        name = "Used",
+        type_ = "integer",
+        json_path = ".status.ipAddresses.used"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct InClusterIPPoolSpec {
+    /// Addresses, CIDRs and `from-to` ranges, of one family and one subnet.
+    pub addresses: Vec<String>,
+    /// The subnet's prefix length.
+    #[schemars(range(min = 0, max = 128))]
+    pub prefix: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
+    /// Whether the subnet's network (and IPv4 broadcast) address may be handed out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allocate_reserved_ip_addresses: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub excluded_addresses: Vec<String>,
+    /// How long a released address is held back before it is handed out again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub address_reuse_grace_period_seconds: Option<i32>,
+}
+
+/// A pool for the claims of every namespace.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "ipam.cluster.x-k8s.io",
+    version = "v1alpha2",
+    kind = "GlobalInClusterIPPool",
+    status = "InClusterIPPoolStatus",
+    category = "cluster-api",
+    printcolumn(name = "Addresses", type_ = "string", json_path = ".spec.addresses"),
+    printcolumn(
+        name = "Total",
+        type_ = "integer",
+        json_path = ".status.ipAddresses.total"
+    ),
+    printcolumn(
+        name = "Free",
+        type_ = "integer",
+        json_path = ".status.ipAddresses.free"
+    ),
+    printcolumn(
+        name = "Used",
+        type_ = "integer",
+        json_path = ".status.ipAddresses.used"
+    )
+)]
+pub struct GlobalInClusterIPPoolSpec {
+    #[serde(flatten)]
+    pub spec: InClusterIPPoolSpec,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct InClusterIPPoolStatus {
+    #[serde(
+        rename = "ipAddresses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub addresses: Option<AddressCounts>,
+}
+
+/// How many addresses a pool has, and how they are used.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddressCounts {
+    pub total: usize,
+    pub free: usize,
+    pub used: usize,
+    /// Addresses handed out that the pool no longer lists.
+    pub out_of_range: usize,
+}
+
+impl InClusterIPPoolSpec {
+    /// The addresses the pool may hand out: what it lists, less the excluded ones, the
+    /// subnet's network address (and IPv4 broadcast) unless reserved ones are allowed, and
+    /// the gateway.
+    pub fn usable(&self) -> Result<IpSet, String> {
+        let mut set = IpSet::of_entries(&self.addresses)?;
+        set.remove_set(&IpSet::of_entries(&self.excluded_addresses)?);
+        if !self.allocate_reserved_ip_addresses {
+            let listed = IpSet::of_entries(&self.addresses)?;
+            if let Some(first) = listed.first() {
+                let (network, broadcast) = ipset::subnet(first, self.prefix)?;
+                set.remove(network, network);
+                if !network.v6 {
+                    set.remove(broadcast, broadcast);
+                }
+            }
+        }
+        if let Some(gateway) = self.gateway.as_deref().filter(|g| !g.is_empty()) {
+            let g = ipset::parse_ip(gateway)?;
+            set.remove(g, g);
+        }
+        Ok(set)
+    }
+
+    /// What upstream's validating webhook says of the spec (an empty list when it is valid):
+    /// `(field, message)`.
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if self.addresses.is_empty() {
+            out.push(("spec.addresses", "addresses is required".to_string()));
+        }
+        let mut listed = IpSet::default();
+        for a in &self.addresses {
+            match IpSet::of_entry(a) {
+                Ok(s) => listed.add_set(&s),
+                Err(_) => out.push((
+                    "spec.addresses",
+                    format!("{a:?}: provided address is not a valid IP, range, nor CIDR"),
+                )),
+            }
+        }
+        if listed.mixed() {
+            out.push((
+                "spec.addresses",
+                "provided addresses are of mixed IP families".into(),
+            ));
+        }
+        if let Some(first) = listed.first().filter(|_| !listed.mixed()) {
+            match ipset::subnet(first, self.prefix) {
+                Err(_) => out.push(("spec.prefix", "provided prefix is not valid".into())),
+                Ok((from, to)) => {
+                    let mut outside = listed.clone();
+                    outside.remove(from, to);
+                    if !outside.is_empty() {
+                        out.push((
+                            "spec.addresses",
+                            "provided address belongs to a different subnet than others".into(),
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(g) = self.gateway.as_deref().filter(|g| !g.is_empty()) {
+            match ipset::parse_ip(g) {
+                Err(e) => out.push(("spec.gateway", e)),
+                Ok(g) if listed.first().is_some_and(|f| f.v6 != g.v6) => out.push((
+                    "spec.gateway",
+                    "provided gateway and addresses are of mixed IP families".into(),
+                )),
+                Ok(_) => {}
+            }
+        }
+        let mut excluded = IpSet::default();
+        for a in &self.excluded_addresses {
+            match IpSet::of_entry(a) {
+                Ok(s) => excluded.add_set(&s),
+                Err(_) => out.push((
+                    "spec.excludedAddresses",
+                    format!("{a:?}: provided address is not a valid IP, range, nor CIDR"),
+                )),
+            }
+        }
+        let families = |s: &IpSet| s.first().map(|a| a.v6);
+        if excluded.mixed() {
+            out.push((
+                "spec.excludedAddresses",
+                "provided addresses are of mixed IP families".into(),
+            ));
+        } else if families(&excluded).is_some() && families(&excluded) != families(&listed) {
+            out.push((
+                "spec.excludedAddresses",
+                "addresses and excluded addresses are of mixed IP families".into(),
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(addresses: &[&str], prefix: u32, gateway: Option<&str>) -> InClusterIPPoolSpec {
+        InClusterIPPoolSpec {
+            addresses: addresses.iter().map(|s| s.to_string()).collect(),
+            prefix,
+            gateway: gateway.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_pool_hands_out_neither_its_gateway_nor_the_subnets_ends() {
+        let p = pool(&["10.0.0.0/29"], 29, Some("10.0.0.1"));
+        let usable = p.usable().unwrap();
+        // 8 addresses, less network .0, broadcast .7 and the gateway .1.
+        assert_eq!(usable.count(), 5);
+        assert_eq!(
+            usable.first().map(|a| a.ip().to_string()),
+            Some("10.0.0.2".into())
+        );
+        let reserved = InClusterIPPoolSpec {
+            allocate_reserved_ip_addresses: true,
+            ..p
+        };
+        assert_eq!(reserved.usable().unwrap().count(), 7);
+    }
+
+    #[test]
+    fn upstreams_webhook_rules_are_checked() {
+        assert!(pool(&["10.0.0.10-10.0.0.20"], 24, Some("10.0.0.1"))
+            .problems()
+            .is_empty());
+        let fields =
+            |p: InClusterIPPoolSpec| p.problems().into_iter().map(|p| p.0).collect::<Vec<_>>();
+        assert_eq!(fields(pool(&[], 24, None)), ["spec.addresses"]);
+        assert_eq!(
+            fields(pool(&["10.0.0.1", "10.0.1.1"], 24, None)),
+            ["spec.addresses"]
+        );
+        assert_eq!(
+            fields(pool(&["10.0.0.1", "fd00::1"], 24, None)),
+            ["spec.addresses"]
+        );
+        assert_eq!(fields(pool(&["10.0.0.1"], 40, None)), ["spec.prefix"]);
+        assert_eq!(
+            fields(pool(&["10.0.0.1"], 24, Some("fd00::1"))),
+            ["spec.gateway"]
+        );
+        assert_eq!(
+            fields(pool(&["10.0.0.1"], 24, Some("gw"))),
+            ["spec.gateway"]
+        );
+    }
+}
