@@ -158,7 +158,9 @@ def test_the_webhook_configurations_are_cluster_apis_own(capi):
     for name in ["capi-mutating-webhook-configuration", "capi-validating-webhook-configuration",
                  "capi-kubeadm-control-plane-mutating-webhook-configuration",
                  "capi-kubeadm-control-plane-validating-webhook-configuration",
-                 "capi-kubeadm-bootstrap-validating-webhook-configuration"]:
+                 "capi-kubeadm-bootstrap-validating-webhook-configuration",
+                 # The in-cluster IPAM provider's, for its pools.
+                 "capi-ipam-in-cluster-validating-webhook-configuration"]:
         assert any(n.endswith("/" + name) for n in names), names
 
 
@@ -172,7 +174,7 @@ def test_with_cluster_apis_own_core_ours_stay_out_of_the_way(tmp_path):
     data = ["--data-dir", str(tmp_path / "data"), "--port-min", "22710", "--port-max", "22720"]
     p = Plane(tmp_path, *data, ephemeral=False)
     try:
-        assert len(ours(p)) == 5
+        assert len(ours(p)) == 6
     finally:
         p.stop()
     p = Plane(tmp_path, *data, "--capi-core=external", ephemeral=False)

@@ -829,6 +829,15 @@ def test_the_node_ipam_flavor_takes_machine_addresses_from_a_pool(plane, ns, tmp
         given[name] = address["spec"]["address"]
         assert v["status"]["addresses"] == [given[name]]
         assert condition(v, "IPAddressClaimsFulfilled")["status"] == "True"
+    # Cluster API's webhook: an address must come from its claim's pool.
+    forged = plane.kubectl("apply", "-f", "-", check=False, input=json.dumps({
+        "apiVersion": f"{ipam}/v1beta2", "kind": "IPAddress",
+        "metadata": {"name": "forged", "namespace": ns},
+        "spec": {"claimRef": {"name": f"{next(iter(given))}-0-0"}, "address": "10.20.0.99",
+                 "prefix": 24, "poolRef": {"apiGroup": ipam, "kind": "InClusterIPPool",
+                                           "name": "elsewhere"}}}))
+    assert forged.returncode != 0 and "the referenced pool is different" in forged.stderr, \
+        forged.stderr
     # The pool's lowest free addresses (its gateway and the subnet's ends never).
     assert sorted(given.values()) == ["10.20.0.10", "10.20.0.11"]
     pool = wait_for(lambda: (lambda p: p if p["status"]["ipAddresses"]["used"] == 2 else None)(
@@ -850,16 +859,29 @@ def test_the_node_ipam_flavor_takes_machine_addresses_from_a_pool(plane, ns, tmp
             metadata = base64.b64decode(extra_config(vm)["guestinfo.metadata"]).decode()
             assert f'- "{given[name]}/24"' in metadata and 'gateway4: "10.20.0.1"' in metadata
             assert "dhcp4: false" in metadata and '- "10.20.0.2"' in metadata, metadata
-        # A pool in use is kept (ProtectPool) until its addresses are given back.
-        plane.kubectl("-n", ns, "delete", f"inclusterippools.{ipam}", "ip1-nodes", "--wait=false")
-        assert get(plane, ns, f"inclusterippools.{ipam}", "ip1-nodes")["metadata"]["deletionTimestamp"]
+        # The provider's webhook: a pool with addresses out is not deleted, nor narrowed
+        # past them; a spec it cannot use is refused with the field at fault.
+        pools = f"inclusterippools.{ipam}"
+        refused = plane.kubectl("-n", ns, "delete", pools, "ip1-nodes", check=False)
+        assert refused.returncode != 0 and "Pool has IPAddresses allocated" in refused.stderr
+        narrowed = plane.kubectl("-n", ns, "patch", pools, "ip1-nodes", "--type=merge", "-p",
+                                 '{"spec":{"addresses":["10.20.0.15-10.20.0.19"]}}', check=False)
+        assert narrowed.returncode != 0, narrowed.stdout
+        assert "pool addresses do not contain allocated addresses: [10.20.0.10-10.20.0.11]" \
+            in narrowed.stderr
+        bad = plane.kubectl("apply", "-f", "-", check=False, input=json.dumps({
+            "apiVersion": f"{ipam}/v1alpha2", "kind": "InClusterIPPool",
+            "metadata": {"name": "mixed", "namespace": ns},
+            "spec": {"addresses": ["10.20.1.0/28", "10.20.2.1"], "prefix": 24}}))
+        assert bad.returncode != 0 and "spec.addresses" in bad.stderr and \
+            "belongs to a different subnet than others" in bad.stderr, bad.stderr
         plane.kubectl("-n", ns, "delete", "clusters.cluster.x-k8s.io", "ip1", "--wait=true",
                       timeout=120)
         assert vms_named(si, "ip1-") == {}
         wait_for(lambda: items(plane, ns, f"ipaddresses.{ipam}") == [] and
                  items(plane, ns, f"ipaddressclaims.{ipam}") == [], timeout=30,
                  what="addresses and claims gone")
-        wait_for(lambda: items(plane, ns, f"inclusterippools.{ipam}") == [], timeout=30,
-                 what="the pool gone with its last address")
+        # With its addresses back, the pool goes.
+        plane.kubectl("-n", ns, "delete", pools, "ip1-nodes", "--wait=true", timeout=30)
     finally:
         Disconnect(si)

@@ -1,6 +1,7 @@
 //! Cluster API's admission webhooks, as part of the embedded core: the defaulting and
 //! validating webhooks of Cluster API v1.11 (core, kubeadm bootstrap, kubeadm control
-//! plane), served in the controllers' process behind the webhook Services upstream uses and
+//! plane) and of the in-cluster IPAM provider (its pools, at `v1alpha2`; see `ipam.rs`),
+//! served in the controllers' process behind the webhook Services upstream uses and
 //! registered with the webhook configurations upstream installs, so the engine calls them on
 //! its one admission path, in the order kube-apiserver does (mutating webhooks before schema
 //! validation: a MachineDeployment written without `spec.selector` gets one before the schema
@@ -18,6 +19,7 @@ mod cluster;
 mod cluster_class;
 pub mod field;
 mod health_check;
+mod ipam;
 mod kubeadm_config;
 mod kubeadm_control_plane;
 mod machine;
@@ -48,6 +50,11 @@ pub const CONTROL_PLANE_SERVICE: (&str, &str) = (
     "capi-kubeadm-control-plane-system",
     "capi-kubeadm-control-plane-webhook-service",
 );
+/// The in-cluster IPAM provider's webhook Service (see [`crate::capi::ipam`]).
+pub const IPAM_SERVICE: (&str, &str) = (
+    "capi-ipam-in-cluster-system",
+    "capi-ipam-in-cluster-webhook-service",
+);
 
 /// The label that marks the webhook configurations this process installs (and removes
 /// when Cluster API's own core takes over).
@@ -68,6 +75,9 @@ struct Hook {
     resource: &'static str,
     mutating: bool,
     operations: &'static [&'static str],
+    /// The version it is registered for: Cluster API's are at v1beta2, the IPAM pools'
+    /// at v1alpha2.
+    version: &'static str,
 }
 
 const CREATE_UPDATE: &[&str] = &["CREATE", "UPDATE"];
@@ -75,8 +85,10 @@ const WITH_DELETE: &[&str] = &["CREATE", "UPDATE", "DELETE"];
 const CORE: &str = "cluster.x-k8s.io";
 const BOOTSTRAP: &str = "bootstrap.cluster.x-k8s.io";
 const CONTROL_PLANE: &str = "controlplane.cluster.x-k8s.io";
+const IPAM: &str = "ipam.cluster.x-k8s.io";
 
-/// Every webhook, as Cluster API v1.11 registers them.
+/// Every webhook, as Cluster API v1.11 registers them (and the in-cluster IPAM provider its
+/// pools').
 const HOOKS: &[Hook] = &[
     hook(
         CORE_SERVICE,
@@ -206,6 +218,36 @@ const HOOKS: &[Hook] = &[
         false,
         CREATE_UPDATE,
     ),
+    hook(
+        CORE_SERVICE,
+        IPAM,
+        "IPAddress",
+        "ipaddresses",
+        false,
+        WITH_DELETE,
+    ),
+    Hook {
+        version: "v1alpha2",
+        ..hook(
+            IPAM_SERVICE,
+            IPAM,
+            "InClusterIPPool",
+            "inclusterippools",
+            false,
+            WITH_DELETE,
+        )
+    },
+    Hook {
+        version: "v1alpha2",
+        ..hook(
+            IPAM_SERVICE,
+            IPAM,
+            "GlobalInClusterIPPool",
+            "globalinclusterippools",
+            false,
+            WITH_DELETE,
+        )
+    },
 ];
 
 const fn hook(
@@ -223,6 +265,7 @@ const fn hook(
         resource,
         mutating,
         operations,
+        version: "v1beta2",
     }
 }
 
@@ -230,9 +273,10 @@ impl Hook {
     /// Upstream's path: `/mutate-cluster-x-k8s-io-v1beta2-machinedeployment`.
     fn path(&self) -> String {
         format!(
-            "/{}-{}-v1beta2-{}",
+            "/{}-{}-{}-{}",
             if self.mutating { "mutate" } else { "validate" },
             self.group.replace('.', "-"),
+            self.version,
             self.kind.to_ascii_lowercase()
         )
     }
@@ -255,7 +299,7 @@ impl Hook {
         webhook_entry(
             &self.name(),
             reach.client_config(self.service, &self.path()),
-            json!([{"apiGroups": [self.group], "apiVersions": ["v1beta2"],
+            json!([{"apiGroups": [self.group], "apiVersions": [self.version],
                     "operations": self.operations, "resources": [self.resource]}]),
         )
     }
@@ -308,6 +352,7 @@ pub fn configurations(reach: &Reach) -> Vec<Value> {
         (CORE_SERVICE, "capi"),
         (BOOTSTRAP_SERVICE, "capi-kubeadm-bootstrap"),
         (CONTROL_PLANE_SERVICE, "capi-kubeadm-control-plane"),
+        (IPAM_SERVICE, "capi-ipam-in-cluster"),
     ] {
         for mutating in [true, false] {
             let mut hooks: Vec<Value> = HOOKS
@@ -423,7 +468,12 @@ pub fn serve_in(server: &infrasim_kube_api::ApiServer, client: kube::Client, adm
         hooks.clone(),
     );
     if admission {
-        for (namespace, name) in [CORE_SERVICE, BOOTSTRAP_SERVICE, CONTROL_PLANE_SERVICE] {
+        for (namespace, name) in [
+            CORE_SERVICE,
+            BOOTSTRAP_SERVICE,
+            CONTROL_PLANE_SERVICE,
+            IPAM_SERVICE,
+        ] {
             server.serve_webhook_in_process(namespace, name, hooks.clone());
         }
     }
@@ -499,6 +549,10 @@ async fn decide(
         "KubeadmConfig" => kubeadm_config::validate_config(review),
         "KubeadmConfigTemplate" => kubeadm_config::validate_template(review),
         "KubeadmControlPlaneTemplate" => kubeadm_control_plane::validate_template(review),
+        "IPAddress" => ipam::validate_address(client, review).await,
+        kind @ ("InClusterIPPool" | "GlobalInClusterIPPool") => {
+            ipam::validate_pool(client, kind, review).await
+        }
         _ => kubeadm_control_plane::validate(review),
     };
     Ok((verdict, None))
@@ -684,8 +738,15 @@ mod tests {
                 "capi-kubeadm-bootstrap-validating-webhook-configuration",
                 "capi-kubeadm-control-plane-mutating-webhook-configuration",
                 "capi-kubeadm-control-plane-validating-webhook-configuration",
+                "capi-ipam-in-cluster-validating-webhook-configuration",
             ]
         );
+        let pools = &configs[5]["webhooks"][0];
+        assert_eq!(
+            pools["clientConfig"]["service"]["path"],
+            "/validate-ipam-cluster-x-k8s-io-v1alpha2-inclusterippool"
+        );
+        assert_eq!(pools["rules"][0]["apiVersions"], json!(["v1alpha2"]));
         let md = &configs[0]["webhooks"]
             .as_array()
             .unwrap()

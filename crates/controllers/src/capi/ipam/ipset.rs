@@ -120,6 +120,14 @@ impl IpSet {
         Ok(set)
     }
 
+    /// The set's ranges, lowest first, each as `from-to` (Go's `netipx.IPRange` text).
+    pub fn ranges(&self) -> Vec<String> {
+        self.ranges
+            .iter()
+            .map(|(from, to)| format!("{}-{}", from.ip(), to.ip()))
+            .collect()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }

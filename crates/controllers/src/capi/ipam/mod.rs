@@ -10,8 +10,9 @@
 //! Finalizers as upstream's: `ReleaseAddress` on a claim (its address goes before it does,
 //! after the pool's `addressReuseGracePeriodSeconds`), `ProtectAddress` on an address (it
 //! goes only with its claim), `ProtectPool` on a pool (it goes only once no address of it
-//! is left). Pool specs are checked as upstream's webhook checks them, with a Warning event
-//! on a pool that is not valid (there is no webhook here; see [`types::InClusterIPPoolSpec::problems`]).
+//! is left). Pool specs are checked at the door by the provider's webhook (see
+//! `capi::admission::ipam`); a pool stored without it that it would have refused gets a
+//! Warning event and hands nothing out (see [`types::InClusterIPPoolSpec::problems`]).
 //!
 //! It runs with the embedded Cluster API core; where real Cluster API manages the plane
 //! (`--capi-core=external`), so does a real IPAM provider. Each reconciler writes under a
@@ -116,7 +117,7 @@ impl PoolKey {
     }
 
     /// Whether `address` came from this pool.
-    fn holds(&self, address: &IPAddress) -> bool {
+    pub fn holds(&self, address: &IPAddress) -> bool {
         let ns = address.namespace().unwrap_or_default();
         PoolKey::of_ref(&address.spec.pool_ref, &ns).as_ref() == Some(self)
     }

@@ -5,7 +5,7 @@
 //! pool.
 
 use super::ipset::{self, IpSet};
-use super::types::{AddressCounts, GROUP};
+use super::types::{AddressCounts, Problem, GROUP};
 use super::{addresses_of, Error, Ipam, Pool, PoolKey};
 use crate::capi::core::IPAddress;
 use infrasim_controller_runtime::informers::Informers;
@@ -51,7 +51,7 @@ impl<P: Pool> Reconcile<P> for Ipam {
         if !problems.is_empty() {
             let why = problems
                 .iter()
-                .map(|(field, message)| format!("{field}: {message}"))
+                .map(Problem::to_string)
                 .collect::<Vec<_>>()
                 .join("; ");
             self.ctx

@@ -9,6 +9,7 @@ use super::ipset::{self, IpSet};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 
 /// The pool kinds' API group and version.
 pub const GROUP: &str = "ipam.cluster.x-k8s.io";
@@ -134,51 +135,60 @@ impl InClusterIPPoolSpec {
         Ok(set)
     }
 
-    /// What upstream's validating webhook says of the spec (an empty list when it is valid):
-    /// `(field, message)`.
-    pub fn problems(&self) -> Vec<(&'static str, String)> {
+    /// What upstream's validating webhook says of the spec (nothing when it is valid).
+    pub fn problems(&self) -> Vec<Problem> {
         let mut out = Vec::new();
+        let mut problem = |field: &'static str, value: Value, detail: &str| {
+            out.push(Problem {
+                field,
+                value,
+                detail: detail.to_string(),
+            })
+        };
         if self.addresses.is_empty() {
-            out.push(("spec.addresses", "addresses is required".to_string()));
+            problem(
+                "spec.addresses",
+                json!(self.addresses),
+                "addresses is required",
+            );
         }
         let mut listed = IpSet::default();
         for a in &self.addresses {
             match IpSet::of_entry(a) {
                 Ok(s) => listed.add_set(&s),
-                Err(_) => out.push((
-                    "spec.addresses",
-                    format!("{a:?}: provided address is not a valid IP, range, nor CIDR"),
-                )),
+                Err(_) => problem("spec.addresses", json!(a), NOT_AN_ADDRESS),
             }
         }
         if listed.mixed() {
-            out.push((
-                "spec.addresses",
-                "provided addresses are of mixed IP families".into(),
-            ));
+            let why = "provided addresses are of mixed IP families";
+            problem("spec.addresses", json!(self.addresses), why);
         }
         if let Some(first) = listed.first().filter(|_| !listed.mixed()) {
             match ipset::subnet(first, self.prefix) {
-                Err(_) => out.push(("spec.prefix", "provided prefix is not valid".into())),
+                Err(_) => problem(
+                    "spec.prefix",
+                    json!(self.prefix),
+                    "provided prefix is not valid",
+                ),
                 Ok((from, to)) => {
-                    let mut outside = listed.clone();
-                    outside.remove(from, to);
-                    if !outside.is_empty() {
-                        out.push((
-                            "spec.addresses",
-                            "provided address belongs to a different subnet than others".into(),
-                        ));
+                    for a in &self.addresses {
+                        let mut outside = IpSet::of_entry(a).unwrap_or_default();
+                        outside.remove(from, to);
+                        if !outside.is_empty() {
+                            let why = "provided address belongs to a different subnet than others";
+                            problem("spec.addresses", json!(a), why);
+                        }
                     }
                 }
             }
         }
         if let Some(g) = self.gateway.as_deref().filter(|g| !g.is_empty()) {
             match ipset::parse_ip(g) {
-                Err(e) => out.push(("spec.gateway", e)),
-                Ok(g) if listed.first().is_some_and(|f| f.v6 != g.v6) => out.push((
-                    "spec.gateway",
-                    "provided gateway and addresses are of mixed IP families".into(),
-                )),
+                Err(e) => problem("spec.gateway", json!(g), &e),
+                Ok(g_addr) if listed.first().is_some_and(|f| f.v6 != g_addr.v6) => {
+                    let why = "provided gateway and addresses are of mixed IP families";
+                    problem("spec.gateway", json!(g), why);
+                }
                 Ok(_) => {}
             }
         }
@@ -186,25 +196,40 @@ impl InClusterIPPoolSpec {
         for a in &self.excluded_addresses {
             match IpSet::of_entry(a) {
                 Ok(s) => excluded.add_set(&s),
-                Err(_) => out.push((
-                    "spec.excludedAddresses",
-                    format!("{a:?}: provided address is not a valid IP, range, nor CIDR"),
-                )),
+                Err(_) => problem("spec.excludedAddresses", json!(a), NOT_AN_ADDRESS),
             }
         }
-        let families = |s: &IpSet| s.first().map(|a| a.v6);
+        let family = |s: &IpSet| s.first().map(|a| a.v6);
+        let all_excluded = json!(self.excluded_addresses);
         if excluded.mixed() {
-            out.push((
-                "spec.excludedAddresses",
-                "provided addresses are of mixed IP families".into(),
-            ));
-        } else if families(&excluded).is_some() && families(&excluded) != families(&listed) {
-            out.push((
-                "spec.excludedAddresses",
-                "addresses and excluded addresses are of mixed IP families".into(),
-            ));
+            let why = "provided addresses are of mixed IP families";
+            problem("spec.excludedAddresses", all_excluded, why);
+        } else if family(&excluded).is_some() && family(&excluded) != family(&listed) {
+            let why = "addresses and excluded addresses are of mixed IP families";
+            problem("spec.excludedAddresses", all_excluded, why);
         }
         out
+    }
+}
+
+const NOT_AN_ADDRESS: &str = "provided address is not a valid IP, range, nor CIDR";
+
+/// One thing wrong with a pool's spec, as upstream's webhook words it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    pub field: &'static str,
+    /// The value at fault.
+    pub value: Value,
+    pub detail: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: Invalid value: {}: {}",
+            self.field, self.value, self.detail
+        )
     }
 }
 
@@ -243,8 +268,12 @@ mod tests {
         assert!(pool(&["10.0.0.10-10.0.0.20"], 24, Some("10.0.0.1"))
             .problems()
             .is_empty());
-        let fields =
-            |p: InClusterIPPoolSpec| p.problems().into_iter().map(|p| p.0).collect::<Vec<_>>();
+        let fields = |p: InClusterIPPoolSpec| {
+            p.problems()
+                .into_iter()
+                .map(|p| p.field)
+                .collect::<Vec<_>>()
+        };
         assert_eq!(fields(pool(&[], 24, None)), ["spec.addresses"]);
         assert_eq!(
             fields(pool(&["10.0.0.1", "10.0.1.1"], 24, None)),
