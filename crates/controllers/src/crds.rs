@@ -4,7 +4,9 @@
 use crate::capi::admission::Reach;
 use crate::capi::conversion::PATH;
 use crate::capi::{core, infra::types as infra};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition,
+};
 use kube::api::{Api, Patch, PatchParams};
 use kube::CustomResourceExt;
 use std::time::Duration;
@@ -91,6 +93,12 @@ pub fn vcsim() -> Vec<CustomResourceDefinition> {
 /// whatever is written (the controller reads a few fields, `capv`'s types), and the two
 /// versions convert by apiVersion alone (`None`), which is exact for the fields read here.
 pub fn capv() -> Vec<CustomResourceDefinition> {
+    capv_reached(None)
+}
+
+/// [`capv`], with v1beta1 converted (when `reach` is given) by the conversion webhook of
+/// CAPV's Service, reached as `reach` says (else served by apiVersion alone).
+pub fn capv_reached(reach: Option<&Reach>) -> Vec<CustomResourceDefinition> {
     let capv = Kept {
         group: "infrastructure.cluster.x-k8s.io",
         versions: &["v1beta2", "v1beta1"],
@@ -112,7 +120,14 @@ pub fn capv() -> Vec<CustomResourceDefinition> {
         ("VSphereDeploymentZone", "vspheredeploymentzones", false),
     ]
     .into_iter()
-    .map(|(kind, plural, namespaced)| capv.crd(kind, plural, namespaced, &[]))
+    .map(|(kind, plural, namespaced)| {
+        let mut crd = capv.crd(kind, plural, namespaced, &[]);
+        if let Some(reach) = reach {
+            let service = crate::capi::admission::CAPV_SERVICE;
+            crd.spec.conversion = Some(webhook_conversion(reach.client_config(service, PATH)));
+        }
+        crd
+    })
     .collect()
 }
 
@@ -365,9 +380,6 @@ fn with_v1beta1(
     spoke: CustomResourceDefinition,
     client_config: serde_json::Value,
 ) -> CustomResourceDefinition {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-        CustomResourceConversion, WebhookClientConfig, WebhookConversion,
-    };
     let mut crd = match kube::core::crd::merge_crds(vec![spoke, hub.clone()], "v1beta2") {
         Ok(merged) => merged,
         // Both come from this crate's types; a mismatch is a bug, served as v1beta2 alone.
@@ -390,19 +402,27 @@ fn with_v1beta1(
             version.deprecated = Some(true);
         }
     }
+    crd.spec.conversion = Some(webhook_conversion(client_config));
+    crd
+}
+
+/// Conversion by the webhook at `client_config` (a Service's port 443, as upstream's).
+fn webhook_conversion(client_config: serde_json::Value) -> CustomResourceConversion {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        WebhookClientConfig, WebhookConversion,
+    };
     let mut client_config: WebhookClientConfig =
         serde_json::from_value(client_config).unwrap_or_default();
     if let Some(service) = client_config.service.as_mut() {
         service.port = Some(443);
     }
-    crd.spec.conversion = Some(CustomResourceConversion {
+    CustomResourceConversion {
         strategy: "Webhook".into(),
         webhook: Some(WebhookConversion {
             client_config: Some(client_config),
             conversion_review_versions: vec!["v1".into()],
         }),
-    });
-    crd
+    }
 }
 
 /// Every CRD, as YAML documents separated by `---`.

@@ -114,7 +114,7 @@ impl Selection {
             // With the embedded core there is no real Cluster API, so no real CAPV whose own
             // CRDs these would overwrite.
             if self.capi_core {
-                all.extend(crds::capv());
+                all.extend(crds::capv_reached(self.v1beta1.then_some(&self.reach)));
                 all.extend(crds::capv_supervisor());
                 all.extend(crds::vm_operator());
             }

@@ -737,6 +737,24 @@ def test_failure_domains_are_checked_and_place_the_control_plane(plane, ns, tmp_
         vsphere_cluster = get(plane, ns, f"vsphereclusters.{GROUP}", "fd1")
         assert vsphere_cluster["status"]["failureDomains"] == [{"name": good, "controlPlane": True}]
         assert condition(vsphere_cluster, "FailureDomainsReady")["status"] == "True"
+        # A v1beta1 reader gets CAPV's v1beta1 shape: a map of domains, `ready`, v1beta1
+        # conditions at the top and v1beta2's under `status.v1beta2`.
+        old = get(plane, ns, f"vsphereclusters.v1beta1.{GROUP}", "fd1")
+        assert old["apiVersion"] == f"{GROUP}/v1beta1"
+        assert old["status"]["failureDomains"] == {good: {"controlPlane": True}}
+        assert old["status"]["ready"] is True and "initialization" not in old["status"]
+        assert {c["type"] for c in old["status"]["conditions"]} >= {"Ready", "FailureDomainsAvailable"}
+        assert condition({"status": old["status"]["v1beta2"]}, "FailureDomainsReady")["status"] == "True"
+        # Written in v1beta1, as CAPV's older templates are: stored in v1beta2's shape.
+        plane.kubectl("apply", "-f", "-", input=json.dumps({
+            "apiVersion": f"{GROUP}/v1beta1", "kind": "VSphereMachineTemplate",
+            "metadata": {"name": "fd1-old", "namespace": ns},
+            "spec": {"template": {"spec": {"template": "t", "network": {"devices": []},
+                                           "guestSoftPowerOffTimeout": "5m0s",
+                                           "namingStrategy": {"template": "{{ .machine.name }}-x"}}}}}))
+        stored = get(plane, ns, f"vspheremachinetemplates.v1beta2.{GROUP}", "fd1-old")["spec"]["template"]["spec"]
+        assert stored["guestSoftPowerOffTimeoutSeconds"] == 300 and "guestSoftPowerOffTimeout" not in stored
+        assert stored["naming"] == {"template": "{{ .machine.name }}-x"}
         (machine,) = items(plane, ns, "machines.cluster.x-k8s.io")
         assert machine["spec"]["failureDomain"] == good
         vm = get(plane, ns, f"vspherevms.{GROUP}", machine["metadata"]["name"])

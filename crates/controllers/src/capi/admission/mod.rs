@@ -50,6 +50,9 @@ pub const CONTROL_PLANE_SERVICE: (&str, &str) = (
     "capi-kubeadm-control-plane-system",
     "capi-kubeadm-control-plane-webhook-service",
 );
+/// CAPV's webhook Service: its kinds' conversion, for the CAPV stand-in (see
+/// [`crate::capv`]).
+pub const CAPV_SERVICE: (&str, &str) = ("capv-system", "capv-webhook-service");
 /// The in-cluster IPAM provider's webhook Service (see [`crate::capi::ipam`]).
 pub const IPAM_SERVICE: (&str, &str) = (
     "capi-ipam-in-cluster-system",
@@ -473,6 +476,7 @@ pub fn serve_in(server: &infrasim_kube_api::ApiServer, client: kube::Client, adm
             BOOTSTRAP_SERVICE,
             CONTROL_PLANE_SERVICE,
             IPAM_SERVICE,
+            CAPV_SERVICE,
         ] {
             server.serve_webhook_in_process(namespace, name, hooks.clone());
         }

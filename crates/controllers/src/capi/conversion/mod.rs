@@ -8,6 +8,7 @@
 //! does not know are dropped as upstream drops them. A reference's `apiVersion` comes from
 //! the referenced CRD's contract label, as upstream looks it up.
 
+mod capv;
 mod cluster;
 mod cluster_class;
 mod control_plane;
@@ -119,6 +120,7 @@ fn conversion_of(group: &str, kind_name: &str) -> Option<KindConversion> {
             keeps_data: false,
             ..kind(|_, _| Ok(()), |_, _| Ok(()))
         },
+        (INFRA_GROUP, kind_name) if kind_name.starts_with("VSphere") => capv_conversion(kind_name),
         (INFRA_GROUP, "DevCluster") => kind(dev::cluster_to_hub, dev::cluster_from_hub),
         (INFRA_GROUP, "DevMachine") => kind(dev::machine_to_hub, dev::machine_from_hub),
         (INFRA_GROUP, "DevClusterTemplate") => KindConversion {
@@ -131,6 +133,28 @@ fn conversion_of(group: &str, kind_name: &str) -> Option<KindConversion> {
         _ => return None,
     };
     Some(conversion)
+}
+
+/// CAPV's govmomi kinds, which keep no conversion data (see `capv.rs`).
+fn capv_conversion(kind_name: &str) -> KindConversion {
+    let conversion = match kind_name {
+        "VSphereCluster" => kind(capv::cluster_to_hub, capv::cluster_from_hub),
+        "VSphereMachine" => kind(capv::machine_to_hub, capv::machine_from_hub),
+        "VSphereMachineTemplate" => kind(
+            capv::machine_template_to_hub,
+            capv::machine_template_from_hub,
+        ),
+        "VSphereVM" => kind(capv::vm_to_hub, capv::vm_from_hub),
+        "VSphereClusterIdentity" | "VSphereDeploymentZone" => {
+            kind(capv::conditions_only_to_hub, capv::conditions_only_from_hub)
+        }
+        // VSphereClusterTemplate, VSphereFailureDomain: the same in both versions.
+        _ => kind(|_, _| Ok(()), |_, _| Ok(())),
+    };
+    KindConversion {
+        keeps_data: false,
+        ..conversion
+    }
 }
 
 /// A `ClusterResourceSet` (or an `IPAddressClaim`) to v1beta2: the same spec; its v1beta1
