@@ -177,12 +177,17 @@ def test_capvs_default_flavor_makes_vms_that_join_the_cluster(plane, ns, tmp_pat
             mac = next(d.macAddress for d in vm.config.hardware.device
                        if isinstance(d, vim.vm.device.VirtualEthernetCard))
             assert f'macaddress: "{mac}"' in metadata
+            # CAPV's per-NIC network status, on the VSphereVM and copied to its machine.
+            (nic,) = v["status"]["network"]
+            assert nic["macAddr"] == mac and nic["connected"] is True
+            assert nic["ipAddrs"] == [vm.guest.ipAddress] and nic["networkName"] == vm.network[0].name
             # The VSphereMachine has what Cluster API's core reads.
             machine = get(plane, ns, f"vspheremachines.{GROUP}", name)
             assert machine["spec"]["providerID"] == f"vsphere://{vm.config.uuid}"
             assert {"type": "ExternalIP", "address": vm.guest.ipAddress} in \
                 machine["status"]["addresses"]
             assert machine["status"]["initialization"]["provisioned"] is True
+            assert machine["status"]["network"] == v["status"]["network"]
 
         # A cluster module per control plane and MachineDeployment (anti-affinity), each VM
         # in its owner's.

@@ -246,7 +246,20 @@ async fn mirror(r: &Reconciler, m: &VSphereMachine, vm: Option<&VSphereVM>) -> R
         .collect();
     addresses.push(json!({"type": "InternalDNS", "address": vm.name_any()}));
     let provisioned = Condition::new("VirtualMachineProvisioned", true, "Provisioned", "");
-    let extra = json!({"addresses": addresses, "initialization": {"provisioned": true}});
+    // CAPV copies the VM's per-NIC network status (each with its MAC address).
+    let network: Vec<Value> = vm
+        .status
+        .as_ref()
+        .and_then(|s| s.rest.get("network"))
+        .and_then(Value::as_array)
+        .map(|n| {
+            n.iter()
+                .filter(|s| s.get("macAddr").is_some())
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let extra = json!({"addresses": addresses, "network": network, "initialization": {"provisioned": true}});
     write_status(r, m, provisioned, Some(extra)).await
 }
 

@@ -563,8 +563,10 @@ impl Reconciler {
             return Ok(Next::AwaitChange);
         }
         let provisioned = Condition::new("VirtualMachineProvisioned", true, "Provisioned", "");
-        let extra =
-            with_module(json!({"ready": true, "addresses": addresses, "vmRef": copy.obj.value}));
+        let extra = with_module(json!({
+            "ready": true, "addresses": addresses, "network": network_status(copy),
+            "vmRef": copy.obj.value,
+        }));
         write_status(self, vm, provisioned, extra).await?;
         Ok(Next::AwaitChange)
     }
@@ -942,6 +944,34 @@ fn addresses(copy: &ObjectContent) -> Vec<String> {
     all
 }
 
+/// CAPV's `status.network`: per NIC the guest reports, its MAC address, addresses (as the
+/// guest lists them), network and whether it is connected.
+fn network_status(copy: &ObjectContent) -> Vec<Value> {
+    copy.prop("guest.net")
+        .map(Val::items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|nic| {
+            let mac = nic.field("macAddress").and_then(Val::text)?;
+            let addrs: Vec<&str> = nic
+                .field("ipAddress")
+                .map(Val::items)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(Val::text)
+                .collect();
+            let mut status = json!({"macAddr": mac, "ipAddrs": addrs});
+            if let Some(n) = nic.field("network").and_then(Val::text) {
+                status["networkName"] = json!(n);
+            }
+            if let Some(c) = nic.field("connected").and_then(Val::text) {
+                status["connected"] = json!(c == "true");
+            }
+            Some(status)
+        })
+        .collect()
+}
+
 fn base64(data: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(data)
 }
@@ -974,7 +1004,7 @@ async fn write_conditions(
         if let Some(a) = &before.addresses {
             fields.insert("addresses".into(), json!(a));
         }
-        for k in ["taskRef", "cloneMode", "moduleUUID"] {
+        for k in ["taskRef", "cloneMode", "moduleUUID", "network"] {
             if let Some(v) = before.rest.get(k) {
                 fields.insert(k.into(), v.clone());
             }
