@@ -9,10 +9,9 @@
 use super::field::FieldError;
 use super::review::{Operation, Review, Verdict};
 use crate::capi::core::{IPAddress, IPAddressClaim};
-use crate::capi::ipam::ipset::{self, IpSet};
 use crate::capi::ipam::types::{InClusterIPPoolSpec, GROUP};
 use crate::capi::ipam::PoolKey;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use serde_json::{json, Value};
 
 /// Lets a pool with addresses out be deleted all the same, as upstream's webhook allows.
@@ -64,7 +63,7 @@ pub async fn validate_pool(client: &kube::Client, kind: &'static str, review: &R
             if skipped.is_some() {
                 return Verdict::allowed();
             }
-            match in_use(client, &key).await {
+            match crate::capi::ipam::addresses_in_use(client, &key).await {
                 Ok(used) if used.is_empty() => Verdict::allowed(),
                 Ok(_) => bad_request("Pool has IPAddresses allocated. Cannot delete Pool until all IPAddresses have been removed."),
                 Err(e) => internal(e),
@@ -82,7 +81,7 @@ pub async fn validate_pool(client: &kube::Client, kind: &'static str, review: &R
             if !errors.is_empty() || review.operation == Operation::Create {
                 return Verdict::of(GROUP, kind, errors);
             }
-            let used = match in_use(client, &key).await {
+            let used = match crate::capi::ipam::addresses_in_use(client, &key).await {
                 Ok(used) => used,
                 Err(e) => return internal(e),
             };
@@ -98,23 +97,6 @@ pub async fn validate_pool(client: &kube::Client, kind: &'static str, review: &R
         }
         Operation::Connect => Verdict::allowed(),
     }
-}
-
-/// The addresses handed out from the pool `key`, read from the server.
-async fn in_use(client: &kube::Client, key: &PoolKey) -> Result<IpSet, kube::Error> {
-    let api: Api<IPAddress> = match &key.namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
-    let mut used = IpSet::default();
-    for a in api.list(&ListParams::default()).await?.items {
-        if key.holds(&a) {
-            if let Ok(addr) = ipset::parse_ip(&a.spec.address) {
-                used.add(addr, addr);
-            }
-        }
-    }
-    Ok(used)
 }
 
 /// A refusal as apimachinery's `NewBadRequest`.

@@ -7,9 +7,8 @@
 //! spec widened) wakes it. A deleted claim's address is released once the pool's grace
 //! period has passed since the claim's deletion.
 
-use super::ipset::{self, IpSet};
-use super::types::{GlobalInClusterIPPool, InClusterIPPool, InClusterIPPoolSpec, GROUP};
-use super::{Error, Ipam, PoolKey};
+use super::types::{GlobalInClusterIPPool, InClusterIPPool, GROUP};
+use super::{Error, Ipam, PoolKey, PoolState};
 use crate::capi::core::{Cluster, IPAddress, IPAddressClaim};
 use crate::capi::standin::objects::owner_ref;
 use infrasim_controller_runtime::conditions;
@@ -17,7 +16,7 @@ use infrasim_controller_runtime::finalizers;
 use infrasim_controller_runtime::informers::Informers;
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_controller_runtime::triggers::{controller_where, filtered, hash};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::Controller;
 use kube::{Resource, ResourceExt};
@@ -122,14 +121,14 @@ impl Reconcile<IPAddressClaim> for Ipam {
         if finalizers::ensure(&self.ctx.client, &*claim, RELEASE_FINALIZER).await? {
             return Ok(Next::AwaitChange);
         }
-        let Some(spec) = self.pool_spec(&key).await? else {
+        let Some(pool) = self.pool(&key).await?.filter(|p| !p.paused) else {
             return Ok(Next::AwaitChange);
         };
         let lock = self.lock_of(&key);
         let _held = lock.lock().await;
         let address = match self.address_of(&claim, &key).await? {
             Some(a) => a,
-            None => match self.hand_out(&claim, &key, &spec).await? {
+            None => match self.hand_out(&claim, &key, &pool).await? {
                 Some(a) => a,
                 None => {
                     let why = format!("failed to find free address in {key}: no address available");
@@ -161,7 +160,8 @@ impl Reconcile<IPAddressClaim> for Ipam {
         }
         let ns = claim.namespace().unwrap_or_default();
         if let Some(key) = PoolKey::of_ref(&claim.spec.pool_ref, &ns) {
-            if let Some(wait) = self.grace_left(&claim, &key).await? {
+            let pool = self.pool(&key).await?;
+            if let Some(wait) = self.grace_left(&claim, pool.as_ref()) {
                 return Ok(Cleanup::Pending(Next::After(wait)));
             }
         }
@@ -183,24 +183,6 @@ impl Reconcile<IPAddressClaim> for Ipam {
 }
 
 impl Ipam {
-    /// The spec of the pool `key` names, if it exists and is not paused.
-    async fn pool_spec(&self, key: &PoolKey) -> Result<Option<InClusterIPPoolSpec>, Error> {
-        Ok(match &key.namespace {
-            Some(ns) => self
-                .informers
-                .get::<InClusterIPPool>(ns, &key.name)
-                .await?
-                .filter(|p| !paused(&**p))
-                .map(|p| p.spec.clone()),
-            None => self
-                .informers
-                .get::<GlobalInClusterIPPool>("", &key.name)
-                .await?
-                .filter(|p| !paused(&**p))
-                .map(|p| p.spec.spec.clone()),
-        })
-    }
-
     /// The address already made for `claim` (named after it), if any.
     async fn address_of(
         &self,
@@ -222,31 +204,10 @@ impl Ipam {
         &self,
         claim: &IPAddressClaim,
         key: &PoolKey,
-        spec: &InClusterIPPoolSpec,
+        pool: &PoolState,
     ) -> Result<Option<Arc<IPAddress>>, Error> {
-        let all: Api<IPAddress> = match &key.namespace {
-            Some(ns) => Api::namespaced(self.ctx.client.clone(), ns),
-            None => Api::all(self.ctx.client.clone()),
-        };
-        let mut taken = IpSet::default();
-        for a in all
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .filter(|a| key.holds(a))
-        {
-            if let Ok(addr) = ipset::parse_ip(&a.spec.address) {
-                taken.add(addr, addr);
-            }
-        }
-        if let Some(g) = spec
-            .gateway
-            .as_deref()
-            .and_then(|g| ipset::parse_ip(g).ok())
-        {
-            taken.add(g, g);
-        }
+        let spec = &pool.spec;
+        let taken = super::addresses_in_use(&self.ctx.client, key).await?;
         let usable = spec.usable().map_err(Error::Reported)?;
         let Some(free) = usable.first_free(&taken) else {
             return Ok(None);
@@ -254,7 +215,7 @@ impl Ipam {
         let ns = claim.namespace().unwrap_or_default();
         let pool_owner = json!({
             "apiVersion": format!("{GROUP}/v1alpha2"), "kind": key.kind, "name": key.name,
-            "uid": self.pool_uid(key).await?, "controller": false, "blockOwnerDeletion": true,
+            "uid": pool.uid, "controller": false, "blockOwnerDeletion": true,
         });
         let mut labels = serde_json::Map::new();
         if let Some(c) = claim.labels().get(crate::capi::CLUSTER_NAME_LABEL) {
@@ -290,71 +251,19 @@ impl Ipam {
         }
     }
 
-    async fn pool_uid(&self, key: &PoolKey) -> Result<String, Error> {
-        let uid = match &key.namespace {
-            Some(ns) => self
-                .informers
-                .get::<InClusterIPPool>(ns, &key.name)
-                .await?
-                .and_then(|p| p.uid()),
-            None => self
-                .informers
-                .get::<GlobalInClusterIPPool>("", &key.name)
-                .await?
-                .and_then(|p| p.uid()),
-        };
-        Ok(uid.unwrap_or_default())
-    }
-
     /// How much of the pool's `addressReuseGracePeriodSeconds` is left since the claim's
     /// deletion; `None` when it has passed, or the pool is gone or going (a cluster torn
     /// down releases at once, as upstream's).
-    async fn grace_left(
-        &self,
-        claim: &IPAddressClaim,
-        key: &PoolKey,
-    ) -> Result<Option<Duration>, Error> {
-        let pool = match &key.namespace {
-            Some(ns) => self
-                .informers
-                .get::<InClusterIPPool>(ns, &key.name)
-                .await?
-                .map(|p| {
-                    (
-                        p.spec.address_reuse_grace_period_seconds,
-                        p.meta().deletion_timestamp.is_some(),
-                    )
-                }),
-            None => self
-                .informers
-                .get::<GlobalInClusterIPPool>("", &key.name)
-                .await?
-                .map(|p| {
-                    (
-                        p.spec.spec.address_reuse_grace_period_seconds,
-                        p.meta().deletion_timestamp.is_some(),
-                    )
-                }),
-        };
-        let Some((Some(grace), false)) = pool else {
-            return Ok(None);
-        };
+    fn grace_left(&self, claim: &IPAddressClaim, pool: Option<&PoolState>) -> Option<Duration> {
+        let grace = pool
+            .filter(|p| !p.deleting)
+            .and_then(|p| p.spec.address_reuse_grace_period_seconds)?;
         let deleted = claim.meta().deletion_timestamp.as_ref();
-        let Some(deleted) = deleted.and_then(|t| conditions::parse_time(&t.0.to_string())) else {
-            return Ok(None);
-        };
+        let deleted = deleted.and_then(|t| conditions::parse_time(&t.0.to_string()))?;
         let until = deleted + chrono::Duration::seconds(grace.max(0).into());
         let left = until - self.ctx.now();
-        Ok(left.to_std().ok().filter(|d| !d.is_zero()))
+        left.to_std().ok().filter(|d| !d.is_zero())
     }
-}
-
-/// Whether a pool is paused (Cluster API's paused annotation), as upstream's claims skip one.
-fn paused<K: Resource>(pool: &K) -> bool {
-    pool.meta()
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(crate::capi::PAUSED_ANNOTATION))
 }
 
 #[cfg(test)]

@@ -166,8 +166,69 @@ impl Pool for GlobalInClusterIPPool {
     }
 }
 
-/// The addresses handed out from `pool`, from the cache (see [`claim`] for the read that
-/// decides a new address, which goes to the server).
+/// What a claim reads of its pool, of either kind.
+pub(crate) struct PoolState {
+    pub spec: InClusterIPPoolSpec,
+    pub uid: String,
+    /// Cluster API's paused annotation: its claims are left alone.
+    pub paused: bool,
+    pub deleting: bool,
+}
+
+impl PoolState {
+    fn of<P: Pool>(pool: &P) -> PoolState {
+        let meta = pool.meta();
+        PoolState {
+            spec: pool.spec_of().clone(),
+            uid: meta.uid.clone().unwrap_or_default(),
+            paused: meta
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(crate::capi::PAUSED_ANNOTATION)),
+            deleting: meta.deletion_timestamp.is_some(),
+        }
+    }
+}
+
+impl Ipam {
+    /// The pool `key` names, from the cache, if it exists.
+    async fn pool(&self, key: &PoolKey) -> Result<Option<PoolState>, kube::Error> {
+        Ok(match &key.namespace {
+            Some(ns) => self
+                .informers
+                .get::<InClusterIPPool>(ns, &key.name)
+                .await?
+                .map(|p| PoolState::of(&*p)),
+            None => self
+                .informers
+                .get::<GlobalInClusterIPPool>("", &key.name)
+                .await?
+                .map(|p| PoolState::of(&*p)),
+        })
+    }
+}
+
+/// The addresses handed out from the pool `key`, read from the server (not a cache): what
+/// decides a new address, under the pool's lock, and what the pool's webhook checks.
+pub(crate) async fn addresses_in_use(
+    client: &kube::Client,
+    key: &PoolKey,
+) -> Result<ipset::IpSet, kube::Error> {
+    let api: kube::Api<IPAddress> = match &key.namespace {
+        Some(ns) => kube::Api::namespaced(client.clone(), ns),
+        None => kube::Api::all(client.clone()),
+    };
+    let mut used = ipset::IpSet::default();
+    for a in api.list(&Default::default()).await?.items {
+        if let (true, Ok(addr)) = (key.holds(&a), ipset::parse_ip(&a.spec.address)) {
+            used.add(addr, addr);
+        }
+    }
+    Ok(used)
+}
+
+/// The addresses handed out from `pool`, from the cache (see [`addresses_in_use`] for the
+/// read that decides a new address).
 fn addresses_of(informers: &Informers, pool: &PoolKey) -> Vec<Arc<IPAddress>> {
     informers
         .of::<IPAddress>()

@@ -116,10 +116,10 @@ impl InClusterIPPoolSpec {
     /// subnet's network address (and IPv4 broadcast) unless reserved ones are allowed, and
     /// the gateway.
     pub fn usable(&self) -> Result<IpSet, String> {
-        let mut set = IpSet::of_entries(&self.addresses)?;
+        let listed = IpSet::of_entries(&self.addresses)?;
+        let mut set = listed.clone();
         set.remove_set(&IpSet::of_entries(&self.excluded_addresses)?);
         if !self.allocate_reserved_ip_addresses {
-            let listed = IpSet::of_entries(&self.addresses)?;
             if let Some(first) = listed.first() {
                 let (network, broadcast) = ipset::subnet(first, self.prefix)?;
                 set.remove(network, network);
