@@ -144,6 +144,9 @@ pub enum Goal {
     Shaped,
     /// Powered on.
     On,
+    /// In a DRS VM group: shown in its cluster's configuration, not in the VM's properties,
+    /// so only the task tells.
+    Grouped,
 }
 
 /// A task in flight on a VM.

@@ -133,8 +133,14 @@ pub fn capv_reached(reach: Option<&Reach>) -> Vec<CustomResourceDefinition> {
 
 /// CAPV's supervisor-mode kinds (`vmware.infrastructure.cluster.x-k8s.io`), as [`capv`]'s.
 pub fn capv_supervisor() -> Vec<CustomResourceDefinition> {
+    capv_supervisor_reached(None)
+}
+
+/// [`capv_supervisor`], with v1beta1 converted (when `reach` is given) by the conversion
+/// webhook of CAPV's Service, as [`capv_reached`].
+pub fn capv_supervisor_reached(reach: Option<&Reach>) -> Vec<CustomResourceDefinition> {
     let kept = Kept {
-        group: "vmware.infrastructure.cluster.x-k8s.io",
+        group: crate::capi::SUPERVISOR_GROUP,
         versions: &["v1beta2", "v1beta1"],
         deprecated: &["v1beta1"],
         labels: &[
@@ -158,6 +164,10 @@ pub fn capv_supervisor() -> Vec<CustomResourceDefinition> {
             for v in &mut crd.spec.versions {
                 v.deprecated = Some(true);
             }
+        }
+        if let Some(reach) = reach {
+            let service = crate::capi::admission::CAPV_SERVICE;
+            crd.spec.conversion = Some(webhook_conversion(reach.client_config(service, PATH)));
         }
         crd
     })

@@ -115,7 +115,9 @@ impl Selection {
             // CRDs these would overwrite.
             if self.capi_core {
                 all.extend(crds::capv_reached(self.v1beta1.then_some(&self.reach)));
-                all.extend(crds::capv_supervisor());
+                all.extend(crds::capv_supervisor_reached(
+                    self.v1beta1.then_some(&self.reach),
+                ));
                 all.extend(crds::vm_operator());
             }
         }

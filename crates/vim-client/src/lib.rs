@@ -14,9 +14,11 @@
 //! - [`ops`]: what is built on the calls: listing objects through a container view, reading
 //!   properties, cloning, reconfiguring, powering and destroying VMs, tasks, custom fields;
 //! - [`updates`]: change notification (a filter over a container view, WaitForUpdatesEx);
+//! - [`drs`]: a cluster's DRS groups and rules, and adding a VM to a VM group;
 //! - [`rest`]: the vSphere Automation API's session and cluster modules.
 
 pub mod client;
+pub mod drs;
 pub mod ops;
 pub mod pbm;
 pub mod rest;

@@ -77,6 +77,18 @@ impl Val {
         }
     }
 
+    /// Every field named `name` of a data object (a list field repeats its name).
+    pub fn fields_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Val> + 'a {
+        let fields = match self {
+            Val::Object(fields) => fields.as_slice(),
+            _ => &[],
+        };
+        fields
+            .iter()
+            .filter(move |(n, _)| n == name)
+            .map(|(_, v)| v)
+    }
+
     /// An array's items; a single value is a list of one.
     pub fn items(&self) -> Vec<&Val> {
         match self {

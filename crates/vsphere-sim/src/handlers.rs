@@ -13,9 +13,9 @@ use crate::state::timeline::{Operation, Scheduled};
 use crate::state::State;
 use crate::value::Moref;
 use crate::{
-    custom_fields, datastore_browser, event_manager, folder, host, managed_entity,
-    property_collector, search_index, service_instance, session_manager, snapshot, task,
-    view_manager, virtual_machine,
+    cluster_compute_resource, custom_fields, datastore_browser, event_manager, folder, host,
+    managed_entity, property_collector, search_index, service_instance, session_manager, snapshot,
+    task, view_manager, virtual_machine,
 };
 
 /// One module's methods of a type: the answer, or `None` when the method is not among them
@@ -60,7 +60,10 @@ pub(crate) const HANDLERS: &[(&str, &[Handler])] = &[
     ("Folder", CONTAINER),
     ("ResourcePool", CONTAINER),
     ("Datacenter", ENTITY),
-    ("ClusterComputeResource", ENTITY),
+    (
+        "ClusterComputeResource",
+        &[cluster_compute_resource::dispatch, managed_entity::dispatch],
+    ),
     ("ComputeResource", ENTITY),
     ("HostSystem", ENTITY),
     ("Datastore", ENTITY),
@@ -122,6 +125,11 @@ fn run_operation(
             pool,
             host,
         } => folder::create_vm(state, call, &folder, &config, &pool, host.as_ref()),
+        Operation::ReconfigureCluster {
+            cluster,
+            spec,
+            modify,
+        } => cluster_compute_resource::reconfigure(state, call, &cluster, &spec, modify),
         Operation::Fail(fault) => Err(fault),
         Operation::Done(result) => Ok(result),
     }

@@ -22,6 +22,7 @@
 
 mod call;
 mod cloud_init;
+mod cluster_compute_resource;
 mod config;
 mod custom_fields;
 mod data;

@@ -144,6 +144,7 @@ pub(crate) fn destroy(
         let message = format!("Removed {} on {}", obj.name(), host_name(state, &obj));
         crate::event_manager::emit(state, call, "VmRemovedEvent", Some(entity), message);
         crate::snapshot::forget_vm(state, entity);
+        crate::cluster_compute_resource::forget_vm(state, entity);
         state.profiles.forget(&entity.value);
     }
     state.inventory.remove(entity);

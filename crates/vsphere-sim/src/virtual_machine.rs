@@ -192,6 +192,30 @@ pub(crate) fn set_power(state: &mut State, vm: &Moref, ps: &str, now: DateTime<U
     share_runtime(&mut state.inventory, vm);
 }
 
+/// Moves a VM to another host of its cluster (a DRS migration): its runtime says so, and
+/// the hosts' VM lists.
+pub(crate) fn move_to_host(state: &mut State, vm: &Moref, to: &Moref) {
+    let Some(o) = state.inventory.get_mut(vm) else {
+        return;
+    };
+    let from = o.path("runtime.host").and_then(Val::as_mor).cloned();
+    if let Some(rt) = data_mut(o, "runtime") {
+        rt.set("host", to.clone());
+    }
+    if let Some(rt) = data_mut(o, "summary").and_then(|s| nested_mut(s, "runtime")) {
+        rt.set("host", to.clone());
+    }
+    if let Some(h) = from.and_then(|f| state.inventory.get_mut(&f)) {
+        if let Some(Val::Array(_, vms)) = h.props.get_mut("vm") {
+            vms.retain(|v| v.as_mor() != Some(vm));
+        }
+    }
+    if let Some(h) = state.inventory.get_mut(to) {
+        h.push_mor("vm", vm.clone());
+    }
+    share_runtime(&mut state.inventory, vm);
+}
+
 /// Makes `summary.runtime` the same object as `runtime` again when they are equal (a VM is
 /// built with one object for both, and each change above copied it apart), and that object
 /// one VMs of the same host and power share (see [`crate::objects::Inventory::reuse`]).

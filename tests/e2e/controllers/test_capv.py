@@ -91,7 +91,9 @@ def automation(variables, method, path, body=None):
     ask.add_header("vmware-api-session-id", token)
     ask.add_header("Content-Type", "application/json")
     with urllib.request.urlopen(ask, context=insecure, timeout=10) as r:
-        return json.load(r).get("value")
+        answer = r.read()
+        # Some actions (a tag's attach) answer with no body.
+        return json.loads(answer).get("value") if answer.strip() else None
 
 
 def module_members(variables, module):
@@ -305,8 +307,12 @@ def test_a_reconciling_resource_set_applies_changes_and_leaves_its_objects(plane
     new = get(plane, ns, "clusterresourcesets.v1beta2.addons.cluster.x-k8s.io", "palette")
     assert new["spec"]["strategy"] == "Reconcile" and "v1beta2" not in new["status"]
     assert condition(new, "ResourcesApplied")["status"] == "True"
-    assert get(plane, ns, "clusterresourcesetbindings.v1beta1.addons.cluster.x-k8s.io",
-               "c2")["spec"] == binding()["spec"]
+    # The template's own sets may be applied between two reads: compare a settled binding.
+    old_binding = lambda: get(plane, ns, "clusterresourcesetbindings.v1beta1.addons.cluster.x-k8s.io",
+                              "c2")
+    bound = lambda: {b["clusterResourceSetName"] for b in binding()["spec"]["bindings"]}
+    wait_for(lambda: bound() == {"c2-crs-0", "palette"}, timeout=60, what="both sets bound")
+    assert old_binding()["spec"] == binding()["spec"]
 
     # A set that is not Reconcile refuses to become one; an empty selector is refused.
     out = plane.kubectl("-n", ns, "patch", "clusterresourcesets.addons.cluster.x-k8s.io",
@@ -319,10 +325,7 @@ def test_a_reconciling_resource_set_applies_changes_and_leaves_its_objects(plane
         "spec": {"clusterSelector": {}, "resources": [{"kind": "ConfigMap", "name": "palette"}]}}))
     assert out.returncode != 0 and "selector must not be empty" in out.stderr, out.stderr
 
-    # Deleting the set takes it out of the binding and leaves its objects. (The template's
-    # own set is bound first: one whose cluster answered later may not be yet.)
-    wait_for(lambda: {b["clusterResourceSetName"] for b in binding()["spec"]["bindings"]}
-             == {"c2-crs-0", "palette"}, timeout=60, what="both sets bound")
+    # Deleting the set takes it out of the binding and leaves its objects.
     plane.kubectl("-n", ns, "delete", "clusterresourcesets.addons.cluster.x-k8s.io", "palette",
                   "--wait=true")
     names = [b["clusterResourceSetName"] for b in binding()["spec"]["bindings"]]
@@ -432,6 +435,21 @@ def test_supervisor_mode_makes_vm_operator_virtual_machines_that_join(plane, ns,
     assert condition(cluster, "ResourcePolicyReady")["status"] == "True"
     policy = get(plane, ns, "virtualmachinesetresourcepolicies.vmoperator.vmware.com", "s1")
     assert policy["spec"]["resourcePool"] == {"name": "s1"}
+    # The supervisor kinds in v1beta1, converted as CAPV converts them both ways.
+    old_cluster = get(plane, ns, f"vsphereclusters.v1beta1.{supervisor}", "s1")
+    assert old_cluster["apiVersion"] == f"{supervisor}/v1beta1"
+    assert old_cluster["status"]["ready"] is True and "initialization" not in old_cluster["status"]
+    network = {"apiVersion": "crd.nsx.vmware.com/v1alpha1", "kind": "SubnetSet", "name": "s1"}
+    plane.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": f"{supervisor}/v1beta1", "kind": "VSphereMachineTemplate",
+        "metadata": {"name": "s1-old", "namespace": ns},
+        "spec": {"template": {"spec": {
+            "className": "c", "imageName": "i",
+            "namingStrategy": {"template": "{{ .machine.name }}-x"},
+            "network": {"interfaces": {"primary": {"network": network}}}}}}}))
+    stored = get(plane, ns, f"vspheremachinetemplates.v1beta2.{supervisor}", "s1-old")["spec"]["template"]["spec"]
+    assert stored["naming"] == {"template": "{{ .machine.name }}-x"} and "namingStrategy" not in stored
+    assert stored["network"]["interfaces"]["primary"] == {"networkRef": network}
 
     machines = items(plane, ns, "machines.cluster.x-k8s.io")
     assert len(machines) == 2 and all(m["status"]["phase"] == "Running" for m in machines)
@@ -459,6 +477,11 @@ def test_supervisor_mode_makes_vm_operator_virtual_machines_that_join(plane, ns,
                 {"type": "InternalIP", "address": vm["status"]["network"]["primaryIP4"]}]
             found = si.content.searchIndex.FindByUuid(None, uuid, True, False)
             assert found is not None and found.runtime.powerState == "poweredOn"
+            old = get(plane, ns, f"vspheremachines.v1beta1.{supervisor}", name)
+            assert old["status"]["vmID"] == uuid and old["status"]["ready"] is True, old["status"]
+            assert "biosUUID" not in old["status"] and "initialization" not in old["status"]
+            assert "VirtualMachineProvisioned" in {
+                c["type"] for c in old["status"]["v1beta2"]["conditions"]}
         nodes = wait_for(lambda: (lambda n: n if n and len(n) == 2 else None)(
             workload_nodes(plane, ns, "s1", tmp_path)), timeout=60, what="two Nodes")
         assert {n["spec"]["providerID"] for n in nodes} == {m["spec"]["providerID"] for m in machines}
@@ -780,6 +803,106 @@ def test_failure_domains_are_checked_and_place_the_control_plane(plane, ns, tmp_
         wait_for(lambda: get(plane, ns, f"vspherefailuredomains.{GROUP}", good) is None,
                  timeout=30, what="its failure domain deleted")
         for name in (untagged, no_store):
+            plane.kubectl("delete", f"vspheredeploymentzones.{GROUP}", name, "--wait=false")
+    finally:
+        Disconnect(si)
+
+
+def reconfigure_drs(si, compute, groups=(), rules=()):
+    """Adds DRS groups and rules to a cluster with ReconfigureComputeResource_Task."""
+    spec = vim.cluster.ConfigSpecEx(
+        groupSpec=[vim.cluster.GroupSpec(operation="add", info=g) for g in groups],
+        rulesSpec=[vim.cluster.RuleSpec(operation="add", info=r) for r in rules])
+    task = compute.ReconfigureComputeResource_Task(spec=spec, modify=True)
+    wait_for(lambda: task.info.state in ("success", "error"), timeout=30, what="the reconfiguration")
+    assert task.info.state == "success", task.info.error
+
+
+def test_a_host_group_failure_domain_puts_its_machines_in_its_vm_group(plane, ns, tmp_path):
+    """A failure domain of type HostGroup, as CAPV checks it: the hosts of its host group
+    carry the zone's tag and a VM-host rule ties its VM group to that host group (a zone
+    whose rule is missing is reported); its machine's VM joins the VM group, and the
+    simulator's DRS keeps it on the group's hosts."""
+    variables = infrasim_env(plane, ns, "vcsim9", "hg1", tmp_path, workers=0)
+    host, port = variables["VSPHERE_SERVER"].removeprefix("https://").rsplit(":", 1)
+    si = SmartConnect(host=host, port=int(port), user=variables["VSPHERE_USERNAME"],
+                      pwd=variables["VSPHERE_PASSWORD"], disableSslCertValidation=True)
+    try:
+        dc = si.content.rootFolder.childEntity[0]
+        compute = next(c for c in dc.hostFolder.childEntity
+                       if isinstance(c, vim.ClusterComputeResource))
+        # A host other than the template's: a clone starts next to its source, so being on
+        # the chosen one is DRS's doing.
+        template = variables["VSPHERE_TEMPLATE"].rsplit("/", 1)[-1]
+        source = vms_named(si, template)[template]
+        chosen = [next(h for h in compute.host if h != source.runtime.host)]
+        tag = make_tag(variables, "k8s-zone", f"{ns}-rack")
+        for h in chosen:
+            automation(variables, "POST",
+                       f"/com/vmware/cis/tagging/tag-association/id:{tag}?~action=attach",
+                       {"object_id": {"id": h._moId, "type": "HostSystem"}})
+        reconfigure_drs(si, compute, groups=[
+            vim.cluster.HostGroup(name="rack-hosts", host=chosen),
+            vim.cluster.VmGroup(name="rack-vms"),
+            vim.cluster.VmGroup(name="loose-vms")],
+            rules=[vim.cluster.VmHostRuleInfo(name="rack", enabled=True, mandatory=True,
+                                              vmGroupName="rack-vms",
+                                              affineHostGroupName="rack-hosts")])
+
+        def domain(name, vm_group):
+            return {"apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereFailureDomain",
+                    "metadata": {"name": name},
+                    "spec": {"region": {"name": compute.name, "type": "ComputeCluster",
+                                        "tagCategory": "k8s-zone"},
+                             "zone": {"name": f"{ns}-rack", "type": "HostGroup",
+                                      "tagCategory": "k8s-zone"},
+                             "topology": {"datacenter": dc.name, "computeCluster": compute.name,
+                                          "hosts": {"vmGroupName": vm_group,
+                                                    "hostGroupName": "rack-hosts"}}}}
+
+        def zone(name, label):
+            return {"apiVersion": f"{GROUP}/v1beta2", "kind": "VSphereDeploymentZone",
+                    "metadata": {"name": name, "labels": {"test": label}},
+                    "spec": {"server": variables["VSPHERE_SERVER"], "failureDomain": name,
+                             "controlPlane": True}}
+        good, unruled = f"{ns}-rack", f"{ns}-loose"
+        for obj in (domain(good, "rack-vms"), zone(good, ns),
+                    domain(unruled, "loose-vms"), zone(unruled, f"{ns}-bad")):
+            plane.kubectl("apply", "-f", "-", input=json.dumps(obj))
+
+        def zone_status(name):
+            z = get(plane, ns, f"vspheredeploymentzones.{GROUP}", name) or {}
+            return z if "ready" in z.get("status", {}) else None
+        ready = wait_for(lambda: zone_status(good), timeout=60, what="the zone's report")
+        assert ready["status"]["ready"] is True, ready["status"]
+        assert condition(ready, "FailureDomainValidated")["status"] == "True"
+        bad = wait_for(lambda: zone_status(unruled), timeout=60, what="the unruled zone's report")
+        validated = condition(bad, "FailureDomainValidated")
+        assert (validated["status"], validated["reason"]) == ("False", "HostsMisconfigured"), validated
+
+        rendered = generate(TEMPLATE, variables)
+        selector = f"  failureDomainSelector:\n    matchLabels:\n      test: {ns}\n"
+        manifest = rendered.replace("  identityRef:\n    kind: Secret\n",
+                                    selector + "  identityRef:\n    kind: Secret\n", 1)
+        assert selector in manifest
+        plane.kubectl("apply", "--server-side", "-f", "-", input=manifest)
+        wait_available(plane, ns, "hg1")
+        (machine,) = items(plane, ns, "machines.cluster.x-k8s.io")
+        assert machine["spec"]["failureDomain"] == good
+        (made,) = vms_named(si, "hg1-").values()
+
+        def group(name):
+            return next(g for g in compute.configurationEx.group if g.name == name)
+        assert [v._moId for v in group("rack-vms").vm] == [made._moId]
+        assert made.runtime.host._moId == chosen[0]._moId
+        rule = next(r for r in compute.configurationEx.rule if r.name == "rack")
+        assert rule.inCompliance is True
+
+        # The Cluster's deletion destroys the VM, which leaves its group.
+        plane.kubectl("-n", ns, "delete", "clusters.cluster.x-k8s.io", "hg1", "--wait=true",
+                      timeout=120)
+        assert list(group("rack-vms").vm) == []
+        for name in (good, unruled):
             plane.kubectl("delete", f"vspheredeploymentzones.{GROUP}", name, "--wait=false")
     finally:
         Disconnect(si)

@@ -851,3 +851,78 @@ def test_esx_mode_has_a_real_hosts_references_and_names(tmp_path):
         Disconnect(si)
     finally:
         v.stop()
+
+
+def test_drs_groups_and_rules_are_kept_and_a_mandatory_rule_moves_vms(tmp_path):
+    """ReconfigureComputeResource_Task as pyvmomi sends it: VM and host groups and rules are
+    added, edited and removed; a spec with one bad part changes nothing; a mandatory VM-host
+    rule moves its VMs onto the hosts it allows (DRS), and a destroyed VM leaves its group."""
+    from pyVim.task import WaitForTask
+
+    v = Vcsim(tmp_path)
+    try:
+        si = v.connect()
+        c = si.RetrieveContent()
+        cluster = c.searchIndex.FindByInventoryPath("DC0/host/DC0_C0")
+        hosts = list(cluster.host)
+        config = cluster.configurationEx
+        assert isinstance(config, vim.cluster.ConfigInfoEx)
+        assert config.drsConfig.enabled is True and config.drsConfig.defaultVmBehavior == "fullyAutomated"
+        assert list(config.group) == [] and list(config.rule) == []
+        # Two VMs off the last host; the rule wants them on it.
+        vms = [vm for vm in cluster.resourcePool.vm if vm.runtime.host != hosts[-1]][:2]
+        assert len(vms) == 2
+        were_on = [vm.runtime.host for vm in vms]
+
+        def reconfigure(groups=(), rules=(), modify=True):
+            spec = vim.cluster.ConfigSpecEx(groupSpec=list(groups), rulesSpec=list(rules))
+            WaitForTask(cluster.ReconfigureComputeResource_Task(spec=spec, modify=modify))
+        add = lambda info: vim.cluster.GroupSpec(operation="add", info=info)
+        reconfigure(groups=[add(vim.cluster.VmGroup(name="web", vm=vms)),
+                            add(vim.cluster.HostGroup(name="rack", host=[hosts[-1]]))],
+                    rules=[vim.cluster.RuleSpec(operation="add", info=vim.cluster.VmHostRuleInfo(
+                        name="web-on-rack", enabled=True, mandatory=True, vmGroupName="web",
+                        affineHostGroupName="rack"))])
+        config = cluster.configurationEx
+        groups = {g.name: g for g in config.group}
+        assert isinstance(groups["web"], vim.cluster.VmGroup) and list(groups["web"].vm) == vms
+        assert isinstance(groups["rack"], vim.cluster.HostGroup) and list(groups["rack"].host) == [hosts[-1]]
+        (rule,) = config.rule
+        assert isinstance(rule, vim.cluster.VmHostRuleInfo) and rule.key > 0 and rule.ruleUuid
+        assert rule.inCompliance is True and rule.affineHostGroupName == "rack"
+        assert [r.name for r in cluster.configuration.rule] == ["web-on-rack"]
+        # DRS moved both VMs to the rack's host, and said so.
+        assert [vm.runtime.host for vm in vms] == [hosts[-1], hosts[-1]]
+        assert all(vm in hosts[-1].vm and vm not in h.vm for vm, h in zip(vms, were_on))
+        moved = c.eventManager.QueryEvents(vim.event.EventFilterSpec(
+            entity=vim.event.EventFilterSpec.ByEntity(entity=vms[0], recursion="self")))
+        assert "DRS migrated" in moved[0].fullFormattedMessage, moved[0]
+
+        # A duplicate group, a rule naming no such group, a host of another cluster: refused
+        # whole (the good group beside the bad one is not added).
+        other = c.searchIndex.FindByInventoryPath("DC0/host/DC0_H0").host[0]
+        for bad in ([add(vim.cluster.VmGroup(name="fine")), add(vim.cluster.VmGroup(name="web"))],
+                    [add(vim.cluster.HostGroup(name="away", host=[other]))]):
+            with pytest.raises(vmodl.fault.InvalidArgument):
+                reconfigure(groups=bad)
+        with pytest.raises(vmodl.fault.InvalidArgument):
+            reconfigure(rules=[vim.cluster.RuleSpec(operation="add", info=vim.cluster.VmHostRuleInfo(
+                name="x", enabled=True, vmGroupName="nope", affineHostGroupName="rack"))])
+        assert sorted(g.name for g in cluster.configurationEx.group) == ["rack", "web"]
+
+        # Edit a group, remove the rule by key; DRS settings change; a destroyed VM leaves.
+        reconfigure(groups=[vim.cluster.GroupSpec(operation="edit", info=vim.cluster.VmGroup(name="web", vm=[vms[0]]))])
+        reconfigure(rules=[vim.cluster.RuleSpec(operation="remove", removeKey=rule.key)])
+        assert list(cluster.configurationEx.rule) == []
+        WaitForTask(cluster.ReconfigureComputeResource_Task(spec=vim.cluster.ConfigSpecEx(
+            drsConfig=vim.cluster.DrsConfigInfo(defaultVmBehavior="manual")), modify=True))
+        assert cluster.configurationEx.drsConfig.defaultVmBehavior == "manual"
+        if vms[0].runtime.powerState == "poweredOn":
+            WaitForTask(vms[0].PowerOffVM_Task())
+        WaitForTask(vms[0].Destroy_Task())
+        assert [list(g.vm) for g in cluster.configurationEx.group if g.name == "web"] == [[]]
+        # Without `modify`, the spec is the whole configuration.
+        reconfigure(groups=[add(vim.cluster.VmGroup(name="only"))], modify=False)
+        assert [g.name for g in cluster.configurationEx.group] == ["only"]
+    finally:
+        v.stop()

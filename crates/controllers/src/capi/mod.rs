@@ -37,6 +37,8 @@ pub const PROVIDER_LABEL_VALUE: &str = "infrastructure-in-memory";
 pub const CORE_GROUP: &str = "cluster.x-k8s.io";
 /// The infrastructure providers' API group.
 pub const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
+/// The group of CAPV's supervisor-mode kinds.
+pub const SUPERVISOR_GROUP: &str = "vmware.infrastructure.cluster.x-k8s.io";
 
 /// The message of the `Paused` condition, if `obj` or its cluster is paused, as Cluster API
 /// words it (the provider's and the core's controllers say the same).

@@ -26,7 +26,7 @@ use infrasim_controller_runtime::conditions::Condition;
 use infrasim_controller_runtime::placement::{self, Placement};
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_controller_runtime::vcenters::{Goal, VCenter};
-use infrasim_vim_client::{CloneSpec, ObjectContent, TaskState, Val};
+use infrasim_vim_client::{CloneSpec, Moref, ObjectContent, TaskState, Val};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
@@ -253,6 +253,45 @@ impl Reconciler {
         Ok(self.informers.get::<Machine>(&ns, &machine).await?)
     }
 
+    /// When the VM's failure domain places it by host group and the VM is not yet in the
+    /// domain's VM group: the reconfiguration of the compute cluster that adds it, started
+    /// (CAPV's `reconcileVMGroupInfo`).
+    async fn join_vm_group(
+        &self,
+        vc: &VCenter,
+        vm: &VSphereVM,
+        copy: &ObjectContent,
+    ) -> Result<Option<Moref>, Error> {
+        let Some(machine) = self.machine_of(vm).await? else {
+            return Ok(None);
+        };
+        let Some(fd) = super::zones::failure_domain_of(&self.informers, &machine).await else {
+            return Ok(None);
+        };
+        let topology = &fd.spec.topology;
+        let Some((vm_group, _)) = super::zones::host_placement(topology) else {
+            return Ok(None);
+        };
+        let dc = topology.datacenter.trim_start_matches('/');
+        let path = placement::path_in(dc, "host", &topology.compute_cluster);
+        let missing = || Error::Reported(format!("unable to find VM Group {vm_group}"));
+        let cluster = vc
+            .client
+            .find_by_inventory_path(&path)
+            .await?
+            .ok_or_else(missing)?;
+        let drs = vc.client.drs_configuration(&cluster).await?;
+        let group = drs.group(vm_group, false).ok_or_else(missing)?;
+        if group.members.contains(&copy.obj) {
+            return Ok(None);
+        }
+        Ok(Some(
+            vc.client
+                .add_to_vm_group(&cluster, group, &copy.obj)
+                .await?,
+        ))
+    }
+
     /// The cluster module the VM belongs in, where its cluster keeps modules.
     async fn module_of(&self, vm: &VSphereVM) -> Result<Option<String>, Error> {
         let Some(cluster) = self.vsphere_cluster_of(vm).await? else {
@@ -305,6 +344,8 @@ impl Reconciler {
         let shown = match pending.goal {
             Goal::Made => copy.is_some(),
             Goal::Gone => copy.is_none(),
+            // Shown in the cluster's configuration: the task says when.
+            Goal::Grouped => false,
             Goal::On => copy
                 .as_ref()
                 .is_some_and(|c| c.text("runtime.powerState") == "poweredOn"),
@@ -483,11 +524,15 @@ impl Reconciler {
             let wanted = base64(text.as_bytes());
             let (task, goal, reason) = if extra_config(copy, "guestinfo.metadata") == Some(&wanted)
             {
-                (
-                    vc.client.start("PowerOnVM_Task", &copy.obj).await?,
-                    Goal::On,
-                    "PoweringOn",
-                )
+                // In its failure domain's VM group before it runs, as CAPV adds it.
+                match self.join_vm_group(vc, vm, copy).await? {
+                    Some(task) => (task, Goal::Grouped, "WaitingForClone"),
+                    None => (
+                        vc.client.start("PowerOnVM_Task", &copy.obj).await?,
+                        Goal::On,
+                        "PoweringOn",
+                    ),
+                }
             } else {
                 let pairs = [
                     ("guestinfo.metadata".to_string(), wanted),
@@ -590,6 +635,7 @@ fn doing(goal: Goal) -> &'static str {
         Goal::On => "powering on",
         Goal::Off => "powering off",
         Goal::Gone => "destroying",
+        Goal::Grouped => "adding the VM to its VM group",
     }
 }
 

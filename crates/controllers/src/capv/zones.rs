@@ -295,30 +295,68 @@ async fn verify_level(
              {category}"
         ));
     }
+    let objects = level_objects(client, fd, &level.type_)
+        .await
+        .map_err(|e| format!("failed to get objects of type {}: {e}", level.type_))?;
+    if objects.is_empty() {
+        return Err(format!(
+            "failed to get objects of type {}: unable to find taggable object",
+            level.type_
+        ));
+    }
+    for object in objects {
+        let names = client
+            .attached_tag_names(&object)
+            .await
+            .map_err(|e| format!("failed to verify if object {object} has tag {tag}: {e}"))?;
+        if !names.contains(tag) {
+            return Err(format!("object {object} does not have tag {tag}"));
+        }
+    }
+    Ok(())
+}
+
+/// The objects a region or zone of `type` stands for: the datacenter, the compute cluster,
+/// or the hosts of the compute cluster's host group.
+async fn level_objects(
+    client: &Client,
+    fd: &VSphereFailureDomain,
+    type_: &str,
+) -> Result<Vec<Moref>, String> {
     let topology = &fd.spec.topology;
     let dc = topology.datacenter.trim_start_matches('/');
-    let path = match level.type_.as_str() {
+    let cluster_path = in_datacenter(dc, "host", &topology.compute_cluster);
+    let path = match type_ {
         "Datacenter" => dc.to_string(),
-        "ComputeCluster" => in_datacenter(dc, "host", &topology.compute_cluster),
-        // The hosts of a DRS host group: the simulator does not model DRS groups.
-        other => {
-            return Err(format!(
-                "failed to get objects of type {other}: only Datacenter and ComputeCluster \
-                 failure domains are supported"
-            ))
-        }
+        "ComputeCluster" | "HostGroup" => cluster_path,
+        other => return Err(format!("unknown failure domain type {other}")),
     };
     let object = find(client, &path)
         .await
-        .ok_or_else(|| format!("failed to get objects of type {}: no {path}", level.type_))?;
-    let names = client
-        .attached_tag_names(&object)
-        .await
-        .map_err(|e| format!("failed to verify if object {object} has tag {tag}: {e}"))?;
-    if !names.contains(tag) {
-        return Err(format!("object {object} does not have tag {tag}"));
+        .ok_or_else(|| format!("no {path}"))?;
+    if type_ != "HostGroup" {
+        return Ok(vec![object]);
     }
-    Ok(())
+    let host_group = host_placement(topology).map_or("", |(_, hosts)| hosts);
+    let drs = client
+        .drs_configuration(&object)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(drs
+        .group(host_group, true)
+        .map(|g| g.members.clone())
+        .unwrap_or_default())
+}
+
+/// A topology's `hosts`: its VM group and host group, when it names both (CAPV's
+/// `IsDefined`).
+pub(super) fn host_placement(
+    topology: &super::types::FailureDomainTopology,
+) -> Option<(&str, &str)> {
+    let hosts = topology.hosts.as_ref()?;
+    let vms = hosts.get("vmGroupName").filter(|n| !n.is_empty())?;
+    let host_group = hosts.get("hostGroupName").filter(|n| !n.is_empty())?;
+    Some((vms, host_group))
 }
 
 /// The failure domain's compute cluster (owner of the zone's resource pool, if it names
@@ -381,9 +419,18 @@ async fn check_topology(
             return Err(("NetworkNotFound", format!("network {network} is not found")));
         }
     }
-    if topology.hosts.as_ref().is_some_and(|h| !h.is_empty()) {
-        let why = "vm host affinity rule does not exist".to_string();
-        return Err(("HostsMisconfigured", why));
+    if let Some((vm_group, host_group)) = host_placement(topology) {
+        // A VM-host rule of the compute cluster ties the VM group to the host group (a
+        // disabled one is accepted, as CAPV accepts it with a warning).
+        let cluster = find(client, &in_datacenter(dc, "host", compute)).await;
+        let drs = match cluster {
+            Some(c) => client.drs_configuration(&c).await.ok(),
+            None => None,
+        };
+        if drs.is_none_or(|d| d.affinity_rule(host_group, vm_group).is_none()) {
+            let why = "vm host affinity rule does not exist".to_string();
+            return Err(("HostsMisconfigured", why));
+        }
     }
     Ok(())
 }
@@ -563,10 +610,33 @@ pub(super) async fn placement(
     else {
         return;
     };
+    if let Some((zone, fd)) = zone_of(informers, name).await {
+        override_placement(&zone, &fd, spec);
+    }
+}
+
+/// A Machine's failure domain (through the zone it names), as CAPV's VSphereVM reconciler
+/// reads it; `None` when the Machine has none or it cannot be read.
+pub(super) async fn failure_domain_of(
+    informers: &Informers,
+    machine: &Machine,
+) -> Option<Arc<VSphereFailureDomain>> {
+    let name = machine
+        .spec
+        .failure_domain
+        .as_deref()
+        .filter(|n| !n.is_empty())?;
+    zone_of(informers, name).await.map(|(_, fd)| fd)
+}
+
+async fn zone_of(
+    informers: &Informers,
+    name: &str,
+) -> Option<(Arc<VSphereDeploymentZone>, Arc<VSphereFailureDomain>)> {
     let zone = informers.get::<VSphereDeploymentZone>("", name).await;
     let Ok(Some(zone)) = zone else {
         tracing::warn!(zone = name, "failed to get VSphereDeploymentZone");
-        return;
+        return None;
     };
     let fd = informers
         .get::<VSphereFailureDomain>("", &zone.spec.failure_domain)
@@ -576,9 +646,9 @@ pub(super) async fn placement(
             failure_domain = zone.spec.failure_domain,
             "failed to get VSphereFailureDomain"
         );
-        return;
+        return None;
     };
-    override_placement(&zone, &fd, spec);
+    Some((zone, fd))
 }
 
 /// [`placement`]'s override, once the zone and failure domain are read.

@@ -63,6 +63,7 @@ fn reached(goal: Goal, vm: Option<&ObjectContent>, shape: Shape) -> bool {
     match goal {
         Goal::Made => vm.is_some(),
         Goal::Gone => vm.is_none(),
+        Goal::Grouped => false,
         Goal::Off => power() == Some("poweredOff"),
         Goal::On => power() == Some("poweredOn"),
         Goal::Shaped => vm.is_some_and(|vm| has_shape(vm, shape)),
@@ -171,6 +172,7 @@ fn doing(goal: Goal) -> &'static str {
         Goal::Made => "cloning",
         Goal::Off => "powering off",
         Goal::Gone => "destroying",
+        Goal::Grouped => "adding to a VM group",
         Goal::Shaped => "reconfiguring",
         Goal::On => "powering on",
     }

@@ -36,6 +36,9 @@ pub(super) fn cluster(
     clo.set("network", mor_array([place.network.clone()]));
     clo.set("overallStatus", enum_val("ManagedEntityStatus", "green"));
     clo.set("summary", summary(hosts.len()));
+    for (prop, value) in crate::cluster_compute_resource::default_properties() {
+        clo.set(prop, value);
+    }
     inv.insert(clo);
     link(inv, &dc.host_folder, "childEntity", &cl);
     let mut pools = vec![root_pool.clone()];

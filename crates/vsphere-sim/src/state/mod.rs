@@ -26,4 +26,6 @@ pub(crate) struct State {
     pub snapshots: snapshots::Snapshots,
     /// The storage policies of VMs (read by PBM).
     pub profiles: crate::pbm::Associations,
+    /// The clusters' DRS configurations (driven by `cluster_compute_resource`).
+    pub drs: crate::cluster_compute_resource::DrsConfigs,
 }

@@ -68,6 +68,12 @@ pub(crate) enum Operation {
         folder: Moref,
         list: Vec<Moref>,
     },
+    /// ReconfigureComputeResource_Task on a cluster.
+    ReconfigureCluster {
+        cluster: Moref,
+        spec: Element,
+        modify: bool,
+    },
     CreateVm {
         folder: Moref,
         config: Element,
@@ -104,6 +110,7 @@ impl Scheduled {
                 Operation::MoveInto { list, .. } => list.contains(vm),
                 Operation::Snapshot(_)
                 | Operation::CreateVm { .. }
+                | Operation::ReconfigureCluster { .. }
                 | Operation::Fail(_)
                 | Operation::Done(_) => false,
             },

@@ -121,7 +121,7 @@ pub(super) fn conditions_only_from_hub(o: &mut Object, _: &Versions) -> Result<(
 }
 
 /// v1beta1's `ready` from the hub's `initialization.provisioned` (false when unset).
-fn ready_from_hub(status: &mut Object) {
+pub(super) fn ready_from_hub(status: &mut Object) {
     let provisioned = take_object(status, "initialization")
         .and_then(|i| i.get("provisioned").and_then(Value::as_bool))
         .unwrap_or(false);
@@ -129,21 +129,31 @@ fn ready_from_hub(status: &mut Object) {
 }
 
 fn machine_spec_to_hub(spec: &mut Object) -> Result<(), String> {
+    naming_to_hub(spec);
+    timeout_to_hub(spec)
+}
+
+fn machine_spec_from_hub(spec: &mut Object) {
+    naming_from_hub(spec);
+    timeout_from_hub(spec);
+}
+
+/// A machine spec's `namingStrategy` to the hub's `naming`.
+pub(super) fn naming_to_hub(spec: &mut Object) {
     if let Some(strategy) = take_object(spec, "namingStrategy") {
         if let Some(template) = strategy.get("template").filter(|t| !t.is_null()) {
             child(spec, "naming").insert("template".into(), template.clone());
         }
     }
-    timeout_to_hub(spec)
 }
 
-fn machine_spec_from_hub(spec: &mut Object) {
+/// The way back (only a naming with a template comes back).
+pub(super) fn naming_from_hub(spec: &mut Object) {
     if let Some(naming) = take_object(spec, "naming") {
         if let Some(template) = naming.get("template").filter(|t| !t.is_null()) {
             child(spec, "namingStrategy").insert("template".into(), template.clone());
         }
     }
-    timeout_from_hub(spec);
 }
 
 /// `guestSoftPowerOffTimeout` (`"5m0s"`) to whole seconds; an unreadable duration is an

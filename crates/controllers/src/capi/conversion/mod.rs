@@ -9,6 +9,7 @@
 //! the referenced CRD's contract label, as upstream looks it up.
 
 mod capv;
+mod capv_supervisor;
 mod cluster;
 mod cluster_class;
 mod control_plane;
@@ -67,7 +68,7 @@ const fn kind(
 
 /// The conversion of `group`/`kind`, if it has versions to convert between.
 fn conversion_of(group: &str, kind_name: &str) -> Option<KindConversion> {
-    use crate::capi::{CORE_GROUP, INFRA_GROUP};
+    use crate::capi::{CORE_GROUP, INFRA_GROUP, SUPERVISOR_GROUP};
     const BOOTSTRAP: &str = "bootstrap.cluster.x-k8s.io";
     const CONTROL_PLANE: &str = "controlplane.cluster.x-k8s.io";
     const ADDONS: &str = "addons.cluster.x-k8s.io";
@@ -121,6 +122,7 @@ fn conversion_of(group: &str, kind_name: &str) -> Option<KindConversion> {
             ..kind(|_, _| Ok(()), |_, _| Ok(()))
         },
         (INFRA_GROUP, kind_name) if kind_name.starts_with("VSphere") => capv_conversion(kind_name),
+        (SUPERVISOR_GROUP, kind_name) => supervisor_conversion(kind_name),
         (INFRA_GROUP, "DevCluster") => kind(dev::cluster_to_hub, dev::cluster_from_hub),
         (INFRA_GROUP, "DevMachine") => kind(dev::machine_to_hub, dev::machine_from_hub),
         (INFRA_GROUP, "DevClusterTemplate") => KindConversion {
@@ -149,6 +151,22 @@ fn capv_conversion(kind_name: &str) -> KindConversion {
             kind(capv::conditions_only_to_hub, capv::conditions_only_from_hub)
         }
         // VSphereClusterTemplate, VSphereFailureDomain: the same in both versions.
+        _ => kind(|_, _| Ok(()), |_, _| Ok(())),
+    };
+    KindConversion {
+        keeps_data: false,
+        ..conversion
+    }
+}
+
+/// CAPV's supervisor-mode kinds, which keep no conversion data (see `capv_supervisor.rs`).
+fn supervisor_conversion(kind_name: &str) -> KindConversion {
+    use capv_supervisor as s;
+    let conversion = match kind_name {
+        "VSphereCluster" => kind(s::cluster_to_hub, s::cluster_from_hub),
+        "VSphereMachine" => kind(s::machine_to_hub, s::machine_from_hub),
+        "VSphereMachineTemplate" => kind(s::machine_template_to_hub, s::machine_template_from_hub),
+        // VSphereClusterTemplate, ProviderServiceAccount: the same in both versions.
         _ => kind(|_, _| Ok(()), |_, _| Ok(())),
     };
     KindConversion {
