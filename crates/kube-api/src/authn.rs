@@ -6,9 +6,11 @@
 
 use crate::auth::{bearer_token, Identity};
 use crate::sa_tokens::{
-    looks_like_jwt, service_account_identity, Authenticated, Reference, ISSUER, LEEWAY_SECONDS,
+    looks_like_jwt, service_account_identity, Authenticated, LegacyClaims, Reference, ISSUER,
+    LEEWAY_SECONDS, LEGACY_ISSUER,
 };
 use crate::state::State;
+use base64::Engine;
 use chrono::{DateTime, Utc};
 use infrasim_store::ObjectKey;
 use std::collections::BTreeMap;
@@ -53,9 +55,14 @@ pub(crate) fn authenticate(
     now: DateTime<Utc>,
 ) -> Result<Authenticated, String> {
     let issuer = state.token_issuer().map_err(|e| e.message)?;
-    let claims = issuer
-        .verify(token)
-        .map_err(|e| format!("invalid bearer token, {e}"))?;
+    let claims = match issuer.verify(token) {
+        Ok(claims) => claims,
+        // Not a bound token's claims: a legacy token's, if this key signed it.
+        Err(bound) => match issuer.verify_legacy(token) {
+            Ok(legacy) => return authenticate_legacy(state, token, &legacy, audiences, now),
+            Err(_) => return Err(format!("invalid bearer token, {bound}")),
+        },
+    };
     if claims.iss != ISSUER {
         return Err("invalid bearer token, token issuer is not recognised".into());
     }
@@ -112,6 +119,58 @@ pub(crate) fn authenticate(
         extra,
         audiences: valid,
         expires: DateTime::from_timestamp(claims.exp, 0).unwrap_or(now),
+    })
+}
+
+/// A legacy token, checked as kube-apiserver's legacy validator checks it with service
+/// account lookup on (its default): the Secret that holds it still exists and still holds
+/// this token, and the service account still exists with the UID the token names. It has
+/// no audience of its own: it is good for any the request asks for.
+fn authenticate_legacy(
+    state: &State,
+    token: &str,
+    claims: &LegacyClaims,
+    audiences: &[String],
+    now: DateTime<Utc>,
+) -> Result<Authenticated, String> {
+    if claims.iss != LEGACY_ISSUER {
+        return Err("invalid bearer token, token issuer is not recognised".into());
+    }
+    let ns = claims.namespace.as_str();
+    let secret = state
+        .group
+        .get("secrets", &ObjectKey::new(ns, &claims.secret_name))
+        .filter(|s| s.meta.deletion_timestamp.is_none())
+        .ok_or_else(|| {
+            format!(
+                "invalid bearer token, secret \"{}\" not found",
+                claims.secret_name
+            )
+        })?;
+    let held = secret
+        .to_value()
+        .ok()
+        .and_then(|s| {
+            s.pointer("/data/token")
+                .and_then(|t| t.as_str())
+                .map(str::to_string)
+        })
+        .and_then(|t| base64::engine::general_purpose::STANDARD.decode(t).ok());
+    if held.as_deref() != Some(token.as_bytes()) {
+        return Err("invalid bearer token, token does not match the secret's".into());
+    }
+    let account = Reference {
+        name: claims.service_account_name.clone(),
+        uid: claims.service_account_uid.clone(),
+    };
+    check_bound(state, "serviceaccounts", ns, &account)?;
+    Ok(Authenticated {
+        identity: service_account_identity(ns, &account.name),
+        uid: account.uid,
+        extra: BTreeMap::new(),
+        audiences: audiences.to_vec(),
+        // Good while its secret is; verified again after the cache's ten seconds.
+        expires: now + chrono::TimeDelta::days(365),
     })
 }
 

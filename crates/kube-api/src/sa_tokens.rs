@@ -71,6 +71,30 @@ pub struct KubernetesClaims {
     pub serviceaccount: Reference,
 }
 
+/// The type of a Secret that holds a legacy token, and the annotation naming its account.
+pub const TOKEN_SECRET_TYPE: &str = "kubernetes.io/service-account-token";
+pub const TOKEN_SECRET_ACCOUNT: &str = "kubernetes.io/service-account.name";
+
+/// The issuer of a legacy token: one kube-controller-manager's tokens controller writes into
+/// a Secret of type `kubernetes.io/service-account-token`.
+pub const LEGACY_ISSUER: &str = "kubernetes/serviceaccount";
+
+/// The claims of a legacy token, as the tokens controller writes them: no audience, no
+/// expiry; the Secret that holds it is its lifetime.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LegacyClaims {
+    pub iss: String,
+    #[serde(rename = "kubernetes.io/serviceaccount/namespace")]
+    pub namespace: String,
+    #[serde(rename = "kubernetes.io/serviceaccount/secret.name")]
+    pub secret_name: String,
+    #[serde(rename = "kubernetes.io/serviceaccount/service-account.name")]
+    pub service_account_name: String,
+    #[serde(rename = "kubernetes.io/serviceaccount/service-account.uid")]
+    pub service_account_uid: String,
+    pub sub: String,
+}
+
 /// An object a token names, by name and UID.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reference {
@@ -128,8 +152,8 @@ impl TokenIssuer {
         })
     }
 
-    /// A signed token carrying `claims`.
-    pub fn issue(&self, claims: &Claims) -> Result<String, PkiError> {
+    /// A signed token carrying `claims` (a bound token's [`Claims`], or [`LegacyClaims`]).
+    pub fn issue<C: Serialize>(&self, claims: &C) -> Result<String, PkiError> {
         let header = Header {
             typ: None,
             kid: Some(self.key_id.clone()),
@@ -142,12 +166,21 @@ impl TokenIssuer {
     /// The claims of `token` if this key signed it; times and audiences are the caller's
     /// to check (against the server's clock, not the machine's).
     pub fn verify(&self, token: &str) -> Result<Claims, String> {
+        self.verify_as(token)
+    }
+
+    /// The claims of a legacy `token` if this key signed it.
+    pub fn verify_legacy(&self, token: &str) -> Result<LegacyClaims, String> {
+        self.verify_as(token)
+    }
+
+    fn verify_as<C: serde::de::DeserializeOwned>(&self, token: &str) -> Result<C, String> {
         let mut validation = Validation::new(self.algorithm);
         validation.validate_exp = false;
         validation.validate_nbf = false;
         validation.validate_aud = false;
         validation.required_spec_claims.clear();
-        jsonwebtoken::decode::<Claims>(token, &self.decoding, &validation)
+        jsonwebtoken::decode::<C>(token, &self.decoding, &validation)
             .map(|data| data.claims)
             .map_err(|e| e.to_string())
     }
@@ -167,5 +200,31 @@ pub fn service_account_identity(namespace: &str, name: &str) -> Identity {
             format!("system:serviceaccounts:{namespace}"),
             "system:authenticated".into(),
         ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_legacy_token_verifies_only_as_one_and_only_with_its_key() {
+        let key = SigningKey::generate().expect("a key");
+        let issuer = TokenIssuer::new(&key).expect("an issuer");
+        let claims = LegacyClaims {
+            iss: LEGACY_ISSUER.into(),
+            namespace: "ns".into(),
+            secret_name: "robot-token".into(),
+            service_account_name: "robot".into(),
+            service_account_uid: "uid-1".into(),
+            sub: "system:serviceaccount:ns:robot".into(),
+        };
+        let token = issuer.issue(&claims).expect("a token");
+        assert!(looks_like_jwt(&token));
+        assert_eq!(issuer.verify_legacy(&token), Ok(claims));
+        // Not a bound token: it has no audience or expiry.
+        assert!(issuer.verify(&token).is_err());
+        let other = TokenIssuer::new(&SigningKey::generate().expect("a key")).expect("an issuer");
+        assert!(other.verify_legacy(&token).is_err());
     }
 }

@@ -66,6 +66,11 @@ pub(crate) struct Hooks {
     pub crd_written: fn(&Arc<State>, &str),
     /// A CRD's deletion started: its objects go, then the CRD.
     pub crd_deleting: fn(&Arc<State>, &str),
+    /// A Secret of type `kubernetes.io/service-account-token` was written (namespace, name):
+    /// its token, if it has none yet.
+    pub token_secret_written: fn(&Arc<State>, &str, &str),
+    /// A ServiceAccount was created (namespace, name): the token Secrets that name it.
+    pub service_account_created: fn(&Arc<State>, &str, &str),
 }
 
 /// Everything a request handler reads.

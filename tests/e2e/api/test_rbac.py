@@ -122,3 +122,61 @@ def test_impersonation_needs_permission(plane, ns):
     assert proc.returncode == 0, "an admin may impersonate dave with any group"
     plane.kubectl("create", "clusterrolebinding", "dave-nothing", "--clusterrole=view", "--user=nobody")
     assert can_i(plane, "impersonate", "users", "--as=dave") == "no"
+
+
+def test_a_token_secret_gets_a_long_lived_token_that_lives_with_it(plane, ns, tmp_path):
+    """The legacy way to a long-lived token, as the Kubernetes docs show it: a Secret of type
+    `kubernetes.io/service-account-token` naming the account is filled by the tokens
+    controller (token, ca.crt, namespace, the account's UID); the token authenticates as the
+    account until its Secret goes. A token Secret naming no account is refused, and one whose
+    account does not exist is deleted."""
+    import base64
+    import json as _json
+    import subprocess
+    from conftest import KUBECTL, wait_for
+    plane.kubectl("-n", ns, "create", "serviceaccount", "legacy")
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+              "metadata": {"name": "legacy-token",
+                           "annotations": {"kubernetes.io/service-account.name": "legacy"}}}
+    plane.kubectl("-n", ns, "apply", "-f", "-", input=_json.dumps(secret))
+    core = plane.core()
+    filled = wait_for(lambda: (lambda s: s if s.data and "token" in s.data else None)(
+        core.read_namespaced_secret("legacy-token", ns)), timeout=30, what="the token")
+    uid = core.read_namespaced_service_account("legacy", ns).metadata.uid
+    assert filled.metadata.annotations["kubernetes.io/service-account.uid"] == uid
+    assert base64.b64decode(filled.data["namespace"]).decode() == ns
+    assert base64.b64decode(filled.data["ca.crt"]).decode().startswith("-----BEGIN CERTIFICATE-----")
+    token = base64.b64decode(filled.data["token"]).decode()
+    payload = token.split(".")[1]
+    claims = _json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    assert claims["iss"] == "kubernetes/serviceaccount" and "exp" not in claims
+    assert claims["kubernetes.io/serviceaccount/secret.name"] == "legacy-token"
+
+    who = client.AuthenticationV1Api(_token_api(plane, token)).create_self_subject_review(
+        client.V1SelfSubjectReview())
+    assert who.status.user_info.username == f"system:serviceaccount:{ns}:legacy"
+    # kubectl with the token and the CA from the Secret, as a kubeconfig made from it would.
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(base64.b64decode(filled.data["ca.crt"]))
+    out = subprocess.run([KUBECTL, "--kubeconfig", "/dev/null", "--token", token,
+                          "--server", f"https://127.0.0.1:{plane.port}",
+                          "--certificate-authority", str(ca), "auth", "whoami",
+                          "-o", "jsonpath={.status.userInfo.username}"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.stdout == f"system:serviceaccount:{ns}:legacy", out.stderr
+
+    # Its Secret gone, the token opens nothing (after kube-apiserver's ten-second cache).
+    plane.kubectl("-n", ns, "delete", "secret", "legacy-token")
+    wait_for(lambda: plane.raw("GET", f"/api/v1/namespaces/{ns}/configmaps",
+                               api=_token_api(plane, token))[0] == 401,
+             timeout=30, what="the token refused")
+
+    bad = dict(secret, metadata={"name": "unnamed"})
+    out = plane.kubectl("-n", ns, "apply", "-f", "-", input=_json.dumps(bad), check=False)
+    assert out.returncode != 0
+    assert "metadata.annotations[kubernetes.io/service-account.name]: Required value" in out.stderr
+    orphan = dict(secret, metadata={"name": "orphan",
+                                    "annotations": {"kubernetes.io/service-account.name": "nobody"}})
+    plane.kubectl("-n", ns, "apply", "-f", "-", input=_json.dumps(orphan))
+    wait_for(lambda: plane.kubectl("-n", ns, "get", "secret", "orphan", check=False).returncode != 0,
+             timeout=30, what="the orphaned token secret deleted")

@@ -12,6 +12,7 @@ mod apiservice;
 mod crd;
 mod namespace;
 mod rbac;
+mod tokens;
 
 use crate::state::{Hooks, State};
 use std::sync::Arc;
@@ -22,6 +23,8 @@ pub(crate) const HOOKS: Hooks = Hooks {
     namespace_terminating,
     crd_written: crd::register,
     crd_deleting,
+    token_secret_written: tokens::populate_secret,
+    service_account_created: tokens::populate_for_account,
 };
 
 fn namespace_terminating(state: &Arc<State>, name: &str) {

@@ -12,6 +12,7 @@ mod custom_resource_definition;
 mod namespace;
 mod node;
 pub(crate) mod pod;
+mod secret;
 mod service;
 mod validating_admission_policy;
 
@@ -125,7 +126,9 @@ static KINDS: &[(&str, &str, &dyn KindStrategy)] = &[
     ("", "Namespace", &namespace::Namespace),
     ("", "Node", &node::Node),
     ("", "Pod", &pod::Pod),
+    ("", "Secret", &secret::Secret),
     ("", "Service", &service::Service),
+    ("", "ServiceAccount", &secret::ServiceAccount),
     (
         "admissionregistration.k8s.io",
         "ValidatingAdmissionPolicy",
