@@ -486,6 +486,38 @@ def test_supervisor_mode_makes_vm_operator_virtual_machines_that_join(plane, ns,
             workload_nodes(plane, ns, "s1", tmp_path)), timeout=60, what="two Nodes")
         assert {n["spec"]["providerID"] for n in nodes} == {m["spec"]["providerID"] for m in machines}
 
+        # A ProviderServiceAccount: an account in the supervisor with its rules, whose token
+        # lands in the workload cluster and opens exactly what the rules allow.
+        plane.kubectl("apply", "-f", "-", input=json.dumps({
+            "apiVersion": f"{supervisor}/v1beta2", "kind": "ProviderServiceAccount",
+            "metadata": {"name": "s1-csi", "namespace": ns},
+            "spec": {"ref": {"kind": "VSphereCluster", "name": "s1"},
+                     "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}],
+                     "targetNamespace": "vmware-system-csi", "targetSecretName": "pvcsi-provider-creds"}}))
+        kubeconfig = tmp_path / "s1.kubeconfig"
+
+        def copied():
+            out = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "-n", "vmware-system-csi",
+                                  "get", "secret", "pvcsi-provider-creds", "-o", "json"],
+                                 capture_output=True, text=True, timeout=30)
+            return json.loads(out.stdout) if out.returncode == 0 else None
+        secret = wait_for(copied, timeout=60, what="the account's token in the workload cluster")
+        token = base64.b64decode(secret["data"]["token"]).decode()
+        assert base64.b64decode(secret["data"]["namespace"]).decode() == ns
+        role = get(plane, ns, "roles.rbac.authorization.k8s.io", "s1-csi")
+        assert role["metadata"]["ownerReferences"][0]["kind"] == "ProviderServiceAccount"
+        as_account = lambda *args: subprocess.run(
+            ["kubectl", "--kubeconfig", "/dev/null", "--server", f"https://127.0.0.1:{plane.port}",
+             "--insecure-skip-tls-verify", "--token", token, "-n", ns, *args],
+            capture_output=True, text=True, timeout=30)
+        assert as_account("get", "configmaps").returncode == 0
+        refused = as_account("get", "secrets")
+        assert refused.returncode != 0 and "forbidden" in refused.stderr, refused.stderr
+        ready = wait_for(lambda: (lambda c: c if c and c["status"] == "True" else None)(
+            condition(get(plane, ns, f"vsphereclusters.{supervisor}", "s1"), "ProviderServiceAccountsReady")),
+            timeout=30, what="ProviderServiceAccountsReady")
+        assert ready["reason"] == "Ready"
+
         plane.kubectl("-n", ns, "delete", "clusters.cluster.x-k8s.io", "s1", "--wait=true",
                       timeout=120)
         assert items(plane, ns, "virtualmachines.vmoperator.vmware.com") == []

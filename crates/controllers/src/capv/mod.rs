@@ -43,6 +43,8 @@ pub enum Error {
     /// Reported in a condition already; failed so the runner backs off.
     #[error("{0}")]
     Reported(String),
+    #[error("an object that does not decode: {0}")]
+    Json(#[from] serde_json::Error),
 }
 
 /// What the CAPV reconcilers share.
@@ -55,6 +57,8 @@ pub struct Reconciler {
     pub defaults: credentials::Defaults,
     /// CAPV's `NodeAntiAffinity` feature gate: cluster modules for the clusters' machines.
     pub node_anti_affinity: bool,
+    /// Clients of the workload clusters (CAPV's cluster cache), for what it writes there.
+    pub workloads: crate::capi::standin::workload::WorkloadClients,
 }
 
 /// What the stand-in reads of its VMs (CAPV finds its VMs by name and BIOS UUID).
@@ -87,6 +91,7 @@ pub async fn run(
         vcenters,
         defaults,
         node_anti_affinity,
+        workloads: Default::default(),
     });
     let clusters = cluster::controller(&informers);
     let machines = machine::controller(&informers);

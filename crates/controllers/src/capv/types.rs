@@ -372,6 +372,37 @@ pub mod supervisor {
         pub rest: BTreeMap<String, Value>,
     }
 
+    /// Credentials a supervisor cluster's workloads get for the supervisor (CAPV's
+    /// ProviderServiceAccount): a service account in the cluster's namespace with `rules`,
+    /// whose token is copied into the workload cluster as `targetSecretName` in
+    /// `targetNamespace`. `ref` names the VSphereCluster it is for.
+    #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+    #[kube(
+        group = "vmware.infrastructure.cluster.x-k8s.io",
+        version = "v1beta2",
+        kind = "ProviderServiceAccount",
+        namespaced,
+        schema = "disabled"
+    )]
+    #[serde(rename_all = "camelCase")]
+    pub struct ProviderServiceAccountSpec {
+        #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+        pub cluster_ref: Option<NamedRef>,
+        #[serde(default)]
+        pub rules: Vec<Value>,
+        #[serde(default)]
+        pub target_namespace: String,
+        #[serde(default)]
+        pub target_secret_name: String,
+    }
+
+    /// The part of an object reference CAPV reads: its name.
+    #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+    pub struct NamedRef {
+        #[serde(default)]
+        pub name: String,
+    }
+
     /// What CAPV reports of either kind (conditions, `initialization`, addresses, ...).
     #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
     pub struct Status {

@@ -6,8 +6,9 @@
 //! an endpoint.
 
 use super::super::types::owner_named;
-use super::super::types::supervisor::VSphereCluster;
+use super::super::types::supervisor::{ProviderServiceAccount, VSphereCluster};
 use super::super::{Error, Reconciler};
+use super::service_accounts::Outcome;
 use super::VMOPERATOR_API;
 use crate::capi::core::Cluster;
 use crate::capi::triggers::cluster_gates;
@@ -27,9 +28,22 @@ pub const FINALIZER: &str = "vspherecluster.vmware.infrastructure.cluster.x-k8s.
 
 const MANAGER: &str = "infrasim-capv/supervisor-cluster";
 
-/// The controller: the Cluster's changes (its endpoint) wake its VSphereCluster.
+/// How long before a token Secret the plane has not filled is looked at again.
+const TOKEN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The controller: the Cluster's changes (its endpoint, its control plane coming up) and its
+/// ProviderServiceAccounts wake its VSphereCluster.
 pub(in crate::capv) fn controller(informers: &Informers) -> Controller<VSphereCluster> {
     infrasim_controller_runtime::triggers::controller(&informers.of::<VSphereCluster>(), None)
+        .watches_shared_stream(
+            infrasim_controller_runtime::triggers::every_change(
+                &informers.of::<ProviderServiceAccount>(),
+            ),
+            |a| {
+                let cluster = a.spec.cluster_ref.as_ref()?.name.clone();
+                Some(ObjectRef::new(&cluster).within(&a.namespace().unwrap_or_default()))
+            },
+        )
         .watches_shared_stream(filtered(&informers.of::<Cluster>(), cluster_gates), |c| {
             c.spec
                 .infrastructure_ref
@@ -67,9 +81,18 @@ impl Reconcile<VSphereCluster> for Reconciler {
         if endpoint.is_some() {
             extra["initialization"] = json!({"provisioned": true});
         }
-        super::super::write_status(self, &*c, before, MANAGER, vec![policy, network], extra)
-            .await?;
-        Ok(Next::AwaitChange)
+        let mut set = vec![policy, network];
+        let mut next = Next::AwaitChange;
+        match super::service_accounts::reconcile(self, &c, &cluster).await {
+            Outcome::Reported(accounts) => set.push(accounts),
+            // The plane's tokens controller fills it on its own time (at once in the
+            // embedded plane): a deadline, since Secrets are not watched here.
+            Outcome::WaitingForToken => next = Next::After(TOKEN_WAIT),
+            // The Cluster's control plane coming up wakes this again.
+            Outcome::Unreachable => {}
+        }
+        super::super::write_status(self, &*c, before, MANAGER, set, extra).await?;
+        Ok(next)
     }
 }
 

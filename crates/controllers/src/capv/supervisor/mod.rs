@@ -6,11 +6,15 @@
 //! from its image in the simulator, and booting it into the workload cluster) is the vcsim
 //! family's vm-operator stand-in; this side never touches a vCenter.
 //!
+//! ProviderServiceAccounts give the workload cluster credentials for the supervisor (see
+//! [`service_accounts`]).
+//!
 //! The network is CAPV's `dummy` provider's: no load balancer, so the endpoint is the one the
 //! Cluster or the VSphereCluster names (what `infrasim env` hands a template).
 
 pub(super) mod cluster;
 pub(super) mod machine;
+pub(super) mod service_accounts;
 
 /// vm-operator's API version CAPV writes VirtualMachines in.
 pub const VMOPERATOR_API: &str = "vmoperator.vmware.com/v1alpha6";
