@@ -160,14 +160,17 @@ def test_kubectl_wait_available_returns_once_the_workers_are_up(capi, tmp_path):
     capi.kubectl("-n", ns, "delete", "cluster", "w1", "--timeout=120s", timeout=130)
 
 
-# What the test adds to Cluster API's in-memory ClusterClass: two variables and three inline
+# What the test adds to Cluster API's in-memory ClusterClass: three variables and four inline
 # patches (a Go template over a variable and builtins, a variable and builtins read by path,
-# a patch only a MachineDeployment's override enables, one that cannot apply).
+# a patch only a MachineDeployment's override enables, one a cluster variable turns on and
+# off, one that cannot apply).
 CLASS_PATCH = [
     {"op": "add", "path": "/spec/variables", "value": [
         {"name": "banner", "required": True, "schema": {"openAPIV3Schema": {
             "type": "object", "properties": {"text": {"type": "string", "maxLength": 12}}}}},
         {"name": "workerFiles", "required": False, "schema": {"openAPIV3Schema": {
+            "type": "boolean", "default": False}}},
+        {"name": "audit", "required": False, "schema": {"openAPIV3Schema": {
             "type": "boolean", "default": False}}}]},
     {"op": "add", "path": "/spec/patches", "value": [
         {"name": "banner", "definitions": [
@@ -192,6 +195,12 @@ CLASS_PATCH = [
                           "matchResources": {"machineDeploymentClass": {"names": ["default-worker"]}}},
              "jsonPatches": [{"op": "add", "path": "/spec/template/spec/files",
                               "value": [{"path": "/etc/worker", "content": "w"}]}]}]},
+        {"name": "audit", "enabledIf": "{{ .audit }}", "definitions": [
+            {"selector": {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2",
+                          "kind": "KubeadmControlPlaneTemplate",
+                          "matchResources": {"controlPlane": True}},
+             "jsonPatches": [{"op": "add", "path": "/spec/template/spec/kubeadmConfigSpec/preKubeadmCommands",
+                              "value": ["echo audit"]}]}]},
         {"name": "broken", "enabledIf": "{{ eq .banner.text \"break\" }}", "definitions": [
             {"selector": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
                           "kind": "DevClusterTemplate",
@@ -229,7 +238,7 @@ def test_a_cluster_class_patch_shapes_the_objects_its_variables_say(capi, tmp_pa
             cc["status"].get("observedGeneration") == cc["metadata"]["generation"]
         return cc if ok else None
     cc = wait_for(variables_ready, timeout=30, what="VariablesReady")
-    assert [v["name"] for v in cc["status"]["variables"]] == ["banner", "workerFiles"]
+    assert [v["name"] for v in cc["status"]["variables"]] == ["audit", "banner", "workerFiles"]
     assert cc["status"]["variables"][0]["definitions"][0]["from"] == "inline"
     # A v1beta1 reader sees the condition under its v1beta1 name.
     old = json.loads(capi.kubectl("-n", ns, "get", "clusterclasses.v1beta1.cluster.x-k8s.io",
@@ -297,6 +306,30 @@ def test_a_cluster_class_patch_shapes_the_objects_its_variables_say(capi, tmp_pa
     for md in mds:
         new_ref = md["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"]
         assert new_ref != old_refs[md["metadata"]["name"]], md["spec"]["template"]["spec"]
+    wait_available(capi, ns, "p1")
+
+    # A patch turned on sets its field in the control plane; turned off, the field goes
+    # (the topology owns what it set, as with Cluster API's server-side apply), and what
+    # others set in the spec stays.
+    def kcp_spec():
+        return json.loads(capi.kubectl("-n", ns, "get", "kcp", "-l", "cluster.x-k8s.io/cluster-name=p1",
+                                       "-o", "json").stdout)["items"][0]["spec"]
+    def audit(on):
+        # The defaulting webhook gave the Cluster the variable with its default (false).
+        cluster = json.loads(capi.kubectl("-n", ns, "get", "cluster", "p1", "-o", "json").stdout)
+        names = [v["name"] for v in cluster["spec"]["topology"]["variables"]]
+        capi.kubectl("-n", ns, "patch", "cluster", "p1", "--type=json", "-p", json.dumps(
+            [{"op": "replace", "path": f"/spec/topology/variables/{names.index('audit')}/value",
+              "value": on}]))
+    audit(True)
+    wait_for(lambda: kcp_spec()["kubeadmConfigSpec"].get("preKubeadmCommands") == ["echo audit"],
+             timeout=60, what="the audit command set")
+    audit(False)
+    wait_for(lambda: "preKubeadmCommands" not in kcp_spec()["kubeadmConfigSpec"],
+             timeout=60, what="the audit command gone")
+    spec = kcp_spec()
+    assert spec["kubeadmConfigSpec"]["files"] == [{"path": "/etc/banner", "content": "bonjour on p1 at v1.31.2"}]
+    assert spec["version"] == "v1.31.2" and spec["replicas"] == 1
     wait_available(capi, ns, "p1")
 
     # A patch that cannot apply stops the topology with upstream's words; nothing is made.

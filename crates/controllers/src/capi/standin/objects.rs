@@ -258,6 +258,40 @@ pub async fn clone_template(
     template: &DynamicObject,
     clone: CloneSpec<'_>,
 ) -> Result<ContractRef, kube::Error> {
+    let (api, object, made) = cloned_object(client, namespace, template, clone)?;
+    let obj: DynamicObject = serde_json::from_value(object).map_err(kube::Error::SerdeError)?;
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e),
+    }
+    Ok(made)
+}
+
+/// As [`clone_template`], but made (or brought back to what the template says) by
+/// server-side apply as `manager`, which so owns every field it sets: applied again with
+/// what the template says later, the object loses what `manager` set before and no longer
+/// does, as Cluster API's topology controller keeps the objects it makes.
+pub async fn apply_template_clone(
+    client: &Client,
+    namespace: &str,
+    template: &DynamicObject,
+    clone: CloneSpec<'_>,
+    manager: &str,
+) -> Result<ContractRef, kube::Error> {
+    let name = clone.name.to_string();
+    let (api, object, made) = cloned_object(client, namespace, template, clone)?;
+    infrasim_controller_runtime::writes::apply(&api, &name, manager, &object).await?;
+    Ok(made)
+}
+
+/// The object [`clone_template`] makes, the API it goes to and a reference to it.
+fn cloned_object(
+    client: &Client,
+    namespace: &str,
+    template: &DynamicObject,
+    clone: CloneSpec<'_>,
+) -> Result<(Api<DynamicObject>, Value, ContractRef), kube::Error> {
     let types = template.types.clone().unwrap_or_default();
     let kind = types
         .kind
@@ -303,17 +337,12 @@ pub async fn clone_template(
         &plural(&kind),
     );
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
-    let obj: DynamicObject = serde_json::from_value(object).map_err(kube::Error::SerdeError)?;
-    match api.create(&PostParams::default(), &obj).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => return Err(e),
-    }
-    Ok(ContractRef {
+    let made = ContractRef {
         api_group: group.to_string(),
         kind,
         name: clone.name.to_string(),
-    })
+    };
+    Ok((api, object, made))
 }
 
 /// Copies a template object under a new name (the topology gives each cluster its own copy of

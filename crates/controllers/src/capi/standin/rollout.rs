@@ -3,18 +3,22 @@
 //! variable changed, or the class), the infrastructure cluster's and the control plane's
 //! specs are patched in place, and a template copy whose spec changed is replaced by a new
 //! copy under a new name that its control plane or MachineDeployment then points at, which
-//! rolls the machines made from it (templates are never changed in place). Fields the
-//! blueprint does not set are left as they are; what it set and no longer does stays (no
-//! server-side apply ownership here).
+//! rolls the machines made from it (templates are never changed in place).
+//!
+//! The infrastructure cluster and the control plane are applied whole, as they were made,
+//! by server-side apply under the topology's field manager (`capi-topology`), so a field the
+//! blueprint set and no longer sets goes, and fields others set (a provider's endpoint) stay.
+//! A template copy is replaced when it no longer says what the blueprint says.
 
 use super::blueprint::Blueprint;
-use super::objects::{copy_template, covers, owner_ref, random_suffix};
+use super::objects::{apply_template_clone, copy_template, covers, owner_ref, random_suffix};
+use super::topology::{self, TOPOLOGY_MANAGER};
 use super::{Error, Reconciler};
 use crate::capi::core::{Cluster, ContractRef, KubeadmControlPlane, MachineDeployment};
 use crate::capi::TOPOLOGY_DEPLOYMENT_LABEL as DEPLOYMENT_LABEL;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::ResourceExt;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::BTreeMap;
 
 /// Brings the made objects in line with `bp` (see the module's doc).
@@ -27,13 +31,15 @@ pub(super) async fn roll_out(
 ) -> Result<(), Error> {
     let ns = c.namespace().unwrap_or_default();
     if let Some(infra) = &c.spec.infrastructure_ref {
-        let desired = bp
-            .infrastructure
-            .data
-            .pointer("/spec/template/spec")
-            .cloned()
-            .unwrap_or(json!({}));
-        patch_spec(r, &ns, infra, &desired).await?;
+        let clone = topology::infrastructure_clone(c, &infra.name);
+        apply_template_clone(
+            &r.client(),
+            &ns,
+            &bp.infrastructure,
+            clone,
+            TOPOLOGY_MANAGER,
+        )
+        .await?;
     }
     if let Some(kcp) = kcp {
         control_plane(c, r, bp, kcp).await?;
@@ -69,8 +75,8 @@ pub(super) async fn roll_out(
     Ok(())
 }
 
-/// The control plane's spec from its patched template (but what the topology itself sets),
-/// and its machines' template replaced when the patched one differs.
+/// The control plane applied again from its patched template with the topology's version
+/// and replicas, and its machines' template replaced when the patched one differs.
 async fn control_plane(
     c: &Cluster,
     r: &Reconciler<Cluster>,
@@ -78,78 +84,29 @@ async fn control_plane(
     kcp: &KubeadmControlPlane,
 ) -> Result<(), Error> {
     let ns = c.namespace().unwrap_or_default();
-    let mut desired = bp
-        .control_plane
+    // The machine template as it stands (what the topology made, with what others added).
+    let reference = ContractRef {
+        api_group: "controlplane.cluster.x-k8s.io".into(),
+        kind: "KubeadmControlPlane".into(),
+        name: kcp.name_any(),
+    };
+    let Some(current) = r.core.read(&ns, &reference).await? else {
+        return Ok(());
+    };
+    let mut machine_template = current
         .data
-        .pointer("/spec/template/spec")
+        .pointer("/spec/machineTemplate")
         .cloned()
         .unwrap_or(json!({}));
-    if let Some(spec) = desired.as_object_mut() {
-        for kept in ["replicas", "version", "machineTemplate", "rollout"] {
-            spec.remove(kept);
-        }
-    }
-    let current = serde_json::to_value(&kcp.spec).map_err(kube::Error::SerdeError)?;
-    let mut patch = serde_json::Map::new();
-    if !covers(Some(&current), &desired) {
-        patch.extend(desired.as_object().cloned().unwrap_or_default());
-    }
     if let Some((template, _)) = &bp.control_plane_machines {
         let infra = &kcp.spec.machine_template.spec.infrastructure_ref;
         if let Some(copy) = replaced(c, r, infra, template, kcp).await? {
-            patch.insert(
-                "machineTemplate".into(),
-                json!({"spec": {"infrastructureRef": {"name": copy}}}),
-            );
+            machine_template["spec"]["infrastructureRef"]["name"] = json!(copy);
         }
     }
-    if !patch.is_empty() {
-        let api: Api<KubeadmControlPlane> = r.api(&ns);
-        let body = json!({"spec": patch});
-        api.patch(
-            &kcp.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&body),
-        )
-        .await?;
-    }
-    Ok(())
-}
-
-/// The API of the object `reference` names.
-async fn api_of(
-    r: &Reconciler<Cluster>,
-    ns: &str,
-    reference: &ContractRef,
-) -> Result<Api<DynamicObject>, Error> {
-    let resource = r
-        .core
-        .resolver
-        .resolve(&r.client(), &reference.api_group, &reference.kind)
-        .await?;
-    Ok(Api::namespaced_with(r.client(), ns, &resource))
-}
-
-/// Merge-patches the object's spec with `desired` where it does not already say so.
-async fn patch_spec(
-    r: &Reconciler<Cluster>,
-    ns: &str,
-    reference: &ContractRef,
-    desired: &Value,
-) -> Result<(), Error> {
-    let Some(current) = r.core.read(ns, reference).await? else {
-        return Ok(());
-    };
-    if covers(current.data.get("spec"), desired) {
-        return Ok(());
-    }
-    let api = api_of(r, ns, reference).await?;
-    api.patch(
-        &reference.name,
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"spec": desired})),
-    )
-    .await?;
+    let name = kcp.name_any();
+    let clone = topology::control_plane_clone(c, &name, machine_template);
+    apply_template_clone(&r.client(), &ns, &bp.control_plane, clone, TOPOLOGY_MANAGER).await?;
     Ok(())
 }
 

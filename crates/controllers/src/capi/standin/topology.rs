@@ -8,7 +8,7 @@
 //! or variable that fails is the `TopologyReconciled` condition's reason, and nothing is made.
 
 use super::blueprint::{self, Blueprint, Existing};
-use super::objects::{clone_template, copy_template, covers, owner_ref, CloneSpec};
+use super::objects::{apply_template_clone, copy_template, covers, owner_ref, CloneSpec};
 use super::{Error, Reconciler};
 use crate::capi::core::{
     Cluster, ClusterClass, ContractRef, KubeadmControlPlane, MachineDeployment,
@@ -20,6 +20,10 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::ResourceExt;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+
+/// The field manager the topology writes the objects it keeps in line with the class under,
+/// Cluster API's topology controller's.
+pub(super) const TOPOLOGY_MANAGER: &str = "capi-topology";
 
 pub use crate::capi::{
     TOPOLOGY_DEPLOYMENT_LABEL as DEPLOYMENT_LABEL, TOPOLOGY_OWNED_LABEL as OWNED_LABEL,
@@ -352,20 +356,48 @@ async fn infrastructure(
         return set_ref(c, r, "infrastructureRef", &existing).await;
     }
     let name = format!("{}-{}", c.name_any(), super::objects::random_suffix());
-    let created = clone_template(
+    let created = apply_template_clone(
         &r.client(),
         &ns,
         template,
-        CloneSpec {
-            name: &name,
-            labels: owned_labels(c),
-            annotations: BTreeMap::new(),
-            owner: Some(owner_ref(c, true)),
-            spec_overrides: None,
-        },
+        infrastructure_clone(c, &name),
+        TOPOLOGY_MANAGER,
     )
     .await?;
     set_ref(c, r, "infrastructureRef", &created).await
+}
+
+/// What the topology makes its infrastructure cluster from (and applies again, see
+/// `rollout`): the class's template, with the Cluster's labels and as its controlled object.
+pub(super) fn infrastructure_clone<'a>(c: &Cluster, name: &'a str) -> CloneSpec<'a> {
+    CloneSpec {
+        name,
+        labels: owned_labels(c),
+        annotations: BTreeMap::new(),
+        owner: Some(owner_ref(c, true)),
+        spec_overrides: None,
+    }
+}
+
+/// What the topology makes its control plane from (and applies again): the class's
+/// template with the topology's version and replicas and `machine_template`.
+pub(super) fn control_plane_clone<'a>(
+    c: &Cluster,
+    name: &'a str,
+    machine_template: Value,
+) -> CloneSpec<'a> {
+    let topology = c.spec.topology.clone().unwrap_or_default();
+    let mut overrides = json!({"version": topology.version, "machineTemplate": machine_template});
+    if let Some(n) = topology.control_plane.as_ref().and_then(|cp| cp.replicas) {
+        overrides["replicas"] = json!(n);
+    }
+    CloneSpec {
+        name,
+        labels: owned_labels(c),
+        annotations: BTreeMap::new(),
+        owner: Some(owner_ref(c, true)),
+        spec_overrides: Some(overrides),
+    }
 }
 
 /// The reference to a template read from the API (its own apiVersion, kind and name).
@@ -397,21 +429,12 @@ async fn control_plane(
     let labels = owned_labels(c);
     let machine_template =
         control_plane_machine_template(c, r, class, bp, &topology, &labels).await?;
-    let mut overrides = json!({"version": topology.version, "machineTemplate": machine_template});
-    if let Some(n) = replicas {
-        overrides["replicas"] = json!(n);
-    }
-    let created = clone_template(
+    let created = apply_template_clone(
         &r.client(),
         &ns,
         &bp.control_plane,
-        CloneSpec {
-            name: &bp.control_plane_name,
-            labels,
-            annotations: BTreeMap::new(),
-            owner: Some(owner_ref(c, true)),
-            spec_overrides: Some(overrides),
-        },
+        control_plane_clone(c, &bp.control_plane_name, machine_template),
+        TOPOLOGY_MANAGER,
     )
     .await?;
     set_ref(c, r, "controlPlaneRef", &created).await
