@@ -330,6 +330,23 @@ def test_a_cluster_class_patch_shapes_the_objects_its_variables_say(capi, tmp_pa
     spec = kcp_spec()
     assert spec["kubeadmConfigSpec"]["files"] == [{"path": "/etc/banner", "content": "bonjour on p1 at v1.31.2"}]
     assert spec["version"] == "v1.31.2" and spec["replicas"] == 1
+    # The same for a template: md-1's override taken away, its bootstrap template is replaced
+    # by a copy without the files the patch no longer sets.
+    cluster = json.loads(capi.kubectl("-n", ns, "get", "cluster", "p1", "-o", "json").stdout)
+    names = [m["name"] for m in cluster["spec"]["topology"]["workers"]["machineDeployments"]]
+    capi.kubectl("-n", ns, "patch", "cluster", "p1", "--type=json", "-p", json.dumps(
+        [{"op": "remove", "path": f"/spec/topology/workers/machineDeployments/{names.index('md-1')}/variables"}]))
+
+    def md1_template():
+        md = next(m for m in json.loads(capi.kubectl(
+            "-n", ns, "get", "machinedeployments", "-l", "topology.cluster.x-k8s.io/deployment-name=md-1",
+            "-o", "json").stdout)["items"])
+        ref = md["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"]
+        return json.loads(capi.kubectl("-n", ns, "get", "kubeadmconfigtemplate", ref,
+                                       "-o", "json").stdout)["spec"]["template"]["spec"]
+    template = wait_for(lambda: (lambda t: t if "files" not in t else None)(md1_template()),
+                        timeout=60, what="md-1's template without the files")
+    assert template["preKubeadmCommands"] == ["bonjour"]
     wait_available(capi, ns, "p1")
 
     # A patch that cannot apply stops the topology with upstream's words; nothing is made.

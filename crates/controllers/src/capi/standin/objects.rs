@@ -355,6 +355,7 @@ pub async fn copy_template(
     name: &str,
     labels: &BTreeMap<String, String>,
     owner: OwnerReference,
+    manager: &str,
 ) -> Result<TemplateRef, kube::Error> {
     let types = source.types.clone().unwrap_or_default();
     let (group, version) = types
@@ -381,17 +382,57 @@ pub async fn copy_template(
         &plural(&types.kind),
     );
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
-    let obj: DynamicObject = serde_json::from_value(object).map_err(kube::Error::SerdeError)?;
-    match api.create(&PostParams::default(), &obj).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => return Err(e),
-    }
+    // Made by server-side apply, so the manager's managedFields say what it set (see
+    // [`dropped_from`]).
+    infrasim_controller_runtime::writes::apply(&api, name, manager, &object).await?;
     Ok(TemplateRef {
         api_version: types.api_version,
         kind: types.kind,
         name: name.to_string(),
     })
+}
+
+/// Whether `manager` set (by server-side apply) a field of `object`'s spec that `wanted`
+/// (the spec it would set now) no longer has: what a patch stopped setting. Read from the
+/// manager's managedFields entry; a list, set or map it owns whole counts as one field.
+pub fn dropped_from(object: &DynamicObject, manager: &str, wanted: &Value) -> bool {
+    let entries = object
+        .metadata
+        .managed_fields
+        .as_deref()
+        .unwrap_or_default();
+    let Some(fields) = entries
+        .iter()
+        .find(|e| e.manager.as_deref() == Some(manager) && e.operation.as_deref() == Some("Apply"))
+        .and_then(|e| e.fields_v1.as_ref())
+        .and_then(|f| f.0.get("f:spec"))
+    else {
+        return false;
+    };
+    let mut owned = Vec::new();
+    owned_leaves(fields, &mut Vec::new(), &mut owned);
+    owned
+        .iter()
+        .any(|path| path.iter().try_fold(wanted, |v, key| v.get(key)).is_none())
+}
+
+/// The paths (`f:` keys, without the prefix) of the leaves of a `fieldsV1` tree; a node
+/// whose members are list items or map keys (`k:`, `v:`, `i:`) is a leaf itself.
+fn owned_leaves(node: &Value, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    let children: Vec<(&String, &Value)> = node
+        .as_object()
+        .map(|o| o.iter().filter(|(k, _)| k.as_str() != ".").collect())
+        .unwrap_or_default();
+    let itemized = children.iter().any(|(k, _)| !k.starts_with("f:"));
+    if children.is_empty() || itemized {
+        out.push(path.clone());
+        return;
+    }
+    for (key, child) in children {
+        path.push(key.trim_start_matches("f:").to_string());
+        owned_leaves(child, path, out);
+        path.pop();
+    }
 }
 
 /// Whether `have` already says everything `wanted` says (so no write is sent): fields it
@@ -437,6 +478,38 @@ pub fn contract_flag(obj: &DynamicObject, v1beta2: &str, v1beta1: &str) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_the_manager_applied_and_the_template_dropped_is_found() {
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate",
+            "metadata": {"name": "t", "managedFields": [
+                {"manager": "capi-topology", "operation": "Apply", "apiVersion": "v1",
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:template": {"f:spec": {
+                     "f:files": {}, "f:users": {"k:{\"name\":\"a\"}": {".": {}}},
+                     "f:joinConfiguration": {"f:nodeRegistration": {"f:name": {}}}}}}}},
+                {"manager": "someone", "operation": "Update", "apiVersion": "v1",
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:extra": {}}}}]},
+            "spec": {},
+        }))
+        .expect("an object");
+        let everything = json!({"template": {"spec": {
+            "files": [], "users": [{"name": "a"}],
+            "joinConfiguration": {"nodeRegistration": {"name": "n"}}}}});
+        assert!(!dropped_from(&object, "capi-topology", &everything));
+        let mut no_files = everything.clone();
+        no_files["template"]["spec"]
+            .as_object_mut()
+            .map(|s| s.remove("files"));
+        assert!(dropped_from(&object, "capi-topology", &no_files));
+        // A keyed list is owned as one field; another manager's fields do not count.
+        let mut no_users = everything.clone();
+        no_users["template"]["spec"]
+            .as_object_mut()
+            .map(|s| s.remove("users"));
+        assert!(dropped_from(&object, "capi-topology", &no_users));
+        assert!(!dropped_from(&object, "someone", &everything));
+    }
 
     #[test]
     fn plurals_as_cluster_api_derives_crd_names() {

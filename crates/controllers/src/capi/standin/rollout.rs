@@ -8,10 +8,12 @@
 //! The infrastructure cluster and the control plane are applied whole, as they were made,
 //! by server-side apply under the topology's field manager (`capi-topology`), so a field the
 //! blueprint set and no longer sets goes, and fields others set (a provider's endpoint) stay.
-//! A template copy is replaced when it no longer says what the blueprint says.
+//! A template copy (also applied by `capi-topology`) is replaced when it no longer says what
+//! the blueprint says, or says something the topology set in it and the blueprint dropped.
 
 use super::blueprint::Blueprint;
-use super::objects::{apply_template_clone, copy_template, covers, owner_ref, random_suffix};
+use super::objects::{apply_template_clone, copy_template, covers, dropped_from};
+use super::objects::{owner_ref, random_suffix};
 use super::topology::{self, TOPOLOGY_MANAGER};
 use super::{Error, Reconciler};
 use crate::capi::core::{Cluster, ContractRef, KubeadmControlPlane, MachineDeployment};
@@ -124,7 +126,9 @@ async fn replaced<K: kube::Resource<DynamicType = ()>>(
         return Ok(None);
     };
     let desired = template.data.get("spec").cloned().unwrap_or(json!({}));
-    if covers(copy.data.get("spec"), &desired) {
+    // Unchanged when the copy says all the template says and the topology set nothing in it
+    // that the template no longer says.
+    if covers(copy.data.get("spec"), &desired) && !dropped_from(&copy, TOPOLOGY_MANAGER, &desired) {
         return Ok(None);
     }
     let labels: BTreeMap<String, String> = copy.labels().clone();
@@ -137,6 +141,7 @@ async fn replaced<K: kube::Resource<DynamicType = ()>>(
         &name,
         &labels,
         owner_ref(c, false),
+        TOPOLOGY_MANAGER,
     )
     .await?;
     tracing::info!(cluster = %c.name_any(), old = %current.name, new = %made.name, "the class's template changed; rolling to a new copy");

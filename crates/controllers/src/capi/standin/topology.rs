@@ -508,8 +508,17 @@ async fn control_plane_machine_template(
     let mut machine_template =
         json!({"metadata": {"labels": machine_labels, "annotations": machine_annotations}});
     if let Some((source, name)) = &bp.control_plane_machines {
-        let copy =
-            copy_template(&r.client(), &ns, source, name, labels, owner_ref(c, false)).await?;
+        let owner = owner_ref(c, false);
+        let copy = copy_template(
+            &r.client(),
+            &ns,
+            source,
+            name,
+            labels,
+            owner,
+            TOPOLOGY_MANAGER,
+        )
+        .await?;
         machine_template["spec"] = json!({"infrastructureRef": contract(&copy)});
     }
     Ok(machine_template)
@@ -622,6 +631,7 @@ async fn create_md(
         &names.bootstrap,
         &labels,
         owner_ref(c, false),
+        TOPOLOGY_MANAGER,
     )
     .await?;
     let infra = copy_template(
@@ -631,6 +641,7 @@ async fn create_md(
         &names.infrastructure,
         &labels,
         owner_ref(c, false),
+        TOPOLOGY_MANAGER,
     )
     .await?;
     let mut template_labels = labels.clone();
