@@ -88,6 +88,8 @@ pub struct Core {
     /// Machines and MachineDeployments by cluster, for the controllers that only read them.
     pub machines: ByCluster<crate::capi::core::Machine>,
     pub deployments: ByCluster<crate::capi::core::MachineDeployment>,
+    /// The topology's objects last found in line with the class (see [`objects::InLine`]).
+    pub in_line: objects::InLine,
 }
 
 impl Core {
@@ -232,6 +234,7 @@ pub async fn run(ctx: Context, informers: Arc<infrasim_controller_runtime::infor
         certificates: certs::Found::default(),
         machines,
         deployments,
+        in_line: Default::default(),
         resolver: objects::Resolver::default(),
         workloads: workload::WorkloadClients::default(),
         nodes,

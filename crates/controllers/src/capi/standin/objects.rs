@@ -271,17 +271,27 @@ pub async fn clone_template(
 /// As [`clone_template`], but made (or brought back to what the template says) by
 /// server-side apply as `manager`, which so owns every field it sets: applied again with
 /// what the template says later, the object loses what `manager` set before and no longer
-/// does, as Cluster API's topology controller keeps the objects it makes.
+/// does, as Cluster API's topology controller keeps the objects it makes. With `current`
+/// (the object as it stands), nothing is sent when its spec says all the clone's does and
+/// holds nothing `manager` set that the clone dropped.
 pub async fn apply_template_clone(
     client: &Client,
     namespace: &str,
     template: &DynamicObject,
     clone: CloneSpec<'_>,
     manager: &str,
+    current: Option<(&DynamicObject, &InLine)>,
 ) -> Result<ContractRef, kube::Error> {
     let name = clone.name.to_string();
     let (api, object, made) = cloned_object(client, namespace, template, clone)?;
-    infrasim_controller_runtime::writes::apply(&api, &name, manager, &object).await?;
+    let spec = object.get("spec").cloned().unwrap_or(json!({}));
+    let in_line = match current {
+        Some((c, known)) => known.check(c, &api, manager, &spec).await?,
+        None => false,
+    };
+    if !in_line {
+        infrasim_controller_runtime::writes::apply(&api, &name, manager, &object).await?;
+    }
     Ok(made)
 }
 
@@ -390,6 +400,62 @@ pub async fn copy_template(
         kind: types.kind,
         name: name.to_string(),
     })
+}
+
+/// How many objects [`InLine`] remembers at most (ten thousand clusters' topology objects).
+const IN_LINE_KEPT: usize = 100_000;
+
+/// The objects found in line with what their manager would apply (their spec says all of
+/// it, and holds nothing it set and dropped), by UID: the resourceVersion seen and a hash of
+/// the spec checked. A cached object carries no managedFields, so checking one means reading
+/// it afresh; this spares that read until the object or what is wanted of it changes.
+#[derive(Default)]
+pub struct InLine(Mutex<HashMap<String, (String, u64)>>);
+
+impl InLine {
+    /// Whether `current` is in line with `wanted` (its spec) for `manager`.
+    pub async fn check(
+        &self,
+        current: &DynamicObject,
+        api: &Api<DynamicObject>,
+        manager: &str,
+        wanted: &Value,
+    ) -> Result<bool, kube::Error> {
+        if !covers(current.data.get("spec"), wanted) {
+            return Ok(false);
+        }
+        let uid = current.metadata.uid.clone().unwrap_or_default();
+        let rv = current
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap_or_default();
+        let hash = infrasim_controller_runtime::triggers::hash(wanted.to_string()).unwrap_or(0);
+        let seen = self.lock().get(&uid) == Some(&(rv.clone(), hash));
+        if seen {
+            return Ok(true);
+        }
+        let fresh = match current.metadata.managed_fields {
+            Some(_) => Some(current.clone()),
+            None => api.get_opt(&current.name_any()).await?,
+        };
+        let ok = fresh.is_some_and(|f| !dropped_from(&f, manager, wanted));
+        if ok {
+            let mut known = self.lock();
+            // Deleted objects are never taken out one by one: the memory is bounded by
+            // starting over now and then (each object is then read afresh once).
+            if known.len() >= IN_LINE_KEPT {
+                known.clear();
+            }
+            known.insert(uid, (rv, hash));
+        }
+        Ok(ok)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, u64)>> {
+        // The map holds no invariant a panic halfway could break.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// Whether `manager` set (by server-side apply) a field of `object`'s spec that `wanted`

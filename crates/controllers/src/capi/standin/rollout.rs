@@ -12,7 +12,7 @@
 //! the blueprint says, or says something the topology set in it and the blueprint dropped.
 
 use super::blueprint::Blueprint;
-use super::objects::{apply_template_clone, copy_template, covers, dropped_from};
+use super::objects::{apply_template_clone, copy_template};
 use super::objects::{owner_ref, random_suffix};
 use super::topology::{self, TOPOLOGY_MANAGER};
 use super::{Error, Reconciler};
@@ -33,15 +33,13 @@ pub(super) async fn roll_out(
 ) -> Result<(), Error> {
     let ns = c.namespace().unwrap_or_default();
     if let Some(infra) = &c.spec.infrastructure_ref {
-        let clone = topology::infrastructure_clone(c, &infra.name);
-        apply_template_clone(
-            &r.client(),
-            &ns,
-            &bp.infrastructure,
-            clone,
-            TOPOLOGY_MANAGER,
-        )
-        .await?;
+        if let Some(current) = r.core.read(&ns, infra).await? {
+            let clone = topology::infrastructure_clone(c, &infra.name);
+            let (client, manager) = (r.client(), TOPOLOGY_MANAGER);
+            let template = &bp.infrastructure;
+            let current = Some((&current, &r.core.in_line));
+            apply_template_clone(&client, &ns, template, clone, manager, current).await?;
+        }
     }
     if let Some(kcp) = kcp {
         control_plane(c, r, bp, kcp).await?;
@@ -108,8 +106,31 @@ async fn control_plane(
     }
     let name = kcp.name_any();
     let clone = topology::control_plane_clone(c, &name, machine_template);
-    apply_template_clone(&r.client(), &ns, &bp.control_plane, clone, TOPOLOGY_MANAGER).await?;
+    let (client, manager) = (r.client(), TOPOLOGY_MANAGER);
+    apply_template_clone(
+        &client,
+        &ns,
+        &bp.control_plane,
+        clone,
+        manager,
+        Some((&current, &r.core.in_line)),
+    )
+    .await?;
     Ok(())
+}
+
+/// The API of the object `reference` names.
+async fn api_of(
+    r: &Reconciler<Cluster>,
+    ns: &str,
+    reference: &ContractRef,
+) -> Result<Api<DynamicObject>, Error> {
+    let resource = r
+        .core
+        .resolver
+        .resolve(&r.client(), &reference.api_group, &reference.kind)
+        .await?;
+    Ok(Api::namespaced_with(r.client(), ns, &resource))
 }
 
 /// A new copy of `template` when the copy `current` names no longer says what it does; the
@@ -128,7 +149,12 @@ async fn replaced<K: kube::Resource<DynamicType = ()>>(
     let desired = template.data.get("spec").cloned().unwrap_or(json!({}));
     // Unchanged when the copy says all the template says and the topology set nothing in it
     // that the template no longer says.
-    if covers(copy.data.get("spec"), &desired) && !dropped_from(&copy, TOPOLOGY_MANAGER, &desired) {
+    let api = api_of(r, &ns, current).await?;
+    if r.core
+        .in_line
+        .check(&copy, &api, TOPOLOGY_MANAGER, &desired)
+        .await?
+    {
         return Ok(None);
     }
     let labels: BTreeMap<String, String> = copy.labels().clone();

@@ -362,6 +362,7 @@ async fn infrastructure(
         template,
         infrastructure_clone(c, &name),
         TOPOLOGY_MANAGER,
+        None,
     )
     .await?;
     set_ref(c, r, "infrastructureRef", &created).await
@@ -435,6 +436,7 @@ async fn control_plane(
         &bp.control_plane,
         control_plane_clone(c, &bp.control_plane_name, machine_template),
         TOPOLOGY_MANAGER,
+        None,
     )
     .await?;
     set_ref(c, r, "controlPlaneRef", &created).await
