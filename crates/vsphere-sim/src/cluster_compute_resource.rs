@@ -17,112 +17,11 @@
 use crate::call::Call;
 use crate::fault::Fault;
 use crate::soap::Element;
+use crate::state::drs::{ClusterConfig, Drs, Group, Rule, RuleKind};
 use crate::state::timeline::Operation;
 use crate::state::State;
 use crate::task;
 use crate::value::{mor_array, Data, Moref, Val};
-use std::collections::HashMap;
-
-/// The DRS configuration of every cluster, by the cluster's reference value. A cluster
-/// never reconfigured has the default one.
-#[derive(Debug, Default)]
-pub(crate) struct DrsConfigs {
-    clusters: HashMap<String, ClusterConfig>,
-}
-
-/// One cluster's configuration.
-#[derive(Debug, Clone, PartialEq)]
-struct ClusterConfig {
-    drs: Drs,
-    groups: Vec<Group>,
-    rules: Vec<Rule>,
-    /// The key the next rule added gets (vCenter numbers a cluster's rules).
-    next_key: i32,
-}
-
-impl Default for ClusterConfig {
-    fn default() -> Self {
-        ClusterConfig {
-            drs: Drs::default(),
-            groups: Vec::new(),
-            rules: Vec::new(),
-            next_key: 1,
-        }
-    }
-}
-
-/// `ClusterDrsConfigInfo`: DRS on and fully automated, as a new cluster with DRS has it.
-#[derive(Debug, Clone, PartialEq)]
-struct Drs {
-    enabled: bool,
-    enable_vm_behavior_overrides: bool,
-    default_vm_behavior: String,
-    vmotion_rate: i32,
-}
-
-impl Default for Drs {
-    fn default() -> Self {
-        Drs {
-            enabled: true,
-            enable_vm_behavior_overrides: true,
-            default_vm_behavior: "fullyAutomated".into(),
-            vmotion_rate: 3,
-        }
-    }
-}
-
-/// A VM group (`ClusterVmGroup`) or a host group (`ClusterHostGroup`).
-#[derive(Debug, Clone, PartialEq)]
-struct Group {
-    name: String,
-    user_created: Option<bool>,
-    /// VMs for a VM group, hosts for a host group.
-    members: Vec<Moref>,
-    of_hosts: bool,
-}
-
-/// A rule: the fields every `ClusterRuleInfo` has, and its kind's.
-#[derive(Debug, Clone, PartialEq)]
-struct Rule {
-    key: i32,
-    name: String,
-    enabled: bool,
-    mandatory: bool,
-    user_created: bool,
-    uuid: String,
-    in_compliance: bool,
-    kind: RuleKind,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-enum RuleKind {
-    /// `ClusterVmHostRuleInfo`: the VMs of a group on (or off) the hosts of a group.
-    VmHost {
-        vm_group: String,
-        affine: Option<String>,
-        anti_affine: Option<String>,
-    },
-    /// `ClusterAffinityRuleSpec`: the VMs together on one host.
-    Affinity(Vec<Moref>),
-    /// `ClusterAntiAffinityRuleSpec`: the VMs on different hosts.
-    AntiAffinity(Vec<Moref>),
-    /// `ClusterDependencyRuleInfo`: a VM group starts after another.
-    Dependency {
-        vm_group: String,
-        depends_on: String,
-    },
-}
-
-impl RuleKind {
-    fn type_name(&self) -> &'static str {
-        match self {
-            RuleKind::VmHost { .. } => "ClusterVmHostRuleInfo",
-            RuleKind::Affinity(_) => "ClusterAffinityRuleSpec",
-            RuleKind::AntiAffinity(_) => "ClusterAntiAffinityRuleSpec",
-            RuleKind::Dependency { .. } => "ClusterDependencyRuleInfo",
-        }
-    }
-}
 
 /// The properties a new cluster starts with: its default configuration in both spellings.
 pub(crate) fn default_properties() -> [(&'static str, Val); 2] {

@@ -68,6 +68,19 @@ def vms_named(si, prefix):
         view.Destroy()
 
 
+def connect(variables):
+    """A pyvmomi session on the simulator the variables of `infrasim env` name."""
+    host, port = variables["VSPHERE_SERVER"].removeprefix("https://").rsplit(":", 1)
+    return SmartConnect(host=host, port=int(port), user=variables["VSPHERE_USERNAME"],
+                        pwd=variables["VSPHERE_PASSWORD"], disableSslCertValidation=True)
+
+
+def first_compute_cluster(si):
+    """The first datacenter and its first compute cluster."""
+    dc = si.content.rootFolder.childEntity[0]
+    return dc, next(c for c in dc.hostFolder.childEntity if isinstance(c, vim.ClusterComputeResource))
+
+
 def extra_config(vm):
     return {o.key: o.value for o in vm.config.extraConfig}
 
@@ -154,9 +167,7 @@ def test_capvs_default_flavor_makes_vms_that_join_the_cluster(plane, ns, tmp_pat
     vsphere_vms = {v["metadata"]["name"]: v for v in items(plane, ns, f"vspherevms.{GROUP}")}
     assert set(vsphere_vms) == {m["metadata"]["name"] for m in machines}
 
-    host, port = variables["VSPHERE_SERVER"].removeprefix("https://").rsplit(":", 1)
-    si = SmartConnect(host=host, port=int(port), user=variables["VSPHERE_USERNAME"],
-                      pwd=variables["VSPHERE_PASSWORD"], disableSslCertValidation=True)
+    si = connect(variables)
     try:
         vms = vms_named(si, "c1-")
         assert set(vms) == set(vsphere_vms)
@@ -378,9 +389,7 @@ def test_the_topology_flavor_patches_its_templates_and_makes_vms(plane, ns, tmp_
     # Every Machine runs on a powered-on VM that CAPV's provider ID names.
     machines = items(plane, ns, "machines.cluster.x-k8s.io")
     assert len(machines) == 2 and all(m["status"]["phase"] == "Running" for m in machines)
-    host, port = variables["VSPHERE_SERVER"].removeprefix("https://").rsplit(":", 1)
-    si = SmartConnect(host=host, port=int(port), user=variables["VSPHERE_USERNAME"],
-                      pwd=variables["VSPHERE_PASSWORD"], disableSslCertValidation=True)
+    si = connect(variables)
     try:
         vms = vms_named(si, "t1-")
         assert {m["metadata"]["name"] for m in machines} == set(vms)
@@ -453,9 +462,7 @@ def test_supervisor_mode_makes_vm_operator_virtual_machines_that_join(plane, ns,
 
     machines = items(plane, ns, "machines.cluster.x-k8s.io")
     assert len(machines) == 2 and all(m["status"]["phase"] == "Running" for m in machines)
-    host, port = variables["VSPHERE_SERVER"].removeprefix("https://").rsplit(":", 1)
-    si = SmartConnect(host=host, port=int(port), user=variables["VSPHERE_USERNAME"],
-                      pwd=variables["VSPHERE_PASSWORD"], disableSslCertValidation=True)
+    si = connect(variables)
     try:
         for m in machines:
             name = m["metadata"]["name"]
@@ -727,13 +734,9 @@ def test_failure_domains_are_checked_and_place_the_control_plane(plane, ns, tmp_
     the VSphereCluster's `failureDomainSelector` listing the ready ones, and the control
     plane's machine placed as its zone says (network, datastore, pool, folder)."""
     variables = infrasim_env(plane, ns, "vcsim5", "fd1", tmp_path, workers=0)
-    host, port = variables["VSPHERE_SERVER"].removeprefix("https://").rsplit(":", 1)
-    si = SmartConnect(host=host, port=int(port), user=variables["VSPHERE_USERNAME"],
-                      pwd=variables["VSPHERE_PASSWORD"], disableSslCertValidation=True)
+    si = connect(variables)
     try:
-        dc = si.content.rootFolder.childEntity[0]
-        compute = next(c for c in dc.hostFolder.childEntity
-                       if isinstance(c, vim.ClusterComputeResource))
+        dc, compute = first_compute_cluster(si)
         # The VCenterSimulator tags its datacenters (`k8s-region`) and clusters (`k8s-zone`)
         # by their names, as upstream's does for CAPV; a zone tag attached to nothing fails.
         make_tag(variables, "k8s-zone", f"{ns}-nowhere")
@@ -856,13 +859,9 @@ def test_a_host_group_failure_domain_puts_its_machines_in_its_vm_group(plane, ns
     whose rule is missing is reported); its machine's VM joins the VM group, and the
     simulator's DRS keeps it on the group's hosts."""
     variables = infrasim_env(plane, ns, "vcsim9", "hg1", tmp_path, workers=0)
-    host, port = variables["VSPHERE_SERVER"].removeprefix("https://").rsplit(":", 1)
-    si = SmartConnect(host=host, port=int(port), user=variables["VSPHERE_USERNAME"],
-                      pwd=variables["VSPHERE_PASSWORD"], disableSslCertValidation=True)
+    si = connect(variables)
     try:
-        dc = si.content.rootFolder.childEntity[0]
-        compute = next(c for c in dc.hostFolder.childEntity
-                       if isinstance(c, vim.ClusterComputeResource))
+        dc, compute = first_compute_cluster(si)
         # A host other than the template's: a clone starts next to its source, so being on
         # the chosen one is DRS's doing.
         template = variables["VSPHERE_TEMPLATE"].rsplit("/", 1)[-1]
@@ -1025,9 +1024,7 @@ def test_the_node_ipam_flavor_takes_machine_addresses_from_a_pool(plane, ns, tmp
     old = get(plane, ns, f"ipaddressclaims.v1beta1.{ipam}", next(iter(given)) + "-0-0")
     assert old["apiVersion"] == f"{ipam}/v1beta1" and old["status"]["addressRef"]["name"]
 
-    host, port = variables["VSPHERE_SERVER"].removeprefix("https://").rsplit(":", 1)
-    si = SmartConnect(host=host, port=int(port), user=variables["VSPHERE_USERNAME"],
-                      pwd=variables["VSPHERE_PASSWORD"], disableSslCertValidation=True)
+    si = connect(variables)
     try:
         vms = vms_named(si, "ip1-")
         assert set(vms) == set(vsphere_vms)

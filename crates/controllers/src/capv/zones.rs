@@ -369,11 +369,13 @@ async fn check_topology(
     let topology = &fd.spec.topology;
     let dc = topology.datacenter.trim_start_matches('/');
     let compute = &topology.compute_cluster;
+    let mut compute_cluster = None;
     if !compute.is_empty() {
         let Some(cluster) = find(client, &in_datacenter(dc, "host", compute)).await else {
             let why = format!("compute cluster {compute} not found");
             return Err(("ComputeClusterNotFound", why));
         };
+        compute_cluster = Some(cluster.clone());
         if let Some(pool) = pool {
             let owner = client
                 .properties(pool, &["owner"])
@@ -422,9 +424,8 @@ async fn check_topology(
     if let Some((vm_group, host_group)) = host_placement(topology) {
         // A VM-host rule of the compute cluster ties the VM group to the host group (a
         // disabled one is accepted, as CAPV accepts it with a warning).
-        let cluster = find(client, &in_datacenter(dc, "host", compute)).await;
-        let drs = match cluster {
-            Some(c) => client.drs_configuration(&c).await.ok(),
+        let drs = match &compute_cluster {
+            Some(c) => client.drs_configuration(c).await.ok(),
             None => None,
         };
         if drs.is_none_or(|d| d.affinity_rule(host_group, vm_group).is_none()) {

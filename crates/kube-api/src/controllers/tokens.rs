@@ -103,10 +103,12 @@ pub(crate) fn populate_for_account(state: &Arc<State>, namespace: &str, account:
         .objects
         .range(start..)
         .take_while(|(key, _)| &*key.namespace == namespace)
+        // Only token Secrets (a selectable field, read without decoding) are decoded.
+        .filter(|(_, object)| object.field("type") == Some(TOKEN_SECRET_TYPE))
         .filter_map(|(key, object)| {
             let v: Value = object.to_value().ok()?;
             let names = v["metadata"]["annotations"][ACCOUNT_NAME].as_str() == Some(account);
-            (v["type"] == TOKEN_SECRET_TYPE && names).then(|| key.name.to_string())
+            names.then(|| key.name.to_string())
         })
         .collect();
     for name in waiting {

@@ -8,6 +8,7 @@
 //! work to the methods is the registry's job (`handlers`).
 
 pub(crate) mod collectors;
+pub(crate) mod drs;
 pub(crate) mod events;
 pub(crate) mod sessions;
 pub(crate) mod snapshots;
@@ -27,5 +28,5 @@ pub(crate) struct State {
     /// The storage policies of VMs (read by PBM).
     pub profiles: crate::pbm::Associations,
     /// The clusters' DRS configurations (driven by `cluster_compute_resource`).
-    pub drs: crate::cluster_compute_resource::DrsConfigs,
+    pub drs: drs::DrsConfigs,
 }

@@ -12,8 +12,7 @@
 //!   `status.nodeInfo`.
 
 use super::capv::{naming_from_hub, naming_to_hub, ready_from_hub};
-use super::{conditions_from_hub, conditions_to_hub, failure_domains_from_hub};
-use super::{failure_domains_to_hub, object_at, Object, Restored, Versions};
+use super::{conditions_from_hub, conditions_to_hub, object_at, Object, Restored, Versions};
 use serde_json::{json, Value};
 
 const FAILURES: &[&str] = &["failureReason", "failureMessage"];
@@ -29,26 +28,16 @@ const PHASES: &[(&str, &str)] = &[
     ("error", "Error"),
 ];
 
-/// `VSphereCluster` to v1beta2.
-pub(super) fn cluster_to_hub(o: &mut Object, _: Restored) -> Result<(), String> {
+/// `VSphereCluster` to v1beta2: as the govmomi kind, v1beta1's `resourcePolicyName` dropped.
+pub(super) fn cluster_to_hub(o: &mut Object, restored: Restored) -> Result<(), String> {
     if let Some(status) = object_at(o, &["status"]) {
-        status.remove("ready");
         status.remove("resourcePolicyName");
-        failure_domains_to_hub(status);
-        conditions_to_hub(status, &[], &[]);
     }
-    Ok(())
+    super::capv::cluster_to_hub(o, restored)
 }
 
-/// `VSphereCluster` to v1beta1.
-pub(super) fn cluster_from_hub(o: &mut Object, _: &Versions) -> Result<(), String> {
-    if let Some(status) = object_at(o, &["status"]) {
-        ready_from_hub(status);
-        failure_domains_from_hub(status);
-        conditions_from_hub(status, &[], &[]);
-    }
-    Ok(())
-}
+/// `VSphereCluster` to v1beta1: as the govmomi kind.
+pub(super) use super::capv::cluster_from_hub;
 
 /// `VSphereMachine` to v1beta2.
 pub(super) fn machine_to_hub(o: &mut Object, _: Restored) -> Result<(), String> {

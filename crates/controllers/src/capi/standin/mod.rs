@@ -17,6 +17,7 @@ mod blueprint;
 pub mod certs;
 mod cluster;
 mod cluster_class;
+mod desired;
 pub mod etcd;
 mod external;
 mod healthcheck;

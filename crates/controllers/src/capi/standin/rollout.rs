@@ -12,9 +12,9 @@
 //! the blueprint says, or says something the topology set in it and the blueprint dropped.
 
 use super::blueprint::Blueprint;
+use super::desired::{control_plane_clone, infrastructure_clone, TOPOLOGY_MANAGER};
 use super::objects::{apply_template_clone, copy_template};
 use super::objects::{owner_ref, random_suffix};
-use super::topology::{self, TOPOLOGY_MANAGER};
 use super::{Error, Reconciler};
 use crate::capi::core::{Cluster, ContractRef, KubeadmControlPlane, MachineDeployment};
 use crate::capi::TOPOLOGY_DEPLOYMENT_LABEL as DEPLOYMENT_LABEL;
@@ -34,7 +34,7 @@ pub(super) async fn roll_out(
     let ns = c.namespace().unwrap_or_default();
     if let Some(infra) = &c.spec.infrastructure_ref {
         if let Some(current) = r.core.read(&ns, infra).await? {
-            let clone = topology::infrastructure_clone(c, &infra.name);
+            let clone = infrastructure_clone(c, &infra.name);
             let (client, manager) = (r.client(), TOPOLOGY_MANAGER);
             let template = &bp.infrastructure;
             let current = Some((&current, &r.core.in_line));
@@ -105,7 +105,7 @@ async fn control_plane(
         }
     }
     let name = kcp.name_any();
-    let clone = topology::control_plane_clone(c, &name, machine_template);
+    let clone = control_plane_clone(c, &name, machine_template);
     let (client, manager) = (r.client(), TOPOLOGY_MANAGER);
     apply_template_clone(
         &client,

@@ -8,7 +8,8 @@
 //! or variable that fails is the `TopologyReconciled` condition's reason, and nothing is made.
 
 use super::blueprint::{self, Blueprint, Existing};
-use super::objects::{apply_template_clone, copy_template, covers, owner_ref, CloneSpec};
+use super::desired::{control_plane_clone, infrastructure_clone, owned_labels, TOPOLOGY_MANAGER};
+use super::objects::{apply_template_clone, copy_template, covers, owner_ref};
 use super::{Error, Reconciler};
 use crate::capi::core::{
     Cluster, ClusterClass, ContractRef, KubeadmControlPlane, MachineDeployment,
@@ -20,10 +21,6 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::ResourceExt;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-
-/// The field manager the topology writes the objects it keeps in line with the class under,
-/// Cluster API's topology controller's.
-pub(super) const TOPOLOGY_MANAGER: &str = "capi-topology";
 
 pub use crate::capi::{
     TOPOLOGY_DEPLOYMENT_LABEL as DEPLOYMENT_LABEL, TOPOLOGY_OWNED_LABEL as OWNED_LABEL,
@@ -40,13 +37,6 @@ fn contract(t: &TemplateRef) -> ContractRef {
         kind: t.kind.clone(),
         name: t.name.clone(),
     }
-}
-
-fn owned_labels(c: &Cluster) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (CLUSTER_NAME_LABEL.to_string(), c.name_any()),
-        (OWNED_LABEL.to_string(), String::new()),
-    ])
 }
 
 /// Reconciles the topology; the returned condition is the Cluster's `TopologyReconciled`.
@@ -366,39 +356,6 @@ async fn infrastructure(
     )
     .await?;
     set_ref(c, r, "infrastructureRef", &created).await
-}
-
-/// What the topology makes its infrastructure cluster from (and applies again, see
-/// `rollout`): the class's template, with the Cluster's labels and as its controlled object.
-pub(super) fn infrastructure_clone<'a>(c: &Cluster, name: &'a str) -> CloneSpec<'a> {
-    CloneSpec {
-        name,
-        labels: owned_labels(c),
-        annotations: BTreeMap::new(),
-        owner: Some(owner_ref(c, true)),
-        spec_overrides: None,
-    }
-}
-
-/// What the topology makes its control plane from (and applies again): the class's
-/// template with the topology's version and replicas and `machine_template`.
-pub(super) fn control_plane_clone<'a>(
-    c: &Cluster,
-    name: &'a str,
-    machine_template: Value,
-) -> CloneSpec<'a> {
-    let topology = c.spec.topology.clone().unwrap_or_default();
-    let mut overrides = json!({"version": topology.version, "machineTemplate": machine_template});
-    if let Some(n) = topology.control_plane.as_ref().and_then(|cp| cp.replicas) {
-        overrides["replicas"] = json!(n);
-    }
-    CloneSpec {
-        name,
-        labels: owned_labels(c),
-        annotations: BTreeMap::new(),
-        owner: Some(owner_ref(c, true)),
-        spec_overrides: Some(overrides),
-    }
 }
 
 /// The reference to a template read from the API (its own apiVersion, kind and name).

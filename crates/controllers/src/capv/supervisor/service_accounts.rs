@@ -82,6 +82,15 @@ pub(super) async fn reconcile(r: &Reconciler, c: &VSphereCluster, cluster: &Clus
     ))
 }
 
+/// The owner references of what an account makes: the account, as their controller.
+fn controlled_by(account: &ProviderServiceAccount) -> Value {
+    json!([{
+        "apiVersion": ProviderServiceAccount::api_version(&()), "kind": "ProviderServiceAccount",
+        "name": account.name_any(), "uid": account.uid().unwrap_or_default(),
+        "controller": true, "blockOwnerDeletion": true,
+    }])
+}
+
 /// One account's objects in the supervisor and its Secret in the workload cluster; false
 /// while its token Secret has no token yet.
 async fn ensure(
@@ -93,11 +102,7 @@ async fn ensure(
     let ns = account.namespace().unwrap_or_default();
     let name = account.name_any();
     let client = r.ctx.client.clone();
-    let owner = json!([{
-        "apiVersion": ProviderServiceAccount::api_version(&()), "kind": "ProviderServiceAccount",
-        "name": name, "uid": account.uid().unwrap_or_default(),
-        "controller": true, "blockOwnerDeletion": true,
-    }]);
+    let owner = controlled_by(account);
     let meta = |n: &str| json!({"name": n, "namespace": ns, "ownerReferences": owner});
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
     let body = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(&name)});
@@ -142,11 +147,7 @@ async fn role_binding(r: &Reconciler, account: &ProviderServiceAccount) -> Resul
             bindings.delete(&name, &DeleteParams::default()).await?;
         }
     }
-    let owner = json!([{
-        "apiVersion": ProviderServiceAccount::api_version(&()), "kind": "ProviderServiceAccount",
-        "name": name, "uid": account.uid().unwrap_or_default(),
-        "controller": true, "blockOwnerDeletion": true,
-    }]);
+    let owner = controlled_by(account);
     let body = json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": name, "namespace": ns, "ownerReferences": owner},

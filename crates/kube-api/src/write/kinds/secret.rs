@@ -31,10 +31,8 @@ impl KindStrategy for Secret {
         stored: Arc<StoredObject>,
         _created: bool,
     ) -> Arc<StoredObject> {
-        let is_token = stored
-            .to_value()
-            .is_ok_and(|v| v["type"] == TOKEN_SECRET_TYPE);
-        if is_token {
+        // `type` is a selectable field of Secrets, kept beside the object: no decoding.
+        if stored.field("type") == Some(TOKEN_SECRET_TYPE) {
             let meta = &stored.meta;
             (ctx.state.hooks.token_secret_written)(&ctx.state, &meta.namespace, &meta.name);
         }
