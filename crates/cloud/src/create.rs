@@ -309,6 +309,7 @@ impl Cloud {
             self.clock.clone(),
             ApiConfig {
                 kubernetes_version: shape.kubernetes_version.clone(),
+                metrics: (self.config.metrics.as_ref()).map(|m| m.for_workload(&shape.name)),
                 ..ApiConfig::default()
             },
         );

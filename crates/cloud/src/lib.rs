@@ -97,6 +97,9 @@ pub struct CloudConfig {
     pub ports: RangeInclusive<u16>,
     /// Change events each cluster keeps for watch resumption.
     pub watch_window: usize,
+    /// Where the clusters' API servers count their requests (each under its cluster's
+    /// name); `None` counts nothing.
+    pub metrics: Option<infrasim_kube_api::RequestMetrics>,
 }
 
 impl CloudConfig {
@@ -117,6 +120,7 @@ impl Default for CloudConfig {
             advertise: IpAddr::V4(Ipv4Addr::LOCALHOST),
             ports: 20000..=24000,
             watch_window: 1000,
+            metrics: None,
         }
     }
 }

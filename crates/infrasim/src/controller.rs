@@ -153,6 +153,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         advertise: args.advertise_address,
         ports: args.port_min..=args.port_max,
         watch_window: args.cluster_watch_window.max(1),
+        metrics: None,
     };
     let cloud = match &args.data_dir {
         Some(dir) => {

@@ -71,6 +71,8 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
         advertise: args.advertise_address,
         ports: args.port_min..=args.port_max,
         watch_window: args.watch_window.max(1),
+        // `--metrics-bind-address` is still to come (issue 44).
+        metrics: None,
     };
     let cloud = match &args.data_dir {
         Some(dir) => crate::up::open_cloud(config, dir, SystemClock::shared()).await?,

@@ -151,6 +151,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| data_dir.join("kubeconfig"));
     let Plane {
         server,
+        requests,
         ca,
         clock,
         restored,
@@ -164,6 +165,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let tls = server.tls_config(&serving)?;
 
     let server_url = write_admin_kubeconfig(&ca, local, &kubeconfig_path)?;
+    publish_cluster_info(&server, &ca, &server_url).await?;
 
     println!("infrasim management plane listening on {server_url}");
     println!("kubeconfig: {}", kubeconfig_path.display());
@@ -184,7 +186,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         println!("workloads: Node {NODE} (Deployments, Jobs, … get Pods that run)");
     }
     let controllers = match args.controllers.as_str() {
-        "all" => Some(start_controllers(&args, &data_dir, &server, clock).await?),
+        "all" => Some(start_controllers(&args, &data_dir, &server, clock, requests).await?),
         _ => None,
     };
     tracing::info!(%local, "serving");
@@ -201,6 +203,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 /// that signs its certificates, its clock, and what it came back with.
 struct Plane {
     server: ApiServer,
+    /// The plane's handle on the request metrics, whose families the clusters share.
+    requests: infrasim_kube_api::RequestMetrics,
     ca: CertificateAuthority,
     clock: infrasim_clock::SharedClock,
     restored: Restored,
@@ -254,7 +258,17 @@ fn open_plane(args: &UpArgs, data_dir: &std::path::Path) -> anyhow::Result<Plane
         .map(|s| s.objects.len())
         .sum();
     let restore_took = opening.elapsed();
-    let server = ApiServer::new(group, ca.clone(), clock.clone(), ApiConfig::default());
+    // The process's one registry: the plane counts its requests in it as kube-apiserver,
+    // the workload clusters theirs as Cluster API's in-memory provider, and `/metrics`
+    // renders it all.
+    let metrics = infrasim_metrics::Metrics::new();
+    let requests = infrasim_kube_api::RequestMetrics::register(&metrics);
+    infrasim_kube_api::metrics::register_storage(&metrics, group.clone());
+    let config = ApiConfig {
+        metrics: Some(requests.clone()),
+        ..ApiConfig::default()
+    };
+    let server = ApiServer::new(group, ca.clone(), clock.clone(), config);
     if !args.ephemeral {
         let key = SigningKey::load_or_generate(&data_dir.join("pki").join("sa.key")).with_context(
             || {
@@ -268,6 +282,7 @@ fn open_plane(args: &UpArgs, data_dir: &std::path::Path) -> anyhow::Result<Plane
     }
     Ok(Plane {
         server,
+        requests,
         ca,
         clock,
         restored: Restored {
@@ -333,6 +348,39 @@ fn write_admin_kubeconfig(
     Ok(server_url)
 }
 
+/// Publishes the plane's CA and address as kubeadm does, in `kube-public/cluster-info`
+/// (a kubeconfig with one unnamed cluster), where clients that discover a cluster read
+/// them: CAPV's supervisor service discovery, `kubeadm join`'s discovery. Written at every
+/// start, since the address may change between runs.
+async fn publish_cluster_info(
+    server: &ApiServer,
+    ca: &CertificateAuthority,
+    server_url: &str,
+) -> anyhow::Result<()> {
+    use base64::Engine as _;
+    let identity = infrasim_kube_api::Identity {
+        user: "system:infrasim-up".into(),
+        groups: vec!["system:masters".into()],
+    };
+    let client = kube::Client::new(server.local_service(identity), "kube-public");
+    let ca_data = base64::engine::general_purpose::STANDARD.encode(&ca.cert_pem);
+    let kubeconfig = format!(
+        "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {ca_data}\n    server: {server_url}\n  name: \"\"\ncontexts: null\ncurrent-context: \"\"\nkind: Config\npreferences: {{}}\nusers: null\n"
+    );
+    let body = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cluster-info", "namespace": "kube-public"},
+        "data": {"kubeconfig": kubeconfig},
+    });
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client, "kube-public");
+    let params = kube::api::PatchParams::apply("infrasim-up").force();
+    api.patch("cluster-info", &params, &kube::api::Patch::Apply(&body))
+        .await
+        .context("publishing kube-public/cluster-info")?;
+    Ok(())
+}
+
 /// Installs the controllers' CRDs into the plane and runs the controllers in this process,
 /// over the engine's in-process service (no socket, no TLS between them); the task runs them.
 async fn start_controllers(
@@ -340,6 +388,7 @@ async fn start_controllers(
     data_dir: &std::path::Path,
     server: &ApiServer,
     clock: infrasim_clock::SharedClock,
+    requests: infrasim_kube_api::RequestMetrics,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     use infrasim_cloud::{Cloud, CloudConfig};
     use infrasim_controllers::{crds, Context, Selection};
@@ -380,6 +429,7 @@ async fn start_controllers(
         advertise: args.advertise_address,
         ports: args.port_min..=args.port_max,
         watch_window: args.cluster_watch_window.max(1),
+        metrics: Some(requests),
     };
     let cloud = if args.ephemeral {
         Cloud::with_clock(config, clock.clone())

@@ -46,6 +46,11 @@ pub(crate) async fn handle(
         tracing::debug!(%method, path = uri.path(), %user, "forbidden");
         return error_response(&e);
     }
+    let observation = state
+        .config
+        .metrics
+        .as_ref()
+        .map(|m| m.start(&method, &uri, req.headers(), &route(uri.path())));
     // The request's writes are answered only once they are durable; the store lets the
     // group's other writers go on meanwhile, so concurrent requests share a sync.
     let (result, durable) = infrasim_store::durability::scope(dispatch(state, req, identity)).await;
@@ -53,8 +58,20 @@ pub(crate) async fn handle(
         Ok(()) => result.unwrap_or_else(|e| error_response(&e)),
         Err(e) => error_response(&ApiError::internal(e.to_string())),
     };
-    tracing::debug!(%method, path = uri.path(), %user, status = resp.status().as_u16(), "request");
-    resp
+    let status = resp.status().as_u16();
+    tracing::debug!(%method, path = uri.path(), %user, status, "request");
+    match observation.and_then(|o| o.finish(status)) {
+        // A watch's stream carries what keeps it counted, and drops it when it ends.
+        Some(open) => resp.map(|body| {
+            use http_body_util::BodyExt;
+            body.map_frame(move |frame| {
+                let _counted = &open;
+                frame
+            })
+            .boxed_unsync()
+        }),
+        None => resp,
+    }
 }
 
 async fn dispatch(
@@ -143,11 +160,7 @@ fn fixed_route(
         }
         Route::Metrics => {
             get_only(&parts.method)?;
-            Ok(crate::http::json_typed(
-                200,
-                state.port_forwards.metrics(),
-                "text/plain; version=0.0.4; charset=utf-8",
-            ))
+            Ok(metrics_answer(state, &parts.headers))
         }
         Route::Version => {
             get_only(&parts.method)?;
@@ -176,6 +189,26 @@ fn fixed_route(
         // Resource paths go to `resource_route`; only an unknown path is left.
         Route::Unknown | Route::Resource(_) => Err(not_found_path()),
     }
+}
+
+/// `/metrics`: the process's registry when this is the management plane (in the format the
+/// scraper asks for), with this server's port-forward sessions; a workload cluster's server
+/// has only the latter.
+fn metrics_answer(state: &State, headers: &HeaderMap) -> Response<Body> {
+    use infrasim_metrics::Format;
+    let accept = headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let format = Format::negotiate(accept);
+    let sessions = state.port_forwards.metrics(format == Format::OpenMetrics);
+    let text = match state.config.metrics.as_ref().and_then(|m| m.render(format)) {
+        Some(all) => match all.strip_suffix("# EOF\n") {
+            Some(open) => format!("{open}{sessions}# EOF\n"),
+            None => format!("{all}{sessions}"),
+        },
+        None => return crate::http::json_typed(200, sessions, Format::Classic.content_type()),
+    };
+    crate::http::json_typed(200, text, format.content_type())
 }
 
 /// Looks the resource up, reads the body of a verb that has one, and answers with the

@@ -62,6 +62,7 @@ mod handler;
 pub mod http;
 pub mod kubeconfig;
 mod list;
+pub mod metrics;
 mod namespaces;
 mod openapi;
 mod openapi_v2_proto;
@@ -85,6 +86,7 @@ mod watch;
 pub mod webhook;
 
 pub use auth::Identity;
+pub use metrics::RequestMetrics;
 pub use server::{ApiServer, ConnectionError, LocalService, WeakApiServer};
 pub use sidecar::{Sidecar, SidecarBody, SidecarError, SidecarService};
 pub use state::ApiConfig;

@@ -23,6 +23,8 @@ pub struct ApiConfig {
     pub bookmark_interval: Duration,
     /// The Kubernetes version reported by `/version` (`v1.33.0`).
     pub kubernetes_version: String,
+    /// Where the server counts its requests; `None` counts nothing.
+    pub metrics: Option<crate::metrics::RequestMetrics>,
 }
 
 impl Default for ApiConfig {
@@ -31,6 +33,7 @@ impl Default for ApiConfig {
             max_body_bytes: 3 * 1024 * 1024,
             bookmark_interval: Duration::from_secs(30),
             kubernetes_version: crate::KUBERNETES_VERSION.into(),
+            metrics: None,
         }
     }
 }

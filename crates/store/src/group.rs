@@ -476,6 +476,16 @@ impl Group {
             .collect()
     }
 
+    /// How many objects each resource holds now (those holding none left out).
+    pub fn object_counts(&self) -> Vec<(Arc<str>, usize)> {
+        self.lock()
+            .resources
+            .iter()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(r, m)| (r.clone(), m.len()))
+            .collect()
+    }
+
     /// A snapshot of one resource at the requested point.
     pub fn snapshot(&self, resource: &str, at: ReadAt) -> Result<Snapshot> {
         let (objects, current, replay) = {

@@ -524,6 +524,7 @@ def test_supervisor_mode_makes_vm_operator_virtual_machines_that_join(plane, ns,
             condition(get(plane, ns, f"vsphereclusters.{supervisor}", "s1"), "ProviderServiceAccountsReady")),
             timeout=30, what="ProviderServiceAccountsReady")
         assert ready["reason"] == "Ready"
+        discovers_the_supervisor(plane, ns, kubeconfig)
 
         plane.kubectl("-n", ns, "delete", "clusters.cluster.x-k8s.io", "s1", "--wait=true",
                       timeout=120)
@@ -532,6 +533,50 @@ def test_supervisor_mode_makes_vm_operator_virtual_machines_that_join(plane, ns,
         assert all(si.content.searchIndex.FindByUuid(None, u, True, False) is None for u in uuids)
     finally:
         Disconnect(si)
+
+
+def discovers_the_supervisor(plane, ns, kubeconfig):
+    """CAPV's service discovery: the workload cluster gets a headless `default/supervisor`
+    Service whose Endpoints name the supervisor's address: the plane's own, from the
+    `kube-public/cluster-info` it publishes as kubeadm does, until the supervisor's load
+    balancer Service has a VIP, which then wins."""
+    info = json.loads(plane.kubectl("-n", "kube-public", "get", "configmap", "cluster-info",
+                                    "-o", "json").stdout)
+    assert f"server: https://127.0.0.1:{plane.port}\n" in info["data"]["kubeconfig"]
+
+    def guest(kind):
+        out = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "-n", "default",
+                              "get", kind, "supervisor", "-o", "json"],
+                             capture_output=True, text=True, timeout=30)
+        return json.loads(out.stdout) if out.returncode == 0 else None
+
+    def supervisor_at(ip):
+        found = guest("endpoints")
+        subsets = (found or {}).get("subsets") or [{}]
+        return found if [a["ip"] for a in subsets[0].get("addresses", [])] == [ip] else None
+
+    endpoints = wait_for(lambda: supervisor_at("127.0.0.1"), timeout=60,
+                         what="the supervisor's Endpoints in the workload cluster")
+    assert [p["port"] for p in endpoints["subsets"][0]["ports"]] == [6443]
+    service = guest("service")
+    assert service["spec"]["clusterIP"] == "None" and "selector" not in service["spec"]
+    assert [(p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [(6443, 6443)]
+    supervisor = "vmware.infrastructure.cluster.x-k8s.io"
+    assert condition(get(plane, ns, f"vsphereclusters.{supervisor}", "s1"),
+                     "ServiceDiscoveryReady")["status"] == "True"
+
+    plane.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kube-apiserver-lb-svc", "namespace": "kube-system"},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 6443}]}}))
+    try:
+        plane.kubectl("-n", "kube-system", "patch", "service", "kube-apiserver-lb-svc",
+                      "--subresource=status", "--type=merge", "-p", json.dumps(
+                          {"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}}))
+        wait_for(lambda: supervisor_at("192.0.2.10"), timeout=60,
+                 what="the load balancer's VIP in the supervisor's Endpoints")
+    finally:
+        plane.kubectl("-n", "kube-system", "delete", "service", "kube-apiserver-lb-svc")
 
 
 def vcsim_cluster(plane, ns, v, name):

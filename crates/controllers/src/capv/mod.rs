@@ -95,7 +95,7 @@ pub async fn run(
     });
     let clusters = cluster::controller(&informers);
     let machines = machine::controller(&informers);
-    let supervisor_clusters = supervisor::cluster::controller(&informers);
+    let supervisor_clusters = supervisor::cluster::controller(&informers, &ctx.client);
     let supervisor_machines = supervisor::machine::controller(&informers);
     let vms = vm::controller(&informers).reconcile_on(vms_changed(&informers, vm_changes));
     let identities = identity::controller(&informers);

@@ -85,11 +85,17 @@ impl Sessions {
         self.0[protocol as usize].load(Ordering::Relaxed)
     }
 
-    /// The counts in Prometheus' text format.
-    pub(crate) fn metrics(&self) -> String {
-        let mut text = String::from(
-            "# HELP infrasim_port_forward_sessions_total Port-forward sessions started, by the protocol the client negotiated.\n\
-             # TYPE infrasim_port_forward_sessions_total counter\n",
+    /// The counts in Prometheus' text format, or in OpenMetrics (whose counter families are
+    /// named without their samples' `_total`).
+    pub(crate) fn metrics(&self, openmetrics: bool) -> String {
+        let family = if openmetrics {
+            "infrasim_port_forward_sessions"
+        } else {
+            "infrasim_port_forward_sessions_total"
+        };
+        let mut text = format!(
+            "# HELP {family} Port-forward sessions started, by the protocol the client negotiated.\n\
+             # TYPE {family} counter\n",
         );
         for p in Protocol::ALL {
             text.push_str(&format!(
@@ -318,7 +324,7 @@ mod tests {
         sessions.started(Protocol::SpdyOverWebSocket);
         assert_eq!(sessions.count(Protocol::Spdy), 2);
         assert_eq!(sessions.count(Protocol::ChannelV4), 0);
-        let text = sessions.metrics();
+        let text = sessions.metrics(false);
         assert!(text.contains("infrasim_port_forward_sessions_total{protocol=\"SPDY/3.1\"} 2\n"));
         assert!(text.contains(
             "infrasim_port_forward_sessions_total{protocol=\"SPDY/3.1+portforward.k8s.io\"} 1\n"

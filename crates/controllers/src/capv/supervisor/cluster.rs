@@ -3,12 +3,16 @@
 //! and the control plane's and workers' cluster module groups) with `ResourcePolicyReady`,
 //! `NetworkReady` (the dummy provider has nothing to make), the control plane endpoint
 //! copied from the Cluster where it names one, and `initialization.provisioned` once there is
-//! an endpoint.
+//! an endpoint. Once the workload cluster answers, its ProviderServiceAccounts and the
+//! supervisor's service discovery are reconciled with it (CAPV runs them as controllers of
+//! their own; here they share this one's status write, so no two writers race over the
+//! conditions that make `Ready`).
 
 use super::super::types::owner_named;
 use super::super::types::supervisor::{ProviderServiceAccount, VSphereCluster};
 use super::super::{Error, Reconciler};
 use super::service_accounts::Outcome;
+use super::service_discovery::{self, Outcome as Discovery, CLUSTER_INFO, LB_SERVICE};
 use super::VMOPERATOR_API;
 use crate::capi::core::Cluster;
 use crate::capi::triggers::cluster_gates;
@@ -16,6 +20,7 @@ use infrasim_controller_runtime::conditions::Condition;
 use infrasim_controller_runtime::informers::Informers;
 use infrasim_controller_runtime::reconcile::{Next, Reconcile};
 use infrasim_controller_runtime::triggers::filtered;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::Controller;
@@ -32,9 +37,27 @@ const MANAGER: &str = "infrasim-capv/supervisor-cluster";
 const TOKEN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The controller: the Cluster's changes (its endpoint, its control plane coming up) and its
-/// ProviderServiceAccounts wake its VSphereCluster.
-pub(in crate::capv) fn controller(informers: &Informers) -> Controller<VSphereCluster> {
+/// ProviderServiceAccounts wake its VSphereCluster; the supervisor's load balancer Service
+/// and `cluster-info` (one object each, watched by name) wake every VSphereCluster, as their
+/// address goes into every workload cluster.
+pub(in crate::capv) fn controller(
+    informers: &Informers,
+    client: &kube::Client,
+) -> Controller<VSphereCluster> {
+    let every = informers.of::<VSphereCluster>().store();
+    let all = move || {
+        every
+            .state()
+            .iter()
+            .map(|c| ObjectRef::from_obj(&**c))
+            .collect::<Vec<_>>()
+    };
+    let everyone = all.clone();
     infrasim_controller_runtime::triggers::controller(&informers.of::<VSphereCluster>(), None)
+        .watches_stream(named::<Service>(client, LB_SERVICE), move |_| all())
+        .watches_stream(named::<ConfigMap>(client, CLUSTER_INFO), move |_| {
+            everyone()
+        })
         .watches_shared_stream(
             infrasim_controller_runtime::triggers::every_change(
                 &informers.of::<ProviderServiceAccount>(),
@@ -51,6 +74,25 @@ pub(in crate::capv) fn controller(informers: &Informers) -> Controller<VSphereCl
                 .filter(|r| r.kind == "VSphereCluster" && r.api_group == VSphereCluster::group(&()))
                 .map(|r| ObjectRef::new(&r.name).within(&c.namespace().unwrap_or_default()))
         })
+}
+
+/// The changes of one object, watched by its name.
+fn named<K>(
+    client: &kube::Client,
+    (namespace, name): (&str, &str),
+) -> impl futures::Stream<Item = Result<K, kube::runtime::watcher::Error>> + Send + 'static
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    use kube::runtime::{watcher, WatchStreamExt};
+    let api = Api::<K>::namespaced(client.clone(), namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    watcher(api, config).default_backoff().touched_objects()
 }
 
 impl Reconcile<VSphereCluster> for Reconciler {
@@ -90,6 +132,9 @@ impl Reconcile<VSphereCluster> for Reconciler {
             Outcome::WaitingForToken => next = Next::After(TOKEN_WAIT),
             // The Cluster's control plane coming up wakes this again.
             Outcome::Unreachable => {}
+        }
+        if let Discovery::Reported(found) = service_discovery::reconcile(self, &cluster).await {
+            set.push(found);
         }
         super::super::write_status(self, &*c, before, MANAGER, set, extra).await?;
         Ok(next)

@@ -7,7 +7,7 @@
 //! family's vm-operator stand-in; this side never touches a vCenter.
 //!
 //! ProviderServiceAccounts give the workload cluster credentials for the supervisor (see
-//! [`service_accounts`]).
+//! [`service_accounts`]), and service discovery its address (see [`service_discovery`]).
 //!
 //! The network is CAPV's `dummy` provider's: no load balancer, so the endpoint is the one the
 //! Cluster or the VSphereCluster names (what `infrasim env` hands a template).
@@ -15,6 +15,7 @@
 pub(super) mod cluster;
 pub(super) mod machine;
 pub(super) mod service_accounts;
+pub(super) mod service_discovery;
 
 /// vm-operator's API version CAPV writes VirtualMachines in.
 pub const VMOPERATOR_API: &str = "vmoperator.vmware.com/v1alpha6";

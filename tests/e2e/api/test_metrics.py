@@ -1,0 +1,113 @@
+"""The management plane's `/metrics`, as Prometheus and Cluster API's dashboards read it:
+kube-apiserver's request families for the plane, the in-memory provider's for every workload
+cluster in the same scrape, the process's own, in the text format `promtool` checks and in
+OpenMetrics when asked; readable by admins and `system:monitoring`, by nobody else."""
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import BINARY, wait_for
+
+PROMTOOL = shutil.which("promtool")
+
+
+def scrape(plane, *args):
+    return plane.kubectl("get", "--raw", "/metrics", *args).stdout
+
+
+def samples(text, family, **labels):
+    """The values of `family`'s samples whose labels include `labels`."""
+    found = []
+    for line in text.splitlines():
+        if not line.startswith(family + "{"):
+            continue
+        names = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', line[: line.rindex("}") + 1]))
+        if all(names.get(k) == v for k, v in labels.items()):
+            found.append(float(line.rsplit(" ", 1)[1]))
+    return found
+
+
+def test_a_request_moves_the_plane_series_and_promtool_accepts_the_scrape(plane, ns):
+    listed = dict(verb="LIST", resource="configmaps", scope="namespace", code="200",
+                  group="", version="v1", component="apiserver", dry_run="")
+    before = sum(samples(scrape(plane), "apiserver_request_total", **listed))
+    plane.kubectl("-n", ns, "get", "configmaps")
+    plane.kubectl("-n", ns, "create", "configmap", "dry", "--dry-run=server")
+    text = scrape(plane)
+    assert sum(samples(text, "apiserver_request_total", **listed)) >= before + 1
+    assert samples(text, "apiserver_request_total", verb="POST", resource="configmaps",
+                   dry_run="All", code="201")
+    buckets = samples(text, "apiserver_request_duration_seconds_bucket", verb="LIST",
+                      resource="configmaps", scope="namespace")
+    assert len(buckets) >= 24, "kube-apiserver's 23 buckets and +Inf"
+    for family in ["process_cpu_seconds_total", "process_resident_memory_bytes",
+                   "process_open_fds", "process_start_time_seconds"]:
+        assert re.search(rf"^{family} [0-9.e+]+$", text, re.M), family
+    assert samples(text, "apiserver_current_inflight_requests", request_kind="mutating")
+    # Every namespace holds its root CA ConfigMap; CRDs count under their group.
+    assert samples(text, "apiserver_storage_objects", resource="configmaps")[0] >= 1
+    assert samples(text, "apiserver_storage_objects",
+                   resource="customresourcedefinitions.apiextensions.k8s.io")[0] >= 1
+    if PROMTOOL is None:
+        pytest.fail("promtool (Debian's prometheus package) is not installed")
+    check = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True,
+                           text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_openmetrics_when_asked(plane):
+    resp = plane._request("GET", "/metrics",
+                          headers={"Accept": "application/openmetrics-text;version=1.0.0"})
+    assert resp.status == 200
+    assert resp.headers["Content-Type"].startswith("application/openmetrics-text")
+    text = resp.data.decode()
+    assert text.endswith("# EOF\n")
+    # A counter's family is named without the `_total` its samples carry.
+    assert "# TYPE apiserver_request counter\n" in text
+    assert "apiserver_request_total{" in text
+
+
+def test_only_admins_and_monitoring_read_metrics(plane):
+    assert "apiserver_request_total" in scrape(plane, "--as=prometheus", "--as-group=system:monitoring")
+    refused = plane.kubectl("get", "--raw", "/metrics", "--as=mallory", check=False)
+    assert refused.returncode != 0 and "forbidden" in refused.stderr, refused.stderr
+
+
+def test_a_watch_counts_as_long_running_until_it_ends(plane, ns):
+    watch = subprocess.Popen(["kubectl", "--kubeconfig", plane.kubeconfig, "-n", ns, "get",
+                              "secrets", "--watch"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    open_watches = lambda: sum(samples(scrape(plane), "apiserver_longrunning_requests",
+                                       verb="WATCH", resource="secrets", scope="namespace"))
+    try:
+        wait_for(lambda: open_watches() >= 1, timeout=15, what="the watch counted")
+    finally:
+        watch.kill()
+        watch.wait()
+    wait_for(lambda: open_watches() == 0, timeout=15, what="the ended watch no longer counted")
+
+
+def test_a_workload_cluster_request_is_counted_under_its_cluster(plane, ns, tmp_path):
+    made = subprocess.run([BINARY, "cluster", "create", "m1", "-n", ns, "--kubeconfig",
+                           plane.kubeconfig, "--step-startup", "0s", "--workers", "0"],
+                          capture_output=True, text=True, timeout=180)
+    assert made.returncode == 0, made.stdout + made.stderr
+    kubeconfig = tmp_path / "m1.kubeconfig"
+    kubeconfig.write_text(subprocess.run(
+        [BINARY, "cluster", "kubeconfig", "m1", "-n", ns, "--kubeconfig", plane.kubeconfig],
+        capture_output=True, text=True, timeout=30, check=True).stdout)
+    subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "get", "nodes"],
+                   capture_output=True, text=True, timeout=30, check=True)
+    text = scrape(plane)
+    listed = [line for line in text.splitlines()
+              if line.startswith("inmemory_apiserver_request_total{")
+              and 'verb="LIST"' in line and 'resource="nodes"' in line
+              and 'path="/api/v1/{resource}"' in line and 'user_agent="kubectl/' in line]
+    assert listed, "no LIST of nodes by kubectl counted for a workload cluster"
+    cluster_names = set(re.findall(r'cluster_name="([^"]*)"', "\n".join(listed)))
+    # The cloud's name of a Cluster API cluster: `<name>.<namespace>`.
+    assert cluster_names == {f"m1.{ns}"}, cluster_names
+    assert 'inmemory_apiserver_request_duration_seconds_bucket{' in text
