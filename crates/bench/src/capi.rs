@@ -60,6 +60,11 @@ pub struct CapiBenchArgs {
     /// fields it changed (to find writes a controller could have spared).
     #[arg(long)]
     pub(crate) trace_writes: Option<std::path::PathBuf>,
+    /// Count the plane's and the clusters' requests and the controllers' reconciles in a
+    /// Prometheus registry, as `infrasim up` does, and time a scrape of it at the end
+    /// (`false`: no metrics, to measure what they cost).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub(crate) metrics: bool,
 }
 
 /// Peak resident memory of this process (VmHWM), in bytes.
@@ -207,13 +212,23 @@ fn in_memory_selection() -> Selection {
     }
 }
 
+/// The embedded plane as the benchmarks drive it.
+pub(crate) struct Plane {
+    pub client: kube::Client,
+    pub writes: WriteCounts,
+    pub cloud: Arc<Cloud>,
+    pub controllers: JoinHandle<()>,
+    /// The registry, with `--metrics`.
+    pub metrics: Option<infrasim_metrics::Metrics>,
+}
+
 /// The embedded plane with `selection`'s controllers, the vcsim controller's simulators kept
 /// in `simulators`.
 pub(crate) async fn plane(
     args: &CapiBenchArgs,
     selection: Selection,
     simulators: Arc<infrasim_controllers::vcsim::Simulators>,
-) -> anyhow::Result<(kube::Client, WriteCounts, Arc<Cloud>, JoinHandle<()>)> {
+) -> anyhow::Result<Plane> {
     let clock = SystemClock::shared();
     // Larger than `infrasim up`'s defaults (10,000 and 4,096) unless told otherwise: see the
     // README on what a burst of clusters does to watches that fall behind the window.
@@ -228,7 +243,16 @@ pub(crate) async fn plane(
     let group = store.create_group("management")?;
     let writes = count_writes(&group, args.trace_writes.as_deref())?;
     let ca = CertificateAuthority::generate("bench-ca")?;
-    let server = ApiServer::new(group, ca, clock.clone(), ApiConfig::default());
+    let metrics = args.metrics.then(infrasim_metrics::Metrics::new);
+    let requests = metrics.as_ref().map(|m| {
+        infrasim_kube_api::metrics::register_storage(m, group.clone());
+        infrasim_kube_api::RequestMetrics::register(m)
+    });
+    let config = ApiConfig {
+        metrics: requests.clone(),
+        ..ApiConfig::default()
+    };
+    let server = ApiServer::new(group, ca, clock.clone(), config);
     let identity = Identity {
         user: "bench".into(),
         groups: vec!["system:masters".into()],
@@ -244,18 +268,46 @@ pub(crate) async fn plane(
         CloudConfig {
             ports: args.port_min..=args.port_max,
             watch_window: 200,
+            metrics: requests,
             ..CloudConfig::default()
         },
         clock.clone(),
     ));
-    let controllers = tokio::spawn(infrasim_controllers::run_with(
-        Context::new(client.clone(), cloud.clone(), clock),
-        selection,
-        simulators,
-    ));
+    let mut ctx = Context::new(client.clone(), cloud.clone(), clock);
+    if let Some(m) = &metrics {
+        use infrasim_controllers::runtime::prometheus::ControllerMetrics;
+        ctx = ctx.with_metrics(ControllerMetrics::register(m));
+    }
+    let controllers = tokio::spawn(infrasim_controllers::run_with(ctx, selection, simulators));
     // The plane lives as long as the process: the bench exits when it is done.
     std::mem::forget(store);
-    Ok((client, writes, cloud, controllers))
+    Ok(Plane {
+        client,
+        writes,
+        cloud,
+        controllers,
+        metrics,
+    })
+}
+
+/// What a scrape of `metrics` costs once the clusters are up: its series, its size and the
+/// time to render it (the best and the worst of three, the first one included).
+fn scrape_cost(metrics: &infrasim_metrics::Metrics) -> String {
+    let mut times = Vec::new();
+    let mut text = String::new();
+    for _ in 0..3 {
+        let started = Instant::now();
+        text = metrics.render(infrasim_metrics::Format::Classic);
+        times.push(started.elapsed());
+    }
+    let series = text.lines().filter(|l| !l.starts_with('#')).count();
+    let (best, worst) = (times.iter().min(), times.iter().max());
+    format!(
+        "metrics: one scrape is {series} series, {:.1} MB, rendered in {:.0} to {:.0} ms",
+        text.len() as f64 / 1e6,
+        best.map_or(0.0, |d| d.as_secs_f64() * 1e3),
+        worst.map_or(0.0, |d| d.as_secs_f64() * 1e3),
+    )
 }
 
 pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
@@ -266,10 +318,12 @@ pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
         args.clusters,
         args.clusters
     );
-    let (client, writes, cloud, controllers) =
-        plane(&args, in_memory_selection(), Arc::default()).await?;
-    let measured = measure(&args, &client, &writes, &cloud).await;
-    crate::stop_controllers(controllers).await;
+    let plane = plane(&args, in_memory_selection(), Arc::default()).await?;
+    let measured = measure(&args, &plane.client, &plane.writes, &plane.cloud).await;
+    if let (Ok(()), Some(metrics)) = (&measured, &plane.metrics) {
+        println!("{}", scrape_cost(metrics));
+    }
+    crate::stop_controllers(plane.controllers).await;
     measured
 }
 

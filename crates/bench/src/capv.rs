@@ -62,6 +62,7 @@ impl CapvBenchArgs {
             watch_window: 100_000,
             watcher_buffer: 65_536,
             trace_writes: None,
+            metrics: false,
         }
     }
 }
@@ -90,10 +91,9 @@ pub async fn run(args: CapvBenchArgs) -> anyhow::Result<()> {
         capv_node_anti_affinity: false,
     };
     let base = args.as_capi(20000);
-    let (client, _writes, cloud, controllers) =
-        capi::plane(&base, selection, simulators.clone()).await?;
-    let measured = measure(&args, &base, &client, &cloud, &simulators).await;
-    crate::stop_controllers(controllers).await;
+    let plane = capi::plane(&base, selection, simulators.clone()).await?;
+    let measured = measure(&args, &base, &plane.client, &plane.cloud, &simulators).await;
+    crate::stop_controllers(plane.controllers).await;
     let measured = measured?;
     let baseline = match args.no_baseline {
         true => None,

@@ -17,6 +17,8 @@ pub struct Context {
     pub client: Client,
     pub cloud: Arc<Cloud>,
     pub clock: SharedClock,
+    /// Where the controllers report their reconciles; `None` reports nothing.
+    pub metrics: Option<crate::prometheus::ControllerMetrics>,
     recorder: Arc<Recorder>,
 }
 
@@ -27,7 +29,14 @@ impl Context {
             client,
             cloud,
             clock,
+            metrics: None,
         }
+    }
+
+    /// The same, reporting the controllers' reconciles in `metrics`.
+    pub fn with_metrics(mut self, metrics: crate::prometheus::ControllerMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     pub fn now(&self) -> chrono::DateTime<chrono::Utc> {

@@ -19,6 +19,7 @@ pub mod informers;
 pub mod leader;
 pub mod metrics;
 pub mod placement;
+pub mod prometheus;
 pub mod reconcile;
 pub mod schema;
 pub mod triggers;

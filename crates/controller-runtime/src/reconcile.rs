@@ -14,6 +14,7 @@
 
 use crate::context::Context;
 use crate::informers::Watched;
+use crate::prometheus::Outcome;
 use crate::wakeups::Wakeups;
 use chrono::{DateTime, Utc};
 use kube::runtime::controller::Action;
@@ -86,8 +87,14 @@ where
     R: Reconcile<K>,
 {
     let (wakeups, due) = Wakeups::new(ctx.clock.clone());
+    // controller-runtime's default name for a controller: its kind in lower case.
+    let name = K::kind(&()).to_ascii_lowercase();
+    if let Some(m) = &ctx.metrics {
+        m.started(&name, i64::from(crate::triggers::CONCURRENCY));
+    }
     let runner = Arc::new(Runner {
         ctx: ctx.clone(),
+        name,
         reconciler,
         wakeups,
         failures: Mutex::new(HashMap::new()),
@@ -101,6 +108,8 @@ where
 /// A reconciler with what the runner keeps beside it.
 struct Runner<K: Resource<DynamicType = ()>, R> {
     ctx: Context,
+    /// The controller's name in its metrics.
+    name: String,
     reconciler: Arc<R>,
     wakeups: Wakeups<K>,
     /// Failed reconciles in a row, per object.
@@ -133,7 +142,22 @@ where
     K: Watched,
     R: Reconcile<K>,
 {
-    let next = reconcile_once(&obj, &runner).await?;
+    let measured = runner.ctx.metrics.as_ref().map(|m| m.begin(&runner.name));
+    let next = match reconcile_once(&obj, &runner).await {
+        Ok(next) => next,
+        Err(e) => {
+            if let Some(m) = measured {
+                m.end(Outcome::Error);
+            }
+            return Err(e);
+        }
+    };
+    if let Some(m) = measured {
+        m.end(match next {
+            Next::AwaitChange => Outcome::Success,
+            Next::After(_) | Next::At(_) => Outcome::RequeueAfter,
+        });
+    }
     runner.failures().remove(&ObjectRef::from_obj(&*obj));
     Ok(runner.schedule(&obj, next))
 }

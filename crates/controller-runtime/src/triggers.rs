@@ -101,7 +101,7 @@ pub fn controller_where<K: Watched>(informer: &Informer<K>, keep: fn(&K) -> bool
 /// 1,000 clusters: 110 s of CPU uncapped, 98 s at 32, 103-109 s at 64; at 64, 10,000
 /// clusters were Available in 598 s and 651 s (a cap of 32 risks idling behind reconciles
 /// that wait on an unreachable workload cluster).
-const CONCURRENCY: u16 = 64;
+pub(crate) const CONCURRENCY: u16 = 64;
 
 /// Runs a controller's outcomes to the end, counting the requests kube-runtime dropped for
 /// want of a cached object (see [`crate::metrics::dropped`]); reconcile failures are logged

@@ -429,7 +429,7 @@ async fn start_controllers(
         advertise: args.advertise_address,
         ports: args.port_min..=args.port_max,
         watch_window: args.cluster_watch_window.max(1),
-        metrics: Some(requests),
+        metrics: Some(requests.clone()),
     };
     let cloud = if args.ephemeral {
         Cloud::with_clock(config, clock.clone())
@@ -445,7 +445,11 @@ async fn start_controllers(
         args.port_max
     );
     Ok(tokio::spawn(infrasim_controllers::run(
-        Context::new(client, cloud, clock),
+        Context::new(client, cloud, clock).with_metrics(
+            infrasim_controllers::runtime::prometheus::ControllerMetrics::register(
+                requests.registry(),
+            ),
+        ),
         selection,
     )))
 }

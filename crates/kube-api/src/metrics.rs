@@ -200,6 +200,11 @@ impl RequestMetrics {
         }
     }
 
+    /// The registry the families are in, for others to register theirs beside them.
+    pub fn registry(&self) -> &Metrics {
+        &self.registry
+    }
+
     /// The whole registry in `format` when this is the management plane's handle (its
     /// `/metrics` is the process's); `None` for a workload cluster's server.
     pub(crate) fn render(&self, format: infrasim_metrics::Format) -> Option<String> {

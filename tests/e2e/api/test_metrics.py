@@ -1,6 +1,7 @@
 """The management plane's `/metrics`, as Prometheus and Cluster API's dashboards read it:
 kube-apiserver's request families for the plane, the in-memory provider's for every workload
-cluster in the same scrape, the process's own, in the text format `promtool` checks and in
+cluster in the same scrape, controller-runtime's and Cluster API's for the controllers, the
+process's own, in the text format `promtool` checks and in
 OpenMetrics when asked; readable by admins and `system:monitoring`, by nobody else."""
 
 import re
@@ -51,11 +52,7 @@ def test_a_request_moves_the_plane_series_and_promtool_accepts_the_scrape(plane,
     assert samples(text, "apiserver_storage_objects", resource="configmaps")[0] >= 1
     assert samples(text, "apiserver_storage_objects",
                    resource="customresourcedefinitions.apiextensions.k8s.io")[0] >= 1
-    if PROMTOOL is None:
-        pytest.fail("promtool (Debian's prometheus package) is not installed")
-    check = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True,
-                           text=True, timeout=60)
-    assert check.returncode == 0, check.stdout + check.stderr
+    check_with_promtool(text)
 
 
 def test_openmetrics_when_asked(plane):
@@ -111,3 +108,23 @@ def test_a_workload_cluster_request_is_counted_under_its_cluster(plane, ns, tmp_
     # The cloud's name of a Cluster API cluster: `<name>.<namespace>`.
     assert cluster_names == {f"m1.{ns}"}, cluster_names
     assert 'inmemory_apiserver_request_duration_seconds_bucket{' in text
+
+    # The controllers that brought it up, as controller-runtime and Cluster API count them.
+    for controller in ["cluster", "machine", "kubeadmcontrolplane"]:
+        assert sum(samples(text, "capi_reconcile_total", controller=controller,
+                           result="success")) > 0, controller
+        assert sum(samples(text, "controller_runtime_reconcile_total", controller=controller)) > 0
+        assert samples(text, "controller_runtime_max_concurrent_reconciles",
+                       controller=controller) == [64.0]
+        assert samples(text, "controller_runtime_active_workers", controller=controller)
+        assert samples(text, "controller_runtime_reconcile_time_seconds_count",
+                       controller=controller)[0] > 0
+    check_with_promtool(text)
+
+
+def check_with_promtool(text):
+    if PROMTOOL is None:
+        pytest.fail("promtool (Debian's prometheus package) is not installed")
+    check = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True,
+                           text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
