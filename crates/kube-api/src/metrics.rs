@@ -58,9 +58,7 @@ struct Answered {
 
 /// The in-memory provider's labels beyond kube-apiserver's.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct Workload {
-    #[prometheus(flatten)]
-    request: Request,
+struct WorkloadExtra {
     method: String,
     host: String,
     path: String,
@@ -69,15 +67,18 @@ struct Workload {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct WorkloadAnswered {
+struct Workload {
     #[prometheus(flatten)]
     request: Request,
+    #[prometheus(flatten)]
+    extra: WorkloadExtra,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkloadAnswered {
+    #[prometheus(flatten)]
+    labels: Workload,
     code: String,
-    method: String,
-    host: String,
-    path: String,
-    cluster_name: String,
-    user_agent: String,
 }
 
 /// kube-apiserver's labels of a long-running request (no dry run: nothing long-running is one).
@@ -111,8 +112,17 @@ struct InFlight {
     request_kind: &'static str,
 }
 
+/// kube-apiserver's labels of a watch event.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Watched {
+    group: String,
+    version: String,
+    kind: String,
+}
+
 #[derive(Debug)]
 struct Families {
+    watch_events: Family<Watched, Counter>,
     total: Family<Answered, Counter>,
     duration: Histograms<Request>,
     inflight: Family<InFlight, Gauge>,
@@ -141,6 +151,7 @@ impl RequestMetrics {
     /// plane's handle; [`RequestMetrics::for_workload`] gives the clusters' theirs.
     pub fn register(metrics: &Metrics) -> Self {
         let families = Families {
+            watch_events: Family::default(),
             total: Family::default(),
             duration: Family::new_with_constructor(duration_histogram),
             inflight: Family::default(),
@@ -167,6 +178,11 @@ impl RequestMetrics {
             "apiserver_longrunning_requests",
             "Gauge of all active long-running apiserver requests broken out by verb, group, version, resource, scope and component",
             families.longrunning.clone(),
+        );
+        metrics.register(
+            "apiserver_watch_events",
+            "Number of events sent in watch clients",
+            families.watch_events.clone(),
         );
         metrics.register(
             "inmemory_apiserver_request",
@@ -197,6 +213,24 @@ impl RequestMetrics {
             families: self.families.clone(),
             server: Server::Workload(cluster.into()),
             registry: self.registry.clone(),
+        }
+    }
+
+    /// The counter of the events a watch of `kind` sends, for the management plane's watches
+    /// (a workload cluster's server counts none: the in-memory provider has no such family).
+    pub(crate) fn watch_events(&self, group: &str, version: &str, kind: &str) -> Option<Counter> {
+        match self.server {
+            Server::Plane => Some(
+                self.families
+                    .watch_events
+                    .get_or_create(&Watched {
+                        group: group.to_string(),
+                        version: version.to_string(),
+                        kind: kind.to_string(),
+                    })
+                    .clone(),
+            ),
+            Server::Workload(_) => None,
         }
     }
 
@@ -262,15 +296,6 @@ enum Kind {
     LongRunning,
 }
 
-#[derive(Debug)]
-struct WorkloadExtra {
-    method: String,
-    host: String,
-    path: String,
-    cluster_name: String,
-    user_agent: String,
-}
-
 /// One request being measured.
 #[derive(Debug)]
 pub(crate) struct Observation {
@@ -310,26 +335,14 @@ impl Observation {
                     .inc();
                 f.duration.get_or_create(&self.request).observe(seconds);
             }
-            Some(w) => {
-                let answered = WorkloadAnswered {
-                    request: self.request.clone(),
-                    code,
-                    method: w.method.clone(),
-                    host: w.host.clone(),
-                    path: w.path.clone(),
-                    cluster_name: w.cluster_name.clone(),
-                    user_agent: w.user_agent.clone(),
-                };
-                f.workload_total.get_or_create(&answered).inc();
+            Some(extra) => {
                 let labels = Workload {
                     request: self.request.clone(),
-                    method: w.method,
-                    host: w.host,
-                    path: w.path,
-                    cluster_name: w.cluster_name,
-                    user_agent: w.user_agent,
+                    extra,
                 };
                 f.workload_duration.get_or_create(&labels).observe(seconds);
+                let answered = WorkloadAnswered { labels, code };
+                f.workload_total.get_or_create(&answered).inc();
             }
         }
         match self.kind {
@@ -579,7 +592,7 @@ mod tests {
             r#"apiserver_request_total{verb="LIST",dry_run="",group="",version="v1",resource="pods",subresource="",scope="namespace",component="apiserver",code="200"} 1"#,
             r#"apiserver_request_total{verb="APPLY",dry_run="All",group="apps",version="v1",resource="deployments",subresource="",scope="resource",component="apiserver",code="201"} 1"#,
             r#"apiserver_request_total{verb="POST",dry_run="",group="",version="v1",resource="namespaces",subresource="",scope="resource",component="apiserver",code="403"} 1"#,
-            r#"inmemory_apiserver_request_total{verb="GET",dry_run="",group="",version="v1",resource="nodes",subresource="status",scope="resource",component="apiserver",code="404",method="GET",host="127.0.0.1:20000",path="/api/v1/{resource}/{name}/{subresource}",cluster_name="c1",user_agent="kubectl/v1.33.0"} 1"#,
+            r#"inmemory_apiserver_request_total{verb="GET",dry_run="",group="",version="v1",resource="nodes",subresource="status",scope="resource",component="apiserver",method="GET",host="127.0.0.1:20000",path="/api/v1/{resource}/{name}/{subresource}",cluster_name="c1",user_agent="kubectl/v1.33.0",code="404"} 1"#,
             r#"apiserver_current_inflight_requests{request_kind="mutating"} 0"#,
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");

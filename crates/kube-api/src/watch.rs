@@ -55,6 +55,8 @@ struct WatchStream {
     /// before `timeoutSeconds`, so a client resumes from the freshest resourceVersion).
     last_bookmark: Option<Instant>,
     last_rv: u64,
+    /// `apiserver_watch_events_total` of this watch's kind, on the management plane.
+    sent: Option<prometheus_client::metrics::counter::Counter>,
 }
 
 /// How long before a watch's deadline its last bookmark goes out.
@@ -169,7 +171,16 @@ impl WatchStream {
         )
     }
 
+    /// The next line to send, counted as an event sent.
     async fn next(&mut self) -> Option<Bytes> {
+        let line = self.next_line().await?;
+        if let Some(sent) = &self.sent {
+            sent.inc();
+        }
+        Some(line)
+    }
+
+    async fn next_line(&mut self) -> Option<Bytes> {
         loop {
             if let Some(line) = self.pending.pop_front() {
                 return Some(line);
@@ -350,6 +361,12 @@ fn new_stream(ctx: &Ctx, options: WatchOptions<'_>) -> WatchStream {
         next_bookmark,
         last_bookmark,
         last_rv: 0,
+        sent: ctx
+            .state
+            .config
+            .metrics
+            .as_ref()
+            .and_then(|m| m.watch_events(&ctx.info.group, &ctx.info.version, &ctx.info.kind)),
     }
 }
 

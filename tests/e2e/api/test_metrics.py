@@ -81,10 +81,19 @@ def test_a_watch_counts_as_long_running_until_it_ends(plane, ns):
                                        verb="WATCH", resource="secrets", scope="namespace"))
     try:
         wait_for(lambda: open_watches() >= 1, timeout=15, what="the watch counted")
+        # An event the watch sends is counted as sent.
+        sent_before = sum(samples(scrape(plane), "apiserver_watch_events_total", group="",
+                                  version="v1", kind="Secret"))
+        plane.kubectl("-n", ns, "create", "secret", "generic", "watched")
+        wait_for(lambda: sum(samples(scrape(plane), "apiserver_watch_events_total", group="",
+                                     version="v1", kind="Secret")) > sent_before,
+                 timeout=15, what="the event counted")
     finally:
         watch.kill()
         watch.wait()
     wait_for(lambda: open_watches() == 0, timeout=15, what="the ended watch no longer counted")
+    assert sum(samples(scrape(plane), "apiserver_watch_events_total", group="", version="v1",
+                       kind="Secret")) > sent_before
 
 
 def test_a_workload_cluster_request_is_counted_under_its_cluster(plane, ns, tmp_path):
