@@ -114,8 +114,9 @@ def test_a_workload_cluster_request_is_counted_under_its_cluster(plane, ns, tmp_
               and 'path="/api/v1/{resource}"' in line and 'user_agent="kubectl/' in line]
     assert listed, "no LIST of nodes by kubectl counted for a workload cluster"
     cluster_names = set(re.findall(r'cluster_name="([^"]*)"', "\n".join(listed)))
-    # The cloud's name of a Cluster API cluster: `<name>.<namespace>`.
-    assert cluster_names == {f"m1.{ns}"}, cluster_names
+    # The cloud's name of a Cluster API cluster: `<name>.<namespace>` (other tests' clusters
+    # on the shared plane may be there too).
+    assert f"m1.{ns}" in cluster_names, cluster_names
     assert 'inmemory_apiserver_request_duration_seconds_bucket{' in text
 
     # The controllers that brought it up, as controller-runtime and Cluster API count them.

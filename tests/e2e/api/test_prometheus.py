@@ -1,0 +1,126 @@
+"""Debian's Prometheus scraping `infrasim up` over TLS with the admin's client certificate, while
+an in-memory cluster comes up; the queries of Cluster API's Grafana dashboards that read what
+infrasim serves so far (the request panels of `cluster-api-mgmt-apiserver-requests` and
+`cluster-api-wl-apiserver-requests`, the reconcile and process panels of `controller-runtime`),
+with the dashboards' variables set to `.*`, each return data."""
+
+import base64
+import json
+import shutil
+import subprocess
+import urllib.parse
+import urllib.request
+
+import pytest
+import yaml
+
+from conftest import BINARY, free_port, wait_for
+
+PROMETHEUS = shutil.which("prometheus")
+ALL = '.*'
+REQUEST = f'group=~"{ALL}",version=~"{ALL}",resource=~"{ALL}",subresource=~"{ALL}",verb=~"{ALL}"'
+POD = f'pod=~"{ALL}",controller=~"{ALL}"'
+
+# The panels' expressions, by dashboard, as the dashboards read them (variables set to `.*`).
+QUERIES = {
+    "cluster-api-mgmt-apiserver-requests": [
+        f"sum(rate(apiserver_request_total{{{REQUEST}}}[5m]))",
+        f'sum(rate(apiserver_request_total{{{REQUEST},dry_run!=""}}[5m])) by (dry_run)',
+        f"sum(rate(apiserver_request_total{{{REQUEST}}}[5m])) by (resource)",
+        f"sum(rate(apiserver_request_total{{{REQUEST}}}[5m])) by (resource,subresource,verb) > 0",
+    ],
+    "cluster-api-wl-apiserver-requests": [
+        f"sum(rate(inmemory_apiserver_request_total{{{REQUEST}}}[5m]))",
+        f"sum(rate(inmemory_apiserver_request_total{{{REQUEST}}}[5m])) by (resource)",
+        f"sum(rate(inmemory_apiserver_request_total{{{REQUEST}}}[5m])) by (resource,subresource,verb) > 0",
+        'sum(rate(inmemory_apiserver_request_duration_seconds_sum{verb!="WATCH",verb!="CONNECT"}[5m])) by (verb)'
+        " / sum(rate(inmemory_apiserver_request_duration_seconds_count[5m])) by (verb)",
+    ],
+    "controller-runtime": [
+        f"sum(controller_runtime_active_workers{{{POD}}}) by (pod,controller)"
+        f" / sum(controller_runtime_max_concurrent_reconciles{{{POD}}}) by (pod,controller)",
+        f"sum(rate(capi_reconcile_total{{{POD}}}[5m])) by (pod,controller,result)",
+        f"sum(rate(controller_runtime_reconcile_errors_total{{{POD}}}[5m])) by (pod,controller)",
+        f"histogram_quantile(0.99, sum(rate(capi_reconcile_time_seconds_bucket{{{POD}}}[5m])) by (pod, controller, le))",
+        f"sum(rate(capi_reconcile_time_seconds_sum{{{POD}}}[5m])) by (pod,controller)"
+        f" / sum(rate(capi_reconcile_time_seconds_count{{{POD}}}[5m])) by (pod,controller)",
+        f'process_open_fds{{pod=~"{ALL}"}}',
+    ],
+}
+
+
+def credentials(kubeconfig, into):
+    """The kubeconfig's CA, client certificate and key, as files Prometheus reads."""
+    config = yaml.safe_load(open(kubeconfig))
+    cluster = config["clusters"][0]["cluster"]
+    user = config["users"][0]["user"]
+    files = {}
+    for name, data in [("ca.crt", cluster["certificate-authority-data"]),
+                       ("client.crt", user["client-certificate-data"]),
+                       ("client.key", user["client-key-data"])]:
+        path = into / name
+        path.write_bytes(base64.b64decode(data))
+        files[name] = str(path)
+    return files
+
+
+def query(port, expr):
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        answer = json.load(resp)
+    assert answer["status"] == "success", answer
+    return answer["data"]["result"]
+
+
+def test_the_dashboards_queries_return_data_while_a_cluster_comes_up(plane, ns, tmp_path):
+    if PROMETHEUS is None:
+        pytest.fail("prometheus (Debian's prometheus package) is not installed")
+    files = credentials(plane.kubeconfig, tmp_path)
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "scrape_configs": [{
+            "job_name": "infrasim", "scheme": "https",
+            "tls_config": {"ca_file": files["ca.crt"], "cert_file": files["client.crt"],
+                           "key_file": files["client.key"]},
+            "static_configs": [{"targets": [f"127.0.0.1:{plane.port}"]}],
+        }],
+    }
+    config_file = tmp_path / "prometheus.yml"
+    config_file.write_text(yaml.safe_dump(config))
+    port = free_port()
+    log = open(tmp_path / "prometheus.log", "w")
+    prometheus = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={config_file}", f"--storage.tsdb.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def scraped():
+            try:
+                return [r for r in query(port, 'up{job="infrasim"}') if r["value"][1] == "1"]
+            except OSError:
+                return None
+        wait_for(scraped, timeout=60, interval=0.5, what="Prometheus scraping the plane")
+
+        made = subprocess.run([BINARY, "cluster", "create", "p1", "-n", ns, "--kubeconfig",
+                               plane.kubeconfig, "--step-startup", "0s", "--workers", "1"],
+                              capture_output=True, text=True, timeout=180)
+        assert made.returncode == 0, made.stdout + made.stderr
+        kubeconfig = tmp_path / "p1.kubeconfig"
+        kubeconfig.write_text(subprocess.run(
+            [BINARY, "cluster", "kubeconfig", "p1", "-n", ns, "--kubeconfig", plane.kubeconfig],
+            capture_output=True, text=True, timeout=30, check=True).stdout)
+
+        def traffic():
+            # What a user watching the dashboards would be doing: reading the workload
+            # cluster and trying a write on the plane, so rates over the last scrapes move.
+            subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "get", "nodes"],
+                           capture_output=True, timeout=30, check=True)
+            plane.kubectl("-n", ns, "create", "configmap", "dry", "--dry-run=server")
+
+        for dashboard, exprs in QUERIES.items():
+            for expr in exprs:
+                wait_for(lambda: traffic() or query(port, expr), timeout=60, interval=1,
+                         what=f"data for {dashboard}: {expr}")
+    finally:
+        prometheus.terminate()
+        prometheus.wait(timeout=30)
+        log.close()
