@@ -220,6 +220,20 @@ def ns(plane):
     return name
 
 
+def in_memory_cluster(plane, ns, name, tmp_path, workers):
+    """An in-memory cluster made with `infrasim cluster create` (machine steps instant), and
+    the path of its admin kubeconfig."""
+    made = subprocess.run([BINARY, "cluster", "create", name, "-n", ns, "--kubeconfig",
+                           plane.kubeconfig, "--step-startup", "0s", "--workers", str(workers)],
+                          capture_output=True, text=True, timeout=180)
+    assert made.returncode == 0, made.stdout + made.stderr
+    kubeconfig = tmp_path / f"{name}.kubeconfig"
+    kubeconfig.write_text(subprocess.run(
+        [BINARY, "cluster", "kubeconfig", name, "-n", ns, "--kubeconfig", plane.kubeconfig],
+        capture_output=True, text=True, timeout=30, check=True).stdout)
+    return kubeconfig
+
+
 def wait_for(predicate, timeout=15, interval=0.05, what="condition"):
     """Polls `predicate` until it returns a truthy value, with a bounded deadline."""
     deadline = time.monotonic() + timeout

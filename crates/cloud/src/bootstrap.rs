@@ -520,7 +520,7 @@ fn addons(
             "data": {"kubelet": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\nclusterDNS:\n- 10.96.0.10\nclusterDomain: cluster.local\n"}})),
         ("configmaps", json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "cluster-info", "namespace": "kube-public"},
-            "data": {"kubeconfig": format!("apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: https://{endpoint}\n  name: \"\"\ncontexts: null\ncurrent-context: \"\"\nkind: Config\npreferences: {{}}\nusers: null\n", base64_encode(ca_pem))}})),
+            "data": {"kubeconfig": infrasim_kube_api::kubeconfig::cluster_info(&format!("https://{endpoint}"), ca_pem)}})),
         ("configmaps", json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "coredns", "namespace": "kube-system"},
             "data": {"Corefile": ".:53 {\n    errors\n    health\n    ready\n    kubernetes cluster.local in-addr.arpa ip6.arpa {\n       pods insecure\n       fallthrough in-addr.arpa ip6.arpa\n    }\n    forward . /etc/resolv.conf\n    cache 30\n    loop\n    reload\n    loadbalance\n}\n"}})),
@@ -575,11 +575,6 @@ fn addons(
         ("endpointslices.discovery.k8s.io", kubernetes_endpoints(api_server_ips)),
     ]);
     objects
-}
-
-fn base64_encode(s: &str) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
 }
 
 #[cfg(test)]

@@ -357,16 +357,12 @@ async fn publish_cluster_info(
     ca: &CertificateAuthority,
     server_url: &str,
 ) -> anyhow::Result<()> {
-    use base64::Engine as _;
     let identity = infrasim_kube_api::Identity {
         user: "system:infrasim-up".into(),
         groups: vec!["system:masters".into()],
     };
     let client = kube::Client::new(server.local_service(identity), "kube-public");
-    let ca_data = base64::engine::general_purpose::STANDARD.encode(&ca.cert_pem);
-    let kubeconfig = format!(
-        "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {ca_data}\n    server: {server_url}\n  name: \"\"\ncontexts: null\ncurrent-context: \"\"\nkind: Config\npreferences: {{}}\nusers: null\n"
-    );
+    let kubeconfig = infrasim_kube_api::kubeconfig::cluster_info(server_url, &ca.cert_pem);
     let body = serde_json::json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "cluster-info", "namespace": "kube-public"},

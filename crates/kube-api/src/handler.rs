@@ -36,12 +36,8 @@ pub(crate) async fn handle(
     let method = req.method().clone();
     let uri = req.uri().clone();
     let user = identity.user.clone();
-    let attrs = crate::authz::attributes(
-        &method,
-        uri.path(),
-        &route(uri.path()),
-        &Query::parse(uri.query()),
-    );
+    let (target, query) = (route(uri.path()), Query::parse(uri.query()));
+    let attrs = crate::authz::attributes(&method, uri.path(), &target, &query);
     if let Err(e) = crate::authz::authorize(&state, &identity, &attrs) {
         tracing::debug!(%method, path = uri.path(), %user, "forbidden");
         return error_response(&e);
@@ -50,7 +46,7 @@ pub(crate) async fn handle(
         .config
         .metrics
         .as_ref()
-        .map(|m| m.start(&method, &uri, req.headers(), &route(uri.path())));
+        .map(|m| m.start(&method, &uri, req.headers(), &target, &query));
     // The request's writes are answered only once they are durable; the store lets the
     // group's other writers go on meanwhile, so concurrent requests share a sync.
     let (result, durable) = infrasim_store::durability::scope(dispatch(state, req, identity)).await;

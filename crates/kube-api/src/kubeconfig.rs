@@ -42,3 +42,12 @@ pub fn render(spec: &KubeconfigSpec<'_>) -> String {
     });
     serde_yaml::to_string(&doc).unwrap_or_default()
 }
+
+/// The kubeconfig kubeadm publishes in `kube-public/cluster-info`: one unnamed cluster (its CA
+/// and `server`), no user or context, in kubeadm's field order.
+pub fn cluster_info(server: &str, ca_pem: &str) -> String {
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem.as_bytes());
+    format!(
+        "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: {server}\n  name: \"\"\ncontexts: null\ncurrent-context: \"\"\nkind: Config\npreferences: {{}}\nusers: null\n"
+    )
+}

@@ -256,9 +256,9 @@ impl RequestMetrics {
         uri: &http::Uri,
         headers: &HeaderMap,
         route: &Route,
+        query: &Query,
     ) -> Observation {
-        let query = Query::parse(uri.query());
-        let request = labels(method, route, &query, headers);
+        let request = labels(method, route, query, headers);
         let kind = match request.verb {
             "WATCH" | "CONNECT" => Kind::LongRunning,
             "GET" | "LIST" => Kind::InFlight("readOnly"),
@@ -556,7 +556,8 @@ mod tests {
         headers.insert(http::header::CONTENT_TYPE, content_type.parse().unwrap());
         headers.insert(http::header::USER_AGENT, "kubectl/v1.33.0".parse().unwrap());
         let method: Method = method.parse().unwrap();
-        let o = m.start(&method, &uri, &headers, &route(uri.path()));
+        let query = Query::parse(uri.query());
+        let o = m.start(&method, &uri, &headers, &route(uri.path()), &query);
         drop(o.finish(status));
     }
 
@@ -605,7 +606,14 @@ mod tests {
         let metrics = Metrics::new();
         let plane = RequestMetrics::register(&metrics);
         let uri: http::Uri = "/api/v1/configmaps?watch=true".parse().unwrap();
-        let o = plane.start(&Method::GET, &uri, &HeaderMap::new(), &route(uri.path()));
+        let query = Query::parse(uri.query());
+        let o = plane.start(
+            &Method::GET,
+            &uri,
+            &HeaderMap::new(),
+            &route(uri.path()),
+            &query,
+        );
         let open = o.finish(200);
         let gauge = r#"apiserver_longrunning_requests{verb="WATCH",group="",version="v1",resource="configmaps",subresource="",scope="cluster",component="apiserver"}"#;
         assert!(metrics

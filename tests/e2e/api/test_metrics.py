@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import BINARY, wait_for
+from conftest import in_memory_cluster, wait_for
 
 PROMTOOL = shutil.which("promtool")
 
@@ -97,14 +97,7 @@ def test_a_watch_counts_as_long_running_until_it_ends(plane, ns):
 
 
 def test_a_workload_cluster_request_is_counted_under_its_cluster(plane, ns, tmp_path):
-    made = subprocess.run([BINARY, "cluster", "create", "m1", "-n", ns, "--kubeconfig",
-                           plane.kubeconfig, "--step-startup", "0s", "--workers", "0"],
-                          capture_output=True, text=True, timeout=180)
-    assert made.returncode == 0, made.stdout + made.stderr
-    kubeconfig = tmp_path / "m1.kubeconfig"
-    kubeconfig.write_text(subprocess.run(
-        [BINARY, "cluster", "kubeconfig", "m1", "-n", ns, "--kubeconfig", plane.kubeconfig],
-        capture_output=True, text=True, timeout=30, check=True).stdout)
+    kubeconfig = in_memory_cluster(plane, ns, "m1", tmp_path, workers=0)
     subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "get", "nodes"],
                    capture_output=True, text=True, timeout=30, check=True)
     text = scrape(plane)

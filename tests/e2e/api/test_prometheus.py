@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 import yaml
 
-from conftest import BINARY, free_port, wait_for
+from conftest import free_port, in_memory_cluster, wait_for
 
 PROMETHEUS = shutil.which("prometheus")
 ALL = '.*'
@@ -100,14 +100,7 @@ def test_the_dashboards_queries_return_data_while_a_cluster_comes_up(plane, ns, 
                 return None
         wait_for(scraped, timeout=60, interval=0.5, what="Prometheus scraping the plane")
 
-        made = subprocess.run([BINARY, "cluster", "create", "p1", "-n", ns, "--kubeconfig",
-                               plane.kubeconfig, "--step-startup", "0s", "--workers", "1"],
-                              capture_output=True, text=True, timeout=180)
-        assert made.returncode == 0, made.stdout + made.stderr
-        kubeconfig = tmp_path / "p1.kubeconfig"
-        kubeconfig.write_text(subprocess.run(
-            [BINARY, "cluster", "kubeconfig", "p1", "-n", ns, "--kubeconfig", plane.kubeconfig],
-            capture_output=True, text=True, timeout=30, check=True).stdout)
+        kubeconfig = in_memory_cluster(plane, ns, "p1", tmp_path, workers=1)
 
         def traffic():
             # What a user watching the dashboards would be doing: reading the workload
