@@ -3,7 +3,8 @@
 //! shared [`informers`] and their caches, what wakes a controller ([`triggers`]) and the
 //! [`index`]es that map a related change to the objects it concerns, deadlines on the injected
 //! clock ([`wakeups`]), leader election, one [`reconcile`] shape and runner (finalizers, backoff, deadlines), status writes by server-side apply
-//! ([`writes`]), conditions as Kubernetes and Cluster API shape them, and the metrics hooks.
+//! ([`writes`]), conditions as Kubernetes and Cluster API shape them, the metrics hooks, and the
+//! watches that keep the objects' [`state_metrics`] current.
 //!
 //! Beside them: the conditions' schema in CRDs ([`schema`]).
 //!
@@ -11,6 +12,7 @@
 //! above this crate and never import each other's runtime pieces: what two families share
 //! lives here. A crate of its own so that nothing here can reach into a family.
 
+pub mod client_metrics;
 pub mod conditions;
 pub mod context;
 pub mod finalizers;
@@ -22,6 +24,7 @@ pub mod placement;
 pub mod prometheus;
 pub mod reconcile;
 pub mod schema;
+pub mod state_metrics;
 pub mod triggers;
 pub mod vcenters;
 pub mod wakeups;

@@ -51,6 +51,9 @@ struct Families {
     max_concurrent: Family<Named, Gauge>,
     capi_total: Family<Resulted, Counter>,
     capi_time: Histograms,
+    /// The objects' state metrics, which the families' watches ([`crate::state_metrics`])
+    /// keep.
+    state: infrasim_metrics::state::StateMetrics,
 }
 
 /// The controllers' families; clones share them.
@@ -89,6 +92,7 @@ impl ControllerMetrics {
             max_concurrent: Family::default(),
             capi_total: Family::default(),
             capi_time: Family::new_with_constructor(reconcile_histogram),
+            state: metrics.state().clone(),
         };
         metrics.register(
             "controller_runtime_reconcile",
@@ -126,6 +130,11 @@ impl ControllerMetrics {
             f.capi_time.clone(),
         );
         ControllerMetrics(Arc::new(f))
+    }
+
+    /// Where the families' watches keep the state metrics of their objects.
+    pub fn state(&self) -> &infrasim_metrics::state::StateMetrics {
+        &self.0.state
     }
 
     /// A controller starts with `workers` at most at once: its series exist from then on,

@@ -212,7 +212,47 @@ async fn run_selected(
             );
         }
     };
-    futures::join!(provider, core, vcsim, capv, vmgroup, sip);
+    let state = futures::future::join_all(watch_state(&ctx, &selection));
+    futures::join!(provider, core, vcsim, capv, vmgroup, sip, state);
+}
+
+/// The watches that keep the state metrics of the selected families' kinds (Cluster API's
+/// and CAPV's, as their kube-state-metrics configurations define them), when the process
+/// serves metrics.
+fn watch_state(
+    ctx: &Context,
+    selection: &Selection,
+) -> Vec<futures::future::BoxFuture<'static, ()>> {
+    let Some(metrics) = &ctx.metrics else {
+        return Vec::new();
+    };
+    let mut kinds = Vec::new();
+    if selection.capi_core {
+        kinds.extend(capi::state_metrics::core().into_iter().map(|r| (r, true)));
+    }
+    if selection.inmemory {
+        kinds.extend(
+            capi::state_metrics::provider()
+                .into_iter()
+                .map(|r| (r, true)),
+        );
+    }
+    if selection.capv() {
+        kinds.extend(capv::state_metrics::all());
+    }
+    let namespace = selection.namespace.as_deref();
+    kinds
+        .into_iter()
+        .map(|(resource, namespaced)| {
+            runtime::state_metrics::watch(
+                ctx.client.clone(),
+                namespace,
+                metrics.state(),
+                resource,
+                namespaced,
+            )
+        })
+        .collect()
 }
 
 /// Stops the task running the controllers ([`run`]) before the runtime goes away. Left to

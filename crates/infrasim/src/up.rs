@@ -186,7 +186,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         println!("workloads: Node {NODE} (Deployments, Jobs, … get Pods that run)");
     }
     let controllers = match args.controllers.as_str() {
-        "all" => Some(start_controllers(&args, &data_dir, &server, clock, requests).await?),
+        "all" => {
+            Some(start_controllers(&args, &data_dir, &server, &server_url, clock, requests).await?)
+        }
         _ => None,
     };
     tracing::info!(%local, "serving");
@@ -383,6 +385,7 @@ async fn start_controllers(
     args: &UpArgs,
     data_dir: &std::path::Path,
     server: &ApiServer,
+    server_url: &str,
     clock: infrasim_clock::SharedClock,
     requests: infrasim_kube_api::RequestMetrics,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
@@ -392,7 +395,15 @@ async fn start_controllers(
         user: "system:infrasim-controllers".into(),
         groups: vec!["system:masters".into()],
     };
-    let client = kube::Client::new(server.local_service(identity), "default");
+    // The controllers' requests, counted as client-go counts a controller's, under the
+    // plane's address (which they reach in process, not over it).
+    use infrasim_controllers::runtime::{client_metrics::ClientMetrics, prometheus};
+    let counted = ClientMetrics::register(requests.registry());
+    let host = server_url.trim_start_matches("https://");
+    let client = kube::Client::new(
+        counted.count(host, server.local_service(identity)),
+        "default",
+    );
     let selection = Selection {
         inmemory: args.inmemory,
         namespace: None,
@@ -441,11 +452,8 @@ async fn start_controllers(
         args.port_max
     );
     Ok(tokio::spawn(infrasim_controllers::run(
-        Context::new(client, cloud, clock).with_metrics(
-            infrasim_controllers::runtime::prometheus::ControllerMetrics::register(
-                requests.registry(),
-            ),
-        ),
+        Context::new(client, cloud, clock)
+            .with_metrics(prometheus::ControllerMetrics::register(requests.registry())),
         selection,
     )))
 }

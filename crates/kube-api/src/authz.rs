@@ -392,9 +392,11 @@ pub(crate) fn bootstrap_roles() -> Vec<Value> {
         json!({"metadata": {"name": "system:basic-user"}, "rules": [
             rule(&["authorization.k8s.io"], &["selfsubjectaccessreviews", "selfsubjectrulesreviews"], &["create"]),
             rule(&["authentication.k8s.io"], &["selfsubjectreviews"], &["create"])]}),
+        // kube-apiserver's, and `/metrics/state`: this plane serves the objects' state
+        // metrics that a kube-state-metrics beside kube-apiserver would.
         json!({"metadata": {"name": "system:monitoring"}, "rules": [
             {"nonResourceURLs": ["/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/metrics/slis",
-                                 "/readyz", "/readyz/*"], "verbs": ["get"]}]}),
+                                 "/metrics/state", "/readyz", "/readyz/*"], "verbs": ["get"]}]}),
         // kube-controller-manager's certificate signer (`csrsigning`), which signs as its
         // service account for the kubernetes.io signers.
         json!({"metadata": {"name": "system:controller:certificate-controller"}, "rules": [

@@ -158,6 +158,10 @@ fn fixed_route(
             get_only(&parts.method)?;
             Ok(metrics_answer(state, &parts.headers))
         }
+        Route::StateMetrics => {
+            get_only(&parts.method)?;
+            state_metrics_answer(state, &parts.headers)
+        }
         Route::Version => {
             get_only(&parts.method)?;
             Ok(json_value(200, &discovery::version(state)))
@@ -205,6 +209,25 @@ fn metrics_answer(state: &State, headers: &HeaderMap) -> Response<Body> {
         None => return crate::http::json_typed(200, sessions, Format::Classic.content_type()),
     };
     crate::http::json_typed(200, text, format.content_type())
+}
+
+/// `/metrics/state`: the state metrics of the objects the controllers of this process
+/// watch, on the management plane only.
+fn state_metrics_answer(state: &State, headers: &HeaderMap) -> HandlerResult {
+    use infrasim_metrics::Format;
+    let accept = headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let format = Format::negotiate(accept);
+    match state
+        .config
+        .metrics
+        .as_ref()
+        .and_then(|m| m.render_state(format))
+    {
+        Some(text) => Ok(crate::http::json_typed(200, text, format.content_type())),
+        None => Err(not_found_path()),
+    }
 }
 
 /// Looks the resource up, reads the body of a verb that has one, and answers with the

@@ -248,6 +248,15 @@ impl RequestMetrics {
         }
     }
 
+    /// The objects' state metrics in `format` when this is the management plane's handle;
+    /// `None` for a workload cluster's server.
+    pub(crate) fn render_state(&self, format: infrasim_metrics::Format) -> Option<String> {
+        match self.server {
+            Server::Plane => Some(self.registry.state().render(format)),
+            Server::Workload(_) => None,
+        }
+    }
+
     /// Starts measuring a request (authenticated and routed); the returned value records it
     /// when its answer is known.
     pub(crate) fn start(
@@ -486,6 +495,7 @@ fn pattern(route: &Route) -> String {
         Route::Health => "/healthz",
         Route::Version => "/version",
         Route::Metrics => "/metrics",
+        Route::StateMetrics => "/metrics/state",
         Route::CoreGroup => "/api",
         Route::Groups => "/apis",
         Route::Group(_) => "/apis/{group}",

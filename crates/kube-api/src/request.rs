@@ -13,6 +13,8 @@ pub enum Route {
     Version,
     /// `/metrics`: Prometheus text.
     Metrics,
+    /// `/metrics/state`: the objects' state metrics (kube-state-metrics' kind).
+    StateMetrics,
     /// `/api`.
     CoreGroup,
     /// `/apis`.
@@ -69,6 +71,7 @@ pub fn route(path: &str) -> Route {
         ["healthz" | "livez" | "readyz", ..] => Route::Health,
         ["version"] => Route::Version,
         ["metrics"] => Route::Metrics,
+        ["metrics", "state"] => Route::StateMetrics,
         ["openapi", rest @ ..] => Route::OpenApi(rest.join("/")),
         ["api"] => Route::CoreGroup,
         ["apis"] => Route::Groups,

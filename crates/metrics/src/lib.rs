@@ -10,6 +10,7 @@
 pub mod buckets;
 pub mod classic;
 pub mod process;
+pub mod state;
 
 pub use prometheus_client;
 
@@ -21,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 #[derive(Clone, Debug)]
 pub struct Metrics {
     registry: Arc<Mutex<Registry>>,
+    state: state::StateMetrics,
 }
 
 impl Default for Metrics {
@@ -70,6 +72,7 @@ impl Metrics {
         registry.register_collector(Box::new(process::Process));
         Metrics {
             registry: Arc::new(Mutex::new(registry)),
+            state: state::StateMetrics::default(),
         }
     }
 
@@ -82,6 +85,13 @@ impl Metrics {
     /// Registers something that computes its samples at each scrape.
     pub fn register_collector(&self, collector: Box<dyn Collector>) {
         lock(&self.registry).register_collector(collector);
+    }
+
+    /// The objects' state metrics (kube-state-metrics' kind), served apart from the
+    /// registry's families: at 10,000 clusters they are most of the text, and a scraper
+    /// reads them at its own interval.
+    pub fn state(&self) -> &state::StateMetrics {
+        &self.state
     }
 
     /// Every family, in `format`.

@@ -122,7 +122,68 @@ def test_a_workload_cluster_request_is_counted_under_its_cluster(plane, ns, tmp_
         assert samples(text, "controller_runtime_active_workers", controller=controller)
         assert samples(text, "controller_runtime_reconcile_time_seconds_count",
                        controller=controller)[0] > 0
+    # Their requests to the plane, as client-go counts them (status writes are PATCHes).
+    assert sum(samples(text, "rest_client_requests_total", method="PATCH", code="200")) > 0
+    assert sum(samples(text, "rest_client_requests_total", method="GET", code="200")) > 0
     check_with_promtool(text)
+
+
+def test_cluster_api_object_state_reads_as_kube_state_metrics_makes_it(plane, ns, tmp_path):
+    in_memory_cluster(plane, ns, "s1", tmp_path, workers=1)
+    mine = dict(namespace=ns, cluster_name="s1")
+
+    def available():
+        text = plane.kubectl("get", "--raw", "/metrics/state").stdout
+        ready = samples(text, "capi_machinedeployment_status_replicas_ready", **mine)
+        return (samples(text, "capi_cluster_status_condition", name="s1", namespace=ns,
+                        type="Available", status="True") == [1.0]
+                and ready == [1.0] and text)
+    text = wait_for(available, timeout=60, interval=0.5,
+                    what="the Cluster Available and its worker ready in the state metrics")
+    # Labels and values as Cluster API's kube-state-metrics configuration makes them.
+    assert samples(text, "capi_cluster_status_phase", name="s1", phase="Provisioned") == [1.0]
+    assert samples(text, "capi_cluster_status_phase", name="s1", phase="Pending") == [0.0]
+    assert samples(text, "capi_cluster_info", name="s1", topology_classref_name="in-memory",
+                   customresource_group="cluster.x-k8s.io", customresource_version="v1beta2",
+                   customresource_kind="Cluster") == [1.0]
+    assert samples(text, "capi_cluster_spec_paused", name="s1") == [0.0]
+    # The control plane's machine carries its control plane's name, the worker's none.
+    machines = [line for line in text.splitlines()
+                if line.startswith("capi_machine_info{") and 'cluster_name="s1"' in line
+                and f'namespace="{ns}"' in line]
+    assert len(machines) == 2, machines
+    assert sum('control_plane_name="' in line for line in machines) == 1, machines
+    assert samples(text, "capi_machine_status_phase", **mine, phase="Running") == [1.0, 1.0]
+    assert samples(text, "capi_kubeadmcontrolplane_status_replicas_ready", **mine) == [1.0]
+    assert samples(text, "capi_kubeadmcontrolplane_spec_replicas", **mine) == [1.0]
+    assert samples(text, "capi_machineset_spec_replicas", **mine) == [1.0]
+    assert samples(text, "capi_kubeadmconfig_info", **mine)
+    created = samples(text, "capi_cluster_created", name="s1", namespace=ns)
+    assert len(created) == 1 and created[0] > 1.7e9
+    check_with_promtool(text)
+
+    # A change is seen at the next scrape; a deleted cluster leaves no series behind.
+    plane.kubectl("-n", ns, "annotate", "cluster", "s1", "cluster.x-k8s.io/paused=true")
+    wait_for(lambda: samples(plane.kubectl("get", "--raw", "/metrics/state").stdout,
+                             "capi_cluster_annotation_paused", name="s1", namespace=ns,
+                             paused_value="true") == [1.0],
+             timeout=15, interval=0.2, what="the pause annotation in the state metrics")
+    plane.kubectl("-n", ns, "annotate", "cluster", "s1", "cluster.x-k8s.io/paused-")
+    plane.kubectl("-n", ns, "delete", "cluster", "s1", "--wait=true", "--timeout=120s")
+    wait_for(lambda: not samples(plane.kubectl("get", "--raw", "/metrics/state").stdout,
+                                 "capi_machine_info", **mine),
+             timeout=30, interval=0.5, what="the deleted cluster's series gone")
+
+
+def test_state_metrics_in_openmetrics_and_only_for_monitoring(plane):
+    resp = plane._request("GET", "/metrics/state",
+                          headers={"Accept": "application/openmetrics-text;version=1.0.0"})
+    assert resp.status == 200
+    assert resp.data.decode().endswith("# EOF\n")
+    assert "# TYPE capi_cluster_info gauge" in plane.kubectl(
+        "get", "--raw", "/metrics/state", "--as=prometheus", "--as-group=system:monitoring").stdout
+    refused = plane.kubectl("get", "--raw", "/metrics/state", "--as=mallory", check=False)
+    assert refused.returncode != 0 and "forbidden" in refused.stderr, refused.stderr
 
 
 def check_with_promtool(text):

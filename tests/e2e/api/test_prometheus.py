@@ -1,8 +1,9 @@
 """Debian's Prometheus scraping `infrasim up` over TLS with the admin's client certificate, while
 an in-memory cluster comes up; the queries of Cluster API's Grafana dashboards that read what
 infrasim serves so far (the request panels of `cluster-api-mgmt-apiserver-requests` and
-`cluster-api-wl-apiserver-requests`, the reconcile and process panels of `controller-runtime`),
-with the dashboards' variables set to `.*`, each return data."""
+`cluster-api-wl-apiserver-requests`, the reconcile and process panels of `controller-runtime`,
+and the panels of `cluster-api-state` and `cluster-api-performance` for the kinds served,
+from `/metrics/state`), with the dashboards' variables set to `.*`, each return data."""
 
 import base64
 import json
@@ -45,6 +46,43 @@ QUERIES = {
         f"sum(rate(capi_reconcile_time_seconds_sum{{{POD}}}[5m])) by (pod,controller)"
         f" / sum(rate(capi_reconcile_time_seconds_count{{{POD}}}[5m])) by (pod,controller)",
         f'process_open_fds{{pod=~"{ALL}"}}',
+        f'sum(rate(rest_client_requests_total{{pod=~"{ALL}"}}[5m])) by (pod, code, method) > 0',
+    ],
+    # Read from `/metrics/state`, the plane's kube-state-metrics stand-in.
+    "cluster-api-state": [
+        "sum(capi_cluster_info)",
+        "sum (capi_cluster_info) by (topology_version)",
+        'sum(capi_cluster_status_condition{status="True"} == 1) by (type)',
+        'sum(capi_cluster_status_condition{status="False"} == 1) by (type)',
+        "sum(capi_cluster_status_phase == 1) by (phase)",
+        "sum(capi_clusterclass_info)",
+        "sum (capi_kubeadmcontrolplane_info) by (version)",
+        'sum(capi_kubeadmcontrolplane_status_condition{status="True"} == 1) by (type)',
+        "sum (capi_kubeadmcontrolplane_status_replicas_ready)",
+        "sum (capi_kubeadmcontrolplane_status_replicas_uptodate)",
+        "sum (capi_machinedeployment_info) by (version)",
+        "sum (capi_machinedeployment_status_replicas_available)",
+        "sum(capi_machinedeployment_status_phase == 1) by (phase)",
+        "sum (capi_machineset_info) by (version)",
+        "sum (capi_machineset_status_replicas_ready)",
+        'sum(capi_machine_info{control_plane_name!=""})',
+        'sum(avg(capi_machine_info{control_plane_name!=""}) by (name) * on (name) group_right ()'
+        " (capi_machine_status_phase == 1)) by (phase)",
+        'sum(avg(capi_machine_info{control_plane_name=""}) by (name) * on(name) group_right ()'
+        ' (capi_machine_status_condition{status="True"} == 1)) by (type)',
+        'sum(capi_kubeadmconfig_status_condition{status="True"} == 1) by (type)',
+    ],
+    # Its variable `Cluster` set to `.*` (`${Cluster:pipe}`).
+    "cluster-api-performance": [
+        'avg(min_over_time(capi_cluster_status_condition_last_transition_time{status="True",'
+        'type="InfrastructureReady"}[168h]) - on(name) group_left () capi_cluster_created{name=~".*"}) by (name)',
+        'quantile(0.9, min_over_time(capi_cluster_status_condition_last_transition_time{status="True"}[168h])'
+        ' - on(name) group_left () capi_cluster_created{name=~".*"}) by (type)',
+        'count(capi_cluster_info{name=~".*"} * on(name) group_right () label_replace(capi_machine_info'
+        '{control_plane_name!=""}, "name", "$0", "cluster_name", ".*")) by(name)',
+        'avg(min_over_time(capi_kubeadmcontrolplane_status_condition_last_transition_time{status="True",'
+        'type="Available"}[168h]) - on(name) group_left () capi_kubeadmcontrolplane_created'
+        '{cluster_name=~".*"}) by (name)',
     ],
 }
 
@@ -79,11 +117,11 @@ def test_the_dashboards_queries_return_data_while_a_cluster_comes_up(plane, ns, 
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "scrape_configs": [{
-            "job_name": "infrasim", "scheme": "https",
+            "job_name": job, "scheme": "https", "metrics_path": path,
             "tls_config": {"ca_file": files["ca.crt"], "cert_file": files["client.crt"],
                            "key_file": files["client.key"]},
             "static_configs": [{"targets": [f"127.0.0.1:{plane.port}"]}],
-        }],
+        } for job, path in [("infrasim", "/metrics"), ("infrasim-state", "/metrics/state")]],
     }
     config_file = tmp_path / "prometheus.yml"
     config_file.write_text(yaml.safe_dump(config))
@@ -95,7 +133,7 @@ def test_the_dashboards_queries_return_data_while_a_cluster_comes_up(plane, ns, 
     try:
         def scraped():
             try:
-                return [r for r in query(port, 'up{job="infrasim"}') if r["value"][1] == "1"]
+                return len([r for r in query(port, "up") if r["value"][1] == "1"]) == 2
             except OSError:
                 return None
         wait_for(scraped, timeout=60, interval=0.5, what="Prometheus scraping the plane")

@@ -9,6 +9,7 @@ pub mod index;
 pub mod infra;
 pub mod ipam;
 pub mod standin;
+pub mod state_metrics;
 pub mod templates;
 pub mod triggers;
 

@@ -17,6 +17,7 @@ mod ip_claims;
 mod machine;
 mod modules;
 mod power_off;
+pub mod state_metrics;
 mod storage_policy;
 mod supervisor;
 pub mod types;

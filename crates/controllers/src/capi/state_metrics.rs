@@ -1,0 +1,576 @@
+//! Cluster API's object-state metrics: the families Cluster API's kube-state-metrics
+//! configuration (`config/metrics/crd-metrics-config.yaml`, generated for v1beta2) defines
+//! for the kinds this process serves, with the same names, labels and paths, which Cluster
+//! API's `cluster-api-state` Grafana dashboard reads (`capi_cluster_status_phase`,
+//! `capi_machine_info`, `capi_machinedeployment_status_replicas_ready`, ...).
+//!
+//! Kinds of that configuration not served here have no families: MachinePool,
+//! ExtensionConfig and the Docker provider's kinds.
+
+use infrasim_metrics::state::{Each, Path, Resource};
+
+const NAME: Path = &["metadata", "name"];
+const NAMESPACE: Path = &["metadata", "namespace"];
+const UID: Path = &["metadata", "uid"];
+/// The label every Cluster API object of a cluster carries.
+pub const CLUSTER_LABEL: Path = &["metadata", "labels", "cluster.x-k8s.io/cluster-name"];
+const SPEC_CLUSTER: Path = &["spec", "clusterName"];
+const CONDITION_STATES: &[&str] = &["True", "False", "Unknown"];
+
+/// A kind of Cluster API's v1beta2 API named by `name`, `namespace` and `uid`, and
+/// `cluster_name` from `cluster` where the kind says which cluster it belongs to.
+pub fn kind(
+    group: &'static str,
+    kind: &'static str,
+    prefix: &'static str,
+    cluster: Option<Path>,
+) -> Resource {
+    let r = Resource::new(group, "v1beta2", kind, prefix);
+    let r = match cluster {
+        Some(path) => r.label("cluster_name", path),
+        None => r,
+    };
+    r.label("name", NAME)
+        .label("namespace", NAMESPACE)
+        .label("uid", UID)
+}
+
+/// The two condition families of every kind with `status.conditions`.
+pub fn conditions(r: Resource) -> Resource {
+    r.family(
+        "status_condition",
+        "The state of each of the object's conditions.",
+        Each::state_set(&["status", "conditions"], "status", CONDITION_STATES)
+            .value_from(&["status"])
+            .label("type", &["type"]),
+    )
+    .family(
+        "status_condition_last_transition_time",
+        "When each of the object's conditions last changed, in Unix seconds.",
+        Each::gauge(&["status", "conditions"])
+            .value_from(&["lastTransitionTime"])
+            .label("status", &["status"])
+            .label("type", &["type"]),
+    )
+}
+
+/// The pause annotation and the creation time, which every Cluster API kind has.
+pub fn paused_and_created(r: Resource) -> Resource {
+    r.family(
+        "annotation_paused",
+        "The object's cluster.x-k8s.io/paused annotation, when it has one.",
+        Each::info(&["metadata", "annotations", "cluster.x-k8s.io/paused"])
+            .label("paused_value", &[]),
+    )
+    .family(
+        "created",
+        "When the object was created, in Unix seconds.",
+        Each::gauge(&["metadata", "creationTimestamp"]),
+    )
+}
+
+/// The families most Cluster API kinds have: the pause annotation, the creation time and
+/// the conditions.
+pub fn common(r: Resource) -> Resource {
+    conditions(paused_and_created(r))
+}
+
+/// An info family with only the object's name, for kinds whose configuration names no other
+/// label (kube-state-metrics makes no sample of an info without labels).
+pub fn name_info(r: Resource) -> Resource {
+    r.family(
+        "info",
+        "Information about the object.",
+        Each::info(&[]).label("name", NAME),
+    )
+}
+
+fn gauge(r: Resource, name: &str, help: &'static str, path: Path, nil_is_zero: bool) -> Resource {
+    let each = Each::gauge(path);
+    r.family(
+        name,
+        help,
+        if nil_is_zero {
+            each.nil_is_zero()
+        } else {
+            each
+        },
+    )
+}
+
+/// `spec.template.spec`'s references and version, as MachineSets and MachineDeployments
+/// label their info.
+fn template_info(r: Resource) -> Resource {
+    r.family(
+        "info",
+        "Information about the object's machine template.",
+        Each::info(&[])
+            .label("version", &["spec", "template", "spec", "version"])
+            .label(
+                "bootstrap_reference_kind",
+                &["spec", "template", "spec", "bootstrap", "configRef", "kind"],
+            )
+            .label(
+                "bootstrap_reference_name",
+                &["spec", "template", "spec", "bootstrap", "configRef", "name"],
+            )
+            .label(
+                "infrastructure_reference_kind",
+                &["spec", "template", "spec", "infrastructureRef", "kind"],
+            )
+            .label(
+                "infrastructure_reference_name",
+                &["spec", "template", "spec", "infrastructureRef", "name"],
+            ),
+    )
+}
+
+/// The replica gauges of status (`status.<field>` as `status_<name>`), missing read as 0.
+fn replicas(mut r: Resource, fields: &[(&str, &'static [&'static str])]) -> Resource {
+    for (name, path) in fields {
+        r = gauge(
+            r,
+            name,
+            "Replicas, as the object's status counts them.",
+            path,
+            true,
+        );
+    }
+    r
+}
+
+const STATUS_REPLICAS: &[(&str, Path)] = &[
+    ("status_replicas", &["status", "replicas"]),
+    (
+        "status_replicas_available",
+        &["status", "availableReplicas"],
+    ),
+    ("status_replicas_ready", &["status", "readyReplicas"]),
+    ("status_replicas_uptodate", &["status", "upToDateReplicas"]),
+];
+
+fn cluster() -> Resource {
+    let r = common(kind("cluster.x-k8s.io", "Cluster", "capi_cluster", None)).family(
+        "info",
+        "Information about a cluster.",
+        Each::info(&[])
+            .label(
+                "control_plane_endpoint_host",
+                &["spec", "controlPlaneEndpoint", "host"],
+            )
+            .label(
+                "control_plane_endpoint_port",
+                &["spec", "controlPlaneEndpoint", "port"],
+            )
+            .label(
+                "control_plane_reference_kind",
+                &["spec", "controlPlaneRef", "kind"],
+            )
+            .label(
+                "control_plane_reference_name",
+                &["spec", "controlPlaneRef", "name"],
+            )
+            .label(
+                "infrastructure_reference_kind",
+                &["spec", "infrastructureRef", "kind"],
+            )
+            .label(
+                "infrastructure_reference_name",
+                &["spec", "infrastructureRef", "name"],
+            )
+            .label(
+                "topology_classref_name",
+                &["spec", "topology", "classRef", "name"],
+            )
+            .label(
+                "topology_classref_namespace",
+                &["spec", "topology", "classRef", "namespace"],
+            )
+            .label("topology_version", &["spec", "topology", "version"]),
+    );
+    gauge(
+        r,
+        "spec_paused",
+        "Whether the cluster is paused.",
+        &["spec", "paused"],
+        true,
+    )
+    .family(
+        "status_phase",
+        "The cluster's phase.",
+        Each::state_set(
+            &["status", "phase"],
+            "phase",
+            &[
+                "Pending",
+                "Provisioning",
+                "Provisioned",
+                "Deleting",
+                "Failed",
+                "Unknown",
+            ],
+        ),
+    )
+}
+
+fn machine() -> Resource {
+    let info = Each::info(&[])
+        .label(
+            "bootstrap_reference_kind",
+            &["spec", "bootstrap", "configRef", "kind"],
+        )
+        .label(
+            "bootstrap_reference_name",
+            &["spec", "bootstrap", "configRef", "name"],
+        )
+        .label(
+            "container_runtime_version",
+            &["status", "nodeInfo", "containerRuntimeVersion"],
+        )
+        .label(
+            "control_plane_name",
+            &["metadata", "labels", "cluster.x-k8s.io/control-plane-name"],
+        )
+        .label("failure_domain", &["spec", "failureDomain"])
+        .label(
+            "infrastructure_reference_kind",
+            &["spec", "infrastructureRef", "kind"],
+        )
+        .label(
+            "infrastructure_reference_name",
+            &["spec", "infrastructureRef", "name"],
+        )
+        .label("kernel_version", &["status", "nodeInfo", "kernelVersion"])
+        .label(
+            "kube_proxy_version",
+            &["status", "nodeInfo", "kubeProxyVersion"],
+        )
+        .label("kubelet_version", &["status", "nodeInfo", "kubeletVersion"])
+        .label("os_image", &["status", "nodeInfo", "osImage"])
+        .label("provider_id", &["spec", "providerID"])
+        .label("version", &["spec", "version"]);
+    let r = common(kind(
+        "cluster.x-k8s.io",
+        "Machine",
+        "capi_machine",
+        Some(SPEC_CLUSTER),
+    ))
+    .family(
+        "addresses",
+        "The machine's addresses.",
+        Each::info(&["status", "addresses"])
+            .label("address", &["address"])
+            .label("type", &["type"]),
+    )
+    .family("info", "Information about a machine.", info);
+    gauge(
+        r,
+        "status_certificatesexpirydate",
+        "When the machine's certificates expire, in Unix seconds.",
+        &["status", "certificatesExpiryDate"],
+        true,
+    )
+    .family(
+        "status_noderef",
+        "The machine's Node.",
+        Each::info(&["status", "nodeRef"]).label("node_name", &["name"]),
+    )
+    .family(
+        "status_phase",
+        "The machine's phase.",
+        Each::state_set(
+            &["status", "phase"],
+            "phase",
+            &[
+                "Pending",
+                "Provisioning",
+                "Provisioned",
+                "Running",
+                "Updating",
+                "Deleting",
+                "Deleted",
+                "Failed",
+                "Unknown",
+            ],
+        ),
+    )
+}
+
+fn machine_deployment() -> Resource {
+    let r = template_info(common(kind(
+        "cluster.x-k8s.io",
+        "MachineDeployment",
+        "capi_machinedeployment",
+        Some(SPEC_CLUSTER),
+    )));
+    let r = gauge(
+        r,
+        "spec_paused",
+        "Whether the MachineDeployment is paused.",
+        &["spec", "paused"],
+        true,
+    );
+    let r = gauge(
+        r,
+        "spec_replicas",
+        "The desired replicas.",
+        &["spec", "replicas"],
+        false,
+    );
+    let r = gauge(
+        r,
+        "spec_strategy_rollingupdate_max_surge",
+        "The rolling update's maximum surge.",
+        &["spec", "rollout", "strategy", "rollingUpdate", "maxSurge"],
+        false,
+    );
+    let r = gauge(
+        r,
+        "spec_strategy_rollingupdate_max_unavailable",
+        "The rolling update's maximum unavailable machines.",
+        &[
+            "spec",
+            "rollout",
+            "strategy",
+            "rollingUpdate",
+            "maxUnavailable",
+        ],
+        false,
+    );
+    replicas(
+        r.family(
+            "status_phase",
+            "The MachineDeployment's phase.",
+            Each::state_set(
+                &["status", "phase"],
+                "phase",
+                &["ScalingUp", "ScalingDown", "Running", "Failed", "Unknown"],
+            ),
+        ),
+        STATUS_REPLICAS,
+    )
+}
+
+fn machine_set() -> Resource {
+    let r = template_info(common(kind(
+        "cluster.x-k8s.io",
+        "MachineSet",
+        "capi_machineset",
+        Some(SPEC_CLUSTER),
+    )));
+    replicas(
+        gauge(
+            r,
+            "spec_replicas",
+            "The desired replicas.",
+            &["spec", "replicas"],
+            true,
+        ),
+        STATUS_REPLICAS,
+    )
+}
+
+fn machine_health_check() -> Resource {
+    let r = common(kind(
+        "cluster.x-k8s.io",
+        "MachineHealthCheck",
+        "capi_machinehealthcheck",
+        Some(SPEC_CLUSTER),
+    ))
+    .family(
+        "info",
+        "Information about a MachineHealthCheck.",
+        Each::info(&[])
+            .label("cluster_name", SPEC_CLUSTER)
+            .label(
+                "remediation_triggerif_unhealthyinrange",
+                &["spec", "remediation", "triggerIf", "unhealthyInRange"],
+            )
+            .label(
+                "remediation_triggerif_unhealthylessthanorequalto",
+                &[
+                    "spec",
+                    "remediation",
+                    "triggerIf",
+                    "unhealthyLessThanOrEqualTo",
+                ],
+            ),
+    );
+    let r = gauge(
+        r,
+        "status_current_healthy",
+        "Healthy machines.",
+        &["status", "currentHealthy"],
+        true,
+    );
+    let r = gauge(
+        r,
+        "status_expected_machines",
+        "Machines checked.",
+        &["status", "expectedMachines"],
+        true,
+    );
+    gauge(
+        r,
+        "status_remediations_allowed",
+        "Remediations allowed now.",
+        &["status", "remediationsAllowed"],
+        true,
+    )
+}
+
+fn kubeadm_control_plane() -> Resource {
+    let owner: Path = &["metadata", "ownerReferences", "[kind=Cluster]", "name"];
+    let r = common(kind(
+        "controlplane.cluster.x-k8s.io",
+        "KubeadmControlPlane",
+        "capi_kubeadmcontrolplane",
+        Some(owner),
+    ))
+    .family(
+        "info",
+        "Information about a KubeadmControlPlane.",
+        Each::info(&[]).label("version", &["spec", "version"]),
+    );
+    let r = gauge(
+        r,
+        "spec_replicas",
+        "The desired replicas.",
+        &["spec", "replicas"],
+        false,
+    );
+    let r = gauge(
+        r,
+        "spec_strategy_rollingupdate_max_surge",
+        "The rolling update's maximum surge.",
+        &["spec", "rollout", "strategy", "rollingUpdate", "maxSurge"],
+        false,
+    );
+    replicas(r, STATUS_REPLICAS)
+}
+
+/// The families of the kinds the embedded Cluster API core serves.
+pub fn core() -> Vec<Resource> {
+    vec![
+        conditions(kind(
+            "addons.cluster.x-k8s.io",
+            "ClusterResourceSet",
+            "capi_clusterresourceset",
+            None,
+        )),
+        name_info(common(kind(
+            "bootstrap.cluster.x-k8s.io",
+            "KubeadmConfig",
+            "capi_kubeadmconfig",
+            Some(CLUSTER_LABEL),
+        ))),
+        cluster(),
+        name_info(common(kind(
+            "cluster.x-k8s.io",
+            "ClusterClass",
+            "capi_clusterclass",
+            None,
+        ))),
+        machine(),
+        machine_deployment(),
+        machine_health_check(),
+        machine_set(),
+        kubeadm_control_plane(),
+        conditions(kind(
+            "ipam.cluster.x-k8s.io",
+            "IPAddressClaim",
+            "capi_ipaddressclaim",
+            Some(CLUSTER_LABEL),
+        )),
+    ]
+}
+
+/// The families of the in-memory provider's upstream kinds (Cluster API's configuration
+/// has none for the seed's `InMemory*`).
+pub fn provider() -> Vec<Resource> {
+    let infra = "infrastructure.cluster.x-k8s.io";
+    vec![
+        conditions(kind(
+            infra,
+            "DevCluster",
+            "capi_devcluster",
+            Some(CLUSTER_LABEL),
+        )),
+        conditions(kind(
+            infra,
+            "DevMachine",
+            "capi_devmachine",
+            Some(CLUSTER_LABEL),
+        )),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_machine_deployment_reads_as_the_dashboard_expects() {
+        let md = machine_deployment();
+        let names: Vec<&str> = md.family_names().collect();
+        assert!(names.contains(&"capi_machinedeployment_status_replicas_ready"));
+        let object = json!({
+            "metadata": {"name": "md", "namespace": "ns", "uid": "u1"},
+            "spec": {"clusterName": "c1", "replicas": 3,
+                     "rollout": {"strategy": {"rollingUpdate": {"maxSurge": "25%"}}},
+                     "template": {"spec": {"version": "v1.33.0",
+                                           "infrastructureRef": {"kind": "DevMachineTemplate", "name": "t"}}}},
+            "status": {"phase": "ScalingUp", "readyReplicas": 2}
+        });
+        let text = md.lines(&object).concat();
+        assert!(
+            text.contains("capi_machinedeployment_info{cluster_name=\"c1\","),
+            "{text}"
+        );
+        assert!(text.contains("infrastructure_reference_kind=\"DevMachineTemplate\""));
+        assert!(text.contains(",version=\"v1.33.0\"} 1\n"), "{text}");
+        assert!(text.contains("capi_machinedeployment_spec_strategy_rollingupdate_max_surge{"));
+        assert!(text.contains("} 0.25\n"), "{text}");
+        assert!(
+            text.contains("uid=\"u1\",phase=\"ScalingUp\"} 1\n"),
+            "{text}"
+        );
+        let ready = text
+            .lines()
+            .find(|l| l.starts_with("capi_machinedeployment_status_replicas_ready{"));
+        assert!(ready.is_some_and(|l| l.ends_with("} 2")), "{text}");
+        // Not in the status: 0, as the configuration's nilIsZero says.
+        let available = text
+            .lines()
+            .find(|l| l.starts_with("capi_machinedeployment_status_replicas_available{"));
+        assert!(available.is_some_and(|l| l.ends_with("} 0")), "{text}");
+    }
+
+    #[test]
+    fn a_control_plane_is_labelled_with_its_owning_cluster() {
+        let object = json!({
+            "metadata": {"name": "cp", "namespace": "ns", "uid": "u",
+                         "ownerReferences": [{"kind": "Cluster", "name": "c1", "apiVersion": "cluster.x-k8s.io/v1beta2", "uid": "x"}]},
+            "spec": {"version": "v1.33.0", "replicas": 3}
+        });
+        let text = kubeadm_control_plane().lines(&object).concat();
+        assert!(
+            text.contains("capi_kubeadmcontrolplane_info{cluster_name=\"c1\","),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn every_family_name_is_unique() {
+        let mut all: Vec<String> = core()
+            .iter()
+            .chain(provider().iter())
+            .flat_map(|r| r.family_names().map(str::to_string).collect::<Vec<_>>())
+            .collect();
+        let n = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), n);
+    }
+}
