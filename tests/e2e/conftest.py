@@ -234,6 +234,19 @@ def in_memory_cluster(plane, ns, name, tmp_path, workers):
     return kubeconfig
 
 
+def metric_samples(text, family, **labels):
+    """The values of the samples of `family` (in Prometheus' text format) whose labels
+    include `labels`."""
+    found = []
+    for line in text.splitlines():
+        if not line.startswith(family + "{"):
+            continue
+        names = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', line[: line.rindex("}") + 1]))
+        if all(names.get(k) == v for k, v in labels.items()):
+            found.append(float(line.rsplit(" ", 1)[1]))
+    return found
+
+
 def wait_for(predicate, timeout=15, interval=0.05, what="condition"):
     """Polls `predicate` until it returns a truthy value, with a bounded deadline."""
     deadline = time.monotonic() + timeout

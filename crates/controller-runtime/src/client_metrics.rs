@@ -31,7 +31,7 @@ impl ClientMetrics {
         let requests = Family::default();
         metrics.register(
             "rest_client_requests",
-            "Number of HTTP requests, partitioned by status code, method, and host.",
+            "Number of HTTP requests, partitioned by status code, method, and host",
             requests.clone(),
         );
         ClientMetrics { requests }

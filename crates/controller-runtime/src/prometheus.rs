@@ -54,6 +54,8 @@ struct Families {
     /// The objects' state metrics, which the families' watches ([`crate::state_metrics`])
     /// keep.
     state: infrasim_metrics::state::StateMetrics,
+    /// The vSphere simulators' families, for the simulators the controllers start.
+    vsphere: infrasim_vsphere_sim::metrics::SimMetrics,
 }
 
 /// The controllers' families; clones share them.
@@ -93,6 +95,7 @@ impl ControllerMetrics {
             capi_total: Family::default(),
             capi_time: Family::new_with_constructor(reconcile_histogram),
             state: metrics.state().clone(),
+            vsphere: infrasim_vsphere_sim::metrics::SimMetrics::register(metrics),
         };
         metrics.register(
             "controller_runtime_reconcile",
@@ -135,6 +138,12 @@ impl ControllerMetrics {
     /// Where the families' watches keep the state metrics of their objects.
     pub fn state(&self) -> &infrasim_metrics::state::StateMetrics {
         &self.0.state
+    }
+
+    /// Where the simulators the controllers start report their calls, sessions, tasks and
+    /// VMs.
+    pub fn vsphere(&self) -> &infrasim_vsphere_sim::metrics::SimMetrics {
+        &self.0.vsphere
     }
 
     /// A controller starts with `workers` at most at once: its series exist from then on,

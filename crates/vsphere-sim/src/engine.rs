@@ -57,6 +57,12 @@ impl Engine {
         }
     }
 
+    /// The state behind the lock, for a holder that reads it without keeping it alive
+    /// (the metrics' scrape).
+    pub(crate) fn state(&self) -> &Arc<Mutex<State>> {
+        &self.state
+    }
+
     pub fn config(&self) -> &SimConfig {
         &self.config
     }

@@ -43,6 +43,7 @@ mod host;
 pub mod instance;
 pub mod inventory;
 mod managed_entity;
+pub mod metrics;
 mod objects;
 mod pbm;
 mod property_collector;

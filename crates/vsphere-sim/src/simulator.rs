@@ -44,6 +44,8 @@ pub struct Simulator {
     /// a client costs its vCenter.
     calls: Arc<AtomicU64>,
     answered_bytes: Arc<AtomicU64>,
+    /// Where its calls are counted for Prometheus, once it is told (see [`Self::report_to`]).
+    reporting: Arc<std::sync::OnceLock<crate::metrics::Reporting>>,
 }
 
 impl Simulator {
@@ -55,6 +57,22 @@ impl Simulator {
             injections: Arc::default(),
             calls: Arc::default(),
             answered_bytes: Arc::default(),
+            reporting: Arc::default(),
+        }
+    }
+
+    /// Reports this simulator's calls, sessions, tasks and VMs in `metrics` under the
+    /// name `vcenter`, from now on (a second call changes nothing).
+    pub fn report_to(&self, metrics: &crate::metrics::SimMetrics, vcenter: &str) {
+        let _ = self
+            .reporting
+            .set(metrics.watch(vcenter, self.engine.state()));
+    }
+
+    /// Counts a SOAP call of `method` answered with `fault` or a result.
+    fn answered(&self, method: &str, fault: Option<&Fault>) {
+        if let Some(r) = self.reporting.get() {
+            r.answered(method, fault.map(|f| f.ty));
         }
     }
 
@@ -235,7 +253,11 @@ impl Simulator {
         self.calls.fetch_add(1, Ordering::Relaxed);
         let request = match soap::parse(body) {
             Ok(r) => r,
-            Err(f) => return fault_reply(&f),
+            Err(f) => {
+                // A request that names no method it could be counted under.
+                self.answered("", Some(&f));
+                return fault_reply(&f);
+            }
         };
         // An injected delay is waited out before the call takes the lock, as a slow vCenter
         // answers late without holding up other sessions.
@@ -269,6 +291,7 @@ impl Simulator {
             let (result, set_session, next_due) = self.attempt(now, attempt);
             match result {
                 Ok(Flow::Done(inner)) => {
+                    self.answered(&request.method, None);
                     return Reply {
                         status: 200,
                         body: soap::response(&request.method, &inner),
@@ -277,6 +300,7 @@ impl Simulator {
                     };
                 }
                 Err(f) => {
+                    self.answered(&request.method, Some(&f));
                     return fault_reply(&f);
                 }
                 Ok(Flow::Wait) => {

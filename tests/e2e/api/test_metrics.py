@@ -10,25 +10,13 @@ import subprocess
 
 import pytest
 
-from conftest import in_memory_cluster, wait_for
+from conftest import in_memory_cluster, metric_samples as samples, wait_for
 
 PROMTOOL = shutil.which("promtool")
 
 
 def scrape(plane, *args):
     return plane.kubectl("get", "--raw", "/metrics", *args).stdout
-
-
-def samples(text, family, **labels):
-    """The values of `family`'s samples whose labels include `labels`."""
-    found = []
-    for line in text.splitlines():
-        if not line.startswith(family + "{"):
-            continue
-        names = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', line[: line.rindex("}") + 1]))
-        if all(names.get(k) == v for k, v in labels.items()):
-            found.append(float(line.rsplit(" ", 1)[1]))
-    return found
 
 
 def test_a_request_moves_the_plane_series_and_promtool_accepts_the_scrape(plane, ns):

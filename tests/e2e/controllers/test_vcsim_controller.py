@@ -14,8 +14,8 @@ import pytest
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
 
-from conftest import (BINARY, VCSIM_GROUP, connect, get, json_exchange, simulator, vcsim_status,
-                      wait_for)
+from conftest import (BINARY, VCSIM_GROUP, connect, get, json_exchange, metric_samples, simulator,
+                      vcsim_status, wait_for)
 
 
 def apply(plane, ns, text):
@@ -135,6 +135,43 @@ def test_two_simulators_are_isolated_and_deleting_one_frees_its_port(plane, ns):
         assert sb.content.searchIndex.FindByInventoryPath("DC1")
     finally:
         Disconnect(sb)
+
+
+def test_a_simulators_calls_sessions_tasks_and_vms_are_in_the_planes_metrics(plane, ns):
+    status, host, port = simulator(plane, ns, "vcsim-m")
+    mine = {"vcenter": f"{ns}/vcsim-m"}
+    scrape = lambda: plane.kubectl("get", "--raw", "/metrics").stdout
+    with pytest.raises(vim.fault.InvalidLogin):
+        SmartConnect(host=host, port=port, user=status["username"], pwd="not-the-password",
+                     disableSslCertValidation=True)
+    si = connect(status)
+    try:
+        view = si.content.viewManager.CreateContainerView(si.content.rootFolder,
+                                                          [vim.VirtualMachine], True)
+        vms = [vm for vm in view.view if not vm.config.template]
+        text = scrape()
+        assert metric_samples(text, "infrasim_vsphere_requests_total", **mine, method="Login",
+                              fault="InvalidLogin") == [1.0]
+        assert sum(metric_samples(text, "infrasim_vsphere_requests_total", **mine,
+                                  method="Login", fault="")) >= 1
+        assert metric_samples(text, "infrasim_vsphere_sessions", **mine)[0] >= 1
+        on = sum(vm.runtime.powerState == "poweredOn" for vm in vms)
+        assert metric_samples(text, "infrasim_vsphere_vms", **mine,
+                              power_state="poweredOn") == [float(on)]
+        succeeded = sum(metric_samples(text, "infrasim_vsphere_tasks", **mine, state="success"))
+        off = metric_samples(text, "infrasim_vsphere_vms", **mine, power_state="poweredOff")[0]
+        running = next(vm for vm in vms if vm.runtime.powerState == "poweredOn")
+        task = running.PowerOffVM_Task()
+        wait_for(lambda: task.info.state == "success", timeout=15, what="the power-off task")
+        text = scrape()
+        assert metric_samples(text, "infrasim_vsphere_vms", **mine,
+                              power_state="poweredOff") == [off + 1]
+        assert sum(metric_samples(text, "infrasim_vsphere_tasks", **mine,
+                                  state="success")) == succeeded + 1
+        assert sum(metric_samples(text, "infrasim_vsphere_requests_total", **mine,
+                                  method="PowerOffVM_Task", fault="")) == 1
+    finally:
+        Disconnect(si)
 
 
 def test_an_invalid_model_is_reported_not_served(plane, ns):

@@ -182,6 +182,9 @@ async fn start(obj: &VCenterSimulator, r: &Reconciler, key: &str) -> Result<Serv
             }
         };
     provision(&instance, &model).map_err(Failure::InvalidModel)?;
+    if let Some(metrics) = &r.ctx.metrics {
+        instance.simulator().report_to(metrics.vsphere(), key);
+    }
     let addr = instance.addr();
     r.simulators.insert(key, instance);
     let why = format!("serving the vSphere API at https://{addr}/sdk");
