@@ -51,9 +51,8 @@ struct Families {
     max_concurrent: Family<Named, Gauge>,
     capi_total: Family<Resulted, Counter>,
     capi_time: Histograms,
-    /// The objects' state metrics, which the families' watches ([`crate::state_metrics`])
-    /// keep.
-    state: infrasim_metrics::state::StateMetrics,
+    /// The registry, for the families' own collectors.
+    registry: Metrics,
     /// The vSphere simulators' families, for the simulators the controllers start.
     vsphere: infrasim_vsphere_sim::metrics::SimMetrics,
 }
@@ -94,7 +93,7 @@ impl ControllerMetrics {
             max_concurrent: Family::default(),
             capi_total: Family::default(),
             capi_time: Family::new_with_constructor(reconcile_histogram),
-            state: metrics.state().clone(),
+            registry: metrics.clone(),
             vsphere: infrasim_vsphere_sim::metrics::SimMetrics::register(metrics),
         };
         metrics.register(
@@ -137,7 +136,12 @@ impl ControllerMetrics {
 
     /// Where the families' watches keep the state metrics of their objects.
     pub fn state(&self) -> &infrasim_metrics::state::StateMetrics {
-        &self.0.state
+        self.0.registry.state()
+    }
+
+    /// The registry the families are in, for the controllers' own collectors.
+    pub fn registry(&self) -> &Metrics {
+        &self.0.registry
     }
 
     /// Where the simulators the controllers start report their calls, sessions, tasks and

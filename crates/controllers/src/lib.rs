@@ -163,6 +163,9 @@ async fn run_selected(
         ctx.client.clone(),
         selection.namespace.clone(),
     ));
+    if let (Some(metrics), true) = (&ctx.metrics, selection.capi_core) {
+        capi::simulation_metrics::register(metrics.registry(), &informers);
+    }
     let provider = async {
         if selection.inmemory {
             capi::infra::run(ctx.clone(), informers.clone()).await;

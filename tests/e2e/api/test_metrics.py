@@ -150,6 +150,14 @@ def test_cluster_api_object_state_reads_as_kube_state_metrics_makes_it(plane, ns
     assert len(created) == 1 and created[0] > 1.7e9
     check_with_promtool(text)
 
+    # The simulation's own: clusters and machines by phase, and how long this one took to
+    # turn Available (seen while the process watched).
+    main = plane.kubectl("get", "--raw", "/metrics").stdout
+    assert samples(main, "infrasim_clusters", phase="Provisioned")[0] >= 1
+    assert samples(main, "infrasim_machines", phase="Running")[0] >= 2
+    assert samples(main, "infrasim_clusters", phase="Failed") == [0.0]
+    assert re.search(r"^infrasim_cluster_available_seconds_count [1-9]", main, re.M), main[-2000:]
+
     # A change is seen at the next scrape; a deleted cluster leaves no series behind.
     plane.kubectl("-n", ns, "annotate", "cluster", "s1", "cluster.x-k8s.io/paused=true")
     wait_for(lambda: samples(plane.kubectl("get", "--raw", "/metrics/state").stdout,

@@ -8,6 +8,7 @@ pub mod core;
 pub mod index;
 pub mod infra;
 pub mod ipam;
+pub mod simulation_metrics;
 pub mod standin;
 pub mod state_metrics;
 pub mod templates;
