@@ -290,20 +290,27 @@ pub(crate) async fn plane(
     })
 }
 
-/// What a scrape of `metrics` costs once the clusters are up: its series, its size and the
-/// time to render it (the best and the worst of three, the first one included).
+/// What a scrape of `metrics` costs once the clusters are up, for `/metrics` and for the
+/// objects' state metrics (`/metrics/state`): series, size and the time to render them (the
+/// best and the worst of three, the first one included).
 fn scrape_cost(metrics: &infrasim_metrics::Metrics) -> String {
+    let registry = cost_of(|| metrics.render(infrasim_metrics::Format::Classic));
+    let state = cost_of(|| metrics.state().render(infrasim_metrics::Format::Classic));
+    format!("metrics: /metrics {registry}\nmetrics: /metrics/state {state}")
+}
+
+fn cost_of(render: impl Fn() -> String) -> String {
     let mut times = Vec::new();
     let mut text = String::new();
     for _ in 0..3 {
         let started = Instant::now();
-        text = metrics.render(infrasim_metrics::Format::Classic);
+        text = render();
         times.push(started.elapsed());
     }
     let series = text.lines().filter(|l| !l.starts_with('#')).count();
     let (best, worst) = (times.iter().min(), times.iter().max());
     format!(
-        "metrics: one scrape is {series} series, {:.1} MB, rendered in {:.0} to {:.0} ms",
+        "is {series} series, {:.1} MB, rendered in {:.0} to {:.0} ms",
         text.len() as f64 / 1e6,
         best.map_or(0.0, |d| d.as_secs_f64() * 1e3),
         worst.map_or(0.0, |d| d.as_secs_f64() * 1e3),

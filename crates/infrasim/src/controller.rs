@@ -6,7 +6,10 @@ use anyhow::Context as _;
 use clap::Args;
 use infrasim_clock::SystemClock;
 use infrasim_cloud::{Cloud, CloudConfig};
+use infrasim_controllers::runtime::client_metrics::ClientMetrics;
+use infrasim_controllers::runtime::prometheus::ControllerMetrics;
 use infrasim_controllers::{crds, leader::Elector, Context, Selection};
+use infrasim_metrics::Metrics;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -75,10 +78,24 @@ pub struct ControllerArgs {
     /// plane kept. Without it they live in memory and are made again after a restart.
     #[arg(long)]
     data_dir: Option<std::path::PathBuf>,
+    /// Serve the process's metrics (`/metrics`, and the objects' state at `/metrics/state`)
+    /// over HTTPS here, to bearer tokens the plane authenticates and allows to `get` them
+    /// (controller-runtime's flag; off when not given).
+    #[arg(long)]
+    metrics_bind_address: Option<std::net::SocketAddr>,
 }
 
 /// A client of the cluster a kubeconfig (or the environment) points at.
 pub async fn client_from(path: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    client_counted(path, None).await
+}
+
+/// [`client_from`], its requests counted in `counted` (as client-go counts a controller's)
+/// when given.
+async fn client_counted(
+    path: Option<&std::path::Path>,
+    counted: Option<&ClientMetrics>,
+) -> anyhow::Result<kube::Client> {
     let config = match path {
         Some(p) => {
             let kc = kube::config::Kubeconfig::read_from(p)
@@ -87,11 +104,29 @@ pub async fn client_from(path: Option<&std::path::Path>) -> anyhow::Result<kube:
         }
         None => kube::Config::infer().await?,
     };
-    Ok(kube::Client::try_from(config)?)
+    let host = config
+        .cluster_url
+        .authority()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(match counted {
+        Some(counted) => builder.with_layer(&counted.layer(&host)).build(),
+        None => builder.build(),
+    })
 }
 
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
-    let client = client_from(args.kubeconfig.as_deref()).await?;
+    let metrics = args.metrics_bind_address.map(|_| Metrics::new());
+    let counted = metrics.as_ref().map(ClientMetrics::register);
+    let client = client_counted(args.kubeconfig.as_deref(), counted.as_ref()).await?;
+    // Every replica serves its metrics, the one waiting for the lease too (as
+    // controller-runtime's managers do).
+    if let (Some(listen), Some(metrics)) = (args.metrics_bind_address, &metrics) {
+        let access = crate::metrics_server::Access::Plane(client.clone());
+        let (addr, _) = crate::metrics_server::serve(listen, metrics.clone(), access).await?;
+        println!("metrics: https://{addr}/metrics and /metrics/state");
+    }
     let embedded = args.capi_core == "embedded";
     let reach = match args.webhook_listen {
         Some(listen) => {
@@ -153,7 +188,10 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         advertise: args.advertise_address,
         ports: args.port_min..=args.port_max,
         watch_window: args.cluster_watch_window.max(1),
-        metrics: None,
+        // The workload clusters' requests, as the in-memory provider counts them.
+        metrics: metrics
+            .as_ref()
+            .map(infrasim_kube_api::RequestMetrics::register),
     };
     let cloud = match &args.data_dir {
         Some(dir) => {
@@ -162,7 +200,10 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         None => Cloud::with_clock(config, clock.clone()),
     };
     let cloud = Arc::new(cloud);
-    let ctx = Context::new(client, cloud, clock);
+    let mut ctx = Context::new(client, cloud, clock);
+    if let Some(metrics) = &metrics {
+        ctx = ctx.with_metrics(ControllerMetrics::register(metrics));
+    }
     println!(
         "controllers: Cluster API in-memory provider{}{}",
         if selection.capi_core {

@@ -64,21 +64,32 @@ pub struct FleetArgs {
     /// clusters live in memory.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Serve the clusters' request metrics and the process's (`/metrics`) over HTTPS here,
+    /// to the bearer of the token written to `OUT/metrics.token` (its CA in
+    /// `OUT/metrics-ca.crt`); off when not given.
+    #[arg(long)]
+    metrics_bind_address: Option<std::net::SocketAddr>,
 }
 
 pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.out)?;
+    let metrics = match args.metrics_bind_address {
+        Some(listen) => Some(serve_metrics(listen, &args.out).await?),
+        None => None,
+    };
     let config = CloudConfig {
         advertise: args.advertise_address,
         ports: args.port_min..=args.port_max,
         watch_window: args.watch_window.max(1),
-        // `--metrics-bind-address` is still to come (issue 44).
-        metrics: None,
+        // Every cluster's requests, as Cluster API's in-memory provider counts them.
+        metrics: metrics
+            .as_ref()
+            .map(infrasim_kube_api::RequestMetrics::register),
     };
     let cloud = match &args.data_dir {
         Some(dir) => crate::up::open_cloud(config, dir, SystemClock::shared()).await?,
         None => Cloud::new(config),
     };
-    std::fs::create_dir_all(&args.out)?;
     let shared = match args.shared_port {
         Some(port) => Some(cloud.listen_shared(port).await?),
         None => None,
@@ -209,4 +220,28 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         return Err(format!("duration {s:?} out of range"));
     }
     Ok(std::time::Duration::from_secs_f64(seconds))
+}
+
+/// Serves the process's metrics on `listen` to the bearer of a token made now, written with
+/// the server's CA into `out` (readable by this user only).
+async fn serve_metrics(
+    listen: std::net::SocketAddr,
+    out: &std::path::Path,
+) -> anyhow::Result<infrasim_metrics::Metrics> {
+    let metrics = infrasim_metrics::Metrics::new();
+    // 244 random bits, from two version-4 UUIDs.
+    let token = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    let access = crate::metrics_server::Access::Token(token.as_str().into());
+    let (addr, ca) = crate::metrics_server::serve(listen, metrics.clone(), access).await?;
+    infrasim_kube_api::pki::write_private(&out.join("metrics.token"), &token)?;
+    std::fs::write(out.join("metrics-ca.crt"), ca)?;
+    println!(
+        "metrics: https://{addr}/metrics (bearer token in {})",
+        out.join("metrics.token").display()
+    );
+    Ok(metrics)
 }

@@ -1,15 +1,18 @@
 """`infrasim fleet`: simulated workload clusters, through kubectl and the Python client."""
 
 import os
+import ssl
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from conftest import BINARY, fleet_ready, free_port, refused_credentials, wait_for
+from conftest import BINARY, fleet_ready, free_port, metric_samples, refused_credentials, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +22,8 @@ def fleet(tmp_path_factory):
     proc = subprocess.Popen(
         [BINARY, "fleet", "--count", "2", "--control-planes", "1", "--workers", "2", "--name-prefix", "wl",
          "--startup", "50ms", "--jitter", "0.5", "--shared-port", str(free_port()),
-         "--out", str(out), "--port-min", str(base), "--port-max", str(base + 50)],
+         "--out", str(out), "--port-min", str(base), "--port-max", str(base + 50),
+         "--metrics-bind-address", f"127.0.0.1:{free_port()}"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     lines = fleet_ready(proc, timeout=30)
     yield out, lines
@@ -36,6 +40,27 @@ def test_table_and_kubeconfigs(fleet):
     table = [l.split() for l in lines if l.startswith("wl-")]
     assert [(row[0], row[2]) for row in table] == [("wl-0", "3/3"), ("wl-1", "3/3")]
     assert os.path.exists(out / "wl-0.kubeconfig") and os.path.exists(out / "wl-1.kubeconfig")
+
+
+def test_metrics_to_the_bearer_of_the_token_it_wrote(fleet):
+    out, lines = fleet
+    url = next(line.split()[1] for line in lines if line.startswith("metrics: https://"))
+    token_file = out / "metrics.token"
+    assert os.stat(token_file).st_mode & 0o777 == 0o600
+    token = token_file.read_text().strip()
+    assert kubectl(out / "wl-0.kubeconfig", "get", "nodes").returncode == 0
+    # Verified against the CA the fleet wrote beside the token.
+    tls = ssl.create_default_context(cafile=str(out / "metrics-ca.crt"))
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, context=tls, timeout=10) as resp:
+        text = resp.read().decode()
+    assert metric_samples(text, "inmemory_apiserver_request_total", cluster_name="wl-0",
+                          verb="LIST", resource="nodes", code="200")
+    for headers in [{}, {"Authorization": "Bearer " + token[::-1]}]:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(url, headers=headers), context=tls,
+                                   timeout=10)
+        assert refused.value.code == 401
 
 
 def test_nodes_and_static_pods(fleet):

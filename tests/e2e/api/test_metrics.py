@@ -7,10 +7,13 @@ OpenMetrics when asked; readable by admins and `system:monitoring`, by nobody el
 import re
 import shutil
 import subprocess
+import urllib.error
+import urllib.request
 
 import pytest
 
-from conftest import in_memory_cluster, metric_samples as samples, wait_for
+from conftest import (BINARY, Plane, free_port, in_memory_cluster, metric_samples as samples,
+                      unverified_tls, wait_for)
 
 PROMTOOL = shutil.which("promtool")
 
@@ -180,6 +183,66 @@ def test_state_metrics_in_openmetrics_and_only_for_monitoring(plane):
         "get", "--raw", "/metrics/state", "--as=prometheus", "--as-group=system:monitoring").stdout
     refused = plane.kubectl("get", "--raw", "/metrics/state", "--as=mallory", check=False)
     assert refused.returncode != 0 and "forbidden" in refused.stderr, refused.stderr
+
+
+def test_a_controller_elsewhere_serves_its_metrics_to_the_tokens_its_plane_allows(tmp_path):
+    workdir = tmp_path / "bare"
+    workdir.mkdir()
+    bare = Plane(workdir, "--controllers", "none")
+    port = free_port()
+    log = open(tmp_path / "controller.log", "w")
+    proc = subprocess.Popen(
+        [BINARY, "controller", "--kubeconfig", bare.kubeconfig, "--leader-elect", "false",
+         "--port-min", "22900", "--port-max", "22950", "--vcsim", "false", "--vmgroup", "false",
+         "--sip", "false", "--metrics-bind-address", f"127.0.0.1:{port}"],
+        stdout=log, stderr=subprocess.STDOUT)
+
+    def scrape(path, token=None):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        req = urllib.request.Request(f"https://127.0.0.1:{port}{path}", headers=headers)
+        try:
+            with urllib.request.urlopen(req, context=unverified_tls(), timeout=10) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except OSError:
+            return None, ""
+
+    try:
+        # A scraper's identity, as a Prometheus in the cluster would have: a ServiceAccount
+        # bound to system:monitoring; and one bound to nothing.
+        bare.kubectl("create", "serviceaccount", "prometheus")
+        bare.kubectl("create", "serviceaccount", "nobody")
+        bare.kubectl("create", "clusterrolebinding", "prometheus", "--clusterrole=system:monitoring",
+                     "--serviceaccount=default:prometheus")
+        token = bare.kubectl("create", "token", "prometheus").stdout.strip()
+        nobody = bare.kubectl("create", "token", "nobody").stdout.strip()
+        wait_for(lambda: scrape("/metrics", token)[0] == 200, timeout=60, interval=0.5,
+                 what="the controller's metrics served")
+        made = subprocess.run([BINARY, "cluster", "--kubeconfig", bare.kubeconfig, "create", "cm1",
+                               "--step-startup", "0s", "--workers", "0"],
+                              capture_output=True, text=True, timeout=180)
+        assert made.returncode == 0, made.stdout + made.stderr
+        status, text = scrape("/metrics", token)
+        assert status == 200
+        assert sum(samples(text, "controller_runtime_reconcile_total", controller="cluster")) > 0
+        # Its requests to the plane, under the plane's address.
+        assert sum(samples(text, "rest_client_requests_total", method="PATCH", code="200",
+                           host=f"127.0.0.1:{bare.port}")) > 0
+        check_with_promtool(text)
+        status, state = scrape("/metrics/state", token)
+        assert status == 200
+        assert samples(state, "capi_cluster_info", name="cm1", namespace="default") == [1.0]
+        # No token, a token the plane does not know, a token of someone not allowed.
+        assert scrape("/metrics")[0] == 401
+        assert scrape("/metrics", "not-a-token")[0] == 401
+        assert scrape("/metrics", nobody)[0] == 403
+        assert scrape("/nothing", token)[0] == 404
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
+        bare.stop()
 
 
 def check_with_promtool(text):
