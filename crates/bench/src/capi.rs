@@ -293,10 +293,29 @@ pub(crate) async fn plane(
 /// What a scrape of `metrics` costs once the clusters are up, for `/metrics` and for the
 /// objects' state metrics (`/metrics/state`): series, size and the time to render them (the
 /// best and the worst of three, the first one included).
-fn scrape_cost(metrics: &infrasim_metrics::Metrics) -> String {
+async fn scrape_cost(metrics: &infrasim_metrics::Metrics) -> String {
     let registry = cost_of(|| metrics.render(infrasim_metrics::Format::Classic));
+    // The state watches may still be behind the last writes: they are given until their
+    // count of objects holds still for a second (at most a minute), and the wait is told.
+    let started = Instant::now();
+    let mut seen = metrics.state().objects();
+    let mut still_since = Instant::now();
+    while still_since.elapsed() < Duration::from_secs(1)
+        && started.elapsed() < Duration::from_secs(60)
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = metrics.state().objects();
+        if now != seen {
+            (seen, still_since) = (now, Instant::now());
+        }
+    }
+    let behind = still_since.duration_since(started);
     let state = cost_of(|| metrics.state().render(infrasim_metrics::Format::Classic));
-    format!("metrics: /metrics {registry}\nmetrics: /metrics/state {state}")
+    format!(
+        "metrics: /metrics {registry}\nmetrics: /metrics/state {state}; {seen} objects, \
+         the last of them {:.1} s after every Cluster was Available",
+        behind.as_secs_f64()
+    )
 }
 
 fn cost_of(render: impl Fn() -> String) -> String {
@@ -328,7 +347,7 @@ pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
     let plane = plane(&args, in_memory_selection(), Arc::default()).await?;
     let measured = measure(&args, &plane.client, &plane.writes, &plane.cloud).await;
     if let (Ok(()), Some(metrics)) = (&measured, &plane.metrics) {
-        println!("{}", scrape_cost(metrics));
+        println!("{}", scrape_cost(metrics).await);
     }
     crate::stop_controllers(plane.controllers).await;
     measured

@@ -215,8 +215,26 @@ async fn run_selected(
             );
         }
     };
-    let state = futures::future::join_all(watch_state(&ctx, &selection));
-    futures::join!(provider, core, vcsim, capv, vmgroup, sip, state);
+    // Each watch a task of its own, so it keeps up with its kind however busy the
+    // controllers are; they end with this future (see `Tasks`).
+    let _state = Tasks(
+        watch_state(&ctx, &selection)
+            .into_iter()
+            .map(tokio::spawn)
+            .collect(),
+    );
+    futures::join!(provider, core, vcsim, capv, vmgroup, sip);
+}
+
+/// Tasks that end when this is dropped.
+struct Tasks(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
 }
 
 /// The watches that keep the state metrics of the selected families' kinds (Cluster API's

@@ -504,6 +504,11 @@ impl StateMetrics {
         }
     }
 
+    /// How many objects have samples, over every kind.
+    pub fn objects(&self) -> usize {
+        self.read().iter().map(|s| s.objects.len()).sum()
+    }
+
     /// Every family of every kind, in `format`.
     pub fn render(&self, format: Format) -> String {
         let slots = self.read();
@@ -729,6 +734,7 @@ mod tests {
         assert_eq!(open.matches("capi_cluster_info{").count(), 1);
         assert!(open.contains("name=\"c2\""));
         assert!(open.ends_with("# EOF\n"));
+        assert_eq!(table.objects(), 1);
         table.remove(kind, "ns/c2");
         assert!(!table.render(Format::Classic).contains("capi_cluster_info{"));
     }
