@@ -65,6 +65,10 @@ pub struct CapiBenchArgs {
     /// (`false`: no metrics, to measure what they cost).
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub(crate) metrics: bool,
+    /// With `--metrics`, keep the objects' state metrics too (`infrasim up
+    /// --state-metrics`), and time a render of them at the end.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub(crate) state_metrics: bool,
 }
 
 /// Peak resident memory of this process (VmHWM), in bytes.
@@ -209,6 +213,7 @@ fn in_memory_selection() -> Selection {
         v1beta1: true,
         reach: Default::default(),
         capv_node_anti_affinity: false,
+        state_metrics: false,
     }
 }
 
@@ -295,6 +300,10 @@ pub(crate) async fn plane(
 /// best and the worst of three, the first one included).
 async fn scrape_cost(metrics: &infrasim_metrics::Metrics) -> String {
     let registry = cost_of(|| metrics.render(infrasim_metrics::Format::Classic));
+    if metrics.state().objects() == 0 {
+        // No state metrics asked for (`--state-metrics`).
+        return format!("metrics: /metrics {registry}");
+    }
     // The state watches may still be behind the last writes: they are given until their
     // count of objects holds still for a second (at most a minute), and the wait is told.
     let started = Instant::now();
@@ -344,7 +353,11 @@ pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
         args.clusters,
         args.clusters
     );
-    let plane = plane(&args, in_memory_selection(), Arc::default()).await?;
+    let selection = Selection {
+        state_metrics: args.state_metrics,
+        ..in_memory_selection()
+    };
+    let plane = plane(&args, selection, Arc::default()).await?;
     let measured = measure(&args, &plane.client, &plane.writes, &plane.cloud).await;
     if let (Ok(()), Some(metrics)) = (&measured, &plane.metrics) {
         println!("{}", scrape_cost(metrics).await);

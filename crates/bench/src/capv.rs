@@ -63,6 +63,7 @@ impl CapvBenchArgs {
             watcher_buffer: 65_536,
             trace_writes: None,
             metrics: false,
+            state_metrics: false,
         }
     }
 }
@@ -89,6 +90,7 @@ pub async fn run(args: CapvBenchArgs) -> anyhow::Result<()> {
         v1beta1: false,
         reach: Default::default(),
         capv_node_anti_affinity: false,
+        state_metrics: false,
     };
     let base = args.as_capi(20000);
     let plane = capi::plane(&base, selection, simulators.clone()).await?;

@@ -52,6 +52,7 @@ pub async fn run(args: VcsimBenchArgs) -> anyhow::Result<()> {
         v1beta1: false,
         reach: Default::default(),
         capv_node_anti_affinity: false,
+        state_metrics: false,
     })
     .await?;
     let measured = measure(&args, &client).await;

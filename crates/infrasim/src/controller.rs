@@ -37,6 +37,11 @@ pub struct ControllerArgs {
     /// default, as in CAPV).
     #[arg(long, env = "EXP_NODE_ANTI_AFFINITY", default_value_t = false, action = clap::ArgAction::Set)]
     capv_node_anti_affinity: bool,
+    /// Serve Cluster API's and CAPV's object-state metrics at `/metrics/state`, as
+    /// kube-state-metrics with their configurations would (a watch per kind; off by default
+    /// for what it costs at scale, as kube-state-metrics is deployed only when wanted).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    state_metrics: bool,
     /// Run the VmGroup controller too (groups of VMs cloned from a template on the vCenter a
     /// Secret names).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -151,6 +156,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         v1beta1: reach.is_some(),
         reach: reach.clone().unwrap_or_default(),
         capv_node_anti_affinity: args.capv_node_anti_affinity,
+        state_metrics: args.state_metrics,
     };
     if args.install_crds {
         crds::install(&client, &selection.crds())

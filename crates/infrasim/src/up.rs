@@ -58,6 +58,11 @@ pub struct UpArgs {
     /// as in CAPV; clusterctl's variable for it is the environment's default).
     #[arg(long, env = "EXP_NODE_ANTI_AFFINITY", default_value_t = false, action = clap::ArgAction::Set)]
     capv_node_anti_affinity: bool,
+    /// Serve Cluster API's and CAPV's object-state metrics at `/metrics/state`, as
+    /// kube-state-metrics with their configurations would (a watch per kind; off by default
+    /// for what it costs at scale, as kube-state-metrics is deployed only when wanted).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    state_metrics: bool,
     /// The address workload clusters' endpoints listen on and advertise.
     #[arg(long, default_value = "127.0.0.1")]
     advertise_address: IpAddr,
@@ -414,6 +419,7 @@ async fn start_controllers(
         v1beta1: true,
         reach: Default::default(),
         capv_node_anti_affinity: args.capv_node_anti_affinity,
+        state_metrics: args.state_metrics,
     };
     use infrasim_controllers::capi::admission;
     admission::serve_in(server, client.clone(), selection.capi_core);
