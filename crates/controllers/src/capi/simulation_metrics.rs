@@ -9,6 +9,7 @@
 //!   already Available when it started: their wait was another process's).
 
 use crate::capi::core::{Cluster, Machine};
+use crate::capi::state_metrics::{CLUSTER_PHASES, MACHINE_PHASES};
 use infrasim_controller_runtime::conditions;
 use infrasim_controller_runtime::informers::Informers;
 use infrasim_metrics::Metrics;
@@ -26,28 +27,6 @@ use std::sync::{Arc, Mutex};
 /// machines boot on a schedule minutes, one stuck behind a fault an hour.
 pub const AVAILABLE_BUCKETS: [f64; 14] = [
     1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0,
-];
-
-/// The phases Cluster API gives each kind, so that every phase has a series (at 0) from the
-/// start, as a dashboard's stacked chart expects.
-const CLUSTER_PHASES: &[&str] = &[
-    "Pending",
-    "Provisioning",
-    "Provisioned",
-    "Deleting",
-    "Failed",
-    "Unknown",
-];
-const MACHINE_PHASES: &[&str] = &[
-    "Pending",
-    "Provisioning",
-    "Provisioned",
-    "Running",
-    "Updating",
-    "Deleting",
-    "Deleted",
-    "Failed",
-    "Unknown",
 ];
 
 /// Registers the families in `metrics` over the caches of `informers`.
@@ -116,6 +95,8 @@ struct Phase {
     phase: String,
 }
 
+/// Counts by phase, every one of `phases` from 0, so each has a series from the start, as a
+/// dashboard's stacked chart expects; an object without a phase yet counts as `Unknown`.
 fn by_phase<'a>(
     phases: &[&str],
     of: impl Iterator<Item = Option<&'a str>>,

@@ -16,6 +16,27 @@ const UID: Path = &["metadata", "uid"];
 pub const CLUSTER_LABEL: Path = &["metadata", "labels", "cluster.x-k8s.io/cluster-name"];
 const SPEC_CLUSTER: Path = &["spec", "clusterName"];
 const CONDITION_STATES: &[&str] = &["True", "False", "Unknown"];
+/// The phases Cluster API gives a Cluster.
+pub const CLUSTER_PHASES: &[&str] = &[
+    "Pending",
+    "Provisioning",
+    "Provisioned",
+    "Deleting",
+    "Failed",
+    "Unknown",
+];
+/// The phases Cluster API gives a Machine.
+pub const MACHINE_PHASES: &[&str] = &[
+    "Pending",
+    "Provisioning",
+    "Provisioned",
+    "Running",
+    "Updating",
+    "Deleting",
+    "Deleted",
+    "Failed",
+    "Unknown",
+];
 
 /// A kind of Cluster API's v1beta2 API named by `name`, `namespace` and `uid`, and
 /// `cluster_name` from `cluster` where the kind says which cluster it belongs to.
@@ -198,18 +219,7 @@ fn cluster() -> Resource {
     .family(
         "status_phase",
         "The cluster's phase.",
-        Each::state_set(
-            &["status", "phase"],
-            "phase",
-            &[
-                "Pending",
-                "Provisioning",
-                "Provisioned",
-                "Deleting",
-                "Failed",
-                "Unknown",
-            ],
-        ),
+        Each::state_set(&["status", "phase"], "phase", CLUSTER_PHASES),
     )
 }
 
@@ -278,21 +288,7 @@ fn machine() -> Resource {
     .family(
         "status_phase",
         "The machine's phase.",
-        Each::state_set(
-            &["status", "phase"],
-            "phase",
-            &[
-                "Pending",
-                "Provisioning",
-                "Provisioned",
-                "Running",
-                "Updating",
-                "Deleting",
-                "Deleted",
-                "Failed",
-                "Unknown",
-            ],
-        ),
+        Each::state_set(&["status", "phase"], "phase", MACHINE_PHASES),
     )
 }
 
