@@ -4,6 +4,7 @@ mod cluster;
 mod controller;
 mod env;
 mod fleet;
+mod https;
 mod metrics_server;
 mod store;
 mod up;

@@ -8,12 +8,9 @@
 //! may). A process with no plane to ask (`infrasim fleet`) admits one token instead,
 //! made at start and written where only its user reads it.
 
-use anyhow::Context;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use infrasim_kube_api::pki::CertificateAuthority;
 use infrasim_metrics::{Format, Metrics};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
@@ -22,7 +19,6 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::net::TcpListener;
 
 type Response = http::Response<Full<Bytes>>;
 
@@ -42,30 +38,11 @@ pub async fn serve(
     metrics: Metrics,
     access: Access,
 ) -> anyhow::Result<(SocketAddr, String)> {
-    let ca = CertificateAuthority::generate("infrasim-metrics-ca")?;
-    let listener = TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("listening on {listen} for metrics"))?;
-    let addr = listener.local_addr()?;
-    let cert = ca.serving_cert("infrasim-metrics", &["localhost".to_string()], &[addr.ip()])?;
-    let acceptor = tokio_rustls::TlsAcceptor::from(infrasim_kube_api::tls_config(&ca, &cert)?);
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let (acceptor, metrics, access) = (acceptor.clone(), metrics.clone(), access.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let service = hyper::service::service_fn(move |req| {
-                    let (metrics, access) = (metrics.clone(), access.clone());
-                    async move { Ok::<_, std::convert::Infallible>(answer(&metrics, access, req).await) }
-                });
-                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(tls), service)
-                    .await;
-            });
-        }
-    });
+    let answer = move |req| {
+        let (metrics, access) = (metrics.clone(), access.clone());
+        async move { answer(&metrics, access, req).await }
+    };
+    let (addr, ca) = crate::https::serve(listen, "infrasim-metrics", "metrics", answer).await?;
     Ok((addr, ca.cert_pem.clone()))
 }
 

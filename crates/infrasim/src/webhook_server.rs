@@ -3,51 +3,27 @@
 //! `infrasim up`'s own engine, here over HTTPS with a certificate of a CA made at start, so
 //! the plane's webhook configurations and CRDs reach them by URL, trusting that CA.
 
-use anyhow::Context;
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use infrasim_controllers::capi::admission::{CoreWebhooks, Reach};
-use infrasim_kube_api::pki::CertificateAuthority;
 use infrasim_kube_api::webhook::InProcessWebhook;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::net::TcpListener;
 
 /// The largest review accepted (kube-apiserver sends at most a 3 MiB object, twice).
 const MAX_REVIEW: usize = 8 << 20;
 
 /// Serves `hooks` on `listen`; how the plane reaches them.
 pub async fn serve(listen: SocketAddr, hooks: Arc<CoreWebhooks>) -> anyhow::Result<Reach> {
-    let ca = CertificateAuthority::generate("infrasim-webhooks-ca")?;
-    let listener = TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("listening on {listen} for the webhooks"))?;
-    let addr = listener.local_addr()?;
-    let cert = ca.serving_cert(
-        "infrasim-webhooks",
-        &["localhost".to_string()],
-        &[addr.ip()],
-    )?;
     // Callers present no certificate (kube-apiserver's webhook client has none to give).
-    let tls = infrasim_kube_api::tls_config(&ca, &cert)?;
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let (acceptor, hooks) = (acceptor.clone(), hooks.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let service = hyper::service::service_fn(move |req| answer(hooks.clone(), req));
-                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(tls), service)
-                    .await;
-            });
-        }
-    });
+    let answer = move |req| {
+        let answered = answer(hooks.clone(), req);
+        async move { answered.await.unwrap_or_else(|never| match never {}) }
+    };
+    let (addr, ca) =
+        crate::https::serve(listen, "infrasim-webhooks", "the webhooks", answer).await?;
     Ok(Reach::Url {
         base: format!("https://{addr}"),
         ca_bundle: base64::engine::general_purpose::STANDARD.encode(&ca.cert_pem),
