@@ -310,6 +310,7 @@ impl Cloud {
             ApiConfig {
                 kubernetes_version: shape.kubernetes_version.clone(),
                 metrics: (self.config.metrics.as_ref()).map(|m| m.for_workload(&shape.name)),
+                resource_metrics: true,
                 ..ApiConfig::default()
             },
         );

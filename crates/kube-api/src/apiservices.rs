@@ -25,12 +25,13 @@ pub(crate) const AUTOMANAGED: &str = "kube-aggregator.kubernetes.io/automanaged"
 /// kube-apiserver's priorities of the built-in group versions this server serves (group
 /// priority minimum, version priority), from its aggregator's table; a group version it has
 /// none for gets no APIService, as kube-apiserver skips it.
-pub(crate) const PRIORITIES: [(&str, &str, i32, i32); 19] = [
+pub(crate) const PRIORITIES: [(&str, &str, i32, i32); 21] = [
     ("", "v1", 18000, 1),
     ("apps", "v1", 17800, 15),
     ("events.k8s.io", "v1", 17750, 15),
     ("authentication.k8s.io", "v1", 17700, 15),
     ("authorization.k8s.io", "v1", 17600, 15),
+    ("autoscaling", "v2", 17500, 30),
     ("autoscaling", "v1", 17500, 15),
     ("batch", "v1", 17400, 15),
     ("certificates.k8s.io", "v1", 17300, 15),
@@ -45,6 +46,9 @@ pub(crate) const PRIORITIES: [(&str, &str, i32, i32); 19] = [
     ("node.k8s.io", "v1", 16300, 15),
     ("discovery.k8s.io", "v1", 16200, 15),
     ("flowcontrol.apiserver.k8s.io", "v1", 16100, 21),
+    // metrics-server's own APIService asks for these; served here by the API server itself
+    // (see `resource_metrics`), so it is local rather than naming metrics-server's Service.
+    ("metrics.k8s.io", "v1beta1", 100, 100),
 ];
 
 /// The name of the APIService of a group version (`v1.` for the core group).

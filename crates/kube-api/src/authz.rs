@@ -368,6 +368,7 @@ pub(crate) fn bootstrap_roles() -> Vec<Value> {
         json!({"metadata": {"name": "system:aggregate-to-view", "labels": agg(&["view", "edit", "admin"])}, "rules": [
             rule(&[""], WORKLOADS_CORE, READ), rule(&["apps"], WORKLOADS_APPS, READ),
             rule(&["batch"], &["jobs", "cronjobs", "jobs/status", "cronjobs/status"], READ),
+            rule(&["autoscaling"], &["horizontalpodautoscalers", "horizontalpodautoscalers/status"], READ),
             rule(&["policy"], &["poddisruptionbudgets", "poddisruptionbudgets/status"], READ),
             rule(&["networking.k8s.io"], &["ingresses", "ingresses/status", "networkpolicies"], READ),
             rule(&["discovery.k8s.io"], &["endpointslices"], READ),
@@ -380,6 +381,7 @@ pub(crate) fn bootstrap_roles() -> Vec<Value> {
             rule(&[""], &["secrets"], READ),
             rule(&["apps"], WORKLOADS_APPS, WRITE),
             rule(&["batch"], &["jobs", "cronjobs"], WRITE),
+            rule(&["autoscaling"], &["horizontalpodautoscalers"], WRITE),
             rule(&["policy"], &["poddisruptionbudgets"], WRITE),
             rule(&["networking.k8s.io"], &["ingresses", "networkpolicies"], WRITE),
             rule(&["coordination.k8s.io"], &["leases"], WRITE)]}),
@@ -408,6 +410,18 @@ pub(crate) fn bootstrap_roles() -> Vec<Value> {
              "resourceNames": ["kubernetes.io/kube-apiserver-client", "kubernetes.io/kube-apiserver-client-kubelet",
                                "kubernetes.io/kubelet-serving", "kubernetes.io/legacy-unknown"]},
             rule(&["authorization.k8s.io"], &["subjectaccessreviews"], &["create"])]}),
+        // kube-controller-manager's HorizontalPodAutoscaler controller, which writes as its
+        // service account: its HPAs, its targets' scale, its pods' resource metrics.
+        json!({"metadata": {"name": "system:controller:horizontal-pod-autoscaler"}, "rules": [
+            rule(&["autoscaling"], &["horizontalpodautoscalers"], &["get", "list", "watch"]),
+            rule(&["autoscaling"], &["horizontalpodautoscalers/status"], &["update"]),
+            rule(&["*"], &["*/scale"], &["get", "update"]),
+            rule(&[""], &["pods"], &["list"]),
+            rule(&["metrics.k8s.io"], &["pods"], &["list"]),
+            rule(&["", "events.k8s.io"], &["events"], &["create", "patch", "update"])]}),
+        // What metrics-server's manifest adds to view, edit and admin: `kubectl top`.
+        json!({"metadata": {"name": "system:aggregated-metrics-reader", "labels": agg(&["view", "edit", "admin"])}, "rules": [
+            rule(&["metrics.k8s.io"], &["pods", "nodes"], READ)]}),
         json!({"metadata": {"name": "system:public-info-viewer"}, "rules": [
             {"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]}]}),
     ]
@@ -416,6 +430,11 @@ pub(crate) fn bootstrap_roles() -> Vec<Value> {
 /// The bindings of the bootstrapped roles: (binding, role, subject), the subject a group or
 /// `system:serviceaccount:<namespace>:<name>`.
 pub(crate) const BOOTSTRAP_BINDINGS: &[(&str, &str, &str)] = &[
+    (
+        "system:controller:horizontal-pod-autoscaler",
+        "system:controller:horizontal-pod-autoscaler",
+        "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
+    ),
     (
         "system:controller:certificate-controller",
         "system:controller:certificate-controller",

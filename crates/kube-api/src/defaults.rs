@@ -41,6 +41,7 @@ pub(crate) fn apply_stateless(kind: &str, object: &mut Value) {
         "Job" => job(object),
         "CronJob" => cron_job(object),
         "DaemonSet" => daemon_set(object),
+        "HorizontalPodAutoscaler" => horizontal_pod_autoscaler(object),
         _ => {}
     }
 }
@@ -118,6 +119,60 @@ fn deployment(object: &mut Value) {
         }
     }
     template(object);
+}
+
+/// autoscaling/v2's defaults: one replica at least, 80% of the CPU requested as the target,
+/// and, when a behavior is given, its unset rules filled from the controller's defaults
+/// (scale up by 4 pods or 100% per 15 s, whichever is more, at once; scale down by up to
+/// 100% per 15 s, the window left to the controller's five minutes).
+fn horizontal_pod_autoscaler(object: &mut Value) {
+    let v1 = object.get("apiVersion").and_then(Value::as_str) == Some("autoscaling/v1");
+    let spec = ensure(object, "spec");
+    spec.entry("minReplicas").or_insert(json!(1));
+    if v1 {
+        // autoscaling/v1 defaults no target: its controller reads none as 80% of the CPU,
+        // which the stored v2 form then says (see `hpa_versions`).
+        spec.entry("targetCPUUtilizationPercentage")
+            .or_insert(json!(80));
+        return;
+    }
+    let no_metrics = spec
+        .get("metrics")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty);
+    if no_metrics {
+        spec.insert(
+            "metrics".into(),
+            json!([{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 80}}}]),
+        );
+    }
+    let Some(behavior) = spec.get_mut("behavior").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let rules = |behavior: &mut Map<String, Value>, direction: &str, defaults: Value| {
+        let rule = behavior.entry(direction).or_insert_with(|| json!({}));
+        if let (Some(rule), Value::Object(defaults)) = (rule.as_object_mut(), defaults) {
+            for (k, v) in defaults {
+                rule.entry(k).or_insert(v);
+            }
+        }
+    };
+    rules(
+        behavior,
+        "scaleUp",
+        json!({"stabilizationWindowSeconds": 0, "selectPolicy": "Max", "policies": [
+            {"type": "Pods", "value": 4, "periodSeconds": 15},
+            {"type": "Percent", "value": 100, "periodSeconds": 15},
+        ]}),
+    );
+    rules(
+        behavior,
+        "scaleDown",
+        json!({"selectPolicy": "Max", "policies": [
+            {"type": "Percent", "value": 100, "periodSeconds": 15},
+        ]}),
+    );
 }
 
 /// What a StatefulSet has beyond a ReplicaSet's defaults: its ordering and update strategy.

@@ -289,7 +289,10 @@ async fn resource(ctx: Ctx, method: Method, body: bytes::Bytes) -> HandlerResult
             (Computed::CreateOnly, Method::POST, false) => {
                 crate::access_review::create(&ctx, &body)
             }
-            (Computed::ReadOnly, Method::GET, _) => crate::component_status::get(&ctx),
+            (Computed::ReadOnly, Method::GET, _) if ctx.info.kind == "ComponentStatus" => {
+                crate::component_status::get(&ctx)
+            }
+            (Computed::ReadOnly, Method::GET, _) => crate::resource_metrics::get(&ctx),
             _ => Err(ApiError::method_not_allowed(
                 "the server does not allow this method on the requested resource",
             )),

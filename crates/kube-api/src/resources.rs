@@ -10,10 +10,10 @@ use crate::values::At;
 use k8s_openapi::api::admissionregistration::v1 as admissionregistration;
 use k8s_openapi::api::{
     apps::v1 as apps, authentication::v1 as authentication, authorization::v1 as authorization,
-    batch::v1 as batch, certificates::v1 as certificates, coordination::v1 as coordination,
-    core::v1 as core, discovery::v1 as discovery, events::v1 as events,
-    networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
-    scheduling::v1 as scheduling, storage::v1 as storage,
+    autoscaling::v1 as autoscaling_v1, autoscaling::v2 as autoscaling, batch::v1 as batch,
+    certificates::v1 as certificates, coordination::v1 as coordination, core::v1 as core,
+    discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
+    policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
@@ -135,6 +135,15 @@ const EVENTS_V1: StoredAs = StoredAs {
     to_storage: crate::event_versions::to_core,
     to_served: crate::event_versions::to_events_v1,
     field_label: crate::event_versions::events_v1_field_label,
+};
+
+/// How `autoscaling/v1` HorizontalPodAutoscalers are stored: as `autoscaling/v2` ones (the
+/// conversions are [`crate::hpa_versions`]'s).
+const HPA_V1: StoredAs = StoredAs {
+    store_key: "horizontalpodautoscalers.autoscaling",
+    to_storage: crate::hpa_versions::to_v2,
+    to_served: crate::hpa_versions::to_v1,
+    field_label: crate::hpa_versions::field_label,
 };
 
 /// A JSONPath of a scale path (`.spec.replicas`) as a JSON pointer (`/spec/replicas`).
@@ -452,7 +461,7 @@ where
 pub enum Computed {
     /// Answered on create (SelfSubjectAccessReview, TokenReview and the like).
     CreateOnly,
-    /// Read with get and list (ComponentStatus).
+    /// Read with get and list (ComponentStatus, `metrics.k8s.io`'s kinds).
     ReadOnly,
 }
 
@@ -526,6 +535,8 @@ impl Registry {
             info::<apps::StatefulSet>(&["sts"], ALL, true),
             info::<apps::ReplicaSet>(&["rs"], ALL, true),
             info::<apps::ControllerRevision>(NONE, NONE, false),
+            info::<autoscaling::HorizontalPodAutoscaler>(&["hpa"], ALL, true),
+            info::<autoscaling_v1::HorizontalPodAutoscaler>(&["hpa"], ALL, true).stored_as(HPA_V1),
             info::<batch::Job>(NONE, ALL, true),
             info::<batch::CronJob>(&["cj"], ALL, true),
             info::<rbac::Role>(NONE, NONE, false),
@@ -586,6 +597,17 @@ impl Registry {
             builtin: list.into_iter().map(Arc::new).collect(),
             custom: RwLock::new(Vec::new()),
         }
+    }
+
+    /// The built-in kinds and `metrics.k8s.io`'s NodeMetrics and PodMetrics, for a server
+    /// that simulates a cluster's nodes (see [`crate::resource_metrics`]).
+    pub fn with_resource_metrics(mut self) -> Self {
+        use crate::resource_metrics::types::{NodeMetrics, PodMetrics};
+        self.builtin
+            .push(Arc::new(computed::<NodeMetrics>(Computed::ReadOnly)));
+        self.builtin
+            .push(Arc::new(computed::<PodMetrics>(Computed::ReadOnly)));
+        self
     }
 
     fn custom(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<ResourceInfo>>> {

@@ -55,7 +55,11 @@ impl ApiServer {
             state: Arc::new(State {
                 group,
                 hooks: crate::controllers::HOOKS,
-                registry: Arc::new(Registry::builtin()),
+                registry: Arc::new(if config.resource_metrics {
+                    Registry::builtin().with_resource_metrics()
+                } else {
+                    Registry::builtin()
+                }),
                 tokens: TokenAuthenticator::default(),
                 ca,
                 clock,

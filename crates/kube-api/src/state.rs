@@ -25,6 +25,10 @@ pub struct ApiConfig {
     pub kubernetes_version: String,
     /// Where the server counts its requests; `None` counts nothing.
     pub metrics: Option<crate::metrics::RequestMetrics>,
+    /// Whether the server serves `metrics.k8s.io` (`kubectl top`, HPAs) from the usage it
+    /// simulates for its pods and nodes: on for a simulated workload cluster, off for a
+    /// management plane, which has no nodes to measure.
+    pub resource_metrics: bool,
 }
 
 impl Default for ApiConfig {
@@ -34,6 +38,7 @@ impl Default for ApiConfig {
             bookmark_interval: Duration::from_secs(30),
             kubernetes_version: crate::KUBERNETES_VERSION.into(),
             metrics: None,
+            resource_metrics: false,
         }
     }
 }

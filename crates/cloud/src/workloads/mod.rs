@@ -11,6 +11,7 @@
 //!
 //! Time (pod startup, lease renewal) reads the cloud's injected clock; tests move a fake one.
 
+mod autoscaler;
 mod certificates;
 mod daemonset;
 mod deployment;
@@ -61,8 +62,9 @@ impl Default for WorkloadConfig {
 }
 
 /// The resources whose changes make the controllers look again.
-const WATCHED: [&str; 10] = [
+const WATCHED: [&str; 11] = [
     certificates::RESOURCE,
+    autoscaler::RESOURCE,
     "jobs.batch",
     "services",
     "poddisruptionbudgets.policy",
@@ -89,6 +91,7 @@ pub async fn run(
         ca,
         cluster: Cluster::new(writer, clock.clone()),
         kubelet: kubelet::Kubelet::new(config.clone()),
+        autoscaler: autoscaler::Autoscaler::default(),
     };
     // Events are swept at least every minute (sooner with a shorter TTL).
     let event_ttl = chrono::Duration::from_std(config.event_ttl).unwrap_or(chrono::Duration::MAX);
@@ -188,6 +191,7 @@ struct Controllers {
     ca: CertificateAuthority,
     cluster: Cluster,
     kubelet: kubelet::Kubelet,
+    autoscaler: autoscaler::Autoscaler,
 }
 
 impl Controllers {
@@ -210,6 +214,8 @@ impl Controllers {
         disruption::update_status(c);
         endpoints::reconcile(c);
         certificates::sign_approved(c, &self.ca);
+        // Last: it reads what the pass left, and its rescales bring the next pass.
+        self.autoscaler.reconcile(c);
     }
 }
 

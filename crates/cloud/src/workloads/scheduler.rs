@@ -5,6 +5,7 @@
 
 use super::events;
 use super::{condition, string_map, Cluster, Obj};
+use infrasim_kube_api::quantity;
 use infrasim_kube_api::selectors::{LabelRequirement, LabelSelector};
 use infrasim_kube_api::values::At;
 use serde_json::{json, Value};
@@ -43,44 +44,10 @@ fn requests(pod: &Value) -> (f64, f64) {
             res.and_then(|r| r.at(&format!("/requests/{name}")))
                 .or_else(|| res.and_then(|r| r.at(&format!("/limits/{name}"))))
         };
-        cpu += get("cpu").map(quantity).unwrap_or(0.0) * 1000.0;
-        memory += get("memory").map(quantity).unwrap_or(0.0);
+        cpu += get("cpu").map(quantity::value).unwrap_or(0.0) * 1000.0;
+        memory += get("memory").map(quantity::value).unwrap_or(0.0);
     }
     (cpu, memory)
-}
-
-/// A resource quantity (`100m`, `2`, `1.5Gi`, `4029056Ki`, `1e3`) as a plain number.
-pub(crate) fn quantity(v: &Value) -> f64 {
-    let s = match v {
-        Value::Number(n) => return n.as_f64().unwrap_or(0.0),
-        Value::String(s) => s.trim(),
-        _ => return 0.0,
-    };
-    const SUFFIXES: [(&str, f64); 14] = [
-        ("Ki", 1024.0),
-        ("Mi", 1048576.0),
-        ("Gi", 1073741824.0),
-        ("Ti", 1099511627776.0),
-        ("Pi", 1125899906842624.0),
-        ("Ei", 1152921504606846976.0),
-        ("n", 1e-9),
-        ("u", 1e-6),
-        ("m", 1e-3),
-        ("k", 1e3),
-        ("M", 1e6),
-        ("G", 1e9),
-        ("T", 1e12),
-        ("P", 1e15),
-    ];
-    for (suffix, factor) in SUFFIXES {
-        if let Some(number) = s.strip_suffix(suffix) {
-            return number.parse::<f64>().unwrap_or(0.0) * factor;
-        }
-    }
-    if let Some(number) = s.strip_suffix('E') {
-        return number.parse::<f64>().unwrap_or(0.0) * 1e18;
-    }
-    s.parse::<f64>().unwrap_or(0.0)
 }
 
 /// Whether `toleration` tolerates `taint`.
@@ -181,7 +148,7 @@ fn misfit(pod: &Value, demand: (f64, f64), node: &Obj, used: Usage) -> Option<St
     let allocatable = |name: &str| {
         node.value
             .at(&format!("/status/allocatable/{name}"))
-            .map(quantity)
+            .map(quantity::value)
     };
     if allocatable("pods").is_some_and(|max| (used.pods + 1) as f64 > max) {
         return Some("Too many pods".into());

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 mod apps;
+mod autoscaling;
 mod batch;
 mod cluster;
 mod core_group;
@@ -69,6 +70,8 @@ const PRINTERS: &[&Printer] = &[
     &cluster::API_SERVICE,
     &cluster::CERTIFICATE_SIGNING_REQUEST,
     &cluster::COMPONENT_STATUS,
+    &autoscaling::HORIZONTAL_POD_AUTOSCALER,
+    &autoscaling::RESOURCE_METRICS,
 ];
 
 fn printer(kind: &str) -> &'static Printer {

@@ -9,6 +9,7 @@
 mod apiservice;
 mod certificate_signing_request;
 mod custom_resource_definition;
+mod horizontal_pod_autoscaler;
 mod namespace;
 mod node;
 pub(crate) mod pod;
@@ -122,6 +123,11 @@ static KINDS: &[(&str, &str, &dyn KindStrategy)] = &[
         "apiextensions.k8s.io",
         "CustomResourceDefinition",
         &custom_resource_definition::CustomResourceDefinition,
+    ),
+    (
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        &horizontal_pod_autoscaler::HorizontalPodAutoscaler,
     ),
     ("", "Namespace", &namespace::Namespace),
     ("", "Node", &node::Node),

@@ -1,0 +1,169 @@
+//! Printers of the `autoscaling` group's HorizontalPodAutoscaler and of `metrics.k8s.io`'s
+//! NodeMetrics and PodMetrics (whose columns metrics-server gives: the usage, then Window).
+
+use super::*;
+
+pub(super) const HORIZONTAL_POD_AUTOSCALER: Printer = Printer {
+    kinds: &["HorizontalPodAutoscaler"],
+    columns: &[
+        NAME,
+        Column("Reference", "string", 0),
+        Column("Targets", "string", 0),
+        Column("MinPods", "string", 0),
+        Column("MaxPods", "integer", 0),
+        Column("Replicas", "integer", 0),
+        AGE,
+    ],
+    cells: horizontal_pod_autoscaler,
+};
+
+fn horizontal_pod_autoscaler(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let min = v
+        .at("/spec/minReplicas")
+        .and_then(Value::as_i64)
+        .map_or_else(|| "<unset>".to_string(), |m| m.to_string());
+    vec![
+        json!(s(v, "metadata.name")),
+        json!(format!(
+            "{}/{}",
+            s(v, "spec.scaleTargetRef.kind"),
+            s(v, "spec.scaleTargetRef.name")
+        )),
+        json!(hpa_targets(v)),
+        json!(min),
+        json!(n(v, "spec.maxReplicas")),
+        json!(n(v, "status.currentReplicas")),
+        age(v, now),
+    ]
+}
+
+/// The Targets column: each metric's current value against its target, at most two
+/// (`cpu: 45%/50%, memory: <unknown>/512Mi + 1 more...`), as kube-apiserver's printer
+/// writes them.
+fn hpa_targets(v: &Value) -> String {
+    let specs = v
+        .at("/spec/metrics")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if specs.is_empty() {
+        return "<none>".into();
+    }
+    let statuses = v
+        .at("/status/currentMetrics")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let listed: Vec<String> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| hpa_target(spec, statuses.get(i)))
+        .collect();
+    let shown = listed
+        .iter()
+        .take(2)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    match listed.len() {
+        0..=2 => shown,
+        n => format!("{shown} + {} more...", n - 2),
+    }
+}
+
+fn hpa_target(spec: &Value, status: Option<&Value>) -> String {
+    let ty = spec.get("type").and_then(Value::as_str).unwrap_or("");
+    // The spec's and the status' members are named after the type, lower camel case.
+    let member = match ty {
+        "Resource" => "resource",
+        "ContainerResource" => "containerResource",
+        "Pods" => "pods",
+        "Object" => "object",
+        "External" => "external",
+        _ => return "<unknown type>".into(),
+    };
+    let target = &spec[member]["target"];
+    let current = status.map(|s| &s[member]["current"]);
+    let text = |v: Option<&Value>| match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => "<unknown>".into(),
+    };
+    let average = target.get("averageValue");
+    let (now, goal, suffix) = match (ty, average) {
+        ("Resource" | "ContainerResource", None) => (
+            current
+                .and_then(|c| c.get("averageUtilization"))
+                .and_then(Value::as_i64)
+                .map_or_else(|| "<unknown>".to_string(), |u| format!("{u}%")),
+            target
+                .get("averageUtilization")
+                .and_then(Value::as_i64)
+                .map_or_else(|| "<auto>".to_string(), |u| format!("{u}%")),
+            "",
+        ),
+        ("Resource" | "ContainerResource" | "Pods", Some(a)) => (
+            text(current.and_then(|c| c.get("averageValue"))),
+            text(Some(a)),
+            "",
+        ),
+        (_, Some(a)) => (
+            text(current.and_then(|c| c.get("averageValue"))),
+            text(Some(a)),
+            " (avg)",
+        ),
+        (_, None) => (
+            text(current.and_then(|c| c.get("value"))),
+            text(target.get("value")),
+            "",
+        ),
+    };
+    match ty {
+        "Resource" | "ContainerResource" => {
+            format!(
+                "{}: {now}/{goal}",
+                spec[member]["name"].as_str().unwrap_or("")
+            )
+        }
+        _ => format!("{now}/{goal}{suffix}"),
+    }
+}
+
+pub(super) const RESOURCE_METRICS: Printer = Printer {
+    kinds: &["NodeMetrics", "PodMetrics"],
+    columns: &[
+        NAME,
+        Column("cpu", "string", 0),
+        Column("memory", "string", 0),
+        Column("Window", "string", 0),
+    ],
+    cells: crate::resource_metrics::table_cells,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_read_as_kubectl_shows_them() {
+        let hpa = json!({
+            "spec": {"metrics": [
+                {"type": "Resource", "resource": {"name": "cpu",
+                    "target": {"type": "Utilization", "averageUtilization": 50}}},
+                {"type": "Resource", "resource": {"name": "memory",
+                    "target": {"type": "AverageValue", "averageValue": "512Mi"}}},
+                {"type": "Pods", "pods": {"metric": {"name": "qps"},
+                    "target": {"type": "AverageValue", "averageValue": "10"}}},
+            ]},
+            "status": {"currentMetrics": [
+                {"type": "Resource", "resource": {"name": "cpu",
+                    "current": {"averageUtilization": 45, "averageValue": "45m"}}},
+            ]},
+        });
+        assert_eq!(
+            hpa_targets(&hpa),
+            "cpu: 45%/50%, memory: <unknown>/512Mi + 1 more..."
+        );
+        assert_eq!(hpa_targets(&json!({"spec": {}})), "<none>");
+    }
+}
