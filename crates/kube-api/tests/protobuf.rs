@@ -219,3 +219,92 @@ fn unsupported_and_malformed_bodies_are_refused_clearly() {
     truncated.push(0x7f);
     assert_eq!(decode(&truncated), Err(ProtoError::Malformed));
 }
+
+#[test]
+fn horizontal_pod_autoscalers_decode_in_either_version() {
+    use k8s_pb::api::autoscaling::{v1 as hpa_v1, v2 as hpa_v2};
+    let target = || hpa_v2::CrossVersionObjectReference {
+        kind: s("Deployment"),
+        name: s("web"),
+        api_version: s("apps/v1"),
+    };
+    let v2 = hpa_v2::HorizontalPodAutoscaler {
+        metadata: Some(meta::ObjectMeta {
+            name: s("web"),
+            ..Default::default()
+        }),
+        spec: Some(hpa_v2::HorizontalPodAutoscalerSpec {
+            scale_target_ref: Some(target()),
+            min_replicas: Some(1),
+            max_replicas: Some(4),
+            metrics: vec![hpa_v2::MetricSpec {
+                r#type: s("Resource"),
+                resource: Some(hpa_v2::ResourceMetricSource {
+                    name: s("cpu"),
+                    target: Some(hpa_v2::MetricTarget {
+                        r#type: s("Utilization"),
+                        average_utilization: Some(50),
+                        ..Default::default()
+                    }),
+                }),
+                ..Default::default()
+            }],
+            behavior: Some(hpa_v2::HorizontalPodAutoscalerBehavior {
+                scale_down: Some(hpa_v2::HpaScalingRules {
+                    stabilization_window_seconds: Some(0),
+                    policies: vec![hpa_v2::HpaScalingPolicy {
+                        r#type: s("Percent"),
+                        value: Some(100),
+                        period_seconds: Some(15),
+                    }],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        }),
+        status: None,
+    };
+    let decoded = decode(&envelope(
+        "autoscaling/v2",
+        "HorizontalPodAutoscaler",
+        v2.encode_to_vec(),
+    ))
+    .unwrap();
+    assert_eq!(
+        decoded["spec"],
+        json!({
+            "scaleTargetRef": {"kind": "Deployment", "name": "web", "apiVersion": "apps/v1"},
+            "minReplicas": 1, "maxReplicas": 4,
+            "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 50}}}],
+            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0, "policies": [
+                {"type": "Percent", "value": 100, "periodSeconds": 15}]}},
+        })
+    );
+    let v1 = hpa_v1::HorizontalPodAutoscaler {
+        metadata: Some(meta::ObjectMeta {
+            name: s("web"),
+            ..Default::default()
+        }),
+        spec: Some(hpa_v1::HorizontalPodAutoscalerSpec {
+            scale_target_ref: Some(hpa_v1::CrossVersionObjectReference {
+                kind: s("Deployment"),
+                name: s("web"),
+                api_version: s("apps/v1"),
+            }),
+            max_replicas: Some(3),
+            target_cpu_utilization_percentage: Some(60),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let decoded = decode(&envelope(
+        "autoscaling/v1",
+        "HorizontalPodAutoscaler",
+        v1.encode_to_vec(),
+    ))
+    .unwrap();
+    assert_eq!(decoded["apiVersion"], "autoscaling/v1");
+    assert_eq!(decoded["spec"]["targetCPUUtilizationPercentage"], 60);
+    assert_eq!(decoded["spec"]["maxReplicas"], 3);
+}

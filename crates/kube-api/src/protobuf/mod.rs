@@ -79,8 +79,8 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtoError> {
             (_, w) => reader.skip(w)?,
         }
     }
-    let message =
-        schema::for_kind(&kind).ok_or_else(|| ProtoError::UnsupportedKind(kind.clone()))?;
+    let message = schema::for_kind(&api_version, &kind)
+        .ok_or_else(|| ProtoError::UnsupportedKind(kind.clone()))?;
     let mut object = Map::new();
     if !api_version.is_empty() {
         object.insert("apiVersion".into(), Value::String(api_version));

@@ -93,6 +93,22 @@ Eviction: 1 metadata ObjectMeta; 2 deleteOptions DeleteOptions
 TokenRequest: 1 metadata ObjectMeta; 2 spec TokenRequestSpec; 3 status -
 TokenRequestSpec: 1 audiences []s; 3 boundObjectRef BoundObjectReference; 4 expirationSeconds i64!
 BoundObjectReference: 1 kind s; 2 apiVersion s; 3 name s; 4 uid s
+HorizontalPodAutoscaler: 1 metadata ObjectMeta; 2 spec HorizontalPodAutoscalerSpec; 3 status -
+HorizontalPodAutoscalerSpec: 1 scaleTargetRef CrossVersionObjectReference; 2 minReplicas i32!; 3 maxReplicas i32; 4 metrics []MetricSpec; 5 behavior HorizontalPodAutoscalerBehavior
+CrossVersionObjectReference: 1 kind s; 2 name s; 3 apiVersion s
+MetricSpec: 1 type s; 2 object ObjectMetricSource; 3 pods PodsMetricSource; 4 resource ResourceMetricSource; 5 external ExternalMetricSource; 7 containerResource ContainerResourceMetricSource
+ObjectMetricSource: 1 describedObject CrossVersionObjectReference; 2 target MetricTarget; 3 metric MetricIdentifier
+PodsMetricSource: 1 metric MetricIdentifier; 2 target MetricTarget
+ResourceMetricSource: 1 name s; 2 target MetricTarget
+ContainerResourceMetricSource: 1 name s; 2 target MetricTarget; 3 container s
+ExternalMetricSource: 1 metric MetricIdentifier; 2 target MetricTarget
+MetricIdentifier: 1 name s; 2 selector LabelSelector
+MetricTarget: 1 type s; 2 value Quantity; 3 averageValue Quantity; 4 averageUtilization i32!
+HorizontalPodAutoscalerBehavior: 1 scaleUp HPAScalingRules; 2 scaleDown HPAScalingRules
+HPAScalingRules: 3 stabilizationWindowSeconds i32!; 1 selectPolicy s!; 2 policies []HPAScalingPolicy; 4 tolerance Quantity
+HPAScalingPolicy: 1 type s; 2 value i32; 3 periodSeconds i32
+HorizontalPodAutoscalerV1: 1 metadata ObjectMeta; 2 spec HorizontalPodAutoscalerSpecV1; 3 status -
+HorizontalPodAutoscalerSpecV1: 1 scaleTargetRef CrossVersionObjectReference; 2 minReplicas i32!; 3 maxReplicas i32; 4 targetCPUUtilizationPercentage i32!
 "#;
 
 /// The type of a field.
@@ -137,8 +153,8 @@ fn messages() -> &'static HashMap<&'static str, &'static Message> {
     MESSAGES.get_or_init(build)
 }
 
-/// The message of a top-level kind (the envelope's `kind`).
-pub fn for_kind(kind: &str) -> Option<&'static Message> {
+/// The message of a top-level kind (the envelope's `apiVersion` and `kind`).
+pub fn for_kind(api_version: &str, kind: &str) -> Option<&'static Message> {
     const KINDS: &[&str] = &[
         "Namespace",
         "ConfigMap",
@@ -163,7 +179,14 @@ pub fn for_kind(kind: &str) -> Option<&'static Message> {
         "SelfSubjectReview",
         "TokenRequest",
         "Eviction",
+        "HorizontalPodAutoscaler",
+        "HorizontalPodAutoscalerV1",
     ];
+    // A kind served in versions whose messages differ: the version picks the message.
+    let kind = match (api_version, kind) {
+        ("autoscaling/v1", "HorizontalPodAutoscaler") => "HorizontalPodAutoscalerV1",
+        _ => kind,
+    };
     if !KINDS.contains(&kind) {
         return None;
     }
@@ -289,7 +312,7 @@ mod tests {
             "ClusterRoleBinding",
             "PriorityClass",
         ] {
-            let m = super::for_kind(kind).unwrap();
+            let m = super::for_kind("", kind).unwrap();
             assert!(
                 m.fields
                     .iter()
@@ -297,7 +320,13 @@ mod tests {
                 "{kind}"
             );
         }
-        assert!(super::for_kind("DeleteOptions").is_some());
-        assert!(super::for_kind("Node").is_none());
+        assert!(super::for_kind("v1", "DeleteOptions").is_some());
+        assert!(super::for_kind("v1", "Node").is_none());
+        let v1 = super::for_kind("autoscaling/v1", "HorizontalPodAutoscaler").unwrap();
+        let v2 = super::for_kind("autoscaling/v2", "HorizontalPodAutoscaler").unwrap();
+        assert_eq!(
+            (v1.name, v2.name),
+            ("HorizontalPodAutoscalerV1", "HorizontalPodAutoscaler")
+        );
     }
 }
