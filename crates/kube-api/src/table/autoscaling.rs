@@ -18,6 +18,14 @@ pub(super) const HORIZONTAL_POD_AUTOSCALER: Printer = Printer {
 };
 
 fn horizontal_pod_autoscaler(v: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    // A v1 HPA's targets are read from the v2 form it is stored as.
+    let v2;
+    let v = if v.get("apiVersion").and_then(Value::as_str) == Some("autoscaling/v1") {
+        v2 = crate::hpa_versions::to_v2(v.clone());
+        &v2
+    } else {
+        v
+    };
     let min = v
         .at("/spec/minReplicas")
         .and_then(Value::as_i64)
@@ -165,5 +173,14 @@ mod tests {
             "cpu: 45%/50%, memory: <unknown>/512Mi + 1 more..."
         );
         assert_eq!(hpa_targets(&json!({"spec": {}})), "<none>");
+        let v1 = json!({"apiVersion": "autoscaling/v1", "metadata": {"name": "web"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"},
+                     "maxReplicas": 3, "targetCPUUtilizationPercentage": 60},
+            "status": {"currentCPUUtilizationPercentage": 12}});
+        let now = chrono::Utc::now();
+        assert_eq!(
+            horizontal_pod_autoscaler(&v1, now)[2],
+            json!("cpu: 12%/60%")
+        );
     }
 }
