@@ -5,9 +5,8 @@
 //! each reports healthy, in the words kube-apiserver's probes use.
 
 use crate::context::Ctx;
-use crate::http::{json_value, Format, HandlerResult};
+use crate::http::{json_value, HandlerResult};
 use crate::status::ApiError;
-use crate::table::{self, IncludeObject};
 use serde_json::{json, Value};
 
 /// The components kube-apiserver probes, with the message a healthy probe reports.
@@ -38,17 +37,8 @@ pub(crate) fn get(ctx: &Ctx) -> HandlerResult {
         }
         None => COMPONENTS.iter().map(|(n, m)| component(n, m)).collect(),
     };
-    if let Format::Table(api_version) = ctx.format {
-        let include =
-            IncludeObject::parse(ctx.query.get("includeObject")).map_err(ApiError::bad_request)?;
-        let now = ctx.state.clock.now();
-        let rows = items
-            .iter()
-            .map(|v| table::row(&ctx.info, v, include, now))
-            .collect();
-        let mut t = table::table(&ctx.info, rows, json!({}), true);
-        t["apiVersion"] = json!(api_version);
-        return Ok(json_value(200, &t));
+    if let Some(table) = ctx.computed_table(&items) {
+        return table;
     }
     match ctx.path.name {
         Some(_) => Ok(json_value(200, &items[0])),

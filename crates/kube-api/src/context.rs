@@ -70,6 +70,26 @@ impl Ctx {
         ApiError::from_store(e, &self.info.group, &self.info.plural)
     }
 
+    /// Objects computed for this request rather than stored (ComponentStatuses, resource
+    /// metrics) as a Table, when the client asked for one; `None` otherwise.
+    pub fn computed_table(&self, items: &[serde_json::Value]) -> Option<HandlerResult> {
+        let Format::Table(api_version) = self.format else {
+            return None;
+        };
+        let include = match IncludeObject::parse(self.query.get("includeObject")) {
+            Ok(include) => include,
+            Err(e) => return Some(Err(ApiError::bad_request(e))),
+        };
+        let now = self.state.clock.now();
+        let rows = items
+            .iter()
+            .map(|v| table::row(&self.info, v, include, now))
+            .collect();
+        let mut t = table::table(&self.info, rows, json!({}), true);
+        t["apiVersion"] = json!(api_version);
+        Some(Ok(json_value(200, &t)))
+    }
+
     /// One object as the response, with status `code`.
     pub fn render(&self, object: &StoredObject, code: u16) -> HandlerResult {
         match &self.format {

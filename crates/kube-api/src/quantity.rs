@@ -69,13 +69,23 @@ pub fn millicores(cores: f64) -> String {
 /// Bytes in the canonical form apimachinery gives a binary quantity: the largest binary
 /// suffix that keeps the number whole (`512Mi`, `1536Ki`, `1000`).
 pub fn bytes(bytes: f64) -> String {
-    let mut n = bytes.round().max(0.0) as u64;
+    canonical(bytes, 1024, &["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"])
+}
+
+/// A whole number in the canonical form apimachinery gives a decimal quantity: the largest
+/// decimal suffix that keeps it whole (`50M`, `52428800`).
+pub fn decimal(value: f64) -> String {
+    canonical(value, 1000, &["k", "M", "G", "T", "P", "E"])
+}
+
+fn canonical(value: f64, base: u64, suffixes: &[&str]) -> String {
+    let mut n = value.round().max(0.0) as u64;
     let mut suffix = "";
-    for next in ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"] {
-        if n == 0 || !n.is_multiple_of(1024) {
+    for next in suffixes {
+        if n == 0 || !n.is_multiple_of(base) {
             break;
         }
-        n /= 1024;
+        n /= base;
         suffix = next;
     }
     format!("{n}{suffix}")
@@ -117,5 +127,7 @@ mod tests {
         assert_eq!(bytes(1536.0 * 1024.0), "1536Ki");
         assert_eq!(bytes(1000.0), "1000");
         assert_eq!(bytes(0.0), "0");
+        assert_eq!(decimal(50_000_000.0), "50M");
+        assert_eq!(decimal(52_428_800.0), "52428800");
     }
 }

@@ -398,18 +398,10 @@ fn metric_replicas(
 /// anything else as a whole number in decimal SI form.
 fn amount(resource: &str, value: f64) -> String {
     if resource == "cpu" {
-        return quantity::millicores(value);
+        quantity::millicores(value)
+    } else {
+        quantity::decimal(value)
     }
-    let mut n = value.round().max(0.0) as u64;
-    let mut suffix = "";
-    for next in ["k", "M", "G", "T", "P", "E"] {
-        if n == 0 || !n.is_multiple_of(1000) {
-            break;
-        }
-        n /= 1000;
-        suffix = next;
-    }
-    format!("{n}{suffix}")
 }
 
 /// The pods of a target sorted as the controller sorts them: ready with a usage (usage,

@@ -13,11 +13,10 @@ pub mod types;
 pub mod usage;
 
 use crate::context::Ctx;
-use crate::http::{json_value, Format, HandlerResult};
+use crate::http::{json_value, HandlerResult};
 use crate::quantity;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
-use crate::table::{self, IncludeObject};
 use crate::values::At;
 use chrono::{DateTime, Utc};
 use infrasim_store::{ReadAt, StoredObject};
@@ -67,17 +66,8 @@ fn not_found(ctx: &Ctx, name: &str) -> ApiError {
 
 /// The answer in the format asked for: JSON, or a Table with metrics-server's columns.
 fn answer(ctx: &Ctx, items: Vec<Value>, list: bool) -> HandlerResult {
-    if let Format::Table(api_version) = ctx.format {
-        let include =
-            IncludeObject::parse(ctx.query.get("includeObject")).map_err(ApiError::bad_request)?;
-        let now = ctx.state.clock.now();
-        let rows = items
-            .iter()
-            .map(|v| table::row(&ctx.info, v, include, now))
-            .collect();
-        let mut t = table::table(&ctx.info, rows, json!({}), true);
-        t["apiVersion"] = json!(api_version);
-        return Ok(json_value(200, &t));
+    if let Some(table) = ctx.computed_table(&items) {
+        return table;
     }
     if !list {
         return Ok(json_value(200, &items[0]));
