@@ -224,28 +224,3 @@ fn pods_by_node(ctx: &Ctx, at: DateTime<Utc>) -> Result<HashMap<String, Usage>, 
 fn usage_value(usage: Usage) -> Value {
     json!({"cpu": quantity::nanocores(usage.cpu), "memory": quantity::kibibytes(usage.memory)})
 }
-
-/// A NodeMetrics' or PodMetrics' cells under metrics-server's columns (Name, cpu, memory,
-/// Window), a pod's usage summed over its containers.
-pub(crate) fn table_cells(v: &Value, _now: DateTime<Utc>) -> Vec<Value> {
-    let mut total = Usage::default();
-    let mut add = |usage: &Value| {
-        total += Usage {
-            cpu: usage.get("cpu").map(quantity::value).unwrap_or(0.0),
-            memory: usage.get("memory").map(quantity::value).unwrap_or(0.0),
-        }
-    };
-    match v.get("containers").and_then(Value::as_array) {
-        Some(containers) => containers
-            .iter()
-            .filter_map(|c| c.get("usage"))
-            .for_each(&mut add),
-        None => v.get("usage").into_iter().for_each(&mut add),
-    }
-    vec![
-        v.at("/metadata/name").cloned().unwrap_or(Value::Null),
-        json!(quantity::nanocores(total.cpu)),
-        json!(quantity::kibibytes(total.memory)),
-        v.get("window").cloned().unwrap_or(Value::Null),
-    ]
-}

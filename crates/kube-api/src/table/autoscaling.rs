@@ -145,8 +145,30 @@ pub(super) const RESOURCE_METRICS: Printer = Printer {
         Column("memory", "string", 0),
         Column("Window", "string", 0),
     ],
-    cells: crate::resource_metrics::table_cells,
+    cells: resource_metrics,
 };
+
+/// A NodeMetrics' or PodMetrics' cells under metrics-server's columns (Name, cpu, memory,
+/// Window), a pod's usage summed over its containers.
+fn resource_metrics(v: &Value, _now: DateTime<Utc>) -> Vec<Value> {
+    let usages: Vec<&Value> = match v.get("containers").and_then(Value::as_array) {
+        Some(containers) => containers.iter().filter_map(|c| c.get("usage")).collect(),
+        None => v.get("usage").into_iter().collect(),
+    };
+    let total = |name: &str| -> f64 {
+        usages
+            .iter()
+            .filter_map(|u| u.get(name))
+            .map(crate::quantity::value)
+            .sum()
+    };
+    vec![
+        json!(s(v, "metadata.name")),
+        json!(crate::quantity::nanocores(total("cpu"))),
+        json!(crate::quantity::kibibytes(total("memory"))),
+        v.get("window").cloned().unwrap_or(Value::Null),
+    ]
+}
 
 #[cfg(test)]
 mod tests {
