@@ -96,6 +96,8 @@ struct Outcome {
     current: i64,
     desired: i64,
     metrics: Vec<Value>,
+    /// The metric whose proposal won, as the messages name it.
+    metric: Option<String>,
     /// (type, status, reason, message), in the order the status lists them.
     conditions: Vec<(&'static str, &'static str, String, String)>,
     rescaled: bool,
@@ -117,6 +119,7 @@ fn sync(c: &Cluster, hpa: &Obj, memory: &mut Memory, now: DateTime<Utc>) {
             current: 0,
             desired: 0,
             metrics: Vec::new(),
+            metric: None,
             conditions: vec![("AbleToScale", "False", "FailedGetScale".into(), message)],
             rescaled: false,
         };
@@ -183,6 +186,7 @@ fn decide(
         current,
         desired: current,
         metrics: Vec::new(),
+        metric: None,
         conditions: vec![(
             "AbleToScale",
             "True",
@@ -260,6 +264,7 @@ fn decide(
         "ValidMetricFound",
         format!("the HPA was able to successfully calculate a replica count from {metric_name}"),
     );
+    outcome.metric = Some(metric_name);
     let n = normalize(hpa, memory, current, proposed, (min, max), now);
     set(
         &mut outcome,
@@ -292,15 +297,8 @@ fn rescale_reason(outcome: &Outcome) -> String {
     if outcome.current < outcome.desired && outcome.metrics.is_empty() {
         return "Current number of replicas below Spec.MinReplicas".into();
     }
-    let active = outcome
-        .conditions
-        .iter()
-        .find(|(t, ..)| *t == "ScalingActive");
-    match active {
-        Some((_, _, _, message)) if outcome.desired > outcome.current => {
-            let metric = message.rsplit(" from ").next().unwrap_or("");
-            format!("{metric} above target")
-        }
+    match &outcome.metric {
+        Some(metric) if outcome.desired > outcome.current => format!("{metric} above target"),
         _ => "All metrics below target".into(),
     }
 }

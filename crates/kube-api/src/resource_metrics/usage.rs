@@ -201,14 +201,7 @@ impl<'a> UsageReader<'a> {
 /// A node's usage at `at`: its pods' plus what the node itself runs (kubelet, container
 /// runtime, the system), or `None` for a node whose kubelet is not Ready.
 pub fn node(node: &Value, pods: Usage, at: DateTime<Utc>) -> Option<Usage> {
-    let ready = node
-        .at("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        });
-    if !ready {
+    if !crate::values::condition_true(node, "Ready") {
         return None;
     }
     let allocatable = |name: &str| {
