@@ -2,6 +2,7 @@
 
 mod cluster;
 mod controller;
+mod dashboard;
 mod env;
 mod fleet;
 mod https;
@@ -45,6 +46,8 @@ enum Command {
     Cluster(cluster::ClusterArgs),
     /// Run the Cluster API in-memory provider (and the core stand-in) against any cluster.
     Controller(controller::ControllerArgs),
+    /// Print a fresh one-time login link for the dashboard of the plane a kubeconfig names.
+    Dashboard(dashboard::DashboardArgs),
     /// Host N simulated workload clusters, each with an admin kubeconfig.
     Fleet(fleet::FleetArgs),
     /// Print generated manifests: clusterctl's provider files, or the CRDs.
@@ -141,6 +144,7 @@ fn main() -> anyhow::Result<()> {
             args.rest.join(" ")
         ),
         Command::Vcsim(args) => args.runtime()?.block_on(vcsim::run(args)),
+        Command::Dashboard(args) => shared()?.block_on(dashboard::run(args)),
         Command::Fleet(args) => shared()?.block_on(fleet::run(args)),
         Command::Cluster(args) => shared()?.block_on(cluster::run(args)),
         Command::Env(args) => shared()?.block_on(env::run(args)),

@@ -63,6 +63,14 @@ pub struct UpArgs {
     /// for what it costs at scale, as kube-state-metrics is deployed only when wanted).
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     state_metrics: bool,
+    /// Serve the live dashboard (HTTPS, behind one-time login links printed in the banner or
+    /// by `infrasim dashboard`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    dashboard: bool,
+    /// Where the dashboard listens (default: 127.0.0.1:6480, or a free loopback port when
+    /// that one is taken).
+    #[arg(long)]
+    dashboard_listen: Option<SocketAddr>,
     /// The address workload clusters' endpoints listen on and advertise.
     #[arg(long, default_value = "127.0.0.1")]
     advertise_address: IpAddr,
@@ -81,6 +89,66 @@ pub struct UpArgs {
     /// that run (`false`: the objects are stored and nothing acts on them).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     workloads: bool,
+}
+
+/// Where the dashboard listens unless told: beside the plane's 6443, free on most machines.
+const DASHBOARD_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 6480);
+
+/// A client of the plane in this process, as the dashboard: it reads what it shows and
+/// deletes the login Secrets it redeems; its users are the plane's administrators (whoever
+/// may create those Secrets), so it acts with their group.
+fn dashboard_client(server: &ApiServer) -> kube::Client {
+    let identity = infrasim_kube_api::Identity {
+        user: "system:infrasim-dashboard".into(),
+        groups: vec!["system:masters".into()],
+    };
+    kube::Client::new(server.local_service(identity), "default")
+}
+
+/// Starts the dashboard; its address and a first login link.
+async fn start_dashboard(
+    args: &UpArgs,
+    server: &ApiServer,
+    ca: &CertificateAuthority,
+    metrics: &infrasim_metrics::Metrics,
+) -> anyhow::Result<(String, String)> {
+    let listener = match args.dashboard_listen {
+        Some(listen) => tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("binding the dashboard to {listen}"))?,
+        // The usual port when free; a second plane on the machine takes any other.
+        None => match tokio::net::TcpListener::bind(DASHBOARD_LISTEN).await {
+            Ok(listener) => listener,
+            Err(_) => tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+                .await
+                .context("binding the dashboard to a loopback port")?,
+        },
+    };
+    let local = listener.local_addr()?;
+    let cert = ca.serving_cert(
+        "infrasim-dashboard",
+        &["localhost".to_string()],
+        &[local.ip()],
+    )?;
+    let config = infrasim_dashboard::Config {
+        client: dashboard_client(server),
+        metrics: metrics.clone(),
+        tls: infrasim_kube_api::tls_config(ca, &cert)?,
+    };
+    let dashboard = infrasim_dashboard::serve(listener, config).await?;
+    let link = dashboard.login_link().await?;
+    Ok((dashboard.url().to_string(), link))
+}
+
+/// With the dashboard off, removes the address an earlier run recorded, so `infrasim
+/// dashboard` says there is none rather than minting a link to nothing.
+async fn forget_dashboard(server: &ApiServer) {
+    use infrasim_dashboard::login::{CONFIG_MAP, NAMESPACE};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let maps: kube::Api<ConfigMap> = kube::Api::namespaced(dashboard_client(server), NAMESPACE);
+    if let Err(e) = maps.delete(CONFIG_MAP, &Default::default()).await {
+        tracing::debug!(error = %e, "no dashboard address to remove");
+    }
 }
 
 /// The plane's Node when it runs its own workloads (kind's is `kind-control-plane`).
@@ -190,12 +258,20 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         start_workloads(&server, clock.clone());
         println!("workloads: Node {NODE} (Deployments, Jobs, … get Pods that run)");
     }
+    let metrics = requests.registry().clone();
     let controllers = match args.controllers.as_str() {
         "all" => {
             Some(start_controllers(&args, &data_dir, &server, &server_url, clock, requests).await?)
         }
         _ => None,
     };
+    // After the controllers, whose CRDs the dashboard's watches need.
+    if args.dashboard {
+        let (url, link) = start_dashboard(&args, &server, &ca, &metrics).await?;
+        println!("dashboard: {url} (one-time login link: {link})");
+    } else {
+        forget_dashboard(&server).await;
+    }
     tracing::info!(%local, "serving");
     let served = server.serve(listener, tls, crate::shutdown_signal()).await;
     if let Some(task) = controllers {
