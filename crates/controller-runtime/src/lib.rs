@@ -15,6 +15,7 @@
 pub mod client_metrics;
 pub mod conditions;
 pub mod context;
+pub mod controller;
 pub mod finalizers;
 pub mod index;
 pub mod informers;
@@ -28,6 +29,8 @@ pub mod state_metrics;
 pub mod triggers;
 pub mod vcenters;
 pub mod wakeups;
+pub mod workqueue;
 pub mod writes;
 
 pub use context::Context;
+pub use controller::Controller;

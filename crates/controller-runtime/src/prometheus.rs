@@ -55,6 +55,8 @@ struct Families {
     registry: Metrics,
     /// The vSphere simulators' families, for the simulators the controllers start.
     vsphere: infrasim_vsphere_sim::metrics::SimMetrics,
+    /// The work queues' families.
+    queues: crate::workqueue::QueueFamilies,
 }
 
 /// The controllers' families; clones share them.
@@ -95,6 +97,7 @@ impl ControllerMetrics {
             capi_time: Family::new_with_constructor(reconcile_histogram),
             registry: metrics.clone(),
             vsphere: infrasim_vsphere_sim::metrics::SimMetrics::register(metrics),
+            queues: crate::workqueue::QueueFamilies::register(metrics),
         };
         metrics.register(
             "controller_runtime_reconcile",
@@ -148,6 +151,11 @@ impl ControllerMetrics {
     /// VMs.
     pub fn vsphere(&self) -> &infrasim_vsphere_sim::metrics::SimMetrics {
         &self.0.vsphere
+    }
+
+    /// Where the controllers' work queues are measured.
+    pub fn queues(&self) -> &crate::workqueue::QueueFamilies {
+        &self.0.queues
     }
 
     /// A controller starts with `workers` at most at once: its series exist from then on,

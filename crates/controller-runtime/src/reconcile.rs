@@ -13,13 +13,14 @@
 //!   kube-runtime's own requeue sleeps on tokio's clock, which a test cannot move.
 
 use crate::context::Context;
+use crate::controller::Controller;
 use crate::informers::Watched;
 use crate::prometheus::Outcome;
 use crate::wakeups::Wakeups;
+use crate::workqueue::WorkQueue;
 use chrono::{DateTime, Utc};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::Controller;
 use kube::{Resource, ResourceExt};
 use std::collections::HashMap;
 use std::future::Future;
@@ -91,18 +92,22 @@ where
     let name = K::kind(&()).to_ascii_lowercase();
     if let Some(m) = &ctx.metrics {
         m.started(&name, i64::from(crate::triggers::CONCURRENCY));
+        m.queues().measure(&controller.queue);
     }
+    let controller = controller.reconcile_on(due);
+    let queue = controller.queue.clone();
     let runner = Arc::new(Runner {
         ctx: ctx.clone(),
         name,
         reconciler,
         wakeups,
         failures: Mutex::new(HashMap::new()),
+        queue: queue.clone(),
     });
     let runs = controller
-        .reconcile_on(due)
+        .inner
         .run(reconcile::<K, R>, error_policy::<K, R>, runner);
-    crate::triggers::run_to_end(runs).await;
+    crate::triggers::run_to_end(runs, &queue).await;
 }
 
 /// A reconciler with what the runner keeps beside it.
@@ -114,6 +119,8 @@ struct Runner<K: Resource<DynamicType = ()>, R> {
     wakeups: Wakeups<K>,
     /// Failed reconciles in a row, per object.
     failures: Mutex<HashMap<ObjectRef<K>, u32>>,
+    /// The controller's work queue, told when a reconcile starts and ends.
+    queue: Arc<WorkQueue>,
 }
 
 impl<K: Watched, R> Runner<K, R> {
@@ -143,7 +150,11 @@ where
     R: Reconcile<K>,
 {
     let measured = runner.ctx.metrics.as_ref().map(|m| m.begin(&runner.name));
-    let next = match reconcile_once(&obj, &runner).await {
+    let key = (obj.namespace(), obj.name_any());
+    runner.queue.start(key.clone(), std::time::Instant::now());
+    let outcome = reconcile_once(&obj, &runner).await;
+    runner.queue.done(key, std::time::Instant::now());
+    let next = match outcome {
         Ok(next) => next,
         Err(e) => {
             if let Some(m) = measured {
@@ -211,6 +222,7 @@ where
         *n - 1
     };
     let wait = backoff(failures);
+    runner.queue.retry();
     tracing::warn!(
         kind = %K::kind(&()),
         namespace = %obj.namespace().unwrap_or_default(),

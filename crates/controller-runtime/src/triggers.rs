@@ -4,10 +4,12 @@
 //! matters to the woken controller), and, through every relist, by every object again. Every
 //! family's controllers are built and run here, with one concurrency cap.
 
+use crate::controller::Controller;
 use crate::index::Index;
 use crate::informers::{Informer, Watched};
+use crate::workqueue::WorkQueue;
 use futures::Stream;
-use kube::runtime::{watcher, Controller};
+use kube::runtime::watcher;
 use kube::ResourceExt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
@@ -65,11 +67,23 @@ pub fn controller<K: Watched>(informer: &Informer<K>, index: Option<&Index<K>>) 
             index.observe(event);
         }
     });
-    Controller::for_shared_stream(
-        only_changes(events, spec_and_metadata::<K>),
-        informer.store(),
-    )
-    .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
+    queued(only_changes(events, spec_and_metadata::<K>), informer)
+}
+
+/// kube-runtime's controller over `changes` of its own objects, each change counted as a
+/// request by the controller's work queue.
+fn queued<K: Watched>(
+    changes: impl Stream<Item = Arc<K>> + Send + 'static,
+    informer: &Informer<K>,
+) -> Controller<K> {
+    use futures::StreamExt;
+    let queue = WorkQueue::new(&K::kind(&()).to_ascii_lowercase());
+    let counted = queue.clone();
+    let changes = changes
+        .inspect(move |o| counted.add((o.namespace(), o.name_any()), std::time::Instant::now()));
+    let inner = kube::runtime::Controller::for_shared_stream(changes, informer.store())
+        .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY));
+    Controller::new(inner, queue)
 }
 
 /// [`controller`] for the objects `keep` accepts only: the others never reach its
@@ -86,11 +100,7 @@ pub fn controller_where<K: Watched>(informer: &Informer<K>, keep: fn(&K) -> bool
             watcher::Event::Init | watcher::Event::InitDone => true,
         })
     });
-    Controller::for_shared_stream(
-        only_changes(events, spec_and_metadata::<K>),
-        informer.store(),
-    )
-    .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
+    queued(only_changes(events, spec_and_metadata::<K>), informer)
 }
 
 /// Reconciles a controller runs at once. kube-runtime's default is no limit: every due object
@@ -108,12 +118,14 @@ pub(crate) const CONCURRENCY: u16 = 64;
 /// and retried by the error policies.
 pub async fn run_to_end<T, R: 'static, Q: 'static>(
     outcomes: impl Stream<Item = Result<T, kube::runtime::controller::Error<R, Q>>>,
+    queue: &WorkQueue,
 ) {
     use futures::StreamExt;
     outcomes
         .for_each(|outcome| {
-            if let Err(kube::runtime::controller::Error::ObjectNotFound(_)) = outcome {
+            if let Err(kube::runtime::controller::Error::ObjectNotFound(r)) = outcome {
                 crate::metrics::dropped();
+                queue.forget(&(r.namespace, r.name));
             }
             futures::future::ready(())
         })

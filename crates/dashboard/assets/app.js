@@ -282,7 +282,7 @@ async function loadSeries() {
   lineChart($("chart-reconciles"), perLabel(samples, "reconciles", true));
   lineChart($("chart-errors"), perLabel(samples, "errors", true));
   lineChart($("chart-queues"), perLabel(samples, "queueDepth", false),
-    samples.length ? "no work queue reports its depth yet" : "");
+    samples.length ? "no controller runs here" : "");
 }
 
 // ---- the infrastructure ----

@@ -113,6 +113,15 @@ def test_a_workload_cluster_request_is_counted_under_its_cluster(plane, ns, tmp_
         assert samples(text, "controller_runtime_active_workers", controller=controller)
         assert samples(text, "controller_runtime_reconcile_time_seconds_count",
                        controller=controller)[0] > 0
+        # Their work queues, as client-go measures them (named as controller-runtime names
+        # them): every reconcile was asked for, waited, and was worked.
+        queue = {"name": controller, "controller": controller}
+        assert samples(text, "workqueue_adds_total", **queue)[0] > 0, controller
+        assert samples(text, "workqueue_queue_duration_seconds_count", **queue)[0] > 0
+        assert samples(text, "workqueue_work_duration_seconds_count", **queue)[0] > 0
+        assert len(samples(text, "workqueue_depth", **queue)) == 1
+        assert len(samples(text, "workqueue_longest_running_processor_seconds", **queue)) == 1
+        assert len(samples(text, "workqueue_retries_total", **queue)) == 1
     # Their requests to the plane, as client-go counts them (status writes are PATCHes).
     assert sum(samples(text, "rest_client_requests_total", method="PATCH", code="200")) > 0
     assert sum(samples(text, "rest_client_requests_total", method="GET", code="200")) > 0

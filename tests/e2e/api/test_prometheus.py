@@ -46,6 +46,13 @@ QUERIES = {
         f"sum(rate(capi_reconcile_time_seconds_sum{{{POD}}}[5m])) by (pod,controller)"
         f" / sum(rate(capi_reconcile_time_seconds_count{{{POD}}}[5m])) by (pod,controller)",
         f'process_open_fds{{pod=~"{ALL}"}}',
+        f'workqueue_depth{{pod=~"{ALL}",name=~"{ALL}",priority!="-100"}}',
+        f'rate(workqueue_adds_total{{pod=~"{ALL}",name=~"{ALL}"}}[5m])',
+        f'rate(workqueue_retries_total{{pod=~"{ALL}",name=~"{ALL}"}}[5m])',
+        f'workqueue_longest_running_processor_seconds{{pod=~"{ALL}",name=~"{ALL}"}}',
+        f'workqueue_unfinished_work_seconds{{pod=~"{ALL}",name=~"{ALL}"}}',
+        f'histogram_quantile(0.99, sum(rate(workqueue_work_duration_seconds_bucket{{pod=~"{ALL}",name=~"{ALL}"}}[5m])) by (pod, name, le))',
+        f'histogram_quantile(0.99, sum(rate(workqueue_queue_duration_seconds_bucket{{pod=~"{ALL}",name=~"{ALL}"}}[5m])) by (pod, name, le))',
         f'sum(rate(rest_client_requests_total{{pod=~"{ALL}"}}[5m])) by (pod, code, method) > 0',
     ],
     # Read from `/metrics/state`, the plane's kube-state-metrics stand-in.

@@ -60,7 +60,7 @@ enum Followed {
 /// Cluster's gates (a pause) and its address claims' progress wake it.
 pub(super) fn controller(
     informers: &infrasim_controller_runtime::informers::Informers,
-) -> kube::runtime::Controller<VSphereVM> {
+) -> infrasim_controller_runtime::Controller<VSphereVM> {
     infrasim_controller_runtime::triggers::controller(&informers.of::<VSphereVM>(), None)
         .watches_shared_stream(
             infrasim_controller_runtime::triggers::filtered(

@@ -179,7 +179,7 @@ pub fn capv_defaults(
 /// The EnvVar controller. An EnvVar is written from its simulator's and endpoint's status:
 /// either changing wakes the EnvVars that name it (and so does a change of the
 /// VMOperatorDependencies it names).
-fn envvar_controller(informers: &Informers) -> kube::runtime::Controller<EnvVar> {
+fn envvar_controller(informers: &Informers) -> infrasim_controller_runtime::Controller<EnvVar> {
     let envvars = informers.of::<EnvVar>();
     let by_simulator = {
         let envvars = envvars.store();
@@ -216,7 +216,7 @@ fn envvar_controller(informers: &Informers) -> kube::runtime::Controller<EnvVar>
 /// (their change wakes it) and for its Machine's bootstrap data.
 fn virtual_machine_controller(
     informers: &Informers,
-) -> kube::runtime::Controller<virtual_machine::VirtualMachine> {
+) -> infrasim_controller_runtime::Controller<virtual_machine::VirtualMachine> {
     let vms = informers.of::<virtual_machine::VirtualMachine>();
     let store = vms.store();
     infrasim_controller_runtime::triggers::controller(&vms, None)

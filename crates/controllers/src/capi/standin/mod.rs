@@ -5,7 +5,7 @@
 //! and a user can observe. When real Cluster API manages the plane it is switched off
 //! (`--capi-core=external`); it never fights them.
 //!
-//! Each controller is a `kube::runtime::Controller` over the typed kind (see
+//! Each controller is a runtime `Controller` (kube-runtime's with its work queue) over the typed kind (see
 //! [`crate::capi::core`]), reading referenced provider objects by contract (see [`objects`])
 //! and workload clusters through their kubeconfig secrets (see [`workload`]).
 //!
@@ -219,7 +219,7 @@ where
 /// status it writes itself).
 fn controller_for<K: infrasim_controller_runtime::informers::Watched>(
     core: &Core,
-) -> kube::runtime::Controller<K> {
+) -> infrasim_controller_runtime::Controller<K> {
     infrasim_controller_runtime::triggers::controller(&core.informers.of::<K>(), None)
 }
 
