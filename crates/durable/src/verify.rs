@@ -190,10 +190,12 @@ impl StorageBackend for Scratch {
         let mut overlay = self.lock();
         if len < overlay.len {
             // Bytes cut off read as zeros if the storage grows again: drop the pages past
-            // the end, zero the tail of the last one, and stop reading the file past it.
-            let last = len / PAGE;
-            overlay.pages.retain(|&n, _| n <= last);
+            // the end (a page starting at the new end is past it too), zero the tail of the
+            // last one, and stop reading the file past it.
+            let kept = len.div_ceil(PAGE);
+            overlay.pages.retain(|&n, _| n < kept);
             if !len.is_multiple_of(PAGE) {
+                let last = len / PAGE;
                 let mut page = match overlay.pages.remove(&last) {
                     Some(p) => p,
                     None => self.base_page(&overlay, last)?,
@@ -266,6 +268,23 @@ mod tests {
         );
         assert!(s.read(0, &mut [0; 9]).is_err(), "no read past the end");
         assert_eq!(std::fs::read(&path).unwrap(), vec![7u8; 10_000]);
+    }
+
+    #[test]
+    fn a_page_cut_at_its_start_reads_as_zeros_when_the_storage_grows_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![7u8; 3 * PAGE as usize]).unwrap();
+        let s = Scratch::open(&path).unwrap();
+        s.write(PAGE, &vec![1; PAGE as usize]).unwrap();
+        s.set_len(PAGE).unwrap();
+        s.set_len(3 * PAGE).unwrap();
+        assert_eq!(
+            bytes(&s, PAGE - 1, 2),
+            [7, 0],
+            "the written page went with the cut"
+        );
+        assert!(bytes(&s, PAGE, 2 * PAGE as usize).iter().all(|b| *b == 0));
     }
 
     #[test]
