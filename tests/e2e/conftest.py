@@ -16,7 +16,7 @@ A `Plane` exposes `port`, `kubeconfig` (path), `client` (a configured
 
 Helpers: `unique`, `wait_for`, `gone`, `refused_credentials`, `get`, `condition` and `ready`
 (objects through kubectl), `envsubst` (clusterctl's substitution), `fleet_ready`,
-`deployed_controller` and `never_forbidden`; for vSphere, `Vcsim` (an `infrasim vcsim`
+`deployed_controller`, `scraped_by_monitoring` and `never_forbidden`; for vSphere, `Vcsim` (an `infrasim vcsim`
 process, with `USER` and `PASSWORD`), `unverified_tls`, `json_exchange`, and `simulator`,
 `vcsim_status` and `connect` (a VCenterSimulator of a plane's vcsim controller).
 """
@@ -352,10 +352,35 @@ def deployed_controller(plane, workdir, which):
     env = {e["name"]: e.get("value") or fields.get(e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath"), "")
            for e in container.get("env", [])}
     args = [re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), a) for a in container["args"]]
+    # The Pod's `:8443` is its own network namespace's; here, a free loopback port.
+    metrics_port = free_port()
+    args = [f"--metrics-bind-address=127.0.0.1:{metrics_port}" if a.startswith("--metrics-bind-address=")
+            else a for a in args]
     log_path = workdir / f"{which}-controller.log"
     proc = subprocess.Popen([BINARY, *args, "--kubeconfig", str(kubeconfig)],
                             stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
-    return proc, log_path
+    return proc, log_path, metrics_port
+
+
+def scraped_by_monitoring(plane, port):
+    """What a scraper bound to `system:monitoring` (as a Prometheus in the cluster is) gets
+    from the metrics server on `port`, and what one with no token gets: (status, text, status)."""
+    if get(plane, "default", "serviceaccount", "prometheus") is None:
+        plane.kubectl("create", "serviceaccount", "prometheus")
+        plane.kubectl("create", "clusterrolebinding", "prometheus", "--clusterrole=system:monitoring",
+                      "--serviceaccount=default:prometheus")
+    token = plane.kubectl("create", "token", "prometheus").stdout.strip()
+
+    def scrape(headers):
+        req = urllib.request.Request(f"https://127.0.0.1:{port}/metrics", headers=headers)
+        try:
+            with urllib.request.urlopen(req, context=unverified_tls(), timeout=10) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    status, text = scrape({"Authorization": f"Bearer {token}"})
+    return status, text, scrape({})[0]
 
 
 def never_forbidden(log_path):

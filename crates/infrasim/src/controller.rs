@@ -85,9 +85,9 @@ pub struct ControllerArgs {
     data_dir: Option<std::path::PathBuf>,
     /// Serve the process's metrics (`/metrics`, and the objects' state at `/metrics/state`)
     /// over HTTPS here, to bearer tokens the plane authenticates and allows to `get` them
-    /// (controller-runtime's flag; off when not given).
+    /// (controller-runtime's flag; off when not given or `0`; `:PORT` is every address).
     #[arg(long)]
-    metrics_bind_address: Option<std::net::SocketAddr>,
+    metrics_bind_address: Option<crate::metrics_server::BindAddress>,
 }
 
 /// A client of the cluster a kubeconfig (or the environment) points at.
@@ -122,12 +122,13 @@ async fn client_counted(
 }
 
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
-    let metrics = args.metrics_bind_address.map(|_| Metrics::new());
+    let metrics_address = args.metrics_bind_address.and_then(|b| b.0);
+    let metrics = metrics_address.map(|_| Metrics::new());
     let counted = metrics.as_ref().map(ClientMetrics::register);
     let client = client_counted(args.kubeconfig.as_deref(), counted.as_ref()).await?;
     // Every replica serves its metrics, the one waiting for the lease too (as
     // controller-runtime's managers do).
-    if let (Some(listen), Some(metrics)) = (args.metrics_bind_address, &metrics) {
+    if let (Some(listen), Some(metrics)) = (metrics_address, &metrics) {
         let access = crate::metrics_server::Access::Plane(client.clone());
         let (addr, _) = crate::metrics_server::serve(listen, metrics.clone(), access).await?;
         println!("metrics: https://{addr}/metrics and /metrics/state");

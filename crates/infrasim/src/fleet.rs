@@ -66,14 +66,14 @@ pub struct FleetArgs {
     data_dir: Option<PathBuf>,
     /// Serve the clusters' request metrics and the process's (`/metrics`) over HTTPS here,
     /// to the bearer of the token written to `OUT/metrics.token` (its CA in
-    /// `OUT/metrics-ca.crt`); off when not given.
+    /// `OUT/metrics-ca.crt`); off when not given or `0`; `:PORT` is every address.
     #[arg(long)]
-    metrics_bind_address: Option<std::net::SocketAddr>,
+    metrics_bind_address: Option<crate::metrics_server::BindAddress>,
 }
 
 pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out)?;
-    let metrics = match args.metrics_bind_address {
+    let metrics = match args.metrics_bind_address.and_then(|b| b.0) {
         Some(listen) => Some(serve_metrics(listen, &args.out).await?),
         None => None,
     };

@@ -22,6 +22,29 @@ use std::sync::Arc;
 
 type Response = http::Response<Full<Bytes>>;
 
+/// A `--metrics-bind-address` as controller-runtime reads one: `HOST:PORT`, `:PORT` for
+/// every address (as Go's listeners read it, and as kubebuilder's manifests write
+/// `:8443`), or `0` for no metrics server at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BindAddress(pub Option<SocketAddr>);
+
+impl std::str::FromStr for BindAddress {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "0" {
+            return Ok(BindAddress(None));
+        }
+        let full = match s.strip_prefix(':') {
+            Some(port) => format!("0.0.0.0:{port}"),
+            None => s.to_string(),
+        };
+        full.parse().map(|a| BindAddress(Some(a))).map_err(|_| {
+            format!("{s:?} is not HOST:PORT, :PORT or 0 (an IP address, not a name, for HOST)")
+        })
+    }
+}
+
 /// Who may read the metrics.
 #[derive(Clone)]
 pub enum Access {
@@ -144,6 +167,18 @@ async fn allowed(client: kube::Client, token: &str, path: &str) -> Result<bool, 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn reads_controller_runtimes_forms() {
+        use super::BindAddress;
+        let read = |s: &str| s.parse::<BindAddress>().map(|b| b.0.map(|a| a.to_string()));
+        assert_eq!(read(":8443"), Ok(Some("0.0.0.0:8443".into())));
+        assert_eq!(read("127.0.0.1:9000"), Ok(Some("127.0.0.1:9000".into())));
+        assert_eq!(read("[::1]:9000"), Ok(Some("[::1]:9000".into())));
+        assert_eq!(read("0"), Ok(None));
+        assert!(read("localhost:9000").is_err());
+        assert!(read("8443").is_err());
+    }
+
     use super::*;
 
     #[test]

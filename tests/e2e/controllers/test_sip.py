@@ -7,7 +7,7 @@ releasing everything."""
 import base64
 import json
 
-from conftest import Plane, deployed_controller, get, never_forbidden, ready, wait_for
+from conftest import Plane, deployed_controller, metric_samples, scraped_by_monitoring, get, never_forbidden, ready, wait_for
 
 RACKS = {0: "r1", 1: "r1", 2: "r1", 3: "r2", 4: "r2", 5: "r2", 6: "r3", 7: "r3", 8: "r3", 9: "r3"}
 # Two control-plane hosts in each rack; the other four are workers.
@@ -255,7 +255,7 @@ def test_the_controller_needs_no_more_than_its_deployed_rbac(tmp_path):
     plane = Plane(tmp_path / "plane", "--sip", "false")
     controller = None
     try:
-        controller, log = deployed_controller(plane, tmp_path, "sip")
+        controller, log, metrics_port = deployed_controller(plane, tmp_path, "sip")
         ns = "rbac-proof"
         plane.kubectl("create", "namespace", ns)
         plane.kubectl("apply", "-f", "-", input=hosts_yaml(ns))
@@ -269,6 +269,10 @@ def test_the_controller_needs_no_more_than_its_deployed_rbac(tmp_path):
         plane.kubectl("-n", ns, "delete", "sipcluster", "tenant-a", "--timeout=30s")
         assert claims(plane, ns) == {}
         assert get(plane, ns, "deployment", "loadbalancer-controlplane-tenant-a") is None
+        # Its metrics, as the manifest serves them, to a scraper the plane allows.
+        status, text, anonymous = scraped_by_monitoring(plane, metrics_port)
+        assert (status, anonymous) == (200, 401), text
+        assert sum(metric_samples(text, "controller_runtime_reconcile_total", controller="sipcluster")) > 0
         never_forbidden(log)
     finally:
         if controller:

@@ -10,7 +10,7 @@ from pyVim.task import WaitForTask
 from pyVmomi import vim
 
 from conftest import (BINARY, PASSWORD, USER, Plane, Vcsim, condition, connect, deployed_controller, get,
-                      never_forbidden, simulator, wait_for)
+                      metric_samples, never_forbidden, scraped_by_monitoring, simulator, wait_for)
 
 SAMPLE = """apiVersion: vm.codeconnect.vmworld.com/v1alpha1
 kind: VmGroup
@@ -319,7 +319,7 @@ def test_the_controller_needs_no_more_than_its_deployed_rbac(tmp_path):
     vc = Vcsim(tmp_path)
     controller = None
     try:
-        controller, log = deployed_controller(plane, tmp_path, "vmgroup")
+        controller, log, metrics_port = deployed_controller(plane, tmp_path, "vmgroup")
         ns = "rbac-proof"
         plane.kubectl("create", "namespace", ns)
         vcsim_secret(plane, ns, vc)
@@ -332,6 +332,10 @@ def test_the_controller_needs_no_more_than_its_deployed_rbac(tmp_path):
             assert vms_named(si, f"{ns}-vmgroup-sample-") == {}
         finally:
             Disconnect(si)
+        # Its metrics, as the manifest serves them, to a scraper the plane allows.
+        status, text, anonymous = scraped_by_monitoring(plane, metrics_port)
+        assert (status, anonymous) == (200, 401), text
+        assert sum(metric_samples(text, "controller_runtime_reconcile_total", controller="vmgroup")) > 0
         never_forbidden(log)
     finally:
         if controller:
