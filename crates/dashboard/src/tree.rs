@@ -356,6 +356,11 @@ async fn referenced(
     }
 }
 
+/// Above this many objects a tree's events are read from one listing of the namespace;
+/// below it, one query per object (`involvedObject.uid=`), which at thousands of clusters in
+/// one namespace reads a few events instead of all of them.
+const EVENT_QUERIES: usize = 64;
+
 /// The newest events (at most 50) about the cluster or any of `objects`.
 async fn events(
     client: &kube::Client,
@@ -363,16 +368,33 @@ async fn events(
     cluster: &DynamicObject,
     objects: &[DynamicObject],
 ) -> Result<Vec<EventRow>, kube::Error> {
+    use futures::{StreamExt, TryStreamExt};
     let uids: HashSet<&str> = objects
         .iter()
         .chain([cluster])
         .filter_map(|o| o.metadata.uid.as_deref())
         .collect();
-    let all = Api::<Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await?;
-    let mut rows: Vec<EventRow> = all
-        .items
+    let api = Api::<Event>::namespaced(client.clone(), ns);
+    let found: Vec<Event> = if uids.len() <= EVENT_QUERIES {
+        // Owned parameters: the queries' futures borrow nothing (a stream of futures that
+        // borrow from an iterator is not `Send` for every lifetime, as hyper's service needs).
+        let selectors: Vec<ListParams> = uids
+            .iter()
+            .map(|uid| ListParams::default().fields(&format!("involvedObject.uid={uid}")))
+            .collect();
+        let queries = selectors.into_iter().map(|params| {
+            let api = api.clone();
+            async move { api.list(&params).await.map(|l| l.items) }
+        });
+        let lists: Vec<Vec<Event>> = futures::stream::iter(queries)
+            .buffer_unordered(8)
+            .try_collect()
+            .await?;
+        lists.into_iter().flatten().collect()
+    } else {
+        api.list(&ListParams::default()).await?.items
+    };
+    let mut rows: Vec<EventRow> = found
         .into_iter()
         .filter(|e| {
             e.involved_object
@@ -380,29 +402,31 @@ async fn events(
                 .as_deref()
                 .is_some_and(|u| uids.contains(u))
         })
-        .map(|e| {
-            let seen = e
-                .last_timestamp
-                .map(|t| t.0)
-                .or(e.event_time.map(|t| t.0))
-                .or(e.metadata.creation_timestamp.map(|t| t.0));
-            EventRow {
-                last_seen: seen.map(|t| t.to_string()).unwrap_or_default(),
-                type_: e.type_.unwrap_or_default(),
-                reason: e.reason.unwrap_or_default(),
-                object: format!(
-                    "{}/{}",
-                    e.involved_object.kind.unwrap_or_default(),
-                    e.involved_object.name.unwrap_or_default()
-                ),
-                message: e.message.unwrap_or_default(),
-                count: e.count.unwrap_or(1),
-            }
-        })
+        .map(event_row)
         .collect();
     rows.sort_by(|a, b| b.last_seen.cmp(&a.last_seen));
     rows.truncate(50);
     Ok(rows)
+}
+
+fn event_row(e: Event) -> EventRow {
+    let seen = e
+        .last_timestamp
+        .map(|t| t.0)
+        .or(e.event_time.map(|t| t.0))
+        .or(e.metadata.creation_timestamp.map(|t| t.0));
+    EventRow {
+        last_seen: seen.map(|t| t.to_string()).unwrap_or_default(),
+        type_: e.type_.unwrap_or_default(),
+        reason: e.reason.unwrap_or_default(),
+        object: format!(
+            "{}/{}",
+            e.involved_object.kind.unwrap_or_default(),
+            e.involved_object.name.unwrap_or_default()
+        ),
+        message: e.message.unwrap_or_default(),
+        count: e.count.unwrap_or(1),
+    }
 }
 
 #[cfg(test)]
