@@ -16,7 +16,7 @@ A `Plane` exposes `port`, `kubeconfig` (path), `client` (a configured
 
 Helpers: `unique`, `wait_for`, `gone`, `refused_credentials`, `get`, `condition` and `ready`
 (objects through kubectl), `envsubst` (clusterctl's substitution), `fleet_ready`,
-`deployed_controller`, `scraped_by_monitoring` and `never_forbidden`; for vSphere, `Vcsim` (an `infrasim vcsim`
+`deployed_controller`, `metrics_get`, `scraped_by_monitoring` and `never_forbidden`; for vSphere, `Vcsim` (an `infrasim vcsim`
 process, with `USER` and `PASSWORD`), `unverified_tls`, `json_exchange`, and `simulator`,
 `vcsim_status` and `connect` (a VCenterSimulator of a plane's vcsim controller).
 """
@@ -362,6 +362,21 @@ def deployed_controller(plane, workdir, which):
     return proc, log_path, metrics_port
 
 
+def metrics_get(port, path="/metrics", token=None):
+    """A GET of a metrics server on loopback `port` (its certificate unverified, as a
+    scraper of controller-runtime's self-signed one does), with `token` as bearer when given:
+    (status, text), or (None, "") while nothing listens."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    req = urllib.request.Request(f"https://127.0.0.1:{port}{path}", headers=headers)
+    try:
+        with urllib.request.urlopen(req, context=unverified_tls(), timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError:
+        return None, ""
+
+
 def scraped_by_monitoring(plane, port):
     """What a scraper bound to `system:monitoring` (as a Prometheus in the cluster is) gets
     from the metrics server on `port`, and what one with no token gets: (status, text, status)."""
@@ -370,17 +385,8 @@ def scraped_by_monitoring(plane, port):
         plane.kubectl("create", "clusterrolebinding", "prometheus", "--clusterrole=system:monitoring",
                       "--serviceaccount=default:prometheus")
     token = plane.kubectl("create", "token", "prometheus").stdout.strip()
-
-    def scrape(headers):
-        req = urllib.request.Request(f"https://127.0.0.1:{port}/metrics", headers=headers)
-        try:
-            with urllib.request.urlopen(req, context=unverified_tls(), timeout=10) as resp:
-                return resp.status, resp.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-
-    status, text = scrape({"Authorization": f"Bearer {token}"})
-    return status, text, scrape({})[0]
+    status, text = metrics_get(port, token=token)
+    return status, text, metrics_get(port)[0]
 
 
 def never_forbidden(log_path):

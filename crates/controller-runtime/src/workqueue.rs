@@ -131,7 +131,8 @@ struct State {
 pub struct WorkQueue {
     name: String,
     state: Mutex<State>,
-    /// Set once the process measures its controllers.
+    /// Set once the process measures its controllers (before the controller runs); until
+    /// then the queue keeps nothing.
     series: OnceLock<Series>,
 }
 
@@ -151,6 +152,10 @@ impl WorkQueue {
 
     /// An object is asked for.
     pub fn add(&self, key: Key, now: Instant) {
+        // Nothing is kept for a queue nobody measures (a process without metrics).
+        let Some(s) = self.series.get() else {
+            return;
+        };
         let mut state = self.state();
         if state.running.contains_key(&key) {
             state.dirty.insert(key);
@@ -161,29 +166,33 @@ impl WorkQueue {
         }
         state.waiting.insert(key, now);
         drop(state);
-        if let Some(s) = self.series.get() {
-            s.adds.inc();
-        }
+        s.adds.inc();
     }
 
     /// A reconcile of the object starts.
     pub fn start(&self, key: Key, now: Instant) {
+        let Some(s) = self.series.get() else {
+            return;
+        };
         let mut state = self.state();
         let since = state.waiting.remove(&key);
         state.running.insert(key, now);
         drop(state);
-        if let (Some(s), Some(since)) = (self.series.get(), since) {
+        if let Some(since) = since {
             s.queued.observe(now.duration_since(since).as_secs_f64());
         }
     }
 
     /// The object's reconcile ended; asked for meanwhile, it waits again.
     pub fn done(&self, key: Key, now: Instant) {
+        let Some(s) = self.series.get() else {
+            return;
+        };
         let mut state = self.state();
         let started = state.running.remove(&key);
         let again = state.dirty.remove(&key);
         drop(state);
-        if let (Some(s), Some(started)) = (self.series.get(), started) {
+        if let Some(started) = started {
             s.worked.observe(now.duration_since(started).as_secs_f64());
         }
         if again {

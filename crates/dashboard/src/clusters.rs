@@ -149,21 +149,28 @@ impl Index {
         let query = query.trim().to_lowercase();
         let rows = self.rows.read().unwrap_or_else(|p| p.into_inner());
         let versions = self.versions.read().unwrap_or_else(|p| p.into_inner());
-        let with_version = |row: &Row| {
-            let mut row = row.clone();
-            if row.version.is_none() {
+        // A cluster without a topology takes its control plane's version.
+        let version_of = |row: &Row| -> Option<String> {
+            row.version.clone().or_else(|| {
                 let cp = row.control_plane_name.clone().unwrap_or_default();
-                row.version = versions.get(&(row.namespace.clone(), cp)).cloned();
-            }
-            row
+                versions.get(&(row.namespace.clone(), cp)).cloned()
+            })
         };
-        let matching: Vec<Row> = rows
-            .values()
-            .map(with_version)
-            .filter(|row| query.is_empty() || matches(row, &query))
-            .collect();
-        let total = matching.len();
-        let items = matching.into_iter().skip(offset).take(limit).collect();
+        // Only the rows of the page are copied: the others are counted.
+        let (mut total, mut items) = (0, Vec::new());
+        for row in rows.values() {
+            let version = version_of(row);
+            if !query.is_empty() && !matches(row, version.as_deref(), &query) {
+                continue;
+            }
+            if total >= offset && items.len() < limit {
+                items.push(Row {
+                    version,
+                    ..row.clone()
+                });
+            }
+            total += 1;
+        }
         Page {
             total,
             offset,
@@ -215,12 +222,12 @@ impl Index {
     }
 }
 
-fn matches(row: &Row, query: &str) -> bool {
+fn matches(row: &Row, version: Option<&str>, query: &str) -> bool {
     let fields = [
         row.namespace.as_str(),
         row.name.as_str(),
         row.phase.as_str(),
-        row.version.as_deref().unwrap_or(""),
+        version.unwrap_or(""),
     ];
     fields.iter().any(|f| f.to_lowercase().contains(query))
         || format!("{}/{}", row.namespace, row.name).contains(query)

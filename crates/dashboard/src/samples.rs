@@ -215,7 +215,9 @@ impl Sampler {
     /// Takes a sample now; how long rendering the metrics took.
     pub fn take(&self) -> Duration {
         let started = Instant::now();
-        let text = self.metrics.render(Format::Classic);
+        // OpenMetrics as the registry encodes it: the classic text is derived from it in a
+        // second pass, which the charts' series (the same lines) do not need.
+        let text = self.metrics.render(Format::OpenMetrics);
         let took = started.elapsed();
         let at = chrono::Utc::now().timestamp_millis();
         let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());

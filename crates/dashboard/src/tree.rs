@@ -154,8 +154,8 @@ fn conditions(object: &Value) -> Vec<Condition> {
         .unwrap_or_default()
 }
 
+/// `object.data` is the object but its type and metadata: `status` is read there.
 fn node(object: &DynamicObject) -> Node {
-    let body = serde_json::to_value(object).unwrap_or_default();
     Node {
         kind: object
             .types
@@ -163,8 +163,8 @@ fn node(object: &DynamicObject) -> Node {
             .map(|t| t.kind.clone())
             .unwrap_or_default(),
         name: object.metadata.name.clone().unwrap_or_default(),
-        phase: body["status"]["phase"].as_str().map(String::from),
-        conditions: conditions(&body),
+        phase: object.data["status"]["phase"].as_str().map(String::from),
+        conditions: conditions(&object.data),
         note: None,
         children: Vec::new(),
     }
@@ -174,7 +174,7 @@ fn node(object: &DynamicObject) -> Node {
 /// control-plane machine, its etcd member, with the etcd conditions of the machine and of
 /// the objects under it (KubeadmControlPlane's `EtcdMemberHealthy`, an infrastructure
 /// machine's `EtcdProvisioned`).
-fn machine_leaves(machine: &DynamicObject, under: &[Node]) -> Vec<Node> {
+fn machine_leaves(machine: &DynamicObject, built: &Node) -> Vec<Node> {
     let mut leaves = Vec::new();
     if let Some(name) = machine.data["status"]["nodeRef"]["name"].as_str() {
         leaves.push(Node {
@@ -188,11 +188,13 @@ fn machine_leaves(machine: &DynamicObject, under: &[Node]) -> Vec<Node> {
     }
     let labels = machine.metadata.labels.as_ref();
     if labels.is_some_and(|l| l.contains_key(CONTROL_PLANE_LABEL)) {
-        let body = serde_json::to_value(machine).unwrap_or_default();
-        let etcd = conditions(&body)
-            .into_iter()
-            .chain(under.iter().flat_map(|n| n.conditions.iter().cloned()))
+        let under = built.children.iter().flat_map(|n| &n.conditions);
+        let etcd = built
+            .conditions
+            .iter()
+            .chain(under)
             .filter(|c| c.type_.starts_with("Etcd"))
+            .cloned()
             .collect();
         leaves.push(Node {
             kind: "EtcdMember".into(),
@@ -249,7 +251,7 @@ fn build(
             .collect();
     }
     if node.kind == "Machine" {
-        let leaves = machine_leaves(object, &node.children);
+        let leaves = machine_leaves(object, &node);
         node.children.extend(leaves);
     }
     node

@@ -7,13 +7,11 @@ OpenMetrics when asked; readable by admins and `system:monitoring`, by nobody el
 import re
 import shutil
 import subprocess
-import urllib.error
-import urllib.request
 
 import pytest
 
 from conftest import (BINARY, Plane, free_port, in_memory_cluster, metric_samples as samples,
-                      unverified_tls, wait_for)
+                      metrics_get, wait_for)
 
 PROMTOOL = shutil.which("promtool")
 
@@ -207,15 +205,7 @@ def test_a_controller_elsewhere_serves_its_metrics_to_the_tokens_its_plane_allow
         stdout=log, stderr=subprocess.STDOUT)
 
     def scrape(path, token=None):
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        req = urllib.request.Request(f"https://127.0.0.1:{port}{path}", headers=headers)
-        try:
-            with urllib.request.urlopen(req, context=unverified_tls(), timeout=10) as resp:
-                return resp.status, resp.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-        except OSError:
-            return None, ""
+        return metrics_get(port, path, token)
 
     try:
         # A scraper's identity, as a Prometheus in the cluster would have: a ServiceAccount
