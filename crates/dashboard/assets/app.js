@@ -287,12 +287,21 @@ async function loadSeries() {
 
 // ---- the infrastructure ----
 
+// Fault injection rules in force on a vCenter: "2 failing, 1 delaying", or "none".
+function faults(byEffect) {
+  const parts = [];
+  if (byEffect.fault) parts.push(`${byEffect.fault} failing`);
+  if (byEffect.delay) parts.push(`${byEffect.delay} delaying`);
+  return parts.join(", ") || "none";
+}
+
 async function loadInfra() {
   const infra = await getJSON("/api/infrastructure");
   const ready = (r) => (r ? badge(r) : "");
   $("vcenters").tBodies[0].replaceChildren(...infra.vcenters.map((v) => el("tr", {},
     el("td", {}, v.namespace + "/" + v.name), el("td", {}, ready(v.ready)), el("td", {}, v.host),
-    el("td", {}, v.vms.poweredOn || 0), el("td", {}, v.vms.poweredOff || 0), el("td", {}, v.vms.suspended || 0))));
+    el("td", {}, v.vms.poweredOn || 0), el("td", {}, v.vms.poweredOff || 0), el("td", {}, v.vms.suspended || 0),
+    el("td", {}, faults(v.faults)))));
   $("vmgroups").tBodies[0].replaceChildren(...infra.vm_groups.map((g) => el("tr", {},
     el("td", {}, g.namespace + "/" + g.name), el("td", {}, g.ready), el("td", {}, g.desired))));
   $("sipclusters").tBodies[0].replaceChildren(...infra.sip_clusters.map((s) => el("tr", {},

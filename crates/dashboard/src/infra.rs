@@ -26,6 +26,8 @@ pub struct VCenter {
     pub ready: Option<String>,
     /// VMs by power state (`poweredOn`, `poweredOff`, `suspended`).
     pub vms: ByLabel,
+    /// Fault injection rules in force, by effect (`fault`, `delay`).
+    pub faults: ByLabel,
 }
 
 #[derive(Debug, Serialize, PartialEq)]
@@ -67,8 +69,12 @@ fn names(object: &DynamicObject) -> (String, String) {
 
 fn vcenter(object: &DynamicObject, latest: Option<&Sample>) -> VCenter {
     let (namespace, name) = names(object);
+    let id = format!("{namespace}/{name}");
     let vms = latest
-        .and_then(|s| s.vms.get(&format!("{namespace}/{name}")).cloned())
+        .and_then(|s| s.vms.get(&id).cloned())
+        .unwrap_or_default();
+    let faults = latest
+        .and_then(|s| s.faults.get(&id).cloned())
         .unwrap_or_default();
     VCenter {
         host: object.data["status"]["host"]
@@ -77,6 +83,7 @@ fn vcenter(object: &DynamicObject, latest: Option<&Sample>) -> VCenter {
             .into(),
         ready: ready(&object.data),
         vms,
+        faults,
         namespace,
         name,
     }
@@ -174,6 +181,9 @@ mod tests {
         sample
             .vms
             .insert("ns/vc".into(), [("poweredOn".to_string(), 3.0)].into());
+        sample
+            .faults
+            .insert("ns/vc".into(), [("delay".to_string(), 1.0)].into());
         let vc = object(json!({"apiVersion": "x/v1", "kind": "VCenterSimulator",
             "metadata": {"namespace": "ns", "name": "vc"},
             "status": {"host": "127.0.0.1:1234", "conditions": [{"type": "Ready", "status": "True"}]}}));
@@ -183,6 +193,7 @@ mod tests {
             ("127.0.0.1:1234", Some("True"))
         );
         assert_eq!(vc.vms.get("poweredOn"), Some(&3.0));
+        assert_eq!(vc.faults.get("delay"), Some(&1.0));
 
         let group = object(json!({"apiVersion": "x/v1", "kind": "VmGroup",
             "metadata": {"namespace": "ns", "name": "g"},

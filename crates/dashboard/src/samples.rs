@@ -45,6 +45,8 @@ pub struct Sample {
     pub queue_depth: ByLabel,
     /// `infrasim_vsphere_vms` by vCenter, then power state.
     pub vms: BTreeMap<String, ByLabel>,
+    /// `infrasim_vsphere_injected_faults` by vCenter, then effect (`fault`, `delay`).
+    pub faults: BTreeMap<String, ByLabel>,
     /// `infrasim_cluster_available_seconds`: upper bounds to cumulative counts.
     pub time_to_available: Vec<(String, f64)>,
 }
@@ -160,9 +162,14 @@ pub fn sample(text: &str, at: i64) -> Sample {
             "workqueue_depth" => add(&mut s.queue_depth, "name"),
             "infrasim_vsphere_vms" => {
                 let vcenter = s.vms.entry(line.label("vcenter").to_string()).or_default();
-                *vcenter
-                    .entry(line.label("power_state").to_string())
-                    .or_insert(0.0) += line.value;
+                add(vcenter, "power_state");
+            }
+            "infrasim_vsphere_injected_faults" => {
+                let vcenter = s
+                    .faults
+                    .entry(line.label("vcenter").to_string())
+                    .or_default();
+                add(vcenter, "effect");
             }
             "infrasim_cluster_available_seconds_bucket" => s
                 .time_to_available
@@ -288,6 +295,7 @@ controller_runtime_reconcile_total{controller="cluster",result="error"} 1
 controller_runtime_reconcile_errors_total{controller="cluster"} 1
 infrasim_clusters{phase="Provisioned"} 3
 infrasim_vsphere_vms{vcenter="ns/vc",power_state="poweredOn"} 4
+infrasim_vsphere_injected_faults{vcenter="ns/vc",effect="fault"} 2
 infrasim_cluster_available_seconds_bucket{le="1.0"} 2
 infrasim_cluster_available_seconds_bucket{le="+Inf"} 3
 "#;
@@ -305,6 +313,7 @@ infrasim_cluster_available_seconds_bucket{le="+Inf"} 3
         assert_eq!(s.errors.get("cluster"), Some(&1.0));
         assert_eq!(s.clusters.get("Provisioned"), Some(&3.0));
         assert_eq!(s.vms["ns/vc"].get("poweredOn"), Some(&4.0));
+        assert_eq!(s.faults["ns/vc"].get("fault"), Some(&2.0));
         assert_eq!(
             s.time_to_available,
             [("1.0".to_string(), 2.0), ("+Inf".to_string(), 3.0)]

@@ -177,6 +177,15 @@ fn fault_of(name: &str, message: Option<&str>) -> Option<Fault> {
     Some(Fault::new_pub(ty, message.unwrap_or(default)))
 }
 
+/// How many rules are in force, by what they do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InForce {
+    /// Rules that fail the calls they match (after any delay).
+    pub faults: usize,
+    /// Rules that only delay them.
+    pub delays: usize,
+}
+
 /// A simulator's rules, in the order they were added (the first matching one applies).
 #[derive(Debug, Default)]
 pub(crate) struct Injections {
@@ -190,6 +199,15 @@ impl Injections {
 
     pub fn replace(&mut self, rules: Vec<Injection>) {
         self.rules = rules;
+    }
+
+    /// The rules in force: how many fail calls, and how many only delay them.
+    pub fn in_force(&self) -> InForce {
+        let faults = self.rules.iter().filter(|r| r.fault.is_some()).count();
+        InForce {
+            faults,
+            delays: self.rules.len() - faults,
+        }
     }
 
     /// What a call of `method` on `this` is in for (delay, fault), counting it against the
@@ -252,5 +270,13 @@ mod tests {
         let second = all.take("PowerOnVM_Task", Some(&vm)).unwrap();
         assert_eq!((second.0, second.1), (Duration::from_millis(5), None));
         assert!(all.take("PowerOffVM_Task", Some(&vm)).is_none());
+        // The failing rule was used up; the delay stays in force.
+        assert_eq!(
+            all.in_force(),
+            InForce {
+                faults: 0,
+                delays: 1
+            }
+        );
     }
 }

@@ -8,13 +8,16 @@
 //! - `infrasim_vsphere_tasks{vcenter, state}`: the tasks vCenter still lists
 //!   (`recentTask`), by `queued`, `running`, `success`, `error`;
 //! - `infrasim_vsphere_vms{vcenter, power_state}`: VMs by `poweredOn`, `poweredOff`,
-//!   `suspended`.
+//!   `suspended`;
+//! - `infrasim_vsphere_injected_faults{vcenter, effect}`: fault injection rules in force
+//!   (see `fault_injection`), by `fault` (calls fail) and `delay` (calls only wait).
 //!
 //! The gauges are read from each simulator's state at the scrape (under its lock, briefly)
 //! rather than kept as calls change them: every call that logs in, clones or powers a VM
 //! would otherwise have to update them, and a scrape every few seconds costs less. A
 //! simulator is held weakly: one that is stopped and dropped leaves the scrape.
 
+use crate::fault_injection::{InForce, Injections};
 use crate::objects::Inventory;
 use crate::state::State;
 use crate::value::Val;
@@ -33,8 +36,15 @@ struct Requested {
     fault: &'static str,
 }
 
+/// What the scrape reads of one simulator, held weakly.
+#[derive(Debug)]
+struct Held {
+    state: Weak<Mutex<State>>,
+    injections: Weak<Mutex<Injections>>,
+}
+
 /// The simulators of a process whose state the scrape reads, by instance name.
-type Watched = Arc<Mutex<BTreeMap<Arc<str>, Weak<Mutex<State>>>>>;
+type Watched = Arc<Mutex<BTreeMap<Arc<str>, Held>>>;
 
 /// The simulators' families; clones share them.
 #[derive(Clone, Debug)]
@@ -76,14 +86,24 @@ impl SimMetrics {
         SimMetrics { requests, watched }
     }
 
-    /// Starts reporting for a simulator named `vcenter` whose state is `state`.
-    pub(crate) fn watch(&self, vcenter: &str, state: &Arc<Mutex<State>>) -> Reporting {
+    /// Starts reporting for a simulator named `vcenter` whose state is `state` and whose
+    /// fault injection rules are `injections`.
+    pub(crate) fn watch(
+        &self,
+        vcenter: &str,
+        state: &Arc<Mutex<State>>,
+        injections: &Arc<Mutex<Injections>>,
+    ) -> Reporting {
         let vcenter: Arc<str> = Arc::from(vcenter);
         let mut watched = self.watched.lock().unwrap_or_else(|p| p.into_inner());
         // Simulators dropped since are forgotten here, so the map stays as small as the
         // simulators alive.
-        watched.retain(|_, state| state.strong_count() > 0);
-        watched.insert(vcenter.clone(), Arc::downgrade(state));
+        watched.retain(|_, held| held.state.strong_count() > 0);
+        let held = Held {
+            state: Arc::downgrade(state),
+            injections: Arc::downgrade(injections),
+        };
+        watched.insert(vcenter.clone(), held);
         Reporting {
             requests: self.requests.clone(),
             vcenter,
@@ -101,6 +121,7 @@ struct Counts {
     sessions: i64,
     tasks: BTreeMap<String, i64>,
     vms: BTreeMap<String, i64>,
+    injected: InForce,
 }
 
 fn count(state: &State) -> Counts {
@@ -149,20 +170,37 @@ struct PowerState {
     power_state: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Effect {
+    vcenter: Arc<str>,
+    effect: &'static str,
+}
+
 impl Collector for Gauges {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let alive: Vec<(Arc<str>, Arc<Mutex<State>>)> = {
+        type Alive = (Arc<str>, Arc<Mutex<State>>, Option<Arc<Mutex<Injections>>>);
+        let alive: Vec<Alive> = {
             let watched = self.0.lock().unwrap_or_else(|p| p.into_inner());
             watched
                 .iter()
-                .filter_map(|(name, state)| Some((name.clone(), state.upgrade()?)))
+                .filter_map(|(name, held)| {
+                    Some((
+                        name.clone(),
+                        held.state.upgrade()?,
+                        held.injections.upgrade(),
+                    ))
+                })
                 .collect()
         };
         let counted: Vec<(Arc<str>, Counts)> = alive
             .iter()
-            .map(|(name, state)| {
-                let state = state.lock().unwrap_or_else(|p| p.into_inner());
-                (name.clone(), count(&state))
+            .map(|(name, state, injections)| {
+                let mut counts = count(&state.lock().unwrap_or_else(|p| p.into_inner()));
+                if let Some(injections) = injections {
+                    let injections = injections.lock().unwrap_or_else(|p| p.into_inner());
+                    counts.injected = injections.in_force();
+                }
+                (name.clone(), counts)
             })
             .collect();
         let gauge = ConstGauge::new(0i64);
@@ -206,6 +244,22 @@ impl Collector for Gauges {
                     power_state: power_state.clone(),
                 };
                 ConstGauge::new(*n).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        let mut family = encoder.encode_descriptor(
+            "infrasim_vsphere_injected_faults",
+            "Fault injection rules in force on a simulated vCenter, by whether they fail calls or only delay them.",
+            None,
+            gauge.metric_type(),
+        )?;
+        for (name, c) in &counted {
+            for (effect, n) in [("fault", c.injected.faults), ("delay", c.injected.delays)] {
+                let labels = Effect {
+                    vcenter: name.clone(),
+                    effect,
+                };
+                let n = i64::try_from(n).unwrap_or(i64::MAX);
+                ConstGauge::new(n).encode(family.encode_family(&labels)?)?;
             }
         }
         Ok(())
@@ -264,6 +318,24 @@ mod tests {
             Some(r#"infrasim_vsphere_vms{vcenter="ns/vc1",power_state="poweredOn"} 4"#)
         );
         assert!(text.contains(r#"infrasim_vsphere_tasks{vcenter="ns/vc1",state="running"} 0"#));
+        let none = r#"infrasim_vsphere_injected_faults{vcenter="ns/vc1",effect="fault"} 0"#;
+        assert!(text.contains(none), "{text}");
+        // Rules in force show, by what they do, until they are taken back.
+        let rules = crate::fault_injection::Injection::parse_rules(
+            r#"[{"method": "PowerOnVM_Task", "fault": "SystemError"},
+                {"method": "*", "type": "HostSystem", "delayMs": 250},
+                {"method": "Destroy_Task", "fault": "InvalidState", "delayMs": 10}]"#,
+        )
+        .expect("rules");
+        sim.set_injections(rules);
+        let text = metrics.render(Format::Classic);
+        let faults = r#"infrasim_vsphere_injected_faults{vcenter="ns/vc1",effect="fault"} 2"#;
+        assert!(text.contains(faults), "{text}");
+        let delays = r#"infrasim_vsphere_injected_faults{vcenter="ns/vc1",effect="delay"} 1"#;
+        assert!(text.contains(delays), "{text}");
+        sim.set_injections(Vec::new());
+        let text = metrics.render(Format::Classic);
+        assert!(text.contains(none), "{text}");
         // A simulator that is gone leaves the scrape.
         drop(sim);
         let text = metrics.render(Format::Classic);

@@ -66,7 +66,7 @@ impl Simulator {
     pub fn report_to(&self, metrics: &crate::metrics::SimMetrics, vcenter: &str) {
         let _ = self
             .reporting
-            .set(metrics.watch(vcenter, self.engine.state()));
+            .set(metrics.watch(vcenter, self.engine.state(), &self.injections));
     }
 
     /// Counts a SOAP call of `method` answered with `fault` or a result.
@@ -104,6 +104,11 @@ impl Simulator {
     /// Replaces every fault injection rule (none: the simulator behaves again).
     pub fn set_injections(&self, rules: Vec<crate::fault_injection::Injection>) {
         self.injections().replace(rules);
+    }
+
+    /// The fault injection rules in force now.
+    pub fn injections_in_force(&self) -> crate::fault_injection::InForce {
+        self.injections().in_force()
     }
 
     fn injections(&self) -> MutexGuard<'_, crate::fault_injection::Injections> {

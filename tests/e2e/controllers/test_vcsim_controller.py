@@ -174,6 +174,56 @@ def test_a_simulators_calls_sessions_tasks_and_vms_are_in_the_planes_metrics(pla
         Disconnect(si)
 
 
+def events_of(plane, ns, name, reason):
+    listed = json.loads(plane.kubectl("-n", ns, "get", "events", "-o", "json",
+                                      "--field-selector", f"involvedObject.name={name}").stdout)
+    return [e for e in listed["items"] if e["reason"] == reason]
+
+
+def test_faults_injected_by_annotation_fail_calls_until_taken_back(plane, ns):
+    status, host, port = simulator(plane, ns, "vcsim-f")
+    mine = {"vcenter": f"{ns}/vcsim-f"}
+    scrape = lambda: plane.kubectl("get", "--raw", "/metrics").stdout
+    in_force = lambda effect: metric_samples(scrape(), "infrasim_vsphere_injected_faults", **mine,
+                                             effect=effect)
+    assert in_force("fault") == [0.0]
+    rules = [{"method": "PowerOffVM_Task", "type": "VirtualMachine", "fault": "InvalidState"},
+             {"method": "RetrieveProperties", "delayMs": 1}]
+    plane.kubectl("-n", ns, "annotate", "vcentersimulator", "vcsim-f",
+                  "sim.infrasim.dev/vsphere-faults=" + json.dumps(rules))
+    wait_for(lambda: in_force("fault") == [1.0] and in_force("delay") == [1.0], timeout=30,
+             what="the rules in force")
+    assert events_of(plane, ns, "vcsim-f", "FaultsInjected")
+    si = connect(status)
+    try:
+        view = si.content.viewManager.CreateContainerView(si.content.rootFolder,
+                                                          [vim.VirtualMachine], True)
+        running = next(vm for vm in view.view
+                       if not vm.config.template and vm.runtime.powerState == "poweredOn")
+        # A failing *_Task call gets its task, which ends in the fault, as vCenter reports it.
+        task = running.PowerOffVM_Task()
+        wait_for(lambda: task.info.state == "error", timeout=15, what="the failed task")
+        assert isinstance(task.info.error, vim.fault.InvalidState)
+        assert running.runtime.powerState == "poweredOn"
+        # Rules that cannot be read leave those in force, and say why.
+        plane.kubectl("-n", ns, "annotate", "--overwrite", "vcentersimulator", "vcsim-f",
+                      'sim.infrasim.dev/vsphere-faults=[{"method": "X", "fault": "Nope"}]')
+        wait_for(lambda: events_of(plane, ns, "vcsim-f", "InvalidFaults"), timeout=30,
+                 what="the InvalidFaults event")
+        assert "unknown fault" in events_of(plane, ns, "vcsim-f", "InvalidFaults")[0]["message"]
+        assert in_force("fault") == [1.0]
+        # Removing the annotation takes every rule back.
+        plane.kubectl("-n", ns, "annotate", "vcentersimulator", "vcsim-f",
+                      "sim.infrasim.dev/vsphere-faults-")
+        wait_for(lambda: in_force("fault") == [0.0] and in_force("delay") == [0.0], timeout=30,
+                 what="the rules taken back")
+        task = running.PowerOffVM_Task()
+        wait_for(lambda: task.info.state == "success", timeout=15, what="the power-off task")
+        assert running.runtime.powerState == "poweredOff"
+    finally:
+        Disconnect(si)
+
+
 def test_an_invalid_model_is_reported_not_served(plane, ns):
     apply(plane, ns, json.dumps({"apiVersion": f"{VCSIM_GROUP}/v1alpha1", "kind": "VCenterSimulator",
                                  "metadata": {"name": "old"},

@@ -8,6 +8,7 @@
 
 mod endpoint;
 mod envvar;
+pub mod faults;
 pub mod simulators;
 pub mod types;
 pub(crate) mod vcenter;

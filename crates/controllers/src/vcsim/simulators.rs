@@ -26,6 +26,10 @@ pub struct Serving {
 #[derive(Default)]
 pub struct Simulators {
     running: Mutex<HashMap<String, Instance>>,
+    /// The fault injection rules (as text) last put in force on each, so a reconcile that
+    /// finds them unchanged leaves them be: a rule for a number of calls counts down, and
+    /// putting it in force again would start it over.
+    faults: Mutex<HashMap<String, String>>,
 }
 
 impl std::fmt::Debug for Simulators {
@@ -63,6 +67,20 @@ impl Simulators {
             // Replaced (never expected): the old one stops serving as it is dropped.
             drop(old);
         }
+        // A new simulator starts with no rules in force.
+        lock(&self.faults).remove(key);
+    }
+
+    /// Records `rules` (their text; empty for none) as those of the simulator of `key`;
+    /// `true` if they differ from the last recorded, so they are to be put in force.
+    pub fn faults_changed(&self, key: &str, rules: &str) -> bool {
+        let mut faults = lock(&self.faults);
+        let last = faults.get(key).map_or("", String::as_str);
+        if last == rules {
+            return false;
+        }
+        faults.insert(key.to_string(), rules.to_string());
+        true
     }
 
     /// The simulator of `key`, if it runs here.
@@ -97,6 +115,7 @@ impl Simulators {
     /// connections end before this returns.
     pub async fn stop(&self, key: &str) -> bool {
         let instance = self.lock().remove(key);
+        lock(&self.faults).remove(key);
         match instance {
             Some(instance) => {
                 if let Err(e) = instance.stop().await {

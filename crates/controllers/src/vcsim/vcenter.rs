@@ -77,6 +77,7 @@ async fn serve(obj: &VCenterSimulator, r: &Reconciler) -> Result<Next, Error> {
             Err(failure) => return failed(obj, r, &api, failure).await,
         },
     };
+    super::faults::reconcile(obj, r).await;
     let status = VCenterSimulatorStatus {
         host: serving.addr.to_string(),
         username: serving.username,
