@@ -25,11 +25,16 @@ pub struct Serving {
 /// The running simulators, by `namespace/name` of their VCenterSimulator.
 #[derive(Default)]
 pub struct Simulators {
-    running: Mutex<HashMap<String, Instance>>,
-    /// The fault injection rules (as text) last put in force on each, so a reconcile that
+    running: Mutex<HashMap<String, Running>>,
+}
+
+/// One running simulator.
+struct Running {
+    instance: Instance,
+    /// The fault injection rules (as text) last put in force on it, so a reconcile that
     /// finds them unchanged leaves them be: a rule for a number of calls counts down, and
-    /// putting it in force again would start it over.
-    faults: Mutex<HashMap<String, String>>,
+    /// putting it in force again would start it over. A new simulator has none.
+    faults: String,
 }
 
 impl std::fmt::Debug for Simulators {
@@ -56,36 +61,39 @@ pub fn key(namespace: &str, name: &str) -> String {
 }
 
 impl Simulators {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instance>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
         // A panic elsewhere while holding the lock leaves the map itself intact.
         self.running.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Keeps `instance` as the simulator of `key`.
     pub fn insert(&self, key: &str, instance: Instance) {
-        if let Some(old) = self.lock().insert(key.to_string(), instance) {
+        let running = Running {
+            instance,
+            faults: String::new(),
+        };
+        if let Some(old) = self.lock().insert(key.to_string(), running) {
             // Replaced (never expected): the old one stops serving as it is dropped.
             drop(old);
         }
-        // A new simulator starts with no rules in force.
-        lock(&self.faults).remove(key);
     }
 
     /// Records `rules` (their text; empty for none) as those of the simulator of `key`;
-    /// `true` if they differ from the last recorded, so they are to be put in force.
+    /// `true` if it runs and they differ from the last recorded, so they are to be put in
+    /// force.
     pub fn faults_changed(&self, key: &str, rules: &str) -> bool {
-        let mut faults = lock(&self.faults);
-        let last = faults.get(key).map_or("", String::as_str);
-        if last == rules {
-            return false;
+        match self.lock().get_mut(key) {
+            Some(running) if running.faults != rules => {
+                running.faults = rules.to_string();
+                true
+            }
+            _ => false,
         }
-        faults.insert(key.to_string(), rules.to_string());
-        true
     }
 
     /// The simulator of `key`, if it runs here.
     pub fn simulator(&self, key: &str) -> Option<Simulator> {
-        self.lock().get(key).map(|i| i.simulator().clone())
+        self.lock().get(key).map(|r| r.instance.simulator().clone())
     }
 
     /// The simulator serving at `server` (`https://host:port`, as a VSphereVM's
@@ -94,13 +102,14 @@ impl Simulators {
         let addr: SocketAddr = authority(server).parse().ok()?;
         self.lock()
             .values()
-            .find(|i| i.addr() == addr)
-            .map(|i| i.simulator().clone())
+            .find(|r| r.instance.addr() == addr)
+            .map(|r| r.instance.simulator().clone())
     }
 
     /// Where and how the simulator of `key` serves, if it runs here.
     pub fn serving(&self, key: &str) -> Option<Serving> {
-        self.lock().get(key).map(|i| {
+        self.lock().get(key).map(|r| {
+            let i = &r.instance;
             let config = i.simulator().config();
             Serving {
                 addr: i.addr(),
@@ -114,8 +123,7 @@ impl Simulators {
     /// Stops the simulator of `key`; `true` if one ran. Its port is closed and its
     /// connections end before this returns.
     pub async fn stop(&self, key: &str) -> bool {
-        let instance = self.lock().remove(key);
-        lock(&self.faults).remove(key);
+        let instance = self.lock().remove(key).map(|r| r.instance);
         match instance {
             Some(instance) => {
                 if let Err(e) = instance.stop().await {
