@@ -5,7 +5,7 @@ use crate::selectors::LabelSelector;
 use crate::values::At;
 use infrasim_store::{Group, ReadAt};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 const RBAC_RESOURCES: [&str; 4] = [
@@ -126,7 +126,7 @@ fn cluster_role_rules(roles: &[Value], name: &str) -> Vec<Value> {
                 continue;
             };
             for other in roles {
-                let labels = other
+                let labels: BTreeMap<String, String> = other
                     .at("/metadata/labels")
                     .and_then(Value::as_object)
                     .map(|m| {

@@ -22,6 +22,7 @@ use serde::{de::DeserializeOwned, Serialize};
 use serde_json::Value;
 use std::any::TypeId;
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 use std::sync::{Arc, RwLock};
 
 /// How a kind's request bodies are validated and pruned.
@@ -504,112 +505,132 @@ const NONE: &[&str] = &[];
 /// removed at run time as CustomResourceDefinitions come and go.
 #[derive(Debug)]
 pub struct Registry {
-    builtin: Vec<Arc<ResourceInfo>>,
+    /// Shared by every server of the process: each simulated workload cluster has a
+    /// registry, and its own copy of the built-in kinds' names, schemas and printers was about
+    /// 65 KB a cluster.
+    builtin: Arc<[Arc<ResourceInfo>]>,
     // Read on every request, written when a CRD changes: an RwLock keeps readers parallel.
     custom: RwLock<Vec<Arc<ResourceInfo>>>,
 }
 
 impl Registry {
-    /// The built-in kinds. Those marked `returning_deleted` are the ones whose storage in
-    /// kube-apiserver (`pkg/registry/<group>/<resource>/storage/storage.go`) sets
-    /// `ReturnDeletedObject: true`; the rest answer a delete with a Success Status.
+    /// A registry of the built-in kinds (see [`builtin_kinds`]) and no custom resources yet.
     pub fn builtin() -> Self {
-        let list = vec![
-            info::<core::Namespace>(&["ns"], NONE, true).returning_deleted(),
-            info::<core::Node>(&["no"], NONE, true),
-            info::<core::Pod>(&["po"], ALL, true).returning_deleted(),
-            info::<core::Service>(&["svc"], ALL, true).returning_deleted(),
-            info::<core::Endpoints>(&["ep"], NONE, false),
-            info::<core::ConfigMap>(&["cm"], NONE, false),
-            info::<core::Secret>(NONE, NONE, false),
-            info::<core::ServiceAccount>(&["sa"], NONE, false).returning_deleted(),
-            info::<core::Event>(&["ev"], NONE, false),
-            info::<core::PersistentVolume>(&["pv"], NONE, true).returning_deleted(),
-            info::<core::PersistentVolumeClaim>(&["pvc"], NONE, true).returning_deleted(),
-            info::<core::LimitRange>(&["limits"], NONE, false),
-            info::<core::ResourceQuota>(&["quota"], NONE, true).returning_deleted(),
-            info::<core::PodTemplate>(NONE, NONE, false).returning_deleted(),
-            info::<core::ReplicationController>(&["rc"], ALL, true),
-            info::<apps::Deployment>(&["deploy"], ALL, true),
-            info::<apps::DaemonSet>(&["ds"], ALL, true),
-            info::<apps::StatefulSet>(&["sts"], ALL, true),
-            info::<apps::ReplicaSet>(&["rs"], ALL, true),
-            info::<apps::ControllerRevision>(NONE, NONE, false),
-            info::<autoscaling::HorizontalPodAutoscaler>(&["hpa"], ALL, true),
-            info::<autoscaling_v1::HorizontalPodAutoscaler>(&["hpa"], ALL, true).stored_as(HPA_V1),
-            info::<batch::Job>(NONE, ALL, true),
-            info::<batch::CronJob>(&["cj"], ALL, true),
-            info::<rbac::Role>(NONE, NONE, false),
-            info::<rbac::RoleBinding>(NONE, NONE, false),
-            info::<rbac::ClusterRole>(NONE, NONE, false),
-            info::<rbac::ClusterRoleBinding>(NONE, NONE, false),
-            info::<coordination::Lease>(NONE, NONE, false),
-            info::<certificates::CertificateSigningRequest>(&["csr"], NONE, true),
-            info::<policy::PodDisruptionBudget>(&["pdb"], NONE, true),
-            info::<storage::StorageClass>(&["sc"], NONE, false).returning_deleted(),
-            info::<storage::CSIDriver>(NONE, NONE, false).returning_deleted(),
-            info::<storage::CSINode>(NONE, NONE, false).returning_deleted(),
-            info::<storage::VolumeAttachment>(NONE, NONE, true).returning_deleted(),
-            info::<discovery::EndpointSlice>(NONE, NONE, false),
-            info::<events::Event>(&["ev"], NONE, false).stored_as(EVENTS_V1),
-            info::<networking::Ingress>(&["ing"], NONE, true),
-            info::<networking::IngressClass>(NONE, NONE, false),
-            info::<networking::NetworkPolicy>(&["netpol"], NONE, false),
-            info::<scheduling::PriorityClass>(&["pc"], NONE, false),
-            info::<admissionregistration::MutatingWebhookConfiguration>(
-                NONE,
-                &["api-extensions"],
-                false,
-            ),
-            info::<admissionregistration::ValidatingWebhookConfiguration>(
-                NONE,
-                &["api-extensions"],
-                false,
-            ),
-            info::<admissionregistration::ValidatingAdmissionPolicy>(
-                NONE,
-                &["api-extensions"],
-                true,
-            ),
-            info::<admissionregistration::ValidatingAdmissionPolicyBinding>(
-                NONE,
-                &["api-extensions"],
-                false,
-            ),
-            info::<apiregistration::APIService>(NONE, &["api-extensions"], true),
-            info::<apiextensions::CustomResourceDefinition>(
-                &["crd", "crds"],
-                &["api-extensions"],
-                true,
-            ),
-            computed::<authorization::SelfSubjectAccessReview>(Computed::CreateOnly),
-            computed::<authorization::SubjectAccessReview>(Computed::CreateOnly),
-            computed::<authorization::LocalSubjectAccessReview>(Computed::CreateOnly),
-            computed::<authentication::SelfSubjectReview>(Computed::CreateOnly),
-            computed::<authentication::TokenReview>(Computed::CreateOnly),
-            ResourceInfo {
-                short_names: vec!["cs".into()],
-                deprecation: Some("v1 ComponentStatus is deprecated in v1.19+".into()),
-                ..computed::<core::ComponentStatus>(Computed::ReadOnly)
-            },
-        ];
         Registry {
-            builtin: list.into_iter().map(Arc::new).collect(),
+            builtin: BUILTIN.clone(),
             custom: RwLock::new(Vec::new()),
         }
     }
 
     /// The built-in kinds and `metrics.k8s.io`'s NodeMetrics and PodMetrics, for a server
     /// that simulates a cluster's nodes (see [`crate::resource_metrics`]).
-    pub fn with_resource_metrics(mut self) -> Self {
-        use crate::resource_metrics::types::{NodeMetrics, PodMetrics};
-        self.builtin
-            .push(Arc::new(computed::<NodeMetrics>(Computed::ReadOnly)));
-        self.builtin
-            .push(Arc::new(computed::<PodMetrics>(Computed::ReadOnly)));
-        self
+    pub fn with_resource_metrics(self) -> Self {
+        Registry {
+            builtin: BUILTIN_WITH_RESOURCE_METRICS.clone(),
+            ..self
+        }
     }
+}
 
+/// The built-in kinds, built once per process.
+static BUILTIN: LazyLock<Arc<[Arc<ResourceInfo>]>> =
+    LazyLock::new(|| builtin_kinds().into_iter().map(Arc::new).collect());
+
+/// The built-in kinds and the resource metrics' kinds, built once per process.
+static BUILTIN_WITH_RESOURCE_METRICS: LazyLock<Arc<[Arc<ResourceInfo>]>> = LazyLock::new(|| {
+    use crate::resource_metrics::types::{NodeMetrics, PodMetrics};
+    BUILTIN
+        .iter()
+        .cloned()
+        .chain([
+            Arc::new(computed::<NodeMetrics>(Computed::ReadOnly)),
+            Arc::new(computed::<PodMetrics>(Computed::ReadOnly)),
+        ])
+        .collect()
+});
+
+/// The built-in kinds. Those marked `returning_deleted` are the ones whose storage in
+/// kube-apiserver (`pkg/registry/<group>/<resource>/storage/storage.go`) sets
+/// `ReturnDeletedObject: true`; the rest answer a delete with a Success Status.
+fn builtin_kinds() -> Vec<ResourceInfo> {
+    vec![
+        info::<core::Namespace>(&["ns"], NONE, true).returning_deleted(),
+        info::<core::Node>(&["no"], NONE, true),
+        info::<core::Pod>(&["po"], ALL, true).returning_deleted(),
+        info::<core::Service>(&["svc"], ALL, true).returning_deleted(),
+        info::<core::Endpoints>(&["ep"], NONE, false),
+        info::<core::ConfigMap>(&["cm"], NONE, false),
+        info::<core::Secret>(NONE, NONE, false),
+        info::<core::ServiceAccount>(&["sa"], NONE, false).returning_deleted(),
+        info::<core::Event>(&["ev"], NONE, false),
+        info::<core::PersistentVolume>(&["pv"], NONE, true).returning_deleted(),
+        info::<core::PersistentVolumeClaim>(&["pvc"], NONE, true).returning_deleted(),
+        info::<core::LimitRange>(&["limits"], NONE, false),
+        info::<core::ResourceQuota>(&["quota"], NONE, true).returning_deleted(),
+        info::<core::PodTemplate>(NONE, NONE, false).returning_deleted(),
+        info::<core::ReplicationController>(&["rc"], ALL, true),
+        info::<apps::Deployment>(&["deploy"], ALL, true),
+        info::<apps::DaemonSet>(&["ds"], ALL, true),
+        info::<apps::StatefulSet>(&["sts"], ALL, true),
+        info::<apps::ReplicaSet>(&["rs"], ALL, true),
+        info::<apps::ControllerRevision>(NONE, NONE, false),
+        info::<autoscaling::HorizontalPodAutoscaler>(&["hpa"], ALL, true),
+        info::<autoscaling_v1::HorizontalPodAutoscaler>(&["hpa"], ALL, true).stored_as(HPA_V1),
+        info::<batch::Job>(NONE, ALL, true),
+        info::<batch::CronJob>(&["cj"], ALL, true),
+        info::<rbac::Role>(NONE, NONE, false),
+        info::<rbac::RoleBinding>(NONE, NONE, false),
+        info::<rbac::ClusterRole>(NONE, NONE, false),
+        info::<rbac::ClusterRoleBinding>(NONE, NONE, false),
+        info::<coordination::Lease>(NONE, NONE, false),
+        info::<certificates::CertificateSigningRequest>(&["csr"], NONE, true),
+        info::<policy::PodDisruptionBudget>(&["pdb"], NONE, true),
+        info::<storage::StorageClass>(&["sc"], NONE, false).returning_deleted(),
+        info::<storage::CSIDriver>(NONE, NONE, false).returning_deleted(),
+        info::<storage::CSINode>(NONE, NONE, false).returning_deleted(),
+        info::<storage::VolumeAttachment>(NONE, NONE, true).returning_deleted(),
+        info::<discovery::EndpointSlice>(NONE, NONE, false),
+        info::<events::Event>(&["ev"], NONE, false).stored_as(EVENTS_V1),
+        info::<networking::Ingress>(&["ing"], NONE, true),
+        info::<networking::IngressClass>(NONE, NONE, false),
+        info::<networking::NetworkPolicy>(&["netpol"], NONE, false),
+        info::<scheduling::PriorityClass>(&["pc"], NONE, false),
+        info::<admissionregistration::MutatingWebhookConfiguration>(
+            NONE,
+            &["api-extensions"],
+            false,
+        ),
+        info::<admissionregistration::ValidatingWebhookConfiguration>(
+            NONE,
+            &["api-extensions"],
+            false,
+        ),
+        info::<admissionregistration::ValidatingAdmissionPolicy>(NONE, &["api-extensions"], true),
+        info::<admissionregistration::ValidatingAdmissionPolicyBinding>(
+            NONE,
+            &["api-extensions"],
+            false,
+        ),
+        info::<apiregistration::APIService>(NONE, &["api-extensions"], true),
+        info::<apiextensions::CustomResourceDefinition>(
+            &["crd", "crds"],
+            &["api-extensions"],
+            true,
+        ),
+        computed::<authorization::SelfSubjectAccessReview>(Computed::CreateOnly),
+        computed::<authorization::SubjectAccessReview>(Computed::CreateOnly),
+        computed::<authorization::LocalSubjectAccessReview>(Computed::CreateOnly),
+        computed::<authentication::SelfSubjectReview>(Computed::CreateOnly),
+        computed::<authentication::TokenReview>(Computed::CreateOnly),
+        ResourceInfo {
+            short_names: vec!["cs".into()],
+            deprecation: Some("v1 ComponentStatus is deprecated in v1.19+".into()),
+            ..computed::<core::ComponentStatus>(Computed::ReadOnly)
+        },
+    ]
+}
+
+impl Registry {
     fn custom(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<ResourceInfo>>> {
         self.custom.read().unwrap_or_else(|p| p.into_inner())
     }
@@ -651,7 +672,7 @@ impl Registry {
 
     /// All resources: built-in first, then custom ones in registration order.
     pub fn all(&self) -> Vec<Arc<ResourceInfo>> {
-        let mut all = self.builtin.clone();
+        let mut all = self.builtin.to_vec();
         all.extend(self.custom().iter().cloned());
         all
     }

@@ -8,6 +8,25 @@ use infrasim_store::StoredObject;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+/// Labels a selector can be matched against: a stored object's, or a map built by a caller
+/// (a node's labels as the scheduler sees them, a Pod template's).
+pub trait LabelSet {
+    /// The value of label `key`, if the set has it.
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl LabelSet for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
+impl LabelSet for infrasim_store::Labels {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key)
+    }
+}
+
 /// One requirement of a label selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LabelRequirement {
@@ -47,22 +66,18 @@ impl LabelRequirement {
         })
     }
 
-    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    fn matches(&self, labels: &impl LabelSet) -> bool {
+        let value = |k: &str| labels.label(k);
+        let number = |k: &str| value(k).and_then(|v| v.parse::<i64>().ok());
         match self {
-            LabelRequirement::Equals(k, v) => labels.get(k) == Some(v),
-            LabelRequirement::NotEquals(k, v) => labels.get(k) != Some(v),
-            LabelRequirement::In(k, vs) => labels.get(k).is_some_and(|v| vs.contains(v)),
-            LabelRequirement::NotIn(k, vs) => !labels.get(k).is_some_and(|v| vs.contains(v)),
-            LabelRequirement::Exists(k) => labels.contains_key(k),
-            LabelRequirement::NotExists(k) => !labels.contains_key(k),
-            LabelRequirement::GreaterThan(k, n) => labels
-                .get(k)
-                .and_then(|v| v.parse::<i64>().ok())
-                .is_some_and(|v| v > *n),
-            LabelRequirement::LessThan(k, n) => labels
-                .get(k)
-                .and_then(|v| v.parse::<i64>().ok())
-                .is_some_and(|v| v < *n),
+            LabelRequirement::Equals(k, v) => value(k) == Some(v.as_str()),
+            LabelRequirement::NotEquals(k, v) => value(k) != Some(v.as_str()),
+            LabelRequirement::In(k, vs) => value(k).is_some_and(|v| vs.iter().any(|w| w == v)),
+            LabelRequirement::NotIn(k, vs) => !value(k).is_some_and(|v| vs.iter().any(|w| w == v)),
+            LabelRequirement::Exists(k) => value(k).is_some(),
+            LabelRequirement::NotExists(k) => value(k).is_none(),
+            LabelRequirement::GreaterThan(k, n) => number(k).is_some_and(|v| v > *n),
+            LabelRequirement::LessThan(k, n) => number(k).is_some_and(|v| v < *n),
         }
     }
 }
@@ -121,7 +136,7 @@ impl LabelSelector {
             .collect()
     }
 
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &impl LabelSet) -> bool {
         self.0.iter().all(|r| r.matches(labels))
     }
 }

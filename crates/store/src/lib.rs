@@ -27,6 +27,7 @@ mod encode;
 mod error;
 mod event;
 mod group;
+mod labels;
 mod object;
 mod store;
 
@@ -38,5 +39,6 @@ pub use group::{
     DeleteOptions, DeleteOutcome, Fields, Group, Propagation, Read, ReadAt, ResourceMap, Snapshot,
     Watch, WatchError, FOREGROUND_FINALIZER, ORPHAN_FINALIZER,
 };
+pub use labels::Labels;
 pub use object::{format_time, Derived, ObjectKey, ObjectMeta, OwnerRef, StoredObject};
 pub use store::{Store, StoreConfig};

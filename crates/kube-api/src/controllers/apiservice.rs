@@ -79,7 +79,7 @@ pub(crate) fn sync_custom(state: &Arc<State>) {
         return;
     };
     for (key, object) in snapshot.objects.iter() {
-        if object.meta.labels.get(AUTOMANAGED).map(|v| v.as_str()) != Some("true") {
+        if object.meta.labels.get(AUTOMANAGED) != Some("true") {
             continue;
         }
         let Ok(value) = object.to_value() else {

@@ -1,0 +1,116 @@
+//! An object's labels as the store keeps them beside its bytes: a sorted slice of pairs.
+//!
+//! Every stored object carries its parsed labels (for the label index and selectors), and so
+//! does every old version the event window keeps. A `BTreeMap<String, String>` allocates a
+//! node of eleven slots (about 540 bytes) however few labels there are, and most objects have
+//! one to four: at thousands of simulated clusters those nodes were about a tenth of the heap.
+//! A boxed slice holds exactly the pairs, and reads stay a binary search.
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use std::collections::BTreeMap;
+
+/// Label keys and values, sorted by key, each key once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Labels(Box<[(Box<str>, Box<str>)]>);
+
+impl Labels {
+    /// The value of label `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &*self.0[i].1)
+    }
+
+    /// Whether the object carries label `key`.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The labels, by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (&**k, &**v))
+    }
+
+    /// The labels as a map, for code that builds on them.
+    pub fn to_map(&self) -> BTreeMap<String, String> {
+        self.iter().map(|(k, v)| (k.into(), v.into())).collect()
+    }
+}
+
+impl<K: Into<Box<str>>, V: Into<Box<str>>> FromIterator<(K, V)> for Labels {
+    /// Sorted by key; of two pairs with one key, the later one stays (as a map's insert).
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Self {
+        let mut pairs: Vec<(Box<str>, Box<str>)> = pairs
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        // A stable sort keeps equal keys in arrival order, so the last of each is the newest.
+        pairs.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut unique: Vec<(Box<str>, Box<str>)> = Vec::with_capacity(pairs.len());
+        for pair in pairs {
+            match unique.last_mut() {
+                Some(last) if last.0 == pair.0 => *last = pair,
+                _ => unique.push(pair),
+            }
+        }
+        Labels(unique.into_boxed_slice())
+    }
+}
+
+impl<'a> IntoIterator for &'a Labels {
+    type Item = (&'a str, &'a str);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (Box<str>, Box<str>)>,
+        fn(&'a (Box<str>, Box<str>)) -> (&'a str, &'a str),
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(k, v)| (&**k, &**v))
+    }
+}
+
+impl Serialize for Labels {
+    /// As the JSON object `metadata.labels` is.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.iter() {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_are_sorted_and_the_last_of_a_key_wins() {
+        let labels: Labels = [("b", "1"), ("a", "2"), ("b", "3")].into_iter().collect();
+        assert_eq!(labels.iter().collect::<Vec<_>>(), [("a", "2"), ("b", "3")]);
+        assert_eq!(labels.get("b"), Some("3"));
+        assert_eq!(labels.get("c"), None);
+        assert!(labels.contains_key("a"));
+        assert_eq!(labels.len(), 2);
+    }
+
+    #[test]
+    fn serializes_as_a_json_object() {
+        let labels: Labels = [("tier", "web"), ("app", "x")].into_iter().collect();
+        assert_eq!(
+            serde_json::to_string(&labels).unwrap(),
+            r#"{"app":"x","tier":"web"}"#
+        );
+        assert_eq!(labels.to_map().len(), 2);
+        assert!(Labels::default().is_empty());
+    }
+}
