@@ -9,6 +9,7 @@ mod capi;
 mod capv;
 mod cel;
 mod etcd;
+mod fleet;
 mod harness;
 mod sip;
 mod store;
@@ -38,6 +39,9 @@ enum BenchWhat {
     /// etcd Status + MemberList per second through a cluster's endpoint and a port-forward,
     /// against Debian's etcd server.
     Etcd(etcd::EtcdBenchArgs),
+    /// N simulated workload clusters in this process, as `infrasim fleet` makes them: time
+    /// until every one is up, CPU and memory per cluster, and idle cost.
+    Fleet(fleet::FleetBenchArgs),
     /// `infrasim vcsim` against govmomi's simulator (Debian's library): server CPU per
     /// RetrievePropertiesEx, per clone and per listing of every VM, memory and startup, at
     /// several model sizes.
@@ -63,6 +67,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Capi(a) => capi::run(a).await,
         BenchWhat::Capv(a) => capv::run(a).await,
         BenchWhat::Etcd(a) => etcd::run(a).await,
+        BenchWhat::Fleet(a) => fleet::run(a).await,
         BenchWhat::Vsphere(a) => vsphere::run(a).await,
         BenchWhat::Vcsim(a) => vcsim::run(a).await,
         BenchWhat::Vmgroup(a) => vmgroup::run(a).await,
