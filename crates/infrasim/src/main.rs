@@ -18,8 +18,9 @@ use tracing_subscriber::EnvFilter;
 /// The process allocates and frees many small JSON values per request (every object crosses
 /// serde on its way in and out of the store); glibc's malloc spent about a quarter of the
 /// Cluster API bench in its own bookkeeping, mimalloc's size-class pages much less.
-/// `--features system-allocator` keeps glibc's: heap profilers that wrap malloc (heaptrack)
-/// see nothing of mimalloc's allocations (the method is in docs/benchmarks.md).
+/// `--features system-allocator` keeps glibc's malloc, so that a heap profiler preloaded in
+/// its place (jemalloc's) sees the allocations mimalloc would keep to itself; the method is in
+/// docs/benchmarks.md#memory-per-cluster-how-it-is-measured.
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
