@@ -346,13 +346,7 @@ fn cost_of(render: impl Fn() -> String) -> String {
 }
 
 pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
-    let ports = usize::from(args.port_max.saturating_sub(args.port_min)) + 1;
-    anyhow::ensure!(
-        args.clusters <= ports,
-        "{} clusters need {} ports: raise --port-max",
-        args.clusters,
-        args.clusters
-    );
+    crate::harness::ensure_ports(args.clusters, args.port_min, args.port_max)?;
     let selection = Selection {
         state_metrics: args.state_metrics,
         ..in_memory_selection()

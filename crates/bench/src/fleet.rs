@@ -6,7 +6,7 @@
 //! the whole stack; this one is what each simulated cluster costs by itself.
 
 use clap::Args;
-use infrasim_cloud::{Cloud, CloudConfig, ClusterShape, WorkloadConfig};
+use infrasim_cloud::{Cloud, CloudConfig, ClusterShape};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Args)]
@@ -49,13 +49,7 @@ struct Measured {
 }
 
 pub async fn run(args: FleetBenchArgs) -> anyhow::Result<()> {
-    let ports = usize::from(args.port_max.saturating_sub(args.port_min)) + 1;
-    anyhow::ensure!(
-        args.clusters <= ports,
-        "{} clusters need {} ports: raise --port-max",
-        args.clusters,
-        args.clusters
-    );
+    crate::harness::ensure_ports(args.clusters, args.port_min, args.port_max)?;
     let cloud = Cloud::new(CloudConfig {
         ports: args.port_min..=args.port_max,
         watch_window: args.watch_window.max(1),
@@ -122,7 +116,6 @@ fn shape(args: &FleetBenchArgs, i: usize) -> ClusterShape {
         name: format!("bench-{i}"),
         control_planes: args.control_planes.max(1),
         workers: args.workers,
-        workloads: WorkloadConfig::default(),
         ..ClusterShape::default()
     }
 }

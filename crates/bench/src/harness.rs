@@ -90,6 +90,17 @@ pub(crate) fn process_cpu() -> Duration {
     Duration::from_secs_f64(cpu_ticks(&stat) as f64 / USER_HZ)
 }
 
+/// Fails unless the endpoint range `port_min..=port_max` has a port for each of `clusters`
+/// (every cluster listens on its own).
+pub(crate) fn ensure_ports(clusters: usize, port_min: u16, port_max: u16) -> anyhow::Result<()> {
+    let ports = usize::from(port_max.saturating_sub(port_min)) + 1;
+    anyhow::ensure!(
+        clusters <= ports,
+        "{clusters} clusters need {clusters} ports: raise --port-max"
+    );
+    Ok(())
+}
+
 /// The unit of `/proc`'s CPU times on Linux (USER_HZ), in ticks per second.
 const USER_HZ: f64 = 100.0;
 

@@ -7,10 +7,9 @@
 //! A boxed slice holds exactly the pairs, and reads stay a binary search.
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
-use std::collections::BTreeMap;
 
 /// Label keys and values, sorted by key, each key once.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Labels(Box<[(Box<str>, Box<str>)]>);
 
 impl Labels {
@@ -38,11 +37,6 @@ impl Labels {
     /// The labels, by key.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.0.iter().map(|(k, v)| (&**k, &**v))
-    }
-
-    /// The labels as a map, for code that builds on them.
-    pub fn to_map(&self) -> BTreeMap<String, String> {
-        self.iter().map(|(k, v)| (k.into(), v.into())).collect()
     }
 }
 
@@ -110,7 +104,6 @@ mod tests {
             serde_json::to_string(&labels).unwrap(),
             r#"{"app":"x","tier":"web"}"#
         );
-        assert_eq!(labels.to_map().len(), 2);
         assert!(Labels::default().is_empty());
     }
 }
