@@ -11,6 +11,7 @@ mod cel;
 mod etcd;
 mod fleet;
 mod harness;
+mod scrape;
 mod sip;
 mod store;
 mod vcsim;
@@ -46,6 +47,9 @@ enum BenchWhat {
     /// RetrievePropertiesEx, per clone and per listing of every VM, memory and startup, at
     /// several model sizes.
     Vsphere(vsphere::VsphereBenchArgs),
+    /// One scrape of N workload clusters' request families: infrasim's tables against
+    /// prometheus-client's `Family` holding the same series (render time, size, record cost).
+    Scrape(scrape::ScrapeBenchArgs),
     /// The vcsim controller: N VCenterSimulators in one process (time to Ready, memory), and
     /// M VMs cloned in one of them the way CAPV clones them.
     Vcsim(vcsim::VcsimBenchArgs),
@@ -69,6 +73,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Etcd(a) => etcd::run(a).await,
         BenchWhat::Fleet(a) => fleet::run(a).await,
         BenchWhat::Vsphere(a) => vsphere::run(a).await,
+        BenchWhat::Scrape(a) => scrape::run(a).await,
         BenchWhat::Vcsim(a) => vcsim::run(a).await,
         BenchWhat::Vmgroup(a) => vmgroup::run(a).await,
         BenchWhat::Sip(a) => sip::run(a).await,

@@ -15,6 +15,7 @@
 use crate::request::{Query, ResourcePath, Route};
 use http::{HeaderMap, Method};
 use infrasim_metrics::buckets::APISERVER_REQUEST_DURATION;
+use infrasim_metrics::table::{write_label, CounterTable, HistogramTable, LabelSet};
 use infrasim_metrics::Metrics;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -57,7 +58,7 @@ struct Answered {
 }
 
 /// The in-memory provider's labels beyond kube-apiserver's.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct WorkloadExtra {
     method: String,
     host: String,
@@ -66,19 +67,50 @@ struct WorkloadExtra {
     user_agent: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+/// A workload cluster's request: kept in a [`HistogramTable`], which encodes its labels once
+/// (tens of thousands of clusters make hundreds of thousands of these series).
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct Workload {
-    #[prometheus(flatten)]
     request: Request,
-    #[prometheus(flatten)]
     extra: WorkloadExtra,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+impl LabelSet for Workload {
+    fn write(&self, out: &mut String) {
+        let r = &self.request;
+        let e = &self.extra;
+        let labels = [
+            ("verb", r.verb),
+            ("dry_run", &r.dry_run),
+            ("group", &r.group),
+            ("version", &r.version),
+            ("resource", &r.resource),
+            ("subresource", &r.subresource),
+            ("scope", r.scope),
+            ("component", r.component),
+            ("method", &e.method),
+            ("host", &e.host),
+            ("path", &e.path),
+            ("cluster_name", &e.cluster_name),
+            ("user_agent", &e.user_agent),
+        ];
+        for (i, (name, value)) in labels.into_iter().enumerate() {
+            write_label(out, name, value, i == 0);
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct WorkloadAnswered {
-    #[prometheus(flatten)]
     labels: Workload,
     code: String,
+}
+
+impl LabelSet for WorkloadAnswered {
+    fn write(&self, out: &mut String) {
+        self.labels.write(out);
+        write_label(out, "code", &self.code, false);
+    }
 }
 
 /// kube-apiserver's labels of a long-running request (no dry run: nothing long-running is one).
@@ -127,8 +159,8 @@ struct Families {
     duration: Histograms<Request>,
     inflight: Family<InFlight, Gauge>,
     longrunning: Family<Long, Gauge>,
-    workload_total: Family<WorkloadAnswered, Counter>,
-    workload_duration: Histograms<Workload>,
+    workload_total: CounterTable<WorkloadAnswered>,
+    workload_duration: HistogramTable<Workload>,
 }
 
 /// Whose requests a server counts.
@@ -156,8 +188,15 @@ impl RequestMetrics {
             duration: Family::new_with_constructor(duration_histogram),
             inflight: Family::default(),
             longrunning: Family::default(),
-            workload_total: Family::default(),
-            workload_duration: Family::new_with_constructor(duration_histogram),
+            workload_total: CounterTable::new(
+                "inmemory_apiserver_request",
+                "Number of HTTP requests",
+            ),
+            workload_duration: HistogramTable::new(
+                "inmemory_apiserver_request_duration_seconds",
+                "Request latency in seconds",
+                &APISERVER_REQUEST_DURATION,
+            ),
         };
         metrics.register(
             "apiserver_request",
@@ -184,16 +223,8 @@ impl RequestMetrics {
             "Number of events sent in watch clients",
             families.watch_events.clone(),
         );
-        metrics.register(
-            "inmemory_apiserver_request",
-            "Number of HTTP requests",
-            families.workload_total.clone(),
-        );
-        metrics.register(
-            "inmemory_apiserver_request_duration_seconds",
-            "Request latency in seconds",
-            families.workload_duration.clone(),
-        );
+        metrics.register_table(Arc::new(families.workload_total.clone()));
+        metrics.register_table(Arc::new(families.workload_duration.clone()));
         // Both kinds of request, present from the start as kube-apiserver's are.
         for kind in ["readOnly", "mutating"] {
             let _ = families
@@ -349,9 +380,9 @@ impl Observation {
                     request: self.request.clone(),
                     extra,
                 };
-                f.workload_duration.get_or_create(&labels).observe(seconds);
+                f.workload_duration.observe(&labels, seconds);
                 let answered = WorkloadAnswered { labels, code };
-                f.workload_total.get_or_create(&answered).inc();
+                f.workload_total.inc(&answered);
             }
         }
         match self.kind {

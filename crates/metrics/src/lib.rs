@@ -11,6 +11,7 @@ pub mod buckets;
 pub mod classic;
 pub mod process;
 pub mod state;
+pub mod table;
 
 pub use prometheus_client;
 
@@ -22,6 +23,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 #[derive(Clone, Debug)]
 pub struct Metrics {
     registry: Arc<Mutex<Registry>>,
+    /// Families that render themselves, after the registry's (see [`table`]).
+    tables: Arc<Mutex<Vec<Arc<dyn table::TextFamily>>>>,
     state: state::StateMetrics,
 }
 
@@ -59,7 +62,7 @@ impl Format {
     }
 }
 
-fn lock(m: &Mutex<Registry>) -> MutexGuard<'_, Registry> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while registering leaves the registry as usable as before it.
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -72,6 +75,7 @@ impl Metrics {
         registry.register_collector(Box::new(process::Process));
         Metrics {
             registry: Arc::new(Mutex::new(registry)),
+            tables: Arc::default(),
             state: state::StateMetrics::default(),
         }
     }
@@ -85,6 +89,12 @@ impl Metrics {
     /// Registers something that computes its samples at each scrape.
     pub fn register_collector(&self, collector: Box<dyn Collector>) {
         lock(&self.registry).register_collector(collector);
+    }
+
+    /// Registers a family that renders itself (a [`table::CounterTable`] or
+    /// [`table::HistogramTable`]), once per process.
+    pub fn register_table(&self, family: Arc<dyn table::TextFamily>) {
+        lock(&self.tables).push(family);
     }
 
     /// The objects' state metrics (kube-state-metrics' kind), served apart from the
@@ -102,10 +112,25 @@ impl Metrics {
         if prometheus_client::encoding::text::encode(&mut text, &lock(&self.registry)).is_err() {
             text.clear();
         }
-        match format {
-            Format::OpenMetrics => text,
+        let tables = lock(&self.tables).clone();
+        let more: usize = tables.iter().map(|t| t.size_hint()).sum();
+        let mut out = match format {
+            Format::OpenMetrics => {
+                // The tables' families go before the end marker.
+                let end = text.strip_suffix("# EOF\n").map_or(text.len(), str::len);
+                text.truncate(end);
+                text
+            }
             Format::Classic => classic::from_openmetrics(&text),
+        };
+        out.reserve(more + 8);
+        for family in &tables {
+            family.encode(format, &mut out);
         }
+        if format == Format::OpenMetrics {
+            out.push_str("# EOF\n");
+        }
+        out
     }
 }
 
@@ -133,6 +158,34 @@ mod tests {
         );
         assert!(!classic.contains("# EOF"));
         assert!(classic.contains("process_start_time_seconds "), "{classic}");
+    }
+
+    #[test]
+    fn a_table_is_rendered_after_the_registry_and_before_the_end() {
+        #[derive(Clone, Debug, Hash, PartialEq, Eq)]
+        struct Cluster(&'static str);
+        impl table::LabelSet for Cluster {
+            fn write(&self, out: &mut String) {
+                table::write_label(out, "cluster_name", self.0, true);
+            }
+        }
+        let metrics = Metrics::new();
+        let requests = table::CounterTable::new("cluster_requests", "Requests per cluster");
+        metrics.register_table(Arc::new(requests.clone()));
+        requests.inc(&Cluster("c1"));
+        let open = metrics.render(Format::OpenMetrics);
+        let sample = open.find("cluster_requests_total{cluster_name=\"c1\"} 1\n");
+        assert!(
+            sample.is_some_and(|at| at
+                > open
+                    .find("process_start_time_seconds")
+                    .unwrap_or(usize::MAX)),
+            "{open}"
+        );
+        assert!(open.ends_with("} 1\n# EOF\n"), "{open}");
+        assert_eq!(open.matches("# EOF").count(), 1);
+        let classic = metrics.render(Format::Classic);
+        assert!(classic.contains("# TYPE cluster_requests_total counter\ncluster_requests_total{cluster_name=\"c1\"} 1\n"), "{classic}");
     }
 
     #[test]
