@@ -79,16 +79,17 @@ impl LabelSet for Request {
 fn request(cluster: usize, route: usize) -> Request {
     let resources = [("leases", "coordination.k8s.io", "v1"), ("nodes", "", "v1")];
     let (resource, group, version) = resources[route % resources.len()];
+    let put = route.is_multiple_of(2);
     Request {
-        verb: if route % 2 == 0 { "PUT" } else { "PATCH" },
+        verb: if put { "PUT" } else { "PATCH" },
         dry_run: String::new(),
         group: group.to_string(),
         version: version.to_string(),
         resource: resource.to_string(),
-        subresource: if route % 2 == 0 { "" } else { "status" }.to_string(),
+        subresource: if put { "" } else { "status" }.to_string(),
         scope: "resource",
         component: "apiserver",
-        method: if route % 2 == 0 { "PUT" } else { "PATCH" },
+        method: if put { "PUT" } else { "PATCH" },
         host: format!("127.0.0.1:{}", 20000 + cluster),
         path: "/apis/{group}/{version}/namespaces/{namespace}/{resource}/{name}",
         cluster_name: format!("cluster-{cluster:05}-{route}"),
@@ -101,8 +102,10 @@ fn request(cluster: usize, route: usize) -> Request {
 /// count a request in them.
 struct Side {
     metrics: Metrics,
-    record: Box<dyn Fn(&Request, f64)>,
+    record: Record,
 }
+
+type Record = Box<dyn Fn(&Request, f64)>;
 
 fn prometheus_client_side() -> Side {
     let metrics = Metrics::new();
@@ -152,6 +155,8 @@ struct Measured {
     record: Duration,
     records: usize,
     renders: Vec<(Format, Duration, Duration, usize, usize)>,
+    /// The last render's samples, sorted, to check both sides wrote the same.
+    samples: Vec<String>,
 }
 
 fn measure(side: &Side, args: &ScrapeBenchArgs) -> Measured {
@@ -167,6 +172,7 @@ fn measure(side: &Side, args: &ScrapeBenchArgs) -> Measured {
         }
     }
     let record = started.elapsed();
+    let mut samples = Vec::new();
     let renders = [Format::OpenMetrics, Format::Classic]
         .into_iter()
         .map(|format| {
@@ -178,6 +184,14 @@ fn measure(side: &Side, args: &ScrapeBenchArgs) -> Measured {
                 times.push(started.elapsed());
             }
             let series = text.lines().filter(|l| !l.starts_with('#')).count();
+            if format == Format::Classic {
+                samples = text
+                    .lines()
+                    .filter(|l| !l.starts_with('#'))
+                    .map(str::to_string)
+                    .collect();
+                samples.sort_unstable();
+            }
             let best = times.iter().min().copied().unwrap_or_default();
             let worst = times.iter().max().copied().unwrap_or_default();
             (format, best, worst, series, text.len())
@@ -187,14 +201,25 @@ fn measure(side: &Side, args: &ScrapeBenchArgs) -> Measured {
         record,
         records: requests.len() * 4,
         renders,
+        samples,
     }
 }
 
 pub async fn run(args: ScrapeBenchArgs) -> anyhow::Result<()> {
     // The baseline first, dropped before ours is built, so neither renders beside the
     // other's memory.
-    let baseline = measure(&prometheus_client_side(), &args);
+    let mut baseline = measure(&prometheus_client_side(), &args);
     let ours = measure(&table_side(), &args);
+    // The process's own families (CPU, memory) differ between two renders; the request
+    // families must not.
+    let requests_only = |s: &Vec<String>| -> Vec<String> {
+        s.iter()
+            .filter(|l| l.starts_with("inmemory_"))
+            .cloned()
+            .collect()
+    };
+    let same = requests_only(&baseline.samples) == requests_only(&ours.samples);
+    baseline.samples.clear();
     println!(
         "infrasim bench scrape: {} clusters x {} routes (a counter and a histogram series each)",
         args.clusters, args.routes
@@ -220,5 +245,11 @@ pub async fn run(args: ScrapeBenchArgs) -> anyhow::Result<()> {
             );
         }
     }
+    println!();
+    println!(
+        "the two wrote the same request samples (sorted, text 0.0.4): {}",
+        if same { "yes" } else { "NO" }
+    );
+    anyhow::ensure!(same, "the tables' samples differ from prometheus-client's");
     Ok(())
 }

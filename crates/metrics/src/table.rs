@@ -59,26 +59,30 @@ struct Series<V> {
     value: V,
 }
 
-/// The series of one family, by their labels.
+/// The series of one family, by their labels. Every request hashes its labels here (13
+/// strings, twice), so the hasher is foldhash's, seeded per map, rather than SipHash: a
+/// tenth of the cost, and a client chooses only one label of its key (its user agent).
 #[derive(Debug)]
 struct SeriesMap<K, V> {
-    series: RwLock<HashMap<K, Series<V>>>,
+    series: RwLock<Map<K, V>>,
 }
+
+type Map<K, V> = HashMap<K, Series<V>, foldhash::fast::RandomState>;
 
 impl<K: LabelSet, V> SeriesMap<K, V> {
     fn new() -> Self {
         SeriesMap {
-            series: RwLock::new(HashMap::new()),
+            series: RwLock::new(HashMap::default()),
         }
     }
 
     // A panic while holding the lock leaves the map as usable as before it: every value
     // is an atomic, updated in one step.
-    fn read(&self) -> RwLockReadGuard<'_, HashMap<K, Series<V>>> {
+    fn read(&self) -> RwLockReadGuard<'_, Map<K, V>> {
         self.series.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, HashMap<K, Series<V>>> {
+    fn write(&self) -> RwLockWriteGuard<'_, Map<K, V>> {
         self.series.write().unwrap_or_else(|p| p.into_inner())
     }
 
