@@ -315,6 +315,7 @@ impl Cloud {
             },
         );
         server.set_service_account_key(&pki.service_account)?;
+        server.faults().set(self.request_fault(&shape.name));
         etcd.keep_with(Arc::new(EtcdKeeper {
             records: self.records.clone(),
             cluster: shape.name.clone(),

@@ -43,6 +43,7 @@ pub use bootstrap::{
     node_names, single_node, ClusterShape, Machine, MachineBehaviour, Provisioning, ADDON_PHASES,
     API_SERVER_PHASE, CONTROL_PLANE_PHASES, WORKER_PHASES,
 };
+use infrasim_kube_api::faults::RequestFault;
 use infrasim_kube_api::values::At;
 pub use machines::Progress;
 pub use pki::{CertAndKey, ClusterPki, SuppliedPki};
@@ -55,7 +56,7 @@ use infrasim_etcd_sim::EtcdCluster;
 use infrasim_kube_api::pki::PkiError;
 use infrasim_kube_api::ServeError;
 use infrasim_store::{Store, StoreConfig, StoreError};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::ops::RangeInclusive;
 use std::sync::{Arc, Mutex};
@@ -166,6 +167,9 @@ pub struct Cloud {
     shared: Mutex<Option<SocketAddr>>,
     /// The next cluster's number (see [`machines::RuntimeConfig::cluster_index`]).
     next_index: std::sync::atomic::AtomicU32,
+    /// The latency and errors each cluster's API server injects, by cluster name: kept
+    /// apart from the servers so that a cluster created or brought back later gets its own.
+    request_faults: Mutex<HashMap<String, BTreeMap<String, RequestFault>>>,
 }
 
 impl Cloud {
@@ -223,6 +227,7 @@ impl Cloud {
             router: Arc::new(sni::Router::default()),
             shared: Mutex::new(None),
             next_index: std::sync::atomic::AtomicU32::new(0),
+            request_faults: Mutex::default(),
         }
     }
 
@@ -327,6 +332,14 @@ impl Cloud {
         self.clusters.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn lock_request_faults(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, BTreeMap<String, RequestFault>>> {
+        self.request_faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
     fn lock_creating(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
         self.creating.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -412,6 +425,41 @@ impl Cloud {
 
     fn runtime(&self, name: &str) -> Option<Arc<machines::Runtime>> {
         self.with_cluster(name, |r| r.runtime.clone())
+    }
+
+    /// Puts `fault` in force on the API server of cluster `name` on behalf of `source` (a
+    /// Fault object), or clears that source's with `None`: now if the cluster runs, and on any
+    /// server it gets later (created after the fault, or brought back by a restart). The
+    /// sources' faults add up: their latencies, and the largest of their error fractions.
+    pub fn set_request_fault(&self, name: &str, source: &str, fault: Option<RequestFault>) {
+        let mut faults = self.lock_request_faults();
+        let sources = faults.entry(name.to_string()).or_default();
+        match fault {
+            Some(f) => sources.insert(source.to_string(), f),
+            None => sources.remove(source),
+        };
+        if sources.is_empty() {
+            faults.remove(name);
+        }
+        drop(faults);
+        if let Some(runtime) = self.runtime(name) {
+            runtime.server.faults().set(self.request_fault(name));
+        }
+    }
+
+    /// The fault in force on cluster `name`'s API server, all sources' together, if any.
+    pub fn request_fault(&self, name: &str) -> Option<RequestFault> {
+        let faults = self.lock_request_faults();
+        let sources = faults.get(name)?;
+        let latency = sources.values().map(|f| f.latency).sum();
+        let errors = sources
+            .values()
+            .filter(|f| f.error_fraction > 0.0)
+            .max_by(|a, b| a.error_fraction.total_cmp(&b.error_fraction));
+        Some(RequestFault {
+            latency,
+            ..errors.cloned().unwrap_or_default()
+        })
     }
 
     /// A running cluster's store group: what its API server serves, for readers in this

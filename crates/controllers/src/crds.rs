@@ -46,6 +46,11 @@ pub fn provider_reached(reach: Option<&Reach>) -> Vec<CustomResourceDefinition> 
     ]
 }
 
+/// The Fault controller's kind.
+pub fn faults() -> Vec<CustomResourceDefinition> {
+    vec![crate::faults::types::Fault::crd()]
+}
+
 /// The VmGroup controller's kind.
 pub fn vmgroup() -> Vec<CustomResourceDefinition> {
     vec![crate::vmgroup::types::VmGroup::crd()]

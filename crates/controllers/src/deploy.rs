@@ -90,6 +90,8 @@ fn rbac() -> Vec<Value> {
          "verbs": ["get", "create", "update"]},
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
          "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["sim.infrasim.dev"], "resources": ["faults", "faults/status"],
+         "verbs": ["get", "list", "watch", "patch", "update"]},
     ]);
     let rules = with_metrics_auth(rules);
     vec![
@@ -141,12 +143,12 @@ fn deployment() -> Value {
     })
 }
 
-/// `infrastructure-components.yaml`: the Namespace, the provider's CRDs, RBAC and the
-/// manager Deployment.
+/// `infrastructure-components.yaml`: the Namespace, the provider's CRDs (and the Fault kind
+/// its manager serves too), RBAC and the manager Deployment.
 pub fn components() -> Result<String, serde_yaml::Error> {
     let mut docs: Vec<Value> = vec![json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": NAMESPACE, "labels": labels()}})];
-    for crd in crds::provider(false) {
+    for crd in crds::provider(false).into_iter().chain(crds::faults()) {
         docs.push(serde_json::to_value(&crd).unwrap_or(Value::Null));
     }
     docs.extend(rbac());

@@ -21,6 +21,7 @@ pub mod capi;
 pub mod capv;
 pub mod crds;
 pub mod deploy;
+pub mod faults;
 /// The controller runtime (its own crate, `infrasim-controller-runtime`), under the name the
 /// families and the binary know it by.
 pub use infrasim_controller_runtime as runtime;
@@ -85,6 +86,9 @@ impl Selection {
         if self.capv() {
             parts.push("the CAPV stand-in (VSphereCluster, VSphereMachine, VSphereVM)");
         }
+        if self.faults() {
+            parts.push("Fault");
+        }
         if self.vmgroup {
             parts.push("VmGroup");
         }
@@ -98,6 +102,12 @@ impl Selection {
     /// (which serve CAPV's kinds); never where real Cluster API, and so the real CAPV, runs.
     pub fn capv(&self) -> bool {
         self.vcsim && self.capi_core
+    }
+
+    /// Whether the Fault controller runs: wherever this process hosts workload clusters
+    /// (the in-memory provider's, the vcsim controller's endpoints).
+    pub fn faults(&self) -> bool {
+        self.inmemory || self.vcsim
     }
 
     /// The CRDs the selected controllers serve.
@@ -125,6 +135,9 @@ impl Selection {
                 ));
                 all.extend(crds::vm_operator());
             }
+        }
+        if self.faults() {
+            all.extend(crds::faults());
         }
         if self.vmgroup {
             all.extend(crds::vmgroup());
@@ -212,6 +225,13 @@ async fn run_selected(
             vmgroup::run(ctx.clone(), informers.clone(), selection.vcsim).await;
         }
     };
+    let faults = async {
+        if selection.faults() {
+            // Cluster objects to select by label where Cluster API's kinds are served.
+            let clusters = selection.inmemory || selection.capi_core;
+            faults::run(ctx.clone(), informers.clone(), clusters).await;
+        }
+    };
     let sip = async {
         if selection.sip {
             futures::join!(
@@ -228,7 +248,7 @@ async fn run_selected(
             .map(tokio::spawn)
             .collect(),
     );
-    futures::join!(provider, core, vcsim, capv, vmgroup, sip);
+    futures::join!(provider, core, vcsim, capv, vmgroup, sip, faults);
 }
 
 /// Tasks that end when this is dropped.

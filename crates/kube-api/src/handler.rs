@@ -47,12 +47,12 @@ pub(crate) async fn handle(
         .metrics
         .as_ref()
         .map(|m| m.start(&method, &uri, req.headers(), &target, &query));
-    // The request's writes are answered only once they are durable; the store lets the
-    // group's other writers go on meanwhile, so concurrent requests share a sync.
-    let (result, durable) = infrasim_store::durability::scope(dispatch(state, req, identity)).await;
-    let resp = match durable.wait().await {
-        Ok(()) => result.unwrap_or_else(|e| error_response(&e)),
-        Err(e) => error_response(&ApiError::internal(e.to_string())),
+    // An injected fault delays or refuses the request once it is known whose it is, as an
+    // overloaded kube-apiserver's priority-and-fairness filter does, and the request's
+    // metrics count it as any other.
+    let resp = match state.faults.apply().await {
+        Some(refused) => refused,
+        None => serve(state, req, identity).await,
     };
     let status = resp.status().as_u16();
     tracing::debug!(%method, path = uri.path(), %user, status, "request");
@@ -67,6 +67,16 @@ pub(crate) async fn handle(
             .boxed_unsync()
         }),
         None => resp,
+    }
+}
+
+/// Serves an admitted request: its writes are answered only once they are durable; the
+/// store lets the group's other writers go on meanwhile, so concurrent requests share a sync.
+async fn serve(state: Arc<State>, req: Request<RequestBody>, identity: Identity) -> Response<Body> {
+    let (result, durable) = infrasim_store::durability::scope(dispatch(state, req, identity)).await;
+    match durable.wait().await {
+        Ok(()) => result.unwrap_or_else(|e| error_response(&e)),
+        Err(e) => error_response(&ApiError::internal(e.to_string())),
     }
 }
 

@@ -58,6 +58,7 @@ mod write;
 mod defaults;
 mod discovery;
 mod ephemeral;
+pub mod faults;
 pub mod fuzzing;
 mod handler;
 pub mod http;

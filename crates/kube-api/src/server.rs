@@ -72,6 +72,7 @@ impl ApiServer {
                 in_process_webhooks: Default::default(),
                 webhook_configs: Default::default(),
                 token_issuer: std::sync::OnceLock::new(),
+                faults: Default::default(),
             }),
         };
         crate::controllers::start(&server.state);
@@ -105,6 +106,12 @@ impl ApiServer {
     /// manager `manager`, through the same pipeline as a client's request.
     pub fn system_writer(&self, identity: Identity, manager: &str) -> crate::SystemWriter {
         crate::SystemWriter::new(self.state.clone(), identity, manager)
+    }
+
+    /// The latency and errors this server injects into its requests (see
+    /// [`crate::faults`]); set and cleared through the handle.
+    pub fn faults(&self) -> &crate::faults::Faults {
+        &self.state.faults
     }
 
     /// The store group this server serves.

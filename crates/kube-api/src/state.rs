@@ -110,6 +110,8 @@ pub(crate) struct State {
     /// What signs and verifies service-account tokens: the key set with
     /// `ApiServer::set_service_account_key`, or one generated at first use.
     pub token_issuer: std::sync::OnceLock<TokenIssuer>,
+    /// The latency and errors injected into requests, while a fault is in force.
+    pub faults: crate::faults::Faults,
 }
 
 impl State {

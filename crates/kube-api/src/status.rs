@@ -129,6 +129,11 @@ impl ApiError {
         Self::new(429, "TooManyRequests", message)
     }
 
+    /// 503: the server cannot serve now (an injected fault, an unavailable backend).
+    pub fn service_unavailable(message: impl Into<String>) -> Self {
+        Self::new(503, "ServiceUnavailable", message)
+    }
+
     pub fn timeout(message: impl Into<String>) -> Self {
         Self::new(504, "Timeout", message)
     }

@@ -1,0 +1,367 @@
+//! The Fault controller: puts each [`Fault`] in force on the workload clusters it names, in
+//! this process's simulated cloud, and clears it when the Fault is deleted or its duration is
+//! over. It runs wherever the process hosts workload clusters (the in-memory provider's, the
+//! vcsim controller's endpoints), and finds a cluster by its Cluster's name and namespace.
+//!
+//! The cloud keeps each cluster's faults by the Fault that asked for them, so two Faults on
+//! one cluster add up, and a cluster created or brought back while a Fault selects it starts
+//! with the fault in force.
+
+pub mod types;
+
+use crate::capi::core::Cluster;
+use crate::capi::infra::cloud_key;
+use crate::capi::infra::timing::parse_go_duration;
+use chrono::{DateTime, Utc};
+use infrasim_controller_runtime::conditions::{self, Condition};
+use infrasim_controller_runtime::informers::Informers;
+use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_controller_runtime::Context;
+use infrasim_kube_api::faults::{RequestFault, ERROR_CODES};
+use kube::api::Api;
+use kube::core::{Selector, SelectorExt};
+use kube::runtime::reflector::ObjectRef;
+use kube::ResourceExt;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use types::{Fault, FaultSpec, FaultStatus};
+
+/// The field manager of the Fault controller's status writes.
+const MANAGER: &str = "infrasim-fault-controller";
+
+/// Held by a Fault until it is cleared from every cluster it was put on.
+const FINALIZER: &str = "fault.sim.infrasim.dev";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+}
+
+pub struct Reconciler {
+    ctx: Context,
+    informers: Arc<Informers>,
+    /// Whether Cluster objects are served (a selector has something to match).
+    clusters: bool,
+}
+
+/// Runs the Fault controller until the process ends. With `clusters` (Cluster API's kinds
+/// are served), a Cluster's change wakes the Faults of its namespace that select by label.
+pub async fn run(ctx: Context, informers: Arc<Informers>, clusters: bool) {
+    let faults = informers.of::<Fault>();
+    let controller = infrasim_controller_runtime::triggers::controller(&faults, None);
+    let controller = if clusters {
+        let store = faults.store();
+        controller.watches_shared_stream(
+            infrasim_controller_runtime::triggers::every_change(&informers.of::<Cluster>()),
+            move |cluster| {
+                store
+                    .state()
+                    .iter()
+                    .filter(|f| f.namespace() == cluster.namespace())
+                    .filter(|f| f.spec.cluster_selector.is_some())
+                    .map(|f| ObjectRef::from_obj(&**f))
+                    .collect::<Vec<_>>()
+            },
+        )
+    } else {
+        controller
+    };
+    let r = Arc::new(Reconciler {
+        ctx: ctx.clone(),
+        informers,
+        clusters,
+    });
+    infrasim_controller_runtime::reconcile::run(&ctx, controller, r).await;
+}
+
+impl Reconcile<Fault> for Reconciler {
+    type Error = Error;
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+
+    async fn apply(&self, obj: Arc<Fault>) -> Result<Next, Error> {
+        let now = self.ctx.now();
+        let status = obj.status.clone().unwrap_or_default();
+        let fault = match request_fault(&obj.spec) {
+            Ok(fault) => fault,
+            Err(why) => {
+                self.put(&obj, &status.clusters, None);
+                let invalid = Condition::new("Active", false, "InvalidSpec", why);
+                self.write_status(&obj, &status, "Invalid", &[], None, invalid, now)
+                    .await?;
+                return Ok(Next::AwaitChange);
+            }
+        };
+        let start = status
+            .start_time
+            .as_deref()
+            .and_then(conditions::parse_time)
+            .unwrap_or(now);
+        let end = end_time(&obj.spec, start);
+        let targets = if end.is_some_and(|end| now >= end) {
+            Vec::new()
+        } else {
+            self.targets(&obj).await?
+        };
+        // Cleared where it no longer applies first, then put where it does.
+        let gone: Vec<String> = status
+            .clusters
+            .iter()
+            .filter(|c| !targets.contains(c))
+            .cloned()
+            .collect();
+        self.put(&obj, &gone, None);
+        self.put(&obj, &targets, Some(fault));
+        let (phase, active) = match end {
+            Some(end) if now >= end => ("Expired", expired(end)),
+            _ => ("Active", in_force(&obj.spec, &targets)),
+        };
+        if status.clusters != targets {
+            let note = format!(
+                "{} on {} cluster(s): {}",
+                obj.spec.type_,
+                targets.len(),
+                targets.join(", ")
+            );
+            self.ctx.event(&*obj, false, "FaultApplied", note).await;
+        }
+        self.write_status(&obj, &status, phase, &targets, Some(start), active, now)
+            .await?;
+        Ok(match end {
+            Some(end) if now < end => Next::At(end),
+            _ => Next::AwaitChange,
+        })
+    }
+
+    async fn cleanup(&self, obj: Arc<Fault>) -> Result<Cleanup, Error> {
+        let status = obj.status.clone().unwrap_or_default();
+        // What it was put on, and what it might have been put on since the last status.
+        let mut all: BTreeSet<String> = status.clusters.into_iter().collect();
+        all.extend(self.targets(&obj).await?);
+        self.put(&obj, &all.into_iter().collect::<Vec<_>>(), None);
+        Ok(Cleanup::Done)
+    }
+}
+
+impl Reconciler {
+    /// The Cluster names the Fault selects, sorted.
+    async fn targets(&self, obj: &Fault) -> Result<Vec<String>, Error> {
+        if let Some(name) = &obj.spec.cluster_name {
+            return Ok(vec![name.clone()]);
+        }
+        let Some(selector) = &obj.spec.cluster_selector else {
+            return Ok(Vec::new());
+        };
+        let Ok(selector) = Selector::try_from(selector.clone()) else {
+            return Ok(Vec::new());
+        };
+        if !self.clusters {
+            return Ok(Vec::new());
+        }
+        let ns = obj.namespace();
+        let mut names: Vec<String> = self
+            .informers
+            .of::<Cluster>()
+            .store()
+            .state()
+            .iter()
+            .filter(|c| c.namespace() == ns && c.metadata.deletion_timestamp.is_none())
+            .filter(|c| selector.matches(c.labels()))
+            .map(|c| c.name_any())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Puts `fault` on (or with `None` clears it from) the workload clusters of `clusters`.
+    fn put(&self, obj: &Fault, clusters: &[String], fault: Option<RequestFault>) {
+        let ns = obj.namespace().unwrap_or_default();
+        let source = format!("{ns}/{}", obj.name_any());
+        for cluster in clusters {
+            let key = cloud_key(cluster, &ns);
+            self.ctx
+                .cloud
+                .set_request_fault(&key, &source, fault.clone());
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn write_status(
+        &self,
+        obj: &Fault,
+        old: &FaultStatus,
+        phase: &str,
+        clusters: &[String],
+        start: Option<DateTime<Utc>>,
+        active: Condition,
+        now: DateTime<Utc>,
+    ) -> Result<(), Error> {
+        let mut status = FaultStatus {
+            phase: Some(phase.to_string()),
+            clusters: clusters.to_vec(),
+            cluster_count: Some(clusters.len() as i64),
+            start_time: start.map(conditions::timestamp),
+            end_time: start
+                .and_then(|s| end_time(&obj.spec, s))
+                .map(conditions::timestamp),
+            observed_generation: obj.metadata.generation,
+            conditions: old.conditions.clone(),
+        };
+        conditions::set(&mut status.conditions, active, now);
+        if &status == old {
+            return Ok(());
+        }
+        let ns = obj.namespace().unwrap_or_default();
+        let api: Api<Fault> = Api::namespaced(self.ctx.client.clone(), &ns);
+        let body = json!({
+            "apiVersion": "sim.infrasim.dev/v1alpha1",
+            "kind": "Fault",
+            "status": status,
+        });
+        infrasim_controller_runtime::writes::apply_status(&api, &obj.name_any(), MANAGER, &body)
+            .await?;
+        Ok(())
+    }
+}
+
+/// What a Fault's spec does to an API server's requests, or why it cannot be applied.
+fn request_fault(spec: &FaultSpec) -> Result<RequestFault, String> {
+    let params = spec.params.clone().unwrap_or_default();
+    match spec.type_.as_str() {
+        "APILatency" => {
+            let latency = params
+                .latency
+                .as_deref()
+                .ok_or("an APILatency fault needs params.latency")?;
+            let latency = parse_go_duration(latency).map_err(|e| format!("params.latency: {e}"))?;
+            Ok(RequestFault {
+                latency,
+                ..RequestFault::default()
+            })
+        }
+        "APIErrors" => {
+            let fraction = match params.fraction.as_deref() {
+                None => 1.0,
+                Some(f) => f
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|f| (0.0..=1.0).contains(f))
+                    .ok_or_else(|| format!("params.fraction {f:?} is not a number from 0 to 1"))?,
+            };
+            let code = params.code.unwrap_or(500);
+            if !ERROR_CODES.contains(&code) {
+                return Err(format!("params.code {code} is not one of {ERROR_CODES:?}"));
+            }
+            Ok(RequestFault {
+                error_fraction: fraction,
+                error_code: code,
+                retry_after_seconds: params.retry_after_seconds.unwrap_or(1),
+                ..RequestFault::default()
+            })
+        }
+        other => Err(format!("fault type {other:?} is not implemented")),
+    }
+}
+
+/// When a fault applied at `start` ends by itself, if it does.
+fn end_time(spec: &FaultSpec, start: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let duration = parse_go_duration(spec.duration.as_deref()?).ok()?;
+    let duration = chrono::Duration::from_std(duration).ok()?;
+    start.checked_add_signed(duration)
+}
+
+fn in_force(spec: &FaultSpec, targets: &[String]) -> Condition {
+    match targets.is_empty() {
+        true => Condition::new("Active", false, "NoClusters", "no Cluster matches"),
+        false => Condition::new(
+            "Active",
+            true,
+            "InForce",
+            format!("{} in force on {}", spec.type_, targets.join(", ")),
+        ),
+    }
+}
+
+fn expired(end: DateTime<Utc>) -> Condition {
+    Condition::new(
+        "Active",
+        false,
+        "Expired",
+        format!("its duration ended at {}", conditions::timestamp(end)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use types::FaultParams;
+
+    fn spec(type_: &str, params: FaultParams) -> FaultSpec {
+        FaultSpec {
+            cluster_name: Some("c1".into()),
+            type_: type_.into(),
+            params: Some(params),
+            ..FaultSpec::default()
+        }
+    }
+
+    #[test]
+    fn latency_and_errors_read_their_params_with_defaults() {
+        let latency = FaultParams {
+            latency: Some("1.5s".into()),
+            ..FaultParams::default()
+        };
+        assert_eq!(
+            request_fault(&spec("APILatency", latency)).map(|f| f.latency),
+            Ok(Duration::from_millis(1500))
+        );
+        let errors = request_fault(&spec("APIErrors", FaultParams::default()));
+        assert_eq!(
+            errors.map(|f| (f.error_fraction, f.error_code, f.retry_after_seconds)),
+            Ok((1.0, 500, 1))
+        );
+        let throttled = FaultParams {
+            fraction: Some("0.25".into()),
+            code: Some(429),
+            retry_after_seconds: Some(5),
+            ..FaultParams::default()
+        };
+        assert_eq!(
+            request_fault(&spec("APIErrors", throttled)).map(|f| (
+                f.error_fraction,
+                f.error_code,
+                f.retry_after_seconds
+            )),
+            Ok((0.25, 429, 5))
+        );
+    }
+
+    #[test]
+    fn a_spec_that_cannot_apply_says_why() {
+        let bad_code = FaultParams {
+            code: Some(418),
+            ..FaultParams::default()
+        };
+        assert!(request_fault(&spec("APIErrors", bad_code)).is_err_and(|e| e.contains("418")));
+        assert!(request_fault(&spec("APILatency", FaultParams::default()))
+            .is_err_and(|e| e.contains("params.latency")));
+        assert!(request_fault(&spec("Meteor", FaultParams::default()))
+            .is_err_and(|e| e.contains("not implemented")));
+    }
+
+    #[test]
+    fn a_duration_ends_the_fault_after_its_start() {
+        let start = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .map(|t| t.with_timezone(&Utc))
+            .expect("time");
+        let mut s = spec("APIErrors", FaultParams::default());
+        assert_eq!(end_time(&s, start), None);
+        s.duration = Some("10m".into());
+        assert_eq!(
+            end_time(&s, start),
+            start.checked_add_signed(chrono::Duration::minutes(10))
+        );
+    }
+}

@@ -1,0 +1,146 @@
+"""Faults on demand (`sim.infrasim.dev/v1alpha1` Fault), made with kubectl on `infrasim up`
+and seen by clients of the workload cluster: kubectl gets kube-apiserver's errors, a raw
+client the 429 with its Retry-After, every request the added latency; deleting the Fault,
+its duration ending, or its selector no longer matching clears it."""
+
+import json
+import subprocess
+import time
+
+import pytest
+from kubernetes import config
+
+from conftest import Plane, get, in_memory_cluster, wait_for
+
+
+@pytest.fixture(scope="module")
+def faulty(tmp_path_factory):
+    p = Plane(tmp_path_factory.mktemp("faults"), "--workloads=false",
+              "--port-min", "23600", "--port-max", "23650")
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def fns(faulty):
+    name = f"f-{time.monotonic_ns() % 10**9}"
+    faulty.kubectl("create", "namespace", name)
+    return name
+
+
+def fault(plane, ns, name, spec):
+    doc = {"apiVersion": "sim.infrasim.dev/v1alpha1", "kind": "Fault",
+           "metadata": {"name": name, "namespace": ns}, "spec": spec}
+    return plane.kubectl("apply", "-f", "-", input=json.dumps(doc), check=False)
+
+
+def status(plane, ns, name):
+    return (get(plane, ns, "fault", name) or {}).get("status") or {}
+
+
+def workload_kubectl(kubeconfig, *args):
+    return subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "--request-timeout", "20s",
+                           *args], capture_output=True, text=True, timeout=60)
+
+
+def workload_get(plane, kubeconfig, path):
+    """One GET to the workload cluster, without client retries: (status, headers, body)."""
+    api = config.new_client_from_config(config_file=str(kubeconfig))
+    resp = plane._request("GET", path, api=api, timeout=30)
+    body = resp.data.decode()
+    try:
+        body = json.loads(body)
+    except ValueError:
+        pass
+    return resp.status, resp.headers, body
+
+
+def test_api_errors_are_answered_as_kube_apiserver_and_cleared_by_deleting_the_fault(faulty, fns, tmp_path):
+    kubeconfig = in_memory_cluster(faulty, fns, "e1", tmp_path, workers=0)
+    assert workload_kubectl(kubeconfig, "get", "ns").returncode == 0
+    made = fault(faulty, fns, "throttle", {"clusterName": "e1", "type": "APIErrors",
+                                           "params": {"code": 429, "retryAfterSeconds": 2}})
+    assert made.returncode == 0, made.stderr
+    wait_for(lambda: status(faulty, fns, "throttle").get("phase") == "Active", 30, what="Fault Active")
+    st = status(faulty, fns, "throttle")
+    assert st["clusters"] == ["e1"] and st["clusterCount"] == 1, st
+    code, headers, body = workload_get(faulty, kubeconfig, "/api/v1/namespaces")
+    assert code == 429, body
+    assert headers.get("Retry-After") == "2"
+    assert body["kind"] == "Status" and body["reason"] == "TooManyRequests", body
+    assert body["details"]["retryAfterSeconds"] == 2
+
+    # Another code, through kubectl itself.
+    patched = faulty.kubectl("-n", fns, "patch", "fault", "throttle", "--type", "merge",
+                             "-p", '{"spec":{"params":{"code":500}}}', check=False)
+    assert patched.returncode == 0, patched.stderr
+    broken = wait_for(lambda: (lambda o: o if o.returncode != 0 and "injected fault" in o.stderr else None)(
+        workload_kubectl(kubeconfig, "get", "ns")), 30, what="a 500 seen by kubectl")
+    assert "Internal error occurred" in broken.stderr, broken.stderr
+
+    faulty.kubectl("-n", fns, "delete", "fault", "throttle", "--wait=true", "--timeout=30s")
+    assert get(faulty, fns, "fault", "throttle") is None
+    assert workload_kubectl(kubeconfig, "get", "ns").returncode == 0
+
+
+def test_latency_and_errors_from_two_faults_add_up(faulty, fns, tmp_path):
+    kubeconfig = in_memory_cluster(faulty, fns, "l1", tmp_path, workers=0)
+    assert fault(faulty, fns, "slow", {"clusterName": "l1", "type": "APILatency",
+                                       "params": {"latency": "1500ms"}}).returncode == 0
+    wait_for(lambda: status(faulty, fns, "slow").get("phase") == "Active", 30, what="latency Active")
+    started = time.monotonic()
+    code, _, _ = workload_get(faulty, kubeconfig, "/api/v1/namespaces/default")
+    assert code == 200
+    # A lower bound only: the fault adds 1.5 s to every request, whatever the machine's speed.
+    assert time.monotonic() - started >= 1.5
+    assert fault(faulty, fns, "broken", {"clusterName": "l1", "type": "APIErrors",
+                                         "params": {"code": 503}}).returncode == 0
+    wait_for(lambda: status(faulty, fns, "broken").get("phase") == "Active", 30, what="errors Active")
+    started = time.monotonic()
+    code, _, body = workload_get(faulty, kubeconfig, "/api/v1/namespaces/default")
+    assert code == 503 and body["reason"] == "ServiceUnavailable", body
+    assert time.monotonic() - started >= 1.5
+    faulty.kubectl("-n", fns, "delete", "fault", "slow", "broken", "--wait=true", "--timeout=30s")
+    assert workload_get(faulty, kubeconfig, "/api/v1/namespaces/default")[0] == 200
+
+
+def test_a_selector_follows_the_clusters_labels(faulty, fns, tmp_path):
+    kubeconfig = in_memory_cluster(faulty, fns, "s1", tmp_path, workers=0)
+    assert fault(faulty, fns, "chaos", {"clusterSelector": {"matchLabels": {"chaos": "on"}},
+                                        "type": "APIErrors"}).returncode == 0
+    wait_for(lambda: status(faulty, fns, "chaos").get("phase") == "Active", 30, what="Fault Active")
+    idle = status(faulty, fns, "chaos")
+    assert idle.get("clusters", []) == []
+    assert [c["reason"] for c in idle["conditions"] if c["type"] == "Active"] == ["NoClusters"]
+    assert workload_get(faulty, kubeconfig, "/version")[0] == 200
+
+    faulty.kubectl("-n", fns, "label", "cluster", "s1", "chaos=on")
+    wait_for(lambda: status(faulty, fns, "chaos").get("clusters") == ["s1"], 30, what="cluster selected")
+    assert workload_get(faulty, kubeconfig, "/version")[0] == 500
+    faulty.kubectl("-n", fns, "label", "cluster", "s1", "chaos-")
+    wait_for(lambda: not status(faulty, fns, "chaos").get("clusters"), 30, what="cluster released")
+    assert workload_get(faulty, kubeconfig, "/version")[0] == 200
+
+
+def test_a_duration_ends_the_fault_by_itself(faulty, fns, tmp_path):
+    kubeconfig = in_memory_cluster(faulty, fns, "d1", tmp_path, workers=0)
+    assert fault(faulty, fns, "brief", {"clusterName": "d1", "type": "APIErrors",
+                                        "duration": "3s"}).returncode == 0
+    wait_for(lambda: status(faulty, fns, "brief").get("phase") in ("Active", "Expired"), 30,
+             what="Fault applied")
+    wait_for(lambda: status(faulty, fns, "brief").get("phase") == "Expired", 30, what="Fault expired")
+    st = status(faulty, fns, "brief")
+    assert st.get("clusters", []) == [] and st["endTime"] > st["startTime"], st
+    assert workload_get(faulty, kubeconfig, "/version")[0] == 200
+
+
+def test_the_schema_refuses_what_cannot_apply_and_explains_the_rest(faulty, fns):
+    both = fault(faulty, fns, "both", {"clusterName": "x", "clusterSelector": {"matchLabels": {"a": "b"}},
+                                       "type": "APIErrors"})
+    assert both.returncode != 0 and "exactly one of clusterName and clusterSelector" in both.stderr, both.stderr
+    unknown = fault(faulty, fns, "meteor", {"clusterName": "x", "type": "Meteor"})
+    assert unknown.returncode != 0 and "Unsupported value" in unknown.stderr, unknown.stderr
+    no_latency = fault(faulty, fns, "slow", {"clusterName": "x", "type": "APILatency"})
+    assert no_latency.returncode != 0 and "needs params.latency" in no_latency.stderr, no_latency.stderr
+    explained = faulty.kubectl("explain", "faults.spec.type")
+    assert "APILatency" in explained.stdout and "Retry-After" in explained.stdout, explained.stdout
