@@ -4,6 +4,7 @@ mod cluster;
 mod controller;
 mod dashboard;
 mod env;
+mod fault;
 mod fleet;
 mod https;
 mod metrics_server;
@@ -52,6 +53,8 @@ enum Command {
     Controller(controller::ControllerArgs),
     /// Print a fresh one-time login link for the dashboard of the plane a kubeconfig names.
     Dashboard(dashboard::DashboardArgs),
+    /// Faults on workload clusters (API latency, API errors): create, list, delete.
+    Fault(fault::FaultArgs),
     /// Host N simulated workload clusters, each with an admin kubeconfig.
     Fleet(fleet::FleetArgs),
     /// Print generated manifests: clusterctl's provider files, or the CRDs.
@@ -151,6 +154,7 @@ fn main() -> anyhow::Result<()> {
         Command::Dashboard(args) => shared()?.block_on(dashboard::run(args)),
         Command::Fleet(args) => shared()?.block_on(fleet::run(args)),
         Command::Cluster(args) => shared()?.block_on(cluster::run(args)),
+        Command::Fault(args) => shared()?.block_on(fault::run(args)),
         Command::Env(args) => shared()?.block_on(env::run(args)),
         Command::Generate { from } => {
             let text = std::fs::read_to_string(&from)

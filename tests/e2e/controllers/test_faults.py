@@ -10,7 +10,7 @@ import time
 import pytest
 from kubernetes import config
 
-from conftest import Plane, get, in_memory_cluster, wait_for
+from conftest import BINARY, Plane, get, in_memory_cluster, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +144,22 @@ def test_the_schema_refuses_what_cannot_apply_and_explains_the_rest(faulty, fns)
     assert no_latency.returncode != 0 and "needs params.latency" in no_latency.stderr, no_latency.stderr
     explained = faulty.kubectl("explain", "faults.spec.type")
     assert "APILatency" in explained.stdout and "Retry-After" in explained.stdout, explained.stdout
+
+
+def test_infrasim_fault_does_the_same_from_the_command_line(faulty, fns, tmp_path):
+    kubeconfig = in_memory_cluster(faulty, fns, "c1", tmp_path, workers=0)
+
+    def cli(*args):
+        return subprocess.run([BINARY, "fault", *args, "-n", fns, "--kubeconfig", faulty.kubeconfig],
+                              capture_output=True, text=True, timeout=60)
+
+    made = cli("create", "outage", "--cluster", "c1", "--type", "APIErrors", "--code", "503")
+    assert made.returncode == 0, made.stderr
+    assert "fault outage Active on: c1" in made.stdout, made.stdout
+    assert workload_get(faulty, kubeconfig, "/version")[0] == 503
+    listed = cli("list")
+    assert listed.returncode == 0 and "outage" in listed.stdout and "APIErrors" in listed.stdout, listed.stdout
+    refused = cli("create", "nothing", "--type", "APIErrors")
+    assert refused.returncode != 0 and "--cluster" in refused.stderr, refused.stderr
+    assert cli("delete", "outage").returncode == 0
+    wait_for(lambda: workload_get(faulty, kubeconfig, "/version")[0] == 200, 30, what="fault cleared")
