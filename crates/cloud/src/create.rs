@@ -356,11 +356,14 @@ impl Cloud {
         // kube-controller-manager, kube-scheduler and the kubelets, for this cluster. Their
         // writes are nobody's request: they go on without waiting for each sync.
         let (stop_workloads, workloads_stopped) = oneshot::channel::<()>();
+        let kubelets = workloads::KubeletSwitch::default();
+        kubelets.set(self.stopped_kubelets(&shape.name));
         tokio::spawn(durability::detached(workloads::run(
             crate::components::controller_manager(&runtime.server),
             self.clock.clone(),
             shape.workloads.clone(),
             pki.ca.clone(),
+            kubelets.clone(),
             workloads_stopped,
         )));
         let running = Running {
@@ -368,6 +371,7 @@ impl Cloud {
             pki,
             admin: certs.admin,
             runtime: runtime.clone(),
+            kubelets,
             _stop_workloads: stop_workloads,
         };
         Ok((runtime, info, running))

@@ -145,6 +145,8 @@ struct Running {
     /// The admin's client certificate (the shared listener's kubeconfig is made with it).
     admin: infrasim_kube_api::pki::KeyedCert,
     runtime: Arc<machines::Runtime>,
+    /// Which of its nodes' kubelets are stopped (a `NodeNotReady` fault).
+    kubelets: workloads::KubeletSwitch,
     /// Dropping it stops the cluster's controllers.
     _stop_workloads: oneshot::Sender<()>,
 }
@@ -170,6 +172,9 @@ pub struct Cloud {
     /// The latency and errors each cluster's API server injects, by cluster name: kept
     /// apart from the servers so that a cluster created or brought back later gets its own.
     request_faults: Mutex<HashMap<String, BTreeMap<String, RequestFault>>>,
+    /// The nodes whose kubelets are stopped, by cluster name and by the source that stopped
+    /// them, kept apart from the clusters for the same reason.
+    kubelet_faults: Mutex<HashMap<String, BTreeMap<String, BTreeSet<String>>>>,
 }
 
 impl Cloud {
@@ -228,6 +233,7 @@ impl Cloud {
             shared: Mutex::new(None),
             next_index: std::sync::atomic::AtomicU32::new(0),
             request_faults: Mutex::default(),
+            kubelet_faults: Mutex::default(),
         }
     }
 
@@ -460,6 +466,42 @@ impl Cloud {
             latency,
             ..errors.cloned().unwrap_or_default()
         })
+    }
+
+    /// Stops the kubelets of `nodes` in cluster `name` on behalf of `source` (a Fault), or
+    /// starts them again with an empty set: a stopped kubelet renews no Lease and reports
+    /// nothing, so after [`workloads::NODE_MONITOR_GRACE`] its node turns Ready `Unknown` and
+    /// is tainted unreachable, as kube-controller-manager's node lifecycle controller does.
+    /// Kept for a cluster created or brought back later, as [`Cloud::set_request_fault`].
+    pub fn set_stopped_kubelets(&self, name: &str, source: &str, nodes: BTreeSet<String>) {
+        let mut faults = self
+            .kubelet_faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let sources = faults.entry(name.to_string()).or_default();
+        match nodes.is_empty() {
+            true => sources.remove(source),
+            false => sources.insert(source.to_string(), nodes),
+        };
+        if sources.is_empty() {
+            faults.remove(name);
+        }
+        drop(faults);
+        let stopped = self.stopped_kubelets(name);
+        self.with_cluster(name, |r| r.kubelets.set(stopped));
+    }
+
+    /// The nodes of cluster `name` whose kubelets are stopped, all sources together.
+    pub fn stopped_kubelets(&self, name: &str) -> BTreeSet<String> {
+        let faults = self
+            .kubelet_faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        faults
+            .get(name)
+            .into_iter()
+            .flat_map(|sources| sources.values().flatten().cloned())
+            .collect()
     }
 
     /// A running cluster's store group: what its API server serves, for readers in this

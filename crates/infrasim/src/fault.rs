@@ -35,7 +35,7 @@ enum FaultCommand {
 #[derive(Debug, Args)]
 struct CreateArgs {
     name: String,
-    /// `APILatency` or `APIErrors`.
+    /// `APILatency`, `APIErrors` or `NodeNotReady`.
     #[arg(long = "type")]
     type_: String,
     /// The Cluster to put it on (in the namespace).
@@ -60,6 +60,9 @@ struct CreateArgs {
     /// `APIErrors` with code 429: the Retry-After, in seconds.
     #[arg(long)]
     retry_after: Option<u64>,
+    /// `NodeNotReady`: the node whose kubelet stops.
+    #[arg(long)]
+    node: Option<String>,
     /// How long it lasts (`10m`); until deleted when not given.
     #[arg(long)]
     duration: Option<String>,
@@ -103,6 +106,7 @@ async fn create(api: &Api<Fault>, c: CreateArgs) -> anyhow::Result<()> {
         fraction: c.fraction,
         code: c.code,
         retry_after_seconds: c.retry_after,
+        node: c.node,
     };
     let spec = FaultSpec {
         cluster_name: c.cluster,

@@ -53,7 +53,7 @@ enum Command {
     Controller(controller::ControllerArgs),
     /// Print a fresh one-time login link for the dashboard of the plane a kubeconfig names.
     Dashboard(dashboard::DashboardArgs),
-    /// Faults on workload clusters (API latency, API errors): create, list, delete.
+    /// Faults on workload clusters (API latency and errors, nodes NotReady): create, list, delete.
     Fault(fault::FaultArgs),
     /// Host N simulated workload clusters, each with an admin kubeconfig.
     Fleet(fleet::FleetArgs),

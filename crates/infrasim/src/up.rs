@@ -173,6 +173,7 @@ fn start_workloads(server: &ApiServer, clock: infrasim_clock::SharedClock) {
         clock,
         infrasim_cloud::WorkloadConfig::default(),
         server.ca().clone(),
+        infrasim_cloud::workloads::KubeletSwitch::default(),
         stopped,
     ));
 }

@@ -163,3 +163,37 @@ def test_infrasim_fault_does_the_same_from_the_command_line(faulty, fns, tmp_pat
     assert refused.returncode != 0 and "--cluster" in refused.stderr, refused.stderr
     assert cli("delete", "outage").returncode == 0
     wait_for(lambda: workload_get(faulty, kubeconfig, "/version")[0] == 200, 30, what="fault cleared")
+
+
+def test_node_not_ready_stops_a_kubelet_until_the_fault_is_gone(faulty, fns, tmp_path):
+    kubeconfig = in_memory_cluster(faulty, fns, "n1", tmp_path, workers=1)
+
+    def nodes():
+        out = workload_kubectl(kubeconfig, "get", "nodes", "-o", "json")
+        assert out.returncode == 0, out.stderr
+        return {n["metadata"]["name"]: n for n in json.loads(out.stdout)["items"]}
+
+    def ready(node):
+        return next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+
+    def unreachable(node):
+        return sorted(t["effect"] for t in node["spec"].get("taints", [])
+                      if t["key"] == "node.kubernetes.io/unreachable")
+
+    worker = next(name for name, n in nodes().items()
+                  if "node-role.kubernetes.io/control-plane" not in n["metadata"]["labels"])
+    assert fault(faulty, fns, "down", {"clusterName": "n1", "type": "NodeNotReady",
+                                       "params": {"node": worker}}).returncode == 0
+    # kube-controller-manager's grace period is 40 s on the real clock here.
+    wait_for(lambda: ready(nodes()[worker])["status"] == "Unknown", 90, interval=1,
+             what="the worker Unknown")
+    down = nodes()[worker]
+    assert ready(down)["reason"] == "NodeStatusUnknown"
+    assert ready(down)["message"] == "Kubelet stopped posting node status."
+    wait_for(lambda: unreachable(nodes()[worker]) == ["NoExecute", "NoSchedule"], 30,
+             what="the worker tainted unreachable")
+    assert all(ready(n)["status"] == "True" for name, n in nodes().items() if name != worker)
+
+    faulty.kubectl("-n", fns, "delete", "fault", "down", "--wait=true", "--timeout=30s")
+    wait_for(lambda: ready(nodes()[worker])["status"] == "True" and not unreachable(nodes()[worker]),
+             30, interval=0.5, what="the worker Ready and untainted")

@@ -104,6 +104,10 @@ impl Kubelet {
             let Some(node) = nodes.get(node_name) else {
                 continue;
             };
+            // A stopped kubelet starts and finishes nothing.
+            if c.kubelet_stopped(node_name) {
+                continue;
+            }
             if pod.deleting() {
                 continue;
             }
@@ -564,6 +568,9 @@ pub(super) fn collect_orphans(c: &Cluster) {
 fn report_node_status(c: &Cluster) {
     let now = infrasim_store::format_time(c.now());
     for node in c.list("nodes").iter() {
+        if c.kubelet_stopped(node.name()) {
+            continue;
+        }
         let mut next = Value::clone(&node.value);
         let Some(conditions) = next
             .pointer_mut("/status/conditions")
@@ -587,19 +594,50 @@ fn renew_leases(c: &Cluster) {
     let nodes = c.names("nodes", "");
     let now = c.now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
     for name in nodes {
-        // Every node of every cluster, every ten seconds: decoded once, not again to compare.
-        let Some(stored) = c.stored(LEASES, "kube-node-lease", &name) else {
-            continue;
-        };
-        let Ok(lease) = stored.to_value() else {
-            continue;
-        };
-        let mut next = lease.clone();
-        next["spec"]["renewTime"] = json!(now);
-        let read = infrasim_store::Read {
-            object: &stored,
-            value: &lease,
-        };
-        c.update_read(LEASES, next, read);
+        if !c.kubelet_stopped(&name) {
+            renew_lease(c, &name, &now);
+        }
     }
+}
+
+/// A kubelet back after it was stopped: it posts its node's status (Ready) and renews its
+/// Lease at once, as a restarted kubelet does.
+pub(super) fn resume(c: &Cluster, node: &Obj) {
+    let now = infrasim_store::format_time(c.now());
+    let mut next = Value::clone(&node.value);
+    let previous = node.value.at("/status/conditions");
+    let kubelet: Vec<&str> = ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"].into();
+    let mut conditions = super::node_lifecycle::healthy_conditions(previous, &now);
+    conditions.extend(
+        previous
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|c| !kubelet.contains(&c.get("type").and_then(Value::as_str).unwrap_or("")))
+            .cloned(),
+    );
+    next["status"]["conditions"] = json!(conditions);
+    c.kubelet_status(node.name(), "nodes", next, node);
+    renew_lease(
+        c,
+        node.name(),
+        &c.now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+    );
+}
+
+fn renew_lease(c: &Cluster, name: &str, now: &str) {
+    // Every node of every cluster, every ten seconds: decoded once, not again to compare.
+    let Some(stored) = c.stored(LEASES, "kube-node-lease", name) else {
+        return;
+    };
+    let Ok(lease) = stored.to_value() else {
+        return;
+    };
+    let mut next = lease.clone();
+    next["spec"]["renewTime"] = json!(now);
+    let read = infrasim_store::Read {
+        object: &stored,
+        value: &lease,
+    };
+    c.update_read(LEASES, next, read);
 }

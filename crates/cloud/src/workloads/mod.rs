@@ -20,6 +20,7 @@ mod endpoints;
 mod events;
 mod job;
 mod kubelet;
+mod node_lifecycle;
 mod replicaset;
 mod scheduler;
 mod statefulset;
@@ -37,6 +38,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
+
+pub use node_lifecycle::{KubeletSwitch, GRACE as NODE_MONITOR_GRACE};
 
 /// How a cluster's simulated kubelets behave.
 #[derive(Debug, Clone)]
@@ -84,12 +87,13 @@ pub async fn run(
     clock: SharedClock,
     config: WorkloadConfig,
     ca: CertificateAuthority,
+    kubelets: KubeletSwitch,
     mut stop: oneshot::Receiver<()>,
 ) {
     let group = writer.group().clone();
     let mut controllers = Controllers {
         ca,
-        cluster: Cluster::new(writer, clock.clone()),
+        cluster: Cluster::new(writer, clock.clone(), kubelets.clone()),
         kubelet: kubelet::Kubelet::new(config.clone()),
         autoscaler: autoscaler::Autoscaler::default(),
     };
@@ -127,6 +131,8 @@ pub async fn run(
         let wait = (next - now).to_std().unwrap_or(Duration::ZERO);
         tokio::select! {
             _ = &mut stop => return,
+            // A kubelet stopped or started again (a fault).
+            _ = kubelets.changed() => dirty = true,
             _ = sleep_until(forget_lists_at) => {
                 controllers.cluster.forget_lists();
                 forget_lists_at = None;
@@ -206,6 +212,7 @@ impl Controllers {
         job::reconcile(c);
         scheduler::schedule(c);
         self.kubelet.sync_pods(c);
+        node_lifecycle::reconcile(c);
         // Statuses last, so they count what this pass created and started.
         replicaset::update_status(c);
         daemonset::update_status(c);
@@ -232,6 +239,8 @@ pub(crate) struct Cluster {
     /// The earliest time a controller asked for another pass (and whether that time has been
     /// handed to the loop's timer).
     wake_at: Mutex<Option<(DateTime<Utc>, bool)>>,
+    /// Which nodes' kubelets are stopped.
+    kubelets: KubeletSwitch,
 }
 
 /// A decoded list and the state of the resource it was decoded from.
@@ -328,8 +337,9 @@ impl Obj {
 }
 
 impl Cluster {
-    fn new(writer: SystemWriter, clock: SharedClock) -> Self {
+    fn new(writer: SystemWriter, clock: SharedClock, kubelets: KubeletSwitch) -> Self {
         Cluster {
+            kubelets,
             group: writer.group().clone(),
             scheduler: crate::components::scheduler(&writer),
             writer,
@@ -341,6 +351,11 @@ impl Cluster {
 
     pub fn now(&self) -> DateTime<Utc> {
         self.clock.now()
+    }
+
+    /// Whether `node`'s kubelet is stopped (it renews nothing, reports nothing, starts no pod).
+    pub fn kubelet_stopped(&self, node: &str) -> bool {
+        self.kubelets.stopped(node)
     }
 
     /// Asks for a pass at `at` even if nothing changes by then (time-based conditions, such
@@ -748,7 +763,11 @@ mod tests {
         let ca = CertificateAuthority::generate("test").expect("a CA");
         let server =
             infrasim_kube_api::ApiServer::new(group, ca, clock.clone(), Default::default());
-        let cluster = Cluster::new(crate::components::controller_manager(&server), clock);
+        let cluster = Cluster::new(
+            crate::components::controller_manager(&server),
+            clock,
+            KubeletSwitch::default(),
+        );
         (store, cluster)
     }
 

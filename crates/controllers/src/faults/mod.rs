@@ -83,7 +83,7 @@ impl Reconcile<Fault> for Reconciler {
     async fn apply(&self, obj: Arc<Fault>) -> Result<Next, Error> {
         let now = self.ctx.now();
         let status = obj.status.clone().unwrap_or_default();
-        let fault = match request_fault(&obj.spec) {
+        let fault = match effect(&obj.spec) {
             Ok(fault) => fault,
             Err(why) => {
                 self.put(&obj, &status.clusters, None);
@@ -174,15 +174,21 @@ impl Reconciler {
         Ok(names)
     }
 
-    /// Puts `fault` on (or with `None` clears it from) the workload clusters of `clusters`.
-    fn put(&self, obj: &Fault, clusters: &[String], fault: Option<RequestFault>) {
+    /// Puts `effect` on (or with `None` clears the Fault's effects from) the workload
+    /// clusters of `clusters`; what the Fault did before as another type is cleared too.
+    fn put(&self, obj: &Fault, clusters: &[String], effect: Option<Effect>) {
         let ns = obj.namespace().unwrap_or_default();
         let source = format!("{ns}/{}", obj.name_any());
+        let cloud = &self.ctx.cloud;
         for cluster in clusters {
             let key = cloud_key(cluster, &ns);
-            self.ctx
-                .cloud
-                .set_request_fault(&key, &source, fault.clone());
+            let (requests, kubelets) = match &effect {
+                Some(Effect::Requests(f)) => (Some(f.clone()), BTreeSet::new()),
+                Some(Effect::StoppedKubelet(node)) => (None, BTreeSet::from([node.clone()])),
+                None => (None, BTreeSet::new()),
+            };
+            cloud.set_request_fault(&key, &source, requests);
+            cloud.set_stopped_kubelets(&key, &source, kubelets);
         }
     }
 
@@ -223,6 +229,27 @@ impl Reconciler {
             .await?;
         Ok(())
     }
+}
+
+/// What a Fault does to a workload cluster.
+#[derive(Debug, Clone, PartialEq)]
+enum Effect {
+    /// Latency and errors on its API server's requests.
+    Requests(RequestFault),
+    /// One node's kubelet stopped.
+    StoppedKubelet(String),
+}
+
+/// What a Fault's spec does, or why it cannot be applied.
+fn effect(spec: &FaultSpec) -> Result<Effect, String> {
+    if spec.type_ == "NodeNotReady" {
+        let params = spec.params.clone().unwrap_or_default();
+        let node = params.node.filter(|n| !n.is_empty());
+        return node
+            .map(Effect::StoppedKubelet)
+            .ok_or_else(|| "a NodeNotReady fault needs params.node".to_string());
+    }
+    request_fault(spec).map(Effect::Requests)
 }
 
 /// What a Fault's spec does to an API server's requests, or why it cannot be applied.
@@ -349,6 +376,20 @@ mod tests {
             .is_err_and(|e| e.contains("params.latency")));
         assert!(request_fault(&spec("Meteor", FaultParams::default()))
             .is_err_and(|e| e.contains("not implemented")));
+    }
+
+    #[test]
+    fn node_not_ready_names_its_node() {
+        let node = FaultParams {
+            node: Some("w-0".into()),
+            ..FaultParams::default()
+        };
+        assert_eq!(
+            effect(&spec("NodeNotReady", node)),
+            Ok(Effect::StoppedKubelet("w-0".into()))
+        );
+        assert!(effect(&spec("NodeNotReady", FaultParams::default()))
+            .is_err_and(|e| e.contains("params.node")));
     }
 
     #[test]

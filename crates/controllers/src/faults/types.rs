@@ -47,7 +47,9 @@ pub const GROUP: &str = "sim.infrasim.dev";
     {"rule": "has(self.clusterName) != has(self.clusterSelector)",
      "message": "exactly one of clusterName and clusterSelector must be set"},
     {"rule": "self.type != 'APILatency' || (has(self.params) && has(self.params.latency))",
-     "message": "an APILatency fault needs params.latency"}
+     "message": "an APILatency fault needs params.latency"},
+    {"rule": "self.type != 'NodeNotReady' || (has(self.params) && has(self.params.node))",
+     "message": "a NodeNotReady fault needs params.node"}
 ]))]
 pub struct FaultSpec {
     /// The Cluster (in the Fault's namespace) whose workload cluster gets the fault.
@@ -61,9 +63,12 @@ pub struct FaultSpec {
     /// `params.latency` before it is served. `APIErrors`: a fraction (`params.fraction`) of
     /// its requests is refused with `params.code` (429 with a Retry-After of
     /// `params.retryAfterSeconds`, 500, 503 or 504), as an overloaded kube-apiserver
-    /// refuses them.
+    /// refuses them. `NodeNotReady`: the kubelet of node `params.node` stops (no Lease
+    /// renewal, no status, no pod started); 40 s later (kube-controller-manager's
+    /// node-monitor-grace-period) the node is Ready `Unknown` and tainted
+    /// `node.kubernetes.io/unreachable`, and when the fault ends it is Ready again.
     #[serde(rename = "type")]
-    #[schemars(extend("enum" = ["APILatency", "APIErrors"]))]
+    #[schemars(extend("enum" = ["APILatency", "APIErrors", "NodeNotReady"]))]
     pub type_: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<FaultParams>,
@@ -94,6 +99,9 @@ pub struct FaultParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 3600))]
     pub retry_after_seconds: Option<u64>,
+    /// `NodeNotReady`: the node (in the workload cluster) whose kubelet stops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// Where a fault stands.
