@@ -175,6 +175,15 @@ pub struct Cloud {
     /// The nodes whose kubelets are stopped, by cluster name and by the source that stopped
     /// them, kept apart from the clusters for the same reason.
     kubelet_faults: Mutex<HashMap<String, BTreeMap<String, BTreeSet<String>>>>,
+    /// The etcd alarms raised by faults, by cluster name and source.
+    etcd_alarms: Mutex<HashMap<String, BTreeMap<String, BTreeSet<EtcdAlarm>>>>,
+}
+
+/// An etcd alarm a fault raises: on the member of that name, or on every member.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct EtcdAlarm {
+    pub member: Option<String>,
+    pub alarm: infrasim_etcd_sim::pb::etcdserverpb::AlarmType,
 }
 
 impl Cloud {
@@ -234,6 +243,7 @@ impl Cloud {
             next_index: std::sync::atomic::AtomicU32::new(0),
             request_faults: Mutex::default(),
             kubelet_faults: Mutex::default(),
+            etcd_alarms: Mutex::default(),
         }
     }
 
@@ -489,6 +499,35 @@ impl Cloud {
         drop(faults);
         let stopped = self.stopped_kubelets(name);
         self.with_cluster(name, |r| r.kubelets.set(stopped));
+    }
+
+    /// Raises `alarms` in cluster `name`'s etcd on behalf of `source` (a Fault), clearing
+    /// those it raised before and no source raises now; an empty set clears the source's.
+    /// Setting the same alarms again raises them on members that joined since (a control
+    /// plane that grew). etcdctl then lists them, and etcd refuses what they refuse (see
+    /// [`infrasim_etcd_sim`]'s KV service).
+    pub fn set_etcd_alarms(&self, name: &str, source: &str, alarms: BTreeSet<EtcdAlarm>) {
+        let mut all = self.etcd_alarms.lock().unwrap_or_else(|p| p.into_inner());
+        let sources = all.entry(name.to_string()).or_default();
+        let before = match alarms.is_empty() {
+            true => sources.remove(source),
+            false => sources.insert(source.to_string(), alarms),
+        }
+        .unwrap_or_default();
+        let wanted: BTreeSet<EtcdAlarm> = sources.values().flatten().cloned().collect();
+        if sources.is_empty() {
+            all.remove(name);
+        }
+        drop(all);
+        let Some(etcd) = self.etcd(name) else {
+            return;
+        };
+        for gone in before.difference(&wanted) {
+            etcd.set_alarm(gone.member.as_deref(), gone.alarm, false);
+        }
+        for alarm in &wanted {
+            etcd.set_alarm(alarm.member.as_deref(), alarm.alarm, true);
+        }
     }
 
     /// The nodes of cluster `name` whose kubelets are stopped, all sources together.

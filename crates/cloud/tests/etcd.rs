@@ -145,3 +145,74 @@ async fn etcdctl_reaches_etcd_on_the_endpoint_with_etcd_certificates_only() {
     let _ = std::fs::remove_dir_all(etcd_dir);
     let _ = std::fs::remove_dir_all(api_dir);
 }
+
+#[tokio::test]
+async fn a_faults_alarms_are_listed_and_refuse_what_etcds_refuse_until_cleared() {
+    use infrasim_cloud::EtcdAlarm;
+    use infrasim_etcd_sim::pb::etcdserverpb::AlarmType;
+    use std::collections::BTreeSet;
+    let cloud = cloud();
+    let info = cloud.create_cluster(shape("a")).await.expect("a cluster");
+    let pki = cloud.pki("a").expect("the cluster's PKI");
+    let endpoint = info.endpoint.to_string();
+    let dir = temp_dir("alarm");
+    credentials(&dir, &pki.ca.cert_pem, &pki.etcd_ca);
+    let text = |o: &std::process::Output| {
+        String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr)
+    };
+
+    let nospace = EtcdAlarm {
+        member: None,
+        alarm: AlarmType::Nospace,
+    };
+    cloud.set_etcd_alarms("a", "default/full", BTreeSet::from([nospace]));
+    let listed = etcdctl(&endpoint, &dir, &["alarm", "list"]).await;
+    assert_eq!(
+        text(&listed).matches("alarm:NOSPACE").count(),
+        3,
+        "{}",
+        text(&listed)
+    );
+    let put = etcdctl(&endpoint, &dir, &["put", "k", "v"]).await;
+    assert!(
+        !put.status.success() && text(&put).contains("database space exceeded"),
+        "{}",
+        text(&put)
+    );
+    // Reads and deletes go on: they are how space is freed.
+    let get = etcdctl(&endpoint, &dir, &["get", "k"]).await;
+    assert!(get.status.success(), "{}", text(&get));
+    assert!(etcdctl(&endpoint, &dir, &["del", "k"])
+        .await
+        .status
+        .success());
+
+    cloud.set_etcd_alarms("a", "default/full", BTreeSet::new());
+    let listed = etcdctl(&endpoint, &dir, &["alarm", "list"]).await;
+    assert!(
+        listed.status.success() && !text(&listed).contains("alarm:"),
+        "{}",
+        text(&listed)
+    );
+    let put = etcdctl(&endpoint, &dir, &["put", "k", "v"]).await;
+    assert!(put.status.success(), "{}", text(&put));
+
+    // One member corrupt: the cluster refuses every request, reads too.
+    let corrupt = EtcdAlarm {
+        member: Some("a-control-plane-1".into()),
+        alarm: AlarmType::Corrupt,
+    };
+    cloud.set_etcd_alarms("a", "default/bad", BTreeSet::from([corrupt]));
+    let get = etcdctl(&endpoint, &dir, &["get", "k"]).await;
+    assert!(
+        !get.status.success() && text(&get).contains("corrupt cluster"),
+        "{}",
+        text(&get)
+    );
+    cloud.set_etcd_alarms("a", "default/bad", BTreeSet::new());
+    assert!(etcdctl(&endpoint, &dir, &["get", "k"])
+        .await
+        .status
+        .success());
+    assert!(cloud.delete_cluster("a").await.unwrap());
+}

@@ -196,6 +196,30 @@ impl EtcdCluster {
         }
     }
 
+    /// Raises (or with `raise` false clears) `alarm` on the member named `member`, or on
+    /// every member when `None`, as `etcdctl alarm` and etcd itself would; the members it
+    /// changed. A name that is no member changes nothing.
+    pub fn set_alarm(
+        &self,
+        member: Option<&str>,
+        alarm: crate::pb::etcdserverpb::AlarmType,
+        raise: bool,
+    ) -> Vec<u64> {
+        let mut state = self.lock();
+        let id = match member {
+            None => 0,
+            Some(name) => match state.members.by_name(name) {
+                Some(m) => m.id,
+                None => return Vec::new(),
+            },
+        };
+        let changed = match raise {
+            true => state.members.activate_alarm(id, alarm),
+            false => state.members.deactivate_alarm(id, alarm),
+        };
+        changed.into_iter().map(|a| a.member_id).collect()
+    }
+
     /// The member named `name`.
     pub fn member_named(&self, name: &str) -> Option<Member> {
         self.lock().members.by_name(name).cloned()

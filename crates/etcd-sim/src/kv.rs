@@ -10,6 +10,36 @@ use crate::pb::mvccpb::KeyValue;
 use crate::service::MemberService;
 use tonic::{Request, Response, Status};
 
+/// What a raised alarm refuses, as etcd's appliers do: under CORRUPT every request fails;
+/// under NOSPACE whatever would write a key (a Put, a Txn with a put in it), while reads,
+/// deletes and compaction, which free space, go on.
+fn refused_by_alarms(state: &State, puts: bool) -> Result<(), Status> {
+    let raised = state.members.alarms(0);
+    let has = |alarm: pb::AlarmType| raised.iter().any(|a| a.alarm == alarm as i32);
+    if has(pb::AlarmType::Corrupt) {
+        return Err(Status::data_loss("etcdserver: corrupt cluster"));
+    }
+    if puts && has(pb::AlarmType::Nospace) {
+        return Err(Status::resource_exhausted(
+            "etcdserver: mvcc: database space exceeded",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a Txn could put a key, in either branch (nested Txns included).
+fn txn_puts(txn: &pb::TxnRequest) -> bool {
+    use pb::request_op::Request as Op;
+    txn.success
+        .iter()
+        .chain(&txn.failure)
+        .any(|op| match &op.request {
+            Some(Op::RequestPut(_)) => true,
+            Some(Op::RequestTxn(inner)) => txn_puts(inner),
+            _ => false,
+        })
+}
+
 pub(crate) fn key_status(e: KeyError) -> Status {
     match e {
         KeyError::Compacted | KeyError::FutureRevision => Status::out_of_range(e.to_string()),
@@ -24,6 +54,7 @@ impl Kv for MemberService {
         request: Request<pb::RangeRequest>,
     ) -> Result<Response<pb::RangeResponse>, Status> {
         let state = self.cluster.lock();
+        refused_by_alarms(&state, false)?;
         let mut response = range(&state.keys, request.get_ref()).map_err(key_status)?;
         response.header = Some(self.header(&state));
         Ok(Response::new(response))
@@ -34,7 +65,8 @@ impl Kv for MemberService {
         request: Request<pb::PutRequest>,
     ) -> Result<Response<pb::PutResponse>, Status> {
         let put = request.into_inner();
-        let (prev_kv, header) = self.write(|revision, leases| put_key(revision, leases, put))?;
+        let (prev_kv, header) =
+            self.write(true, |revision, leases| put_key(revision, leases, put))?;
         Ok(Response::new(pb::PutResponse {
             header: Some(header),
             prev_kv,
@@ -46,8 +78,9 @@ impl Kv for MemberService {
         request: Request<pb::DeleteRangeRequest>,
     ) -> Result<Response<pb::DeleteRangeResponse>, Status> {
         let delete = request.into_inner();
-        let (mut response, header) =
-            self.write(|revision, leases| Ok(delete_keys(revision, leases, &delete)))?;
+        let (mut response, header) = self.write(false, |revision, leases| {
+            Ok(delete_keys(revision, leases, &delete))
+        })?;
         response.header = Some(header);
         Ok(Response::new(response))
     }
@@ -57,8 +90,9 @@ impl Kv for MemberService {
         request: Request<pb::TxnRequest>,
     ) -> Result<Response<pb::TxnResponse>, Status> {
         let txn = request.into_inner();
+        let puts = txn_puts(&txn);
         let (mut response, header) =
-            self.write(|revision, leases| run_txn(revision, leases, txn))?;
+            self.write(puts, |revision, leases| run_txn(revision, leases, txn))?;
         response.header = Some(header);
         Ok(Response::new(response))
     }
@@ -84,12 +118,15 @@ type Leases = std::collections::BTreeMap<i64, crate::cluster::Lease>;
 impl MemberService {
     /// Runs `change` as one revision of the key space: commits it, counts it in raft's index
     /// if it changed anything, and hands its events to the watches once the lock is released.
-    /// What `change` returned, and the header after it.
+    /// What `change` returned, and the header after it. `puts`: whether it may write a key,
+    /// which a NOSPACE alarm refuses.
     fn write<T>(
         &self,
+        puts: bool,
         change: impl FnOnce(&mut Revision<'_>, &mut Leases) -> Result<T, Status>,
     ) -> Result<(T, pb::ResponseHeader), Status> {
         let mut state = self.cluster.lock();
+        refused_by_alarms(&state, puts)?;
         let (out, events) = {
             let State { keys, leases, .. } = &mut *state;
             let mut revision = keys.begin();

@@ -25,7 +25,7 @@ pub struct FaultArgs {
 #[derive(Debug, Subcommand)]
 enum FaultCommand {
     /// Create (or replace) a Fault and print where it is in force once it is applied.
-    Create(CreateArgs),
+    Create(Box<CreateArgs>),
     /// One line per Fault: type, phase, the clusters it is in force on, when it ends.
     List,
     /// Delete a Fault, which clears it from its clusters.
@@ -35,7 +35,7 @@ enum FaultCommand {
 #[derive(Debug, Args)]
 struct CreateArgs {
     name: String,
-    /// `APILatency`, `APIErrors` or `NodeNotReady`.
+    /// `APILatency`, `APIErrors`, `NodeNotReady` or `EtcdAlarm`.
     #[arg(long = "type")]
     type_: String,
     /// The Cluster to put it on (in the namespace).
@@ -63,6 +63,12 @@ struct CreateArgs {
     /// `NodeNotReady`: the node whose kubelet stops.
     #[arg(long)]
     node: Option<String>,
+    /// `EtcdAlarm`: `NOSPACE` or `CORRUPT`.
+    #[arg(long)]
+    alarm: Option<String>,
+    /// `EtcdAlarm`: the etcd member (a control-plane machine); every member when not given.
+    #[arg(long)]
+    member: Option<String>,
     /// How long it lasts (`10m`); until deleted when not given.
     #[arg(long)]
     duration: Option<String>,
@@ -75,7 +81,7 @@ pub async fn run(args: FaultArgs) -> anyhow::Result<()> {
         .with_context(|| format!("connecting to the management plane of {}", path.display()))?;
     let api: Api<Fault> = Api::namespaced(client, &args.namespace);
     match args.command {
-        FaultCommand::Create(c) => create(&api, c).await,
+        FaultCommand::Create(c) => create(&api, *c).await,
         FaultCommand::List => list(&api).await,
         FaultCommand::Delete { name } => {
             api.delete(&name, &DeleteParams::default()).await?;
@@ -107,6 +113,8 @@ async fn create(api: &Api<Fault>, c: CreateArgs) -> anyhow::Result<()> {
         code: c.code,
         retry_after_seconds: c.retry_after,
         node: c.node,
+        alarm: c.alarm,
+        member: c.member,
     };
     let spec = FaultSpec {
         cluster_name: c.cluster,

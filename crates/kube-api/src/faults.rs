@@ -57,7 +57,11 @@ struct Active {
 
 impl Faults {
     /// Puts `fault` in force (counting requests from zero again), or clears it with `None`.
+    /// The fault already in force, set again, goes on counting.
     pub fn set(&self, fault: Option<RequestFault>) {
+        if self.get() == fault {
+            return;
+        }
         let active = fault.map(|fault| {
             Arc::new(Active {
                 fault,

@@ -3,7 +3,9 @@ and seen by clients of the workload cluster: kubectl gets kube-apiserver's error
 client the 429 with its Retry-After, every request the added latency; deleting the Fault,
 its duration ending, or its selector no longer matching clears it."""
 
+import base64
 import json
+import os
 import subprocess
 import time
 
@@ -197,3 +199,54 @@ def test_node_not_ready_stops_a_kubelet_until_the_fault_is_gone(faulty, fns, tmp
     faulty.kubectl("-n", fns, "delete", "fault", "down", "--wait=true", "--timeout=30s")
     wait_for(lambda: ready(nodes()[worker])["status"] == "True" and not unreachable(nodes()[worker]),
              30, interval=0.5, what="the worker Ready and untainted")
+
+
+def etcd_client(plane, ns, cluster, tmp_path):
+    """etcdctl arguments for the cluster's etcd on its endpoint: the cluster CA (which signs
+    the endpoint) and a client certificate signed by the etcd CA Cluster API keeps in
+    `<cluster>-etcd`, made with openssl as an operator would."""
+    secret = json.loads(plane.kubectl("-n", ns, "get", "secret", f"{cluster}-etcd", "-o", "json").stdout)
+    ca = json.loads(plane.kubectl("-n", ns, "get", "secret", f"{cluster}-ca", "-o", "json").stdout)
+    d = tmp_path / f"{cluster}-etcd"
+    d.mkdir()
+    (d / "etcd-ca.crt").write_bytes(base64.b64decode(secret["data"]["tls.crt"]))
+    (d / "etcd-ca.key").write_bytes(base64.b64decode(secret["data"]["tls.key"]))
+    (d / "ca.crt").write_bytes(base64.b64decode(ca["data"]["tls.crt"]))
+    (d / "ext.cnf").write_text("extendedKeyUsage=clientAuth\n")
+    subprocess.run(["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", d / "client.key", "-subj", "/CN=etcd-operator", "-out", d / "client.csr"],
+                   check=True, capture_output=True, timeout=30)
+    subprocess.run(["openssl", "x509", "-req", "-in", d / "client.csr", "-CA", d / "etcd-ca.crt",
+                    "-CAkey", d / "etcd-ca.key", "-CAcreateserial", "-days", "1", "-extfile", d / "ext.cnf",
+                    "-out", d / "client.crt"], check=True, capture_output=True, timeout=30)
+    server = yaml_server(plane, ns, cluster)
+    return ["etcdctl", f"--endpoints={server}", f"--cacert={d / 'ca.crt'}", f"--cert={d / 'client.crt'}",
+            f"--key={d / 'client.key'}", "--command-timeout=10s"]
+
+
+def yaml_server(plane, ns, cluster):
+    secret = json.loads(plane.kubectl("-n", ns, "get", "secret", f"{cluster}-kubeconfig", "-o", "json").stdout)
+    text = base64.b64decode(secret["data"]["value"]).decode()
+    return next(line.split("server:", 1)[1].strip() for line in text.splitlines() if "server:" in line)
+
+
+def test_an_etcd_alarm_is_listed_by_etcdctl_and_refuses_writes_until_the_fault_is_gone(faulty, fns, tmp_path):
+    in_memory_cluster(faulty, fns, "a1", tmp_path, workers=0)
+    etcdctl = etcd_client(faulty, fns, "a1", tmp_path)
+    env = {**os.environ, "ETCDCTL_API": "3"}
+
+    def run(*args):
+        return subprocess.run([*etcdctl, *args], capture_output=True, text=True, timeout=30, env=env)
+
+    assert run("put", "k", "v").returncode == 0
+    assert fault(faulty, fns, "full", {"clusterName": "a1", "type": "EtcdAlarm",
+                                       "params": {"alarm": "NOSPACE"}}).returncode == 0
+    listed = wait_for(lambda: (lambda o: o if "alarm:NOSPACE" in o.stdout else None)(run("alarm", "list")),
+                      30, what="the alarm listed")
+    assert listed.returncode == 0
+    refused = run("put", "k", "v2")
+    assert refused.returncode != 0 and "database space exceeded" in refused.stderr, refused.stderr
+    assert run("get", "k").returncode == 0
+    faulty.kubectl("-n", fns, "delete", "fault", "full", "--wait=true", "--timeout=30s")
+    assert "alarm:" not in run("alarm", "list").stdout
+    assert run("put", "k", "v3").returncode == 0

@@ -13,10 +13,12 @@ use crate::capi::core::Cluster;
 use crate::capi::infra::cloud_key;
 use crate::capi::infra::timing::parse_go_duration;
 use chrono::{DateTime, Utc};
+use infrasim_cloud::EtcdAlarm;
 use infrasim_controller_runtime::conditions::{self, Condition};
 use infrasim_controller_runtime::informers::Informers;
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_controller_runtime::Context;
+use infrasim_etcd_sim::pb::etcdserverpb::AlarmType;
 use infrasim_kube_api::faults::{RequestFault, ERROR_CODES};
 use kube::api::Api;
 use kube::core::{Selector, SelectorExt};
@@ -47,7 +49,8 @@ pub struct Reconciler {
 }
 
 /// Runs the Fault controller until the process ends. With `clusters` (Cluster API's kinds
-/// are served), a Cluster's change wakes the Faults of its namespace that select by label.
+/// are served), a Cluster's change wakes the Faults of its namespace that select by label or
+/// name it.
 pub async fn run(ctx: Context, informers: Arc<Informers>, clusters: bool) {
     let faults = informers.of::<Fault>();
     let controller = infrasim_controller_runtime::triggers::controller(&faults, None);
@@ -60,7 +63,12 @@ pub async fn run(ctx: Context, informers: Arc<Informers>, clusters: bool) {
                     .state()
                     .iter()
                     .filter(|f| f.namespace() == cluster.namespace())
-                    .filter(|f| f.spec.cluster_selector.is_some())
+                    // Selectors follow labels; a named cluster's changes (a control plane
+                    // that grew) bring its faults to its new members.
+                    .filter(|f| {
+                        f.spec.cluster_selector.is_some()
+                            || f.spec.cluster_name.as_deref() == Some(&cluster.name_any())
+                    })
                     .map(|f| ObjectRef::from_obj(&**f))
                     .collect::<Vec<_>>()
             },
@@ -182,13 +190,16 @@ impl Reconciler {
         let cloud = &self.ctx.cloud;
         for cluster in clusters {
             let key = cloud_key(cluster, &ns);
-            let (requests, kubelets) = match &effect {
-                Some(Effect::Requests(f)) => (Some(f.clone()), BTreeSet::new()),
-                Some(Effect::StoppedKubelet(node)) => (None, BTreeSet::from([node.clone()])),
-                None => (None, BTreeSet::new()),
-            };
+            let (mut requests, mut kubelets, mut alarms) = (None, BTreeSet::new(), BTreeSet::new());
+            match &effect {
+                Some(Effect::Requests(f)) => requests = Some(f.clone()),
+                Some(Effect::StoppedKubelet(node)) => kubelets = BTreeSet::from([node.clone()]),
+                Some(Effect::EtcdAlarm(alarm)) => alarms = BTreeSet::from([alarm.clone()]),
+                None => {}
+            }
             cloud.set_request_fault(&key, &source, requests);
             cloud.set_stopped_kubelets(&key, &source, kubelets);
+            cloud.set_etcd_alarms(&key, &source, alarms);
         }
     }
 
@@ -238,10 +249,22 @@ enum Effect {
     Requests(RequestFault),
     /// One node's kubelet stopped.
     StoppedKubelet(String),
+    /// An alarm raised in its etcd.
+    EtcdAlarm(EtcdAlarm),
 }
 
 /// What a Fault's spec does, or why it cannot be applied.
 fn effect(spec: &FaultSpec) -> Result<Effect, String> {
+    if spec.type_ == "EtcdAlarm" {
+        let params = spec.params.clone().unwrap_or_default();
+        let alarm = match params.alarm.as_deref() {
+            Some("NOSPACE") => AlarmType::Nospace,
+            Some("CORRUPT") => AlarmType::Corrupt,
+            other => return Err(format!("params.alarm {other:?} is not NOSPACE or CORRUPT")),
+        };
+        let member = params.member.filter(|m| !m.is_empty());
+        return Ok(Effect::EtcdAlarm(EtcdAlarm { member, alarm }));
+    }
     if spec.type_ == "NodeNotReady" {
         let params = spec.params.clone().unwrap_or_default();
         let node = params.node.filter(|n| !n.is_empty());
@@ -390,6 +413,34 @@ mod tests {
         );
         assert!(effect(&spec("NodeNotReady", FaultParams::default()))
             .is_err_and(|e| e.contains("params.node")));
+    }
+
+    #[test]
+    fn an_etcd_alarm_is_nospace_or_corrupt_on_one_member_or_all() {
+        let all = FaultParams {
+            alarm: Some("NOSPACE".into()),
+            ..FaultParams::default()
+        };
+        assert_eq!(
+            effect(&spec("EtcdAlarm", all)),
+            Ok(Effect::EtcdAlarm(EtcdAlarm {
+                member: None,
+                alarm: AlarmType::Nospace
+            }))
+        );
+        let one = FaultParams {
+            alarm: Some("CORRUPT".into()),
+            member: Some("c1-cp-0".into()),
+            ..FaultParams::default()
+        };
+        assert_eq!(
+            effect(&spec("EtcdAlarm", one)),
+            Ok(Effect::EtcdAlarm(EtcdAlarm {
+                member: Some("c1-cp-0".into()),
+                alarm: AlarmType::Corrupt
+            }))
+        );
+        assert!(effect(&spec("EtcdAlarm", FaultParams::default())).is_err());
     }
 
     #[test]

@@ -49,7 +49,9 @@ pub const GROUP: &str = "sim.infrasim.dev";
     {"rule": "self.type != 'APILatency' || (has(self.params) && has(self.params.latency))",
      "message": "an APILatency fault needs params.latency"},
     {"rule": "self.type != 'NodeNotReady' || (has(self.params) && has(self.params.node))",
-     "message": "a NodeNotReady fault needs params.node"}
+     "message": "a NodeNotReady fault needs params.node"},
+    {"rule": "self.type != 'EtcdAlarm' || (has(self.params) && has(self.params.alarm))",
+     "message": "an EtcdAlarm fault needs params.alarm"}
 ]))]
 pub struct FaultSpec {
     /// The Cluster (in the Fault's namespace) whose workload cluster gets the fault.
@@ -67,8 +69,11 @@ pub struct FaultSpec {
     /// renewal, no status, no pod started); 40 s later (kube-controller-manager's
     /// node-monitor-grace-period) the node is Ready `Unknown` and tainted
     /// `node.kubernetes.io/unreachable`, and when the fault ends it is Ready again.
+    /// `EtcdAlarm`: etcd alarm `params.alarm` raised on member `params.member` (every member
+    /// when not given), as `etcdctl alarm list` shows it; under NOSPACE etcd refuses writes
+    /// ("mvcc: database space exceeded"), under CORRUPT every request.
     #[serde(rename = "type")]
-    #[schemars(extend("enum" = ["APILatency", "APIErrors", "NodeNotReady"]))]
+    #[schemars(extend("enum" = ["APILatency", "APIErrors", "NodeNotReady", "EtcdAlarm"]))]
     pub type_: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<FaultParams>,
@@ -102,6 +107,14 @@ pub struct FaultParams {
     /// `NodeNotReady`: the node (in the workload cluster) whose kubelet stops.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// `EtcdAlarm`: the alarm raised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["NOSPACE", "CORRUPT"]))]
+    pub alarm: Option<String>,
+    /// `EtcdAlarm`: the member (a control-plane machine's name) it is raised on; every
+    /// member when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
 }
 
 /// Where a fault stands.
