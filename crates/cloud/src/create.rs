@@ -351,6 +351,9 @@ impl Cloud {
         } else {
             Runtime::restored(config, machines)
         };
+        if self.endpoint_down(&shape.name) {
+            runtime.set_endpoint_down(true);
+        }
         let nodes = shape.control_planes + shape.workers;
         let info = self.cluster_info(&shape.name, nodes, endpoint, &pki, &certs.admin);
         // kube-controller-manager, kube-scheduler and the kubelets, for this cluster. Their

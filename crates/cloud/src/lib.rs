@@ -175,6 +175,8 @@ pub struct Cloud {
     /// The nodes whose kubelets are stopped, by cluster name and by the source that stopped
     /// them, kept apart from the clusters for the same reason.
     kubelet_faults: Mutex<HashMap<String, BTreeMap<String, BTreeSet<String>>>>,
+    /// The clusters whose endpoints faults hold closed, with the sources holding them.
+    endpoints_down: Mutex<HashMap<String, BTreeSet<String>>>,
     /// The etcd alarms raised by faults, by cluster name and source.
     etcd_alarms: Mutex<HashMap<String, BTreeMap<String, BTreeSet<EtcdAlarm>>>>,
 }
@@ -244,6 +246,7 @@ impl Cloud {
             request_faults: Mutex::default(),
             kubelet_faults: Mutex::default(),
             etcd_alarms: Mutex::default(),
+            endpoints_down: Mutex::default(),
         }
     }
 
@@ -528,6 +531,38 @@ impl Cloud {
         for alarm in &wanted {
             etcd.set_alarm(alarm.member.as_deref(), alarm.alarm, true);
         }
+    }
+
+    /// Holds cluster `name`'s endpoint closed on behalf of `source` (a Fault), or lets go of
+    /// it: while any source holds it, its port refuses connections (the port stays the
+    /// cluster's) and the shared listener does not route to it, as when every API server of
+    /// the cluster is down. Kept for a cluster made or brought back later.
+    pub fn set_endpoint_down(&self, name: &str, source: &str, down: bool) {
+        let mut all = self
+            .endpoints_down
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let sources = all.entry(name.to_string()).or_default();
+        match down {
+            true => sources.insert(source.to_string()),
+            false => sources.remove(source),
+        };
+        let held = !sources.is_empty();
+        if !held {
+            all.remove(name);
+        }
+        drop(all);
+        if let Some(runtime) = self.runtime(name) {
+            runtime.set_endpoint_down(held);
+        }
+    }
+
+    /// Whether a fault holds cluster `name`'s endpoint closed.
+    pub fn endpoint_down(&self, name: &str) -> bool {
+        self.endpoints_down
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(name)
     }
 
     /// The nodes of cluster `name` whose kubelets are stopped, all sources together.

@@ -70,6 +70,9 @@ struct State {
     reserved: Option<tokio::net::TcpListener>,
     addons_started: bool,
     addons_task: Option<tokio::task::AbortHandle>,
+    /// The endpoint is held closed (an `APIDown` fault): connections are refused until it
+    /// opens again, whatever the API servers do meanwhile.
+    down: bool,
     /// What the cloud keeps of the cluster, with how many addon steps are done (kept again
     /// as each comes up).
     record: ClusterRecord,
@@ -434,9 +437,42 @@ impl Runtime {
         }
     }
 
+    /// Closes the endpoint (its port then refuses connections, and the shared listener no
+    /// longer routes to the cluster) or opens it again, when an API server serves.
+    pub fn set_endpoint_down(self: &Arc<Self>, down: bool) {
+        let (closing, reopen) = {
+            let mut state = self.lock();
+            if state.down == down {
+                return;
+            }
+            state.down = down;
+            if down {
+                // A listener kept for later would still take connections into its backlog.
+                state.reserved = None;
+                state.shared_route = None;
+                (state.serving.take(), false)
+            } else {
+                (
+                    None,
+                    !state.api_servers.is_empty() && state.serving.is_none(),
+                )
+            }
+        };
+        if down {
+            drop(closing);
+            self.router.remove(&self.shape.name);
+        } else if reopen {
+            let runtime = self.clone();
+            tokio::spawn(async move { runtime.open_endpoint(None).await });
+        }
+    }
+
     /// Serves the endpoint (on `reserved`, the listener bound for it, if there is one) and
-    /// the cluster's route through the shared listener.
+    /// the cluster's route through the shared listener; not while it is held closed.
     async fn open_endpoint(&self, reserved: Option<tokio::net::TcpListener>) {
+        if self.lock().down {
+            return;
+        }
         let listener = match reserved {
             Some(l) => Ok(l),
             None => tokio::net::TcpListener::bind(self.endpoint).await,

@@ -35,7 +35,7 @@ enum FaultCommand {
 #[derive(Debug, Args)]
 struct CreateArgs {
     name: String,
-    /// `APILatency`, `APIErrors`, `NodeNotReady` or `EtcdAlarm`.
+    /// `APILatency`, `APIErrors`, `APIDown`, `NodeNotReady` or `EtcdAlarm`.
     #[arg(long = "type")]
     type_: String,
     /// The Cluster to put it on (in the namespace).

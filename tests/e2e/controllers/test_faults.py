@@ -250,3 +250,13 @@ def test_an_etcd_alarm_is_listed_by_etcdctl_and_refuses_writes_until_the_fault_i
     faulty.kubectl("-n", fns, "delete", "fault", "full", "--wait=true", "--timeout=30s")
     assert "alarm:" not in run("alarm", "list").stdout
     assert run("put", "k", "v3").returncode == 0
+
+
+def test_api_down_refuses_connections_until_the_fault_is_gone(faulty, fns, tmp_path):
+    kubeconfig = in_memory_cluster(faulty, fns, "x1", tmp_path, workers=0)
+    assert fault(faulty, fns, "off", {"clusterName": "x1", "type": "APIDown"}).returncode == 0
+    down = wait_for(lambda: (lambda o: o if o.returncode != 0 and "connection refused" in o.stderr else None)(
+        workload_kubectl(kubeconfig, "get", "ns")), 30, what="kubectl refused")
+    assert "connection refused" in down.stderr
+    faulty.kubectl("-n", fns, "delete", "fault", "off", "--wait=true", "--timeout=30s")
+    wait_for(lambda: workload_kubectl(kubeconfig, "get", "ns").returncode == 0, 30, what="the endpoint open")

@@ -191,15 +191,18 @@ impl Reconciler {
         for cluster in clusters {
             let key = cloud_key(cluster, &ns);
             let (mut requests, mut kubelets, mut alarms) = (None, BTreeSet::new(), BTreeSet::new());
+            let mut down = false;
             match &effect {
                 Some(Effect::Requests(f)) => requests = Some(f.clone()),
                 Some(Effect::StoppedKubelet(node)) => kubelets = BTreeSet::from([node.clone()]),
                 Some(Effect::EtcdAlarm(alarm)) => alarms = BTreeSet::from([alarm.clone()]),
+                Some(Effect::EndpointDown) => down = true,
                 None => {}
             }
             cloud.set_request_fault(&key, &source, requests);
             cloud.set_stopped_kubelets(&key, &source, kubelets);
             cloud.set_etcd_alarms(&key, &source, alarms);
+            cloud.set_endpoint_down(&key, &source, down);
         }
     }
 
@@ -251,10 +254,15 @@ enum Effect {
     StoppedKubelet(String),
     /// An alarm raised in its etcd.
     EtcdAlarm(EtcdAlarm),
+    /// Its endpoint refusing connections.
+    EndpointDown,
 }
 
 /// What a Fault's spec does, or why it cannot be applied.
 fn effect(spec: &FaultSpec) -> Result<Effect, String> {
+    if spec.type_ == "APIDown" {
+        return Ok(Effect::EndpointDown);
+    }
     if spec.type_ == "EtcdAlarm" {
         let params = spec.params.clone().unwrap_or_default();
         let alarm = match params.alarm.as_deref() {

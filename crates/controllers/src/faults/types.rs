@@ -71,9 +71,10 @@ pub struct FaultSpec {
     /// `node.kubernetes.io/unreachable`, and when the fault ends it is Ready again.
     /// `EtcdAlarm`: etcd alarm `params.alarm` raised on member `params.member` (every member
     /// when not given), as `etcdctl alarm list` shows it; under NOSPACE etcd refuses writes
-    /// ("mvcc: database space exceeded"), under CORRUPT every request.
+    /// ("mvcc: database space exceeded"), under CORRUPT every request. `APIDown`: the
+    /// cluster's endpoint refuses connections, as when all its API servers are down.
     #[serde(rename = "type")]
-    #[schemars(extend("enum" = ["APILatency", "APIErrors", "NodeNotReady", "EtcdAlarm"]))]
+    #[schemars(extend("enum" = ["APILatency", "APIErrors", "APIDown", "NodeNotReady", "EtcdAlarm"]))]
     pub type_: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<FaultParams>,
