@@ -33,7 +33,10 @@ async fn connects(endpoint: std::net::SocketAddr) -> bool {
 #[tokio::test]
 async fn an_endpoint_held_down_refuses_connections_until_let_go() {
     let cloud = cloud();
-    let info = cloud.create_cluster(shape("down")).await.expect("a cluster");
+    let info = cloud
+        .create_cluster(shape("down"))
+        .await
+        .expect("a cluster");
     let namespaces: Api<Namespace> = Api::all(client(&info.kubeconfig).await);
     assert!(namespaces.get("default").await.is_ok());
 
@@ -80,7 +83,10 @@ async fn a_fault_set_before_the_cluster_is_in_force_from_its_first_request() {
         ..RequestFault::default()
     };
     cloud.set_request_fault("early", "ns/early", Some(fault));
-    let info = cloud.create_cluster(shape("early")).await.expect("a cluster");
+    let info = cloud
+        .create_cluster(shape("early"))
+        .await
+        .expect("a cluster");
     let namespaces: Api<Namespace> = Api::all(client(&info.kubeconfig).await);
     match namespaces.get("default").await {
         Err(kube::Error::Api(e)) => assert_eq!(e.code, 500, "{e:?}"),
