@@ -148,7 +148,14 @@ fn deployment() -> Value {
 pub fn components() -> Result<String, serde_yaml::Error> {
     let mut docs: Vec<Value> = vec![json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": NAMESPACE, "labels": labels()}})];
-    for crd in crds::provider(false).into_iter().chain(crds::faults()) {
+    // The Fault kind, which the manager serves beside the provider's, packaged as one of the
+    // provider's objects: clusterctl wants every object of the file labelled with it.
+    let faults = crds::faults().into_iter().map(|mut crd| {
+        let labels = crd.metadata.labels.get_or_insert_with(Default::default);
+        labels.insert(PROVIDER_LABEL.0.into(), PROVIDER_LABEL.1.into());
+        crd
+    });
+    for crd in crds::provider(false).into_iter().chain(faults) {
         docs.push(serde_json::to_value(&crd).unwrap_or(Value::Null));
     }
     docs.extend(rbac());
