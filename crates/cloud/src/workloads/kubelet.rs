@@ -606,14 +606,17 @@ pub(super) fn resume(c: &Cluster, node: &Obj) {
     let now = infrasim_store::format_time(c.now());
     let mut next = Value::clone(&node.value);
     let previous = node.value.at("/status/conditions");
-    let kubelet: Vec<&str> = ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"].into();
-    let mut conditions = super::node_lifecycle::healthy_conditions(previous, &now);
+    let mut conditions = healthy_conditions(previous, &now);
+    let ours = |c: &&Value| {
+        let ty = c.get("type").and_then(Value::as_str);
+        KUBELET_CONDITIONS.iter().any(|k| Some(k.0) == ty)
+    };
     conditions.extend(
         previous
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .filter(|c| !kubelet.contains(&c.get("type").and_then(Value::as_str).unwrap_or("")))
+            .filter(|c| !ours(c))
             .cloned(),
     );
     next["status"]["conditions"] = json!(conditions);
@@ -623,6 +626,47 @@ pub(super) fn resume(c: &Cluster, node: &Obj) {
         node.name(),
         &c.now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
     );
+}
+
+/// The conditions a kubelet posts, with its reasons when all is well.
+pub(super) const KUBELET_CONDITIONS: [(&str, &str, &str, &str); 4] = [
+    (
+        "MemoryPressure",
+        "False",
+        "KubeletHasSufficientMemory",
+        "kubelet has sufficient memory available",
+    ),
+    (
+        "DiskPressure",
+        "False",
+        "KubeletHasNoDiskPressure",
+        "kubelet has no disk pressure",
+    ),
+    (
+        "PIDPressure",
+        "False",
+        "KubeletHasSufficientPID",
+        "kubelet has sufficient PID available",
+    ),
+    (
+        "Ready",
+        "True",
+        "KubeletReady",
+        "kubelet is posting ready status",
+    ),
+];
+
+/// The kubelet's conditions when all is well, each keeping its transition time while its
+/// status holds.
+fn healthy_conditions(previous: Option<&Value>, now: &str) -> Vec<Value> {
+    KUBELET_CONDITIONS
+        .iter()
+        .map(|(ty, status, reason, message)| {
+            let mut c = condition(previous, ty, status, reason, message, now, false);
+            c["lastHeartbeatTime"] = json!(now);
+            c
+        })
+        .collect()
 }
 
 fn renew_lease(c: &Cluster, name: &str, now: &str) {

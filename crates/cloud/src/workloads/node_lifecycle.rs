@@ -9,6 +9,7 @@
 //! are level-triggered. Only stopped nodes are looked at closely, so an idle cluster whose
 //! kubelets run costs one set lookup per node.
 
+use super::kubelet::KUBELET_CONDITIONS;
 use super::{condition, Cluster, Obj};
 use infrasim_kube_api::values::At;
 use serde_json::{json, Value};
@@ -19,34 +20,6 @@ use std::sync::{Arc, Mutex};
 pub const GRACE: chrono::Duration = chrono::Duration::seconds(40);
 
 const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
-
-/// The conditions a kubelet posts, with its reasons when all is well.
-const KUBELET_CONDITIONS: [(&str, &str, &str, &str); 4] = [
-    (
-        "MemoryPressure",
-        "False",
-        "KubeletHasSufficientMemory",
-        "kubelet has sufficient memory available",
-    ),
-    (
-        "DiskPressure",
-        "False",
-        "KubeletHasNoDiskPressure",
-        "kubelet has no disk pressure",
-    ),
-    (
-        "PIDPressure",
-        "False",
-        "KubeletHasSufficientPID",
-        "kubelet has sufficient PID available",
-    ),
-    (
-        "Ready",
-        "True",
-        "KubeletReady",
-        "kubelet is posting ready status",
-    ),
-];
 
 /// Which nodes' kubelets are stopped, shared between the cloud (which a fault sets) and the
 /// cluster's controllers (woken when it changes). Clones share it.
@@ -223,17 +196,4 @@ fn untaint(c: &Cluster, node: &Obj) {
         false => next["spec"]["taints"] = json!(taints),
     }
     c.update("nodes", next, node);
-}
-
-/// The kubelet's conditions when all is well, keeping each one's transition time while its
-/// status holds (for [`super::kubelet::resume`]).
-pub(super) fn healthy_conditions(previous: Option<&Value>, now: &str) -> Vec<Value> {
-    KUBELET_CONDITIONS
-        .iter()
-        .map(|(ty, status, reason, message)| {
-            let mut c = condition(previous, ty, status, reason, message, now, false);
-            c["lastHeartbeatTime"] = json!(now);
-            c
-        })
-        .collect()
 }
