@@ -221,11 +221,12 @@ def ns(plane):
     return name
 
 
-def in_memory_cluster(plane, ns, name, tmp_path, workers):
+def in_memory_cluster(plane, ns, name, tmp_path, workers, control_planes=1):
     """An in-memory cluster made with `infrasim cluster create` (machine steps instant), and
     the path of its admin kubeconfig."""
     made = subprocess.run([BINARY, "cluster", "create", name, "-n", ns, "--kubeconfig",
-                           plane.kubeconfig, "--step-startup", "0s", "--workers", str(workers)],
+                           plane.kubeconfig, "--step-startup", "0s", "--workers", str(workers),
+                           "--control-planes", str(control_planes)],
                           capture_output=True, text=True, timeout=180)
     assert made.returncode == 0, made.stdout + made.stderr
     kubeconfig = tmp_path / f"{name}.kubeconfig"

@@ -315,7 +315,8 @@ impl Cloud {
             },
         );
         server.set_service_account_key(&pki.service_account)?;
-        server.faults().set(self.request_fault(&shape.name));
+        let faults = self.faults(&shape.name);
+        server.faults().set(faults.requests.clone());
         etcd.keep_with(Arc::new(EtcdKeeper {
             records: self.records.clone(),
             cluster: shape.name.clone(),
@@ -351,8 +352,13 @@ impl Cloud {
         } else {
             Runtime::restored(config, machines)
         };
-        if self.endpoint_down(&shape.name) {
+        if faults.endpoint_down {
             runtime.set_endpoint_down(true);
+        }
+        for alarm in &faults.etcd_alarms {
+            runtime
+                .etcd
+                .set_alarm(alarm.member.as_deref(), alarm.alarm, true);
         }
         let nodes = shape.control_planes + shape.workers;
         let info = self.cluster_info(&shape.name, nodes, endpoint, &pki, &certs.admin);
@@ -360,7 +366,7 @@ impl Cloud {
         // writes are nobody's request: they go on without waiting for each sync.
         let (stop_workloads, workloads_stopped) = oneshot::channel::<()>();
         let kubelets = workloads::KubeletSwitch::default();
-        kubelets.set(self.stopped_kubelets(&shape.name));
+        kubelets.set(faults.stopped_kubelets);
         tokio::spawn(durability::detached(workloads::run(
             crate::components::controller_manager(&runtime.server),
             self.clock.clone(),

@@ -32,6 +32,7 @@ mod bootstrap;
 pub mod components;
 mod create;
 pub mod etcd;
+mod faults;
 mod machines;
 mod pki;
 pub mod portforward;
@@ -43,7 +44,7 @@ pub use bootstrap::{
     node_names, single_node, ClusterShape, Machine, MachineBehaviour, Provisioning, ADDON_PHASES,
     API_SERVER_PHASE, CONTROL_PLANE_PHASES, WORKER_PHASES,
 };
-use infrasim_kube_api::faults::RequestFault;
+pub use faults::{BootFault, ClusterFault};
 use infrasim_kube_api::values::At;
 pub use machines::Progress;
 pub use pki::{CertAndKey, ClusterPki, SuppliedPki};
@@ -56,7 +57,7 @@ use infrasim_etcd_sim::EtcdCluster;
 use infrasim_kube_api::pki::PkiError;
 use infrasim_kube_api::ServeError;
 use infrasim_store::{Store, StoreConfig, StoreError};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::ops::RangeInclusive;
 use std::sync::{Arc, Mutex};
@@ -169,16 +170,9 @@ pub struct Cloud {
     shared: Mutex<Option<SocketAddr>>,
     /// The next cluster's number (see [`machines::RuntimeConfig::cluster_index`]).
     next_index: std::sync::atomic::AtomicU32,
-    /// The latency and errors each cluster's API server injects, by cluster name: kept
-    /// apart from the servers so that a cluster created or brought back later gets its own.
-    request_faults: Mutex<HashMap<String, BTreeMap<String, RequestFault>>>,
-    /// The nodes whose kubelets are stopped, by cluster name and by the source that stopped
-    /// them, kept apart from the clusters for the same reason.
-    kubelet_faults: Mutex<HashMap<String, BTreeMap<String, BTreeSet<String>>>>,
-    /// The clusters whose endpoints faults hold closed, with the sources holding them.
-    endpoints_down: Mutex<HashMap<String, BTreeSet<String>>>,
-    /// The etcd alarms raised by faults, by cluster name and source.
-    etcd_alarms: Mutex<HashMap<String, BTreeMap<String, BTreeSet<EtcdAlarm>>>>,
+    /// The faults put on clusters, kept apart from the running clusters so that a cluster
+    /// created or brought back later starts with its own (see [`faults`]).
+    faults: Mutex<faults::FaultBook>,
 }
 
 /// An etcd alarm a fault raises: on the member of that name, or on every member.
@@ -243,10 +237,7 @@ impl Cloud {
             router: Arc::new(sni::Router::default()),
             shared: Mutex::new(None),
             next_index: std::sync::atomic::AtomicU32::new(0),
-            request_faults: Mutex::default(),
-            kubelet_faults: Mutex::default(),
-            etcd_alarms: Mutex::default(),
-            endpoints_down: Mutex::default(),
+            faults: Mutex::default(),
         }
     }
 
@@ -351,14 +342,6 @@ impl Cloud {
         self.clusters.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn lock_request_faults(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, BTreeMap<String, RequestFault>>> {
-        self.request_faults
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-    }
-
     fn lock_creating(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
         self.creating.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -446,136 +429,52 @@ impl Cloud {
         self.with_cluster(name, |r| r.runtime.clone())
     }
 
-    /// Puts `fault` in force on the API server of cluster `name` on behalf of `source` (a
-    /// Fault object), or clears that source's with `None`: now if the cluster runs, and on any
-    /// server it gets later (created after the fault, or brought back by a restart). The
-    /// sources' faults add up: their latencies, and the largest of their error fractions.
-    pub fn set_request_fault(&self, name: &str, source: &str, fault: Option<RequestFault>) {
-        let mut faults = self.lock_request_faults();
-        let sources = faults.entry(name.to_string()).or_default();
-        match fault {
-            Some(f) => sources.insert(source.to_string(), f),
-            None => sources.remove(source),
-        };
-        if sources.is_empty() {
-            faults.remove(name);
-        }
-        drop(faults);
-        if let Some(runtime) = self.runtime(name) {
-            runtime.server.faults().set(self.request_fault(name));
-        }
-    }
-
-    /// The fault in force on cluster `name`'s API server, all sources' together, if any.
-    pub fn request_fault(&self, name: &str) -> Option<RequestFault> {
-        let faults = self.lock_request_faults();
-        let sources = faults.get(name)?;
-        let latency = sources.values().map(|f| f.latency).sum();
-        let errors = sources
-            .values()
-            .filter(|f| f.error_fraction > 0.0)
-            .max_by(|a, b| a.error_fraction.total_cmp(&b.error_fraction));
-        Some(RequestFault {
-            latency,
-            ..errors.cloned().unwrap_or_default()
-        })
-    }
-
-    /// Stops the kubelets of `nodes` in cluster `name` on behalf of `source` (a Fault), or
-    /// starts them again with an empty set: a stopped kubelet renews no Lease and reports
-    /// nothing, so after [`workloads::NODE_MONITOR_GRACE`] its node turns Ready `Unknown` and
-    /// is tainted unreachable, as kube-controller-manager's node lifecycle controller does.
-    /// Kept for a cluster created or brought back later, as [`Cloud::set_request_fault`].
-    pub fn set_stopped_kubelets(&self, name: &str, source: &str, nodes: BTreeSet<String>) {
-        let mut faults = self
-            .kubelet_faults
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let sources = faults.entry(name.to_string()).or_default();
-        match nodes.is_empty() {
-            true => sources.remove(source),
-            false => sources.insert(source.to_string(), nodes),
-        };
-        if sources.is_empty() {
-            faults.remove(name);
-        }
-        drop(faults);
-        let stopped = self.stopped_kubelets(name);
-        self.with_cluster(name, |r| r.kubelets.set(stopped));
-    }
-
-    /// Raises `alarms` in cluster `name`'s etcd on behalf of `source` (a Fault), clearing
-    /// those it raised before and no source raises now; an empty set clears the source's.
-    /// Setting the same alarms again raises them on members that joined since (a control
-    /// plane that grew). etcdctl then lists them, and etcd refuses what they refuse (see
-    /// [`infrasim_etcd_sim`]'s KV service).
-    pub fn set_etcd_alarms(&self, name: &str, source: &str, alarms: BTreeSet<EtcdAlarm>) {
-        let mut all = self.etcd_alarms.lock().unwrap_or_else(|p| p.into_inner());
-        let sources = all.entry(name.to_string()).or_default();
-        let before = match alarms.is_empty() {
-            true => sources.remove(source),
-            false => sources.insert(source.to_string(), alarms),
-        }
-        .unwrap_or_default();
-        let wanted: BTreeSet<EtcdAlarm> = sources.values().flatten().cloned().collect();
-        if sources.is_empty() {
-            all.remove(name);
-        }
-        drop(all);
-        let Some(etcd) = self.etcd(name) else {
-            return;
-        };
-        for gone in before.difference(&wanted) {
-            etcd.set_alarm(gone.member.as_deref(), gone.alarm, false);
-        }
-        for alarm in &wanted {
-            etcd.set_alarm(alarm.member.as_deref(), alarm.alarm, true);
-        }
-    }
-
-    /// Holds cluster `name`'s endpoint closed on behalf of `source` (a Fault), or lets go of
-    /// it: while any source holds it, its port refuses connections (the port stays the
-    /// cluster's) and the shared listener does not route to it, as when every API server of
-    /// the cluster is down. Kept for a cluster made or brought back later.
-    pub fn set_endpoint_down(&self, name: &str, source: &str, down: bool) {
-        let mut all = self
-            .endpoints_down
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let sources = all.entry(name.to_string()).or_default();
-        match down {
-            true => sources.insert(source.to_string()),
-            false => sources.remove(source),
-        };
-        let held = !sources.is_empty();
-        if !held {
-            all.remove(name);
-        }
-        drop(all);
-        if let Some(runtime) = self.runtime(name) {
-            runtime.set_endpoint_down(held);
-        }
-    }
-
-    /// Whether a fault holds cluster `name`'s endpoint closed.
-    pub fn endpoint_down(&self, name: &str) -> bool {
-        self.endpoints_down
+    /// Puts `fault` in force on cluster `name` on behalf of `source` (a Fault object),
+    /// replacing what that source put there before; an empty fault clears the source's.
+    /// It takes effect now if the cluster runs, and on any cluster of that name made or
+    /// brought back later. The sources' faults add up ([`ClusterFault::combine`]):
+    /// - requests wait the sum of the latencies and fail at the largest error fraction;
+    /// - a stopped kubelet renews no Lease and reports nothing, so after
+    ///   [`workloads::NODE_MONITOR_GRACE`] its node turns Ready `Unknown` and is tainted
+    ///   unreachable, as kube-controller-manager's node lifecycle controller does;
+    /// - etcd alarms are raised (etcdctl lists them, etcd refuses what they refuse: see
+    ///   [`infrasim_etcd_sim`]'s KV service); setting the same alarms again raises them on
+    ///   members that joined since;
+    /// - an endpoint held down refuses connections (the port stays the cluster's) and the
+    ///   shared listener does not route to it, as when every API server is down;
+    /// - a boot fault is read by whoever boots the cluster's machines ([`Cloud::faults`]).
+    pub fn set_fault(&self, name: &str, source: &str, fault: ClusterFault) {
+        let (before, now) = self
+            .faults
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .contains_key(name)
+            .set(name, source, fault);
+        let Some((runtime, kubelets)) =
+            self.with_cluster(name, |r| (r.runtime.clone(), r.kubelets.clone()))
+        else {
+            return;
+        };
+        runtime.server.faults().set(now.requests.clone());
+        kubelets.set(now.stopped_kubelets.clone());
+        runtime.set_endpoint_down(now.endpoint_down);
+        for gone in before.etcd_alarms.difference(&now.etcd_alarms) {
+            runtime
+                .etcd
+                .set_alarm(gone.member.as_deref(), gone.alarm, false);
+        }
+        for alarm in &now.etcd_alarms {
+            runtime
+                .etcd
+                .set_alarm(alarm.member.as_deref(), alarm.alarm, true);
+        }
     }
 
-    /// The nodes of cluster `name` whose kubelets are stopped, all sources together.
-    pub fn stopped_kubelets(&self, name: &str) -> BTreeSet<String> {
-        let faults = self
-            .kubelet_faults
+    /// The faults in force on cluster `name`, all sources together.
+    pub fn faults(&self, name: &str) -> ClusterFault {
+        self.faults
             .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        faults
-            .get(name)
-            .into_iter()
-            .flat_map(|sources| sources.values().flatten().cloned())
-            .collect()
+            .unwrap_or_else(|p| p.into_inner())
+            .of(name)
     }
 
     /// A running cluster's store group: what its API server serves, for readers in this

@@ -148,9 +148,12 @@ async fn etcdctl_reaches_etcd_on_the_endpoint_with_etcd_certificates_only() {
 
 #[tokio::test]
 async fn a_faults_alarms_are_listed_and_refuse_what_etcds_refuse_until_cleared() {
-    use infrasim_cloud::EtcdAlarm;
+    use infrasim_cloud::{ClusterFault, EtcdAlarm};
     use infrasim_etcd_sim::pb::etcdserverpb::AlarmType;
-    use std::collections::BTreeSet;
+    let alarms = |raised: [EtcdAlarm; 1]| ClusterFault {
+        etcd_alarms: raised.into(),
+        ..ClusterFault::default()
+    };
     let cloud = cloud();
     let info = cloud.create_cluster(shape("a")).await.expect("a cluster");
     let pki = cloud.pki("a").expect("the cluster's PKI");
@@ -165,7 +168,7 @@ async fn a_faults_alarms_are_listed_and_refuse_what_etcds_refuse_until_cleared()
         member: None,
         alarm: AlarmType::Nospace,
     };
-    cloud.set_etcd_alarms("a", "default/full", BTreeSet::from([nospace]));
+    cloud.set_fault("a", "default/full", alarms([nospace]));
     let listed = etcdctl(&endpoint, &dir, &["alarm", "list"]).await;
     assert_eq!(
         text(&listed).matches("alarm:NOSPACE").count(),
@@ -187,7 +190,7 @@ async fn a_faults_alarms_are_listed_and_refuse_what_etcds_refuse_until_cleared()
         .status
         .success());
 
-    cloud.set_etcd_alarms("a", "default/full", BTreeSet::new());
+    cloud.set_fault("a", "default/full", ClusterFault::default());
     let listed = etcdctl(&endpoint, &dir, &["alarm", "list"]).await;
     assert!(
         listed.status.success() && !text(&listed).contains("alarm:"),
@@ -202,14 +205,14 @@ async fn a_faults_alarms_are_listed_and_refuse_what_etcds_refuse_until_cleared()
         member: Some("a-control-plane-1".into()),
         alarm: AlarmType::Corrupt,
     };
-    cloud.set_etcd_alarms("a", "default/bad", BTreeSet::from([corrupt]));
+    cloud.set_fault("a", "default/bad", alarms([corrupt]));
     let get = etcdctl(&endpoint, &dir, &["get", "k"]).await;
     assert!(
         !get.status.success() && text(&get).contains("corrupt cluster"),
         "{}",
         text(&get)
     );
-    cloud.set_etcd_alarms("a", "default/bad", BTreeSet::new());
+    cloud.set_fault("a", "default/bad", ClusterFault::default());
     assert!(etcdctl(&endpoint, &dir, &["get", "k"])
         .await
         .status

@@ -4,7 +4,7 @@
 
 mod common;
 use common::client;
-use infrasim_cloud::{Cloud, CloudConfig, ClusterShape};
+use infrasim_cloud::{Cloud, CloudConfig, ClusterFault, ClusterShape};
 use infrasim_kube_api::faults::RequestFault;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
@@ -26,6 +26,13 @@ fn shape(name: &str) -> ClusterShape {
     }
 }
 
+fn down() -> ClusterFault {
+    ClusterFault {
+        endpoint_down: true,
+        ..ClusterFault::default()
+    }
+}
+
 async fn connects(endpoint: std::net::SocketAddr) -> bool {
     tokio::net::TcpStream::connect(endpoint).await.is_ok()
 }
@@ -40,8 +47,8 @@ async fn an_endpoint_held_down_refuses_connections_until_let_go() {
     let namespaces: Api<Namespace> = Api::all(client(&info.kubeconfig).await);
     assert!(namespaces.get("default").await.is_ok());
 
-    cloud.set_endpoint_down("down", "ns/a", true);
-    cloud.set_endpoint_down("down", "ns/b", true);
+    cloud.set_fault("down", "ns/a", down());
+    cloud.set_fault("down", "ns/b", down());
     // The accept loop ends in its own task: the port refuses connections once it has.
     let mut refused = None;
     for _ in 0..200 {
@@ -57,9 +64,9 @@ async fn an_endpoint_held_down_refuses_connections_until_let_go() {
     assert!(namespaces.get("default").await.is_err());
 
     // Held by two faults: one letting go leaves it closed.
-    cloud.set_endpoint_down("down", "ns/a", false);
+    cloud.set_fault("down", "ns/a", ClusterFault::default());
     assert!(!connects(info.endpoint).await);
-    cloud.set_endpoint_down("down", "ns/b", false);
+    cloud.set_fault("down", "ns/b", ClusterFault::default());
     let mut open = false;
     for _ in 0..200 {
         if connects(info.endpoint).await {
@@ -82,7 +89,14 @@ async fn a_fault_set_before_the_cluster_is_in_force_from_its_first_request() {
         error_code: 500,
         ..RequestFault::default()
     };
-    cloud.set_request_fault("early", "ns/early", Some(fault));
+    cloud.set_fault(
+        "early",
+        "ns/early",
+        ClusterFault {
+            requests: Some(fault),
+            ..ClusterFault::default()
+        },
+    );
     let info = cloud
         .create_cluster(shape("early"))
         .await
@@ -92,7 +106,7 @@ async fn a_fault_set_before_the_cluster_is_in_force_from_its_first_request() {
         Err(kube::Error::Api(e)) => assert_eq!(e.code, 500, "{e:?}"),
         other => panic!("expected a 500, got {other:?}"),
     }
-    cloud.set_request_fault("early", "ns/early", None);
+    cloud.set_fault("early", "ns/early", ClusterFault::default());
     assert!(namespaces.get("default").await.is_ok());
     assert!(cloud.delete_cluster("early").await.unwrap());
 }

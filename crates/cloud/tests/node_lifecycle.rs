@@ -6,7 +6,7 @@
 mod common;
 use common::{client, eventually};
 use infrasim_clock::FakeClock;
-use infrasim_cloud::{Cloud, CloudConfig, ClusterShape};
+use infrasim_cloud::{Cloud, CloudConfig, ClusterFault, ClusterShape};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use std::collections::BTreeSet;
@@ -58,7 +58,14 @@ async fn a_stopped_kubelet_makes_its_node_unknown_after_the_grace_period_and_bac
     let worker = "nl-worker-0";
     assert_eq!(ready(&nodes.get(worker).await.unwrap()).0, "True");
 
-    cloud.set_stopped_kubelets("nl", "test/fault", BTreeSet::from([worker.to_string()]));
+    cloud.set_fault(
+        "nl",
+        "test/fault",
+        ClusterFault {
+            stopped_kubelets: BTreeSet::from([worker.to_string()]),
+            ..ClusterFault::default()
+        },
+    );
     // Within the grace period nothing shows.
     clock.advance(Duration::from_secs(30));
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -76,7 +83,7 @@ async fn a_stopped_kubelet_makes_its_node_unknown_after_the_grace_period_and_bac
         "True"
     );
 
-    cloud.set_stopped_kubelets("nl", "test/fault", BTreeSet::new());
+    cloud.set_fault("nl", "test/fault", ClusterFault::default());
     eventually("the worker is Ready and untainted again", || async {
         let n = nodes.get(worker).await.unwrap();
         ready(&n) == ("True".into(), "KubeletReady".into()) && unreachable_taints(&n).is_empty()

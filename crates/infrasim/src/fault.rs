@@ -35,7 +35,8 @@ enum FaultCommand {
 #[derive(Debug, Args)]
 struct CreateArgs {
     name: String,
-    /// `APILatency`, `APIErrors`, `APIDown`, `NodeNotReady` or `EtcdAlarm`.
+    /// `APILatency`, `APIErrors`, `APIDown`, `NodeNotReady`, `EtcdAlarm`,
+    /// `MachineNeverBoots` or `MachineBootsLate`.
     #[arg(long = "type")]
     type_: String,
     /// The Cluster to put it on (in the namespace).
@@ -69,6 +70,9 @@ struct CreateArgs {
     /// `EtcdAlarm`: the etcd member (a control-plane machine); every member when not given.
     #[arg(long)]
     member: Option<String>,
+    /// `MachineBootsLate`: how much later the machines' Nodes register (`2m`).
+    #[arg(long)]
+    delay: Option<String>,
     /// How long it lasts (`10m`); until deleted when not given.
     #[arg(long)]
     duration: Option<String>,
@@ -115,6 +119,7 @@ async fn create(api: &Api<Fault>, c: CreateArgs) -> anyhow::Result<()> {
         node: c.node,
         alarm: c.alarm,
         member: c.member,
+        delay: c.delay,
     };
     let spec = FaultSpec {
         cluster_name: c.cluster,

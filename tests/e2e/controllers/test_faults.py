@@ -12,7 +12,7 @@ import time
 import pytest
 from kubernetes import config
 
-from conftest import BINARY, Plane, get, in_memory_cluster, wait_for
+from conftest import BINARY, ROOT, Plane, condition, envsubst, get, in_memory_cluster, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -262,3 +262,108 @@ def test_api_down_refuses_connections_until_the_fault_is_gone(faulty, fns, tmp_p
     assert "connection refused" in down.stderr or "was refused" in down.stderr, down.stderr
     faulty.kubectl("-n", fns, "delete", "fault", "off", "--wait=true", "--timeout=30s")
     wait_for(lambda: workload_kubectl(kubeconfig, "get", "ns").returncode == 0, 30, what="the endpoint open")
+
+
+def fast_checks_class(plane, ns):
+    """The release's ClusterClass `in-memory` (machine steps instant) with health checks a test
+    can wait for: a worker without a Node 30 s after it could have one (the least Cluster API
+    accepts) fails its check, and so does a control-plane machine whose Node has been Ready
+    `Unknown` for 5 s. `infrasim cluster create` uses the class it finds."""
+    text = (ROOT / "deploy" / "infrastructure-in-memory" / "v0.1.0" / "clusterclass-in-memory.yaml").read_text()
+    text = envsubst(text, {s: "0s" for s in ("VM_STARTUP", "NODE_STARTUP", "ETCD_STARTUP", "API_SERVER_STARTUP")})
+    worker = "          checks:\n            unhealthyNodeConditions:"
+    control_plane = "\n          - {type: Ready, status: Unknown, timeoutSeconds: 300}"
+    assert text.count(worker) == 1 and text.count(control_plane) == 1
+    text = text.replace(worker, "          checks:\n            nodeStartupTimeoutSeconds: 30\n"
+                                "            unhealthyNodeConditions:")
+    text = text.replace(control_plane, "\n          - {type: Ready, status: Unknown, timeoutSeconds: 5}")
+    plane.kubectl("-n", ns, "apply", "--server-side", "-f", "-", input=text)
+
+
+def machines(plane, ns, cluster, control_plane):
+    out = plane.kubectl("-n", ns, "get", "machines", "-l", f"cluster.x-k8s.io/cluster-name={cluster}", "-o", "json")
+    return [m for m in json.loads(out.stdout)["items"]
+            if ("cluster.x-k8s.io/control-plane" in m["metadata"]["labels"]) == control_plane]
+
+
+def infra_machine(plane, ns, machine):
+    ref = machine["spec"]["infrastructureRef"]
+    return get(plane, ns, ref["kind"].lower(), ref["name"])
+
+
+def test_a_machine_that_never_boots_stays_provisioned_until_its_health_check_replaces_it(faulty, fns, tmp_path):
+    fast_checks_class(faulty, fns)
+    in_memory_cluster(faulty, fns, "b1", tmp_path, workers=0)
+    assert fault(faulty, fns, "stuck", {"clusterName": "b1", "type": "MachineNeverBoots"}).returncode == 0
+    wait_for(lambda: status(faulty, fns, "stuck").get("clusters") == ["b1"], 30, what="the fault in force")
+    scale = [{"op": "replace", "path": "/spec/topology/workers/machineDeployments/0/replicas", "value": 1}]
+    faulty.kubectl("-n", fns, "patch", "cluster", "b1", "--type", "json", "-p", json.dumps(scale))
+
+    def held():
+        ms = machines(faulty, fns, "b1", control_plane=False)
+        infra = ms and infra_machine(faulty, fns, ms[0])
+        boot = infra and infra["metadata"].get("annotations", {}).get("sim.infrasim.dev/boot")
+        return (ms[0], infra) if boot == "never" and ms[0]["spec"].get("providerID") else None
+    stuck, infra = wait_for(held, 60, interval=0.5, what="the worker's VM made, its boot held")
+    # Deleting the fault does not boot a machine it held: that one never boots.
+    faulty.kubectl("-n", fns, "delete", "fault", "stuck", "--wait=true", "--timeout=30s")
+    stuck = get(faulty, fns, "machine", stuck["metadata"]["name"])
+    assert stuck["status"].get("phase") == "Provisioned" and not stuck["status"].get("nodeRef"), stuck["status"]
+    assert condition(infra, "NodeProvisioned")["status"] == "False"
+
+    # Cluster API's MachineHealthCheck sees it (no Node within nodeStartupTimeout) and its
+    # MachineSet replaces it; the replacement, made after the fault, boots.
+    def replaced():
+        ms = machines(faulty, fns, "b1", control_plane=False)
+        names = [m["metadata"]["name"] for m in ms]
+        return ms if stuck["metadata"]["name"] not in names and len(ms) == 1 \
+            and ms[0]["status"].get("nodeRef") else None
+    fresh = wait_for(replaced, 120, interval=1, what="the stuck worker replaced by one that boots")
+    assert "sim.infrasim.dev/boot" not in infra_machine(faulty, fns, fresh[0])["metadata"].get("annotations", {})
+    events = faulty.kubectl("-n", fns, "get", "events", "-o", "json").stdout
+    assert f"Machine {fns}/{stuck['metadata']['name']} has been marked as unhealthy" in events
+
+
+def test_a_machine_that_boots_late_gets_its_node_after_the_delay(faulty, fns, tmp_path):
+    in_memory_cluster(faulty, fns, "l1", tmp_path, workers=0)
+    assert fault(faulty, fns, "slow", {"clusterName": "l1", "type": "MachineBootsLate",
+                                       "params": {"delay": "8s"}}).returncode == 0
+    wait_for(lambda: status(faulty, fns, "slow").get("clusters") == ["l1"], 30, what="the fault in force")
+    scale = [{"op": "replace", "path": "/spec/topology/workers/machineDeployments/0/replicas", "value": 1}]
+    faulty.kubectl("-n", fns, "patch", "cluster", "l1", "--type", "json", "-p", json.dumps(scale))
+
+    def annotated():
+        ms = machines(faulty, fns, "l1", control_plane=False)
+        infra = ms and infra_machine(faulty, fns, ms[0])
+        return infra and infra["metadata"].get("annotations", {}).get("sim.infrasim.dev/boot")
+    boots_at = wait_for(annotated, 60, interval=0.2, what="the worker's boot put off")
+    held = machines(faulty, fns, "l1", control_plane=False)[0]
+    assert not held["status"].get("nodeRef"), "no Node before the time it boots at"
+    booted = wait_for(lambda: (lambda ms: ms[0] if ms and ms[0]["status"].get("nodeRef") else None)(
+        machines(faulty, fns, "l1", control_plane=False)), 60, interval=0.5, what="the late worker's Node")
+    node_at = condition(infra_machine(faulty, fns, booted), "NodeProvisioned")["lastTransitionTime"]
+    assert node_at >= boots_at, (node_at, boots_at)
+
+
+def test_a_control_plane_node_not_ready_is_remediated_by_its_control_plane(faulty, fns, tmp_path):
+    fast_checks_class(faulty, fns)
+    in_memory_cluster(faulty, fns, "r1", tmp_path, workers=0, control_planes=3)
+    victim = machines(faulty, fns, "r1", control_plane=True)[0]
+    node = victim["status"]["nodeRef"]["name"]
+    assert fault(faulty, fns, "sick", {"clusterName": "r1", "type": "NodeNotReady",
+                                       "params": {"node": node}}).returncode == 0
+
+    # 40 s to Unknown (kube-controller-manager), 5 s to fail the check; the control plane
+    # then replaces the machine, keeping etcd's quorum, and notes why on the replacement.
+    def replaced():
+        cps = machines(faulty, fns, "r1", control_plane=True)
+        if victim["metadata"]["name"] in [m["metadata"]["name"] for m in cps] or len(cps) != 3:
+            return None
+        return [m for m in cps if "controlplane.cluster.x-k8s.io/remediation-for" in m["metadata"].get("annotations", {})]
+    fresh = wait_for(replaced, 180, interval=1, what="the NotReady control-plane machine replaced")
+    assert json.loads(fresh[0]["metadata"]["annotations"]["controlplane.cluster.x-k8s.io/remediation-for"])["machine"] \
+        == victim["metadata"]["name"]
+    events = faulty.kubectl("-n", fns, "get", "events", "-o", "json").stdout
+    assert "MachineMarkedUnhealthy" in events
+    faulty.kubectl("-n", fns, "delete", "fault", "sick", "--wait=true", "--timeout=30s")
+    faulty.kubectl("-n", fns, "wait", "--for=condition=Available", "cluster/r1", "--timeout=120s", timeout=130)

@@ -13,7 +13,7 @@ use crate::capi::core::Cluster;
 use crate::capi::infra::cloud_key;
 use crate::capi::infra::timing::parse_go_duration;
 use chrono::{DateTime, Utc};
-use infrasim_cloud::EtcdAlarm;
+use infrasim_cloud::{BootFault, ClusterFault, EtcdAlarm};
 use infrasim_controller_runtime::conditions::{self, Condition};
 use infrasim_controller_runtime::informers::Informers;
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
@@ -120,7 +120,7 @@ impl Reconcile<Fault> for Reconciler {
             .cloned()
             .collect();
         self.put(&obj, &gone, None);
-        self.put(&obj, &targets, Some(fault));
+        self.put(&obj, &targets, Some(&fault));
         let (phase, active) = match end {
             Some(end) if now >= end => ("Expired", expired(end)),
             _ => ("Active", in_force(&obj.spec, &targets)),
@@ -182,27 +182,16 @@ impl Reconciler {
         Ok(names)
     }
 
-    /// Puts `effect` on (or with `None` clears the Fault's effects from) the workload
-    /// clusters of `clusters`; what the Fault did before as another type is cleared too.
-    fn put(&self, obj: &Fault, clusters: &[String], effect: Option<Effect>) {
+    /// Puts `fault` on (or with `None` clears the Fault's faults from) the workload
+    /// clusters of `clusters`; what the Fault did before as another type goes with it.
+    fn put(&self, obj: &Fault, clusters: &[String], fault: Option<&ClusterFault>) {
         let ns = obj.namespace().unwrap_or_default();
         let source = format!("{ns}/{}", obj.name_any());
-        let cloud = &self.ctx.cloud;
         for cluster in clusters {
-            let key = cloud_key(cluster, &ns);
-            let (mut requests, mut kubelets, mut alarms) = (None, BTreeSet::new(), BTreeSet::new());
-            let mut down = false;
-            match &effect {
-                Some(Effect::Requests(f)) => requests = Some(f.clone()),
-                Some(Effect::StoppedKubelet(node)) => kubelets = BTreeSet::from([node.clone()]),
-                Some(Effect::EtcdAlarm(alarm)) => alarms = BTreeSet::from([alarm.clone()]),
-                Some(Effect::EndpointDown) => down = true,
-                None => {}
-            }
-            cloud.set_request_fault(&key, &source, requests);
-            cloud.set_stopped_kubelets(&key, &source, kubelets);
-            cloud.set_etcd_alarms(&key, &source, alarms);
-            cloud.set_endpoint_down(&key, &source, down);
+            let fault = fault.cloned().unwrap_or_default();
+            self.ctx
+                .cloud
+                .set_fault(&cloud_key(cluster, &ns), &source, fault);
         }
     }
 
@@ -245,42 +234,38 @@ impl Reconciler {
     }
 }
 
-/// What a Fault does to a workload cluster.
-#[derive(Debug, Clone, PartialEq)]
-enum Effect {
-    /// Latency and errors on its API server's requests.
-    Requests(RequestFault),
-    /// One node's kubelet stopped.
-    StoppedKubelet(String),
-    /// An alarm raised in its etcd.
-    EtcdAlarm(EtcdAlarm),
-    /// Its endpoint refusing connections.
-    EndpointDown,
-}
-
-/// What a Fault's spec does, or why it cannot be applied.
-fn effect(spec: &FaultSpec) -> Result<Effect, String> {
-    if spec.type_ == "APIDown" {
-        return Ok(Effect::EndpointDown);
+/// What a Fault's spec does to a workload cluster, or why it cannot be applied.
+fn effect(spec: &FaultSpec) -> Result<ClusterFault, String> {
+    let params = spec.params.clone().unwrap_or_default();
+    let mut fault = ClusterFault::default();
+    match spec.type_.as_str() {
+        "APIDown" => fault.endpoint_down = true,
+        "EtcdAlarm" => {
+            let alarm = match params.alarm.as_deref() {
+                Some("NOSPACE") => AlarmType::Nospace,
+                Some("CORRUPT") => AlarmType::Corrupt,
+                other => return Err(format!("params.alarm {other:?} is not NOSPACE or CORRUPT")),
+            };
+            let member = params.member.filter(|m| !m.is_empty());
+            fault.etcd_alarms.insert(EtcdAlarm { member, alarm });
+        }
+        "NodeNotReady" => {
+            let node = params.node.filter(|n| !n.is_empty());
+            let node = node.ok_or("a NodeNotReady fault needs params.node")?;
+            fault.stopped_kubelets.insert(node);
+        }
+        "MachineNeverBoots" => fault.boot = Some(BootFault::Never),
+        "MachineBootsLate" => {
+            let delay = params
+                .delay
+                .as_deref()
+                .ok_or("a MachineBootsLate fault needs params.delay")?;
+            let delay = parse_go_duration(delay).map_err(|e| format!("params.delay: {e}"))?;
+            fault.boot = Some(BootFault::Late(delay));
+        }
+        _ => fault.requests = Some(request_fault(spec)?),
     }
-    if spec.type_ == "EtcdAlarm" {
-        let params = spec.params.clone().unwrap_or_default();
-        let alarm = match params.alarm.as_deref() {
-            Some("NOSPACE") => AlarmType::Nospace,
-            Some("CORRUPT") => AlarmType::Corrupt,
-            other => return Err(format!("params.alarm {other:?} is not NOSPACE or CORRUPT")),
-        };
-        let member = params.member.filter(|m| !m.is_empty());
-        return Ok(Effect::EtcdAlarm(EtcdAlarm { member, alarm }));
-    }
-    if spec.type_ == "NodeNotReady" {
-        let params = spec.params.clone().unwrap_or_default();
-        let node = params.node.filter(|n| !n.is_empty());
-        return node
-            .map(Effect::StoppedKubelet)
-            .ok_or_else(|| "a NodeNotReady fault needs params.node".to_string());
-    }
-    request_fault(spec).map(Effect::Requests)
+    Ok(fault)
 }
 
 /// What a Fault's spec does to an API server's requests, or why it cannot be applied.
@@ -416,8 +401,8 @@ mod tests {
             ..FaultParams::default()
         };
         assert_eq!(
-            effect(&spec("NodeNotReady", node)),
-            Ok(Effect::StoppedKubelet("w-0".into()))
+            effect(&spec("NodeNotReady", node)).map(|f| f.stopped_kubelets),
+            Ok(BTreeSet::from(["w-0".to_string()]))
         );
         assert!(effect(&spec("NodeNotReady", FaultParams::default()))
             .is_err_and(|e| e.contains("params.node")));
@@ -430,11 +415,11 @@ mod tests {
             ..FaultParams::default()
         };
         assert_eq!(
-            effect(&spec("EtcdAlarm", all)),
-            Ok(Effect::EtcdAlarm(EtcdAlarm {
+            effect(&spec("EtcdAlarm", all)).map(|f| f.etcd_alarms),
+            Ok(BTreeSet::from([EtcdAlarm {
                 member: None,
                 alarm: AlarmType::Nospace
-            }))
+            }]))
         );
         let one = FaultParams {
             alarm: Some("CORRUPT".into()),
@@ -442,13 +427,31 @@ mod tests {
             ..FaultParams::default()
         };
         assert_eq!(
-            effect(&spec("EtcdAlarm", one)),
-            Ok(Effect::EtcdAlarm(EtcdAlarm {
+            effect(&spec("EtcdAlarm", one)).map(|f| f.etcd_alarms),
+            Ok(BTreeSet::from([EtcdAlarm {
                 member: Some("c1-cp-0".into()),
                 alarm: AlarmType::Corrupt
-            }))
+            }]))
         );
         assert!(effect(&spec("EtcdAlarm", FaultParams::default())).is_err());
+    }
+
+    #[test]
+    fn a_machine_boots_never_or_late_by_its_delay() {
+        assert_eq!(
+            effect(&spec("MachineNeverBoots", FaultParams::default())).map(|f| f.boot),
+            Ok(Some(BootFault::Never))
+        );
+        let late = FaultParams {
+            delay: Some("90s".into()),
+            ..FaultParams::default()
+        };
+        assert_eq!(
+            effect(&spec("MachineBootsLate", late)).map(|f| f.boot),
+            Ok(Some(BootFault::Late(Duration::from_secs(90))))
+        );
+        assert!(effect(&spec("MachineBootsLate", FaultParams::default()))
+            .is_err_and(|e| e.contains("params.delay")));
     }
 
     #[test]

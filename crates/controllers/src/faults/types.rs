@@ -51,7 +51,9 @@ pub const GROUP: &str = "sim.infrasim.dev";
     {"rule": "self.type != 'NodeNotReady' || (has(self.params) && has(self.params.node))",
      "message": "a NodeNotReady fault needs params.node"},
     {"rule": "self.type != 'EtcdAlarm' || (has(self.params) && has(self.params.alarm))",
-     "message": "an EtcdAlarm fault needs params.alarm"}
+     "message": "an EtcdAlarm fault needs params.alarm"},
+    {"rule": "self.type != 'MachineBootsLate' || (has(self.params) && has(self.params.delay))",
+     "message": "a MachineBootsLate fault needs params.delay"}
 ]))]
 pub struct FaultSpec {
     /// The Cluster (in the Fault's namespace) whose workload cluster gets the fault.
@@ -73,8 +75,15 @@ pub struct FaultSpec {
     /// when not given), as `etcdctl alarm list` shows it; under NOSPACE etcd refuses writes
     /// ("mvcc: database space exceeded"), under CORRUPT every request. `APIDown`: the
     /// cluster's endpoint refuses connections, as when all its API servers are down.
+    /// `MachineNeverBoots`: the machines whose boot starts while the fault is in force get
+    /// their VM (a provider ID) but never a Node, so they stay `Provisioned` until
+    /// something (a MachineHealthCheck's `nodeStartupTimeout`) replaces them; they never
+    /// boot, even after the fault ends. `MachineBootsLate`: their Node registers
+    /// `params.delay` later than it would. Both mark the infrastructure machine with the
+    /// annotation `sim.infrasim.dev/boot` (`never`, or the time it boots at).
     #[serde(rename = "type")]
-    #[schemars(extend("enum" = ["APILatency", "APIErrors", "APIDown", "NodeNotReady", "EtcdAlarm"]))]
+    #[schemars(extend("enum" = ["APILatency", "APIErrors", "APIDown", "NodeNotReady", "EtcdAlarm",
+                                "MachineNeverBoots", "MachineBootsLate"]))]
     pub type_: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<FaultParams>,
@@ -116,6 +125,10 @@ pub struct FaultParams {
     /// member when not given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member: Option<String>,
+    /// `MachineBootsLate`: how much later the machines' Nodes register (a Go duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    pub delay: Option<String>,
 }
 
 /// Where a fault stands.

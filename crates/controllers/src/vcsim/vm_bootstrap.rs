@@ -11,6 +11,7 @@
 
 use super::{Error, Reconciler};
 use crate::capi::core::{Cluster, Machine};
+use crate::capi::infra::boot::{self, Boot};
 use crate::capi::infra::cloud_key;
 use crate::capi::standin::certs;
 use crate::capv::types::{provider_id, VSphereMachine, VSphereVM};
@@ -88,6 +89,14 @@ async fn boot_when_ready(vm: &VSphereVM, r: &Reconciler) -> Result<Next, Error> 
     if vm.status.as_ref().and_then(|s| s.ready) != Some(true) {
         return waits("not ready");
     }
+    match boot_fault(vm, r, &owners).await? {
+        Boot::Never => return waits("a MachineNeverBoots fault holds it"),
+        Boot::NotBefore(at) if r.ctx.now() < at => {
+            tracing::debug!(vm = vm.name_any(), "a MachineBootsLate fault holds it");
+            return Ok(Next::At(at));
+        }
+        _ => {}
+    }
     tracing::debug!(vm = vm.name_any(), "booting");
     match boot(vm, r, &owners, &uuid).await? {
         true => Ok(Next::AwaitChange),
@@ -95,6 +104,21 @@ async fn boot_when_ready(vm: &VSphereVM, r: &Reconciler) -> Result<Next, Error> 
         // read now, so at once.
         false => Ok(Next::At(r.ctx.now())),
     }
+}
+
+/// How the VM boots: held back by a boot fault on its cluster if one met it before it
+/// joined (see [`crate::capi::infra::boot`]).
+async fn boot_fault(vm: &VSphereVM, r: &Reconciler, owners: &Owners) -> Result<Boot, Error> {
+    let ns = vm.namespace().unwrap_or_default();
+    let key = cloud_key(&owners.cluster.name_any(), &ns);
+    let joined = r
+        .ctx
+        .cloud
+        .machines(&key)
+        .is_some_and(|ms| ms.iter().any(|(m, _)| m.name == vm.name_any()));
+    let fault = r.ctx.cloud.faults(&key).boot;
+    let api: Api<VSphereVM> = Api::namespaced(r.ctx.client.clone(), &ns);
+    Ok(boot::decide(&api, vm, fault, joined, r.ctx.now()).await?)
 }
 
 /// Brings the machine up in its cluster's workload cluster (each step once); `false` when

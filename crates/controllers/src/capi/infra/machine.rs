@@ -4,6 +4,7 @@
 //! cluster: the Node, the etcd and API server static pods, the endpoint opening with the first
 //! API server. Deleting the machine removes what it brought.
 
+use super::boot;
 use super::timing::{self, Facts, Gate, Timings};
 use super::{
     apply_status, cloud_key, owner_named, paused_message, release_claim, report_paused,
@@ -101,19 +102,23 @@ async fn apply<K: InfraMachine>(
     };
     let control_plane = machine.is_control_plane();
     let gate = gate(&*obj, r, &machine, &cluster).await?;
+    let key = cloud_key(
+        &cluster.name_any(),
+        &machine.namespace().unwrap_or_default(),
+    );
+    let booted = conditions::is_true(&previous, timing::NODE);
+    let fault = r.ctx.cloud.faults(&key).boot;
+    let boot = boot::decide(api, &*obj, fault, booted, now).await?;
     let plan = timing::plan(&Facts {
         now,
         control_plane,
         gate,
         bootstrapped: machine.annotations().contains_key(BOOTSTRAPPED_ANNOTATION),
         timings,
+        boot,
         seed: obj.uid().as_deref().unwrap_or(""),
         previous: &previous,
     });
-    let key = cloud_key(
-        &cluster.name_any(),
-        &machine.namespace().unwrap_or_default(),
-    );
     let version = machine.spec.version.clone();
     // Make real what the plan says is done (a step done before is left as it is).
     let steps = done_steps(&plan.conditions);

@@ -10,6 +10,7 @@
 //! `infrasim-in-memory-provider/cluster` and `/machine` (a `MANAGER` beside each), the same
 //! for both spellings: a kind is only ever written by one of them.
 
+pub mod boot;
 mod cluster;
 mod machine;
 pub(crate) use machine::ensure_cloud_cluster;

@@ -8,6 +8,7 @@
 //! the Node follows the VM; etcd and the API server (control planes only) both follow the
 //! Node, each after its own startup duration plus jitter.
 
+use crate::capi::infra::boot::Boot;
 use crate::capi::infra::types::{MachineBehaviour, StepBehaviour};
 use chrono::{DateTime, Utc};
 use infrasim_controller_runtime::conditions::{self, Condition};
@@ -155,6 +156,8 @@ pub struct Facts<'a> {
     /// after a restart).
     pub bootstrapped: bool,
     pub timings: Timings,
+    /// Whether a boot fault holds the Node back (see [`super::boot`]).
+    pub boot: Boot,
     /// What makes the jitter of this machine its own (its uid).
     pub seed: &'a str,
     pub previous: &'a [Condition],
@@ -237,7 +240,19 @@ pub fn plan(facts: &Facts<'_>) -> Plan {
             .unwrap_or(now)
     };
     let vm_done = since(&conds, VM);
-    let node = due(&mut conds, NODE, vm_done, facts.timings.node);
+    let node = match facts.boot {
+        // The VM runs, its operating system never comes up: nothing to wait for.
+        Boot::Never if !conditions::is_true(&conds, NODE) => {
+            let why = "the machine does not boot (a MachineNeverBoots fault)";
+            set(
+                &mut conds,
+                Condition::new(NODE, false, "WaitingForStartupTimeout", why),
+            );
+            false
+        }
+        Boot::NotBefore(at) => due(&mut conds, NODE, vm_done.max(at), facts.timings.node),
+        _ => due(&mut conds, NODE, vm_done, facts.timings.node),
+    };
     let mut complete = node;
     if facts.control_plane {
         if node {
@@ -286,6 +301,7 @@ mod tests {
                 etcd: secs(3),
                 api_server: secs(1),
             },
+            boot: Boot::Normal,
             seed: "uid",
             previous,
         }
@@ -363,6 +379,35 @@ mod tests {
         let p = plan(&w);
         assert_eq!(status(&p, VM).1, "WaitingForControlPlaneInitialized");
         assert!(conditions::find(&p.conditions, ETCD).is_none());
+    }
+
+    #[test]
+    fn a_boot_fault_holds_the_node_back_late_or_for_good() {
+        let vm = plan(&facts(14, Gate::Open(at(4)), &[]));
+        assert_eq!(status(&vm, VM).0, "True");
+        let mut never = facts(1000, Gate::Open(at(4)), &vm.conditions);
+        never.boot = Boot::Never;
+        let stuck = plan(&never);
+        assert!(
+            stuck.provisioned,
+            "the VM runs: the machine has a provider ID"
+        );
+        assert!(!stuck.complete);
+        assert_eq!(stuck.next, None, "nothing to wait for");
+        assert_eq!(
+            status(&stuck, NODE),
+            ("False".into(), "WaitingForStartupTimeout".into())
+        );
+        assert_eq!(status(&stuck, ETCD).1, "WaitingForNodeProvisioned");
+
+        // Late: the node's two seconds start when the boot may, not when the VM was done.
+        let mut late = facts(16, Gate::Open(at(4)), &vm.conditions);
+        late.boot = Boot::NotBefore(at(60));
+        let waiting = plan(&late);
+        assert_eq!(status(&waiting, NODE).0, "False");
+        assert_eq!(waiting.next, Some(at(62)));
+        late.now = at(62);
+        assert_eq!(status(&plan(&late), NODE).0, "True");
     }
 
     #[test]
