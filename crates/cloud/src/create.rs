@@ -316,7 +316,7 @@ impl Cloud {
         );
         server.set_service_account_key(&pki.service_account)?;
         let faults = self.faults(&shape.name);
-        server.faults().set(faults.requests.clone());
+        server.faults().set(faults.server_fault());
         etcd.keep_with(Arc::new(EtcdKeeper {
             records: self.records.clone(),
             cluster: shape.name.clone(),

@@ -7,7 +7,8 @@
 //! cluster add up and deleting one leaves the other's in force.
 
 use crate::EtcdAlarm;
-use infrasim_kube_api::faults::RequestFault;
+use infrasim_etcd_sim::pb::etcdserverpb::AlarmType;
+use infrasim_kube_api::faults::{RequestFault, StorageAlarm};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
@@ -40,6 +41,26 @@ pub enum BootFault {
 impl ClusterFault {
     pub fn is_empty(&self) -> bool {
         self == &ClusterFault::default()
+    }
+
+    /// What the cluster's API server does to its requests: the requests' fault, and the
+    /// worst alarm raised in its etcd as its storage meets it (an alarm on any member is
+    /// the cluster's: etcd refuses writes while any member reports NOSPACE).
+    pub fn server_fault(&self) -> Option<RequestFault> {
+        let storage = (self.etcd_alarms.iter())
+            .filter_map(|a| match a.alarm {
+                AlarmType::Nospace => Some(StorageAlarm::NoSpace),
+                AlarmType::Corrupt => Some(StorageAlarm::Corrupt),
+                AlarmType::None => None,
+            })
+            .max();
+        if self.requests.is_none() && storage.is_none() {
+            return None;
+        }
+        Some(RequestFault {
+            storage,
+            ..self.requests.clone().unwrap_or_default()
+        })
     }
 
     /// All of `faults` together: their latencies added, the largest error fraction (with
@@ -114,7 +135,6 @@ impl FaultBook {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use infrasim_etcd_sim::pb::etcdserverpb::AlarmType;
 
     fn requests(latency_ms: u64, fraction: f64, code: u16) -> ClusterFault {
         ClusterFault {
@@ -145,6 +165,7 @@ mod tests {
         );
         book.set("c", "ns/slow", ClusterFault::default());
         assert!(book.of("c").is_empty());
+        assert_eq!(book.of("c").server_fault(), None);
         assert!(
             book.clusters.is_empty(),
             "nothing kept for a cluster without faults"
@@ -180,6 +201,11 @@ mod tests {
         assert_eq!(now.etcd_alarms, BTreeSet::from([alarm]));
         assert!(now.endpoint_down);
         assert!(now.requests.is_none());
+        let server = now
+            .server_fault()
+            .expect("the alarm reaches the API server");
+        assert_eq!(server.storage, Some(StorageAlarm::NoSpace));
+        assert_eq!(server.error_fraction, 0.0);
         assert!(book.of("other").is_empty());
     }
 

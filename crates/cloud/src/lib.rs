@@ -454,7 +454,7 @@ impl Cloud {
         else {
             return;
         };
-        runtime.server.faults().set(now.requests.clone());
+        runtime.server.faults().set(now.server_fault());
         kubelets.set(now.stopped_kubelets.clone());
         runtime.set_endpoint_down(now.endpoint_down);
         for gone in before.etcd_alarms.difference(&now.etcd_alarms) {

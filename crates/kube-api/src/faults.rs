@@ -8,6 +8,10 @@
 //! client-go waits for), a 500 an `InternalError`, a 503 `ServiceUnavailable`, a 504 a
 //! `Timeout`. Which requests fail is not random: the n-th request fails when
 //! `floor(n * fraction)` moves, so any run fails exactly the same ones.
+//!
+//! An alarm raised in the cluster's etcd (the `EtcdAlarm` fault) reaches the API server's
+//! clients as kube-apiserver passes etcd's refusals on: a 500 whose message is etcd's error,
+//! for writes under NOSPACE and for every request under CORRUPT.
 
 use crate::http::{error_response, Body};
 use crate::status::ApiError;
@@ -31,6 +35,35 @@ pub struct RequestFault {
     pub error_code: u16,
     /// What a 429 tells the client to wait, in seconds.
     pub retry_after_seconds: u64,
+    /// An alarm raised in the etcd the server stores in.
+    pub storage: Option<StorageAlarm>,
+}
+
+/// An etcd alarm, as the API server's storage meets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum StorageAlarm {
+    /// etcd refuses what would write a key: creates, updates and patches fail.
+    NoSpace,
+    /// etcd refuses every request.
+    Corrupt,
+}
+
+impl StorageAlarm {
+    /// etcd's error, which kube-apiserver answers as it is (a `Status` of code 500 without
+    /// a reason), as clients print it: "etcdserver: mvcc: database space exceeded".
+    fn refusal(self, method: &http::Method) -> Option<Response<Body>> {
+        let message = match self {
+            StorageAlarm::NoSpace
+                if [http::Method::POST, http::Method::PUT, http::Method::PATCH]
+                    .contains(method) =>
+            {
+                "etcdserver: mvcc: database space exceeded"
+            }
+            StorageAlarm::NoSpace => return None,
+            StorageAlarm::Corrupt => "etcdserver: corrupt cluster",
+        };
+        Some(error_response(&ApiError::storage(message)))
+    }
 }
 
 impl Default for RequestFault {
@@ -40,6 +73,7 @@ impl Default for RequestFault {
             error_fraction: 0.0,
             error_code: 500,
             retry_after_seconds: 1,
+            storage: None,
         }
     }
 }
@@ -80,15 +114,19 @@ impl Faults {
         self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Applies the fault in force to one request: waits its latency, then answers the
-    /// refusal if this request is one of those refused (`None`: serve it).
-    pub(crate) async fn apply(&self) -> Option<Response<Body>> {
+    /// Applies the fault in force to one request of `method`: waits its latency, then
+    /// answers the refusal if this request is one of those refused, or one its storage
+    /// refuses (`None`: serve it).
+    pub(crate) async fn apply(&self, method: &http::Method) -> Option<Response<Body>> {
         let active = self.active()?;
         if !active.fault.latency.is_zero() {
             tokio::time::sleep(active.fault.latency).await;
         }
         let n = active.seen.fetch_add(1, Ordering::Relaxed);
-        refused(n, active.fault.error_fraction).then(|| refusal(&active.fault))
+        if refused(n, active.fault.error_fraction) {
+            return Some(refusal(&active.fault));
+        }
+        active.fault.storage?.refusal(method)
     }
 }
 
@@ -143,14 +181,14 @@ mod tests {
     #[tokio::test]
     async fn a_429_says_when_to_come_back_and_clearing_serves_again() {
         let faults = Faults::default();
-        assert!(faults.apply().await.is_none());
+        assert!(faults.apply(&http::Method::GET).await.is_none());
         faults.set(Some(RequestFault {
             error_fraction: 1.0,
             error_code: 429,
             retry_after_seconds: 3,
             ..RequestFault::default()
         }));
-        let resp = faults.apply().await.expect("refused");
+        let resp = faults.apply(&http::Method::GET).await.expect("refused");
         assert_eq!(resp.status(), 429);
         assert_eq!(resp.headers()[http::header::RETRY_AFTER], "3");
         let body = http_body_util::BodyExt::collect(resp.into_body()).await;
@@ -159,7 +197,45 @@ mod tests {
         assert_eq!(status["reason"], "TooManyRequests");
         assert_eq!(status["details"]["retryAfterSeconds"], 3);
         faults.set(None);
-        assert!(faults.apply().await.is_none());
+        assert!(faults.apply(&http::Method::GET).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_storage_alarm_refuses_as_etcd_through_kube_apiserver() {
+        let faults = Faults::default();
+        faults.set(Some(RequestFault {
+            storage: Some(StorageAlarm::NoSpace),
+            ..RequestFault::default()
+        }));
+        assert!(
+            faults.apply(&http::Method::GET).await.is_none(),
+            "reads go on"
+        );
+        assert!(
+            faults.apply(&http::Method::DELETE).await.is_none(),
+            "deletes free space"
+        );
+        let resp = faults.apply(&http::Method::POST).await.expect("refused");
+        assert_eq!(resp.status(), 500);
+        let body = http_body_util::BodyExt::collect(resp.into_body()).await;
+        let status: serde_json::Value =
+            serde_json::from_slice(&body.expect("body").to_bytes()).expect("json");
+        assert_eq!(
+            status["message"],
+            "etcdserver: mvcc: database space exceeded"
+        );
+        assert!(
+            status.get("reason").is_none(),
+            "kube-apiserver gives no reason: {status}"
+        );
+        faults.set(Some(RequestFault {
+            storage: Some(StorageAlarm::Corrupt),
+            ..RequestFault::default()
+        }));
+        assert!(
+            faults.apply(&http::Method::GET).await.is_some(),
+            "nothing is served"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -170,7 +246,7 @@ mod tests {
             ..RequestFault::default()
         }));
         let started = tokio::time::Instant::now();
-        assert!(faults.apply().await.is_none());
+        assert!(faults.apply(&http::Method::GET).await.is_none());
         assert_eq!(started.elapsed(), Duration::from_secs(2));
     }
 
@@ -187,7 +263,7 @@ mod tests {
                 error_code: code,
                 ..RequestFault::default()
             }));
-            let resp = faults.apply().await.expect("refused");
+            let resp = faults.apply(&http::Method::GET).await.expect("refused");
             assert_eq!(resp.status(), code);
             let body = http_body_util::BodyExt::collect(resp.into_body()).await;
             let status: serde_json::Value =

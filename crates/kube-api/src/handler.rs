@@ -50,7 +50,7 @@ pub(crate) async fn handle(
     // An injected fault delays or refuses the request once it is known whose it is, as an
     // overloaded kube-apiserver's priority-and-fairness filter does, and the request's
     // metrics count it as any other.
-    let resp = match state.faults.apply().await {
+    let resp = match state.faults.apply(&method).await {
         Some(refused) => refused,
         None => serve(state, req, identity).await,
     };

@@ -142,6 +142,12 @@ impl ApiError {
         Self::new(500, "InternalError", message)
     }
 
+    /// 500 without a reason: an error of the storage passed on as it is, as kube-apiserver
+    /// answers an etcd error it has no reason for.
+    pub fn storage(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
+    }
+
     /// A refusal an admission webhook chose the code (and perhaps reason) of.
     pub fn from_webhook(code: u16, reason: Option<&str>, message: impl Into<String>) -> Self {
         const REASONS: [(u16, &str); 9] = [

@@ -231,7 +231,7 @@ def yaml_server(plane, ns, cluster):
 
 
 def test_an_etcd_alarm_is_listed_by_etcdctl_and_refuses_writes_until_the_fault_is_gone(faulty, fns, tmp_path):
-    in_memory_cluster(faulty, fns, "a1", tmp_path, workers=0)
+    kubeconfig = in_memory_cluster(faulty, fns, "a1", tmp_path, workers=0)
     etcdctl = etcd_client(faulty, fns, "a1", tmp_path)
     env = {**os.environ, "ETCDCTL_API": "3"}
 
@@ -247,9 +247,16 @@ def test_an_etcd_alarm_is_listed_by_etcdctl_and_refuses_writes_until_the_fault_i
     refused = run("put", "k", "v2")
     assert refused.returncode != 0 and "database space exceeded" in refused.stderr, refused.stderr
     assert run("get", "k").returncode == 0
+    # The cluster's API server stores in that etcd: kube-apiserver passes etcd's refusal on.
+    made = workload_kubectl(kubeconfig, "-n", "default", "create", "configmap", "full")
+    assert made.returncode != 0, made.stdout
+    assert "etcdserver: mvcc: database space exceeded" in made.stderr, made.stderr
+    assert workload_kubectl(kubeconfig, "-n", "default", "get", "configmaps").returncode == 0
     faulty.kubectl("-n", fns, "delete", "fault", "full", "--wait=true", "--timeout=30s")
     assert "alarm:" not in run("alarm", "list").stdout
     assert run("put", "k", "v3").returncode == 0
+    made = workload_kubectl(kubeconfig, "-n", "default", "create", "configmap", "full")
+    assert made.returncode == 0, made.stderr
 
 
 def test_api_down_refuses_connections_until_the_fault_is_gone(faulty, fns, tmp_path):
