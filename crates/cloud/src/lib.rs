@@ -173,6 +173,8 @@ pub struct Cloud {
     /// The faults put on clusters, kept apart from the running clusters so that a cluster
     /// created or brought back later starts with its own (see [`faults`]).
     faults: Mutex<faults::FaultBook>,
+    /// The clusters whose faults change, as they change (see [`Cloud::fault_changes`]).
+    fault_changes: tokio::sync::broadcast::Sender<String>,
 }
 
 /// An etcd alarm a fault raises: on the member of that name, or on every member.
@@ -238,6 +240,7 @@ impl Cloud {
             shared: Mutex::new(None),
             next_index: std::sync::atomic::AtomicU32::new(0),
             faults: Mutex::default(),
+            fault_changes: tokio::sync::broadcast::channel(1024).0,
         }
     }
 
@@ -449,6 +452,10 @@ impl Cloud {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .set(name, source, fault);
+        if before != now {
+            // Nobody listening is no error: the change is in the book for whoever asks.
+            let _ = self.fault_changes.send(name.to_string());
+        }
         let Some((runtime, kubelets)) =
             self.with_cluster(name, |r| (r.runtime.clone(), r.kubelets.clone()))
         else {
@@ -467,6 +474,13 @@ impl Cloud {
                 .etcd
                 .set_alarm(alarm.member.as_deref(), alarm.alarm, true);
         }
+    }
+
+    /// The names of the clusters whose faults change from now on, one per change: what a
+    /// controller that shows a fault where a real cluster would (a control plane's etcd
+    /// health) follows, since nothing in the management plane changes with it.
+    pub fn fault_changes(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.fault_changes.subscribe()
     }
 
     /// The faults in force on cluster `name`, all sources together.

@@ -230,6 +230,13 @@ def yaml_server(plane, ns, cluster):
     return next(line.split("server:", 1)[1].strip() for line in text.splitlines() if "server:" in line)
 
 
+def etcd_health(plane, ns, cluster):
+    """The cluster's KubeadmControlPlane's EtcdClusterHealthy condition."""
+    kcps = json.loads(plane.kubectl("-n", ns, "get", "kcp", "-l", f"cluster.x-k8s.io/cluster-name={cluster}",
+                                    "-o", "json").stdout)["items"]
+    return condition(kcps[0], "EtcdClusterHealthy") if kcps else None
+
+
 def test_an_etcd_alarm_is_listed_by_etcdctl_and_refuses_writes_until_the_fault_is_gone(faulty, fns, tmp_path):
     kubeconfig = in_memory_cluster(faulty, fns, "a1", tmp_path, workers=0)
     etcdctl = etcd_client(faulty, fns, "a1", tmp_path)
@@ -252,7 +259,14 @@ def test_an_etcd_alarm_is_listed_by_etcdctl_and_refuses_writes_until_the_fault_i
     assert made.returncode != 0, made.stdout
     assert "etcdserver: mvcc: database space exceeded" in made.stderr, made.stderr
     assert workload_kubectl(kubeconfig, "-n", "default", "get", "configmaps").returncode == 0
+    # The control plane's etcd health check reads the alarm, per member, as upstream's does.
+    unhealthy = wait_for(lambda: (lambda c: c if c and c["status"] == "False" else None)(etcd_health(faulty, fns, "a1")),
+                         30, what="the control plane's etcd not healthy")
+    assert unhealthy["reason"] == "NotHealthy"
+    assert unhealthy["message"].startswith("* Machine a1-") and \
+        unhealthy["message"].endswith(": Etcd member reports alarms: NOSPACE"), unhealthy
     faulty.kubectl("-n", fns, "delete", "fault", "full", "--wait=true", "--timeout=30s")
+    wait_for(lambda: etcd_health(faulty, fns, "a1")["status"] == "True", 30, what="etcd healthy again")
     assert "alarm:" not in run("alarm", "list").stdout
     assert run("put", "k", "v3").returncode == 0
     made = workload_kubectl(kubeconfig, "-n", "default", "create", "configmap", "full")

@@ -50,7 +50,12 @@ pub(super) async fn run(core: Arc<Core>) {
                     .filter(|r| r.kind == "KubeadmControlPlane")
                     .map(|r| ObjectRef::new(&r.name).within(&ns))
             },
-        );
+        )
+        // A fault on its cluster's etcd (an alarm) changes its EtcdClusterHealthy.
+        .reconcile_on(super::etcd_health::woken(
+            &core.ctx.cloud,
+            informers.clone(),
+        ));
     let ctx = core.ctx.clone();
     infrasim_controller_runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core)))
         .await;
@@ -212,7 +217,9 @@ async fn provision(
     if super::kcp_remediation::remediate(kcp, r, machines, *initialized).await? {
         return Ok(Next::AwaitChange);
     }
-    set_components_health(conds, *initialized, now);
+    let alarms =
+        super::etcd_health::alarm_report(&r.core.ctx.cloud, &ns, &cluster.name_any(), machines);
+    set_components_health(conds, *initialized, &alarms, now);
     scale(kcp, r, cluster, machines, *initialized).await
 }
 
@@ -248,8 +255,14 @@ fn set_certificates_available(conds: &mut Vec<Condition>, available: bool, now: 
 }
 
 /// Etcd and the control-plane components healthy once the control plane is initialized,
-/// not yet inspected before.
-fn set_components_health(conds: &mut Vec<Condition>, initialized: bool, now: DateTime<Utc>) {
+/// not yet inspected before; etcd not healthy while members report `alarms` (one line per
+/// Machine, see [`super::etcd_health`]).
+fn set_components_health(
+    conds: &mut Vec<Condition>,
+    initialized: bool,
+    alarms: &[String],
+    now: DateTime<Utc>,
+) {
     let health = if initialized {
         ("True", "Healthy", "")
     } else {
@@ -263,6 +276,10 @@ fn set_components_health(conds: &mut Vec<Condition>, initialized: bool, now: Dat
         let c = Condition {
             status: health.0.into(),
             ..Condition::new(ty, false, health.1, health.2)
+        };
+        let c = match ty == "EtcdClusterHealthy" && initialized && !alarms.is_empty() {
+            true => Condition::new(ty, false, "NotHealthy", alarms.join("\n")),
+            false => c,
         };
         conditions::set(conds, c, now);
     }

@@ -19,6 +19,7 @@ mod cluster;
 mod cluster_class;
 mod desired;
 pub mod etcd;
+mod etcd_health;
 mod external;
 mod healthcheck;
 mod kcp;
