@@ -202,7 +202,7 @@ fn changed_paths(
 
 /// The embedded plane: the engine, a client over its in-process service, the controllers.
 /// The in-memory provider's and the core stand-in's selection.
-fn in_memory_selection() -> Selection {
+pub(crate) fn in_memory_selection() -> Selection {
     Selection {
         inmemory: true,
         namespace: None,
@@ -390,7 +390,7 @@ async fn measure(
 
 /// The templates' variables: the machine counts asked for, and every bootstrap step
 /// instant, so the time measured is the controllers' own.
-fn template_vars(args: &CapiBenchArgs) -> HashMap<String, String> {
+pub(crate) fn template_vars(args: &CapiBenchArgs) -> HashMap<String, String> {
     let mut vars: HashMap<String, String> = HashMap::from([
         (
             "CONTROL_PLANE_MACHINE_COUNT".into(),
@@ -410,7 +410,7 @@ fn template_vars(args: &CapiBenchArgs) -> HashMap<String, String> {
 }
 
 /// Applies the Clusters `bench-0` .. `bench-<clusters - 1>`, 32 at a time.
-async fn declare_clusters(
+pub(crate) async fn declare_clusters(
     clusters: usize,
     client: &kube::Client,
     vars: &HashMap<String, String>,

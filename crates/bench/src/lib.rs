@@ -9,6 +9,7 @@ mod capi;
 mod capv;
 mod cel;
 mod etcd;
+mod faults;
 mod fleet;
 mod harness;
 mod scrape;
@@ -40,6 +41,9 @@ enum BenchWhat {
     /// etcd Status + MemberList per second through a cluster's endpoint and a port-forward,
     /// against Debian's etcd server.
     Etcd(etcd::EtcdBenchArgs),
+    /// N Cluster API clusters, a share of them faulted (a worker's node NotReady): the time
+    /// from the Faults to the node Unknown, the health check's mark and the remediation.
+    Faults(faults::FaultsBenchArgs),
     /// N simulated workload clusters in this process, as `infrasim fleet` makes them: time
     /// until every one is up, CPU and memory per cluster, and idle cost.
     Fleet(fleet::FleetBenchArgs),
@@ -71,6 +75,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Capi(a) => capi::run(a).await,
         BenchWhat::Capv(a) => capv::run(a).await,
         BenchWhat::Etcd(a) => etcd::run(a).await,
+        BenchWhat::Faults(a) => faults::run(a).await,
         BenchWhat::Fleet(a) => fleet::run(a).await,
         BenchWhat::Vsphere(a) => vsphere::run(a).await,
         BenchWhat::Scrape(a) => scrape::run(a).await,
