@@ -7,7 +7,7 @@ mod common;
 use common::{client, eventually};
 use infrasim_clock::FakeClock;
 use infrasim_cloud::{Cloud, CloudConfig, ClusterFault, ClusterShape};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -87,6 +87,105 @@ async fn a_stopped_kubelet_makes_its_node_unknown_after_the_grace_period_and_bac
     eventually("the worker is Ready and untainted again", || async {
         let n = nodes.get(worker).await.unwrap();
         ready(&n) == ("True".into(), "KubeletReady".into()) && unreachable_taints(&n).is_empty()
+    })
+    .await;
+}
+
+fn pod_ready(pod: &Pod) -> String {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status.clone())
+        .unwrap_or_default()
+}
+
+/// A pod bound to `node`, tolerating the unreachable `NoExecute` taint for `seconds` (for
+/// good with `None`).
+fn bound_pod(name: &str, node: &str, seconds: Option<i64>) -> Pod {
+    let mut toleration = serde_json::json!({"key": "node.kubernetes.io/unreachable",
+        "operator": "Exists", "effect": "NoExecute"});
+    if let Some(s) = seconds {
+        toleration["tolerationSeconds"] = s.into();
+    }
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx"}],
+                 "tolerations": [toleration]},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn an_unreachable_nodes_pods_turn_not_ready_and_go_when_their_toleration_ends() {
+    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+    let cloud = Cloud::with_clock(
+        CloudConfig {
+            ports: 23746..=23752,
+            ..CloudConfig::default()
+        },
+        Arc::new(clock.clone()),
+    );
+    let info = cloud
+        .create_cluster(ClusterShape {
+            name: "ev".into(),
+            control_planes: 1,
+            workers: 1,
+            ..ClusterShape::default()
+        })
+        .await
+        .unwrap();
+    let client = client(&info.kubeconfig).await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let worker = "ev-worker-0";
+    // 300 s as admission defaults it; none at all; for good, as a DaemonSet's pods.
+    for (name, seconds) in [
+        ("web", Some(300)),
+        ("brittle", Some(0)),
+        ("steadfast", None),
+    ] {
+        pods.create(&Default::default(), &bound_pod(name, worker, seconds))
+            .await
+            .unwrap();
+    }
+    // The kubelet starts them after its startup delay, on the fake clock.
+    eventually("the pods Ready", || async {
+        clock.advance(Duration::from_millis(500));
+        let list = pods.list(&Default::default()).await.unwrap().items;
+        list.len() == 3 && list.iter().all(|p| pod_ready(p) == "True")
+    })
+    .await;
+
+    let stopped = ClusterFault {
+        stopped_kubelets: BTreeSet::from([worker.to_string()]),
+        ..ClusterFault::default()
+    };
+    cloud.set_fault("ev", "test/fault", stopped);
+    clock.advance(Duration::from_secs(45));
+    eventually("the pods not Ready, the intolerant one evicted", || async {
+        let list = pods.list(&Default::default()).await.unwrap().items;
+        let names: Vec<String> = list
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        names == ["steadfast", "web"] && list.iter().all(|p| pod_ready(p) == "False")
+    })
+    .await;
+    // Within the toleration the pod stays; past it the taint manager deletes it.
+    clock.advance(Duration::from_secs(200));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(pods.get_opt("web").await.unwrap().is_some());
+    clock.advance(Duration::from_secs(110));
+    eventually("the pod evicted once its toleration ran out", || async {
+        pods.get_opt("web").await.unwrap().is_none()
+    })
+    .await;
+    assert!(pods.get_opt("steadfast").await.unwrap().is_some());
+
+    cloud.set_fault("ev", "test/fault", ClusterFault::default());
+    eventually("the pod that stayed Ready again", || async {
+        pod_ready(&pods.get("steadfast").await.unwrap()) == "True"
     })
     .await;
 }

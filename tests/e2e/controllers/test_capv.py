@@ -5,6 +5,7 @@ destroyed behind the stand-in's back are reported as CAPV reports them. VMs are 
 pyvmomi, the workload cluster with kubectl."""
 
 import base64
+import datetime
 import json
 import pathlib
 import re
@@ -1105,3 +1106,42 @@ def test_the_node_ipam_flavor_takes_machine_addresses_from_a_pool(plane, ns, tmp
         plane.kubectl("-n", ns, "delete", pools, "ip1-nodes", "--wait=true", timeout=30)
     finally:
         Disconnect(si)
+
+
+def utc_now():
+    """The time as Kubernetes writes it (seconds, UTC), which compares as text."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_a_vm_under_a_boot_fault_joins_its_cluster_only_after_the_delay(plane, ns, tmp_path):
+    """A `MachineBootsLate` Fault on a CAPV cluster: the VM a scale-up clones powers on and
+    gets its address, but joins the workload cluster (its Machine's nodeRef) only after the
+    time the fault wrote on its VSphereVM."""
+    variables = infrasim_env(plane, ns, "vcsim-late", "late", tmp_path, workers=1)
+    plane.kubectl("apply", "--server-side", "-f", "-", input=generate(TEMPLATE, variables))
+    wait_available(plane, ns, "late")
+    fault = {"apiVersion": "sim.infrasim.dev/v1alpha1", "kind": "Fault",
+             "metadata": {"name": "late-boot", "namespace": ns},
+             "spec": {"clusterName": "late", "type": "MachineBootsLate", "params": {"delay": "15s"}}}
+    plane.kubectl("apply", "-f", "-", input=json.dumps(fault))
+    wait_for(lambda: (get(plane, ns, "fault", "late-boot").get("status") or {}).get("clusters") == ["late"],
+             timeout=30, what="the fault in force")
+    before = {v["metadata"]["name"] for v in items(plane, ns, f"vspherevms.{GROUP}")}
+    (md,) = items(plane, ns, "machinedeployments.cluster.x-k8s.io")
+    plane.kubectl("-n", ns, "scale", "machinedeployment", md["metadata"]["name"], "--replicas=2")
+
+    def held():
+        fresh = [v for v in items(plane, ns, f"vspherevms.{GROUP}") if v["metadata"]["name"] not in before]
+        boot = fresh and fresh[0]["metadata"].get("annotations", {}).get("sim.infrasim.dev/boot")
+        return (fresh[0], boot) if boot and (fresh[0].get("status") or {}).get("ready") else None
+    vm, boots_at = wait_for(held, timeout=60, interval=0.3, what="the new VM up, its boot put off")
+    machine = get(plane, ns, "machines.cluster.x-k8s.io", vm["metadata"]["name"])
+    now = utc_now()
+    if now < boots_at:
+        assert not (machine.get("status") or {}).get("nodeRef"), "joined before its boot time"
+    joined = wait_for(lambda: (get(plane, ns, "machines.cluster.x-k8s.io", vm["metadata"]["name"]).get("status")
+                               or {}).get("nodeRef"), timeout=60, interval=0.3, what="the late VM joined")
+    assert joined["name"] == vm["metadata"]["name"]
+    now = utc_now()
+    assert now >= boots_at, (now, boots_at)
+    plane.kubectl("-n", ns, "delete", "fault", "late-boot", "--wait=true", "--timeout=30s")

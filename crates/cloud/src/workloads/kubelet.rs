@@ -626,6 +626,45 @@ pub(super) fn resume(c: &Cluster, node: &Obj) {
         node.name(),
         &c.now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
     );
+    ready_again(c, node.name(), &now);
+}
+
+/// The pods of a resumed kubelet's node that the node lifecycle controller marked not
+/// Ready while it was away, and whose containers are ready: Ready again, as the kubelet's
+/// status sync writes them.
+fn ready_again(c: &Cluster, node: &str, now: &str) {
+    let condition_is = |pod: &Obj, ty: &str, status: &str| {
+        (pod.value.at("/status/conditions").and_then(Value::as_array))
+            .into_iter()
+            .flatten()
+            .any(|k| {
+                k.get("type").and_then(Value::as_str) == Some(ty)
+                    && k.get("status").and_then(Value::as_str) == Some(status)
+            })
+    };
+    for pod in c.list("pods").iter() {
+        if pod.str("/spec/nodeName") != node
+            || pod.deleting()
+            || !condition_is(pod, "Ready", "False")
+            || !condition_is(pod, "ContainersReady", "True")
+        {
+            continue;
+        }
+        let mut next = Value::clone(&pod.value);
+        if let Some(list) = next
+            .pointer_mut("/status/conditions")
+            .and_then(Value::as_array_mut)
+        {
+            for k in list
+                .iter_mut()
+                .filter(|k| k.get("type").and_then(Value::as_str) == Some("Ready"))
+            {
+                k["status"] = json!("True");
+                k["lastTransitionTime"] = json!(now);
+            }
+        }
+        c.kubelet_status(node, "pods", next, pod);
+    }
 }
 
 /// The conditions a kubelet posts, with its reasons when all is well.

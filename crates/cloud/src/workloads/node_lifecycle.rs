@@ -5,6 +5,13 @@
 //! `node.kubernetes.io/unreachable` (`NoSchedule`, and `NoExecute` with its time). When the
 //! kubelet is back it posts a Ready status and renews its Lease, and the taints are lifted.
 //!
+//! The node's pods go with it, as kube-controller-manager treats them: each is marked not
+//! Ready once the node is Unknown (its `Ready` condition `False`), and the taint manager
+//! deletes those that do not tolerate the `NoExecute` taint, at once, or once their
+//! `tolerationSeconds` (300 s by default, which the API server's admission adds) have passed
+//! since the taint's `timeAdded`. A DaemonSet's pods tolerate it for good and stay. Their
+//! controllers then make new pods on the nodes left.
+//!
 //! One step per pass: each write's own event brings the next pass, as the controllers here
 //! are level-triggered. Only stopped nodes are looked at closely, so an idle cluster whose
 //! kubelets run costs one set lookup per node.
@@ -62,7 +69,10 @@ pub(super) fn reconcile(c: &Cluster) {
                 Some(due) if now < due => c.wake_at(due),
                 _ if ready != "Unknown" => mark_unknown(c, node),
                 _ if !tainted => taint(c, node, now),
-                _ => {}
+                _ => {
+                    mark_pods_not_ready(c, node.name());
+                    evict_untolerating(c, node, now);
+                }
             }
         } else if ready == "Unknown" {
             super::kubelet::resume(c, node);
@@ -196,4 +206,112 @@ fn untaint(c: &Cluster, node: &Obj) {
         false => next["spec"]["taints"] = json!(taints),
     }
     c.update("nodes", next, node);
+}
+
+/// The pods bound to `node`.
+fn pods_on(c: &Cluster, node: &str) -> Vec<Obj> {
+    (c.list("pods").iter())
+        .filter(|p| p.str("/spec/nodeName") == node && !p.deleting())
+        .cloned()
+        .collect()
+}
+
+/// Each pod on the node whose `Ready` condition is true gets it false, the rest of it kept,
+/// as the node lifecycle controller's `MarkPodsNotReady` writes it.
+fn mark_pods_not_ready(c: &Cluster, node: &str) {
+    let now = infrasim_store::format_time(c.now());
+    for pod in pods_on(c, node) {
+        let Some(conditions) = pod.value.at("/status/conditions").and_then(Value::as_array) else {
+            continue;
+        };
+        let is_ready = |k: &Value| k.get("type").and_then(Value::as_str) == Some("Ready");
+        if !conditions
+            .iter()
+            .any(|k| is_ready(k) && k.get("status").and_then(Value::as_str) == Some("True"))
+        {
+            continue;
+        }
+        let mut status = pod
+            .value
+            .get("status")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        if let Some(list) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+            for k in list.iter_mut().filter(|k| is_ready(k)) {
+                k["status"] = json!("False");
+                k["lastTransitionTime"] = json!(now);
+            }
+        }
+        c.set_status_as("node-controller", "pods", &pod, status);
+    }
+}
+
+/// The taint manager: deletes the node's pods that do not tolerate its unreachable
+/// `NoExecute` taint, or whose toleration has run out; wakes at the next one to run out.
+fn evict_untolerating(c: &Cluster, node: &Obj, now: chrono::DateTime<chrono::Utc>) {
+    let Some(added) = (node.value.at("/spec/taints").and_then(Value::as_array))
+        .into_iter()
+        .flatten()
+        .find(|t| {
+            t.get("key").and_then(Value::as_str) == Some(UNREACHABLE)
+                && t.get("effect").and_then(Value::as_str) == Some("NoExecute")
+        })
+        .and_then(|t| t.get("timeAdded"))
+        .and_then(Value::as_str)
+        .and_then(|t| t.parse::<chrono::DateTime<chrono::Utc>>().ok())
+    else {
+        return;
+    };
+    for pod in pods_on(c, node.name()) {
+        match tolerated_for(&pod) {
+            Tolerated::Forever => {}
+            Tolerated::For(seconds) if now < added + seconds => c.wake_at(added + seconds),
+            _ => {
+                tracing::debug!(
+                    pod = pod.name(),
+                    node = node.name(),
+                    "evicted: node unreachable"
+                );
+                c.delete("pods", pod.namespace(), pod.name());
+            }
+        }
+    }
+}
+
+/// How long a pod tolerates the unreachable `NoExecute` taint.
+#[derive(Debug, PartialEq)]
+enum Tolerated {
+    Not,
+    For(chrono::Duration),
+    Forever,
+}
+
+/// The longest of the pod's tolerations of the unreachable `NoExecute` taint (a toleration
+/// matches by its key, or by `Exists` without one, with the effect `NoExecute` or none).
+fn tolerated_for(pod: &Obj) -> Tolerated {
+    let mut best = Tolerated::Not;
+    for t in (pod.value.at("/spec/tolerations").and_then(Value::as_array))
+        .into_iter()
+        .flatten()
+    {
+        let key = t.get("key").and_then(Value::as_str).unwrap_or("");
+        let exists = t.get("operator").and_then(Value::as_str) == Some("Exists");
+        let effect = t.get("effect").and_then(Value::as_str).unwrap_or("");
+        if !(key == UNREACHABLE || (key.is_empty() && exists)) {
+            continue;
+        }
+        if !(effect.is_empty() || effect == "NoExecute") {
+            continue;
+        }
+        match t.get("tolerationSeconds").and_then(Value::as_i64) {
+            None => return Tolerated::Forever,
+            Some(secs) => {
+                let d = chrono::Duration::seconds(secs.max(0));
+                if !matches!(best, Tolerated::For(b) if b >= d) {
+                    best = Tolerated::For(d);
+                }
+            }
+        }
+    }
+    best
 }
