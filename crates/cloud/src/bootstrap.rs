@@ -194,6 +194,9 @@ pub const CONTROL_PLANE_PHASES: [&str; 5] = [
 /// The steps a worker machine goes through (it joins once an API server serves).
 pub const WORKER_PHASES: [&str; 2] = ["VM", "Node"];
 
+/// The step of every machine after which its Node is registered.
+pub const NODE_PHASE: usize = 1;
+
 /// The step of a control-plane machine after which its etcd member has joined the cluster.
 pub const ETCD_PHASE: usize = 2;
 

@@ -366,7 +366,7 @@ impl Cloud {
         // writes are nobody's request: they go on without waiting for each sync.
         let (stop_workloads, workloads_stopped) = oneshot::channel::<()>();
         let kubelets = workloads::KubeletSwitch::default();
-        kubelets.set(faults.stopped_kubelets);
+        kubelets.set(faults.silent_kubelets());
         tokio::spawn(durability::detached(workloads::run(
             crate::components::controller_manager(&runtime.server),
             self.clock.clone(),

@@ -19,6 +19,9 @@ pub struct ClusterFault {
     pub requests: Option<RequestFault>,
     /// The nodes whose kubelets are stopped.
     pub stopped_kubelets: BTreeSet<String>,
+    /// The nodes whose Node objects are deleted (their kubelets silent with them, so
+    /// nothing registers them again until the fault ends).
+    pub deleted_nodes: BTreeSet<String>,
     /// The alarms raised in its etcd.
     pub etcd_alarms: BTreeSet<EtcdAlarm>,
     /// Its endpoint refuses connections.
@@ -41,6 +44,14 @@ pub enum BootFault {
 impl ClusterFault {
     pub fn is_empty(&self) -> bool {
         self == &ClusterFault::default()
+    }
+
+    /// The nodes whose kubelets do nothing: those stopped, and those whose Node is deleted.
+    pub fn silent_kubelets(&self) -> BTreeSet<String> {
+        self.stopped_kubelets
+            .union(&self.deleted_nodes)
+            .cloned()
+            .collect()
     }
 
     /// What the cluster's API server does to its requests: the requests' fault, and the
@@ -82,6 +93,7 @@ impl ClusterFault {
             }
             all.stopped_kubelets
                 .extend(f.stopped_kubelets.iter().cloned());
+            all.deleted_nodes.extend(f.deleted_nodes.iter().cloned());
             all.etcd_alarms.extend(f.etcd_alarms.iter().cloned());
             all.endpoint_down |= f.endpoint_down;
             all.boot = all.boot.max(f.boot);

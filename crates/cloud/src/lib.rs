@@ -445,6 +445,9 @@ impl Cloud {
     ///   members that joined since;
     /// - an endpoint held down refuses connections (the port stays the cluster's) and the
     ///   shared listener does not route to it, as when every API server is down;
+    /// - a deleted node's Node object (and its Lease) is deleted, as a cloud controller
+    ///   manager deletes the Node of a vanished machine, and its kubelet is silent; when the
+    ///   fault ends, the kubelet registers the Node again, as a restarted kubelet does;
     /// - a boot fault is read by whoever boots the cluster's machines ([`Cloud::faults`]).
     pub fn set_fault(&self, name: &str, source: &str, fault: ClusterFault) {
         let (before, now) = self
@@ -462,7 +465,13 @@ impl Cloud {
             return;
         };
         runtime.server.faults().set(now.server_fault());
-        kubelets.set(now.stopped_kubelets.clone());
+        kubelets.set(now.silent_kubelets());
+        for node in now.deleted_nodes.difference(&before.deleted_nodes) {
+            runtime.delete_node(node);
+        }
+        for node in before.deleted_nodes.difference(&now.deleted_nodes) {
+            runtime.register_node(node);
+        }
         runtime.set_endpoint_down(now.endpoint_down);
         for gone in before.etcd_alarms.difference(&now.etcd_alarms) {
             runtime

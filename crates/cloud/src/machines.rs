@@ -10,7 +10,7 @@
 
 use crate::bootstrap::{
     self, kubernetes_endpoints, machine_ip, Machine, MachineBehaviour, Provisioning, ADDON_PHASES,
-    API_SERVER_PHASE, ETCD_PHASE, STATIC_PODS,
+    API_SERVER_PHASE, ETCD_PHASE, NODE_PHASE, STATIC_PODS,
 };
 use crate::records::{ClusterRecord, MachineRecord, Records};
 use crate::sni::Router;
@@ -608,6 +608,41 @@ impl Runtime {
         // it removes it again, rather than finding a Node no machine accounts for.
         self.records.delete_machine(&self.shape.name, name);
         true
+    }
+
+    /// Deletes machine `name`'s Node and its Lease (a `NodeDeleted` fault), leaving the
+    /// machine itself: its pods are collected as those of a missing node are.
+    pub fn delete_node(&self, name: &str) {
+        let controllers = self.writer();
+        for (resource, namespace) in [
+            ("leases.coordination.k8s.io", "kube-node-lease"),
+            ("nodes", ""),
+        ] {
+            if let Err(e) = controllers.delete(resource, namespace, name) {
+                if e.code != 404 {
+                    tracing::debug!(resource, error = %e.message, "deleting a node");
+                }
+            }
+        }
+    }
+
+    /// Registers machine `name`'s Node again (its kubelet restarted after a `NodeDeleted`
+    /// fault), with the mirror pods of the static pods it runs, which went with the Node: the
+    /// objects of every step done from the Node's on, those still there left as they are.
+    pub fn register_node(&self, name: &str) {
+        let (machine, done) = {
+            let state = self.lock();
+            let Some(m) = state.machines.get(name) else {
+                return;
+            };
+            (m.machine.clone(), m.done)
+        };
+        let now = self.now();
+        for step in (NODE_PHASE..8).filter(|s| done & (1 << s) != 0) {
+            let objects =
+                bootstrap::machine_phase(&self.shape, self.cluster_index, &machine, step, &now);
+            bootstrap::write_phase(&self.writer(), objects);
+        }
     }
 
     fn api_server_stopped(&self, name: &str) {

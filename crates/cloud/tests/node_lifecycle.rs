@@ -189,3 +189,70 @@ async fn an_unreachable_nodes_pods_turn_not_ready_and_go_when_their_toleration_e
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_deleted_node_stays_gone_with_its_pods_until_its_kubelet_registers_it_again() {
+    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+    let cloud = Cloud::with_clock(
+        CloudConfig {
+            ports: 23753..=23758,
+            ..CloudConfig::default()
+        },
+        Arc::new(clock.clone()),
+    );
+    let info = cloud
+        .create_cluster(ClusterShape {
+            name: "nd".into(),
+            control_planes: 1,
+            workers: 1,
+            ..ClusterShape::default()
+        })
+        .await
+        .unwrap();
+    let client = client(&info.kubeconfig).await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let system: Api<Pod> = Api::namespaced(client, "kube-system");
+    let cp = "nd-control-plane-0";
+    let mirror = format!("kube-scheduler-{cp}");
+    assert!(system.get_opt(&mirror).await.unwrap().is_some());
+
+    let deleted = ClusterFault {
+        deleted_nodes: BTreeSet::from([cp.to_string(), "nd-worker-0".to_string()]),
+        ..ClusterFault::default()
+    };
+    cloud.set_fault("nd", "test/fault", deleted);
+    eventually(
+        "the Nodes and the control plane's mirror pods gone",
+        || async {
+            nodes
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+                && system.get_opt(&mirror).await.unwrap().is_none()
+        },
+    )
+    .await;
+    // Silent kubelets register nothing, however long the fault lasts.
+    clock.advance(Duration::from_secs(60));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(nodes
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .is_empty());
+
+    cloud.set_fault("nd", "test/fault", ClusterFault::default());
+    eventually(
+        "both Nodes registered again, Ready, with the mirror pods",
+        || async {
+            let list = nodes.list(&Default::default()).await.unwrap().items;
+            list.len() == 2
+                && list.iter().all(|n| ready(n).0 == "True")
+                && system.get_opt(&mirror).await.unwrap().is_some()
+        },
+    )
+    .await;
+}

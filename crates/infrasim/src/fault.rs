@@ -35,7 +35,7 @@ enum FaultCommand {
 #[derive(Debug, Args)]
 struct CreateArgs {
     name: String,
-    /// `APILatency`, `APIErrors`, `APIDown`, `NodeNotReady`, `EtcdAlarm`,
+    /// `APILatency`, `APIErrors`, `APIDown`, `NodeNotReady`, `NodeDeleted`, `EtcdAlarm`,
     /// `MachineNeverBoots` or `MachineBootsLate`.
     #[arg(long = "type")]
     type_: String,
@@ -61,7 +61,7 @@ struct CreateArgs {
     /// `APIErrors` with code 429: the Retry-After, in seconds.
     #[arg(long)]
     retry_after: Option<u64>,
-    /// `NodeNotReady`: the node whose kubelet stops.
+    /// `NodeNotReady`: the node whose kubelet stops; `NodeDeleted`: the node deleted.
     #[arg(long)]
     node: Option<String>,
     /// `EtcdAlarm`: `NOSPACE` or `CORRUPT`.

@@ -388,3 +388,29 @@ def test_a_control_plane_node_not_ready_is_remediated_by_its_control_plane(fault
     assert "MachineMarkedUnhealthy" in events
     faulty.kubectl("-n", fns, "delete", "fault", "sick", "--wait=true", "--timeout=30s")
     faulty.kubectl("-n", fns, "wait", "--for=condition=Available", "cluster/r1", "--timeout=120s", timeout=130)
+
+
+def test_a_deleted_node_is_seen_by_its_health_check_and_its_machine_replaced(faulty, fns, tmp_path):
+    kubeconfig = in_memory_cluster(faulty, fns, "d1", tmp_path, workers=1)
+    (worker,) = machines(faulty, fns, "d1", control_plane=False)
+    node = worker["status"]["nodeRef"]["name"]
+    assert fault(faulty, fns, "gone", {"clusterName": "d1", "type": "NodeDeleted",
+                                       "params": {"node": node}}).returncode == 0
+    wait_for(lambda: workload_kubectl(kubeconfig, "get", "node", node).returncode != 0, 30,
+             what="the Node deleted")
+    missing = workload_kubectl(kubeconfig, "get", "node", node)
+    assert f'nodes "{node}" not found' in missing.stderr, missing.stderr
+
+    # Cluster API's MachineHealthCheck fails the Machine at once (its Node is gone), and its
+    # MachineSet replaces it with one that registers a Node of its own.
+    def replaced():
+        ms = machines(faulty, fns, "d1", control_plane=False)
+        return ms if len(ms) == 1 and ms[0]["metadata"]["name"] != worker["metadata"]["name"] \
+            and ms[0]["status"].get("nodeRef") else None
+    (fresh,) = wait_for(replaced, 90, interval=0.5, what="the Machine of the deleted Node replaced")
+    events = faulty.kubectl("-n", fns, "get", "events", "-o", "json").stdout
+    assert f"Machine {fns}/{worker['metadata']['name']} has been marked as unhealthy" in events
+    listed = workload_kubectl(kubeconfig, "get", "nodes", "-o", "name")
+    assert f"node/{fresh['status']['nodeRef']['name']}" in listed.stdout.split()
+    assert f"node/{node}" not in listed.stdout.split()
+    faulty.kubectl("-n", fns, "delete", "fault", "gone", "--wait=true", "--timeout=30s")

@@ -254,6 +254,11 @@ fn effect(spec: &FaultSpec) -> Result<ClusterFault, String> {
             let node = node.ok_or("a NodeNotReady fault needs params.node")?;
             fault.stopped_kubelets.insert(node);
         }
+        "NodeDeleted" => {
+            let node = params.node.filter(|n| !n.is_empty());
+            let node = node.ok_or("a NodeDeleted fault needs params.node")?;
+            fault.deleted_nodes.insert(node);
+        }
         "MachineNeverBoots" => fault.boot = Some(BootFault::Never),
         "MachineBootsLate" => {
             let delay = params
@@ -406,6 +411,14 @@ mod tests {
         );
         assert!(effect(&spec("NodeNotReady", FaultParams::default()))
             .is_err_and(|e| e.contains("params.node")));
+        let node = FaultParams {
+            node: Some("w-1".into()),
+            ..FaultParams::default()
+        };
+        assert_eq!(
+            effect(&spec("NodeDeleted", node)).map(|f| f.deleted_nodes),
+            Ok(BTreeSet::from(["w-1".to_string()]))
+        );
     }
 
     #[test]

@@ -50,6 +50,8 @@ pub const GROUP: &str = "sim.infrasim.dev";
      "message": "an APILatency fault needs params.latency"},
     {"rule": "self.type != 'NodeNotReady' || (has(self.params) && has(self.params.node))",
      "message": "a NodeNotReady fault needs params.node"},
+    {"rule": "self.type != 'NodeDeleted' || (has(self.params) && has(self.params.node))",
+     "message": "a NodeDeleted fault needs params.node"},
     {"rule": "self.type != 'EtcdAlarm' || (has(self.params) && has(self.params.alarm))",
      "message": "an EtcdAlarm fault needs params.alarm"},
     {"rule": "self.type != 'MachineBootsLate' || (has(self.params) && has(self.params.delay))",
@@ -71,6 +73,9 @@ pub struct FaultSpec {
     /// renewal, no status, no pod started); 40 s later (kube-controller-manager's
     /// node-monitor-grace-period) the node is Ready `Unknown` and tainted
     /// `node.kubernetes.io/unreachable`, and when the fault ends it is Ready again.
+    /// `NodeDeleted`: node `params.node`'s Node object (and Lease) is deleted and its kubelet
+    /// falls silent, as when a cloud controller manager deletes the Node of a vanished
+    /// machine; its pods are collected; when the fault ends the kubelet registers it again.
     /// `EtcdAlarm`: etcd alarm `params.alarm` raised on member `params.member` (every member
     /// when not given), as `etcdctl alarm list` shows it; under NOSPACE etcd refuses writes
     /// ("mvcc: database space exceeded"), under CORRUPT every request. `APIDown`: the
@@ -82,8 +87,8 @@ pub struct FaultSpec {
     /// `params.delay` later than it would. Both mark the infrastructure machine with the
     /// annotation `sim.infrasim.dev/boot` (`never`, or the time it boots at).
     #[serde(rename = "type")]
-    #[schemars(extend("enum" = ["APILatency", "APIErrors", "APIDown", "NodeNotReady", "EtcdAlarm",
-                                "MachineNeverBoots", "MachineBootsLate"]))]
+    #[schemars(extend("enum" = ["APILatency", "APIErrors", "APIDown", "NodeNotReady", "NodeDeleted",
+                                "EtcdAlarm", "MachineNeverBoots", "MachineBootsLate"]))]
     pub type_: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<FaultParams>,
@@ -114,7 +119,8 @@ pub struct FaultParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 3600))]
     pub retry_after_seconds: Option<u64>,
-    /// `NodeNotReady`: the node (in the workload cluster) whose kubelet stops.
+    /// `NodeNotReady`: the node (in the workload cluster) whose kubelet stops; `NodeDeleted`:
+    /// the node deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     /// `EtcdAlarm`: the alarm raised.
