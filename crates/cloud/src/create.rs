@@ -316,7 +316,10 @@ impl Cloud {
         );
         server.set_service_account_key(&pki.service_account)?;
         let faults = self.faults(&shape.name);
-        server.faults().set(faults.server_fault());
+        for member in &faults.etcd_members_down {
+            etcd.set_member_down(member, true);
+        }
+        server.faults().set(faults.server_fault(etcd.has_quorum()));
         etcd.keep_with(Arc::new(EtcdKeeper {
             records: self.records.clone(),
             cluster: shape.name.clone(),

@@ -69,7 +69,7 @@ pub fn sidecar(etcd: &EtcdCluster, etcd_ca_pem: &str) -> Sidecar {
         content_type: "application/grpc",
         client_ca_pem: etcd_ca_pem.to_string(),
         service: Arc::new(move |req| {
-            let Some(leader) = etcd.leader() else {
+            let Some(leader) = etcd.answering() else {
                 return Box::pin(async {
                     boxed(tonic_status(tonic::Status::unavailable(
                         "etcdserver: no leader (no control-plane machine has started etcd yet)",

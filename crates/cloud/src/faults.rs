@@ -19,6 +19,8 @@ pub struct ClusterFault {
     pub requests: Option<RequestFault>,
     /// The nodes whose kubelets are stopped.
     pub stopped_kubelets: BTreeSet<String>,
+    /// The etcd members (by name: a control-plane machine's) whose etcd is down.
+    pub etcd_members_down: BTreeSet<String>,
     /// The nodes whose Node objects are deleted (their kubelets silent with them, so
     /// nothing registers them again until the fault ends).
     pub deleted_nodes: BTreeSet<String>,
@@ -56,14 +58,17 @@ impl ClusterFault {
 
     /// What the cluster's API server does to its requests: the requests' fault, and the
     /// worst alarm raised in its etcd as its storage meets it (an alarm on any member is
-    /// the cluster's: etcd refuses writes while any member reports NOSPACE).
-    pub fn server_fault(&self) -> Option<RequestFault> {
+    /// the cluster's: etcd refuses writes while any member reports NOSPACE), or its etcd's
+    /// lost quorum (`quorum` false).
+    pub fn server_fault(&self, quorum: bool) -> Option<RequestFault> {
+        let lost = (!quorum).then_some(StorageAlarm::NoQuorum);
         let storage = (self.etcd_alarms.iter())
             .filter_map(|a| match a.alarm {
                 AlarmType::Nospace => Some(StorageAlarm::NoSpace),
                 AlarmType::Corrupt => Some(StorageAlarm::Corrupt),
                 AlarmType::None => None,
             })
+            .chain(lost)
             .max();
         if self.requests.is_none() && storage.is_none() {
             return None;
@@ -94,6 +99,8 @@ impl ClusterFault {
             all.stopped_kubelets
                 .extend(f.stopped_kubelets.iter().cloned());
             all.deleted_nodes.extend(f.deleted_nodes.iter().cloned());
+            all.etcd_members_down
+                .extend(f.etcd_members_down.iter().cloned());
             all.etcd_alarms.extend(f.etcd_alarms.iter().cloned());
             all.endpoint_down |= f.endpoint_down;
             all.boot = all.boot.max(f.boot);
@@ -177,7 +184,9 @@ mod tests {
         );
         book.set("c", "ns/slow", ClusterFault::default());
         assert!(book.of("c").is_empty());
-        assert_eq!(book.of("c").server_fault(), None);
+        assert_eq!(book.of("c").server_fault(true), None);
+        let lost = book.of("c").server_fault(false).and_then(|f| f.storage);
+        assert_eq!(lost, Some(StorageAlarm::NoQuorum));
         assert!(
             book.clusters.is_empty(),
             "nothing kept for a cluster without faults"
@@ -214,7 +223,7 @@ mod tests {
         assert!(now.endpoint_down);
         assert!(now.requests.is_none());
         let server = now
-            .server_fault()
+            .server_fault(true)
             .expect("the alarm reaches the API server");
         assert_eq!(server.storage, Some(StorageAlarm::NoSpace));
         assert_eq!(server.error_fraction, 0.0);

@@ -448,6 +448,9 @@ impl Cloud {
     /// - a deleted node's Node object (and its Lease) is deleted, as a cloud controller
     ///   manager deletes the Node of a vanished machine, and its kubelet is silent; when the
     ///   fault ends, the kubelet registers the Node again, as a restarted kubelet does;
+    /// - an etcd member down answers nothing (a port-forward to its pod is refused), and
+    ///   leadership moves off it while a majority is up; without one, etcd has no leader and
+    ///   refuses what needs one, and the API server's writes time out;
     /// - a boot fault is read by whoever boots the cluster's machines ([`Cloud::faults`]).
     pub fn set_fault(&self, name: &str, source: &str, fault: ClusterFault) {
         let (before, now) = self
@@ -464,7 +467,14 @@ impl Cloud {
         else {
             return;
         };
-        runtime.server.faults().set(now.server_fault());
+        for member in now.etcd_members_down.difference(&before.etcd_members_down) {
+            runtime.etcd.set_member_down(member, true);
+        }
+        for member in before.etcd_members_down.difference(&now.etcd_members_down) {
+            runtime.etcd.set_member_down(member, false);
+        }
+        let quorum = runtime.etcd.has_quorum();
+        runtime.server.faults().set(now.server_fault(quorum));
         kubelets.set(now.silent_kubelets());
         for node in now.deleted_nodes.difference(&before.deleted_nodes) {
             runtime.delete_node(node);

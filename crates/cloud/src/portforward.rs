@@ -70,6 +70,12 @@ fn etcd(
     let member = targets.etcd.member_named(node).ok_or_else(|| {
         format!("pod kube-system/{pod} is not running: {node} has no etcd member")
     })?;
+    if targets.etcd.member_down(node) {
+        // Its etcd crashed: nothing listens on the pod's port.
+        return Err(format!(
+            "error forwarding port {CLIENT_PORT} to pod {pod}: connect: connection refused"
+        ));
+    }
     let tls = {
         let mut configs = configs.lock().unwrap_or_else(|p| p.into_inner());
         match configs.get(&member.id) {

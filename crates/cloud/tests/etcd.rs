@@ -219,3 +219,77 @@ async fn a_faults_alarms_are_listed_and_refuse_what_etcds_refuse_until_cleared()
         .success());
     assert!(cloud.delete_cluster("a").await.unwrap());
 }
+
+#[tokio::test]
+async fn members_down_move_the_leadership_and_a_lost_quorum_refuses_writes() {
+    use infrasim_cloud::ClusterFault;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let down = |members: &[&str]| ClusterFault {
+        etcd_members_down: members.iter().map(|m| m.to_string()).collect(),
+        ..ClusterFault::default()
+    };
+    let cloud = cloud();
+    let info = cloud.create_cluster(shape("q")).await.expect("a cluster");
+    let etcd = cloud.etcd("q").expect("the cluster's etcd");
+    let pki = cloud.pki("q").expect("the cluster's PKI");
+    let endpoint = info.endpoint.to_string();
+    let dir = temp_dir("quorum");
+    credentials(&dir, &pki.ca.cert_pem, &pki.etcd_ca);
+    let text = |o: &std::process::Output| {
+        String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr)
+    };
+    let first = etcd.member_named("q-control-plane-0").map(|m| m.id);
+    assert_eq!(etcd.leader(), first);
+
+    // The leader down: another member leads, writes go on, the member is still listed.
+    cloud.set_fault("q", "ns/one", down(&["q-control-plane-0"]));
+    let leader = etcd.leader().expect("a majority up elects a leader");
+    assert_ne!(Some(leader), first);
+    let put = etcdctl(&endpoint, &dir, &["put", "k", "v"]).await;
+    assert!(put.status.success(), "{}", text(&put));
+    let listed = etcdctl(&endpoint, &dir, &["member", "list"]).await;
+    assert_eq!(
+        text(&listed).matches("q-control-plane-").count(),
+        3,
+        "{}",
+        text(&listed)
+    );
+
+    // A second Fault takes another member down: no quorum, no leader.
+    cloud.set_fault("q", "ns/two", down(&["q-control-plane-1"]));
+    assert_eq!(etcd.leader(), None);
+    let put = etcdctl(&endpoint, &dir, &["put", "k", "v2"]).await;
+    assert!(
+        !put.status.success() && text(&put).contains("etcdserver: no leader"),
+        "{}",
+        text(&put)
+    );
+    // The workload API server stores in that etcd: its writes time out, its reads are served.
+    let client = common::client(&info.kubeconfig).await;
+    let maps: kube::Api<ConfigMap> = kube::Api::namespaced(client, "default");
+    let made = maps
+        .create(
+            &Default::default(),
+            &serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x"}}))
+            .expect("a ConfigMap"),
+        )
+        .await;
+    match made {
+        Err(kube::Error::Api(e)) => {
+            assert_eq!(
+                (e.code, e.message.as_str()),
+                (500, "etcdserver: request timed out")
+            )
+        }
+        other => panic!("expected a 500, got {other:?}"),
+    }
+    assert!(maps.list(&Default::default()).await.is_ok());
+
+    cloud.set_fault("q", "ns/two", ClusterFault::default());
+    assert!(etcd.leader().is_some(), "a majority back elects a leader");
+    let put = etcdctl(&endpoint, &dir, &["put", "k", "v3"]).await;
+    assert!(put.status.success(), "{}", text(&put));
+    cloud.set_fault("q", "ns/one", ClusterFault::default());
+    assert!(cloud.delete_cluster("q").await.unwrap());
+}

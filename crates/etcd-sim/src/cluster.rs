@@ -220,6 +220,38 @@ impl EtcdCluster {
         changed.into_iter().map(|a| a.member_id).collect()
     }
 
+    /// Stops (or with `down` false starts again) the etcd of the member named `name`, as
+    /// when its machine's etcd crashes: it answers nothing, and leadership moves off it while
+    /// a majority of the members is up (see [`crate::members::Members::set_down`]). Whether
+    /// that changed anything; a name that is no member changes nothing.
+    pub fn set_member_down(&self, name: &str, down: bool) -> bool {
+        let mut state = self.lock();
+        match state.members.by_name(name).map(|m| m.id) {
+            Some(id) => state.members.set_down(id, down),
+            None => false,
+        }
+    }
+
+    /// Whether the member named `name` is down.
+    pub fn member_down(&self, name: &str) -> bool {
+        let state = self.lock();
+        (state.members.by_name(name)).is_some_and(|m| state.members.is_down(m.id))
+    }
+
+    /// The member that answers on the cluster's shared endpoint: the leader, or without one
+    /// (no quorum) the first member up, which answers what needs no leader (Status,
+    /// MemberList) and refuses the rest ("etcdserver: no leader"); `None` before any member
+    /// started, or with every member down.
+    pub fn answering(&self) -> Option<u64> {
+        let state = self.lock();
+        state.members.leader().or_else(|| state.members.first_up())
+    }
+
+    /// Whether a majority of the members is up (the cluster can elect a leader).
+    pub fn has_quorum(&self) -> bool {
+        self.lock().members.has_quorum()
+    }
+
     /// The member named `name`.
     pub fn member_named(&self, name: &str) -> Option<Member> {
         self.lock().members.by_name(name).cloned()

@@ -14,6 +14,10 @@ use tonic::{Request, Response, Status};
 /// under NOSPACE whatever would write a key (a Put, a Txn with a put in it), while reads,
 /// deletes and compaction, which free space, go on.
 fn refused_by_alarms(state: &State, puts: bool) -> Result<(), Status> {
+    // Without a quorum nothing is agreed on: raft has no leader to order a request.
+    if state.members.leader().is_none() {
+        return Err(Status::unavailable("etcdserver: no leader"));
+    }
     let raised = state.members.alarms(0);
     let has = |alarm: pb::AlarmType| raised.iter().any(|a| a.alarm == alarm as i32);
     if has(pb::AlarmType::Corrupt) {

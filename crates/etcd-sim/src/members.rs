@@ -59,6 +59,9 @@ pub struct Members {
     /// Raft's committed index: raised by every change the cluster agrees on.
     index: u64,
     alarms: BTreeSet<(u64, i32)>,
+    /// The members whose etcd is down (a fault): they answer nothing and lead nothing. Not
+    /// kept in the image: whoever downed them says so again after a restart.
+    down: BTreeSet<u64>,
     /// Raised by every change of the membership, leadership or alarms (not of keys): what a
     /// keeper of the membership looks at to know it must save it again.
     changes: u64,
@@ -89,6 +92,7 @@ impl Members {
             term: 0,
             index: 0,
             alarms: BTreeSet::new(),
+            down: BTreeSet::new(),
             changes: 0,
         }
     }
@@ -102,6 +106,7 @@ impl Members {
             term: image.term,
             index: image.index,
             alarms: image.alarms.into_iter().collect(),
+            down: BTreeSet::new(),
             changes: 0,
         }
     }
@@ -191,10 +196,66 @@ impl Members {
             }
         };
         self.commit_membership();
-        if self.leader.is_none() {
+        if self.leader.is_none() && self.has_quorum() {
             self.elect(Some(id));
         }
         id
+    }
+
+    /// Marks member `id` down (its etcd stopped) or up again; whether that changed anything.
+    /// Leadership follows, as raft's elections would: a down leader hands over to the
+    /// lowest-numbered voting member up while a majority of the voters is up; without a
+    /// majority there is no leader, until one is back.
+    pub fn set_down(&mut self, id: u64, down: bool) -> bool {
+        let changed = match down {
+            true => self.members.contains_key(&id) && self.down.insert(id),
+            false => self.down.remove(&id),
+        };
+        if changed {
+            self.changes += 1;
+            self.follow_quorum();
+        }
+        changed
+    }
+
+    pub fn is_down(&self, id: u64) -> bool {
+        self.down.contains(&id)
+    }
+
+    /// Whether a majority of the started voting members is up (true before any started:
+    /// nothing is lost yet).
+    pub fn has_quorum(&self) -> bool {
+        let voters: Vec<u64> = self.voters().collect();
+        if voters.is_empty() {
+            return true;
+        }
+        let up = voters.iter().filter(|id| !self.down.contains(id)).count();
+        up * 2 > voters.len()
+    }
+
+    /// The first started voting member that is up.
+    pub fn first_up(&self) -> Option<u64> {
+        self.voters().find(|id| !self.down.contains(id))
+    }
+
+    /// The started voting members, lowest ID first.
+    fn voters(&self) -> impl Iterator<Item = u64> + '_ {
+        (self.members.values())
+            .filter(|m| !m.is_learner && !m.name.is_empty())
+            .map(|m| m.id)
+    }
+
+    /// Elects a leader that is up while there is a quorum, and none without one.
+    fn follow_quorum(&mut self) {
+        let up = |id: &u64| !self.down.contains(id);
+        let next = match self.has_quorum() {
+            true if self.leader.is_some_and(|l| up(&l)) => return,
+            true => self.voters().find(|id| up(id)),
+            false => None,
+        };
+        if next != self.leader {
+            self.elect(next);
+        }
     }
 
     /// MemberAdd: a member that has not started yet.
@@ -233,9 +294,10 @@ impl Members {
         self.members.remove(&id);
         self.alarms.retain(|(member, _)| *member != id);
         self.commit_membership();
+        self.down.remove(&id);
         if self.leader == Some(id) {
-            let next = self.members.values().find(|m| !m.is_learner).map(|m| m.id);
-            self.elect(next);
+            self.leader = None;
+            self.follow_quorum();
         }
         Ok(())
     }
@@ -276,7 +338,7 @@ impl Members {
             return Err(MemberError::NotLeader);
         }
         match self.members.get(&target) {
-            Some(m) if !m.is_learner && !m.name.is_empty() => {}
+            Some(m) if !m.is_learner && !m.name.is_empty() && !self.down.contains(&target) => {}
             _ => return Err(MemberError::BadTransferee),
         }
         if target != via {
@@ -411,6 +473,28 @@ mod tests {
         assert_eq!(back.alarms(c).len(), 1);
         m.remove(a).expect("a is a member");
         assert!(m.changes() > before, "a removal is a membership change");
+    }
+
+    #[test]
+    fn a_down_leader_hands_over_while_a_majority_is_up_and_none_leads_without_one() {
+        let (mut m, [a, b, c]) = three();
+        assert!(m.set_down(a, true));
+        assert!(!m.set_down(a, true), "already down");
+        let leader = m.leader().expect("a majority up leads");
+        assert!(leader == b || leader == c, "a member up leads");
+        assert_eq!(m.move_leader(leader, a), Err(MemberError::BadTransferee));
+        let other = if leader == b { c } else { b };
+        assert!(m.has_quorum());
+        m.set_down(leader, true);
+        assert!(!m.has_quorum());
+        assert_eq!(m.leader(), None, "two of three down: no quorum, no leader");
+        assert_eq!(m.first_up(), Some(other));
+        m.set_down(a, false);
+        let back = m.leader().expect("a majority back elects a leader");
+        assert!(back == a || back == other);
+        m.set_down(leader, false);
+        assert_eq!(m.leader(), Some(back), "a leader up stays");
+        assert!(m.image().alarms.is_empty() && !m.is_down(leader));
     }
 
     #[test]

@@ -60,9 +60,12 @@ impl MemberService {
         Ok((out, self.header(&state), state.members.list()))
     }
 
-    /// Fails if this member was removed: a removed member's etcd stops serving.
+    /// Fails if this member was removed (a removed member's etcd stops serving) or is down.
     fn check_member(&self, state: &State) -> Result<(), Status> {
         match state.members.get(self.id) {
+            Some(_) if state.members.is_down(self.id) => {
+                Err(Status::unavailable("etcdserver: the member is down"))
+            }
             Some(_) => Ok(()),
             None => Err(Status::unavailable(
                 "etcdserver: the member has been permanently removed from the cluster",

@@ -35,7 +35,7 @@ enum FaultCommand {
 #[derive(Debug, Args)]
 struct CreateArgs {
     name: String,
-    /// `APILatency`, `APIErrors`, `APIDown`, `NodeNotReady`, `NodeDeleted`, `EtcdAlarm`,
+    /// `APILatency`, `APIErrors`, `APIDown`, `NodeNotReady`, `NodeDeleted`, `EtcdAlarm`, `EtcdMemberDown`, `EtcdMemberDown`,
     /// `MachineNeverBoots` or `MachineBootsLate`.
     #[arg(long = "type")]
     type_: String,
@@ -68,6 +68,8 @@ struct CreateArgs {
     #[arg(long)]
     alarm: Option<String>,
     /// `EtcdAlarm`: the etcd member (a control-plane machine); every member when not given.
+    /// `EtcdMemberDown`: the member down.
+    /// `EtcdMemberDown`: the member down.
     #[arg(long)]
     member: Option<String>,
     /// `MachineBootsLate`: how much later the machines' Nodes register (`2m`).

@@ -44,6 +44,8 @@ pub struct RequestFault {
 pub enum StorageAlarm {
     /// etcd refuses what would write a key: creates, updates and patches fail.
     NoSpace,
+    /// etcd has lost its quorum: nothing is agreed on, so writes time out.
+    NoQuorum,
     /// etcd refuses every request.
     Corrupt,
 }
@@ -59,7 +61,13 @@ impl StorageAlarm {
             {
                 "etcdserver: mvcc: database space exceeded"
             }
-            StorageAlarm::NoSpace => return None,
+            StorageAlarm::NoQuorum
+                if [http::Method::POST, http::Method::PUT, http::Method::PATCH]
+                    .contains(method) =>
+            {
+                "etcdserver: request timed out"
+            }
+            StorageAlarm::NoSpace | StorageAlarm::NoQuorum => return None,
             StorageAlarm::Corrupt => "etcdserver: corrupt cluster",
         };
         Some(error_response(&ApiError::storage(message)))

@@ -414,3 +414,35 @@ def test_a_deleted_node_is_seen_by_its_health_check_and_its_machine_replaced(fau
     assert f"node/{fresh['status']['nodeRef']['name']}" in listed.stdout.split()
     assert f"node/{node}" not in listed.stdout.split()
     faulty.kubectl("-n", fns, "delete", "fault", "gone", "--wait=true", "--timeout=30s")
+
+
+def test_etcd_members_down_are_seen_by_etcdctl_and_the_control_plane_until_the_faults_go(faulty, fns, tmp_path):
+    in_memory_cluster(faulty, fns, "e1", tmp_path, workers=0, control_planes=3)
+    etcdctl = etcd_client(faulty, fns, "e1", tmp_path)
+    env = {**os.environ, "ETCDCTL_API": "3"}
+
+    def run(*args):
+        return subprocess.run([*etcdctl, *args], capture_output=True, text=True, timeout=30, env=env)
+
+    first, second, _ = [m["status"]["nodeRef"]["name"] for m in machines(faulty, fns, "e1", control_plane=True)]
+    assert fault(faulty, fns, "one", {"clusterName": "e1", "type": "EtcdMemberDown",
+                                      "params": {"member": first}}).returncode == 0
+    # One of three down: a majority leads on; the control plane names the member it cannot reach.
+    unhealthy = wait_for(lambda: (lambda c: c if c and c["status"] == "False" else None)(etcd_health(faulty, fns, "e1")),
+                         30, what="the control plane's etcd not healthy")
+    assert f"Failed to connect to the etcd Pod on the {first} Node: connection refused" in unhealthy["message"], unhealthy
+    assert run("put", "k", "v").returncode == 0
+    listed = json.loads(run("member", "list", "-w", "json").stdout)
+    assert sorted(m["name"] for m in listed["members"]) == sorted([first, second, _])
+
+    # Two of three down: no quorum, no leader.
+    assert fault(faulty, fns, "two", {"clusterName": "e1", "type": "EtcdMemberDown",
+                                      "params": {"member": second}}).returncode == 0
+    refused = wait_for(lambda: (lambda o: o if o.returncode != 0 else None)(run("put", "k", "v2")), 30,
+                       what="etcd without a leader")
+    assert "etcdserver: no leader" in refused.stderr, refused.stderr
+
+    for name in ("two", "one"):
+        faulty.kubectl("-n", fns, "delete", "fault", name, "--wait=true", "--timeout=30s")
+    assert run("put", "k", "v3").returncode == 0
+    wait_for(lambda: etcd_health(faulty, fns, "e1")["status"] == "True", 30, what="etcd healthy again")

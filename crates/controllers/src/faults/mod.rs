@@ -254,6 +254,11 @@ fn effect(spec: &FaultSpec) -> Result<ClusterFault, String> {
             let node = node.ok_or("a NodeNotReady fault needs params.node")?;
             fault.stopped_kubelets.insert(node);
         }
+        "EtcdMemberDown" => {
+            let member = params.member.filter(|m| !m.is_empty());
+            let member = member.ok_or("an EtcdMemberDown fault needs params.member")?;
+            fault.etcd_members_down.insert(member);
+        }
         "NodeDeleted" => {
             let node = params.node.filter(|n| !n.is_empty());
             let node = node.ok_or("a NodeDeleted fault needs params.node")?;
@@ -447,6 +452,20 @@ mod tests {
             }]))
         );
         assert!(effect(&spec("EtcdAlarm", FaultParams::default())).is_err());
+    }
+
+    #[test]
+    fn an_etcd_member_down_is_named() {
+        let one = FaultParams {
+            member: Some("c1-cp-0".into()),
+            ..FaultParams::default()
+        };
+        assert_eq!(
+            effect(&spec("EtcdMemberDown", one)).map(|f| f.etcd_members_down),
+            Ok(BTreeSet::from(["c1-cp-0".to_string()]))
+        );
+        assert!(effect(&spec("EtcdMemberDown", FaultParams::default()))
+            .is_err_and(|e| e.contains("params.member")));
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub const GROUP: &str = "sim.infrasim.dev";
      "message": "a NodeNotReady fault needs params.node"},
     {"rule": "self.type != 'NodeDeleted' || (has(self.params) && has(self.params.node))",
      "message": "a NodeDeleted fault needs params.node"},
+    {"rule": "self.type != 'EtcdMemberDown' || (has(self.params) && has(self.params.member))",
+     "message": "an EtcdMemberDown fault needs params.member"},
     {"rule": "self.type != 'EtcdAlarm' || (has(self.params) && has(self.params.alarm))",
      "message": "an EtcdAlarm fault needs params.alarm"},
     {"rule": "self.type != 'MachineBootsLate' || (has(self.params) && has(self.params.delay))",
@@ -80,6 +82,10 @@ pub struct FaultSpec {
     /// when not given), as `etcdctl alarm list` shows it; under NOSPACE etcd refuses writes
     /// ("mvcc: database space exceeded"), under CORRUPT every request. `APIDown`: the
     /// cluster's endpoint refuses connections, as when all its API servers are down.
+    /// `EtcdMemberDown`: the etcd of member `params.member` stops: it answers nothing (a
+    /// port-forward to its pod is refused), leadership moves off it while a majority of the
+    /// members is up; two Faults that bring a majority down leave etcd without a leader
+    /// ("etcdserver: no leader") and the API server's writes time out.
     /// `MachineNeverBoots`: the machines whose boot starts while the fault is in force get
     /// their VM (a provider ID) but never a Node, so they stay `Provisioned` until
     /// something (a MachineHealthCheck's `nodeStartupTimeout`) replaces them; they never
@@ -88,7 +94,8 @@ pub struct FaultSpec {
     /// annotation `sim.infrasim.dev/boot` (`never`, or the time it boots at).
     #[serde(rename = "type")]
     #[schemars(extend("enum" = ["APILatency", "APIErrors", "APIDown", "NodeNotReady", "NodeDeleted",
-                                "EtcdAlarm", "MachineNeverBoots", "MachineBootsLate"]))]
+                                "EtcdAlarm", "EtcdMemberDown", "MachineNeverBoots",
+                                "MachineBootsLate"]))]
     pub type_: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<FaultParams>,
@@ -128,7 +135,7 @@ pub struct FaultParams {
     #[schemars(extend("enum" = ["NOSPACE", "CORRUPT"]))]
     pub alarm: Option<String>,
     /// `EtcdAlarm`: the member (a control-plane machine's name) it is raised on; every
-    /// member when not given.
+    /// member when not given. `EtcdMemberDown`: the member down.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member: Option<String>,
     /// `MachineBootsLate`: how much later the machines' Nodes register (a Go duration).

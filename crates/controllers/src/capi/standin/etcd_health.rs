@@ -1,6 +1,6 @@
 //! What the control plane's `EtcdClusterHealthy` reads of its etcd: the alarms its members
-//! report, per control-plane Machine, as upstream's KubeadmControlPlane reads them from each
-//! member ("Etcd member reports alarms: NOSPACE").
+//! report and the members that do not answer, per control-plane Machine, as upstream's
+//! KubeadmControlPlane reads them from each member ("Etcd member reports alarms: NOSPACE").
 //!
 //! A cluster this process hosts is read in place (its `EtcdCluster`), as the Node cache
 //! reads Nodes: a connection per cluster per reconcile would cost ten thousand clusters
@@ -17,9 +17,9 @@ use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 use std::sync::Arc;
 
-/// One line per control-plane Machine whose etcd member reports alarms, as upstream writes
-/// them into `EtcdClusterHealthy`'s message; empty when none does or the cluster is not
-/// hosted here.
+/// One line per control-plane Machine whose etcd member reports alarms or does not answer
+/// (it is down), as upstream writes them into `EtcdClusterHealthy`'s message; empty when
+/// all is well or the cluster is not hosted here.
 pub fn alarm_report(
     cloud: &Cloud,
     namespace: &str,
@@ -29,7 +29,20 @@ pub fn alarm_report(
     let Some(etcd) = cloud.etcd(&cloud_key(cluster, namespace)) else {
         return Vec::new();
     };
-    report(&etcd.membership(), machines)
+    let mut lines = report(&etcd.membership(), machines);
+    for machine in machines {
+        let Some(node) = machine.status.as_ref().and_then(|s| s.node_ref.as_ref()) else {
+            continue;
+        };
+        if etcd.member_down(&node.name) {
+            lines.push(format!(
+                "* Machine {}: Failed to connect to the etcd Pod on the {} Node: connection refused",
+                machine.name_any(),
+                node.name
+            ));
+        }
+    }
+    lines
 }
 
 fn report(membership: &MembershipImage, machines: &[Machine]) -> Vec<String> {
