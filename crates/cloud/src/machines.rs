@@ -638,7 +638,8 @@ impl Runtime {
             (m.machine.clone(), m.done)
         };
         let now = self.now();
-        for step in (NODE_PHASE..8).filter(|s| done & (1 << s) != 0) {
+        let steps = NODE_PHASE..bootstrap::CONTROL_PLANE_PHASES.len();
+        for step in steps.filter(|s| done & (1 << s) != 0) {
             let objects =
                 bootstrap::machine_phase(&self.shape, self.cluster_index, &machine, step, &now);
             bootstrap::write_phase(&self.writer(), objects);

@@ -35,25 +35,31 @@ fn unreachable_taints(node: &Node) -> Vec<String> {
         .collect()
 }
 
+/// A cloud on a fake clock (which decides when grace periods and tolerations are over) with
+/// cluster `name` of one control-plane machine and one worker, its endpoint in `ports`.
+async fn one_worker(
+    name: &str,
+    ports: std::ops::RangeInclusive<u16>,
+) -> (FakeClock, Cloud, infrasim_cloud::ClusterInfo) {
+    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+    let config = CloudConfig {
+        ports,
+        ..CloudConfig::default()
+    };
+    let cloud = Cloud::with_clock(config, Arc::new(clock.clone()));
+    let shape = ClusterShape {
+        name: name.into(),
+        control_planes: 1,
+        workers: 1,
+        ..ClusterShape::default()
+    };
+    let info = cloud.create_cluster(shape).await.unwrap();
+    (clock, cloud, info)
+}
+
 #[tokio::test]
 async fn a_stopped_kubelet_makes_its_node_unknown_after_the_grace_period_and_back() {
-    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
-    let cloud = Cloud::with_clock(
-        CloudConfig {
-            ports: 23725..=23730,
-            ..CloudConfig::default()
-        },
-        Arc::new(clock.clone()),
-    );
-    let info = cloud
-        .create_cluster(ClusterShape {
-            name: "nl".into(),
-            control_planes: 1,
-            workers: 1,
-            ..ClusterShape::default()
-        })
-        .await
-        .unwrap();
+    let (clock, cloud, info) = one_worker("nl", 23725..=23730).await;
     let nodes: Api<Node> = Api::all(client(&info.kubeconfig).await);
     let worker = "nl-worker-0";
     assert_eq!(ready(&nodes.get(worker).await.unwrap()).0, "True");
@@ -119,23 +125,7 @@ fn bound_pod(name: &str, node: &str, seconds: Option<i64>) -> Pod {
 
 #[tokio::test]
 async fn an_unreachable_nodes_pods_turn_not_ready_and_go_when_their_toleration_ends() {
-    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
-    let cloud = Cloud::with_clock(
-        CloudConfig {
-            ports: 23746..=23752,
-            ..CloudConfig::default()
-        },
-        Arc::new(clock.clone()),
-    );
-    let info = cloud
-        .create_cluster(ClusterShape {
-            name: "ev".into(),
-            control_planes: 1,
-            workers: 1,
-            ..ClusterShape::default()
-        })
-        .await
-        .unwrap();
+    let (clock, cloud, info) = one_worker("ev", 23746..=23752).await;
     let client = client(&info.kubeconfig).await;
     let pods: Api<Pod> = Api::namespaced(client, "default");
     let worker = "ev-worker-0";
@@ -192,23 +182,7 @@ async fn an_unreachable_nodes_pods_turn_not_ready_and_go_when_their_toleration_e
 
 #[tokio::test]
 async fn a_deleted_node_stays_gone_with_its_pods_until_its_kubelet_registers_it_again() {
-    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
-    let cloud = Cloud::with_clock(
-        CloudConfig {
-            ports: 23753..=23758,
-            ..CloudConfig::default()
-        },
-        Arc::new(clock.clone()),
-    );
-    let info = cloud
-        .create_cluster(ClusterShape {
-            name: "nd".into(),
-            control_planes: 1,
-            workers: 1,
-            ..ClusterShape::default()
-        })
-        .await
-        .unwrap();
+    let (clock, cloud, info) = one_worker("nd", 23753..=23758).await;
     let client = client(&info.kubeconfig).await;
     let nodes: Api<Node> = Api::all(client.clone());
     let system: Api<Pod> = Api::namespaced(client, "kube-system");

@@ -54,21 +54,12 @@ impl StorageAlarm {
     /// etcd's error, which kube-apiserver answers as it is (a `Status` of code 500 without
     /// a reason), as clients print it: "etcdserver: mvcc: database space exceeded".
     fn refusal(self, method: &http::Method) -> Option<Response<Body>> {
+        let writes = [http::Method::POST, http::Method::PUT, http::Method::PATCH].contains(method);
         let message = match self {
-            StorageAlarm::NoSpace
-                if [http::Method::POST, http::Method::PUT, http::Method::PATCH]
-                    .contains(method) =>
-            {
-                "etcdserver: mvcc: database space exceeded"
-            }
-            StorageAlarm::NoQuorum
-                if [http::Method::POST, http::Method::PUT, http::Method::PATCH]
-                    .contains(method) =>
-            {
-                "etcdserver: request timed out"
-            }
-            StorageAlarm::NoSpace | StorageAlarm::NoQuorum => return None,
             StorageAlarm::Corrupt => "etcdserver: corrupt cluster",
+            _ if !writes => return None,
+            StorageAlarm::NoSpace => "etcdserver: mvcc: database space exceeded",
+            StorageAlarm::NoQuorum => "etcdserver: request timed out",
         };
         Some(error_response(&ApiError::storage(message)))
     }

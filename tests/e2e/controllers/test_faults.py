@@ -224,6 +224,14 @@ def etcd_client(plane, ns, cluster, tmp_path):
             f"--key={d / 'client.key'}", "--command-timeout=10s"]
 
 
+def etcdctl_of(plane, ns, cluster, tmp_path):
+    """etcdctl (v3 API) against the cluster's etcd, with `etcd_client`'s credentials: a
+    function of etcdctl's arguments answering the finished process."""
+    args = etcd_client(plane, ns, cluster, tmp_path)
+    env = {**os.environ, "ETCDCTL_API": "3"}
+    return lambda *more: subprocess.run([*args, *more], capture_output=True, text=True, timeout=30, env=env)
+
+
 def yaml_server(plane, ns, cluster):
     secret = json.loads(plane.kubectl("-n", ns, "get", "secret", f"{cluster}-kubeconfig", "-o", "json").stdout)
     text = base64.b64decode(secret["data"]["value"]).decode()
@@ -239,11 +247,7 @@ def etcd_health(plane, ns, cluster):
 
 def test_an_etcd_alarm_is_listed_by_etcdctl_and_refuses_writes_until_the_fault_is_gone(faulty, fns, tmp_path):
     kubeconfig = in_memory_cluster(faulty, fns, "a1", tmp_path, workers=0)
-    etcdctl = etcd_client(faulty, fns, "a1", tmp_path)
-    env = {**os.environ, "ETCDCTL_API": "3"}
-
-    def run(*args):
-        return subprocess.run([*etcdctl, *args], capture_output=True, text=True, timeout=30, env=env)
+    run = etcdctl_of(faulty, fns, "a1", tmp_path)
 
     assert run("put", "k", "v").returncode == 0
     assert fault(faulty, fns, "full", {"clusterName": "a1", "type": "EtcdAlarm",
@@ -312,19 +316,33 @@ def infra_machine(plane, ns, machine):
     return get(plane, ns, ref["kind"].lower(), ref["name"])
 
 
+def a_worker_under(plane, ns, cluster, name, spec):
+    """Puts Fault `name` (`spec`, on `cluster`) in force, then asks the cluster's topology for
+    a worker: the worker is made while the fault holds."""
+    assert fault(plane, ns, name, {"clusterName": cluster, **spec}).returncode == 0
+    wait_for(lambda: status(plane, ns, name).get("clusters") == [cluster], 30, what="the fault in force")
+    scale = [{"op": "replace", "path": "/spec/topology/workers/machineDeployments/0/replicas", "value": 1}]
+    plane.kubectl("-n", ns, "patch", "cluster", cluster, "--type", "json", "-p", json.dumps(scale))
+
+
+def worker_boot(plane, ns, cluster):
+    """The cluster's first worker Machine, its infrastructure machine and the boot a fault
+    wrote on it (`sim.infrasim.dev/boot`); Nones while there is no worker."""
+    ms = machines(plane, ns, cluster, control_plane=False)
+    infra = ms and infra_machine(plane, ns, ms[0])
+    if not infra:
+        return None, None, None
+    return ms[0], infra, infra["metadata"].get("annotations", {}).get("sim.infrasim.dev/boot")
+
+
 def test_a_machine_that_never_boots_stays_provisioned_until_its_health_check_replaces_it(faulty, fns, tmp_path):
     fast_checks_class(faulty, fns)
     in_memory_cluster(faulty, fns, "b1", tmp_path, workers=0)
-    assert fault(faulty, fns, "stuck", {"clusterName": "b1", "type": "MachineNeverBoots"}).returncode == 0
-    wait_for(lambda: status(faulty, fns, "stuck").get("clusters") == ["b1"], 30, what="the fault in force")
-    scale = [{"op": "replace", "path": "/spec/topology/workers/machineDeployments/0/replicas", "value": 1}]
-    faulty.kubectl("-n", fns, "patch", "cluster", "b1", "--type", "json", "-p", json.dumps(scale))
+    a_worker_under(faulty, fns, "b1", "stuck", {"type": "MachineNeverBoots"})
 
     def held():
-        ms = machines(faulty, fns, "b1", control_plane=False)
-        infra = ms and infra_machine(faulty, fns, ms[0])
-        boot = infra and infra["metadata"].get("annotations", {}).get("sim.infrasim.dev/boot")
-        return (ms[0], infra) if boot == "never" and ms[0]["spec"].get("providerID") else None
+        stuck, infra, boot = worker_boot(faulty, fns, "b1")
+        return (stuck, infra) if boot == "never" and stuck["spec"].get("providerID") else None
     stuck, infra = wait_for(held, 60, interval=0.5, what="the worker's VM made, its boot held")
     # Deleting the fault does not boot a machine it held: that one never boots.
     faulty.kubectl("-n", fns, "delete", "fault", "stuck", "--wait=true", "--timeout=30s")
@@ -347,17 +365,9 @@ def test_a_machine_that_never_boots_stays_provisioned_until_its_health_check_rep
 
 def test_a_machine_that_boots_late_gets_its_node_after_the_delay(faulty, fns, tmp_path):
     in_memory_cluster(faulty, fns, "l1", tmp_path, workers=0)
-    assert fault(faulty, fns, "slow", {"clusterName": "l1", "type": "MachineBootsLate",
-                                       "params": {"delay": "8s"}}).returncode == 0
-    wait_for(lambda: status(faulty, fns, "slow").get("clusters") == ["l1"], 30, what="the fault in force")
-    scale = [{"op": "replace", "path": "/spec/topology/workers/machineDeployments/0/replicas", "value": 1}]
-    faulty.kubectl("-n", fns, "patch", "cluster", "l1", "--type", "json", "-p", json.dumps(scale))
-
-    def annotated():
-        ms = machines(faulty, fns, "l1", control_plane=False)
-        infra = ms and infra_machine(faulty, fns, ms[0])
-        return infra and infra["metadata"].get("annotations", {}).get("sim.infrasim.dev/boot")
-    boots_at = wait_for(annotated, 60, interval=0.2, what="the worker's boot put off")
+    a_worker_under(faulty, fns, "l1", "slow", {"type": "MachineBootsLate", "params": {"delay": "8s"}})
+    boots_at = wait_for(lambda: worker_boot(faulty, fns, "l1")[2], 60, interval=0.2,
+                        what="the worker's boot put off")
     held = machines(faulty, fns, "l1", control_plane=False)[0]
     assert not held["status"].get("nodeRef"), "no Node before the time it boots at"
     booted = wait_for(lambda: (lambda ms: ms[0] if ms and ms[0]["status"].get("nodeRef") else None)(
@@ -418,11 +428,7 @@ def test_a_deleted_node_is_seen_by_its_health_check_and_its_machine_replaced(fau
 
 def test_etcd_members_down_are_seen_by_etcdctl_and_the_control_plane_until_the_faults_go(faulty, fns, tmp_path):
     in_memory_cluster(faulty, fns, "e1", tmp_path, workers=0, control_planes=3)
-    etcdctl = etcd_client(faulty, fns, "e1", tmp_path)
-    env = {**os.environ, "ETCDCTL_API": "3"}
-
-    def run(*args):
-        return subprocess.run([*etcdctl, *args], capture_output=True, text=True, timeout=30, env=env)
+    run = etcdctl_of(faulty, fns, "e1", tmp_path)
 
     first, second, _ = [m["status"]["nodeRef"]["name"] for m in machines(faulty, fns, "e1", control_plane=True)]
     assert fault(faulty, fns, "one", {"clusterName": "e1", "type": "EtcdMemberDown",

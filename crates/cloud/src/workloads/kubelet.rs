@@ -7,7 +7,7 @@
 
 use super::events::Source;
 use super::scheduler::set_condition;
-use super::{condition, Cluster, Obj, WorkloadConfig};
+use super::{condition, condition_true, pod_ready, with_ready, Cluster, Obj, WorkloadConfig};
 use chrono::{DateTime, Utc};
 use infrasim_kube_api::values::At;
 use serde_json::{json, Value};
@@ -633,37 +633,15 @@ pub(super) fn resume(c: &Cluster, node: &Obj) {
 /// Ready while it was away, and whose containers are ready: Ready again, as the kubelet's
 /// status sync writes them.
 fn ready_again(c: &Cluster, node: &str, now: &str) {
-    let condition_is = |pod: &Obj, ty: &str, status: &str| {
-        (pod.value.at("/status/conditions").and_then(Value::as_array))
-            .into_iter()
-            .flatten()
-            .any(|k| {
-                k.get("type").and_then(Value::as_str) == Some(ty)
-                    && k.get("status").and_then(Value::as_str) == Some(status)
-            })
-    };
     for pod in c.list("pods").iter() {
         if pod.str("/spec/nodeName") != node
             || pod.deleting()
-            || !condition_is(pod, "Ready", "False")
-            || !condition_is(pod, "ContainersReady", "True")
+            || pod_ready(pod)
+            || !condition_true(&pod.value, "ContainersReady")
         {
             continue;
         }
-        let mut next = Value::clone(&pod.value);
-        if let Some(list) = next
-            .pointer_mut("/status/conditions")
-            .and_then(Value::as_array_mut)
-        {
-            for k in list
-                .iter_mut()
-                .filter(|k| k.get("type").and_then(Value::as_str) == Some("Ready"))
-            {
-                k["status"] = json!("True");
-                k["lastTransitionTime"] = json!(now);
-            }
-        }
-        c.kubelet_status(node, "pods", next, pod);
+        c.kubelet_status(node, "pods", with_ready(pod, true, now), pod);
     }
 }
 

@@ -627,6 +627,22 @@ pub(crate) fn pod_ready(pod: &Obj) -> bool {
     condition_true(&pod.value, "Ready")
 }
 
+/// The pod with its `Ready` condition switched to `ready` at `now`, the rest of it kept: what
+/// the node lifecycle controller writes of a pod on a lost node, and its kubelet when back.
+pub(crate) fn with_ready(pod: &Obj, ready: bool, now: &str) -> Value {
+    let mut next = Value::clone(&pod.value);
+    let conditions = next
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut);
+    for k in conditions.into_iter().flatten() {
+        if k.get("type").and_then(Value::as_str) == Some("Ready") {
+            k["status"] = json!(if ready { "True" } else { "False" });
+            k["lastTransitionTime"] = json!(now);
+        }
+    }
+    next
+}
+
 /// Builds a pod from a workload's template, owned by the workload.
 pub(crate) fn pod_from_template(
     template: &Value,

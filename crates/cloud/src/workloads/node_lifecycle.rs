@@ -17,7 +17,7 @@
 //! kubelets run costs one set lookup per node.
 
 use super::kubelet::KUBELET_CONDITIONS;
-use super::{condition, Cluster, Obj};
+use super::{condition, pod_ready, with_ready, Cluster, Obj};
 use infrasim_kube_api::values::At;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -70,8 +70,9 @@ pub(super) fn reconcile(c: &Cluster) {
                 _ if ready != "Unknown" => mark_unknown(c, node),
                 _ if !tainted => taint(c, node, now),
                 _ => {
-                    mark_pods_not_ready(c, node.name());
-                    evict_untolerating(c, node, now);
+                    let pods = pods_on(c, node.name());
+                    mark_pods_not_ready(c, &pods);
+                    evict_untolerating(c, node, &pods, now);
                 }
             }
         } else if ready == "Unknown" {
@@ -216,39 +217,20 @@ fn pods_on(c: &Cluster, node: &str) -> Vec<Obj> {
         .collect()
 }
 
-/// Each pod on the node whose `Ready` condition is true gets it false, the rest of it kept,
-/// as the node lifecycle controller's `MarkPodsNotReady` writes it.
-fn mark_pods_not_ready(c: &Cluster, node: &str) {
+/// Each of the node's `pods` whose `Ready` condition is true gets it false, the rest of it
+/// kept, as the node lifecycle controller's `MarkPodsNotReady` writes it.
+fn mark_pods_not_ready(c: &Cluster, pods: &[Obj]) {
     let now = infrasim_store::format_time(c.now());
-    for pod in pods_on(c, node) {
-        let Some(conditions) = pod.value.at("/status/conditions").and_then(Value::as_array) else {
-            continue;
-        };
-        let is_ready = |k: &Value| k.get("type").and_then(Value::as_str) == Some("Ready");
-        if !conditions
-            .iter()
-            .any(|k| is_ready(k) && k.get("status").and_then(Value::as_str) == Some("True"))
-        {
-            continue;
-        }
-        let mut status = pod
-            .value
-            .get("status")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        if let Some(list) = status.get_mut("conditions").and_then(Value::as_array_mut) {
-            for k in list.iter_mut().filter(|k| is_ready(k)) {
-                k["status"] = json!("False");
-                k["lastTransitionTime"] = json!(now);
-            }
-        }
-        c.set_status_as("node-controller", "pods", &pod, status);
+    for pod in pods.iter().filter(|p| pod_ready(p)) {
+        let mut next = with_ready(pod, false, &now);
+        let status = next["status"].take();
+        c.set_status_as("node-controller", "pods", pod, status);
     }
 }
 
 /// The taint manager: deletes the node's pods that do not tolerate its unreachable
 /// `NoExecute` taint, or whose toleration has run out; wakes at the next one to run out.
-fn evict_untolerating(c: &Cluster, node: &Obj, now: chrono::DateTime<chrono::Utc>) {
+fn evict_untolerating(c: &Cluster, node: &Obj, pods: &[Obj], now: chrono::DateTime<chrono::Utc>) {
     let Some(added) = (node.value.at("/spec/taints").and_then(Value::as_array))
         .into_iter()
         .flatten()
@@ -262,8 +244,8 @@ fn evict_untolerating(c: &Cluster, node: &Obj, now: chrono::DateTime<chrono::Utc
     else {
         return;
     };
-    for pod in pods_on(c, node.name()) {
-        match tolerated_for(&pod) {
+    for pod in pods {
+        match tolerated_for(pod) {
             Tolerated::Forever => {}
             Tolerated::For(seconds) if now < added + seconds => c.wake_at(added + seconds),
             _ => {

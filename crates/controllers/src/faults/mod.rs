@@ -250,18 +250,15 @@ fn effect(spec: &FaultSpec) -> Result<ClusterFault, String> {
             fault.etcd_alarms.insert(EtcdAlarm { member, alarm });
         }
         "NodeNotReady" => {
-            let node = params.node.filter(|n| !n.is_empty());
-            let node = node.ok_or("a NodeNotReady fault needs params.node")?;
+            let node = named(params.node, "a NodeNotReady fault needs params.node")?;
             fault.stopped_kubelets.insert(node);
         }
         "EtcdMemberDown" => {
-            let member = params.member.filter(|m| !m.is_empty());
-            let member = member.ok_or("an EtcdMemberDown fault needs params.member")?;
+            let member = named(params.member, "an EtcdMemberDown fault needs params.member")?;
             fault.etcd_members_down.insert(member);
         }
         "NodeDeleted" => {
-            let node = params.node.filter(|n| !n.is_empty());
-            let node = node.ok_or("a NodeDeleted fault needs params.node")?;
+            let node = named(params.node, "a NodeDeleted fault needs params.node")?;
             fault.deleted_nodes.insert(node);
         }
         "MachineNeverBoots" => fault.boot = Some(BootFault::Never),
@@ -276,6 +273,13 @@ fn effect(spec: &FaultSpec) -> Result<ClusterFault, String> {
         _ => fault.requests = Some(request_fault(spec)?),
     }
     Ok(fault)
+}
+
+/// A name a fault type needs (a node, a member), or `missing` as the reason it cannot apply.
+fn named(value: Option<String>, missing: &str) -> Result<String, String> {
+    value
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| missing.to_string())
 }
 
 /// What a Fault's spec does to an API server's requests, or why it cannot be applied.

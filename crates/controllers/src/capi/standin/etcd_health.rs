@@ -29,31 +29,28 @@ pub fn alarm_report(
     let Some(etcd) = cloud.etcd(&cloud_key(cluster, namespace)) else {
         return Vec::new();
     };
-    let mut lines = report(&etcd.membership(), machines);
-    for machine in machines {
-        let Some(node) = machine.status.as_ref().and_then(|s| s.node_ref.as_ref()) else {
-            continue;
-        };
-        if etcd.member_down(&node.name) {
-            lines.push(format!(
-                "* Machine {}: Failed to connect to the etcd Pod on the {} Node: connection refused",
-                machine.name_any(),
-                node.name
-            ));
-        }
-    }
-    lines
+    report(&etcd.membership(), machines, |node| etcd.member_down(node))
 }
 
-fn report(membership: &MembershipImage, machines: &[Machine]) -> Vec<String> {
-    if membership.alarms.is_empty() {
-        return Vec::new();
-    }
+/// The lines of [`alarm_report`] from the membership and which members are `down`, by name.
+fn report(
+    membership: &MembershipImage,
+    machines: &[Machine],
+    down: impl Fn(&str) -> bool,
+) -> Vec<String> {
     let mut lines = Vec::new();
     for machine in machines {
         let Some(node) = machine.status.as_ref().and_then(|s| s.node_ref.as_ref()) else {
             continue;
         };
+        if down(&node.name) {
+            lines.push(format!(
+                "* Machine {}: Failed to connect to the etcd Pod on the {} Node: connection refused",
+                machine.name_any(),
+                node.name
+            ));
+            continue;
+        }
         let Some(member) = membership.members.iter().find(|m| m.name == node.name) else {
             continue;
         };
@@ -150,7 +147,7 @@ mod tests {
             machine("m4", None),
         ];
         assert_eq!(
-            report(&membership, &machines),
+            report(&membership, &machines, |_| false),
             [
                 "* Machine m1: Etcd member reports alarms: NOSPACE, CORRUPT",
                 "* Machine m3: Etcd member reports alarms: NOSPACE",
@@ -160,6 +157,6 @@ mod tests {
             alarms: Vec::new(),
             ..membership
         };
-        assert!(report(&quiet, &machines).is_empty());
+        assert!(report(&quiet, &machines, |_| false).is_empty());
     }
 }
