@@ -9,6 +9,7 @@
 use crate::machines::{Runtime, RuntimeConfig};
 use crate::pki::ClusterPki;
 use crate::records::{ClusterRecord, EtcdKeeper, Kept, MachineRecord};
+use crate::serving::ServingCertificates;
 use crate::{etcd, sni, workloads, Cloud, CloudError, ClusterInfo, ClusterShape, Running};
 use crate::{node_names, MachineBehaviour};
 use futures::future::BoxFuture;
@@ -137,6 +138,9 @@ pub(crate) fn group_name(cluster: &str) -> String {
 struct Certificates {
     serving: KeyedCert,
     admin: KeyedCert,
+    /// The serving certificate's names, for the certificates re-issued from it.
+    dns: Vec<String>,
+    ips: Vec<IpAddr>,
 }
 
 impl Certificates {
@@ -164,6 +168,8 @@ impl Certificates {
             admin: pki
                 .ca
                 .client_cert("kubernetes-admin", &["system:masters"])?,
+            dns,
+            ips,
         })
     }
 }
@@ -326,6 +332,14 @@ impl Cloud {
         }));
         server.set_sidecar(etcd::sidecar(&etcd, &pki.etcd_ca.cert_pem))?;
         let tls = server.tls_config(&certs.serving)?;
+        let serving = Arc::new(ServingCertificates::new(
+            pki.ca.clone(),
+            certs.dns.clone(),
+            certs.ips.clone(),
+            &certs.serving,
+            tls.clone(),
+        )?);
+        serving.set_expiring(faults.expiring_certificates.clone());
         let listener = pending.take_listener()?;
         // Nothing fails from here on.
         server.set_port_forwarder(crate::portforward::forwarder(crate::portforward::Targets {
@@ -333,7 +347,7 @@ impl Cloud {
             etcd: etcd.clone(),
             etcd_ca: pki.etcd_ca.clone(),
             server: server.downgrade(),
-            api_tls: tls.clone(),
+            serving: serving.clone(),
         }));
         let config = RuntimeConfig {
             shape: shape.clone(),
@@ -347,6 +361,7 @@ impl Cloud {
             endpoint,
             ca_pem: pki.ca.cert_pem.clone(),
             etcd,
+            serving,
             records: self.records.clone(),
             record,
         };

@@ -7,6 +7,7 @@
 //! cluster add up and deleting one leaves the other's in force.
 
 use crate::EtcdAlarm;
+use chrono::{DateTime, Utc};
 use infrasim_etcd_sim::pb::etcdserverpb::AlarmType;
 use infrasim_kube_api::faults::{RequestFault, StorageAlarm};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -30,6 +31,9 @@ pub struct ClusterFault {
     pub endpoint_down: bool,
     /// How the machines that start booting while the fault is in force boot.
     pub boot: Option<BootFault>,
+    /// The control-plane nodes whose API server's serving certificate is re-issued to expire
+    /// at a time (`""`: every control-plane node's).
+    pub expiring_certificates: BTreeMap<String, DateTime<Utc>>,
 }
 
 /// How a machine boots under a fault: its VM is made, but its operating system does not come
@@ -81,7 +85,8 @@ impl ClusterFault {
 
     /// All of `faults` together: their latencies added, the largest error fraction (with
     /// its code), every stopped kubelet and alarm, the endpoint down if any holds it, and
-    /// the worst boot (never over late, the latest of the lates).
+    /// the worst boot (never over late, the latest of the lates), and each certificate's
+    /// soonest expiry.
     pub fn combine<'a>(faults: impl IntoIterator<Item = &'a ClusterFault>) -> ClusterFault {
         let mut all = ClusterFault::default();
         let mut latency = Duration::ZERO;
@@ -104,6 +109,13 @@ impl ClusterFault {
             all.etcd_alarms.extend(f.etcd_alarms.iter().cloned());
             all.endpoint_down |= f.endpoint_down;
             all.boot = all.boot.max(f.boot);
+            for (node, until) in &f.expiring_certificates {
+                let soonest = all
+                    .expiring_certificates
+                    .entry(node.clone())
+                    .or_insert(*until);
+                *soonest = (*soonest).min(*until);
+            }
         }
         if any_requests {
             all.requests = Some(RequestFault {
@@ -247,5 +259,23 @@ mod tests {
             Some(BootFault::Never)
         );
         assert_eq!(worst(&[]), None);
+    }
+
+    #[test]
+    fn the_soonest_expiry_of_a_certificate_wins() {
+        let at = |s| DateTime::from_timestamp(s, 0).expect("a time");
+        let expiring = |node: &str, s| ClusterFault {
+            expiring_certificates: BTreeMap::from([(node.to_string(), at(s))]),
+            ..ClusterFault::default()
+        };
+        let all = ClusterFault::combine(&[
+            expiring("cp-1", 2_000),
+            expiring("cp-1", 1_000),
+            expiring("", 3_000),
+        ]);
+        assert_eq!(
+            all.expiring_certificates,
+            BTreeMap::from([("cp-1".to_string(), at(1_000)), (String::new(), at(3_000))])
+        );
     }
 }

@@ -37,6 +37,7 @@ mod machines;
 mod pki;
 pub mod portforward;
 mod records;
+mod serving;
 mod sni;
 pub mod workloads;
 
@@ -483,6 +484,9 @@ impl Cloud {
             runtime.register_node(node);
         }
         runtime.set_endpoint_down(now.endpoint_down);
+        runtime
+            .serving
+            .set_expiring(now.expiring_certificates.clone());
         for gone in before.etcd_alarms.difference(&now.etcd_alarms) {
             runtime
                 .etcd
@@ -515,6 +519,17 @@ impl Cloud {
     /// cache follows Nodes here rather than holding a watch connection per cluster).
     pub fn group(&self, name: &str) -> Option<Arc<infrasim_store::Group>> {
         self.with_cluster(name, |r| r.runtime.group.clone())
+    }
+
+    /// When the serving certificate of `node`'s API server in cluster `name` expires (what
+    /// KubeadmControlPlane reads into a Machine's `certificatesExpiryDate`); `None` when the
+    /// cluster does not run here.
+    pub fn api_server_certificate_expiry(
+        &self,
+        name: &str,
+        node: &str,
+    ) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.with_cluster(name, |r| r.runtime.serving.expiry(node))
     }
 
     /// A cluster's etcd (its members follow the control-plane machines).

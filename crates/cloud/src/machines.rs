@@ -13,6 +13,7 @@ use crate::bootstrap::{
     API_SERVER_PHASE, ETCD_PHASE, NODE_PHASE, STATIC_PODS,
 };
 use crate::records::{ClusterRecord, MachineRecord, Records};
+use crate::serving::ServingCertificates;
 use crate::sni::Router;
 use crate::{CloudError, ClusterShape};
 use infrasim_clock::SharedClock;
@@ -95,6 +96,8 @@ pub(crate) struct RuntimeConfig {
     pub ca_pem: String,
     /// The cluster's etcd, whose members follow the control-plane machines.
     pub etcd: EtcdCluster,
+    /// Its API servers' serving certificates, one per control-plane node.
+    pub serving: Arc<ServingCertificates>,
     /// Where the cluster's machines and progress are kept, and its record there.
     pub records: Records,
     pub record: ClusterRecord,
@@ -112,6 +115,7 @@ pub(crate) struct Runtime {
     pub endpoint: SocketAddr,
     pub ca_pem: String,
     pub etcd: EtcdCluster,
+    pub serving: Arc<ServingCertificates>,
     records: Records,
     state: Mutex<State>,
     api_up: watch::Sender<bool>,
@@ -139,6 +143,7 @@ impl Runtime {
             endpoint: config.endpoint,
             ca_pem: config.ca_pem,
             etcd: config.etcd,
+            serving: config.serving,
             records: config.records,
             state: Mutex::new(State {
                 reserved,

@@ -7,6 +7,7 @@
 //! with the reason, which travels on the port's error channel.
 
 use crate::etcd::{member_tls, CLIENT_PORT};
+use crate::serving::ServingCertificates;
 use infrasim_etcd_sim::{EtcdCluster, MemberService};
 use infrasim_kube_api::pki::CertificateAuthority;
 use infrasim_kube_api::portforward::{PodStream, PortForwarder};
@@ -30,7 +31,8 @@ pub(crate) struct Targets {
     pub etcd_ca: CertificateAuthority,
     /// Weak: the server holds this forwarder.
     pub server: WeakApiServer,
-    pub api_tls: Arc<rustls::ServerConfig>,
+    /// The API servers' serving certificates, per node.
+    pub serving: Arc<ServingCertificates>,
 }
 
 /// The cluster's port forwarder.
@@ -53,9 +55,10 @@ pub(crate) fn forwarder(targets: Targets) -> PortForwarder {
         };
         match (pod.split_once('-'), port) {
             (Some(("etcd", node)), CLIENT_PORT) => etcd(&targets, &configs, node, pod),
-            (Some(("kube", rest)), API_SERVER_PORT) if rest.starts_with("apiserver-") => {
-                api_server(&targets).ok_or_else(|| format!("pod {namespace}/{pod} is not running"))
-            }
+            (Some(("kube", rest)), API_SERVER_PORT) => match rest.strip_prefix("apiserver-") {
+                Some(node) => api_server(&targets, node),
+                None => nothing(),
+            },
             _ => nothing(),
         }
     })
@@ -98,10 +101,13 @@ fn etcd(
     Ok(Box::pin(client))
 }
 
-fn api_server(targets: &Targets) -> Option<Pin<Box<dyn PodStream>>> {
-    let api = targets.server.upgrade()?;
+/// The cluster's API server as `node`'s static pod serves it, with that node's certificate.
+fn api_server(targets: &Targets, node: &str) -> Result<Pin<Box<dyn PodStream>>, String> {
+    let not_running = || format!("pod kube-system/kube-apiserver-{node} is not running");
+    let api = targets.server.upgrade().ok_or_else(not_running)?;
+    let tls = targets.serving.tls(node, &targets.server)?;
     let (client, server) = tokio::io::duplex(STREAM_BUFFER);
-    let acceptor = tokio_rustls::TlsAcceptor::from(targets.api_tls.clone());
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     tokio::spawn(async move {
         let Ok(tls) = acceptor.accept(server).await else {
             return;
@@ -111,5 +117,5 @@ fn api_server(targets: &Targets) -> Option<Pin<Box<dyn PodStream>>> {
             tracing::debug!(error = %e, "port-forwarded API connection ended with an error");
         }
     });
-    Some(Box::pin(client))
+    Ok(Box::pin(client))
 }

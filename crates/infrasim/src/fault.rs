@@ -35,8 +35,8 @@ enum FaultCommand {
 #[derive(Debug, Args)]
 struct CreateArgs {
     name: String,
-    /// `APILatency`, `APIErrors`, `APIDown`, `NodeNotReady`, `NodeDeleted`, `EtcdAlarm`, `EtcdMemberDown`, `EtcdMemberDown`,
-    /// `MachineNeverBoots` or `MachineBootsLate`.
+    /// `APILatency`, `APIErrors`, `APIDown`, `NodeNotReady`, `NodeDeleted`, `EtcdAlarm`,
+    /// `EtcdMemberDown`, `MachineNeverBoots`, `MachineBootsLate` or `CertificateExpiring`.
     #[arg(long = "type")]
     type_: String,
     /// The Cluster to put it on (in the namespace).
@@ -61,7 +61,9 @@ struct CreateArgs {
     /// `APIErrors` with code 429: the Retry-After, in seconds.
     #[arg(long)]
     retry_after: Option<u64>,
-    /// `NodeNotReady`: the node whose kubelet stops; `NodeDeleted`: the node deleted.
+    /// `NodeNotReady`: the node whose kubelet stops; `NodeDeleted`: the node deleted;
+    /// `CertificateExpiring`: the control-plane node whose certificate expires (every one's
+    /// when not given).
     #[arg(long)]
     node: Option<String>,
     /// `EtcdAlarm`: `NOSPACE` or `CORRUPT`.
@@ -69,12 +71,14 @@ struct CreateArgs {
     alarm: Option<String>,
     /// `EtcdAlarm`: the etcd member (a control-plane machine); every member when not given.
     /// `EtcdMemberDown`: the member down.
-    /// `EtcdMemberDown`: the member down.
     #[arg(long)]
     member: Option<String>,
     /// `MachineBootsLate`: how much later the machines' Nodes register (`2m`).
     #[arg(long)]
     delay: Option<String>,
+    /// `CertificateExpiring`: how long after the fault starts the certificate expires (`480h`).
+    #[arg(long)]
+    expires_in: Option<String>,
     /// How long it lasts (`10m`); until deleted when not given.
     #[arg(long)]
     duration: Option<String>,
@@ -122,6 +126,7 @@ async fn create(api: &Api<Fault>, c: CreateArgs) -> anyhow::Result<()> {
         alarm: c.alarm,
         member: c.member,
         delay: c.delay,
+        expires_in: c.expires_in,
     };
     let spec = FaultSpec {
         cluster_name: c.cluster,

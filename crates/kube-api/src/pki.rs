@@ -64,6 +64,45 @@ fn time_now() -> time::OffsetDateTime {
     time::OffsetDateTime::now_utc()
 }
 
+/// What a serving certificate says besides its validity: its subject, names and usages.
+fn serving_params(
+    common_name: &str,
+    dns: &[String],
+    ips: &[IpAddr],
+) -> Result<CertificateParams, PkiError> {
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.distinguished_name = DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    for name in dns {
+        params
+            .subject_alt_names
+            .push(SanType::DnsName(name.clone().try_into()?));
+    }
+    for ip in ips {
+        params.subject_alt_names.push(SanType::IpAddress(*ip));
+    }
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    Ok(params)
+}
+
+/// When a certificate (PEM) expires.
+pub fn not_after(cert_pem: &str) -> Result<chrono::DateTime<chrono::Utc>, PkiError> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes())
+        .map_err(|e| PkiError::Invalid(format!("a certificate: {e}")))?;
+    let cert = pem
+        .parse_x509()
+        .map_err(|e| PkiError::Invalid(format!("a certificate: {e}")))?;
+    let end = cert.validity().not_after.timestamp();
+    chrono::DateTime::from_timestamp(end, 0)
+        .ok_or_else(|| PkiError::Invalid(format!("a certificate's expiry {end}")))
+}
+
 impl CertificateAuthority {
     /// A new self-signed CA named `common_name`, valid for ten years.
     pub fn generate(common_name: &str) -> Result<Self, PkiError> {
@@ -167,32 +206,32 @@ impl CertificateAuthority {
         Ok(request.signed_by(&self.issuer()?)?.pem())
     }
 
-    /// A serving certificate for the given DNS names and IP addresses.
+    /// A serving certificate for the given DNS names and IP addresses, valid for a year (as
+    /// kubeadm issues an API server's).
     pub fn serving_cert(
         &self,
         common_name: &str,
         dns: &[String],
         ips: &[IpAddr],
     ) -> Result<KeyedCert, PkiError> {
-        let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.distinguished_name = DistinguishedName::new();
-        params
-            .distinguished_name
-            .push(DnType::CommonName, common_name);
-        for name in dns {
-            params
-                .subject_alt_names
-                .push(SanType::DnsName(name.clone().try_into()?));
-        }
-        for ip in ips {
-            params.subject_alt_names.push(SanType::IpAddress(*ip));
-        }
-        params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let mut params = serving_params(common_name, dns, ips)?;
         validity(&mut params, 365);
+        self.sign(params)
+    }
+
+    /// [`Self::serving_cert`] re-issued to expire at `not_after` (what a renewal with a short
+    /// validity leaves behind), valid from an hour ago.
+    pub fn serving_cert_until(
+        &self,
+        common_name: &str,
+        dns: &[String],
+        ips: &[IpAddr],
+        not_after: chrono::DateTime<chrono::Utc>,
+    ) -> Result<KeyedCert, PkiError> {
+        let mut params = serving_params(common_name, dns, ips)?;
+        validity(&mut params, 0);
+        params.not_after = time::OffsetDateTime::from_unix_timestamp(not_after.timestamp())
+            .map_err(|e| PkiError::Invalid(format!("expiry {not_after}: {e}")))?;
         self.sign(params)
     }
 
@@ -369,5 +408,27 @@ pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     #[cfg(not(unix))]
     {
         std::fs::write(path, contents)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_serving_certificate_lasts_a_year_unless_reissued_to_expire_sooner() {
+        let ca = CertificateAuthority::generate("kubernetes").expect("CA");
+        let dns = vec!["kubernetes".to_string()];
+        let year = ca.serving_cert("kube-apiserver", &dns, &[]).expect("cert");
+        let days = (not_after(&year.cert_pem).expect("expiry") - chrono::Utc::now()).num_days();
+        assert!((364..=365).contains(&days), "{days} days");
+
+        let when = chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp() + 86_400, 0)
+            .expect("a time");
+        let soon = ca
+            .serving_cert_until("kube-apiserver", &dns, &[], when)
+            .expect("cert");
+        assert_eq!(not_after(&soon.cert_pem).expect("expiry"), when);
+        assert!(not_after("not a certificate").is_err());
     }
 }

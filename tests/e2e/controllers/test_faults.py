@@ -452,3 +452,79 @@ def test_etcd_members_down_are_seen_by_etcdctl_and_the_control_plane_until_the_f
         faulty.kubectl("-n", fns, "delete", "fault", name, "--wait=true", "--timeout=30s")
     assert run("put", "k", "v3").returncode == 0
     wait_for(lambda: etcd_health(faulty, fns, "e1")["status"] == "True", 30, what="etcd healthy again")
+
+
+def served_certificate_expiry(kubeconfig, node, tmp_path):
+    """When the certificate that node's API server (`kube-apiserver-<node>:6443`, through the
+    Python client's port-forward) presents expires, in seconds since the epoch; verified
+    against the cluster's CA."""
+    import ssl
+
+    import yaml
+    from kubernetes import client
+    from kubernetes.stream import portforward
+
+    ca = tmp_path / f"{node}-ca.crt"
+    cluster = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]
+    ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    api = client.CoreV1Api(config.new_client_from_config(str(kubeconfig)))
+    pf = portforward(api.connect_get_namespaced_pod_portforward, f"kube-apiserver-{node}", "kube-system",
+                     ports="6443")
+    try:
+        sock = pf.socket(6443)
+        sock.setblocking(True)
+        sock.settimeout(10)
+        tls = ssl.create_default_context(cafile=str(ca)).wrap_socket(sock, server_hostname="localhost")
+        not_after = tls.getpeercert()["notAfter"]
+        tls.close()
+        return ssl.cert_time_to_seconds(not_after)
+    finally:
+        pf.close()
+
+
+def certificates_expiry(plane, ns, machine):
+    """A Machine's `status.certificatesExpiryDate`, in seconds since the epoch (None unset)."""
+    stamp = ((get(plane, ns, "machine", machine) or {}).get("status") or {}).get("certificatesExpiryDate")
+    return stamp and time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+
+
+def test_an_expiring_certificate_is_read_by_the_control_plane_which_rolls_its_machine_out(faulty, fns, tmp_path):
+    day = 86400
+    kubeconfig = in_memory_cluster(faulty, fns, "x1", tmp_path, workers=0)
+    (old,) = machines(faulty, fns, "x1", control_plane=True)
+    name, node = old["metadata"]["name"], old["status"]["nodeRef"]["name"]
+    # KubeadmControlPlane reads the year kubeadm's certificate lasts into the Machine.
+    year = wait_for(lambda: certificates_expiry(faulty, fns, name), 30, what="the machine's certificate expiry")
+    assert 364 * day < year - time.time() <= 366 * day
+    assert abs(served_certificate_expiry(kubeconfig, node, tmp_path) - year) < 2
+    # Machines whose certificates expire within a week are to be replaced.
+    kcp = old["metadata"]["labels"]["cluster.x-k8s.io/control-plane-name"]
+    before = {"spec": {"rollout": {"before": {"certificatesExpiryDays": 7}}}}
+    faulty.kubectl("-n", fns, "patch", "kcp", kcp, "--type", "merge", "-p", json.dumps(before))
+
+    # Re-issued to expire in 20 days: a client sees it, and so does the Machine, which is
+    # not due yet.
+    renewed = {"clusterName": "x1", "type": "CertificateExpiring", "params": {"node": node, "expiresIn": "480h"}}
+    assert fault(faulty, fns, "renewed", renewed).returncode == 0
+    soon = wait_for(lambda: (lambda e: e if e and e < year else None)(certificates_expiry(faulty, fns, name)),
+                    30, what="the re-issued certificate's expiry on the Machine")
+    assert 19 * day < soon - time.time() <= 20 * day
+    assert abs(served_certificate_expiry(kubeconfig, node, tmp_path) - soon) < 2
+    config = get(faulty, fns, "kubeadmconfig", old["spec"]["bootstrap"]["configRef"]["name"])
+    assert config["metadata"]["annotations"]["machine.cluster.x-k8s.io/certificates-expiry"] \
+        == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(soon))
+    assert [m["metadata"]["name"] for m in machines(faulty, fns, "x1", control_plane=True)] == [name]
+
+    # Re-issued again, to expire in 5 days: within the week, so the control plane replaces
+    # the machine by one whose node has a certificate of its own, for a year.
+    renewed["params"]["expiresIn"] = "120h"
+    assert fault(faulty, fns, "renewed", renewed).returncode == 0
+
+    def replaced():
+        cps = machines(faulty, fns, "x1", control_plane=True)
+        fresh = [m for m in cps if m["metadata"]["name"] != name]
+        return fresh[0] if len(cps) == 1 and fresh and fresh[0]["status"].get("certificatesExpiryDate") else None
+    fresh = wait_for(replaced, 120, interval=0.5, what="the machine with an expiring certificate rolled out")
+    assert certificates_expiry(faulty, fns, fresh["metadata"]["name"]) - time.time() > 364 * day
+    faulty.kubectl("-n", fns, "wait", "--for=condition=Available", "cluster/x1", "--timeout=120s", timeout=130)
+    faulty.kubectl("-n", fns, "delete", "fault", "renewed", "--wait=true", "--timeout=30s")

@@ -41,7 +41,7 @@ pub fn machine_spec(m: &Machine) -> Option<u64> {
 }
 
 /// What an owner of Machines counts: their readiness, availability, being up to date, their
-/// Node, and their deletion (with the hooks that hold it).
+/// Node, their deletion (with the hooks that hold it), and their certificates' expiry.
 pub fn machine_summary(m: &Machine) -> Option<u64> {
     let status = m.status.as_ref();
     let conds: Vec<(String, String, String)> = status
@@ -77,6 +77,8 @@ pub fn machine_summary(m: &Machine) -> Option<u64> {
         &m.spec.version,
         m.annotations(),
         m.metadata.deletion_timestamp.is_some(),
+        // A control plane rolls out a machine whose certificates near their expiry.
+        status.and_then(|s| s.certificates_expiry_date.as_ref()),
     ))
 }
 

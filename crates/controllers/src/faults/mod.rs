@@ -91,7 +91,12 @@ impl Reconcile<Fault> for Reconciler {
     async fn apply(&self, obj: Arc<Fault>) -> Result<Next, Error> {
         let now = self.ctx.now();
         let status = obj.status.clone().unwrap_or_default();
-        let fault = match effect(&obj.spec) {
+        let start = status
+            .start_time
+            .as_deref()
+            .and_then(conditions::parse_time)
+            .unwrap_or(now);
+        let fault = match effect(&obj.spec, start) {
             Ok(fault) => fault,
             Err(why) => {
                 self.put(&obj, &status.clusters, None);
@@ -101,11 +106,6 @@ impl Reconcile<Fault> for Reconciler {
                 return Ok(Next::AwaitChange);
             }
         };
-        let start = status
-            .start_time
-            .as_deref()
-            .and_then(conditions::parse_time)
-            .unwrap_or(now);
         let end = end_time(&obj.spec, start);
         let targets = if end.is_some_and(|end| now >= end) {
             Vec::new()
@@ -234,8 +234,9 @@ impl Reconciler {
     }
 }
 
-/// What a Fault's spec does to a workload cluster, or why it cannot be applied.
-fn effect(spec: &FaultSpec) -> Result<ClusterFault, String> {
+/// What a Fault's spec, first applied at `start`, does to a workload cluster, or why it
+/// cannot be applied.
+fn effect(spec: &FaultSpec, start: DateTime<Utc>) -> Result<ClusterFault, String> {
     let params = spec.params.clone().unwrap_or_default();
     let mut fault = ClusterFault::default();
     match spec.type_.as_str() {
@@ -269,6 +270,18 @@ fn effect(spec: &FaultSpec) -> Result<ClusterFault, String> {
                 .ok_or("a MachineBootsLate fault needs params.delay")?;
             let delay = parse_go_duration(delay).map_err(|e| format!("params.delay: {e}"))?;
             fault.boot = Some(BootFault::Late(delay));
+        }
+        "CertificateExpiring" => {
+            let within = (params.expires_in.as_deref())
+                .ok_or("a CertificateExpiring fault needs params.expiresIn")?;
+            let within = parse_go_duration(within).map_err(|e| format!("params.expiresIn: {e}"))?;
+            // Whole seconds: what a certificate's expiry can say.
+            let until = chrono::Duration::from_std(within)
+                .ok()
+                .and_then(|d| DateTime::from_timestamp(start.timestamp(), 0)?.checked_add_signed(d))
+                .ok_or("params.expiresIn is too long")?;
+            let node = params.node.unwrap_or_default();
+            fault.expiring_certificates.insert(node, until);
         }
         _ => fault.requests = Some(request_fault(spec)?),
     }
@@ -352,6 +365,7 @@ fn expired(end: DateTime<Utc>) -> Condition {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
     use std::time::Duration;
     use types::FaultParams;
 
@@ -415,17 +429,19 @@ mod tests {
             ..FaultParams::default()
         };
         assert_eq!(
-            effect(&spec("NodeNotReady", node)).map(|f| f.stopped_kubelets),
+            effect(&spec("NodeNotReady", node), Utc::now()).map(|f| f.stopped_kubelets),
             Ok(BTreeSet::from(["w-0".to_string()]))
         );
-        assert!(effect(&spec("NodeNotReady", FaultParams::default()))
-            .is_err_and(|e| e.contains("params.node")));
+        assert!(
+            effect(&spec("NodeNotReady", FaultParams::default()), Utc::now())
+                .is_err_and(|e| e.contains("params.node"))
+        );
         let node = FaultParams {
             node: Some("w-1".into()),
             ..FaultParams::default()
         };
         assert_eq!(
-            effect(&spec("NodeDeleted", node)).map(|f| f.deleted_nodes),
+            effect(&spec("NodeDeleted", node), Utc::now()).map(|f| f.deleted_nodes),
             Ok(BTreeSet::from(["w-1".to_string()]))
         );
     }
@@ -437,7 +453,7 @@ mod tests {
             ..FaultParams::default()
         };
         assert_eq!(
-            effect(&spec("EtcdAlarm", all)).map(|f| f.etcd_alarms),
+            effect(&spec("EtcdAlarm", all), Utc::now()).map(|f| f.etcd_alarms),
             Ok(BTreeSet::from([EtcdAlarm {
                 member: None,
                 alarm: AlarmType::Nospace
@@ -449,13 +465,13 @@ mod tests {
             ..FaultParams::default()
         };
         assert_eq!(
-            effect(&spec("EtcdAlarm", one)).map(|f| f.etcd_alarms),
+            effect(&spec("EtcdAlarm", one), Utc::now()).map(|f| f.etcd_alarms),
             Ok(BTreeSet::from([EtcdAlarm {
                 member: Some("c1-cp-0".into()),
                 alarm: AlarmType::Corrupt
             }]))
         );
-        assert!(effect(&spec("EtcdAlarm", FaultParams::default())).is_err());
+        assert!(effect(&spec("EtcdAlarm", FaultParams::default()), Utc::now()).is_err());
     }
 
     #[test]
@@ -465,17 +481,23 @@ mod tests {
             ..FaultParams::default()
         };
         assert_eq!(
-            effect(&spec("EtcdMemberDown", one)).map(|f| f.etcd_members_down),
+            effect(&spec("EtcdMemberDown", one), Utc::now()).map(|f| f.etcd_members_down),
             Ok(BTreeSet::from(["c1-cp-0".to_string()]))
         );
-        assert!(effect(&spec("EtcdMemberDown", FaultParams::default()))
-            .is_err_and(|e| e.contains("params.member")));
+        assert!(
+            effect(&spec("EtcdMemberDown", FaultParams::default()), Utc::now())
+                .is_err_and(|e| e.contains("params.member"))
+        );
     }
 
     #[test]
     fn a_machine_boots_never_or_late_by_its_delay() {
         assert_eq!(
-            effect(&spec("MachineNeverBoots", FaultParams::default())).map(|f| f.boot),
+            effect(
+                &spec("MachineNeverBoots", FaultParams::default()),
+                Utc::now()
+            )
+            .map(|f| f.boot),
             Ok(Some(BootFault::Never))
         );
         let late = FaultParams {
@@ -483,11 +505,45 @@ mod tests {
             ..FaultParams::default()
         };
         assert_eq!(
-            effect(&spec("MachineBootsLate", late)).map(|f| f.boot),
+            effect(&spec("MachineBootsLate", late), Utc::now()).map(|f| f.boot),
             Ok(Some(BootFault::Late(Duration::from_secs(90))))
         );
-        assert!(effect(&spec("MachineBootsLate", FaultParams::default()))
-            .is_err_and(|e| e.contains("params.delay")));
+        assert!(effect(
+            &spec("MachineBootsLate", FaultParams::default()),
+            Utc::now()
+        )
+        .is_err_and(|e| e.contains("params.delay")));
+    }
+
+    #[test]
+    fn a_certificate_expires_its_time_after_the_fault_starts_on_one_node_or_all() {
+        let start = DateTime::parse_from_rfc3339("2026-01-01T00:00:00.250Z")
+            .map(|t| t.with_timezone(&Utc))
+            .expect("time");
+        let one = FaultParams {
+            expires_in: Some("480h".into()),
+            node: Some("cp-0".into()),
+            ..FaultParams::default()
+        };
+        let until = DateTime::parse_from_rfc3339("2026-01-21T00:00:00Z")
+            .map(|t| t.with_timezone(&Utc))
+            .expect("time");
+        assert_eq!(
+            effect(&spec("CertificateExpiring", one), start).map(|f| f.expiring_certificates),
+            Ok(BTreeMap::from([("cp-0".to_string(), until)]))
+        );
+        let all = FaultParams {
+            expires_in: Some("480h".into()),
+            ..FaultParams::default()
+        };
+        assert_eq!(
+            effect(&spec("CertificateExpiring", all), start).map(|f| f.expiring_certificates),
+            Ok(BTreeMap::from([(String::new(), until)]))
+        );
+        assert!(
+            effect(&spec("CertificateExpiring", FaultParams::default()), start)
+                .is_err_and(|e| e.contains("params.expiresIn"))
+        );
     }
 
     #[test]

@@ -57,7 +57,9 @@ pub const GROUP: &str = "sim.infrasim.dev";
     {"rule": "self.type != 'EtcdAlarm' || (has(self.params) && has(self.params.alarm))",
      "message": "an EtcdAlarm fault needs params.alarm"},
     {"rule": "self.type != 'MachineBootsLate' || (has(self.params) && has(self.params.delay))",
-     "message": "a MachineBootsLate fault needs params.delay"}
+     "message": "a MachineBootsLate fault needs params.delay"},
+    {"rule": "self.type != 'CertificateExpiring' || (has(self.params) && has(self.params.expiresIn))",
+     "message": "a CertificateExpiring fault needs params.expiresIn"}
 ]))]
 pub struct FaultSpec {
     /// The Cluster (in the Fault's namespace) whose workload cluster gets the fault.
@@ -92,10 +94,17 @@ pub struct FaultSpec {
     /// boot, even after the fault ends. `MachineBootsLate`: their Node registers
     /// `params.delay` later than it would. Both mark the infrastructure machine with the
     /// annotation `sim.infrasim.dev/boot` (`never`, or the time it boots at).
+    /// `CertificateExpiring`: the serving certificate of the API server on control-plane node
+    /// `params.node` (every control-plane node's when not given) is re-issued to expire
+    /// `params.expiresIn` after the fault starts: a client port-forwarding to
+    /// `kube-apiserver-<node>:6443` is shown it, KubeadmControlPlane reads it into the
+    /// Machine's `status.certificatesExpiryDate`, and rolls the machine out when that is
+    /// within its `rollout.before.certificatesExpiryDays`. The certificate the cluster was
+    /// made with comes back when the fault ends.
     #[serde(rename = "type")]
     #[schemars(extend("enum" = ["APILatency", "APIErrors", "APIDown", "NodeNotReady", "NodeDeleted",
                                 "EtcdAlarm", "EtcdMemberDown", "MachineNeverBoots",
-                                "MachineBootsLate"]))]
+                                "MachineBootsLate", "CertificateExpiring"]))]
     pub type_: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<FaultParams>,
@@ -127,7 +136,8 @@ pub struct FaultParams {
     #[schemars(range(min = 0, max = 3600))]
     pub retry_after_seconds: Option<u64>,
     /// `NodeNotReady`: the node (in the workload cluster) whose kubelet stops; `NodeDeleted`:
-    /// the node deleted.
+    /// the node deleted; `CertificateExpiring`: the control-plane node whose certificate
+    /// expires (every one's when not given).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     /// `EtcdAlarm`: the alarm raised.
@@ -142,6 +152,11 @@ pub struct FaultParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("pattern" = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
     pub delay: Option<String>,
+    /// `CertificateExpiring`: how long after the fault starts the certificate expires (a Go
+    /// duration: `480h` for 20 days).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    pub expires_in: Option<String>,
 }
 
 /// Where a fault stands.

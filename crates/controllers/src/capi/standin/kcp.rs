@@ -4,6 +4,7 @@
 //! machine at a time once the control plane is stable, and the status `kubectl get kcp`
 //! shows.
 
+use super::certificate_expiry;
 use super::certs;
 use super::objects::{clone_template, owner_ref, random_suffix, CloneSpec, CLONED_FROM_NAME};
 use super::{apply_status, ensure_finalizer, paused, remove_finalizer, Core, Error, Reconciler};
@@ -220,6 +221,7 @@ async fn provision(
     let alarms =
         super::etcd_health::alarm_report(&r.core.ctx.cloud, &ns, &cluster.name_any(), machines);
     set_components_health(conds, *initialized, &alarms, now);
+    certificate_expiry::discover(r, &ns, &cluster.name_any(), machines).await?;
     scale(kcp, r, cluster, machines, *initialized).await
 }
 
@@ -336,16 +338,21 @@ async fn release_cleanup_hooks(
     Ok(())
 }
 
-/// Why a machine needs replacing, if it does: another version, an infrastructure machine
-/// cloned from another template, or a KubeadmConfig (`config`, its spec) that no longer says
-/// what the control plane's `kubeadmConfigSpec` does (its init and join configurations
-/// aside: a machine has one of them).
+/// Why a machine needs replacing at `now`, if it does: its certificates expire soon or
+/// `rollout.after` has passed (see [`certificate_expiry::due`]), another version, an
+/// infrastructure machine cloned from another template, or a KubeadmConfig (`config`, its
+/// spec) that no longer says what the control plane's `kubeadmConfigSpec` does (its init and
+/// join configurations aside: a machine has one of them).
 pub(super) fn outdated(
     kcp: &KubeadmControlPlane,
     m: &Machine,
     infra_template_of_machine: Option<&str>,
     config: Option<&serde_json::Value>,
+    now: DateTime<Utc>,
 ) -> Option<String> {
+    if let Some(why) = certificate_expiry::due(kcp, m, now) {
+        return Some(why);
+    }
     if m.spec.version.as_deref() != Some(kcp.spec.version.as_str()) {
         return Some(format!(
             "* Version {}, {} required",
@@ -444,14 +451,20 @@ async fn scale(
     if !stable {
         return Ok(Next::AwaitChange);
     }
+    let now = r.core.ctx.now();
     let mut outdated_machines = Vec::new();
     for m in &active {
         let template = infra_template(r, m).await;
         let config = config_spec(r, m).await;
-        if outdated(kcp, m, template.as_deref(), config.as_ref()).is_some() {
+        if outdated(kcp, m, template.as_deref(), config.as_ref(), now).is_some() {
             outdated_machines.push(*m);
         }
     }
+    // A machine that falls due by time alone (its certificates, `rollout.after`) wakes the
+    // control plane when it does: nothing else changes then.
+    let due_next = (active.iter())
+        .filter_map(|m| certificate_expiry::due_next(kcp, m, now))
+        .min();
     let count = active.len() as i32;
     if !outdated_machines.is_empty() {
         if count < replicas + max_surge(kcp, replicas) {
@@ -464,7 +477,7 @@ async fn scale(
     } else if count > replicas {
         delete_one(kcp, r, cluster, &active).await?;
     }
-    Ok(Next::AwaitChange)
+    Ok(due_next.map_or(Next::AwaitChange, Next::At))
 }
 
 /// The control-plane failure domains, if the cluster offers any.
@@ -990,15 +1003,30 @@ mod tests {
         let config = json!({"files": [{"path": "/etc/banner", "content": "hello", "owner": "root"}],
                             "joinConfiguration": {"controlPlane": {}}});
         assert_eq!(
-            outdated(&kcp(files), &machine(), Some("t1"), Some(&config)),
+            outdated(
+                &kcp(files),
+                &machine(),
+                Some("t1"),
+                Some(&config),
+                Utc::now()
+            ),
             None
         );
         let changed = json!([{"path": "/etc/banner", "content": "bonjour"}]);
         assert_eq!(
-            outdated(&kcp(changed.clone()), &machine(), Some("t1"), Some(&config)).as_deref(),
+            outdated(
+                &kcp(changed.clone()),
+                &machine(),
+                Some("t1"),
+                Some(&config),
+                Utc::now()
+            )
+            .as_deref(),
             Some("* KubeadmConfig is not up-to-date")
         );
-        assert!(outdated(&kcp(changed), &machine(), Some("t0"), None)
-            .is_some_and(|why| why.contains("not up-to-date")));
+        assert!(
+            outdated(&kcp(changed), &machine(), Some("t0"), None, Utc::now())
+                .is_some_and(|why| why.contains("not up-to-date"))
+        );
     }
 }

@@ -4,6 +4,7 @@
 //! waits for deletion hooks, deletes the infrastructure machine and the bootstrap config, then
 //! the Node.
 
+use super::certificate_expiry;
 use super::objects::{adopt, contract_flag, owner_ref};
 use super::{apply_status, paused, Core, Error, Reconciler};
 use crate::capi::core::{
@@ -257,13 +258,18 @@ async fn apply(m: &Machine, r: &Reconciler<Machine>) -> Result<Next, Error> {
     if node.unreachable {
         return Ok(Next::After(super::RECONNECT_AFTER));
     }
-    Ok(Next::AwaitChange)
+    // Its UpToDate changes by time alone when its certificates near their expiry.
+    let due = super::up_to_date::due_next(m, r).await;
+    Ok(due.map_or(Next::AwaitChange, Next::At))
 }
 
 /// What the bootstrap config says.
 struct BootstrapState {
     data_secret_name: Option<String>,
     condition: Condition,
+    /// When the machine's certificates expire, as the control plane wrote on the config (or
+    /// the Machine's own annotation says).
+    certificates_expiry: Option<String>,
 }
 
 async fn bootstrap(
@@ -276,6 +282,7 @@ async fn bootstrap(
             return Ok(BootstrapState {
                 data_secret_name: Some(name.clone()),
                 condition: Condition::new("BootstrapConfigReady", true, "DataSecretProvided", ""),
+                certificates_expiry: certificate_expiry::of_machine(m, None),
             });
         }
     }
@@ -288,6 +295,7 @@ async fn bootstrap(
                 "NotReady",
                 "no bootstrap config or data secret",
             ),
+            certificates_expiry: certificate_expiry::of_machine(m, None),
         });
     };
     let api = r.core.resolver.api(&r.client(), ns, config_ref).await?;
@@ -300,6 +308,7 @@ async fn bootstrap(
                 "ObjectDoesNotExist",
                 format!("{} does not exist", config_ref.kind),
             ),
+            certificates_expiry: certificate_expiry::of_machine(m, None),
         });
     };
     let labels = BTreeMap::from([(
@@ -334,6 +343,7 @@ async fn bootstrap(
             "status.initialization.dataSecretCreated",
         ),
         data_secret_name: data,
+        certificates_expiry: certificate_expiry::of_machine(m, Some(config.annotations())),
     })
 }
 
@@ -688,6 +698,7 @@ async fn status(
             infrastructure_provisioned: Some(i.provisioned),
         }),
         last_updated,
+        certificates_expiry_date: b.certificates_expiry.clone(),
         conditions: Some(conds),
         observed_generation,
         deletion: None,

@@ -14,6 +14,7 @@
 //! which three of them share (see [`remediation::OWNER_MANAGER`]).
 
 mod blueprint;
+pub mod certificate_expiry;
 pub mod certs;
 mod cluster;
 mod cluster_class;

@@ -8,6 +8,7 @@ use super::kcp;
 use super::machinedeployment::rollout_key;
 use super::Reconciler;
 use crate::capi::core::{KubeadmControlPlane, Machine, MachineDeployment, MachineSet};
+use chrono::{DateTime, Utc};
 use infrasim_controller_runtime::conditions::Condition;
 use kube::ResourceExt;
 
@@ -31,7 +32,13 @@ pub(super) async fn of_machine(m: &Machine, r: &Reconciler<Machine>) -> Option<C
             let template = kcp::infra_template(r, m).await;
             let config = kcp::config_spec(r, m).await;
             Some(
-                match kcp::outdated(&kcp, m, template.as_deref(), config.as_ref()) {
+                match kcp::outdated(
+                    &kcp,
+                    m,
+                    template.as_deref(),
+                    config.as_ref(),
+                    r.core.ctx.now(),
+                ) {
                     None => Condition::new("UpToDate", true, "UpToDate", ""),
                     Some(why) => Condition::new("UpToDate", false, "NotUpToDate", why),
                 },
@@ -40,6 +47,19 @@ pub(super) async fn of_machine(m: &Machine, r: &Reconciler<Machine>) -> Option<C
         "MachineSet" => of_set_member(m, r, &owner.name).await,
         _ => None,
     }
+}
+
+/// When a control-plane Machine falls out of date by time alone (its certificates, its
+/// control plane's `rollout.after`), for its controller to look again then.
+pub(super) async fn due_next(m: &Machine, r: &Reconciler<Machine>) -> Option<DateTime<Utc>> {
+    let owner = (m.owner_references().iter())
+        .find(|o| o.controller == Some(true) && o.kind == "KubeadmControlPlane")?;
+    let ns = m.namespace().unwrap_or_default();
+    let kcp = (r.core.informers)
+        .get::<KubeadmControlPlane>(&ns, &owner.name)
+        .await
+        .ok()??;
+    super::certificate_expiry::due_next(&kcp, m, r.core.ctx.now())
 }
 
 /// The `UpToDate` condition of a Machine of a MachineSet: whether the set's template is its
