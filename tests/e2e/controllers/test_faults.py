@@ -240,14 +240,36 @@ def yaml_server(plane, ns, cluster):
 
 def etcd_health(plane, ns, cluster):
     """The cluster's KubeadmControlPlane's EtcdClusterHealthy condition."""
+    return kcp_condition(plane, ns, cluster, "EtcdClusterHealthy")
+
+
+def kcp_condition(plane, ns, cluster, type_):
+    """A condition of the cluster's KubeadmControlPlane."""
     kcps = json.loads(plane.kubectl("-n", ns, "get", "kcp", "-l", f"cluster.x-k8s.io/cluster-name={cluster}",
                                     "-o", "json").stdout)["items"]
-    return condition(kcps[0], "EtcdClusterHealthy") if kcps else None
+    return condition(kcps[0], type_) if kcps else None
+
+
+def machine_condition(plane, ns, name, type_):
+    """A condition of Machine `name` (None when it or the condition is not there)."""
+    m = get(plane, ns, "machine", name)
+    return m and condition(m, type_)
+
+
+COMPONENTS = ["APIServerPodHealthy", "ControllerManagerPodHealthy", "SchedulerPodHealthy", "EtcdPodHealthy"]
 
 
 def test_an_etcd_alarm_is_listed_by_etcdctl_and_refuses_writes_until_the_fault_is_gone(faulty, fns, tmp_path):
     kubeconfig = in_memory_cluster(faulty, fns, "a1", tmp_path, workers=0)
     run = etcdctl_of(faulty, fns, "a1", tmp_path)
+    # The control plane reads each Machine's static pods and etcd member, as upstream's does.
+    (cp,) = machines(faulty, fns, "a1", control_plane=True)
+    name = cp["metadata"]["name"]
+    for t in COMPONENTS + ["EtcdMemberHealthy"]:
+        c = wait_for(lambda: (lambda c: c if c and c["status"] == "True" else None)(
+            machine_condition(faulty, fns, name, t)), 30, what=f"{t} on the control-plane Machine")
+        assert c["reason"] == ("Healthy" if t == "EtcdMemberHealthy" else "Running"), c
+    assert kcp_condition(faulty, fns, "a1", "ControlPlaneComponentsHealthy")["status"] == "True"
 
     assert run("put", "k", "v").returncode == 0
     assert fault(faulty, fns, "full", {"clusterName": "a1", "type": "EtcdAlarm",
@@ -267,8 +289,10 @@ def test_an_etcd_alarm_is_listed_by_etcdctl_and_refuses_writes_until_the_fault_i
     unhealthy = wait_for(lambda: (lambda c: c if c and c["status"] == "False" else None)(etcd_health(faulty, fns, "a1")),
                          30, what="the control plane's etcd not healthy")
     assert unhealthy["reason"] == "NotHealthy"
-    assert unhealthy["message"].startswith("* Machine a1-") and \
-        unhealthy["message"].endswith(": Etcd member reports alarms: NOSPACE"), unhealthy
+    assert unhealthy["message"] == f"* Machine {name}:\n  * EtcdMemberHealthy: Etcd reports alarms: NOSPACE", unhealthy
+    member = machine_condition(faulty, fns, name, "EtcdMemberHealthy")
+    assert (member["status"], member["reason"], member["message"]) == \
+        ("False", "NotHealthy", "Etcd reports alarms: NOSPACE"), member
     faulty.kubectl("-n", fns, "delete", "fault", "full", "--wait=true", "--timeout=30s")
     wait_for(lambda: etcd_health(faulty, fns, "a1")["status"] == "True", 30, what="etcd healthy again")
     assert "alarm:" not in run("alarm", "list").stdout
@@ -383,6 +407,12 @@ def test_a_control_plane_node_not_ready_is_remediated_by_its_control_plane(fault
     node = victim["status"]["nodeRef"]["name"]
     assert fault(faulty, fns, "sick", {"clusterName": "r1", "type": "NodeNotReady",
                                        "params": {"node": node}}).returncode == 0
+    # Once the node is unreachable, the control plane no longer trusts what its pods say
+    # (the health check waits 5 s more before it fails the Machine).
+    unknown = wait_for(lambda: (lambda c: c if c and c["status"] == "Unknown" else None)(
+        machine_condition(faulty, fns, victim["metadata"]["name"], "APIServerPodHealthy")),
+        60, interval=0.2, what="the unreachable node's pods unknown")
+    assert unknown["message"] == f"Node {node} is unreachable", unknown
 
     # 40 s to Unknown (kube-controller-manager), 5 s to fail the check; the control plane
     # then replaces the machine, keeping etcd's quorum, and notes why on the replacement.

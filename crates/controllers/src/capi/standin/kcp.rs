@@ -52,9 +52,14 @@ pub(super) async fn run(core: Arc<Core>) {
                     .map(|r| ObjectRef::new(&r.name).within(&ns))
             },
         )
-        // A fault on its cluster's etcd (an alarm) changes its EtcdClusterHealthy.
-        .reconcile_on(super::etcd_health::woken(
+        // A fault on its cluster (an etcd alarm, a certificate) changes what it reads there.
+        .reconcile_on(super::fault_changes::woken(
             &core.ctx.cloud,
+            informers.clone(),
+        ))
+        // Its Machines' static pods (their component conditions).
+        .reconcile_on(super::fault_changes::static_pods(
+            core.nodes.subscribe(),
             informers.clone(),
         ));
     let ctx = core.ctx.clone();
@@ -218,9 +223,7 @@ async fn provision(
     if super::kcp_remediation::remediate(kcp, r, machines, *initialized).await? {
         return Ok(Next::AwaitChange);
     }
-    let alarms =
-        super::etcd_health::alarm_report(&r.core.ctx.cloud, &ns, &cluster.name_any(), machines);
-    set_components_health(conds, *initialized, &alarms, now);
+    super::component_health::update(r, cluster, machines, *initialized, conds, now).await?;
     certificate_expiry::discover(r, &ns, &cluster.name_any(), machines).await?;
     scale(kcp, r, cluster, machines, *initialized).await
 }
@@ -254,37 +257,6 @@ fn set_certificates_available(conds: &mut Vec<Condition>, available: bool, now: 
         )
     };
     conditions::set(conds, condition, now);
-}
-
-/// Etcd and the control-plane components healthy once the control plane is initialized,
-/// not yet inspected before; etcd not healthy while members report `alarms` (one line per
-/// Machine, see [`super::etcd_health`]).
-fn set_components_health(
-    conds: &mut Vec<Condition>,
-    initialized: bool,
-    alarms: &[String],
-    now: DateTime<Utc>,
-) {
-    let health = if initialized {
-        ("True", "Healthy", "")
-    } else {
-        (
-            "Unknown",
-            "InspectionFailed",
-            "Waiting for the control plane to be initialized",
-        )
-    };
-    for ty in ["EtcdClusterHealthy", "ControlPlaneComponentsHealthy"] {
-        let c = Condition {
-            status: health.0.into(),
-            ..Condition::new(ty, false, health.1, health.2)
-        };
-        let c = match ty == "EtcdClusterHealthy" && initialized && !alarms.is_empty() {
-            true => Condition::new(ty, false, "NotHealthy", alarms.join("\n")),
-            false => c,
-        };
-        conditions::set(conds, c, now);
-    }
 }
 
 /// Whether the workload cluster has kubeadm's ConfigMap: `kubeadm init` finished.

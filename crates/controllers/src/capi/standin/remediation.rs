@@ -27,11 +27,17 @@ use serde_json::json;
 /// for the same reason: a Machine kept in a durable store from before holds the item under
 /// that name, and a new name could never remove it.
 pub const OWNER_MANAGER: &str = "infrasim-capi-remediation";
-/// The Machine conditions the Machine controller leaves to the managers above.
-pub const NOT_THE_MACHINES: [&str; 3] = [
+/// The Machine conditions the Machine controller leaves to others: the managers above, and
+/// the control plane's view of its Machines' components (see [`super::component_health`]).
+pub const NOT_THE_MACHINES: [&str; 8] = [
     "HealthCheckSucceeded",
     "OwnerRemediated",
     "ExternallyRemediated",
+    "APIServerPodHealthy",
+    "ControllerManagerPodHealthy",
+    "SchedulerPodHealthy",
+    "EtcdPodHealthy",
+    "EtcdMemberHealthy",
 ];
 
 /// The Machine's conditions without those [`NOT_THE_MACHINES`].
@@ -79,16 +85,30 @@ pub async fn set(
     wanted: Vec<Condition>,
     now: DateTime<Utc>,
 ) -> Result<(), Error> {
-    let mut current = m
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
     let mine: &[&str] = if manager == OWNER_MANAGER {
         &["OwnerRemediated"]
     } else {
         &["HealthCheckSucceeded", "ExternallyRemediated"]
     };
+    set_owned(api, m, manager, mine, wanted, now).await
+}
+
+/// Sets the conditions of types `mine` that `manager` holds on `m`'s status to `wanted` (those
+/// of `mine` not in `wanted` go), by server-side apply of that one manager's items; nothing
+/// is written when the Machine already shows them.
+pub async fn set_owned(
+    api: &Api<Machine>,
+    m: &Machine,
+    manager: &str,
+    mine: &[&str],
+    wanted: Vec<Condition>,
+    now: DateTime<Utc>,
+) -> Result<(), Error> {
+    let mut current = m
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
     let unchanged = mine.iter().all(|t| {
         let have = conditions::find(&current, t);
         let want = wanted.iter().find(|c| c.type_ == *t);
