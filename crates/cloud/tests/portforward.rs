@@ -327,3 +327,71 @@ async fn kubeadm_control_planes_calls_scale_three_members_down_to_one() {
         .await
         .is_err());
 }
+
+#[tokio::test]
+async fn an_api_server_certificate_reissued_in_the_past_is_refused_by_a_verifying_client() {
+    let cloud = Cloud::new(CloudConfig {
+        ports: 23596..=23599,
+        ..CloudConfig::default()
+    });
+    let info = cloud.create_cluster(shape("exp")).await.expect("a cluster");
+    let pki = cloud.pki("exp").expect("PKI");
+    let pods: Api<Pod> = Api::namespaced(common::client(&info.kubeconfig).await, "kube-system");
+    let admin = pki
+        .ca
+        .client_cert("kubernetes-admin", &["system:masters"])
+        .expect("an admin certificate");
+    let (node, other) = ("exp-control-plane-0", "exp-control-plane-1");
+    let year = cloud
+        .api_server_certificate_expiry("exp", node)
+        .expect("a hosted cluster");
+    let yesterday = chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp() - 86_400, 0)
+        .expect("a time");
+    let fault = infrasim_cloud::ClusterFault {
+        expiring_certificates: [(node.to_string(), yesterday)].into(),
+        ..Default::default()
+    };
+    cloud.set_fault("exp", "test/expired", fault);
+    assert_eq!(
+        cloud.api_server_certificate_expiry("exp", node),
+        Some(yesterday)
+    );
+    assert_eq!(
+        cloud.api_server_certificate_expiry("exp", other),
+        Some(year)
+    );
+
+    // rustls, verifying as any client does, refuses the expired certificate...
+    let connect = |node: String| {
+        let (pods, admin, ca) = (pods.clone(), admin.clone(), pki.ca.cert_pem.clone());
+        async move {
+            let mut forward = pods
+                .portforward(&format!("kube-apiserver-{node}"), &[6443])
+                .await
+                .expect("the upgrade is accepted");
+            let stream = forward.take_stream(6443).expect("a stream for 6443");
+            let config = client_tls(&ca, &admin.cert_pem, &admin.key_pem, vec![]);
+            tokio_rustls::TlsConnector::from(Arc::new(config))
+                .connect(ServerName::try_from("localhost").expect("a name"), stream)
+                .await
+                .map(|_| ())
+        }
+    };
+    let refused = connect(node.to_string())
+        .await
+        .expect_err("an expired certificate");
+    assert!(refused.to_string().contains("expired"), "{refused}");
+    // ...while the other node serves its own, and the node's comes back with the fault gone.
+    connect(other.to_string())
+        .await
+        .expect("a valid certificate");
+    cloud.set_fault(
+        "exp",
+        "test/expired",
+        infrasim_cloud::ClusterFault::default(),
+    );
+    connect(node.to_string())
+        .await
+        .expect("the certificate it was made with");
+    assert_eq!(cloud.api_server_certificate_expiry("exp", node), Some(year));
+}

@@ -220,7 +220,8 @@ impl CertificateAuthority {
     }
 
     /// [`Self::serving_cert`] re-issued to expire at `not_after` (what a renewal with a short
-    /// validity leaves behind), valid from an hour ago.
+    /// validity leaves behind; already expired when `not_after` has passed), valid from an
+    /// hour before now or before it expires, whichever is earlier.
     pub fn serving_cert_until(
         &self,
         common_name: &str,
@@ -232,6 +233,9 @@ impl CertificateAuthority {
         validity(&mut params, 0);
         params.not_after = time::OffsetDateTime::from_unix_timestamp(not_after.timestamp())
             .map_err(|e| PkiError::Invalid(format!("expiry {not_after}: {e}")))?;
+        params.not_before = params
+            .not_before
+            .min(params.not_after - time::Duration::hours(1));
         self.sign(params)
     }
 
@@ -429,6 +433,11 @@ mod tests {
             .serving_cert_until("kube-apiserver", &dns, &[], when)
             .expect("cert");
         assert_eq!(not_after(&soon.cert_pem).expect("expiry"), when);
+        let past = when - chrono::Duration::days(3);
+        let expired = ca
+            .serving_cert_until("kube-apiserver", &dns, &[], past)
+            .expect("an expired cert");
+        assert_eq!(not_after(&expired.cert_pem).expect("expiry"), past);
         assert!(not_after("not a certificate").is_err());
     }
 }
