@@ -1,6 +1,6 @@
-//! The control planes to look at again when something they read in their workload cluster
-//! changes: a fault (an etcd alarm, a member down, a certificate re-issued), which changes
-//! nothing in the management plane, and a static pod of a control-plane node.
+//! The control planes to look at again when a fault on their cluster changes: what a fault
+//! does (an etcd alarm, a member down, a certificate re-issued) changes nothing in the
+//! management plane, so nothing else would wake them to see it.
 
 use crate::capi::core::{Cluster, KubeadmControlPlane};
 use infrasim_cloud::Cloud;
@@ -42,23 +42,4 @@ pub fn control_plane_of(
     let cluster = store.get(&ObjectRef::new(cluster).within(namespace))?;
     let cp = cluster.spec.control_plane_ref.as_ref()?;
     (cp.kind == "KubeadmControlPlane").then(|| ObjectRef::new(&cp.name).within(namespace))
-}
-
-/// The control planes whose static pods changed, from the stand-in's cluster cache.
-pub fn static_pods(
-    changes: tokio::sync::mpsc::UnboundedReceiver<super::nodes::NodeChange>,
-    informers: Arc<Informers>,
-) -> impl futures::Stream<Item = ObjectRef<KubeadmControlPlane>> + Send + 'static {
-    use futures::StreamExt;
-    futures::stream::unfold(
-        changes,
-        |mut rx| async move { rx.recv().await.map(|c| (c, rx)) },
-    )
-    .filter_map(move |c| {
-        let found = c
-            .static_pod
-            .then(|| control_plane_of(&informers, &c.namespace, &c.cluster))
-            .flatten();
-        futures::future::ready(found)
-    })
 }

@@ -56,11 +56,6 @@ pub(super) async fn run(core: Arc<Core>) {
         .reconcile_on(super::fault_changes::woken(
             &core.ctx.cloud,
             informers.clone(),
-        ))
-        // Its Machines' static pods (their component conditions).
-        .reconcile_on(super::fault_changes::static_pods(
-            core.nodes.subscribe(),
-            informers.clone(),
         ));
     let ctx = core.ctx.clone();
     infrasim_controller_runtime::reconcile::run(&ctx, controller, Arc::new(Reconciler::new(core)))
@@ -223,9 +218,11 @@ async fn provision(
     if super::kcp_remediation::remediate(kcp, r, machines, *initialized).await? {
         return Ok(Next::AwaitChange);
     }
-    super::component_health::update(r, cluster, machines, *initialized, conds, now).await?;
+    let recheck =
+        super::component_health::update(r, cluster, machines, *initialized, conds, now).await?;
     certificate_expiry::discover(r, &ns, &cluster.name_any(), machines).await?;
-    scale(kcp, r, cluster, machines, *initialized).await
+    let next = scale(kcp, r, cluster, machines, *initialized).await?;
+    Ok(super::component_health::sooner(next, recheck, now))
 }
 
 /// Marks etcd and the control-plane components as not inspected, for `why`: the cluster is

@@ -105,8 +105,6 @@ fn node_changes(
     futures::stream::unfold(core.nodes.subscribe(), |mut rx| async move {
         rx.recv().await.map(|c| (c, rx))
     })
-    // A static pod's change is the control plane's to read, not the Machine's.
-    .filter(|c| futures::future::ready(!c.static_pod))
     .flat_map(move |c| futures::stream::iter(woken_by(&index, &c)))
 }
 
@@ -926,7 +924,6 @@ mod tests {
             cluster: "c1".into(),
             node: node.into(),
             provider_id: provider_id.into(),
-            static_pod: false,
         }
     }
 

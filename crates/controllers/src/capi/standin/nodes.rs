@@ -1,8 +1,6 @@
 //! The stand-in's cluster cache for Nodes, as Cluster API's controllers have one: a Node of a
 //! workload cluster this process hosts is read from that cluster's store, and a change of a
-//! Node's conditions (or a Node coming or going) wakes whoever follows the cluster, as does a
-//! change of a control-plane static pod's phase or conditions (what the control plane reads
-//! into its Machines' component conditions).
+//! Node's conditions (or a Node coming or going) wakes whoever follows the cluster.
 //!
 //! Why not a watch through the cluster's endpoint, as upstream's cache holds: both ends of
 //! that connection live in this process, so ten thousand clusters would hold twenty thousand
@@ -31,8 +29,6 @@ pub struct NodeChange {
     /// The Node's `spec.providerID` (empty without one): a Machine waiting for its Node has
     /// no `nodeRef` yet and is found by this, as upstream finds it.
     pub provider_id: String,
-    /// The change is of a static pod on the Node (`node` is the pod's node), not of the Node.
-    pub static_pod: bool,
 }
 
 /// Followed clusters and who hears of their Nodes' changes. Cheap to share behind an `Arc`.
@@ -90,9 +86,7 @@ impl NodeCache {
         else {
             return;
         };
-        // One watch of every resource, filtered here: the group sends each receiver every
-        // event anyway, so a second watch for pods would cost a second receiver for nothing.
-        let Ok(watch) = group.watch(None) else {
+        let Ok(watch) = group.watch_resource("nodes", None) else {
             return;
         };
         // The task holds the watch, never the group: the cluster's deletion drops the group,
@@ -104,13 +98,10 @@ impl NodeCache {
         tokio::spawn(async move {
             let mut watch = watch;
             loop {
-                let (node, provider_id, static_pod) = match watch.next().await {
-                    Ok(e) if matches_health(&e) => (e.key.name.to_string(), provider_id(&e), false),
-                    Ok(e) => match static_pod_change(&e) {
-                        Some(node) => (node, String::new(), true),
-                        None => continue,
-                    },
-                    Err(WatchError::Lagged) => (String::new(), String::new(), false),
+                let (node, provider_id) = match watch.next().await {
+                    Ok(e) if matches_health(&e) => (e.key.name.to_string(), provider_id(&e)),
+                    Ok(_) => continue,
+                    Err(WatchError::Lagged) => (String::new(), String::new()),
                     Err(_) => break,
                 };
                 let change = NodeChange {
@@ -118,7 +109,6 @@ impl NodeCache {
                     cluster: id.1.clone(),
                     node,
                     provider_id,
-                    static_pod,
                 };
                 lock(&subscribers).retain(|s| s.send(change.clone()).is_ok());
             }
@@ -201,28 +191,6 @@ fn matches_health(e: &Event) -> bool {
                 != condition_statuses(e.object.to_value().ok())
         }
         _ => true,
-    }
-}
-
-/// The node of a control-plane static pod (`<component>-<node>` in `kube-system`) coming,
-/// going, or changing its phase or a condition's status.
-fn static_pod_change(e: &Event) -> Option<String> {
-    if &*e.resource != "pods" || e.key.namespace.as_ref() != "kube-system" {
-        return None;
-    }
-    let node = (super::component_health::STATIC_PODS.iter())
-        .find_map(|(component, _)| e.key.name.strip_prefix(component)?.strip_prefix('-'))?;
-    let phase = |o: Option<serde_json::Value>| {
-        let phase = o.as_ref().and_then(|p| p.at("/status/phase")).cloned();
-        (phase, condition_statuses(o))
-    };
-    match (e.event_type, &e.previous) {
-        (EventType::Modified, Some(previous))
-            if phase(previous.to_value().ok()) == phase(e.object.to_value().ok()) =>
-        {
-            None
-        }
-        _ => Some(node.to_string()),
     }
 }
 
