@@ -37,16 +37,25 @@ pub const STATIC_PODS: [(&str, &str); 4] = [
 /// The condition of a Machine's etcd member.
 pub const ETCD_MEMBER: &str = "EtcdMemberHealthy";
 
+/// The conditions of the static pods, in [`STATIC_PODS`]' order.
+fn pod_types() -> [&'static str; 4] {
+    STATIC_PODS.map(|(_, t)| t)
+}
+
 /// Every Machine condition the control plane writes.
-pub const CONDITIONS: [&str; 5] = [
-    "APIServerPodHealthy",
-    "ControllerManagerPodHealthy",
-    "SchedulerPodHealthy",
-    "EtcdPodHealthy",
-    ETCD_MEMBER,
-];
+pub fn conditions_written() -> [&'static str; 5] {
+    let [a, b, c, d] = pod_types();
+    [a, b, c, d, ETCD_MEMBER]
+}
 
 const INSPECTION_FAILED: &str = "InspectionFailed";
+
+/// Every static pod's condition Unknown, for `why`.
+fn pods_unknown(why: &str) -> Vec<Condition> {
+    (pod_types().iter())
+        .map(|t| Condition::unknown(t, INSPECTION_FAILED, why))
+        .collect()
+}
 
 /// What is said of every condition of a Machine that cannot be inspected yet or any more
 /// (no Node, being deleted), or `None` when it can be.
@@ -108,17 +117,14 @@ pub(super) async fn update(
     let reader = r.core.nodes.reader(workloads, &client, &ns, &name).await;
     let etcd = r.core.ctx.cloud.etcd(&cloud_key(&name, &ns));
     let membership = etcd.as_ref().map(|e| e.membership());
+    let api: Api<Machine> = r.api(&ns);
+    let written = conditions_written();
     let mut seen = Vec::new();
     let mut waiting = false;
     for m in machines {
         let mut wanted = match &reader {
             Ok(reader) => read_pods(m, reader).await,
-            Err(e) => (STATIC_PODS.iter())
-                .map(|(_, t)| {
-                    let why = format!("Failed to get the Node hosting the Pod: {e}");
-                    Condition::unknown(t, INSPECTION_FAILED, why)
-                })
-                .collect(),
+            Err(e) => pods_unknown(&format!("Failed to get the Node hosting the Pod: {e}")),
         };
         if let (Some(etcd), Some(membership)) = (&etcd, &membership) {
             let node = m.status.as_ref().and_then(|s| s.node_ref.as_ref());
@@ -132,17 +138,15 @@ pub(super) async fn update(
             .and_then(|s| s.node_ref.as_ref())
             .is_some()
         {
-            let api: Api<Machine> = r.api(&ns);
-            remediation::set_owned(&api, m, MANAGER, &CONDITIONS, wanted.clone(), now).await?;
+            remediation::set_owned(&api, m, MANAGER, &written, wanted.clone(), now).await?;
             let deleting = m.metadata.deletion_timestamp.is_some();
             waiting |= !deleting && !wanted.iter().all(Condition::is_true);
         }
         seen.push((m, wanted));
     }
-    let pods: Vec<&str> = STATIC_PODS.iter().map(|(_, t)| *t).collect();
     let components = aggregate(
         "ControlPlaneComponentsHealthy",
-        &pods,
+        &pod_types(),
         &seen,
         "control plane",
     );
@@ -177,12 +181,7 @@ async fn read_pods(m: &Machine, reader: &NodeReader) -> Vec<Condition> {
     };
     let found = match reader.get(&node.name).await {
         Ok(found) => found,
-        Err(e) => {
-            let why = format!("Failed to get the Node hosting the Pod: {e}");
-            return (STATIC_PODS.iter())
-                .map(|(_, t)| Condition::unknown(t, INSPECTION_FAILED, why.clone()))
-                .collect();
-        }
+        Err(e) => return pods_unknown(&format!("Failed to get the Node hosting the Pod: {e}")),
     };
     let mut pods = BTreeMap::new();
     for (component, _) in STATIC_PODS {
@@ -201,8 +200,7 @@ pub fn pod_conditions(
     node: Option<&Node>,
     pod: impl Fn(&str) -> Option<Pod>,
 ) -> Vec<Condition> {
-    let types: Vec<&str> = STATIC_PODS.iter().map(|(_, t)| *t).collect();
-    if let Some(said) = uninspectable(m, &types) {
+    if let Some(said) = uninspectable(m, &pod_types()) {
         return said;
     }
     let node_name = m
@@ -211,19 +209,14 @@ pub fn pod_conditions(
         .and_then(|s| s.node_ref.as_ref())
         .map(|n| n.name.clone())
         .unwrap_or_default();
-    let unknown = |why: String| {
-        (types.iter())
-            .map(|t| Condition::unknown(t, INSPECTION_FAILED, why.clone()))
-            .collect()
-    };
     let Some(node) = node else {
-        return unknown(format!("Node {node_name} does not exist"));
+        return pods_unknown(&format!("Node {node_name} does not exist"));
     };
     if unreachable(node) {
-        return unknown(format!("Node {node_name} is unreachable"));
+        return pods_unknown(&format!("Node {node_name} is unreachable"));
     }
     if node_ready(node).as_deref() == Some("Unknown") {
-        return unknown("Node Ready condition is Unknown, Pod data might be stale".into());
+        return pods_unknown("Node Ready condition is Unknown, Pod data might be stale");
     }
     (STATIC_PODS.iter())
         .map(|(component, t)| pod_condition(t, pod(&format!("{component}-{node_name}")).as_ref()))

@@ -33,7 +33,7 @@ pub fn woken(
 }
 
 /// The KubeadmControlPlane of Cluster `namespace/cluster`, from the informer's cache.
-pub fn control_plane_of(
+fn control_plane_of(
     informers: &Informers,
     namespace: &str,
     cluster: &str,

@@ -201,7 +201,7 @@ where
         conds.retain(|c| {
             !c.get("type")
                 .and_then(serde_json::Value::as_str)
-                .is_some_and(|t| remediation::NOT_THE_MACHINES.contains(&t))
+                .is_some_and(remediation::not_the_machines)
         });
     }
     if current == wanted {

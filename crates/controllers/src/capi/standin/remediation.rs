@@ -27,24 +27,25 @@ use serde_json::json;
 /// for the same reason: a Machine kept in a durable store from before holds the item under
 /// that name, and a new name could never remove it.
 pub const OWNER_MANAGER: &str = "infrasim-capi-remediation";
-/// The Machine conditions the Machine controller leaves to others: the managers above, and
-/// the control plane's view of its Machines' components (see [`super::component_health`]).
-pub const NOT_THE_MACHINES: [&str; 8] = [
+/// The Machine conditions the Machine controller leaves to the managers above.
+const REMEDIATION_CONDITIONS: [&str; 3] = [
     "HealthCheckSucceeded",
     "OwnerRemediated",
     "ExternallyRemediated",
-    "APIServerPodHealthy",
-    "ControllerManagerPodHealthy",
-    "SchedulerPodHealthy",
-    "EtcdPodHealthy",
-    "EtcdMemberHealthy",
 ];
 
-/// The Machine's conditions without those [`NOT_THE_MACHINES`].
+/// Whether the Machine controller leaves condition `type_` to others: the managers above, and
+/// the control plane's view of its Machines' components (see [`super::component_health`]).
+pub fn not_the_machines(type_: &str) -> bool {
+    REMEDIATION_CONDITIONS.contains(&type_)
+        || super::component_health::conditions_written().contains(&type_)
+}
+
+/// The Machine's conditions without those [`not_the_machines`].
 pub fn machines_own(conds: Vec<Condition>) -> Vec<Condition> {
     conds
         .into_iter()
-        .filter(|c| !NOT_THE_MACHINES.contains(&c.type_.as_str()))
+        .filter(|c| !not_the_machines(&c.type_))
         .collect()
 }
 
