@@ -246,3 +246,32 @@ async fn the_scale_subresource_writes_through_the_same_path() {
         .unwrap_or_default();
     assert_eq!(owners, ["scaler"], "{}", d["metadata"]["managedFields"]);
 }
+
+/// Appliers racing to create one object all succeed, as with kube-apiserver (whose apply is
+/// an update that may create): the ones that lose the create merge into the winner's object,
+/// each keeping its own fields (here, one label per manager).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn appliers_racing_to_create_one_object_all_succeed() {
+    let server = std::sync::Arc::new(server());
+    // Several rounds: a race is not lost every time.
+    for round in 0..10 {
+        let path = format!("/api/v1/namespaces/default/configmaps/raced-{round}");
+        let appliers = (0..24).map(|i| {
+            let (server, path) = (server.clone(), path.clone());
+            tokio::spawn(async move {
+                let applied = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("raced-{round}"),
+                                 "labels": {format!("by-{i}"): "yes"}}});
+                let uri = format!("{path}?fieldManager=applier-{i}");
+                send(&server, "PATCH", &uri, "application/apply-patch+yaml", &applied).await
+            })
+        });
+        for answer in futures::future::join_all(appliers).await {
+            let (status, body) = answer.expect("the applier ran");
+            assert!(status == 200 || status == 201, "{status}: {body}");
+        }
+        let (_, stored) = send(&server, "GET", &path, "application/json", &Value::Null).await;
+        let labels = stored["metadata"]["labels"].as_object().expect("labels");
+        assert_eq!(labels.len(), 24, "every applier's label is kept: {labels:?}");
+    }
+}

@@ -45,6 +45,10 @@ pub(crate) async fn apply(ctx: &Ctx, body: &[u8]) -> HandlerResult {
     for _ in 0..16 {
         match apply_once(ctx, &config, manager, force).await {
             Err(WriteError::Stale(_)) => continue,
+            // Another writer created the object between this apply's read and its create:
+            // kube-apiserver's apply is an update that may create (a compare-and-swap loop in
+            // its storage), so it merges into what the other made instead of failing.
+            Err(WriteError::Refused(e)) if e.reason == "AlreadyExists" => continue,
             other => return other.map_err(ApiError::from),
         }
     }
