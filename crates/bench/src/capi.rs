@@ -214,6 +214,7 @@ pub(crate) fn in_memory_selection() -> Selection {
         reach: Default::default(),
         capv_node_anti_affinity: false,
         state_metrics: false,
+        part: Default::default(),
     }
 }
 

@@ -91,6 +91,7 @@ pub async fn run(args: CapvBenchArgs) -> anyhow::Result<()> {
         reach: Default::default(),
         capv_node_anti_affinity: false,
         state_metrics: false,
+        part: Default::default(),
     };
     let base = args.as_capi(20000);
     let plane = capi::plane(&base, selection, simulators.clone()).await?;

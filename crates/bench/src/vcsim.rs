@@ -53,6 +53,7 @@ pub async fn run(args: VcsimBenchArgs) -> anyhow::Result<()> {
         reach: Default::default(),
         capv_node_anti_affinity: false,
         state_metrics: false,
+        part: Default::default(),
     })
     .await?;
     let measured = measure(&args, &client).await;

@@ -781,6 +781,28 @@ impl Cloud {
         }
     }
 
+    /// The names of the clusters this cloud runs or holds an endpoint for, sorted.
+    pub fn hosted(&self) -> Vec<String> {
+        let mut all: BTreeSet<String> = self.lock_clusters().keys().cloned().collect();
+        all.extend(
+            self.reserved
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .keys()
+                .cloned(),
+        );
+        all.into_iter().collect()
+    }
+
+    /// Whether an endpoint at `host:port` can be served here: `host` is the address this
+    /// cloud advertises and `port` is in its range. A cluster whose recorded endpoint is not
+    /// (one taken over from a process on another range or machine) needs a new one.
+    pub fn can_serve(&self, host: &str, port: u16) -> bool {
+        host.parse::<IpAddr>()
+            .is_ok_and(|ip| ip == self.config.advertise)
+            && self.config.ports.contains(&port)
+    }
+
     /// The running clusters, by name.
     pub fn clusters(&self) -> Vec<ClusterInfo> {
         let mut all: Vec<ClusterInfo> = self

@@ -19,8 +19,18 @@ pub struct Context {
     pub clock: SharedClock,
     /// Where the controllers report their reconciles; `None` reports nothing.
     pub metrics: Option<crate::prometheus::ControllerMetrics>,
+    /// Which workload clusters this process hosts (all of them unless the fleet is sharded
+    /// over several processes, see [`crate::shards`]).
+    pub shards: crate::shards::Shards,
+    /// Cluster API's `--watch-filter`: only objects labelled
+    /// `cluster.x-k8s.io/watch-filter` with this value are reconciled (every object when
+    /// `None`).
+    pub watch_filter: Option<String>,
     recorder: Arc<Recorder>,
 }
+
+/// The label Cluster API's `--watch-filter` selects objects by.
+pub const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
 
 impl Context {
     pub fn new(client: Client, cloud: Arc<Cloud>, clock: SharedClock) -> Self {
@@ -30,6 +40,30 @@ impl Context {
             cloud,
             clock,
             metrics: None,
+            shards: crate::shards::Shards::everything(),
+            watch_filter: None,
+        }
+    }
+
+    /// The same, hosting only the clusters of the shards `shards` holds.
+    pub fn with_shards(mut self, shards: crate::shards::Shards) -> Self {
+        self.shards = shards;
+        self
+    }
+
+    /// The same, reconciling only objects Cluster API's watch filter label gives `value`
+    /// (an empty value filters nothing, as in Cluster API).
+    pub fn with_watch_filter(mut self, value: Option<String>) -> Self {
+        self.watch_filter = value.filter(|v| !v.is_empty());
+        self
+    }
+
+    /// Whether an object with `labels` is this process's to reconcile under its watch
+    /// filter, as Cluster API's `ResourceHasFilterLabel` predicate decides.
+    pub fn watches(&self, labels: &std::collections::BTreeMap<String, String>) -> bool {
+        match &self.watch_filter {
+            None => true,
+            Some(value) => labels.get(WATCH_FILTER_LABEL) == Some(value),
         }
     }
 

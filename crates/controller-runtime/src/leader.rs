@@ -11,6 +11,28 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 use std::time::Duration;
 
+/// A Lease's holder (empty when none) and until when its hold lasts (none when it was never
+/// renewed), a Lease without a duration held for `default_seconds`.
+pub fn holder_until(lease: &Lease, default_seconds: i32) -> (String, Option<DateTime<Utc>>) {
+    let spec = lease.spec.clone().unwrap_or_default();
+    let holder = spec.holder_identity.unwrap_or_default();
+    let renewed = spec
+        .renew_time
+        .as_ref()
+        .and_then(|t| DateTime::parse_from_rfc3339(&t.0.to_string()).ok())
+        .map(|t| t.with_timezone(&Utc));
+    let held_for =
+        chrono::Duration::seconds(spec.lease_duration_seconds.unwrap_or(default_seconds) as i64);
+    (holder, renewed.map(|r| r + held_for))
+}
+
+/// Who holds `lease` at `now`: nobody when it has no holder or its holder stopped renewing
+/// it for longer than its duration.
+pub fn live_holder(lease: &Lease, now: DateTime<Utc>) -> Option<String> {
+    let (holder, until) = holder_until(lease, 1);
+    (!holder.is_empty() && until.is_some_and(|u| u > now)).then_some(holder)
+}
+
 /// One candidate for a Lease.
 pub struct Elector {
     api: Api<Lease>,
@@ -71,16 +93,7 @@ impl Elector {
                 Err(e) => Err(e),
             };
         };
-        let spec = current.spec.clone().unwrap_or_default();
-        let holder = spec.holder_identity.clone().unwrap_or_default();
-        let renewed = spec
-            .renew_time
-            .as_ref()
-            .and_then(|t| DateTime::parse_from_rfc3339(&t.0.to_string()).ok())
-            .map(|t| t.with_timezone(&Utc));
-        let held_for =
-            chrono::Duration::seconds(spec.lease_duration_seconds.unwrap_or(seconds) as i64);
-        let until = renewed.map(|r| r + held_for);
+        let (holder, until) = holder_until(&current, seconds);
         let mine = holder == self.identity;
         if !mine && !holder.is_empty() && until.is_some_and(|u| u > now) {
             return Ok(Attempt::Following {
@@ -109,6 +122,34 @@ impl Elector {
                 until: now,
             }),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Gives the Lease up if this candidate holds it, as client-go's `ReleaseOnCancel` does:
+    /// no holder, a one-second duration, so the next candidate takes it at once rather than
+    /// after a whole lease duration.
+    pub async fn release(&self) -> Result<(), kube::Error> {
+        let Some(current) = self.api.get_opt(&self.name).await? else {
+            return Ok(());
+        };
+        let mut next = current.clone();
+        let s = next.spec.get_or_insert_with(Default::default);
+        if s.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return Ok(());
+        }
+        let now = self.clock.now();
+        s.holder_identity = None;
+        s.lease_duration_seconds = Some(1);
+        s.renew_time = serde_json::from_value(json!(micro(now))).ok();
+        s.acquire_time = serde_json::from_value(json!(micro(now))).ok();
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &next)
+            .await
+        {
+            // Taken meanwhile: it is not ours to give up any more.
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            other => other.map(|_| ()),
         }
     }
 

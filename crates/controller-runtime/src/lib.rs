@@ -25,6 +25,7 @@ pub mod placement;
 pub mod prometheus;
 pub mod reconcile;
 pub mod schema;
+pub mod shards;
 pub mod state_metrics;
 pub mod triggers;
 pub mod vcenters;

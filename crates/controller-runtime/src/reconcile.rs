@@ -181,6 +181,10 @@ where
 {
     let r = &runner.reconciler;
     let client = &runner.ctx.client;
+    if !runner.ctx.watches(obj.labels()) {
+        // Another manager's, by Cluster API's watch filter: not touched, finalizers included.
+        return Ok(Next::AwaitChange);
+    }
     if obj.meta().deletion_timestamp.is_some() {
         let held = R::FINALIZER.filter(|f| obj.finalizers().iter().any(|g| g == f));
         if R::FINALIZER.is_some() && held.is_none() {

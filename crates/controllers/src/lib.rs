@@ -66,6 +66,22 @@ pub struct Selection {
     /// cost about a seventh more CPU at 1,000 clusters, so it is asked for, as
     /// kube-state-metrics is deployed beside Cluster API only when wanted.
     pub state_metrics: bool,
+    /// Which part of the selected controllers this process runs (see [`Part`]).
+    pub part: Part,
+}
+
+/// The part of the selected controllers a process runs. In a fleet sharded over several
+/// processes (`infrasim controller --shards`), every process hosts its shards' clusters with
+/// the in-memory provider, and the one that leads runs everything else once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Part {
+    /// Every selected controller.
+    #[default]
+    All,
+    /// The in-memory provider only.
+    Provider,
+    /// Every selected controller but the in-memory provider.
+    AllButProvider,
 }
 
 impl Selection {
@@ -181,11 +197,17 @@ async fn run_selected(
         ctx.client.clone(),
         selection.namespace.clone(),
     ));
+    if selection.part == Part::Provider {
+        if selection.inmemory {
+            capi::infra::run(ctx, informers).await;
+        }
+        return;
+    }
     if let (Some(metrics), true) = (&ctx.metrics, selection.capi_core) {
         capi::simulation_metrics::register(metrics.registry(), &informers);
     }
     let provider = async {
-        if selection.inmemory {
+        if selection.inmemory && selection.part == Part::All {
             capi::infra::run(ctx.clone(), informers.clone()).await;
         }
     };

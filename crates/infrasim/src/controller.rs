@@ -8,7 +8,8 @@ use infrasim_clock::SystemClock;
 use infrasim_cloud::{Cloud, CloudConfig};
 use infrasim_controllers::runtime::client_metrics::ClientMetrics;
 use infrasim_controllers::runtime::prometheus::ControllerMetrics;
-use infrasim_controllers::{crds, leader::Elector, Context, Selection};
+use infrasim_controllers::runtime::shards::{ShardMember, Shards};
+use infrasim_controllers::{crds, leader::Elector, Context, Part, Selection};
 use infrasim_metrics::Metrics;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -88,6 +89,21 @@ pub struct ControllerArgs {
     /// (controller-runtime's flag; off when not given or `0`; `:PORT` is every address).
     #[arg(long)]
     metrics_bind_address: Option<crate::metrics_server::BindAddress>,
+    /// Spread the workload clusters over every `infrasim controller` started with the same
+    /// number against this plane: each cluster belongs to one of N shards, each process hosts
+    /// the shards whose Lease (`infrasim-shard-<k>`) it holds, a fair share of them, on its
+    /// own port range, and takes over those of a process that stops. The other controllers
+    /// (Cluster API's core, vcsim, ...) run in the one that holds the leader Lease. 0: no
+    /// shards, one process hosts every cluster (the leader).
+    #[arg(long, default_value_t = 0)]
+    shards: u32,
+    /// This process's name in its Leases (default: $HOSTNAME and a random suffix).
+    #[arg(long)]
+    identity: Option<String>,
+    /// Cluster API's watch filter: reconcile only objects labelled
+    /// `cluster.x-k8s.io/watch-filter=VALUE`, so several managers can share one plane.
+    #[arg(long)]
+    watch_filter: Option<String>,
 }
 
 /// A client of the cluster a kubeconfig (or the environment) points at.
@@ -158,6 +174,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         reach: reach.clone().unwrap_or_default(),
         capv_node_anti_affinity: args.capv_node_anti_affinity,
         state_metrics: args.state_metrics,
+        part: Default::default(),
     };
     if args.install_crds {
         crds::install(&client, &selection.crds())
@@ -170,12 +187,14 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
             .context("registering the embedded core's admission webhooks")?;
     }
     let clock = SystemClock::shared();
-    let elector = args.leader_elect.then(|| {
-        let identity = format!(
+    let identity = args.identity.clone().unwrap_or_else(|| {
+        format!(
             "{}_{}",
             std::env::var("HOSTNAME").unwrap_or_else(|_| "infrasim".into()),
             uuid::Uuid::new_v4()
-        );
+        )
+    });
+    let elector = args.leader_elect.then(|| {
         Elector::new(
             client.clone(),
             &args.leader_election_namespace,
@@ -184,14 +203,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
             clock.clone(),
         )
     });
-    if let Some(e) = &elector {
-        println!(
-            "waiting to lead (Lease {}/infrasim-controller)",
-            args.leader_election_namespace
-        );
-        e.acquire().await.context("leader election")?;
-    }
-    let config = CloudConfig {
+    let cloud_config = CloudConfig {
         advertise: args.advertise_address,
         ports: args.port_min..=args.port_max,
         watch_window: args.cluster_watch_window.max(1),
@@ -200,38 +212,120 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
             .as_ref()
             .map(infrasim_kube_api::RequestMetrics::register),
     };
-    let cloud = match &args.data_dir {
-        Some(dir) => {
-            crate::up::open_cloud(config, &dir.join(crate::up::CLUSTERS_DIR), clock.clone()).await?
-        }
-        None => Cloud::with_clock(config, clock.clone()),
+    let parts = Parts {
+        client,
+        clock,
+        cloud_config,
+        metrics: metrics.as_ref().map(ControllerMetrics::register),
+        elector,
+        identity,
+        selection,
     };
-    let cloud = Arc::new(cloud);
-    let mut ctx = Context::new(client, cloud, clock);
-    if let Some(metrics) = &metrics {
-        ctx = ctx.with_metrics(ControllerMetrics::register(metrics));
+    if args.shards > 0 {
+        return run_sharded(&args, parts).await;
     }
-    println!(
-        "controllers: Cluster API in-memory provider{}{}",
-        if selection.capi_core {
-            " and the embedded Cluster API core"
-        } else {
-            ""
-        },
-        args.namespace
-            .as_deref()
-            .map(|n| format!(" in namespace {n}"))
-            .unwrap_or_default()
-    );
-    let lost = async {
-        match &elector {
-            Some(e) => e.keep().await,
-            None => std::future::pending().await,
+    if let Some(e) = &parts.elector {
+        println!(
+            "waiting to lead (Lease {}/infrasim-controller)",
+            args.leader_election_namespace
+        );
+        e.acquire().await.context("leader election")?;
+    }
+    // The durable clusters are taken only once this replica leads.
+    let ctx = parts.context(&args).await?;
+    println!("controllers: {}", parts.selection.describe());
+    tokio::select! {
+        _ = infrasim_controllers::run(ctx, parts.selection.clone()) => {}
+        _ = keep_leading(parts.elector.as_ref()) => {
+            anyhow::bail!("leadership lost: stopping, as a controller must")
         }
+        _ = crate::shutdown_signal() => {}
+    }
+    Ok(())
+}
+
+/// What the controllers of this process are made of, before they run.
+struct Parts {
+    client: kube::Client,
+    clock: infrasim_clock::SharedClock,
+    cloud_config: CloudConfig,
+    metrics: Option<ControllerMetrics>,
+    elector: Option<Elector>,
+    identity: String,
+    selection: Selection,
+}
+
+impl Parts {
+    /// The controllers' context over this process's cloud (its clusters brought back from
+    /// `--data-dir` when given).
+    async fn context(&self, args: &ControllerArgs) -> anyhow::Result<Context> {
+        let (config, clock) = (self.cloud_config.clone(), self.clock.clone());
+        let cloud = match &args.data_dir {
+            Some(dir) => {
+                crate::up::open_cloud(config, &dir.join(crate::up::CLUSTERS_DIR), clock.clone())
+                    .await?
+            }
+            None => Cloud::with_clock(config, clock.clone()),
+        };
+        let mut ctx = Context::new(self.client.clone(), Arc::new(cloud), clock)
+            .with_watch_filter(args.watch_filter.clone());
+        if let Some(metrics) = &self.metrics {
+            ctx = ctx.with_metrics(metrics.clone());
+        }
+        Ok(ctx)
+    }
+}
+
+/// Returns when this replica stops leading (never without leader election).
+async fn keep_leading(elector: Option<&Elector>) {
+    match elector {
+        Some(e) => e.keep().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A host of a sharded fleet: the in-memory provider at once, for the shards this process
+/// holds; the other controllers once it leads. Losing a shard or the lead stops the process.
+async fn run_sharded(args: &ControllerArgs, parts: Parts) -> anyhow::Result<()> {
+    let ctx = parts
+        .context(args)
+        .await?
+        .with_shards(Shards::new(args.shards));
+    let member = ShardMember::new(&ctx, &args.leader_election_namespace, &parts.identity);
+    println!(
+        "hosting a share of {} shards as {} (Leases {}/infrasim-shard-*), endpoints on {}:{}-{}",
+        args.shards,
+        parts.identity,
+        args.leader_election_namespace,
+        args.advertise_address,
+        args.port_min,
+        args.port_max
+    );
+    let provider = Selection {
+        part: Part::Provider,
+        ..parts.selection.clone()
+    };
+    let rest = Selection {
+        part: Part::AllButProvider,
+        ..parts.selection.clone()
+    };
+    let lead_and_run = async {
+        if let Some(e) = &parts.elector {
+            e.acquire().await.context("leader election")?;
+        }
+        println!("leading: {}", rest.describe());
+        tokio::select! {
+            _ = infrasim_controllers::run(ctx.clone(), rest.clone()) => {}
+            _ = keep_leading(parts.elector.as_ref()) => {
+                anyhow::bail!("leadership lost: stopping, as a controller must")
+            }
+        }
+        anyhow::Ok(())
     };
     tokio::select! {
-        _ = infrasim_controllers::run(ctx, selection) => {}
-        _ = lost => anyhow::bail!("leadership lost: stopping, as a controller must"),
+        _ = infrasim_controllers::run(ctx.clone(), provider) => {}
+        lost = member.run() => anyhow::bail!("{lost}: stopping"),
+        done = lead_and_run => done?,
         _ = crate::shutdown_signal() => {}
     }
     Ok(())

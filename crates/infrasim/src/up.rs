@@ -497,6 +497,7 @@ async fn start_controllers(
         reach: Default::default(),
         capv_node_anti_affinity: args.capv_node_anti_affinity,
         state_metrics: args.state_metrics,
+        part: Default::default(),
     };
     use infrasim_controllers::capi::admission;
     admission::serve_in(server, client.clone(), selection.capi_core);

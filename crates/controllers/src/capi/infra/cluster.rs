@@ -30,6 +30,9 @@ impl<K: InfraCluster> Reconcile<K> for ClusterReconciler<K> {
 
     async fn apply(&self, obj: Arc<K>) -> Result<Next, Error> {
         let r = &self.0;
+        if !hosted_here(r, &*obj) {
+            return Ok(Next::AwaitChange);
+        }
         when_claimed(r, obj, "Cluster", |obj, api| async move {
             apply(obj, r, &api).await
         })
@@ -39,8 +42,28 @@ impl<K: InfraCluster> Reconcile<K> for ClusterReconciler<K> {
     /// The endpoint and the workload cluster behind it go, then the finalizer.
     async fn cleanup(&self, obj: Arc<K>) -> Result<Cleanup, Error> {
         let r = &self.0;
+        if !hosted_here(r, &*obj) {
+            // Its host takes it down and lets it go.
+            return Ok(Cleanup::Pending(Next::AwaitChange));
+        }
         release_claim(r, obj, |obj| release(obj, r)).await
     }
+}
+
+/// The cloud key of the workload cluster an infrastructure cluster is for: its owning
+/// Cluster's, or (before Cluster API owns it) the one its cluster-name label names.
+pub(super) fn cluster_key<K: InfraCluster>(obj: &K) -> Option<String> {
+    let ns = obj.namespace().unwrap_or_default();
+    owner_named(obj, "Cluster")
+        .or_else(|| obj.labels().get(crate::capi::CLUSTER_NAME_LABEL).cloned())
+        .map(|cluster| cloud_key(&cluster, &ns))
+}
+
+/// Whether this process hosts the workload cluster of `obj` (always, unless the fleet is
+/// sharded; see [`infrasim_controller_runtime::shards`]). One not yet owned by a Cluster is
+/// claimed by nobody, so any process may look at it.
+fn hosted_here<K: InfraCluster>(r: &Reconciler<K>, obj: &K) -> bool {
+    cluster_key(obj).is_none_or(|key| r.ctx.shards.hosts(&key))
 }
 
 async fn apply<K: InfraCluster>(
@@ -70,10 +93,7 @@ async fn apply<K: InfraCluster>(
         return Ok(Next::AwaitChange);
     }
     let key = cloud_key(&cluster_name, &ns);
-    let wanted = obj
-        .endpoint()
-        .filter(|e| e.port != 0)
-        .map(|e| e.port as u16);
+    let wanted = super::wanted_port(&r.ctx, obj.endpoint());
     let endpoint = match r.ctx.cloud.reserve_endpoint(&key, wanted).await {
         Ok(e) => e,
         Err(e) => {
@@ -87,8 +107,17 @@ async fn apply<K: InfraCluster>(
         }
     };
     let host = r.ctx.cloud.advertise_address().to_string();
-    if obj.endpoint().is_none_or(|e| !e.is_valid()) {
-        publish_endpoint(&*obj, r, api, &host, endpoint.port()).await?;
+    let published = obj.endpoint().filter(|e| e.is_valid());
+    match published {
+        None => publish_endpoint(&*obj, r, api, &host, endpoint.port()).await?,
+        // Only a sharded fleet moves endpoints (see `super::wanted_port`).
+        Some(e)
+            if r.ctx.shards.count().is_some()
+                && (e.host != host || e.port != i32::from(endpoint.port())) =>
+        {
+            move_endpoint(&*obj, r, api, &cluster, e, &host, endpoint.port()).await?
+        }
+        Some(_) => {}
     }
     conditions::set(&mut conds, Condition::new("Ready", true, "Ready", ""), now);
     conditions::sort(&mut conds);
@@ -154,6 +183,50 @@ async fn publish_endpoint<K: InfraCluster>(
             format!("control plane endpoint {host}:{port} reserved"),
         )
         .await;
+    Ok(())
+}
+
+/// Moves a published endpoint to the one this process reserved: the cluster was taken over
+/// from a process on another port range or machine (a sharded fleet), so its old address
+/// answers no more. The infrastructure cluster and the Cluster both get the new address:
+/// upstream copies the endpoint into the Cluster once and never moves it, but a control-plane
+/// endpoint whose host went away is what a VIP failover moves, and a Cluster left on the old
+/// address would point every client at nothing. Cluster API's kubeconfig then follows (see
+/// the control plane's `certs::ensure_kubeconfig`).
+async fn move_endpoint<K: InfraCluster>(
+    obj: &K,
+    r: &Reconciler<K>,
+    api: &Api<K>,
+    cluster: &Cluster,
+    from: &crate::capi::core::ApiEndpoint,
+    host: &str,
+    port: u16,
+) -> Result<(), Error> {
+    // The Cluster first: should this reconcile stop halfway, the infrastructure cluster
+    // still shows the old address and the next one moves both again.
+    let patch = json!({"spec": {"controlPlaneEndpoint": {"host": host, "port": port}}});
+    let clusters: Api<Cluster> = Api::namespaced(
+        r.ctx.client.clone(),
+        &cluster.namespace().unwrap_or_default(),
+    );
+    clusters
+        .patch(
+            &cluster.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    let note = format!(
+        "control plane endpoint moved from {}:{} to {host}:{port}: the cluster is hosted here now",
+        from.host, from.port
+    );
+    r.ctx.event(obj, false, "EndpointMoved", note).await;
     Ok(())
 }
 

@@ -41,6 +41,9 @@ impl<K: InfraMachine> Reconcile<K> for MachineReconciler<K> {
 
     async fn apply(&self, obj: Arc<K>) -> Result<Next, Error> {
         let r = &self.0;
+        if !hosted_here(r, &*obj) {
+            return Ok(Next::AwaitChange);
+        }
         when_claimed(r, obj, "Machine", |obj, api| async move {
             apply(obj, r, &api).await
         })
@@ -50,7 +53,29 @@ impl<K: InfraMachine> Reconcile<K> for MachineReconciler<K> {
     /// The machine leaves its workload cluster, then the finalizer goes.
     async fn cleanup(&self, obj: Arc<K>) -> Result<Cleanup, Error> {
         let r = &self.0;
+        if !hosted_here(r, &*obj) {
+            // Its host takes it out of the workload cluster and lets it go.
+            return Ok(Cleanup::Pending(Next::AwaitChange));
+        }
         release_claim(r, obj, |obj| remove(obj, r)).await
+    }
+}
+
+/// The cloud key of the workload cluster an infrastructure machine belongs to, by the
+/// cluster-name label Cluster API puts on it (none before it does).
+pub(super) fn machine_key<K: InfraMachine>(obj: &K) -> Option<String> {
+    let ns = obj.namespace().unwrap_or_default();
+    obj.labels()
+        .get(crate::capi::CLUSTER_NAME_LABEL)
+        .map(|cluster| cloud_key(cluster, &ns))
+}
+
+/// Whether this process hosts the workload cluster `obj` belongs to (see
+/// [`infrasim_controller_runtime::shards`]); a machine not labelled yet waits for the label.
+fn hosted_here<K: InfraMachine>(r: &Reconciler<K>, obj: &K) -> bool {
+    match machine_key(obj) {
+        Some(key) => r.ctx.shards.hosts(&key),
+        None => r.ctx.shards.count().is_none(),
     }
 }
 
@@ -278,12 +303,7 @@ pub(crate) async fn ensure_cloud_cluster(
     if cloud.has_cluster(key) {
         return Ok(());
     }
-    let port = cluster
-        .spec
-        .control_plane_endpoint
-        .as_ref()
-        .filter(|e| e.port != 0)
-        .map(|e| e.port as u16);
+    let port = super::wanted_port(ctx, cluster.spec.control_plane_endpoint.as_ref());
     cloud.reserve_endpoint(key, port).await?;
     let ns = cluster.namespace().unwrap_or_default();
     let name = cluster.name_any();

@@ -297,6 +297,18 @@ fn infra_kind<K: InfraObject>() -> &'static str {
 pub fn cloud_key(cluster: &str, namespace: &str) -> String {
     format!("{cluster}.{namespace}")
 }
+/// The port to serve a cluster's recorded `endpoint` on: its own (a cluster coming back
+/// after a restart keeps its endpoint), or none (the lowest free one) when there is none or,
+/// in a sharded fleet, when this process cannot serve it (the cluster was taken over from a
+/// process on another range or machine, and its endpoint moves here). Unsharded, an endpoint
+/// outside the range is reported, not moved: a user may have set it.
+pub(crate) fn wanted_port(ctx: &Context, endpoint: Option<&ApiEndpoint>) -> Option<u16> {
+    let endpoint = endpoint.filter(|e| e.port > 0 && e.port <= i32::from(u16::MAX))?;
+    let port = endpoint.port as u16;
+    let movable = ctx.shards.count().is_some() && !ctx.cloud.can_serve(&endpoint.host, port);
+    (!movable).then_some(port)
+}
+
 /// Claims `obj` for this controller once a Cluster API object of kind `owner` owns it (an
 /// infrastructure object is reserved for nothing before): the API to write it through when
 /// its work may go on, `None` when it is not owned yet or the finalizer was just added (that
@@ -428,6 +440,11 @@ async fn run_clusters<K: InfraCluster>(ctx: Context, informers: &Arc<Informers>)
                 .filter(|r| r.kind == K::kind(&()))
                 .map(|r| kube::runtime::reflector::ObjectRef::new(&r.name).within(&ns))
         });
+    // Shards this process takes over bring their clusters' objects round again.
+    let controller = controller.reconcile_on(
+        ctx.shards
+            .taken(informers.of::<K>().store(), cluster::cluster_key::<K>),
+    );
     let r = cluster::ClusterReconciler(Reconciler::new(ctx.clone(), informers.clone()));
     infrasim_controller_runtime::reconcile::run(&ctx, controller, Arc::new(r)).await;
 }
@@ -452,6 +469,10 @@ async fn run_machines<K: InfraMachine>(ctx: Context, informers: &Arc<Informers>)
                     &label_key(crate::capi::CLUSTER_NAME_LABEL, &c.name_any()),
                 )
             });
+    let controller = controller.reconcile_on(
+        ctx.shards
+            .taken(informers.of::<K>().store(), machine::machine_key::<K>),
+    );
     let r = machine::MachineReconciler(Reconciler::new(ctx.clone(), informers.clone()));
     infrasim_controller_runtime::reconcile::run(&ctx, controller, Arc::new(r)).await;
 }

@@ -8,6 +8,7 @@ use infrasim_kube_api::kubeconfig::{render, KubeconfigSpec};
 use infrasim_kube_api::pki::{CertificateAuthority, PkiError, SigningKey};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::ByteString;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use std::collections::HashMap;
@@ -66,8 +67,9 @@ pub struct Found {
     cas: std::sync::Mutex<FoundCas>,
 }
 
-/// Each cluster's CA (by namespace and name) and when its secrets were found complete.
-type FoundCas = HashMap<(String, String), (CertificateAuthority, std::time::Instant)>;
+/// Each cluster's CA (by namespace and name), the endpoint its kubeconfig was found to name
+/// and when its secrets were found complete.
+type FoundCas = HashMap<(String, String), (CertificateAuthority, String, std::time::Instant)>;
 
 impl Found {
     fn lock(&self) -> std::sync::MutexGuard<'_, FoundCas> {
@@ -75,18 +77,32 @@ impl Found {
         self.cas.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The CA of `cluster` if its secrets were found complete a moment ago.
-    pub fn get(&self, namespace: &str, cluster: &str) -> Option<CertificateAuthority> {
+    /// The CA of `cluster` if its secrets were found complete a moment ago, with a kubeconfig
+    /// for `endpoint` (an endpoint that moved sends the kubeconfig to be looked at again).
+    pub fn get(
+        &self,
+        namespace: &str,
+        cluster: &str,
+        endpoint: &str,
+    ) -> Option<CertificateAuthority> {
         let key = (namespace.to_string(), cluster.to_string());
         let cas = self.lock();
-        let (ca, at) = cas.get(&key)?;
-        (at.elapsed() < super::workload::SECRET_RECHECK).then(|| ca.clone())
+        let (ca, named, at) = cas.get(&key)?;
+        (named == endpoint && at.elapsed() < super::workload::SECRET_RECHECK).then(|| ca.clone())
     }
 
-    /// Notes that `cluster`'s secrets are all there, with `ca` its CA.
-    pub fn remember(&self, namespace: &str, cluster: &str, ca: CertificateAuthority) {
+    /// Notes that `cluster`'s secrets are all there, with `ca` its CA and a kubeconfig for
+    /// `endpoint`.
+    pub fn remember(
+        &self,
+        namespace: &str,
+        cluster: &str,
+        ca: CertificateAuthority,
+        endpoint: &str,
+    ) {
         let key = (namespace.to_string(), cluster.to_string());
-        self.lock().insert(key, (ca, std::time::Instant::now()));
+        let found = (ca, endpoint.to_string(), std::time::Instant::now());
+        self.lock().insert(key, found);
     }
 
     /// Forgets a cluster (it is gone; one made again under its name has new certificates).
@@ -145,7 +161,10 @@ pub async fn lookup_or_generate(
 
 /// Writes `<cluster>-kubeconfig` if it is missing: cluster `<cluster>`, user
 /// `<cluster>-admin` (`kubernetes-admin` in `system:masters`), context
-/// `<cluster>-admin@<cluster>`, server `https://host:port`.
+/// `<cluster>-admin@<cluster>`, server `https://host:port`. One the control plane wrote (it
+/// owns it) naming another server is written again: upstream writes it once, as its endpoints never move, but a sharded
+/// fleet's takeover moves a cluster's endpoint (see the in-memory provider's
+/// `move_endpoint`), and a kubeconfig left on the old address opens nothing.
 pub async fn ensure_kubeconfig(
     secrets: &Api<Secret>,
     cluster: &str,
@@ -155,15 +174,26 @@ pub async fn ensure_kubeconfig(
     owner: &OwnerReference,
 ) -> Result<(), CertError> {
     let name = format!("{cluster}-kubeconfig");
-    if secrets.get_opt(&name).await?.is_some() {
-        return Ok(());
-    }
-    let admin = ca.client_cert("kubernetes-admin", &["system:masters"])?;
     let server = if host.contains(':') {
         format!("https://[{host}]:{port}")
     } else {
         format!("https://{host}:{port}")
     };
+    let existing = secrets.get_opt(&name).await?;
+    let ours = |s: &Secret| {
+        s.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == owner.uid)
+    };
+    if existing
+        .as_ref()
+        .is_some_and(|s| !ours(s) || server_of(s).is_none_or(|named| named == server))
+    {
+        return Ok(());
+    }
+    let admin = ca.client_cert("kubernetes-admin", &["system:masters"])?;
     let yaml = render(&KubeconfigSpec {
         cluster_name: cluster,
         user_name: &format!("{cluster}-admin"),
@@ -173,10 +203,36 @@ pub async fn ensure_kubeconfig(
         client_key_pem: &admin.key_pem,
         tls_server_name: None,
     });
-    let s = secret(&name, cluster, owner, json!({"value": yaml}))?;
-    match secrets.create(&PostParams::default(), &s).await {
-        Ok(_) => Ok(()),
+    let written = match existing {
+        Some(mut moved) => {
+            // Replaced as read: a concurrent writer makes it a 409, and the next pass looks again.
+            moved.data = Some([("value".to_string(), ByteString(yaml.into_bytes()))].into());
+            moved.string_data = None;
+            secrets
+                .replace(&name, &PostParams::default(), &moved)
+                .await
+                .map(|_| ())
+        }
+        None => {
+            let s = secret(&name, cluster, owner, json!({"value": yaml}))?;
+            secrets.create(&PostParams::default(), &s).await.map(|_| ())
+        }
+    };
+    match written {
+        Ok(()) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The server a kubeconfig secret names (its first cluster's); none when it cannot be read,
+/// which is left as it is (a user's own).
+fn server_of(secret: &Secret) -> Option<String> {
+    let text = field(secret, "value")?;
+    let config = kube::config::Kubeconfig::from_yaml(&text).ok()?;
+    config
+        .clusters
+        .first()
+        .and_then(|c| c.cluster.as_ref())
+        .and_then(|c| c.server.clone())
 }

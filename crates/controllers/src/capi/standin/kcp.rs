@@ -174,7 +174,13 @@ async fn provision(
     }
     let secrets: Api<Secret> = r.api(&ns);
     let owner = owner_ref(kcp, true);
-    let found = r.core.certificates.get(&ns, &cluster.name_any());
+    let named = cluster
+        .spec
+        .control_plane_endpoint
+        .as_ref()
+        .map(|e| format!("{}:{}", e.host, e.port))
+        .unwrap_or_default();
+    let found = r.core.certificates.get(&ns, &cluster.name_any(), &named);
     let ca = match found.clone() {
         Some(ca) => Some(ca),
         None => {
@@ -209,7 +215,9 @@ async fn provision(
             &owner,
         )
         .await?;
-        r.core.certificates.remember(&ns, &cluster.name_any(), ca);
+        r.core
+            .certificates
+            .remember(&ns, &cluster.name_any(), ca, &named);
     }
     if !*initialized && machines.iter().any(|m| m.spec.provider_id.is_some()) {
         *initialized = kubeadm_config_exists(r, cluster).await;

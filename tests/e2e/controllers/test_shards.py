@@ -1,0 +1,153 @@
+"""One fleet over two processes: two `infrasim controller --shards 2` against one bare plane
+(`infrasim up --controllers none`), each on its own port range as on separate machines. The
+clusters split between them through the shard Leases, both hosts answer kubectl, and when one
+is killed the other takes its shard over: its clusters come back on the survivor's range, and
+the Cluster's endpoint and its kubeconfig secret follow, signed by the same CA as before.
+"""
+
+import base64
+import json
+import signal
+import subprocess
+
+import yaml
+
+from conftest import BINARY, Plane, wait_for
+
+RANGES = {"alpha": 22960, "beta": 22980}
+
+
+def shard_of(key, count):
+    """The shard infrasim puts a cluster in: FNV-1a of `<cluster>.<namespace>`."""
+    h = 0xCBF29CE484222325
+    for b in key.encode():
+        h ^= b
+        h = (h * 0x100000001B3) % (1 << 64)
+    return h % count
+
+
+def names_per_shard(count, per_shard):
+    picked = {k: [] for k in range(count)}
+    i = 0
+    while any(len(v) < per_shard for v in picked.values()):
+        name = f"s{i}"
+        k = shard_of(f"{name}.default", count)
+        if len(picked[k]) < per_shard:
+            picked[k].append(name)
+        i += 1
+    return picked
+
+
+def holders(plane):
+    out = plane.kubectl("get", "leases", "-o", "json").stdout
+    return {l["metadata"]["name"]: l["spec"].get("holderIdentity") for l in json.loads(out)["items"]}
+
+
+def endpoint(plane, name):
+    c = json.loads(plane.kubectl("get", "cluster", name, "-o", "json").stdout)
+    return c["spec"].get("controlPlaneEndpoint", {})
+
+
+def host_of(port):
+    return next((who for who, lo in RANGES.items() if lo <= port <= lo + 15), None)
+
+
+def kubeconfig(plane, name, path):
+    secret = json.loads(plane.kubectl("get", "secret", f"{name}-kubeconfig", "-o", "json").stdout)
+    text = base64.b64decode(secret["data"]["value"]).decode()
+    path.write_text(text)
+    return yaml.safe_load(text)
+
+
+def nodes(path):
+    out = subprocess.run(["kubectl", "--kubeconfig", str(path), "get", "nodes", "-o", "json"],
+                         capture_output=True, text=True, timeout=30)
+    return json.loads(out.stdout)["items"] if out.returncode == 0 else None
+
+
+def test_a_fleet_sharded_over_two_processes_survives_losing_one(tmp_path):
+    workdir = tmp_path / "bare"
+    workdir.mkdir()
+    bare = Plane(workdir, "--controllers", "none")
+    procs = {}
+    logs = {}
+    try:
+        for who, lo in RANGES.items():
+            logs[who] = tmp_path / f"{who}.log"
+            procs[who] = subprocess.Popen(
+                [BINARY, "controller", "--kubeconfig", bare.kubeconfig, "--shards", "2",
+                 "--identity", who, "--port-min", str(lo), "--port-max", str(lo + 15)],
+                stdout=open(logs[who], "w"), stderr=subprocess.STDOUT)
+
+        def log_text():
+            return "\n".join(f"--- {w}\n{p.read_text(errors='replace')[-3000:]}" for w, p in logs.items())
+
+        # Each process takes one shard: the member Leases let them see each other first.
+        shards = wait_for(lambda: (lambda h: h if {h.get("infrasim-shard-0"), h.get("infrasim-shard-1")}
+                                   == set(RANGES) else None)(holders(bare)),
+                          timeout=60, interval=0.5, what="one shard each")
+        assert shards.get("infrasim-member-alpha") == "alpha" and shards.get("infrasim-member-beta") == "beta"
+
+        picked = names_per_shard(2, 2)
+        for names in picked.values():
+            for name in names:
+                out = subprocess.run([BINARY, "cluster", "--kubeconfig", bare.kubeconfig, "create", name,
+                                      "--step-startup", "0s", "--workers", "1", "--no-wait"],
+                                     capture_output=True, text=True, timeout=60)
+                assert out.returncode == 0, out.stdout + out.stderr
+        bare.kubectl("wait", "--for=condition=Available", "cluster", "--all", "--timeout=150s", timeout=160)
+
+        # Each cluster is served by the holder of its shard, on that process's range.
+        first = {}
+        for k, names in picked.items():
+            for name in names:
+                port = endpoint(bare, name)["port"]
+                assert host_of(port) == shards[f"infrasim-shard-{k}"], (name, k, port, shards)
+                path = tmp_path / f"{name}-before.kubeconfig"
+                first[name] = kubeconfig(bare, name, path)
+                assert len(wait_for(lambda: nodes(path), timeout=30, what=f"{name}'s nodes")) == 2
+
+        # Kill beta outright: its Leases run out, alpha takes its shard over.
+        victim_shard = next(k for k in picked if shards[f"infrasim-shard-{k}"] == "beta")
+        procs["beta"].send_signal(signal.SIGKILL)
+        procs["beta"].wait(timeout=10)
+        wait_for(lambda: holders(bare).get(f"infrasim-shard-{victim_shard}") == "alpha",
+                 timeout=60, interval=0.5, what="alpha holding beta's shard")
+
+        for name in picked[victim_shard]:
+            moved = wait_for(lambda: (lambda e: e if host_of(e.get("port", 0)) == "alpha" else None)(
+                endpoint(bare, name)), timeout=90, interval=0.5, what=f"{name}'s endpoint on alpha")
+            ref = json.loads(bare.kubectl("get", "cluster", name, "-o", "json").stdout)["spec"]["infrastructureRef"]
+            # The Cluster moves first, its infrastructure cluster right after, with an Event.
+            wait_for(lambda: json.loads(bare.kubectl("get", ref["kind"].lower(), ref["name"], "-o", "json").stdout)
+                     ["spec"]["controlPlaneEndpoint"] == moved, timeout=10, what="the infrastructure endpoint")
+
+            def moved_event():
+                events = bare.kubectl("get", "events", "--field-selector", f"involvedObject.name={ref['name']}",
+                                      "-o", "json").stdout
+                return [e for e in json.loads(events)["items"] if e["reason"] == "EndpointMoved"]
+            note = wait_for(moved_event, timeout=10, what="an EndpointMoved event")[0]["message"]
+            assert f"to {moved['host']}:{moved['port']}" in note, note
+            server = f"https://{moved['host']}:{moved['port']}"
+            path = tmp_path / f"{name}-after.kubeconfig"
+            wait_for(lambda: kubeconfig(bare, name, path)["clusters"][0]["cluster"]["server"] == server,
+                     timeout=60, interval=0.5, what=f"{name}'s kubeconfig naming {server}")
+            assert len(wait_for(lambda: nodes(path), timeout=90, interval=0.5,
+                                what=f"{name}'s nodes on alpha") or []) == 2, log_text()
+            # The cluster kept its CA: the credentials from before the move open it too.
+            old = first[name]
+            old["clusters"][0]["cluster"]["server"] = server
+            old_path = tmp_path / f"{name}-old-credentials.kubeconfig"
+            old_path.write_text(yaml.safe_dump(old))
+            assert nodes(old_path) is not None, log_text()
+        bare.kubectl("wait", "--for=condition=Available", "cluster", "--all", "--timeout=120s", timeout=130)
+        # alpha's own clusters never moved.
+        for name in picked[1 - victim_shard]:
+            assert host_of(endpoint(bare, name)["port"]) == "alpha"
+        assert procs["alpha"].poll() is None, log_text()
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=10)
+        bare.stop()
