@@ -199,7 +199,9 @@ async fn run_selected(
     ));
     if selection.part == Part::Provider {
         if selection.inmemory {
-            capi::infra::run(ctx, informers).await;
+            // The leader writes the Faults; a host puts them in force on its own clusters.
+            let follow = faults::run(ctx.clone(), informers.clone(), true, faults::Role::Follower);
+            futures::join!(capi::infra::run(ctx, informers), follow);
         }
         return;
     }
@@ -251,7 +253,13 @@ async fn run_selected(
         if selection.faults() {
             // Cluster objects to select by label where Cluster API's kinds are served.
             let clusters = selection.inmemory || selection.capi_core;
-            faults::run(ctx.clone(), informers.clone(), clusters).await;
+            faults::run(
+                ctx.clone(),
+                informers.clone(),
+                clusters,
+                faults::Role::Leader,
+            )
+            .await;
         }
     };
     let sip = async {

@@ -263,7 +263,14 @@ async fn appliers_racing_to_create_one_object_all_succeed() {
                     "metadata": {"name": format!("raced-{round}"),
                                  "labels": {format!("by-{i}"): "yes"}}});
                 let uri = format!("{path}?fieldManager=applier-{i}");
-                send(&server, "PATCH", &uri, "application/apply-patch+yaml", &applied).await
+                send(
+                    &server,
+                    "PATCH",
+                    &uri,
+                    "application/apply-patch+yaml",
+                    &applied,
+                )
+                .await
             })
         });
         for answer in futures::future::join_all(appliers).await {
@@ -272,6 +279,10 @@ async fn appliers_racing_to_create_one_object_all_succeed() {
         }
         let (_, stored) = send(&server, "GET", &path, "application/json", &Value::Null).await;
         let labels = stored["metadata"]["labels"].as_object().expect("labels");
-        assert_eq!(labels.len(), 24, "every applier's label is kept: {labels:?}");
+        assert_eq!(
+            labels.len(),
+            24,
+            "every applier's label is kept: {labels:?}"
+        );
     }
 }

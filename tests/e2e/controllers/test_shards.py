@@ -1,8 +1,9 @@
 """One fleet over two processes: two `infrasim controller --shards 2` against one bare plane
 (`infrasim up --controllers none`), each on its own port range as on separate machines. The
-clusters split between them through the shard Leases, both hosts answer kubectl, and when one
-is killed the other takes its shard over: its clusters come back on the survivor's range, and
-the Cluster's endpoint and its kubeconfig secret follow, signed by the same CA as before.
+clusters split between them through the shard Leases, both hosts answer kubectl and take
+Faults, and when the leader is killed the other takes its shard over (and the lead): its
+clusters come back on the survivor's range, and the Cluster's endpoint and its kubeconfig
+secret follow, signed by the same CA as before. Cluster API's watch filter is honoured too.
 """
 
 import base64
@@ -107,16 +108,32 @@ def test_a_fleet_sharded_over_two_processes_survives_losing_one(tmp_path):
                 first[name] = kubeconfig(bare, name, path)
                 assert len(wait_for(lambda: nodes(path), timeout=30, what=f"{name}'s nodes")) == 2
 
-        # Kill beta outright: its Leases run out, alpha takes its shard over.
-        victim_shard = next(k for k in picked if shards[f"infrasim-shard-{k}"] == "beta")
-        procs["beta"].send_signal(signal.SIGKILL)
-        procs["beta"].wait(timeout=10)
-        wait_for(lambda: holders(bare).get(f"infrasim-shard-{victim_shard}") == "alpha",
-                 timeout=60, interval=0.5, what="alpha holding beta's shard")
+        # The leader runs the Fault controller; the other host puts a Fault in force on its own
+        # clusters all the same.
+        leader = holders(bare)["infrasim-controller"]
+        survivor = next(w for w in RANGES if w != leader)
+        faulted = picked[next(k for k in picked if shards[f"infrasim-shard-{k}"] == survivor)][0]
+        fault = {"apiVersion": "sim.infrasim.dev/v1alpha1", "kind": "Fault",
+                 "metadata": {"name": "down", "namespace": "default"},
+                 "spec": {"clusterName": faulted, "type": "APIDown"}}
+        bare.kubectl("apply", "-f", "-", input=json.dumps(fault))
+        wait_for(lambda: nodes(tmp_path / f"{faulted}-before.kubeconfig") is None, timeout=30,
+                 what=f"{faulted}'s endpoint down on {survivor}")
+        bare.kubectl("delete", "fault", "down", "--timeout=30s", timeout=40)
+        wait_for(lambda: nodes(tmp_path / f"{faulted}-before.kubeconfig"), timeout=30,
+                 what=f"{faulted}'s endpoint back")
+
+        # Kill the leader outright: its Leases run out, the survivor takes its shard over and
+        # leads.
+        victim_shard = next(k for k in picked if shards[f"infrasim-shard-{k}"] == leader)
+        procs[leader].send_signal(signal.SIGKILL)
+        procs[leader].wait(timeout=10)
+        wait_for(lambda: holders(bare).get(f"infrasim-shard-{victim_shard}") == survivor,
+                 timeout=60, interval=0.5, what=f"{survivor} holding {leader}'s shard")
 
         for name in picked[victim_shard]:
-            moved = wait_for(lambda: (lambda e: e if host_of(e.get("port", 0)) == "alpha" else None)(
-                endpoint(bare, name)), timeout=90, interval=0.5, what=f"{name}'s endpoint on alpha")
+            moved = wait_for(lambda: (lambda e: e if host_of(e.get("port", 0)) == survivor else None)(
+                endpoint(bare, name)), timeout=90, interval=0.5, what=f"{name}'s endpoint on {survivor}")
             ref = json.loads(bare.kubectl("get", "cluster", name, "-o", "json").stdout)["spec"]["infrastructureRef"]
             # The Cluster moves first, its infrastructure cluster right after, with an Event.
             wait_for(lambda: json.loads(bare.kubectl("get", ref["kind"].lower(), ref["name"], "-o", "json").stdout)
@@ -133,7 +150,7 @@ def test_a_fleet_sharded_over_two_processes_survives_losing_one(tmp_path):
             wait_for(lambda: kubeconfig(bare, name, path)["clusters"][0]["cluster"]["server"] == server,
                      timeout=60, interval=0.5, what=f"{name}'s kubeconfig naming {server}")
             assert len(wait_for(lambda: nodes(path), timeout=90, interval=0.5,
-                                what=f"{name}'s nodes on alpha") or []) == 2, log_text()
+                                what=f"{name}'s nodes on {survivor}") or []) == 2, log_text()
             # The cluster kept its CA: the credentials from before the move open it too.
             old = first[name]
             old["clusters"][0]["cluster"]["server"] = server
@@ -141,13 +158,51 @@ def test_a_fleet_sharded_over_two_processes_survives_losing_one(tmp_path):
             old_path.write_text(yaml.safe_dump(old))
             assert nodes(old_path) is not None, log_text()
         bare.kubectl("wait", "--for=condition=Available", "cluster", "--all", "--timeout=120s", timeout=130)
-        # alpha's own clusters never moved.
+        # The survivor's own clusters never moved, and it leads now.
         for name in picked[1 - victim_shard]:
-            assert host_of(endpoint(bare, name)["port"]) == "alpha"
-        assert procs["alpha"].poll() is None, log_text()
+            assert host_of(endpoint(bare, name)["port"]) == survivor
+        assert procs[survivor].poll() is None, log_text()
+        wait_for(lambda: holders(bare).get("infrasim-controller") == survivor, timeout=30,
+                 what=f"{survivor} leading")
     finally:
         for p in procs.values():
             if p.poll() is None:
                 p.terminate()
                 p.wait(timeout=10)
+        bare.stop()
+
+
+def test_the_watch_filter_leaves_other_managers_objects_alone(tmp_path):
+    workdir = tmp_path / "bare"
+    workdir.mkdir()
+    bare = Plane(workdir, "--controllers", "none")
+    log = tmp_path / "controller.log"
+    proc = subprocess.Popen(
+        [BINARY, "controller", "--kubeconfig", bare.kubeconfig, "--watch-filter", "team-a",
+         "--port-min", "22940", "--port-max", "22945", "--vcsim", "false", "--vmgroup", "false",
+         "--sip", "false"], stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    try:
+        for name, team in (("theirs", "team-b"), ("unlabelled", None), ("mine", "team-a")):
+            labels = {"cluster.x-k8s.io/watch-filter": team} if team else {}
+            cluster = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                       "metadata": {"name": name, "namespace": "default", "labels": labels}, "spec": {}}
+            wait_for(lambda: bare.kubectl("apply", "-f", "-", input=json.dumps(cluster), check=False)
+                     .returncode == 0, timeout=60, interval=0.5, what="the Cluster CRD")
+
+        def read(name):
+            return json.loads(bare.kubectl("get", "cluster", name, "-o", "json").stdout)
+        mine = wait_for(lambda: (lambda c: c if c.get("status", {}).get("phase") else None)(read("mine")),
+                        timeout=60, interval=0.5, what="the labelled Cluster reconciled")
+        assert "cluster.cluster.x-k8s.io" in mine["metadata"]["finalizers"]
+        # Created before it, and never touched: no finalizer, no status.
+        for name in ("theirs", "unlabelled"):
+            other = read(name)
+            assert not other["metadata"].get("finalizers"), other
+            assert not other.get("status"), other
+        bare.kubectl("delete", "cluster", "mine", "--timeout=60s", timeout=70)
+        # Another manager's Cluster is deleted at once: nothing here holds it.
+        bare.kubectl("delete", "cluster", "theirs", "unlabelled", "--timeout=10s", timeout=20)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
         bare.stop()

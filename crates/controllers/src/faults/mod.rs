@@ -48,10 +48,19 @@ pub struct Reconciler {
     clusters: bool,
 }
 
+/// What a process does with Faults: everything (puts them in force on its clusters, holds
+/// their finalizer, writes their status and events), or, where another process leads (a
+/// sharded fleet's hosts), only puts them in force on the clusters it hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Leader,
+    Follower,
+}
+
 /// Runs the Fault controller until the process ends. With `clusters` (Cluster API's kinds
 /// are served), a Cluster's change wakes the Faults of its namespace that select by label or
 /// name it.
-pub async fn run(ctx: Context, informers: Arc<Informers>, clusters: bool) {
+pub async fn run(ctx: Context, informers: Arc<Informers>, clusters: bool, role: Role) {
     let faults = informers.of::<Fault>();
     let controller = infrasim_controller_runtime::triggers::controller(&faults, None);
     let controller = if clusters {
@@ -76,12 +85,58 @@ pub async fn run(ctx: Context, informers: Arc<Informers>, clusters: bool) {
     } else {
         controller
     };
-    let r = Arc::new(Reconciler {
+    let r = Reconciler {
         ctx: ctx.clone(),
         informers,
         clusters,
-    });
-    infrasim_controller_runtime::reconcile::run(&ctx, controller, r).await;
+    };
+    match role {
+        Role::Leader => {
+            infrasim_controller_runtime::reconcile::run(&ctx, controller, Arc::new(r)).await
+        }
+        Role::Follower => {
+            let follower = Arc::new(Follower(r));
+            infrasim_controller_runtime::reconcile::run(&ctx, controller, follower).await
+        }
+    }
+}
+
+/// The Fault controller of a process that does not lead: it puts each Fault in force on the
+/// clusters this process hosts (the cloud keeps faults of clusters it does not host for when
+/// it does) and clears them when the Fault goes, and leaves the Fault itself to the leader.
+pub struct Follower(Reconciler);
+
+impl Reconcile<Fault> for Follower {
+    type Error = Error;
+
+    async fn apply(&self, obj: Arc<Fault>) -> Result<Next, Error> {
+        let now = self.0.ctx.now();
+        let status = obj.status.clone().unwrap_or_default();
+        // The leader's start once it has written one; until then, now (a moment later).
+        let start = status
+            .start_time
+            .as_deref()
+            .and_then(conditions::parse_time)
+            .unwrap_or(now);
+        let in_force = self.0.put_in_force(&obj, &status, start).await?;
+        Ok(match in_force.end {
+            Some(end) if now < end => Next::At(end),
+            _ => Next::AwaitChange,
+        })
+    }
+
+    /// Called on the deletion's first event (the leader's finalizer holds the Fault).
+    async fn cleanup(&self, obj: Arc<Fault>) -> Result<Cleanup, Error> {
+        self.0.clear(&obj).await?;
+        Ok(Cleanup::Done)
+    }
+}
+
+/// What [`Reconciler::put_in_force`] did: the fault, where, and until when.
+struct InForce {
+    fault: Result<ClusterFault, String>,
+    targets: Vec<String>,
+    end: Option<DateTime<Utc>>,
 }
 
 impl Reconcile<Fault> for Reconciler {
@@ -96,31 +151,17 @@ impl Reconcile<Fault> for Reconciler {
             .as_deref()
             .and_then(conditions::parse_time)
             .unwrap_or(now);
-        let fault = match effect(&obj.spec, start) {
-            Ok(fault) => fault,
-            Err(why) => {
-                self.put(&obj, &status.clusters, None);
-                let invalid = Condition::new("Active", false, "InvalidSpec", why);
-                self.write_status(&obj, &status, "Invalid", &[], None, invalid, now)
-                    .await?;
-                return Ok(Next::AwaitChange);
-            }
-        };
-        let end = end_time(&obj.spec, start);
-        let targets = if end.is_some_and(|end| now >= end) {
-            Vec::new()
-        } else {
-            self.targets(&obj).await?
-        };
-        // Cleared where it no longer applies first, then put where it does.
-        let gone: Vec<String> = status
-            .clusters
-            .iter()
-            .filter(|c| !targets.contains(c))
-            .cloned()
-            .collect();
-        self.put(&obj, &gone, None);
-        self.put(&obj, &targets, Some(&fault));
+        let InForce {
+            fault,
+            targets,
+            end,
+        } = self.put_in_force(&obj, &status, start).await?;
+        if let Err(why) = fault {
+            let invalid = Condition::new("Active", false, "InvalidSpec", why);
+            self.write_status(&obj, &status, "Invalid", &[], None, invalid, now)
+                .await?;
+            return Ok(Next::AwaitChange);
+        }
         let (phase, active) = match end {
             Some(end) if now >= end => ("Expired", expired(end)),
             _ => ("Active", in_force(&obj.spec, &targets)),
@@ -143,16 +184,56 @@ impl Reconcile<Fault> for Reconciler {
     }
 
     async fn cleanup(&self, obj: Arc<Fault>) -> Result<Cleanup, Error> {
-        let status = obj.status.clone().unwrap_or_default();
-        // What it was put on, and what it might have been put on since the last status.
-        let mut all: BTreeSet<String> = status.clusters.into_iter().collect();
-        all.extend(self.targets(&obj).await?);
-        self.put(&obj, &all.into_iter().collect::<Vec<_>>(), None);
+        self.clear(&obj).await?;
         Ok(Cleanup::Done)
     }
 }
 
 impl Reconciler {
+    /// Puts the Fault (first applied at `start`) in force on the clusters it selects now,
+    /// and clears it from those of `status` it no longer selects (from all of them when its
+    /// spec is invalid or its duration is over).
+    async fn put_in_force(
+        &self,
+        obj: &Fault,
+        status: &FaultStatus,
+        start: DateTime<Utc>,
+    ) -> Result<InForce, Error> {
+        let fault = effect(&obj.spec, start);
+        let end = end_time(&obj.spec, start);
+        let over = end.is_some_and(|end| self.ctx.now() >= end);
+        let targets = match &fault {
+            Ok(_) if !over => self.targets(obj).await?,
+            _ => Vec::new(),
+        };
+        // Cleared where it no longer applies first, then put where it does.
+        let gone: Vec<String> = status
+            .clusters
+            .iter()
+            .filter(|c| !targets.contains(c))
+            .cloned()
+            .collect();
+        self.put(obj, &gone, None);
+        if let Ok(fault) = &fault {
+            self.put(obj, &targets, Some(fault));
+        }
+        Ok(InForce {
+            fault,
+            targets,
+            end,
+        })
+    }
+
+    /// Clears a Fault that goes from what it was put on, and what it might have been put on
+    /// since its last status.
+    async fn clear(&self, obj: &Fault) -> Result<(), Error> {
+        let status = obj.status.clone().unwrap_or_default();
+        let mut all: BTreeSet<String> = status.clusters.into_iter().collect();
+        all.extend(self.targets(obj).await?);
+        self.put(obj, &all.into_iter().collect::<Vec<_>>(), None);
+        Ok(())
+    }
+
     /// The Cluster names the Fault selects, sorted.
     async fn targets(&self, obj: &Fault) -> Result<Vec<String>, Error> {
         if let Some(name) = &obj.spec.cluster_name {
