@@ -147,6 +147,31 @@ pub fn health_verdict(m: &Machine) -> Option<u64> {
     hash((m.uid(), verdict))
 }
 
+/// The conditions a Machine's `spec.readinessGates` name (its Ready counts them), as they
+/// change: another controller writes them (the control plane, for its component health).
+pub fn readiness_gates(m: &Machine) -> Option<u64> {
+    let current = m.status.as_ref().and_then(|s| s.conditions.as_deref());
+    let gated: Vec<_> = gate_types(m)
+        .into_iter()
+        .map(|ty| {
+            current
+                .and_then(|c| infrasim_controller_runtime::conditions::find(c, &ty))
+                .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+        })
+        .collect();
+    hash((m.uid(), gated))
+}
+
+/// The condition types of a Machine's readiness gates.
+pub fn gate_types(m: &Machine) -> Vec<String> {
+    m.spec
+        .readiness_gates
+        .iter()
+        .flatten()
+        .filter_map(|g| g.get("conditionType")?.as_str().map(str::to_string))
+        .collect()
+}
+
 /// What makes a control plane's Machines up to date or not: its version and the template of
 /// their infrastructure.
 pub fn control_plane_rollout(k: &KubeadmControlPlane) -> Option<u64> {

@@ -116,7 +116,14 @@ pub(super) async fn update(
     let (workloads, client) = (&r.core.workloads, r.client());
     let reader = r.core.nodes.reader(workloads, &client, &ns, &name).await;
     let etcd = r.core.ctx.cloud.etcd(&cloud_key(&name, &ns));
-    let membership = etcd.as_ref().map(|e| e.membership());
+    // A cluster hosted here is read in place; one hosted by another process (a sharded
+    // fleet's) through its endpoint.
+    let membership = match &etcd {
+        Some(e) => Ok(e.membership()),
+        None => super::etcd::membership(&client, &ns, &name)
+            .await
+            .map_err(|e| e.to_string()),
+    };
     let api: Api<Machine> = r.api(&ns);
     let written = conditions_written();
     let mut seen = Vec::new();
@@ -126,11 +133,12 @@ pub(super) async fn update(
             Ok(reader) => read_pods(m, reader).await,
             Err(e) => pods_unknown(&format!("Failed to get the Node hosting the Pod: {e}")),
         };
-        if let (Some(etcd), Some(membership)) = (&etcd, &membership) {
-            let node = m.status.as_ref().and_then(|s| s.node_ref.as_ref());
-            let down = node.is_some_and(|n| etcd.member_down(&n.name));
-            wanted.push(etcd_member_condition(m, membership, down));
-        }
+        let node = m.status.as_ref().and_then(|s| s.node_ref.as_ref());
+        let down = node.is_some_and(|n| etcd.as_ref().is_some_and(|e| e.member_down(&n.name)));
+        wanted.push(match &membership {
+            Ok(membership) => etcd_member_condition(m, membership, down),
+            Err(why) => etcd_member_unread(m, why),
+        });
         // A Machine without a Node gets its conditions once it has one: upstream writes
         // "Waiting for a Node" first, two writes more per machine for what its phase says.
         if m.status
@@ -151,10 +159,7 @@ pub(super) async fn update(
         "control plane",
     );
     conditions::set(conds, components, now);
-    let etcd_health = match etcd {
-        Some(_) => aggregate("EtcdClusterHealthy", &[ETCD_MEMBER], &seen, "etcd member"),
-        None => Condition::new("EtcdClusterHealthy", true, "Healthy", ""),
-    };
+    let etcd_health = aggregate("EtcdClusterHealthy", &[ETCD_MEMBER], &seen, "etcd member");
     conditions::set(conds, etcd_health, now);
     Ok(waiting.then_some(RECHECK))
 }
@@ -329,6 +334,18 @@ pub fn etcd_member_condition(m: &Machine, membership: &MembershipImage, down: bo
         return not_healthy(format!("Etcd reports alarms: {}", alarms.join(", ")));
     }
     Condition::new(ETCD_MEMBER, true, "Healthy", "")
+}
+
+/// `EtcdMemberHealthy` of Machine `m` when its cluster's etcd could not be asked (`why`).
+fn etcd_member_unread(m: &Machine, why: &str) -> Condition {
+    if let Some(mut said) = uninspectable(m, &[ETCD_MEMBER]) {
+        return said.remove(0);
+    }
+    Condition::unknown(
+        ETCD_MEMBER,
+        INSPECTION_FAILED,
+        format!("Failed to get the etcd members: {why}"),
+    )
 }
 
 /// The control plane's condition `type_` summing up the Machines' conditions `types` (each

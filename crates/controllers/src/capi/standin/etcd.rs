@@ -10,8 +10,9 @@
 use infrasim_etcd_sim::pb::etcdserverpb::cluster_client::ClusterClient;
 use infrasim_etcd_sim::pb::etcdserverpb::maintenance_client::MaintenanceClient;
 use infrasim_etcd_sim::pb::etcdserverpb::{
-    MemberListRequest, MemberRemoveRequest, MoveLeaderRequest, StatusRequest,
+    AlarmRequest, MemberListRequest, MemberRemoveRequest, MoveLeaderRequest, StatusRequest,
 };
+use infrasim_etcd_sim::{Member, MembershipImage};
 use infrasim_kube_api::pki::CertificateAuthority;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
@@ -105,6 +106,44 @@ async fn connect(
         .pool_timer(hyper_util::rt::TokioTimer::new())
         .build(https);
     Ok((channel, server))
+}
+
+/// The members and alarms of cluster `cluster`'s etcd, asked through its endpoint: how the
+/// control plane reads the etcd of a cluster hosted by another process (a sharded fleet's),
+/// whose members it cannot look at in place. A member that does not answer is not told
+/// apart here (the leader answers for all).
+pub async fn membership(
+    mgmt: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<MembershipImage, EtcdError> {
+    let (channel, origin) = connect(mgmt, namespace, cluster).await?;
+    let mut members = ClusterClient::with_origin(channel.clone(), origin.clone());
+    let mut maintenance = MaintenanceClient::with_origin(channel, origin);
+    let list = members
+        .member_list(MemberListRequest::default())
+        .await?
+        .into_inner()
+        .members;
+    let alarms = maintenance
+        .alarm(AlarmRequest::default())
+        .await?
+        .into_inner()
+        .alarms;
+    Ok(MembershipImage {
+        members: list
+            .into_iter()
+            .map(|m| Member {
+                id: m.id,
+                name: m.name,
+                peer_urls: m.peer_ur_ls,
+                client_urls: m.client_ur_ls,
+                is_learner: m.is_learner,
+            })
+            .collect(),
+        alarms: alarms.into_iter().map(|a| (a.member_id, a.alarm)).collect(),
+        ..MembershipImage::default()
+    })
 }
 
 /// Removes the etcd member named `node` from cluster `cluster`'s etcd, moving leadership to

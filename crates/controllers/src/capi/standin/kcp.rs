@@ -668,11 +668,46 @@ impl<'a> NewMachine<'a> {
                          "ownerReferences": [owner_ref(kcp, true)]},
             "spec": {"clusterName": cluster.name_any(), "version": kcp.spec.version,
                      "bootstrap": {"configRef": ContractRef {api_group: "bootstrap.cluster.x-k8s.io".into(), kind: "KubeadmConfig".into(), name: name.clone()}},
-                     "infrastructureRef": infra, "failureDomain": fd},
+                     "infrastructureRef": infra, "failureDomain": fd,
+                     "readinessGates": readiness_gates(kcp)},
         }))
         .map_err(kube::Error::SerdeError)?;
         Ok(machine)
     }
+}
+
+/// The readiness gates of a control plane's new Machine, as upstream's control plane sets
+/// them: the machine template's own, then the conditions it reports of the machine's control
+/// plane components (the etcd ones only for an etcd it manages, not an external one), so a
+/// Machine is Ready only once its API server, controller manager, scheduler and etcd are.
+fn readiness_gates(kcp: &KubeadmControlPlane) -> Vec<Value> {
+    let mut gates: Vec<Value> = kcp
+        .spec
+        .machine_template
+        .spec
+        .rest
+        .get("readinessGates")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let external_etcd = kcp
+        .spec
+        .kubeadm_config_spec
+        .as_ref()
+        .and_then(|s| s.pointer("/clusterConfiguration/etcd/external"))
+        .is_some();
+    let reported = super::component_health::conditions_written();
+    for ty in reported {
+        let etcd = ty.starts_with("Etcd");
+        let named = gates
+            .iter()
+            .any(|g| g.get("conditionType") == Some(&json!(ty)));
+        let not_reported = etcd && external_etcd;
+        if !(named || not_reported) {
+            gates.push(json!({"conditionType": ty}));
+        }
+    }
+    gates
 }
 
 async fn create_ignoring_conflict<K>(api: &Api<K>, obj: &K) -> Result<(), Error>

@@ -87,6 +87,14 @@ pub(super) async fn run(core: Arc<Core>) {
                 ),
                 |m| Some(ObjectRef::from_obj(&*m)),
             )
+            // The conditions its readiness gates name count towards its Ready.
+            .watches_shared_stream(
+                filtered(
+                    &informers.of::<Machine>(),
+                    crate::capi::triggers::readiness_gates,
+                ),
+                |m| Some(ObjectRef::from_obj(&*m)),
+            )
             // Its Node's conditions make its NodeHealthy.
             .reconcile_on(node_changes(&core, index))
             // Any other provider's machine (a VSphereMachine) wakes its Machine.
@@ -612,6 +620,40 @@ fn node_state(node: &Node) -> NodeState {
     }
 }
 
+/// The conditions `spec.readinessGates` names, as the Ready summary counts them (upstream's
+/// Machine controller adds them to its summary): one nobody has reported yet is Unknown
+/// (`NotYetReported`), and under a gate of `Negative` polarity its condition's True is the
+/// issue.
+fn readiness_gates(m: &Machine) -> Vec<Condition> {
+    let current = m
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let negative = |ty: &str| {
+        m.spec.readiness_gates.iter().flatten().any(|g| {
+            g.get("conditionType").and_then(Value::as_str) == Some(ty)
+                && g.get("polarity").and_then(Value::as_str) == Some("Negative")
+        })
+    };
+    crate::capi::triggers::gate_types(m)
+        .into_iter()
+        .map(|ty| match conditions::find(&current, &ty) {
+            None => Condition::unknown(&ty, "NotYetReported", "Condition not yet reported"),
+            Some(c) if negative(&ty) => {
+                let mut flipped = c.clone();
+                flipped.status = match c.status.as_str() {
+                    "True" => "False".into(),
+                    "False" => "True".into(),
+                    other => other.into(),
+                };
+                flipped
+            }
+            Some(c) => c.clone(),
+        })
+        .collect()
+}
+
 async fn status(
     m: &Machine,
     r: &Reconciler<Machine>,
@@ -639,9 +681,11 @@ async fn status(
         .and_then(|s| s.conditions.as_deref())
         .and_then(|c| conditions::find(c, "HealthCheckSucceeded"))
         .cloned();
+    let gates = readiness_gates(m);
     let inputs: Vec<&Condition> = [&b.condition, &i.condition, &n.healthy]
         .into_iter()
         .chain(health_check.as_ref())
+        .chain(gates.iter())
         .collect();
     let ready = conditions::summary("Ready", &inputs, ("NotReady", "ReadyUnknown", "Ready"));
     let available = if ready.is_true() {
@@ -899,6 +943,45 @@ async fn deleting(
 mod tests {
     use super::*;
     use kube::runtime::watcher;
+
+    #[test]
+    fn readiness_gates_count_their_conditions_by_polarity_and_unreported_ones_as_unknown() {
+        let m: Machine = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": "m", "namespace": "ns"},
+            "spec": {"clusterName": "c1", "bootstrap": {},
+                     "infrastructureRef": {"apiGroup": "x", "kind": "X", "name": "m"},
+                     "readinessGates": [{"conditionType": "APIServerPodHealthy"},
+                                        {"conditionType": "Degraded", "polarity": "Negative"},
+                                        {"conditionType": "EtcdMemberHealthy"}]},
+            "status": {"conditions": [
+                {"type": "APIServerPodHealthy", "status": "True", "reason": "Running",
+                 "lastTransitionTime": "2026-12-01T00:00:00Z"},
+                {"type": "Degraded", "status": "False", "reason": "NotDegraded",
+                 "lastTransitionTime": "2026-12-01T00:00:00Z"}]},
+        }))
+        .expect("a Machine");
+        let gates = readiness_gates(&m);
+        let seen: Vec<(&str, &str, &str)> = gates
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("APIServerPodHealthy", "True", "Running"),
+                ("Degraded", "True", "NotDegraded"),
+                ("EtcdMemberHealthy", "Unknown", "NotYetReported"),
+            ]
+        );
+        let inputs: Vec<&Condition> = gates.iter().collect();
+        let ready = conditions::summary("Ready", &inputs, ("NotReady", "ReadyUnknown", "Ready"));
+        assert_eq!(ready.status, "Unknown");
+        assert_eq!(
+            ready.message,
+            "* EtcdMemberHealthy: Condition not yet reported"
+        );
+    }
 
     fn machine(name: &str, provider_id: Option<&str>, node: Option<&str>) -> Machine {
         let mut m: Machine = serde_json::from_value(serde_json::json!({
