@@ -293,8 +293,17 @@ def test_an_etcd_alarm_is_listed_by_etcdctl_and_refuses_writes_until_the_fault_i
     member = machine_condition(faulty, fns, name, "EtcdMemberHealthy")
     assert (member["status"], member["reason"], member["message"]) == \
         ("False", "NotHealthy", "Etcd reports alarms: NOSPACE"), member
+    # The control plane gates its Machines' Ready on that condition, as upstream's does.
+    gates = json.loads(faulty.kubectl("-n", fns, "get", "machine", name, "-o", "json").stdout)["spec"]["readinessGates"]
+    assert {"conditionType": "EtcdMemberHealthy"} in gates, gates
+    ready = wait_for(lambda: (lambda c: c if c and c.get("status") == "False" else None)(
+        machine_condition(faulty, fns, name, "Ready")),
+                     30, what="the Machine not Ready")
+    assert ready["message"] == "* EtcdMemberHealthy: Etcd reports alarms: NOSPACE", ready
     faulty.kubectl("-n", fns, "delete", "fault", "full", "--wait=true", "--timeout=30s")
     wait_for(lambda: etcd_health(faulty, fns, "a1")["status"] == "True", 30, what="etcd healthy again")
+    wait_for(lambda: (machine_condition(faulty, fns, name, "Ready") or {}).get("status") == "True", 30,
+             what="the Machine Ready again")
     assert "alarm:" not in run("alarm", "list").stdout
     assert run("put", "k", "v3").returncode == 0
     made = workload_kubectl(kubeconfig, "-n", "default", "create", "configmap", "full")
