@@ -150,32 +150,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         println!("metrics: https://{addr}/metrics and /metrics/state");
     }
     let embedded = args.capi_core == "embedded";
-    let reach = match args.webhook_listen {
-        Some(listen) => {
-            let hooks =
-                infrasim_controllers::capi::admission::CoreWebhooks::new(client.clone(), embedded);
-            let reach = crate::webhook_server::serve(listen, hooks).await?;
-            if let infrasim_controllers::capi::admission::Reach::Url { base, .. } = &reach {
-                println!("webhooks: {base}");
-            }
-            Some(reach)
-        }
-        None => None,
-    };
-    let selection = Selection {
-        inmemory: args.inmemory,
-        namespace: args.namespace.clone(),
-        capi_core: args.capi_core == "embedded",
-        vcsim: args.vcsim,
-        vmgroup: args.vmgroup,
-        sip: args.sip,
-        // A plane elsewhere reaches the conversion webhook only where this process serves it.
-        v1beta1: reach.is_some(),
-        reach: reach.clone().unwrap_or_default(),
-        capv_node_anti_affinity: args.capv_node_anti_affinity,
-        state_metrics: args.state_metrics,
-        part: Default::default(),
-    };
+    let reach = serve_webhooks(&args, &client, embedded).await?;
+    let selection = selection(&args, reach.as_ref());
     if args.install_crds {
         crds::install(&client, &selection.crds())
             .await
@@ -242,6 +218,44 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         _ = crate::shutdown_signal() => {}
     }
     Ok(())
+}
+
+/// Serves Cluster API's webhooks at `--webhook-listen`, when given: where the plane reaches them.
+async fn serve_webhooks(
+    args: &ControllerArgs,
+    client: &kube::Client,
+    embedded: bool,
+) -> anyhow::Result<Option<infrasim_controllers::capi::admission::Reach>> {
+    let Some(listen) = args.webhook_listen else {
+        return Ok(None);
+    };
+    let hooks = infrasim_controllers::capi::admission::CoreWebhooks::new(client.clone(), embedded);
+    let reach = crate::webhook_server::serve(listen, hooks).await?;
+    if let infrasim_controllers::capi::admission::Reach::Url { base, .. } = &reach {
+        println!("webhooks: {base}");
+    }
+    Ok(Some(reach))
+}
+
+/// The controllers the flags select.
+fn selection(
+    args: &ControllerArgs,
+    reach: Option<&infrasim_controllers::capi::admission::Reach>,
+) -> Selection {
+    Selection {
+        inmemory: args.inmemory,
+        namespace: args.namespace.clone(),
+        capi_core: args.capi_core == "embedded",
+        vcsim: args.vcsim,
+        vmgroup: args.vmgroup,
+        sip: args.sip,
+        // A plane elsewhere reaches the conversion webhook only where this process serves it.
+        v1beta1: reach.is_some(),
+        reach: reach.cloned().unwrap_or_default(),
+        capv_node_anti_affinity: args.capv_node_anti_affinity,
+        state_metrics: args.state_metrics,
+        part: Default::default(),
+    }
 }
 
 /// What the controllers of this process are made of, before they run.
