@@ -13,7 +13,6 @@
 //! Lease it still thought it held stops ([`ShardError`]), as a controller-runtime manager
 //! stops when it loses its leader election: two hosts of one cluster is worse than none.
 
-use crate::context::Context;
 use crate::informers::Watched;
 use crate::leader::{live_holder, Elector};
 use chrono::{DateTime, Utc};
@@ -260,23 +259,31 @@ pub struct ShardMember {
 }
 
 impl ShardMember {
-    /// A member for `ctx`'s shards (which must be sharded), its Leases in `namespace`.
-    pub fn new(ctx: &Context, namespace: &str, identity: &str) -> Self {
-        let clock = ctx.clock.clone();
+    /// A member holding `shards` (which must be sharded) for `cloud`, its Leases in
+    /// `namespace` of the plane `client` reaches. (Given the context's parts rather than the
+    /// context, which holds the shards: this module stays below it.)
+    pub fn new(
+        client: kube::Client,
+        clock: SharedClock,
+        cloud: Arc<Cloud>,
+        shards: Shards,
+        namespace: &str,
+        identity: &str,
+    ) -> Self {
         let member = Elector::new(
-            ctx.client.clone(),
+            client.clone(),
             namespace,
             &member_lease(identity),
             identity,
             clock.clone(),
         );
         ShardMember {
-            client: ctx.client.clone(),
+            client,
             namespace: namespace.to_string(),
             identity: identity.to_string(),
             clock,
-            cloud: ctx.cloud.clone(),
-            shards: ctx.shards.clone(),
+            cloud,
+            shards,
             lease_duration: member.lease_duration,
             member,
         }

@@ -305,7 +305,14 @@ async fn run_sharded(args: &ControllerArgs, parts: Parts) -> anyhow::Result<()> 
         .context(args)
         .await?
         .with_shards(Shards::new(args.shards));
-    let member = ShardMember::new(&ctx, &args.leader_election_namespace, &parts.identity);
+    let member = ShardMember::new(
+        ctx.client.clone(),
+        ctx.clock.clone(),
+        ctx.cloud.clone(),
+        ctx.shards.clone(),
+        &args.leader_election_namespace,
+        &parts.identity,
+    );
     println!(
         "hosting a share of {} shards as {} (Leases {}/infrasim-shard-*), endpoints on {}:{}-{}",
         args.shards,

@@ -89,10 +89,23 @@ def start(bare, who, tmp_path):
         stdout=open(tmp_path / f"{who}.log", "w"), stderr=subprocess.STDOUT)
 
 
-def test_a_member_that_joins_later_is_given_its_share(tmp_path):
+def bare_plane(tmp_path):
+    """A plane that runs no controllers of its own."""
     workdir = tmp_path / "bare"
     workdir.mkdir()
-    bare = Plane(workdir, "--controllers", "none")
+    return Plane(workdir, "--controllers", "none")
+
+
+def stop(procs, bare):
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+            p.wait(timeout=10)
+    bare.stop()
+
+
+def test_a_member_that_joins_later_is_given_its_share(tmp_path):
+    bare = bare_plane(tmp_path)
     procs = {"alpha": start(bare, "alpha", tmp_path)}
     try:
         wait_for(lambda: {holders(bare).get(f"infrasim-shard-{k}") for k in (0, 1)} == {"alpha"},
@@ -124,26 +137,16 @@ def test_a_member_that_joins_later_is_given_its_share(tmp_path):
         for p in procs.values():
             assert p.poll() is None
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.terminate()
-                p.wait(timeout=10)
-        bare.stop()
+        stop(procs.values(), bare)
 
 
 def test_a_fleet_sharded_over_two_processes_survives_losing_one(tmp_path):
-    workdir = tmp_path / "bare"
-    workdir.mkdir()
-    bare = Plane(workdir, "--controllers", "none")
+    bare = bare_plane(tmp_path)
     procs = {}
-    logs = {}
+    logs = {who: tmp_path / f"{who}.log" for who in RANGES}
     try:
-        for who, lo in RANGES.items():
-            logs[who] = tmp_path / f"{who}.log"
-            procs[who] = subprocess.Popen(
-                [BINARY, "controller", "--kubeconfig", bare.kubeconfig, "--shards", "2",
-                 "--identity", who, "--port-min", str(lo), "--port-max", str(lo + 15)],
-                stdout=open(logs[who], "w"), stderr=subprocess.STDOUT)
+        for who in RANGES:
+            procs[who] = start(bare, who, tmp_path)
 
         def log_text():
             return "\n".join(f"--- {w}\n{p.read_text(errors='replace')[-3000:]}" for w, p in logs.items())
@@ -234,17 +237,11 @@ def test_a_fleet_sharded_over_two_processes_survives_losing_one(tmp_path):
         wait_for(lambda: holders(bare).get("infrasim-controller") == survivor, timeout=30,
                  what=f"{survivor} leading")
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.terminate()
-                p.wait(timeout=10)
-        bare.stop()
+        stop(procs.values(), bare)
 
 
 def test_the_watch_filter_leaves_other_managers_objects_alone(tmp_path):
-    workdir = tmp_path / "bare"
-    workdir.mkdir()
-    bare = Plane(workdir, "--controllers", "none")
+    bare = bare_plane(tmp_path)
     log = tmp_path / "controller.log"
     proc = subprocess.Popen(
         [BINARY, "controller", "--kubeconfig", bare.kubeconfig, "--watch-filter", "team-a",
@@ -272,6 +269,4 @@ def test_the_watch_filter_leaves_other_managers_objects_alone(tmp_path):
         # Another manager's Cluster is deleted at once: nothing here holds it.
         bare.kubectl("delete", "cluster", "theirs", "unlabelled", "--timeout=10s", timeout=20)
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        bare.stop()
+        stop([proc], bare)

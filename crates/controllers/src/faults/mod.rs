@@ -113,11 +113,7 @@ impl Reconcile<Fault> for Follower {
         let now = self.0.ctx.now();
         let status = obj.status.clone().unwrap_or_default();
         // The leader's start once it has written one; until then, now (a moment later).
-        let start = status
-            .start_time
-            .as_deref()
-            .and_then(conditions::parse_time)
-            .unwrap_or(now);
+        let start = start_of(&status, now);
         let in_force = self.0.put_in_force(&obj, &status, start).await?;
         Ok(match in_force.end {
             Some(end) if now < end => Next::At(end),
@@ -130,6 +126,16 @@ impl Reconcile<Fault> for Follower {
         self.0.clear(&obj).await?;
         Ok(Cleanup::Done)
     }
+}
+
+/// When a Fault was first put in force: the start its status records, or `now` for one
+/// that has none yet.
+fn start_of(status: &FaultStatus, now: DateTime<Utc>) -> DateTime<Utc> {
+    status
+        .start_time
+        .as_deref()
+        .and_then(conditions::parse_time)
+        .unwrap_or(now)
 }
 
 /// What [`Reconciler::put_in_force`] did: the fault, where, and until when.
@@ -146,11 +152,7 @@ impl Reconcile<Fault> for Reconciler {
     async fn apply(&self, obj: Arc<Fault>) -> Result<Next, Error> {
         let now = self.ctx.now();
         let status = obj.status.clone().unwrap_or_default();
-        let start = status
-            .start_time
-            .as_deref()
-            .and_then(conditions::parse_time)
-            .unwrap_or(now);
+        let start = start_of(&status, now);
         let InForce {
             fault,
             targets,

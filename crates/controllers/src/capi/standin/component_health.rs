@@ -11,7 +11,7 @@
 //! read: its `EtcdClusterHealthy` says healthy once the control plane is initialized.
 
 use super::nodes::NodeReader;
-use super::{remediation, Error, Reconciler};
+use super::{owned_conditions, Error, Reconciler};
 use crate::capi::core::{Cluster, KubeadmControlPlane, Machine};
 use crate::capi::infra::cloud_key;
 use chrono::{DateTime, Utc};
@@ -117,12 +117,20 @@ pub(super) async fn update(
     let reader = r.core.nodes.reader(workloads, &client, &ns, &name).await;
     let etcd = r.core.ctx.cloud.etcd(&cloud_key(&name, &ns));
     // A cluster hosted here is read in place; one hosted by another process (a sharded
-    // fleet's) through its endpoint.
+    // fleet's) through its endpoint, and only when a Machine has a Node to report on (a
+    // Machine without one is not inspected, so the connection would be for nothing).
+    let inspected = machines.iter().any(|m| {
+        m.status
+            .as_ref()
+            .and_then(|s| s.node_ref.as_ref())
+            .is_some()
+    });
     let membership = match &etcd {
         Some(e) => Ok(e.membership()),
-        None => super::etcd::membership(&client, &ns, &name)
+        None if inspected => super::etcd::membership(&client, &ns, &name)
             .await
             .map_err(|e| e.to_string()),
+        None => Err("no Machine has a Node yet".to_string()),
     };
     let api: Api<Machine> = r.api(&ns);
     let written = conditions_written();
@@ -146,7 +154,7 @@ pub(super) async fn update(
             .and_then(|s| s.node_ref.as_ref())
             .is_some()
         {
-            remediation::set_owned(&api, m, MANAGER, &written, wanted.clone(), now).await?;
+            owned_conditions::set_owned(&api, m, MANAGER, &written, wanted.clone(), now).await?;
             let deleting = m.metadata.deletion_timestamp.is_some();
             waiting |= !deleting && !wanted.iter().all(Condition::is_true);
         }

@@ -10,7 +10,8 @@
 use infrasim_etcd_sim::pb::etcdserverpb::cluster_client::ClusterClient;
 use infrasim_etcd_sim::pb::etcdserverpb::maintenance_client::MaintenanceClient;
 use infrasim_etcd_sim::pb::etcdserverpb::{
-    AlarmRequest, MemberListRequest, MemberRemoveRequest, MoveLeaderRequest, StatusRequest,
+    AlarmRequest, Member as PbMember, MemberListRequest, MemberRemoveRequest, MoveLeaderRequest,
+    StatusRequest,
 };
 use infrasim_etcd_sim::{Member, MembershipImage};
 use infrasim_kube_api::pki::CertificateAuthority;
@@ -108,6 +109,30 @@ async fn connect(
     Ok((channel, server))
 }
 
+/// The cluster and maintenance clients of cluster `cluster`'s etcd, and its members.
+async fn listed(
+    mgmt: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<
+    (
+        ClusterClient<Channel>,
+        MaintenanceClient<Channel>,
+        Vec<PbMember>,
+    ),
+    EtcdError,
+> {
+    let (channel, origin) = connect(mgmt, namespace, cluster).await?;
+    let mut members = ClusterClient::with_origin(channel.clone(), origin.clone());
+    let maintenance = MaintenanceClient::with_origin(channel, origin);
+    let list = members
+        .member_list(MemberListRequest::default())
+        .await?
+        .into_inner()
+        .members;
+    Ok((members, maintenance, list))
+}
+
 /// The members and alarms of cluster `cluster`'s etcd, asked through its endpoint: how the
 /// control plane reads the etcd of a cluster hosted by another process (a sharded fleet's),
 /// whose members it cannot look at in place. A member that does not answer is not told
@@ -117,14 +142,7 @@ pub async fn membership(
     namespace: &str,
     cluster: &str,
 ) -> Result<MembershipImage, EtcdError> {
-    let (channel, origin) = connect(mgmt, namespace, cluster).await?;
-    let mut members = ClusterClient::with_origin(channel.clone(), origin.clone());
-    let mut maintenance = MaintenanceClient::with_origin(channel, origin);
-    let list = members
-        .member_list(MemberListRequest::default())
-        .await?
-        .into_inner()
-        .members;
+    let (_, mut maintenance, list) = listed(mgmt, namespace, cluster).await?;
     let alarms = maintenance
         .alarm(AlarmRequest::default())
         .await?
@@ -155,14 +173,7 @@ pub async fn remove_member(
     cluster: &str,
     node: &str,
 ) -> Result<(), EtcdError> {
-    let (channel, origin) = connect(mgmt, namespace, cluster).await?;
-    let mut members = ClusterClient::with_origin(channel.clone(), origin.clone());
-    let mut maintenance = MaintenanceClient::with_origin(channel, origin);
-    let list = members
-        .member_list(MemberListRequest::default())
-        .await?
-        .into_inner()
-        .members;
+    let (mut members, mut maintenance, list) = listed(mgmt, namespace, cluster).await?;
     let Some(gone) = list.iter().find(|m| m.name == node) else {
         return Ok(());
     };

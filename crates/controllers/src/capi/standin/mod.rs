@@ -32,6 +32,7 @@ mod machinedeployment;
 mod machineset;
 pub mod nodes;
 pub mod objects;
+mod owned_conditions;
 mod patches;
 mod remediation;
 mod resource_set;
