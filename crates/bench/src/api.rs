@@ -119,7 +119,7 @@ pub(crate) async fn run(args: ApiBenchArgs) -> anyhow::Result<()> {
         &reader_client,
         addr,
         tls,
-        target.bytes.clone(),
+        target.bytes(),
     )
     .await?;
     watch(&server, &ca, &admin, &group, &args).await?;

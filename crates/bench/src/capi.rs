@@ -242,6 +242,7 @@ pub(crate) async fn plane(
         StoreConfig {
             watch_window: args.watch_window.max(1),
             watcher_buffer: args.watcher_buffer.max(1),
+            packed: false,
         },
         clock.clone(),
         Arc::new(MemoryBackend),
@@ -553,7 +554,7 @@ fn nodes_of(cloud: &Cloud, cluster: &str) -> String {
         .unwrap_or_default();
     let mut out = String::new();
     for node in nodes {
-        let value: serde_json::Value = serde_json::from_slice(&node.bytes).unwrap_or_default();
+        let value: serde_json::Value = serde_json::from_slice(&node.bytes()).unwrap_or_default();
         out.push_str(&format!(
             "  Node {} providerID {}\n",
             value["metadata"]["name"], value["spec"]["providerID"]

@@ -87,7 +87,7 @@ const NO_GENERATION: u8 = 4;
 
 /// An object's record: its derived facts, then its bytes.
 pub fn object(o: &StoredObject) -> Vec<u8> {
-    let mut out = Vec::with_capacity(o.bytes.len() + 16);
+    let mut out = Vec::with_capacity(o.len() + 16);
     put_object(&mut out, o);
     out
 }
@@ -102,7 +102,7 @@ fn put_object(out: &mut Vec<u8>, o: &StoredObject) {
         put_bytes(out, k.as_bytes());
         put_bytes(out, v.as_bytes());
     }
-    put_bytes(out, &o.bytes);
+    put_bytes(out, &o.bytes());
 }
 
 /// Reads an object's record.
@@ -134,7 +134,7 @@ fn read_object_from(r: &mut Reader<'_>) -> Result<Arc<StoredObject>, Corrupt> {
 
 /// An event's record: type, resource, key, the object after and (if any) before.
 pub fn event(e: &Event) -> Vec<u8> {
-    let mut out = Vec::with_capacity(e.object.bytes.len() * 2 + 64);
+    let mut out = Vec::with_capacity(e.object.len() * 2 + 64);
     out.push(match e.event_type {
         EventType::Added => 0,
         EventType::Modified => 1,
@@ -240,7 +240,7 @@ mod tests {
             true,
         );
         let back = read_object(&object(&o)).unwrap();
-        assert_eq!(back.bytes, o.bytes);
+        assert_eq!(back.bytes(), o.bytes());
         assert_eq!(back.derived, o.derived);
         assert_eq!(back.meta, o.meta);
         let e = Event {
@@ -254,7 +254,7 @@ mod tests {
         let read = read_event(&event(&e), 7).unwrap();
         assert_eq!(read.event_type, EventType::Modified);
         assert_eq!((&*read.resource, &read.key), ("pods", &e.key));
-        assert_eq!(read.previous.unwrap().bytes, o.bytes);
+        assert_eq!(read.previous.unwrap().bytes(), o.bytes());
         let key = object_key("g", "pods", &e.key);
         assert!(key.starts_with(&group_prefix("g")));
         assert_eq!(resource_of(&key).unwrap(), "pods");

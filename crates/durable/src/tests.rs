@@ -67,7 +67,8 @@ fn writes_come_back_after_a_reopen_and_watches_resume_across_it() {
         .get("configmaps", &ObjectKey::new("default", "a"))
         .unwrap();
     assert_eq!(
-        back.bytes, made.bytes,
+        back.bytes(),
+        made.bytes(),
         "byte for byte: uid, rv, finalizers, time"
     );
     assert_eq!(back.meta, made.meta);

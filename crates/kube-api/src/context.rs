@@ -118,7 +118,7 @@ impl Ctx {
                     &crate::http::partial_metadata(&value, api_version),
                 ))
             }
-            _ => Ok(json_bytes(code, self.info.served_bytes(&object.bytes))),
+            _ => Ok(json_bytes(code, self.info.served_bytes(&object.bytes()))),
         }
     }
 }

@@ -218,11 +218,11 @@ pub(crate) async fn served_from(
 
 /// A stored object with `value` as its bytes (its metadata as stored).
 fn restamped(object: &StoredObject, value: &Value) -> Arc<StoredObject> {
-    Arc::new(StoredObject {
-        meta: object.meta.clone(),
-        derived: object.derived.clone(),
-        bytes: serde_json::to_vec(value).unwrap_or_default().into(),
-    })
+    StoredObject::plain(
+        object.meta.clone(),
+        object.derived.clone(),
+        serde_json::to_vec(value).unwrap_or_default().into(),
+    )
 }
 
 /// One stored object as served in the request's version.

@@ -207,7 +207,7 @@ fn table_list(
     let now = ctx.state.clock.now();
     let rows: Vec<Value> = items
         .iter()
-        .filter_map(|o| serde_json::from_slice::<Value>(&ctx.info.served_bytes(&o.bytes)).ok())
+        .filter_map(|o| serde_json::from_slice::<Value>(&ctx.info.served_bytes(&o.bytes())).ok())
         .map(|v| table::row(&ctx.info, &v, include, now))
         .collect();
     let mut t = table::table(&ctx.info, rows, meta, true);
@@ -230,7 +230,7 @@ fn metadata_list(items: &[Arc<StoredObject>], meta: Value, api_version: &str) ->
 /// The page as the resource's list kind, in JSON.
 fn json_list(ctx: &Ctx, items: &[Arc<StoredObject>], meta: &Value) -> Response<Body> {
     // Stitch the stored bytes together: no object is decoded or re-encoded.
-    let size: usize = items.iter().map(|o| o.bytes.len() + 1).sum();
+    let size: usize = items.iter().map(|o| o.len() + 1).sum();
     let mut out = Vec::with_capacity(size + 256);
     out.extend_from_slice(b"{\"kind\":\"");
     out.extend_from_slice(ctx.info.list_kind.as_bytes());
@@ -243,7 +243,7 @@ fn json_list(ctx: &Ctx, items: &[Arc<StoredObject>], meta: &Value) -> Response<B
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(&ctx.info.served_bytes(&o.bytes));
+        out.extend_from_slice(&ctx.info.served_bytes(&o.bytes()));
     }
     out.extend_from_slice(b"]}");
     json_bytes(200, out)

@@ -88,11 +88,11 @@ impl WatchStream {
     fn line(&mut self, ty: &str, object: &StoredObject) -> Bytes {
         match self.render {
             Render::Json => {
-                let mut out = Vec::with_capacity(object.bytes.len() + 32);
+                let mut out = Vec::with_capacity(object.len() + 32);
                 out.extend_from_slice(b"{\"type\":\"");
                 out.extend_from_slice(ty.as_bytes());
                 out.extend_from_slice(b"\",\"object\":");
-                out.extend_from_slice(&self.info.served_bytes(&object.bytes));
+                out.extend_from_slice(&self.info.served_bytes(&object.bytes()));
                 out.extend_from_slice(b"}\n");
                 Bytes::from(out)
             }

@@ -121,6 +121,7 @@ async fn a_watch_cut_off_behind_a_burst_picks_up_from_the_window() {
         infrasim_store::StoreConfig {
             watch_window: 10_000,
             watcher_buffer: 8,
+            packed: false,
         },
         Default::default(),
     )

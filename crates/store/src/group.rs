@@ -14,6 +14,7 @@ use crate::event::{Event, EventType};
 use crate::object::{
     format_time, meta_mut, read_meta, seal, spec_equal, Derived, ObjectKey, StoredObject,
 };
+use crate::packing::Packer;
 use crate::StoreConfig;
 use imbl::OrdMap;
 use infrasim_clock::SharedClock;
@@ -164,6 +165,8 @@ pub struct Group {
     clock: SharedClock,
     backend: Arc<dyn Backend>,
     config: StoreConfig,
+    /// The store's dictionaries, when it packs its objects ([`StoreConfig::packed`]).
+    packer: Option<Arc<Packer>>,
 }
 
 #[derive(Debug, Default)]
@@ -204,6 +207,7 @@ impl Group {
         clock: SharedClock,
         backend: Arc<dyn Backend>,
         config: StoreConfig,
+        packer: Option<Arc<Packer>>,
     ) -> Arc<Self> {
         let (events, _) = broadcast::channel(config.watcher_buffer.max(1));
         Arc::new_cyclic(|me| Group {
@@ -215,6 +219,7 @@ impl Group {
             clock,
             backend,
             config,
+            packer,
         })
     }
 
@@ -226,8 +231,9 @@ impl Group {
         clock: SharedClock,
         backend: Arc<dyn Backend>,
         config: StoreConfig,
+        packer: Option<Arc<Packer>>,
     ) -> Arc<Self> {
-        let group = Group::new(&image.name, clock, backend, config);
+        let group = Group::new(&image.name, clock, backend, config, packer);
         {
             let mut state = group.lock();
             for (resource, object) in image.objects {
@@ -284,6 +290,7 @@ impl Group {
             state: &mut state,
             pending: Vec::new(),
             now: format_time(self.clock.now()),
+            packer: self.packer.as_deref(),
         };
         let result = f(&mut txn);
         let pending = std::mem::take(&mut txn.pending);
@@ -781,6 +788,7 @@ struct Txn<'a> {
     state: &'a mut GroupState,
     pending: Vec<Arc<Event>>,
     now: String,
+    packer: Option<&'a Packer>,
 }
 
 /// `object` with the resourceVersion `rv` (none: without one): a dry run's answer carries
@@ -795,7 +803,7 @@ fn restamp(object: Arc<StoredObject>, rv: Option<u64>) -> Result<Arc<StoredObjec
         Some(rv) => meta.insert("resourceVersion".into(), Value::String(rv.to_string())),
         None => meta.remove("resourceVersion"),
     };
-    Ok(seal(&value, object.derived.clone())?)
+    Ok(seal(&value, object.derived.clone(), None)?)
 }
 
 impl Txn<'_> {
@@ -821,7 +829,7 @@ impl Txn<'_> {
     ) -> Result<Arc<StoredObject>> {
         let rv = self.state.resource_version + 1;
         meta_mut(&mut value).insert("resourceVersion".into(), Value::String(rv.to_string()));
-        let object = seal(&value, fields)?;
+        let object = seal(&value, fields, self.packer.map(|p| (p, resource)))?;
         let resource = self.resource_name(resource);
         let key = object.meta.key();
         // Most writes (a status, a spec) leave what the indexes hold as it was; those need
@@ -864,7 +872,11 @@ impl Txn<'_> {
         let rv = self.state.resource_version + 1;
         let mut value = current.to_value()?;
         meta_mut(&mut value).insert("resourceVersion".into(), Value::String(rv.to_string()));
-        let last = seal(&value, current.derived.clone())?;
+        let last = seal(
+            &value,
+            current.derived.clone(),
+            self.packer.map(|p| (p, resource)),
+        )?;
         let resource = self.resource_name(resource);
         let key = current.meta.key();
         unindex(self.state, &resource, &current);

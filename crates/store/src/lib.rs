@@ -29,6 +29,7 @@ mod event;
 mod group;
 mod labels;
 mod object;
+mod packing;
 mod store;
 
 pub use backend::{Backend, GroupImage, MemoryBackend};

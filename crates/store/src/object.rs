@@ -3,6 +3,7 @@
 //! An object is encoded once, when it is written; reads and watch events hand out the same
 //! bytes (`Arc`-shared), so a GET or a watch fan-out never re-encodes anything.
 
+use crate::packing::{Body, Packer};
 use bytes::Bytes;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
@@ -69,8 +70,8 @@ pub struct StoredObject {
     pub meta: ObjectMeta,
     /// What the API layer derived from the object when it was written.
     pub derived: Arc<Derived>,
-    /// The object, JSON-encoded, `metadata` included.
-    pub bytes: Bytes,
+    /// The object, JSON-encoded, `metadata` included: read with [`StoredObject::bytes`].
+    body: Body,
 }
 
 impl StoredObject {
@@ -81,13 +82,44 @@ impl StoredObject {
         Ok(Arc::new(StoredObject {
             meta: read_meta(&value),
             derived,
-            bytes,
+            body: Body::Plain(bytes),
         }))
+    }
+
+    /// An object with `bytes` as its JSON and `meta` as what the store read from it (a
+    /// stored object served in another version keeps its stored metadata).
+    pub fn plain(meta: ObjectMeta, derived: Arc<Derived>, bytes: Bytes) -> Arc<Self> {
+        Arc::new(StoredObject {
+            meta,
+            derived,
+            body: Body::Plain(bytes),
+        })
+    }
+
+    /// The object, JSON-encoded, `metadata` included. The stored bytes themselves, unless
+    /// the store packs its objects (then restored: see [`crate::StoreConfig::packed`]).
+    pub fn bytes(&self) -> Bytes {
+        self.body.bytes()
+    }
+
+    /// The length of [`Self::bytes`].
+    pub fn len(&self) -> usize {
+        self.body.len()
+    }
+
+    /// Whether the JSON is empty (never, for an object the store wrote).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes its JSON takes in memory: less than [`Self::len`] when packed.
+    pub fn footprint(&self) -> usize {
+        self.body.footprint()
     }
 
     /// The object decoded as JSON.
     pub fn to_value(&self) -> serde_json::Result<Value> {
-        serde_json::from_slice(&self.bytes)
+        serde_json::from_slice(&self.bytes())
     }
 
     /// The value of a selectable field: `metadata.name` and `metadata.namespace` always, the
@@ -243,8 +275,13 @@ pub(crate) fn spec_equal(a: &Value, b: &Value) -> bool {
     ak.all(|k| b.get(k) == a.get(k))
 }
 
-/// Builds a stored object from a value whose metadata the store has already set.
-pub(crate) fn seal(value: &Value, derived: Arc<Derived>) -> serde_json::Result<Arc<StoredObject>> {
+/// Builds a stored object from a value whose metadata the store has already set, packed
+/// with `packing`'s dictionary for its resource when the store packs its objects.
+pub(crate) fn seal(
+    value: &Value,
+    derived: Arc<Derived>,
+    packing: Option<(&Packer, &str)>,
+) -> serde_json::Result<Arc<StoredObject>> {
     let mut encoded = if derived.typed {
         crate::encode::to_vec_typed(value)?
     } else {
@@ -255,9 +292,13 @@ pub(crate) fn seal(value: &Value, derived: Arc<Derived>) -> serde_json::Result<A
     // what was written: one copy here saved about a quarter of a fleet's object memory.
     encoded.shrink_to_fit();
     let bytes = Bytes::from(encoded);
+    let body = match packing {
+        Some((packer, resource)) => packer.pack(resource, bytes),
+        None => Body::Plain(bytes),
+    };
     Ok(Arc::new(StoredObject {
         meta: read_meta(value),
         derived,
-        bytes,
+        body,
     }))
 }

@@ -3,6 +3,7 @@
 use crate::backend::{Backend, MemoryBackend};
 use crate::error::{Result, StoreError};
 use crate::group::Group;
+use crate::packing::Packer;
 use infrasim_clock::{SharedClock, SystemClock};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -15,6 +16,10 @@ pub struct StoreConfig {
     pub watch_window: usize,
     /// How many undelivered events a watcher may have queued before it is cut off.
     pub watcher_buffer: usize,
+    /// Keep objects zstd-compressed against a dictionary per resource, learned from the
+    /// first ones written (see `packing`): for a store of many look-alike clusters, where
+    /// objects are the memory and are read rarely. Reads then restore the bytes.
+    pub packed: bool,
 }
 
 impl Default for StoreConfig {
@@ -22,6 +27,7 @@ impl Default for StoreConfig {
         StoreConfig {
             watch_window: 10_000,
             watcher_buffer: 4_096,
+            packed: false,
         }
     }
 }
@@ -40,6 +46,8 @@ struct Inner {
     clock: SharedClock,
     backend: Arc<dyn Backend>,
     config: StoreConfig,
+    /// The dictionaries every group's objects are packed with, when `config.packed`.
+    packer: Option<Arc<Packer>>,
 }
 
 impl Store {
@@ -51,6 +59,7 @@ impl Store {
                 clock,
                 backend,
                 config,
+                packer: config.packed.then(Default::default),
             }),
         }
     }
@@ -75,6 +84,7 @@ impl Store {
                 store.inner.clock.clone(),
                 store.inner.backend.clone(),
                 store.inner.config,
+                store.inner.packer.clone(),
             );
             groups.insert(name, group);
         }
@@ -109,6 +119,7 @@ impl Store {
             self.inner.clock.clone(),
             self.inner.backend.clone(),
             self.inner.config,
+            self.inner.packer.clone(),
         )
     }
 

@@ -178,8 +178,7 @@ pub(crate) async fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         // (kube-apiserver's DeleteCollection answers with that list, for every kind).
         deleted.push(object.clone());
     }
-    let mut out =
-        Vec::with_capacity(deleted.iter().map(|o| o.bytes.len() + 1).sum::<usize>() + 128);
+    let mut out = Vec::with_capacity(deleted.iter().map(|o| o.len() + 1).sum::<usize>() + 128);
     out.extend_from_slice(
         format!(
             "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
@@ -193,7 +192,7 @@ pub(crate) async fn delete_collection(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(&ctx.info.served_bytes(&o.bytes));
+        out.extend_from_slice(&ctx.info.served_bytes(&o.bytes()));
     }
     out.extend_from_slice(b"]}");
     input::with_warnings(Ok(json_bytes(200, out)), &warnings)

@@ -143,7 +143,7 @@ impl NodeReader {
         match self {
             NodeReader::Hosted(group) => Ok(group
                 .get("pods", &ObjectKey::new("kube-system", name))
-                .and_then(|o| serde_json::from_slice(&o.bytes).ok())),
+                .and_then(|o| serde_json::from_slice(&o.bytes()).ok())),
             NodeReader::Remote(api) => {
                 let client = api.as_ref().clone().into_client();
                 Api::<Pod>::namespaced(client, "kube-system")
@@ -165,7 +165,7 @@ impl NodeReader {
 }
 
 fn decode(o: &infrasim_store::StoredObject) -> Option<Node> {
-    serde_json::from_slice(&o.bytes).ok()
+    serde_json::from_slice(&o.bytes()).ok()
 }
 
 /// The `spec.providerID` of an event's Node.
