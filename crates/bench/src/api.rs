@@ -113,15 +113,7 @@ pub(crate) async fn run(args: ApiBenchArgs) -> anyhow::Result<()> {
         args.seconds, args.connections, args.objects, args.watchers, args.events
     );
     println!();
-    throughput(
-        &args,
-        &client,
-        &reader_client,
-        addr,
-        tls,
-        target.bytes(),
-    )
-    .await?;
+    throughput(&args, &client, &reader_client, addr, tls, target.bytes()).await?;
     watch(&server, &ca, &admin, &group, &args).await?;
     crate::cel::creates(&client, addr, (args.connections, args.seconds)).await?;
     let _ = target;

@@ -196,6 +196,39 @@ struct GroupState {
     unpublished: VecDeque<Arc<Event>>,
 }
 
+/// `image` with its objects packed as the group packs what it writes (a backend gives them
+/// back as plain JSON), each version once however many events hold it.
+fn repacked(image: GroupImage, packer: &Packer) -> GroupImage {
+    let mut packed: HashMap<*const StoredObject, Arc<StoredObject>> = HashMap::new();
+    let mut pack = |resource: &str, object: &Arc<StoredObject>| {
+        packed
+            .entry(Arc::as_ptr(object))
+            .or_insert_with(|| object.repacked(packer, resource))
+            .clone()
+    };
+    let objects = image
+        .objects
+        .iter()
+        .map(|(resource, object)| (resource.clone(), pack(resource, object)))
+        .collect();
+    let window = image
+        .window
+        .iter()
+        .map(|event| {
+            Arc::new(Event {
+                object: pack(&event.resource, &event.object),
+                previous: event.previous.as_ref().map(|p| pack(&event.resource, p)),
+                ..Event::clone(event)
+            })
+        })
+        .collect();
+    GroupImage {
+        objects,
+        window,
+        ..image
+    }
+}
+
 /// The `by_label` key of one label (`=` cannot appear in a label key or value).
 fn label_key(key: &str, value: &str) -> String {
     format!("{key}={value}")
@@ -233,6 +266,10 @@ impl Group {
         config: StoreConfig,
         packer: Option<Arc<Packer>>,
     ) -> Arc<Self> {
+        let image = match &packer {
+            Some(packer) => repacked(image, packer),
+            None => image,
+        };
         let group = Group::new(&image.name, clock, backend, config, packer);
         {
             let mut state = group.lock();

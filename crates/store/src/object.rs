@@ -117,6 +117,15 @@ impl StoredObject {
         self.body.footprint()
     }
 
+    /// The same object with its JSON packed by `packer` for `resource`.
+    pub(crate) fn repacked(&self, packer: &Packer, resource: &str) -> Arc<StoredObject> {
+        Arc::new(StoredObject {
+            meta: self.meta.clone(),
+            derived: self.derived.clone(),
+            body: packer.pack(resource, self.bytes()),
+        })
+    }
+
     /// The object decoded as JSON.
     pub fn to_value(&self) -> serde_json::Result<Value> {
         serde_json::from_slice(&self.bytes())
