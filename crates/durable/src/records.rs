@@ -120,7 +120,7 @@ fn read_object_from(r: &mut Reader<'_>) -> Result<Arc<StoredObject>, Corrupt> {
     for _ in 0..count {
         let k = r.str("field name")?;
         let v = r.str("field value")?;
-        fields.push((Box::from(k), Box::from(v)));
+        fields.push((k.to_string().into(), Box::from(v)));
     }
     let derived = Arc::new(Derived {
         fields,
@@ -225,7 +225,7 @@ mod tests {
 
     fn stored(json: &str, typed: bool) -> Arc<StoredObject> {
         let derived = Arc::new(Derived {
-            fields: vec![(Box::from("spec.nodeName"), Box::from("n1"))],
+            fields: vec![("spec.nodeName".into(), Box::from("n1"))],
             held: false,
             typed,
             no_generation: true,

@@ -6,6 +6,7 @@
 
 use infrasim_store::StoredObject;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// Labels a selector can be matched against: a stored object's, or a map built by a caller
@@ -376,7 +377,7 @@ fn scalar(v: &Value) -> String {
 }
 
 /// Extracts the selectable fields of an object when it is written.
-pub fn extract_fields(kind: &str, object: &Value) -> Vec<(Box<str>, Box<str>)> {
+pub fn extract_fields(kind: &str, object: &Value) -> Vec<(Cow<'static, str>, Box<str>)> {
     selectable_fields(kind)
         .iter()
         .map(|path| {
@@ -395,7 +396,7 @@ pub fn extract_fields(kind: &str, object: &Value) -> Vec<(Box<str>, Box<str>)> {
                     .unwrap_or_else(|| "0".into()),
                 _ => lookup(object, path).map(scalar).unwrap_or_default(),
             };
-            (Box::from(*path), value.into_boxed_str())
+            (Cow::Borrowed(*path), value.into_boxed_str())
         })
         .collect()
 }

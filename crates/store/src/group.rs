@@ -840,7 +840,7 @@ fn restamp(object: Arc<StoredObject>, rv: Option<u64>) -> Result<Arc<StoredObjec
         Some(rv) => meta.insert("resourceVersion".into(), Value::String(rv.to_string())),
         None => meta.remove("resourceVersion"),
     };
-    Ok(seal(&value, object.derived.clone(), None)?)
+    Ok(seal(&value, object.derived.clone(), None, Some(&object))?)
 }
 
 impl Txn<'_> {
@@ -866,7 +866,8 @@ impl Txn<'_> {
     ) -> Result<Arc<StoredObject>> {
         let rv = self.state.resource_version + 1;
         meta_mut(&mut value).insert("resourceVersion".into(), Value::String(rv.to_string()));
-        let object = seal(&value, fields, self.packer.map(|p| (p, resource)))?;
+        let packing = self.packer.map(|p| (p, resource));
+        let object = seal(&value, fields, packing, previous.as_deref())?;
         let resource = self.resource_name(resource);
         let key = object.meta.key();
         // Most writes (a status, a spec) leave what the indexes hold as it was; those need
@@ -913,6 +914,7 @@ impl Txn<'_> {
             &value,
             current.derived.clone(),
             self.packer.map(|p| (p, resource)),
+            Some(&current),
         )?;
         let resource = self.resource_name(resource);
         let key = current.meta.key();

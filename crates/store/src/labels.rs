@@ -4,21 +4,32 @@
 //! does every old version the event window keeps. A `BTreeMap<String, String>` allocates a
 //! node of eleven slots (about 540 bytes) however few labels there are, and most objects have
 //! one to four: at thousands of simulated clusters those nodes were about a tenth of the heap.
-//! A boxed slice holds exactly the pairs, and reads stay a binary search.
+//! A shared slice holds exactly the pairs, and reads stay a binary search. It is shared
+//! (an `Arc`) because most writes leave an object's labels as they were: a new version takes
+//! its predecessor's, and the window's old versions cost nothing for them.
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
+use std::sync::Arc;
 
-/// Label keys and values, sorted by key, each key once.
+/// One label: its key and value.
+type Pair = (Box<str>, Box<str>);
+
+/// Label keys and values, sorted by key, each key once (none: no allocation). Cheap to clone.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Labels(Box<[(Box<str>, Box<str>)]>);
+pub struct Labels(Option<Arc<[Pair]>>);
 
 impl Labels {
     /// The value of label `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0
+        let pairs = self.pairs();
+        pairs
             .binary_search_by(|(k, _)| (**k).cmp(key))
             .ok()
-            .map(|i| &*self.0[i].1)
+            .map(|i| &*pairs[i].1)
+    }
+
+    fn pairs(&self) -> &[Pair] {
+        self.0.as_deref().unwrap_or_default()
     }
 
     /// Whether the object carries label `key`.
@@ -27,16 +38,16 @@ impl Labels {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.pairs().is_empty()
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.pairs().len()
     }
 
     /// The labels, by key.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.0.iter().map(|(k, v)| (&**k, &**v))
+        self.pairs().iter().map(|(k, v)| (&**k, &**v))
     }
 }
 
@@ -56,7 +67,8 @@ impl<K: Into<Box<str>>, V: Into<Box<str>>> FromIterator<(K, V)> for Labels {
                 _ => unique.push(pair),
             }
         }
-        Labels(unique.into_boxed_slice())
+        // No labels, no allocation: most objects of a cluster have none.
+        Labels((!unique.is_empty()).then(|| Arc::from(unique)))
     }
 }
 
@@ -68,14 +80,14 @@ impl<'a> IntoIterator for &'a Labels {
     >;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.0.iter().map(|(k, v)| (&**k, &**v))
+        self.pairs().iter().map(|(k, v)| (&**k, &**v))
     }
 }
 
 impl Serialize for Labels {
     /// As the JSON object `metadata.labels` is.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        let mut map = serializer.serialize_map(Some(self.len()))?;
         for (k, v) in self.iter() {
             map.serialize_entry(k, v)?;
         }

@@ -7,6 +7,7 @@ use crate::packing::{Body, Packer};
 use bytes::Bytes;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// Where an object lives inside one resource: its namespace (empty for cluster-scoped
@@ -153,7 +154,9 @@ impl StoredObject {
 pub struct Derived {
     /// Extra selectable fields (`spec.nodeName`, `status.phase`, …), so field selectors never
     /// parse the object.
-    pub fields: Vec<(Box<str>, Box<str>)>,
+    /// The names are the API layer's (`&'static`, borrowed: every object of a kind names
+    /// the same fields), or read back from disk after a restart.
+    pub fields: Vec<(Cow<'static, str>, Box<str>)>,
     /// The kind itself holds deletion back, beyond `metadata.finalizers` (a namespace's
     /// `spec.finalizers`): once marked for deletion, the object stays until this clears.
     pub held: bool,
@@ -285,11 +288,13 @@ pub(crate) fn spec_equal(a: &Value, b: &Value) -> bool {
 }
 
 /// Builds a stored object from a value whose metadata the store has already set, packed
-/// with `packing`'s dictionary for its resource when the store packs its objects.
+/// with `packing`'s dictionary for its resource when the store packs its objects. A new
+/// version of `previous` shares with it what did not change (see [`share_unchanged`]).
 pub(crate) fn seal(
     value: &Value,
     derived: Arc<Derived>,
     packing: Option<(&Packer, &str)>,
+    previous: Option<&StoredObject>,
 ) -> serde_json::Result<Arc<StoredObject>> {
     let mut encoded = if derived.typed {
         crate::encode::to_vec_typed(value)?
@@ -305,9 +310,44 @@ pub(crate) fn seal(
         Some((packer, resource)) => packer.pack(resource, bytes),
         None => Body::Plain(bytes),
     };
+    let (meta, derived) = match previous {
+        Some(previous) => share_unchanged(read_meta(value), derived, previous),
+        None => (read_meta(value), derived),
+    };
     Ok(Arc::new(StoredObject {
-        meta: read_meta(value),
+        meta,
         derived,
         body,
     }))
+}
+
+/// `meta` and `derived` with every part equal to `previous`'s taken from it. Most writes are
+/// a status or a spec: the new version then holds its predecessor's name, namespace, uid,
+/// labels and selectable fields rather than copies, and the superseded version the window
+/// keeps costs little more than its bytes. (At 1,000 fleet clusters the parsed metadata and
+/// fields of those versions were about 60 KB a cluster.)
+fn share_unchanged(
+    mut meta: ObjectMeta,
+    derived: Arc<Derived>,
+    previous: &StoredObject,
+) -> (ObjectMeta, Arc<Derived>) {
+    let before = &previous.meta;
+    for (now, then) in [
+        (&mut meta.name, &before.name),
+        (&mut meta.namespace, &before.namespace),
+        (&mut meta.uid, &before.uid),
+    ] {
+        if now == then {
+            *now = then.clone();
+        }
+    }
+    if meta.labels == before.labels {
+        meta.labels = before.labels.clone();
+    }
+    let derived = if derived == previous.derived {
+        previous.derived.clone()
+    } else {
+        derived
+    };
+    (meta, derived)
 }

@@ -681,3 +681,46 @@ fn a_packed_store_reads_back_what_was_written() {
     }
     assert_eq!(b.last().unwrap().event_type, EventType::Deleted);
 }
+
+/// A new version shares with the one it supersedes what did not change (the window keeps
+/// both), and holds its own copy of what did.
+#[test]
+fn a_new_version_shares_what_did_not_change() {
+    let g = group(100);
+    let labelled = |data: &str, tier: &str| {
+        with_meta(
+            cm("a", data),
+            json!({"labels": {"app": "web", "tier": tier}}),
+        )
+    };
+    let first = g
+        .create("configmaps", labelled("1", "front"), Default::default())
+        .unwrap();
+    let second = g
+        .update(
+            "configmaps",
+            labelled("2", "front"),
+            Default::default(),
+            None,
+        )
+        .unwrap();
+    assert!(Arc::ptr_eq(&first.meta.uid, &second.meta.uid));
+    assert!(Arc::ptr_eq(&first.meta.name, &second.meta.name));
+    assert!(Arc::ptr_eq(&first.derived, &second.derived));
+    assert_eq!(second.meta.labels.get("tier"), Some("front"));
+    let third = g
+        .update(
+            "configmaps",
+            labelled("3", "back"),
+            Default::default(),
+            None,
+        )
+        .unwrap();
+    assert_eq!(third.meta.labels.get("tier"), Some("back"));
+    assert_eq!(
+        second.meta.labels.get("tier"),
+        Some("front"),
+        "the old version unchanged"
+    );
+    assert_eq!(second.to_value().unwrap()["data"]["k"], "2");
+}
