@@ -401,8 +401,17 @@ fn ensure(writer: &SystemWriter, resource: &str, object: Value) {
         object: &created,
         value: &stored,
     };
-    if let Err(e) = writer.update_status(resource, next, read) {
-        tracing::warn!(resource, error = %e.message, "reporting a bootstrap object's status");
+    match writer.update_status(resource, next, read) {
+        Ok(_) => {}
+        // The node's kubelet, which reports a mirror pod's status, got there first (it
+        // starts every Pending pod on its node): its report stands. At a thousand clusters
+        // made at once this happened tens of times a run, each a warning about nothing.
+        Err(e) if e.code == 409 => {
+            tracing::debug!(resource, error = %e.message, "a bootstrap object's status was reported by its kubelet first");
+        }
+        Err(e) => {
+            tracing::warn!(resource, error = %e.message, "reporting a bootstrap object's status");
+        }
     }
 }
 
