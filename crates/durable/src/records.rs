@@ -98,7 +98,7 @@ fn put_object(out: &mut Vec<u8>, o: &StoredObject) {
         (d.held as u8 * HELD) | (d.typed as u8 * TYPED) | (d.no_generation as u8 * NO_GENERATION);
     out.push(flags);
     out.extend_from_slice(&(d.fields.len() as u32).to_le_bytes());
-    for (k, v) in &d.fields {
+    for (k, v) in d.fields.iter() {
         put_bytes(out, k.as_bytes());
         put_bytes(out, v.as_bytes());
     }
@@ -116,12 +116,11 @@ fn read_object_from(r: &mut Reader<'_>) -> Result<Arc<StoredObject>, Corrupt> {
         return Err(Corrupt(format!("unknown object flags {flags:#x}")));
     }
     let count = r.u32("field count")?;
-    let mut fields = Vec::with_capacity(count.min(64));
+    let mut pairs = Vec::with_capacity(count.min(64));
     for _ in 0..count {
-        let k = r.str("field name")?;
-        let v = r.str("field value")?;
-        fields.push((k.to_string().into(), Box::from(v)));
+        pairs.push((r.str("field name")?, r.str("field value")?));
     }
+    let fields = pairs.into_iter().collect();
     let derived = Arc::new(Derived {
         fields,
         held: flags & HELD != 0,
@@ -225,7 +224,7 @@ mod tests {
 
     fn stored(json: &str, typed: bool) -> Arc<StoredObject> {
         let derived = Arc::new(Derived {
-            fields: vec![("spec.nodeName".into(), Box::from("n1"))],
+            fields: [("spec.nodeName", "n1")].into_iter().collect(),
             held: false,
             typed,
             no_generation: true,

@@ -4,9 +4,8 @@
 //! Written here rather than taken from a crate: kube-rs has selector *builders* for clients,
 //! but no parser of the query-string syntax a server receives.
 
-use infrasim_store::StoredObject;
+use infrasim_store::{SelectableFields, StoredObject};
 use serde_json::Value;
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// Labels a selector can be matched against: a stored object's, or a map built by a caller
@@ -377,8 +376,8 @@ fn scalar(v: &Value) -> String {
 }
 
 /// Extracts the selectable fields of an object when it is written.
-pub fn extract_fields(kind: &str, object: &Value) -> Vec<(Cow<'static, str>, Box<str>)> {
-    selectable_fields(kind)
+pub fn extract_fields(kind: &str, object: &Value) -> SelectableFields {
+    let values: Vec<(&str, String)> = selectable_fields(kind)
         .iter()
         .map(|path| {
             let value = match (kind, *path) {
@@ -396,9 +395,10 @@ pub fn extract_fields(kind: &str, object: &Value) -> Vec<(Cow<'static, str>, Box
                     .unwrap_or_else(|| "0".into()),
                 _ => lookup(object, path).map(scalar).unwrap_or_default(),
             };
-            (Cow::Borrowed(*path), value.into_boxed_str())
+            (*path, value)
         })
-        .collect()
+        .collect();
+    values.iter().map(|(k, v)| (*k, v.as_str())).collect()
 }
 
 /// A label selector as the string kubectl shows (`app=web,tier in (a,b),!legacy`).
@@ -508,11 +508,7 @@ mod tests {
     fn fields_are_extracted_with_go_zero_values() {
         let pod = serde_json::json!({"spec": {"nodeName": "n1"}, "status": {"phase": "Running"}});
         let f = extract_fields("Pod", &pod);
-        let get = |k: &str| {
-            f.iter()
-                .find(|(p, _)| &**p == k)
-                .map(|(_, v)| v.to_string())
-        };
+        let get = |k: &str| f.get(k).map(str::to_string);
         assert_eq!(get("spec.nodeName").as_deref(), Some("n1"));
         assert_eq!(get("status.phase").as_deref(), Some("Running"));
         assert_eq!(get("spec.hostNetwork").as_deref(), Some("false"));

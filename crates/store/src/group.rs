@@ -11,6 +11,7 @@ use crate::backend::{Backend, GroupImage};
 use crate::durability::{self, Accepted, Commit, Settle};
 use crate::error::{Result, StoreError};
 use crate::event::{Event, EventType};
+use crate::keyset::KeySet;
 use crate::object::{
     format_time, meta_mut, read_meta, seal, spec_equal, Derived, ObjectKey, StoredObject,
 };
@@ -20,7 +21,7 @@ use imbl::OrdMap;
 use infrasim_clock::SharedClock;
 use serde_json::{json, Value};
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio::sync::broadcast;
@@ -182,12 +183,12 @@ struct GroupState {
     /// Every object by uid, for owner lookups.
     by_uid: HashMap<Arc<str>, (Arc<str>, ObjectKey)>,
     /// Owner uid → its dependents.
-    dependents: HashMap<Arc<str>, BTreeSet<(Arc<str>, ObjectKey)>>,
+    dependents: HashMap<Arc<str>, KeySet<(Arc<str>, ObjectKey)>>,
     /// Resource → `key=value` → the objects carrying that label. Controllers list their
     /// children by one label (Cluster API's `cluster.x-k8s.io/cluster-name`, a workload's
     /// selector), and scanning every object of a resource for it made each list cost as much
     /// as the whole resource: at thousands of clusters in one namespace, lists dominated.
-    by_label: HashMap<Arc<str>, HashMap<String, BTreeSet<ObjectKey>>>,
+    by_label: HashMap<Arc<str>, HashMap<String, KeySet<ObjectKey>>>,
     /// For a group restored after a restart: the newest resourceVersion whose events are not
     /// all known (everything before the restored window), for every resource alike.
     history_floor: u64,
@@ -593,7 +594,7 @@ impl Group {
         let rarest = labels
             .iter()
             .map(|(k, v)| index.and_then(|labels| labels.get(&label_key(k, v))))
-            .min_by_key(|keys| keys.map_or(0, BTreeSet::len))
+            .min_by_key(|keys| keys.map_or(0, KeySet::len))
             .flatten();
         let objects: ResourceMap = match (all, rarest) {
             (Some(all), Some(keys)) => keys

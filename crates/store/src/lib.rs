@@ -26,7 +26,9 @@ pub mod durability;
 mod encode;
 mod error;
 mod event;
+mod fields;
 mod group;
+mod keyset;
 mod labels;
 mod object;
 mod packing;
@@ -36,6 +38,7 @@ pub use backend::{Backend, GroupImage, MemoryBackend};
 pub use encode::{to_vec_list_meta, to_vec_typed};
 pub use error::{Result, StoreError};
 pub use event::{Event, EventType};
+pub use fields::SelectableFields;
 pub use group::{
     DeleteOptions, DeleteOutcome, Fields, Group, Propagation, Read, ReadAt, ResourceMap, Snapshot,
     Watch, WatchError, FOREGROUND_FINALIZER, ORPHAN_FINALIZER,

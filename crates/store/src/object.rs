@@ -3,11 +3,11 @@
 //! An object is encoded once, when it is written; reads and watch events hand out the same
 //! bytes (`Arc`-shared), so a GET or a watch fan-out never re-encodes anything.
 
+use crate::fields::SelectableFields;
 use crate::packing::{Body, Packer};
 use bytes::Bytes;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
-use std::borrow::Cow;
 use std::sync::Arc;
 
 /// Where an object lives inside one resource: its namespace (empty for cluster-scoped
@@ -138,12 +138,7 @@ impl StoredObject {
         match path {
             "metadata.name" => Some(&self.meta.name),
             "metadata.namespace" => Some(&self.meta.namespace),
-            _ => self
-                .derived
-                .fields
-                .iter()
-                .find(|(k, _)| &**k == path)
-                .map(|(_, v)| &**v),
+            _ => self.derived.fields.get(path),
         }
     }
 }
@@ -154,9 +149,7 @@ impl StoredObject {
 pub struct Derived {
     /// Extra selectable fields (`spec.nodeName`, `status.phase`, …), so field selectors never
     /// parse the object.
-    /// The names are the API layer's (`&'static`, borrowed: every object of a kind names
-    /// the same fields), or read back from disk after a restart.
-    pub fields: Vec<(Cow<'static, str>, Box<str>)>,
+    pub fields: SelectableFields,
     /// The kind itself holds deletion back, beyond `metadata.finalizers` (a namespace's
     /// `spec.finalizers`): once marked for deletion, the object stays until this clears.
     pub held: bool,
