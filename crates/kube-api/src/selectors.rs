@@ -377,7 +377,7 @@ fn scalar(v: &Value) -> String {
 
 /// Extracts the selectable fields of an object when it is written.
 pub fn extract_fields(kind: &str, object: &Value) -> SelectableFields {
-    let values: Vec<(&str, String)> = selectable_fields(kind)
+    selectable_fields(kind)
         .iter()
         .map(|path| {
             let value = match (kind, *path) {
@@ -397,8 +397,7 @@ pub fn extract_fields(kind: &str, object: &Value) -> SelectableFields {
             };
             (*path, value)
         })
-        .collect();
-    values.iter().map(|(k, v)| (*k, v.as_str())).collect()
+        .collect()
 }
 
 /// A label selector as the string kubectl shows (`app=web,tier in (a,b),!legacy`).

@@ -14,11 +14,11 @@ pub struct SelectableFields(Box<[u8]>);
 
 impl SelectableFields {
     /// The pairs `fields`, in order.
-    pub fn new<'a>(fields: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+    pub fn new<N: AsRef<str>, V: AsRef<str>>(fields: impl IntoIterator<Item = (N, V)>) -> Self {
         let mut buffer = Vec::new();
         for (name, value) in fields {
-            put(&mut buffer, name);
-            put(&mut buffer, value);
+            put(&mut buffer, name.as_ref());
+            put(&mut buffer, value.as_ref());
         }
         SelectableFields(buffer.into_boxed_slice())
     }
@@ -49,8 +49,8 @@ impl fmt::Debug for SelectableFields {
     }
 }
 
-impl<'a> FromIterator<(&'a str, &'a str)> for SelectableFields {
-    fn from_iter<I: IntoIterator<Item = (&'a str, &'a str)>>(pairs: I) -> Self {
+impl<N: AsRef<str>, V: AsRef<str>> FromIterator<(N, V)> for SelectableFields {
+    fn from_iter<I: IntoIterator<Item = (N, V)>>(pairs: I) -> Self {
         SelectableFields::new(pairs)
     }
 }

@@ -1,7 +1,9 @@
 //! Stored objects: the serialized bytes of an object plus the metadata the store reasons about.
 //!
 //! An object is encoded once, when it is written; reads and watch events hand out the same
-//! bytes (`Arc`-shared), so a GET or a watch fan-out never re-encodes anything.
+//! bytes (`Arc`-shared), so a GET or a watch fan-out never re-encodes anything. A store that
+//! packs its objects (see `packing`) keeps them compressed instead and restores the bytes on
+//! each read.
 
 use crate::fields::SelectableFields;
 use crate::packing::{Body, Packer};
