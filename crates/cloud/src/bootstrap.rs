@@ -380,7 +380,7 @@ fn author_of(writer: &SystemWriter, resource: &str, object: &Value) -> SystemWri
 /// after, as the kubelet reports it.
 fn ensure(writer: &SystemWriter, resource: &str, object: Value) {
     let status = object.get("status").cloned();
-    let created = match writer.create(resource, object) {
+    let created = match writer.create_decoded(resource, object) {
         Ok(created) => created,
         Err(e) if e.code == 409 => return,
         Err(e) => {
@@ -389,18 +389,12 @@ fn ensure(writer: &SystemWriter, resource: &str, object: Value) {
         }
     };
     let Some(status) = status else { return };
-    let Ok(stored) = created.to_value() else {
-        return;
-    };
-    if stored.get("status") == Some(&status) {
+    if created.value.get("status") == Some(&status) {
         return;
     }
-    let mut next = stored.clone();
+    let mut next = created.value.clone();
     next["status"] = status;
-    let read = infrasim_store::Read {
-        object: &created,
-        value: &stored,
-    };
+    let read = created.read();
     match writer.update_status(resource, next, read) {
         Ok(_) => {}
         // The node's kubelet, which reports a mirror pod's status, got there first (it

@@ -46,7 +46,6 @@ pub use bootstrap::{
     API_SERVER_PHASE, CONTROL_PLANE_PHASES, WORKER_PHASES,
 };
 pub use faults::{BootFault, ClusterFault};
-use infrasim_kube_api::values::At;
 pub use machines::Progress;
 pub use pki::{CertAndKey, ClusterPki, SuppliedPki};
 pub use sni::{server_name, SNI_SUFFIX};
@@ -718,7 +717,7 @@ impl Cloud {
         if !runtime.progress().complete() {
             return false;
         }
-        let available = |resource: &str, want: &str, have: &str| {
+        let available = |resource: &str| {
             runtime
                 .group
                 .snapshot(resource, infrasim_store::ReadAt::Latest)
@@ -727,24 +726,13 @@ impl Cloud {
                         if &*o.meta.namespace != "kube-system" {
                             return true;
                         }
-                        let Ok(v) = o.to_value() else { return false };
-                        let get = |p: &str| v.at(p).and_then(serde_json::Value::as_i64);
-                        let want = get(want).unwrap_or(1);
-                        get(have).unwrap_or(0) >= want
-                            && get("/status/observedGeneration") >= get("/metadata/generation")
+                        serde_json::from_slice::<Rollout>(&o.bytes())
+                            .is_ok_and(|r| r.complete(o.meta.generation))
                     })
                 })
                 .unwrap_or(false)
         };
-        available(
-            "deployments.apps",
-            "/spec/replicas",
-            "/status/availableReplicas",
-        ) && available(
-            "daemonsets.apps",
-            "/status/desiredNumberScheduled",
-            "/status/numberAvailable",
-        )
+        available("deployments.apps") && available("daemonsets.apps")
     }
 
     /// Stops serving a cluster and drops its objects; its port becomes free again (as does
@@ -831,6 +819,44 @@ async fn durably<T>(
     let (out, writes) = infrasim_store::durability::scope(work).await;
     writes.wait().await?;
     out
+}
+
+/// What [`Cloud::ready`] reads of a Deployment or a DaemonSet: only these fields are decoded
+/// (the readiness poll reads every addon of every cluster, and decoding whole objects into
+/// JSON values was most of its cost).
+#[derive(serde::Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct Rollout {
+    spec: RolloutSpec,
+    status: RolloutStatus,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct RolloutSpec {
+    replicas: Option<i64>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct RolloutStatus {
+    observed_generation: Option<i64>,
+    available_replicas: Option<i64>,
+    desired_number_scheduled: Option<i64>,
+    number_available: Option<i64>,
+}
+
+impl Rollout {
+    /// Every replica (of a Deployment) or scheduled pod (of a DaemonSet) available, and the
+    /// status about the object's `generation`.
+    fn complete(&self, generation: i64) -> bool {
+        let status = &self.status;
+        let (want, have) = match status.desired_number_scheduled {
+            Some(desired) => (desired, status.number_available),
+            None => (self.spec.replicas.unwrap_or(1), status.available_replicas),
+        };
+        have.unwrap_or(0) >= want && status.observed_generation.unwrap_or(0) >= generation
+    }
 }
 
 #[cfg(test)]

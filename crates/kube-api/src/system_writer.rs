@@ -19,8 +19,8 @@ use crate::resources::ResourceInfo;
 use crate::state::State;
 use crate::status::ApiError;
 use crate::write::delete::{self, Deletion};
-use crate::write::{self, input, Operation, Ownership, Write};
-use infrasim_store::{DeleteOptions, DeleteOutcome, ObjectKey, Read, StoredObject};
+use crate::write::{self, input, Operation, Ownership, Write, Written};
+use infrasim_store::{Decoded, DeleteOptions, DeleteOutcome, ObjectKey, Read, StoredObject};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::future::Future;
@@ -88,6 +88,16 @@ impl SystemWriter {
     /// the kind keeps for its own writers (all but a Node's) is dropped, as for any client;
     /// write it after with [`Self::update_status`].
     pub fn create(&self, resource: &str, object: Value) -> Result<Arc<StoredObject>, ApiError> {
+        Ok(self.write_create(resource, object)?.object)
+    }
+
+    /// [`Self::create`], answering with the created object's JSON as well (for a writer that
+    /// reads what it wrote: the JSON the store encoded, not its bytes decoded again).
+    pub fn create_decoded(&self, resource: &str, object: Value) -> Result<Decoded, ApiError> {
+        decoded(self.write_create(resource, object)?)
+    }
+
+    fn write_create(&self, resource: &str, object: Value) -> Result<Written, ApiError> {
         let ctx = self.ctx(resource, &object, None)?;
         let object = self.decode(&ctx, object)?;
         let write = Write {
@@ -95,7 +105,7 @@ impl SystemWriter {
             object,
             ownership: Ownership::Record,
         };
-        finish(async { Ok(write::persist(&ctx, write).await?.object) })
+        finish(async { Ok(write::persist(&ctx, write).await?) })
     }
 
     /// Creates `object` unless one of its name exists (what is there is left as it is), as
@@ -115,7 +125,17 @@ impl SystemWriter {
         object: Value,
         read: Read<'_>,
     ) -> Result<Arc<StoredObject>, ApiError> {
-        self.replace(resource, object, read, None)
+        Ok(self.replace(resource, object, read, None)?.object)
+    }
+
+    /// [`Self::update`], answering with the written object's JSON as well.
+    pub fn update_decoded(
+        &self,
+        resource: &str,
+        object: Value,
+        read: Read<'_>,
+    ) -> Result<Decoded, ApiError> {
+        decoded(self.replace(resource, object, read, None)?)
     }
 
     /// Writes `object`'s status over the object `read`, if it is still the stored one; the
@@ -126,7 +146,17 @@ impl SystemWriter {
         object: Value,
         read: Read<'_>,
     ) -> Result<Arc<StoredObject>, ApiError> {
-        self.replace(resource, object, read, Some("status"))
+        Ok(self.replace(resource, object, read, Some("status"))?.object)
+    }
+
+    /// [`Self::update_status`], answering with the written object's JSON as well.
+    pub fn update_status_decoded(
+        &self,
+        resource: &str,
+        object: Value,
+        read: Read<'_>,
+    ) -> Result<Decoded, ApiError> {
+        decoded(self.replace(resource, object, read, Some("status"))?)
     }
 
     /// Writes `object` over the object `read` through `subresource` (a namespace's
@@ -138,7 +168,9 @@ impl SystemWriter {
         object: Value,
         read: Read<'_>,
     ) -> Result<Arc<StoredObject>, ApiError> {
-        self.replace(resource, object, read, Some(subresource))
+        Ok(self
+            .replace(resource, object, read, Some(subresource))?
+            .object)
     }
 
     /// Deletes `namespace/name` of `resource`, finalizers and the default (background)
@@ -179,9 +211,9 @@ impl SystemWriter {
         object: Value,
         read: Read<'_>,
         subresource: Option<&str>,
-    ) -> Result<Arc<StoredObject>, ApiError> {
+    ) -> Result<Written, ApiError> {
         let ctx = self.ctx(resource, &object, subresource)?;
-        let object = self.decode(&ctx, object)?;
+        let object = self.decode_kept(&ctx, object, subresource)?;
         let write = Write {
             operation: Operation::Update {
                 read: read.object.clone(),
@@ -191,7 +223,7 @@ impl SystemWriter {
             object,
             ownership: Ownership::Record,
         };
-        finish(async { Ok(write::persist(&ctx, write).await?.object) })
+        finish(async { Ok(write::persist(&ctx, write).await?) })
     }
 
     /// The object as the kind's type has it, as a typed client could only have sent it:
@@ -206,6 +238,50 @@ impl SystemWriter {
             tracing::debug!(writer = %self.manager, kind = %ctx.info.kind, ?unknown, "in-process write with fields its kind does not have");
         }
         Ok(object)
+    }
+
+    /// [`Self::decode`] of what an update keeps of `object`: through `status` its status and
+    /// metadata, through the main resource of a kind with a status all but the status. The
+    /// rest is replaced by the stored object's before anything reads it, so decoding it
+    /// would be work thrown away (a kubelet's status report would decode the whole Pod). A
+    /// built-in kind's type decodes field by field, so the part decodes as it would within
+    /// the whole; a custom kind's schema may require what is set aside, so it decodes whole.
+    fn decode_kept(
+        &self,
+        ctx: &Ctx,
+        object: Value,
+        subresource: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        let Value::Object(mut fields) = object else {
+            return self.decode(ctx, object);
+        };
+        let aside: Vec<(String, Value)> = match subresource {
+            _ if ctx.info.custom => Vec::new(),
+            Some("status") => {
+                let thrown: Vec<String> = fields
+                    .keys()
+                    .filter(|k| {
+                        !matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status")
+                    })
+                    .cloned()
+                    .collect();
+                thrown
+                    .into_iter()
+                    .filter_map(|k| fields.remove(&k).map(|v| (k, v)))
+                    .collect()
+            }
+            None if ctx.info.has_status => fields
+                .remove("status")
+                .map(|v| ("status".to_string(), v))
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        };
+        let mut decoded = self.decode(ctx, Value::Object(fields))?;
+        if let Some(decoded) = decoded.as_object_mut() {
+            decoded.extend(aside);
+        }
+        Ok(decoded)
     }
 
     /// The request a client of this component would make for `object`.
@@ -280,6 +356,22 @@ impl SystemWriter {
 /// on a webhook, this worker thread blocks until it answers (the runtime's other workers
 /// go on, `block_in_place`); a single-threaded runtime cannot do that without stopping the
 /// very I/O the webhook needs, so there the write is refused rather than hung.
+/// A write's answer with its JSON: the one the store sealed, or (when the kind answered with
+/// another version) the answer decoded.
+fn decoded(written: Written) -> Result<Decoded, ApiError> {
+    let value = match written.value {
+        Some(value) => value,
+        None => written
+            .object
+            .to_value()
+            .map_err(|e| ApiError::internal(format!("decoding a stored object: {e}")))?,
+    };
+    Ok(Decoded {
+        object: written.object,
+        value,
+    })
+}
+
 fn finish<T>(write: impl Future<Output = Result<T, ApiError>>) -> Result<T, ApiError> {
     let mut write = std::pin::pin!(write);
     let mut first = Context::from_waker(futures::task::noop_waker_ref());

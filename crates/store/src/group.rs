@@ -33,6 +33,36 @@ pub struct Read<'a> {
     pub value: &'a Value,
 }
 
+/// An object as a writer wrote it: the stored object and the JSON it was sealed from, so that a
+/// writer that goes on reading what it wrote (the simulated clusters' controllers) need not
+/// decode the bytes the store just encoded.
+#[derive(Debug, Clone)]
+pub struct Decoded {
+    pub object: Arc<StoredObject>,
+    pub value: Value,
+}
+
+impl Decoded {
+    /// The object as a caller that read it holds it, for a write over it.
+    pub fn read(&self) -> Read<'_> {
+        Read {
+            object: &self.object,
+            value: &self.value,
+        }
+    }
+
+    /// `object` with the value sealed into it when that is the version `object` is, else
+    /// decoded from its bytes (a write that changed nothing, or whose garbage collection
+    /// wrote the object again).
+    fn of(object: Arc<StoredObject>, sealed: Option<(u64, Value)>) -> Result<Decoded> {
+        let value = match sealed {
+            Some((rv, value)) if rv == object.meta.resource_version => value,
+            _ => object.to_value()?,
+        };
+        Ok(Decoded { object, value })
+    }
+}
+
 /// The finalizer kube-apiserver adds for foreground cascading deletion.
 pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 /// The finalizer kube-apiserver adds for orphaning deletion.
@@ -329,6 +359,7 @@ impl Group {
             pending: Vec::new(),
             now: format_time(self.clock.now()),
             packer: self.packer.as_deref(),
+            sealed: None,
         };
         let result = f(&mut txn);
         let pending = std::mem::take(&mut txn.pending);
@@ -401,6 +432,15 @@ impl Group {
         self.write(|txn| txn.create(resource, object, fields))
     }
 
+    /// [`Group::create`], answering with the JSON the object was sealed from as well.
+    pub fn create_decoded(&self, resource: &str, object: Value, fields: Fields) -> Result<Decoded> {
+        let (created, sealed) = self.write(|txn| {
+            let created = txn.create(resource, object, fields)?;
+            Ok((created, txn.sealed.take()))
+        })?;
+        Decoded::of(created, sealed)
+    }
+
     /// Replaces an object. `expected` is the resourceVersion the caller read (a stale one is a
     /// conflict); `None` means unconditional. A write that changes nothing is not a write: the
     /// current object comes back with its resourceVersion unchanged.
@@ -430,6 +470,23 @@ impl Group {
             return self.update_dry(resource, object, fields, expected, Some(read));
         }
         self.write(|txn| txn.update(resource, object, fields, expected, Some(read)))
+    }
+
+    /// [`Group::update_read`] (not a dry run), answering with the JSON the object was sealed
+    /// from as well.
+    pub fn update_read_decoded(
+        &self,
+        resource: &str,
+        object: Value,
+        fields: Fields,
+        expected: Option<u64>,
+        read: Read<'_>,
+    ) -> Result<Decoded> {
+        let (updated, sealed) = self.write(|txn| {
+            let updated = txn.update(resource, object, fields, expected, Some(read))?;
+            Ok((updated, txn.sealed.take()))
+        })?;
+        Decoded::of(updated, sealed)
     }
 
     /// Deletes an object, honouring finalizers and the propagation policy.
@@ -827,6 +884,9 @@ struct Txn<'a> {
     pending: Vec<Arc<Event>>,
     now: String,
     packer: Option<&'a Packer>,
+    /// The JSON of the last object put, with its resourceVersion: kept instead of dropped, for
+    /// a writer that wants it back ([`Decoded`]).
+    sealed: Option<(u64, Value)>,
 }
 
 /// `object` with the resourceVersion `rv` (none: without one): a dry run's answer carries
@@ -903,6 +963,7 @@ impl Txn<'_> {
             object: object.clone(),
             previous,
         }));
+        self.sealed = Some((rv, value));
         Ok(object)
     }
 

@@ -40,8 +40,8 @@ pub use error::{Result, StoreError};
 pub use event::{Event, EventType};
 pub use fields::SelectableFields;
 pub use group::{
-    DeleteOptions, DeleteOutcome, Fields, Group, Propagation, Read, ReadAt, ResourceMap, Snapshot,
-    Watch, WatchError, FOREGROUND_FINALIZER, ORPHAN_FINALIZER,
+    Decoded, DeleteOptions, DeleteOutcome, Fields, Group, Propagation, Read, ReadAt, ResourceMap,
+    Snapshot, Watch, WatchError, FOREGROUND_FINALIZER, ORPHAN_FINALIZER,
 };
 pub use labels::Labels;
 pub use object::{format_time, Derived, ObjectKey, ObjectMeta, OwnerRef, StoredObject};

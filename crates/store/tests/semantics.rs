@@ -724,3 +724,65 @@ fn a_new_version_shares_what_did_not_change() {
     );
     assert_eq!(second.to_value().unwrap()["data"]["k"], "2");
 }
+
+/// A writer that asks for what it wrote gets the JSON the store sealed: the object's bytes
+/// decoded, server fields and all; a write that changes nothing answers with the stored
+/// version, and a write whose owners are collected with the version the collector wrote.
+#[test]
+fn a_decoded_write_answers_with_what_was_stored() {
+    let g = group(100);
+    let created = g
+        .create_decoded("configmaps", cm("a", "1"), Default::default())
+        .unwrap();
+    assert_eq!(created.value, created.object.to_value().unwrap());
+    assert_eq!(created.value["metadata"]["resourceVersion"], json!("1"));
+    assert!(created.value["metadata"]["uid"].is_string());
+
+    let mut next = created.value.clone();
+    next["data"]["k"] = json!("2");
+    let updated = g
+        .update_read_decoded(
+            "configmaps",
+            next,
+            Default::default(),
+            Some(1),
+            created.read(),
+        )
+        .unwrap();
+    assert_eq!(updated.object.meta.resource_version, 2);
+    assert_eq!(updated.value, updated.object.to_value().unwrap());
+    assert_eq!(updated.value["data"]["k"], json!("2"));
+
+    let same = g
+        .update_read_decoded(
+            "configmaps",
+            updated.value.clone(),
+            Default::default(),
+            Some(2),
+            updated.read(),
+        )
+        .unwrap();
+    assert!(Arc::ptr_eq(&same.object, &updated.object));
+    assert_eq!(same.value, updated.value);
+
+    // An owner that does not exist: the collector removes the reference, a later version.
+    let owner = g
+        .create_decoded("configmaps", cm("owner", "x"), Default::default())
+        .unwrap();
+    let owned = with_meta(
+        cm("owned", "y"),
+        json!({"ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.object.meta.uid.to_string()},
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "gone", "uid": "no-such-uid"}]}),
+    );
+    let kept = g
+        .create_decoded("configmaps", owned, Default::default())
+        .unwrap();
+    assert_eq!(kept.value, kept.object.to_value().unwrap());
+    assert_eq!(
+        kept.value["metadata"]["ownerReferences"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+}

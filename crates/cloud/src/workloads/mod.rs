@@ -236,6 +236,10 @@ pub(crate) struct Cluster {
     /// Decoded lists by resource, valid while the group's resourceVersion stays where it was
     /// read: the controllers of one pass read pods many times, and decode them once.
     lists: Mutex<HashMap<String, CachedList>>,
+    /// What the controllers wrote since their lists were last read, by resource and
+    /// resourceVersion, as the store sealed it: the next read of the list takes these
+    /// instead of decoding the bytes the store just encoded from them.
+    written: Mutex<HashMap<String, HashMap<u64, Obj>>>,
     /// The earliest time a controller asked for another pass (and whether that time has been
     /// handed to the loop's timer).
     wake_at: Mutex<Option<(DateTime<Utc>, bool)>>,
@@ -345,6 +349,7 @@ impl Cluster {
             writer,
             clock,
             lists: Mutex::new(HashMap::new()),
+            written: Mutex::new(HashMap::new()),
             wake_at: Mutex::new(None),
         }
     }
@@ -392,6 +397,48 @@ impl Cluster {
     /// Drops the decoded lists.
     pub fn forget_lists(&self) {
         self.lists.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.lock_written().clear();
+    }
+
+    fn lock_written(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<u64, Obj>>> {
+        self.written.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps what a controller wrote for the next read of its list. Only the resources the
+    /// passes list are kept: nothing else would take them back out before the lists are
+    /// forgotten.
+    fn remember(&self, resource: &str, written: infrasim_store::Decoded) -> Obj {
+        let obj = Obj {
+            value: Arc::new(written.value),
+            stored: written.object,
+        };
+        if WATCHED.contains(&resource) {
+            self.lock_written()
+                .entry(resource.to_string())
+                .or_default()
+                .insert(obj.rv(), obj.clone());
+        }
+        obj
+    }
+
+    /// `stored` decoded: what a controller wrote or a list holds of that version, else its
+    /// bytes decoded.
+    fn decoded(&self, resource: &str, stored: &Arc<infrasim_store::StoredObject>) -> Option<Obj> {
+        let rv = stored.meta.resource_version;
+        let written = self
+            .lock_written()
+            .get(resource)
+            .and_then(|w| w.get(&rv).cloned());
+        if let Some(obj) = written {
+            return Some(obj);
+        }
+        let listed = self
+            .lists
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(resource)
+            .and_then(|l| l.list.iter().find(|o| o.rv() == rv).cloned());
+        listed.or_else(|| Obj::decode(stored))
     }
 
     /// Every object of `resource`, decoded. Within a pass a list is decoded again only when
@@ -410,14 +457,16 @@ impl Cluster {
             None => Arc::new(Vec::new()),
         };
         // A resourceVersion names one version of one object in the group, so an object whose
-        // version was decoded before is reused as it is.
-        let decoded: HashMap<u64, &Obj> = previous.iter().map(|o| (o.rv(), o)).collect();
+        // version was decoded (or written here) before is reused as it is. What was written
+        // and is not listed any more was superseded or deleted: it goes.
+        let mut decoded: HashMap<u64, Obj> = previous.iter().map(|o| (o.rv(), o.clone())).collect();
+        decoded.extend(self.lock_written().remove(resource).unwrap_or_default());
         let list: Arc<Vec<Obj>> = Arc::new(
             snapshot
                 .objects
                 .values()
                 .filter_map(|o| match decoded.get(&o.meta.resource_version) {
-                    Some(known) => Some((*known).clone()),
+                    Some(known) => Some(known.clone()),
                     None => Obj::decode(o),
                 })
                 .collect(),
@@ -461,7 +510,7 @@ impl Cluster {
 
     pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Obj> {
         let stored = self.group.get(resource, &ObjectKey::new(namespace, name))?;
-        Obj::decode(&stored)
+        self.decoded(resource, &stored)
     }
 
     /// One object as stored (not decoded).
@@ -482,12 +531,13 @@ impl Cluster {
         read: infrasim_store::Read<'_>,
     ) -> bool {
         let before = read.object.meta.resource_version;
-        written(resource, before, self.writer.update(resource, object, read))
+        let result = self.writer.update_decoded(resource, object, read);
+        self.written(resource, before, result)
     }
 
     pub fn create(&self, resource: &str, object: Value) -> Option<Obj> {
-        match self.writer.create(resource, object) {
-            Ok(o) => Obj::decode(&o),
+        match self.writer.create_decoded(resource, object) {
+            Ok(created) => Some(self.remember(resource, created)),
             Err(e) => {
                 tracing::debug!(resource, error = %e.message, "controller create");
                 None
@@ -511,11 +561,26 @@ impl Cluster {
         object: Value,
         read: &Obj,
     ) -> bool {
-        written(
-            resource,
-            read.rv(),
-            writer.update_status(resource, object, read.as_read()),
-        )
+        let result = writer.update_status_decoded(resource, object, read.as_read());
+        self.written(resource, read.rv(), result)
+    }
+
+    /// Whether a controller's write over the version `before` changed the object (see
+    /// [`changed`]); what it wrote is kept for the next read.
+    fn written(
+        &self,
+        resource: &str,
+        before: u64,
+        result: Result<infrasim_store::Decoded, ApiError>,
+    ) -> bool {
+        let result = result.map(|w| {
+            let changed = w.object.meta.resource_version != before;
+            if changed {
+                self.remember(resource, w);
+            }
+            changed
+        });
+        changed(resource, result)
     }
 
     /// Writes `status` into the object if it differs from what is there.
@@ -553,11 +618,8 @@ impl Cluster {
 
     /// Puts `pod` on `node` as the scheduler does, through `pods/binding`.
     pub fn bind(&self, pod: &Obj, node: &str) -> bool {
-        written(
-            "pods",
-            pod.rv(),
-            self.scheduler.bind(pod.namespace(), pod.name(), node),
-        )
+        let bound = self.scheduler.bind(pod.namespace(), pod.name(), node);
+        changed("pods", bound.map(|b| b.meta.resource_version != pod.rv()))
     }
 
     pub fn delete(&self, resource: &str, namespace: &str, name: &str) {
@@ -569,17 +631,14 @@ impl Cluster {
     }
 }
 
-/// Whether a controller's write over the version `before` changed the object. A write the
-/// API found to change nothing (what the controller computed is what is stored, once
-/// defaulted and decoded) did not happen; a conflict means someone wrote in between (the
-/// event of that write brings another pass, which sees it); a missing object was deleted.
-fn written(
-    resource: &str,
-    before: u64,
-    result: Result<Arc<infrasim_store::StoredObject>, ApiError>,
-) -> bool {
+/// Whether a controller's write changed the object, given whether it raised its
+/// resourceVersion. A write the API found to change nothing (what the controller computed is
+/// what is stored, once defaulted and decoded) did not happen; a conflict means someone wrote
+/// in between (the event of that write brings another pass, which sees it); a missing object
+/// was deleted.
+fn changed(resource: &str, result: Result<bool, ApiError>) -> bool {
     match result {
-        Ok(stored) => stored.meta.resource_version != before,
+        Ok(changed) => changed,
         Err(e) if e.code == 409 || e.code == 404 => false,
         Err(e) => {
             tracing::debug!(resource, error = %e.message, "controller update");
@@ -830,5 +889,44 @@ mod tests {
             .map(|o| o.name().to_string())
             .collect();
         assert_eq!(names, ["a"]);
+    }
+
+    /// What the controllers write is read back as the store holds it (the API's defaults and
+    /// allocations in it), from the JSON the store sealed rather than its bytes decoded again.
+    #[test]
+    fn what_a_controller_wrote_is_listed_as_stored() {
+        let (_store, c) = cluster();
+        let web = |c: &Cluster| {
+            c.list("services")
+                .iter()
+                .find(|o| o.name() == "web")
+                .cloned()
+                .expect("web is listed")
+        };
+        let created = c
+            .create(
+                "services",
+                json!({"apiVersion": "v1", "kind": "Service",
+                       "metadata": {"name": "web", "namespace": "default"},
+                       "spec": {"ports": [{"port": 80}]}}),
+            )
+            .expect("created");
+        let listed = web(&c);
+        assert!(Arc::ptr_eq(&listed.value, &created.value));
+        assert_eq!(*listed.value, listed.stored.to_value().expect("decodes"));
+        assert!(!listed.str("/spec/clusterIP").is_empty());
+        assert_eq!(listed.str("/spec/type"), "ClusterIP");
+
+        let status = json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}});
+        c.set_status("services", &listed, status);
+        let updated = web(&c);
+        assert!(updated.rv() > listed.rv());
+        assert_eq!(
+            updated.str("/status/loadBalancer/ingress/0/ip"),
+            "192.0.2.1"
+        );
+        assert_eq!(*updated.value, updated.stored.to_value().expect("decodes"));
+        let got = c.get("services", "default", "web").expect("web");
+        assert!(Arc::ptr_eq(&got.value, &updated.value));
     }
 }

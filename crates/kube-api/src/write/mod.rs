@@ -91,6 +91,9 @@ impl From<WriteError> for ApiError {
 /// The stored object, and whether the write created it.
 pub(crate) struct Written {
     pub object: Arc<StoredObject>,
+    /// The JSON `object` was sealed from, when the store handed it back (not for a dry run,
+    /// nor when the kind's strategy answered with another version).
+    pub value: Option<Value>,
     pub created: bool,
     /// What admission webhooks warned of.
     pub warnings: Vec<String>,
@@ -216,24 +219,43 @@ fn update(
     dry: bool,
 ) -> Result<Written, WriteError> {
     let derived = derive_for(&ctx.info.kind, &object, !ctx.info.custom);
+    let key = &ctx.info.store_key;
+    let refused = |e| match e {
+        StoreError::Conflict { .. } => WriteError::Stale(ctx.store_error(e)),
+        e => WriteError::Refused(ctx.store_error(e)),
+    };
+    if dry {
+        let stored = ctx
+            .state
+            .group
+            .update_read(key, object, derived, expected, read, true)
+            .map_err(refused)?;
+        return Ok(Written {
+            object: stored,
+            value: None,
+            created: false,
+            warnings: Vec::new(),
+        });
+    }
     let stored = ctx
         .state
         .group
-        .update_read(&ctx.info.store_key, object, derived, expected, read, dry)
-        .map_err(|e| match e {
-            StoreError::Conflict { .. } => WriteError::Stale(ctx.store_error(e)),
-            e => WriteError::Refused(ctx.store_error(e)),
-        })?;
-    let object = if dry {
-        stored
-    } else {
-        strategy.after_write(stored, false)
-    };
-    Ok(Written {
+        .update_read_decoded(key, object, derived, expected, read)
+        .map_err(refused)?;
+    Ok(after_write(strategy, stored, false))
+}
+
+/// The kind's reaction to a write; the JSON written goes with the answer while the answer
+/// is the version written.
+fn after_write(strategy: &Strategy, written: infrasim_store::Decoded, created: bool) -> Written {
+    let object = strategy.after_write(written.object.clone(), created);
+    let value = Arc::ptr_eq(&object, &written.object).then_some(written.value);
+    Written {
         object,
-        created: false,
+        value,
+        created,
         warnings: Vec::new(),
-    })
+    }
 }
 
 /// NamespaceLifecycle: nothing new in a namespace that is being deleted (or does not exist).
@@ -311,18 +333,13 @@ async fn create(
                 .map_err(|e| ctx.store_error(e))?;
             return Ok(Written {
                 object: would,
+                value: None,
                 created: true,
                 warnings: Vec::new(),
             });
         }
-        match group.create(key, stored, derived) {
-            Ok(created) => {
-                return Ok(Written {
-                    object: strategy.after_write(created, true),
-                    created: true,
-                    warnings: Vec::new(),
-                })
-            }
+        match group.create_decoded(key, stored, derived) {
+            Ok(created) => return Ok(after_write(strategy, created, true)),
             Err(StoreError::AlreadyExists { .. }) if generated && attempt < 7 => {}
             Err(e) => return Err(ctx.store_error(e)),
         }
