@@ -7,8 +7,8 @@ use crate::http::{status_response, HandlerResult};
 use crate::status::ApiError;
 use crate::values::At;
 use crate::write::kinds::pod;
-use crate::write::{self, input, Operation, Ownership, Write, WriteError};
-use infrasim_store::StoredObject;
+use crate::write::{self, input, Operation, Ownership, Write, WriteError, Written};
+use infrasim_store::{Read, StoredObject};
 use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -27,7 +27,7 @@ pub(crate) async fn create(ctx: &Ctx, body: &[u8]) -> HandlerResult {
         }
     }
     let node = target(&binding, name)?;
-    assign(ctx, node, binding.at("/metadata/annotations")).await?;
+    assign(ctx, node, binding.at("/metadata/annotations"), None).await?;
     Ok(status_response(
         201,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
@@ -67,26 +67,43 @@ pub(crate) async fn assign(
     ctx: &Ctx,
     node: &str,
     annotations: Option<&Value>,
-) -> Result<Arc<StoredObject>, ApiError> {
+    known: Option<Read<'_>>,
+) -> Result<Written, ApiError> {
     let mut attempts = 0;
+    let mut known = known;
     loop {
-        let (read, old) = ctx.stored()?;
+        let (read, old) = match known.take() {
+            // What the caller read, while it is still the stored pod: not decoded again.
+            Some(k) if current_is(ctx, k.object) => (k.object.clone(), Cow::Borrowed(k.value)),
+            _ => {
+                let (read, old) = ctx.stored()?;
+                (read, Cow::Owned(old))
+            }
+        };
         let now = infrasim_store::format_time(ctx.state.clock.now());
         let object = pod::bind(&old, node, annotations, &now);
         let expected = Some(read.meta.resource_version);
         let write = Write {
             operation: Operation::Update {
                 read,
-                old: Cow::Owned(old),
+                old,
                 expected,
             },
             object,
             ownership: Ownership::Record,
         };
         match write::persist(ctx, write).await {
-            Ok(written) => return Ok(written.object),
+            Ok(written) => return Ok(written),
             Err(WriteError::Stale(_)) if attempts < 8 => attempts += 1,
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// Whether `object` is the version of the request's object the store holds.
+fn current_is(ctx: &Ctx, object: &Arc<StoredObject>) -> bool {
+    ctx.state
+        .group
+        .get(&ctx.info.store_key, &ctx.key())
+        .is_some_and(|current| Arc::ptr_eq(&current, object))
 }

@@ -202,7 +202,21 @@ impl SystemWriter {
     ) -> Result<Arc<StoredObject>, ApiError> {
         let info = self.info("pods", None)?;
         let ctx = self.ctx_for(info, namespace, name, Some("binding"));
-        finish(crate::binding::assign(&ctx, node, None))
+        Ok(finish(crate::binding::assign(&ctx, node, None, None))?.object)
+    }
+
+    /// [`Self::bind`] of the pod as `read` (not decoded again while it is the stored one),
+    /// answering with the bound pod's JSON as well.
+    pub fn bind_decoded(&self, read: Read<'_>, node: &str) -> Result<Decoded, ApiError> {
+        let info = self.info("pods", None)?;
+        let meta = &read.object.meta;
+        let ctx = self.ctx_for(info, &meta.namespace, &meta.name, Some("binding"));
+        decoded(finish(crate::binding::assign(
+            &ctx,
+            node,
+            None,
+            Some(read),
+        ))?)
     }
 
     fn replace(

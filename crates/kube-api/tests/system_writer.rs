@@ -331,3 +331,33 @@ async fn finalize_changes_only_a_namespaces_finalizers() {
     assert_eq!(finalized["spec"]["finalizers"], json!([]));
     assert_eq!(finalized["metadata"]["labels"]["a"], "b");
 }
+
+/// A scheduler that binds the pod it read answers with the bound pod's JSON as stored; a
+/// read gone stale (the pod written since) binds the stored pod instead, as a client's
+/// binding does.
+#[tokio::test]
+async fn a_scheduler_binds_the_pod_it_read() {
+    let server = server();
+    let writer = controller_manager(&server);
+    let scheduler = writer.as_component(
+        Identity {
+            user: "system:kube-scheduler".into(),
+            groups: vec!["system:authenticated".into()],
+        },
+        "kube-scheduler",
+    );
+    let created = writer.create_decoded("pods", pod("web-1")).unwrap();
+    let bound = scheduler.bind_decoded(created.read(), "node-1").unwrap();
+    assert_eq!(bound.value, bound.object.to_value().unwrap());
+    assert_eq!(bound.value["spec"]["nodeName"], "node-1");
+    assert!(bound.object.meta.resource_version > created.object.meta.resource_version);
+
+    let stale = writer.create_decoded("pods", pod("web-2")).unwrap();
+    let mut labelled = stale.value.clone();
+    labelled["metadata"]["labels"] = json!({"tier": "web"});
+    writer.update("pods", labelled, stale.read()).unwrap();
+    let bound = scheduler.bind_decoded(stale.read(), "node-2").unwrap();
+    assert_eq!(bound.value, bound.object.to_value().unwrap());
+    assert_eq!(bound.value["spec"]["nodeName"], "node-2");
+    assert_eq!(bound.value["metadata"]["labels"]["tier"], "web");
+}

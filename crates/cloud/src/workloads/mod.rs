@@ -618,8 +618,8 @@ impl Cluster {
 
     /// Puts `pod` on `node` as the scheduler does, through `pods/binding`.
     pub fn bind(&self, pod: &Obj, node: &str) -> bool {
-        let bound = self.scheduler.bind(pod.namespace(), pod.name(), node);
-        changed("pods", bound.map(|b| b.meta.resource_version != pod.rv()))
+        let bound = self.scheduler.bind_decoded(pod.as_read(), node);
+        self.written("pods", pod.rv(), bound)
     }
 
     pub fn delete(&self, resource: &str, namespace: &str, name: &str) {
