@@ -628,9 +628,16 @@ fn entry_without(e: &Value, paths: &[FieldPath]) -> Option<Value> {
     if fields.is_empty() {
         return None;
     }
-    let mut e = e.clone();
-    e["fieldsV1"] = to_fields_v1(&fields);
-    Some(e)
+    // The entry's header copied, not its old field tree (replaced at once).
+    let mut entry: serde_json::Map<String, Value> = e
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.as_str() != "fieldsV1")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    entry.insert("fieldsV1".into(), to_fields_v1(&fields));
+    Some(Value::Object(entry))
 }
 
 /// Records that `manager` changed the fields that differ between `old` and `new` (an

@@ -225,11 +225,13 @@ fn pod_spec_masked(old: &Value, new: &Value) -> Value {
 /// ConfigMap or Secret.
 pub fn validate_update(kind: &str, group: &str, old: &Value, new: &Value) -> Result<(), ApiError> {
     if kind == "Pod" && group.is_empty() {
+        let null = Value::Null;
         let (old_spec, new_spec) = (
-            old.get("spec").cloned().unwrap_or(Value::Null),
-            new.get("spec").cloned().unwrap_or(Value::Null),
+            old.get("spec").unwrap_or(&null),
+            new.get("spec").unwrap_or(&null),
         );
-        if pod_spec_masked(&old_spec, &new_spec) != old_spec {
+        // Most pod updates (every status report) leave the spec as it was: nothing to mask.
+        if old_spec != new_spec && pod_spec_masked(old_spec, new_spec) != *old_spec {
             let name = new
                 .at("/metadata/name")
                 .and_then(Value::as_str)

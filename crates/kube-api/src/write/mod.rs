@@ -323,7 +323,14 @@ async fn create(
             dry_run: dry,
         };
         admission::validate(ctx, &subject, warnings).await?;
-        let stored = crate::conversion::to_storage(ctx, object.clone()).await?;
+        // Only a generated name may take another attempt: the last one takes the object
+        // itself rather than a copy.
+        let last = !generated || attempt == 7;
+        let candidate = match last {
+            true => std::mem::take(&mut object),
+            false => object.clone(),
+        };
+        let stored = crate::conversion::to_storage(ctx, candidate).await?;
         let derived = derive_for(&ctx.info.kind, &stored, !ctx.info.custom);
         let group = &ctx.state.group;
         let key = &ctx.info.store_key;
