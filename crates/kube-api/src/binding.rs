@@ -67,10 +67,9 @@ pub(crate) async fn assign(
     ctx: &Ctx,
     node: &str,
     annotations: Option<&Value>,
-    known: Option<Read<'_>>,
+    mut known: Option<Read<'_>>,
 ) -> Result<Written, ApiError> {
     let mut attempts = 0;
-    let mut known = known;
     loop {
         let (read, old) = match known.take() {
             // What the caller read, while it is still the stored pod: not decoded again.

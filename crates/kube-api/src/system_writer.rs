@@ -211,12 +211,8 @@ impl SystemWriter {
         let info = self.info("pods", None)?;
         let meta = &read.object.meta;
         let ctx = self.ctx_for(info, &meta.namespace, &meta.name, Some("binding"));
-        decoded(finish(crate::binding::assign(
-            &ctx,
-            node,
-            None,
-            Some(read),
-        ))?)
+        let bound = finish(crate::binding::assign(&ctx, node, None, Some(read)))?;
+        decoded(bound)
     }
 
     fn replace(
@@ -266,31 +262,19 @@ impl SystemWriter {
         object: Value,
         subresource: Option<&str>,
     ) -> Result<Value, ApiError> {
-        let Value::Object(mut fields) = object else {
-            return self.decode(ctx, object);
+        // What the write keeps of the object's top-level fields.
+        let kept = |field: &str| match subresource {
+            Some("status") => matches!(field, "apiVersion" | "kind" | "metadata" | "status"),
+            _ => field != "status",
         };
-        let aside: Vec<(String, Value)> = match subresource {
-            _ if ctx.info.custom => Vec::new(),
-            Some("status") => {
-                let thrown: Vec<String> = fields
-                    .keys()
-                    .filter(|k| {
-                        !matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status")
-                    })
-                    .cloned()
-                    .collect();
-                thrown
-                    .into_iter()
-                    .filter_map(|k| fields.remove(&k).map(|v| (k, v)))
-                    .collect()
-            }
-            None if ctx.info.has_status => fields
-                .remove("status")
-                .map(|v| ("status".to_string(), v))
-                .into_iter()
-                .collect(),
-            _ => Vec::new(),
+        let partial = !ctx.info.custom
+            && (subresource == Some("status") || (subresource.is_none() && ctx.info.has_status));
+        let fields = match object {
+            Value::Object(fields) if partial => fields,
+            whole => return self.decode(ctx, whole),
         };
+        let (fields, aside): (Vec<_>, Vec<_>) = fields.into_iter().partition(|(k, _)| kept(k));
+        let fields: serde_json::Map<String, Value> = fields.into_iter().collect();
         let mut decoded = self.decode(ctx, Value::Object(fields))?;
         if let Some(decoded) = decoded.as_object_mut() {
             decoded.extend(aside);
@@ -365,27 +349,24 @@ impl SystemWriter {
     }
 }
 
+/// A write's answer with its JSON: the one the store sealed, or (when the kind answered with
+/// another version) the answer decoded.
+fn decoded(written: Written) -> Result<Decoded, ApiError> {
+    match written.value {
+        Some(value) => Ok(Decoded {
+            object: written.object,
+            value,
+        }),
+        None => Decoded::decode(written.object)
+            .map_err(|e| ApiError::internal(format!("decoding a stored object: {e}"))),
+    }
+}
+
 /// Runs a write to its end from synchronous code. Without webhooks a write awaits nothing
 /// and ends on its first poll, which is the common case and costs no thread. When it waits
 /// on a webhook, this worker thread blocks until it answers (the runtime's other workers
 /// go on, `block_in_place`); a single-threaded runtime cannot do that without stopping the
 /// very I/O the webhook needs, so there the write is refused rather than hung.
-/// A write's answer with its JSON: the one the store sealed, or (when the kind answered with
-/// another version) the answer decoded.
-fn decoded(written: Written) -> Result<Decoded, ApiError> {
-    let value = match written.value {
-        Some(value) => value,
-        None => written
-            .object
-            .to_value()
-            .map_err(|e| ApiError::internal(format!("decoding a stored object: {e}")))?,
-    };
-    Ok(Decoded {
-        object: written.object,
-        value,
-    })
-}
-
 fn finish<T>(write: impl Future<Output = Result<T, ApiError>>) -> Result<T, ApiError> {
     let mut write = std::pin::pin!(write);
     let mut first = Context::from_waker(futures::task::noop_waker_ref());

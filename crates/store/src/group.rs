@@ -51,15 +51,22 @@ impl Decoded {
         }
     }
 
+    /// `object` with its bytes decoded.
+    pub fn decode(object: Arc<StoredObject>) -> serde_json::Result<Decoded> {
+        let value = object.to_value()?;
+        Ok(Decoded { object, value })
+    }
+
     /// `object` with the value sealed into it when that is the version `object` is, else
     /// decoded from its bytes (a write that changed nothing, or whose garbage collection
     /// wrote the object again).
     fn of(object: Arc<StoredObject>, sealed: Option<(u64, Value)>) -> Result<Decoded> {
-        let value = match sealed {
-            Some((rv, value)) if rv == object.meta.resource_version => value,
-            _ => object.to_value()?,
-        };
-        Ok(Decoded { object, value })
+        match sealed {
+            Some((rv, value)) if rv == object.meta.resource_version => {
+                Ok(Decoded { object, value })
+            }
+            _ => Ok(Decoded::decode(object)?),
+        }
     }
 }
 
@@ -434,11 +441,7 @@ impl Group {
 
     /// [`Group::create`], answering with the JSON the object was sealed from as well.
     pub fn create_decoded(&self, resource: &str, object: Value, fields: Fields) -> Result<Decoded> {
-        let (created, sealed) = self.write(|txn| {
-            let created = txn.create(resource, object, fields)?;
-            Ok((created, txn.sealed.take()))
-        })?;
-        Decoded::of(created, sealed)
+        self.write_decoded(|txn| txn.create(resource, object, fields))
     }
 
     /// Replaces an object. `expected` is the resourceVersion the caller read (a stale one is a
@@ -482,11 +485,19 @@ impl Group {
         expected: Option<u64>,
         read: Read<'_>,
     ) -> Result<Decoded> {
-        let (updated, sealed) = self.write(|txn| {
-            let updated = txn.update(resource, object, fields, expected, Some(read))?;
-            Ok((updated, txn.sealed.take()))
+        self.write_decoded(|txn| txn.update(resource, object, fields, expected, Some(read)))
+    }
+
+    /// A write `f` answering with the object it wrote and the JSON that object was sealed from.
+    fn write_decoded(
+        &self,
+        f: impl FnOnce(&mut Txn<'_>) -> Result<Arc<StoredObject>>,
+    ) -> Result<Decoded> {
+        let (object, sealed) = self.write(|txn| {
+            let object = f(txn)?;
+            Ok((object, txn.sealed.take()))
         })?;
-        Decoded::of(updated, sealed)
+        Decoded::of(object, sealed)
     }
 
     /// Deletes an object, honouring finalizers and the propagation policy.

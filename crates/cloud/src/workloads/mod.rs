@@ -574,11 +574,11 @@ impl Cluster {
         result: Result<infrasim_store::Decoded, ApiError>,
     ) -> bool {
         let result = result.map(|w| {
-            let changed = w.object.meta.resource_version != before;
-            if changed {
+            let raised = w.object.meta.resource_version != before;
+            if raised {
                 self.remember(resource, w);
             }
-            changed
+            raised
         });
         changed(resource, result)
     }
