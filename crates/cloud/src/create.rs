@@ -6,6 +6,7 @@
 //! nothing can fail. A restored cluster's group and record are never given back: they hold
 //! what a restart must not lose.
 
+use crate::homes::Home;
 use crate::machines::{Runtime, RuntimeConfig};
 use crate::pki::ClusterPki;
 use crate::records::{ClusterRecord, EtcdKeeper, Kept, MachineRecord};
@@ -27,6 +28,8 @@ use tokio::sync::oneshot;
 /// What a cluster being created has taken so far.
 pub(crate) struct Pending<'a> {
     cloud: &'a Cloud,
+    /// Where the cluster's group and record go.
+    home: Arc<Home>,
     name: String,
     listener: Option<TcpListener>,
     /// The listener was the cluster's reservation (it goes back there on failure).
@@ -37,8 +40,8 @@ pub(crate) struct Pending<'a> {
 }
 
 impl<'a> Pending<'a> {
-    /// Claims `name`, refused if a cluster of that name exists or is being created.
-    pub fn claim(cloud: &'a Cloud, name: &str) -> Result<Self, CloudError> {
+    /// Claims `name` in `home`, refused if a cluster of that name exists or is being created.
+    pub fn claim(cloud: &'a Cloud, name: &str, home: Arc<Home>) -> Result<Self, CloudError> {
         let taken = cloud.lock_clusters().contains_key(name)
             || !cloud.lock_creating().insert(name.to_string());
         if taken {
@@ -46,6 +49,7 @@ impl<'a> Pending<'a> {
         }
         Ok(Pending {
             cloud,
+            home,
             name: name.to_string(),
             listener: None,
             reserved: false,
@@ -72,7 +76,7 @@ impl<'a> Pending<'a> {
 
     /// The cluster's store group.
     pub fn group(&mut self) -> Result<Arc<Group>, CloudError> {
-        let group = self.cloud.store.create_group(&group_name(&self.name))?;
+        let group = self.home.store.create_group(&group_name(&self.name))?;
         self.group = true;
         Ok(group)
     }
@@ -85,7 +89,7 @@ impl<'a> Pending<'a> {
     /// Keeps the cluster's record.
     pub fn keep(&mut self, record: &ClusterRecord) -> Result<(), CloudError> {
         self.recorded = true;
-        Ok(self.cloud.records.put_cluster(record)?)
+        Ok(self.home.records.put_cluster(record)?)
     }
 
     /// The endpoint's listener, for the runtime that serves it: taken only once nothing
@@ -122,10 +126,10 @@ impl Drop for Pending<'_> {
             }
         }
         if self.group {
-            let _ = self.cloud.store.drop_group(&group_name(&self.name));
+            let _ = self.home.store.drop_group(&group_name(&self.name));
         }
         if self.recorded {
-            self.cloud.records.delete_cluster(&self.name);
+            self.home.records.delete_cluster(&self.name);
         }
     }
 }
@@ -207,7 +211,8 @@ impl Cloud {
         // Everything that can fail without side effects first: the PKI and certificates.
         let pki = ClusterPki::new(&shape.pki)?;
         let certs = Certificates::new(&pki, &shape, self.config.advertise)?;
-        let mut pending = Pending::claim(self, &shape.name)?;
+        let home = self.home_for(&shape.name);
+        let mut pending = Pending::claim(self, &shape.name, home)?;
         let endpoint = pending.endpoint().await?;
         let group = pending.group()?;
         // Never reused: a cluster's node addresses must not repeat another's, even one
@@ -234,40 +239,57 @@ impl Cloud {
         Ok(info)
     }
 
-    /// Brings back every cluster the records keep, oldest first; drops the groups of
-    /// clusters that were never recorded (a crash while one was being created).
-    pub(crate) async fn restore_all(&self) -> Result<(), CloudError> {
-        let kept = self.records.read();
-        for name in self.store.group_names() {
+    /// Brings back every cluster `home`'s records keep, oldest first; drops the groups of
+    /// clusters that were never recorded (a crash while one was being created). Answers how
+    /// many came back.
+    pub(crate) async fn restore_home(&self, home: &Arc<Home>) -> Result<usize, CloudError> {
+        let kept = home.records.read();
+        for name in home.store.group_names() {
             let Some(cluster) = name.strip_prefix("cluster/") else {
                 continue;
             };
             if !kept.iter().any(|k| k.cluster.name == cluster) {
                 tracing::warn!(cluster, "dropping a cluster's objects that no record accounts for (its creation never finished)");
-                let _ = self.store.drop_group(&name);
+                let _ = home.store.drop_group(&name);
             }
         }
+        let count = kept.len();
         for k in kept {
             let cluster = k.cluster.name.clone();
             let index = k.cluster.index;
-            self.restore(k).await.map_err(|e| CloudError::Restore {
-                cluster,
-                source: Box::new(e),
-            })?;
+            self.restore(k, home)
+                .await
+                .map_err(|e| CloudError::Restore {
+                    cluster,
+                    source: Box::new(e),
+                })?;
             self.next_index.fetch_max(index + 1, Ordering::Relaxed);
         }
-        Ok(())
+        Ok(count)
     }
 
-    async fn restore(&self, kept: Kept) -> Result<(), CloudError> {
+    async fn restore(&self, mut kept: Kept, home: &Arc<Home>) -> Result<(), CloudError> {
         let shape = kept.cluster.shape();
         let pki = ClusterPki::new(&shape.pki)?;
         let certs = Certificates::new(&pki, &shape, self.config.advertise)?;
-        let mut pending = Pending::claim(self, &shape.name)?;
-        let listener = self.bind_port(kept.cluster.port).await?;
+        let mut pending = Pending::claim(self, &shape.name, home.clone())?;
+        let listener = match self.bind_port(kept.cluster.port).await {
+            Ok(listener) => listener,
+            // A shard's home taken over from a process on another range or machine: the
+            // cluster answers on a port of this one, and the record says so from now on
+            // (Cluster API's objects follow: see the in-memory provider's endpoint move).
+            Err(CloudError::PortTaken(_)) if home.name.is_some() => self.bind().await?,
+            Err(e) => return Err(e),
+        };
         let endpoint = listener.local_addr().map_err(ServeError::from)?;
         pending.adopt_listener(listener);
-        let group = self.store.group_or_create(&group_name(&shape.name));
+        if endpoint.port() != kept.cluster.port {
+            // Kept straight, not through `pending`: a restored cluster's record is never
+            // given back, even if what follows fails.
+            kept.cluster.port = endpoint.port();
+            home.records.put_cluster(&kept.cluster)?;
+        }
+        let group = home.store.group_or_create(&group_name(&shape.name));
         let etcd = match kept.etcd {
             Some(image) => EtcdCluster::restore(self.clock.clone(), image.into(), kept.keys),
             None => EtcdCluster::new(self.clock.clone()),
@@ -327,7 +349,7 @@ impl Cloud {
         }
         server.faults().set(faults.server_fault(etcd.has_quorum()));
         etcd.keep_with(Arc::new(EtcdKeeper {
-            records: self.records.clone(),
+            records: pending.home.records.clone(),
             cluster: shape.name.clone(),
         }));
         server.set_sidecar(etcd::sidecar(&etcd, &pki.etcd_ca.cert_pem))?;
@@ -362,7 +384,7 @@ impl Cloud {
             ca_pem: pki.ca.cert_pem.clone(),
             etcd,
             serving,
-            records: self.records.clone(),
+            records: pending.home.records.clone(),
             record,
         };
         let runtime = if machines.is_empty() {
@@ -398,6 +420,7 @@ impl Cloud {
             pki,
             admin: certs.admin,
             runtime: runtime.clone(),
+            home: pending.home.clone(),
             kubelets,
             _stop_workloads: stop_workloads,
         };

@@ -33,6 +33,7 @@ pub mod components;
 mod create;
 pub mod etcd;
 mod faults;
+mod homes;
 mod machines;
 mod pki;
 pub mod portforward;
@@ -46,6 +47,7 @@ pub use bootstrap::{
     API_SERVER_PHASE, CONTROL_PLANE_PHASES, WORKER_PHASES,
 };
 pub use faults::{BootFault, ClusterFault};
+pub use homes::Admits;
 pub use machines::Progress;
 pub use pki::{CertAndKey, ClusterPki, SuppliedPki};
 pub use sni::{server_name, SNI_SUFFIX};
@@ -83,6 +85,8 @@ pub enum CloudError {
     Serve(#[from] ServeError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("the clusters' home {home:?} cannot be taken up: {why}")]
+    Home { home: String, why: String },
     #[error("cluster {cluster:?} could not be restored: {source}")]
     Restore {
         cluster: String,
@@ -102,6 +106,11 @@ pub struct CloudConfig {
     /// Where the clusters' API servers count their requests (each under its cluster's
     /// name); `None` counts nothing.
     pub metrics: Option<infrasim_kube_api::RequestMetrics>,
+    /// Where a process hosting shards of a fleet keeps each shard's clusters: one durable
+    /// store per shard in a directory of its own below this one, which every process of the
+    /// fleet reaches, opened while the shard is held (see [`Cloud::take_up_home`]). `None`:
+    /// a shard taken over is made again from the management objects.
+    pub homes: Option<std::path::PathBuf>,
 }
 
 impl CloudConfig {
@@ -126,6 +135,7 @@ impl Default for CloudConfig {
             ports: 20000..=24000,
             watch_window: 1000,
             metrics: None,
+            homes: None,
         }
     }
 }
@@ -149,6 +159,8 @@ struct Running {
     /// The admin's client certificate (the shared listener's kubeconfig is made with it).
     admin: infrasim_kube_api::pki::KeyedCert,
     runtime: Arc<machines::Runtime>,
+    /// Where its objects and records live.
+    home: Arc<homes::Home>,
     /// Which of its nodes' kubelets are stopped (a `NodeNotReady` fault).
     kubelets: workloads::KubeletSwitch,
     /// Dropping it stops the cluster's controllers.
@@ -159,9 +171,11 @@ struct Running {
 pub struct Cloud {
     config: CloudConfig,
     clock: SharedClock,
-    store: Store,
-    /// What is kept of each cluster, for a restart (see [`records`]).
-    records: records::Records,
+    /// The cloud's own store and records (see [`records`]): every cluster's but those of
+    /// the `homes` taken up.
+    own: Arc<homes::Home>,
+    /// The homes of the shards this process holds (see [`homes`]).
+    homes: Mutex<Vec<Arc<homes::Home>>>,
     clusters: Mutex<HashMap<String, Running>>,
     /// Clusters being created (see [`create::Pending`]).
     creating: Mutex<BTreeSet<String>>,
@@ -225,7 +239,7 @@ impl Cloud {
         store: Store,
     ) -> Result<Self, CloudError> {
         let cloud = Self::on_store(config, clock, store);
-        cloud.restore_all().await?;
+        cloud.restore_home(&cloud.own.clone()).await?;
         Ok(cloud)
     }
 
@@ -233,8 +247,8 @@ impl Cloud {
         Cloud {
             config,
             clock,
-            records: records::Records::open(&store),
-            store,
+            own: Arc::new(homes::Home::own(store)),
+            homes: Mutex::default(),
             clusters: Mutex::new(HashMap::new()),
             creating: Mutex::new(BTreeSet::new()),
             ports: Mutex::new(BTreeSet::new()),
@@ -763,9 +777,9 @@ impl Cloud {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(&r.info.endpoint.port());
-                let _ = self.store.drop_group(&create::group_name(name));
+                let _ = r.home.store.drop_group(&create::group_name(name));
                 // Forgotten last, as a machine is (see `Runtime::remove_machine`).
-                self.records.delete_cluster(name);
+                r.home.records.delete_cluster(name);
                 true
             }
             None => false,

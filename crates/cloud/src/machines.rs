@@ -695,6 +695,27 @@ impl Runtime {
         self.router.remove(&self.shape.name);
     }
 
+    /// Stops the cluster where it stands, as a room losing power: its machines' boot steps
+    /// and its addon steps stop and its endpoint closes, but nothing is removed: its objects
+    /// and records stay as they are for whoever brings it back (see [`crate::homes`]).
+    pub fn halt(&self) {
+        let mut state = self.lock();
+        for machine in state.machines.values_mut() {
+            if let Some(task) = machine.task.take() {
+                task.abort();
+            }
+        }
+        if let Some(task) = state.addons_task.take() {
+            task.abort();
+        }
+        state.serving = None;
+        state.shared_route = None;
+        state.reserved = None;
+        drop(state);
+        self.router.remove(&self.shape.name);
+        self.api_up.send_replace(false);
+    }
+
     pub fn progress(&self) -> Progress {
         let state = self.lock();
         let (done, total) = state.machines.values().fold(

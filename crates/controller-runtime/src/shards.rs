@@ -8,8 +8,10 @@
 //! Leases (`infrasim-shard-<k>`). One that holds more than its share gives one up per round
 //! (its reconcilers stop at once, its clusters go a second later, then the Lease is
 //! released), one that holds fewer takes free ones. A process that dies stops renewing: its
-//! Leases run out after their duration and the others take its shards over, making the
-//! clusters again from the management objects on their own endpoints. A process that loses a
+//! Leases run out after their duration and the others take its shards over, bringing the
+//! clusters back from the shard's home where the processes share a data directory (every
+//! object as it was), else making them again from the management objects, on their own
+//! endpoints either way. A process that loses a
 //! Lease it still thought it held stops ([`ShardError`]), as a controller-runtime manager
 //! stops when it loses its leader election: two hosts of one cluster is worse than none.
 
@@ -31,6 +33,12 @@ use tokio::sync::watch;
 /// The name of shard `k`'s Lease.
 pub fn shard_lease(k: u32) -> String {
     format!("infrasim-shard-{k}")
+}
+
+/// The name of shard `k`'s home: where its clusters are kept when the processes share a data
+/// directory (see [`Cloud::take_up_home`]).
+pub fn shard_home(k: u32) -> String {
+    format!("shard-{k}")
 }
 
 const SHARD_LEASE_PREFIX: &str = "infrasim-shard-";
@@ -338,7 +346,15 @@ impl ShardMember {
         self.renew_held().await?;
         for key in foreign(&view, &self.identity, &self.cloud.hosted(), count) {
             tracing::info!(cluster = %key, "its shard is hosted elsewhere: it stops here");
-            self.cloud.delete_cluster(&key).await.ok();
+            // Kept for the holder, who cannot open the home while it is taken up here.
+            match self.cloud.home_of(&key) {
+                Some(home) => {
+                    self.cloud.set_down_home(&home);
+                }
+                None => {
+                    self.cloud.delete_cluster(&key).await.ok();
+                }
+            }
         }
         if first {
             return Ok(());
@@ -346,7 +362,7 @@ impl ShardMember {
         match plan(&view, &self.identity, &self.shards.held(), count) {
             Plan::Keep => {}
             Plan::GiveUp(k) => self.give_up(k, count).await?,
-            Plan::Take(free) => self.take(&free).await?,
+            Plan::Take(free) => self.take(&free, count).await?,
         }
         Ok(())
     }
@@ -366,26 +382,49 @@ impl ShardMember {
         Ok(())
     }
 
-    async fn take(&self, free: &[u32]) -> Result<(), kube::Error> {
+    /// Takes the free shards it can: the Lease, then the shard's home (its clusters back
+    /// before its reconcilers start). A home still held elsewhere (its last holder is setting
+    /// it down, or is alive though its Lease ran out) gives the Lease back for a later round.
+    async fn take(&self, free: &[u32], count: u32) -> Result<(), kube::Error> {
         for &k in free {
-            if self.elector(k).try_acquire().await? == crate::leader::Attempt::Leading {
-                tracing::info!(shard = k, identity = %self.identity, "shard taken");
-                self.shards.change(|held| {
-                    held.insert(k);
-                });
+            let elector = self.elector(k);
+            if elector.try_acquire().await? != crate::leader::Attempt::Leading {
+                continue;
+            }
+            let admits = move |key: &str| Shards::shard_of(count, key) == k;
+            match self
+                .cloud
+                .take_up_home(&shard_home(k), Box::new(admits))
+                .await
+            {
+                Ok(restored) => {
+                    tracing::info!(shard = k, identity = %self.identity, restored = ?restored, "shard taken");
+                    self.shards.change(|held| {
+                        held.insert(k);
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(shard = k, error = %e, "shard not taken: its home cannot be opened yet");
+                    elector.release().await?;
+                }
             }
         }
         Ok(())
     }
 
     /// Stops hosting shard `k`: its reconcilers first, its clusters a second later (a
-    /// reconcile under way when the shard went has finished by then), then the Lease.
+    /// reconcile under way when the shard went has finished by then), then the Lease. Its
+    /// home is set down, everything in it kept for the next holder; without one (no shared
+    /// data directory) its clusters are deleted here and made again there.
     async fn give_up(&self, k: u32, count: u32) -> Result<(), kube::Error> {
         tracing::info!(shard = k, identity = %self.identity, "shard given up");
         self.shards.change(|held| {
             held.remove(&k);
         });
         self.clock.sleep(Duration::from_secs(1)).await;
+        self.cloud.set_down_home(&shard_home(k));
+        // What is left of the shard here: endpoints only reserved, or every cluster when
+        // the shard has no home.
         for key in self.cloud.hosted() {
             if Shards::shard_of(count, &key) == k {
                 self.cloud.delete_cluster(&key).await.ok();

@@ -77,8 +77,8 @@ pub struct DurableBackend {
     inbox: Mutex<Option<Sender<Message>>>,
     committer: Mutex<Option<std::thread::JoinHandle<()>>>,
     restored: Mutex<Option<Vec<GroupImage>>>,
-    // Held for the backend's life: the directory's lock.
-    _lock: File,
+    /// The directory's lock, held until the backend is closed or dropped.
+    lock: Mutex<Option<File>>,
 }
 
 impl std::fmt::Debug for DurableBackend {
@@ -165,7 +165,7 @@ impl DurableBackend {
             inbox: Mutex::new(Some(inbox)),
             committer: Mutex::new(Some(committer)),
             restored: Mutex::new(Some(images)),
-            _lock: lock,
+            lock: Mutex::new(Some(lock)),
         })
     }
 
@@ -210,10 +210,12 @@ impl DurableBackend {
     }
 }
 
-impl Drop for DurableBackend {
-    /// Lets the committer finish what it was given and close the database, so the directory
-    /// can be opened again as soon as this returns.
-    fn drop(&mut self) {
+impl DurableBackend {
+    /// Lets the committer finish what it was given, closes the database and lets go of the
+    /// directory, so that another process (or this one) can open it as soon as this returns.
+    /// Writes submitted afterwards fail: whoever still holds the store (a task that has not
+    /// noticed its cluster stopped) can no longer change what the next owner reads.
+    pub fn close(&self) {
         drop(self.inbox.lock().unwrap_or_else(|p| p.into_inner()).take());
         if let Some(thread) = self
             .committer
@@ -226,6 +228,13 @@ impl Drop for DurableBackend {
                 let _ = thread.join();
             }
         }
+        drop(self.lock.lock().unwrap_or_else(|p| p.into_inner()).take());
+    }
+}
+
+impl Drop for DurableBackend {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 

@@ -274,6 +274,36 @@ fn a_write_whose_sync_failed_is_taken_back_even_if_its_data_reached_the_file() {
 }
 
 #[test]
+fn a_closed_store_lets_go_of_its_directory_and_takes_no_more_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, backend) = open_with_backend(dir.path(), Faults::none());
+    let g = store.create_group("g").unwrap();
+    g.create("configmaps", cm("a", "1"), Default::default())
+        .unwrap();
+    // Closed while the store and its group are still held (as by a task that has not yet
+    // noticed its cluster stopped): the directory opens again at once.
+    backend.close();
+    let late = g.create("configmaps", cm("late", "x"), Default::default());
+    assert!(late.is_err(), "a write after the close is refused");
+    let (again, _) = open_with_backend(dir.path(), Faults::none());
+    let names: Vec<String> = again
+        .group("g")
+        .unwrap()
+        .snapshot("configmaps", ReadAt::Latest)
+        .unwrap()
+        .objects
+        .keys()
+        .map(|k| k.name.to_string())
+        .collect();
+    assert_eq!(
+        names,
+        ["a"],
+        "what was acknowledged before the close, nothing after"
+    );
+    drop(store);
+}
+
+#[test]
 fn a_held_lock_a_foreign_format_and_a_corrupt_file_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let first = DurableBackend::open(dir.path(), 10).unwrap();

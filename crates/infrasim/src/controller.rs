@@ -81,7 +81,10 @@ pub struct ControllerArgs {
     webhook_listen: Option<std::net::SocketAddr>,
     /// Keep the workload clusters durable in DIR/clusters (taken once this replica leads): a
     /// restarted controller brings them back as they were, for the Cluster API objects the
-    /// plane kept. Without it they live in memory and are made again after a restart.
+    /// plane kept. Without it they live in memory and are made again after a restart. With
+    /// `--shards`, each shard's clusters are kept in DIR/shards/shard-<k>, opened by the
+    /// process holding the shard: give every process the same DIR on shared storage and a
+    /// shard taken over comes back as it was (every object of its clusters), not made again.
     #[arg(long)]
     data_dir: Option<std::path::PathBuf>,
     /// Serve the process's metrics (`/metrics`, and the objects' state at `/metrics/state`)
@@ -187,6 +190,11 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         metrics: metrics
             .as_ref()
             .map(infrasim_kube_api::RequestMetrics::register),
+        homes: args
+            .data_dir
+            .as_ref()
+            .filter(|_| args.shards > 0)
+            .map(|dir| dir.join(crate::up::SHARDS_DIR)),
     };
     let parts = Parts {
         client,
@@ -275,11 +283,12 @@ impl Parts {
     async fn context(&self, args: &ControllerArgs) -> anyhow::Result<Context> {
         let (config, clock) = (self.cloud_config.clone(), self.clock.clone());
         let cloud = match &args.data_dir {
-            Some(dir) => {
+            // Sharded, every cluster lives in its shard's home (see `CloudConfig::homes`).
+            Some(dir) if args.shards == 0 => {
                 crate::up::open_cloud(config, &dir.join(crate::up::CLUSTERS_DIR), clock.clone())
                     .await?
             }
-            None => Cloud::with_clock(config, clock.clone()),
+            _ => Cloud::with_clock(config, clock.clone()),
         };
         let mut ctx = Context::new(self.client.clone(), Arc::new(cloud), clock)
             .with_watch_filter(args.watch_filter.clone());

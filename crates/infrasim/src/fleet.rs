@@ -85,6 +85,7 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
         metrics: metrics
             .as_ref()
             .map(infrasim_kube_api::RequestMetrics::register),
+        homes: None,
     };
     let cloud = match &args.data_dir {
         Some(dir) => crate::up::open_cloud(config, dir, SystemClock::shared()).await?,

@@ -36,10 +36,14 @@ pub fn run(args: StoreArgs) -> anyhow::Result<()> {
 }
 
 fn check(dir: &Path) -> anyhow::Result<()> {
-    let stores = [
-        ("management plane", dir.to_path_buf()),
-        ("workload clusters", dir.join(crate::up::CLUSTERS_DIR)),
+    let mut stores = vec![
+        ("management plane".to_string(), dir.to_path_buf()),
+        (
+            "workload clusters".to_string(),
+            dir.join(crate::up::CLUSTERS_DIR),
+        ),
     ];
+    stores.extend(shard_homes(dir));
     let mut found = 0;
     let mut damaged = 0;
     for (what, dir) in stores {
@@ -73,9 +77,10 @@ fn check(dir: &Path) -> anyhow::Result<()> {
     }
     if found == 0 {
         bail!(
-            "no store in {} (nor in its {} folder)",
+            "no store in {} (nor in its {} or {} folders)",
             dir.display(),
-            crate::up::CLUSTERS_DIR
+            crate::up::CLUSTERS_DIR,
+            crate::up::SHARDS_DIR
         );
     }
     if damaged > 0 {
@@ -83,4 +88,24 @@ fn check(dir: &Path) -> anyhow::Result<()> {
             .context("the files are left as they are: restore them from a backup, or move them away to start empty");
     }
     Ok(())
+}
+
+/// The homes of a sharded fleet's shards in `dir` (`shards/shard-<k>`), in shard order.
+fn shard_homes(dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir.join(crate::up::SHARDS_DIR)) else {
+        return Vec::new();
+    };
+    let mut homes: Vec<(u32, PathBuf)> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name();
+            let k = name.to_str()?.strip_prefix("shard-")?.parse().ok()?;
+            Some((k, e.path()))
+        })
+        .collect();
+    homes.sort();
+    homes
+        .into_iter()
+        .map(|(k, path)| (format!("shard {k}'s clusters"), path))
+        .collect()
 }

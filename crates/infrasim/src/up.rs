@@ -182,6 +182,10 @@ fn start_workloads(server: &ApiServer, clock: infrasim_clock::SharedClock) {
 /// each cluster keeps `--cluster-watch-window` events, not the plane's window.
 pub const CLUSTERS_DIR: &str = "clusters";
 
+/// Where the processes of a sharded fleet keep their shards' homes, in a data directory they
+/// share: one store per shard, `shard-<k>` (see `infrasim_cloud::CloudConfig::homes`).
+pub const SHARDS_DIR: &str = "shards";
+
 /// A cloud over the durable store in `dir`, with the clusters it kept brought back (the
 /// banner says how many, in how long).
 pub async fn open_cloud(
@@ -521,6 +525,7 @@ async fn start_controllers(
         ports: args.port_min..=args.port_max,
         watch_window: args.cluster_watch_window.max(1),
         metrics: Some(requests.clone()),
+        homes: None,
     };
     let cloud = if args.ephemeral {
         Cloud::with_clock(config, clock.clone())

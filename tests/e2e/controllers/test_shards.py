@@ -80,13 +80,14 @@ def refused(port):
         return s.connect_ex(("127.0.0.1", port)) != 0
 
 
-def start(bare, who, tmp_path):
+def start(bare, who, tmp_path, data_dir=None):
     lo = RANGES[who]
+    shared = ["--data-dir", str(data_dir)] if data_dir else []
     return subprocess.Popen(
         [BINARY, "controller", "--kubeconfig", bare.kubeconfig, "--shards", "2", "--identity", who,
          "--port-min", str(lo), "--port-max", str(lo + 15), "--vcsim", "false", "--vmgroup", "false",
-         "--sip", "false"],
-        stdout=open(tmp_path / f"{who}.log", "w"), stderr=subprocess.STDOUT)
+         "--sip", "false", *shared],
+        stdout=open(tmp_path / f"{who}.log", "a"), stderr=subprocess.STDOUT)
 
 
 def bare_plane(tmp_path):
@@ -236,6 +237,87 @@ def test_a_fleet_sharded_over_two_processes_survives_losing_one(tmp_path):
         assert procs[survivor].poll() is None, log_text()
         wait_for(lambda: holders(bare).get("infrasim-controller") == survivor, timeout=30,
                  what=f"{survivor} leading")
+    finally:
+        stop(procs.values(), bare)
+
+
+def workload_kubectl(path, *args):
+    return subprocess.run(["kubectl", "--kubeconfig", str(path), *args], capture_output=True, text=True,
+                          timeout=30)
+
+
+def uids(path):
+    """The uids of a workload cluster's kube-system namespace and of its ConfigMap `kept`: a
+    cluster made again has new ones."""
+    ns = workload_kubectl(path, "get", "namespace", "kube-system", "-o", "jsonpath={.metadata.uid}")
+    cm = workload_kubectl(path, "get", "configmap", "kept", "-o", "jsonpath={.metadata.uid}")
+    return (ns.stdout, cm.stdout) if ns.returncode == 0 and cm.returncode == 0 else None
+
+
+def moved_to(bare, name, who, tmp_path):
+    """The kubeconfig of cluster `name` once its endpoint, and the kubeconfig Secret, are on
+    process `who`'s range."""
+    wait_for(lambda: host_of(endpoint(bare, name).get("port", 0)) == who, timeout=90, interval=0.5,
+             what=f"{name}'s endpoint on {who}")
+    server = "https://{host}:{port}".format(**endpoint(bare, name))
+    path = tmp_path / f"{name}-{who}.kubeconfig"
+    wait_for(lambda: kubeconfig(bare, name, path)["clusters"][0]["cluster"]["server"] == server,
+             timeout=60, interval=0.5, what=f"{name}'s kubeconfig naming {server}")
+    return path
+
+
+def test_a_shared_data_dir_brings_a_shard_back_with_every_object(tmp_path):
+    """With one data directory for both processes (shared storage), a shard given up and a
+    shard taken from a killed process come back from the shard's home: what users made in
+    its clusters is still there, with the same uids."""
+    bare = bare_plane(tmp_path)
+    shared = tmp_path / "shared"
+    procs = {"alpha": start(bare, "alpha", tmp_path, shared)}
+    try:
+        wait_for(lambda: {holders(bare).get(f"infrasim-shard-{k}") for k in (0, 1)} == {"alpha"},
+                 timeout=60, interval=0.5, what="alpha alone holding both shards")
+        picked = {k: names[0] for k, names in names_per_shard(2, 1).items()}
+        before = {}
+        for k, name in picked.items():
+            out = subprocess.run([BINARY, "cluster", "--kubeconfig", bare.kubeconfig, "create", name,
+                                  "--step-startup", "0s", "--workers", "1"],
+                                 capture_output=True, text=True, timeout=150)
+            assert out.returncode == 0, out.stdout + out.stderr
+            path = tmp_path / f"{name}.kubeconfig"
+            kubeconfig(bare, name, path)
+            made = workload_kubectl(path, "create", "configmap", "kept", "--from-literal=made=before")
+            assert made.returncode == 0, made.stderr
+            before[name] = uids(path)
+            assert before[name], name
+            # Each shard's clusters in the shard's own store.
+            assert (shared / "shards" / f"shard-{k}" / "store.redb").exists()
+
+        # beta joins: alpha sets one shard's home down, beta takes it up.
+        procs["beta"] = start(bare, "beta", tmp_path, shared)
+        given = wait_for(lambda: (lambda h: h if {h.get("infrasim-shard-0"), h.get("infrasim-shard-1")}
+                                  == {"alpha", "beta"} else None)(holders(bare)),
+                         timeout=60, interval=0.5, what="one shard each")
+        moved = picked[next(k for k in (0, 1) if given[f"infrasim-shard-{k}"] == "beta")]
+        path = moved_to(bare, moved, "beta", tmp_path)
+        assert wait_for(lambda: uids(path), timeout=60, interval=0.5, what=f"{moved} on beta") == before[moved]
+
+        # alpha killed outright: beta takes its shard, and its home, once the Lease runs out.
+        kept = next(n for n in picked.values() if n != moved)
+        procs["alpha"].send_signal(signal.SIGKILL)
+        procs["alpha"].wait(timeout=10)
+        path = moved_to(bare, kept, "beta", tmp_path)
+        assert wait_for(lambda: uids(path), timeout=60, interval=0.5, what=f"{kept} on beta") == before[kept]
+        wait_for(lambda: with_nodes(path, 2), timeout=60, interval=0.5, what=f"{kept}'s two nodes")
+        bare.kubectl("wait", "--for=condition=Available", "cluster", "--all", "--timeout=120s", timeout=130)
+        assert procs["beta"].poll() is None
+        # Once beta is gone too, the homes are free and sound.
+        procs["beta"].terminate()
+        procs["beta"].wait(timeout=10)
+        check = subprocess.run([BINARY, "store", "check", "--data-dir", str(shared)], capture_output=True,
+                               text=True, timeout=60)
+        assert check.returncode == 0, check.stdout + check.stderr
+        for k in (0, 1):
+            assert f"shard {k}'s clusters: {shared}/shards/shard-{k}/store.redb is sound" in check.stdout, check.stdout
     finally:
         stop(procs.values(), bare)
 
