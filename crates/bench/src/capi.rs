@@ -243,6 +243,7 @@ pub(crate) async fn plane(
             watch_window: args.watch_window.max(1),
             watcher_buffer: args.watcher_buffer.max(1),
             packed: false,
+            fresh: None,
         },
         clock.clone(),
         Arc::new(MemoryBackend),

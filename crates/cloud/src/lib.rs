@@ -58,7 +58,7 @@ use infrasim_clock::{SharedClock, SystemClock};
 use infrasim_etcd_sim::EtcdCluster;
 use infrasim_kube_api::pki::PkiError;
 use infrasim_kube_api::ServeError;
-use infrasim_store::{Store, StoreConfig, StoreError};
+use infrasim_store::{FreshWindow, Store, StoreConfig, StoreError};
 use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::ops::RangeInclusive;
@@ -124,6 +124,10 @@ impl CloudConfig {
             // Thousands of clusters of the same objects, read far less than the plane's:
             // packed, about a tenth of their size (see infrasim_store's `packing`).
             packed: true,
+            // An idle cluster still writes (its kubelets renew their Leases every 10 s): a
+            // window of the last events however old grew to `watch_window` versions of its
+            // Leases. kube-apiserver keeps 75 s of them, and so does each cluster here.
+            fresh: Some(FreshWindow::KUBE_APISERVER),
         }
     }
 }

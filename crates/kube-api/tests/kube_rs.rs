@@ -122,6 +122,7 @@ async fn a_watch_cut_off_behind_a_burst_picks_up_from_the_window() {
             watch_window: 10_000,
             watcher_buffer: 8,
             packed: false,
+            fresh: None,
         },
         Default::default(),
     )

@@ -212,6 +212,9 @@ struct GroupState {
     resource_version: u64,
     resources: HashMap<Arc<str>, ResourceMap>,
     window: VecDeque<Arc<Event>>,
+    /// When each event of the window was published (the clock's milliseconds), kept only
+    /// for a window of recent events ([`StoreConfig::fresh`]).
+    window_times: VecDeque<i64>,
     /// Per resource, the newest resourceVersion of that resource's events that has left the
     /// window (absent while none has). kube-apiserver keeps a watch cache per resource, so a quiet resource's
     /// watchers can resume from an old resourceVersion however busy the others are; judged by
@@ -327,6 +330,11 @@ impl Group {
                 None => image.resource_version,
             };
             state.window = window.iter().cloned().collect();
+            if group.config.fresh.is_some() {
+                // Their first publication is not kept: they count as fresh from the restart.
+                let now = group.clock.now().timestamp_millis();
+                state.window_times = std::iter::repeat_n(now, state.window.len()).collect();
+            }
             state.resource_version = image.resource_version;
         }
         group
@@ -414,12 +422,33 @@ impl Group {
 
     /// Appends durable events to the window and sends them to watchers.
     fn publish(&self, state: &mut GroupState, events: impl IntoIterator<Item = Arc<Event>>) {
+        let now = self
+            .config
+            .fresh
+            .map(|_| self.clock.now().timestamp_millis());
         for event in events {
             state.window.push_back(event.clone());
+            if let Some(now) = now {
+                state.window_times.push_back(now);
+            }
             // No receivers is fine; lagging receivers are their own problem.
             let _ = self.events.send(event);
         }
-        while state.window.len() > self.config.watch_window {
+        let stale_before = self
+            .config
+            .fresh
+            .zip(now)
+            .map(|(f, now)| (f.floor, now.saturating_sub(f.keep.as_millis() as i64)));
+        loop {
+            let over = state.window.len() > self.config.watch_window;
+            let stale = stale_before.is_some_and(|(floor, before)| {
+                state.window.len() > floor
+                    && state.window_times.front().is_some_and(|t| *t < before)
+            });
+            if !(over || stale) {
+                break;
+            }
+            state.window_times.pop_front();
             if let Some(old) = state.window.pop_front() {
                 state
                     .evicted_by_resource

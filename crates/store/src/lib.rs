@@ -45,4 +45,4 @@ pub use group::{
 };
 pub use labels::Labels;
 pub use object::{format_time, Derived, ObjectKey, ObjectMeta, OwnerRef, StoredObject};
-pub use store::{Store, StoreConfig};
+pub use store::{FreshWindow, Store, StoreConfig};

@@ -20,6 +20,31 @@ pub struct StoreConfig {
     /// first ones written (see `packing`): for a store of many look-alike clusters, where
     /// objects are the memory and are read rarely. Reads then restore the bytes.
     pub packed: bool,
+    /// Keep only recent events, as kube-apiserver's watch cache sizes itself to its last
+    /// 75 seconds: events older than `fresh.keep` leave a group's window while it holds more
+    /// than `fresh.floor` (never more than `watch_window` either way). `None`: the window is
+    /// `watch_window` events, however old.
+    pub fresh: Option<FreshWindow>,
+}
+
+/// How long a group keeps its events (see [`StoreConfig::fresh`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FreshWindow {
+    /// Events younger than this stay in the window.
+    pub keep: std::time::Duration,
+    /// A window of this many events or fewer keeps them, however old.
+    pub floor: usize,
+}
+
+impl FreshWindow {
+    /// kube-apiserver's figures: its watch cache keeps 75 s of events (`eventFreshDuration`,
+    /// its bookmark period plus a margin, so a watcher's last bookmark is still in the
+    /// window) and at least 100 (`defaultLowerBoundCapacity`, there per resource; a quiet
+    /// resource's watchers are covered here by the per-resource eviction marks).
+    pub const KUBE_APISERVER: FreshWindow = FreshWindow {
+        keep: std::time::Duration::from_secs(75),
+        floor: 100,
+    };
 }
 
 impl Default for StoreConfig {
@@ -28,6 +53,7 @@ impl Default for StoreConfig {
             watch_window: 10_000,
             watcher_buffer: 4_096,
             packed: false,
+            fresh: None,
         }
     }
 }

@@ -10,6 +10,7 @@ fn group(window: usize) -> Arc<Group> {
         watch_window: window,
         watcher_buffer: 64,
         packed: false,
+        fresh: None,
     });
     store.create_group("g").unwrap()
 }
@@ -599,6 +600,51 @@ fn a_quiet_resource_resumes_from_before_a_burst_of_others() {
     ));
 }
 
+#[test]
+fn a_fresh_window_keeps_recent_events_and_lets_old_ones_go_above_its_floor() {
+    let clock = infrasim_clock::FakeClock::new(chrono::Utc::now());
+    let store = Store::new(
+        StoreConfig {
+            watch_window: 8,
+            watcher_buffer: 64,
+            packed: false,
+            fresh: Some(FreshWindow {
+                keep: std::time::Duration::from_secs(75),
+                floor: 3,
+            }),
+        },
+        Arc::new(clock.clone()),
+        Arc::new(MemoryBackend),
+    );
+    let g = store.create_group("g").unwrap();
+    for i in 0..5 {
+        g.create("configmaps", cm(&format!("a{i}"), "1"), Default::default())
+            .unwrap();
+    }
+    // Young events stay, however many (up to the window): a watch from rv 1 resumes.
+    clock.advance(std::time::Duration::from_secs(70));
+    g.create("configmaps", cm("b", "1"), Default::default())
+        .unwrap();
+    assert_eq!(g.watch(Some(1)).unwrap().backlog.len(), 5);
+    // 80 s on, the first five are stale: they go down to the floor of three events.
+    clock.advance(std::time::Duration::from_secs(10));
+    g.create("configmaps", cm("c", "1"), Default::default())
+        .unwrap();
+    assert!(matches!(g.watch(Some(3)), Err(StoreError::Expired { .. })));
+    let w = g.watch(Some(4)).unwrap();
+    assert_eq!(
+        w.backlog.iter().map(|e| e.resource_version).collect::<Vec<_>>(),
+        [5, 6, 7],
+        "the floor keeps the newest three, old and fresh"
+    );
+    // Long quiet, then one write: the window shrinks to its floor, never below.
+    clock.advance(std::time::Duration::from_secs(600));
+    g.create("configmaps", cm("d", "1"), Default::default())
+        .unwrap();
+    assert_eq!(g.watch(Some(5)).unwrap().backlog.len(), 3);
+    assert!(matches!(g.watch(Some(4)), Err(StoreError::Expired { .. })));
+}
+
 /// An object's JSON without what two stores set differently (its uid, its creation time).
 fn same(json: &[u8]) -> Value {
     let mut value: Value = serde_json::from_slice(json).unwrap();
@@ -617,6 +663,7 @@ fn a_packed_store_reads_back_what_was_written() {
         watch_window: 1000,
         watcher_buffer: 64,
         packed,
+        fresh: None,
     };
     let plain = Store::in_memory(config(false)).create_group("g").unwrap();
     let packed = Store::in_memory(config(true)).create_group("g").unwrap();
