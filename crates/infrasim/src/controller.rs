@@ -69,7 +69,9 @@ pub struct ControllerArgs {
     /// Last port of the workload clusters' endpoint range.
     #[arg(long, default_value_t = 24000)]
     port_max: u16,
-    /// Change events each workload cluster keeps for watch resumption.
+    /// The most change events each workload cluster keeps for watch resumption. Within it,
+    /// a cluster keeps its last 75 s of events (at least 100), as kube-apiserver's watch
+    /// cache does; older resourceVersions get 410 Gone, and clients relist.
     #[arg(long, default_value_t = 1000)]
     cluster_watch_window: usize,
     /// Serve Cluster API's webhooks over HTTPS here (the conversion webhook, so the core

@@ -34,9 +34,10 @@ pub struct FleetArgs {
     /// How often each node's kubelet renews its Lease (0: never).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     lease_renewal: std::time::Duration,
-    /// Change events each cluster keeps for watch resumption (older resourceVersions get
-    /// 410 Gone, and clients relist). Lease renewals alone add one event per node every
-    /// --lease-renewal, so this bounds each cluster's memory.
+    /// The most change events each cluster keeps for watch resumption (older resourceVersions
+    /// get 410 Gone, and clients relist). Within it, a cluster keeps its last 75 s of events
+    /// (at least 100), as kube-apiserver's watch cache does: Lease renewals alone add one
+    /// event per node every --lease-renewal.
     #[arg(long, default_value_t = 200)]
     watch_window: usize,
     /// The Kubernetes version the clusters report.
