@@ -633,7 +633,10 @@ fn a_fresh_window_keeps_recent_events_and_lets_old_ones_go_above_its_floor() {
     assert!(matches!(g.watch(Some(3)), Err(StoreError::Expired { .. })));
     let w = g.watch(Some(4)).unwrap();
     assert_eq!(
-        w.backlog.iter().map(|e| e.resource_version).collect::<Vec<_>>(),
+        w.backlog
+            .iter()
+            .map(|e| e.resource_version)
+            .collect::<Vec<_>>(),
         [5, 6, 7],
         "the floor keeps the newest three, old and fresh"
     );

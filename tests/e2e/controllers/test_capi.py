@@ -740,6 +740,70 @@ def test_the_seed_kinds_scale_with_kubectl_scale(capi, tmp_path):
     assert capi.kubectl("-n", ns, "get", "inmemorymachines", "-o", "name").stdout.strip() == ""
 
 
+def test_template_changes_reach_machines_in_place(capi, tmp_path):
+    """Cluster API's in-place propagation: labels, annotations and deletion timeouts changed
+    on a MachineDeployment's or a KubeadmControlPlane's template reach the existing Machines
+    (and their infrastructure machines and bootstrap configs) without a rollout; a label
+    dropped from the template is dropped from them."""
+    ns = unique("inplace")
+    capi.kubectl("create", "namespace", ns)
+    apply(capi, ns, render("cluster-template-in-memory-development.yaml", CLUSTER_NAME="c3",
+                           NAMESPACE=ns, WORKER_MACHINE_COUNT=1, **FAST))
+    wait_available(capi, ns, "c3")
+
+    def get(kind, selector):
+        out = capi.kubectl("-n", ns, "get", kind, "-l", selector, "-o", "json").stdout
+        return json.loads(out)["items"]
+
+    workers = "cluster.x-k8s.io/deployment-name=c3-md-0"
+    before = get("machines", workers)
+    assert len(before) == 1
+    patch = {"spec": {"template": {"metadata": {"labels": {"team": "blue"}, "annotations": {"note": "hello"}},
+                                   "spec": {"deletion": {"nodeDrainTimeoutSeconds": 300}}}}}
+    capi.kubectl("-n", ns, "patch", "machinedeployment", "c3-md-0", "--type=merge", "-p", json.dumps(patch))
+
+    def propagated():
+        machines = get("machines", workers)
+        if len(machines) != 1:
+            return None
+        m = machines[0]
+        ok = (m["metadata"].get("labels", {}).get("team") == "blue"
+              and m["metadata"].get("annotations", {}).get("note") == "hello"
+              and m["spec"].get("deletion", {}).get("nodeDrainTimeoutSeconds") == 300)
+        return m if ok else None
+    machine = wait_for(propagated, timeout=30, interval=0.3, what="the template's changes on the Machine")
+    assert machine["metadata"]["uid"] == before[0]["metadata"]["uid"], "changed in place, not rolled out"
+    assert len(get("machinesets", workers)) == 1
+    for kind, name in (("inmemorymachine", machine["spec"]["infrastructureRef"]["name"]),
+                       ("kubeadmconfig", machine["spec"]["bootstrap"]["configRef"]["name"])):
+        wait_for(lambda: json.loads(capi.kubectl("-n", ns, "get", kind, name, "-o", "json").stdout)
+                 ["metadata"].get("labels", {}).get("team") == "blue", timeout=30, interval=0.3,
+                 what=f"the label on the {kind}")
+
+    # Dropped from the template, dropped from the Machine and what was made for it.
+    capi.kubectl("-n", ns, "patch", "machinedeployment", "c3-md-0", "--type=merge", "-p",
+                 json.dumps({"spec": {"template": {"metadata": {"labels": {"team": None}}}}}))
+    wait_for(lambda: all("team" not in m["metadata"].get("labels", {}) for m in get("machines", workers)),
+             timeout=30, interval=0.3, what="the label gone from the Machine")
+    name = machine["spec"]["infrastructureRef"]["name"]
+    wait_for(lambda: "team" not in json.loads(capi.kubectl("-n", ns, "get", "inmemorymachine", name, "-o", "json")
+                                              .stdout)["metadata"].get("labels", {}),
+             timeout=30, interval=0.3, what="the label gone from the InMemoryMachine")
+
+    # The control plane's template the same way; its Machines' readiness gates in upstream's order.
+    control_plane = "cluster.x-k8s.io/control-plane-name=c3-control-plane"
+    cp_before = get("machines", control_plane)
+    capi.kubectl("-n", ns, "patch", "kubeadmcontrolplane", "c3-control-plane", "--type=merge", "-p",
+                 json.dumps({"spec": {"machineTemplate": {"metadata": {"labels": {"tier": "cp"}}}}}))
+    wait_for(lambda: all(m["metadata"].get("labels", {}).get("tier") == "cp" for m in get("machines", control_plane)),
+             timeout=30, interval=0.3, what="the control plane's label on its Machines")
+    cp_after = get("machines", control_plane)
+    assert [m["metadata"]["uid"] for m in cp_after] == [m["metadata"]["uid"] for m in cp_before]
+    gates = [g["conditionType"] for g in cp_after[0]["spec"]["readinessGates"]]
+    assert gates[:3] == ["APIServerPodHealthy", "ControllerManagerPodHealthy", "SchedulerPodHealthy"], gates
+    capi.kubectl("-n", ns, "delete", "cluster", "c3", "--timeout=120s", timeout=130)
+
+
 def test_the_cluster_cli(capi, tmp_path):
     ns = unique("cli")
     capi.kubectl("create", "namespace", ns)

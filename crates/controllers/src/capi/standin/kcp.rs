@@ -10,7 +10,7 @@ use super::objects::{clone_template, owner_ref, random_suffix, CloneSpec, CLONED
 use super::{apply_status, ensure_finalizer, paused, remove_finalizer, Core, Error, Reconciler};
 use crate::capi::core::{
     Cluster, ContractRef, ControlPlaneInitialization, KubeadmConfig, KubeadmControlPlane,
-    KubeadmControlPlaneStatus, Machine, VersionCount,
+    KubeadmControlPlaneStatus, Machine, MachineSpec, VersionCount,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, CONTROL_PLANE_NAME_LABEL};
 use chrono::{DateTime, Utc};
@@ -229,6 +229,7 @@ async fn provision(
     let recheck =
         super::component_health::update(r, cluster, machines, *initialized, conds, now).await?;
     certificate_expiry::discover(r, &ns, &cluster.name_any(), machines).await?;
+    sync_machines(kcp, r, cluster, machines).await?;
     let next = scale(kcp, r, cluster, machines, *initialized).await?;
     Ok(super::component_health::sooner(next, recheck, now))
 }
@@ -523,7 +524,9 @@ async fn create_machine(
     let infra = new.clone_infrastructure(r).await?;
     create_ignoring_conflict(&r.api::<KubeadmConfig>(&new.ns), &new.kubeadm_config()?).await?;
     let machine = new.machine(infra, fd)?;
-    create_ignoring_conflict(&r.api::<Machine>(&new.ns), &machine).await?;
+    // Made with an apply under this controller's manager, which then owns what it
+    // propagates in place (see `sync_machines`).
+    super::in_place::apply(&r.api::<Machine>(&new.ns), &new.name, MANAGER, &machine).await?;
     let verb = if init {
         "initializing the control plane with"
     } else {
@@ -651,37 +654,156 @@ impl<'a> NewMachine<'a> {
 
     /// The Machine itself, with the cleanup hook and any remediation in progress carried
     /// over from the control plane.
-    fn machine(&self, infra: ContractRef, fd: Option<String>) -> Result<Machine, Error> {
-        let (kcp, cluster, name, ns, labels) =
-            (self.kcp, self.cluster, &self.name, &self.ns, &self.labels);
+    fn machine(&self, infra: ContractRef, fd: Option<String>) -> Result<Value, Error> {
         let mut annotations: BTreeMap<String, String> = self.annotations.clone();
         annotations.insert(CLEANUP_HOOK.into(), String::new());
-        if let Some(data) = kcp
+        if let Some(data) = self
+            .kcp
             .annotations()
             .get(super::kcp_remediation::IN_PROGRESS_ANNOTATION)
         {
             annotations.insert(super::kcp_remediation::FOR_ANNOTATION.into(), data.clone());
         }
-        let machine: Machine = serde_json::from_value(json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-            "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": annotations,
-                         "ownerReferences": [owner_ref(kcp, true)]},
-            "spec": {"clusterName": cluster.name_any(), "version": kcp.spec.version,
-                     "bootstrap": {"configRef": ContractRef {api_group: "bootstrap.cluster.x-k8s.io".into(), kind: "KubeadmConfig".into(), name: name.clone()}},
-                     "infrastructureRef": infra, "failureDomain": fd,
-                     "readinessGates": readiness_gates(kcp)},
-        }))
-        .map_err(kube::Error::SerdeError)?;
-        Ok(machine)
+        let spec = MachineSpec {
+            cluster_name: self.cluster.name_any(),
+            version: Some(self.kcp.spec.version.clone()),
+            bootstrap: crate::capi::core::Bootstrap {
+                config_ref: Some(ContractRef {
+                    api_group: "bootstrap.cluster.x-k8s.io".into(),
+                    kind: "KubeadmConfig".into(),
+                    name: self.name.clone(),
+                }),
+                data_secret_name: None,
+            },
+            infrastructure_ref: infra,
+            failure_domain: fd,
+            ..MachineSpec::default()
+        };
+        desired_machine(self.kcp, &self.name, &self.labels, &annotations, &spec)
     }
 }
 
-/// The readiness gates of a control plane's new Machine, as upstream's control plane sets
-/// them: the machine template's own, then the conditions it reports of the machine's control
-/// plane components (the etcd ones only for an etcd it manages, not an external one), so a
+/// The Machine a control plane wants under `name`, as upstream's `ComputeDesiredMachine`:
+/// `spec`'s references, version and failure domain (a new Machine's, or an existing one's:
+/// changing those is a rollout), with what is propagated in place from the machine
+/// template: labels and annotations (given), readiness gates and deletion timeouts.
+fn desired_machine(
+    kcp: &KubeadmControlPlane,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+    spec: &MachineSpec,
+) -> Result<Value, Error> {
+    let template = &kcp.spec.machine_template.spec.rest;
+    let wanted = MachineSpec {
+        cluster_name: spec.cluster_name.clone(),
+        version: spec.version.clone(),
+        bootstrap: crate::capi::core::Bootstrap {
+            config_ref: spec.bootstrap.config_ref.clone(),
+            data_secret_name: None,
+        },
+        infrastructure_ref: spec.infrastructure_ref.clone(),
+        failure_domain: spec.failure_domain.clone(),
+        readiness_gates: Some(readiness_gates(kcp)),
+        deletion: template.get("deletion").cloned(),
+        ..MachineSpec::default()
+    };
+    let spec = serde_json::to_value(&wanted).map_err(kube::Error::SerdeError)?;
+    Ok(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+        "metadata": {"name": name, "namespace": kcp.namespace(), "labels": labels,
+                     "annotations": annotations, "ownerReferences": [owner_ref(kcp, true)]},
+        "spec": spec,
+    }))
+}
+
+/// The labels a control plane's Machines (and their infrastructure machines and
+/// KubeadmConfigs) carry: the machine template's, with the cluster's and control plane's.
+fn machine_labels(kcp: &KubeadmControlPlane, cluster: &str) -> BTreeMap<String, String> {
+    let meta = kcp
+        .spec
+        .machine_template
+        .metadata
+        .clone()
+        .unwrap_or_default();
+    let mut labels = meta.labels;
+    labels.insert(CLUSTER_NAME_LABEL.into(), cluster.to_string());
+    labels.insert(CONTROL_PLANE_LABEL.into(), String::new());
+    labels.insert(CONTROL_PLANE_NAME_LABEL.into(), kcp.name_any());
+    labels
+}
+
+/// In-place propagation to the control plane's Machines not being deleted: labels,
+/// annotations, readiness gates and deletion timeouts follow the machine template, and the
+/// labels and annotations of their infrastructure machines and KubeadmConfigs with them.
+/// The annotations this controller sets itself (the cleanup hook, a remediation's record)
+/// stay as each Machine has them.
+async fn sync_machines(
+    kcp: &KubeadmControlPlane,
+    r: &Reconciler<KubeadmControlPlane>,
+    cluster: &Cluster,
+    machines: &[Machine],
+) -> Result<(), Error> {
+    let ns = kcp.namespace().unwrap_or_default();
+    let labels = machine_labels(kcp, &cluster.name_any());
+    let template_annotations = (kcp.spec.machine_template.metadata.clone())
+        .unwrap_or_default()
+        .annotations;
+    let metadata_manager = super::in_place::metadata_manager(MANAGER);
+    for m in machines
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+    {
+        let mut annotations = template_annotations.clone();
+        for own in [CLEANUP_HOOK, super::kcp_remediation::FOR_ANNOTATION] {
+            if let Some(v) = m.annotations().get(own) {
+                annotations.insert(own.to_string(), v.clone());
+            }
+        }
+        let desired = desired_machine(kcp, &m.name_any(), &labels, &annotations, &m.spec)?;
+        let have = serde_json::to_value(&m.spec).map_err(kube::Error::SerdeError)?;
+        let current =
+            super::in_place::metadata_current(&m.metadata, MANAGER, &labels, &annotations)
+                && ["readinessGates", "deletion"]
+                    .iter()
+                    .all(|f| super::in_place::same_field(have.get(*f), desired["spec"].get(*f)));
+        if current {
+            continue;
+        }
+        let targets =
+            std::iter::once(&m.spec.infrastructure_ref).chain(m.spec.bootstrap.config_ref.as_ref());
+        for target in targets {
+            super::in_place::sync_metadata(
+                &r.core,
+                &ns,
+                target,
+                &metadata_manager,
+                &labels,
+                &template_annotations,
+            )
+            .await?;
+        }
+        super::in_place::apply(&r.api::<Machine>(&ns), &m.name_any(), MANAGER, &desired).await?;
+    }
+    Ok(())
+}
+
+/// The readiness gates of a control plane's Machines, as upstream's control plane sets
+/// them: the conditions it reports of the machine's control plane components (the etcd ones
+/// only for an etcd it manages, not an external one), then the machine template's own, so a
 /// Machine is Ready only once its API server, controller manager, scheduler and etcd are.
 fn readiness_gates(kcp: &KubeadmControlPlane) -> Vec<Value> {
-    let mut gates: Vec<Value> = kcp
+    let external_etcd = kcp
+        .spec
+        .kubeadm_config_spec
+        .as_ref()
+        .and_then(|s| s.pointer("/clusterConfiguration/etcd/external"))
+        .is_some();
+    let components = super::component_health::conditions_written()
+        .into_iter()
+        .filter(|ty| !(external_etcd && ty.starts_with("Etcd")))
+        .map(|ty| json!({"conditionType": ty}));
+    let template = kcp
         .spec
         .machine_template
         .spec
@@ -690,21 +812,12 @@ fn readiness_gates(kcp: &KubeadmControlPlane) -> Vec<Value> {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let external_etcd = kcp
-        .spec
-        .kubeadm_config_spec
-        .as_ref()
-        .and_then(|s| s.pointer("/clusterConfiguration/etcd/external"))
-        .is_some();
-    let reported = super::component_health::conditions_written();
-    for ty in reported {
-        let etcd = ty.starts_with("Etcd");
-        let named = gates
-            .iter()
-            .any(|g| g.get("conditionType") == Some(&json!(ty)));
-        let not_reported = etcd && external_etcd;
-        if !(named || not_reported) {
-            gates.push(json!({"conditionType": ty}));
+    // The components' first, then the template's; a condition named twice keeps its first.
+    let mut gates: Vec<Value> = Vec::new();
+    for gate in components.chain(template) {
+        let ty = gate.get("conditionType").cloned();
+        if !gates.iter().any(|g| g.get("conditionType") == ty.as_ref()) {
+            gates.push(gate);
         }
     }
     gates
@@ -1005,6 +1118,36 @@ mod tests {
                      "infrastructureRef": {"apiGroup": "g", "kind": "K", "name": "m"}},
         }))
         .expect("a Machine")
+    }
+
+    #[test]
+    fn readiness_gates_are_the_components_then_the_templates_each_once() {
+        let mut cp = kcp(json!([]));
+        cp.spec.machine_template.spec.rest.insert(
+            "readinessGates".into(),
+            json!([{"conditionType": "Mine"}, {"conditionType": "SchedulerPodHealthy", "polarity": "Negative"}]),
+        );
+        let types: Vec<String> = readiness_gates(&cp)
+            .iter()
+            .map(|g| g["conditionType"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "APIServerPodHealthy",
+                "ControllerManagerPodHealthy",
+                "SchedulerPodHealthy",
+                "EtcdPodHealthy",
+                "EtcdMemberHealthy",
+                "Mine"
+            ]
+        );
+        // An external etcd: no etcd gates.
+        cp.spec.kubeadm_config_spec =
+            Some(json!({"clusterConfiguration": {"etcd": {"external": {}}}}));
+        assert!(readiness_gates(&cp)
+            .iter()
+            .all(|g| !g["conditionType"].as_str().unwrap().starts_with("Etcd")));
     }
 
     #[test]

@@ -4,23 +4,26 @@
 
 use super::machineset::{replica_status, selector_string};
 use super::objects::{owner_ref, random_suffix, with_owner};
-use super::{apply_status, paused, Core, Error, Reconciler};
+use super::{apply_status, in_place, paused, Core, Error, Reconciler};
 use crate::capi::core::{
-    Cluster, Machine, MachineDeployment, MachineSet, MachineSpec, ReplicaStatus,
+    Cluster, Machine, MachineDeployment, MachineSet, MachineSpec, ObjectMetaTemplate, ReplicaStatus,
 };
 use crate::capi::CLUSTER_NAME_LABEL;
 use crate::capi::DEPLOYMENT_NAME_LABEL;
 use infrasim_controller_runtime::conditions::{self, Condition};
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::ResourceExt;
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 pub const FINALIZER: &str = "cluster.x-k8s.io/machinedeployment";
 const TEMPLATE_HASH_LABEL: &str = "machine-template-hash";
+/// The replicas a deployment wanted when it wrote the set (upstream's annotation).
+const DESIRED_REPLICAS: &str = "machinedeployment.clusters.x-k8s.io/desired-replicas";
 
 pub(super) async fn run(core: Arc<Core>) {
     let informers = core.informers.clone();
@@ -158,6 +161,7 @@ async fn apply(md: &MachineDeployment, r: &Reconciler<MachineDeployment>) -> Res
         None => create_set(md, r, sets.is_empty()).await?,
     };
     let old: Vec<&MachineSet> = sets.iter().filter(|s| s.uid() != new.uid()).collect();
+    sync_set(md, &sets_api, &new).await?;
     roll(md, &sets_api, &new, &old).await?;
     let status = deployment_status(md, r, &sets, conds).await?;
     apply_status(&api, md, MANAGER, &status).await?;
@@ -214,18 +218,23 @@ async fn create_set(
         .match_labels
         .get_or_insert_with(Default::default)
         .insert(TEMPLATE_HASH_LABEL.into(), hash);
-    let set: MachineSet = serde_json::from_value(json!({
+    let set = json!({
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
         "metadata": {"name": name, "namespace": ns, "labels": meta.labels,
-                     "annotations": {"machinedeployment.clusters.x-k8s.io/desired-replicas": desired.to_string()},
+                     "annotations": set_annotations(md, &desired.to_string()),
                      "ownerReferences": [owner_ref(md, true)]},
         "spec": {"clusterName": md.spec.cluster_name, "replicas": if first { desired } else { 0 },
                  "selector": selector, "template": template, "deletion": md.spec.deletion},
-    }))
-    .map_err(kube::Error::SerdeError)?;
+    });
+    // Made with an apply under this controller's manager, which then owns what it
+    // propagates in place (see `sync_set`).
     let created = r
         .api::<MachineSet>(&ns)
-        .create(&PostParams::default(), &set)
+        .patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&set),
+        )
         .await?;
     r.core
         .ctx
@@ -237,6 +246,66 @@ async fn create_set(
         )
         .await;
     Ok(created)
+}
+
+/// A set's annotations: the deployment's own (as upstream copies them, but kubectl's record
+/// of its last apply) and the replicas the deployment wanted when it was written.
+fn set_annotations(md: &MachineDeployment, desired_replicas: &str) -> BTreeMap<String, String> {
+    let mut annotations: BTreeMap<String, String> = md
+        .annotations()
+        .iter()
+        .filter(|(k, _)| k.as_str() != "kubectl.kubernetes.io/last-applied-configuration")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    annotations.insert(DESIRED_REPLICAS.into(), desired_replicas.into());
+    annotations
+}
+
+/// In-place propagation to the deployment's current MachineSet, as upstream's
+/// `computeDesiredMachineSet` does for an existing set: the template's labels and
+/// annotations (into the set's labels and its own template), the deployment's annotations,
+/// the template's readiness gates, deletion timeouts and `minReadySeconds`, and the
+/// deletion order. Everything else stays as the set has it; the set passes the rest on to
+/// its Machines (see `machineset::sync_machines`).
+async fn sync_set(
+    md: &MachineDeployment,
+    api: &Api<MachineSet>,
+    set: &MachineSet,
+) -> Result<(), Error> {
+    let wanted = md.spec.template.metadata.clone().unwrap_or_default();
+    let mut labels = wanted.labels;
+    if let Some(hash) = set.labels().get(TEMPLATE_HASH_LABEL) {
+        labels.insert(TEMPLATE_HASH_LABEL.into(), hash.clone());
+    }
+    labels.insert(DEPLOYMENT_NAME_LABEL.into(), md.name_any());
+    labels.insert(CLUSTER_NAME_LABEL.into(), md.spec.cluster_name.clone());
+    let replicas = set
+        .annotations()
+        .get(DESIRED_REPLICAS)
+        .cloned()
+        .unwrap_or_default();
+    let annotations = set_annotations(md, &replicas);
+    let mut spec = set.spec.clone();
+    spec.template.metadata = Some(ObjectMetaTemplate {
+        labels: labels.clone(),
+        annotations: wanted.annotations,
+    });
+    let from = &md.spec.template.spec;
+    spec.template.spec.readiness_gates = from.readiness_gates.clone();
+    spec.template.spec.deletion = from.deletion.clone();
+    spec.template.spec.min_ready_seconds = from.min_ready_seconds;
+    spec.deletion = md.spec.deletion.clone();
+    if spec == set.spec && in_place::metadata_current(&set.metadata, MANAGER, &labels, &annotations)
+    {
+        return Ok(());
+    }
+    let body = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
+        "metadata": {"name": set.name_any(), "labels": labels, "annotations": annotations,
+                     "ownerReferences": [owner_ref(md, true)]},
+        "spec": spec,
+    });
+    in_place::apply(api, &set.name_any(), MANAGER, &body).await
 }
 
 /// Moves replicas from the old sets to the new one.

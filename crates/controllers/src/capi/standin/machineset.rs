@@ -6,16 +6,16 @@
 use super::healthcheck::targets::REMEDIATE_ANNOTATION;
 use super::objects::{clone_template, owner_ref, random_suffix, CloneSpec};
 use super::remediation::{self, OWNER_MANAGER};
-use super::{apply_status, paused, Core, Error, Reconciler};
+use super::{apply_status, in_place, paused, Core, Error, Reconciler};
 use crate::capi::core::{
-    Cluster, ContractRef, Machine, MachineDeployment, MachineSet, ReplicaStatus,
+    Cluster, ContractRef, Machine, MachineDeployment, MachineSet, MachineSpec, ReplicaStatus,
 };
 use crate::capi::{CLUSTER_NAME_LABEL, DEPLOYMENT_NAME_LABEL, MACHINE_FINALIZER, SET_NAME_LABEL};
 use infrasim_controller_runtime::conditions::{self, Condition};
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use kube::ResourceExt;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -148,6 +148,7 @@ async fn apply(ms: &MachineSet, r: &Reconciler<MachineSet>) -> Result<Next, Erro
                 .await;
         }
     }
+    sync_machines(ms, r, &machines).await?;
     let status = replica_status(
         &ms.spec.selector,
         &machines,
@@ -302,50 +303,74 @@ fn pick_for_deletion<'a>(ms: &MachineSet, active: &[&'a Machine], n: usize) -> V
     ranked.into_iter().take(n).map(|(_, _, m)| m).collect()
 }
 
-/// Creates one Machine of the set, with its bootstrap config and infrastructure machine.
-async fn create_machine(ms: &MachineSet, r: &Reconciler<MachineSet>) -> Result<(), Error> {
-    let ns = ms.namespace().unwrap_or_default();
-    let name = format!("{}-{}", ms.name_any(), random_suffix());
-    let template = &ms.spec.template;
-    let meta = template.metadata.clone().unwrap_or_default();
-    let mut labels = meta.labels.clone();
+/// The labels and annotations the set's Machines (and their infrastructure machines and
+/// bootstrap configs) carry: its template's, with the cluster's, the set's and its
+/// deployment's names.
+fn machine_metadata(ms: &MachineSet) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let meta = ms.spec.template.metadata.clone().unwrap_or_default();
+    let mut labels = meta.labels;
     labels.insert(CLUSTER_NAME_LABEL.into(), ms.spec.cluster_name.clone());
     labels.insert(SET_NAME_LABEL.into(), ms.name_any());
     if let Some(md) = ms.labels().get(DEPLOYMENT_NAME_LABEL) {
         labels.insert(DEPLOYMENT_NAME_LABEL.into(), md.clone());
     }
+    (labels, meta.annotations)
+}
+
+/// The Machine the set wants under `name`, as upstream's `computeDesiredMachine`: from the
+/// template, with `spec`'s references, version and failure domain (a new Machine's, or an
+/// existing one's: changing those is a rollout, never done in place).
+fn desired_machine(ms: &MachineSet, name: &str, spec: &MachineSpec) -> Result<Value, Error> {
+    let (labels, annotations) = machine_metadata(ms);
+    let template = &ms.spec.template.spec;
+    let mut wanted = MachineSpec {
+        cluster_name: ms.spec.cluster_name.clone(),
+        bootstrap: spec.bootstrap.clone(),
+        infrastructure_ref: spec.infrastructure_ref.clone(),
+        version: spec.version.clone(),
+        failure_domain: spec.failure_domain.clone(),
+        provider_id: None,
+        ..template.clone()
+    };
+    if wanted.bootstrap.config_ref.is_some() {
+        // Set by the Machine controller from the config's status: not the set's to own.
+        wanted.bootstrap.data_secret_name = None;
+    }
+    let spec = serde_json::to_value(&wanted).map_err(kube::Error::SerdeError)?;
+    Ok(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+        "metadata": {"name": name, "namespace": ms.namespace(), "labels": labels,
+                     "annotations": annotations, "ownerReferences": [owner_ref(ms, true)],
+                     "finalizers": [MACHINE_FINALIZER]},
+        "spec": spec,
+    }))
+}
+
+/// Creates one Machine of the set, with its bootstrap config and infrastructure machine.
+/// The Machine is made with an apply under the set's field manager, which then owns what
+/// it propagates in place (see [`super::in_place`]).
+async fn create_machine(ms: &MachineSet, r: &Reconciler<MachineSet>) -> Result<(), Error> {
+    let ns = ms.namespace().unwrap_or_default();
+    let name = format!("{}-{}", ms.name_any(), random_suffix());
+    let template = &ms.spec.template;
+    let (labels, annotations) = machine_metadata(ms);
     let mut spec = template.spec.clone();
-    spec.cluster_name = ms.spec.cluster_name.clone();
     spec.infrastructure_ref = clone_from(
         r,
         &ns,
         &template.spec.infrastructure_ref,
         &name,
         &labels,
-        &meta.annotations,
+        &annotations,
         ms,
     )
     .await?;
     if let Some(config) = &template.spec.bootstrap.config_ref {
         spec.bootstrap.config_ref =
-            Some(clone_from(r, &ns, config, &name, &labels, &meta.annotations, ms).await?);
+            Some(clone_from(r, &ns, config, &name, &labels, &annotations, ms).await?);
     }
-    let machine: Machine = serde_json::from_value(json!({
-        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-        "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": meta.annotations,
-                     "ownerReferences": [owner_ref(ms, true)], "finalizers": [MACHINE_FINALIZER]},
-        "spec": spec,
-    }))
-    .map_err(kube::Error::SerdeError)?;
-    match r
-        .api::<Machine>(&ns)
-        .create(&PostParams::default(), &machine)
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => return Err(e.into()),
-    }
+    let machine = desired_machine(ms, &name, &spec)?;
+    in_place::apply(&r.api::<Machine>(&ns), &name, MANAGER, &machine).await?;
     r.core
         .ctx
         .event(
@@ -356,6 +381,58 @@ async fn create_machine(ms: &MachineSet, r: &Reconciler<MachineSet>) -> Result<(
         )
         .await;
     Ok(())
+}
+
+/// In-place propagation to the set's Machines not being deleted: their labels,
+/// annotations, readiness gates, deletion timeouts and `minReadySeconds` follow the
+/// template, and the labels and annotations of their infrastructure machines and bootstrap
+/// configs with them. A Machine already as wanted costs nothing.
+async fn sync_machines(
+    ms: &MachineSet,
+    r: &Reconciler<MachineSet>,
+    machines: &[Machine],
+) -> Result<(), Error> {
+    let ns = ms.namespace().unwrap_or_default();
+    let (labels, annotations) = machine_metadata(ms);
+    let metadata_manager = in_place::metadata_manager(MANAGER);
+    for m in machines
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+    {
+        let desired = desired_machine(ms, &m.name_any(), &m.spec)?;
+        if machine_current(m, &desired, &labels, &annotations) {
+            continue;
+        }
+        let targets =
+            std::iter::once(&m.spec.infrastructure_ref).chain(m.spec.bootstrap.config_ref.as_ref());
+        for target in targets {
+            in_place::sync_metadata(
+                &r.core,
+                &ns,
+                target,
+                &metadata_manager,
+                &labels,
+                &annotations,
+            )
+            .await?;
+        }
+        in_place::apply(&r.api::<Machine>(&ns), &m.name_any(), MANAGER, &desired).await?;
+    }
+    Ok(())
+}
+
+/// Whether a Machine already carries what the set propagates in place.
+fn machine_current(
+    m: &Machine,
+    desired: &Value,
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+) -> bool {
+    let have = serde_json::to_value(&m.spec).unwrap_or_default();
+    in_place::metadata_current(&m.metadata, MANAGER, labels, annotations)
+        && ["readinessGates", "deletion", "minReadySeconds"]
+            .iter()
+            .all(|f| in_place::same_field(have.get(*f), desired["spec"].get(*f)))
 }
 
 /// Clones the object a template reference of the set's template points at.

@@ -24,6 +24,7 @@ pub mod etcd;
 mod external;
 mod fault_changes;
 mod healthcheck;
+mod in_place;
 mod kcp;
 mod kcp_remediation;
 mod kubeadm_config;
