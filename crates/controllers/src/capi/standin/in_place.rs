@@ -82,6 +82,20 @@ pub(super) fn same_field(have: Option<&Value>, want: Option<&Value>) -> bool {
     (unset(have) && unset(want)) || have == want
 }
 
+/// A Machine's `spec.deletion` as the Machine defaulting webhook leaves it: the node deletion
+/// timeout 10 s unless set. Compared and applied so, the desired Machine is what the server
+/// stores, and an unchanged template sends no apply.
+pub(super) fn defaulted_deletion(deletion: Option<Value>) -> Value {
+    let mut deletion = match deletion {
+        Some(Value::Object(o)) => o,
+        _ => serde_json::Map::new(),
+    };
+    deletion
+        .entry("nodeDeletionTimeoutSeconds")
+        .or_insert(json!(10));
+    Value::Object(deletion)
+}
+
 /// Applies `object` (a whole desired object, `apiVersion` and `kind` included) under
 /// `manager`, taking over any field another manager set differently, as upstream's
 /// `ssa.Patch` does.
@@ -212,6 +226,22 @@ mod tests {
             &none
         ));
         assert!(metadata_current(&m, "other", &map(&[("a", "1")]), &none));
+    }
+
+    #[test]
+    fn the_deletion_timeouts_default_as_the_webhook_does() {
+        assert_eq!(
+            defaulted_deletion(None),
+            json!({"nodeDeletionTimeoutSeconds": 10})
+        );
+        assert_eq!(
+            defaulted_deletion(Some(json!({"nodeDrainTimeoutSeconds": 300}))),
+            json!({"nodeDrainTimeoutSeconds": 300, "nodeDeletionTimeoutSeconds": 10})
+        );
+        assert_eq!(
+            defaulted_deletion(Some(json!({"nodeDeletionTimeoutSeconds": 3}))),
+            json!({"nodeDeletionTimeoutSeconds": 3})
+        );
     }
 
     #[test]

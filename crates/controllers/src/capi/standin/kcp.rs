@@ -705,7 +705,9 @@ fn desired_machine(
         infrastructure_ref: spec.infrastructure_ref.clone(),
         failure_domain: spec.failure_domain.clone(),
         readiness_gates: Some(readiness_gates(kcp)),
-        deletion: template.get("deletion").cloned(),
+        deletion: Some(super::in_place::defaulted_deletion(
+            template.get("deletion").cloned(),
+        )),
         ..MachineSpec::default()
     };
     let spec = serde_json::to_value(&wanted).map_err(kube::Error::SerdeError)?;

@@ -332,6 +332,7 @@ fn desired_machine(ms: &MachineSet, name: &str, spec: &MachineSpec) -> Result<Va
         provider_id: None,
         ..template.clone()
     };
+    wanted.deletion = Some(in_place::defaulted_deletion(wanted.deletion));
     if wanted.bootstrap.config_ref.is_some() {
         // Set by the Machine controller from the config's status: not the set's to own.
         wanted.bootstrap.data_secret_name = None;
