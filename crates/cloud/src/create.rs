@@ -211,7 +211,7 @@ impl Cloud {
         // Everything that can fail without side effects first: the PKI and certificates.
         let pki = ClusterPki::new(&shape.pki)?;
         let certs = Certificates::new(&pki, &shape, self.config.advertise)?;
-        let home = self.home_for(&shape.name);
+        let home = self.home_for(&shape.name)?;
         let mut pending = Pending::claim(self, &shape.name, home)?;
         let endpoint = pending.endpoint().await?;
         let group = pending.group()?;

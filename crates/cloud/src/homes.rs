@@ -20,6 +20,9 @@ use std::sync::Arc;
 /// Which clusters (by name) a home takes.
 pub type Admits = Box<dyn Fn(&str) -> bool + Send + Sync>;
 
+/// An [`Admits`] kept by the cloud, shared by a home and the record of its setting down.
+pub(crate) type SharedAdmits = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
 /// A store of clusters and their records.
 pub(crate) struct Home {
     /// `None` for the cloud's own home.
@@ -27,7 +30,7 @@ pub(crate) struct Home {
     pub store: Store,
     pub records: Records,
     /// Which clusters made from now on go here (the cloud's own takes the rest).
-    admits: Option<Admits>,
+    admits: Option<SharedAdmits>,
     /// Closed when the home is set down, so the next holder can open it at once.
     backend: Option<Arc<DurableBackend>>,
 }
@@ -51,13 +54,25 @@ impl Home {
 
 impl Cloud {
     /// The home a cluster of this name is made in: the first home taken up that admits it,
-    /// else the cloud's own.
-    pub(crate) fn home_for(&self, cluster: &str) -> Arc<Home> {
-        self.lock_homes()
-            .iter()
-            .find(|h| h.admits(cluster))
-            .cloned()
-            .unwrap_or_else(|| self.own.clone())
+    /// else the cloud's own. Refused when a home set down here admits it and none taken up
+    /// does: its shard is another process's now (a reconcile still running when the shard
+    /// went must not make the cluster here, where the next holder would never see it).
+    pub(crate) fn home_for(&self, cluster: &str) -> Result<Arc<Home>, CloudError> {
+        if let Some(home) = self.lock_homes().iter().find(|h| h.admits(cluster)) {
+            return Ok(home.clone());
+        }
+        let closed = self.lock_set_down();
+        if let Some((name, _)) = closed.iter().find(|(_, admits)| admits(cluster)) {
+            return Err(CloudError::Home {
+                home: name.clone(),
+                why: format!("it is set down here, and cluster {cluster:?} belongs to it"),
+            });
+        }
+        Ok(self.own.clone())
+    }
+
+    fn lock_set_down(&self) -> std::sync::MutexGuard<'_, Vec<(String, SharedAdmits)>> {
+        self.set_down.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn lock_homes(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Home>>> {
@@ -114,11 +129,12 @@ impl Cloud {
             backend.clone(),
         )
         .map_err(|e| refused(e.to_string()))?;
+        self.lock_set_down().retain(|(n, _)| n != name);
         let home = Arc::new(Home {
             name: Some(name.to_string()),
             records: Records::open(&store),
             store,
-            admits: Some(admits),
+            admits: Some(Arc::from(admits)),
             backend: Some(backend),
         });
         self.lock_homes().push(home.clone());
@@ -159,6 +175,12 @@ impl Cloud {
         }
         if let Some(backend) = &home.backend {
             backend.close();
+        }
+        // Kept to refuse clusters it admits from now on (see `home_for`); the store itself
+        // may still be held by a stopped task, but never written again.
+        if let Some(admits) = &home.admits {
+            self.lock_set_down()
+                .push((name.to_string(), admits.clone()));
         }
         tracing::info!(home = name, "home set down");
         true

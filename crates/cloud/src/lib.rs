@@ -180,6 +180,8 @@ pub struct Cloud {
     own: Arc<homes::Home>,
     /// The homes of the shards this process holds (see [`homes`]).
     homes: Mutex<Vec<Arc<homes::Home>>>,
+    /// The homes set down here, by name, with the clusters each admits.
+    set_down: Mutex<Vec<(String, homes::SharedAdmits)>>,
     clusters: Mutex<HashMap<String, Running>>,
     /// Clusters being created (see [`create::Pending`]).
     creating: Mutex<BTreeSet<String>>,
@@ -253,6 +255,7 @@ impl Cloud {
             clock,
             own: Arc::new(homes::Home::own(store)),
             homes: Mutex::default(),
+            set_down: Mutex::default(),
             clusters: Mutex::new(HashMap::new()),
             creating: Mutex::new(BTreeSet::new()),
             ports: Mutex::new(BTreeSet::new()),

@@ -98,6 +98,17 @@ async fn a_home_set_down_in_one_process_comes_back_whole_in_another() {
         tokio::net::TcpStream::connect(info.endpoint).await.is_err(),
         "its endpoint closed"
     );
+    // Set down, its clusters are another process's to make: not made here in the cloud's
+    // own home (a reconcile still running when the shard went).
+    let late = alpha.create_cluster(shape("s0-late")).await.unwrap_err();
+    assert!(
+        matches!(&late, CloudError::Home { home, .. } if home == "shard-0"),
+        "{late}"
+    );
+    alpha
+        .create_cluster(shape("other"))
+        .await
+        .expect("a cluster no home admits");
 
     assert_eq!(
         beta.take_up_home("shard-0", admits()).await.unwrap(),
