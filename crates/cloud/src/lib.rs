@@ -245,7 +245,7 @@ impl Cloud {
         store: Store,
     ) -> Result<Self, CloudError> {
         let cloud = Self::on_store(config, clock, store);
-        cloud.restore_home(&cloud.own.clone()).await?;
+        cloud.restore_home(&cloud.own).await?;
         Ok(cloud)
     }
 

@@ -72,7 +72,7 @@ pub(super) fn metadata_current(
 }
 
 /// Whether an optional field is as wanted: absent, `null` and empty are all "not set".
-pub(super) fn same_field(have: Option<&Value>, want: Option<&Value>) -> bool {
+fn same_field(have: Option<&Value>, want: Option<&Value>) -> bool {
     let unset = |v: Option<&Value>| match v {
         None | Some(Value::Null) => true,
         Some(Value::Array(a)) => a.is_empty(),
@@ -120,7 +120,7 @@ where
 /// Applies the labels and annotations an infrastructure machine or bootstrap config made
 /// for a Machine should carry, under `manager` (the owner's metadata manager), when they are
 /// not there yet or it carries some the manager applied and no longer wants.
-pub(super) async fn sync_metadata(
+async fn sync_metadata(
     core: &super::Core,
     ns: &str,
     target: &ContractRef,
@@ -147,8 +147,71 @@ pub(super) async fn sync_metadata(
     apply(&api, &target.name, manager, &body).await
 }
 
+/// What an owner (a MachineSet, a KubeadmControlPlane) propagates to each of its Machines:
+/// under which field manager, the labels the Machines and their external objects carry, the
+/// annotations the external objects carry, and which spec fields it sets in place.
+pub(super) struct Propagation<'a> {
+    pub manager: &'a str,
+    pub labels: &'a BTreeMap<String, String>,
+    pub external_annotations: &'a BTreeMap<String, String>,
+    pub spec_fields: &'a [&'a str],
+}
+
+impl Propagation<'_> {
+    /// Brings Machine `m` to `desired` (the whole Machine its owner wants, with
+    /// `annotations`): nothing when it is there already; else its infrastructure machine's
+    /// and bootstrap config's labels and annotations, then the Machine itself.
+    pub async fn sync(
+        &self,
+        core: &super::Core,
+        api: &Api<crate::capi::core::Machine>,
+        m: &crate::capi::core::Machine,
+        desired: &Value,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<(), Error> {
+        let current = metadata_current(&m.metadata, self.manager, self.labels, annotations)
+            && self
+                .spec_fields
+                .iter()
+                .all(|f| same_field(spec_field(&m.spec, f).as_ref(), desired["spec"].get(*f)));
+        if current {
+            return Ok(());
+        }
+        let ns = m.metadata.namespace.clone().unwrap_or_default();
+        let metadata = metadata_manager(self.manager);
+        let targets =
+            std::iter::once(&m.spec.infrastructure_ref).chain(m.spec.bootstrap.config_ref.as_ref());
+        for target in targets {
+            let labels = self.labels;
+            sync_metadata(
+                core,
+                &ns,
+                target,
+                &metadata,
+                labels,
+                self.external_annotations,
+            )
+            .await?;
+        }
+        let name = m.metadata.name.clone().unwrap_or_default();
+        apply(api, &name, self.manager, desired).await
+    }
+}
+
+/// One of the spec fields propagated in place, as JSON (without serializing the whole spec:
+/// this runs for every Machine of every owner's reconcile).
+fn spec_field(spec: &crate::capi::core::MachineSpec, field: &str) -> Option<Value> {
+    let value = match field {
+        "readinessGates" => serde_json::to_value(&spec.readiness_gates),
+        "deletion" => serde_json::to_value(&spec.deletion),
+        "minReadySeconds" => serde_json::to_value(spec.min_ready_seconds),
+        _ => return None,
+    };
+    value.ok().filter(|v| !v.is_null())
+}
+
 /// The metadata manager of the controller whose field manager is `manager`.
-pub(super) fn metadata_manager(manager: &str) -> String {
+fn metadata_manager(manager: &str) -> String {
     format!("{manager}-metadata")
 }
 

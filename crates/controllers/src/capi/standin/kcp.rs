@@ -577,10 +577,7 @@ impl<'a> NewMachine<'a> {
             .metadata
             .clone()
             .unwrap_or_default();
-        let mut labels = meta.labels.clone();
-        labels.insert(CLUSTER_NAME_LABEL.into(), cluster.name_any());
-        labels.insert(CONTROL_PLANE_LABEL.into(), String::new());
-        labels.insert(CONTROL_PLANE_NAME_LABEL.into(), kcp.name_any());
+        let labels = machine_labels(kcp, &cluster.name_any());
         NewMachine {
             kcp,
             cluster,
@@ -751,7 +748,13 @@ async fn sync_machines(
     let template_annotations = (kcp.spec.machine_template.metadata.clone())
         .unwrap_or_default()
         .annotations;
-    let metadata_manager = super::in_place::metadata_manager(MANAGER);
+    let propagation = super::in_place::Propagation {
+        manager: MANAGER,
+        labels: &labels,
+        external_annotations: &template_annotations,
+        spec_fields: &["readinessGates", "deletion"],
+    };
+    let api = r.api::<Machine>(&ns);
     for m in machines
         .iter()
         .filter(|m| m.metadata.deletion_timestamp.is_none())
@@ -763,29 +766,9 @@ async fn sync_machines(
             }
         }
         let desired = desired_machine(kcp, &m.name_any(), &labels, &annotations, &m.spec)?;
-        let have = serde_json::to_value(&m.spec).map_err(kube::Error::SerdeError)?;
-        let current =
-            super::in_place::metadata_current(&m.metadata, MANAGER, &labels, &annotations)
-                && ["readinessGates", "deletion"]
-                    .iter()
-                    .all(|f| super::in_place::same_field(have.get(*f), desired["spec"].get(*f)));
-        if current {
-            continue;
-        }
-        let targets =
-            std::iter::once(&m.spec.infrastructure_ref).chain(m.spec.bootstrap.config_ref.as_ref());
-        for target in targets {
-            super::in_place::sync_metadata(
-                &r.core,
-                &ns,
-                target,
-                &metadata_manager,
-                &labels,
-                &template_annotations,
-            )
+        propagation
+            .sync(&r.core, &api, m, &desired, &annotations)
             .await?;
-        }
-        super::in_place::apply(&r.api::<Machine>(&ns), &m.name_any(), MANAGER, &desired).await?;
     }
     Ok(())
 }

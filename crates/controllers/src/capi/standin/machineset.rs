@@ -395,45 +395,23 @@ async fn sync_machines(
 ) -> Result<(), Error> {
     let ns = ms.namespace().unwrap_or_default();
     let (labels, annotations) = machine_metadata(ms);
-    let metadata_manager = in_place::metadata_manager(MANAGER);
+    let propagation = in_place::Propagation {
+        manager: MANAGER,
+        labels: &labels,
+        external_annotations: &annotations,
+        spec_fields: &["readinessGates", "deletion", "minReadySeconds"],
+    };
+    let api = r.api::<Machine>(&ns);
     for m in machines
         .iter()
         .filter(|m| m.metadata.deletion_timestamp.is_none())
     {
         let desired = desired_machine(ms, &m.name_any(), &m.spec)?;
-        if machine_current(m, &desired, &labels, &annotations) {
-            continue;
-        }
-        let targets =
-            std::iter::once(&m.spec.infrastructure_ref).chain(m.spec.bootstrap.config_ref.as_ref());
-        for target in targets {
-            in_place::sync_metadata(
-                &r.core,
-                &ns,
-                target,
-                &metadata_manager,
-                &labels,
-                &annotations,
-            )
+        propagation
+            .sync(&r.core, &api, m, &desired, &annotations)
             .await?;
-        }
-        in_place::apply(&r.api::<Machine>(&ns), &m.name_any(), MANAGER, &desired).await?;
     }
     Ok(())
-}
-
-/// Whether a Machine already carries what the set propagates in place.
-fn machine_current(
-    m: &Machine,
-    desired: &Value,
-    labels: &BTreeMap<String, String>,
-    annotations: &BTreeMap<String, String>,
-) -> bool {
-    let have = serde_json::to_value(&m.spec).unwrap_or_default();
-    in_place::metadata_current(&m.metadata, MANAGER, labels, annotations)
-        && ["readinessGates", "deletion", "minReadySeconds"]
-            .iter()
-            .all(|f| in_place::same_field(have.get(*f), desired["spec"].get(*f)))
 }
 
 /// Clones the object a template reference of the set's template points at.
