@@ -15,12 +15,14 @@
 //!   properties, cloning, reconfiguring, powering and destroying VMs, tasks, custom fields;
 //! - [`updates`]: change notification (a filter over a container view, WaitForUpdatesEx);
 //! - [`drs`]: a cluster's DRS groups and rules, and adding a VM to a VM group;
-//! - [`rest`]: the vSphere Automation API's session and cluster modules.
+//! - [`rest`]: the vSphere Automation API's session and cluster modules;
+//! - [`redfish`]: the Redfish service infrasim's simulators serve beside `/sdk`.
 
 pub mod client;
 pub mod drs;
 pub mod ops;
 pub mod pbm;
+pub mod redfish;
 pub mod rest;
 pub mod trust;
 pub mod updates;

@@ -10,7 +10,7 @@
 //! remembers (`state`, each object's own state in a file there), a call's context (`call`),
 //! and the generator of the starting inventory (`inventory`, a file per type). Above them: the engine that holds the state (`engine`),
 //! and the handle with the SOAP request loop (`simulator`), the REST services (`rest`) and
-//! the datastore file requests (`datastore_http`). Values and their encoding are in `value`;
+//! the datastore file requests (`datastore_http`), and the Redfish service over the VMs (`bmc`). Values and their encoding are in `value`;
 //! the envelope in `soap`.
 //!
 //! ```
@@ -20,6 +20,7 @@
 //! assert_eq!(vms, 4);
 //! ```
 
+pub mod bmc;
 mod call;
 mod cloud_init;
 mod cluster_compute_resource;

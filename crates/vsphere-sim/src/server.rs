@@ -199,6 +199,9 @@ where
             upload_request(sim, &method, path, req).await
         }
         (Method::POST, "/pbm/sdk" | "/pbm") => pbm_request(sim, req).await,
+        (_, path) if path == "/redfish" || path.starts_with("/redfish/") => {
+            redfish_request(sim, req).await
+        }
         (Method::POST, "/sdk") => soap_request(sim, req).await,
         (method, path) if crate::rest::split(path).is_some() => {
             rest_request(sim, &method, path, req).await
@@ -275,6 +278,33 @@ where
     };
     let a = sim.handle_upload(method, path, &headers, body);
     reply(a.status, "text/plain", a.body)
+}
+
+/// A Redfish request (see `bmc`).
+async fn redfish_request<B>(sim: &Simulator, req: Request<B>) -> Response<Full<Bytes>>
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    use infrasim_redfish::{RedfishError, Reply};
+    let (parts, body) = req.into_parts();
+    let r = match read_body(body).await {
+        Ok(body) => sim.handle_redfish(&infrasim_redfish::Request {
+            method: &parts.method,
+            path: parts.uri.path(),
+            headers: &parts.headers,
+            body: &body,
+        }),
+        Err(Unread::TooLarge) => Reply::error(&RedfishError::too_large(MAX_BODY)),
+        Err(Unread::Cut) => Reply::error(&RedfishError::malformed_json()),
+    };
+    let mut resp = Response::new(Full::new(Bytes::from(r.body)));
+    *resp.status_mut() = http::StatusCode::from_u16(r.status).unwrap_or(http::StatusCode::OK);
+    for (name, value) in r.headers {
+        if let Ok(v) = http::HeaderValue::from_str(&value) {
+            resp.headers_mut().insert(name, v);
+        }
+    }
+    resp
 }
 
 /// A storage policy (PBM) SOAP request.

@@ -46,12 +46,23 @@ pub struct Simulator {
     answered_bytes: Arc<AtomicU64>,
     /// Where its calls are counted for Prometheus, once it is told (see [`Self::report_to`]).
     reporting: Arc<std::sync::OnceLock<crate::metrics::Reporting>>,
+    /// The Redfish service over its VMs (see `bmc`): its accounts and sessions.
+    redfish: Arc<infrasim_redfish::Service>,
 }
 
 impl Simulator {
     /// A simulator with a freshly generated inventory.
     pub fn new(config: SimConfig, clock: SharedClock) -> Self {
+        // The BMCs' administrator is the vCenter's, as a lab's BMCs share its credentials
+        // until someone adds accounts.
+        let redfish = infrasim_redfish::Service::new(
+            &config.instance_uuid,
+            &config.username,
+            &config.password,
+            clock.clone(),
+        );
         Simulator {
+            redfish: Arc::new(redfish),
             engine: Engine::new(config, clock),
             rest: Arc::default(),
             injections: Arc::default(),
@@ -137,6 +148,11 @@ impl Simulator {
     /// `Engine::with_state`).
     pub(crate) fn with_state<T>(&self, f: impl FnOnce(&mut State, &Call<'_>) -> T) -> T {
         self.engine.with_state(f)
+    }
+
+    /// Answers one Redfish request (a path under `/redfish`) for this simulator's VMs.
+    pub fn handle_redfish(&self, req: &infrasim_redfish::Request<'_>) -> infrasim_redfish::Reply {
+        self.redfish.handle(&crate::bmc::Vms(self), req)
     }
 
     /// Answers one REST (vAPI) request: `path` is the request's path, `query` its query.

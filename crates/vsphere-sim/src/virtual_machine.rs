@@ -744,18 +744,18 @@ fn set_config_fields(o: &mut ManagedObject, spec: &Element) {
 
 /// A reconfiguration's extraConfig: sets keys, or (with an empty value) removes them.
 fn set_extra_config(o: &mut ManagedObject, spec: &Element) {
-    let options: Vec<(String, String)> = spec
-        .children_named("extraConfig")
-        .map(|o| {
-            (
-                o.text_of("key").unwrap_or("").to_string(),
-                o.text_of("value").unwrap_or("").to_string(),
-            )
-        })
-        .collect();
-    if options.is_empty() {
-        return;
+    for option in spec.children_named("extraConfig") {
+        set_extra_option(
+            o,
+            option.text_of("key").unwrap_or(""),
+            option.text_of("value").unwrap_or(""),
+        );
     }
+}
+
+/// Sets `key` in the VM's extraConfig to `value`, or removes it when `value` is empty (as a
+/// reconfiguration does).
+pub(crate) fn set_extra_option(o: &mut ManagedObject, key: &str, value: &str) {
     let Some(c) = data_mut(o, "config") else {
         return;
     };
@@ -763,15 +763,13 @@ fn set_extra_config(o: &mut ManagedObject, spec: &Element) {
         Some(Val::Array(_, items)) => items.clone(),
         _ => Vec::new(),
     };
-    for (key, value) in options {
-        current.retain(|v| v.path("key").and_then(Val::as_str) != Some(key.as_str()));
-        if !value.is_empty() {
-            current.push(Val::from(
-                Data::new("OptionValue")
-                    .with("key", key.as_str())
-                    .with("value", crate::value::any(value.as_str())),
-            ));
-        }
+    current.retain(|v| v.path("key").and_then(Val::as_str) != Some(key));
+    if !value.is_empty() {
+        current.push(Val::from(
+            Data::new("OptionValue")
+                .with("key", key)
+                .with("value", crate::value::any(value)),
+        ));
     }
     c.set("extraConfig", Val::Array("OptionValue", current));
 }
