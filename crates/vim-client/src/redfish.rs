@@ -9,13 +9,10 @@ use http_body_util::Full;
 use serde_json::{json, Value};
 
 impl Client {
-    /// The address of the system VM `name` on this server's Redfish service, as a
-    /// BareMetalHost's `bmc.address` names it.
-    pub fn redfish_system_address(&self, name: &str) -> String {
+    /// The server's host and port (where its Redfish service listens too).
+    pub fn authority(&self) -> String {
         let base = self.base();
-        let authority = base.strip_prefix("https://").unwrap_or(&base);
-        let name = percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC);
-        format!("redfish+https://{authority}/redfish/v1/Systems/{name}")
+        base.strip_prefix("https://").unwrap_or(&base).to_string()
     }
 
     /// One Redfish request as this client's user (HTTP Basic): the status and JSON body.
@@ -49,14 +46,28 @@ impl Client {
 
     /// Makes sure the Redfish service has an account `user` with `password` and `role`
     /// (made, or its password and role set), as this client's user (its administrator).
+    /// Whether there is a Redfish service at all (a real vCenter has none: nothing to do).
+    /// The client's own user is left as it is, and must have that password.
     pub async fn ensure_redfish_account(
         &self,
         user: &str,
         password: &str,
         role: &str,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         const ACCOUNTS: &str = "/redfish/v1/AccountService/Accounts";
+        let own = self.credentials();
+        if user == own.username {
+            if password != own.password {
+                return Err(Error::Config(format!(
+                    "{user} is the vCenter's administrator, whose password is another"
+                )));
+            }
+            return Ok(true);
+        }
         let (status, list) = self.redfish(http::Method::GET, ACCOUNTS, None).await?;
+        if status == http::StatusCode::NOT_FOUND {
+            return Ok(false);
+        }
         check(status, &list, ACCOUNTS)?;
         let members = list["Members"].as_array().cloned().unwrap_or_default();
         for member in members {
@@ -68,14 +79,14 @@ impl Client {
             if account["UserName"] == user {
                 let patch = json!({"Password": password, "RoleId": role, "Enabled": true});
                 let (status, body) = self.redfish(http::Method::PATCH, path, Some(patch)).await?;
-                return check(status, &body, path);
+                return check(status, &body, path).map(|()| true);
             }
         }
         let new = json!({"UserName": user, "Password": password, "RoleId": role});
         let (status, body) = self
             .redfish(http::Method::POST, ACCOUNTS, Some(new))
             .await?;
-        check(status, &body, ACCOUNTS)
+        check(status, &body, ACCOUNTS).map(|()| true)
     }
 }
 

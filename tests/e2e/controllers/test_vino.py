@@ -9,6 +9,7 @@ import base64
 import json
 import time
 
+import sushy
 import yaml
 from pyVmomi import vim
 
@@ -121,7 +122,10 @@ def test_vino_makes_vm_backed_hosts_that_sip_can_claim(plane, ns):
                                             "airshipit.org/k8s-role": "master",
                                             "vino.airshipit.org/flavor": "master"}
     spec = master["spec"]
-    assert spec["bmc"]["address"] == "redfish+http://10.23.0.5:8000/redfish/v1/Systems/master-0"
+    server = base64.b64decode(get(plane, RUNTIME, "secret", "vino-vcenter")["data"]["server"]).decode()
+    assert spec["bmc"]["address"] == (
+        f"redfish+https://{server}/redfish/v1/Systems/{master['metadata']['name']}"), \
+        "the system of the host's VM on its vCenter's Redfish service"
     assert spec["bmc"]["disableCertificateVerification"] is True
     assert spec["rootDeviceHints"] == {"deviceName": "/dev/vda"}
     assert spec["bootMACAddress"] == "52:54:00:06:00:01"
@@ -150,6 +154,16 @@ def test_vino_makes_vm_backed_hosts_that_sip_can_claim(plane, ns):
     assert macs == ["52:54:00:06:00:01"]
     assert vm.config.hardware.memoryMB == 4096
 
+    # The host's BMC answers sushy (what Ironic uses) with the host's own credentials.
+    base, system_path = spec["bmc"]["address"].removeprefix("redfish+").split("/redfish/v1", 1)
+    bmc = sushy.Sushy(base, verify=False,
+                      username=secret_text(plane, spec["bmc"]["credentialsName"], "username"),
+                      password=secret_text(plane, spec["bmc"]["credentialsName"], "password"))
+    system = bmc.get_system("/redfish/v1" + system_path)
+    assert system.name == master["metadata"]["name"] and system.uuid == vm.config.uuid
+    assert system.power_state == sushy.POWER_STATE_OFF
+    assert {m.lower() for m in system.ethernet_interfaces.summary} == {"52:54:00:06:00:01"}
+
     # Reconciling again changes nothing.
     def versions():
         objs = get(plane, RUNTIME, "bmh,secret,ippool")["items"]
@@ -165,6 +179,8 @@ def test_vino_makes_vm_backed_hosts_that_sip_can_claim(plane, ns):
     for h in masters:
         plane.kubectl("-n", RUNTIME, "patch", "bmh", h, "--type=merge", "-p", '{"spec":{"online":true}}')
     wait_for(lambda: vm.runtime.powerState == "poweredOn", timeout=30, what="VM powered on")
+    system.refresh()
+    assert system.power_state == sushy.POWER_STATE_ON
     wait_for(lambda: (get(plane, RUNTIME, "bmh", masters[0]).get("status") or {}).get("poweredOn"),
              timeout=30, what="host reports poweredOn")
     tenant = unique("tenant")

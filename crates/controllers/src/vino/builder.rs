@@ -16,7 +16,8 @@ use std::collections::BTreeMap;
 pub struct HostNode {
     pub name: String,
     pub labels: BTreeMap<String, String>,
-    /// The Node's first InternalIP (its BMC endpoint's address).
+    /// The Node's first InternalIP (upstream's BMC endpoint; here the vCenter's Redfish
+    /// service answers for the VMs instead, see `HostFacts::bmc_address`).
     pub internal_ip: String,
 }
 
@@ -88,7 +89,8 @@ pub struct HostFacts {
     /// `<cr-namespace>-<cr-name>-<node>-<nodeset>-<index>`.
     pub bmh_name: String,
     pub labels: BTreeMap<String, String>,
-    /// `redfish+http://<node InternalIP>:8000/redfish/v1/Systems/<domain>`.
+    /// `redfish+https://<Redfish service>/redfish/v1/Systems/<BareMetalHost name>`: the
+    /// system of the domain's VM on the Redfish service of the vCenter holding it.
     pub bmc_address: String,
     pub root_device_name: String,
     /// The nodeset the domain is of (its flavor).
@@ -96,12 +98,14 @@ pub struct HostFacts {
 }
 
 /// What `vino` makes on `node`, allocating from `pools` (by subnet, each already holding
-/// its network's static range); `node_count` is how many Nodes the selector picks.
+/// its network's static range); `node_count` is how many Nodes the selector picks, and
+/// `redfish` where the Redfish service answering for the VMs listens (host and port).
 pub fn build(
     vino: &Vino,
     node: &HostNode,
     node_count: usize,
     pools: &mut BTreeMap<String, IPPoolSpec>,
+    redfish: &str,
 ) -> Result<Builder, String> {
     let mut networks = Vec::new();
     for net in &vino.spec.networks {
@@ -121,7 +125,7 @@ pub fn build(
     let mut domains = Vec::new();
     for set in &vino.spec.nodes {
         for index in 0..set.count.max(0) {
-            domains.push(domain(vino, node, set, index, pools)?);
+            domains.push(domain(vino, node, set, index, pools, redfish)?);
         }
     }
     Ok(Builder {
@@ -171,6 +175,7 @@ fn domain(
     set: &NodeSet,
     index: i64,
     pools: &mut BTreeMap<String, IPPoolSpec>,
+    redfish: &str,
 ) -> Result<Domain, String> {
     let name = format!("{}-{index}", set.name);
     let bmh_name = format!(
@@ -213,10 +218,9 @@ fn domain(
     Ok(Domain {
         host: HostFacts {
             labels: host_labels(vino, node, set),
-            bmc_address: format!(
-                "redfish+http://{}:8000/redfish/v1/Systems/{name}",
-                node.internal_ip
-            ),
+            // Upstream names `<Node InternalIP>:8000`, where sushy-tools runs on every Node;
+            // our Nodes are not machines, and the VMs' BMCs are the vCenter's service.
+            bmc_address: format!("redfish+https://{redfish}/redfish/v1/Systems/{bmh_name}"),
             root_device_name: set
                 .root_device_name
                 .clone()
@@ -336,7 +340,14 @@ mod tests {
     fn a_node_gets_its_bridge_block_and_one_domain_per_vm_with_upstreams_names() {
         let v = sample();
         let mut pools = pools(&v);
-        let b = build(&v, &node("node1", "10.0.0.5"), 1, &mut pools).unwrap();
+        let b = build(
+            &v,
+            &node("node1", "10.0.0.5"),
+            1,
+            &mut pools,
+            "127.0.0.1:8989",
+        )
+        .unwrap();
         assert_eq!(b.networks[0].bridge_ip, "192.168.2.10");
         assert_eq!(b.networks[0].network.routes[0].gateway, "192.168.2.10");
         assert_eq!(b.networks[0].range.stop, "192.168.4.63", "bit step 6");
@@ -348,7 +359,7 @@ mod tests {
         assert_eq!(master.interfaces[0].ip_address, "192.168.2.11");
         assert_eq!(
             master.host.bmc_address,
-            "redfish+http://10.0.0.5:8000/redfish/v1/Systems/master-0"
+            "redfish+https://127.0.0.1:8989/redfish/v1/Systems/default-vino-test-cr-node1-master-0"
         );
         let labels = &b.domains[4].host.labels;
         assert_eq!(labels["airshipit.org/server"], "s1");
@@ -359,9 +370,23 @@ mod tests {
         assert_eq!(labels["airshipit.org/k8s-role"], "worker");
         assert_eq!(labels[FLAVOR], "worker");
         // The same again gives the same; a second Node gets the next addresses.
-        let again = build(&v, &node("node1", "10.0.0.5"), 1, &mut pools).unwrap();
+        let again = build(
+            &v,
+            &node("node1", "10.0.0.5"),
+            1,
+            &mut pools,
+            "127.0.0.1:8989",
+        )
+        .unwrap();
         assert_eq!(again, b);
-        let other = build(&v, &node("node2", "10.0.0.6"), 2, &mut pools).unwrap();
+        let other = build(
+            &v,
+            &node("node2", "10.0.0.6"),
+            2,
+            &mut pools,
+            "127.0.0.1:8989",
+        )
+        .unwrap();
         assert_eq!(other.networks[0].bridge_ip, "192.168.2.16");
         assert_eq!(other.networks[0].range.start, "192.168.4.64");
         let yaml = serde_yaml::to_string(&b).unwrap();
@@ -379,7 +404,14 @@ mod tests {
     fn network_data_names_each_network_with_its_address_and_a_bad_interface_is_refused() {
         let v = sample();
         let mut pools = pools(&v);
-        let b = build(&v, &node("node1", "10.0.0.5"), 1, &mut pools).unwrap();
+        let b = build(
+            &v,
+            &node("node1", "10.0.0.5"),
+            1,
+            &mut pools,
+            "127.0.0.1:8989",
+        )
+        .unwrap();
         let data = network_data(&b.domains[1], &b.networks).unwrap();
         let parsed: serde_json::Value = serde_yaml::from_str(&data).unwrap();
         assert_eq!(parsed["networks"][0]["id"], "management");
@@ -394,7 +426,7 @@ mod tests {
         );
         let mut bad = sample();
         bad.spec.nodes[0].network_interfaces[0].network = "storage".into();
-        let why = build(&bad, &node("n", "10.0.0.7"), 1, &mut pools).unwrap_err();
+        let why = build(&bad, &node("n", "10.0.0.7"), 1, &mut pools, "h:1").unwrap_err();
         assert_eq!(
             why,
             "Interface storage doesn't have a matching network defined"

@@ -307,9 +307,15 @@ async fn converge(vino: &Vino, r: &Reconciler) -> Result<Result<(), Unconverged>
         Ok(p) => p,
         Err(why) => return Ok(Err(Spec(why))),
     };
+    // The vCenter names the hosts' BMCs (its Redfish service), so it comes before them.
+    let vcenter = match r.hypervisors.get(&r.ctx, &r.namespace).await {
+        Ok(v) => v,
+        Err(why) => return Ok(Err(Unconverged::VCenter(why))),
+    };
+    let redfish = vcenter.client.authority();
     let mut builders = Vec::new();
     for node in &nodes {
-        match builder::build(vino, node, nodes.len(), &mut pools) {
+        match builder::build(vino, node, nodes.len(), &mut pools, &redfish) {
             Ok(b) => builders.push(b),
             Err(why) => return Ok(Err(Spec(why))),
         }
@@ -319,8 +325,19 @@ async fn converge(vino: &Vino, r: &Reconciler) -> Result<Result<(), Unconverged>
     for (node, b) in nodes.iter().zip(&builders) {
         annotate(r, &node.name, Some(b)).await?;
     }
-    if let Err(why) = make_vms(r, &builders).await {
+    if let Err(why) = make_vms(r, &vcenter, &builders).await {
         return Ok(Err(why));
+    }
+    let c = &vino.spec.bmc_credentials;
+    // The hosts' BMC credentials open their BMCs: an account of the service's, as an
+    // operator (power, boot, media) rather than its administrator.
+    if let Err(e) = vcenter
+        .client
+        .ensure_redfish_account(&c.username, &c.password, "Operator")
+        .await
+    {
+        let why = format!("the BMC account {}: {e}", c.username);
+        return Ok(Err(Unconverged::VCenter(why)));
     }
     for b in &builders {
         for domain in &b.domains {
@@ -419,13 +436,12 @@ async fn annotate(r: &Reconciler, node: &str, builder: Option<&Builder>) -> Resu
 }
 
 /// Makes the VMs that are missing, each powered as its host asks.
-async fn make_vms(r: &Reconciler, builders: &[Builder]) -> Result<(), Unconverged> {
+async fn make_vms(
+    r: &Reconciler,
+    vcenter: &machines::Connected,
+    builders: &[Builder],
+) -> Result<(), Unconverged> {
     use Unconverged::VCenter;
-    let vcenter = r
-        .hypervisors
-        .get(&r.ctx, &r.namespace)
-        .await
-        .map_err(VCenter)?;
     let vms = vcenter.vms().await.map_err(VCenter)?;
     for (slot, b) in builders.iter().enumerate() {
         for domain in &b.domains {
