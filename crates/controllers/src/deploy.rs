@@ -338,7 +338,7 @@ fn sip_rules() -> Value {
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "create"]},
         {"apiGroups": ["metal3.io"], "resources": ["baremetalhosts"],
          "verbs": ["get", "list", "watch", "patch", "create"]},
-        // The host status stand-in, where the BareMetalHost CRD is ours (read by name).
+        // The metal3 stand-in, where the BareMetalHost CRD is ours (read by name).
         {"apiGroups": ["metal3.io"], "resources": ["baremetalhosts/status"], "verbs": ["patch"]},
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
          "resourceNames": ["baremetalhosts.metal3.io"], "verbs": ["get"]},

@@ -25,6 +25,7 @@ pub mod faults;
 /// The controller runtime (its own crate, `infrasim-controller-runtime`), under the name the
 /// families and the binary know it by.
 pub use infrasim_controller_runtime as runtime;
+pub mod metal3;
 pub mod sip;
 #[cfg(test)]
 mod test_support;
@@ -50,7 +51,8 @@ pub struct Selection {
     pub vcsim: bool,
     /// Run the VmGroup controller.
     pub vmgroup: bool,
-    /// Run the SIPCluster controller and ViNO's beside it.
+    /// Run the SIPCluster controller, ViNO's, and the metal3 stand-in (where the plane's
+    /// BareMetalHost CRD is ours) beside them.
     pub sip: bool,
     /// Serve the core kinds in Cluster API's v1beta1 too (see [`crds::core`]); the plane must
     /// reach the conversion webhook [`capi::conversion::Converter`] in this process.
@@ -266,7 +268,8 @@ async fn run_selected(
         if selection.sip {
             futures::join!(
                 sip::run(ctx.clone(), informers.clone()),
-                vino::run(ctx.clone(), informers.clone())
+                vino::run(ctx.clone(), informers.clone()),
+                metal3::run(ctx.clone(), informers.clone())
             );
         }
     };

@@ -14,10 +14,12 @@
 //! resource as JSON (a file per area: the service root, systems, managers, chassis, the
 //! account, session, update and task services); `actions` changes things (resets, boot
 //! options, media, BIOS); `service` authenticates a request, checks its ETag and sends it
-//! to the right one; `errors` are the registry's messages.
+//! to the right one; `errors` are the registry's messages. `client` is the other side: a
+//! provisioner's client of one BMC (what metal3's stand-in drives hosts with).
 
 mod accounts;
 mod actions;
+pub mod client;
 mod errors;
 mod machines;
 mod resources;
@@ -29,7 +31,7 @@ pub use errors::RedfishError;
 pub use machines::{
     BootOverride, Disk, Hardware, LastBoot, Machines, Media, Nic, Power, PowerOp, Record,
 };
-pub use service::{Reply, Request, Service};
+pub use service::{Reply, Request, Service, MAX_BODY};
 
 /// Where every Redfish resource lives.
 pub const ROOT: &str = "/redfish/v1";

@@ -6,8 +6,12 @@ releasing everything."""
 
 import base64
 import json
+import urllib.request
 
-from conftest import Plane, deployed_controller, metric_samples, scraped_by_monitoring, get, never_forbidden, ready, wait_for
+import pytest
+
+from conftest import (PASSWORD, USER, Plane, Vcsim, deployed_controller, get, metric_samples, never_forbidden,
+                      ready, scraped_by_monitoring, unverified_tls, wait_for)
 
 RACKS = {0: "r1", 1: "r1", 2: "r1", 3: "r2", 4: "r2", 5: "r2", 6: "r3", 7: "r3", 8: "r3", 9: "r3"}
 # Two control-plane hosts in each rack; the other four are workers.
@@ -28,9 +32,25 @@ def ip(i):
     return f"10.20.0.{10 + i}"
 
 
-def hosts_yaml(ns, only=None):
+@pytest.fixture(scope="module")
+def bmcs(tmp_path_factory):
+    """Twelve machines with BMCs: the VMs of an `infrasim vcsim`, each a system of its
+    Redfish service. Host i's BMC is system i."""
+    vcsim = Vcsim(tmp_path_factory.mktemp("bmcs"), "--vms", "6")
+    token = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    req = urllib.request.Request(f"https://127.0.0.1:{vcsim.port}/redfish/v1/Systems",
+                                 headers={"Authorization": f"Basic {token}"})
+    with urllib.request.urlopen(req, context=unverified_tls(), timeout=10) as resp:
+        systems = [m["@odata.id"] for m in json.load(resp)["Members"]]
+    assert len(systems) == 12
+    yield f"127.0.0.1:{vcsim.port}", systems
+    vcsim.stop()
+
+
+def hosts_yaml(ns, bmcs, only=None):
     """Ten hosts over three racks (RACKS), six of the control-plane flavour (or host `only`,
-    which may be an eleventh, a worker)."""
+    which may be an eleventh, a worker), each with its machine's BMC."""
+    server, systems = bmcs
     docs = []
     for i, rack in RACKS.items() if only is None else [(only, RACKS.get(only, "r3"))]:
         flavor = "control-plane" if i in CONTROL_PLANE else "worker"
@@ -45,7 +65,7 @@ data: {{networkData: {base64.b64encode(network.encode()).decode()}}}
 apiVersion: v1
 kind: Secret
 metadata: {{name: node{i}-bmc, namespace: {ns}}}
-stringData: {{username: root, password: secret{i}}}
+stringData: {{username: "{USER}", password: "{PASSWORD}"}}
 ---
 apiVersion: metal3.io/v1alpha1
 kind: BareMetalHost
@@ -56,7 +76,8 @@ metadata:
 spec:
   online: true
   bootMACAddress: 52:54:00:00:00:{i:02x}
-  bmc: {{address: "redfish+https://10.0.0.{i}/redfish/v1/Systems/1", credentialsName: node{i}-bmc}}
+  bmc: {{address: "redfish+https://{server}{systems[i]}", credentialsName: node{i}-bmc,
+         disableCertificateVerification: true}}
   networkData: {{name: node{i}-networkdata, namespace: {ns}}}
 """)
     return "---\n".join(docs)
@@ -115,11 +136,13 @@ def haproxy(plane, ns, name):
     return base64.b64decode(secret["data"]["haproxy.cfg"]).decode() if secret else ""
 
 
-def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
-    plane.kubectl("apply", "-f", "-", input=hosts_yaml(ns))
-    # No metal3 here: the stand-in registers each host, as metal3's operator would.
-    wait_for(lambda: "available" in plane.kubectl("-n", ns, "get", "bmh", "node0").stdout,
-             timeout=30, what="node0 available")
+def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns, bmcs):
+    plane.kubectl("apply", "-f", "-", input=hosts_yaml(ns, bmcs))
+    # No metal3 here: the stand-in registers and inspects each host through its BMC, as
+    # metal3's operator would, and powers it on as `online` asks.
+    wait_for(lambda: "available" in plane.kubectl("-n", ns, "get", "bmh", "node0").stdout
+             and get(plane, ns, "bmh", "node0")["status"].get("poweredOn"),
+             timeout=30, what="node0 available and on")
     status = get(plane, ns, "bmh", "node0")["status"]
     assert (status["operationalStatus"], status["poweredOn"]) == ("OK", True)
     plane.kubectl("-n", ns, "apply", "-f", "-", input=sip_yaml("tenant-a"))
@@ -157,8 +180,7 @@ def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
     jump = get(plane, ns, "secret", "jumphost-tenant-a")["data"]
     reach = {h["name"]: h["bmc"] for h in json.loads(base64.b64decode(jump["hosts"]))}
     assert sorted(reach) == sorted(cps + workers)
-    assert reach[cps[0]] == {"ip": f"10.0.0.{int(cps[0][4:])}", "username": "root",
-                             "password": f"secret{int(cps[0][4:])}"}
+    assert reach[cps[0]] == {"ip": bmcs[0], "username": USER, "password": PASSWORD}
     assert "IdentityFile /etc/opt/sip/ssh-private-keys/id_ed25519" in base64.b64decode(jump["ssh_config"]).decode()
     keys = get(plane, ns, "configmap", "jumphost-tenant-a")["data"]["authorized-keys"]
     assert keys == AUTHORIZED_KEY
@@ -234,7 +256,7 @@ def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
     assert (cond["status"], cond["reason"]) == ("False", "Unschedulable") and "Worker" in cond["message"]
     cfg = haproxy(plane, ns, "loadbalancer-worker-tenant-a")
     assert f"server {active[0]} " not in cfg and f"server {standby[0]} " in cfg, cfg
-    plane.kubectl("apply", "-f", "-", input=hosts_yaml(ns, only=10))
+    plane.kubectl("apply", "-f", "-", input=hosts_yaml(ns, bmcs, only=10))
     wait_for(lambda: (ready(get(plane, ns, "sipcluster", "tenant-a")) or {}).get("status") == "True",
              timeout=30, what="the role filled again")
     assert worker_status()[1] == ["node10"], "the new host is the standby"
@@ -248,7 +270,7 @@ def test_hosts_are_claimed_spread_served_replaced_and_released(plane, ns):
     assert get(plane, ns, "configmap", "auth-tenant-a") is None
 
 
-def test_the_controller_needs_no_more_than_its_deployed_rbac(tmp_path):
+def test_the_controller_needs_no_more_than_its_deployed_rbac(tmp_path, bmcs):
     """`infrasim manifests sip` (its CRDs, RBAC and the Deployment's arguments), run on its
     ServiceAccount's token alone, serves a SIPCluster from claim to release."""
     (tmp_path / "plane").mkdir()
@@ -258,7 +280,7 @@ def test_the_controller_needs_no_more_than_its_deployed_rbac(tmp_path):
         controller, log, metrics_port = deployed_controller(plane, tmp_path, "sip")
         ns = "rbac-proof"
         plane.kubectl("create", "namespace", ns)
-        plane.kubectl("apply", "-f", "-", input=hosts_yaml(ns))
+        plane.kubectl("apply", "-f", "-", input=hosts_yaml(ns, bmcs))
         plane.kubectl("-n", ns, "create", "secret", "generic", "ssh-keys", "--from-literal=id=KEY")
         plane.kubectl("-n", ns, "create", "secret", "generic", "dex-tls", "--from-literal=ca.crt=CA")
         plane.kubectl("-n", ns, "apply", "-f", "-", input=sip_yaml("tenant-a"))

@@ -6,7 +6,6 @@
 //! second reconcile changes nothing.
 
 mod auth;
-mod hosts;
 mod jump_host;
 mod network_data;
 mod schedule;
@@ -80,15 +79,11 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
                     .collect::<Vec<_>>()
             },
         );
-    let standin = hosts::run(ctx.clone(), informers.clone());
     let r = Arc::new(Reconciler {
         ctx: ctx.clone(),
         hosts,
     });
-    futures::join!(
-        infrasim_controller_runtime::reconcile::run(&ctx, controller, r),
-        standin
-    );
+    infrasim_controller_runtime::reconcile::run(&ctx, controller, r).await;
 }
 
 fn ready(c: &SIPCluster) -> bool {

@@ -96,6 +96,9 @@ pub struct BareMetalHostSpec {
     pub image: Option<HostImage>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root_device_hints: Option<RootDeviceHints>,
+    /// `UEFI` (the default), `UEFISecureBoot` or `legacy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_mode: Option<String>,
 }
 
 /// Which disk the host's image goes on.
@@ -141,25 +144,183 @@ pub struct HostImage {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BareMetalHostStatus {
+    /// `OK`, `discovered`, `error`, ...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operational_status: Option<String>,
+    /// `registration error`, `inspection error`, `provisioning error`, ...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_type: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
+    /// How many errors since the last operation that succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub powered_on: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provisioning: Option<Provisioning>,
+    /// What inspection found.
+    #[serde(default, rename = "hardware", skip_serializing_if = "Option::is_none")]
+    pub hardware: Option<HardwareDetails>,
+    /// The last credentials the BMC accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub good_credentials: Option<CredentialsStatus>,
+    /// The last credentials tried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tried_credentials: Option<CredentialsStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_history: Option<OperationHistory>,
+    /// When the status was last written (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_updated: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Provisioning {
     #[serde(default, rename = "ID")]
     pub id: String,
     /// `available`, `provisioning`, `provisioned`, `deprovisioning`, …
     #[serde(default)]
     pub state: String,
+    /// The image last provisioned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<HostImage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_device_hints: Option<RootDeviceHints>,
+    /// `UEFI`, `UEFISecureBoot` or `legacy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_mode: Option<String>,
+}
+
+/// A Secret and the resourceVersion it was read at.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialsStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<SecretReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_version: Option<String>,
+}
+
+/// When each operation started and ended (RFC 3339).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct OperationHistory {
+    #[serde(default)]
+    pub register: OperationMetric,
+    #[serde(default)]
+    pub inspect: OperationMetric,
+    #[serde(default)]
+    pub provision: OperationMetric,
+    #[serde(default)]
+    pub deprovision: OperationMetric,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct OperationMetric {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
+}
+
+/// The hardware inspection found, in metal3's shape.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HardwareDetails {
+    #[serde(default)]
+    pub system_vendor: HardwareSystemVendor,
+    #[serde(default)]
+    pub firmware: Firmware,
+    #[serde(default)]
+    pub ram_mebibytes: i64,
+    #[serde(default)]
+    pub nics: Vec<Nic>,
+    #[serde(default)]
+    pub storage: Vec<Storage>,
+    #[serde(default)]
+    pub cpu: Cpu,
+    #[serde(default)]
+    pub hostname: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HardwareSystemVendor {
+    #[serde(default)]
+    pub manufacturer: String,
+    #[serde(default)]
+    pub product_name: String,
+    #[serde(default)]
+    pub serial_number: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct Firmware {
+    #[serde(default)]
+    pub bios: Bios,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct Bios {
+    #[serde(default)]
+    pub date: String,
+    #[serde(default)]
+    pub vendor: String,
+    #[serde(default)]
+    pub version: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Nic {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub mac: String,
+    #[serde(default)]
+    pub ip: String,
+    #[serde(default)]
+    pub speed_gbps: i64,
+    #[serde(default)]
+    pub pxe: bool,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Storage {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub rotational: bool,
+    /// `HDD`, `SSD` or `NVME`.
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub size_bytes: i64,
+    #[serde(default)]
+    pub vendor: String,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub serial_number: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Cpu {
+    #[serde(default)]
+    pub arch: String,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub clock_megahertz: f64,
+    #[serde(default)]
+    pub flags: Vec<String>,
+    #[serde(default)]
+    pub count: i64,
 }
 
 /// Hosts for one tenant cluster's control plane and workers, with the services in front of

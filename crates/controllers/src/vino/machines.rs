@@ -3,7 +3,8 @@
 //! domain is a VM named after its BareMetalHost, on the cluster host matching its Node's
 //! place among the selected Nodes, with the flavor's CPUs and memory and one NIC per
 //! interface carrying the MAC ViNO allocated. A VM is made powered off (a defined, unstarted
-//! domain) and is powered as its host's `spec.online` says, as metal3 does through the BMC.
+//! domain); from then on its power is its BMC's (the vCenter's Redfish service), which
+//! metal3, or its stand-in (`crate::metal3`), drives.
 //!
 //! The vCenter is the one the Secret `vino-vcenter` in the controller's namespace names
 //! (`server`, `username`, `password`, `thumbprint` or `caBundle`, as a VmGroup's). Without

@@ -4,7 +4,8 @@
 //! Secret, a network-data Secret, and addresses recorded in `IPPool`s; each Node is
 //! annotated with what its builder makes. Upstream's builder (libvirt behind sushy-tools, in
 //! a DaemonSet) is replaced by a vCenter: each VM is a simulator VM (see [`machines`]), made
-//! powered off and powered as its host's `spec.online` says. Vinos are served one at a
+//! powered off, whose BMC is the vCenter's Redfish service (the host's `bmc.address`, opened
+//! by the Vino's `bmcCredentials`, an account ViNO adds there). Vinos are served one at a
 //! time, so two never hand out one address, and every write is skipped or left untouched
 //! when nothing differs.
 
@@ -325,7 +326,7 @@ async fn converge(vino: &Vino, r: &Reconciler) -> Result<Result<(), Unconverged>
     for (node, b) in nodes.iter().zip(&builders) {
         annotate(r, &node.name, Some(b)).await?;
     }
-    if let Err(why) = make_vms(r, &vcenter, &builders).await {
+    if let Err(why) = make_vms(&vcenter, &builders).await {
         return Ok(Err(why));
     }
     let c = &vino.spec.bmc_credentials;
@@ -435,45 +436,30 @@ async fn annotate(r: &Reconciler, node: &str, builder: Option<&Builder>) -> Resu
     Ok(())
 }
 
-/// Makes the VMs that are missing, each powered as its host asks.
-async fn make_vms(
-    r: &Reconciler,
-    vcenter: &machines::Connected,
-    builders: &[Builder],
-) -> Result<(), Unconverged> {
+/// Makes the VMs that are missing, powered off (a defined, unstarted domain). Their power is
+/// then the BMC's to change: metal3 (or its stand-in) powers a host through its BMC.
+async fn make_vms(vcenter: &machines::Connected, builders: &[Builder]) -> Result<(), Unconverged> {
     use Unconverged::VCenter;
     let vms = vcenter.vms().await.map_err(VCenter)?;
     for (slot, b) in builders.iter().enumerate() {
         for domain in &b.domains {
             let name = &domain.host.bmh_name;
-            let online = host_online(r, name);
-            let (moref, on) = match vms.get(name) {
-                Some(vm) => (vm.moref.clone(), vm.powered_on),
-                None => {
-                    let shape = machines::flavor(&domain.host.flavor).map_err(Unconverged::Spec)?;
-                    let macs: Vec<String> = domain
-                        .interfaces
-                        .iter()
-                        .map(|i| i.mac_address.clone())
-                        .collect();
-                    let made = vcenter.create(name, slot, shape, &macs).await;
-                    (made.map_err(VCenter)?, false)
-                }
-            };
-            if on != online {
-                vcenter.power(name, &moref, online).await.map_err(VCenter)?;
+            if vms.contains_key(name) {
+                continue;
             }
+            let shape = machines::flavor(&domain.host.flavor).map_err(Unconverged::Spec)?;
+            let macs: Vec<String> = domain
+                .interfaces
+                .iter()
+                .map(|i| i.mac_address.clone())
+                .collect();
+            vcenter
+                .create(name, slot, shape, &macs)
+                .await
+                .map_err(VCenter)?;
         }
     }
     Ok(())
-}
-
-/// Whether host `name` asks to be powered on (`spec.online`).
-fn host_online(r: &Reconciler, name: &str) -> bool {
-    r.hosts
-        .store()
-        .get(&ObjectRef::new(name).within(&r.namespace))
-        .is_some_and(|h| h.spec.online)
 }
 
 /// Whether every network-data template Secret the nodesets name has its `template`; why not.
