@@ -12,6 +12,7 @@ mod etcd;
 mod faults;
 mod fleet;
 mod harness;
+mod redfish;
 mod scrape;
 mod sip;
 mod store;
@@ -63,6 +64,9 @@ enum BenchWhat {
     /// The SIPCluster controller: time to place N SIPClusters over M BareMetalHosts, one at a
     /// time.
     Sip(sip::SipBenchArgs),
+    /// The Redfish service of `infrasim vcsim` against sushy-tools' emulator: requests per
+    /// second and server CPU per request for a GET of a system and for a reset.
+    Redfish(redfish::RedfishBenchArgs),
     /// Durable state: creates per second through the API, durable against in-memory and
     /// against Debian's etcd puts; restart time and disk bytes per object.
     Store(store::StoreBenchArgs),
@@ -82,6 +86,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Vcsim(a) => vcsim::run(a).await,
         BenchWhat::Vmgroup(a) => vmgroup::run(a).await,
         BenchWhat::Sip(a) => sip::run(a).await,
+        BenchWhat::Redfish(a) => redfish::run(a).await,
         BenchWhat::Store(a) => store::run(a).await,
     }
 }
