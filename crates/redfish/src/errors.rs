@@ -240,6 +240,16 @@ impl RedfishError {
         )
     }
 
+    pub fn query_not_supported(parameter: &str) -> Self {
+        Self::new(
+            501,
+            "QueryNotSupported",
+            format!("The query parameter '{parameter}' is not supported by this service."),
+            &[parameter],
+            "Remove the query parameters and resubmit the request if the operation failed.",
+        )
+    }
+
     pub fn internal(why: &str) -> Self {
         Self::new(
             500,

@@ -79,10 +79,15 @@ impl Route {
             ["Chassis"] => Route::Chassis,
             ["Chassis", id] => Route::OneChassis(id.to_string()),
             ["SessionService"] => Route::SessionService,
-            ["SessionService", "Sessions"] => Route::Sessions,
+            // DSP0266: a collection also takes a POST at its `Members` property's URI.
+            ["SessionService", "Sessions"] | ["SessionService", "Sessions", "Members"] => {
+                Route::Sessions
+            }
             ["SessionService", "Sessions", id] => Route::Session(id.to_string()),
             ["AccountService"] => Route::AccountService,
-            ["AccountService", "Accounts"] => Route::Accounts,
+            ["AccountService", "Accounts"] | ["AccountService", "Accounts", "Members"] => {
+                Route::Accounts
+            }
             ["AccountService", "Accounts", id] => Route::Account(id.to_string()),
             ["AccountService", "Roles"] => Route::Roles,
             ["AccountService", "Roles", id] => Route::Role(id.to_string()),

@@ -25,6 +25,8 @@ pub const MAX_BODY: usize = 1 << 20;
 pub struct Request<'a> {
     pub method: &'a Method,
     pub path: &'a str,
+    /// The query string, without its `?`.
+    pub query: Option<&'a str>,
     pub headers: &'a HeaderMap,
     pub body: &'a [u8],
 }
@@ -146,6 +148,20 @@ impl Service {
         if req.body.len() > MAX_BODY {
             return Err(RedfishError::too_large(MAX_BODY));
         }
+        // DSP0266: a request for an OData version the service does not speak is refused.
+        if header(req.headers, "odata-version").is_some_and(|v| v.trim() != "4.0") {
+            return Err(RedfishError::precondition_failed());
+        }
+        // No query parameter is supported (ProtocolFeaturesSupported says so); one of
+        // Redfish's own (`$expand`, `$select`, ...) gets 501 rather than being ignored.
+        if let Some(q) = req
+            .query
+            .into_iter()
+            .flat_map(|q| q.split('&'))
+            .find(|p| p.starts_with('$'))
+        {
+            return Err(RedfishError::query_not_supported(q));
+        }
         let who = if route.is_open(req.method) {
             None
         } else {
@@ -242,7 +258,9 @@ impl Service {
                 ],
                 body: text.into_bytes(),
             },
+            Rendered::Json(v) if *route == Route::Versions => Reply::json(200, &v),
             Rendered::Json(v) => {
+                let described = described_by(&v);
                 let (v, etag) = with_etag(v);
                 if header(req.headers, "if-none-match").is_some_and(|h| etag_matches(h, &etag)) {
                     let mut r = Reply::empty(304);
@@ -251,9 +269,13 @@ impl Service {
                 }
                 let mut r = Reply::json(200, &v);
                 r.headers.push(("etag", etag));
+                if let Some(link) = described {
+                    r.headers.push(("link", link));
+                }
                 r
             }
         };
+        reply.headers.push(("cache-control", "no-cache".into()));
         reply.headers.push(("allow", allow(route)));
         if req.method == Method::HEAD {
             reply.body.clear();
@@ -530,6 +552,16 @@ fn with_etag(mut v: Value) -> (Value, String) {
         map.insert("@odata.etag".into(), Value::String(etag.clone()));
     }
     (v, etag)
+}
+
+/// The `Link` header naming a resource's JSON schema (`rel=describedby`), from its
+/// `@odata.type` (`#ComputerSystem.v1_20_0.ComputerSystem` → `ComputerSystem.v1_20_0.json`).
+fn described_by(v: &Value) -> Option<String> {
+    let ty = v.get("@odata.type")?.as_str()?.trim_start_matches('#');
+    let (namespace, _) = ty.rsplit_once('.')?;
+    Some(format!(
+        "<http://redfish.dmtf.org/schemas/v1/{namespace}.json>; rel=describedby"
+    ))
 }
 
 /// Whether an `If-Match`/`If-None-Match` list names `etag` (weak or strong form, or `*`).

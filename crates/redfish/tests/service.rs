@@ -103,6 +103,7 @@ impl Call<'_> {
             &Request {
                 method: &method,
                 path,
+                query: None,
                 headers: &headers,
                 body: body.as_bytes(),
             },
@@ -385,6 +386,7 @@ fn bad_requests_get_the_errors_a_bmc_gives() {
         &Request {
             method: &Method::PATCH,
             path: SYSTEM,
+            query: None,
             headers: &{
                 let mut h = HeaderMap::new();
                 let (n, v) = basic("admin", "secret").unwrap();

@@ -291,6 +291,7 @@ where
         Ok(body) => sim.handle_redfish(&infrasim_redfish::Request {
             method: &parts.method,
             path: parts.uri.path(),
+            query: parts.uri.query(),
             headers: &parts.headers,
             body: &body,
         }),

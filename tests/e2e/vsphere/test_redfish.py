@@ -3,7 +3,9 @@ service `infrasim vcsim` serves beside `/sdk`: every VM a system; power, one-tim
 virtual media through sushy, checked on the VM with pyvmomi; and the errors a BMC gives."""
 
 import json
+import pathlib
 import ssl
+import sys
 import urllib.request
 
 import pytest
@@ -222,3 +224,45 @@ def test_accounts_made_through_the_account_service_log_in(vcsim):
                           body={"UserName": "x", "Password": "y", "RoleId": "ReadOnly"},
                           auth=("ironic", "ipa-secret"))
     assert status == 403 and message_id(body) == "Base.1.16.InsufficientPrivilege"
+
+
+def test_dmtfs_protocol_validator_finds_no_failure(tmp_path):
+    """DMTF's Redfish Protocol Validator (PyPI), the whole run against a vcsim serving a
+    certificate of a CA the validator is given: no assertion fails."""
+    import csv
+    import os
+    import shutil
+    import subprocess
+    openssl = shutil.which("openssl")
+    assert openssl, "openssl (Debian's) makes the test CA"
+    ca, ca_key, key, csr, crt = (tmp_path / n for n in ("ca.crt", "ca.key", "srv.key", "srv.csr", "srv.crt"))
+    run = lambda *a: subprocess.run([openssl, *a], check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", str(ca_key), "-out", str(ca), "-days", "2", "-subj", "/CN=validator-ca")
+    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", str(key), "-out", str(csr), "-subj", "/CN=localhost")
+    ext = tmp_path / "ext.cnf"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
+                   "extendedKeyUsage=serverAuth\n")
+    run("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
+        "-out", str(crt), "-days", "2", "-extfile", str(ext))
+    vcsim = Vcsim(tmp_path, "--tls-cert", str(crt), "--tls-key", str(key))
+    try:
+        validator = pathlib.Path(sys.executable).parent / "rf_protocol_validator"
+        # requests lets REQUESTS_CA_BUNDLE override a session's own CA: point it at ours.
+        env = {**os.environ, "REQUESTS_CA_BUNDLE": str(ca), "CURL_CA_BUNDLE": ""}
+        out = subprocess.run(
+            [str(validator), "-r", f"https://127.0.0.1:{vcsim.port}", "-u", USER, "-p", PASSWORD,
+             "--ca-bundle", str(ca), "--report-dir", str(tmp_path / "report")],
+            capture_output=True, text=True, timeout=600, env=env)
+        summary = next((l for l in out.stdout.splitlines() if l.startswith("Summary")), out.stdout[-2000:])
+        reports = list((tmp_path / "report").glob("*.tsv"))
+        assert reports, out.stdout[-2000:] + out.stderr[-2000:]
+        with open(reports[0], newline="") as f:
+            rows = list(csv.DictReader(f, delimiter="\t"))
+        failed = [(r["Assertion"], r["URI"], r["Message"]) for r in rows if r["Result"] == "FAIL"]
+        passed = [r for r in rows if r["Result"] == "PASS"]
+        assert failed == [], summary
+        assert len(passed) > 300, summary
+    finally:
+        vcsim.stop()
