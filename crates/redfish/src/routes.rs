@@ -22,7 +22,6 @@ pub enum Route {
     Memory(String, String),
     Storages(String),
     Storage(String, String),
-    Drive(String, String, String),
     Nics(String),
     Nic(String, String),
     Bios(String),
@@ -38,6 +37,9 @@ pub enum Route {
     EjectMedia(String, String),
     Chassis,
     OneChassis(String),
+    /// A chassis's drives (where DSP0266 places drives; a system's storage links to them).
+    Drives(String),
+    Drive(String, String),
     SessionService,
     Sessions,
     Session(String),
@@ -78,6 +80,8 @@ impl Route {
             ["Managers", ..] => manager_route(&s[1..])?,
             ["Chassis"] => Route::Chassis,
             ["Chassis", id] => Route::OneChassis(id.to_string()),
+            ["Chassis", id, "Drives"] => Route::Drives(id.to_string()),
+            ["Chassis", id, "Drives", d] => Route::Drive(id.to_string(), d.to_string()),
             ["SessionService"] => Route::SessionService,
             // DSP0266: a collection also takes a POST at its `Members` property's URI.
             ["SessionService", "Sessions"] | ["SessionService", "Sessions", "Members"] => {
@@ -142,7 +146,6 @@ fn system_route(s: &[&str]) -> Option<Route> {
         [id, "Memory", m] => Route::Memory(own(id), own(m)),
         [id, "Storage"] => Route::Storages(own(id)),
         [id, "Storage", st] => Route::Storage(own(id), own(st)),
-        [id, "Storage", st, "Drives", d] => Route::Drive(own(id), own(st), own(d)),
         [id, "EthernetInterfaces"] => Route::Nics(own(id)),
         [id, "EthernetInterfaces", n] => Route::Nic(own(id), own(n)),
         [id, "Bios"] => Route::Bios(own(id)),

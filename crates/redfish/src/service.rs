@@ -308,7 +308,6 @@ impl Service {
             Memory(id, d) => return json(systems::memory(&one(id)?, d)),
             Storages(id) => systems::storages(&one(id)?),
             Storage(id, s) => return json(systems::storage(&one(id)?, s)),
-            Drive(id, s, d) => return json(systems::drive(&one(id)?, s, d)),
             Nics(id) => systems::nics(&one(id)?),
             Nic(id, n) => return json(systems::nic(&one(id)?, n)),
             Bios(id) => systems::bios(&one(id)?),
@@ -320,6 +319,8 @@ impl Service {
             Media(id, d) => return json(managers::media(&one(id)?, d)),
             Chassis => chassis::all_chassis(&m.list()),
             OneChassis(id) => chassis::chassis(&one(id)?),
+            Drives(id) => chassis::drives(&one(id)?),
+            Drive(id, d) => return json(chassis::drive(&one(id)?, d)),
             _ => return self.render_service(route, path),
         }))
     }

@@ -1,4 +1,4 @@
-//! `Chassis`: the enclosure of each system, named as it is.
+//! `Chassis`: the enclosure of each system, named as it is, with its drives (a disk each).
 
 use super::{chassis_path, collection, link, manager_path, ok_status, system_path};
 use crate::machines::Hardware;
@@ -26,9 +26,40 @@ pub fn chassis(h: &Hardware) -> Value {
         "SerialNumber": h.uuid,
         "PowerState": h.power.as_str(),
         "Status": ok_status(),
+        "Drives": link(&format!("{}/Drives", chassis_path(&h.uuid))),
         "Links": {
             "ComputerSystems": [link(&system_path(&h.uuid))],
             "ManagedBy": [link(&manager_path(&h.uuid))],
         },
     })
+}
+
+/// Where drive `i` of the chassis of system `id` lives.
+pub fn drive_path(id: &str, i: usize) -> String {
+    format!("{}/Drives/Disk{i}", chassis_path(id))
+}
+
+pub fn drives(h: &Hardware) -> Value {
+    let members: Vec<String> = (0..h.disks.len()).map(|i| drive_path(&h.uuid, i)).collect();
+    collection(
+        "DriveCollection",
+        "Drive Collection",
+        &format!("{}/Drives", chassis_path(&h.uuid)),
+        &members,
+    )
+}
+
+pub fn drive(h: &Hardware, id: &str) -> Option<Value> {
+    let i: usize = id.strip_prefix("Disk")?.parse().ok()?;
+    let disk = h.disks.get(i).filter(|_| id == format!("Disk{i}"))?;
+    Some(json!({
+        "@odata.type": "#Drive.v1_17_0.Drive",
+        "@odata.id": drive_path(&h.uuid, i),
+        "Id": id,
+        "Name": disk.label,
+        "CapacityBytes": disk.capacity_bytes,
+        "MediaType": "SSD",
+        "Protocol": "SATA",
+        "Status": ok_status(),
+    }))
 }

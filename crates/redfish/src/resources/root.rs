@@ -19,6 +19,7 @@ pub const SCHEMAS: &[(&str, Option<&str>)] = &[
     ("Memory", Some("v1_17_0")),
     ("StorageCollection", None),
     ("Storage", Some("v1_15_0")),
+    ("DriveCollection", None),
     ("Drive", Some("v1_17_0")),
     ("EthernetInterfaceCollection", None),
     ("EthernetInterface", Some("v1_11_0")),
@@ -70,7 +71,7 @@ pub fn service_root(uuid: &str) -> Value {
         "SessionService": p("SessionService"),
         "AccountService": p("AccountService"),
         "UpdateService": p("UpdateService"),
-        "TaskService": p("TaskService"),
+        "Tasks": p("TaskService"),
         "Links": {"Sessions": p("SessionService/Sessions")},
         "ProtocolFeaturesSupported": {
             "ExcerptQuery": false,
@@ -85,17 +86,21 @@ pub fn service_root(uuid: &str) -> Value {
 /// The OData service document: the root's top-level resources.
 pub fn odata() -> Value {
     let entry = |name: &str, url: String| json!({"name": name, "kind": "Singleton", "url": url});
+    // The service root's property names, and where each leads.
     let top = [
-        "Systems",
-        "Chassis",
-        "Managers",
-        "SessionService",
-        "AccountService",
-        "UpdateService",
-        "TaskService",
+        ("Systems", "Systems"),
+        ("Chassis", "Chassis"),
+        ("Managers", "Managers"),
+        ("SessionService", "SessionService"),
+        ("AccountService", "AccountService"),
+        ("UpdateService", "UpdateService"),
+        ("Tasks", "TaskService"),
     ];
     let mut value = vec![entry("Service", format!("{}/", crate::ROOT))];
-    value.extend(top.iter().map(|n| entry(n, format!("{}/{n}", crate::ROOT))));
+    value.extend(
+        top.iter()
+            .map(|(name, path)| entry(name, format!("{}/{path}", crate::ROOT))),
+    );
     json!({"@odata.context": format!("{}/$metadata", crate::ROOT), "value": value})
 }
 

@@ -73,11 +73,9 @@ pub fn system(h: &Hardware) -> Value {
             "CoreCount": h.cpus,
             "LogicalProcessorCount": h.cpus,
             "Model": CPU_MODEL,
-            "Status": ok_status(),
         },
         "MemorySummary": {
             "TotalSystemMemoryGiB": h.memory_mib as f64 / 1024.0,
-            "Status": ok_status(),
         },
         "Processors": link(&format!("{path}/Processors")),
         "Memory": link(&format!("{path}/Memory")),
@@ -188,7 +186,7 @@ pub fn storage(h: &Hardware, id: &str) -> Option<Value> {
     }
     let path = format!("{}/Storage/1", system_path(&h.uuid));
     let drives: Vec<Value> = (0..h.disks.len())
-        .map(|i| link(&format!("{path}/Drives/Disk{i}")))
+        .map(|i| link(&super::chassis::drive_path(&h.uuid, i)))
         .collect();
     Some(json!({
         "@odata.type": "#Storage.v1_15_0.Storage",
@@ -197,21 +195,6 @@ pub fn storage(h: &Hardware, id: &str) -> Option<Value> {
         "Name": "Local Storage Controller",
         "Drives@odata.count": drives.len(),
         "Drives": drives,
-        "Status": ok_status(),
-    }))
-}
-
-pub fn drive(h: &Hardware, storage: &str, id: &str) -> Option<Value> {
-    let i: usize = id.strip_prefix("Disk")?.parse().ok()?;
-    let disk = h.disks.get(i).filter(|_| storage == "1")?;
-    Some(json!({
-        "@odata.type": "#Drive.v1_17_0.Drive",
-        "@odata.id": format!("{}/Storage/1/Drives/{id}", system_path(&h.uuid)),
-        "Id": id,
-        "Name": disk.label,
-        "CapacityBytes": disk.capacity_bytes,
-        "MediaType": "SSD",
-        "Protocol": "SATA",
         "Status": ok_status(),
     }))
 }
