@@ -321,7 +321,8 @@ pub const SIP_NAMESPACE: &str = "sip-system";
 /// hosts, read the Secrets of network data, BMC credentials and SSH keys, apply and remove
 /// the services' Secrets, ConfigMaps, Deployments and Services, and hold its Lease. Beside
 /// it ViNO serves its Vinos, keeps its IPPools, annotates Nodes, makes its namespace, and
-/// applies hosts and their Secrets (an apply that creates is authorized as a create).
+/// applies hosts and their Secrets (an apply that creates is authorized as a create),
+/// deleting them with their Vino.
 fn sip_rules() -> Value {
     json!([
         {"apiGroups": ["airship.airshipit.org"], "resources": ["sipclusters"],
@@ -337,7 +338,7 @@ fn sip_rules() -> Value {
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "create"]},
         {"apiGroups": ["metal3.io"], "resources": ["baremetalhosts"],
-         "verbs": ["get", "list", "watch", "patch", "create"]},
+         "verbs": ["get", "list", "watch", "patch", "create", "delete"]},
         // The metal3 stand-in, where the BareMetalHost CRD is ours (read by name).
         {"apiGroups": ["metal3.io"], "resources": ["baremetalhosts/status"], "verbs": ["patch"]},
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],

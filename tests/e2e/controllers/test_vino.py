@@ -9,6 +9,7 @@ import base64
 import json
 import time
 
+import pytest
 import sushy
 import yaml
 from pyVmomi import vim
@@ -146,9 +147,14 @@ def test_vino_makes_vm_backed_hosts_that_sip_can_claim(plane, ns):
     assert values["nodeCount"] == 2 and len(values["domains"]) == 5
     assert values["networks"][0]["bridgeIP"] == "192.168.2.16"
 
-    # Each host is a VM with its MAC, off until its host is put online.
+    # Each host is a VM with its MAC, registered and inspected through its BMC by the metal3
+    # stand-in, and off until its host is put online.
     si = vcenter(plane)
     vm = vm_named(si, master["metadata"]["name"])
+    wait_for(lambda: (get(plane, RUNTIME, "bmh", master["metadata"]["name"]).get("status") or {})
+             .get("provisioning", {}).get("state") == "available", timeout=30, what="master available")
+    inspected = get(plane, RUNTIME, "bmh", master["metadata"]["name"])["status"]["hardware"]
+    assert inspected["ramMebibytes"] == 4096 and inspected["nics"][0]["mac"] == "52:54:00:06:00:01"
     assert vm is not None and vm.runtime.powerState == "poweredOff"
     macs = [d.macAddress for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualEthernetCard)]
     assert macs == ["52:54:00:06:00:01"]
@@ -206,13 +212,22 @@ spec:
     assert "192.168.2.11:6443" in cfg and "192.168.2.17:6443" in cfg, cfg
     plane.kubectl("-n", RUNTIME, "delete", "sipcluster", tenant, "--timeout=30s")
 
-    # Deleting the Vino takes its VMs and the Nodes' annotations; hosts stay, as upstream.
+    # Deleting the Vino takes its VMs (their BMCs' systems), hosts, their Secrets, their
+    # addresses and the Nodes' annotations (upstream leaves hosts and addresses behind).
     plane.kubectl("-n", ns, "delete", "vino", name, "--timeout=60s")
     assert vm_named(si, master["metadata"]["name"]) is None
     for n in nodes:
         node = json.loads(plane.kubectl("get", "node", n, "-o", "json").stdout)
         assert "airshipit.org/vino.network-values" not in node["metadata"].get("annotations", {})
-    assert get(plane, RUNTIME, "bmh", master["metadata"]["name"]) is not None
+    assert get(plane, RUNTIME, "bmh", master["metadata"]["name"]) is None
+    assert get(plane, RUNTIME, "secret", spec["bmc"]["credentialsName"]) is None
+    assert get(plane, RUNTIME, "secret", spec["networkData"]["name"]) is None
+    with pytest.raises(sushy.exceptions.ResourceNotFoundError):
+        bmc.get_system("/redfish/v1" + system_path)
+    pool = get(plane, RUNTIME, "ippool", "ippool-192-168-2-0-20")["spec"]
+    assert not any(a["allocatedTo"].startswith(prefix) for a in pool["allocatedIPs"]), pool
+    assert {"ip": "192.168.2.10", "mac": "52:54:00:06:00:00", "allocatedTo": nodes[0]} in pool["allocatedIPs"], \
+        "the Node's bridge address is the Node's"
 
 
 def test_a_vino_that_cannot_be_built_says_why(plane, ns):

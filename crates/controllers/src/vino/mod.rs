@@ -563,9 +563,12 @@ async fn write_host(
     Ok(())
 }
 
-/// Takes a deleted Vino down as upstream does: its Nodes lose their annotation, and its
-/// hosts' VMs (upstream's DaemonSet and the libvirt in it) go; the BareMetalHosts, their
-/// Secrets and the IPPools' allocations stay. Why the vCenter could not do its part (inner).
+/// Takes a deleted Vino down: its Nodes lose their annotation, its BareMetalHosts and their
+/// Secrets go, its hosts' VMs (their BMCs' systems; upstream's DaemonSet and the libvirt in
+/// it) go, and its hosts' addresses return to the IPPools. Upstream leaves hosts, Secrets and
+/// allocations behind; a simulator that is asked for thousands of hosts and back must not.
+/// The Nodes' bridge addresses and DHCP blocks stay: they are the Node's, which another Vino
+/// may share. Why the vCenter could not do its part (inner).
 async fn decommission(vino: &Vino, r: &Reconciler) -> Result<Result<(), String>, Error> {
     let nodes = selected(vino, &r.nodes).unwrap_or_default();
     for node in &nodes {
@@ -587,7 +590,58 @@ async fn decommission(vino: &Vino, r: &Reconciler) -> Result<Result<(), String>,
     if mine.is_empty() {
         return Ok(Ok(()));
     }
+    remove_hosts(r, &mine).await?;
+    release_addresses(vino, r, &mine).await?;
     Ok(destroy_vms(r, &mine).await)
+}
+
+/// Deletes the BareMetalHosts `names` and their two Secrets (gone already is fine).
+async fn remove_hosts(r: &Reconciler, names: &[String]) -> Result<(), Error> {
+    let hosts: Api<BareMetalHost> = Api::namespaced(r.ctx.client.clone(), &r.namespace);
+    let secrets: Api<Secret> = Api::namespaced(r.ctx.client.clone(), &r.namespace);
+    let gone = |e: &kube::Error| matches!(e, kube::Error::Api(a) if a.code == 404);
+    for name in names {
+        for secret in [
+            format!("{name}-credentials"),
+            format!("{name}-network-data"),
+        ] {
+            match secrets.delete(&secret, &Default::default()).await {
+                Err(e) if !gone(&e) => return Err(e.into()),
+                _ => {}
+            }
+        }
+        match hosts.delete(name, &Default::default()).await {
+            Err(e) if !gone(&e) => return Err(e.into()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Returns the addresses of the hosts `names` to the pools of `vino`'s networks.
+async fn release_addresses(vino: &Vino, r: &Reconciler, names: &[String]) -> Result<(), Error> {
+    let api: Api<IPPool> = Api::namespaced(r.ctx.client.clone(), &r.namespace);
+    let subnets: std::collections::BTreeSet<&str> = vino
+        .spec
+        .networks
+        .iter()
+        .map(|n| n.subnet.as_str())
+        .collect();
+    for subnet in subnets {
+        let Some(mut pool) = api.get_opt(&ipam::pool_name(subnet)).await? else {
+            continue;
+        };
+        let before = pool.spec.allocated_ips.len();
+        pool.spec.allocated_ips.retain(|a| {
+            let host = a.allocated_to.split('/').next().unwrap_or("");
+            !names.iter().any(|n| n == host)
+        });
+        if pool.spec.allocated_ips.len() != before {
+            api.replace(&pool.name_any(), &PostParams::default(), &pool)
+                .await?;
+        }
+    }
+    Ok(())
 }
 
 /// Destroys the VMs of the hosts `names`; why not.
