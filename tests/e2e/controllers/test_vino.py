@@ -109,6 +109,14 @@ def test_vino_makes_vm_backed_hosts_that_sip_can_claim(plane, ns):
         print("Vino:", get(plane, ns, "vino", name), "\nlog:", plane.log_tail(60))
         raise
     assert ready(vino)["reason"] == "ReconciliationSucceeded"
+
+    # Upstream's DaemonSet, as an object (this plane runs no workload controllers to make
+    # its pods): its pods would select the Vino's Nodes, with the BMC credentials.
+    ds = get(plane, RUNTIME, "daemonset", f"{ns}-{name}")
+    assert ds["spec"]["template"]["metadata"]["labels"]["vino.airshipit.org/cr-name"] == name
+    assert ds["spec"]["template"]["spec"]["nodeSelector"] == {"vino-test": selector}
+    env = {e["name"]: e["value"] for e in ds["spec"]["template"]["spec"]["containers"][1]["env"]}
+    assert env["BASIC_AUTH_USERNAME"] == "admin"
     assert "vino.airshipit.org" in vino["metadata"]["finalizers"]
 
     # Upstream's names, labels, BMC addresses and Secrets.
@@ -220,6 +228,7 @@ spec:
         node = json.loads(plane.kubectl("get", "node", n, "-o", "json").stdout)
         assert "airshipit.org/vino.network-values" not in node["metadata"].get("annotations", {})
     assert get(plane, RUNTIME, "bmh", master["metadata"]["name"]) is None
+    assert get(plane, RUNTIME, "daemonset", f"{ns}-{name}") is None
     assert get(plane, RUNTIME, "secret", spec["bmc"]["credentialsName"]) is None
     assert get(plane, RUNTIME, "secret", spec["networkData"]["name"]) is None
     with pytest.raises(sushy.exceptions.ResourceNotFoundError):

@@ -10,6 +10,7 @@
 //! when nothing differs.
 
 mod builder;
+mod daemonset;
 mod ipam;
 mod machines;
 pub mod types;
@@ -304,6 +305,22 @@ async fn converge(vino: &Vino, r: &Reconciler) -> Result<Result<(), Unconverged>
     if let Err(why) = templates_present(vino, r).await? {
         return Ok(Err(Unconverged::Secret(why)));
     }
+    // The DaemonSet upstream runs first, as upstream makes it before the hosts.
+    match daemonset::template(&r.ctx.client, vino, &r.namespace).await? {
+        Ok(template) => {
+            let ds = daemonset::daemon_set(vino, &r.namespace, template);
+            let api: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+                Api::namespaced(r.ctx.client.clone(), &r.namespace);
+            infrasim_controller_runtime::writes::apply(
+                &api,
+                &daemonset::name_of(vino),
+                MANAGER,
+                &ds,
+            )
+            .await?;
+        }
+        Err(why) => return Ok(Err(Unconverged::Secret(why))),
+    }
     let (mut pools, before) = match read_pools(vino, r).await? {
         Ok(p) => p,
         Err(why) => return Ok(Err(Spec(why))),
@@ -574,6 +591,7 @@ async fn decommission(vino: &Vino, r: &Reconciler) -> Result<Result<(), String>,
     for node in &nodes {
         annotate(r, &node.name, None).await?;
     }
+    daemonset::remove(&r.ctx.client, vino, &r.namespace).await?;
     let owner = format!(
         "{}/{}",
         vino.namespace().unwrap_or_default(),
