@@ -33,6 +33,11 @@ pub struct SipBenchArgs {
 }
 
 pub async fn run(args: SipBenchArgs) -> anyhow::Result<()> {
+    // Three node ports a cluster, from 30000: the default NodePort range holds 922.
+    anyhow::ensure!(
+        args.clusters <= 900,
+        "at most 900 SIPClusters (their node ports)"
+    );
     let selection = Selection {
         sip: true,
         ..Selection::default()
@@ -119,6 +124,7 @@ async fn make_hosts(client: &kube::Client, args: &SipBenchArgs) -> anyhow::Resul
 }
 
 fn cluster(i: usize) -> serde_json::Value {
+    let port = 30000 + 3 * i;
     let set = |flavor: &str, key: &str, active: i32| {
         json!({
             "labelSelector": {"matchLabels": {"vino.airshipit.org/flavor": flavor}},
@@ -135,9 +141,10 @@ fn cluster(i: usize) -> serde_json::Value {
                 "ControlPlane": set("control-plane", "sip.airshipit.org/rack", 3),
                 "Worker": set("worker", "sip.airshipit.org/server", 4),
             },
+            // Node ports of their own: the plane refuses a port another Service holds.
             "services": {
-                "loadBalancerControlPlane": [{"image": "haproxy:2.3.2", "nodePort": 30001, "nodeInterfaceId": "oam-ipv4"}],
-                "loadBalancerWorker": [{"image": "haproxy:2.3.2", "nodePortRange": {"start": 30002, "end": 30003}, "nodeInterfaceId": "oam-ipv4"}],
+                "loadBalancerControlPlane": [{"image": "haproxy:2.3.2", "nodePort": port, "nodeInterfaceId": "oam-ipv4"}],
+                "loadBalancerWorker": [{"image": "haproxy:2.3.2", "nodePortRange": {"start": port + 1, "end": port + 2}, "nodeInterfaceId": "oam-ipv4"}],
             },
         },
     })
