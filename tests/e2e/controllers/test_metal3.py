@@ -95,7 +95,7 @@ def test_a_host_is_registered_inspected_provisioned_and_deprovisioned_through_it
         s = (e["object"].get("status") or {}).get("provisioning", {}).get("state")
         if s and (not seen or seen[-1] != s):
             seen.append(s)
-    assert seen == ["inspecting", "preparing", "available"], seen
+    assert seen == ["registering", "inspecting", "preparing", "available"], seen
     assert "available" in plane.kubectl("-n", ns, "get", "bmh", name).stdout
     status = get(plane, ns, "bmh", name)["status"]
     assert status["operationalStatus"] == "OK" and status["errorCount"] == 0

@@ -306,6 +306,14 @@ async fn register(
     status: &mut BareMetalHostStatus,
     now: &str,
 ) -> Result<Done, ClientError> {
+    // A new host is `registering` first, as metal3 shows it, before its BMC is asked.
+    if states::state(host) != "registering" {
+        set_state(status, host, "registering");
+        return Ok(Done {
+            reason: None,
+            next: Next::After(NEXT_STEP),
+        });
+    }
     let system = bmc.system().await?;
     status.powered_on = Some(system["PowerState"] == "On");
     history(status).register = metric(now, now);
