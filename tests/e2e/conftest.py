@@ -438,6 +438,16 @@ def unverified_tls():
     return context
 
 
+def redfish_systems(port, user=USER, password=PASSWORD):
+    """The paths of the systems a vcsim's Redfish service lists, read with HTTP Basic."""
+    import base64
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    req = urllib.request.Request(f"https://127.0.0.1:{port}/redfish/v1/Systems",
+                                 headers={"Authorization": f"Basic {token}"})
+    with urllib.request.urlopen(req, context=unverified_tls(), timeout=10) as resp:
+        return [m["@odata.id"] for m in json.load(resp)["Members"]]
+
+
 def json_exchange(req):
     """Sends a request to the simulator; its status and JSON body (None when empty), for
     errors as well as successes."""

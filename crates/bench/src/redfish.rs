@@ -22,11 +22,9 @@ use bytes::Bytes;
 use clap::Args;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use infrasim_kube_api::pki::CertificateAuthority;
-use rustls::pki_types::{pem::PemObject, ServerName};
+use rustls::pki_types::ServerName;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
@@ -83,24 +81,8 @@ impl Drop for Setup {
 fn setup() -> anyhow::Result<Setup> {
     let dir = std::env::temp_dir().join(format!("infrasim-bench-redfish-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let ca = CertificateAuthority::generate("infrasim bench redfish")?;
-    let serving = ca.serving_cert("localhost", &["localhost".into()], &[[127, 0, 0, 1].into()])?;
-    std::fs::write(dir.join("server.crt"), &serving.cert_pem)?;
-    infrasim_kube_api::pki::write_private(&dir.join("server.key"), &serving.key_pem)?;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.cert_pem.as_bytes()) {
-        roots.add(cert?)?;
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Setup {
-        dir,
-        connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
-    })
+    let connector = crate::vsphere::serving_tls(&dir, "infrasim bench redfish")?;
+    Ok(Setup { dir, connector })
 }
 
 pub async fn run(args: RedfishBenchArgs) -> anyhow::Result<()> {

@@ -130,28 +130,34 @@ impl Setup {
         let dir =
             std::env::temp_dir().join(format!("infrasim-bench-vsphere-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
-        let ca = CertificateAuthority::generate("infrasim bench vsphere")?;
-        let serving =
-            ca.serving_cert("localhost", &["localhost".into()], &[[127, 0, 0, 1].into()])?;
-        std::fs::write(dir.join("server.crt"), &serving.cert_pem)?;
-        infrasim_kube_api::pki::write_private(&dir.join("server.key"), &serving.key_pem)?;
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.cert_pem.as_bytes()) {
-            roots.add(cert?)?;
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        let connector = serving_tls(&dir, "infrasim bench vsphere")?;
         Ok(Setup {
             baseline,
             dir,
             connector,
         })
     }
+}
+
+/// A CA named `ca_name`, a serving certificate of it for `localhost`/127.0.0.1 written to
+/// `dir` (`server.crt`, `server.key`) for the servers a benchmark starts, and a client that
+/// trusts that CA (HTTP/1.1), so every server compared does the same TLS work.
+pub(crate) fn serving_tls(dir: &Path, ca_name: &str) -> anyhow::Result<tokio_rustls::TlsConnector> {
+    let ca = CertificateAuthority::generate(ca_name)?;
+    let serving = ca.serving_cert("localhost", &["localhost".into()], &[[127, 0, 0, 1].into()])?;
+    std::fs::write(dir.join("server.crt"), &serving.cert_pem)?;
+    infrasim_kube_api::pki::write_private(&dir.join("server.key"), &serving.key_pem)?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.cert_pem.as_bytes()) {
+        roots.add(cert?)?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
 }
 
 impl Drop for Setup {

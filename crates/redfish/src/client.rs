@@ -13,7 +13,7 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use serde_json::{json, Value};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// How long one request may take.
@@ -114,26 +114,39 @@ impl std::fmt::Debug for Bmc {
     }
 }
 
-impl Bmc {
+/// The HTTP clients BMCs are reached through, one per trust, each built on first use:
+/// connections are pooled by authority, so the passes over a host reuse its BMC's
+/// connection, and the system's roots are read once. Owned by whatever drives the BMCs, so
+/// its pools live and die with that driver's runtime.
+#[derive(Default)]
+pub struct Bmcs {
+    verified: OnceLock<Http>,
+    unverified: OnceLock<Http>,
+}
+
+impl Bmcs {
     /// A client of the BMC at `address` as `user`; `verify` says whether its certificate
     /// must chain to the system's roots.
-    pub fn new(
+    pub fn bmc(
+        &self,
         address: Address,
         user: &str,
         password: &str,
         verify: bool,
     ) -> Result<Bmc, ClientError> {
         use base64::Engine;
-        let tls = tls_config(verify)?;
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .build();
-        let http =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .pool_idle_timeout(Duration::from_secs(30))
-                .build(connector);
+        let cell = if verify {
+            &self.verified
+        } else {
+            &self.unverified
+        };
+        let http = match cell.get() {
+            Some(http) => http.clone(),
+            None => {
+                let made = http_client(verify)?;
+                cell.get_or_init(|| made).clone()
+            }
+        };
         let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
         Ok(Bmc {
             http,
@@ -141,7 +154,23 @@ impl Bmc {
             authorization: format!("Basic {token}"),
         })
     }
+}
 
+/// An HTTP client with the TLS settings `verify` says.
+fn http_client(verify: bool) -> Result<Http, ClientError> {
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls_config(verify)?)
+        .https_or_http()
+        .enable_http1()
+        .build();
+    Ok(
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(connector),
+    )
+}
+
+impl Bmc {
     /// One request: the JSON answer (null when empty), or the BMC's error.
     pub async fn request(
         &self,

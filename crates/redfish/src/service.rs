@@ -364,9 +364,8 @@ impl Service {
             return Err(RedfishError::insufficient_privilege());
         }
         match self.render(m, route, req.path)? {
-            Rendered::Json(v) if etag_matches(wanted, &with_etag(v.clone()).1) => Ok(()),
-            Rendered::Json(_) => Err(RedfishError::precondition_failed()),
-            Rendered::Xml(_) => Err(RedfishError::precondition_failed()),
+            Rendered::Json(v) if etag_matches(wanted, &etag_of(&v)) => Ok(()),
+            _ => Err(RedfishError::precondition_failed()),
         }
     }
 
@@ -543,16 +542,21 @@ fn body_json(body: &[u8]) -> Result<Value, RedfishError> {
 
 /// The resource with its `@odata.etag`, and the ETag: a weak tag from a hash of the body.
 fn with_etag(mut v: Value) -> (Value, String) {
+    let etag = etag_of(&v);
+    if let Value::Object(map) = &mut v {
+        map.insert("@odata.etag".into(), Value::String(etag.clone()));
+    }
+    (v, etag)
+}
+
+/// The ETag of a rendered resource (without its `@odata.etag`): a weak tag from its hash.
+fn etag_of(v: &Value) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, v.to_string().as_bytes());
     let hex: String = digest.as_ref()[..8]
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    let etag = format!("W/\"{hex}\"");
-    if let Value::Object(map) = &mut v {
-        map.insert("@odata.etag".into(), Value::String(etag.clone()));
-    }
-    (v, etag)
+    format!("W/\"{hex}\"")
 }
 
 /// The `Link` header naming a resource's JSON schema (`rel=describedby`), from its

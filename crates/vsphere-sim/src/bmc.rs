@@ -7,8 +7,8 @@
 //! the machine (boot override, inserted media, BIOS settings) is kept in the VM's
 //! `config.extraConfig` under [`RECORD_KEY`], where pyvmomi and govc can read it too.
 
+use crate::engine::Engine;
 use crate::objects::ManagedObject;
-use crate::simulator::Simulator;
 use crate::state::timeline::VmOp;
 use crate::value::{Data, Moref, Val};
 use infrasim_redfish::{Disk, Hardware, Machines, Nic, Power, PowerOp, Record};
@@ -16,8 +16,8 @@ use infrasim_redfish::{Disk, Hardware, Machines, Nic, Power, PowerOp, Record};
 /// The extraConfig key holding a VM's BMC record (JSON).
 pub const RECORD_KEY: &str = "infrasim.bmc";
 
-/// The VMs of one simulator, as machines.
-pub(crate) struct Vms<'a>(pub &'a Simulator);
+/// The VMs of one simulator (its engine, which holds its state), as machines.
+pub(crate) struct Vms<'a>(pub &'a Engine);
 
 impl Machines for Vms<'_> {
     fn list(&self) -> Vec<Hardware> {
@@ -182,8 +182,8 @@ mod tests {
 
     #[test]
     fn vms_are_machines_with_their_hardware_and_their_power() {
-        let sim = Simulator::new(SimConfig::default(), SystemClock::shared());
-        let vms = Vms(&sim);
+        let engine = Engine::new(SimConfig::default(), SystemClock::shared());
+        let vms = Vms(&engine);
         let all = vms.list();
         assert_eq!(all.len(), 4);
         let first = &all[0];

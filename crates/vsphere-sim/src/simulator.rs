@@ -152,7 +152,7 @@ impl Simulator {
 
     /// Answers one Redfish request (a path under `/redfish`) for this simulator's VMs.
     pub fn handle_redfish(&self, req: &infrasim_redfish::Request<'_>) -> infrasim_redfish::Reply {
-        self.redfish.handle(&crate::bmc::Vms(self), req)
+        self.redfish.handle(&crate::bmc::Vms(&self.engine), req)
     }
 
     /// Answers one REST (vAPI) request: `path` is the request's path, `query` its query.

@@ -3,15 +3,13 @@
 what the BMC did (power, boot source, the agent's media) is checked on the VM with pyvmomi;
 bad credentials are the registration error metal3 reports."""
 
-import base64
 import json
-import urllib.request
 
 import pytest
 from pyVim.connect import Disconnect
 from pyVmomi import vim
 
-from conftest import PASSWORD, USER, Vcsim, get, unique, unverified_tls, wait_for
+from conftest import PASSWORD, USER, Vcsim, get, redfish_systems, unique, wait_for
 
 AGENT_ISO = "http://ironic.infrasim.invalid/images/ironic-python-agent.iso"
 
@@ -33,11 +31,7 @@ def si(vcsim):
 @pytest.fixture(scope="module")
 def machines(vcsim, si):
     """The VMs, by system path, powered off as a new machine is."""
-    token = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-    req = urllib.request.Request(f"https://127.0.0.1:{vcsim.port}/redfish/v1/Systems",
-                                 headers={"Authorization": f"Basic {token}"})
-    with urllib.request.urlopen(req, context=unverified_tls(), timeout=10) as resp:
-        systems = [m["@odata.id"] for m in json.load(resp)["Members"]]
+    systems = redfish_systems(vcsim.port)
     view = si.content.viewManager.CreateContainerView(si.content.rootFolder, [vim.VirtualMachine], True)
     by_uuid = {vm.config.uuid: vm for vm in view.view}
     view.Destroy()

@@ -6,12 +6,11 @@ releasing everything."""
 
 import base64
 import json
-import urllib.request
 
 import pytest
 
 from conftest import (PASSWORD, USER, Plane, Vcsim, deployed_controller, get, metric_samples, never_forbidden,
-                      ready, scraped_by_monitoring, unverified_tls, wait_for)
+                      ready, redfish_systems, scraped_by_monitoring, wait_for)
 
 RACKS = {0: "r1", 1: "r1", 2: "r1", 3: "r2", 4: "r2", 5: "r2", 6: "r3", 7: "r3", 8: "r3", 9: "r3"}
 # Two control-plane hosts in each rack; the other four are workers.
@@ -37,11 +36,7 @@ def bmcs(tmp_path_factory):
     """Twelve machines with BMCs: the VMs of an `infrasim vcsim`, each a system of its
     Redfish service. Host i's BMC is system i."""
     vcsim = Vcsim(tmp_path_factory.mktemp("bmcs"), "--vms", "6")
-    token = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-    req = urllib.request.Request(f"https://127.0.0.1:{vcsim.port}/redfish/v1/Systems",
-                                 headers={"Authorization": f"Basic {token}"})
-    with urllib.request.urlopen(req, context=unverified_tls(), timeout=10) as resp:
-        systems = [m["@odata.id"] for m in json.load(resp)["Members"]]
+    systems = redfish_systems(vcsim.port)
     assert len(systems) == 12
     yield f"127.0.0.1:{vcsim.port}", systems
     vcsim.stop()

@@ -22,7 +22,7 @@ use crate::sip::types::{
 use infrasim_controller_runtime::context::Context;
 use infrasim_controller_runtime::informers::Informers;
 use infrasim_controller_runtime::reconcile::{Next, Reconcile};
-use infrasim_redfish::client::{Address, Bmc, ClientError};
+use infrasim_redfish::client::{Address, Bmc, Bmcs, ClientError};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
@@ -61,12 +61,17 @@ pub async fn run(ctx: Context, informers: Arc<Informers>) {
     }
     let hosts = informers.of::<BareMetalHost>();
     let controller = infrasim_controller_runtime::triggers::controller(&hosts, None);
-    let operator = Arc::new(Operator { ctx: ctx.clone() });
+    let operator = Arc::new(Operator {
+        ctx: ctx.clone(),
+        bmcs: Bmcs::default(),
+    });
     infrasim_controller_runtime::reconcile::run(&ctx, controller, operator).await;
 }
 
 struct Operator {
     ctx: Context,
+    /// The connections to the hosts' BMCs, kept between passes.
+    bmcs: Bmcs,
 }
 
 /// What a step did: the status it leaves, an event worth recording, and when to look again.
@@ -149,22 +154,10 @@ impl Operator {
         Ok(match step {
             Step::Register => register(&bmc, host, status, &now).await,
             Step::Inspect => inspect(&bmc, host, status, &now).await,
-            Step::Prepare => {
-                set_state(status, host, "available");
-                Ok(Done {
-                    reason: None,
-                    next: Next::After(NEXT_STEP),
-                })
-            }
+            Step::Prepare => Ok(moved_to(status, host, "available")),
             Step::Provision => provision(&bmc, host, status, &now).await,
             Step::Deprovision => deprovision(&bmc, host, status, &now).await,
-            Step::Adopt => {
-                set_state(status, host, "externally provisioned");
-                Ok(Done {
-                    reason: None,
-                    next: Next::After(NEXT_STEP),
-                })
-            }
+            Step::Adopt => Ok(moved_to(status, host, "externally provisioned")),
             Step::Power => power(&bmc, host, status).await,
             Step::Idle | Step::Unmanage => unreachable_step(),
         })
@@ -210,7 +203,17 @@ impl Operator {
             credentials_version: secret.metadata.resource_version.clone(),
         });
         let verify = details.disable_certificate_verification != Some(true);
-        Ok(Address::parse(&details.address).and_then(|a| Bmc::new(a, &user, &password, verify)))
+        Ok(Address::parse(&details.address)
+            .and_then(|a| self.bmcs.bmc(a, &user, &password, verify)))
+    }
+}
+
+/// A step with nothing to ask of the BMC: the host moves on to `state`.
+fn moved_to(status: &mut BareMetalHostStatus, host: &BareMetalHost, state: &str) -> Done {
+    set_state(status, host, state);
+    Done {
+        reason: None,
+        next: Next::After(NEXT_STEP),
     }
 }
 
@@ -308,11 +311,7 @@ async fn register(
 ) -> Result<Done, ClientError> {
     // A new host is `registering` first, as metal3 shows it, before its BMC is asked.
     if states::state(host) != "registering" {
-        set_state(status, host, "registering");
-        return Ok(Done {
-            reason: None,
-            next: Next::After(NEXT_STEP),
-        });
+        return Ok(moved_to(status, host, "registering"));
     }
     let system = bmc.system().await?;
     status.powered_on = Some(system["PowerState"] == "On");
