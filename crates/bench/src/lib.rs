@@ -19,6 +19,7 @@ mod store;
 mod vcsim;
 mod vmgroup;
 mod vsphere;
+mod vsphere_updates;
 
 use clap::{Args, Subcommand};
 

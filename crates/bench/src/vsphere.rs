@@ -11,7 +11,11 @@
 //! - server CPU per RetrievePropertiesEx of three properties of one VM;
 //! - server CPU to list every VM's name and power state through a container view (paged
 //!   with ContinueRetrievePropertiesEx as the server chooses);
-//! - server CPU per clone: CloneVM_Task, then the task's `info.state` read until it ends.
+//! - server CPU per clone as a client sees it: CloneVM_Task, then the wait for its task as
+//!   pyvmomi's `WaitForTask` and govc do (a filter on the task's `info.state`,
+//!   WaitForUpdatesEx until it ends, the filter destroyed);
+//! - with clients waiting in WaitForUpdatesEx, the server CPU per VM power change and the
+//!   updates' delivery latency (see `vsphere_updates`).
 
 use anyhow::Context;
 use bytes::Bytes;
@@ -42,6 +46,17 @@ pub struct VsphereBenchArgs {
     /// given (needs `go` and golang-github-vmware-govmomi-dev).
     #[arg(long)]
     baseline: Option<PathBuf>,
+    /// Clients waiting in WaitForUpdatesEx during the power-change load (half on every VM,
+    /// half on one VM each).
+    #[arg(long, default_value_t = 50)]
+    waiters: usize,
+    /// Power changes of one VM made while they wait.
+    #[arg(long, default_value_t = 10)]
+    changes: usize,
+    /// The infrasim binary measured (default: this one), to compare two builds' servers with
+    /// one load generator.
+    #[arg(long)]
+    infrasim: Option<PathBuf>,
     /// The loopback port the servers listen on (one at a time).
     #[arg(long, default_value_t = 18989)]
     port: u16,
@@ -68,7 +83,11 @@ impl Server {
         let (cert, key) = (setup.dir.join("server.crt"), setup.dir.join("server.key"));
         let mut cmd = match self {
             Server::Infrasim => {
-                let mut c = tokio::process::Command::new(std::env::current_exe()?);
+                let binary = match &args.infrasim {
+                    Some(path) => path.clone(),
+                    None => std::env::current_exe()?,
+                };
+                let mut c = tokio::process::Command::new(binary);
                 c.args(["vcsim", "--listen", &listen, "--password", PASSWORD]);
                 c.args(["--vms", &vms.to_string()]);
                 c.arg("--tls-cert").arg(&cert).arg("--tls-key").arg(&key);
@@ -111,6 +130,7 @@ struct Figures {
     retrieves: usize,
     lists: usize,
     clones: usize,
+    updates: crate::vsphere_updates::UpdateFigures,
 }
 
 /// What both servers share: the baseline binary, and one serving certificate of a CA the
@@ -259,9 +279,23 @@ async fn measure(
     .await?;
     (figures.lists, figures.list) = (n, per(cpu, n));
 
-    eprintln!("  cloning");
     figures.rss_loaded = rss(pid)?;
     figures.anon_loaded = anonymous_memory(pid)?;
+
+    eprintln!(
+        "  power changes, {} clients waiting for updates",
+        args.waiters
+    );
+    let mut waiting = Vec::new();
+    for _ in 0..args.waiters {
+        waiting.push(Session::login(&connector, addr, &content).await?);
+    }
+    figures.updates =
+        crate::vsphere_updates::measure(pid, waiting, &mut sessions[0], &vm_list, args.changes)
+            .await
+            .context("the waiters' load")?;
+
+    eprintln!("  cloning");
     let folder = sessions[0].parent_folder(&first).await?;
     let (n, cpu) = load(pid, &mut sessions, window, |s, i| {
         let (vm, folder) = (first.clone(), folder.clone());
@@ -400,6 +434,19 @@ fn print_table(ours: &Figures, theirs: &Figures) {
     row("server CPU per clone (task awaited)", "us", 1e6, &|f| {
         f.clone.as_secs_f64()
     });
+    row("server CPU per VM power change, waiters", "ms", 1e3, &|f| {
+        f.updates.cpu_per_change.as_secs_f64()
+    });
+    row("  update delivery latency p50", "ms", 1e3, &|f| {
+        f.updates.p50.as_secs_f64()
+    });
+    row("  update delivery latency p99", "ms", 1e3, &|f| {
+        f.updates.p99.as_secs_f64()
+    });
+    println!(
+        "power changes: infrasim {}, govmomi {}; updates to waiters not selecting the VM: infrasim {}, govmomi {}",
+        ours.updates.changes, theirs.updates.changes, ours.updates.spurious, theirs.updates.spurious
+    );
     println!(
         "operations: infrasim {}/{}/{}/{}, govmomi {}/{}/{}/{} (current time/retrieve/list/clone)",
         ours.current_times,
@@ -418,9 +465,9 @@ fn print_table(ours: &Figures, theirs: &Figures) {
 pub(crate) struct Content {
     pub(crate) search_index: String,
     session_manager: String,
-    property_collector: String,
-    view_manager: String,
-    root_folder: String,
+    pub(crate) property_collector: String,
+    pub(crate) view_manager: String,
+    pub(crate) root_folder: String,
 }
 
 impl Content {
@@ -525,7 +572,7 @@ impl Conn {
 /// A logged-in client of one server.
 pub(crate) struct Session {
     pub(crate) conn: Conn,
-    content: Content,
+    pub(crate) content: Content,
 }
 
 impl Session {
@@ -639,7 +686,9 @@ impl Session {
         Ok(vms)
     }
 
-    /// Clones `vm` into `folder` as `name` and reads the task until it ends.
+    /// Clones `vm` into `folder` as `name` and waits for the task as pyvmomi's `WaitForTask`
+    /// does: a filter on its `info.state`, WaitForUpdatesEx until it ends, the filter
+    /// destroyed.
     async fn clone_vm(&mut self, vm: &str, folder: &str, name: &str) -> anyhow::Result<()> {
         let task = text_of(
             &self
@@ -650,15 +699,40 @@ impl Session {
                 .await?,
             "returnval",
         )?;
-        loop {
-            let body = self.retrieve("Task", &task, &["info.state"]).await?;
-            let state = text_of(&body, "val")?;
-            match state.as_str() {
-                "success" => return Ok(()),
-                "error" => anyhow::bail!("clone {name} failed"),
-                _ => tokio::time::sleep(Duration::from_millis(1)).await,
+        let pc = self.content.property_collector.clone();
+        let filter = text_of(
+            &self
+                .conn
+                .call(&format!(
+                    r#"<CreateFilter xmlns="urn:vim25"><_this type="PropertyCollector">{pc}</_this><spec><propSet><type>Task</type><pathSet>info.state</pathSet><pathSet>info.error</pathSet></propSet><objectSet><obj type="Task">{task}</obj></objectSet></spec><partialUpdates>false</partialUpdates></CreateFilter>"#
+                ))
+                .await?,
+            "returnval",
+        )?;
+        let mut version = String::new();
+        let outcome = loop {
+            let body = self
+                .conn
+                .call(&format!(
+                    r#"<WaitForUpdatesEx xmlns="urn:vim25"><_this type="PropertyCollector">{pc}</_this><version>{version}</version><options><maxWaitSeconds>60</maxWaitSeconds></options></WaitForUpdatesEx>"#
+                ))
+                .await?;
+            if let Ok(v) = text_of(&body, "version") {
+                version = v;
             }
-        }
+            if body.contains(">success<") {
+                break Ok(());
+            }
+            if body.contains(">error<") {
+                break Err(anyhow::anyhow!("clone {name} failed"));
+            }
+        };
+        self.conn
+            .call(&format!(
+                r#"<DestroyPropertyFilter xmlns="urn:vim25"><_this type="PropertyFilter">{filter}</_this></DestroyPropertyFilter>"#
+            ))
+            .await?;
+        outcome
     }
 }
 

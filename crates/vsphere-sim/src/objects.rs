@@ -107,6 +107,8 @@ pub struct Inventory {
     /// Bumped by every mutable access (and by [`Inventory::note_change`]): a call that left it
     /// as it was changed nothing a property collector reports, so its waiters need not wake.
     changes: u64,
+    /// Which objects those changes touched, while a property filter wants to know.
+    journal: crate::journal::Journal,
     /// A standalone ESXi host's inventory (hostd's `ha-*` references) rather than vCenter's.
     esx: bool,
 }
@@ -134,6 +136,25 @@ impl Inventory {
     /// sessions behind `SessionManager.sessionList`).
     pub fn note_change(&mut self) {
         self.changes += 1;
+        let manager = refs::session_manager(self.esx);
+        self.journal.record(self.changes, &manager.value);
+    }
+
+    /// Starts or stops journaling which objects change (see [`crate::journal`]).
+    pub(crate) fn keep_journal(&mut self, kept: bool) {
+        self.journal.keep(kept, self.changes);
+    }
+
+    /// The values of the objects changed after change count `seen`, each once; `None` when
+    /// that is not known (see [`crate::journal::Journal::since`]).
+    pub(crate) fn changed_since(&self, seen: u64) -> Option<Vec<&str>> {
+        self.journal.since(seen)
+    }
+
+    /// Counts a change to the object `value`.
+    fn changed(&mut self, value: &str) {
+        self.changes += 1;
+        self.journal.record(self.changes, value);
     }
 
     /// A fresh reference value with vCenter's prefix for the type: `vm-17` for `vm`, and
@@ -148,7 +169,7 @@ impl Inventory {
     }
 
     pub fn insert(&mut self, mut object: ManagedObject) {
-        self.changes += 1;
+        self.changed(&object.moref.value);
         object.props.share(&mut self.bases);
         let value = object.moref.value.clone();
         if let Some(old) = self.objects.remove(&value) {
@@ -271,7 +292,7 @@ impl Inventory {
     }
 
     fn update_key(&mut self, m: &Moref, change: impl FnOnce(&mut ManagedObject)) {
-        self.changes += 1;
+        self.changed(&m.value);
         if let Some(mut o) = self.objects.remove(&m.value) {
             self.unindex(&o);
             change(&mut o);
@@ -286,9 +307,12 @@ impl Inventory {
 
     pub fn get_mut(&mut self, m: &Moref) -> Option<&mut ManagedObject> {
         self.changes += 1;
-        self.objects
+        let object = self
+            .objects
             .get_mut(&m.value)
-            .filter(|o| o.moref.ty == m.ty)
+            .filter(|o| o.moref.ty == m.ty)?;
+        self.journal.record(self.changes, &m.value);
+        Some(object)
     }
 
     /// Finds an object by value alone (the type attribute may name a base type).
@@ -297,7 +321,7 @@ impl Inventory {
     }
 
     pub fn remove(&mut self, m: &Moref) -> Option<ManagedObject> {
-        self.changes += 1;
+        self.changed(&m.value);
         let object = self.objects.remove(&m.value)?;
         self.unindex(&object);
         Some(object)

@@ -34,6 +34,7 @@ fn end_session(state: &mut State, key: &str) {
     state.sessions.remove(key);
     state.inventory.note_change();
     state.collectors.drop_session(key);
+    state.journal_follows_filters();
     let prefix = format!("session[{key}]");
     let scoped: Vec<crate::value::Moref> = state
         .inventory

@@ -106,6 +106,19 @@ pub(crate) fn destroy(state: &mut State, this: &Moref) -> Result<String, Fault> 
 
 /// The objects a container view shows now.
 pub(crate) fn view_contents(state: &State, view: &ManagedObject) -> Vec<Moref> {
+    view_contents_noting(state, view, None)
+}
+
+/// As [`view_contents`], noting in `nodes` the view and every object whose children it read
+/// (a change to any of them may change what the view shows).
+pub(crate) fn view_contents_noting(
+    state: &State,
+    view: &ManagedObject,
+    mut nodes: Option<&mut HashSet<String>>,
+) -> Vec<Moref> {
+    if let Some(n) = nodes.as_deref_mut() {
+        n.insert(view.moref.value.clone());
+    }
     let Some(container) = view.props.get("container").and_then(Val::as_mor) else {
         return Vec::new();
     };
@@ -127,6 +140,11 @@ pub(crate) fn view_contents(state: &State, view: &ManagedObject) -> Vec<Moref> {
     let mut seen: HashSet<&str> = HashSet::new();
     let mut queue = vec![container];
     while let Some(next) = queue.pop() {
+        if let Some(n) = nodes.as_deref_mut() {
+            if has_children(&next.ty) {
+                n.insert(next.value.clone());
+            }
+        }
         let mut children = state.inventory.child_refs(next);
         children.reverse();
         for child in children {
@@ -142,4 +160,19 @@ pub(crate) fn view_contents(state: &State, view: &ManagedObject) -> Vec<Moref> {
         }
     }
     out
+}
+
+/// Whether objects of type `ty` can have children in a container view's walk (a VM, host
+/// or datastore cannot: noting each of them would make every VM's change a reselection).
+fn has_children(ty: &str) -> bool {
+    matches!(
+        ty,
+        "Folder"
+            | "StoragePod"
+            | "Datacenter"
+            | "ComputeResource"
+            | "ClusterComputeResource"
+            | "ResourcePool"
+            | "VirtualApp"
+    )
 }

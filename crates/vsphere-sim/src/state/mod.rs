@@ -30,3 +30,11 @@ pub(crate) struct State {
     /// The clusters' DRS configurations (driven by `cluster_compute_resource`).
     pub drs: drs::DrsConfigs,
 }
+
+impl State {
+    /// Keeps the inventory's journal of changed objects exactly while a property filter
+    /// exists: only a filter's waits read it (see `crate::journal`).
+    pub(crate) fn journal_follows_filters(&mut self) {
+        self.inventory.keep_journal(self.collectors.any_filter());
+    }
+}
