@@ -122,7 +122,7 @@ fn shape(args: &FleetBenchArgs, i: usize) -> ClusterShape {
 
 /// The process's resident memory now.
 fn rss() -> u64 {
-    crate::vsphere::rss(std::process::id()).unwrap_or(0)
+    crate::process::rss(std::process::id()).unwrap_or(0)
 }
 
 fn print_table(args: &FleetBenchArgs, m: &Measured) {

@@ -16,7 +16,7 @@
 //! VMs of one `infrasim vcsim`: the time from their creation until every one is `available`
 //! (registered, inspected through its BMC, prepared), the plane's and the vCenter's CPU.
 
-use crate::vsphere::cpu_time;
+use crate::process::cpu_time;
 use anyhow::Context as _;
 use bytes::Bytes;
 use clap::Args;

@@ -5,8 +5,8 @@
 //! the process spent. There is no second contender: SIP itself (Go, controller-runtime) is
 //! not packaged, so the figure stands alone.
 
+use crate::process::cpu_time;
 use crate::vcsim::plane;
-use crate::vsphere::cpu_time;
 use anyhow::Context as _;
 use clap::Args;
 use infrasim_controllers::sip::types::SIPCluster;

@@ -8,7 +8,8 @@
 //! Figures are this process's (the plane, the controllers, the simulators and the cloning
 //! clients together): CPU from `/proc/self/stat`, resident memory from `/proc/self/status`.
 
-use crate::vsphere::{cpu_time, rss, text_of, Conn, Content, Session};
+use crate::process::{cpu_time, rss};
+use crate::vim::{text_of, Conn, Content, Session};
 use anyhow::Context as _;
 use clap::Args;
 use infrasim_clock::SystemClock;

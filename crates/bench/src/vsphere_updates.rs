@@ -11,7 +11,7 @@
 //! call's start to each waiter's answer. An update that reaches a waiter not selecting the
 //! VM is counted as spurious.
 
-use crate::vsphere::{text_of, Session};
+use crate::vim::{text_of, Session};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -58,7 +58,7 @@ pub(crate) async fn measure(
     let vm = &vms[0];
     let mut latencies = Vec::new();
     let mut spurious = 0;
-    let before = crate::vsphere::cpu_time(pid)?;
+    let before = crate::process::cpu_time(pid)?;
     for n in 0..changes {
         while let Ok((who, _)) = rx.try_recv() {
             spurious += usize::from(!expected.contains(&who));
@@ -88,7 +88,7 @@ pub(crate) async fn measure(
             }
         }
     }
-    let cpu = crate::vsphere::cpu_time(pid)?.saturating_sub(before);
+    let cpu = crate::process::cpu_time(pid)?.saturating_sub(before);
     for t in tasks {
         t.abort();
     }
