@@ -101,95 +101,13 @@ pub async fn run(args: RedfishBenchArgs) -> anyhow::Result<()> {
 
 /// N BareMetalHosts, each the VM of one vCenter's BMC service, until every one is available.
 async fn hosts_available(setup: &Setup, n: usize) -> anyhow::Result<()> {
-    use k8s_openapi::api::core::v1::{Namespace, Secret};
-    use kube::api::{Api, DynamicObject, PostParams};
-    use kube::core::{ApiResource, GroupVersionKind};
-    use serde_json::json;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    let (cert, key) = (setup.dir.join("server.crt"), setup.dir.join("server.key"));
-    let mut vcsim = tokio::process::Command::new(std::env::current_exe()?);
-    vcsim.args([
-        "vcsim",
-        "--listen",
-        &addr.to_string(),
-        "--password",
-        PASSWORD,
-    ]);
-    vcsim.args(["--vms", &n.div_ceil(2).to_string()]);
-    vcsim
-        .arg("--tls-cert")
-        .arg(&cert)
-        .arg("--tls-key")
-        .arg(&key);
-    vcsim
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let mut child = vcsim.spawn()?;
-    let vcsim_pid = child.id().context("vcsim has no pid")?;
-    wait_for_system(&setup.connector, addr, &mut child).await?;
-    let mut lister = Client::new(setup.connector.clone(), addr, String::new());
-    let systems: Vec<String> = lister.get_json("/redfish/v1/Systems").await?["Members"]
-        .as_array()
-        .context("no systems")?
-        .iter()
-        .filter_map(|m| m["@odata.id"].as_str().map(str::to_string))
-        .take(n)
-        .collect();
-    anyhow::ensure!(
-        systems.len() == n,
-        "vcsim has {} systems, not {n}",
-        systems.len()
-    );
-
-    let selection = infrasim_controllers::Selection {
-        sip: true,
-        ..Default::default()
-    };
-    let (client, _controllers) = crate::vcsim::plane(selection).await?;
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "bench-bmh"}}))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await?;
-    let secret: Secret = serde_json::from_value(json!({"metadata": {"name": "bmc"},
-        "stringData": {"username": USER, "password": PASSWORD}}))?;
-    Api::<Secret>::namespaced(client.clone(), "bench-bmh")
-        .create(&PostParams::default(), &secret)
-        .await?;
-    let gvk = GroupVersionKind::gvk("metal3.io", "v1alpha1", "BareMetalHost");
-    let hosts: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), "bench-bmh", &ApiResource::from_gvk(&gvk));
+    let (mut child, vcsim_pid, addr) = start_vcsim(setup, n.div_ceil(2)).await?;
+    let systems = list_systems(setup, addr, n).await?;
+    let (hosts, _controllers) = bmh_plane().await?;
     let me = std::process::id();
     let (cpu0, vcpu0, t0) = (cpu_time(me)?, cpu_time(vcsim_pid)?, Instant::now());
-    for (i, system) in systems.iter().enumerate() {
-        let host: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",
-            "metadata": {"name": format!("host{i:05}")},
-            "spec": {"online": false, "bmc": {"address": format!("redfish+https://{addr}{system}"),
-                     "credentialsName": "bmc", "disableCertificateVerification": true}},
-        }))?;
-        hosts.create(&PostParams::default(), &host).await?;
-    }
-    let deadline = t0 + Duration::from_secs(1800);
-    let available = loop {
-        let list = hosts.list(&Default::default()).await?;
-        let done = list
-            .items
-            .iter()
-            .filter(|h| h.data["status"]["provisioning"]["state"] == "available")
-            .count();
-        if done >= n {
-            break done;
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "{done} of {n} hosts available after 30 min"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    create_hosts(&hosts, addr, &systems).await?;
+    let available = wait_available(&hosts, n, t0 + Duration::from_secs(1800)).await?;
     let wall = t0.elapsed();
     let (cpu, vcpu) = (
         cpu_time(me)?.saturating_sub(cpu0),
@@ -214,6 +132,136 @@ async fn hosts_available(setup: &Setup, n: usize) -> anyhow::Result<()> {
     );
     let _ = child.kill().await;
     Ok(())
+}
+
+/// An `infrasim vcsim` with `vms` VMs on a free local port, serving the benchmark's
+/// certificate, once its Redfish service answers: the process, its pid and its address.
+async fn start_vcsim(
+    setup: &Setup,
+    vms: usize,
+) -> anyhow::Result<(tokio::process::Child, u32, SocketAddr)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let (cert, key) = (setup.dir.join("server.crt"), setup.dir.join("server.key"));
+    let mut vcsim = tokio::process::Command::new(std::env::current_exe()?);
+    vcsim.args([
+        "vcsim",
+        "--listen",
+        &addr.to_string(),
+        "--password",
+        PASSWORD,
+    ]);
+    vcsim.args(["--vms", &vms.to_string()]);
+    vcsim
+        .arg("--tls-cert")
+        .arg(&cert)
+        .arg("--tls-key")
+        .arg(&key);
+    vcsim
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let mut child = vcsim.spawn()?;
+    let vcsim_pid = child.id().context("vcsim has no pid")?;
+    wait_for_system(&setup.connector, addr, &mut child).await?;
+    Ok((child, vcsim_pid, addr))
+}
+
+/// The paths of the first `n` Redfish systems the vcsim at `addr` serves (an error when it
+/// has fewer).
+async fn list_systems(setup: &Setup, addr: SocketAddr, n: usize) -> anyhow::Result<Vec<String>> {
+    let mut lister = Client::new(setup.connector.clone(), addr, String::new());
+    let systems: Vec<String> = lister.get_json("/redfish/v1/Systems").await?["Members"]
+        .as_array()
+        .context("no systems")?
+        .iter()
+        .filter_map(|m| m["@odata.id"].as_str().map(str::to_string))
+        .take(n)
+        .collect();
+    anyhow::ensure!(
+        systems.len() == n,
+        "vcsim has {} systems, not {n}",
+        systems.len()
+    );
+    Ok(systems)
+}
+
+/// An embedded plane running the SIP family's controllers (the metal3 stand-in among them),
+/// with the namespace `bench-bmh` and its BMC credentials Secret `bmc`: the BareMetalHosts
+/// of that namespace, and the controllers' task.
+async fn bmh_plane() -> anyhow::Result<(
+    kube::Api<kube::api::DynamicObject>,
+    tokio::task::JoinHandle<()>,
+)> {
+    use k8s_openapi::api::core::v1::{Namespace, Secret};
+    use kube::api::{Api, DynamicObject, PostParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+    use serde_json::json;
+    let selection = infrasim_controllers::Selection {
+        sip: true,
+        ..Default::default()
+    };
+    let (client, controllers) = crate::vcsim::plane(selection).await?;
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "bench-bmh"}}))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+    let secret: Secret = serde_json::from_value(json!({"metadata": {"name": "bmc"},
+        "stringData": {"username": USER, "password": PASSWORD}}))?;
+    Api::<Secret>::namespaced(client.clone(), "bench-bmh")
+        .create(&PostParams::default(), &secret)
+        .await?;
+    let gvk = GroupVersionKind::gvk("metal3.io", "v1alpha1", "BareMetalHost");
+    let hosts: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "bench-bmh", &ApiResource::from_gvk(&gvk));
+    Ok((hosts, controllers))
+}
+
+/// One BareMetalHost per system, powered off, whose BMC is that system of the vcsim at `addr`.
+async fn create_hosts(
+    hosts: &kube::Api<kube::api::DynamicObject>,
+    addr: SocketAddr,
+    systems: &[String],
+) -> anyhow::Result<()> {
+    for (i, system) in systems.iter().enumerate() {
+        let host: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",
+            "metadata": {"name": format!("host{i:05}")},
+            "spec": {"online": false, "bmc": {"address": format!("redfish+https://{addr}{system}"),
+                     "credentialsName": "bmc", "disableCertificateVerification": true}},
+        }))?;
+        hosts
+            .create(&kube::api::PostParams::default(), &host)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Polls the BareMetalHosts until `n` of them are `available` (an error past `deadline`):
+/// how many are.
+async fn wait_available(
+    hosts: &kube::Api<kube::api::DynamicObject>,
+    n: usize,
+    deadline: Instant,
+) -> anyhow::Result<usize> {
+    loop {
+        let list = hosts.list(&Default::default()).await?;
+        let done = list
+            .items
+            .iter()
+            .filter(|h| h.data["status"]["provisioning"]["state"] == "available")
+            .count();
+        if done >= n {
+            return Ok(done);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{done} of {n} hosts available after 30 min"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[derive(Debug, Clone, Copy)]

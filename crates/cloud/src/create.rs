@@ -11,7 +11,9 @@ use crate::machines::{Runtime, RuntimeConfig};
 use crate::pki::ClusterPki;
 use crate::records::{ClusterRecord, EtcdKeeper, Kept, MachineRecord};
 use crate::serving::ServingCertificates;
-use crate::{etcd, sni, workloads, Cloud, CloudError, ClusterInfo, ClusterShape, Running};
+use crate::{
+    etcd, sni, workloads, Cloud, CloudError, ClusterFault, ClusterInfo, ClusterShape, Running,
+};
 use crate::{node_names, MachineBehaviour};
 use futures::future::BoxFuture;
 use infrasim_etcd_sim::EtcdCluster;
@@ -322,6 +324,10 @@ impl Cloud {
         parts: Parts,
         machines: Vec<MachineRecord>,
     ) -> Result<(Arc<Runtime>, ClusterInfo, Running), CloudError> {
+        let faults = self.faults(&parts.shape.name);
+        let (server, tls, serving) = self.api_server(pending, &parts, &faults)?;
+        let listener = pending.take_listener()?;
+        // Nothing fails from here on.
         let Parts {
             shape,
             pki,
@@ -331,39 +337,6 @@ impl Cloud {
             etcd,
             record,
         } = parts;
-        let server = ApiServer::new(
-            group.clone(),
-            pki.ca.clone(),
-            self.clock.clone(),
-            ApiConfig {
-                kubernetes_version: shape.kubernetes_version.clone(),
-                metrics: (self.config.metrics.as_ref()).map(|m| m.for_workload(&shape.name)),
-                resource_metrics: true,
-                ..ApiConfig::default()
-            },
-        );
-        server.set_service_account_key(&pki.service_account)?;
-        let faults = self.faults(&shape.name);
-        for member in &faults.etcd_members_down {
-            etcd.set_member_down(member, true);
-        }
-        server.faults().set(faults.server_fault(etcd.has_quorum()));
-        etcd.keep_with(Arc::new(EtcdKeeper {
-            records: pending.home.records.clone(),
-            cluster: shape.name.clone(),
-        }));
-        server.set_sidecar(etcd::sidecar(&etcd, &pki.etcd_ca.cert_pem))?;
-        let tls = server.tls_config(&certs.serving)?;
-        let serving = Arc::new(ServingCertificates::new(
-            pki.ca.clone(),
-            certs.dns.clone(),
-            certs.ips.clone(),
-            &certs.serving,
-            tls.clone(),
-        )?);
-        serving.set_expiring(faults.expiring_certificates.clone());
-        let listener = pending.take_listener()?;
-        // Nothing fails from here on.
         server.set_port_forwarder(crate::portforward::forwarder(crate::portforward::Targets {
             group: group.clone(),
             etcd: etcd.clone(),
@@ -402,8 +375,85 @@ impl Cloud {
         }
         let nodes = shape.control_planes + shape.workers;
         let info = self.cluster_info(&shape.name, nodes, endpoint, &pki, &certs.admin);
-        // kube-controller-manager, kube-scheduler and the kubelets, for this cluster. Their
-        // writes are nobody's request: they go on without waiting for each sync.
+        let (kubelets, stop_workloads) = self.start_workloads(&runtime, &shape, &pki, &faults);
+        let running = Running {
+            info: info.clone(),
+            pki,
+            admin: certs.admin,
+            runtime: runtime.clone(),
+            home: pending.home.clone(),
+            kubelets,
+            _stop_workloads: stop_workloads,
+        };
+        Ok((runtime, info, running))
+    }
+
+    /// The cluster's API server over its parts, with the cluster's `faults` applied to it and
+    /// its etcd, etcd as its sidecar, its TLS configuration and its serving certificates.
+    fn api_server(
+        &self,
+        pending: &Pending<'_>,
+        parts: &Parts,
+        faults: &ClusterFault,
+    ) -> Result<
+        (
+            ApiServer,
+            Arc<rustls::ServerConfig>,
+            Arc<ServingCertificates>,
+        ),
+        CloudError,
+    > {
+        let Parts {
+            shape,
+            pki,
+            certs,
+            group,
+            etcd,
+            ..
+        } = parts;
+        let server = ApiServer::new(
+            group.clone(),
+            pki.ca.clone(),
+            self.clock.clone(),
+            ApiConfig {
+                kubernetes_version: shape.kubernetes_version.clone(),
+                metrics: (self.config.metrics.as_ref()).map(|m| m.for_workload(&shape.name)),
+                resource_metrics: true,
+                ..ApiConfig::default()
+            },
+        );
+        server.set_service_account_key(&pki.service_account)?;
+        for member in &faults.etcd_members_down {
+            etcd.set_member_down(member, true);
+        }
+        server.faults().set(faults.server_fault(etcd.has_quorum()));
+        etcd.keep_with(Arc::new(EtcdKeeper {
+            records: pending.home.records.clone(),
+            cluster: shape.name.clone(),
+        }));
+        server.set_sidecar(etcd::sidecar(etcd, &pki.etcd_ca.cert_pem))?;
+        let tls = server.tls_config(&certs.serving)?;
+        let serving = Arc::new(ServingCertificates::new(
+            pki.ca.clone(),
+            certs.dns.clone(),
+            certs.ips.clone(),
+            &certs.serving,
+            tls.clone(),
+        )?);
+        serving.set_expiring(faults.expiring_certificates.clone());
+        Ok((server, tls, serving))
+    }
+
+    /// kube-controller-manager, kube-scheduler and the kubelets, for this cluster: the
+    /// kubelets' switch (silent ones as `faults` says) and the sender that stops them when
+    /// dropped. Their writes are nobody's request: they go on without waiting for each sync.
+    fn start_workloads(
+        &self,
+        runtime: &Runtime,
+        shape: &ClusterShape,
+        pki: &ClusterPki,
+        faults: &ClusterFault,
+    ) -> (workloads::KubeletSwitch, oneshot::Sender<()>) {
         let (stop_workloads, workloads_stopped) = oneshot::channel::<()>();
         let kubelets = workloads::KubeletSwitch::default();
         kubelets.set(faults.silent_kubelets());
@@ -415,16 +465,7 @@ impl Cloud {
             kubelets.clone(),
             workloads_stopped,
         )));
-        let running = Running {
-            info: info.clone(),
-            pki,
-            admin: certs.admin,
-            runtime: runtime.clone(),
-            home: pending.home.clone(),
-            kubelets,
-            _stop_workloads: stop_workloads,
-        };
-        Ok((runtime, info, running))
+        (kubelets, stop_workloads)
     }
 
     /// How users reach a cluster: its endpoint and admin kubeconfigs.

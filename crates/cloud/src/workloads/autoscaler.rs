@@ -209,53 +209,20 @@ fn decide(
         outcome.desired = current.clamp(min, max);
         return outcome;
     }
-    let selector =
-        LabelSelector::from_api(target.value.at("/spec/selector").unwrap_or(&Value::Null))
-            .unwrap_or(LabelSelector(Vec::new()));
-    let pods: Vec<Obj> = c
-        .list("pods")
-        .iter()
-        .filter(|p| p.namespace() == hpa.namespace() && selector.matches(&p.labels()))
-        .cloned()
-        .collect();
-    let specs = hpa
-        .value
-        .at("/spec/metrics")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let mut proposal: Option<(i64, String)> = None;
-    let mut failure = None;
-    for spec in &specs {
-        match metric_replicas(c, spec, &pods, current, now) {
-            Ok((replicas, status, name)) => {
-                outcome.metrics.push(status);
-                if proposal.as_ref().is_none_or(|(best, _)| replicas > *best) {
-                    proposal = Some((replicas, name));
-                }
-            }
-            Err(e) => {
-                outcome
-                    .metrics
-                    .push(json!({"type": spec.get("type").cloned().unwrap_or(Value::Null)}));
-                failure.get_or_insert(e);
-            }
+    let pods = selected_pods(c, hpa, target);
+    let (proposed, metric_name) = match propose(c, hpa, &pods, current, now, &mut outcome.metrics) {
+        Ok(proposal) => proposal,
+        Err((reason, message)) => {
+            c.event(hpa, SOURCE, true, reason, &message);
+            set(
+                &mut outcome,
+                "ScalingActive",
+                "False",
+                reason,
+                format!("the HPA was unable to compute the replica count: {message}"),
+            );
+            return outcome;
         }
-    }
-    let Some((proposed, metric_name)) = proposal else {
-        let (reason, message) = failure.unwrap_or((
-            "InvalidMetricSourceType",
-            "no metrics are configured".into(),
-        ));
-        c.event(hpa, SOURCE, true, reason, &message);
-        set(
-            &mut outcome,
-            "ScalingActive",
-            "False",
-            reason,
-            format!("the HPA was unable to compute the replica count: {message}"),
-        );
-        return outcome;
     };
     set(
         &mut outcome,
@@ -287,6 +254,59 @@ fn decide(
     );
     outcome.desired = n.desired;
     outcome
+}
+
+/// The pods of the HPA's namespace that the target's selector selects.
+fn selected_pods(c: &Cluster, hpa: &Obj, target: &Obj) -> Vec<Obj> {
+    let selector =
+        LabelSelector::from_api(target.value.at("/spec/selector").unwrap_or(&Value::Null))
+            .unwrap_or(LabelSelector(Vec::new()));
+    c.list("pods")
+        .iter()
+        .filter(|p| p.namespace() == hpa.namespace() && selector.matches(&p.labels()))
+        .cloned()
+        .collect()
+}
+
+/// The largest replica count the HPA's metrics propose, with the name of the metric that
+/// proposes it, each metric's status pushed to `statuses`; when none proposes one, the first
+/// metric's failure (or that no metrics are configured).
+fn propose(
+    c: &Cluster,
+    hpa: &Obj,
+    pods: &[Obj],
+    current: i64,
+    now: DateTime<Utc>,
+    statuses: &mut Vec<Value>,
+) -> Result<(i64, String), MetricError> {
+    let specs = hpa
+        .value
+        .at("/spec/metrics")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut proposal: Option<(i64, String)> = None;
+    let mut failure = None;
+    for spec in &specs {
+        match metric_replicas(c, spec, pods, current, now) {
+            Ok((replicas, status, name)) => {
+                statuses.push(status);
+                if proposal.as_ref().is_none_or(|(best, _)| replicas > *best) {
+                    proposal = Some((replicas, name));
+                }
+            }
+            Err(e) => {
+                statuses.push(json!({"type": spec.get("type").cloned().unwrap_or(Value::Null)}));
+                failure.get_or_insert(e);
+            }
+        }
+    }
+    proposal.ok_or_else(|| {
+        failure.unwrap_or((
+            "InvalidMetricSourceType",
+            "no metrics are configured".into(),
+        ))
+    })
 }
 
 /// Why a rescale happened, as its event says.

@@ -476,120 +476,13 @@ impl Reconciler {
         vm: &VSphereVM,
         copy: &ObjectContent,
     ) -> Result<Next, Error> {
-        let name = vm.name_any();
-        let uuid = copy.text("config.uuid");
-        // In its owner's cluster module before it runs, as CAPV puts it there.
-        let module = self.module_of(vm).await?;
-        let joined = vm.status.as_ref().and_then(|s| s.rest.get("moduleUUID"));
-        if let Some(m) = module.as_ref().filter(|m| joined != Some(&json!(m))) {
-            vc.client.change_cluster_module(m, "add", &copy.obj).await?;
-        }
-        let with_module = |mut extra: Value| {
-            if let (Some(m), Some(o)) = (&module, extra.as_object_mut()) {
-                o.insert("moduleUUID".into(), json!(m));
-            }
-            extra
-        };
-        if vm.spec.bios_uuid.is_none() && !uuid.is_empty() {
-            let api: Api<VSphereVM> =
-                Api::namespaced(self.ctx.client.clone(), &vm.namespace().unwrap_or_default());
-            let body = json!({
-                "apiVersion": VSphereVM::api_version(&()),
-                "kind": "VSphereVM",
-                "metadata": {"name": name},
-                "spec": {"biosUUID": uuid},
-            });
-            infrasim_controller_runtime::writes::apply(&api, &name, MANAGER, &body).await?;
-        }
+        let module = self.join_module(vc, vm, copy).await?;
+        let with_module = |extra: Value| with_module_uuid(module.as_deref(), extra);
+        self.record_bios_uuid(vm, copy).await?;
         if copy.text("runtime.powerState") != "poweredOn" {
-            // The metadata first (it names the NICs by their MAC addresses, which exist only
-            // once the clone does), then power.
-            // As CAPV compares it with what the VM has: set only when it differs (a VM
-            // powered off behind the stand-in's back keeps its metadata and is powered on).
-            let from_pools = match self.pool_addresses(vm, &devices(vm)).await? {
-                Ok(addresses) => addresses,
-                Err(why) => {
-                    let waiting = Condition::new(
-                        "VirtualMachineProvisioned",
-                        false,
-                        "WaitingForIPAddress",
-                        why,
-                    );
-                    let extra = with_module(json!({"vmRef": copy.obj.value}));
-                    write_status(self, vm, waiting, extra).await?;
-                    return Ok(Next::AwaitChange);
-                }
-            };
-            let text = metadata(vc, vm, copy, &from_pools).await?;
-            let wanted = base64(text.as_bytes());
-            let (task, goal, reason) = if extra_config(copy, "guestinfo.metadata") == Some(&wanted)
-            {
-                // In its failure domain's VM group before it runs, as CAPV adds it.
-                match self.join_vm_group(vc, vm, copy).await? {
-                    Some(task) => (task, Goal::Grouped, "WaitingForClone"),
-                    None => (
-                        vc.client.start("PowerOnVM_Task", &copy.obj).await?,
-                        Goal::On,
-                        "PoweringOn",
-                    ),
-                }
-            } else {
-                let pairs = [
-                    ("guestinfo.metadata".to_string(), wanted),
-                    (
-                        "guestinfo.metadata.encoding".to_string(),
-                        "base64".to_string(),
-                    ),
-                ];
-                let task = vc
-                    .client
-                    .reconfigure_extra_config(&copy.obj, &pairs)
-                    .await?;
-                (task, Goal::Shaped, "WaitingForClone")
-            };
-            vc.start_pending(&name, task.clone(), goal);
-            let step = Condition::new("VirtualMachineProvisioned", false, reason, "");
-            write_status(
-                self,
-                vm,
-                step,
-                with_module(json!({"taskRef": task.value, "vmRef": copy.obj.value})),
-            )
-            .await?;
-            return Ok(Next::After(TASK_CHECK));
+            return self.power_on(vc, vm, copy, &with_module).await;
         }
-        // The tags its spec names, once it runs (attaching again is no change), as CAPV
-        // attaches them on each reconcile until the VM is ready.
-        let tags = vm
-            .spec
-            .rest
-            .get("tagIDs")
-            .and_then(Value::as_array)
-            .map(|t| {
-                t.iter()
-                    .filter_map(|s| s.as_str().map(str::to_string))
-                    .collect::<Vec<_>>()
-            });
-        let ready = vm.status.as_ref().and_then(|s| s.ready) == Some(true);
-        if let Some(tags) = tags.filter(|t| !t.is_empty() && !ready) {
-            if let Err(e) = vc.client.attach_tags(&tags, &copy.obj).await {
-                let why = format!("failed to attach tags {tags:?} to VM {name}: {e}");
-                let failed = Condition::new(
-                    "VirtualMachineProvisioned",
-                    false,
-                    "TaggingFailed",
-                    why.clone(),
-                );
-                write_status(
-                    self,
-                    vm,
-                    failed,
-                    with_module(json!({"vmRef": copy.obj.value})),
-                )
-                .await?;
-                return Err(Error::Reported(why));
-            }
-        }
+        self.attach_tags(vc, vm, copy, &with_module).await?;
         let addresses = addresses(copy);
         if addresses.is_empty() {
             let waiting = Condition::new(
@@ -615,6 +508,159 @@ impl Reconciler {
         write_status(self, vm, provisioned, extra).await?;
         Ok(Next::AwaitChange)
     }
+
+    /// Puts the VM in its owner's cluster module before it runs, as CAPV puts it there, and
+    /// returns that module, if any.
+    async fn join_module(
+        &self,
+        vc: &VCenter,
+        vm: &VSphereVM,
+        copy: &ObjectContent,
+    ) -> Result<Option<String>, Error> {
+        let module = self.module_of(vm).await?;
+        let joined = vm.status.as_ref().and_then(|s| s.rest.get("moduleUUID"));
+        if let Some(m) = module.as_ref().filter(|m| joined != Some(&json!(m))) {
+            vc.client.change_cluster_module(m, "add", &copy.obj).await?;
+        }
+        Ok(module)
+    }
+
+    /// Records the clone's BIOS UUID in the VSphereVM's spec, once, when it has none.
+    async fn record_bios_uuid(&self, vm: &VSphereVM, copy: &ObjectContent) -> Result<(), Error> {
+        let uuid = copy.text("config.uuid");
+        if vm.spec.bios_uuid.is_some() || uuid.is_empty() {
+            return Ok(());
+        }
+        let name = vm.name_any();
+        let api: Api<VSphereVM> =
+            Api::namespaced(self.ctx.client.clone(), &vm.namespace().unwrap_or_default());
+        let body = json!({
+            "apiVersion": VSphereVM::api_version(&()),
+            "kind": "VSphereVM",
+            "metadata": {"name": name},
+            "spec": {"biosUUID": uuid},
+        });
+        infrasim_controller_runtime::writes::apply(&api, &name, MANAGER, &body).await?;
+        Ok(())
+    }
+
+    /// The next step for a VM that is not powered on: its metadata set, its VM group joined,
+    /// or power-on started, one task at a time.
+    async fn power_on(
+        &self,
+        vc: &VCenter,
+        vm: &VSphereVM,
+        copy: &ObjectContent,
+        with_module: &impl Fn(Value) -> Value,
+    ) -> Result<Next, Error> {
+        // The metadata first (it names the NICs by their MAC addresses, which exist only
+        // once the clone does), then power.
+        // As CAPV compares it with what the VM has: set only when it differs (a VM
+        // powered off behind the stand-in's back keeps its metadata and is powered on).
+        let from_pools = match self.pool_addresses(vm, &devices(vm)).await? {
+            Ok(addresses) => addresses,
+            Err(why) => {
+                let waiting = Condition::new(
+                    "VirtualMachineProvisioned",
+                    false,
+                    "WaitingForIPAddress",
+                    why,
+                );
+                let extra = with_module(json!({"vmRef": copy.obj.value}));
+                write_status(self, vm, waiting, extra).await?;
+                return Ok(Next::AwaitChange);
+            }
+        };
+        let text = metadata(vc, vm, copy, &from_pools).await?;
+        let wanted = base64(text.as_bytes());
+        let (task, goal, reason) = if extra_config(copy, "guestinfo.metadata") == Some(&wanted) {
+            // In its failure domain's VM group before it runs, as CAPV adds it.
+            match self.join_vm_group(vc, vm, copy).await? {
+                Some(task) => (task, Goal::Grouped, "WaitingForClone"),
+                None => (
+                    vc.client.start("PowerOnVM_Task", &copy.obj).await?,
+                    Goal::On,
+                    "PoweringOn",
+                ),
+            }
+        } else {
+            let pairs = [
+                ("guestinfo.metadata".to_string(), wanted),
+                (
+                    "guestinfo.metadata.encoding".to_string(),
+                    "base64".to_string(),
+                ),
+            ];
+            let task = vc
+                .client
+                .reconfigure_extra_config(&copy.obj, &pairs)
+                .await?;
+            (task, Goal::Shaped, "WaitingForClone")
+        };
+        vc.start_pending(&vm.name_any(), task.clone(), goal);
+        let step = Condition::new("VirtualMachineProvisioned", false, reason, "");
+        write_status(
+            self,
+            vm,
+            step,
+            with_module(json!({"taskRef": task.value, "vmRef": copy.obj.value})),
+        )
+        .await?;
+        Ok(Next::After(TASK_CHECK))
+    }
+
+    /// Attaches the tags the VM's spec names, once it runs (attaching again is no change), as
+    /// CAPV attaches them on each reconcile until the VM is ready; a failure is reported in
+    /// the VM's status and returned.
+    async fn attach_tags(
+        &self,
+        vc: &VCenter,
+        vm: &VSphereVM,
+        copy: &ObjectContent,
+        with_module: &impl Fn(Value) -> Value,
+    ) -> Result<(), Error> {
+        let tags = vm
+            .spec
+            .rest
+            .get("tagIDs")
+            .and_then(Value::as_array)
+            .map(|t| {
+                t.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect::<Vec<_>>()
+            });
+        let ready = vm.status.as_ref().and_then(|s| s.ready) == Some(true);
+        let Some(tags) = tags.filter(|t| !t.is_empty() && !ready) else {
+            return Ok(());
+        };
+        if let Err(e) = vc.client.attach_tags(&tags, &copy.obj).await {
+            let name = vm.name_any();
+            let why = format!("failed to attach tags {tags:?} to VM {name}: {e}");
+            let failed = Condition::new(
+                "VirtualMachineProvisioned",
+                false,
+                "TaggingFailed",
+                why.clone(),
+            );
+            write_status(
+                self,
+                vm,
+                failed,
+                with_module(json!({"vmRef": copy.obj.value})),
+            )
+            .await?;
+            return Err(Error::Reported(why));
+        }
+        Ok(())
+    }
+}
+
+/// `extra` status fields with the VM's cluster module, when it has one.
+fn with_module_uuid(module: Option<&str>, mut extra: Value) -> Value {
+    if let (Some(m), Some(o)) = (module, extra.as_object_mut()) {
+        o.insert("moduleUUID".into(), json!(m));
+    }
+    extra
 }
 
 /// The value of `key` in a VM's watched `config.extraConfig`.

@@ -9,6 +9,16 @@ use crate::value::{Elem, V};
 use base64::Engine;
 
 pub fn register(t: &mut Table) {
+    register_trims(t);
+    register_tests(t);
+    register_quoting(t);
+    register_layout(t);
+    register_encodings(t);
+    register_splits(t);
+}
+
+/// Case, cutting and trimming.
+fn register_trims(t: &mut Table) {
     def(t, "trim", &[P::Str], None, |a| {
         Ok(V::str(s(&a[0]).trim_matches(go_space)))
     });
@@ -51,6 +61,10 @@ pub fn register(t: &mut Table) {
                 .collect::<String>(),
         ))
     });
+}
+
+/// Shortening, and tests of a string's content.
+fn register_tests(t: &mut Table) {
     def(t, "trunc", &[P::Int, P::Str], None, trunc);
     def(t, "abbrev", &[P::Int, P::Str], None, |a| {
         let (w, st) = (i(&a[0]), s(&a[1]));
@@ -71,6 +85,10 @@ pub fn register(t: &mut Table) {
     def(t, "hasSuffix", &[P::Str, P::Str], None, |a| {
         Ok(V::Bool(s(&a[1]).ends_with(s(&a[0]))))
     });
+}
+
+/// Quoting and concatenation of any values.
+fn register_quoting(t: &mut Table) {
     def(t, "quote", &[], Some(P::Any), |a| {
         let q: Vec<String> = a
             .iter()
@@ -95,6 +113,10 @@ pub fn register(t: &mut Table) {
             .collect();
         Ok(V::str(q.join(" ")))
     });
+}
+
+/// Indentation, replacement and plurals.
+fn register_layout(t: &mut Table) {
     def(t, "indent", &[P::Int, P::Str], None, |a| {
         Ok(V::str(indent(i(&a[0]), s(&a[1]))))
     });
@@ -111,8 +133,6 @@ pub fn register(t: &mut Table) {
             a[1].clone()
         })
     });
-    register_encodings(t);
-    register_splits(t);
 }
 
 /// Hashes, encodings and conversions to string.

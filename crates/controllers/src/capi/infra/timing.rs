@@ -165,31 +165,20 @@ pub struct Facts<'a> {
 
 /// Evaluates the steps in order at `facts.now`.
 pub fn plan(facts: &Facts<'_>) -> Plan {
-    let now = facts.now;
-    let mut conds: Vec<Condition> = facts
-        .previous
-        .iter()
-        .filter(|c| [VM, NODE, ETCD, API_SERVER].contains(&c.type_.as_str()))
-        .cloned()
-        .collect();
-    let set = |conds: &mut Vec<Condition>, c: Condition| conditions::set(conds, c, now);
-    let waiting_for = |conds: &mut Vec<Condition>, types: &[&str], reason: &str| {
-        for t in types {
-            if !conditions::is_true(conds, t) {
-                conditions::set(conds, Condition::new(t, false, reason, ""), now);
-            }
-        }
+    let mut steps = Steps {
+        facts,
+        conds: facts
+            .previous
+            .iter()
+            .filter(|c| [VM, NODE, ETCD, API_SERVER].contains(&c.type_.as_str()))
+            .cloned()
+            .collect(),
+        next: None,
     };
     let later: &[&str] = if facts.control_plane {
         &[NODE, ETCD, API_SERVER]
     } else {
         &[NODE]
-    };
-    let mut out = Plan {
-        conditions: Vec::new(),
-        provisioned: false,
-        complete: false,
-        next: None,
     };
     let vm_start = match facts.gate {
         Gate::Open(at) => at,
@@ -199,76 +188,96 @@ pub fn plan(facts: &Facts<'_>) -> Plan {
                 Gate::ControlPlaneInitialized => "WaitingForControlPlaneInitialized",
                 _ => "WaitingForBootstrapData",
             };
-            if !conditions::is_true(&conds, VM) {
-                set(&mut conds, Condition::new(VM, false, reason, ""));
-                waiting_for(&mut conds, later, "WaitingForVMProvisioned");
-                out.conditions = conds;
-                return out;
+            if !conditions::is_true(&steps.conds, VM) {
+                steps.set(Condition::new(VM, false, reason, ""));
+                steps.waiting_for(later, "WaitingForVMProvisioned");
+                return steps.into_plan(false, false);
             }
             // Already provisioned: the gates no longer matter.
-            now
+            facts.now
         }
     };
-    // One step: done when its start plus its duration has passed.
-    let mut due = |conds: &mut Vec<Condition>, ty: &str, start: DateTime<Utc>, t: StepTiming| {
-        if conditions::is_true(conds, ty) {
-            return true;
-        }
-        let deadline = start + duration(t, facts.seed, ty);
-        if facts.bootstrapped || now >= deadline {
-            set(conds, Condition::new(ty, true, "Provisioned", ""));
-            true
-        } else {
-            set(
-                conds,
-                Condition::new(ty, false, "WaitingForStartupTimeout", ""),
-            );
-            out.next = Some(out.next.map_or(deadline, |n| n.min(deadline)));
-            false
-        }
-    };
-    if !due(&mut conds, VM, vm_start, facts.timings.vm) {
-        waiting_for(&mut conds, later, "WaitingForVMProvisioned");
-        return Plan {
-            conditions: conds,
-            ..out
-        };
+    if !steps.due(VM, vm_start, facts.timings.vm) {
+        steps.waiting_for(later, "WaitingForVMProvisioned");
+        return steps.into_plan(false, false);
     }
-    let since = |conds: &[Condition], ty: &str| {
-        conditions::find(conds, ty)
-            .and_then(Condition::since)
-            .unwrap_or(now)
-    };
-    let vm_done = since(&conds, VM);
+    let vm_done = steps.since(VM);
     let node = match facts.boot {
         // The VM runs, its operating system never comes up: nothing to wait for.
-        Boot::Never if !conditions::is_true(&conds, NODE) => {
+        Boot::Never if !conditions::is_true(&steps.conds, NODE) => {
             let why = "the machine does not boot (a MachineNeverBoots fault)";
-            set(
-                &mut conds,
-                Condition::new(NODE, false, "WaitingForStartupTimeout", why),
-            );
+            steps.set(Condition::new(NODE, false, "WaitingForStartupTimeout", why));
             false
         }
-        Boot::NotBefore(at) => due(&mut conds, NODE, vm_done.max(at), facts.timings.node),
-        _ => due(&mut conds, NODE, vm_done, facts.timings.node),
+        Boot::NotBefore(at) => steps.due(NODE, vm_done.max(at), facts.timings.node),
+        _ => steps.due(NODE, vm_done, facts.timings.node),
     };
     let mut complete = node;
     if facts.control_plane {
         if node {
-            let node_done = since(&conds, NODE);
-            let etcd = due(&mut conds, ETCD, node_done, facts.timings.etcd);
-            let api = due(&mut conds, API_SERVER, node_done, facts.timings.api_server);
+            let node_done = steps.since(NODE);
+            let etcd = steps.due(ETCD, node_done, facts.timings.etcd);
+            let api = steps.due(API_SERVER, node_done, facts.timings.api_server);
             complete = etcd && api;
         } else {
-            waiting_for(&mut conds, &[ETCD, API_SERVER], "WaitingForNodeProvisioned");
+            steps.waiting_for(&[ETCD, API_SERVER], "WaitingForNodeProvisioned");
         }
     }
-    Plan {
-        conditions: conds,
-        provisioned: true,
-        complete,
-        next: out.next,
+    steps.into_plan(true, complete)
+}
+
+/// What [`plan`] works on: the step conditions as they stand so far, and the earliest
+/// deadline of a step still waiting.
+struct Steps<'f, 'a> {
+    facts: &'f Facts<'a>,
+    conds: Vec<Condition>,
+    next: Option<DateTime<Utc>>,
+}
+
+impl Steps<'_, '_> {
+    fn set(&mut self, c: Condition) {
+        conditions::set(&mut self.conds, c, self.facts.now);
+    }
+
+    /// Each of `types` not yet true, false for `reason`.
+    fn waiting_for(&mut self, types: &[&str], reason: &str) {
+        for t in types {
+            if !conditions::is_true(&self.conds, t) {
+                self.set(Condition::new(t, false, reason, ""));
+            }
+        }
+    }
+
+    /// One step: done when its start plus its duration has passed.
+    fn due(&mut self, ty: &str, start: DateTime<Utc>, t: StepTiming) -> bool {
+        if conditions::is_true(&self.conds, ty) {
+            return true;
+        }
+        let deadline = start + duration(t, self.facts.seed, ty);
+        if self.facts.bootstrapped || self.facts.now >= deadline {
+            self.set(Condition::new(ty, true, "Provisioned", ""));
+            true
+        } else {
+            self.set(Condition::new(ty, false, "WaitingForStartupTimeout", ""));
+            self.next = Some(self.next.map_or(deadline, |n| n.min(deadline)));
+            false
+        }
+    }
+
+    /// Since when the step `ty` has had its condition's status (now, when that is unknown).
+    fn since(&self, ty: &str) -> DateTime<Utc> {
+        conditions::find(&self.conds, ty)
+            .and_then(Condition::since)
+            .unwrap_or(self.facts.now)
+    }
+
+    fn into_plan(self, provisioned: bool, complete: bool) -> Plan {
+        Plan {
+            conditions: self.conds,
+            provisioned,
+            complete,
+            next: self.next,
+        }
     }
 }
 

@@ -21,6 +21,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::ResourceExt;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 pub use crate::capi::{
     TOPOLOGY_DEPLOYMENT_LABEL as DEPLOYMENT_LABEL, TOPOLOGY_OWNED_LABEL as OWNED_LABEL,
@@ -71,21 +72,9 @@ pub(super) async fn reconcile(
             "ClusterClass {class_ns}/{} not found",
             topology.class_ref.name
         );
-        return Ok(Condition::new(
-            "TopologyReconciled",
-            false,
-            "ReconcileFailed",
-            why,
-        ));
+        return Ok(reconcile_failed(why));
     };
-    let failed = |e: Error| {
-        Condition::new(
-            "TopologyReconciled",
-            false,
-            "ReconcileFailed",
-            e.to_string(),
-        )
-    };
+    let failed = |e: Error| reconcile_failed(e.to_string());
     let wanted = topology
         .workers
         .as_ref()
@@ -100,15 +89,7 @@ pub(super) async fn reconcile(
         return Ok(failed(e));
     }
     if let Some(bp) = &bp {
-        let kcp = match &c.spec.control_plane_ref {
-            Some(cp) => {
-                r.core
-                    .informers
-                    .get::<KubeadmControlPlane>(&ns, &cp.name)
-                    .await?
-            }
-            None => None,
-        };
+        let kcp = control_plane_of(c, r).await?;
         if let Err(e) = super::rollout::roll_out(c, r, bp, kcp.as_deref(), &existing).await {
             return Ok(failed(e));
         }
@@ -119,15 +100,7 @@ pub(super) async fn reconcile(
     if let Err(e) = control_plane(c, r, &class, bp.as_ref()).await {
         return Ok(failed(e));
     }
-    let kcp = match &c.spec.control_plane_ref {
-        Some(cp) => {
-            r.core
-                .informers
-                .get::<KubeadmControlPlane>(&ns, &cp.name)
-                .await?
-        }
-        None => None,
-    };
+    let kcp = control_plane_of(c, r).await?;
     let cp = progress(kcp.as_deref().filter(|_| cp_was_there), &topology.version);
     let mut pending = Vec::new();
     let made = Deployments {
@@ -143,6 +116,26 @@ pub(super) async fn reconcile(
         return Ok(failed(e));
     }
     Ok(condition(&topology.version, &cp, pending))
+}
+
+/// `TopologyReconciled` false, for `why`.
+fn reconcile_failed(why: String) -> Condition {
+    Condition::new("TopologyReconciled", false, "ReconcileFailed", why)
+}
+
+/// The Cluster's control plane, when it references one the cache (or the API) has.
+async fn control_plane_of(
+    c: &Cluster,
+    r: &Reconciler<Cluster>,
+) -> Result<Option<Arc<KubeadmControlPlane>>, Error> {
+    let Some(cp) = &c.spec.control_plane_ref else {
+        return Ok(None);
+    };
+    let ns = c.namespace().unwrap_or_default();
+    Ok(r.core
+        .informers
+        .get::<KubeadmControlPlane>(&ns, &cp.name)
+        .await?)
 }
 
 /// The topology's MachineDeployments as they are (by the topology's labels).
@@ -182,16 +175,7 @@ async fn plan(
     {
         return Ok(None);
     }
-    let ns = c.namespace().unwrap_or_default();
-    let kcp = match &c.spec.control_plane_ref {
-        Some(cp) => {
-            r.core
-                .informers
-                .get::<KubeadmControlPlane>(&ns, &cp.name)
-                .await?
-        }
-        None => None,
-    };
+    let kcp = control_plane_of(c, r).await?;
     let have = Existing {
         control_plane: kcp.as_deref(),
         deployments: existing,
