@@ -106,7 +106,26 @@ pub fn name_info(r: Resource) -> Resource {
     )
 }
 
-fn gauge(r: Resource, name: &str, help: &'static str, path: Path, nil_is_zero: bool) -> Resource {
+/// A gauge family: its name, its help, the value's path, and whether a missing value reads
+/// as 0.
+type Gauge = (&'static str, &'static str, Path, bool);
+
+/// `spec.replicas`, missing left out.
+const SPEC_REPLICAS: Gauge = (
+    "spec_replicas",
+    "The desired replicas.",
+    &["spec", "replicas"],
+    false,
+);
+/// `spec.rollout.strategy.rollingUpdate.maxSurge`, missing left out.
+const MAX_SURGE: Gauge = (
+    "spec_strategy_rollingupdate_max_surge",
+    "The rolling update's maximum surge.",
+    &["spec", "rollout", "strategy", "rollingUpdate", "maxSurge"],
+    false,
+);
+
+fn gauge(r: Resource, (name, help, path, nil_is_zero): Gauge) -> Resource {
     let each = Each::gauge(path);
     r.family(
         name,
@@ -119,45 +138,62 @@ fn gauge(r: Resource, name: &str, help: &'static str, path: Path, nil_is_zero: b
     )
 }
 
+/// The `gauges` families, in order.
+fn gauges(r: Resource, gauges: &[Gauge]) -> Resource {
+    gauges.iter().fold(r, |r, g| gauge(r, *g))
+}
+
+/// `each` with the `(name, path)` labels, in order.
+fn labels(each: Each, labels: &[(&'static str, Path)]) -> Each {
+    labels
+        .iter()
+        .fold(each, |each, &(name, path)| each.label(name, path))
+}
+
 /// `spec.template.spec`'s references and version, as MachineSets and MachineDeployments
 /// label their info.
 fn template_info(r: Resource) -> Resource {
     r.family(
         "info",
         "Information about the object's machine template.",
-        Each::info(&[])
-            .label("version", &["spec", "template", "spec", "version"])
-            .label(
-                "bootstrap_reference_kind",
-                &["spec", "template", "spec", "bootstrap", "configRef", "kind"],
-            )
-            .label(
-                "bootstrap_reference_name",
-                &["spec", "template", "spec", "bootstrap", "configRef", "name"],
-            )
-            .label(
-                "infrastructure_reference_kind",
-                &["spec", "template", "spec", "infrastructureRef", "kind"],
-            )
-            .label(
-                "infrastructure_reference_name",
-                &["spec", "template", "spec", "infrastructureRef", "name"],
-            ),
+        labels(
+            Each::info(&[]),
+            &[
+                ("version", &["spec", "template", "spec", "version"]),
+                (
+                    "bootstrap_reference_kind",
+                    &["spec", "template", "spec", "bootstrap", "configRef", "kind"],
+                ),
+                (
+                    "bootstrap_reference_name",
+                    &["spec", "template", "spec", "bootstrap", "configRef", "name"],
+                ),
+                (
+                    "infrastructure_reference_kind",
+                    &["spec", "template", "spec", "infrastructureRef", "kind"],
+                ),
+                (
+                    "infrastructure_reference_name",
+                    &["spec", "template", "spec", "infrastructureRef", "name"],
+                ),
+            ],
+        ),
     )
 }
 
 /// The replica gauges of status (`status.<field>` as `status_<name>`), missing read as 0.
-fn replicas(mut r: Resource, fields: &[(&str, &'static [&'static str])]) -> Resource {
-    for (name, path) in fields {
-        r = gauge(
+fn replicas(r: Resource, fields: &[(&'static str, Path)]) -> Resource {
+    fields.iter().fold(r, |r, &(name, path)| {
+        gauge(
             r,
-            name,
-            "Replicas, as the object's status counts them.",
-            path,
-            true,
-        );
-    }
-    r
+            (
+                name,
+                "Replicas, as the object's status counts them.",
+                path,
+                true,
+            ),
+        )
+    })
 }
 
 const STATUS_REPLICAS: &[(&str, Path)] = &[
@@ -170,51 +206,57 @@ const STATUS_REPLICAS: &[(&str, Path)] = &[
     ("status_replicas_uptodate", &["status", "upToDateReplicas"]),
 ];
 
+/// The labels of a Cluster's info.
+const CLUSTER_INFO: &[(&str, Path)] = &[
+    (
+        "control_plane_endpoint_host",
+        &["spec", "controlPlaneEndpoint", "host"],
+    ),
+    (
+        "control_plane_endpoint_port",
+        &["spec", "controlPlaneEndpoint", "port"],
+    ),
+    (
+        "control_plane_reference_kind",
+        &["spec", "controlPlaneRef", "kind"],
+    ),
+    (
+        "control_plane_reference_name",
+        &["spec", "controlPlaneRef", "name"],
+    ),
+    (
+        "infrastructure_reference_kind",
+        &["spec", "infrastructureRef", "kind"],
+    ),
+    (
+        "infrastructure_reference_name",
+        &["spec", "infrastructureRef", "name"],
+    ),
+    (
+        "topology_classref_name",
+        &["spec", "topology", "classRef", "name"],
+    ),
+    (
+        "topology_classref_namespace",
+        &["spec", "topology", "classRef", "namespace"],
+    ),
+    ("topology_version", &["spec", "topology", "version"]),
+];
+
 fn cluster() -> Resource {
     let r = common(kind("cluster.x-k8s.io", "Cluster", "capi_cluster", None)).family(
         "info",
         "Information about a cluster.",
-        Each::info(&[])
-            .label(
-                "control_plane_endpoint_host",
-                &["spec", "controlPlaneEndpoint", "host"],
-            )
-            .label(
-                "control_plane_endpoint_port",
-                &["spec", "controlPlaneEndpoint", "port"],
-            )
-            .label(
-                "control_plane_reference_kind",
-                &["spec", "controlPlaneRef", "kind"],
-            )
-            .label(
-                "control_plane_reference_name",
-                &["spec", "controlPlaneRef", "name"],
-            )
-            .label(
-                "infrastructure_reference_kind",
-                &["spec", "infrastructureRef", "kind"],
-            )
-            .label(
-                "infrastructure_reference_name",
-                &["spec", "infrastructureRef", "name"],
-            )
-            .label(
-                "topology_classref_name",
-                &["spec", "topology", "classRef", "name"],
-            )
-            .label(
-                "topology_classref_namespace",
-                &["spec", "topology", "classRef", "namespace"],
-            )
-            .label("topology_version", &["spec", "topology", "version"]),
+        labels(Each::info(&[]), CLUSTER_INFO),
     );
     gauge(
         r,
-        "spec_paused",
-        "Whether the cluster is paused.",
-        &["spec", "paused"],
-        true,
+        (
+            "spec_paused",
+            "Whether the cluster is paused.",
+            &["spec", "paused"],
+            true,
+        ),
     )
     .family(
         "status_phase",
@@ -223,42 +265,45 @@ fn cluster() -> Resource {
     )
 }
 
+/// The labels of a Machine's info.
+const MACHINE_INFO: &[(&str, Path)] = &[
+    (
+        "bootstrap_reference_kind",
+        &["spec", "bootstrap", "configRef", "kind"],
+    ),
+    (
+        "bootstrap_reference_name",
+        &["spec", "bootstrap", "configRef", "name"],
+    ),
+    (
+        "container_runtime_version",
+        &["status", "nodeInfo", "containerRuntimeVersion"],
+    ),
+    (
+        "control_plane_name",
+        &["metadata", "labels", "cluster.x-k8s.io/control-plane-name"],
+    ),
+    ("failure_domain", &["spec", "failureDomain"]),
+    (
+        "infrastructure_reference_kind",
+        &["spec", "infrastructureRef", "kind"],
+    ),
+    (
+        "infrastructure_reference_name",
+        &["spec", "infrastructureRef", "name"],
+    ),
+    ("kernel_version", &["status", "nodeInfo", "kernelVersion"]),
+    (
+        "kube_proxy_version",
+        &["status", "nodeInfo", "kubeProxyVersion"],
+    ),
+    ("kubelet_version", &["status", "nodeInfo", "kubeletVersion"]),
+    ("os_image", &["status", "nodeInfo", "osImage"]),
+    ("provider_id", &["spec", "providerID"]),
+    ("version", &["spec", "version"]),
+];
+
 fn machine() -> Resource {
-    let info = Each::info(&[])
-        .label(
-            "bootstrap_reference_kind",
-            &["spec", "bootstrap", "configRef", "kind"],
-        )
-        .label(
-            "bootstrap_reference_name",
-            &["spec", "bootstrap", "configRef", "name"],
-        )
-        .label(
-            "container_runtime_version",
-            &["status", "nodeInfo", "containerRuntimeVersion"],
-        )
-        .label(
-            "control_plane_name",
-            &["metadata", "labels", "cluster.x-k8s.io/control-plane-name"],
-        )
-        .label("failure_domain", &["spec", "failureDomain"])
-        .label(
-            "infrastructure_reference_kind",
-            &["spec", "infrastructureRef", "kind"],
-        )
-        .label(
-            "infrastructure_reference_name",
-            &["spec", "infrastructureRef", "name"],
-        )
-        .label("kernel_version", &["status", "nodeInfo", "kernelVersion"])
-        .label(
-            "kube_proxy_version",
-            &["status", "nodeInfo", "kubeProxyVersion"],
-        )
-        .label("kubelet_version", &["status", "nodeInfo", "kubeletVersion"])
-        .label("os_image", &["status", "nodeInfo", "osImage"])
-        .label("provider_id", &["spec", "providerID"])
-        .label("version", &["spec", "version"]);
     let r = common(kind(
         "cluster.x-k8s.io",
         "Machine",
@@ -272,13 +317,19 @@ fn machine() -> Resource {
             .label("address", &["address"])
             .label("type", &["type"]),
     )
-    .family("info", "Information about a machine.", info);
+    .family(
+        "info",
+        "Information about a machine.",
+        labels(Each::info(&[]), MACHINE_INFO),
+    );
     gauge(
         r,
-        "status_certificatesexpirydate",
-        "When the machine's certificates expire, in Unix seconds.",
-        &["status", "certificatesExpiryDate"],
-        true,
+        (
+            "status_certificatesexpirydate",
+            "When the machine's certificates expire, in Unix seconds.",
+            &["status", "certificatesExpiryDate"],
+            true,
+        ),
     )
     .family(
         "status_noderef",
@@ -299,39 +350,30 @@ fn machine_deployment() -> Resource {
         "capi_machinedeployment",
         Some(SPEC_CLUSTER),
     )));
-    let r = gauge(
+    let r = gauges(
         r,
-        "spec_paused",
-        "Whether the MachineDeployment is paused.",
-        &["spec", "paused"],
-        true,
-    );
-    let r = gauge(
-        r,
-        "spec_replicas",
-        "The desired replicas.",
-        &["spec", "replicas"],
-        false,
-    );
-    let r = gauge(
-        r,
-        "spec_strategy_rollingupdate_max_surge",
-        "The rolling update's maximum surge.",
-        &["spec", "rollout", "strategy", "rollingUpdate", "maxSurge"],
-        false,
-    );
-    let r = gauge(
-        r,
-        "spec_strategy_rollingupdate_max_unavailable",
-        "The rolling update's maximum unavailable machines.",
         &[
-            "spec",
-            "rollout",
-            "strategy",
-            "rollingUpdate",
-            "maxUnavailable",
+            (
+                "spec_paused",
+                "Whether the MachineDeployment is paused.",
+                &["spec", "paused"],
+                true,
+            ),
+            SPEC_REPLICAS,
+            MAX_SURGE,
+            (
+                "spec_strategy_rollingupdate_max_unavailable",
+                "The rolling update's maximum unavailable machines.",
+                &[
+                    "spec",
+                    "rollout",
+                    "strategy",
+                    "rollingUpdate",
+                    "maxUnavailable",
+                ],
+                false,
+            ),
         ],
-        false,
     );
     replicas(
         r.family(
@@ -354,35 +396,26 @@ fn machine_set() -> Resource {
         "capi_machineset",
         Some(SPEC_CLUSTER),
     )));
-    replicas(
-        gauge(
-            r,
-            "spec_replicas",
-            "The desired replicas.",
-            &["spec", "replicas"],
-            true,
-        ),
-        STATUS_REPLICAS,
-    )
+    // Missing reads as 0 here, unlike a MachineDeployment's or a control plane's.
+    let spec_replicas = (
+        "spec_replicas",
+        "The desired replicas.",
+        &["spec", "replicas"][..],
+        true,
+    );
+    replicas(gauge(r, spec_replicas), STATUS_REPLICAS)
 }
 
 fn machine_health_check() -> Resource {
-    let r = common(kind(
-        "cluster.x-k8s.io",
-        "MachineHealthCheck",
-        "capi_machinehealthcheck",
-        Some(SPEC_CLUSTER),
-    ))
-    .family(
-        "info",
-        "Information about a MachineHealthCheck.",
-        Each::info(&[])
-            .label("cluster_name", SPEC_CLUSTER)
-            .label(
+    let info = labels(
+        Each::info(&[]),
+        &[
+            ("cluster_name", SPEC_CLUSTER),
+            (
                 "remediation_triggerif_unhealthyinrange",
                 &["spec", "remediation", "triggerIf", "unhealthyInRange"],
-            )
-            .label(
+            ),
+            (
                 "remediation_triggerif_unhealthylessthanorequalto",
                 &[
                     "spec",
@@ -391,27 +424,37 @@ fn machine_health_check() -> Resource {
                     "unhealthyLessThanOrEqualTo",
                 ],
             ),
+        ],
     );
-    let r = gauge(
+    let r = common(kind(
+        "cluster.x-k8s.io",
+        "MachineHealthCheck",
+        "capi_machinehealthcheck",
+        Some(SPEC_CLUSTER),
+    ))
+    .family("info", "Information about a MachineHealthCheck.", info);
+    gauges(
         r,
-        "status_current_healthy",
-        "Healthy machines.",
-        &["status", "currentHealthy"],
-        true,
-    );
-    let r = gauge(
-        r,
-        "status_expected_machines",
-        "Machines checked.",
-        &["status", "expectedMachines"],
-        true,
-    );
-    gauge(
-        r,
-        "status_remediations_allowed",
-        "Remediations allowed now.",
-        &["status", "remediationsAllowed"],
-        true,
+        &[
+            (
+                "status_current_healthy",
+                "Healthy machines.",
+                &["status", "currentHealthy"],
+                true,
+            ),
+            (
+                "status_expected_machines",
+                "Machines checked.",
+                &["status", "expectedMachines"],
+                true,
+            ),
+            (
+                "status_remediations_allowed",
+                "Remediations allowed now.",
+                &["status", "remediationsAllowed"],
+                true,
+            ),
+        ],
     )
 }
 
@@ -428,21 +471,7 @@ fn kubeadm_control_plane() -> Resource {
         "Information about a KubeadmControlPlane.",
         Each::info(&[]).label("version", &["spec", "version"]),
     );
-    let r = gauge(
-        r,
-        "spec_replicas",
-        "The desired replicas.",
-        &["spec", "replicas"],
-        false,
-    );
-    let r = gauge(
-        r,
-        "spec_strategy_rollingupdate_max_surge",
-        "The rolling update's maximum surge.",
-        &["spec", "rollout", "strategy", "rollingUpdate", "maxSurge"],
-        false,
-    );
-    replicas(r, STATUS_REPLICAS)
+    replicas(gauges(r, &[SPEC_REPLICAS, MAX_SURGE]), STATUS_REPLICAS)
 }
 
 /// The families of the kinds the embedded Cluster API core serves.
