@@ -2,7 +2,7 @@
 //! `validation.machinedeployment.cluster.x-k8s.io`), as Cluster API v1.11 runs them on the
 //! v1beta2 object.
 
-use super::field::FieldError;
+use super::field::{go_quote, go_string_map, FieldError};
 use super::review::{Review, Verdict};
 use super::rules::{self, object_at, text};
 use crate::capi::{CLUSTER_NAME_LABEL, CORE_GROUP, DEPLOYMENT_NAME_LABEL};
@@ -58,26 +58,7 @@ pub fn validate(review: &Review) -> Verdict {
             format!("must be a valid label value: {why}"),
         ));
     }
-    template_bootstrap(object, "spec.template.spec.bootstrap", &mut errors);
-    let selector = object
-        .pointer("/spec/selector")
-        .cloned()
-        .unwrap_or(Value::Null);
-    let labels = object
-        .pointer("/spec/template/metadata/labels")
-        .and_then(Value::as_object);
-    if !rules::selects(&selector, labels) {
-        errors.push(FieldError::forbidden(
-            "spec.template.metadata.labels",
-            format!(
-                "must match spec.selector {}",
-                super::field::go_quote(&rules::selector_string(&selector))
-            ),
-        ));
-    }
-    rules::skip_preflight(object, &mut errors);
-    rules::cluster_name_immutable(object, review.old.as_ref(), &mut errors);
-    same_cluster_in_template(object, &mut errors);
+    template_checks(review, Unselected::Forbidden, &mut errors);
     rollout(
         object,
         "/spec/rollout/strategy/rollingUpdate",
@@ -90,19 +71,61 @@ pub fn validate(review: &Review) -> Verdict {
         "spec.remediation.maxInFlight",
         &mut errors,
     );
+    version_and_naming(object, &mut errors);
+    Verdict::of(CORE_GROUP, "MachineDeployment", errors)
+}
+
+/// How a webhook reports a template whose labels its selector does not select: Cluster API's
+/// MachineDeployment webhook as forbidden, its MachineSet webhook as invalid (with the labels).
+pub enum Unselected {
+    Forbidden,
+    Invalid,
+}
+
+/// The checks a MachineDeployment and a MachineSet share, in the order both make them before
+/// their own: the template's bootstrap, the selector selecting the template's labels, the
+/// preflight checks skipped, the cluster name unchanged and the same in the template.
+pub fn template_checks(review: &Review, unselected: Unselected, errors: &mut Vec<FieldError>) {
+    let object = &review.object;
+    template_bootstrap(object, "spec.template.spec.bootstrap", errors);
+    let selector = object
+        .pointer("/spec/selector")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let labels = object
+        .pointer("/spec/template/metadata/labels")
+        .and_then(Value::as_object);
+    if !rules::selects(&selector, labels) {
+        let path = "spec.template.metadata.labels";
+        let why = format!(
+            "must match spec.selector {}",
+            go_quote(&rules::selector_string(&selector))
+        );
+        errors.push(match unselected {
+            Unselected::Forbidden => FieldError::forbidden(path, why),
+            Unselected::Invalid => FieldError::invalid_shown(path, go_string_map(labels), why),
+        });
+    }
+    rules::skip_preflight(object, errors);
+    rules::cluster_name_immutable(object, review.old.as_ref(), errors);
+    same_cluster_in_template(object, errors);
+}
+
+/// The template's version and the machines' naming template, the last checks of a
+/// MachineDeployment and a MachineSet.
+pub fn version_and_naming(object: &Value, errors: &mut Vec<FieldError>) {
     version(
         object,
         "/spec/template/spec/version",
         "spec.template.spec.version",
-        &mut errors,
+        errors,
     );
     rules::naming_template(
         object,
         "/spec/machineNaming/template",
         "spec.machineNaming.template",
-        &mut errors,
+        errors,
     );
-    Verdict::of(CORE_GROUP, "MachineDeployment", errors)
 }
 
 /// A template must say where its Machines' bootstrap data comes from.

@@ -1,8 +1,7 @@
 //! MachineSet's webhooks (`default.machineset.cluster.x-k8s.io`,
 //! `validation.machineset.cluster.x-k8s.io`), as Cluster API v1.11 runs them.
 
-use super::field::{go_quote, go_string_map, FieldError};
-use super::machine_deployment::{same_cluster_in_template, template_bootstrap, version};
+use super::machine_deployment::{template_checks, version_and_naming, Unselected};
 use super::review::{Review, Verdict};
 use super::rules::{self, object_at};
 use crate::capi::{CORE_GROUP, SET_NAME_LABEL};
@@ -28,41 +27,9 @@ pub fn default(review: &Review, object: &mut Value) -> Result<(), Verdict> {
 
 /// The validating webhook's checks, on create and update.
 pub fn validate(review: &Review) -> Verdict {
-    let object = &review.object;
     let mut errors = Vec::new();
-    template_bootstrap(object, "spec.template.spec.bootstrap", &mut errors);
-    let selector = object
-        .pointer("/spec/selector")
-        .cloned()
-        .unwrap_or(Value::Null);
-    let labels = object
-        .pointer("/spec/template/metadata/labels")
-        .and_then(Value::as_object);
-    if !rules::selects(&selector, labels) {
-        errors.push(FieldError::invalid_shown(
-            "spec.template.metadata.labels",
-            go_string_map(labels),
-            format!(
-                "must match spec.selector {}",
-                go_quote(&rules::selector_string(&selector))
-            ),
-        ));
-    }
-    rules::skip_preflight(object, &mut errors);
-    rules::cluster_name_immutable(object, review.old.as_ref(), &mut errors);
-    same_cluster_in_template(object, &mut errors);
-    version(
-        object,
-        "/spec/template/spec/version",
-        "spec.template.spec.version",
-        &mut errors,
-    );
-    rules::naming_template(
-        object,
-        "/spec/machineNaming/template",
-        "spec.machineNaming.template",
-        &mut errors,
-    );
+    template_checks(review, Unselected::Invalid, &mut errors);
+    version_and_naming(&review.object, &mut errors);
     Verdict::of(CORE_GROUP, "MachineSet", errors)
 }
 
