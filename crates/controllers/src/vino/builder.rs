@@ -336,18 +336,16 @@ mod tests {
             .collect()
     }
 
+    /// The build of the Node `node1` (10.0.0.5), the first of its ViNO's.
+    fn node1(v: &Vino, pools: &mut BTreeMap<String, IPPoolSpec>) -> Builder {
+        build(v, &node("node1", "10.0.0.5"), 1, pools, "127.0.0.1:8989").unwrap()
+    }
+
     #[test]
     fn a_node_gets_its_bridge_block_and_one_domain_per_vm_with_upstreams_names() {
         let v = sample();
         let mut pools = pools(&v);
-        let b = build(
-            &v,
-            &node("node1", "10.0.0.5"),
-            1,
-            &mut pools,
-            "127.0.0.1:8989",
-        )
-        .unwrap();
+        let b = node1(&v, &mut pools);
         assert_eq!(b.networks[0].bridge_ip, "192.168.2.10");
         assert_eq!(b.networks[0].network.routes[0].gateway, "192.168.2.10");
         assert_eq!(b.networks[0].range.stop, "192.168.4.63", "bit step 6");
@@ -370,14 +368,7 @@ mod tests {
         assert_eq!(labels["airshipit.org/k8s-role"], "worker");
         assert_eq!(labels[FLAVOR], "worker");
         // The same again gives the same; a second Node gets the next addresses.
-        let again = build(
-            &v,
-            &node("node1", "10.0.0.5"),
-            1,
-            &mut pools,
-            "127.0.0.1:8989",
-        )
-        .unwrap();
+        let again = node1(&v, &mut pools);
         assert_eq!(again, b);
         let other = build(
             &v,
@@ -404,14 +395,7 @@ mod tests {
     fn network_data_names_each_network_with_its_address_and_a_bad_interface_is_refused() {
         let v = sample();
         let mut pools = pools(&v);
-        let b = build(
-            &v,
-            &node("node1", "10.0.0.5"),
-            1,
-            &mut pools,
-            "127.0.0.1:8989",
-        )
-        .unwrap();
+        let b = node1(&v, &mut pools);
         let data = network_data(&b.domains[1], &b.networks).unwrap();
         let parsed: serde_json::Value = serde_yaml::from_str(&data).unwrap();
         assert_eq!(parsed["networks"][0]["id"], "management");
