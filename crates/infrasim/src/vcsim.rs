@@ -58,6 +58,10 @@ pub struct VcsimArgs {
     /// Report vCenter 7.0 instead of 8.0.
     #[arg(long)]
     vcenter7: bool,
+    /// More users: a JSON array of {"name", "password", "role"}, the role one of vCenter's
+    /// system roles (Admin, ReadOnly, View, Anonymous, NoAccess); the --username user is Admin.
+    #[arg(long)]
+    users: Option<std::path::PathBuf>,
     /// Minutes an idle session lives.
     #[arg(long, default_value_t = 30)]
     session_idle_minutes: u64,
@@ -118,6 +122,20 @@ async fn watch_faults(sim: Simulator, path: std::path::PathBuf) {
     }
 }
 
+/// The users of a `--users` file.
+fn read_users(
+    path: &std::path::Path,
+) -> anyhow::Result<Vec<infrasim_vsphere_sim::authorization::SimUser>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{}: a JSON array of {{\"name\", \"password\", \"role\"}} (role: Admin, ReadOnly, View, Anonymous or NoAccess)",
+            path.display()
+        )
+    })
+}
+
 fn generated_password() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..20].to_string()
 }
@@ -148,6 +166,10 @@ pub async fn run(args: VcsimArgs) -> anyhow::Result<()> {
         },
         task_delay: Duration::from_millis(args.task_delay_ms),
         guest_delay: Duration::from_millis(args.guest_delay_ms),
+        users: match &args.users {
+            Some(path) => read_users(path)?,
+            None => Vec::new(),
+        },
         ..SimConfig::default()
     };
     let cert = match (&args.tls_cert, &args.tls_key) {

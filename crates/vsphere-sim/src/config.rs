@@ -36,6 +36,8 @@ pub struct SimConfig {
     pub task_delay: Duration,
     /// How long after power-on a guest reports tools running and its IP addresses.
     pub guest_delay: Duration,
+    /// Users besides `username`, each with a system role (`username` is `Admin`).
+    pub users: Vec<crate::authorization::SimUser>,
 }
 
 impl Default for SimConfig {
@@ -49,6 +51,7 @@ impl Default for SimConfig {
             instance_uuid: uuid_for("infrasim", "instance"),
             task_delay: Duration::ZERO,
             guest_delay: Duration::from_millis(200),
+            users: Vec::new(),
         }
     }
 }

@@ -13,9 +13,9 @@ use crate::state::timeline::{Operation, Scheduled};
 use crate::state::State;
 use crate::value::Moref;
 use crate::{
-    cluster_compute_resource, custom_fields, datastore_browser, event_manager, folder, host,
-    managed_entity, property_collector, search_index, service_instance, session_manager, snapshot,
-    task, view_manager, virtual_machine,
+    authorization, cluster_compute_resource, custom_fields, datastore_browser, event_manager,
+    folder, host, managed_entity, property_collector, search_index, service_instance,
+    session_manager, snapshot, task, view_manager, virtual_machine,
 };
 
 /// One module's methods of a type: the answer, or `None` when the method is not among them
@@ -37,6 +37,7 @@ const CONTAINER: &[Handler] = &[folder::dispatch, managed_entity::dispatch];
 pub(crate) const HANDLERS: &[(&str, &[Handler])] = &[
     ("ServiceInstance", &[service_instance::dispatch]),
     ("SessionManager", &[session_manager::dispatch]),
+    ("AuthorizationManager", &[authorization::dispatch]),
     ("PropertyCollector", &[property_collector::dispatch]),
     ("PropertyFilter", &[property_collector::dispatch_filter]),
     ("ViewManager", &[view_manager::dispatch]),

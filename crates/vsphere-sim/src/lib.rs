@@ -20,6 +20,7 @@
 //! assert_eq!(vms, 4);
 //! ```
 
+pub mod authorization;
 pub mod bmc;
 mod call;
 mod cloud_init;

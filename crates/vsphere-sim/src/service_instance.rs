@@ -19,6 +19,7 @@ pub fn install_managers(inv: &mut Inventory) {
     ] {
         inv.insert(ManagedObject::new(&m.ty, &m.value));
     }
+    crate::authorization::install(inv);
     crate::task::install(inv);
     crate::event_manager::install(inv);
     if !esx {
@@ -101,6 +102,10 @@ pub fn service_content(call: &Call<'_>) -> Data {
         .with("viewManager", mor(refs::view_manager()))
         .with("about", about(call))
         .with("sessionManager", mor(refs::session_manager(esx)))
+        .with(
+            "authorizationManager",
+            mor(crate::authorization::manager(esx)),
+        )
         .with("searchIndex", mor(refs::search_index(esx)))
         .with("taskManager", mor(refs::task_manager(esx)))
         .with("eventManager", mor(refs::event_manager(esx)));

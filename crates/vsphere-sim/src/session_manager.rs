@@ -1,4 +1,7 @@
-//! SessionManager: Login, Logout, SessionIsActive, AcquireCloneTicket, and idle expiry.
+//! SessionManager: Login (the simulator's user, or one of its configured users with their
+//! role), Logout, SessionIsActive, TerminateSession, AcquireCloneTicket and CloneSession
+//! (a ticket opens one more session of the same user, once, within a minute), and idle
+//! expiry.
 //!
 //! The live sessions (`state::sessions`) are driven from here; what other managed objects keep
 //! per session (the property collectors' results, filters and reports, session-scoped
@@ -7,6 +10,7 @@
 use crate::call::Call;
 use crate::config::SimConfig;
 use crate::fault::Fault;
+use crate::objects::refs;
 use crate::soap::Element;
 use crate::state::sessions::Session;
 use crate::state::State;
@@ -137,9 +141,8 @@ pub(crate) fn dispatch(
             Ok(out)
         }
         "TerminateSession" => terminate(state, call, args),
-        "AcquireCloneTicket" => Err(Fault::not_supported(
-            "clone tickets are not supported by this simulator",
-        )),
+        "AcquireCloneTicket" => acquire_clone_ticket(state, call),
+        "CloneSession" => clone_session(state, call, args),
         _ => return None,
     })
 }
@@ -147,9 +150,59 @@ pub(crate) fn dispatch(
 fn login(state: &mut State, call: &mut Call<'_>, args: &Element) -> Result<String, Fault> {
     let user = args.text_of("userName").unwrap_or("");
     let password = args.text_of("password").unwrap_or("");
-    if user != call.config.username || password != call.config.password {
-        return Err(Fault::invalid_login());
+    let role = if user == call.config.username && password == call.config.password {
+        crate::authorization::SystemRole::Admin
+    } else {
+        match call
+            .config
+            .users
+            .iter()
+            .find(|u| u.name == user && u.password == password)
+        {
+            Some(u) => u.role,
+            None => return Err(Fault::invalid_login()),
+        }
+    };
+    open_session(state, call, user, role)
+}
+
+/// How long a clone ticket may be redeemed.
+const CLONE_TICKET_LIFETIME: chrono::Duration = chrono::Duration::seconds(60);
+
+/// AcquireCloneTicket: a one-time ticket for another session of the caller's user.
+fn acquire_clone_ticket(state: &mut State, call: &Call<'_>) -> Result<String, Fault> {
+    let Some(session) = call.session.as_ref().and_then(|k| state.sessions.get(k)) else {
+        return Err(Fault::not_authenticated(&refs::session_manager(
+            state.inventory.esx(),
+        )));
+    };
+    let (user, role) = (session.user.clone(), session.role);
+    let ticket = format!("cst-VCT-{}", uuid::Uuid::new_v4());
+    let until = call.now + CLONE_TICKET_LIFETIME;
+    state
+        .sessions
+        .add_ticket(&ticket, (user, role), call.now, until);
+    let mut out = String::new();
+    write_element(&mut out, "returnval", &Val::from(ticket), false);
+    Ok(out)
+}
+
+/// CloneSession: a new session of the ticket's user; the ticket is spent.
+fn clone_session(state: &mut State, call: &mut Call<'_>, args: &Element) -> Result<String, Fault> {
+    let ticket = args.text_of("cloneTicket").unwrap_or("").trim();
+    match state.sessions.redeem_ticket(ticket, call.now) {
+        Some((user, role)) => open_session(state, call, &user, role),
+        None => Err(Fault::invalid_login()),
     }
+}
+
+/// A new session of `user` for this call's client: its cookie is set, and a login event.
+fn open_session(
+    state: &mut State,
+    call: &mut Call<'_>,
+    user: &str,
+    role: crate::authorization::SystemRole,
+) -> Result<String, Fault> {
     let key = uuid::Uuid::new_v4().to_string();
     let session = Session {
         key: key.clone(),
@@ -158,6 +211,7 @@ fn login(state: &mut State, call: &mut Call<'_>, args: &Element) -> Result<Strin
         last_active: call.now,
         user_agent: call.user_agent.to_string(),
         call_count: 0,
+        role,
     };
     let mut out = String::new();
     write_element(

@@ -414,6 +414,7 @@ fn anonymous(method: &str) -> bool {
             | "CurrentTime"
             | "LoginByToken"
             | "LoginExtensionByCertificate"
+            | "CloneSession"
     )
 }
 
@@ -471,6 +472,7 @@ fn dispatch(
     if state.inventory.by_value(&this.value).is_none() {
         return Err(Fault::not_found(&this));
     }
+    crate::authorization::check(state, call, &this, &req.method)?;
     if this.ty == "PropertyCollector" {
         if let Some(flow) =
             property_collector::wait_methods(state, call, &this, &req.method, &req.args, expired)

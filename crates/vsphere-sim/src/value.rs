@@ -53,6 +53,7 @@ pub const MANAGED_TYPES: &[&str] = &[
     "PropertyFilter",
     "ServiceInstance",
     "SessionManager",
+    "AuthorizationManager",
     "ViewManager",
     "SearchIndex",
     "CustomFieldsManager",

@@ -926,3 +926,97 @@ def test_drs_groups_and_rules_are_kept_and_a_mandatory_rule_moves_vms(tmp_path):
         assert [g.name for g in cluster.configurationEx.group] == ["only"]
     finally:
         v.stop()
+
+
+def test_users_from_a_file_hold_their_role(tmp_path):
+    """`vcsim --users FILE`: a ReadOnly user reads the inventory but cannot clone or power a
+    VM (NoPermission naming the privilege), the AuthorizationManager says so, and a clone
+    ticket of that session opens one more session of the same user, once."""
+    import json
+    users = tmp_path / "users.json"
+    users.write_text(json.dumps([{"name": "readonly@vsphere.local", "password": "ro-secret", "role": "ReadOnly"}]))
+    v = Vcsim(tmp_path, "--users", str(users))
+    try:
+        from pyVim.connect import SmartConnect
+        ro = SmartConnect(host="127.0.0.1", port=v.port, user="readonly@vsphere.local", pwd="ro-secret",
+                          disableSslCertValidation=True)
+        content = ro.RetrieveContent()
+        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
+        vm = sorted(view.view, key=lambda m: m.name)[0]
+        assert vm.runtime.powerState == "poweredOn"
+        spec = vim.vm.CloneSpec(location=vim.vm.RelocateSpec(), powerOn=False, template=False)
+        with pytest.raises(vim.fault.NoPermission) as e:
+            vm.CloneVM_Task(folder=vm.parent, name="ro-clone", spec=spec)
+        assert e.value.privilegeId == "VirtualMachine.Provisioning.Clone"
+        assert e.value.object == vm
+        with pytest.raises(vim.fault.NoPermission):
+            vm.PowerOffVM_Task()
+        auth = content.authorizationManager
+        roles = {r.name: r.roleId for r in auth.roleList}
+        assert roles["ReadOnly"] == -2 and roles["Admin"] == -1
+        key = content.sessionManager.currentSession.key
+        granted = auth.HasPrivilegeOnEntity(content.rootFolder, key, ["System.Read", "VirtualMachine.Provisioning.Clone"])
+        assert list(granted) == [True, False]
+        principals = {p.principal: p.roleId for p in auth.RetrieveAllPermissions()}
+        assert principals == {USER: -1, "readonly@vsphere.local": -2}
+        with pytest.raises(vim.fault.InvalidLogin):
+            SmartConnect(host="127.0.0.1", port=v.port, user="readonly@vsphere.local", pwd="wrong",
+                         disableSslCertValidation=True)
+
+        # A clone ticket: a second stub with no session redeems it once.
+        ticket = content.sessionManager.AcquireCloneTicket()
+        from pyVmomi import SoapStubAdapter
+        stub = SoapStubAdapter(host="127.0.0.1", port=v.port, version="vim.version.v8_0_3_0",
+                               sslContext=unverified_tls())
+        clone = vim.ServiceInstance("ServiceInstance", stub)
+        session = clone.content.sessionManager.CloneSession(ticket)
+        assert session.userName == "readonly@vsphere.local"
+        assert clone.content.sessionManager.currentSession.key != key
+        other = vim.ServiceInstance("ServiceInstance", SoapStubAdapter(
+            host="127.0.0.1", port=v.port, version="vim.version.v8_0_3_0", sslContext=unverified_tls()))
+        with pytest.raises(vim.fault.InvalidLogin):
+            other.content.sessionManager.CloneSession(ticket)
+        Disconnect(ro)
+    finally:
+        v.stop()
+
+
+def test_wait_for_updates_ex_with_max_object_updates(si):
+    """A filter over every VM, read with WaitForUpdatesEx as pyvmomi offers it: the first
+    answers are cut to `maxObjectUpdates` and say `truncated` until every VM has entered; a
+    power change then comes alone, with only the property that changed."""
+    content = si.RetrieveContent()
+    view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
+    vms = list(view.view)
+    pc = content.propertyCollector.CreatePropertyCollector()
+    spec = vmodl.query.PropertyCollector.FilterSpec(
+        objectSet=[vmodl.query.PropertyCollector.ObjectSpec(
+            obj=view, skip=True,
+            selectSet=[vmodl.query.PropertyCollector.TraversalSpec(type=vim.view.ContainerView, path="view")])],
+        propSet=[vmodl.query.PropertyCollector.PropertySpec(type=vim.VirtualMachine, pathSet=["name", "runtime.powerState"])])
+    pc.CreateFilter(spec, partialUpdates=False)
+    options = vmodl.query.PropertyCollector.WaitOptions(maxWaitSeconds=0, maxObjectUpdates=2)
+    version, entered, truncated = "", [], 0
+    while True:
+        update = pc.WaitForUpdatesEx(version, options)
+        version = update.version
+        objects = [o for fs in update.filterSet for o in fs.objectSet]
+        assert len(objects) <= 2
+        entered += [o.obj for o in objects if o.kind == "enter"]
+        if not update.truncated:
+            break
+        truncated += 1
+    assert truncated >= len(vms) // 2 - 1
+    assert sorted(m._moId for m in entered) == sorted(m._moId for m in vms)
+    vm = vms[0]
+    wait = vmodl.query.PropertyCollector.WaitOptions(maxWaitSeconds=10)
+    state = vm.runtime.powerState
+    task = vm.PowerOffVM_Task() if state == "poweredOn" else vm.PowerOnVM_Task()
+    update = pc.WaitForUpdatesEx(version, wait)
+    objects = [o for fs in update.filterSet for o in fs.objectSet]
+    assert [(o.kind, o.obj, [c.name for c in o.changeSet]) for o in objects] == [
+        ("modify", vm, ["runtime.powerState"])]
+    with pytest.raises(vmodl.query.InvalidCollectorVersion):
+        pc.WaitForUpdatesEx("12345", options)
+    wait_for(lambda: task.info.state == "success", what="the power task")
+    pc.DestroyPropertyCollector()

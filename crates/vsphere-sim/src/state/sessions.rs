@@ -12,12 +12,16 @@ pub(crate) struct Session {
     pub last_active: DateTime<Utc>,
     pub user_agent: String,
     pub call_count: i64,
+    /// The user's role (the configured users', or Admin for the simulator's own).
+    pub role: crate::authorization::SystemRole,
 }
 
-/// The live sessions, by key.
+/// The live sessions, by key, and the clone tickets not yet redeemed.
 #[derive(Debug, Default)]
 pub(crate) struct Sessions {
     by_key: HashMap<String, Session>,
+    /// Ticket → (user, role, redeemable until).
+    tickets: HashMap<String, (String, crate::authorization::SystemRole, DateTime<Utc>)>,
 }
 
 impl Sessions {
@@ -35,6 +39,29 @@ impl Sessions {
 
     pub(crate) fn remove(&mut self, key: &str) {
         self.by_key.remove(key);
+    }
+
+    /// Keeps a clone ticket of `user`, redeemable until `until`.
+    pub(crate) fn add_ticket(
+        &mut self,
+        ticket: &str,
+        (user, role): (String, crate::authorization::SystemRole),
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) {
+        // Tickets nobody redeemed go when the next is made, so they cannot pile up.
+        self.tickets.retain(|_, (_, _, t)| *t >= now);
+        self.tickets.insert(ticket.to_string(), (user, role, until));
+    }
+
+    /// Spends a clone ticket: its user and role, if it is known and not expired at `now`.
+    pub(crate) fn redeem_ticket(
+        &mut self,
+        ticket: &str,
+        now: DateTime<Utc>,
+    ) -> Option<(String, crate::authorization::SystemRole)> {
+        let (user, role, until) = self.tickets.remove(ticket)?;
+        (now <= until).then_some((user, role))
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Session> {

@@ -1,0 +1,571 @@
+//! AuthorizationManager: vCenter's system roles and their privileges, the users a simulator
+//! is configured with (each holding one system role on the root folder, propagating), the
+//! privilege each changing method needs, and the queries clients make (`roleList`,
+//! `privilegeList`, HasPrivilegeOnEntity/Entities, HasUserPrivilegeOnEntities,
+//! FetchUserPrivilegeOnEntities, RetrieveAllPermissions, RetrieveEntityPermissions,
+//! RetrieveRolePermissions).
+//!
+//! A user's role holds everywhere (one permission at the root folder, as a fresh vCenter
+//! grants its administrator), so checking a call is checking the session's role for the
+//! method's privilege; the simulator's own user is `Admin`. Reads are not filtered by
+//! permission: a `ReadOnly` or `View` user sees what an administrator sees.
+
+use crate::call::Call;
+use crate::fault::Fault;
+use crate::objects::{refs, Inventory, ManagedObject};
+use crate::soap::Element;
+use crate::state::State;
+use crate::value::{string_array, write_element, Data, Moref, Val};
+use serde::{Deserialize, Serialize};
+
+/// One of vCenter's system roles, by the name and id vCenter gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum SystemRole {
+    #[default]
+    Admin,
+    ReadOnly,
+    View,
+    Anonymous,
+    NoAccess,
+}
+
+impl SystemRole {
+    /// Every system role, in vCenter's id order (-1 down to -5).
+    pub const ALL: [SystemRole; 5] = [
+        SystemRole::Admin,
+        SystemRole::ReadOnly,
+        SystemRole::View,
+        SystemRole::Anonymous,
+        SystemRole::NoAccess,
+    ];
+
+    /// vCenter's role id.
+    pub fn id(self) -> i32 {
+        match self {
+            SystemRole::Admin => -1,
+            SystemRole::ReadOnly => -2,
+            SystemRole::View => -3,
+            SystemRole::Anonymous => -4,
+            SystemRole::NoAccess => -5,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SystemRole::Admin => "Admin",
+            SystemRole::ReadOnly => "ReadOnly",
+            SystemRole::View => "View",
+            SystemRole::Anonymous => "Anonymous",
+            SystemRole::NoAccess => "NoAccess",
+        }
+    }
+
+    fn label(self) -> (&'static str, &'static str) {
+        match self {
+            SystemRole::Admin => ("Administrator", "Full access rights"),
+            SystemRole::ReadOnly => ("Read-only", "See details of objects, but not make changes"),
+            SystemRole::View => ("View", "Visibility access (cannot be granted)"),
+            SystemRole::Anonymous => ("Anonymous", "Not logged-in user (cannot be granted)"),
+            SystemRole::NoAccess => ("No access", "Used for restricting granted access"),
+        }
+    }
+
+    /// The privileges the role holds (Admin: every privilege the simulator knows).
+    pub fn privileges(self) -> Vec<&'static str> {
+        let base: &[&str] = match self {
+            SystemRole::Admin => return all_privileges(),
+            SystemRole::ReadOnly => &["System.Anonymous", "System.View", "System.Read"],
+            SystemRole::View => &["System.Anonymous", "System.View"],
+            SystemRole::Anonymous => &["System.Anonymous"],
+            SystemRole::NoAccess => &[],
+        };
+        base.to_vec()
+    }
+
+    pub fn holds(self, privilege: &str) -> bool {
+        self == SystemRole::Admin || self.privileges().contains(&privilege)
+    }
+}
+
+impl std::str::FromStr for SystemRole {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        SystemRole::ALL
+            .into_iter()
+            .find(|r| r.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = SystemRole::ALL.iter().map(|r| r.name()).collect();
+                format!("unknown role {s:?} (one of {})", names.join(", "))
+            })
+    }
+}
+
+/// A user a simulator lets log in besides its own administrator (`infrasim vcsim --users`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SimUser {
+    pub name: String,
+    pub password: String,
+    #[serde(default)]
+    pub role: SystemRole,
+}
+
+/// (managed-object type, method, privilege): what each changing method needs, as vCenter's
+/// privilege reference names it. A method not listed (reads, sessions, the property
+/// collector) needs no privilege here.
+const REQUIRED: &[(&str, &str, &str)] = &[
+    (
+        "VirtualMachine",
+        "CloneVM_Task",
+        "VirtualMachine.Provisioning.Clone",
+    ),
+    (
+        "VirtualMachine",
+        "PowerOnVM_Task",
+        "VirtualMachine.Interact.PowerOn",
+    ),
+    (
+        "VirtualMachine",
+        "PowerOffVM_Task",
+        "VirtualMachine.Interact.PowerOff",
+    ),
+    (
+        "VirtualMachine",
+        "ShutdownGuest",
+        "VirtualMachine.Interact.PowerOff",
+    ),
+    (
+        "VirtualMachine",
+        "ResetVM_Task",
+        "VirtualMachine.Interact.Reset",
+    ),
+    (
+        "VirtualMachine",
+        "RebootGuest",
+        "VirtualMachine.Interact.Reset",
+    ),
+    (
+        "VirtualMachine",
+        "SuspendVM_Task",
+        "VirtualMachine.Interact.Suspend",
+    ),
+    (
+        "VirtualMachine",
+        "ReconfigVM_Task",
+        "VirtualMachine.Config.Settings",
+    ),
+    (
+        "VirtualMachine",
+        "CustomizeVM_Task",
+        "VirtualMachine.Provisioning.Customize",
+    ),
+    (
+        "VirtualMachine",
+        "MarkAsTemplate",
+        "VirtualMachine.Provisioning.MarkAsTemplate",
+    ),
+    (
+        "VirtualMachine",
+        "MarkAsVirtualMachine",
+        "VirtualMachine.Provisioning.MarkAsVM",
+    ),
+    (
+        "VirtualMachine",
+        "CreateSnapshot_Task",
+        "VirtualMachine.State.CreateSnapshot",
+    ),
+    (
+        "VirtualMachine",
+        "RemoveAllSnapshots_Task",
+        "VirtualMachine.State.RemoveSnapshot",
+    ),
+    (
+        "VirtualMachine",
+        "RevertToCurrentSnapshot_Task",
+        "VirtualMachine.State.RevertToSnapshot",
+    ),
+    ("VirtualMachine", "RelocateVM_Task", "Resource.ColdMigrate"),
+    ("VirtualMachine", "MigrateVM_Task", "Resource.HotMigrate"),
+    (
+        "VirtualMachine",
+        "UnregisterVM",
+        "VirtualMachine.Inventory.Unregister",
+    ),
+    (
+        "VirtualMachine",
+        "Destroy_Task",
+        "VirtualMachine.Inventory.Delete",
+    ),
+    (
+        "VirtualMachine",
+        "Rename_Task",
+        "VirtualMachine.Config.Rename",
+    ),
+    (
+        "VirtualMachineSnapshot",
+        "RemoveSnapshot_Task",
+        "VirtualMachine.State.RemoveSnapshot",
+    ),
+    (
+        "VirtualMachineSnapshot",
+        "RevertToSnapshot_Task",
+        "VirtualMachine.State.RevertToSnapshot",
+    ),
+    (
+        "VirtualMachineSnapshot",
+        "RenameSnapshot",
+        "VirtualMachine.State.RenameSnapshot",
+    ),
+    ("Folder", "CreateFolder", "Folder.Create"),
+    (
+        "Folder",
+        "MoveIntoFolder_Task",
+        "VirtualMachine.Inventory.Move",
+    ),
+    ("Folder", "CreateVM_Task", "VirtualMachine.Inventory.Create"),
+    (
+        "Folder",
+        "RegisterVM_Task",
+        "VirtualMachine.Inventory.Register",
+    ),
+    ("Folder", "Destroy_Task", "Folder.Delete"),
+    ("Folder", "Rename_Task", "Folder.Rename"),
+    ("ResourcePool", "CreateResourcePool", "Resource.CreatePool"),
+    (
+        "ResourcePool",
+        "CreateVM_Task",
+        "VirtualMachine.Inventory.Create",
+    ),
+    ("ResourcePool", "Destroy_Task", "Resource.DeletePool"),
+    ("ResourcePool", "Rename_Task", "Resource.RenamePool"),
+    (
+        "ClusterComputeResource",
+        "ReconfigureComputeResource_Task",
+        "Host.Inventory.EditCluster",
+    ),
+    (
+        "ClusterComputeResource",
+        "Destroy_Task",
+        "Host.Inventory.DeleteCluster",
+    ),
+    (
+        "ClusterComputeResource",
+        "Rename_Task",
+        "Host.Inventory.RenameCluster",
+    ),
+    ("Datacenter", "Destroy_Task", "Datacenter.Delete"),
+    ("Datacenter", "Rename_Task", "Datacenter.Rename"),
+    ("Datastore", "Destroy_Task", "Datastore.Delete"),
+    ("Datastore", "Rename_Task", "Datastore.Rename"),
+    (
+        "HostDatastoreBrowser",
+        "SearchDatastore_Task",
+        "Datastore.Browse",
+    ),
+    (
+        "HostDatastoreBrowser",
+        "SearchDatastoreSubFolders_Task",
+        "Datastore.Browse",
+    ),
+    (
+        "CustomFieldsManager",
+        "AddCustomFieldDef",
+        "Global.ManageCustomFields",
+    ),
+    (
+        "CustomFieldsManager",
+        "RemoveCustomFieldDef",
+        "Global.ManageCustomFields",
+    ),
+    (
+        "CustomFieldsManager",
+        "RenameCustomFieldDef",
+        "Global.ManageCustomFields",
+    ),
+    ("CustomFieldsManager", "SetField", "Global.SetCustomField"),
+    (
+        "SessionManager",
+        "TerminateSession",
+        "Sessions.TerminateSession",
+    ),
+];
+
+/// The privilege a method of `ty` needs, if any.
+pub(crate) fn required(ty: &str, method: &str) -> Option<&'static str> {
+    if method == "setCustomValue" {
+        return Some("Global.SetCustomField");
+    }
+    REQUIRED
+        .iter()
+        .find(|(t, m, _)| *t == ty && *m == method)
+        .map(|(_, _, p)| *p)
+}
+
+/// Every privilege the simulator knows: the system ones and those methods need.
+fn all_privileges() -> Vec<&'static str> {
+    let mut all = vec!["System.Anonymous", "System.View", "System.Read"];
+    for (_, _, p) in REQUIRED {
+        if !all.contains(p) {
+            all.push(p);
+        }
+    }
+    all
+}
+
+/// NoPermission: the session's role lacks `privilege` on `object`.
+pub(crate) fn no_permission(object: &Moref, privilege: &str) -> Fault {
+    let mut f = Fault::new_pub(
+        "NoPermission",
+        format!("Permission to perform this operation was denied. Missing privilege: {privilege}"),
+    );
+    let missing = Data::new("NoPermissionEntityPrivileges")
+        .with("entity", object.clone())
+        .with("privilegeIds", string_array([privilege]));
+    f.fields = f
+        .fields
+        .with("object", object.clone())
+        .with("privilegeId", privilege)
+        .with(
+            "missingPrivileges",
+            Val::Array("NoPermissionEntityPrivileges", vec![Val::from(missing)]),
+        );
+    f
+}
+
+/// The manager's reference on a vCenter and on an ESXi host.
+pub(crate) fn manager(esx: bool) -> Moref {
+    Moref::new(
+        "AuthorizationManager",
+        if esx {
+            "ha-authmgr"
+        } else {
+            "AuthorizationManager"
+        },
+    )
+}
+
+/// Adds the AuthorizationManager with its roles and privileges.
+pub(crate) fn install(inv: &mut Inventory) {
+    let m = manager(inv.esx());
+    let mut o = ManagedObject::new(&m.ty, &m.value);
+    let privileges: Vec<Val> = all_privileges()
+        .into_iter()
+        .map(|p| {
+            let (group, name) = p.rsplit_once('.').unwrap_or(("", p));
+            Val::from(
+                Data::new("AuthorizationPrivilege")
+                    .with("privId", p)
+                    .with("onParent", false)
+                    .with("name", name)
+                    .with("privGroupName", group),
+            )
+        })
+        .collect();
+    o.set(
+        "privilegeList",
+        Val::Array("AuthorizationPrivilege", privileges),
+    );
+    let roles: Vec<Val> = SystemRole::ALL
+        .into_iter()
+        .map(|r| {
+            let (label, summary) = r.label();
+            Val::from(
+                Data::new("AuthorizationRole")
+                    .with("roleId", r.id())
+                    .with("system", true)
+                    .with("name", r.name())
+                    .with(
+                        "info",
+                        Data::new("Description")
+                            .with("label", label)
+                            .with("summary", summary),
+                    )
+                    .with("privilege", string_array(r.privileges())),
+            )
+        })
+        .collect();
+    o.set("roleList", Val::Array("AuthorizationRole", roles));
+    inv.insert(o);
+}
+
+/// The role of a user by name: the simulator's own user is Admin; `None` for a stranger.
+pub(crate) fn role_of(call: &Call<'_>, user: &str) -> Option<SystemRole> {
+    if user == call.config.username {
+        return Some(SystemRole::Admin);
+    }
+    call.config
+        .users
+        .iter()
+        .find(|u| u.name == user)
+        .map(|u| u.role)
+}
+
+/// The user a call's session belongs to, and its role.
+fn session_user(state: &State, call: &Call<'_>, key: Option<&str>) -> Option<(String, SystemRole)> {
+    let s = state.sessions.get(key.or(call.session.as_deref())?)?;
+    Some((s.user.clone(), s.role))
+}
+
+/// Checks that the call's session may run `method` on `this`.
+pub(crate) fn check(
+    state: &State,
+    call: &Call<'_>,
+    this: &Moref,
+    method: &str,
+) -> Result<(), Fault> {
+    let Some(privilege) = required(&this.ty, method) else {
+        return Ok(());
+    };
+    match session_user(state, call, None) {
+        Some((_, role)) if !role.holds(privilege) => Err(no_permission(this, privilege)),
+        _ => Ok(()),
+    }
+}
+
+pub(crate) fn dispatch(
+    state: &mut State,
+    call: &mut Call<'_>,
+    _this: &Moref,
+    method: &str,
+    args: &Element,
+) -> Option<Result<String, Fault>> {
+    Some(match method {
+        "HasPrivilegeOnEntity" => has_privilege_on_entity(state, call, args),
+        "HasPrivilegeOnEntities" => {
+            let role =
+                session_user(state, call, args.text_of("sessionId").map(str::trim)).map(|(_, r)| r);
+            Ok(entity_privileges(args, role))
+        }
+        "HasUserPrivilegeOnEntities" => {
+            let role = role_of(call, args.text_of("userName").unwrap_or("").trim());
+            Ok(entity_privileges(args, role))
+        }
+        "FetchUserPrivilegeOnEntities" => {
+            let role = role_of(call, args.text_of("userName").unwrap_or("").trim());
+            Ok(user_privileges(args, role))
+        }
+        "RetrieveAllPermissions" => Ok(permissions(state, call, |_| true)),
+        "RetrieveEntityPermissions" => {
+            let root = refs::root_folder(state.inventory.esx());
+            let entity = args.child("entity").and_then(Element::moref);
+            let inherited = args.flag("inherited").unwrap_or(false);
+            let at_root = entity.as_ref().is_some_and(|e| *e == root);
+            Ok(permissions(state, call, |_| at_root || inherited))
+        }
+        "RetrieveRolePermissions" => {
+            let id = args
+                .text_of("roleId")
+                .and_then(|r| r.trim().parse::<i32>().ok());
+            Ok(permissions(state, call, |role| Some(role.id()) == id))
+        }
+        _ => return None,
+    })
+}
+
+fn has_privilege_on_entity(
+    state: &State,
+    call: &Call<'_>,
+    args: &Element,
+) -> Result<String, Fault> {
+    let role = session_user(state, call, args.text_of("sessionId").map(str::trim)).map(|(_, r)| r);
+    let mut out = String::new();
+    for p in args.children_named("privId") {
+        let granted = role.is_some_and(|r| r.holds(p.text.trim()));
+        write_element(&mut out, "returnval", &Val::Bool(granted), false);
+    }
+    Ok(out)
+}
+
+/// EntityPrivilege per entity: whether `role` holds each asked privilege.
+fn entity_privileges(args: &Element, role: Option<SystemRole>) -> String {
+    let privs: Vec<&str> = args
+        .children_named("privId")
+        .map(|p| p.text.trim())
+        .collect();
+    let mut out = String::new();
+    for entity in args.children_named("entity").filter_map(Element::moref) {
+        let availability: Vec<Val> = privs
+            .iter()
+            .map(|p| {
+                Val::from(
+                    Data::new("PrivilegeAvailability")
+                        .with("privId", *p)
+                        .with("isGranted", role.is_some_and(|r| r.holds(p))),
+                )
+            })
+            .collect();
+        let ep = Data::new("EntityPrivilege").with("entity", entity).with(
+            "privAvailability",
+            Val::Array("PrivilegeAvailability", availability),
+        );
+        write_element(&mut out, "returnval", &Val::from(ep), false);
+    }
+    out
+}
+
+/// UserPrivilegeResult per entity: every privilege the user's role holds.
+fn user_privileges(args: &Element, role: Option<SystemRole>) -> String {
+    let privileges = role.map(SystemRole::privileges).unwrap_or_default();
+    let mut out = String::new();
+    for entity in args.children_named("entities").filter_map(Element::moref) {
+        let r = Data::new("UserPrivilegeResult")
+            .with("entity", entity)
+            .with("privileges", string_array(privileges.iter().copied()));
+        write_element(&mut out, "returnval", &Val::from(r), false);
+    }
+    out
+}
+
+/// The permissions at the root folder (the simulator's user and every configured user),
+/// those whose role `keep` accepts.
+fn permissions(state: &State, call: &Call<'_>, keep: impl Fn(SystemRole) -> bool) -> String {
+    let root = refs::root_folder(state.inventory.esx());
+    let users = std::iter::once((call.config.username.as_str(), SystemRole::Admin))
+        .chain(call.config.users.iter().map(|u| (u.name.as_str(), u.role)));
+    let mut out = String::new();
+    for (user, role) in users.filter(|(_, r)| keep(*r)) {
+        let p = Data::new("Permission")
+            .with("entity", root.clone())
+            .with("principal", user)
+            .with("group", false)
+            .with("roleId", role.id())
+            .with("propagate", true);
+        write_element(&mut out, "returnval", &Val::from(p), false);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_roles_hold_what_vcenter_grants_them() {
+        assert!(SystemRole::Admin.holds("VirtualMachine.Provisioning.Clone"));
+        assert!(!SystemRole::ReadOnly.holds("VirtualMachine.Provisioning.Clone"));
+        assert!(SystemRole::ReadOnly.holds("System.Read"));
+        assert!(!SystemRole::View.holds("System.Read"));
+        assert!(SystemRole::NoAccess.privileges().is_empty());
+        assert_eq!("ReadOnly".parse::<SystemRole>(), Ok(SystemRole::ReadOnly));
+        assert!("Root"
+            .parse::<SystemRole>()
+            .unwrap_err()
+            .contains("ReadOnly"));
+        assert_eq!(SystemRole::ALL.map(SystemRole::id), [-1, -2, -3, -4, -5]);
+    }
+
+    #[test]
+    fn changing_methods_need_their_privilege_and_reads_none() {
+        assert_eq!(
+            required("VirtualMachine", "CloneVM_Task"),
+            Some("VirtualMachine.Provisioning.Clone")
+        );
+        assert_eq!(required("Folder", "Destroy_Task"), Some("Folder.Delete"));
+        assert_eq!(required("PropertyCollector", "RetrievePropertiesEx"), None);
+        let all = all_privileges();
+        let mut unique = all.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(all.len(), unique.len(), "each privilege listed once");
+    }
+}
