@@ -467,7 +467,6 @@ async fn probe(c: &Cluster, r: &Reconciler<Cluster>, initialized: bool) -> Condi
             "Remote connection not established yet",
         );
     }
-    let ns = c.namespace().unwrap_or_default();
     let uid = c.uid().unwrap_or_default();
     let now = r.core.ctx.now();
     let last = r
@@ -480,7 +479,7 @@ async fn probe(c: &Cluster, r: &Reconciler<Cluster>, initialized: bool) -> Condi
     if last.is_some_and(|t| now - t < chrono::Duration::seconds(PROBE_INTERVAL_SECONDS)) {
         return Condition::new("RemoteConnectionProbe", true, "ProbeSucceeded", "");
     }
-    match r.core.workloads.get(&r.client(), &ns, &c.name_any()).await {
+    match r.core.workloads.of(&r.client(), c).await {
         Ok(client) => match client.apiserver_version().await {
             Ok(_) => {
                 r.core

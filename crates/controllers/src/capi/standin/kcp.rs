@@ -267,13 +267,7 @@ fn set_certificates_available(conds: &mut Vec<Condition>, available: bool, now: 
 
 /// Whether the workload cluster has kubeadm's ConfigMap: `kubeadm init` finished.
 async fn kubeadm_config_exists(r: &Reconciler<KubeadmControlPlane>, cluster: &Cluster) -> bool {
-    let ns = cluster.namespace().unwrap_or_default();
-    let Ok(client) = r
-        .core
-        .workloads
-        .get(&r.client(), &ns, &cluster.name_any())
-        .await
-    else {
+    let Ok(client) = r.core.workloads.of(&r.client(), cluster).await else {
         return false;
     };
     let cms: Api<ConfigMap> = Api::namespaced(client, "kube-system");

@@ -801,12 +801,7 @@ async fn delete(
     }
     if let (Some(cluster), false) = (cluster, cluster_deleting) {
         if let Some(node) = m.status.as_ref().and_then(|s| s.node_ref.as_ref()) {
-            if let Ok(client) = r
-                .core
-                .workloads
-                .get(&r.client(), &ns, &cluster.name_any())
-                .await
-            {
+            if let Ok(client) = r.core.workloads.of(&r.client(), cluster).await {
                 let nodes: Api<Node> = Api::all(client);
                 match nodes.delete(&node.name, &DeleteParams::default()).await {
                     Ok(_) => {}
@@ -853,13 +848,7 @@ async fn drain(
     cluster: &Cluster,
     node: &str,
 ) -> Result<Option<String>, Error> {
-    let ns = cluster.namespace().unwrap_or_default();
-    let Ok(client) = r
-        .core
-        .workloads
-        .get(&r.client(), &ns, &cluster.name_any())
-        .await
-    else {
+    let Ok(client) = r.core.workloads.of(&r.client(), cluster).await else {
         return Ok(None);
     };
     let nodes: Api<Node> = Api::all(client.clone());

@@ -279,17 +279,11 @@ impl Sets {
         resources: &[(ResourceRef, Vec<Vec<u8>>)],
         outcome: &mut Outcome,
     ) -> Result<(), Error> {
-        let ns = set.namespace().unwrap_or_default();
         // The workload cluster answers once its control plane is up: its change wakes the set.
         if !cluster.control_plane_initialized() {
             return Ok(());
         }
-        let workload = match self
-            .core
-            .workloads
-            .get(&self.core.ctx.client, &ns, &cluster.name_any())
-            .await
-        {
+        let workload = match self.core.workloads.of(&self.core.ctx.client, cluster).await {
             Ok(client) => client,
             Err(e) => {
                 outcome.fail("InternalError", "RemoteClusterClientFailed", e.to_string());

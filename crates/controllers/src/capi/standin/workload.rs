@@ -2,6 +2,7 @@
 //! controllers make theirs: what they read there (Nodes, kubeadm's ConfigMap) and change
 //! (cordons, evictions, kube-proxy) goes through the cluster's own endpoint and credentials.
 
+use crate::capi::core::Cluster;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::{Client, ResourceExt};
@@ -106,6 +107,12 @@ impl WorkloadClients {
         };
         self.lock().insert(key, known);
         Ok(client)
+    }
+
+    /// A client of `cluster`'s workload cluster.
+    pub async fn of(&self, mgmt: &Client, cluster: &Cluster) -> Result<Client, WorkloadError> {
+        let ns = cluster.namespace().unwrap_or_default();
+        self.get(mgmt, &ns, &cluster.name_any()).await
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Known>> {

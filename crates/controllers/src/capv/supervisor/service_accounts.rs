@@ -48,11 +48,7 @@ pub(super) async fn reconcile(r: &Reconciler, c: &VSphereCluster, cluster: &Clus
         })
         .filter(|a| !a.annotations().contains_key(crate::capi::PAUSED_ANNOTATION))
         .collect();
-    let guest = match r
-        .workloads
-        .get(&r.ctx.client, &ns, &cluster.name_any())
-        .await
-    {
+    let guest = match r.workloads.of(&r.ctx.client, cluster).await {
         Ok(client) => client,
         Err(_) => return Outcome::Unreachable,
     };

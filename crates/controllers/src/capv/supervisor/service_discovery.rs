@@ -16,7 +16,7 @@ use infrasim_controller_runtime::conditions::Condition;
 use infrasim_controller_runtime::writes::apply;
 use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Service};
 use kube::api::{Api, PostParams};
-use kube::{Client, ResourceExt};
+use kube::Client;
 use serde_json::json;
 use std::net::IpAddr;
 
@@ -41,12 +41,7 @@ pub(super) enum Outcome {
 
 /// Ensures the supervisor's headless Service and Endpoints in `cluster`'s workload cluster.
 pub(super) async fn reconcile(r: &Reconciler, cluster: &Cluster) -> Outcome {
-    let ns = cluster.namespace().unwrap_or_default();
-    let Ok(guest) = r
-        .workloads
-        .get(&r.ctx.client, &ns, &cluster.name_any())
-        .await
-    else {
+    let Ok(guest) = r.workloads.of(&r.ctx.client, cluster).await else {
         return Outcome::Unreachable;
     };
     let outcome = async {
