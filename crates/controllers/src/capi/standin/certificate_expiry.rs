@@ -15,12 +15,12 @@
 //! fault's re-issue (or its end), so the annotation follows the certificate whenever the two
 //! differ.
 
+use super::merge_patch;
 use super::{Error, Reconciler};
 use crate::capi::core::{KubeadmConfig, KubeadmControlPlane, Machine};
 use crate::capi::infra::cloud_key;
 use chrono::{DateTime, Utc};
 use infrasim_controller_runtime::conditions;
-use kube::api::{Patch, PatchParams};
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -62,12 +62,7 @@ pub(super) async fn discover(
         }
         let patch = json!({"metadata": {"annotations": {ANNOTATION: stamp}}});
         let api = r.api::<KubeadmConfig>(namespace);
-        api.patch(
-            &config.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
+        merge_patch(&api, &config.name_any(), &patch).await?;
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 //! `InfrastructureReady`, `ControlPlaneInitialized`, `ControlPlaneAvailable`, …). Deletion
 //! goes workers, control plane, infrastructure, then the Cluster.
 
+use super::merge_patch;
 use super::objects::{adopt, contract_flag, owner_ref};
 use super::topology::DEPLOYMENT_LABEL;
 use super::{apply_status, paused, Core, Error, Reconciler};
@@ -17,7 +18,7 @@ use crate::capi::CLUSTER_NAME_LABEL;
 use infrasim_controller_runtime::conditions::{self, Condition};
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_kube_api::values::At;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 use serde_json::{json, Value};
@@ -376,12 +377,7 @@ async fn copy_endpoint(
     .or_else(|| cp.endpoint.clone());
     if let Some(e) = from {
         let patch = json!({"spec": {"controlPlaneEndpoint": {"host": e.host, "port": e.port}}});
-        api.patch(
-            &c.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
+        merge_patch(api, &c.name_any(), &patch).await?;
     }
     Ok(())
 }

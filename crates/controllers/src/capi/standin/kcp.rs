@@ -6,6 +6,7 @@
 
 use super::certificate_expiry;
 use super::certs;
+use super::merge_patch;
 use super::objects::{clone_template, owner_ref, random_suffix, CloneSpec, CLONED_FROM_NAME};
 use super::{apply_status, ensure_finalizer, paused, remove_finalizer, Core, Error, Reconciler};
 use crate::capi::core::{
@@ -18,7 +19,7 @@ use infrasim_controller_runtime::conditions::{self, Condition};
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 use serde_json::{json, Value};
@@ -299,12 +300,7 @@ async fn release_cleanup_hooks(
             }
             let api: Api<Machine> = r.api(&ns);
             let patch = json!({"metadata": {"annotations": {CLEANUP_HOOK: null}}});
-            api.patch(
-                &m.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+            merge_patch(&api, &m.name_any(), &patch).await?;
         }
     }
     Ok(())
@@ -1043,12 +1039,7 @@ async fn delete(
             let mapi: Api<Machine> = r.api(&ns);
             if m.annotations().contains_key(CLEANUP_HOOK) {
                 let patch = json!({"metadata": {"annotations": {CLEANUP_HOOK: null}}});
-                mapi.patch(
-                    &m.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await?;
+                merge_patch(&mapi, &m.name_any(), &patch).await?;
             }
             if m.metadata.deletion_timestamp.is_none() {
                 mapi.delete(&m.name_any(), &DeleteParams::default()).await?;

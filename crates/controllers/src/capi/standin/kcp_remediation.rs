@@ -3,11 +3,12 @@
 //! does it: the Machine goes (its etcd member first, through the pre-terminate hook), and the
 //! control plane's scale-up makes its replacement, annotated with what it replaces.
 
+use super::merge_patch;
 use super::remediation::{self, OWNER_MANAGER};
 use super::{Error, Reconciler};
 use crate::capi::core::{KubeadmControlPlane, Machine};
 use infrasim_controller_runtime::conditions;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams};
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -159,12 +160,7 @@ async fn set_in_progress(
 ) -> Result<(), Error> {
     let api: Api<KubeadmControlPlane> = r.api(&kcp.namespace().unwrap_or_default());
     let patch = json!({"metadata": {"annotations": {IN_PROGRESS_ANNOTATION: value}}});
-    api.patch(
-        &kcp.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
+    merge_patch(&api, &kcp.name_any(), &patch).await?;
     Ok(())
 }
 

@@ -5,6 +5,7 @@
 //! the Node.
 
 use super::certificate_expiry;
+use super::merge_patch;
 use super::objects::{adopt, contract_flag, owner_ref};
 use super::{apply_status, paused, Core, Error, Reconciler};
 use crate::capi::core::{
@@ -227,12 +228,7 @@ async fn apply(m: &Machine, r: &Reconciler<Machine>) -> Result<Next, Error> {
     if m.labels().get(crate::capi::CLUSTER_NAME_LABEL) != Some(&m.spec.cluster_name) {
         let patch =
             json!({"metadata": {"labels": {crate::capi::CLUSTER_NAME_LABEL: m.spec.cluster_name}}});
-        api.patch(
-            &m.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
+        merge_patch(&api, &m.name_any(), &patch).await?;
     }
     let bootstrap = bootstrap(m, r, &ns).await?;
     let infra = infrastructure(m, r, &ns).await?;
@@ -471,13 +467,7 @@ async fn spec_updates(
     if spec.is_empty() {
         return Ok(None);
     }
-    let patched = api
-        .patch(
-            &m.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": spec})),
-        )
-        .await?;
+    let patched = merge_patch(api, &m.name_any(), &json!({"spec": spec})).await?;
     Ok(patched.metadata.generation)
 }
 

@@ -3,6 +3,7 @@
 //! user deletes old machines (`OnDelete`), and replica counts summed over the sets.
 
 use super::machineset::{replica_status, selector_string};
+use super::merge_patch;
 use super::objects::{owner_ref, random_suffix, with_owner};
 use super::{apply_status, in_place, paused, Core, Error, Reconciler};
 use crate::capi::core::{
@@ -183,12 +184,7 @@ async fn adopt_by_cluster(
     if let Some(o) = owners {
         patch["metadata"]["ownerReferences"] = json!(o);
     }
-    api.patch(
-        &md.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
+    merge_patch(api, &md.name_any(), &patch).await?;
     Ok(())
 }
 
@@ -367,12 +363,7 @@ async fn set_replicas(api: &Api<MachineSet>, s: &MachineSet, n: i32) -> Result<(
         return Ok(());
     }
     let patch = json!({"spec": {"replicas": n}});
-    api.patch(
-        &s.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
+    merge_patch(api, &s.name_any(), &patch).await?;
     Ok(())
 }
 

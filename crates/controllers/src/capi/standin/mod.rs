@@ -172,6 +172,24 @@ pub(crate) use infrasim_controller_runtime::finalizers::{
     ensure as ensure_finalizer, remove as remove_finalizer,
 };
 
+/// Merge-patches the object `name` of `api` with `patch` (the stand-in's writes of a few
+/// fields it alone sets), returning the object as patched.
+async fn merge_patch<K>(
+    api: &Api<K>,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<K, kube::Error>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(patch),
+    )
+    .await
+}
+
 /// Applies `status` to `obj` under `manager`, the calling controller's (server-side apply:
 /// only that controller's own status fields, never a stale copy of anything else), unless
 /// `obj` already has it: most reconciles find nothing new, and a write they need not make is

@@ -2,13 +2,12 @@
 //! version through the CRD's contract label, reading and patching such objects, owner
 //! references, and cloning an object from its template, as the core does for any provider.
 
+use super::merge_patch;
 use crate::capi::core::{ContractRef, TemplateRef};
 use infrasim_kube_api::values::At;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -221,12 +220,7 @@ pub async fn adopt(
     if !missing.is_empty() {
         patch["metadata"]["labels"] = json!(missing);
     }
-    api.patch(
-        &obj.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
+    merge_patch(api, &obj.name_any(), &patch).await?;
     Ok(())
 }
 

@@ -13,12 +13,13 @@
 
 use super::blueprint::Blueprint;
 use super::desired::{control_plane_clone, infrastructure_clone, TOPOLOGY_MANAGER};
+use super::merge_patch;
 use super::objects::{apply_template_clone, copy_template};
 use super::objects::{owner_ref, random_suffix};
 use super::{Error, Reconciler};
 use crate::capi::core::{Cluster, ContractRef, KubeadmControlPlane, MachineDeployment};
 use crate::capi::TOPOLOGY_DEPLOYMENT_LABEL as DEPLOYMENT_LABEL;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use kube::ResourceExt;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -64,12 +65,7 @@ pub(super) async fn roll_out(
         if !changed.is_empty() {
             let api: Api<MachineDeployment> = r.api(&ns);
             let patch = json!({"spec": {"template": {"spec": changed}}});
-            api.patch(
-                &md.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+            merge_patch(&api, &md.name_any(), &patch).await?;
         }
     }
     Ok(())

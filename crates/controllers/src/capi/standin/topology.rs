@@ -9,6 +9,7 @@
 
 use super::blueprint::{self, Blueprint, Existing};
 use super::desired::{control_plane_clone, infrastructure_clone, owned_labels, TOPOLOGY_MANAGER};
+use super::merge_patch;
 use super::objects::{apply_template_clone, copy_template, covers, owner_ref};
 use super::{Error, Reconciler};
 use crate::capi::core::{
@@ -17,7 +18,7 @@ use crate::capi::core::{
 };
 use crate::capi::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
 use infrasim_controller_runtime::conditions::Condition;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::ResourceExt;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -262,13 +263,7 @@ async fn set_ref(
     let mut labels = owned_labels(c);
     labels.extend(c.labels().clone());
     let patch = json!({"metadata": {"labels": labels}, "spec": {field: reference}});
-    *c = api
-        .patch(
-            &c.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
+    *c = merge_patch(&api, &c.name_any(), &patch).await?;
     Ok(())
 }
 
@@ -411,12 +406,7 @@ async fn flow_down(
         spec.insert("replicas".into(), json!(replicas));
     }
     if !spec.is_empty() {
-        api.patch(
-            &cp_ref.name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": spec})),
-        )
-        .await?;
+        merge_patch(&api, &cp_ref.name, &json!({"spec": spec})).await?;
     }
     Ok(())
 }
@@ -517,12 +507,7 @@ async fn machine_deployments(
                     }
                 }
                 if !spec.is_empty() {
-                    api.patch(
-                        &current.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(&json!({"spec": spec})),
-                    )
-                    .await?;
+                    merge_patch(&api, &current.name_any(), &json!({"spec": spec})).await?;
                 }
             }
         }
