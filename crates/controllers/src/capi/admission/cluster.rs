@@ -253,22 +253,9 @@ pub fn against_class(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capi::admission::review::Operation;
 
     fn review(object: Value, old: Option<Value>) -> Review {
-        Review {
-            operation: if old.is_some() {
-                Operation::Update
-            } else {
-                Operation::Create
-            },
-            object,
-            old,
-            namespace: "default".into(),
-            name: "c1".into(),
-            dry_run: false,
-            sub_resource: None,
-        }
+        Review::of("c1", object, old)
     }
 
     fn cluster(version: &str) -> Value {

@@ -228,12 +228,7 @@ mod tests {
     fn review(op: Operation, object: Value, old: Option<Value>) -> Review {
         Review {
             operation: op,
-            object,
-            old,
-            namespace: "default".into(),
-            name: "quick-start".into(),
-            dry_run: false,
-            sub_resource: None,
+            ..Review::of("quick-start", object, old)
         }
     }
 

@@ -65,18 +65,9 @@ pub fn validate(review: &Review) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capi::admission::review::Operation;
 
     fn review(object: Value) -> Review {
-        Review {
-            operation: Operation::Create,
-            object,
-            old: None,
-            namespace: "default".into(),
-            name: "mhc".into(),
-            dry_run: false,
-            sub_resource: None,
-        }
+        Review::of("mhc", object, None)
     }
 
     #[test]

@@ -478,7 +478,6 @@ pub fn validate_scale(replicas: i64, kcp: &Value) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capi::admission::review::Operation;
 
     fn kcp() -> Value {
         json!({"metadata": {"name": "cp"}, "spec": {"version": "1.31.0",
@@ -488,19 +487,7 @@ mod tests {
     }
 
     fn review(object: Value, old: Option<Value>) -> Review {
-        Review {
-            operation: if old.is_some() {
-                Operation::Update
-            } else {
-                Operation::Create
-            },
-            object,
-            old,
-            namespace: "default".into(),
-            name: "cp".into(),
-            dry_run: false,
-            sub_resource: None,
-        }
+        Review::of("cp", object, old)
     }
 
     #[test]

@@ -204,15 +204,7 @@ mod tests {
     use crate::capi::admission::review::Operation;
 
     fn review(object: Value) -> Review {
-        Review {
-            operation: Operation::Create,
-            object,
-            old: None,
-            namespace: "default".into(),
-            name: "md-0".into(),
-            dry_run: false,
-            sub_resource: None,
-        }
+        Review::of("md-0", object, None)
     }
 
     fn written_by_a_user() -> Value {

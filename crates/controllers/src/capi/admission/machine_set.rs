@@ -52,18 +52,9 @@ pub fn label_safe_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capi::admission::review::Operation;
 
     fn review(object: Value, name: &str) -> Review {
-        Review {
-            operation: Operation::Create,
-            object,
-            old: None,
-            namespace: "default".into(),
-            name: name.into(),
-            dry_run: false,
-            sub_resource: None,
-        }
+        Review::of(name, object, None)
     }
 
     #[test]

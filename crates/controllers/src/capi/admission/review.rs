@@ -29,6 +29,27 @@ pub struct Review {
     pub sub_resource: Option<String>,
 }
 
+#[cfg(test)]
+impl Review {
+    /// A review of `object`, named `name` in `default`: an update of `old` when there is one,
+    /// else a create.
+    pub fn of(name: &str, object: Value, old: Option<Value>) -> Review {
+        Review {
+            operation: if old.is_some() {
+                Operation::Update
+            } else {
+                Operation::Create
+            },
+            object,
+            old,
+            namespace: "default".into(),
+            name: name.into(),
+            dry_run: false,
+            sub_resource: None,
+        }
+    }
+}
+
 impl Review {
     /// The review in `request` (an AdmissionReview's), or why it cannot be read.
     pub fn from_request(request: &Value) -> Result<Review, String> {
