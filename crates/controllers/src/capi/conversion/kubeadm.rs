@@ -241,33 +241,40 @@ pub(super) fn config_spec_from_hub(spec: &mut Object) {
             token.insert("ttl".into(), json!(from_seconds(seconds)));
         }
     }
-    let init_timeouts =
-        object_at(spec, &["initConfiguration"]).and_then(|i| take_object(i, "timeouts"));
-    if let Some(seconds) = init_timeouts
-        .as_ref()
-        .and_then(|t| t.get("controlPlaneComponentHealthCheckSeconds"))
-        .and_then(Value::as_i64)
-    {
-        let api_server = child(child(spec, "clusterConfiguration"), "apiServer");
-        api_server.insert(
-            "timeoutForControlPlane".into(),
-            json!(from_seconds(seconds)),
-        );
-    }
-    let join_timeouts =
-        object_at(spec, &["joinConfiguration"]).and_then(|j| take_object(j, "timeouts"));
-    if let Some(seconds) = join_timeouts
-        .as_ref()
-        .and_then(|t| t.get("tlsBootstrapSeconds"))
-        .and_then(Value::as_i64)
-    {
-        let discovery = child(child(spec, "joinConfiguration"), "discovery");
-        discovery.insert("timeout".into(), json!(from_seconds(seconds)));
-    }
+    timeout_from_hub(
+        spec,
+        "initConfiguration",
+        "controlPlaneComponentHealthCheckSeconds",
+        [
+            "clusterConfiguration",
+            "apiServer",
+            "timeoutForControlPlane",
+        ],
+    );
+    timeout_from_hub(
+        spec,
+        "joinConfiguration",
+        "tlsBootstrapSeconds",
+        ["joinConfiguration", "discovery", "timeout"],
+    );
     for configuration in ["initConfiguration", "joinConfiguration"] {
         if spec.get(configuration).is_some_and(is_empty_object) {
             spec.remove(configuration);
         }
+    }
+}
+
+/// Takes `configuration`'s v1beta2 `timeouts` out of the spec and, when they had `seconds`,
+/// sets it as a duration at `to` (two objects and a field), the one place v1beta1 holds it.
+fn timeout_from_hub(spec: &mut Object, configuration: &str, seconds: &str, to: [&str; 3]) {
+    let timeouts = object_at(spec, &[configuration]).and_then(|c| take_object(c, "timeouts"));
+    if let Some(value) = timeouts
+        .as_ref()
+        .and_then(|t| t.get(seconds))
+        .and_then(Value::as_i64)
+    {
+        let [outer, inner, field] = to;
+        child(child(spec, outer), inner).insert(field.into(), json!(from_seconds(value)));
     }
 }
 

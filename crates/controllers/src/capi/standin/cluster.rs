@@ -194,15 +194,7 @@ async fn infrastructure(c: &Cluster, r: &Reconciler<Cluster>) -> Result<InfraSta
             condition: Condition::new("InfrastructureReady", false, reason, message),
         });
     };
-    let labels = BTreeMap::from([(CLUSTER_NAME_LABEL.to_string(), c.name_any())]);
-    adopt(
-        &api,
-        &obj,
-        &owner_ref(c, c.spec.topology.is_some()),
-        &labels,
-        &[],
-    )
-    .await?;
+    adopt_referenced(c, &api, &obj).await?;
     let provisioned = contract_flag(&obj, "provisioned", "ready");
     let endpoint: Option<ApiEndpoint> = obj
         .data
@@ -221,6 +213,25 @@ async fn infrastructure(c: &Cluster, r: &Reconciler<Cluster>) -> Result<InfraSta
             ("Ready", "NotReady"),
         ),
     })
+}
+
+/// Adopts `obj`, the infrastructure cluster or control plane `c` references: owned by the
+/// Cluster (as its controller when a topology made it) and labelled with its name.
+async fn adopt_referenced(
+    c: &Cluster,
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+) -> Result<(), Error> {
+    let labels = BTreeMap::from([(CLUSTER_NAME_LABEL.to_string(), c.name_any())]);
+    adopt(
+        api,
+        obj,
+        &owner_ref(c, c.spec.topology.is_some()),
+        &labels,
+        &[],
+    )
+    .await?;
+    Ok(())
 }
 
 /// `status.failureDomains` of an infrastructure cluster: a list (v1beta2) or a map (v1beta1).
@@ -318,15 +329,7 @@ async fn control_plane(c: &Cluster, r: &Reconciler<Cluster>) -> Result<ControlPl
             format!("{} does not exist", cp_ref.kind),
         ));
     };
-    let labels = BTreeMap::from([(CLUSTER_NAME_LABEL.to_string(), c.name_any())]);
-    adopt(
-        &api,
-        &obj,
-        &owner_ref(c, c.spec.topology.is_some()),
-        &labels,
-        &[],
-    )
-    .await?;
+    adopt_referenced(c, &api, &obj).await?;
     let initialized = contract_flag(&obj, "controlPlaneInitialized", "initialized");
     let int = |p: &str| obj.data.at(p).and_then(Value::as_i64).map(|n| n as i32);
     Ok(ControlPlaneState {
