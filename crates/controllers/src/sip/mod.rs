@@ -387,29 +387,20 @@ async fn deploy(
             })
             .collect()
     };
+    // The load balancer of `role`, from its service's image and interface, on `ports`.
+    let balancer = |role: &str, common: &types::ServiceCommon, ports: &[(String, i32, i32)]| {
+        let hosts = backends(role, &common.node_interface_id);
+        services::load_balancer(sip, role, &common.image, ports, &hosts)
+    };
     let mut wanted = Vec::new();
     if let Some(lb) = s.load_balancer_control_plane.first() {
         let ports = services::control_plane_ports(lb.node_port);
-        let hosts = backends(types::CONTROL_PLANE, &lb.common.node_interface_id);
-        wanted.push(services::load_balancer(
-            sip,
-            types::CONTROL_PLANE,
-            &lb.common.image,
-            &ports,
-            &hosts,
-        ));
+        wanted.push(balancer(types::CONTROL_PLANE, &lb.common, &ports));
     }
     if let Some(lb) = s.load_balancer_worker.first() {
         let range = lb.node_port_range;
         let ports = services::worker_ports(range.start, range.end);
-        let hosts = backends(types::WORKER, &lb.common.node_interface_id);
-        wanted.push(services::load_balancer(
-            sip,
-            types::WORKER,
-            &lb.common.image,
-            &ports,
-            &hosts,
-        ));
+        wanted.push(balancer(types::WORKER, &lb.common, &ports));
     }
     if let Some(spec) = s.jump_host.first() {
         wanted.push(jump_host_objects(sip, r, spec, plan, addresses).await?);
