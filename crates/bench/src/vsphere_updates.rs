@@ -6,7 +6,10 @@
 //! session of its own on a connection of its own, its filter on the session's property
 //! collector, its first wait (the empty version) taken before the load. Then one more
 //! session powers the VM off and on in turn; after each change, the load waits until every
-//! waiter that selects the VM has its update. Measured: the server's CPU per change (the
+//! waiter that selects the VM has its update. Each waiter makes a property collector of its
+//! own for its filter, as govmomi's `property.Wait` (CAPV's, govc's) does; govmomi's
+//! simulator registers every session's default collector under one reference, so only the
+//! last of several sessions waiting on theirs would hear anything. Measured: the server's CPU per change (the
 //! power call, its task and every waiter's answer) and the delivery latency from the power
 //! call's start to each waiter's answer. An update that reaches a waiter not selecting the
 //! VM is counted as spurious.
@@ -52,8 +55,8 @@ pub(crate) async fn measure(
             }
             one_vm(vm)
         };
-        let version = first_wait(&mut s, &spec).await?;
-        tasks.push(tokio::spawn(wait_loop(i, s, version, tx.clone())));
+        let (pc, version) = first_wait(&mut s, &spec).await?;
+        tasks.push(tokio::spawn(wait_loop(i, s, pc, version, tx.clone())));
     }
     let vm = &vms[0];
     let mut latencies = Vec::new();
@@ -132,16 +135,25 @@ fn one_vm(vm: &str) -> String {
     )
 }
 
-/// Creates the filter and takes its first report (everything it selects); the version.
-async fn first_wait(s: &mut Session, spec: &str) -> anyhow::Result<String> {
-    let pc = s.content.property_collector.clone();
+/// Makes a property collector with the filter and takes its first report (everything it
+/// selects); the collector and the report's version.
+async fn first_wait(s: &mut Session, spec: &str) -> anyhow::Result<(String, String)> {
+    let default = s.content.property_collector.clone();
+    let pc = text_of(
+        &s.conn
+            .call(&format!(
+                r#"<CreatePropertyCollector xmlns="urn:vim25"><_this type="PropertyCollector">{default}</_this></CreatePropertyCollector>"#
+            ))
+            .await?,
+        "returnval",
+    )?;
     s.conn
         .call(&format!(
             r#"<CreateFilter xmlns="urn:vim25"><_this type="PropertyCollector">{pc}</_this><spec>{spec}</spec><partialUpdates>false</partialUpdates></CreateFilter>"#
         ))
         .await?;
     let body = s.conn.call(&wait_body(&pc, "", 0)).await?;
-    text_of(&body, "version")
+    Ok((pc, text_of(&body, "version")?))
 }
 
 fn wait_body(pc: &str, version: &str, max_wait: u32) -> String {
@@ -154,10 +166,10 @@ fn wait_body(pc: &str, version: &str, max_wait: u32) -> String {
 async fn wait_loop(
     who: usize,
     mut s: Session,
+    pc: String,
     mut version: String,
     heard: mpsc::UnboundedSender<Heard>,
 ) -> anyhow::Result<()> {
-    let pc = s.content.property_collector.clone();
     loop {
         let body = s.conn.call(&wait_body(&pc, &version, 10)).await?;
         if let Ok(v) = text_of(&body, "version") {

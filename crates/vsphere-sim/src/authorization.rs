@@ -312,8 +312,9 @@ fn all_privileges() -> Vec<&'static str> {
     all
 }
 
-/// NoPermission: the session's role lacks `privilege` on `object`.
-pub(crate) fn no_permission(object: &Moref, privilege: &str) -> Fault {
+/// NoPermission: the session's role lacks `privilege` on `object`. `missingPrivileges` is
+/// written only for API 8.0 (the field came after 7.0.3.0, whose clients reject it).
+pub(crate) fn no_permission(object: &Moref, privilege: &str, api8: bool) -> Fault {
     let mut f = Fault::new_pub(
         "NoPermission",
         format!("Permission to perform this operation was denied. Missing privilege: {privilege}"),
@@ -324,11 +325,13 @@ pub(crate) fn no_permission(object: &Moref, privilege: &str) -> Fault {
     f.fields = f
         .fields
         .with("object", object.clone())
-        .with("privilegeId", privilege)
-        .with(
+        .with("privilegeId", privilege);
+    if api8 {
+        f.fields.set(
             "missingPrivileges",
             Val::Array("NoPermissionEntityPrivileges", vec![Val::from(missing)]),
         );
+    }
     f
 }
 
@@ -417,7 +420,10 @@ pub(crate) fn check(
         return Ok(());
     };
     match session_user(state, call, None) {
-        Some((_, role)) if !role.holds(privilege) => Err(no_permission(this, privilege)),
+        Some((_, role)) if !role.holds(privilege) => {
+            let api8 = call.config.flavor != crate::config::Flavor::VCenter7;
+            Err(no_permission(this, privilege, api8))
+        }
         _ => Ok(()),
     }
 }

@@ -235,6 +235,41 @@ def test_an_invalid_model_is_reported_not_served(plane, ns):
     assert not status.get("host")
 
 
+def test_spec_users_log_in_with_their_secrets_credentials_and_role(plane, ns):
+    """`spec.users`: a user whose name and password are a Secret's (CAPV's identity Secret
+    shape) logs in with pyvmomi and holds its role: a ReadOnly user reads but cannot clone."""
+    plane.kubectl("-n", ns, "create", "secret", "generic", "ro-creds",
+                  "--from-literal=username=readonly@vsphere.local", "--from-literal=password=ro-secret")
+    apply(plane, ns, json.dumps({
+        "apiVersion": f"{VCSIM_GROUP}/v1alpha1", "kind": "VCenterSimulator", "metadata": {"name": "roles"},
+        "spec": {"users": [{"secretName": "ro-creds", "role": "ReadOnly"}]}}))
+    status = vcsim_status(plane, ns, "vcentersimulator", "roles", "thumbprint")
+    host, port = status["host"].rsplit(":", 1)
+    ro = SmartConnect(host=host, port=int(port), user="readonly@vsphere.local", pwd="ro-secret",
+                      disableSslCertValidation=True)
+    try:
+        content = ro.RetrieveContent()
+        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
+        vm = view.view[0]
+        spec = vim.vm.CloneSpec(location=vim.vm.RelocateSpec(), powerOn=False, template=False)
+        with pytest.raises(vim.fault.NoPermission) as e:
+            vm.CloneVM_Task(folder=vm.parent, name="nope", spec=spec)
+        assert e.value.privilegeId == "VirtualMachine.Provisioning.Clone"
+    finally:
+        Disconnect(ro)
+    # The administrator of the status is still Admin.
+    admin = connect(status)
+    assert [r.roleId for r in admin.content.authorizationManager.roleList if r.name == "ReadOnly"] == [-2]
+    Disconnect(admin)
+    # An unknown role is the model's error, not a simulator.
+    apply(plane, ns, json.dumps({
+        "apiVersion": f"{VCSIM_GROUP}/v1alpha1", "kind": "VCenterSimulator", "metadata": {"name": "badrole"},
+        "spec": {"users": [{"secretName": "ro-creds", "role": "Root"}]}}))
+    bad = vcsim_status(plane, ns, "vcentersimulator", "badrole", "conditions")
+    ready = [c for c in bad["conditions"] if c["type"] == "Ready"][0]
+    assert ready["reason"] == "InvalidModel" and "ReadOnly" in ready["message"], ready
+
+
 def test_envvar_gives_capv_its_variables_from_the_simulator_and_endpoint(plane, ns):
     status, host, port = simulator(plane, ns, "vcsim1", {"kubernetesVersions": ["v1.33.0"]})
     # As vcsim.sh creates it: no spec at all.

@@ -46,6 +46,21 @@ pub const GROUP: &str = "vcsim.infrastructure.cluster.x-k8s.io";
 pub struct VCenterSimulatorSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<VCenterSimulatorModel>,
+    /// Beyond upstream: users besides the administrator of `status`, each with one of
+    /// vCenter's system roles; read when the simulator starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<Vec<VCenterSimulatorUser>>,
+}
+
+/// A user of a simulator: its name and password from a Secret in the simulator's namespace
+/// (keys `username` and `password`, the shape of CAPV's identity Secrets), and its role.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VCenterSimulatorUser {
+    /// The Secret holding `username` and `password`.
+    pub secret_name: String,
+    /// One of vCenter's system roles: Admin, ReadOnly, View, Anonymous, NoAccess.
+    pub role: String,
 }
 
 /// The inventory a simulator starts with (govmomi's VPX model and its flags).

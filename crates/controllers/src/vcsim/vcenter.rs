@@ -9,9 +9,11 @@ use super::types::{VCenterSimulator, VCenterSimulatorModel, VCenterSimulatorStat
 use super::{Error, Reconciler};
 use infrasim_controller_runtime::conditions::{self, Condition};
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
+use infrasim_vsphere_sim::authorization::{SimUser, SystemRole};
 use infrasim_vsphere_sim::{
     sample_ovf, Flavor, Instance, LibraryItemSpec, Model, SimConfig, TagSpec, TemplateSpec,
 };
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::ResourceExt;
 use serde_json::json;
@@ -150,6 +152,7 @@ async fn apply_status(
 async fn start(obj: &VCenterSimulator, r: &Reconciler, key: &str) -> Result<Serving, Failure> {
     let model = obj.spec.model.clone().unwrap_or_default();
     let mut config = sim_config(&model).map_err(Failure::InvalidModel)?;
+    config.users = users(obj, r).await?;
     let previous = obj.status.clone().unwrap_or_default();
     config.username = if previous.username.is_empty() {
         "administrator@vsphere.local".to_string()
@@ -195,8 +198,42 @@ async fn start(obj: &VCenterSimulator, r: &Reconciler, key: &str) -> Result<Serv
         .ok_or_else(|| Failure::Unavailable("the simulator stopped".into()))
 }
 
-/// A random password for a new simulator (secure by default: no fixed credentials).
-/// A random password for a simulator a controller starts.
+/// The spec's users, their credentials read from their Secrets.
+async fn users(obj: &VCenterSimulator, r: &Reconciler) -> Result<Vec<SimUser>, Failure> {
+    let ns = obj.namespace().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(r.ctx.client.clone(), &ns);
+    let mut out = Vec::new();
+    for (i, user) in obj.spec.users.iter().flatten().enumerate() {
+        let role: SystemRole = user
+            .role
+            .parse()
+            .map_err(|e| Failure::InvalidModel(format!("spec.users[{i}].role: {e}")))?;
+        // A Secret not there yet is waited for (a retry), as a port in use is.
+        let secret = secrets.get_opt(&user.secret_name).await.ok().flatten();
+        let field = |key: &str| {
+            secret
+                .as_ref()
+                .and_then(|s| s.data.as_ref())
+                .and_then(|d| d.get(key))
+                .and_then(|v| String::from_utf8(v.0.clone()).ok())
+        };
+        let (Some(name), Some(password)) = (field("username"), field("password")) else {
+            return Err(Failure::Unavailable(format!(
+                "spec.users[{i}]: Secret {ns}/{} with username and password not found",
+                user.secret_name
+            )));
+        };
+        out.push(SimUser {
+            name,
+            password,
+            role,
+        });
+    }
+    Ok(out)
+}
+
+/// A random password for a simulator a controller starts (secure by default: no fixed
+/// credentials).
 pub(crate) fn password() -> String {
     use rand::distr::{Alphanumeric, SampleString};
     Alphanumeric.sample_string(&mut rand::rng(), 20)
