@@ -99,14 +99,7 @@ pub(super) fn config_spec_to_hub(spec: &mut Object, restored: Option<&Value>) {
             cluster.remove("apiServer");
         }
     }
-    let tokens = object_at(spec, &["initConfiguration"])
-        .and_then(|init| init.get_mut("bootstrapTokens"))
-        .and_then(Value::as_array_mut);
-    for token in tokens
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object_mut)
-    {
+    for token in bootstrap_tokens(spec) {
         if let Some(seconds) = token
             .remove("ttl")
             .and_then(|d| d.as_str().and_then(to_seconds))
@@ -222,6 +215,16 @@ fn match_items(spec: &mut Object, restored: &Value, path: &[&str], key: &str, fl
     }
 }
 
+/// The init configuration's bootstrap tokens.
+fn bootstrap_tokens(spec: &mut Object) -> impl Iterator<Item = &mut Object> {
+    object_at(spec, &["initConfiguration"])
+        .and_then(|init| init.get_mut("bootstrapTokens"))
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+}
+
 fn is_empty_object(v: &Value) -> bool {
     v.as_object().is_some_and(Object::is_empty)
 }
@@ -229,14 +232,7 @@ fn is_empty_object(v: &Value) -> bool {
 /// A v1beta2 `KubeadmConfigSpec` in place as v1beta1's.
 pub(super) fn config_spec_from_hub(spec: &mut Object) {
     each_args(spec, args_from_hub);
-    let tokens = object_at(spec, &["initConfiguration"])
-        .and_then(|init| init.get_mut("bootstrapTokens"))
-        .and_then(Value::as_array_mut);
-    for token in tokens
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object_mut)
-    {
+    for token in bootstrap_tokens(spec) {
         if let Some(seconds) = token.remove("ttlSeconds").and_then(|s| s.as_i64()) {
             token.insert("ttl".into(), json!(from_seconds(seconds)));
         }

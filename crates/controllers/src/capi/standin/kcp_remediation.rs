@@ -3,12 +3,13 @@
 //! does it: the Machine goes (its etcd member first, through the pre-terminate hook), and the
 //! control plane's scale-up makes its replacement, annotated with what it replaces.
 
+use super::delete_if_present;
 use super::merge_patch;
 use super::remediation::{self, OWNER_MANAGER};
 use super::{Error, Reconciler};
 use crate::capi::core::{KubeadmControlPlane, Machine};
 use infrasim_controller_runtime::conditions;
-use kube::api::{Api, DeleteParams};
+use kube::api::Api;
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -82,14 +83,7 @@ pub async fn remediate(
     remediation::set(&api, victim, OWNER_MANAGER, vec![deleting], now).await?;
     let data = json!({"machine": victim.name_any(), "timestamp": conditions::timestamp(now), "retryCount": 0});
     set_in_progress(r, kcp, Some(data.to_string())).await?;
-    match api
-        .delete(&victim.name_any(), &DeleteParams::default())
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 404 => {}
-        Err(e) => return Err(e.into()),
-    }
+    delete_if_present(&api, &victim.name_any()).await?;
     r.core
         .ctx
         .event(

@@ -3,6 +3,7 @@
 //! removes the excess (deletion order `Random`, `Newest` or `Oldest`, machines marked for
 //! deletion first).
 
+use super::delete_if_present;
 use super::healthcheck::targets::REMEDIATE_ANNOTATION;
 use super::objects::{clone_template, owner_ref, random_suffix, CloneSpec};
 use super::remediation::{self, OWNER_MANAGER};
@@ -205,11 +206,7 @@ async fn remediate(
         }
         let deleting = remediation::owner_condition("MachineDeleting", "Machine is deleting");
         remediation::set(&api, m, OWNER_MANAGER, vec![deleting], now).await?;
-        match api.delete(&m.name_any(), &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
+        delete_if_present(&api, &m.name_any()).await?;
         r.core
             .ctx
             .event(

@@ -190,6 +190,18 @@ where
     .await
 }
 
+/// Deletes the object `name` of `api`; one already gone is no error.
+async fn delete_if_present<K>(api: &Api<K>, name: &str) -> Result<(), kube::Error>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    match api.delete(name, &kube::api::DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Applies `status` to `obj` under `manager`, the calling controller's (server-side apply:
 /// only that controller's own status fields, never a stale copy of anything else), unless
 /// `obj` already has it: most reconciles find nothing new, and a write they need not make is
