@@ -73,7 +73,23 @@ pub(crate) fn dispatch(
     })
 }
 
+/// The folder `name` in `parent`, made if there is none (a provisioning helper's, as
+/// vm-operator keeps a namespace's VMs in a folder of its own).
+pub(crate) fn ensure_folder(state: &mut State, parent: &Moref, name: &str) -> Result<Moref, Fault> {
+    match state.inventory.child_named(parent, name) {
+        Some(m) if m.ty == "Folder" => Ok(m),
+        _ => new_folder(state, parent, name),
+    }
+}
+
 fn create_folder(state: &mut State, parent: &Moref, name: &str) -> Result<String, Fault> {
+    let m = new_folder(state, parent, name)?;
+    let mut out = String::new();
+    write_element(&mut out, "returnval", &Val::Mor(m), false);
+    Ok(out)
+}
+
+fn new_folder(state: &mut State, parent: &Moref, name: &str) -> Result<Moref, Fault> {
     if name.is_empty() {
         return Err(Fault::invalid_argument("name"));
     }
@@ -108,9 +124,7 @@ fn create_folder(state: &mut State, parent: &Moref, name: &str) -> Result<String
     if let Some(p) = state.inventory.get_mut(parent) {
         p.push_mor("childEntity", m.clone());
     }
-    let mut out = String::new();
-    write_element(&mut out, "returnval", &Val::Mor(m), false);
-    Ok(out)
+    Ok(m)
 }
 
 fn create_pool(state: &mut State, parent: &Moref, name: &str) -> Result<String, Fault> {

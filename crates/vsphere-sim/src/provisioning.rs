@@ -26,6 +26,10 @@ pub struct TemplateSpec {
     pub memory_mb: u32,
     /// The guest OS identifier (`ubuntu64Guest`).
     pub guest_id: String,
+    /// A folder of the datacenter's VM folder to put it in (made if missing), as
+    /// vm-operator keeps each namespace's VMs in a folder named after the namespace; the VM
+    /// folder itself when `None`.
+    pub folder: Option<String>,
 }
 
 impl TemplateSpec {
@@ -40,7 +44,14 @@ impl TemplateSpec {
             num_cpus: 2,
             memory_mb: 4096,
             guest_id: "ubuntu64Guest".to_string(),
+            folder: None,
         }
+    }
+
+    /// The same, in the folder `folder` of the datacenter's VM folder.
+    pub fn in_folder(mut self, folder: &str) -> Self {
+        self.folder = Some(folder.to_string());
+        self
     }
 }
 
@@ -252,13 +263,17 @@ impl Simulator {
                     .and_then(Val::as_mor)
                     .cloned()
             };
-            let folder = prop(&dc, "vmFolder").ok_or_else(|| missing("vmFolder"))?;
-            if let Some(vm) = state.inventory.child_named(&folder, &spec.name) {
-                return Ok(vm);
-            }
+            let mut folder = prop(&dc, "vmFolder").ok_or_else(|| missing("vmFolder"))?;
             let pool = prop(&cluster, "resourcePool")
                 .filter(|p| is_a(&p.ty, "ResourcePool"))
                 .ok_or_else(|| missing("resourcePool"))?;
+            if let Some(sub) = &spec.folder {
+                folder = crate::folder::ensure_folder(state, &folder, sub)
+                    .map_err(|f| ProvisioningError::Refused(f.message))?;
+            }
+            if let Some(vm) = state.inventory.child_named(&folder, &spec.name) {
+                return Ok(vm);
+            }
             let config = config_spec(spec);
             let vm = match crate::folder::create_vm(state, call, &folder, &config, &pool, None) {
                 Ok(Some(Val::Mor(vm))) => vm,
@@ -516,6 +531,34 @@ mod tests {
         assert!(sim
             .deploy_library_item("no-such-item", &TemplateSpec::new("vm-b", "DC0"))
             .is_err());
+    }
+
+    #[test]
+    fn vms_of_one_name_in_two_folders_are_two_vms() {
+        let sim = sim();
+        let spec = LibraryItemSpec {
+            library: "vcsim".into(),
+            datastore: "/DC0/datastore/LocalDS_0".into(),
+            item: "img".into(),
+            item_type: "ovf".into(),
+            files: vec![("img.ovf".into(), sample_ovf("img", 2, 2048).into())],
+        };
+        let item = sim.add_library_item(&spec).unwrap();
+        let deploy = |folder: &str| {
+            sim.deploy_library_item(&item, &TemplateSpec::new("web", "DC0").in_folder(folder))
+                .unwrap()
+        };
+        let (a, b) = (deploy("team-a"), deploy("team-b"));
+        assert_ne!(a, b, "one name, two namespaces' folders: two VMs");
+        assert_eq!(deploy("team-a"), a, "made once per folder");
+        assert_eq!(
+            sim.with_inventory(|inv| inv.path_of(&a)),
+            "/DC0/vm/team-a/web"
+        );
+        assert_eq!(
+            sim.with_inventory(|inv| inv.path_of(&b)),
+            "/DC0/vm/team-b/web"
+        );
     }
 
     #[test]

@@ -485,6 +485,9 @@ def test_supervisor_mode_makes_vm_operator_virtual_machines_that_join(plane, ns,
                 {"type": "InternalIP", "address": vm["status"]["network"]["primaryIP4"]}]
             found = si.content.searchIndex.FindByUuid(None, uuid, True, False)
             assert found is not None and found.runtime.powerState == "poweredOn"
+            # In the namespace's folder, as vm-operator places them: one VM name may be
+            # taken in every namespace.
+            assert found.parent.name == ns
             old = get(plane, ns, f"vspheremachines.v1beta1.{supervisor}", name)
             assert old["status"]["vmID"] == uuid and old["status"]["ready"] is True, old["status"]
             assert "biosUUID" not in old["status"] and "initialization" not in old["status"]

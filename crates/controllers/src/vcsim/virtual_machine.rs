@@ -227,6 +227,9 @@ async fn deploy(
         return Ok(Err(NotDeployed::Image(why)));
     };
     Ok(sim
-        .deploy_library_item(item, &TemplateSpec::new(&vm.name_any(), "DC0"))
+        .deploy_library_item(
+            item,
+            &TemplateSpec::new(&vm.name_any(), "DC0").in_folder(ns),
+        )
         .map_err(|e| NotDeployed::Image(e.to_string())))
 }
