@@ -420,6 +420,7 @@ mod tests {
                     kubernetes_versions: versions,
                     ..Default::default()
                 }),
+                users: None,
             },
         )
     }

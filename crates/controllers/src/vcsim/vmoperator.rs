@@ -449,6 +449,7 @@ mod tests {
                     kubernetes_versions: Some(vec!["v1.33.0".into()]),
                     ..Default::default()
                 }),
+                users: None,
             },
         );
         sim.status = Some(VCenterSimulatorStatus {
