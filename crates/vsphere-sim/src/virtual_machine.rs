@@ -678,15 +678,105 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
     };
     set_config_fields(o, spec);
     set_extra_config(o, spec);
+    let before: Vec<Moref> = o.props.get("network").map(Val::morefs).unwrap_or_default();
     let changed_nics = change_devices(o, spec);
-    // The VM's `network` is its NICs' networks, as vCenter keeps it.
+    // The VM's `network` is its NICs' networks, as vCenter keeps it, and each network's
+    // `vm` lists the VMs with a NIC on it.
     if changed_nics {
         let networks = nic_networks(o);
         if !networks.is_empty() {
             o.set("network", Val::Array("ManagedObjectReference", networks));
         }
+        follow_networks(state, vm, &before);
+        assign_ports(state, vm);
     }
     Ok(())
+}
+
+/// Gives each NIC on a distributed port group without a port one, as vCenter connects it:
+/// the port group's next port key (its `portKeys` grow by one) and a connection cookie.
+fn assign_ports(state: &mut State, vm: &Moref) {
+    let wanting: Vec<(usize, String)> = state
+        .inventory
+        .get(vm)
+        .and_then(|o| o.path("config.hardware.device"))
+        .map(|d| match d {
+            Val::Array(_, devices) => devices
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| d.path("backing.port.portKey").is_none())
+                .filter_map(|(i, d)| {
+                    let pg = d.path("backing.port.portgroupKey").and_then(Val::as_str)?;
+                    Some((i, pg.to_string()))
+                })
+                .collect(),
+            _ => Vec::new(),
+        })
+        .unwrap_or_default();
+    for (index, portgroup) in wanting {
+        let pg = Moref::new("DistributedVirtualPortgroup", &portgroup);
+        let Some(p) = state.inventory.get_mut(&pg) else {
+            continue;
+        };
+        let taken = p.props.get("portKeys").map_or(0, |k| match k {
+            Val::Array(_, keys) => keys.len(),
+            _ => 0,
+        });
+        let key = taken.to_string();
+        match p.props.get_mut("portKeys") {
+            Some(Val::Array(_, keys)) => keys.push(Val::Str(key.clone())),
+            _ => p.set("portKeys", crate::value::string_array([key.clone()])),
+        }
+        let cookie = (uuid::Uuid::new_v4().as_u128() as u32 >> 1) as i32;
+        let Some(o) = state.inventory.get_mut(vm) else {
+            return;
+        };
+        let port = data_mut(o, "config")
+            .and_then(|c| nested_mut(c, "hardware"))
+            .and_then(|h| match h.get_mut("device") {
+                Some(Val::Array(_, devices)) => devices.get_mut(index),
+                _ => None,
+            })
+            .and_then(Val::data_mut)
+            .and_then(|d| d.data_mut("backing"))
+            .and_then(|b| b.data_mut("port"));
+        if let Some(port) = port {
+            port.set("portKey", key);
+            port.set("connectionCookie", cookie);
+        }
+    }
+}
+
+/// Brings the `vm` lists of the networks a VM was on (`before`) and is on now (its
+/// `network`) in line: off those it left, onto those it joined.
+fn follow_networks(state: &mut State, vm: &Moref, before: &[Moref]) {
+    let now: Vec<Moref> = state
+        .inventory
+        .get(vm)
+        .and_then(|o| o.props.get("network"))
+        .map(Val::morefs)
+        .unwrap_or_default();
+    for left in before.iter().filter(|n| !now.contains(n)) {
+        if let Some(Val::Array(_, vms)) = state
+            .inventory
+            .get_mut(left)
+            .and_then(|n| n.props.get_mut("vm"))
+        {
+            vms.retain(|v| v.as_mor() != Some(vm));
+        }
+    }
+    for joined in &now {
+        let listed = state
+            .inventory
+            .get(joined)
+            .and_then(|n| n.props.get("vm"))
+            .is_some_and(|l| l.morefs().contains(vm));
+        if !listed {
+            if let Some(n) = state.inventory.get_mut(joined) {
+                n.push_mor("vm", vm.clone());
+            }
+        }
+    }
 }
 
 /// A reconfiguration's CPUs, cores per socket and memory (each in the hardware and, where
@@ -872,17 +962,29 @@ fn new_nic(devices: &[Val], device: &Element) -> Option<Val> {
             device_name: backing.and_then(|b| b.text_of("deviceName")).unwrap_or(""),
         },
     };
-    let mac = device
+    let given = device
         .text_of("macAddress")
-        .map(str::to_string)
-        .filter(|m| !m.is_empty())
-        .unwrap_or_else(crate::devices::generated_mac);
+        .map(str::trim)
+        .filter(|m| !m.is_empty());
+    let mac = given.map_or_else(crate::devices::generated_mac, str::to_string);
+    // As the spec says, or `manual` for a MAC the client chose (vCenter's rule).
+    let address_type = device
+        .text_of("addressType")
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .unwrap_or(if given.is_some() {
+            "manual"
+        } else {
+            "generated"
+        })
+        .to_string();
     let ty: crate::value::Name = if ty == "VirtualEthernetCard" {
         "VirtualVmxnet3".into()
     } else {
         ty.into()
     };
-    Some(Val::from(crate::devices::ethernet_card(ty, key, on, &mac)))
+    let nic = crate::devices::ethernet_card(ty, key, on, &mac).with("addressType", address_type);
+    Some(Val::from(nic))
 }
 
 fn clone_vm(
@@ -934,6 +1036,8 @@ fn clone_now(
     let at = clone_placement(state, &src, folder, spec)?;
     let vm = create_vm(&mut state.inventory, name, &at, call.now);
     copy_source_config(state, &vm, &src);
+    // The clone's NICs are its source's: its networks list it, not only the placement's.
+    follow_networks(state, &vm, std::slice::from_ref(&at.network));
     set_power(state, &vm, "poweredOff", call.now);
     if let Some(location) = spec.child("location") {
         state

@@ -430,3 +430,83 @@ async fn storage_policies_follow_clone_and_reconfigure_specs() {
     call(FETCH_ROOT.to_string()).await;
     assert!(associated_profiles(&s, &cookie, &clone).is_empty());
 }
+
+#[tokio::test]
+async fn reconfigured_nics_move_their_vm_between_networks_with_ports_and_address_types() {
+    let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
+    let s = sim(&clock);
+    let cookie = login(&s).await;
+    let (vm, net, pg, switch) = s.with_inventory(|inv| {
+        let of = |ty: &str| {
+            inv.iter()
+                .find(|o| o.moref.ty == ty)
+                .map(|o| o.moref.value.clone())
+                .unwrap()
+        };
+        let pg = of("DistributedVirtualPortgroup");
+        let dvs = inv
+            .iter()
+            .find(|o| o.moref.ty == "VmwareDistributedVirtualSwitch")
+            .unwrap();
+        let uuid = dvs
+            .props
+            .get("uuid")
+            .and_then(|u| u.as_str())
+            .unwrap()
+            .to_string();
+        (of("VirtualMachine"), of("Network"), pg, uuid)
+    });
+    let vms_of = |network: &str, ty: &str| {
+        s.with_inventory(|inv| {
+            let m = infrasim_vsphere_sim::value::Moref::new(ty, network);
+            inv.get(&m)
+                .and_then(|o| o.props.get("vm"))
+                .map(|l| l.morefs().into_iter().map(|m| m.value).collect::<Vec<_>>())
+                .unwrap_or_default()
+        })
+    };
+    assert!(vms_of(&net, "Network").contains(&vm));
+    assert!(!vms_of(&pg, "DistributedVirtualPortgroup").contains(&vm));
+    let reconfigure = |change: String| {
+        envelope(&format!(
+            r#"<ReconfigVM_Task xmlns="urn:vim25" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><_this type="VirtualMachine">{vm}</_this><spec>{change}</spec></ReconfigVM_Task>"#
+        ))
+    };
+    // A NIC on the port group with a MAC of the client's, and the old NIC removed.
+    let add = format!(
+        r#"<deviceChange><operation>add</operation><device xsi:type="VirtualVmxnet3"><key>-1</key><backing xsi:type="VirtualEthernetCardDistributedVirtualPortBackingInfo"><port><switchUuid>{switch}</switchUuid><portgroupKey>{pg}</portgroupKey></port></backing><macAddress>00:50:56:aa:bb:cc</macAddress></device></deviceChange><deviceChange><operation>remove</operation><device xsi:type="VirtualVmxnet3"><key>4000</key></device></deviceChange>"#
+    );
+    let r = s.handle(&reconfigure(add), Some(&cookie), "t").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        !vms_of(&net, "Network").contains(&vm),
+        "the VM left VM Network"
+    );
+    assert!(vms_of(&pg, "DistributedVirtualPortgroup").contains(&vm));
+    let nic = s.with_inventory(|inv| {
+        let o = inv
+            .get(&infrasim_vsphere_sim::value::Moref::new(
+                "VirtualMachine",
+                &vm,
+            ))
+            .unwrap();
+        match o.path("config.hardware.device") {
+            Some(infrasim_vsphere_sim::value::Val::Array(_, d)) => d
+                .iter()
+                .find(|d| d.path("backing.port.portgroupKey").is_some())
+                .cloned()
+                .unwrap(),
+            _ => panic!("no devices"),
+        }
+    });
+    use infrasim_vsphere_sim::value::Val;
+    assert_eq!(nic.path("addressType"), Some(&Val::Str("manual".into())));
+    assert_eq!(
+        nic.path("backing.port.portKey"),
+        Some(&Val::Str("0".into()))
+    );
+    assert!(matches!(
+        nic.path("backing.port.connectionCookie"),
+        Some(Val::Int(c)) if *c >= 0
+    ));
+}
