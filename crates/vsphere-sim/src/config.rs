@@ -37,7 +37,7 @@ pub struct SimConfig {
     /// How long after power-on a guest reports tools running and its IP addresses.
     pub guest_delay: Duration,
     /// Users besides `username`, each with a system role (`username` is `Admin`).
-    pub users: Vec<crate::authorization::SimUser>,
+    pub users: Vec<crate::roles::SimUser>,
 }
 
 impl Default for SimConfig {

@@ -53,6 +53,7 @@ mod pbm;
 mod property_collector;
 pub mod provisioning;
 pub mod rest;
+mod roles;
 mod search_index;
 pub mod server;
 mod service_instance;

@@ -21,26 +21,34 @@ use std::collections::HashMap;
 #[derive(Debug, Default)]
 pub(crate) struct Associations {
     by_vm: HashMap<String, Vec<String>>,
+    /// A disk's policies, by PBM's `virtualDiskId` key (`vm-17:2000`: the VM and the disk's
+    /// device key), as a clone's `location.disk[].profile` or a device change's `profile` set
+    /// them.
+    by_disk: HashMap<String, Vec<String>>,
 }
 
 impl Associations {
     /// Applies profile specs (the `profile` or `vmProfile` elements of a request) to `vm`.
     pub(crate) fn apply<'a>(&mut self, vm: &Moref, specs: impl Iterator<Item = &'a Element>) {
-        for spec in specs {
-            match spec.xsi_type.as_deref() {
-                Some("VirtualMachineEmptyProfileSpec") => {
-                    self.by_vm.remove(&vm.value);
-                }
-                _ => {
-                    if let Some(id) = spec.text_of("profileId").map(str::trim) {
-                        let ids = self.by_vm.entry(vm.value.clone()).or_default();
-                        if !ids.iter().any(|i| i == id) {
-                            ids.push(id.to_string());
-                        }
-                    }
-                }
-            }
-        }
+        apply_to(self.by_vm.entry(vm.value.clone()).or_default(), specs);
+        self.by_vm.retain(|_, ids| !ids.is_empty());
+    }
+
+    /// Applies profile specs to the disk `disk` (its device key) of `vm`.
+    pub(crate) fn apply_disk<'a>(
+        &mut self,
+        vm: &Moref,
+        disk: &str,
+        specs: impl Iterator<Item = &'a Element>,
+    ) {
+        let key = format!("{}:{}", vm.value, disk.trim());
+        apply_to(self.by_disk.entry(key).or_default(), specs);
+        self.by_disk.retain(|_, ids| !ids.is_empty());
+    }
+
+    /// The policies of a disk, by its `virtualDiskId` key.
+    pub(crate) fn of_disk(&self, key: &str) -> &[String] {
+        self.by_disk.get(key).map_or(&[], Vec::as_slice)
     }
 
     /// The policies associated with a VM (by reference value).
@@ -48,9 +56,28 @@ impl Associations {
         self.by_vm.get(vm).map_or(&[], Vec::as_slice)
     }
 
-    /// Forgets a destroyed VM's policies.
+    /// Forgets a destroyed VM's policies, its disks' too.
     pub(crate) fn forget(&mut self, vm: &str) {
         self.by_vm.remove(vm);
+        let prefix = format!("{vm}:");
+        self.by_disk.retain(|k, _| !k.starts_with(&prefix));
+    }
+}
+
+/// Applies profile specs to one entity's policy list: a defined profile adds its policy, an
+/// empty one clears the list.
+fn apply_to<'a>(ids: &mut Vec<String>, specs: impl Iterator<Item = &'a Element>) {
+    for spec in specs {
+        match spec.xsi_type.as_deref() {
+            Some("VirtualMachineEmptyProfileSpec") => ids.clear(),
+            _ => {
+                if let Some(id) = spec.text_of("profileId").map(str::trim) {
+                    if !ids.iter().any(|i| i == id) {
+                        ids.push(id.to_string());
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -186,17 +213,21 @@ fn query_profile(args: &Element) -> String {
 }
 
 /// The policies of one entity (`PbmServerObjectRef`): a VM's home (`virtualMachine`, key
-/// `vm-N`); other objects (disks, datastores) have none here.
+/// `vm-N`) or one of its disks (`virtualDiskId`, key `vm-N:<disk key>`); other objects
+/// (datastores) have none here.
 fn query_associated_profile(args: &Element, associations: &Associations) -> String {
     let mut out = String::new();
     let Some(entity) = args.child("entity") else {
         return out;
     };
-    if entity.text_of("objectType").map(str::trim) == Some("virtualMachine") {
-        let key = entity.text_of("key").unwrap_or("").trim();
-        for id in associations.of(key) {
-            returnval(&mut out, Val::from(profile_id(id)));
-        }
+    let key = entity.text_of("key").unwrap_or("").trim();
+    let ids = match entity.text_of("objectType").map(str::trim) {
+        Some("virtualMachine") => associations.of(key),
+        Some("virtualDiskId") => associations.of_disk(key),
+        _ => &[],
+    };
+    for id in ids {
+        returnval(&mut out, Val::from(profile_id(id)));
     }
     out
 }

@@ -672,6 +672,14 @@ pub(crate) fn reconfigure(state: &mut State, vm: &Moref, spec: &Element) -> Resu
     check_hot_changes(o, spec)?;
     check_portgroups(state, spec)?;
     state.profiles.apply(vm, spec.children_named("vmProfile"));
+    for change in spec.children_named("deviceChange") {
+        // A disk's own policy, as a device change names it (by the device's key).
+        if let Some(key) = change.child("device").and_then(|d| d.text_of("key")) {
+            state
+                .profiles
+                .apply_disk(vm, key, change.children_named("profile"));
+        }
+    }
     resize(state, vm, spec);
     let Some(o) = state.inventory.get_mut(vm) else {
         return Err(Fault::not_found(vm));
@@ -1043,6 +1051,14 @@ fn clone_now(
         state
             .profiles
             .apply(&vm, location.children_named("profile"));
+        // Each disk locator's policies, by the disk's key (a clone keeps its source's keys).
+        for disk in location.children_named("disk") {
+            if let Some(id) = disk.text_of("diskId") {
+                state
+                    .profiles
+                    .apply_disk(&vm, id, disk.children_named("profile"));
+            }
+        }
     }
     if let Some(config) = spec.child("config") {
         reconfigure(state, &vm, config)?;

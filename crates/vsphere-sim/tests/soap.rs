@@ -373,9 +373,15 @@ async fn a_destroyed_vm_loses_its_tags_and_cluster_module_memberships() {
 
 /// PbmQueryAssociatedProfile for a VM, through the PBM entry point; the profile IDs answered.
 fn associated_profiles(s: &Simulator, cookie: &str, vm: &str) -> Vec<String> {
+    associated_profiles_of(s, cookie, vm, "virtualMachine")
+}
+
+/// The policies PBM associates with an entity (`virtualMachine` `vm-N`, `virtualDiskId`
+/// `vm-N:<disk key>`).
+fn associated_profiles_of(s: &Simulator, cookie: &str, key: &str, ty: &str) -> Vec<String> {
     let r = s.handle_pbm(
         &envelope(&format!(
-            r#"<PbmQueryAssociatedProfile xmlns="urn:pbm"><_this type="PbmProfileProfileManager">profileManager</_this><entity><key>{vm}</key><objectType>virtualMachine</objectType><serverUuid>x</serverUuid></entity></PbmQueryAssociatedProfile>"#
+            r#"<PbmQueryAssociatedProfile xmlns="urn:pbm"><_this type="PbmProfileProfileManager">profileManager</_this><entity><key>{key}</key><objectType>{ty}</objectType><serverUuid>x</serverUuid></entity></PbmQueryAssociatedProfile>"#
         )),
         Some(cookie),
     );
@@ -393,6 +399,7 @@ const FETCH_ROOT: &str = r#"<Fetch xmlns="urn:vim25"><_this type="Folder">group-
 #[tokio::test]
 async fn storage_policies_follow_clone_and_reconfigure_specs() {
     const VSAN_DEFAULT: &str = "aa6d5a82-1c88-45da-85d3-3d74b91a5bad";
+    const ENCRYPTION: &str = "4d5f673c-536f-11e6-beb8-9e71128cae77";
     let clock = FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap());
     let s = sim(&clock);
     let cookie = login(&s).await;
@@ -411,7 +418,7 @@ async fn storage_policies_follow_clone_and_reconfigure_specs() {
         }
     };
     call(format!(
-        r#"<CloneVM_Task xmlns="urn:vim25"><_this type="VirtualMachine">{template}</_this><folder type="Folder">{folder}</folder><name>with-policy</name><spec><location><profile xsi:type="VirtualMachineDefinedProfileSpec"><profileId>{VSAN_DEFAULT}</profileId></profile></location><powerOn>false</powerOn><template>false</template></spec></CloneVM_Task>"#
+        r#"<CloneVM_Task xmlns="urn:vim25"><_this type="VirtualMachine">{template}</_this><folder type="Folder">{folder}</folder><name>with-policy</name><spec><location><profile xsi:type="VirtualMachineDefinedProfileSpec"><profileId>{VSAN_DEFAULT}</profileId></profile><disk><diskId>2000</diskId><datastore type="Datastore">datastore-1</datastore><profile xsi:type="VirtualMachineDefinedProfileSpec"><profileId>{ENCRYPTION}</profileId></profile></disk></location><powerOn>false</powerOn><template>false</template></spec></CloneVM_Task>"#
     ))
     .await;
     // The clone runs at the next request, as a client waiting for its task makes one.
@@ -422,6 +429,16 @@ async fn storage_policies_follow_clone_and_reconfigure_specs() {
     });
     assert_eq!(associated_profiles(&s, &cookie, &clone), [VSAN_DEFAULT]);
     assert!(associated_profiles(&s, &cookie, &template).is_empty());
+    // The disk's own policy, from its locator, as PBM's virtualDiskId (`vm:disk key`).
+    let disk = format!("{clone}:2000");
+    assert_eq!(
+        associated_profiles_of(&s, &cookie, &disk, "virtualDiskId"),
+        [ENCRYPTION]
+    );
+    assert!(
+        associated_profiles_of(&s, &cookie, &format!("{template}:2000"), "virtualDiskId")
+            .is_empty()
+    );
 
     call(format!(
         r#"<ReconfigVM_Task xmlns="urn:vim25"><_this type="VirtualMachine">{clone}</_this><spec><vmProfile xsi:type="VirtualMachineEmptyProfileSpec"></vmProfile></spec></ReconfigVM_Task>"#

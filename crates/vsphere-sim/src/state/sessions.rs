@@ -13,7 +13,7 @@ pub(crate) struct Session {
     pub user_agent: String,
     pub call_count: i64,
     /// The user's role (the configured users', or Admin for the simulator's own).
-    pub role: crate::authorization::SystemRole,
+    pub role: crate::roles::SystemRole,
 }
 
 /// The live sessions, by key, and the clone tickets not yet redeemed.
@@ -21,7 +21,7 @@ pub(crate) struct Session {
 pub(crate) struct Sessions {
     by_key: HashMap<String, Session>,
     /// Ticket → (user, role, redeemable until).
-    tickets: HashMap<String, (String, crate::authorization::SystemRole, DateTime<Utc>)>,
+    tickets: HashMap<String, (String, crate::roles::SystemRole, DateTime<Utc>)>,
 }
 
 impl Sessions {
@@ -45,7 +45,7 @@ impl Sessions {
     pub(crate) fn add_ticket(
         &mut self,
         ticket: &str,
-        (user, role): (String, crate::authorization::SystemRole),
+        (user, role): (String, crate::roles::SystemRole),
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) {
@@ -59,7 +59,7 @@ impl Sessions {
         &mut self,
         ticket: &str,
         now: DateTime<Utc>,
-    ) -> Option<(String, crate::authorization::SystemRole)> {
+    ) -> Option<(String, crate::roles::SystemRole)> {
         let (user, role, until) = self.tickets.remove(ticket)?;
         (now <= until).then_some((user, role))
     }
