@@ -46,7 +46,7 @@ pub struct VsphereBenchArgs {
     /// half on one VM each).
     #[arg(long, default_value_t = 50)]
     waiters: usize,
-    /// Power changes of one VM made while they wait.
+    /// Power changes of one VM made while they wait (at least; they go on for --seconds).
     #[arg(long, default_value_t = 10)]
     changes: usize,
     /// The infrasim binary measured (default: this one), to compare two builds' servers with
@@ -286,10 +286,15 @@ async fn measure(
     for _ in 0..args.waiters {
         waiting.push(Session::login(&connector, addr, &content).await?);
     }
-    figures.updates =
-        crate::vsphere_updates::measure(pid, waiting, &mut sessions[0], &vm_list, args.changes)
-            .await
-            .context("the waiters' load")?;
+    figures.updates = crate::vsphere_updates::measure(
+        pid,
+        waiting,
+        &mut sessions[0],
+        &vm_list,
+        (args.changes, window),
+    )
+    .await
+    .context("the waiters' load")?;
 
     eprintln!("  cloning");
     let folder = sessions[0].parent_folder(&first).await?;

@@ -31,14 +31,15 @@ pub(crate) struct UpdateFigures {
 /// One waiter's answer with an update: which waiter, and when.
 type Heard = (usize, Instant);
 
-/// Runs the waiters' load: `waiters` sessions waiting, `changes` power changes of `vms[0]`
-/// made through `driver`.
+/// Runs the waiters' load: `waiters` sessions waiting, power changes of `vms[0]` made
+/// through `driver`, at least `changes` of them and for at least `window` (the server's CPU
+/// is read in 10 ms ticks: a fast server needs many changes for a figure).
 pub(crate) async fn measure(
     pid: u32,
     mut waiting: Vec<Session>,
     driver: &mut Session,
     vms: &[String],
-    changes: usize,
+    (changes, window): (usize, Duration),
 ) -> anyhow::Result<UpdateFigures> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Heard>();
     let half = waiting.len() / 2;
@@ -62,7 +63,9 @@ pub(crate) async fn measure(
     let mut latencies = Vec::new();
     let mut spurious = 0;
     let before = crate::process::cpu_time(pid)?;
-    for n in 0..changes {
+    let deadline = Instant::now() + window;
+    let mut n = 0;
+    while n < changes || Instant::now() < deadline {
         while let Ok((who, _)) = rx.try_recv() {
             spurious += usize::from(!expected.contains(&who));
         }
@@ -90,6 +93,7 @@ pub(crate) async fn measure(
                 None => spurious += usize::from(!expected.contains(&who)),
             }
         }
+        n += 1;
     }
     let cpu = crate::process::cpu_time(pid)?.saturating_sub(before);
     for t in tasks {
@@ -103,8 +107,8 @@ pub(crate) async fn measure(
             .unwrap_or_default()
     };
     Ok(UpdateFigures {
-        changes,
-        cpu_per_change: cpu.checked_div(changes.max(1) as u32).unwrap_or_default(),
+        changes: n,
+        cpu_per_change: cpu.checked_div(n.max(1) as u32).unwrap_or_default(),
         p50: at(0.5),
         p99: at(0.99),
         spurious,
