@@ -379,7 +379,14 @@ where
         Err(Unread::Cut) => return reply(400, "application/json", ""),
     };
     match sim.handle_rest(method, path, query.as_deref(), &headers, &body) {
-        Some(a) => reply(a.status, "application/json", a.body),
+        Some(a) => {
+            let cookie = crate::rest::session::login_cookie(method, path, a.status, &a.body);
+            let mut resp = reply(a.status, "application/json", a.body);
+            if let Some(c) = cookie.and_then(|c| c.parse().ok()) {
+                resp.headers_mut().insert(http::header::SET_COOKIE, c);
+            }
+            resp
+        }
         None => reply(404, "text/plain", "not found"),
     }
 }

@@ -1020,3 +1020,26 @@ def test_wait_for_updates_ex_with_max_object_updates(si):
         pc.WaitForUpdatesEx("12345", options)
     wait_for(lambda: task.info.state == "success", what="the power task")
     pc.DestroyPropertyCollector()
+
+
+def test_rest_session_token_works_as_header_and_as_cookie(vcsim):
+    """The vAPI session: a login answers with the token and sets it as the
+    `vmware-api-session-id` cookie; a later request may send either."""
+    import base64
+    import json as jsonlib
+    basic = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    url = f"https://127.0.0.1:{vcsim.port}"
+    req = urllib.request.Request(f"{url}/api/session", method="POST",
+                                 headers={"Authorization": f"Basic {basic}"})
+    with urllib.request.urlopen(req, context=unverified_tls(), timeout=10) as resp:
+        token = jsonlib.load(resp)
+        cookie = resp.headers["Set-Cookie"]
+    assert cookie.startswith(f"vmware-api-session-id={token};") and "Secure" in cookie
+    for headers in ({"vmware-api-session-id": token}, {"Cookie": f"vmware-api-session-id={token}"}):
+        req = urllib.request.Request(f"{url}/api/session", headers=headers)
+        with urllib.request.urlopen(req, context=unverified_tls(), timeout=10) as resp:
+            assert jsonlib.load(resp)["user"] == USER
+    req = urllib.request.Request(f"{url}/api/session", headers={"Cookie": "vmware-api-session-id=nope"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, context=unverified_tls(), timeout=10)
+    assert e.value.code == 401

@@ -7,7 +7,7 @@
 
 mod cluster_modules;
 mod content_library;
-mod session;
+pub(crate) mod session;
 mod sim;
 mod tagging;
 mod wire;

@@ -30,9 +30,40 @@ pub(crate) struct Sessions {
     by_token: HashMap<String, Session>,
 }
 
+/// The token a request names: the `vmware-api-session-id` header, or the cookie of that name
+/// vCenter sets at login (browsers and `curl -b` send that).
+fn token_of<'r>(req: &'r Request<'_>) -> Option<&'r str> {
+    if let Some(t) = req.headers.get(SESSION_HEADER) {
+        return t.to_str().ok();
+    }
+    req.headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_HEADER)
+        .map(|(_, value)| value.trim_matches('"'))
+}
+
+/// The `Set-Cookie` value of a successful REST login (`answer` to `POST path`), as vCenter
+/// sets the session's token as a cookie too; `None` for any other answer.
+pub(crate) fn login_cookie(method: &Method, path: &str, status: u16, body: &str) -> Option<String> {
+    let login_path = path.trim_end_matches('/') == "/rest/com/vmware/cis/session"
+        || path.trim_end_matches('/') == "/api/session";
+    if *method != Method::POST || !login_path || !(200..300).contains(&status) {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_str(body).ok()?;
+    let token = value.get("value").unwrap_or(&value).as_str()?;
+    Some(format!(
+        "{SESSION_HEADER}={token}; Path=/; Secure; HttpOnly"
+    ))
+}
+
 /// The token and user of the request's live session, touching it (idle sessions end here).
 pub(super) fn current(sim: &Sim<'_, Sessions>, req: &Request<'_>) -> Option<(String, String)> {
-    let token = req.headers.get(SESSION_HEADER)?.to_str().ok()?;
+    let token = token_of(req)?;
     let now = sim.now();
     let idle =
         chrono::Duration::from_std(sim.config().session_idle).unwrap_or(chrono::Duration::MAX);
