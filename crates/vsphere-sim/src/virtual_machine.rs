@@ -773,12 +773,14 @@ fn follow_networks(state: &mut State, vm: &Moref, before: &[Moref]) {
             vms.retain(|v| v.as_mor() != Some(vm));
         }
     }
-    for joined in &now {
+    // Only the networks joined are looked through (a network's list may hold thousands of
+    // VMs: a clone, which stays on the network it was placed on, must not copy or scan it).
+    for joined in now.iter().filter(|n| !before.contains(n)) {
         let listed = state
             .inventory
             .get(joined)
             .and_then(|n| n.props.get("vm"))
-            .is_some_and(|l| l.morefs().contains(vm));
+            .is_some_and(|l| l.mor_refs().into_iter().any(|m| m == vm));
         if !listed {
             if let Some(n) = state.inventory.get_mut(joined) {
                 n.push_mor("vm", vm.clone());
