@@ -308,3 +308,61 @@ fn horizontal_pod_autoscalers_decode_in_either_version() {
     assert_eq!(decoded["spec"]["targetCPUUtilizationPercentage"], 60);
     assert_eq!(decoded["spec"]["maxReplicas"], 3);
 }
+
+#[test]
+fn a_certificate_signing_request_decodes_with_its_approval() {
+    use k8s_pb::api::certificates::v1 as certificates;
+    let csr = certificates::CertificateSigningRequest {
+        metadata: Some(meta::ObjectMeta {
+            name: s("extra-node"),
+            ..Default::default()
+        }),
+        spec: Some(certificates::CertificateSigningRequestSpec {
+            request: Some(b"-----BEGIN CERTIFICATE REQUEST-----".to_vec()),
+            signer_name: s("kubernetes.io/kube-apiserver-client-kubelet"),
+            expiration_seconds: Some(86400),
+            usages: vec!["digital signature".into(), "client auth".into()],
+            username: s("kubernetes-admin"),
+            groups: vec!["system:masters".into()],
+            ..Default::default()
+        }),
+        status: Some(certificates::CertificateSigningRequestStatus {
+            conditions: vec![certificates::CertificateSigningRequestCondition {
+                r#type: s("Approved"),
+                status: s("True"),
+                reason: s("KubectlApprove"),
+                message: s("This CSR was approved by kubectl certificate approve."),
+                last_update_time: Some(meta::Time {
+                    seconds: Some(1_900_000_000),
+                    nanos: Some(0),
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+    };
+    let v = decode(&envelope(
+        "certificates.k8s.io/v1",
+        "CertificateSigningRequest",
+        csr.encode_to_vec(),
+    ))
+    .unwrap();
+    assert_eq!(
+        v["spec"]["signerName"],
+        "kubernetes.io/kube-apiserver-client-kubelet"
+    );
+    assert_eq!(v["spec"]["expirationSeconds"], 86400);
+    assert_eq!(
+        v["spec"]["usages"],
+        json!(["digital signature", "client auth"])
+    );
+    assert_eq!(
+        v["spec"]["request"],
+        "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0="
+    );
+    let approved = &v["status"]["conditions"][0];
+    assert_eq!(approved["type"], "Approved");
+    assert_eq!(approved["status"], "True");
+    assert_eq!(approved["reason"], "KubectlApprove");
+    assert_eq!(approved["lastUpdateTime"], "2030-03-17T17:46:40Z");
+}

@@ -93,6 +93,10 @@ Eviction: 1 metadata ObjectMeta; 2 deleteOptions DeleteOptions
 TokenRequest: 1 metadata ObjectMeta; 2 spec TokenRequestSpec; 3 status -
 TokenRequestSpec: 1 audiences []s; 3 boundObjectRef BoundObjectReference; 4 expirationSeconds i64!
 BoundObjectReference: 1 kind s; 2 apiVersion s; 3 name s; 4 uid s
+CertificateSigningRequest: 1 metadata ObjectMeta; 2 spec CertificateSigningRequestSpec; 3 status CertificateSigningRequestStatus
+CertificateSigningRequestSpec: 1 request bytes; 7 signerName s; 8 expirationSeconds i32!; 5 usages []s; 2 username s; 3 uid s; 4 groups []s; 6 extra -
+CertificateSigningRequestStatus: 1 conditions []CertificateSigningRequestCondition; 2 certificate bytes
+CertificateSigningRequestCondition: 1 type s; 6 status s; 2 reason s; 3 message s; 4 lastUpdateTime Time; 5 lastTransitionTime Time
 HorizontalPodAutoscaler: 1 metadata ObjectMeta; 2 spec HorizontalPodAutoscalerSpec; 3 status -
 HorizontalPodAutoscalerSpec: 1 scaleTargetRef CrossVersionObjectReference; 2 minReplicas i32!; 3 maxReplicas i32; 4 metrics []MetricSpec; 5 behavior HorizontalPodAutoscalerBehavior
 CrossVersionObjectReference: 1 kind s; 2 name s; 3 apiVersion s
@@ -181,6 +185,8 @@ pub fn for_kind(api_version: &str, kind: &str) -> Option<&'static Message> {
         "Eviction",
         "HorizontalPodAutoscaler",
         "HorizontalPodAutoscalerV1",
+        // `kubectl certificate approve` puts the whole object to `/approval` in protobuf.
+        "CertificateSigningRequest",
     ];
     // A kind served in versions whose messages differ: the version picks the message.
     let kind = match (api_version, kind) {
