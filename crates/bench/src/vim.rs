@@ -209,22 +209,26 @@ impl Session {
 
     /// Every VM's reference, through a container view over the root folder, with its name and
     /// power state retrieved; the view is destroyed after.
+    /// A container view over every VM (the root folder, recursive), made in this session.
+    pub(crate) async fn vm_view(&mut self) -> anyhow::Result<String> {
+        let c = &self.content;
+        let body = format!(
+            r#"<CreateContainerView xmlns="urn:vim25"><_this type="ViewManager">{}</_this><container type="Folder">{}</container><type>VirtualMachine</type><recursive>true</recursive></CreateContainerView>"#,
+            c.view_manager, c.root_folder
+        );
+        text_of(&self.conn.call(&body).await?, "returnval")
+    }
+
     pub(crate) async fn list_vms(&mut self) -> anyhow::Result<Vec<String>> {
-        let c = self.content.clone();
-        let view = text_of(
-            &self
-                .conn
-                .call(&format!(
-                    r#"<CreateContainerView xmlns="urn:vim25"><_this type="ViewManager">{}</_this><container type="Folder">{}</container><type>VirtualMachine</type><recursive>true</recursive></CreateContainerView>"#,
-                    c.view_manager, c.root_folder
-                ))
-                .await?,
-            "returnval",
-        )?;
-        let mut body = self.conn.call(&format!(
-            r#"<RetrievePropertiesEx xmlns="urn:vim25"><_this type="PropertyCollector">{}</_this><specSet><propSet><type>VirtualMachine</type><pathSet>name</pathSet><pathSet>runtime.powerState</pathSet></propSet><objectSet><obj type="ContainerView">{view}</obj><skip>true</skip><selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path><skip>false</skip></selectSet></objectSet></specSet><options/></RetrievePropertiesEx>"#,
-            c.property_collector
-        )).await?;
+        let view = self.vm_view().await?;
+        let mut body = self
+            .conn
+            .call(&format!(
+                r#"<RetrievePropertiesEx xmlns="urn:vim25"><_this type="PropertyCollector">{}</_this><specSet>{}</specSet><options/></RetrievePropertiesEx>"#,
+                self.content.property_collector,
+                vm_view_spec(&view)
+            ))
+            .await?;
         let mut vms = Vec::new();
         loop {
             vms.extend(texts_of(&body, "obj"));
@@ -233,7 +237,7 @@ impl Session {
             };
             body = self.conn.call(&format!(
                 r#"<ContinueRetrievePropertiesEx xmlns="urn:vim25"><_this type="PropertyCollector">{}</_this><token>{token}</token></ContinueRetrievePropertiesEx>"#,
-                c.property_collector
+                self.content.property_collector
             )).await?;
         }
         self.conn
@@ -295,6 +299,14 @@ impl Session {
             .await?;
         outcome
     }
+}
+
+/// A filter spec (its `propSet` and `objectSet`) asking every VM of the container view `view`
+/// its name and power state.
+pub(crate) fn vm_view_spec(view: &str) -> String {
+    format!(
+        r#"<propSet><type>VirtualMachine</type><pathSet>name</pathSet><pathSet>runtime.powerState</pathSet></propSet><objectSet><obj type="ContainerView">{view}</obj><skip>true</skip><selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path><skip>false</skip></selectSet></objectSet>"#
+    )
 }
 
 /// The text of the first element named `tag` (any attributes) in `xml`.

@@ -14,7 +14,7 @@
 //! call's start to each waiter's answer. An update that reaches a waiter not selecting the
 //! VM is counted as spurious.
 
-use crate::vim::{text_of, Session};
+use crate::vim::{text_of, vm_view_spec, Session};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -48,7 +48,7 @@ pub(crate) async fn measure(
     for (i, mut s) in waiting.drain(..).enumerate() {
         let spec = if i < half {
             expected.push(i);
-            every_vm(&mut s).await?
+            vm_view_spec(&s.vm_view().await?)
         } else {
             let vm = &vms[(i - half) % vms.len()];
             if i == half {
@@ -113,23 +113,6 @@ pub(crate) async fn measure(
         p99: at(0.99),
         spurious,
     })
-}
-
-/// A filter spec on every VM through a container view the session makes.
-async fn every_vm(s: &mut Session) -> anyhow::Result<String> {
-    let c = s.content.clone();
-    let view = text_of(
-        &s.conn
-            .call(&format!(
-                r#"<CreateContainerView xmlns="urn:vim25"><_this type="ViewManager">{}</_this><container type="Folder">{}</container><type>VirtualMachine</type><recursive>true</recursive></CreateContainerView>"#,
-                c.view_manager, c.root_folder
-            ))
-            .await?,
-        "returnval",
-    )?;
-    Ok(format!(
-        r#"<propSet><type>VirtualMachine</type><pathSet>name</pathSet><pathSet>runtime.powerState</pathSet></propSet><objectSet><obj type="ContainerView">{view}</obj><skip>true</skip><selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path><skip>false</skip></selectSet></objectSet>"#
-    ))
 }
 
 /// A filter spec on one VM's power state.

@@ -99,22 +99,10 @@ pub(crate) fn install(inv: &mut Inventory) {
     inv.insert(o);
 }
 
-/// The role of a user by name: the simulator's own user is Admin; `None` for a stranger.
-pub(crate) fn role_of(call: &Call<'_>, user: &str) -> Option<SystemRole> {
-    if user == call.config.username {
-        return Some(SystemRole::Admin);
-    }
-    call.config
-        .users
-        .iter()
-        .find(|u| u.name == user)
-        .map(|u| u.role)
-}
-
-/// The user a call's session belongs to, and its role.
-fn session_user(state: &State, call: &Call<'_>, key: Option<&str>) -> Option<(String, SystemRole)> {
-    let s = state.sessions.get(key.or(call.session.as_deref())?)?;
-    Some((s.user.clone(), s.role))
+/// The role of the session `key` names, or of the call's own session.
+fn session_role(state: &State, call: &Call<'_>, key: Option<&str>) -> Option<SystemRole> {
+    let key = key.or(call.session.as_deref())?;
+    state.sessions.get(key).map(|s| s.role)
 }
 
 /// Checks that the call's session may run `method` on `this`.
@@ -127,8 +115,8 @@ pub(crate) fn check(
     let Some(privilege) = required(&this.ty, method) else {
         return Ok(());
     };
-    match session_user(state, call, None) {
-        Some((_, role)) if !role.holds(privilege) => {
+    match session_role(state, call, None) {
+        Some(role) if !role.holds(privilege) => {
             let api8 = call.config.flavor != crate::config::Flavor::VCenter7;
             Err(no_permission(this, privilege, api8))
         }
@@ -146,16 +134,19 @@ pub(crate) fn dispatch(
     Some(match method {
         "HasPrivilegeOnEntity" => has_privilege_on_entity(state, call, args),
         "HasPrivilegeOnEntities" => {
-            let role =
-                session_user(state, call, args.text_of("sessionId").map(str::trim)).map(|(_, r)| r);
+            let role = session_role(state, call, args.text_of("sessionId").map(str::trim));
             Ok(entity_privileges(args, role))
         }
         "HasUserPrivilegeOnEntities" => {
-            let role = role_of(call, args.text_of("userName").unwrap_or("").trim());
+            let role = call
+                .config
+                .role_of(args.text_of("userName").unwrap_or("").trim());
             Ok(entity_privileges(args, role))
         }
         "FetchUserPrivilegeOnEntities" => {
-            let role = role_of(call, args.text_of("userName").unwrap_or("").trim());
+            let role = call
+                .config
+                .role_of(args.text_of("userName").unwrap_or("").trim());
             Ok(user_privileges(args, role))
         }
         "RetrieveAllPermissions" => Ok(permissions(state, call, |_| true)),
@@ -181,7 +172,7 @@ fn has_privilege_on_entity(
     call: &Call<'_>,
     args: &Element,
 ) -> Result<String, Fault> {
-    let role = session_user(state, call, args.text_of("sessionId").map(str::trim)).map(|(_, r)| r);
+    let role = session_role(state, call, args.text_of("sessionId").map(str::trim));
     let mut out = String::new();
     for p in args.children_named("privId") {
         let granted = role.is_some_and(|r| r.holds(p.text.trim()));

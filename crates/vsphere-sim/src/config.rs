@@ -40,6 +40,33 @@ pub struct SimConfig {
     pub users: Vec<crate::roles::SimUser>,
 }
 
+impl SimConfig {
+    /// The role of a user by name: the simulator's own user is Admin, a configured user has
+    /// its role; `None` for a stranger.
+    pub(crate) fn role_of(&self, user: &str) -> Option<crate::roles::SystemRole> {
+        if user == self.username {
+            return Some(crate::roles::SystemRole::Admin);
+        }
+        self.users.iter().find(|u| u.name == user).map(|u| u.role)
+    }
+
+    /// The role of the user these credentials log in as (SOAP Login, REST basic
+    /// credentials); `None` when they log in as nobody.
+    pub(crate) fn authenticate(
+        &self,
+        user: &str,
+        password: &str,
+    ) -> Option<crate::roles::SystemRole> {
+        if user == self.username && password == self.password {
+            return Some(crate::roles::SystemRole::Admin);
+        }
+        self.users
+            .iter()
+            .find(|u| u.name == user && u.password == password)
+            .map(|u| u.role)
+    }
+}
+
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {

@@ -493,17 +493,23 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_library_item_deploys_powers_on_and_is_destroyed() {
-        let sim = sim();
+    /// The library item `img` on DC0's first datastore: an OVF of `cpus` CPUs and
+    /// `memory_mb` of memory; its ID.
+    fn img_item(sim: &Simulator, cpus: u32, memory_mb: u32) -> String {
         let spec = LibraryItemSpec {
             library: "vcsim".into(),
             datastore: "/DC0/datastore/LocalDS_0".into(),
             item: "img".into(),
             item_type: "ovf".into(),
-            files: vec![("img.ovf".into(), sample_ovf("img", 4, 8192).into())],
+            files: vec![("img.ovf".into(), sample_ovf("img", cpus, memory_mb).into())],
         };
-        let item = sim.add_library_item(&spec).unwrap();
+        sim.add_library_item(&spec).unwrap()
+    }
+
+    #[test]
+    fn a_library_item_deploys_powers_on_and_is_destroyed() {
+        let sim = sim();
+        let item = img_item(&sim, 4, 8192);
         let vm = sim
             .deploy_library_item(&item, &TemplateSpec::new("vm-a", "DC0"))
             .unwrap();
@@ -536,14 +542,7 @@ mod tests {
     #[test]
     fn vms_of_one_name_in_two_folders_are_two_vms() {
         let sim = sim();
-        let spec = LibraryItemSpec {
-            library: "vcsim".into(),
-            datastore: "/DC0/datastore/LocalDS_0".into(),
-            item: "img".into(),
-            item_type: "ovf".into(),
-            files: vec![("img.ovf".into(), sample_ovf("img", 2, 2048).into())],
-        };
-        let item = sim.add_library_item(&spec).unwrap();
+        let item = img_item(&sim, 2, 2048);
         let deploy = |folder: &str| {
             sim.deploy_library_item(&item, &TemplateSpec::new("web", "DC0").in_folder(folder))
                 .unwrap()

@@ -150,19 +150,10 @@ pub(crate) fn dispatch(
 fn login(state: &mut State, call: &mut Call<'_>, args: &Element) -> Result<String, Fault> {
     let user = args.text_of("userName").unwrap_or("");
     let password = args.text_of("password").unwrap_or("");
-    let role = if user == call.config.username && password == call.config.password {
-        crate::authorization::SystemRole::Admin
-    } else {
-        match call
-            .config
-            .users
-            .iter()
-            .find(|u| u.name == user && u.password == password)
-        {
-            Some(u) => u.role,
-            None => return Err(Fault::invalid_login()),
-        }
-    };
+    let role = call
+        .config
+        .authenticate(user, password)
+        .ok_or_else(Fault::invalid_login)?;
     open_session(state, call, user, role)
 }
 

@@ -38,6 +38,17 @@ async fn login(s: &Simulator, user: &str, password: &str) -> (u16, String, Optio
     call(s, &format!(r#"<Login xmlns="urn:vim25"><_this type="SessionManager">SessionManager</_this><userName>{user}</userName><password>{password}</password></Login>"#), None).await
 }
 
+/// The text of an answer's first `returnval`.
+fn returnval(body: &str) -> String {
+    text_of(body, "returnval")
+}
+
+/// The text of the first element `<tag>` of an answer.
+fn text_of(body: &str, tag: &str) -> String {
+    let after = body.split(&format!("<{tag}>")).nth(1).expect("the element");
+    after.split('<').next().unwrap_or_default().to_string()
+}
+
 fn vm(s: &Simulator) -> String {
     s.with_inventory(|inv| {
         inv.iter()
@@ -98,13 +109,7 @@ async fn the_authorization_manager_answers_for_roles_privileges_and_permissions(
     assert!(roles.contains("<name>ReadOnly</name>"));
     // The session's own privileges, asked by key.
     let (_, session, _) = call(&s, r#"<RetrievePropertiesEx xmlns="urn:vim25"><_this type="PropertyCollector">propertyCollector</_this><specSet><propSet><type>SessionManager</type><pathSet>currentSession</pathSet></propSet><objectSet><obj type="SessionManager">SessionManager</obj></objectSet></specSet><options/></RetrievePropertiesEx>"#, Some(&ro)).await;
-    let key = session
-        .split("<key>")
-        .nth(1)
-        .unwrap()
-        .split('<')
-        .next()
-        .unwrap();
+    let key = text_of(&session, "key");
     let (status, has, _) = call(&s, &format!(r#"<HasPrivilegeOnEntity xmlns="urn:vim25"><_this type="AuthorizationManager">AuthorizationManager</_this><entity type="Folder">group-d1</entity><sessionId>{key}</sessionId><privId>VirtualMachine.Provisioning.Clone</privId><privId>System.Read</privId></HasPrivilegeOnEntity>"#), Some(&ro)).await;
     assert_eq!(status, 200, "{has}");
     assert!(
@@ -132,14 +137,7 @@ async fn a_clone_ticket_opens_one_session_of_its_user_once_and_expires() {
     let acquire = r#"<AcquireCloneTicket xmlns="urn:vim25"><_this type="SessionManager">SessionManager</_this></AcquireCloneTicket>"#;
     let (status, body, _) = call(&s, acquire, Some(&ro)).await;
     assert_eq!(status, 200, "{body}");
-    let ticket = body
-        .split("<returnval>")
-        .nth(1)
-        .unwrap()
-        .split('<')
-        .next()
-        .unwrap()
-        .to_string();
+    let ticket = returnval(&body);
     let redeem = |t: &str| {
         format!(
             r#"<CloneSession xmlns="urn:vim25"><_this type="SessionManager">SessionManager</_this><cloneTicket>{t}</cloneTicket></CloneSession>"#
@@ -161,14 +159,7 @@ async fn a_clone_ticket_opens_one_session_of_its_user_once_and_expires() {
         "a ticket works once: {again}"
     );
     let (_, body, _) = call(&s, acquire, Some(&ro)).await;
-    let late = body
-        .split("<returnval>")
-        .nth(1)
-        .unwrap()
-        .split('<')
-        .next()
-        .unwrap()
-        .to_string();
+    let late = returnval(&body);
     clock.advance(Duration::from_secs(61));
     let (_, expired, _) = call(&s, &redeem(&late), None).await;
     assert!(expired.contains("InvalidLogin"), "{expired}");

@@ -104,12 +104,7 @@ fn login_user(sim: &Sim<'_, Sessions>, req: &Request<'_>) -> Option<String> {
             .ok()?;
         let decoded = String::from_utf8(decoded).ok()?;
         let (user, password) = decoded.split_once(':')?;
-        let config = sim.config();
-        let known = (user == config.username && password == config.password)
-            || config
-                .users
-                .iter()
-                .any(|u| u.name == user && u.password == password);
+        let known = sim.config().authenticate(user, password).is_some();
         return known.then(|| user.to_string());
     }
     header(http::header::COOKIE).and_then(|c| sim.soap_session_user(c))
