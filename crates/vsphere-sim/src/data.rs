@@ -44,6 +44,14 @@ impl Data {
         }
     }
 
+    /// A data object of `ty` with `fields`, in that order (as a store gives them back).
+    pub fn from_fields(ty: impl Into<Name>, fields: Vec<(Name, Val)>) -> Self {
+        Data {
+            ty: ty.into(),
+            fields: Fields::Own(fields),
+        }
+    }
+
     /// Adds a field (builder style).
     pub fn with(mut self, name: impl Into<Name>, value: impl Into<Val>) -> Self {
         self.set(name, value);
@@ -306,6 +314,17 @@ impl Props {
 
     pub fn keys(&self) -> impl Iterator<Item = &Name> {
         self.0.fields().map(|(n, _)| n)
+    }
+
+    /// The properties as the data object they are stored as (type: the managed type).
+    pub fn as_data(&self) -> &Data {
+        &self.0
+    }
+
+    /// Properties kept as `data` (read back from a store), sorted by name as they are kept.
+    pub fn from_data(mut data: Data) -> Self {
+        data.with_own(|fields| fields.sort_by(|a, b| a.0.cmp(&b.0)));
+        Props(Arc::new(data))
     }
 
     /// Sets a property, keeping name order; the value it replaces, if any.

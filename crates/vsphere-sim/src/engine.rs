@@ -16,6 +16,7 @@ use crate::config::{Flavor, SimConfig};
 use crate::datastore_files::DatastoreFiles;
 use crate::inventory;
 use crate::objects::Inventory;
+use crate::persist::Keeper;
 use crate::state::State;
 use chrono::{DateTime, Utc};
 use infrasim_clock::SharedClock;
@@ -35,26 +36,67 @@ pub(crate) struct Engine {
     revision: Arc<tokio::sync::watch::Sender<u64>>,
     /// Files uploaded to datastores over HTTP (see `datastore_files`).
     files: Arc<Mutex<DatastoreFiles>>,
+    /// Where what survives a restart is written, when the simulator is kept (`persist`).
+    keeper: Option<Keeper>,
 }
 
 impl Engine {
     /// An engine with a freshly generated inventory.
     pub fn new(config: SimConfig, clock: SharedClock) -> Self {
+        let state = State {
+            inventory: Engine::generate(&config, &clock),
+            ..State::default()
+        };
+        Engine::with(config, clock, state, None)
+    }
+
+    /// An engine whose state `keeper` keeps: the state it holds when it holds one (a
+    /// restart), else a freshly generated one, written to it whole.
+    pub fn kept(
+        config: SimConfig,
+        clock: SharedClock,
+        keeper: Keeper,
+    ) -> Result<Self, crate::persist::codec::Corrupt> {
+        let esx = config.flavor == Flavor::Esx8;
+        let mut state = State {
+            inventory: Inventory::new(esx),
+            ..State::default()
+        };
+        if crate::persist::restore(&keeper, &mut state)? {
+            crate::task::end_interrupted(&mut state, clock.now());
+        } else {
+            state.inventory = Engine::generate(&config, &clock);
+            state.inventory.track_dirty();
+            keeper.save_all(&mut state);
+        }
+        state.inventory.track_dirty();
+        keeper.save(&mut state);
+        Ok(Engine::with(config, clock, state, Some(keeper)))
+    }
+
+    fn generate(config: &SimConfig, clock: &SharedClock) -> Inventory {
         let mut model = config.model.clone();
         model.esx = config.flavor == Flavor::Esx8;
         let mut inventory = inventory::generate(&model, clock.now());
         crate::service_instance::install_managers(&mut inventory);
+        inventory
+    }
+
+    fn with(config: SimConfig, clock: SharedClock, state: State, keeper: Option<Keeper>) -> Self {
         Engine {
             config: Arc::new(config),
             clock,
-            state: Arc::new(Mutex::new(State {
-                inventory,
-                ..State::default()
-            })),
+            state: Arc::new(Mutex::new(state)),
             changed: Arc::new(tokio::sync::Notify::new()),
             revision: Arc::new(tokio::sync::watch::Sender::new(0)),
             files: Arc::default(),
+            keeper,
         }
+    }
+
+    /// Where the simulator's state is kept, when it is.
+    pub fn keeper(&self) -> Option<&Keeper> {
+        self.keeper.as_ref()
     }
 
     /// The state behind the lock, for a holder that reads it without keeping it alive
@@ -93,10 +135,13 @@ impl Engine {
         self.revision.subscribe()
     }
 
-    pub fn lock(&self) -> MutexGuard<'_, State> {
+    pub fn lock(&self) -> StateGuard<'_> {
         // Handlers validate before they mutate, so a poisoned lock still holds a consistent
         // inventory.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        StateGuard {
+            state: self.state.lock().unwrap_or_else(|p| p.into_inner()),
+            keeper: self.keeper.as_ref(),
+        }
     }
 
     /// The context of one call at `now`, in `session` (if any), from `user_agent`.
@@ -178,6 +223,37 @@ impl Engine {
     /// The files uploaded to datastores.
     pub fn uploaded_files(&self) -> &Mutex<DatastoreFiles> {
         &self.files
+    }
+}
+
+/// The simulator's state while its lock is held. Letting go of it writes what changed to
+/// the keeper, if the simulator is kept, before the lock is free: so records are written in
+/// the order their changes were made, whichever front (SOAP, REST, files, Redfish, a
+/// scheduled task's end) made them, without each front having to remember.
+pub(crate) struct StateGuard<'a> {
+    state: MutexGuard<'a, State>,
+    keeper: Option<&'a Keeper>,
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = State;
+
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(keeper) = self.keeper {
+            keeper.save(&mut self.state);
+        }
     }
 }
 

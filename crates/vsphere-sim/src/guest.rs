@@ -4,6 +4,7 @@
 //! coming up; this is the state it keeps between them.
 
 use crate::value::Moref;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
@@ -62,6 +63,74 @@ impl Guests {
         *n += 1;
         self.ips.insert((vm.to_string(), nic), ip.clone());
         ip
+    }
+}
+
+/// How many NICs a VM may have (vSphere's limit), which bounds the lookups of a VM's
+/// addresses.
+const MAX_NICS: usize = 10;
+
+/// What is kept of one VM's guest across a restart (see `persist`).
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct GuestRecord {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    boot: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fixed_ip: Option<String>,
+    /// (NIC index, address).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    ips: Vec<(usize, String)>,
+}
+
+/// The address plan's counters, kept with the simulator's own record.
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct GuestCounters {
+    boot_count: u64,
+    ip_next: HashMap<String, u32>,
+    network_index: HashMap<String, u32>,
+}
+
+impl Guests {
+    /// What is kept of `vm`'s guest, `None` when nothing is.
+    pub(crate) fn record(&self, vm: &str) -> Option<GuestRecord> {
+        let ips = (0..MAX_NICS)
+            .filter_map(|nic| Some((nic, self.ips.get(&(vm.to_string(), nic))?.clone())))
+            .collect();
+        let record = GuestRecord {
+            boot: self.boots.get(vm).copied(),
+            fixed_ip: self.fixed_ips.get(vm).cloned(),
+            ips,
+        };
+        (record != GuestRecord::default()).then_some(record)
+    }
+
+    /// Takes back what was kept of `vm`'s guest.
+    pub(crate) fn restore(&mut self, vm: &str, record: GuestRecord) {
+        if let Some(boot) = record.boot {
+            self.boots.insert(vm.to_string(), boot);
+        }
+        if let Some(ip) = record.fixed_ip {
+            self.fixed_ips.insert(vm.to_string(), ip);
+        }
+        for (nic, ip) in record.ips {
+            self.ips.insert((vm.to_string(), nic), ip);
+        }
+    }
+
+    pub(crate) fn counters(&self) -> GuestCounters {
+        GuestCounters {
+            boot_count: self.boot_count,
+            ip_next: self.ip_next.clone(),
+            network_index: self.network_index.clone(),
+        }
+    }
+
+    pub(crate) fn restore_counters(&mut self, c: GuestCounters) {
+        self.boot_count = c.boot_count;
+        self.ip_next = c.ip_next;
+        self.network_index = c.network_index;
     }
 }
 

@@ -50,6 +50,7 @@ mod managed_entity;
 pub mod metrics;
 mod objects;
 mod pbm;
+pub mod persist;
 mod property_collector;
 pub mod provisioning;
 pub mod rest;

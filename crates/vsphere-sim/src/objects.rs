@@ -111,6 +111,9 @@ pub struct Inventory {
     journal: crate::journal::Journal,
     /// A standalone ESXi host's inventory (hostd's `ha-*` references) rather than vCenter's.
     esx: bool,
+    /// The objects changed since a keeper last took them, while one keeps this inventory
+    /// (see `crate::persist`).
+    dirty: Option<std::collections::HashSet<Box<str>, FastHash>>,
 }
 
 impl Inventory {
@@ -155,6 +158,39 @@ impl Inventory {
     fn changed(&mut self, value: &str) {
         self.changes += 1;
         self.journal.record(self.changes, value);
+        self.touch(value);
+    }
+
+    /// Marks the object `value` as to be kept again, for a change of what is kept beside it
+    /// (its guest's addresses, its policies) that changed none of its properties.
+    pub(crate) fn touch(&mut self, value: &str) {
+        if let Some(dirty) = &mut self.dirty {
+            if !dirty.contains(value) {
+                dirty.insert(value.into());
+            }
+        }
+    }
+
+    /// Starts noting which objects change, for a keeper (see `crate::persist`).
+    pub(crate) fn track_dirty(&mut self) {
+        self.dirty.get_or_insert_with(Default::default);
+    }
+
+    /// The objects changed since the last call, when changes are noted.
+    pub(crate) fn take_dirty(&mut self) -> Vec<Box<str>> {
+        match &mut self.dirty {
+            Some(dirty) if !dirty.is_empty() => dirty.drain().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The number the next reference value is made from, and setting it back (a restore).
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    pub(crate) fn set_next_id(&mut self, next: u64) {
+        self.next_id = self.next_id.max(next);
     }
 
     /// A fresh reference value with vCenter's prefix for the type: `vm-17` for `vm`, and
@@ -312,6 +348,11 @@ impl Inventory {
             .get_mut(&m.value)
             .filter(|o| o.moref.ty == m.ty)?;
         self.journal.record(self.changes, &m.value);
+        if let Some(dirty) = &mut self.dirty {
+            if !dirty.contains(m.value.as_str()) {
+                dirty.insert(m.value.as_str().into());
+            }
+        }
         Some(object)
     }
 

@@ -12,7 +12,7 @@ use crate::fault::Fault;
 use crate::soap::{Element, Request};
 use crate::value::{write_element, Data, Moref, Val};
 use chrono::{DateTime, Utc};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The storage policies associated with each VM's home, as the vim25 side set them: a
 /// `VirtualMachineDefinedProfileSpec` in a clone's `location.profile` or a config spec's
@@ -24,7 +24,8 @@ pub(crate) struct Associations {
     /// A disk's policies, by PBM's `virtualDiskId` key (`vm-17:2000`: the VM and the disk's
     /// device key), as a clone's `location.disk[].profile` or a device change's `profile` set
     /// them.
-    by_disk: HashMap<String, Vec<String>>,
+    /// Ordered, so a VM's disks are one range of keys.
+    by_disk: BTreeMap<String, Vec<String>>,
 }
 
 impl Associations {
@@ -56,11 +57,46 @@ impl Associations {
         self.by_vm.get(vm).map_or(&[], Vec::as_slice)
     }
 
+    /// A VM's policies and its disks' (by device key), as `persist` keeps them.
+    pub(crate) fn record(&self, vm: &str) -> (Vec<String>, BTreeMap<String, Vec<String>>) {
+        let prefix = format!("{vm}:");
+        let disks = self
+            .by_disk
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(k, ids)| (k[prefix.len()..].to_string(), ids.clone()))
+            .collect();
+        (self.of(vm).to_vec(), disks)
+    }
+
+    /// Takes back what [`Associations::record`] gave for `vm`.
+    pub(crate) fn restore(
+        &mut self,
+        vm: &str,
+        ids: Vec<String>,
+        disks: BTreeMap<String, Vec<String>>,
+    ) {
+        if !ids.is_empty() {
+            self.by_vm.insert(vm.to_string(), ids);
+        }
+        for (disk, ids) in disks {
+            self.by_disk.insert(format!("{vm}:{disk}"), ids);
+        }
+    }
+
     /// Forgets a destroyed VM's policies, its disks' too.
     pub(crate) fn forget(&mut self, vm: &str) {
         self.by_vm.remove(vm);
         let prefix = format!("{vm}:");
-        self.by_disk.retain(|k, _| !k.starts_with(&prefix));
+        let disks: Vec<String> = self
+            .by_disk
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in disks {
+            self.by_disk.remove(&k);
+        }
     }
 }
 

@@ -316,9 +316,14 @@ impl Simulator {
         if self.with_inventory(|inv| inv.get(object).is_none()) {
             return Err(ProvisioningError::NotFound(object.value.clone()));
         }
-        self.rest_tagging()
+        let mut tagging = self.rest_tagging();
+        tagging
             .ensure_attached(&spec.category, &spec.associable_types, &spec.tag, object)
-            .map_err(ProvisioningError::Refused)
+            .map_err(ProvisioningError::Refused)?;
+        if let Some(keeper) = self.keeper() {
+            keeper.put_record(crate::persist::TAGGING, &*tagging);
+        }
+        Ok(())
     }
 }
 

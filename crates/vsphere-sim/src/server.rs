@@ -174,8 +174,40 @@ fn cookie_of<B>(req: &Request<B>) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Handles one HTTP request for a simulator.
+/// Handles one HTTP request for a simulator. A kept simulator (see `persist`) answers only
+/// once what the request changed is durable, and answers with an error when it could not be
+/// kept: a client is never told of a change a restart would lose.
 pub async fn handle<B>(sim: &Simulator, req: Request<B>) -> Response<Full<Bytes>>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let Some(keeper) = sim.keeper() else {
+        return route(sim, req).await;
+    };
+    let soap = req.uri().path().starts_with("/sdk");
+    let (response, durable) = infrasim_store::durability::scope(route(sim, req)).await;
+    let failed = match durable.wait().await {
+        Err(e) => Some(e.to_string()),
+        Ok(()) => keeper.take_error(),
+    };
+    match failed {
+        None => response,
+        Some(why) => {
+            let why = format!("the change could not be kept: {why}");
+            if soap {
+                let mut fault = crate::fault::Fault::new_pub("SystemError", why.as_str());
+                fault.fields.set("reason", why.as_str());
+                reply(500, "text/xml; charset=utf-8", crate::soap::fault(&fault))
+            } else {
+                reply(500, "text/plain", why)
+            }
+        }
+    }
+}
+
+/// Routes one HTTP request to the simulator's front that answers it.
+async fn route<B>(sim: &Simulator, req: Request<B>) -> Response<Full<Bytes>>
 where
     B: http_body::Body<Data = Bytes>,
     B::Error: std::error::Error + Send + Sync + 'static,

@@ -53,23 +53,62 @@ pub struct Simulator {
 impl Simulator {
     /// A simulator with a freshly generated inventory.
     pub fn new(config: SimConfig, clock: SharedClock) -> Self {
-        // The BMCs' administrator is the vCenter's, as a lab's BMCs share its credentials
-        // until someone adds accounts.
-        let redfish = infrasim_redfish::Service::new(
+        let redfish = Simulator::bmc(&config, &clock);
+        Simulator::with(
+            Engine::new(config, clock),
+            redfish,
+            crate::rest::Services::default(),
+        )
+    }
+
+    /// A simulator kept by `keeper` (see [`crate::persist`]): on a group that holds one, the
+    /// simulator it holds (inventory, REST state, instance UUID) rather than a new one from
+    /// `config`'s model; each change is kept from then on.
+    pub fn kept(
+        mut config: SimConfig,
+        clock: SharedClock,
+        keeper: crate::persist::Keeper,
+    ) -> Result<Self, crate::persist::codec::Corrupt> {
+        crate::persist::keep_identity(&mut config, &keeper);
+        let rest = crate::rest::Services::restore(&keeper);
+        let redfish = Simulator::bmc(&config, &clock);
+        Ok(Simulator::with(
+            Engine::kept(config, clock, keeper)?,
+            redfish,
+            rest,
+        ))
+    }
+
+    /// The BMCs' service. Its administrator is the vCenter's, as a lab's BMCs share its
+    /// credentials until someone adds accounts.
+    fn bmc(config: &SimConfig, clock: &SharedClock) -> infrasim_redfish::Service {
+        infrasim_redfish::Service::new(
             &config.instance_uuid,
             &config.username,
             &config.password,
             clock.clone(),
-        );
+        )
+    }
+
+    fn with(
+        engine: Engine,
+        redfish: infrasim_redfish::Service,
+        rest: crate::rest::Services,
+    ) -> Self {
         Simulator {
             redfish: Arc::new(redfish),
-            engine: Engine::new(config, clock),
-            rest: Arc::default(),
+            engine,
+            rest: Arc::new(rest),
             injections: Arc::default(),
             calls: Arc::default(),
             answered_bytes: Arc::default(),
             reporting: Arc::default(),
         }
+    }
+
+    /// Where the simulator's state is kept, when it is.
+    pub fn keeper(&self) -> Option<&crate::persist::Keeper> {
+        self.engine.keeper()
     }
 
     /// Reports this simulator's calls, sessions, tasks and VMs in `metrics` under the

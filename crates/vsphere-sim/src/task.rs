@@ -177,3 +177,27 @@ pub(crate) fn install(inv: &mut crate::objects::Inventory) {
     tm.set("recentTask", mor_array([]));
     inv.insert(tm);
 }
+
+/// Ends in error every task a restart interrupted (queued or running when the simulator
+/// stopped): what was scheduled for them died with the process, as a vCenter's in-flight
+/// tasks do when it restarts, and a client waiting on one is told rather than left waiting.
+pub(crate) fn end_interrupted(state: &mut State, now: DateTime<Utc>) {
+    let interrupted: Vec<Moref> = state
+        .inventory
+        .iter()
+        .filter(|o| o.moref.ty == "Task")
+        .filter(|o| {
+            matches!(
+                o.path("info.state").and_then(Val::as_str),
+                Some("queued" | "running")
+            )
+        })
+        .map(|o| o.moref.clone())
+        .collect();
+    for task in interrupted {
+        let why = "the vCenter restarted before the task ended";
+        let mut fault = Fault::new_pub("SystemError", why);
+        fault.fields.set("reason", why);
+        complete(state, &task, Err(fault), now);
+    }
+}

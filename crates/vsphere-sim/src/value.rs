@@ -27,6 +27,20 @@ impl Moref {
     }
 }
 
+/// Kept (see `persist`) as `["Type", "value"]`.
+impl serde::Serialize for Moref {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (&*self.ty, &self.value).serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Moref {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (ty, value) = <(String, String)>::deserialize(d)?;
+        Ok(Moref::new(&ty, &value))
+    }
+}
+
 /// The managed object types the simulator has or clients name.
 pub const MANAGED_TYPES: &[&str] = &[
     "VirtualMachine",

@@ -10,14 +10,14 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One module: its cluster and member VMs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Module {
     cluster: String,
     vms: BTreeSet<String>,
 }
 
 /// A simulator's cluster modules, by ID.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ClusterModules {
     modules: BTreeMap<String, Module>,
 }

@@ -32,6 +32,41 @@ pub(crate) struct Services {
     pub content_library: Mutex<ContentLibrary>,
 }
 
+impl Services {
+    /// The services' state as `keeper` holds it (nothing held: none).
+    pub(crate) fn restore(keeper: &crate::persist::Keeper) -> Self {
+        Services {
+            tagging: Mutex::new(keeper.record(crate::persist::TAGGING).unwrap_or_default()),
+            cluster_modules: Mutex::new(
+                keeper
+                    .record(crate::persist::CLUSTER_MODULES)
+                    .unwrap_or_default(),
+            ),
+            ..Services::default()
+        }
+    }
+}
+
+/// Keeps a service's state after a request that may have changed it (one that is not a
+/// read and succeeded), when the simulator is kept. The state is written whole, read under
+/// its lock at the time of writing, so the last write holds the last state whatever order
+/// two requests' writes come in.
+fn keep<T: serde::Serialize>(
+    engine: &Engine,
+    req: &Request<'_>,
+    answer: &Answer,
+    name: &str,
+    state: &Mutex<T>,
+) {
+    let Some(keeper) = engine.keeper() else {
+        return;
+    };
+    if req.method == http::Method::GET || answer.status >= 300 {
+        return;
+    }
+    keeper.put_record(name, &*state.lock().unwrap_or_else(|p| p.into_inner()));
+}
+
 /// The spelling of `path` and the rest of it, when it is a REST path at all.
 pub fn split(path: &str) -> Option<(Form, &str)> {
     if let Some(rest) = path.strip_prefix("/rest") {
@@ -62,7 +97,15 @@ pub(crate) fn handle(
     }
     if let Some((kind, id)) = tagging::route(form, req.path) {
         let sim = Sim::new(engine, &services.tagging);
-        return tagging::handle(&sim, form, req, kind, id);
+        let answer = tagging::handle(&sim, form, req, kind, id);
+        keep(
+            engine,
+            req,
+            &answer,
+            crate::persist::TAGGING,
+            &services.tagging,
+        );
+        return answer;
     }
     if let Some(target) = content_library::route(form, req.path) {
         let sim = Sim::new(engine, &services.content_library);
@@ -71,7 +114,10 @@ pub(crate) fn handle(
     match cluster_modules::route(req.path) {
         Some(rest) => {
             let sim = Sim::new(engine, &services.cluster_modules);
-            cluster_modules::handle(&sim, form, req, rest)
+            let answer = cluster_modules::handle(&sim, form, req, rest);
+            let name = crate::persist::CLUSTER_MODULES;
+            keep(engine, req, &answer, name, &services.cluster_modules);
+            answer
         }
         None => Answer::not_found(form, req.path),
     }

@@ -14,7 +14,7 @@ use http::Method;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Category {
     name: String,
     description: String,
@@ -22,7 +22,7 @@ struct Category {
     associable_types: Vec<String>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Tag {
     name: String,
     description: String,
@@ -30,7 +30,7 @@ struct Tag {
 }
 
 /// A simulator's categories, tags and attachments, by ID.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Tagging {
     categories: BTreeMap<String, Category>,
     tags: BTreeMap<String, Tag>,

@@ -3,6 +3,7 @@
 //! and writes them into the clusters' properties.
 
 use crate::value::Moref;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// The DRS configuration of every cluster, by the cluster's reference value. A cluster
@@ -13,7 +14,7 @@ pub(crate) struct DrsConfigs {
 }
 
 /// One cluster's configuration.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct ClusterConfig {
     pub drs: Drs,
     pub groups: Vec<Group>,
@@ -34,7 +35,7 @@ impl Default for ClusterConfig {
 }
 
 /// `ClusterDrsConfigInfo`: DRS on and fully automated, as a new cluster with DRS has it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Drs {
     pub enabled: bool,
     pub enable_vm_behavior_overrides: bool,
@@ -54,7 +55,7 @@ impl Default for Drs {
 }
 
 /// A VM group (`ClusterVmGroup`) or a host group (`ClusterHostGroup`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Group {
     pub name: String,
     pub user_created: Option<bool>,
@@ -64,7 +65,7 @@ pub(crate) struct Group {
 }
 
 /// A rule: the fields every `ClusterRuleInfo` has, and its kind's.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Rule {
     pub key: i32,
     pub name: String,
@@ -76,7 +77,7 @@ pub(crate) struct Rule {
     pub kind: RuleKind,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) enum RuleKind {
     /// `ClusterVmHostRuleInfo`: the VMs of a group on (or off) the hosts of a group.
     VmHost {

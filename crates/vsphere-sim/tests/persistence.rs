@@ -1,0 +1,187 @@
+//! A kept simulator (`persist`) comes back from its store as it was: every managed object
+//! with the same reference and properties (UUIDs, power state, a clone made before the
+//! restart), the instance UUID, the tags and what is kept beside the VMs; a task the
+//! restart interrupted ends in error rather than running for ever; and an empty store gets
+//! a fresh simulator, written whole.
+
+use infrasim_clock::FakeClock;
+use infrasim_durable::DurableBackend;
+use infrasim_store::{Store, StoreConfig};
+use infrasim_vsphere_sim::persist::{codec, Keeper};
+use infrasim_vsphere_sim::value::Moref;
+use infrasim_vsphere_sim::{SimConfig, Simulator, TagSpec};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn envelope(body: &str) -> String {
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/"><soapenv:Body>{body}</soapenv:Body></soapenv:Envelope>"#
+    )
+}
+
+fn clock() -> FakeClock {
+    FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap())
+}
+
+fn open(dir: &Path, clock: &FakeClock, config: SimConfig) -> (Simulator, Arc<DurableBackend>) {
+    let backend = Arc::new(DurableBackend::open(dir, 100).expect("the directory opens"));
+    let config_store = StoreConfig {
+        watch_window: 100,
+        watcher_buffer: 100,
+        packed: false,
+        fresh: None,
+    };
+    let store = Store::open(config_store, Arc::new(clock.clone()), backend.clone())
+        .expect("the store opens");
+    let group = store.group_or_create("vcenter");
+    let sim = Simulator::kept(config, Arc::new(clock.clone()), Keeper::new(group))
+        .expect("the simulator comes back");
+    (sim, backend)
+}
+
+/// Every object's reference and properties, as the store's codec writes them.
+fn everything(sim: &Simulator) -> BTreeMap<String, String> {
+    sim.with_inventory(|inv| {
+        inv.iter()
+            .filter(|o| infrasim_vsphere_sim::persist::kept(&o.moref.ty, &o.moref.value))
+            .map(|o| {
+                let props = codec::encode_data(o.props.as_data()).to_string();
+                (format!("{}:{}", o.moref.ty, o.moref.value), props)
+            })
+            .collect()
+    })
+}
+
+async fn call(s: &Simulator, body: &str, cookie: Option<&str>) -> (u16, String, Option<String>) {
+    let r = s.handle(&envelope(body), cookie, "test").await;
+    (r.status, r.body, r.set_cookie)
+}
+
+async fn login(s: &Simulator) -> String {
+    let (status, body, cookie) = call(s, r#"<Login xmlns="urn:vim25"><_this type="SessionManager">SessionManager</_this><userName>administrator@vsphere.local</userName><password>pw</password></Login>"#, None).await;
+    assert_eq!(status, 200, "{body}");
+    cookie.expect("a session cookie")
+}
+
+fn first_vm(s: &Simulator) -> Moref {
+    s.with_inventory(|inv| {
+        let mut vms: Vec<Moref> = inv
+            .iter()
+            .filter(|o| o.moref.ty == "VirtualMachine")
+            .map(|o| o.moref.clone())
+            .collect();
+        vms.sort();
+        vms.remove(0)
+    })
+}
+
+fn config(task_delay: Duration) -> SimConfig {
+    SimConfig {
+        password: "pw".into(),
+        task_delay,
+        ..SimConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn a_kept_simulator_comes_back_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let (sim, backend) = open(dir.path(), &clock, config(Duration::ZERO));
+    let uuid = sim.config().instance_uuid.clone();
+    let cookie = login(&sim).await;
+    let vm = first_vm(&sim);
+    let folder = sim.with_inventory(|inv| {
+        let parent = inv.get(&vm).and_then(|o| o.props.get("parent").cloned());
+        match parent {
+            Some(infrasim_vsphere_sim::value::Val::Mor(m)) => m.value,
+            other => panic!("no parent folder: {other:?}"),
+        }
+    });
+    let clone = format!(
+        r#"<CloneVM_Task xmlns="urn:vim25"><_this type="VirtualMachine">{}</_this><folder type="Folder">{folder}</folder><name>kept-clone</name><spec><location/><template>false</template><powerOn>true</powerOn></spec></CloneVM_Task>"#,
+        vm.value
+    );
+    let (status, body, _) = call(&sim, &clone, Some(&cookie)).await;
+    assert_eq!(status, 200, "{body}");
+    let power_off = format!(
+        r#"<PowerOffVM_Task xmlns="urn:vim25"><_this type="VirtualMachine">{}</_this></PowerOffVM_Task>"#,
+        vm.value
+    );
+    let (status, body, _) = call(&sim, &power_off, Some(&cookie)).await;
+    assert_eq!(status, 200, "{body}");
+    let tag = TagSpec {
+        category: "k8s-zone".into(),
+        associable_types: vec![],
+        tag: "zone-a".into(),
+    };
+    sim.attach_tag(&tag, &vm).expect("tagged");
+    let before = everything(&sim);
+    assert!(before.keys().any(|k| k.starts_with("VirtualMachine:")));
+    let clone_ref = sim
+        .find_named("VirtualMachine", "kept-clone", None)
+        .expect("the clone");
+    drop(sim);
+    backend.close();
+    drop(backend);
+
+    // Another model in the configuration: what the store holds wins.
+    let mut other = config(Duration::ZERO);
+    other.model.vms = 7;
+    let (sim, _backend) = open(dir.path(), &clock, other);
+    assert_eq!(sim.config().instance_uuid, uuid);
+    assert_eq!(everything(&sim), before);
+    assert_eq!(
+        sim.find_named("VirtualMachine", "kept-clone", None),
+        Some(clone_ref.clone())
+    );
+    let state = sim.vm(&vm).expect("the VM");
+    assert!(!state.powered_on, "{state:?}");
+    assert!(sim.vm(&clone_ref).expect("the clone").powered_on);
+    // The tag is still there: attaching it again finds it attached.
+    sim.attach_tag(&tag, &vm).expect("still tagged");
+    // New references do not reuse old ones.
+    let cookie = login(&sim).await;
+    let clone2 = clone.replace("kept-clone", "second-clone");
+    let (status, body, _) = call(&sim, &clone2, Some(&cookie)).await;
+    assert_eq!(status, 200, "{body}");
+    let second = sim
+        .find_named("VirtualMachine", "second-clone", None)
+        .expect("made");
+    assert!(!before.contains_key(&format!("VirtualMachine:{}", second.value)));
+}
+
+#[tokio::test]
+async fn a_task_a_restart_interrupted_ends_in_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let (sim, backend) = open(dir.path(), &clock, config(Duration::from_secs(10)));
+    let cookie = login(&sim).await;
+    let vm = first_vm(&sim);
+    let power_off = format!(
+        r#"<PowerOffVM_Task xmlns="urn:vim25"><_this type="VirtualMachine">{}</_this></PowerOffVM_Task>"#,
+        vm.value
+    );
+    let (status, body, _) = call(&sim, &power_off, Some(&cookie)).await;
+    assert_eq!(status, 200, "{body}");
+    let task = body.split("<returnval type=\"Task\">").nth(1).unwrap();
+    let task = Moref::new("Task", task.split('<').next().unwrap());
+    drop(sim);
+    backend.close();
+    drop(backend);
+
+    let (sim, _backend) = open(dir.path(), &clock, config(Duration::from_secs(10)));
+    let (state, fault) = sim.with_inventory(|inv| {
+        let o = inv.get(&task).expect("the task is kept");
+        let text = |p: &str| o.path(p).and_then(|v| v.as_str()).map(str::to_string);
+        (text("info.state"), text("info.error.localizedMessage"))
+    });
+    assert_eq!(state.as_deref(), Some("error"));
+    assert!(fault.unwrap_or_default().contains("restarted"));
+    assert!(
+        sim.vm(&vm).expect("the VM").powered_on,
+        "the power-off never ran"
+    );
+}
