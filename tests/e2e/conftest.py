@@ -406,9 +406,9 @@ class Vcsim:
     """An `infrasim vcsim` process on a free port, with `PASSWORD`; `banner` holds the first
     six lines it prints (the govc settings and the thumbprints)."""
 
-    def __init__(self, workdir, *flags):
-        self.port = free_port()
-        self.log = open(workdir / "vcsim.log", "w")
+    def __init__(self, workdir, *flags, port=None):
+        self.port = port or free_port()
+        self.log = open(workdir / "vcsim.log", "a")
         self.proc = subprocess.Popen(
             [BINARY, "vcsim", "--listen", f"127.0.0.1:{self.port}", "--password", PASSWORD, *flags],
             stdout=subprocess.PIPE, stderr=self.log, text=True)
@@ -425,6 +425,12 @@ class Vcsim:
 
     def stop(self):
         self.proc.terminate()
+        self.proc.wait(timeout=10)
+        self.log.close()
+
+    def kill(self):
+        """Ends the process with SIGKILL: nothing it had not made durable survives."""
+        self.proc.kill()
         self.proc.wait(timeout=10)
         self.log.close()
 

@@ -3,9 +3,11 @@
 use anyhow::Context;
 use clap::Args;
 use infrasim_clock::SystemClock;
+use infrasim_vsphere_sim::persist::Keeper;
 use infrasim_vsphere_sim::server::ServerCert;
 use infrasim_vsphere_sim::{Flavor, Instance, Model, SimConfig, Simulator};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Args)]
@@ -75,6 +77,12 @@ pub struct VcsimArgs {
     /// message?, delayMs?, times?}), re-read whenever it changes.
     #[arg(long)]
     faults: Option<std::path::PathBuf>,
+    /// Keep the simulator in this directory (a durable store, as `up --data-dir`): every
+    /// change is on disk before it is answered, and a start on a directory that holds a
+    /// simulator brings it back (inventory, tags, certificate, password) instead of making
+    /// one of the model flags. Without it, nothing outlives the process.
+    #[arg(long)]
+    data_dir: Option<std::path::PathBuf>,
     /// Threads serving requests. One (the default) serves every connection on one thread,
     /// which costs the least CPU per call: no request has to wake a second thread, and on
     /// a small machine the clients keep the other cores. 0 means one per core.
@@ -140,8 +148,40 @@ fn generated_password() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..20].to_string()
 }
 
+/// The keeper of the simulator in `dir`: a durable store of its own there.
+fn open_keeper(dir: &std::path::Path) -> anyhow::Result<Keeper> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let backend = infrasim_durable::DurableBackend::open(dir, KEPT_EVENTS)
+        .with_context(|| format!("opening the data directory {}", dir.display()))?;
+    let config = infrasim_store::StoreConfig {
+        watch_window: KEPT_EVENTS,
+        ..infrasim_store::StoreConfig::default()
+    };
+    let store = infrasim_store::Store::open(config, SystemClock::shared(), Arc::new(backend))
+        .with_context(|| format!("reading the simulator kept in {}", dir.display()))?;
+    let group = store.group_or_create("vcenter");
+    // The store lives as long as the process: the simulator writes to it until the end.
+    std::mem::forget(store);
+    Ok(Keeper::new(group))
+}
+
+/// Events the kept simulator's store holds besides its objects: nobody watches it, so few.
+const KEPT_EVENTS: usize = 100;
+
+/// In a kept simulator's records: the password it was first given or made.
+const PASSWORD: &str = "password";
+
 pub async fn run(args: VcsimArgs) -> anyhow::Result<()> {
-    let password = args.password.clone().unwrap_or_else(generated_password);
+    let keeper = args.data_dir.as_deref().map(open_keeper).transpose()?;
+    let kept_password = keeper.as_ref().and_then(|k| k.record::<String>(PASSWORD));
+    let password = args
+        .password
+        .clone()
+        .or(kept_password)
+        .unwrap_or_else(generated_password);
+    if let Some(keeper) = &keeper {
+        keeper.put_record(PASSWORD, &password);
+    }
     let flavor = match (args.esx, args.vcenter7) {
         (true, _) => Flavor::Esx8,
         (false, true) => Flavor::VCenter7,
@@ -184,9 +224,12 @@ pub async fn run(args: VcsimArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let instance = Instance::start_with_cert(config, args.listen, SystemClock::shared(), cert)
-        .await
-        .with_context(|| format!("serving on {}", args.listen))?;
+    let clock = SystemClock::shared();
+    let instance = match keeper {
+        Some(keeper) => Instance::start_kept(config, args.listen, clock, cert, keeper).await,
+        None => Instance::start_with_cert(config, args.listen, clock, cert).await,
+    }
+    .with_context(|| format!("serving on {}", args.listen))?;
     let sim = instance.simulator().clone();
     if let Some(path) = args.faults.clone() {
         let rules = std::fs::read_to_string(&path)

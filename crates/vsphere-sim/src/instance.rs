@@ -15,6 +15,7 @@
 //! ```
 
 use crate::config::SimConfig;
+use crate::persist::Keeper;
 use crate::server::{self, ServerCert, ServerError};
 use crate::simulator::Simulator;
 use futures::future::BoxFuture;
@@ -22,6 +23,15 @@ use infrasim_clock::SharedClock;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+/// In a kept simulator's records: the certificate it serves.
+const CERTIFICATE: &str = "certificate";
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct KeptCert {
+    cert: String,
+    key: String,
+}
 
 /// One simulator serving HTTPS.
 pub struct Instance {
@@ -81,6 +91,49 @@ impl Instance {
         clock: SharedClock,
         cert: Option<ServerCert>,
     ) -> Result<Instance, ServerError> {
+        Instance::serve(Simulator::new(config, clock), listen, cert).await
+    }
+
+    /// As [`Instance::start_with_cert`], for a simulator `keeper` keeps (see
+    /// [`crate::persist`]): the one it holds when it holds one, else a new one of `config`.
+    /// Without `cert`, the certificate it holds (the same thumbprint after a restart), else
+    /// a new one it keeps from now on.
+    // Boxed: callers in other crates link this state machine instead of compiling it
+    // again (docs/contributing.md: "A public async function another crate awaits").
+    #[inline(never)]
+    pub fn start_kept(
+        config: SimConfig,
+        listen: SocketAddr,
+        clock: SharedClock,
+        cert: Option<ServerCert>,
+        keeper: Keeper,
+    ) -> BoxFuture<'static, Result<Instance, ServerError>> {
+        Box::pin(async move {
+            let cert = match (cert, keeper.record::<KeptCert>(CERTIFICATE)) {
+                (Some(cert), _) => Some(cert),
+                (None, Some(kept)) => Some(ServerCert::from_pem(&kept.cert, &kept.key)?),
+                (None, None) => None,
+            };
+            let sim = Simulator::kept(config, clock, keeper.clone())?;
+            let instance = Instance::serve(sim, listen, cert).await?;
+            let cert = instance.cert();
+            keeper.put_record(
+                CERTIFICATE,
+                &KeptCert {
+                    cert: cert.cert_pem.clone(),
+                    key: cert.key_pem().to_string(),
+                },
+            );
+            Ok(instance)
+        })
+    }
+
+    /// Serves `sim` on `listen`, with `cert` or a new certificate for its address.
+    async fn serve(
+        sim: Simulator,
+        listen: SocketAddr,
+        cert: Option<ServerCert>,
+    ) -> Result<Instance, ServerError> {
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let mut ips: Vec<IpAddr> = vec![
@@ -100,7 +153,6 @@ impl Instance {
         } else {
             addr
         };
-        let sim = Simulator::new(config, clock);
         let (stop, stopped) = oneshot::channel::<()>();
         let serving = tokio::spawn({
             let (sim, cert) = (sim.clone(), cert.clone());

@@ -29,6 +29,8 @@ pub enum ServerError {
     Tls(String),
     #[error("I/O: {0}")]
     Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Kept(#[from] crate::persist::codec::Corrupt),
 }
 
 /// A serving certificate and what clients pin it by.
@@ -89,6 +91,11 @@ impl ServerCert {
 
     /// A certificate (chain, leaf first) and key of the caller's, PEM: for a simulator whose
     /// clients trust a CA of their own rather than a thumbprint.
+    /// The private key, PEM (to keep it with a kept simulator).
+    pub fn key_pem(&self) -> &str {
+        &self.key_pem
+    }
+
     pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Self, ServerError> {
         let tls = |e: &dyn std::fmt::Display| ServerError::Tls(e.to_string());
         let leaf = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
