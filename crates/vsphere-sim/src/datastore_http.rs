@@ -78,8 +78,24 @@ fn on_datastore(
             });
             folder_page(dc, ds, file, &all).unwrap_or(stored)
         }
-        http::Method::PUT | http::Method::POST => lock().put(&datastore.value, file, body),
-        http::Method::DELETE => lock().delete(&datastore.value, file),
+        // Kept (when the simulator is) under the files' lock, so two writes of one file are
+        // kept in the order they were made.
+        http::Method::PUT | http::Method::POST => {
+            let mut files = lock();
+            let answer = files.put(&datastore.value, file, body.clone());
+            if let Some(keeper) = sim.keeper() {
+                keeper.put_file(&datastore.value, file, &body);
+            }
+            answer
+        }
+        http::Method::DELETE => {
+            let mut files = lock();
+            let answer = files.delete(&datastore.value, file);
+            if let (Some(keeper), 204) = (sim.keeper(), answer.status) {
+                keeper.delete_file(&datastore.value, file);
+            }
+            answer
+        }
         _ => FileAnswer::text(405, "method not allowed"),
     }
 }

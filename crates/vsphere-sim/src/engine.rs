@@ -71,7 +71,14 @@ impl Engine {
         }
         state.inventory.track_dirty();
         keeper.save(&mut state);
-        Ok(Engine::with(config, clock, state, Some(keeper)))
+        let engine = Engine::with(config, clock, state, Some(keeper.clone()));
+        {
+            let mut files = engine.files.lock().unwrap_or_else(|p| p.into_inner());
+            for (datastore, path, body) in keeper.files() {
+                files.put(&datastore, &path, body.into());
+            }
+        }
+        Ok(engine)
     }
 
     fn generate(config: &SimConfig, clock: &SharedClock) -> Inventory {

@@ -299,14 +299,19 @@ impl Simulator {
             .filter(|d| d.ty == "Datastore")
             .ok_or_else(|| ProvisioningError::NotFound(spec.datastore.clone()))?;
         let now = self.now();
-        Ok(self.rest_content_library().ensure_item(
+        let mut library = self.rest_content_library();
+        let id = library.ensure_item(
             &spec.library,
             &datastore.value,
             &spec.item,
             &spec.item_type,
             &spec.files,
             now,
-        ))
+        );
+        if let Some(keeper) = self.keeper() {
+            keeper.put_record(crate::persist::CONTENT_LIBRARY, &*library);
+        }
+        Ok(id)
     }
 
     /// Attaches `spec`'s tag to `object`, creating its category (single cardinality, as

@@ -10,7 +10,7 @@ import urllib.request
 from pyVim.connect import Disconnect
 from pyVmomi import vim
 
-from conftest import PASSWORD, USER, Vcsim, json_exchange, wait_for
+from conftest import PASSWORD, USER, Vcsim, json_exchange, unverified_tls, wait_for
 
 
 def wait_task(task):
@@ -49,6 +49,37 @@ def rest(port, method, path, token=None, body=None):
                                                 headers=headers, data=data))
 
 
+def raw(port, method, path, data, headers):
+    req = urllib.request.Request(f"https://127.0.0.1:{port}{path}", method=method, data=data,
+                                 headers=headers)
+    try:
+        with urllib.request.urlopen(req, context=unverified_tls(), timeout=10) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def make_library_item(port, token, datastore, body):
+    """A local library on `datastore` with an item whose one file is `body` (pushed through an
+    update session, as govc library.import does); the library's and the item's IDs."""
+    status, library = rest(port, "POST", "/api/content/local-library", token, {
+        "name": "kept-library", "storage_backings": [{"type": "DATASTORE", "datastore_id": datastore}]})
+    assert status == 201, library
+    status, item = rest(port, "POST", "/api/content/library/item", token,
+                        {"name": "kept-item", "library_id": library})
+    assert status == 201, item
+    _, session = rest(port, "POST", "/api/content/library/item/update-session", token,
+                      {"library_item_id": item})
+    status, file = rest(port, "POST", f"/api/content/library/item/update-session/{session}/file?action=add",
+                        token, {"name": "kept.ovf", "source_type": "PUSH", "size": len(body)})
+    assert status == 200, file
+    uri = file["upload_endpoint"]["uri"].split(f":{port}", 1)[1]
+    assert raw(port, "PUT", uri, body, {"vmware-api-session-id": token})[0] == 200
+    assert rest(port, "POST", f"/api/content/library/item/update-session/{session}?action=complete",
+                token)[0] == 204
+    return library, item
+
+
 def thumbprint(banner):
     return next(line for line in banner if "SHA-256" in line).split(": ", 1)[1]
 
@@ -78,6 +109,18 @@ def test_a_killed_simulator_comes_back_with_what_it_acknowledged(tmp_path):
     status, _ = rest(v.port, "POST", f"/api/cis/tagging/tag-association/{tag}?action=attach", token,
                      {"object_id": {"type": "VirtualMachine", "id": first._moId}})
     assert status in (200, 204), _
+    datacenter = content.rootFolder.childEntity[0]
+    datastore = datacenter.datastore[0]
+    cluster = next(c for c in datacenter.hostFolder.childEntity
+                   if isinstance(c, vim.ClusterComputeResource))
+    ovf = b'<Envelope xmlns="http://schemas.dmtf.org/ovf/envelope/1"><VirtualSystem/></Envelope>'
+    library, item = make_library_item(v.port, token, datastore._moId, ovf)
+    status, module = rest(v.port, "POST", "/api/vcenter/cluster/modules", token,
+                          {"cluster": cluster._moId})
+    assert status in (200, 201), module
+    file_path = (f"/folder/kept/notes.txt?dcPath={datacenter.name}&dsName={datastore.name}")
+    cookie = {"Cookie": si._stub.cookie}
+    assert raw(v.port, "PUT", file_path, b"kept across restarts", cookie)[0] in (200, 201)
     before = inventory(si)
     instance_uuid = content.about.instanceUuid
     old_cookie = si._stub.cookie
@@ -110,7 +153,14 @@ def test_a_killed_simulator_comes_back_with_what_it_acknowledged(tmp_path):
             raise AssertionError("a session outlived the restart")
         except vim.fault.NotAuthenticated:
             pass
+        # The library item with its file, the cluster module and the datastore file.
+        status, got = rest(v.port, "GET", f"/api/content/library/item/{item}", token)
+        assert status == 200 and got["library_id"] == library and got["size"] == len(ovf), got
+        status, modules = rest(v.port, "GET", "/api/vcenter/cluster/modules", token)
+        assert status == 200 and [m["module"] for m in modules["summaries"]] == [module], modules
         si = v.connect()
+        cookie = {"Cookie": si._stub.cookie}
+        assert raw(v.port, "GET", file_path, None, cookie) == (200, b"kept across restarts")
         # Work goes on, with references the old ones never had.
         vm = si.content.searchIndex.FindByUuid(None, after[clone][1], True)
         assert vm is not None and vm._moId == clone

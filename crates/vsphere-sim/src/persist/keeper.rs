@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 const OBJECTS: &str = "managedobjects";
+/// Files uploaded to datastores, one record each, named `<datastore>/<path>`.
+const FILES: &str = "datastorefiles";
 const RECORDS: &str = "simrecords";
 /// In `RECORDS`: the simulator's own record.
 const SIM: &str = "simulator";
@@ -170,6 +172,37 @@ impl Keeper {
             Ok(_) | Err(StoreError::NotFound { .. }) => {}
             Err(e) => self.fail(format!("deleting {resource}/{name}: {e}")),
         }
+    }
+
+    /// Keeps a file uploaded to `datastore` (a reference value) at `path`.
+    pub(crate) fn put_file(&self, datastore: &str, path: &str, body: &[u8]) {
+        use base64::Engine;
+        let data = base64::engine::general_purpose::STANDARD.encode(body);
+        let record = json!({"datastore": datastore, "path": path, "data": data});
+        self.put(FILES, &format!("{datastore}/{path}"), record);
+    }
+
+    pub(crate) fn delete_file(&self, datastore: &str, path: &str) {
+        self.delete(FILES, &format!("{datastore}/{path}"));
+    }
+
+    /// The kept files: (datastore, path, contents).
+    pub(crate) fn files(&self) -> Vec<(String, String, Vec<u8>)> {
+        use base64::Engine;
+        let Ok(snapshot) = self.group.snapshot(FILES, ReadAt::Latest) else {
+            return Vec::new();
+        };
+        let engine = base64::engine::general_purpose::STANDARD;
+        snapshot
+            .objects
+            .values()
+            .filter_map(|o| {
+                let v = o.to_value().ok()?;
+                let text = |f: &str| v.get(f)?.as_str().map(str::to_string);
+                let data = engine.decode(text("data")?).ok()?;
+                Some((text("datastore")?, text("path")?, data))
+            })
+            .collect()
     }
 
     /// Every kept object's record.

@@ -1,6 +1,6 @@
 //! A simulator that survives a restart: its inventory, what it keeps beside each object (a
 //! VM's guest addresses, snapshots and storage policies, a cluster's DRS configuration) and
-//! its REST services' state (tags, categories, cluster modules) written to a group of the
+//! its REST services' state (tags, categories, cluster modules, content libraries) written to a group of the
 //! durable store, and read back when the simulator starts on that group again.
 //!
 //! Each changed managed object is one record (`managedobjects`, named by its reference
@@ -34,6 +34,7 @@ const INSTANCE_UUID: &str = "instanceuuid";
 /// In the simulator's records: the REST services' state.
 pub(crate) const TAGGING: &str = "tagging";
 pub(crate) const CLUSTER_MODULES: &str = "clustermodules";
+pub(crate) const CONTENT_LIBRARY: &str = "contentlibrary";
 
 /// Whether an object of type `ty` with reference value `value` outlives its session.
 pub fn kept(ty: &str, value: &str) -> bool {

@@ -42,6 +42,11 @@ impl Services {
                     .record(crate::persist::CLUSTER_MODULES)
                     .unwrap_or_default(),
             ),
+            content_library: Mutex::new(
+                keeper
+                    .record(crate::persist::CONTENT_LIBRARY)
+                    .unwrap_or_default(),
+            ),
             ..Services::default()
         }
     }
@@ -109,7 +114,10 @@ pub(crate) fn handle(
     }
     if let Some(target) = content_library::route(form, req.path) {
         let sim = Sim::new(engine, &services.content_library);
-        return content_library::handle(&sim, form, req, target);
+        let answer = content_library::handle(&sim, form, req, target);
+        let name = crate::persist::CONTENT_LIBRARY;
+        keep(engine, req, &answer, name, &services.content_library);
+        return answer;
     }
     match cluster_modules::route(req.path) {
         Some(rest) => {

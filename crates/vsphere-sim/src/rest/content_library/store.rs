@@ -5,7 +5,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(super) struct Library {
     pub(super) name: String,
     pub(super) description: String,
@@ -16,7 +16,7 @@ pub(super) struct Library {
     pub(super) version: u64,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(super) struct Item {
     pub(super) library: String,
     pub(super) name: String,
@@ -24,6 +24,7 @@ pub(super) struct Item {
     /// `ovf`, `iso`, … as the client says; an item given none becomes `ovf` when an `.ovf`
     /// file arrives, as vCenter infers it.
     pub(super) ty: String,
+    #[serde(with = "files_base64")]
     pub(super) files: BTreeMap<String, Bytes>,
     pub(super) created: DateTime<Utc>,
     pub(super) modified: DateTime<Utc>,
@@ -70,9 +71,43 @@ pub(super) struct UpdateSession {
 }
 
 /// A simulator's libraries, items and update sessions, by ID.
-#[derive(Debug, Default)]
+/// Kept whole (see `persist`) but for the update sessions, which end with the process as a
+/// vCenter's do.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ContentLibrary {
     pub(super) libraries: BTreeMap<String, Library>,
     pub(super) items: BTreeMap<String, Item>,
+    #[serde(skip)]
     pub(super) sessions: BTreeMap<String, UpdateSession>,
+}
+
+/// An item's files kept as base64 text (the store keeps JSON).
+mod files_base64 {
+    use base64::Engine;
+    use bytes::Bytes;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::BTreeMap;
+
+    pub fn serialize<S: Serializer>(
+        files: &BTreeMap<String, Bytes>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let engine = base64::engine::general_purpose::STANDARD;
+        let text: BTreeMap<&String, String> =
+            files.iter().map(|(k, v)| (k, engine.encode(v))).collect();
+        text.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<String, Bytes>, D::Error> {
+        let engine = base64::engine::general_purpose::STANDARD;
+        BTreeMap::<String, String>::deserialize(d)?
+            .into_iter()
+            .map(|(k, v)| {
+                let bytes = engine.decode(v).map_err(serde::de::Error::custom)?;
+                Ok((k, Bytes::from(bytes)))
+            })
+            .collect()
+    }
 }
