@@ -53,6 +53,10 @@ pub struct VsphereBenchArgs {
     /// one load generator.
     #[arg(long)]
     infrasim: Option<PathBuf>,
+    /// Run infrasim's server kept in a data directory (`vcsim --data-dir`: every change on
+    /// disk before it is answered), and time its restart on that directory after the loads.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    kept: bool,
     /// The loopback port the servers listen on (one at a time).
     #[arg(long, default_value_t = 18989)]
     port: u16,
@@ -87,6 +91,9 @@ impl Server {
                 c.args(["vcsim", "--listen", &listen, "--password", PASSWORD]);
                 c.args(["--vms", &vms.to_string()]);
                 c.arg("--tls-cert").arg(&cert).arg("--tls-key").arg(&key);
+                if args.kept {
+                    c.arg("--data-dir").arg(kept_dir(setup, vms));
+                }
                 c
             }
             Server::Govmomi => {
@@ -102,6 +109,11 @@ impl Server {
             .kill_on_drop(true);
         Ok(cmd)
     }
+}
+
+/// Where infrasim's server is kept with `--kept`, per model size.
+fn kept_dir(setup: &Setup, vms: usize) -> PathBuf {
+    setup.dir.join(format!("kept-{vms}"))
 }
 
 /// What one server measured at one model size.
@@ -127,6 +139,9 @@ struct Figures {
     lists: usize,
     clones: usize,
     updates: crate::vsphere_updates::UpdateFigures,
+    /// With `--kept`: killed after the loads and started again on its directory, the time
+    /// to its first answer and its memory then.
+    restart: Option<(Duration, u64)>,
 }
 
 /// What both servers share: the baseline binary, and one serving certificate of a CA the
@@ -224,6 +239,10 @@ async fn measure(
     vms: usize,
 ) -> anyhow::Result<Figures> {
     eprintln!("{server:?}: {vms} VMs per place ...");
+    if server == Server::Infrasim && args.kept {
+        // A directory left by an earlier run would be restored rather than made.
+        let _ = std::fs::remove_dir_all(kept_dir(setup, vms));
+    }
     let addr: SocketAddr = ([127, 0, 0, 1], args.port).into();
     // Another server on the port would answer in the child's place and be measured as it.
     std::net::TcpListener::bind(addr)
@@ -307,6 +326,15 @@ async fn measure(
 
     figures.rss_end = rss(pid)?;
     child.kill().await.ok();
+    if server == Server::Infrasim && args.kept {
+        eprintln!("  killed; starting again on its data directory");
+        let started = Instant::now();
+        let mut child = server.command(args, setup, vms)?.spawn()?;
+        let pid = child.id().context("the server exited at once")?;
+        wait_for_service(&connector, addr, &mut child).await?;
+        figures.restart = Some((started.elapsed(), rss(pid)?));
+        child.kill().await.ok();
+    }
     Ok(figures)
 }
 
@@ -408,6 +436,13 @@ fn print_table(ours: &Figures, theirs: &Figures) {
     row("  update delivery latency p99", "ms", 1e3, &|f| {
         f.updates.p99.as_secs_f64()
     });
+    if let Some((took, memory)) = ours.restart {
+        println!(
+            "infrasim kept (--data-dir): restart after SIGKILL, first answer {:.1} ms, memory {:.2} MiB (govmomi's simulator keeps nothing)",
+            took.as_secs_f64() * 1e3,
+            memory as f64 * mib
+        );
+    }
     println!(
         "power changes: infrasim {}, govmomi {}; updates to waiters not selecting the VM: infrasim {}, govmomi {}",
         ours.updates.changes, theirs.updates.changes, ours.updates.spurious, theirs.updates.spurious

@@ -537,6 +537,22 @@ impl Cloud {
             .of(name)
     }
 
+    /// The store group a simulated vCenter named `key` keeps itself in (see
+    /// `infrasim_vsphere_sim::persist`): a group of its own in the cloud's own store, beside
+    /// the clusters, when that store outlives the process; `None` otherwise (a simulator
+    /// kept in memory would only hold its objects twice).
+    pub fn simulator_group(&self, key: &str) -> Option<Arc<infrasim_store::Group>> {
+        let store = &self.own.store;
+        store
+            .keeps()
+            .then(|| store.group_or_create(&simulator_group_name(key)))
+    }
+
+    /// Forgets what a simulated vCenter named `key` kept (it was deleted).
+    pub fn forget_simulator(&self, key: &str) {
+        let _ = self.own.store.drop_group(&simulator_group_name(key));
+    }
+
     /// A running cluster's store group: what its API server serves, for readers in this
     /// process that would otherwise reach it through its endpoint (the controllers' cluster
     /// cache follows Nodes here rather than holding a watch connection per cluster).
@@ -831,6 +847,11 @@ impl Cloud {
 
 /// A shared cloud.
 pub type SharedCloud = Arc<Cloud>;
+
+/// The group of a simulated vCenter: apart from the clusters' (whose names are theirs).
+fn simulator_group_name(key: &str) -> String {
+    format!("vcsim/{key}")
+}
 
 /// Runs `work`, answering once the writes it made are durable: a caller told a machine's step
 /// is done (and records so in its own store) can count on it after a crash.

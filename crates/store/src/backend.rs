@@ -37,6 +37,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn restore(&self) -> Result<Vec<GroupImage>> {
         Ok(Vec::new())
     }
+
+    /// Whether what is written outlives the process (false for a backend that keeps
+    /// nothing): a writer that only writes to survive a restart need not write at all then.
+    fn keeps(&self) -> bool {
+        true
+    }
 }
 
 /// Keeps nothing: for `--ephemeral` runs and tests.
@@ -50,5 +56,9 @@ impl Backend for MemoryBackend {
 
     fn drop_group(&self, _group: &str) -> Result<()> {
         Ok(())
+    }
+
+    fn keeps(&self) -> bool {
+        false
     }
 }

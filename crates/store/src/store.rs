@@ -168,6 +168,11 @@ impl Store {
             .cloned()
     }
 
+    /// Whether the store's backend keeps what is written beyond the process.
+    pub fn keeps(&self) -> bool {
+        self.inner.backend.keeps()
+    }
+
     /// Drops a group and everything in it. Its watchers see their stream close once the last
     /// handle to the group is gone.
     pub fn drop_group(&self, name: &str) -> Result<()> {

@@ -114,7 +114,17 @@ impl Instance {
                 (None, Some(kept)) => Some(ServerCert::from_pem(&kept.cert, &kept.key)?),
                 (None, None) => None,
             };
-            let sim = Simulator::kept(config, clock, keeper.clone())?;
+            // A first start writes the whole inventory: in one scope, so its writes share
+            // their syncs (one by one, each would wait for a sync of its own).
+            let (sim, durable) = infrasim_store::durability::scope(async {
+                Simulator::kept(config, clock, keeper.clone())
+            })
+            .await;
+            durable
+                .wait()
+                .await
+                .map_err(|e| ServerError::Io(std::io::Error::other(e.to_string())))?;
+            let sim = sim?;
             let instance = Instance::serve(sim, listen, cert).await?;
             let cert = instance.cert();
             keeper.put_record(

@@ -510,7 +510,7 @@ def test_capvs_kinds_take_its_objects_in_both_versions(plane, ns):
 def test_a_restarted_controller_serves_its_simulators_where_their_status_says(tmp_path):
     """`infrasim controller` against a plane that outlives it: after a restart, each
     VCenterSimulator is served again on the port and with the credentials its status gave
-    clients (its inventory is new: simulators keep no state across restarts yet)."""
+    clients (a controller without --data-dir keeps no simulator: its inventory is new)."""
     from conftest import Plane
     workdir = tmp_path / "bare"
     workdir.mkdir()
@@ -707,3 +707,69 @@ def test_supervisor_mode_machines_boot_into_the_cluster_behind_the_endpoint(plan
     n = wait_for(ready_node, timeout=60, what="the machine's Ready Node")
     assert n["spec"]["providerID"] == f"vsphere://{vm_st['biosUUID']}"
     assert "node-role.kubernetes.io/control-plane" in n["metadata"]["labels"]
+
+
+def vm_inventory(si):
+    """Every VM by reference: name, UUIDs, power state, folder (what a restart keeps)."""
+    view = si.content.viewManager.CreateContainerView(si.content.rootFolder, [vim.VirtualMachine], True)
+    try:
+        return {vm._moId: (vm.name, vm.config.uuid, vm.config.instanceUuid,
+                           str(vm.runtime.powerState), vm.parent._moId) for vm in view.view}
+    finally:
+        view.Destroy()
+
+
+def test_simulators_of_a_killed_plane_come_back_as_they_were(tmp_path):
+    """`infrasim up` with a data directory, killed with SIGKILL: its VCenterSimulator comes back
+    at its port with the same certificate, its VMs (a clone made and a VM powered off before
+    the kill included) under the same references and UUIDs, its tags, and its templates made
+    once, not again."""
+    from conftest import Plane
+    data = tmp_path / "data"
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    first = Plane(tmp_path / "one", "--data-dir", str(data), ephemeral=False)
+    try:
+        status, host, port = simulator(first, "default", "kept")
+        si = connect(status)
+        vms = sorted((vm for vm in si.content.viewManager.CreateContainerView(
+            si.content.rootFolder, [vim.VirtualMachine], True).view if not vm.config.template),
+            key=lambda vm: vm._moId)
+        task = vms[0].CloneVM_Task(folder=vms[0].parent, name="made-before-the-kill",
+                                   spec=vim.vm.CloneSpec(location=vim.vm.RelocateSpec(), powerOn=True))
+        wait_for(lambda: task.info.state == "success", timeout=20, what="the clone")
+        task = vms[1].PowerOffVM_Task()
+        wait_for(lambda: task.info.state == "success", timeout=20, what="the power-off")
+        before = vm_inventory(si)
+        code, token = rest(host, port, "POST", "/api/session",
+                           basic=f"{status['username']}:{status['password']}")
+        code, categories = rest(host, port, "GET", "/api/cis/tagging/category", token=token)
+        assert code == 200 and len(categories) == 2, categories
+    finally:
+        first.proc.kill()
+        first.proc.wait(timeout=10)
+        first.log.close()
+    wait_for(lambda: refused(host, port), timeout=15, what="the port closed with the plane")
+
+    second = Plane(tmp_path / "two", "--data-dir", str(data), ephemeral=False)
+    try:
+        wait_for(lambda: not refused(host, port), timeout=60, what="the simulator back")
+        again = vcsim_status(second, "default", "vcentersimulator", "kept", "thumbprint")
+        assert (again["host"], again["password"], again["thumbprint"]) == \
+            (status["host"], status["password"], status["thumbprint"])
+        der = ssl.PEM_cert_to_DER_cert(ssl.get_server_certificate((host, port)))
+        assert hashlib.sha256(der).hexdigest().upper() == status["thumbprint"].replace(":", "")
+        si = connect(again)
+        try:
+            after = vm_inventory(si)
+            assert after == before
+            clone = next(ref for ref, vm in after.items() if vm[0] == "made-before-the-kill")
+            assert after[clone][3] == "poweredOn" and after[vms[1]._moId][3] == "poweredOff"
+        finally:
+            Disconnect(si)
+        code, token = rest(host, port, "POST", "/api/session",
+                           basic=f"{again['username']}:{again['password']}")
+        code, kept = rest(host, port, "GET", "/api/cis/tagging/category", token=token)
+        assert code == 200 and sorted(kept) == sorted(categories)
+    finally:
+        second.stop()

@@ -10,6 +10,7 @@ use super::{Error, Reconciler};
 use infrasim_controller_runtime::conditions::{self, Condition};
 use infrasim_controller_runtime::reconcile::{Cleanup, Next, Reconcile};
 use infrasim_vsphere_sim::authorization::{SimUser, SystemRole};
+use infrasim_vsphere_sim::persist::Keeper;
 use infrasim_vsphere_sim::{
     sample_ovf, Flavor, Instance, LibraryItemSpec, Model, SimConfig, TagSpec, TemplateSpec,
 };
@@ -64,6 +65,7 @@ impl Reconcile<VCenterSimulator> for Reconciler {
             let why = "the simulator stopped and its port is free".to_string();
             self.ctx.event(&*obj, false, "Stopped", why).await;
         }
+        self.ctx.cloud.forget_simulator(&key);
         Ok(Cleanup::Done)
     }
 }
@@ -172,20 +174,37 @@ async fn start(obj: &VCenterSimulator, r: &Reconciler, key: &str) -> Result<Serv
         .map(|a| a.port())
         .unwrap_or(0);
     let clock = r.ctx.clock.clone();
-    let instance =
-        match Instance::start(config.clone(), SocketAddr::new(ip, port), clock.clone()).await {
-            Ok(i) => i,
-            // Its old port is taken: a new one (clients read the status again).
-            Err(_) if port != 0 => Instance::start(config, SocketAddr::new(ip, 0), clock)
-                .await
-                .map_err(|e| Failure::Unavailable(format!("the simulator cannot serve: {e}")))?,
-            Err(e) => {
-                return Err(Failure::Unavailable(format!(
-                    "the simulator cannot serve: {e}"
-                )))
-            }
-        };
-    provision(&instance, &model).map_err(Failure::InvalidModel)?;
+    // Kept in the plane's durable store (not under --ephemeral): a restarted plane brings the
+    // simulator back as it was, rather than a new one of its model.
+    let keeper = r.ctx.cloud.simulator_group(key).map(Keeper::new);
+    let restarted = keeper.as_ref().is_some_and(Keeper::holds_a_simulator);
+    let begin = |listen: SocketAddr| match &keeper {
+        Some(k) => Instance::start_kept(config.clone(), listen, clock.clone(), None, k.clone()),
+        None => Instance::start(config.clone(), listen, clock.clone()),
+    };
+    let instance = match begin(SocketAddr::new(ip, port)).await {
+        Ok(i) => i,
+        // Its old port is taken: a new one (clients read the status again).
+        Err(_) if port != 0 => begin(SocketAddr::new(ip, 0))
+            .await
+            .map_err(|e| Failure::Unavailable(format!("the simulator cannot serve: {e}")))?,
+        Err(e) => {
+            return Err(Failure::Unavailable(format!(
+                "the simulator cannot serve: {e}"
+            )))
+        }
+    };
+    // A simulator brought back has its templates, tags and library already (and maybe more
+    // or fewer: what its clients made of them since).
+    if !restarted {
+        let (provisioned, durable) =
+            infrasim_store::durability::scope(async { provision(&instance, &model) }).await;
+        provisioned.map_err(Failure::InvalidModel)?;
+        durable
+            .wait()
+            .await
+            .map_err(|e| Failure::Unavailable(format!("the simulator cannot be kept: {e}")))?;
+    }
     if let Some(metrics) = &r.ctx.metrics {
         instance.simulator().report_to(metrics.vsphere(), key);
     }
