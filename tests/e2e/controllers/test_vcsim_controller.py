@@ -719,11 +719,26 @@ def vm_inventory(si):
         view.Destroy()
 
 
+VMGROUP = """apiVersion: vm.codeconnect.vmworld.com/v1alpha1
+kind: VmGroup
+metadata:
+  name: kept-group
+  namespace: default
+spec:
+  cpu: 2
+  memory: 1
+  replicas: 2
+  template: DC0_H0_VM0
+  vcenterRef:
+    simulator: kept
+"""
+
+
 def test_simulators_of_a_killed_plane_come_back_as_they_were(tmp_path):
     """`infrasim up` with a data directory, killed with SIGKILL: its VCenterSimulator comes back
     at its port with the same certificate, its VMs (a clone made and a VM powered off before
     the kill included) under the same references and UUIDs, its tags, and its templates made
-    once, not again."""
+    once, not again; a VmGroup on it finds its VMs again and makes none."""
     from conftest import Plane
     data = tmp_path / "data"
     (tmp_path / "one").mkdir()
@@ -740,6 +755,10 @@ def test_simulators_of_a_killed_plane_come_back_as_they_were(tmp_path):
         wait_for(lambda: task.info.state == "success", timeout=20, what="the clone")
         task = vms[1].PowerOffVM_Task()
         wait_for(lambda: task.info.state == "success", timeout=20, what="the power-off")
+        # A VmGroup's two VMs on it: after the restart the group finds them, makes none.
+        first.kubectl("apply", "-f", "-", input=VMGROUP)
+        wait_for(lambda: (get(first, "default", "vg", "kept-group") or {}).get("status", {})
+                 .get("readyReplicas") == 2, timeout=60, what="the group's VMs")
         before = vm_inventory(si)
         code, token = rest(host, port, "POST", "/api/session",
                            basic=f"{status['username']}:{status['password']}")
@@ -771,5 +790,13 @@ def test_simulators_of_a_killed_plane_come_back_as_they_were(tmp_path):
                            basic=f"{again['username']}:{again['password']}")
         code, kept = rest(host, port, "GET", "/api/cis/tagging/category", token=token)
         assert code == 200 and sorted(kept) == sorted(categories)
+        # The group is ready again on the VMs it had: nothing made, nothing lost.
+        wait_for(lambda: (get(second, "default", "vg", "kept-group") or {}).get("status", {})
+                 .get("readyReplicas") == 2, timeout=60, what="the group ready again")
+        si = connect(again)
+        try:
+            assert vm_inventory(si) == before
+        finally:
+            Disconnect(si)
     finally:
         second.stop()
