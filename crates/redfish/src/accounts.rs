@@ -28,7 +28,7 @@ pub const ROLES: [&str; 3] = ["Administrator", "Operator", "ReadOnly"];
 pub const MAX_PASSWORD: usize = 127;
 
 /// An account.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Account {
     /// Its `Id`: a number, never reused.
     pub id: String,
@@ -45,8 +45,9 @@ impl Account {
     }
 }
 
-/// Every account, in the order they were made.
-#[derive(Debug, Default)]
+/// Every account, in the order they were made. Serializable (passwords included) for a
+/// simulator that keeps its BMCs' accounts across restarts, in its own store.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Accounts {
     all: Vec<Account>,
     next: u64,

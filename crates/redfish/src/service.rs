@@ -124,6 +124,17 @@ impl Service {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The accounts as they are now (to keep them; see [`Service::restore_accounts`]).
+    pub fn accounts(&self) -> serde_json::Value {
+        serde_json::to_value(&self.state().accounts).unwrap_or_default()
+    }
+
+    /// Takes back the accounts [`Service::accounts`] gave (they replace those there).
+    pub fn restore_accounts(&self, kept: serde_json::Value) -> Result<(), serde_json::Error> {
+        self.state().accounts = serde_json::from_value(kept)?;
+        Ok(())
+    }
+
     /// Answers one request for the machines `m`.
     pub fn handle(&self, m: &dyn Machines, req: &Request<'_>) -> Reply {
         match self.answer(m, req) {

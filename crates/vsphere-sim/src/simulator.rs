@@ -72,6 +72,11 @@ impl Simulator {
         crate::persist::keep_identity(&mut config, &keeper);
         let rest = crate::rest::Services::restore(&keeper);
         let redfish = Simulator::bmc(&config, &clock);
+        if let Some(accounts) = keeper.record(crate::persist::BMC_ACCOUNTS) {
+            redfish
+                .restore_accounts(accounts)
+                .map_err(|e| crate::persist::codec::Corrupt(format!("the BMC accounts: {e}")))?;
+        }
         Ok(Simulator::with(
             Engine::kept(config, clock, keeper)?,
             redfish,
@@ -191,7 +196,16 @@ impl Simulator {
 
     /// Answers one Redfish request (a path under `/redfish`) for this simulator's VMs.
     pub fn handle_redfish(&self, req: &infrasim_redfish::Request<'_>) -> infrasim_redfish::Reply {
-        self.redfish.handle(&crate::bmc::Vms(&self.engine), req)
+        let reply = self.redfish.handle(&crate::bmc::Vms(&self.engine), req);
+        // The BMCs' accounts are kept with a kept simulator (what the machines' BMC
+        // records hold is in the VMs, kept with them).
+        let changed = reply.status < 300
+            && !matches!(*req.method, http::Method::GET | http::Method::HEAD)
+            && req.path.starts_with("/redfish/v1/AccountService");
+        if let (Some(keeper), true) = (self.keeper(), changed) {
+            keeper.put_record(crate::persist::BMC_ACCOUNTS, &self.redfish.accounts());
+        }
+        reply
     }
 
     /// Answers one REST (vAPI) request: `path` is the request's path, `query` its query.

@@ -1,7 +1,8 @@
 """`infrasim vcsim --data-dir`: a simulator killed with SIGKILL comes back at its port with
 everything a client had been told was done (pyvmomi's clones, power changes, reconfigures,
-folders; tags made through the REST API), under the same references, UUIDs, instance UUID
-and certificate thumbprint, while sessions, as vCenter's, do not survive."""
+folders; tags, a content library item, a cluster module through the REST API; a datastore
+file; a BMC account), under the same references, UUIDs, instance UUID and certificate
+thumbprint, while sessions, as vCenter's, do not survive."""
 
 import base64
 import json
@@ -10,7 +11,8 @@ import urllib.request
 from pyVim.connect import Disconnect
 from pyVmomi import vim
 
-from conftest import PASSWORD, USER, Vcsim, json_exchange, unverified_tls, wait_for
+from conftest import (PASSWORD, USER, Vcsim, json_exchange, redfish_systems, unverified_tls,
+                      wait_for)
 
 
 def wait_task(task):
@@ -121,6 +123,14 @@ def test_a_killed_simulator_comes_back_with_what_it_acknowledged(tmp_path):
     file_path = (f"/folder/kept/notes.txt?dcPath={datacenter.name}&dsName={datastore.name}")
     cookie = {"Cookie": si._stub.cookie}
     assert raw(v.port, "PUT", file_path, b"kept across restarts", cookie)[0] in (200, 201)
+    # A BMC account, as ViNO makes one through the Redfish AccountService.
+    status, account = json_exchange(urllib.request.Request(
+        f"https://127.0.0.1:{v.port}/redfish/v1/AccountService/Accounts", method="POST",
+        headers={"Content-Type": "application/json",
+                 "Authorization": "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()},
+        data=json.dumps({"UserName": "bmc-operator", "Password": "bmc-pass-1",
+                         "RoleId": "Operator"}).encode()))
+    assert status == 201, account
     before = inventory(si)
     instance_uuid = content.about.instanceUuid
     old_cookie = si._stub.cookie
@@ -158,6 +168,9 @@ def test_a_killed_simulator_comes_back_with_what_it_acknowledged(tmp_path):
         assert status == 200 and got["library_id"] == library and got["size"] == len(ovf), got
         status, modules = rest(v.port, "GET", "/api/vcenter/cluster/modules", token)
         assert status == 200 and [m["module"] for m in modules["summaries"]] == [module], modules
+        # The BMC account opens the VMs' BMCs.
+        assert len(redfish_systems(v.port, "bmc-operator", "bmc-pass-1")) == len(
+            [o for o in after.values() if len(o) > 2])
         si = v.connect()
         cookie = {"Cookie": si._stub.cookie}
         assert raw(v.port, "GET", file_path, None, cookie) == (200, b"kept across restarts")

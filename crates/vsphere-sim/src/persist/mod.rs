@@ -1,7 +1,8 @@
 //! A simulator that survives a restart: its inventory, what it keeps beside each object (a
 //! VM's guest addresses, snapshots and storage policies, a cluster's DRS configuration) and
-//! its REST services' state (tags, categories, cluster modules, content libraries) written to a group of the
-//! durable store, and read back when the simulator starts on that group again.
+//! its REST services' state (tags, categories, cluster modules, content libraries) and the
+//! accounts of its VMs' BMCs written to a group of the durable store, and read back when the
+//! simulator starts on that group again.
 //!
 //! Each changed managed object is one record (`managedobjects`, named by its reference
 //! value), written when the call that changed it lets go of the simulator's lock, so records
@@ -35,6 +36,8 @@ const INSTANCE_UUID: &str = "instanceuuid";
 pub(crate) const TAGGING: &str = "tagging";
 pub(crate) const CLUSTER_MODULES: &str = "clustermodules";
 pub(crate) const CONTENT_LIBRARY: &str = "contentlibrary";
+/// In the simulator's records: the accounts of its VMs' BMCs (the Redfish service).
+pub(crate) const BMC_ACCOUNTS: &str = "bmcaccounts";
 
 /// Whether an object of type `ty` with reference value `value` outlives its session.
 pub fn kept(ty: &str, value: &str) -> bool {
