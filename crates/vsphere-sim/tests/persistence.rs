@@ -185,3 +185,133 @@ async fn a_task_a_restart_interrupted_ends_in_error() {
         "the power-off never ran"
     );
 }
+
+/// Records of each kind the simulator's group holds.
+fn counts(dir: &Path, clock: &FakeClock) -> BTreeMap<String, usize> {
+    let backend = Arc::new(DurableBackend::open(dir, 100).expect("the directory opens"));
+    let config = StoreConfig {
+        watch_window: 100,
+        watcher_buffer: 100,
+        packed: false,
+        fresh: None,
+    };
+    let store = Store::open(config, Arc::new(clock.clone()), backend.clone()).expect("opens");
+    let group = store.group_or_create("vcenter");
+    let out = group
+        .object_counts()
+        .into_iter()
+        .map(|(r, n)| (r.to_string(), n))
+        .collect();
+    backend.close();
+    out
+}
+
+/// The stored record of the object `value`, as text.
+fn record_text(dir: &Path, clock: &FakeClock, value: &str) -> String {
+    let backend = Arc::new(DurableBackend::open(dir, 100).expect("the directory opens"));
+    let config = StoreConfig {
+        watch_window: 100,
+        watcher_buffer: 100,
+        packed: false,
+        fresh: None,
+    };
+    let store = Store::open(config, Arc::new(clock.clone()), backend.clone()).expect("opens");
+    let group = store.group_or_create("vcenter");
+    let key = infrasim_store::ObjectKey::new("", value);
+    let text = group
+        .get("managedobjects", &key)
+        .and_then(|o| o.to_value().ok())
+        .map(|v| v.to_string())
+        .expect("the record");
+    backend.close();
+    text
+}
+
+#[tokio::test]
+async fn long_lists_are_kept_in_pieces_and_come_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let mut big = config(Duration::ZERO);
+    big.model.vms = 400;
+    let (sim, backend) = open(dir.path(), &clock, big.clone());
+    let cookie = login(&sim).await;
+    let vm = first_vm(&sim);
+    let (folder, pool) = sim.with_inventory(|inv| {
+        let o = inv.get(&vm).unwrap();
+        let mor = |p: &str| match o.props.get(p) {
+            Some(infrasim_vsphere_sim::value::Val::Mor(m)) => m.clone(),
+            other => panic!("{p}: {other:?}"),
+        };
+        (mor("parent"), mor("resourcePool"))
+    });
+    let members = |sim: &Simulator| {
+        sim.with_inventory(
+            |inv| match inv.get(&folder).unwrap().props.get("childEntity") {
+                Some(infrasim_vsphere_sim::value::Val::Array(_, items)) => items.len(),
+                other => panic!("{other:?}"),
+            },
+        )
+    };
+    assert!(
+        members(&sim) > 256,
+        "the folder's list is long: {}",
+        members(&sim)
+    );
+    let clone = format!(
+        r#"<CloneVM_Task xmlns="urn:vim25"><_this type="VirtualMachine">{}</_this><folder type="Folder">{}</folder><name>piece-clone</name><spec><location><pool type="ResourcePool">{}</pool></location><template>false</template><powerOn>false</powerOn></spec></CloneVM_Task>"#,
+        vm.value, folder.value, pool.value
+    );
+    let (status, body, _) = call(&sim, &clone, Some(&cookie)).await;
+    assert_eq!(status, 200, "{body}");
+    // A VM from the middle of the lists goes.
+    let middle = sim.with_inventory(|inv| {
+        let mut vms: Vec<Moref> = inv
+            .iter()
+            .filter(|o| o.moref.ty == "VirtualMachine")
+            .map(|o| o.moref.clone())
+            .collect();
+        vms.sort();
+        vms[vms.len() / 2].clone()
+    });
+    let destroy = format!(
+        r#"<Destroy_Task xmlns="urn:vim25"><_this type="VirtualMachine">{}</_this></Destroy_Task>"#,
+        middle.value
+    );
+    let (status, body, _) = call(&sim, &destroy, Some(&cookie)).await;
+    assert_eq!(status, 200, "{body}");
+    let before = everything(&sim);
+    drop(sim);
+    backend.close();
+    drop(backend);
+
+    let kept = counts(dir.path(), &clock);
+    let pieces = kept.get("listpieces").copied().unwrap_or_default();
+    assert!(pieces > 5, "the long lists are in pieces: {kept:?}");
+    // The folder's own record names its pieces rather than holding its hundreds of VMs.
+    let folder_record = record_text(dir.path(), &clock, &folder.value);
+    assert!(
+        folder_record.len() < 4000,
+        "{} bytes: {folder_record}",
+        folder_record.len()
+    );
+    let (sim, backend) = open(dir.path(), &clock, big.clone());
+    assert_eq!(everything(&sim), before);
+    assert!(sim
+        .find_named("VirtualMachine", "piece-clone", None)
+        .is_some());
+    // A second clone writes a piece or two per long list, not every piece again.
+    let cookie = login(&sim).await;
+    let (status, body, _) = call(
+        &sim,
+        &clone.replace("piece-clone", "piece-clone-2"),
+        Some(&cookie),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let before = everything(&sim);
+    drop(sim);
+    backend.close();
+    drop(backend);
+    let (sim, _backend) = open(dir.path(), &clock, big);
+    assert_eq!(everything(&sim), before);
+}

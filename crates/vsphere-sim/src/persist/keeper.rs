@@ -4,17 +4,20 @@
 //! identity record a caller keeps ([`Keeper::put_record`]).
 
 use super::codec::{self, Corrupt};
+use super::pieces;
 use crate::guest::{GuestCounters, GuestRecord};
 use crate::objects::ManagedObject;
 use crate::state::State;
-use crate::value::Moref;
+use crate::value::{Moref, Val};
 use infrasim_store::{DeleteOptions, Group, ObjectKey, ReadAt, StoreError};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 const OBJECTS: &str = "managedobjects";
+/// The pieces of long lists (see `pieces`), named `<object>/<property>/<hash>`.
+const PIECES: &str = "listpieces";
 /// Files uploaded to datastores, one record each, named `<datastore>/<path>`.
 const FILES: &str = "datastorefiles";
 const RECORDS: &str = "simrecords";
@@ -25,6 +28,9 @@ const SIM: &str = "simulator";
 #[derive(Clone)]
 pub struct Keeper {
     group: Arc<Group>,
+    /// The pieces each long list (`<object>/<property>`) is kept in now, to drop those a
+    /// change leaves unused.
+    pieces: Arc<Mutex<HashMap<String, Vec<String>>>>,
     /// The first write that failed since the server last asked (see [`Keeper::take_error`]).
     failed: Arc<Mutex<Option<String>>>,
 }
@@ -66,6 +72,7 @@ impl Keeper {
     pub fn new(group: Arc<Group>) -> Self {
         Keeper {
             group,
+            pieces: Arc::default(),
             failed: Arc::default(),
         }
     }
@@ -117,12 +124,12 @@ impl Keeper {
         }
         for value in dirty {
             match state.inventory.by_value(&value) {
-                Some(o) if super::kept(&o.moref.ty, &value) => {
-                    let record = object_record(state, o);
-                    self.put(OBJECTS, &value, record);
-                }
+                Some(o) if super::kept(&o.moref.ty, &value) => self.put_object(state, o),
                 Some(_) => {}
-                None => self.delete(OBJECTS, &value),
+                None => {
+                    self.delete(OBJECTS, &value);
+                    self.drop_pieces_of(&value);
+                }
             }
         }
         self.save_sim(state);
@@ -133,7 +140,7 @@ impl Keeper {
         state.inventory.take_dirty();
         for o in state.inventory.iter() {
             if super::kept(&o.moref.ty, &o.moref.value) {
-                self.put(OBJECTS, &o.moref.value, object_record(state, o));
+                self.put_object(state, o);
             }
         }
         self.save_sim(state);
@@ -205,21 +212,107 @@ impl Keeper {
             .collect()
     }
 
-    /// Every kept object's record.
-    fn objects(&self) -> Vec<Value> {
+    /// Every kept object, still encoded: decoded one at a time, ten thousand VMs' records
+    /// never sit decoded in memory at once.
+    fn objects(&self) -> Vec<Arc<infrasim_store::StoredObject>> {
         let Ok(snapshot) = self.group.snapshot(OBJECTS, ReadAt::Latest) else {
             return Vec::new();
         };
-        snapshot
-            .objects
-            .values()
-            .filter_map(|o| o.to_value().ok())
-            .collect()
+        snapshot.objects.values().cloned().collect()
     }
 }
 
-/// An object's record: its type, its properties, what is kept beside it.
-fn object_record(state: &State, o: &ManagedObject) -> Value {
+impl Keeper {
+    /// Writes `o`'s record, its long lists as pieces: the pieces it did not hold yet, then
+    /// the record naming them, then the deletion of the pieces it no longer names.
+    fn put_object(&self, state: &State, o: &ManagedObject) {
+        let value = o.moref.value.as_str();
+        let mut flat = Vec::with_capacity(o.props.as_data().len() * 2);
+        let mut unused = Vec::new();
+        for (name, v) in o.props.as_data().fields() {
+            flat.push(Value::String(name.to_string()));
+            flat.push(match v {
+                Val::Array(item, items) if items.len() > pieces::OVER => {
+                    self.put_pieces(&format!("{value}/{name}"), item, items, &mut unused)
+                }
+                _ => codec::encode(v),
+            });
+        }
+        let props = json!({"o": o.props.as_data().ty, "f": flat});
+        self.put(OBJECTS, value, object_record(state, o, props));
+        for name in unused {
+            self.delete(PIECES, &name);
+        }
+    }
+
+    /// Keeps the long list `list` (`<object>/<property>`) in pieces; what its record holds
+    /// instead of the items. The pieces it held before and no longer does go to `unused`.
+    fn put_pieces(&self, list: &str, item: &str, items: &[Val], unused: &mut Vec<String>) -> Value {
+        let mut held = self.pieces.lock().unwrap_or_else(|p| p.into_inner());
+        let before = held.remove(list).unwrap_or_default();
+        let mut now = Vec::new();
+        let mut hashes = Vec::new();
+        for (hash, piece) in pieces::cut(items) {
+            let name = format!("{list}/{hash:016x}");
+            if !before.contains(&name) && !now.contains(&name) {
+                let encoded: Vec<Value> = piece.iter().map(codec::encode).collect();
+                self.put(PIECES, &name, json!({"v": encoded}));
+            }
+            hashes.push(Value::String(format!("{hash:016x}")));
+            now.push(name);
+        }
+        unused.extend(before.into_iter().filter(|n| !now.contains(n)));
+        held.insert(list.to_string(), now);
+        json!({"a": item, "pieces": hashes})
+    }
+
+    /// Forgets the pieces of a deleted object's lists.
+    fn drop_pieces_of(&self, value: &str) {
+        let prefix = format!("{value}/");
+        let dropped: Vec<String> = {
+            let mut held = self.pieces.lock().unwrap_or_else(|p| p.into_inner());
+            let lists: Vec<String> = held
+                .keys()
+                .filter(|l| l.starts_with(&prefix))
+                .cloned()
+                .collect();
+            lists
+                .into_iter()
+                .flat_map(|l| held.remove(&l).unwrap_or_default())
+                .collect()
+        };
+        for name in dropped {
+            self.delete(PIECES, &name);
+        }
+    }
+
+    /// The items of the list `list` kept in the pieces `hashes` (noted as held).
+    fn read_pieces(&self, list: &str, hashes: &[Value]) -> Result<Vec<Value>, Corrupt> {
+        let mut items = Vec::new();
+        let mut names = Vec::new();
+        for hash in hashes {
+            let name = format!("{list}/{}", hash.as_str().unwrap_or_default());
+            let piece = self
+                .group
+                .get(PIECES, &ObjectKey::new("", &name))
+                .and_then(|o| o.to_value().ok())
+                .ok_or_else(|| Corrupt(format!("the piece {name} of a list is missing")))?;
+            match piece.get("v").and_then(Value::as_array) {
+                Some(v) => items.extend(v.iter().cloned()),
+                None => return Err(Corrupt(format!("the piece {name} holds no items"))),
+            }
+            names.push(name);
+        }
+        self.pieces
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(list.to_string(), names);
+        Ok(items)
+    }
+}
+
+/// An object's record: its type, its properties (`props`, encoded), what is kept beside it.
+fn object_record(state: &State, o: &ManagedObject, props: Value) -> Value {
     let value = o.moref.value.as_str();
     let mut side = Side::default();
     match &*o.moref.ty {
@@ -233,7 +326,7 @@ fn object_record(state: &State, o: &ManagedObject) -> Value {
     }
     json!({
         "type": o.moref.ty,
-        "props": codec::encode_data(o.props.as_data()),
+        "props": props,
         "side": serde_json::to_value(side).unwrap_or_default(),
     })
 }
@@ -243,9 +336,14 @@ pub(crate) fn restore(keeper: &Keeper, state: &mut State) -> Result<bool, Corrup
     let Some(sim) = keeper.record::<SimRecord>(SIM) else {
         return Ok(false);
     };
-    for record in keeper.objects() {
-        restore_object(state, &record)?;
+    for stored in keeper.objects() {
+        let record = stored
+            .to_value()
+            .map_err(|e| Corrupt(format!("a record cannot be read: {e}")))?;
+        restore_object(keeper, state, record)?;
     }
+    // What restoring grew one object at a time, given back.
+    state.inventory.compact();
     state.inventory.set_next_id(sim.next_id);
     state.guests.restore_counters(sim.guests);
     // The restored objects are what the store holds: nothing to write back.
@@ -253,10 +351,23 @@ pub(crate) fn restore(keeper: &Keeper, state: &mut State) -> Result<bool, Corrup
     Ok(true)
 }
 
-fn restore_object(state: &mut State, record: &Value) -> Result<(), Corrupt> {
+fn restore_object(keeper: &Keeper, state: &mut State, mut record: Value) -> Result<(), Corrupt> {
     let value = record["metadata"]["name"]
         .as_str()
-        .ok_or_else(|| Corrupt("a record without a name".into()))?;
+        .ok_or_else(|| Corrupt("a record without a name".into()))?
+        .to_string();
+    let value = value.as_str();
+    // Long lists come back from their pieces.
+    if let Some(flat) = record["props"]["f"].as_array_mut() {
+        for pair in flat.chunks_exact_mut(2) {
+            let Some(hashes) = pair[1].get("pieces").and_then(Value::as_array) else {
+                continue;
+            };
+            let list = format!("{value}/{}", pair[0].as_str().unwrap_or_default());
+            let items = keeper.read_pieces(&list, hashes)?;
+            pair[1] = json!({"a": pair[1]["a"], "v": items});
+        }
+    }
     let ty = record["type"]
         .as_str()
         .ok_or_else(|| Corrupt(format!("{value}: no type")))?;
