@@ -25,17 +25,22 @@ fn clock() -> FakeClock {
     FakeClock::new("2030-01-01T00:00:00Z".parse().unwrap())
 }
 
-fn open(dir: &Path, clock: &FakeClock, config: SimConfig) -> (Simulator, Arc<DurableBackend>) {
+/// The durable store in `dir` and its group `vcenter`, where the tests keep their simulator.
+fn open_group(dir: &Path, clock: &FakeClock) -> (Arc<infrasim_store::Group>, Arc<DurableBackend>) {
     let backend = Arc::new(DurableBackend::open(dir, 100).expect("the directory opens"));
-    let config_store = StoreConfig {
+    let config = StoreConfig {
         watch_window: 100,
         watcher_buffer: 100,
         packed: false,
         fresh: None,
     };
-    let store = Store::open(config_store, Arc::new(clock.clone()), backend.clone())
-        .expect("the store opens");
-    let group = store.group_or_create("vcenter");
+    let store =
+        Store::open(config, Arc::new(clock.clone()), backend.clone()).expect("the store opens");
+    (store.group_or_create("vcenter"), backend)
+}
+
+fn open(dir: &Path, clock: &FakeClock, config: SimConfig) -> (Simulator, Arc<DurableBackend>) {
+    let (group, backend) = open_group(dir, clock);
     let sim = Simulator::kept(config, Arc::new(clock.clone()), Keeper::new(group))
         .expect("the simulator comes back");
     (sim, backend)
@@ -65,7 +70,8 @@ async fn login(s: &Simulator) -> String {
     cookie.expect("a session cookie")
 }
 
-fn first_vm(s: &Simulator) -> Moref {
+/// Every VM's reference, in order.
+fn vms(s: &Simulator) -> Vec<Moref> {
     s.with_inventory(|inv| {
         let mut vms: Vec<Moref> = inv
             .iter()
@@ -73,8 +79,12 @@ fn first_vm(s: &Simulator) -> Moref {
             .map(|o| o.moref.clone())
             .collect();
         vms.sort();
-        vms.remove(0)
+        vms
     })
+}
+
+fn first_vm(s: &Simulator) -> Moref {
+    vms(s).remove(0)
 }
 
 fn config(task_delay: Duration) -> SimConfig {
@@ -188,15 +198,7 @@ async fn a_task_a_restart_interrupted_ends_in_error() {
 
 /// Records of each kind the simulator's group holds.
 fn counts(dir: &Path, clock: &FakeClock) -> BTreeMap<String, usize> {
-    let backend = Arc::new(DurableBackend::open(dir, 100).expect("the directory opens"));
-    let config = StoreConfig {
-        watch_window: 100,
-        watcher_buffer: 100,
-        packed: false,
-        fresh: None,
-    };
-    let store = Store::open(config, Arc::new(clock.clone()), backend.clone()).expect("opens");
-    let group = store.group_or_create("vcenter");
+    let (group, backend) = open_group(dir, clock);
     let out = group
         .object_counts()
         .into_iter()
@@ -208,15 +210,7 @@ fn counts(dir: &Path, clock: &FakeClock) -> BTreeMap<String, usize> {
 
 /// The stored record of the object `value`, as text.
 fn record_text(dir: &Path, clock: &FakeClock, value: &str) -> String {
-    let backend = Arc::new(DurableBackend::open(dir, 100).expect("the directory opens"));
-    let config = StoreConfig {
-        watch_window: 100,
-        watcher_buffer: 100,
-        packed: false,
-        fresh: None,
-    };
-    let store = Store::open(config, Arc::new(clock.clone()), backend.clone()).expect("opens");
-    let group = store.group_or_create("vcenter");
+    let (group, backend) = open_group(dir, clock);
     let key = infrasim_store::ObjectKey::new("", value);
     let text = group
         .get("managedobjects", &key)
@@ -264,15 +258,8 @@ async fn long_lists_are_kept_in_pieces_and_come_back_whole() {
     let (status, body, _) = call(&sim, &clone, Some(&cookie)).await;
     assert_eq!(status, 200, "{body}");
     // A VM from the middle of the lists goes.
-    let middle = sim.with_inventory(|inv| {
-        let mut vms: Vec<Moref> = inv
-            .iter()
-            .filter(|o| o.moref.ty == "VirtualMachine")
-            .map(|o| o.moref.clone())
-            .collect();
-        vms.sort();
-        vms[vms.len() / 2].clone()
-    });
+    let all = vms(&sim);
+    let middle = all[all.len() / 2].clone();
     let destroy = format!(
         r#"<Destroy_Task xmlns="urn:vim25"><_this type="VirtualMachine">{}</_this></Destroy_Task>"#,
         middle.value
