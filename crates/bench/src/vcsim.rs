@@ -39,6 +39,12 @@ pub struct VcsimBenchArgs {
     /// Concurrent SOAP clients cloning.
     #[arg(long, default_value_t = 8)]
     clients: usize,
+    /// The baseline: one govmomi simulator process of the same default model, started in the
+    /// same run (built from tests/govmomi with Debian's govmomi unless --baseline names it).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    govmomi: bool,
+    #[arg(long)]
+    baseline: Option<std::path::PathBuf>,
 }
 
 pub async fn run(args: VcsimBenchArgs) -> anyhow::Result<()> {
@@ -100,6 +106,23 @@ async fn measure(args: &VcsimBenchArgs, client: &kube::Client) -> anyhow::Result
     namespaces.create(&PostParams::default(), &ns).await?;
     let api: Api<VCenterSimulator> = Api::namespaced(client.clone(), NAMESPACE);
 
+    // One alone first: the time one takes to start, with nothing else starting (read every
+    // 2 ms: the list's 50 ms would be most of it).
+    let t = Instant::now();
+    let obj = VCenterSimulator::new("vcsim-solo", VCenterSimulatorSpec::default());
+    api.create(&PostParams::default(), &obj).await?;
+    while !is_ready(&api.get("vcsim-solo").await?) {
+        anyhow::ensure!(
+            t.elapsed() < Duration::from_secs(60),
+            "vcsim-solo not Ready in 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let solo = t.elapsed();
+    api.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await?;
+    wait_until(&api, |all| all.is_empty()).await?;
+
     let (rss0, cpu0, t0) = (rss(me)?, cpu_time(me)?, Instant::now());
     let ready = start_all(&api, args.simulators).await?;
     let (start_wall, start_cpu, rss1) = (t0.elapsed(), cpu_time(me)? - cpu0, rss(me)?);
@@ -156,6 +179,11 @@ async fn measure(args: &VcsimBenchArgs, client: &kube::Client) -> anyhow::Result
         mib(rss1.saturating_sub(rss0)) / n
     );
     println!(
+        "one simulator alone, created to Ready      {:>11.2} ms",
+        solo.as_secs_f64() * 1e3
+    );
+
+    println!(
         "VMs cloned in one simulator, CAPV's way    {:>14}",
         args.vms
     );
@@ -188,6 +216,70 @@ async fn measure(args: &VcsimBenchArgs, client: &kube::Client) -> anyhow::Result
     println!(
         "after a second round of start and delete   {:>10.1} MiB",
         mib(rss4)
+    );
+    if args.govmomi {
+        let per_simulator = rss1.saturating_sub(rss0) as f64 / n;
+        let per_cpu = start_cpu.as_secs_f64() / n;
+        govmomi_rows(args, per_simulator, per_cpu, solo).await?;
+    }
+    Ok(())
+}
+
+/// One govmomi simulator process of the default model (govmomi's VPX model, as a
+/// VCenterSimulator's), from spawn to its first answer, beside one of ours: `memory` and
+/// `cpu` are a simulator's share of the 100 started at once, `solo` one started alone.
+async fn govmomi_rows(
+    args: &VcsimBenchArgs,
+    memory: f64,
+    cpu: f64,
+    solo: Duration,
+) -> anyhow::Result<()> {
+    let baseline = match &args.baseline {
+        Some(p) => p.clone(),
+        None => crate::vsphere::build_baseline().await?,
+    };
+    let dir = std::env::temp_dir().join(format!("infrasim-bench-vcsim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let connector = crate::vsphere::serving_tls(&dir, "infrasim bench vcsim")?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let started = Instant::now();
+    let mut child = tokio::process::Command::new(&baseline)
+        .args(["-listen", &addr.to_string(), "-password", "bench-password"])
+        .arg("-tls-cert")
+        .arg(dir.join("server.crt"))
+        .arg("-tls-key")
+        .arg(dir.join("server.key"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let pid = child.id().context("the baseline exited at once")?;
+    crate::vim::wait_for_service(&connector, addr, &mut child).await?;
+    let (took, their_cpu, their_rss) = (started.elapsed(), cpu_time(pid)?, rss(pid)?);
+    child.kill().await.ok();
+    let _ = std::fs::remove_dir_all(&dir);
+    let mib = 1024.0 * 1024.0;
+    println!(
+        "
+one govmomi simulator process, default model (same run)"
+    );
+    println!(
+        "memory                                     {:>10.1} MiB  {:>6.1}x ours",
+        their_rss as f64 / mib,
+        their_rss as f64 / memory.max(1.0)
+    );
+    println!(
+        "spawn to first answer                      {:>11.2} ms  {:>6.1}x ours alone",
+        took.as_secs_f64() * 1e3,
+        took.as_secs_f64() / solo.as_secs_f64().max(1e-9)
+    );
+    println!(
+        "CPU to first answer                        {:>11.2} ms  {:>6.1}x ours",
+        their_cpu.as_secs_f64() * 1e3,
+        their_cpu.as_secs_f64() / cpu.max(1e-9)
     );
     Ok(())
 }

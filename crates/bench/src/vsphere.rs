@@ -212,7 +212,7 @@ pub async fn run(args: VsphereBenchArgs) -> anyhow::Result<()> {
 }
 
 /// Builds tests/govmomi/src/vcsim-baseline against Debian's govmomi into the target dir.
-async fn build_baseline() -> anyhow::Result<PathBuf> {
+pub(crate) async fn build_baseline() -> anyhow::Result<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let gopath = root.join("tests/govmomi");
     let out = root.join("target/vcsim-baseline");
