@@ -142,9 +142,15 @@ def test_the_page_shows_a_cluster_made_after_it_loaded_and_opens_its_tree(plane,
              timeout=30, what="the cluster's row")
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, '#tree li[data-kind="Node"]'),
              timeout=90, what="a Node in the cluster's tree")
-    kinds = {li.get_attribute("data-kind") for li in browser.find_elements(By.CSS_SELECTOR, "#tree li")}
-    assert {"Cluster", "KubeadmControlPlane", "MachineDeployment", "MachineSet", "Machine",
-            "EtcdMember"} <= kinds, kinds
+    # The tree is redrawn as its objects change: read whole between two redraws.
+    wanted = {"Cluster", "KubeadmControlPlane", "MachineDeployment", "MachineSet", "Machine",
+              "EtcdMember"}
+
+    def tree_kinds():
+        kinds = {li.get_attribute("data-kind") for li in browser.find_elements(By.CSS_SELECTOR, "#tree li")}
+        return wanted <= kinds
+
+    wait_for(lambda: fresh(browser, tree_kinds), timeout=30, what=f"{sorted(wanted)} in the tree")
     wait_for(lambda: fresh(browser, lambda: "Provisioned" in browser.find_element(By.CSS_SELECTOR, row).text),
              timeout=60, what="the row to say Provisioned")
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#events li"), timeout=30,
