@@ -64,6 +64,7 @@ impl Engine {
         };
         if crate::persist::restore(&keeper, &mut state)? {
             crate::task::end_interrupted(&mut state, clock.now());
+            crate::virtual_machine::resume_guests(&mut state, clock.now(), config.guest_delay);
         } else {
             state.inventory = Engine::generate(&config, &clock);
             state.inventory.track_dirty();

@@ -277,6 +277,30 @@ fn schedule_guest(state: &mut State, call: &Call<'_>, vm: &Moref) {
     );
 }
 
+/// After a restart (see `persist`): the guests of powered-on VMs that had not come up when
+/// the process died boot again, `delay` from `now`, as the timeline that would have brought
+/// them up died with the process.
+pub(crate) fn resume_guests(state: &mut State, now: DateTime<Utc>, delay: std::time::Duration) {
+    let booting: Vec<Moref> = state
+        .inventory
+        .iter()
+        .filter(|o| o.moref.ty == "VirtualMachine")
+        .filter(|o| o.path("runtime.powerState").and_then(Val::as_str) == Some("poweredOn"))
+        .filter(|o| {
+            o.path("guest.toolsRunningStatus").and_then(Val::as_str) != Some("guestToolsRunning")
+        })
+        .map(|o| o.moref.clone())
+        .collect();
+    let at = now + chrono::Duration::from_std(delay).unwrap_or_default();
+    for vm in booting {
+        let boot = state.guests.boot(&vm.value);
+        state.inventory.touch(&vm.value);
+        state
+            .timeline
+            .schedule(at, Scheduled::GuestReady { vm, boot });
+    }
+}
+
 /// The guest is up: tools running, an IP per NIC from its network's pool.
 pub(crate) fn guest_ready(state: &mut State, vm: &Moref, boot: u64) {
     if !state.guests.is_latest_boot(&vm.value, boot) || power_state(state, vm) != "poweredOn" {

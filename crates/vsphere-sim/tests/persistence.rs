@@ -302,3 +302,42 @@ async fn long_lists_are_kept_in_pieces_and_come_back_whole() {
     let (sim, _backend) = open(dir.path(), &clock, big);
     assert_eq!(everything(&sim), before);
 }
+
+#[tokio::test]
+async fn a_guest_booting_when_the_process_died_comes_up_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let (sim, backend) = open(dir.path(), &clock, config(Duration::ZERO));
+    let cookie = login(&sim).await;
+    let vm = first_vm(&sim);
+    let power = |method: &str| {
+        format!(
+            r#"<{method} xmlns="urn:vim25"><_this type="VirtualMachine">{}</_this></{method}>"#,
+            vm.value
+        )
+    };
+    if sim.vm(&vm).unwrap().powered_on {
+        let (status, body, _) = call(&sim, &power("PowerOffVM_Task"), Some(&cookie)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body, _) = call(&sim, &power("PowerOnVM_Task"), Some(&cookie)).await;
+    assert_eq!(status, 200, "{body}");
+    let state = sim.vm(&vm).unwrap();
+    assert!(state.powered_on && state.ip.is_none(), "booting: {state:?}");
+    drop(sim);
+    backend.close();
+    drop(backend);
+
+    let (sim, _backend) = open(dir.path(), &clock, config(Duration::ZERO));
+    assert_eq!(
+        sim.vm(&vm).unwrap().ip,
+        None,
+        "not up before its boot delay"
+    );
+    clock.advance(Duration::from_secs(1));
+    let state = sim.vm(&vm).unwrap();
+    assert!(
+        state.powered_on && state.ip.is_some(),
+        "up after it: {state:?}"
+    );
+}
