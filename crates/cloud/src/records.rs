@@ -553,18 +553,7 @@ impl Records {
                    "metadata": {"name": name, "namespace": namespace}, "record": record})
         };
         let key = ObjectKey::new(namespace, name);
-        if self.group.get(resource, &key).is_some() {
-            match self
-                .group
-                .update(resource, object(record.clone()), Default::default(), None)
-            {
-                Err(StoreError::NotFound { .. }) => {}
-                other => return other.map(drop),
-            }
-        }
-        self.group
-            .create(resource, object(record), Default::default())
-            .map(drop)
+        self.group.put(resource, &key, object(record)).map(drop)
     }
 
     fn delete(&self, resource: &str, namespace: &str, name: &str) {

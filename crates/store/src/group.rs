@@ -468,6 +468,16 @@ impl Group {
         self.write(|txn| txn.create(resource, object, fields))
     }
 
+    /// Creates the object with key `key`, or replaces the one there unconditionally, in one
+    /// write: for records a single writer keeps (not API objects, whose replacements check
+    /// their resourceVersion).
+    pub fn put(&self, resource: &str, key: &ObjectKey, object: Value) -> Result<Arc<StoredObject>> {
+        self.write(|txn| match txn.current(resource, key) {
+            Some(_) => txn.update(resource, object, Fields::default(), None, None),
+            None => txn.create(resource, object, Fields::default()),
+        })
+    }
+
     /// [`Group::create`], answering with the JSON the object was sealed from as well.
     pub fn create_decoded(&self, resource: &str, object: Value, fields: Fields) -> Result<Decoded> {
         self.write_decoded(|txn| txn.create(resource, object, fields))

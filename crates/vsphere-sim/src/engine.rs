@@ -63,15 +63,16 @@ impl Engine {
             ..State::default()
         };
         if crate::persist::restore(&keeper, &mut state)? {
+            // What the restart itself changes (tasks ended, guests booting) is kept too.
+            state.inventory.track_dirty();
             crate::task::end_interrupted(&mut state, clock.now());
             crate::virtual_machine::resume_guests(&mut state, clock.now(), config.guest_delay);
+            keeper.save(&mut state);
         } else {
             state.inventory = Engine::generate(&config, &clock);
             state.inventory.track_dirty();
             keeper.save_all(&mut state);
         }
-        state.inventory.track_dirty();
-        keeper.save(&mut state);
         let engine = Engine::with(config, clock, state, Some(keeper.clone()));
         {
             let mut files = engine.files.lock().unwrap_or_else(|p| p.into_inner());

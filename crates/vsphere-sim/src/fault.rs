@@ -29,6 +29,13 @@ impl Fault {
         Fault::new(ty, message)
     }
 
+    /// `SystemError`: the server could not do what it was asked, `reason` saying why.
+    pub fn system_error(reason: &str) -> Self {
+        let mut f = Fault::new("SystemError", reason);
+        f.fields.set("reason", reason);
+        f
+    }
+
     pub fn not_authenticated(object: &Moref) -> Self {
         let mut f = Fault::new("NotAuthenticated", "The session is not authenticated.");
         f.fields = f

@@ -203,8 +203,7 @@ where
         Some(why) => {
             let why = format!("the change could not be kept: {why}");
             if soap {
-                let mut fault = crate::fault::Fault::new_pub("SystemError", why.as_str());
-                fault.fields.set("reason", why.as_str());
+                let fault = crate::fault::Fault::system_error(&why);
                 reply(500, "text/xml; charset=utf-8", crate::soap::fault(&fault))
             } else {
                 reply(500, "text/plain", why)

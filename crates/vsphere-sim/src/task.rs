@@ -195,9 +195,7 @@ pub(crate) fn end_interrupted(state: &mut State, now: DateTime<Utc>) {
         .map(|o| o.moref.clone())
         .collect();
     for task in interrupted {
-        let why = "the vCenter restarted before the task ended";
-        let mut fault = Fault::new_pub("SystemError", why);
-        fault.fields.set("reason", why);
+        let fault = Fault::system_error("the vCenter restarted before the task ended");
         complete(state, &task, Err(fault), now);
     }
 }

@@ -46,10 +46,16 @@ pub fn encode(v: &Val) -> Value {
 
 /// The stored form of a data object (a managed object's properties are one).
 pub fn encode_data(d: &Data) -> Value {
+    encode_data_with(d, |_, _| None)
+}
+
+/// [`encode_data`], with the stored form of some fields given by `special` (`None`: the
+/// usual one), as a keeper stores long lists apart.
+pub fn encode_data_with(d: &Data, mut special: impl FnMut(&str, &Val) -> Option<Value>) -> Value {
     let mut fields = Vec::with_capacity(d.len() * 2);
     for (name, value) in d.fields() {
         fields.push(Value::String(name.to_string()));
-        fields.push(encode(value));
+        fields.push(special(name, value).unwrap_or_else(|| encode(value)));
     }
     json!({"o": d.ty, "f": fields})
 }

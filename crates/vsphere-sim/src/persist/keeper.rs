@@ -158,17 +158,7 @@ impl Keeper {
         object["apiVersion"] = json!("infrasim.dev/v1");
         object["kind"] = json!("SimulatorRecord");
         object["metadata"] = json!({"name": name});
-        let key = ObjectKey::new("", name);
-        let written = if self.group.get(resource, &key).is_some() {
-            self.group
-                .update(resource, object, Default::default(), None)
-                .map(drop)
-        } else {
-            self.group
-                .create(resource, object, Default::default())
-                .map(drop)
-        };
-        if let Err(e) = written {
+        if let Err(e) = self.group.put(resource, &ObjectKey::new("", name), object) {
             self.fail(format!("{resource}/{name}: {e}"));
         }
     }
@@ -227,18 +217,13 @@ impl Keeper {
     /// the record naming them, then the deletion of the pieces it no longer names.
     fn put_object(&self, state: &State, o: &ManagedObject) {
         let value = o.moref.value.as_str();
-        let mut flat = Vec::with_capacity(o.props.as_data().len() * 2);
         let mut unused = Vec::new();
-        for (name, v) in o.props.as_data().fields() {
-            flat.push(Value::String(name.to_string()));
-            flat.push(match v {
-                Val::Array(item, items) if items.len() > pieces::OVER => {
-                    self.put_pieces(&format!("{value}/{name}"), item, items, &mut unused)
-                }
-                _ => codec::encode(v),
-            });
-        }
-        let props = json!({"o": o.props.as_data().ty, "f": flat});
+        let props = codec::encode_data_with(o.props.as_data(), |name, v| match v {
+            Val::Array(item, items) if items.len() > pieces::OVER => {
+                Some(self.put_pieces(&format!("{value}/{name}"), item, items, &mut unused))
+            }
+            _ => None,
+        });
         self.put(OBJECTS, value, object_record(state, o, props));
         for name in unused {
             self.delete(PIECES, &name);
@@ -292,14 +277,14 @@ impl Keeper {
         let mut names = Vec::new();
         for hash in hashes {
             let name = format!("{list}/{}", hash.as_str().unwrap_or_default());
-            let piece = self
+            let mut piece = self
                 .group
                 .get(PIECES, &ObjectKey::new("", &name))
                 .and_then(|o| o.to_value().ok())
                 .ok_or_else(|| Corrupt(format!("the piece {name} of a list is missing")))?;
-            match piece.get("v").and_then(Value::as_array) {
-                Some(v) => items.extend(v.iter().cloned()),
-                None => return Err(Corrupt(format!("the piece {name} holds no items"))),
+            match piece.get_mut("v").map(Value::take) {
+                Some(Value::Array(v)) => items.extend(v),
+                _ => return Err(Corrupt(format!("the piece {name} holds no items"))),
             }
             names.push(name);
         }
@@ -378,7 +363,7 @@ fn restore_object(keeper: &Keeper, state: &mut State, mut record: Value) -> Resu
         moref: Moref::new(ty, value),
         props: crate::data::Props::from_data(data),
     });
-    let side: Side = serde_json::from_value(record["side"].clone())
+    let side: Side = serde_json::from_value(record["side"].take())
         .map_err(|e| Corrupt(format!("{value}: {e}")))?;
     if let Some(guest) = side.guest {
         state.guests.restore(value, guest);
