@@ -193,10 +193,10 @@ def plane(tmp_path_factory):
     without a controller manager: these tests prove the API's own semantics on objects
     nothing else touches (api/test_up.py runs a plane with them on)."""
     # CAPV's NodeAntiAffinity gate on (off by default, as in CAPV): the CAPV tests see the
-    # VMs in their cluster modules. The objects' state metrics on (off by default): the
+    # VMs in their cluster modules. The objects' state metrics are on by default: the
     # metrics tests read them.
     p = Plane(tmp_path_factory.mktemp("plane"), "--workloads=false",
-              "--capv-node-anti-affinity=true", "--state-metrics=true")
+              "--capv-node-anti-affinity=true")
     yield p
     p.stop()
 

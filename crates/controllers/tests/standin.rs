@@ -10,26 +10,32 @@ use infrasim_controllers::capi::core::{
 use infrasim_controllers::capi::templates::{self, substitute};
 use infrasim_controllers::capi::{infra, standin};
 use infrasim_controllers::crds;
+use infrasim_controllers::informers::Informers;
+use infrasim_metrics::state::StateMetrics;
+use infrasim_metrics::Format;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::ResourceExt;
 use serde_json::json;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 const NS: &str = "default";
 
 async fn setup(ports: std::ops::RangeInclusive<u16>) -> Plane {
+    setup_with(ports).await.0
+}
+
+/// [`setup`], and the informers the controllers read.
+async fn setup_with(ports: std::ops::RangeInclusive<u16>) -> (Plane, Arc<Informers>) {
     let plane = Plane::start(ports).await;
     let mut all = crds::provider(false);
     all.extend(crds::core(false));
     crds::install(&plane.client, &all).await.unwrap();
-    let informers = std::sync::Arc::new(infrasim_controllers::informers::Informers::new(
-        plane.client.clone(),
-        None,
-    ));
+    let informers = Arc::new(Informers::new(plane.client.clone(), None));
     tokio::spawn(infra::run(plane.ctx.clone(), informers.clone()));
-    tokio::spawn(standin::run(plane.ctx.clone(), informers));
-    plane
+    tokio::spawn(standin::run(plane.ctx.clone(), informers.clone()));
+    (plane, informers)
 }
 
 /// Template variables: machines that come up at once.
@@ -558,5 +564,76 @@ async fn a_topology_cluster_is_available_only_with_its_declared_workers() {
             "TopologyReconciled {topology}: {:?}",
             seen.timeline
         );
+    }
+}
+
+/// The state metrics are kept from the controllers' typed caches: what they render must be
+/// what the families make of the objects as the API server serves them, or a field the
+/// types drop would be missing from a dashboard.
+#[tokio::test]
+async fn state_metrics_from_the_caches_read_as_the_served_objects() {
+    use infrasim_controllers::capi::state_metrics::{core, provider};
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let (plane, informers) = setup_with(24100..=24120).await;
+    let kept = StateMetrics::default();
+    let kinds: Vec<_> = core().into_iter().chain(provider()).collect();
+    for (resource, follow) in &kinds {
+        tokio::spawn(follow(&informers, &kept, resource.clone()));
+    }
+    apply_yaml(
+        &plane.client,
+        &substitute(templates::CLUSTERCLASS_IN_MEMORY, &vars(&[])).unwrap(),
+        NS,
+    )
+    .await;
+    let cluster_vars = vars(&[("CLUSTER_NAME", "s1"), ("WORKER_MACHINE_COUNT", "1")]);
+    apply_yaml(
+        &plane.client,
+        &substitute(templates::CLUSTER_IN_MEMORY, &cluster_vars).unwrap(),
+        NS,
+    )
+    .await;
+    wait_for(&plane, "s1", 1, 1, "v1.31.2").await;
+    // The same families, fed the objects as a list from the API server returns them.
+    let served = eventually("the caches to render what the server serves", || async {
+        let served = StateMetrics::default();
+        for (resource, _) in &kinds {
+            let (group, version, kind) = resource.gvk();
+            let gvk = GroupVersionKind::gvk(group, version, kind);
+            let api_resource =
+                ApiResource::from_gvk_with_plural(&gvk, &standin::objects::plural(kind));
+            let id = served.add(resource.clone());
+            let api: Api<DynamicObject> = Api::all_with(plane.client.clone(), &api_resource);
+            for o in api.list(&ListParams::default()).await.ok()?.items {
+                let mut value = serde_json::to_value(&o).ok()?;
+                value["metadata"].as_object_mut()?.remove("managedFields");
+                let key = format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any());
+                served.set(id, &key, &value);
+            }
+        }
+        let served = served.render(Format::Classic);
+        (served == kept.render(Format::Classic)).then_some(served)
+    })
+    .await;
+    // Every kind the template makes is there, with what its dashboard reads.
+    for (family, has) in [
+        ("capi_cluster_status_phase", "phase=\"Provisioned\"} 1"),
+        ("capi_clusterclass_info", "name=\"in-memory\""),
+        ("capi_kubeadmcontrolplane_status_replicas_ready", "} 1"),
+        ("capi_kubeadmconfig_status_condition", "type=\"Ready\"} 1"),
+        ("capi_machinedeployment_info", "version=\"v1.31.2\""),
+        ("capi_machineset_status_replicas", "} 1"),
+        ("capi_machine_status_noderef", "node_name=\""),
+        (
+            "capi_machinehealthcheck_status_condition",
+            "cluster_name=\"s1\"",
+        ),
+        ("capi_devcluster_status_condition", "cluster_name=\"s1\""),
+        ("capi_devmachine_status_condition", "cluster_name=\"s1\""),
+    ] {
+        let found = served
+            .lines()
+            .any(|l| l.starts_with(&format!("{family}{{")) && l.contains(has));
+        assert!(found, "no {family} with {has} in\n{served}");
     }
 }

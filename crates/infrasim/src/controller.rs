@@ -39,9 +39,9 @@ pub struct ControllerArgs {
     #[arg(long, env = "EXP_NODE_ANTI_AFFINITY", default_value_t = false, action = clap::ArgAction::Set)]
     capv_node_anti_affinity: bool,
     /// Serve Cluster API's and CAPV's object-state metrics at `/metrics/state`, as
-    /// kube-state-metrics with their configurations would (a watch per kind; off by default
-    /// for what it costs at scale, as kube-state-metrics is deployed only when wanted).
-    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    /// kube-state-metrics with their configurations would (kept from the controllers' own
+    /// informers; `false` keeps none).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     state_metrics: bool,
     /// Run the VmGroup controller too (groups of VMs cloned from a template on the vCenter a
     /// Secret names).

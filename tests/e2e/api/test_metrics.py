@@ -201,7 +201,7 @@ def test_a_controller_elsewhere_serves_its_metrics_to_the_tokens_its_plane_allow
     proc = subprocess.Popen(
         [BINARY, "controller", "--kubeconfig", bare.kubeconfig, "--leader-elect", "false",
          "--port-min", "22900", "--port-max", "22950", "--vcsim", "false", "--vmgroup", "false",
-         "--sip", "false", "--state-metrics", "true", "--metrics-bind-address", f"127.0.0.1:{port}"],
+         "--sip", "false", "--metrics-bind-address", f"127.0.0.1:{port}"],
         stdout=log, stderr=subprocess.STDOUT)
 
     def scrape(path, token=None):

@@ -7,6 +7,7 @@
 //! Kinds of that configuration not served here have no families: MachinePool,
 //! ExtensionConfig and the Docker provider's kinds.
 
+use infrasim_controller_runtime::state_metrics::{follow, Follow};
 use infrasim_metrics::state::{Each, Path, Resource};
 
 const NAME: Path = &["metadata", "name"];
@@ -474,59 +475,82 @@ fn kubeadm_control_plane() -> Resource {
     replicas(gauges(r, &[SPEC_REPLICAS, MAX_SURGE]), STATUS_REPLICAS)
 }
 
+/// A kind's families and how they are kept: from the informer of the kind's type.
+pub type StateKind = (Resource, Follow);
+
 /// The families of the kinds the embedded Cluster API core serves.
-pub fn core() -> Vec<Resource> {
+pub fn core() -> Vec<StateKind> {
+    use crate::capi::core as api;
     vec![
-        conditions(kind(
-            "addons.cluster.x-k8s.io",
-            "ClusterResourceSet",
-            "capi_clusterresourceset",
-            None,
-        )),
-        name_info(common(kind(
-            "bootstrap.cluster.x-k8s.io",
-            "KubeadmConfig",
-            "capi_kubeadmconfig",
-            Some(CLUSTER_LABEL),
-        ))),
-        cluster(),
-        name_info(common(kind(
-            "cluster.x-k8s.io",
-            "ClusterClass",
-            "capi_clusterclass",
-            None,
-        ))),
-        machine(),
-        machine_deployment(),
-        machine_health_check(),
-        machine_set(),
-        kubeadm_control_plane(),
-        conditions(kind(
-            "ipam.cluster.x-k8s.io",
-            "IPAddressClaim",
-            "capi_ipaddressclaim",
-            Some(CLUSTER_LABEL),
-        )),
+        (
+            conditions(kind(
+                "addons.cluster.x-k8s.io",
+                "ClusterResourceSet",
+                "capi_clusterresourceset",
+                None,
+            )),
+            follow::<api::ClusterResourceSet>,
+        ),
+        (
+            name_info(common(kind(
+                "bootstrap.cluster.x-k8s.io",
+                "KubeadmConfig",
+                "capi_kubeadmconfig",
+                Some(CLUSTER_LABEL),
+            ))),
+            follow::<api::KubeadmConfig>,
+        ),
+        (cluster(), follow::<api::Cluster>),
+        (
+            name_info(common(kind(
+                "cluster.x-k8s.io",
+                "ClusterClass",
+                "capi_clusterclass",
+                None,
+            ))),
+            follow::<api::ClusterClass>,
+        ),
+        (machine(), follow::<api::Machine>),
+        (machine_deployment(), follow::<api::MachineDeployment>),
+        (machine_health_check(), follow::<api::MachineHealthCheck>),
+        (machine_set(), follow::<api::MachineSet>),
+        (kubeadm_control_plane(), follow::<api::KubeadmControlPlane>),
+        (
+            conditions(kind(
+                "ipam.cluster.x-k8s.io",
+                "IPAddressClaim",
+                "capi_ipaddressclaim",
+                Some(CLUSTER_LABEL),
+            )),
+            follow::<api::IPAddressClaim>,
+        ),
     ]
 }
 
 /// The families of the in-memory provider's upstream kinds (Cluster API's configuration
 /// has none for the seed's `InMemory*`).
-pub fn provider() -> Vec<Resource> {
+pub fn provider() -> Vec<StateKind> {
+    use crate::capi::infra::types::{DevCluster, DevMachine};
     let infra = "infrastructure.cluster.x-k8s.io";
     vec![
-        conditions(kind(
-            infra,
-            "DevCluster",
-            "capi_devcluster",
-            Some(CLUSTER_LABEL),
-        )),
-        conditions(kind(
-            infra,
-            "DevMachine",
-            "capi_devmachine",
-            Some(CLUSTER_LABEL),
-        )),
+        (
+            conditions(kind(
+                infra,
+                "DevCluster",
+                "capi_devcluster",
+                Some(CLUSTER_LABEL),
+            )),
+            follow::<DevCluster>,
+        ),
+        (
+            conditions(kind(
+                infra,
+                "DevMachine",
+                "capi_devmachine",
+                Some(CLUSTER_LABEL),
+            )),
+            follow::<DevMachine>,
+        ),
     ]
 }
 
@@ -591,7 +615,7 @@ mod tests {
         let mut all: Vec<String> = core()
             .iter()
             .chain(provider().iter())
-            .flat_map(|r| r.family_names().map(str::to_string).collect::<Vec<_>>())
+            .flat_map(|(r, _)| r.family_names().map(str::to_string).collect::<Vec<_>>())
             .collect();
         let n = all.len();
         all.sort();

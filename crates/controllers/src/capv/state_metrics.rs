@@ -3,7 +3,14 @@
 //! which the CAPV stand-in serves. Each also has an `owner` family (one sample per owner
 //! reference), which Cluster API's own configuration does not.
 
-use crate::capi::state_metrics::{conditions, kind, name_info, paused_and_created, CLUSTER_LABEL};
+use crate::capi::state_metrics::{
+    conditions, kind, name_info, paused_and_created, StateKind, CLUSTER_LABEL,
+};
+use crate::capv::types::{
+    VSphereCluster, VSphereClusterIdentity, VSphereDeploymentZone, VSphereFailureDomain,
+    VSphereMachine, VSphereVM,
+};
+use infrasim_controller_runtime::state_metrics::follow;
 use infrasim_metrics::state::{Each, Resource};
 
 const INFRA: &str = "infrastructure.cluster.x-k8s.io";
@@ -25,9 +32,8 @@ fn vsphere_with_conditions(kind_name: &'static str, prefix: &'static str) -> Res
     conditions(vsphere(kind_name, prefix))
 }
 
-/// The families of CAPV's kinds; the second of each pair says whether the kind is
-/// namespaced.
-pub fn all() -> Vec<(Resource, bool)> {
+/// The families of CAPV's kinds.
+pub fn all() -> Vec<StateKind> {
     let cluster = vsphere_with_conditions("VSphereCluster", "capi_vspherecluster").family(
         "info",
         "Information about a VSphereCluster.",
@@ -72,27 +78,27 @@ pub fn all() -> Vec<(Resource, bool)> {
             Each::info(&["status", "addresses"]).label("address", &[]),
         );
     vec![
-        (cluster, true),
+        (cluster, follow::<VSphereCluster>),
         (
             name_info(vsphere_with_conditions(
                 "VSphereClusterIdentity",
                 "capi_vsphereclusteridentity",
             )),
-            false,
+            follow::<VSphereClusterIdentity>,
         ),
         (
             name_info(vsphere_with_conditions(
                 "VSphereDeploymentZone",
                 "capi_vspheredeploymentzone",
             )),
-            false,
+            follow::<VSphereDeploymentZone>,
         ),
         (
             name_info(vsphere("VSphereFailureDomain", "capi_vspherefailuredomain")),
-            false,
+            follow::<VSphereFailureDomain>,
         ),
-        (machine, true),
-        (vm, true),
+        (machine, follow::<VSphereMachine>),
+        (vm, follow::<VSphereVM>),
     ]
 }
 
@@ -103,8 +109,7 @@ mod tests {
 
     #[test]
     fn a_vm_has_a_sample_per_owner_and_per_address() {
-        let (vm, namespaced) = all().pop().expect("VSphereVM");
-        assert!(namespaced);
+        let (vm, _) = all().pop().expect("VSphereVM");
         let object = json!({
             "metadata": {"name": "vm", "namespace": "ns", "uid": "u",
                          "labels": {"cluster.x-k8s.io/cluster-name": "c1"},
