@@ -69,6 +69,10 @@ pub struct CapiBenchArgs {
     /// --state-metrics`), and time a render of them at the end.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub(crate) state_metrics: bool,
+    /// With `--metrics`, serve the live dashboard as `infrasim up` does while the clusters
+    /// come up, and time the page's requests at the end.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub(crate) dashboard: bool,
 }
 
 /// Peak resident memory of this process (VmHWM), in bytes.
@@ -355,9 +359,16 @@ pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
         ..in_memory_selection()
     };
     let plane = plane(&args, selection, Arc::default()).await?;
+    let dashboard = match (&plane.metrics, args.dashboard) {
+        (Some(metrics), true) => Some(crate::capi_dashboard::start(&plane.client, metrics).await?),
+        _ => None,
+    };
     let measured = measure(&args, &plane.client, &plane.writes, &plane.cloud).await;
     if let (Ok(()), Some(metrics)) = (&measured, &plane.metrics) {
         println!("{}", scrape_cost(metrics).await);
+    }
+    if let (Ok(()), Some(dashboard)) = (&measured, &dashboard) {
+        println!("{}", dashboard.measure(args.clusters).await?);
     }
     crate::stop_controllers(plane.controllers).await;
     measured

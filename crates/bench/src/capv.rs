@@ -64,6 +64,7 @@ impl CapvBenchArgs {
             trace_writes: None,
             metrics: false,
             state_metrics: false,
+            dashboard: false,
         }
     }
 }

@@ -72,6 +72,7 @@ pub async fn run(args: FaultsBenchArgs) -> anyhow::Result<()> {
         trace_writes: None,
         metrics: false,
         state_metrics: false,
+        dashboard: false,
     };
     crate::harness::ensure_ports(args.clusters, args.port_min, args.port_max)?;
     let plane = capi::plane(&capi_args, capi::in_memory_selection(), Arc::default()).await?;

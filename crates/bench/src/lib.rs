@@ -6,6 +6,7 @@
 
 mod api;
 mod capi;
+mod capi_dashboard;
 mod capv;
 mod cel;
 mod etcd;
