@@ -296,30 +296,27 @@ pub async fn tree(
     let Some(cluster) = api(client, ns, &cluster_kind).get_opt(name).await? else {
         return Ok(None);
     };
-    // Every kind's list and both references at once: on a plane busy with thousands of
-    // clusters each request waits its turn, and one after another they took seconds.
-    // Owned arguments, so the futures borrow nothing (see `events`).
-    let lists = KINDS.iter().map(|kind| {
-        let (client, ns) = (client.clone(), ns.to_string());
-        let selector = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={name}"));
-        async move { of_kind(&client, &ns, kind, &selector).await }
-    });
-    let references = ["infrastructureRef", "controlPlaneRef"].map(|field| {
-        let (client, ns) = (client.clone(), ns.to_string());
-        let reference = cluster.data["spec"][field].clone();
-        async move { referenced(&client, &ns, &reference).await }
-    });
-    let (lists, references) = futures::join!(
-        futures::future::try_join_all(lists),
-        futures::future::try_join_all(references)
-    );
     let mut objects: BTreeMap<String, DynamicObject> = BTreeMap::new();
-    for object in lists?
-        .into_iter()
-        .flatten()
-        .chain(references?.into_iter().flatten())
-    {
-        objects.insert(object.metadata.uid.clone().unwrap_or_default(), object);
+    let selector = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={name}"));
+    for kind in KINDS {
+        match api(client, ns, kind).list(&selector).await {
+            Ok(list) => {
+                for mut object in list.items {
+                    object.types.get_or_insert_with(|| kube::api::TypeMeta {
+                        api_version: format!("{}/{}", kind.0, kind.1),
+                        kind: kind.2.into(),
+                    });
+                    objects.insert(object.metadata.uid.clone().unwrap_or_default(), object);
+                }
+            }
+            Err(e) if absent(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    for reference in ["infrastructureRef", "controlPlaneRef"] {
+        if let Some(object) = referenced(client, ns, &cluster.data["spec"][reference]).await? {
+            objects.insert(object.metadata.uid.clone().unwrap_or_default(), object);
+        }
     }
     let objects: Vec<DynamicObject> = objects.into_values().collect();
     let events = events(client, ns, &cluster, &objects).await?;
@@ -327,31 +324,6 @@ pub async fn tree(
         root: arrange(&cluster, &objects),
         events,
     }))
-}
-
-/// The objects of `kind` in `ns` that `selector` selects (none when the plane does not
-/// serve the kind), typed.
-async fn of_kind(
-    client: &kube::Client,
-    ns: &str,
-    kind: &'static (&'static str, &'static str, &'static str, &'static str),
-    selector: &ListParams,
-) -> Result<Vec<DynamicObject>, kube::Error> {
-    match api(client, ns, kind).list(selector).await {
-        Ok(list) => Ok(list
-            .items
-            .into_iter()
-            .map(|mut object| {
-                object.types.get_or_insert_with(|| kube::api::TypeMeta {
-                    api_version: format!("{}/{}", kind.0, kind.1),
-                    kind: kind.2.into(),
-                });
-                object
-            })
-            .collect()),
-        Err(e) if absent(&e) => Ok(Vec::new()),
-        Err(e) => Err(e),
-    }
 }
 
 /// The object a v1beta2 reference (`apiGroup`, `kind`, `name`) names, when its kind is one
@@ -417,7 +389,7 @@ async fn events(
             async move { api.list(&params).await.map(|l| l.items) }
         });
         let lists: Vec<Vec<Event>> = futures::stream::iter(queries)
-            .buffer_unordered(16)
+            .buffer_unordered(8)
             .try_collect()
             .await?;
         lists.into_iter().flatten().collect()
