@@ -75,7 +75,7 @@ fn key_of<K: ResourceExt>(o: &K) -> String {
 
 /// `object` as the families read it: its JSON as the API server serves it, without the
 /// managed fields (no family reads them).
-pub fn value_of<K: Watched>(object: &K) -> Value {
+fn value_of<K: Watched>(object: &K) -> Value {
     // Types whose encoding fails (none of the process's kinds: they are all plain data)
     // would read as an object without fields, and so without samples.
     let mut value = serde_json::to_value(object).unwrap_or(Value::Null);

@@ -53,6 +53,22 @@ fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     v
 }
 
+/// Applies the built-in ClusterClass and a Cluster of it with the variables `pairs`.
+async fn declare_class_cluster(plane: &Plane, pairs: &[(&str, &str)]) {
+    apply_yaml(
+        &plane.client,
+        &substitute(templates::CLUSTERCLASS_IN_MEMORY, &vars(&[])).unwrap(),
+        NS,
+    )
+    .await;
+    apply_yaml(
+        &plane.client,
+        &substitute(templates::CLUSTER_IN_MEMORY, &vars(pairs)).unwrap(),
+        NS,
+    )
+    .await;
+}
+
 fn condition(c: &Cluster, ty: &str) -> Option<(String, String)> {
     c.status
         .as_ref()?
@@ -139,22 +155,14 @@ async fn wait_for(plane: &Plane, cluster: &str, cp: usize, workers: usize, versi
 #[tokio::test]
 async fn a_cluster_class_cluster_comes_up_scales_upgrades_and_goes() {
     let plane = setup(23900..=23940).await;
-    apply_yaml(
-        &plane.client,
-        &substitute(templates::CLUSTERCLASS_IN_MEMORY, &vars(&[])).unwrap(),
-        NS,
-    )
-    .await;
-    let cluster_vars = vars(&[
-        ("CLUSTER_NAME", "t1"),
-        ("CONTROL_PLANE_MACHINE_COUNT", "3"),
-        ("WORKER_MACHINE_COUNT", "2"),
-        ("KUBERNETES_VERSION", "v1.31.2"),
-    ]);
-    apply_yaml(
-        &plane.client,
-        &substitute(templates::CLUSTER_IN_MEMORY, &cluster_vars).unwrap(),
-        NS,
+    declare_class_cluster(
+        &plane,
+        &[
+            ("CLUSTER_NAME", "t1"),
+            ("CONTROL_PLANE_MACHINE_COUNT", "3"),
+            ("WORKER_MACHINE_COUNT", "2"),
+            ("KUBERNETES_VERSION", "v1.31.2"),
+        ],
     )
     .await;
     wait_for(&plane, "t1", 3, 2, "v1.31.2").await;
@@ -580,17 +588,9 @@ async fn state_metrics_from_the_caches_read_as_the_served_objects() {
     for (resource, follow) in &kinds {
         tokio::spawn(follow(&informers, &kept, resource.clone()));
     }
-    apply_yaml(
-        &plane.client,
-        &substitute(templates::CLUSTERCLASS_IN_MEMORY, &vars(&[])).unwrap(),
-        NS,
-    )
-    .await;
-    let cluster_vars = vars(&[("CLUSTER_NAME", "s1"), ("WORKER_MACHINE_COUNT", "1")]);
-    apply_yaml(
-        &plane.client,
-        &substitute(templates::CLUSTER_IN_MEMORY, &cluster_vars).unwrap(),
-        NS,
+    declare_class_cluster(
+        &plane,
+        &[("CLUSTER_NAME", "s1"), ("WORKER_MACHINE_COUNT", "1")],
     )
     .await;
     wait_for(&plane, "s1", 1, 1, "v1.31.2").await;
