@@ -66,7 +66,7 @@ pub struct CapiBenchArgs {
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub(crate) metrics: bool,
     /// With `--metrics`, keep the objects' state metrics too (`infrasim up
-    /// --state-metrics`), and time a render of them at the end.
+    /// --state-metrics`), and time a render and an HTTPS scrape of them at the end.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub(crate) state_metrics: bool,
     /// With `--metrics`, serve the live dashboard as `infrasim up` does while the clusters
@@ -230,6 +230,8 @@ pub(crate) struct Plane {
     pub controllers: JoinHandle<()>,
     /// The registry, with `--metrics`.
     pub metrics: Option<infrasim_metrics::Metrics>,
+    /// The plane served over HTTPS for scrapes of it, with `--metrics`.
+    pub scraper: Option<crate::capi_scrape::Scraper>,
 }
 
 /// The embedded plane with `selection`'s controllers, the vcsim controller's simulators kept
@@ -264,7 +266,11 @@ pub(crate) async fn plane(
         metrics: requests.clone(),
         ..ApiConfig::default()
     };
-    let server = ApiServer::new(group, ca, clock.clone(), config);
+    let server = ApiServer::new(group, ca.clone(), clock.clone(), config);
+    let scraper = match args.metrics {
+        true => Some(crate::capi_scrape::Scraper::start(&server, &ca).await?),
+        false => None,
+    };
     let identity = Identity {
         user: "bench".into(),
         groups: vec!["system:masters".into()],
@@ -299,57 +305,8 @@ pub(crate) async fn plane(
         cloud,
         controllers,
         metrics,
+        scraper,
     })
-}
-
-/// What a scrape of `metrics` costs once the clusters are up, for `/metrics` and for the
-/// objects' state metrics (`/metrics/state`): series, size and the time to render them (the
-/// best and the worst of three, the first one included).
-async fn scrape_cost(metrics: &infrasim_metrics::Metrics) -> String {
-    let registry = cost_of(|| metrics.render(infrasim_metrics::Format::Classic));
-    if metrics.state().objects() == 0 {
-        // No state metrics asked for (`--state-metrics`).
-        return format!("metrics: /metrics {registry}");
-    }
-    // The state watches may still be behind the last writes: they are given until their
-    // count of objects holds still for a second (at most a minute), and the wait is told.
-    let started = Instant::now();
-    let mut seen = metrics.state().objects();
-    let mut still_since = Instant::now();
-    while still_since.elapsed() < Duration::from_secs(1)
-        && started.elapsed() < Duration::from_secs(60)
-    {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let now = metrics.state().objects();
-        if now != seen {
-            (seen, still_since) = (now, Instant::now());
-        }
-    }
-    let behind = still_since.duration_since(started);
-    let state = cost_of(|| metrics.state().render(infrasim_metrics::Format::Classic));
-    format!(
-        "metrics: /metrics {registry}\nmetrics: /metrics/state {state}; {seen} objects, \
-         the last of them {:.1} s after every Cluster was Available",
-        behind.as_secs_f64()
-    )
-}
-
-fn cost_of(render: impl Fn() -> String) -> String {
-    let mut times = Vec::new();
-    let mut text = String::new();
-    for _ in 0..3 {
-        let started = Instant::now();
-        text = render();
-        times.push(started.elapsed());
-    }
-    let series = text.lines().filter(|l| !l.starts_with('#')).count();
-    let (best, worst) = (times.iter().min(), times.iter().max());
-    format!(
-        "is {series} series, {:.1} MB, rendered in {:.0} to {:.0} ms",
-        text.len() as f64 / 1e6,
-        best.map_or(0.0, |d| d.as_secs_f64() * 1e3),
-        worst.map_or(0.0, |d| d.as_secs_f64() * 1e3),
-    )
 }
 
 pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
@@ -364,8 +321,8 @@ pub async fn run(args: CapiBenchArgs) -> anyhow::Result<()> {
         _ => None,
     };
     let measured = measure(&args, &plane.client, &plane.writes, &plane.cloud).await;
-    if let (Ok(()), Some(metrics)) = (&measured, &plane.metrics) {
-        println!("{}", scrape_cost(metrics).await);
+    if let (Ok(()), Some(metrics), Some(scraper)) = (&measured, &plane.metrics, &plane.scraper) {
+        println!("{}", crate::capi_scrape::cost(metrics, scraper).await?);
     }
     if let (Ok(()), Some(dashboard)) = (&measured, &dashboard) {
         println!("{}", dashboard.measure(args.clusters).await?);

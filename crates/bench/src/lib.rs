@@ -7,6 +7,7 @@
 mod api;
 mod capi;
 mod capi_dashboard;
+mod capi_scrape;
 mod capv;
 mod cel;
 mod etcd;

@@ -4,7 +4,6 @@
 
 use anyhow::Context;
 use bytes::Bytes;
-use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use infrasim_kube_api::pki::CertificateAuthority;
@@ -15,7 +14,7 @@ use tokio::net::TcpListener;
 /// Listens on `listen` (for `what`, in errors) with a certificate named `name`, and answers
 /// every request with `answer`; the address listened on and the CA that signed the
 /// certificate. Callers present no client certificate.
-pub async fn serve<F, Fut>(
+pub async fn serve<F, Fut, B>(
     listen: SocketAddr,
     name: &str,
     what: &str,
@@ -23,7 +22,9 @@ pub async fn serve<F, Fut>(
 ) -> anyhow::Result<(SocketAddr, CertificateAuthority)>
 where
     F: Fn(http::Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = http::Response<Full<Bytes>>> + Send + 'static,
+    Fut: Future<Output = http::Response<B>> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let ca = CertificateAuthority::generate(&format!("{name}-ca"))?;
     let listener = TcpListener::bind(listen)

@@ -8,9 +8,8 @@
 //! may). A process with no plane to ask (`infrasim fleet`) admits one token instead,
 //! made at start and written where only its user reads it.
 
-use bytes::Bytes;
-use http_body_util::Full;
 use hyper::body::Incoming;
+use infrasim_kube_api::http::{json_typed, streamed, Body};
 use infrasim_metrics::{Format, Metrics};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
@@ -20,7 +19,7 @@ use kube::api::{Api, PostParams};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-type Response = http::Response<Full<Bytes>>;
+type Response = http::Response<Body>;
 
 /// A `--metrics-bind-address` as controller-runtime reads one: `HOST:PORT`, `:PORT` for
 /// every address (as Go's listeners read it, and as kubebuilder's manifests write
@@ -70,13 +69,7 @@ pub async fn serve(
 }
 
 fn reply(code: u16, content_type: &'static str, body: String) -> Response {
-    let mut resp = http::Response::new(Full::new(Bytes::from(body)));
-    *resp.status_mut() = http::StatusCode::from_u16(code).unwrap_or_default();
-    resp.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static(content_type),
-    );
-    resp
+    json_typed(code, body, content_type)
 }
 
 async fn answer(metrics: &Metrics, access: Access, req: http::Request<Incoming>) -> Response {
@@ -110,11 +103,13 @@ async fn answer(metrics: &Metrics, access: Access, req: http::Request<Incoming>)
         }
     }
     let format = Format::negotiate(header(http::header::ACCEPT));
-    let text = match path.as_str() {
-        "/metrics/state" => metrics.state().render(format),
-        _ => metrics.render(format),
-    };
-    reply(200, format.content_type(), text)
+    match path.as_str() {
+        "/metrics/state" => {
+            let pieces = metrics.state().snapshot().chunks(format, 1 << 20);
+            streamed(format.content_type(), pieces)
+        }
+        _ => reply(200, format.content_type(), metrics.render(format)),
+    }
 }
 
 /// Whether two secrets are equal, in a time that does not say where they differ.

@@ -221,21 +221,28 @@ fn metrics_answer(state: &State, headers: &HeaderMap) -> Response<Body> {
     crate::http::json_typed(200, text, format.content_type())
 }
 
+/// The size of the pieces `/metrics/state` is sent in: large enough that a piece costs
+/// little more than its bytes, small enough that the pieces waiting to be sent are a few MB.
+const STATE_METRICS_PIECE: usize = 1 << 20;
+
 /// `/metrics/state`: the state metrics of the objects the controllers of this process
-/// watch, on the management plane only.
+/// watch, on the management plane only, sent as they are rendered.
 fn state_metrics_answer(state: &State, headers: &HeaderMap) -> HandlerResult {
     use infrasim_metrics::Format;
     let accept = headers
         .get(http::header::ACCEPT)
         .and_then(|v| v.to_str().ok());
     let format = Format::negotiate(accept);
-    match state
+    let snapshot = state
         .config
         .metrics
         .as_ref()
-        .and_then(|m| m.render_state(format))
-    {
-        Some(text) => Ok(crate::http::json_typed(200, text, format.content_type())),
+        .and_then(|m| m.state_snapshot());
+    match snapshot {
+        Some(s) => Ok(crate::http::streamed(
+            format.content_type(),
+            s.chunks(format, STATE_METRICS_PIECE),
+        )),
         None => Err(not_found_path()),
     }
 }

@@ -279,11 +279,11 @@ impl RequestMetrics {
         }
     }
 
-    /// The objects' state metrics in `format` when this is the management plane's handle;
-    /// `None` for a workload cluster's server.
-    pub(crate) fn render_state(&self, format: infrasim_metrics::Format) -> Option<String> {
+    /// The objects' state metrics as they are now when this is the management plane's
+    /// handle; `None` for a workload cluster's server.
+    pub(crate) fn state_snapshot(&self) -> Option<infrasim_metrics::state::Snapshot> {
         match self.server {
-            Server::Plane => Some(self.registry.state().render(format)),
+            Server::Plane => Some(self.registry.state().snapshot()),
             Server::Workload(_) => None,
         }
     }

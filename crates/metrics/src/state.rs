@@ -237,11 +237,6 @@ impl Samples {
             out.push_str(line);
         }
     }
-
-    fn len(&self, names: usize) -> usize {
-        let lines: usize = self.families.iter().map(|f| f.matches('\n').count()).sum();
-        self.families.iter().map(String::len).sum::<usize>() + lines * (self.base.len() + names)
-    }
 }
 
 /// A sample's line after its family's name: its own labels (those the object's shared ones
@@ -439,7 +434,9 @@ fn escape_into(out: &mut String, value: &str) {
 #[derive(Debug)]
 struct Slot {
     resource: Arc<Resource>,
-    objects: BTreeMap<String, Samples>,
+    /// Shared, so a scrape can take them all at once and render them after letting go of
+    /// the table (see [`StateMetrics::snapshot`]).
+    objects: BTreeMap<String, Arc<Samples>>,
 }
 
 /// Which kind of a [`StateMetrics`] an object belongs to.
@@ -486,7 +483,7 @@ impl StateMetrics {
         // Evaluated outside the lock: a scrape waits for a map insert, not for this.
         let samples = resource.samples(object);
         if let Some(slot) = self.write().get_mut(kind.0) {
-            slot.objects.insert(key.to_string(), samples);
+            slot.objects.insert(key.to_string(), Arc::new(samples));
         }
     }
 
@@ -509,34 +506,126 @@ impl StateMetrics {
         self.read().iter().map(|s| s.objects.len()).sum()
     }
 
-    /// Every family of every kind, in `format`.
+    /// Every family of every kind, in `format`, as one text (tests and measurements; a
+    /// scrape is answered from [`Snapshot::chunks`]).
     pub fn render(&self, format: Format) -> String {
-        let slots = self.read();
-        let size: usize = slots
+        self.snapshot().chunks(format, 1 << 20).collect()
+    }
+
+    /// Every object's samples as they are now. The table is held only while their handles
+    /// are copied (milliseconds at 190,000 objects), so rendering them, which takes seconds
+    /// at 10,000 clusters, never keeps an informer from recording a change.
+    pub fn snapshot(&self) -> Snapshot {
+        let kinds = self
+            .read()
             .iter()
-            .flat_map(|s| s.objects.values())
-            .map(|o| o.len(48))
-            .sum();
-        let mut out = String::with_capacity(size + 4096);
-        for slot in slots.iter() {
-            for (i, family) in slot.resource.families.iter().enumerate() {
-                out.push_str("# HELP ");
-                out.push_str(&family.name);
-                out.push(' ');
-                out.push_str(&family.help.replace('\\', "\\\\").replace('\n', "\\n"));
-                out.push_str("\n# TYPE ");
-                out.push_str(&family.name);
-                out.push_str(" gauge\n");
-                for samples in slot.objects.values() {
-                    samples.write_family(&mut out, &family.name, i);
+            .map(|slot| {
+                (
+                    slot.resource.clone(),
+                    slot.objects.values().cloned().collect(),
+                )
+            })
+            .collect();
+        Snapshot { kinds }
+    }
+}
+
+/// Every object's samples at one moment, per kind in the order the kinds were added and
+/// per object in the order of their keys.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    kinds: Vec<(Arc<Resource>, Vec<Arc<Samples>>)>,
+}
+
+impl Snapshot {
+    /// The text of every family in `format`, in pieces of a little over `size` bytes each,
+    /// in order: their concatenation is the whole answer. A scrape sends each piece as it is
+    /// made, so it never holds the whole text (1.8 GB at 10,000 clusters).
+    pub fn chunks(self, format: Format, size: usize) -> Chunks {
+        Chunks {
+            snapshot: self,
+            format,
+            size: size.max(1),
+            kind: 0,
+            family: 0,
+            object: None,
+            ended: false,
+        }
+    }
+}
+
+/// The pieces of a [`Snapshot`]'s text; see [`Snapshot::chunks`].
+#[derive(Debug)]
+pub struct Chunks {
+    snapshot: Snapshot,
+    format: Format,
+    size: usize,
+    /// Where the text stands: a kind, one of its families, and the next object whose samples
+    /// of that family are written (`None`: the family's header is next).
+    kind: usize,
+    family: usize,
+    object: Option<usize>,
+    ended: bool,
+}
+
+impl Chunks {
+    /// Writes the next part (a family's header or one object's samples of it) into `out`;
+    /// false when everything is written.
+    fn write_next(&mut self, out: &mut String) -> bool {
+        let Some((resource, objects)) = self.snapshot.kinds.get(self.kind) else {
+            return false;
+        };
+        let Some(family) = resource.families.get(self.family) else {
+            (self.kind, self.family, self.object) = (self.kind + 1, 0, None);
+            return true;
+        };
+        match self.object {
+            None => {
+                write_header(out, family);
+                self.object = Some(0);
+            }
+            Some(i) => match objects.get(i) {
+                Some(samples) => {
+                    samples.write_family(out, &family.name, self.family);
+                    self.object = Some(i + 1);
                 }
+                None => (self.family, self.object) = (self.family + 1, None),
+            },
+        }
+        true
+    }
+}
+
+impl Iterator for Chunks {
+    type Item = String;
+
+    fn next(&mut self) -> Option<String> {
+        if self.ended {
+            return None;
+        }
+        let mut out = String::with_capacity(self.size + 4096);
+        while out.len() < self.size {
+            if !self.write_next(&mut out) {
+                if self.format == Format::OpenMetrics {
+                    out.push_str("# EOF\n");
+                }
+                self.ended = true;
+                break;
             }
         }
-        if format == Format::OpenMetrics {
-            out.push_str("# EOF\n");
-        }
-        out
+        // A table with no kinds in classic text is no text at all: no empty piece.
+        (!out.is_empty()).then_some(out)
     }
+}
+
+fn write_header(out: &mut String, family: &Family) {
+    out.push_str("# HELP ");
+    out.push_str(&family.name);
+    out.push(' ');
+    out.push_str(&family.help.replace('\\', "\\\\").replace('\n', "\\n"));
+    out.push_str("\n# TYPE ");
+    out.push_str(&family.name);
+    out.push_str(" gauge\n");
 }
 
 #[cfg(test)]
@@ -737,5 +826,35 @@ mod tests {
         assert_eq!(table.objects(), 1);
         table.remove(kind, "ns/c2");
         assert!(!table.render(Format::Classic).contains("capi_cluster_info{"));
+    }
+
+    #[test]
+    fn a_snapshot_renders_in_pieces_as_it_was_taken() {
+        let table = StateMetrics::default();
+        let kind = table.add(cluster());
+        table.set(kind, "ns/c1", &object());
+        let snapshot = table.snapshot();
+        let whole = table.render(Format::OpenMetrics);
+        // Changes after the snapshot are not in it.
+        let mut second = object();
+        second["metadata"]["name"] = json!("c2");
+        table.set(kind, "ns/c2", &second);
+        table.remove(kind, "ns/c1");
+        let pieces: Vec<String> = snapshot.chunks(Format::OpenMetrics, 100).collect();
+        assert!(pieces.len() > 5, "{}", pieces.len());
+        // Each piece but the last is at least the size asked for, cut between lines.
+        for piece in &pieces[..pieces.len() - 1] {
+            assert!(piece.len() >= 100 && piece.ends_with('\n'), "{piece:?}");
+        }
+        assert_eq!(pieces.concat(), whole);
+        assert!(whole.contains("name=\"c1\"") && !whole.contains("name=\"c2\""));
+        assert_eq!(pieces.concat().matches("# EOF").count(), 1);
+        // Nothing at all: no piece in the classic format, the end marker in OpenMetrics.
+        let empty = StateMetrics::default().snapshot();
+        assert_eq!(empty.clone().chunks(Format::Classic, 10).count(), 0);
+        assert_eq!(
+            empty.chunks(Format::OpenMetrics, 10).collect::<Vec<_>>(),
+            ["# EOF\n"]
+        );
     }
 }
