@@ -112,13 +112,14 @@ fn read_snapshot(
     };
     let group = &ctx.state.group;
     let store_key = &ctx.info.store_key;
-    // With required labels, the store's label index reads only the objects carrying the rarest
-    // of them; the whole filter still runs over them below.
-    let required = filter.labels.required_labels();
-    let snapshot = if required.is_empty() {
+    // With required labels (or indexed fields), the store's indexes read only the objects
+    // holding the rarest of them; the whole filter still runs over them below.
+    let labels = filter.labels.required_labels();
+    let fields = filter.fields.required_fields();
+    let snapshot = if labels.is_empty() && fields.is_empty() {
         group.snapshot(store_key, at)
     } else {
-        group.snapshot_labelled(store_key, at, &required)
+        group.snapshot_selected(store_key, at, &labels, &fields)
     }
     .map_err(|e| match (e, token) {
             (infrasim_store::StoreError::Expired { .. }, Some(_)) => ApiError::gone(

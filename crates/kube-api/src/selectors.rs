@@ -318,6 +318,15 @@ impl FieldSelector {
         self.0.is_empty()
     }
 
+    /// The `field=value` pairs every selected object holds (the selector's equalities).
+    pub fn required_fields(&self) -> Vec<(&str, &str)> {
+        self.0
+            .iter()
+            .filter(|(_, equal, _)| *equal)
+            .map(|(f, _, v)| (f.as_str(), v.as_str()))
+            .collect()
+    }
+
     pub fn matches(&self, object: &StoredObject) -> bool {
         self.0.iter().all(|(field, equal, value)| {
             let actual = object.field(field).unwrap_or("");
@@ -325,6 +334,14 @@ impl FieldSelector {
         })
     }
 }
+
+/// The stored resources' fields the store keeps an index of (by store key), for the field
+/// selectors asked at every scale: kube-apiserver's watch cache indexes Pods by
+/// `spec.nodeName` (each kubelet lists its own), and a tree of a cluster's objects asks for
+/// each one's Events by `involvedObject.uid` (the dashboard; `kubectl describe` asks by
+/// name, namespace and uid together).
+pub const INDEXED_FIELDS: &[(&str, &str)] =
+    &[("pods", "spec.nodeName"), ("events", "involvedObject.uid")];
 
 /// The fields kube-apiserver lets a kind be selected by, beyond `metadata.name` and
 /// `metadata.namespace`.

@@ -51,6 +51,9 @@ impl ApiServer {
         clock: SharedClock,
         config: ApiConfig,
     ) -> Self {
+        for (resource, field) in crate::selectors::INDEXED_FIELDS {
+            group.index_field(resource, field);
+        }
         let server = ApiServer {
             state: Arc::new(State {
                 group,

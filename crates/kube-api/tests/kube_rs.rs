@@ -723,3 +723,43 @@ async fn events_kube_rs_records_are_the_core_events_kubectl_reads() {
     );
     assert_eq!(e.series.as_ref().and_then(|s| s.count), Some(2));
 }
+
+/// The store indexes Pods by `spec.nodeName` (as kube-apiserver's watch cache does): a
+/// binding moves a Pod from the unscheduled ones to its node's, and a field selector finds
+/// it there and only there.
+#[tokio::test]
+async fn a_bound_pod_is_listed_by_its_node_and_no_longer_as_unscheduled() {
+    let t = TestServer::start(10_000).await;
+    let client = t.client().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for name in ["p1", "p2"] {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    let on = |node: &str| ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let names = |l: kube::core::ObjectList<Pod>| -> Vec<String> {
+        l.items.iter().map(|p| p.name_any()).collect()
+    };
+    assert_eq!(names(pods.list(&on("")).await.unwrap()), ["p1", "p2"]);
+    let binding = serde_json::json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": "p2"},
+        "target": {"kind": "Node", "name": "n1"}
+    });
+    pods.create_subresource::<_, serde_json::Value>(
+        "binding",
+        "p2",
+        &PostParams::default(),
+        &binding,
+    )
+    .await
+    .unwrap();
+    assert_eq!(names(pods.list(&on("n1")).await.unwrap()), ["p2"]);
+    assert_eq!(names(pods.list(&on("")).await.unwrap()), ["p1"]);
+    let others = ListParams::default().fields("spec.nodeName!=n1");
+    assert_eq!(names(pods.list(&others).await.unwrap()), ["p1"]);
+}

@@ -11,6 +11,7 @@ use crate::backend::{Backend, GroupImage};
 use crate::durability::{self, Accepted, Commit, Settle};
 use crate::error::{Result, StoreError};
 use crate::event::{Event, EventType};
+use crate::field_index::FieldIndex;
 use crate::keyset::KeySet;
 use crate::object::{
     format_time, meta_mut, read_meta, seal, spec_equal, Derived, ObjectKey, StoredObject,
@@ -229,6 +230,9 @@ struct GroupState {
     /// selector), and scanning every object of a resource for it made each list cost as much
     /// as the whole resource: at thousands of clusters in one namespace, lists dominated.
     by_label: HashMap<Arc<str>, HashMap<String, KeySet<ObjectKey>>>,
+    /// Resource → its objects by the values of the fields the API layer asked to index
+    /// ([`Group::index_field`]).
+    by_field: HashMap<Arc<str>, FieldIndex>,
     /// For a group restored after a restart: the newest resourceVersion whose events are not
     /// all known (everything before the restored window), for every resource alike.
     history_floor: u64,
@@ -691,16 +695,39 @@ impl Group {
         at: ReadAt,
         labels: &[(&str, &str)],
     ) -> Result<Snapshot> {
+        self.snapshot_selected(resource, at, labels, &[])
+    }
+
+    /// As [`Group::snapshot_labelled`], with required `field=value` pairs too: a pair of a
+    /// field indexed for the resource ([`Group::index_field`]) narrows the objects as a
+    /// label does; the others are left to the caller's filter.
+    pub fn snapshot_selected(
+        &self,
+        resource: &str,
+        at: ReadAt,
+        labels: &[(&str, &str)],
+        fields: &[(&str, &str)],
+    ) -> Result<Snapshot> {
         let state = self.lock();
-        if state.requested(resource, at)?.is_some() || labels.is_empty() {
+        let by_field = state.by_field.get(resource);
+        let fields: Vec<&(&str, &str)> = fields
+            .iter()
+            .filter(|(f, _)| by_field.is_some_and(|i| i.covers(f)))
+            .collect();
+        if state.requested(resource, at)?.is_some() || (labels.is_empty() && fields.is_empty()) {
             drop(state);
             return self.snapshot(resource, at);
         }
         let all = state.resources.get(resource);
-        let index = state.by_label.get(resource);
-        let rarest = labels
+        let by_label = state.by_label.get(resource);
+        let labelled = labels
             .iter()
-            .map(|(k, v)| index.and_then(|labels| labels.get(&label_key(k, v))))
+            .map(|(k, v)| by_label.and_then(|labels| labels.get(&label_key(k, v))));
+        let holding = fields
+            .iter()
+            .map(|(f, v)| by_field.and_then(|index| index.get(f, v)));
+        let rarest = labelled
+            .chain(holding)
             .min_by_key(|keys| keys.map_or(0, KeySet::len))
             .flatten();
         let objects: ResourceMap = match (all, rarest) {
@@ -714,6 +741,20 @@ impl Group {
             resource_version: state.resource_version,
             objects,
         })
+    }
+
+    /// Keeps `resource`'s objects indexed by the value of their selectable field `field`
+    /// from now on (those stored already included), for [`Group::snapshot_selected`].
+    pub fn index_field(&self, resource: &str, field: &str) {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let objects = state.resources.get(resource);
+        let index = state.by_field.entry(Arc::from(resource)).or_default();
+        let stored = objects
+            .into_iter()
+            .flat_map(|m| m.iter())
+            .map(|(k, o)| (k, &**o));
+        index.add_field(field, stored);
     }
 
     /// Starts a watch on the whole group after resourceVersion `from` (`None`: from now).
@@ -891,6 +932,9 @@ fn index(state: &mut GroupState, resource: &Arc<str>, object: &StoredObject) {
                 .insert(key.clone());
         }
     }
+    if let Some(fields) = state.by_field.get_mut(resource) {
+        fields.insert(&key, object);
+    }
     state
         .by_uid
         .insert(object.meta.uid.clone(), (resource.clone(), key.clone()));
@@ -906,6 +950,9 @@ fn index(state: &mut GroupState, resource: &Arc<str>, object: &StoredObject) {
 fn unindex(state: &mut GroupState, resource: &Arc<str>, object: &StoredObject) {
     state.by_uid.remove(&object.meta.uid);
     let entry = (resource.clone(), object.meta.key());
+    if let Some(fields) = state.by_field.get_mut(resource) {
+        fields.remove(&entry.1, object);
+    }
     if let Some(labels) = state.by_label.get_mut(resource) {
         for (k, v) in &object.meta.labels {
             let label = label_key(k, v);
@@ -993,6 +1040,14 @@ impl Txn<'_> {
                 unindex(self.state, &resource, prev);
             }
             index(self.state, &resource, &object);
+        } else if let (Some(prev), Some(by_field)) =
+            (&previous, self.state.by_field.get_mut(&resource))
+        {
+            // Only the selectable fields may have moved (a Pod bound to a node).
+            if prev.derived.fields != object.derived.fields {
+                by_field.remove(&key, prev);
+                by_field.insert(&key, &object);
+            }
         }
         self.state
             .resources

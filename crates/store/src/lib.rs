@@ -26,6 +26,7 @@ pub mod durability;
 mod encode;
 mod error;
 mod event;
+mod field_index;
 mod fields;
 mod group;
 mod keyset;

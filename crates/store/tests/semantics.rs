@@ -567,6 +567,64 @@ fn labelled_snapshots_follow_labels_through_every_write() {
 }
 
 #[test]
+fn indexed_fields_narrow_a_snapshot_as_labels_do() {
+    let g = group(100);
+    let about = |uid: &str| {
+        Arc::new(Derived {
+            fields: [("involvedObject.uid", uid), ("reason", "Made")]
+                .into_iter()
+                .collect(),
+            ..Derived::default()
+        })
+    };
+    g.create("events", cm("before", "1"), about("u1")).unwrap();
+    // Indexed after an object exists: that one is found too.
+    g.index_field("events", "involvedObject.uid");
+    g.index_field("events", "involvedObject.uid");
+    g.create("events", cm("second", "1"), about("u2")).unwrap();
+    let third = g.create("events", cm("third", "1"), about("u1")).unwrap();
+    let holding = |g: &Group, fields: &[(&str, &str)]| {
+        names(
+            &g.snapshot_selected("events", ReadAt::Latest, &[], fields)
+                .unwrap(),
+        )
+    };
+    assert_eq!(
+        holding(&g, &[("involvedObject.uid", "u1")]),
+        ["before", "third"]
+    );
+    assert!(holding(&g, &[("involvedObject.uid", "none")]).is_empty());
+    // A field not indexed narrows nothing: the whole resource, for the caller's filter.
+    assert_eq!(holding(&g, &[("reason", "Other")]).len(), 3);
+    // An update moves the object to its new value; a delete takes it out.
+    g.update(
+        "events",
+        cm("third", "2"),
+        about("u2"),
+        Some(third.meta.resource_version),
+    )
+    .unwrap();
+    assert_eq!(
+        holding(&g, &[("involvedObject.uid", "u2")]),
+        ["second", "third"]
+    );
+    g.delete("events", &key("before"), &DeleteOptions::default())
+        .unwrap();
+    assert!(holding(&g, &[("involvedObject.uid", "u1")]).is_empty());
+    // With a label too, the rarer of the two reads.
+    assert!(g
+        .snapshot_selected(
+            "events",
+            ReadAt::Latest,
+            &[("cluster", "x")],
+            &[("involvedObject.uid", "u2")]
+        )
+        .unwrap()
+        .objects
+        .is_empty());
+}
+
+#[test]
 fn a_quiet_resource_resumes_from_before_a_burst_of_others() {
     let g = group(3);
     g.create("configmaps", cm("quiet", "1"), Default::default())
