@@ -2,7 +2,9 @@
 //! `/metrics` and for the objects' state metrics (`/metrics/state`): the series and bytes,
 //! the time to render them in the process, and the time a scraper waits for them over
 //! HTTPS, as Prometheus asks for them (a client certificate in `system:monitoring`, one
-//! connection, the body read to its end).
+//! connection, the body read to its end). The scraper runs on a thread of its own, as a
+//! Prometheus is a process of its own: on the plane's runtime its reads would wait behind the
+//! clusters' tasks, and the time would be the scraper's as much as the plane's.
 
 use crate::harness::Client;
 use bytes::{Buf, Bytes};
@@ -11,12 +13,13 @@ use infrasim_kube_api::pki::CertificateAuthority;
 use infrasim_kube_api::ApiServer;
 use infrasim_metrics::{Format, Metrics};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The plane served over HTTPS for scrapes, and a scraper's client of it.
 pub(crate) struct Scraper {
     addr: SocketAddr,
-    client: Client,
+    client: Arc<Client>,
 }
 
 impl Scraper {
@@ -31,34 +34,45 @@ impl Scraper {
         let cert = ca.client_cert("bench-scraper", &["system:monitoring"])?;
         Ok(Scraper {
             addr,
-            client: Client::new(ca, &cert, false)?,
+            client: Arc::new(Client::new(ca, &cert, false)?),
         })
     }
 
-    /// One scrape of `path` read to its end: its bytes, and the time from the request to the
-    /// last byte.
+    /// One scrape of `path` read to its end, on a thread and runtime of its own: its bytes,
+    /// and the time from the request to the last byte.
     async fn scrape(&self, path: &str) -> anyhow::Result<Timed> {
-        let mut send = self.client.http1::<Empty<Bytes>>(self.addr).await?;
-        let started = Instant::now();
-        let req = http::Request::get(path)
-            .header(http::header::HOST, "localhost")
-            .header(http::header::ACCEPT, "text/plain;version=0.0.4")
-            .body(Empty::new())?;
-        let resp = send.send_request(req).await?;
-        anyhow::ensure!(resp.status().is_success(), "{path}: {}", resp.status());
-        let mut body = resp.into_body();
-        // Only the bytes are counted: the time is the server's, not this reader's.
-        let mut bytes = 0;
-        while let Some(frame) = body.frame().await {
-            if let Ok(data) = frame?.into_data() {
-                bytes += data.remaining();
-            }
-        }
-        Ok(Timed {
-            bytes,
-            took: started.elapsed(),
+        let (client, addr, path) = (self.client.clone(), self.addr, path.to_string());
+        tokio::task::spawn_blocking(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+                .block_on(scrape_with(&client, addr, &path))
         })
+        .await?
     }
+}
+
+async fn scrape_with(client: &Client, addr: SocketAddr, path: &str) -> anyhow::Result<Timed> {
+    let mut send = client.http1::<Empty<Bytes>>(addr).await?;
+    let started = Instant::now();
+    let req = http::Request::get(path)
+        .header(http::header::HOST, "localhost")
+        .header(http::header::ACCEPT, "text/plain;version=0.0.4")
+        .body(Empty::new())?;
+    let resp = send.send_request(req).await?;
+    anyhow::ensure!(resp.status().is_success(), "{path}: {}", resp.status());
+    let mut body = resp.into_body();
+    // Only the bytes are counted: the time is the server's, not this reader's.
+    let mut bytes = 0;
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            bytes += data.remaining();
+        }
+    }
+    Ok(Timed {
+        bytes,
+        took: started.elapsed(),
+    })
 }
 
 /// A text's size and the time it took to make or read.
@@ -94,11 +108,11 @@ fn series(metrics: &Metrics, path: &str) -> usize {
         .sum()
 }
 
-/// "rendered in 12 to 40 ms" and the like: the best and the worst of `times`.
-fn range(what: &str, times: &[Timed]) -> String {
+/// "12 to 40 ms": the best and the worst of `times`.
+fn range(times: &[Timed]) -> String {
     let ms = |d: Option<Duration>| d.map_or(0.0, |d| d.as_secs_f64() * 1e3);
     format!(
-        "{what} in {:.0} to {:.0} ms",
+        "{:.0} to {:.0} ms",
         ms(times.iter().map(|t| t.took).min()),
         ms(times.iter().map(|t| t.took).max()),
     )
@@ -124,11 +138,11 @@ pub(crate) async fn cost(metrics: &Metrics, scraper: &Scraper) -> anyhow::Result
             "{path} answered no text"
         );
         lines.push(format!(
-            "metrics: {path} is {} series, {:.1} MB, {}; scraped over HTTPS {}",
+            "metrics: {path} is {} series, {:.1} MB, rendered in {}; scraped over HTTPS in {}",
             series(metrics, path),
             rendered[0].bytes as f64 / 1e6,
-            range("rendered", &rendered),
-            range("in", &scraped),
+            range(&rendered),
+            range(&scraped),
         ));
     }
     Ok(lines.join("\n"))

@@ -359,6 +359,7 @@ impl Cloud {
             serving,
             records: pending.home.records.clone(),
             record,
+            faults: crate::faults::InForce::new(self.faults.clone(), &shape.name),
         };
         let runtime = if machines.is_empty() {
             Runtime::new(config)

@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use infrasim_etcd_sim::pb::etcdserverpb::AlarmType;
 use infrasim_kube_api::faults::{RequestFault, StorageAlarm};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// What one source puts on one cluster. The default is no fault at all.
@@ -160,6 +161,32 @@ impl FaultBook {
             .get(cluster)
             .map(|sources| ClusterFault::combine(sources.values()))
             .unwrap_or_default()
+    }
+}
+
+/// What is in force on one cluster, read when a part of it comes up after a fault met the
+/// cluster: an etcd member that joins, a node that registers. A fault names them before they
+/// exist (a Fault made while the machine boots), and a real one would meet them as they start.
+#[derive(Debug, Clone)]
+pub(crate) struct InForce {
+    book: Arc<Mutex<FaultBook>>,
+    cluster: String,
+}
+
+impl InForce {
+    pub fn new(book: Arc<Mutex<FaultBook>>, cluster: &str) -> Self {
+        InForce {
+            book,
+            cluster: cluster.to_string(),
+        }
+    }
+
+    /// The cluster's faults now, all sources together.
+    pub fn now(&self) -> ClusterFault {
+        self.book
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .of(&self.cluster)
     }
 }
 

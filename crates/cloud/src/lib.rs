@@ -195,7 +195,8 @@ pub struct Cloud {
     next_index: std::sync::atomic::AtomicU32,
     /// The faults put on clusters, kept apart from the running clusters so that a cluster
     /// created or brought back later starts with its own (see [`faults`]).
-    faults: Mutex<faults::FaultBook>,
+    /// Shared with each running cluster, which reads its own faults as its parts come up.
+    faults: Arc<Mutex<faults::FaultBook>>,
     /// The clusters whose faults change, as they change (see [`Cloud::fault_changes`]).
     fault_changes: tokio::sync::broadcast::Sender<String>,
 }
@@ -263,7 +264,7 @@ impl Cloud {
             router: Arc::new(sni::Router::default()),
             shared: Mutex::new(None),
             next_index: std::sync::atomic::AtomicU32::new(0),
-            faults: Mutex::default(),
+            faults: Arc::default(),
             fault_changes: tokio::sync::broadcast::channel(1024).0,
         }
     }
@@ -465,8 +466,8 @@ impl Cloud {
     ///   [`workloads::NODE_MONITOR_GRACE`] its node turns Ready `Unknown` and is tainted
     ///   unreachable, as kube-controller-manager's node lifecycle controller does;
     /// - etcd alarms are raised (etcdctl lists them, etcd refuses what they refuse: see
-    ///   [`infrasim_etcd_sim`]'s KV service); setting the same alarms again raises them on
-    ///   members that joined since;
+    ///   [`infrasim_etcd_sim`]'s KV service), on members that join while they are in force
+    ///   too;
     /// - an endpoint held down refuses connections (the port stays the cluster's) and the
     ///   shared listener does not route to it, as when every API server is down;
     /// - a deleted node's Node object (and its Lease) is deleted, as a cloud controller
@@ -474,7 +475,9 @@ impl Cloud {
     ///   fault ends, the kubelet registers the Node again, as a restarted kubelet does;
     /// - an etcd member down answers nothing (a port-forward to its pod is refused), and
     ///   leadership moves off it while a majority is up; without one, etcd has no leader and
-    ///   refuses what needs one, and the API server's writes time out;
+    ///   refuses what needs one, and the API server's writes time out. A member or a node
+    ///   named before it exists meets the fault when it comes up (it joins down, it does not
+    ///   register);
     /// - a boot fault is read by whoever boots the cluster's machines ([`Cloud::faults`]).
     pub fn set_fault(&self, name: &str, source: &str, fault: ClusterFault) {
         let (before, now) = self

@@ -12,6 +12,7 @@ use crate::bootstrap::{
     self, kubernetes_endpoints, machine_ip, Machine, MachineBehaviour, Provisioning, ADDON_PHASES,
     API_SERVER_PHASE, ETCD_PHASE, NODE_PHASE, STATIC_PODS,
 };
+use crate::faults::{ClusterFault, InForce};
 use crate::records::{ClusterRecord, MachineRecord, Records};
 use crate::serving::ServingCertificates;
 use crate::sni::Router;
@@ -101,6 +102,8 @@ pub(crate) struct RuntimeConfig {
     /// Where the cluster's machines and progress are kept, and its record there.
     pub records: Records,
     pub record: ClusterRecord,
+    /// The cluster's faults, met by its members and nodes as they come up.
+    pub faults: InForce,
 }
 
 /// What one cluster's machines share.
@@ -117,6 +120,7 @@ pub(crate) struct Runtime {
     pub etcd: EtcdCluster,
     pub serving: Arc<ServingCertificates>,
     records: Records,
+    faults: InForce,
     state: Mutex<State>,
     api_up: watch::Sender<bool>,
 }
@@ -145,6 +149,7 @@ impl Runtime {
             etcd: config.etcd,
             serving: config.serving,
             records: config.records,
+            faults: config.faults,
             state: Mutex::new(State {
                 reserved,
                 record: config.record,
@@ -379,15 +384,41 @@ impl Runtime {
             .map_or(0, MachineState::steps_done))
     }
 
+    /// The faults in force on the cluster as its member `name` joins: down if a fault names
+    /// it (the API server's answers follow the quorum that leaves), and the alarms raised on
+    /// every member or on it.
+    fn meet_member_faults(&self, name: &str, faults: &ClusterFault) {
+        if faults.etcd_members_down.contains(name) && self.etcd.set_member_down(name, true) {
+            let quorum = self.etcd.has_quorum();
+            self.server.faults().set(faults.server_fault(quorum));
+        }
+        let alarms = faults.etcd_alarms.iter();
+        for alarm in alarms.filter(|a| a.member.as_deref().is_none_or(|m| m == name)) {
+            self.etcd.set_alarm(Some(name), alarm.alarm, true);
+        }
+    }
+
     /// Writes one step's objects and records it as done.
     async fn do_step(self: &Arc<Self>, machine: &Machine, step: usize) {
-        bootstrap::write_phase(
-            &self.writer(),
-            bootstrap::machine_phase(&self.shape, self.cluster_index, machine, step, &self.now()),
-        );
+        let faults = self.faults.now();
+        // A node a fault deleted before it registered stays unregistered (its objects are
+        // written when the fault ends, as for a node deleted after it registered).
+        if step < NODE_PHASE || !faults.deleted_nodes.contains(&machine.name) {
+            bootstrap::write_phase(
+                &self.writer(),
+                bootstrap::machine_phase(
+                    &self.shape,
+                    self.cluster_index,
+                    machine,
+                    step,
+                    &self.now(),
+                ),
+            );
+        }
         if machine.control_plane && step == ETCD_PHASE {
             let (peer, client) = crate::etcd::member_urls(&machine_ip(self.cluster_index, machine));
             self.etcd.start_member(&machine.name, &peer, &client);
+            self.meet_member_faults(&machine.name, &faults);
         }
         if machine.control_plane && step == API_SERVER_PHASE {
             self.api_server_started(machine).await;

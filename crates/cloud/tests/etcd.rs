@@ -293,3 +293,68 @@ async fn members_down_move_the_leadership_and_a_lost_quorum_refuses_writes() {
     cloud.set_fault("q", "ns/one", ClusterFault::default());
     assert!(cloud.delete_cluster("q").await.unwrap());
 }
+
+/// Faults that name an etcd member and a node before their machines exist (a Fault made
+/// while the machines boot) meet them as they come up: the member joins down and with the
+/// cluster's alarm, the node does not register; when the faults end, both come back.
+#[tokio::test]
+async fn a_member_and_a_node_that_come_up_under_a_fault_meet_it() {
+    use infrasim_cloud::{ClusterFault, EtcdAlarm, MachineBehaviour};
+    use infrasim_etcd_sim::pb::etcdserverpb::AlarmType;
+    use k8s_openapi::api::core::v1::Node;
+    let cloud = cloud();
+    let info = cloud
+        .create_cluster(shape("late"))
+        .await
+        .expect("a cluster");
+    let etcd = cloud.etcd("late").expect("the cluster's etcd");
+    let pki = cloud.pki("late").expect("the cluster's PKI");
+    let endpoint = info.endpoint.to_string();
+    let dir = temp_dir("late");
+    credentials(&dir, &pki.ca.cert_pem, &pki.etcd_ca);
+    let text = |o: &std::process::Output| {
+        String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr)
+    };
+    let fault = ClusterFault {
+        etcd_members_down: ["late-control-plane-3".to_string()].into(),
+        deleted_nodes: ["late-worker-9".to_string()].into(),
+        etcd_alarms: [EtcdAlarm {
+            member: None,
+            alarm: AlarmType::Nospace,
+        }]
+        .into(),
+        ..ClusterFault::default()
+    };
+    cloud.set_fault("late", "ns/early", fault);
+    for (machine, control_plane) in [("late-control-plane-3", true), ("late-worker-9", false)] {
+        cloud
+            .add_machine("late", machine, control_plane, MachineBehaviour::default())
+            .await
+            .expect("the machine comes up");
+    }
+    assert!(etcd.member_named("late-control-plane-3").is_some());
+    assert!(etcd.member_down("late-control-plane-3"));
+    // Three members up of four: still a quorum, and the alarm is on all four.
+    assert!(etcd.has_quorum());
+    let listed = etcdctl(&endpoint, &dir, &["alarm", "list"]).await;
+    assert_eq!(
+        text(&listed).matches("alarm:NOSPACE").count(),
+        4,
+        "{}",
+        text(&listed)
+    );
+    let nodes: kube::Api<Node> = kube::Api::all(common::client(&info.kubeconfig).await);
+    assert!(nodes.get_opt("late-worker-9").await.unwrap().is_none());
+    assert!(nodes
+        .get_opt("late-control-plane-3")
+        .await
+        .unwrap()
+        .is_some());
+
+    cloud.set_fault("late", "ns/early", ClusterFault::default());
+    assert!(!etcd.member_down("late-control-plane-3"));
+    assert!(nodes.get_opt("late-worker-9").await.unwrap().is_some());
+    let listed = etcdctl(&endpoint, &dir, &["alarm", "list"]).await;
+    assert!(!text(&listed).contains("alarm:"), "{}", text(&listed));
+    assert!(cloud.delete_cluster("late").await.unwrap());
+}
