@@ -41,14 +41,23 @@ impl Scraper {
     /// One scrape of `path` read to its end, on a thread and runtime of its own: its bytes,
     /// and the time from the request to the last byte.
     async fn scrape(&self, path: &str) -> anyhow::Result<Timed> {
-        let (client, addr, path) = (self.client.clone(), self.addr, path.to_string());
-        tokio::task::spawn_blocking(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?
-                .block_on(scrape_with(&client, addr, &path))
-        })
-        .await?
+        self.scrape_owned(path.to_string()).await
+    }
+
+    fn scrape_owned(
+        &self,
+        path: String,
+    ) -> impl std::future::Future<Output = anyhow::Result<Timed>> {
+        let (client, addr) = (self.client.clone(), self.addr);
+        async move {
+            tokio::task::spawn_blocking(move || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?
+                    .block_on(scrape_with(&client, addr, &path))
+            })
+            .await?
+        }
     }
 }
 
@@ -127,7 +136,7 @@ pub(crate) async fn cost(metrics: &Metrics, scraper: &Scraper) -> anyhow::Result
         lines.push(state_caught_up(metrics).await);
         paths.push("/metrics/state");
     }
-    for path in paths {
+    for &path in &paths {
         let rendered: Vec<Timed> = (0..3).map(|_| timed_render(metrics, path)).collect();
         let mut scraped = Vec::new();
         for _ in 0..3 {
@@ -145,7 +154,31 @@ pub(crate) async fn cost(metrics: &Metrics, scraper: &Scraper) -> anyhow::Result
             range(&scraped),
         ));
     }
+    if paths.contains(&"/metrics/state") {
+        lines.push(sharded(scraper, 4).await?);
+    }
     Ok(lines.join("\n"))
+}
+
+/// `/metrics/state` scraped in `total` shards at once, as a Prometheus scrapes the targets
+/// of one job: the time until the last is read, and each one's size.
+async fn sharded(scraper: &Scraper, total: u32) -> anyhow::Result<String> {
+    let started = Instant::now();
+    let shards =
+        futures::future::try_join_all((0..total).map(|i| {
+            scraper.scrape_owned(format!("/metrics/state?shard={i}&total_shards={total}"))
+        }))
+        .await?;
+    let sizes: Vec<String> = shards
+        .iter()
+        .map(|s| format!("{:.0} MB", s.bytes as f64 / 1e6))
+        .collect();
+    Ok(format!(
+        "metrics: /metrics/state in {total} shards scraped at once in {:.0} ms ({}; each {})",
+        started.elapsed().as_secs_f64() * 1e3,
+        sizes.join(", "),
+        range(&shards),
+    ))
 }
 /// Waits until the state metrics hold still (their count of objects unchanged for a second,
 /// at most a minute: they follow the informers, which may be behind the last writes), and

@@ -10,6 +10,7 @@
 
 use hyper::body::Incoming;
 use infrasim_kube_api::http::{json_typed, streamed, Body};
+use infrasim_metrics::state::Shard;
 use infrasim_metrics::{Format, Metrics};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
@@ -104,10 +105,13 @@ async fn answer(metrics: &Metrics, access: Access, req: http::Request<Incoming>)
     }
     let format = Format::negotiate(header(http::header::ACCEPT));
     match path.as_str() {
-        "/metrics/state" => {
-            let pieces = metrics.state().snapshot().chunks(format, 1 << 20);
-            streamed(format.content_type(), pieces)
-        }
+        "/metrics/state" => match Shard::from_query(req.uri().query()) {
+            Ok(shard) => {
+                let pieces = metrics.state().snapshot_of(shard).chunks(format, 1 << 20);
+                streamed(format.content_type(), pieces)
+            }
+            Err(why) => reply(400, "text/plain", format!("{why}\n")),
+        },
         _ => reply(200, format.content_type(), metrics.render(format)),
     }
 }

@@ -170,7 +170,7 @@ fn fixed_route(
         }
         Route::StateMetrics => {
             get_only(&parts.method)?;
-            state_metrics_answer(state, &parts.headers)
+            state_metrics_answer(state, &parts.headers, parts.uri.query())
         }
         Route::Version => {
             get_only(&parts.method)?;
@@ -227,8 +227,9 @@ const STATE_METRICS_PIECE: usize = 1 << 20;
 
 /// `/metrics/state`: the state metrics of the objects the controllers of this process
 /// watch, on the management plane only, sent as they are rendered.
-fn state_metrics_answer(state: &State, headers: &HeaderMap) -> HandlerResult {
+fn state_metrics_answer(state: &State, headers: &HeaderMap, query: Option<&str>) -> HandlerResult {
     use infrasim_metrics::Format;
+    let shard = infrasim_metrics::state::Shard::from_query(query).map_err(ApiError::bad_request)?;
     let accept = headers
         .get(http::header::ACCEPT)
         .and_then(|v| v.to_str().ok());
@@ -237,7 +238,7 @@ fn state_metrics_answer(state: &State, headers: &HeaderMap) -> HandlerResult {
         .config
         .metrics
         .as_ref()
-        .and_then(|m| m.state_snapshot());
+        .and_then(|m| m.state_snapshot(shard));
     match snapshot {
         Some(s) => Ok(crate::http::streamed(
             format.content_type(),

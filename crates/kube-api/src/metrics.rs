@@ -279,11 +279,14 @@ impl RequestMetrics {
         }
     }
 
-    /// The objects' state metrics as they are now when this is the management plane's
-    /// handle; `None` for a workload cluster's server.
-    pub(crate) fn state_snapshot(&self) -> Option<infrasim_metrics::state::Snapshot> {
+    /// The objects' state metrics as they are now (of one shard, when asked) when this is
+    /// the management plane's handle; `None` for a workload cluster's server.
+    pub(crate) fn state_snapshot(
+        &self,
+        shard: Option<infrasim_metrics::state::Shard>,
+    ) -> Option<infrasim_metrics::state::Snapshot> {
         match self.server {
-            Server::Plane => Some(self.registry.state().snapshot()),
+            Server::Plane => Some(self.registry.state().snapshot_of(shard)),
             Server::Workload(_) => None,
         }
     }

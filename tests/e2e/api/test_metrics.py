@@ -160,6 +160,19 @@ def test_cluster_api_object_state_reads_as_kube_state_metrics_makes_it(plane, ns
     assert len(created) == 1 and created[0] > 1.7e9
     check_with_promtool(text)
 
+    # Scraped in shards (kube-state-metrics' --shard and --total-shards as the query's
+    # shard and total_shards): each object's samples are in exactly one of them.
+    def objects(path):
+        text = plane.kubectl("get", "--raw", path).stdout
+        return sorted(re.search(r'[{,]uid="([^"]*)"', line).group(1)
+                      for line in text.splitlines()
+                      if line.startswith(("capi_cluster_info{", "capi_machine_info{")))
+    whole = objects("/metrics/state")
+    parts = [objects(f"/metrics/state?shard={i}&total_shards=3") for i in range(3)]
+    assert whole and sorted(sum(parts, [])) == whole, parts
+    refused = plane.kubectl("get", "--raw", "/metrics/state?shard=3&total_shards=3", check=False)
+    assert refused.returncode != 0 and "is not one of 3" in refused.stderr, refused.stderr
+
     # The simulation's own: clusters and machines by phase, and how long this one took to
     # turn Available (seen while the process watched).
     main = plane.kubectl("get", "--raw", "/metrics").stdout
