@@ -40,24 +40,15 @@ impl Scraper {
 
     /// One scrape of `path` read to its end, on a thread and runtime of its own: its bytes,
     /// and the time from the request to the last byte.
-    async fn scrape(&self, path: &str) -> anyhow::Result<Timed> {
-        self.scrape_owned(path.to_string()).await
-    }
-
-    fn scrape_owned(
-        &self,
-        path: String,
-    ) -> impl std::future::Future<Output = anyhow::Result<Timed>> {
+    async fn scrape(&self, path: String) -> anyhow::Result<Timed> {
         let (client, addr) = (self.client.clone(), self.addr);
-        async move {
-            tokio::task::spawn_blocking(move || {
-                tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()?
-                    .block_on(scrape_with(&client, addr, &path))
-            })
-            .await?
-        }
+        tokio::task::spawn_blocking(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+                .block_on(scrape_with(&client, addr, &path))
+        })
+        .await?
     }
 }
 
@@ -140,7 +131,7 @@ pub(crate) async fn cost(metrics: &Metrics, scraper: &Scraper) -> anyhow::Result
         let rendered: Vec<Timed> = (0..3).map(|_| timed_render(metrics, path)).collect();
         let mut scraped = Vec::new();
         for _ in 0..3 {
-            scraped.push(scraper.scrape(path).await?);
+            scraped.push(scraper.scrape(path.to_string()).await?);
         }
         anyhow::ensure!(
             scraped.iter().all(|s| s.bytes > 0),
@@ -164,11 +155,11 @@ pub(crate) async fn cost(metrics: &Metrics, scraper: &Scraper) -> anyhow::Result
 /// of one job: the time until the last is read, and each one's size.
 async fn sharded(scraper: &Scraper, total: u32) -> anyhow::Result<String> {
     let started = Instant::now();
-    let shards =
-        futures::future::try_join_all((0..total).map(|i| {
-            scraper.scrape_owned(format!("/metrics/state?shard={i}&total_shards={total}"))
-        }))
-        .await?;
+    let shards = futures::future::try_join_all(
+        (0..total)
+            .map(|i| scraper.scrape(format!("/metrics/state?shard={i}&total_shards={total}"))),
+    )
+    .await?;
     let sizes: Vec<String> = shards
         .iter()
         .map(|s| format!("{:.0} MB", s.bytes as f64 / 1e6))

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use infrasim_etcd_sim::pb::etcdserverpb::AlarmType;
 use infrasim_kube_api::faults::{RequestFault, StorageAlarm};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// What one source puts on one cluster. The default is no fault at all.
@@ -183,11 +183,14 @@ impl InForce {
 
     /// The cluster's faults now, all sources together.
     pub fn now(&self) -> ClusterFault {
-        self.book
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .of(&self.cluster)
+        open(&self.book).of(&self.cluster)
     }
+}
+
+/// The book, to read or write. A panic while it was open left it as whole as any write
+/// does (each is one map operation).
+pub(crate) fn open(book: &Mutex<FaultBook>) -> MutexGuard<'_, FaultBook> {
+    book.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

@@ -480,11 +480,7 @@ impl Cloud {
     ///   register);
     /// - a boot fault is read by whoever boots the cluster's machines ([`Cloud::faults`]).
     pub fn set_fault(&self, name: &str, source: &str, fault: ClusterFault) {
-        let (before, now) = self
-            .faults
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .set(name, source, fault);
+        let (before, now) = faults::open(&self.faults).set(name, source, fault);
         if before != now {
             // Nobody listening is no error: the change is in the book for whoever asks.
             let _ = self.fault_changes.send(name.to_string());
@@ -534,10 +530,7 @@ impl Cloud {
 
     /// The faults in force on cluster `name`, all sources together.
     pub fn faults(&self, name: &str) -> ClusterFault {
-        self.faults
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .of(name)
+        faults::open(&self.faults).of(name)
     }
 
     /// The store group a simulated vCenter named `key` keeps itself in (see

@@ -9,8 +9,8 @@
 //! made at start and written where only its user reads it.
 
 use hyper::body::Incoming;
-use infrasim_kube_api::http::{json_typed, streamed, Body};
-use infrasim_metrics::state::Shard;
+use infrasim_kube_api::http::{json_typed, Body};
+use infrasim_kube_api::metrics::state_metrics_response;
 use infrasim_metrics::{Format, Metrics};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
@@ -105,13 +105,12 @@ async fn answer(metrics: &Metrics, access: Access, req: http::Request<Incoming>)
     }
     let format = Format::negotiate(header(http::header::ACCEPT));
     match path.as_str() {
-        "/metrics/state" => match Shard::from_query(req.uri().query()) {
-            Ok(shard) => {
-                let pieces = metrics.state().snapshot_of(shard).chunks(format, 1 << 20);
-                streamed(format.content_type(), pieces)
+        "/metrics/state" => {
+            match state_metrics_response(metrics.state(), format, req.uri().query()) {
+                Ok(answer) => answer,
+                Err(why) => reply(400, "text/plain", format!("{why}\n")),
             }
-            Err(why) => reply(400, "text/plain", format!("{why}\n")),
-        },
+        }
         _ => reply(200, format.content_type(), metrics.render(format)),
     }
 }

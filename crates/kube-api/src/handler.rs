@@ -221,29 +221,17 @@ fn metrics_answer(state: &State, headers: &HeaderMap) -> Response<Body> {
     crate::http::json_typed(200, text, format.content_type())
 }
 
-/// The size of the pieces `/metrics/state` is sent in: large enough that a piece costs
-/// little more than its bytes, small enough that the pieces waiting to be sent are a few MB.
-const STATE_METRICS_PIECE: usize = 1 << 20;
-
 /// `/metrics/state`: the state metrics of the objects the controllers of this process
 /// watch, on the management plane only, sent as they are rendered.
 fn state_metrics_answer(state: &State, headers: &HeaderMap, query: Option<&str>) -> HandlerResult {
     use infrasim_metrics::Format;
-    let shard = infrasim_metrics::state::Shard::from_query(query).map_err(ApiError::bad_request)?;
     let accept = headers
         .get(http::header::ACCEPT)
         .and_then(|v| v.to_str().ok());
     let format = Format::negotiate(accept);
-    let snapshot = state
-        .config
-        .metrics
-        .as_ref()
-        .and_then(|m| m.state_snapshot(shard));
-    match snapshot {
-        Some(s) => Ok(crate::http::streamed(
-            format.content_type(),
-            s.chunks(format, STATE_METRICS_PIECE),
-        )),
+    match state.config.metrics.as_ref().and_then(|m| m.state()) {
+        Some(table) => crate::metrics::state_metrics_response(table, format, query)
+            .map_err(ApiError::bad_request),
         None => Err(not_found_path()),
     }
 }

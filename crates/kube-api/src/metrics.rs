@@ -279,14 +279,11 @@ impl RequestMetrics {
         }
     }
 
-    /// The objects' state metrics as they are now (of one shard, when asked) when this is
-    /// the management plane's handle; `None` for a workload cluster's server.
-    pub(crate) fn state_snapshot(
-        &self,
-        shard: Option<infrasim_metrics::state::Shard>,
-    ) -> Option<infrasim_metrics::state::Snapshot> {
+    /// The objects' state metrics when this is the management plane's handle; `None` for
+    /// a workload cluster's server.
+    pub(crate) fn state(&self) -> Option<&infrasim_metrics::state::StateMetrics> {
         match self.server {
-            Server::Plane => Some(self.registry.state().snapshot_of(shard)),
+            Server::Plane => Some(self.registry.state()),
             Server::Workload(_) => None,
         }
     }
@@ -586,6 +583,24 @@ fn user_agent(headers: &HeaderMap) -> String {
         end -= 1;
     }
     agent[..end].to_string()
+}
+
+/// The size of the pieces `/metrics/state` is sent in: large enough that a piece costs
+/// little more than its bytes, small enough that the pieces waiting to be sent are a few MB.
+const STATE_METRICS_PIECE: usize = 1 << 20;
+
+/// `/metrics/state` answered from `state` in `format`, sent as it is rendered: every object,
+/// or those of the shard the query names (`shard` and `total_shards`); the reason when the
+/// query names no shard that is one (a 400). The plane and `--metrics-bind-address` both
+/// answer with it.
+pub fn state_metrics_response(
+    state: &infrasim_metrics::state::StateMetrics,
+    format: infrasim_metrics::Format,
+    query: Option<&str>,
+) -> Result<http::Response<crate::http::Body>, String> {
+    let shard = infrasim_metrics::state::Shard::from_query(query)?;
+    let pieces = state.snapshot_of(shard).chunks(format, STATE_METRICS_PIECE);
+    Ok(crate::http::streamed(format.content_type(), pieces))
 }
 
 #[cfg(test)]

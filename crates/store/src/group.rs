@@ -684,23 +684,13 @@ impl Group {
     }
 
     /// A snapshot that holds at least every object of `resource` carrying all of `labels`
-    /// (`key=value` pairs), read as [`Group::snapshot`] reads: at the latest version it holds
-    /// the objects of the rarest of those labels (from the label index, without looking at
-    /// the others, so a selector that names a label every cluster shares and one of a single
-    /// cluster's reads that cluster's objects only); at an exact older version, where the
-    /// index does not reach, it is the whole resource. Callers filter either way.
-    pub fn snapshot_labelled(
-        &self,
-        resource: &str,
-        at: ReadAt,
-        labels: &[(&str, &str)],
-    ) -> Result<Snapshot> {
-        self.snapshot_selected(resource, at, labels, &[])
-    }
-
-    /// As [`Group::snapshot_labelled`], with required `field=value` pairs too: a pair of a
-    /// field indexed for the resource ([`Group::index_field`]) narrows the objects as a
-    /// label does; the others are left to the caller's filter.
+    /// (`key=value` pairs) and holding all of `fields` (`field=value`), read as
+    /// [`Group::snapshot`] reads: at the latest version it holds the objects of the rarest of
+    /// those labels and indexed fields (from the label index and the field index
+    /// ([`Group::index_field`]), without looking at the others, so a selector that names a
+    /// label every cluster shares and one of a single cluster's reads that cluster's objects
+    /// only); a field not indexed narrows nothing; at an exact older version, where the
+    /// indexes do not reach, it is the whole resource. Callers filter either way.
     pub fn snapshot_selected(
         &self,
         resource: &str,

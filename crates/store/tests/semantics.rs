@@ -505,25 +505,27 @@ fn labelled_snapshots_follow_labels_through_every_write() {
         .unwrap();
     let one = |g: &Group| {
         names(
-            &g.snapshot_labelled("configmaps", ReadAt::Latest, &[("cluster", "one")])
+            &g.snapshot_selected("configmaps", ReadAt::Latest, &[("cluster", "one")], &[])
                 .unwrap(),
         )
     };
     assert_eq!(one(&g), ["a", "c"]);
     // Of several required labels, the rarest narrows the read (every object has `role=w`).
     let both = g
-        .snapshot_labelled(
+        .snapshot_selected(
             "configmaps",
             ReadAt::Latest,
             &[("role", "w"), ("cluster", "two")],
+            &[],
         )
         .unwrap();
     assert_eq!(names(&both), ["b"]);
     let none = g
-        .snapshot_labelled(
+        .snapshot_selected(
             "configmaps",
             ReadAt::Latest,
             &[("role", "w"), ("cluster", "z")],
+            &[],
         )
         .unwrap();
     assert!(none.objects.is_empty());
@@ -548,19 +550,20 @@ fn labelled_snapshots_follow_labels_through_every_write() {
         .unwrap();
     assert_eq!(one(&g), ["b", "c"]);
     let two = g
-        .snapshot_labelled("configmaps", ReadAt::Latest, &[("cluster", "two")])
+        .snapshot_selected("configmaps", ReadAt::Latest, &[("cluster", "two")], &[])
         .unwrap();
     assert!(two.objects.is_empty());
     // An exact older version is beyond the index: the whole resource, for the caller to filter.
     let past = g
-        .snapshot_labelled("configmaps", ReadAt::Exact(2), &[("cluster", "one")])
+        .snapshot_selected("configmaps", ReadAt::Exact(2), &[("cluster", "one")], &[])
         .unwrap();
     assert_eq!(names(&past), ["a", "b"]);
     assert!(matches!(
-        g.snapshot_labelled(
+        g.snapshot_selected(
             "configmaps",
             ReadAt::NotOlderThan(999),
-            &[("cluster", "one")]
+            &[("cluster", "one")],
+            &[]
         ),
         Err(StoreError::TooLargeResourceVersion { .. })
     ));
