@@ -113,14 +113,21 @@ pub struct CloudConfig {
     pub homes: Option<std::path::PathBuf>,
 }
 
+/// The events a workload cluster's watcher may fall behind by before it is cut off and
+/// resumes from the window, with no gap (the window keeps 75 s of them).
+const WATCHER_BUFFER: usize = 64;
+
 impl CloudConfig {
     /// The configuration of a store to hold this cloud's clusters (see [`Cloud::open`]).
     pub fn store_config(&self) -> StoreConfig {
         StoreConfig {
             watch_window: self.watch_window,
-            // A watcher cut off behind the buffer resumes from the window, so a buffer
-            // longer than the window only keeps old events (and their objects) alive.
-            watcher_buffer: self.watch_window.clamp(16, 1024),
+            // How many events a watcher may have waiting before it is cut off; it then
+            // resumes from the window (which keeps 75 s of them) with no gap. A slot holds
+            // on to its last event's shell (about 136 bytes with the slot; the objects are
+            // the window's to keep), so a buffer as long as `up`'s window (1,024 slots) would
+            // hold about 140 KB of every cluster; one longer than the window gains nothing.
+            watcher_buffer: self.watch_window.clamp(16, WATCHER_BUFFER),
             // Thousands of clusters of the same objects, read far less than the plane's:
             // packed, about a tenth of their size (see infrasim_store's `packing`).
             packed: true,

@@ -6,6 +6,11 @@
 //! so thousands of groups never contend with each other. Watchers receive events through a
 //! bounded broadcast channel: a watcher that falls behind is cut off (it sees
 //! [`WatchError::Lagged`]) instead of slowing writers down.
+//!
+//! The channel carries weak references: the window is what keeps an event (and the object
+//! versions it holds) alive. A channel slot keeps its value until it is overwritten, so a
+//! strong reference there kept a cluster's last `watcher_buffer` events whatever the window
+//! let go; an event the window has dropped before a watcher took it reads as lagging.
 
 use crate::backend::{Backend, GroupImage};
 use crate::durability::{self, Accepted, Commit, Settle};
@@ -159,20 +164,32 @@ pub struct Watch {
     pub backlog: Vec<Arc<Event>>,
     /// The resourceVersion the watch starts after.
     pub start: u64,
-    receiver: broadcast::Receiver<Arc<Event>>,
+    receiver: broadcast::Receiver<Sent>,
 }
+
+/// What the channel carries: an event's resourceVersion and a weak reference to it (see the
+/// module's doc).
+type Sent = (u64, Weak<Event>);
 
 impl Watch {
     /// The next live event.
     pub async fn next(&mut self) -> std::result::Result<Arc<Event>, WatchError> {
         loop {
-            match self.receiver.recv().await {
-                // A write applied before the watch started but made durable (and so sent)
-                // after: the watch's starting state holds it already.
-                Ok(e) if e.resource_version <= self.start => continue,
-                Ok(e) => return Ok(e),
+            let sent = match self.receiver.recv().await {
+                Ok(sent) => sent,
                 Err(broadcast::error::RecvError::Lagged(_)) => return Err(WatchError::Lagged),
                 Err(broadcast::error::RecvError::Closed) => return Err(WatchError::Closed),
+            };
+            let (resource_version, event) = sent;
+            // A write applied before the watch started but made durable (and so sent)
+            // after: the watch's starting state holds it already.
+            if resource_version <= self.start {
+                continue;
+            }
+            match event.upgrade() {
+                Some(e) => return Ok(e),
+                // Out of the window before this watcher took it: too far behind.
+                None => return Err(WatchError::Lagged),
             }
         }
     }
@@ -180,12 +197,19 @@ impl Watch {
     /// The next live event if one is already waiting (`Ok(None)` if none is).
     pub fn try_next(&mut self) -> std::result::Result<Option<Arc<Event>>, WatchError> {
         loop {
-            match self.receiver.try_recv() {
-                Ok(e) if e.resource_version <= self.start => continue,
-                Ok(e) => return Ok(Some(e)),
+            let sent = match self.receiver.try_recv() {
+                Ok(sent) => sent,
                 Err(broadcast::error::TryRecvError::Empty) => return Ok(None),
                 Err(broadcast::error::TryRecvError::Lagged(_)) => return Err(WatchError::Lagged),
                 Err(broadcast::error::TryRecvError::Closed) => return Err(WatchError::Closed),
+            };
+            let (resource_version, event) = sent;
+            if resource_version <= self.start {
+                continue;
+            }
+            match event.upgrade() {
+                Some(e) => return Ok(Some(e)),
+                None => return Err(WatchError::Lagged),
             }
         }
     }
@@ -200,7 +224,7 @@ pub struct Group {
     /// Moves on each time writes not yet durable are undone (see [`Settle::failed`]).
     epoch: AtomicU64,
     state: Mutex<GroupState>,
-    events: broadcast::Sender<Arc<Event>>,
+    events: broadcast::Sender<Sent>,
     clock: SharedClock,
     backend: Arc<dyn Backend>,
     config: StoreConfig,
@@ -436,7 +460,9 @@ impl Group {
                 state.window_times.push_back(now);
             }
             // No receivers is fine; lagging receivers are their own problem.
-            let _ = self.events.send(event);
+            let _ = self
+                .events
+                .send((event.resource_version, Arc::downgrade(&event)));
         }
         let stale_before = self
             .config

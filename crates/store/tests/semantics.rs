@@ -709,6 +709,44 @@ fn a_fresh_window_keeps_recent_events_and_lets_old_ones_go_above_its_floor() {
     assert!(matches!(g.watch(Some(4)), Err(StoreError::Expired { .. })));
 }
 
+/// The window alone keeps events alive: a watcher's channel (longer than the window here)
+/// does not hold the versions the window let go, and a watcher that had not taken one is
+/// cut off (it resumes from the window, or lists again) rather than handed it.
+#[tokio::test]
+async fn versions_the_window_lets_go_are_freed_even_with_a_watcher_behind() {
+    let g = group(4);
+    let mut behind = g.watch(None).unwrap();
+    let first = Arc::downgrade(
+        &g.create("configmaps", cm("a", "0"), Default::default())
+            .unwrap(),
+    );
+    let mut current = None;
+    for i in 1..10 {
+        current = Some(
+            g.update(
+                "configmaps",
+                cm("a", &i.to_string()),
+                Default::default(),
+                None,
+            )
+            .unwrap(),
+        );
+    }
+    assert!(
+        first.upgrade().is_none(),
+        "the first version is out of the window and nobody holds it"
+    );
+    assert!(matches!(behind.next().await, Err(WatchError::Lagged)));
+    // A watcher that keeps up is handed every event, the last one included.
+    let mut up = g.watch(None).unwrap();
+    let latest = g
+        .update("configmaps", cm("a", "10"), Default::default(), None)
+        .unwrap();
+    let event = up.next().await.unwrap();
+    assert_eq!(event.resource_version, latest.meta.resource_version);
+    assert!(current.is_some());
+}
+
 /// An object's JSON without what two stores set differently (its uid, its creation time).
 fn same(json: &[u8]) -> Value {
     let mut value: Value = serde_json::from_slice(json).unwrap();
