@@ -394,27 +394,26 @@ fn scalar(v: &Value) -> String {
 
 /// Extracts the selectable fields of an object when it is written.
 pub fn extract_fields(kind: &str, object: &Value) -> SelectableFields {
-    selectable_fields(kind)
-        .iter()
-        .map(|path| {
-            let value = match (kind, *path) {
-                // Unset booleans select as "false", as the Go zero value does.
-                (_, "spec.hostNetwork") | (_, "spec.unschedulable") => lookup(object, path)
-                    .map(scalar)
-                    .unwrap_or_else(|| "false".into()),
-                ("Event", "source") => lookup(object, "source.component")
-                    .or_else(|| lookup(object, "reportingComponent"))
-                    .map(scalar)
-                    .unwrap_or_default(),
-                ("ReplicaSet" | "ReplicationController", "status.replicas")
-                | ("Job", "status.successful") => lookup(object, path)
-                    .map(scalar)
-                    .unwrap_or_else(|| "0".into()),
-                _ => lookup(object, path).map(scalar).unwrap_or_default(),
-            };
-            (*path, value)
-        })
-        .collect()
+    let names = selectable_fields(kind);
+    let values = names.iter().map(|path| {
+        let value = match (kind, *path) {
+            // Unset booleans select as "false", as the Go zero value does.
+            (_, "spec.hostNetwork") | (_, "spec.unschedulable") => lookup(object, path)
+                .map(scalar)
+                .unwrap_or_else(|| "false".into()),
+            ("Event", "source") => lookup(object, "source.component")
+                .or_else(|| lookup(object, "reportingComponent"))
+                .map(scalar)
+                .unwrap_or_default(),
+            ("ReplicaSet" | "ReplicationController", "status.replicas")
+            | ("Job", "status.successful") => lookup(object, path)
+                .map(scalar)
+                .unwrap_or_else(|| "0".into()),
+            _ => lookup(object, path).map(scalar).unwrap_or_default(),
+        };
+        value
+    });
+    SelectableFields::with_names(names, values)
 }
 
 /// A label selector as the string kubectl shows (`app=web,tier in (a,b),!legacy`).

@@ -1,26 +1,52 @@
 //! An object's selectable fields (`spec.nodeName`, `status.phase`, …) as the store keeps them
-//! beside its bytes: every name and value in one allocation.
+//! beside its bytes: the kind's list of field names, shared, and every value in one buffer.
 //!
 //! Each stored version carries them, and the window keeps hundreds of versions per cluster.
 //! An Event has eleven selectable fields: as a vector of boxed strings that was 23
-//! allocations and about 800 bytes per Event, about 30 KB of every simulated cluster; packed
-//! into one buffer (each string behind its length) it is one allocation of about 350 bytes.
+//! allocations and about 800 bytes per Event; packed into one buffer, names and values, one
+//! allocation of about 350 bytes, of which the names (the same in every Event) were two
+//! thirds. The names are now the kind's one static list, and the buffer holds the values
+//! alone (at 1,000 fleet clusters the fields' heap went from 17.9 MB to about half of that).
 
 use std::fmt;
+use std::sync::Mutex;
 
-/// Name and value pairs, in the order given, in one buffer.
+/// Name and value pairs, in the order of the kind's names.
 #[derive(Clone, Default, PartialEq, Eq)]
-pub struct SelectableFields(Box<[u8]>);
+pub struct SelectableFields {
+    names: &'static [&'static str],
+    /// Each value behind its length, in the order of `names`.
+    values: Box<[u8]>,
+}
 
 impl SelectableFields {
-    /// The pairs `fields`, in order.
-    pub fn new<N: AsRef<str>, V: AsRef<str>>(fields: impl IntoIterator<Item = (N, V)>) -> Self {
+    /// The values of the fields `names` (a kind's static list), in order. A value missing
+    /// from the end reads as empty.
+    pub fn with_names<V: AsRef<str>>(
+        names: &'static [&'static str],
+        values: impl IntoIterator<Item = V>,
+    ) -> Self {
         let mut buffer = Vec::new();
-        for (name, value) in fields {
-            put(&mut buffer, name.as_ref());
+        let mut count = 0;
+        for value in values.into_iter().take(names.len()) {
             put(&mut buffer, value.as_ref());
+            count += 1;
         }
-        SelectableFields(buffer.into_boxed_slice())
+        for _ in count..names.len() {
+            put(&mut buffer, "");
+        }
+        SelectableFields {
+            names,
+            values: buffer.into_boxed_slice(),
+        }
+    }
+
+    /// The pairs `fields`, in order, whatever their names (read back from a record, or made
+    /// in a test): the list of names is looked up among those already seen.
+    pub fn new<N: AsRef<str>, V: AsRef<str>>(fields: impl IntoIterator<Item = (N, V)>) -> Self {
+        let (names, values): (Vec<N>, Vec<V>) = fields.into_iter().unzip();
+        let names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
+        SelectableFields::with_names(interned(&names), values)
     }
 
     /// The value of field `name`.
@@ -29,18 +55,43 @@ impl SelectableFields {
     }
 
     /// The pairs, in order.
-    pub fn iter(&self) -> Pairs<'_> {
-        Pairs { rest: &self.0 }
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &str)> + '_ {
+        self.names
+            .iter()
+            .copied()
+            .zip(Values { rest: &self.values })
     }
 
     /// How many pairs there are.
     pub fn len(&self) -> usize {
-        self.iter().count()
+        self.names.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.names.is_empty()
     }
+}
+
+/// The lists of field names seen, each kept once for the process's lifetime. The API layer
+/// names a kind's fields from a static list (see `with_names`); other lists come from the
+/// records a durable store reads back and from tests, a handful of distinct ones, so keeping
+/// each for good is bounded by the kinds there are.
+fn interned(names: &[&str]) -> &'static [&'static str] {
+    static SEEN: Mutex<Vec<&'static [&'static str]>> = Mutex::new(Vec::new());
+    if names.is_empty() {
+        return &[];
+    }
+    let mut seen = SEEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(list) = seen.iter().find(|list| **list == names) {
+        return list;
+    }
+    let list: Vec<&'static str> = names
+        .iter()
+        .map(|n| &*Box::leak(Box::<str>::from(*n)))
+        .collect();
+    let list: &'static [&'static str] = Box::leak(list.into_boxed_slice());
+    seen.push(list);
+    list
 }
 
 impl fmt::Debug for SelectableFields {
@@ -63,27 +114,21 @@ fn put(buffer: &mut Vec<u8>, s: &str) {
     buffer.extend_from_slice(&s.as_bytes()[..len as usize]);
 }
 
-/// The pairs of a [`SelectableFields`].
-pub struct Pairs<'a> {
+/// The values of a [`SelectableFields`], in order.
+struct Values<'a> {
     rest: &'a [u8],
 }
 
-impl<'a> Pairs<'a> {
-    fn take(&mut self) -> Option<&'a str> {
+impl<'a> Iterator for Values<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
         let (len, rest) = self.rest.split_first_chunk::<4>()?;
         let len = u32::from_le_bytes(*len) as usize;
         let (s, rest) = rest.split_at_checked(len)?;
         self.rest = rest;
         // Written from a `&str` by `put`, whole: always UTF-8.
         std::str::from_utf8(s).ok()
-    }
-}
-
-impl<'a> Iterator for Pairs<'a> {
-    type Item = (&'a str, &'a str);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        Some((self.take()?, self.take()?))
     }
 }
 
@@ -110,5 +155,27 @@ mod tests {
             r#"{"spec.nodeName": "node-1", "status.podIP": "", "reason": "a\0b=c,d", "type": "Normal ✓"}"#
         );
         assert!(SelectableFields::default().is_empty());
+    }
+
+    #[test]
+    fn a_kinds_static_names_and_the_same_names_read_back_are_equal() {
+        static NAMES: &[&str] = &["spec.nodeName", "status.phase"];
+        let made = SelectableFields::with_names(NAMES, ["node-1", "Running"]);
+        let read_back: SelectableFields =
+            [("spec.nodeName", "node-1"), ("status.phase", "Running")]
+                .into_iter()
+                .collect();
+        assert_eq!(made, read_back);
+        assert_eq!(read_back.get("status.phase"), Some("Running"));
+        // Values missing from the end read as empty, extra ones are not kept.
+        let short = SelectableFields::with_names(NAMES, ["node-1"]);
+        assert_eq!(short.get("status.phase"), Some(""));
+        let long = SelectableFields::with_names(NAMES, ["a", "b", "c"]);
+        assert_eq!(long.iter().count(), 2);
+        // A list of names is kept once, however often it is read back.
+        let again: SelectableFields = [("spec.nodeName", "x"), ("status.phase", "y")]
+            .into_iter()
+            .collect();
+        assert!(std::ptr::eq(again.names, read_back.names));
     }
 }
