@@ -22,6 +22,7 @@ use crate::object::{
     format_time, meta_mut, read_meta, seal, spec_equal, Derived, ObjectKey, StoredObject,
 };
 use crate::packing::Packer;
+use crate::uid_index::UidIndex;
 use crate::StoreConfig;
 use imbl::OrdMap;
 use infrasim_clock::SharedClock;
@@ -246,7 +247,7 @@ struct GroupState {
     /// the group-wide mark, they were sent 410 and relisted under any burst.
     evicted_by_resource: HashMap<Arc<str>, u64>,
     /// Every object by uid, for owner lookups.
-    by_uid: HashMap<Arc<str>, (Arc<str>, ObjectKey)>,
+    by_uid: UidIndex,
     /// Owner uid → its dependents.
     dependents: HashMap<Arc<str>, KeySet<(Arc<str>, ObjectKey)>>,
     /// Resource → `key=value` → the objects carrying that label. Controllers list their
@@ -937,7 +938,7 @@ fn undo(state: &mut GroupState, pending: &[Arc<Event>]) {
     }
 }
 
-fn index(state: &mut GroupState, resource: &Arc<str>, object: &StoredObject) {
+fn index(state: &mut GroupState, resource: &Arc<str>, object: &Arc<StoredObject>) {
     let key = object.meta.key();
     if !object.meta.labels.is_empty() {
         let labels = state.by_label.entry(resource.clone()).or_default();
@@ -951,9 +952,7 @@ fn index(state: &mut GroupState, resource: &Arc<str>, object: &StoredObject) {
     if let Some(fields) = state.by_field.get_mut(resource) {
         fields.insert(&key, object);
     }
-    state
-        .by_uid
-        .insert(object.meta.uid.clone(), (resource.clone(), key.clone()));
+    state.by_uid.put(resource, object);
     for owner in &object.meta.owner_references {
         state
             .dependents
@@ -1056,13 +1055,17 @@ impl Txn<'_> {
                 unindex(self.state, &resource, prev);
             }
             index(self.state, &resource, &object);
-        } else if let (Some(prev), Some(by_field)) =
-            (&previous, self.state.by_field.get_mut(&resource))
-        {
-            // Only the selectable fields may have moved (a Pod bound to a node).
-            if prev.derived.fields != object.derived.fields {
-                by_field.remove(&key, prev);
-                by_field.insert(&key, &object);
+        } else {
+            // The index by uid holds the current version.
+            self.state.by_uid.put(&resource, &object);
+            if let (Some(prev), Some(by_field)) =
+                (&previous, self.state.by_field.get_mut(&resource))
+            {
+                // Only the selectable fields may have moved (a Pod bound to a node).
+                if prev.derived.fields != object.derived.fields {
+                    by_field.remove(&key, prev);
+                    by_field.insert(&key, &object);
+                }
             }
         }
         self.state
@@ -1179,7 +1182,7 @@ impl Txn<'_> {
         let refs = &object.meta.owner_references;
         let dangling: Vec<Arc<str>> = refs
             .iter()
-            .filter(|r| r.uid != object.meta.uid && !self.state.by_uid.contains_key(&r.uid))
+            .filter(|r| r.uid != object.meta.uid && !self.state.by_uid.contains(&r.uid))
             .map(|r| r.uid.clone())
             .collect();
         if dangling.is_empty() {
@@ -1498,7 +1501,7 @@ impl Txn<'_> {
                 .meta
                 .owner_references
                 .iter()
-                .any(|o| self.state.by_uid.contains_key(&o.uid));
+                .any(|o| self.state.by_uid.contains(&o.uid));
             if owner_alive {
                 // Another owner lives on: only the reference to the removed one goes.
                 let uid = removed.meta.uid.clone();
@@ -1508,8 +1511,7 @@ impl Txn<'_> {
             }
         }
         for owner_ref in &removed.meta.owner_references {
-            let Some((owner_resource, owner_key)) = self.state.by_uid.get(&owner_ref.uid).cloned()
-            else {
+            let Some((owner_resource, owner_key)) = self.state.by_uid.get(&owner_ref.uid) else {
                 continue;
             };
             if let Some(owner) = self.current(&owner_resource, &owner_key) {

@@ -34,6 +34,7 @@ mod labels;
 mod object;
 mod packing;
 mod store;
+mod uid_index;
 
 pub use backend::{Backend, GroupImage, MemoryBackend};
 pub use encode::{to_vec_list_meta, to_vec_typed};
