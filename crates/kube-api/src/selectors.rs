@@ -395,23 +395,20 @@ fn scalar(v: &Value) -> String {
 /// Extracts the selectable fields of an object when it is written.
 pub fn extract_fields(kind: &str, object: &Value) -> SelectableFields {
     let names = selectable_fields(kind);
-    let values = names.iter().map(|path| {
-        let value = match (kind, *path) {
-            // Unset booleans select as "false", as the Go zero value does.
-            (_, "spec.hostNetwork") | (_, "spec.unschedulable") => lookup(object, path)
-                .map(scalar)
-                .unwrap_or_else(|| "false".into()),
-            ("Event", "source") => lookup(object, "source.component")
-                .or_else(|| lookup(object, "reportingComponent"))
-                .map(scalar)
-                .unwrap_or_default(),
-            ("ReplicaSet" | "ReplicationController", "status.replicas")
-            | ("Job", "status.successful") => lookup(object, path)
-                .map(scalar)
-                .unwrap_or_else(|| "0".into()),
-            _ => lookup(object, path).map(scalar).unwrap_or_default(),
-        };
-        value
+    let values = names.iter().map(|path| match (kind, *path) {
+        // Unset booleans select as "false", as the Go zero value does.
+        (_, "spec.hostNetwork") | (_, "spec.unschedulable") => lookup(object, path)
+            .map(scalar)
+            .unwrap_or_else(|| "false".into()),
+        ("Event", "source") => lookup(object, "source.component")
+            .or_else(|| lookup(object, "reportingComponent"))
+            .map(scalar)
+            .unwrap_or_default(),
+        ("ReplicaSet" | "ReplicationController", "status.replicas")
+        | ("Job", "status.successful") => lookup(object, path)
+            .map(scalar)
+            .unwrap_or_else(|| "0".into()),
+        _ => lookup(object, path).map(scalar).unwrap_or_default(),
     });
     SelectableFields::with_names(names, values)
 }

@@ -181,16 +181,8 @@ impl Watch {
                 Err(broadcast::error::RecvError::Lagged(_)) => return Err(WatchError::Lagged),
                 Err(broadcast::error::RecvError::Closed) => return Err(WatchError::Closed),
             };
-            let (resource_version, event) = sent;
-            // A write applied before the watch started but made durable (and so sent)
-            // after: the watch's starting state holds it already.
-            if resource_version <= self.start {
-                continue;
-            }
-            match event.upgrade() {
-                Some(e) => return Ok(e),
-                // Out of the window before this watcher took it: too far behind.
-                None => return Err(WatchError::Lagged),
+            if let Some(taken) = self.take(sent) {
+                return taken;
             }
         }
     }
@@ -204,15 +196,21 @@ impl Watch {
                 Err(broadcast::error::TryRecvError::Lagged(_)) => return Err(WatchError::Lagged),
                 Err(broadcast::error::TryRecvError::Closed) => return Err(WatchError::Closed),
             };
-            let (resource_version, event) = sent;
-            if resource_version <= self.start {
-                continue;
-            }
-            match event.upgrade() {
-                Some(e) => return Ok(Some(e)),
-                None => return Err(WatchError::Lagged),
+            if let Some(taken) = self.take(sent) {
+                return taken.map(Some);
             }
         }
+    }
+
+    /// What a received event means to this watch: `None` to pass over it (a write applied
+    /// before the watch started but made durable, and so sent, after: the watch's starting
+    /// state holds it already), `Lagged` if the window let it go before this watcher took
+    /// it (too far behind), else the event.
+    fn take(&self, (resource_version, event): Sent) -> Option<Result<Arc<Event>, WatchError>> {
+        if resource_version <= self.start {
+            return None;
+        }
+        Some(event.upgrade().ok_or(WatchError::Lagged))
     }
 }
 
