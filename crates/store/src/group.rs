@@ -1445,7 +1445,7 @@ impl Txn<'_> {
                 .meta
                 .finalizers
                 .iter()
-                .any(|f| f == FOREGROUND_FINALIZER)
+                .any(|f| &**f == FOREGROUND_FINALIZER)
         {
             return Ok(());
         }

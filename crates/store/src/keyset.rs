@@ -33,6 +33,10 @@ impl<K: Ord> KeySet<K> {
             KeySet::Few(keys) => match keys.binary_search(&key) {
                 Ok(_) => false,
                 Err(at) if keys.len() < FEW => {
+                    // Grown by one, not doubled: most sets stay at one or two keys, and a
+                    // vector's first growth makes room for four (128 bytes of `ObjectKey`s
+                    // for the one a node's or an event's set holds).
+                    keys.reserve_exact(1);
                     keys.insert(at, key);
                     true
                 }
@@ -111,6 +115,10 @@ mod tests {
             set.insert(k);
         }
         assert!(matches!(&set, KeySet::Few(keys) if keys.len() == 3));
+        assert!(
+            matches!(&set, KeySet::Few(keys) if keys.capacity() == 3),
+            "room for what it holds, no more"
+        );
         assert_eq!(set.iter().copied().collect::<Vec<_>>(), ["a", "b", "c"]);
         assert!(set.remove(&"b"));
         assert!(!set.remove(&"z"));

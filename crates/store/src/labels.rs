@@ -4,19 +4,25 @@
 //! does every old version the event window keeps. A `BTreeMap<String, String>` allocates a
 //! node of eleven slots (about 540 bytes) however few labels there are, and most objects have
 //! one to four: at thousands of simulated clusters those nodes were about a tenth of the heap.
-//! A shared slice holds exactly the pairs, and reads stay a binary search. It is shared
-//! (an `Arc`) because most writes leave an object's labels as they were: a new version takes
-//! its predecessor's, and the window's old versions cost nothing for them.
+//! A shared slice holds exactly the pairs, and reads stay a binary search.
+//!
+//! The slice is interned process-wide (`internment::ArcIntern`: one copy of each distinct
+//! set, freed with its last holder). Most label sets recur: every version of an object keeps
+//! its labels, and every simulated cluster carries the same bootstrap objects (the RBAC
+//! defaults' `kubernetes.io/bootstrapping`, CoreDNS's and kube-proxy's pods, the namespaces'
+//! `kubernetes.io/metadata.name`), so a fleet holds each of those sets once rather than once
+//! per cluster and version. Interning costs a hash and a lookup per object written.
 
+use internment::ArcIntern;
 use serde::ser::{Serialize, SerializeMap, Serializer};
-use std::sync::Arc;
 
 /// One label: its key and value.
 type Pair = (Box<str>, Box<str>);
 
-/// Label keys and values, sorted by key, each key once (none: no allocation). Cheap to clone.
+/// Label keys and values, sorted by key, each key once (none: no allocation). Cheap to clone;
+/// equal sets are one interned copy, so equality is a pointer comparison.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Labels(Option<Arc<[Pair]>>);
+pub struct Labels(Option<ArcIntern<Box<[Pair]>>>);
 
 impl Labels {
     /// The value of label `key`.
@@ -29,7 +35,7 @@ impl Labels {
     }
 
     fn pairs(&self) -> &[Pair] {
-        self.0.as_deref().unwrap_or_default()
+        self.0.as_deref().map(|set| &**set).unwrap_or_default()
     }
 
     /// Whether the object carries label `key`.
@@ -68,7 +74,7 @@ impl<K: Into<Box<str>>, V: Into<Box<str>>> FromIterator<(K, V)> for Labels {
             }
         }
         // No labels, no allocation: most objects of a cluster have none.
-        Labels((!unique.is_empty()).then(|| Arc::from(unique)))
+        Labels((!unique.is_empty()).then(|| ArcIntern::new(unique.into_boxed_slice())))
     }
 }
 
@@ -107,6 +113,22 @@ mod tests {
         assert_eq!(labels.get("c"), None);
         assert!(labels.contains_key("a"));
         assert_eq!(labels.len(), 2);
+    }
+
+    #[test]
+    fn equal_sets_are_one_copy_and_the_last_holder_frees_it() {
+        let pairs = [("interned-test", "one"), ("app", "x")];
+        let a: Labels = pairs.into_iter().collect();
+        let b: Labels = pairs.into_iter().rev().collect();
+        let (Some(a_set), Some(b_set)) = (&a.0, &b.0) else {
+            panic!("labels with pairs hold a set");
+        };
+        assert!(std::ptr::eq(&**a_set, &**b_set), "one copy of equal sets");
+        assert_eq!(a_set.refcount(), 2);
+        let other: Labels = [("interned-test", "two")].into_iter().collect();
+        assert_ne!(a, other);
+        drop(b);
+        assert_eq!(a.0.as_ref().map(ArcIntern::refcount), Some(1));
     }
 
     #[test]

@@ -33,6 +33,7 @@ mod keyset;
 mod labels;
 mod object;
 mod packing;
+pub mod shared_names;
 mod store;
 mod uid_index;
 

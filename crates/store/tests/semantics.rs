@@ -249,12 +249,7 @@ fn dependent_with_a_living_second_owner_survives() {
         .unwrap();
     // It survives, without its reference to the deleted owner.
     let dep = g.get("pods", &key("dep")).unwrap();
-    let owners: Vec<&str> = dep
-        .meta
-        .owner_references
-        .iter()
-        .map(|o| o.name.as_str())
-        .collect();
+    let owners: Vec<&str> = dep.meta.owner_references.iter().map(|o| &*o.name).collect();
     assert_eq!(owners, ["b"]);
     g.delete("configmaps", &key("b"), &DeleteOptions::default())
         .unwrap();
@@ -280,7 +275,11 @@ fn foreground_deletion_waits_for_blocking_dependents() {
     let DeleteOutcome::Pending(o) = out else {
         panic!("owner must wait")
     };
-    assert!(o.meta.finalizers.iter().any(|f| f == FOREGROUND_FINALIZER));
+    assert!(o
+        .meta
+        .finalizers
+        .iter()
+        .any(|f| &**f == FOREGROUND_FINALIZER));
     let child = g.get("pods", &key("child")).unwrap();
     assert!(child.meta.deletion_timestamp.is_some());
     // Releasing the child's finalizer removes it, which releases the owner.
@@ -478,7 +477,7 @@ fn references_to_owners_that_do_not_exist_are_collected() {
     g.create("pods", half, Default::default()).unwrap();
     let half = g.get("pods", &key("half")).unwrap();
     assert_eq!(half.meta.owner_references.len(), 1);
-    assert_eq!(half.meta.owner_references[0].name, "live");
+    assert_eq!(&*half.meta.owner_references[0].name, "live");
 }
 
 fn names(s: &Snapshot) -> Vec<String> {

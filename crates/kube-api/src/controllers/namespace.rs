@@ -156,7 +156,7 @@ async fn finalize(state: &Arc<State>, name: &str) {
                     .entry(format!("{}.{}", info.plural, info.group))
                     .or_default() += 1;
                 for f in &object.meta.finalizers {
-                    *by_finalizer.entry(f.clone()).or_default() += 1;
+                    *by_finalizer.entry(f.to_string()).or_default() += 1;
                 }
                 if object.meta.deletion_timestamp.is_none() {
                     let _ = controller.delete(&info.store_key, &key.namespace, &key.name);
